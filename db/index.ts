@@ -1,0 +1,40 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import Database from 'better-sqlite3'
+import { migrationsDir } from '../lib/paths.js'
+
+export type DB = Database.Database
+
+export function openDatabase(file: string): DB {
+  const db = new Database(file)
+  db.pragma('journal_mode = WAL')
+  // FULL, not NORMAL: in WAL mode NORMAL may lose the last commits on power loss or an
+  // OS crash. An audit record that a client was told about must survive that.
+  db.pragma('synchronous = FULL')
+  db.pragma('foreign_keys = ON')
+  db.pragma('busy_timeout = 5000')
+  migrate(db)
+  return db
+}
+
+/** Applies db/migrations/NNN_name.sql files above PRAGMA user_version, each in one transaction. */
+export function migrate(db: DB): number {
+  const current = db.pragma('user_version', { simple: true }) as number
+  const files = fs
+    .readdirSync(migrationsDir)
+    .filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f))
+    .sort()
+  let version = current
+  for (const file of files) {
+    const n = Number(file.slice(0, 3))
+    if (n <= current) continue
+    if (n !== version + 1) throw new Error(`migration ${file} is out of sequence (schema is at ${version})`)
+    const sql = fs.readFileSync(path.join(migrationsDir, file), 'utf8')
+    db.transaction(() => {
+      db.exec(sql)
+      db.pragma(`user_version = ${n}`)
+    })()
+    version = n
+  }
+  return version
+}

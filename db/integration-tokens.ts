@@ -1,0 +1,37 @@
+import type { DB } from './index.js'
+
+export interface IntegrationTokenRow {
+  id: string
+  name: string
+  token_hash: string
+  profile: number
+  created_by: string
+  created_ms: number
+  expires_ms: number | null
+  last_used_ms: number | null
+  revoked_ms: number | null
+}
+
+export function integrationTokensRepo(db: DB) {
+  const insert = db.prepare(
+    `INSERT INTO integration_tokens (id, name, token_hash, profile, created_by, created_ms, expires_ms)
+     VALUES (@id, @name, @token_hash, @profile, @created_by, @created_ms, @expires_ms)`,
+  )
+  const byHash = db.prepare<[string], IntegrationTokenRow>('SELECT * FROM integration_tokens WHERE token_hash = ?')
+  const byId = db.prepare<[string], IntegrationTokenRow>('SELECT * FROM integration_tokens WHERE id = ?')
+  const byName = db.prepare<[string], IntegrationTokenRow>('SELECT * FROM integration_tokens WHERE name = ?')
+  const all = db.prepare<[], IntegrationTokenRow>('SELECT * FROM integration_tokens ORDER BY created_ms DESC, id')
+  const revoke = db.prepare<[number, string]>('UPDATE integration_tokens SET revoked_ms = ? WHERE id = ? AND revoked_ms IS NULL')
+  const touch = db.prepare<[number, string]>('UPDATE integration_tokens SET last_used_ms = ? WHERE id = ?')
+
+  return {
+    insert: (row: Omit<IntegrationTokenRow, 'last_used_ms' | 'revoked_ms'>) => insert.run(row),
+    byHash: (hash: string) => byHash.get(hash),
+    byId: (id: string) => byId.get(id),
+    byName: (name: string) => byName.get(name),
+    all: () => all.all(),
+    revoke: (id: string, now: number) => revoke.run(now, id).changes === 1,
+    touch: (id: string, now: number) => touch.run(now, id),
+  }
+}
+export type IntegrationTokensRepo = ReturnType<typeof integrationTokensRepo>

@@ -1,0 +1,79 @@
+import type { DB } from './index.js'
+
+export interface UserRow {
+  id: number
+  user_name: string
+  email: string
+  first_name: string | null
+  last_name: string | null
+  phone: string | null
+  image: string | null
+  profile: number
+  password_hash: string
+  is_active: number
+  created_ms: number
+  updated_ms: number
+  last_login_ms: number | null
+  tokens_valid_after_ms: number
+  failed_logins: number
+  locked_until_ms: number
+}
+
+export type NewUser = Pick<UserRow, 'user_name' | 'email' | 'first_name' | 'last_name' | 'phone' | 'image' | 'profile' | 'password_hash'> & { is_active: number }
+
+/** Columns an account update may change. */
+export type UserChanges = Partial<Pick<UserRow, 'user_name' | 'email' | 'first_name' | 'last_name' | 'phone' | 'image' | 'profile' | 'password_hash' | 'is_active'>>
+
+const changeable = new Set(['user_name', 'email', 'first_name', 'last_name', 'phone', 'image', 'profile', 'password_hash', 'is_active'])
+
+export function usersRepo(db: DB) {
+  const byId = db.prepare<[number], UserRow>('SELECT * FROM users WHERE id = ?')
+  const byName = db.prepare<[string], UserRow>('SELECT * FROM users WHERE user_name = ?')
+  const all = db.prepare<[], UserRow>('SELECT * FROM users ORDER BY user_name COLLATE NOCASE, id')
+  const insert = db.prepare(
+    `INSERT INTO users (user_name, email, first_name, last_name, phone, image, profile, password_hash, is_active, created_ms, updated_ms)
+     VALUES (@user_name, @email, @first_name, @last_name, @phone, @image, @profile, @password_hash, @is_active, @now, @now)`,
+  )
+  const remove = db.prepare<[number]>('DELETE FROM users WHERE id = ?')
+  const count = db.prepare<[], { total: number; active: number }>(
+    'SELECT count(*) AS total, coalesce(sum(is_active), 0) AS active FROM users',
+  )
+  const activeAdmins = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM users WHERE profile = 30 AND is_active = 1')
+  const loginFailed = db.prepare<[number, number, number, number]>(
+    `UPDATE users SET failed_logins = failed_logins + 1,
+       locked_until_ms = CASE WHEN failed_logins + 1 >= ? THEN ? ELSE locked_until_ms END
+     WHERE id = ? AND ? IS NOT NULL`,
+  )
+  const loginSucceeded = db.prepare<[number, number]>('UPDATE users SET failed_logins = 0, locked_until_ms = 0, last_login_ms = ? WHERE id = ?')
+  const revokeTokens = db.prepare<[number, number]>('UPDATE users SET tokens_valid_after_ms = ? WHERE id = ?')
+  const updateStatements = new Map<string, ReturnType<DB['prepare']>>()
+
+  return {
+    byId: (id: number) => byId.get(id),
+    byName: (name: string) => byName.get(name),
+    all: () => all.all(),
+    counts: () => count.get()!,
+    activeAdministrators: () => activeAdmins.get()!.n,
+    insert(user: NewUser, now: number): number {
+      return Number(insert.run({ ...user, now }).lastInsertRowid)
+    },
+    update(id: number, changes: UserChanges, now: number): void {
+      const cols = Object.keys(changes).filter((c) => changeable.has(c)).sort()
+      const key = cols.join(',')
+      let stmt = updateStatements.get(key)
+      if (!stmt) {
+        const sets = cols.map((c) => `${c} = @${c}`).concat('updated_ms = @now')
+        stmt = db.prepare(`UPDATE users SET ${sets.join(', ')} WHERE id = @id`)
+        updateStatements.set(key, stmt)
+      }
+      stmt.run({ ...changes, id, now })
+    },
+    remove: (id: number) => remove.run(id).changes > 0,
+    /** Counts a failed login and locks the account once the threshold is reached. */
+    recordFailedLogin: (id: number, threshold: number, lockUntil: number) => loginFailed.run(threshold, lockUntil, id, id),
+    recordLogin: (id: number, now: number) => loginSucceeded.run(now, id),
+    /** Voids every token issued to the account up to now. */
+    revokeTokens: (id: number, now: number) => revokeTokens.run(now, id),
+  }
+}
+export type UsersRepo = ReturnType<typeof usersRepo>

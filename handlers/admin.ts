@@ -1,0 +1,93 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import { accountView, createAccount, deleteAccounts, updateAccount, updateOwnAccount } from '../lib/accounts.js'
+import { runHealthChecks } from '../lib/health.js'
+import { problem } from '../lib/errors.js'
+import { projectRoot } from '../lib/paths.js'
+import { iso } from '../lib/time.js'
+import { licenseStatus } from './auth.js'
+import type { Handlers } from './types.js'
+
+const version: string = JSON.parse(fs.readFileSync(path.join(projectRoot, 'package.json'), 'utf8')).version
+const profileNames = { 10: 'User', 20: 'Manager', 30: 'Administrator' } as const
+
+export const adminHandlers: Handlers<
+  'getAllUsers' | 'getSubsystemHealth' | 'getSystemStatus' | 'getUserDetails' | 'getProfile' | 'getPrimeVersion' | 'addUser' | 'deleteUsers' | 'updateUser' | 'updateUserDetails'
+> = {
+  async getAllUsers(req) {
+    return req.server.repos.users.all().map(accountView)
+  },
+
+  async getSubsystemHealth(req) {
+    return runHealthChecks(req.server)
+  },
+
+  async getSystemStatus(req) {
+    const { repos, config, startedAt } = req.server
+    const agents = repos.system.agentCounts()
+    const walFile = config.dbFile + '-wal'
+    const now = Date.now()
+    return {
+      serverTime: iso(now),
+      startedTime: iso(startedAt),
+      uptimeSeconds: Math.round((now - startedAt) / 1000),
+      agents,
+      license: {
+        primeAccountName: config.license.accountName,
+        licenseStatus: licenseStatus(config.license.expirationDate),
+        seats: config.license.seats,
+        used: agents.total,
+        expirationDate: config.license.expirationDate,
+      },
+      accounts: repos.users.counts(),
+      database: {
+        sizeBytes: repos.system.sizeBytes(),
+        walSizeBytes: fs.existsSync(walFile) ? fs.statSync(walFile).size : 0,
+        schemaVersion: repos.system.schemaVersion(),
+      },
+    }
+  },
+
+  async getUserDetails(req) {
+    const principal = req.principal!
+    if (principal.kind !== 'session') throw problem('not-found', 'An integration token has no account of its own.')
+    const user = req.server.repos.users.byId(principal.id as number)
+    if (!user) throw problem('not-found', 'Your account no longer exists.')
+    return accountView(user)
+  },
+
+  async getProfile(req) {
+    const principal = req.principal!
+    const allowed = [...req.server.contract.operations.values()]
+      .filter((op) => op.access.kind === 'public' || (op.access.kind === 'user' && op.access.minProfile <= principal.profile))
+      .map((op) => op.operationId)
+    return {
+      userName: principal.name,
+      userProfile: principal.profile as 10 | 20 | 30,
+      profileName: profileNames[principal.profile as 10 | 20 | 30],
+      tokenKind: principal.kind,
+      allowedOperations: allowed,
+    }
+  },
+
+  async getPrimeVersion(req) {
+    const spec = req.server.contract.spec
+    return { version, build: req.server.config.build, contractVersion: spec.info.version, apiTitle: spec.info.title }
+  },
+
+  async addUser(req) {
+    return createAccount(req, req.body as Parameters<typeof createAccount>[1])
+  },
+
+  async deleteUsers(req) {
+    return deleteAccounts(req, req.body)
+  },
+
+  async updateUser(req) {
+    return updateAccount(req, req.body)
+  },
+
+  async updateUserDetails(req) {
+    return updateOwnAccount(req, req.body)
+  },
+}

@@ -1,0 +1,18 @@
+import { problem } from '../lib/errors.js'
+import { adminHandlers } from './admin.js'
+import { authHandlers } from './auth.js'
+
+/** Every implemented operation, by operationId. */
+export const handlers: Record<string, (req: any, reply: any) => unknown> = {
+  ...authHandlers,
+  ...adminHandlers,
+}
+
+/** The handler of an operation, or an honest 501 for one that is not built yet. */
+export function resolveHandler(operationId: string) {
+  const handler = handlers[operationId]
+  if (handler) return handler
+  return async () => {
+    throw problem('not-implemented', `Operation ${operationId} is not available in this version.`)
+  }
+}

@@ -1,0 +1,283 @@
+import crypto from 'node:crypto'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
+import openapiGlue from 'fastify-openapi-glue'
+import jwt from '@fastify/jwt'
+import helmet from '@fastify/helmet'
+import rateLimit from '@fastify/rate-limit'
+import multipart from '@fastify/multipart'
+import type { Config } from './config.js'
+import { loadSpec, operations, type Operation } from './contract.js'
+import { openDatabase, type DB } from '../db/index.js'
+import { createRepos, type Repos } from './repos.js'
+import { tokenService, bearerToken, type Principal, type TokenService } from './auth.js'
+import { problem, problemBody, ProblemError, type ProblemCode } from './errors.js'
+import { fieldErrors, validatorCompiler } from './validation.js'
+import { canonicalize, canonicalizeQuery } from './names.js'
+import { chooseResponseType, isJsonMediaType } from './negotiate.js'
+import { auditFallback } from './audit.js'
+import { resolveHandler } from '../handlers/index.js'
+import { bootstrapAdmin } from './accounts.js'
+import { registerDocs } from './docs.js'
+import { responseChecker } from './response-check.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    config: Config
+    db: DB
+    repos: Repos
+    tokens: TokenService
+    contract: { spec: Record<string, any>; operations: Map<string, Operation> }
+    startedAt: number
+  }
+  interface FastifyRequest {
+    principal?: Principal
+    audited?: boolean
+    responseType?: string
+  }
+  interface FastifyContextConfig {
+    op?: Operation
+  }
+}
+
+export interface BuildOptions {
+  config: Config
+  logger?: FastifyServerOptions['logger']
+  /** Check every answer against the contract and turn a violation into a 500 (tests). */
+  validateResponses?: boolean
+  /** A parsed spec to serve instead of spec/openapi.yaml. */
+  spec?: Record<string, any>
+}
+
+const REQUEST_ID = /^[\w.:-]{1,64}$/
+
+export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
+  const { config } = opts
+  const spec = opts.spec ?? loadSpec()
+  const ops = operations(spec)
+
+  const app = Fastify({
+    logger: opts.logger ?? {
+      level: config.logLevel,
+      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '***' },
+    },
+    routerOptions: { caseSensitive: false, maxParamLength: 100 },
+    bodyLimit: config.bodyLimit,
+    trustProxy: config.trustProxy,
+    return503OnClosing: true,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : crypto.randomUUID()
+    },
+    frameworkErrors: (err, req, reply) => {
+      const code: ProblemCode = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'uri-too-long' : 'validation'
+      const detail = code === 'uri-too-long' ? 'A path parameter is longer than 100 characters.' : 'The request URL is malformed.'
+      sendProblem(req, reply, problem(code, detail))
+    },
+  })
+
+  const db = openDatabase(config.dbFile)
+  const repos = createRepos(db)
+  app.decorate('config', config)
+  app.decorate('db', db)
+  app.decorate('repos', repos)
+  app.decorate('contract', { spec, operations: ops })
+  app.decorate('startedAt', Date.now())
+  app.decorateRequest('principal', undefined)
+  app.decorateRequest('audited', false)
+  app.decorateRequest('responseType', undefined)
+  app.addHook('onClose', async () => db.close())
+
+  app.setValidatorCompiler(validatorCompiler)
+  // Answers are plain JSON.stringify: the contract is checked in tests, never by silently
+  // dropping or coercing fields on the way out.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data))
+  app.setErrorHandler(errorHandler)
+
+  await app.register(helmet, {
+    contentSecurityPolicy: {
+      directives: {
+        defaultSrc: ["'self'"],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'", "'unsafe-inline'"],
+        imgSrc: ["'self'", 'data:'],
+      },
+    },
+  })
+  await app.register(jwt, {
+    secret: config.jwtSecret,
+    sign: { algorithm: 'HS256', expiresIn: config.accessTokenTtlSec, iss: 'prime-webui' },
+    verify: { algorithms: ['HS256'], allowedIss: 'prime-webui' },
+  })
+  app.decorate('tokens', tokenService(app, config, repos))
+
+  // Route metadata from the contract, before the rate limiter reads each route's config.
+  app.addHook('onRoute', (route) => {
+    const id = (route.schema as { operationId?: string } | undefined)?.operationId
+    const op = id ? ops.get(id) : undefined
+    if (!op) return
+    route.config = { ...(route.config ?? {}), op }
+    if (op.operationId === 'localLogin' || op.operationId === 'signIn') {
+      ;(route.config as Record<string, unknown>).rateLimit = { max: config.loginRateLimitMax, timeWindow: 60_000 }
+    }
+  })
+  await app.register(rateLimit, {
+    global: true,
+    max: config.rateLimitMax,
+    timeWindow: config.rateLimitWindowMs,
+    hook: 'onRequest',
+    keyGenerator: (req) => req.ip,
+    errorResponseBuilder: (_req, ctx) =>
+      problem('rate-limited', `Rate limit exceeded, retry in ${Math.ceil(ctx.ttl / 1000)} seconds.`, {
+        headers: { 'retry-after': String(Math.ceil(ctx.ttl / 1000)) },
+      }),
+  })
+  app.setNotFoundHandler({ preHandler: app.rateLimit() }, (req, reply) =>
+    sendProblem(req, reply, problem('route-not-found', `No operation ${req.method} ${req.url.split('?')[0]}.`)),
+  )
+  await app.register(multipart, { limits: { fileSize: 10 * 1024 * 1024, files: 1, fields: 10, parts: 11 } })
+
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('x-request-id', req.id)
+    const op = req.routeOptions.config.op
+    if (!op) return
+    gateMediaType(req, op)
+    const type = chooseResponseType(req, op.responseTypes)
+    if (op.responseTypes.length > 0 && !type) {
+      throw problem('not-acceptable', `This operation answers ${op.responseTypes.join(', ')}; Accept allows none of them.`)
+    }
+    req.responseType = type
+    authorize(req, op)
+  })
+
+  app.addHook('preValidation', async (req) => {
+    const op = req.routeOptions.config.op
+    if (!op) return
+    const schema = req.routeOptions.schema as Record<string, any>
+    if (req.query && typeof req.query === 'object') canonicalizeQuery(req.query as Record<string, unknown>, schema.querystring)
+    if (op.bodyRequired && (req.body === undefined || req.body === '')) {
+      throw problem('validation', 'A request body is required.', { errors: [{ location: 'body', name: '(root)', reason: 'is required' }] })
+    }
+    const bodySchema = schema.body?.content?.[req.headers['content-type']?.split(';')[0].trim() ?? ''] ?? schema.body?.content?.['application/json']
+    if (req.body !== undefined) canonicalize(req.body, bodySchema?.schema)
+  })
+
+  const checkResponse = opts.validateResponses ? responseChecker() : undefined
+  app.addHook('onSend', async (req, reply, payload) => {
+    const op = req.routeOptions.config.op
+    if (reply.statusCode < 400 && req.responseType && isJsonAnswer(reply)) {
+      reply.header('content-type', `${req.responseType}; charset=utf-8`)
+    }
+    if (op || reply.statusCode === 401 || reply.statusCode === 403) {
+      auditFallback(req, reply, reply.statusCode >= 400 ? problemDetail(payload) : undefined)
+    }
+    if (checkResponse && op) {
+      const violation = checkResponse(req, reply, payload)
+      if (violation) {
+        req.log.error({ violation }, 'answer violates the contract')
+        reply.code(500).header('content-type', 'application/problem+json')
+        return JSON.stringify(problemBody(problem('internal', `Answer violates the contract: ${violation}`), req.url, req.id))
+      }
+    }
+    return payload
+  })
+
+  await app.register(openapiGlue, {
+    specification: spec,
+    operationResolver: (operationId: string) => resolveHandler(operationId),
+  })
+  await registerDocs(app, spec)
+
+  await bootstrapAdmin(app)
+  return app
+
+  function gateMediaType(req: FastifyRequest, op: Operation) {
+    const header = req.headers['content-type']
+    const hasBody = header !== undefined || (req.headers['content-length'] ?? '0') !== '0' || req.headers['transfer-encoding'] !== undefined
+    if (!hasBody || req.method === 'GET') return
+    const type = (header ?? '').split(';')[0].trim().toLowerCase()
+    if (op.requestTypes.length === 0) {
+      if (type === '' && (req.headers['content-length'] ?? '0') === '0') return
+      throw problem('unsupported-media-type', `${op.operationId} takes no request body.`)
+    }
+    const wantsJson = op.requestTypes.some(isJsonMediaType)
+    if (wantsJson && isJsonMediaType(type)) {
+      // Every JSON media type is parsed and validated as application/json.
+      req.headers['content-type'] = 'application/json' + (header!.includes(';') ? header!.slice(header!.indexOf(';')) : '')
+      return
+    }
+    if (type !== '' && op.requestTypes.includes(type)) return
+    throw problem('unsupported-media-type', `Content-Type must be one of ${op.requestTypes.join(', ')}${type ? `, not ${type}` : ''}.`)
+  }
+
+  function authorize(req: FastifyRequest, op: Operation) {
+    const access = op.access
+    if (access.kind === 'public') return
+    if (access.kind !== 'user') {
+      // The agent and poller credentials are checked by their own gateways.
+      if (!bearerToken(req)) throw problem('unauthenticated', 'A bearer credential is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
+      return
+    }
+    req.principal = app.tokens.authenticate(bearerToken(req), Date.now())
+    if (req.principal.profile < access.minProfile) {
+      const names: Record<number, string> = { 10: 'User', 20: 'Manager', 30: 'Administrator' }
+      throw problem('forbidden', `${op.operationId} needs the ${names[access.minProfile]} profile or higher.`)
+    }
+  }
+}
+
+function isJsonAnswer(reply: FastifyReply): boolean {
+  const type = String(reply.getHeader('content-type') ?? '')
+  return type === '' || type.startsWith('application/json')
+}
+
+function problemDetail(payload: unknown): string | undefined {
+  if (typeof payload !== 'string' || !payload.startsWith('{')) return undefined
+  try {
+    return JSON.parse(payload).detail
+  } catch {
+    return undefined
+  }
+}
+
+function sendProblem(req: FastifyRequest, reply: FastifyReply, err: ProblemError) {
+  if (err.headers) reply.headers(err.headers)
+  reply.code(err.status).header('content-type', 'application/problem+json').send(problemBody(err, req.url.split('?')[0], String(req.id)))
+}
+
+// Fastify's own errors, by code, in the catalogue's terms.
+const fastifyCodes: Record<string, ProblemCode> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported-media-type',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'validation',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'validation',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'bad-json',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload-too-large',
+  FST_ERR_CTP_INVALID_TYPE: 'unsupported-media-type',
+  FST_REQ_FILE_TOO_LARGE: 'payload-too-large',
+  FST_PARTS_LIMIT: 'payload-too-large',
+  FST_FILES_LIMIT: 'payload-too-large',
+  FST_FIELDS_LIMIT: 'payload-too-large',
+  FST_INVALID_MULTIPART_CONTENT_TYPE: 'unsupported-media-type',
+  FST_ERR_VALIDATION: 'validation',
+}
+
+function errorHandler(this: FastifyInstance, error: unknown, req: FastifyRequest, reply: FastifyReply) {
+  const err = error as Error & { code?: string; statusCode?: number; validation?: any[]; validationContext?: string }
+  if (err instanceof ProblemError) return sendProblem(req, reply, err)
+  if (err.validation) {
+    const errors = fieldErrors(err.validation, err.validationContext ?? 'body')
+    const detail = errors.map((e) => `${e.location}/${e.name} ${e.reason}`).join('; ')
+    return sendProblem(req, reply, problem('validation', detail, { errors }))
+  }
+  if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+    return sendProblem(req, reply, problem('bad-json', 'The body is not valid JSON.'))
+  }
+  const mapped = err.code ? fastifyCodes[err.code] : undefined
+  if (mapped) return sendProblem(req, reply, problem(mapped, err.message))
+  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+    // Another client error from a plugin: keep its status, name it plainly.
+    const code: ProblemCode = err.statusCode === 413 ? 'payload-too-large' : err.statusCode === 415 ? 'unsupported-media-type' : 'validation'
+    return sendProblem(req, reply, problem(code, err.message))
+  }
+  req.log.error({ err }, 'unhandled error')
+  return sendProblem(req, reply, problem('internal', 'An unexpected error occurred; it has been logged with this request id.'))
+}

@@ -1,0 +1,63 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { AuditAsset } from '../db/audit.js'
+
+export interface AuditEntry {
+  description: string
+  /** What changed; secrets are masked before it is stored. */
+  details?: unknown
+  asset?: AuditAsset
+  severity?: number
+  outcome?: 'Succeeded' | 'Failed' | 'Refused'
+  /** The actor, when the request has no principal (a login). */
+  user?: string | null
+}
+
+const SECRET_KEY = /pass(word)?|secret|token|credential|private.?key|api.?key|authorization/i
+const NOTICE = 5, WARNING = 4
+
+export function maskSecrets(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(maskSecrets)
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) && v !== null && v !== undefined ? '***' : maskSecrets(v)
+    return out
+  }
+  return value
+}
+
+/** Writes the request's audit record; call it inside the transaction that makes the change. */
+export function audit(req: FastifyRequest, entry: AuditEntry): void {
+  const op = req.routeOptions.config.op
+  req.server.repos.audit.insert({
+    createdMs: Date.now(),
+    severity: entry.severity ?? (entry.outcome && entry.outcome !== 'Succeeded' ? WARNING : NOTICE),
+    category: op?.auditCategory ?? 'System',
+    user: entry.user !== undefined ? entry.user : (req.principal?.name ?? null),
+    sourceIp: req.ip ?? null,
+    description: entry.description.slice(0, 1000),
+    details: JSON.stringify(maskSecrets(entry.details ?? {})).slice(0, 65536),
+    operationId: op?.operationId ?? null,
+    outcome: entry.outcome ?? 'Succeeded',
+    asset: entry.asset,
+  })
+  req.audited = true
+}
+
+/**
+ * Every refused request (401/403) and every state-changing operation leaves a record, even
+ * when its handler did not write one itself (it failed validation, say).
+ */
+export function auditFallback(req: FastifyRequest, reply: FastifyReply, detail: string | undefined): void {
+  if (req.audited) return
+  const op = req.routeOptions.config.op
+  const status = reply.statusCode
+  const refused = status === 401 || status === 403
+  if (!refused && !op?.auditCategory) return
+  const outcome = refused ? 'Refused' : status >= 400 ? 'Failed' : 'Succeeded'
+  const what = op ? `${op.operationId} (${op.method} ${op.path})` : `${req.method} ${req.url}`
+  audit(req, {
+    description: `${outcome}: ${what}${detail ? ` - ${detail}` : ''}`,
+    details: { status, body: outcome === 'Succeeded' ? undefined : req.body },
+    outcome,
+  })
+}

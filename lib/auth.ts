@@ -1,0 +1,110 @@
+import crypto from 'node:crypto'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { Config } from './config.js'
+import type { Repos } from './repos.js'
+import { problem } from './errors.js'
+import { newSecret, sha256 } from './passwords.js'
+
+export interface Principal {
+  kind: 'session' | 'integration'
+  /** The account id (sessions) or the token id (integration tokens). */
+  id: number | string
+  /** As written in audit records: the user name, or `token:<name>`. */
+  name: string
+  profile: number
+  sessionId?: string
+}
+
+interface AccessClaims {
+  sub: string
+  sid: string
+  /** Issue time in ms: revocation works to the millisecond, JWT's iat only to the second. */
+  ims: number
+}
+
+const ISSUER = 'prime-webui'
+const INTEGRATION_PREFIX = 'pit_'
+const REFRESH_PREFIX = 'prt_'
+
+export const unauthenticated = (detail: string) =>
+  problem('unauthenticated', detail, { headers: { 'www-authenticate': `Bearer realm="prime", error="invalid_token", error_description="${detail.replace(/"/g, "'")}"` } })
+
+export function bearerToken(req: FastifyRequest): string | undefined {
+  const header = req.headers.authorization
+  if (!header) return undefined
+  const m = /^Bearer[ \t]+([\x21-\x7e]{1,4096})[ \t]*$/i.exec(header)
+  return m?.[1]
+}
+
+export function tokenService(app: FastifyInstance, config: Config, repos: Repos) {
+  const touchIntervalMs = 60_000
+
+  /** Resolves a bearer credential to its principal, or throws a 401 problem. */
+  function authenticate(token: string | undefined, now: number): Principal {
+    if (!token) {
+      const p = problem('unauthenticated', 'A bearer token is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
+      throw p
+    }
+    if (token.startsWith(INTEGRATION_PREFIX)) {
+      const row = repos.integrationTokens.byHash(sha256(token))
+      if (!row || row.revoked_ms !== null) throw unauthenticated('The integration token is unknown or revoked.')
+      if (row.expires_ms !== null && row.expires_ms <= now) throw unauthenticated('The integration token has expired.')
+      // Recording every use would turn each read into a write; a minute's precision is plenty.
+      if (row.last_used_ms === null || now - row.last_used_ms > touchIntervalMs) repos.integrationTokens.touch(row.id, now)
+      return { kind: 'integration', id: row.id, name: `token:${row.name}`, profile: row.profile }
+    }
+    let claims: AccessClaims
+    try {
+      claims = app.jwt.verify<AccessClaims>(token)
+    } catch (err) {
+      const expired = (err as { code?: string }).code === 'FAST_JWT_EXPIRED'
+      throw unauthenticated(expired ? 'The access token has expired.' : 'The access token is invalid.')
+    }
+    const row = typeof claims.sid === 'string' ? repos.sessions.principal(claims.sid) : undefined
+    if (!row || String(row.user_id) !== claims.sub) throw unauthenticated('The session no longer exists.')
+    if (row.revoked_ms !== null) throw unauthenticated('The session has been logged out or revoked.')
+    if (!row.is_active) throw unauthenticated('The account is disabled.')
+    if (!(claims.ims >= row.tokens_valid_after_ms)) throw unauthenticated('The token was revoked by a change to the account.')
+    return { kind: 'session', id: row.user_id, name: row.user_name, profile: row.profile, sessionId: row.session_id }
+  }
+
+  function signAccess(userId: number, sessionId: string, now: number) {
+    const token = app.jwt.sign({ sub: String(userId), sid: sessionId, ims: now } satisfies AccessClaims)
+    return { token, expiresAt: new Date(now + config.accessTokenTtlSec * 1000).toISOString() }
+  }
+
+  function issueRefresh(sessionId: string, now: number) {
+    const refreshToken = newSecret(REFRESH_PREFIX.slice(0, -1))
+    const expires = now + config.refreshTokenTtlSec * 1000
+    repos.sessions.addRefreshToken(sha256(refreshToken), sessionId, now, expires)
+    return { refreshToken, refreshTokenExpiresAt: new Date(expires).toISOString() }
+  }
+
+  /** A new session for a login: an access token and its first refresh token. */
+  function startSession(userId: number, now: number) {
+    const sessionId = crypto.randomUUID()
+    repos.sessions.create(sessionId, userId, now)
+    return { ...signAccess(userId, sessionId, now), ...issueRefresh(sessionId, now) }
+  }
+
+  /** Rotates a refresh token; a replayed one revokes its whole session. */
+  function rotate(refreshToken: string, now: number) {
+    const row = repos.sessions.refreshToken(sha256(refreshToken))
+    if (!row) throw unauthenticated('The refresh token is unknown.')
+    if (row.revoked_ms !== null) throw unauthenticated('The refresh token belongs to a revoked session.')
+    if (row.expires_ms <= now) throw unauthenticated('The refresh token has expired.')
+    if (!repos.sessions.useRefreshToken(row.token_hash, now)) {
+      repos.sessions.revoke(row.session_id, 'refresh token reused', now)
+      return { reused: true as const, userId: row.user_id }
+    }
+    return { reused: false as const, userId: row.user_id, tokens: { ...signAccess(row.user_id, row.session_id, now), ...issueRefresh(row.session_id, now) } }
+  }
+
+  function createIntegrationSecret() {
+    const token = newSecret(INTEGRATION_PREFIX.slice(0, -1))
+    return { token, hash: sha256(token) }
+  }
+
+  return { authenticate, startSession, rotate, createIntegrationSecret, issuer: ISSUER }
+}
+export type TokenService = ReturnType<typeof tokenService>

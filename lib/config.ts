@@ -1,0 +1,93 @@
+import fs from 'node:fs'
+import path from 'node:path'
+import crypto from 'node:crypto'
+
+export interface Config {
+  host: string
+  port: number
+  dataDir: string
+  dbFile: string
+  adminPassword: string | undefined
+  jwtSecret: string
+  accessTokenTtlSec: number
+  refreshTokenTtlSec: number
+  rateLimitMax: number
+  rateLimitWindowMs: number
+  loginRateLimitMax: number
+  lockoutThreshold: number
+  lockoutMs: number
+  bodyLimit: number
+  logLevel: string
+  trustProxy: boolean
+  build: string
+  license: { accountName: string; seats: number; expirationDate: string | null }
+}
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < min || n > max) {
+    throw new Error(`${name} must be an integer from ${min} to ${max}, got "${raw}"`)
+  }
+  return n
+}
+
+function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  if (/^(1|true|yes)$/i.test(raw)) return true
+  if (/^(0|false|no)$/i.test(raw)) return false
+  throw new Error(`${name} must be true or false, got "${raw}"`)
+}
+
+// The JWT secret is generated once and kept in the data dir, so tokens survive restarts
+// without the operator having to invent a secret.
+function jwtSecret(env: NodeJS.ProcessEnv, dataDir: string): string {
+  if (env.PRIME_JWT_SECRET) {
+    if (env.PRIME_JWT_SECRET.length < 32) throw new Error('PRIME_JWT_SECRET must be at least 32 characters')
+    return env.PRIME_JWT_SECRET
+  }
+  const file = path.join(dataDir, 'jwt-secret')
+  try {
+    return fs.readFileSync(file, 'utf8').trim()
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+  }
+  const secret = crypto.randomBytes(48).toString('base64url')
+  fs.writeFileSync(file, secret + '\n', { mode: 0o600, flag: 'wx' })
+  return secret
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const dataDir = path.resolve(env.PRIME_DATA_DIR || './data')
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  const expiration = env.PRIME_LICENSE_EXPIRES || null
+  if (expiration !== null && Number.isNaN(Date.parse(expiration))) {
+    throw new Error(`PRIME_LICENSE_EXPIRES must be a date, got "${expiration}"`)
+  }
+  return {
+    host: env.HOST || '127.0.0.1',
+    port: int(env, 'PORT', 8080, 0, 65535),
+    dataDir,
+    dbFile: path.join(dataDir, 'prime.sqlite'),
+    adminPassword: env.PRIME_ADMIN_PASSWORD || undefined,
+    jwtSecret: jwtSecret(env, dataDir),
+    accessTokenTtlSec: int(env, 'PRIME_ACCESS_TOKEN_TTL', 900, 60, 86400),
+    refreshTokenTtlSec: int(env, 'PRIME_REFRESH_TOKEN_TTL', 7 * 86400, 300, 90 * 86400),
+    rateLimitMax: int(env, 'PRIME_RATE_LIMIT_MAX', 1200, 1, 100_000_000),
+    rateLimitWindowMs: int(env, 'PRIME_RATE_LIMIT_WINDOW_MS', 60_000, 1000, 3_600_000),
+    loginRateLimitMax: int(env, 'PRIME_LOGIN_RATE_LIMIT_MAX', 20, 1, 100_000),
+    lockoutThreshold: int(env, 'PRIME_LOCKOUT_THRESHOLD', 5, 1, 1000),
+    lockoutMs: int(env, 'PRIME_LOCKOUT_SECONDS', 900, 1, 86400) * 1000,
+    bodyLimit: int(env, 'PRIME_BODY_LIMIT', 1024 * 1024, 1024, 100 * 1024 * 1024),
+    logLevel: env.LOG_LEVEL || 'info',
+    trustProxy: bool(env, 'PRIME_TRUST_PROXY', false),
+    build: env.PRIME_BUILD || 'dev',
+    license: {
+      accountName: env.PRIME_LICENSE_ACCOUNT || 'Prime',
+      seats: int(env, 'PRIME_LICENSE_SEATS', 1000, 0, 10_000_000),
+      expirationDate: expiration === null ? null : new Date(expiration).toISOString(),
+    },
+  }
+}

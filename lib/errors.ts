@@ -1,0 +1,76 @@
+// The one catalogue of every problem the API can answer (RFC 9457).
+export const catalogue = {
+  validation: { status: 400, title: 'Invalid request' },
+  'invalid-credentials': { status: 400, title: 'Login failed' },
+  'bad-json': { status: 400, title: 'Malformed JSON body' },
+  unauthenticated: { status: 401, title: 'Authentication required' },
+  forbidden: { status: 403, title: 'Needs a user with a higher profile' },
+  'not-found': { status: 404, title: 'Not found' },
+  'route-not-found': { status: 404, title: 'No such operation' },
+  'method-not-allowed': { status: 405, title: 'Method not allowed' },
+  'not-acceptable': { status: 406, title: 'Not acceptable' },
+  conflict: { status: 409, title: 'Conflict' },
+  'payload-too-large': { status: 413, title: 'Request body too large' },
+  'uri-too-long': { status: 414, title: 'Path parameter too long' },
+  'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
+  'rate-limited': { status: 429, title: 'Too many requests' },
+  'account-locked': { status: 429, title: 'Account locked' },
+  internal: { status: 500, title: 'Internal server error' },
+  'not-implemented': { status: 501, title: 'Not implemented' },
+  unavailable: { status: 503, title: 'Service unavailable' },
+} as const
+
+export type ProblemCode = keyof typeof catalogue
+
+export interface FieldError {
+  location: 'body' | 'query' | 'path' | 'header'
+  name: string
+  reason: string
+}
+
+export class ProblemError extends Error {
+  readonly code: ProblemCode
+  readonly status: number
+  readonly errors?: FieldError[]
+  readonly headers?: Record<string, string>
+
+  constructor(code: ProblemCode, detail: string, opts: { errors?: FieldError[]; headers?: Record<string, string> } = {}) {
+    super(detail)
+    this.code = code
+    this.status = catalogue[code].status
+    this.errors = opts.errors
+    this.headers = opts.headers
+  }
+}
+
+export const problem = (code: ProblemCode, detail: string, opts?: { errors?: FieldError[]; headers?: Record<string, string> }) =>
+  new ProblemError(code, detail, opts)
+
+/** A 400 naming one field. */
+export const invalidField = (location: FieldError['location'], name: string, reason: string) =>
+  new ProblemError('validation', `${location}/${name} ${reason}`, { errors: [{ location, name, reason }] })
+
+export interface ProblemBody {
+  type: string
+  title: string
+  status: number
+  detail: string
+  instance: string
+  requestId: string
+  code: ProblemCode
+  errors?: FieldError[]
+}
+
+export function problemBody(err: ProblemError, instance: string, requestId: string): ProblemBody {
+  const body: ProblemBody = {
+    type: `urn:prime:problem:${err.code}`,
+    title: catalogue[err.code].title,
+    status: err.status,
+    detail: err.message,
+    instance,
+    requestId,
+    code: err.code,
+  }
+  if (err.errors) body.errors = err.errors
+  return body
+}

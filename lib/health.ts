@@ -1,0 +1,52 @@
+import fs from 'node:fs'
+import type { FastifyInstance } from 'fastify'
+import { iso } from './time.js'
+
+export type HealthStatus = 'Healthy' | 'Warning' | 'Failed'
+export interface HealthItem { name: string; status: HealthStatus; detail: string; checkedTime: string; durationMs: number }
+
+const GiB = 1024 ** 3, MiB = 1024 ** 2
+const rank: Record<HealthStatus, number> = { Healthy: 0, Warning: 1, Failed: 2 }
+
+type Check = (app: FastifyInstance) => { status: HealthStatus; detail: string }
+
+/** The subsystems checked; later subsystems add their own check here. */
+export const checks: Record<string, Check> = {
+  Database(app) {
+    const quick = app.repos.system.probe()
+    if (quick !== 'ok') return { status: 'Failed', detail: `Integrity check: ${quick}` }
+    const mb = (app.repos.system.sizeBytes() / MiB).toFixed(1)
+    return { status: 'Healthy', detail: `Read and write succeeded; integrity ok; ${mb} MiB; schema version ${app.repos.system.schemaVersion()}` }
+  },
+  DiskSpace(app) {
+    const s = fs.statfsSync(app.config.dataDir)
+    const free = s.bavail * s.bsize
+    const total = s.blocks * s.bsize
+    const pct = total > 0 ? (free / total) * 100 : 0
+    const detail = `${(free / GiB).toFixed(2)} GiB free of ${(total / GiB).toFixed(2)} GiB (${pct.toFixed(1)} %) in the data directory`
+    if (free < 100 * MiB) return { status: 'Failed', detail }
+    if (free < GiB || pct < 10) return { status: 'Warning', detail }
+    return { status: 'Healthy', detail }
+  },
+  Authentication(app) {
+    const { total, active } = app.repos.users.counts()
+    const admins = app.repos.users.activeAdministrators()
+    if (admins === 0) return { status: 'Failed', detail: 'No active Administrator account' }
+    return { status: 'Healthy', detail: `${active} of ${total} accounts active; ${admins} active Administrator(s); token signing ready` }
+  },
+}
+
+export function runHealthChecks(app: FastifyInstance) {
+  const subsystems: HealthItem[] = Object.entries(checks).map(([name, check]) => {
+    const start = performance.now()
+    let result: { status: HealthStatus; detail: string }
+    try {
+      result = check(app)
+    } catch (err) {
+      result = { status: 'Failed', detail: `Check failed: ${(err as Error).message}` }
+    }
+    return { name, ...result, checkedTime: iso(Date.now()), durationMs: Math.round((performance.now() - start) * 1000) / 1000 }
+  })
+  const status = subsystems.reduce<HealthStatus>((worst, s) => (rank[s.status] > rank[worst] ? s.status : worst), 'Healthy')
+  return { status, checkedTime: iso(Date.now()), subsystems }
+}

@@ -1,0 +1,17 @@
+import type { DB } from '../db/index.js'
+import { usersRepo } from '../db/users.js'
+import { sessionsRepo } from '../db/sessions.js'
+import { integrationTokensRepo } from '../db/integration-tokens.js'
+import { auditRepo } from '../db/audit.js'
+import { systemRepo } from '../db/system.js'
+
+export function createRepos(db: DB) {
+  return {
+    users: usersRepo(db),
+    sessions: sessionsRepo(db),
+    integrationTokens: integrationTokensRepo(db),
+    audit: auditRepo(db),
+    system: systemRepo(db),
+  }
+}
+export type Repos = ReturnType<typeof createRepos>

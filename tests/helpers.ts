@@ -1,0 +1,46 @@
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import type { FastifyInstance, InjectOptions } from 'fastify'
+import { buildApp } from '../lib/app.js'
+import { loadConfig, type Config } from '../lib/config.js'
+
+export const ADMIN_PASSWORD = 'Correct-horse-42'
+export const USER_PASSWORD = 'Battery-staple-97'
+
+/** A fresh app on its own data dir, answering-checked against the contract. */
+export async function build(t: { teardown: (fn: () => unknown) => void }, env: Record<string, string> = {}): Promise<FastifyInstance & { testConfig: Config }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-test-'))
+  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent', PRIME_RATE_LIMIT_MAX: '100000', ...env })
+  const app = await buildApp({ config, logger: false, validateResponses: true })
+  t.teardown(async () => {
+    await app.close()
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+  return Object.assign(app, { testConfig: config })
+}
+
+export async function login(app: FastifyInstance, username = 'admin', password = ADMIN_PASSWORD): Promise<string> {
+  const res = await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username, password } })
+  if (res.statusCode !== 200) throw new Error(`login of ${username} failed: ${res.statusCode} ${res.body}`)
+  return res.json().token
+}
+
+/** Creates an account with the given profile and answers its token. */
+export async function userWithProfile(app: FastifyInstance, adminToken: string, userName: string, userProfile: 10 | 20 | 30): Promise<string> {
+  const password = USER_PASSWORD
+  const res = await app.inject({
+    method: 'POST',
+    url: '/prime/webui/admin/adduser',
+    headers: { authorization: `Bearer ${adminToken}` },
+    payload: { userName, email: `${userName}@example.com`, userProfile, password },
+  })
+  if (res.statusCode !== 200) throw new Error(`adduser ${userName}: ${res.statusCode} ${res.body}`)
+  return login(app, userName, password)
+}
+
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
+
+export async function call(app: FastifyInstance, token: string | undefined, opts: InjectOptions) {
+  return app.inject({ ...opts, headers: { ...(token ? bearer(token) : {}), ...(opts.headers ?? {}) } })
+}
