@@ -557,7 +557,13 @@ export interface components {
             readonly lastLoginTime?: string | null;
         };
         /** @description An `AccountViewResource` with `userName`, `email`, `userProfile` and `password` required. */
-        AccountCreateRequest: components["schemas"]["AccountViewResource"] & Record<string, never>;
+        AccountCreateRequest: components["schemas"]["AccountViewResource"] & {
+            /**
+             * Format: password
+             * @description Required and not null on creation.
+             */
+            password: string;
+        };
         AccountList: components["schemas"]["AccountViewResource"][];
         MyAccountUpdateResource: {
             /** Format: email */

@@ -49,6 +49,7 @@ export interface BuildOptions {
 }
 
 const REQUEST_ID = /^[\w.:-]{1,64}$/
+const IGNORED_BODY = 'application/x-prime-ignored-body'
 
 export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const { config } = opts
@@ -134,6 +135,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler({ preHandler: app.rateLimit() }, (req, reply) =>
     sendProblem(req, reply, problem('route-not-found', `No operation ${req.method} ${req.url.split('?')[0]}.`)),
   )
+  app.addContentTypeParser(IGNORED_BODY, { parseAs: 'buffer' }, (_req, _body, done) => done(null, undefined))
   await app.register(multipart, { limits: { fileSize: 10 * 1024 * 1024, files: 1, fields: 10, parts: 11 } })
 
   app.addHook('onRequest', async (req, reply) => {
@@ -196,8 +198,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (!hasBody || req.method === 'GET') return
     const type = (header ?? '').split(';')[0].trim().toLowerCase()
     if (op.requestTypes.length === 0) {
-      if (type === '' && (req.headers['content-length'] ?? '0') === '0') return
-      throw problem('unsupported-media-type', `${op.operationId} takes no request body.`)
+      // An operation that takes no body ignores one (clients send `{}` to such POSTs).
+      req.headers['content-type'] = IGNORED_BODY
+      return
     }
     const wantsJson = op.requestTypes.some(isJsonMediaType)
     if (wantsJson && isJsonMediaType(type)) {

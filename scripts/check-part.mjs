@@ -20,9 +20,9 @@ for (const f of parts) {
   const keys = Object.keys(doc.components || {}).filter(k => !['schemas', 'parameters'].includes(k))
   if (keys.length) throw new Error(f + ': only components.schemas and components.parameters allowed, got ' + keys)
 }
-let out = base.replace(/^paths:\n/m, 'paths:\n' + pathsText)
-out = out.replace(/^  schemas:\n/m, '  schemas:\n' + schemasText)
-out = out.replace(/^  parameters:\n/m, '  parameters:\n' + paramsText)
+let out = base.replace(/^paths:\n/m, () => 'paths:\n' + pathsText)
+out = out.replace(/^  schemas:\n/m, () => '  schemas:\n' + schemasText)
+out = out.replace(/^  parameters:\n/m, () => '  parameters:\n' + paramsText)
 const outFile = process.env.OUT || '/tmp/merged-openapi.yaml'
 fs.writeFileSync(outFile, out)
 const parsed = YAML.parse(out, { uniqueKeys: true, maxAliasCount: -1 })

@@ -1,0 +1,41 @@
+import { spawnSync } from 'node:child_process'
+import path from 'node:path'
+import t from 'tap'
+import { loadSpec, operations } from '../lib/contract.js'
+import { projectRoot } from '../lib/paths.js'
+import { handlers } from '../handlers/index.js'
+
+const spec = loadSpec()
+const ops = operations(spec)
+const bin = (name: string) => path.join(projectRoot, 'node_modules', '.bin', name)
+
+t.test('generated types match the contract', async (t) => {
+  const r = spawnSync(bin('openapi-typescript'), ['spec/openapi.yaml', '-o', 'generated/openapi.ts', '--check'], { cwd: projectRoot, encoding: 'utf8' })
+  t.equal(r.status, 0, `generated/openapi.ts is stale: run npm run generate\n${r.stdout}${r.stderr}`)
+})
+
+t.test('the contract passes spectral:oas with no warning', async (t) => {
+  const r = spawnSync(bin('spectral'), ['lint', 'spec/openapi.yaml', '-r', '.spectral.yaml', '--fail-severity=warn'], { cwd: projectRoot, encoding: 'utf8' })
+  t.equal(r.status, 0, r.stdout + r.stderr)
+})
+
+t.test('every operation has a handler, or declares 501 until it has one', async (t) => {
+  for (const op of ops.values()) {
+    const declares501 = Boolean(spec.paths[op.path][op.method.toLowerCase()].responses['501'])
+    if (handlers[op.operationId]) t.notOk(declares501, `${op.operationId} is implemented but still declares 501`)
+    else t.ok(declares501, `${op.operationId} has no handler and does not declare 501`)
+  }
+  for (const id of Object.keys(handlers)) t.ok(ops.has(id), `handler ${id} is not an operation of the contract`)
+})
+
+t.test('every operation declares who may call it and how it is audited', async (t) => {
+  for (const op of ops.values()) {
+    const raw = spec.paths[op.path][op.method.toLowerCase()]
+    t.ok(['Public', 'User', 'Manager', 'Administrator', 'Agent', 'Poller'].includes(raw['x-min-profile']), `${op.operationId} x-min-profile`)
+    if (op.method !== 'GET') t.ok(op.auditCategory, `${op.operationId} x-audit-category`)
+    t.ok(raw.responses['200'], `${op.operationId} declares 200`)
+    if (op.access.kind !== 'public') t.ok(raw.responses['401'], `${op.operationId} declares 401`)
+    if (op.access.kind === 'user') t.ok(raw.responses['403'], `${op.operationId} declares 403`)
+    if (op.sortFields.length) t.ok(op.sortFields.includes(op.defaultSort?.replace(/_(asc|desc)$/i, '') ?? ''), `${op.operationId} default sort is a sort field`)
+  }
+})
