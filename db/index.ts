@@ -12,6 +12,9 @@ export function openDatabase(file: string): DB {
   // OS crash. An audit record that a client was told about must survive that.
   db.pragma('synchronous = FULL')
   db.pragma('foreign_keys = ON')
+  // Without it, INSERT OR REPLACE deletes rows without firing DELETE triggers, and the
+  // audit trail's immutability rests on those triggers.
+  db.pragma('recursive_triggers = ON')
   db.pragma('busy_timeout = 5000')
   migrate(db)
   return db
@@ -24,6 +27,8 @@ export function migrate(db: DB): number {
     .readdirSync(migrationsDir)
     .filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f))
     .sort()
+  const latest = files.length ? Number(files[files.length - 1].slice(0, 3)) : 0
+  if (current > latest) throw new Error(`the database is at schema version ${current}, newer than this server knows (${latest}): refusing to start`)
   let version = current
   for (const file of files) {
     const n = Number(file.slice(0, 3))

@@ -39,10 +39,15 @@ export function usersRepo(db: DB) {
     'SELECT count(*) AS total, coalesce(sum(is_active), 0) AS active FROM users',
   )
   const activeAdmins = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM users WHERE profile = 30 AND is_active = 1')
-  const loginFailed = db.prepare<[number, number, number, number]>(
-    `UPDATE users SET failed_logins = failed_logins + 1,
-       locked_until_ms = CASE WHEN failed_logins + 1 >= ? THEN ? ELSE locked_until_ms END
-     WHERE id = ? AND ? IS NOT NULL`,
+  // A lock that has run out starts the count again: 5 consecutive failures, not 1 more.
+  const loginFailed = db.prepare(
+    `UPDATE users SET
+       failed_logins = CASE WHEN locked_until_ms > 0 AND locked_until_ms <= @now THEN 1 ELSE failed_logins + 1 END,
+       locked_until_ms = CASE
+         WHEN locked_until_ms > 0 AND locked_until_ms <= @now THEN CASE WHEN 1 >= @threshold THEN @lockUntil ELSE 0 END
+         WHEN failed_logins + 1 >= @threshold THEN @lockUntil
+         ELSE locked_until_ms END
+     WHERE id = @id`,
   )
   const loginSucceeded = db.prepare<[number, number]>('UPDATE users SET failed_logins = 0, locked_until_ms = 0, last_login_ms = ? WHERE id = ?')
   const revokeTokens = db.prepare<[number, number]>('UPDATE users SET tokens_valid_after_ms = ? WHERE id = ?')
@@ -70,7 +75,7 @@ export function usersRepo(db: DB) {
     },
     remove: (id: number) => remove.run(id).changes > 0,
     /** Counts a failed login and locks the account once the threshold is reached. */
-    recordFailedLogin: (id: number, threshold: number, lockUntil: number) => loginFailed.run(threshold, lockUntil, id, id),
+    recordFailedLogin: (id: number, threshold: number, lockUntil: number, now: number) => loginFailed.run({ id, threshold, lockUntil, now }),
     recordLogin: (id: number, now: number) => loginSucceeded.run(now, id),
     /** Voids every token issued to the account up to now. */
     revokeTokens: (id: number, now: number) => revokeTokens.run(now, id),

@@ -4,6 +4,2415 @@
  */
 
 export interface paths {
+    "/prime/webui/agents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List agents (a page)
+         * @description A page of agents matching every filter given (filters combine with AND). Each agent
+         *     carries exactly the fields of `AgentViewResource`, which existing integrations read
+         *     (including the historical spelling `lastConfiguered`).
+         *
+         *     **Filters.** Text filters (`Uuid`, `HostIdentifier`, `IpAddress`, `Version`,
+         *     `OsVersion`, `Hashtags`) are case-insensitive "contains". Boolean filters accept
+         *     `True`/`False` in any case and `1`/`0`. Enumerated filters (`Status`, `License`,
+         *     `DeploymentMode`) take one value or a comma-separated list (any of them), matched
+         *     case-insensitively; an unknown value answers 400 naming it. Date filters
+         *     (`LastConfiguration`, `LastUpdated`, `ExpirationDate`): a date alone
+         *     (`2024-05-01`) means **on that UTC day**; a date with a time
+         *     (`2024-05-01T12:00:00Z`, `2024-05-01 12:00:00`) means **at or after that instant**.
+         *     Agents whose date is null never match a date filter. `Severity` matches the agent's
+         *     severity exactly (name or number).
+         *
+         *     **Sorting.** `SortBy` over the fields in `x-sort-fields`; `lastConfiguration` is
+         *     accepted as another name for `lastConfiguered` (clients send
+         *     `lastConfiguration_desc`). Nulls sort last in either direction. Default order:
+         *     `hostIdentifier_asc`; ties are broken by `uuid`.
+         *
+         *     **GlobalSearch** matches (contains, case-insensitive) any of `uuid`,
+         *     `hostIdentifier`, `localIpAddress`, `osVersion`, `pcModel`, `nicsText`,
+         *     `serviceVersion`, `licenseAccountName`, `latestEventText` and `hashtags`.
+         *
+         *     `recordsTotal` counts every agent, `recordsFiltered` those matching the filters.
+         *     `PageSize` is at most 10000 (above it: 400).
+         */
+        get: operations["getAgents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agent/{agentId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One agent with its peripherals and commands
+         * @description The agent (every field of `AgentViewResource`) plus its identity and enrollment
+         *     time, network adapters, the users logged on at its last check-in, every peripheral
+         *     it has reported (present or not, newest first; at most 2048 are kept per agent, the
+         *     oldest absent ones are dropped first) and its commands: all that are `Pending` or
+         *     `Delivered`, then the 20 most recent finished ones (`Succeeded`, `Failed`,
+         *     `Cancelled`), newest first. `agentId` is the agent's `uuid` (case-insensitive).
+         */
+        get: operations["getAgent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agent/{agentId}/debuglogs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download the agent's latest debug logs
+         * @description The output of the agent's most recent `FetchDebugLogs` command that succeeded (see
+         *     `fetchagentsdebuglogs`), as a UTF-8 text attachment named
+         *     `<hostIdentifier>-debuglogs-<UTC time>.log`. The last 5 collected logs are kept per
+         *     agent. 404 when the agent is unknown or has no collected logs yet. Logs can hold
+         *     host details, so downloading them needs the Manager profile and is audited.
+         */
+        get: operations["getAgentDebugLogs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/getloggedagents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Agents logged in to the server now
+         * @description Interpretation of the seed's "logged agents": the agents that are **logged in to
+         *     this server right now**, i.e. `Connected` (they checked in within the disconnect
+         *     timeout), each with its last check-in time and the users logged on to the host as
+         *     the agent reported them at that check-in (empty when nobody is logged on).
+         *     Newest check-in first, ties by `uuid`; at most 10000 agents are returned
+         *     (`recordsTotal` says how many are connected; page through all of them with
+         *     `GET agents?Status=Connected`).
+         */
+        get: operations["getLoggedAgents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/getPolicyTest": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Dry run of the arming policy against the peripherals present now
+         * @description Interpretation of the seed's "policy test": evaluates the peripheral policy
+         *     (approvals plus the attack-tool / vulnerable-device catalogue) against every
+         *     peripheral each agent reported **present** at its last check-in, without changing
+         *     anything. For every agent with at least one finding it lists what arming would
+         *     block (peripherals not approved: `outcomeIfArmed: Blocked`) and the approved
+         *     peripherals that are still risky (known attack tools, vulnerable devices:
+         *     `outcomeIfArmed: Allowed`). `blockedNow` tells whether the agent blocks it already
+         *     (it is armed). Use it before arming a group of agents. Agents ordered by
+         *     `hostIdentifier`; at most 10000 agents (`truncated` says whether more had findings).
+         */
+        get: operations["getPolicyTest"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/errorTotal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Agent errors in a date range
+         * @description Counts the errors of agents in `[FromDate, ToDate]`: errors the agents reported
+         *     about themselves at check-in (`errors` of the check-in: driver or service faults)
+         *     and commands that ended `Failed`. Answers the totals, a count per UTC day and the
+         *     1000 agents with the most errors (most first, ties by `hostIdentifier`).
+         *
+         *     `FromDate` means **at or after** (a date alone: from the start of that UTC day);
+         *     `ToDate` means **at or before** (a date alone: to the end of that UTC day).
+         *     Defaults: `ToDate` now, `FromDate` 7 days before `ToDate`. `FromDate` after
+         *     `ToDate`, or a range longer than 366 days, answers 400.
+         */
+        get: operations["getAgentsErrorTotal"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/RiskInsights/UncommonPeripherals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Uncommon peripherals (seen on few hosts)
+         * @description Peripheral models (by VID/PID) present on at most `maxHosts` agents (setting
+         *     `PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS`, default 2) while the fleet has more agents
+         *     than that: a rare device is worth a look. Hubs and peripherals without a VID/PID
+         *     are left out. Fewest hosts first, then most recently seen; at most 1000 models
+         *     (`recordsTotal` counts them all), each with up to 20 of its hosts.
+         *
+         *     The result is cached: this answers the cached result (`computedTime` says when it
+         *     was computed), computing it when there is none or it is older than one hour;
+         *     `.../Reload` recomputes it now.
+         */
+        get: operations["getUncommonPeripherals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/RiskInsights/UncommonPeripherals/Reload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Recompute the uncommon peripherals now
+         * @description Recomputes the uncommon-peripherals insight from the current data, replaces the
+         *     cached result and answers it (same shape as `RiskInsights/UncommonPeripherals`).
+         *     Concurrent reloads share one computation; a reload within 10 seconds of the last
+         *     one answers that result.
+         */
+        get: operations["reloadUncommonPeripherals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/RiskInsights/VulnerablePeripherals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Vulnerable peripherals and known attack tools in the fleet
+         * @description Every peripheral model that matches an entry of the catalogue
+         *     (`agents/catalogue`), as a vulnerable device or a known attack tool (`kind`), and
+         *     that any agent has reported (present now or before): how many hosts, how many are
+         *     present, how many were approved anyway, and up to 100 of its hosts. Most severe
+         *     first, then most hosts; at most 1000 models.
+         *
+         *     Cached like the uncommon peripherals: answers the cached result, computing it when
+         *     there is none or it is older than one hour; `.../Reload` recomputes it now.
+         */
+        get: operations["getVulnerablePeripherals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/RiskInsights/VulnerablePeripherals/Reload": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Recompute the vulnerable peripherals now
+         * @description Recomputes the vulnerable-peripherals insight, replaces the cached result and
+         *     answers it (same shape as `RiskInsights/VulnerablePeripherals`). Concurrent reloads
+         *     share one computation; a reload within 10 seconds of the last one answers that
+         *     result.
+         */
+        get: operations["reloadVulnerablePeripherals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/UniqueWhitelistViolation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Unique whitelist violations of the last 30 days
+         * @description A whitelist violation is a peripheral that is not approved on an agent being
+         *     connected while that agent is `Armed` (the agent blocks it). This groups the
+         *     violations of the last 30 days (`fromTime`..`toTime`) by peripheral model
+         *     (VID/PID): each model once, with the number of violations, of hosts, the first and
+         *     last time, and up to 20 hosts. Most violations first; at most 1000 models.
+         *     Computed on each call.
+         */
+        get: operations["getUniqueWhitelistViolation"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/AgentsClassificationSummary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Agents counted by class
+         * @description Counts of agents by connection status, mode, combined display status, license
+         *     status, running mode, OS version and service version (the 50 most common values;
+         *     the rest are counted under `name: "Other"`; `name: null` counts agents that have not
+         *     reported the value), by severity, and by risk flag; plus present peripherals by
+         *     device class (`devIcon`) with how many are approved. Computed on each call.
+         */
+        get: operations["getAgentsClassificationSummary"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/configuration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Arm or free agents, approve all their peripherals
+         * @description Each item names one agent by the identifiers it gives (`uuid`, `hostIdentifier`,
+         *     `ipAddress`; null or absent ones are ignored, at least one is needed) and says what
+         *     to do: `isSystemArmed` `ARM` (block unapproved peripherals) or `free` (case does
+         *     not matter; `Armed` is accepted too; null keeps the mode), and `approveAll: true`
+         *     (approve, on that agent, every peripheral it reported present at its last
+         *     check-in). An item that asks for nothing answers 400.
+         *
+         *     **Matching** is exact and case-insensitive: the agent whose `uuid`,
+         *     `hostIdentifier` and `localIpAddress` equal every identifier given. An item that
+         *     matches no agent fails (`not-found`); one that matches several fails
+         *     (`ambiguous`) and changes none of them.
+         *
+         *     **Effect.** A mode change queues a `SetMode` command (a newer one cancels an older
+         *     `SetMode` still `Pending` for that agent); `approveAll` approves the peripherals at
+         *     once and queues an `UpdatePolicy` command carrying the agent's whitelist. Commands
+         *     are delivered at the agent's next check-in (see "Agent gateway"); the agent shows
+         *     `inAction: true` and `displayStatusCombined` `Arming`/`Freeing` until the agent
+         *     reports the result. An item asking for the mode the agent is already in, with
+         *     nothing pending, queues nothing and is still answered as done. Items are applied in
+         *     order; a later item for the same agent supersedes an earlier one.
+         *
+         *     **Answer (compatible with existing clients, which read `[0].uuid`).** 200 with the
+         *     array of the items applied, in request order, each echoing the matched agent's
+         *     actual `uuid`, `hostIdentifier` and `ipAddress` (so `uuid` is never null) and its
+         *     configuration (`isSystemArmed` as `ARM`/`free` - the mode requested, or the current
+         *     one when null was sent -, `isSystemLocked`, `centralizedConsoleIP`), plus the
+         *     commands queued. Items that failed are not in the body: the headers
+         *     `x-items-succeeded` and `x-items-failed` count them and `x-item-failures` describes
+         *     the first 20 (index in the request, code, reason); the audit record holds every
+         *     item. **When no item could be applied**, the answer is 400 (`urn:prime:problem:no-agent-matched`)
+         *     whose `errors` name each item (`name` is the item's index) with its reason, so a
+         *     client never receives an empty array.
+         */
+        post: operations["setAgentsConfiguration"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/deleteAgents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete agents
+         * @description Deletes each agent named by `uuid` (case-insensitive): its peripherals, approvals
+         *     and commands go with it, its credential stops working at once (its next check-in
+         *     answers 401; the host must enroll again and gets a new `uuid`), and its events and
+         *     audit records are kept. Answers per item; unknown uuids fail with `not-found`.
+         *     An empty or null body answers 400.
+         */
+        post: operations["deleteAgents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/deleteAgentsCommands": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel the pending commands of agents
+         * @description For each agent named by `uuid`, cancels every command still `Pending` (not yet
+         *     delivered): they become `Cancelled` and are never delivered. Commands already
+         *     `Delivered` are in the agent's hands and cannot be cancelled; they stay as they
+         *     are. Each item answers the ids cancelled (an agent with nothing pending is `done`
+         *     with none). Unknown uuids fail with `not-found`. An empty or null body answers 400.
+         */
+        post: operations["deleteAgentsCommands"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/updateAgents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Tell agents to update their software
+         * @description Queues an `UpdateAgent` command for each agent named by `uuid`: at delivery the
+         *     agent fetches the newest package from its distribution point, installs it and
+         *     reports the result (`Succeeded` with "Already up to date" when there is nothing
+         *     newer); its new `serviceVersion` shows at the following check-in. Disconnected
+         *     agents get the command when they next check in. An `UpdateAgent` command already
+         *     pending for the agent is reused (its id is answered) rather than queued twice.
+         *     Unknown uuids fail with `not-found`. An empty or null body answers 400.
+         */
+        post: operations["updateAgents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/fetchagentsdebuglogs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ask agents for their debug logs
+         * @description Queues a `FetchDebugLogs` command for each agent named by `uuid`. At delivery the
+         *     agent collects its recent logs (at most 512 KiB of text) and sends them with the
+         *     command's result; download them with `GET agents/agent/{agentId}/debuglogs`.
+         *     A `FetchDebugLogs` command already pending for the agent is reused. Unknown uuids
+         *     fail with `not-found`. An empty or null body answers 400.
+         */
+        post: operations["fetchAgentsDebugLogs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/exportagentcsv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export agents as CSV
+         * @description Every agent matching the filters in the body (the same filters, meanings and
+         *     `sortBy` as `GET agents`, with camelCase property names; a null or empty body
+         *     exports all agents) as a CSV file `agents-<UTC yyyyMMddTHHmmssZ>.csv`: UTF-8,
+         *     comma-separated, CRLF line ends, a header row with the field names of
+         *     `AgentViewResource` in its order, dates in UTC ISO 8601, booleans `true`/`false`,
+         *     null as an empty cell. Cells that begin with `=`, `+`, `-`, `@`, tab or carriage
+         *     return are prefixed with `'` so that spreadsheets do not run them as formulas.
+         *     The file streams: there is no row limit. `pageNumber`/`pageSize` are accepted (for
+         *     clients that send their list query as is) and ignored: the export holds every
+         *     matching agent.
+         */
+        post: operations["exportAgentCsv"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/AgentExportFile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export agents as a file (filters in the query)
+         * @description The same export as `exportagentcsv` (CSV) or `exportagentpdf/exportpdf` (PDF), for
+         *     clients that can only issue a GET: the filters are the query parameters of
+         *     `GET agents` with the same meanings, and `Format` picks the file type (default
+         *     `csv`). Paging parameters are not taken: the file holds every matching agent (a
+         *     PDF at most 50000 rows, see `exportagentpdf/exportpdf`).
+         */
+        get: operations["getAgentExportFile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/exportagentpdf/exportpdf": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export agents as PDF
+         * @description Every agent matching the filters in the body (as `exportagentcsv`) as a PDF report
+         *     `agents-<UTC yyyyMMddTHHmmssZ>.pdf`: a title, the filters applied, the time it was
+         *     generated and the number of agents, then a landscape table (host, IP address,
+         *     status, mode, license, versions, peripheral counts, severity, last check-in) with
+         *     the header repeated on every page and page numbers. Produced as a stream; at most
+         *     50000 rows - beyond that the last line says how many agents were left out (use
+         *     the CSV export for everything).
+         */
+        post: operations["exportAgentPdf"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/peripheralsAggExport": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export peripherals aggregated by model as CSV
+         * @description The peripherals matching the filters in the body (the filters of
+         *     `GET peripherals`, camelCase; a null or empty body takes all) aggregated by model
+         *     (VID/PID), one row per model, most hosts first: `vid`, `pid`, `guiVid`, `guiPid`,
+         *     `devIcon`, `devIconDescription`, `hosts` (agents that reported it), `present`,
+         *     `approved`, `notApproved` (present and not approved), `isKnownAttackTool`,
+         *     `isVulnerablePeripheral`, `vulnerability`, `severity` (the most severe of its
+         *     peripherals). File `peripherals-aggregated-<UTC yyyyMMddTHHmmssZ>.csv`, same CSV
+         *     rules as `exportagentcsv` (UTF-8, header row, formula-injection safe, streamed, no
+         *     row limit). `sortBy` is not taken here; paging properties are ignored.
+         */
+        post: operations["exportPeripheralsAgg"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/peripheralsAggExportpdf/exportpdf": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export peripherals aggregated by model as PDF
+         * @description The aggregation of `peripheralsAggExport` as a PDF report
+         *     `peripherals-aggregated-<UTC yyyyMMddTHHmmssZ>.pdf`: title, filters, generation time,
+         *     then a table with the header repeated on every page and page numbers; at most 50000
+         *     rows (the last line says how many models were left out).
+         */
+        post: operations["exportPeripheralsAggPdf"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/catalogue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The catalogue of known attack tools and vulnerable devices
+         * @description Every catalogue entry, ordered by `kind`, `vid`, `pid`. A peripheral whose VID/PID
+         *     matches an entry is flagged `isKnownAttackTool` or `isVulnerablePeripheral` (with the
+         *     entry's `vulnerability` and severity), and so is its agent. The catalogue ships with
+         *     a few built-in entries (`builtIn: true`) and holds at most 10000 entries.
+         */
+        get: operations["getCatalogue"];
+        put?: never;
+        /**
+         * Add a known attack tool or vulnerable device
+         * @description Adds an entry. The flags of every peripheral with that VID/PID (and of their agents)
+         *     change at once; risk events and notifications follow at the agents' next check-ins
+         *     for the ones present. `severity` defaults to 2 (Critical) for `KnownAttackTool` and
+         *     3 (Error) for `VulnerableDevice`. An entry with the same `kind`, `vid` and `pid`
+         *     answers 409, and so does a full catalogue (10000 entries). Answers the new entry.
+         */
+        post: operations["addCatalogueEntry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/catalogue/{entryId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a catalogue entry
+         * @description Removes the entry given by its id (built-in ones too; they are not restored on restart). The flags
+         *     of the peripherals it matched, and of their agents, are recomputed at once. Answers
+         *     the removed entry; an unknown id answers 404.
+         */
+        delete: operations["deleteCatalogueEntry"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/peripherals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List peripherals across all agents (a page)
+         * @description A page of the peripherals reported by every agent (present or not; `present` says),
+         *     matching every filter given. One record per peripheral per agent: `uuid` is the
+         *     agent's uuid (a peripheral has no id of its own; `uuid` + `deviceID` identify it).
+         *     Each record carries exactly the fields of `PeripheralViewResource`.
+         *
+         *     **Filters** (names match case-insensitively; integrations send camelCase):
+         *     `hostIdentifier`, `ipAddress` (the agent's `hostIp`), `hostUuid` (the agent's
+         *     `uuid`), `vendor` (`guiVid` or `manufacturer`), `productInfo` (`guiPid`,
+         *     `description` or `caption`), `serialNumber` (`serialNumber` or `guiSerial`) are
+         *     case-insensitive "contains"; `vid` and `pid` are exact (4 hex digits, any case);
+         *     `isUnapprovedPeripheral`, `isVulnerablePeripheral`, `isKnownAttackTool` and
+         *     `present` are booleans (`True`/`False` in any case, `1`/`0`).
+         *
+         *     **Sorting**: `sortBy` over `x-sort-fields` (`hostUuid` is another name for `uuid`;
+         *     integrations send `hostUuid_asc`). Default: `hostUuid_asc`; ties are broken by
+         *     `deviceID`, then by the internal id.
+         *
+         *     **GlobalSearch** matches (contains) any of `hostIdentifier`, `hostIp`, `deviceID`,
+         *     `description`, `manufacturer`, `caption`, `guiVid`, `guiPid`, `serialNumber`,
+         *     `vulnerability` and `hashtags`.
+         */
+        get: operations["getPeripherals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/peripherals/command": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve or disapprove peripherals on agents
+         * @description `opCode` `APPROVE` or `DISAPPROVE` (any case). Each item of `peripheralsIds` names
+         *     one agent by the identifiers it gives (`uuid`, `hostIdentifier`, `ipAddress`: null
+         *     or absent ones are ignored, at least one is needed; matched exactly and
+         *     case-insensitively, as in `agents/configuration`) and a model by `vid` and `pid`:
+         *     **every peripheral with that VID/PID on the matched agent** changes (its
+         *     `adminStatus` becomes `Approved` or `Disapproved`), and so will ones with that
+         *     VID/PID the agent reports later. The agent gets an `UpdatePolicy` command with its
+         *     new whitelist (delivered at its next check-in; `inAction` until it confirms).
+         *
+         *     An item fails when no agent matches (`not-found`), several do (`ambiguous`), the
+         *     agent has never reported a peripheral with that VID/PID (`not-found`), or it would
+         *     approve a known attack tool without the Administrator profile (`not-allowed`).
+         *     Approving what is already approved is done (idempotent).
+         *
+         *     **Answer (compatible with existing clients).** 200 with a JSON array of the uuids of
+         *     the agents affected, each once, in the order of their first item. Failed items are
+         *     reported in the headers `x-items-succeeded`, `x-items-failed` and
+         *     `x-item-failures` (as for `agents/configuration`) and in the audit record. When no
+         *     item could be applied the answer is 400 (`urn:prime:problem:no-agent-matched`) with
+         *     one entry in `errors` per item.
+         */
+        post: operations["peripheralsCommand"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/gateway/enroll": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Enroll an agent and obtain its credential
+         * @description Called by the agent software on first start (not by people). The body carries the
+         *     **enrollment secret** (setting `PRIME_AGENT_ENROLLMENT_SECRET`; when unset, a random
+         *     one is generated on first start and printed once to the log), the host's stable
+         *     identity `machineId` (e.g. Windows `MachineGuid`, Linux `/etc/machine-id`) and its
+         *     host name. Answers the agent's `uuid` and its credential `pag_...` **once** (the
+         *     server keeps only a hash); the agent sends it as `Authorization: Bearer pag_...`
+         *     to the other gateway operations.
+         *
+         *     Enrolling a `machineId` that is already enrolled keeps the agent (same `uuid`, its
+         *     peripherals, approvals and commands) and **rotates** its credential: the old one
+         *     stops working at once (`reEnrolled: true`). A new agent starts `Free`,
+         *     `Disconnected` until its first check-in, and takes a license seat if one is free
+         *     (`licenseStatus` `Pending` otherwise).
+         *
+         *     A wrong secret answers 401. Enrollment is rate limited per source address (20 per
+         *     minute, 429 with `Retry-After`). Every enrollment, accepted or refused, is audited
+         *     and an accepted one also becomes an event.
+         */
+        post: operations["enrollAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/gateway/checkin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report the agent's state and peripherals; receive pending commands
+         * @description Called by an enrolled agent every `nextCheckInSeconds` with its credential. The body
+         *     is the agent's **whole current state**: host identity and versions, OS and model,
+         *     network adapters and switch port, mode, lock state, license account, logged-on
+         *     users, tags, errors since the last check-in and the **full peripheral list** (at
+         *     most 512; each with `deviceID`, VID/PID, serial, USB class codes, hierarchy, parent
+         *     and `present`). Peripherals the server knew that are missing from the list are
+         *     marked not present.
+         *
+         *     The server compares it with the previous state and records what changed as events:
+         *     agent connected again, mode changed, versions changed, peripheral connected (new
+         *     USB peripheral detected, `0x110001`) or removed (`0x110003`), unapproved peripheral
+         *     on an armed agent (whitelist violation), known attack tool, vulnerable peripheral,
+         *     and each reported error; the risky ones also raise risk notifications and alarms.
+         *     The agent's counters, flags, severity and `lastUpdated` are refreshed.
+         *
+         *     Answers the agent's pending commands (at most 50, oldest first; `moreCommands` says
+         *     whether more wait), which become `Delivered`, and when to check in next (normally
+         *     the configured interval, default 60 s; 5 s while more commands wait). An agent is
+         *     shown `Disconnected` when it has not checked in for the disconnect timeout (default
+         *     180 s). A delivered command without a result after 15 minutes becomes `Failed`
+         *     ("No result reported"). Check-ins are audited when they change the agent's mode,
+         *     versions, license or peripherals, and whenever they are refused.
+         *
+         *     401 when the credential is missing, unknown, rotated or the agent was deleted (the
+         *     agent must enroll again). Checking in more often than every 5 seconds answers 429
+         *     with `Retry-After`.
+         */
+        post: operations["agentCheckIn"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/gateway/commandresults": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Report the results of delivered commands
+         * @description The agent reports, for commands it was given, `Succeeded` or `Failed` with a
+         *     message (and, for `FetchDebugLogs`, the log text in `output`). Effects: a
+         *     `SetMode` that succeeded sets the agent's mode and `lastConfiguered`; an
+         *     `UpdatePolicy` that succeeded clears `inAction` of the peripherals concerned; a
+         *     failure becomes an event. The command leaves `Delivered` and the agent's
+         *     `inAction` clears when nothing is left pending.
+         *
+         *     Answers per command: an id that is unknown or belongs to another agent fails
+         *     with `not-found`; a command that was never delivered, or was `Cancelled`, fails
+         *     with `conflict`; reporting the same final status again is `done` (idempotent); a
+         *     late result for a command that was failed for lack of a result replaces that
+         *     failure. At most 100 results per call, and the body limit (1 MiB) applies.
+         */
+        post: operations["reportCommandResults"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/connectiondetailsstatus": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List agentless connections with their latest run
+         * @description One row per agentless connection: its settings (never its credentials), the worker
+         *     poller it is registered to, and the status of its latest check run, with the errors
+         *     of the runs before it (`prevRunningErrors`). A connection that was never checked is
+         *     `Pending` with null times. Every filter combines with the others (AND).
+         *
+         *     - Text filters (case-insensitive "contains"): `ComputerName` (the connection's name),
+         *       `StatusString`, `StatusDescription`, `StatusErrorDescription`, and
+         *       `PrevRunningErrors` (matches when the error text of any previous failed run
+         *       contains it).
+         *     - Date filters on the latest run: `StartTime` and `EndTime` match runs that started
+         *       (ended) on the same UTC calendar day as the date given (its time part is ignored);
+         *       `FromTimeStart` / `ToTimeStart` and `FromTimeEnd` / `ToTimeEnd` are inclusive
+         *       bounds on the start (end) time. A connection with no run (or a run still going,
+         *       for the end filters) never matches a date filter.
+         *     - `IsOverrideDefaults`: connections with (true) or without (false) their own polling
+         *       options.
+         *     - `GlobalSearch` matches `computerName`, `address`, `protocol`, `userName`,
+         *       `pollerName`, `statusString`, `statusDescription`, `statusErrorDescription` and
+         *       the previous errors.
+         *
+         *     Default order `computerName_asc`; ties are broken by `id`.
+         */
+        get: operations["getAgentlessConnectionDetailsStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/connectiondetails": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Change an agentless connection
+         * @description Changes the connection given by `id`. Only the properties sent change; `null`
+         *     clears an optional one (`port` back to the protocol's default, `pollerId`
+         *     unregisters). Credentials left out are kept; a new `password` replaces a stored
+         *     private key and a new `privateKey` replaces a stored password. Turning
+         *     `isOverrideDefaults` off drops the connection's own polling options. The same
+         *     rules as on creation apply to the result (404 unknown connection or poller, 409
+         *     duplicate name). The poller picks the change up at its next fetch. Answers the
+         *     changed connection.
+         */
+        put: operations["updateAgentlessConnection"];
+        /**
+         * Create an agentless connection
+         * @description Creates a connection to a host that runs no agent. `name` is unique
+         *     (case-insensitive; 409 otherwise). SSH takes a password or a private key (with an
+         *     optional passphrase), WinRM a password; exactly one of `password` and `privateKey`
+         *     is required. Credentials are encrypted at rest (AES-256-GCM, with a key kept
+         *     outside the database), never returned by any user-facing operation, and masked
+         *     (`***`) in the audit record; they are decrypted only for the worker poller the
+         *     connection is registered to. `port` defaults to 22 (SSH), 5986 (WinRM over HTTPS)
+         *     or 5985 (WinRM with `useTls: false`). With `isOverrideDefaults: true`,
+         *     `pollingIntervalSeconds` and `timeoutSeconds` are required and the timeout must be
+         *     shorter than the interval; with false they must be left out (the system defaults,
+         *     300 s and 10 s unless configured on the server, apply). An address that is
+         *     unspecified (`0.0.0.0`, `::`), broadcast, multicast or link-local (including the
+         *     cloud metadata addresses) answers 400. With `pollerId` the connection is registered
+         *     to that poller at once (404 if it is unknown). Answers the new connection, status
+         *     `Pending`.
+         */
+        post: operations["createAgentlessConnection"];
+        /**
+         * Delete agentless connections
+         * @description Deletes each connection whose id is in the body (a JSON array of 1 to 1000 ids, the
+         *     same shape as the other bulk operations of this API), with its encrypted
+         *     credentials and its run history; audit records are kept. The poller drops the
+         *     connection at its next fetch. Answers per item: unknown ids fail with
+         *     `not-found`, the others are deleted. An empty or null body answers 400.
+         */
+        delete: operations["deleteAgentlessConnections"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/registration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Register connections to a worker poller
+         * @description Registers each connection in `connectionIds` to the poller `pollerId` (404 when
+         *     the poller is unknown). A connection registered to another poller moves (that
+         *     poller drops it at its next fetch); one already registered to this poller stays
+         *     as it is and counts as done. A poller that is not activated keeps its connections
+         *     but checks none of them until it is activated. A poller holds at most 10000
+         *     connections; beyond that the item fails with `conflict`. Answers per connection
+         *     (`not-found` for unknown ids).
+         */
+        post: operations["registerAgentlessConnections"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/unregistration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Unregister connections from their worker poller
+         * @description Unregisters each connection in `connectionIds`: no poller checks it any more (it
+         *     keeps its settings, latest status and history). With `pollerId`, only connections
+         *     registered to that poller are unregistered and the others fail with
+         *     `not-allowed`; without it, each is unregistered from whichever poller it has. A
+         *     connection registered to no poller counts as done. Answers per connection
+         *     (`not-found` for unknown ids; 404 when `pollerId` is unknown).
+         */
+        post: operations["unregisterAgentlessConnections"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/uploadconnectiondetailsfile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import agentless connections from a CSV file
+         * @description Imports connections from the CSV file in the multipart part `file` (the only media
+         *     type accepted here is `multipart/form-data`; 415 otherwise). At most 5 MiB (413
+         *     above) and 10000 data rows (400 above; nothing is imported).
+         *
+         *     **Format** (the same as `exportcsvconnections` writes): UTF-8 (a BOM is allowed),
+         *     RFC 4180 (comma-separated, fields with commas, quotes or line breaks in double
+         *     quotes, CRLF or LF), a header row first, then one connection per row; blank lines
+         *     are skipped. Header names match case-insensitively in any order; a missing
+         *     required column, an unknown or a repeated column answers 400 naming it, and so
+         *     does a file that is not valid UTF-8 or CSV (with the line). Columns:
+         *
+         *     | Column | Required | Value |
+         *     |---|---|---|
+         *     | `name` | yes | The connection's unique name; the key of the import. |
+         *     | `address` | yes | Host name or IP address. |
+         *     | `protocol` | yes | `SSH` or `WinRM` (any case). |
+         *     | `port` | no | 1-65535; empty: the protocol's default. |
+         *     | `useTls` | no | WinRM over HTTPS: true/false/1/0; empty: true. |
+         *     | `userName` | yes | The account to log in with. |
+         *     | `password` | no* | The password. |
+         *     | `privateKey` | no* | An SSH private key in PEM/OpenSSH form (quoted, line breaks kept). |
+         *     | `privateKeyPassphrase` | no | The private key's passphrase. |
+         *     | `isOverrideDefaults` | no | true/false/1/0; empty: false. |
+         *     | `pollingIntervalSeconds` | no | 60-86400; required when `isOverrideDefaults` is true. |
+         *     | `timeoutSeconds` | no | 1-300, below the interval; required when `isOverrideDefaults` is true. |
+         *     | `pollerId` | no | The id of the worker poller to register to (an unknown id rejects the row); empty: unregistered (new rows) or unchanged. |
+         *
+         *     \* A new connection needs exactly one of `password` and `privateKey`; for an
+         *     existing one, empty credential cells keep the stored credentials.
+         *
+         *     **Per row**: every row is validated on its own, with the same rules as `POST
+         *     connectiondetails`. A row whose `name` matches an existing connection
+         *     (case-insensitive) updates it (`updated`, or `unchanged` when nothing differs); any
+         *     other valid row creates one (`imported`); an invalid row is `rejected` with its
+         *     line number and each reason. Re-importing the same file therefore creates no
+         *     duplicates. A name repeated within the file is rejected on every line after the
+         *     first. The valid rows are applied together in one transaction. Line numbers count
+         *     physical lines of the file, the header being line 1; a quoted field spanning lines
+         *     is reported at the line where its row starts. Credentials are encrypted at rest as
+         *     on creation and never appear in the answer or the audit record.
+         */
+        post: operations["uploadAgentlessConnectionsFile"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/exportagentlesscsv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export agentless connection status as CSV
+         * @description Streams every connection that `connectiondetailsstatus` would list with the same
+         *     filters and order (the body's properties carry the same names and meanings; a null
+         *     or empty body exports all; no paging) as a UTF-8 CSV file with a header row.
+         *     Columns: `id`, `computerName`, `address`, `protocol`, `port`, `userName`,
+         *     `isOverrideDefaults`, `pollingIntervalSeconds`, `timeoutSeconds`, `pollerName`,
+         *     `statusString`, `statusDescription`, `statusErrorDescription`, `startTime`,
+         *     `endTime`, `durationMs`, `lastReachableTime`, `prevRunningErrors` (each as
+         *     `<startTime> <statusString>: <error>`, joined by ` | `). No credentials. A cell
+         *     starting with `=`, `+`, `-`, `@`, tab or carriage return is prefixed with `'` so
+         *     that spreadsheets do not run it as a formula. Memory stays flat however many rows.
+         */
+        post: operations["exportAgentlessStatusCsv"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/exportagentlesspdf": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export agentless connection status as PDF
+         * @description The same rows, filters and order as `exportagentlesscsv`, as a PDF a person can
+         *     hand on: a title ("Agentless connections status"), the filters applied, the time
+         *     generated, and a table of name, address, protocol and port, poller, status,
+         *     description, error, start and end time, repeated headers on every page and page
+         *     numbers. Streamed page by page; no credentials.
+         */
+        post: operations["exportAgentlessStatusPdf"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/exportcsvconnections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export agentless connections in the upload's CSV format
+         * @description Streams the connections selected by the same filters as `exportagentlesscsv` (null
+         *     or empty body: all) in exactly the CSV format that `uploadconnectiondetailsfile`
+         *     reads: the same header row and columns in the documented order, one connection per
+         *     row, ordered by name unless `SortBy` says otherwise. The credential columns
+         *     (`password`, `privateKey`, `privateKeyPassphrase`) are present but always empty, so
+         *     the file holds no secret; uploading it again changes nothing (empty credential
+         *     cells keep the stored ones). No field of a connection can start with `=`, `+`, `-`
+         *     or `@`, so no cell needs formula escaping and the file round-trips unchanged.
+         */
+        post: operations["exportAgentlessConnectionsCsv"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/workerpollerdetails": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the worker pollers
+         * @description Every worker poller that registered through the poller gateway, ordered by name:
+         *     whether it is activated, whether it is online (a heartbeat within the last three
+         *     heartbeat intervals), its last heartbeat, its software version and host, and how
+         *     many connections are registered to it, by latest status. A newly registered
+         *     poller is not activated: it checks nothing and receives no credentials until a
+         *     Manager activates it (`PUT workerpollerdetails/activatedstatus`).
+         */
+        get: operations["getWorkerPollerDetails"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a worker poller
+         * @description Deletes the poller named by the query parameter `PollerId` (404 when unknown): its
+         *     credential is revoked at once (its next call answers 401), and every connection
+         *     registered to it is unregistered (the connections, their latest status and history
+         *     are kept). To bring the poller back, it registers again with the enrollment secret
+         *     and has to be activated again. Answers the deleted poller and how many connections
+         *     were unregistered.
+         */
+        delete: operations["deleteWorkerPoller"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/workerpollerdetails/activatedstatus": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Activate or deactivate a worker poller
+         * @description Activates (`isActivated: true`) or deactivates the poller `pollerId` (404 when
+         *     unknown). An activated poller is told to check its connections and receives them
+         *     with their credentials; a deactivated one is told at its next heartbeat to stop
+         *     checking, receives no connections and has its run reports refused, but keeps its
+         *     registration and its connections. Setting the state it already has changes
+         *     nothing. Answers the poller.
+         */
+        put: operations["setWorkerPollerActivatedStatus"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/poller/register": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Poller gateway: register a worker poller
+         * @description Called by a worker poller process, not by a user. It presents the enrollment
+         *     secret configured on the server (environment variable
+         *     `PRIME_POLLER_ENROLLMENT_SECRET`; when it is not set, registration is disabled) and
+         *     its name, host and version. A wrong secret, or registration disabled, answers 401
+         *     (compared in constant time; attempts are rate limited per source address like
+         *     logins and audited). A name already used by another poller answers 409 (delete
+         *     that poller first). Answers the new poller's id and its credential (`ppl_...`,
+         *     shown only here; the server keeps a hash), to be sent as `Authorization: Bearer`
+         *     on every other poller gateway call. The new poller is not activated: it receives
+         *     no connection until a Manager activates it.
+         */
+        post: operations["pollerRegister"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/poller/heartbeat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Poller gateway: heartbeat
+         * @description Called by the poller every `heartbeatIntervalSeconds`. Records the time, the
+         *     poller's version, host and source address; a poller without a heartbeat for three
+         *     intervals shows as Offline and raises a system-health notification. The answer
+         *     tells the poller what to do: `Check` (activated) or `StopChecking` (not activated
+         *     or deactivated: stop running checks, keep sending heartbeats, and resume when told
+         *     `Check`), and the revision of its assignments: when it differs from the one the
+         *     poller holds, it fetches its connections again. A deleted poller's credential
+         *     answers 401.
+         */
+        post: operations["pollerHeartbeat"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/poller/connections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Poller gateway: fetch the connections to check
+         * @description Answers the connections registered to the calling poller, with their decrypted
+         *     credentials and effective polling options, and the current assignments revision.
+         *     This is the only operation that ever answers a credential, and only to the poller
+         *     the connection is registered to, over its own credential; the answer carries
+         *     `Cache-Control: no-store` and every call is audited (without the secrets). A poller
+         *     that is not activated gets `instruction: StopChecking` and no connections. A
+         *     deleted poller's credential answers 401.
+         */
+        get: operations["pollerGetConnections"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/agents/agentless/poller/runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Poller gateway: report check runs
+         * @description The poller reports runs, 1 to 1000 at a time: a run as `Running` when it starts
+         *     (optional) and once more with its result when it ends, under the same `runId`.
+         *     Reporting the same final result again counts as done (safe to retry); a different
+         *     result for a finished run fails with `conflict`. A run of a connection that is not
+         *     registered to this poller fails with `not-allowed`, of an unknown connection with
+         *     `not-found`, and one with a start more than 5 minutes in the future or an end
+         *     before its start with `invalid`. A finished run becomes the connection's latest
+         *     status unless a later run is already recorded; the failed runs before the latest
+         *     are kept as `prevRunningErrors` (the last 10). A change between reachable and
+         *     unreachable or failed raises an event. A poller that is not activated is refused
+         *     with 409 (`urn:prime:problem:poller-deactivated`) and nothing is recorded. Answers
+         *     per run (`id` is the `runId`).
+         */
+        post: operations["pollerReportRuns"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/assetproducer/ReplayAll": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Republish every asset to the asset feed
+         * @description Queues one `snapshot` message (schema `AssetFeedMessage`) for every agent, with
+         *     its peripherals inside, and for every agentless connection (an agentless host), to
+         *     each alarm destination subscribed to assets, through the durable outbox: delivery
+         *     is retried with backoff and survives a restart, in each destination's format (a
+         *     webhook receives the message as its JSON body). The answer comes once everything
+         *     is queued, not delivered. When no destination is subscribed to assets, nothing is
+         *     queued (`assetsQueued: 0`). Takes no body.
+         */
+        post: operations["replayAllAssets"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/assetproducer/SendMonitorOldLocation": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Publish the assets whose location changed
+         * @description Compares each asset's location with the one last published to the asset feed and
+         *     queues a `locationChanged` message (schema `AssetFeedMessage`, with `location` and
+         *     `previousLocation`) for each one that differs: an agent whose IP address, switch IP
+         *     or switch port changed, a peripheral now seen on another agent, an agentless host
+         *     whose address changed. An asset never published is published with
+         *     `previousLocation: null`. The published locations are then recorded, so calling it
+         *     again at once queues nothing. Delivery is as for `ReplayAll` (durable outbox, each
+         *     subscribed destination); with no destination subscribed to assets nothing is
+         *     queued and the recorded locations are left as they were. Takes no body.
+         */
+        post: operations["sendMonitorOldLocation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/GetEvents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Query events
+         * @description A page of events matching every filter given (filters combine with AND; text
+         *     filters are case-insensitive "contains"). Default order: newest first
+         *     (`eventID_desc`); `sortBy` may name any field of `x-sort-fields` (`date` is
+         *     `creationTime`); ties are broken by `eventID` so that paging is stable.
+         *     `recordsTotal` counts all stored events, `recordsFiltered` those matching.
+         *     `GlobalSearch` looks in `description`, `details`, `eventEntityID`, `eventCode`,
+         *     `category`, `severityString`, `hashtags` and `assetName`.
+         *
+         *     ## Categories
+         *     | category | what it covers |
+         *     |---|---|
+         *     | `USB` | USB/HID peripherals: connected, removed, blocked, risky devices |
+         *     | `Network` | the host's network attachment: switch port alerts and moves |
+         *     | `Host` | the agent itself: mode changes, connection lost and regained, enrollment, failed commands |
+         *     | `System` | the server: alarm delivery failures |
+         *     | `General` | anything else; the test message of `TestAlarmDests` |
+         *
+         *     ## Event codes
+         *     `0xCCNNNN`: `CC` is the category (`11` USB, `21` Network, `31` Host, `41` System,
+         *     `51` General), `NNNN` the kind. Severities are the syslog scale (0 Emergency ...
+         *     7 Debug).
+         *
+         *     | eventCode | description | category | severity | raised when |
+         *     |---|---|---|---|---|
+         *     | `0x110001` | New USB peripheral detected | USB | 6 Informational | a check-in lists a peripheral never seen on that agent |
+         *     | `0x110002` | USB peripheral reconnected | USB | 6 Informational | a peripheral seen before on that agent is present again |
+         *     | `0x110003` | USB peripheral disconnected | USB | 6 Informational | a peripheral of the last check-in is gone |
+         *     | `0x110004` | Unapproved peripheral on an armed agent | USB | 4 Warning | an unapproved peripheral is present while the agent is Armed (it is blocked) |
+         *     | `0x110005` | Known attack tool detected | USB | 2 Critical | a peripheral's VID/PID is in the attack-tool catalogue |
+         *     | `0x110006` | Vulnerable peripheral detected | USB | 4 Warning | a peripheral's VID/PID is in the vulnerable-device catalogue |
+         *     | `0x210001` | Port alert | Network | 4 Warning | the switch port the host is connected to reports an alert or changes state |
+         *     | `0x210002` | Host network location changed | Network | 5 Notice | the host's address, switch or switch port differs from its last check-in |
+         *     | `0x310001` | Agent mode changed | Host | 5 Notice | an agent reports a new mode (Armed/Free); `details` names the old and new mode and who asked |
+         *     | `0x310002` | Agent disconnected | Host | 4 Warning | no check-in for the configured time (default 5 minutes) |
+         *     | `0x310003` | Agent reconnected | Host | 6 Informational | a disconnected agent checks in again |
+         *     | `0x310004` | Agent enrolled | Host | 6 Informational | an agent checks in for the first time |
+         *     | `0x310005` | Agent command failed | Host | 3 Error | an agent reports a queued command as Failed |
+         *     | `0x410001` | Alarm delivery failure | System | 3 Error | a delivery to an alarm destination failed permanently or gave up after its retries |
+         *     | `0x510001` | Alarm destination test message | General | 6 Informational | never stored: the code carried by the test messages of `TestAlarmDests` |
+         *
+         *     Risky events (`0x110004`, `0x110005`, `0x110006`) also raise a risk notification.
+         */
+        get: operations["getEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/GetEventsIntegration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Poll events (SIEM/SOAR feed)
+         * @description The event feed for pollers. The filters, fields and codes are those of `GetEvents`
+         *     (see there); what differs is which events form a page.
+         *
+         *     ## Polling rule
+         *     The page is the **oldest** `PageSize` events matching the filters, that is the
+         *     oldest at or after `FromEventId` (and `FromDate`, `FromCreationTimeEpoch`, when
+         *     given), and those events are returned **newest first** (`data[0]` has the highest
+         *     `eventID` of the page). A client that polls again with
+         *     `FromEventId = data[0].eventID + 1` therefore never skips and never repeats an
+         *     event, however large the backlog: each poll takes the next slice in id order.
+         *     An empty `data` means there is nothing newer yet; poll again with the same
+         *     `FromEventId`. Walking `data` in reverse gives the events oldest first.
+         *
+         *     - `eventID`s are assigned in commit order by the database's single writer, so an
+         *       event never appears later with an id lower than one already served.
+         *     - `PageNumber` n (default 1) selects the n-th slice of `PageSize` events counted
+         *       from the oldest matching one.
+         *     - `SortBy`, when given, only reorders the events inside the page; which events
+         *       form the page is always decided oldest first.
+         *     - `recordsFiltered` counts every matching event (the backlog, this page included);
+         *       `recordsTotal` counts all stored events.
+         *     - `PageSize` is at most 10000, as for every list.
+         */
+        get: operations["getEventsIntegration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/GetAuditTrails": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Query audit trails
+         * @description A page of audit records matching every filter given (filters combine with AND;
+         *     text filters are case-insensitive "contains"). Default order: newest first
+         *     (`auditTrailID_desc`); `sortBy` may name any field of `x-sort-fields` (`date` is
+         *     `creationTime`); ties are broken by `auditTrailID`. `recordsTotal` counts all
+         *     audit records, `recordsFiltered` those matching. `GlobalSearch` looks in
+         *     `description`, `details`, `user`, `sourceIp`, `category`, `operationId` and the
+         *     asset's key, name and address. Audit records are immutable: no operation edits or
+         *     deletes them.
+         */
+        get: operations["getAuditTrails"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/GetAuditsIntegration": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Poll audit trails (SIEM feed)
+         * @description The audit feed for pollers. Records and fields are those of `GetAuditTrails`.
+         *
+         *     ## Polling rule
+         *     The page is the **oldest** `PageSize` audit records matching the filters, that is
+         *     the oldest at or after `FromAuditTrailId` (and `FromDate`, when given), and they
+         *     are returned **newest first** (`data[0]` has the highest `auditTrailID` of the
+         *     page). A client that polls again with
+         *     `FromAuditTrailId = data[0].auditTrailID + 1` therefore never skips and never
+         *     repeats a record, however large the backlog. An empty `data` means nothing newer
+         *     yet; poll again with the same `FromAuditTrailId`. Walking `data` in reverse gives
+         *     the records oldest first.
+         *
+         *     - `auditTrailID`s are assigned in commit order by the database's single writer,
+         *       so a record never appears later with an id lower than one already served.
+         *     - `PageNumber` n (default 1) selects the n-th slice of `PageSize` records counted
+         *       from the oldest matching one.
+         *     - `recordsFiltered` counts every matching record (the backlog, this page
+         *       included); `recordsTotal` counts all audit records.
+         */
+        get: operations["getAuditsIntegration"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/ExportGetEvents": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export events as CSV
+         * @description Every event matching the filters in the body (the filters of `GetEvents`, same
+         *     names and meaning; an empty or null body exports every event), in the order of
+         *     `SortBy` (default newest first), as a CSV file streamed row by row (memory stays
+         *     flat however many rows). At most 1,000,000 rows: when more match, the newest
+         *     1,000,000 in the requested order are written and `x-export-truncated` is `true`.
+         *
+         *     The file: UTF-8 with a byte-order mark, RFC 4180 (comma separated, CRLF line ends,
+         *     fields with a comma, quote or line break quoted, quotes doubled), a header row
+         *     with the field names of `PrimeEventView` in schema order, times in UTC ISO 8601.
+         *
+         *     Formula-injection safe: a cell whose text starts with `=`, `+`, `-`, `@`, a tab or
+         *     a carriage return is written with a leading `'` (and quoted), so that no
+         *     spreadsheet evaluates it; cells that are plain numbers (such as `-1`) are left as
+         *     they are.
+         */
+        post: operations["exportGetEvents"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/ExportGetEventsPDF/exportpdf": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export events as PDF
+         * @description The events matching the filters in the body (as `ExportGetEvents`) as a PDF a person
+         *     can hand on: A4 landscape, a title, the filters applied, the time generated (UTC)
+         *     and by whom, then a table (time, code, severity, category, source, description,
+         *     details) with the header repeated on every page and page numbers "n of m". At most
+         *     100,000 rows (a longer PDF is unreadable; use the CSV export): when more match, the
+         *     first 100,000 in the requested order are written, the PDF says so on its first
+         *     page and `x-export-truncated` is `true`. Streamed page by page.
+         */
+        post: operations["exportGetEventsPdf"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/ExportGetAudit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export audit trails as CSV
+         * @description Every audit record matching the filters in the body (the filters of
+         *     `GetAuditTrails`, same names and meaning; `AssetReference` is an object with the
+         *     sub-filters; an empty or null body exports every record), in the order of `SortBy`
+         *     (default newest first), as a CSV file streamed row by row. At most 1,000,000 rows:
+         *     when more match, the first 1,000,000 in the requested order are written and
+         *     `x-export-truncated` is `true`.
+         *
+         *     The file: UTF-8 with a byte-order mark, RFC 4180, a header row with the fields of
+         *     `AuditTrailView` in schema order, `assetReference` flattened into
+         *     `assetReference.key`, `assetReference.name`, `assetReference.parentID`,
+         *     `assetReference.ipAddress`, `assetReference.type`, `assetReference.subType`,
+         *     `assetReference.allAssetTypeDetail` and `assetReference.icon`. Secrets stay masked
+         *     (`***`) as in the records.
+         *
+         *     Formula-injection safe: a cell whose text starts with `=`, `+`, `-`, `@`, a tab or
+         *     a carriage return is written with a leading `'` (and quoted); cells that are plain
+         *     numbers (such as `-1`) are left as they are.
+         */
+        post: operations["exportGetAudit"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/ExportGetAuditPDF/exportpdf": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Export audit trails as PDF
+         * @description The audit records matching the filters in the body (as `ExportGetAudit`) as a PDF:
+         *     A4 landscape, a title, the filters applied, the time generated (UTC) and by whom,
+         *     then a table (time, severity, category, user, source address, outcome, asset,
+         *     description) with the header repeated on every page and page numbers. At most
+         *     100,000 rows: when more match, the first 100,000 in the requested order are
+         *     written, the PDF says so on its first page and `x-export-truncated` is `true`.
+         */
+        post: operations["exportGetAuditPdf"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/GetAlarmDests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List alarm destinations
+         * @description Every alarm destination (at most 100), ordered by name, with its delivery state.
+         *     Secrets are never returned: a webhook's `secret` is absent (`hasSecret` says
+         *     whether one is set) and the values of its custom `headers` are masked as `***`.
+         *     Syslog and e-mail settings carry no secret and are returned as stored.
+         *     Readable by User (it is a read, and the automation clients read it); changing
+         *     destinations needs Manager.
+         */
+        get: operations["getAlarmDests"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/AddOrUpdateAlarmDest": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create or change an alarm destination
+         * @description Without `id`, creates a destination; with `id`, replaces that destination's
+         *     settings with the ones sent (404 for an unknown id). Answers the saved destination
+         *     (secrets masked, as in `GetAlarmDests`).
+         *
+         *     ## Rules
+         *     - `name` is unique, case-insensitive (409). At most 100 destinations (409 above).
+         *     - `type` decides which settings object is required: `syslog`, `webhook` or
+         *       `email`. Sending another type's settings (not null) answers 400 naming it.
+         *     - Webhook `secret`: required when creating a webhook; on update, leaving it out
+         *       (or null) keeps the stored one. Custom `headers` replace the stored set; a value
+         *       of `***` keeps that header's stored value, so a destination read from
+         *       `GetAlarmDests` can be sent back as is. Header names `Host`, `Content-Length`,
+         *       `Content-Type`, `Transfer-Encoding`, `Connection` and `X-Prime-*` are reserved
+         *       (400).
+         *     - Read-only properties (`createdTime`, `delivery`, `hasSecret`, ...) are accepted
+         *       and ignored.
+         *
+         *     ## Address rule (SSRF)
+         *     Webhook URLs (`http` or `https`, no user/password part) and syslog hosts are
+         *     resolved when saved, and every address they resolve to is checked; the same check
+         *     runs again at each delivery, the connection goes to the checked address (no
+         *     second lookup), and redirects are never followed. Answers 400 for:
+         *     - link-local addresses (`169.254.0.0/16`, `fe80::/10`), which include the cloud
+         *       metadata endpoint `169.254.169.254`, and the other cloud metadata addresses
+         *       (`fd00:ec2::254`, `100.100.100.200`, `168.63.129.16`) and names
+         *       (`metadata.google.internal`, `metadata.azure.internal`, `instance-data`): always
+         *       refused, the allow-list cannot override this;
+         *     - unspecified, broadcast and multicast addresses (`0.0.0.0/8`, `::`,
+         *       `255.255.255.255`, `224.0.0.0/4`, `ff00::/8`): always refused;
+         *     - loopback (`127.0.0.0/8`, `::1`, `localhost`): refused unless the host name or
+         *       address is in the allow-list `PRIME_ALARM_ALLOWED_HOSTS` (comma-separated host
+         *       names, addresses or CIDR ranges; empty by default);
+         *     - a name that does not resolve.
+         *     Private ranges (`10/8`, `172.16/12`, `192.168/16`, `fc00::/7`) are allowed: SIEMs
+         *     and SOAR platforms usually live there. IPv4-mapped IPv6 addresses are checked as
+         *     IPv4.
+         *
+         *     ## Delivery
+         *     Every event, audit record or asset message that matches an enabled destination's
+         *     `filters` is put in a durable outbox in the same transaction that stores it, so
+         *     none is dropped, and survives a restart. A background worker delivers it
+         *     **at least once**, in record order per destination, with `deliveryId` (stable
+         *     across retries) for de-duplication. A failed attempt is retried with exponential
+         *     backoff (10 s, doubling, at most 1 h between attempts, with jitter) for up to 24 h;
+         *     a webhook's 4xx answer other than 408, 425 and 429 and a refused address fail at
+         *     once. Every attempt is recorded (time, duration, outcome, error). A delivery that
+         *     fails for good raises event `0x410001` "Alarm delivery failure" and a system-health
+         *     notification; that event is never delivered to the destination it is about.
+         *     Disabling a destination stops new matches; its pending deliveries are still tried.
+         *
+         *     What is delivered: for a webhook, an HTTP POST of `AlarmWebhookPayload`
+         *     (`Content-Type: application/json`) with headers `X-Prime-Delivery-Id`,
+         *     `X-Prime-Timestamp` (Unix seconds, equal to the body's `sentTime`) and
+         *     `X-Prime-Signature: sha256=<hex>`, the HMAC-SHA256 of the raw body bytes keyed
+         *     with the secret (compare in constant time and reject timestamps older than
+         *     5 minutes); success is a 2xx within 10 s. For syslog, one line per record as in
+         *     `AlarmSyslogMessage` (RFC 5424, or CEF inside an RFC 5424 header); UDP sends one
+         *     datagram of at most 2048 bytes (the message is cut to fit) and counts as
+         *     delivered once sent; TCP uses octet-counting framing (RFC 6587) and counts as
+         *     delivered once written. For e-mail, the message of `AlarmEmailMessage`, sent
+         *     through the server's SMTP settings, delivered when the SMTP server accepts it.
+         */
+        post: operations["addOrUpdateAlarmDest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/RemoveAlarmDest": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete alarm destinations
+         * @description Deletes each destination named by id. Its pending deliveries are cancelled (their
+         *     attempts stay recorded). Answers per item: unknown ids fail with `not-found`; the
+         *     others are deleted. An empty or null body answers 400.
+         */
+        post: operations["removeAlarmDest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/Events/TestAlarmDests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a test message to alarm destinations
+         * @description Sends a real test message to each destination named by id, at once and in
+         *     parallel (not through the outbox, no retry; disabled destinations are tested too),
+         *     and reports per destination whether it was delivered, or the error, and how long
+         *     it took (at most 10 s each). The message is the destination's usual payload with
+         *     `feed: test` and the event code `0x510001` "Alarm destination test message"
+         *     (category General, severity Informational); it is not stored as an event. The
+         *     address rule of `AddOrUpdateAlarmDest` applies. Unknown ids fail with `not-found`.
+         *     An empty or null body answers 400. At most 20 ids per call.
+         */
+        post: operations["testAlarmDests"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/getall": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List report definitions
+         * @description Every report definition (at most 1000 exist), ordered by name (case-insensitive),
+         *     each with its schedule, its last run and its next run time. The runs and files of
+         *     one report are listed by `reports/get/{reportId}`.
+         */
+        get: operations["getAllReports"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/get/{reportId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One report definition with its runs
+         * @description The report definition and, in `runs`, its most recent runs (at most 100, newest
+         *     first; older run records are removed). A run whose file was removed by the
+         *     retention rule keeps its record with `fileId` null and `fileDeletedTime` set.
+         *     A `reportId` that is not a uuid answers 400; an unknown one 404.
+         */
+        get: operations["getReport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/ReportsArguments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What a report definition may contain
+         * @description Everything a client needs to build the report form: every report type with its
+         *     filters (name, value type, allowed values, bounds), the formats with their media
+         *     types, the frequencies with the schedule fields each needs, the days of the week,
+         *     the IANA time zones the server knows, the limits and the defaults (time zone,
+         *     retention, the server's default sender) and whether e-mail (SMTP) is configured.
+         *     The same rules are what `reports/create` and `reports/update` enforce.
+         */
+        get: operations["getReportsArguments"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/sendtestreport": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Send a test e-mail
+         * @description Sends one short test message from `Sender` (default: the server's configured
+         *     sender) to `Recipient` through the configured SMTP server, waits for the server's
+         *     verdict (at most 30 seconds) and answers what it said. An SMTP refusal, a timeout
+         *     or SMTP not being configured is still a 200 with `accepted: false` and the reason
+         *     in `smtpResponse` / `error`: the call itself worked. Invalid addresses answer 400.
+         *     Because it sends mail, it needs the Manager profile, is audited, and is limited to
+         *     10 messages per minute per caller (429 beyond).
+         */
+        get: operations["sendTestReport"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/activateReport": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Activate reports
+         * @description Puts each report named on its schedule again (`nextRunTime` is computed from
+         *     now). Answers per item: an unknown id fails with `not-found`; a `once` report
+         *     whose moment has passed fails with `invalid` (give it a new date with
+         *     `reports/update`); a report that is already active counts as done. An empty or
+         *     null body answers 400.
+         */
+        post: operations["activateReports"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/deactivateReport": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Deactivate reports
+         * @description Takes each report named off its schedule (`nextRunTime` becomes null). A run
+         *     already queued or running finishes; `RequestForRun` still works on an inactive
+         *     report. Answers per item: an unknown id fails with `not-found`; a report that is
+         *     already inactive counts as done. An empty or null body answers 400.
+         */
+        post: operations["deactivateReports"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete reports
+         * @description Deletes each report named with its runs and stored files; a run in progress is
+         *     abandoned. Audit records about the report stay. Answers per item: an unknown id
+         *     fails with `not-found`. An empty or null body answers 400.
+         */
+        post: operations["deleteReports"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/RequestForRun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run reports now
+         * @description Queues one run of each report named, active or not (trigger `request`), and
+         *     answers the queued run ids, per item and together in `runIds`. Runs then go
+         *     `queued` → `running` → `succeeded` or `failed`; follow them with
+         *     `reports/get/{reportId}`. Answers per item: an unknown id fails with
+         *     `not-found`; a report that already has a run queued or running fails with
+         *     `conflict` (naming that run). The same id given twice is run once. An empty or
+         *     null body answers 400.
+         */
+        post: operations["requestReportRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/create": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a report definition
+         * @description Creates a report definition and answers it (with its `id`, `owner` = the caller,
+         *     times and `nextRunTime`). `name`, `type` and `format` are required; `id` and the
+         *     read-only properties are ignored if sent. Defaults: no description, no filters,
+         *     no schedule (runs only on request), no recipients (files are only stored), the
+         *     server's default sender, active, retention 30 files / 512 MiB.
+         *     Answers 400 naming the field for: a filter that does not belong to the type
+         *     (`filters/<name>`), schedule fields missing for or foreign to the frequency, a
+         *     `once` moment in the past, an unknown time zone, a bad e-mail address, duplicate
+         *     recipients. A name already used (case-insensitive) answers 409, and so does a
+         *     1001st definition.
+         */
+        post: operations["createReport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change a report definition
+         * @description Changes the report given by `id` (404 when unknown). Only the properties sent
+         *     are changed; `null` clears an optional one (`description`, `schedule`,
+         *     `sender`); `filters`, `schedule`, `recipients` and `retention` are replaced as a
+         *     whole when sent. When `type` changes, the stored filters must fit the new type or
+         *     `filters` must be sent too (400 naming each foreign filter). A changed schedule
+         *     or `isActive` recomputes `nextRunTime`; lowering `retention` removes the oldest
+         *     files beyond it at once (the newest file is always kept). Same validation as
+         *     `reports/create`; a name used by another report answers 409. Answers the changed
+         *     definition. Runs already queued keep the definition they were queued with.
+         */
+        post: operations["updateReport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/GetReportFile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Download one report file
+         * @description Answers the file of one run, streamed, as `application/pdf` or `text/csv`
+         *     (the report's format when the run ran) with `Content-Disposition: attachment`
+         *     and the file name (`<report name>_<run time>.pdf|csv`, with an RFC 6266
+         *     `filename*` when the name is not ASCII). Without `fileId`, the newest stored file.
+         *     CSV is UTF-8 with a header row; cells that a spreadsheet would run as a formula
+         *     (starting with `=`, `+`, `-`, `@`, tab or carriage return) are prefixed with `'`.
+         *     404 when the report, the run or its file is unknown or was removed by the
+         *     retention rule; 409 when the run has no file (queued, running or failed: the
+         *     detail says which); 406 when `Accept` allows neither the file's media type nor
+         *     `*\/*`. A download is an export: audited.
+         */
+        post: operations["getReportFile"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/reports/GetReportFileList": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Download several report files as one ZIP archive
+         * @description Answers one `application/zip` archive, streamed, holding each file named (1 to
+         *     100 items; the same file named twice is included once) under its file name (a
+         *     name that repeats gets ` (2)`, ` (3)`... before the extension), with
+         *     `Content-Disposition: attachment; filename="reports_<time>.zip"`. The archive is
+         *     built only when every item resolves: otherwise nothing is sent and the answer is
+         *     404 (unknown or removed) or 409 (a run with no file yet) with `errors` naming each
+         *     failing item (`items/<index>/fileId`). An empty or null body answers 400. Audited
+         *     as an export.
+         */
+        post: operations["getReportFileList"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * System-health notification groups
+         * @description Every system-health notification group (one per health check: Database,
+         *     DiskSpace, AlarmDelivery, Reports, WorkerPoller, License), in that order, with
+         *     whether it is muted, its counts for the caller and its notifications that are
+         *     not dismissed (newest first, at most 100 per group; `counts` covers them all).
+         *     `isRead` is the caller's own read state.
+         */
+        get: operations["getNotificationGroups"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Unread and pinned notification counts for the caller
+         * @description How many risk and system-health notifications are unread by the caller and how
+         *     many are pinned, not counting dismissed ones; health notifications of muted
+         *     groups are not counted as unread. For a console's notification badge.
+         */
+        get: operations["getNotificationCounts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification/riskNotifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Risk notifications
+         * @description Risk notifications matching the filters, one page of them; the number matching
+         *     is in `X-Total-Count`. The filters arrive as individual query parameters (the
+         *     properties of `riskNotificationViewQuery`, names matched case-insensitively); an
+         *     unknown parameter or a bad value answers 400 naming it. Without `isDismissed`,
+         *     dismissed notifications are left out. Default order `lastSeen_desc`; ties are
+         *     broken by `id`. Ask `isPinned=true` for the pinned ones.
+         *     `isRead` is the caller's own read state.
+         */
+        get: operations["getRiskNotifications"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification/systemHealth": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Overall operational status
+         * @description The overall operational status (the worst state of the subsystems; muting a
+         *     group does not change it), each subsystem with its state, a detail and since
+         *     when it is in that state, as found by the periodic health checks (every 60
+         *     seconds; `admin/SubsystemHealth` runs them on demand), and the open health
+         *     notifications that are not dismissed (newest first, at most 100).
+         */
+        get: operations["getOperationalStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification/riskNotifications/dismiss": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dismiss a risk notification
+         * @description Dismisses the risk notification given by `id` for everyone (dismissal is shared,
+         *     records who and when, and is audited); a pinned one is unpinned. The body is a
+         *     `RiskNotifications` object: only `id` is required and used, the other properties
+         *     (a client may post back the object it read) must be valid but are ignored.
+         *     Idempotent: `true` when this call dismissed it, `false` when it was already
+         *     dismissed (nothing changes). Dismissal cannot be undone; a later occurrence of
+         *     the same risk opens a new notification. Unknown `id`: 404.
+         */
+        post: operations["dismissRiskNotification"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification/systemHealth/dismiss": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Dismiss a system-health notification
+         * @description Dismisses the health notification whose id is the body (a bare JSON integer,
+         *     e.g. `412`) for everyone: shared, records who and when, audited; a pinned one is
+         *     unpinned. An open notification stays dismissed while its condition lasts; if the
+         *     subsystem recovers and fails again, a new notification opens. Idempotent: `true`
+         *     when this call dismissed it, `false` when it already was. Unknown id: 404; a body
+         *     that is not an integer (e.g. `{"id": 412}`): 400.
+         */
+        post: operations["dismissHealthNotification"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification/riskNotifications/pin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pin or unpin a risk notification
+         * @description Sets the pin of the risk notification `id` to `pinned` for everyone (pins are
+         *     shared, record who and when, and are audited). Answers the pin state after the
+         *     call (the `pinned` asked for; asking for the state it already has changes
+         *     nothing). Unknown `id`: 404; pinning a dismissed notification: 409.
+         */
+        post: operations["pinRiskNotification"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification/systemHealth/pin": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Toggle the pin of a system-health notification
+         * @description The body is the notification's id (a bare JSON integer). As the body carries no
+         *     pin state, this toggles the pin for everyone (shared, records who and when,
+         *     audited) and answers the state after the call: `true` pinned, `false` unpinned.
+         *     Unknown id: 404; pinning a dismissed notification: 409.
+         */
+        post: operations["pinHealthNotification"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification/riskNotifications/read": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mark every risk notification read for the caller
+         * @description Marks every risk notification read for the caller only (read state is per user;
+         *     other users' unread counts do not change). A notification that occurs again
+         *     becomes unread for everyone. No body. Answers `true` when at least one
+         *     notification was unread, `false` when there was nothing to mark. Audited like
+         *     every change.
+         */
+        post: operations["readAllRiskNotifications"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification/systemHealth/read": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mark every system-health notification read for the caller
+         * @description Marks every system-health notification (muted groups included) read for the
+         *     caller only; read state is per user. No body. Answers `true` when at least one
+         *     was unread, `false` when there was nothing to mark. Audited like every change.
+         */
+        post: operations["readAllHealthNotifications"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification/notifications/update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mute or unmute a notification group
+         * @description Changes the group named by `name`: `muted` (required) is the only property that
+         *     can change; the others, if sent (a client may post back the group it read), must
+         *     be valid but are ignored. Muting is shared and audited: a muted group's
+         *     notifications are still recorded and listed but not counted as unread and not
+         *     sent on the notification stream; the operational status is unaffected. Answers
+         *     every group, as `systemNotification/notifications` does. An unknown `name`
+         *     answers 400.
+         */
+        post: operations["updateNotificationGroup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/systemNotification/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream of new and changed notifications (server-sent events)
+         * @description Our extension. A `text/event-stream` (Server-Sent Events) of the caller's
+         *     notification changes, so that a console need not poll. The stream opens with
+         *     `retry: 5000` and a `counts` event, then sends:
+         *
+         *     | event | data (JSON) | when |
+         *     |---|---|---|
+         *     | `riskNotification` | a `RiskNotifications` item | created, occurred again, pinned or unpinned, dismissed, read by the caller |
+         *     | `healthNotification` | a `HealthNotification` | opened, occurred again, resolved, pinned or unpinned, dismissed, read by the caller |
+         *     | `group` | a `NotificationGroupDataViewResource` without `notifications` | muted or unmuted, or its state changed |
+         *     | `counts` | a `NotificationsViewResource` | on connect and whenever the caller's counts change |
+         *     | `reset` | `{"reason": "..."}` | the `Last-Event-ID` is unknown or older than the replay buffer: reload the lists |
+         *     | `reauthenticate` | `{"reason": "token-expired"}` or `{"reason": "token-revoked"}` | just before the server closes the stream because the credential ended |
+         *
+         *     Notification and group events carry an `id` (an increasing number). To resume,
+         *     reconnect with `Last-Event-ID`: the events after it are replayed (the server
+         *     keeps the last 1000 events, at most 1 hour), then a fresh `counts`. A comment
+         *     line `: heartbeat` is sent every 15 seconds so that proxies keep the connection
+         *     open. Health notifications of muted groups are not sent; `isRead` is the
+         *     caller's. The credential goes in the `Authorization` header only (never in the
+         *     URL, where it would end up in logs): browsers use a fetch-based event-stream
+         *     reader, as the native `EventSource` cannot send headers. The stream ends when the
+         *     access token expires or is revoked (after `reauthenticate`); reconnect with a
+         *     fresh token and `Last-Event-ID`. At most 5 open streams per caller (429 beyond);
+         *     the answer carries `Cache-Control: no-cache`. `Accept` must allow
+         *     `text/event-stream` (406 otherwise).
+         */
+        get: operations["streamNotifications"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/prime/webui/Auth/LocalLogin": {
         parameters: {
             query?: never;
@@ -361,6 +2770,2973 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * @description `Armed`: the agent blocks peripherals that are not approved. `Free`: it blocks nothing and only reports.
+         * @enum {string}
+         */
+        AgentOperationalStatus: "Armed" | "Free";
+        /**
+         * @description `Connected` while the agent checks in; `Disconnected` when it has not checked in for the disconnect timeout (default 180 s) or never has.
+         * @enum {string}
+         */
+        AgentConnectionStatus: "Connected" | "Disconnected";
+        /**
+         * @description Connection, mode and pending work in one value, the first that applies:
+         *     `Disconnected` (not connected; pending work waits for its next check-in),
+         *     `Arming` / `Freeing` (a `SetMode` command towards Armed / Free is pending or
+         *     delivered), `Updating` (an `UpdateAgent` command is in progress), `Pending` (other
+         *     commands are in progress), else `Armed` or `Free`.
+         * @enum {string}
+         */
+        AgentDisplayStatus: "Armed" | "Free" | "Arming" | "Freeing" | "Updating" | "Pending" | "Disconnected";
+        /**
+         * @description `Activated`: the agent holds a seat of a valid license. `Pending`: no seat is free
+         *     yet (it gets one when a seat frees up). `Expired`: the license's expiration date has
+         *     passed. `Invalid`: the agent reports a license account other than this server's.
+         * @enum {string}
+         */
+        AgentLicenseStatus: "Activated" | "Pending" | "Expired" | "Invalid";
+        /**
+         * @description An agent as lists show it. Exactly these fields, spelled as existing integrations
+         *     read them (`lastConfiguered` is a historical spelling that clients depend on).
+         *     Fields reported by the agent are null until its first check-in.
+         */
+        AgentViewResource: {
+            /**
+             * Format: uuid
+             * @description The agent's id, issued at enrollment.
+             */
+            uuid: string;
+            /** @description The host name. */
+            hostIdentifier: string;
+            /** @description The host's primary address as the agent reports it (else the address its check-ins come from). */
+            localIpAddress: string | null;
+            /** @description Operating system name, release and build. */
+            osVersion: string | null;
+            /** @description The computer model. */
+            pcModel: string | null;
+            /**
+             * @description The network adapters, joined by `**`; the fields of each joined by `||`: name, MAC address, IP addresses (comma-separated, may be empty), status (`Up`/`Down`/`Unknown`). Null when none were reported.
+             * @example Ethernet||00-1A-2B-3C-4D-5E||192.168.100.128||Up**Wi-Fi||00-1A-2B-3C-4D-5F||||Down
+             */
+            nicsText: string | null;
+            operationalStatus: components["schemas"]["AgentOperationalStatus"];
+            connectionStatus: components["schemas"]["AgentConnectionStatus"];
+            displayStatusCombined: components["schemas"]["AgentDisplayStatus"];
+            /**
+             * Format: int32
+             * @description Approved peripherals present at the last check-in.
+             */
+            approvedAndPresent: number;
+            /**
+             * Format: int32
+             * @description Approved peripherals not present at the last check-in.
+             */
+            approvedAndDisconnected: number;
+            /**
+             * Format: int32
+             * @description Peripherals present at the last check-in that are not approved.
+             */
+            notApproved: number;
+            /** @description The description of the agent's most recent event (null when none). */
+            latestEventText: string | null;
+            /** @description The description of the event before it. */
+            latestMinus1EventText: string | null;
+            /** @description The description of the event before that. */
+            latestMinus2EventText: string | null;
+            /** @description The version of the agent service. */
+            serviceVersion: string | null;
+            /** @description The version of the agent's keyboard / USB filter driver. */
+            kbDriverVersion: string | null;
+            /**
+             * Format: date-time
+             * @description The agent's last check-in (null before the first).
+             */
+            lastUpdated: string | null;
+            /**
+             * Format: date-time
+             * @description When the agent last applied a configuration (a `SetMode` or `UpdatePolicy` that succeeded). Spelling kept for existing clients; sort and filter it as `lastConfiguration`.
+             */
+            lastConfiguered: string | null;
+            licenseStatus: components["schemas"]["AgentLicenseStatus"];
+            /**
+             * Format: date-time
+             * @description When the agent's license expires (null: never).
+             */
+            expirationDate: string | null;
+            /** @description The license account the agent belongs to. */
+            licenseAccountId: string | null;
+            /** @description That account's name. */
+            licenseAccountName: string | null;
+            /**
+             * Format: int32
+             * @description The agent's worst open risk on the syslog scale: 2 Critical (a known attack tool
+             *     is present), 3 Error (a vulnerable peripheral is present), 4 Warning (an
+             *     unapproved peripheral is present on an armed agent), 5 Notice (an unapproved
+             *     peripheral is present on a free agent), 6 Informational (nothing open).
+             */
+            severity: number;
+            /** @description A peripheral present at the last check-in is not approved. */
+            hasUnapprovedPeripherals: boolean;
+            /** @description A peripheral present at the last check-in is a vulnerable device of the catalogue. */
+            hasVulnerablePeripherals: boolean;
+            /** @description A peripheral present at the last check-in is a known attack tool of the catalogue. */
+            hasKnownAttackTools: boolean;
+            /** @description A vulnerable peripheral is present, or a whitelist violation is open (an unapproved peripheral present while the agent is armed). */
+            containsVulnerablePeripheralOrWLV: boolean;
+            /** @description Commands for the agent are `Pending` or `Delivered`. */
+            inAction: boolean;
+            /** @description Manufacturer, model, OS and adapter count as one line for a tooltip. */
+            modelToolTip: string | null;
+            /**
+             * @description How the agent is deployed: `Standard` (a workstation or laptop), `VDI` (a non-persistent virtual desktop) or `Server`; null until reported. Filtered by `DeploymentMode`.
+             * @enum {string|null}
+             */
+            runningMode: "Standard" | "VDI" | "Server" | null;
+            /** @description The address of the switch the primary adapter is connected to (LLDP/CDP), if reported. */
+            connectedSwitchIp: string | null;
+            /** @description That switch's name. */
+            connectedSwitchName: string | null;
+            /** @description The switch port's id (e.g. `Gi1/0/14`). */
+            connectedPortId: string | null;
+            /** @description The switch port's name or description. */
+            connectedPortName: string | null;
+            /**
+             * Format: int32
+             * @description Wired Ethernet adapters reported.
+             */
+            ethernetsCount: number;
+            /** @description The agent's tags from its installation, space-separated (`#finance #floor3`); null when none. */
+            hashtags: string | null;
+        };
+        /** @description A page of agents. */
+        AgentsViewDataWrapper: {
+            /**
+             * Format: int32
+             * @description All agents.
+             */
+            recordsTotal: number;
+            /**
+             * Format: int32
+             * @description Agents matching the filters.
+             */
+            recordsFiltered: number;
+            data: components["schemas"]["AgentViewResource"][];
+        };
+        /** @description A network adapter of the host. */
+        AgentNic: {
+            name: string;
+            /** @description e.g. `00-1A-2B-3C-4D-5E`. */
+            macAddress: string | null;
+            ipAddresses: string[];
+            /** @enum {string} */
+            status: "Up" | "Down" | "Unknown";
+            /** @description A wired Ethernet adapter. */
+            isEthernet: boolean;
+        };
+        /**
+         * @description `SetMode` (parameters `mode`: arm or free the agent), `UpdatePolicy` (parameters
+         *     `approvedPeripherals`: the agent's complete whitelist by VID/PID, replacing the one
+         *     it has), `UpdateAgent` (update the agent software from its distribution point; no
+         *     parameters), `FetchDebugLogs` (send recent logs as the result's `output`; no
+         *     parameters).
+         * @enum {string}
+         */
+        AgentCommandType: "SetMode" | "UpdatePolicy" | "UpdateAgent" | "FetchDebugLogs";
+        /**
+         * @description `Pending` (queued) -> `Delivered` (handed to the agent at a check-in) -> `Succeeded`
+         *     or `Failed` (reported by the agent; `Failed` also when no result came within 15
+         *     minutes of delivery). `Pending` -> `Cancelled` by `deleteAgentsCommands`, by a newer
+         *     command of the same kind, or when the agent is deleted.
+         * @enum {string}
+         */
+        AgentCommandStatus: "Pending" | "Delivered" | "Succeeded" | "Failed" | "Cancelled";
+        /** @description The command's parameters (which ones depends on `type`; empty for the others). */
+        AgentCommandParameters: {
+            mode?: components["schemas"]["AgentOperationalStatus"];
+            /** @description The complete whitelist of the agent (for `UpdatePolicy`). */
+            approvedPeripherals?: components["schemas"]["PeripheralModel"][];
+        };
+        PeripheralModel: {
+            /** @description Vendor id, 4 upper-case hex digits. */
+            vid: string;
+            /** @description Product id, 4 upper-case hex digits. */
+            pid: string;
+        };
+        /** @description A command queued for an agent. */
+        AgentCommand: {
+            /**
+             * Format: int64
+             * @description Increasing id, never reused.
+             */
+            commandId: number;
+            /**
+             * Format: uuid
+             * @description The agent's uuid.
+             */
+            uuid: string;
+            type: components["schemas"]["AgentCommandType"];
+            parameters: components["schemas"]["AgentCommandParameters"];
+            status: components["schemas"]["AgentCommandStatus"];
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            creationTime: string;
+            /**
+             * Format: int64
+             * @description Creation time in epoch milliseconds.
+             */
+            creationTimeEpoch: number;
+            /** @description Who queued it: a user name or `token:<name>`. */
+            createdBy: string;
+            /** Format: date-time */
+            deliveredTime: string | null;
+            /**
+             * Format: date-time
+             * @description When it became Succeeded, Failed or Cancelled.
+             */
+            completedTime: string | null;
+            /** @description The agent's message, or why it failed or was cancelled. */
+            resultMessage: string | null;
+            /** @description The result carried output (debug logs; see `agents/agent/{agentId}/debuglogs`). */
+            hasOutput: boolean;
+        };
+        /** @description An agent with everything known about it. */
+        AgentDetailViewResource: components["schemas"]["AgentViewResource"] & {
+            /** @description The host's stable identity given at enrollment. */
+            machineId: string;
+            /**
+             * Format: date-time
+             * @description When the agent first enrolled (re-enrolling keeps it).
+             */
+            enrolledTime: string;
+            /** @description The agent's configuration is locked against changes on the host. */
+            isSystemLocked: boolean;
+            /**
+             * Format: int32
+             * @description The check-in interval the server gives the agent.
+             */
+            checkInIntervalSeconds: number;
+            /** @description Users logged on to the host at its last check-in. */
+            loggedOnUsers: string[];
+            nics: components["schemas"]["AgentNic"][];
+            /** @description Every peripheral the agent has reported (present first, then the others, each most recently seen first). */
+            peripherals: components["schemas"]["PeripheralViewResource"][];
+            /** @description Commands Pending or Delivered, then the 20 most recent finished ones, newest first. */
+            commands: components["schemas"]["AgentCommand"][];
+        };
+        LoggedAgent: {
+            /** Format: uuid */
+            uuid: string;
+            hostIdentifier: string;
+            localIpAddress: string | null;
+            operationalStatus: components["schemas"]["AgentOperationalStatus"];
+            displayStatusCombined: components["schemas"]["AgentDisplayStatus"];
+            /**
+             * Format: date-time
+             * @description The last check-in.
+             */
+            lastUpdated: string;
+            /** @description Users logged on to the host at that check-in (empty when none). */
+            loggedOnUsers: string[];
+        };
+        LoggedAgentsResult: {
+            /**
+             * Format: int32
+             * @description Agents connected now.
+             */
+            recordsTotal: number;
+            /**
+             * Format: int32
+             * @description The same number (no filters).
+             */
+            recordsFiltered: number;
+            /**
+             * Format: int32
+             * @description The disconnect timeout in force.
+             */
+            disconnectAfterSeconds: number;
+            data: components["schemas"]["LoggedAgent"][];
+        };
+        PolicyTestFinding: {
+            deviceID: string;
+            vid: string;
+            pid: string;
+            guiVid: string | null;
+            guiPid: string | null;
+            devIcon: components["schemas"]["PeripheralIconCode"];
+            devIconDescription: components["schemas"]["PeripheralIconDescription"];
+            approved: boolean;
+            isKnownAttackTool: boolean;
+            isVulnerablePeripheral: boolean;
+            /**
+             * @description What the agent would do with it when armed.
+             * @enum {string}
+             */
+            outcomeIfArmed: "Blocked" | "Allowed";
+            /** @description The agent blocks it now (it is armed and the peripheral is not approved). */
+            blockedNow: boolean;
+            /** @description Why it is a finding. */
+            reason: string;
+        };
+        PolicyTestAgent: {
+            /** Format: uuid */
+            uuid: string;
+            hostIdentifier: string;
+            localIpAddress: string | null;
+            operationalStatus: components["schemas"]["AgentOperationalStatus"];
+            connectionStatus: components["schemas"]["AgentConnectionStatus"];
+            findings: components["schemas"]["PolicyTestFinding"][];
+        };
+        PolicyTestResult: {
+            /** Format: date-time */
+            evaluatedTime: string;
+            /** Format: int32 */
+            agentsEvaluated: number;
+            /** Format: int32 */
+            agentsWithFindings: number;
+            /**
+             * Format: int32
+             * @description Present peripherals that arming would block (not approved).
+             */
+            wouldBlock: number;
+            /**
+             * Format: int32
+             * @description Present peripherals that are known attack tools.
+             */
+            knownAttackTools: number;
+            /**
+             * Format: int32
+             * @description Present peripherals that are vulnerable devices.
+             */
+            vulnerablePeripherals: number;
+            /** @description More than 10000 agents had findings; only the first 10000 are listed. */
+            truncated: boolean;
+            data: components["schemas"]["PolicyTestAgent"][];
+        };
+        AgentErrorTotal: {
+            /** Format: uuid */
+            uuid: string;
+            hostIdentifier: string;
+            localIpAddress: string | null;
+            /** Format: int32 */
+            total: number;
+            /**
+             * Format: int32
+             * @description Errors the agent reported at check-in.
+             */
+            reportedErrors: number;
+            /**
+             * Format: int32
+             * @description Commands that ended Failed.
+             */
+            failedCommands: number;
+            /** Format: date-time */
+            lastErrorTime: string;
+            lastErrorText: string;
+        };
+        /** @description Agent errors in a date range. */
+        AgentsErrorDataWrapper: {
+            /**
+             * Format: date-time
+             * @description The start of the range used (inclusive).
+             */
+            fromDate: string;
+            /**
+             * Format: date-time
+             * @description The end of the range used (inclusive).
+             */
+            toDate: string;
+            /** Format: int32 */
+            totalErrors: number;
+            /** Format: int32 */
+            reportedErrors: number;
+            /** Format: int32 */
+            failedCommands: number;
+            /** Format: int32 */
+            agentsWithErrors: number;
+            /** @description One entry per UTC day of the range that has errors, oldest first. */
+            byDay: {
+                /**
+                 * Format: date
+                 * @description The UTC day, `YYYY-MM-DD`.
+                 */
+                date: string;
+                /** Format: int32 */
+                reportedErrors: number;
+                /** Format: int32 */
+                failedCommands: number;
+                /** Format: int32 */
+                total: number;
+            }[];
+            /** @description The agents with the most errors, most first. */
+            data: components["schemas"]["AgentErrorTotal"][];
+        };
+        RiskInsightHost: {
+            /** Format: uuid */
+            uuid: string;
+            hostIdentifier: string;
+            localIpAddress: string | null;
+        };
+        UncommonPeripheral: {
+            vid: string;
+            pid: string;
+            guiVid: string | null;
+            guiPid: string | null;
+            devIcon: components["schemas"]["PeripheralIconCode"];
+            devIconDescription: components["schemas"]["PeripheralIconDescription"];
+            /**
+             * Format: int32
+             * @description Agents that have it present.
+             */
+            hostsCount: number;
+            /**
+             * Format: int32
+             * @description Peripherals of this model on those agents (present or not).
+             */
+            peripheralsCount: number;
+            /** Format: int32 */
+            presentCount: number;
+            /** Format: date-time */
+            firstSeen: string;
+            /** Format: date-time */
+            lastSeen: string;
+            hosts: components["schemas"]["RiskInsightHost"][];
+        };
+        UncommonPeripheralsResult: {
+            /**
+             * Format: date-time
+             * @description When this result was computed.
+             */
+            computedTime: string;
+            /**
+             * Format: int32
+             * @description A model present on at most this many agents is uncommon.
+             */
+            maxHosts: number;
+            /** Format: int32 */
+            agentsConsidered: number;
+            /**
+             * Format: int32
+             * @description Uncommon models in all (data holds at most 1000).
+             */
+            recordsTotal: number;
+            data: components["schemas"]["UncommonPeripheral"][];
+        };
+        VulnerablePeripheralInsight: {
+            vid: string;
+            pid: string;
+            guiVid: string | null;
+            guiPid: string | null;
+            devIcon: components["schemas"]["PeripheralIconCode"];
+            devIconDescription: components["schemas"]["PeripheralIconDescription"];
+            kind: components["schemas"]["CatalogueKind"];
+            /** Format: uuid */
+            catalogueEntryId: string;
+            /** @description The catalogue entry's name. */
+            name: string;
+            vulnerability: string | null;
+            severity: components["schemas"]["SeverityNumber"];
+            /**
+             * Format: int32
+             * @description Agents that have reported it.
+             */
+            hostsCount: number;
+            /**
+             * Format: int32
+             * @description Peripherals of this model present now.
+             */
+            presentCount: number;
+            /**
+             * Format: int32
+             * @description Peripherals of this model approved anyway.
+             */
+            approvedCount: number;
+            hosts: components["schemas"]["RiskInsightHost"][];
+        };
+        VulnerablePeripheralsResult: {
+            /** Format: date-time */
+            computedTime: string;
+            /** Format: int32 */
+            recordsTotal: number;
+            data: components["schemas"]["VulnerablePeripheralInsight"][];
+        };
+        WhitelistViolationInsight: {
+            vid: string;
+            pid: string;
+            guiVid: string | null;
+            guiPid: string | null;
+            devIcon: components["schemas"]["PeripheralIconCode"];
+            devIconDescription: components["schemas"]["PeripheralIconDescription"];
+            /**
+             * Format: int32
+             * @description Times it was connected unapproved to an armed agent in the window.
+             */
+            violationsCount: number;
+            /** Format: int32 */
+            hostsCount: number;
+            /** Format: date-time */
+            firstSeen: string;
+            /** Format: date-time */
+            lastSeen: string;
+            hosts: components["schemas"]["RiskInsightHost"][];
+        };
+        UniqueWhitelistViolationsResult: {
+            /** Format: date-time */
+            computedTime: string;
+            /** Format: date-time */
+            fromTime: string;
+            /** Format: date-time */
+            toTime: string;
+            /** Format: int32 */
+            recordsTotal: number;
+            data: components["schemas"]["WhitelistViolationInsight"][];
+        };
+        AgentsNameCount: {
+            /** @description The value (null: not reported; `Other`: values beyond the 50 most common). */
+            name: string | null;
+            /** Format: int32 */
+            count: number;
+        };
+        AgentsNameCountList: components["schemas"]["AgentsNameCount"][];
+        AgentsClassificationSummary: {
+            /** Format: date-time */
+            computedTime: string;
+            /** Format: int32 */
+            totalAgents: number;
+            byConnectionStatus: components["schemas"]["AgentsNameCountList"];
+            byOperationalStatus: components["schemas"]["AgentsNameCountList"];
+            byDisplayStatus: components["schemas"]["AgentsNameCountList"];
+            byLicenseStatus: components["schemas"]["AgentsNameCountList"];
+            byRunningMode: components["schemas"]["AgentsNameCountList"];
+            byOsVersion: components["schemas"]["AgentsNameCountList"];
+            byServiceVersion: components["schemas"]["AgentsNameCountList"];
+            bySeverity: {
+                severity: components["schemas"]["SeverityNumber"];
+                severityString: components["schemas"]["SeverityName"];
+                /** Format: int32 */
+                count: number;
+            }[];
+            risk: {
+                /** Format: int32 */
+                withUnapprovedPeripherals: number;
+                /** Format: int32 */
+                withVulnerablePeripherals: number;
+                /** Format: int32 */
+                withKnownAttackTools: number;
+                /** Format: int32 */
+                withVulnerablePeripheralOrWLV: number;
+                /** Format: int32 */
+                inAction: number;
+            };
+            /** @description Present peripherals by device class. */
+            peripheralsByClass: {
+                devIcon: components["schemas"]["PeripheralIconCode"];
+                devIconDescription: components["schemas"]["PeripheralIconDescription"];
+                /** Format: int32 */
+                present: number;
+                /** Format: int32 */
+                approved: number;
+                /** Format: int32 */
+                notApproved: number;
+            }[];
+        };
+        /** @description What to change on the agent (at least one of the two). */
+        AgentConfigViewResource: {
+            /**
+             * @description `ARM` to arm, `free` to free (any case; `Armed` also arms). Null keeps the mode.
+             * @example ARM
+             */
+            isSystemArmed?: string | null;
+            /** @description true: approve every peripheral the agent reported present at its last check-in. */
+            approveAll?: boolean | null;
+        };
+        /** @description One agent to configure, named by its identifiers. */
+        AgentPendingConfigurationWrapper: {
+            /** @description The agent's `uuid` (null: not used to match). */
+            uuid?: string | null;
+            /** @description The agent's `hostIdentifier` (null: not used to match). */
+            hostIdentifier?: string | null;
+            /** @description The agent's `localIpAddress` (null: not used to match). */
+            ipAddress?: string | null;
+            agentConfigViewResource: components["schemas"]["AgentConfigViewResource"];
+        };
+        /** @description The agents to configure (null or empty answers 400). */
+        AgentPendingConfigurationList: components["schemas"]["AgentPendingConfigurationWrapper"][] | null;
+        /** @description One item applied, echoed with the matched agent's actual identifiers. */
+        AgentConfigurationResult: {
+            /**
+             * Format: uuid
+             * @description The matched agent's uuid (never null).
+             */
+            uuid: string;
+            hostIdentifier: string;
+            /** @description The agent's `localIpAddress`. */
+            ipAddress: string | null;
+            agentConfigViewResource: {
+                /**
+                 * @description The mode requested (or the current mode when the item sent null).
+                 * @enum {string}
+                 */
+                isSystemArmed: "ARM" | "free";
+                /** @description The agent's configuration is locked against changes on the host. */
+                isSystemLocked: boolean;
+                /** @description The address of this server that the agent reports to (setting `PRIME_PUBLIC_ADDRESS`). */
+                centralizedConsoleIP: string | null;
+                /** @description Whether all present peripherals were approved. */
+                approveAll: boolean;
+            };
+            /** @description The commands queued for this item (empty when the agent was already as asked). */
+            commandIds: number[];
+        };
+        AgentConfigurationResultList: components["schemas"]["AgentConfigurationResult"][];
+        AgentCommandItemResult: components["schemas"]["ItemResult"] & {
+            /** @description The commands queued (or, for `deleteAgentsCommands`, cancelled) for this agent. */
+            commandIds: number[];
+        };
+        AgentCommandItemResults: {
+            /**
+             * Format: int32
+             * @description Agents done.
+             */
+            succeeded: number;
+            /**
+             * Format: int32
+             * @description Agents that failed.
+             */
+            failed: number;
+            results: components["schemas"]["AgentCommandItemResult"][];
+        };
+        /** @description Agent uuids. */
+        AgentUuidList: string[];
+        /**
+         * @description The filters of `GET agents` as body properties (camelCase; names match
+         *     case-insensitively, so `HostIdentifier` works too), with the same meanings. Null or
+         *     absent properties are not applied. Booleans may be JSON booleans or the strings
+         *     the query takes. `pageNumber` and `pageSize` are accepted and ignored.
+         */
+        AgentsExportFilter: {
+            uuid?: string | null;
+            hostIdentifier?: string | null;
+            ipAddress?: string | null;
+            status?: string | null;
+            containsVulnerablePeripheralOrWLV?: components["schemas"]["AgentsBodyBoolean"];
+            lastConfiguration?: components["schemas"]["AgentsBodyDate"];
+            version?: string | null;
+            license?: string | null;
+            osVersion?: string | null;
+            lastUpdated?: components["schemas"]["AgentsBodyDate"];
+            hashtags?: string | null;
+            expirationDate?: components["schemas"]["AgentsBodyDate"];
+            severity?: (number | null) | string;
+            hasUnapprovedPeripherals?: components["schemas"]["AgentsBodyBoolean"];
+            hasVulnerablePeripherals?: components["schemas"]["AgentsBodyBoolean"];
+            hasKnownAttackTools?: components["schemas"]["AgentsBodyBoolean"];
+            deploymentMode?: string | null;
+            sortBy?: string | null;
+            globalSearch?: string | null;
+            /**
+             * Format: int32
+             * @description Ignored.
+             */
+            pageNumber?: number | null;
+            /**
+             * Format: int32
+             * @description Ignored.
+             */
+            pageSize?: number | null;
+        } | null;
+        /** @description A boolean filter in a body - a JSON boolean, or true/false in any case or 1/0 as a string; null is not applied. */
+        AgentsBodyBoolean: (boolean | null) | string;
+        /** @description A date filter in a body (formats of `DateTimeFilter`): a date alone means on that UTC day, a date and time at or after that instant; null is not applied. */
+        AgentsBodyDate: string | null;
+        /**
+         * @description The filters of `GET peripherals` as body properties, with the same meanings (names
+         *     match case-insensitively). Null or absent properties are not applied. `pageNumber`,
+         *     `pageSize` and `sortBy` are accepted and ignored (the aggregate has its own order).
+         */
+        PeripheralsExportFilter: {
+            hostIdentifier?: string | null;
+            ipAddress?: string | null;
+            hostUuid?: string | null;
+            vendor?: string | null;
+            productInfo?: string | null;
+            serialNumber?: string | null;
+            vid?: string | null;
+            pid?: string | null;
+            isUnapprovedPeripheral?: components["schemas"]["AgentsBodyBoolean"];
+            isVulnerablePeripheral?: components["schemas"]["AgentsBodyBoolean"];
+            isKnownAttackTool?: components["schemas"]["AgentsBodyBoolean"];
+            present?: components["schemas"]["AgentsBodyBoolean"];
+            globalSearch?: string | null;
+            /** @description Ignored. */
+            sortBy?: string | null;
+            /**
+             * Format: int32
+             * @description Ignored.
+             */
+            pageNumber?: number | null;
+            /**
+             * Format: int32
+             * @description Ignored.
+             */
+            pageSize?: number | null;
+        } | null;
+        /**
+         * Format: int32
+         * @description The device class shown as an icon, derived by the server from the USB class codes
+         *     (of the device, or of its first interface when the device class is 00):
+         *     0 NO_DEV (unknown), 1 Keyboard, 2 Mouse, 3 Mass Storage, 4 Hub, 5 Printer,
+         *     6 Audio, 7 Video, 8 Network Adapter, 9 Wireless Controller, 10 Smart Card,
+         *     11 Imaging, 12 Communication, 13 Other, 14 HID (a human interface device other than
+         *     a keyboard or mouse). Events carry the same code as `peripheralIcon`.
+         */
+        PeripheralIconCode: number;
+        /**
+         * @description The name of `devIcon`.
+         * @enum {string}
+         */
+        PeripheralIconDescription: "NO_DEV" | "Keyboard" | "Mouse" | "Mass Storage" | "Hub" | "Printer" | "Audio" | "Video" | "Network Adapter" | "Wireless Controller" | "Smart Card" | "Imaging" | "Communication" | "Other" | "HID";
+        /**
+         * @description A peripheral as reported by one agent. Exactly these fields (existing integrations
+         *     read them; `isUnapprovedPeripherals` is spelled with an `s`). A peripheral has no id
+         *     of its own: `uuid` (its agent) and `deviceID` identify it.
+         */
+        PeripheralViewResource: {
+            /**
+             * Format: uuid
+             * @description The uuid of the agent that reported it.
+             */
+            uuid: string;
+            /** @description That agent's host name. */
+            hostIdentifier: string;
+            /** @description That agent's `localIpAddress`. */
+            hostIp: string | null;
+            /** @description The OS device instance id, e.g. `USB\VID_046D&PID_C077\5&20DBD6CE&0&4`. */
+            deviceID: string;
+            /** @description The OS device description. */
+            description: string | null;
+            /** @description The OS device status (`OK`, `Error`, `Degraded`, `Unknown`). */
+            status: string | null;
+            /** @description The manufacturer as the device or its driver reports it. */
+            manufacturer: string | null;
+            /** @description The OS device caption (friendly name). */
+            caption: string | null;
+            /** @description USB vendor id, 4 upper-case hex digits (`046D`). */
+            vid: string;
+            /** @description USB product id, 4 upper-case hex digits (`C077`). */
+            pid: string;
+            /** @description The instance part of `deviceID`: the device serial, or an id the OS generated when the device has none (e.g. `5&20DBD6CE&0&4`). */
+            serialNumber: string | null;
+            /** @description The vendor name (from the USB id database, else `manufacturer`; null when unknown). */
+            guiVid: string | null;
+            /** @description The product name (from the USB id database, else `caption`; null when unknown). */
+            guiPid: string | null;
+            /** @description The serial number for display: `serialNumber` when it is the device's own serial, null when the OS generated it. */
+            guiSerial: string | null;
+            devIcon: components["schemas"]["PeripheralIconCode"];
+            devIconDescription: components["schemas"]["PeripheralIconDescription"];
+            /** @description USB class code, 2 upper-case hex digits (`03` HID, `08` mass storage, `09` hub). */
+            classCode: string | null;
+            /** @description USB subclass code, 2 hex digits. */
+            subclassCode: string | null;
+            /** @description USB protocol code, 2 hex digits (HID boot: `01` keyboard, `02` mouse). */
+            protocolCode: string | null;
+            /** @description Where it sits in the USB tree, root first, joined by ` > `. */
+            hierarchy: string | null;
+            /** @description The `deviceID` of its parent (hub or controller). */
+            parentDeviceID: string | null;
+            /** @description The agent reported it disabled (blocked). */
+            isDisabled: boolean;
+            /** @description Approved on this agent (its VID/PID is on the agent's whitelist). */
+            approved: boolean;
+            /** @description Connected at the agent's last check-in. */
+            present: boolean;
+            /** @description Present and not approved. */
+            isUnapprovedPeripherals: boolean;
+            /** @description Its VID/PID is a vulnerable device of the catalogue. */
+            isVulnerablePeripheral: boolean;
+            /** @description Its VID/PID is a known attack tool of the catalogue. */
+            isKnownAttackTool: boolean;
+            /**
+             * Format: int32
+             * @description 2 Critical (known attack tool), 3 Error (vulnerable), 4 Warning (not approved on an armed agent), 5 Notice (not approved on a free agent), 6 Informational (otherwise).
+             */
+            severity: number;
+            /** @description A change of its approval waits for the agent (an `UpdatePolicy` command is pending or delivered). */
+            inAction: boolean;
+            /** @description The catalogue's text for it (null when not in the catalogue). */
+            vulnerability: string | null;
+            /**
+             * @description The administrators' decision on this VID/PID for this agent.
+             * @enum {string}
+             */
+            adminStatus: "NotReviewed" | "Approved" | "Disapproved";
+            /** @description The agent's tags followed by the peripheral's risk tags (`#attack-tool`, `#vulnerable`, `#unapproved`), space-separated; null when none. */
+            hashtags: string | null;
+        };
+        /** @description A page of peripherals. */
+        PeripheralsViewDataWrapper: {
+            /**
+             * Format: int32
+             * @description All peripherals of all agents.
+             */
+            recordsTotal: number;
+            /**
+             * Format: int32
+             * @description Peripherals matching the filters.
+             */
+            recordsFiltered: number;
+            data: components["schemas"]["PeripheralViewResource"][];
+        };
+        /** @description A peripheral model on one agent: the agent by its identifiers (null or absent ones ignored, at least one given), the model by VID/PID. */
+        PeripheralIdentifier: {
+            /** @description The agent's `uuid`. */
+            uuid?: string | null;
+            /** @description The agent's `hostIdentifier`. */
+            hostIdentifier?: string | null;
+            /** @description The agent's `localIpAddress`. */
+            ipAddress?: string | null;
+            /** @description Vendor id (4 hex digits, any case). */
+            vid: string;
+            /** @description Product id (4 hex digits, any case). */
+            pid: string;
+        };
+        PeripheralCommandRequest: {
+            /**
+             * @description `APPROVE` or `DISAPPROVE` (any case).
+             * @example APPROVE
+             */
+            opCode: string;
+            peripheralsIds: components["schemas"]["PeripheralIdentifier"][];
+        };
+        /**
+         * @description `KnownAttackTool`: a device made to attack hosts (keystroke injection, network implants). `VulnerableDevice`: a legitimate device with a known weakness.
+         * @enum {string}
+         */
+        CatalogueKind: "KnownAttackTool" | "VulnerableDevice";
+        CatalogueEntry: {
+            /**
+             * Format: uuid
+             * @description The entry's id.
+             */
+            id: string;
+            kind: components["schemas"]["CatalogueKind"];
+            vid: string;
+            pid: string;
+            name: string;
+            /** @description What makes it risky (shown on matching peripherals). */
+            vulnerability: string | null;
+            severity: components["schemas"]["SeverityNumber"];
+            /** @description A link to an advisory. */
+            reference: string | null;
+            /** @description Shipped with the product. */
+            builtIn: boolean;
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            creationTime: string;
+            /**
+             * Format: int64
+             * @description Creation time in epoch milliseconds.
+             */
+            creationTimeEpoch: number;
+            /** @description `system` for built-in entries, else the Administrator. */
+            createdBy: string;
+        };
+        CatalogueEntryCreate: {
+            kind: components["schemas"]["CatalogueKind"];
+            /** @description Stored upper-case. */
+            vid: string;
+            /** @description Stored upper-case. */
+            pid: string;
+            name: string;
+            vulnerability?: string | null;
+            /**
+             * Format: int32
+             * @description Default 2 for KnownAttackTool, 3 for VulnerableDevice.
+             */
+            severity?: number;
+            /** Format: uri */
+            reference?: string | null;
+        };
+        CatalogueEntryList: components["schemas"]["CatalogueEntry"][];
+        GatewayEnrollRequest: {
+            /**
+             * Format: password
+             * @description The server's enrollment secret.
+             */
+            enrollmentSecret: string;
+            /** @description The host's stable identity; enrolling it again rotates the credential of the same agent. */
+            machineId: string;
+            /** @description The host name. */
+            hostIdentifier: string;
+        };
+        GatewayEnrollResponse: {
+            /**
+             * Format: uuid
+             * @description The agent's uuid.
+             */
+            uuid: string;
+            /** @description The agent's bearer credential (`pag_...`). Shown only here; the server keeps a hash. */
+            credential: string;
+            /** @description The machine was already enrolled: same agent, credential rotated (the old one no longer works). */
+            reEnrolled: boolean;
+            /**
+             * Format: int32
+             * @description When to check in first.
+             */
+            checkInIntervalSeconds: number;
+            /** Format: date-time */
+            serverTime: string;
+        };
+        /** @description One peripheral as the agent sees it. */
+        GatewayPeripheralReport: {
+            /** @description The OS device instance id; unique within a check-in (a duplicate answers 400). */
+            deviceID: string;
+            vid: string;
+            pid: string;
+            serialNumber?: string | null;
+            description?: string | null;
+            manufacturer?: string | null;
+            caption?: string | null;
+            status?: string | null;
+            classCode?: string | null;
+            subclassCode?: string | null;
+            protocolCode?: string | null;
+            hierarchy?: string | null;
+            parentDeviceID?: string | null;
+            /** @description Connected now. */
+            present: boolean;
+            /**
+             * @description The agent blocks it.
+             * @default false
+             */
+            isDisabled: boolean;
+        };
+        /** @description The agent's whole current state. */
+        GatewayCheckInRequest: {
+            /** @description The host name (a change is recorded). */
+            hostIdentifier: string;
+            /**
+             * Format: date-time
+             * @description The agent's clock (a skew over 5 minutes is recorded as an event).
+             */
+            agentTime?: string | null;
+            osVersion?: string | null;
+            manufacturer?: string | null;
+            pcModel?: string | null;
+            serviceVersion?: string | null;
+            kbDriverVersion?: string | null;
+            /**
+             * @description How the agent is deployed: `Standard`, `VDI` (non-persistent virtual desktop) or `Server`.
+             * @enum {string|null}
+             */
+            runningMode?: "Standard" | "VDI" | "Server" | null;
+            operationalStatus: components["schemas"]["AgentOperationalStatus"];
+            /** @default false */
+            isSystemLocked: boolean;
+            localIpAddress?: string | null;
+            nics?: components["schemas"]["AgentNic"][];
+            /** @description The switch port of the primary adapter (LLDP/CDP), when known. */
+            connectedSwitch?: {
+                ip?: string | null;
+                name?: string | null;
+                portId?: string | null;
+                portName?: string | null;
+            } | null;
+            /** @description The license account the agent was installed for (another account than the server's makes its license `Invalid`). */
+            licenseAccountId?: string | null;
+            loggedOnUsers?: string[];
+            hashtags?: string[];
+            /** @description Faults of the agent since its last check-in (each becomes an event and counts in `errorTotal`). */
+            errors?: {
+                /** Format: date-time */
+                time: string;
+                code?: string | null;
+                message: string;
+            }[];
+            /** @description Every peripheral the agent knows, present or not. */
+            peripherals: components["schemas"]["GatewayPeripheralReport"][];
+        };
+        GatewayCommand: {
+            /** Format: int64 */
+            commandId: number;
+            type: components["schemas"]["AgentCommandType"];
+            parameters: components["schemas"]["AgentCommandParameters"];
+            /**
+             * Format: date-time
+             * @description When it was created.
+             */
+            creationTime: string;
+            /**
+             * Format: int64
+             * @description Creation time in epoch milliseconds.
+             */
+            creationTimeEpoch: number;
+        };
+        GatewayCheckInResponse: {
+            /** Format: uuid */
+            uuid: string;
+            /** Format: date-time */
+            serverTime: string;
+            /** Format: int32 */
+            nextCheckInSeconds: number;
+            /** @description More commands wait; check in again soon. */
+            moreCommands: boolean;
+            /** @description Commands to run, oldest first; now `Delivered`. */
+            commands: components["schemas"]["GatewayCommand"][];
+        };
+        GatewayCommandResult: {
+            /** Format: int64 */
+            commandId: number;
+            /** @enum {string} */
+            status: "Succeeded" | "Failed";
+            message?: string | null;
+            /** @description The debug log text (for `FetchDebugLogs`). */
+            output?: string | null;
+            /**
+             * Format: date-time
+             * @description The agent's time of completion.
+             */
+            completedTime?: string | null;
+        };
+        GatewayCommandResultsRequest: {
+            results: components["schemas"]["GatewayCommandResult"][];
+        };
+        /**
+         * @description How the poller reaches the host.
+         * @enum {string}
+         */
+        AgentlessProtocol: "SSH" | "WinRM";
+        /**
+         * @description Pending: never checked yet. Running: a run has started and not ended. Reachable:
+         *     the host answered on the port within the timeout (and, where the poller
+         *     authenticates, the SSH handshake or WinRM identify with the credentials succeeded).
+         *     Unreachable: no connection within the timeout (name not resolved, refused, timed
+         *     out). Failed: connected, but the protocol handshake or authentication failed, or
+         *     the check itself failed.
+         * @enum {string}
+         */
+        AgentlessStatusString: "Pending" | "Running" | "Reachable" | "Unreachable" | "Failed";
+        /**
+         * Format: int64
+         * @description The connection's id.
+         */
+        AgentlessConnectionId: number;
+        /** @description Ids of agentless connections. */
+        AgentlessConnectionIdList: components["schemas"]["AgentlessConnectionId"][];
+        /** @description Unique (case-insensitive) display name; starts with a letter or digit, no control characters. */
+        AgentlessConnectionName: string;
+        /** @description A DNS host name, an IPv4 address or an IPv6 address (without brackets). Unspecified, broadcast, multicast and link-local addresses are refused. */
+        AgentlessAddress: string;
+        /** @description The account the poller logs in with (`user`, `DOMAIN\user` or `user@domain`); may not start with =, +, - or @. */
+        AgentlessUserName: string;
+        /**
+         * Format: password
+         * @description Write-only; encrypted at rest and never returned.
+         */
+        AgentlessPassword: string;
+        /**
+         * Format: password
+         * @description An SSH private key, PEM or OpenSSH form. Write-only; encrypted at rest and never returned.
+         */
+        AgentlessPrivateKey: string;
+        /**
+         * Format: int32
+         * @description Seconds between two checks of the connection.
+         */
+        AgentlessPollingInterval: number;
+        /**
+         * Format: int32
+         * @description Seconds a check may take before the host counts as unreachable; less than the interval.
+         */
+        AgentlessTimeout: number;
+        /** @description A new agentless connection. Exactly one of `password` and `privateKey` (WinRM takes only a password). */
+        AgentlessRsConnectionDetailsPostRequest: {
+            name: components["schemas"]["AgentlessConnectionName"];
+            address: components["schemas"]["AgentlessAddress"];
+            protocol: components["schemas"]["AgentlessProtocol"];
+            /**
+             * Format: int32
+             * @description Default: 22 for SSH, 5986 for WinRM over HTTPS, 5985 for WinRM without TLS.
+             */
+            port?: number | null;
+            /** @description WinRM only: HTTPS (default true). Must be left out or false for SSH. */
+            useTls?: boolean | null;
+            userName: components["schemas"]["AgentlessUserName"];
+            password?: components["schemas"]["AgentlessPassword"];
+            privateKey?: components["schemas"]["AgentlessPrivateKey"];
+            /**
+             * Format: password
+             * @description The private key's passphrase, if it has one. Write-only.
+             */
+            privateKeyPassphrase?: string | null;
+            /**
+             * @description true: use this connection's own polling options; false: the system defaults.
+             * @default false
+             */
+            isOverrideDefaults: boolean;
+            /**
+             * Format: int32
+             * @description Seconds between checks; required when `isOverrideDefaults` is true, left out otherwise.
+             */
+            pollingIntervalSeconds?: number | null;
+            /**
+             * Format: int32
+             * @description Check timeout in seconds, below the interval; required when `isOverrideDefaults` is true, left out otherwise.
+             */
+            timeoutSeconds?: number | null;
+            /**
+             * Format: uuid
+             * @description Register to this worker poller at once; null or left out: not registered.
+             */
+            pollerId?: string | null;
+        };
+        /** @description A change to the connection `id`: only the properties sent change; null clears an optional one. */
+        AgentlessRsConnectionDetailsUpdateRequest: {
+            id: components["schemas"]["AgentlessConnectionId"];
+            name?: components["schemas"]["AgentlessConnectionName"];
+            address?: components["schemas"]["AgentlessAddress"];
+            protocol?: components["schemas"]["AgentlessProtocol"];
+            /**
+             * Format: int32
+             * @description null: the protocol's default.
+             */
+            port?: number | null;
+            /** @description WinRM only: HTTPS; null: true. */
+            useTls?: boolean | null;
+            userName?: components["schemas"]["AgentlessUserName"];
+            password?: components["schemas"]["AgentlessPassword"];
+            privateKey?: components["schemas"]["AgentlessPrivateKey"];
+            /**
+             * Format: password
+             * @description The private key's passphrase; null removes it. Write-only.
+             */
+            privateKeyPassphrase?: string | null;
+            isOverrideDefaults?: boolean;
+            /** Format: int32 */
+            pollingIntervalSeconds?: number | null;
+            /** Format: int32 */
+            timeoutSeconds?: number | null;
+            /**
+             * Format: uuid
+             * @description Register to this poller; null unregisters.
+             */
+            pollerId?: string | null;
+        };
+        /** @description An agentless connection as answered to users; credentials are never part of it. */
+        AgentlessConnection: {
+            id: components["schemas"]["AgentlessConnectionId"];
+            name: string;
+            address: string;
+            protocol: components["schemas"]["AgentlessProtocol"];
+            /** Format: int32 */
+            port: number;
+            /** @description WinRM over HTTPS (always false for SSH). */
+            useTls: boolean;
+            userName: string;
+            /**
+             * @description Which secret is stored (its value never is answered).
+             * @enum {string}
+             */
+            credentialType: "Password" | "PrivateKey";
+            /**
+             * Format: date-time
+             * @description When the credentials were last set.
+             */
+            credentialsUpdatedTime: string;
+            isOverrideDefaults: boolean;
+            pollingIntervalSeconds: components["schemas"]["AgentlessPollingInterval"];
+            timeoutSeconds: components["schemas"]["AgentlessTimeout"];
+            /**
+             * Format: uuid
+             * @description The poller it is registered to; null when none.
+             */
+            pollerId: string | null;
+            pollerName: string | null;
+            statusString: components["schemas"]["AgentlessStatusString"];
+            /** Format: date-time */
+            createdTime: string;
+            /** Format: int64 */
+            creationTimeEpoch: number;
+            /** Format: date-time */
+            updatedTime: string;
+        };
+        /** @description One failed run before the latest run. */
+        AgentlessPreviousError: {
+            /** Format: date-time */
+            startTime: string;
+            /** Format: date-time */
+            endTime: string;
+            /** @enum {string} */
+            statusString: "Unreachable" | "Failed";
+            errorDescription: string;
+        };
+        /**
+         * @description A connection with the status of its latest run. Polling options are the values in
+         *     use (the system defaults unless `isOverrideDefaults`). Run fields are null while
+         *     `Pending`; `endTime` and `durationMs` are null while `Running`.
+         */
+        AgentlessConnectionStatus: {
+            id: components["schemas"]["AgentlessConnectionId"];
+            /** @description The connection's name. */
+            computerName: string;
+            address: string;
+            protocol: components["schemas"]["AgentlessProtocol"];
+            /** Format: int32 */
+            port: number;
+            userName: string;
+            isOverrideDefaults: boolean;
+            pollingIntervalSeconds: components["schemas"]["AgentlessPollingInterval"];
+            timeoutSeconds: components["schemas"]["AgentlessTimeout"];
+            /** Format: uuid */
+            pollerId: string | null;
+            pollerName: string | null;
+            statusString: components["schemas"]["AgentlessStatusString"];
+            /** @description What the latest run found, readable by a person. */
+            statusDescription: string | null;
+            /** @description Why the latest run failed; null when it did not. */
+            statusErrorDescription: string | null;
+            /**
+             * Format: date-time
+             * @description When the latest run started.
+             */
+            startTime: string | null;
+            /**
+             * Format: date-time
+             * @description When the latest run ended.
+             */
+            endTime: string | null;
+            /** Format: int64 */
+            durationMs: number | null;
+            /**
+             * Format: date-time
+             * @description When a run last found the host Reachable.
+             */
+            lastReachableTime: string | null;
+            /** @description The failed runs before the latest one, newest first (at most 10). */
+            prevRunningErrors: components["schemas"]["AgentlessPreviousError"][];
+            /** Format: date-time */
+            createdTime: string;
+            /** Format: int64 */
+            creationTimeEpoch: number;
+            /** Format: date-time */
+            updatedTime: string;
+        };
+        /** @description A page of agentless connections with their latest run. */
+        AgentslessRsStatusGetResponse: {
+            /**
+             * Format: int64
+             * @description All connections.
+             */
+            recordsTotal: number;
+            /**
+             * Format: int64
+             * @description Connections matching the filters.
+             */
+            recordsFiltered: number;
+            data: components["schemas"]["AgentlessConnectionStatus"][];
+        };
+        /** @description The filters of `connectiondetailsstatus`, with the same names and meanings (names match case-insensitively), and its `SortBy`; no paging. */
+        AgentlessStatusFilter: {
+            ComputerName?: string | null;
+            StatusString?: string | null;
+            StatusDescription?: string | null;
+            StatusErrorDescription?: string | null;
+            PrevRunningErrors?: string | null;
+            StartTime?: string | null;
+            FromTimeStart?: string | null;
+            ToTimeStart?: string | null;
+            EndTime?: string | null;
+            FromTimeEnd?: string | null;
+            ToTimeEnd?: string | null;
+            IsOverrideDefaults?: boolean | null;
+            SortBy?: string | null;
+            GlobalSearch?: string | null;
+        } | null;
+        /** @description Which connections to register to (or unregister from) which worker poller. `pollerId` is required to register; to unregister it is optional. */
+        AgentlessRsConnectionDetailsRegistrationPostRequest: {
+            /**
+             * Format: uuid
+             * @description The worker poller.
+             */
+            pollerId?: string | null;
+            connectionIds: components["schemas"]["AgentlessConnectionIdList"];
+        };
+        AgentlessUploadRowError: {
+            /** @description The column at fault; null for the row as a whole. */
+            column: string | null;
+            reason: string;
+        };
+        /** @description What happened to one data row of the file. */
+        AgentlessUploadRow: {
+            /**
+             * Format: int32
+             * @description The line where the row starts (the header is line 1).
+             */
+            line: number;
+            /** @description The row's `name` cell as read (truncated to 256 characters); null when empty. */
+            name: string | null;
+            /** @enum {string} */
+            result: "imported" | "updated" | "unchanged" | "rejected";
+            /**
+             * Format: int64
+             * @description The connection created or updated; null when rejected.
+             */
+            connectionId: number | null;
+            /** @description Every reason the row was rejected; empty otherwise. */
+            errors: components["schemas"]["AgentlessUploadRowError"][];
+        };
+        AgentlessUploadResult: {
+            /** @description The uploaded file's name. */
+            fileName: string | null;
+            /**
+             * Format: int32
+             * @description Data rows read (blank lines not counted).
+             */
+            totalRows: number;
+            /**
+             * Format: int32
+             * @description Connections created.
+             */
+            imported: number;
+            /**
+             * Format: int32
+             * @description Existing connections changed.
+             */
+            updated: number;
+            /**
+             * Format: int32
+             * @description Rows equal to an existing connection.
+             */
+            unchanged: number;
+            /**
+             * Format: int32
+             * @description Rows not applied.
+             */
+            rejected: number;
+            /** @description One entry per data row, in file order. */
+            rows: components["schemas"]["AgentlessUploadRow"][];
+        };
+        /** @description A worker poller. */
+        WorkerPoller: {
+            /** Format: uuid */
+            id: string;
+            /** @description Unique (case-insensitive), given at registration. */
+            name: string;
+            /** @description The host the poller runs on. */
+            hostName: string | null;
+            /** @description The source address of its last call. */
+            ipAddress: string | null;
+            /** @description Its software version (last reported). */
+            version: string | null;
+            /** @description Whether it may check its connections. New pollers start deactivated. */
+            isActivated: boolean;
+            /**
+             * @description Online: a heartbeat within `offlineAfterSeconds`.
+             * @enum {string}
+             */
+            connectionStatus: "Online" | "Offline";
+            /**
+             * Format: date-time
+             * @description When it was last activated or deactivated; null if never.
+             */
+            activationChangedTime: string | null;
+            /** @description Who last activated or deactivated it. */
+            activationChangedBy: string | null;
+            /** Format: date-time */
+            lastHeartbeatTime: string | null;
+            /**
+             * Format: date-time
+             * @description When it registered.
+             */
+            createdTime: string;
+            /** Format: int64 */
+            creationTimeEpoch: number;
+            /**
+             * Format: int32
+             * @description Connections registered to it.
+             */
+            connectionsAssigned: number;
+            /**
+             * Format: int32
+             * @description Of those, latest status Reachable.
+             */
+            connectionsReachable: number;
+            /**
+             * Format: int32
+             * @description Of those, latest status Unreachable or Failed.
+             */
+            connectionsFailing: number;
+            /**
+             * Format: int32
+             * @description Of those, never checked yet.
+             */
+            connectionsPending: number;
+        };
+        /** @description The worker pollers, ordered by name. */
+        WorkerPollerDetails: {
+            /** Format: int32 */
+            recordsTotal: number;
+            /** Format: int32 */
+            recordsFiltered: number;
+            /**
+             * Format: int32
+             * @description How often pollers are told to send a heartbeat.
+             */
+            heartbeatIntervalSeconds: number;
+            /**
+             * Format: int32
+             * @description A poller without a heartbeat for this long is Offline.
+             */
+            offlineAfterSeconds: number;
+            data: components["schemas"]["WorkerPoller"][];
+        };
+        WorkerPollerDeleted: {
+            poller: components["schemas"]["WorkerPoller"];
+            /**
+             * Format: int32
+             * @description Connections that were registered to it.
+             */
+            connectionsUnregistered: number;
+        };
+        WorkerAppActivatePollerPutRequest: {
+            /**
+             * Format: uuid
+             * @description The worker poller.
+             */
+            pollerId: string;
+            /** @description true activates, false deactivates. */
+            isActivated: boolean;
+        };
+        PollerRegisterRequest: {
+            /**
+             * Format: password
+             * @description The enrollment secret configured on the server.
+             */
+            enrollmentSecret: string;
+            /** @description The poller's unique name (case-insensitive). */
+            name: string;
+            /** @description The host it runs on. */
+            hostName?: string | null;
+            /** @description Its software version. */
+            version: string;
+        };
+        PollerRegistration: {
+            /** Format: uuid */
+            pollerId: string;
+            name: string;
+            /** @description The poller's bearer credential. Shown only here; the server keeps a hash. */
+            credential: string;
+            /** @description Always false for a new poller. */
+            isActivated: boolean;
+            /** Format: int32 */
+            heartbeatIntervalSeconds: number;
+            /** Format: date-time */
+            serverTime: string;
+        };
+        PollerHeartbeatRequest: {
+            /** @description The poller's software version. */
+            version: string;
+            hostName?: string | null;
+            /**
+             * Format: date-time
+             * @description When the poller process started.
+             */
+            startedTime?: string | null;
+            /**
+             * Format: int32
+             * @description Checks running right now.
+             */
+            activeChecks?: number | null;
+            /**
+             * Format: int64
+             * @description The revision of the connections the poller holds.
+             */
+            assignmentsRevision?: number | null;
+        };
+        PollerInstruction: {
+            /** Format: uuid */
+            pollerId: string;
+            isActivated: boolean;
+            /**
+             * @description Check: run the checks on schedule. StopChecking: run none, keep sending heartbeats.
+             * @enum {string}
+             */
+            instruction: "Check" | "StopChecking";
+            /** Format: int32 */
+            heartbeatIntervalSeconds: number;
+            /**
+             * Format: int64
+             * @description Changes whenever the poller's connections (or their settings or credentials) change.
+             */
+            assignmentsRevision: number;
+            /** Format: date-time */
+            serverTime: string;
+        };
+        /** @description A connection to check, with its decrypted credentials (answered only to the poller it is registered to). */
+        PollerConnection: {
+            id: components["schemas"]["AgentlessConnectionId"];
+            name: string;
+            address: string;
+            protocol: components["schemas"]["AgentlessProtocol"];
+            /** Format: int32 */
+            port: number;
+            useTls: boolean;
+            userName: string;
+            /** @enum {string} */
+            credentialType: "Password" | "PrivateKey";
+            /** Format: password */
+            password: string | null;
+            /** Format: password */
+            privateKey: string | null;
+            /** Format: password */
+            privateKeyPassphrase: string | null;
+            pollingIntervalSeconds: components["schemas"]["AgentlessPollingInterval"];
+            timeoutSeconds: components["schemas"]["AgentlessTimeout"];
+            /**
+             * Format: date-time
+             * @description When its latest recorded run started, so that a restarted poller keeps the schedule.
+             */
+            lastStartTime: string | null;
+        };
+        PollerAssignments: {
+            /** Format: uuid */
+            pollerId: string;
+            isActivated: boolean;
+            /** @enum {string} */
+            instruction: "Check" | "StopChecking";
+            /** Format: int64 */
+            assignmentsRevision: number;
+            /** Format: date-time */
+            serverTime: string;
+            /** @description Empty when the poller is not activated. */
+            connections: components["schemas"]["PollerConnection"][];
+        };
+        /** @description One check run. `endTime` is null exactly when `statusString` is Running; `statusErrorDescription` is required for Unreachable and Failed. */
+        PollerRun: {
+            /**
+             * Format: uuid
+             * @description Chosen by the poller; the same for the Running and the final report of a run.
+             */
+            runId: string;
+            connectionId: components["schemas"]["AgentlessConnectionId"];
+            /** @enum {string} */
+            statusString: "Running" | "Reachable" | "Unreachable" | "Failed";
+            /** Format: date-time */
+            startTime: string;
+            /** Format: date-time */
+            endTime?: string | null;
+            /** @description What the run found (e.g. the SSH banner, the latency). */
+            statusDescription?: string | null;
+            /** @description Why the run failed. */
+            statusErrorDescription?: string | null;
+        };
+        PollerRunReport: {
+            runs: components["schemas"]["PollerRun"][];
+        };
+        /** @description What was queued for the asset feed (messages of schema `AssetFeedMessage`). */
+        AssetProducerResult: {
+            /**
+             * Format: int32
+             * @description Assets published: one message each (agents carry their peripherals; a peripheral that moved has its own message).
+             */
+            assetsQueued: number;
+            /**
+             * Format: int32
+             * @description Agents among them.
+             */
+            agents: number;
+            /**
+             * Format: int32
+             * @description Peripherals included (inside their agents' snapshots, or on their own when they moved).
+             */
+            peripherals: number;
+            /**
+             * Format: int32
+             * @description Agentless hosts among them.
+             */
+            agentlessHosts: number;
+            /**
+             * Format: int32
+             * @description Alarm destinations subscribed to assets.
+             */
+            destinations: number;
+            /**
+             * Format: int64
+             * @description Deliveries put in the outbox (assets times destinations).
+             */
+            messagesQueued: number;
+            /** Format: date-time */
+            queuedTime: string;
+        };
+        /** @description Where an asset is on the network. */
+        AssetFeedLocation: {
+            /** @description The host's address (for a peripheral, its agent's). */
+            ipAddress: string | null;
+            /** @description The host name (agent host identifier, or agentless address when it is a name). */
+            hostName: string | null;
+            /** @description The switch the host is connected to. */
+            switchIp: string | null;
+            switchName: string | null;
+            switchPortId: string | null;
+            switchPortName: string | null;
+            /** @description For a peripheral: the agent it is plugged into. */
+            agentUuid: string | null;
+            agentHostIdentifier: string | null;
+        };
+        /** @description The location last published for the asset (same fields as `AssetFeedLocation`), or null. */
+        AssetFeedPreviousLocation: {
+            /** @description The host's address (for a peripheral, its agent's). */
+            ipAddress: string | null;
+            /** @description The host name (agent host identifier, or agentless address when it is a name). */
+            hostName: string | null;
+            /** @description The switch the host is connected to. */
+            switchIp: string | null;
+            switchName: string | null;
+            switchPortId: string | null;
+            switchPortName: string | null;
+            /** @description For a peripheral: the agent it is plugged into. */
+            agentUuid: string | null;
+            agentHostIdentifier: string | null;
+        } | null;
+        /** @description A peripheral inside an agent's message. */
+        AssetFeedPeripheral: {
+            /** @description The peripheral's id, as in the peripherals API. */
+            id: string;
+            deviceID: string;
+            vid: string;
+            pid: string;
+            serialNumber: string | null;
+            vendor: string | null;
+            product: string | null;
+            /** Format: int32 */
+            devIcon: number;
+            approved: boolean;
+            present: boolean;
+            isKnownAttackTool: boolean;
+            isVulnerablePeripheral: boolean;
+        };
+        /**
+         * @description One message of the asset feed, queued by `assetproducer/ReplayAll` (kind
+         *     `snapshot`) and `assetproducer/SendMonitorOldLocation` (kind `locationChanged`) and
+         *     delivered through the durable outbox to every alarm destination subscribed to
+         *     assets (a webhook receives it as its JSON body). `messageId` is unique, so a
+         *     consumer can drop a redelivered message.
+         * @example {
+         *       "messageId": "2b7e4c1a-9f3d-4e8b-a6c5-1d2e3f4a5b6c",
+         *       "kind": "locationChanged",
+         *       "trigger": "SendMonitorOldLocation",
+         *       "time": "2025-01-01T12:00:00.000Z",
+         *       "timeEpoch": 1735732800000,
+         *       "assetType": "Agent",
+         *       "assetId": "3f2b9c1e-7a6d-4e5f-8b9a-0c1d2e3f4a5b",
+         *       "name": "DESKTOP-9LR722S",
+         *       "parentId": null,
+         *       "location": {
+         *         "ipAddress": "192.168.100.128",
+         *         "hostName": "DESKTOP-9LR722S",
+         *         "switchIp": "192.168.100.2",
+         *         "switchName": "core-sw-1",
+         *         "switchPortId": "Gi1/0/12",
+         *         "switchPortName": "GigabitEthernet1/0/12",
+         *         "agentUuid": null,
+         *         "agentHostIdentifier": null
+         *       },
+         *       "previousLocation": {
+         *         "ipAddress": "192.168.100.77",
+         *         "hostName": "DESKTOP-9LR722S",
+         *         "switchIp": "192.168.100.2",
+         *         "switchName": "core-sw-1",
+         *         "switchPortId": "Gi1/0/7",
+         *         "switchPortName": "GigabitEthernet1/0/7",
+         *         "agentUuid": null,
+         *         "agentHostIdentifier": null
+         *       },
+         *       "operationalStatus": "Armed",
+         *       "connectionStatus": "Connected",
+         *       "peripherals": [
+         *         {
+         *           "id": "3f2b9c1e-7a6d-4e5f-8b9a-0c1d2e3f4a5b/USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4",
+         *           "deviceID": "USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4",
+         *           "vid": "046D",
+         *           "pid": "C077",
+         *           "serialNumber": null,
+         *           "vendor": "Logitech",
+         *           "product": "M105 Optical Mouse",
+         *           "devIcon": 2,
+         *           "approved": true,
+         *           "present": true,
+         *           "isKnownAttackTool": false,
+         *           "isVulnerablePeripheral": false
+         *         }
+         *       ]
+         *     }
+         */
+        AssetFeedMessage: {
+            /** Format: uuid */
+            messageId: string;
+            /** @enum {string} */
+            kind: "snapshot" | "locationChanged";
+            /**
+             * @description The operation that queued it.
+             * @enum {string}
+             */
+            trigger: "ReplayAll" | "SendMonitorOldLocation";
+            /**
+             * Format: date-time
+             * @description When it was queued.
+             */
+            time: string;
+            /**
+             * Format: int64
+             * @description The same in epoch milliseconds.
+             */
+            timeEpoch: number;
+            /** @enum {string} */
+            assetType: "Agent" | "Peripheral" | "AgentlessHost";
+            /** @description The agent's uuid, the peripheral's id or the agentless connection's id. */
+            assetId: string;
+            /** @description The agent's host identifier, the peripheral's product name, or the connection's name. */
+            name: string | null;
+            /** @description For a peripheral, its agent's uuid; otherwise null. */
+            parentId: string | null;
+            location: components["schemas"]["AssetFeedLocation"];
+            previousLocation: components["schemas"]["AssetFeedPreviousLocation"];
+            /**
+             * @description Agents: the mode; otherwise null.
+             * @enum {string|null}
+             */
+            operationalStatus: "Armed" | "Free" | null;
+            /** @description Agents: Connected or Disconnected; agentless hosts: the latest status (Reachable, ...); peripherals: null. */
+            connectionStatus: string | null;
+            /** @description Agents: their peripherals; empty for other assets. */
+            peripherals: components["schemas"]["AssetFeedPeripheral"][];
+        };
+        /**
+         * @description null: the filter is not applied (as when it is left out).
+         * @enum {string|null}
+         */
+        EventsExportNull: null;
+        /** @description One event category or a comma-separated list (`USB`, `Network`, `System`, `Host`, `General`), in any case; another name answers 400. */
+        EventCategoryFilter: string;
+        /** @description One audit category or a comma-separated list (names of `AuditCategory`), in any case; another name answers 400. */
+        AuditCategoryFilter: string;
+        /** @description A comma-separated list of peripheral icon codes (`devIcon`), `-1` for none, e.g. `1,2,3`. */
+        PeripheralIconFilter: string;
+        /**
+         * @description USB peripherals, the host's network attachment, the server itself, the agent (host), or anything else.
+         * @enum {string}
+         */
+        EventCategory: "USB" | "Network" | "System" | "Host" | "General";
+        /** @description One event. The fields clients read, plus the asset the event is about. */
+        PrimeEventView: {
+            /**
+             * Format: int64
+             * @description Increasing id, assigned in commit order; never reused.
+             */
+            eventID: number;
+            /**
+             * Format: date-time
+             * @description When the event happened (UTC, milliseconds, `Z`).
+             */
+            creationTime: string;
+            /**
+             * Format: int64
+             * @description The same time in epoch milliseconds.
+             */
+            creationTimeEpoch: number;
+            /** @description The kind of event (table in `GetEvents`), e.g. `0x110001`. */
+            eventCode: string;
+            severity: components["schemas"]["SeverityNumber"];
+            severityString: components["schemas"]["SeverityName"];
+            category: components["schemas"]["EventCategory"];
+            /** @description The source: `<host name> (<address>)` for an agent's events, `Prime server` for the server's own. */
+            eventEntityID: string;
+            /** @description What happened (the description of the event code). */
+            description: string;
+            /** @description The particulars, readable by a person (device, vendor, old and new state, ...). */
+            details: string;
+            /** @description Space-separated tags such as `#attack-tool #armed`; null when none. */
+            hashtags: string | null;
+            /** @description The icon code (`devIcon`) of the peripheral the event is about, as a string; `-1` when the event is about no peripheral. */
+            peripheralIcon: string;
+            /** @description The uuid of the agent the event is about; null for the server's own events. */
+            assetKey: string | null;
+            /** @description The host name of that agent (`hostIdentifier`); null for the server's own events. */
+            assetName: string | null;
+            /** @description The `deviceID` of the peripheral the event is about (e.g. `USB\VID_046D&PID_C077\5&20DBD6CE&0&4`); null when none. */
+            peripheralAssetId: string | null;
+        };
+        /** @description A page of events. */
+        PrimeEventViewWrapper: {
+            /**
+             * Format: int64
+             * @description All stored events.
+             */
+            recordsTotal: number;
+            /**
+             * Format: int64
+             * @description Events matching the filters.
+             */
+            recordsFiltered: number;
+            data: components["schemas"]["PrimeEventView"][];
+        };
+        /** @description A page of the event feed; `data` holds the oldest matching events, newest first. */
+        PrimeEventViewWrapperIntegration: {
+            /**
+             * Format: int64
+             * @description All stored events.
+             */
+            recordsTotal: number;
+            /**
+             * Format: int64
+             * @description Events matching the filters (the backlog at or after `FromEventId`).
+             */
+            recordsFiltered: number;
+            data: components["schemas"]["PrimeEventView"][];
+        };
+        /** @description A page of audit records. */
+        AuditTrailViewWrapper: {
+            /**
+             * Format: int64
+             * @description All audit records.
+             */
+            recordsTotal: number;
+            /**
+             * Format: int64
+             * @description Records matching the filters.
+             */
+            recordsFiltered: number;
+            data: components["schemas"]["AuditTrailView"][];
+        };
+        /** @description A page of the audit feed; `data` holds the oldest matching records, newest first. */
+        AuditTrailViewWrapperIntegration: {
+            /**
+             * Format: int64
+             * @description All audit records.
+             */
+            recordsTotal: number;
+            /**
+             * Format: int64
+             * @description Records matching the filters (the backlog at or after `FromAuditTrailId`).
+             */
+            recordsFiltered: number;
+            data: components["schemas"]["AuditTrailView"][];
+        };
+        /**
+         * @description The filters of `GetEvents`, with the same names and meaning (names match
+         *     case-insensitively). Leave a filter out, or null, to not filter on it.
+         *     `PageNumber` and `PageSize` are accepted (so a list query can be sent as is) and
+         *     ignored: an export holds every matching event up to its row cap.
+         * @example {
+         *       "Category": "USB",
+         *       "MinimumSeverity": "Warning",
+         *       "FromDate": "2025-01-01T00:00:00Z",
+         *       "SortBy": "date_asc"
+         *     }
+         */
+        EventsExportRequest: {
+            Date?: components["schemas"]["DateTimeFilter"] | components["schemas"]["EventsExportNull"];
+            Severity?: components["schemas"]["SeverityFilter"] | components["schemas"]["EventsExportNull"];
+            Category?: components["schemas"]["EventCategoryFilter"] | components["schemas"]["EventsExportNull"];
+            Source?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+            Description?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+            Details?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+            MinimumSeverity?: components["schemas"]["SeverityFilter"] | components["schemas"]["EventsExportNull"];
+            FromDate?: components["schemas"]["DateTimeFilter"] | components["schemas"]["EventsExportNull"];
+            ToDate?: components["schemas"]["DateTimeFilter"] | components["schemas"]["EventsExportNull"];
+            PeripheralIcon?: components["schemas"]["PeripheralIconFilter"] | components["schemas"]["EventsExportNull"];
+            SortBy?: components["schemas"]["SortBy"] | components["schemas"]["EventsExportNull"];
+            GlobalSearch?: string | null;
+            AssetKey?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+            AssetName?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+            PeripheralAssetId?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+            /** Format: int64 */
+            FromEventId?: number | null;
+            /** Format: int64 */
+            ToEventId?: number | null;
+            /** Format: int64 */
+            FromCreationTimeEpoch?: number | null;
+            /** Format: int64 */
+            ToCreationTimeEpoch?: number | null;
+            /**
+             * Format: int32
+             * @description Ignored.
+             */
+            PageNumber?: number | null;
+            /**
+             * Format: int32
+             * @description Ignored.
+             */
+            PageSize?: number | null;
+        } | null;
+        /**
+         * @description The filters of `GetAuditTrails`, with the same names and meaning (names match
+         *     case-insensitively); the `AssetReference.*` filters are the properties of
+         *     `AssetReference`. Leave a filter out, or null, to not filter on it. `PageNumber`
+         *     and `PageSize` are accepted and ignored.
+         * @example {
+         *       "Category": "Authentication",
+         *       "User": "bob",
+         *       "FromDate": "2025-01-01 00:00:00",
+         *       "AssetReference": {
+         *         "Type": "User"
+         *       }
+         *     }
+         */
+        AuditTrailExportRequest: {
+            AssetReference?: {
+                Key?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+                Name?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+                ParentID?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+                IpAddress?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+                Type?: components["schemas"]["ElementType"] | components["schemas"]["EventsExportNull"];
+                SubType?: components["schemas"]["NetworkElementSubType"] | components["schemas"]["EventsExportNull"];
+                AllAssetTypeDetail?: components["schemas"]["AllAssetTypeDetail"] | components["schemas"]["EventsExportNull"];
+                /** Format: int32 */
+                Icon?: number | null;
+            } | null;
+            /** Format: int64 */
+            FromAuditTrailId?: number | null;
+            /** Format: int64 */
+            ToAuditTrailId?: number | null;
+            Date?: components["schemas"]["DateTimeFilter"] | components["schemas"]["EventsExportNull"];
+            Severity?: components["schemas"]["SeverityFilter"] | components["schemas"]["EventsExportNull"];
+            MinimumSeverity?: components["schemas"]["SeverityFilter"] | components["schemas"]["EventsExportNull"];
+            Category?: components["schemas"]["AuditCategoryFilter"] | components["schemas"]["EventsExportNull"];
+            User?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+            Description?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+            Details?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+            Asset?: components["schemas"]["TextFilter"] | components["schemas"]["EventsExportNull"];
+            FromDate?: components["schemas"]["DateTimeFilter"] | components["schemas"]["EventsExportNull"];
+            ToDate?: components["schemas"]["DateTimeFilter"] | components["schemas"]["EventsExportNull"];
+            SortBy?: components["schemas"]["SortBy"] | components["schemas"]["EventsExportNull"];
+            GlobalSearch?: string | null;
+            /**
+             * Format: int32
+             * @description Ignored.
+             */
+            PageNumber?: number | null;
+            /**
+             * Format: int32
+             * @description Ignored.
+             */
+            PageSize?: number | null;
+        } | null;
+        /**
+         * @description How alarms are delivered.
+         * @enum {string}
+         */
+        AlarmDestinationType: "syslog" | "webhook" | "email";
+        /**
+         * @description Which records a destination receives: events, audit records, or the asset feed (the messages of the asset producer: `ReplayAll`, `SendMonitorOldLocation`).
+         * @enum {string}
+         */
+        AlarmFeed: "events" | "audit" | "assets";
+        /**
+         * @description Which records go to the destination. An event goes when its severity is
+         *     `minimumSeverity` or worse and `categories` is empty or holds its category; an
+         *     audit record likewise with `auditCategories`; asset messages have no severity or
+         *     category and all go when `assets` is in `feeds`.
+         */
+        AlarmFilters: {
+            /**
+             * @description This severity or worse (default Warning).
+             * @default Warning
+             */
+            minimumSeverity: components["schemas"]["SeverityName"];
+            /**
+             * @description Event categories to send; empty means all.
+             * @default []
+             */
+            categories: components["schemas"]["EventCategory"][];
+            /**
+             * @description Audit categories to send; empty means all.
+             * @default []
+             */
+            auditCategories: components["schemas"]["AuditCategory"][];
+            /**
+             * @description The feeds to send (default events only).
+             * @default [
+             *       "events"
+             *     ]
+             */
+            feeds: components["schemas"]["AlarmFeed"][];
+        };
+        /** @description The destination's filters, with every default filled in. */
+        AlarmFiltersAnswer: {
+            minimumSeverity: components["schemas"]["SeverityName"];
+            categories: components["schemas"]["EventCategory"][];
+            auditCategories: components["schemas"]["AuditCategory"][];
+            feeds: components["schemas"]["AlarmFeed"][];
+        };
+        /** @description Where and how syslog messages go. No secret. */
+        SyslogSettings: {
+            /** @description Host name or address of the syslog receiver (address rule applies). */
+            host: string;
+            /**
+             * Format: int32
+             * @default 514
+             */
+            port: number;
+            /**
+             * @description UDP (one datagram per message) or TCP (octet-counting framing, RFC 6587).
+             * @default udp
+             * @enum {string}
+             */
+            transport: "udp" | "tcp";
+            /**
+             * @description RFC 5424 with structured data, or ArcSight CEF inside an RFC 5424 header.
+             * @default rfc5424
+             * @enum {string}
+             */
+            format: "rfc5424" | "cef";
+            /**
+             * @description The syslog facility; PRI = facility number x 8 + severity.
+             * @default local0
+             * @enum {string}
+             */
+            facility: "kern" | "user" | "mail" | "daemon" | "auth" | "syslog" | "lpr" | "news" | "uucp" | "cron" | "authpriv" | "ftp" | "ntp" | "audit" | "alert" | "clock" | "local0" | "local1" | "local2" | "local3" | "local4" | "local5" | "local6" | "local7";
+        } | null;
+        SyslogSettingsAnswer: {
+            host: string;
+            /** Format: int32 */
+            port: number;
+            /** @enum {string} */
+            transport: "udp" | "tcp";
+            /** @enum {string} */
+            format: "rfc5424" | "cef";
+            facility: string;
+        } | null;
+        /** @description Extra request headers (e.g. `Authorization`), name to value. Values are secrets: answers show `***`. */
+        WebhookHeaders: {
+            [key: string]: string;
+        };
+        /** @description Where webhook POSTs go and how they are signed. */
+        WebhookSettings: {
+            /**
+             * Format: uri
+             * @description `http` or `https` URL, no user/password part (address rule applies). HTTPS certificates are verified.
+             */
+            url: string;
+            /**
+             * Format: password
+             * @description HMAC-SHA256 key for `X-Prime-Signature`. Write-only: never returned. Required when creating; left out or null on update keeps the stored one.
+             */
+            secret?: string | null;
+            headers?: components["schemas"]["WebhookHeaders"];
+            /** @description Ignored when sent. */
+            readonly hasSecret?: boolean;
+        } | null;
+        WebhookSettingsAnswer: {
+            url: string;
+            /** @description Whether a signing secret is set (the secret itself is never returned). */
+            hasSecret: boolean;
+            /** @description The custom header names, each value masked as `***`. */
+            headers: {
+                [key: string]: "***";
+            };
+        } | null;
+        /** @description Who receives alarm e-mails. Sent through the server's SMTP settings (shared with reports). No secret. */
+        EmailSettings: {
+            recipients: string[];
+            /**
+             * @description Put before every subject.
+             * @default [Prime]
+             */
+            subjectPrefix: string;
+        } | null;
+        EmailSettingsAnswer: {
+            recipients: string[];
+            subjectPrefix: string;
+        } | null;
+        /** @description The destination's delivery state (read-only). */
+        AlarmDeliveryState: {
+            /**
+             * Format: int64
+             * @description Deliveries waiting in the outbox.
+             */
+            pending: number;
+            /** Format: date-time */
+            lastAttemptTime: string | null;
+            /**
+             * @description Outcome of the last attempt.
+             * @enum {string|null}
+             */
+            lastStatus: "delivered" | "failed" | null;
+            /** @description The last attempt's error (null when it succeeded). */
+            lastError: string | null;
+            /** Format: date-time */
+            lastDeliveredTime: string | null;
+            /**
+             * Format: int64
+             * @description Deliveries that failed for good in the last 24 hours.
+             */
+            failedLast24h: number;
+        };
+        /**
+         * @description An alarm destination as sent to `AddOrUpdateAlarmDest`. Exactly the settings
+         *     object of `type` is given; the others are left out or null. Read-only properties
+         *     (as answered by `GetAlarmDests`) are accepted and ignored.
+         */
+        AlarmDestinationView: {
+            /**
+             * Format: uuid
+             * @description The destination to change; leave it out to create one.
+             */
+            id?: string;
+            /** @description Unique, case-insensitive. */
+            name: string;
+            type: components["schemas"]["AlarmDestinationType"];
+            /** @default true */
+            enabled: boolean;
+            filters?: components["schemas"]["AlarmFilters"];
+            syslog?: components["schemas"]["SyslogSettings"];
+            webhook?: components["schemas"]["WebhookSettings"];
+            email?: components["schemas"]["EmailSettings"];
+            /**
+             * Format: date-time
+             * @description Ignored when sent.
+             */
+            readonly createdTime?: string;
+            /** @description Ignored when sent. */
+            readonly createdBy?: string | null;
+            /**
+             * Format: date-time
+             * @description Ignored when sent.
+             */
+            readonly updatedTime?: string;
+            /** @description Ignored when sent. */
+            readonly updatedBy?: string | null;
+            /** @description Ignored when sent. */
+            readonly delivery?: Record<string, never>;
+        };
+        /** @description An alarm destination as answered; secrets are never included. */
+        AlarmDestination: {
+            /** Format: uuid */
+            id: string;
+            name: string;
+            type: components["schemas"]["AlarmDestinationType"];
+            enabled: boolean;
+            filters: components["schemas"]["AlarmFiltersAnswer"];
+            syslog: components["schemas"]["SyslogSettingsAnswer"];
+            webhook: components["schemas"]["WebhookSettingsAnswer"];
+            email: components["schemas"]["EmailSettingsAnswer"];
+            /** Format: date-time */
+            createdTime: string;
+            /** @description Who created it. */
+            createdBy: string | null;
+            /** Format: date-time */
+            updatedTime: string;
+            /** @description Who changed it last. */
+            updatedBy: string | null;
+            delivery: components["schemas"]["AlarmDeliveryState"];
+        };
+        /** @description Every alarm destination, ordered by name. */
+        AlarmDestinationList: {
+            /** Format: int32 */
+            recordsTotal: number;
+            /** Format: int32 */
+            recordsFiltered: number;
+            data: components["schemas"]["AlarmDestination"][];
+        };
+        /** @description Ids of the destinations to test. */
+        AlarmDestinationTestRequest: string[] | null;
+        /** @description The outcome of the test message sent to one destination. */
+        AlarmDestinationTestResult: {
+            /** @description The id as given. */
+            id: string;
+            /** @description The destination's name (null when unknown). */
+            name: string | null;
+            /**
+             * @description The destination's type (null when unknown).
+             * @enum {string|null}
+             */
+            type: "syslog" | "webhook" | "email" | null;
+            /** @enum {string} */
+            status: "delivered" | "failed";
+            /** @description Why it failed (the receiver's answer, the network error or the refused address); null when delivered. */
+            error: string | null;
+            /**
+             * @description Machine-readable reason (null when delivered).
+             * @enum {string|null}
+             */
+            code: "not-found" | "address-refused" | "timeout" | "delivery-failed" | null;
+            /** @description How long the attempt took. */
+            durationMs: number;
+            /** Format: date-time */
+            testedTime: string;
+            /** @description The test message exactly as sent (or attempted): the webhook body, the syslog line (RFC 5424 or CEF) or the e-mail. Absent for unknown ids. */
+            message?: components["schemas"]["AlarmWebhookPayload"] | components["schemas"]["AlarmSyslogMessage"] | components["schemas"]["AlarmCefMessage"] | components["schemas"]["AlarmEmailMessage"];
+        };
+        AlarmDestinationTestResults: {
+            /**
+             * Format: int32
+             * @description Destinations the test message reached.
+             */
+            succeeded: number;
+            /**
+             * Format: int32
+             * @description Destinations it did not reach (or unknown ids).
+             */
+            failed: number;
+            results: components["schemas"]["AlarmDestinationTestResult"][];
+        };
+        /**
+         * @description The JSON body POSTed to a webhook destination: one record per request. Signed:
+         *     `X-Prime-Signature: sha256=<hex of HMAC-SHA256(secret, raw body bytes)>`, with
+         *     `X-Prime-Timestamp` (Unix seconds, equal to `sentTime`) and
+         *     `X-Prime-Delivery-Id` (equal to `deliveryId`). Exactly one of `event`,
+         *     `auditTrail`, `asset` is present, as `feed` says (`test` carries an `event`).
+         * @example {
+         *       "deliveryId": "2b7e1516-28ae-4d2a-a6d2-7a1b9f3c4e5d",
+         *       "feed": "events",
+         *       "sentTime": 1735732806,
+         *       "attempt": 1,
+         *       "destination": {
+         *         "id": "7d0c9a52-3b1e-4f4f-8d7e-0a6b2c9e4f11",
+         *         "name": "soc-webhook"
+         *       },
+         *       "event": {
+         *         "eventID": 5120,
+         *         "creationTime": "2025-01-01T12:00:05.123Z",
+         *         "creationTimeEpoch": 1735732805123,
+         *         "eventCode": "0x110005",
+         *         "severity": 2,
+         *         "severityString": "Critical",
+         *         "category": "USB",
+         *         "eventEntityID": "DESKTOP-9LR722S (192.168.100.128)",
+         *         "description": "Known attack tool detected",
+         *         "details": "Hak5 USB Rubber Ducky (VID 03EB, PID 2401) on DESKTOP-9LR722S; agent is Armed, device blocked.",
+         *         "hashtags": "#attack-tool #armed",
+         *         "peripheralIcon": "1",
+         *         "assetKey": "3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b",
+         *         "assetName": "DESKTOP-9LR722S",
+         *         "peripheralAssetId": "USB\\VID_03EB&PID_2401\\000000000001"
+         *       }
+         *     }
+         */
+        AlarmWebhookPayload: {
+            /**
+             * Format: uuid
+             * @description Stable across retries: receivers de-duplicate on it (delivery is at least once).
+             */
+            deliveryId: string;
+            /** @enum {string} */
+            feed: "events" | "audit" | "assets" | "test";
+            /**
+             * Format: int64
+             * @description When this attempt was sent (Unix seconds).
+             */
+            sentTime: number;
+            /**
+             * Format: int32
+             * @description 1 for the first attempt, then 2, 3, ...
+             */
+            attempt: number;
+            destination: {
+                /** Format: uuid */
+                id: string;
+                name: string;
+            };
+            event?: components["schemas"]["PrimeEventView"];
+            auditTrail?: components["schemas"]["AuditTrailView"];
+            /** @description An asset-feed message, as published by the asset producer (`ReplayAll`, `SendMonitorOldLocation`). */
+            asset?: Record<string, never>;
+        };
+        /**
+         * @description One syslog message (shown without the TCP octet-count prefix). Header fields, in
+         *     both formats: `<PRI>1 TIMESTAMP HOSTNAME APP-NAME PROCID MSGID`, where PRI =
+         *     facility x 8 + severity, TIMESTAMP is `creationTime`, HOSTNAME the server's host
+         *     name, APP-NAME `prime`, PROCID `-`, and MSGID the event code (`audit` for audit
+         *     records, `asset` for asset messages, `0x510001` for tests).
+         *
+         *     `rfc5424`: then the structured data `[prime@32473 ...]` (32473 is the RFC 5612
+         *     example enterprise number) with `deliveryId`, the record's id (`eventID` or
+         *     `auditTrailID`), `category`, `severity`, `source` (`eventEntityID`, or the audit
+         *     `user` and `sourceIp`) and `asset` (`assetName`), param values escaped as RFC 5424
+         *     says (`"`, `\` and `]` with a backslash); then the message: `description: details`
+         *     in UTF-8.
+         *
+         *     `cef`: then `-` for the structured data and a CEF:0 line:
+         *     `CEF:0|Prime|Prime Device Security|<version>|<eventCode>|<description>|<CEF severity>|<extensions>`
+         *     with CEF severity 10, 9, 8, 7, 5, 3, 1, 0 for syslog severities 0 to 7, and the
+         *     extensions `rt` (epoch ms), `externalId` (record id), `cat` (category), `dvchost`
+         *     (`assetName`), `src` (address), `suser` (audit user), `msg` (details),
+         *     `cs1Label=deliveryId cs1=<deliveryId>`. Header fields escape `|` and `\`;
+         *     extension values escape `=` and `\`, and line breaks as `\n`.
+         * @example <130>1 2025-01-01T12:00:05.123Z prime-server prime - 0x110005 [prime@32473 deliveryId="2b7e1516-28ae-4d2a-a6d2-7a1b9f3c4e5d" eventID="5120" category="USB" severity="2" source="DESKTOP-9LR722S (192.168.100.128)" asset="DESKTOP-9LR722S"] Known attack tool detected: Hak5 USB Rubber Ducky (VID 03EB, PID 2401) on DESKTOP-9LR722S; agent is Armed, device blocked.
+         */
+        AlarmSyslogMessage: string;
+        /**
+         * @description The same record as `AlarmSyslogMessage` in the `cef` format.
+         * @example <130>1 2025-01-01T12:00:05.123Z prime-server prime - 0x110005 - CEF:0|Prime|Prime Device Security|1.0.0|0x110005|Known attack tool detected|8|rt=1735732805123 externalId=5120 cat=USB dvchost=DESKTOP-9LR722S src=192.168.100.128 msg=Hak5 USB Rubber Ducky (VID 03EB, PID 2401) on DESKTOP-9LR722S; agent is Armed, device blocked. cs1Label=deliveryId cs1=2b7e1516-28ae-4d2a-a6d2-7a1b9f3c4e5d
+         */
+        AlarmCefMessage: string;
+        /**
+         * @description The e-mail sent to an e-mail destination, one per record: plain text (and the
+         *     same as simple HTML), from the server's configured sender, to every recipient,
+         *     with header `X-Prime-Delivery-Id`. The subject is
+         *     `<subjectPrefix> [<severityString>] <description> - <assetName or source>`; the
+         *     body lists each field of the record as `Name: value`, one a line, then the link
+         *     to the console when `PRIME_PUBLIC_URL` is set.
+         * @example {
+         *       "subject": "[Prime] [Critical] Known attack tool detected - DESKTOP-9LR722S",
+         *       "text": "Event: 0x110005 Known attack tool detected\nSeverity: Critical (2)\nCategory: USB\nTime: 2025-01-01T12:00:05.123Z\nSource: DESKTOP-9LR722S (192.168.100.128)\nAgent: DESKTOP-9LR722S (3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b)\nPeripheral: USB\\VID_03EB&PID_2401\\000000000001\nDetails: Hak5 USB Rubber Ducky (VID 03EB, PID 2401) on DESKTOP-9LR722S; agent is Armed, device blocked.\nEvent id: 5120\nDelivery id: 2b7e1516-28ae-4d2a-a6d2-7a1b9f3c4e5d\n"
+         *     }
+         */
+        AlarmEmailMessage: {
+            subject: string;
+            text: string;
+        };
+        /**
+         * @description What the report contains: `agentsInventory` (agents with state, license and
+         *     peripheral counters), `peripheralsInventory` (peripherals across agents),
+         *     `riskInsightsSummary` (uncommon and vulnerable peripherals, whitelist violations,
+         *     classification summary, error totals), `eventsDigest` (events of the period),
+         *     `auditTrailDigest` (audit records of the period).
+         * @enum {string}
+         */
+        ReportType: "agentsInventory" | "peripheralsInventory" | "riskInsightsSummary" | "eventsDigest" | "auditTrailDigest";
+        /**
+         * @description `PDF` (application/pdf: title, filters, generated time and a readable table; tables stop at 5000 rows with a note saying how many more there are; use CSV for all) or `CSV` (text/csv, UTF-8, every row up to 1,000,000).
+         * @enum {string}
+         */
+        ReportFormat: "PDF" | "CSV";
+        /** @enum {string} */
+        ReportFrequency: "once" | "daily" | "weekly" | "monthly";
+        /** @enum {string} */
+        DayOfWeek: "Monday" | "Tuesday" | "Wednesday" | "Thursday" | "Friday" | "Saturday" | "Sunday";
+        /**
+         * @description The time window a digest covers, ending when the run starts.
+         * @enum {string}
+         */
+        ReportPeriod: "last24Hours" | "last7Days" | "last30Days" | "last90Days";
+        /**
+         * @description Filters of the report's data. Which keys are allowed depends on the report's
+         *     `type`; a key of another type answers 400 naming `filters/<key>`. Absent keys do
+         *     not filter; `null` or `{}` means no filter. Text filters are case-insensitive
+         *     "contains"; lists match any of their values.
+         *
+         *     | type | allowed keys |
+         *     |---|---|
+         *     | agentsInventory | hostIdentifier, ipAddress, operationalStatus, connectionStatus, licenseStatus, hasUnapprovedPeripherals, hasVulnerablePeripherals, hasKnownAttackTools, hashtags |
+         *     | peripheralsInventory | hostIdentifier, vendor, productInfo, peripheralIcons, approved, present, isVulnerablePeripheral, isKnownAttackTool |
+         *     | riskInsightsSummary | period, sections, uncommonMaxHosts |
+         *     | eventsDigest | period, minimumSeverity, categories, source, globalSearch |
+         *     | auditTrailDigest | period, minimumSeverity, auditCategories, user, outcomes |
+         *
+         *     `period` defaults to the schedule's frequency (daily: last24Hours, weekly:
+         *     last7Days, monthly: last30Days, once or no schedule: last7Days).
+         *     `reports/ReportsArguments` gives the same table in machine-readable form.
+         */
+        ReportFilters: {
+            /** @description agentsInventory, peripheralsInventory: host name contains. */
+            hostIdentifier?: string;
+            /** @description agentsInventory: IP address contains. */
+            ipAddress?: string;
+            /**
+             * @description agentsInventory: the agent's mode.
+             * @enum {string}
+             */
+            operationalStatus?: "Armed" | "Free";
+            /**
+             * @description agentsInventory.
+             * @enum {string}
+             */
+            connectionStatus?: "Connected" | "Disconnected";
+            /** @description agentsInventory: any of these license states. */
+            licenseStatus?: ("Activated" | "Pending" | "Expired" | "Invalid")[];
+            /** @description agentsInventory. */
+            hasUnapprovedPeripherals?: boolean;
+            /** @description agentsInventory. */
+            hasVulnerablePeripherals?: boolean;
+            /** @description agentsInventory. */
+            hasKnownAttackTools?: boolean;
+            /** @description agentsInventory: hashtags contain. */
+            hashtags?: string;
+            /** @description peripheralsInventory: vendor name contains. */
+            vendor?: string;
+            /** @description peripheralsInventory: product name contains. */
+            productInfo?: string;
+            /** @description peripheralsInventory: any of these device icon codes (`devIcon`: 0 none, 1 keyboard, 2 mouse, 3 mass storage, 4 hub, 14 HID, ...). */
+            peripheralIcons?: number[];
+            /** @description peripheralsInventory. */
+            approved?: boolean;
+            /** @description peripheralsInventory: currently plugged in. */
+            present?: boolean;
+            /** @description peripheralsInventory. */
+            isVulnerablePeripheral?: boolean;
+            /** @description peripheralsInventory. */
+            isKnownAttackTool?: boolean;
+            period?: components["schemas"]["ReportPeriod"];
+            /** @description riskInsightsSummary: the sections to include (default: all). */
+            sections?: ("uncommonPeripherals" | "vulnerablePeripherals" | "whitelistViolations" | "classificationSummary" | "errorTotals")[];
+            /**
+             * Format: int32
+             * @description riskInsightsSummary: a peripheral seen on at most this many hosts is uncommon (default 3).
+             */
+            uncommonMaxHosts?: number;
+            minimumSeverity?: components["schemas"]["SeverityName"];
+            /** @description eventsDigest: any of these event categories. */
+            categories?: ("USB" | "Network" | "System" | "Host" | "General")[];
+            /** @description eventsDigest: the event source contains. */
+            source?: string;
+            /** @description eventsDigest: any searchable field contains. */
+            globalSearch?: string;
+            /** @description auditTrailDigest: any of these audit categories. */
+            auditCategories?: components["schemas"]["AuditCategory"][];
+            /** @description auditTrailDigest: the acting user contains. */
+            user?: string;
+            /** @description auditTrailDigest: any of these outcomes. */
+            outcomes?: ("Succeeded" | "Failed" | "Refused")[];
+        } | null;
+        /**
+         * @description When the report runs, in `timeZone` (default UTC). `once` needs `date`; `weekly`
+         *     needs `dayOfWeek`; `monthly` needs `dayOfMonth`; a field the frequency does not use
+         *     must be absent or null (400 otherwise). `monthly` on a day a month does not have
+         *     (29-31) runs on that month's last day. A local time skipped by a daylight-saving
+         *     change runs at the first instant after the gap; a time that occurs twice runs
+         *     once, at its first occurrence. `once` must be in the future when the schedule is
+         *     sent. The scheduler runs each due time exactly once, also across restarts: due
+         *     times missed while the server was down are caught up by one run (trigger
+         *     `catchUp`) for the latest of them. A `null` schedule means the report runs only
+         *     on request.
+         */
+        ReportSchedule: {
+            frequency: components["schemas"]["ReportFrequency"];
+            /** @description Local time, 24-hour `HH:MM`. */
+            timeOfDay: string;
+            /**
+             * Format: date
+             * @description `once` only: the local date (`YYYY-MM-DD`).
+             */
+            date?: string | null;
+            /**
+             * @description `weekly` only.
+             * @enum {string|null}
+             */
+            dayOfWeek?: "Monday" | "Tuesday" | "Wednesday" | "Thursday" | "Friday" | "Saturday" | "Sunday" | null;
+            /**
+             * Format: int32
+             * @description `monthly` only: 1-31; in a shorter month, its last day.
+             */
+            dayOfMonth?: number | null;
+            /** @description An IANA time zone (`Europe/Paris`), as listed by `ReportsArguments`; default `UTC`. Unknown: 400. */
+            timeZone?: string;
+        } | null;
+        /** @description How many files of the report are kept; beyond either limit the oldest files are removed after each run. The newest file is always kept. */
+        ReportRetention: {
+            /**
+             * Format: int32
+             * @default 30
+             */
+            maxFiles: number;
+            /**
+             * Format: int64
+             * @description Total size of the kept files (1 MiB to 10 GiB; default 512 MiB).
+             * @default 536870912
+             */
+            maxTotalBytes: number;
+        };
+        /**
+         * @description A run is `queued`, then `running` (at most 2 runs at once on the server), then `succeeded` (its file is stored) or `failed` (`reason` says why; a run taking over 10 minutes fails).
+         * @enum {string}
+         */
+        ReportRunStatus: "queued" | "running" | "succeeded" | "failed";
+        /** @description The report's most recent run; null when it never ran. */
+        ReportLastRun: {
+            /** Format: uuid */
+            runId: string;
+            /**
+             * Format: date-time
+             * @description When the run last changed status.
+             */
+            time: string;
+            status: components["schemas"]["ReportRunStatus"];
+            /** @description Why it failed (null otherwise). */
+            reason: string | null;
+            /**
+             * Format: uuid
+             * @description The file to download (`GetReportFile`); null when the run has no file (yet) or it was removed.
+             */
+            fileId: string | null;
+            /** Format: int64 */
+            sizeBytes: number | null;
+        } | null;
+        /** @description One run of a report and the file it produced. */
+        ReportRunView: {
+            /** Format: uuid */
+            runId: string;
+            /** Format: uuid */
+            reportId: string;
+            /**
+             * @description The schedule, `RequestForRun`, or a catch-up after the server was down.
+             * @enum {string}
+             */
+            trigger: "schedule" | "request" | "catchUp";
+            /** @description Who asked (`RequestForRun`); null for the scheduler. */
+            requestedBy: string | null;
+            /**
+             * Format: date-time
+             * @description The scheduled time, or when it was requested.
+             */
+            dueTime: string;
+            /** Format: date-time */
+            queuedTime: string;
+            /**
+             * Format: int64
+             * @description `queuedTime` in epoch milliseconds.
+             */
+            creationTimeEpoch: number;
+            /** Format: date-time */
+            startedTime: string | null;
+            /** Format: date-time */
+            finishedTime: string | null;
+            status: components["schemas"]["ReportRunStatus"];
+            reason: string | null;
+            /**
+             * Format: uuid
+             * @description The id of the stored file (the run's id) for `GetReportFile`; null when there is no file (not finished, failed, or removed by retention).
+             */
+            fileId: string | null;
+            fileName: string | null;
+            /** @enum {string|null} */
+            mediaType: "application/pdf" | "text/csv" | null;
+            /** Format: int64 */
+            sizeBytes: number | null;
+            /** Format: int32 */
+            rowCount: number | null;
+            /** @description The data had more rows than the format holds (see `ReportFormat`). */
+            truncated: boolean;
+            /**
+             * Format: date-time
+             * @description When the retention rule removed the file.
+             */
+            fileDeletedTime: string | null;
+            /**
+             * @description E-mail to the recipients: `none` (no recipients or no file), `pending`, `sent`, `partial` (some refused) or `failed`. A mail failure does not fail the run; it opens a Reports health notification.
+             * @enum {string}
+             */
+            emailStatus: "none" | "pending" | "sent" | "partial" | "failed";
+            /** @description What the SMTP server said, or the refused recipients. */
+            emailDetail: string | null;
+        };
+        /**
+         * @description A report definition. In answers every property is present except `runs`, which
+         *     only `reports/get/{reportId}` carries. `id` is ignored by `create` and identifies
+         *     the report for `update`; read-only properties are ignored when sent.
+         */
+        ReportViewResource: {
+            /**
+             * Format: uuid
+             * @description The report's id, chosen by the server.
+             */
+            id?: string;
+            /** @description Unique (case-insensitive, trimmed); no control characters. */
+            name?: string;
+            description?: string | null;
+            type?: components["schemas"]["ReportType"];
+            format?: components["schemas"]["ReportFormat"];
+            filters?: components["schemas"]["ReportFilters"];
+            schedule?: components["schemas"]["ReportSchedule"];
+            /** @description Who gets each file by e-mail (unique, case-insensitive); empty: files are only stored. */
+            recipients?: string[];
+            /**
+             * Format: email
+             * @description The From address; null means the server's default sender.
+             */
+            sender?: string | null;
+            /** @description Whether the schedule runs it (default true). Changed by `activateReport` / `deactivateReport` too. */
+            isActive?: boolean;
+            /** @description The user who created it. */
+            readonly owner?: string;
+            /** Format: date-time */
+            readonly createdTime?: string;
+            /**
+             * Format: int64
+             * @description `createdTime` in epoch milliseconds.
+             */
+            readonly creationTimeEpoch?: number;
+            /** Format: date-time */
+            readonly updatedTime?: string;
+            lastRun?: components["schemas"]["ReportLastRun"];
+            /**
+             * Format: date-time
+             * @description The next scheduled run (UTC); null when inactive, without schedule, or a `once` already run.
+             */
+            readonly nextRunTime?: string | null;
+            retention?: components["schemas"]["ReportRetention"];
+            /** @description Only in `reports/get/{reportId}`: the most recent runs, newest first. */
+            readonly runs?: components["schemas"]["ReportRunView"][];
+        };
+        /** @description A `ReportViewResource` with `name`, `type` and `format` required. */
+        ReportCreateRequest: components["schemas"]["ReportViewResource"] & Record<string, never>;
+        /** @description A `ReportViewResource` with `id` required; only the properties sent change. */
+        ReportUpdateRequest: components["schemas"]["ReportViewResource"] & Record<string, never>;
+        ReportList: components["schemas"]["ReportViewResource"][];
+        /** @description Ids of the reports to act on (uuids; null or empty answers 400). */
+        ReportIdList: string[] | null;
+        /** @description An `ItemResult` with the id of the queued run. */
+        ReportRunItemResult: components["schemas"]["ItemResult"] & {
+            /**
+             * Format: uuid
+             * @description The queued run (null when the item failed).
+             */
+            runId: string | null;
+        };
+        ReportRunResults: {
+            /**
+             * Format: int32
+             * @description Reports queued.
+             */
+            succeeded: number;
+            /**
+             * Format: int32
+             * @description Reports not queued.
+             */
+            failed: number;
+            /** @description The queued runs, in the order of the request. */
+            runIds: string[];
+            results: components["schemas"]["ReportRunItemResult"][];
+        };
+        /** @description One report file to download. */
+        ReportDownloadViewResource: {
+            /**
+             * Format: uuid
+             * @description The report.
+             */
+            reportId: string;
+            /**
+             * Format: uuid
+             * @description The file (`runs[].fileId`, the id of the run that produced it); absent or null: the newest stored file.
+             */
+            fileId?: string | null;
+        };
+        /** @description The files to put in the archive (null or empty answers 400). */
+        ReportDownloadList: components["schemas"]["ReportDownloadViewResource"][] | null;
+        SendTestReportResult: {
+            /** @description Whether the SMTP server accepted the message for delivery. */
+            accepted: boolean;
+            /** @description The From address used. */
+            sender: string;
+            recipient: string;
+            /** @description `host:port` of the SMTP server; null when none is configured. */
+            smtpServer: string | null;
+            /**
+             * Format: int32
+             * @description The SMTP reply code to the message (null when no reply came).
+             */
+            smtpCode: number | null;
+            /** @description The SMTP server's last reply line. */
+            smtpResponse: string | null;
+            /** @description The Message-ID of the message sent. */
+            messageId: string | null;
+            /** @description Why it was not accepted (refused, timed out, connection or TLS failure, SMTP not configured); null when accepted. */
+            error: string | null;
+            /** Format: int32 */
+            durationMs: number;
+        };
+        ReportFilterArgument: {
+            /** @description The key in `filters`. */
+            name: string;
+            /** @description A label for the form. */
+            title: string;
+            /**
+             * @description text: a string; choice: one of `allowedValues`; multiChoice: an array of them; integerList: an array of integers.
+             * @enum {string}
+             */
+            valueType: "text" | "boolean" | "integer" | "choice" | "multiChoice" | "integerList";
+            allowedValues: string[] | null;
+            /** Format: int32 */
+            minimum: number | null;
+            /** Format: int32 */
+            maximum: number | null;
+            /** Format: int32 */
+            maxLength: number | null;
+            /** Format: int32 */
+            maxItems: number | null;
+        };
+        ReportsArgumentsResource: {
+            types: {
+                type: components["schemas"]["ReportType"];
+                title: string;
+                description: string;
+                filters: components["schemas"]["ReportFilterArgument"][];
+            }[];
+            formats: {
+                format: components["schemas"]["ReportFormat"];
+                /** @enum {string} */
+                mediaType: "application/pdf" | "text/csv";
+                /** @enum {string} */
+                fileExtension: "pdf" | "csv";
+            }[];
+            frequencies: {
+                frequency: components["schemas"]["ReportFrequency"];
+                title: string;
+                /** @description The schedule fields this frequency needs. */
+                fields: ("timeOfDay" | "date" | "dayOfWeek" | "dayOfMonth" | "timeZone")[];
+            }[];
+            daysOfWeek: components["schemas"]["DayOfWeek"][];
+            /** @description Every IANA time zone the server accepts, `UTC` first. */
+            timeZones: string[];
+            limits: {
+                /** Format: int32 */
+                maxReports: number;
+                /** Format: int32 */
+                maxRecipients: number;
+                /** Format: int32 */
+                maxRetentionFiles: number;
+                /** Format: int64 */
+                minRetentionBytes: number;
+                /** Format: int64 */
+                maxRetentionBytes: number;
+                /** Format: int32 */
+                maxDownloadItems: number;
+                /** Format: int32 */
+                maxRunsListed: number;
+                /** Format: int32 */
+                pdfMaxRows: number;
+                /** Format: int32 */
+                csvMaxRows: number;
+            };
+            defaults: {
+                timeZone: string;
+                /** @description The server's default sender; null when SMTP is not configured. */
+                sender: string | null;
+                retention: components["schemas"]["ReportRetention"];
+            };
+            /** @description Whether e-mail can be sent at all. */
+            smtpConfigured: boolean;
+        };
+        /** @description The caller's notification counts; dismissed notifications are never counted. */
+        NotificationsViewResource: {
+            /**
+             * Format: int32
+             * @description Risk notifications the caller has not read.
+             */
+            riskUnread: number;
+            /** Format: int32 */
+            riskPinned: number;
+            /**
+             * Format: int32
+             * @description Risk notifications not dismissed.
+             */
+            riskTotal: number;
+            /**
+             * Format: int32
+             * @description Health notifications the caller has not read, outside muted groups.
+             */
+            healthUnread: number;
+            /** Format: int32 */
+            healthPinned: number;
+            /**
+             * Format: int32
+             * @description Health notifications not dismissed.
+             */
+            healthTotal: number;
+            /**
+             * Format: int32
+             * @description riskUnread + healthUnread.
+             */
+            unread: number;
+            /**
+             * Format: int32
+             * @description riskPinned + healthPinned.
+             */
+            pinned: number;
+        };
+        /**
+         * @description What raised it: a known attack tool plugged in (default severity Critical), a
+         *     peripheral of the vulnerable-device catalogue (Error), a whitelist violation
+         *     (Warning), an unapproved peripheral on an armed agent (Warning).
+         * @enum {string}
+         */
+        RiskNotificationKind: "KnownAttackTool" | "VulnerablePeripheral" | "WhitelistViolation" | "UnapprovedPeripheralOnArmedAgent";
+        /**
+         * @description A risk notification: one per kind, agent and device (VID, PID, serial number)
+         *     while it is not dismissed; a new occurrence adds to `occurrences`, moves
+         *     `lastSeen` and makes it unread for everyone. In answers every property is
+         *     present. As the body of `riskNotifications/dismiss`, only `id` is used: the
+         *     read-only properties are ignored.
+         */
+        RiskNotifications: {
+            /** Format: int32 */
+            id: number;
+            kind?: components["schemas"]["RiskNotificationKind"];
+            severity?: components["schemas"]["SeverityNumber"];
+            severityString?: components["schemas"]["SeverityName"];
+            readonly title?: string;
+            readonly description?: string;
+            /** @description The agent's uuid. */
+            readonly agentUuid?: string;
+            readonly hostIdentifier?: string;
+            readonly hostIp?: string | null;
+            /** @description Vendor id, 4 upper-case hex digits. */
+            readonly vid?: string | null;
+            /** @description Product id, 4 upper-case hex digits. */
+            readonly pid?: string | null;
+            /** @description The product name (`guiPid`). */
+            readonly deviceName?: string | null;
+            /** @description The vendor name (`guiVid`). */
+            readonly vendorName?: string | null;
+            readonly serialNumber?: string | null;
+            /** @description The Windows device instance id. */
+            readonly deviceID?: string | null;
+            /** Format: int32 */
+            readonly occurrences?: number;
+            /**
+             * Format: date-time
+             * @description When it was created (the first occurrence).
+             */
+            readonly firstSeen?: string;
+            /**
+             * Format: int64
+             * @description `firstSeen` in epoch milliseconds.
+             */
+            readonly creationTimeEpoch?: number;
+            /** Format: date-time */
+            readonly lastSeen?: string;
+            /** @description Whether the caller has read it (per user). */
+            readonly isRead?: boolean;
+            /** @description Shared by all users. */
+            readonly isPinned?: boolean;
+            readonly pinnedBy?: string | null;
+            /** Format: date-time */
+            readonly pinnedTime?: string | null;
+            /** @description Shared by all users. */
+            readonly isDismissed?: boolean;
+            readonly dismissedBy?: string | null;
+            /** Format: date-time */
+            readonly dismissedTime?: string | null;
+            /** @description The events that raised it (`Events/GetEvents` `eventID`), the latest 100. */
+            readonly relatedEventIds?: number[];
+        };
+        RiskNotificationList: components["schemas"]["RiskNotifications"][];
+        NotificationActionViewResource: {
+            /**
+             * Format: int32
+             * @description The risk notification.
+             */
+            id: number;
+            /** @description true to pin, false to unpin. */
+            pinned: boolean;
+        };
+        /**
+         * Format: int32
+         * @description A system-health notification's id, as a bare JSON integer.
+         */
+        HealthNotificationId: number;
+        /**
+         * @description The health check behind a group: the database, disk space in the data
+         *     directory, the alarm delivery backlog and failures, report run and e-mail
+         *     failures, the worker poller's heartbeat, the license's expiry.
+         * @enum {string}
+         */
+        NotificationGroupName: "Database" | "DiskSpace" | "AlarmDelivery" | "Reports" | "WorkerPoller" | "License";
+        /** @description A system-health notification, opened by a failing health check and resolved when it passes again. */
+        HealthNotification: {
+            /** Format: int32 */
+            id: number;
+            group: components["schemas"]["NotificationGroupName"];
+            severity: components["schemas"]["SeverityNumber"];
+            severityString: components["schemas"]["SeverityName"];
+            title: string;
+            description: string;
+            /** @enum {string} */
+            state: "Open" | "Resolved";
+            /**
+             * Format: date-time
+             * @description When it opened.
+             */
+            firstSeen: string;
+            /**
+             * Format: int64
+             * @description `firstSeen` in epoch milliseconds.
+             */
+            creationTimeEpoch: number;
+            /** Format: date-time */
+            lastSeen: string;
+            /** Format: date-time */
+            resolvedTime: string | null;
+            /**
+             * Format: int32
+             * @description Failed checks since it opened.
+             */
+            occurrences: number;
+            /** @description Whether the caller has read it (per user). */
+            isRead: boolean;
+            /** @description Shared by all users. */
+            isPinned: boolean;
+            pinnedBy: string | null;
+            /** Format: date-time */
+            pinnedTime: string | null;
+            /** @description Shared by all users. */
+            isDismissed: boolean;
+            dismissedBy: string | null;
+            /** Format: date-time */
+            dismissedTime: string | null;
+        };
+        /**
+         * @description A group of system-health notifications. In answers every property is present
+         *     (except `notifications` in stream `group` events). As the body of
+         *     `notifications/update`, `name` identifies the group and `muted` is the only
+         *     property that changes; the read-only ones are ignored.
+         */
+        NotificationGroupDataViewResource: {
+            name: components["schemas"]["NotificationGroupName"];
+            readonly title?: string;
+            readonly description?: string;
+            state?: components["schemas"]["HealthStatus"];
+            /** @description Muted: not counted as unread and not streamed (shared by all users). */
+            muted?: boolean;
+            readonly mutedBy?: string | null;
+            /** Format: date-time */
+            readonly mutedTime?: string | null;
+            /** @description Notifications of the group that are not dismissed; `unread` for the caller. */
+            readonly counts?: {
+                /** Format: int32 */
+                total: number;
+                /** Format: int32 */
+                open: number;
+                /** Format: int32 */
+                unread: number;
+                /** Format: int32 */
+                pinned: number;
+            };
+            /** @description Notifications not dismissed, newest first, at most 100. */
+            readonly notifications?: components["schemas"]["HealthNotification"][];
+        };
+        /** @description A `NotificationGroupDataViewResource` with `name` and `muted` required. */
+        NotificationGroupUpdateRequest: components["schemas"]["NotificationGroupDataViewResource"] & Record<string, never>;
+        NotificationGroupList: components["schemas"]["NotificationGroupDataViewResource"][];
+        OperationalStatusViewResource: {
+            status: components["schemas"]["HealthStatus"];
+            /**
+             * Format: date-time
+             * @description When the last periodic check ran.
+             */
+            checkedTime: string;
+            subsystems: {
+                name: components["schemas"]["NotificationGroupName"];
+                state: components["schemas"]["HealthStatus"];
+                /** @description What the check found, readable by a person. */
+                detail: string;
+                /**
+                 * Format: date-time
+                 * @description Since when it is in this state.
+                 */
+                since: string;
+                /** Format: date-time */
+                checkedTime: string;
+            }[];
+            /** @description Open health notifications not dismissed, newest first, at most 100. */
+            openNotifications: components["schemas"]["HealthNotification"][];
+        };
         /** @description Case-insensitive "contains" filter. */
         TextFilter: string;
         /** @description true or false in any case, or 1 or 0. */
@@ -970,6 +6346,246 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @description The agent's `uuid` (case-insensitive).
+         * @example 3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23
+         */
+        AgentIdPath: string;
+        /** @description Agents whose `uuid` contains this (case-insensitive). */
+        AgentsUuid: components["schemas"]["TextFilter"];
+        /**
+         * @description Agents whose `hostIdentifier` (host name) contains this (case-insensitive).
+         * @example DESKTOP-9LR
+         */
+        AgentsHostIdentifier: components["schemas"]["TextFilter"];
+        /**
+         * @description Agents whose `localIpAddress`, or an address of one of their network adapters, contains this.
+         * @example 192.168.100.
+         */
+        AgentsIpAddress: components["schemas"]["TextFilter"];
+        /**
+         * @description One value or a comma-separated list (any of them), case-insensitive. `Connected` or
+         *     `Disconnected` match `connectionStatus`; `Armed` or `Free` match `operationalStatus`;
+         *     `Arming`, `Freeing`, `Updating` and `Pending` match `displayStatusCombined`. Several
+         *     values of the same kind are OR-ed; values of different kinds are AND-ed
+         *     (`Connected,Armed` = connected and armed).
+         * @example Connected,Armed
+         */
+        AgentsStatus: string;
+        /** @description Agents whose `containsVulnerablePeripheralOrWLV` equals this. */
+        AgentsContainsVulnerablePeripheralOrWLV: components["schemas"]["BooleanFilter"];
+        /**
+         * @description On `lastConfiguered` (when the agent last applied a configuration). A date alone
+         *     means **on that UTC day**; a date and time means **at or after** that instant.
+         * @example 2024-12-30
+         */
+        AgentsLastConfiguration: components["schemas"]["DateTimeFilter"];
+        /**
+         * @description Agents whose `serviceVersion` contains this.
+         * @example 4.2
+         */
+        AgentsVersion: components["schemas"]["TextFilter"];
+        /**
+         * @description `licenseStatus`: `Activated`, `Pending`, `Expired` or `Invalid` (case-insensitive), or a comma-separated list of them (any of).
+         * @example Expired,Invalid
+         */
+        AgentsLicense: string;
+        /**
+         * @description Agents whose `osVersion` contains this.
+         * @example Windows 11
+         */
+        AgentsOsVersion: components["schemas"]["TextFilter"];
+        /**
+         * @description On `lastUpdated` (the agent's last check-in). A date alone means **on that UTC day**;
+         *     a date and time means **at or after** that instant.
+         * @example 2025-01-01 12:00:00
+         */
+        AgentsLastUpdated: components["schemas"]["DateTimeFilter"];
+        /** @description Agents whose `hashtags` contains this (e.g. `#kiosk`). */
+        AgentsHashtags: components["schemas"]["TextFilter"];
+        /**
+         * @description On the license `expirationDate`. A date alone means **on that UTC day**; a date and
+         *     time means **at or after** that instant.
+         */
+        AgentsExpirationDate: components["schemas"]["DateTimeFilter"];
+        /**
+         * @description Agents whose `severity` is exactly this level (syslog name or number).
+         * @example Warning
+         */
+        AgentsSeverity: components["schemas"]["SeverityFilter"];
+        /**
+         * @description Agents whose `hasUnapprovedPeripherals` equals this.
+         * @example True
+         */
+        AgentsHasUnapprovedPeripherals: components["schemas"]["BooleanFilter"];
+        /** @description Agents whose `hasVulnerablePeripherals` equals this. */
+        AgentsHasVulnerablePeripherals: components["schemas"]["BooleanFilter"];
+        /** @description Agents whose `hasKnownAttackTools` equals this. */
+        AgentsHasKnownAttackTools: components["schemas"]["BooleanFilter"];
+        /** @description `runningMode`: `Standard`, `VDI` or `Server` (case-insensitive), or a comma-separated list of them (any of). */
+        AgentsDeploymentMode: string;
+        /**
+         * @description `<field>_<asc|desc>` over `x-sort-fields` (e.g. `lastConfiguration_desc`). Default `hostIdentifier_asc`.
+         * @example lastConfiguration_desc
+         */
+        AgentsSortBy: components["schemas"]["SortBy"];
+        /** @description Peripherals whose agent's `hostIdentifier` contains this. */
+        PeripheralsHostIdentifier: components["schemas"]["TextFilter"];
+        /** @description Peripherals whose agent's address (`hostIp`) contains this. */
+        PeripheralsIpAddress: components["schemas"]["TextFilter"];
+        /** @description Peripherals whose agent's `uuid` contains this. */
+        PeripheralsHostUuid: components["schemas"]["TextFilter"];
+        /**
+         * @description Peripherals whose `guiVid` (vendor name) or `manufacturer` contains this.
+         * @example logitech
+         */
+        PeripheralsVendor: components["schemas"]["TextFilter"];
+        /** @description Peripherals whose `guiPid` (product name), `description` or `caption` contains this. */
+        PeripheralsProductInfo: components["schemas"]["TextFilter"];
+        /** @description Peripherals whose `serialNumber` or `guiSerial` contains this. */
+        PeripheralsSerialNumber: components["schemas"]["TextFilter"];
+        /**
+         * @description Peripherals with exactly this vendor id (4 hex digits, any case).
+         * @example 046D
+         */
+        PeripheralsVid: string;
+        /**
+         * @description Peripherals with exactly this product id (4 hex digits, any case).
+         * @example C077
+         */
+        PeripheralsPid: string;
+        /**
+         * @description Peripherals whose `isUnapprovedPeripherals` equals this.
+         * @example True
+         */
+        PeripheralsIsUnapprovedPeripheral: components["schemas"]["BooleanFilter"];
+        /** @description Peripherals whose `isVulnerablePeripheral` equals this. */
+        PeripheralsIsVulnerablePeripheral: components["schemas"]["BooleanFilter"];
+        /** @description Peripherals whose `isKnownAttackTool` equals this. */
+        PeripheralsIsKnownAttackTool: components["schemas"]["BooleanFilter"];
+        /** @description Peripherals whose `present` equals this (connected at the agent's last check-in). */
+        PeripheralsPresent: components["schemas"]["BooleanFilter"];
+        /**
+         * @description `<field>_<asc|desc>` over `x-sort-fields` (e.g. `hostUuid_asc`). Default `hostUuid_asc`.
+         * @example hostUuid_asc
+         */
+        PeripheralsSortBy: components["schemas"]["SortBy"];
+        /** @description Events created on this UTC day (the time part, if any, is ignored). */
+        EventsDate: components["schemas"]["DateTimeFilter"];
+        /** @description Events of exactly this severity (name or number). */
+        EventsSeverity: components["schemas"]["SeverityFilter"];
+        /** @description Events of this severity or worse: `Warning` (or `4`) gives 0 to 4. */
+        EventsMinimumSeverity: components["schemas"]["SeverityFilter"];
+        /**
+         * @description Events of this category, or of any of a comma-separated list: `USB`, `Network`, `System`, `Host`, `General`, in any case. Another name answers 400.
+         * @example USB,Network
+         */
+        EventsCategory: components["schemas"]["EventCategoryFilter"];
+        /** @description Text the event's source (`eventEntityID`, e.g. `DESKTOP-9LR722S (192.168.100.128)`) contains. */
+        EventsSource: components["schemas"]["TextFilter"];
+        /** @description Text the event's `description` contains. */
+        EventsDescription: components["schemas"]["TextFilter"];
+        /** @description Text the event's `details` contains. */
+        EventsDetails: components["schemas"]["TextFilter"];
+        /** @description Events created at or after this time. */
+        EventsFromDate: components["schemas"]["DateTimeFilter"];
+        /** @description Events created at or before this time (a date without a time means the end of that day). */
+        EventsToDate: components["schemas"]["DateTimeFilter"];
+        /**
+         * @description Events whose `peripheralIcon` is one of a comma-separated list of icon codes (`devIcon`: 0 none, 1 keyboard, 2 mouse, 3 mass storage, 4 hub, 14 HID, ...; `-1` for events about no peripheral), e.g. `1,2,3`.
+         * @example 1,2,3
+         */
+        EventsPeripheralIcon: components["schemas"]["PeripheralIconFilter"];
+        /** @description `<field>_<asc|desc>` over `x-sort-fields` (`date` means `creationTime`), e.g. `date_asc`, `severity_desc`. Default `eventID_desc`. */
+        EventsSortBy: components["schemas"]["SortBy"];
+        /** @description Text the event's `assetKey` (the agent's uuid) contains. */
+        EventsAssetKey: components["schemas"]["TextFilter"];
+        /** @description Text the event's `assetName` (the agent's host name) contains. */
+        EventsAssetName: components["schemas"]["TextFilter"];
+        /** @description Text the event's `peripheralAssetId` (the peripheral's `deviceID`) contains. */
+        EventsPeripheralAssetId: components["schemas"]["TextFilter"];
+        /** @description Events whose `eventID` is this or higher. */
+        EventsFromEventId: number;
+        /** @description Events whose `eventID` is this or lower. */
+        EventsToEventId: number;
+        /** @description Events created at or after this time (epoch milliseconds). */
+        EventsFromCreationTimeEpoch: number;
+        /** @description Events created at or before this time (epoch milliseconds). */
+        EventsToCreationTimeEpoch: number;
+        /** @description Text the record's `assetReference.key` contains. */
+        EventsAuditAssetReferenceKey: components["schemas"]["TextFilter"];
+        /** @description Text the record's `assetReference.name` contains. */
+        EventsAuditAssetReferenceName: components["schemas"]["TextFilter"];
+        /** @description Text the record's `assetReference.parentID` contains. */
+        EventsAuditAssetReferenceParentID: components["schemas"]["TextFilter"];
+        /** @description Text the record's `assetReference.ipAddress` contains. */
+        EventsAuditAssetReferenceIpAddress: components["schemas"]["TextFilter"];
+        /** @description Records whose `assetReference.type` is this. */
+        EventsAuditAssetReferenceType: components["schemas"]["ElementType"];
+        /** @description Records whose `assetReference.subType` is this. */
+        EventsAuditAssetReferenceSubType: components["schemas"]["NetworkElementSubType"];
+        /** @description Records whose `assetReference.allAssetTypeDetail` is this. */
+        EventsAuditAssetReferenceAllAssetTypeDetail: components["schemas"]["AllAssetTypeDetail"];
+        /** @description Records whose `assetReference.icon` is this (-1 for none). */
+        EventsAuditAssetReferenceIcon: number;
+        /** @description Records whose `auditTrailID` is this or higher. */
+        EventsFromAuditTrailId: number;
+        /** @description Records whose `auditTrailID` is this or lower. */
+        EventsToAuditTrailId: number;
+        /** @description Records created on this UTC day (the time part, if any, is ignored). */
+        EventsAuditDate: components["schemas"]["DateTimeFilter"];
+        /** @description Records of exactly this severity (name or number). */
+        EventsAuditSeverity: components["schemas"]["SeverityFilter"];
+        /** @description Records of this severity or worse: `Warning` (or `4`) gives 0 to 4. */
+        EventsAuditMinimumSeverity: components["schemas"]["SeverityFilter"];
+        /**
+         * @description Records of this category, or of any of a comma-separated list (names of `AuditCategory`, in any case). Another name answers 400.
+         * @example Authentication,Users
+         */
+        EventsAuditCategory: components["schemas"]["AuditCategoryFilter"];
+        /** @description Text the record's `user` contains. */
+        EventsAuditUser: components["schemas"]["TextFilter"];
+        /** @description Text the record's `description` contains. */
+        EventsAuditDescription: components["schemas"]["TextFilter"];
+        /** @description Text the record's `details` contains. */
+        EventsAuditDetails: components["schemas"]["TextFilter"];
+        /** @description Text that the record's asset key, name or address (`assetReference.key`, `.name` or `.ipAddress`) contains. */
+        EventsAuditAsset: components["schemas"]["TextFilter"];
+        /** @description Records created at or after this time. */
+        EventsAuditFromDate: components["schemas"]["DateTimeFilter"];
+        /** @description Records created at or before this time (a date without a time means the end of that day). */
+        EventsAuditToDate: components["schemas"]["DateTimeFilter"];
+        /** @description `<field>_<asc|desc>` over `x-sort-fields` (`date` means `creationTime`). Default `auditTrailID_desc`. */
+        EventsAuditSortBy: components["schemas"]["SortBy"];
+        /** @description The report's id (a uuid). */
+        ReportId: string;
+        /**
+         * @description The filters, each sent as its own query parameter (`?kind=KnownAttackTool&isRead=False&pageSize=50`);
+         *     every value is a string. Unknown parameters and bad values answer 400 naming them.
+         */
+        RiskNotificationViewQuery: {
+            /** @description Comma-separated kinds (any case): KnownAttackTool, VulnerablePeripheral, WhitelistViolation, UnapprovedPeripheralOnArmedAgent. */
+            kind?: string;
+            severity?: components["schemas"]["SeverityFilter"];
+            minimumSeverity?: components["schemas"]["SeverityFilter"];
+            agentUuid?: components["schemas"]["TextFilter"];
+            hostIdentifier?: components["schemas"]["TextFilter"];
+            /** @description Vendor id, 4 hex digits (any case); exact. */
+            vid?: string;
+            /** @description Product id, 4 hex digits (any case); exact. */
+            pid?: string;
+            isRead?: components["schemas"]["BooleanFilter"];
+            isPinned?: components["schemas"]["BooleanFilter"];
+            isDismissed?: components["schemas"]["BooleanFilter"];
+            fromDate?: components["schemas"]["DateTimeFilter"];
+            toDate?: components["schemas"]["DateTimeFilter"];
+            globalSearch?: components["schemas"]["TextFilter"];
+            /** @description 1-based page number (default 1, at most 2147483647). */
+            pageNumber?: string;
+            /** @description Notifications per page: default 20, 1 to 10000 (above: 400). */
+            pageSize?: string;
+            sortBy?: components["schemas"]["SortBy"];
+        };
         /** @description 1-based page number. */
         PageNumber: number;
         /** @description Records per page, at most 10000. */
@@ -996,6 +6612,6273 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    getAgents: {
+        parameters: {
+            query?: {
+                /** @description Agents whose `uuid` contains this (case-insensitive). */
+                Uuid?: components["parameters"]["AgentsUuid"];
+                /**
+                 * @description Agents whose `hostIdentifier` (host name) contains this (case-insensitive).
+                 * @example DESKTOP-9LR
+                 */
+                HostIdentifier?: components["parameters"]["AgentsHostIdentifier"];
+                /**
+                 * @description Agents whose `localIpAddress`, or an address of one of their network adapters, contains this.
+                 * @example 192.168.100.
+                 */
+                IpAddress?: components["parameters"]["AgentsIpAddress"];
+                /**
+                 * @description One value or a comma-separated list (any of them), case-insensitive. `Connected` or
+                 *     `Disconnected` match `connectionStatus`; `Armed` or `Free` match `operationalStatus`;
+                 *     `Arming`, `Freeing`, `Updating` and `Pending` match `displayStatusCombined`. Several
+                 *     values of the same kind are OR-ed; values of different kinds are AND-ed
+                 *     (`Connected,Armed` = connected and armed).
+                 * @example Connected,Armed
+                 */
+                Status?: components["parameters"]["AgentsStatus"];
+                /** @description Agents whose `containsVulnerablePeripheralOrWLV` equals this. */
+                ContainsVulnerablePeripheralOrWLV?: components["parameters"]["AgentsContainsVulnerablePeripheralOrWLV"];
+                /**
+                 * @description On `lastConfiguered` (when the agent last applied a configuration). A date alone
+                 *     means **on that UTC day**; a date and time means **at or after** that instant.
+                 * @example 2024-12-30
+                 */
+                LastConfiguration?: components["parameters"]["AgentsLastConfiguration"];
+                /**
+                 * @description Agents whose `serviceVersion` contains this.
+                 * @example 4.2
+                 */
+                Version?: components["parameters"]["AgentsVersion"];
+                /**
+                 * @description `licenseStatus`: `Activated`, `Pending`, `Expired` or `Invalid` (case-insensitive), or a comma-separated list of them (any of).
+                 * @example Expired,Invalid
+                 */
+                License?: components["parameters"]["AgentsLicense"];
+                /**
+                 * @description Agents whose `osVersion` contains this.
+                 * @example Windows 11
+                 */
+                OsVersion?: components["parameters"]["AgentsOsVersion"];
+                /**
+                 * @description On `lastUpdated` (the agent's last check-in). A date alone means **on that UTC day**;
+                 *     a date and time means **at or after** that instant.
+                 * @example 2025-01-01 12:00:00
+                 */
+                LastUpdated?: components["parameters"]["AgentsLastUpdated"];
+                /** @description Agents whose `hashtags` contains this (e.g. `#kiosk`). */
+                Hashtags?: components["parameters"]["AgentsHashtags"];
+                /**
+                 * @description On the license `expirationDate`. A date alone means **on that UTC day**; a date and
+                 *     time means **at or after** that instant.
+                 */
+                ExpirationDate?: components["parameters"]["AgentsExpirationDate"];
+                /**
+                 * @description Agents whose `severity` is exactly this level (syslog name or number).
+                 * @example Warning
+                 */
+                Severity?: components["parameters"]["AgentsSeverity"];
+                /**
+                 * @description Agents whose `hasUnapprovedPeripherals` equals this.
+                 * @example True
+                 */
+                HasUnapprovedPeripherals?: components["parameters"]["AgentsHasUnapprovedPeripherals"];
+                /** @description Agents whose `hasVulnerablePeripherals` equals this. */
+                HasVulnerablePeripherals?: components["parameters"]["AgentsHasVulnerablePeripherals"];
+                /** @description Agents whose `hasKnownAttackTools` equals this. */
+                HasKnownAttackTools?: components["parameters"]["AgentsHasKnownAttackTools"];
+                /** @description `runningMode`: `Standard`, `VDI` or `Server` (case-insensitive), or a comma-separated list of them (any of). */
+                DeploymentMode?: components["parameters"]["AgentsDeploymentMode"];
+                /**
+                 * @description `<field>_<asc|desc>` over `x-sort-fields` (e.g. `lastConfiguration_desc`). Default `hostIdentifier_asc`.
+                 * @example lastConfiguration_desc
+                 */
+                SortBy?: components["parameters"]["AgentsSortBy"];
+                /** @description 1-based page number. */
+                PageNumber?: components["parameters"]["PageNumber"];
+                /** @description Records per page, at most 10000. */
+                PageSize?: components["parameters"]["PageSize"];
+                /** @description Case-insensitive text that any of the list's searchable fields contains. */
+                GlobalSearch?: components["parameters"]["GlobalSearch"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of agents. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "recordsTotal": 412,
+                     *       "recordsFiltered": 1,
+                     *       "data": [
+                     *         {
+                     *           "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "hostIdentifier": "DESKTOP-9LR722S",
+                     *           "localIpAddress": "192.168.100.128",
+                     *           "osVersion": "Windows 10 Pro 22H2 (10.0.19045)",
+                     *           "pcModel": "OptiPlex 7090",
+                     *           "nicsText": "Ethernet||00-1A-2B-3C-4D-5E||192.168.100.128||Up**Wi-Fi||00-1A-2B-3C-4D-5F||||Down",
+                     *           "operationalStatus": "Armed",
+                     *           "connectionStatus": "Connected",
+                     *           "displayStatusCombined": "Armed",
+                     *           "approvedAndPresent": 3,
+                     *           "approvedAndDisconnected": 1,
+                     *           "notApproved": 1,
+                     *           "latestEventText": "New USB peripheral detected: Kingston DataTraveler 3.0 (0951:1666)",
+                     *           "latestMinus1EventText": "USB peripheral disconnected: M105 Optical Mouse (046D:C077)",
+                     *           "latestMinus2EventText": "Agent mode changed to Armed",
+                     *           "serviceVersion": "4.2.1.118",
+                     *           "kbDriverVersion": "4.2.0.77",
+                     *           "lastUpdated": "2025-01-01T12:00:00.000Z",
+                     *           "lastConfiguered": "2024-12-30T09:15:02.120Z",
+                     *           "licenseStatus": "Activated",
+                     *           "expirationDate": "2026-01-01T00:00:00.000Z",
+                     *           "licenseAccountId": "ACME-0001",
+                     *           "licenseAccountName": "Acme Corp",
+                     *           "severity": 4,
+                     *           "hasUnapprovedPeripherals": true,
+                     *           "hasVulnerablePeripherals": false,
+                     *           "hasKnownAttackTools": false,
+                     *           "containsVulnerablePeripheralOrWLV": true,
+                     *           "inAction": false,
+                     *           "modelToolTip": "Dell Inc. OptiPlex 7090 - Windows 10 Pro 22H2 - 2 network adapters",
+                     *           "runningMode": "Standard",
+                     *           "connectedSwitchIp": "192.168.100.2",
+                     *           "connectedSwitchName": "floor3-sw1",
+                     *           "connectedPortId": "Gi1/0/14",
+                     *           "connectedPortName": "GigabitEthernet1/0/14",
+                     *           "ethernetsCount": 1,
+                     *           "hashtags": "#finance #floor3"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentsViewDataWrapper"];
+                    "text/json": components["schemas"]["AgentsViewDataWrapper"];
+                    "text/plain": components["schemas"]["AgentsViewDataWrapper"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent's `uuid` (case-insensitive).
+                 * @example 3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23
+                 */
+                agentId: components["parameters"]["AgentIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *       "hostIdentifier": "DESKTOP-9LR722S",
+                     *       "localIpAddress": "192.168.100.128",
+                     *       "osVersion": "Windows 10 Pro 22H2 (10.0.19045)",
+                     *       "pcModel": "OptiPlex 7090",
+                     *       "nicsText": "Ethernet||00-1A-2B-3C-4D-5E||192.168.100.128||Up",
+                     *       "operationalStatus": "Armed",
+                     *       "connectionStatus": "Connected",
+                     *       "displayStatusCombined": "Freeing",
+                     *       "approvedAndPresent": 1,
+                     *       "approvedAndDisconnected": 0,
+                     *       "notApproved": 0,
+                     *       "latestEventText": "New USB peripheral detected: M105 Optical Mouse (046D:C077)",
+                     *       "latestMinus1EventText": null,
+                     *       "latestMinus2EventText": null,
+                     *       "serviceVersion": "4.2.1.118",
+                     *       "kbDriverVersion": "4.2.0.77",
+                     *       "lastUpdated": "2025-01-01T12:00:00.000Z",
+                     *       "lastConfiguered": "2024-12-30T09:15:02.120Z",
+                     *       "licenseStatus": "Activated",
+                     *       "expirationDate": "2026-01-01T00:00:00.000Z",
+                     *       "licenseAccountId": "ACME-0001",
+                     *       "licenseAccountName": "Acme Corp",
+                     *       "severity": 6,
+                     *       "hasUnapprovedPeripherals": false,
+                     *       "hasVulnerablePeripherals": false,
+                     *       "hasKnownAttackTools": false,
+                     *       "containsVulnerablePeripheralOrWLV": false,
+                     *       "inAction": true,
+                     *       "modelToolTip": "Dell Inc. OptiPlex 7090 - Windows 10 Pro 22H2 - 1 network adapter",
+                     *       "runningMode": "Standard",
+                     *       "connectedSwitchIp": null,
+                     *       "connectedSwitchName": null,
+                     *       "connectedPortId": null,
+                     *       "connectedPortName": null,
+                     *       "ethernetsCount": 1,
+                     *       "hashtags": null,
+                     *       "machineId": "4c4c4544-0042-3510-8052-b4c04f4e3732",
+                     *       "enrolledTime": "2024-11-02T08:00:00.000Z",
+                     *       "isSystemLocked": true,
+                     *       "checkInIntervalSeconds": 60,
+                     *       "loggedOnUsers": [
+                     *         "ACME\\jdoe"
+                     *       ],
+                     *       "nics": [
+                     *         {
+                     *           "name": "Ethernet",
+                     *           "macAddress": "00-1A-2B-3C-4D-5E",
+                     *           "ipAddresses": [
+                     *             "192.168.100.128"
+                     *           ],
+                     *           "status": "Up",
+                     *           "isEthernet": true
+                     *         }
+                     *       ],
+                     *       "peripherals": [
+                     *         {
+                     *           "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "hostIdentifier": "DESKTOP-9LR722S",
+                     *           "hostIp": "192.168.100.128",
+                     *           "deviceID": "USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4",
+                     *           "description": "USB Input Device",
+                     *           "status": "OK",
+                     *           "manufacturer": "Logitech",
+                     *           "caption": "USB Optical Mouse",
+                     *           "vid": "046D",
+                     *           "pid": "C077",
+                     *           "serialNumber": "5&20DBD6CE&0&4",
+                     *           "guiVid": "Logitech, Inc.",
+                     *           "guiPid": "M105 Optical Mouse",
+                     *           "guiSerial": null,
+                     *           "devIcon": 2,
+                     *           "devIconDescription": "Mouse",
+                     *           "classCode": "03",
+                     *           "subclassCode": "01",
+                     *           "protocolCode": "02",
+                     *           "hierarchy": "USB Root Hub (USB 3.0) > Port_#0004.Hub_#0001",
+                     *           "parentDeviceID": "USB\\ROOT_HUB30\\4&1A2B3C4D&0&0",
+                     *           "isDisabled": false,
+                     *           "approved": true,
+                     *           "present": true,
+                     *           "isUnapprovedPeripherals": false,
+                     *           "isVulnerablePeripheral": false,
+                     *           "isKnownAttackTool": false,
+                     *           "severity": 6,
+                     *           "inAction": false,
+                     *           "vulnerability": null,
+                     *           "adminStatus": "Approved",
+                     *           "hashtags": null
+                     *         }
+                     *       ],
+                     *       "commands": [
+                     *         {
+                     *           "commandId": 1042,
+                     *           "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "type": "SetMode",
+                     *           "parameters": {
+                     *             "mode": "Free"
+                     *           },
+                     *           "status": "Delivered",
+                     *           "creationTime": "2025-01-01T11:59:30.000Z",
+                     *           "creationTimeEpoch": 1735732770000,
+                     *           "createdBy": "alice",
+                     *           "deliveredTime": "2025-01-01T12:00:00.000Z",
+                     *           "completedTime": null,
+                     *           "resultMessage": null,
+                     *           "hasOutput": false
+                     *         },
+                     *         {
+                     *           "commandId": 1017,
+                     *           "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "type": "FetchDebugLogs",
+                     *           "parameters": {},
+                     *           "status": "Succeeded",
+                     *           "creationTime": "2024-12-30T09:10:00.000Z",
+                     *           "creationTimeEpoch": 1735549800000,
+                     *           "createdBy": "alice",
+                     *           "deliveredTime": "2024-12-30T09:11:00.000Z",
+                     *           "completedTime": "2024-12-30T09:11:04.250Z",
+                     *           "resultMessage": "Collected 183 KiB of logs.",
+                     *           "hasOutput": true
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentDetailViewResource"];
+                    "text/json": components["schemas"]["AgentDetailViewResource"];
+                    "text/plain": components["schemas"]["AgentDetailViewResource"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getAgentDebugLogs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent's `uuid` (case-insensitive).
+                 * @example 3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23
+                 */
+                agentId: components["parameters"]["AgentIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The log text. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example 2024-12-30 09:11:01.112 INFO  service started, version 4.2.1.118
+                     *     2024-12-30 09:11:02.480 WARN  kbdriver: filter re-attached on port 4
+                     */
+                    "text/plain": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getLoggedAgents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The connected agents. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "recordsTotal": 1,
+                     *       "recordsFiltered": 1,
+                     *       "disconnectAfterSeconds": 180,
+                     *       "data": [
+                     *         {
+                     *           "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "hostIdentifier": "DESKTOP-9LR722S",
+                     *           "localIpAddress": "192.168.100.128",
+                     *           "operationalStatus": "Armed",
+                     *           "displayStatusCombined": "Armed",
+                     *           "lastUpdated": "2025-01-01T12:00:00.000Z",
+                     *           "loggedOnUsers": [
+                     *             "ACME\\jdoe"
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["LoggedAgentsResult"];
+                    "text/json": components["schemas"]["LoggedAgentsResult"];
+                    "text/plain": components["schemas"]["LoggedAgentsResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getPolicyTest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The findings. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "evaluatedTime": "2025-01-01T12:00:05.000Z",
+                     *       "agentsEvaluated": 412,
+                     *       "agentsWithFindings": 1,
+                     *       "wouldBlock": 1,
+                     *       "knownAttackTools": 0,
+                     *       "vulnerablePeripherals": 0,
+                     *       "truncated": false,
+                     *       "data": [
+                     *         {
+                     *           "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "hostIdentifier": "DESKTOP-9LR722S",
+                     *           "localIpAddress": "192.168.100.128",
+                     *           "operationalStatus": "Free",
+                     *           "connectionStatus": "Connected",
+                     *           "findings": [
+                     *             {
+                     *               "deviceID": "USB\\VID_0951&PID_1666\\60A44C413A8EF1A0B9A1BE27",
+                     *               "vid": "0951",
+                     *               "pid": "1666",
+                     *               "guiVid": "Kingston Technology",
+                     *               "guiPid": "DataTraveler 3.0",
+                     *               "devIcon": 3,
+                     *               "devIconDescription": "Mass Storage",
+                     *               "approved": false,
+                     *               "isKnownAttackTool": false,
+                     *               "isVulnerablePeripheral": false,
+                     *               "outcomeIfArmed": "Blocked",
+                     *               "blockedNow": false,
+                     *               "reason": "Not approved on this agent."
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PolicyTestResult"];
+                    "text/json": components["schemas"]["PolicyTestResult"];
+                    "text/plain": components["schemas"]["PolicyTestResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getAgentsErrorTotal: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Start of the range, inclusive (at or after; a date alone means from the start of that UTC day). Default: 7 days before `ToDate`.
+                 * @example 2024-12-25
+                 */
+                FromDate?: components["schemas"]["DateTimeFilter"];
+                /**
+                 * @description End of the range, inclusive (at or before; a date alone means to the end of that UTC day). Default: now.
+                 * @example 2025-01-01T12:00:00Z
+                 */
+                ToDate?: components["schemas"]["DateTimeFilter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The error totals. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "fromDate": "2024-12-25T00:00:00.000Z",
+                     *       "toDate": "2025-01-01T12:00:00.000Z",
+                     *       "totalErrors": 3,
+                     *       "reportedErrors": 2,
+                     *       "failedCommands": 1,
+                     *       "agentsWithErrors": 1,
+                     *       "byDay": [
+                     *         {
+                     *           "date": "2024-12-30",
+                     *           "reportedErrors": 2,
+                     *           "failedCommands": 1,
+                     *           "total": 3
+                     *         }
+                     *       ],
+                     *       "data": [
+                     *         {
+                     *           "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "hostIdentifier": "DESKTOP-9LR722S",
+                     *           "localIpAddress": "192.168.100.128",
+                     *           "total": 3,
+                     *           "reportedErrors": 2,
+                     *           "failedCommands": 1,
+                     *           "lastErrorTime": "2024-12-30T09:20:11.000Z",
+                     *           "lastErrorText": "UpdateAgent failed: package download timed out"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentsErrorDataWrapper"];
+                    "text/json": components["schemas"]["AgentsErrorDataWrapper"];
+                    "text/plain": components["schemas"]["AgentsErrorDataWrapper"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getUncommonPeripherals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The uncommon peripherals. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "computedTime": "2025-01-01T11:45:00.000Z",
+                     *       "maxHosts": 2,
+                     *       "agentsConsidered": 412,
+                     *       "recordsTotal": 1,
+                     *       "data": [
+                     *         {
+                     *           "vid": "1D6B",
+                     *           "pid": "0104",
+                     *           "guiVid": "Linux Foundation",
+                     *           "guiPid": "Multifunction Composite Gadget",
+                     *           "devIcon": 14,
+                     *           "devIconDescription": "HID",
+                     *           "hostsCount": 1,
+                     *           "peripheralsCount": 1,
+                     *           "presentCount": 1,
+                     *           "firstSeen": "2024-12-31T22:04:10.000Z",
+                     *           "lastSeen": "2025-01-01T11:44:00.000Z",
+                     *           "hosts": [
+                     *             {
+                     *               "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *               "hostIdentifier": "DESKTOP-9LR722S",
+                     *               "localIpAddress": "192.168.100.128"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UncommonPeripheralsResult"];
+                    "text/json": components["schemas"]["UncommonPeripheralsResult"];
+                    "text/plain": components["schemas"]["UncommonPeripheralsResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    reloadUncommonPeripherals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The recomputed uncommon peripherals. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "computedTime": "2025-01-01T11:45:00.000Z",
+                     *       "maxHosts": 2,
+                     *       "agentsConsidered": 412,
+                     *       "recordsTotal": 1,
+                     *       "data": [
+                     *         {
+                     *           "vid": "1D6B",
+                     *           "pid": "0104",
+                     *           "guiVid": "Linux Foundation",
+                     *           "guiPid": "Multifunction Composite Gadget",
+                     *           "devIcon": 14,
+                     *           "devIconDescription": "HID",
+                     *           "hostsCount": 1,
+                     *           "peripheralsCount": 1,
+                     *           "presentCount": 1,
+                     *           "firstSeen": "2024-12-31T22:04:10.000Z",
+                     *           "lastSeen": "2025-01-01T11:44:00.000Z",
+                     *           "hosts": [
+                     *             {
+                     *               "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *               "hostIdentifier": "DESKTOP-9LR722S",
+                     *               "localIpAddress": "192.168.100.128"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UncommonPeripheralsResult"];
+                    "text/json": components["schemas"]["UncommonPeripheralsResult"];
+                    "text/plain": components["schemas"]["UncommonPeripheralsResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getVulnerablePeripherals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The vulnerable peripherals. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "computedTime": "2025-01-01T11:45:00.000Z",
+                     *       "recordsTotal": 1,
+                     *       "data": [
+                     *         {
+                     *           "vid": "0483",
+                     *           "pid": "5740",
+                     *           "guiVid": "STMicroelectronics",
+                     *           "guiPid": "Virtual COM Port",
+                     *           "devIcon": 12,
+                     *           "devIconDescription": "Communication",
+                     *           "kind": "KnownAttackTool",
+                     *           "catalogueEntryId": "9d3f6a2e-1b7c-4c5d-8e0f-2a4b6c8d0e1f",
+                     *           "name": "Multi-tool with keystroke injection (example)",
+                     *           "vulnerability": "Can emulate a keyboard and inject keystrokes.",
+                     *           "severity": 2,
+                     *           "hostsCount": 1,
+                     *           "presentCount": 1,
+                     *           "approvedCount": 0,
+                     *           "hosts": [
+                     *             {
+                     *               "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *               "hostIdentifier": "DESKTOP-9LR722S",
+                     *               "localIpAddress": "192.168.100.128"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["VulnerablePeripheralsResult"];
+                    "text/json": components["schemas"]["VulnerablePeripheralsResult"];
+                    "text/plain": components["schemas"]["VulnerablePeripheralsResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    reloadVulnerablePeripherals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The recomputed vulnerable peripherals. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "computedTime": "2025-01-01T11:45:00.000Z",
+                     *       "recordsTotal": 1,
+                     *       "data": [
+                     *         {
+                     *           "vid": "0483",
+                     *           "pid": "5740",
+                     *           "guiVid": "STMicroelectronics",
+                     *           "guiPid": "Virtual COM Port",
+                     *           "devIcon": 12,
+                     *           "devIconDescription": "Communication",
+                     *           "kind": "KnownAttackTool",
+                     *           "catalogueEntryId": "9d3f6a2e-1b7c-4c5d-8e0f-2a4b6c8d0e1f",
+                     *           "name": "Multi-tool with keystroke injection (example)",
+                     *           "vulnerability": "Can emulate a keyboard and inject keystrokes.",
+                     *           "severity": 2,
+                     *           "hostsCount": 1,
+                     *           "presentCount": 1,
+                     *           "approvedCount": 0,
+                     *           "hosts": [
+                     *             {
+                     *               "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *               "hostIdentifier": "DESKTOP-9LR722S",
+                     *               "localIpAddress": "192.168.100.128"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["VulnerablePeripheralsResult"];
+                    "text/json": components["schemas"]["VulnerablePeripheralsResult"];
+                    "text/plain": components["schemas"]["VulnerablePeripheralsResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getUniqueWhitelistViolation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The unique violations. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "computedTime": "2025-01-01T12:00:00.000Z",
+                     *       "fromTime": "2024-12-02T12:00:00.000Z",
+                     *       "toTime": "2025-01-01T12:00:00.000Z",
+                     *       "recordsTotal": 1,
+                     *       "data": [
+                     *         {
+                     *           "vid": "0951",
+                     *           "pid": "1666",
+                     *           "guiVid": "Kingston Technology",
+                     *           "guiPid": "DataTraveler 3.0",
+                     *           "devIcon": 3,
+                     *           "devIconDescription": "Mass Storage",
+                     *           "violationsCount": 4,
+                     *           "hostsCount": 2,
+                     *           "firstSeen": "2024-12-03T08:12:00.000Z",
+                     *           "lastSeen": "2024-12-31T16:40:00.000Z",
+                     *           "hosts": [
+                     *             {
+                     *               "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *               "hostIdentifier": "DESKTOP-9LR722S",
+                     *               "localIpAddress": "192.168.100.128"
+                     *             },
+                     *             {
+                     *               "uuid": "9a7d1c44-2b1e-4f0a-8d3e-1c2b3a4d5e6f",
+                     *               "hostIdentifier": "LAPTOP-HR-07",
+                     *               "localIpAddress": "192.168.100.140"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["UniqueWhitelistViolationsResult"];
+                    "text/json": components["schemas"]["UniqueWhitelistViolationsResult"];
+                    "text/plain": components["schemas"]["UniqueWhitelistViolationsResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getAgentsClassificationSummary: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The summary. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "computedTime": "2025-01-01T12:00:00.000Z",
+                     *       "totalAgents": 412,
+                     *       "byConnectionStatus": [
+                     *         {
+                     *           "name": "Connected",
+                     *           "count": 398
+                     *         },
+                     *         {
+                     *           "name": "Disconnected",
+                     *           "count": 14
+                     *         }
+                     *       ],
+                     *       "byOperationalStatus": [
+                     *         {
+                     *           "name": "Armed",
+                     *           "count": 350
+                     *         },
+                     *         {
+                     *           "name": "Free",
+                     *           "count": 62
+                     *         }
+                     *       ],
+                     *       "byDisplayStatus": [
+                     *         {
+                     *           "name": "Armed",
+                     *           "count": 340
+                     *         },
+                     *         {
+                     *           "name": "Free",
+                     *           "count": 55
+                     *         },
+                     *         {
+                     *           "name": "Arming",
+                     *           "count": 3
+                     *         },
+                     *         {
+                     *           "name": "Disconnected",
+                     *           "count": 14
+                     *         }
+                     *       ],
+                     *       "byLicenseStatus": [
+                     *         {
+                     *           "name": "Activated",
+                     *           "count": 410
+                     *         },
+                     *         {
+                     *           "name": "Pending",
+                     *           "count": 2
+                     *         }
+                     *       ],
+                     *       "byRunningMode": [
+                     *         {
+                     *           "name": "Standard",
+                     *           "count": 380
+                     *         },
+                     *         {
+                     *           "name": "VDI",
+                     *           "count": 20
+                     *         },
+                     *         {
+                     *           "name": "Server",
+                     *           "count": 12
+                     *         }
+                     *       ],
+                     *       "byOsVersion": [
+                     *         {
+                     *           "name": "Windows 10 Pro 22H2 (10.0.19045)",
+                     *           "count": 300
+                     *         },
+                     *         {
+                     *           "name": "Windows 11 Pro 23H2 (10.0.22631)",
+                     *           "count": 112
+                     *         }
+                     *       ],
+                     *       "byServiceVersion": [
+                     *         {
+                     *           "name": "4.2.1.118",
+                     *           "count": 400
+                     *         },
+                     *         {
+                     *           "name": "4.1.9.102",
+                     *           "count": 12
+                     *         }
+                     *       ],
+                     *       "bySeverity": [
+                     *         {
+                     *           "severity": 2,
+                     *           "severityString": "Critical",
+                     *           "count": 1
+                     *         },
+                     *         {
+                     *           "severity": 4,
+                     *           "severityString": "Warning",
+                     *           "count": 9
+                     *         },
+                     *         {
+                     *           "severity": 6,
+                     *           "severityString": "Informational",
+                     *           "count": 402
+                     *         }
+                     *       ],
+                     *       "risk": {
+                     *         "withUnapprovedPeripherals": 15,
+                     *         "withVulnerablePeripherals": 2,
+                     *         "withKnownAttackTools": 1,
+                     *         "withVulnerablePeripheralOrWLV": 11,
+                     *         "inAction": 3
+                     *       },
+                     *       "peripheralsByClass": [
+                     *         {
+                     *           "devIcon": 1,
+                     *           "devIconDescription": "Keyboard",
+                     *           "present": 410,
+                     *           "approved": 409,
+                     *           "notApproved": 1
+                     *         },
+                     *         {
+                     *           "devIcon": 3,
+                     *           "devIconDescription": "Mass Storage",
+                     *           "present": 37,
+                     *           "approved": 25,
+                     *           "notApproved": 12
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentsClassificationSummary"];
+                    "text/json": components["schemas"]["AgentsClassificationSummary"];
+                    "text/plain": components["schemas"]["AgentsClassificationSummary"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    setAgentsConfiguration: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example [
+                 *       {
+                 *         "uuid": null,
+                 *         "hostIdentifier": "DESKTOP-9LR722S",
+                 *         "ipAddress": null,
+                 *         "agentConfigViewResource": {
+                 *           "isSystemArmed": "ARM"
+                 *         }
+                 *       },
+                 *       {
+                 *         "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                 *         "hostIdentifier": null,
+                 *         "ipAddress": "192.168.100.128",
+                 *         "agentConfigViewResource": {
+                 *           "isSystemArmed": "free",
+                 *           "approveAll": true
+                 *         }
+                 *       }
+                 *     ]
+                 */
+                "application/json": components["schemas"]["AgentPendingConfigurationList"];
+                "text/json": components["schemas"]["AgentPendingConfigurationList"];
+                "application/*+json": components["schemas"]["AgentPendingConfigurationList"];
+                "application/json-patch+json": components["schemas"]["AgentPendingConfigurationList"];
+            };
+        };
+        responses: {
+            /** @description The items applied, echoed with the matched agents' identifiers and configuration. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    /** @description How many items of the request were applied. */
+                    "x-items-succeeded"?: number;
+                    /** @description How many items of the request failed (0 when all were applied). */
+                    "x-items-failed"?: number;
+                    /**
+                     * @description The first 20 failed items as compact JSON (non-ASCII escaped as `\uXXXX`),
+                     *     `[{"index":1,"code":"not-found","reason":"No agent matches hostIdentifier=PC-7"}]`;
+                     *     `code` is `not-found`, `ambiguous`, `not-allowed` or `invalid`. Absent when
+                     *     nothing failed.
+                     */
+                    "x-item-failures"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *         "hostIdentifier": "DESKTOP-9LR722S",
+                     *         "ipAddress": "192.168.100.128",
+                     *         "agentConfigViewResource": {
+                     *           "isSystemArmed": "ARM",
+                     *           "isSystemLocked": true,
+                     *           "centralizedConsoleIP": "10.0.0.5",
+                     *           "approveAll": false
+                     *         },
+                     *         "commandIds": [
+                     *           1042
+                     *         ]
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["AgentConfigurationResultList"];
+                    "text/json": components["schemas"]["AgentConfigurationResultList"];
+                    "text/plain": components["schemas"]["AgentConfigurationResultList"];
+                };
+            };
+            /**
+             * @description The body is invalid, or no item could be applied (`urn:prime:problem:no-agent-matched`,
+             *     with one entry in `errors` per item).
+             */
+            400: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:prime:problem:no-agent-matched",
+                     *       "title": "No agent matched",
+                     *       "status": 400,
+                     *       "detail": "No item could be applied: 1 matched no agent.",
+                     *       "instance": "/prime/webui/agents/configuration",
+                     *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11",
+                     *       "code": "no-agent-matched",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body",
+                     *           "name": "0",
+                     *           "reason": "not-found: No agent matches hostIdentifier=PC-7."
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    deleteAgents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example [
+                 *       "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                 *       "00000000-0000-0000-0000-000000000000"
+                 *     ]
+                 */
+                "application/json": components["schemas"]["IdList"];
+                "text/json": components["schemas"]["IdList"];
+                "application/*+json": components["schemas"]["IdList"];
+                "application/json-patch+json": components["schemas"]["IdList"];
+            };
+        };
+        responses: {
+            /** @description What happened to each agent. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 1,
+                     *       "failed": 1,
+                     *       "results": [
+                     *         {
+                     *           "id": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         },
+                     *         {
+                     *           "id": "00000000-0000-0000-0000-000000000000",
+                     *           "status": "failed",
+                     *           "reason": "No agent with this uuid.",
+                     *           "code": "not-found"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ItemResults"];
+                    "text/json": components["schemas"]["ItemResults"];
+                    "text/plain": components["schemas"]["ItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    deleteAgentsCommands: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example [
+                 *       "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                 *       "00000000-0000-0000-0000-000000000000"
+                 *     ]
+                 */
+                "application/json": components["schemas"]["IdList"];
+                "text/json": components["schemas"]["IdList"];
+                "application/*+json": components["schemas"]["IdList"];
+                "application/json-patch+json": components["schemas"]["IdList"];
+            };
+        };
+        responses: {
+            /** @description The commands cancelled per agent. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 1,
+                     *       "failed": 1,
+                     *       "results": [
+                     *         {
+                     *           "id": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null,
+                     *           "commandIds": [
+                     *             1042,
+                     *             1043
+                     *           ]
+                     *         },
+                     *         {
+                     *           "id": "00000000-0000-0000-0000-000000000000",
+                     *           "status": "failed",
+                     *           "reason": "No agent with this uuid.",
+                     *           "code": "not-found",
+                     *           "commandIds": []
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCommandItemResults"];
+                    "text/json": components["schemas"]["AgentCommandItemResults"];
+                    "text/plain": components["schemas"]["AgentCommandItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    updateAgents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example [
+                 *       "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                 *       "00000000-0000-0000-0000-000000000000"
+                 *     ]
+                 */
+                "application/json": components["schemas"]["IdList"];
+                "text/json": components["schemas"]["IdList"];
+                "application/*+json": components["schemas"]["IdList"];
+                "application/json-patch+json": components["schemas"]["IdList"];
+            };
+        };
+        responses: {
+            /** @description The command queued per agent. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 1,
+                     *       "failed": 0,
+                     *       "results": [
+                     *         {
+                     *           "id": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null,
+                     *           "commandIds": [
+                     *             1044
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCommandItemResults"];
+                    "text/json": components["schemas"]["AgentCommandItemResults"];
+                    "text/plain": components["schemas"]["AgentCommandItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    fetchAgentsDebugLogs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example [
+                 *       "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                 *       "00000000-0000-0000-0000-000000000000"
+                 *     ]
+                 */
+                "application/json": components["schemas"]["IdList"];
+                "text/json": components["schemas"]["IdList"];
+                "application/*+json": components["schemas"]["IdList"];
+                "application/json-patch+json": components["schemas"]["IdList"];
+            };
+        };
+        responses: {
+            /** @description The command queued per agent. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 1,
+                     *       "failed": 0,
+                     *       "results": [
+                     *         {
+                     *           "id": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null,
+                     *           "commandIds": [
+                     *             1045
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentCommandItemResults"];
+                    "text/json": components["schemas"]["AgentCommandItemResults"];
+                    "text/plain": components["schemas"]["AgentCommandItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    exportAgentCsv: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "hasUnapprovedPeripherals": "True",
+                 *       "status": "Connected",
+                 *       "sortBy": "lastConfiguration_desc"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentsExportFilter"];
+                "text/json": components["schemas"]["AgentsExportFilter"];
+                "application/*+json": components["schemas"]["AgentsExportFilter"];
+                "application/json-patch+json": components["schemas"]["AgentsExportFilter"];
+            };
+        };
+        responses: {
+            /** @description The CSV file. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example uuid,hostIdentifier,localIpAddress,osVersion,...
+                     *     3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23,DESKTOP-9LR722S,192.168.100.128,Windows 10 Pro 22H2 (10.0.19045),...
+                     */
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getAgentExportFile: {
+        parameters: {
+            query?: {
+                /** @description `csv` (default) or `pdf`, in any case. */
+                Format?: string;
+                /** @description Agents whose `uuid` contains this (case-insensitive). */
+                Uuid?: components["parameters"]["AgentsUuid"];
+                /**
+                 * @description Agents whose `hostIdentifier` (host name) contains this (case-insensitive).
+                 * @example DESKTOP-9LR
+                 */
+                HostIdentifier?: components["parameters"]["AgentsHostIdentifier"];
+                /**
+                 * @description Agents whose `localIpAddress`, or an address of one of their network adapters, contains this.
+                 * @example 192.168.100.
+                 */
+                IpAddress?: components["parameters"]["AgentsIpAddress"];
+                /**
+                 * @description One value or a comma-separated list (any of them), case-insensitive. `Connected` or
+                 *     `Disconnected` match `connectionStatus`; `Armed` or `Free` match `operationalStatus`;
+                 *     `Arming`, `Freeing`, `Updating` and `Pending` match `displayStatusCombined`. Several
+                 *     values of the same kind are OR-ed; values of different kinds are AND-ed
+                 *     (`Connected,Armed` = connected and armed).
+                 * @example Connected,Armed
+                 */
+                Status?: components["parameters"]["AgentsStatus"];
+                /** @description Agents whose `containsVulnerablePeripheralOrWLV` equals this. */
+                ContainsVulnerablePeripheralOrWLV?: components["parameters"]["AgentsContainsVulnerablePeripheralOrWLV"];
+                /**
+                 * @description On `lastConfiguered` (when the agent last applied a configuration). A date alone
+                 *     means **on that UTC day**; a date and time means **at or after** that instant.
+                 * @example 2024-12-30
+                 */
+                LastConfiguration?: components["parameters"]["AgentsLastConfiguration"];
+                /**
+                 * @description Agents whose `serviceVersion` contains this.
+                 * @example 4.2
+                 */
+                Version?: components["parameters"]["AgentsVersion"];
+                /**
+                 * @description `licenseStatus`: `Activated`, `Pending`, `Expired` or `Invalid` (case-insensitive), or a comma-separated list of them (any of).
+                 * @example Expired,Invalid
+                 */
+                License?: components["parameters"]["AgentsLicense"];
+                /**
+                 * @description Agents whose `osVersion` contains this.
+                 * @example Windows 11
+                 */
+                OsVersion?: components["parameters"]["AgentsOsVersion"];
+                /**
+                 * @description On `lastUpdated` (the agent's last check-in). A date alone means **on that UTC day**;
+                 *     a date and time means **at or after** that instant.
+                 * @example 2025-01-01 12:00:00
+                 */
+                LastUpdated?: components["parameters"]["AgentsLastUpdated"];
+                /** @description Agents whose `hashtags` contains this (e.g. `#kiosk`). */
+                Hashtags?: components["parameters"]["AgentsHashtags"];
+                /**
+                 * @description On the license `expirationDate`. A date alone means **on that UTC day**; a date and
+                 *     time means **at or after** that instant.
+                 */
+                ExpirationDate?: components["parameters"]["AgentsExpirationDate"];
+                /**
+                 * @description Agents whose `severity` is exactly this level (syslog name or number).
+                 * @example Warning
+                 */
+                Severity?: components["parameters"]["AgentsSeverity"];
+                /**
+                 * @description Agents whose `hasUnapprovedPeripherals` equals this.
+                 * @example True
+                 */
+                HasUnapprovedPeripherals?: components["parameters"]["AgentsHasUnapprovedPeripherals"];
+                /** @description Agents whose `hasVulnerablePeripherals` equals this. */
+                HasVulnerablePeripherals?: components["parameters"]["AgentsHasVulnerablePeripherals"];
+                /** @description Agents whose `hasKnownAttackTools` equals this. */
+                HasKnownAttackTools?: components["parameters"]["AgentsHasKnownAttackTools"];
+                /** @description `runningMode`: `Standard`, `VDI` or `Server` (case-insensitive), or a comma-separated list of them (any of). */
+                DeploymentMode?: components["parameters"]["AgentsDeploymentMode"];
+                /**
+                 * @description `<field>_<asc|desc>` over `x-sort-fields` (e.g. `lastConfiguration_desc`). Default `hostIdentifier_asc`.
+                 * @example lastConfiguration_desc
+                 */
+                SortBy?: components["parameters"]["AgentsSortBy"];
+                /** @description Case-insensitive text that any of the list's searchable fields contains. */
+                GlobalSearch?: components["parameters"]["GlobalSearch"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file (CSV or PDF, as `Format` asks). */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example uuid,hostIdentifier,localIpAddress,osVersion,...
+                     *     3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23,DESKTOP-9LR722S,192.168.100.128,Windows 10 Pro 22H2 (10.0.19045),...
+                     */
+                    "text/csv": string;
+                    /** @example %PDF-1.7 (binary PDF document: title, filters, generated time, table) */
+                    "application/pdf": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    exportAgentPdf: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "hasUnapprovedPeripherals": "True",
+                 *       "status": "Connected",
+                 *       "sortBy": "lastConfiguration_desc"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentsExportFilter"];
+                "text/json": components["schemas"]["AgentsExportFilter"];
+                "application/*+json": components["schemas"]["AgentsExportFilter"];
+                "application/json-patch+json": components["schemas"]["AgentsExportFilter"];
+            };
+        };
+        responses: {
+            /** @description The PDF file. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example %PDF-1.7 (binary PDF document: title, filters, generated time, table) */
+                    "application/pdf": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    exportPeripheralsAgg: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "isUnapprovedPeripheral": "True",
+                 *       "vendor": "kingston"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PeripheralsExportFilter"];
+                "text/json": components["schemas"]["PeripheralsExportFilter"];
+                "application/*+json": components["schemas"]["PeripheralsExportFilter"];
+                "application/json-patch+json": components["schemas"]["PeripheralsExportFilter"];
+            };
+        };
+        responses: {
+            /** @description The CSV file. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example vid,pid,guiVid,guiPid,devIcon,devIconDescription,hosts,present,approved,notApproved,isKnownAttackTool,isVulnerablePeripheral,vulnerability,severity
+                     *     0951,1666,Kingston Technology,DataTraveler 3.0,3,Mass Storage,14,9,5,4,false,false,,4
+                     */
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    exportPeripheralsAggPdf: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "isUnapprovedPeripheral": "True",
+                 *       "vendor": "kingston"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PeripheralsExportFilter"];
+                "text/json": components["schemas"]["PeripheralsExportFilter"];
+                "application/*+json": components["schemas"]["PeripheralsExportFilter"];
+                "application/json-patch+json": components["schemas"]["PeripheralsExportFilter"];
+            };
+        };
+        responses: {
+            /** @description The PDF file. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example %PDF-1.7 (binary PDF document: title, filters, generated time, table) */
+                    "application/pdf": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getCatalogue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The entries. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "id": "9d3f6a2e-1b7c-4c5d-8e0f-2a4b6c8d0e1f",
+                     *         "kind": "KnownAttackTool",
+                     *         "vid": "0483",
+                     *         "pid": "5740",
+                     *         "name": "Multi-tool with keystroke injection (example)",
+                     *         "vulnerability": "Can emulate a keyboard and inject keystrokes.",
+                     *         "severity": 2,
+                     *         "reference": null,
+                     *         "builtIn": true,
+                     *         "creationTime": "2024-11-01T00:00:00.000Z",
+                     *         "creationTimeEpoch": 1730419200000,
+                     *         "createdBy": "system"
+                     *       },
+                     *       {
+                     *         "id": "5b0e7c1a-3d2f-4e8b-9a61-0c4d2e7f8a93",
+                     *         "kind": "VulnerableDevice",
+                     *         "vid": "046D",
+                     *         "pid": "C52B",
+                     *         "name": "Wireless receiver with unpatched firmware (example)",
+                     *         "vulnerability": "Keystroke injection over the air (e.g. CVE-2019-13052).",
+                     *         "severity": 3,
+                     *         "reference": "https://nvd.nist.gov/vuln/detail/CVE-2019-13052",
+                     *         "builtIn": false,
+                     *         "creationTime": "2024-12-01T10:00:00.000Z",
+                     *         "creationTimeEpoch": 1733047200000,
+                     *         "createdBy": "admin"
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["CatalogueEntryList"];
+                    "text/json": components["schemas"]["CatalogueEntryList"];
+                    "text/plain": components["schemas"]["CatalogueEntryList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    addCatalogueEntry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "kind": "VulnerableDevice",
+                 *       "vid": "046D",
+                 *       "pid": "C52B",
+                 *       "name": "Wireless receiver with unpatched firmware (example)",
+                 *       "vulnerability": "Keystroke injection over the air (e.g. CVE-2019-13052).",
+                 *       "reference": "https://nvd.nist.gov/vuln/detail/CVE-2019-13052"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CatalogueEntryCreate"];
+                "text/json": components["schemas"]["CatalogueEntryCreate"];
+                "application/*+json": components["schemas"]["CatalogueEntryCreate"];
+                "application/json-patch+json": components["schemas"]["CatalogueEntryCreate"];
+            };
+        };
+        responses: {
+            /** @description The new entry. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "5b0e7c1a-3d2f-4e8b-9a61-0c4d2e7f8a93",
+                     *       "kind": "VulnerableDevice",
+                     *       "vid": "046D",
+                     *       "pid": "C52B",
+                     *       "name": "Wireless receiver with unpatched firmware (example)",
+                     *       "vulnerability": "Keystroke injection over the air (e.g. CVE-2019-13052).",
+                     *       "severity": 3,
+                     *       "reference": "https://nvd.nist.gov/vuln/detail/CVE-2019-13052",
+                     *       "builtIn": false,
+                     *       "creationTime": "2024-12-01T10:00:00.000Z",
+                     *       "creationTimeEpoch": 1733047200000,
+                     *       "createdBy": "admin"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CatalogueEntry"];
+                    "text/json": components["schemas"]["CatalogueEntry"];
+                    "text/plain": components["schemas"]["CatalogueEntry"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    deleteCatalogueEntry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The entry's id.
+                 * @example 5b0e7c1a-3d2f-4e8b-9a61-0c4d2e7f8a93
+                 */
+                entryId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The removed entry. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "5b0e7c1a-3d2f-4e8b-9a61-0c4d2e7f8a93",
+                     *       "kind": "VulnerableDevice",
+                     *       "vid": "046D",
+                     *       "pid": "C52B",
+                     *       "name": "Wireless receiver with unpatched firmware (example)",
+                     *       "vulnerability": "Keystroke injection over the air (e.g. CVE-2019-13052).",
+                     *       "severity": 3,
+                     *       "reference": "https://nvd.nist.gov/vuln/detail/CVE-2019-13052",
+                     *       "builtIn": false,
+                     *       "creationTime": "2024-12-01T10:00:00.000Z",
+                     *       "creationTimeEpoch": 1733047200000,
+                     *       "createdBy": "admin"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["CatalogueEntry"];
+                    "text/json": components["schemas"]["CatalogueEntry"];
+                    "text/plain": components["schemas"]["CatalogueEntry"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getPeripherals: {
+        parameters: {
+            query?: {
+                /** @description Peripherals whose agent's `hostIdentifier` contains this. */
+                hostIdentifier?: components["parameters"]["PeripheralsHostIdentifier"];
+                /** @description Peripherals whose agent's address (`hostIp`) contains this. */
+                ipAddress?: components["parameters"]["PeripheralsIpAddress"];
+                /** @description Peripherals whose agent's `uuid` contains this. */
+                hostUuid?: components["parameters"]["PeripheralsHostUuid"];
+                /**
+                 * @description Peripherals whose `guiVid` (vendor name) or `manufacturer` contains this.
+                 * @example logitech
+                 */
+                vendor?: components["parameters"]["PeripheralsVendor"];
+                /** @description Peripherals whose `guiPid` (product name), `description` or `caption` contains this. */
+                productInfo?: components["parameters"]["PeripheralsProductInfo"];
+                /** @description Peripherals whose `serialNumber` or `guiSerial` contains this. */
+                serialNumber?: components["parameters"]["PeripheralsSerialNumber"];
+                /**
+                 * @description Peripherals with exactly this vendor id (4 hex digits, any case).
+                 * @example 046D
+                 */
+                vid?: components["parameters"]["PeripheralsVid"];
+                /**
+                 * @description Peripherals with exactly this product id (4 hex digits, any case).
+                 * @example C077
+                 */
+                pid?: components["parameters"]["PeripheralsPid"];
+                /**
+                 * @description Peripherals whose `isUnapprovedPeripherals` equals this.
+                 * @example True
+                 */
+                isUnapprovedPeripheral?: components["parameters"]["PeripheralsIsUnapprovedPeripheral"];
+                /** @description Peripherals whose `isVulnerablePeripheral` equals this. */
+                isVulnerablePeripheral?: components["parameters"]["PeripheralsIsVulnerablePeripheral"];
+                /** @description Peripherals whose `isKnownAttackTool` equals this. */
+                isKnownAttackTool?: components["parameters"]["PeripheralsIsKnownAttackTool"];
+                /** @description Peripherals whose `present` equals this (connected at the agent's last check-in). */
+                present?: components["parameters"]["PeripheralsPresent"];
+                /**
+                 * @description `<field>_<asc|desc>` over `x-sort-fields` (e.g. `hostUuid_asc`). Default `hostUuid_asc`.
+                 * @example hostUuid_asc
+                 */
+                sortBy?: components["parameters"]["PeripheralsSortBy"];
+                /** @description 1-based page number. */
+                PageNumber?: components["parameters"]["PageNumber"];
+                /** @description Records per page, at most 10000. */
+                PageSize?: components["parameters"]["PageSize"];
+                /** @description Case-insensitive text that any of the list's searchable fields contains. */
+                GlobalSearch?: components["parameters"]["GlobalSearch"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of peripherals. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "recordsTotal": 2311,
+                     *       "recordsFiltered": 1,
+                     *       "data": [
+                     *         {
+                     *           "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "hostIdentifier": "DESKTOP-9LR722S",
+                     *           "hostIp": "192.168.100.128",
+                     *           "deviceID": "USB\\VID_0951&PID_1666\\60A44C413A8EF1A0B9A1BE27",
+                     *           "description": "USB Mass Storage Device",
+                     *           "status": "OK",
+                     *           "manufacturer": "Kingston",
+                     *           "caption": "Kingston DataTraveler 3.0 USB Device",
+                     *           "vid": "0951",
+                     *           "pid": "1666",
+                     *           "serialNumber": "60A44C413A8EF1A0B9A1BE27",
+                     *           "guiVid": "Kingston Technology",
+                     *           "guiPid": "DataTraveler 3.0",
+                     *           "guiSerial": "60A44C413A8EF1A0B9A1BE27",
+                     *           "devIcon": 3,
+                     *           "devIconDescription": "Mass Storage",
+                     *           "classCode": "08",
+                     *           "subclassCode": "06",
+                     *           "protocolCode": "50",
+                     *           "hierarchy": "USB Root Hub (USB 3.0) > Port_#0002.Hub_#0001",
+                     *           "parentDeviceID": "USB\\ROOT_HUB30\\4&1A2B3C4D&0&0",
+                     *           "isDisabled": true,
+                     *           "approved": false,
+                     *           "present": true,
+                     *           "isUnapprovedPeripherals": true,
+                     *           "isVulnerablePeripheral": false,
+                     *           "isKnownAttackTool": false,
+                     *           "severity": 4,
+                     *           "inAction": false,
+                     *           "vulnerability": null,
+                     *           "adminStatus": "NotReviewed",
+                     *           "hashtags": "#finance #floor3 #unapproved"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PeripheralsViewDataWrapper"];
+                    "text/json": components["schemas"]["PeripheralsViewDataWrapper"];
+                    "text/plain": components["schemas"]["PeripheralsViewDataWrapper"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    peripheralsCommand: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "opCode": "APPROVE",
+                 *       "peripheralsIds": [
+                 *         {
+                 *           "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                 *           "hostIdentifier": null,
+                 *           "ipAddress": null,
+                 *           "vid": "0951",
+                 *           "pid": "1666"
+                 *         },
+                 *         {
+                 *           "uuid": null,
+                 *           "hostIdentifier": "LAPTOP-HR-07",
+                 *           "ipAddress": "192.168.100.140",
+                 *           "vid": "0951",
+                 *           "pid": "1666"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["PeripheralCommandRequest"];
+                "text/json": components["schemas"]["PeripheralCommandRequest"];
+                "application/*+json": components["schemas"]["PeripheralCommandRequest"];
+                "application/json-patch+json": components["schemas"]["PeripheralCommandRequest"];
+            };
+        };
+        responses: {
+            /** @description The uuids of the agents affected. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    /** @description How many items of the request were applied. */
+                    "x-items-succeeded"?: number;
+                    /** @description How many items of the request failed (0 when all were applied). */
+                    "x-items-failed"?: number;
+                    /**
+                     * @description The first 20 failed items as compact JSON (non-ASCII escaped as `\uXXXX`),
+                     *     `[{"index":1,"code":"not-found","reason":"No agent matches hostIdentifier=PC-7"}]`;
+                     *     `code` is `not-found`, `ambiguous`, `not-allowed` or `invalid`. Absent when
+                     *     nothing failed.
+                     */
+                    "x-item-failures"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *       "9a7d1c44-2b1e-4f0a-8d3e-1c2b3a4d5e6f"
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["AgentUuidList"];
+                    "text/json": components["schemas"]["AgentUuidList"];
+                    "text/plain": components["schemas"]["AgentUuidList"];
+                };
+            };
+            /**
+             * @description The body is invalid, or no item could be applied (`urn:prime:problem:no-agent-matched`,
+             *     with one entry in `errors` per item).
+             */
+            400: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:prime:problem:no-agent-matched",
+                     *       "title": "No agent matched",
+                     *       "status": 400,
+                     *       "detail": "No item could be applied: 1 matched no agent.",
+                     *       "instance": "/prime/webui/peripherals/command",
+                     *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11",
+                     *       "code": "no-agent-matched",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body",
+                     *           "name": "peripheralsIds/0",
+                     *           "reason": "not-found: Agent DESKTOP-9LR722S has no peripheral 0951:1666."
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    enrollAgent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "enrollmentSecret": "pes_7Qm2vT9xK4rW8zL1nB6yC3hD5fG0jS2a",
+                 *       "machineId": "4c4c4544-0042-3510-8052-b4c04f4e3732",
+                 *       "hostIdentifier": "DESKTOP-9LR722S"
+                 *     }
+                 */
+                "application/json": components["schemas"]["GatewayEnrollRequest"];
+                "text/json": components["schemas"]["GatewayEnrollRequest"];
+                "application/*+json": components["schemas"]["GatewayEnrollRequest"];
+                "application/json-patch+json": components["schemas"]["GatewayEnrollRequest"];
+            };
+        };
+        responses: {
+            /** @description Enrolled; the credential is shown only here. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *       "credential": "pag_3f2b6c1e_Zm9vYmFyYmF6cXV4cXV1eGNvcmdl",
+                     *       "reEnrolled": false,
+                     *       "checkInIntervalSeconds": 60,
+                     *       "serverTime": "2025-01-01T12:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GatewayEnrollResponse"];
+                    "text/json": components["schemas"]["GatewayEnrollResponse"];
+                    "text/plain": components["schemas"]["GatewayEnrollResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    agentCheckIn: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "hostIdentifier": "DESKTOP-9LR722S",
+                 *       "agentTime": "2025-01-01T12:00:00.120Z",
+                 *       "osVersion": "Windows 10 Pro 22H2 (10.0.19045)",
+                 *       "manufacturer": "Dell Inc.",
+                 *       "pcModel": "OptiPlex 7090",
+                 *       "serviceVersion": "4.2.1.118",
+                 *       "kbDriverVersion": "4.2.0.77",
+                 *       "runningMode": "Standard",
+                 *       "operationalStatus": "Armed",
+                 *       "isSystemLocked": true,
+                 *       "localIpAddress": "192.168.100.128",
+                 *       "nics": [
+                 *         {
+                 *           "name": "Ethernet",
+                 *           "macAddress": "00-1A-2B-3C-4D-5E",
+                 *           "ipAddresses": [
+                 *             "192.168.100.128"
+                 *           ],
+                 *           "status": "Up",
+                 *           "isEthernet": true
+                 *         }
+                 *       ],
+                 *       "connectedSwitch": {
+                 *         "ip": "192.168.100.2",
+                 *         "name": "floor3-sw1",
+                 *         "portId": "Gi1/0/14",
+                 *         "portName": "GigabitEthernet1/0/14"
+                 *       },
+                 *       "licenseAccountId": "ACME-0001",
+                 *       "loggedOnUsers": [
+                 *         "ACME\\jdoe"
+                 *       ],
+                 *       "hashtags": [
+                 *         "#finance",
+                 *         "#floor3"
+                 *       ],
+                 *       "errors": [],
+                 *       "peripherals": [
+                 *         {
+                 *           "deviceID": "USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4",
+                 *           "vid": "046D",
+                 *           "pid": "C077",
+                 *           "serialNumber": "5&20DBD6CE&0&4",
+                 *           "description": "USB Input Device",
+                 *           "manufacturer": "Logitech",
+                 *           "caption": "USB Optical Mouse",
+                 *           "status": "OK",
+                 *           "classCode": "03",
+                 *           "subclassCode": "01",
+                 *           "protocolCode": "02",
+                 *           "hierarchy": "USB Root Hub (USB 3.0) > Port_#0004.Hub_#0001",
+                 *           "parentDeviceID": "USB\\ROOT_HUB30\\4&1A2B3C4D&0&0",
+                 *           "present": true,
+                 *           "isDisabled": false
+                 *         },
+                 *         {
+                 *           "deviceID": "USB\\VID_0951&PID_1666\\60A44C413A8EF1A0B9A1BE27",
+                 *           "vid": "0951",
+                 *           "pid": "1666",
+                 *           "serialNumber": "60A44C413A8EF1A0B9A1BE27",
+                 *           "description": "USB Mass Storage Device",
+                 *           "manufacturer": "Kingston",
+                 *           "caption": "Kingston DataTraveler 3.0 USB Device",
+                 *           "status": "OK",
+                 *           "classCode": "08",
+                 *           "subclassCode": "06",
+                 *           "protocolCode": "50",
+                 *           "hierarchy": "USB Root Hub (USB 3.0) > Port_#0002.Hub_#0001",
+                 *           "parentDeviceID": "USB\\ROOT_HUB30\\4&1A2B3C4D&0&0",
+                 *           "present": true,
+                 *           "isDisabled": true
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["GatewayCheckInRequest"];
+                "text/json": components["schemas"]["GatewayCheckInRequest"];
+                "application/*+json": components["schemas"]["GatewayCheckInRequest"];
+                "application/json-patch+json": components["schemas"]["GatewayCheckInRequest"];
+            };
+        };
+        responses: {
+            /** @description The commands to run and when to check in next. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *       "serverTime": "2025-01-01T12:00:00.180Z",
+                     *       "nextCheckInSeconds": 60,
+                     *       "moreCommands": false,
+                     *       "commands": [
+                     *         {
+                     *           "commandId": 1042,
+                     *           "type": "SetMode",
+                     *           "parameters": {
+                     *             "mode": "Free"
+                     *           },
+                     *           "creationTime": "2025-01-01T11:59:30.000Z",
+                     *           "creationTimeEpoch": 1735732770000
+                     *         },
+                     *         {
+                     *           "commandId": 1043,
+                     *           "type": "UpdatePolicy",
+                     *           "parameters": {
+                     *             "approvedPeripherals": [
+                     *               {
+                     *                 "vid": "046D",
+                     *                 "pid": "C077"
+                     *               },
+                     *               {
+                     *                 "vid": "0951",
+                     *                 "pid": "1666"
+                     *               }
+                     *             ]
+                     *           },
+                     *           "creationTime": "2025-01-01T11:59:31.000Z",
+                     *           "creationTimeEpoch": 1735732771000
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GatewayCheckInResponse"];
+                    "text/json": components["schemas"]["GatewayCheckInResponse"];
+                    "text/plain": components["schemas"]["GatewayCheckInResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    reportCommandResults: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "results": [
+                 *         {
+                 *           "commandId": 1042,
+                 *           "status": "Succeeded",
+                 *           "message": "Mode set to Free.",
+                 *           "completedTime": "2025-01-01T12:00:01.300Z"
+                 *         },
+                 *         {
+                 *           "commandId": 1043,
+                 *           "status": "Failed",
+                 *           "message": "Policy rejected: whitelist store is read-only.",
+                 *           "completedTime": "2025-01-01T12:00:01.900Z"
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["GatewayCommandResultsRequest"];
+                "text/json": components["schemas"]["GatewayCommandResultsRequest"];
+                "application/*+json": components["schemas"]["GatewayCommandResultsRequest"];
+                "application/json-patch+json": components["schemas"]["GatewayCommandResultsRequest"];
+            };
+        };
+        responses: {
+            /** @description What happened to each result. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 2,
+                     *       "failed": 0,
+                     *       "results": [
+                     *         {
+                     *           "id": "1042",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         },
+                     *         {
+                     *           "id": "1043",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ItemResults"];
+                    "text/json": components["schemas"]["ItemResults"];
+                    "text/plain": components["schemas"]["ItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getAgentlessConnectionDetailsStatus: {
+        parameters: {
+            query?: {
+                /** @description The connection's name contains this (case-insensitive). */
+                ComputerName?: components["schemas"]["TextFilter"];
+                /** @description The latest run's status (Pending, Running, Reachable, Unreachable, Failed) contains this. */
+                StatusString?: components["schemas"]["TextFilter"];
+                /** @description The latest run's description contains this. */
+                StatusDescription?: components["schemas"]["TextFilter"];
+                /** @description The latest run's error description contains this. */
+                StatusErrorDescription?: components["schemas"]["TextFilter"];
+                /** @description The error of any previous failed run contains this. */
+                PrevRunningErrors?: components["schemas"]["TextFilter"];
+                /** @description The latest run started on this UTC calendar day (the time part is ignored). */
+                StartTime?: components["schemas"]["DateTimeFilter"];
+                /** @description The latest run started at or after this time. */
+                FromTimeStart?: components["schemas"]["DateTimeFilter"];
+                /** @description The latest run started at or before this time. */
+                ToTimeStart?: components["schemas"]["DateTimeFilter"];
+                /** @description The latest run ended on this UTC calendar day (the time part is ignored). */
+                EndTime?: components["schemas"]["DateTimeFilter"];
+                /** @description The latest run ended at or after this time. */
+                FromTimeEnd?: components["schemas"]["DateTimeFilter"];
+                /** @description The latest run ended at or before this time. */
+                ToTimeEnd?: components["schemas"]["DateTimeFilter"];
+                /** @description true: only connections with their own polling options; false: only those using the system defaults. */
+                IsOverrideDefaults?: components["schemas"]["BooleanFilter"];
+                /** @description `<field>_<asc|desc>` over the fields in `x-sort-fields`; default `computerName_asc`. */
+                SortBy?: components["schemas"]["SortBy"];
+                /** @description 1-based page number. */
+                PageNumber?: components["parameters"]["PageNumber"];
+                /** @description Records per page, at most 10000. */
+                PageSize?: components["parameters"]["PageSize"];
+                /** @description Case-insensitive text that any of the list's searchable fields contains. */
+                GlobalSearch?: components["parameters"]["GlobalSearch"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of connections with their latest run. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "recordsTotal": 42,
+                     *       "recordsFiltered": 1,
+                     *       "data": [
+                     *         {
+                     *           "id": 7,
+                     *           "computerName": "db-server-01",
+                     *           "address": "10.20.0.15",
+                     *           "protocol": "SSH",
+                     *           "port": 22,
+                     *           "userName": "svc-prime",
+                     *           "isOverrideDefaults": true,
+                     *           "pollingIntervalSeconds": 120,
+                     *           "timeoutSeconds": 15,
+                     *           "pollerId": "4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d",
+                     *           "pollerName": "poller-hq",
+                     *           "statusString": "Unreachable",
+                     *           "statusDescription": "TCP connect to 10.20.0.15:22 failed.",
+                     *           "statusErrorDescription": "Connection timed out after 15 s.",
+                     *           "startTime": "2025-01-01T12:00:00.000Z",
+                     *           "endTime": "2025-01-01T12:00:15.004Z",
+                     *           "durationMs": 15004,
+                     *           "lastReachableTime": "2025-01-01T11:58:00.120Z",
+                     *           "prevRunningErrors": [
+                     *             {
+                     *               "startTime": "2025-01-01T11:56:00.000Z",
+                     *               "endTime": "2025-01-01T11:56:15.002Z",
+                     *               "statusString": "Unreachable",
+                     *               "errorDescription": "Connection timed out after 15 s."
+                     *             }
+                     *           ],
+                     *           "createdTime": "2024-12-01T09:00:00.000Z",
+                     *           "creationTimeEpoch": 1733043600000,
+                     *           "updatedTime": "2024-12-02T10:30:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentslessRsStatusGetResponse"];
+                    "text/json": components["schemas"]["AgentslessRsStatusGetResponse"];
+                    "text/plain": components["schemas"]["AgentslessRsStatusGetResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    updateAgentlessConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": 7,
+                 *       "address": "db-server-01.corp.example",
+                 *       "isOverrideDefaults": false
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentlessRsConnectionDetailsUpdateRequest"];
+                "text/json": components["schemas"]["AgentlessRsConnectionDetailsUpdateRequest"];
+                "application/*+json": components["schemas"]["AgentlessRsConnectionDetailsUpdateRequest"];
+                "application/json-patch+json": components["schemas"]["AgentlessRsConnectionDetailsUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The changed connection (without credentials). */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": 7,
+                     *       "name": "db-server-01",
+                     *       "address": "10.20.0.15",
+                     *       "protocol": "SSH",
+                     *       "port": 22,
+                     *       "useTls": false,
+                     *       "userName": "svc-prime",
+                     *       "credentialType": "Password",
+                     *       "credentialsUpdatedTime": "2024-12-01T09:00:00.000Z",
+                     *       "isOverrideDefaults": true,
+                     *       "pollingIntervalSeconds": 120,
+                     *       "timeoutSeconds": 15,
+                     *       "pollerId": "4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d",
+                     *       "pollerName": "poller-hq",
+                     *       "statusString": "Pending",
+                     *       "createdTime": "2024-12-01T09:00:00.000Z",
+                     *       "creationTimeEpoch": 1733043600000,
+                     *       "updatedTime": "2024-12-01T09:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentlessConnection"];
+                    "text/json": components["schemas"]["AgentlessConnection"];
+                    "text/plain": components["schemas"]["AgentlessConnection"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    createAgentlessConnection: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "db-server-01",
+                 *       "address": "10.20.0.15",
+                 *       "protocol": "SSH",
+                 *       "userName": "svc-prime",
+                 *       "password": "correct-horse-battery-staple",
+                 *       "isOverrideDefaults": true,
+                 *       "pollingIntervalSeconds": 120,
+                 *       "timeoutSeconds": 15,
+                 *       "pollerId": "4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentlessRsConnectionDetailsPostRequest"];
+                "text/json": components["schemas"]["AgentlessRsConnectionDetailsPostRequest"];
+                "application/*+json": components["schemas"]["AgentlessRsConnectionDetailsPostRequest"];
+                "application/json-patch+json": components["schemas"]["AgentlessRsConnectionDetailsPostRequest"];
+            };
+        };
+        responses: {
+            /** @description The new connection (without credentials). */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": 7,
+                     *       "name": "db-server-01",
+                     *       "address": "10.20.0.15",
+                     *       "protocol": "SSH",
+                     *       "port": 22,
+                     *       "useTls": false,
+                     *       "userName": "svc-prime",
+                     *       "credentialType": "Password",
+                     *       "credentialsUpdatedTime": "2024-12-01T09:00:00.000Z",
+                     *       "isOverrideDefaults": true,
+                     *       "pollingIntervalSeconds": 120,
+                     *       "timeoutSeconds": 15,
+                     *       "pollerId": "4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d",
+                     *       "pollerName": "poller-hq",
+                     *       "statusString": "Pending",
+                     *       "createdTime": "2024-12-01T09:00:00.000Z",
+                     *       "creationTimeEpoch": 1733043600000,
+                     *       "updatedTime": "2024-12-01T09:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentlessConnection"];
+                    "text/json": components["schemas"]["AgentlessConnection"];
+                    "text/plain": components["schemas"]["AgentlessConnection"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    deleteAgentlessConnections: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example [
+                 *       7,
+                 *       8,
+                 *       999
+                 *     ]
+                 */
+                "application/json": components["schemas"]["AgentlessConnectionIdList"];
+                "text/json": components["schemas"]["AgentlessConnectionIdList"];
+                "application/*+json": components["schemas"]["AgentlessConnectionIdList"];
+                "application/json-patch+json": components["schemas"]["AgentlessConnectionIdList"];
+            };
+        };
+        responses: {
+            /** @description What happened to each connection. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 2,
+                     *       "failed": 1,
+                     *       "results": [
+                     *         {
+                     *           "id": "7",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         },
+                     *         {
+                     *           "id": "8",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         },
+                     *         {
+                     *           "id": "999",
+                     *           "status": "failed",
+                     *           "reason": "No agentless connection with id 999.",
+                     *           "code": "not-found"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ItemResults"];
+                    "text/json": components["schemas"]["ItemResults"];
+                    "text/plain": components["schemas"]["ItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    registerAgentlessConnections: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "pollerId": "4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d",
+                 *       "connectionIds": [
+                 *         7,
+                 *         8
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentlessRsConnectionDetailsRegistrationPostRequest"];
+                "text/json": components["schemas"]["AgentlessRsConnectionDetailsRegistrationPostRequest"];
+                "application/*+json": components["schemas"]["AgentlessRsConnectionDetailsRegistrationPostRequest"];
+                "application/json-patch+json": components["schemas"]["AgentlessRsConnectionDetailsRegistrationPostRequest"];
+            };
+        };
+        responses: {
+            /** @description What happened to each connection. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 1,
+                     *       "failed": 1,
+                     *       "results": [
+                     *         {
+                     *           "id": "7",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         },
+                     *         {
+                     *           "id": "8",
+                     *           "status": "failed",
+                     *           "reason": "No agentless connection with id 8.",
+                     *           "code": "not-found"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ItemResults"];
+                    "text/json": components["schemas"]["ItemResults"];
+                    "text/plain": components["schemas"]["ItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    unregisterAgentlessConnections: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "pollerId": "4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d",
+                 *       "connectionIds": [
+                 *         7,
+                 *         8
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentlessRsConnectionDetailsRegistrationPostRequest"];
+                "text/json": components["schemas"]["AgentlessRsConnectionDetailsRegistrationPostRequest"];
+                "application/*+json": components["schemas"]["AgentlessRsConnectionDetailsRegistrationPostRequest"];
+                "application/json-patch+json": components["schemas"]["AgentlessRsConnectionDetailsRegistrationPostRequest"];
+            };
+        };
+        responses: {
+            /** @description What happened to each connection. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 1,
+                     *       "failed": 1,
+                     *       "results": [
+                     *         {
+                     *           "id": "7",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         },
+                     *         {
+                     *           "id": "8",
+                     *           "status": "failed",
+                     *           "reason": "No agentless connection with id 8.",
+                     *           "code": "not-found"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ItemResults"];
+                    "text/json": components["schemas"]["ItemResults"];
+                    "text/plain": components["schemas"]["ItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    uploadAgentlessConnectionsFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The CSV file, at most 5 MiB and 10000 data rows.
+                     */
+                    file: string;
+                };
+            };
+        };
+        responses: {
+            /** @description What happened to each row. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "fileName": "connections.csv",
+                     *       "totalRows": 3,
+                     *       "imported": 1,
+                     *       "updated": 1,
+                     *       "unchanged": 0,
+                     *       "rejected": 1,
+                     *       "rows": [
+                     *         {
+                     *           "line": 2,
+                     *           "name": "db-server-01",
+                     *           "result": "updated",
+                     *           "connectionId": 7,
+                     *           "errors": []
+                     *         },
+                     *         {
+                     *           "line": 3,
+                     *           "name": "web-01",
+                     *           "result": "imported",
+                     *           "connectionId": 12,
+                     *           "errors": []
+                     *         },
+                     *         {
+                     *           "line": 5,
+                     *           "name": "file-server",
+                     *           "result": "rejected",
+                     *           "connectionId": null,
+                     *           "errors": [
+                     *             {
+                     *               "column": "protocol",
+                     *               "reason": "must be SSH or WinRM, got \"RDP\""
+                     *             },
+                     *             {
+                     *               "column": "password",
+                     *               "reason": "a new connection needs a password or a private key"
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentlessUploadResult"];
+                    "text/json": components["schemas"]["AgentlessUploadResult"];
+                    "text/plain": components["schemas"]["AgentlessUploadResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    exportAgentlessStatusCsv: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "StatusString": "unreachable",
+                 *       "FromTimeStart": "2025-01-01T00:00:00Z",
+                 *       "SortBy": "startTime_desc"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentlessStatusFilter"];
+                "text/json": components["schemas"]["AgentlessStatusFilter"];
+                "application/*+json": components["schemas"]["AgentlessStatusFilter"];
+                "application/json-patch+json": components["schemas"]["AgentlessStatusFilter"];
+            };
+        };
+        responses: {
+            /** @description The CSV file, as an attachment (`agentless-status-<UTC time>.csv`). */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example id,computerName,address,protocol,port,userName,isOverrideDefaults,pollingIntervalSeconds,timeoutSeconds,pollerName,statusString,statusDescription,statusErrorDescription,startTime,endTime,durationMs,lastReachableTime,prevRunningErrors
+                     *     7,db-server-01,10.20.0.15,SSH,22,svc-prime,true,120,15,poller-hq,Unreachable,TCP connect to 10.20.0.15:22 failed.,Connection timed out after 15 s.,2025-01-01T12:00:00.000Z,2025-01-01T12:00:15.004Z,15004,2025-01-01T11:58:00.120Z,2025-01-01T11:56:00.000Z Unreachable: Connection timed out after 15 s.
+                     */
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    exportAgentlessStatusPdf: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "StatusString": "unreachable",
+                 *       "FromTimeStart": "2025-01-01T00:00:00Z",
+                 *       "SortBy": "startTime_desc"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentlessStatusFilter"];
+                "text/json": components["schemas"]["AgentlessStatusFilter"];
+                "application/*+json": components["schemas"]["AgentlessStatusFilter"];
+                "application/json-patch+json": components["schemas"]["AgentlessStatusFilter"];
+            };
+        };
+        responses: {
+            /** @description The PDF file, as an attachment (`agentless-status-<UTC time>.pdf`). */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    exportAgentlessConnectionsCsv: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "StatusString": "unreachable",
+                 *       "FromTimeStart": "2025-01-01T00:00:00Z",
+                 *       "SortBy": "startTime_desc"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentlessStatusFilter"];
+                "text/json": components["schemas"]["AgentlessStatusFilter"];
+                "application/*+json": components["schemas"]["AgentlessStatusFilter"];
+                "application/json-patch+json": components["schemas"]["AgentlessStatusFilter"];
+            };
+        };
+        responses: {
+            /** @description The CSV file, as an attachment (`agentless-connections-<UTC time>.csv`). */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example name,address,protocol,port,useTls,userName,password,privateKey,privateKeyPassphrase,isOverrideDefaults,pollingIntervalSeconds,timeoutSeconds,pollerId
+                     *     db-server-01,10.20.0.15,SSH,22,false,svc-prime,,,,true,120,15,4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d
+                     */
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getWorkerPollerDetails: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The pollers. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "recordsTotal": 1,
+                     *       "recordsFiltered": 1,
+                     *       "heartbeatIntervalSeconds": 60,
+                     *       "offlineAfterSeconds": 180,
+                     *       "data": [
+                     *         {
+                     *           "id": "4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d",
+                     *           "name": "poller-hq",
+                     *           "hostName": "hq-poller-vm",
+                     *           "ipAddress": "10.20.0.5",
+                     *           "version": "1.0.0",
+                     *           "isActivated": true,
+                     *           "connectionStatus": "Online",
+                     *           "activationChangedTime": "2024-12-01T09:05:00.000Z",
+                     *           "activationChangedBy": "admin",
+                     *           "lastHeartbeatTime": "2025-01-01T12:00:30.000Z",
+                     *           "createdTime": "2024-12-01T09:00:00.000Z",
+                     *           "creationTimeEpoch": 1733043600000,
+                     *           "connectionsAssigned": 42,
+                     *           "connectionsReachable": 40,
+                     *           "connectionsFailing": 1,
+                     *           "connectionsPending": 1
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkerPollerDetails"];
+                    "text/json": components["schemas"]["WorkerPollerDetails"];
+                    "text/plain": components["schemas"]["WorkerPollerDetails"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    deleteWorkerPoller: {
+        parameters: {
+            query: {
+                /** @description The id of the poller to delete. */
+                PollerId: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deleted poller. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerPollerDeleted"];
+                    "text/json": components["schemas"]["WorkerPollerDeleted"];
+                    "text/plain": components["schemas"]["WorkerPollerDeleted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    setWorkerPollerActivatedStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "pollerId": "4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d",
+                 *       "isActivated": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["WorkerAppActivatePollerPutRequest"];
+                "text/json": components["schemas"]["WorkerAppActivatePollerPutRequest"];
+                "application/*+json": components["schemas"]["WorkerAppActivatePollerPutRequest"];
+                "application/json-patch+json": components["schemas"]["WorkerAppActivatePollerPutRequest"];
+            };
+        };
+        responses: {
+            /** @description The poller with its new state. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkerPoller"];
+                    "text/json": components["schemas"]["WorkerPoller"];
+                    "text/plain": components["schemas"]["WorkerPoller"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    pollerRegister: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "enrollmentSecret": "pes_9b1d2c3e4f5a6b7c8d9e0f1a2b3c4d5e",
+                 *       "name": "poller-hq",
+                 *       "hostName": "hq-poller-vm",
+                 *       "version": "1.0.0"
+                 *     }
+                 */
+                "application/json": components["schemas"]["PollerRegisterRequest"];
+                "text/json": components["schemas"]["PollerRegisterRequest"];
+                "application/*+json": components["schemas"]["PollerRegisterRequest"];
+                "application/json-patch+json": components["schemas"]["PollerRegisterRequest"];
+            };
+        };
+        responses: {
+            /** @description The poller's id and credential (shown once). */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "pollerId": "4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d",
+                     *       "name": "poller-hq",
+                     *       "credential": "ppl_4d3c2b1a_Zm9vYmFyYmF6cXV4cXV1eA",
+                     *       "isActivated": false,
+                     *       "heartbeatIntervalSeconds": 60,
+                     *       "serverTime": "2024-12-01T09:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PollerRegistration"];
+                    "text/json": components["schemas"]["PollerRegistration"];
+                    "text/plain": components["schemas"]["PollerRegistration"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    pollerHeartbeat: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "version": "1.0.0",
+                 *       "hostName": "hq-poller-vm",
+                 *       "startedTime": "2025-01-01T08:00:00.000Z",
+                 *       "activeChecks": 4,
+                 *       "assignmentsRevision": 17
+                 *     }
+                 */
+                "application/json": components["schemas"]["PollerHeartbeatRequest"];
+                "text/json": components["schemas"]["PollerHeartbeatRequest"];
+                "application/*+json": components["schemas"]["PollerHeartbeatRequest"];
+                "application/json-patch+json": components["schemas"]["PollerHeartbeatRequest"];
+            };
+        };
+        responses: {
+            /** @description What the poller is to do. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "pollerId": "4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d",
+                     *       "isActivated": false,
+                     *       "instruction": "StopChecking",
+                     *       "heartbeatIntervalSeconds": 60,
+                     *       "assignmentsRevision": 18,
+                     *       "serverTime": "2025-01-01T12:00:30.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PollerInstruction"];
+                    "text/json": components["schemas"]["PollerInstruction"];
+                    "text/plain": components["schemas"]["PollerInstruction"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    pollerGetConnections: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The poller's assignments. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    /** @description Always `no-store`. */
+                    "Cache-Control"?: "no-store";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "pollerId": "4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d",
+                     *       "isActivated": true,
+                     *       "instruction": "Check",
+                     *       "assignmentsRevision": 18,
+                     *       "serverTime": "2025-01-01T12:00:31.000Z",
+                     *       "connections": [
+                     *         {
+                     *           "id": 7,
+                     *           "name": "db-server-01",
+                     *           "address": "10.20.0.15",
+                     *           "protocol": "SSH",
+                     *           "port": 22,
+                     *           "useTls": false,
+                     *           "userName": "svc-prime",
+                     *           "credentialType": "Password",
+                     *           "password": "correct-horse-battery-staple",
+                     *           "privateKey": null,
+                     *           "privateKeyPassphrase": null,
+                     *           "pollingIntervalSeconds": 120,
+                     *           "timeoutSeconds": 15,
+                     *           "lastStartTime": "2025-01-01T12:00:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PollerAssignments"];
+                    "text/json": components["schemas"]["PollerAssignments"];
+                    "text/plain": components["schemas"]["PollerAssignments"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    pollerReportRuns: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "runs": [
+                 *         {
+                 *           "runId": "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a",
+                 *           "connectionId": 7,
+                 *           "statusString": "Unreachable",
+                 *           "startTime": "2025-01-01T12:00:00.000Z",
+                 *           "endTime": "2025-01-01T12:00:15.004Z",
+                 *           "statusDescription": "TCP connect to 10.20.0.15:22 failed.",
+                 *           "statusErrorDescription": "Connection timed out after 15 s."
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["PollerRunReport"];
+                "text/json": components["schemas"]["PollerRunReport"];
+                "application/*+json": components["schemas"]["PollerRunReport"];
+                "application/json-patch+json": components["schemas"]["PollerRunReport"];
+            };
+        };
+        responses: {
+            /** @description What happened to each run. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 1,
+                     *       "failed": 0,
+                     *       "results": [
+                     *         {
+                     *           "id": "0f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ItemResults"];
+                    "text/json": components["schemas"]["ItemResults"];
+                    "text/plain": components["schemas"]["ItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    replayAllAssets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description How many assets were queued. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "assetsQueued": 131,
+                     *       "agents": 120,
+                     *       "peripherals": 514,
+                     *       "agentlessHosts": 11,
+                     *       "destinations": 2,
+                     *       "messagesQueued": 262,
+                     *       "queuedTime": "2025-01-01T12:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AssetProducerResult"];
+                    "text/json": components["schemas"]["AssetProducerResult"];
+                    "text/plain": components["schemas"]["AssetProducerResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    sendMonitorOldLocation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description How many assets were queued. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "assetsQueued": 131,
+                     *       "agents": 120,
+                     *       "peripherals": 514,
+                     *       "agentlessHosts": 11,
+                     *       "destinations": 2,
+                     *       "messagesQueued": 262,
+                     *       "queuedTime": "2025-01-01T12:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AssetProducerResult"];
+                    "text/json": components["schemas"]["AssetProducerResult"];
+                    "text/plain": components["schemas"]["AssetProducerResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getEvents: {
+        parameters: {
+            query?: {
+                /** @description Events created on this UTC day (the time part, if any, is ignored). */
+                Date?: components["parameters"]["EventsDate"];
+                /** @description Events of exactly this severity (name or number). */
+                Severity?: components["parameters"]["EventsSeverity"];
+                /**
+                 * @description Events of this category, or of any of a comma-separated list: `USB`, `Network`, `System`, `Host`, `General`, in any case. Another name answers 400.
+                 * @example USB,Network
+                 */
+                Category?: components["parameters"]["EventsCategory"];
+                /** @description Text the event's source (`eventEntityID`, e.g. `DESKTOP-9LR722S (192.168.100.128)`) contains. */
+                Source?: components["parameters"]["EventsSource"];
+                /** @description Text the event's `description` contains. */
+                Description?: components["parameters"]["EventsDescription"];
+                /** @description Text the event's `details` contains. */
+                Details?: components["parameters"]["EventsDetails"];
+                /** @description Events of this severity or worse: `Warning` (or `4`) gives 0 to 4. */
+                MinimumSeverity?: components["parameters"]["EventsMinimumSeverity"];
+                /** @description Events created at or after this time. */
+                FromDate?: components["parameters"]["EventsFromDate"];
+                /** @description Events created at or before this time (a date without a time means the end of that day). */
+                ToDate?: components["parameters"]["EventsToDate"];
+                /**
+                 * @description Events whose `peripheralIcon` is one of a comma-separated list of icon codes (`devIcon`: 0 none, 1 keyboard, 2 mouse, 3 mass storage, 4 hub, 14 HID, ...; `-1` for events about no peripheral), e.g. `1,2,3`.
+                 * @example 1,2,3
+                 */
+                PeripheralIcon?: components["parameters"]["EventsPeripheralIcon"];
+                /** @description `<field>_<asc|desc>` over `x-sort-fields` (`date` means `creationTime`), e.g. `date_asc`, `severity_desc`. Default `eventID_desc`. */
+                SortBy?: components["parameters"]["EventsSortBy"];
+                /** @description Case-insensitive text that any of the list's searchable fields contains. */
+                GlobalSearch?: components["parameters"]["GlobalSearch"];
+                /** @description Text the event's `assetKey` (the agent's uuid) contains. */
+                AssetKey?: components["parameters"]["EventsAssetKey"];
+                /** @description Text the event's `assetName` (the agent's host name) contains. */
+                AssetName?: components["parameters"]["EventsAssetName"];
+                /** @description Text the event's `peripheralAssetId` (the peripheral's `deviceID`) contains. */
+                PeripheralAssetId?: components["parameters"]["EventsPeripheralAssetId"];
+                /** @description 1-based page number. */
+                PageNumber?: components["parameters"]["PageNumber"];
+                /** @description Records per page, at most 10000. */
+                PageSize?: components["parameters"]["PageSize"];
+                /** @description Events whose `eventID` is this or higher. */
+                FromEventId?: components["parameters"]["EventsFromEventId"];
+                /** @description Events whose `eventID` is this or lower. */
+                ToEventId?: components["parameters"]["EventsToEventId"];
+                /** @description Events created at or after this time (epoch milliseconds). */
+                FromCreationTimeEpoch?: components["parameters"]["EventsFromCreationTimeEpoch"];
+                /** @description Events created at or before this time (epoch milliseconds). */
+                ToCreationTimeEpoch?: components["parameters"]["EventsToCreationTimeEpoch"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of events. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "recordsTotal": 5120,
+                     *       "recordsFiltered": 2,
+                     *       "data": [
+                     *         {
+                     *           "eventID": 5120,
+                     *           "creationTime": "2025-01-01T12:00:05.123Z",
+                     *           "creationTimeEpoch": 1735732805123,
+                     *           "eventCode": "0x110005",
+                     *           "severity": 2,
+                     *           "severityString": "Critical",
+                     *           "category": "USB",
+                     *           "eventEntityID": "DESKTOP-9LR722S (192.168.100.128)",
+                     *           "description": "Known attack tool detected",
+                     *           "details": "Hak5 USB Rubber Ducky (VID 03EB, PID 2401, serial 000000000001) on DESKTOP-9LR722S; agent is Armed, device blocked.",
+                     *           "hashtags": "#attack-tool #armed",
+                     *           "peripheralIcon": "1",
+                     *           "assetKey": "3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b",
+                     *           "assetName": "DESKTOP-9LR722S",
+                     *           "peripheralAssetId": "USB\\VID_03EB&PID_2401\\000000000001"
+                     *         },
+                     *         {
+                     *           "eventID": 5101,
+                     *           "creationTime": "2025-01-01T11:58:00.000Z",
+                     *           "creationTimeEpoch": 1735732680000,
+                     *           "eventCode": "0x110001",
+                     *           "severity": 6,
+                     *           "severityString": "Informational",
+                     *           "category": "USB",
+                     *           "eventEntityID": "DESKTOP-9LR722S (192.168.100.128)",
+                     *           "description": "New USB peripheral detected",
+                     *           "details": "Logitech USB Receiver (VID 046D, PID C077) on DESKTOP-9LR722S.",
+                     *           "hashtags": null,
+                     *           "peripheralIcon": "2",
+                     *           "assetKey": "3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b",
+                     *           "assetName": "DESKTOP-9LR722S",
+                     *           "peripheralAssetId": "USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PrimeEventViewWrapper"];
+                    "text/json": components["schemas"]["PrimeEventViewWrapper"];
+                    "text/plain": components["schemas"]["PrimeEventViewWrapper"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getEventsIntegration: {
+        parameters: {
+            query?: {
+                /** @description Events created on this UTC day (the time part, if any, is ignored). */
+                Date?: components["parameters"]["EventsDate"];
+                /** @description Events of exactly this severity (name or number). */
+                Severity?: components["parameters"]["EventsSeverity"];
+                /**
+                 * @description Events of this category, or of any of a comma-separated list: `USB`, `Network`, `System`, `Host`, `General`, in any case. Another name answers 400.
+                 * @example USB,Network
+                 */
+                Category?: components["parameters"]["EventsCategory"];
+                /** @description Text the event's source (`eventEntityID`, e.g. `DESKTOP-9LR722S (192.168.100.128)`) contains. */
+                Source?: components["parameters"]["EventsSource"];
+                /** @description Text the event's `description` contains. */
+                Description?: components["parameters"]["EventsDescription"];
+                /** @description Text the event's `details` contains. */
+                Details?: components["parameters"]["EventsDetails"];
+                /** @description Events of this severity or worse: `Warning` (or `4`) gives 0 to 4. */
+                MinimumSeverity?: components["parameters"]["EventsMinimumSeverity"];
+                /** @description Events created at or after this time. */
+                FromDate?: components["parameters"]["EventsFromDate"];
+                /** @description Events created at or before this time (a date without a time means the end of that day). */
+                ToDate?: components["parameters"]["EventsToDate"];
+                /**
+                 * @description Events whose `peripheralIcon` is one of a comma-separated list of icon codes (`devIcon`: 0 none, 1 keyboard, 2 mouse, 3 mass storage, 4 hub, 14 HID, ...; `-1` for events about no peripheral), e.g. `1,2,3`.
+                 * @example 1,2,3
+                 */
+                PeripheralIcon?: components["parameters"]["EventsPeripheralIcon"];
+                /** @description `<field>_<asc|desc>` over `x-sort-fields` (`date` means `creationTime`), e.g. `date_asc`, `severity_desc`. Default `eventID_desc`. */
+                SortBy?: components["parameters"]["EventsSortBy"];
+                /** @description Case-insensitive text that any of the list's searchable fields contains. */
+                GlobalSearch?: components["parameters"]["GlobalSearch"];
+                /** @description Text the event's `assetKey` (the agent's uuid) contains. */
+                AssetKey?: components["parameters"]["EventsAssetKey"];
+                /** @description Text the event's `assetName` (the agent's host name) contains. */
+                AssetName?: components["parameters"]["EventsAssetName"];
+                /** @description Text the event's `peripheralAssetId` (the peripheral's `deviceID`) contains. */
+                PeripheralAssetId?: components["parameters"]["EventsPeripheralAssetId"];
+                /** @description 1-based page number. */
+                PageNumber?: components["parameters"]["PageNumber"];
+                /** @description Records per page, at most 10000. */
+                PageSize?: components["parameters"]["PageSize"];
+                /** @description Events whose `eventID` is this or higher. */
+                FromEventId?: components["parameters"]["EventsFromEventId"];
+                /** @description Events whose `eventID` is this or lower. */
+                ToEventId?: components["parameters"]["EventsToEventId"];
+                /** @description Events created at or after this time (epoch milliseconds). */
+                FromCreationTimeEpoch?: components["parameters"]["EventsFromCreationTimeEpoch"];
+                /** @description Events created at or before this time (epoch milliseconds). */
+                ToCreationTimeEpoch?: components["parameters"]["EventsToCreationTimeEpoch"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The oldest matching events at or after `FromEventId`, newest first. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "recordsTotal": 5120,
+                     *       "recordsFiltered": 2,
+                     *       "data": [
+                     *         {
+                     *           "eventID": 5002,
+                     *           "creationTime": "2025-01-01T10:00:01.500Z",
+                     *           "creationTimeEpoch": 1735725601500,
+                     *           "eventCode": "0x110003",
+                     *           "severity": 6,
+                     *           "severityString": "Informational",
+                     *           "category": "USB",
+                     *           "eventEntityID": "DESKTOP-9LR722S (192.168.100.128)",
+                     *           "description": "USB peripheral disconnected",
+                     *           "details": "Logitech USB Receiver (VID 046D, PID C077) removed from DESKTOP-9LR722S.",
+                     *           "hashtags": null,
+                     *           "peripheralIcon": "2",
+                     *           "assetKey": "3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b",
+                     *           "assetName": "DESKTOP-9LR722S",
+                     *           "peripheralAssetId": "USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4"
+                     *         },
+                     *         {
+                     *           "eventID": 5001,
+                     *           "creationTime": "2025-01-01T10:00:00.000Z",
+                     *           "creationTimeEpoch": 1735725600000,
+                     *           "eventCode": "0x210001",
+                     *           "severity": 4,
+                     *           "severityString": "Warning",
+                     *           "category": "Network",
+                     *           "eventEntityID": "DESKTOP-9LR722S (192.168.100.128)",
+                     *           "description": "Port alert",
+                     *           "details": "Switch core-sw-01 (10.0.0.2) port Gi1/0/12 went down.",
+                     *           "hashtags": null,
+                     *           "peripheralIcon": "-1",
+                     *           "assetKey": "3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b",
+                     *           "assetName": "DESKTOP-9LR722S",
+                     *           "peripheralAssetId": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PrimeEventViewWrapperIntegration"];
+                    "text/json": components["schemas"]["PrimeEventViewWrapperIntegration"];
+                    "text/plain": components["schemas"]["PrimeEventViewWrapperIntegration"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getAuditTrails: {
+        parameters: {
+            query?: {
+                /** @description Text the record's `assetReference.key` contains. */
+                "AssetReference.Key"?: components["parameters"]["EventsAuditAssetReferenceKey"];
+                /** @description Text the record's `assetReference.name` contains. */
+                "AssetReference.Name"?: components["parameters"]["EventsAuditAssetReferenceName"];
+                /** @description Text the record's `assetReference.parentID` contains. */
+                "AssetReference.ParentID"?: components["parameters"]["EventsAuditAssetReferenceParentID"];
+                /** @description Text the record's `assetReference.ipAddress` contains. */
+                "AssetReference.IpAddress"?: components["parameters"]["EventsAuditAssetReferenceIpAddress"];
+                /** @description Records whose `assetReference.type` is this. */
+                "AssetReference.Type"?: components["parameters"]["EventsAuditAssetReferenceType"];
+                /** @description Records whose `assetReference.subType` is this. */
+                "AssetReference.SubType"?: components["parameters"]["EventsAuditAssetReferenceSubType"];
+                /** @description Records whose `assetReference.allAssetTypeDetail` is this. */
+                "AssetReference.AllAssetTypeDetail"?: components["parameters"]["EventsAuditAssetReferenceAllAssetTypeDetail"];
+                /** @description Records whose `assetReference.icon` is this (-1 for none). */
+                "AssetReference.Icon"?: components["parameters"]["EventsAuditAssetReferenceIcon"];
+                /** @description Records whose `auditTrailID` is this or higher. */
+                FromAuditTrailId?: components["parameters"]["EventsFromAuditTrailId"];
+                /** @description Records whose `auditTrailID` is this or lower. */
+                ToAuditTrailId?: components["parameters"]["EventsToAuditTrailId"];
+                /** @description 1-based page number. */
+                PageNumber?: components["parameters"]["PageNumber"];
+                /** @description Records per page, at most 10000. */
+                PageSize?: components["parameters"]["PageSize"];
+                /** @description Records created on this UTC day (the time part, if any, is ignored). */
+                Date?: components["parameters"]["EventsAuditDate"];
+                /** @description Records of exactly this severity (name or number). */
+                Severity?: components["parameters"]["EventsAuditSeverity"];
+                /** @description Records of this severity or worse: `Warning` (or `4`) gives 0 to 4. */
+                MinimumSeverity?: components["parameters"]["EventsAuditMinimumSeverity"];
+                /**
+                 * @description Records of this category, or of any of a comma-separated list (names of `AuditCategory`, in any case). Another name answers 400.
+                 * @example Authentication,Users
+                 */
+                Category?: components["parameters"]["EventsAuditCategory"];
+                /** @description Text the record's `user` contains. */
+                User?: components["parameters"]["EventsAuditUser"];
+                /** @description Text the record's `description` contains. */
+                Description?: components["parameters"]["EventsAuditDescription"];
+                /** @description Text the record's `details` contains. */
+                Details?: components["parameters"]["EventsAuditDetails"];
+                /** @description Text that the record's asset key, name or address (`assetReference.key`, `.name` or `.ipAddress`) contains. */
+                Asset?: components["parameters"]["EventsAuditAsset"];
+                /** @description Records created at or after this time. */
+                FromDate?: components["parameters"]["EventsAuditFromDate"];
+                /** @description Records created at or before this time (a date without a time means the end of that day). */
+                ToDate?: components["parameters"]["EventsAuditToDate"];
+                /** @description `<field>_<asc|desc>` over `x-sort-fields` (`date` means `creationTime`). Default `auditTrailID_desc`. */
+                SortBy?: components["parameters"]["EventsAuditSortBy"];
+                /** @description Case-insensitive text that any of the list's searchable fields contains. */
+                GlobalSearch?: components["parameters"]["GlobalSearch"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of audit records. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "recordsTotal": 812,
+                     *       "recordsFiltered": 1,
+                     *       "data": [
+                     *         {
+                     *           "auditTrailID": 812,
+                     *           "creationTime": "2025-01-01T12:01:00.000Z",
+                     *           "creationTimeEpoch": 1735732860000,
+                     *           "severity": 5,
+                     *           "severityString": "Notice",
+                     *           "category": "AlarmDestinations",
+                     *           "user": "alice",
+                     *           "sourceIp": "10.1.2.3",
+                     *           "description": "Alarm destination \"soc-webhook\" updated",
+                     *           "details": "{\"webhook\":{\"url\":\"https://soar.example.com/hooks/prime\",\"secret\":\"***\"}}",
+                     *           "operationId": "addOrUpdateAlarmDest",
+                     *           "outcome": "Succeeded",
+                     *           "assetReference": {
+                     *             "key": "7d0c9a52-3b1e-4f4f-8d7e-0a6b2c9e4f11",
+                     *             "name": "soc-webhook",
+                     *             "parentID": null,
+                     *             "ipAddress": null,
+                     *             "type": "AlarmDestination",
+                     *             "subType": "None",
+                     *             "allAssetTypeDetail": "WebhookDestination",
+                     *             "icon": -1
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AuditTrailViewWrapper"];
+                    "text/json": components["schemas"]["AuditTrailViewWrapper"];
+                    "text/plain": components["schemas"]["AuditTrailViewWrapper"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getAuditsIntegration: {
+        parameters: {
+            query?: {
+                /** @description Records per page, at most 10000. */
+                PageSize?: components["parameters"]["PageSize"];
+                /** @description 1-based page number. */
+                PageNumber?: components["parameters"]["PageNumber"];
+                /** @description Records of this severity or worse: `Warning` (or `4`) gives 0 to 4. */
+                MinimumSeverity?: components["parameters"]["EventsAuditMinimumSeverity"];
+                /** @description Records created at or after this time. */
+                FromDate?: components["parameters"]["EventsAuditFromDate"];
+                /** @description Records whose `auditTrailID` is this or higher. */
+                FromAuditTrailId?: components["parameters"]["EventsFromAuditTrailId"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The oldest matching audit records at or after `FromAuditTrailId`, newest first. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "recordsTotal": 812,
+                     *       "recordsFiltered": 1,
+                     *       "data": [
+                     *         {
+                     *           "auditTrailID": 640,
+                     *           "creationTime": "2025-01-01T09:30:00.000Z",
+                     *           "creationTimeEpoch": 1735723800000,
+                     *           "severity": 4,
+                     *           "severityString": "Warning",
+                     *           "category": "Authentication",
+                     *           "user": "bob",
+                     *           "sourceIp": "10.1.2.9",
+                     *           "description": "Login failed",
+                     *           "details": "{\"reason\":\"invalid password\"}",
+                     *           "operationId": "localLogin",
+                     *           "outcome": "Failed",
+                     *           "assetReference": {
+                     *             "key": "7",
+                     *             "name": "bob",
+                     *             "parentID": null,
+                     *             "ipAddress": "10.1.2.9",
+                     *             "type": "User",
+                     *             "subType": "None",
+                     *             "allAssetTypeDetail": "Account",
+                     *             "icon": -1
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AuditTrailViewWrapperIntegration"];
+                    "text/json": components["schemas"]["AuditTrailViewWrapperIntegration"];
+                    "text/plain": components["schemas"]["AuditTrailViewWrapperIntegration"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    exportGetEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["EventsExportRequest"];
+                "text/json": components["schemas"]["EventsExportRequest"];
+                "application/*+json": components["schemas"]["EventsExportRequest"];
+                "application/json-patch+json": components["schemas"]["EventsExportRequest"];
+            };
+        };
+        responses: {
+            /** @description The CSV file. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    /** @description How many records matched the filters (before the row cap). */
+                    "x-records-filtered"?: number;
+                    /** @description `true` when more records matched than the row cap allows, else `false`. */
+                    "x-export-truncated"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example eventID,creationTime,creationTimeEpoch,eventCode,severity,severityString,category,eventEntityID,description,details,hashtags,peripheralIcon,assetKey,assetName,peripheralAssetId
+                     *     5001,2025-01-01T10:00:00.000Z,1735725600000,0x210001,4,Warning,Network,DESKTOP-9LR722S (192.168.100.128),Port alert,"'=HYPERLINK(""http://x"")",,-1,3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b,DESKTOP-9LR722S,
+                     */
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    exportGetEventsPdf: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["EventsExportRequest"];
+                "text/json": components["schemas"]["EventsExportRequest"];
+                "application/*+json": components["schemas"]["EventsExportRequest"];
+                "application/json-patch+json": components["schemas"]["EventsExportRequest"];
+            };
+        };
+        responses: {
+            /** @description The PDF file. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    /** @description How many records matched the filters (before the row cap). */
+                    "x-records-filtered"?: number;
+                    /** @description `true` when more records matched than the row cap allows, else `false`. */
+                    "x-export-truncated"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    exportGetAudit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["AuditTrailExportRequest"];
+                "text/json": components["schemas"]["AuditTrailExportRequest"];
+                "application/*+json": components["schemas"]["AuditTrailExportRequest"];
+                "application/json-patch+json": components["schemas"]["AuditTrailExportRequest"];
+            };
+        };
+        responses: {
+            /** @description The CSV file. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    /** @description How many records matched the filters (before the row cap). */
+                    "x-records-filtered"?: number;
+                    /** @description `true` when more records matched than the row cap allows, else `false`. */
+                    "x-export-truncated"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    exportGetAuditPdf: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["AuditTrailExportRequest"];
+                "text/json": components["schemas"]["AuditTrailExportRequest"];
+                "application/*+json": components["schemas"]["AuditTrailExportRequest"];
+                "application/json-patch+json": components["schemas"]["AuditTrailExportRequest"];
+            };
+        };
+        responses: {
+            /** @description The PDF file. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    /** @description How many records matched the filters (before the row cap). */
+                    "x-records-filtered"?: number;
+                    /** @description `true` when more records matched than the row cap allows, else `false`. */
+                    "x-export-truncated"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getAlarmDests: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The alarm destinations. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "recordsTotal": 2,
+                     *       "recordsFiltered": 2,
+                     *       "data": [
+                     *         {
+                     *           "id": "7d0c9a52-3b1e-4f4f-8d7e-0a6b2c9e4f11",
+                     *           "name": "soc-webhook",
+                     *           "type": "webhook",
+                     *           "enabled": true,
+                     *           "filters": {
+                     *             "minimumSeverity": "Warning",
+                     *             "categories": [
+                     *               "USB",
+                     *               "Host"
+                     *             ],
+                     *             "auditCategories": [],
+                     *             "feeds": [
+                     *               "events"
+                     *             ]
+                     *           },
+                     *           "syslog": null,
+                     *           "webhook": {
+                     *             "url": "https://soar.example.com/hooks/prime",
+                     *             "hasSecret": true,
+                     *             "headers": {
+                     *               "Authorization": "***"
+                     *             }
+                     *           },
+                     *           "email": null,
+                     *           "createdTime": "2025-01-01T09:00:00.000Z",
+                     *           "createdBy": "alice",
+                     *           "updatedTime": "2025-01-01T12:01:00.000Z",
+                     *           "updatedBy": "alice",
+                     *           "delivery": {
+                     *             "pending": 0,
+                     *             "lastAttemptTime": "2025-01-01T12:00:06.010Z",
+                     *             "lastStatus": "delivered",
+                     *             "lastError": null,
+                     *             "lastDeliveredTime": "2025-01-01T12:00:06.010Z",
+                     *             "failedLast24h": 0
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "0a4f1c2e-5b6d-4e7f-8a9b-1c2d3e4f5a6b",
+                     *           "name": "siem-syslog",
+                     *           "type": "syslog",
+                     *           "enabled": true,
+                     *           "filters": {
+                     *             "minimumSeverity": "Informational",
+                     *             "categories": [],
+                     *             "auditCategories": [],
+                     *             "feeds": [
+                     *               "events",
+                     *               "audit"
+                     *             ]
+                     *           },
+                     *           "syslog": {
+                     *             "host": "siem.example.com",
+                     *             "port": 6514,
+                     *             "transport": "tcp",
+                     *             "format": "cef",
+                     *             "facility": "local0"
+                     *           },
+                     *           "webhook": null,
+                     *           "email": null,
+                     *           "createdTime": "2025-01-01T09:05:00.000Z",
+                     *           "createdBy": "alice",
+                     *           "updatedTime": "2025-01-01T09:05:00.000Z",
+                     *           "updatedBy": "alice",
+                     *           "delivery": {
+                     *             "pending": 3,
+                     *             "lastAttemptTime": "2025-01-01T12:00:06.000Z",
+                     *             "lastStatus": "failed",
+                     *             "lastError": "connect ECONNREFUSED 10.0.0.5:6514",
+                     *             "lastDeliveredTime": "2025-01-01T11:40:00.000Z",
+                     *             "failedLast24h": 0
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AlarmDestinationList"];
+                    "text/json": components["schemas"]["AlarmDestinationList"];
+                    "text/plain": components["schemas"]["AlarmDestinationList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    addOrUpdateAlarmDest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "soc-webhook",
+                 *       "type": "webhook",
+                 *       "enabled": true,
+                 *       "filters": {
+                 *         "minimumSeverity": "Warning",
+                 *         "categories": [
+                 *           "USB",
+                 *           "Host"
+                 *         ],
+                 *         "feeds": [
+                 *           "events"
+                 *         ]
+                 *       },
+                 *       "webhook": {
+                 *         "url": "https://soar.example.com/hooks/prime",
+                 *         "secret": "9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+                 *         "headers": {
+                 *           "Authorization": "Bearer soar-ingest-token"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["AlarmDestinationView"];
+                "text/json": components["schemas"]["AlarmDestinationView"];
+                "application/*+json": components["schemas"]["AlarmDestinationView"];
+                "application/json-patch+json": components["schemas"]["AlarmDestinationView"];
+            };
+        };
+        responses: {
+            /** @description The saved destination, secrets masked. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "7d0c9a52-3b1e-4f4f-8d7e-0a6b2c9e4f11",
+                     *       "name": "soc-webhook",
+                     *       "type": "webhook",
+                     *       "enabled": true,
+                     *       "filters": {
+                     *         "minimumSeverity": "Warning",
+                     *         "categories": [
+                     *           "USB",
+                     *           "Host"
+                     *         ],
+                     *         "auditCategories": [],
+                     *         "feeds": [
+                     *           "events"
+                     *         ]
+                     *       },
+                     *       "syslog": null,
+                     *       "webhook": {
+                     *         "url": "https://soar.example.com/hooks/prime",
+                     *         "hasSecret": true,
+                     *         "headers": {
+                     *           "Authorization": "***"
+                     *         }
+                     *       },
+                     *       "email": null,
+                     *       "createdTime": "2025-01-01T09:00:00.000Z",
+                     *       "createdBy": "alice",
+                     *       "updatedTime": "2025-01-01T12:01:00.000Z",
+                     *       "updatedBy": "alice",
+                     *       "delivery": {
+                     *         "pending": 0,
+                     *         "lastAttemptTime": null,
+                     *         "lastStatus": null,
+                     *         "lastError": null,
+                     *         "lastDeliveredTime": null,
+                     *         "failedLast24h": 0
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AlarmDestination"];
+                    "text/json": components["schemas"]["AlarmDestination"];
+                    "text/plain": components["schemas"]["AlarmDestination"];
+                };
+            };
+            /** @description Invalid settings (`errors` names each field), a refused address, or another type's settings. */
+            400: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:prime:problem:validation",
+                     *       "title": "Invalid request",
+                     *       "status": 400,
+                     *       "detail": "webhook/url: the address 169.254.169.254 is a link-local or cloud metadata address and is never allowed.",
+                     *       "instance": "/prime/webui/Events/AddOrUpdateAlarmDest",
+                     *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body",
+                     *           "name": "webhook/url",
+                     *           "reason": "link-local or cloud metadata address"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    removeAlarmDest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["IdList"];
+                "text/json": components["schemas"]["IdList"];
+                "application/*+json": components["schemas"]["IdList"];
+                "application/json-patch+json": components["schemas"]["IdList"];
+            };
+        };
+        responses: {
+            /** @description What happened to each destination. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 1,
+                     *       "failed": 1,
+                     *       "results": [
+                     *         {
+                     *           "id": "7d0c9a52-3b1e-4f4f-8d7e-0a6b2c9e4f11",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         },
+                     *         {
+                     *           "id": "11111111-2222-3333-4444-555555555555",
+                     *           "status": "failed",
+                     *           "reason": "No alarm destination with this id.",
+                     *           "code": "not-found"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ItemResults"];
+                    "text/json": components["schemas"]["ItemResults"];
+                    "text/plain": components["schemas"]["ItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    testAlarmDests: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlarmDestinationTestRequest"];
+                "text/json": components["schemas"]["AlarmDestinationTestRequest"];
+                "application/*+json": components["schemas"]["AlarmDestinationTestRequest"];
+                "application/json-patch+json": components["schemas"]["AlarmDestinationTestRequest"];
+            };
+        };
+        responses: {
+            /** @description The outcome for each destination. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 1,
+                     *       "failed": 2,
+                     *       "results": [
+                     *         {
+                     *           "id": "7d0c9a52-3b1e-4f4f-8d7e-0a6b2c9e4f11",
+                     *           "name": "soc-webhook",
+                     *           "type": "webhook",
+                     *           "status": "delivered",
+                     *           "error": null,
+                     *           "code": null,
+                     *           "durationMs": 182.4,
+                     *           "testedTime": "2025-01-01T12:05:00.000Z"
+                     *         },
+                     *         {
+                     *           "id": "0a4f1c2e-5b6d-4e7f-8a9b-1c2d3e4f5a6b",
+                     *           "name": "siem-syslog",
+                     *           "type": "syslog",
+                     *           "status": "failed",
+                     *           "error": "connect ECONNREFUSED 10.0.0.5:6514",
+                     *           "code": "delivery-failed",
+                     *           "durationMs": 3.1,
+                     *           "testedTime": "2025-01-01T12:05:00.000Z",
+                     *           "message": "<134>1 2025-01-01T12:05:00.000Z prime-server prime - 0x510001 - CEF:0|Prime|Prime Device Security|1.0.0|0x510001|Alarm destination test message|1|rt=1735733100000 cat=General msg=Test message from Prime to siem-syslog. cs1Label=deliveryId cs1=5c0e8f1a-9b2d-4c3e-8f7a-6b5c4d3e2f1a"
+                     *         },
+                     *         {
+                     *           "id": "11111111-2222-3333-4444-555555555555",
+                     *           "name": null,
+                     *           "type": null,
+                     *           "status": "failed",
+                     *           "error": "No alarm destination with this id.",
+                     *           "code": "not-found",
+                     *           "durationMs": 0,
+                     *           "testedTime": "2025-01-01T12:05:00.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AlarmDestinationTestResults"];
+                    "text/json": components["schemas"]["AlarmDestinationTestResults"];
+                    "text/plain": components["schemas"]["AlarmDestinationTestResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getAllReports: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The report definitions. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "id": "5b0c2a4e-8f1d-4c3b-9a7e-2d6f1e0b9c41",
+                     *         "name": "Weekly unapproved peripherals",
+                     *         "description": "Peripherals not approved yet, for the Monday review.",
+                     *         "type": "peripheralsInventory",
+                     *         "format": "PDF",
+                     *         "filters": {
+                     *           "approved": false,
+                     *           "present": true
+                     *         },
+                     *         "schedule": {
+                     *           "frequency": "weekly",
+                     *           "timeOfDay": "07:30",
+                     *           "date": null,
+                     *           "dayOfWeek": "Monday",
+                     *           "dayOfMonth": null,
+                     *           "timeZone": "Europe/Paris"
+                     *         },
+                     *         "recipients": [
+                     *           "secops@example.com"
+                     *         ],
+                     *         "sender": null,
+                     *         "isActive": true,
+                     *         "owner": "alice",
+                     *         "createdTime": "2025-01-06T09:12:44.120Z",
+                     *         "creationTimeEpoch": 1736154764120,
+                     *         "updatedTime": "2025-01-06T09:12:44.120Z",
+                     *         "lastRun": {
+                     *           "runId": "9d3e4b7a-1c2f-4e5d-8a6b-7c8d9e0f1a2b",
+                     *           "time": "2025-01-13T06:30:04.310Z",
+                     *           "status": "succeeded",
+                     *           "reason": null,
+                     *           "fileId": "9d3e4b7a-1c2f-4e5d-8a6b-7c8d9e0f1a2b",
+                     *           "sizeBytes": 48213
+                     *         },
+                     *         "nextRunTime": "2025-01-20T06:30:00.000Z",
+                     *         "retention": {
+                     *           "maxFiles": 30,
+                     *           "maxTotalBytes": 536870912
+                     *         }
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["ReportList"];
+                    "text/json": components["schemas"]["ReportList"];
+                    "text/plain": components["schemas"]["ReportList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getReport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The report's id (a uuid). */
+                reportId: components["parameters"]["ReportId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The report and its runs. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "5b0c2a4e-8f1d-4c3b-9a7e-2d6f1e0b9c41",
+                     *       "name": "Weekly unapproved peripherals",
+                     *       "description": "Peripherals not approved yet, for the Monday review.",
+                     *       "type": "peripheralsInventory",
+                     *       "format": "PDF",
+                     *       "filters": {
+                     *         "approved": false,
+                     *         "present": true
+                     *       },
+                     *       "schedule": {
+                     *         "frequency": "weekly",
+                     *         "timeOfDay": "07:30",
+                     *         "date": null,
+                     *         "dayOfWeek": "Monday",
+                     *         "dayOfMonth": null,
+                     *         "timeZone": "Europe/Paris"
+                     *       },
+                     *       "recipients": [
+                     *         "secops@example.com"
+                     *       ],
+                     *       "sender": null,
+                     *       "isActive": true,
+                     *       "owner": "alice",
+                     *       "createdTime": "2025-01-06T09:12:44.120Z",
+                     *       "creationTimeEpoch": 1736154764120,
+                     *       "updatedTime": "2025-01-06T09:12:44.120Z",
+                     *       "lastRun": {
+                     *         "runId": "9d3e4b7a-1c2f-4e5d-8a6b-7c8d9e0f1a2b",
+                     *         "time": "2025-01-13T06:30:04.310Z",
+                     *         "status": "succeeded",
+                     *         "reason": null,
+                     *         "fileId": "9d3e4b7a-1c2f-4e5d-8a6b-7c8d9e0f1a2b",
+                     *         "sizeBytes": 48213
+                     *       },
+                     *       "nextRunTime": "2025-01-20T06:30:00.000Z",
+                     *       "retention": {
+                     *         "maxFiles": 30,
+                     *         "maxTotalBytes": 536870912
+                     *       },
+                     *       "runs": [
+                     *         {
+                     *           "runId": "9d3e4b7a-1c2f-4e5d-8a6b-7c8d9e0f1a2b",
+                     *           "reportId": "5b0c2a4e-8f1d-4c3b-9a7e-2d6f1e0b9c41",
+                     *           "trigger": "schedule",
+                     *           "requestedBy": null,
+                     *           "dueTime": "2025-01-13T06:30:00.000Z",
+                     *           "queuedTime": "2025-01-13T06:30:00.002Z",
+                     *           "creationTimeEpoch": 1736749800002,
+                     *           "startedTime": "2025-01-13T06:30:00.015Z",
+                     *           "finishedTime": "2025-01-13T06:30:04.310Z",
+                     *           "status": "succeeded",
+                     *           "reason": null,
+                     *           "fileId": "9d3e4b7a-1c2f-4e5d-8a6b-7c8d9e0f1a2b",
+                     *           "fileName": "Weekly_unapproved_peripherals_2025-01-13T063000Z.pdf",
+                     *           "mediaType": "application/pdf",
+                     *           "sizeBytes": 48213,
+                     *           "rowCount": 212,
+                     *           "truncated": false,
+                     *           "fileDeletedTime": null,
+                     *           "emailStatus": "sent",
+                     *           "emailDetail": "250 2.0.0 Ok: queued as 4Xk2Lq0Zz1"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ReportViewResource"];
+                    "text/json": components["schemas"]["ReportViewResource"];
+                    "text/plain": components["schemas"]["ReportViewResource"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getReportsArguments: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The types, filters, formats, frequencies, time zones, limits and defaults. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "types": [
+                     *         {
+                     *           "type": "agentsInventory",
+                     *           "title": "Agents inventory",
+                     *           "description": "Every agent matching the filters, with its state, license and peripheral counters.",
+                     *           "filters": [
+                     *             {
+                     *               "name": "hostIdentifier",
+                     *               "title": "Host name contains",
+                     *               "valueType": "text",
+                     *               "allowedValues": null,
+                     *               "minimum": null,
+                     *               "maximum": null,
+                     *               "maxLength": 256,
+                     *               "maxItems": null
+                     *             },
+                     *             {
+                     *               "name": "operationalStatus",
+                     *               "title": "Mode",
+                     *               "valueType": "choice",
+                     *               "allowedValues": [
+                     *                 "Armed",
+                     *                 "Free"
+                     *               ],
+                     *               "minimum": null,
+                     *               "maximum": null,
+                     *               "maxLength": null,
+                     *               "maxItems": null
+                     *             },
+                     *             {
+                     *               "name": "hasKnownAttackTools",
+                     *               "title": "Has known attack tools",
+                     *               "valueType": "boolean",
+                     *               "allowedValues": null,
+                     *               "minimum": null,
+                     *               "maximum": null,
+                     *               "maxLength": null,
+                     *               "maxItems": null
+                     *             }
+                     *           ]
+                     *         },
+                     *         {
+                     *           "type": "eventsDigest",
+                     *           "title": "Events digest",
+                     *           "description": "Events of the period at or above a severity, grouped by category and source.",
+                     *           "filters": [
+                     *             {
+                     *               "name": "period",
+                     *               "title": "Period",
+                     *               "valueType": "choice",
+                     *               "allowedValues": [
+                     *                 "last24Hours",
+                     *                 "last7Days",
+                     *                 "last30Days",
+                     *                 "last90Days"
+                     *               ],
+                     *               "minimum": null,
+                     *               "maximum": null,
+                     *               "maxLength": null,
+                     *               "maxItems": null
+                     *             },
+                     *             {
+                     *               "name": "minimumSeverity",
+                     *               "title": "Minimum severity",
+                     *               "valueType": "choice",
+                     *               "allowedValues": [
+                     *                 "Emergency",
+                     *                 "Alert",
+                     *                 "Critical",
+                     *                 "Error",
+                     *                 "Warning",
+                     *                 "Notice",
+                     *                 "Informational",
+                     *                 "Debug"
+                     *               ],
+                     *               "minimum": null,
+                     *               "maximum": null,
+                     *               "maxLength": null,
+                     *               "maxItems": null
+                     *             },
+                     *             {
+                     *               "name": "categories",
+                     *               "title": "Categories",
+                     *               "valueType": "multiChoice",
+                     *               "allowedValues": [
+                     *                 "USB",
+                     *                 "Network",
+                     *                 "System",
+                     *                 "Host",
+                     *                 "General"
+                     *               ],
+                     *               "minimum": null,
+                     *               "maximum": null,
+                     *               "maxLength": null,
+                     *               "maxItems": 5
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "formats": [
+                     *         {
+                     *           "format": "PDF",
+                     *           "mediaType": "application/pdf",
+                     *           "fileExtension": "pdf"
+                     *         },
+                     *         {
+                     *           "format": "CSV",
+                     *           "mediaType": "text/csv",
+                     *           "fileExtension": "csv"
+                     *         }
+                     *       ],
+                     *       "frequencies": [
+                     *         {
+                     *           "frequency": "once",
+                     *           "title": "Once",
+                     *           "fields": [
+                     *             "date",
+                     *             "timeOfDay",
+                     *             "timeZone"
+                     *           ]
+                     *         },
+                     *         {
+                     *           "frequency": "daily",
+                     *           "title": "Every day",
+                     *           "fields": [
+                     *             "timeOfDay",
+                     *             "timeZone"
+                     *           ]
+                     *         },
+                     *         {
+                     *           "frequency": "weekly",
+                     *           "title": "Every week",
+                     *           "fields": [
+                     *             "dayOfWeek",
+                     *             "timeOfDay",
+                     *             "timeZone"
+                     *           ]
+                     *         },
+                     *         {
+                     *           "frequency": "monthly",
+                     *           "title": "Every month",
+                     *           "fields": [
+                     *             "dayOfMonth",
+                     *             "timeOfDay",
+                     *             "timeZone"
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "daysOfWeek": [
+                     *         "Monday",
+                     *         "Tuesday",
+                     *         "Wednesday",
+                     *         "Thursday",
+                     *         "Friday",
+                     *         "Saturday",
+                     *         "Sunday"
+                     *       ],
+                     *       "timeZones": [
+                     *         "UTC",
+                     *         "Europe/London",
+                     *         "Europe/Paris",
+                     *         "America/New_York",
+                     *         "Asia/Jerusalem"
+                     *       ],
+                     *       "limits": {
+                     *         "maxReports": 1000,
+                     *         "maxRecipients": 50,
+                     *         "maxRetentionFiles": 1000,
+                     *         "minRetentionBytes": 1048576,
+                     *         "maxRetentionBytes": 10737418240,
+                     *         "maxDownloadItems": 100,
+                     *         "maxRunsListed": 100,
+                     *         "pdfMaxRows": 5000,
+                     *         "csvMaxRows": 1000000
+                     *       },
+                     *       "defaults": {
+                     *         "timeZone": "UTC",
+                     *         "sender": "prime-reports@example.com",
+                     *         "retention": {
+                     *           "maxFiles": 30,
+                     *           "maxTotalBytes": 536870912
+                     *         }
+                     *       },
+                     *       "smtpConfigured": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ReportsArgumentsResource"];
+                    "text/json": components["schemas"]["ReportsArgumentsResource"];
+                    "text/plain": components["schemas"]["ReportsArgumentsResource"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    sendTestReport: {
+        parameters: {
+            query: {
+                /** @description The From address; absent or empty means the server's default sender. */
+                Sender?: string;
+                /** @description The one address to send the test message to. */
+                Recipient: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What the SMTP server answered. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SendTestReportResult"];
+                    "text/json": components["schemas"]["SendTestReportResult"];
+                    "text/plain": components["schemas"]["SendTestReportResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    activateReports: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportIdList"];
+                "text/json": components["schemas"]["ReportIdList"];
+                "application/*+json": components["schemas"]["ReportIdList"];
+                "application/json-patch+json": components["schemas"]["ReportIdList"];
+            };
+        };
+        responses: {
+            /** @description What happened to each report. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 1,
+                     *       "failed": 1,
+                     *       "results": [
+                     *         {
+                     *           "id": "5b0c2a4e-8f1d-4c3b-9a7e-2d6f1e0b9c41",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         },
+                     *         {
+                     *           "id": "0e8f7d6c-5b4a-4392-8170-6f5e4d3c2b1a",
+                     *           "status": "failed",
+                     *           "reason": "No report with this id.",
+                     *           "code": "not-found"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ItemResults"];
+                    "text/json": components["schemas"]["ItemResults"];
+                    "text/plain": components["schemas"]["ItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    deactivateReports: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportIdList"];
+                "text/json": components["schemas"]["ReportIdList"];
+                "application/*+json": components["schemas"]["ReportIdList"];
+                "application/json-patch+json": components["schemas"]["ReportIdList"];
+            };
+        };
+        responses: {
+            /** @description What happened to each report. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 2,
+                     *       "failed": 0,
+                     *       "results": [
+                     *         {
+                     *           "id": "5b0c2a4e-8f1d-4c3b-9a7e-2d6f1e0b9c41",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         },
+                     *         {
+                     *           "id": "7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ItemResults"];
+                    "text/json": components["schemas"]["ItemResults"];
+                    "text/plain": components["schemas"]["ItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    deleteReports: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportIdList"];
+                "text/json": components["schemas"]["ReportIdList"];
+                "application/*+json": components["schemas"]["ReportIdList"];
+                "application/json-patch+json": components["schemas"]["ReportIdList"];
+            };
+        };
+        responses: {
+            /** @description What happened to each report. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 2,
+                     *       "failed": 0,
+                     *       "results": [
+                     *         {
+                     *           "id": "5b0c2a4e-8f1d-4c3b-9a7e-2d6f1e0b9c41",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         },
+                     *         {
+                     *           "id": "7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ItemResults"];
+                    "text/json": components["schemas"]["ItemResults"];
+                    "text/plain": components["schemas"]["ItemResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    requestReportRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportIdList"];
+                "text/json": components["schemas"]["ReportIdList"];
+                "application/*+json": components["schemas"]["ReportIdList"];
+                "application/json-patch+json": components["schemas"]["ReportIdList"];
+            };
+        };
+        responses: {
+            /** @description The queued runs, and what failed. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "succeeded": 1,
+                     *       "failed": 1,
+                     *       "runIds": [
+                     *         "2f4e6a8c-0b1d-4e3f-8a5b-7c9d1e2f3a4b"
+                     *       ],
+                     *       "results": [
+                     *         {
+                     *           "id": "5b0c2a4e-8f1d-4c3b-9a7e-2d6f1e0b9c41",
+                     *           "status": "done",
+                     *           "reason": null,
+                     *           "code": null,
+                     *           "runId": "2f4e6a8c-0b1d-4e3f-8a5b-7c9d1e2f3a4b"
+                     *         },
+                     *         {
+                     *           "id": "7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
+                     *           "status": "failed",
+                     *           "reason": "Run 1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f is already running.",
+                     *           "code": "conflict",
+                     *           "runId": null
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ReportRunResults"];
+                    "text/json": components["schemas"]["ReportRunResults"];
+                    "text/plain": components["schemas"]["ReportRunResults"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    createReport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Daily attack tools",
+                 *       "type": "agentsInventory",
+                 *       "format": "CSV",
+                 *       "filters": {
+                 *         "hasKnownAttackTools": true
+                 *       },
+                 *       "schedule": {
+                 *         "frequency": "daily",
+                 *         "timeOfDay": "06:00",
+                 *         "timeZone": "America/New_York"
+                 *       },
+                 *       "recipients": [
+                 *         "secops@example.com",
+                 *         "soc-lead@example.com"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReportCreateRequest"];
+                "text/json": components["schemas"]["ReportCreateRequest"];
+                "application/*+json": components["schemas"]["ReportCreateRequest"];
+                "application/json-patch+json": components["schemas"]["ReportCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The new report definition. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "0c2d4e6f-8a1b-4c3d-9e5f-7a9b1c3d5e7f",
+                     *       "name": "Daily attack tools",
+                     *       "description": null,
+                     *       "type": "agentsInventory",
+                     *       "format": "CSV",
+                     *       "filters": {
+                     *         "hasKnownAttackTools": true
+                     *       },
+                     *       "schedule": {
+                     *         "frequency": "daily",
+                     *         "timeOfDay": "06:00",
+                     *         "date": null,
+                     *         "dayOfWeek": null,
+                     *         "dayOfMonth": null,
+                     *         "timeZone": "America/New_York"
+                     *       },
+                     *       "recipients": [
+                     *         "secops@example.com",
+                     *         "soc-lead@example.com"
+                     *       ],
+                     *       "sender": null,
+                     *       "isActive": true,
+                     *       "owner": "alice",
+                     *       "createdTime": "2025-01-13T10:04:51.337Z",
+                     *       "creationTimeEpoch": 1736762691337,
+                     *       "updatedTime": "2025-01-13T10:04:51.337Z",
+                     *       "lastRun": null,
+                     *       "nextRunTime": "2025-01-14T11:00:00.000Z",
+                     *       "retention": {
+                     *         "maxFiles": 30,
+                     *         "maxTotalBytes": 536870912
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ReportViewResource"];
+                    "text/json": components["schemas"]["ReportViewResource"];
+                    "text/plain": components["schemas"]["ReportViewResource"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    updateReport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": "5b0c2a4e-8f1d-4c3b-9a7e-2d6f1e0b9c41",
+                 *       "schedule": {
+                 *         "frequency": "monthly",
+                 *         "timeOfDay": "08:00",
+                 *         "dayOfMonth": 31,
+                 *         "timeZone": "Europe/Paris"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReportUpdateRequest"];
+                "text/json": components["schemas"]["ReportUpdateRequest"];
+                "application/*+json": components["schemas"]["ReportUpdateRequest"];
+                "application/json-patch+json": components["schemas"]["ReportUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The changed report definition. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "id": "5b0c2a4e-8f1d-4c3b-9a7e-2d6f1e0b9c41",
+                     *       "name": "Weekly unapproved peripherals",
+                     *       "description": "Peripherals not approved yet, for the Monday review.",
+                     *       "type": "peripheralsInventory",
+                     *       "format": "PDF",
+                     *       "filters": {
+                     *         "approved": false,
+                     *         "present": true
+                     *       },
+                     *       "schedule": {
+                     *         "frequency": "monthly",
+                     *         "timeOfDay": "08:00",
+                     *         "date": null,
+                     *         "dayOfWeek": null,
+                     *         "dayOfMonth": 31,
+                     *         "timeZone": "Europe/Paris"
+                     *       },
+                     *       "recipients": [
+                     *         "secops@example.com"
+                     *       ],
+                     *       "sender": null,
+                     *       "isActive": true,
+                     *       "owner": "alice",
+                     *       "createdTime": "2025-01-06T09:12:44.120Z",
+                     *       "creationTimeEpoch": 1736154764120,
+                     *       "updatedTime": "2025-01-13T10:10:02.918Z",
+                     *       "lastRun": {
+                     *         "runId": "9d3e4b7a-1c2f-4e5d-8a6b-7c8d9e0f1a2b",
+                     *         "time": "2025-01-13T06:30:04.310Z",
+                     *         "status": "succeeded",
+                     *         "reason": null,
+                     *         "fileId": "9d3e4b7a-1c2f-4e5d-8a6b-7c8d9e0f1a2b",
+                     *         "sizeBytes": 48213
+                     *       },
+                     *       "nextRunTime": "2025-01-31T07:00:00.000Z",
+                     *       "retention": {
+                     *         "maxFiles": 30,
+                     *         "maxTotalBytes": 536870912
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ReportViewResource"];
+                    "text/json": components["schemas"]["ReportViewResource"];
+                    "text/plain": components["schemas"]["ReportViewResource"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getReportFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "reportId": "5b0c2a4e-8f1d-4c3b-9a7e-2d6f1e0b9c41",
+                 *       "fileId": "9d3e4b7a-1c2f-4e5d-8a6b-7c8d9e0f1a2b"
+                 *     }
+                 */
+                "application/json": components["schemas"]["ReportDownloadViewResource"];
+                "text/json": components["schemas"]["ReportDownloadViewResource"];
+                "application/*+json": components["schemas"]["ReportDownloadViewResource"];
+                "application/json-patch+json": components["schemas"]["ReportDownloadViewResource"];
+            };
+        };
+        responses: {
+            /** @description The file. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    /**
+                     * @example hostIdentifier,localIpAddress,operationalStatus,hasKnownAttackTools
+                     *     DESKTOP-9LR722S,192.168.100.128,Armed,true
+                     */
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getReportFileList: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example [
+                 *       {
+                 *         "reportId": "5b0c2a4e-8f1d-4c3b-9a7e-2d6f1e0b9c41",
+                 *         "fileId": "9d3e4b7a-1c2f-4e5d-8a6b-7c8d9e0f1a2b"
+                 *       },
+                 *       {
+                 *         "reportId": "7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+                 *       }
+                 *     ]
+                 */
+                "application/json": components["schemas"]["ReportDownloadList"];
+                "text/json": components["schemas"]["ReportDownloadList"];
+                "application/*+json": components["schemas"]["ReportDownloadList"];
+                "application/json-patch+json": components["schemas"]["ReportDownloadList"];
+            };
+        };
+        responses: {
+            /** @description The ZIP archive. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    "Content-Disposition": components["headers"]["ContentDisposition"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/zip": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getNotificationGroups: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The groups with their notifications. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "name": "DiskSpace",
+                     *         "title": "Disk space",
+                     *         "description": "Free space in the data directory.",
+                     *         "state": "Warning",
+                     *         "muted": false,
+                     *         "mutedBy": null,
+                     *         "mutedTime": null,
+                     *         "counts": {
+                     *           "total": 1,
+                     *           "open": 1,
+                     *           "unread": 1,
+                     *           "pinned": 0
+                     *         },
+                     *         "notifications": [
+                     *           {
+                     *             "id": 412,
+                     *             "group": "DiskSpace",
+                     *             "severity": 4,
+                     *             "severityString": "Warning",
+                     *             "title": "Disk space is low",
+                     *             "description": "812 MiB (7 %) free in /var/lib/prime; warning under 1 GiB or 10 %.",
+                     *             "state": "Open",
+                     *             "firstSeen": "2025-01-13T05:02:00.000Z",
+                     *             "creationTimeEpoch": 1736744520000,
+                     *             "lastSeen": "2025-01-13T09:41:00.000Z",
+                     *             "resolvedTime": null,
+                     *             "occurrences": 280,
+                     *             "isRead": false,
+                     *             "isPinned": false,
+                     *             "pinnedBy": null,
+                     *             "pinnedTime": null,
+                     *             "isDismissed": false,
+                     *             "dismissedBy": null,
+                     *             "dismissedTime": null
+                     *           }
+                     *         ]
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["NotificationGroupList"];
+                    "text/json": components["schemas"]["NotificationGroupList"];
+                    "text/plain": components["schemas"]["NotificationGroupList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getNotificationCounts: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The counts. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "riskUnread": 3,
+                     *       "riskPinned": 1,
+                     *       "riskTotal": 17,
+                     *       "healthUnread": 1,
+                     *       "healthPinned": 0,
+                     *       "healthTotal": 2,
+                     *       "unread": 4,
+                     *       "pinned": 1
+                     *     }
+                     */
+                    "application/json": components["schemas"]["NotificationsViewResource"];
+                    "text/json": components["schemas"]["NotificationsViewResource"];
+                    "text/plain": components["schemas"]["NotificationsViewResource"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getRiskNotifications: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The filters, each sent as its own query parameter (`?kind=KnownAttackTool&isRead=False&pageSize=50`);
+                 *     every value is a string. Unknown parameters and bad values answer 400 naming them.
+                 */
+                riskNotificationViewQuery?: components["parameters"]["RiskNotificationViewQuery"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of risk notifications. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    /** @description How many risk notifications match the filters (all pages). */
+                    "X-Total-Count"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "id": 57,
+                     *         "kind": "KnownAttackTool",
+                     *         "severity": 2,
+                     *         "severityString": "Critical",
+                     *         "title": "Known attack tool connected to DESKTOP-9LR722S",
+                     *         "description": "USB Rubber Ducky (VID 03EB, PID 2401) was plugged into DESKTOP-9LR722S (192.168.100.128).",
+                     *         "agentUuid": "3f2b9c1e-6a7d-4e8f-9b0a-1c2d3e4f5a6b",
+                     *         "hostIdentifier": "DESKTOP-9LR722S",
+                     *         "hostIp": "192.168.100.128",
+                     *         "vid": "03EB",
+                     *         "pid": "2401",
+                     *         "deviceName": "USB Rubber Ducky",
+                     *         "vendorName": "Hak5",
+                     *         "serialNumber": null,
+                     *         "deviceID": "USB\\VID_03EB&PID_2401\\6&1A2B3C4D&0&2",
+                     *         "occurrences": 2,
+                     *         "firstSeen": "2025-01-13T08:14:09.512Z",
+                     *         "creationTimeEpoch": 1736756049512,
+                     *         "lastSeen": "2025-01-13T09:02:41.007Z",
+                     *         "isRead": false,
+                     *         "isPinned": true,
+                     *         "pinnedBy": "alice",
+                     *         "pinnedTime": "2025-01-13T08:20:00.000Z",
+                     *         "isDismissed": false,
+                     *         "dismissedBy": null,
+                     *         "dismissedTime": null,
+                     *         "relatedEventIds": [
+                     *           18342,
+                     *           18377
+                     *         ]
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["RiskNotificationList"];
+                    "text/json": components["schemas"]["RiskNotificationList"];
+                    "text/plain": components["schemas"]["RiskNotificationList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    getOperationalStatus: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The operational status. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "Warning",
+                     *       "checkedTime": "2025-01-13T09:41:00.000Z",
+                     *       "subsystems": [
+                     *         {
+                     *           "name": "Database",
+                     *           "state": "Healthy",
+                     *           "detail": "Read and write checks passed; integrity ok.",
+                     *           "since": "2025-01-10T07:00:00.000Z",
+                     *           "checkedTime": "2025-01-13T09:41:00.000Z"
+                     *         },
+                     *         {
+                     *           "name": "DiskSpace",
+                     *           "state": "Warning",
+                     *           "detail": "812 MiB (7 %) free in /var/lib/prime.",
+                     *           "since": "2025-01-13T05:02:00.000Z",
+                     *           "checkedTime": "2025-01-13T09:41:00.000Z"
+                     *         }
+                     *       ],
+                     *       "openNotifications": []
+                     *     }
+                     */
+                    "application/json": components["schemas"]["OperationalStatusViewResource"];
+                    "text/json": components["schemas"]["OperationalStatusViewResource"];
+                    "text/plain": components["schemas"]["OperationalStatusViewResource"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    dismissRiskNotification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": 57
+                 *     }
+                 */
+                "application/json": components["schemas"]["RiskNotifications"];
+                "text/json": components["schemas"]["RiskNotifications"];
+                "application/*+json": components["schemas"]["RiskNotifications"];
+                "application/json-patch+json": components["schemas"]["RiskNotifications"];
+            };
+        };
+        responses: {
+            /** @description `true` when dismissed by this call, `false` when it already was. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example true */
+                    "application/json": boolean;
+                    "text/json": boolean;
+                    "text/plain": boolean;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    dismissHealthNotification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example 412 */
+                "application/json": components["schemas"]["HealthNotificationId"];
+                "text/json": components["schemas"]["HealthNotificationId"];
+                "application/*+json": components["schemas"]["HealthNotificationId"];
+                "application/json-patch+json": components["schemas"]["HealthNotificationId"];
+            };
+        };
+        responses: {
+            /** @description `true` when dismissed by this call, `false` when it already was. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example true */
+                    "application/json": boolean;
+                    "text/json": boolean;
+                    "text/plain": boolean;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    pinRiskNotification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "id": 57,
+                 *       "pinned": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["NotificationActionViewResource"];
+                "text/json": components["schemas"]["NotificationActionViewResource"];
+                "application/*+json": components["schemas"]["NotificationActionViewResource"];
+                "application/json-patch+json": components["schemas"]["NotificationActionViewResource"];
+            };
+        };
+        responses: {
+            /** @description Whether the notification is pinned now. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example true */
+                    "application/json": boolean;
+                    "text/json": boolean;
+                    "text/plain": boolean;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    pinHealthNotification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /** @example 412 */
+                "application/json": components["schemas"]["HealthNotificationId"];
+                "text/json": components["schemas"]["HealthNotificationId"];
+                "application/*+json": components["schemas"]["HealthNotificationId"];
+                "application/json-patch+json": components["schemas"]["HealthNotificationId"];
+            };
+        };
+        responses: {
+            /** @description Whether the notification is pinned now. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example true */
+                    "application/json": boolean;
+                    "text/json": boolean;
+                    "text/plain": boolean;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    readAllRiskNotifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `true` when something was marked read. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example true */
+                    "application/json": boolean;
+                    "text/json": boolean;
+                    "text/plain": boolean;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    readAllHealthNotifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `true` when something was marked read. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example true */
+                    "application/json": boolean;
+                    "text/json": boolean;
+                    "text/plain": boolean;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    updateNotificationGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "DiskSpace",
+                 *       "muted": true
+                 *     }
+                 */
+                "application/json": components["schemas"]["NotificationGroupUpdateRequest"];
+                "text/json": components["schemas"]["NotificationGroupUpdateRequest"];
+                "application/*+json": components["schemas"]["NotificationGroupUpdateRequest"];
+                "application/json-patch+json": components["schemas"]["NotificationGroupUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description Every group after the change. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example [
+                     *       {
+                     *         "name": "Database",
+                     *         "title": "Database",
+                     *         "description": "The database answers reads and writes and passes its integrity check.",
+                     *         "state": "Healthy",
+                     *         "muted": false,
+                     *         "mutedBy": null,
+                     *         "mutedTime": null,
+                     *         "counts": {
+                     *           "total": 0,
+                     *           "open": 0,
+                     *           "unread": 0,
+                     *           "pinned": 0
+                     *         },
+                     *         "notifications": []
+                     *       },
+                     *       {
+                     *         "name": "DiskSpace",
+                     *         "title": "Disk space",
+                     *         "description": "Free space in the data directory.",
+                     *         "state": "Warning",
+                     *         "muted": true,
+                     *         "mutedBy": "alice",
+                     *         "mutedTime": "2025-01-13T10:12:40.006Z",
+                     *         "counts": {
+                     *           "total": 1,
+                     *           "open": 1,
+                     *           "unread": 0,
+                     *           "pinned": 0
+                     *         },
+                     *         "notifications": [
+                     *           {
+                     *             "id": 412,
+                     *             "group": "DiskSpace",
+                     *             "severity": 4,
+                     *             "severityString": "Warning",
+                     *             "title": "Disk space is low",
+                     *             "description": "812 MiB (7 %) free in /var/lib/prime.",
+                     *             "state": "Open",
+                     *             "firstSeen": "2025-01-13T05:02:00.000Z",
+                     *             "creationTimeEpoch": 1736744520000,
+                     *             "lastSeen": "2025-01-13T10:11:00.000Z",
+                     *             "resolvedTime": null,
+                     *             "occurrences": 310,
+                     *             "isRead": false,
+                     *             "isPinned": false,
+                     *             "pinnedBy": null,
+                     *             "pinnedTime": null,
+                     *             "isDismissed": false,
+                     *             "dismissedBy": null,
+                     *             "dismissedTime": null
+                     *           }
+                     *         ]
+                     *       }
+                     *     ]
+                     */
+                    "application/json": components["schemas"]["NotificationGroupList"];
+                    "text/json": components["schemas"]["NotificationGroupList"];
+                    "text/plain": components["schemas"]["NotificationGroupList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
+    streamNotifications: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The `id` of the last event received, to resume after it. */
+                "Last-Event-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream; it stays open until the client or the server closes it. */
+            200: {
+                headers: {
+                    "x-ratelimit-limit": components["headers"]["RateLimitLimit"];
+                    "x-ratelimit-remaining": components["headers"]["RateLimitRemaining"];
+                    "x-ratelimit-reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example retry: 5000
+                     *
+                     *     event: counts
+                     *     data: {"riskUnread":3,"riskPinned":1,"riskTotal":17,"healthUnread":1,"healthPinned":0,"healthTotal":2,"unread":4,"pinned":1}
+                     *
+                     *     id: 1842
+                     *     event: riskNotification
+                     *     data: {"id":58,"kind":"VulnerablePeripheral","severity":3,"severityString":"Error","title":"Vulnerable peripheral on LAPTOP-7QX2","hostIdentifier":"LAPTOP-7QX2","occurrences":1,"isRead":false,"isPinned":false,"isDismissed":false}
+                     *
+                     *     : heartbeat
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+            501: components["responses"]["NotImplemented"];
+        };
+    };
     localLogin: {
         parameters: {
             query?: never;
@@ -1079,6 +12962,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     signIn: {
@@ -1164,6 +13048,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     refreshToken: {
@@ -1202,6 +13087,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     logout: {
@@ -1232,6 +13118,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     listIntegrationTokens: {
@@ -1261,6 +13148,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     createIntegrationToken: {
@@ -1314,6 +13202,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     revokeIntegrationToken: {
@@ -1349,6 +13238,7 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     getAllUsers: {
@@ -1378,6 +13268,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     getSubsystemHealth: {
@@ -1407,6 +13298,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     getSystemStatus: {
@@ -1436,6 +13328,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     getUserDetails: {
@@ -1466,6 +13359,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     getProfile: {
@@ -1495,6 +13389,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     getPrimeVersion: {
@@ -1532,6 +13427,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     addUser: {
@@ -1572,6 +13468,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     deleteUsers: {
@@ -1631,6 +13528,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     updateUser: {
@@ -1672,6 +13570,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
     updateUserDetails: {
@@ -1713,6 +13612,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
         };
     };
 }

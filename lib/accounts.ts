@@ -74,13 +74,13 @@ export async function login(req: FastifyRequest, userName: string, password: str
   const now = Date.now()
   if (user && user.locked_until_ms > now) {
     const seconds = Math.ceil((user.locked_until_ms - now) / 1000)
-    audit(req, { description: `Login refused for "${user.user_name}": account locked`, user: user.user_name, outcome: 'Refused', asset: userAsset(user) })
+    audit(req, { description: `Login refused for "${user.user_name}": account locked`, user: user.user_name, outcome: 'Failed', asset: userAsset(user) })
     throw problem('account-locked', `Too many failed logins; the account is locked for ${seconds} more seconds.`, { headers: { 'retry-after': String(seconds) } })
   }
   const ok = await verifyPassword(password, user?.password_hash ?? (await dummyHash()))
   if (!user || !ok || !user.is_active) {
     req.server.db.transaction(() => {
-      if (user && !ok) users.recordFailedLogin(user.id, config.lockoutThreshold, Date.now() + config.lockoutMs)
+      if (user && !ok) users.recordFailedLogin(user.id, config.lockoutThreshold, now + config.lockoutMs, now)
       audit(req, {
         description: `Login failed for "${userName}"${user && ok ? ': account disabled' : ''}`,
         user: user?.user_name ?? userName,

@@ -11,7 +11,7 @@ import { openDatabase, type DB } from '../db/index.js'
 import { createRepos, type Repos } from './repos.js'
 import { tokenService, bearerToken, type Principal, type TokenService } from './auth.js'
 import { problem, problemBody, ProblemError, type ProblemCode } from './errors.js'
-import { fieldErrors, validatorCompiler } from './validation.js'
+import { fieldErrors, validatorCompiler, warmValidators } from './validation.js'
 import { canonicalize, canonicalizeQuery } from './names.js'
 import { chooseResponseType, isJsonMediaType } from './negotiate.js'
 import { auditFallback } from './audit.js'
@@ -72,6 +72,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     frameworkErrors: (err, req, reply) => {
       const code: ProblemCode = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'uri-too-long' : 'validation'
       const detail = code === 'uri-too-long' ? 'A path parameter is longer than 100 characters.' : 'The request URL is malformed.'
+      reply.header('x-request-id', req.id).header('x-content-type-options', 'nosniff')
       sendProblem(req, reply, problem(code, detail))
     },
   })
@@ -117,22 +118,22 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     const op = id ? ops.get(id) : undefined
     if (!op) return
     route.config = { ...(route.config ?? {}), op }
-    if (op.operationId === 'localLogin' || op.operationId === 'signIn') {
-      ;(route.config as Record<string, unknown>).rateLimit = { max: config.loginRateLimitMax, timeWindow: 60_000 }
+  })
+  // Limits are checked first thing, per source address, before any authentication work:
+  // refused and unknown requests count too, so floods cannot reach the token checks or
+  // the audit log unthrottled.
+  await app.register(rateLimit, { global: false })
+  const requestLimit = app.createRateLimit({ max: config.rateLimitMax, timeWindow: config.rateLimitWindowMs, keyGenerator: (req) => req.ip })
+  const loginLimit = app.createRateLimit({ max: config.loginRateLimitMax, timeWindow: 60_000, keyGenerator: (req) => `login:${req.ip}` })
+  const limit = async (req: FastifyRequest, reply: FastifyReply, limiter: typeof requestLimit, what: string) => {
+    const r = await limiter(req)
+    if (r.isAllowed) return
+    if (what === 'requests') reply.header('x-ratelimit-limit', r.max).header('x-ratelimit-remaining', r.remaining).header('x-ratelimit-reset', r.ttlInSeconds)
+    if (r.isExceeded) {
+      throw problem('rate-limited', `Too many ${what} from this address; retry in ${r.ttlInSeconds} seconds.`, { headers: { 'retry-after': String(r.ttlInSeconds) } })
     }
-  })
-  await app.register(rateLimit, {
-    global: true,
-    max: config.rateLimitMax,
-    timeWindow: config.rateLimitWindowMs,
-    hook: 'onRequest',
-    keyGenerator: (req) => req.ip,
-    errorResponseBuilder: (_req, ctx) =>
-      problem('rate-limited', `Rate limit exceeded, retry in ${Math.ceil(ctx.ttl / 1000)} seconds.`, {
-        headers: { 'retry-after': String(Math.ceil(ctx.ttl / 1000)) },
-      }),
-  })
-  app.setNotFoundHandler({ preHandler: app.rateLimit() }, (req, reply) =>
+  }
+  app.setNotFoundHandler((req, reply) =>
     sendProblem(req, reply, problem('route-not-found', `No operation ${req.method} ${req.url.split('?')[0]}.`)),
   )
   app.addContentTypeParser(IGNORED_BODY, { parseAs: 'buffer' }, (_req, _body, done) => done(null, undefined))
@@ -140,7 +141,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
 
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id)
+    await limit(req, reply, requestLimit, 'requests')
     const op = req.routeOptions.config.op
+    if (op?.operationId === 'localLogin' || op?.operationId === 'signIn') await limit(req, reply, loginLimit, 'login attempts')
     if (!op) return
     gateMediaType(req, op)
     const type = chooseResponseType(req, op.responseTypes)
@@ -186,10 +189,20 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(openapiGlue, {
     specification: spec,
     operationResolver: (operationId: string) => resolveHandler(operationId),
+    // Glue warns about every media type without a body parser, answers included: noise.
+    logLevel: 'error',
+  })
+  app.addHook('onListen', async () => {
+    void warmValidators()
   })
   await registerDocs(app, spec)
 
-  await bootstrapAdmin(app)
+  try {
+    await bootstrapAdmin(app)
+  } catch (err) {
+    await app.close()
+    throw err
+  }
   return app
 
   function gateMediaType(req: FastifyRequest, op: Operation) {
@@ -199,6 +212,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     const type = (header ?? '').split(';')[0].trim().toLowerCase()
     if (op.requestTypes.length === 0) {
       // An operation that takes no body ignores one (clients send `{}` to such POSTs).
+      req.headers['content-type'] = IGNORED_BODY
+      return
+    }
+    if (!op.bodyRequired && (req.headers['content-length'] ?? '') === '0') {
       req.headers['content-type'] = IGNORED_BODY
       return
     }

@@ -12,17 +12,20 @@ export interface AuditEntry {
   user?: string | null
 }
 
-const SECRET_KEY = /pass(word)?|secret|token|credential|private.?key|api.?key|authorization/i
+// A key that names a secret (`password`, `newPassword`, `webhookSecret`, `refreshToken`),
+// not one that merely mentions it (`passwordChanged`, `tokenId`).
+const SECRET_KEY = /(pass(word|phrase)?|passwd|pwd|pw|secret|tokens?|credentials?|private[_-]?key|api[_-]?key|authorization|cookie)$/i
+const MAX_DEPTH = 12
 const NOTICE = 5, WARNING = 4
 
-export function maskSecrets(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(maskSecrets)
-  if (value && typeof value === 'object') {
-    const out: Record<string, unknown> = {}
-    for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) && v !== null && v !== undefined ? '***' : maskSecrets(v)
-    return out
-  }
-  return value
+export function maskSecrets(value: unknown, depth = 0): unknown {
+  if (value === null || typeof value !== 'object') return value
+  if (depth >= MAX_DEPTH) return '(nested too deep)'
+  if (Array.isArray(value)) return value.map((v) => maskSecrets(v, depth + 1))
+  const out: Record<string, unknown> = {}
+  // A flag (`hasToken: true`) says nothing secret; null and absent mean "not set".
+  for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) && v !== null && v !== undefined && typeof v !== 'boolean' ? '***' : maskSecrets(v, depth + 1)
+  return out
 }
 
 /** Writes the request's audit record; call it inside the transaction that makes the change. */
@@ -53,6 +56,7 @@ export function auditFallback(req: FastifyRequest, reply: FastifyReply, detail: 
   const status = reply.statusCode
   const refused = status === 401 || status === 403
   if (!refused && !op?.auditCategory) return
+  if (status === 429 && !req.audited) return
   const outcome = refused ? 'Refused' : status >= 400 ? 'Failed' : 'Succeeded'
   const what = op ? `${op.operationId} (${op.method} ${op.path})` : `${req.method} ${req.url}`
   audit(req, {

@@ -50,7 +50,9 @@ function jwtSecret(env: NodeJS.ProcessEnv, dataDir: string): string {
   }
   const file = path.join(dataDir, 'jwt-secret')
   try {
-    return fs.readFileSync(file, 'utf8').trim()
+    const kept = fs.readFileSync(file, 'utf8').trim()
+    if (kept.length < 32) throw new Error(`${file} must hold a secret of at least 32 characters (delete it to have one generated)`)
+    return kept
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
   }

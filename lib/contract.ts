@@ -1,6 +1,8 @@
+import crypto from 'node:crypto'
 import fs from 'node:fs'
+import path from 'node:path'
 import YAML from 'yaml'
-import { specPath } from './paths.js'
+import { projectRoot, specPath } from './paths.js'
 
 export const profiles = { User: 10, Manager: 20, Administrator: 30 } as const
 export type ProfileName = keyof typeof profiles
@@ -29,8 +31,38 @@ export interface Operation {
 
 type Json = Record<string, any>
 
+const cacheFile = path.join(projectRoot, 'dist', 'openapi.json')
+const memo = new Map<string, Json>()
+
+/**
+ * The contract, parsed. Parsing the YAML takes most of a second, so the JSON is cached in
+ * dist/ under the YAML's hash: a changed contract is always parsed afresh.
+ */
 export function loadSpec(file = specPath): Json {
-  return YAML.parse(fs.readFileSync(file, 'utf8'), { maxAliasCount: -1 })
+  const text = fs.readFileSync(file, 'utf8')
+  const hash = crypto.createHash('sha256').update(text).digest('hex')
+  const known = memo.get(hash)
+  if (known) return structuredClone(known)
+  let spec: Json | undefined
+  try {
+    const cached = JSON.parse(fs.readFileSync(cacheFile, 'utf8'))
+    if (cached.hash === hash) spec = cached.spec
+  } catch {
+    // no cache yet, or an unreadable one: parse the YAML
+  }
+  if (!spec) {
+    spec = YAML.parse(text, { maxAliasCount: -1 }) as Json
+    try {
+      fs.mkdirSync(path.dirname(cacheFile), { recursive: true })
+      const tmp = `${cacheFile}.${process.pid}.tmp`
+      fs.writeFileSync(tmp, JSON.stringify({ hash, spec }))
+      fs.renameSync(tmp, cacheFile)
+    } catch {
+      // a read-only install still works, only slower to start
+    }
+  }
+  memo.set(hash, spec)
+  return structuredClone(spec)
 }
 
 function access(op: Json, spec: Json, id: string): Access {

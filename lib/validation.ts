@@ -20,9 +20,52 @@ function makeAjv(coerce: boolean) {
 const strictAjv = makeAjv(false)
 const coercingAjv = makeAjv(true)
 
-/** Strict for bodies; coercing (strings to numbers and booleans) for query, path and headers. */
-export const validatorCompiler: FastifySchemaCompiler<any> = ({ schema, httpPart }) =>
-  (httpPart === 'body' ? strictAjv : coercingAjv).compile(schema as object) as any
+type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null }
+const compiled = new Map<string, Validate>()
+const pending: (() => void)[] = []
+
+function compileOnce(schema: object, strict: boolean): Validate {
+  // The contract offers each body under four JSON media types with one schema: compile it once.
+  const key = (strict ? 'b' : 'p') + JSON.stringify(schema)
+  let v = compiled.get(key)
+  if (!v) {
+    v = (strict ? strictAjv : coercingAjv).compile(schema) as Validate
+    compiled.set(key, v)
+  }
+  return v
+}
+
+/**
+ * Strict for bodies; coercing (strings to numbers and booleans) for query, path and headers.
+ * Validators compile on first use, or when warmValidators() gets to them, so that the server
+ * listens without first compiling every schema of the contract.
+ */
+export const validatorCompiler: FastifySchemaCompiler<any> = ({ schema, httpPart }) => {
+  let real: Validate | undefined
+  const strict = httpPart === 'body'
+  const get = () => (real ??= compileOnce(schema as object, strict))
+  const lazy = ((data: unknown) => {
+    const v = get()
+    const ok = v(data)
+    lazy.errors = v.errors
+    return ok
+  }) as Validate
+  pending.push(get)
+  return lazy as any
+}
+
+/** Compiles the validators not used yet, a few per turn of the event loop. */
+export function warmValidators(): Promise<void> {
+  return new Promise((resolve) => {
+    const step = () => {
+      const batch = pending.splice(0, 8)
+      for (const compile of batch) compile()
+      if (pending.length) setImmediate(step)
+      else resolve()
+    }
+    setImmediate(step)
+  })
+}
 
 /** Compiles schemas for checking answers against the contract (tests). */
 export const compileResponseSchema = (schema: object) => strictAjv.compile(schema)

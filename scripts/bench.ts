@@ -1,0 +1,103 @@
+// npm run bench: the API against a bare Fastify route serving the same JSON, in one run,
+// on 127.0.0.1 with bounded durations; and the time from process start to listening.
+import { spawn, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import autocannon from 'autocannon'
+import { openDatabase } from '../db/index.js'
+import { hashPassword } from '../lib/passwords.js'
+import { projectRoot } from '../lib/paths.js'
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+const DURATION = Number(process.env.BENCH_SECONDS ?? 5)
+const CONNECTIONS = 10
+const APP_PORT = 18080, BARE_PORT = 18081
+const PASSWORD = 'Bench-password-123'
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+
+function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<{ child: ChildProcess; ms: number }> {
+  const t0 = performance.now()
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  return new Promise((resolve, reject) => {
+    let out = ''
+    const onData = (d: Buffer) => {
+      out += d.toString()
+      if (ready.test(out)) resolve({ child, ms: performance.now() - t0 })
+    }
+    child.stdout!.on('data', onData)
+    child.stderr!.on('data', onData)
+    child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)))
+  })
+}
+
+const stop = (child: ChildProcess) => new Promise<void>((r) => { child.removeAllListeners('exit'); child.on('exit', () => r()); child.kill('SIGTERM') })
+
+async function load(url: string, headers: Record<string, string>) {
+  const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers })
+  if (r.non2xx > 0 || r.errors > 0) throw new Error(`${url}: ${r.non2xx} non-2xx, ${r.errors} errors`)
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 }
+}
+
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-'))
+const server = path.join(projectRoot, 'dist', 'lib', 'server.js')
+const env = { PRIME_DATA_DIR: dataDir, PRIME_ADMIN_PASSWORD: PASSWORD, PORT: String(APP_PORT), LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', PRIME_RATE_LIMIT_MAX: '100000000' }
+
+// Start-to-listening, on a database that exists (the first start also creates it).
+const startTimes: number[] = []
+for (let i = 0; i < 6; i++) {
+  const { child, ms } = await start([server], env, /Server listening/)
+  if (i > 0) startTimes.push(ms)
+  await stop(child)
+}
+
+// 100 accounts, written directly (hashing 100 passwords through the API would only time scrypt).
+const db = openDatabase(path.join(dataDir, 'prime.sqlite'))
+const hash = await hashPassword('Seeded-account-pass-1')
+const insert = db.prepare("INSERT INTO users (user_name, email, first_name, last_name, profile, password_hash, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+db.transaction(() => {
+  for (let i = 1; i < 100; i++) insert.run(`user${String(i).padStart(3, '0')}`, `user${i}@example.com`, `First${i}`, `Last${i}`, [10, 20, 30][i % 3], hash, Date.now(), Date.now())
+})()
+db.close()
+
+const { child: app } = await start([server], env, /Server listening/)
+const base = `http://127.0.0.1:${APP_PORT}/prime/webui`
+const loginRes = await fetch(`${base}/Auth/LocalLogin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: PASSWORD }) })
+const { token } = (await loginRes.json()) as { token: string }
+const auth = { authorization: `Bearer ${token}` }
+
+const cases = [
+  { name: 'GET admin/getuserdetails', path: '/admin/getuserdetails', bare: '/bare/getuserdetails' },
+  { name: 'GET admin/all (100 accounts)', path: '/admin/all', bare: '/bare/all' },
+]
+const files: string[] = []
+for (const c of cases) {
+  const body = await (await fetch(base + c.path, { headers: auth })).json()
+  if (c.path === '/admin/all' && (body as unknown[]).length !== 100) throw new Error('expected 100 accounts')
+  const file = path.join(dataDir, `${path.basename(c.bare)}.json`)
+  fs.writeFileSync(file, JSON.stringify({ url: c.bare, body }))
+  files.push(file)
+}
+const { child: bare } = await start([path.join(projectRoot, 'dist', 'scripts', 'bare-server.js'), String(BARE_PORT), ...files], {}, /listening/)
+
+const rows: string[] = []
+for (const c of cases) {
+  const appRuns: Awaited<ReturnType<typeof load>>[] = [], bareRuns: typeof appRuns = [], ratios: number[] = []
+  await load(base + c.path, auth) // warm-up
+  for (let i = 0; i < ROUNDS; i++) {
+    const a = await load(base + c.path, auth)
+    const b = await load(`http://127.0.0.1:${BARE_PORT}${c.bare}`, {})
+    appRuns.push(a); bareRuns.push(b); ratios.push(a.rps / b.rps)
+  }
+  const m = (runs: typeof appRuns, k: 'rps' | 'p50' | 'p99') => median(runs.map((r) => r[k]))
+  rows.push(`| ${c.name} | ${m(appRuns, 'rps').toFixed(0)} | ${m(appRuns, 'p50')} / ${m(appRuns, 'p99')} | ${m(bareRuns, 'rps').toFixed(0)} | ${m(bareRuns, 'p50')} / ${m(bareRuns, 'p99')} | ${median(ratios).toFixed(2)} |`)
+}
+await stop(app)
+await stop(bare)
+fs.rmSync(dataDir, { recursive: true, force: true })
+
+console.log(`\n${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${DURATION} s each; medians (latency in ms).\n`)
+console.log('| case | API req/s | API p50 / p99 | bare req/s | bare p50 / p99 | ratio API/bare |')
+console.log('|---|---|---|---|---|---|')
+for (const r of rows) console.log(r)
+console.log(`\nStart to listening with the full contract: median ${median(startTimes).toFixed(0)} ms over ${startTimes.length} starts (target < 1000 ms).`)
