@@ -1,4 +1,5 @@
 import type { DB } from './index.js'
+import type { AuthVersion } from './auth-version.js'
 
 export interface SessionPrincipal {
   session_id: string
@@ -19,7 +20,8 @@ export interface RefreshRow {
   user_id: number
 }
 
-export function sessionsRepo(db: DB) {
+export function sessionsRepo(db: DB, version: AuthVersion) {
+  const principals = new Map<string, { version: number; row: SessionPrincipal | undefined }>()
   const insertSession = db.prepare<[string, number, number]>('INSERT INTO sessions (id, user_id, created_ms) VALUES (?, ?, ?)')
   const insertRefresh = db.prepare<[string, string, number, number]>(
     'INSERT INTO refresh_tokens (token_hash, session_id, created_ms, expires_ms) VALUES (?, ?, ?, ?)',
@@ -42,7 +44,14 @@ export function sessionsRepo(db: DB) {
       insertSession.run(id, userId, now)
     },
     addRefreshToken: (hash: string, sessionId: string, now: number, expires: number) => insertRefresh.run(hash, sessionId, now, expires),
-    principal: (sessionId: string) => principal.get(sessionId),
+    principal(sessionId: string): SessionPrincipal | undefined {
+      const hit = principals.get(sessionId)
+      if (hit && hit.version === version.value) return hit.row
+      const row = principal.get(sessionId)
+      if (principals.size >= 10_000) principals.clear()
+      principals.set(sessionId, { version: version.value, row })
+      return row
+    },
     refreshToken: (hash: string) => refreshByHash.get(hash),
     /** Marks a refresh token used; false when it was used already (a replay). */
     useRefreshToken: (hash: string, now: number) => useRefresh.run(now, hash).changes === 1,
@@ -50,10 +59,14 @@ export function sessionsRepo(db: DB) {
     revoke(sessionId: string, reason: string, now: number): number {
       const n = unusedRefresh.get(sessionId)!.n
       revoke.run(now, reason, sessionId)
+      version.bump()
       return n
     },
     /** Drops sessions revoked or expired before the cut-off. */
-    purge: (cutoff: number) => purge.run(cutoff, cutoff).changes,
+    purge(cutoff: number): number {
+      version.bump()
+      return purge.run(cutoff, cutoff).changes
+    },
   }
 }
 export type SessionsRepo = ReturnType<typeof sessionsRepo>

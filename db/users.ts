@@ -1,4 +1,5 @@
 import type { DB } from './index.js'
+import type { AuthVersion } from './auth-version.js'
 
 export interface UserRow {
   id: number
@@ -19,6 +20,10 @@ export interface UserRow {
   locked_until_ms: number
 }
 
+/** An account as shown: every column but the password hash and the login counters. */
+export type AccountRow = Pick<UserRow, 'id' | 'user_name' | 'email' | 'first_name' | 'last_name' | 'phone' | 'image' | 'profile' | 'is_active' | 'created_ms' | 'updated_ms' | 'last_login_ms'>
+const ACCOUNT_COLUMNS = 'id, user_name, email, first_name, last_name, phone, image, profile, is_active, created_ms, updated_ms, last_login_ms'
+
 export type NewUser = Pick<UserRow, 'user_name' | 'email' | 'first_name' | 'last_name' | 'phone' | 'image' | 'profile' | 'password_hash'> & { is_active: number }
 
 /** Columns an account update may change. */
@@ -26,10 +31,11 @@ export type UserChanges = Partial<Pick<UserRow, 'user_name' | 'email' | 'first_n
 
 const changeable = new Set(['user_name', 'email', 'first_name', 'last_name', 'phone', 'image', 'profile', 'password_hash', 'is_active'])
 
-export function usersRepo(db: DB) {
+export function usersRepo(db: DB, version: AuthVersion) {
   const byId = db.prepare<[number], UserRow>('SELECT * FROM users WHERE id = ?')
   const byName = db.prepare<[string], UserRow>('SELECT * FROM users WHERE user_name = ?')
-  const all = db.prepare<[], UserRow>('SELECT * FROM users ORDER BY user_name COLLATE NOCASE, id')
+  const all = db.prepare<[], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM users ORDER BY user_name COLLATE NOCASE, id`)
+  const accountById = db.prepare<[number], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM users WHERE id = ?`)
   const insert = db.prepare(
     `INSERT INTO users (user_name, email, first_name, last_name, phone, image, profile, password_hash, is_active, created_ms, updated_ms)
      VALUES (@user_name, @email, @first_name, @last_name, @phone, @image, @profile, @password_hash, @is_active, @now, @now)`,
@@ -57,6 +63,7 @@ export function usersRepo(db: DB) {
     byId: (id: number) => byId.get(id),
     byName: (name: string) => byName.get(name),
     all: () => all.all(),
+    account: (id: number) => accountById.get(id),
     counts: () => count.get()!,
     activeAdministrators: () => activeAdmins.get()!.n,
     insert(user: NewUser, now: number): number {
@@ -72,13 +79,20 @@ export function usersRepo(db: DB) {
         updateStatements.set(key, stmt)
       }
       stmt.run({ ...changes, id, now })
+      version.bump()
     },
-    remove: (id: number) => remove.run(id).changes > 0,
+    remove(id: number): boolean {
+      version.bump()
+      return remove.run(id).changes > 0
+    },
     /** Counts a failed login and locks the account once the threshold is reached. */
     recordFailedLogin: (id: number, threshold: number, lockUntil: number, now: number) => loginFailed.run({ id, threshold, lockUntil, now }),
     recordLogin: (id: number, now: number) => loginSucceeded.run(now, id),
     /** Voids every token issued to the account up to now. */
-    revokeTokens: (id: number, now: number) => revokeTokens.run(now, id),
+    revokeTokens(id: number, now: number) {
+      version.bump()
+      return revokeTokens.run(now, id)
+    },
   }
 }
 export type UsersRepo = ReturnType<typeof usersRepo>

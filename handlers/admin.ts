@@ -51,7 +51,7 @@ export const adminHandlers: Handlers<
   async getUserDetails(req) {
     const principal = req.principal!
     if (principal.kind !== 'session') throw problem('not-found', 'An integration token has no account of its own.')
-    const user = req.server.repos.users.byId(principal.id as number)
+    const user = req.server.repos.users.account(principal.id as number)
     if (!user) throw problem('not-found', 'Your account no longer exists.')
     return accountView(user)
   },

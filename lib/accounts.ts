@@ -1,6 +1,6 @@
 import crypto from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { UserChanges, UserRow } from '../db/users.js'
+import type { AccountRow, UserChanges, UserRow } from '../db/users.js'
 import { problem, invalidField } from './errors.js'
 import { dummyHash, hashPassword, passwordProblem, verifyPassword } from './passwords.js'
 import { audit } from './audit.js'
@@ -11,7 +11,7 @@ type AccountView = components['schemas']['AccountViewResource']
 type ItemResult = components['schemas']['ItemResult']
 const ADMINISTRATOR = 30
 
-export function accountView(u: UserRow): AccountView {
+export function accountView(u: AccountRow): AccountView {
   return {
     id: u.id,
     userName: u.user_name,

@@ -2,7 +2,7 @@ import crypto from 'node:crypto'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import openapiGlue from 'fastify-openapi-glue'
 import jwt from '@fastify/jwt'
-import helmet from '@fastify/helmet'
+import helmet from 'helmet'
 import rateLimit from '@fastify/rate-limit'
 import multipart from '@fastify/multipart'
 import type { Config } from './config.js'
@@ -50,6 +50,7 @@ export interface BuildOptions {
 
 const REQUEST_ID = /^[\w.:-]{1,64}$/
 const IGNORED_BODY = 'application/x-prime-ignored-body'
+const MAX_FIELD_ERRORS = 20
 
 export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const { config } = opts
@@ -65,6 +66,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustProxy,
     return503OnClosing: true,
+    // One line per request, written when it completes (see the onResponse hook).
+    disableRequestLogging: true,
     genReqId: (req) => {
       const given = req.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : crypto.randomUUID()
@@ -95,20 +98,17 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.setSerializerCompiler(() => (data) => JSON.stringify(data))
   app.setErrorHandler(errorHandler)
 
-  await app.register(helmet, {
+  // Security headers: the middleware is built once, not per request.
+  const securityHeaders = helmet({
     contentSecurityPolicy: {
-      directives: {
-        defaultSrc: ["'self'"],
-        scriptSrc: ["'self'"],
-        styleSrc: ["'self'", "'unsafe-inline'"],
-        imgSrc: ["'self'", 'data:'],
-      },
+      directives: { defaultSrc: ["'self'"], scriptSrc: ["'self'"], styleSrc: ["'self'", "'unsafe-inline'"], imgSrc: ["'self'", 'data:'] },
     },
   })
   await app.register(jwt, {
     secret: config.jwtSecret,
     sign: { algorithm: 'HS256', expiresIn: config.accessTokenTtlSec, iss: 'prime-webui' },
-    verify: { algorithms: ['HS256'], allowedIss: 'prime-webui' },
+    // Verified tokens are cached (until they expire): revocation is checked per request anyway.
+    verify: { algorithms: ['HS256'], allowedIss: 'prime-webui', cache: 10_000 },
   })
   app.decorate('tokens', tokenService(app, config, repos))
 
@@ -139,6 +139,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.addContentTypeParser(IGNORED_BODY, { parseAs: 'buffer' }, (_req, _body, done) => done(null, undefined))
   await app.register(multipart, { limits: { fileSize: 10 * 1024 * 1024, files: 1, fields: 10, parts: 11 } })
 
+  app.addHook('onRequest', (req, reply, done) => securityHeaders(req.raw, reply.raw, (err?: unknown) => done(err as Error | undefined)))
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id)
     await limit(req, reply, requestLimit, 'requests')
@@ -164,6 +165,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     }
     const bodySchema = schema.body?.content?.[req.headers['content-type']?.split(';')[0].trim() ?? ''] ?? schema.body?.content?.['application/json']
     if (req.body !== undefined) canonicalize(req.body, bodySchema?.schema)
+  })
+
+  app.addHook('onResponse', async (req, reply) => {
+    req.log.info({ method: req.method, url: req.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, user: req.principal?.name }, 'request')
   })
 
   const checkResponse = opts.validateResponses ? responseChecker() : undefined
@@ -284,8 +289,11 @@ function errorHandler(this: FastifyInstance, error: unknown, req: FastifyRequest
   const err = error as Error & { code?: string; statusCode?: number; validation?: any[]; validationContext?: string }
   if (err instanceof ProblemError) return sendProblem(req, reply, err)
   if (err.validation) {
-    const errors = fieldErrors(err.validation, err.validationContext ?? 'body')
-    const detail = errors.map((e) => `${e.location}/${e.name} ${e.reason}`).join('; ')
+    // Name the first few problems; a huge invalid array should not echo thousands back.
+    const all = fieldErrors(err.validation, err.validationContext ?? 'body')
+    const errors = all.slice(0, MAX_FIELD_ERRORS)
+    const more = all.length > errors.length ? ` (and ${all.length - errors.length} more)` : ''
+    const detail = errors.map((e) => `${e.location}/${e.name} ${e.reason}`.slice(0, 150)).join('; ') + more
     return sendProblem(req, reply, problem('validation', detail, { errors }))
   }
   if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {

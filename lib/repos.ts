@@ -4,11 +4,13 @@ import { sessionsRepo } from '../db/sessions.js'
 import { integrationTokensRepo } from '../db/integration-tokens.js'
 import { auditRepo } from '../db/audit.js'
 import { systemRepo } from '../db/system.js'
+import { AuthVersion } from '../db/auth-version.js'
 
 export function createRepos(db: DB) {
+  const authVersion = new AuthVersion()
   return {
-    users: usersRepo(db),
-    sessions: sessionsRepo(db),
+    users: usersRepo(db, authVersion),
+    sessions: sessionsRepo(db, authVersion),
     integrationTokens: integrationTokensRepo(db),
     audit: auditRepo(db),
     system: systemRepo(db),

@@ -16,18 +16,24 @@ const APP_PORT = 18080, BARE_PORT = 18081
 const PASSWORD = 'Bench-password-123'
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
-function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<{ child: ChildProcess; ms: number }> {
+/** Starts a server whose log goes to a file, as in production; resolves once it listens. */
+function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, logFile: string): Promise<{ child: ChildProcess; ms: number }> {
   const t0 = performance.now()
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const log = fs.openSync(logFile, 'a')
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
+  fs.closeSync(log)
   return new Promise((resolve, reject) => {
-    let out = ''
-    const onData = (d: Buffer) => {
-      out += d.toString()
-      if (ready.test(out)) resolve({ child, ms: performance.now() - t0 })
-    }
-    child.stdout!.on('data', onData)
-    child.stderr!.on('data', onData)
-    child.on('exit', (code) => reject(new Error(`exited ${code}: ${out}`)))
+    const poll = setInterval(() => {
+      const text = fs.readFileSync(logFile, 'utf8')
+      if (ready.test(text)) {
+        clearInterval(poll)
+        resolve({ child, ms: performance.now() - t0 })
+      }
+    }, 2)
+    child.on('exit', (code) => {
+      clearInterval(poll)
+      reject(new Error(`exited ${code}: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`))
+    })
   })
 }
 
@@ -46,7 +52,8 @@ const env = { PRIME_DATA_DIR: dataDir, PRIME_ADMIN_PASSWORD: PASSWORD, PORT: Str
 // Start-to-listening, on a database that exists (the first start also creates it).
 const startTimes: number[] = []
 for (let i = 0; i < 6; i++) {
-  const { child, ms } = await start([server], env, /Server listening/)
+  const logFile = path.join(dataDir, `start-${i}.log`)
+  const { child, ms } = await start([server], env, /Server listening/, logFile)
   if (i > 0) startTimes.push(ms)
   await stop(child)
 }
@@ -60,7 +67,7 @@ db.transaction(() => {
 })()
 db.close()
 
-const { child: app } = await start([server], env, /Server listening/)
+const { child: app } = await start([server], env, /Server listening/, path.join(dataDir, 'server.log'))
 const base = `http://127.0.0.1:${APP_PORT}/prime/webui`
 const loginRes = await fetch(`${base}/Auth/LocalLogin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: PASSWORD }) })
 const { token } = (await loginRes.json()) as { token: string }
@@ -78,7 +85,7 @@ for (const c of cases) {
   fs.writeFileSync(file, JSON.stringify({ url: c.bare, body }))
   files.push(file)
 }
-const { child: bare } = await start([path.join(projectRoot, 'dist', 'scripts', 'bare-server.js'), String(BARE_PORT), ...files], {}, /listening/)
+const { child: bare } = await start([path.join(projectRoot, 'dist', 'scripts', 'bare-server.js'), String(BARE_PORT), ...files], {}, /listening/, path.join(dataDir, 'bare.log'))
 
 const rows: string[] = []
 for (const c of cases) {

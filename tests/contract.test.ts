@@ -39,3 +39,8 @@ t.test('every operation declares who may call it and how it is audited', async (
     if (op.sortFields.length) t.ok(op.sortFields.includes(op.defaultSort?.replace(/_(asc|desc)$/i, '') ?? ''), `${op.operationId} default sort is a sort field`)
   }
 })
+
+t.test('the code type-checks against the generated types', async (t) => {
+  const r = spawnSync(bin('tsc'), ['--noEmit', '-p', '.'], { cwd: projectRoot, encoding: 'utf8' })
+  t.equal(r.status, 0, r.stdout + r.stderr)
+})
