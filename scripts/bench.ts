@@ -1,6 +1,6 @@
 // npm run bench: the API against a bare Fastify route serving the same JSON, in one run,
 // on 127.0.0.1 with bounded durations; and the time from process start to listening.
-import { spawn, type ChildProcess } from 'node:child_process'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -14,13 +14,17 @@ const DURATION = Number(process.env.BENCH_SECONDS ?? 5)
 const CONNECTIONS = 10
 const APP_PORT = 18080, BARE_PORT = 18081
 const PASSWORD = 'Bench-password-123'
+const PIN = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
+if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
 /** Starts a server whose log goes to a file, as in production; resolves once it listens. */
-function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, logFile: string): Promise<{ child: ChildProcess; ms: number }> {
+function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, logFile: string, pin = true): Promise<{ child: ChildProcess; ms: number }> {
   const t0 = performance.now()
   const log = fs.openSync(logFile, 'a')
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
+  // With 2+ cores the servers get their own core, away from the load generator (this process).
+  const [cmd, argv] = PIN && pin ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
+  const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
   fs.closeSync(log)
   return new Promise((resolve, reject) => {
     const poll = setInterval(() => {
@@ -53,7 +57,7 @@ const env = { PRIME_DATA_DIR: dataDir, PRIME_ADMIN_PASSWORD: PASSWORD, PORT: Str
 const startTimes: number[] = []
 for (let i = 0; i < 6; i++) {
   const logFile = path.join(dataDir, `start-${i}.log`)
-  const { child, ms } = await start([server], env, /Server listening/, logFile)
+  const { child, ms } = await start([server], env, /Server listening/, logFile, false)
   if (i > 0) startTimes.push(ms)
   await stop(child)
 }
@@ -103,7 +107,7 @@ await stop(app)
 await stop(bare)
 fs.rmSync(dataDir, { recursive: true, force: true })
 
-console.log(`\n${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${DURATION} s each; medians (latency in ms).\n`)
+console.log(`\n${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${DURATION} s each; medians (latency in ms)${PIN ? '; load generator on CPU 0, servers on CPU 1' : ''}.\n`)
 console.log('| case | API req/s | API p50 / p99 | bare req/s | bare p50 / p99 | ratio API/bare |')
 console.log('|---|---|---|---|---|---|')
 for (const r of rows) console.log(r)
