@@ -5,6 +5,8 @@ export function systemRepo(db: DB) {
     'SELECT (SELECT page_count FROM pragma_page_count()) AS page_count, (SELECT page_size FROM pragma_page_size()) AS page_size',
   )
   const tableExists = db.prepare<[string], { n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ?")
+  type AgentCounts = { total: number; connected: number; disconnected: number; armed: number; free: number }
+  let agentCounts: { get(): unknown } | undefined
   return {
     sizeBytes: () => {
       const r = pageInfo.get()!
@@ -13,9 +15,9 @@ export function systemRepo(db: DB) {
     schemaVersion: () => db.pragma('user_version', { simple: true }) as number,
     /** Agent counts; zero until the agents table exists (its migration comes with the agents). */
     agentCounts() {
-      if (tableExists.get('agents')!.n === 0) return { total: 0, connected: 0, disconnected: 0, armed: 0, free: 0 }
-      return db
-        .prepare(
+      if (!agentCounts) {
+        if (tableExists.get('agents')!.n === 0) return { total: 0, connected: 0, disconnected: 0, armed: 0, free: 0 }
+        agentCounts = db.prepare(
           `SELECT count(*) AS total,
              coalesce(sum(connection_status = 'Connected'), 0) AS connected,
              coalesce(sum(connection_status <> 'Connected'), 0) AS disconnected,
@@ -23,7 +25,8 @@ export function systemRepo(db: DB) {
              coalesce(sum(operational_status = 'Free'), 0) AS free
            FROM agents`,
         )
-        .get() as { total: number; connected: number; disconnected: number; armed: number; free: number }
+      }
+      return agentCounts.get() as AgentCounts
     },
     /** A read and a write inside a transaction that is rolled back, plus SQLite's quick check. */
     probe(): string {

@@ -119,6 +119,19 @@ export async function createAccount(req: FastifyRequest, body: AccountView & { u
   })()
 }
 
+type ContactFields = { email?: string; firstName?: string | null; lastName?: string | null; phone?: string | null; image?: string | null }
+
+/** The contact fields sent, as column changes (null clears one). */
+function contactChanges(body: ContactFields): UserChanges {
+  const changes: UserChanges = {}
+  if (body.email !== undefined) changes.email = body.email
+  if (body.firstName !== undefined) changes.first_name = body.firstName
+  if (body.lastName !== undefined) changes.last_name = body.lastName
+  if (body.phone !== undefined) changes.phone = body.phone
+  if (body.image !== undefined) changes.image = body.image
+  return changes
+}
+
 /** The last active Administrator may not be demoted, disabled or deleted. */
 function wouldLoseLastAdmin(req: FastifyRequest, target: UserRow, next: { profile: number; active: boolean }) {
   const losesAdmin = target.profile === ADMINISTRATOR && target.is_active === 1 && (next.profile !== ADMINISTRATOR || !next.active)
@@ -136,15 +149,11 @@ export async function updateAccount(req: FastifyRequest, body: AccountView) {
   return req.server.db.transaction(() => {
     const current = users.byId(target.id)
     if (!current) throw problem('not-found', `No account with id ${target.id}.`)
-    const changes: UserChanges = {}
+    const changes = contactChanges(body)
     if (body.userName !== undefined && body.userName !== current.user_name) {
       const other = users.byName(body.userName)
       if (other && other.id !== current.id) throw problem('conflict', `A user named "${body.userName}" already exists.`)
       changes.user_name = body.userName
-    }
-    if (body.email !== undefined) changes.email = body.email
-    for (const [field, col] of [['firstName', 'first_name'], ['lastName', 'last_name'], ['phone', 'phone'], ['image', 'image']] as const) {
-      if (body[field] !== undefined) changes[col] = body[field]
     }
     if (body.userProfile !== undefined) changes.profile = body.userProfile
     if (body.isActive !== undefined) changes.is_active = body.isActive ? 1 : 0
@@ -168,7 +177,7 @@ export async function updateAccount(req: FastifyRequest, body: AccountView) {
   })()
 }
 
-export async function updateOwnAccount(req: FastifyRequest, body: { email?: string; firstName?: string | null; lastName?: string | null; phone?: string | null; image?: string | null; currentPassword?: string; newPassword?: string }) {
+export async function updateOwnAccount(req: FastifyRequest, body: ContactFields & { currentPassword?: string; newPassword?: string }) {
   const principal = req.principal!
   if (principal.kind !== 'session') throw problem('validation', 'An integration token has no account of its own to change.')
   const { users } = req.server.repos
@@ -184,11 +193,7 @@ export async function updateOwnAccount(req: FastifyRequest, body: { email?: stri
     throw invalidField('body', 'newPassword', 'is required with currentPassword')
   }
   return req.server.db.transaction(() => {
-    const changes: UserChanges = {}
-    if (body.email !== undefined) changes.email = body.email
-    for (const [field, col] of [['firstName', 'first_name'], ['lastName', 'last_name'], ['phone', 'phone'], ['image', 'image']] as const) {
-      if (body[field] !== undefined) changes[col] = body[field]
-    }
+    const changes = contactChanges(body)
     if (hash) changes.password_hash = hash
     const now = Date.now()
     users.update(me.id, changes, now)

@@ -112,7 +112,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
   app.decorate('tokens', tokenService(app, config, repos))
 
-  // Route metadata from the contract, before the rate limiter reads each route's config.
+  // Each route carries its operation's metadata from the contract, for the hooks below.
   app.addHook('onRoute', (route) => {
     const id = (route.schema as { operationId?: string } | undefined)?.operationId
     const op = id ? ops.get(id) : undefined
@@ -125,10 +125,11 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await app.register(rateLimit, { global: false })
   const requestLimit = app.createRateLimit({ max: config.rateLimitMax, timeWindow: config.rateLimitWindowMs, keyGenerator: (req) => req.ip })
   const loginLimit = app.createRateLimit({ max: config.loginRateLimitMax, timeWindow: 60_000, keyGenerator: (req) => `login:${req.ip}` })
-  const limit = async (req: FastifyRequest, reply: FastifyReply, limiter: typeof requestLimit, what: string) => {
+  /** Counts the request; `headers` says whether this limit is the one the answer reports. */
+  const limit = async (req: FastifyRequest, reply: FastifyReply, limiter: typeof requestLimit, what: string, headers: boolean) => {
     const r = await limiter(req)
     if (r.isAllowed) return
-    if (what === 'requests') reply.header('x-ratelimit-limit', r.max).header('x-ratelimit-remaining', r.remaining).header('x-ratelimit-reset', r.ttlInSeconds)
+    if (headers) reply.header('x-ratelimit-limit', r.max).header('x-ratelimit-remaining', r.remaining).header('x-ratelimit-reset', r.ttlInSeconds)
     if (r.isExceeded) {
       throw problem('rate-limited', `Too many ${what} from this address; retry in ${r.ttlInSeconds} seconds.`, { headers: { 'retry-after': String(r.ttlInSeconds) } })
     }
@@ -142,9 +143,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.addHook('onRequest', (req, reply, done) => securityHeaders(req.raw, reply.raw, (err?: unknown) => done(err as Error | undefined)))
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id)
-    await limit(req, reply, requestLimit, 'requests')
+    await limit(req, reply, requestLimit, 'requests', true)
     const op = req.routeOptions.config.op
-    if (op?.operationId === 'localLogin' || op?.operationId === 'signIn') await limit(req, reply, loginLimit, 'login attempts')
+    if (op?.operationId === 'localLogin' || op?.operationId === 'signIn') await limit(req, reply, loginLimit, 'login attempts', false)
     if (!op) return
     gateMediaType(req, op)
     const type = chooseResponseType(req, op.responseTypes)

@@ -41,10 +41,7 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
 
   /** Resolves a bearer credential to its principal, or throws a 401 problem. */
   function authenticate(token: string | undefined, now: number): Principal {
-    if (!token) {
-      const p = problem('unauthenticated', 'A bearer token is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
-      throw p
-    }
+    if (!token) throw problem('unauthenticated', 'A bearer token is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
     if (token.startsWith(INTEGRATION_PREFIX)) {
       const row = repos.integrationTokens.byHash(sha256(token))
       if (!row || row.revoked_ms !== null) throw unauthenticated('The integration token is unknown or revoked.')
