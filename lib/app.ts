@@ -6,7 +6,7 @@ import helmet from 'helmet'
 import rateLimit from '@fastify/rate-limit'
 import multipart from '@fastify/multipart'
 import type { Config } from './config.js'
-import { loadSpec, operations, type Operation } from './contract.js'
+import { loadSpec, operations, routingView, type Operation } from './contract.js'
 import { openDatabase, type DB } from '../db/index.js'
 import { createRepos, type Repos } from './repos.js'
 import { tokenService, bearerToken, type Principal, type TokenService } from './auth.js'
@@ -164,15 +164,15 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (op.bodyRequired && (req.body === undefined || req.body === '')) {
       throw problem('validation', 'A request body is required.', { errors: [{ location: 'body', name: '(root)', reason: 'is required' }] })
     }
-    const bodySchema = schema.body?.content?.[req.headers['content-type']?.split(';')[0].trim() ?? ''] ?? schema.body?.content?.['application/json']
-    if (req.body !== undefined) canonicalize(req.body, bodySchema?.schema)
+    const media = req.headers['content-type']?.split(';')[0].trim() ?? ''
+    if (req.body !== undefined) canonicalize(req.body, schema.body?.content?.[media]?.schema)
   })
 
   app.addHook('onResponse', async (req, reply) => {
     req.log.info({ method: req.method, url: req.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, user: req.principal?.name }, 'request')
   })
 
-  const checkResponse = opts.validateResponses ? responseChecker() : undefined
+  const checkResponse = opts.validateResponses ? responseChecker(spec) : undefined
   app.addHook('onSend', async (req, reply, payload) => {
     const op = req.routeOptions.config.op
     if (reply.statusCode < 400 && req.responseType && isJsonAnswer(reply)) {
@@ -193,10 +193,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
 
   await app.register(openapiGlue, {
-    specification: spec,
+    specification: routingView(spec),
     operationResolver: (operationId: string) => resolveHandler(operationId),
-    // Glue warns about every media type without a body parser, answers included: noise.
-    logLevel: 'error',
   })
   app.addHook('onListen', async () => {
     void warmValidators()

@@ -65,6 +65,29 @@ export function loadSpec(file = specPath): Json {
   return structuredClone(spec)
 }
 
+/**
+ * What the router needs of the contract: parameters and request bodies. Every JSON media
+ * type reaches validation as application/json (the request hook normalizes it), and
+ * answers are checked against the full contract in tests, not by the router.
+ */
+export function routingView(spec: Json): Json {
+  const paths: Json = {}
+  for (const [path, item] of Object.entries<Json>(spec.paths)) {
+    paths[path] = {}
+    for (const [method, op] of Object.entries<Json>(item)) {
+      const { responses: _responses, callbacks: _callbacks, requestBody, ...rest } = op
+      const routed: Json = { ...rest, responses: { default: { description: 'See the contract.' } } }
+      if (requestBody) {
+        const content: Json = {}
+        for (const [type, media] of Object.entries<Json>(requestBody.content)) content[type.includes('json') ? 'application/json' : type] = media
+        routed.requestBody = { ...requestBody, content }
+      }
+      paths[path][method] = routed
+    }
+  }
+  return { ...spec, paths }
+}
+
 function access(op: Json, spec: Json, id: string): Access {
   const security: Json[] = op.security ?? spec.security ?? []
   const min = op['x-min-profile']

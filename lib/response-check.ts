@@ -1,21 +1,27 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { ValidateFunction } from 'ajv'
-import { compileResponseSchema } from './validation.js'
+import { makeAjv } from './validation.js'
+
+const pointer = (...parts: string[]) => parts.map((p) => p.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')
 
 /**
- * Checks an answer against the contract: its status must be declared, its media type
- * offered, and a JSON body must match the schema. Answers the violation, or undefined.
+ * Checks answers against the full contract: the status must be declared, the media type
+ * offered, and a JSON body must match its schema. Answers the violation, or undefined.
  */
-export function responseChecker() {
-  const cache = new WeakMap<object, ValidateFunction>()
+export function responseChecker(spec: Record<string, any>) {
+  // The contract itself is the schema document, so its $refs resolve as written.
+  const ajv = makeAjv(false)
+  ajv.addSchema(spec, 'contract')
+  const cache = new Map<string, ValidateFunction>()
   return (req: FastifyRequest, reply: FastifyReply, payload: unknown): string | undefined => {
     const op = req.routeOptions.config.op!
-    const responses = (req.routeOptions.schema as any)?.response ?? {}
+    const method = op.method.toLowerCase()
     const status = String(reply.statusCode)
-    const declared = responses[status]
+    const declared = spec.paths[op.path][method].responses?.[status]
     if (!declared) return `${op.operationId} answered ${status}, which the contract does not declare`
+    const response = declared.$ref ? declared.$ref.slice(2).split('/').reduce((o: any, k: string) => o[k], spec) : declared
     const type = String(reply.getHeader('content-type') ?? '').split(';')[0].trim()
-    const media = declared.content?.[type]
+    const media = response.content?.[type]
     if (!media) return `${op.operationId} answered ${status} as "${type}", which the contract does not offer`
     if (!/json|text\/plain/.test(type) || typeof payload !== 'string') return undefined
     let body: unknown
@@ -24,10 +30,13 @@ export function responseChecker() {
     } catch {
       return `${op.operationId} answered ${status} with a body that is not JSON`
     }
-    let validate = cache.get(media.schema)
+    const where = declared.$ref
+      ? `contract#/${pointer(...declared.$ref.slice(2).split('/'), 'content', type, 'schema')}`
+      : `contract#/${pointer('paths', op.path, method, 'responses', status, 'content', type, 'schema')}`
+    let validate = cache.get(where)
     if (!validate) {
-      validate = compileResponseSchema(media.schema)
-      cache.set(media.schema, validate)
+      validate = ajv.compile({ $ref: where })
+      cache.set(where, validate)
     }
     if (validate(body)) return undefined
     return `${op.operationId} ${status}: ` + (validate.errors ?? []).map((e) => `${e.instancePath || '(root)'} ${e.message}`).join('; ')

@@ -44,3 +44,16 @@ t.test('the code type-checks against the generated types', async (t) => {
   const r = spawnSync(bin('tsc'), ['--noEmit', '-p', '.'], { cwd: projectRoot, encoding: 'utf8' })
   t.equal(r.status, 0, r.stdout + r.stderr)
 })
+
+t.test('answers the contract does not describe are caught in tests', async (t) => {
+  const { build, login, bearer } = await import('./helpers.js')
+  const spec = loadSpec()
+  spec.components.schemas.VersionResource.required.push('releaseNotes')
+  const app = await build(t, {}, spec)
+  const token = await login(app)
+  const res = await app.inject({ url: '/prime/webui/admin/PrimeVersion', headers: bearer(token) })
+  t.equal(res.statusCode, 500)
+  t.match(res.json().detail, "getPrimeVersion 200: (root) must have required property 'releaseNotes'")
+  const undeclared = await app.inject({ url: '/prime/webui/admin/PrimeVersion', headers: { ...bearer(token), accept: 'text/plain' } })
+  t.equal(undeclared.statusCode, 500, 'checked whatever the negotiated media type')
+})

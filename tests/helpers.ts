@@ -9,10 +9,10 @@ export const ADMIN_PASSWORD = 'Correct-horse-42'
 export const USER_PASSWORD = 'Battery-staple-97'
 
 /** A fresh app on its own data dir, answering-checked against the contract. */
-export async function build(t: { teardown: (fn: () => unknown) => void }, env: Record<string, string> = {}): Promise<FastifyInstance & { testConfig: Config }> {
+export async function build(t: { teardown: (fn: () => unknown) => void }, env: Record<string, string> = {}, spec?: Record<string, any>): Promise<FastifyInstance & { testConfig: Config }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-test-'))
   const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent', PRIME_RATE_LIMIT_MAX: '100000', ...env })
-  const app = await buildApp({ config, logger: false, validateResponses: true })
+  const app = await buildApp({ config, logger: false, validateResponses: true, spec })
   t.teardown(async () => {
     await app.close()
     fs.rmSync(dir, { recursive: true, force: true })
