@@ -10,14 +10,24 @@ export interface IntegrationTokenRow {
   expires_ms: number | null
   last_used_ms: number | null
   revoked_ms: number | null
+  created_by_user_id: number | null
+}
+
+/** A token with what its creator may do now: the token works with at most that. */
+export interface IntegrationPrincipalRow extends IntegrationTokenRow {
+  creator_profile: number | null
+  creator_active: number | null
 }
 
 export function integrationTokensRepo(db: DB) {
   const insert = db.prepare(
-    `INSERT INTO integration_tokens (id, name, token_hash, profile, created_by, created_ms, expires_ms)
-     VALUES (@id, @name, @token_hash, @profile, @created_by, @created_ms, @expires_ms)`,
+    `INSERT INTO integration_tokens (id, name, token_hash, profile, created_by, created_by_user_id, created_ms, expires_ms)
+     VALUES (@id, @name, @token_hash, @profile, @created_by, @created_by_user_id, @created_ms, @expires_ms)`,
   )
-  const byHash = db.prepare<[string], IntegrationTokenRow>('SELECT * FROM integration_tokens WHERE token_hash = ?')
+  const byHash = db.prepare<[string], IntegrationPrincipalRow>(
+    `SELECT t.*, u.profile AS creator_profile, u.is_active AS creator_active
+     FROM integration_tokens t LEFT JOIN users u ON u.id = t.created_by_user_id WHERE t.token_hash = ?`,
+  )
   const byId = db.prepare<[string], IntegrationTokenRow>('SELECT * FROM integration_tokens WHERE id = ?')
   const byName = db.prepare<[string], IntegrationTokenRow>('SELECT * FROM integration_tokens WHERE name = ?')
   const all = db.prepare<[], IntegrationTokenRow>('SELECT * FROM integration_tokens ORDER BY created_ms DESC, id')

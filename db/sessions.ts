@@ -18,6 +18,7 @@ export interface RefreshRow {
   used_ms: number | null
   revoked_ms: number | null
   user_id: number
+  is_active: number
 }
 
 export function sessionsRepo(db: DB, version: AuthVersion) {
@@ -31,8 +32,8 @@ export function sessionsRepo(db: DB, version: AuthVersion) {
      FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?`,
   )
   const refreshByHash = db.prepare<[string], RefreshRow>(
-    `SELECT r.token_hash, r.session_id, r.expires_ms, r.used_ms, s.revoked_ms, s.user_id
-     FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id WHERE r.token_hash = ?`,
+    `SELECT r.token_hash, r.session_id, r.expires_ms, r.used_ms, s.revoked_ms, s.user_id, u.is_active
+     FROM refresh_tokens r JOIN sessions s ON s.id = r.session_id JOIN users u ON u.id = s.user_id WHERE r.token_hash = ?`,
   )
   const useRefresh = db.prepare<[number, string]>('UPDATE refresh_tokens SET used_ms = ? WHERE token_hash = ? AND used_ms IS NULL')
   const revoke = db.prepare<[number, string, string]>('UPDATE sessions SET revoked_ms = ?, revoked_reason = ? WHERE id = ? AND revoked_ms IS NULL')

@@ -57,6 +57,7 @@ export function usersRepo(db: DB, version: AuthVersion) {
   )
   const loginSucceeded = db.prepare<[number, number]>('UPDATE users SET failed_logins = 0, locked_until_ms = 0, last_login_ms = ? WHERE id = ?')
   const revokeTokens = db.prepare<[number, number]>('UPDATE users SET tokens_valid_after_ms = ? WHERE id = ?')
+  const revokeSessions = db.prepare<[number, number]>("UPDATE sessions SET revoked_ms = ?, revoked_reason = 'account changed' WHERE user_id = ? AND revoked_ms IS NULL")
   const updateStatements = new Map<string, ReturnType<DB['prepare']>>()
 
   return {
@@ -89,8 +90,10 @@ export function usersRepo(db: DB, version: AuthVersion) {
     recordFailedLogin: (id: number, threshold: number, lockUntil: number, now: number) => loginFailed.run({ id, threshold, lockUntil, now }),
     recordLogin: (id: number, now: number) => loginSucceeded.run(now, id),
     /** Voids every token issued to the account up to now. */
+    /** Voids the account's access tokens and ends its sessions, refresh tokens included. */
     revokeTokens(id: number, now: number) {
       version.bump()
+      revokeSessions.run(now, id)
       return revokeTokens.run(now, id)
     },
   }

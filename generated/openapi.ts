@@ -2520,7 +2520,9 @@ export interface paths {
          * Create an integration token
          * @description Issues a long-lived bearer token for a SIEM or SOAR integration, bound to a
          *     profile (at most the creator's). The secret is in this answer only; the server
-         *     keeps a hash of it. Names are unique.
+         *     keeps a hash of it. Names are unique. A token acts with at most its creator's
+         *     current profile and stops working when its creator is disabled or deleted; only
+         *     an Administrator's session (not another integration token) can create one (403).
          */
         post: operations["createIntegrationToken"];
         delete?: never;
@@ -2707,8 +2709,8 @@ export interface paths {
         put?: never;
         /**
          * Delete accounts
-         * @description Deletes each account named (by user name, case-insensitive, or by numeric id) and
-         *     revokes its tokens at once. Answers per item: deleting yourself, deleting the last
+         * @description Deletes each account named (by user name, case-insensitive; an item that names no
+         *     account is taken as a numeric id) and revokes its tokens at once. Answers per item: deleting yourself, deleting the last
          *     active Administrator and unknown names fail with their reason; the others are
          *     deleted. An empty or null body answers 400.
          */

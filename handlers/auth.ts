@@ -2,6 +2,7 @@ import crypto from 'node:crypto'
 import { accountView, login } from '../lib/accounts.js'
 import { audit } from '../lib/audit.js'
 import { problem } from '../lib/errors.js'
+import { unauthenticated } from '../lib/auth.js'
 import { iso } from '../lib/time.js'
 import type { IntegrationTokenRow } from '../db/integration-tokens.js'
 import type { Handlers, Req } from './types.js'
@@ -54,11 +55,10 @@ export const authHandlers: Handlers<'localLogin' | 'signIn' | 'refreshToken' | '
       })
       return { ...r, user }
     })()
-    if (result.reused) throw problem('unauthenticated', 'The refresh token was already used; its session has been revoked.')
-    if (!result.user || !result.user.is_active) throw problem('unauthenticated', 'The account is disabled or gone.')
+    if (result.reused) throw unauthenticated('The refresh token was already used; its session has been revoked.')
     return {
       ...result.tokens!,
-      user: accountView(result.user),
+      user: accountView(result.user!),
       license: { primeAccountName: config.license.accountName, licenseStatus: licenseStatus(config.license.expirationDate) },
       navigation: { startPage: 'dashboard' },
     }
@@ -82,7 +82,9 @@ export const authHandlers: Handlers<'localLogin' | 'signIn' | 'refreshToken' | '
   async createIntegrationToken(req) {
     const { repos, db, tokens } = req.server
     const body = req.body
-    if (body.userProfile > req.principal!.profile) throw problem('forbidden', 'A token cannot have a higher profile than its creator.')
+    const creator = req.principal!
+    if (creator.kind !== 'session') throw problem('forbidden', 'Integration tokens are created by an Administrator\'s session, not by another integration token.')
+    if (body.userProfile > creator.profile) throw problem('forbidden', 'A token cannot have a higher profile than its creator.')
     const now = Date.now()
     const expires = body.expiresAt ? Date.parse(body.expiresAt) : null
     if (expires !== null && expires <= now) throw problem('validation', 'expiresAt must be in the future.', { errors: [{ location: 'body', name: 'expiresAt', reason: 'must be in the future' }] })
@@ -90,7 +92,7 @@ export const authHandlers: Handlers<'localLogin' | 'signIn' | 'refreshToken' | '
     const row = db.transaction(() => {
       if (repos.integrationTokens.byName(body.name)) throw problem('conflict', `An integration token named "${body.name}" already exists.`)
       const id = crypto.randomUUID()
-      repos.integrationTokens.insert({ id, name: body.name, token_hash: hash, profile: body.userProfile, created_by: req.principal!.name, created_ms: now, expires_ms: expires })
+      repos.integrationTokens.insert({ id, name: body.name, token_hash: hash, profile: body.userProfile, created_by: creator.name, created_by_user_id: creator.id as number, created_ms: now, expires_ms: expires })
       const created = repos.integrationTokens.byId(id)!
       audit(req, { description: `Created integration token "${body.name}" with profile ${body.userProfile}`, details: tokenView(created), asset: tokenAsset(created) })
       return created

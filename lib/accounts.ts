@@ -6,6 +6,7 @@ import { dummyHash, hashPassword, passwordProblem, verifyPassword } from './pass
 import { audit } from './audit.js'
 import type { components } from '../generated/openapi.js'
 import { iso } from './time.js'
+import { bearerToken } from './auth.js'
 
 type AccountView = components['schemas']['AccountViewResource']
 type ItemResult = components['schemas']['ItemResult']
@@ -69,34 +70,45 @@ export async function bootstrapAdmin(app: FastifyInstance) {
 
 export async function login(req: FastifyRequest, userName: string, password: string) {
   const { users } = req.server.repos
-  const { config } = req.server
-  const user = users.byName(userName)
-  const now = Date.now()
-  if (user && user.locked_until_ms > now) {
-    const seconds = Math.ceil((user.locked_until_ms - now) / 1000)
-    audit(req, { description: `Login refused for "${user.user_name}": account locked`, user: user.user_name, outcome: 'Failed', asset: userAsset(user) })
-    throw problem('account-locked', `Too many failed logins; the account is locked for ${seconds} more seconds.`, { headers: { 'retry-after': String(seconds) } })
+  const { config, db } = req.server
+  // The attempt counts as a failure before the password is checked, so that parallel
+  // guesses cannot outrun the lockout; a success resets the count.
+  const attempt = db.transaction(() => {
+    const user = users.byName(userName)
+    const now = Date.now()
+    if (!user) return { user }
+    if (user.locked_until_ms > now) return { user, lockedSeconds: Math.ceil((user.locked_until_ms - now) / 1000) }
+    users.recordFailedLogin(user.id, config.lockoutThreshold, now + config.lockoutMs, now)
+    return { user }
+  })()
+  const checked = attempt.user
+  if (attempt.lockedSeconds !== undefined) {
+    audit(req, { description: `Login refused for "${checked!.user_name}": account locked`, user: checked!.user_name, outcome: 'Failed', asset: userAsset(checked!) })
+    throw problem('account-locked', `Too many failed logins; the account is locked for ${attempt.lockedSeconds} more seconds.`, { headers: { 'retry-after': String(attempt.lockedSeconds) } })
   }
-  const ok = await verifyPassword(password, user?.password_hash ?? (await dummyHash()))
-  if (!user || !ok || !user.is_active) {
-    req.server.db.transaction(() => {
-      if (user && !ok) users.recordFailedLogin(user.id, config.lockoutThreshold, now + config.lockoutMs, now)
+  const ok = await verifyPassword(password, checked?.password_hash ?? (await dummyHash()))
+  const outcome = db.transaction(() => {
+    const now = Date.now()
+    // The account may have changed while the password was being checked.
+    const user = checked ? users.byId(checked.id) : undefined
+    const reason = !user ? (checked ? 'account deleted' : 'unknown user') : !ok ? 'wrong password' : user.password_hash !== checked!.password_hash ? 'password changed meanwhile' : !user.is_active ? 'disabled' : null
+    if (reason) {
       audit(req, {
-        description: `Login failed for "${userName}"${user && ok ? ': account disabled' : ''}`,
-        user: user?.user_name ?? userName,
+        description: `Login failed for ${user ? `"${user.user_name}"` : 'an unknown user name'}`,
+        user: user?.user_name ?? null,
         outcome: 'Failed',
-        details: { userName, reason: !user ? 'unknown user' : !ok ? 'wrong password' : 'disabled' },
+        details: { userName, reason },
         asset: user ? userAsset(user) : undefined,
       })
-    })()
-    throw problem('invalid-credentials', user && ok ? 'The account is disabled.' : 'The user name or password is incorrect.')
-  }
-  const session = req.server.db.transaction(() => {
-    users.recordLogin(user.id, now)
-    audit(req, { description: `Login of "${user.user_name}"`, user: user.user_name, details: { userName: user.user_name }, asset: userAsset(user) })
-    return req.server.tokens.startSession(user.id, now)
+      return { failed: true as const }
+    }
+    users.recordLogin(user!.id, now)
+    audit(req, { description: `Login of "${user!.user_name}"`, user: user!.user_name, details: { userName: user!.user_name }, asset: userAsset(user!) })
+    return { failed: false as const, session: req.server.tokens.startSession(user!.id, now), user: accountView({ ...user!, last_login_ms: now }) }
   })()
-  return { ...session, user: accountView({ ...user, last_login_ms: now }) }
+  // Thrown after the commit, so that the failure's audit record is kept.
+  if (outcome.failed) throw problem('invalid-credentials', 'The user name or password is incorrect.')
+  return { ...outcome.session, user: outcome.user }
 }
 
 export async function createAccount(req: FastifyRequest, body: AccountView & { userName: string; email: string; userProfile: number; password: string }) {
@@ -193,9 +205,15 @@ export async function updateOwnAccount(req: FastifyRequest, body: ContactFields 
     throw invalidField('body', 'newPassword', 'is required with currentPassword')
   }
   return req.server.db.transaction(() => {
+    const now = Date.now()
+    // While the password was hashed the session may have been revoked, the account
+    // deleted or its password reset by an Administrator: none of that may be undone here.
+    req.server.tokens.authenticate(bearerToken(req), now)
+    const current = users.byId(me.id)
+    if (!current) throw problem('not-found', 'Your account no longer exists.')
+    if (hash && current.password_hash !== me.password_hash) throw problem('conflict', 'The password was changed meanwhile; log in again.')
     const changes = contactChanges(body)
     if (hash) changes.password_hash = hash
-    const now = Date.now()
     users.update(me.id, changes, now)
     if (hash) users.revokeTokens(me.id, now)
     const after = accountView(users.byId(me.id)!)
@@ -216,7 +234,8 @@ export function deleteAccounts(req: FastifyRequest, ids: string[]) {
     const results: ItemResult[] = []
     const deleted: string[] = []
     for (const id of ids) {
-      const target = /^\d+$/.test(id) ? (users.byId(Number(id)) ?? users.byName(id)) : users.byName(id)
+      // A user name first (names may be all digits), then a numeric id.
+      const target = users.byName(id) ?? (/^\d{1,15}$/.test(id) ? users.byId(Number(id)) : undefined)
       if (!target) {
         results.push({ id, status: 'failed', reason: `No account "${id}".`, code: 'not-found' })
       } else if (principal.kind === 'session' && target.id === principal.id) {

@@ -134,9 +134,24 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
       throw problem('rate-limited', `Too many ${what} from this address; retry in ${r.ttlInSeconds} seconds.`, { headers: { 'retry-after': String(r.ttlInSeconds) } })
     }
   }
-  app.setNotFoundHandler((req, reply) =>
-    sendProblem(req, reply, problem('route-not-found', `No operation ${req.method} ${req.url.split('?')[0]}.`)),
-  )
+  // A known path with another method answers 405 with the methods it has.
+  const pathMethods = new Map<RegExp, string[]>()
+  for (const op of ops.values()) {
+    const re = new RegExp('^' + op.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{\w+\\?\}/g, '[^/]+') + '/?$', 'i')
+    const known = [...pathMethods.keys()].find((k) => k.source === re.source)
+    if (known) pathMethods.get(known)!.push(op.method)
+    else pathMethods.set(re, [op.method])
+  }
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0]
+    for (const [re, methods] of pathMethods) {
+      if (re.test(path)) {
+        reply.header('allow', methods.join(', '))
+        return sendProblem(req, reply, problem('method-not-allowed', `${path} answers ${methods.join(', ')}, not ${req.method}.`))
+      }
+    }
+    sendProblem(req, reply, problem('route-not-found', `No operation ${req.method} ${path}.`))
+  })
   app.addContentTypeParser(IGNORED_BODY, { parseAs: 'buffer' }, (_req, _body, done) => done(null, undefined))
   await app.register(multipart, { limits: { fileSize: 10 * 1024 * 1024, files: 1, fields: 10, parts: 11 } })
 

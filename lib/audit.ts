@@ -28,6 +28,9 @@ export function maskSecrets(value: unknown, depth = 0): unknown {
   return out
 }
 
+// Audit records travel to SIEMs as lines: no control characters from callers.
+const printable = (s: string) => s.replace(/[\u0000-\u001f\u007f]/g, '?')
+
 /** Writes the request's audit record; call it inside the transaction that makes the change. */
 export function audit(req: FastifyRequest, entry: AuditEntry): void {
   const op = req.routeOptions.config.op
@@ -35,9 +38,9 @@ export function audit(req: FastifyRequest, entry: AuditEntry): void {
     createdMs: Date.now(),
     severity: entry.severity ?? (entry.outcome && entry.outcome !== 'Succeeded' ? WARNING : NOTICE),
     category: op?.auditCategory ?? 'System',
-    user: entry.user !== undefined ? entry.user : (req.principal?.name ?? null),
+    user: entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : (req.principal?.name ?? null),
     sourceIp: req.ip ?? null,
-    description: entry.description.slice(0, 1000),
+    description: printable(entry.description).slice(0, 1000),
     details: JSON.stringify(maskSecrets(entry.details ?? {})).slice(0, 65536),
     operationId: op?.operationId ?? null,
     outcome: entry.outcome ?? 'Succeeded',

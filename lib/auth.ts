@@ -46,9 +46,10 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
       const row = repos.integrationTokens.byHash(sha256(token))
       if (!row || row.revoked_ms !== null) throw unauthenticated('The integration token is unknown or revoked.')
       if (row.expires_ms !== null && row.expires_ms <= now) throw unauthenticated('The integration token has expired.')
+      if (row.creator_profile === null || !row.creator_active) throw unauthenticated('The integration token\'s creator is disabled or deleted.')
       // Recording every use would turn each read into a write; a minute's precision is plenty.
       if (row.last_used_ms === null || now - row.last_used_ms > touchIntervalMs) repos.integrationTokens.touch(row.id, now)
-      return { kind: 'integration', id: row.id, name: `token:${row.name}`, profile: row.profile }
+      return { kind: 'integration', id: row.id, name: `token:${row.name}`, profile: Math.min(row.profile, row.creator_profile) }
     }
     let claims: AccessClaims
     try {
@@ -90,6 +91,7 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
     if (!row) throw unauthenticated('The refresh token is unknown.')
     if (row.revoked_ms !== null) throw unauthenticated('The refresh token belongs to a revoked session.')
     if (row.expires_ms <= now) throw unauthenticated('The refresh token has expired.')
+    if (!row.is_active) throw unauthenticated('The account is disabled.')
     if (!repos.sessions.useRefreshToken(row.token_hash, now)) {
       repos.sessions.revoke(row.session_id, 'refresh token reused', now)
       return { reused: true as const, userId: row.user_id }

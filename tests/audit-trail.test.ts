@@ -191,8 +191,8 @@ t.test('logins are audited', async (t) => {
   await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'nobody', password: 'whatever-it-is-1' } })
   rows = since(app, before)
   t.equal(rows.length, 1)
-  t.match(rows[0], { outcome: 'Failed', user_name: 'nobody' })
-  t.equal(JSON.parse(rows[0].details).reason, 'unknown user')
+  t.match(rows[0], { outcome: 'Failed', user_name: null }, 'an unknown name is not recorded as an actor')
+  t.match(JSON.parse(rows[0].details), { reason: 'unknown user', userName: 'nobody' })
 
   before = lastId(app)
   const malformed = await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'admin', password: 'whatever-it-is-2', extra: 1 } })

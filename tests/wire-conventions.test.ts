@@ -275,7 +275,9 @@ t.test('unknown paths and methods', async (t) => {
   t.match(body.detail, 'GET /prime/webui/nothing/here')
   const withQuery = isProblem(t, await app.inject({ url: '/prime/webui/nothing?x=1' }), 404)
   t.equal(withQuery.instance, '/prime/webui/nothing', 'instance is the path, without the query')
-  isProblem(t, await app.inject({ method: 'GET', url: LOGIN }), 404)
+  const wrongMethod = await app.inject({ method: 'GET', url: LOGIN })
+  isProblem(t, wrongMethod, 405, 'method-not-allowed')
+  t.equal(wrongMethod.headers.allow, 'POST')
   isProblem(t, await app.inject({ url: '/' }), 404)
 })
 
