@@ -6,6 +6,7 @@ import os from 'node:os'
 import path from 'node:path'
 import autocannon from 'autocannon'
 import { openDatabase } from '../db/index.js'
+import { createRepos } from '../lib/repos.js'
 import { hashPassword } from '../lib/passwords.js'
 import { projectRoot } from '../lib/paths.js'
 
@@ -68,9 +69,11 @@ if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
 // 100 accounts, written directly (hashing 100 passwords through the API would only time scrypt).
 const db = openDatabase(path.join(dataDir, 'prime.sqlite'))
 const hash = await hashPassword('Seeded-account-pass-1')
-const insert = db.prepare("INSERT INTO users (user_name, email, first_name, last_name, profile, password_hash, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+const { users } = createRepos(db)
 db.transaction(() => {
-  for (let i = 1; i < 100; i++) insert.run(`user${String(i).padStart(3, '0')}`, `user${i}@example.com`, `First${i}`, `Last${i}`, [10, 20, 30][i % 3], hash, Date.now(), Date.now())
+  for (let i = 1; i < 100; i++) {
+    users.insert({ user_name: `user${String(i).padStart(3, '0')}`, email: `user${i}@example.com`, first_name: `First${i}`, last_name: `Last${i}`, phone: null, image: null, profile: [10, 20, 30][i % 3], password_hash: hash, is_active: 1 }, Date.now())
+  }
 })()
 db.close()
 
