@@ -5,7 +5,8 @@ import { problem } from '../lib/errors.js'
 import { unauthenticated } from '../lib/auth.js'
 import { iso } from '../lib/time.js'
 import type { IntegrationTokenRow } from '../db/integration-tokens.js'
-import type { Handlers, Req } from './types.js'
+import type { Config } from '../lib/config.js'
+import type { Handlers, Ok, Req } from './types.js'
 
 const tokenView = (t: IntegrationTokenRow) => ({
   id: t.id,
@@ -20,18 +21,22 @@ const tokenView = (t: IntegrationTokenRow) => ({
 
 const tokenAsset = (t: Pick<IntegrationTokenRow, 'id' | 'name'>) => ({ key: t.id, name: t.name, type: 'IntegrationToken', detail: 'Token' })
 
-async function localLogin(req: Req<'localLogin'>) {
-  const result = await login(req, req.body.username, req.body.password)
-  const { config } = req.server
+/** The answer of a login and of a refresh: the tokens, the account, the license, the start page. */
+function sessionAnswer(config: Config, tokens: { token: string; expiresAt: string; refreshToken: string; refreshTokenExpiresAt: string }, user: Ok<'localLogin'>['user']): Ok<'localLogin'> {
   return {
-    token: result.token,
-    expiresAt: result.expiresAt,
-    refreshToken: result.refreshToken,
-    refreshTokenExpiresAt: result.refreshTokenExpiresAt,
-    user: result.user,
+    token: tokens.token,
+    expiresAt: tokens.expiresAt,
+    refreshToken: tokens.refreshToken,
+    refreshTokenExpiresAt: tokens.refreshTokenExpiresAt,
+    user,
     license: { primeAccountName: config.license.accountName, licenseStatus: licenseStatus(config.license.expirationDate) },
     navigation: { startPage: 'dashboard' },
   }
+}
+
+async function localLogin(req: Req<'localLogin'>) {
+  const result = await login(req, req.body.username, req.body.password)
+  return sessionAnswer(req.server.config, result, result.user)
 }
 
 export function licenseStatus(expiration: string | null): 'Activated' | 'Expired' {
@@ -56,12 +61,7 @@ export const authHandlers: Handlers<'localLogin' | 'signIn' | 'refreshToken' | '
       return { ...r, user }
     })()
     if (result.reused) throw unauthenticated('The refresh token was already used; its session has been revoked.')
-    return {
-      ...result.tokens!,
-      user: accountView(result.user!),
-      license: { primeAccountName: config.license.accountName, licenseStatus: licenseStatus(config.license.expirationDate) },
-      navigation: { startPage: 'dashboard' },
-    }
+    return sessionAnswer(config, result.tokens!, accountView(result.user!))
   },
 
   async logout(req) {
