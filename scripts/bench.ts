@@ -1,4 +1,5 @@
-// npm run bench: the API against a bare Fastify route serving the same JSON, in one run,
+// npm run bench: the API against bare Fastify routes (serving the same JSON, and doing the
+// same data work without the platform's layers), in one run,
 // on 127.0.0.1 with bounded durations; and the time from process start to listening.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
@@ -84,8 +85,8 @@ const { token } = (await loginRes.json()) as { token: string }
 const auth = { authorization: `Bearer ${token}` }
 
 const cases = [
-  { name: 'GET admin/getuserdetails', path: '/admin/getuserdetails', bare: '/bare/getuserdetails' },
-  { name: 'GET admin/all (100 accounts)', path: '/admin/all', bare: '/bare/all' },
+  { name: 'GET admin/getuserdetails', path: '/admin/getuserdetails', bare: '/bare/getuserdetails', data: '/data/getuserdetails' },
+  { name: 'GET admin/all (100 accounts)', path: '/admin/all', bare: '/bare/all', data: '/data/all' },
 ]
 const files: string[] = []
 for (const c of cases) {
@@ -95,26 +96,27 @@ for (const c of cases) {
   fs.writeFileSync(file, JSON.stringify({ url: c.bare, body }))
   files.push(file)
 }
-const { child: bare } = await start([path.join(projectRoot, 'dist', 'scripts', 'bare-server.js'), String(BARE_PORT), ...files], {}, /listening/, path.join(dataDir, 'bare.log'))
+const { child: bare } = await start([path.join(projectRoot, 'dist', 'scripts', 'bare-server.js'), String(BARE_PORT), path.join(dataDir, 'prime.sqlite'), ...files], {}, /listening/, path.join(dataDir, 'bare.log'))
 
 const rows: string[] = []
 for (const c of cases) {
-  const appRuns: Awaited<ReturnType<typeof load>>[] = [], bareRuns: typeof appRuns = [], ratios: number[] = []
+  const appRuns: Awaited<ReturnType<typeof load>>[] = [], bareRuns: typeof appRuns = [], dataRuns: typeof appRuns = [], ratios: number[] = [], dataRatios: number[] = []
   await load(base + c.path, auth) // warm-up
   for (let i = 0; i < ROUNDS; i++) {
     const a = await load(base + c.path, auth)
     const b = await load(`http://127.0.0.1:${BARE_PORT}${c.bare}`, {})
-    appRuns.push(a); bareRuns.push(b); ratios.push(a.rps / b.rps)
+    const d = await load(`http://127.0.0.1:${BARE_PORT}${c.data}`, {})
+    appRuns.push(a); bareRuns.push(b); dataRuns.push(d); ratios.push(a.rps / b.rps); dataRatios.push(a.rps / d.rps)
   }
   const m = (runs: typeof appRuns, k: 'rps' | 'p50' | 'p99') => median(runs.map((r) => r[k]))
-  rows.push(`| ${c.name} | ${m(appRuns, 'rps').toFixed(0)} | ${m(appRuns, 'p50')} / ${m(appRuns, 'p99')} | ${m(bareRuns, 'rps').toFixed(0)} | ${m(bareRuns, 'p50')} / ${m(bareRuns, 'p99')} | ${median(ratios).toFixed(2)} |`)
+  rows.push(`| ${c.name} | ${m(appRuns, 'rps').toFixed(0)} | ${m(appRuns, 'p50')} / ${m(appRuns, 'p99')} | ${m(bareRuns, 'rps').toFixed(0)} | ${m(bareRuns, 'p50')} / ${m(bareRuns, 'p99')} | ${median(ratios).toFixed(2)} | ${m(dataRuns, 'rps').toFixed(0)} | ${median(dataRatios).toFixed(2)} |`)
 }
 await stop(app)
 await stop(bare)
 fs.rmSync(dataDir, { recursive: true, force: true })
 
 console.log(`\n${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${DURATION} s each; medians (latency in ms)${PIN ? '; load generator on CPU 0, servers on CPU 1' : ''}.\n`)
-console.log('| case | API req/s | API p50 / p99 | bare req/s | bare p50 / p99 | ratio API/bare |')
-console.log('|---|---|---|---|---|---|')
+console.log('| case | API req/s | API p50 / p99 | bare req/s | bare p50 / p99 | ratio API/bare | same data work, bare req/s | ratio API/that |')
+console.log('|---|---|---|---|---|---|---|---|')
 for (const r of rows) console.log(r)
 console.log(`\nStart to listening with the full contract: median ${median(startTimes).toFixed(0)} ms over ${startTimes.length} starts (target < 1000 ms).`)
