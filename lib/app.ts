@@ -9,7 +9,7 @@ import type { Config } from './config.js'
 import { loadSpec, operations, routingView, type Operation } from './contract.js'
 import { openDatabase, type DB } from '../db/index.js'
 import { createRepos, type Repos } from './repos.js'
-import { tokenService, bearerToken, type Principal, type TokenService } from './auth.js'
+import { ISSUER, tokenService, bearerToken, type Principal, type TokenService } from './auth.js'
 import { problem, problemBody, ProblemError, type ProblemCode } from './errors.js'
 import { fieldErrors, validatorCompiler, warmValidators } from './validation.js'
 import { canonicalize, canonicalizeQuery } from './names.js'
@@ -82,6 +82,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
 
   const db = openDatabase(config.dbFile)
   const repos = createRepos(db)
+  // Revoked sessions, and those whose refresh tokens have all expired, can never be used again.
+  repos.sessions.purge(Date.now())
   app.decorate('config', config)
   app.decorate('db', db)
   app.decorate('repos', repos)
@@ -106,9 +108,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
   await app.register(jwt, {
     secret: config.jwtSecret,
-    sign: { algorithm: 'HS256', expiresIn: config.accessTokenTtlSec, iss: 'prime-webui' },
+    sign: { algorithm: 'HS256', expiresIn: config.accessTokenTtlSec, iss: ISSUER },
     // Verified tokens are cached (until they expire): revocation is checked per request anyway.
-    verify: { algorithms: ['HS256'], allowedIss: 'prime-webui', cache: 10_000 },
+    verify: { algorithms: ['HS256'], allowedIss: ISSUER, cache: 10_000 },
   })
   app.decorate('tokens', tokenService(app, config, repos))
 

@@ -22,9 +22,9 @@ interface AccessClaims {
   ims: number
 }
 
-const ISSUER = 'prime-webui'
-const INTEGRATION_PREFIX = 'pit_'
-const REFRESH_PREFIX = 'prt_'
+export const ISSUER = 'prime-webui'
+const INTEGRATION_PREFIX = 'pit'
+const REFRESH_PREFIX = 'prt'
 
 export const unauthenticated = (detail: string) =>
   problem('unauthenticated', detail, { headers: { 'www-authenticate': `Bearer realm="prime", error="invalid_token", error_description="${detail.replace(/"/g, "'")}"` } })
@@ -42,7 +42,7 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
   /** Resolves a bearer credential to its principal, or throws a 401 problem. */
   function authenticate(token: string | undefined, now: number): Principal {
     if (!token) throw problem('unauthenticated', 'A bearer token is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
-    if (token.startsWith(INTEGRATION_PREFIX)) {
+    if (token.startsWith(`${INTEGRATION_PREFIX}_`)) {
       const row = repos.integrationTokens.byHash(sha256(token))
       if (!row || row.revoked_ms !== null) throw unauthenticated('The integration token is unknown or revoked.')
       if (row.expires_ms !== null && row.expires_ms <= now) throw unauthenticated('The integration token has expired.')
@@ -72,7 +72,7 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
   }
 
   function issueRefresh(sessionId: string, now: number) {
-    const refreshToken = newSecret(REFRESH_PREFIX.slice(0, -1))
+    const refreshToken = newSecret(REFRESH_PREFIX)
     const expires = now + config.refreshTokenTtlSec * 1000
     repos.sessions.addRefreshToken(sha256(refreshToken), sessionId, now, expires)
     return { refreshToken, refreshTokenExpiresAt: new Date(expires).toISOString() }
@@ -100,10 +100,10 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
   }
 
   function createIntegrationSecret() {
-    const token = newSecret(INTEGRATION_PREFIX.slice(0, -1))
+    const token = newSecret(INTEGRATION_PREFIX)
     return { token, hash: sha256(token) }
   }
 
-  return { authenticate, startSession, rotate, createIntegrationSecret, issuer: ISSUER }
+  return { authenticate, startSession, rotate, createIntegrationSecret }
 }
 export type TokenService = ReturnType<typeof tokenService>

@@ -17,7 +17,6 @@ export const catalogue = {
   'account-locked': { status: 429, title: 'Account locked' },
   internal: { status: 500, title: 'Internal server error' },
   'not-implemented': { status: 501, title: 'Not implemented' },
-  unavailable: { status: 503, title: 'Service unavailable' },
 } as const
 
 export type ProblemCode = keyof typeof catalogue

@@ -3,21 +3,30 @@
 
 type Schema = Record<string, any>
 
-const lookups = new WeakMap<Schema, Map<string, string>>()
+interface Names {
+  /** The schema's properties, `allOf` members merged. */
+  props: Record<string, Schema>
+  /** Lower-cased name to the contract's spelling. */
+  byLower: Map<string, string>
+}
 
-function propertiesOf(schema: Schema): Record<string, Schema> {
+// Built once per schema (the route schemas live as long as the server).
+const cache = new WeakMap<Schema, Names>()
+
+function mergedProperties(schema: Schema): Record<string, Schema> {
   let props: Record<string, Schema> = { ...(schema.properties ?? {}) }
-  for (const sub of schema.allOf ?? []) props = { ...props, ...propertiesOf(sub) }
+  for (const sub of schema.allOf ?? []) props = { ...props, ...mergedProperties(sub) }
   return props
 }
 
-function lookup(schema: Schema): Map<string, string> {
-  let map = lookups.get(schema)
-  if (!map) {
-    map = new Map(Object.keys(propertiesOf(schema)).map((k) => [k.toLowerCase(), k]))
-    lookups.set(schema, map)
+function namesOf(schema: Schema): Names {
+  let names = cache.get(schema)
+  if (!names) {
+    const props = mergedProperties(schema)
+    names = { props, byLower: new Map(Object.keys(props).map((k) => [k.toLowerCase(), k])) }
+    cache.set(schema, names)
   }
-  return map
+  return names
 }
 
 /** Renames object keys to the schema's spelling, recursively; unknown keys stay (and fail validation). */
@@ -28,12 +37,11 @@ export function canonicalize(value: unknown, schema: Schema | undefined): void {
     return
   }
   const obj = value as Record<string, unknown>
-  const props = propertiesOf(schema)
-  const names = lookup(schema)
+  const { props, byLower } = namesOf(schema)
   for (const key of Object.keys(obj)) {
     let name = key
     if (!(key in props)) {
-      const canonical = names.get(key.toLowerCase())
+      const canonical = byLower.get(key.toLowerCase())
       if (canonical && !(canonical in obj)) {
         obj[canonical] = obj[key]
         delete obj[key]

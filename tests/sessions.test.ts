@@ -97,3 +97,28 @@ t.test('a token issued in the same millisecond as a revocation but before it sta
   app.repos.users.revokeTokens(id, Date.now() + 1)
   t.equal((await app.inject({ url: '/prime/webui/admin/getuserdetails', headers: bearer(user) })).statusCode, 401)
 })
+
+t.test('a restart drops the sessions that can no longer be used, and keeps the live ones', async (t) => {
+  const { default: fs } = await import('node:fs')
+  const { default: os } = await import('node:os')
+  const { default: path } = await import('node:path')
+  const { buildApp } = await import('../lib/app.js')
+  const { loadConfig } = await import('../lib/config.js')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-restart-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent' })
+
+  const first = await buildApp({ config, logger: false })
+  const ended = await login(first)
+  const live = (await first.inject({ method: 'POST', url: LOGIN, payload: { username: 'admin', password: ADMIN_PASSWORD } })).json()
+  await first.inject({ method: 'POST', url: '/prime/webui/auth/logout', headers: bearer(ended) })
+  t.equal((first.db.prepare('SELECT count(*) AS n FROM sessions').get() as { n: number }).n, 2)
+  await first.close()
+
+  const second = await buildApp({ config, logger: false })
+  t.teardown(() => second.close())
+  t.equal((second.db.prepare('SELECT count(*) AS n FROM sessions').get() as { n: number }).n, 1, 'the logged-out session is gone')
+  t.equal((await second.inject({ url: '/prime/webui/admin/getuserdetails', headers: bearer(ended) })).statusCode, 401)
+  t.equal((await second.inject({ url: '/prime/webui/admin/getuserdetails', headers: bearer(live.token) })).statusCode, 200, 'a live session survives the restart')
+  t.equal((await second.inject({ method: 'POST', url: '/prime/webui/auth/refresh', payload: { refreshToken: live.refreshToken } })).statusCode, 200)
+})
