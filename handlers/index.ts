@@ -1,11 +1,23 @@
 import { problem } from '../lib/errors.js'
 import { adminHandlers } from './admin.js'
 import { authHandlers } from './auth.js'
+import { agentsHandlers } from './agents.js'
+import { catalogueHandlers } from './catalogue.js'
+import { exportsHandlers } from './exports.js'
+import { gatewayHandlers } from './gateway.js'
+import { insightsHandlers } from './insights.js'
+import { peripheralsHandlers } from './peripherals.js'
 
 /** Every implemented operation, by operationId. */
 export const handlers: Record<string, (req: any, reply: any) => unknown> = {
   ...authHandlers,
   ...adminHandlers,
+  ...gatewayHandlers,
+  ...agentsHandlers,
+  ...peripheralsHandlers,
+  ...insightsHandlers,
+  ...catalogueHandlers,
+  ...exportsHandlers,
 }
 
 /** The handler of an operation, or an honest 501 for one that is not built yet. */

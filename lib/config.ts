@@ -21,6 +21,16 @@ export interface Config {
   trustProxy: boolean
   build: string
   license: { accountName: string; seats: number; expirationDate: string | null }
+  agents: {
+    /** The secret agents present to enroll; `generated` when it was made on this start. */
+    enrollmentSecret: string
+    enrollmentSecretGenerated: boolean
+    checkInSeconds: number
+    disconnectSeconds: number
+    uncommonPeripheralMaxHosts: number
+    /** This server's address as agents reach it (`centralizedConsoleIP`). */
+    publicAddress: string | null
+  }
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
@@ -61,10 +71,31 @@ function jwtSecret(env: NodeJS.ProcessEnv, dataDir: string): string {
   return secret
 }
 
+// Like the JWT secret: generated once into the data dir; the caller logs it on the start
+// that generated it, so that the operator can install agents.
+function enrollmentSecret(env: NodeJS.ProcessEnv, dataDir: string): { secret: string; generated: boolean } {
+  if (env.PRIME_AGENT_ENROLLMENT_SECRET) {
+    if (env.PRIME_AGENT_ENROLLMENT_SECRET.length < 16) throw new Error('PRIME_AGENT_ENROLLMENT_SECRET must be at least 16 characters')
+    return { secret: env.PRIME_AGENT_ENROLLMENT_SECRET, generated: false }
+  }
+  const file = path.join(dataDir, 'agent-enrollment-secret')
+  try {
+    const kept = fs.readFileSync(file, 'utf8').trim()
+    if (kept.length < 16) throw new Error(`${file} must hold a secret of at least 16 characters (delete it to have one generated)`)
+    return { secret: kept, generated: false }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+  }
+  const secret = 'pes_' + crypto.randomBytes(24).toString('base64url')
+  fs.writeFileSync(file, secret + '\n', { mode: 0o600, flag: 'wx' })
+  return { secret, generated: true }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = path.resolve(env.PRIME_DATA_DIR || './data')
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   const expiration = env.PRIME_LICENSE_EXPIRES || null
+  const enrollment = enrollmentSecret(env, dataDir)
   if (expiration !== null && Number.isNaN(Date.parse(expiration))) {
     throw new Error(`PRIME_LICENSE_EXPIRES must be a date, got "${expiration}"`)
   }
@@ -90,6 +121,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       accountName: env.PRIME_LICENSE_ACCOUNT || 'Prime',
       seats: int(env, 'PRIME_LICENSE_SEATS', 1000, 0, 10_000_000),
       expirationDate: expiration === null ? null : new Date(expiration).toISOString(),
+    },
+    agents: {
+      enrollmentSecret: enrollment.secret,
+      enrollmentSecretGenerated: enrollment.generated,
+      checkInSeconds: int(env, 'PRIME_AGENT_CHECKIN_SECONDS', 60, 5, 3600),
+      disconnectSeconds: int(env, 'PRIME_AGENT_DISCONNECT_SECONDS', 180, 10, 86400),
+      uncommonPeripheralMaxHosts: int(env, 'PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS', 2, 1, 1_000_000),
+      publicAddress: env.PRIME_PUBLIC_ADDRESS || null,
     },
   }
 }

@@ -5,6 +5,7 @@ import { integrationTokensRepo } from '../db/integration-tokens.js'
 import { auditRepo } from '../db/audit.js'
 import { systemRepo } from '../db/system.js'
 import { AuthVersion } from '../db/auth-version.js'
+import { agentStateRepo } from '../db/agent-state.js'
 
 export function createRepos(db: DB) {
   const authVersion = new AuthVersion()
@@ -14,6 +15,7 @@ export function createRepos(db: DB) {
     integrationTokens: integrationTokensRepo(db),
     audit: auditRepo(db),
     system: systemRepo(db),
+    agentState: agentStateRepo(db),
   }
 }
 export type Repos = ReturnType<typeof createRepos>
