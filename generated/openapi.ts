@@ -765,9 +765,11 @@ export interface paths {
          *     `Disconnected` until its first check-in, and takes a license seat if one is free
          *     (`licenseStatus` `Pending` otherwise).
          *
-         *     A wrong secret answers 401. Enrollment is rate limited per source address (20 per
-         *     minute, 429 with `Retry-After`). Every enrollment, accepted or refused, is audited
-         *     and an accepted one also becomes an event.
+         *     A wrong secret answers 401. Failed enrollments are limited per source address (20
+         *     per minute; then 429 with `Retry-After`, even for the right secret, until the minute
+         *     is over); accepted ones are not limited, so that a whole site behind one address can
+         *     enroll at once. Every enrollment, accepted or refused, is audited and an accepted
+         *     one also becomes an event.
          */
         post: operations["enrollAgent"];
         delete?: never;
@@ -1403,7 +1405,7 @@ export interface paths {
          *     | `0x210001` | Port alert | Network | 4 Warning | the switch port the host is connected to reports an alert or changes state |
          *     | `0x210002` | Host network location changed | Network | 5 Notice | the host's address, switch or switch port differs from its last check-in |
          *     | `0x310001` | Agent mode changed | Host | 5 Notice | an agent reports a new mode (Armed/Free); `details` names the old and new mode and who asked |
-         *     | `0x310002` | Agent disconnected | Host | 4 Warning | no check-in for the configured time (default 5 minutes) |
+         *     | `0x310002` | Agent disconnected | Host | 4 Warning | no check-in for the disconnect timeout (`PRIME_AGENT_DISCONNECT_SECONDS`, default 180 s) |
          *     | `0x310003` | Agent reconnected | Host | 6 Informational | a disconnected agent checks in again |
          *     | `0x310004` | Agent enrolled | Host | 6 Informational | an agent checks in for the first time |
          *     | `0x310005` | Agent command failed | Host | 3 Error | an agent reports a queued command as Failed |
