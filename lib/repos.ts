@@ -6,6 +6,8 @@ import { auditRepo } from '../db/audit.js'
 import { systemRepo } from '../db/system.js'
 import { AuthVersion } from '../db/auth-version.js'
 import { agentStateRepo } from '../db/agent-state.js'
+import { catalogueRepo } from '../db/catalogue.js'
+import { insightsRepo } from '../db/insights.js'
 
 export function createRepos(db: DB) {
   const authVersion = new AuthVersion()
@@ -16,6 +18,8 @@ export function createRepos(db: DB) {
     audit: auditRepo(db),
     system: systemRepo(db),
     agentState: agentStateRepo(db),
+    catalogue: catalogueRepo(db),
+    insights: insightsRepo(db),
   }
 }
 export type Repos = ReturnType<typeof createRepos>

@@ -1,0 +1,433 @@
+// Risk insights: aggregates over agents, peripherals, commands and events. Each one is a
+// few GROUP BY queries over indexed columns, so that it stays fast at 100,000 agents and
+// a million peripherals; per-item detail (hosts, findings) is fetched only for the rows
+// that are answered.
+import type { DB } from './index.js'
+import type { components } from '../generated/openapi.js'
+import { iconName, productName, vendorName } from '../lib/usb.js'
+import { severityNames } from '../lib/listing.js'
+import { iso } from '../lib/time.js'
+
+type S = components['schemas']
+type Host = S['RiskInsightHost']
+type NameCount = S['AgentsNameCount']
+
+const DAY_MS = 86_400_000
+const MAX_MODELS = 1000
+const UNCOMMON_HOSTS = 20
+const VULNERABLE_HOSTS = 100
+const VIOLATION_HOSTS = 20
+const MAX_AGENTS = 10_000
+const MAX_FINDINGS = 512
+const MAX_LOGGED_ON_USERS = 32
+const TOP_VALUES = 50
+export const WHITELIST_VIOLATION = '0x110004'
+
+// Peripherals that identify no model: hubs (devIcon 4), and those without a VID.
+const IDENTIFIABLE = `p.dev_icon <> 4 AND p.vid NOT IN ('', '0000')`
+
+const icon = (code: number | null) => (code !== null && code >= 0 && code <= 14 ? code : 0)
+const text = (s: string | null | undefined, max: number) => (s == null ? null : s.slice(0, max))
+const modelNames = (vid: string, pid: string, guiVid: string | null, guiPid: string | null) => ({
+  guiVid: text(guiVid ?? vendorName(vid) ?? null, 256),
+  guiPid: text(guiPid ?? productName(vid, pid) ?? null, 256),
+})
+
+interface HostRow { uuid: string; host_identifier: string; local_ip_address: string | null }
+const hostView = (r: HostRow): Host => ({ uuid: r.uuid, hostIdentifier: r.host_identifier.slice(0, 255), localIpAddress: text(r.local_ip_address, 64) })
+
+function loggedOnUsers(json: string): string[] {
+  try {
+    const users: unknown = JSON.parse(json)
+    if (!Array.isArray(users)) return []
+    return users.filter((u): u is string => typeof u === 'string').slice(0, MAX_LOGGED_ON_USERS).map((u) => u.slice(0, 128))
+  } catch {
+    return []
+  }
+}
+
+export function insightsRepo(db: DB) {
+  // ---- cache ----
+  const cacheGet = db.prepare<[string], { computed_ms: number; result: string }>('SELECT computed_ms, result FROM insight_cache WHERE name = ?')
+  const cachePut = db.prepare<[string, number, string]>(
+    'INSERT INTO insight_cache (name, computed_ms, result) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET computed_ms = excluded.computed_ms, result = excluded.result',
+  )
+  const cacheDrop = db.prepare<[string, string]>('DELETE FROM insight_cache WHERE name = ? OR name LIKE ? || \':%\'')
+
+  const agentsTotal = db.prepare<[], { n: number }>("SELECT n FROM row_counts WHERE name = 'agents'")
+
+  // ---- logged agents ----
+  const connectedCount = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM agents WHERE connection_status = 'Connected'")
+  const connected = db.prepare<[number], HostRow & { operational_status: string; display_status: string; last_updated_ms: number; logged_on_users: string }>(
+    `SELECT uuid, host_identifier, local_ip_address, operational_status, display_status,
+       coalesce(last_updated_ms, enrolled_ms) AS last_updated_ms, logged_on_users
+     FROM agents WHERE connection_status = 'Connected'
+     ORDER BY last_updated_ms DESC, uuid LIMIT ?`,
+  )
+
+  // ---- policy test ----
+  // Two partial indexes hold the findings: not approved (is_unapproved), and risky.
+  const policyCounts = db.prepare<[], { would_block: number; attack: number; vulnerable: number; agents: number }>(
+    `SELECT
+       (SELECT count(*) FROM peripherals WHERE is_unapproved = 1) AS would_block,
+       (SELECT count(*) FROM peripherals WHERE (is_attack_tool = 1 OR is_vulnerable = 1) AND present = 1 AND is_attack_tool = 1) AS attack,
+       (SELECT count(*) FROM peripherals WHERE (is_attack_tool = 1 OR is_vulnerable = 1) AND present = 1 AND is_vulnerable = 1) AS vulnerable,
+       (SELECT count(*) FROM (SELECT agent_id FROM peripherals WHERE is_unapproved = 1
+          UNION SELECT agent_id FROM peripherals WHERE (is_attack_tool = 1 OR is_vulnerable = 1) AND present = 1)) AS agents`,
+  )
+  const policyAgents = db.prepare<[number], HostRow & { id: number; operational_status: 'Armed' | 'Free'; connection_status: 'Connected' | 'Disconnected' }>(
+    `SELECT a.id, a.uuid, a.host_identifier, a.local_ip_address, a.operational_status, a.connection_status
+     FROM agents a
+     WHERE a.id IN (SELECT agent_id FROM peripherals WHERE is_unapproved = 1
+       UNION SELECT agent_id FROM peripherals WHERE (is_attack_tool = 1 OR is_vulnerable = 1) AND present = 1)
+     ORDER BY a.host_identifier COLLATE NOCASE, a.uuid LIMIT ?`,
+  )
+  const policyFindings = db.prepare<[number, number], {
+    device_id: string; vid: string; pid: string; gui_vid: string | null; gui_pid: string | null; dev_icon: number
+    approved: number; is_attack_tool: number; is_vulnerable: number; vulnerability: string | null
+  }>(
+    `SELECT device_id, vid, pid, gui_vid, gui_pid, dev_icon, approved, is_attack_tool, is_vulnerable, vulnerability
+     FROM peripherals
+     WHERE agent_id = ? AND present = 1 AND (approved = 0 OR is_attack_tool = 1 OR is_vulnerable = 1)
+     ORDER BY device_id LIMIT ?`,
+  )
+
+  // ---- error totals ----
+  // One row per error: reported at check-in, or a command that ended Failed.
+  const ERRORS = `
+    SELECT agent_id, time_ms AS t, 1 AS reported, 0 AS failed, message AS text
+      FROM agent_errors WHERE time_ms BETWEEN @from AND @to
+    UNION ALL
+    SELECT agent_id, completed_ms, 0, 1, type || ' failed' || coalesce(': ' || result_message, '')
+      FROM agent_commands WHERE status = 'Failed' AND completed_ms BETWEEN @from AND @to`
+  const errorTotals = db.prepare<{ from: number; to: number }, { reported: number; failed: number; agents: number }>(
+    `SELECT coalesce(sum(reported), 0) AS reported, coalesce(sum(failed), 0) AS failed, count(DISTINCT agent_id) AS agents FROM (${ERRORS})`,
+  )
+  const errorsByDay = db.prepare<{ from: number; to: number }, { day: number; reported: number; failed: number }>(
+    `SELECT t / ${DAY_MS} AS day, sum(reported) AS reported, sum(failed) AS failed FROM (${ERRORS}) GROUP BY day ORDER BY day`,
+  )
+  // The bare column `text` comes from the row holding max(t): the latest error's text.
+  const errorsByAgent = db.prepare<{ from: number; to: number; limit: number }, HostRow & { total: number; reported: number; failed: number; last: number; text: string }>(
+    `SELECT a.uuid, a.host_identifier, a.local_ip_address, e.total, e.reported, e.failed, e.last, e.text
+     FROM (SELECT agent_id, count(*) AS total, sum(reported) AS reported, sum(failed) AS failed, max(t) AS last, text
+           FROM (${ERRORS}) GROUP BY agent_id) e
+     JOIN agents a ON a.id = e.agent_id
+     ORDER BY e.total DESC, a.host_identifier COLLATE NOCASE, a.uuid LIMIT @limit`,
+  )
+
+  // ---- uncommon peripherals ----
+  const uncommonModels = db.prepare<{ maxHosts: number }, {
+    vid: string; pid: string; gui_vid: string | null; gui_pid: string | null; dev_icon: number
+    hosts: number; peripherals: number; present: number; first_seen: number; last_seen: number
+  }>(
+    `WITH rare AS (
+       SELECT p.vid, p.pid FROM peripherals p
+       WHERE p.present = 1 AND ${IDENTIFIABLE}
+       GROUP BY p.vid, p.pid HAVING count(DISTINCT p.agent_id) <= @maxHosts)
+     SELECT p.vid, p.pid, max(p.gui_vid) AS gui_vid, max(p.gui_pid) AS gui_pid, max(p.dev_icon) AS dev_icon,
+       count(DISTINCT CASE WHEN p.present = 1 THEN p.agent_id END) AS hosts,
+       count(*) AS peripherals, sum(p.present) AS present,
+       min(p.first_seen_ms) AS first_seen, max(p.last_seen_ms) AS last_seen
+     FROM rare r JOIN peripherals p ON p.vid = r.vid AND p.pid = r.pid
+     WHERE p.agent_id IN (SELECT agent_id FROM peripherals q WHERE q.vid = r.vid AND q.pid = r.pid AND q.present = 1)
+     GROUP BY p.vid, p.pid
+     ORDER BY hosts, last_seen DESC, p.vid, p.pid`,
+  )
+  const presentHosts = db.prepare<[string, string, number], HostRow>(
+    `SELECT a.uuid, a.host_identifier, a.local_ip_address FROM agents a
+     WHERE a.id IN (SELECT agent_id FROM peripherals WHERE vid = ? AND pid = ? AND present = 1)
+     ORDER BY a.host_identifier COLLATE NOCASE, a.uuid LIMIT ?`,
+  )
+
+  // ---- vulnerable peripherals ----
+  const vulnerableModels = db.prepare<[], {
+    id: string; kind: 'KnownAttackTool' | 'VulnerableDevice'; vid: string; pid: string; name: string; vulnerability: string | null; severity: number
+    gui_vid: string | null; gui_pid: string | null; dev_icon: number; hosts: number; present: number; approved: number
+  }>(
+    `SELECT c.id, c.kind, c.vid, c.pid, c.name, c.vulnerability, c.severity,
+       max(p.gui_vid) AS gui_vid, max(p.gui_pid) AS gui_pid, max(p.dev_icon) AS dev_icon,
+       count(DISTINCT p.agent_id) AS hosts, sum(p.present) AS present, sum(p.approved) AS approved
+     FROM catalogue c JOIN peripherals p ON p.vid = c.vid AND p.pid = c.pid
+     GROUP BY c.id
+     ORDER BY c.severity, hosts DESC, c.kind, c.vid, c.pid`,
+  )
+  const reportingHosts = db.prepare<[string, string, number], HostRow>(
+    `SELECT a.uuid, a.host_identifier, a.local_ip_address FROM agents a
+     WHERE a.id IN (SELECT agent_id FROM peripherals WHERE vid = ? AND pid = ?)
+     ORDER BY a.host_identifier COLLATE NOCASE, a.uuid LIMIT ?`,
+  )
+
+  // ---- whitelist violations ----
+  // One row per model and host: the events_code index bounds it to the window's violations.
+  const violations = db.prepare<{ from: number; to: number }, {
+    vid: string; pid: string; asset_key: string | null; asset_name: string | null; icon: number; n: number; first: number; last: number
+    uuid: string | null; host_identifier: string | null; local_ip_address: string | null
+  }>(
+    `SELECT v.*, a.uuid, a.host_identifier, a.local_ip_address FROM (
+       SELECT upper(peripheral_vid) AS vid, upper(peripheral_pid) AS pid, asset_key, max(asset_name) AS asset_name,
+         max(peripheral_icon) AS icon, count(*) AS n, min(created_ms) AS first, max(created_ms) AS last
+       FROM events
+       WHERE event_code = '${WHITELIST_VIOLATION}' AND created_ms BETWEEN @from AND @to
+         AND peripheral_vid IS NOT NULL AND peripheral_pid IS NOT NULL
+       GROUP BY 1, 2, 3) v
+     LEFT JOIN agents a ON a.uuid = v.asset_key`,
+  )
+  const modelLook = db.prepare<[string, string], { gui_vid: string | null; gui_pid: string | null; dev_icon: number }>(
+    'SELECT gui_vid, gui_pid, dev_icon FROM peripherals WHERE vid = ? AND pid = ? LIMIT 1',
+  )
+
+  // ---- classification ----
+  const byColumn = (column: string) =>
+    db.prepare<[], { name: string | null; count: number }>(`SELECT ${column} AS name, count(*) AS count FROM agents GROUP BY ${column} ORDER BY count DESC, name`)
+  const classColumns = {
+    byConnectionStatus: byColumn('connection_status'),
+    byOperationalStatus: byColumn('operational_status'),
+    byDisplayStatus: byColumn('display_status'),
+    byLicenseStatus: byColumn('license_status'),
+    byRunningMode: byColumn('running_mode'),
+    byOsVersion: byColumn('os_version'),
+    byServiceVersion: byColumn('service_version'),
+  }
+  const bySeverity = db.prepare<[], { severity: number; count: number }>('SELECT severity, count(*) AS count FROM agents GROUP BY severity ORDER BY severity')
+  const risk = db.prepare<[], S['AgentsClassificationSummary']['risk']>(
+    `SELECT coalesce(sum(has_unapproved), 0) AS withUnapprovedPeripherals, coalesce(sum(has_vulnerable), 0) AS withVulnerablePeripherals,
+       coalesce(sum(has_attack_tool), 0) AS withKnownAttackTools, coalesce(sum(vulnerable_or_wlv), 0) AS withVulnerablePeripheralOrWLV,
+       coalesce(sum(in_action), 0) AS inAction
+     FROM agents`,
+  )
+  const peripheralsByClass = db.prepare<[], { dev_icon: number; present: number; approved: number }>(
+    'SELECT dev_icon, count(*) AS present, sum(approved) AS approved FROM peripherals WHERE present = 1 GROUP BY dev_icon ORDER BY dev_icon',
+  )
+
+  /** The 50 most common values (null counting as one), the rest summed under `Other`. */
+  function topValues(rows: { name: string | null; count: number }[]): NameCount[] {
+    const top = rows.slice(0, TOP_VALUES).map((r) => ({ name: text(r.name, 256), count: r.count }))
+    const rest = rows.slice(TOP_VALUES).reduce((n, r) => n + r.count, 0)
+    if (rest > 0) top.push({ name: 'Other', count: rest })
+    return top
+  }
+
+  return {
+    /**
+     * The cached result of an insight when it is younger than `maxAgeMs`, else computes,
+     * stores and answers it. Computation is synchronous, so concurrent callers are served
+     * one after the other: the later ones find the fresh result.
+     */
+    cached<T>(name: string, maxAgeMs: number, compute: () => T): T & { computedTime: string } {
+      const now = Date.now()
+      const hit = cacheGet.get(name)
+      if (hit && now - hit.computed_ms < maxAgeMs && hit.computed_ms <= now) return JSON.parse(hit.result)
+      // One read transaction: the aggregate and its detail queries see the same data.
+      return db.transaction(() => {
+        const result = { computedTime: iso(now), ...compute() }
+        cachePut.run(name, now, JSON.stringify(result))
+        return result
+      })()
+    },
+
+    /** Drops a cached insight (and its variants `name:...`), after a change that makes it stale. */
+    invalidate(name: string): void {
+      cacheDrop.run(name, name)
+    },
+
+    loggedAgents(): S['LoggedAgentsResult']['data'] {
+      return connected.all(MAX_AGENTS).map((r) => ({
+        ...hostView(r),
+        operationalStatus: r.operational_status as 'Armed' | 'Free',
+        displayStatusCombined: r.display_status as S['AgentDisplayStatus'],
+        lastUpdated: iso(r.last_updated_ms),
+        loggedOnUsers: loggedOnUsers(r.logged_on_users),
+      }))
+    },
+    connectedCount: () => connectedCount.get()!.n,
+
+    policyTest(): Omit<S['PolicyTestResult'], 'evaluatedTime'> {
+      return db.transaction(() => {
+        const counts = policyCounts.get()!
+        const agents = policyAgents.all(MAX_AGENTS)
+        const data = agents.map((a) => {
+          const armed = a.operational_status === 'Armed'
+          return {
+            ...hostView(a),
+            operationalStatus: a.operational_status,
+            connectionStatus: a.connection_status,
+            findings: policyFindings.all(a.id, MAX_FINDINGS).map((p) => {
+              const approved = p.approved === 1
+              const attack = p.is_attack_tool === 1
+              const vulnerable = p.is_vulnerable === 1
+              const risk = attack ? 'a known attack tool' : 'a vulnerable device'
+              const reason = !approved
+                ? `Not approved on this agent${attack || vulnerable ? `, and ${risk}` : ''}.`
+                : `Approved, but ${risk}${p.vulnerability ? `: ${p.vulnerability}` : '.'}`
+              return {
+                deviceID: p.device_id.slice(0, 512),
+                vid: p.vid,
+                pid: p.pid,
+                ...modelNames(p.vid, p.pid, p.gui_vid, p.gui_pid),
+                devIcon: icon(p.dev_icon),
+                devIconDescription: iconName(icon(p.dev_icon)),
+                approved,
+                isKnownAttackTool: attack,
+                isVulnerablePeripheral: vulnerable,
+                outcomeIfArmed: approved ? ('Allowed' as const) : ('Blocked' as const),
+                blockedNow: armed && !approved,
+                reason: reason.slice(0, 500),
+              }
+            }),
+          }
+        })
+        return {
+          agentsEvaluated: agentsTotal.get()!.n,
+          agentsWithFindings: counts.agents,
+          wouldBlock: counts.would_block,
+          knownAttackTools: counts.attack,
+          vulnerablePeripherals: counts.vulnerable,
+          truncated: counts.agents > data.length,
+          data,
+        }
+      })()
+    },
+
+    errorTotals(from: number, to: number): S['AgentsErrorDataWrapper'] {
+      return db.transaction(() => {
+        const range = { from, to }
+        const totals = errorTotals.get(range)!
+        return {
+          fromDate: iso(from),
+          toDate: iso(to),
+          totalErrors: totals.reported + totals.failed,
+          reportedErrors: totals.reported,
+          failedCommands: totals.failed,
+          agentsWithErrors: totals.agents,
+          byDay: errorsByDay.all(range).map((d) => ({
+            date: iso(d.day * DAY_MS).slice(0, 10),
+            reportedErrors: d.reported,
+            failedCommands: d.failed,
+            total: d.reported + d.failed,
+          })),
+          data: errorsByAgent.all({ ...range, limit: MAX_MODELS }).map((r) => ({
+            ...hostView(r),
+            total: r.total,
+            reportedErrors: r.reported,
+            failedCommands: r.failed,
+            lastErrorTime: iso(r.last),
+            lastErrorText: r.text.slice(0, 1000),
+          })),
+        }
+      })()
+    },
+
+    uncommonPeripherals(maxHosts: number): Omit<S['UncommonPeripheralsResult'], 'computedTime'> {
+      const agentsConsidered = agentsTotal.get()!.n
+      // In a fleet this small every model is on few hosts: nothing is uncommon.
+      const models = agentsConsidered > maxHosts ? uncommonModels.all({ maxHosts }) : []
+      return {
+        maxHosts,
+        agentsConsidered,
+        recordsTotal: models.length,
+        data: models.slice(0, MAX_MODELS).map((m) => ({
+          vid: m.vid,
+          pid: m.pid,
+          ...modelNames(m.vid, m.pid, m.gui_vid, m.gui_pid),
+          devIcon: icon(m.dev_icon),
+          devIconDescription: iconName(icon(m.dev_icon)),
+          hostsCount: m.hosts,
+          peripheralsCount: m.peripherals,
+          presentCount: m.present,
+          firstSeen: iso(m.first_seen),
+          lastSeen: iso(m.last_seen),
+          hosts: presentHosts.all(m.vid, m.pid, UNCOMMON_HOSTS).map(hostView),
+        })),
+      }
+    },
+
+    vulnerablePeripherals(): Omit<S['VulnerablePeripheralsResult'], 'computedTime'> {
+      const models = vulnerableModels.all()
+      return {
+        recordsTotal: models.length,
+        data: models.slice(0, MAX_MODELS).map((m) => ({
+          vid: m.vid,
+          pid: m.pid,
+          ...modelNames(m.vid, m.pid, m.gui_vid, m.gui_pid),
+          devIcon: icon(m.dev_icon),
+          devIconDescription: iconName(icon(m.dev_icon)),
+          kind: m.kind,
+          catalogueEntryId: m.id,
+          name: m.name,
+          vulnerability: m.vulnerability,
+          severity: m.severity,
+          hostsCount: m.hosts,
+          presentCount: m.present,
+          approvedCount: m.approved,
+          hosts: reportingHosts.all(m.vid, m.pid, VULNERABLE_HOSTS).map(hostView),
+        })),
+      }
+    },
+
+    whitelistViolations(from: number, to: number): Omit<S['UniqueWhitelistViolationsResult'], 'computedTime'> {
+      type Model = { vid: string; pid: string; icon: number; n: number; first: number; last: number; hosts: Host[]; keys: Set<string> }
+      const models = new Map<string, Model>()
+      for (const r of violations.iterate({ from, to })) {
+        const key = `${r.vid}:${r.pid}`
+        let m = models.get(key)
+        if (!m) models.set(key, (m = { vid: r.vid, pid: r.pid, icon: r.icon, n: 0, first: r.first, last: r.last, hosts: [], keys: new Set() }))
+        m.n += r.n
+        m.first = Math.min(m.first, r.first)
+        m.last = Math.max(m.last, r.last)
+        m.icon = Math.max(m.icon, r.icon)
+        const hostKey = r.asset_key ?? ''
+        m.keys.add(hostKey)
+        // Events outlive deleted agents: such a host is named as the event named it.
+        if (m.hosts.length < VIOLATION_HOSTS && r.asset_key) {
+          m.hosts.push(r.uuid ? hostView(r as HostRow) : { uuid: r.asset_key, hostIdentifier: (r.asset_name ?? r.asset_key).slice(0, 255), localIpAddress: null })
+        }
+      }
+      const sorted = [...models.values()].sort((a, b) => b.n - a.n || b.last - a.last || a.vid.localeCompare(b.vid) || a.pid.localeCompare(b.pid))
+      return {
+        fromTime: iso(from),
+        toTime: iso(to),
+        recordsTotal: sorted.length,
+        data: sorted.slice(0, MAX_MODELS).map((m) => {
+          const known = modelLook.get(m.vid, m.pid)
+          const devIcon = icon(known?.dev_icon ?? m.icon)
+          return {
+            vid: m.vid.slice(0, 4),
+            pid: m.pid.slice(0, 4),
+            ...modelNames(m.vid, m.pid, known?.gui_vid ?? null, known?.gui_pid ?? null),
+            devIcon,
+            devIconDescription: iconName(devIcon),
+            violationsCount: m.n,
+            hostsCount: m.keys.size,
+            firstSeen: iso(m.first),
+            lastSeen: iso(m.last),
+            hosts: m.hosts.sort((a, b) => a.hostIdentifier.localeCompare(b.hostIdentifier, 'en', { sensitivity: 'base' }) || a.uuid.localeCompare(b.uuid)),
+          }
+        }),
+      }
+    },
+
+    classification(): Omit<S['AgentsClassificationSummary'], 'computedTime'> {
+      return db.transaction(() => {
+        const lists = Object.fromEntries(Object.entries(classColumns).map(([k, stmt]) => [k, topValues(stmt.all())])) as Record<keyof typeof classColumns, NameCount[]>
+        return {
+          totalAgents: agentsTotal.get()!.n,
+          ...lists,
+          bySeverity: bySeverity.all().filter((r) => r.severity >= 0 && r.severity <= 7).map((r) => ({
+            severity: r.severity,
+            severityString: severityNames[r.severity],
+            count: r.count,
+          })),
+          risk: risk.get()!,
+          peripheralsByClass: peripheralsByClass.all().map((r) => ({
+            devIcon: icon(r.dev_icon),
+            devIconDescription: iconName(icon(r.dev_icon)),
+            present: r.present,
+            approved: r.approved,
+            notApproved: r.present - r.approved,
+          })),
+        }
+      })()
+    },
+  }
+}
+export type InsightsRepo = ReturnType<typeof insightsRepo>
