@@ -1,6 +1,9 @@
 // The one place that reads paging, sorting and filter values of every list operation.
 import type { Operation } from './contract.js'
-import { invalidField } from './errors.js'
+import { invalidField, type FieldError } from './errors.js'
+
+/** Where a filter value came from: list queries, or export bodies that mirror them. */
+export type Where = Extract<FieldError['location'], 'query' | 'body'>
 
 export const MAX_PAGE_SIZE = 10_000
 export const DEFAULT_PAGE_SIZE = 20
@@ -19,59 +22,91 @@ export function page(query: { PageNumber?: number; PageSize?: number }): Page {
 }
 
 /** `<field>_<asc|desc>` over the operation's `x-sort-fields` (field names match case-insensitively). */
-export function sort(op: Operation, value: string | undefined, name = 'SortBy'): Sort {
+export function sort(op: Pick<Operation, 'operationId' | 'sortFields' | 'defaultSort'>, value: string | undefined, name = 'SortBy', where: Where = 'query'): Sort {
   const raw = value ?? op.defaultSort
   if (!raw) throw new Error(`${op.operationId} declares no x-default-sort`)
   const m = /^(.+)_(asc|desc)$/i.exec(raw)
   const field = m ? op.sortFields.find((f) => f.toLowerCase() === m[1].toLowerCase()) : undefined
-  if (!m || !field) throw invalidField('query', name, `must be <field>_asc or <field>_desc with a field of: ${op.sortFields.join(', ')}`)
+  if (!m || !field) throw invalidField(where, name, `must be <field>_asc or <field>_desc with a field of: ${op.sortFields.join(', ')}`)
   return { field, direction: m[2].toLowerCase() as Sort['direction'] }
 }
 
-/** ORDER BY for a sort, with the id as tie-breaker so that paging is stable. */
-export function orderBy(s: Sort, columns: Record<string, string>, idColumn: string): string {
+/**
+ * ORDER BY for a sort, with the id (or several tie-breakers, in order) so that paging is
+ * stable. Columns in `nullable` sort their nulls last in both directions (SQLite puts
+ * them first when ascending; descending already has them last, so an index still serves
+ * that order).
+ */
+export function orderBy(s: Sort, columns: Record<string, string>, idColumn: string | string[], nullable: readonly string[] = []): string {
   const column = columns[s.field]
   if (!column) throw new Error(`no column for sort field ${s.field}`)
   const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
-  return column === idColumn ? `${column} ${dir}` : `${column} ${dir}, ${idColumn} ${dir}`
+  const nullsLast = dir === 'ASC' && nullable.includes(s.field) ? `${column.replace(/ COLLATE \w+$/i, '')} IS NULL, ` : ''
+  const ties = [idColumn].flat()
+  const after = ties.slice(ties.indexOf(column) + 1)
+  return [`${nullsLast}${column} ${dir}`, ...after.map((c) => `${c} ${dir}`)].join(', ')
 }
 
-export function bool(value: string | undefined, name: string): boolean | undefined {
+export function bool(value: string | undefined, name: string, where: Where = 'query'): boolean | undefined {
   if (value === undefined) return undefined
   if (/^(true|1)$/i.test(value)) return true
   if (/^(false|0)$/i.test(value)) return false
-  throw invalidField('query', name, 'must be true or false (any case) or 1 or 0')
+  throw invalidField(where, name, 'must be true or false (any case) or 1 or 0')
+}
+
+/** Values of an enumerated filter: one or a comma-separated list, matched case-insensitively. */
+export function oneOrMore<T extends string>(value: string | undefined, name: string, allowed: readonly T[], where: Where = 'query'): T[] | undefined {
+  if (value === undefined) return undefined
+  const out: T[] = []
+  for (const raw of value.split(',')) {
+    const v = raw.trim()
+    const known = allowed.find((a) => a.toLowerCase() === v.toLowerCase())
+    if (!known) throw invalidField(where, name, `has an unknown value "${v.slice(0, 40)}": use ${allowed.join(', ')} (or a comma-separated list of them)`)
+    if (!out.includes(known)) out.push(known)
+  }
+  return out
 }
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?([Zz]|[+-]\d{2}(?::?\d{2})?)?$/
 
 /** A date filter in epoch ms: ISO 8601 (no zone = UTC) or `YYYY-MM-DD HH:MM:SS[.ffffff]`. */
-export function date(value: string | undefined, name: string): number | undefined {
+export function date(value: string | undefined, name: string, where: Where = 'query'): number | undefined {
   if (value === undefined) return undefined
   const m = DATE.exec(value.trim())
-  if (!m) throw invalidField('query', name, 'must be a date such as 2024-05-01T12:00:00Z or 2024-05-01 12:00:00')
+  if (!m) throw invalidField(where, name, 'must be a date such as 2024-05-01T12:00:00Z or 2024-05-01 12:00:00')
   const [, y, mo, d, h = '0', mi = '0', s = '0', frac = '0', zone] = m
   const ms = Math.floor(Number(`0.${frac}`) * 1000)
   let t = Date.UTC(+y, +mo - 1, +d, +h, +mi, +s, ms)
   const check = new Date(t)
   if (check.getUTCFullYear() !== +y || check.getUTCMonth() !== +mo - 1 || check.getUTCDate() !== +d || +h > 23 || +mi > 59 || +s > 59) {
-    throw invalidField('query', name, `is not a real date and time: ${value}`)
+    throw invalidField(where, name, `is not a real date and time: ${value}`)
   }
   if (zone && zone.toUpperCase() !== 'Z') {
     const sign = zone[0] === '-' ? -1 : 1
     const digits = zone.slice(1).replace(':', '')
     const offset = (Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2) || 0)) * sign
-    if (Math.abs(offset) > 14 * 60) throw invalidField('query', name, `has an impossible time zone offset: ${zone}`)
+    if (Math.abs(offset) > 14 * 60) throw invalidField(where, name, `has an impossible time zone offset: ${zone}`)
     t -= offset * 60_000
   }
   return t
+}
+
+/** A time range in epoch ms, `to` exclusive (null: open-ended). */
+export interface DateRange { from: number; to: number | null }
+const DAY_MS = 86_400_000
+
+/** A date filter of a list: a date alone means that UTC day, a date and time at or after that instant. */
+export function dateRange(value: string | undefined, name: string, where: Where = 'query'): DateRange | undefined {
+  const from = date(value, name, where)
+  if (from === undefined) return undefined
+  return /^\d{4}-\d{2}-\d{2}$/.test(value!.trim()) ? { from, to: from + DAY_MS } : { from, to: null }
 }
 
 export const severityNames = ['Emergency', 'Alert', 'Critical', 'Error', 'Warning', 'Notice', 'Informational', 'Debug'] as const
 const severityAliases: Record<string, number> = { info: 6, information: 6, warn: 4, err: 3, crit: 2, emerg: 0, panic: 0 }
 
 /** A syslog severity by number (0-7) or name, in any case. */
-export function severity(value: string | undefined, name: string): number | undefined {
+export function severity(value: string | undefined, name: string, where: Where = 'query'): number | undefined {
   if (value === undefined) return undefined
   const v = value.trim()
   if (/^[0-7]$/.test(v)) return Number(v)
@@ -79,7 +114,7 @@ export function severity(value: string | undefined, name: string): number | unde
   if (i >= 0) return i
   const alias = severityAliases[v.toLowerCase()]
   if (alias !== undefined) return alias
-  throw invalidField('query', name, `must be 0-7 or one of ${severityNames.join(', ')}`)
+  throw invalidField(where, name, `must be 0-7 or one of ${severityNames.join(', ')}`)
 }
 
 /** A LIKE pattern for a case-insensitive "contains" (use with ESCAPE '\'). */

@@ -6,6 +6,9 @@ import { auditRepo } from '../db/audit.js'
 import { systemRepo } from '../db/system.js'
 import { AuthVersion } from '../db/auth-version.js'
 import { agentStateRepo } from '../db/agent-state.js'
+import { agentsRepo } from '../db/agents.js'
+import { peripheralsRepo } from '../db/peripherals.js'
+import { commandsRepo } from '../db/commands.js'
 import { catalogueRepo } from '../db/catalogue.js'
 import { insightsRepo } from '../db/insights.js'
 
@@ -18,6 +21,9 @@ export function createRepos(db: DB) {
     audit: auditRepo(db),
     system: systemRepo(db),
     agentState: agentStateRepo(db),
+    agents: agentsRepo(db),
+    peripherals: peripheralsRepo(db),
+    commands: commandsRepo(db),
     catalogue: catalogueRepo(db),
     insights: insightsRepo(db),
   }

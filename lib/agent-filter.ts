@@ -1,0 +1,160 @@
+// The filters of the agent and peripheral lists, read once from a query (GET agents,
+// GET peripherals) or from an export body that mirrors it, into one normalized shape.
+import { bool, dateRange, oneOrMore, severity, type DateRange, type Where } from './listing.js'
+import { invalidField } from './errors.js'
+
+export const connectionStatuses = ['Connected', 'Disconnected'] as const
+export const operationalStatuses = ['Armed', 'Free'] as const
+export const workStatuses = ['Arming', 'Freeing', 'Updating', 'Pending'] as const
+export const licenseStatuses = ['Activated', 'Pending', 'Expired', 'Invalid'] as const
+export const runningModes = ['Standard', 'VDI', 'Server'] as const
+const statusValues = [...connectionStatuses, ...operationalStatuses, ...workStatuses] as const
+
+export interface AgentFilter {
+  /** Case-insensitive "contains". */
+  uuid?: string
+  hostIdentifier?: string
+  ipAddress?: string
+  version?: string
+  osVersion?: string
+  hashtags?: string
+  globalSearch?: string
+  /** Any of (each list); the lists are AND-ed. */
+  connectionStatus?: (typeof connectionStatuses)[number][]
+  operationalStatus?: (typeof operationalStatuses)[number][]
+  displayStatus?: (typeof workStatuses)[number][]
+  licenseStatus?: (typeof licenseStatuses)[number][]
+  runningMode?: (typeof runningModes)[number][]
+  containsVulnerablePeripheralOrWLV?: boolean
+  hasUnapprovedPeripherals?: boolean
+  hasVulnerablePeripherals?: boolean
+  hasKnownAttackTools?: boolean
+  lastConfiguration?: DateRange
+  lastUpdated?: DateRange
+  expirationDate?: DateRange
+  severity?: number
+}
+
+export interface PeripheralFilter {
+  /** Case-insensitive "contains" on the agent's fields. */
+  hostIdentifier?: string
+  ipAddress?: string
+  hostUuid?: string
+  /** Case-insensitive "contains" on the peripheral's fields. */
+  vendor?: string
+  productInfo?: string
+  serialNumber?: string
+  /** Exact, upper-case hex. */
+  vid?: string
+  pid?: string
+  isUnapproved?: boolean
+  isVulnerable?: boolean
+  isAttackTool?: boolean
+  present?: boolean
+  globalSearch?: string
+}
+
+type Source = Record<string, unknown>
+
+/** A filter value as text; a JSON boolean or number (export bodies) becomes its text. */
+function text(src: Source, name: string): string | undefined {
+  const v = src[name]
+  if (v === undefined || v === null || v === '') return undefined
+  return typeof v === 'string' ? v : String(v)
+}
+
+function readAgentFilter(src: Source, names: Record<keyof typeof agentQueryNames, string>, where: Where): AgentFilter {
+  const f: AgentFilter = {}
+  const set = <K extends keyof AgentFilter>(key: K, value: AgentFilter[K] | undefined) => {
+    if (value !== undefined) f[key] = value
+  }
+  set('uuid', text(src, names.uuid))
+  set('hostIdentifier', text(src, names.hostIdentifier))
+  set('ipAddress', text(src, names.ipAddress))
+  set('version', text(src, names.version))
+  set('osVersion', text(src, names.osVersion))
+  set('hashtags', text(src, names.hashtags))
+  set('globalSearch', text(src, names.globalSearch))
+  const status = oneOrMore(text(src, names.status), names.status, statusValues, where)
+  if (status) {
+    const of = <T extends string>(kind: readonly T[]) => (status as string[]).filter((s): s is T => (kind as readonly string[]).includes(s))
+    const connection = of(connectionStatuses)
+    const operational = of(operationalStatuses)
+    const display = of(workStatuses)
+    if (connection.length) f.connectionStatus = connection
+    if (operational.length) f.operationalStatus = operational
+    if (display.length) f.displayStatus = display
+  }
+  set('licenseStatus', oneOrMore(text(src, names.license), names.license, licenseStatuses, where))
+  set('runningMode', oneOrMore(text(src, names.deploymentMode), names.deploymentMode, runningModes, where))
+  set('containsVulnerablePeripheralOrWLV', bool(text(src, names.containsVulnerablePeripheralOrWLV), names.containsVulnerablePeripheralOrWLV, where))
+  set('hasUnapprovedPeripherals', bool(text(src, names.hasUnapprovedPeripherals), names.hasUnapprovedPeripherals, where))
+  set('hasVulnerablePeripherals', bool(text(src, names.hasVulnerablePeripherals), names.hasVulnerablePeripherals, where))
+  set('hasKnownAttackTools', bool(text(src, names.hasKnownAttackTools), names.hasKnownAttackTools, where))
+  set('lastConfiguration', dateRange(text(src, names.lastConfiguration), names.lastConfiguration, where))
+  set('lastUpdated', dateRange(text(src, names.lastUpdated), names.lastUpdated, where))
+  set('expirationDate', dateRange(text(src, names.expirationDate), names.expirationDate, where))
+  set('severity', severity(text(src, names.severity), names.severity, where))
+  return f
+}
+
+// The contract's names of each filter: query parameters of GET agents, properties of AgentsExportFilter.
+const agentQueryNames = {
+  uuid: 'Uuid', hostIdentifier: 'HostIdentifier', ipAddress: 'IpAddress', version: 'Version', osVersion: 'OsVersion',
+  hashtags: 'Hashtags', globalSearch: 'GlobalSearch', status: 'Status', license: 'License', deploymentMode: 'DeploymentMode',
+  containsVulnerablePeripheralOrWLV: 'ContainsVulnerablePeripheralOrWLV', hasUnapprovedPeripherals: 'HasUnapprovedPeripherals',
+  hasVulnerablePeripherals: 'HasVulnerablePeripherals', hasKnownAttackTools: 'HasKnownAttackTools',
+  lastConfiguration: 'LastConfiguration', lastUpdated: 'LastUpdated', expirationDate: 'ExpirationDate', severity: 'Severity',
+}
+const agentBodyNames = Object.fromEntries(Object.keys(agentQueryNames).map((k) => [k, k])) as typeof agentQueryNames
+
+/** The filters of GET agents from its (canonicalized) query. */
+export function agentFilterFromQuery(q: Source): AgentFilter {
+  return readAgentFilter(q, agentQueryNames, 'query')
+}
+
+/** The filters of GET agents from an AgentsExportFilter body (null: no filter). */
+export function agentFilterFromBody(b: Source | null | undefined): AgentFilter {
+  return readAgentFilter(b ?? {}, agentBodyNames, 'body')
+}
+
+const HEX4 = /^[0-9A-Fa-f]{4}$/
+
+function hex4(src: Source, name: string, where: Where): string | undefined {
+  const v = text(src, name)
+  if (v === undefined) return undefined
+  if (!HEX4.test(v)) throw invalidField(where, name, 'must be 4 hexadecimal digits')
+  return v.toUpperCase()
+}
+
+function readPeripheralFilter(src: Source, where: Where): PeripheralFilter {
+  const f: PeripheralFilter = {}
+  const set = <K extends keyof PeripheralFilter>(key: K, value: PeripheralFilter[K] | undefined) => {
+    if (value !== undefined) f[key] = value
+  }
+  const global = where === 'query' ? 'GlobalSearch' : 'globalSearch'
+  set('hostIdentifier', text(src, 'hostIdentifier'))
+  set('ipAddress', text(src, 'ipAddress'))
+  set('hostUuid', text(src, 'hostUuid'))
+  set('vendor', text(src, 'vendor'))
+  set('productInfo', text(src, 'productInfo'))
+  set('serialNumber', text(src, 'serialNumber'))
+  set('vid', hex4(src, 'vid', where))
+  set('pid', hex4(src, 'pid', where))
+  set('isUnapproved', bool(text(src, 'isUnapprovedPeripheral'), 'isUnapprovedPeripheral', where))
+  set('isVulnerable', bool(text(src, 'isVulnerablePeripheral'), 'isVulnerablePeripheral', where))
+  set('isAttackTool', bool(text(src, 'isKnownAttackTool'), 'isKnownAttackTool', where))
+  set('present', bool(text(src, 'present'), 'present', where))
+  set('globalSearch', text(src, global))
+  return f
+}
+
+/** The filters of GET peripherals from its (canonicalized) query. */
+export function peripheralFilterFromQuery(q: Source): PeripheralFilter {
+  return readPeripheralFilter(q, 'query')
+}
+
+/** The filters of GET peripherals from a PeripheralsExportFilter body (null: no filter). */
+export function peripheralFilterFromBody(b: Source | null | undefined): PeripheralFilter {
+  return readPeripheralFilter(b ?? {}, 'body')
+}
