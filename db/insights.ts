@@ -23,8 +23,8 @@ const MAX_LOGGED_ON_USERS = 32
 const TOP_VALUES = 50
 export const WHITELIST_VIOLATION = '0x110004'
 
-// Peripherals that identify no model: hubs (devIcon 4), and those without a VID.
-const IDENTIFIABLE = `p.dev_icon <> 4 AND p.vid NOT IN ('', '0000')`
+// Hubs are infrastructure, not devices someone plugged in: never "uncommon".
+const HUB = 4
 
 const icon = (code: number | null) => (code !== null && code >= 0 && code <= 14 ? code : 0)
 const text = (s: string | null | undefined, max: number) => (s == null ? null : s.slice(0, max))
@@ -58,29 +58,28 @@ export function insightsRepo(db: DB) {
 
   // ---- logged agents ----
   const connectedCount = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM agents WHERE connection_status = 'Connected'")
-  const connected = db.prepare<[number], HostRow & { operational_status: string; display_status: string; last_updated_ms: number; logged_on_users: string }>(
+  const connected = db.prepare<[number], HostRow & { operational_status: string; display_status: string; checked_in_ms: number; logged_on_users: string }>(
     `SELECT uuid, host_identifier, local_ip_address, operational_status, display_status,
-       coalesce(last_updated_ms, enrolled_ms) AS last_updated_ms, logged_on_users
+       coalesce(last_updated_ms, enrolled_ms) AS checked_in_ms, logged_on_users
      FROM agents WHERE connection_status = 'Connected'
-     ORDER BY last_updated_ms DESC, uuid LIMIT ?`,
+     ORDER BY agents.last_updated_ms DESC, uuid LIMIT ?`,
   )
 
   // ---- policy test ----
-  // Two partial indexes hold the findings: not approved (is_unapproved), and risky.
+  // Peripheral counts from the two partial indexes (not approved, risky); the agents with
+  // a finding are those whose stored flags say so (has_unapproved: a present peripheral
+  // not approved; has_vulnerable / has_attack_tool: a present risky one).
   const policyCounts = db.prepare<[], { would_block: number; attack: number; vulnerable: number; agents: number }>(
     `SELECT
        (SELECT count(*) FROM peripherals WHERE is_unapproved = 1) AS would_block,
        (SELECT count(*) FROM peripherals WHERE (is_attack_tool = 1 OR is_vulnerable = 1) AND present = 1 AND is_attack_tool = 1) AS attack,
        (SELECT count(*) FROM peripherals WHERE (is_attack_tool = 1 OR is_vulnerable = 1) AND present = 1 AND is_vulnerable = 1) AS vulnerable,
-       (SELECT count(*) FROM (SELECT agent_id FROM peripherals WHERE is_unapproved = 1
-          UNION SELECT agent_id FROM peripherals WHERE (is_attack_tool = 1 OR is_vulnerable = 1) AND present = 1)) AS agents`,
+       (SELECT count(*) FROM agents WHERE has_unapproved = 1 OR has_vulnerable = 1 OR has_attack_tool = 1) AS agents`,
   )
   const policyAgents = db.prepare<[number], HostRow & { id: number; operational_status: 'Armed' | 'Free'; connection_status: 'Connected' | 'Disconnected' }>(
-    `SELECT a.id, a.uuid, a.host_identifier, a.local_ip_address, a.operational_status, a.connection_status
-     FROM agents a
-     WHERE a.id IN (SELECT agent_id FROM peripherals WHERE is_unapproved = 1
-       UNION SELECT agent_id FROM peripherals WHERE (is_attack_tool = 1 OR is_vulnerable = 1) AND present = 1)
-     ORDER BY a.host_identifier COLLATE NOCASE, a.uuid LIMIT ?`,
+    `SELECT id, uuid, host_identifier, local_ip_address, operational_status, connection_status
+     FROM agents WHERE has_unapproved = 1 OR has_vulnerable = 1 OR has_attack_tool = 1
+     ORDER BY host_identifier COLLATE NOCASE, uuid LIMIT ?`,
   )
   const policyFindings = db.prepare<[number, number], {
     device_id: string; vid: string; pid: string; gui_vid: string | null; gui_pid: string | null; dev_icon: number
@@ -93,26 +92,29 @@ export function insightsRepo(db: DB) {
   )
 
   // ---- error totals ----
-  // One row per error: reported at check-in, or a command that ended Failed.
+  // One row per error: reported at check-in, or a command that ended Failed. Both read
+  // only covering indexes (migration 004); texts are fetched for the answered agents only.
   const ERRORS = `
-    SELECT agent_id, time_ms AS t, 1 AS reported, 0 AS failed, message AS text
-      FROM agent_errors WHERE time_ms BETWEEN @from AND @to
+    SELECT agent_id, time_ms AS t, 1 AS reported FROM agent_errors WHERE time_ms BETWEEN @from AND @to
     UNION ALL
-    SELECT agent_id, completed_ms, 0, 1, type || ' failed' || coalesce(': ' || result_message, '')
-      FROM agent_commands WHERE status = 'Failed' AND completed_ms BETWEEN @from AND @to`
-  const errorTotals = db.prepare<{ from: number; to: number }, { reported: number; failed: number; agents: number }>(
-    `SELECT coalesce(sum(reported), 0) AS reported, coalesce(sum(failed), 0) AS failed, count(DISTINCT agent_id) AS agents FROM (${ERRORS})`,
+    SELECT agent_id, completed_ms, 0 FROM agent_commands WHERE status = 'Failed' AND completed_ms BETWEEN @from AND @to`
+  const errorsByDay = db.prepare<{ from: number; to: number }, { day: number; reported: number; total: number }>(
+    `SELECT t / ${DAY_MS} AS day, sum(reported) AS reported, count(*) AS total FROM (${ERRORS}) GROUP BY day ORDER BY day`,
   )
-  const errorsByDay = db.prepare<{ from: number; to: number }, { day: number; reported: number; failed: number }>(
-    `SELECT t / ${DAY_MS} AS day, sum(reported) AS reported, sum(failed) AS failed FROM (${ERRORS}) GROUP BY day ORDER BY day`,
-  )
-  // The bare column `text` comes from the row holding max(t): the latest error's text.
-  const errorsByAgent = db.prepare<{ from: number; to: number; limit: number }, HostRow & { total: number; reported: number; failed: number; last: number; text: string }>(
-    `SELECT a.uuid, a.host_identifier, a.local_ip_address, e.total, e.reported, e.failed, e.last, e.text
-     FROM (SELECT agent_id, count(*) AS total, sum(reported) AS reported, sum(failed) AS failed, max(t) AS last, text
+  // `agents` (a window over the groups) counts every agent with errors, beyond the limit.
+  const errorsByAgent = db.prepare<{ from: number; to: number; limit: number }, HostRow & { id: number; total: number; reported: number; last: number; agents: number }>(
+    `SELECT a.id, a.uuid, a.host_identifier, a.local_ip_address, e.total, e.reported, e.last, e.agents
+     FROM (SELECT agent_id, count(*) AS total, sum(reported) AS reported, max(t) AS last, count(*) OVER () AS agents
            FROM (${ERRORS}) GROUP BY agent_id) e
      JOIN agents a ON a.id = e.agent_id
      ORDER BY e.total DESC, a.host_identifier COLLATE NOCASE, a.uuid LIMIT @limit`,
+  )
+  const errorText = db.prepare<{ agent: number; t: number }, { text: string }>(
+    `SELECT message AS text FROM agent_errors WHERE time_ms = @t AND agent_id = @agent
+     UNION ALL
+     SELECT type || ' failed' || coalesce(': ' || result_message, '') FROM agent_commands
+     WHERE status = 'Failed' AND completed_ms = @t AND agent_id = @agent
+     LIMIT 1`,
   )
 
   // ---- uncommon peripherals ----
@@ -120,18 +122,20 @@ export function insightsRepo(db: DB) {
     vid: string; pid: string; gui_vid: string | null; gui_pid: string | null; dev_icon: number
     hosts: number; peripherals: number; present: number; first_seen: number; last_seen: number
   }>(
+    // The rare models come from the covering index of present peripherals (migration 004);
+    // only their own rows are read, among them those of hubs, which are then left out.
     `WITH rare AS (
-       SELECT p.vid, p.pid FROM peripherals p
-       WHERE p.present = 1 AND ${IDENTIFIABLE}
-       GROUP BY p.vid, p.pid HAVING count(DISTINCT p.agent_id) <= @maxHosts)
+       SELECT vid, pid, count(DISTINCT agent_id) AS hosts FROM peripherals
+       WHERE present = 1 AND vid NOT IN ('', '0000')
+       GROUP BY vid, pid HAVING count(DISTINCT agent_id) <= @maxHosts)
      SELECT p.vid, p.pid, max(p.gui_vid) AS gui_vid, max(p.gui_pid) AS gui_pid, max(p.dev_icon) AS dev_icon,
-       count(DISTINCT CASE WHEN p.present = 1 THEN p.agent_id END) AS hosts,
-       count(*) AS peripherals, sum(p.present) AS present,
+       r.hosts, count(*) AS peripherals, sum(p.present) AS present,
        min(p.first_seen_ms) AS first_seen, max(p.last_seen_ms) AS last_seen
      FROM rare r JOIN peripherals p ON p.vid = r.vid AND p.pid = r.pid
      WHERE p.agent_id IN (SELECT agent_id FROM peripherals q WHERE q.vid = r.vid AND q.pid = r.pid AND q.present = 1)
      GROUP BY p.vid, p.pid
-     ORDER BY hosts, last_seen DESC, p.vid, p.pid`,
+     HAVING max(p.dev_icon = ${HUB}) = 0
+     ORDER BY r.hosts, last_seen DESC, p.vid, p.pid`,
   )
   const presentHosts = db.prepare<[string, string, number], HostRow>(
     `SELECT a.uuid, a.host_identifier, a.local_ip_address FROM agents a
@@ -177,24 +181,29 @@ export function insightsRepo(db: DB) {
   )
 
   // ---- classification ----
-  const byColumn = (column: string) =>
-    db.prepare<[], { name: string | null; count: number }>(`SELECT ${column} AS name, count(*) AS count FROM agents GROUP BY ${column} ORDER BY count DESC, name`)
+  // Every combination of the counted columns with its count, in one scan of the covering
+  // index agents_classes (migration 004); the combinations are few, and summed up below.
   const classColumns = {
-    byConnectionStatus: byColumn('connection_status'),
-    byOperationalStatus: byColumn('operational_status'),
-    byDisplayStatus: byColumn('display_status'),
-    byLicenseStatus: byColumn('license_status'),
-    byRunningMode: byColumn('running_mode'),
-    byOsVersion: byColumn('os_version'),
-    byServiceVersion: byColumn('service_version'),
-  }
-  const bySeverity = db.prepare<[], { severity: number; count: number }>('SELECT severity, count(*) AS count FROM agents GROUP BY severity ORDER BY severity')
-  const risk = db.prepare<[], S['AgentsClassificationSummary']['risk']>(
-    `SELECT coalesce(sum(has_unapproved), 0) AS withUnapprovedPeripherals, coalesce(sum(has_vulnerable), 0) AS withVulnerablePeripherals,
-       coalesce(sum(has_attack_tool), 0) AS withKnownAttackTools, coalesce(sum(vulnerable_or_wlv), 0) AS withVulnerablePeripheralOrWLV,
-       coalesce(sum(in_action), 0) AS inAction
-     FROM agents`,
-  )
+    byConnectionStatus: 'connection_status',
+    byOperationalStatus: 'operational_status',
+    byDisplayStatus: 'display_status',
+    byLicenseStatus: 'license_status',
+    byRunningMode: 'running_mode',
+    byOsVersion: 'os_version',
+    byServiceVersion: 'service_version',
+  } as const
+  const riskColumns = {
+    withUnapprovedPeripherals: 'has_unapproved',
+    withVulnerablePeripherals: 'has_vulnerable',
+    withKnownAttackTools: 'has_attack_tool',
+    withVulnerablePeripheralOrWLV: 'vulnerable_or_wlv',
+    inAction: 'in_action',
+  } as const
+  const CLASS_KEY = `in_action, connection_status, operational_status, display_status, license_status, running_mode,
+    severity, has_unapproved, has_vulnerable, has_attack_tool, vulnerable_or_wlv, os_version, service_version`
+  type ClassRow = Record<(typeof classColumns)[keyof typeof classColumns], string | null> &
+    Record<(typeof riskColumns)[keyof typeof riskColumns], number> & { severity: number; n: number }
+  const classes = db.prepare<[], ClassRow>(`SELECT ${CLASS_KEY}, count(*) AS n FROM agents GROUP BY ${CLASS_KEY}`)
   const peripheralsByClass = db.prepare<[], { dev_icon: number; present: number; approved: number }>(
     'SELECT dev_icon, count(*) AS present, sum(approved) AS approved FROM peripherals WHERE present = 1 GROUP BY dev_icon ORDER BY dev_icon',
   )
@@ -235,7 +244,7 @@ export function insightsRepo(db: DB) {
         ...hostView(r),
         operationalStatus: r.operational_status as 'Armed' | 'Free',
         displayStatusCombined: r.display_status as S['AgentDisplayStatus'],
-        lastUpdated: iso(r.last_updated_ms),
+        lastUpdated: iso(r.checked_in_ms),
         loggedOnUsers: loggedOnUsers(r.logged_on_users),
       }))
     },
@@ -291,27 +300,30 @@ export function insightsRepo(db: DB) {
     errorTotals(from: number, to: number): S['AgentsErrorDataWrapper'] {
       return db.transaction(() => {
         const range = { from, to }
-        const totals = errorTotals.get(range)!
+        const byDay = errorsByDay.all(range)
+        const agents = errorsByAgent.all({ ...range, limit: MAX_MODELS })
+        const reported = byDay.reduce((n, d) => n + d.reported, 0)
+        const total = byDay.reduce((n, d) => n + d.total, 0)
         return {
           fromDate: iso(from),
           toDate: iso(to),
-          totalErrors: totals.reported + totals.failed,
-          reportedErrors: totals.reported,
-          failedCommands: totals.failed,
-          agentsWithErrors: totals.agents,
-          byDay: errorsByDay.all(range).map((d) => ({
+          totalErrors: total,
+          reportedErrors: reported,
+          failedCommands: total - reported,
+          agentsWithErrors: agents[0]?.agents ?? 0,
+          byDay: byDay.map((d) => ({
             date: iso(d.day * DAY_MS).slice(0, 10),
             reportedErrors: d.reported,
-            failedCommands: d.failed,
-            total: d.reported + d.failed,
+            failedCommands: d.total - d.reported,
+            total: d.total,
           })),
-          data: errorsByAgent.all({ ...range, limit: MAX_MODELS }).map((r) => ({
+          data: agents.map((r) => ({
             ...hostView(r),
             total: r.total,
             reportedErrors: r.reported,
-            failedCommands: r.failed,
+            failedCommands: r.total - r.reported,
             lastErrorTime: iso(r.last),
-            lastErrorText: r.text.slice(0, 1000),
+            lastErrorText: (errorText.get({ agent: r.id, t: r.last })?.text ?? '').slice(0, 1000),
           })),
         }
       })()
@@ -408,16 +420,30 @@ export function insightsRepo(db: DB) {
 
     classification(): Omit<S['AgentsClassificationSummary'], 'computedTime'> {
       return db.transaction(() => {
-        const lists = Object.fromEntries(Object.entries(classColumns).map(([k, stmt]) => [k, topValues(stmt.all())])) as Record<keyof typeof classColumns, NameCount[]>
+        const counts = Object.fromEntries(Object.keys(classColumns).map((k) => [k, new Map<string | null, number>()])) as Record<keyof typeof classColumns, Map<string | null, number>>
+        const severities = new Map<number, number>()
+        const risk = Object.fromEntries(Object.keys(riskColumns).map((k) => [k, 0])) as S['AgentsClassificationSummary']['risk']
+        let totalAgents = 0
+        for (const row of classes.iterate()) {
+          totalAgents += row.n
+          for (const [list, column] of Object.entries(classColumns) as [keyof typeof classColumns, keyof ClassRow][]) {
+            const value = row[column] as string | null
+            counts[list].set(value, (counts[list].get(value) ?? 0) + row.n)
+          }
+          for (const [name, column] of Object.entries(riskColumns) as [keyof typeof riskColumns, keyof ClassRow][]) if (row[column]) risk[name] += row.n
+          severities.set(row.severity, (severities.get(row.severity) ?? 0) + row.n)
+        }
+        const ranked = (m: Map<string | null, number>) =>
+          topValues([...m].map(([name, count]) => ({ name, count })).sort((a, b) => b.count - a.count || String(a.name ?? '').localeCompare(String(b.name ?? ''))))
         return {
-          totalAgents: agentsTotal.get()!.n,
-          ...lists,
-          bySeverity: bySeverity.all().filter((r) => r.severity >= 0 && r.severity <= 7).map((r) => ({
-            severity: r.severity,
-            severityString: severityNames[r.severity],
-            count: r.count,
+          totalAgents,
+          ...(Object.fromEntries(Object.entries(counts).map(([k, m]) => [k, ranked(m)])) as Record<keyof typeof classColumns, NameCount[]>),
+          bySeverity: [...severities].filter(([s]) => s >= 0 && s <= 7).sort(([a], [b]) => a - b).map(([severity, count]) => ({
+            severity,
+            severityString: severityNames[severity],
+            count,
           })),
-          risk: risk.get()!,
+          risk,
           peripheralsByClass: peripheralsByClass.all().map((r) => ({
             devIcon: icon(r.dev_icon),
             devIconDescription: iconName(icon(r.dev_icon)),

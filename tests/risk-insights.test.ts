@@ -1,0 +1,325 @@
+// Pins the risk insights: what each one counts, its order and limits, the date rules of
+// the error totals, and the cache rules of the reloadable ones (an hour; a reload within
+// 10 s answers the last result).
+import crypto from 'node:crypto'
+import t from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { build, login, call } from './helpers.js'
+
+const BASE = '/prime/webui/agents'
+const DAY = 86_400_000
+
+type Row = Record<string, string | number | null>
+
+function insertAgent(app: FastifyInstance, partial: Row = {}): { id: number; uuid: string } {
+  const uuid = crypto.randomUUID()
+  const row: Row = { uuid, machine_id: crypto.randomUUID(), enrolled_ms: Date.now(), host_identifier: `HOST-${uuid.slice(0, 8)}`, ...partial }
+  const cols = Object.keys(row)
+  const id = Number(app.db.prepare(`INSERT INTO agents (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(row).lastInsertRowid)
+  return { id, uuid: String(row.uuid) }
+}
+
+function insertPeripheral(app: FastifyInstance, agent: { id: number; uuid: string }, partial: Row = {}): number {
+  const now = Date.now()
+  const vid = String(partial.vid ?? '0951')
+  const pid = String(partial.pid ?? '1666')
+  const row: Row = {
+    agent_id: agent.id, agent_uuid: agent.uuid, device_id: `USB\\VID_${vid}&PID_${pid}\\${crypto.randomBytes(4).toString('hex')}`,
+    vid, pid, dev_icon: 3, first_seen_ms: now, last_seen_ms: now, ...partial,
+  }
+  const cols = Object.keys(row)
+  const id = Number(app.db.prepare(`INSERT INTO peripherals (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(row).lastInsertRowid)
+  app.repos.agentState.refreshAgent(agent.id)
+  return id
+}
+
+function approve(app: FastifyInstance, agent: { id: number }, vid: string, pid: string) {
+  app.db.prepare("INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, ?, ?, 'Approved', ?, 'test')").run(agent.id, vid, pid, Date.now())
+  app.repos.agentState.refreshAgent(agent.id)
+}
+
+const get = async (app: FastifyInstance, token: string, path: string) => {
+  const res = await call(app, token, { method: 'GET', url: BASE + path })
+  return { status: res.statusCode, body: res.statusCode === 200 ? res.json() : res.body, raw: res }
+}
+
+t.test('logged agents: the connected ones, newest check-in first, with their logged-on users', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const now = Date.now()
+  const older = insertAgent(app, { host_identifier: 'OLDER', connection_status: 'Connected', last_updated_ms: now - 60_000, logged_on_users: '["ACME\\\\jdoe"]', operational_status: 'Armed', display_status: 'Armed', local_ip_address: '10.0.0.1' })
+  const newer = insertAgent(app, { host_identifier: 'NEWER', connection_status: 'Connected', last_updated_ms: now - 1000, logged_on_users: 'not json', display_status: 'Free' })
+  insertAgent(app, { host_identifier: 'GONE', connection_status: 'Disconnected', last_updated_ms: now - 3_600_000 })
+  const { status, body } = await get(app, token, '/getloggedagents')
+  t.equal(status, 200, JSON.stringify(body))
+  t.match(body, { recordsTotal: 2, recordsFiltered: 2, disconnectAfterSeconds: 180 })
+  t.same(body.data.map((a: any) => a.uuid), [newer.uuid, older.uuid])
+  t.same(body.data[1], {
+    uuid: older.uuid, hostIdentifier: 'OLDER', localIpAddress: '10.0.0.1', operationalStatus: 'Armed', displayStatusCombined: 'Armed',
+    lastUpdated: new Date(now - 60_000).toISOString(), loggedOnUsers: ['ACME\\jdoe'],
+  })
+  t.same(body.data[0].loggedOnUsers, [], 'an unreadable list is empty, not an error')
+})
+
+t.test('policy test: what arming would block, and approved peripherals that are still risky', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const free = insertAgent(app, { host_identifier: 'b-free', operational_status: 'Free', connection_status: 'Connected' })
+  const armed = insertAgent(app, { host_identifier: 'A-armed', operational_status: 'Armed' })
+  const clean = insertAgent(app, { host_identifier: 'C-clean' })
+  insertPeripheral(app, free, { vid: '0951', pid: '1666', gui_vid: 'Kingston Technology' })
+  insertPeripheral(app, free, { vid: '0781', pid: '5581', present: 0 })
+  insertPeripheral(app, armed, { vid: '0951', pid: '1666' })
+  insertPeripheral(app, armed, { vid: '0483', pid: '5740', dev_icon: 12 })
+  approve(app, armed, '0483', '5740')
+  insertPeripheral(app, clean, { vid: '046D', pid: 'C077', dev_icon: 2 })
+  approve(app, clean, '046D', 'C077')
+
+  const { status, body } = await get(app, token, '/getPolicyTest')
+  t.equal(status, 200, JSON.stringify(body))
+  t.match(body, { agentsEvaluated: 3, agentsWithFindings: 2, wouldBlock: 2, knownAttackTools: 1, vulnerablePeripherals: 0, truncated: false })
+  t.same(body.data.map((a: any) => a.hostIdentifier), ['A-armed', 'b-free'], 'ordered by host name, any case')
+  const [a, b] = body.data
+  t.match(a, { uuid: armed.uuid, operationalStatus: 'Armed', connectionStatus: 'Disconnected' })
+  const byVid = Object.fromEntries(a.findings.map((f: any) => [f.vid, f]))
+  t.match(byVid['0951'], { approved: false, outcomeIfArmed: 'Blocked', blockedNow: true, reason: 'Not approved on this agent.' })
+  t.match(byVid['0483'], { approved: true, isKnownAttackTool: true, outcomeIfArmed: 'Allowed', blockedNow: false, devIcon: 12, devIconDescription: 'Communication', guiVid: 'STMicroelectronics' })
+  t.match(byVid['0483'].reason, /known attack tool/)
+  t.equal(b.findings.length, 1, 'a peripheral not present is no finding')
+  t.match(b.findings[0], { vid: '0951', guiVid: 'Kingston Technology', outcomeIfArmed: 'Blocked', blockedNow: false, devIconDescription: 'Mass Storage' })
+})
+
+t.test('error totals: reported errors and failed commands per day and per agent, in the date range', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const a = insertAgent(app, { host_identifier: 'alpha', local_ip_address: '10.0.0.5' })
+  const b = insertAgent(app, { host_identifier: 'beta' })
+  const at = (s: string) => Date.parse(s)
+  const err = app.db.prepare('INSERT INTO agent_errors (agent_id, time_ms, code, message) VALUES (?, ?, ?, ?)')
+  err.run(a.id, at('2024-12-30T09:00:00Z'), 'DRV', 'driver fault')
+  err.run(a.id, at('2024-12-30T23:59:59.999Z'), 'DRV', 'driver fault again')
+  err.run(b.id, at('2024-12-31T00:00:00Z'), 'SVC', 'service crashed')
+  err.run(b.id, at('2024-12-20T00:00:00Z'), 'SVC', 'too early')
+  const cmd = app.db.prepare("INSERT INTO agent_commands (agent_id, type, status, created_ms, created_by, completed_ms, result_message) VALUES (?, ?, ?, ?, 'admin', ?, ?)")
+  cmd.run(a.id, 'UpdateAgent', 'Failed', at('2024-12-29T00:00:00Z'), at('2024-12-31T10:00:00Z'), 'package download timed out')
+  cmd.run(a.id, 'SetMode', 'Succeeded', at('2024-12-29T00:00:00Z'), at('2024-12-31T11:00:00Z'), null)
+
+  const { status, body } = await get(app, token, '/errorTotal?FromDate=2024-12-25&ToDate=2024-12-31')
+  t.equal(status, 200, JSON.stringify(body))
+  t.match(body, { fromDate: '2024-12-25T00:00:00.000Z', toDate: '2024-12-31T23:59:59.999Z', totalErrors: 4, reportedErrors: 3, failedCommands: 1, agentsWithErrors: 2 })
+  t.same(body.byDay, [
+    { date: '2024-12-30', reportedErrors: 2, failedCommands: 0, total: 2 },
+    { date: '2024-12-31', reportedErrors: 1, failedCommands: 1, total: 2 },
+  ])
+  t.same(body.data[0], {
+    uuid: a.uuid, hostIdentifier: 'alpha', localIpAddress: '10.0.0.5', total: 3, reportedErrors: 2, failedCommands: 1,
+    lastErrorTime: '2024-12-31T10:00:00.000Z', lastErrorText: 'UpdateAgent failed: package download timed out',
+  })
+  t.match(body.data[1], { uuid: b.uuid, total: 1, lastErrorText: 'service crashed' })
+
+  const instants = await get(app, token, '/errorTotal?fromDate=2024-12-30T09:00:00Z&toDate=2024-12-30 23:59:59')
+  t.match(instants.body, { totalErrors: 1, toDate: '2024-12-30T23:59:59.000Z' }, 'a time means that instant, inclusive at both ends')
+  const zoned = await get(app, token, '/errorTotal?FromDate=2024-12-31T01:00:00%2B02:00&ToDate=2024-12-31T00:00:00Z')
+  t.match(zoned.body, { fromDate: '2024-12-30T23:00:00.000Z', totalErrors: 2 }, 'an offset is applied')
+
+  const defaults = await get(app, token, '/errorTotal')
+  t.equal(defaults.status, 200)
+  const span = Date.parse(defaults.body.toDate) - Date.parse(defaults.body.fromDate)
+  t.equal(span, 7 * DAY, 'defaults: the 7 days up to now')
+  t.ok(Math.abs(Date.parse(defaults.body.toDate) - Date.now()) < 60_000)
+  t.same(defaults.body.byDay, [])
+
+  const reversed = await get(app, token, '/errorTotal?FromDate=2025-01-02&ToDate=2025-01-01')
+  t.equal(reversed.status, 400)
+  t.match(reversed.body, /FromDate/)
+  const tooLong = await get(app, token, '/errorTotal?FromDate=2023-01-01&ToDate=2024-12-31')
+  t.equal(tooLong.status, 400)
+  const yearOk = await get(app, token, '/errorTotal?FromDate=2024-01-01&ToDate=2024-12-31')
+  t.equal(yearOk.status, 200, 'a leap year from its first to its last day is 366 days')
+  const futureFrom = await get(app, token, '/errorTotal?FromDate=2999-01-01')
+  t.equal(futureFrom.status, 400, 'FromDate after the default ToDate (now)')
+  const notADate = await get(app, token, '/errorTotal?FromDate=2024-02-30')
+  t.equal(notADate.status, 400)
+})
+
+t.test('uncommon peripherals: models present on few hosts, cached for an hour, reload answers the last result within 10 s', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const agents = [0, 1, 2, 3].map((i) => insertAgent(app, { host_identifier: `host-${i}` }))
+  const now = Date.now()
+  insertPeripheral(app, agents[0], { vid: '1D6B', pid: '0104', dev_icon: 14, first_seen_ms: now - 5000, last_seen_ms: now - 1000 })
+  insertPeripheral(app, agents[1], { vid: '1D6B', pid: '0104', dev_icon: 14, present: 0, first_seen_ms: now - 9000, last_seen_ms: now - 8000 })
+  for (const a of agents.slice(0, 3)) insertPeripheral(app, a, { vid: '046D', pid: 'C077', dev_icon: 2 })
+  insertPeripheral(app, agents[2], { vid: '0781', pid: '5581', last_seen_ms: now - 2000 })
+  insertPeripheral(app, agents[3], { vid: '0781', pid: '5581', last_seen_ms: now - 3000 })
+  insertPeripheral(app, agents[3], { vid: '05E3', pid: '0610', dev_icon: 4 })
+  insertPeripheral(app, agents[3], { vid: '0000', pid: '0000', dev_icon: 13 })
+  insertPeripheral(app, agents[3], { vid: 'AAAA', pid: 'BBBB', present: 0 })
+
+  const first = await get(app, token, '/RiskInsights/UncommonPeripherals')
+  t.equal(first.status, 200, JSON.stringify(first.body))
+  t.match(first.body, { maxHosts: 2, agentsConsidered: 4, recordsTotal: 2 })
+  t.same(first.body.data.map((m: any) => `${m.vid}:${m.pid}`), ['1D6B:0104', '0781:5581'], 'fewest hosts first; hubs, no-VID and absent models left out')
+  t.match(first.body.data[0], {
+    guiVid: 'Linux Foundation', guiPid: 'Multifunction Composite Gadget', devIcon: 14, devIconDescription: 'HID',
+    hostsCount: 1, peripheralsCount: 1, presentCount: 1, firstSeen: new Date(now - 5000).toISOString(), lastSeen: new Date(now - 1000).toISOString(),
+    hosts: [{ uuid: agents[0].uuid, hostIdentifier: 'host-0', localIpAddress: null }],
+  })
+  t.match(first.body.data[1], { hostsCount: 2, presentCount: 2, hosts: [{ hostIdentifier: 'host-2' }, { hostIdentifier: 'host-3' }] })
+
+  // New data: the cached answer stays until it is an hour old, and a reload within 10 s answers it too.
+  const late = insertAgent(app, { host_identifier: 'late' })
+  insertPeripheral(app, late, { vid: '16C0', pid: '0486', dev_icon: 14 })
+  const cached = await get(app, token, '/RiskInsights/UncommonPeripherals')
+  t.same(cached.body, first.body, 'cached')
+  const burst = await get(app, token, '/RiskInsights/UncommonPeripherals/Reload')
+  t.same(burst.body, first.body, 'a reload within 10 s of the last computation answers it')
+
+  app.db.prepare('UPDATE insight_cache SET computed_ms = computed_ms - 11000').run()
+  const reloaded = await get(app, token, '/riskinsights/uncommonperipherals/reload')
+  t.equal(reloaded.status, 200)
+  t.not(reloaded.body.computedTime, first.body.computedTime)
+  t.match(reloaded.body, { agentsConsidered: 5, recordsTotal: 3 })
+  t.same(await get(app, token, '/RiskInsights/UncommonPeripherals').then((r) => r.body), reloaded.body, 'the reload replaced the cache')
+
+  app.db.prepare('UPDATE insight_cache SET computed_ms = computed_ms - 3600000').run()
+  const stale = await get(app, token, '/RiskInsights/UncommonPeripherals')
+  t.not(stale.body.computedTime, reloaded.body.computedTime, 'an hour-old result is computed again')
+
+  const [burstA, burstB] = await Promise.all([
+    get(app, token, '/RiskInsights/UncommonPeripherals/Reload'),
+    get(app, token, '/RiskInsights/UncommonPeripherals/Reload'),
+  ])
+  t.same(burstA.body, burstB.body, 'concurrent reloads answer one computation')
+})
+
+t.test('uncommon peripherals: nothing is uncommon in a fleet no larger than the threshold', async (t) => {
+  const app = await build(t, { PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS: '3' })
+  const token = await login(app)
+  for (let i = 0; i < 3; i++) insertPeripheral(app, insertAgent(app), { vid: '1D6B', pid: '0104' })
+  const res = await get(app, token, '/RiskInsights/UncommonPeripherals')
+  t.match(res.body, { maxHosts: 3, agentsConsidered: 3, recordsTotal: 0, data: [] })
+})
+
+t.test('vulnerable peripherals: models in the catalogue that agents reported, most severe first', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const a = insertAgent(app, { host_identifier: 'a' })
+  const b = insertAgent(app, { host_identifier: 'b' })
+  const c = insertAgent(app, { host_identifier: 'c' })
+  for (const x of [a, b, c]) insertPeripheral(app, x, { vid: '046D', pid: 'C52B', dev_icon: 1 })
+  approve(app, a, '046D', 'C52B')
+  insertPeripheral(app, c, { vid: '046D', pid: 'C52B', dev_icon: 1, present: 0 })
+  insertPeripheral(app, b, { vid: '1D6B', pid: '0104', dev_icon: 14, present: 0 })
+  insertPeripheral(app, c, { vid: '0951', pid: '1666' })
+
+  const res = await get(app, token, '/RiskInsights/VulnerablePeripherals')
+  t.equal(res.status, 200, JSON.stringify(res.body))
+  t.equal(res.body.recordsTotal, 2)
+  t.match(res.body.data[0], {
+    vid: '1D6B', pid: '0104', kind: 'KnownAttackTool', severity: 2, catalogueEntryId: '1f0c6b8e-7d2a-4e31-9b5c-3a8d0e6f4c21',
+    hostsCount: 1, presentCount: 0, approvedCount: 0, hosts: [{ uuid: b.uuid }],
+  }, 'an attack tool reported earlier, not present now, comes first (more severe)')
+  t.match(res.body.data[1], {
+    vid: '046D', pid: 'C52B', kind: 'VulnerableDevice', severity: 3, guiVid: 'Logitech, Inc.', guiPid: 'Unifying Receiver', devIconDescription: 'Keyboard',
+    hostsCount: 3, presentCount: 3, approvedCount: 1, hosts: [{ hostIdentifier: 'a' }, { hostIdentifier: 'b' }, { hostIdentifier: 'c' }],
+  })
+  const reload = await get(app, token, '/RiskInsights/VulnerablePeripherals/Reload')
+  t.same(reload.body, res.body, 'within 10 s of the last computation')
+})
+
+t.test('unique whitelist violations of the last 30 days, by model', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const a = insertAgent(app, { host_identifier: 'alpha', local_ip_address: '10.1.1.1' })
+  const b = insertAgent(app, { host_identifier: 'Beta' })
+  const now = Date.now()
+  const ev = app.db.prepare(
+    `INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, peripheral_icon, asset_key, asset_name, peripheral_vid, peripheral_pid)
+     VALUES (?, ?, 4, 'USB', 'src', 'd', '', ?, ?, ?, ?, ?)`,
+  )
+  ev.run(now - 2 * DAY, '0x110004', 3, a.uuid, 'alpha', '0951', '1666')
+  ev.run(now - 1 * DAY, '0x110004', 3, a.uuid, 'alpha', '0951', '1666')
+  ev.run(now - 3 * DAY, '0x110004', 3, b.uuid, 'Beta', '0951', '1666')
+  const gone = crypto.randomUUID()
+  ev.run(now - 4 * DAY, '0x110004', 3, gone, 'DELETED-HOST', '0951', '1666')
+  ev.run(now - 5 * DAY, '0x110004', 14, b.uuid, 'Beta', '16c0', '0486')
+  ev.run(now - 31 * DAY, '0x110004', 3, a.uuid, 'alpha', 'AAAA', 'BBBB')
+  ev.run(now - 1 * DAY, '0x110001', 3, a.uuid, 'alpha', 'CCCC', 'DDDD')
+
+  const res = await get(app, token, '/UniqueWhitelistViolation')
+  t.equal(res.status, 200, JSON.stringify(res.body))
+  const span = Date.parse(res.body.toTime) - Date.parse(res.body.fromTime)
+  t.equal(span, 30 * DAY)
+  t.equal(res.body.recordsTotal, 2, 'only violations, only in the window')
+  t.match(res.body.data[0], {
+    vid: '0951', pid: '1666', guiVid: 'Kingston Technology', devIcon: 3, devIconDescription: 'Mass Storage',
+    violationsCount: 4, hostsCount: 3, firstSeen: new Date(now - 4 * DAY).toISOString(), lastSeen: new Date(now - DAY).toISOString(),
+  })
+  t.same(res.body.data[0].hosts, [
+    { uuid: a.uuid, hostIdentifier: 'alpha', localIpAddress: '10.1.1.1' },
+    { uuid: b.uuid, hostIdentifier: 'Beta', localIpAddress: null },
+    { uuid: gone, hostIdentifier: 'DELETED-HOST', localIpAddress: null },
+  ], 'a deleted agent is named as its events named it')
+  t.match(res.body.data[1], { vid: '16C0', pid: '0486', violationsCount: 1, hostsCount: 1, devIcon: 14 })
+})
+
+t.test('classification summary: agents by class, risk flags, present peripherals by device class', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const a = insertAgent(app, { connection_status: 'Connected', operational_status: 'Armed', display_status: 'Armed', license_status: 'Activated', running_mode: 'Standard', os_version: 'Windows 11', service_version: '4.2' })
+  const b = insertAgent(app, { connection_status: 'Connected', operational_status: 'Armed', display_status: 'Armed', license_status: 'Activated', running_mode: 'VDI', os_version: 'Windows 11', service_version: '4.2' })
+  insertAgent(app, { license_status: 'Pending' })
+  insertPeripheral(app, a, { vid: '0951', pid: '1666', dev_icon: 3 })
+  insertPeripheral(app, a, { vid: '046D', pid: 'C077', dev_icon: 2 })
+  approve(app, a, '046D', 'C077')
+  insertPeripheral(app, b, { vid: '16C0', pid: '0486', dev_icon: 14 })
+  insertPeripheral(app, b, { vid: '046D', pid: 'C077', dev_icon: 2, present: 0 })
+
+  const res = await get(app, token, '/AgentsClassificationSummary')
+  t.equal(res.status, 200, JSON.stringify(res.body))
+  const s = res.body
+  t.equal(s.totalAgents, 3)
+  t.same(s.byConnectionStatus, [{ name: 'Connected', count: 2 }, { name: 'Disconnected', count: 1 }])
+  t.same(s.byOperationalStatus, [{ name: 'Armed', count: 2 }, { name: 'Free', count: 1 }])
+  t.same(s.byLicenseStatus, [{ name: 'Activated', count: 2 }, { name: 'Pending', count: 1 }])
+  t.same(s.byOsVersion, [{ name: 'Windows 11', count: 2 }, { name: null, count: 1 }], 'null: not reported')
+  t.same(s.byRunningMode.map((r: any) => r.name).sort(), [null, 'Standard', 'VDI'].sort())
+  t.same(s.bySeverity, [
+    { severity: 2, severityString: 'Critical', count: 1 },
+    { severity: 4, severityString: 'Warning', count: 1 },
+    { severity: 6, severityString: 'Informational', count: 1 },
+  ])
+  t.same(s.risk, { withUnapprovedPeripherals: 2, withVulnerablePeripherals: 0, withKnownAttackTools: 1, withVulnerablePeripheralOrWLV: 2, inAction: 0 })
+  t.same(s.peripheralsByClass, [
+    { devIcon: 2, devIconDescription: 'Mouse', present: 1, approved: 1, notApproved: 0 },
+    { devIcon: 3, devIconDescription: 'Mass Storage', present: 1, approved: 0, notApproved: 1 },
+    { devIcon: 14, devIconDescription: 'HID', present: 1, approved: 0, notApproved: 1 },
+  ])
+})
+
+t.test('classification summary: the 50 most common values, the rest under Other', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const insert = app.db.prepare('INSERT INTO agents (uuid, machine_id, enrolled_ms, host_identifier, os_version) VALUES (?, ?, 0, ?, ?)')
+  app.db.transaction(() => {
+    for (let i = 0; i < 60; i++) insert.run(crypto.randomUUID(), crypto.randomUUID(), `h${i}`, `OS ${String(i).padStart(2, '0')}`)
+    for (let i = 0; i < 5; i++) insert.run(crypto.randomUUID(), crypto.randomUUID(), `x${i}`, 'OS common')
+  })()
+  const res = await get(app, token, '/AgentsClassificationSummary')
+  const os = res.body.byOsVersion
+  t.equal(os.length, 51)
+  t.same(os[0], { name: 'OS common', count: 5 })
+  t.same(os[50], { name: 'Other', count: 11 })
+  t.equal(os.reduce((n: number, r: any) => n + r.count, 0), 65)
+})
+
+t.test('the insights answer an empty fleet', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  for (const path of ['/getloggedagents', '/getPolicyTest', '/errorTotal', '/RiskInsights/UncommonPeripherals', '/RiskInsights/UncommonPeripherals/Reload',
+    '/RiskInsights/VulnerablePeripherals', '/RiskInsights/VulnerablePeripherals/Reload', '/UniqueWhitelistViolation', '/AgentsClassificationSummary']) {
+    const res = await get(app, token, path)
+    t.equal(res.status, 200, `${path}: ${JSON.stringify(res.body)}`)
+  }
+})
