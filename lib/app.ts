@@ -9,7 +9,7 @@ import type { Config } from './config.js'
 import { loadSpec, operations, routingView, type Operation } from './contract.js'
 import { openDatabase, type DB } from '../db/index.js'
 import { createRepos, type Repos } from './repos.js'
-import { ISSUER, tokenService, bearerToken, type Principal, type TokenService } from './auth.js'
+import { ISSUER, tokenService, bearerToken, authenticateAgent, unauthenticated, type Principal, type TokenService } from './auth.js'
 import { problem, problemBody, ProblemError, type ProblemCode } from './errors.js'
 import { fieldErrors, validatorCompiler, warmValidators } from './validation.js'
 import { canonicalize, canonicalizeQuery } from './names.js'
@@ -19,6 +19,9 @@ import { resolveHandler } from '../handlers/index.js'
 import { bootstrapAdmin } from './accounts.js'
 import { registerDocs } from './docs.js'
 import { responseChecker } from './response-check.js'
+import { agentGateway, type AgentGateway } from './gateway.js'
+import { startAgentSweeper } from './agent-sweeper.js'
+import type { GatewayAgent } from '../db/gateway.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -28,9 +31,12 @@ declare module 'fastify' {
     tokens: TokenService
     contract: { spec: Record<string, any>; operations: Map<string, Operation> }
     startedAt: number
+    gateway: AgentGateway
   }
   interface FastifyRequest {
     principal?: Principal
+    /** The agent whose credential an agent gateway call carries. */
+    agent?: GatewayAgent
     audited?: boolean
     responseType?: string
   }
@@ -90,6 +96,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorate('contract', { spec, operations: ops })
   app.decorate('startedAt', Date.now())
   app.decorateRequest('principal', undefined)
+  app.decorateRequest('agent', undefined)
   app.decorateRequest('audited', false)
   app.decorateRequest('responseType', undefined)
   app.addHook('onClose', async () => db.close())
@@ -113,6 +120,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     verify: { algorithms: ['HS256'], allowedIss: ISSUER, cache: 10_000 },
   })
   app.decorate('tokens', tokenService(app, config, repos))
+  app.decorate('gateway', agentGateway(app))
+  startAgentSweeper(app)
 
   // Each route carries its operation's metadata from the contract, for the hooks below.
   app.addHook('onRoute', (route) => {
@@ -160,8 +169,13 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.addHook('onRequest', (req, reply, done) => securityHeaders(req.raw, reply.raw, (err?: unknown) => done(err as Error | undefined)))
   app.addHook('onRequest', async (req, reply) => {
     reply.header('x-request-id', req.id)
-    await limit(req, reply, requestLimit, 'requests', true)
     const op = req.routeOptions.config.op
+    // Thousands of agents may share one address (NAT): calls with a valid agent credential
+    // and enrollments have the gateway's own limits instead (refused agent calls count
+    // here; failed enrollments are counted when answered, below).
+    if (op?.access.kind === 'agent') req.agent = authenticateAgent(repos, bearerToken(req))
+    if (req.agent || op?.operationId === 'enrollAgent') app.gateway.admit(req, op!.operationId, Date.now())
+    else await limit(req, reply, requestLimit, 'requests', true)
     if (op?.operationId === 'localLogin' || op?.operationId === 'signIn') await limit(req, reply, loginLimit, 'login attempts', false)
     if (!op) return
     gateMediaType(req, op)
@@ -186,6 +200,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
 
   app.addHook('onResponse', async (req, reply) => {
+    if (req.routeOptions.config.op?.operationId === 'enrollAgent' && reply.statusCode >= 400 && reply.statusCode !== 429) {
+      app.gateway.enrollmentFailed(req.ip, Date.now())
+    }
     req.log.info({ method: req.method, url: req.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, user: req.principal?.name }, 'request')
   })
 
@@ -253,8 +270,13 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   function authorize(req: FastifyRequest, op: Operation) {
     const access = op.access
     if (access.kind === 'public') return
+    if (access.kind === 'agent') {
+      if (req.agent) return
+      if (!bearerToken(req)) throw problem('unauthenticated', 'An agent credential is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
+      throw unauthenticated('The agent credential is unknown or was rotated, or the agent was deleted; enroll again.')
+    }
     if (access.kind !== 'user') {
-      // The agent and poller credentials are checked by their own gateways.
+      // The poller credential is checked by its own gateway.
       if (!bearerToken(req)) throw problem('unauthenticated', 'A bearer credential is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
       return
     }

@@ -2,6 +2,7 @@ import crypto from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Config } from './config.js'
 import type { Repos } from './repos.js'
+import type { GatewayAgent } from '../db/gateway.js'
 import { problem } from './errors.js'
 import { newSecret, sha256 } from './passwords.js'
 
@@ -25,6 +26,8 @@ interface AccessClaims {
 export const ISSUER = 'prime-webui'
 const INTEGRATION_PREFIX = 'pit'
 const REFRESH_PREFIX = 'prt'
+/** Agents' gateway credentials. */
+export const AGENT_PREFIX = 'pag'
 
 export const unauthenticated = (detail: string) =>
   problem('unauthenticated', detail, { headers: { 'www-authenticate': `Bearer realm="prime", error="invalid_token", error_description="${detail.replace(/"/g, "'")}"` } })
@@ -34,6 +37,16 @@ export function bearerToken(req: FastifyRequest): string | undefined {
   if (!header) return undefined
   const m = /^Bearer[ \t]+([\x21-\x7e]{1,4096})[ \t]*$/i.exec(header)
   return m?.[1]
+}
+
+/**
+ * The agent a gateway credential belongs to, or undefined: only `pag_` credentials are
+ * looked up (one indexed read of the hash, so a rotated credential or a deleted agent
+ * fails at once), never a user's token.
+ */
+export function authenticateAgent(repos: Repos, token: string | undefined): GatewayAgent | undefined {
+  if (!token?.startsWith(`${AGENT_PREFIX}_`)) return undefined
+  return repos.gateway.byCredential(sha256(token))
 }
 
 export function tokenService(app: FastifyInstance, config: Config, repos: Repos) {

@@ -20,12 +20,15 @@ export interface Config {
   logLevel: string
   trustProxy: boolean
   build: string
-  license: { accountName: string; seats: number; expirationDate: string | null }
+  /** `accountId`: agents reporting another license account are `Invalid` (null: any is accepted). */
+  license: { accountName: string; accountId: string | null; seats: number; expirationDate: string | null }
   agents: {
     /** The secret agents present to enroll; `generated` when it was made on this start. */
     enrollmentSecret: string
     enrollmentSecretGenerated: boolean
     checkInSeconds: number
+    /** Check-ins closer together than this answer 429 (0: no minimum, for benchmarks). */
+    minCheckInSeconds: number
     disconnectSeconds: number
     uncommonPeripheralMaxHosts: number
     /** This server's address as agents reach it (`centralizedConsoleIP`). */
@@ -119,6 +122,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     build: env.PRIME_BUILD || 'dev',
     license: {
       accountName: env.PRIME_LICENSE_ACCOUNT || 'Prime',
+      accountId: env.PRIME_LICENSE_ACCOUNT_ID || null,
       seats: int(env, 'PRIME_LICENSE_SEATS', 1000, 0, 10_000_000),
       expirationDate: expiration === null ? null : new Date(expiration).toISOString(),
     },
@@ -126,6 +130,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       enrollmentSecret: enrollment.secret,
       enrollmentSecretGenerated: enrollment.generated,
       checkInSeconds: int(env, 'PRIME_AGENT_CHECKIN_SECONDS', 60, 5, 3600),
+      minCheckInSeconds: int(env, 'PRIME_AGENT_MIN_CHECKIN_SECONDS', 5, 0, 3600),
       disconnectSeconds: int(env, 'PRIME_AGENT_DISCONNECT_SECONDS', 180, 10, 86400),
       uncommonPeripheralMaxHosts: int(env, 'PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS', 2, 1, 1_000_000),
       publicAddress: env.PRIME_PUBLIC_ADDRESS || null,

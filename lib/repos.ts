@@ -6,6 +6,8 @@ import { auditRepo } from '../db/audit.js'
 import { systemRepo } from '../db/system.js'
 import { AuthVersion } from '../db/auth-version.js'
 import { agentStateRepo } from '../db/agent-state.js'
+import { gatewayRepo } from '../db/gateway.js'
+import { eventsRepo } from '../db/events.js'
 import { agentsRepo } from '../db/agents.js'
 import { peripheralsRepo } from '../db/peripherals.js'
 import { commandsRepo } from '../db/commands.js'
@@ -21,6 +23,8 @@ export function createRepos(db: DB) {
     audit: auditRepo(db),
     system: systemRepo(db),
     agentState: agentStateRepo(db),
+    gateway: gatewayRepo(db),
+    events: eventsRepo(db),
     agents: agentsRepo(db),
     peripherals: peripheralsRepo(db),
     commands: commandsRepo(db),

@@ -1,0 +1,338 @@
+// What the agent gateway reads and writes: enrollment, check-ins (agent state and
+// peripherals), command delivery and results, and the sweeper's timeouts.
+import type { DB } from './index.js'
+
+/** What an agent's credential resolves to on every gateway call (one indexed lookup). */
+export interface GatewayAgent {
+  id: number
+  uuid: string
+  host_identifier: string
+  local_ip_address: string | null
+  connection_status: 'Connected' | 'Disconnected'
+  state_digest: string | null
+}
+
+export interface AgentRow extends GatewayAgent {
+  machine_id: string
+  os_version: string | null
+  manufacturer: string | null
+  pc_model: string | null
+  operational_status: 'Armed' | 'Free'
+  service_version: string | null
+  kb_driver_version: string | null
+  last_updated_ms: number | null
+  license_status: 'Activated' | 'Pending' | 'Expired' | 'Invalid'
+  license_account_id: string | null
+  running_mode: string | null
+  switch_ip: string | null
+  switch_name: string | null
+  port_id: string | null
+  port_name: string | null
+}
+
+export interface NewAgent {
+  uuid: string
+  machineId: string
+  credentialHash: string
+  enrolledMs: number
+  hostIdentifier: string
+  licenseStatus: AgentRow['license_status']
+  expirationMs: number | null
+  licenseAccountName: string
+  checkInSeconds: number
+}
+
+/** Everything a check-in sets on the agent row. */
+export interface AgentState {
+  hostIdentifier: string
+  localIpAddress: string | null
+  osVersion: string | null
+  manufacturer: string | null
+  pcModel: string | null
+  nicsJson: string
+  nicsText: string | null
+  ipAddresses: string | null
+  operationalStatus: 'Armed' | 'Free'
+  isSystemLocked: number
+  serviceVersion: string | null
+  kbDriverVersion: string | null
+  licenseStatus: AgentRow['license_status']
+  licenseAccountId: string | null
+  modelTooltip: string | null
+  runningMode: string | null
+  switchIp: string | null
+  switchName: string | null
+  portId: string | null
+  portName: string | null
+  ethernetsCount: number
+  hashtags: string | null
+  loggedOnUsers: string
+  checkInSeconds: number
+  lastUpdatedMs: number
+  stateDigest: string
+}
+
+/** A stored peripheral of an agent, enough to compare it and to describe it in an event. */
+export interface KnownPeripheral {
+  id: number
+  device_id: string
+  present: number
+  vid: string
+  pid: string
+  gui_vid: string | null
+  gui_pid: string | null
+  serial_number: string | null
+  gui_serial: string | null
+  dev_icon: number
+}
+
+/** A peripheral as stored from a report, with what the server derives from it. */
+export interface PeripheralValues {
+  deviceId: string
+  vid: string
+  pid: string
+  serialNumber: string | null
+  description: string | null
+  status: string | null
+  manufacturer: string | null
+  caption: string | null
+  guiVid: string | null
+  guiPid: string | null
+  guiSerial: string | null
+  devIcon: number
+  classCode: string | null
+  subclassCode: string | null
+  protocolCode: string | null
+  hierarchy: string | null
+  parentDeviceId: string | null
+  isDisabled: number
+  present: number
+  vendorTextId: number | null
+  productTextId: number | null
+}
+
+/** A present peripheral with its flags, as events describe it. */
+export interface PresentPeripheral {
+  device_id: string
+  vid: string
+  pid: string
+  gui_vid: string | null
+  gui_pid: string | null
+  serial_number: string | null
+  gui_serial: string | null
+  dev_icon: number
+  approved: number
+  is_attack_tool: number
+  is_vulnerable: number
+  catalogue_name: string | null
+}
+
+export interface CommandRow {
+  id: number
+  agent_id: number
+  type: 'SetMode' | 'UpdatePolicy' | 'UpdateAgent' | 'FetchDebugLogs'
+  parameters: string
+  status: 'Pending' | 'Delivered' | 'Succeeded' | 'Failed' | 'Cancelled'
+  created_ms: number
+  created_by: string
+  result_message: string | null
+}
+
+export interface SweptAgent {
+  id: number
+  uuid: string
+  host_identifier: string
+  local_ip_address: string | null
+  last_updated_ms: number
+}
+
+export interface OverdueCommand {
+  id: number
+  type: CommandRow['type']
+  agent_id: number
+  uuid: string
+  host_identifier: string
+  local_ip_address: string | null
+}
+
+/**
+ * The searchable vendor and product texts of a peripheral, lower-case, its names joined by
+ * ` | ` (absent ones left out), so that "contains" never matches across two names. Vendor:
+ * the shown vendor name and the reported manufacturer; product: the shown product name,
+ * the description and the caption.
+ */
+export function peripheralTexts(p: { guiVid: string | null; manufacturer: string | null; guiPid: string | null; description: string | null; caption: string | null }) {
+  const join = (parts: (string | null)[]) => parts.filter((s): s is string => !!s).join(' | ').toLowerCase() || null
+  return { vendor: join([p.guiVid, p.manufacturer]), product: join([p.guiPid, p.description, p.caption]) }
+}
+
+/**
+ * Interns vendor and product texts into peripheral_texts and answers their ids: the one
+ * way peripherals get their vendor_text_id and product_text_id (the gateway and the seed
+ * script both use it). No cache: an id cached from a transaction that rolled back would
+ * point nowhere.
+ */
+export function internPeripheralTexts(db: DB) {
+  const find = db.prepare<[string, string], { id: number }>('SELECT id FROM peripheral_texts WHERE kind = ? AND text = ?')
+  const add = db.prepare<[string, string]>('INSERT INTO peripheral_texts (kind, text) VALUES (?, ?)')
+  const intern = (kind: 'vendor' | 'product', text: string | null): number | null => {
+    if (text === null) return null
+    return find.get(kind, text)?.id ?? Number(add.run(kind, text).lastInsertRowid)
+  }
+  return (p: Parameters<typeof peripheralTexts>[0]) => {
+    const t = peripheralTexts(p)
+    return { vendorTextId: intern('vendor', t.vendor), productTextId: intern('product', t.product) }
+  }
+}
+
+export function gatewayRepo(db: DB) {
+  const byCredential = db.prepare<[string], GatewayAgent>(
+    'SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = ?',
+  )
+  const byMachineId = db.prepare<[string], { id: number; uuid: string }>('SELECT id, uuid FROM agents WHERE machine_id = ?')
+  const activated = db.prepare<[], { n: number }>(`SELECT count(*) AS n FROM agents WHERE license_status = 'Activated'`)
+  const insertAgent = db.prepare(
+    `INSERT INTO agents (uuid, machine_id, credential_hash, enrolled_ms, host_identifier, license_status, expiration_ms,
+       license_account_name, check_in_interval_s)
+     VALUES (@uuid, @machineId, @credentialHash, @enrolledMs, @hostIdentifier, @licenseStatus, @expirationMs,
+       @licenseAccountName, @checkInSeconds)`,
+  )
+  // A re-enrolled agent goes through the full comparison at its next check-in.
+  const rotate = db.prepare<[string, string, number]>('UPDATE agents SET credential_hash = ?, host_identifier = ?, state_digest = NULL WHERE id = ?')
+  const agent = db.prepare<[number], AgentRow>('SELECT * FROM agents WHERE id = ?')
+  const updateState = db.prepare(
+    `UPDATE agents SET host_identifier = @hostIdentifier, local_ip_address = @localIpAddress, os_version = @osVersion,
+       manufacturer = @manufacturer, pc_model = @pcModel, nics_json = @nicsJson, nics_text = @nicsText, ip_addresses = @ipAddresses,
+       operational_status = @operationalStatus, is_system_locked = @isSystemLocked, service_version = @serviceVersion,
+       kb_driver_version = @kbDriverVersion, license_status = @licenseStatus, license_account_id = @licenseAccountId,
+       model_tooltip = @modelTooltip, running_mode = @runningMode, switch_ip = @switchIp, switch_name = @switchName,
+       port_id = @portId, port_name = @portName, ethernets_count = @ethernetsCount, hashtags = @hashtags,
+       logged_on_users = @loggedOnUsers, check_in_interval_s = @checkInSeconds, connection_status = 'Connected',
+       last_updated_ms = max(coalesce(last_updated_ms, 0), @lastUpdatedMs), state_digest = @stateDigest
+     WHERE id = @id`,
+  )
+  const heartbeat = db.prepare<[number, number]>('UPDATE agents SET last_updated_ms = max(coalesce(last_updated_ms, 0), ?) WHERE id = ?')
+
+  const known = db.prepare<[number], KnownPeripheral>(
+    'SELECT id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon FROM peripherals WHERE agent_id = ?',
+  )
+  const peripheralColumns = `device_id = @deviceId, vid = @vid, pid = @pid, serial_number = @serialNumber, description = @description,
+    status = @status, manufacturer = @manufacturer, caption = @caption, gui_vid = @guiVid, gui_pid = @guiPid, gui_serial = @guiSerial,
+    dev_icon = @devIcon, class_code = @classCode, subclass_code = @subclassCode, protocol_code = @protocolCode, hierarchy = @hierarchy,
+    parent_device_id = @parentDeviceId, is_disabled = @isDisabled, present = @present, vendor_text_id = @vendorTextId,
+    product_text_id = @productTextId`
+  const insertPeripheral = db.prepare(
+    `INSERT INTO peripherals (agent_id, agent_uuid, device_id, vid, pid, serial_number, description, status, manufacturer, caption,
+       gui_vid, gui_pid, gui_serial, dev_icon, class_code, subclass_code, protocol_code, hierarchy, parent_device_id, is_disabled,
+       present, vendor_text_id, product_text_id, first_seen_ms, last_seen_ms)
+     VALUES (@agentId, @agentUuid, @deviceId, @vid, @pid, @serialNumber, @description, @status, @manufacturer, @caption,
+       @guiVid, @guiPid, @guiSerial, @devIcon, @classCode, @subclassCode, @protocolCode, @hierarchy, @parentDeviceId, @isDisabled,
+       @present, @vendorTextId, @productTextId, @now, @now)`,
+  )
+  const updatePeripheral = db.prepare(
+    `UPDATE peripherals SET ${peripheralColumns},
+       last_seen_ms = CASE WHEN @present THEN @now WHEN present THEN max(last_seen_ms, @previousMs) ELSE last_seen_ms END
+     WHERE id = @id`,
+  )
+  // Absent since the check-in after `lastSeenMs`, the last one that still listed it.
+  const markAbsent = db.prepare<[number, number]>('UPDATE peripherals SET present = 0, last_seen_ms = max(last_seen_ms, ?) WHERE id = ?')
+  const peripheralCount = db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM peripherals WHERE agent_id = ?')
+  const dropOldestAbsent = db.prepare<[number, number]>(
+    `DELETE FROM peripherals WHERE id IN
+       (SELECT id FROM peripherals WHERE agent_id = ? AND NOT present ORDER BY last_seen_ms, id LIMIT ?)`,
+  )
+  const present = db.prepare<[number], PresentPeripheral>(
+    `SELECT p.device_id, p.vid, p.pid, p.gui_vid, p.gui_pid, p.serial_number, p.gui_serial, p.dev_icon, p.approved,
+       p.is_attack_tool, p.is_vulnerable,
+       (SELECT group_concat(c.name, '; ') FROM catalogue c WHERE c.vid = p.vid AND c.pid = p.pid) AS catalogue_name
+     FROM peripherals p WHERE p.agent_id = ? AND p.present`,
+  )
+  const insertError = db.prepare<[number, number, string | null, string]>('INSERT INTO agent_errors (agent_id, time_ms, code, message) VALUES (?, ?, ?, ?)')
+
+  const pending = db.prepare<[number, number], CommandRow>(
+    `SELECT * FROM agent_commands WHERE agent_id = ? AND status = 'Pending' ORDER BY id LIMIT ?`,
+  )
+  const hasPending = db.prepare<[number], { one: number }>(`SELECT 1 AS one FROM agent_commands WHERE agent_id = ? AND status = 'Pending' LIMIT 1`)
+  const deliver = db.prepare<[number, number]>(`UPDATE agent_commands SET status = 'Delivered', delivered_ms = ? WHERE id = ? AND status = 'Pending'`)
+  const command = db.prepare<[number], CommandRow>('SELECT * FROM agent_commands WHERE id = ?')
+  const complete = db.prepare<{ id: number; status: string; now: number; message: string | null; hasOutput: number }>(
+    `UPDATE agent_commands SET status = @status, completed_ms = @now, result_message = @message, has_output = @hasOutput WHERE id = @id`,
+  )
+  const requestedMode = db.prepare<[number, string], { created_by: string }>(
+    `SELECT created_by FROM agent_commands WHERE agent_id = ? AND type = 'SetMode' AND json_extract(parameters, '$.mode') = ?
+       AND status IN ('Pending', 'Delivered', 'Succeeded') ORDER BY id DESC LIMIT 1`,
+  )
+  const setMode = db.prepare<[string, number, number]>('UPDATE agents SET operational_status = ?, last_configured_ms = ? WHERE id = ?')
+  const configured = db.prepare<[number, number]>('UPDATE agents SET last_configured_ms = ? WHERE id = ?')
+  const addDebugLog = db.prepare<[number, number, number, string]>('INSERT INTO agent_debug_logs (agent_id, command_id, created_ms, content) VALUES (?, ?, ?, ?)')
+  const keepDebugLogs = db.prepare<[number, number, number]>(
+    'DELETE FROM agent_debug_logs WHERE agent_id = ? AND id NOT IN (SELECT id FROM agent_debug_logs WHERE agent_id = ? ORDER BY id DESC LIMIT ?)',
+  )
+
+  const stale = db.prepare<[number, number], SweptAgent>(
+    `SELECT id, uuid, host_identifier, local_ip_address, last_updated_ms FROM agents
+     WHERE connection_status = 'Connected' AND last_updated_ms < ? ORDER BY last_updated_ms LIMIT ?`,
+  )
+  const disconnect = db.prepare<[number, number]>(
+    `UPDATE agents SET connection_status = 'Disconnected' WHERE id = ? AND connection_status = 'Connected' AND last_updated_ms < ?`,
+  )
+  const overdue = db.prepare<[number, number], OverdueCommand>(
+    `SELECT c.id, c.type, c.agent_id, a.uuid, a.host_identifier, a.local_ip_address
+     FROM agent_commands c JOIN agents a ON a.id = c.agent_id
+     WHERE c.status = 'Delivered' AND c.delivered_ms < ? ORDER BY c.delivered_ms LIMIT ?`,
+  )
+  const timeOut = db.prepare<[number, string, number]>(
+    `UPDATE agent_commands SET status = 'Failed', completed_ms = ?, result_message = ? WHERE id = ? AND status = 'Delivered'`,
+  )
+  const waitingForSeat = db.prepare<[number], { id: number }>(`SELECT id FROM agents WHERE license_status = 'Pending' ORDER BY enrolled_ms, id LIMIT ?`)
+  const activate = db.prepare<[number]>(`UPDATE agents SET license_status = 'Activated' WHERE id = ? AND license_status = 'Pending'`)
+
+  return {
+    byCredential: (hash: string) => byCredential.get(hash),
+    byMachineId: (machineId: string) => byMachineId.get(machineId),
+    activatedCount: () => activated.get()!.n,
+    insertAgent: (a: NewAgent) => Number(insertAgent.run(a).lastInsertRowid),
+    rotateCredential: (id: number, hash: string, hostIdentifier: string) => rotate.run(hash, hostIdentifier, id),
+    agent: (id: number) => agent.get(id),
+    updateState: (id: number, s: AgentState) => updateState.run({ ...s, id }),
+    /** Check-in times noted in memory, written in one go. */
+    heartbeats(times: Iterable<[number, number]>) {
+      for (const [id, ms] of times) heartbeat.run(ms, id)
+    },
+
+    knownPeripherals: (agentId: number) => known.all(agentId),
+    insertPeripheral: (agentId: number, agentUuid: string, p: PeripheralValues, now: number) => insertPeripheral.run({ ...p, agentId, agentUuid, now }),
+    /** `previousMs`: the agent's check-in before this one (a peripheral present then and gone now was last seen then). */
+    updatePeripheral: (id: number, p: PeripheralValues, now: number, previousMs: number) => updatePeripheral.run({ ...p, id, now, previousMs }),
+    markAbsent: (id: number, lastSeenMs: number) => markAbsent.run(lastSeenMs, id),
+    /** Keeps at most `max` peripherals per agent by forgetting the absent ones seen longest ago. */
+    capPeripherals(agentId: number, max: number): number {
+      const excess = peripheralCount.get(agentId)!.n - max
+      return excess > 0 ? dropOldestAbsent.run(agentId, excess).changes : 0
+    },
+    presentPeripherals: (agentId: number) => present.all(agentId),
+    addError: (agentId: number, timeMs: number, code: string | null, message: string) => insertError.run(agentId, timeMs, code, message),
+
+    pendingCommands: (agentId: number, limit: number) => pending.all(agentId, limit),
+    hasPendingCommands: (agentId: number) => hasPending.get(agentId) !== undefined,
+    markDelivered: (id: number, now: number) => deliver.run(now, id).changes === 1,
+    command: (id: number) => command.get(id),
+    completeCommand: (c: { id: number; status: 'Succeeded' | 'Failed'; now: number; message: string | null; hasOutput: number }) => complete.run(c),
+    /** Who asked for the mode an agent now reports, when a SetMode command did. */
+    modeRequestedBy: (agentId: number, mode: string) => requestedMode.get(agentId, mode)?.created_by,
+    setMode: (agentId: number, mode: string, now: number) => setMode.run(mode, now, agentId),
+    setConfigured: (agentId: number, now: number) => configured.run(now, agentId),
+    addDebugLog(agentId: number, commandId: number, now: number, content: string, keep: number) {
+      addDebugLog.run(agentId, commandId, now, content)
+      keepDebugLogs.run(agentId, agentId, keep)
+    },
+
+    staleAgents: (before: number, limit: number) => stale.all(before, limit),
+    disconnect: (id: number, before: number) => disconnect.run(id, before).changes === 1,
+    overdueCommands: (before: number, limit: number) => overdue.all(before, limit),
+    timeOutCommand: (id: number, now: number, message: string) => timeOut.run(now, message, id).changes === 1,
+    waitingForSeat: (limit: number) => waitingForSeat.all(limit).map((r) => r.id),
+    activate: (id: number) => activate.run(id),
+  }
+}
+export type GatewayRepo = ReturnType<typeof gatewayRepo>

@@ -1,0 +1,78 @@
+// What happens when agents go quiet: no check-in for the disconnect timeout makes an agent
+// Disconnected, and a command delivered without a result for 15 minutes becomes Failed.
+// Also hands free license seats to agents that enrolled while none was free.
+import type { FastifyInstance } from 'fastify'
+import { hostEvent, NO_RESULT } from './gateway.js'
+import { iso } from './time.js'
+
+export const DELIVERY_TIMEOUT_MS = 15 * 60_000
+const SWEEP_INTERVAL_MS = 5000
+// Short transactions, so that check-ins are not held up behind a large sweep (after a
+// long outage, every agent is overdue at once); the rest waits for the next sweep.
+const BATCH = 500
+const MAX_BATCHES = 20
+
+export function sweepAgents(app: FastifyInstance, now = Date.now()) {
+  const { db, repos, config } = app
+  app.gateway.flushHeartbeats()
+  let disconnected = 0
+  const quietSince = now - config.agents.disconnectSeconds * 1000
+  for (let i = 0; i < MAX_BATCHES; i++) {
+    const stale = repos.gateway.staleAgents(quietSince, BATCH)
+    db.transaction(() => {
+      for (const a of stale) {
+        if (!repos.gateway.disconnect(a.id, quietSince)) continue
+        repos.agentState.refreshStatus(a.id)
+        repos.events.record(now, [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)], a.id)
+        disconnected++
+      }
+    })()
+    if (stale.length < BATCH) break
+  }
+
+  let timedOut = 0
+  for (let i = 0; i < MAX_BATCHES; i++) {
+    const overdue = repos.gateway.overdueCommands(now - DELIVERY_TIMEOUT_MS, BATCH)
+    db.transaction(() => {
+      const agents = new Set<number>()
+      for (const c of overdue) {
+        if (!repos.gateway.timeOutCommand(c.id, now, NO_RESULT)) continue
+        agents.add(c.agent_id)
+        repos.events.record(now, [hostEvent('commandFailed', c, `${c.type} command ${c.id} failed on ${c.host_identifier}: ${NO_RESULT} within 15 minutes of delivery.`)], c.agent_id)
+        timedOut++
+      }
+      for (const id of agents) repos.agentState.refreshAgent(id)
+    })()
+    if (overdue.length < BATCH) break
+  }
+
+  let activated = 0
+  const seats = config.license.seats - repos.gateway.activatedCount()
+  if (seats > 0) {
+    db.transaction(() => {
+      for (const id of repos.gateway.waitingForSeat(Math.min(seats, BATCH * MAX_BATCHES))) activated += repos.gateway.activate(id).changes
+    })()
+  }
+
+  app.gateway.prune(now)
+  return { disconnected, timedOut, activated }
+}
+
+/** Sweeps every few seconds while the app runs; the timer never keeps the process alive. */
+export function startAgentSweeper(app: FastifyInstance, intervalMs = SWEEP_INTERVAL_MS) {
+  let timer: NodeJS.Timeout | undefined
+  app.addHook('onReady', async () => {
+    timer = setInterval(() => {
+      try {
+        sweepAgents(app)
+      } catch (err) {
+        app.log.error({ err }, 'agent sweep failed')
+      }
+    }, intervalMs).unref()
+  })
+  // onClose hooks run last-registered first: this one runs before the database closes.
+  app.addHook('onClose', async () => {
+    clearInterval(timer)
+    app.gateway.flushHeartbeats()
+  })
+}
