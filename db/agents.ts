@@ -126,83 +126,118 @@ export function agentView(r: AgentRow): AgentView {
   }
 }
 
-/** The fields GlobalSearch looks in (the `everything` column of agents_fts holds the same). */
-const SEARCHED = ['uuid', 'host_identifier', 'local_ip_address', 'os_version', 'pc_model', 'nics_text', 'service_version', 'license_account_name', 'latest_event_text', 'hashtags']
+/**
+ * One condition of a list filter. `plus` is '+' where the query must not drive from an
+ * index for it (SQLite's unary-plus hint), '' where it may.
+ */
+export interface Condition { sql: (plus: string) => string; params: unknown[] }
+
+/** A filter as trigram phrases on agents_fts (one MATCH, AND-ed) and the other conditions. */
+export interface Conditions { match: string[]; rest: Condition[] }
+
+const cond = (sql: (plus: string) => string, ...params: unknown[]): Condition => ({ sql, params })
 
 /** A trigram phrase query: exact substring, whatever characters the term holds. */
 const phrase = (columns: string[], term: string) => `{${columns.join(' ')}} : "${term.replace(/"/g, '""')}"`
 
+/** The fields GlobalSearch looks in; the `everything` column of agents_fts holds the same. */
+const SEARCHED = ['uuid', 'host_identifier', 'local_ip_address', 'os_version', 'pc_model', 'nics_text', 'service_version', 'license_account_name', 'latest_event_text', 'hashtags']
+
 /**
- * "Contains" on agent columns. From 3 characters the trigram index agents_fts finds the
- * candidates, so the agents table is not scanned; the LIKE on the real columns then
- * keeps exactly the rows that contain the term (the index folds case beyond ASCII and
- * its `everything` column runs fields together). Shorter terms have no trigram: they
- * scan the agents table.
+ * "Contains" on agent columns. From 3 characters it is a phrase on the trigram index
+ * agents_fts (case-insensitive, exact substring), so the agents table is not scanned.
+ * Shorter terms have no trigram: they are a LIKE on the columns, which scans the table.
  */
-export function agentContains(alias: string, ftsColumns: string[], columns: string[], term: string, w: Where): void {
-  const like = contains(term)
-  const exact = columns.map((c) => `${alias}.${c} LIKE ? ESCAPE '\\'`)
+export function agentContains(c: Conditions, alias: string, ftsColumns: string[], columns: string[], term: string): void {
   if ([...term].length >= 3) {
-    w.sql.push(`${alias}.id IN (SELECT rowid FROM agents_fts WHERE agents_fts MATCH ?)`)
-    w.params.push(phrase(ftsColumns, term))
+    c.match.push(phrase(ftsColumns, term))
+    return
   }
-  w.sql.push(exact.length > 1 ? `(${exact.join(' OR ')})` : exact[0])
-  for (let i = 0; i < columns.length; i++) w.params.push(like)
+  const like = contains(term)
+  const any = columns.map((col) => `${alias}.${col} LIKE ? ESCAPE '\\'`).join(' OR ')
+  c.rest.push(cond(() => `(${any})`, ...columns.map(() => like)))
 }
 
-function inList(w: Where, column: string, values: readonly string[] | undefined) {
-  if (!values) return
-  w.sql.push(`${column} IN (${values.map(() => '?').join(', ')})`)
-  w.params.push(...values)
+function inList(c: Conditions, column: string, values: readonly string[] | undefined) {
+  if (values) c.rest.push(cond((plus) => `${plus}${column} IN (${values.map(() => '?').join(', ')})`, ...values))
 }
 
-function flag(w: Where, column: string, value: boolean | undefined) {
-  if (value === undefined) return
-  w.sql.push(`${column} = ${value ? 1 : 0}`)
+function flag(c: Conditions, column: string, value: boolean | undefined) {
+  if (value !== undefined) c.rest.push(cond((plus) => `${plus}${column} = ${value ? 1 : 0}`))
 }
 
-function range(w: Where, column: string, r: DateRange | undefined) {
+function range(c: Conditions, column: string, r: DateRange | undefined) {
   if (!r) return
-  w.sql.push(`${column} >= ?`)
-  w.params.push(r.from)
-  if (r.to !== null) {
-    w.sql.push(`${column} < ?`)
-    w.params.push(r.to)
+  if (r.to === null) c.rest.push(cond((plus) => `${plus}${column} >= ?`, r.from))
+  else c.rest.push(cond((plus) => `${plus}${column} >= ? AND ${plus}${column} < ?`, r.from, r.to))
+}
+
+/** An agent filter as conditions over `agents <alias>`. */
+export function agentConditions(f: AgentFilter, a = 'a'): Conditions {
+  const c: Conditions = { match: [], rest: [] }
+  if (f.uuid !== undefined) agentContains(c, a, ['uuid'], ['uuid'], f.uuid)
+  if (f.hostIdentifier !== undefined) agentContains(c, a, ['host_identifier'], ['host_identifier'], f.hostIdentifier)
+  if (f.ipAddress !== undefined) agentContains(c, a, ['ip_addresses'], ['local_ip_address', 'ip_addresses'], f.ipAddress)
+  if (f.version !== undefined) agentContains(c, a, ['service_version'], ['service_version'], f.version)
+  if (f.osVersion !== undefined) agentContains(c, a, ['os_version'], ['os_version'], f.osVersion)
+  if (f.hashtags !== undefined) agentContains(c, a, ['hashtags'], ['hashtags'], f.hashtags)
+  if (f.globalSearch !== undefined) agentContains(c, a, ['everything'], SEARCHED, f.globalSearch)
+  inList(c, `${a}.connection_status`, f.connectionStatus)
+  inList(c, `${a}.operational_status`, f.operationalStatus)
+  inList(c, `${a}.display_status`, f.displayStatus)
+  inList(c, `${a}.license_status`, f.licenseStatus)
+  inList(c, `${a}.running_mode`, f.runningMode)
+  flag(c, `${a}.vulnerable_or_wlv`, f.containsVulnerablePeripheralOrWLV)
+  flag(c, `${a}.has_unapproved`, f.hasUnapprovedPeripherals)
+  flag(c, `${a}.has_vulnerable`, f.hasVulnerablePeripherals)
+  flag(c, `${a}.has_attack_tool`, f.hasKnownAttackTools)
+  range(c, `${a}.last_configured_ms`, f.lastConfiguration)
+  range(c, `${a}.last_updated_ms`, f.lastUpdated)
+  range(c, `${a}.expiration_ms`, f.expirationDate)
+  if (f.severity !== undefined) c.rest.push(cond((plus) => `${plus}${a}.severity = ?`, f.severity))
+  return c
+}
+
+/**
+ * How a page is read. `seek`: the most selective condition's index finds the rows, which
+ * are then sorted (few matches). `walk`: the sort order's index is walked and each row
+ * tested, stopping at the page's end (many matches; no sort). The trigram phrases, when
+ * there are any, always find the rows in `seek`.
+ */
+export type Plan = 'seek' | 'walk'
+
+/**
+ * Walking costs an index step per row passed over, about (offset + limit) / selectivity;
+ * seeking costs a row read and a sort step per match. The counts are exact (the page's
+ * recordsFiltered), so the choice is made on facts, not on estimates.
+ */
+export function choosePlan(filtered: number, total: number, offset: number, limit: number, sortIndexed: boolean): Plan {
+  if (!sortIndexed || filtered === 0) return 'seek'
+  const needed = Math.min(offset + limit, filtered)
+  return needed * (total / filtered) + 3 * needed < 4 * filtered ? 'walk' : 'seek'
+}
+
+/** The conditions as a WHERE fragment ('1' when none) for a plan; `count` never hints the rest away from the trigram index. */
+export function renderConditions(c: Conditions, idColumn: string, plan: Plan | 'free', ftsIds = 'SELECT rowid FROM agents_fts WHERE agents_fts MATCH ?'): { sql: string; params: unknown[] } {
+  const sql: string[] = []
+  const params: unknown[] = []
+  const hasMatch = c.match.length > 0
+  if (hasMatch) {
+    sql.push(`${plan === 'walk' ? '+' : ''}${idColumn} IN (${ftsIds})`)
+    params.push(c.match.join(' AND '))
   }
+  // With a phrase, the trigram index finds the rows; without, the planner picks (free, seek).
+  const plus = plan === 'walk' || hasMatch ? '+' : ''
+  for (const r of c.rest) {
+    sql.push(r.sql(plus))
+    params.push(...r.params)
+  }
+  return { sql: sql.length ? sql.join(' AND ') : '1', params }
 }
 
 /** The conditions of an agent filter over `agents a`, as a WHERE fragment ('1' when none). */
-export function agentWhere(f: AgentFilter, alias = 'a'): { sql: string; params: unknown[] } {
-  const w: Where = { sql: [], params: [] }
-  addAgentConditions(w, f, alias)
-  return { sql: w.sql.length ? w.sql.join(' AND ') : '1', params: w.params }
-}
-
-function addAgentConditions(w: Where, f: AgentFilter, a: string) {
-  if (f.uuid !== undefined) agentContains(a, ['uuid'], ['uuid'], f.uuid, w)
-  if (f.hostIdentifier !== undefined) agentContains(a, ['host_identifier'], ['host_identifier'], f.hostIdentifier, w)
-  // `everything` holds localIpAddress too: the index may only find more, never fewer.
-  if (f.ipAddress !== undefined) agentContains(a, ['ip_addresses', 'everything'], ['local_ip_address', 'ip_addresses'], f.ipAddress, w)
-  if (f.version !== undefined) agentContains(a, ['service_version'], ['service_version'], f.version, w)
-  if (f.osVersion !== undefined) agentContains(a, ['os_version'], ['os_version'], f.osVersion, w)
-  if (f.hashtags !== undefined) agentContains(a, ['hashtags'], ['hashtags'], f.hashtags, w)
-  if (f.globalSearch !== undefined) agentContains(a, ['everything'], SEARCHED, f.globalSearch, w)
-  inList(w, `${a}.connection_status`, f.connectionStatus)
-  inList(w, `${a}.operational_status`, f.operationalStatus)
-  inList(w, `${a}.display_status`, f.displayStatus)
-  inList(w, `${a}.license_status`, f.licenseStatus)
-  inList(w, `${a}.running_mode`, f.runningMode)
-  flag(w, `${a}.vulnerable_or_wlv`, f.containsVulnerablePeripheralOrWLV)
-  flag(w, `${a}.has_unapproved`, f.hasUnapprovedPeripherals)
-  flag(w, `${a}.has_vulnerable`, f.hasVulnerablePeripherals)
-  flag(w, `${a}.has_attack_tool`, f.hasKnownAttackTools)
-  range(w, `${a}.last_configured_ms`, f.lastConfiguration)
-  range(w, `${a}.last_updated_ms`, f.lastUpdated)
-  range(w, `${a}.expiration_ms`, f.expirationDate)
-  if (f.severity !== undefined) {
-    w.sql.push(`${a}.severity = ?`)
-    w.params.push(f.severity)
-  }
+export function agentWhere(f: AgentFilter): { sql: string; params: unknown[] } {
+  return renderConditions(agentConditions(f), 'a.id', 'free')
 }
 
 /** Sort fields of the agent list (the contract's x-sort-fields) and their columns. */
@@ -234,14 +269,31 @@ const nullableSorts = [
   'localIpAddress', 'osVersion', 'pcModel', 'serviceVersion', 'kbDriverVersion', 'lastUpdated', 'lastConfiguered',
   'lastConfiguration', 'expirationDate', 'licenseAccountName', 'runningMode',
 ]
-export const agentOrderBy = (s: Sort) => orderBy(s, agentSortColumns, 'a.uuid', nullableSorts)
+const hinted = (columns: Record<string, string>) => Object.fromEntries(Object.entries(columns).map(([k, v]) => [k, `+${v}`]))
+const agentSortHinted = hinted(agentSortColumns)
+
+/** The sort orders an index of migration 003 serves (descending only where nulls would come first). */
+const agentSortIndexed = (s: Sort) =>
+  ['uuid', 'hostIdentifier', 'severity'].includes(s.field) || (s.direction === 'desc' && ['lastUpdated', 'lastConfiguered', 'lastConfiguration'].includes(s.field))
+
+/** ORDER BY of the agent list; for `seek`, hinted so that no index is walked for it. */
+export const agentOrderBy = (s: Sort, plan: Plan = 'walk') => orderBy(s, plan === 'seek' ? agentSortHinted : agentSortColumns, plan === 'seek' ? '+a.uuid' : 'a.uuid', nullableSorts)
 
 /** The identifiers an item of agents/configuration or peripherals/command names an agent by. */
 export interface AgentIdentifiers { uuid?: string | null; hostIdentifier?: string | null; ipAddress?: string | null }
 
 export function agentsRepo(db: DB) {
   const cached = statementCache(db)
-  const total = db.prepare<[], { n: number }>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
+  const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
+  const ftsCount = db.prepare<[string], number>('SELECT count(*) FROM agents_fts WHERE agents_fts MATCH ?').pluck()
+
+  /** How many agents match: the kept row count, the trigram index alone, or the conditions. */
+  function count(c: Conditions, all: number): number {
+    if (!c.match.length && !c.rest.length) return all
+    if (!c.rest.length) return ftsCount.get(c.match.join(' AND ')) as number
+    const where = renderConditions(c, 'a.id', 'free')
+    return cached(`SELECT count(*) FROM agents a WHERE ${where.sql}`).pluck().get(...where.params) as number
+  }
   const byUuid = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE uuid = lower(?)')
   const byId = db.prepare<[number], AgentRow>('SELECT * FROM agents WHERE id = ?')
   const remove = db.prepare<[number]>('DELETE FROM agents WHERE id = ?')
@@ -252,17 +304,23 @@ export function agentsRepo(db: DB) {
 
     /** A page of the list: every agent count, the matching count, and the page's rows. */
     list(f: AgentFilter, sort: Sort, limit: number, offset: number) {
-      const where = agentWhere(f)
-      const all = total.get() as unknown as number
-      const filtered = where.sql === '1' ? all : (cached(`SELECT count(*) FROM agents a WHERE ${where.sql}`).pluck().get(...where.params) as number)
-      const rows = cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as AgentRow[]
+      const c = agentConditions(f)
+      const all = total.get() as number
+      const filtered = count(c, all)
+      const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
+      const where = renderConditions(c, 'a.id', plan)
+      const rows = filtered <= offset ? [] : (cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as AgentRow[])
       return { total: all, filtered, rows }
     },
 
     /** Every matching agent in order, read as it is consumed (streamed exports). */
     iterate(f: AgentFilter, sort: Sort): IterableIterator<AgentRow> {
-      const where = agentWhere(f)
-      return cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort)}`).iterate(...where.params) as IterableIterator<AgentRow>
+      const c = agentConditions(f)
+      const all = total.get() as number
+      const filtered = count(c, all)
+      const plan = choosePlan(filtered, all, 0, filtered, agentSortIndexed(sort))
+      const where = renderConditions(c, 'a.id', plan)
+      return cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)}`).iterate(...where.params) as IterableIterator<AgentRow>
     },
 
     /**

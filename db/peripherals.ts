@@ -5,7 +5,7 @@ import type { PeripheralFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type Sort } from '../lib/listing.js'
 import { iconName } from '../lib/usb.js'
 import type { components } from '../generated/openapi.js'
-import { agentContains, statementCache, type Where } from './agents.js'
+import { agentContains, choosePlan, renderConditions, statementCache, type Condition, type Conditions, type Plan } from './agents.js'
 
 type PeripheralView = components['schemas']['PeripheralViewResource']
 
@@ -104,57 +104,106 @@ export function peripheralView(r: PeripheralListRow): PeripheralView {
 const FROM = 'peripherals p JOIN agents a ON a.id = p.agent_id'
 const COLUMNS = 'p.*, a.host_identifier, a.local_ip_address AS host_ip, a.hashtags AS agent_hashtags'
 
+const cond = (sql: (plus: string) => string, ...params: unknown[]): Condition => ({ sql, params })
+
+/** The ids of the agents matching agent conditions: through the trigram index alone when it can. */
+function agentIds(c: Conditions): { sql: string; params: unknown[] } {
+  if (!c.rest.length) return { sql: 'SELECT rowid FROM agents_fts WHERE agents_fts MATCH ?', params: [c.match.join(' AND ')] }
+  const where = renderConditions(c, 'a2.id', 'free')
+  return { sql: `SELECT a2.id FROM agents a2 WHERE ${where.sql}`, params: where.params }
+}
+
+function ofAgents(c: Conditions): Condition {
+  const ids = agentIds(c)
+  return cond((plus) => `${plus}p.agent_id IN (${ids.sql})`, ...ids.params)
+}
+
 /** Interned texts (peripheral_texts, a few thousand rows) that contain the term. */
-function textContains(w: Where, column: string, kind: 'vendor' | 'product', term: string) {
-  w.sql.push(`${column} IN (SELECT id FROM peripheral_texts WHERE kind = '${kind}' AND text LIKE ? ESCAPE '\\')`)
-  w.params.push(contains(term.toLowerCase()))
+const textContains = (column: string, kind: 'vendor' | 'product', term: string) =>
+  cond((plus) => `${plus}${column} IN (SELECT id FROM peripheral_texts WHERE kind = '${kind}' AND text LIKE ? ESCAPE '\\')`, contains(term.toLowerCase()))
+
+/** A trigram phrase query: exact substring, whatever characters the term holds. */
+const phrase = (term: string) => `"${term.replace(/"/g, '""')}"`
+const long = (term: string) => [...term].length >= 3
+
+/**
+ * Peripherals whose deviceID contains the term: from 3 characters through the trigram
+ * index peripherals_fts (migration 005); shorter terms have no trigram and read every
+ * deviceID (from the narrow unique index on agent and deviceID, not the wide rows).
+ */
+const deviceIds = (term: string): { sql: string; params: unknown[] } =>
+  long(term)
+    ? { sql: 'SELECT rowid FROM peripherals_fts WHERE peripherals_fts MATCH ?', params: [phrase(term)] }
+    : { sql: "SELECT id FROM peripherals WHERE device_id LIKE ? ESCAPE '\\'", params: [contains(term)] }
+
+/**
+ * "Contains" on the serial. The serial is the last part of the deviceID (see the
+ * contract), so the deviceID's index finds the candidates, and the serial itself
+ * decides; guiSerial is the serial or null, so it adds nothing.
+ */
+function serialContains(term: string): Condition {
+  const ids = deviceIds(term)
+  return cond((plus) => `${plus}p.id IN (${ids.sql}) AND p.serial_number LIKE ? ESCAPE '\\'`, ...ids.params, contains(term))
 }
 
 const riskTags = { is_attack_tool: '#attack-tool', is_vulnerable: '#vulnerable', is_unapproved: '#unapproved' }
 
-/** GlobalSearch over peripherals: each field through the index that serves it. */
-function globalSearch(w: Where, term: string) {
-  const any: Where = { sql: [], params: [] }
-  const agents: Where = { sql: [], params: [] }
-  agentContains('a2', ['everything'], ['host_identifier', 'local_ip_address', 'hashtags'], term, agents)
-  any.sql.push(`p.agent_id IN (SELECT a2.id FROM agents a2 WHERE ${agents.sql.join(' AND ')})`)
-  any.params.push(...agents.params)
-  textContains(any, 'p.vendor_text_id', 'vendor', term)
-  textContains(any, 'p.product_text_id', 'product', term)
-  any.sql.push(`(p.vid, p.pid) IN (SELECT vid, pid FROM catalogue WHERE coalesce(vulnerability, name) LIKE ? ESCAPE '\\')`)
-  any.params.push(contains(term))
-  serialContains(any, ['device_id', 'serial_number'], term)
-  for (const [column, tag] of Object.entries(riskTags)) if (tag.includes(term.toLowerCase())) any.sql.push(`p.${column} = 1`)
-  w.sql.push(`(${any.sql.join(' OR ')})`)
-  w.params.push(...any.params)
-}
-
-/** "Contains" on the device's own identifiers, which are not interned. */
-function serialContains(w: Where, columns: string[], term: string) {
+/**
+ * GlobalSearch over peripherals: the ids found through what serves each field - the
+ * agent's host name, address and tags through agents_fts, vendor and product names
+ * through the interned texts, the catalogue's vulnerability text through the models it
+ * names, the risk tags through the flags, deviceID and serial through peripherals_fts.
+ */
+function globalSearch(term: string): Condition {
+  const agents: Conditions = { match: [], rest: [] }
+  agentContains(agents, 'a2', ['everything'], ['host_identifier', 'local_ip_address', 'hashtags'], term)
+  const byAgent = agentIds(agents)
   const like = contains(term)
-  w.sql.push(`(${columns.map((c) => `p.${c} LIKE ? ESCAPE '\\'`).join(' OR ')})`)
-  for (const _ of columns) w.params.push(like)
+  const texts = "SELECT id FROM peripheral_texts WHERE kind = ? AND text LIKE ? ESCAPE '\\'"
+  const parts = [
+    { sql: `SELECT id FROM peripherals WHERE agent_id IN (${byAgent.sql})`, params: byAgent.params },
+    { sql: `SELECT id FROM peripherals WHERE vendor_text_id IN (${texts})`, params: ['vendor', like.toLowerCase()] },
+    { sql: `SELECT id FROM peripherals WHERE product_text_id IN (${texts})`, params: ['product', like.toLowerCase()] },
+    {
+      sql: "SELECT p2.id FROM catalogue c JOIN peripherals p2 ON p2.vid = c.vid AND p2.pid = c.pid WHERE coalesce(c.vulnerability, c.name) LIKE ? ESCAPE '\\'",
+      params: [like],
+    },
+    deviceIds(term),
+    ...Object.entries(riskTags)
+      .filter(([, tag]) => tag.includes(term.toLowerCase()))
+      .map(([column]) => ({ sql: `SELECT id FROM peripherals WHERE ${column} = 1`, params: [] })),
+  ]
+  return cond((plus) => `${plus}p.id IN (${parts.map((x) => x.sql).join(' UNION ')})`, ...parts.flatMap((x) => x.params))
 }
 
-/** The conditions of a peripheral filter over `peripherals p JOIN agents a`, as a WHERE fragment ('1' when none). */
-export function peripheralWhere(f: PeripheralFilter): { sql: string; params: unknown[] } {
-  const w: Where = { sql: [], params: [] }
-  if (f.hostIdentifier !== undefined) agentContains('a', ['host_identifier'], ['host_identifier'], f.hostIdentifier, w)
-  if (f.ipAddress !== undefined) agentContains('a', ['ip_addresses', 'everything'], ['local_ip_address'], f.ipAddress, w)
-  if (f.hostUuid !== undefined) agentContains('a', ['uuid'], ['uuid'], f.hostUuid, w)
-  if (f.vendor !== undefined) textContains(w, 'p.vendor_text_id', 'vendor', f.vendor)
-  if (f.productInfo !== undefined) textContains(w, 'p.product_text_id', 'product', f.productInfo)
-  if (f.serialNumber !== undefined) serialContains(w, ['serial_number', 'gui_serial'], f.serialNumber)
-  for (const [column, value] of [['p.vid', f.vid], ['p.pid', f.pid]] as const) {
-    if (value === undefined) continue
-    w.sql.push(`${column} = ?`)
-    w.params.push(value)
-  }
+/** A peripheral filter as conditions over `peripherals p`. */
+function peripheralConditions(f: PeripheralFilter): Condition[] {
+  const out: Condition[] = []
+  const agents: Conditions = { match: [], rest: [] }
+  if (f.hostIdentifier !== undefined) agentContains(agents, 'a2', ['host_identifier'], ['host_identifier'], f.hostIdentifier)
+  if (f.ipAddress !== undefined) agentContains(agents, 'a2', ['ip_addresses'], ['local_ip_address', 'ip_addresses'], f.ipAddress)
+  if (f.hostUuid !== undefined) agentContains(agents, 'a2', ['uuid'], ['uuid'], f.hostUuid)
+  if (agents.match.length || agents.rest.length) out.push(ofAgents(agents))
+  if (f.vendor !== undefined) out.push(textContains('p.vendor_text_id', 'vendor', f.vendor))
+  if (f.productInfo !== undefined) out.push(textContains('p.product_text_id', 'product', f.productInfo))
+  if (f.serialNumber !== undefined) out.push(serialContains(f.serialNumber))
+  if (f.vid !== undefined) out.push(cond((plus) => `${plus}p.vid = ?`, f.vid))
+  if (f.pid !== undefined) out.push(cond((plus) => `${plus}p.pid = ?`, f.pid))
   for (const [column, value] of [['p.is_unapproved', f.isUnapproved], ['p.is_vulnerable', f.isVulnerable], ['p.is_attack_tool', f.isAttackTool], ['p.present', f.present]] as const) {
-    if (value !== undefined) w.sql.push(`${column} = ${value ? 1 : 0}`)
+    if (value !== undefined) out.push(cond((plus) => `${plus}${column} = ${value ? 1 : 0}`))
   }
-  if (f.globalSearch !== undefined) globalSearch(w, f.globalSearch)
-  return { sql: w.sql.length ? w.sql.join(' AND ') : '1', params: w.params }
+  if (f.globalSearch !== undefined) out.push(globalSearch(f.globalSearch))
+  return out
+}
+
+function render(conditions: Condition[], plan: Plan | 'free') {
+  const plus = plan === 'walk' ? '+' : ''
+  return { sql: conditions.length ? conditions.map((c) => c.sql(plus)).join(' AND ') : '1', params: conditions.flatMap((c) => c.params) }
+}
+
+/** The conditions of a peripheral filter over `peripherals p` (joined with `agents a` or not), as a WHERE fragment ('1' when none). */
+export function peripheralWhere(f: PeripheralFilter): { sql: string; params: unknown[] } {
+  return render(peripheralConditions(f), 'free')
 }
 
 /** Sort fields of the peripheral list (the contract's x-sort-fields) and their columns. */
@@ -184,11 +233,24 @@ export const peripheralSortColumns: Record<string, string> = {
   adminStatus: 'p.admin_status',
 }
 const nullableSorts = ['hostIp', 'description', 'manufacturer', 'caption', 'serialNumber', 'guiVid', 'guiPid', 'status']
-export const peripheralOrderBy = (s: Sort) => orderBy(s, peripheralSortColumns, ['p.device_id', 'p.id'], nullableSorts)
+const peripheralSortHinted = Object.fromEntries(Object.entries(peripheralSortColumns).map(([k, v]) => [k, `+${v}`]))
+/** The sort orders an index serves: the agent's uuid, then deviceID and id (peripherals_agent_uuid). */
+const peripheralSortIndexed = (s: Sort) => s.field === 'uuid' || s.field === 'hostUuid'
+
+/** ORDER BY of the peripheral list; for `seek`, hinted so that no index is walked for it. */
+export const peripheralOrderBy = (s: Sort, plan: Plan = 'walk') =>
+  orderBy(s, plan === 'seek' ? peripheralSortHinted : peripheralSortColumns, plan === 'seek' ? ['+p.device_id', '+p.id'] : ['p.device_id', 'p.id'], nullableSorts)
 
 export function peripheralsRepo(db: DB) {
   const cached = statementCache(db)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'peripherals'").pluck()
+
+  /** How many peripherals match: the kept row count, or the conditions (no join: every peripheral has its agent). */
+  function count(conditions: Condition[], all: number): number {
+    if (!conditions.length) return all
+    const where = render(conditions, 'free')
+    return cached(`SELECT count(*) FROM peripherals p WHERE ${where.sql}`).pluck().get(...where.params) as number
+  }
   const ofAgent = db.prepare<[number, number], PeripheralListRow>(
     `SELECT ${COLUMNS} FROM ${FROM} WHERE p.agent_id = ? ORDER BY p.present DESC, p.last_seen_ms DESC, p.id DESC LIMIT ?`,
   )
@@ -205,17 +267,23 @@ export function peripheralsRepo(db: DB) {
   return {
     /** A page of the list: every peripheral count, the matching count, and the page's rows. */
     list(f: PeripheralFilter, sort: Sort, limit: number, offset: number) {
-      const where = peripheralWhere(f)
+      const conditions = peripheralConditions(f)
       const all = total.get() as number
-      const filtered = where.sql === '1' ? all : (cached(`SELECT count(*) FROM ${FROM} WHERE ${where.sql}`).pluck().get(...where.params) as number)
-      const rows = cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as PeripheralListRow[]
+      const filtered = count(conditions, all)
+      const plan = choosePlan(filtered, all, offset, limit, peripheralSortIndexed(sort))
+      const where = render(conditions, plan)
+      const rows = filtered <= offset ? [] : (cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as PeripheralListRow[])
       return { total: all, filtered, rows }
     },
 
     /** Every matching peripheral in order, read as it is consumed (streamed exports). */
     iterate(f: PeripheralFilter, sort: Sort): IterableIterator<PeripheralListRow> {
-      const where = peripheralWhere(f)
-      return cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort)}`).iterate(...where.params) as IterableIterator<PeripheralListRow>
+      const conditions = peripheralConditions(f)
+      const all = total.get() as number
+      const filtered = count(conditions, all)
+      const plan = choosePlan(filtered, all, 0, filtered, peripheralSortIndexed(sort))
+      const where = render(conditions, plan)
+      return cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)}`).iterate(...where.params) as IterableIterator<PeripheralListRow>
     },
 
     /** One agent's peripherals: present ones first, each most recently seen first. */
