@@ -763,12 +763,15 @@ export interface paths {
          *     peripherals, approvals and commands) and **rotates** its credential: the old one
          *     stops working at once (`reEnrolled: true`). A new agent starts `Free`,
          *     `Disconnected` until its first check-in, and takes a license seat if one is free
-         *     (`licenseStatus` `Pending` otherwise).
+         *     (`licenseStatus` `Pending` otherwise; a `Pending` agent takes a seat as soon as one
+         *     is freed).
          *
-         *     A wrong secret answers 401. Failed enrollments are limited per source address (20
-         *     per minute; then 429 with `Retry-After`, even for the right secret, until the minute
-         *     is over); accepted ones are not limited, so that a whole site behind one address can
-         *     enroll at once. Every enrollment, accepted or refused, is audited and an accepted
+         *     A wrong secret answers 401. Enrollments do not count against the per-address request
+         *     limit; failed ones (a wrong secret or an invalid request) are limited per source
+         *     address instead: after 20 in a minute, every enrollment from that address answers
+         *     429 with `Retry-After`, even with the right secret, until the minute is over.
+         *     Accepted ones are never limited, so that a whole site behind one address can enroll
+         *     at once. Every enrollment, accepted or refused, is audited and an accepted
          *     one also becomes an event.
          */
         post: operations["enrollAgent"];
@@ -798,10 +801,13 @@ export interface paths {
          *     marked not present.
          *
          *     The server compares it with the previous state and records what changed as events:
-         *     agent connected again, mode changed, versions changed, peripheral connected (new
-         *     USB peripheral detected, `0x110001`) or removed (`0x110003`), unapproved peripheral
-         *     on an armed agent (whitelist violation), known attack tool, vulnerable peripheral,
-         *     and each reported error; the risky ones also raise risk notifications and alarms.
+         *     agent connected again (`0x310003`), mode changed (`0x310001`), network location
+         *     changed (`0x210002`), peripheral connected (new `0x110001`, again `0x110002`) or
+         *     removed (`0x110003`), unapproved peripheral on an armed agent (whitelist violation,
+         *     `0x110004`), known attack tool (`0x110005`), vulnerable peripheral (`0x110006`); the
+         *     risky ones are the source of risk notifications and alarms. Reported errors are
+         *     stored and counted in `errorTotal`, and changes of versions or host name are
+         *     recorded in the audit trail.
          *     The agent's counters, flags, severity and `lastUpdated` are refreshed.
          *
          *     Answers the agent's pending commands (at most 50, oldest first; `moreCommands` says
@@ -813,8 +819,9 @@ export interface paths {
          *     versions, license or peripherals, and whenever they are refused.
          *
          *     401 when the credential is missing, unknown, rotated or the agent was deleted (the
-         *     agent must enroll again). Checking in more often than every 5 seconds answers 429
-         *     with `Retry-After`.
+         *     agent must enroll again). A check-in less than 5 seconds after the agent's previous
+         *     one (setting `PRIME_AGENT_MIN_CHECKIN_SECONDS`; 0 turns the rule off) answers 429
+         *     with `Retry-After`, whatever its body.
          */
         post: operations["agentCheckIn"];
         delete?: never;
@@ -1407,7 +1414,7 @@ export interface paths {
          *     | `0x310001` | Agent mode changed | Host | 5 Notice | an agent reports a new mode (Armed/Free); `details` names the old and new mode and who asked |
          *     | `0x310002` | Agent disconnected | Host | 4 Warning | no check-in for the disconnect timeout (`PRIME_AGENT_DISCONNECT_SECONDS`, default 180 s) |
          *     | `0x310003` | Agent reconnected | Host | 6 Informational | a disconnected agent checks in again |
-         *     | `0x310004` | Agent enrolled | Host | 6 Informational | an agent checks in for the first time |
+         *     | `0x310004` | Agent enrolled | Host | 6 Informational | an agent enrolls, or enrolls again (its credential is rotated) |
          *     | `0x310005` | Agent command failed | Host | 3 Error | an agent reports a queued command as Failed |
          *     | `0x410001` | Alarm delivery failure | System | 3 Error | a delivery to an alarm destination failed permanently or gave up after its retries |
          *     | `0x510001` | Alarm destination test message | General | 6 Informational | never stored: the code carried by the test messages of `TestAlarmDests` |
@@ -3722,11 +3729,11 @@ export interface components {
         };
         /** @description The agent's whole current state. */
         GatewayCheckInRequest: {
-            /** @description The host name (a change is recorded). */
+            /** @description The host name (a change is recorded in the audit trail). */
             hostIdentifier: string;
             /**
              * Format: date-time
-             * @description The agent's clock (a skew over 5 minutes is recorded as an event).
+             * @description The agent's clock (informational).
              */
             agentTime?: string | null;
             osVersion?: string | null;
@@ -3751,11 +3758,11 @@ export interface components {
                 portId?: string | null;
                 portName?: string | null;
             } | null;
-            /** @description The license account the agent was installed for (another account than the server's makes its license `Invalid`). */
+            /** @description The license account the agent was installed for (when the server has one configured, `PRIME_LICENSE_ACCOUNT_ID`, another account makes the agent's license `Invalid`). */
             licenseAccountId?: string | null;
             loggedOnUsers?: string[];
             hashtags?: string[];
-            /** @description Faults of the agent since its last check-in (each becomes an event and counts in `errorTotal`). */
+            /** @description Faults of the agent since its last check-in (each is stored and counts in `errorTotal`). */
             errors?: {
                 /** Format: date-time */
                 time: string;
