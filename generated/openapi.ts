@@ -7073,7 +7073,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getPolicyTest: {
@@ -7141,7 +7140,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getAgentsErrorTotal: {
@@ -7214,7 +7212,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getUncommonPeripherals: {
@@ -7275,7 +7272,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     reloadUncommonPeripherals: {
@@ -7336,7 +7332,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getVulnerablePeripherals: {
@@ -7398,7 +7393,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     reloadVulnerablePeripherals: {
@@ -7460,7 +7454,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getUniqueWhitelistViolation: {
@@ -7525,7 +7518,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getAgentsClassificationSummary: {
@@ -7684,7 +7676,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     setAgentsConfiguration: {
@@ -8453,7 +8444,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     addCatalogueEntry: {
@@ -8521,7 +8511,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     deleteCatalogueEntry: {
@@ -8577,7 +8566,6 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getPeripherals: {
@@ -8866,7 +8854,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     agentCheckIn: {
@@ -9020,7 +9007,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     reportCommandResults: {
@@ -9098,7 +9084,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getAgentlessConnectionDetailsStatus: {

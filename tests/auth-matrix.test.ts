@@ -13,9 +13,14 @@ const sample = (schema: any): string => {
 
 const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url')
 
+const SECRET = 'pes_matrix-enrollment-secret'
+
 t.test('authentication and profile matrix over every operation', async (t) => {
-  const app = await build(t)
+  const app = await build(t, { PRIME_AGENT_ENROLLMENT_SECRET: SECRET })
   const admin = await login(app)
+  const enrolled = await app.inject({ method: 'POST', url: '/prime/webui/gateway/enroll', payload: { enrollmentSecret: SECRET, machineId: 'matrix-machine-0001', hostIdentifier: 'MATRIX' } })
+  t.equal(enrolled.statusCode, 200, enrolled.body)
+  const agentCredential = enrolled.json().credential as string
   const tokens: Record<number, string> = {
     10: await userWithProfile(app, admin, 'matrix-user', 10),
     20: await userWithProfile(app, admin, 'matrix-manager', 20),
@@ -40,7 +45,15 @@ t.test('authentication and profile matrix over every operation', async (t) => {
     const none = await send()
     t.equal(none.statusCode, 401, `${op.operationId} without a credential`)
     t.match(String(none.headers['www-authenticate']), /^Bearer/, `${op.operationId} WWW-Authenticate`)
+    if (op.access.kind === 'agent') {
+      // The agent gateway takes only agent credentials, never a user's token.
+      for (const token of [admin, tokens[10], 'pag_not-a-credential', 'garbage']) {
+        t.equal((await send(`Bearer ${token}`)).statusCode, 401, `${op.operationId} with a user token or a wrong credential`)
+      }
+      continue
+    }
     if (op.access.kind !== 'user') continue
+    t.equal((await send(`Bearer ${agentCredential}`)).statusCode, 401, `${op.operationId} with an agent credential`)
     for (const [name, token] of [['expired', expired], ['forged', forged], ['unsigned', unsigned], ['garbage', 'not-a-token']]) {
       t.equal((await send(`Bearer ${token}`)).statusCode, 401, `${op.operationId} with a ${name} token`)
     }
