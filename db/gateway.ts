@@ -286,6 +286,9 @@ export function gatewayRepo(db: DB) {
   )
   const waitingForSeat = db.prepare<[number], { id: number }>(`SELECT id FROM agents WHERE license_status = 'Pending' ORDER BY enrolled_ms, id LIMIT ?`)
   const activate = db.prepare<[number]>(`UPDATE agents SET license_status = 'Activated' WHERE id = ? AND license_status = 'Pending'`)
+  // An expired license frees no seat: the agents keep counting until they are deleted.
+  const expire = db.prepare<[number]>(`UPDATE agents SET license_status = 'Expired'
+    WHERE license_status IN ('Activated', 'Pending') AND expiration_ms IS NOT NULL AND expiration_ms <= ?`)
 
   return {
     byCredential: (hash: string) => byCredential.get(hash),
@@ -333,6 +336,8 @@ export function gatewayRepo(db: DB) {
     timeOutCommand: (id: number, now: number, message: string) => timeOut.run(now, message, id).changes === 1,
     waitingForSeat: (limit: number) => waitingForSeat.all(limit).map((r) => r.id),
     activate: (id: number) => activate.run(id),
+    /** Licenses whose expiration date has passed become Expired; answers how many. */
+    expireLicenses: (now: number) => expire.run(now).changes,
   }
 }
 export type GatewayRepo = ReturnType<typeof gatewayRepo>

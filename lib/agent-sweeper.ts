@@ -1,6 +1,7 @@
 // What happens when agents go quiet: no check-in for the disconnect timeout makes an agent
 // Disconnected, and a command delivered without a result for 15 minutes becomes Failed.
-// Also hands free license seats to agents that enrolled while none was free.
+// Also expires licenses whose date has passed and hands free license seats to agents that
+// enrolled while none was free.
 import type { FastifyInstance } from 'fastify'
 import { hostEvent, NO_RESULT } from './gateway.js'
 import { iso } from './time.js'
@@ -46,6 +47,7 @@ export function sweepAgents(app: FastifyInstance, now = Date.now()) {
     if (overdue.length < BATCH) break
   }
 
+  const expired = repos.gateway.expireLicenses(now)
   let activated = 0
   const seats = config.license.seats - repos.gateway.activatedCount()
   if (seats > 0) {
@@ -55,7 +57,7 @@ export function sweepAgents(app: FastifyInstance, now = Date.now()) {
   }
 
   app.gateway.prune(now)
-  return { disconnected, timedOut, activated }
+  return { disconnected, timedOut, expired, activated }
 }
 
 /** Sweeps every few seconds while the app runs; the timer never keeps the process alive. */

@@ -38,7 +38,7 @@ export function audit(req: FastifyRequest, entry: AuditEntry): void {
     createdMs: Date.now(),
     severity: entry.severity ?? (entry.outcome && entry.outcome !== 'Succeeded' ? WARNING : NOTICE),
     category: op?.auditCategory ?? 'System',
-    user: entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : (req.principal?.name ?? null),
+    user: entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : (req.principal?.name ?? (req.agent ? `agent:${req.agent.uuid}` : null)),
     sourceIp: req.ip ?? null,
     description: printable(entry.description).slice(0, 1000),
     details: JSON.stringify(maskSecrets(entry.details ?? {})).slice(0, 65536),

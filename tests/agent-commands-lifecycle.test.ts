@@ -199,10 +199,10 @@ t.test('the sweeper: quiet agents are disconnected, unanswered deliveries fail, 
   await checkIn(app, agent)
   t.equal(command(app, id).status, 'Delivered')
 
-  t.same(sweepAgents(app), { disconnected: 0, timedOut: 0, activated: 0 }, 'nothing is due yet')
+  t.same(sweepAgents(app), { disconnected: 0, timedOut: 0, expired: 0, activated: 0 }, 'nothing is due yet')
   const mark = lastEvent(app)
   const later = Date.now() + 181_000
-  t.same(sweepAgents(app, later), { disconnected: 2, timedOut: 0, activated: 0 })
+  t.same(sweepAgents(app, later), { disconnected: 2, timedOut: 0, expired: 0, activated: 0 })
   const a = agentRow(app, agent)
   t.equal(a.connection_status, 'Disconnected')
   t.equal(a.display_status, 'Disconnected')
@@ -245,4 +245,15 @@ t.test('the sweeper hands freed license seats to waiting agents, and writes held
   await checkIn(app, second)
   sweepAgents(app)
   t.ok(agentRow(app, second).last_updated_ms >= t0, 'an unchanged check-in moves lastUpdated (written in batches)')
+})
+
+t.test('licenses expire when their date passes', async (t) => {
+  const expires = Date.now() + 60_000
+  const app = await build(t, { ...env, PRIME_LICENSE_EXPIRES: new Date(expires).toISOString() })
+  const agent = await enroll(app)
+  t.equal(agentRow(app, agent).license_status, 'Activated')
+  t.equal(sweepAgents(app).expired, 0, 'not before the date')
+  t.equal(sweepAgents(app, expires + 1).expired, 1)
+  t.equal(agentRow(app, agent).license_status, 'Expired')
+  t.equal(sweepAgents(app, expires + 2).expired, 0, 'once')
 })
