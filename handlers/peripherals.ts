@@ -1,1 +1,19 @@
-export const peripheralsHandlers = {}
+import { peripheralView } from '../db/peripherals.js'
+import { peripheralFilterFromQuery } from '../lib/agent-filter.js'
+import { commandPeripherals } from '../lib/agent-commands.js'
+import { listAnswer, page, sort } from '../lib/listing.js'
+import type { Handlers } from './types.js'
+
+export const peripheralsHandlers: Handlers<'getPeripherals' | 'peripheralsCommand'> = {
+  async getPeripherals(req) {
+    const filter = peripheralFilterFromQuery(req.query as Record<string, unknown>)
+    const order = sort(req.routeOptions.config.op!, req.query.sortBy, 'sortBy')
+    const { pageSize, offset } = page(req.query)
+    const { total, filtered, rows } = req.server.repos.peripherals.list(filter, order, pageSize, offset)
+    return listAnswer(total, filtered, rows.map(peripheralView))
+  },
+
+  async peripheralsCommand(req, reply) {
+    return commandPeripherals(req, reply, req.body)
+  },
+}

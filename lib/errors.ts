@@ -3,6 +3,7 @@ export const catalogue = {
   validation: { status: 400, title: 'Invalid request' },
   'invalid-credentials': { status: 400, title: 'Login failed' },
   'bad-json': { status: 400, title: 'Malformed JSON body' },
+  'no-agent-matched': { status: 400, title: 'No agent matched' },
   unauthenticated: { status: 401, title: 'Authentication required' },
   forbidden: { status: 403, title: 'Needs a user with a higher profile' },
   'not-found': { status: 404, title: 'Not found' },
