@@ -11,6 +11,12 @@ import { createRepos } from '../lib/repos.js'
 import { hashPassword } from '../lib/passwords.js'
 import { projectRoot } from '../lib/paths.js'
 
+// npm run bench -- agents: the fleet-scale cases instead (lists, CSV export, gateway).
+if (process.argv[2] === 'agents') {
+  await import('./bench-agents.js')
+  process.exit(0)
+}
+
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5)
 const CONNECTIONS = 10

@@ -1,0 +1,281 @@
+// npm run bench -- agents: the agent and peripheral lists, the CSV export and the agent
+// gateway at fleet scale. Seeds a temporary data dir (100,000 agents and about a million
+// peripherals by default), starts the built server on 127.0.0.1, and loads it with
+// autocannon (10 connections, bounded durations). Each list case is also timed in-process
+// against SQLite (the repository call alone): the floor the API cannot go below.
+//
+// Settings: BENCH_AGENTS (100000), BENCH_SECONDS per case (10), BENCH_GATEWAY_AGENTS (2000),
+// BENCH_LOG_LEVEL (info, as in production).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import autocannon from 'autocannon'
+import { openDatabase } from '../db/index.js'
+import { createRepos } from '../lib/repos.js'
+import { projectRoot } from '../lib/paths.js'
+import type { AgentFilter, PeripheralFilter } from '../lib/agent-filter.js'
+import type { Sort } from '../lib/listing.js'
+import type { components } from '../generated/openapi.js'
+import { seedFleet, checkSeed } from './seed.js'
+import { fleetHost } from './fleet-data.js'
+
+const AGENTS = Number(process.env.BENCH_AGENTS ?? 100_000)
+const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
+const GATEWAY_AGENTS = Number(process.env.BENCH_GATEWAY_AGENTS ?? 2000)
+const CONNECTIONS = 10
+const PORT = 18082
+const PASSWORD = 'Bench-password-123'
+const SECRET = 'pes_bench_enrollment_secret_0123456789'
+const PIN = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
+
+const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b)
+const pct = (xs: number[], p: number) => sorted(xs)[Math.min(xs.length - 1, Math.floor(xs.length * p))]
+const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(0))
+
+/** Starts the built server, its log in a file; resolves once it listens. */
+function start(env: NodeJS.ProcessEnv, logFile: string): Promise<ChildProcess> {
+  const args = [path.join(projectRoot, 'dist', 'lib', 'server.js')]
+  const log = fs.openSync(logFile, 'a')
+  // With 2+ cores the server gets its own core, away from the load generator (this process).
+  const [cmd, argv] = PIN ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
+  const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
+  fs.closeSync(log)
+  return new Promise((resolve, reject) => {
+    const poll = setInterval(() => {
+      if (/Server listening/.test(fs.readFileSync(logFile, 'utf8'))) {
+        clearInterval(poll)
+        resolve(child)
+      }
+    }, 20)
+    child.on('exit', (code) => {
+      clearInterval(poll)
+      reject(new Error(`server exited ${code}: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`))
+    })
+  })
+}
+const stop = (child: ChildProcess) => new Promise<void>((r) => { child.removeAllListeners('exit'); child.on('exit', () => r()); child.kill('SIGTERM') })
+
+/** kB figures of /proc/<pid>/status (Linux). */
+function memory(pid: number): { rss: number; hwm: number } | null {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+    const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(s)?.[1] ?? NaN)
+    return { rss: kb('VmRSS'), hwm: kb('VmHWM') }
+  } catch {
+    return null
+  }
+}
+
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-agents-'))
+const dbFile = path.join(dataDir, 'prime.sqlite')
+const baseEnv = {
+  PRIME_DATA_DIR: dataDir,
+  PRIME_ADMIN_PASSWORD: PASSWORD,
+  PORT: String(PORT),
+  LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+  PRIME_AGENT_ENROLLMENT_SECRET: SECRET,
+  PRIME_ACCESS_TOKEN_TTL: '3600',
+  PRIME_LICENSE_SEATS: String(AGENTS + GATEWAY_AGENTS + 1000),
+  // The seeded agents never check in: without this the sweeper would start marking them
+  // Disconnected (and raising events) in the middle of the measurements.
+  PRIME_AGENT_DISCONNECT_SECONDS: '86400',
+}
+const notes: string[] = []
+const rows: string[] = []
+const base = `http://127.0.0.1:${PORT}/prime/webui`
+
+// ---------------------------------------------------------------------------------------
+// Seed (both cores), then the in-process floors
+
+console.error(`Seeding ${AGENTS} agents into ${dataDir} ...`)
+const db = openDatabase(dbFile)
+const seeded = await seedFleet(db, { agents: AGENTS, peripheralsPerAgent: 10 })
+const check = checkSeed(db, 100)
+if (check.mismatches.length) throw new Error(`seeded data differs from db/agent-state.ts: ${check.mismatches.slice(0, 3).join('; ')}`)
+console.error(`Seeded ${seeded.agents} agents, ${seeded.peripherals} peripherals in ${(seeded.ms / 1000).toFixed(1)} s`)
+
+// From here on the load generator (this process) keeps to CPU 0 and the server to CPU 1.
+if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
+
+interface ListCase { name: string; url: string; floor: () => unknown }
+const repos = createRepos(db)
+const bySort = (field: string, direction: 'asc' | 'desc' = 'asc'): Sort => ({ field, direction })
+const agentList = (f: AgentFilter, s: Sort) => () => repos.agents.list(f, s, 50, 0)
+const peripheralList = (f: PeripheralFilter, s: Sort) => () => repos.peripherals.list(f, s, 50, 0)
+const listCases: ListCase[] = [
+  { name: 'agents, default sort', url: '/agents?PageSize=50', floor: agentList({}, bySort('hostIdentifier')) },
+  { name: 'agents, HostIdentifier contains + SortBy', url: '/agents?HostIdentifier=fin-lt&SortBy=lastConfiguration_desc&PageSize=50', floor: agentList({ hostIdentifier: 'fin-lt' }, bySort('lastConfiguration', 'desc')) },
+  { name: 'agents, GlobalSearch', url: '/agents?GlobalSearch=Latitude%205440&PageSize=50', floor: agentList({ globalSearch: 'Latitude 5440' }, bySort('hostIdentifier')) },
+  { name: 'agents, HasUnapprovedPeripherals=True', url: '/agents?HasUnapprovedPeripherals=True&PageSize=50', floor: agentList({ hasUnapprovedPeripherals: true }, bySort('hostIdentifier')) },
+  { name: 'peripherals, vendor contains', url: '/peripherals?vendor=logitech&PageSize=50', floor: peripheralList({ vendor: 'logitech' }, bySort('hostUuid')) },
+]
+
+/** Median and p99 of one in-process call, over about 2 s (at least 50 runs). */
+function floor(fn: () => unknown): { p50: number; p99: number; runs: number } {
+  for (let i = 0; i < 5; i++) fn()
+  const times: number[] = []
+  const until = performance.now() + 2000
+  while (times.length < 50 || (performance.now() < until && times.length < 5000)) {
+    const t = performance.now()
+    fn()
+    times.push(performance.now() - t)
+  }
+  return { p50: pct(times, 0.5), p99: pct(times, 0.99), runs: times.length }
+}
+const floors = listCases.map((c) => {
+  try {
+    return floor(c.floor)
+  } catch (err) {
+    notes.push(`${c.name}: the in-process call failed: ${(err as Error).message}`)
+    return null
+  }
+})
+
+// ---------------------------------------------------------------------------------------
+// The lists over HTTP
+
+let server = await start({ ...baseEnv, PRIME_RATE_LIMIT_MAX: '100000000' }, path.join(dataDir, 'server.log'))
+async function login(): Promise<Record<string, string>> {
+  const res = await fetch(`${base}/Auth/LocalLogin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: PASSWORD }) })
+  const { token } = (await res.json()) as { token: string }
+  return { authorization: `Bearer ${token}` }
+}
+let auth = await login()
+
+async function load(opts: autocannon.Options) {
+  const r = await autocannon({ connections: CONNECTIONS, duration: DURATION, ...opts })
+  const codes = (r as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {}
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, codes }
+}
+
+rows.push('| case | req/s | p50 / p99 ms | target | in-process floor p50 / p99 ms | API p50 / floor p50 |')
+rows.push('|---|---|---|---|---|---|')
+for (const [i, c] of listCases.entries()) {
+  const first = await fetch(base + c.url, { headers: auth })
+  const body = (await first.json().catch(() => null)) as { recordsFiltered?: number; data?: unknown[]; detail?: string } | null
+  const f = floors[i]
+  const floorText = f ? `${ms(f.p50)} / ${ms(f.p99)}` : 'n/a'
+  if (first.status !== 200 || !body?.data) {
+    rows.push(`| ${c.name} | ${first.status}${first.status === 501 ? ' (not implemented)' : ''} | | p99 < 20 | ${floorText} | |`)
+    if (first.status !== 501) notes.push(`${c.name}: ${first.status} ${body?.detail ?? ''}`)
+    continue
+  }
+  await load({ url: base + c.url, headers: auth, duration: 2 }) // warm-up
+  const r = await load({ url: base + c.url, headers: auth })
+  if (r.non2xx || r.errors) notes.push(`${c.name}: ${r.non2xx} non-2xx answers, ${r.errors} errors (${JSON.stringify(r.codes)})`)
+  const ok = r.p99 < 20 ? 'met' : 'MISSED'
+  rows.push(`| ${c.name} (${body.recordsFiltered} match, page of ${body.data.length}) | ${r.rps.toFixed(0)} | ${r.p50} / ${r.p99} | p99 < 20: ${ok} | ${floorText} | ${f ? (r.p50 / f.p50).toFixed(1) : ''} |`)
+}
+await stop(server)
+
+// ---------------------------------------------------------------------------------------
+// CSV export of every agent, on a fresh server process (its peak RSS is the export's)
+
+server = await start({ ...baseEnv, PRIME_RATE_LIMIT_MAX: '100000000' }, path.join(dataDir, 'server-export.log'))
+auth = await login()
+{
+  const before = memory(server.pid!)
+  let peakRss = before?.rss ?? 0
+  const sampler = setInterval(() => { peakRss = Math.max(peakRss, memory(server.pid!)?.rss ?? 0) }, 10)
+  const t0 = performance.now()
+  const res = await fetch(`${base}/agents/exportagentcsv`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'text/csv' }, body: '{}' })
+  let bytes = 0, lines = 0
+  if (res.body) {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      bytes += chunk.length
+      for (const b of chunk) if (b === 10) lines++
+    }
+  }
+  const wall = (performance.now() - t0) / 1000
+  clearInterval(sampler)
+  const after = memory(server.pid!)
+  const peakMb = Math.max(peakRss, after?.hwm ?? 0) / 1024
+  if (res.status === 200) {
+    const okTime = wall < 5 ? 'met' : 'MISSED'
+    const okMem = peakMb < 250 ? 'met' : 'MISSED'
+    rows.push('', '| CSV export of all agents | wall time | server peak RSS (VmHWM) | target |', '|---|---|---|---|')
+    rows.push(`| ${lines - 1} rows, ${(bytes / 1048576).toFixed(1)} MiB | ${wall.toFixed(2)} s | ${peakMb.toFixed(0)} MB (${((before?.rss ?? 0) / 1024).toFixed(0)} MB before) | < 5 s: ${okTime}; < 250 MB: ${okMem} |`)
+    if (lines - 1 !== AGENTS) notes.push(`CSV export: ${lines - 1} data rows for ${AGENTS} agents (rows with line breaks inside cells would also explain a difference)`)
+  } else {
+    rows.push('', `| CSV export of all agents | ${res.status}${res.status === 501 ? ' (not implemented)' : ''} | | |`)
+  }
+}
+await stop(server)
+
+// ---------------------------------------------------------------------------------------
+// Gateway: unchanged check-ins of agents with ten peripherals. The per-address request
+// limit is left at its default: gateway calls must not count against it.
+
+type Schemas = components['schemas']
+server = await start({ ...baseEnv, PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }, path.join(dataDir, 'server-gateway.log'))
+{
+  interface Enrolled { credential: string; body: string }
+  const enrolled: Enrolled[] = []
+  const failures: string[] = []
+  const t0 = performance.now()
+  let next = 0
+  // Ten at a time, like the load generator's connections.
+  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
+    while (next < GATEWAY_AGENTS) {
+      const n = next++
+      const host = fleetHost(7, 'bench', n, 10)
+      host.peripherals = [...host.peripherals, ...fleetHost(7, 'bench-fill', n, 20).peripherals].slice(0, 10)
+      const res = await fetch(`${base}/gateway/enroll`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ enrollmentSecret: SECRET, machineId: host.machineId, hostIdentifier: host.hostIdentifier }) })
+      const e = (await res.json()) as Schemas['GatewayEnrollResponse'] & { detail?: string }
+      if (res.status !== 200) {
+        failures.push(`enroll ${res.status}: ${e.detail ?? ''}`)
+        if (failures.length > 20) return
+        continue
+      }
+      const { index: _i, machineId: _m, ...state } = host
+      const body: Schemas['GatewayCheckInRequest'] = { ...state, operationalStatus: 'Armed', isSystemLocked: false, licenseAccountId: null, errors: [] }
+      enrolled.push({ credential: e.credential, body: JSON.stringify(body) })
+    }
+  }))
+  const enrollSecs = (performance.now() - t0) / 1000
+  // The first check-in of each: the full comparison, ten new peripherals, events.
+  const t1 = performance.now()
+  let k = 0
+  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
+    while (k < enrolled.length) {
+      const a = enrolled[k++]
+      const res = await fetch(`${base}/gateway/checkin`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${a.credential}` }, body: a.body })
+      if (res.status !== 200) failures.push(`first check-in ${res.status}: ${((await res.json().catch(() => ({}))) as { detail?: string }).detail ?? ''}`)
+      else await res.arrayBuffer()
+    }
+  }))
+  const firstSecs = (performance.now() - t1) / 1000
+  rows.push('', '| gateway | figure | target |', '|---|---|---|')
+  if (enrolled.length === 0) {
+    rows.push(`| enroll | ${failures[0] ?? 'failed'} | |`)
+  } else {
+    rows.push(`| enrollments (${enrolled.length}, 10 at a time) | ${(enrolled.length / enrollSecs).toFixed(0)} /s | |`)
+    rows.push(`| first check-ins (10 new peripherals each) | ${(enrolled.length / firstSecs).toFixed(0)} /s | |`)
+    let i = 0
+    const r = await load({
+      url: `${base}/gateway/checkin`,
+      requests: [{
+        method: 'POST',
+        setupRequest: (req) => {
+          const a = enrolled[i++ % enrolled.length]
+          return { ...req, headers: { 'content-type': 'application/json', authorization: `Bearer ${a.credential}` }, body: a.body }
+        },
+      }],
+    })
+    const ok = r.rps >= 1000 ? 'met' : 'MISSED'
+    rows.push(`| unchanged check-ins (${enrolled.length} agents, 10 peripherals each) | ${r.rps.toFixed(0)} /s, p50 / p99 ${r.p50} / ${r.p99} ms | >= 1000/s: ${ok} |`)
+    if (r.non2xx) notes.push(`gateway check-ins: ${r.non2xx} non-2xx answers ${JSON.stringify(r.codes)}${r.codes['429'] ? ' (429: a request limit applied to agent check-ins)' : ''}`)
+  }
+  if (failures.length) notes.push(`gateway: ${failures.length} failures, first: ${failures[0]}`)
+}
+await stop(server)
+db.close()
+fs.rmSync(dataDir, { recursive: true, force: true })
+
+console.log(`\n${AGENTS} agents, ${seeded.peripherals} peripherals (seeded in ${(seeded.ms / 1000).toFixed(1)} s); ${CONNECTIONS} connections, ${DURATION} s per case${PIN ? '; load generator on CPU 0, server on CPU 1' : ''}; latency in ms.\n`)
+for (const r of rows) console.log(r)
+if (notes.length) {
+  console.log('\nNotes:')
+  for (const n of notes) console.log(`- ${n}`)
+}

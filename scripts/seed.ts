@@ -1,0 +1,629 @@
+// npm run seed -- --agents 100000 [--peripherals-per-agent 10] [--data-dir ./data] [--seed 42] [--append]
+// Bulk-loads a realistic fleet straight into the SQLite file of a data directory (for
+// demos and benchmarks): agents, their peripherals, approvals and some events. Stored
+// flags and counters are computed here the way db/agent-state.ts computes them, and a
+// sample is checked against it at the end.
+//
+// A worker thread generates the rows while the main thread writes them: generating and
+// writing take about the same time, and there are two cores.
+import fs from 'node:fs'
+import path from 'node:path'
+import { parseArgs } from 'node:util'
+import { pathToFileURL } from 'node:url'
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads'
+import cliProgress from 'cli-progress'
+import Database from 'better-sqlite3'
+import { openDatabase, type DB } from '../db/index.js'
+import { agentStateRepo } from '../db/agent-state.js'
+import { peripheralTexts } from '../db/gateway.js'
+import { agentEvents, derivePeripheral, modelTooltip, nicsText } from '../lib/gateway.js'
+import { fleetHost, Rand, streamSeed, uuidFrom } from './fleet-data.js'
+
+export interface SeedOptions {
+  agents: number
+  peripheralsPerAgent?: number
+  seed?: number
+  /** Agents per transaction. */
+  chunk?: number
+  now?: number
+  onProgress?: (agents: number, peripherals: number) => void
+  /** Stops after the current chunk (the data so far stays, consistent). */
+  signal?: AbortSignal
+}
+
+export interface SeedResult {
+  agents: number
+  peripherals: number
+  approvals: number
+  events: number
+  ms: number
+  /** Where the main thread's time went, ms. */
+  phases: Record<string, number>
+}
+
+const HOUR = 3_600_000
+const DAY = 24 * HOUR
+
+interface Catalogue { attack: Set<string>; vulnerable: Set<string>; severity: Map<string, number>; vulnerability: Map<string, string>; names: Map<string, string> }
+
+function loadCatalogue(db: DB): Catalogue {
+  const c: Catalogue = { attack: new Set(), vulnerable: new Set(), severity: new Map(), vulnerability: new Map(), names: new Map() }
+  const rows = db.prepare('SELECT kind, vid, pid, name, vulnerability, severity FROM catalogue ORDER BY rowid').all() as
+    { kind: string; vid: string; pid: string; name: string; vulnerability: string | null; severity: number }[]
+  for (const r of rows) {
+    const key = `${r.vid}:${r.pid}`
+    ;(r.kind === 'KnownAttackTool' ? c.attack : c.vulnerable).add(key)
+    c.severity.set(key, Math.min(c.severity.get(key) ?? 7, r.severity))
+    const text = r.vulnerability ?? r.name
+    c.vulnerability.set(key, c.vulnerability.has(key) ? `${c.vulnerability.get(key)} ${text}` : text)
+    c.names.set(key, c.names.has(key) ? `${c.names.get(key)}; ${r.name}` : r.name)
+  }
+  return c
+}
+
+// ---------------------------------------------------------------------------------------
+// Generation (in the worker): rows as the parameter arrays of the insert statements.
+
+interface License {
+  /** The server's license settings (PRIME_LICENSE_*), as the gateway applies them. */
+  accountName: string
+  accountId: string | null
+  expirationMs: number | null
+}
+
+interface GenContext {
+  seed: number
+  perAgent: number
+  now: number
+  catalogue: Catalogue
+  license: License
+  /** Host number of the first agent, and the id it gets. */
+  firstIndex: number
+  firstId: number
+}
+
+interface Chunk {
+  agents: unknown[][]
+  /** Vendor and product texts sit where their ids go (VENDOR_AT, PRODUCT_AT). */
+  peripherals: unknown[][]
+  approvals: unknown[][]
+  events: unknown[][]
+}
+const VENDOR_AT = 29, PRODUCT_AT = 30
+
+type EventKind = keyof typeof agentEvents
+interface SeedEvent { t: number; kind: EventKind; details: string; hashtags: string | null; icon: number; device: string | null; vid: string | null; pid: string | null }
+
+function generateChunk(ctx: GenContext, from: number, count: number, eventSeq: { n: number }): Chunk {
+  const { catalogue, now, license } = ctx
+  const chunk: Chunk = { agents: [], peripherals: [], approvals: [], events: [] }
+  const expired = license.expirationMs !== null && license.expirationMs <= now
+  for (let k = from; k < from + count; k++) {
+    const index = ctx.firstIndex + k
+    const agentId = ctx.firstId + k
+    const host = fleetHost(ctx.seed, 'seed', index, ctx.perAgent)
+    const r = new Rand(streamSeed(ctx.seed, 'seed-state', index))
+    const uuid = uuidFrom(r)
+    const enrolled = now - r.int(1, 730) * DAY + r.int(0, DAY)
+    const connected = r.chance(0.92)
+    const lastUpdated = connected ? now - r.int(0, 90_000) : Math.max(enrolled, now - r.int(10 * 60_000, 30 * DAY))
+    const armed = r.chance(0.6)
+    const mode = armed ? 'Armed' : 'Free'
+    const lastConfigured = r.chance(0.95) ? enrolled + Math.floor(r.next() * (lastUpdated - enrolled)) : null
+    // A few wait for a seat; with an account id set, a few report another account.
+    const status = expired ? 'Expired' : r.weighted([['Activated', 97], ['Pending', 2], [license.accountId === null ? 'Activated' : 'Invalid', 1]] as const)
+    const reportedAccount = status === 'Invalid' ? 'OTHER-0042' : license.accountId ?? 'PRIME-0001'
+
+    // The administrators' decisions, per model: on most agents everything but attack tools
+    // is approved; on the others removable devices often wait for review.
+    const tidy = r.chance(0.85)
+    const decisions = new Map<string, 'Approved' | 'Disapproved'>()
+    for (const p of host.peripherals) {
+      const key = `${p.vid}:${p.pid}`
+      if (decisions.has(key)) continue
+      const removable = p.classCode === '08' || p.classCode === '06' || p.classCode === 'FF' || p.classCode === '02'
+      if (catalogue.attack.has(key)) {
+        if (r.chance(0.3)) decisions.set(key, 'Disapproved')
+      } else if (r.chance(catalogue.vulnerable.has(key) ? 0.5 : tidy ? 1 : removable ? 0.5 : 0.9)) {
+        decisions.set(key, 'Approved')
+      } else if (r.chance(0.2)) {
+        decisions.set(key, 'Disapproved')
+      }
+    }
+
+    // Peripheral rows (derived as the gateway derives a report) and the agent's counters
+    // and flags (as db/agent-state.ts computes them).
+    let approvedPresent = 0, approvedGone = 0, notApproved = 0, hasVulnerable = false, hasAttack = false, agentSeverity = 6
+    const rows = host.peripherals.map((report) => {
+      const d = derivePeripheral(report)
+      const key = `${d.vid}:${d.pid}`
+      const adminStatus = decisions.get(key) ?? 'NotReviewed'
+      const approved = adminStatus === 'Approved'
+      const isAttack = catalogue.attack.has(key)
+      const isVulnerable = catalogue.vulnerable.has(key)
+      const severity = Math.min(catalogue.severity.get(key) ?? 6, approved ? 6 : armed ? 4 : 5)
+      const firstSeen = enrolled + Math.floor(r.next() * (lastUpdated - enrolled))
+      const lastSeen = d.present ? lastUpdated : firstSeen + Math.floor(r.next() * (lastUpdated - firstSeen))
+      if (d.present) {
+        if (approved) approvedPresent++
+        else notApproved++
+        if (isVulnerable) hasVulnerable = true
+        if (isAttack) hasAttack = true
+        agentSeverity = Math.min(agentSeverity, severity)
+      } else if (approved) approvedGone++
+      // The agent blocks what is not approved while armed.
+      if (d.present && armed && !approved) d.isDisabled = 1
+      return { d, key, adminStatus, approved, isAttack, isVulnerable, severity, firstSeen, lastSeen }
+    })
+    const hasUnapproved = notApproved > 0
+
+    // Its history, in the gateway's words: enrollment, the last mode change, the two
+    // peripherals seen last, and the risks present.
+    const hostName = host.hostIdentifier
+    const none = { hashtags: null, icon: -1, device: null, vid: null, pid: null }
+    const evs: SeedEvent[] = [{ ...none, t: enrolled, kind: 'enrolled', details: `${hostName} enrolled (license ${status}).` }]
+    if (lastConfigured !== null) evs.push({ ...none, t: lastConfigured, kind: 'modeChanged', details: `${hostName} is now ${mode} (was ${armed ? 'Free' : 'Armed'}); requested by admin.` })
+    let newest = -1, second = -1
+    rows.forEach((x, i) => {
+      if (!x.d.present) return
+      if (newest < 0 || x.firstSeen > rows[newest].firstSeen) { second = newest; newest = i } else if (second < 0 || x.firstSeen > rows[second].firstSeen) second = i
+    })
+    rows.forEach((x, i) => {
+      if (!x.d.present) return
+      const d = x.d
+      const label = `${[d.guiVid, d.guiPid].filter(Boolean).join(' ') || 'Unknown device'} (VID ${d.vid}, PID ${d.pid}${d.guiSerial ? `, serial ${d.guiSerial}` : ''}) on ${hostName}`
+      const stance = `agent is ${mode}${armed && !x.approved ? ', device blocked' : ''}`
+      const base = { icon: d.devIcon, device: d.deviceId, vid: d.vid, pid: d.pid }
+      if (i === newest || i === second) evs.push({ ...base, t: x.firstSeen, kind: 'peripheralNew', details: `${label}.`, hashtags: null })
+      if (x.isAttack) evs.push({ ...base, t: x.firstSeen, kind: 'attackTool', details: `${label}: ${catalogue.names.get(x.key)}; ${stance}.`, hashtags: `#attack-tool #${mode.toLowerCase()}` })
+      if (x.isVulnerable) evs.push({ ...base, t: x.firstSeen, kind: 'vulnerable', details: `${label}: ${catalogue.names.get(x.key)}; ${stance}.`, hashtags: '#vulnerable' })
+      if (armed && !x.approved) evs.push({ ...base, t: x.firstSeen, kind: 'unapprovedOnArmed', details: `${label} is not approved; agent is Armed, device blocked.`, hashtags: '#unapproved #armed' })
+    })
+    evs.sort((a, b) => a.t - b.t)
+    const latest = evs.slice(-3).reverse().map((e) => agentEvents[e.kind].description)
+
+    const nics = host.nics
+    const ips = [...new Set([host.localIpAddress, ...nics.flatMap((n) => n.ipAddresses)])].join(' ')
+    const sw = host.connectedSwitch
+    chunk.agents.push([
+      agentId, uuid, host.machineId, enrolled, hostName, host.localIpAddress, host.osVersion, host.manufacturer, host.pcModel,
+      JSON.stringify(nics), nicsText(nics), ips, mode, armed && r.chance(0.5) ? 1 : 0, connected ? 'Connected' : 'Disconnected',
+      connected ? mode : 'Disconnected', approvedPresent, approvedGone, notApproved, latest[0] ?? null, latest[1] ?? null, latest[2] ?? null,
+      host.serviceVersion, host.kbDriverVersion, lastUpdated, lastConfigured, status, license.expirationMs, reportedAccount, license.accountName,
+      agentSeverity, hasUnapproved ? 1 : 0, hasVulnerable ? 1 : 0, hasAttack ? 1 : 0, hasVulnerable || (hasUnapproved && armed) ? 1 : 0,
+      modelTooltip(host.manufacturer, host.pcModel, host.osVersion, nics.length), host.runningMode,
+      sw?.ip ?? null, sw?.name ?? null, sw?.portId ?? null, sw?.portName ?? null,
+      nics.filter((n) => n.isEthernet).length, host.hashtags.length ? host.hashtags.join(' ') : null, JSON.stringify(host.loggedOnUsers),
+    ])
+    for (const [key, decision] of decisions) {
+      chunk.approvals.push([agentId, key.slice(0, 4), key.slice(5), decision, enrolled + Math.floor(r.next() * (lastUpdated - enrolled)), r.chance(0.8) ? 'admin' : 'token:soar'])
+    }
+    for (const x of rows) {
+      const d = x.d
+      const texts = peripheralTexts(d)
+      chunk.peripherals.push([
+        agentId, uuid, d.deviceId, d.vid, d.pid, d.serialNumber, d.description, d.status, d.manufacturer, d.caption,
+        d.guiVid, d.guiPid, d.guiSerial, d.devIcon, d.classCode, d.subclassCode, d.protocolCode, d.hierarchy, d.parentDeviceId,
+        d.isDisabled, d.present, x.approved ? 1 : 0, x.adminStatus, d.present && !x.approved ? 1 : 0, x.isVulnerable ? 1 : 0,
+        x.isAttack ? 1 : 0, catalogue.vulnerability.get(x.key) ?? null, x.severity, 0, texts.vendor, texts.product, x.firstSeen, x.lastSeen,
+      ])
+    }
+    const entity = `${hostName} (${host.localIpAddress})`
+    for (const e of evs) {
+      const ev = agentEvents[e.kind]
+      chunk.events.push([e.t, eventSeq.n++, ev.code, ev.severity, ev.category, entity, ev.description, e.details, e.hashtags, e.icon, uuid, hostName, e.device, e.vid, e.pid])
+    }
+  }
+  return chunk
+}
+
+/** The tables whose secondary indexes and insert triggers wait until the end of a load. */
+const TABLES = ['agents', 'peripherals', 'events']
+
+/** Agent rows as generated, into the data dir's database and the worker's scratch one. */
+const AGENT_INSERT = `INSERT INTO agents (id, uuid, machine_id, enrolled_ms, host_identifier, local_ip_address,
+  os_version, manufacturer, pc_model, nics_json, nics_text, ip_addresses, operational_status, is_system_locked, connection_status,
+  display_status, approved_and_present, approved_and_disconnected, not_approved, latest_event_text, latest_minus1_event_text,
+  latest_minus2_event_text, service_version, kb_driver_version, last_updated_ms, last_configured_ms, license_status, expiration_ms,
+  license_account_id, license_account_name, severity, has_unapproved, has_vulnerable, has_attack_tool, vulnerable_or_wlv,
+  model_tooltip, running_mode, switch_ip, switch_name, port_id, port_name, ethernets_count, hashtags, logged_on_users)
+  VALUES (${Array(44).fill('?').join(', ')})`
+
+// The worker: generates chunks ahead of the writer, a few at a time (credits bound memory).
+// With `fts`, it also builds the agents' full-text index in a scratch database of its
+// own, from the same agent rows, while the main thread writes: that index is the
+// costliest part of the load, and the main thread copies it in at the end.
+interface FtsPlan {
+  /** The scratch database file, and the main database's own CREATE statements. */
+  file: string
+  agentsDdl: string
+  ftsDdl: string
+  /** INSERT INTO agents_fts ... SELECT <the insert trigger's expressions> FROM agents AS new WHERE new.id >= ? */
+  bulkSql: string
+}
+type WorkerMessage = { chunk: Chunk } | { ftsBuilt: true } | { ftsFailed: string }
+
+if (!isMainThread && (workerData as { seedWorker?: boolean } | null)?.seedWorker) {
+  const { ctx, total, chunk, fts } = workerData as { ctx: GenContext; total: number; chunk: number; fts: FtsPlan | null }
+  const post = (m: WorkerMessage) => parentPort!.postMessage(m)
+  let scratch: Database.Database | null = null
+  let insertAgent: Database.Statement | null = null
+  if (fts) {
+    scratch = new Database(fts.file)
+    scratch.pragma('journal_mode = OFF')
+    scratch.pragma('synchronous = OFF')
+    scratch.exec(fts.agentsDdl)
+    scratch.exec(fts.ftsDdl)
+    insertAgent = scratch.prepare(AGENT_INSERT)
+  }
+  let credits = 4, next = 0
+  const eventSeq = { n: 0 }
+  const pump = () => {
+    while (credits > 0 && next < total) {
+      const n = Math.min(chunk, total - next)
+      const c = generateChunk(ctx, next, n, eventSeq)
+      post({ chunk: c })
+      if (scratch) scratch.transaction(() => { for (const row of c.agents) insertAgent!.run(row) })()
+      next += n
+      credits--
+    }
+    if (next >= total && scratch) {
+      try {
+        scratch.prepare(fts!.bulkSql).run(ctx.firstId)
+        scratch.exec(`INSERT INTO agents_fts (agents_fts) VALUES ('optimize')`)
+        scratch.close()
+        post({ ftsBuilt: true })
+      } catch (err) {
+        post({ ftsFailed: (err as Error).message })
+      }
+      scratch = null
+    }
+  }
+  parentPort!.on('message', () => { credits++; pump() })
+  pump()
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing (main thread)
+
+interface BulkLoad {
+  /** Set when the worker can build the full-text index (a fresh index, a trigger of the known shape). */
+  fts: FtsPlan | null
+  /** Puts everything back; `ftsBuilt`: the worker's index is complete and may be copied in. Must run, also after an error. */
+  finish(ftsBuilt: boolean): void
+}
+
+/**
+ * Fast settings for the load, and indexes built once at the end rather than row by row:
+ * the secondary indexes are dropped and created again, row-count triggers give way to one
+ * count, and the agents' full-text rows are not written by the insert trigger but built
+ * by the worker (or, failing that, in one statement of the trigger's own expressions).
+ */
+function prepareBulkLoad(db: DB, firstAgentId: number, phase: (name: string, since: number) => void): BulkLoad {
+  const synchronous = db.pragma('synchronous', { simple: true })
+  const cache = db.pragma('cache_size', { simple: true })
+  const foreignKeys = db.pragma('foreign_keys', { simple: true })
+  const journal = db.pragma('journal_mode', { simple: true }) as string
+  // Leaving WAL needs the only connection: this also refuses to load under a running server.
+  try {
+    db.pragma('journal_mode = MEMORY')
+  } catch (err) {
+    throw new Error(`the database is in use (stop the server while seeding): ${(err as Error).message}`)
+  }
+  // A crash mid-load needs a fresh data dir anyway; the database's own durability
+  // settings are back before the end.
+  db.pragma('synchronous = OFF')
+  db.pragma('cache_size = -262144')
+  // The rows are generated consistent with each other: checking every reference would only cost time.
+  db.pragma('foreign_keys = OFF')
+
+  const inTables = `tbl_name IN (${TABLES.map(() => '?').join(', ')})`
+  const ddl = (name: string) => (db.prepare('SELECT sql FROM sqlite_master WHERE name = ?').get(name) as { sql: string } | undefined)?.sql
+  const indexes = db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND ${inTables}`).all(...TABLES) as { name: string; sql: string }[]
+  const trigger = ddl('agents_fts_insert')
+  // `INSERT INTO agents_fts (...) VALUES (<expressions of new.*>)` becomes a SELECT over
+  // the new rows aliased `new`; a trigger of another shape stays and fires per row.
+  const m = trigger && /BEGIN\s+INSERT INTO agents_fts\s*(\([^)]*\))\s*VALUES\s*\(([\s\S]*)\)\s*;\s*END$/i.exec(trigger)
+  const bulkSql = m ? `INSERT INTO agents_fts ${m[1]} SELECT ${m[2]} FROM agents AS new WHERE new.id >= ?` : null
+  const ftsEmpty = (db.prepare('SELECT count(*) AS n FROM agents_fts').get() as { n: number }).n === 0
+  const shadowTables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'agents\\_fts\\_%' ESCAPE '\\'`).all() as { name: string }[]).map((r) => r.name)
+  const fts: FtsPlan | null = bulkSql && ftsEmpty
+    ? { file: `${db.name}.seed-fts`, agentsDdl: ddl('agents')!, ftsDdl: ddl('agents_fts')!, bulkSql }
+    : null
+  if (fts) fs.rmSync(fts.file, { force: true })
+  // Row-count triggers (`UPDATE row_counts SET n = n + 1 ...` per insert): the counts are
+  // set once at the end instead.
+  const counters = (db.prepare(`SELECT name, tbl_name AS tbl, sql FROM sqlite_master WHERE type = 'trigger' AND ${inTables}`).all(...TABLES) as { name: string; tbl: string; sql: string }[])
+    .map((t) => ({ ...t, counter: /AFTER INSERT ON \w+\s+BEGIN\s+UPDATE row_counts SET n = n \+ 1 WHERE name = '(\w+)'\s*;\s*END$/i.exec(t.sql)?.[1] }))
+    .filter((t): t is typeof t & { counter: string } => t.counter !== undefined)
+  db.transaction(() => {
+    for (const ix of indexes) db.exec(`DROP INDEX "${ix.name}"`)
+    if (bulkSql) db.exec('DROP TRIGGER agents_fts_insert')
+    for (const t of counters) db.exec(`DROP TRIGGER "${t.name}"`)
+  })()
+
+  const finish = (ftsBuilt: boolean) => {
+    let t = performance.now()
+    db.transaction(() => {
+      for (const c of counters) {
+        db.prepare(`UPDATE row_counts SET n = (SELECT count(*) FROM "${c.tbl}") WHERE name = ?`).run(c.counter)
+        db.exec(c.sql)
+      }
+      for (const ix of indexes) db.exec(ix.sql)
+    })()
+    phase('build indexes', t)
+    if (bulkSql) {
+      t = performance.now()
+      if (fts && ftsBuilt) {
+        // The worker's index, table by table: the same definition, so the same format.
+        // Writing an FTS5 table's own tables needs SQLite's defensive mode off for a moment.
+        db.exec(`ATTACH DATABASE '${fts.file.replace(/'/g, "''")}' AS seed_fts`)
+        db.unsafeMode(true)
+        try {
+          db.transaction(() => {
+            for (const name of shadowTables) {
+              db.exec(`DELETE FROM main."${name}"`)
+              db.exec(`INSERT INTO main."${name}" SELECT * FROM seed_fts."${name}"`)
+            }
+            db.exec(trigger!)
+          })()
+        } finally {
+          db.unsafeMode(false)
+          db.exec('DETACH DATABASE seed_fts')
+        }
+        phase('copy full-text index', t)
+      } else {
+        db.transaction(() => {
+          db.prepare(bulkSql).run(firstAgentId)
+          db.exec(trigger!)
+        })()
+        db.exec(`INSERT INTO agents_fts (agents_fts) VALUES ('optimize')`)
+        phase('build full-text index', t)
+      }
+    }
+    if (fts) fs.rmSync(fts.file, { force: true })
+    db.pragma(`foreign_keys = ${foreignKeys ? 'ON' : 'OFF'}`)
+    db.pragma(`cache_size = ${cache}`)
+    db.pragma(`synchronous = ${synchronous}`)
+    db.pragma(`journal_mode = ${journal}`)
+  }
+  return { fts, finish }
+}
+
+/**
+ * Seeds `opts.agents` more agents into an open database (migrated by openDatabase), which
+ * nothing else may use meanwhile.
+ */
+export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> {
+  const t0 = performance.now()
+  const chunkSize = opts.chunk ?? 500
+  const phases: Record<string, number> = {}
+  const phase = (name: string, since: number) => { phases[name] = (phases[name] ?? 0) + performance.now() - since }
+  const ctx: GenContext = {
+    seed: opts.seed ?? 42,
+    perAgent: opts.peripheralsPerAgent ?? 10,
+    now: opts.now ?? Date.now(),
+    catalogue: loadCatalogue(db),
+    license: {
+      accountName: process.env.PRIME_LICENSE_ACCOUNT || 'Prime',
+      accountId: process.env.PRIME_LICENSE_ACCOUNT_ID || null,
+      expirationMs: process.env.PRIME_LICENSE_EXPIRES ? Date.parse(process.env.PRIME_LICENSE_EXPIRES) : null,
+    },
+    firstIndex: (db.prepare('SELECT count(*) AS n FROM agents').get() as { n: number }).n,
+    firstId: (db.prepare('SELECT coalesce(max(id), 0) + 1 AS n FROM agents').get() as { n: number }).n,
+  }
+
+  const insertAgent = db.prepare(AGENT_INSERT)
+  const insertPeripheral = db.prepare(`INSERT INTO peripherals (agent_id, agent_uuid, device_id, vid, pid, serial_number, description,
+    status, manufacturer, caption, gui_vid, gui_pid, gui_serial, dev_icon, class_code, subclass_code, protocol_code, hierarchy,
+    parent_device_id, is_disabled, present, approved, admin_status, is_unapproved, is_vulnerable, is_attack_tool, vulnerability,
+    severity, in_action, vendor_text_id, product_text_id, first_seen_ms, last_seen_ms)
+    VALUES (${Array(33).fill('?').join(', ')})`)
+  const insertApproval = db.prepare('INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, ?, ?, ?, ?, ?)')
+  // Events wait here and go to `events` in time order at the end, so that event ids
+  // increase with their time, as they do when a live server records them.
+  db.exec(`CREATE TEMP TABLE IF NOT EXISTS seed_events (created_ms INTEGER, seq INTEGER, event_code TEXT, severity INTEGER,
+    category TEXT, entity_id TEXT, description TEXT, details TEXT, hashtags TEXT, peripheral_icon INTEGER, asset_key TEXT,
+    asset_name TEXT, peripheral_asset_id TEXT, peripheral_vid TEXT, peripheral_pid TEXT)`)
+  db.exec('DELETE FROM temp.seed_events')
+  const insertEvent = db.prepare(`INSERT INTO temp.seed_events VALUES (${Array(15).fill('?').join(', ')})`)
+
+  // Interned as db/gateway.ts internPeripheralTexts does, with a cache: a failed chunk fails the whole seed.
+  const textIds = new Map<string, number>()
+  for (const r of db.prepare('SELECT id, kind, text FROM peripheral_texts').all() as { id: number; kind: string; text: string }[]) textIds.set(`${r.kind}\0${r.text}`, r.id)
+  const addText = db.prepare('INSERT INTO peripheral_texts (kind, text) VALUES (?, ?)')
+  const textId = (kind: 'vendor' | 'product', text: unknown): number | null => {
+    if (typeof text !== 'string') return null
+    const key = `${kind}\0${text}`
+    let id = textIds.get(key)
+    if (id === undefined) {
+      id = Number(addText.run(kind, text).lastInsertRowid)
+      textIds.set(key, id)
+    }
+    return id
+  }
+
+  let agents = 0, peripherals = 0, approvals = 0, events = 0
+  const write = db.transaction((c: Chunk) => {
+    for (const row of c.agents) insertAgent.run(row)
+    for (const row of c.approvals) insertApproval.run(row)
+    for (const row of c.peripherals) {
+      row[VENDOR_AT] = textId('vendor', row[VENDOR_AT])
+      row[PRODUCT_AT] = textId('product', row[PRODUCT_AT])
+      insertPeripheral.run(row)
+    }
+    for (const row of c.events) insertEvent.run(row)
+  })
+
+  const load = prepareBulkLoad(db, ctx.firstId, phase)
+  // A larger young generation: the generator allocates many short-lived strings.
+  const worker = new Worker(new URL(import.meta.url), {
+    workerData: { seedWorker: true, ctx, total: opts.agents, chunk: chunkSize, fts: load.fts },
+    resourceLimits: { maxYoungGenerationSizeMb: 64 },
+  })
+  const queue: Chunk[] = []
+  let wake: (() => void) | null = null, failure: Error | null = null, exited = false
+  const fts: { state: 'building' | 'built' | 'failed' } = { state: load.fts ? 'building' : 'failed' }
+  worker.on('message', (m: WorkerMessage) => {
+    if ('chunk' in m) queue.push(m.chunk)
+    else if ('ftsBuilt' in m) fts.state = 'built'
+    else {
+      fts.state = 'failed'
+      console.error(`The worker could not build the full-text index (${m.ftsFailed}); building it here.`)
+    }
+    wake?.()
+  })
+  worker.on('error', (err) => { failure = err; wake?.() })
+  worker.on('exit', () => { exited = true; wake?.() })
+  const waitForWorker = async () => {
+    const waited = performance.now()
+    await new Promise<void>((resolve) => { wake = resolve })
+    wake = null
+    phase('wait for the worker', waited)
+  }
+  let complete = false
+  try {
+    while (agents < opts.agents && !opts.signal?.aborted) {
+      if (failure) throw failure
+      const c = queue.shift()
+      if (!c) {
+        if (exited) throw new Error('the generator stopped early')
+        await waitForWorker()
+        continue
+      }
+      worker.postMessage('more')
+      const t = performance.now()
+      write(c)
+      phase('write rows', t)
+      agents += c.agents.length
+      peripherals += c.peripherals.length
+      approvals += c.approvals.length
+      opts.onProgress?.(agents, peripherals)
+    }
+    const t = performance.now()
+    db.transaction(() => {
+      events = db.prepare(`INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, hashtags,
+        peripheral_icon, asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid)
+        SELECT created_ms, event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon, asset_key,
+          asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid FROM temp.seed_events ORDER BY created_ms, seq`).run().changes
+    })()
+    phase('write events', t)
+    complete = agents === opts.agents
+    // The worker's index holds every generated agent: usable only if all were written.
+    while (complete && fts.state === 'building' && !failure && !exited) await waitForWorker()
+  } finally {
+    await worker.terminate()
+    db.exec('DROP TABLE IF EXISTS temp.seed_events')
+    load.finish(complete && fts.state === 'built')
+  }
+
+  const t = performance.now()
+  db.exec('ANALYZE')
+  db.pragma('wal_checkpoint(TRUNCATE)')
+  phase('analyze', t)
+
+  return { agents, peripherals, approvals, events, ms: performance.now() - t0, phases }
+}
+
+/**
+ * Recomputes `sample` random agents with db/agent-state.ts (inside a savepoint that is
+ * rolled back) and answers the differences from what the seed stored; also looks each
+ * one up in the full-text index.
+ */
+export function checkSeed(db: DB, sample = 100): { checked: number; mismatches: string[] } {
+  const state = agentStateRepo(db)
+  const ids = (db.prepare('SELECT id FROM agents ORDER BY random() LIMIT ?').all(sample) as { id: number }[]).map((r) => r.id)
+  const agentRow = db.prepare('SELECT * FROM agents WHERE id = ?')
+  const peripheralRows = db.prepare('SELECT * FROM peripherals WHERE agent_id = ? ORDER BY id')
+  const found = db.prepare('SELECT count(*) AS n FROM agents_fts WHERE agents_fts MATCH ? AND rowid = ?')
+  const mismatches: string[] = []
+  const diff = (what: string, a: Record<string, unknown>, b: Record<string, unknown>) => {
+    for (const k of Object.keys(a)) if (a[k] !== b[k]) mismatches.push(`${what}.${k}: seeded ${JSON.stringify(a[k])}, recomputed ${JSON.stringify(b[k])}`)
+  }
+  for (const id of ids) {
+    const before = { agent: agentRow.get(id) as Record<string, unknown>, peripherals: peripheralRows.all(id) as Record<string, unknown>[] }
+    // The full-text index was built apart from the rows: it must find the agent by its host name.
+    const host = String(before.agent.host_identifier)
+    if ((found.get(`{host_identifier} : "${host.replace(/"/g, '""')}"`, id) as { n: number }).n !== 1) mismatches.push(`agent ${id}: the full-text index does not find host ${host}`)
+    db.exec('SAVEPOINT seed_check')
+    try {
+      state.refreshAgent(id)
+      const after = { agent: agentRow.get(id) as Record<string, unknown>, peripherals: peripheralRows.all(id) as Record<string, unknown>[] }
+      diff(`agent ${id}`, before.agent, after.agent)
+      before.peripherals.forEach((p, i) => diff(`agent ${id} peripheral ${p.id}`, p, after.peripherals[i]))
+    } finally {
+      db.exec('ROLLBACK TO seed_check; RELEASE seed_check')
+    }
+  }
+  return { checked: ids.length, mismatches }
+}
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      agents: { type: 'string', default: '1000' },
+      'peripherals-per-agent': { type: 'string', default: '10' },
+      'data-dir': { type: 'string', default: process.env.PRIME_DATA_DIR || './data' },
+      seed: { type: 'string', default: '42' },
+      append: { type: 'boolean', default: false },
+      'check-sample': { type: 'string', default: '100' },
+    },
+  })
+  const num = (name: string, raw: string, min: number, max: number) => {
+    const n = Number(raw)
+    if (!Number.isInteger(n) || n < min || n > max) throw new Error(`--${name} must be an integer from ${min} to ${max}, got "${raw}"`)
+    return n
+  }
+  const agents = num('agents', values.agents, 1, 10_000_000)
+  const perAgent = num('peripherals-per-agent', values['peripherals-per-agent'], 0, 500)
+  const seed = num('seed', values.seed, 0, 2 ** 31 - 1)
+  const sample = num('check-sample', values['check-sample'], 0, 100_000)
+  const dataDir = path.resolve(values['data-dir'])
+  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 })
+  const file = path.join(dataDir, 'prime.sqlite')
+
+  const t0 = performance.now()
+  const db = openDatabase(file)
+  const existing = (db.prepare('SELECT count(*) AS n FROM agents').get() as { n: number }).n
+  if (existing > 0 && !values.append) {
+    db.close()
+    throw new Error(`${file} already holds ${existing} agents: pass --append to add more, or use a fresh --data-dir`)
+  }
+  const bar = new cliProgress.SingleBar({
+    format: 'seeding |{bar}| {percentage}% | {value}/{total} agents | {peripherals} peripherals | {duration_formatted} elapsed, ETA {eta_formatted}',
+    stream: process.stderr,
+    hideCursor: true,
+  }, cliProgress.Presets.shades_classic)
+  const stop = new AbortController()
+  process.once('SIGINT', () => stop.abort())
+  bar.start(agents, 0, { peripherals: 0 })
+  let result: SeedResult
+  try {
+    result = await seedFleet(db, { agents, peripheralsPerAgent: perAgent, seed, signal: stop.signal, onProgress: (a, p) => bar.update(a, { peripherals: p }) })
+  } finally {
+    bar.stop()
+  }
+  const loaded = performance.now() - t0
+  const check = checkSeed(db, sample)
+  db.close()
+
+  const s = (ms: number) => (ms / 1000).toFixed(1) + ' s'
+  if (stop.signal.aborted) console.log('Interrupted: stopped after the last complete chunk.')
+  console.log(`Seeded ${result.agents} agents, ${result.peripherals} peripherals, ${result.approvals} approvals and ${result.events} events into ${file}`)
+  console.log(`  ${Object.entries(result.phases).map(([k, v]) => `${k} ${s(v)}`).join(', ')}`)
+  if (check.mismatches.length) {
+    console.error(`Check FAILED: ${check.mismatches.length} differences from db/agent-state.ts in ${check.checked} sampled agents:`)
+    for (const line of check.mismatches.slice(0, 20)) console.error('  ' + line)
+    process.exitCode = 1
+  } else {
+    console.log(`Check: ${check.checked} sampled agents match what db/agent-state.ts computes.`)
+  }
+  console.log(`Elapsed: ${s(loaded)} (check ${s(performance.now() - t0 - loaded)})`)
+}
+
+if (isMainThread && process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
+  main().catch((err) => {
+    console.error(err instanceof Error ? err.message : err)
+    process.exit(1)
+  })
+}
