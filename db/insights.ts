@@ -19,6 +19,7 @@ const VULNERABLE_HOSTS = 100
 const VIOLATION_HOSTS = 20
 const MAX_AGENTS = 10_000
 const MAX_FINDINGS = 512
+const POLICY_STEP = 500
 const MAX_LOGGED_ON_USERS = 32
 const TOP_VALUES = 50
 export const WHITELIST_VIOLATION = '0x110004'
@@ -250,51 +251,58 @@ export function insightsRepo(db: DB) {
     },
     connectedCount: () => connectedCount.get()!.n,
 
-    policyTest(): Omit<S['PolicyTestResult'], 'evaluatedTime'> {
-      return db.transaction(() => {
-        const counts = policyCounts.get()!
-        const agents = policyAgents.all(MAX_AGENTS)
-        const data = agents.map((a) => {
-          const armed = a.operational_status === 'Armed'
-          return {
-            ...hostView(a),
-            operationalStatus: a.operational_status,
-            connectionStatus: a.connection_status,
-            findings: policyFindings.all(a.id, MAX_FINDINGS).map((p) => {
-              const approved = p.approved === 1
-              const attack = p.is_attack_tool === 1
-              const vulnerable = p.is_vulnerable === 1
-              const risk = attack ? 'a known attack tool' : 'a vulnerable device'
-              const reason = !approved
-                ? `Not approved on this agent${attack || vulnerable ? `, and ${risk}` : ''}.`
-                : `Approved, but ${risk}${p.vulnerability ? `: ${p.vulnerability}` : '.'}`
-              return {
-                deviceID: p.device_id.slice(0, 512),
-                vid: p.vid,
-                pid: p.pid,
-                ...modelNames(p.vid, p.pid, p.gui_vid, p.gui_pid),
-                devIcon: icon(p.dev_icon),
-                devIconDescription: iconName(icon(p.dev_icon)),
-                approved,
-                isKnownAttackTool: attack,
-                isVulnerablePeripheral: vulnerable,
-                outcomeIfArmed: approved ? ('Allowed' as const) : ('Blocked' as const),
-                blockedNow: armed && !approved,
-                reason: reason.slice(0, 500),
-              }
-            }),
-          }
+    /**
+     * Up to 10,000 agents with their findings: the findings are read 500 agents at a time,
+     * letting other requests run in between (an agent's findings come from one query, so
+     * each agent is consistent in itself).
+     */
+    async policyTest(): Promise<Omit<S['PolicyTestResult'], 'evaluatedTime'>> {
+      const { counts, agents, total } = db.transaction(() => ({ counts: policyCounts.get()!, agents: policyAgents.all(MAX_AGENTS), total: agentsTotal.get()!.n }))()
+      const data: S['PolicyTestAgent'][] = []
+      for (const [i, a] of agents.entries()) {
+        if (i > 0 && i % POLICY_STEP === 0) await new Promise((resolve) => setImmediate(resolve))
+        const armed = a.operational_status === 'Armed'
+        const found = policyFindings.all(a.id, MAX_FINDINGS)
+        // Its peripherals changed since the agents were listed: nothing left to report.
+        if (found.length === 0) continue
+        data.push({
+          ...hostView(a),
+          operationalStatus: a.operational_status,
+          connectionStatus: a.connection_status,
+          findings: found.map((p) => {
+            const approved = p.approved === 1
+            const attack = p.is_attack_tool === 1
+            const vulnerable = p.is_vulnerable === 1
+            const risk = attack ? 'a known attack tool' : 'a vulnerable device'
+            const reason = !approved
+              ? `Not approved on this agent${attack || vulnerable ? `, and ${risk}` : ''}.`
+              : `Approved, but ${risk}${p.vulnerability ? `: ${p.vulnerability}` : '.'}`
+            return {
+              deviceID: p.device_id.slice(0, 512),
+              vid: p.vid,
+              pid: p.pid,
+              ...modelNames(p.vid, p.pid, p.gui_vid, p.gui_pid),
+              devIcon: icon(p.dev_icon),
+              devIconDescription: iconName(icon(p.dev_icon)),
+              approved,
+              isKnownAttackTool: attack,
+              isVulnerablePeripheral: vulnerable,
+              outcomeIfArmed: approved ? ('Allowed' as const) : ('Blocked' as const),
+              blockedNow: armed && !approved,
+              reason: reason.slice(0, 500),
+            }
+          }),
         })
-        return {
-          agentsEvaluated: agentsTotal.get()!.n,
-          agentsWithFindings: counts.agents,
-          wouldBlock: counts.would_block,
-          knownAttackTools: counts.attack,
-          vulnerablePeripherals: counts.vulnerable,
-          truncated: counts.agents > data.length,
-          data,
-        }
-      })()
+      }
+      return {
+        agentsEvaluated: total,
+        agentsWithFindings: counts.agents,
+        wouldBlock: counts.would_block,
+        knownAttackTools: counts.attack,
+        vulnerablePeripherals: counts.vulnerable,
+        truncated: counts.agents > data.length,
+        data,
+      }
     },
 
     errorTotals(from: number, to: number): S['AgentsErrorDataWrapper'] {

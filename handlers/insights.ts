@@ -36,7 +36,7 @@ export const insightsHandlers: Handlers<
 
   async getPolicyTest(req) {
     const evaluatedTime = iso(Date.now())
-    return { evaluatedTime, ...req.server.repos.insights.policyTest() }
+    return { evaluatedTime, ...(await req.server.repos.insights.policyTest()) }
   },
 
   async getAgentsErrorTotal(req) {

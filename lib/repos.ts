@@ -13,6 +13,7 @@ import { peripheralsRepo } from '../db/peripherals.js'
 import { commandsRepo } from '../db/commands.js'
 import { catalogueRepo } from '../db/catalogue.js'
 import { insightsRepo } from '../db/insights.js'
+import { exportsRepo } from '../db/exports.js'
 
 export function createRepos(db: DB) {
   const authVersion = new AuthVersion()
@@ -30,6 +31,7 @@ export function createRepos(db: DB) {
     commands: commandsRepo(db),
     catalogue: catalogueRepo(db),
     insights: insightsRepo(db),
+    exports: exportsRepo(db),
   }
 }
 export type Repos = ReturnType<typeof createRepos>
