@@ -57,7 +57,8 @@ export const catalogueHandlers: Handlers<'getCatalogue' | 'addCatalogueEntry' | 
           vulnerability: body.vulnerability ?? null,
           severity: body.severity ?? defaultSeverity[body.kind],
           reference: body.reference ?? null,
-          created_by: req.principal!.name,
+          // Integration tokens act as `token:<name>`, which may be longer than the field.
+          created_by: req.principal!.name.slice(0, 100),
         },
         Date.now(),
       )
