@@ -191,8 +191,8 @@ export interface paths {
          * Uncommon peripherals (seen on few hosts)
          * @description Peripheral models (by VID/PID) present on at most `maxHosts` agents (setting
          *     `PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS`, default 2) while the fleet has more agents
-         *     than that: a rare device is worth a look. Hubs and peripherals without a VID/PID
-         *     are left out. Fewest hosts first, then most recently seen; at most 1000 models
+         *     than that: a rare device is worth a look. Models with a hub peripheral (`devIcon` 4)
+         *     and peripherals without a VID (empty or `0000`) are left out. Fewest hosts first, then most recently seen; at most 1000 models
          *     (`recordsTotal` counts them all), each with up to 20 of its hosts.
          *
          *     The result is cached: this answers the cached result (`computedTime` says when it
@@ -294,8 +294,9 @@ export interface paths {
          *     connected while that agent is `Armed` (the agent blocks it). This groups the
          *     violations of the last 30 days (`fromTime`..`toTime`) by peripheral model
          *     (VID/PID): each model once, with the number of violations, of hosts, the first and
-         *     last time, and up to 20 hosts. Most violations first; at most 1000 models.
-         *     Computed on each call.
+         *     last time, and up to 20 hosts (ordered by `hostIdentifier`; an agent deleted since is
+         *     named as its events named it, with `localIpAddress` null). Most violations first; at
+         *     most 1000 models. Computed on each call.
          */
         get: operations["getUniqueWhitelistViolation"];
         put?: never;
@@ -316,9 +317,9 @@ export interface paths {
         /**
          * Agents counted by class
          * @description Counts of agents by connection status, mode, combined display status, license
-         *     status, running mode, OS version and service version (the 50 most common values;
-         *     the rest are counted under `name: "Other"`; `name: null` counts agents that have not
-         *     reported the value), by severity, and by risk flag; plus present peripherals by
+         *     status, running mode, OS version and service version (the 50 most common values,
+         *     where `name: null`, agents that have not reported the value, counts as one of them;
+         *     the rest are counted under `name: "Other"`), by severity, and by risk flag; plus present peripherals by
          *     device class (`devIcon`) with how many are approved. Computed on each call.
          */
         get: operations["getAgentsClassificationSummary"];
@@ -521,7 +522,8 @@ export interface paths {
          *     clients that can only issue a GET: the filters are the query parameters of
          *     `GET agents` with the same meanings, and `Format` picks the file type (default
          *     `csv`). Paging parameters are not taken: the file holds every matching agent (a
-         *     PDF at most 50000 rows, see `exportagentpdf/exportpdf`).
+         *     PDF at most 50000 rows, see `exportagentpdf/exportpdf`). `Accept` must allow the
+         *     media type `Format` picks, else 406.
          */
         get: operations["getAgentExportFile"];
         put?: never;
@@ -549,7 +551,8 @@ export interface paths {
          *     status, mode, license, versions, peripheral counts, severity, last check-in) with
          *     the header repeated on every page and page numbers. Produced as a stream; at most
          *     50000 rows - beyond that the last line says how many agents were left out (use
-         *     the CSV export for everything).
+         *     the CSV export for everything). Text the PDF's standard font cannot show (outside
+         *     Windows-1252) prints as `?`; long cells end in `…`.
          */
         post: operations["exportAgentPdf"];
         delete?: never;
@@ -573,7 +576,7 @@ export interface paths {
          *     `GET peripherals`, camelCase; a null or empty body takes all) aggregated by model
          *     (VID/PID), one row per model, most hosts first: `vid`, `pid`, `guiVid`, `guiPid`,
          *     `devIcon`, `devIconDescription`, `hosts` (agents that reported it), `present`,
-         *     `approved`, `notApproved` (present and not approved), `isKnownAttackTool`,
+         *     `approved` (approved, present or not), `notApproved` (present and not approved), `isKnownAttackTool`,
          *     `isVulnerablePeripheral`, `vulnerability`, `severity` (the most severe of its
          *     peripherals). File `peripherals-aggregated-<UTC yyyyMMddTHHmmssZ>.csv`, same CSV
          *     rules as `exportagentcsv` (UTF-8, header row, formula-injection safe, streamed, no
@@ -600,7 +603,8 @@ export interface paths {
          * @description The aggregation of `peripheralsAggExport` as a PDF report
          *     `peripherals-aggregated-<UTC yyyyMMddTHHmmssZ>.pdf`: title, filters, generation time,
          *     then a table with the header repeated on every page and page numbers; at most 50000
-         *     rows (the last line says how many models were left out).
+         *     rows (the last line says how many models were left out). Text the PDF's standard font
+         *     cannot show (outside Windows-1252) prints as `?`; long cells end in `…`.
          */
         post: operations["exportPeripheralsAggPdf"];
         delete?: never;
@@ -8116,7 +8120,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getAgentExportFile: {
@@ -8236,7 +8239,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     exportAgentPdf: {
@@ -8284,7 +8286,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     exportPeripheralsAgg: {
@@ -8334,7 +8335,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     exportPeripheralsAggPdf: {
@@ -8381,7 +8381,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getCatalogue: {
