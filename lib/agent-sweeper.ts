@@ -8,72 +8,79 @@ import { iso } from './time.js'
 
 export const DELIVERY_TIMEOUT_MS = 15 * 60_000
 const SWEEP_INTERVAL_MS = 5000
-// Short transactions, so that check-ins are not held up behind a large sweep (after a
-// long outage, every agent is overdue at once); the rest waits for the next sweep.
+// One short batch of each kind per call: after a long outage every agent is overdue at
+// once, and requests must be served between the batches (see startAgentSweeper).
 const BATCH = 500
-const MAX_BATCHES = 20
 
 export function sweepAgents(app: FastifyInstance, now = Date.now()) {
   const { db, repos, config } = app
   app.gateway.flushHeartbeats()
   let disconnected = 0
   const quietSince = now - config.agents.disconnectSeconds * 1000
-  for (let i = 0; i < MAX_BATCHES; i++) {
-    const stale = repos.gateway.staleAgents(quietSince, BATCH)
-    db.transaction(() => {
-      for (const a of stale) {
-        if (!repos.gateway.disconnect(a.id, quietSince)) continue
-        repos.agentState.refreshStatus(a.id)
-        repos.events.record(now, [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)], a.id)
-        disconnected++
-      }
-    })()
-    if (stale.length < BATCH) break
-  }
+  const stale = repos.gateway.staleAgents(quietSince, BATCH)
+  db.transaction(() => {
+    for (const a of stale) {
+      if (!repos.gateway.disconnect(a.id, quietSince)) continue
+      repos.agentState.refreshStatus(a.id)
+      repos.events.record(now, [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)], a.id)
+      disconnected++
+    }
+  })()
 
   let timedOut = 0
-  for (let i = 0; i < MAX_BATCHES; i++) {
-    const overdue = repos.gateway.overdueCommands(now - DELIVERY_TIMEOUT_MS, BATCH)
-    db.transaction(() => {
-      const agents = new Set<number>()
-      for (const c of overdue) {
-        if (!repos.gateway.timeOutCommand(c.id, now, NO_RESULT)) continue
-        agents.add(c.agent_id)
-        repos.events.record(now, [hostEvent('commandFailed', c, `${c.type} command ${c.id} failed on ${c.host_identifier}: ${NO_RESULT} within 15 minutes of delivery.`)], c.agent_id)
-        timedOut++
-      }
-      for (const id of agents) repos.agentState.refreshAgent(id)
-    })()
-    if (overdue.length < BATCH) break
-  }
+  const overdue = repos.gateway.overdueCommands(now - DELIVERY_TIMEOUT_MS, BATCH)
+  db.transaction(() => {
+    const agents = new Set<number>()
+    for (const c of overdue) {
+      if (!repos.gateway.timeOutCommand(c.id, now, NO_RESULT)) continue
+      agents.add(c.agent_id)
+      repos.events.record(now, [hostEvent('commandFailed', c, `${c.type} command ${c.id} failed on ${c.host_identifier}: ${NO_RESULT} within 15 minutes of delivery.`)], c.agent_id)
+      timedOut++
+    }
+    for (const id of agents) repos.agentState.refreshAgent(id)
+  })()
 
   const expired = repos.gateway.expireLicenses(now)
   let activated = 0
   const seats = config.license.seats - repos.gateway.activatedCount()
   if (seats > 0) {
     db.transaction(() => {
-      for (const id of repos.gateway.waitingForSeat(Math.min(seats, BATCH * MAX_BATCHES))) activated += repos.gateway.activate(id).changes
+      for (const id of repos.gateway.waitingForSeat(Math.min(seats, BATCH))) activated += repos.gateway.activate(id).changes
     })()
   }
 
   app.gateway.prune(now)
-  return { disconnected, timedOut, expired, activated }
+  /** Whether a batch was full: more is due now. */
+  const more = stale.length === BATCH || overdue.length === BATCH || activated === BATCH
+  return { disconnected, timedOut, expired, activated, more }
 }
 
 /** Sweeps every few seconds while the app runs; the timer never keeps the process alive. */
 export function startAgentSweeper(app: FastifyInstance, intervalMs = SWEEP_INTERVAL_MS) {
   let timer: NodeJS.Timeout | undefined
+  let running = false
+  let closed = false
+  // While batches come back full, the next one follows at once, after pending I/O.
+  const run = () => {
+    if (closed) return
+    running = true
+    let more = false
+    try {
+      more = sweepAgents(app).more
+    } catch (err) {
+      app.log.error({ err }, 'agent sweep failed')
+    }
+    running = more
+    if (more) setImmediate(run)
+  }
   app.addHook('onReady', async () => {
     timer = setInterval(() => {
-      try {
-        sweepAgents(app)
-      } catch (err) {
-        app.log.error({ err }, 'agent sweep failed')
-      }
+      if (!running) run()
     }, intervalMs).unref()
   })
   // onClose hooks run last-registered first: this one runs before the database closes.
   app.addHook('onClose', async () => {
+    closed = true
     clearInterval(timer)
     app.gateway.flushHeartbeats()
   })

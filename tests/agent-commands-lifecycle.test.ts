@@ -199,10 +199,10 @@ t.test('the sweeper: quiet agents are disconnected, unanswered deliveries fail, 
   await checkIn(app, agent)
   t.equal(command(app, id).status, 'Delivered')
 
-  t.same(sweepAgents(app), { disconnected: 0, timedOut: 0, expired: 0, activated: 0 }, 'nothing is due yet')
+  t.same(sweepAgents(app), { disconnected: 0, timedOut: 0, expired: 0, activated: 0, more: false }, 'nothing is due yet')
   const mark = lastEvent(app)
   const later = Date.now() + 181_000
-  t.same(sweepAgents(app, later), { disconnected: 2, timedOut: 0, expired: 0, activated: 0 })
+  t.same(sweepAgents(app, later), { disconnected: 2, timedOut: 0, expired: 0, activated: 0, more: false })
   const a = agentRow(app, agent)
   t.equal(a.connection_status, 'Disconnected')
   t.equal(a.display_status, 'Disconnected')
