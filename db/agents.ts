@@ -217,14 +217,19 @@ export function choosePlan(filtered: number, total: number, offset: number, limi
   return needed * (total / filtered) + 3 * needed < 4 * filtered ? 'walk' : 'seek'
 }
 
-/** The conditions as a WHERE fragment ('1' when none) for a plan; `count` never hints the rest away from the trigram index. */
-export function renderConditions(c: Conditions, idColumn: string, plan: Plan | 'free', ftsIds = 'SELECT rowid FROM agents_fts WHERE agents_fts MATCH ?'): { sql: string; params: unknown[] } {
+/**
+ * The conditions as a WHERE fragment ('1' when none) for a plan. The trigram phrases
+ * become one subquery on agents_fts, or, when `ids` holds the ids they matched (a JSON
+ * array, read once for the count), a list of those ids.
+ */
+export function renderConditions(c: Conditions, idColumn: string, plan: Plan | 'free', ids?: string): { sql: string; params: unknown[] } {
   const sql: string[] = []
   const params: unknown[] = []
   const hasMatch = c.match.length > 0
   if (hasMatch) {
-    sql.push(`${plan === 'walk' ? '+' : ''}${idColumn} IN (${ftsIds})`)
-    params.push(c.match.join(' AND '))
+    const source = ids === undefined ? 'SELECT rowid FROM agents_fts WHERE agents_fts MATCH ?' : 'SELECT value FROM json_each(?)'
+    sql.push(`${plan === 'walk' ? '+' : ''}${idColumn} IN (${source})`)
+    params.push(ids ?? c.match.join(' AND '))
   }
   // With a phrase, the trigram index finds the rows; without, the planner picks (free, seek).
   const plus = plan === 'walk' || hasMatch ? '+' : ''
@@ -285,15 +290,19 @@ export interface AgentIdentifiers { uuid?: string | null; hostIdentifier?: strin
 export function agentsRepo(db: DB) {
   const cached = statementCache(db)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
-  const ftsCount = db.prepare<[string], number>('SELECT count(*) FROM agents_fts WHERE agents_fts MATCH ?').pluck()
+  // One pass over the trigram index gives both the count and the ids the page is read from.
+  const ftsMatches = db.prepare<[string], { n: number; ids: string }>('SELECT count(*) AS n, json_group_array(rowid) AS ids FROM agents_fts WHERE agents_fts MATCH ?')
 
-  /** How many agents match: the kept row count, the trigram index alone, or the conditions. */
-  function count(c: Conditions, all: number): number {
-    if (!c.match.length && !c.rest.length) return all
-    if (!c.rest.length) return ftsCount.get(c.match.join(' AND ')) as number
-    const where = renderConditions(c, 'a.id', 'free')
-    return cached(`SELECT count(*) FROM agents a WHERE ${where.sql}`).pluck().get(...where.params) as number
+  /** How many agents match (from the kept row count, the trigram index, or the conditions), and the ids the phrases matched. */
+  function count(c: Conditions, all: number): { filtered: number; ids?: string } {
+    if (!c.match.length && !c.rest.length) return { filtered: all }
+    const matched = c.match.length ? ftsMatches.get(c.match.join(' AND '))! : undefined
+    if (!c.rest.length) return { filtered: matched!.n, ids: matched!.ids }
+    if (matched?.n === 0) return { filtered: 0, ids: matched.ids }
+    const where = renderConditions(c, 'a.id', 'free', matched?.ids)
+    return { filtered: cached(`SELECT count(*) FROM agents a WHERE ${where.sql}`).pluck().get(...where.params) as number, ids: matched?.ids }
   }
+
   const byUuid = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE uuid = lower(?)')
   const byId = db.prepare<[number], AgentRow>('SELECT * FROM agents WHERE id = ?')
   const remove = db.prepare<[number]>('DELETE FROM agents WHERE id = ?')
@@ -306,9 +315,9 @@ export function agentsRepo(db: DB) {
     list(f: AgentFilter, sort: Sort, limit: number, offset: number) {
       const c = agentConditions(f)
       const all = total.get() as number
-      const filtered = count(c, all)
+      const { filtered, ids } = count(c, all)
       const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
-      const where = renderConditions(c, 'a.id', plan)
+      const where = renderConditions(c, 'a.id', plan, ids)
       const rows = filtered <= offset ? [] : (cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as AgentRow[])
       return { total: all, filtered, rows }
     },
@@ -317,9 +326,9 @@ export function agentsRepo(db: DB) {
     iterate(f: AgentFilter, sort: Sort): IterableIterator<AgentRow> {
       const c = agentConditions(f)
       const all = total.get() as number
-      const filtered = count(c, all)
+      const { filtered, ids } = count(c, all)
       const plan = choosePlan(filtered, all, 0, filtered, agentSortIndexed(sort))
-      const where = renderConditions(c, 'a.id', plan)
+      const where = renderConditions(c, 'a.id', plan, ids)
       return cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)}`).iterate(...where.params) as IterableIterator<AgentRow>
     },
 

@@ -280,19 +280,22 @@ export function cancelAgentsCommands(req: FastifyRequest, uuids: string[] | null
   )
 }
 
-/** updateAgents / fetchAgentsDebugLogs: one command of the type per agent, an open one reused. */
+/**
+ * updateAgents / fetchAgentsDebugLogs: one command of the type per agent, one still
+ * Pending reused (a Delivered one is in the agent's hands: a new request gets a new one).
+ */
 export function queueForAgents(req: FastifyRequest, uuids: string[] | null, type: Extract<CommandType, 'UpdateAgent' | 'FetchDebugLogs'>) {
   return perAgent<CommandItemResult>(
     req,
     uuids,
     (ctx, agent, id) => {
       const { commands, agentState } = ctx.req.server.repos
-      const open = commands.open(agent.id, type)[0]
-      const commandId = open?.id ?? commands.queue(agent.id, type, {}, ctx.now, ctx.by)
-      if (!open) agentState.refreshStatus(agent.id)
+      const pending = commands.open(agent.id, type).find((c) => c.status === 'Pending')
+      const commandId = pending?.id ?? commands.queue(agent.id, type, {}, ctx.now, ctx.by)
+      if (!pending) agentState.refreshStatus(agent.id)
       audit(req, {
-        description: open ? `${type} already open for agent ${agent.host_identifier} (command ${commandId})` : `Queued ${type} for agent ${agent.host_identifier}`,
-        details: { uuid: agent.uuid, type, commandId, reused: Boolean(open) },
+        description: pending ? `${type} already pending for agent ${agent.host_identifier} (command ${commandId})` : `Queued ${type} for agent ${agent.host_identifier}`,
+        details: { uuid: agent.uuid, type, commandId, reused: Boolean(pending) },
         asset: agentAsset(agent),
       })
       return { id, status: 'done', reason: null, code: null, commandIds: [commandId] }

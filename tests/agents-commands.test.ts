@@ -313,13 +313,12 @@ t.test('updateAgents and fetchagentsdebuglogs: one command per agent, an open on
     t.same(second.json().results[0].commandIds, [id], `${type}: the pending command is reused`)
     app.db.prepare("UPDATE agent_commands SET status = 'Delivered' WHERE id = ?").run(id)
     const third = await post(app, manager, url, [pc.uuid])
-    t.same(third.json().results[0].commandIds, [id], `${type}: also while delivered`)
-    app.db.prepare("UPDATE agent_commands SET status = 'Succeeded' WHERE id = ?").run(id)
-    const fourth = await post(app, manager, url, [pc.uuid])
-    t.not(fourth.json().results[0].commandIds[0], id, `${type}: a finished one is not`)
+    const [next] = third.json().results[0].commandIds
+    t.not(next, id, `${type}: a delivered one is in the agent's hands, so a new one is queued`)
+    t.same((await post(app, manager, url, [pc.uuid])).json().results[0].commandIds, [next], `${type}: which the next request reuses`)
     const record = app.repos.audit.latest(1)[0]
     t.equal(record.asset_key, pc.uuid)
-    t.match(JSON.parse(record.details), { type, reused: false })
+    t.match(JSON.parse(record.details), { type, reused: true })
   }
   t.equal(agentRow(app, pc.id).display_status, 'Updating')
   t.equal((await post(app, manager, '/prime/webui/agents/updateAgents', [])).statusCode, 400)

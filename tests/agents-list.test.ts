@@ -226,6 +226,17 @@ t.test('GET agents', async (t) => {
     t.equal(filtered.recordsFiltered, 2, 'recordsFiltered those matching')
   })
 
+  t.test('whichever way a page is read (filter index or sort index), the answer is the same; exports iterate the same order', async (t) => {
+    for (const query of ['', 'Status=Connected', 'HostIdentifier=top', 'GlobalSearch=acme&SortBy=lastConfiguration_desc', 'Version=4&SortBy=severity_desc']) {
+      const all = await hosts(`${query}&PageSize=100`)
+      const onePerPage = [await hosts(`${query}&PageSize=1&PageNumber=1`), await hosts(`${query}&PageSize=1&PageNumber=2`), await hosts(`${query}&PageSize=1&PageNumber=3`)].flat()
+      t.same(onePerPage, all.slice(0, 3), `${query || '(no filter)'}: pages of one`)
+    }
+    const sortBy = { field: 'lastConfiguration', direction: 'desc' as const }
+    t.same([...app.repos.agents.iterate({ globalSearch: 'acme' }, sortBy)].map((a) => a.host_identifier), [PC2, PC1, SRV])
+    t.same([...app.repos.agents.iterate({ hasUnapprovedPeripherals: true }, { field: 'hostIdentifier', direction: 'asc' })].map((a) => a.host_identifier), [PC1, PC2])
+  })
+
   t.test('a parameter without a value is left out', async (t) => {
     t.same(await hosts('HostIdentifier=&Status='), [PC1, PC2, SRV])
   })
