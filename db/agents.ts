@@ -144,12 +144,18 @@ const phrase = (columns: string[], term: string) => `{${columns.join(' ')}} : "$
 const SEARCHED = ['uuid', 'host_identifier', 'local_ip_address', 'os_version', 'pc_model', 'nics_text', 'service_version', 'license_account_name', 'latest_event_text', 'hashtags']
 
 /**
+ * Whether a term can be a trigram phrase: it needs 3 characters, and no NUL (which ends
+ * an FTS5 query string early).
+ */
+export const trigramTerm = (term: string) => [...term].length >= 3 && !term.includes('\u0000')
+
+/**
  * "Contains" on agent columns. From 3 characters it is a phrase on the trigram index
  * agents_fts (case-insensitive, exact substring), so the agents table is not scanned.
  * Shorter terms have no trigram: they are a LIKE on the columns, which scans the table.
  */
 export function agentContains(c: Conditions, alias: string, ftsColumns: string[], columns: string[], term: string): void {
-  if ([...term].length >= 3) {
+  if (trigramTerm(term)) {
     c.match.push(phrase(ftsColumns, term))
     return
   }

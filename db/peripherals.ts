@@ -5,7 +5,7 @@ import type { PeripheralFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type Sort } from '../lib/listing.js'
 import { iconName } from '../lib/usb.js'
 import type { components } from '../generated/openapi.js'
-import { agentContains, choosePlan, renderConditions, statementCache, type Condition, type Conditions, type Plan } from './agents.js'
+import { agentContains, choosePlan, trigramTerm, renderConditions, statementCache, type Condition, type Conditions, type Plan } from './agents.js'
 
 type PeripheralView = components['schemas']['PeripheralViewResource']
 
@@ -124,7 +124,6 @@ const textContains = (column: string, kind: 'vendor' | 'product', term: string) 
 
 /** A trigram phrase query: exact substring, whatever characters the term holds. */
 const phrase = (term: string) => `"${term.replace(/"/g, '""')}"`
-const long = (term: string) => [...term].length >= 3
 
 /**
  * Peripherals whose deviceID contains the term: from 3 characters through the trigram
@@ -132,7 +131,7 @@ const long = (term: string) => [...term].length >= 3
  * deviceID (from the narrow unique index on agent and deviceID, not the wide rows).
  */
 const deviceIds = (term: string): { sql: string; params: unknown[] } =>
-  long(term)
+  trigramTerm(term)
     ? { sql: 'SELECT rowid FROM peripherals_fts WHERE peripherals_fts MATCH ?', params: [phrase(term)] }
     : { sql: "SELECT id FROM peripherals WHERE device_id LIKE ? ESCAPE '\\'", params: [contains(term)] }
 
@@ -255,7 +254,8 @@ export function peripheralsRepo(db: DB) {
     `SELECT ${COLUMNS} FROM ${FROM} WHERE p.agent_id = ? ORDER BY p.present DESC, p.last_seen_ms DESC, p.id DESC LIMIT ?`,
   )
   const presentModels = db.prepare<[number], { vid: string; pid: string }>('SELECT DISTINCT vid, pid FROM peripherals WHERE agent_id = ? AND present ORDER BY vid, pid')
-  const hasModel = db.prepare<[number, string, string], number>('SELECT count(*) FROM peripherals WHERE agent_id = ? AND vid = ? AND pid = ?').pluck()
+  // Through the agent's few peripherals, never through every peripheral of a popular model.
+  const hasModel = db.prepare<[number, string, string], number>('SELECT count(*) FROM (SELECT 1 FROM peripherals WHERE agent_id = ? AND +vid = ? AND +pid = ? LIMIT 1)').pluck()
   const approval = db.prepare<[number, string, string], string>('SELECT status FROM approvals WHERE agent_id = ? AND vid = ? AND pid = ?').pluck()
   const setApproval = db.prepare<{ agent: number; vid: string; pid: string; status: string; now: number; by: string }>(
     `INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (:agent, :vid, :pid, :status, :now, :by)

@@ -63,18 +63,25 @@ function text(src: Source, name: string): string | undefined {
   return typeof v === 'string' ? v : String(v)
 }
 
+/** A "contains" term. NUL would end it early in SQLite (a LIKE would match everything), and no stored text holds one. */
+function term(src: Source, name: string, where: Where): string | undefined {
+  const v = text(src, name)
+  if (v?.includes('\u0000')) throw invalidField(where, name, 'must not contain the NUL character')
+  return v
+}
+
 function readAgentFilter(src: Source, names: Record<keyof typeof agentQueryNames, string>, where: Where): AgentFilter {
   const f: AgentFilter = {}
   const set = <K extends keyof AgentFilter>(key: K, value: AgentFilter[K] | undefined) => {
     if (value !== undefined) f[key] = value
   }
-  set('uuid', text(src, names.uuid))
-  set('hostIdentifier', text(src, names.hostIdentifier))
-  set('ipAddress', text(src, names.ipAddress))
-  set('version', text(src, names.version))
-  set('osVersion', text(src, names.osVersion))
-  set('hashtags', text(src, names.hashtags))
-  set('globalSearch', text(src, names.globalSearch))
+  set('uuid', term(src, names.uuid, where))
+  set('hostIdentifier', term(src, names.hostIdentifier, where))
+  set('ipAddress', term(src, names.ipAddress, where))
+  set('version', term(src, names.version, where))
+  set('osVersion', term(src, names.osVersion, where))
+  set('hashtags', term(src, names.hashtags, where))
+  set('globalSearch', term(src, names.globalSearch, where))
   const status = oneOrMore(text(src, names.status), names.status, statusValues, where)
   if (status) {
     const of = <T extends string>(kind: readonly T[]) => (status as string[]).filter((s): s is T => (kind as readonly string[]).includes(s))
@@ -133,19 +140,19 @@ function readPeripheralFilter(src: Source, where: Where): PeripheralFilter {
     if (value !== undefined) f[key] = value
   }
   const global = where === 'query' ? 'GlobalSearch' : 'globalSearch'
-  set('hostIdentifier', text(src, 'hostIdentifier'))
-  set('ipAddress', text(src, 'ipAddress'))
-  set('hostUuid', text(src, 'hostUuid'))
-  set('vendor', text(src, 'vendor'))
-  set('productInfo', text(src, 'productInfo'))
-  set('serialNumber', text(src, 'serialNumber'))
+  set('hostIdentifier', term(src, 'hostIdentifier', where))
+  set('ipAddress', term(src, 'ipAddress', where))
+  set('hostUuid', term(src, 'hostUuid', where))
+  set('vendor', term(src, 'vendor', where))
+  set('productInfo', term(src, 'productInfo', where))
+  set('serialNumber', term(src, 'serialNumber', where))
   set('vid', hex4(src, 'vid', where))
   set('pid', hex4(src, 'pid', where))
   set('isUnapproved', bool(text(src, 'isUnapprovedPeripheral'), 'isUnapprovedPeripheral', where))
   set('isVulnerable', bool(text(src, 'isVulnerablePeripheral'), 'isVulnerablePeripheral', where))
   set('isAttackTool', bool(text(src, 'isKnownAttackTool'), 'isKnownAttackTool', where))
   set('present', bool(text(src, 'present'), 'present', where))
-  set('globalSearch', text(src, global))
+  set('globalSearch', term(src, global, where))
   return f
 }
 

@@ -101,6 +101,11 @@ t.test('GET agents', async (t) => {
     t.same(await hosts('HostIdentifier=_'), [], '_ is no wildcard')
     t.same(await hosts('HostIdentifier=%25'), [], '% is no wildcard')
     t.same(await hosts('HostIdentifier=9LR%25'), [], '% is no wildcard in a trigram term either')
+    invalid(t, await get('HostIdentifier=%00ab'), 'HostIdentifier')
+    invalid(t, await get('GlobalSearch=abc%00'), 'GlobalSearch')
+    for (const odd of ['%22%22%22', 'a%22b', '%7Bx%7D%3A', 'NOT%20OR', '%F0%9F%98%80%F0%9F%98%80%F0%9F%98%80', '*'.repeat(256)]) {
+      t.same(await hosts(`HostIdentifier=${odd}&GlobalSearch=${odd}`), [], `${odd}: an ordinary term, never query syntax`)
+    }
   })
 
   t.test('GlobalSearch looks in every searchable field', async (t) => {

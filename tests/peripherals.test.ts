@@ -102,6 +102,10 @@ t.test('GET peripherals', async (t) => {
     t.same(await models('GlobalSearch=%23finance'), [MOUSE, RECEIVER, STICK], 'the agent\'s tags')
     t.same(await models('GlobalSearch=ab'), [RECEIVER, TOOL], 'two characters (a serial, a vulnerability text)')
     t.same(await models('GlobalSearch=kingston&present=false'), [])
+    invalid(t, await get('serialNumber=%00ab'), 'serialNumber')
+    for (const odd of ['%22%22%22', 'a%22b', 'NOT%20OR', '%25_%5C']) {
+      t.same(await models(`GlobalSearch=${odd}&serialNumber=${odd}&hostIdentifier=${odd}&vendor=${odd}`), [], `${odd}: an ordinary term`)
+    }
   })
 
   t.test('sortBy: every declared field; hostUuid as the clients send it; ties by deviceID', async (t) => {
