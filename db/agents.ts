@@ -153,12 +153,13 @@ export const trigramTerm = (term: string) => [...term].length >= 3 && !term.incl
  * "Contains" on agent columns. From 3 characters it is a phrase on the trigram index
  * agents_fts (case-insensitive, exact substring), so the agents table is not scanned.
  * Shorter terms have no trigram: they are a LIKE on the columns, which scans the table.
+ * `verify`: the index columns hold more than the columns asked for, so a LIKE on the
+ * columns decides among the rows the index found.
  */
-export function agentContains(c: Conditions, alias: string, ftsColumns: string[], columns: string[], term: string): void {
-  if (trigramTerm(term)) {
-    c.match.push(phrase(ftsColumns, term))
-    return
-  }
+export function agentContains(c: Conditions, alias: string, ftsColumns: string[], columns: string[], term: string, verify = false): void {
+  const trigram = trigramTerm(term)
+  if (trigram) c.match.push(phrase(ftsColumns, term))
+  if (trigram && !verify) return
   const like = contains(term)
   const any = columns.map((col) => `${alias}.${col} LIKE ? ESCAPE '\\'`).join(' OR ')
   c.rest.push(cond(() => `(${any})`, ...columns.map(() => like)))

@@ -155,7 +155,8 @@ const riskTags = { is_attack_tool: '#attack-tool', is_vulnerable: '#vulnerable',
  */
 function globalSearch(term: string): Condition {
   const agents: Conditions = { match: [], rest: [] }
-  agentContains(agents, 'a2', ['everything'], ['host_identifier', 'local_ip_address', 'hashtags'], term)
+  // ip_addresses holds every address of the agent, hostIp among them.
+  agentContains(agents, 'a2', ['host_identifier', 'ip_addresses', 'hashtags'], ['host_identifier', 'local_ip_address', 'hashtags'], term, true)
   const byAgent = agentIds(agents)
   const like = contains(term)
   const texts = "SELECT id FROM peripheral_texts WHERE kind = ? AND text LIKE ? ESCAPE '\\'"
@@ -180,7 +181,7 @@ function peripheralConditions(f: PeripheralFilter): Condition[] {
   const out: Condition[] = []
   const agents: Conditions = { match: [], rest: [] }
   if (f.hostIdentifier !== undefined) agentContains(agents, 'a2', ['host_identifier'], ['host_identifier'], f.hostIdentifier)
-  if (f.ipAddress !== undefined) agentContains(agents, 'a2', ['ip_addresses'], ['local_ip_address', 'ip_addresses'], f.ipAddress)
+  if (f.ipAddress !== undefined) agentContains(agents, 'a2', ['ip_addresses'], ['local_ip_address'], f.ipAddress, true)
   if (f.hostUuid !== undefined) agentContains(agents, 'a2', ['uuid'], ['uuid'], f.hostUuid)
   if (agents.match.length || agents.rest.length) out.push(ofAgents(agents))
   if (f.vendor !== undefined) out.push(textContains('p.vendor_text_id', 'vendor', f.vendor))

@@ -15,7 +15,7 @@ function invalid(t: Test, res: LightMyRequestResponse, name: string) {
 
 /** Two agents: a desk PC with a mouse, a USB stick and an old receiver; a laptop with a keystroke injector. */
 function fleet(app: FastifyInstance) {
-  const desk = insertAgent(app, { uuid: '11111111-1111-4111-8111-111111111111', host_identifier: 'DESKTOP-9LR722S', local_ip_address: '192.168.100.128', ip_addresses: '192.168.100.128', hashtags: '#finance', operational_status: 'Armed' })
+  const desk = insertAgent(app, { uuid: '11111111-1111-4111-8111-111111111111', host_identifier: 'DESKTOP-9LR722S', local_ip_address: '192.168.100.128', ip_addresses: '192.168.100.128 10.99.0.1', hashtags: '#finance', operational_status: 'Armed' })
   const laptop = insertAgent(app, { uuid: '22222222-2222-4222-8222-222222222222', host_identifier: 'LAPTOP-HR-07', local_ip_address: '192.168.100.140', ip_addresses: '192.168.100.140', hashtags: null })
   const mouse = insertPeripheral(app, desk.id, { vid: '046D', pid: 'C077', serial_number: '5&20DBD6CE&0&4', device_id: 'USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4', description: 'USB Input Device', caption: 'USB Optical Mouse' })
   const stick = insertPeripheral(app, desk.id, { vid: '0951', pid: '1666', serial_number: '60A44C413A8EF1A0B9A1BE27', device_id: 'USB\\VID_0951&PID_1666\\60A44C413A8EF1A0B9A1BE27', description: 'USB Mass Storage Device', caption: 'Kingston DataTraveler 3.0 USB Device', class_code: '08', subclass_code: '06', protocol_code: '50' })
@@ -60,6 +60,7 @@ t.test('GET peripherals', async (t) => {
     t.same(await models('hostIdentifier=laptop'), [TOOL])
     t.same(await models('HostIdentifier=-h'), [TOOL], 'two characters')
     t.same(await models('ipAddress=100.128'), [MOUSE, RECEIVER, STICK])
+    t.same(await models('ipAddress=10.99'), [], 'hostIp only, not another adapter\'s address')
     t.same(await models('hostUuid=2222-4222'), [TOOL])
     t.same(await models('hostuuid=11'), [MOUSE, RECEIVER, STICK])
   })
@@ -102,6 +103,8 @@ t.test('GET peripherals', async (t) => {
     t.same(await models('GlobalSearch=%23finance'), [MOUSE, RECEIVER, STICK], 'the agent\'s tags')
     t.same(await models('GlobalSearch=ab'), [RECEIVER, TOOL], 'two characters (a serial, a vulnerability text)')
     t.same(await models('GlobalSearch=kingston&present=false'), [])
+    t.same(await models('GlobalSearch=optiplex'), [], 'the agent\'s other fields are not searched')
+    t.same(await models('GlobalSearch=10.99.0'), [], 'nor its other addresses')
     invalid(t, await get('serialNumber=%00ab'), 'serialNumber')
     for (const odd of ['%22%22%22', 'a%22b', 'NOT%20OR', '%25_%5C']) {
       t.same(await models(`GlobalSearch=${odd}&serialNumber=${odd}&hostIdentifier=${odd}&vendor=${odd}`), [], `${odd}: an ordinary term`)
