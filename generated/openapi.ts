@@ -30,8 +30,8 @@ export interface paths {
          *
          *     **Sorting.** `SortBy` over the fields in `x-sort-fields`; `lastConfiguration` is
          *     accepted as another name for `lastConfiguered` (clients send
-         *     `lastConfiguration_desc`). Nulls sort last in either direction. Default order:
-         *     `hostIdentifier_asc`; ties are broken by `uuid`.
+         *     `lastConfiguration_desc`). Nulls sort last in either direction; text fields sort
+         *     case-insensitively. Default order: `hostIdentifier_asc`; ties are broken by `uuid`.
          *
          *     **GlobalSearch** matches (contains, case-insensitive) any of `uuid`,
          *     `hostIdentifier`, `localIpAddress`, `osVersion`, `pcModel`, `nicsText`,
@@ -85,7 +85,8 @@ export interface paths {
          * Download the agent's latest debug logs
          * @description The output of the agent's most recent `FetchDebugLogs` command that succeeded (see
          *     `fetchagentsdebuglogs`), as a UTF-8 text attachment named
-         *     `<hostIdentifier>-debuglogs-<UTC time>.log`. The last 5 collected logs are kept per
+         *     `<hostIdentifier>-debuglogs-<YYYYMMDDTHHMMSSZ>.log` (characters other than letters,
+         *     digits, `.`, `_` and `-` in the host name become `_`). The last 5 collected logs are kept per
          *     agent. 404 when the agent is unknown or has no collected logs yet. Logs can hold
          *     host details, so downloading them needs the Manager profile and is audited.
          */
@@ -361,7 +362,10 @@ export interface paths {
          *     `inAction: true` and `displayStatusCombined` `Arming`/`Freeing` until the agent
          *     reports the result. An item asking for the mode the agent is already in, with
          *     nothing pending, queues nothing and is still answered as done. Items are applied in
-         *     order; a later item for the same agent supersedes an earlier one.
+         *     order; a later item for the same agent supersedes an earlier one. `approveAll` on an
+         *     agent with a known attack tool present needs the Administrator profile; otherwise
+         *     the item fails (`not-allowed`) and nothing of it is applied. An item whose
+         *     identifiers are all null fails (`invalid`).
          *
          *     **Answer (compatible with existing clients, which read `[0].uuid`).** 200 with the
          *     array of the items applied, in request order, each echoing the matched agent's
@@ -690,7 +694,9 @@ export interface paths {
          *
          *     **Sorting**: `sortBy` over `x-sort-fields` (`hostUuid` is another name for `uuid`;
          *     integrations send `hostUuid_asc`). Default: `hostUuid_asc`; ties are broken by
-         *     `deviceID`, then by the internal id.
+         *     `deviceID`, then by the internal id. Text fields sort case-insensitively. Sorting by
+         *     a field other than `hostUuid`/`uuid` sorts every matching record (about a second
+         *     over a million unfiltered peripherals): filter first.
          *
          *     **GlobalSearch** matches (contains) any of `hostIdentifier`, `hostIp`, `deviceID`,
          *     `description`, `manufacturer`, `caption`, `guiVid`, `guiPid`, `serialNumber`,
@@ -3402,7 +3408,7 @@ export interface components {
                 /** @description Whether all present peripherals were approved. */
                 approveAll: boolean;
             };
-            /** @description The commands queued for this item (empty when the agent was already as asked). */
+            /** @description The commands queued for this item, or the pending one it reuses (empty when the agent was already as asked). */
             commandIds: number[];
         };
         AgentConfigurationResultList: components["schemas"]["AgentConfigurationResult"][];
@@ -5752,7 +5758,7 @@ export interface components {
             /** @description Open health notifications not dismissed, newest first, at most 100. */
             openNotifications: components["schemas"]["HealthNotification"][];
         };
-        /** @description Case-insensitive "contains" filter. */
+        /** @description Case-insensitive "contains" filter. Terms of 3 or more characters are found through a trigram index (case folding covers all of Unicode); shorter terms scan the table (case folding covers ASCII only). A NUL character answers 400. */
         TextFilter: string;
         /** @description true or false in any case, or 1 or 0. */
         BooleanFilter: string;
@@ -6816,7 +6822,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getAgent: {
@@ -6983,7 +6988,6 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getAgentDebugLogs: {
@@ -7026,7 +7030,6 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getLoggedAgents: {
@@ -7802,7 +7805,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     deleteAgents: {
@@ -7869,7 +7871,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     deleteAgentsCommands: {
@@ -7941,7 +7942,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     updateAgents: {
@@ -8005,7 +8005,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     fetchAgentsDebugLogs: {
@@ -8069,7 +8068,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     exportAgentCsv: {
@@ -8686,7 +8684,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     peripheralsCommand: {
@@ -8797,7 +8794,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     enrollAgent: {
