@@ -408,6 +408,8 @@ export function agentGateway(app: FastifyInstance) {
       if (isNew !== undefined) events.push(...presenceEvents(ref, p, isNew, after.operationalStatus))
       else if (armedNow && !p.approved) events.push(unapprovedEvent(ref, p))
     }
+    // Most severe last: it becomes the agent's latestEventText (the sort is stable).
+    events.sort((a, b) => b.severity - a.severity)
     repos.events.record(now, events, agentId)
 
     const changes = auditableChanges(before, after, first, { connected: appeared.size, removed: gone.length + missing.length, added })
