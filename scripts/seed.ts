@@ -77,11 +77,16 @@ interface GenContext {
   now: number
   catalogue: Catalogue
   license: License
-  /** Host number of the first agent, and the id it gets. */
+  /** Host number of the first agent, and the ids the first agent and peripheral get. */
   firstIndex: number
   firstId: number
+  firstPeripheralId: number
 }
 
+/** Running numbers across chunks: event order, peripheral ids. */
+interface Sequences { events: number; peripherals: number }
+
+/** Rows as the parameter arrays of AGENT_INSERT, PERIPHERAL_INSERT and so on. */
 interface Chunk {
   agents: unknown[][]
   /** Vendor and product texts sit where their ids go (VENDOR_AT, PRODUCT_AT). */
@@ -89,12 +94,31 @@ interface Chunk {
   approvals: unknown[][]
   events: unknown[][]
 }
-const VENDOR_AT = 29, PRODUCT_AT = 30
+
+const AGENT_COLUMNS = [
+  'id', 'uuid', 'machine_id', 'enrolled_ms', 'host_identifier', 'local_ip_address', 'os_version', 'manufacturer', 'pc_model',
+  'nics_json', 'nics_text', 'ip_addresses', 'operational_status', 'is_system_locked', 'connection_status', 'display_status',
+  'approved_and_present', 'approved_and_disconnected', 'not_approved', 'latest_event_text', 'latest_minus1_event_text',
+  'latest_minus2_event_text', 'service_version', 'kb_driver_version', 'last_updated_ms', 'last_configured_ms', 'license_status',
+  'expiration_ms', 'license_account_id', 'license_account_name', 'severity', 'has_unapproved', 'has_vulnerable', 'has_attack_tool',
+  'vulnerable_or_wlv', 'model_tooltip', 'running_mode', 'switch_ip', 'switch_name', 'port_id', 'port_name', 'ethernets_count',
+  'hashtags', 'logged_on_users',
+]
+const PERIPHERAL_COLUMNS = [
+  'id', 'agent_id', 'agent_uuid', 'device_id', 'vid', 'pid', 'serial_number', 'description', 'status', 'manufacturer', 'caption',
+  'gui_vid', 'gui_pid', 'gui_serial', 'dev_icon', 'class_code', 'subclass_code', 'protocol_code', 'hierarchy', 'parent_device_id',
+  'is_disabled', 'present', 'approved', 'admin_status', 'is_unapproved', 'is_vulnerable', 'is_attack_tool', 'vulnerability',
+  'severity', 'in_action', 'vendor_text_id', 'product_text_id', 'first_seen_ms', 'last_seen_ms',
+]
+const insertSql = (table: string, columns: readonly string[]) => `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`
+const AGENT_INSERT = insertSql('agents', AGENT_COLUMNS)
+const PERIPHERAL_INSERT = insertSql('peripherals', PERIPHERAL_COLUMNS)
+const VENDOR_AT = PERIPHERAL_COLUMNS.indexOf('vendor_text_id'), PRODUCT_AT = PERIPHERAL_COLUMNS.indexOf('product_text_id')
 
 type EventKind = keyof typeof agentEvents
 interface SeedEvent { t: number; kind: EventKind; details: string; hashtags: string | null; icon: number; device: string | null; vid: string | null; pid: string | null }
 
-function generateChunk(ctx: GenContext, from: number, count: number, eventSeq: { n: number }): Chunk {
+function generateChunk(ctx: GenContext, from: number, count: number, seq: Sequences): Chunk {
   const { catalogue, now, license } = ctx
   const chunk: Chunk = { agents: [], peripherals: [], approvals: [], events: [] }
   const expired = license.expirationMs !== null && license.expirationMs <= now
@@ -202,7 +226,7 @@ function generateChunk(ctx: GenContext, from: number, count: number, eventSeq: {
       const d = x.d
       const texts = peripheralTexts(d)
       chunk.peripherals.push([
-        agentId, uuid, d.deviceId, d.vid, d.pid, d.serialNumber, d.description, d.status, d.manufacturer, d.caption,
+        ctx.firstPeripheralId + seq.peripherals++, agentId, uuid, d.deviceId, d.vid, d.pid, d.serialNumber, d.description, d.status, d.manufacturer, d.caption,
         d.guiVid, d.guiPid, d.guiSerial, d.devIcon, d.classCode, d.subclassCode, d.protocolCode, d.hierarchy, d.parentDeviceId,
         d.isDisabled, d.present, x.approved ? 1 : 0, x.adminStatus, d.present && !x.approved ? 1 : 0, x.isVulnerable ? 1 : 0,
         x.isAttack ? 1 : 0, catalogue.vulnerability.get(x.key) ?? null, x.severity, 0, texts.vendor, texts.product, x.firstSeen, x.lastSeen,
@@ -211,7 +235,7 @@ function generateChunk(ctx: GenContext, from: number, count: number, eventSeq: {
     const entity = `${hostName} (${host.localIpAddress})`
     for (const e of evs) {
       const ev = agentEvents[e.kind]
-      chunk.events.push([e.t, eventSeq.n++, ev.code, ev.severity, ev.category, entity, ev.description, e.details, e.hashtags, e.icon, uuid, hostName, e.device, e.vid, e.pid])
+      chunk.events.push([e.t, seq.events++, ev.code, ev.severity, ev.category, entity, ev.description, e.details, e.hashtags, e.icon, uuid, hostName, e.device, e.vid, e.pid])
     }
   }
   return chunk
@@ -220,179 +244,222 @@ function generateChunk(ctx: GenContext, from: number, count: number, eventSeq: {
 /** The tables whose secondary indexes and insert triggers wait until the end of a load. */
 const TABLES = ['agents', 'peripherals', 'events']
 
-/** Agent rows as generated, into the data dir's database and the worker's scratch one. */
-const AGENT_INSERT = `INSERT INTO agents (id, uuid, machine_id, enrolled_ms, host_identifier, local_ip_address,
-  os_version, manufacturer, pc_model, nics_json, nics_text, ip_addresses, operational_status, is_system_locked, connection_status,
-  display_status, approved_and_present, approved_and_disconnected, not_approved, latest_event_text, latest_minus1_event_text,
-  latest_minus2_event_text, service_version, kb_driver_version, last_updated_ms, last_configured_ms, license_status, expiration_ms,
-  license_account_id, license_account_name, severity, has_unapproved, has_vulnerable, has_attack_tool, vulnerable_or_wlv,
-  model_tooltip, running_mode, switch_ip, switch_name, port_id, port_name, ethernets_count, hashtags, logged_on_users)
-  VALUES (${Array(44).fill('?').join(', ')})`
-
 // The worker: generates chunks ahead of the writer, a few at a time (credits bound memory).
-// With `fts`, it also builds the agents' full-text index in a scratch database of its
-// own, from the same agent rows, while the main thread writes: that index is the
-// costliest part of the load, and the main thread copies it in at the end.
-interface FtsPlan {
-  /** The scratch database file, and the main database's own CREATE statements. */
-  file: string
-  agentsDdl: string
-  ftsDdl: string
-  /** INSERT INTO agents_fts ... SELECT <the insert trigger's expressions> FROM agents AS new WHERE new.id >= ? */
+//
+// It also builds the full-text indexes fed by insert triggers on peripherals (the trigram
+// index of device ids), in a scratch database of its own, from the same rows: at about
+// 30 µs a peripheral that is the costliest part of the load, and the generator leaves the
+// worker time to spare. The main thread copies them in at the end. (The agents' own index
+// stays with its trigger: the main thread has room for it while the worker works.)
+interface WorkerFts {
+  /** The index (an FTS5 table), its CREATE statement, the peripherals columns its trigger reads. */
+  name: string
+  ddl: string
+  columns: string[]
+  /** The trigger's insert as one statement over the new rows: INSERT INTO <name> ... SELECT ... FROM peripherals AS new WHERE new.id >= ? */
   bulkSql: string
 }
-type WorkerMessage = { chunk: Chunk } | { ftsBuilt: true } | { ftsFailed: string }
+interface FtsPlan { file: string; indexes: WorkerFts[] }
+type WorkerMessage = { chunk: Chunk } | { ftsBuilt: true } | { ftsFailed: string } | { failed: string }
 
 if (!isMainThread && (workerData as { seedWorker?: boolean } | null)?.seedWorker) {
   const { ctx, total, chunk, fts } = workerData as { ctx: GenContext; total: number; chunk: number; fts: FtsPlan | null }
   const post = (m: WorkerMessage) => parentPort!.postMessage(m)
   let scratch: Database.Database | null = null
-  let insertAgent: Database.Statement | null = null
+  let addRows: ((c: Chunk) => void) | null = null
   if (fts) {
     scratch = new Database(fts.file)
     scratch.pragma('journal_mode = OFF')
     scratch.pragma('synchronous = OFF')
-    scratch.exec(fts.agentsDdl)
-    scratch.exec(fts.ftsDdl)
-    insertAgent = scratch.prepare(AGENT_INSERT)
+    const columns = [...new Set(fts.indexes.flatMap((x) => x.columns))].filter((c) => c !== 'id')
+    scratch.exec(`CREATE TABLE peripherals (id INTEGER PRIMARY KEY${columns.map((c) => `, "${c}"`).join('')})`)
+    for (const x of fts.indexes) scratch.exec(x.ddl)
+    const insert = scratch.prepare(insertSql('peripherals', ['id', ...columns]))
+    const at = ['id', ...columns].map((c) => PERIPHERAL_COLUMNS.indexOf(c))
+    const bulk = fts.indexes.map((x) => scratch!.prepare(x.bulkSql))
+    addRows = scratch.transaction((c: Chunk) => {
+      if (!c.peripherals.length) return
+      for (const row of c.peripherals) insert.run(at.map((i) => row[i]))
+      for (const b of bulk) b.run(c.peripherals[0][0])
+    })
   }
   let credits = 4, next = 0
-  const eventSeq = { n: 0 }
+  const seq: Sequences = { events: 0, peripherals: 0 }
   const pump = () => {
     while (credits > 0 && next < total) {
       const n = Math.min(chunk, total - next)
-      const c = generateChunk(ctx, next, n, eventSeq)
+      const c = generateChunk(ctx, next, n, seq)
       post({ chunk: c })
-      if (scratch) scratch.transaction(() => { for (const row of c.agents) insertAgent!.run(row) })()
+      if (addRows) {
+        try {
+          addRows(c)
+        } catch (err) {
+          post({ ftsFailed: (err as Error).message })
+          addRows = null
+        }
+      }
       next += n
       credits--
     }
     if (next >= total && scratch) {
       try {
-        scratch.prepare(fts!.bulkSql).run(ctx.firstId)
-        scratch.exec(`INSERT INTO agents_fts (agents_fts) VALUES ('optimize')`)
-        scratch.close()
-        post({ ftsBuilt: true })
+        if (addRows) {
+          for (const x of fts!.indexes) scratch.exec(`INSERT INTO "${x.name}" ("${x.name}") VALUES ('optimize')`)
+          post({ ftsBuilt: true })
+        }
       } catch (err) {
         post({ ftsFailed: (err as Error).message })
       }
+      scratch.close()
       scratch = null
     }
   }
-  parentPort!.on('message', () => { credits++; pump() })
-  pump()
+  // Errors cross to the main thread as text (an error object would lose its message).
+  const run = () => {
+    try {
+      pump()
+    } catch (err) {
+      post({ failed: String((err as Error)?.message ?? err) })
+    }
+  }
+  parentPort!.on('message', () => { credits++; run() })
+  run()
 }
 
 // ---------------------------------------------------------------------------------------
 // Writing (main thread)
 
 interface BulkLoad {
-  /** Set when the worker can build the full-text index (a fresh index, a trigger of the known shape). */
+  /** Set when the worker can build the peripherals' full-text indexes (empty ones, fed by triggers of the known shape). */
   fts: FtsPlan | null
-  /** Puts everything back; `ftsBuilt`: the worker's index is complete and may be copied in. Must run, also after an error. */
-  finish(ftsBuilt: boolean): void
+  /** Builds what waited, commits, and restores the settings; `ftsBuilt`: the worker's indexes are complete. */
+  commit(ftsBuilt: boolean): void
+  /** Undoes the whole load (the dropped indexes and triggers come back with it). */
+  rollback(): void
 }
 
 /**
- * Fast settings for the load, and indexes built once at the end rather than row by row:
- * the secondary indexes are dropped and created again, row-count triggers give way to one
- * count, and the agents' full-text rows are not written by the insert trigger but built
- * by the worker (or, failing that, in one statement of the trigger's own expressions).
+ * One transaction for the whole load, so that an interrupted or failed load leaves the
+ * database as it was (the rollback journal holds little: nearly every page is new). Inside
+ * it, indexes are built once at the end rather than row by row: the secondary indexes are
+ * dropped and created again, row-count triggers give way to one count, and the
+ * peripherals' full-text indexes are built by the worker (or, failing that, in one
+ * statement of their trigger's own expressions).
  */
-function prepareBulkLoad(db: DB, firstAgentId: number, phase: (name: string, since: number) => void): BulkLoad {
+function beginBulkLoad(db: DB, firstPeripheralId: number, phase: (name: string, since: number) => void): BulkLoad {
   const synchronous = db.pragma('synchronous', { simple: true })
   const cache = db.pragma('cache_size', { simple: true })
   const foreignKeys = db.pragma('foreign_keys', { simple: true })
   const journal = db.pragma('journal_mode', { simple: true }) as string
   // Leaving WAL needs the only connection: this also refuses to load under a running server.
   try {
-    db.pragma('journal_mode = MEMORY')
+    db.pragma('journal_mode = DELETE')
   } catch (err) {
     throw new Error(`the database is in use (stop the server while seeding): ${(err as Error).message}`)
   }
-  // A crash mid-load needs a fresh data dir anyway; the database's own durability
-  // settings are back before the end.
+  // A process that dies mid-load leaves a hot journal that undoes it; only a power loss
+  // during the load could lose more, and the load is repeatable.
   db.pragma('synchronous = OFF')
   db.pragma('cache_size = -262144')
   // The rows are generated consistent with each other: checking every reference would only cost time.
   db.pragma('foreign_keys = OFF')
-
-  const inTables = `tbl_name IN (${TABLES.map(() => '?').join(', ')})`
-  const ddl = (name: string) => (db.prepare('SELECT sql FROM sqlite_master WHERE name = ?').get(name) as { sql: string } | undefined)?.sql
-  const indexes = db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND ${inTables}`).all(...TABLES) as { name: string; sql: string }[]
-  const trigger = ddl('agents_fts_insert')
-  // `INSERT INTO agents_fts (...) VALUES (<expressions of new.*>)` becomes a SELECT over
-  // the new rows aliased `new`; a trigger of another shape stays and fires per row.
-  const m = trigger && /BEGIN\s+INSERT INTO agents_fts\s*(\([^)]*\))\s*VALUES\s*\(([\s\S]*)\)\s*;\s*END$/i.exec(trigger)
-  const bulkSql = m ? `INSERT INTO agents_fts ${m[1]} SELECT ${m[2]} FROM agents AS new WHERE new.id >= ?` : null
-  const ftsEmpty = (db.prepare('SELECT count(*) AS n FROM agents_fts').get() as { n: number }).n === 0
-  const shadowTables = (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'agents\\_fts\\_%' ESCAPE '\\'`).all() as { name: string }[]).map((r) => r.name)
-  const fts: FtsPlan | null = bulkSql && ftsEmpty
-    ? { file: `${db.name}.seed-fts`, agentsDdl: ddl('agents')!, ftsDdl: ddl('agents_fts')!, bulkSql }
-    : null
-  if (fts) fs.rmSync(fts.file, { force: true })
-  // Row-count triggers (`UPDATE row_counts SET n = n + 1 ...` per insert): the counts are
-  // set once at the end instead.
-  const counters = (db.prepare(`SELECT name, tbl_name AS tbl, sql FROM sqlite_master WHERE type = 'trigger' AND ${inTables}`).all(...TABLES) as { name: string; tbl: string; sql: string }[])
-    .map((t) => ({ ...t, counter: /AFTER INSERT ON \w+\s+BEGIN\s+UPDATE row_counts SET n = n \+ 1 WHERE name = '(\w+)'\s*;\s*END$/i.exec(t.sql)?.[1] }))
-    .filter((t): t is typeof t & { counter: string } => t.counter !== undefined)
-  db.transaction(() => {
-    for (const ix of indexes) db.exec(`DROP INDEX "${ix.name}"`)
-    if (bulkSql) db.exec('DROP TRIGGER agents_fts_insert')
-    for (const t of counters) db.exec(`DROP TRIGGER "${t.name}"`)
-  })()
-
-  const finish = (ftsBuilt: boolean) => {
-    let t = performance.now()
-    db.transaction(() => {
-      for (const c of counters) {
-        db.prepare(`UPDATE row_counts SET n = (SELECT count(*) FROM "${c.tbl}") WHERE name = ?`).run(c.counter)
-        db.exec(c.sql)
-      }
-      for (const ix of indexes) db.exec(ix.sql)
-    })()
-    phase('build indexes', t)
-    if (bulkSql) {
-      t = performance.now()
-      if (fts && ftsBuilt) {
-        // The worker's index, table by table: the same definition, so the same format.
-        // Writing an FTS5 table's own tables needs SQLite's defensive mode off for a moment.
-        db.exec(`ATTACH DATABASE '${fts.file.replace(/'/g, "''")}' AS seed_fts`)
-        db.unsafeMode(true)
-        try {
-          db.transaction(() => {
-            for (const name of shadowTables) {
-              db.exec(`DELETE FROM main."${name}"`)
-              db.exec(`INSERT INTO main."${name}" SELECT * FROM seed_fts."${name}"`)
-            }
-            db.exec(trigger!)
-          })()
-        } finally {
-          db.unsafeMode(false)
-          db.exec('DETACH DATABASE seed_fts')
-        }
-        phase('copy full-text index', t)
-      } else {
-        db.transaction(() => {
-          db.prepare(bulkSql).run(firstAgentId)
-          db.exec(trigger!)
-        })()
-        db.exec(`INSERT INTO agents_fts (agents_fts) VALUES ('optimize')`)
-        phase('build full-text index', t)
-      }
-    }
-    if (fts) fs.rmSync(fts.file, { force: true })
+  const restore = () => {
     db.pragma(`foreign_keys = ${foreignKeys ? 'ON' : 'OFF'}`)
     db.pragma(`cache_size = ${cache}`)
     db.pragma(`synchronous = ${synchronous}`)
     db.pragma(`journal_mode = ${journal}`)
   }
-  return { fts, finish }
+
+  const inTables = `tbl_name IN (${TABLES.map(() => '?').join(', ')})`
+  const indexes = db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND ${inTables}`).all(...TABLES) as { name: string; sql: string }[]
+  const triggers = db.prepare(`SELECT name, tbl_name AS tbl, sql FROM sqlite_master WHERE type = 'trigger' AND ${inTables}`).all(...TABLES) as { name: string; tbl: string; sql: string }[]
+  // Row-count triggers (`UPDATE row_counts SET n = n + 1 ...` per insert): the counts are
+  // set once at the end instead.
+  const counters = triggers
+    .map((t) => ({ ...t, counter: /AFTER INSERT ON \w+\s+BEGIN\s+UPDATE row_counts SET n = n \+ 1 WHERE name = '(\w+)'\s*;\s*END$/i.exec(t.sql)?.[1] }))
+    .filter((t): t is typeof t & { counter: string } => t.counter !== undefined)
+  // Full-text indexes fed by `INSERT INTO <index> (...) VALUES (<expressions of new.*>)`
+  // on peripherals, still empty: that insert becomes a SELECT over the new rows aliased
+  // `new`. A trigger of another shape stays and fires per row.
+  const ftsOf = (t: { name: string; sql: string }): (WorkerFts & { trigger: string }) | null => {
+    const m = /AFTER INSERT ON peripherals\s+BEGIN\s+INSERT INTO (\w+)\s*(\([^)]*\))\s*VALUES\s*\(([^;]*)\)\s*;\s*END$/i.exec(t.sql)
+    if (!m) return null
+    const ddl = (db.prepare(`SELECT sql FROM sqlite_master WHERE name = ? AND sql LIKE 'CREATE VIRTUAL TABLE%fts5%'`).get(m[1]) as { sql: string } | undefined)?.sql
+    if (!ddl || (db.prepare(`SELECT count(*) AS n FROM "${m[1]}"`).get() as { n: number }).n > 0) return null
+    const columns = [...new Set([...m[3].matchAll(/\bnew\.(\w+)/gi)].map((x) => x[1].toLowerCase()))]
+    if (!columns.every((c) => PERIPHERAL_COLUMNS.includes(c))) return null
+    return { name: m[1], ddl, columns, bulkSql: `INSERT INTO ${m[1]} ${m[2]} SELECT ${m[3]} FROM peripherals AS new WHERE new.id >= ?`, trigger: t.name }
+  }
+  const deferred = triggers.map(ftsOf).filter((x) => x !== null)
+  const shadowTables = (name: string) =>
+    (db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE ? ESCAPE '\\'`).all(`${name.replace(/_/g, '\\_')}\\_%`) as { name: string }[]).map((r) => r.name)
+  const fts: FtsPlan | null = deferred.length ? { file: `${db.name}.seed-fts`, indexes: deferred.map(({ trigger: _t, ...x }) => x) } : null
+
+  // The worker's scratch database is attached now: ATTACH is refused inside a transaction.
+  if (fts) {
+    fs.rmSync(fts.file, { force: true })
+    db.exec(`ATTACH DATABASE '${fts.file.replace(/'/g, "''")}' AS seed_fts`)
+  }
+  const cleanUp = () => {
+    if (!fts) return
+    db.exec('DETACH DATABASE seed_fts')
+    fs.rmSync(fts.file, { force: true })
+  }
+  // Deferred: IMMEDIATE would also lock the attached scratch database the worker writes.
+  db.exec('BEGIN')
+  const dropped = [...counters.map((t) => t.name), ...deferred.map((x) => x.trigger)]
+  for (const ix of indexes) db.exec(`DROP INDEX "${ix.name}"`)
+  for (const name of dropped) db.exec(`DROP TRIGGER "${name}"`)
+
+  return {
+    fts,
+    commit(ftsBuilt: boolean) {
+      let t = performance.now()
+      for (const c of counters) db.prepare(`UPDATE row_counts SET n = (SELECT count(*) FROM "${c.tbl}") WHERE name = ?`).run(c.counter)
+      for (const ix of indexes) db.exec(ix.sql)
+      phase('build indexes', t)
+      t = performance.now()
+      if (ftsBuilt) {
+        // The worker's indexes, table by table: the same definitions, so the same format.
+        // Writing an FTS5 table's own tables needs SQLite's defensive mode off for a moment.
+        db.unsafeMode(true)
+        try {
+          for (const x of deferred) {
+            for (const name of shadowTables(x.name)) {
+              db.exec(`DELETE FROM main."${name}"`)
+              db.exec(`INSERT INTO main."${name}" SELECT * FROM seed_fts."${name}"`)
+            }
+          }
+        } finally {
+          db.unsafeMode(false)
+        }
+        if (deferred.length) phase('copy full-text indexes', t)
+      } else {
+        for (const x of deferred) {
+          db.prepare(x.bulkSql).run(firstPeripheralId)
+          db.exec(`INSERT INTO "${x.name}" ("${x.name}") VALUES ('optimize')`)
+        }
+        if (deferred.length) phase('build full-text indexes', t)
+      }
+      for (const trigger of triggers) if (dropped.includes(trigger.name)) db.exec(trigger.sql)
+      t = performance.now()
+      db.exec('COMMIT')
+      phase('commit', t)
+      cleanUp()
+      restore()
+    },
+    rollback() {
+      if (db.inTransaction) db.exec('ROLLBACK')
+      cleanUp()
+      restore()
+    },
+  }
 }
 
 /**
  * Seeds `opts.agents` more agents into an open database (migrated by openDatabase), which
- * nothing else may use meanwhile.
+ * nothing else may use meanwhile. All or nothing: after an error the database is as it
+ * was; after `opts.signal` aborts, it holds the agents written so far, complete.
  */
 export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> {
   const t0 = performance.now()
@@ -411,14 +478,11 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
     },
     firstIndex: (db.prepare('SELECT count(*) AS n FROM agents').get() as { n: number }).n,
     firstId: (db.prepare('SELECT coalesce(max(id), 0) + 1 AS n FROM agents').get() as { n: number }).n,
+    firstPeripheralId: (db.prepare('SELECT coalesce(max(id), 0) + 1 AS n FROM peripherals').get() as { n: number }).n,
   }
 
   const insertAgent = db.prepare(AGENT_INSERT)
-  const insertPeripheral = db.prepare(`INSERT INTO peripherals (agent_id, agent_uuid, device_id, vid, pid, serial_number, description,
-    status, manufacturer, caption, gui_vid, gui_pid, gui_serial, dev_icon, class_code, subclass_code, protocol_code, hierarchy,
-    parent_device_id, is_disabled, present, approved, admin_status, is_unapproved, is_vulnerable, is_attack_tool, vulnerability,
-    severity, in_action, vendor_text_id, product_text_id, first_seen_ms, last_seen_ms)
-    VALUES (${Array(33).fill('?').join(', ')})`)
+  const insertPeripheral = db.prepare(PERIPHERAL_INSERT)
   const insertApproval = db.prepare('INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, ?, ?, ?, ?, ?)')
   // Events wait here and go to `events` in time order at the end, so that event ids
   // increase with their time, as they do when a live server records them.
@@ -444,7 +508,8 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
   }
 
   let agents = 0, peripherals = 0, approvals = 0, events = 0
-  const write = db.transaction((c: Chunk) => {
+  // Inside the load's one transaction (a savepoint per chunk would only add journal writes).
+  const write = (c: Chunk) => {
     for (const row of c.agents) insertAgent.run(row)
     for (const row of c.approvals) insertApproval.run(row)
     for (const row of c.peripherals) {
@@ -453,9 +518,9 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
       insertPeripheral.run(row)
     }
     for (const row of c.events) insertEvent.run(row)
-  })
+  }
 
-  const load = prepareBulkLoad(db, ctx.firstId, phase)
+  const load = beginBulkLoad(db, ctx.firstPeripheralId, phase)
   // A larger young generation: the generator allocates many short-lived strings.
   const worker = new Worker(new URL(import.meta.url), {
     workerData: { seedWorker: true, ctx, total: opts.agents, chunk: chunkSize, fts: load.fts },
@@ -467,13 +532,14 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
   worker.on('message', (m: WorkerMessage) => {
     if ('chunk' in m) queue.push(m.chunk)
     else if ('ftsBuilt' in m) fts.state = 'built'
+    else if ('failed' in m) failure = new Error(`the generator failed: ${m.failed}`)
     else {
       fts.state = 'failed'
-      console.error(`The worker could not build the full-text index (${m.ftsFailed}); building it here.`)
+      console.error(`The worker could not build the peripherals' full-text indexes (${m.ftsFailed}); building them here.`)
     }
     wake?.()
   })
-  worker.on('error', (err) => { failure = err; wake?.() })
+  worker.on('error', (err) => { failure = new Error(`the generator failed: ${(err as Error)?.message ?? JSON.stringify(err)}`); wake?.() })
   worker.on('exit', () => { exited = true; wake?.() })
   const waitForWorker = async () => {
     const waited = performance.now()
@@ -481,7 +547,6 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
     wake = null
     phase('wait for the worker', waited)
   }
-  let complete = false
   try {
     while (agents < opts.agents && !opts.signal?.aborted) {
       if (failure) throw failure
@@ -499,22 +564,27 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
       peripherals += c.peripherals.length
       approvals += c.approvals.length
       opts.onProgress?.(agents, peripherals)
+      // Let signals and timers in between chunks (the queue is rarely empty).
+      await new Promise((resolve) => setImmediate(resolve))
     }
     const t = performance.now()
-    db.transaction(() => {
-      events = db.prepare(`INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, hashtags,
-        peripheral_icon, asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid)
-        SELECT created_ms, event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon, asset_key,
-          asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid FROM temp.seed_events ORDER BY created_ms, seq`).run().changes
-    })()
+    events = db.prepare(`INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, hashtags,
+      peripheral_icon, asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid)
+      SELECT created_ms, event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon, asset_key,
+        asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid FROM temp.seed_events ORDER BY created_ms, seq`).run().changes
+    db.exec('DELETE FROM temp.seed_events')
     phase('write events', t)
-    complete = agents === opts.agents
     // The worker's index holds every generated agent: usable only if all were written.
+    const complete = agents === opts.agents
     while (complete && fts.state === 'building' && !failure && !exited) await waitForWorker()
-  } finally {
     await worker.terminate()
+    load.commit(complete && fts.state === 'built')
+  } catch (err) {
+    await worker.terminate()
+    load.rollback()
+    throw err
+  } finally {
     db.exec('DROP TABLE IF EXISTS temp.seed_events')
-    load.finish(complete && fts.state === 'built')
   }
 
   const t = performance.now()
@@ -528,7 +598,7 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
 /**
  * Recomputes `sample` random agents with db/agent-state.ts (inside a savepoint that is
  * rolled back) and answers the differences from what the seed stored; also looks each
- * one up in the full-text index.
+ * one (and a peripheral of it) up in the full-text indexes.
  */
 export function checkSeed(db: DB, sample = 100): { checked: number; mismatches: string[] } {
   const state = agentStateRepo(db)
@@ -536,15 +606,20 @@ export function checkSeed(db: DB, sample = 100): { checked: number; mismatches: 
   const agentRow = db.prepare('SELECT * FROM agents WHERE id = ?')
   const peripheralRows = db.prepare('SELECT * FROM peripherals WHERE agent_id = ? ORDER BY id')
   const found = db.prepare('SELECT count(*) AS n FROM agents_fts WHERE agents_fts MATCH ? AND rowid = ?')
+  const hasDeviceIndex = !!db.prepare(`SELECT 1 FROM sqlite_master WHERE name = 'peripherals_fts'`).get()
+  const foundDevice = hasDeviceIndex ? db.prepare('SELECT count(*) AS n FROM peripherals_fts WHERE peripherals_fts MATCH ? AND rowid = ?') : null
+  const quoted = (text: unknown) => `"${String(text).replace(/"/g, '""')}"`
   const mismatches: string[] = []
   const diff = (what: string, a: Record<string, unknown>, b: Record<string, unknown>) => {
     for (const k of Object.keys(a)) if (a[k] !== b[k]) mismatches.push(`${what}.${k}: seeded ${JSON.stringify(a[k])}, recomputed ${JSON.stringify(b[k])}`)
   }
   for (const id of ids) {
     const before = { agent: agentRow.get(id) as Record<string, unknown>, peripherals: peripheralRows.all(id) as Record<string, unknown>[] }
-    // The full-text index was built apart from the rows: it must find the agent by its host name.
-    const host = String(before.agent.host_identifier)
-    if ((found.get(`{host_identifier} : "${host.replace(/"/g, '""')}"`, id) as { n: number }).n !== 1) mismatches.push(`agent ${id}: the full-text index does not find host ${host}`)
+    // The full-text indexes were built apart from the rows: they must find them.
+    const host = before.agent.host_identifier
+    if ((found.get(`{host_identifier} : ${quoted(host)}`, id) as { n: number }).n !== 1) mismatches.push(`agent ${id}: agents_fts does not find host ${host}`)
+    const p = before.peripherals[0]
+    if (foundDevice && p && (foundDevice.get(quoted(p.device_id), p.id) as { n: number }).n !== 1) mismatches.push(`peripheral ${p.id}: peripherals_fts does not find ${p.device_id}`)
     db.exec('SAVEPOINT seed_check')
     try {
       state.refreshAgent(id)
@@ -593,6 +668,8 @@ async function main() {
     format: 'seeding |{bar}| {percentage}% | {value}/{total} agents | {peripherals} peripherals | {duration_formatted} elapsed, ETA {eta_formatted}',
     stream: process.stderr,
     hideCursor: true,
+    // Ctrl-C ends the load after the current chunk (below), not the process.
+    gracefulExit: false,
   }, cliProgress.Presets.shades_classic)
   const stop = new AbortController()
   process.once('SIGINT', () => stop.abort())
