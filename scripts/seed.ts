@@ -203,7 +203,8 @@ function generateChunk(ctx: GenContext, from: number, count: number, seq: Sequen
       if (x.isVulnerable) evs.push({ ...base, t: x.firstSeen, kind: 'vulnerable', details: `${label}: ${catalogue.names.get(x.key)}; ${stance}.`, hashtags: '#vulnerable' })
       if (armed && !x.approved) evs.push({ ...base, t: x.firstSeen, kind: 'unapprovedOnArmed', details: `${label} is not approved; agent is Armed, device blocked.`, hashtags: '#unapproved #armed' })
     })
-    evs.sort((a, b) => a.t - b.t)
+    // In time order; within one check-in the most severe last, as the gateway records them.
+    evs.sort((a, b) => a.t - b.t || agentEvents[b.kind].severity - agentEvents[a.kind].severity)
     const latest = evs.slice(-3).reverse().map((e) => agentEvents[e.kind].description)
 
     const nics = host.nics
