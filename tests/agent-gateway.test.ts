@@ -4,57 +4,20 @@ import crypto from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call } from './helpers.js'
+import { ENROLLMENT_SECRET, attackTool, checkIn, enroll, gatewayEnv, hostState, mouse, stick } from './fixtures/gateway.js'
 
-const SECRET = 'pes_gateway-test-enrollment-secret'
-const env = { PRIME_AGENT_ENROLLMENT_SECRET: SECRET, PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }
+const SECRET = ENROLLMENT_SECRET
+const env = gatewayEnv
 const ENROLL = '/prime/webui/gateway/enroll'
 const CHECKIN = '/prime/webui/gateway/checkin'
+const state = hostState
 
-const mouse = {
-  deviceID: 'USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4', vid: '046d', pid: 'c077', serialNumber: '5&20DBD6CE&0&4',
-  description: 'USB Input Device', manufacturer: 'Logitech', caption: 'USB Optical Mouse', status: 'OK',
-  classCode: '03', subclassCode: '01', protocolCode: '02', hierarchy: 'USB Root Hub > Port_#0004', parentDeviceID: 'USB\\ROOT_HUB30\\4&1', present: true,
-}
-const stick = {
-  deviceID: 'USB\\VID_0951&PID_1666\\60A44C413A8EF1A0B9A1BE27', vid: '0951', pid: '1666', serialNumber: '60A44C413A8EF1A0B9A1BE27',
-  description: 'USB Mass Storage Device', manufacturer: 'Kingston', caption: 'Kingston DataTraveler 3.0 USB Device', status: 'OK',
-  classCode: '08', subclassCode: '06', protocolCode: '50', present: true,
-}
-const attackTool = {
-  deviceID: 'USB\\VID_0483&PID_5740\\8D8A4B6E5049', vid: '0483', pid: '5740', serialNumber: '8D8A4B6E5049',
-  description: 'USB Serial Device', manufacturer: 'STMicroelectronics', caption: 'USB Serial Device (COM7)', status: 'OK',
-  classCode: '02', subclassCode: '02', protocolCode: '01', present: true,
-}
 const unknownGadget = {
   deviceID: 'USB\\VID_ABCD&PID_0001\\XYZ', vid: 'abcd', pid: '0001', serialNumber: 'XYZ', manufacturer: 'Acme', caption: 'Gadget', present: true,
 }
 
-function state(peripherals: object[], extra: Record<string, unknown> = {}) {
-  return {
-    hostIdentifier: 'DESKTOP-9LR722S', agentTime: new Date().toISOString(), osVersion: 'Windows 10 Pro 22H2 (10.0.19045)', manufacturer: 'Dell Inc.',
-    pcModel: 'OptiPlex 7090', serviceVersion: '4.2.1.118', kbDriverVersion: '4.2.0.77', runningMode: 'Standard', operationalStatus: 'Free',
-    isSystemLocked: true, localIpAddress: '192.168.100.128',
-    nics: [
-      { name: 'Ethernet', macAddress: '00-1A-2B-3C-4D-5E', ipAddresses: ['192.168.100.128'], status: 'Up', isEthernet: true },
-      { name: 'Wi-Fi', macAddress: '00-1A-2B-3C-4D-5F', ipAddresses: [], status: 'Down', isEthernet: false },
-    ],
-    connectedSwitch: { ip: '192.168.100.2', name: 'floor3-sw1', portId: 'Gi1/0/14', portName: 'GigabitEthernet1/0/14' },
-    licenseAccountId: 'ACME-0001', loggedOnUsers: ['ACME\\jdoe'], hashtags: ['#finance', '#floor3'], errors: [], peripherals,
-    ...extra,
-  }
-}
-
 const enrollReq = (app: FastifyInstance, body: Record<string, unknown>, remoteAddress = '127.0.0.1') =>
   app.inject({ method: 'POST', url: ENROLL, payload: body, remoteAddress })
-
-async function enroll(app: FastifyInstance, machineId = crypto.randomUUID(), hostIdentifier = 'DESKTOP-9LR722S') {
-  const res = await enrollReq(app, { enrollmentSecret: SECRET, machineId, hostIdentifier })
-  if (res.statusCode !== 200) throw new Error(`enroll: ${res.statusCode} ${res.body}`)
-  return res.json() as { uuid: string; credential: string; reEnrolled: boolean }
-}
-
-const checkIn = (app: FastifyInstance, credential: string, body: object) =>
-  app.inject({ method: 'POST', url: CHECKIN, headers: { authorization: `Bearer ${credential}` }, payload: body })
 
 const row = <T = Record<string, any>>(app: FastifyInstance, sql: string, ...args: unknown[]) => app.db.prepare(sql).get(...args) as T
 const rows = <T = Record<string, any>>(app: FastifyInstance, sql: string, ...args: unknown[]) => app.db.prepare(sql).all(...args) as T[]

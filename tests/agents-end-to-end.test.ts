@@ -3,46 +3,11 @@
 // go Pending -> Delivered -> Succeeded, sees an attack tool raise an event and the agent's
 // flags, approves a peripheral and exports the fleet.
 import t from 'tap'
-import type { FastifyInstance } from 'fastify'
 import { build, login, call, userWithProfile } from './helpers.js'
+import { attackTool, checkIn, enroll, gatewayEnv, hostState, mouse, reportResults, stick } from './fixtures/gateway.js'
 
-const SECRET = 'pes_end-to-end-enrollment-secret'
-const env = { PRIME_AGENT_ENROLLMENT_SECRET: SECRET, PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }
-
-const mouse = {
-  deviceID: 'USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4', vid: '046d', pid: 'c077', serialNumber: '5&20DBD6CE&0&4',
-  description: 'USB Input Device', manufacturer: 'Logitech', caption: 'USB Optical Mouse', status: 'OK',
-  classCode: '03', subclassCode: '01', protocolCode: '02', hierarchy: 'USB Root Hub > Port_#0004', parentDeviceID: 'USB\\ROOT_HUB30\\4&1', present: true,
-}
-const stick = {
-  deviceID: 'USB\\VID_0951&PID_1666\\60A44C413A8EF1A0B9A1BE27', vid: '0951', pid: '1666', serialNumber: '60A44C413A8EF1A0B9A1BE27',
-  description: 'USB Mass Storage Device', manufacturer: 'Kingston', caption: 'Kingston DataTraveler 3.0 USB Device', status: 'OK',
-  classCode: '08', subclassCode: '06', protocolCode: '50', present: true,
-}
-const attackTool = {
-  deviceID: 'USB\\VID_0483&PID_5740\\8D8A4B6E5049', vid: '0483', pid: '5740', serialNumber: '8D8A4B6E5049',
-  description: 'USB Serial Device', manufacturer: 'STMicroelectronics', caption: 'USB Serial Device (COM7)', status: 'OK',
-  classCode: '02', subclassCode: '02', protocolCode: '01', present: true,
-}
-
-function state(mode: 'Armed' | 'Free', peripherals: object[]) {
-  return {
-    hostIdentifier: 'DESKTOP-9LR722S', osVersion: 'Windows 10 Pro 22H2 (10.0.19045)', manufacturer: 'Dell Inc.', pcModel: 'OptiPlex 7090',
-    serviceVersion: '4.2.1.118', kbDriverVersion: '4.2.0.77', runningMode: 'Standard', operationalStatus: mode, isSystemLocked: true,
-    localIpAddress: '192.168.100.128',
-    nics: [{ name: 'Ethernet', macAddress: '00-1A-2B-3C-4D-5E', ipAddresses: ['192.168.100.128'], status: 'Up', isEthernet: true }],
-    loggedOnUsers: ['ACME\\jdoe'], hashtags: ['#finance'], errors: [], peripherals,
-  }
-}
-
-async function enroll(app: FastifyInstance) {
-  const res = await app.inject({ method: 'POST', url: '/prime/webui/gateway/enroll', payload: { enrollmentSecret: SECRET, machineId: '4c4c4544-0042-3510-8052-b4c04f4e3732', hostIdentifier: 'DESKTOP-9LR722S' } })
-  if (res.statusCode !== 200) throw new Error(`enroll: ${res.statusCode} ${res.body}`)
-  return res.json() as { uuid: string; credential: string }
-}
-
-const checkIn = (app: FastifyInstance, credential: string, body: object) =>
-  app.inject({ method: 'POST', url: '/prime/webui/gateway/checkin', headers: { authorization: `Bearer ${credential}` }, payload: body })
+const env = gatewayEnv
+const state = (mode: 'Armed' | 'Free', peripherals: object[]) => hostState(peripherals, { operationalStatus: mode })
 
 t.test('enroll, check in, list, arm, command lifecycle, attack tool, approval, export', async (t) => {
   const app = await build(t, env)
@@ -85,10 +50,7 @@ t.test('enroll, check in, list, arm, command lifecycle, attack tool, approval, e
   d = await detail()
   t.equal(d.commands.find((c: { commandId: number }) => c.commandId === commandId).status, 'Delivered')
 
-  res = await app.inject({
-    method: 'POST', url: '/prime/webui/gateway/commandresults', headers: { authorization: `Bearer ${agent.credential}` },
-    payload: { results: [{ commandId, status: 'Succeeded', message: 'Mode set to Armed.' }] },
-  })
+  res = await reportResults(app, agent.credential, [{ commandId, status: 'Succeeded', message: 'Mode set to Armed.' }])
   t.equal(res.statusCode, 200, res.body)
   t.equal(res.json().succeeded, 1)
   res = await checkIn(app, agent.credential, state('Armed', [mouse, stick]))
