@@ -4,8 +4,9 @@
 // flags and counters are computed here the way db/agent-state.ts computes them, and a
 // sample is checked against it at the end.
 //
-// A worker thread generates the rows while the main thread writes them: generating and
-// writing take about the same time, and there are two cores.
+// A worker thread generates the rows, and builds the peripherals' device-id index, while
+// the main thread writes them: each half takes about as long as the other, and there are
+// two cores. The whole load is one transaction.
 import fs from 'node:fs'
 import path from 'node:path'
 import { parseArgs } from 'node:util'
@@ -23,7 +24,7 @@ export interface SeedOptions {
   agents: number
   peripheralsPerAgent?: number
   seed?: number
-  /** Agents per transaction. */
+  /** Agents per chunk: the unit of generation, progress and stopping. */
   chunk?: number
   now?: number
   onProgress?: (agents: number, peripherals: number) => void

@@ -109,7 +109,8 @@ for (let i = 0; i < AGENTS; i++) {
 }
 
 function saveState() {
-  const out: Record<string, Kept> = {}
+  // Hosts beyond --agents (a larger earlier run) keep what they had.
+  const out: Record<string, Kept> = { ...kept }
   for (const a of agents) {
     out[a.host.machineId] = { mode: a.mode, serviceVersion: a.host.serviceVersion, kbDriverVersion: a.host.kbDriverVersion, whitelist: a.whitelist ? [...a.whitelist] : null }
   }
@@ -132,10 +133,11 @@ function logLine() {
   const enrolled = agents.filter((a) => a.credential).length
   console.log(`${new Date(now).toISOString()} agents ${enrolled}/${AGENTS} enrolled · ${(windowCheckIns / secs).toFixed(1)} check-ins/s · ` +
     `${windowCommands} commands obeyed (${stats.commands} in all) · plugged ${stats.plugged} (risky ${stats.risky}), unplugged ${stats.unplugged} · ` +
-    `429: ${stats.r429}, 401: ${stats.r401}, failures: ${stats.failures}${stats.lastError ? ` (last: ${stats.lastError})` : ''}`)
+    `429: ${stats.r429}, 401: ${stats.r401}, failures: ${stats.failures}${stats.lastError ? ` (latest: ${stats.lastError})` : ''}`)
   windowCheckIns = 0
   windowCommands = 0
   windowStart = now
+  stats.lastError = ''
   saveState()
 }
 
