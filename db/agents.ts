@@ -1,6 +1,7 @@
 // Agents: the list with its filters and sort orders, lookups by identifiers, deletion.
 import type Database from 'better-sqlite3'
 import type { DB } from './index.js'
+import { answerCache } from './answer-cache.js'
 import type { AgentFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type DateRange, type Sort } from '../lib/listing.js'
 import { iso } from '../lib/time.js'
@@ -296,6 +297,7 @@ export interface AgentIdentifiers { uuid?: string | null; hostIdentifier?: strin
 
 export function agentsRepo(db: DB) {
   const cached = statementCache(db)
+  const answers = answerCache<{ total: number; filtered: number; rows: AgentRow[] }>(db)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
   // One pass over the trigram index gives both the count and the ids the page is read from.
   const ftsMatches = db.prepare<[string], { n: number; ids: string }>('SELECT count(*) AS n, json_group_array(rowid) AS ids FROM agents_fts WHERE agents_fts MATCH ?')
@@ -320,13 +322,17 @@ export function agentsRepo(db: DB) {
 
     /** A page of the list: every agent count, the matching count, and the page's rows. */
     list(f: AgentFilter, sort: Sort, limit: number, offset: number) {
-      const c = agentConditions(f)
-      const all = total.get() as number
-      const { filtered, ids } = count(c, all)
-      const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
-      const where = renderConditions(c, 'a.id', plan, ids)
-      const rows = filtered <= offset ? [] : (cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as AgentRow[])
-      return { total: all, filtered, rows }
+      // Pages of at most 200 rows are kept (bounded memory); larger ones are read each time.
+      const read = () => {
+        const c = agentConditions(f)
+        const all = total.get() as number
+        const { filtered, ids } = count(c, all)
+        const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
+        const where = renderConditions(c, 'a.id', plan, ids)
+        const rows = filtered <= offset ? [] : (cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as AgentRow[])
+        return { total: all, filtered, rows }
+      }
+      return limit > 200 ? read() : answers(JSON.stringify([f, sort, limit, offset]), read)
     },
 
     /** Every matching agent in order, read as it is consumed (streamed exports). */

@@ -1,6 +1,7 @@
 // Peripherals across agents: the list with its filters and sort orders, one agent's
 // peripherals, and the approvals (the administrators' decision per agent and model).
 import type { DB } from './index.js'
+import { answerCache } from './answer-cache.js'
 import type { PeripheralFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type Sort } from '../lib/listing.js'
 import { iconName } from '../lib/usb.js'
@@ -243,6 +244,7 @@ export const peripheralOrderBy = (s: Sort, plan: Plan = 'walk') =>
 
 export function peripheralsRepo(db: DB) {
   const cached = statementCache(db)
+  const answers = answerCache<{ total: number; filtered: number; rows: PeripheralListRow[] }>(db)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'peripherals'").pluck()
 
   /** How many peripherals match: the kept row count, or the conditions (no join: every peripheral has its agent). */
@@ -268,13 +270,17 @@ export function peripheralsRepo(db: DB) {
   return {
     /** A page of the list: every peripheral count, the matching count, and the page's rows. */
     list(f: PeripheralFilter, sort: Sort, limit: number, offset: number) {
-      const conditions = peripheralConditions(f)
-      const all = total.get() as number
-      const filtered = count(conditions, all)
-      const plan = choosePlan(filtered, all, offset, limit, peripheralSortIndexed(sort))
-      const where = render(conditions, plan)
-      const rows = filtered <= offset ? [] : (cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as PeripheralListRow[])
-      return { total: all, filtered, rows }
+      // Pages of at most 200 rows are kept (bounded memory); larger ones are read each time.
+      const read = () => {
+        const conditions = peripheralConditions(f)
+        const all = total.get() as number
+        const filtered = count(conditions, all)
+        const plan = choosePlan(filtered, all, offset, limit, peripheralSortIndexed(sort))
+        const where = render(conditions, plan)
+        const rows = filtered <= offset ? [] : (cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as PeripheralListRow[])
+        return { total: all, filtered, rows }
+      }
+      return limit > 200 ? read() : answers(JSON.stringify([f, sort, limit, offset]), read)
     },
 
     /** Every matching peripheral in order, read as it is consumed (streamed exports). */
