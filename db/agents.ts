@@ -295,9 +295,9 @@ export const agentOrderBy = (s: Sort, plan: Plan = 'walk') => orderBy(s, plan ==
 /** The identifiers an item of agents/configuration or peripherals/command names an agent by. */
 export interface AgentIdentifiers { uuid?: string | null; hostIdentifier?: string | null; ipAddress?: string | null }
 
-export function agentsRepo(db: DB) {
+export function agentsRepo(db: DB, keptAnswers = 64) {
   const cached = statementCache(db)
-  const answers = answerCache<{ total: number; filtered: number; rows: AgentRow[] }>(db)
+  const answers = answerCache<{ total: number; filtered: number; rows: AgentRow[] }>(db, keptAnswers)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
   // One pass over the trigram index gives both the count and the ids the page is read from.
   const ftsMatches = db.prepare<[string], { n: number; ids: string }>('SELECT count(*) AS n, json_group_array(rowid) AS ids FROM agents_fts WHERE agents_fts MATCH ?')

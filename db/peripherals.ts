@@ -242,9 +242,9 @@ const peripheralSortIndexed = (s: Sort) => s.field === 'uuid' || s.field === 'ho
 export const peripheralOrderBy = (s: Sort, plan: Plan = 'walk') =>
   orderBy(s, plan === 'seek' ? peripheralSortHinted : peripheralSortColumns, plan === 'seek' ? ['+p.device_id', '+p.id'] : ['p.device_id', 'p.id'], nullableSorts)
 
-export function peripheralsRepo(db: DB) {
+export function peripheralsRepo(db: DB, keptAnswers = 64) {
   const cached = statementCache(db)
-  const answers = answerCache<{ total: number; filtered: number; rows: PeripheralListRow[] }>(db)
+  const answers = answerCache<{ total: number; filtered: number; rows: PeripheralListRow[] }>(db, keptAnswers)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'peripherals'").pluck()
 
   /** How many peripherals match: the kept row count, or the conditions (no join: every peripheral has its agent). */

@@ -87,7 +87,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
 
   const db = openDatabase(config.dbFile)
-  const repos = createRepos(db)
+  const repos = createRepos(db, config.keptListAnswers)
   // Revoked sessions, and those whose refresh tokens have all expired, can never be used again.
   repos.sessions.purge(Date.now())
   app.decorate('config', config)

@@ -20,6 +20,8 @@ export interface Config {
   logLevel: string
   trustProxy: boolean
   build: string
+  /** List answers kept while the database is unchanged (0: none). */
+  keptListAnswers: number
   /** `accountId`: agents reporting another license account are `Invalid` (null: any is accepted). */
   license: { accountName: string; accountId: string | null; seats: number; expirationDate: string | null }
   agents: {
@@ -120,6 +122,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: env.LOG_LEVEL || 'info',
     trustProxy: bool(env, 'PRIME_TRUST_PROXY', false),
     build: env.PRIME_BUILD || 'dev',
+    keptListAnswers: int(env, 'PRIME_KEPT_LIST_ANSWERS', 64, 0, 10_000),
     license: {
       accountName: env.PRIME_LICENSE_ACCOUNT || 'Prime',
       accountId: env.PRIME_LICENSE_ACCOUNT_ID || null,

@@ -15,7 +15,8 @@ import { catalogueRepo } from '../db/catalogue.js'
 import { insightsRepo } from '../db/insights.js'
 import { exportsRepo } from '../db/exports.js'
 
-export function createRepos(db: DB) {
+/** `keptAnswers`: list answers kept while the database is unchanged (0: none). */
+export function createRepos(db: DB, keptAnswers = 64) {
   const authVersion = new AuthVersion()
   return {
     users: usersRepo(db, authVersion),
@@ -26,8 +27,8 @@ export function createRepos(db: DB) {
     agentState: agentStateRepo(db),
     gateway: gatewayRepo(db),
     events: eventsRepo(db),
-    agents: agentsRepo(db),
-    peripherals: peripheralsRepo(db),
+    agents: agentsRepo(db, keptAnswers),
+    peripherals: peripheralsRepo(db, keptAnswers),
     commands: commandsRepo(db),
     catalogue: catalogueRepo(db),
     insights: insightsRepo(db),
