@@ -1,7 +1,7 @@
 // Agents: the list with its filters and sort orders, lookups by identifiers, deletion.
 import type Database from 'better-sqlite3'
 import type { DB } from './index.js'
-import { answerCache } from './answer-cache.js'
+import { answerCache, inOrder, type CheckInTimeWrites } from './answer-cache.js'
 import type { AgentFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type DateRange, type Sort } from '../lib/listing.js'
 import { iso } from '../lib/time.js'
@@ -295,9 +295,10 @@ export const agentOrderBy = (s: Sort, plan: Plan = 'walk') => orderBy(s, plan ==
 /** The identifiers an item of agents/configuration or peripherals/command names an agent by. */
 export interface AgentIdentifiers { uuid?: string | null; hostIdentifier?: string | null; ipAddress?: string | null }
 
-export function agentsRepo(db: DB, keptAnswers = 64) {
+export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers = 64) {
   const cached = statementCache(db)
-  const answers = answerCache<{ total: number; filtered: number; rows: AgentRow[] }>(db, keptAnswers)
+  const answers = answerCache(db, checkInTimes, keptAnswers)
+  const byIds = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE id IN (SELECT value FROM json_each(?))')
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
   // One pass over the trigram index gives both the count and the ids the page is read from.
   const ftsMatches = db.prepare<[string], { n: number; ids: string }>('SELECT count(*) AS n, json_group_array(rowid) AS ids FROM agents_fts WHERE agents_fts MATCH ?')
@@ -322,7 +323,8 @@ export function agentsRepo(db: DB, keptAnswers = 64) {
 
     /** A page of the list: every agent count, the matching count, and the page's rows. */
     list(f: AgentFilter, sort: Sort, limit: number, offset: number) {
-      // Pages of at most 200 rows are kept (bounded memory); larger ones are read each time.
+      // Pages of at most 200 rows are kept (bounded memory); larger ones are read each time,
+      // and so are lists by check-in time (see db/answer-cache.ts).
       const read = () => {
         const c = agentConditions(f)
         const all = total.get() as number
@@ -332,7 +334,13 @@ export function agentsRepo(db: DB, keptAnswers = 64) {
         const rows = filtered <= offset ? [] : (cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as AgentRow[])
         return { total: all, filtered, rows }
       }
-      return limit > 200 ? read() : answers(JSON.stringify([f, sort, limit, offset]), read)
+      if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()
+      const key = JSON.stringify([f, sort, limit, offset])
+      const kept = answers.get(key)
+      if (kept) return { total: kept.total, filtered: kept.filtered, rows: inOrder(kept.ids, byIds.all(JSON.stringify(kept.ids))) }
+      const answer = read()
+      answers.set(key, { total: answer.total, filtered: answer.filtered, ids: answer.rows.map((r) => r.id) })
+      return answer
     },
 
     /** Every matching agent in order, read as it is consumed (streamed exports). */

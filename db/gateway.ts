@@ -1,6 +1,7 @@
 // What the agent gateway reads and writes: enrollment, check-ins (agent state and
 // peripherals), command delivery and results, and the sweeper's timeouts.
 import type { DB } from './index.js'
+import type { CheckInTimeWrites } from './answer-cache.js'
 
 /** What an agent's credential resolves to on every gateway call (one indexed lookup). */
 export interface GatewayAgent {
@@ -185,7 +186,7 @@ export function internPeripheralTexts(db: DB) {
   }
 }
 
-export function gatewayRepo(db: DB) {
+export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   const byCredential = db.prepare<[string], GatewayAgent>(
     'SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = ?',
   )
@@ -300,7 +301,7 @@ export function gatewayRepo(db: DB) {
     updateState: (id: number, s: AgentState) => updateState.run({ ...s, id }),
     /** Check-in times noted in memory, written in one go. */
     heartbeats(times: Iterable<[number, number]>) {
-      for (const [id, ms] of times) heartbeat.run(ms, id)
+      for (const [id, ms] of times) checkInTimes.rows += heartbeat.run(ms, id).changes
     },
 
     knownPeripherals: (agentId: number) => known.all(agentId),

@@ -1,7 +1,7 @@
 // Peripherals across agents: the list with its filters and sort orders, one agent's
 // peripherals, and the approvals (the administrators' decision per agent and model).
 import type { DB } from './index.js'
-import { answerCache } from './answer-cache.js'
+import { answerCache, inOrder, type CheckInTimeWrites } from './answer-cache.js'
 import type { PeripheralFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type Sort } from '../lib/listing.js'
 import { iconName } from '../lib/usb.js'
@@ -242,9 +242,10 @@ const peripheralSortIndexed = (s: Sort) => s.field === 'uuid' || s.field === 'ho
 export const peripheralOrderBy = (s: Sort, plan: Plan = 'walk') =>
   orderBy(s, plan === 'seek' ? peripheralSortHinted : peripheralSortColumns, plan === 'seek' ? ['+p.device_id', '+p.id'] : ['p.device_id', 'p.id'], nullableSorts)
 
-export function peripheralsRepo(db: DB, keptAnswers = 64) {
+export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers = 64) {
   const cached = statementCache(db)
-  const answers = answerCache<{ total: number; filtered: number; rows: PeripheralListRow[] }>(db, keptAnswers)
+  const answers = answerCache(db, checkInTimes, keptAnswers)
+  const byIds = db.prepare<[string], PeripheralListRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE p.id IN (SELECT value FROM json_each(?))`)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'peripherals'").pluck()
 
   /** How many peripherals match: the kept row count, or the conditions (no join: every peripheral has its agent). */
@@ -280,7 +281,13 @@ export function peripheralsRepo(db: DB, keptAnswers = 64) {
         const rows = filtered <= offset ? [] : (cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as PeripheralListRow[])
         return { total: all, filtered, rows }
       }
-      return limit > 200 ? read() : answers(JSON.stringify([f, sort, limit, offset]), read)
+      if (limit > 200) return read()
+      const key = JSON.stringify([f, sort, limit, offset])
+      const kept = answers.get(key)
+      if (kept) return { total: kept.total, filtered: kept.filtered, rows: inOrder(kept.ids, byIds.all(JSON.stringify(kept.ids))) }
+      const answer = read()
+      answers.set(key, { total: answer.total, filtered: answer.filtered, ids: answer.rows.map((r) => r.id) })
+      return answer
     },
 
     /** Every matching peripheral in order, read as it is consumed (streamed exports). */

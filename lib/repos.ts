@@ -5,6 +5,7 @@ import { integrationTokensRepo } from '../db/integration-tokens.js'
 import { auditRepo } from '../db/audit.js'
 import { systemRepo } from '../db/system.js'
 import { AuthVersion } from '../db/auth-version.js'
+import { CheckInTimeWrites } from '../db/answer-cache.js'
 import { agentStateRepo } from '../db/agent-state.js'
 import { gatewayRepo } from '../db/gateway.js'
 import { eventsRepo } from '../db/events.js'
@@ -18,6 +19,7 @@ import { exportsRepo } from '../db/exports.js'
 /** `keptAnswers`: list answers kept while the database is unchanged (0: none). */
 export function createRepos(db: DB, keptAnswers = 64) {
   const authVersion = new AuthVersion()
+  const checkInTimes = new CheckInTimeWrites()
   return {
     users: usersRepo(db, authVersion),
     sessions: sessionsRepo(db, authVersion),
@@ -25,10 +27,10 @@ export function createRepos(db: DB, keptAnswers = 64) {
     audit: auditRepo(db),
     system: systemRepo(db),
     agentState: agentStateRepo(db),
-    gateway: gatewayRepo(db),
+    gateway: gatewayRepo(db, checkInTimes),
     events: eventsRepo(db),
-    agents: agentsRepo(db, keptAnswers),
-    peripherals: peripheralsRepo(db, keptAnswers),
+    agents: agentsRepo(db, checkInTimes, keptAnswers),
+    peripherals: peripheralsRepo(db, checkInTimes, keptAnswers),
     commands: commandsRepo(db),
     catalogue: catalogueRepo(db),
     insights: insightsRepo(db),
