@@ -1,7 +1,7 @@
 // Agents: the list with its filters and sort orders, lookups by identifiers, deletion.
 import type Database from 'better-sqlite3'
 import type { DB } from './index.js'
-import { answerCache, inOrder, type CheckInTimeWrites } from './answer-cache.js'
+import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
 import type { AgentFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type DateRange, type Sort } from '../lib/listing.js'
 import { iso } from '../lib/time.js'
@@ -297,7 +297,7 @@ export interface AgentIdentifiers { uuid?: string | null; hostIdentifier?: strin
 
 export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers = 64) {
   const cached = statementCache(db)
-  const answers = answerCache(db, checkInTimes, keptAnswers)
+  const answers = answerCache<AgentRow>(db, checkInTimes, keptAnswers)
   const byIds = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE id IN (SELECT value FROM json_each(?))')
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
   // One pass over the trigram index gives both the count and the ids the page is read from.
@@ -336,10 +336,10 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
       }
       if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()
       const key = JSON.stringify([f, sort, limit, offset])
-      const kept = answers.get(key)
-      if (kept) return { total: kept.total, filtered: kept.filtered, rows: inOrder(kept.ids, byIds.all(JSON.stringify(kept.ids))) }
+      const kept = answers.get(key, (ids) => byIds.all(JSON.stringify(ids)))
+      if (kept) return kept
       const answer = read()
-      answers.set(key, { total: answer.total, filtered: answer.filtered, ids: answer.rows.map((r) => r.id) })
+      answers.set(key, answer)
       return answer
     },
 

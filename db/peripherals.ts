@@ -1,7 +1,7 @@
 // Peripherals across agents: the list with its filters and sort orders, one agent's
 // peripherals, and the approvals (the administrators' decision per agent and model).
 import type { DB } from './index.js'
-import { answerCache, inOrder, type CheckInTimeWrites } from './answer-cache.js'
+import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
 import type { PeripheralFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type Sort } from '../lib/listing.js'
 import { iconName } from '../lib/usb.js'
@@ -244,7 +244,7 @@ export const peripheralOrderBy = (s: Sort, plan: Plan = 'walk') =>
 
 export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers = 64) {
   const cached = statementCache(db)
-  const answers = answerCache(db, checkInTimes, keptAnswers)
+  const answers = answerCache<PeripheralListRow>(db, checkInTimes, keptAnswers)
   const byIds = db.prepare<[string], PeripheralListRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE p.id IN (SELECT value FROM json_each(?))`)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'peripherals'").pluck()
 
@@ -283,10 +283,10 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAns
       }
       if (limit > 200) return read()
       const key = JSON.stringify([f, sort, limit, offset])
-      const kept = answers.get(key)
-      if (kept) return { total: kept.total, filtered: kept.filtered, rows: inOrder(kept.ids, byIds.all(JSON.stringify(kept.ids))) }
+      const kept = answers.get(key, (ids) => byIds.all(JSON.stringify(ids)))
+      if (kept) return kept
       const answer = read()
-      answers.set(key, { total: answer.total, filtered: answer.filtered, ids: answer.rows.map((r) => r.id) })
+      answers.set(key, answer)
       return answer
     },
 
