@@ -335,12 +335,7 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
         return { total: all, filtered, rows }
       }
       if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()
-      const key = JSON.stringify([f, sort, limit, offset])
-      const kept = answers.get(key, (ids) => byIds.all(JSON.stringify(ids)))
-      if (kept) return kept
-      const answer = read()
-      answers.set(key, answer)
-      return answer
+      return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => byIds.all(JSON.stringify(ids)))
     },
 
     /** Every matching agent in order, read as it is consumed (streamed exports). */

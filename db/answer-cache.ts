@@ -21,7 +21,7 @@ export interface KeptAnswer<T> {
 }
 
 /** `maxEntries` 0 keeps nothing: every question is answered from the database. */
-export function answerCache<T>(db: DB, checkInTimes: CheckInTimeWrites, maxEntries = 64) {
+export function answerCache<T extends { id: number }>(db: DB, checkInTimes: CheckInTimeWrites, maxEntries = 64) {
   const changes = db.prepare('SELECT total_changes()').pluck()
   const version = db.prepare('PRAGMA data_version').pluck()
   const entries = new Map<string, KeptAnswer<T>>()
@@ -33,27 +33,33 @@ export function answerCache<T>(db: DB, checkInTimes: CheckInTimeWrites, maxEntri
       generation = now
     }
   }
+  type Answer = { total: number; filtered: number; rows: T[] }
+  function kept(key: string, readRows: (ids: number[]) => T[]): Answer | undefined {
+    const entry = entries.get(key)
+    if (!entry) return undefined
+    // Least recently used first out.
+    entries.delete(key)
+    entries.set(key, entry)
+    if (entry.checkInRows !== checkInTimes.rows) {
+      entry.rows = inOrder(entry.ids, readRows(entry.ids))
+      entry.checkInRows = checkInTimes.rows
+    }
+    return { total: entry.total, filtered: entry.filtered, rows: entry.rows }
+  }
   return {
-    /** The kept answer; `readRows` reads its rows again when check-in times were written since. */
-    get(key: string, readRows: (ids: number[]) => T[]): { total: number; filtered: number; rows: T[] } | undefined {
-      if (maxEntries === 0) return undefined
+    /**
+     * The kept answer to `key`, or `read()`'s, then kept. `readRows` reads a kept answer's
+     * rows again by id when check-in times were written since.
+     */
+    answer(key: string, read: () => Answer, readRows: (ids: number[]) => T[]): Answer {
+      if (maxEntries === 0) return read()
       current()
-      const kept = entries.get(key)
-      if (!kept) return undefined
-      // Least recently used first out.
-      entries.delete(key)
-      entries.set(key, kept)
-      if (kept.checkInRows !== checkInTimes.rows) {
-        kept.rows = inOrder(kept.ids, readRows(kept.ids) as (T & { id: number })[])
-        kept.checkInRows = checkInTimes.rows
-      }
-      return { total: kept.total, filtered: kept.filtered, rows: kept.rows }
-    },
-    set(key: string, answer: { total: number; filtered: number; rows: (T & { id: number })[] }): void {
-      if (maxEntries === 0) return
-      current()
+      const found = kept(key, readRows)
+      if (found) return found
+      const answer = read()
       if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!)
       entries.set(key, { ...answer, ids: answer.rows.map((r) => r.id), checkInRows: checkInTimes.rows })
+      return answer
     },
   }
 }
