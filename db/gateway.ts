@@ -113,15 +113,7 @@ export interface PeripheralValues {
 }
 
 /** A present peripheral with its flags, as events describe it. */
-export interface PresentPeripheral {
-  device_id: string
-  vid: string
-  pid: string
-  gui_vid: string | null
-  gui_pid: string | null
-  serial_number: string | null
-  gui_serial: string | null
-  dev_icon: number
+export interface PresentPeripheral extends Omit<KnownPeripheral, 'id' | 'present'> {
   approved: number
   is_attack_tool: number
   is_vulnerable: number

@@ -29,9 +29,14 @@ const HUB = 4
 
 const icon = (code: number | null) => (code !== null && code >= 0 && code <= 14 ? code : 0)
 const text = (s: string | null | undefined, max: number) => (s == null ? null : s.slice(0, max))
-const modelNames = (vid: string, pid: string, guiVid: string | null, guiPid: string | null) => ({
+/** What every insight says of a peripheral model: its ids, names and device class. */
+const model = (vid: string, pid: string, guiVid: string | null, guiPid: string | null, devIcon: number | null) => ({
+  vid: vid.slice(0, 4),
+  pid: pid.slice(0, 4),
   guiVid: text(guiVid ?? vendorName(vid) ?? null, 256),
   guiPid: text(guiPid ?? productName(vid, pid) ?? null, 256),
+  devIcon: icon(devIcon),
+  devIconDescription: iconName(icon(devIcon)),
 })
 
 interface HostRow { uuid: string; host_identifier: string; local_ip_address: string | null }
@@ -279,11 +284,7 @@ export function insightsRepo(db: DB) {
               : `Approved, but ${risk}${p.vulnerability ? `: ${p.vulnerability}` : '.'}`
             return {
               deviceID: p.device_id.slice(0, 512),
-              vid: p.vid,
-              pid: p.pid,
-              ...modelNames(p.vid, p.pid, p.gui_vid, p.gui_pid),
-              devIcon: icon(p.dev_icon),
-              devIconDescription: iconName(icon(p.dev_icon)),
+              ...model(p.vid, p.pid, p.gui_vid, p.gui_pid, p.dev_icon),
               approved,
               isKnownAttackTool: attack,
               isVulnerablePeripheral: vulnerable,
@@ -346,11 +347,7 @@ export function insightsRepo(db: DB) {
         agentsConsidered,
         recordsTotal: models.length,
         data: models.slice(0, MAX_MODELS).map((m) => ({
-          vid: m.vid,
-          pid: m.pid,
-          ...modelNames(m.vid, m.pid, m.gui_vid, m.gui_pid),
-          devIcon: icon(m.dev_icon),
-          devIconDescription: iconName(icon(m.dev_icon)),
+          ...model(m.vid, m.pid, m.gui_vid, m.gui_pid, m.dev_icon),
           hostsCount: m.hosts,
           peripheralsCount: m.peripherals,
           presentCount: m.present,
@@ -366,11 +363,7 @@ export function insightsRepo(db: DB) {
       return {
         recordsTotal: models.length,
         data: models.slice(0, MAX_MODELS).map((m) => ({
-          vid: m.vid,
-          pid: m.pid,
-          ...modelNames(m.vid, m.pid, m.gui_vid, m.gui_pid),
-          devIcon: icon(m.dev_icon),
-          devIconDescription: iconName(icon(m.dev_icon)),
+          ...model(m.vid, m.pid, m.gui_vid, m.gui_pid, m.dev_icon),
           kind: m.kind,
           catalogueEntryId: m.id,
           name: m.name,
@@ -409,13 +402,8 @@ export function insightsRepo(db: DB) {
         recordsTotal: sorted.length,
         data: sorted.slice(0, MAX_MODELS).map((m) => {
           const known = modelLook.get(m.vid, m.pid)
-          const devIcon = icon(known?.dev_icon ?? m.icon)
           return {
-            vid: m.vid.slice(0, 4),
-            pid: m.pid.slice(0, 4),
-            ...modelNames(m.vid, m.pid, known?.gui_vid ?? null, known?.gui_pid ?? null),
-            devIcon,
-            devIconDescription: iconName(devIcon),
+            ...model(m.vid, m.pid, known?.gui_vid ?? null, known?.gui_pid ?? null, known?.dev_icon ?? m.icon),
             violationsCount: m.n,
             hostsCount: m.keys.size,
             firstSeen: iso(m.first),
