@@ -17,14 +17,16 @@ export interface EventInput {
   peripheralAssetId?: string | null
   peripheralVid?: string | null
   peripheralPid?: string | null
+  /** For alarm-delivery failures: the destination the event is about (it is not delivered there). */
+  alarmDestinationId?: string | null
 }
 
 export function eventsRepo(db: DB) {
   const insert = db.prepare(
     `INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, hashtags,
-       peripheral_icon, asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid)
+       peripheral_icon, asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid, alarm_destination_id)
      VALUES (@createdMs, @code, @severity, @category, @entityId, @description, @details, @hashtags,
-       @peripheralIcon, @assetKey, @assetName, @peripheralAssetId, @peripheralVid, @peripheralPid)`,
+       @peripheralIcon, @assetKey, @assetName, @peripheralAssetId, @peripheralVid, @peripheralPid, @alarmDestinationId)`,
   )
   // SET expressions read the row's old values: each text moves down one place.
   const shift1 = db.prepare<[string, number]>(
@@ -62,6 +64,7 @@ export function eventsRepo(db: DB) {
             peripheralAssetId: e.peripheralAssetId ?? null,
             peripheralVid: e.peripheralVid ?? null,
             peripheralPid: e.peripheralPid ?? null,
+            alarmDestinationId: e.alarmDestinationId ?? null,
           }).lastInsertRowid,
         ),
       )

@@ -7,6 +7,9 @@ import { exportsHandlers } from './exports.js'
 import { gatewayHandlers } from './gateway.js'
 import { insightsHandlers } from './insights.js'
 import { peripheralsHandlers } from './peripherals.js'
+import { eventsHandlers } from './events.js'
+import { alarmsHandlers } from './alarms.js'
+import { reportsHandlers } from './reports.js'
 
 /** Every implemented operation, by operationId. */
 export const handlers: Record<string, (req: any, reply: any) => unknown> = {
@@ -18,6 +21,9 @@ export const handlers: Record<string, (req: any, reply: any) => unknown> = {
   ...insightsHandlers,
   ...catalogueHandlers,
   ...exportsHandlers,
+  ...eventsHandlers,
+  ...alarmsHandlers,
+  ...reportsHandlers,
 }
 
 /** The handler of an operation, or an honest 501 for one that is not built yet. */

@@ -21,6 +21,9 @@ import { registerDocs } from './docs.js'
 import { responseChecker } from './response-check.js'
 import { agentGateway, type AgentGateway } from './gateway.js'
 import { startAgentSweeper } from './agent-sweeper.js'
+import { createMailer, type Mailer } from './mail.js'
+import { startAlarmDelivery } from './alarms/index.js'
+import { startReportScheduler } from './reports/index.js'
 import type { GatewayAgent } from '../db/gateway.js'
 
 declare module 'fastify' {
@@ -32,6 +35,8 @@ declare module 'fastify' {
     contract: { spec: Record<string, any>; operations: Map<string, Operation> }
     startedAt: number
     gateway: AgentGateway
+    /** Outgoing mail (alarm e-mails, reports), from the SMTP settings. */
+    mailer: Mailer
   }
   interface FastifyRequest {
     principal?: Principal
@@ -99,7 +104,11 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorateRequest('agent', undefined)
   app.decorateRequest('audited', false)
   app.decorateRequest('responseType', undefined)
-  app.addHook('onClose', async () => db.close())
+  app.decorate('mailer', createMailer(config))
+  app.addHook('onClose', async () => {
+    app.mailer.close()
+    db.close()
+  })
 
   app.setValidatorCompiler(validatorCompiler)
   // Answers are plain JSON.stringify: the contract is checked in tests, never by silently
@@ -122,6 +131,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorate('tokens', tokenService(app, config, repos))
   app.decorate('gateway', agentGateway(app))
   startAgentSweeper(app)
+  startAlarmDelivery(app)
+  startReportScheduler(app)
 
   // Each route carries its operation's metadata from the contract, for the hooks below.
   app.addHook('onRoute', (route) => {

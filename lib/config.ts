@@ -36,6 +36,14 @@ export interface Config {
     /** This server's address as agents reach it (`centralizedConsoleIP`). */
     publicAddress: string | null
   }
+  /** The console's address, linked from alarm and report e-mails (null: no link). */
+  publicUrl: string | null
+  /** Outgoing mail for alarm e-mails and reports (`url` null: mail is not configured). */
+  smtp: { url: string | null; from: string }
+  alarms: {
+    /** Host names, addresses or CIDR ranges that alarm destinations may reach despite the loopback rule. */
+    allowedHosts: string[]
+  }
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
@@ -138,5 +146,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       uncommonPeripheralMaxHosts: int(env, 'PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS', 2, 1, 1_000_000),
       publicAddress: env.PRIME_PUBLIC_ADDRESS || null,
     },
+    publicUrl: httpUrl(env, 'PRIME_PUBLIC_URL'),
+    smtp: { url: smtpUrl(env), from: env.PRIME_SMTP_FROM || 'Prime <prime@localhost>' },
+    alarms: {
+      allowedHosts: (env.PRIME_ALARM_ALLOWED_HOSTS || '').split(',').map((h) => h.trim()).filter(Boolean),
+    },
   }
+}
+
+function httpUrl(env: NodeJS.ProcessEnv, name: string): string | null {
+  const raw = env[name]
+  if (!raw) return null
+  if (!/^https?:\/\/[^\s]+$/i.test(raw) || !URL.canParse(raw)) throw new Error(`${name} must be an http(s) URL, got "${raw}"`)
+  return raw.replace(/\/+$/, '')
+}
+
+// smtp://user:pass@host:port (STARTTLS when offered) or smtps:// (TLS from the start).
+function smtpUrl(env: NodeJS.ProcessEnv): string | null {
+  const raw = env.PRIME_SMTP_URL
+  if (!raw) return null
+  if (!/^smtps?:\/\//i.test(raw) || !URL.canParse(raw)) throw new Error('PRIME_SMTP_URL must be an smtp:// or smtps:// URL')
+  return raw
 }

@@ -1,6 +1,8 @@
 import fs from 'node:fs'
 import type { FastifyInstance } from 'fastify'
 import { iso } from './time.js'
+import { alarmDeliveryHealth } from './alarms/index.js'
+import { reportsHealth } from './reports/index.js'
 
 export type HealthStatus = 'Healthy' | 'Warning' | 'Failed'
 export interface HealthItem { name: string; status: HealthStatus; detail: string; checkedTime: string; durationMs: number }
@@ -34,6 +36,8 @@ export const checks: Record<string, Check> = {
     if (admins === 0) return { status: 'Failed', detail: 'No active Administrator account' }
     return { status: 'Healthy', detail: `${active} of ${total} accounts active; ${admins} active Administrator(s); token signing ready` }
   },
+  AlarmDelivery: alarmDeliveryHealth,
+  Reports: reportsHealth,
 }
 
 export function runHealthChecks(app: FastifyInstance) {

@@ -15,6 +15,9 @@ import { commandsRepo } from '../db/commands.js'
 import { catalogueRepo } from '../db/catalogue.js'
 import { insightsRepo } from '../db/insights.js'
 import { exportsRepo } from '../db/exports.js'
+import { eventQueriesRepo } from '../db/event-queries.js'
+import { alarmsRepo } from '../db/alarms.js'
+import { reportsRepo } from '../db/reports.js'
 
 /** `keptAnswers`: list answers kept while the database is unchanged (0: none). */
 export function createRepos(db: DB, keptAnswers = 64) {
@@ -35,6 +38,9 @@ export function createRepos(db: DB, keptAnswers = 64) {
     catalogue: catalogueRepo(db),
     insights: insightsRepo(db),
     exports: exportsRepo(db),
+    eventQueries: eventQueriesRepo(db),
+    alarms: alarmsRepo(db),
+    reports: reportsRepo(db),
   }
 }
 export type Repos = ReturnType<typeof createRepos>

@@ -16,6 +16,19 @@ if (process.argv[2] === 'agents') {
   await import('./bench-agents.js')
   process.exit(0)
 }
+// npm run bench -- events | delivery | reports: the events, alarm delivery and reports cases.
+if (process.argv[2] === 'events') {
+  await import('./bench-events.js')
+  process.exit(0)
+}
+if (process.argv[2] === 'delivery') {
+  await import('./bench-delivery.js')
+  process.exit(0)
+}
+if (process.argv[2] === 'reports') {
+  await import('./bench-reports.js')
+  process.exit(0)
+}
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5)

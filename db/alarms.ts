@@ -1,0 +1,6 @@
+import type { DB } from './index.js'
+
+export function alarmsRepo(_db: DB) {
+  return {}
+}
+export type AlarmsRepoType = ReturnType<typeof alarmsRepo>

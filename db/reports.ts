@@ -1,0 +1,6 @@
+import type { DB } from './index.js'
+
+export function reportsRepo(_db: DB) {
+  return {}
+}
+export type ReportsRepoType = ReturnType<typeof reportsRepo>
