@@ -3,4 +3,3 @@ import type { DB } from './index.js'
 export function alarmsRepo(_db: DB) {
   return {}
 }
-export type AlarmsRepoType = ReturnType<typeof alarmsRepo>

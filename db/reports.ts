@@ -3,4 +3,3 @@ import type { DB } from './index.js'
 export function reportsRepo(_db: DB) {
   return {}
 }
-export type ReportsRepoType = ReturnType<typeof reportsRepo>

@@ -10,6 +10,8 @@ import { peripheralsHandlers } from './peripherals.js'
 import { eventsHandlers } from './events.js'
 import { alarmsHandlers } from './alarms.js'
 import { reportsHandlers } from './reports.js'
+import { notificationsHandlers } from './notifications.js'
+import { agentlessHandlers } from './agentless.js'
 
 /** Every implemented operation, by operationId. */
 export const handlers: Record<string, (req: any, reply: any) => unknown> = {
@@ -24,6 +26,8 @@ export const handlers: Record<string, (req: any, reply: any) => unknown> = {
   ...eventsHandlers,
   ...alarmsHandlers,
   ...reportsHandlers,
+  ...notificationsHandlers,
+  ...agentlessHandlers,
 }
 
 /** The handler of an operation, or an honest 501 for one that is not built yet. */

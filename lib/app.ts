@@ -24,6 +24,8 @@ import { startAgentSweeper } from './agent-sweeper.js'
 import { createMailer, type Mailer } from './mail.js'
 import { startAlarmDelivery } from './alarms/index.js'
 import { startReportScheduler } from './reports/index.js'
+import { startNotifications } from './notifications/index.js'
+import { startAgentless } from './agentless/index.js'
 import type { GatewayAgent } from '../db/gateway.js'
 
 declare module 'fastify' {
@@ -133,6 +135,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   startAgentSweeper(app)
   startAlarmDelivery(app)
   startReportScheduler(app)
+  startNotifications(app)
+  startAgentless(app)
 
   // Each route carries its operation's metadata from the contract, for the hooks below.
   app.addHook('onRoute', (route) => {

@@ -3,6 +3,8 @@ import type { FastifyInstance } from 'fastify'
 import { iso } from './time.js'
 import { alarmDeliveryHealth } from './alarms/index.js'
 import { reportsHealth } from './reports/index.js'
+import { licenseHealth } from './notifications/index.js'
+import { workerPollerHealth } from './agentless/index.js'
 
 export type HealthStatus = 'Healthy' | 'Warning' | 'Failed'
 export interface HealthItem { name: string; status: HealthStatus; detail: string; checkedTime: string; durationMs: number }
@@ -38,6 +40,8 @@ export const checks: Record<string, Check> = {
   },
   AlarmDelivery: alarmDeliveryHealth,
   Reports: reportsHealth,
+  WorkerPoller: workerPollerHealth,
+  License: licenseHealth,
 }
 
 export function runHealthChecks(app: FastifyInstance) {

@@ -18,6 +18,8 @@ import { exportsRepo } from '../db/exports.js'
 import { eventQueriesRepo } from '../db/event-queries.js'
 import { alarmsRepo } from '../db/alarms.js'
 import { reportsRepo } from '../db/reports.js'
+import { notificationsRepo } from '../db/notifications.js'
+import { agentlessRepo } from '../db/agentless.js'
 
 /** `keptAnswers`: list answers kept while the database is unchanged (0: none). */
 export function createRepos(db: DB, keptAnswers = 64) {
@@ -41,6 +43,8 @@ export function createRepos(db: DB, keptAnswers = 64) {
     eventQueries: eventQueriesRepo(db),
     alarms: alarmsRepo(db),
     reports: reportsRepo(db),
+    notifications: notificationsRepo(db),
+    agentless: agentlessRepo(db),
   }
 }
 export type Repos = ReturnType<typeof createRepos>

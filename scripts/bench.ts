@@ -29,6 +29,10 @@ if (process.argv[2] === 'reports') {
   await import('./bench-reports.js')
   process.exit(0)
 }
+if (process.argv[2] === 'notifications') {
+  await import('./bench-notifications.js')
+  process.exit(0)
+}
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5)

@@ -126,7 +126,7 @@ t.test('read operations: own account, profile, version, status, health', async (
   t.match(status, { accounts: { total: 2, active: 2 }, agents: { total: 0 }, license: { seats: 1000 }, database: { sizeBytes: Number } })
   t.ok(status.database.sizeBytes > 0)
   const health = (await call(app, user, { url: '/prime/webui/admin/SubsystemHealth' })).json()
-  t.same(health.subsystems.map((s: { name: string }) => s.name), ['Database', 'DiskSpace', 'Authentication', 'AlarmDelivery', 'Reports'])
+  t.same(health.subsystems.map((s: { name: string }) => s.name), ['Database', 'DiskSpace', 'Authentication', 'AlarmDelivery', 'Reports', 'WorkerPoller', 'License'])
   t.equal(health.subsystems[0].status, 'Healthy')
   t.ok(['Healthy', 'Warning', 'Failed'].includes(health.status))
   t.equal((await call(app, user, { url: '/prime/webui/admin/all' })).statusCode, 403)

@@ -1,0 +1,2 @@
+// npm run bench -- notifications
+export {}
