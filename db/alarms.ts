@@ -1,5 +1,260 @@
 import type { DB } from './index.js'
 
-export function alarmsRepo(_db: DB) {
-  return {}
+export type AlarmType = 'syslog' | 'webhook' | 'email'
+export type AlarmFeed = 'events' | 'audit' | 'assets'
+
+export interface DestinationRow {
+  id: string
+  name: string
+  name_key: string
+  type: AlarmType
+  enabled: number
+  min_severity: number
+  categories: string
+  audit_categories: string
+  feed_events: number
+  feed_audit: number
+  feed_assets: number
+  settings: string
+  created_ms: number
+  created_by: string | null
+  updated_ms: number
+  updated_by: string | null
+  last_attempt_ms: number | null
+  last_status: 'delivered' | 'failed' | null
+  last_error: string | null
+  last_delivered_ms: number | null
 }
+
+export interface DestinationInput {
+  id: string
+  name: string
+  type: AlarmType
+  enabled: boolean
+  minSeverity: number
+  categories: string[]
+  auditCategories: string[]
+  feeds: AlarmFeed[]
+  /** The type's settings, secrets included. */
+  settings: object
+}
+
+export interface OutboxItem {
+  id: number
+  destination_id: string
+  feed: AlarmFeed
+  record_id: number
+  delivery_id: string
+  queued_ms: number
+  attempts: number
+  next_attempt_ms: number
+}
+
+export interface AttemptRecord {
+  outboxId: number
+  destinationId: string
+  /** 1 for the first attempt. */
+  attempt: number
+  startedMs: number
+  durationMs: number
+  outcome: 'delivered' | 'retry' | 'failed'
+  error: string | null
+  /** For `retry`: when to try again. */
+  nextAttemptMs?: number
+}
+
+export interface DeliveryCounts {
+  pending: number
+  failedLast24h: number
+}
+
+/** A category list as the triggers match it: `,USB,Host,`, or '' for all. */
+const list = (names: string[]) => (names.length ? `,${names.join(',')},` : '')
+export const parseList = (stored: string) => stored.split(',').filter(Boolean)
+
+export function alarmsRepo(db: DB) {
+  const all = db.prepare<[], DestinationRow>('SELECT * FROM alarm_destinations ORDER BY name_key, id')
+  const byId = db.prepare<[string], DestinationRow>('SELECT * FROM alarm_destinations WHERE id = ?')
+  const byNameKey = db.prepare<[string], DestinationRow>('SELECT * FROM alarm_destinations WHERE name_key = ?')
+  const count = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM alarm_destinations')
+  const insert = db.prepare(
+    `INSERT INTO alarm_destinations (id, name, name_key, type, enabled, min_severity, categories, audit_categories,
+       feed_events, feed_audit, feed_assets, settings, created_ms, created_by, updated_ms, updated_by)
+     VALUES (@id, @name, @nameKey, @type, @enabled, @minSeverity, @categories, @auditCategories,
+       @feedEvents, @feedAudit, @feedAssets, @settings, @ms, @user, @ms, @user)`,
+  )
+  const update = db.prepare(
+    `UPDATE alarm_destinations SET name = @name, name_key = @nameKey, type = @type, enabled = @enabled,
+       min_severity = @minSeverity, categories = @categories, audit_categories = @auditCategories,
+       feed_events = @feedEvents, feed_audit = @feedAudit, feed_assets = @feedAssets, settings = @settings,
+       updated_ms = @ms, updated_by = @user
+     WHERE id = @id`,
+  )
+  const remove = db.prepare<[string]>('DELETE FROM alarm_destinations WHERE id = ?')
+  const cancelPending = db.prepare<[number, string]>(
+    `UPDATE alarm_outbox SET status = 'cancelled', done_ms = ? WHERE destination_id = ? AND status = 'pending'`,
+  )
+  const pendingCount = db.prepare<[string], { n: number }>(
+    `SELECT count(*) AS n FROM alarm_outbox WHERE destination_id = ? AND status = 'pending'`,
+  )
+  const failedSince = db.prepare<[string, number], { n: number }>(
+    `SELECT count(*) AS n FROM alarm_outbox WHERE destination_id = ? AND status = 'failed' AND done_ms >= ?`,
+  )
+  // The oldest pending delivery of each destination (the one it must receive next).
+  const heads = db.prepare<[], { destination_id: string; id: number; next_attempt_ms: number }>(
+    `SELECT d.id AS destination_id, o.id, o.next_attempt_ms FROM alarm_destinations d
+     JOIN alarm_outbox o ON o.id = (SELECT id FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending' ORDER BY id LIMIT 1)`,
+  )
+  const pendingAfter = db.prepare<[string, number, number], OutboxItem>(
+    `SELECT id, destination_id, feed, record_id, delivery_id, queued_ms, attempts, next_attempt_ms FROM alarm_outbox
+     WHERE destination_id = ? AND status = 'pending' AND id > ? ORDER BY id LIMIT ?`,
+  )
+  const outboxSeq = db.prepare<[], { seq: number }>(`SELECT seq FROM sqlite_sequence WHERE name = 'alarm_outbox'`)
+  const outboxItem = db.prepare<[number], OutboxItem & { status: string; last_error: string | null; done_ms: number | null }>(
+    'SELECT * FROM alarm_outbox WHERE id = ?',
+  )
+  const event = db.prepare<[number], Record<string, any>>('SELECT * FROM events WHERE id = ?')
+  const auditRecord = db.prepare<[number], Record<string, any>>('SELECT * FROM audit_trail WHERE id = ?')
+  const assetMessage = db.prepare<[number], { id: number; created_ms: number; kind: string; body: string }>(
+    'SELECT id, created_ms, kind, body FROM asset_messages WHERE id = ?',
+  )
+
+  const insertAttempt = db.prepare(
+    `INSERT INTO alarm_attempts (outbox_id, destination_id, attempt, started_ms, duration_ms, outcome, error)
+     VALUES (@outboxId, @destinationId, @attempt, @startedMs, @durationMs, @outcome, @error)`,
+  )
+  // A cancelled delivery (its destination was removed meanwhile) stays cancelled.
+  const delivered = db.prepare<[number, number, number]>(
+    `UPDATE alarm_outbox SET status = 'delivered', attempts = ?, last_error = NULL, done_ms = ? WHERE id = ? AND status = 'pending'`,
+  )
+  const failed = db.prepare<[number, string | null, number, number]>(
+    `UPDATE alarm_outbox SET status = 'failed', attempts = ?, last_error = ?, done_ms = ? WHERE id = ? AND status = 'pending'`,
+  )
+  const retry = db.prepare<[number, string | null, number, number]>(
+    `UPDATE alarm_outbox SET attempts = ?, last_error = ?, next_attempt_ms = ? WHERE id = ? AND status = 'pending'`,
+  )
+  const destinationDelivered = db.prepare<[number, number, string]>(
+    `UPDATE alarm_destinations SET last_attempt_ms = ?, last_status = 'delivered', last_error = NULL, last_delivered_ms = ? WHERE id = ?`,
+  )
+  const destinationFailed = db.prepare<[number, string | null, string]>(
+    `UPDATE alarm_destinations SET last_attempt_ms = ?, last_status = 'failed', last_error = ? WHERE id = ?`,
+  )
+
+  const subscribedToAssets = db.prepare<[], { n: number }>(
+    'SELECT count(*) AS n FROM alarm_destinations WHERE enabled = 1 AND feed_assets = 1',
+  )
+  const insertAsset = db.prepare<[number, string, string | null, string]>(
+    'INSERT INTO asset_messages (created_ms, kind, asset_key, body) VALUES (?, ?, ?, ?)',
+  )
+
+  const health = db.prepare<[number], { destinations: number; enabled: number; pending: number; oldest: number | null; failed: number; retrying: number }>(
+    `SELECT (SELECT count(*) FROM alarm_destinations) AS destinations,
+       (SELECT count(*) FROM alarm_destinations WHERE enabled = 1) AS enabled,
+       (SELECT count(*) FROM alarm_outbox WHERE status = 'pending') AS pending,
+       (SELECT min(queued_ms) FROM alarm_outbox WHERE status = 'pending') AS oldest,
+       (SELECT count(*) FROM alarm_outbox WHERE status = 'failed' AND done_ms >= ?) AS failed,
+       (SELECT count(*) FROM alarm_destinations d WHERE d.last_status = 'failed'
+          AND EXISTS (SELECT 1 FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending')) AS retrying`,
+  )
+  const pruneOutbox = db.prepare<[number]>(`DELETE FROM alarm_outbox WHERE status <> 'pending' AND done_ms < ?`)
+  const pruneAttempts = db.prepare<[number]>('DELETE FROM alarm_attempts WHERE started_ms < ?')
+  const pruneAssets = db.prepare<[number]>(
+    `DELETE FROM asset_messages WHERE created_ms < ?
+       AND NOT EXISTS (SELECT 1 FROM alarm_outbox WHERE feed = 'assets' AND record_id = asset_messages.id AND status = 'pending')`,
+  )
+  const attempts = db.prepare<[number], { attempt: number; started_ms: number; duration_ms: number; outcome: string; error: string | null }>(
+    'SELECT attempt, started_ms, duration_ms, outcome, error FROM alarm_attempts WHERE outbox_id = ? ORDER BY id',
+  )
+
+  const params = (d: DestinationInput, ms: number, user: string | null) => ({
+    id: d.id,
+    name: d.name,
+    nameKey: d.name.toLowerCase(),
+    type: d.type,
+    enabled: d.enabled ? 1 : 0,
+    minSeverity: d.minSeverity,
+    categories: list(d.categories),
+    auditCategories: list(d.auditCategories),
+    feedEvents: d.feeds.includes('events') ? 1 : 0,
+    feedAudit: d.feeds.includes('audit') ? 1 : 0,
+    feedAssets: d.feeds.includes('assets') ? 1 : 0,
+    settings: JSON.stringify(d.settings),
+    ms,
+    user,
+  })
+
+  return {
+    all: () => all.all(),
+    byId: (id: string) => byId.get(id),
+    byName: (name: string) => byNameKey.get(name.toLowerCase()),
+    count: () => count.get()!.n,
+    insert: (d: DestinationInput, ms: number, user: string | null) => insert.run(params(d, ms, user)),
+    update: (d: DestinationInput, ms: number, user: string | null) => update.run(params(d, ms, user)).changes,
+    /** Deletes a destination and cancels its pending deliveries (their attempts stay). Answers how many were cancelled. */
+    remove(id: string, ms: number): number {
+      if (remove.run(id).changes === 0) return -1
+      return cancelPending.run(ms, id).changes
+    },
+    counts: (id: string, now: number): DeliveryCounts => ({
+      pending: pendingCount.get(id)!.n,
+      failedLast24h: failedSince.get(id, now - 24 * 3600_000)!.n,
+    }),
+
+    /** The highest outbox id ever given: unchanged means nothing was queued since. */
+    outboxSeq: () => outboxSeq.get()?.seq ?? 0,
+    heads: () => heads.all(),
+    pendingAfter: (destinationId: string, afterId: number, limit: number) => pendingAfter.all(destinationId, afterId, limit),
+    outboxItem: (id: number) => outboxItem.get(id),
+    attempts: (outboxId: number) => attempts.all(outboxId),
+    event: (id: number) => event.get(id),
+    auditRecord: (id: number) => auditRecord.get(id),
+    assetMessage: (id: number) => assetMessage.get(id),
+
+    /** Records one attempt and its outcome; call it inside a transaction. Answers whether the delivery was still pending. */
+    recordAttempt(a: AttemptRecord): boolean {
+      insertAttempt.run({ ...a, nextAttemptMs: undefined })
+      const done = a.startedMs + Math.round(a.durationMs)
+      let changed: number
+      if (a.outcome === 'delivered') {
+        changed = delivered.run(a.attempt, done, a.outboxId).changes
+        destinationDelivered.run(a.startedMs, done, a.destinationId)
+      } else {
+        changed = a.outcome === 'failed'
+          ? failed.run(a.attempt, a.error, done, a.outboxId).changes
+          : retry.run(a.attempt, a.error, a.nextAttemptMs!, a.outboxId).changes
+        destinationFailed.run(a.startedMs, a.error, a.destinationId)
+      }
+      return changed > 0
+    },
+
+    /**
+     * Publishes asset-feed messages: stores them in one transaction, which queues each for
+     * every enabled destination subscribed to assets. Answers the deliveries queued
+     * (messages times destinations); with no destination subscribed, nothing is stored.
+     */
+    publishAssets(createdMs: number, messages: object[]): number {
+      return db.transaction(() => {
+        const destinations = subscribedToAssets.get()!.n
+        if (destinations === 0 || messages.length === 0) return 0
+        for (const m of messages) {
+          const body = m as { kind?: unknown; assetId?: unknown }
+          insertAsset.run(createdMs, String(body.kind ?? 'message'), body.assetId == null ? null : String(body.assetId), JSON.stringify(m))
+        }
+        return destinations * messages.length
+      })()
+    },
+    /** How many enabled destinations receive the asset feed. */
+    assetSubscribers: () => subscribedToAssets.get()!.n,
+
+    health: (now: number) => health.get(now - 24 * 3600_000)!,
+    /** Drops finished deliveries, attempts and delivered asset messages older than `before`. */
+    prune(before: number) {
+      return db.transaction(() => ({
+        outbox: pruneOutbox.run(before).changes,
+        attempts: pruneAttempts.run(before).changes,
+        assets: pruneAssets.run(before).changes,
+      }))()
+    },
+  }
+}
+export type AlarmsRepo = ReturnType<typeof alarmsRepo>
