@@ -18,15 +18,25 @@ const SECRET_KEY = /(pass(word|phrase)?|passwd|pwd|pw|secret|tokens?|credentials
 const MAX_DEPTH = 12
 const NOTICE = 5, WARNING = 4
 
-export function maskSecrets(value: unknown, depth = 0): unknown {
+// Custom request headers (a webhook's `headers`): every value may be a credential, whatever
+// the header's name (`X-Tenant-Key`, `X-Auth`); the names are kept.
+const HEADERS_KEY = /headers$/i
+
+const isSet = (v: unknown) => v !== null && v !== undefined && typeof v !== 'boolean'
+
+export function maskSecrets(value: unknown, depth = 0, headerValues = false): unknown {
   if (value === null || typeof value !== 'object') return value
   if (depth >= MAX_DEPTH) return '(nested too deep)'
   if (Array.isArray(value)) return value.map((v) => maskSecrets(v, depth + 1))
   const out: Record<string, unknown> = {}
   // A flag (`hasToken: true`) says nothing secret; null and absent mean "not set".
-  for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) && v !== null && v !== undefined && typeof v !== 'boolean' ? '***' : maskSecrets(v, depth + 1)
+  for (const [k, v] of Object.entries(value)) {
+    out[k] = (SECRET_KEY.test(k) || headerValues) && isSet(v) ? '***' : maskSecrets(v, depth + 1, HEADERS_KEY.test(k) && isPlainObject(v))
+  }
   return out
 }
+
+const isPlainObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v)
 
 // Audit records travel to SIEMs as lines: no control characters from callers.
 const printable = (s: string) => s.replace(/[\u0000-\u001f\u007f]/g, '?')
