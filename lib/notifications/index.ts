@@ -1,10 +1,105 @@
+// Notifications at run time: the periodic health checks that open and resolve
+// system-health notifications, and the hub of the live stream.
 import type { FastifyInstance } from 'fastify'
 import type { HealthStatus } from '../health.js'
+import { checkHealth, type HealthResult } from './health.js'
+import { notificationHub, type NotificationHub } from './stream.js'
 
-/** Starts the periodic health checks that open and resolve system-health notifications. */
-export function startNotifications(_app: FastifyInstance): void {}
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The notification stream's hub and the health checks' runner. */
+    notifications: NotificationService
+  }
+}
+
+export interface NotificationService {
+  hub: NotificationHub
+  /** Runs the health checks now and records their results (as the periodic run does). */
+  checkHealth(): HealthResult
+  /** When the health checks last ran in this process (0: not yet). */
+  readonly checkedMs: number
+}
+
+const DAY = 86_400_000
+/** A license expiring within this many days is a warning. */
+const EXPIRY_WARNING_DAYS = 30
+/** Seat use at or above this share is a warning. */
+const SEAT_WARNING = 0.9
+
+/** Seconds between health checks: PRIME_HEALTH_CHECK_SECONDS, 5 to 86400, default 60. */
+export function healthCheckSeconds(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.PRIME_HEALTH_CHECK_SECONDS
+  if (raw === undefined || raw === '') return 60
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < 5 || n > 86_400) throw new Error(`PRIME_HEALTH_CHECK_SECONDS must be an integer from 5 to 86400, got "${raw}"`)
+  return n
+}
+
+/**
+ * Starts the health checks (every PRIME_HEALTH_CHECK_SECONDS) and the stream's hub; both
+ * stop when the app closes, open streams first so that the server can close.
+ */
+export function startNotifications(app: FastifyInstance): void {
+  const intervalMs = healthCheckSeconds() * 1000
+  const hub = notificationHub(app)
+  let checkedMs = 0
+  let timer: NodeJS.Timeout | undefined
+  const service: NotificationService = {
+    hub,
+    checkHealth() {
+      const result = checkHealth(app)
+      checkedMs = Date.now()
+      // The changes reach the streams now rather than at the next look.
+      hub.poll()
+      return result
+    },
+    get checkedMs() {
+      return checkedMs
+    },
+  }
+  app.decorate('notifications', service)
+  app.addHook('onReady', async () => {
+    hub.start()
+    timer = setInterval(() => {
+      try {
+        service.checkHealth()
+      } catch (err) {
+        app.log.error({ err }, 'recording the health checks failed')
+      }
+    }, intervalMs).unref()
+  })
+  app.addHook('preClose', async () => {
+    clearInterval(timer)
+    hub.stop()
+  })
+}
 
 /** The license's health: expiry and seats. */
-export function licenseHealth(_app: FastifyInstance): { status: HealthStatus; detail: string } {
-  return { status: 'Healthy', detail: 'License valid' }
+export function licenseHealth(app: FastifyInstance): { status: HealthStatus; detail: string } {
+  const { seats, expirationDate } = app.config.license
+  const use = app.repos.notifications.licenseUse()
+  const now = Date.now()
+  const pct = seats > 0 ? Math.round((use.activated / seats) * 1000) / 10 : 0
+  const parts = [`${use.activated} of ${seats} seats used (${pct} %)`]
+  const warnings: string[] = []
+  let status: HealthStatus = 'Healthy'
+  if (expirationDate !== null) {
+    const expires = Date.parse(expirationDate)
+    const days = Math.ceil((expires - now) / DAY)
+    if (expires <= now) {
+      status = 'Failed'
+      parts.unshift(`License expired on ${expirationDate}; agents are no longer protected`)
+    } else {
+      parts.push(`expires ${expirationDate} (in ${days} day${days === 1 ? '' : 's'})`)
+      if (days <= EXPIRY_WARNING_DAYS) warnings.push(`expires within ${EXPIRY_WARNING_DAYS} days`)
+    }
+  } else {
+    parts.push('no expiry date')
+  }
+  if (use.pending > 0) warnings.push(`${use.pending} agent${use.pending === 1 ? ' waits' : 's wait'} for a free seat`)
+  else if (seats > 0 && use.activated / seats >= SEAT_WARNING) warnings.push(`${Math.round(SEAT_WARNING * 100)} % of the seats or more are in use`)
+  if (use.invalid > 0) warnings.push(`${use.invalid} agent${use.invalid === 1 ? ' reports' : 's report'} another license account`)
+  if (status === 'Healthy' && warnings.length) status = 'Warning'
+  const detail = [parts.join('; '), ...warnings].join('; ')
+  return { status, detail: detail + '.' }
 }
