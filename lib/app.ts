@@ -9,7 +9,7 @@ import type { Config } from './config.js'
 import { loadSpec, operations, routingView, type Operation } from './contract.js'
 import { openDatabase, type DB } from '../db/index.js'
 import { createRepos, type Repos } from './repos.js'
-import { ISSUER, tokenService, bearerToken, authenticateAgent, unauthenticated, type Principal, type TokenService } from './auth.js'
+import { ISSUER, tokenService, bearerToken, authenticateAgent, authenticatePoller, unauthenticated, type Principal, type TokenService } from './auth.js'
 import { problem, problemBody, ProblemError, type ProblemCode } from './errors.js'
 import { fieldErrors, validatorCompiler, warmValidators } from './validation.js'
 import { canonicalize, canonicalizeQuery } from './names.js'
@@ -27,6 +27,7 @@ import { startReportScheduler } from './reports/index.js'
 import { startNotifications } from './notifications/index.js'
 import { startAgentless } from './agentless/index.js'
 import type { GatewayAgent } from '../db/gateway.js'
+import type { PollerRow } from '../db/agentless.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -44,6 +45,8 @@ declare module 'fastify' {
     principal?: Principal
     /** The agent whose credential an agent gateway call carries. */
     agent?: GatewayAgent
+    /** The worker poller whose credential a poller gateway call carries. */
+    poller?: PollerRow
     audited?: boolean
     responseType?: string
   }
@@ -104,6 +107,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorate('startedAt', Date.now())
   app.decorateRequest('principal', undefined)
   app.decorateRequest('agent', undefined)
+  app.decorateRequest('poller', undefined)
   app.decorateRequest('audited', false)
   app.decorateRequest('responseType', undefined)
   app.decorate('mailer', createMailer(config))
@@ -191,7 +195,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (op?.access.kind === 'agent') req.agent = authenticateAgent(repos, bearerToken(req))
     if (req.agent || op?.operationId === 'enrollAgent') app.gateway.admit(req, op!.operationId, Date.now())
     else await limit(req, reply, requestLimit, 'requests', true)
-    if (op?.operationId === 'localLogin' || op?.operationId === 'signIn') await limit(req, reply, loginLimit, 'login attempts', false)
+    if (op?.operationId === 'localLogin' || op?.operationId === 'signIn' || op?.operationId === 'pollerRegister') await limit(req, reply, loginLimit, 'login attempts', false)
     if (!op) return
     gateMediaType(req, op)
     const type = chooseResponseType(req, op.responseTypes)
@@ -207,7 +211,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (!op) return
     const schema = req.routeOptions.schema as Record<string, any>
     if (req.query && typeof req.query === 'object') canonicalizeQuery(req.query as Record<string, unknown>, schema.querystring)
-    if (op.bodyRequired && (req.body === undefined || req.body === '')) {
+    // A multipart body is read by its handler as a stream, so it is never parsed here.
+    if (op.bodyRequired && (req.body === undefined || req.body === '') && !req.isMultipart()) {
       throw problem('validation', 'A request body is required.', { errors: [{ location: 'body', name: '(root)', reason: 'is required' }] })
     }
     const media = req.headers['content-type']?.split(';')[0].trim() ?? ''
@@ -290,10 +295,11 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
       if (!bearerToken(req)) throw problem('unauthenticated', 'An agent credential is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
       throw unauthenticated('The agent credential is unknown or was rotated, or the agent was deleted; enroll again.')
     }
-    if (access.kind !== 'user') {
-      // The poller credential is checked by its own gateway.
-      if (!bearerToken(req)) throw problem('unauthenticated', 'A bearer credential is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
-      return
+    if (access.kind === 'poller') {
+      if (!bearerToken(req)) throw problem('unauthenticated', 'A worker poller credential is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
+      req.poller = authenticatePoller(repos, bearerToken(req))
+      if (req.poller) return
+      throw unauthenticated('The worker poller credential is unknown, or the poller was deleted; register again.')
     }
     req.principal = app.tokens.authenticate(bearerToken(req), Date.now())
     if (req.principal.profile < access.minProfile) {

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Config } from './config.js'
 import type { Repos } from './repos.js'
 import type { GatewayAgent } from '../db/gateway.js'
+import type { PollerRow } from '../db/agentless.js'
 import { problem } from './errors.js'
 import { newSecret, sha256 } from './passwords.js'
 
@@ -28,6 +29,8 @@ const INTEGRATION_PREFIX = 'pit'
 const REFRESH_PREFIX = 'prt'
 /** Agents' gateway credentials. */
 export const AGENT_PREFIX = 'pag'
+/** Worker pollers' credentials. */
+export const POLLER_PREFIX = 'ppl'
 
 export const unauthenticated = (detail: string) =>
   problem('unauthenticated', detail, { headers: { 'www-authenticate': `Bearer realm="prime", error="invalid_token", error_description="${detail.replace(/"/g, "'")}"` } })
@@ -47,6 +50,16 @@ export function bearerToken(req: FastifyRequest): string | undefined {
 export function authenticateAgent(repos: Repos, token: string | undefined): GatewayAgent | undefined {
   if (!token?.startsWith(`${AGENT_PREFIX}_`)) return undefined
   return repos.gateway.byCredential(sha256(token))
+}
+
+/**
+ * The worker poller a poller gateway credential belongs to, or undefined: only `ppl_`
+ * credentials are looked up (a deleted poller's credential fails at once), never a
+ * user's token or an agent's credential.
+ */
+export function authenticatePoller(repos: Repos, token: string | undefined): PollerRow | undefined {
+  if (!token?.startsWith(`${POLLER_PREFIX}_`)) return undefined
+  return repos.agentless.pollerByCredential(sha256(token))
 }
 
 export function tokenService(app: FastifyInstance, config: Config, repos: Repos) {

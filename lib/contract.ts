@@ -79,8 +79,12 @@ export function routingView(spec: Json): Json {
       const routed: Json = { ...rest, responses: { default: { description: 'See the contract.' } } }
       if (requestBody) {
         const content: Json = {}
-        for (const [type, media] of Object.entries<Json>(requestBody.content)) content[type.includes('json') ? 'application/json' : type] = media
-        routed.requestBody = { ...requestBody, content }
+        for (const [type, media] of Object.entries<Json>(requestBody.content)) {
+          // A multipart body is streamed to its handler, which checks it as it reads it.
+          if (type.startsWith('multipart/')) continue
+          content[type.includes('json') ? 'application/json' : type] = media
+        }
+        if (Object.keys(content).length > 0) routed.requestBody = { ...requestBody, content }
       }
       paths[path][method] = routed
     }
