@@ -1,10 +1,52 @@
 import type { FastifyInstance } from 'fastify'
 import type { HealthStatus } from '../health.js'
+import { iso } from '../time.js'
+import { DeliveryWorker } from './worker.js'
+
+const workers = new WeakMap<FastifyInstance, DeliveryWorker>()
 
 /** Starts the outbox worker that delivers alarms; it stops when the app closes. */
-export function startAlarmDelivery(_app: FastifyInstance): void {}
+export function startAlarmDelivery(app: FastifyInstance): void {
+  const worker = new DeliveryWorker(app)
+  workers.set(app, worker)
+  app.addHook('onReady', async () => worker.start())
+  // onClose hooks run last-registered first: this one runs before the database closes.
+  app.addHook('onClose', async () => worker.stop())
+}
 
-/** The alarm-delivery subsystem's health: backlog and failures. */
-export function alarmDeliveryHealth(_app: FastifyInstance): { status: HealthStatus; detail: string } {
-  return { status: 'Healthy', detail: 'No alarm destinations' }
+/** The app's delivery worker (tests drive it through turn(), drain() and its clock). */
+export function alarmWorker(app: FastifyInstance): DeliveryWorker {
+  const worker = workers.get(app)
+  if (!worker) throw new Error('alarm delivery is not started for this app')
+  return worker
+}
+
+/** A pending delivery older than this makes the check Warning; older than FAILED_AGE_MS, Failed. */
+export const WARNING_AGE_MS = 5 * 60_000
+export const FAILED_AGE_MS = 3600_000
+/** More pending deliveries than this make the check Warning. */
+export const WARNING_BACKLOG = 1000
+
+/**
+ * The alarm-delivery subsystem's health: backlog and failures.
+ * - Failed: a delivery failed for good in the last 24 h, or one has waited more than 1 h.
+ * - Warning: a delivery has waited more than 5 minutes, more than 1,000 are waiting, or a
+ *   destination's last attempt failed and it is retrying.
+ * - Healthy otherwise.
+ */
+export function alarmDeliveryHealth(app: FastifyInstance): { status: HealthStatus; detail: string } {
+  const now = workers.get(app)?.clock() ?? Date.now()
+  const h = app.repos.alarms.health(now)
+  if (h.destinations === 0) return { status: 'Healthy', detail: 'No alarm destinations' }
+  const age = h.oldest === null ? 0 : Math.max(0, now - h.oldest)
+  const parts = [
+    `${h.destinations} destination${h.destinations === 1 ? '' : 's'} (${h.enabled} enabled)`,
+    `${h.pending} deliver${h.pending === 1 ? 'y' : 'ies'} pending${h.oldest === null ? '' : `, oldest queued ${iso(h.oldest)}`}`,
+    `${h.failed} failed for good in the last 24 h`,
+  ]
+  if (h.retrying > 0) parts.push(`${h.retrying} destination${h.retrying === 1 ? '' : 's'} retrying after a failed attempt`)
+  const detail = parts.join('; ')
+  if (h.failed > 0 || age > FAILED_AGE_MS) return { status: 'Failed', detail }
+  if (age > WARNING_AGE_MS || h.pending > WARNING_BACKLOG || h.retrying > 0) return { status: 'Warning', detail }
+  return { status: 'Healthy', detail }
 }

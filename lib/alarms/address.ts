@@ -1,0 +1,162 @@
+// The address rule of alarm destinations (SSRF): which addresses a webhook or syslog
+// destination may reach. Checked when a destination is saved and again at each delivery,
+// which then connects to the address checked (never looking the name up a second time).
+import dns from 'node:dns/promises'
+import net from 'node:net'
+import ipaddr from 'ipaddr.js'
+
+type Addr = ipaddr.IPv4 | ipaddr.IPv6
+type Range = [Addr, number]
+
+const cidr = (s: string): Range => ipaddr.parseCIDR(s) as Range
+
+/** Link-local and cloud metadata: never reachable, whatever the allow-list says. */
+const METADATA = ['169.254.0.0/16', 'fe80::/10', 'fd00:ec2::254/128', '100.100.100.200/32', '168.63.129.16/32'].map(cidr)
+const METADATA_NAMES = new Set(['metadata.google.internal', 'metadata.azure.internal', 'instance-data'])
+/** Unspecified, broadcast and multicast: never reachable. */
+const SPECIAL = ['0.0.0.0/8', '::/128', '255.255.255.255/32', '224.0.0.0/4', 'ff00::/8'].map(cidr)
+/** Loopback: reachable only through the allow-list. */
+const LOOPBACK = ['127.0.0.0/8', '::1/128'].map(cidr)
+/** NAT64 (RFC 6052): the IPv4 address inside is the one reached. */
+const NAT64 = cidr('64:ff9b::/96')
+
+export type RefusalKind = 'metadata' | 'special' | 'loopback' | 'unresolvable' | 'invalid'
+
+export class AddressRefusedError extends Error {
+  constructor(
+    readonly kind: RefusalKind,
+    /** Short, for the problem's `errors[].reason`. */
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+export interface AllowList {
+  names: Set<string>
+  ranges: Range[]
+}
+
+const normalName = (host: string) => host.toLowerCase().replace(/\.$/, '')
+
+/** Parses `PRIME_ALARM_ALLOWED_HOSTS` entries: host names, addresses or CIDR ranges. */
+export function allowList(entries: string[]): AllowList {
+  const names = new Set<string>()
+  const ranges: Range[] = []
+  for (const raw of entries) {
+    const entry = raw.trim()
+    if (!entry) continue
+    if (entry.includes('/') && isCidr(entry)) ranges.push(unmapRange(cidr(entry)))
+    else if (ipaddr.isValid(stripBrackets(entry))) {
+      const a = unmap(ipaddr.parse(stripBrackets(entry)))
+      ranges.push([a, a.kind() === 'ipv4' ? 32 : 128])
+    } else names.add(normalName(entry))
+  }
+  return { names, ranges }
+}
+
+function isCidr(s: string): boolean {
+  try {
+    ipaddr.parseCIDR(s)
+    return true
+  } catch {
+    return false
+  }
+}
+
+const stripBrackets = (host: string) => (host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host)
+
+/** IPv4-mapped and NAT64 IPv6 addresses are checked as the IPv4 address they carry. */
+function unmap(a: Addr): Addr {
+  if (a.kind() === 'ipv6') {
+    const v6 = a as ipaddr.IPv6
+    if (v6.isIPv4MappedAddress()) return v6.toIPv4Address()
+    if (v6.match(NAT64)) {
+      const p = v6.parts
+      return new ipaddr.IPv4([p[6] >> 8, p[6] & 0xff, p[7] >> 8, p[7] & 0xff])
+    }
+  }
+  return a
+}
+
+function unmapRange([a, bits]: Range): Range {
+  const u = unmap(a)
+  return u === a ? [a, bits] : [u, Math.max(0, bits - 96)]
+}
+
+const inRanges = (a: Addr, ranges: Range[]) => ranges.some(([base, bits]) => base.kind() === a.kind() && a.match(base, bits))
+
+const isLoopbackName = (name: string) => name === 'localhost' || name.endsWith('.localhost')
+
+/**
+ * Checks one address reached for `host` (the name as configured, or the address itself).
+ * Throws AddressRefusedError when the rule refuses it.
+ */
+export function checkAddress(address: string, host: string, allow: AllowList): void {
+  if (!ipaddr.isValid(address)) throw new AddressRefusedError('invalid', 'not an IP address', `${address} is not an IP address.`)
+  const a = unmap(ipaddr.parse(address))
+  const shown = a.toString()
+  if (inRanges(a, METADATA)) {
+    throw new AddressRefusedError('metadata', 'link-local or cloud metadata address', `the address ${shown} is a link-local or cloud metadata address and is never allowed.`)
+  }
+  if (inRanges(a, SPECIAL)) {
+    throw new AddressRefusedError('special', 'unspecified, broadcast or multicast address', `the address ${shown} is an unspecified, broadcast or multicast address and is never allowed.`)
+  }
+  const name = normalName(stripBrackets(host))
+  if ((inRanges(a, LOOPBACK) || isLoopbackName(name)) && !allow.names.has(name) && !inRanges(a, allow.ranges)) {
+    throw new AddressRefusedError('loopback', 'loopback address not in PRIME_ALARM_ALLOWED_HOSTS', `the address ${shown} is a loopback address, allowed only when ${host} or ${shown} is listed in PRIME_ALARM_ALLOWED_HOSTS.`)
+  }
+}
+
+const HOST_NAME = /^(?=.{1,253}$)([a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9])?)(\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9])?)*\.?$/i
+
+/** Whether `host` is written as a host name or an IP address (IPv6 possibly in brackets). */
+export const isHostSyntax = (host: string) => net.isIP(stripBrackets(host)) !== 0 || HOST_NAME.test(host)
+
+export interface CheckedAddress {
+  /** The address to connect to. */
+  address: string
+  family: 4 | 6
+}
+
+export type Resolver = (host: string) => Promise<{ address: string; family: number }[]>
+const LOOKUP_TIMEOUT_MS = 5000
+
+const systemResolver: Resolver = (host) => dns.lookup(host, { all: true, verbatim: true })
+
+/**
+ * Resolves `host` and checks every address it resolves to (one refused address refuses
+ * the host: a name must not be able to point at a forbidden address among allowed ones).
+ * Answers the address to connect to.
+ */
+export async function resolveChecked(host: string, allow: AllowList, resolve: Resolver = systemResolver): Promise<CheckedAddress> {
+  const bare = stripBrackets(host)
+  if (net.isIP(bare)) {
+    checkAddress(bare, host, allow)
+    return { address: bare, family: net.isIP(bare) as 4 | 6 }
+  }
+  const name = normalName(bare)
+  if (METADATA_NAMES.has(name)) {
+    throw new AddressRefusedError('metadata', 'cloud metadata host name', `the host ${host} is a cloud metadata name and is never allowed.`)
+  }
+  if (!isHostSyntax(bare)) throw new AddressRefusedError('invalid', 'not a host name or address', `${host} is not a host name or address.`)
+  let found: { address: string; family: number }[]
+  let timer: NodeJS.Timeout | undefined
+  try {
+    found = await Promise.race([
+      resolve(bare),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(Object.assign(new Error('timed out'), { code: 'ETIMEOUT' })), LOOKUP_TIMEOUT_MS)
+      }),
+    ])
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'error'
+    throw new AddressRefusedError('unresolvable', 'does not resolve', `the host ${host} does not resolve (${code}).`)
+  } finally {
+    clearTimeout(timer)
+  }
+  if (found.length === 0) throw new AddressRefusedError('unresolvable', 'does not resolve', `the host ${host} does not resolve.`)
+  for (const f of found) checkAddress(f.address, host, allow)
+  return { address: found[0].address, family: found[0].family === 6 ? 6 : 4 }
+}

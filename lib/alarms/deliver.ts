@@ -1,0 +1,38 @@
+// One record to one destination, in the destination's format: shared by the outbox
+// worker and by TestAlarmDests.
+import type { FastifyInstance } from 'fastify'
+import type { DestinationRow } from '../../db/alarms.js'
+import type { AllowList } from './address.js'
+import { settingsOf } from './destinations.js'
+import { emailMessage, syslogLine, webhookPayload, type AlarmRecord, type DeliveryContext, type EmailMessage } from './format.js'
+import { sendEmail, sendSyslog, sendWebhook, type EmailSettings, type SendOutcome, type SyslogConnections, type SyslogSettings, type WebhookAgents, type WebhookSettings } from './transport.js'
+
+export interface Transports {
+  allow: AllowList
+  syslog: SyslogConnections
+  /** Keep-alive agents; without them each request opens its own connection. */
+  agents?: WebhookAgents
+}
+
+export interface Sent {
+  result: SendOutcome
+  /** The message as sent (or attempted): webhook body, syslog line or e-mail. */
+  message: Record<string, unknown> | string | EmailMessage
+}
+
+export async function sendRecord(app: FastifyInstance, dest: DestinationRow, record: AlarmRecord, ctx: DeliveryContext, t: Transports): Promise<Sent> {
+  const settings = settingsOf(dest)
+  if (dest.type === 'webhook') {
+    const body = webhookPayload(record, ctx)
+    const raw = Buffer.from(JSON.stringify(body))
+    return { message: body, result: await sendWebhook(settings as WebhookSettings, raw, ctx.deliveryId, ctx.sentTime, t.allow, t.agents) }
+  }
+  if (dest.type === 'syslog') {
+    const s = settings as SyslogSettings
+    const line = syslogLine(record, ctx, s.format, s.facility)
+    return { message: line, result: await sendSyslog(s, line, t.allow, t.syslog) }
+  }
+  const s = settings as EmailSettings
+  const mail = emailMessage(record, ctx, s.subjectPrefix, app.config.publicUrl)
+  return { message: mail, result: await sendEmail(app.mailer, s, mail, ctx.deliveryId) }
+}

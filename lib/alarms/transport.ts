@@ -1,0 +1,282 @@
+// Sending one message to one destination: webhook POST, syslog over UDP or TCP, e-mail.
+// Each answers an outcome instead of throwing: delivered, worth retrying, or failed for good.
+import crypto from 'node:crypto'
+import dgram from 'node:dgram'
+import http from 'node:http'
+import https from 'node:https'
+import net from 'node:net'
+import type { LookupFunction } from 'node:net'
+import { MailNotConfiguredError, type Mailer } from '../mail.js'
+import { AddressRefusedError, resolveChecked, type AllowList, type CheckedAddress } from './address.js'
+import { cutUtf8, octetFrame, UDP_MAX_BYTES, USER_AGENT, type EmailMessage } from './format.js'
+
+export const SEND_TIMEOUT_MS = 10_000
+
+export type FailureCode = 'address-refused' | 'timeout' | 'delivery-failed'
+
+export interface SendOutcome {
+  outcome: 'delivered' | 'retry' | 'failed'
+  error: string | null
+  code: FailureCode | null
+  /** The receiver asked to wait this long (Retry-After). */
+  retryAfterMs?: number
+}
+
+const delivered: SendOutcome = { outcome: 'delivered', error: null, code: null }
+const retry = (error: string, code: FailureCode = 'delivery-failed', retryAfterMs?: number): SendOutcome => ({ outcome: 'retry', error: error.slice(0, 1000), code, retryAfterMs })
+const fail = (error: string, code: FailureCode = 'delivery-failed'): SendOutcome => ({ outcome: 'failed', error: error.slice(0, 1000), code })
+
+class TimeoutError extends Error {}
+
+/** Resolves and checks the host; a refused address fails at once, a name that does not resolve (now) is retried. */
+async function checked(host: string, allow: AllowList): Promise<CheckedAddress | SendOutcome> {
+  try {
+    return await resolveChecked(host, allow)
+  } catch (err) {
+    if (err instanceof AddressRefusedError) {
+      const message = `Address refused: ${err.message}`
+      return err.kind === 'unresolvable' ? retry(message) : fail(message, 'address-refused')
+    }
+    return retry((err as Error).message)
+  }
+}
+const isOutcome = (v: CheckedAddress | SendOutcome): v is SendOutcome => 'outcome' in v
+
+/** A `lookup` that answers the address already checked: the connection goes there and nowhere else. */
+function fixedLookup(a: CheckedAddress): LookupFunction {
+  return ((_host: string, options: { all?: boolean }, cb: (...args: any[]) => void) => {
+    if (options?.all) cb(null, [{ address: a.address, family: a.family }])
+    else cb(null, a.address, a.family)
+  }) as LookupFunction
+}
+
+export interface WebhookSettings {
+  url: string
+  secret: string | null
+  headers: Record<string, string>
+}
+
+/** Keep-alive agents for the delivery worker; tests of a destination use fresh connections. */
+export function webhookAgents() {
+  return {
+    http: new http.Agent({ keepAlive: true, maxSockets: 4 }),
+    https: new https.Agent({ keepAlive: true, maxSockets: 4 }),
+    destroy() {
+      this.http.destroy()
+      this.https.destroy()
+    },
+  }
+}
+export type WebhookAgents = ReturnType<typeof webhookAgents>
+
+/** `sha256=<hex>` of the raw body keyed with the secret. */
+export const signature = (secret: string, body: Buffer | string) => 'sha256=' + crypto.createHmac('sha256', secret).update(body).digest('hex')
+
+function retryAfter(header: string | string[] | undefined, now: number): number | undefined {
+  const v = Array.isArray(header) ? header[0] : header
+  if (!v) return undefined
+  if (/^\d+$/.test(v.trim())) return Number(v.trim()) * 1000
+  const at = Date.parse(v)
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now)
+}
+
+/** POSTs one JSON body; success is a 2xx within the time limit. Redirects are not followed. */
+export async function sendWebhook(
+  settings: WebhookSettings,
+  body: Buffer,
+  deliveryId: string,
+  sentTime: number,
+  allow: AllowList,
+  agents?: WebhookAgents,
+): Promise<SendOutcome> {
+  const url = new URL(settings.url)
+  const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname
+  const target = await checked(host, allow)
+  if (isOutcome(target)) return target
+  const secure = url.protocol === 'https:'
+  const headers: Record<string, string | number> = { ...settings.headers }
+  headers['content-type'] = 'application/json'
+  headers['content-length'] = body.length
+  headers['user-agent'] = USER_AGENT
+  headers['x-prime-delivery-id'] = deliveryId
+  headers['x-prime-timestamp'] = String(sentTime)
+  if (settings.secret) headers['x-prime-signature'] = signature(settings.secret, body)
+  const options: https.RequestOptions = {
+    method: 'POST',
+    host,
+    port: url.port || (secure ? 443 : 80),
+    path: url.pathname + url.search,
+    headers,
+    lookup: fixedLookup(target),
+    agent: agents ? (secure ? agents.https : agents.http) : false,
+    servername: net.isIP(host) ? undefined : host,
+  }
+  return new Promise<SendOutcome>((resolve) => {
+    let settled = false
+    const done = (o: SendOutcome) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      resolve(o)
+    }
+    const req = (secure ? https : http).request(options, (res) => {
+      const status = res.statusCode ?? 0
+      let text = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk: string) => {
+        if (text.length < 300) text += chunk
+      })
+      res.on('error', () => undefined)
+      res.on('end', () => {
+        const answer = `HTTP ${status}${res.statusMessage ? ` ${res.statusMessage}` : ''}${text.trim() ? `: ${text.trim().slice(0, 200)}` : ''}`
+        if (status >= 200 && status < 300) done(delivered)
+        else if (status >= 300 && status < 400) done(fail(`${answer} (redirect to ${res.headers.location ?? '?'} not followed)`))
+        else if (status === 408 || status === 425 || status === 429 || status >= 500) done(retry(answer, 'delivery-failed', retryAfter(res.headers['retry-after'], Date.now())))
+        else done(fail(answer))
+      })
+    })
+    const timer = setTimeout(() => req.destroy(new TimeoutError(`no answer within ${SEND_TIMEOUT_MS / 1000} s`)), SEND_TIMEOUT_MS)
+    req.on('error', (err) => {
+      if (err instanceof TimeoutError) done(retry(err.message, 'timeout'))
+      else done(retry(networkError(err, target, options.port)))
+    })
+    req.end(body)
+  })
+}
+
+function networkError(err: NodeJS.ErrnoException, target: CheckedAddress, port: unknown): string {
+  const where = `${target.family === 6 ? `[${target.address}]` : target.address}:${port}`
+  if (err.code && !err.message.includes(target.address)) return `${err.code} ${where}: ${err.message}`
+  return err.message
+}
+
+export interface SyslogSettings {
+  host: string
+  port: number
+  transport: 'udp' | 'tcp'
+  format: 'rfc5424' | 'cef'
+  facility: string
+}
+
+/**
+ * Open TCP connections to syslog receivers, one per address and port, reused from one
+ * message to the next (a receiver sees one stream, in order).
+ */
+export class SyslogConnections {
+  private sockets = new Map<string, net.Socket>()
+
+  async write(target: CheckedAddress, port: number, frame: Buffer, timeoutMs: number): Promise<void> {
+    const key = `${target.address}|${port}`
+    let socket = this.sockets.get(key)
+    if (!socket || socket.destroyed || !socket.writable) {
+      socket = await connect(target, port, timeoutMs)
+      this.sockets.set(key, socket)
+      const s = socket
+      const forget = () => {
+        if (this.sockets.get(key) === s) this.sockets.delete(key)
+      }
+      s.on('close', forget)
+      s.on('end', () => s.destroy())
+      s.on('error', forget)
+      s.on('data', () => undefined)
+      // An idle connection is closed after a while; the next message opens another.
+      s.setTimeout(60_000, () => s.destroy())
+    }
+    const s = socket
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        s.destroy()
+        reject(new TimeoutError(`not written within ${timeoutMs / 1000} s`))
+      }, timeoutMs)
+      s.write(frame, (err) => {
+        clearTimeout(timer)
+        if (err) reject(err)
+        else resolve()
+      })
+    })
+  }
+
+  close() {
+    for (const s of this.sockets.values()) s.destroy()
+    this.sockets.clear()
+  }
+}
+
+function connect(target: CheckedAddress, port: number, timeoutMs: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: target.address, port, family: target.family })
+    const timer = setTimeout(() => {
+      socket.destroy()
+      reject(new TimeoutError(`no connection within ${timeoutMs / 1000} s`))
+    }, timeoutMs)
+    socket.once('connect', () => {
+      clearTimeout(timer)
+      socket.removeAllListeners('error')
+      resolve(socket)
+    })
+    socket.once('error', (err) => {
+      clearTimeout(timer)
+      reject(err)
+    })
+  })
+}
+
+function sendUdp(target: CheckedAddress, port: number, line: string): Promise<void> {
+  const datagram = cutUtf8(line, UDP_MAX_BYTES)
+  return new Promise((resolve, reject) => {
+    const socket = dgram.createSocket(target.family === 6 ? 'udp6' : 'udp4')
+    socket.on('error', (err) => {
+      socket.close()
+      reject(err)
+    })
+    socket.send(datagram, port, target.address, (err) => {
+      socket.close()
+      if (err) reject(err)
+      else resolve()
+    })
+  })
+}
+
+/** Sends one syslog line: UDP counts once sent, TCP once written (octet-counting framing). */
+export async function sendSyslog(settings: SyslogSettings, line: string, allow: AllowList, connections: SyslogConnections, timeoutMs = SEND_TIMEOUT_MS): Promise<SendOutcome> {
+  const target = await checked(settings.host, allow)
+  if (isOutcome(target)) return target
+  try {
+    if (settings.transport === 'udp') await sendUdp(target, settings.port, line)
+    else await connections.write(target, settings.port, octetFrame(line), timeoutMs)
+    return delivered
+  } catch (err) {
+    if (err instanceof TimeoutError) return retry(err.message, 'timeout')
+    return retry(networkError(err as NodeJS.ErrnoException, target, settings.port))
+  }
+}
+
+export interface EmailSettings {
+  recipients: string[]
+  subjectPrefix: string
+}
+
+/** Sends one e-mail through the server's SMTP settings: delivered once the SMTP server accepts it. */
+export async function sendEmail(mailer: Mailer, settings: EmailSettings, message: EmailMessage, deliveryId: string, timeoutMs = SEND_TIMEOUT_MS): Promise<SendOutcome> {
+  let timer: NodeJS.Timeout | undefined
+  try {
+    const result = await Promise.race([
+      mailer.send({ to: settings.recipients, subject: message.subject, text: message.text, html: message.html, headers: { 'X-Prime-Delivery-Id': deliveryId } }),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new TimeoutError(`the SMTP server did not accept it within ${timeoutMs / 1000} s`)), timeoutMs)
+      }),
+    ])
+    if (result.accepted.length === 0) return fail(`No recipient accepted: ${result.response}`)
+    return delivered
+  } catch (err) {
+    if (err instanceof TimeoutError) return retry(err.message, 'timeout')
+    if (err instanceof MailNotConfiguredError) return fail(err.message)
+    const e = err as Error & { responseCode?: number; response?: string; code?: string }
+    const text = e.response ? `SMTP ${e.response}` : `${e.code ? `${e.code}: ` : ''}${e.message}`
+    // 5xx: the server refuses this message for good; 4xx and network errors may pass later.
+    if (e.responseCode && e.responseCode >= 500) return fail(text)
+    return retry(text)
+  } finally {
+    clearTimeout(timer)
+  }
+}
