@@ -1,5 +1,509 @@
+// Reports: definitions, runs (the queue, the files they stored, their e-mail), and the
+// reads a report makes that no other repository offers: aggregates over agents and
+// peripherals, and the events and audit records of a period. Every read that could cover
+// a large table goes in steps (id ranges, days, keyset pages), so that a report never
+// holds the connection for long and other requests run in between.
 import type { DB } from './index.js'
+import type { AgentFilter, PeripheralFilter } from '../lib/agent-filter.js'
+import { contains } from '../lib/listing.js'
+import { agentWhere, statementCache } from './agents.js'
+import { peripheralWhere, type PeripheralListRow } from './peripherals.js'
 
-export function reportsRepo(_db: DB) {
-  return {}
+export interface ReportRow {
+  id: string
+  name: string
+  name_key: string
+  description: string | null
+  type: string
+  format: 'PDF' | 'CSV'
+  filters: string
+  schedule: string | null
+  recipients: string
+  sender: string | null
+  is_active: number
+  owner: string
+  created_ms: number
+  updated_ms: number
+  next_run_ms: number | null
+  retention_files: number
+  retention_bytes: number
 }
+
+export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed'
+export type RunTrigger = 'schedule' | 'request' | 'catchUp'
+export type EmailStatus = 'none' | 'pending' | 'sent' | 'partial' | 'failed'
+
+export interface RunRow {
+  seq: number
+  id: string
+  report_id: string
+  trigger: RunTrigger
+  requested_by: string | null
+  due_ms: number
+  queued_ms: number
+  started_ms: number | null
+  finished_ms: number | null
+  status: RunStatus
+  reason: string | null
+  definition: string
+  format: 'PDF' | 'CSV'
+  file_name: string | null
+  file_path: string | null
+  size_bytes: number | null
+  row_count: number | null
+  truncated: number
+  file_deleted_ms: number | null
+  email_status: EmailStatus
+  email_detail: string | null
+  email_attempts: number
+  email_next_ms: number | null
+}
+
+export type ReportInsert = Omit<ReportRow, 'name_key'>
+export type ReportChanges = Partial<Omit<ReportRow, 'id' | 'name_key' | 'owner' | 'created_ms'>>
+
+/** Agents per step of an aggregate over agents or peripherals. */
+const AGENT_STEP = 5000
+/** Rows per page of a streamed read. */
+const PAGE_ROWS = 1000
+
+export const nameKey = (name: string) => name.trim().toLowerCase()
+const pause = () => new Promise((resolve) => setImmediate(resolve))
+
+// ---- data of the reports ----
+
+/** Counters of the agents a report covers. */
+export interface AgentTotals {
+  agents: number
+  connected: number
+  armed: number
+  withUnapproved: number
+  withVulnerable: number
+  withAttackTools: number
+  licenseActivated: number
+  unapprovedPeripherals: number
+}
+
+/** Counters of the peripherals a report covers. */
+export interface PeripheralTotals {
+  peripherals: number
+  hosts: number
+  present: number
+  approved: number
+  unapproved: number
+  vulnerable: number
+  attackTools: number
+}
+
+/** Extra peripheral conditions of the reports (the lists have no such filters). */
+export interface PeripheralExtra {
+  approved?: boolean
+  icons?: number[]
+}
+
+export interface EventFilter {
+  from: number
+  to: number
+  /** Severity number at or below this (Warning: 0-4). */
+  maxSeverity?: number
+  categories?: string[]
+  source?: string
+  globalSearch?: string
+}
+
+export interface AuditFilter {
+  from: number
+  to: number
+  maxSeverity?: number
+  categories?: string[]
+  user?: string
+  outcomes?: string[]
+}
+
+export interface EventRow {
+  id: number
+  created_ms: number
+  event_code: string
+  severity: number
+  category: string
+  entity_id: string
+  description: string
+  details: string
+  hashtags: string | null
+  peripheral_icon: number
+  asset_key: string | null
+  asset_name: string | null
+  peripheral_asset_id: string | null
+}
+
+export interface AuditDigestRow {
+  id: number
+  created_ms: number
+  severity: number
+  category: string
+  user_name: string | null
+  source_ip: string | null
+  description: string
+  details: string
+  operation_id: string | null
+  outcome: string
+  asset_key: string | null
+  asset_name: string | null
+  asset_type: string
+}
+
+/** Counts of a digest: by severity, by a category and by a third key (source, user). */
+export interface DigestTotals {
+  total: number
+  bySeverity: Map<number, number>
+  byCategory: Map<string, number>
+  byOutcome: Map<string, number>
+  byKey: Map<string, number>
+}
+
+function where(parts: string[]) {
+  return parts.length ? parts.join(' AND ') : '1'
+}
+
+function eventConditions(f: EventFilter): { sql: string; params: unknown[] } {
+  const parts = ['created_ms >= ?', 'created_ms < ?']
+  const params: unknown[] = [f.from, f.to]
+  if (f.maxSeverity !== undefined) {
+    parts.push('severity <= ?')
+    params.push(f.maxSeverity)
+  }
+  if (f.categories?.length) {
+    parts.push(`category IN (${f.categories.map(() => '?').join(', ')})`)
+    params.push(...f.categories)
+  }
+  if (f.source !== undefined) {
+    parts.push("entity_id LIKE ? ESCAPE '\\'")
+    params.push(contains(f.source))
+  }
+  if (f.globalSearch !== undefined) {
+    // The fields GetEvents' GlobalSearch looks in (severityString is matched by name below).
+    const columns = ['description', 'details', 'entity_id', 'event_code', 'category', 'hashtags', 'asset_name']
+    const names = ['Emergency', 'Alert', 'Critical', 'Error', 'Warning', 'Notice', 'Informational', 'Debug']
+    const bySeverity = names.map((n, i) => [n, i] as const).filter(([n]) => n.toLowerCase().includes(f.globalSearch!.toLowerCase())).map(([, i]) => i)
+    const any = columns.map((c) => `${c} LIKE ? ESCAPE '\\'`)
+    if (bySeverity.length) any.push(`severity IN (${bySeverity.join(', ')})`)
+    parts.push(`(${any.join(' OR ')})`)
+    params.push(...columns.map(() => contains(f.globalSearch!)))
+  }
+  return { sql: where(parts), params }
+}
+
+function auditConditions(f: AuditFilter): { sql: string; params: unknown[] } {
+  const parts = ['created_ms >= ?', 'created_ms < ?']
+  const params: unknown[] = [f.from, f.to]
+  if (f.maxSeverity !== undefined) {
+    parts.push('severity <= ?')
+    params.push(f.maxSeverity)
+  }
+  if (f.categories?.length) {
+    parts.push(`category IN (${f.categories.map(() => '?').join(', ')})`)
+    params.push(...f.categories)
+  }
+  if (f.user !== undefined) {
+    parts.push("user_name LIKE ? ESCAPE '\\'")
+    params.push(contains(f.user))
+  }
+  if (f.outcomes?.length) {
+    parts.push(`outcome IN (${f.outcomes.map(() => '?').join(', ')})`)
+    params.push(...f.outcomes)
+  }
+  return { sql: where(parts), params }
+}
+
+function peripheralConditions(f: PeripheralFilter, extra: PeripheralExtra): { sql: string; params: unknown[] } {
+  const base = peripheralWhere(f)
+  const parts = [base.sql]
+  const params = [...base.params]
+  if (extra.approved !== undefined) parts.push(`p.approved = ${extra.approved ? 1 : 0}`)
+  if (extra.icons?.length) parts.push(`p.dev_icon IN (${extra.icons.map((i) => Math.trunc(i)).join(', ')})`)
+  return { sql: parts.join(' AND '), params }
+}
+
+const bump = <K>(m: Map<K, number>, k: K, n: number) => m.set(k, (m.get(k) ?? 0) + n)
+
+export function reportsRepo(db: DB) {
+  const cached = statementCache(db, 64)
+
+  // ---- definitions ----
+  const insert = db.prepare(
+    `INSERT INTO reports (id, name, name_key, description, type, format, filters, schedule, recipients, sender, is_active, owner,
+       created_ms, updated_ms, next_run_ms, retention_files, retention_bytes)
+     VALUES (@id, @name, @name_key, @description, @type, @format, @filters, @schedule, @recipients, @sender, @is_active, @owner,
+       @created_ms, @updated_ms, @next_run_ms, @retention_files, @retention_bytes)`,
+  )
+  const byId = db.prepare<[string], ReportRow>('SELECT * FROM reports WHERE id = ?')
+  const byKey = db.prepare<[string], ReportRow>('SELECT * FROM reports WHERE name_key = ?')
+  const all = db.prepare<[], ReportRow>('SELECT * FROM reports ORDER BY name_key, id')
+  const count = db.prepare<[], number>('SELECT count(*) FROM reports').pluck()
+  const remove = db.prepare<[string]>('DELETE FROM reports WHERE id = ?')
+  const due = db.prepare<[number], ReportRow>('SELECT * FROM reports WHERE next_run_ms <= ? AND is_active = 1 ORDER BY next_run_ms, id')
+  const advance = db.prepare<[number | null, string, number]>('UPDATE reports SET next_run_ms = ? WHERE id = ? AND next_run_ms = ?')
+  const earliest = db.prepare<[], number | null>('SELECT min(next_run_ms) FROM reports WHERE is_active = 1').pluck()
+
+  // ---- runs ----
+  const insertRun = db.prepare(
+    `INSERT INTO report_runs (id, report_id, trigger, requested_by, due_ms, queued_ms, status, definition, format)
+     VALUES (@id, @report_id, @trigger, @requested_by, @due_ms, @queued_ms, 'queued', @definition, @format)`,
+  )
+  const runById = db.prepare<[string], RunRow>('SELECT * FROM report_runs WHERE id = ?')
+  const runsOf = db.prepare<[string, number], RunRow>('SELECT * FROM report_runs WHERE report_id = ? ORDER BY seq DESC LIMIT ?')
+  const lastRuns = db.prepare<[], RunRow>('SELECT * FROM report_runs WHERE seq IN (SELECT max(seq) FROM report_runs GROUP BY report_id)')
+  const lastRunOf = db.prepare<[string], RunRow>('SELECT * FROM report_runs WHERE report_id = ? ORDER BY seq DESC LIMIT 1')
+  const openRunOf = db.prepare<[string], RunRow>("SELECT * FROM report_runs WHERE report_id = ? AND status IN ('queued', 'running') ORDER BY seq LIMIT 1")
+  const queued = db.prepare<[number], RunRow>("SELECT * FROM report_runs WHERE status = 'queued' ORDER BY seq LIMIT ?")
+  const start = db.prepare<[number, string]>("UPDATE report_runs SET status = 'running', started_ms = ? WHERE id = ? AND status = 'queued'")
+  const requeue = db.prepare<[string]>("UPDATE report_runs SET status = 'queued', started_ms = NULL WHERE id = ? AND status = 'running'")
+  const interrupted = db.prepare<[number, string]>("UPDATE report_runs SET status = 'failed', finished_ms = ?, reason = ? WHERE status = 'running'")
+  const fail = db.prepare<[number, string, string]>("UPDATE report_runs SET status = 'failed', finished_ms = ?, reason = ? WHERE id = ? AND status = 'running'")
+  const succeed = db.prepare(
+    `UPDATE report_runs SET status = 'succeeded', finished_ms = @finished_ms, file_name = @file_name, file_path = @file_path,
+       size_bytes = @size_bytes, row_count = @row_count, truncated = @truncated, email_status = @email_status,
+       email_next_ms = @email_next_ms, email_detail = @email_detail
+     WHERE id = @id AND status = 'running'`,
+  )
+  const storedFiles = db.prepare<[string], RunRow>(
+    "SELECT * FROM report_runs WHERE report_id = ? AND file_path IS NOT NULL AND file_deleted_ms IS NULL ORDER BY seq DESC",
+  )
+  const fileDeleted = db.prepare<[number, string]>('UPDATE report_runs SET file_deleted_ms = ? WHERE id = ? AND file_deleted_ms IS NULL')
+  const newestFile = db.prepare<[string], RunRow>(
+    "SELECT * FROM report_runs WHERE report_id = ? AND status = 'succeeded' AND file_path IS NOT NULL AND file_deleted_ms IS NULL ORDER BY seq DESC LIMIT 1",
+  )
+  // Older records go, except those that still hold a file (it stays downloadable by its id).
+  const pruneRuns = db.prepare<[string, string, number]>(
+    `DELETE FROM report_runs WHERE report_id = ? AND status IN ('succeeded', 'failed') AND (file_path IS NULL OR file_deleted_ms IS NOT NULL)
+       AND seq < (SELECT min(seq) FROM (SELECT seq FROM report_runs WHERE report_id = ? ORDER BY seq DESC LIMIT ?))`,
+  )
+  const pendingMail = db.prepare<[number, number], RunRow>("SELECT * FROM report_runs WHERE email_status = 'pending' AND email_next_ms <= ? ORDER BY email_next_ms LIMIT ?")
+  const setMail = db.prepare(
+    `UPDATE report_runs SET email_status = @email_status, email_detail = @email_detail, email_attempts = @email_attempts, email_next_ms = @email_next_ms
+     WHERE id = @id`,
+  )
+  const health = db.prepare<[], { reports: number; active: number; runs_failed: number; mail_failed: number; mail_partial: number; mail_retrying: number; overdue_before: number | null }>(
+    `WITH last AS (SELECT * FROM report_runs WHERE seq IN (SELECT max(seq) FROM report_runs WHERE status IN ('succeeded', 'failed') GROUP BY report_id)),
+          mailed AS (SELECT * FROM report_runs WHERE seq IN (SELECT max(seq) FROM report_runs WHERE email_status IN ('sent', 'partial', 'failed') GROUP BY report_id))
+     SELECT (SELECT count(*) FROM reports) AS reports,
+            (SELECT count(*) FROM reports WHERE is_active = 1) AS active,
+            (SELECT count(*) FROM last WHERE status = 'failed') AS runs_failed,
+            (SELECT count(*) FROM mailed WHERE email_status = 'failed') AS mail_failed,
+            (SELECT count(*) FROM mailed WHERE email_status = 'partial') AS mail_partial,
+            (SELECT count(*) FROM report_runs WHERE email_status = 'pending' AND email_attempts > 0) AS mail_retrying,
+            (SELECT min(next_run_ms) FROM reports WHERE is_active = 1) AS overdue_before`,
+  )
+  const failedNames = db.prepare<[], { name: string; reason: string | null; email_detail: string | null; email_status: string; status: string }>(
+    `SELECT r.name, x.reason, x.email_detail, x.email_status, x.status FROM report_runs x JOIN reports r ON r.id = x.report_id
+     WHERE x.seq IN (SELECT max(seq) FROM report_runs WHERE status IN ('succeeded', 'failed') GROUP BY report_id)
+       AND (x.status = 'failed' OR x.email_status IN ('failed', 'partial'))
+     ORDER BY x.seq DESC LIMIT 3`,
+  )
+
+  // ---- data ----
+  const agentRange = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT min(id) AS lo, max(id) AS hi FROM agents')
+  const peripheralsOfAgents = db.prepare<[string], PeripheralListRow>(
+    `SELECT p.*, a.host_identifier, a.local_ip_address AS host_ip, a.hashtags AS agent_hashtags
+     FROM peripherals p JOIN agents a ON a.id = p.agent_id WHERE p.agent_id IN (SELECT value FROM json_each(?))`,
+  )
+
+  /** Steps over agent id ranges; `fn` gets [from, to). */
+  async function byAgentRanges(fn: (from: number, to: number) => void, signal?: AbortSignal) {
+    const range = agentRange.get()!
+    if (range.lo === null || range.hi === null) return
+    for (let from = range.lo; from <= range.hi; from += AGENT_STEP) {
+      if (from > range.lo) await pause()
+      signal?.throwIfAborted()
+      fn(from, from + AGENT_STEP)
+    }
+  }
+
+  /** Counts over days of [from, to): each day is one GROUP BY, with other work between them. */
+  async function byDays(from: number, to: number, fn: (a: number, b: number) => void, signal?: AbortSignal) {
+    const DAY = 86_400_000
+    for (let a = from; a < to; a += DAY) {
+      if (a > from) await pause()
+      signal?.throwIfAborted()
+      fn(a, Math.min(a + DAY, to))
+    }
+  }
+
+  return {
+    // ---- definitions ----
+    insert: (r: ReportInsert) => insert.run({ ...r, name_key: nameKey(r.name) }),
+    byId: (id: string) => byId.get(id),
+    byName: (name: string) => byKey.get(nameKey(name)),
+    all: () => all.all(),
+    count: () => count.get() as number,
+    /** Changes the given columns (a name keeps its key in step). */
+    update(id: string, changes: ReportChanges): void {
+      const set = { ...changes } as Record<string, unknown>
+      if (changes.name !== undefined) set.name_key = nameKey(changes.name)
+      const columns = Object.keys(set)
+      if (!columns.length) return
+      cached(`UPDATE reports SET ${columns.map((c) => `${c} = @${c}`).join(', ')} WHERE id = @id`).run({ ...set, id })
+    },
+    /** Deletes the definition; its runs go with it (foreign key). */
+    remove: (id: string) => remove.run(id).changes > 0,
+
+    // ---- scheduling ----
+    /** Active reports whose next due time has come. */
+    due: (now: number) => due.all(now),
+    /** Moves the next due time on, if it is still the one read (answers whether it did). */
+    advance: (id: string, from: number, to: number | null) => advance.run(to, id, from).changes === 1,
+    earliestDue: () => earliest.get() as number | null,
+
+    // ---- runs ----
+    insertRun: (r: Pick<RunRow, 'id' | 'report_id' | 'trigger' | 'requested_by' | 'due_ms' | 'queued_ms' | 'definition' | 'format'>) => insertRun.run(r),
+    runById: (id: string) => runById.get(id),
+    runsOf: (reportId: string, limit: number) => runsOf.all(reportId, limit),
+    lastRuns: () => new Map(lastRuns.all().map((r) => [r.report_id, r])),
+    lastRunOf: (reportId: string) => lastRunOf.get(reportId),
+    openRunOf: (reportId: string) => openRunOf.get(reportId),
+    queued: (limit: number) => queued.all(limit),
+    start: (id: string, now: number) => start.run(now, id).changes === 1,
+    requeue: (id: string) => requeue.run(id).changes === 1,
+    /** Runs left `running` by a server that stopped without finishing them. */
+    failInterrupted: (now: number, reason: string) => interrupted.run(now, reason).changes,
+    fail: (id: string, now: number, reason: string) => fail.run(now, reason.slice(0, 1000), id).changes === 1,
+    succeed: (r: Pick<RunRow, 'id' | 'finished_ms' | 'file_name' | 'file_path' | 'size_bytes' | 'row_count' | 'truncated' | 'email_status' | 'email_next_ms' | 'email_detail'>) =>
+      succeed.run(r).changes === 1,
+    storedFiles: (reportId: string) => storedFiles.all(reportId),
+    fileDeleted: (id: string, now: number) => fileDeleted.run(now, id).changes === 1,
+    newestFile: (reportId: string) => newestFile.get(reportId),
+    pruneRuns: (reportId: string, keep: number) => pruneRuns.run(reportId, reportId, keep).changes,
+    pendingMail: (now: number, limit: number) => pendingMail.all(now, limit),
+    setMail: (r: Pick<RunRow, 'id' | 'email_status' | 'email_detail' | 'email_attempts' | 'email_next_ms'>) => setMail.run(r),
+    health: () => health.get()!,
+    failures: () => failedNames.all(),
+
+    // ---- data ----
+    /** Counters of the agents matching the filter. */
+    async agentTotals(f: AgentFilter, signal?: AbortSignal): Promise<AgentTotals> {
+      const w = agentWhere(f)
+      const sql = cached(
+        `SELECT count(*) AS agents, coalesce(sum(connection_status = 'Connected'), 0) AS connected, coalesce(sum(operational_status = 'Armed'), 0) AS armed,
+           coalesce(sum(has_unapproved), 0) AS withUnapproved, coalesce(sum(has_vulnerable), 0) AS withVulnerable,
+           coalesce(sum(has_attack_tool), 0) AS withAttackTools, coalesce(sum(license_status = 'Activated'), 0) AS licenseActivated,
+           coalesce(sum(not_approved), 0) AS unapprovedPeripherals
+         FROM agents a WHERE a.id >= ? AND a.id < ? AND ${w.sql}`,
+      )
+      const t: AgentTotals = { agents: 0, connected: 0, armed: 0, withUnapproved: 0, withVulnerable: 0, withAttackTools: 0, licenseActivated: 0, unapprovedPeripherals: 0 }
+      await byAgentRanges((from, to) => {
+        const r = sql.get(from, to, ...w.params) as AgentTotals
+        for (const k of Object.keys(t) as (keyof AgentTotals)[]) t[k] += r[k]
+      }, signal)
+      return t
+    },
+
+    /** Counters of the peripherals matching the filter. */
+    async peripheralTotals(f: PeripheralFilter, extra: PeripheralExtra, signal?: AbortSignal): Promise<PeripheralTotals> {
+      const w = peripheralConditions(f, extra)
+      const sql = cached(
+        `SELECT count(*) AS peripherals, count(DISTINCT p.agent_id) AS hosts, coalesce(sum(p.present), 0) AS present, coalesce(sum(p.approved), 0) AS approved,
+           coalesce(sum(p.is_unapproved), 0) AS unapproved, coalesce(sum(p.is_vulnerable), 0) AS vulnerable, coalesce(sum(p.is_attack_tool), 0) AS attackTools
+         FROM peripherals p WHERE p.agent_id >= ? AND p.agent_id < ? AND ${w.sql}`,
+      )
+      const t: PeripheralTotals = { peripherals: 0, hosts: 0, present: 0, approved: 0, unapproved: 0, vulnerable: 0, attackTools: 0 }
+      // An agent is in one range only, so the distinct hosts of the ranges add up.
+      await byAgentRanges((from, to) => {
+        const r = sql.get(from, to, ...w.params) as PeripheralTotals
+        for (const k of Object.keys(t) as (keyof PeripheralTotals)[]) t[k] += r[k]
+      }, signal)
+      return t
+    },
+
+    /**
+     * The peripherals matching the filter, agent by agent in the order of `agentIds`
+     * (each agent's by deviceID), read for a few hundred agents at a time.
+     */
+    async *peripherals(agentIds: readonly number[], f: PeripheralFilter, extra: PeripheralExtra, signal?: AbortSignal): AsyncGenerator<PeripheralListRow> {
+      const w = peripheralConditions(f, extra)
+      const filtered = w.sql !== '1'
+      const sql = filtered
+        ? cached(
+            `SELECT p.*, a.host_identifier, a.local_ip_address AS host_ip, a.hashtags AS agent_hashtags
+             FROM peripherals p JOIN agents a ON a.id = p.agent_id WHERE p.agent_id IN (SELECT value FROM json_each(?)) AND ${w.sql}`,
+          )
+        : peripheralsOfAgents
+      const step = 200
+      for (let i = 0; i < agentIds.length; i += step) {
+        if (i > 0) await pause()
+        signal?.throwIfAborted()
+        const page = agentIds.slice(i, i + step)
+        const order = new Map(page.map((id, k) => [id, k]))
+        const rows = (filtered ? sql.all(JSON.stringify(page), ...w.params) : sql.all(JSON.stringify(page))) as PeripheralListRow[]
+        rows.sort((a, b) => order.get(a.agent_id)! - order.get(b.agent_id)! || (a.device_id < b.device_id ? -1 : a.device_id > b.device_id ? 1 : a.id - b.id))
+        yield* rows
+      }
+    },
+
+    /** Counts of the events of the filter: by severity, category and source. */
+    async eventTotals(f: EventFilter, signal?: AbortSignal): Promise<DigestTotals> {
+      const t: DigestTotals = { total: 0, bySeverity: new Map(), byCategory: new Map(), byOutcome: new Map(), byKey: new Map() }
+      const { sql: w, params } = eventConditions({ ...f, from: 0, to: 0 })
+      const q = cached(`SELECT severity, category, entity_id AS key, count(*) AS n FROM events WHERE ${w} GROUP BY 1, 2, 3`)
+      await byDays(f.from, f.to, (a, b) => {
+        for (const r of q.all(a, b, ...params.slice(2)) as { severity: number; category: string; key: string; n: number }[]) {
+          t.total += r.n
+          bump(t.bySeverity, r.severity, r.n)
+          bump(t.byCategory, r.category, r.n)
+          bump(t.byKey, r.key, r.n)
+        }
+      }, signal)
+      return t
+    },
+
+    /** The events of the filter, newest first, a page at a time. */
+    async *events(f: EventFilter, signal?: AbortSignal): AsyncGenerator<EventRow> {
+      const { sql: w, params } = eventConditions(f)
+      const first = cached(`SELECT * FROM events WHERE ${w} ORDER BY created_ms DESC, id DESC LIMIT ${PAGE_ROWS}`)
+      const next = cached(`SELECT * FROM events WHERE ${w} AND (created_ms, id) < (?, ?) ORDER BY created_ms DESC, id DESC LIMIT ${PAGE_ROWS}`)
+      let page = first.all(...params) as EventRow[]
+      while (page.length) {
+        yield* page
+        if (page.length < PAGE_ROWS) return
+        await pause()
+        signal?.throwIfAborted()
+        const last = page[page.length - 1]
+        page = next.all(...params, last.created_ms, last.id) as EventRow[]
+      }
+    },
+
+    /** Counts of the audit records of the filter: by severity, category, outcome and user. */
+    async auditTotals(f: AuditFilter, signal?: AbortSignal): Promise<DigestTotals> {
+      const t: DigestTotals = { total: 0, bySeverity: new Map(), byCategory: new Map(), byOutcome: new Map(), byKey: new Map() }
+      const { sql: w, params } = auditConditions({ ...f, from: 0, to: 0 })
+      const q = cached(`SELECT severity, category, outcome, coalesce(user_name, '(unknown)') AS key, count(*) AS n FROM audit_trail WHERE ${w} GROUP BY 1, 2, 3, 4`)
+      await byDays(f.from, f.to, (a, b) => {
+        for (const r of q.all(a, b, ...params.slice(2)) as { severity: number; category: string; outcome: string; key: string; n: number }[]) {
+          t.total += r.n
+          bump(t.bySeverity, r.severity, r.n)
+          bump(t.byCategory, r.category, r.n)
+          bump(t.byOutcome, r.outcome, r.n)
+          bump(t.byKey, r.key, r.n)
+        }
+      }, signal)
+      return t
+    },
+
+    /** The audit records of the filter, newest first, a page at a time. */
+    async *auditRecords(f: AuditFilter, signal?: AbortSignal): AsyncGenerator<AuditDigestRow> {
+      const { sql: w, params } = auditConditions(f)
+      const columns = 'id, created_ms, severity, category, user_name, source_ip, description, details, operation_id, outcome, asset_key, asset_name, asset_type'
+      const first = cached(`SELECT ${columns} FROM audit_trail WHERE ${w} ORDER BY created_ms DESC, id DESC LIMIT ${PAGE_ROWS}`)
+      const next = cached(`SELECT ${columns} FROM audit_trail WHERE ${w} AND (created_ms, id) < (?, ?) ORDER BY created_ms DESC, id DESC LIMIT ${PAGE_ROWS}`)
+      let page = first.all(...params) as AuditDigestRow[]
+      while (page.length) {
+        yield* page
+        if (page.length < PAGE_ROWS) return
+        await pause()
+        signal?.throwIfAborted()
+        const last = page[page.length - 1]
+        page = next.all(...params, last.created_ms, last.id) as AuditDigestRow[]
+      }
+    },
+  }
+}
+export type ReportsRepo = ReturnType<typeof reportsRepo>

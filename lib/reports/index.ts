@@ -1,10 +1,228 @@
+// The report scheduler: queues each due time of each active report once (also across
+// restarts: queuing a due time and moving the report's next due time past it are one
+// transaction), runs queued runs (at most two at a time, one per report), and sends
+// their e-mail, retrying failed deliveries with backoff.
+import crypto from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
+import type { ReportRow, RunRow } from '../../db/reports.js'
 import type { HealthStatus } from '../health.js'
+import { iso } from '../time.js'
+import type { Definition } from './content.js'
+import { mailRun } from './mail.js'
+import { executeRun, RUN_TIMEOUT_MS, RunStopped } from './runner.js'
+import { latestDue, nextDue, type Schedule } from './schedule.js'
+
+export const MAX_CONCURRENT_RUNS = 2
+const TICK_MS = 10_000
+/** A due time queued later than this after it passed (the server was down or stalled) is a catch-up. */
+const CATCH_UP_AFTER_MS = 5 * 60_000
+const MAIL_BATCH = 20
+const CLOSE_WAIT_MS = 10_000
+
+/** The definition a run keeps: later changes to the report do not alter a queued run. */
+export function snapshot(r: ReportRow): Definition {
+  return {
+    id: r.id,
+    name: r.name,
+    description: r.description,
+    type: r.type as Definition['type'],
+    format: r.format,
+    filters: JSON.parse(r.filters),
+    schedule: r.schedule === null ? null : (JSON.parse(r.schedule) as Schedule),
+    recipients: JSON.parse(r.recipients),
+    sender: r.sender,
+  }
+}
+
+interface Active {
+  reportId: string
+  controller: AbortController
+  done: Promise<void>
+}
+
+export class ReportScheduler {
+  private readonly active = new Map<string, Active>()
+  private mailing: Promise<void> | null = null
+  private timer: NodeJS.Timeout | undefined
+  private closed = false
+  /** When this scheduler started: due times before it were missed while the server was down. */
+  readonly startedMs: number
+
+  constructor(private readonly app: FastifyInstance) {
+    this.startedMs = Date.now()
+    // Runs a stopped server left "running" cannot be resumed: they failed.
+    app.repos.reports.failInterrupted(this.startedMs, 'The server stopped while this run was in progress.')
+  }
+
+  /** Starts the timer; the first tick catches up at once. */
+  start(): void {
+    const loop = () => {
+      if (this.closed) return
+      void this.tick().catch((err) => this.app.log.error({ err }, 'report scheduler tick failed')).finally(() => {
+        if (this.closed) return
+        const earliest = this.app.repos.reports.earliestDue()
+        const wait = earliest === null ? TICK_MS : Math.max(50, Math.min(TICK_MS, earliest - Date.now()))
+        this.timer = setTimeout(loop, wait).unref()
+      })
+    }
+    loop()
+  }
+
+  /**
+   * Queues every due time that has come by `now` (one run per report: the latest due
+   * time, a catch-up when the earlier ones were missed), starts queued runs, and sends
+   * the e-mail that is due. Answers the runs it queued.
+   */
+  async tick(now = Date.now()): Promise<string[]> {
+    if (this.closed) return []
+    const { reports } = this.app.repos
+    const queued: string[] = []
+    for (const r of reports.due(now)) {
+      const schedule = r.schedule === null ? null : (JSON.parse(r.schedule) as Schedule)
+      const id = this.app.db.transaction(() => {
+        if (!schedule) {
+          reports.advance(r.id, r.next_run_ms!, null)
+          return null
+        }
+        const { due, missed } = latestDue(schedule, r.next_run_ms!, now)
+        // Only the scheduler moves next_run_ms forward: if it changed meanwhile, someone else did the work.
+        if (!reports.advance(r.id, r.next_run_ms!, nextDue(schedule, now))) return null
+        const late = missed > 0 || due < this.startedMs || now - due > CATCH_UP_AFTER_MS
+        const runId = crypto.randomUUID()
+        reports.insertRun({ id: runId, report_id: r.id, trigger: late ? 'catchUp' : 'schedule', requested_by: null, due_ms: due, queued_ms: now, definition: JSON.stringify(snapshot(r)), format: r.format })
+        if (missed > 0) this.app.log.warn({ reportId: r.id, missed, due: iso(due) }, 'report due times missed while the server was down: one catch-up run')
+        return runId
+      })()
+      if (id) queued.push(id)
+    }
+    this.kick()
+    this.sendMail(now)
+    return queued
+  }
+
+  /** Starts queued runs while fewer than two run (never two of one report). */
+  kick(): void {
+    if (this.closed) return
+    const { reports } = this.app.repos
+    if (this.active.size >= MAX_CONCURRENT_RUNS) return
+    const busy = new Set([...this.active.values()].map((a) => a.reportId))
+    for (const run of reports.queued(MAX_CONCURRENT_RUNS * 10)) {
+      if (this.active.size >= MAX_CONCURRENT_RUNS) break
+      if (busy.has(run.report_id) || this.active.has(run.id)) continue
+      busy.add(run.report_id)
+      this.launch(run)
+    }
+  }
+
+  private launch(run: RunRow) {
+    const controller = new AbortController()
+    const timeout = setTimeout(() => controller.abort(new RunStopped('timeout')), RUN_TIMEOUT_MS).unref()
+    const done = executeRun(this.app, run, controller.signal, () => this.sendMail(Date.now()))
+      .catch((err) => this.app.log.error({ err, runId: run.id }, 'report run failed unexpectedly'))
+      .finally(() => {
+        clearTimeout(timeout)
+        this.active.delete(run.id)
+        // The next queued run starts after the current turn, not inside this one.
+        setImmediate(() => this.kick())
+      })
+    this.active.set(run.id, { reportId: run.report_id, controller, done })
+  }
+
+  /** Stops the runs of a report that is being deleted. */
+  abortRunsOf(reportId: string): void {
+    for (const a of this.active.values()) if (a.reportId === reportId) a.controller.abort(new RunStopped('deleted'))
+  }
+
+  /** Sends the e-mail that is due, one message at a time, in the background. */
+  sendMail(now: number): void {
+    if (this.closed || this.mailing) return
+    this.mailing = (async () => {
+      const { reports } = this.app.repos
+      for (;;) {
+        const due = reports.pendingMail(now, MAIL_BATCH)
+        if (!due.length) break
+        for (const run of due) {
+          if (this.closed) return
+          const outcome = await mailRun(this.app, run, now)
+          reports.setMail({ id: run.id, email_status: outcome.status, email_detail: outcome.detail, email_attempts: outcome.attempts, email_next_ms: outcome.nextMs })
+          if (outcome.status !== 'sent') this.app.log.warn({ runId: run.id, reportId: run.report_id, status: outcome.status, detail: outcome.detail }, 'report e-mail not delivered')
+        }
+      }
+    })()
+      .catch((err) => this.app.log.error({ err }, 'report e-mail failed unexpectedly'))
+      .finally(() => {
+        this.mailing = null
+      })
+  }
+
+  /** Resolves when no run is queued or running and no e-mail is being sent (tests, benchmarks). */
+  async idle(): Promise<void> {
+    for (;;) {
+      this.kick()
+      const pending = [...[...this.active.values()].map((a) => a.done), ...(this.mailing ? [this.mailing] : [])]
+      if (!pending.length) {
+        if (!this.app.repos.reports.queued(1).length || this.closed) return
+        await new Promise((resolve) => setImmediate(resolve))
+        continue
+      }
+      await Promise.all(pending)
+    }
+  }
+
+  /** Stops: running runs are queued again (the next start runs them); e-mail in flight may finish. */
+  async close(): Promise<void> {
+    this.closed = true
+    clearTimeout(this.timer)
+    for (const a of this.active.values()) a.controller.abort(new RunStopped('shutdown'))
+    const waiting = [...[...this.active.values()].map((a) => a.done), ...(this.mailing ? [this.mailing] : [])]
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([Promise.all(waiting), new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)))])
+    clearTimeout(timer)
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Runs due and requested reports (see lib/reports/index.ts). */
+    reportScheduler: ReportScheduler
+  }
+}
+
+/** The app's scheduler (to queue runs, and for tests to drive it). */
+export function reportScheduler(app: FastifyInstance): ReportScheduler {
+  return app.reportScheduler
+}
 
 /** Starts the scheduler that runs due reports; it stops when the app closes. */
-export function startReportScheduler(_app: FastifyInstance): void {}
+export function startReportScheduler(app: FastifyInstance): void {
+  const scheduler = new ReportScheduler(app)
+  // A decoration of the root instance: handlers see it through their own (child) instance.
+  app.decorate('reportScheduler', scheduler)
+  app.addHook('onReady', async () => scheduler.start())
+  // onClose hooks run last-registered first: this one runs before the database closes.
+  app.addHook('onClose', async () => scheduler.close())
+}
 
-/** The reports subsystem's health: failed runs and deliveries. */
-export function reportsHealth(_app: FastifyInstance): { status: HealthStatus; detail: string } {
-  return { status: 'Healthy', detail: 'No reports' }
+/**
+ * The reports subsystem's health, from each report's latest finished run: Failed when a
+ * run failed or its e-mail could not be delivered in the end, Warning while deliveries
+ * wait for a retry, some recipients were refused, or due reports are overdue.
+ */
+export function reportsHealth(app: FastifyInstance): { status: HealthStatus; detail: string } {
+  const h = app.repos.reports.health()
+  const now = Date.now()
+  if (h.reports === 0) return { status: 'Healthy', detail: 'No reports' }
+  const parts: string[] = []
+  const failures = app.repos.reports.failures()
+  const named = failures.length ? `: ${failures.map((f) => `"${f.name}" (${f.status === 'failed' ? f.reason : `e-mail ${f.email_status}: ${f.email_detail}`})`.slice(0, 200)).join('; ')}` : ''
+  if (h.runs_failed) parts.push(`the latest run of ${h.runs_failed} report(s) failed`)
+  if (h.mail_failed) parts.push(`the latest e-mail of ${h.mail_failed} report(s) could not be delivered`)
+  if (h.mail_partial) parts.push(`the latest e-mail of ${h.mail_partial} report(s) was refused for some recipients`)
+  if (h.mail_retrying) parts.push(`${h.mail_retrying} e-mail(s) waiting for a retry`)
+  const overdue = h.overdue_before !== null && h.overdue_before < now - CATCH_UP_AFTER_MS
+  if (overdue) parts.push(`a report due at ${iso(h.overdue_before!)} has not been queued yet`)
+  const summary = `${h.reports} report(s), ${h.active} active`
+  if (!parts.length) return { status: 'Healthy', detail: `${summary}; latest runs and e-mails succeeded` }
+  const status: HealthStatus = h.runs_failed || h.mail_failed ? 'Failed' : 'Warning'
+  return { status, detail: `${summary}; ${parts.join('; ')}${named}`.slice(0, 1000) }
 }

@@ -1,0 +1,70 @@
+// Where report files live (the data directory, one folder per report), their names, the
+// retention rule, and the Content-Disposition that names them in a download.
+import fs from 'node:fs'
+import path from 'node:path'
+import type { FastifyInstance } from 'fastify'
+import type { RunRow } from '../../db/reports.js'
+
+export const REPORTS_DIR = 'reports'
+
+/** The folder of a report's files, relative to the data directory. */
+export const reportFolder = (reportId: string) => path.join(REPORTS_DIR, reportId)
+export const absolute = (app: FastifyInstance, relative: string) => path.join(app.config.dataDir, relative)
+
+/** `2025-01-13T063000Z`: a UTC time as file names carry it. */
+export const fileStamp = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '')
+
+/** `<report name>_<run time>.<ext>`, with characters no file system takes replaced by `_`. */
+export function fileNameFor(reportName: string, ms: number, ext: string): string {
+  const base = reportName
+    .trim()
+    .replace(/[\s\u0000-\u001f\u007f/\\:*?"<>|]+/g, '_')
+    .replace(/_+/g, '_')
+    .replace(/^[._]+|[._]+$/g, '')
+    .slice(0, 150)
+  return `${base || 'report'}_${fileStamp(ms)}.${ext}`
+}
+
+/** `attachment; filename="..."`, with an RFC 6266 / RFC 5987 `filename*` when the name is not ASCII. */
+export function contentDisposition(fileName: string): string {
+  const ascii = fileName.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_')
+  if (ascii === fileName) return `attachment; filename="${fileName}"`
+  const encoded = encodeURIComponent(fileName).replace(/['()*]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase())
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encoded}`
+}
+
+const unlink = (file: string) => fs.promises.rm(file, { force: true })
+
+/**
+ * Removes the oldest stored files of a report beyond its retention (a count and a total
+ * size); the newest file is always kept. The records stay, with `file_deleted_ms` set.
+ */
+export async function applyRetention(app: FastifyInstance, reportId: string, maxFiles: number, maxBytes: number, now = Date.now()): Promise<number> {
+  const { reports } = app.repos
+  const files = reports.storedFiles(reportId)
+  let kept = 0
+  let bytes = 0
+  const doomed: RunRow[] = []
+  for (const run of files) {
+    const size = run.size_bytes ?? 0
+    // Newest first: once a file does not fit, every older one goes too.
+    if (doomed.length === 0 && (kept === 0 || (kept < maxFiles && bytes + size <= maxBytes))) {
+      kept++
+      bytes += size
+    } else {
+      doomed.push(run)
+    }
+  }
+  if (!doomed.length) return 0
+  app.db.transaction(() => {
+    for (const run of doomed) reports.fileDeleted(run.id, now)
+  })()
+  // The records say "removed" first: a download that starts now answers 404, not a broken file.
+  await Promise.all(doomed.map((run) => unlink(absolute(app, run.file_path!))))
+  return doomed.length
+}
+
+/** Removes every file of a deleted report. */
+export async function removeReportFiles(app: FastifyInstance, reportId: string): Promise<void> {
+  await fs.promises.rm(absolute(app, reportFolder(reportId)), { recursive: true, force: true })
+}

@@ -1,0 +1,289 @@
+// Report PDFs: a cover block (title, what the report is, period, filters, schedule, when
+// it was generated), summary figures, then one or more tables, each with its header on
+// every page it spans, and "Page n of m" on every page. Drawn the way lib/pdf.ts draws
+// exports (one line per row, cached glyph widths, WinAnsi text); the pages are kept until
+// the end so that the page count can be written on each, which the row cap of a report
+// (5000 per table) keeps small.
+import type { Writable } from 'node:stream'
+import PDFDocument from 'pdfkit'
+
+export interface PdfColumn<T> {
+  header: string
+  /** Relative width: the columns are scaled to the width of the page. */
+  width: number
+  align?: 'left' | 'right'
+  value: (row: T) => string | number | boolean | null | undefined
+}
+
+export interface PdfTable<T = any> {
+  title: string
+  /** What a row is, plural ("agents"). */
+  noun: string
+  columns: PdfColumn<T>[]
+  /** Rows that match (the table shows at most `maxRows` of them). */
+  total: number
+  rows: AsyncIterable<T> | Iterable<T>
+  maxRows: number
+  /** Said under the table when it is cut ("the CSV format holds every one"). */
+  cutNote?: string
+}
+
+export interface PdfFigure {
+  label: string
+  value: string
+}
+
+export interface PdfReport {
+  title: string
+  /** The report type and anything else said under the title. */
+  subtitle: string
+  description: string | null
+  info: [string, string][]
+  figures: PdfFigure[]
+  tables: PdfTable[]
+  /** Left of every page's footer. */
+  footer: string
+}
+
+export interface PdfResult {
+  /** Table rows drawn. */
+  rows: number
+  /** Whether a table was cut at its row cap. */
+  truncated: boolean
+  pages: number
+}
+
+// A4 landscape, in points.
+const PAGE = { width: 841.89, height: 595.28, margin: 36 }
+const CONTENT_WIDTH = PAGE.width - 2 * PAGE.margin
+const FONT = 'Helvetica'
+const BOLD = 'Helvetica-Bold'
+const DARK = '#2f4858'
+const GREY = '#5b6770'
+const STRIPE = '#eef2f5'
+const CELL_SIZE = 8
+const ROW_HEIGHT = 13
+const HEADER_HEIGHT = 17
+const PADDING = 4
+const FOOTER_Y = PAGE.height - PAGE.margin + 6
+const TABLE_BOTTOM = PAGE.height - PAGE.margin - 6
+const MAX_INFO_LINES = 10
+const FIGURES_PER_ROW = 6
+const FIGURE_HEIGHT = 46
+
+// The standard fonts draw WinAnsi only: anything else would print as garbage.
+const WIN_ANSI = /[^\u0020-\u007e\u00a0-\u00ff\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192\u02c6\u02dc\u2013\u2014\u2018-\u201a\u201c-\u201e\u2020-\u2022\u2026\u2030\u2039\u203a\u20ac\u2122]/g
+export const printable = (s: string) => s.replace(/[\r\n\t]+/g, ' ').replace(WIN_ANSI, '?')
+const cellText = (v: string | number | boolean | null | undefined) =>
+  v === null || v === undefined ? '' : typeof v === 'boolean' ? (v ? 'Yes' : 'No') : typeof v === 'number' ? v.toLocaleString('en-US') : printable(String(v))
+
+const pause = () => new Promise((resolve) => setImmediate(resolve))
+
+/** Draws the report into `out` (ended when the PDF is complete; destroyed when drawing fails). */
+export async function writePdf(report: PdfReport, out: Writable, generatedMs: number, signal?: AbortSignal): Promise<PdfResult> {
+  try {
+    return await draw(report, out, generatedMs, signal)
+  } catch (err) {
+    out.destroy()
+    throw err
+  }
+}
+
+async function draw(report: PdfReport, out: Writable, generatedMs: number, signal?: AbortSignal): Promise<PdfResult> {
+  const doc = new PDFDocument({
+    size: 'A4',
+    layout: 'landscape',
+    margin: PAGE.margin,
+    autoFirstPage: false,
+    bufferPages: true,
+    info: { Title: printable(report.title), Subject: printable(report.subtitle), Creator: 'Prime', CreationDate: new Date(generatedMs) },
+  })
+  doc.pipe(out)
+  const finished = new Promise<void>((resolve, reject) => {
+    out.on('finish', resolve)
+    out.on('error', reject)
+  })
+  // Awaited at the end; a write error meanwhile must not count as unhandled.
+  finished.catch(() => {})
+
+  // pdfkit measures a string glyph by glyph with kerning; single-character widths (per
+  // font, at 1 pt) are kept instead, and a cut string is checked exactly once.
+  let font = FONT
+  let size = CELL_SIZE
+  const setFont = (name: string, points: number, color = '#000000') => {
+    font = name
+    size = points
+    doc.font(name).fontSize(points).fillColor(color)
+  }
+  const widths = new Map<string, Map<number, number>>()
+  const measure = (s: string): number => {
+    let w = widths.get(font)
+    if (!w) widths.set(font, (w = new Map()))
+    let total = 0
+    for (let i = 0; i < s.length; i++) {
+      const code = s.charCodeAt(i)
+      let cw = w.get(code)
+      if (cw === undefined) w.set(code, (cw = doc.widthOfString(s[i]) / size))
+      total += cw
+    }
+    return total * size
+  }
+  /** The text cut to the width, ending in "…" when cut. */
+  const fit = (s: string, width: number): string => {
+    if (measure(s) <= width) return s
+    let lo = 0
+    let hi = s.length
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1
+      if (measure(s.slice(0, mid) + '…') <= width) lo = mid
+      else hi = mid - 1
+    }
+    while (lo > 0 && doc.widthOfString(s.slice(0, lo) + '…') > width) lo--
+    return s.slice(0, lo) + '…'
+  }
+  const put = (s: string, x: number, y: number, width: number, align: 'left' | 'right' = 'left') => {
+    const fitted = fit(s, width)
+    doc.text(fitted, align === 'right' ? x + width - measure(fitted) : x, y, { lineBreak: false })
+  }
+
+  let y = 0
+  const newPage = () => {
+    doc.addPage()
+    y = PAGE.margin
+  }
+
+  // ---- cover ----
+  newPage()
+  doc.rect(0, 0, PAGE.width, 6).fill(DARK)
+  setFont(BOLD, 18)
+  put(printable(report.title), PAGE.margin, y, CONTENT_WIDTH)
+  y += 24
+  setFont(FONT, 10, GREY)
+  put(printable(report.subtitle), PAGE.margin, y, CONTENT_WIDTH)
+  y += 16
+  if (report.description) {
+    setFont(FONT, 9, '#000000')
+    const h = Math.min(doc.heightOfString(printable(report.description), { width: CONTENT_WIDTH }), 3 * 12)
+    doc.text(printable(report.description), PAGE.margin, y, { width: CONTENT_WIDTH, height: h, ellipsis: true })
+    y += h + 6
+  }
+  const info = report.info.length > MAX_INFO_LINES ? [...report.info.slice(0, MAX_INFO_LINES - 1), ['', `... and ${report.info.length - MAX_INFO_LINES + 1} more`] as [string, string]] : report.info
+  setFont(BOLD, 9)
+  const labelWidth = Math.max(60, ...info.map(([label]) => measure(label))) + 10
+  for (const [label, value] of info) {
+    setFont(BOLD, 9, GREY)
+    put(printable(label), PAGE.margin, y, labelWidth)
+    setFont(FONT, 9)
+    put(printable(value), PAGE.margin + labelWidth, y, CONTENT_WIDTH - labelWidth)
+    y += 13
+  }
+  y += 8
+
+  // ---- figures ----
+  for (let i = 0; i < report.figures.length; i += FIGURES_PER_ROW) {
+    const row = report.figures.slice(i, i + FIGURES_PER_ROW)
+    const gap = 8
+    const w = (CONTENT_WIDTH - gap * (FIGURES_PER_ROW - 1)) / FIGURES_PER_ROW
+    row.forEach((fig, k) => {
+      const x = PAGE.margin + k * (w + gap)
+      doc.rect(x, y, w, FIGURE_HEIGHT).fill(STRIPE)
+      doc.rect(x, y, 3, FIGURE_HEIGHT).fill(DARK)
+      setFont(BOLD, 16, DARK)
+      put(printable(fig.value), x + 10, y + 8, w - 14)
+      setFont(FONT, 7.5, GREY)
+      put(printable(fig.label), x + 10, y + 30, w - 14)
+    })
+    y += FIGURE_HEIGHT + gap
+  }
+  y += 6
+
+  // ---- tables ----
+  let drawn = 0
+  let truncated = false
+  for (const table of report.tables) {
+    const scale = CONTENT_WIDTH / table.columns.reduce((n, c) => n + c.width, 0)
+    const columns = table.columns.map((c) => ({ ...c, width: c.width * scale }))
+    const heading = (continued: boolean) => {
+      setFont(BOLD, 11, DARK)
+      const count = `${table.total.toLocaleString('en-US')} ${table.noun}${table.total > table.maxRows ? `, the first ${table.maxRows.toLocaleString('en-US')} listed` : ''}`
+      put(printable(table.title + (continued ? ' (continued)' : '')), PAGE.margin, y, CONTENT_WIDTH * 0.6)
+      setFont(FONT, 8.5, GREY)
+      put(count, PAGE.margin + CONTENT_WIDTH * 0.6, y + 2, CONTENT_WIDTH * 0.4, 'right')
+      y += 16
+    }
+    const header = () => {
+      doc.rect(PAGE.margin, y, CONTENT_WIDTH, HEADER_HEIGHT).fill(DARK)
+      setFont(BOLD, CELL_SIZE, '#ffffff')
+      let x = PAGE.margin
+      for (const c of columns) {
+        put(c.header, x + PADDING, y + (HEADER_HEIGHT - CELL_SIZE) / 2, c.width - 2 * PADDING, c.align)
+        x += c.width
+      }
+      y += HEADER_HEIGHT
+      setFont(FONT, CELL_SIZE)
+    }
+    // A table starts on a new page unless its heading, header and a few rows fit here.
+    if (y + 16 + HEADER_HEIGHT + 4 * ROW_HEIGHT > TABLE_BOTTOM) newPage()
+    heading(false)
+    header()
+    let shown = 0
+    /** One line of the table, on a new page (with heading and header) when this one is full. */
+    const line = async (draw: (top: number) => void) => {
+      if (y + ROW_HEIGHT > TABLE_BOTTOM) {
+        await pause()
+        signal?.throwIfAborted()
+        newPage()
+        heading(true)
+        header()
+      }
+      draw(y)
+      y += ROW_HEIGHT
+    }
+    for await (const row of table.rows) {
+      if (shown === table.maxRows) {
+        truncated = true
+        break
+      }
+      const stripe = shown % 2 === 1
+      await line((top) => {
+        if (stripe) doc.rect(PAGE.margin, top, CONTENT_WIDTH, ROW_HEIGHT).fill(STRIPE)
+        setFont(FONT, CELL_SIZE)
+        let x = PAGE.margin
+        for (const c of columns) {
+          put(cellText(c.value(row)), x + PADDING, top + (ROW_HEIGHT - CELL_SIZE) / 2, c.width - 2 * PADDING, c.align)
+          x += c.width
+        }
+      })
+      shown++
+    }
+    drawn += shown
+    if (table.total > shown && shown === table.maxRows) truncated = true
+    const closing =
+      shown === 0
+        ? `No ${table.noun} match.`
+        : table.total > shown
+          ? `${(table.total - shown).toLocaleString('en-US')} more ${table.noun} not listed here${table.cutNote ? `; ${table.cutNote}` : '.'}`
+          : null
+    if (closing) {
+      await line((top) => {
+        setFont(BOLD, CELL_SIZE, GREY)
+        put(closing, PAGE.margin + PADDING, top + (ROW_HEIGHT - CELL_SIZE) / 2, CONTENT_WIDTH - 2 * PADDING)
+      })
+    }
+    y += 12
+  }
+
+  // ---- footers ----
+  const range = doc.bufferedPageRange()
+  for (let i = 0; i < range.count; i++) {
+    doc.switchToPage(range.start + i)
+    doc.moveTo(PAGE.margin, FOOTER_Y - 4).lineTo(PAGE.width - PAGE.margin, FOOTER_Y - 4).lineWidth(0.5).strokeColor('#c8d0d6').stroke()
+    setFont(FONT, 8, GREY)
+    const number = `Page ${i + 1} of ${range.count}`
+    put(printable(report.footer), PAGE.margin, FOOTER_Y, CONTENT_WIDTH - measure(number) - 20)
+    put(number, PAGE.width - PAGE.margin - measure(number), FOOTER_Y, measure(number) + 1)
+  }
+  doc.end()
+  await finished
+  return { rows: drawn, truncated, pages: range.count }
+}

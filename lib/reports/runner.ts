@@ -1,0 +1,93 @@
+// One run of a report: its data read in steps, written to a file in the data directory
+// (under a temporary name until it is complete), recorded, retention applied.
+import fs from 'node:fs'
+import path from 'node:path'
+import { pipeline } from 'node:stream/promises'
+import type { FastifyInstance } from 'fastify'
+import type { RunRow } from '../../db/reports.js'
+import { csvStream } from '../csv.js'
+import { buildCsv, buildPdf, CSV_MAX_ROWS, type Definition, type RunContext } from './content.js'
+import { absolute, applyRetention, fileNameFor, reportFolder } from './files.js'
+import { writePdf } from './pdf.js'
+import { formats } from './types.js'
+
+/** Why a run was stopped before it finished. */
+export class RunStopped extends Error {
+  constructor(readonly why: 'timeout' | 'shutdown' | 'deleted') {
+    super(why === 'timeout' ? 'The run took longer than 10 minutes.' : why === 'shutdown' ? 'The server stopped.' : 'The report was deleted.')
+  }
+}
+
+export const RUN_TIMEOUT_MS = 10 * 60_000
+/** Run records kept per report (older ones go, unless they still hold a file). */
+export const MAX_RUNS_LISTED = 100
+
+async function* counted<T>(rows: AsyncIterable<T>, max: number, state: { rows: number; truncated: boolean }): AsyncGenerator<T> {
+  for await (const row of rows) {
+    if (state.rows === max) {
+      state.truncated = true
+      return
+    }
+    state.rows++
+    yield row
+  }
+}
+
+/** Produces the run's file and records the outcome. Runs queued for a deleted report end quietly. */
+export async function executeRun(app: FastifyInstance, run: RunRow, signal: AbortSignal, onStored: (run: RunRow) => void): Promise<void> {
+  const { reports } = app.repos
+  const startedMs = Date.now()
+  if (!reports.start(run.id, startedMs)) return
+  const definition = JSON.parse(run.definition) as Definition
+  const ext = formats[run.format].fileExtension
+  const relative = path.join(reportFolder(run.report_id), `${run.id}.${ext}`)
+  const file = absolute(app, relative)
+  const part = `${file}.part`
+  const ctx: RunContext = { app, definition, runId: run.id, trigger: run.trigger, requestedBy: run.requested_by, dueMs: run.due_ms, startedMs, signal }
+  try {
+    await fs.promises.mkdir(path.dirname(file), { recursive: true })
+    const result = { rows: 0, truncated: false }
+    if (run.format === 'PDF') {
+      const report = await buildPdf(ctx)
+      const r = await writePdf(report, fs.createWriteStream(part), startedMs, signal)
+      result.rows = r.rows
+      result.truncated = r.truncated
+    } else {
+      const content = await buildCsv(ctx)
+      await pipeline(csvStream(content.columns, counted(content.rows, CSV_MAX_ROWS, result)), fs.createWriteStream(part), { signal })
+    }
+    signal.throwIfAborted()
+    const size = (await fs.promises.stat(part)).size
+    await fs.promises.rename(part, file)
+    const now = Date.now()
+    const mail = definition.recipients.length > 0
+    const stored = app.db.transaction(() => {
+      const ok = reports.succeed({
+        id: run.id, finished_ms: now, file_name: fileNameFor(definition.name, run.due_ms, ext), file_path: relative, size_bytes: size,
+        row_count: result.rows, truncated: result.truncated ? 1 : 0, email_status: mail ? 'pending' : 'none', email_next_ms: mail ? now : null, email_detail: null,
+      })
+      if (ok) reports.pruneRuns(run.report_id, MAX_RUNS_LISTED)
+      return ok
+    })()
+    if (!stored) {
+      // The report was deleted meanwhile: nothing may stay behind.
+      await fs.promises.rm(file, { force: true })
+      return
+    }
+    const report = reports.byId(run.report_id)
+    if (report) await applyRetention(app, report.id, report.retention_files, report.retention_bytes, now)
+    onStored(reports.runById(run.id)!)
+  } catch (err) {
+    await fs.promises.rm(part, { force: true }).catch(() => {})
+    const stopped = signal.aborted && signal.reason instanceof RunStopped ? signal.reason : undefined
+    if (stopped?.why === 'shutdown') {
+      // Queued again: the next start runs it, for the same due time.
+      reports.requeue(run.id)
+      return
+    }
+    if (stopped?.why === 'deleted') return
+    const reason = stopped ? stopped.message : `The report could not be produced: ${(err as Error).message}`
+    if (!stopped) app.log.error({ err, reportId: run.report_id, runId: run.id }, 'report run failed')
+    reports.fail(run.id, Date.now(), reason)
+  }
+}
