@@ -1,5 +1,6 @@
 // Risk and system-health notifications, their counts, states and live stream.
 import { bearerToken } from '../lib/auth.js'
+import { invalidField } from '../lib/errors.js'
 import { counts, dismissHealth, dismissRisk, groups, listRisk, operationalStatus, pinHealth, pinRisk, readAll, setMuted } from '../lib/notifications/actions.js'
 import { riskQuery } from '../lib/notifications/query.js'
 import type { Handlers } from './types.js'
@@ -67,6 +68,10 @@ export const notificationsHandlers: Handlers<
   },
 
   async streamNotifications(req, reply) {
-    return req.server.notifications.hub.open(req, reply, bearerToken(req)!, req.headers['last-event-id'] as string | undefined)
+    const last = req.headers['last-event-id']
+    if (last !== undefined && (typeof last !== 'string' || !/^[0-9]{1,19}$/.test(last))) {
+      throw invalidField('header', 'Last-Event-ID', 'must be the id of an event received (1 to 19 digits)')
+    }
+    return req.server.notifications.hub.open(req, reply, bearerToken(req)!, last)
   },
 }
