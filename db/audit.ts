@@ -53,6 +53,7 @@ export function auditRepo(db: DB) {
        @key, @name, @parentId, @ipAddress, @type, @subType, @detail, @icon)`,
   )
   const latest = db.prepare<[number], AuditRow>('SELECT * FROM audit_trail ORDER BY id DESC LIMIT ?')
+  const exists = db.prepare<[number, number, string], number>('SELECT 1 FROM audit_trail WHERE id = ? AND created_ms = ? AND description = ?').pluck()
   return {
     insert(r: AuditRecord): number {
       const a = r.asset ?? {}
@@ -72,6 +73,8 @@ export function auditRepo(db: DB) {
       )
     },
     latest: (n: number) => latest.all(n),
+    /** False for a record whose transaction rolled back. */
+    exists: (id: number, createdMs: number, description: string) => exists.get(id, createdMs, description) !== undefined,
   }
 }
 export type AuditRepo = ReturnType<typeof auditRepo>

@@ -41,21 +41,68 @@ const isPlainObject = (v: unknown) => v !== null && typeof v === 'object' && !Ar
 // Audit records travel to SIEMs as lines: no control characters from callers.
 const printable = (s: string) => s.replace(/[\u0000-\u001f\u007f]/g, '?')
 
+const MAX_DETAILS = 65536
+const MAX_LISTED = 50
+const MAX_TEXT = 1000
+
+/** A copy small enough to keep: long lists and texts cut, saying how much was left out. */
+function shorten(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return value.length > MAX_TEXT ? `${value.slice(0, MAX_TEXT)}... (${value.length} characters)` : value
+  if (value === null || typeof value !== 'object' || depth >= MAX_DEPTH) return value
+  if (Array.isArray(value)) {
+    const kept = value.slice(0, MAX_LISTED).map((v) => shorten(v, depth + 1))
+    return value.length > MAX_LISTED ? [...kept, `(${value.length - MAX_LISTED} more)`] : kept
+  }
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, shorten(v, depth + 1)]))
+}
+
+/**
+ * The details as JSON text of at most MAX_DETAILS characters, secrets masked. A cut string
+ * would not be JSON: a record too large is shortened, and says so.
+ */
+export function detailsText(details: unknown): string {
+  const masked = maskSecrets(details ?? {})
+  const text = JSON.stringify(masked) ?? '{}'
+  if (text.length <= MAX_DETAILS) return text
+  const short = JSON.stringify({ truncated: true, length: text.length, details: shorten(masked) })
+  if (short.length <= MAX_DETAILS) return short
+  for (let keep = MAX_DETAILS / 4; ; keep = Math.floor(keep / 2)) {
+    const preview = JSON.stringify({ truncated: true, length: text.length, preview: text.slice(0, keep) })
+    if (preview.length <= MAX_DETAILS) return preview
+  }
+}
+
+// The newest record each request wrote: if the transaction it was written in rolled back,
+// the request is not audited after all, and the fallback records it. (A rolled-back id may
+// be given again to another record, hence the time and description too.)
+const written = new WeakMap<FastifyRequest, { id: number; createdMs: number; description: string }>()
+
+/** Who acted: the account or integration token, else the agent or worker poller whose credential the call carries. */
+function actor(req: FastifyRequest): string | null {
+  if (req.principal) return req.principal.name
+  if (req.agent) return `agent:${req.agent.uuid}`
+  if (req.poller) return `poller:${req.poller.name}`
+  return null
+}
+
 /** Writes the request's audit record; call it inside the transaction that makes the change. */
 export function audit(req: FastifyRequest, entry: AuditEntry): void {
   const op = req.routeOptions.config.op
-  req.server.repos.audit.insert({
-    createdMs: Date.now(),
+  const createdMs = Date.now()
+  const description = printable(entry.description).slice(0, 1000)
+  const id = req.server.repos.audit.insert({
+    createdMs,
     severity: entry.severity ?? (entry.outcome && entry.outcome !== 'Succeeded' ? WARNING : NOTICE),
     category: op?.auditCategory ?? 'System',
-    user: entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : (req.principal?.name ?? (req.agent ? `agent:${req.agent.uuid}` : null)),
+    user: entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : actor(req),
     sourceIp: req.ip ?? null,
-    description: printable(entry.description).slice(0, 1000),
-    details: JSON.stringify(maskSecrets(entry.details ?? {})).slice(0, 65536),
+    description,
+    details: detailsText(entry.details),
     operationId: op?.operationId ?? null,
     outcome: entry.outcome ?? 'Succeeded',
     asset: entry.asset,
   })
+  written.set(req, { id, createdMs, description })
   req.audited = true
 }
 
@@ -64,7 +111,8 @@ export function audit(req: FastifyRequest, entry: AuditEntry): void {
  * when its handler did not write one itself (it failed validation, say).
  */
 export function auditFallback(req: FastifyRequest, reply: FastifyReply, detail: string | undefined): void {
-  if (req.audited) return
+  const last = written.get(req)
+  if (req.audited && (last === undefined || req.server.repos.audit.exists(last.id, last.createdMs, last.description))) return
   const op = req.routeOptions.config.op
   const status = reply.statusCode
   const refused = status === 401 || status === 403
