@@ -17,6 +17,8 @@ import type { Operation } from '../lib/contract.js'
 type Json = Record<string, any>
 
 const POLLER_SECRET = 'pes_audit-completeness-poller-secret'
+// Agentless settings are read from the process environment (this file runs in its own process).
+process.env.PRIME_POLLER_ENROLLMENT_SECRET = POLLER_SECRET
 const env = {
   ...gatewayEnv,
   PRIME_POLLER_ENROLLMENT_SECRET: POLLER_SECRET,
@@ -173,6 +175,52 @@ function csvFor(spec: Json, raw: Json, secrets: Secrets): string {
   return `${columns.join(',')}\r\n${columns.map(cell).join(',')}\r\n`
 }
 
+/**
+ * Requests that name things that exist. The contract's examples are mostly coherent (the
+ * poller a registration answers is the one a connection names): once an operation answered,
+ * the ids of its answer stand in for the ids of its answer's example wherever later requests
+ * use them; and an id no answer explained is taken to mean the latest one of the same name
+ * that an operation of the same tag answered (the report just created, for an update).
+ */
+const ID_KEY = /(^id|Id|ID|^uuid|Uuid)s?$/
+
+class Ids {
+  private map = new Map<string, unknown>()
+  private latest = new Map<string, unknown>()
+  private key = (v: unknown) => `${typeof v}:${String(v)}`
+  learn(tag: string, example: unknown, actual: unknown, key = ''): void {
+    if (Array.isArray(actual)) actual.forEach((a, i) => this.learn(tag, Array.isArray(example) ? example[i] : undefined, a, key))
+    else if (actual && typeof actual === 'object') {
+      const ex = example && typeof example === 'object' ? (example as Json) : {}
+      for (const [k, v] of Object.entries(actual)) this.learn(tag, ex[k], v, k)
+    } else if ((typeof actual === 'string' || typeof actual === 'number') && ID_KEY.test(key)) {
+      if (!this.latest.has(`${tag}:${key}`) || key === 'id') this.latest.set(`${tag}:${key}`, actual)
+      if (example !== undefined && example !== actual && typeof example === typeof actual) this.map.set(this.key(example), actual)
+    }
+  }
+  private value(tag: string, key: string, value: unknown): unknown {
+    if (this.map.has(this.key(value))) return this.map.get(this.key(value))
+    const latest = this.latest.get(`${tag}:${key}`)
+    return latest !== undefined && typeof latest === typeof value ? latest : value
+  }
+  /** Id-like values (under an id-like key, or the items of a body that is a list of ids) replaced by real ones. */
+  apply(tag: string, value: unknown, key = '', listItem = false): unknown {
+    if (Array.isArray(value)) return value.map((v) => this.apply(tag, v, key, key === '' || ID_KEY.test(key)))
+    if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, this.apply(tag, v, k)]))
+    if (ID_KEY.test(key)) return this.value(tag, key, value)
+    if (listItem) return this.value(tag, 'id', value)
+    return value
+  }
+  param(tag: string, name: string, value: string): string {
+    if (!ID_KEY.test(name)) return value
+    const mapped = this.map.get(`string:${value}`) ?? this.map.get(`number:${value}`)
+    if (mapped !== undefined) return String(mapped)
+    const key = name.charAt(0).toLowerCase() + name.slice(1)
+    const latest = this.latest.get(`${tag}:${key}`)
+    return latest === undefined ? value : String(latest)
+  }
+}
+
 interface Built {
   url: string
   method: string
@@ -181,13 +229,14 @@ interface Built {
 }
 
 /** The request an operation's contract describes: path and required query parameters, and a body. */
-function requestFor(spec: Json, op: Operation, secrets: Secrets): Built {
+function requestFor(spec: Json, op: Operation, secrets: Secrets, ids = new Ids()): Built {
   const raw = spec.paths[op.path][op.method.toLowerCase()]
+  const tag = raw.tags?.[0] ?? ''
   const counter = { n: 0 }
   const params: Json[] = (raw.parameters ?? []).map((p: any) => resolve(spec, p))
   const value = (p: Json) => {
     const ex = p.example ?? resolve(spec, p.schema)?.example
-    return String(ex !== undefined ? ex : generate(spec, p.schema, secrets, p.name, counter))
+    return ids.param(tag, p.name, String(ex !== undefined ? ex : generate(spec, p.schema, secrets, p.name, counter)))
   }
   const url = op.path.replace(/\{(\w+)\}/g, (_, name) => encodeURIComponent(value(params.find((p) => p.in === 'path' && p.name === name) ?? { name, schema: { type: 'string' } })))
   const query = new URLSearchParams()
@@ -209,7 +258,7 @@ function requestFor(spec: Json, op: Operation, secrets: Secrets): Built {
   }
   const media: Json = content['application/json'] ?? Object.values(content)[0]
   const example = media.example ?? (media.examples ? (Object.values(media.examples)[0] as Json)?.value : undefined)
-  const body = example !== undefined ? fillSecrets(spec, media.schema, structuredClone(example), secrets, '') : generate(spec, media.schema, secrets, '', counter)
+  const body = ids.apply(tag, example !== undefined ? fillSecrets(spec, media.schema, structuredClone(example), secrets, '') : generate(spec, media.schema, secrets, '', counter))
   built.headers['content-type'] = 'application/json'
   built.payload = JSON.stringify(body)
   return built
@@ -433,24 +482,30 @@ t.test('every mutating operation, called with enough rights, is audited with wha
     const { id } = insertAgent(app, { uuid: exampleAgent })
     insertDebugLogs(app, id, 'audit completeness: debug log line')
   }
-  // A poller registered with the configured secret, once its gateway is built.
+  const ids = new Ids()
+  const answerExample = (op: Operation) => {
+    const content = spec.paths[op.path][op.method.toLowerCase()].responses?.['200']?.content
+    return content?.['application/json']?.example
+  }
+  // A poller registered with the configured secret (once its gateway is built): the one the examples name.
   let poller: string | undefined
-  const pollerCredential = async () => {
-    if (poller) return poller
-    poller = 'ppl_not-registered'
-    const register = [...operations.values()].find((o) => o.operationId === 'pollerRegister')
-    const example = register && spec.paths[register.path].post.requestBody?.content?.['application/json']?.example
-    if (!register || !example) return poller
-    const res = await app.inject({ method: 'POST', url: register.path, payload: { ...example, enrollmentSecret: POLLER_SECRET, name: 'audit-poller' } })
-    if (res.statusCode === 200 && typeof res.json().credential === 'string') poller = res.json().credential as string
-    return poller
+  const register = operations.get('pollerRegister')
+  const registerExample = register && spec.paths[register.path].post.requestBody?.content?.['application/json']?.example
+  if (register && registerExample) {
+    const res = await app.inject({ method: 'POST', url: register.path, payload: { ...registerExample, enrollmentSecret: POLLER_SECRET, name: 'audit-poller' } })
+    if (res.statusCode === 200 && typeof res.json().credential === 'string') {
+      poller = res.json().credential as string
+      ids.learn(spec.paths[register.path].post.tags?.[0] ?? '', answerExample(register), res.json())
+    }
   }
 
   let n = 0
   const answered: string[] = []
   const silentSuccesses: string[] = []
-  for (const op of operations.values()) {
-    if (!isMutating(op) || isStream(op)) continue
+  // What creates first, what removes last, so that the ids learnt from answers are there to use.
+  const rank = (op: Operation) => (/^(create|add|enroll|upload)/i.test(op.operationId) ? 0 : /^(delete|remove|revoke|unregister|logout)/i.test(op.operationId) ? 2 : 1)
+  const mutating = [...operations.values()].filter((op) => isMutating(op) && !isStream(op)).sort((a, b) => rank(a) - rank(b))
+  for (const op of mutating) {
     ensureExampleAgent()
     let authorization: string | undefined
     let actor: string | null | undefined
@@ -463,15 +518,18 @@ t.test('every mutating operation, called with enough rights, is audited with wha
       authorization = `Bearer ${agent.credential}`
       actor = `agent:${agent.uuid}`
     } else if (op.access.kind === 'poller') {
-      authorization = `Bearer ${await pollerCredential()}`
-      if (poller !== 'ppl_not-registered') actor = 'poller:audit-poller'
+      authorization = `Bearer ${poller ?? 'ppl_not-registered'}`
+      if (poller) actor = 'poller:audit-poller'
     }
-    const req = requestFor(spec, op, secrets)
+    const req = requestFor(spec, op, secrets, ids)
     const before = lastId(app)
     const tag = `audit-admin-${++n}`
     const res = await send(app, req, authorization, tag)
     answered.push(`${op.operationId} ${res.statusCode}`)
-    if (res.statusCode < 300 && String(res.headers['content-type']).includes('json')) secrets.collect(res.json())
+    if (res.statusCode < 300 && String(res.headers['content-type']).includes('json')) {
+      secrets.collect(res.json())
+      ids.learn(spec.paths[op.path][op.method.toLowerCase()].tags?.[0] ?? '', answerExample(op), res.json())
+    }
     const problems: string[] = []
     if (res.headers['x-request-id'] !== tag) problems.push('the answer does not name the request')
     const declared501 = res.statusCode === 501 && spec.paths[op.path][op.method.toLowerCase()].responses['501']
