@@ -372,85 +372,111 @@ function checkRecords(op: Operation, rows: AuditRow[], status: number, expect: {
   return problems
 }
 
-t.test('every refused request (no credential, a wrong kind of credential) is audited and changes nothing', async (t) => {
+t.test('refused requests and reads, on one app', async (t) => {
   const app = await build(t, env)
   const admin = await login(app)
-  const { spec, operations } = app.contract
-  const secrets = new Secrets()
-  const side = auditSideTables(app)
-  let n = 0, checked = 0
-  for (const op of operations.values()) {
-    if (op.access.kind === 'public') continue
-    const req = requestFor(spec, op, secrets)
-    // No credential at all; and a user's token where the agent or poller gateway expects its own.
-    const attempts: [string, string | undefined][] = [['without a credential', undefined]]
-    if (op.access.kind === 'agent' || op.access.kind === 'poller') attempts.push(['with a user token', `Bearer ${admin}`])
-    for (const [how, authorization] of attempts) {
-      const before = lastId(app)
-      const state = fingerprint(app)
-      const tag = `audit-refused-${++n}`
-      const res = await send(app, req, authorization, tag)
-      const problems: string[] = []
-      if (res.headers['x-request-id'] !== tag) problems.push('the answer does not name the request')
-      // The poller gateway checks its credential itself: until it does (501), the answer is audited as it is.
-      const gatewayAnswer = op.access.kind === 'poller' && authorization !== undefined && res.statusCode !== 401
-      if (!gatewayAnswer && res.statusCode !== 401) problems.push(`answered ${res.statusCode}, not 401`)
-      problems.push(...checkRecords(op, since(app, before), res.statusCode, gatewayAnswer ? { exactlyOne: true } : { outcome: 'Refused', actor: null, exactlyOne: true }))
-      const changed = changedTables(state, fingerprint(app)).filter((table) => !side.has(table))
-      if (!gatewayAnswer && changed.length) problems.push(`changed ${changed.join(', ')}`)
-      t.same(problems, [], `${op.operationId} ${how}: 401, audited once as Refused, nothing else changed`)
-      checked++
-    }
-  }
-  t.ok(checked > 50, `${checked} refusals checked`)
-  t.same(leaks(since(app, 0), secrets.values), [], 'no record holds a secret a refused request carried')
-})
 
-t.test('every request refused for a profile below the operation\'s minimum is audited with its actor', async (t) => {
-  const app = await build(t, env)
-  const admin = await login(app)
-  const { spec, operations } = app.contract
-  const tokens: Record<number, { token: string; name: string }[]> = {
-    10: [{ token: await userWithProfile(app, admin, 'audit-user', 10), name: 'audit-user' }],
-    20: [{ token: await userWithProfile(app, admin, 'audit-manager', 20), name: 'audit-manager' }],
-  }
-  // Integration tokens act too, as `token:<name>`.
-  const create = [...operations.values()].find((o) => o.operationId === 'createIntegrationToken')
-  for (const profile of create ? ([10, 20] as const) : []) {
-    const created = await app.inject({ method: 'POST', url: create!.path, headers: bearer(admin), payload: { name: `audit-${profile}`, userProfile: profile } })
-    t.equal(created.statusCode, 200, created.body)
-    const token = created.json().token as string
-    // Its first use records when it was used; later uses within the minute write nothing.
-    await app.inject({ url: '/prime/webui/admin/profile', headers: bearer(token) })
-    tokens[profile].push({ token, name: `token:audit-${profile}` })
-  }
-  const secrets = new Secrets()
-  const side = auditSideTables(app)
-  let checked = 0, n = 0
-  for (const op of operations.values()) {
-    if (op.access.kind !== 'user' || op.access.minProfile <= 10) continue
-    const req = requestFor(spec, op, secrets)
-    for (const profile of [10, 20]) {
-      if (profile >= op.access.minProfile) continue
-      for (const actor of tokens[profile]) {
+  await t.test('every refused request (no credential, a wrong kind of credential) is audited and changes nothing', async (t) => {
+    const { spec, operations } = app.contract
+    const secrets = new Secrets()
+    const side = auditSideTables(app)
+    let n = 0, checked = 0
+    for (const op of operations.values()) {
+      if (op.access.kind === 'public') continue
+      const req = requestFor(spec, op, secrets)
+      // No credential at all; and a user's token where the agent or poller gateway expects its own.
+      const attempts: [string, string | undefined][] = [['without a credential', undefined]]
+      if (op.access.kind === 'agent' || op.access.kind === 'poller') attempts.push(['with a user token', `Bearer ${admin}`])
+      for (const [how, authorization] of attempts) {
         const before = lastId(app)
         const state = fingerprint(app)
-        const res = await send(app, req, `Bearer ${actor.token}`, `audit-forbidden-${++n}`)
+        const tag = `audit-refused-${++n}`
+        const res = await send(app, req, authorization, tag)
         const problems: string[] = []
-        if (res.statusCode !== 403) problems.push(`answered ${res.statusCode}, not 403`)
-        const rows = since(app, before)
-        problems.push(...checkRecords(op, rows, res.statusCode, { outcome: 'Refused', actor: actor.name, exactlyOne: true }))
-        const row = rows.find((r) => r.operation_id === op.operationId)
-        if (row && !row.description.includes(PROFILE_NAMES[op.access.minProfile])) problems.push(`description "${row.description}" does not name the profile needed`)
+        if (res.headers['x-request-id'] !== tag) problems.push('the answer does not name the request')
+        // The poller gateway checks its credential itself: until it does (501), the answer is audited as it is.
+        const gatewayAnswer = op.access.kind === 'poller' && authorization !== undefined && res.statusCode !== 401
+        if (!gatewayAnswer && res.statusCode !== 401) problems.push(`answered ${res.statusCode}, not 401`)
+        problems.push(...checkRecords(op, since(app, before), res.statusCode, gatewayAnswer ? { exactlyOne: true } : { outcome: 'Refused', actor: null, exactlyOne: true }))
         const changed = changedTables(state, fingerprint(app)).filter((table) => !side.has(table))
-        if (changed.length) problems.push(`changed ${changed.join(', ')}`)
-        t.same(problems, [], `${op.operationId} as ${actor.name} (${PROFILE_NAMES[profile]}): 403, audited once with the actor, nothing else changed`)
+        if (!gatewayAnswer && changed.length) problems.push(`changed ${changed.join(', ')}`)
+        t.same(problems, [], `${op.operationId} ${how}: 401, audited once as Refused, nothing else changed`)
         checked++
       }
     }
-  }
-  t.ok(checked > 50, `${checked} refusals checked`)
-  t.same(leaks(since(app, 0), secrets.values), [], 'no record holds a secret a refused request carried')
+    t.ok(checked > 50, `${checked} refusals checked`)
+    t.same(leaks(since(app, 0), secrets.values), [], 'no record holds a secret a refused request carried')
+  })
+
+  await t.test('every request refused for a profile below the operation\'s minimum is audited with its actor', async (t) => {
+    const { spec, operations } = app.contract
+    const tokens: Record<number, { token: string; name: string }[]> = {
+      10: [{ token: await userWithProfile(app, admin, 'audit-user', 10), name: 'audit-user' }],
+      20: [{ token: await userWithProfile(app, admin, 'audit-manager', 20), name: 'audit-manager' }],
+    }
+    // Integration tokens act too, as `token:<name>`.
+    const create = [...operations.values()].find((o) => o.operationId === 'createIntegrationToken')
+    for (const profile of create ? ([10, 20] as const) : []) {
+      const created = await app.inject({ method: 'POST', url: create!.path, headers: bearer(admin), payload: { name: `audit-${profile}`, userProfile: profile } })
+      t.equal(created.statusCode, 200, created.body)
+      const token = created.json().token as string
+      // Its first use records when it was used; later uses within the minute write nothing.
+      await app.inject({ url: '/prime/webui/admin/profile', headers: bearer(token) })
+      tokens[profile].push({ token, name: `token:audit-${profile}` })
+    }
+    const secrets = new Secrets()
+    const side = auditSideTables(app)
+    let checked = 0, n = 0
+    for (const op of operations.values()) {
+      if (op.access.kind !== 'user' || op.access.minProfile <= 10) continue
+      const req = requestFor(spec, op, secrets)
+      for (const profile of [10, 20]) {
+        if (profile >= op.access.minProfile) continue
+        for (const actor of tokens[profile]) {
+          const before = lastId(app)
+          const state = fingerprint(app)
+          const res = await send(app, req, `Bearer ${actor.token}`, `audit-forbidden-${++n}`)
+          const problems: string[] = []
+          if (res.statusCode !== 403) problems.push(`answered ${res.statusCode}, not 403`)
+          const rows = since(app, before)
+          problems.push(...checkRecords(op, rows, res.statusCode, { outcome: 'Refused', actor: actor.name, exactlyOne: true }))
+          const row = rows.find((r) => r.operation_id === op.operationId)
+          if (row && !row.description.includes(PROFILE_NAMES[op.access.minProfile])) problems.push(`description "${row.description}" does not name the profile needed`)
+          const changed = changedTables(state, fingerprint(app)).filter((table) => !side.has(table))
+          if (changed.length) problems.push(`changed ${changed.join(', ')}`)
+          t.same(problems, [], `${op.operationId} as ${actor.name} (${PROFILE_NAMES[profile]}): 403, audited once with the actor, nothing else changed`)
+          checked++
+        }
+      }
+    }
+    t.ok(checked > 50, `${checked} refusals checked`)
+    t.same(leaks(since(app, 0), secrets.values), [], 'no record holds a secret a refused request carried')
+  })
+
+  await t.test('reads without an audit category change nothing and write no record', async (t) => {
+    const { spec, operations } = app.contract
+    const secrets = new Secrets()
+    let n = 0
+    // Caches are derived, not state: a recomputed insight may be kept.
+    const side = auditSideTables(app)
+    const derived = (table: string) => /cache/.test(table) || side.has(table)
+    const reads = [...operations.values()].filter((op) => !isMutating(op) && !isStream(op) && op.access.kind === 'user')
+    // A first read may do work that is due anyway (a health check never run yet, a cache
+    // filled): from the second on, reading changes nothing.
+    for (const op of reads) await send(app, requestFor(spec, op, secrets), `Bearer ${admin}`, `audit-warm-${++n}`)
+    for (const op of reads) {
+      const before = lastId(app)
+      const state = fingerprint(app)
+      const res = await send(app, requestFor(spec, op, secrets), `Bearer ${admin}`, `audit-read-${++n}`)
+      const problems: string[] = []
+      if (res.statusCode >= 500 && res.statusCode !== 501) problems.push(`answered ${res.statusCode}`)
+      const changed = changedTables(state, fingerprint(app)).filter((table) => !derived(table))
+      if (changed.length) problems.push(`changed ${changed.join(', ')}: it is not a read, and needs x-audit-category`)
+      const written = since(app, before).filter((r) => r.operation_id === op.operationId && res.statusCode < 400)
+      if (written.length) problems.push(`wrote ${written.length} record(s) although it is a read`)
+      t.same(problems, [], `${op.operationId}: reading again changes nothing`)
+    }
+  })
 })
 
 t.test('every mutating operation, called with enough rights, is audited with what changed and no secret', async (t) => {
@@ -547,33 +573,6 @@ t.test('every mutating operation, called with enough rights, is audited with wha
   t.same(leaks(since(app, 0), secrets.values), [], 'after everything: no record holds any secret sent or issued')
   t.ok(secrets.values.length > 10, `${secrets.values.length} secrets sent or issued`)
   t.comment(answered.join(', '))
-})
-
-t.test('reads without an audit category change nothing and write no record', async (t) => {
-  const app = await build(t, env)
-  const admin = await login(app)
-  const { spec, operations } = app.contract
-  const secrets = new Secrets()
-  let n = 0
-  // Caches are derived, not state: a recomputed insight may be kept.
-  const side = auditSideTables(app)
-  const derived = (table: string) => /cache/.test(table) || side.has(table)
-  const reads = [...operations.values()].filter((op) => !isMutating(op) && !isStream(op) && op.access.kind === 'user')
-  // A first read may do work that is due anyway (a health check never run yet, a cache
-  // filled): from the second on, reading changes nothing.
-  for (const op of reads) await send(app, requestFor(spec, op, secrets), `Bearer ${admin}`, `audit-warm-${++n}`)
-  for (const op of reads) {
-    const before = lastId(app)
-    const state = fingerprint(app)
-    const res = await send(app, requestFor(spec, op, secrets), `Bearer ${admin}`, `audit-read-${++n}`)
-    const problems: string[] = []
-    if (res.statusCode >= 500 && res.statusCode !== 501) problems.push(`answered ${res.statusCode}`)
-    const changed = changedTables(state, fingerprint(app)).filter((table) => !derived(table))
-    if (changed.length) problems.push(`changed ${changed.join(', ')}: it is not a read, and needs x-audit-category`)
-    const written = since(app, before).filter((r) => r.operation_id === op.operationId && res.statusCode < 400)
-    if (written.length) problems.push(`wrote ${written.length} record(s) although it is a read`)
-    t.same(problems, [], `${op.operationId}: reading again changes nothing`)
-  }
 })
 
 t.test('masking: webhook header values are secrets whatever their names', async (t) => {
