@@ -186,6 +186,7 @@ async function agentsPdf(ctx: RunContext): Promise<PdfReport> {
     rows: agentViews(repos.exports.agents(ids.slice(0, PDF_MAX_ROWS + 1))),
     maxRows: PDF_MAX_ROWS,
     cutNote: CSV_NOTE,
+    empty: 'No agent matches the filters.',
   }
   return pdfShell(ctx, figures, [table])
 }
@@ -225,17 +226,17 @@ async function* peripheralViews(rows: AsyncIterable<PeripheralListRow>) {
 
 function peripheralColumns(zone: string): PdfColumn<PeripheralRowView>[] {
   return [
-    { header: 'Host', width: 13, value: (p) => p.hostIdentifier },
-    { header: 'IP address', width: 9, value: (p) => p.hostIp },
-    { header: 'VID', width: 4.5, value: (p) => p.vid },
-    { header: 'PID', width: 4.5, value: (p) => p.pid },
-    { header: 'Vendor', width: 13, value: (p) => p.guiVid ?? p.manufacturer },
-    { header: 'Product', width: 15, value: (p) => p.guiPid ?? p.caption },
-    { header: 'Class', width: 8, value: (p) => p.devIconDescription },
-    { header: 'Serial', width: 10, value: (p) => p.guiSerial ?? p.serialNumber },
-    { header: 'Plugged in', width: 6, value: (p) => p.present },
-    { header: 'Approved', width: 6, value: (p) => p.approved },
-    { header: 'Risks', width: 10, value: (p) => risks([[p.isKnownAttackTool, 'Attack tool'], [p.isVulnerablePeripheral, 'Vulnerable'], [p.isUnapprovedPeripherals, 'Unapproved']]) },
+    { header: 'Host', width: 11, value: (p) => p.hostIdentifier },
+    { header: 'IP address', width: 8, value: (p) => p.hostIp },
+    { header: 'VID', width: 4, value: (p) => p.vid },
+    { header: 'PID', width: 4, value: (p) => p.pid },
+    { header: 'Vendor', width: 11, value: (p) => p.guiVid ?? p.manufacturer },
+    { header: 'Product', width: 14, value: (p) => p.guiPid ?? p.caption },
+    { header: 'Class', width: 7.5, value: (p) => p.devIconDescription },
+    { header: 'Serial', width: 12, value: (p) => p.guiSerial ?? p.serialNumber },
+    { header: 'Present', width: 5.5, value: (p) => p.present },
+    { header: 'Approved', width: 7, value: (p) => p.approved },
+    { header: 'Risks', width: 9, value: (p) => risks([[p.isKnownAttackTool, 'Attack tool'], [p.isVulnerablePeripheral, 'Vulnerable'], [p.isUnapprovedPeripherals, 'Unapproved']]) },
     { header: 'Last seen', width: 11, value: (p) => localTime(Date.parse(p.lastSeen), zone, false) },
   ]
 }
@@ -261,6 +262,7 @@ async function peripheralsPdf(ctx: RunContext): Promise<PdfReport> {
     rows: peripheralViews(take(repos.reports.peripherals(ids, f.peripherals, f.extra, ctx.signal), PDF_MAX_ROWS + 1)),
     maxRows: PDF_MAX_ROWS,
     cutNote: CSV_NOTE,
+    empty: 'No peripheral matches the filters.',
   }
   return pdfShell(ctx, figures, [table])
 }
@@ -300,13 +302,14 @@ function eventFilter(ctx: RunContext) {
 
 interface Count { name: string; count: number }
 const ranked = (m: Map<string, number>): Count[] => [...m].map(([name, count]) => ({ name, count })).sort((a, b) => b.count - a.count || a.name.localeCompare(b.name))
-const countColumns = (header: string, total: number): PdfColumn<Count>[] => [
+const countColumns = (header: string, unit: string, total: number): PdfColumn<Count>[] => [
   { header, width: 40, value: (c) => c.name },
-  { header: 'Records', width: 10, align: 'right', value: (c) => c.count },
+  { header: unit, width: 10, align: 'right', value: (c) => c.count },
   { header: 'Share', width: 10, align: 'right', value: (c) => pct(c.count, total) },
 ]
-function countTable(title: string, header: string, noun: string, counts: Count[], total: number, max = TOP): PdfTable<Count> {
-  return { title, noun, columns: countColumns(header, total), total: counts.length, rows: counts, maxRows: max }
+/** A narrow table of counts (by severity, by category, top sources). */
+function countTable(title: string, header: string, noun: string, unit: string, counts: Count[], total: number, max = TOP): PdfTable<Count> {
+  return { title, noun, columns: countColumns(header, unit, total), total: counts.length, rows: counts, maxRows: max, counted: false, width: 0.6, empty: 'None in this period.' }
 }
 const bySeverity = (t: DigestTotals): Count[] =>
   [...t.bySeverity].sort(([a], [b]) => a - b).map(([s, count]) => ({ name: `${s} ${severityText(s)}`, count }))
@@ -335,10 +338,10 @@ async function eventsPdf(ctx: RunContext): Promise<PdfReport> {
     { header: 'Details', width: 30, value: (e) => e.details },
   ]
   const tables: PdfTable[] = [
-    countTable('By severity', 'Severity', 'severities', bySeverity(t), t.total),
-    countTable('By category', 'Category', 'categories', ranked(t.byCategory), t.total),
-    countTable(`Top sources`, 'Source', 'sources', ranked(t.byKey), t.total),
-    { title: 'Events, newest first', noun: 'events', columns, total: t.total, rows: take(repos.reports.events(filter, ctx.signal), PDF_MAX_ROWS + 1), maxRows: PDF_MAX_ROWS, cutNote: CSV_NOTE },
+    countTable('By severity', 'Severity', 'severities', 'Events', bySeverity(t), t.total),
+    countTable('By category', 'Category', 'categories', 'Events', ranked(t.byCategory), t.total),
+    countTable('Top sources', 'Source', 'sources', 'Events', ranked(t.byKey), t.total),
+    { title: 'Events, newest first', noun: 'events', columns, total: t.total, rows: take(repos.reports.events(filter, ctx.signal), PDF_MAX_ROWS + 1), maxRows: PDF_MAX_ROWS, cutNote: CSV_NOTE, empty: 'No event of the period matches the filters.' },
   ]
   return pdfShell(ctx, figures, tables, period)
 }
@@ -398,10 +401,10 @@ async function auditPdf(ctx: RunContext): Promise<PdfReport> {
     { header: 'Asset', width: 14, value: (a) => a.asset_name ?? a.asset_key },
   ]
   const tables: PdfTable[] = [
-    countTable('By outcome', 'Outcome', 'outcomes', ranked(t.byOutcome), t.total),
-    countTable('By category', 'Category', 'categories', ranked(t.byCategory), t.total),
-    countTable('Top users', 'User', 'users', ranked(t.byKey), t.total),
-    { title: 'Audit records, newest first', noun: 'audit records', columns, total: t.total, rows: take(repos.reports.auditRecords(filter, ctx.signal), PDF_MAX_ROWS + 1), maxRows: PDF_MAX_ROWS, cutNote: CSV_NOTE },
+    countTable('By outcome', 'Outcome', 'outcomes', 'Records', ranked(t.byOutcome), t.total),
+    countTable('By category', 'Category', 'categories', 'Records', ranked(t.byCategory), t.total),
+    countTable('Top users', 'User', 'users', 'Records', ranked(t.byKey), t.total),
+    { title: 'Audit records, newest first', noun: 'audit records', columns, total: t.total, rows: take(repos.reports.auditRecords(filter, ctx.signal), PDF_MAX_ROWS + 1), maxRows: PDF_MAX_ROWS, cutNote: CSV_NOTE, empty: 'No audit record of the period matches the filters.' },
   ]
   return pdfShell(ctx, figures, tables, period)
 }
@@ -491,7 +494,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
         item: `${m.guiVid ?? m.vid} ${m.guiPid ?? m.pid}`, vid: m.vid, pid: m.pid, vendor: m.guiVid, product: m.guiPid, deviceClass: m.devIconDescription,
         hosts: m.hostsCount, count: m.peripheralsCount, firstSeen: m.firstSeen, lastSeen: m.lastSeen, detail: hostNames(m.hosts, m.hostsCount),
       })))
-      figures.push(fig(`Uncommon models (on ${maxHosts} hosts or fewer)`, u.recordsTotal))
+      figures.push(fig('Uncommon models', u.recordsTotal))
     } else if (section === 'whitelistViolations') {
       const w = insights.whitelistViolations(period.from, period.to)
       lines.set(section, w.data.map((m) => line(section, {
@@ -529,13 +532,25 @@ async function insightsPdf(ctx: RunContext): Promise<PdfReport> {
       { header: 'Count', width: 10, align: 'right', value: (l) => l.count },
       { header: 'Share or detail', width: 30, value: (l) => l.detail },
     ],
-    vulnerablePeripherals: [{ header: 'Name', width: 14, value: (l) => l.item }, ...model, { header: 'Plugged in', width: 6, align: 'right', value: (l) => l.count }, { header: 'Detail', width: 40, value: (l) => l.detail }],
-    uncommonPeripherals: [...model, { header: 'Peripherals', width: 7, align: 'right', value: (l) => l.count }, { header: 'First seen', width: 11, value: (l) => when(l.firstSeen) }, { header: 'Last seen', width: 10, value: (l) => when(l.lastSeen) }, { header: 'Hosts', width: 24, value: (l) => l.detail }],
+    vulnerablePeripherals: [{ header: 'Name', width: 14, value: (l) => l.item }, ...model, { header: 'Present', width: 6, align: 'right', value: (l) => l.count }, { header: 'Detail', width: 40, value: (l) => l.detail }],
+    uncommonPeripherals: [...model, { header: 'Devices', width: 7, align: 'right', value: (l) => l.count }, { header: 'First seen', width: 11, value: (l) => when(l.firstSeen) }, { header: 'Last seen', width: 10, value: (l) => when(l.lastSeen) }, { header: 'Hosts', width: 24, value: (l) => l.detail }],
     whitelistViolations: [...model, { header: 'Violations', width: 7, align: 'right', value: (l) => l.count }, { header: 'First', width: 11, value: (l) => when(l.firstSeen) }, { header: 'Last', width: 10, value: (l) => when(l.lastSeen) }, { header: 'Hosts', width: 24, value: (l) => l.detail }],
     errorTotals: [{ header: 'Host', width: 16, value: (l) => l.item }, { header: 'Errors', width: 6, align: 'right', value: (l) => l.count }, { header: 'Last error', width: 11, value: (l) => when(l.lastSeen) }, { header: 'Detail', width: 60, value: (l) => l.detail }],
   }
   const nouns: Record<InsightSection, string> = { classificationSummary: 'lines', vulnerablePeripherals: 'models', uncommonPeripherals: 'models', whitelistViolations: 'models', errorTotals: 'agents' }
-  const tables: PdfTable<InsightLine>[] = sections.map((s) => ({ title: sectionTitles[s], noun: nouns[s], columns: columns[s], total: lines.get(s)!.length, rows: lines.get(s)!, maxRows: PDF_MAX_ROWS, cutNote: CSV_NOTE }))
+  const maxHosts = typeof ctx.definition.filters.uncommonMaxHosts === 'number' ? ctx.definition.filters.uncommonMaxHosts : 3
+  const empty: Record<InsightSection, string> = {
+    classificationSummary: 'No agent is enrolled.',
+    vulnerablePeripherals: 'No peripheral of the catalogue of vulnerable devices and attack tools was reported.',
+    uncommonPeripherals: `No peripheral model is plugged in on ${maxHosts} host(s) or fewer.`,
+    whitelistViolations: 'No whitelist violation in the period.',
+    errorTotals: 'No agent error or failed command in the period.',
+  }
+  const titles = { ...sectionTitles, uncommonPeripherals: `Uncommon peripherals (plugged in on ${maxHosts} host(s) or fewer)` }
+  const tables: PdfTable<InsightLine>[] = sections.map((s) => ({
+    title: titles[s], noun: nouns[s], columns: columns[s], total: lines.get(s)!.length, rows: lines.get(s)!, maxRows: PDF_MAX_ROWS, cutNote: CSV_NOTE,
+    empty: empty[s], width: s === 'classificationSummary' ? 0.75 : 1,
+  }))
   const usesPeriod = sections.includes('whitelistViolations') || sections.includes('errorTotals')
   return pdfShell(ctx, figures, tables, usesPeriod ? period : undefined)
 }

@@ -26,6 +26,12 @@ export interface PdfTable<T = any> {
   maxRows: number
   /** Said under the table when it is cut ("the CSV format holds every one"). */
   cutNote?: string
+  /** Whether its rows count as the report's rows (not for tables of counts); default true. */
+  counted?: boolean
+  /** Its share of the page width (a narrow table of counts reads better); default 1. */
+  width?: number
+  /** Said when it has no rows; default "No <noun>." */
+  empty?: string
 }
 
 export interface PdfFigure {
@@ -46,7 +52,7 @@ export interface PdfReport {
 }
 
 export interface PdfResult {
-  /** Table rows drawn. */
+  /** Data rows drawn (rows of count tables left out). */
   rows: number
   /** Whether a table was cut at its row cap. */
   truncated: boolean
@@ -78,6 +84,8 @@ const cellText = (v: string | number | boolean | null | undefined) =>
   v === null || v === undefined ? '' : typeof v === 'boolean' ? (v ? 'Yes' : 'No') : typeof v === 'number' ? v.toLocaleString('en-US') : printable(String(v))
 
 const pause = () => new Promise((resolve) => setImmediate(resolve))
+/** "1 agent", "2 agents" ("categories" and "severities" become "category" and "severity"). */
+const counting = (n: number, noun: string) => `${n.toLocaleString('en-US')} ${n === 1 ? noun.replace(/ies$/, 'y').replace(/s$/, '') : noun}`
 
 /** Draws the report into `out` (ended when the PDF is complete; destroyed when drawing fails). */
 export async function writePdf(report: PdfReport, out: Writable, generatedMs: number, signal?: AbortSignal): Promise<PdfResult> {
@@ -201,18 +209,19 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
   let drawn = 0
   let truncated = false
   for (const table of report.tables) {
-    const scale = CONTENT_WIDTH / table.columns.reduce((n, c) => n + c.width, 0)
+    const width = CONTENT_WIDTH * (table.width ?? 1)
+    const scale = width / table.columns.reduce((n, c) => n + c.width, 0)
     const columns = table.columns.map((c) => ({ ...c, width: c.width * scale }))
     const heading = (continued: boolean) => {
       setFont(BOLD, 11, DARK)
-      const count = `${table.total.toLocaleString('en-US')} ${table.noun}${table.total > table.maxRows ? `, the first ${table.maxRows.toLocaleString('en-US')} listed` : ''}`
-      put(printable(table.title + (continued ? ' (continued)' : '')), PAGE.margin, y, CONTENT_WIDTH * 0.6)
+      const count = `${counting(table.total, table.noun)}${table.total > table.maxRows ? `, the first ${table.maxRows.toLocaleString('en-US')} listed` : ''}`
+      put(printable(table.title + (continued ? ' (continued)' : '')), PAGE.margin, y, width * 0.6)
       setFont(FONT, 8.5, GREY)
-      put(count, PAGE.margin + CONTENT_WIDTH * 0.6, y + 2, CONTENT_WIDTH * 0.4, 'right')
+      put(count, PAGE.margin + width * 0.6, y + 2, width * 0.4, 'right')
       y += 16
     }
     const header = () => {
-      doc.rect(PAGE.margin, y, CONTENT_WIDTH, HEADER_HEIGHT).fill(DARK)
+      doc.rect(PAGE.margin, y, width, HEADER_HEIGHT).fill(DARK)
       setFont(BOLD, CELL_SIZE, '#ffffff')
       let x = PAGE.margin
       for (const c of columns) {
@@ -241,12 +250,12 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
     }
     for await (const row of table.rows) {
       if (shown === table.maxRows) {
-        truncated = true
+        if (table.counted !== false) truncated = true
         break
       }
       const stripe = shown % 2 === 1
       await line((top) => {
-        if (stripe) doc.rect(PAGE.margin, top, CONTENT_WIDTH, ROW_HEIGHT).fill(STRIPE)
+        if (stripe) doc.rect(PAGE.margin, top, width, ROW_HEIGHT).fill(STRIPE)
         setFont(FONT, CELL_SIZE)
         let x = PAGE.margin
         for (const c of columns) {
@@ -256,18 +265,18 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
       })
       shown++
     }
-    drawn += shown
-    if (table.total > shown && shown === table.maxRows) truncated = true
+    if (table.counted !== false) drawn += shown
+    if (table.counted !== false && table.total > shown && shown === table.maxRows) truncated = true
     const closing =
       shown === 0
-        ? `No ${table.noun} match.`
+        ? table.empty ?? `No ${table.noun}.`
         : table.total > shown
           ? `${(table.total - shown).toLocaleString('en-US')} more ${table.noun} not listed here${table.cutNote ? `; ${table.cutNote}` : '.'}`
           : null
     if (closing) {
       await line((top) => {
         setFont(BOLD, CELL_SIZE, GREY)
-        put(closing, PAGE.margin + PADDING, top + (ROW_HEIGHT - CELL_SIZE) / 2, CONTENT_WIDTH - 2 * PADDING)
+        put(closing, PAGE.margin + PADDING, top + (ROW_HEIGHT - CELL_SIZE) / 2, Math.max(width, CONTENT_WIDTH * 0.6) - 2 * PADDING)
       })
     }
     y += 12
