@@ -138,9 +138,12 @@ function readHeader(header: CsvRecord): Map<Column, number> {
 
 type Cells = Partial<Record<Column, string>>
 
-/** A row's cells as a draft, or the reasons they cannot be one. */
-/** `storedPollerId`: the poller of the connection the row updates (an empty cell keeps it); undefined for a new one. */
-function rowDraft(cells: Cells, storedPollerId: string | null | undefined): { draft?: Draft; errors: RuleError[] } {
+/**
+ * A row's cells as a draft, with the cells that cannot be read (left out of the draft, so
+ * that the rules still report the other cells). `storedPollerId`: the poller of the
+ * connection the row updates (an empty cell keeps it); undefined for a new one.
+ */
+function rowDraft(cells: Cells, storedPollerId: string | null | undefined): { draft: Draft; errors: RuleError[] } {
   const errors: RuleError[] = []
   const cell = (c: Column) => (SECRET.includes(c) ? (cells[c] ?? '') : (cells[c] ?? '').trim())
   for (const c of REQUIRED) if (cell(c) === '') errors.push({ field: c, reason: 'is required' })
@@ -177,7 +180,7 @@ function rowDraft(cells: Cells, storedPollerId: string | null | undefined): { dr
     timeoutSeconds: int('timeoutSeconds'),
     pollerId: cell('pollerId') === '' ? (storedPollerId ?? null) : cell('pollerId'),
   }
-  return errors.length ? { errors } : { draft, errors }
+  return { draft, errors }
 }
 
 export function importConnections(req: FastifyRequest, fileName: string | null, data: Buffer): Schemas['AgentlessUploadResult'] {
@@ -222,14 +225,12 @@ export function importConnections(req: FastifyRequest, fileName: string | null, 
       for (const [column, index] of columns) cells[column] = row.cells[index]
       const stored = name === null ? undefined : app.repos.agentless.connectionByName(nameCell)
       const { draft, errors: cellErrors } = rowDraft(cells, stored?.poller_id)
-      if (!draft) {
-        reject(cellErrors.map((e) => ({ column: e.field, reason: e.reason })))
-        continue
-      }
       const credentials = stored ? openCredentials(app, stored) : undefined
       const { errors, checked } = checkDraft(draft, stored && credentials ? { row: stored, credentials } : undefined)
-      if (!checked) {
-        reject(errors.map((e) => ({ column: e.field, reason: e.reason })))
+      const unread = new Set(cellErrors.map((e) => e.field))
+      const all = [...cellErrors, ...errors.filter((e) => !unread.has(e.field))]
+      if (!checked || all.length > 0) {
+        reject(all.map((e) => ({ column: e.field, reason: e.reason })))
         continue
       }
       const blocked = storeProblem(app, checked, stored?.id ?? null)

@@ -29,11 +29,11 @@ export const STATUS_COLUMNS = [
 const statusPdfColumns: PdfColumn<StatusView>[] = [
   { header: 'Name', width: 13, value: (r) => r.computerName },
   { header: 'Address', width: 12, value: (r) => r.address },
-  { header: 'Protocol / port', width: 9, value: (r) => `${r.protocol} ${r.port}` },
-  { header: 'Poller', width: 9, value: (r) => r.pollerName ?? '(none)' },
+  { header: 'Protocol / port', width: 8, value: (r) => `${r.protocol} ${r.port}` },
+  { header: 'Poller', width: 8, value: (r) => r.pollerName ?? '(none)' },
   { header: 'Status', width: 8, value: (r) => r.statusString },
-  { header: 'Description', width: 17, value: (r) => r.statusDescription },
-  { header: 'Error', width: 17, value: (r) => r.statusErrorDescription },
+  { header: 'Description', width: 20, value: (r) => r.statusDescription },
+  { header: 'Error', width: 16, value: (r) => r.statusErrorDescription },
   { header: 'Start (UTC)', width: 11, value: (r) => timeText(r.startTime) },
   { header: 'End (UTC)', width: 11, value: (r) => timeText(r.endTime) },
 ]
