@@ -120,9 +120,11 @@ export function auditFallback(req: FastifyRequest, reply: FastifyReply, detail: 
   if (status === 429 && !req.audited) return
   const outcome = refused ? 'Refused' : status >= 400 ? 'Failed' : 'Succeeded'
   const what = op ? `${op.operationId} (${op.method} ${op.path})` : `${req.method} ${req.url}`
+  // What the request named (path and query parameters), and what it asked for when it failed.
+  const named = (v: unknown) => (v && typeof v === 'object' && Object.keys(v).length > 0 ? v : undefined)
   audit(req, {
     description: `${outcome}: ${what}${detail ? ` - ${detail}` : ''}`,
-    details: { status, body: outcome === 'Succeeded' ? undefined : req.body },
+    details: { status, params: named(req.params), query: named(req.query), body: outcome === 'Succeeded' ? undefined : req.body },
     outcome,
   })
 }

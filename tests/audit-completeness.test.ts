@@ -338,10 +338,18 @@ async function send(app: FastifyInstance, req: Built, authorization: string | un
   return app.inject(opts)
 }
 
+/** The values of an operation's path parameters in a request's URL. */
+function pathValues(op: Operation, url: string): string[] {
+  if (!/\{\w+\}/.test(op.path)) return []
+  const literal = (part: string) => part.replace(/[.*+?^$()|[\]\\{}]/g, '\\$&')
+  const m = new RegExp(`^${op.path.split(/\{\w+\}/).map(literal).join('([^/?]+)')}(?:\\?|$)`, 'i').exec(url)
+  return m ? m.slice(1).map(decodeURIComponent) : []
+}
+
 // ---- the tests ------------------------------------------------------------------------
 
 /** What is wrong with the records a request left: an empty list when it is audited as the rule says. */
-function checkRecords(op: Operation, rows: AuditRow[], status: number, expect: { outcome?: string; actor?: string | null; exactlyOne?: boolean }): string[] {
+function checkRecords(op: Operation, rows: AuditRow[], status: number, expect: { outcome?: string; actor?: string | null; exactlyOne?: boolean; url?: string }): string[] {
   const problems: string[] = []
   const others = rows.filter((r) => r.operation_id !== null && r.operation_id !== op.operationId)
   if (others.length) problems.push(`records of other operations: ${others.map((r) => r.operation_id).join(', ')}`)
@@ -367,6 +375,10 @@ function checkRecords(op: Operation, rows: AuditRow[], status: number, expect: {
       JSON.parse(r.details)
     } catch {
       problems.push(`${at}: details are not JSON`)
+    }
+    // The thing the path names (an entry, a token, an agent) is named by the record.
+    for (const value of expect.url ? pathValues(op, expect.url) : []) {
+      if (!`${r.description}\u0001${r.details}\u0001${r.asset_key}\u0001${r.asset_name}`.toLowerCase().includes(value.toLowerCase())) problems.push(`${at}: does not name ${value} (${r.description} ${r.details})`)
     }
   }
   return problems
@@ -397,7 +409,7 @@ t.test('refused requests and reads, on one app', async (t) => {
         // The poller gateway checks its credential itself: until it does (501), the answer is audited as it is.
         const gatewayAnswer = op.access.kind === 'poller' && authorization !== undefined && res.statusCode !== 401
         if (!gatewayAnswer && res.statusCode !== 401) problems.push(`answered ${res.statusCode}, not 401`)
-        problems.push(...checkRecords(op, since(app, before), res.statusCode, gatewayAnswer ? { exactlyOne: true } : { outcome: 'Refused', actor: null, exactlyOne: true }))
+        problems.push(...checkRecords(op, since(app, before), res.statusCode, gatewayAnswer ? { exactlyOne: true, url: req.url } : { outcome: 'Refused', actor: null, exactlyOne: true, url: req.url }))
         const changed = changedTables(state, fingerprint(app)).filter((table) => !side.has(table))
         if (!gatewayAnswer && changed.length) problems.push(`changed ${changed.join(', ')}`)
         t.same(problems, [], `${op.operationId} ${how}: 401, audited once as Refused, nothing else changed`)
@@ -439,7 +451,7 @@ t.test('refused requests and reads, on one app', async (t) => {
           const problems: string[] = []
           if (res.statusCode !== 403) problems.push(`answered ${res.statusCode}, not 403`)
           const rows = since(app, before)
-          problems.push(...checkRecords(op, rows, res.statusCode, { outcome: 'Refused', actor: actor.name, exactlyOne: true }))
+          problems.push(...checkRecords(op, rows, res.statusCode, { outcome: 'Refused', actor: actor.name, exactlyOne: true, url: req.url }))
           const row = rows.find((r) => r.operation_id === op.operationId)
           if (row && !row.description.includes(PROFILE_NAMES[op.access.minProfile])) problems.push(`description "${row.description}" does not name the profile needed`)
           const changed = changedTables(state, fingerprint(app)).filter((table) => !side.has(table))
@@ -562,7 +574,7 @@ t.test('every mutating operation, called with enough rights, is audited with wha
     if (res.statusCode >= 500 && !declared501) problems.push(`answered ${res.statusCode}: ${res.body.slice(0, 300)}`)
     const rows = since(app, before)
     // A refused gateway call has no actor; otherwise the record names the caller.
-    problems.push(...checkRecords(op, rows, res.statusCode, { actor: res.statusCode === 401 ? null : actor }))
+    problems.push(...checkRecords(op, rows, res.statusCode, { actor: res.statusCode === 401 ? null : actor, url: req.url }))
     problems.push(...leaks(rows, secrets.values))
     t.same(problems, [], `${op.operationId} (${res.statusCode}): audited, with who, from where, an outcome that fits, no secret`)
     for (const r of rows) {
