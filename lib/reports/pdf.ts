@@ -1,9 +1,10 @@
 // Report PDFs: a cover block (title, what the report is, period, filters, schedule, when
 // it was generated), summary figures, then one or more tables, each with its header on
 // every page it spans, and "Page n of m" on every page. Drawn the way lib/pdf.ts draws
-// exports (one line per row, cached glyph widths, WinAnsi text); the pages are kept until
-// the end so that the page count can be written on each, which the row cap of a report
-// (5000 per table) keeps small.
+// exports (one line per row, cached glyph widths, WinAnsi text, each page written out as
+// the next starts). A table's rows (at most 5000) are read before drawing starts, so the
+// page count is exact.
+import { once } from 'node:events'
 import type { Writable } from 'node:stream'
 import PDFDocument from 'pdfkit'
 
@@ -70,6 +71,8 @@ const STRIPE = '#eef2f5'
 const CELL_SIZE = 8
 const ROW_HEIGHT = 13
 const HEADER_HEIGHT = 17
+const HEADING_HEIGHT = 16
+const TABLE_GAP = 12
 const PADDING = 4
 const FOOTER_Y = PAGE.height - PAGE.margin + 6
 const TABLE_BOTTOM = PAGE.height - PAGE.margin - 6
@@ -103,7 +106,6 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
     layout: 'landscape',
     margin: PAGE.margin,
     autoFirstPage: false,
-    bufferPages: true,
     info: { Title: printable(report.title), Subject: printable(report.subtitle), Creator: 'Prime', CreationDate: new Date(generatedMs) },
   })
   doc.pipe(out)
@@ -206,19 +208,56 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
   y += 6
 
   // ---- tables ----
+  // Their rows are read first (at most maxRows + 1 each), so that the page count is known
+  // exactly before the first footer is drawn; then every page is written out as soon as
+  // the next one starts, with other work and the reader's pace between pages.
+  const tables: Laid[] = []
+  for (const table of report.tables) {
+    const rows: unknown[] = []
+    for await (const row of table.rows) {
+      rows.push(row)
+      if (rows.length > table.maxRows) break
+      if (rows.length % 1000 === 0) signal?.throwIfAborted()
+    }
+    const shown = Math.min(rows.length, table.maxRows)
+    // Beyond the cap, `total` counts them; below it, the rows read are all there is (some may have gone meanwhile).
+    const total = rows.length > table.maxRows ? Math.max(table.total, rows.length) : rows.length
+    const closing = shown === 0 ? table.empty ?? `No ${table.noun}.` : total > shown ? `${(total - shown).toLocaleString('en-US')} more ${table.noun} not listed here${table.cutNote ? `; ${table.cutNote}` : '.'}` : null
+    tables.push({ table, rows: rows.slice(0, shown), total, closing })
+  }
+  const pages = countPages(y, tables)
+  let page = 1
+  const footer = () => {
+    doc.moveTo(PAGE.margin, FOOTER_Y - 4).lineTo(PAGE.width - PAGE.margin, FOOTER_Y - 4).lineWidth(0.5).strokeColor('#c8d0d6').stroke()
+    setFont(FONT, 8, GREY)
+    const number = `Page ${page} of ${pages}`
+    put(printable(report.footer), PAGE.margin, FOOTER_Y, CONTENT_WIDTH - measure(number) - 20)
+    put(number, PAGE.width - PAGE.margin - measure(number), FOOTER_Y, measure(number) + 1)
+  }
+  footer()
+  const nextPage = async () => {
+    // The finished page goes out when the next one starts: wait while the file is behind.
+    if (out.writableNeedDrain) await once(out, 'drain')
+    else await pause()
+    signal?.throwIfAborted()
+    newPage()
+    page++
+    footer()
+  }
+
   let drawn = 0
   let truncated = false
-  for (const table of report.tables) {
+  for (const { table, rows, total, closing } of tables) {
     const width = CONTENT_WIDTH * (table.width ?? 1)
     const scale = width / table.columns.reduce((n, c) => n + c.width, 0)
     const columns = table.columns.map((c) => ({ ...c, width: c.width * scale }))
     const heading = (continued: boolean) => {
       setFont(BOLD, 11, DARK)
-      const count = `${counting(table.total, table.noun)}${table.total > table.maxRows ? `, the first ${table.maxRows.toLocaleString('en-US')} listed` : ''}`
+      const count = `${counting(total, table.noun)}${total > rows.length && rows.length === table.maxRows ? `, the first ${table.maxRows.toLocaleString('en-US')} listed` : ''}`
       put(printable(table.title + (continued ? ' (continued)' : '')), PAGE.margin, y, width * 0.6)
       setFont(FONT, 8.5, GREY)
       put(count, PAGE.margin + width * 0.6, y + 2, width * 0.4, 'right')
-      y += 16
+      y += HEADING_HEIGHT
     }
     const header = () => {
       doc.rect(PAGE.margin, y, width, HEADER_HEIGHT).fill(DARK)
@@ -231,31 +270,22 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
       y += HEADER_HEIGHT
       setFont(FONT, CELL_SIZE)
     }
-    // A table starts on a new page unless its heading, header and a few rows fit here.
-    if (y + 16 + HEADER_HEIGHT + 4 * ROW_HEIGHT > TABLE_BOTTOM) newPage()
+    if (!startsHere(y)) await nextPage()
     heading(false)
     header()
-    let shown = 0
     /** One line of the table, on a new page (with heading and header) when this one is full. */
     const line = async (draw: (top: number) => void) => {
-      if (y + ROW_HEIGHT > TABLE_BOTTOM) {
-        await pause()
-        signal?.throwIfAborted()
-        newPage()
+      if (!fitsLine(y)) {
+        await nextPage()
         heading(true)
         header()
       }
       draw(y)
       y += ROW_HEIGHT
     }
-    for await (const row of table.rows) {
-      if (shown === table.maxRows) {
-        if (table.counted !== false) truncated = true
-        break
-      }
-      const stripe = shown % 2 === 1
+    for (const [i, row] of rows.entries()) {
       await line((top) => {
-        if (stripe) doc.rect(PAGE.margin, top, width, ROW_HEIGHT).fill(STRIPE)
+        if (i % 2 === 1) doc.rect(PAGE.margin, top, width, ROW_HEIGHT).fill(STRIPE)
         setFont(FONT, CELL_SIZE)
         let x = PAGE.margin
         for (const c of columns) {
@@ -263,36 +293,53 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
           x += c.width
         }
       })
-      shown++
     }
-    if (table.counted !== false) drawn += shown
-    if (table.counted !== false && table.total > shown && shown === table.maxRows) truncated = true
-    const closing =
-      shown === 0
-        ? table.empty ?? `No ${table.noun}.`
-        : table.total > shown
-          ? `${(table.total - shown).toLocaleString('en-US')} more ${table.noun} not listed here${table.cutNote ? `; ${table.cutNote}` : '.'}`
-          : null
+    if (table.counted !== false) {
+      drawn += rows.length
+      if (total > rows.length) truncated = true
+    }
     if (closing) {
       await line((top) => {
         setFont(BOLD, CELL_SIZE, GREY)
         put(closing, PAGE.margin + PADDING, top + (ROW_HEIGHT - CELL_SIZE) / 2, Math.max(width, CONTENT_WIDTH * 0.6) - 2 * PADDING)
       })
     }
-    y += 12
-  }
-
-  // ---- footers ----
-  const range = doc.bufferedPageRange()
-  for (let i = 0; i < range.count; i++) {
-    doc.switchToPage(range.start + i)
-    doc.moveTo(PAGE.margin, FOOTER_Y - 4).lineTo(PAGE.width - PAGE.margin, FOOTER_Y - 4).lineWidth(0.5).strokeColor('#c8d0d6').stroke()
-    setFont(FONT, 8, GREY)
-    const number = `Page ${i + 1} of ${range.count}`
-    put(printable(report.footer), PAGE.margin, FOOTER_Y, CONTENT_WIDTH - measure(number) - 20)
-    put(number, PAGE.width - PAGE.margin - measure(number), FOOTER_Y, measure(number) + 1)
+    y += TABLE_GAP
   }
   doc.end()
   await finished
-  return { rows: drawn, truncated, pages: range.count }
+  return { rows: drawn, truncated, pages: page }
+}
+
+interface Laid {
+  table: PdfTable
+  rows: unknown[]
+  total: number
+  closing: string | null
+}
+
+/** Whether a table may start at `y`: its heading, header and a few rows fit. */
+const startsHere = (y: number) => y + HEADING_HEIGHT + HEADER_HEIGHT + 4 * ROW_HEIGHT <= TABLE_BOTTOM
+const fitsLine = (y: number) => y + ROW_HEIGHT <= TABLE_BOTTOM
+
+/** The pages the tables take from `y` on the first page, by the rules the drawing follows. */
+function countPages(y: number, tables: Laid[]): number {
+  let pages = 1
+  for (const { rows, closing } of tables) {
+    if (!startsHere(y)) {
+      pages++
+      y = PAGE.margin
+    }
+    y += HEADING_HEIGHT + HEADER_HEIGHT
+    const lines = rows.length + (closing ? 1 : 0)
+    for (let i = 0; i < lines; i++) {
+      if (!fitsLine(y)) {
+        pages++
+        y = PAGE.margin + HEADING_HEIGHT + HEADER_HEIGHT
+      }
+      y += ROW_HEIGHT
+    }
+    y += TABLE_GAP
+  }
+  return pages
 }
