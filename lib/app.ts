@@ -197,13 +197,15 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     else await limit(req, reply, requestLimit, 'requests', true)
     if (op?.operationId === 'localLogin' || op?.operationId === 'signIn' || op?.operationId === 'pollerRegister') await limit(req, reply, loginLimit, 'login attempts', false)
     if (!op) return
+    // The caller first: a refused one learns nothing more (401/403 before 415/406), and a
+    // request that fails on its media types is audited with its actor.
+    authorize(req, op)
     gateMediaType(req, op)
     const type = chooseResponseType(req, op.responseTypes)
     if (op.responseTypes.length > 0 && !type) {
       throw problem('not-acceptable', `This operation answers ${op.responseTypes.join(', ')}; Accept allows none of them.`)
     }
     req.responseType = type
-    authorize(req, op)
   })
 
   app.addHook('preValidation', async (req) => {

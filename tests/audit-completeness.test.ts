@@ -465,6 +465,29 @@ t.test('refused requests and reads, on one app', async (t) => {
     t.same(leaks(since(app, 0), secrets.values), [], 'no record holds a secret a refused request carried')
   })
 
+  await t.test('a request with a body of the wrong media type is refused or failed with its actor known', async (t) => {
+    const { spec, operations } = app.contract
+    const secrets = new Secrets()
+    let checked = 0
+    for (const op of operations.values()) {
+      if (!isMutating(op) || op.access.kind !== 'user' || !op.requestTypes.some((type) => type.includes('json'))) continue
+      const req = { ...requestFor(spec, op, secrets), headers: { 'content-type': 'application/xml' }, payload: '<audit/>' }
+      for (const [who, authorization, status, expect] of [
+        ['without a credential', undefined, 401, { outcome: 'Refused', actor: null }],
+        ['as an Administrator', `Bearer ${admin}`, 415, { outcome: 'Failed', actor: 'admin' }],
+      ] as const) {
+        const before = lastId(app)
+        const res = await send(app, req, authorization, `audit-media-${op.operationId}`)
+        const problems: string[] = []
+        if (res.statusCode !== status) problems.push(`answered ${res.statusCode}, not ${status}`)
+        problems.push(...checkRecords(op, since(app, before), res.statusCode, { ...expect, exactlyOne: true, url: req.url }))
+        t.same(problems, [], `${op.operationId} with an XML body ${who}: ${status}, audited with ${expect.actor ?? 'nobody known'}`)
+      }
+      checked++
+    }
+    t.ok(checked > 20, `${checked} operations checked`)
+  })
+
   await t.test('reads without an audit category change nothing and write no record', async (t) => {
     const { spec, operations } = app.contract
     const secrets = new Secrets()
