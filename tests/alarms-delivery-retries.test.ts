@@ -9,7 +9,7 @@ import Database from 'better-sqlite3'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login, ADMIN_PASSWORD } from './helpers.js'
-import { ALARM_PATH, alarmEnv, closedPort, httpReceiver, waitFor } from './fixtures/receivers.js'
+import { ALARM_PATH, alarmEnv, closedPort, httpReceiver, smtpReceiver, waitFor } from './fixtures/receivers.js'
 import { alarmDeliveryHealth, alarmWorker } from '../lib/alarms/index.js'
 import { backoff, GIVE_UP_MS } from '../lib/alarms/worker.js'
 import { buildApp } from '../lib/app.js'
@@ -158,6 +158,30 @@ t.test('permanent failures: 4xx fails at once and raises 0x410001, never sent to
   const after = app.db.prepare(`SELECT alarm_destination_id AS d FROM events WHERE event_code = '0x410001' ORDER BY id`).all() as any[]
   t.same(after.map((r) => r.d).sort(), [a.id, a.id, a.id, b.id].sort(), 'one failure event per failed record, none for failed failure events')
   t.equal(app.db.prepare(`SELECT count(*) AS n FROM alarm_outbox WHERE status = 'pending'`).pluck().get(), 0, 'nothing left circling')
+})
+
+t.test('e-mail: an SMTP 4xx answer is retried, a 5xx one fails at once', async (t) => {
+  const smtp = await smtpReceiver()
+  t.teardown(() => smtp.close())
+  const app = await build(t, { ...alarmEnv, PRIME_SMTP_URL: smtp.url })
+  const token = await login(app)
+  const worker = alarmWorker(app)
+  worker.pause()
+  const res = await call(app, token, { method: 'POST', url: `${ALARM_PATH}/AddOrUpdateAlarmDest`, payload: { name: 'mail', type: 'email', email: { recipients: ['soc@example.com'] } } })
+  const dest = res.json()
+  smtp.refuseRecipients = 451
+  app.repos.events.record(Date.now(), [event('one')])
+  await worker.turn()
+  t.match(outbox(app, dest.id)[0], { status: 'pending', attempts: 1, last_error: /451/ })
+  smtp.refuseRecipients = 550
+  worker.clock = () => Date.now() + 3600_000
+  await worker.turn()
+  t.match(outbox(app, dest.id)[0], { status: 'failed', attempts: 2, last_error: /550/ })
+  t.equal(smtp.mails.length, 0)
+  smtp.refuseRecipients = null
+  app.repos.events.record(Date.now(), [event('two')])
+  await worker.drain()
+  t.same(smtp.mails.map((m) => m.subject), ['[Prime] [Critical] Known attack tool detected - PC-1 (10.0.0.1)'])
 })
 
 t.test('retries stop 24 h after queueing', async (t) => {

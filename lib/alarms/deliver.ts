@@ -17,7 +17,7 @@ export interface Transports {
 export interface Sent {
   result: SendOutcome
   /** The message as sent (or attempted): webhook body, syslog line or e-mail. */
-  message: Record<string, unknown> | string | EmailMessage
+  message: Record<string, unknown> | string | Pick<EmailMessage, 'subject' | 'text'>
 }
 
 export async function sendRecord(app: FastifyInstance, dest: DestinationRow, record: AlarmRecord, ctx: DeliveryContext, t: Transports): Promise<Sent> {
@@ -34,5 +34,5 @@ export async function sendRecord(app: FastifyInstance, dest: DestinationRow, rec
   }
   const s = settings as EmailSettings
   const mail = emailMessage(record, ctx, s.subjectPrefix, app.config.publicUrl)
-  return { message: mail, result: await sendEmail(app.mailer, s, mail, ctx.deliveryId) }
+  return { message: { subject: mail.subject, text: mail.text }, result: await sendEmail(app.mailer, s, mail, ctx.deliveryId) }
 }
