@@ -51,7 +51,7 @@ export const alarmsHandlers: Handlers<'getAlarmDests' | 'addOrUpdateAlarmDest' |
     const existing = id ? repos.alarms.byId(id) : undefined
     if (id && !existing) throw problem('not-found', `${NOT_FOUND} (${body.id})`)
     // Resolving host names takes time: done before the transaction, which checks the rest again.
-    const input = await destinationInput(body, existing, allowList(config.alarms.allowedHosts))
+    const input = await destinationInput(body, existing, allowList(config.alarms.allowedHosts), req.server.mailer.configured())
     const now = Date.now()
     const user = req.principal?.name ?? null
     return db.transaction(() => {

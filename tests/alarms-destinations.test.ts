@@ -9,8 +9,11 @@ import { alarmWorker } from '../lib/alarms/index.js'
 const SECRET = 'whsec-0123456789abcdef'
 const HEADER_VALUE = 'Bearer soar-ingest-token-42'
 
+// E-mail destinations need outgoing mail configured; nothing is sent in these tests.
+const MAIL = { PRIME_SMTP_URL: 'smtp://127.0.0.1:9' }
+
 async function setup(t: Parameters<typeof build>[0], env: Record<string, string> = alarmEnv) {
-  const app = await build(t, env)
+  const app = await build(t, { ...MAIL, ...env })
   const token = await login(app)
   return { app, token }
 }
@@ -240,6 +243,14 @@ t.test('without an allow-list, loopback is refused', async (t) => {
   const res = await add(app, token, { name: 'a', type: 'webhook', webhook: { url: 'http://localhost:9/', secret: SECRET } })
   t.equal(res.statusCode, 400)
   t.match(res.json().errors, [{ name: 'webhook/url', reason: 'loopback address not in PRIME_ALARM_ALLOWED_HOSTS' }])
+})
+
+t.test('e-mail destinations need outgoing mail', async (t) => {
+  const app = await build(t, alarmEnv)
+  const token = await login(app)
+  const res = await add(app, token, { name: 'mail', type: 'email', email: { recipients: ['soc@example.com'] } })
+  t.equal(res.statusCode, 400)
+  t.match(res.json().errors, [{ name: 'email', reason: /PRIME_SMTP_URL/ }])
 })
 
 t.test('remove: per-item results; pending deliveries cancelled, attempts kept', async (t) => {

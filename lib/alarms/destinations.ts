@@ -137,7 +137,7 @@ function invalid(errors: FieldError[], detail?: string): never {
  * the destination to store, applying the rules the schema cannot express. `existing` is
  * the stored destination when updating. Resolves and checks webhook and syslog hosts.
  */
-export async function destinationInput(body: View, existing: DestinationRow | undefined, allow: AllowList): Promise<DestinationInput> {
+export async function destinationInput(body: View, existing: DestinationRow | undefined, allow: AllowList, mailConfigured: boolean): Promise<DestinationInput> {
   const errors: FieldError[] = []
   const type = body.type
   if (/[\u0000-\u001f\u007f]/.test(body.name)) errors.push(field('name', 'must not contain control characters'))
@@ -148,6 +148,8 @@ export async function destinationInput(body: View, existing: DestinationRow | un
     if (given[other] !== undefined && given[other] !== null) errors.push(field(other, `must be null or left out for a ${type} destination`))
   }
   if (given[type] === undefined || given[type] === null) errors.push(field(type, `is required for a ${type} destination`))
+  // It could deliver nothing: every alarm would fail and raise a failure event.
+  else if (type === 'email' && !mailConfigured) errors.push(field('email', 'needs outgoing mail, which is not configured on this server (PRIME_SMTP_URL)'))
   if (errors.length) invalid(errors)
 
   const filters: Partial<NonNullable<View['filters']>> = body.filters ?? {}

@@ -159,8 +159,9 @@ export class DeliveryWorker {
     try {
       for (;;) {
         // Read again per batch: a changed destination applies from the next batch on.
+        if (this.closing) return
         const dest = alarms.byId(destinationId)
-        if (!dest || this.closing) return
+        if (!dest) return
         const items = alarms.pendingAfter(destinationId, cursor, BATCH)
         if (items.length === 0) return
         for (const item of items) {
