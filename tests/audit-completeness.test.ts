@@ -17,11 +17,14 @@ import type { Operation } from '../lib/contract.js'
 type Json = Record<string, any>
 
 const POLLER_SECRET = 'pes_audit-completeness-poller-secret'
-// Agentless settings are read from the process environment (this file runs in its own process).
+// Agentless and health-check settings are read from the process environment (this file runs
+// in its own process). No periodic health check writes while a test compares the database.
 process.env.PRIME_POLLER_ENROLLMENT_SECRET = POLLER_SECRET
+process.env.PRIME_HEALTH_CHECK_SECONDS = '86400'
 const env = {
   ...gatewayEnv,
   PRIME_POLLER_ENROLLMENT_SECRET: POLLER_SECRET,
+  PRIME_HEALTH_CHECK_SECONDS: '86400',
   PRIME_LOGIN_RATE_LIMIT_MAX: '100000',
   PRIME_LOCKOUT_THRESHOLD: '1000',
   // Webhook URLs in bodies point here, so that a destination can be saved and its secrets reach the handler.
@@ -72,8 +75,8 @@ class Secrets {
     const max = schema?.maxLength ?? 256
     const candidates = [base, typeof original === 'string' ? `${original}\n${base}` : undefined].filter((c): c is string => !!c && c.length <= max)
     const pattern = schema?.pattern ? new RegExp(schema.pattern) : undefined
-    const value = candidates.find((c) => !pattern || pattern.test(c))
-    if (!value) return String(original)
+    // A secret that its schema refuses is sent all the same: a refusal must not echo it either.
+    const value = candidates.find((c) => !pattern || pattern.test(c)) ?? base
     this.values.push(base)
     return value
   }
@@ -157,7 +160,7 @@ function fillSecrets(spec: Json, schema: any, value: any, secrets: Secrets, key:
 const documentedColumns = (description: string) => [...description.matchAll(/^\| `(\w+)` \|/gm)].map((m) => m[1])
 
 /** Cell values for documented columns, from the example of a schema that has them all (the contract's own model of a row). */
-function csvFor(spec: Json, raw: Json, secrets: Secrets): string {
+function csvFor(spec: Json, raw: Json, secrets: Secrets, real: (column: string, value: unknown) => unknown): string {
   const columns = documentedColumns(raw.description ?? '')
   if (!columns.length) return 'name\r\naudit\r\n'
   let example: Json = {}
@@ -167,8 +170,9 @@ function csvFor(spec: Json, raw: Json, secrets: Secrets): string {
       if (ex && typeof ex === 'object' && !Array.isArray(ex) && columns.filter((c) => c in ex).length >= 3 && path) example = ex
     }
   }
+  // The example's cells (its secrets replaced by recognisable ones); the columns it leaves out stay empty.
   const cell = (c: string) => {
-    const v = SECRET_NAME.test(c) ? secrets.make(c) : example[c] ?? ''
+    const v = !(c in example) ? '' : SECRET_NAME.test(c) ? secrets.make(c) : real(c, example[c])
     const text = String(v)
     return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text
   }
@@ -249,7 +253,7 @@ function requestFor(spec: Json, op: Operation, secrets: Secrets, ids = new Ids()
     const boundary = `----audit${crypto.randomBytes(8).toString('hex')}`
     const parts = Object.entries<Json>(schema.properties ?? {}).map(([name, p]) =>
       p.format === 'binary'
-        ? `--${boundary}\r\nContent-Disposition: form-data; name="${name}"; filename="audit.csv"\r\nContent-Type: text/csv\r\n\r\n${csvFor(spec, raw, secrets)}\r\n`
+        ? `--${boundary}\r\nContent-Disposition: form-data; name="${name}"; filename="audit.csv"\r\nContent-Type: text/csv\r\n\r\n${csvFor(spec, raw, secrets, (column, value) => (ids.apply(tag, { [column]: value }) as Json)[column])}\r\n`
         : `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${generate(spec, p, secrets, name, counter)}\r\n`,
     )
     built.headers['content-type'] = `multipart/form-data; boundary=${boundary}`
