@@ -194,3 +194,15 @@ t.test('a once schedule runs once and then has no next time', async (t) => {
   t.equal(upd.statusCode, 400, 'update cannot activate it either without a new date')
   t.match(upd.json().errors, [{ name: 'isActive' }])
 })
+
+t.test('a schedule that cannot be computed is taken off the schedule, not retried in a loop', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const r = await createReport(app, token, { name: 'Odd zone', type: 'agentsInventory', format: 'CSV', schedule: { frequency: 'daily', timeOfDay: '06:00' } })
+  // What a time zone database without this zone would leave.
+  app.db.prepare('UPDATE reports SET schedule = ?, next_run_ms = ? WHERE id = ?').run(JSON.stringify({ ...r.schedule, timeZone: 'Atlantis/Poseidonia' }), Date.now() - 1000, r.id)
+  t.same(await app.reportScheduler.tick(), [])
+  const after = (await call(app, token, { method: 'GET', url: `${REPORTS}/get/${r.id}` })).json()
+  t.equal(after.nextRunTime, null)
+  t.same(await app.reportScheduler.tick(Date.now() + 2 * DAY), [], 'and it stays off')
+})

@@ -78,26 +78,41 @@ export class ReportScheduler {
     const { reports } = this.app.repos
     const queued: string[] = []
     for (const r of reports.due(now)) {
-      const schedule = r.schedule === null ? null : (JSON.parse(r.schedule) as Schedule)
-      const id = this.app.db.transaction(() => {
-        if (!schedule) {
-          reports.advance(r.id, r.next_run_ms!, null)
-          return null
-        }
-        const { due, missed } = latestDue(schedule, r.next_run_ms!, now)
-        // Only the scheduler moves next_run_ms forward: if it changed meanwhile, someone else did the work.
-        if (!reports.advance(r.id, r.next_run_ms!, nextDue(schedule, now))) return null
-        const late = missed > 0 || due < this.startedMs || now - due > CATCH_UP_AFTER_MS
-        const runId = crypto.randomUUID()
-        reports.insertRun({ id: runId, report_id: r.id, trigger: late ? 'catchUp' : 'schedule', requested_by: null, due_ms: due, queued_ms: now, definition: JSON.stringify(snapshot(r)), format: r.format })
-        if (missed > 0) this.app.log.warn({ reportId: r.id, missed, due: iso(due) }, 'report due times missed while the server was down: one catch-up run')
-        return runId
-      })()
+      let id: string | null
+      try {
+        id = this.queueDue(r, now)
+      } catch (err) {
+        // A schedule that cannot be computed (a time zone this runtime no longer knows):
+        // taken off the schedule rather than retried in a loop; the log says why.
+        this.app.log.error({ err, reportId: r.id }, 'report schedule could not be computed; the report is off its schedule until it is updated')
+        reports.advance(r.id, r.next_run_ms!, null)
+        id = null
+      }
       if (id) queued.push(id)
     }
     this.kick()
     this.sendMail(now)
     return queued
+  }
+
+  /** Queues the latest due time of a due report and moves its next due time on, in one transaction. */
+  private queueDue(r: ReportRow, now: number): string | null {
+    const { reports } = this.app.repos
+    const schedule = r.schedule === null ? null : (JSON.parse(r.schedule) as Schedule)
+    return this.app.db.transaction(() => {
+      if (!schedule) {
+        reports.advance(r.id, r.next_run_ms!, null)
+        return null
+      }
+      const { due, missed } = latestDue(schedule, r.next_run_ms!, now)
+      // Only the scheduler moves next_run_ms forward: if it changed meanwhile, someone else did the work.
+      if (!reports.advance(r.id, r.next_run_ms!, nextDue(schedule, now))) return null
+      const late = missed > 0 || due < this.startedMs || now - due > CATCH_UP_AFTER_MS
+      const runId = crypto.randomUUID()
+      reports.insertRun({ id: runId, report_id: r.id, trigger: late ? 'catchUp' : 'schedule', requested_by: null, due_ms: due, queued_ms: now, definition: JSON.stringify(snapshot(r)), format: r.format })
+      if (missed > 0) this.app.log.warn({ reportId: r.id, missed, due: iso(due) }, 'report due times missed while the server was down: one catch-up run')
+      return runId
+    })()
   }
 
   /** Starts queued runs while fewer than two run (never two of one report). */

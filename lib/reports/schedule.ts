@@ -75,6 +75,7 @@ const daysIn = (y: number, m: number) => new Date(Date.UTC(y, m, 0)).getUTCDate(
 /** The first due time of the schedule strictly after `afterMs`; null when there is none (a `once` passed). */
 export function nextDue(s: Schedule, afterMs: number): number | null {
   const zone = IANAZone.create(s.timeZone)
+  if (!zone.isValid) throw new Error(`unknown time zone ${s.timeZone}`)
   const [h, mi] = s.timeOfDay.split(':').map(Number)
   if (s.frequency === 'once') {
     const [y, m, d] = s.date!.split('-').map(Number)
