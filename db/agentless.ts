@@ -2,7 +2,7 @@
 // locations.
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
-import { orderBy, type Sort } from '../lib/listing.js'
+import { contains, orderBy, type Sort } from '../lib/listing.js'
 
 export type AgentlessStatus = 'Pending' | 'Running' | 'Reachable' | 'Unreachable' | 'Failed'
 export type Protocol = 'SSH' | 'WinRM'
@@ -155,24 +155,32 @@ const NULLABLE = ['pollerName', 'statusDescription', 'statusErrorDescription', '
 function where(f: AgentlessFilter): { sql: string; params: unknown[] } {
   const parts: string[] = []
   const params: unknown[] = []
+  // An ASCII term is SQLite's own case-insensitive LIKE (fast); any other folds both sides.
+  const match = (column: string, term: string): [string, unknown] =>
+    /^[\x00-\x7f]*$/.test(term) ? [`${column} LIKE ? ESCAPE '\\'`, contains(term)] : [`instr(${FOLD}(${column}), ?) > 0`, term.toLowerCase()]
   const has = (column: string, term: string) => {
-    parts.push(`instr(${FOLD}(${column}), ?) > 0`)
-    params.push(term.toLowerCase())
+    const [sql, param] = match(column, term)
+    parts.push(sql)
+    params.push(param)
   }
-  const prevHas = `EXISTS (SELECT 1 FROM json_each(c.prev_errors) e WHERE instr(${FOLD}(e.value ->> '$.errorDescription'), ?) > 0)`
+  const prevHas = (term: string): [string, unknown] => {
+    const [sql, param] = match(`(e.value ->> '$.errorDescription')`, term)
+    return [`(c.prev_errors <> '[]' AND EXISTS (SELECT 1 FROM json_each(c.prev_errors) e WHERE ${sql}))`, param]
+  }
   if (f.computerName !== undefined) has('c.name', f.computerName)
   if (f.statusString !== undefined) has('c.status', f.statusString)
   if (f.statusDescription !== undefined) has('c.status_description', f.statusDescription)
   if (f.statusErrorDescription !== undefined) has('c.status_error', f.statusErrorDescription)
   if (f.prevRunningErrors !== undefined) {
-    parts.push(prevHas)
-    params.push(f.prevRunningErrors.toLowerCase())
+    const [sql, param] = prevHas(f.prevRunningErrors)
+    parts.push(sql)
+    params.push(param)
   }
   if (f.globalSearch !== undefined) {
     const columns = ['c.name', 'c.address', 'c.protocol', 'c.user_name', 'p.name', 'c.status', 'c.status_description', 'c.status_error']
-    const term = f.globalSearch.toLowerCase()
-    parts.push(`(${columns.map((c) => `instr(${FOLD}(${c}), ?) > 0`).join(' OR ')} OR ${prevHas})`)
-    params.push(...columns.map(() => term), term)
+    const each = [...columns.map((c) => match(c, f.globalSearch!)), prevHas(f.globalSearch)]
+    parts.push(`(${each.map(([sql]) => sql).join(' OR ')})`)
+    params.push(...each.map(([, param]) => param))
   }
   const range = (column: string, from: number | undefined, to: number | undefined, toExclusive = false) => {
     if (from !== undefined) {

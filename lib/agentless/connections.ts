@@ -99,9 +99,10 @@ export function openCredentials(app: FastifyInstance, row: ConnectionRow): Crede
 
 /**
  * Why the checked connection cannot be stored as it is (a duplicate name, an unknown or
- * full poller), or null. `id` is the connection it changes.
+ * full poller), or null. `id` is the connection it changes; `loads` keeps pollers'
+ * connection counts across the rows of one import.
  */
-export function storeProblem(app: FastifyInstance, c: Checked, id: number | null): { code: 'conflict' | 'not-found'; field: string; reason: string } | null {
+export function storeProblem(app: FastifyInstance, c: Checked, id: number | null, loads?: Map<string, number>): { code: 'conflict' | 'not-found'; field: string; reason: string } | null {
   const { repos } = app
   const same = repos.agentless.connectionByName(c.values.name)
   if (same && same.id !== id) return { code: 'conflict', field: 'name', reason: `is already used by connection ${same.id} (names are unique, whatever their case)` }
@@ -109,8 +110,14 @@ export function storeProblem(app: FastifyInstance, c: Checked, id: number | null
     const poller = repos.agentless.poller(c.pollerId)
     if (!poller) return { code: 'not-found', field: 'pollerId', reason: `names no worker poller (${c.pollerId})` }
     const current = id === null ? undefined : repos.agentless.connection(id)
-    if (current?.poller_id !== c.pollerId && repos.agentless.pollerLoad(c.pollerId) >= LIMITS.connectionsPerPoller) {
-      return { code: 'conflict', field: 'pollerId', reason: `poller ${poller.name} already holds ${LIMITS.connectionsPerPoller} connections` }
+    if (current?.poller_id !== c.pollerId) {
+      const load = loads?.get(c.pollerId) ?? repos.agentless.pollerLoad(c.pollerId)
+      if (load >= LIMITS.connectionsPerPoller) return { code: 'conflict', field: 'pollerId', reason: `poller ${poller.name} already holds ${LIMITS.connectionsPerPoller} connections` }
+      // The caller stores it next: one more for this poller, one fewer for the one it leaves.
+      if (loads) {
+        loads.set(c.pollerId, load + 1)
+        if (current?.poller_id && loads.has(current.poller_id)) loads.set(current.poller_id, loads.get(current.poller_id)! - 1)
+      }
     }
   }
   return null

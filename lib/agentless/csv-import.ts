@@ -202,6 +202,7 @@ export function importConnections(req: FastifyRequest, fileName: string | null, 
   return app.db.transaction(() => {
     const out: UploadRow[] = []
     const seen = new Map<string, number>()
+    const loads = new Map<string, number>()
     const audited: { line: number; name: string | null; result: string; id?: number; changed?: string[]; errors?: RuleError[] }[] = []
     for (const row of rows) {
       const nameCell = (row.cells[columns.get('name')!] ?? '').trim()
@@ -233,7 +234,7 @@ export function importConnections(req: FastifyRequest, fileName: string | null, 
         reject(all.map((e) => ({ column: e.field, reason: e.reason })))
         continue
       }
-      const blocked = storeProblem(app, checked, stored?.id ?? null)
+      const blocked = storeProblem(app, checked, stored?.id ?? null, loads)
       if (blocked) {
         reject([{ column: blocked.field, reason: blocked.reason }])
         continue
