@@ -441,6 +441,7 @@ t.test('refused requests and reads, on one app', async (t) => {
       tokens[profile].push({ token, name: `token:audit-${profile}` })
     }
     const secrets = new Secrets()
+    secrets.values.push(admin, ...Object.values(tokens).flat().map((a) => a.token))
     const side = auditSideTables(app)
     let checked = 0, n = 0
     for (const op of operations.values()) {
@@ -526,6 +527,8 @@ t.test('every mutating operation, called with enough rights, is audited with wha
   // A second Administrator, used only to bring back an acting one when an operation took it away
   // (a password changed, the account deleted or disabled, the session logged out).
   const reserve = await userWithProfile(app, admin.token, 'audit-reserve', 30)
+  // The credentials requests carry are secrets too.
+  secrets.values.push(admin.token, reserve)
   let spare = 0
   const actingAdmin = async () => {
     try {
@@ -533,6 +536,7 @@ t.test('every mutating operation, called with enough rights, is audited with wha
     } catch {
       const name = `audit-admin-${++spare}`
       admin = { token: await userWithProfile(app, reserve, name, 30), name }
+      secrets.values.push(admin.token)
     }
     return admin
   }
@@ -560,6 +564,7 @@ t.test('every mutating operation, called with enough rights, is audited with wha
     const res = await app.inject({ method: 'POST', url: register.path, payload: { ...registerExample, enrollmentSecret: POLLER_SECRET, name: 'audit-poller' } })
     if (res.statusCode === 200 && typeof res.json().credential === 'string') {
       poller = res.json().credential as string
+      secrets.values.push(poller)
       ids.learn(spec.paths[register.path].post.tags?.[0] ?? '', answerExample(register), res.json())
     }
   }
@@ -580,6 +585,7 @@ t.test('every mutating operation, called with enough rights, is audited with wha
       actor = a.name
     } else if (op.access.kind === 'agent') {
       const agent = await enroll(app, crypto.randomUUID(), `AUDIT-HOST-${n}`)
+      secrets.values.push(agent.credential)
       authorization = `Bearer ${agent.credential}`
       actor = `agent:${agent.uuid}`
     } else if (op.access.kind === 'poller') {
