@@ -311,7 +311,7 @@ export function registerConnections(req: FastifyRequest, pollerId: string, ids: 
     if (moved.length) app.repos.agentless.bumpRevision(poller.id)
     const answer = summary(results)
     audit(req, {
-      description: `Registered ${moved.length} agentless connection(s) to worker poller ${poller.name}${answer.failed ? `; ${answer.failed} failed` : ''}`,
+      description: `Registered ${moved.length} agentless connection(s) to worker poller ${poller.name}${answer.failed ? `; ${answer.failed} failed` : ''}${poller.is_activated ? '' : ' (the poller is not activated: it checks them once it is)'}`,
       details: { pollerId: poller.id, pollerName: poller.name, registered: moved, results: answer.results.filter((r) => r.status === 'failed') },
       outcome: answer.succeeded === 0 ? 'Failed' : 'Succeeded',
       asset: { key: poller.id, name: poller.name, type: 'WorkerPoller', detail: 'Poller' },
