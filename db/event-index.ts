@@ -1,0 +1,271 @@
+// The indexer of events and audit records (migration 008): brings kinds, block counts,
+// sources and documents up to date after the rows are written, a batch at a time, so
+// that writing an event stays a single row insert. Queries (db/event-queries.ts) read
+// these up to the high-water mark and the rows above it.
+import type { DB } from './index.js'
+
+/** Ids per block: level 0 blocks hold 2^12 ids, level 1 blocks 2^16. */
+export const LEVEL_SHIFT = [12, 16] as const
+
+export type RecordTable = 'events' | 'audit_trail'
+
+/** 53-bit string hash (cyrb53): finds a document by its whole key in one index probe. */
+export function hash53(text: string): number {
+  let h1 = 0xdeadbeef
+  let h2 = 0x41c6ce57
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i)
+    h1 = Math.imul(h1 ^ ch, 2654435761)
+    h2 = Math.imul(h2 ^ ch, 1597334677)
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
+  return 4294967296 * (2097151 & h2) + (h1 >>> 0)
+}
+
+/** A map that forgets its least recently used entries beyond `cap`. */
+class Lru<V> {
+  private map = new Map<string, V>()
+  constructor(private cap: number) {}
+  get(key: string): V | undefined {
+    const v = this.map.get(key)
+    if (v !== undefined) {
+      this.map.delete(key)
+      this.map.set(key, v)
+    }
+    return v
+  }
+  set(key: string, v: V) {
+    if (this.map.size >= this.cap) this.map.delete(this.map.keys().next().value!)
+    this.map.set(key, v)
+  }
+  clear() {
+    this.map.clear()
+  }
+}
+
+export interface EventKind {
+  id: number
+  event_code: string
+  severity: number
+  category: string
+  peripheral_icon: number
+  description: string
+  hashtags: string | null
+}
+
+export interface AuditKind {
+  id: number
+  severity: number
+  category: string
+  operation_id: string | null
+  outcome: string
+  asset_type: string
+  asset_sub_type: string
+  asset_detail: string
+  asset_icon: number
+}
+
+/** The kind columns of each table, in the order of its kinds table. */
+export const kindColumns = {
+  events: ['event_code', 'severity', 'category', 'peripheral_icon', 'description', 'hashtags'],
+  audit_trail: ['severity', 'category', 'operation_id', 'outcome', 'asset_type', 'asset_sub_type', 'asset_detail', 'asset_icon'],
+} as const
+
+export const kindsTable = { events: 'event_kinds', audit_trail: 'audit_kinds' } as const
+export const rollupTable = { events: 'event_rollup', audit_trail: 'audit_rollup' } as const
+
+const SEP = '\u0001'
+const NULL = '\u0002'
+const keyOf = (values: readonly unknown[]) => values.map((v) => (v === null || v === undefined ? NULL : String(v))).join(SEP)
+
+export interface IndexerOptions {
+  /** Sources and documents remembered between batches (bounded memory; a miss is one index probe). */
+  sourceCache?: number
+  docCache?: number
+}
+
+/** Block counts of one batch, by level, block and kind: [n, min_ms, max_ms]. */
+type Rollup = Map<string, [number, number, number, number, number, number]>
+
+function addRollup(r: Rollup, id: number, kind: number, ms: number) {
+  for (let level = 0; level < LEVEL_SHIFT.length; level++) {
+    const block = Math.floor(id / 2 ** LEVEL_SHIFT[level])
+    const key = `${level}:${block}:${kind}`
+    const cell = r.get(key)
+    if (cell) {
+      cell[3]++
+      if (ms < cell[4]) cell[4] = ms
+      if (ms > cell[5]) cell[5] = ms
+    } else r.set(key, [level, block, kind, 1, ms, ms])
+  }
+}
+
+export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
+  const state = db.prepare<[string], { indexed: number; stale: number }>('SELECT indexed, stale FROM record_index_state WHERE name = ?')
+  const setIndexed = db.prepare<[number, string]>('UPDATE record_index_state SET indexed = ?, stale = 0 WHERE name = ?')
+
+  // ---- kinds (few: all of them are kept in memory) ----
+  const kindIds = { events: new Map<string, number>(), audit_trail: new Map<string, number>() }
+  const kindRows = { events: new Map<number, EventKind>(), audit_trail: new Map<number, AuditKind>() }
+  const kindsMax = { events: 0, audit_trail: 0 }
+  const loadKinds = (table: RecordTable) => {
+    const rows = db.prepare(`SELECT * FROM ${kindsTable[table]} WHERE id > ? ORDER BY id`).all(kindsMax[table]) as (EventKind & AuditKind)[]
+    for (const r of rows) {
+      kindIds[table].set(keyOf(kindColumns[table].map((c) => r[c as keyof typeof r])), r.id)
+      ;(kindRows[table] as Map<number, EventKind | AuditKind>).set(r.id, r)
+      kindsMax[table] = r.id
+    }
+  }
+  const insertKind = {
+    events: db.prepare(`INSERT INTO event_kinds (${kindColumns.events.join(', ')}) VALUES (${kindColumns.events.map(() => '?').join(', ')})`),
+    audit_trail: db.prepare(`INSERT INTO audit_kinds (${kindColumns.audit_trail.join(', ')}) VALUES (${kindColumns.audit_trail.map(() => '?').join(', ')})`),
+  }
+  const latestKind = { events: db.prepare('SELECT max(id) FROM event_kinds').pluck(), audit_trail: db.prepare('SELECT max(id) FROM audit_kinds').pluck() }
+  /** The id of a kind, inserted when new (another process may have added it: read first). */
+  const kindId = (table: RecordTable, values: unknown[]): number => {
+    const key = keyOf(values)
+    let id = kindIds[table].get(key)
+    if (id !== undefined) return id
+    loadKinds(table)
+    id = kindIds[table].get(key)
+    if (id !== undefined) return id
+    id = Number(insertKind[table].run(...values).lastInsertRowid)
+    loadKinds(table)
+    return id
+  }
+  /** Every kind of a table (read again when another connection added some). */
+  const kinds = <T extends RecordTable>(table: T): Map<number, T extends 'events' ? EventKind : AuditKind> => {
+    if ((latestKind[table].get() as number | null ?? 0) > kindsMax[table]) loadKinds(table)
+    return kindRows[table] as any
+  }
+
+  // ---- rollups ----
+  const rollupUpsert = {
+    events: db.prepare(`INSERT INTO event_rollup (level, block, kind, n, min_ms, max_ms) VALUES (?, ?, ?, ?, ?, ?)
+      ON CONFLICT (level, block, kind) DO UPDATE SET n = n + excluded.n, min_ms = min(min_ms, excluded.min_ms), max_ms = max(max_ms, excluded.max_ms)`),
+    audit_trail: db.prepare(`INSERT INTO audit_rollup (level, block, kind, n, min_ms, max_ms) VALUES (?, ?, ?, ?, ?, ?)
+      ON CONFLICT (level, block, kind) DO UPDATE SET n = n + excluded.n, min_ms = min(min_ms, excluded.min_ms), max_ms = max(max_ms, excluded.max_ms)`),
+  }
+
+  // ---- sources and documents (events only) ----
+  const sourceCache = new Lru<number>(opts.sourceCache ?? 50_000)
+  const docCache = new Lru<number>(opts.docCache ?? 20_000)
+  const findSource = db.prepare<[string, string | null, string | null], number>(
+    'SELECT id FROM event_sources WHERE entity_id = ? AND asset_key IS ? AND asset_name IS ?',
+  ).pluck()
+  const insertSource = db.prepare<[string, string | null, string | null]>('INSERT INTO event_sources (entity_id, asset_key, asset_name) VALUES (?, ?, ?)')
+  const insertSourceFts = db.prepare<[number, string, string | null, string | null]>('INSERT INTO event_sources_fts (rowid, entity_id, asset_key, asset_name) VALUES (?, ?, ?, ?)')
+  const addSourceN = db.prepare<[number, number]>('UPDATE event_sources SET n = n + ? WHERE id = ?')
+  const findDocs = db.prepare<[number], { id: number; kind: number; source: number; details: string; peripheral_asset_id: string | null }>(
+    'SELECT d.id, d.kind, d.source, t.details, t.peripheral_asset_id FROM event_docs d JOIN event_doc_texts t ON t.id = d.id WHERE d.hash = ?',
+  )
+  const insertDoc = db.prepare<[number, number, number]>('INSERT INTO event_docs (hash, kind, source) VALUES (?, ?, ?)')
+  const insertDocText = db.prepare<[number, string, string | null]>('INSERT INTO event_doc_texts (id, details, peripheral_asset_id) VALUES (?, ?, ?)')
+  const insertDocFts = db.prepare<[number, string, string | null]>('INSERT INTO event_docs_fts (rowid, details, peripheral_asset_id) VALUES (?, ?, ?)')
+  const addDocN = db.prepare<[number, number]>('UPDATE event_docs SET n = n + ? WHERE id = ?')
+
+  const sourceId = (entity: string, assetKey: string | null, assetName: string | null): number => {
+    const key = keyOf([entity, assetKey, assetName])
+    let id = sourceCache.get(key)
+    if (id !== undefined) return id
+    id = findSource.get(entity, assetKey, assetName)
+    if (id === undefined) {
+      id = Number(insertSource.run(entity, assetKey, assetName).lastInsertRowid)
+      insertSourceFts.run(id, entity, assetKey, assetName)
+    }
+    sourceCache.set(key, id)
+    return id
+  }
+  const docId = (kind: number, source: number, device: string | null, details: string): number => {
+    const key = keyOf([kind, source, device, details])
+    let id = docCache.get(key)
+    if (id !== undefined) return id
+    const h = hash53(key)
+    id = findDocs.all(h).find((d) => d.kind === kind && d.source === source && d.peripheral_asset_id === device && d.details === details)?.id
+    if (id === undefined) {
+      id = Number(insertDoc.run(h, kind, source).lastInsertRowid)
+      insertDocText.run(id, details, device)
+      insertDocFts.run(id, details, device)
+    }
+    docCache.set(key, id)
+    return id
+  }
+
+  const eventBatch = db.prepare<[number, number], unknown[]>(
+    `SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name,
+       peripheral_asset_id, details FROM events WHERE id > ? ORDER BY id LIMIT ?`,
+  ).raw()
+  const auditBatch = db.prepare<[number, number], unknown[]>(
+    `SELECT id, created_ms, ${kindColumns.audit_trail.join(', ')} FROM audit_trail WHERE id > ? ORDER BY id LIMIT ?`,
+  ).raw()
+
+  /** Starts over after indexed records changed: counts are zeroed; the dictionaries stay valid. */
+  function reset(table: RecordTable) {
+    db.exec(`DELETE FROM ${rollupTable[table]}`)
+    if (table === 'events') db.exec('UPDATE event_sources SET n = 0 WHERE n <> 0; UPDATE event_docs SET n = 0 WHERE n <> 0')
+    setIndexed.run(0, table)
+  }
+
+  /** Indexes up to `max` more records of `table`, in one transaction; answers how many. */
+  const step = (table: RecordTable, max: number): number =>
+    db.transaction(() => {
+      // Read inside the write transaction: two indexers (say, the server and a script)
+      // take turns and never count a record twice.
+      let s = state.get(table)!
+      if (s.stale) {
+        reset(table)
+        s = { indexed: 0, stale: 0 }
+      }
+      const rows = (table === 'events' ? eventBatch : auditBatch).all(s.indexed, max)
+      if (!rows.length) return 0
+      const rollup: Rollup = new Map()
+      if (table === 'events') {
+        const sourceN = new Map<number, number>()
+        const docN = new Map<number, number>()
+        for (const r of rows) {
+          const [id, ms, code, severity, category, icon, description, hashtags, entity, assetKey, assetName, device, details] = r as [
+            number, number, string, number, string, number, string, string | null, string, string | null, string | null, string | null, string,
+          ]
+          const kind = kindId('events', [code, severity, category, icon, description, hashtags])
+          addRollup(rollup, id, kind, ms)
+          const source = sourceId(entity, assetKey, assetName)
+          const doc = docId(kind, source, device, details)
+          sourceN.set(source, (sourceN.get(source) ?? 0) + 1)
+          docN.set(doc, (docN.get(doc) ?? 0) + 1)
+        }
+        for (const [id, n] of sourceN) addSourceN.run(n, id)
+        for (const [id, n] of docN) addDocN.run(n, id)
+      } else {
+        for (const r of rows) {
+          const [id, ms, ...values] = r as [number, number, ...unknown[]]
+          addRollup(rollup, id, kindId('audit_trail', values), ms)
+        }
+      }
+      for (const cell of rollup.values()) rollupUpsert[table].run(...cell)
+      setIndexed.run((rows[rows.length - 1] as number[])[0], table)
+      return rows.length
+    }).immediate()
+
+  return {
+    kinds,
+    /** The high-water mark: records with ids up to it are counted in the index (0 while it starts over). */
+    indexed(table: RecordTable): number {
+      const s = state.get(table)!
+      return s.stale ? 0 : s.indexed
+    },
+    step,
+    /** Indexes everything written so far (tests, scripts); answers how many records. */
+    catchUp(table: RecordTable, batch = 4096): number {
+      let total = 0
+      for (let n = step(table, batch); n > 0; n = step(table, batch)) total += n
+      return total
+    },
+    /** Forgets remembered sources and documents (after another connection rewrote them). */
+    forget() {
+      sourceCache.clear()
+      docCache.clear()
+    },
+  }
+}
+export type RecordIndexer = ReturnType<typeof recordIndexer>
