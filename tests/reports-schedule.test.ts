@@ -155,6 +155,9 @@ t.test('a run the server stopped in the middle of', async (t) => {
   const definition = JSON.stringify({ id: r.id, name: r.name, description: null, type: r.type, format: r.format, filters: {}, schedule: null, recipients: [], sender: null })
   insert.run('0f3c2b1a-0000-4000-8000-000000000001', r.id, now - 2000, now - 2000, now - 1900, 'running', definition)
   insert.run('0f3c2b1a-0000-4000-8000-000000000002', r.id, now - 1000, now - 1000, null, 'queued', definition)
+  const part = path.join(dir, 'reports', r.id, '0f3c2b1a-0000-4000-8000-000000000001.csv.part')
+  fs.mkdirSync(path.dirname(part), { recursive: true })
+  fs.writeFileSync(part, 'hostIdentifier\r\nhalf a fi')
   await app.close()
   app = await appOn(dir)
   t.teardown(() => app.close())
@@ -163,6 +166,7 @@ t.test('a run the server stopped in the middle of', async (t) => {
   const runs = (await runsOf(app, token, r.id)).runs
   t.match(runs.find((x: { runId: string }) => x.runId.endsWith('1')), { status: 'failed', reason: /server stopped/ }, 'the one running is failed, with the reason')
   t.match(runs.find((x: { runId: string }) => x.runId.endsWith('2')), { status: 'succeeded' }, 'the one queued runs after the restart')
+  t.notOk(fs.existsSync(part), 'the half-written file is gone')
 })
 
 t.test('a once schedule runs once and then has no next time', async (t) => {

@@ -68,3 +68,19 @@ export async function applyRetention(app: FastifyInstance, reportId: string, max
 export async function removeReportFiles(app: FastifyInstance, reportId: string): Promise<void> {
   await fs.promises.rm(absolute(app, reportFolder(reportId)), { recursive: true, force: true })
 }
+
+/** Removes the partial files of runs a stopped server left unfinished (at start, before any run). */
+export function removePartFiles(app: FastifyInstance): number {
+  const root = absolute(app, REPORTS_DIR)
+  let removed = 0
+  if (!fs.existsSync(root)) return 0
+  for (const dir of fs.readdirSync(root, { withFileTypes: true })) {
+    if (!dir.isDirectory()) continue
+    for (const f of fs.readdirSync(path.join(root, dir.name))) {
+      if (!f.endsWith('.part')) continue
+      fs.rmSync(path.join(root, dir.name, f), { force: true })
+      removed++
+    }
+  }
+  return removed
+}

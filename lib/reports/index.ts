@@ -8,6 +8,7 @@ import type { ReportRow, RunRow } from '../../db/reports.js'
 import type { HealthStatus } from '../health.js'
 import { iso } from '../time.js'
 import type { Definition } from './content.js'
+import { removePartFiles } from './files.js'
 import { mailRun } from './mail.js'
 import { executeRun, RUN_TIMEOUT_MS, RunStopped } from './runner.js'
 import { latestDue, nextDue, type Schedule } from './schedule.js'
@@ -52,6 +53,7 @@ export class ReportScheduler {
     this.startedMs = Date.now()
     // Runs a stopped server left "running" cannot be resumed: they failed.
     app.repos.reports.failInterrupted(this.startedMs, 'The server stopped while this run was in progress.')
+    removePartFiles(app)
   }
 
   /** Starts the timer; the first tick catches up at once. */

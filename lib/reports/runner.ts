@@ -89,5 +89,6 @@ export async function executeRun(app: FastifyInstance, run: RunRow, signal: Abor
     const reason = stopped ? stopped.message : `The report could not be produced: ${(err as Error).message}`
     if (!stopped) app.log.error({ err, reportId: run.report_id, runId: run.id }, 'report run failed')
     reports.fail(run.id, Date.now(), reason)
+    reports.pruneRuns(run.report_id, MAX_RUNS_LISTED)
   }
 }
