@@ -117,7 +117,12 @@ export const alarmsHandlers: Handlers<'getAlarmDests' | 'addOrUpdateAlarmDest' |
           }
           const t0 = performance.now()
           const ctx = { deliveryId: crypto.randomUUID(), attempt: 1, sentTime: Math.floor(started / 1000), destination: { id: dest.id, name: dest.name } }
-          const sent = await sendRecord(app, dest, testRecord(dest.name, started), ctx, { allow, syslog })
+          let sent: Awaited<ReturnType<typeof sendRecord>>
+          try {
+            sent = await sendRecord(app, dest, testRecord(dest.name, started), ctx, { allow, syslog })
+          } catch (err) {
+            sent = { message: undefined as never, result: { outcome: 'failed', error: (err as Error).message.slice(0, 1000), code: 'delivery-failed' } }
+          }
           const ok = sent.result.outcome === 'delivered'
           return [
             id,

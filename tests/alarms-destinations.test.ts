@@ -179,6 +179,7 @@ t.test('invalid settings answer 400 naming the field', async (t) => {
     ['reserved Host header', { name: 'a', type: 'webhook', webhook: { url: 'http://127.0.0.1:9/', secret: SECRET, headers: { Host: 'evil' } } }, 'webhook/headers/Host'],
     ['reserved X-Prime header', { name: 'a', type: 'webhook', webhook: { url: 'http://127.0.0.1:9/', secret: SECRET, headers: { 'X-Prime-Signature': 'x' } } }, 'webhook/headers/X-Prime-Signature'],
     ['header value with a line break', { name: 'a', type: 'webhook', webhook: { url: 'http://127.0.0.1:9/', secret: SECRET, headers: { 'X-A': 'v\r\nX-Injected: 1' } } }, 'webhook/headers/X-A'],
+    ['header value beyond Latin-1', { name: 'a', type: 'webhook', webhook: { url: 'http://127.0.0.1:9/', secret: SECRET, headers: { 'X-A': 'caf\u2192' } } }, 'webhook/headers/X-A'],
     ['invalid header name', { name: 'a', type: 'webhook', webhook: { url: 'http://127.0.0.1:9/', secret: SECRET, headers: { 'Bad Name': 'v' } } }, 'webhook/headers/Bad Name'],
     ['*** with nothing stored', { name: 'a', type: 'webhook', webhook: { url: 'http://127.0.0.1:9/', secret: SECRET, headers: { Authorization: '***' } } }, 'webhook/headers/Authorization'],
     ['blank name', { name: '   ', type: 'email', email: { recipients: ['a@example.com'] } }, 'name'],

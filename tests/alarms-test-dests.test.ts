@@ -112,6 +112,12 @@ t.test('the address rule applies; invalid bodies; profiles', async (t) => {
   t.equal(res.statusCode, 200)
   t.match(res.json().results[0], { status: 'failed', code: 'address-refused', error: /^Address refused: the address fe80::1 is a link-local or cloud metadata address/ })
 
+  // Settings the request cannot carry (written directly, past the checks): a failure, not a 500.
+  app.db.prepare('UPDATE alarm_destinations SET settings = ? WHERE id = ?').run(JSON.stringify({ url: 'http://127.0.0.1:9/', secret: SECRET, headers: { 'X-A': 'caf\u2192' } }), dest.id)
+  const unsendable = await test(app, token, [dest.id])
+  t.equal(unsendable.statusCode, 200)
+  t.match(unsendable.json().results[0], { status: 'failed', code: 'delivery-failed', error: /X-A/ })
+
   for (const body of [null, [], Array.from({ length: 21 }, (_, i) => `id-${i}`)]) {
     const bad = await test(app, token, body)
     t.equal(bad.statusCode, 400, `body ${JSON.stringify(body).slice(0, 40)}`)

@@ -18,8 +18,9 @@ export const MASK = '***'
 const TYPES: AlarmType[] = ['syslog', 'webhook', 'email']
 const RESERVED_HEADERS = new Set(['host', 'content-length', 'content-type', 'transfer-encoding', 'connection'])
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
-// Header values travel as is: no line breaks or other control characters (tab is allowed).
-const HEADER_VALUE_BAD = /[\u0000-\u0008\u000a-\u001f\u007f]/
+// Header values travel as is: tab, printable ASCII and Latin-1 only (what HTTP/1.1 carries;
+// no line breaks or other control characters).
+const HEADER_VALUE_BAD = /[^\t\x20-\x7e\x80-\xff]/
 
 export type StoredSettings = SyslogSettings | WebhookSettings | EmailSettings
 
@@ -216,7 +217,7 @@ async function webhookSettings(w: NonNullable<View['webhook']>, previous: Webhoo
       const kept = stored.get(lower)
       if (kept === undefined) errors.push(field(at, `"${MASK}" keeps the stored value, but this header has none`))
       else headers[name] = kept
-    } else if (HEADER_VALUE_BAD.test(value)) errors.push(field(at, 'must not contain line breaks or control characters'))
+    } else if (HEADER_VALUE_BAD.test(value)) errors.push(field(at, 'must hold only printable characters (no line breaks, no characters beyond Latin-1)'))
     else headers[name] = value
     seen.add(lower)
   }

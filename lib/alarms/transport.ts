@@ -113,13 +113,21 @@ export async function sendWebhook(
   }
   return new Promise<SendOutcome>((resolve) => {
     let settled = false
+    let timer: NodeJS.Timeout | undefined
     const done = (o: SendOutcome) => {
       if (settled) return
       settled = true
       clearTimeout(timer)
       resolve(o)
     }
-    const req = (secure ? https : http).request(options, (res) => {
+    let req: http.ClientRequest
+    try {
+      req = (secure ? https : http).request(options, onResponse)
+    } catch (err) {
+      // Settings the request cannot carry (stored before they were checked): no retry helps.
+      return done(fail((err as Error).message))
+    }
+    function onResponse(res: http.IncomingMessage) {
       const status = res.statusCode ?? 0
       let text = ''
       res.setEncoding('utf8')
@@ -134,8 +142,8 @@ export async function sendWebhook(
         else if (status === 408 || status === 425 || status === 429 || status >= 500) done(retry(answer, 'delivery-failed', retryAfter(res.headers['retry-after'], Date.now())))
         else done(fail(answer))
       })
-    })
-    const timer = setTimeout(() => req.destroy(new TimeoutError(`no answer within ${SEND_TIMEOUT_MS / 1000} s`)), SEND_TIMEOUT_MS)
+    }
+    timer = setTimeout(() => req.destroy(new TimeoutError(`no answer within ${SEND_TIMEOUT_MS / 1000} s`)), SEND_TIMEOUT_MS)
     req.on('error', (err) => {
       if (err instanceof TimeoutError) done(retry(err.message, 'timeout'))
       else done(retry(networkError(err, target, options.port)))

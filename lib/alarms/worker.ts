@@ -206,7 +206,8 @@ export class DeliveryWorker {
         const ctx = { deliveryId: item.delivery_id, attempt, sentTime: Math.floor(Date.now() / 1000), destination: { id: dest.id, name: dest.name } }
         result = (await sendRecord(this.app, dest, record, ctx, this.transports)).result
       } catch (err) {
-        result = { outcome: 'retry', error: (err as Error).message, code: 'delivery-failed' }
+        // Not a receiver's answer but settings or a record that cannot be sent: retrying would not help.
+        result = { outcome: 'failed', error: (err as Error).message.slice(0, 1000), code: 'delivery-failed' }
       }
     }
     const durationMs = Math.round((performance.now() - t0) * 1000) / 1000
