@@ -42,6 +42,7 @@ const isPlainObject = (v: unknown) => v !== null && typeof v === 'object' && !Ar
 const printable = (s: string) => s.replace(/[\u0000-\u001f\u007f]/g, '?')
 
 const MAX_DETAILS = 65536
+const MAX_USER = 100
 const MAX_LISTED = 50
 const MAX_TEXT = 1000
 
@@ -79,7 +80,11 @@ const written = new WeakMap<FastifyRequest, { id: number; createdMs: number; des
 
 /** Who acted: the account or integration token, else the agent or worker poller whose credential the call carries. */
 function actor(req: FastifyRequest): string | null {
-  if (req.principal) return req.principal.name
+  if (req.principal) {
+    const { kind, name, id } = req.principal
+    // `token:` and a name of up to 100 characters would not fit the record's 100: such a token is named by its id.
+    return kind === 'integration' && name.length > MAX_USER ? `token:${id}` : name
+  }
   if (req.agent) return `agent:${req.agent.uuid}`
   if (req.poller) return `poller:${req.poller.name}`
   return null
@@ -94,7 +99,7 @@ export function audit(req: FastifyRequest, entry: AuditEntry): void {
     createdMs,
     severity: entry.severity ?? (entry.outcome && entry.outcome !== 'Succeeded' ? WARNING : NOTICE),
     category: op?.auditCategory ?? 'System',
-    user: entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : actor(req),
+    user: (entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : actor(req))?.slice(0, MAX_USER) ?? null,
     sourceIp: req.ip ?? null,
     description,
     details: detailsText(entry.details),

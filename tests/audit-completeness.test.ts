@@ -12,7 +12,7 @@ import { insertAgent, insertDebugLogs } from './fixtures/fleet.js'
 import { audit, detailsText, maskSecrets } from '../lib/audit.js'
 import { problem } from '../lib/errors.js'
 import type { AuditRow } from '../db/audit.js'
-import type { Operation } from '../lib/contract.js'
+import { loadSpec, type Operation } from '../lib/contract.js'
 
 type Json = Record<string, any>
 
@@ -309,6 +309,13 @@ function leaks(rows: AuditRow[], secrets: string[]): string[] {
 
 const expectedCategory = (op: Operation) => op.auditCategory ?? 'System'
 
+/** The longest value each column may hold: the contract's AuditTrailView, which answers them. */
+const LIMITS: [keyof AuditRow, number][] = (() => {
+  const props = loadSpec().components.schemas.AuditTrailView.properties
+  const column: Record<string, keyof AuditRow> = { user: 'user_name', sourceIp: 'source_ip', description: 'description', details: 'details', operationId: 'operation_id' }
+  return Object.entries(column).filter(([name]) => props[name]?.maxLength).map(([name, col]) => [col, props[name].maxLength])
+})()
+
 function outcomeFits(status: number, outcome: string): boolean {
   if (status === 401 || status === 403) return outcome === 'Refused'
   if (status >= 400) return outcome === 'Failed'
@@ -373,6 +380,7 @@ function checkRecords(op: Operation, rows: AuditRow[], status: number, expect: {
     if (r.category !== expectedCategory(op)) problems.push(`${at}: category ${r.category}, not ${expectedCategory(op)}`)
     if (!r.description.trim()) problems.push(`${at}: no description`)
     if (!(r.severity >= 0 && r.severity <= 7)) problems.push(`${at}: severity ${r.severity}`)
+    for (const [col, max] of LIMITS) if (String(r[col] ?? '').length > max) problems.push(`${at}: ${col} of ${String(r[col]).length} characters, above ${max}`)
     if (expect.outcome ? r.outcome !== expect.outcome : !outcomeFits(status, r.outcome)) problems.push(`${at}: outcome ${r.outcome} for status ${status}`)
     if (expect.actor !== undefined && r.user_name !== expect.actor) problems.push(`${at}: user ${r.user_name}, not ${expect.actor}`)
     try {
@@ -439,6 +447,19 @@ t.test('refused requests and reads, on one app', async (t) => {
       // Its first use records when it was used; later uses within the minute write nothing.
       await app.inject({ url: '/prime/webui/admin/profile', headers: bearer(token) })
       tokens[profile].push({ token, name: `token:audit-${profile}` })
+    }
+    // A token with the longest name there may be: `token:<name>` would not fit the record.
+    if (create) {
+      const name = 'audit-long-'.padEnd(100, 'n')
+      const created = await app.inject({ method: 'POST', url: create.path, headers: bearer(admin), payload: { name, userProfile: 10 } })
+      t.equal(created.statusCode, 200, created.body)
+      const { token, id } = created.json() as { token: string; id: string }
+      await app.inject({ url: '/prime/webui/admin/profile', headers: bearer(token) })
+      const before = lastId(app)
+      t.equal((await app.inject({ url: '/prime/webui/admin/all', headers: bearer(token) })).statusCode, 403)
+      const user = since(app, before)[0]?.user_name
+      t.ok(user === `token:${name}` || user === `token:${id}`, `the long-named token is named (${user})`)
+      t.ok(String(user).length <= 100, 'within the record\'s 100 characters')
     }
     const secrets = new Secrets()
     secrets.values.push(admin, ...Object.values(tokens).flat().map((a) => a.token))
