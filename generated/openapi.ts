@@ -924,7 +924,9 @@ export interface paths {
          * @description Changes the connection given by `id`. Only the properties sent change; `null`
          *     clears an optional one (`port` back to the protocol's default, `pollerId`
          *     unregisters). Credentials left out are kept; a new `password` replaces a stored
-         *     private key and a new `privateKey` replaces a stored password. Turning
+         *     private key and a new `privateKey` replaces a stored password (a new `privateKey`
+         *     comes with its own `privateKeyPassphrase` or none: the stored passphrase is
+         *     dropped). Turning
          *     `isOverrideDefaults` off drops the connection's own polling options. The same
          *     rules as on creation apply to the result (404 unknown connection or poller, 409
          *     duplicate name). The poller picks the change up at its next fetch. Answers the
@@ -1043,7 +1045,7 @@ export interface paths {
          *     | `address` | yes | Host name or IP address. |
          *     | `protocol` | yes | `SSH` or `WinRM` (any case). |
          *     | `port` | no | 1-65535; empty: the protocol's default. |
-         *     | `useTls` | no | WinRM over HTTPS: true/false/1/0; empty: true. |
+         *     | `useTls` | no | WinRM over HTTPS: true/false/1/0; empty: true for WinRM, false for SSH. |
          *     | `userName` | yes | The account to log in with. |
          *     | `password` | no* | The password. |
          *     | `privateKey` | no* | An SSH private key in PEM/OpenSSH form (quoted, line breaks kept). |
@@ -1317,7 +1319,9 @@ export interface paths {
          *     are kept as `prevRunningErrors` (the last 10). A change between reachable and
          *     unreachable or failed raises an event. A poller that is not activated is refused
          *     with 409 (`urn:prime:problem:poller-deactivated`) and nothing is recorded. Answers
-         *     per run (`id` is the `runId`).
+         *     per run (`id` is the `runId`). A run still `Running` 10 minutes after its start is
+         *     recorded as `Failed` ("The worker poller reported no end of this run within 10
+         *     minutes of its start.").
          */
         post: operations["pollerReportRuns"];
         delete?: never;
@@ -1341,7 +1345,9 @@ export interface paths {
          *     its peripherals inside, and for every agentless connection (an agentless host), to
          *     each alarm destination subscribed to assets, through the durable outbox: delivery
          *     is retried with backoff and survives a restart, in each destination's format (a
-         *     webhook receives the message as its JSON body). The answer comes once everything
+         *     webhook receives it as the `asset` property of its JSON body, `AlarmWebhookPayload`
+         *     with `feed: assets`). Agent messages list all the agent's peripherals, present or
+         *     not (`present`). The answer comes once everything
          *     is queued, not delivered. When no destination is subscribed to assets, nothing is
          *     queued (`assetsQueued: 0`). Takes no body.
          */
@@ -1371,7 +1377,9 @@ export interface paths {
          *     `previousLocation: null`. The published locations are then recorded, so calling it
          *     again at once queues nothing. Delivery is as for `ReplayAll` (durable outbox, each
          *     subscribed destination); with no destination subscribed to assets nothing is
-         *     queued and the recorded locations are left as they were. Takes no body.
+         *     queued and the recorded locations are left as they were. A peripheral never
+         *     published gets its own message only when its agent is not published in the same
+         *     call. Takes no body.
          */
         post: operations["sendMonitorOldLocation"];
         delete?: never;
@@ -1421,12 +1429,16 @@ export interface paths {
          *     | `0x110006` | Vulnerable peripheral detected | USB | 4 Warning | a peripheral's VID/PID is in the vulnerable-device catalogue |
          *     | `0x210001` | Port alert | Network | 4 Warning | the switch port the host is connected to reports an alert or changes state |
          *     | `0x210002` | Host network location changed | Network | 5 Notice | the host's address, switch or switch port differs from its last check-in |
+         *     | `0x210003` | Agentless host unreachable | Network | 4 Warning | an agentless connection's latest finished run turns Unreachable or Failed after Reachable (also when a run is abandoned) |
+         *     | `0x210004` | Agentless host reachable again | Network | 6 Informational | a run finds an agentless connection Reachable after Unreachable or Failed |
          *     | `0x310001` | Agent mode changed | Host | 5 Notice | an agent reports a new mode (Armed/Free); `details` names the old and new mode and who asked |
          *     | `0x310002` | Agent disconnected | Host | 4 Warning | no check-in for the disconnect timeout (`PRIME_AGENT_DISCONNECT_SECONDS`, default 180 s) |
          *     | `0x310003` | Agent reconnected | Host | 6 Informational | a disconnected agent checks in again |
          *     | `0x310004` | Agent enrolled | Host | 6 Informational | an agent enrolls, or enrolls again (its credential is rotated) |
          *     | `0x310005` | Agent command failed | Host | 3 Error | an agent reports a queued command as Failed |
          *     | `0x410001` | Alarm delivery failure | System | 3 Error | a delivery to an alarm destination failed permanently or gave up after its retries |
+         *     | `0x410002` | Worker poller offline | System | 4 Warning | an activated worker poller sent no heartbeat for three heartbeat intervals |
+         *     | `0x410003` | Worker poller online again | System | 6 Informational | an offline activated worker poller sends a heartbeat again |
          *     | `0x510001` | Alarm destination test message | General | 6 Informational | never stored: the code carried by the test messages of `TestAlarmDests` |
          *
          *     Risky events (`0x110004`, `0x110005`, `0x110006`) also raise a risk notification.
@@ -4445,8 +4457,10 @@ export interface components {
          * @description One message of the asset feed, queued by `assetproducer/ReplayAll` (kind
          *     `snapshot`) and `assetproducer/SendMonitorOldLocation` (kind `locationChanged`) and
          *     delivered through the durable outbox to every alarm destination subscribed to
-         *     assets (a webhook receives it as its JSON body). `messageId` is unique, so a
-         *     consumer can drop a redelivered message.
+         *     assets (a webhook receives it as the `asset` property of its JSON body,
+         *     `AlarmWebhookPayload` with `feed: assets`). `messageId` is unique, so a consumer
+         *     can drop a redelivered message. A peripheral with a serial number is the same
+         *     device on whichever agent (VID, PID, serial).
          * @example {
          *       "messageId": "2b7e4c1a-9f3d-4e8b-a6c5-1d2e3f4a5b6c",
          *       "kind": "locationChanged",
@@ -4585,9 +4599,9 @@ export interface components {
             hashtags: string | null;
             /** @description The icon code (`devIcon`) of the peripheral the event is about, as a string; `-1` when the event is about no peripheral. */
             peripheralIcon: string;
-            /** @description The uuid of the agent the event is about; null for the server's own events. */
+            /** @description The asset the event is about: the uuid of the agent, the id of the agentless connection, or the id of the worker poller; null for the server's other events. */
             assetKey: string | null;
-            /** @description The host name of that agent (`hostIdentifier`); null for the server's own events. */
+            /** @description The name of that asset (an agent's `hostIdentifier`, a connection's or poller's name); null for the server's other events. */
             assetName: string | null;
             /** @description The `deviceID` of the peripheral the event is about (e.g. `USB\VID_046D&PID_C077\5&20DBD6CE&0&4`); null when none. */
             peripheralAssetId: string | null;
@@ -9182,7 +9196,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     updateAgentlessConnection: {
@@ -9254,7 +9267,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     createAgentlessConnection: {
@@ -9332,7 +9344,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     deleteAgentlessConnections: {
@@ -9406,7 +9417,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     registerAgentlessConnections: {
@@ -9477,7 +9487,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     unregisterAgentlessConnections: {
@@ -9548,7 +9557,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     uploadAgentlessConnectionsFile: {
@@ -9634,7 +9642,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     exportAgentlessStatusCsv: {
@@ -9685,7 +9692,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     exportAgentlessStatusPdf: {
@@ -9732,7 +9738,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     exportAgentlessConnectionsCsv: {
@@ -9783,7 +9788,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getWorkerPollerDetails: {
@@ -9842,7 +9846,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     deleteWorkerPoller: {
@@ -9878,7 +9881,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     setWorkerPollerActivatedStatus: {
@@ -9926,7 +9928,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     pollerRegister: {
@@ -9985,7 +9986,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     pollerHeartbeat: {
@@ -10044,7 +10044,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     pollerGetConnections: {
@@ -10103,7 +10102,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     pollerReportRuns: {
@@ -10173,7 +10171,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     replayAllAssets: {
@@ -10215,7 +10212,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     sendMonitorOldLocation: {
@@ -10257,7 +10253,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getEvents: {

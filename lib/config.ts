@@ -1,6 +1,8 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import crypto from 'node:crypto'
+import { agentlessSettings, type AgentlessSettings } from './agentless/settings.js'
+import { loadKey } from './agentless/vault.js'
 
 export interface Config {
   host: string
@@ -40,6 +42,10 @@ export interface Config {
   publicUrl: string | null
   /** Outgoing mail for alarm e-mails and reports (`url` null: mail is not configured). */
   smtp: { url: string | null; from: string }
+  /** Worker pollers and agentless checking. */
+  agentless: AgentlessSettings
+  /** The key that seals agentless connection credentials (PRIME_AGENTLESS_KEY or kept in the data dir). */
+  agentlessKey: Buffer
   alarms: {
     /** Host names, addresses or CIDR ranges that alarm destinations may reach despite the loopback rule. */
     allowedHosts: string[]
@@ -148,6 +154,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     publicUrl: httpUrl(env, 'PRIME_PUBLIC_URL'),
     smtp: { url: smtpUrl(env), from: env.PRIME_SMTP_FROM || 'Prime <prime@localhost>' },
+    agentless: agentlessSettings(env),
+    agentlessKey: loadKey(env, dataDir),
     alarms: {
       allowedHosts: (env.PRIME_ALARM_ALLOWED_HOSTS || '').split(',').map((h) => h.trim()).filter(Boolean),
     },

@@ -11,6 +11,7 @@ export const catalogue = {
   'method-not-allowed': { status: 405, title: 'Method not allowed' },
   'not-acceptable': { status: 406, title: 'Not acceptable' },
   conflict: { status: 409, title: 'Conflict' },
+  'poller-deactivated': { status: 409, title: 'Worker poller deactivated' },
   'payload-too-large': { status: 413, title: 'Request body too large' },
   'uri-too-long': { status: 414, title: 'Path parameter too long' },
   'unsupported-media-type': { status: 415, title: 'Unsupported media type' },

@@ -29,6 +29,10 @@ if (process.argv[2] === 'reports') {
   await import('./bench-reports.js')
   process.exit(0)
 }
+if (process.argv[2] === 'agentless') {
+  await import('./bench-agentless.js')
+  process.exit(0)
+}
 if (process.argv[2] === 'notifications') {
   await import('./bench-notifications.js')
   process.exit(0)

@@ -7,14 +7,13 @@ import t from 'tap'
 import { build, call, login, userWithProfile } from './helpers.js'
 import { checkIn, enroll, gatewayEnv, hostState, mouse, stick } from './fixtures/gateway.js'
 
-process.env.PRIME_POLLER_ENROLLMENT_SECRET = 'pes_asset-test-poller-secret'
 
 t.test('ReplayAll and SendMonitorOldLocation', async (t) => {
   // A receiver for the webhook, so that deliveries succeed; the test reads what was queued.
   const hook = http.createServer((req, res) => req.resume().on('end', () => res.writeHead(204).end()))
   await new Promise<void>((resolve) => hook.listen(0, '127.0.0.1', resolve))
   t.teardown(() => hook.close())
-  const app = await build(t, { ...gatewayEnv, PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1' })
+  const app = await build(t, { ...gatewayEnv, PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1', PRIME_POLLER_ENROLLMENT_SECRET: 'pes_asset-test-poller-secret' })
   const admin = await login(app)
   const user = await userWithProfile(app, admin, 'reader', 10)
   const post = (what: string, token = admin) => call(app, token, { method: 'POST', url: `/prime/webui/assetproducer/${what}` })

@@ -7,13 +7,12 @@ import t from 'tap'
 import { build, call, login, userWithProfile } from './helpers.js'
 
 const POLLER_SECRET = 'pes_connections-test-secret'
-process.env.PRIME_POLLER_ENROLLMENT_SECRET = POLLER_SECRET
 const API = '/prime/webui/agents/agentless'
 const PASSWORD = 'Hunter2-correct-horse'
 const KEY = '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----\n'
 
 async function setup(t: Parameters<typeof build>[0]) {
-  const app = await build(t)
+  const app = await build(t, { PRIME_POLLER_ENROLLMENT_SECRET: POLLER_SECRET })
   const admin = await login(app)
   const manager = await userWithProfile(app, admin, 'manager', 20)
   const user = await userWithProfile(app, admin, 'reader', 10)

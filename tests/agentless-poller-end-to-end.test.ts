@@ -15,8 +15,6 @@ import { ENROLLMENT_SECRET, gatewayEnv, hostState, mouse, stick } from './fixtur
 import { projectRoot } from '../lib/paths.js'
 
 const POLLER_SECRET = 'pes_end-to-end-poller-secret'
-process.env.PRIME_POLLER_ENROLLMENT_SECRET = POLLER_SECRET
-process.env.PRIME_POLLER_HEARTBEAT_SECONDS = '1'
 
 const API = '/prime/webui/agents/agentless'
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -85,7 +83,7 @@ t.test('a worker poller checks uploaded connections, stops when deactivated, and
     hook.close()
   })
 
-  const app = await build(t, { ...gatewayEnv, PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1' })
+  const app = await build(t, { ...gatewayEnv, PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1', PRIME_POLLER_ENROLLMENT_SECRET: POLLER_SECRET, PRIME_POLLER_HEARTBEAT_SECONDS: '1' })
   await app.listen({ host: '127.0.0.1', port: 0 })
   const serverUrl = `http://127.0.0.1:${(app.server.address() as net.AddressInfo).port}`
   const admin = await login(app)

@@ -7,7 +7,6 @@ import path from 'node:path'
 import t from 'tap'
 import { build, call, login } from './helpers.js'
 
-process.env.PRIME_POLLER_ENROLLMENT_SECRET = 'pes_upload-test-poller-secret'
 const API = '/prime/webui/agents/agentless'
 const KEY = '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----'
 
@@ -21,7 +20,7 @@ function multipart(csv: string | Buffer, opts: { field?: string; type?: string; 
 }
 
 async function setup(t: Parameters<typeof build>[0]) {
-  const app = await build(t)
+  const app = await build(t, { PRIME_POLLER_ENROLLMENT_SECRET: 'pes_upload-test-poller-secret' })
   const admin = await login(app)
   const upload = (csv: string | Buffer, opts?: Parameters<typeof multipart>[1]) => call(app, admin, { method: 'POST', url: `${API}/uploadconnectiondetailsfile`, ...multipart(csv, opts) })
   const count = () => app.db.prepare('SELECT count(*) FROM agentless_connections').pluck().get() as number

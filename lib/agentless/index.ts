@@ -3,8 +3,8 @@
 import type { FastifyInstance } from 'fastify'
 import type { HealthStatus } from '../health.js'
 import { iso } from '../time.js'
-import { agentlessSettings, type AgentlessSettings } from './settings.js'
-import { loadKey, vault, type Vault } from './vault.js'
+import type { AgentlessSettings } from './settings.js'
+import { vault, type Vault } from './vault.js'
 import { connectionEvent, pollerEvent } from './events.js'
 
 declare module 'fastify' {
@@ -49,8 +49,7 @@ export function sweepAgentless(app: FastifyInstance, now = Date.now()) {
 
 /** Loads the settings and the key, and sweeps every few seconds while the app runs. */
 export function startAgentless(app: FastifyInstance): void {
-  const settings = agentlessSettings()
-  app.decorate('agentless', { settings, vault: vault(loadKey(process.env, app.config.dataDir)) })
+  app.decorate('agentless', { settings: app.config.agentless, vault: vault(app.config.agentlessKey) })
   let timer: NodeJS.Timeout | undefined
   app.addHook('onReady', async () => {
     timer = setInterval(() => {

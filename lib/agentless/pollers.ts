@@ -6,7 +6,7 @@ import type { components } from '../../generated/openapi.js'
 import type { PollerRow, PollerWithCounts } from '../../db/agentless.js'
 import { audit } from '../audit.js'
 import { POLLER_PREFIX, unauthenticated } from '../auth.js'
-import { catalogue, problem, type ProblemCode } from '../errors.js'
+import { problem } from '../errors.js'
 import { newSecret, sha256 } from '../passwords.js'
 import { iso } from '../time.js'
 import { defaultsOf, openCredentials } from './connections.js'
@@ -17,8 +17,6 @@ type Schemas = components['schemas']
 type ItemResult = Schemas['ItemResult']
 
 const FUTURE_TOLERANCE_MS = 5 * 60_000
-// The catalogue's own kind for a deactivated poller's reports, where it has one.
-const DEACTIVATED: ProblemCode = ('poller-deactivated' in catalogue ? 'poller-deactivated' : 'conflict') as ProblemCode
 
 export function pollerView(p: PollerWithCounts, offlineAfterSeconds: number, now: number): Schemas['WorkerPoller'] {
   return {
@@ -166,7 +164,7 @@ export function pollerReportRuns(req: FastifyRequest, body: Schemas['PollerRunRe
   return app.db.transaction(() => {
     const p = caller(req)
     if (!p.is_activated) {
-      throw problem(DEACTIVATED, `Worker poller ${p.name} is not activated: its runs are not recorded. Stop checking until a heartbeat answers Check.`)
+      throw problem('poller-deactivated', `Worker poller ${p.name} is not activated: its runs are not recorded. Stop checking until a heartbeat answers Check.`)
     }
     if (req.ip) repos.agentless.touch(p.id, req.ip)
     const results: ItemResult[] = []
