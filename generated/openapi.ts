@@ -6166,12 +6166,12 @@ export interface components {
             severity: components["schemas"]["SeverityNumber"];
             severityString: components["schemas"]["SeverityName"];
             category: components["schemas"]["AuditCategory"];
-            /** @description Who acted: a user name, `token:<name>` for an integration token, `agent:<uuid>`, or null when unknown. */
+            /** @description Who acted: a user name, `token:<name>` for an integration token (`token:<id>` when that would exceed 100 characters), `agent:<uuid>`, `poller:<name>` for a worker poller, or null when unknown. */
             user: string | null;
             sourceIp: string | null;
             /** @description What happened, readable by a person. */
             description: string;
-            /** @description What changed, as JSON text; secrets are masked as "***". */
+            /** @description What changed, as JSON text; secrets are masked as "***" (every value of custom `headers` too). A record that would exceed 65536 characters is shortened and says so: `{"truncated": true, "length": <original length>, "details": <lists cut to 50 items, texts to 1000 characters>}`, or `{"truncated": true, "length": <original length>, "preview": <the start of the text>}`. */
             details: string;
             /** @description The operation called. */
             operationId: string | null;

@@ -79,6 +79,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
       redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '***' },
     },
     routerOptions: { caseSensitive: false, maxParamLength: 100 },
+    // No implicit HEAD twins: some GET operations act (send a test mail, hand out work).
+    exposeHeadRoutes: false,
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustProxy,
     return503OnClosing: true,
