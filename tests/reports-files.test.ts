@@ -288,3 +288,24 @@ t.test('report CSV text is what lib/csv.ts writes, and quotes line breaks', asyn
   t.equal(breaks, 'a,b\r\n"line\nbreak","cr\rhere"\r\n"\'\rstarts",x\r\n')
   t.same(parseCsv(breaks), [['a', 'b'], ['line\nbreak', 'cr\rhere'], ["'\rstarts", 'x']])
 })
+
+t.test('other requests are answered while a report runs', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const now = Date.now()
+  app.db.transaction(() => {
+    for (let i = 0; i < 50_000; i++) {
+      app.repos.audit.insert({ createdMs: now - i * 10, severity: 5, category: 'Agents', user: 'bulk', sourceIp: '10.0.0.9', description: `Record ${i}`, details: '{"n":1}', operationId: 'x', outcome: 'Succeeded' })
+    }
+  })()
+  const r = await createReport(app, token, { name: 'Big', type: 'auditTrailDigest', format: 'CSV', filters: { user: 'bulk' } })
+  const queued = await call(app, token, { method: 'POST', url: `${REPORTS}/RequestForRun`, payload: [r.id] })
+  const runId = queued.json().runIds[0]
+  const status = () => app.repos.reports.runById(runId)!.status
+  t.equal(status(), 'running', 'it started at once')
+  const read = await call(app, token, { method: 'GET', url: `${REPORTS}/getall` })
+  t.equal(read.statusCode, 200)
+  t.equal(status(), 'running', 'a read is answered before the run ends: it yields between pages')
+  await app.reportScheduler.idle()
+  t.match(app.repos.reports.runById(runId), { status: 'succeeded', row_count: 50_000 })
+})
