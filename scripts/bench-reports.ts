@@ -6,7 +6,8 @@
 // is answered while the run goes on, against the same read on the idle server.
 //
 // Settings: BENCH_AGENTS (100000), BENCH_PERIPHERALS_PER_AGENT (10), BENCH_ROUNDS (3),
-// BENCH_LOG_LEVEL (info, as in production).
+// BENCH_LOG_LEVEL (info, as in production), BENCH_SEEDED_DB (a prime.sqlite seeded before,
+// e.g. by npm run seed: copied, never changed, instead of seeding again).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -75,18 +76,28 @@ const env = {
   LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
   PRIME_RATE_LIMIT_MAX: '100000000',
   PRIME_ACCESS_TOKEN_TTL: '3600',
-  PRIME_LICENSE_SEATS: String(AGENTS + 1000),
   // The seeded agents never check in: the sweeper must not start disconnecting them mid-run.
   PRIME_AGENT_DISCONNECT_SECONDS: '86400',
 }
 
-console.error(`Seeding ${AGENTS} agents (${PER_AGENT} peripherals each) into ${dataDir} ...`)
-{
+let fleet: { agents: number; peripherals: number }
+if (process.env.BENCH_SEEDED_DB) {
+  console.error(`Copying ${process.env.BENCH_SEEDED_DB} into ${dataDir} ...`)
+  fs.copyFileSync(process.env.BENCH_SEEDED_DB, path.join(dataDir, 'prime.sqlite'))
+  const db = openDatabase(path.join(dataDir, 'prime.sqlite'))
+  fleet = db.prepare("SELECT (SELECT n FROM row_counts WHERE name = 'agents') AS agents, (SELECT n FROM row_counts WHERE name = 'peripherals') AS peripherals").get() as typeof fleet
+  // The copy's accounts go: the first start creates admin with the bench's password.
+  db.prepare('DELETE FROM users').run()
+  db.close()
+} else {
+  console.error(`Seeding ${AGENTS} agents (${PER_AGENT} peripherals each) into ${dataDir} ...`)
   const db = openDatabase(path.join(dataDir, 'prime.sqlite'))
   const seeded = await seedFleet(db, { agents: AGENTS, peripheralsPerAgent: PER_AGENT })
   db.close()
+  fleet = seeded
   console.error(`Seeded ${seeded.agents} agents, ${seeded.peripherals} peripherals in ${(seeded.ms / 1000).toFixed(1)} s`)
 }
+Object.assign(env, { PRIME_LICENSE_SEATS: String(fleet.agents + 1000) })
 if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
 
 async function api(token: string | null, method: string, url: string, body?: unknown) {
@@ -196,7 +207,7 @@ for (const format of ['CSV', 'PDF'] as const) {
 }
 
 fs.rmSync(dataDir, { recursive: true, force: true })
-console.log(`\n${AGENTS.toLocaleString('en-US')} agents, ${PER_AGENT} peripherals each; ${ROUNDS} rounds per format, each on a fresh server process${PIN ? '; client on CPU 0, server on CPU 1' : ''}; ` +
+console.log(`\n${fleet.agents.toLocaleString('en-US')} agents, ${fleet.peripherals.toLocaleString('en-US')} peripherals; ${ROUNDS} rounds per format, each on a fresh server process${PIN ? '; client on CPU 0, server on CPU 1' : ''}; ` +
   `load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} at the end (${os.cpus().length} CPUs).`)
 console.log('Run time: the run\'s startedTime to finishedTime (reading, rendering, writing the file). Wall time: from RequestForRun to the run seen succeeded (polled every 50 ms).\n')
 for (const r of rows) console.log(r)
