@@ -1,4 +1,5 @@
 import type { DB } from './index.js'
+import type { AuditTrailRow, EventRow } from './event-queries.js'
 
 export type AlarmType = 'syslog' | 'webhook' | 'email'
 export type AlarmFeed = 'events' | 'audit' | 'assets'
@@ -113,8 +114,8 @@ export function alarmsRepo(db: DB) {
   const outboxItem = db.prepare<[number], OutboxItem & { status: string; last_error: string | null; done_ms: number | null }>(
     'SELECT * FROM alarm_outbox WHERE id = ?',
   )
-  const event = db.prepare<[number], Record<string, any>>('SELECT * FROM events WHERE id = ?')
-  const auditRecord = db.prepare<[number], Record<string, any>>('SELECT * FROM audit_trail WHERE id = ?')
+  const event = db.prepare<[number], EventRow>('SELECT * FROM events WHERE id = ?')
+  const auditRecord = db.prepare<[number], AuditTrailRow>('SELECT * FROM audit_trail WHERE id = ?')
   const assetMessage = db.prepare<[number], { id: number; created_ms: number; kind: string; body: string }>(
     'SELECT id, created_ms, kind, body FROM asset_messages WHERE id = ?',
   )

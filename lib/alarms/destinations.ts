@@ -7,7 +7,7 @@ import { parseList, type AlarmFeed, type AlarmType, type DeliveryCounts, type De
 import { problem, type FieldError } from '../errors.js'
 import { iso } from '../time.js'
 import { AddressRefusedError, isHostSyntax, resolveChecked, type AllowList } from './address.js'
-import { SEVERITY_NAMES } from './format.js'
+import { severityNames } from '../listing.js'
 import type { EmailSettings, SyslogSettings, WebhookSettings } from './transport.js'
 
 type View = components['schemas']['AlarmDestinationView']
@@ -41,7 +41,7 @@ export function destinationView(row: DestinationRow, counts: DeliveryCounts): An
     type: row.type,
     enabled: row.enabled === 1,
     filters: {
-      minimumSeverity: SEVERITY_NAMES[row.min_severity],
+      minimumSeverity: severityNames[row.min_severity],
       categories: parseList(row.categories) as Answer['filters']['categories'],
       auditCategories: parseList(row.audit_categories) as Answer['filters']['auditCategories'],
       feeds,
@@ -79,7 +79,7 @@ export function auditForm(d: DestinationInput): Record<string, any> {
     name: d.name,
     type: d.type,
     enabled: d.enabled,
-    filters: { minimumSeverity: SEVERITY_NAMES[d.minSeverity], categories: d.categories, auditCategories: d.auditCategories, feeds: d.feeds },
+    filters: { minimumSeverity: severityNames[d.minSeverity], categories: d.categories, auditCategories: d.auditCategories, feeds: d.feeds },
     [d.type]: maskedSettings(d.type, d.settings as StoredSettings),
   }
 }
@@ -165,7 +165,7 @@ export async function destinationInput(body: View, existing: DestinationRow | un
     name: body.name,
     type,
     enabled: body.enabled ?? true,
-    minSeverity: SEVERITY_NAMES.indexOf(filters.minimumSeverity ?? 'Warning'),
+    minSeverity: severityNames.indexOf(filters.minimumSeverity ?? 'Warning'),
     categories: filters.categories ?? [],
     auditCategories: filters.auditCategories ?? [],
     // In the order of the contract's enumeration, so that a re-sent list compares equal.

@@ -5,13 +5,13 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { components } from '../../generated/openapi.js'
+import { severityNames } from '../listing.js'
 import { projectRoot } from '../paths.js'
 import { iso } from '../time.js'
 
 type PrimeEventView = components['schemas']['PrimeEventView']
 type AuditTrailView = components['schemas']['AuditTrailView']
 
-export const SEVERITY_NAMES = ['Emergency', 'Alert', 'Critical', 'Error', 'Warning', 'Notice', 'Informational', 'Debug'] as const
 export const VERSION: string = JSON.parse(fs.readFileSync(path.join(projectRoot, 'package.json'), 'utf8')).version
 export const USER_AGENT = `Prime-Alarm/${VERSION}`
 
@@ -36,53 +36,6 @@ export interface DeliveryContext {
   /** Wall clock of this attempt, Unix seconds (the signed `X-Prime-Timestamp`). */
   sentTime: number
   destination: { id: string; name: string }
-}
-
-export function eventView(r: Record<string, any>): PrimeEventView {
-  return {
-    eventID: r.id,
-    creationTime: iso(r.created_ms),
-    creationTimeEpoch: r.created_ms,
-    eventCode: r.event_code,
-    severity: r.severity,
-    severityString: SEVERITY_NAMES[r.severity],
-    category: r.category,
-    eventEntityID: r.entity_id,
-    description: r.description,
-    details: r.details,
-    hashtags: r.hashtags,
-    peripheralIcon: String(r.peripheral_icon),
-    assetKey: r.asset_key,
-    assetName: r.asset_name,
-    peripheralAssetId: r.peripheral_asset_id,
-  }
-}
-
-export function auditView(r: Record<string, any>): AuditTrailView {
-  return {
-    auditTrailID: r.id,
-    creationTime: iso(r.created_ms),
-    creationTimeEpoch: r.created_ms,
-    severity: r.severity,
-    severityString: SEVERITY_NAMES[r.severity],
-    category: r.category,
-    user: r.user_name,
-    sourceIp: r.source_ip,
-    description: r.description,
-    details: r.details,
-    operationId: r.operation_id,
-    outcome: r.outcome,
-    assetReference: {
-      key: r.asset_key,
-      name: r.asset_name,
-      parentID: r.asset_parent_id,
-      ipAddress: r.asset_ip,
-      type: r.asset_type,
-      subType: r.asset_sub_type,
-      allAssetTypeDetail: r.asset_detail,
-      icon: r.asset_icon,
-    },
-  }
 }
 
 /** The test message of `TestAlarmDests`: an event never stored. */
@@ -324,7 +277,7 @@ function emailFields(record: AlarmRecord, ctx: DeliveryContext): { severity: num
 /** The e-mail of a record: subject, plain text and the same as simple HTML. */
 export function emailMessage(record: AlarmRecord, ctx: DeliveryContext, subjectPrefix: string, publicUrl: string | null): EmailMessage {
   const f = emailFields(record, ctx)
-  const subject = oneLine(`${subjectPrefix} [${SEVERITY_NAMES[f.severity]}] ${f.description} - ${f.about}`).slice(0, 998)
+  const subject = oneLine(`${subjectPrefix} [${severityNames[f.severity]}] ${f.description} - ${f.about}`).slice(0, 998)
   const lines = f.lines.filter(([, v]) => v !== null && v !== undefined && v !== '').map(([k, v]) => `${k}: ${v}`)
   const link = publicUrl ? `Open the console: ${publicUrl}/` : null
   const text = lines.join('\n') + '\n' + (link ? `\n${link}\n` : '')

@@ -10,7 +10,8 @@ import type { FastifyInstance } from 'fastify'
 import type { AttemptRecord, DestinationRow, OutboxItem } from '../../db/alarms.js'
 import { allowList } from './address.js'
 import { sendRecord, type Transports } from './deliver.js'
-import { auditView, eventView, type AlarmRecord } from './format.js'
+import { auditView, eventView } from '../../db/event-queries.js'
+import type { AlarmRecord } from './format.js'
 import { SyslogConnections, webhookAgents, type SendOutcome } from './transport.js'
 
 export const RETRY_BASE_MS = 10_000
