@@ -154,6 +154,7 @@ export function notificationsRepo(db: DB) {
   const counter = db.prepare<[], { seq: number; risk_open: number }>('SELECT seq, risk_open FROM notification_counter WHERE id = 1')
 
   const riskById = db.prepare<[number], RiskRow>('SELECT * FROM risk_notifications WHERE id = ?')
+  const riskByIds = db.prepare<[string], RiskRow>('SELECT * FROM risk_notifications WHERE id IN (SELECT value FROM json_each(?))')
   const related = db.prepare<[number, number], number>(
     'SELECT event_id FROM risk_notification_events WHERE notification_id = ? ORDER BY event_id DESC LIMIT ?',
   ).pluck()
@@ -165,9 +166,9 @@ export function notificationsRepo(db: DB) {
      WHERE id = ? AND dismissed_ms IS NULL`,
   )
   const riskChanged = db.prepare<[number, number], RiskRow>('SELECT * FROM risk_notifications WHERE change_seq > ? ORDER BY change_seq LIMIT ?')
-  const riskUnreadAbove = db.prepare<[number], number>('SELECT count(*) FROM risk_notifications WHERE dismissed_ms IS NULL AND occurred_seq > ?').pluck()
-  const riskReadUpTo = db.prepare<[number], number>('SELECT count(*) FROM risk_notifications WHERE dismissed_ms IS NULL AND occurred_seq <= ?').pluck()
-  const riskOldest = db.prepare<[], number | null>('SELECT min(occurred_seq) FROM risk_notifications WHERE dismissed_ms IS NULL').pluck()
+  const riskUnreadAbove = db.prepare<[number], number>('SELECT count(*) FROM risk_notifications INDEXED BY risk_notifications_unread WHERE dismissed_ms IS NULL AND occurred_seq > ?').pluck()
+  const riskReadUpTo = db.prepare<[number], number>('SELECT count(*) FROM risk_notifications INDEXED BY risk_notifications_unread WHERE dismissed_ms IS NULL AND occurred_seq <= ?').pluck()
+  const riskOldest = db.prepare<[], number | null>('SELECT min(occurred_seq) FROM risk_notifications INDEXED BY risk_notifications_unread WHERE dismissed_ms IS NULL').pluck()
   const riskPinned = db.prepare<[], number>('SELECT count(*) FROM risk_notifications WHERE pinned_ms IS NOT NULL').pluck()
   const riskBetween = db.prepare<[number, number, number], RiskRow>(
     `SELECT * FROM risk_notifications WHERE dismissed_ms IS NULL AND occurred_seq > ? AND occurred_seq <= ?
@@ -240,6 +241,24 @@ export function notificationsRepo(db: DB) {
      FROM agents`,
   )
 
+  /** Risk notifications not dismissed that last occurred after `mark` (unread for whoever read up to it). */
+  function riskUnread(mark: number): number {
+    const { seq, risk_open } = counter.get()!
+    if (mark <= 0) return risk_open
+    if (mark >= seq) return 0
+    // Count the smaller side of the mark (change numbers spread about evenly over the open ones).
+    const oldest = riskOldest.get() ?? seq
+    return mark - oldest < seq - mark ? risk_open - riskReadUpTo.get(mark)! : riskUnreadAbove.get(mark)!
+  }
+
+  /** The count of a filter on nothing but read state, without a pass over the list. */
+  function openCount(f: RiskFilter, mark: number): number | undefined {
+    const keys = Object.keys(f)
+    if (keys.length === 0) return counter.get()!.risk_open
+    if (keys.length === 1 && f.isRead !== undefined) return f.isRead ? counter.get()!.risk_open - riskUnread(mark) : riskUnread(mark)
+    return undefined
+  }
+
   return {
     /** The next change number; call inside the transaction that makes the change. */
     nextSeq: () => nextSeq.get()!,
@@ -249,28 +268,24 @@ export function notificationsRepo(db: DB) {
     risk: (id: number) => riskById.get(id),
     /** The latest 100 events behind a risk notification, oldest first. */
     relatedEvents: (id: number) => related.all(id, RELATED_EVENTS).reverse(),
-    /** One page of the risk list and how many match. */
+    /**
+     * One page of the risk list and how many match. The ids of the page are found in an
+     * index alone; only the page's rows are read.
+     */
     riskList(f: RiskFilter, s: Sort, readMark: number, limit: number, offset: number): { filtered: number; rows: RiskRow[] } {
       const where = riskWhere(f, readMark)
-      const filtered = prepared(`SELECT count(*) AS n FROM risk_notifications rn WHERE ${where.sql}`).pluck().get(...where.params) as number
+      const filtered = openCount(f, readMark) ?? (prepared(`SELECT count(*) AS n FROM risk_notifications rn WHERE ${where.sql}`).pluck().get(...where.params) as number)
       if (filtered === 0 || offset >= filtered) return { filtered, rows: [] }
       const order = orderBy(s, riskSortColumns, 'rn.id')
-      const rows = prepared(`SELECT rn.* FROM risk_notifications rn WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as RiskRow[]
-      return { filtered, rows }
+      const ids = prepared(`SELECT rn.id FROM risk_notifications rn WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`).pluck().all(...where.params, limit, offset) as number[]
+      const byId = new Map(riskByIds.all(JSON.stringify(ids)).map((r) => [r.id, r]))
+      return { filtered, rows: ids.map((id) => byId.get(id)!).filter(Boolean) }
     },
     /** Sets or clears the pin of a risk notification that is not dismissed; answers whether it changed. */
     pinRisk: (id: number, by: string | null, ms: number | null) => riskPin.run(by, ms, nextSeq.get()!, id).changes > 0,
     dismissRisk: (id: number, by: string, ms: number) => riskDismiss.run(by, ms, nextSeq.get()!, id).changes > 0,
     riskChangedSince: (seq: number, limit: number) => riskChanged.all(seq, limit),
-    /** Risk notifications not dismissed that last occurred after `mark` (unread for whoever read up to it). */
-    riskUnread(mark: number): number {
-      const { seq, risk_open } = counter.get()!
-      if (mark <= 0) return risk_open
-      if (mark >= seq) return 0
-      // Count the smaller side of the mark (seqs spread about evenly over the open ones).
-      const oldest = riskOldest.get() ?? seq
-      return mark - oldest < seq - mark ? risk_open - riskReadUpTo.get(mark)! : riskUnreadAbove.get(mark)!
-    },
+    riskUnread,
     riskPinned: () => riskPinned.get()!,
     /** Risk notifications not dismissed that last occurred in (from, to], latest first. */
     riskBetween: (from: number, to: number, limit: number) => riskBetween.all(from, to, limit),

@@ -55,14 +55,18 @@ CREATE TABLE risk_notifications (
 );
 CREATE UNIQUE INDEX risk_notifications_key ON risk_notifications (agent_uuid, device_key, kind) WHERE dismissed_ms IS NULL;
 CREATE UNIQUE INDEX risk_notifications_changes ON risk_notifications (change_seq);
--- The list's default view (not dismissed, latest first) and the unread counts.
-CREATE INDEX risk_notifications_last ON risk_notifications (last_ms, id) WHERE dismissed_ms IS NULL;
+-- The list's indexes: every column a filter or the usual sorts read, so that counts and
+-- pages are read from an index alone; the page's rows are then read by id. Not dismissed
+-- (the default view) by last seen and by severity, dismissed ones by last seen.
+CREATE INDEX risk_notifications_open ON risk_notifications
+  (last_ms, id, kind, severity, occurred_seq, first_ms, pinned_ms, vid, pid, occurrences, dismissed_ms) WHERE dismissed_ms IS NULL;
+CREATE INDEX risk_notifications_open_severity ON risk_notifications
+  (severity, id, kind, occurred_seq, last_ms, first_ms, pinned_ms, vid, pid, occurrences, dismissed_ms) WHERE dismissed_ms IS NULL;
+CREATE INDEX risk_notifications_dismissed ON risk_notifications
+  (last_ms, id, kind, severity, occurred_seq, first_ms, pinned_ms, vid, pid, occurrences, dismissed_ms) WHERE dismissed_ms IS NOT NULL;
+-- Unread counts: whoever read up to a change number has the ones after it unread.
 CREATE INDEX risk_notifications_unread ON risk_notifications (occurred_seq) WHERE dismissed_ms IS NULL;
 CREATE INDEX risk_notifications_pinned ON risk_notifications (pinned_ms) WHERE pinned_ms IS NOT NULL;
--- Counts of filtered lists: every filterable column in one narrow index, so that a count
--- reads the index and never the table's rows.
-CREATE INDEX risk_notifications_filter ON risk_notifications
-  (kind, severity, occurred_seq, last_ms, first_ms, pinned_ms IS NOT NULL, dismissed_ms IS NOT NULL);
 
 -- The events behind each notification.
 CREATE TABLE risk_notification_events (
@@ -134,7 +138,8 @@ BEGIN
   SELECT id, new.id FROM risk_notifications WHERE change_seq = (SELECT seq FROM notification_counter WHERE id = 1);
 END;
 
--- System-health groups: one per health check, with its latest result.
+-- System-health groups: one per health check, with its latest result (a group is listed
+-- once the contract names it).
 CREATE TABLE notification_groups (
   name TEXT PRIMARY KEY,
   muted INTEGER NOT NULL DEFAULT 0 CHECK (muted IN (0, 1)),
@@ -146,7 +151,8 @@ CREATE TABLE notification_groups (
   checked_ms INTEGER,
   change_seq INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
-INSERT INTO notification_groups (name) VALUES ('Database'), ('DiskSpace'), ('AlarmDelivery'), ('Reports'), ('WorkerPoller'), ('License');
+INSERT INTO notification_groups (name) VALUES
+  ('Database'), ('Authentication'), ('DiskSpace'), ('AlarmDelivery'), ('Reports'), ('WorkerPoller'), ('License');
 CREATE INDEX notification_groups_changes ON notification_groups (change_seq);
 
 -- Opened by a failing check, resolved when it passes again; at most one open per group.

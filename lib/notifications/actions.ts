@@ -7,7 +7,7 @@ import { audit } from '../audit.js'
 import { problem } from '../errors.js'
 import { iso } from '../time.js'
 import { callerKey } from './stream.js'
-import { countsView, groupNames, groupView, healthView, riskView, type CountsView, type GroupName, type GroupView } from './views.js'
+import { countsView, groupNames, groupView, healthView, riskView, type CountsView, type GroupName, type GroupView, type RiskView } from './views.js'
 import type { RiskQuery } from './query.js'
 
 /** Notifications a group or the operational status shows. */
@@ -32,18 +32,22 @@ function healthOf(req: FastifyRequest, id: number): HealthRow {
   return h
 }
 
-export function listRisk(req: FastifyRequest, q: RiskQuery) {
+export function listRisk(req: FastifyRequest, q: RiskQuery): { filtered: number; data: RiskView[] } {
   const repo = req.server.repos.notifications
   const mark = marksOf(req).risk_seq
-  const { filtered, rows } = repo.riskList(q.filter, q.sort, mark, q.pageSize, q.offset)
-  return { filtered, data: rows.map((r) => riskView(r, r.occurred_seq <= mark, repo.relatedEvents(r.id))) }
+  return req.server.notifications.kept.answer(repo.counter().seq, JSON.stringify(['risk', q, mark]), () => {
+    const { filtered, rows } = repo.riskList(q.filter, q.sort, mark, q.pageSize, q.offset)
+    return { filtered, data: rows.map((r) => riskView(r, r.occurred_seq <= mark, repo.relatedEvents(r.id))) }
+  })
 }
 
 export function counts(req: FastifyRequest): CountsView {
   const repo = req.server.repos.notifications
   const marks = marksOf(req)
-  const risk = { unread: repo.riskUnread(marks.risk_seq), pinned: repo.riskPinned(), total: repo.counter().risk_open }
-  return countsView(risk, repo.healthCounts(marks.health_seq))
+  return req.server.notifications.kept.answer(repo.counter().seq, JSON.stringify(['counts', marks.risk_seq, marks.health_seq]), () => {
+    const risk = { unread: repo.riskUnread(marks.risk_seq), pinned: repo.riskPinned(), total: repo.counter().risk_open }
+    return countsView(risk, repo.healthCounts(marks.health_seq))
+  })
 }
 
 /** Every group, in the contract's order, with the caller's counts and its notifications not dismissed. */
@@ -53,7 +57,7 @@ export function groups(req: FastifyRequest): GroupView[] {
   const mark = marksOf(req).health_seq
   const byName = new Map(repo.groups().map((g) => [g.name, g]))
   const countsByName = new Map(repo.groupCounts(mark).map((c) => [c.group_name, c]))
-  return groupNames.map((name) => {
+  return groupNames(req.server.contract.spec).map((name) => {
     const g = byName.get(name)!
     return { ...groupView(g, countsByName.get(name)), notifications: repo.healthOfGroup(name, LISTED).map((h) => healthView(h, h.occurred_seq <= mark)) }
   })
@@ -68,7 +72,7 @@ export function operationalStatus(req: FastifyRequest) {
   const rank = { Healthy: 0, Warning: 1, Failed: 2 } as const
   let status: keyof typeof rank = 'Healthy'
   let checked = 0
-  const subsystems = groupNames.map((name) => {
+  const subsystems = groupNames(req.server.contract.spec).map((name) => {
     const g = byName.get(name)!
     if (rank[g.state] > rank[status]) status = g.state
     checked = Math.max(checked, g.checked_ms ?? 0)

@@ -3,19 +3,18 @@
 // first good check resolves it.
 import type { FastifyInstance } from 'fastify'
 import { runHealthChecks, type HealthStatus } from '../health.js'
-import { groupNames, healthGroups, healthSeverity, type GroupName } from './views.js'
+import { groupNames, healthGroups, healthSeverity } from './views.js'
 
 export type HealthResult = ReturnType<typeof runHealthChecks>
-
-const isGroup = (name: string): name is GroupName => (groupNames as string[]).includes(name)
 
 /** Records the checks' results in one transaction: group states and their notifications. */
 export function recordHealth(app: FastifyInstance, result: HealthResult, now = Date.now()): void {
   const repo = app.repos.notifications
+  const groups = new Set<string>(groupNames(app.contract.spec))
   app.db.transaction(() => {
     for (const s of result.subsystems) {
-      // Checks without a group of their own (Authentication) are answered by admin/SubsystemHealth only.
-      if (!isGroup(s.name)) continue
+      // A check the contract names no group for is answered by admin/SubsystemHealth only.
+      if (!groups.has(s.name)) continue
       const detail = s.detail.slice(0, 1000)
       repo.recordCheck(s.name, s.status, detail, now)
       const open = repo.openHealth(s.name)

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import type { HealthStatus } from '../health.js'
 import { checkHealth, type HealthResult } from './health.js'
 import { notificationHub, type NotificationHub } from './stream.js'
+import { KeptAnswers } from './kept.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -14,6 +15,8 @@ declare module 'fastify' {
 
 export interface NotificationService {
   hub: NotificationHub
+  /** List and count answers kept while no notification changes (PRIME_KEPT_LIST_ANSWERS; 0: none). */
+  kept: KeptAnswers
   /** Runs the health checks now and records their results (as the periodic run does). */
   checkHealth(): HealthResult
   /** When the health checks last ran in this process (0: not yet). */
@@ -46,6 +49,7 @@ export function startNotifications(app: FastifyInstance): void {
   let timer: NodeJS.Timeout | undefined
   const service: NotificationService = {
     hub,
+    kept: new KeptAnswers(app.config.keptListAnswers),
     checkHealth() {
       const result = checkHealth(app)
       checkedMs = Date.now()

@@ -13,13 +13,21 @@ export type CountsView = Schemas['NotificationsViewResource']
 
 export const riskKinds = ['KnownAttackTool', 'VulnerablePeripheral', 'WhitelistViolation', 'UnapprovedPeripheralOnArmedAgent'] as const
 
-/** The health groups in the contract's order, one per health check of lib/health.ts. */
-export const healthGroups: Record<GroupName, { title: string; description: string; warning: string; failed: string }> = {
+interface GroupMeta { title: string; description: string; warning: string; failed: string }
+
+/** The health groups, one per health check of lib/health.ts. */
+export const healthGroups: Record<string, GroupMeta> = {
   Database: {
     title: 'Database',
     description: 'The database answers reads and writes and passes its integrity check.',
     warning: 'Database needs attention',
     failed: 'Database check failed',
+  },
+  Authentication: {
+    title: 'Authentication',
+    description: 'Accounts can sign in: an active Administrator exists and tokens can be signed.',
+    warning: 'Authentication needs attention',
+    failed: 'No administrator can sign in',
   },
   DiskSpace: { title: 'Disk space', description: 'Free space in the data directory.', warning: 'Disk space is low', failed: 'Disk space is nearly exhausted' },
   AlarmDelivery: {
@@ -37,7 +45,14 @@ export const healthGroups: Record<GroupName, { title: string; description: strin
   },
   License: { title: 'License', description: 'The license: its expiry and the seats in use.', warning: 'License needs attention', failed: 'License is not valid' },
 }
-export const groupNames = Object.keys(healthGroups) as GroupName[]
+/**
+ * The groups the contract names (NotificationGroupName), in its order: a health check
+ * becomes a group of notifications once the contract lists it.
+ */
+export function groupNames(spec: Record<string, any>): GroupName[] {
+  const names: string[] = spec.components?.schemas?.NotificationGroupName?.enum ?? []
+  return names.filter((n) => n in healthGroups) as GroupName[]
+}
 
 /** Severity of a health notification by the check's state. */
 export const healthSeverity = { Warning: 4, Failed: 3 } as const
@@ -104,7 +119,7 @@ export function healthView(h: HealthRow, isRead: boolean): HealthView {
 
 /** A group without its notifications (the stream's `group` event). */
 export function groupView(g: GroupRow, counts: Omit<GroupCounts, 'group_name'> | undefined): GroupView {
-  const meta = healthGroups[g.name as GroupName]
+  const meta = healthGroups[g.name]
   const c = counts ?? { total: 0, open: 0, unread: 0, pinned: 0 }
   return {
     name: g.name as GroupName,
