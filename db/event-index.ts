@@ -79,6 +79,40 @@ const SEP = '\u0001'
 const NULL = '\u0002'
 const keyOf = (values: readonly unknown[]) => values.map((v) => (v === null || v === undefined ? NULL : String(v))).join(SEP)
 
+/** One kind's count in a block: kind, n, min_ms, max_ms. */
+export type Cell = [number, number, number, number]
+
+/** A growable column of 32-bit integers indexed by id. */
+class Column {
+  data = new Int32Array(1024)
+  get(i: number) {
+    return i < this.data.length ? this.data[i] : 0
+  }
+  set(i: number, v: number) {
+    if (i >= this.data.length) {
+      const grown = new Int32Array(Math.max(i + 1, this.data.length * 2))
+      grown.set(this.data)
+      this.data = grown
+    }
+    this.data[i] = v
+  }
+}
+
+/**
+ * The counts of the index held in memory (what every query reads): block counts by
+ * level, block and kind; for events also each document's kind, source and count, and
+ * each source's count and asset key. Loaded on first use, then kept up to date by this
+ * process's indexer; loaded again when another process indexed meanwhile.
+ */
+export interface Summary {
+  /** The high-water mark these counts are exact up to. */
+  indexed: number
+  /** By level: block -> cells. */
+  blocks: Map<number, Cell[]>[]
+  docs: { kind: Column; source: Column; n: Column; size: number }
+  sources: { n: Column; key: (string | null)[]; size: number }
+}
+
 export interface IndexerOptions {
   /** Sources and documents remembered between batches (bounded memory; a miss is one index probe). */
   sourceCache?: number
@@ -103,6 +137,44 @@ function addRollup(r: Rollup, id: number, kind: number, ms: number) {
 
 export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   const state = db.prepare<[string], { indexed: number; stale: number }>('SELECT indexed, stale FROM record_index_state WHERE name = ?')
+  const summaries: Partial<Record<RecordTable, Summary>> = {}
+  const emptySummary = (indexed: number): Summary => ({
+    indexed,
+    blocks: LEVEL_SHIFT.map(() => new Map()),
+    docs: { kind: new Column(), source: new Column(), n: new Column(), size: 0 },
+    sources: { n: new Column(), key: [], size: 0 },
+  })
+  const addCell = (blocks: Map<number, Cell[]>, block: number, kind: number, n: number, min: number, max: number) => {
+    let cells = blocks.get(block)
+    if (!cells) blocks.set(block, (cells = []))
+    const cell = cells.find((c) => c[0] === kind)
+    if (cell) {
+      cell[1] += n
+      cell[2] = Math.min(cell[2], min)
+      cell[3] = Math.max(cell[3], max)
+    } else cells.push([kind, n, min, max])
+  }
+  /** Reads the counts from their tables (first use, or after another process indexed). */
+  function load(table: RecordTable, indexed: number): Summary {
+    const sum = emptySummary(indexed)
+    for (const [level, block, kind, n, min, max] of db.prepare(`SELECT level, block, kind, n, min_ms, max_ms FROM ${rollupTable[table]}`).raw().iterate() as IterableIterator<number[]>) {
+      addCell(sum.blocks[level], block, kind, n, min, max)
+    }
+    if (table === 'events') {
+      for (const [id, kind, source, n] of db.prepare('SELECT id, kind, source, n FROM event_docs').raw().iterate() as IterableIterator<number[]>) {
+        sum.docs.kind.set(id, kind)
+        sum.docs.source.set(id, source)
+        sum.docs.n.set(id, n)
+        sum.docs.size = Math.max(sum.docs.size, id + 1)
+      }
+      for (const [id, n, key] of db.prepare('SELECT id, n, asset_key FROM event_sources').raw().iterate() as IterableIterator<[number, number, string | null]>) {
+        sum.sources.n.set(id, n)
+        sum.sources.key[id] = key
+        sum.sources.size = Math.max(sum.sources.size, id + 1)
+      }
+    }
+    return sum
+  }
   const setIndexed = db.prepare<[number, string]>('UPDATE record_index_state SET indexed = ?, stale = 0 WHERE name = ?')
 
   // ---- kinds (few: all of them are kept in memory) ----
@@ -165,7 +237,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   const insertDocFts = db.prepare<[number, string, string | null]>('INSERT INTO event_docs_fts (rowid, details, peripheral_asset_id) VALUES (?, ?, ?)')
   const addDocN = db.prepare<[number, number]>('UPDATE event_docs SET n = n + ? WHERE id = ?')
 
-  const sourceId = (entity: string, assetKey: string | null, assetName: string | null): number => {
+  const sourceId = (entity: string, assetKey: string | null, assetName: string | null, delta: { newSources: [number, string | null][] }): number => {
     const key = keyOf([entity, assetKey, assetName])
     let id = sourceCache.get(key)
     if (id !== undefined) return id
@@ -173,11 +245,12 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     if (id === undefined) {
       id = Number(insertSource.run(entity, assetKey, assetName).lastInsertRowid)
       insertSourceFts.run(id, entity, assetKey, assetName)
+      delta.newSources.push([id, assetKey])
     }
     sourceCache.set(key, id)
     return id
   }
-  const docId = (kind: number, source: number, device: string | null, details: string): number => {
+  const docId = (kind: number, source: number, device: string | null, details: string, delta: { newDocs: [number, number, number][] }): number => {
     const key = keyOf([kind, source, device, details])
     let id = docCache.get(key)
     if (id !== undefined) return id
@@ -187,6 +260,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       id = Number(insertDoc.run(h, kind, source).lastInsertRowid)
       insertDocText.run(id, details, device)
       insertDocFts.run(id, details, device)
+      delta.newDocs.push([id, kind, source])
     }
     docCache.set(key, id)
     return id
@@ -207,30 +281,39 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     setIndexed.run(0, table)
   }
 
+  /** What a step changed, applied to the summary in memory once it committed. */
+  interface Delta { from: number; to: number; cells: Rollup; docs: Map<number, number>; sources: Map<number, number>; newDocs: [number, number, number][]; newSources: [number, string | null][]; reset: boolean }
+  let pending: Delta | null = null
+
   /** Indexes up to `max` more records of `table`, in one transaction; answers how many. */
-  const step = (table: RecordTable, max: number): number =>
-    db.transaction(() => {
+  const step = (table: RecordTable, max: number): number => {
+    pending = null
+    const n = db.transaction(() => {
       // Read inside the write transaction: two indexers (say, the server and a script)
       // take turns and never count a record twice.
       let s = state.get(table)!
+      const delta: Delta = { from: s.indexed, to: s.indexed, cells: new Map(), docs: new Map(), sources: new Map(), newDocs: [], newSources: [], reset: false }
       if (s.stale) {
         reset(table)
         s = { indexed: 0, stale: 0 }
+        delta.reset = true
+        delta.from = 0
       }
+      pending = delta
       const rows = (table === 'events' ? eventBatch : auditBatch).all(s.indexed, max)
       if (!rows.length) return 0
-      const rollup: Rollup = new Map()
+      const rollup = delta.cells
       if (table === 'events') {
-        const sourceN = new Map<number, number>()
-        const docN = new Map<number, number>()
+        const sourceN = delta.sources
+        const docN = delta.docs
         for (const r of rows) {
           const [id, ms, code, severity, category, icon, description, hashtags, entity, assetKey, assetName, device, details] = r as [
             number, number, string, number, string, number, string, string | null, string, string | null, string | null, string | null, string,
           ]
           const kind = kindId('events', [code, severity, category, icon, description, hashtags])
           addRollup(rollup, id, kind, ms)
-          const source = sourceId(entity, assetKey, assetName)
-          const doc = docId(kind, source, device, details)
+          const source = sourceId(entity, assetKey, assetName, delta)
+          const doc = docId(kind, source, device, details, delta)
           sourceN.set(source, (sourceN.get(source) ?? 0) + 1)
           docN.set(doc, (docN.get(doc) ?? 0) + 1)
         }
@@ -243,12 +326,51 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
         }
       }
       for (const cell of rollup.values()) rollupUpsert[table].run(...cell)
-      setIndexed.run((rows[rows.length - 1] as number[])[0], table)
+      delta.to = (rows[rows.length - 1] as number[])[0]
+      setIndexed.run(delta.to, table)
       return rows.length
     }).immediate()
+    apply(table, pending)
+    pending = null
+    return n
+  }
+
+  /** Brings the summary in memory along with a committed step (or drops it when it cannot follow). */
+  function apply(table: RecordTable, d: Delta | null) {
+    const sum = summaries[table]
+    if (!sum || !d) return
+    if (d.reset || sum.indexed !== d.from) {
+      delete summaries[table]
+      return
+    }
+    for (const [level, block, kind, n, min, max] of d.cells.values()) addCell(sum.blocks[level], block, kind, n, min, max)
+    for (const [id, kind, source] of d.newDocs) {
+      sum.docs.kind.set(id, kind)
+      sum.docs.source.set(id, source)
+      sum.docs.size = Math.max(sum.docs.size, id + 1)
+    }
+    for (const [id, key] of d.newSources) {
+      sum.sources.key[id] = key
+      sum.sources.size = Math.max(sum.sources.size, id + 1)
+    }
+    for (const [id, n] of d.docs) sum.docs.n.set(id, sum.docs.n.get(id) + n)
+    for (const [id, n] of d.sources) sum.sources.n.set(id, sum.sources.n.get(id) + n)
+    sum.indexed = d.to
+  }
 
   return {
     kinds,
+    /**
+     * The counts in memory, exact up to their `indexed` mark (loaded on first use; loaded
+     * again when the mark moved without this process, or the index started over).
+     */
+    summary(table: RecordTable): Summary {
+      const s = state.get(table)!
+      const indexed = s.stale ? 0 : s.indexed
+      let sum = summaries[table]
+      if (!sum || sum.indexed !== indexed) sum = summaries[table] = indexed === 0 ? emptySummary(0) : load(table, indexed)
+      return sum
+    },
     /** The high-water mark: records with ids up to it are counted in the index (0 while it starts over). */
     indexed(table: RecordTable): number {
       const s = state.get(table)!

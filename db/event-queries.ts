@@ -13,7 +13,7 @@
 // - Records above the index's high-water mark are read directly, so every answer is exact.
 import type { DB } from './index.js'
 import { statementCache } from './agents.js'
-import { recordIndexer, LEVEL_SHIFT, rollupTable, type RecordTable, type EventKind, type AuditKind, type IndexerOptions } from './event-index.js'
+import { recordIndexer, LEVEL_SHIFT, type RecordTable, type EventKind, type AuditKind, type IndexerOptions, type Summary } from './event-index.js'
 import type { AuditFilter, Bounds, EventFilter } from '../lib/event-filter.js'
 import { MAX_ID } from '../lib/event-filter.js'
 import { contains as likePattern, severityNames, type Sort } from '../lib/listing.js'
@@ -374,14 +374,20 @@ function orderSql(f: SortField, dir: 'ASC' | 'DESC'): string {
 // ---------------------------------------------------------------------------------------
 // The engine
 
-/** A stretch of ids holding `n` matches (exactly). */
+/** A stretch of ids holding `n` matches (exactly), found at a level of the block counts (-1: counted from the rows). */
 interface Segment { lo: number; hi: number; n: number; level: number }
 
 const EXPORT_CHUNK = 1000
-/** Up to this many matches a page is read by seeking them and sorting. */
+/** Up to this many matches a page is read by finding them all and sorting them. */
 const SEEK_MAX = 50_000
+/** Trigram results kept per term (ids in all), so that a repeated search only looks at what is new. */
+const TERM_CACHE_IDS = 4_000_000
+/** More sources than this and a seek through the events' asset index is not worth it. */
+const SEEK_SOURCES = 20_000
 
 export interface ListAnswer<R> { total: number; filtered: number; rows: R[] }
+
+const pause = () => new Promise((resolve) => setImmediate(resolve))
 
 export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   const indexer = recordIndexer(db, opts)
@@ -392,11 +398,15 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   )
 
   const tables = {
-    events: { from: 'events', columns: EVENT_COLUMNS, sorts: eventSorts },
-    audit_trail: { from: 'audit_trail', columns: AUDIT_COLUMNS, sorts: auditSorts },
+    events: { from: 'events', columns: EVENT_COLUMNS, sorts: eventSorts, idSort: 'eventID' },
+    audit_trail: { from: 'audit_trail', columns: AUDIT_COLUMNS, sorts: auditSorts, idSort: 'auditTrailID' },
   } as const
   const maxId = { events: db.prepare('SELECT max(id) FROM events').pluck(), audit_trail: db.prepare('SELECT max(id) FROM audit_trail').pluck() }
   const topId = (table: RecordTable) => (maxId[table].get() as number | null) ?? 0
+  const hasIndex = (name: string) => !!db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?`).get(name)
+  // The events' own indexes (migration 003): by asset, and by event code and time.
+  const byAsset = hasIndex('events_asset') ? 'INDEXED BY events_asset' : ''
+  const byCode = hasIndex('events_code') ? 'INDEXED BY events_code' : ''
 
   // ---- background indexing ----
   let running = false
@@ -433,7 +443,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     return out
   }
 
-  // ---- direct reads ----
+  // ---- reading rows ----
   /** The id and time range; `hint` keeps the planner off the id order (`'id'`) or off both (`'both'`). */
   function rangeCond(p: Plan, lo: number, hi: number, hint: 'none' | 'id' | 'both' = 'none'): Cond {
     const c = [cond(`${hint === 'none' ? '' : '+'}e.id BETWEEN ? AND ?`, lo, hi)]
@@ -447,44 +457,46 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const w = all([rangeCond(p, lo, hi), pred(p)])!
     return cached(`SELECT count(*) FROM ${tables[p.table].from} e WHERE ${w.sql}`).pluck().get(...w.params) as number
   }
+  const rowsOf = <R>(p: Plan, where: Cond, order: string, limit: number, offset: number, from = ''): R[] =>
+    cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
+      .all(...where.params, limit, offset) as R[]
 
   // ---- block counts ----
   /**
-   * The indexed matches of a plan without text conditions, as segments of ids in
-   * ascending order, each with its exact count: whole blocks from the block counts, and
-   * the rows read where a block straddles an end of the id or time range.
+   * The indexed matches of a plan's kind and range conditions, as segments of ids in
+   * ascending order with their exact counts: whole blocks from the counts in memory, and
+   * the rows read where a block straddles an end of the id or time range. Descends to
+   * level `floor` at least.
    */
-  function segments(p: Plan, indexed: number, kinds: number[] | null): Segment[] {
-    const lo = Math.max(1, p.ids.lo)
-    const hi = Math.min(p.ids.hi, indexed)
+  function segments(p: Plan, sum: Summary, kinds: number[] | null, floor = 0, ids = p.ids): Segment[] {
+    const lo = Math.max(1, ids.lo)
+    const hi = Math.min(ids.hi, sum.indexed)
     if (lo > hi || (kinds && kinds.length === 0)) return []
-    const rollup = rollupTable[p.table]
-    const kindFilter = kinds ? 'AND kind IN (SELECT value FROM json_each(?))' : ''
-    const kindParam = kinds ? [JSON.stringify(kinds)] : []
-    const blockRows = (level: number, from: number, to: number) =>
-      cached(`SELECT block, n, min_ms, max_ms FROM ${rollup} WHERE level = ? AND block BETWEEN ? AND ? ${kindFilter} ORDER BY block`)
-        .all(level, from, to, ...kindParam) as { block: number; n: number; min_ms: number; max_ms: number }[]
+    const allowed = kinds ? new Set(kinds) : null
     const out: Segment[] = []
-    const visit = (level: number, from: number, to: number) => {
-      const shift = LEVEL_SHIFT[level]
-      const rows = blockRows(level, from, to)
-      for (let i = 0; i < rows.length;) {
-        const block = rows[i].block
+    const visit = (level: number, fromBlock: number, toBlock: number) => {
+      const size = 2 ** LEVEL_SHIFT[level]
+      const blocks = sum.blocks[level]
+      for (let block = fromBlock; block <= toBlock; block++) {
+        const cells = blocks.get(block)
+        if (!cells) continue
         let n = 0
         let straddles = false
-        for (; i < rows.length && rows[i].block === block; i++) {
-          const r = rows[i]
-          if (p.times && (r.max_ms < p.times.lo || r.min_ms > p.times.hi)) continue
-          if (p.times && (r.min_ms < p.times.lo || r.max_ms > p.times.hi)) straddles = true
-          n += r.n
+        for (const [kind, count, min, max] of cells) {
+          if (allowed && !allowed.has(kind)) continue
+          if (p.times) {
+            if (max < p.times.lo || min > p.times.hi) continue
+            if (min < p.times.lo || max > p.times.hi) straddles = true
+          }
+          n += count
         }
-        const bLo = block * 2 ** shift
-        const bHi = Math.min(bLo + 2 ** shift - 1, indexed)
+        const bLo = block * size
+        const bHi = Math.min(bLo + size - 1, sum.indexed)
         const sLo = Math.max(bLo, lo)
         const sHi = Math.min(bHi, hi)
         const partial = sLo !== bLo || sHi !== bHi
-        if (n === 0 && !partial) continue
-        if (!partial && !straddles) out.push({ lo: sLo, hi: sHi, n, level })
+        if (n === 0) continue
+        if (!partial && !straddles && level <= floor) out.push({ lo: sLo, hi: sHi, n, level })
         else if (level > 0) visit(level - 1, Math.floor(sLo / 2 ** LEVEL_SHIFT[level - 1]), Math.floor(sHi / 2 ** LEVEL_SHIFT[level - 1]))
         else {
           const exact = countRows(p, sLo, sHi)
@@ -497,280 +509,396 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     return out
   }
 
-  /** A segment of a higher level as the segments of the level below (to read rows from fewer ids). */
-  function refine(p: Plan, s: Segment, kinds: number[] | null): Segment[] {
-    if (s.level <= 0) return [s]
-    return segments({ ...p, ids: { lo: s.lo, hi: s.hi } }, s.hi, kinds)
+  /**
+   * The ids that can hold records of the plan's time range: from the first to the last
+   * block whose records reach into it, and every record above the mark.
+   */
+  function idsOfTimes(p: Plan, sum: Summary): Range {
+    if (!p.times) return p.ids
+    const segs = segments({ ...p, kindOk: null, kindSql: null, textSql: null }, sum, null)
+    const top = topId(p.table)
+    const lo = segs.length ? segs[0].lo : sum.indexed + 1
+    const hi = top > sum.indexed ? top : segs.length ? segs[segs.length - 1].hi : 0
+    return { lo: Math.max(p.ids.lo, lo), hi: Math.min(p.ids.hi, hi) }
+  }
+
+  /** Every record of a table, from the block counts and the rows above the mark. */
+  function countAll(table: RecordTable, sum: Summary): number {
+    let n = 0
+    for (const cells of sum.blocks[LEVEL_SHIFT.length - 1].values()) for (const c of cells) n += c[1]
+    return n + (cached(`SELECT count(*) FROM ${table} WHERE id > ?`).pluck().get(sum.indexed) as number)
   }
 
   // ---- text (events) ----
-  const sourcesFts = db.prepare<[string], number>('SELECT rowid FROM event_sources_fts WHERE event_sources_fts MATCH ?').pluck()
-  const docsFts = db.prepare<[string], number>('SELECT rowid FROM event_docs_fts WHERE event_docs_fts MATCH ?').pluck()
-  const sourceRows = db.prepare<[string], { id: number; entity_id: string; asset_key: string | null; asset_name: string | null; n: number }>(
-    'SELECT id, entity_id, asset_key, asset_name, n FROM event_sources WHERE id IN (SELECT value FROM json_each(?))',
+  const sourcesFts = db.prepare<[string, number, number], number>('SELECT rowid FROM event_sources_fts WHERE event_sources_fts MATCH ? AND rowid > ? AND rowid <= ? ORDER BY rowid').pluck()
+  const docsFts = db.prepare<[string, number, number], number>('SELECT rowid FROM event_docs_fts WHERE event_docs_fts MATCH ? AND rowid > ? AND rowid <= ? ORDER BY rowid').pluck()
+  const lastSource = db.prepare('SELECT coalesce(max(id), 0) FROM event_sources').pluck()
+  const lastDoc = db.prepare('SELECT coalesce(max(id), 0) FROM event_docs').pluck()
+  const sourceTexts = db.prepare<[string], { id: number; entity_id: string; asset_key: string | null; asset_name: string | null }>(
+    'SELECT id, entity_id, asset_key, asset_name FROM event_sources WHERE id IN (SELECT value FROM json_each(?))',
   )
-  const docsByIds = db.prepare<[string], [number, number, number, number]>('SELECT id, kind, source, n FROM event_docs WHERE id IN (SELECT value FROM json_each(?))').raw()
-  const docsBySources = db.prepare<[string], [number, number, number, number]>('SELECT id, kind, source, n FROM event_docs WHERE source IN (SELECT value FROM json_each(?))').raw()
+  const docsOfSources = db.prepare<[string], number>('SELECT id FROM event_docs WHERE source IN (SELECT value FROM json_each(?))').pluck()
+
+  // Trigram results by term, least recently used first; dictionaries only grow (and their
+  // texts never change), so an entry stays right and only needs the ids added since.
+  const terms = new Map<string, { upTo: number; ids: number[] }>()
+  let termIds = 0
+  function remembered(key: string, last: number, read: (after: number, upTo: number) => number[]): number[] {
+    let entry = terms.get(key)
+    if (entry) terms.delete(key)
+    else entry = { upTo: 0, ids: [] }
+    if (last > entry.upTo) {
+      const more = read(entry.upTo, last)
+      if (more.length) entry.ids = entry.ids.concat(more)
+      entry.upTo = last
+      termIds += more.length
+    }
+    terms.set(key, entry)
+    while (termIds > TERM_CACHE_IDS && terms.size > 1) {
+      const [oldest, e] = terms.entries().next().value!
+      terms.delete(oldest)
+      termIds -= e.ids.length
+    }
+    return entry.ids
+  }
 
   /** Sources any of whose `columns` contains the term. */
-  function matchSources(m: TextMatch, columns: string[]): Set<number> {
-    let ids: number[]
-    if (m.trigram) ids = sourcesFts.all(m.phrase(columns))
-    else {
+  function matchSources(m: TextMatch, columns: string[]): number[] {
+    if (!m.trigram) {
       const w = any(columns.map((c) => m.on(c)))
-      ids = cached(`SELECT id FROM event_sources WHERE ${w.sql}`).pluck().all(...w.params) as number[]
+      return cached(`SELECT id FROM event_sources WHERE ${w.sql}`).pluck().all(...w.params) as number[]
     }
-    // The index narrows, the texts decide (the same test as on the rows).
-    if (m.trigram) {
-      const rows = sourceRows.all(JSON.stringify(ids))
-      return new Set(rows.filter((r) => columns.some((c) => m.test(r[c as 'entity_id']))).map((r) => r.id))
-    }
-    return new Set(ids)
+    // The trigram index narrows, the texts decide (the same test as on the rows).
+    return remembered(`s\u0001${m.phrase(columns)}`, lastSource.get() as number, (after, upTo) => {
+      const found = sourcesFts.all(m.phrase(columns), after, upTo)
+      if (!found.length) return []
+      return sourceTexts.all(JSON.stringify(found)).filter((r) => columns.some((c) => m.test(r[c as 'entity_id']))).map((r) => r.id)
+    })
   }
   /** Documents whose `column` contains the term. */
-  function matchDocs(m: TextMatch, column: string): Set<number> {
-    if (m.trigram) return new Set(docsFts.all(m.phrase([column])))
+  function matchDocs(m: TextMatch, column: string): number[] {
+    if (m.trigram) return remembered(`d\u0001${m.phrase([column])}`, lastDoc.get() as number, (after, upTo) => docsFts.all(m.phrase([column]), after, upTo))
     const w = m.on(column)
-    return new Set(cached(`SELECT id FROM event_doc_texts WHERE ${w.sql}`).pluck().all(...w.params) as number[])
+    return cached(`SELECT id FROM event_doc_texts WHERE ${w.sql}`).pluck().all(...w.params) as number[]
   }
+
+  // Membership marks by id, reused from query to query (a new generation clears them).
+  const marks = () => {
+    let at = new Int32Array(1024)
+    let gen = 0
+    return {
+      clear(size: number) {
+        if (at.length < size) at = new Int32Array(Math.max(size, at.length * 2))
+        if (++gen >= 2 ** 31 - 1) {
+          at.fill(0)
+          gen = 1
+        }
+      },
+      add(ids: Iterable<number>) {
+        for (const id of ids) at[id] = gen
+      },
+      has: (id: number) => at[id] === gen,
+      /** Marks `id`; answers whether it was marked already. */
+      seen(id: number) {
+        if (at[id] === gen) return true
+        at[id] = gen
+        return false
+      },
+    }
+  }
+  const docSeen = marks(), docIn = marks(), docInGlobal = marks(), sourceSeen = marks(), sourceIn = marks(), sourceInGlobal = marks()
 
   interface TextCount {
     /** Indexed matches. */
     n: number
-    /** The asset keys of every source with a match (reading these finds every indexed match); null when too many or unknown. */
+    /** The asset keys of every source with an indexed match (a seek through the asset index finds them all); null when too many or not worth it. */
     keys: (string | null)[] | null
-    /** Indexed events of those sources (what a seek reads). */
+    /** Indexed events of those sources: what such a seek reads. */
     seekRows: number
   }
 
-  /** The indexed events matching the text (and kind) conditions, from the documents' counts. */
-  function textCount(p: Plan, kinds: number[] | null): TextCount {
+  /** The indexed events matching the text (and kind) conditions, from the documents' counts in memory. */
+  function textCount(p: Plan, sum: Summary, kinds: number[] | null): TextCount {
     const t = p.text!
+    const { docs, sources: srcs } = sum
     const kindAllowed = kinds ? new Set(kinds) : null
-    const intersect = (a: Set<number> | null, b: Set<number>) => (a ? new Set([...a].filter((x) => b.has(x))) : b)
-    let sources: Set<number> | null = null
-    for (const s of t.source) sources = intersect(sources, matchSources(s.match, s.columns))
-    let docs: Set<number> | null = null
-    for (const d of t.doc) docs = intersect(docs, matchDocs(d.match, d.column))
+    // Each condition's matches; several on one dictionary must all hold (counted per id).
+    const both = (lists: number[][]): number[] | null => {
+      if (!lists.length) return null
+      if (lists.length === 1) return lists[0]
+      const count = new Map<number, number>()
+      for (const l of lists) for (const id of l) count.set(id, (count.get(id) ?? 0) + 1)
+      return [...count].filter(([, c]) => c === lists.length).map(([id]) => id)
+    }
+    const S = both(t.source.map((x) => matchSources(x.match, x.columns)))
+    const D = both(t.doc.map((x) => matchDocs(x.match, x.column)))
+    sourceIn.clear(srcs.size)
+    if (S) sourceIn.add(S)
+    docIn.clear(docs.size)
+    if (D) docIn.add(D)
     let n = 0
-    const matchedSources = new Set<number>()
-    const add = (rows: [number, number, number, number][], test: (id: number, kind: number, source: number) => boolean) => {
-      for (const [id, kind, source, count] of rows) {
-        if (kindAllowed && !kindAllowed.has(kind)) continue
-        if (sources && !sources.has(source)) continue
-        if (docs && !docs.has(id)) continue
-        if (!test(id, kind, source)) continue
-        n += count
-        if (count > 0) matchedSources.add(source)
+    const matched: number[] = []
+    sourceSeen.clear(srcs.size)
+    /** A seek through the asset index only pays with few matches: keys are gathered then only. */
+    const seekOf = (): TextCount => {
+      if (n > SEEK_MAX || matched.length > SEEK_SOURCES) return { n, keys: null, seekRows: Infinity }
+      const keys = new Set<string | null>()
+      let rows = 0
+      for (const id of matched) {
+        keys.add(srcs.key[id] ?? null)
+        rows += srcs.n.get(id)
       }
+      return { n, keys: [...keys], seekRows: rows }
     }
-    const read = (stmt: typeof docsByIds, ids: Iterable<number>) => stmt.all(JSON.stringify([...ids]))
-    if (!t.global && !docs && !kindAllowed) {
+    if (!t.global && !D && !kindAllowed) {
       // Sources alone: their own counts.
-      const rows = sourceRows.all(JSON.stringify([...sources!]))
-      const n = rows.reduce((a, r) => a + r.n, 0)
-      if (rows.length > 20_000) return { n, keys: null, seekRows: Infinity }
-      return { n, keys: [...new Set(rows.filter((r) => r.n > 0).map((r) => r.asset_key))], seekRows: n }
-    }
-    if (!t.global) {
-      add(docs ? read(docsByIds, docs) : read(docsBySources, sources!), () => true)
-    } else {
-      const g = t.global
-      // GlobalSearch: the kind's fields, the source's fields or the details.
-      const globalKinds = new Set<number>()
-      for (const [id, k] of indexer.kinds('events')) {
-        if ([k.description, k.event_code, k.category, severityNames[k.severity], k.hashtags].some((v) => g.test(v))) globalKinds.add(id)
-      }
-      const gSources = matchSources(g, ['entity_id', 'asset_name'])
-      const gDocs = matchDocs(g, 'details')
-      const hit = (id: number, kind: number, source: number) => globalKinds.has(kind) || gSources.has(source) || gDocs.has(id)
-      if (docs || sources) add(docs ? read(docsByIds, docs) : read(docsBySources, sources!), hit)
-      else {
-        // Kinds that match count whole (from the blocks); the documents add the others.
-        const whole = kinds ? kinds.filter((k) => globalKinds.has(k)) : [...globalKinds]
-        if (whole.length) {
-          n += segments({ ...p, ids: { lo: 1, hi: MAX_ID }, times: null }, indexer.indexed('events'), whole).reduce((a, s) => a + s.n, 0)
+      for (const id of S!) {
+        const c = srcs.n.get(id)
+        if (c > 0) {
+          n += c
+          matched.push(id)
         }
-        const seen = new Set<number>()
-        const rest = (id: number, kind: number) => !globalKinds.has(kind) && !seen.has(id) && (seen.add(id), true)
-        add(read(docsByIds, gDocs), rest)
-        add(read(docsBySources, gSources), rest)
-        if (whole.length) return { n, keys: null, seekRows: Infinity }
       }
+      return seekOf()
     }
-    if (matchedSources.size > 20_000) return { n, keys: null, seekRows: Infinity }
-    const rows = sourceRows.all(JSON.stringify([...matchedSources]))
-    return { n, keys: [...new Set(rows.map((r) => r.asset_key))], seekRows: rows.reduce((a, r) => a + r.n, 0) }
+    let Kg: Set<number> | null = null
+    if (t.global) {
+      const g = t.global
+      Kg = new Set()
+      for (const [id, k] of indexer.kinds('events')) {
+        if ([k.description, k.event_code, k.category, severityNames[k.severity], k.hashtags].some((v) => g.test(v))) Kg.add(id)
+      }
+      sourceInGlobal.clear(srcs.size)
+      sourceInGlobal.add(matchSources(g, ['entity_id', 'asset_name']))
+      docInGlobal.clear(docs.size)
+      docInGlobal.add(matchDocs(g, 'details'))
+    }
+    docSeen.clear(docs.size)
+    const consider = (id: number, skipKinds: Set<number> | null) => {
+      if (docSeen.seen(id)) return
+      const c = docs.n.get(id)
+      if (c === 0) return
+      const kind = docs.kind.get(id)
+      const source = docs.source.get(id)
+      if (kindAllowed && !kindAllowed.has(kind)) return
+      if (skipKinds && skipKinds.has(kind)) return
+      if (S && !sourceIn.has(source)) return
+      if (D && !docIn.has(id)) return
+      if (Kg && !(Kg.has(kind) || sourceInGlobal.has(source) || docInGlobal.has(id))) return
+      n += c
+      if (!sourceSeen.seen(source)) matched.push(source)
+    }
+    /** Every document of these sources (through the index when few, else one pass over all documents). */
+    const docsOf = (sourceIds: number[], inSet: { has(id: number): boolean }, skipKinds: Set<number> | null) => {
+      if (sourceIds.length <= 2000) for (const id of docsOfSources.all(JSON.stringify(sourceIds))) consider(id, skipKinds)
+      else for (let id = 1; id < docs.size; id++) if (inSet.has(docs.source.get(id))) consider(id, skipKinds)
+    }
+    if (D) for (const id of D) consider(id, null)
+    else if (S) docsOf(S, sourceIn, null)
+    else {
+      // GlobalSearch alone: kinds that match count whole (from the blocks); the documents
+      // found through their sources or details add the events of other kinds.
+      const whole = [...Kg!].filter((k) => !kindAllowed || kindAllowed.has(k))
+      if (whole.length) n += segments({ ...p, ids: { lo: 1, hi: MAX_ID }, times: null }, sum, whole, LEVEL_SHIFT.length - 1).reduce((a, x) => a + x.n, 0)
+      const g = t.global!
+      for (const id of matchDocs(g, 'details')) consider(id, Kg)
+      docsOf(matchSources(g, ['entity_id', 'asset_name']), sourceInGlobal, Kg)
+      if (whole.length) return { n, keys: null, seekRows: Infinity }
+    }
+    return seekOf()
   }
 
-  /** Rows that a seek through the events' asset index reads: every event of these keys in the range, and every one above the mark. */
-  function seekSource(keys: (string | null)[], indexed: number): Cond {
+  /**
+   * Where a seek through the asset index reads: the events of these keys in the id range
+   * (the index is by asset and id), and every event above the mark.
+   */
+  function seekFrom(keys: (string | null)[], lo: number, hi: number, indexed: number): Cond {
     const named = keys.filter((k): k is string => k !== null)
-    const parts: Cond[] = []
-    if (named.length) parts.push(cond('e.asset_key IN (SELECT value FROM json_each(?))', JSON.stringify(named)))
-    if (named.length !== keys.length) parts.push(cond('e.asset_key IS NULL'))
-    parts.push(cond('e.id > ?', indexed))
-    return any(parts)
+    const parts: string[] = []
+    const params: unknown[] = []
+    if (named.length) {
+      parts.push(`SELECT id FROM events ${byAsset} WHERE asset_key IN (SELECT value FROM json_each(?)) AND id BETWEEN ? AND ?`)
+      params.push(JSON.stringify(named), lo, hi)
+    }
+    if (named.length !== keys.length) {
+      parts.push(`SELECT id FROM events ${byAsset} WHERE asset_key IS NULL AND id BETWEEN ? AND ?`)
+      params.push(lo, hi)
+    }
+    parts.push('SELECT id FROM events WHERE id > ? AND id BETWEEN ? AND ?')
+    params.push(indexed, lo, hi)
+    return { sql: `e.id IN (${parts.join(' UNION ALL ')})`, params }
   }
 
   // ---- counting ----
   interface Counted {
     filtered: number
-    indexed: number
+    sum: Summary
     kinds: number[] | null
+    /** The ids that can hold matches (the time range made ids). */
+    ids: Range
     /** Plans without text conditions: where the indexed matches are. */
     segments?: Segment[]
-    /** Text plans: the cheaper way to find the matches. */
+    /** Text plans: how a seek would find them. */
     text?: TextCount
+    /** Matches above the mark. */
     tail: number
   }
 
   function count(p: Plan): Counted {
-    const indexed = indexer.indexed(p.table)
+    const sum = indexer.summary(p.table)
     const kinds = kindSet(p)
-    if (p.empty) return { filtered: 0, indexed, kinds, segments: [], tail: 0 }
-    const tailLo = Math.max(p.ids.lo, indexed + 1)
+    if (p.empty) return { filtered: 0, sum, kinds, ids: { lo: 1, hi: 0 }, segments: [], tail: 0 }
+    const tailLo = Math.max(p.ids.lo, sum.indexed + 1)
     if (!p.textSql) {
-      const segs = segments(p, indexed, kinds)
+      const segs = segments(p, sum, kinds)
       const tail = countRows(p, tailLo, p.ids.hi)
-      return { filtered: segs.reduce((a, s) => a + s.n, 0) + tail, indexed, kinds, segments: segs, tail }
+      return { filtered: segs.reduce((a, s) => a + s.n, 0) + tail, sum, kinds, ids: p.ids, segments: segs, tail }
     }
-    if (!p.text || indexed === 0) return { filtered: countRows(p, p.ids.lo, p.ids.hi), indexed, kinds, tail: 0 }
-    const t = textCount(p as Plan, kinds)
-    const tail = countRows(p, tailLo, p.ids.hi)
+    const ids = idsOfTimes(p, sum)
+    if (!p.text || sum.indexed === 0) return { filtered: countRows(p, ids.lo, ids.hi), sum, kinds, ids, tail: 0 }
+    const t = textCount(p, sum, kinds)
+    const tail = countRows(p, tailLo, ids.hi)
     const top = topId(p.table)
-    if (p.ids.lo <= 1 && p.ids.hi >= top && !p.times) return { filtered: t.n + tail, indexed, kinds, text: t, tail }
+    if (ids.lo <= 1 && ids.hi >= top && !p.times) return { filtered: t.n + tail, sum, kinds, ids, text: t, tail }
     // A range of ids: count inside it, or count outside and subtract from the whole,
     // whichever reads fewer rows (a poller near the newest events reads few either way).
-    const hi = Math.min(p.ids.hi, top)
+    const hi = Math.min(ids.hi, top)
     if (!p.times) {
-      const inside = rowsToRead(p, t, p.ids.lo, hi)
-      const outside = rowsToRead(p, t, 1, p.ids.lo - 1) + rowsToRead(p, t, hi + 1, top)
+      const inside = rowsToRead(t, ids.lo, hi, top)
+      const outside = rowsToRead(t, 1, ids.lo - 1, top) + rowsToRead(t, hi + 1, top, top)
       if (outside < inside) {
-        const whole = t.n + countRows(p, indexed + 1, top)
-        const out = countIn(p as Plan, t, 1, p.ids.lo - 1, indexed) + countIn(p as Plan, t, hi + 1, top, indexed)
-        return { filtered: whole - out, indexed, kinds, text: t, tail }
+        const whole = t.n + countRows(p, sum.indexed + 1, top)
+        const out = countIn(p, t, 1, ids.lo - 1, sum.indexed) + countIn(p, t, hi + 1, top, sum.indexed)
+        return { filtered: whole - out, sum, kinds, ids, text: t, tail }
       }
     }
-    return { filtered: countIn(p as Plan, t, p.ids.lo, hi, indexed), indexed, kinds, text: t, tail }
+    return { filtered: countIn(p, t, ids.lo, hi, sum.indexed), sum, kinds, ids, text: t, tail }
   }
 
-  /** About how many rows counting matches in [lo, hi] reads: the ids, or the seek's share of them. */
-  function rowsToRead(p: Plan, t: TextCount, lo: number, hi: number): number {
+  /** About how many rows counting in [lo, hi] reads: the ids, or the seek's share of them. */
+  function rowsToRead(t: TextCount, lo: number, hi: number, top: number): number {
     if (lo > hi) return 0
     const span = hi - lo + 1
-    const top = Math.max(1, topId(p.table))
-    return Math.min(span, t.keys ? (t.seekRows * span) / top : Infinity)
+    return Math.min(span, t.keys ? (t.seekRows * span) / Math.max(1, top) : Infinity)
   }
 
   /** Matches with ids in [lo, hi], through the asset index when that reads fewer rows. */
   function countIn(p: Plan, t: TextCount, lo: number, hi: number, indexed: number): number {
     if (lo > hi) return 0
     const span = hi - lo + 1
-    const top = Math.max(1, topId(p.table))
-    if (t.keys && (t.seekRows * span) / top < span / 2) {
-      const w = all([rangeCond(p, lo, hi, 'both'), seekSource(t.keys, indexed), pred(p)])!
+    if (t.keys && (t.seekRows * span) / Math.max(1, topId(p.table)) < span / 4) {
+      const w = all([rangeCond(p, lo, hi, 'both'), seekFrom(t.keys, lo, hi, indexed), pred(p)])!
       return cached(`SELECT count(*) FROM events e WHERE ${w.sql}`).pluck().get(...w.params) as number
     }
     return countRows(p, lo, hi)
   }
 
   // ---- pages ----
-  const rowsOf = <R>(p: Plan, where: Cond, order: string, limit: number, offset: number): R[] =>
-    cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
-      .all(...where.params, limit, offset) as R[]
+  /** The kinds' event codes and how many indexed events in the range carry them: a seek through the code index reads that many. */
+  function codeSeek(p: Plan, c: Counted): { codes: string[]; rows: number } | null {
+    if (p.table !== 'events' || !byCode || !c.kinds) return null
+    const kinds = indexer.kinds('events')
+    const codes = [...new Set(c.kinds.map((k) => kinds.get(k)!.event_code))]
+    const withCodes = [...kinds.values()].filter((k) => codes.includes(k.event_code)).map((k) => k.id)
+    const rows = segments(p, c.sum, withCodes, LEVEL_SHIFT.length - 1).reduce((a, s) => a + s.n, 0) + c.tail
+    return { codes, rows }
+  }
+  const codeWhere = (p: Plan, codes: string[]): Cond => all([rangeCond(p, p.ids.lo, p.ids.hi, 'id'), inList('e.event_code', codes), pred(p)])!
 
   /** A page in id order, from the counted segments (and the rows above the mark). */
   function idPage<R>(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
-    const tailSeg: Segment = { lo: Math.max(p.ids.lo, c.indexed + 1), hi: p.ids.hi, n: c.tail, level: -1 }
+    const tailSeg: Segment = { lo: Math.max(p.ids.lo, c.sum.indexed + 1), hi: Math.min(p.ids.hi, topId(p.table)), n: c.tail, level: -1 }
     const segs = [...(c.segments ?? []), ...(tailSeg.n > 0 ? [tailSeg] : [])]
+    // Sparse matches (a rare kind): the code index finds them with fewer rows read than
+    // walking the blocks that hold them would (about as many rows as the matches' share of the range).
+    const span = segs.length ? segs[segs.length - 1].hi - segs[0].lo + 1 : 0
+    const walkRows = Math.min(span, ((offset + limit) / Math.max(1, c.filtered)) * span)
+    if (c.kinds && walkRows > 2 ** LEVEL_SHIFT[0]) {
+      const seek = codeSeek(p, c)
+      if (seek && seek.rows <= SEEK_MAX && seek.rows * 4 < walkRows) return rowsOf<R>(p, codeWhere(p, seek.codes), `e.id ${dir}`, limit, offset, byCode)
+    }
     if (dir === 'DESC') segs.reverse()
     const out: R[] = []
     let skip = offset
     const where = pred(p)
-    const take = (s: Segment) => {
-      if (skip >= s.n) {
-        skip -= s.n
-        return
-      }
-      for (const fine of s.level > 0 ? (dir === 'DESC' ? refine(p, s, c.kinds).reverse() : refine(p, s, c.kinds)) : [s]) {
-        if (out.length === limit) return
-        if (skip >= fine.n) {
-          skip -= fine.n
-          continue
-        }
-        const rows = rowsOf<R>(p, all([rangeCond(p, fine.lo, fine.hi), where])!, `e.id ${dir}`, limit - out.length, skip)
-        skip = 0
-        out.push(...rows)
-      }
-    }
     for (const s of segs) {
       if (out.length === limit) break
-      take(s)
+      if (skip >= s.n) {
+        skip -= s.n
+        continue
+      }
+      // Rows are read from the finest blocks that hold matches, not from the whole stretch.
+      const fine = s.level > 0 ? segments(p, c.sum, c.kinds, 0, { lo: s.lo, hi: s.hi }) : [s]
+      if (dir === 'DESC') fine.reverse()
+      for (const f of fine) {
+        if (out.length === limit) break
+        if (skip >= f.n) {
+          skip -= f.n
+          continue
+        }
+        out.push(...rowsOf<R>(p, all([rangeCond(p, f.lo, f.hi), where])!, `e.id ${dir}`, limit - out.length, skip))
+        skip = 0
+      }
     }
     return out
   }
 
-  /** Where the matches of a text plan are read from: its seek (few matches) or the range itself. */
+  /** Where the matches of a text plan are read from for a page: its seek (few) or the range (many). */
   function textWhere(p: Plan, c: Counted, needed: number): Cond {
     const t = c.text
-    const lo = p.ids.lo
-    const hi = Math.min(p.ids.hi, topId(p.table))
+    const { lo } = c.ids
+    const hi = Math.min(c.ids.hi, topId(p.table))
     const span = Math.max(0, hi - lo + 1)
     const walk = c.filtered === 0 ? 0 : Math.min(span, (needed * span) / c.filtered)
     const seek = t?.keys ? (t.seekRows * span) / Math.max(1, topId(p.table)) + c.tail : Infinity
-    if (seek * 3 < walk) return all([rangeCond(p, lo, p.ids.hi, 'both'), seekSource(t!.keys!, c.indexed), pred(p)])!
-    return all([rangeCond(p, lo, p.ids.hi), pred(p)])!
+    if (seek * 3 < walk) return all([rangeCond(p, lo, hi, 'both'), seekFrom(t!.keys!, lo, hi, c.sum.indexed), pred(p)])!
+    return all([rangeCond({ ...p, ids: c.ids }, lo, c.ids.hi), pred(p)])!
   }
 
-  /** A page in the order of a kind field: the kinds' values in order, each read by id. */
+  /** A page in the order of a kind field: the field's values in order, each value's records by id. */
   function kindPage<R>(p: Plan, c: Counted, f: SortField, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
     const column = f.kind!
     const kinds = indexer.kinds(p.table) as unknown as Map<number, Record<string, unknown>>
-    // Values of kinds not indexed yet come from the rows above the mark.
-    const values = new Map<string, unknown>()
-    for (const k of kinds.values()) values.set(String(f.rank!(k[column])) + '\u0001' + String(k[column] ?? '\u0002'), k[column] ?? null)
-    const tailValues = cached(`SELECT DISTINCT ${column} FROM ${tables[p.table].from} WHERE id > ?`).pluck().all(c.indexed) as unknown[]
-    for (const v of tailValues) values.set(String(f.rank!(v)) + '\u0001' + String(v ?? '\u0002'), v ?? null)
-    const groups = [...values.values()]
-    const rank = (v: unknown) => f.rank!(v)
-    groups.sort((a, b) => {
-      if (f.nullable && (a === null) !== (b === null)) return a === null ? 1 : -1
-      const ra = rank(a), rb = rank(b)
-      const cmp = ra < rb ? -1 : ra > rb ? 1 : 0
+    const rank = (v: unknown) => (v === null || v === undefined ? null : f.rank!(v))
+    // The values of the kinds, and of records above the mark (kinds not indexed yet).
+    const values: unknown[] = [...kinds.values()].map((k) => k[column] ?? null)
+    values.push(...(cached(`SELECT DISTINCT ${column} FROM ${tables[p.table].from} WHERE id > ?`).pluck().all(c.sum.indexed) as unknown[]))
+    // Values equal under the rank (text differing in case only) are one group.
+    const groups = new Map<string, { rank: string | number | null; values: Set<unknown> }>()
+    for (const v of values) {
+      const r = rank(v)
+      const key = `${typeof r}:${r}`
+      const g = groups.get(key)
+      if (g) g.values.add(v)
+      else groups.set(key, { rank: r, values: new Set([v]) })
+    }
+    const ordered = [...groups.values()].sort((a, b) => {
+      if (a.rank === null || b.rank === null) return a.rank === b.rank ? 0 : a.rank === null ? 1 : -1
+      const cmp = a.rank < b.rank ? -1 : a.rank > b.rank ? 1 : 0
       return dir === 'ASC' ? cmp : -cmp
     })
-    // Values equal under the rank (text differing in case only) form one group.
-    const merged: unknown[][] = []
-    for (const g of groups) {
-      const last = merged[merged.length - 1]
-      if (last && g !== null && last[0] !== null && rank(last[0]) === rank(g)) last.push(g)
-      else merged.push([g])
-    }
     const out: R[] = []
     let skip = offset
-    for (const group of merged) {
+    const idField = tables[p.table].sorts[tables[p.table].idSort]
+    for (const g of ordered) {
       if (out.length === limit) break
-      const nullGroup = group[0] === null
-      const gSet = new Set(group)
+      const isNull = g.rank === null
+      const list = [...g.values].filter((v) => v !== null)
       const gp: Plan = {
         ...p,
-        kindOk: (k: Record<string, unknown>) => gSet.has(k[column] ?? null) && (!p.kindOk || p.kindOk(k)),
-        kindSql: all([p.kindSql, nullGroup ? cond(`e.${column} IS NULL`) : inList(`e.${column}`, group)]),
+        kindOk: (k: Record<string, unknown>) => g.values.has(k[column] ?? null) && (!p.kindOk || p.kindOk(k)),
+        kindSql: all([p.kindSql, isNull ? cond(`e.${column} IS NULL`) : inList(`e.${column}`, list)]),
       }
       const gc = count(gp)
       if (skip >= gc.filtered) {
         skip -= gc.filtered
         continue
       }
-      const rows = pageOf<R>(gp, gc, eventOrAudit(p).sorts[isAudit(p) ? 'auditTrailID' : 'eventID'], dir, limit - out.length, skip)
+      out.push(...pageOf<R>(gp, gc, idField, dir, limit - out.length, skip))
       skip = 0
-      out.push(...rows)
     }
     return out
   }
-  const isAudit = (p: Plan) => p.table === 'audit_trail'
-  const eventOrAudit = (p: Plan) => tables[p.table]
 
   function pageOf<R>(p: Plan, c: Counted, f: SortField, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
     if (c.filtered <= offset || limit === 0) return []
@@ -780,29 +908,22 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     }
     if (f.kind) return kindPage<R>(p, c, f, dir, limit, offset)
     const order = orderSql(f, dir)
-    // Few matches: find them (the seek or the range) and sort them. Many: walk the time
-    // index in order (for a time sort), or sort them all (other fields have no index).
-    if (c.filtered <= SEEK_MAX || !isTimeSort(f)) {
-      const where = p.textSql ? textWhere(p, c, c.filtered) : all([rangeCond(p, p.ids.lo, p.ids.hi), pred(p)])!
-      return rowsOf<R>(p, where, order, limit, offset)
+    if (p.textSql) return rowsOf<R>(p, textWhere(p, c, c.filtered), order, limit, offset)
+    if (c.filtered <= SEEK_MAX) {
+      // Few matches: find them all and sort them (through the code index when it reads fewer rows).
+      const seek = codeSeek(p, c)
+      if (seek && seek.rows <= 4 * SEEK_MAX) return rowsOf<R>(p, codeWhere(p, seek.codes), order, limit, offset, byCode)
     }
-    return rowsOf<R>(p, all([rangeCond(p, p.ids.lo, p.ids.hi, 'id'), pred(p)])!, order, limit, offset)
+    // A time order walks the time index (no sort); other fields have no index and are sorted.
+    return rowsOf<R>(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset)
   }
 
   function list<R>(p: Plan, s: Sort, limit: number, offset: number): ListAnswer<R> {
     startIndexing()
-    const total = countAll(p.table)
     const c = count(p)
     const f = tables[p.table].sorts[s.field]
     const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
-    return { total, filtered: c.filtered, rows: pageOf<R>(p, c, f, dir, limit, offset) }
-  }
-
-  /** Every record of a table, from the block counts and the rows above the mark. */
-  function countAll(table: RecordTable): number {
-    const indexed = indexer.indexed(table)
-    const blocks = cached(`SELECT coalesce(sum(n), 0) FROM ${rollupTable[table]} WHERE level = ${LEVEL_SHIFT.length - 1}`).pluck().get() as number
-    return blocks + (cached(`SELECT count(*) FROM ${table} WHERE id > ?`).pluck().get(indexed) as number)
+    return { total: countAll(p.table, c.sum), filtered: c.filtered, rows: pageOf<R>(p, c, f, dir, limit, offset) }
   }
 
   /**
@@ -810,8 +931,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
    * by the sort (newest first by default).
    */
   function feed<R extends { id: number }>(p: Plan, s: Sort, limit: number, offset: number): ListAnswer<R> {
-    const idSort: Sort = { field: isAudit(p) ? 'auditTrailID' : 'eventID', direction: 'asc' }
-    const answer = list<R>(p, idSort, limit, offset)
+    const answer = list<R>(p, { field: tables[p.table].idSort, direction: 'asc' }, limit, offset)
     const f = tables[p.table].sorts[s.field]
     const sign = s.direction === 'asc' ? 1 : -1
     answer.rows = answer.rows
@@ -827,36 +947,66 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   }
 
   /**
-   * Every match in order, up to `cap`, read a chunk at a time (other requests run between
-   * chunks; memory stays flat): id orders walk the ids; other orders read the ordered ids
-   * once (8 bytes a record), then the rows by id.
+   * Every match in order, up to `cap`, a chunk at a time (other requests run between
+   * chunks; memory stays flat): an id order walks the ids; other orders read the ordered
+   * ids once (8 bytes a record), then the rows by id.
    */
   async function* iterate<R extends { id: number }>(p: Plan, s: Sort, cap: number): AsyncGenerator<R> {
+    if (p.empty || cap <= 0) return
     const f = tables[p.table].sorts[s.field]
     const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
-    const from = tables[p.table].from
-    const pause = () => new Promise((resolve) => setImmediate(resolve))
-    let left = cap
-    if (isIdSort(f)) {
-      let lo = p.ids.lo
-      let hi = Math.min(p.ids.hi, topId(p.table))
+    const { from, columns } = tables[p.table]
+    const c = count(p)
+    let left = Math.min(cap, c.filtered)
+    if (isIdSort(f) && !p.textSql) {
+      // Block by block, in order, skipping the blocks without matches.
+      const segs = [...segments(p, c.sum, c.kinds, 0), { lo: Math.max(p.ids.lo, c.sum.indexed + 1), hi: p.ids.hi, n: c.tail, level: -1 }]
+      if (dir === 'DESC') segs.reverse()
       const where = pred(p)
+      for (const seg of segs) {
+        if (left <= 0) break
+        if (seg.n === 0) continue
+        let { lo, hi } = seg
+        while (left > 0 && lo <= hi) {
+          const rows = rowsOf<R>(p, all([rangeCond(p, lo, hi), where])!, `e.id ${dir}`, Math.min(EXPORT_CHUNK, left), 0)
+          for (const r of rows) yield r
+          left -= rows.length
+          if (rows.length < EXPORT_CHUNK) break
+          if (dir === 'DESC') hi = rows[rows.length - 1].id - 1
+          else lo = rows[rows.length - 1].id + 1
+          await pause()
+        }
+      }
+      return
+    }
+    if (isIdSort(f)) {
+      const where = textWhere(p, c, c.filtered)
+      let { lo, hi } = c.ids
       while (left > 0 && lo <= hi) {
-        const w = all([rangeCond(p, lo, hi), where])!
+        const w = all([where, cond('e.id BETWEEN ? AND ?', lo, hi)])!
         const rows = rowsOf<R>(p, w, `e.id ${dir}`, Math.min(EXPORT_CHUNK, left), 0)
         for (const r of rows) yield r
         left -= rows.length
-        if (rows.length < Math.min(EXPORT_CHUNK, left + rows.length)) break
+        if (rows.length < EXPORT_CHUNK) break
         if (dir === 'DESC') hi = rows[rows.length - 1].id - 1
         else lo = rows[rows.length - 1].id + 1
         await pause()
       }
       return
     }
-    const c = count(p)
-    const where = p.textSql ? textWhere(p, c, c.filtered) : all([rangeCond(p, p.ids.lo, p.ids.hi), pred(p)])!
-    const ids = cached(`SELECT e.id FROM ${from} e WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ?`).pluck().all(...where.params, cap) as number[]
-    const byIds = cached(`SELECT ${tables[p.table].columns} FROM ${from} e WHERE e.id IN (SELECT value FROM json_each(?))`)
+    const ids: number[] = []
+    if (f.kind) {
+      for (let page = 0; ids.length < left; page++) {
+        const rows = kindPage<{ id: number }>(p, c, f, dir, Math.min(10_000, left - ids.length), ids.length)
+        if (!rows.length) break
+        for (const r of rows) ids.push(r.id)
+        await pause()
+      }
+    } else {
+      const where = p.textSql ? textWhere(p, c, c.filtered) : all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!
+      ids.push(...(cached(`SELECT e.id FROM ${from} e WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ?`).pluck().all(...where.params, left) as number[]))
+    }
+    const byIds = cached(`SELECT ${columns} FROM ${from} e WHERE e.id IN (SELECT value FROM json_each(?))`)
     for (let i = 0; i < ids.length; i += EXPORT_CHUNK) {
       if (i > 0) await pause()
       const chunk = ids.slice(i, i + EXPORT_CHUNK)
@@ -872,7 +1022,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     indexer,
     /** Starts indexing in the background (the first list does it too). */
     startIndexing,
-    /** Indexes everything written so far, now (tests, scripts). */
+    /** Indexes everything written so far, now (tests, scripts); answers how many records. */
     catchUp(): number {
       return indexer.catchUp('events') + indexer.catchUp('audit_trail')
     },
