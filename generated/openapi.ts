@@ -1729,6 +1729,9 @@ export interface paths {
          *       (400).
          *     - Read-only properties (`createdTime`, `delivery`, `hasSecret`, ...) are accepted
          *       and ignored.
+         *     - An `email` destination needs the server's outgoing mail (`PRIME_SMTP_URL`);
+         *       without it, 400 naming `email`.
+         *     - Header values hold tab, printable ASCII and Latin-1 only.
          *
          *     ## Address rule (SSRF)
          *     Webhook URLs (`http` or `https`, no user/password part) and syslog hosts are
@@ -1747,8 +1750,9 @@ export interface paths {
          *       names, addresses or CIDR ranges; empty by default);
          *     - a name that does not resolve.
          *     Private ranges (`10/8`, `172.16/12`, `192.168/16`, `fc00::/7`) are allowed: SIEMs
-         *     and SOAR platforms usually live there. IPv4-mapped IPv6 addresses are checked as
-         *     IPv4.
+         *     and SOAR platforms usually live there. IPv4-mapped IPv6 addresses, and NAT64
+         *     addresses (`64:ff9b::/96`), are checked as the IPv4 address they carry;
+         *     `localhost` and `*.localhost` count as loopback whatever they resolve to.
          *
          *     ## Delivery
          *     Every event, audit record or asset message that matches an enabled destination's
@@ -1757,11 +1761,16 @@ export interface paths {
          *     **at least once**, in record order per destination, with `deliveryId` (stable
          *     across retries) for de-duplication. A failed attempt is retried with exponential
          *     backoff (10 s, doubling, at most 1 h between attempts, with jitter) for up to 24 h;
-         *     a webhook's 4xx answer other than 408, 425 and 429 and a refused address fail at
-         *     once. Every attempt is recorded (time, duration, outcome, error). A delivery that
+         *     a webhook's 3xx (never followed) and 4xx answer other than 408, 425 and 429, an
+         *     SMTP 5xx answer and a refused address fail at once. Retries stop 24 h after the
+         *     record was queued (the last one falls on that mark). Record order per destination
+         *     means that a delivery waiting to be retried holds back that destination's later
+         *     ones. Every attempt is recorded (time, duration, outcome, error). A delivery that
          *     fails for good raises event `0x410001` "Alarm delivery failure" and a system-health
-         *     notification; that event is never delivered to the destination it is about.
-         *     Disabling a destination stops new matches; its pending deliveries are still tried.
+         *     notification; that event is never delivered to the destination it is about, and a
+         *     failure to deliver a `0x410001` event raises no further one. Disabling a
+         *     destination stops new matches; its pending deliveries are still tried. Finished
+         *     deliveries and their attempts are kept 30 days.
          *
          *     What is delivered: for a webhook, an HTTP POST of `AlarmWebhookPayload`
          *     (`Content-Type: application/json`) with headers `X-Prime-Delivery-Id`,
@@ -1820,7 +1829,9 @@ export interface paths {
          *     and reports per destination whether it was delivered, or the error, and how long
          *     it took (at most 10 s each). The message is the destination's usual payload with
          *     `feed: test` and the event code `0x510001` "Alarm destination test message"
-         *     (category General, severity Informational); it is not stored as an event. The
+         *     (category General, severity Informational); it is not stored as an event (in a
+         *     webhook test message, `event.eventID` is 9007199254740991, an id no stored event
+         *     has; syslog and e-mail test messages carry no event id). The
          *     address rule of `AddOrUpdateAlarmDest` applies. Unknown ids fail with `not-found`.
          *     An empty or null body answers 400. At most 20 ids per call.
          */
@@ -2614,8 +2625,11 @@ export interface paths {
          * @description Runs the health checks now and answers each subsystem with its status, a detail
          *     and the time checked: the database (a read and a write in a transaction that is
          *     rolled back, and SQLite's quick integrity check), the disk space left in the data
-         *     directory (warning under 1 GiB or 10 %, failed under 100 MiB), and the
-         *     authentication store. `status` is the worst of them.
+         *     directory (warning under 1 GiB or 10 %, failed under 100 MiB), the
+         *     authentication store, alarm delivery (`AlarmDelivery`: Failed when a delivery was
+         *     given up in the last 24 h or one has been pending over 1 h; Warning when one has
+         *     been pending over 5 min, more than 1,000 are pending or a destination is
+         *     retrying), reports, worker pollers and the license. `status` is the worst of them.
          */
         get: operations["getSubsystemHealth"];
         put?: never;
@@ -5095,7 +5109,7 @@ export interface components {
          *     `auditTrailID`), `category`, `severity`, `source` (`eventEntityID`, or the audit
          *     `user` and `sourceIp`) and `asset` (`assetName`), param values escaped as RFC 5424
          *     says (`"`, `\` and `]` with a backslash); then the message: `description: details`
-         *     in UTF-8.
+         *     in UTF-8. For audit records `source` is `<user> (<sourceIp>)`.
          *
          *     `cef`: then `-` for the structured data and a CEF:0 line:
          *     `CEF:0|Prime|Prime Device Security|<version>|<eventCode>|<description>|<CEF severity>|<extensions>`
@@ -5104,6 +5118,13 @@ export interface components {
          *     (`assetName`), `src` (address), `suser` (audit user), `msg` (details),
          *     `cs1Label=deliveryId cs1=<deliveryId>`. Header fields escape `|` and `\`;
          *     extension values escape `=` and `\`, and line breaks as `\n`.
+         *
+         *     Asset messages: structured data `deliveryId`, `messageId`, `kind`, `category`
+         *     (`assetType`), `asset` (`name`), then the message as JSON; in CEF the signature is
+         *     `asset`, the name `Asset snapshot` or `Asset location changed`, severity 1,
+         *     `externalId` = `messageId`, `cat` = `assetType`, `dvchost` = `name`, `src` = the
+         *     location's address, `msg` = the JSON. Parameters and extensions whose value is
+         *     null are left out; the test message has no `eventID`/`externalId`.
          * @example <130>1 2025-01-01T12:00:05.123Z prime-server prime - 0x110005 [prime@32473 deliveryId="2b7e1516-28ae-4d2a-a6d2-7a1b9f3c4e5d" eventID="5120" category="USB" severity="2" source="DESKTOP-9LR722S (192.168.100.128)" asset="DESKTOP-9LR722S"] Known attack tool detected: Hak5 USB Rubber Ducky (VID 03EB, PID 2401) on DESKTOP-9LR722S; agent is Armed, device blocked.
          */
         AlarmSyslogMessage: string;
@@ -5118,7 +5139,11 @@ export interface components {
          *     with header `X-Prime-Delivery-Id`. The subject is
          *     `<subjectPrefix> [<severityString>] <description> - <assetName or source>`; the
          *     body lists each field of the record as `Name: value`, one a line, then the link
-         *     to the console when `PRIME_PUBLIC_URL` is set.
+         *     to the console when `PRIME_PUBLIC_URL` is set. Audit records list Audit record,
+         *     Severity, Category, Time, User, Source IP, Operation, Outcome, Asset, Details,
+         *     Audit record id, Delivery id; asset messages list Asset message, Asset, Time,
+         *     Location, Previous location, Mode, Connection, Peripherals, Message id, Delivery
+         *     id. The subject ends with the asset name, else the audit user, else the source.
          * @example {
          *       "subject": "[Prime] [Critical] Known attack tool detected - DESKTOP-9LR722S",
          *       "text": "Event: 0x110005 Known attack tool detected\nSeverity: Critical (2)\nCategory: USB\nTime: 2025-01-01T12:00:05.123Z\nSource: DESKTOP-9LR722S (192.168.100.128)\nAgent: DESKTOP-9LR722S (3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b)\nPeripheral: USB\\VID_03EB&PID_2401\\000000000001\nDetails: Hak5 USB Rubber Ducky (VID 03EB, PID 2401) on DESKTOP-9LR722S; agent is Armed, device blocked.\nEvent id: 5120\nDelivery id: 2b7e1516-28ae-4d2a-a6d2-7a1b9f3c4e5d\n"
@@ -10614,7 +10639,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getAuditsIntegration: {
@@ -10982,7 +11006,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     addOrUpdateAlarmDest: {
@@ -11117,7 +11140,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     removeAlarmDest: {
@@ -11178,7 +11200,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     testAlarmDests: {
@@ -11258,7 +11279,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getAllReports: {
