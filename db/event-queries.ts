@@ -410,9 +410,13 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
 
   // ---- background indexing ----
   let running = false
+  let held = false
   /** Indexes in slices of about 20 ms, one after another while behind, then every half second. */
   const tick = () => {
-    if (!db.open) return
+    if (!db.open || held) {
+      running = false
+      return
+    }
     let more = false
     try {
       const until = performance.now() + 20
@@ -429,7 +433,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     }
   }
   const startIndexing = () => {
-    if (running) return
+    if (running || held) return
     running = true
     setImmediate(tick).unref()
   }
@@ -803,7 +807,16 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const rows = segments(p, c.sum, withCodes, LEVEL_SHIFT.length - 1).reduce((a, s) => a + s.n, 0) + c.tail
     return { codes, rows }
   }
-  const codeWhere = (p: Plan, codes: string[]): Cond => all([rangeCond(p, p.ids.lo, p.ids.hi, 'id'), inList('e.event_code', codes), pred(p)])!
+  /** The matches through the code index (indexed kinds), and the rows above the mark (kinds not indexed yet). */
+  const codeWhere = (p: Plan, codes: string[], indexed: number): Cond => {
+    const times = p.times ? ' AND created_ms BETWEEN ? AND ?' : ''
+    const tp = p.times ? [p.times.lo, p.times.hi] : []
+    const seek: Cond = {
+      sql: `e.id IN (SELECT id FROM events ${byCode} WHERE event_code IN (${codes.map(() => '?').join(', ')})${times} UNION ALL SELECT id FROM events WHERE id > ?)`,
+      params: [...codes, ...tp, indexed],
+    }
+    return all([rangeCond(p, p.ids.lo, p.ids.hi, 'both'), seek, pred(p)])!
+  }
 
   /** A page in id order, from the counted segments (and the rows above the mark). */
   function idPage<R>(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
@@ -815,7 +828,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const walkRows = Math.min(span, ((offset + limit) / Math.max(1, c.filtered)) * span)
     if (c.kinds && walkRows > 2 ** LEVEL_SHIFT[0]) {
       const seek = codeSeek(p, c)
-      if (seek && seek.rows <= SEEK_MAX && seek.rows * 4 < walkRows) return rowsOf<R>(p, codeWhere(p, seek.codes), `e.id ${dir}`, limit, offset, byCode)
+      if (seek && seek.rows <= SEEK_MAX && seek.rows * 4 < walkRows) return rowsOf<R>(p, codeWhere(p, seek.codes, c.sum.indexed), `e.id ${dir}`, limit, offset)
     }
     if (dir === 'DESC') segs.reverse()
     const out: R[] = []
@@ -912,7 +925,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     if (c.filtered <= SEEK_MAX) {
       // Few matches: find them all and sort them (through the code index when it reads fewer rows).
       const seek = codeSeek(p, c)
-      if (seek && seek.rows <= 4 * SEEK_MAX) return rowsOf<R>(p, codeWhere(p, seek.codes), order, limit, offset, byCode)
+      if (seek && seek.rows <= 4 * SEEK_MAX) return rowsOf<R>(p, codeWhere(p, seek.codes, c.sum.indexed), order, limit, offset)
     }
     // A time order walks the time index (no sort); other fields have no index and are sorted.
     return rowsOf<R>(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset)
@@ -1022,6 +1035,10 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     indexer,
     /** Starts indexing in the background (the first list does it too). */
     startIndexing,
+    /** Stops (true) or allows (false) indexing in the background: tests drive it with `catchUp` and `indexer.step`. */
+    holdIndexing(hold: boolean) {
+      held = hold
+    },
     /** Indexes everything written so far, now (tests, scripts); answers how many records. */
     catchUp(): number {
       return indexer.catchUp('events') + indexer.catchUp('audit_trail')
