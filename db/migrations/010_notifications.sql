@@ -64,9 +64,14 @@ CREATE INDEX risk_notifications_open_severity ON risk_notifications
   (severity, id, kind, occurred_seq, last_ms, first_ms, pinned_ms, vid, pid, occurrences, dismissed_ms) WHERE dismissed_ms IS NULL;
 CREATE INDEX risk_notifications_dismissed ON risk_notifications
   (last_ms, id, kind, severity, occurred_seq, first_ms, pinned_ms, vid, pid, occurrences, dismissed_ms) WHERE dismissed_ms IS NOT NULL;
--- Unread counts: whoever read up to a change number has the ones after it unread.
-CREATE INDEX risk_notifications_unread ON risk_notifications (occurred_seq) WHERE dismissed_ms IS NULL;
-CREATE INDEX risk_notifications_pinned ON risk_notifications (pinned_ms) WHERE pinned_ms IS NOT NULL;
+-- By kind (the usual filter), and pinned ones (a few).
+CREATE INDEX risk_notifications_kind ON risk_notifications
+  (kind, occurred_seq, severity, last_ms, first_ms, pinned_ms, vid, pid, dismissed_ms) WHERE dismissed_ms IS NULL;
+CREATE INDEX risk_notifications_pinned ON risk_notifications
+  (last_ms, id, kind, severity, occurred_seq, first_ms, pinned_ms, vid, pid, occurrences, dismissed_ms) WHERE pinned_ms IS NOT NULL;
+-- Read state: whoever read up to a change number has the ones that occurred after it unread.
+CREATE INDEX risk_notifications_unread ON risk_notifications
+  (occurred_seq, kind, severity, last_ms, first_ms, pinned_ms, vid, pid, dismissed_ms) WHERE dismissed_ms IS NULL;
 
 -- The events behind each notification.
 CREATE TABLE risk_notification_events (
@@ -121,7 +126,8 @@ BEGIN
   FROM risk_notification_kinds k
   JOIN notification_counter c ON c.id = 1
   LEFT JOIN agents a ON a.uuid = new.asset_key
-  LEFT JOIN peripherals p ON p.agent_uuid = new.asset_key AND p.device_id = new.peripheral_asset_id
+  -- By (agent_id, device_id): the table's own unique key, there even while a bulk load drops the other indexes.
+  LEFT JOIN peripherals p ON p.agent_id = a.id AND p.device_id = new.peripheral_asset_id
   WHERE k.event_code = new.event_code
   ON CONFLICT (agent_uuid, device_key, kind) WHERE dismissed_ms IS NULL DO UPDATE SET
     occurrences = occurrences + 1,
