@@ -92,9 +92,14 @@ export function reportWithRuns(req: FastifyRequest, r: ReportRow): ReportView {
   return { ...reportView(r, runs[0]), runs: runs.map(runView) }
 }
 
+/** The problem document names at most this many fields (as for schema errors). */
+export const MAX_FIELD_ERRORS = 20
+
 function fail(errors: FieldError[]): never {
-  const detail = errors.slice(0, 10).map((e) => `${e.location}/${e.name} ${e.reason}`.slice(0, 200)).join('; ')
-  throw problem('validation', detail, { errors })
+  const named = errors.slice(0, MAX_FIELD_ERRORS)
+  const more = errors.length > named.length ? ` (and ${errors.length - named.length} more)` : ''
+  const detail = named.map((e) => `${e.location}/${e.name} ${e.reason}`.slice(0, 200)).join('; ') + more
+  throw problem('validation', detail, { errors: named })
 }
 
 /** The recipients, each once (case-insensitive); repeats are errors named `recipients/<i>`. */

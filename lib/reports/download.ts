@@ -9,7 +9,7 @@ import { audit } from '../audit.js'
 import { problem, type FieldError } from '../errors.js'
 import { chooseResponseType } from '../negotiate.js'
 import { iso } from '../time.js'
-import { reportAsset } from './definitions.js'
+import { MAX_FIELD_ERRORS, reportAsset } from './definitions.js'
 import { absolute, contentDisposition, fileStamp } from './files.js'
 import { formats } from './types.js'
 
@@ -99,7 +99,7 @@ export function sendArchive(req: FastifyRequest, reply: FastifyReply, items: Fil
   if (errors.length) {
     closeAll(opened)
     const detail = `${errors.length} of ${items.length} item(s) cannot be archived: ${errors.slice(0, 5).map((e) => `${e.name}: ${e.reason}`).join(' ')}`
-    throw problem(status === 404 ? 'not-found' : 'conflict', detail.slice(0, 2000), { errors: errors.slice(0, 100) })
+    throw problem(status === 404 ? 'not-found' : 'conflict', detail.slice(0, 2000), { errors: errors.slice(0, MAX_FIELD_ERRORS) })
   }
   const zip = new yazl.ZipFile()
   const used = new Set<string>()
