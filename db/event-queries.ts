@@ -1048,12 +1048,14 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       feed: (f: EventFilter, s: Sort, limit: number, offset: number) => feed<EventRow>(eventPlan(f), s, limit, offset),
       count: (f: EventFilter) => (startIndexing(), count(eventPlan(f)).filtered),
       iterate: (f: EventFilter, s: Sort, cap: number) => iterate<EventRow>(eventPlan(f), s, cap),
+      lastId: () => topId('events'),
     },
     audit: {
       list: (f: AuditFilter, s: Sort, limit: number, offset: number) => list<AuditTrailRow>(auditPlan(f), s, limit, offset),
       feed: (f: AuditFilter, s: Sort, limit: number, offset: number) => feed<AuditTrailRow>(auditPlan(f), s, limit, offset),
       count: (f: AuditFilter) => (startIndexing(), count(auditPlan(f)).filtered),
       iterate: (f: AuditFilter, s: Sort, cap: number) => iterate<AuditTrailRow>(auditPlan(f), s, cap),
+      lastId: () => topId('audit_trail'),
     },
   }
 }

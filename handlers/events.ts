@@ -10,8 +10,8 @@ import { pdfStream, PDF_TYPE, utcText, type PdfColumn } from '../lib/pdf.js'
 import { iso } from '../lib/time.js'
 import type { Handlers } from './types.js'
 
-const CSV_ROWS = 1_000_000
-const PDF_ROWS = 100_000
+/** Rows an export holds at most (the contract's x-max-export-rows); tests lower them. */
+export const exportLimits = { csv: 1_000_000, pdf: 100_000 }
 
 /** `events-20250101-120000.csv`: the UTC time in export file names. */
 const fileName = (prefix: string, ms: number, ext: string) => `${prefix}-${iso(ms).slice(0, 19).replace(/-/g, '').replace('T', '-').replace(/:/g, '')}.${ext}`
@@ -19,13 +19,13 @@ const fileName = (prefix: string, ms: number, ext: string) => `${prefix}-${iso(m
 const timeText = (ms: number) => utcText(ms).replace(' UTC', '')
 
 const eventPdfColumns: PdfColumn<EventRow>[] = [
-  { header: 'Time (UTC)', width: 13, value: (e) => timeText(e.created_ms) },
-  { header: 'Code', width: 7, value: (e) => e.event_code },
-  { header: 'Severity', width: 9, value: (e) => severityNames[e.severity] },
-  { header: 'Category', width: 7, value: (e) => e.category },
-  { header: 'Source', width: 20, value: (e) => e.entity_id },
-  { header: 'Description', width: 19, value: (e) => e.description },
-  { header: 'Details', width: 45, value: (e) => e.details },
+  { header: 'Time (UTC)', width: 12.5, value: (e) => timeText(e.created_ms) },
+  { header: 'Code', width: 6.5, value: (e) => e.event_code },
+  { header: 'Severity', width: 8, value: (e) => severityNames[e.severity] },
+  { header: 'Category', width: 6.5, value: (e) => e.category },
+  { header: 'Source', width: 19.5, value: (e) => e.entity_id },
+  { header: 'Description', width: 17.5, value: (e) => e.description },
+  { header: 'Details', width: 50, value: (e) => e.details },
 ]
 
 const auditPdfColumns: PdfColumn<AuditTrailRow>[] = [
@@ -61,6 +61,8 @@ interface ExportSpec<F, R> {
   title: string
   listOp: 'getEvents' | 'getAuditTrails'
   filter: (body: Record<string, unknown> | null) => F
+  /** The newest record's id: an export holds the records written before it started. */
+  last: (req: FastifyRequest) => number
   count: (req: FastifyRequest, f: F) => number
   rows: (req: FastifyRequest, f: F, s: Sort, cap: number) => AsyncIterable<R>
   csvColumns: (req: FastifyRequest) => string[]
@@ -74,6 +76,7 @@ const eventsExport: ExportSpec<EventFilter, EventRow> = {
   title: 'Events',
   listOp: 'getEvents',
   filter: (body) => eventFilter(body, 'body'),
+  last: (req) => req.server.repos.eventQueries.events.lastId(),
   count: (req, f) => req.server.repos.eventQueries.events.count(f),
   rows: (req, f, s, cap) => req.server.repos.eventQueries.events.iterate(f, s, cap),
   csvColumns: (req) => Object.keys(req.server.contract.spec.components.schemas.PrimeEventView.properties),
@@ -87,6 +90,7 @@ const auditExport: ExportSpec<AuditFilter, AuditTrailRow> = {
   title: 'Audit trail',
   listOp: 'getAuditTrails',
   filter: (body) => auditFilter(body, 'body'),
+  last: (req) => req.server.repos.eventQueries.audit.lastId(),
   count: (req, f) => req.server.repos.eventQueries.audit.count(f),
   rows: (req, f, s, cap) => req.server.repos.eventQueries.audit.iterate(f, s, cap),
   csvColumns: (req) => {
@@ -100,11 +104,15 @@ const auditExport: ExportSpec<AuditFilter, AuditTrailRow> = {
 }
 
 /** Streams the matching records as a CSV or PDF file, audited with what was asked. */
-function sendExport<F, R>(req: FastifyRequest, reply: FastifyReply, spec: ExportSpec<F, R>, format: 'csv' | 'pdf') {
+function sendExport<F extends { idTo: number; empty: boolean }, R>(req: FastifyRequest, reply: FastifyReply, spec: ExportSpec<F, R>, format: 'csv' | 'pdf') {
   const body = (req.body ?? null) as Record<string, unknown> | null
   const filter = spec.filter(body)
+  // The records of the moment the export starts: the count in the headers is the file's
+  // (and this export's own audit record, written next, is not in it).
+  filter.idTo = Math.min(filter.idTo, spec.last(req))
+  filter.empty ||= filter.idTo < 1
   const order = sort(req.server.contract.operations.get(spec.listOp)!, (body?.SortBy as string | null | undefined) ?? undefined, 'SortBy', 'body')
-  const cap = format === 'csv' ? CSV_ROWS : PDF_ROWS
+  const cap = exportLimits[format]
   const now = Date.now()
   const matched = spec.count(req, filter)
   const truncated = matched > cap
