@@ -276,7 +276,7 @@ try {
               counted = true
               if (++opened === SUBSCRIBERS) resolve()
             }
-            if (round >= 0 && block.includes('event: riskNotification') && block.includes(`BENCH-PLUG-${round}`)) arrivals[round].push(performance.now())
+            if (round >= 0 && block.includes('event: riskNotification') && block.includes(`"hostIdentifier":"BENCH-PLUG-${round}"`)) arrivals[round].push(performance.now())
           }
         })
       })
