@@ -22,7 +22,8 @@ const MAX_FINDINGS = 512
 const POLICY_STEP = 500
 const MAX_LOGGED_ON_USERS = 32
 const TOP_VALUES = 50
-export const WHITELIST_VIOLATION = '0x110004'
+/** Whitelist violations: plugged in while Armed (0x110007), or present when the agent was armed (0x110004). */
+export const WHITELIST_VIOLATIONS = "'0x110007', '0x110004'"
 
 // Hubs are infrastructure, not devices someone plugged in: never "uncommon".
 const HUB = 4
@@ -177,7 +178,7 @@ export function insightsRepo(db: DB) {
        SELECT upper(peripheral_vid) AS vid, upper(peripheral_pid) AS pid, asset_key, max(asset_name) AS asset_name,
          max(peripheral_icon) AS icon, count(*) AS n, min(created_ms) AS first, max(created_ms) AS last
        FROM events
-       WHERE event_code = '${WHITELIST_VIOLATION}' AND created_ms BETWEEN @from AND @to
+       WHERE event_code IN (${WHITELIST_VIOLATIONS}) AND created_ms BETWEEN @from AND @to
          AND peripheral_vid IS NOT NULL AND peripheral_pid IS NOT NULL
        GROUP BY 1, 2, 3) v
      LEFT JOIN agents a ON a.uuid = v.asset_key`,

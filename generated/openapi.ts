@@ -291,8 +291,9 @@ export interface paths {
         };
         /**
          * Unique whitelist violations of the last 30 days
-         * @description A whitelist violation is a peripheral that is not approved on an agent being
-         *     connected while that agent is `Armed` (the agent blocks it). This groups the
+         * @description A whitelist violation is a peripheral that is not approved on an agent and is
+         *     blocked because the agent is `Armed`: plugged in while Armed (`0x110007`) or present
+         *     when the agent was armed (`0x110004`). This groups the
          *     violations of the last 30 days (`fromTime`..`toTime`) by peripheral model
          *     (VID/PID): each model once, with the number of violations, of hosts, the first and
          *     last time, and up to 20 hosts (ordered by `hostIdentifier`; an agent deleted since is
@@ -813,8 +814,9 @@ export interface paths {
          *     The server compares it with the previous state and records what changed as events:
          *     agent connected again (`0x310003`), mode changed (`0x310001`), network location
          *     changed (`0x210002`), peripheral connected (new `0x110001`, again `0x110002`) or
-         *     removed (`0x110003`), unapproved peripheral on an armed agent (whitelist violation,
-         *     `0x110004`), known attack tool (`0x110005`), vulnerable peripheral (`0x110006`); the
+         *     removed (`0x110003`), unapproved peripheral plugged in while Armed (whitelist
+         *     violation, `0x110007`) or present when the agent is armed (`0x110004`), known attack
+         *     tool (`0x110005`), vulnerable peripheral (`0x110006`); the
          *     risky ones are the source of risk notifications and alarms. Reported errors are
          *     stored and counted in `errorTotal`, and changes of versions or host name are
          *     recorded in the audit trail.
@@ -1424,9 +1426,10 @@ export interface paths {
          *     | `0x110001` | New USB peripheral detected | USB | 6 Informational | a check-in lists a peripheral never seen on that agent |
          *     | `0x110002` | USB peripheral reconnected | USB | 6 Informational | a peripheral seen before on that agent is present again |
          *     | `0x110003` | USB peripheral disconnected | USB | 6 Informational | a peripheral of the last check-in is gone |
-         *     | `0x110004` | Unapproved peripheral on an armed agent | USB | 4 Warning | an unapproved peripheral is present while the agent is Armed (it is blocked) |
+         *     | `0x110004` | Unapproved peripheral on an armed agent | USB | 4 Warning | the agent becomes Armed while an unapproved peripheral is present (it is blocked from then on) |
          *     | `0x110005` | Known attack tool detected | USB | 2 Critical | a peripheral's VID/PID is in the attack-tool catalogue |
          *     | `0x110006` | Vulnerable peripheral detected | USB | 4 Warning | a peripheral's VID/PID is in the vulnerable-device catalogue |
+         *     | `0x110007` | Whitelist violation | USB | 4 Warning | an unapproved peripheral is plugged in (new or again) while the agent is Armed (it is blocked) |
          *     | `0x210001` | Port alert | Network | 4 Warning | the switch port the host is connected to reports an alert or changes state |
          *     | `0x210002` | Host network location changed | Network | 5 Notice | the host's address, switch or switch port differs from its last check-in |
          *     | `0x210003` | Agentless host unreachable | Network | 4 Warning | an agentless connection's latest finished run turns Unreachable or Failed after Reachable (also when a run is abandoned) |
@@ -1441,7 +1444,8 @@ export interface paths {
          *     | `0x410003` | Worker poller online again | System | 6 Informational | an offline activated worker poller sends a heartbeat again |
          *     | `0x510001` | Alarm destination test message | General | 6 Informational | never stored: the code carried by the test messages of `TestAlarmDests` |
          *
-         *     Risky events (`0x110004`, `0x110005`, `0x110006`) also raise a risk notification.
+         *     Risky events (`0x110004`, `0x110005`, `0x110006`, `0x110007`) also raise a risk
+         *     notification.
          */
         get: operations["getEvents"];
         put?: never;
@@ -2156,7 +2160,7 @@ export interface paths {
         /**
          * System-health notification groups
          * @description Every system-health notification group (one per health check: Database,
-         *     DiskSpace, AlarmDelivery, Reports, WorkerPoller, License), in that order, with
+         *     Authentication, DiskSpace, AlarmDelivery, Reports, WorkerPoller, License), in that order, with
          *     whether it is muted, its counts for the caller and its notifications that are
          *     not dismissed (newest first, at most 100 per group; `counts` covers them all).
          *     `isRead` is the caller's own read state.
@@ -2208,6 +2212,16 @@ export interface paths {
          *     dismissed notifications are left out. Default order `lastSeen_desc`; ties are
          *     broken by `id`. Ask `isPinned=true` for the pinned ones.
          *     `isRead` is the caller's own read state.
+         *
+         *     `fromDate`: notifications last seen at or after it; `toDate`: first seen at or
+         *     before it (a date alone means that whole day); together, those that occurred
+         *     within the range. `agentUuid`, `hostIdentifier`, `globalSearch`: case-insensitive
+         *     contains; `globalSearch` looks in `kind`, `title`, `hostIdentifier`, `hostIp`,
+         *     `agentUuid`, `vid`, `pid`, `deviceName`, `vendorName`, `serialNumber`, `deviceID`.
+         *     `severity` is exact, `minimumSeverity` that severity or worse. A notification's
+         *     severity is its kind's (KnownAttackTool 2, VulnerablePeripheral 3,
+         *     WhitelistViolation 4, UnapprovedPeripheralOnArmedAgent 4); `description` is its
+         *     latest event's details.
          */
         get: operations["getRiskNotifications"];
         put?: never;
@@ -2229,8 +2243,9 @@ export interface paths {
          * Overall operational status
          * @description The overall operational status (the worst state of the subsystems; muting a
          *     group does not change it), each subsystem with its state, a detail and since
-         *     when it is in that state, as found by the periodic health checks (every 60
-         *     seconds; `admin/SubsystemHealth` runs them on demand), and the open health
+         *     when it is in that state, as found by the periodic health checks (every
+         *     `PRIME_HEALTH_CHECK_SECONDS`, default 60; a read before the first run after a
+         *     start runs them; `admin/SubsystemHealth` runs them on demand), and the open health
          *     notifications that are not dismissed (newest first, at most 100).
          */
         get: operations["getOperationalStatus"];
@@ -2444,7 +2459,10 @@ export interface paths {
          *     access token expires or is revoked (after `reauthenticate`); reconnect with a
          *     fresh token and `Last-Event-ID`. At most 5 open streams per caller (429 beyond);
          *     the answer carries `Cache-Control: no-cache`. `Accept` must allow
-         *     `text/event-stream` (406 otherwise).
+         *     `text/event-stream` (406 otherwise). `reset` is also sent when more than 1000
+         *     notifications change at once, and when a read-all marks more than 100 (instead of
+         *     item by item). `counts`, `reset` and `reauthenticate` carry no `id`. Revocations
+         *     are noticed within 5 seconds.
          */
         get: operations["streamNotifications"];
         put?: never;
@@ -5611,9 +5629,11 @@ export interface components {
             pinned: number;
         };
         /**
-         * @description What raised it: a known attack tool plugged in (default severity Critical), a
-         *     peripheral of the vulnerable-device catalogue (Error), a whitelist violation
-         *     (Warning), an unapproved peripheral on an armed agent (Warning).
+         * @description What raised it: a known attack tool plugged in (`0x110005`, severity Critical), a
+         *     peripheral of the vulnerable-device catalogue (`0x110006`, Error), a whitelist
+         *     violation: an unapproved peripheral plugged in while the agent is Armed
+         *     (`0x110007`, Warning), an agent armed while an unapproved peripheral is present
+         *     (`0x110004`, Warning).
          * @enum {string}
          */
         RiskNotificationKind: "KnownAttackTool" | "VulnerablePeripheral" | "WhitelistViolation" | "UnapprovedPeripheralOnArmedAgent";
@@ -5692,13 +5712,14 @@ export interface components {
          */
         HealthNotificationId: number;
         /**
-         * @description The health check behind a group: the database, disk space in the data
+         * @description The health check behind a group: the database, the authentication store (an
+         *     active Administrator exists, tokens can be signed), disk space in the data
          *     directory, the alarm delivery backlog and failures, report run and e-mail
          *     failures, the worker poller's heartbeat, the license's expiry.
          * @enum {string}
          */
-        NotificationGroupName: "Database" | "DiskSpace" | "AlarmDelivery" | "Reports" | "WorkerPoller" | "License";
-        /** @description A system-health notification, opened by a failing health check and resolved when it passes again. */
+        NotificationGroupName: "Database" | "Authentication" | "DiskSpace" | "AlarmDelivery" | "Reports" | "WorkerPoller" | "License";
+        /** @description A system-health notification, opened by a failing health check and resolved when it passes again. Severity 4 Warning while its check answers Warning, 3 Error while Failed. Each bad check adds an occurrence; a worse state than before makes it unread again for everyone, further occurrences do not. */
         HealthNotification: {
             /** Format: int32 */
             id: number;
@@ -12336,7 +12357,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getNotificationCounts: {
@@ -12379,7 +12399,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getRiskNotifications: {
@@ -12455,7 +12474,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     getOperationalStatus: {
@@ -12509,7 +12527,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     dismissRiskNotification: {
@@ -12557,7 +12574,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     dismissHealthNotification: {
@@ -12601,7 +12617,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     pinRiskNotification: {
@@ -12651,7 +12666,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     pinHealthNotification: {
@@ -12696,7 +12710,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     readAllRiskNotifications: {
@@ -12728,7 +12741,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     readAllHealthNotifications: {
@@ -12760,7 +12772,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     updateNotificationGroup: {
@@ -12865,7 +12876,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     streamNotifications: {
@@ -12910,7 +12920,6 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
         };
     };
     localLogin: {

@@ -38,6 +38,8 @@ export interface Config {
     /** This server's address as agents reach it (`centralizedConsoleIP`). */
     publicAddress: string | null
   }
+  /** Seconds between the periodic health checks that open and resolve health notifications. */
+  healthCheckSeconds: number
   /** The console's address, linked from alarm and report e-mails (null: no link). */
   publicUrl: string | null
   /** Outgoing mail for alarm e-mails and reports (`url` null: mail is not configured). */
@@ -152,6 +154,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       uncommonPeripheralMaxHosts: int(env, 'PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS', 2, 1, 1_000_000),
       publicAddress: env.PRIME_PUBLIC_ADDRESS || null,
     },
+    healthCheckSeconds: int(env, 'PRIME_HEALTH_CHECK_SECONDS', 60, 5, 86_400),
     publicUrl: httpUrl(env, 'PRIME_PUBLIC_URL'),
     smtp: { url: smtpUrl(env), from: env.PRIME_SMTP_FROM || 'Prime <prime@localhost>' },
     agentless: agentlessSettings(env),

@@ -32,6 +32,7 @@ export const agentEvents = {
   peripheralReconnected: { code: '0x110002', severity: 6, category: 'USB', description: 'USB peripheral reconnected' },
   peripheralDisconnected: { code: '0x110003', severity: 6, category: 'USB', description: 'USB peripheral disconnected' },
   unapprovedOnArmed: { code: '0x110004', severity: 4, category: 'USB', description: 'Unapproved peripheral on an armed agent' },
+  whitelistViolation: { code: '0x110007', severity: 4, category: 'USB', description: 'Whitelist violation' },
   attackTool: { code: '0x110005', severity: 2, category: 'USB', description: 'Known attack tool detected' },
   vulnerable: { code: '0x110006', severity: 4, category: 'USB', description: 'Vulnerable peripheral detected' },
   locationChanged: { code: '0x210002', severity: 5, category: 'Network', description: 'Host network location changed' },
@@ -449,7 +450,8 @@ export function agentGateway(app: FastifyInstance) {
     const stance = `agent is ${mode}${mode === 'Armed' && !p.approved ? ', device blocked' : ''}`
     if (p.is_attack_tool) out.push(peripheralEvent('attackTool', ref, p, `${label}: ${p.catalogue_name}; ${stance}.`, `#attack-tool #${mode.toLowerCase()}`))
     if (p.is_vulnerable) out.push(peripheralEvent('vulnerable', ref, p, `${label}: ${p.catalogue_name}; ${stance}.`, '#vulnerable'))
-    if (mode === 'Armed' && !p.approved) out.push(unapprovedEvent(ref, p))
+    // Plugged in while Armed and not approved: the agent blocks it (a whitelist violation).
+    if (mode === 'Armed' && !p.approved) out.push(peripheralEvent('whitelistViolation', ref, p, `${label} is not approved; agent is Armed, device blocked.`, '#whitelist-violation #armed'))
     return out
   }
 

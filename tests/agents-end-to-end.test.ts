@@ -72,7 +72,7 @@ t.test('enroll, check in, list, arm, command lifecycle, attack tool, approval, e
   t.match(d.latestEventText, /attack tool/i)
   const events = app.db.prepare<[string], { event_code: string; severity: number }>('SELECT event_code, severity FROM events WHERE asset_key = ? ORDER BY id').all(agent.uuid)
   t.ok(events.some((e) => e.event_code === '0x110005' && e.severity === 2), 'a critical attack-tool event')
-  t.ok(events.some((e) => e.event_code === '0x110004'), 'a whitelist-violation event')
+  t.ok(events.some((e) => e.event_code === '0x110004'), 'arming with unapproved devices present raised its event')
 
   // The stick is approved through peripherals/command.
   res = await call(app, manager, {

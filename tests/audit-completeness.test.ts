@@ -17,9 +17,7 @@ import { loadSpec, type Operation } from '../lib/contract.js'
 type Json = Record<string, any>
 
 const POLLER_SECRET = 'pes_audit-completeness-poller-secret'
-// The health-check interval is read from the process environment (this file runs in its own
-// process). No periodic health check writes while a test compares the database.
-process.env.PRIME_HEALTH_CHECK_SECONDS = '86400'
+// No periodic health check writes while a test compares the database.
 const env = {
   ...gatewayEnv,
   PRIME_POLLER_ENROLLMENT_SECRET: POLLER_SECRET,

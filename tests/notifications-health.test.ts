@@ -53,7 +53,7 @@ t.test('a check that turns bad opens a notification, repeats add occurrences, re
   // Before any periodic check, readers get a check of their own.
   let s = await status(app, viewer)
   t.equal(s.subsystems.find((x: any) => x.name === 'License').state, 'Healthy')
-  t.same(s.subsystems.map((x: any) => x.name), ['Database', 'DiskSpace', 'AlarmDelivery', 'Reports', 'WorkerPoller', 'License'])
+  t.same(s.subsystems.map((x: any) => x.name), ['Database', 'Authentication', 'DiskSpace', 'AlarmDelivery', 'Reports', 'WorkerPoller', 'License'])
   const healthySince = s.subsystems.find((x: any) => x.name === 'License').since
 
   await enroll(app, 'machine-1', 'HOST-1')
@@ -200,7 +200,7 @@ t.test('muting a group: still recorded and listed, not unread; shared and audite
   const answered = res.json().find((x: any) => x.name === 'License')
   t.match(answered, { muted: true, mutedBy: 'operator', counts: { total: 1, open: 1, unread: 0 } })
   t.equal(answered.notifications.length, 1, 'still listed')
-  t.equal(res.json().length, 6)
+  t.equal(res.json().length, 7)
   t.match(await counts(app, viewer), { healthUnread: 0, healthTotal: 1 })
   t.equal((await status(app, viewer)).status, 'Warning', 'muting does not change the operational status')
   // Muted groups are marked read too.

@@ -86,49 +86,54 @@ t.test('each kind, agent and device is its own notification', async (t) => {
   await checkIn(app, agent.credential, hostState([mouse, attackTool, vulnerableReceiver]))
   const other = await enroll(app, undefined, 'LAPTOP-7QX2')
   await checkIn(app, other.credential, hostState([attackTool], { hostIdentifier: 'LAPTOP-7QX2', localIpAddress: '10.0.0.7' }))
-  // Armed: the unapproved peripherals are blocked (whitelist violations).
+  // Armed: an unapproved peripheral plugged in is blocked (a whitelist violation).
   const armed = await enroll(app, undefined, 'KIOSK-01')
   await checkIn(app, armed.credential, hostState([stick], { hostIdentifier: 'KIOSK-01', operationalStatus: 'Armed', localIpAddress: '10.0.0.9' }))
+  // Armed while an unapproved peripheral is present: it is blocked from then on.
+  const arming = await enroll(app, undefined, 'LAB-02')
+  await checkIn(app, arming.credential, hostState([stick], { hostIdentifier: 'LAB-02', localIpAddress: '10.0.0.11' }))
+  await checkIn(app, arming.credential, hostState([stick], { hostIdentifier: 'LAB-02', operationalStatus: 'Armed', localIpAddress: '10.0.0.11' }))
 
   let page = await list(app, viewer, 'pageSize=50')
-  t.equal(page.total, 4)
+  t.equal(page.total, 5)
   const kinds = page.items.map((i) => `${i.kind}@${i.hostIdentifier}`).sort()
-  t.same(kinds, ['KnownAttackTool@DESKTOP-9LR722S', 'KnownAttackTool@LAPTOP-7QX2', 'UnapprovedPeripheralOnArmedAgent@KIOSK-01', 'VulnerablePeripheral@DESKTOP-9LR722S'])
+  t.same(kinds, ['KnownAttackTool@DESKTOP-9LR722S', 'KnownAttackTool@LAPTOP-7QX2', 'UnapprovedPeripheralOnArmedAgent@LAB-02', 'VulnerablePeripheral@DESKTOP-9LR722S', 'WhitelistViolation@KIOSK-01'])
   const vulnerable = page.items.find((i) => i.kind === 'VulnerablePeripheral')
   t.match(vulnerable, { severity: 3, severityString: 'Error', vid: '046D', pid: 'C52B' })
-  t.match(page.items.find((i) => i.kind === 'UnapprovedPeripheralOnArmedAgent'), { severity: 4, vid: '0951', pid: '1666', hostIp: '10.0.0.9' })
+  t.match(page.items.find((i) => i.kind === 'WhitelistViolation'), { severity: 4, vid: '0951', pid: '1666', hostIp: '10.0.0.9' })
+  t.match(page.items.find((i) => i.kind === 'UnapprovedPeripheralOnArmedAgent'), { severity: 4, vid: '0951', pid: '1666', hostIp: '10.0.0.11' })
 
   // Filters, as separate query parameters with any case of name and value.
   t.equal((await list(app, viewer, 'kind=knownattacktool')).total, 2)
   t.equal((await list(app, viewer, 'Kind=VulnerablePeripheral,UnapprovedPeripheralOnArmedAgent')).total, 2)
-  t.equal((await list(app, viewer, 'kind=WhitelistViolation')).total, 0)
+  t.equal((await list(app, viewer, 'kind=WhitelistViolation')).total, 1)
   t.equal((await list(app, viewer, 'severity=Critical')).total, 2)
   t.equal((await list(app, viewer, 'minimumSeverity=3')).total, 3)
-  t.equal((await list(app, viewer, 'minimumSeverity=warning')).total, 4)
+  t.equal((await list(app, viewer, 'minimumSeverity=warning')).total, 5)
   t.equal((await list(app, viewer, 'hostIdentifier=laptop')).total, 1, 'contains, any case (trigram)')
-  t.equal((await list(app, viewer, 'hostIdentifier=LA')).total, 1, 'contains, short term')
+  t.equal((await list(app, viewer, 'hostIdentifier=LA')).total, 2, 'contains, short term')
   t.equal((await list(app, viewer, `agentUuid=${other.uuid.slice(0, 8)}`)).total, 1)
   t.equal((await list(app, viewer, 'vid=046d&pid=C52B')).total, 1)
   t.equal((await list(app, viewer, 'globalSearch=kiosk')).total, 1)
-  t.equal((await list(app, viewer, 'globalSearch=0951')).total, 1)
-  t.equal((await list(app, viewer, 'isRead=False')).total, 4)
+  t.equal((await list(app, viewer, 'globalSearch=0951')).total, 2)
+  t.equal((await list(app, viewer, 'isRead=False')).total, 5)
   t.equal((await list(app, viewer, 'isRead=true')).total, 0)
   const today = new Date().toISOString().slice(0, 10)
-  t.equal((await list(app, viewer, `fromDate=${today}&toDate=${today}`)).total, 4)
+  t.equal((await list(app, viewer, `fromDate=${today}&toDate=${today}`)).total, 5)
   t.equal((await list(app, viewer, 'toDate=2020-01-01')).total, 0)
   t.equal((await list(app, viewer, 'fromDate=2999-01-01 00:00:00')).total, 0)
 
   // Sorting and paging: every page of one together is the whole list, in order.
   const bySeverity = await list(app, viewer, 'sortBy=severity_asc&pageSize=50')
-  t.same(bySeverity.items.map((i) => i.severity), [2, 2, 3, 4])
+  t.same(bySeverity.items.map((i) => i.severity), [2, 2, 3, 4, 4])
   const ids: number[] = []
-  for (let p = 1; p <= 5; p++) {
+  for (let p = 1; p <= 6; p++) {
     const one = await list(app, viewer, `sortBy=hostIdentifier_desc&pageSize=1&pageNumber=${p}`)
-    t.equal(one.total, 4)
+    t.equal(one.total, 5)
     ids.push(...one.items.map((i) => i.id))
   }
   t.same(ids, (await list(app, viewer, 'sortBy=hostIdentifier_desc&pageSize=10')).items.map((i) => i.id))
-  t.equal(ids.length, 4)
+  t.equal(ids.length, 5)
 
   // Pinned by a manager, seen pinned by everyone.
   const target = page.items.find((i) => i.hostIdentifier === 'LAPTOP-7QX2')

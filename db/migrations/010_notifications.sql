@@ -24,6 +24,7 @@ CREATE TABLE risk_notification_kinds (
 INSERT INTO risk_notification_kinds (event_code, kind, severity, title) VALUES
   ('0x110005', 'KnownAttackTool', 2, 'Known attack tool connected to '),
   ('0x110006', 'VulnerablePeripheral', 3, 'Vulnerable peripheral on '),
+  ('0x110007', 'WhitelistViolation', 4, 'Whitelist violation on '),
   ('0x110004', 'UnapprovedPeripheralOnArmedAgent', 4, 'Unapproved peripheral blocked on ');
 
 -- One per kind, agent and device (VID, PID, serial) while it is not dismissed.

@@ -29,21 +29,12 @@ const EXPIRY_WARNING_DAYS = 30
 /** Seat use at or above this share is a warning. */
 const SEAT_WARNING = 0.9
 
-/** Seconds between health checks: PRIME_HEALTH_CHECK_SECONDS, 5 to 86400, default 60. */
-export function healthCheckSeconds(env: NodeJS.ProcessEnv = process.env): number {
-  const raw = env.PRIME_HEALTH_CHECK_SECONDS
-  if (raw === undefined || raw === '') return 60
-  const n = Number(raw)
-  if (!Number.isInteger(n) || n < 5 || n > 86_400) throw new Error(`PRIME_HEALTH_CHECK_SECONDS must be an integer from 5 to 86400, got "${raw}"`)
-  return n
-}
-
 /**
  * Starts the health checks (every PRIME_HEALTH_CHECK_SECONDS) and the stream's hub; both
  * stop when the app closes, open streams first so that the server can close.
  */
 export function startNotifications(app: FastifyInstance): void {
-  const intervalMs = healthCheckSeconds() * 1000
+  const intervalMs = app.config.healthCheckSeconds * 1000
   const hub = notificationHub(app)
   let checkedMs = 0
   let timer: NodeJS.Timeout | undefined
