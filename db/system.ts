@@ -29,8 +29,9 @@ export function systemRepo(db: DB) {
       return agentCounts.get() as AgentCounts
     },
     /** A read and a write inside a transaction that is rolled back, plus SQLite's quick check. */
-    probe(): string {
-      const quick = db.pragma('quick_check', { simple: true }) as string
+    /** A read and a write that is rolled back; with `integrity`, SQLite's quick check too (it reads the whole file). */
+    probe(integrity = true): string {
+      const quick = integrity ? (db.pragma('quick_check', { simple: true }) as string) : 'ok'
       const probe = db.transaction(() => {
         db.prepare('CREATE TEMP TABLE IF NOT EXISTS health_probe (x INTEGER)').run()
         db.prepare('INSERT INTO health_probe (x) VALUES (1)').run()

@@ -14,10 +14,18 @@ const rank: Record<HealthStatus, number> = { Healthy: 0, Warning: 1, Failed: 2 }
 
 type Check = (app: FastifyInstance) => { status: HealthStatus; detail: string }
 
+// The quick check reads the whole file (seconds on a large database, on the event loop):
+// the periodic checks reuse its answer for an hour, the read-and-write probe runs each time.
+const INTEGRITY_EVERY_MS = 3600_000
+const integrity = new WeakMap<FastifyInstance, { ms: number; result: string }>()
+
 /** The subsystems checked; later subsystems add their own check here. */
 export const checks: Record<string, Check> = {
   Database(app) {
-    const quick = app.repos.system.probe()
+    const last = integrity.get(app)
+    const due = !last || Date.now() - last.ms >= INTEGRITY_EVERY_MS || last.result !== 'ok'
+    const quick = app.repos.system.probe(due)
+    if (due) integrity.set(app, { ms: Date.now(), result: quick })
     if (quick !== 'ok') return { status: 'Failed', detail: `Integrity check: ${quick}` }
     const mb = (app.repos.system.sizeBytes() / MiB).toFixed(1)
     return { status: 'Healthy', detail: `Read and write succeeded; integrity ok; ${mb} MiB; schema version ${app.repos.system.schemaVersion()}` }
