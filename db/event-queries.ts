@@ -60,8 +60,11 @@ export interface AuditTrailRow {
   asset_icon: number
 }
 
-const EVENT_COLUMNS = 'e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id'
-const AUDIT_COLUMNS = 'e.id, e.created_ms, e.severity, e.category, e.user_name, e.source_ip, e.description, e.details, e.operation_id, e.outcome, e.asset_key, e.asset_name, e.asset_parent_id, e.asset_ip, e.asset_type, e.asset_sub_type, e.asset_detail, e.asset_icon'
+/** The columns every read returns, in this order (rows as arrays follow it). */
+export const EVENT_FIELDS = ['id', 'created_ms', 'event_code', 'severity', 'category', 'entity_id', 'description', 'details', 'hashtags', 'peripheral_icon', 'asset_key', 'asset_name', 'peripheral_asset_id'] as const
+export const AUDIT_FIELDS = ['id', 'created_ms', 'severity', 'category', 'user_name', 'source_ip', 'description', 'details', 'operation_id', 'outcome', 'asset_key', 'asset_name', 'asset_parent_id', 'asset_ip', 'asset_type', 'asset_sub_type', 'asset_detail', 'asset_icon'] as const
+const EVENT_COLUMNS = EVENT_FIELDS.map((c) => `e.${c}`).join(', ')
+const AUDIT_COLUMNS = AUDIT_FIELDS.map((c) => `e.${c}`).join(', ')
 
 /** An event as the lists show it (PrimeEventView). */
 export function eventView(r: EventRow): EventView {
@@ -728,8 +731,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       parts.push(`SELECT id FROM events ${byAsset} WHERE asset_key IS NULL AND id BETWEEN ? AND ?`)
       params.push(lo, hi)
     }
-    parts.push('SELECT id FROM events WHERE id > ? AND id BETWEEN ? AND ?')
-    params.push(indexed, lo, hi)
+    // One range (two lower bounds would let SQLite pick the wrong one and scan).
+    parts.push('SELECT id FROM events WHERE id BETWEEN ? AND ?')
+    params.push(Math.max(lo, indexed + 1), hi)
     return { sql: `e.id IN (${parts.join(' UNION ALL ')})`, params }
   }
 
@@ -961,55 +965,47 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
 
   /**
    * Every match in order, up to `cap`, a chunk at a time (other requests run between
-   * chunks; memory stays flat): an id order walks the ids; other orders read the ordered
-   * ids once (8 bytes a record), then the rows by id.
+   * chunks; memory stays flat): an id order walks the blocks that hold matches; other
+   * orders read the ordered ids once (8 bytes a record), then the rows by id. `raw`: rows
+   * as arrays of the columns (faster to read; the CSV export writes them as they come).
    */
-  async function* iterate<R extends { id: number }>(p: Plan, s: Sort, cap: number): AsyncGenerator<R> {
+  async function* chunks(p: Plan, s: Sort, cap: number, raw: boolean): AsyncGenerator<unknown[]> {
     if (p.empty || cap <= 0) return
     const f = tables[p.table].sorts[s.field]
     const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
     const { from, columns } = tables[p.table]
+    const idOf = raw ? (r: any) => r[0] as number : (r: any) => r.id as number
+    const read = (where: Cond, order: string, limit: number): unknown[] =>
+      cached(`SELECT ${columns} FROM ${from} e WHERE ${where.sql} ORDER BY ${order} LIMIT ?`).raw(raw).all(...where.params, limit)
     const c = count(p)
     let left = Math.min(cap, c.filtered)
+    /** Walks [lo, hi] in id order, a chunk at a time. */
+    async function* walk(lo: number, hi: number, where: Cond | null): AsyncGenerator<unknown[]> {
+      while (left > 0 && lo <= hi) {
+        const rows = read(all([rangeCond(p, lo, hi), where])!, `e.id ${dir}`, Math.min(EXPORT_CHUNK, left))
+        if (rows.length) yield rows
+        left -= rows.length
+        if (rows.length < EXPORT_CHUNK) return
+        if (dir === 'DESC') hi = idOf(rows[rows.length - 1]) - 1
+        else lo = idOf(rows[rows.length - 1]) + 1
+        await pause()
+      }
+    }
     if (isIdSort(f) && !p.textSql) {
       // Block by block, in order, skipping the blocks without matches.
       const segs = [...segments(p, c.sum, c.kinds, 0), { lo: Math.max(p.ids.lo, c.sum.indexed + 1), hi: p.ids.hi, n: c.tail, level: -1 }]
       if (dir === 'DESC') segs.reverse()
-      const where = pred(p)
-      for (const seg of segs) {
-        if (left <= 0) break
-        if (seg.n === 0) continue
-        let { lo, hi } = seg
-        while (left > 0 && lo <= hi) {
-          const rows = rowsOf<R>(p, all([rangeCond(p, lo, hi), where])!, `e.id ${dir}`, Math.min(EXPORT_CHUNK, left), 0)
-          for (const r of rows) yield r
-          left -= rows.length
-          if (rows.length < EXPORT_CHUNK) break
-          if (dir === 'DESC') hi = rows[rows.length - 1].id - 1
-          else lo = rows[rows.length - 1].id + 1
-          await pause()
-        }
-      }
+      for (const seg of segs) if (seg.n > 0 && left > 0) yield* walk(seg.lo, seg.hi, pred(p))
       return
     }
     if (isIdSort(f)) {
       const where = textWhere(p, c, c.filtered)
-      let { lo, hi } = c.ids
-      while (left > 0 && lo <= hi) {
-        const w = all([where, cond('e.id BETWEEN ? AND ?', lo, hi)])!
-        const rows = rowsOf<R>(p, w, `e.id ${dir}`, Math.min(EXPORT_CHUNK, left), 0)
-        for (const r of rows) yield r
-        left -= rows.length
-        if (rows.length < EXPORT_CHUNK) break
-        if (dir === 'DESC') hi = rows[rows.length - 1].id - 1
-        else lo = rows[rows.length - 1].id + 1
-        await pause()
-      }
+      yield* walk(c.ids.lo, c.ids.hi, where)
       return
     }
     const ids: number[] = []
     if (f.kind) {
-      for (let page = 0; ids.length < left; page++) {
+      while (ids.length < left) {
         const rows = kindPage<{ id: number }>(p, c, f, dir, Math.min(10_000, left - ids.length), ids.length)
         if (!rows.length) break
         for (const r of rows) ids.push(r.id)
@@ -1017,18 +1013,19 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       }
     } else {
       const where = p.textSql ? textWhere(p, c, c.filtered) : all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!
-      ids.push(...(cached(`SELECT e.id FROM ${from} e WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ?`).pluck().all(...where.params, left) as number[]))
+      for (const id of cached(`SELECT e.id FROM ${from} e WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ?`).pluck().iterate(...where.params, left)) ids.push(id as number)
     }
     const byIds = cached(`SELECT ${columns} FROM ${from} e WHERE e.id IN (SELECT value FROM json_each(?))`)
     for (let i = 0; i < ids.length; i += EXPORT_CHUNK) {
       if (i > 0) await pause()
       const chunk = ids.slice(i, i + EXPORT_CHUNK)
-      const byId = new Map((byIds.all(JSON.stringify(chunk)) as R[]).map((r) => [r.id, r]))
-      for (const id of chunk) {
-        const r = byId.get(id)
-        if (r) yield r
-      }
+      const byId = new Map((byIds.raw(raw).all(JSON.stringify(chunk)) as unknown[]).map((r) => [idOf(r), r]))
+      yield chunk.map((id) => byId.get(id)).filter((r) => r !== undefined)
     }
+  }
+
+  async function* iterate<R>(p: Plan, s: Sort, cap: number): AsyncGenerator<R> {
+    for await (const rows of chunks(p, s, cap, false)) yield* rows as R[]
   }
 
   return {
@@ -1048,6 +1045,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       feed: (f: EventFilter, s: Sort, limit: number, offset: number) => feed<EventRow>(eventPlan(f), s, limit, offset),
       count: (f: EventFilter) => (startIndexing(), count(eventPlan(f)).filtered),
       iterate: (f: EventFilter, s: Sort, cap: number) => iterate<EventRow>(eventPlan(f), s, cap),
+      /** The same rows as arrays of EVENT_FIELDS, in chunks (the CSV export). */
+      rawChunks: (f: EventFilter, s: Sort, cap: number) => chunks(eventPlan(f), s, cap, true),
       lastId: () => topId('events'),
     },
     audit: {
@@ -1055,6 +1054,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       feed: (f: AuditFilter, s: Sort, limit: number, offset: number) => feed<AuditTrailRow>(auditPlan(f), s, limit, offset),
       count: (f: AuditFilter) => (startIndexing(), count(auditPlan(f)).filtered),
       iterate: (f: AuditFilter, s: Sort, cap: number) => iterate<AuditTrailRow>(auditPlan(f), s, cap),
+      /** The same rows as arrays of AUDIT_FIELDS, in chunks (the CSV export). */
+      rawChunks: (f: AuditFilter, s: Sort, cap: number) => chunks(auditPlan(f), s, cap, true),
       lastId: () => topId('audit_trail'),
     },
   }

@@ -1,2 +1,280 @@
-// npm run bench -- events
-export {}
+// npm run bench -- events: event queries, the integration feed, the CSV export and the
+// event write path at scale. Seeds a temporary data dir (5,000,000 events of 100,000
+// hosts over 30 days, scripts/seed-events.ts) or uses BENCH_EVENTS_DIR as it is (a dir
+// seeded before: `npm run seed-events -- --events 5000000 --data-dir <dir>`; the write
+// test appends to it), starts the built server on 127.0.0.1 pinned to one core, and
+// loads it with autocannon (10 connections, bounded durations) from the other. Each list
+// case is also timed in-process (the repository call alone: the floor the API cannot go
+// below) and once as a plain SQL query without the index (what the index saves).
+//
+// Settings: BENCH_EVENTS (5000000), BENCH_SECONDS per case (10), BENCH_EVENTS_DIR,
+// BENCH_EXPORT_ROWS (1000000), BENCH_LOG_LEVEL (info, as in production).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import autocannon from 'autocannon'
+import { openDatabase } from '../db/index.js'
+import { eventQueriesRepo } from '../db/event-queries.js'
+import { eventsRepo, type EventInput } from '../db/events.js'
+import { eventFilter } from '../lib/event-filter.js'
+import { projectRoot } from '../lib/paths.js'
+import { seedEvents } from './seed-events.js'
+
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 5_000_000)
+const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
+const EXPORT_ROWS = Number(process.env.BENCH_EXPORT_ROWS ?? 1_000_000)
+const CONNECTIONS = 10
+const PORT = 18083
+const PASSWORD = 'Bench-password-123'
+const PIN = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
+const DAY = 86_400_000
+
+const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b)
+const pct = (xs: number[], p: number) => sorted(xs)[Math.min(xs.length - 1, Math.floor(xs.length * p))]
+const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(0))
+
+function start(env: NodeJS.ProcessEnv, logFile: string): Promise<ChildProcess> {
+  const args = [path.join(projectRoot, 'dist', 'lib', 'server.js')]
+  const log = fs.openSync(logFile, 'a')
+  const [cmd, argv] = PIN ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
+  const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
+  fs.closeSync(log)
+  return new Promise((resolve, reject) => {
+    const poll = setInterval(() => {
+      if (/Server listening/.test(fs.readFileSync(logFile, 'utf8'))) {
+        clearInterval(poll)
+        resolve(child)
+      }
+    }, 20)
+    child.on('exit', (code) => {
+      clearInterval(poll)
+      reject(new Error(`server exited ${code}: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`))
+    })
+  })
+}
+const stop = (child: ChildProcess) => new Promise<void>((r) => { child.removeAllListeners('exit'); child.on('exit', () => r()); child.kill('SIGTERM') })
+
+function memory(pid: number): { rss: number; hwm: number } | null {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+    const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(s)?.[1] ?? NaN)
+    return { rss: kb('VmRSS'), hwm: kb('VmHWM') }
+  } catch {
+    return null
+  }
+}
+
+const given = process.env.BENCH_EVENTS_DIR ? path.resolve(process.env.BENCH_EVENTS_DIR) : null
+const dataDir = given ?? fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-events-'))
+const dbFile = path.join(dataDir, 'prime.sqlite')
+const notes: string[] = []
+const rows: string[] = []
+const loadAtStart = os.loadavg().map((x) => x.toFixed(1)).join(' ')
+const base = `http://127.0.0.1:${PORT}/prime/webui`
+const baseEnv = { PRIME_DATA_DIR: dataDir, PRIME_ADMIN_PASSWORD: PASSWORD, PORT: String(PORT), LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', PRIME_ACCESS_TOKEN_TTL: '3600', PRIME_RATE_LIMIT_MAX: '100000000' }
+
+// ---------------------------------------------------------------------------------------
+// Seed (both cores)
+
+const db = openDatabase(dbFile)
+if (!given) {
+  console.error(`Seeding ${EVENTS} events into ${dataDir} ...`)
+  let last = 0
+  const seeded = await seedEvents(db, {
+    events: EVENTS,
+    onProgress: (phase, done, total) => {
+      if (performance.now() - last > 10_000) {
+        last = performance.now()
+        console.error(`  ${phase} ${done}/${total}`)
+      }
+    },
+  })
+  console.error(`Seeded: ${Object.entries(seeded.phases).map(([k, v]) => `${k} ${(v / 1000).toFixed(1)} s`).join(', ')}`)
+  notes.push(`seeding ${EVENTS} events: ${Object.entries(seeded.phases).map(([k, v]) => `${k} ${(v / 1000).toFixed(0)} s`).join(', ')}`)
+}
+const total = db.prepare('SELECT count(*) FROM events').pluck().get() as number
+const top = db.prepare('SELECT max(id) FROM events').pluck().get() as number
+const newest = db.prepare('SELECT max(created_ms) FROM events').pluck().get() as number
+const repo = eventQueriesRepo(db)
+repo.holdIndexing(true)
+const behind = repo.catchUp()
+if (behind) notes.push(`${behind} records were not indexed yet and were indexed before measuring`)
+
+// Real names from the data: one host's exact source, one site and department, a device vendor.
+const host = db.prepare(`SELECT entity_id, asset_name FROM event_sources WHERE asset_key IS NOT NULL ORDER BY n DESC LIMIT 1 OFFSET 5000`).get() as { entity_id: string; asset_name: string }
+const site = host.asset_name.includes('-') ? host.asset_name.split('-').slice(0, 2).join('-') : 'NYC-FIN'
+const day = (n: number) => new Date(newest - n * DAY).toISOString()
+
+interface Case { name: string; url: string; target: number; floor: () => unknown; plain?: string; vary?: () => string }
+const list = (q: Record<string, string>, sortBy = 'eventID_desc') => () => repo.events.list(eventFilter(q), { field: sortBy.split('_')[0], direction: sortBy.endsWith('asc') ? 'asc' : 'desc' }, 100, 0)
+const feedAt = (from: number, size = 100) => () => repo.events.feed(eventFilter({ FromEventId: String(from) }), { field: 'eventID', direction: 'desc' }, size, 0)
+const qs = (q: Record<string, string>) => new URLSearchParams({ ...q, PageSize: '100' }).toString()
+const bQuery = { MinimumSeverity: 'Warning', FromDate: day(10), ToDate: day(9) }
+const like = (s: string) => `'%${s.replace(/'/g, "''")}%'`
+const globalLike = (s: string) => ['description', 'details', 'entity_id', 'event_code', 'category', 'hashtags', 'asset_name'].map((c) => `${c} LIKE ${like(s)}`).join(' OR ')
+const mid = Math.floor(top / 2)
+const cases: Case[] = [
+  { name: '(a) GetEvents, default sort', url: `/Events/GetEvents?${qs({})}`, target: 20, floor: list({}),
+    plain: 'SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM (SELECT * FROM events ORDER BY id DESC LIMIT 100))' },
+  { name: '(b) MinimumSeverity=Warning + a day (FromDate/ToDate)', url: `/Events/GetEvents?${qs(bQuery)}`, target: 20, floor: list(bQuery),
+    plain: `SELECT count(*) FROM events WHERE severity <= 4 AND created_ms BETWEEN ${Date.parse(day(10))} AND ${Date.parse(day(9))}` },
+  { name: `(c) Source contains a host ("${host.asset_name}")`, url: `/Events/GetEvents?${qs({ Source: host.asset_name })}`, target: 50, floor: list({ Source: host.asset_name }),
+    plain: `SELECT count(*) FROM events WHERE entity_id LIKE ${like(host.asset_name)}` },
+  { name: `(c) Source contains a site and department ("${site}")`, url: `/Events/GetEvents?${qs({ Source: site })}`, target: 50, floor: list({ Source: site }),
+    plain: `SELECT count(*) FROM events WHERE entity_id LIKE ${like(site)}` },
+  { name: '(d) GlobalSearch a vendor ("SanDisk")', url: `/Events/GetEvents?${qs({ GlobalSearch: 'SanDisk' })}`, target: 50, floor: list({ GlobalSearch: 'SanDisk' }),
+    plain: `SELECT count(*) FROM events WHERE ${globalLike('SanDisk')}` },
+  { name: `(d) GlobalSearch a host ("${host.asset_name}")`, url: `/Events/GetEvents?${qs({ GlobalSearch: host.asset_name })}`, target: 50, floor: list({ GlobalSearch: host.asset_name }),
+    plain: `SELECT count(*) FROM events WHERE ${globalLike(host.asset_name)}` },
+  { name: 'GetEventsIntegration from an id (random, backlog up to all), PageSize=100', url: `/Events/GetEventsIntegration?FromEventId=${mid}&PageSize=100`, target: 20, floor: feedAt(mid),
+    plain: `SELECT (SELECT count(*) FROM events WHERE id >= ${mid}), (SELECT count(*) FROM (SELECT * FROM events WHERE id >= ${mid} ORDER BY id LIMIT 100))`,
+    vary: () => `/Events/GetEventsIntegration?FromEventId=${1 + Math.floor(Math.random() * top)}&PageSize=100` },
+  { name: 'GetEventsIntegration near the newest (a poller keeping up), PageSize=10000', url: `/Events/GetEventsIntegration?FromEventId=${top - 5000}&PageSize=10000`, target: 0, floor: feedAt(top - 5000, 10_000) },
+]
+
+/** Median and p99 of one in-process call, over about 2 s (at least 30 runs). */
+function floor(fn: () => unknown): { p50: number; p99: number } {
+  for (let i = 0; i < 3; i++) fn()
+  const times: number[] = []
+  const until = performance.now() + 2000
+  while (times.length < 30 || (performance.now() < until && times.length < 5000)) {
+    const t = performance.now()
+    fn()
+    times.push(performance.now() - t)
+  }
+  return { p50: pct(times, 0.5), p99: pct(times, 0.99) }
+}
+console.error('In-process floors ...')
+const floors = cases.map((c) => floor(c.floor))
+console.error('Plain SQL without the index (once each) ...')
+const plains = cases.map((c) => {
+  if (!c.plain) return null
+  const t = performance.now()
+  db.prepare(c.plain).get()
+  return performance.now() - t
+})
+
+// ---------------------------------------------------------------------------------------
+// Writing events through record(), in transactions as the gateway writes a check-in's
+
+console.error('Write path ...')
+const events = eventsRepo(db)
+const writes: string[] = []
+const sample = db.prepare('SELECT event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon, asset_key, asset_name, peripheral_asset_id FROM events WHERE id > ? LIMIT 1000').raw().all(mid) as unknown[][]
+const inputs: EventInput[] = sample.map(([code, severity, category, entityId, description, details, hashtags, icon, assetKey, assetName, device]) => ({
+  code, severity, category, entityId, description, details, hashtags, peripheralIcon: icon, assetKey, assetName, peripheralAssetId: device,
+} as EventInput))
+let written = 0
+for (const perTx of [10, 100]) {
+  const tx = db.transaction((batch: EventInput[]) => events.record(Date.now(), batch))
+  const t0 = performance.now()
+  let n = 0
+  while (performance.now() - t0 < 5000) {
+    tx(inputs.slice((n % 100) * 10, (n % 100) * 10 + perTx))
+    n++
+  }
+  const secs = (performance.now() - t0) / 1000
+  written += n * perTx
+  writes.push(`| record(), ${perTx} events per transaction (synchronous = FULL) | ${((n * perTx) / secs).toFixed(0)} events/s | ${perTx === 100 ? '>= 50,000/s: ' + ((n * perTx) / secs >= 50_000 ? 'met' : 'MISSED') : ''} |`)
+}
+{
+  const t0 = performance.now()
+  const n = repo.catchUp()
+  const secs = (performance.now() - t0) / 1000
+  writes.push(`| indexing them afterwards (db/event-index.ts, off the write path) | ${(n / secs).toFixed(0)} events/s (${n} events) | |`)
+}
+writes.push('| insert triggers added by migration 008 | none: writing an event is the same single insert | |')
+
+// From here on the load generator (this process) keeps to CPU 0 and the server to CPU 1.
+if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
+db.close()
+
+// ---------------------------------------------------------------------------------------
+// The lists over HTTP
+
+async function login(): Promise<Record<string, string>> {
+  const res = await fetch(`${base}/Auth/LocalLogin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: PASSWORD }) })
+  const { token } = (await res.json()) as { token: string }
+  return { authorization: `Bearer ${token}` }
+}
+async function load(opts: autocannon.Options) {
+  const r = await autocannon({ connections: CONNECTIONS, duration: DURATION, ...opts })
+  const codes = (r as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {}
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, codes }
+}
+
+let server = await start(baseEnv, path.join(dataDir, 'server.log'))
+let auth = await login()
+{
+  // The first query loads the index's counts into memory (once per server start).
+  const t0 = performance.now()
+  await (await fetch(`${base}/Events/GetEvents?PageSize=1`, { headers: auth })).arrayBuffer()
+  notes.push(`the first query after start (loading the index's counts into memory) took ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+}
+rows.push('| case | matches | first request ms | req/s | p50 / p99 ms | ms per request | in-process p50 / p99 ms | per request / in-process | plain SQL, no index, once | target p99 |')
+rows.push('|---|---|---|---|---|---|---|---|---|---|')
+for (const [i, c] of cases.entries()) {
+  const t0 = performance.now()
+  const first = await fetch(base + c.url, { headers: auth })
+  const body = (await first.json().catch(() => null)) as { recordsFiltered?: number; data?: unknown[]; detail?: string } | null
+  const firstMs = performance.now() - t0
+  const f = floors[i]
+  if (first.status !== 200 || !body?.data) {
+    rows.push(`| ${c.name} | ${first.status} ${body?.detail ?? ''} | | | | | | | | |`)
+    continue
+  }
+  const requests = c.vary ? [{ setupRequest: (req: any) => ({ ...req, path: `/prime/webui${c.vary!()}` }) }] : undefined
+  await load({ url: base + c.url, headers: auth, duration: 2, requests }) // warm-up
+  const r = await load({ url: base + c.url, headers: auth, requests })
+  if (r.non2xx || r.errors) notes.push(`${c.name}: ${r.non2xx} non-2xx answers, ${r.errors} errors (${JSON.stringify(r.codes)})`)
+  const perRequest = 1000 / r.rps
+  const plain = plains[i]
+  const target = c.target ? `< ${c.target} ms: ${r.p99 < c.target ? 'met' : 'MISSED'}` : ''
+  rows.push(`| ${c.name} | ${body.recordsFiltered} (page of ${body.data.length}) | ${ms(firstMs)} | ${r.rps.toFixed(0)} | ${r.p50} / ${r.p99} | ${ms(perRequest)} | ${ms(f.p50)} / ${ms(f.p99)} | ${(perRequest / f.p50).toFixed(1)} | ${plain === null ? '' : `${ms(plain)} ms`} | ${target} |`)
+}
+await stop(server)
+
+// ---------------------------------------------------------------------------------------
+// CSV export of EXPORT_ROWS events, on a fresh server process (its peak RSS is the export's)
+
+server = await start(baseEnv, path.join(dataDir, 'server-export.log'))
+auth = await login()
+{
+  await (await fetch(`${base}/Events/GetEvents?PageSize=1`, { headers: auth })).arrayBuffer()
+  const before = memory(server.pid!)
+  let peakRss = before?.rss ?? 0
+  const sampler = setInterval(() => { peakRss = Math.max(peakRss, memory(server.pid!)?.rss ?? 0) }, 10)
+  const t0 = performance.now()
+  const res = await fetch(`${base}/Events/ExportGetEvents`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ FromEventId: Math.max(1, top - EXPORT_ROWS + 1), ToEventId: top }) })
+  let bytes = 0, lines = 0
+  if (res.body) {
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      bytes += chunk.length
+      for (const b of chunk) if (b === 10) lines++
+    }
+  }
+  const wall = (performance.now() - t0) / 1000
+  clearInterval(sampler)
+  const after = memory(server.pid!)
+  const peakMb = Math.max(peakRss, after?.hwm ?? 0) / 1024
+  const rate = (lines - 1) / wall
+  rows.push('', '| CSV export | rows | wall time | rows/s | server peak RSS (VmHWM) | targets |', '|---|---|---|---|---|---|')
+  rows.push(`| ExportGetEvents, the newest ${EXPORT_ROWS} events | ${lines - 1} (${(bytes / 1048576).toFixed(0)} MiB) | ${wall.toFixed(1)} s | ${rate.toFixed(0)} | ${peakMb.toFixed(0)} MB (${((before?.rss ?? 0) / 1024).toFixed(0)} MB before) | >= 150,000 rows/s: ${rate >= 150_000 ? 'met' : 'MISSED'}; < 250 MB: ${peakMb < 250 ? 'met' : 'MISSED'} |`)
+  if (res.status !== 200) notes.push(`export answered ${res.status}`)
+  if (res.headers.get('x-records-filtered') !== String(lines - 1)) notes.push(`export: x-records-filtered ${res.headers.get('x-records-filtered')} for ${lines - 1} data lines (cells with line breaks would explain a difference)`)
+}
+await stop(server)
+if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
+
+console.log(`\n${total} events (${top} the newest id); ${CONNECTIONS} connections, ${DURATION} s per case${PIN ? '; load generator on CPU 0, server on CPU 1' : ''}; ` +
+  `load average ${loadAtStart} at the start, ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} at the end (${os.cpus().length} CPUs).`)
+console.log('"ms per request" is 1000 / req/s at 10 connections (the server\'s time per request), to compare with the in-process call (the repository alone).')
+console.log('"first request" is a cold one (trigram results for the term not kept yet); the load that follows repeats it. The integration case asks from a random id each time.\n')
+for (const r of rows) console.log(r)
+console.log('\n| write path | figure | target |\n|---|---|---|')
+for (const w of writes) console.log(w)
+if (notes.length) {
+  console.log('\nNotes:')
+  for (const n of notes) console.log(`- ${n}`)
+}

@@ -177,6 +177,7 @@ export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventS
       case 'enrolled':
         return hostOnly(kind, `${h.name} enrolled (license Activated).`)
     }
+    throw new Error(`no event of kind ${kind}`)
   }
 
   // Secondary indexes are built once at the end; the journal and fsyncs are not needed
