@@ -497,8 +497,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
           }
           n += count
         }
-        const bLo = block * size
-        const bHi = Math.min(bLo + size - 1, sum.indexed)
+        // Ids start at 1: block 0 holds no id 0.
+        const bLo = Math.max(1, block * size)
+        const bHi = Math.min(block * size + size - 1, sum.indexed)
         const sLo = Math.max(bLo, lo)
         const sHi = Math.min(bHi, hi)
         const partial = sLo !== bLo || sHi !== bHi
@@ -522,7 +523,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
    */
   function idsOfTimes(p: Plan, sum: Summary): Range {
     if (!p.times) return p.ids
-    const segs = segments({ ...p, kindOk: null, kindSql: null, textSql: null }, sum, null)
+    const segs = segments({ ...p, kindOk: null, kindSql: null, textSql: null }, sum, null, LEVEL_SHIFT.length - 1)
     const top = topId(p.table)
     const lo = segs.length ? segs[0].lo : sum.indexed + 1
     const hi = top > sum.indexed ? top : segs.length ? segs[segs.length - 1].hi : 0
@@ -758,7 +759,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     if (p.empty) return { filtered: 0, sum, kinds, ids: { lo: 1, hi: 0 }, segments: [], tail: 0 }
     const tailLo = Math.max(p.ids.lo, sum.indexed + 1)
     if (!p.textSql) {
-      const segs = segments(p, sum, kinds)
+      const segs = segments(p, sum, kinds, LEVEL_SHIFT.length - 1)
       const tail = countRows(p, tailLo, p.ids.hi)
       return { filtered: segs.reduce((a, s) => a + s.n, 0) + tail, sum, kinds, ids: p.ids, segments: segs, tail }
     }
@@ -927,9 +928,13 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const order = orderSql(f, dir)
     if (p.textSql) return rowsOf<R>(p, textWhere(p, c, c.filtered), order, limit, offset)
     if (c.filtered <= SEEK_MAX) {
-      // Few matches: find them all and sort them (through the code index when it reads fewer rows).
+      // Few matches: find them all through the code index and sort them, unless walking
+      // the time index in order reaches the page sooner (rows in order are cheaper to read
+      // than rows sought one by one and sorted).
       const seek = codeSeek(p, c)
-      if (seek && seek.rows <= 4 * SEEK_MAX) return rowsOf<R>(p, codeWhere(p, seek.codes, c.sum.indexed), order, limit, offset)
+      const span = Math.max(1, Math.min(p.ids.hi, topId(p.table)) - p.ids.lo + 1)
+      const walk = isTimeSort(f) ? ((offset + limit) * span) / Math.max(1, c.filtered) : Infinity
+      if (seek && seek.rows <= 4 * SEEK_MAX && seek.rows * 3 < walk) return rowsOf<R>(p, codeWhere(p, seek.codes, c.sum.indexed), order, limit, offset)
     }
     // A time order walks the time index (no sort); other fields have no index and are sorted.
     return rowsOf<R>(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset)
