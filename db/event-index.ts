@@ -111,6 +111,8 @@ export interface Summary {
   blocks: Map<number, Cell[]>[]
   docs: { kind: Column; source: Column; n: Column; size: number }
   sources: { n: Column; key: (string | null)[]; size: number }
+  /** Whether `docs` and `sources` are read yet: only text filters need them (millions of rows take seconds). */
+  texts: boolean
 }
 
 export interface IndexerOptions {
@@ -143,6 +145,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     blocks: LEVEL_SHIFT.map(() => new Map()),
     docs: { kind: new Column(), source: new Column(), n: new Column(), size: 0 },
     sources: { n: new Column(), key: [], size: 0 },
+    texts: false,
   })
   const addCell = (blocks: Map<number, Cell[]>, block: number, kind: number, n: number, min: number, max: number) => {
     let cells = blocks.get(block)
@@ -160,7 +163,11 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     for (const [level, block, kind, n, min, max] of db.prepare(`SELECT level, block, kind, n, min_ms, max_ms FROM ${rollupTable[table]}`).raw().iterate() as IterableIterator<number[]>) {
       addCell(sum.blocks[level], block, kind, n, min, max)
     }
-    if (table === 'events') {
+    return sum
+  }
+  /** Reads the documents' and sources' counts into a summary (they match its mark: the tables are at the same one). */
+  function loadTexts(sum: Summary) {
+    {
       for (const [id, kind, source, n] of db.prepare('SELECT id, kind, source, n FROM event_docs').raw().iterate() as IterableIterator<number[]>) {
         sum.docs.kind.set(id, kind)
         sum.docs.source.set(id, source)
@@ -173,7 +180,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
         sum.sources.size = Math.max(sum.sources.size, id + 1)
       }
     }
-    return sum
+    sum.texts = true
   }
   const setIndexed = db.prepare<[number, string]>('UPDATE record_index_state SET indexed = ?, stale = 0 WHERE name = ?')
 
@@ -344,6 +351,9 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       return
     }
     for (const [level, block, kind, n, min, max] of d.cells.values()) addCell(sum.blocks[level], block, kind, n, min, max)
+    sum.indexed = d.to
+    // Documents and sources not read yet are read from their tables when first needed.
+    if (!sum.texts) return
     for (const [id, kind, source] of d.newDocs) {
       sum.docs.kind.set(id, kind)
       sum.docs.source.set(id, source)
@@ -355,7 +365,6 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     }
     for (const [id, n] of d.docs) sum.docs.n.set(id, sum.docs.n.get(id) + n)
     for (const [id, n] of d.sources) sum.sources.n.set(id, sum.sources.n.get(id) + n)
-    sum.indexed = d.to
   }
 
   return {
@@ -364,11 +373,15 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
      * The counts in memory, exact up to their `indexed` mark (loaded on first use; loaded
      * again when the mark moved without this process, or the index started over).
      */
-    summary(table: RecordTable): Summary {
+    summary(table: RecordTable, texts = false): Summary {
       const s = state.get(table)!
       const indexed = s.stale ? 0 : s.indexed
       let sum = summaries[table]
       if (!sum || sum.indexed !== indexed) sum = summaries[table] = indexed === 0 ? emptySummary(0) : load(table, indexed)
+      if (texts && !sum.texts && table === 'events') {
+        if (indexed === 0) sum.texts = true
+        else loadTexts(sum)
+      }
       return sum
     },
     /** The high-water mark: records with ids up to it are counted in the index (0 while it starts over). */

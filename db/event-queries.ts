@@ -754,7 +754,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   }
 
   function count(p: Plan): Counted {
-    const sum = indexer.summary(p.table)
+    const sum = indexer.summary(p.table, p.text !== null)
     const kinds = kindSet(p)
     if (p.empty) return { filtered: 0, sum, kinds, ids: { lo: 1, hi: 0 }, segments: [], tail: 0 }
     const tailLo = Math.max(p.ids.lo, sum.indexed + 1)
