@@ -40,7 +40,7 @@ const auditPdfColumns: PdfColumn<AuditTrailRow>[] = [
 ]
 
 // The CSV rules of lib/csv.ts (RFC 4180, CRLF, empty nulls, true/false, formula cells
-// defused, numbers left alone), written directly from the rows as arrays: csv-stringify
+// defused and quoted, numbers left alone), written directly from the rows as arrays: csv-stringify
 // and a view object per row spend about 15 µs a row, which would hold a million-row
 // export under 70,000 rows a second.
 const FORMULA = /^[=+\-@\t\r\uFF1D\uFF0B\uFF0D\uFF20]/
@@ -49,8 +49,9 @@ function csvCell(v: unknown): string {
   if (v === null || v === undefined) return ''
   if (typeof v === 'number') return String(v)
   if (typeof v === 'boolean') return v ? 'true' : 'false'
-  let s = typeof v === 'string' ? v : JSON.stringify(v)
-  if (FORMULA.test(s)) s = `'${s}`
+  const s = typeof v === 'string' ? v : JSON.stringify(v)
+  // A defused formula is quoted too (the contract's rule), whatever else it holds.
+  if (FORMULA.test(s)) return `"'${s.replace(/"/g, '""')}"`
   return QUOTE.test(s) ? `"${s.replace(/"/g, '""')}"` : s
 }
 
