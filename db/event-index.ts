@@ -273,6 +273,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     return id
   }
 
+  const latestRecord = { events: db.prepare('SELECT max(id) FROM events').pluck(), audit_trail: db.prepare('SELECT max(id) FROM audit_trail').pluck() }
   const eventBatch = db.prepare<[number, number], unknown[]>(
     `SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name,
        peripheral_asset_id, details FROM events WHERE id > ? ORDER BY id LIMIT ?`,
@@ -295,6 +296,9 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   /** Indexes up to `max` more records of `table`, in one transaction; answers how many. */
   const step = (table: RecordTable, max: number): number => {
     pending = null
+    // Nothing new (the usual case between bursts): no write transaction at all.
+    const s0 = state.get(table)!
+    if (!s0.stale && ((latestRecord[table].get() as number | null) ?? 0) <= s0.indexed) return 0
     const n = db.transaction(() => {
       // Read inside the write transaction: two indexers (say, the server and a script)
       // take turns and never count a record twice.
