@@ -276,10 +276,10 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   const latestRecord = { events: db.prepare('SELECT max(id) FROM events').pluck(), audit_trail: db.prepare('SELECT max(id) FROM audit_trail').pluck() }
   const eventBatch = db.prepare<[number, number], unknown[]>(
     `SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name,
-       peripheral_asset_id, details FROM events WHERE id > ? ORDER BY id LIMIT ?`,
+       peripheral_asset_id, details FROM events NOT INDEXED WHERE id > ? ORDER BY id LIMIT ?`,
   ).raw()
   const auditBatch = db.prepare<[number, number], unknown[]>(
-    `SELECT id, created_ms, ${kindColumns.audit_trail.join(', ')} FROM audit_trail WHERE id > ? ORDER BY id LIMIT ?`,
+    `SELECT id, created_ms, ${kindColumns.audit_trail.join(', ')} FROM audit_trail NOT INDEXED WHERE id > ? ORDER BY id LIMIT ?`,
   ).raw()
 
   /** Starts over after indexed records changed: counts are zeroed; the dictionaries stay valid. */

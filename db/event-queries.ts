@@ -410,6 +410,11 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   // The events' own indexes (migration 003): by asset, and by event code and time.
   const byAsset = hasIndex('events_asset') ? 'INDEXED BY events_asset' : ''
   const byCode = hasIndex('events_code') ? 'INDEXED BY events_code' : ''
+  // The time indexes (migrations 001 and 003): a time order walks them.
+  const byTime = {
+    events: hasIndex('events_created') ? 'INDEXED BY events_created' : '',
+    audit_trail: hasIndex('audit_trail_created') ? 'INDEXED BY audit_trail_created' : '',
+  }
 
   // ---- background indexing ----
   let running = false
@@ -462,9 +467,12 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   function countRows(p: Plan, lo: number, hi: number): number {
     if (lo > hi) return 0
     const w = all([rangeCond(p, lo, hi), pred(p)])!
-    return cached(`SELECT count(*) FROM ${tables[p.table].from} e WHERE ${w.sql}`).pluck().get(...w.params) as number
+    return cached(`SELECT count(*) FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`).pluck().get(...w.params) as number
   }
-  const rowsOf = <R>(p: Plan, where: Cond, order: string, limit: number, offset: number, from = ''): R[] =>
+  // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
+  // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
+  // lets it use the ids (rowid ranges and lookups); the time order names its index.
+  const rowsOf = <R>(p: Plan, where: Cond, order: string, limit: number, offset: number, from = 'NOT INDEXED'): R[] =>
     cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
       .all(...where.params, limit, offset) as R[]
 
@@ -534,7 +542,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   function countAll(table: RecordTable, sum: Summary): number {
     let n = 0
     for (const cells of sum.blocks[LEVEL_SHIFT.length - 1].values()) for (const c of cells) n += c[1]
-    return n + (cached(`SELECT count(*) FROM ${table} WHERE id > ?`).pluck().get(sum.indexed) as number)
+    return n + (cached(`SELECT count(*) FROM ${table} NOT INDEXED WHERE id > ?`).pluck().get(sum.indexed) as number)
   }
 
   // ---- text (events) ----
@@ -733,7 +741,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       params.push(lo, hi)
     }
     // One range (two lower bounds would let SQLite pick the wrong one and scan).
-    parts.push('SELECT id FROM events WHERE id BETWEEN ? AND ?')
+    parts.push('SELECT id FROM events NOT INDEXED WHERE id BETWEEN ? AND ?')
     params.push(Math.max(lo, indexed + 1), hi)
     return { sql: `e.id IN (${parts.join(' UNION ALL ')})`, params }
   }
@@ -817,7 +825,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const times = p.times ? ' AND created_ms BETWEEN ? AND ?' : ''
     const tp = p.times ? [p.times.lo, p.times.hi] : []
     const seek: Cond = {
-      sql: `e.id IN (SELECT id FROM events ${byCode} WHERE event_code IN (${codes.map(() => '?').join(', ')})${times} UNION ALL SELECT id FROM events WHERE id > ?)`,
+      sql: `e.id IN (SELECT id FROM events ${byCode} WHERE event_code IN (${codes.map(() => '?').join(', ')})${times} UNION ALL SELECT id FROM events NOT INDEXED WHERE id > ?)`,
       params: [...codes, ...tp, indexed],
     }
     return all([rangeCond(p, p.ids.lo, p.ids.hi, 'both'), seek, pred(p)])!
@@ -880,7 +888,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const rank = (v: unknown) => (v === null || v === undefined ? null : f.rank!(v))
     // The values of the kinds, and of records above the mark (kinds not indexed yet).
     const values: unknown[] = [...kinds.values()].map((k) => k[column] ?? null)
-    values.push(...(cached(`SELECT DISTINCT ${column} FROM ${tables[p.table].from} WHERE id > ?`).pluck().all(c.sum.indexed) as unknown[]))
+    values.push(...(cached(`SELECT DISTINCT ${column} FROM ${tables[p.table].from} NOT INDEXED WHERE id > ?`).pluck().all(c.sum.indexed) as unknown[]))
     // Values equal under the rank (text differing in case only) are one group.
     const groups = new Map<string, { rank: string | number | null; values: Set<unknown> }>()
     for (const v of values) {
@@ -937,7 +945,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       if (seek && seek.rows <= 4 * SEEK_MAX && seek.rows * 3 < walk) return rowsOf<R>(p, codeWhere(p, seek.codes, c.sum.indexed), order, limit, offset)
     }
     // A time order walks the time index (no sort); other fields have no index and are sorted.
-    return rowsOf<R>(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset)
+    return rowsOf<R>(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset, isTimeSort(f) ? byTime[p.table] : 'NOT INDEXED')
   }
 
   function list<R>(p: Plan, s: Sort, limit: number, offset: number): ListAnswer<R> {
@@ -981,7 +989,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const { from, columns } = tables[p.table]
     const idOf = raw ? (r: any) => r[0] as number : (r: any) => r.id as number
     const read = (where: Cond, order: string, limit: number): unknown[] =>
-      cached(`SELECT ${columns} FROM ${from} e WHERE ${where.sql} ORDER BY ${order} LIMIT ?`).raw(raw).all(...where.params, limit)
+      cached(`SELECT ${columns} FROM ${from} e NOT INDEXED WHERE ${where.sql} ORDER BY ${order} LIMIT ?`).raw(raw).all(...where.params, limit)
     const c = count(p)
     let left = Math.min(cap, c.filtered)
     /** Walks [lo, hi] in id order, a chunk at a time. */
@@ -1018,9 +1026,10 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       }
     } else {
       const where = p.textSql ? textWhere(p, c, c.filtered) : all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!
-      for (const id of cached(`SELECT e.id FROM ${from} e WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ?`).pluck().iterate(...where.params, left)) ids.push(id as number)
+      const access = isTimeSort(f) && !p.textSql ? byTime[p.table] : 'NOT INDEXED'
+      for (const id of cached(`SELECT e.id FROM ${from} e ${access} WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ?`).pluck().iterate(...where.params, left)) ids.push(id as number)
     }
-    const byIds = cached(`SELECT ${columns} FROM ${from} e WHERE e.id IN (SELECT value FROM json_each(?))`)
+    const byIds = cached(`SELECT ${columns} FROM ${from} e NOT INDEXED WHERE e.id IN (SELECT value FROM json_each(?))`)
     for (let i = 0; i < ids.length; i += EXPORT_CHUNK) {
       if (i > 0) await pause()
       const chunk = ids.slice(i, i + EXPORT_CHUNK)
