@@ -36,7 +36,8 @@ const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(0))
 
 function start(env: NodeJS.ProcessEnv, logFile: string): Promise<ChildProcess> {
   const args = [path.join(projectRoot, 'dist', 'lib', 'server.js')]
-  const log = fs.openSync(logFile, 'a')
+  // A fresh log: a data dir used again holds the last run's "Server listening".
+  const log = fs.openSync(logFile, 'w')
   const [cmd, argv] = PIN ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
   const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
   fs.closeSync(log)

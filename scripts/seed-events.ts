@@ -263,20 +263,28 @@ async function main() {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   const file = path.join(dataDir, 'prime.sqlite')
   const db = openDatabase(file)
-  const bars = new cliProgress.MultiBar({
-    format: '{phase} |{bar}| {percentage}% | {value}/{total} events | {duration_formatted} elapsed, ETA {eta_formatted}',
-    stream: process.stderr,
-    hideCursor: true,
-  }, cliProgress.Presets.shades_classic)
-  const bar = { write: bars.create(events, 0, { phase: 'writing ' }), index: bars.create(events, 0, { phase: 'indexing' }) }
+  // One bar per phase: writing the rows, then indexing them.
+  const bars: Partial<Record<'write' | 'index', cliProgress.SingleBar>> = {}
+  const barFor = (phase: 'write' | 'index', total: number) => {
+    let bar = bars[phase]
+    if (!bar) {
+      if (phase === 'index') bars.write?.stop()
+      bar = bars[phase] = new cliProgress.SingleBar({
+        format: `${phase === 'write' ? 'writing ' : 'indexing'} |{bar}| {percentage}% | {value}/{total} events | {duration_formatted} elapsed, ETA {eta_formatted}`,
+        stream: process.stderr,
+        hideCursor: true,
+      }, cliProgress.Presets.shades_classic)
+      bar.start(total, 0)
+    }
+    bar.setTotal(total)
+    return bar
+  }
   let result: EventSeedResult
   try {
-    result = await seedEvents(db, { events, hosts, days, seed, onProgress: (p, done, total) => {
-      bar[p].setTotal(total)
-      bar[p].update(done)
-    } })
+    result = await seedEvents(db, { events, hosts, days, seed, onProgress: (p, done, total) => barFor(p, total).update(done) })
   } finally {
-    bars.stop()
+    bars.write?.stop()
+    bars.index?.stop()
     db.close()
   }
   const s = (ms: number) => (ms / 1000).toFixed(1) + ' s'
