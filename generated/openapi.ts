@@ -6432,28 +6432,6 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The operation is part of the contract but not available in this version. */
-        NotImplemented: {
-            headers: {
-                "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
-                "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
-                "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
-                [name: string]: unknown;
-            };
-            content: {
-                /**
-                 * @example {
-                 *       "type": "urn:prime:problem:not-implemented",
-                 *       "title": "Not implemented",
-                 *       "status": 501,
-                 *       "detail": "Operation GetEvents is not available in this version.",
-                 *       "instance": "/prime/webui/Events/GetEvents",
-                 *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11"
-                 *     }
-                 */
-                "application/problem+json": components["schemas"]["Problem"];
-            };
-        };
     };
     parameters: {
         /**
