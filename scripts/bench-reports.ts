@@ -6,7 +6,7 @@
 // is answered while the run goes on, against the same read on the idle server.
 //
 // Settings: BENCH_AGENTS (100000), BENCH_PERIPHERALS_PER_AGENT (10), BENCH_ROUNDS (3),
-// BENCH_LOG_LEVEL (info, as in production), BENCH_SEEDED_DB (a prime.sqlite seeded before,
+// BENCH_LOG_LEVEL (info, as in production), BENCH_PORT (18097), BENCH_SEEDED_DB (a prime.sqlite seeded before,
 // e.g. by npm run seed: copied, never changed, instead of seeding again).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
@@ -19,7 +19,7 @@ import { seedFleet } from './seed.js'
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 100_000)
 const PER_AGENT = Number(process.env.BENCH_PERIPHERALS_PER_AGENT ?? 10)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
-const PORT = 18083
+const PORT = Number(process.env.BENCH_PORT ?? 18097)
 const PASSWORD = 'Bench-password-123'
 const PIN = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
 const TARGETS = { CSV: 3, PDF: 15 }

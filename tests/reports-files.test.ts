@@ -7,6 +7,7 @@ import path from 'node:path'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import type { AuditRow } from '../db/audit.js'
+import { agentView } from '../db/agents.js'
 import { csvStream } from '../lib/csv.js'
 import { csvText } from '../lib/reports/csv.js'
 import { build, call, login } from './helpers.js'
@@ -43,6 +44,11 @@ t.test('agents inventory: CSV and PDF', async (t) => {
   const host = rows[0].indexOf('hostIdentifier')
   t.same(rows.slice(1).map((r) => r[host]).sort(), [`'=HYPERLINK("http://evil.example","x")`, 'FIN-LT-001'], 'the filter applied; a formula is defused')
   t.equal(rows[1][rows[0].indexOf('operationalStatus')], 'Armed')
+  // Reports read only the columns the view shows: the view of such a row is the view of the whole row.
+  const ids = app.db.prepare('SELECT id FROM agents ORDER BY id DESC').pluck().all() as number[]
+  const read: unknown[] = []
+  for await (const row of app.repos.reports.agents(ids)) read.push(agentView(row))
+  t.same(read, ids.map((id) => agentView(app.repos.agents.byId(id)!)), 'in the order asked')
 
   const pdf = await createReport(app, token, { name: 'All agents', type: 'agentsInventory', format: 'PDF', description: 'For the auditors.', schedule: { frequency: 'weekly', dayOfWeek: 'Monday', timeOfDay: '07:30', timeZone: 'Europe/Paris' } })
   const prun = await runNow(app, token, pdf.id)

@@ -114,6 +114,9 @@ function pdfShell(ctx: RunContext, figures: PdfFigure[], tables: PdfTable[], per
   }
 }
 
+/** Lets other requests run (after a read of every matching id, say). */
+const turn = () => new Promise((resolve) => setImmediate(resolve))
+
 const fig = (label: string, value: number | string): PdfFigure => ({ label, value: typeof value === 'number' ? n(value) : value })
 
 async function* take<T>(rows: AsyncIterable<T>, max: number): AsyncGenerator<T> {
@@ -170,6 +173,7 @@ async function agentsPdf(ctx: RunContext): Promise<PdfReport> {
   const filter = agentFilter(ctx.definition.filters)
   const t = await repos.reports.agentTotals(filter, ctx.signal)
   const ids = repos.exports.agentIds(filter, BY_HOST)
+  await turn()
   const figures = [
     fig('Agents', t.agents),
     fig('Connected', t.connected),
@@ -183,7 +187,7 @@ async function agentsPdf(ctx: RunContext): Promise<PdfReport> {
     noun: 'agents',
     columns: agentColumns(zoneOf(ctx.definition)),
     total: ids.length,
-    rows: agentViews(repos.exports.agents(ids.slice(0, PDF_MAX_ROWS + 1))),
+    rows: agentViews(repos.reports.agents(ids.slice(0, PDF_MAX_ROWS + 1), ctx.signal)),
     maxRows: PDF_MAX_ROWS,
     cutNote: CSV_NOTE,
     empty: 'No agent matches the filters.',
@@ -196,7 +200,7 @@ function agentsCsv(ctx: RunContext): CsvContent {
   const ids = repos.exports.agentIds(agentFilter(ctx.definition.filters), BY_HOST)
   return {
     columns: Object.keys(contract.spec.components.schemas.AgentViewResource.properties),
-    rows: agentViews(repos.exports.agents(ids.slice(0, CSV_MAX_ROWS + 1))),
+    rows: agentViews(repos.reports.agents(ids.slice(0, CSV_MAX_ROWS + 1), ctx.signal)),
   }
 }
 
@@ -246,6 +250,7 @@ async function peripheralsPdf(ctx: RunContext): Promise<PdfReport> {
   const f = peripheralFilters(ctx.definition.filters)
   const t = await repos.reports.peripheralTotals({ ...f.peripherals, ...f.agents }, f.extra, ctx.signal)
   const ids = repos.exports.agentIds(f.agents, BY_HOST)
+  await turn()
   const figures = [
     fig('Peripherals', t.peripherals),
     fig('Hosts', t.hosts),
@@ -466,7 +471,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
   const lines = new Map<InsightSection, InsightLine[]>()
   const figures: PdfFigure[] = []
   for (const section of sections) {
-    await new Promise((resolve) => setImmediate(resolve))
+    await turn()
     ctx.signal.throwIfAborted()
     if (section === 'classificationSummary') {
       const c = insights.classification()

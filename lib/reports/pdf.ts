@@ -73,6 +73,8 @@ const ROW_HEIGHT = 13
 const HEADER_HEIGHT = 17
 const HEADING_HEIGHT = 16
 const TABLE_GAP = 12
+/** Table lines drawn between two turns of the event loop. */
+const LINES_PER_TURN = 12
 const PADDING = 4
 const FOOTER_Y = PAGE.height - PAGE.margin + 6
 const TABLE_BOTTOM = PAGE.height - PAGE.margin - 6
@@ -247,6 +249,7 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
 
   let drawn = 0
   let truncated = false
+  let sincePause = 0
   for (const { table, rows, total, closing } of tables) {
     const width = CONTENT_WIDTH * (table.width ?? 1)
     const scale = width / table.columns.reduce((n, c) => n + c.width, 0)
@@ -279,6 +282,10 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
         await nextPage()
         heading(true)
         header()
+      } else if (++sincePause === LINES_PER_TURN) {
+        // A page of text takes several milliseconds to draw: other requests run in between.
+        sincePause = 0
+        await pause()
       }
       draw(y)
       y += ROW_HEIGHT
