@@ -224,7 +224,7 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
     const shown = Math.min(rows.length, table.maxRows)
     // Beyond the cap, `total` counts them; below it, the rows read are all there is (some may have gone meanwhile).
     const total = rows.length > table.maxRows ? Math.max(table.total, rows.length) : rows.length
-    const closing = shown === 0 ? table.empty ?? `No ${table.noun}.` : total > shown ? `${(total - shown).toLocaleString('en-US')} more ${table.noun} not listed here${table.cutNote ? `; ${table.cutNote}` : '.'}` : null
+    const closing = shown === 0 ? table.empty ?? `No ${table.noun}.` : total > shown ? `${(total - shown).toLocaleString('en-US')} more ${table.noun} not listed here${table.cutNote ? `; ${table.cutNote}.` : '.'}` : null
     tables.push({ table, rows: rows.slice(0, shown), total, closing })
   }
   const pages = countPages(y, tables)
