@@ -68,6 +68,8 @@ function memory(pid: number): { rss: number; hwm: number } | null {
 const pidOf = (child: ChildProcess) => child.pid!
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-reports-'))
+// A failed run leaves no copy of the fleet behind either.
+process.on('exit', () => fs.rmSync(dataDir, { recursive: true, force: true }))
 const base = `http://127.0.0.1:${PORT}/prime/webui`
 const env = {
   PRIME_DATA_DIR: dataDir,
