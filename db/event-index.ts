@@ -109,10 +109,41 @@ export interface Summary {
   indexed: number
   /** By level: block -> cells. */
   blocks: Map<number, Cell[]>[]
-  docs: { kind: Column; source: Column; n: Column; size: number }
+  docs: { kind: Column; source: Column; n: Column; size: number; bySource: BySource }
   sources: { n: Column; key: (string | null)[]; size: number }
   /** Whether `docs` and `sources` are read yet: only text filters need them (millions of rows take seconds). */
   texts: boolean
+}
+
+/**
+ * The documents of each source: a compact list built when the documents are read
+ * (offsets per source into one array of document ids), and the documents added since.
+ */
+export class BySource {
+  offsets = new Int32Array(1)
+  ids = new Int32Array(0)
+  extra = new Map<number, number[]>()
+  build(sourceOf: Int32Array, docs: number, sources: number) {
+    const counts = new Int32Array(sources + 1)
+    for (let id = 1; id < docs; id++) counts[sourceOf[id]]++
+    this.offsets = new Int32Array(sources + 2)
+    for (let s = 0; s <= sources; s++) this.offsets[s + 1] = this.offsets[s] + counts[s]
+    const fill = this.offsets.slice(0, sources + 1)
+    this.ids = new Int32Array(this.offsets[sources + 1])
+    for (let id = 1; id < docs; id++) this.ids[fill[sourceOf[id]]++] = id
+    this.extra.clear()
+  }
+  add(source: number, doc: number) {
+    const list = this.extra.get(source)
+    if (list) list.push(doc)
+    else this.extra.set(source, [doc])
+  }
+  /** Calls `visit` with each document of the source. */
+  each(source: number, visit: (doc: number) => void) {
+    if (source + 1 < this.offsets.length) for (let i = this.offsets[source]; i < this.offsets[source + 1]; i++) visit(this.ids[i])
+    const more = this.extra.get(source)
+    if (more) for (const doc of more) visit(doc)
+  }
 }
 
 export interface IndexerOptions {
@@ -143,7 +174,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   const emptySummary = (indexed: number): Summary => ({
     indexed,
     blocks: LEVEL_SHIFT.map(() => new Map()),
-    docs: { kind: new Column(), source: new Column(), n: new Column(), size: 0 },
+    docs: { kind: new Column(), source: new Column(), n: new Column(), size: 0, bySource: new BySource() },
     sources: { n: new Column(), key: [], size: 0 },
     texts: false,
   })
@@ -179,6 +210,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
         sum.sources.key[id] = key
         sum.sources.size = Math.max(sum.sources.size, id + 1)
       }
+      sum.docs.bySource.build(sum.docs.source.data, sum.docs.size, sum.sources.size)
     }
     sum.texts = true
   }
@@ -361,6 +393,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     for (const [id, kind, source] of d.newDocs) {
       sum.docs.kind.set(id, kind)
       sum.docs.source.set(id, source)
+      sum.docs.bySource.add(source, id)
       sum.docs.size = Math.max(sum.docs.size, id + 1)
     }
     for (const [id, key] of d.newSources) {

@@ -553,7 +553,6 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   const sourceTexts = db.prepare<[string], { id: number; entity_id: string; asset_key: string | null; asset_name: string | null }>(
     'SELECT id, entity_id, asset_key, asset_name FROM event_sources WHERE id IN (SELECT value FROM json_each(?))',
   )
-  const docsOfSources = db.prepare<[string], number>('SELECT id FROM event_docs WHERE source IN (SELECT value FROM json_each(?))').pluck()
 
   // Trigram results by term, least recently used first; dictionaries only grow (and their
   // texts never change), so an entry stays right and only needs the ids added since.
@@ -599,30 +598,26 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   }
 
   // Membership marks by id, reused from query to query (a new generation clears them).
-  const marks = () => {
-    let at = new Int32Array(1024)
-    let gen = 0
-    return {
-      clear(size: number) {
-        if (at.length < size) at = new Int32Array(Math.max(size, at.length * 2))
-        if (++gen >= 2 ** 31 - 1) {
-          at.fill(0)
-          gen = 1
-        }
-      },
-      add(ids: Iterable<number>) {
-        for (const id of ids) at[id] = gen
-      },
-      has: (id: number) => at[id] === gen,
-      /** Marks `id`; answers whether it was marked already. */
-      seen(id: number) {
-        if (at[id] === gen) return true
-        at[id] = gen
-        return false
-      },
+  class Marks {
+    at = new Int32Array(1024)
+    gen = 0
+    clear(size: number) {
+      if (this.at.length < size) this.at = new Int32Array(Math.max(size, this.at.length * 2))
+      if (++this.gen >= 2 ** 31 - 1) {
+        this.at.fill(0)
+        this.gen = 1
+      }
+      return this
+    }
+    add(ids: Iterable<number>) {
+      for (const id of ids) this.at[id] = this.gen
+      return this
+    }
+    has(id: number) {
+      return this.at[id] === this.gen
     }
   }
-  const docSeen = marks(), docIn = marks(), docInGlobal = marks(), sourceSeen = marks(), sourceIn = marks(), sourceInGlobal = marks()
+  const docSeen = new Marks(), docIn = new Marks(), docInGlobal = new Marks(), sourceSeen = new Marks(), sourceIn = new Marks(), sourceInGlobal = new Marks()
 
   interface TextCount {
     /** Indexed matches. */
@@ -633,11 +628,23 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     seekRows: number
   }
 
-  /** The indexed events matching the text (and kind) conditions, from the documents' counts in memory. */
+  /**
+   * The indexed events matching the text (and kind) conditions, from the documents'
+   * counts in memory: one pass over the matching documents' ids, typed arrays only (a
+   * broad term matches hundreds of thousands of documents).
+   */
   function textCount(p: Plan, sum: Summary, kinds: number[] | null): TextCount {
     const t = p.text!
     const { docs, sources: srcs } = sum
-    const kindAllowed = kinds ? new Set(kinds) : null
+    const nOf = docs.n.data, kindOf = docs.kind.data, sourceOf = docs.source.data
+    let kindTop = 0
+    for (const k of indexer.kinds('events').keys()) kindTop = Math.max(kindTop, k)
+    const mask = (ids: Iterable<number>) => {
+      const m = new Uint8Array(kindTop + 1)
+      for (const k of ids) if (k <= kindTop) m[k] = 1
+      return m
+    }
+    const kindAllowed = kinds ? mask(kinds) : null
     // Each condition's matches; several on one dictionary must all hold (counted per id).
     const both = (lists: number[][]): number[] | null => {
       if (!lists.length) return null
@@ -648,14 +655,16 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     }
     const S = both(t.source.map((x) => matchSources(x.match, x.columns)))
     const D = both(t.doc.map((x) => matchDocs(x.match, x.column)))
-    sourceIn.clear(srcs.size)
-    if (S) sourceIn.add(S)
-    docIn.clear(docs.size)
-    if (D) docIn.add(D)
     let n = 0
+    // Sources with matches, gathered while a seek through them may still pay.
     const matched: number[] = []
     sourceSeen.clear(srcs.size)
-    /** A seek through the asset index only pays with few matches: keys are gathered then only. */
+    const noteSource = (source: number) => {
+      if (n <= SEEK_MAX && sourceSeen.at[source] !== sourceSeen.gen) {
+        sourceSeen.at[source] = sourceSeen.gen
+        matched.push(source)
+      }
+    }
     const seekOf = (): TextCount => {
       if (n > SEEK_MAX || matched.length > SEEK_SOURCES) return { n, keys: null, seekRows: Infinity }
       const keys = new Set<string | null>()
@@ -672,53 +681,74 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
         const c = srcs.n.get(id)
         if (c > 0) {
           n += c
-          matched.push(id)
+          noteSource(id)
         }
       }
       return seekOf()
     }
-    let Kg: Set<number> | null = null
+    sourceIn.clear(srcs.size)
+    if (S) sourceIn.add(S)
+    docIn.clear(docs.size)
+    if (D) docIn.add(D)
+    let global: Uint8Array | null = null
     if (t.global) {
       const g = t.global
-      Kg = new Set()
+      const hits: number[] = []
       for (const [id, k] of indexer.kinds('events')) {
-        if ([k.description, k.event_code, k.category, severityNames[k.severity], k.hashtags].some((v) => g.test(v))) Kg.add(id)
+        if ([k.description, k.event_code, k.category, severityNames[k.severity], k.hashtags].some((v) => g.test(v))) hits.push(id)
       }
-      sourceInGlobal.clear(srcs.size)
-      sourceInGlobal.add(matchSources(g, ['entity_id', 'asset_name']))
-      docInGlobal.clear(docs.size)
-      docInGlobal.add(matchDocs(g, 'details'))
+      global = mask(hits)
+      sourceInGlobal.clear(srcs.size).add(matchSources(g, ['entity_id', 'asset_name']))
+      docInGlobal.clear(docs.size).add(matchDocs(g, 'details'))
     }
     docSeen.clear(docs.size)
-    const consider = (id: number, skipKinds: Set<number> | null) => {
-      if (docSeen.seen(id)) return
-      const c = docs.n.get(id)
-      if (c === 0) return
-      const kind = docs.kind.get(id)
-      const source = docs.source.get(id)
-      if (kindAllowed && !kindAllowed.has(kind)) return
-      if (skipKinds && skipKinds.has(kind)) return
-      if (S && !sourceIn.has(source)) return
-      if (D && !docIn.has(id)) return
-      if (Kg && !(Kg.has(kind) || sourceInGlobal.has(source) || docInGlobal.has(id))) return
+    const seen = docSeen.at, seenGen = docSeen.gen
+    /** Adds a candidate document's events when it meets every condition (`skip`: kinds counted already). */
+    const consider = (id: number, skip: Uint8Array | null) => {
+      if (seen[id] === seenGen) return
+      seen[id] = seenGen
+      const c = nOf[id]
+      if (!c) return
+      const kind = kindOf[id]
+      if (kindAllowed && !kindAllowed[kind]) return
+      if (skip && skip[kind]) return
+      const source = sourceOf[id]
+      if (S && sourceIn.at[source] !== sourceIn.gen) return
+      if (D && docIn.at[id] !== docIn.gen) return
+      if (global && !(global[kind] || sourceInGlobal.at[source] === sourceInGlobal.gen || docInGlobal.at[id] === docInGlobal.gen)) return
       n += c
-      if (!sourceSeen.seen(source)) matched.push(source)
+      noteSource(source)
     }
-    /** Every document of these sources (through the index when few, else one pass over all documents). */
-    const docsOf = (sourceIds: number[], inSet: { has(id: number): boolean }, skipKinds: Set<number> | null) => {
-      if (sourceIds.length <= 2000) for (const id of docsOfSources.all(JSON.stringify(sourceIds))) consider(id, skipKinds)
-      else for (let id = 1; id < docs.size; id++) if (inSet.has(docs.source.get(id))) consider(id, skipKinds)
+    /** Every document of these sources (from the list of each source's documents). */
+    const docsOf = (sourceIds: number[], skip: Uint8Array | null) => {
+      for (const source of sourceIds) docs.bySource.each(source, (id) => consider(id, skip))
     }
     if (D) for (const id of D) consider(id, null)
-    else if (S) docsOf(S, sourceIn, null)
+    else if (S) docsOf(S, null)
     else {
       // GlobalSearch alone: kinds that match count whole (from the blocks); the documents
       // found through their sources or details add the events of other kinds.
-      const whole = [...Kg!].filter((k) => !kindAllowed || kindAllowed.has(k))
+      const whole: number[] = []
+      for (const k of indexer.kinds('events').keys()) if (global![k] && (!kindAllowed || kindAllowed[k])) whole.push(k)
       if (whole.length) n += segments({ ...p, ids: { lo: 1, hi: MAX_ID }, times: null }, sum, whole, LEVEL_SHIFT.length - 1).reduce((a, x) => a + x.n, 0)
       const g = t.global!
-      for (const id of matchDocs(g, 'details')) consider(id, Kg)
-      docsOf(matchSources(g, ['entity_id', 'asset_name']), sourceInGlobal, Kg)
+      const gDocs = matchDocs(g, 'details')
+      const gSources = matchSources(g, ['entity_id', 'asset_name'])
+      // The documents whose details match, in one tight pass (the common, broad case).
+      for (let i = 0; i < gDocs.length; i++) {
+        const id = gDocs[i]
+        const c = nOf[id]
+        if (!c) continue
+        const kind = kindOf[id]
+        if (global![kind] || (kindAllowed && !kindAllowed[kind])) continue
+        n += c
+        noteSource(sourceOf[id])
+      }
+      // Then those of matching sources not counted already.
+      if (gSources.length) {
+        docSeen.add(gDocs)
+        docsOf(gSources, global)
+      }
       if (whole.length) return { n, keys: null, seekRows: Infinity }
     }
     return seekOf()
@@ -878,7 +908,16 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const walk = c.filtered === 0 ? 0 : Math.min(span, (needed * span) / c.filtered)
     const seek = t?.keys ? (t.seekRows * span) / Math.max(1, topId(p.table)) + c.tail : Infinity
     if (seek * 3 < walk) return all([rangeCond(p, lo, hi, 'both'), seekFrom(t!.keys!, lo, hi, c.sum.indexed), pred(p)])!
-    return all([rangeCond({ ...p, ids: c.ids }, lo, c.ids.hi), pred(p)])!
+    // A GlobalSearch walk tests the asset key first when the matches' keys are known: one
+    // lookup instead of eight text conditions on most rows.
+    const first = t?.keys && p.text?.global ? keysFirst(t.keys, c.sum.indexed) : null
+    return all([rangeCond({ ...p, ids: c.ids }, lo, c.ids.hi), first, pred(p)])!
+  }
+
+  /** The rows of these asset keys, or above the mark (their sources may not be known yet). */
+  function keysFirst(keys: (string | null)[], indexed: number): Cond {
+    const named = keys.filter((k): k is string => k !== null)
+    return cond(`(e.id > ? OR e.asset_key IN (SELECT value FROM json_each(?))${named.length !== keys.length ? ' OR e.asset_key IS NULL' : ''})`, indexed, JSON.stringify(named))
   }
 
   /** A page in the order of a kind field: the field's values in order, each value's records by id. */
