@@ -109,7 +109,8 @@ const day = (n: number) => new Date(newest - n * DAY).toISOString()
 
 interface Case { name: string; url: string; target: number; floor: () => unknown; plain?: string; vary?: () => string }
 const list = (q: Record<string, string>, sortBy = 'eventID_desc') => () => repo.events.list(eventFilter(q), { field: sortBy.split('_')[0], direction: sortBy.endsWith('asc') ? 'asc' : 'desc' }, 100, 0)
-const feedAt = (from: number, size = 100) => () => repo.events.feed(eventFilter({ FromEventId: String(from) }), { field: 'eventID', direction: 'desc' }, size, 0)
+const feedAt = (from: () => number, size = 100) => () => repo.events.feed(eventFilter({ FromEventId: String(from()) }), { field: 'eventID', direction: 'desc' }, size, 0)
+const randomId = () => 1 + Math.floor(Math.random() * top)
 const qs = (q: Record<string, string>) => new URLSearchParams({ ...q, PageSize: '100' }).toString()
 const bQuery = { MinimumSeverity: 'Warning', FromDate: day(10), ToDate: day(9) }
 const like = (s: string) => `'%${s.replace(/'/g, "''")}%'`
@@ -128,10 +129,10 @@ const cases: Case[] = [
     plain: `SELECT count(*) FROM events WHERE ${globalLike('SanDisk')}` },
   { name: `(d) GlobalSearch a host ("${host.asset_name}")`, url: `/Events/GetEvents?${qs({ GlobalSearch: host.asset_name })}`, target: 50, floor: list({ GlobalSearch: host.asset_name }),
     plain: `SELECT count(*) FROM events WHERE ${globalLike(host.asset_name)}` },
-  { name: 'GetEventsIntegration from an id (random, backlog up to all), PageSize=100', url: `/Events/GetEventsIntegration?FromEventId=${mid}&PageSize=100`, target: 20, floor: feedAt(mid),
+  { name: 'GetEventsIntegration from an id (random, backlog up to all), PageSize=100', url: `/Events/GetEventsIntegration?FromEventId=${mid}&PageSize=100`, target: 20, floor: feedAt(randomId),
     plain: `SELECT (SELECT count(*) FROM events WHERE id >= ${mid}), (SELECT count(*) FROM (SELECT * FROM events WHERE id >= ${mid} ORDER BY id LIMIT 100))`,
-    vary: () => `/Events/GetEventsIntegration?FromEventId=${1 + Math.floor(Math.random() * top)}&PageSize=100` },
-  { name: 'GetEventsIntegration near the newest (a poller keeping up), PageSize=10000', url: `/Events/GetEventsIntegration?FromEventId=${top - 5000}&PageSize=10000`, target: 0, floor: feedAt(top - 5000, 10_000) },
+    vary: () => `/Events/GetEventsIntegration?FromEventId=${randomId()}&PageSize=100` },
+  { name: 'GetEventsIntegration near the newest (a poller keeping up), PageSize=10000', url: `/Events/GetEventsIntegration?FromEventId=${top - 5000}&PageSize=10000`, target: 0, floor: feedAt(() => top - 5000, 10_000) },
 ]
 
 /** Median and p99 of one in-process call, over about 2 s (at least 30 runs). */
