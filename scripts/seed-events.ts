@@ -184,6 +184,7 @@ export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventS
   // for a load that is repeated if it fails (one transaction: all or nothing).
   const journal = db.pragma('journal_mode', { simple: true }) as string
   const synchronous = db.pragma('synchronous', { simple: true })
+  const cache = db.pragma('cache_size', { simple: true })
   try {
     db.pragma('journal_mode = DELETE')
   } catch (err) {
@@ -235,6 +236,7 @@ export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventS
   phase('index')
   db.exec('ANALYZE')
   db.pragma(`synchronous = ${synchronous}`)
+  db.pragma(`cache_size = ${cache}`)
   db.pragma('wal_checkpoint(TRUNCATE)')
   phase('analyze')
   return { events: written, hosts: hostCount, phases }
