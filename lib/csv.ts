@@ -17,6 +17,8 @@ export function csvStream(columns: readonly string[], rows: AsyncIterable<object
     columns: [...columns],
     record_delimiter: '\r\n',
     escape_formulas: true,
+    // A lone CR or LF inside a cell would otherwise split the row in spreadsheet readers.
+    quoted_match: /[\r\n]/,
     cast: {
       boolean: (value) => (value ? 'true' : 'false'),
       date: (value) => value.toISOString(),
