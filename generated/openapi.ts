@@ -1878,7 +1878,8 @@ export interface paths {
         /**
          * One report definition with its runs
          * @description The report definition and, in `runs`, its most recent runs (at most 100, newest
-         *     first; older run records are removed). A run whose file was removed by the
+         *     first; older run records are removed once they hold no file: a run whose file the
+         *     retention rule still keeps stays downloadable by its `fileId`). A run whose file was removed by the
          *     retention rule keeps its record with `fileId` null and `fileDeletedTime` set.
          *     A `reportId` that is not a uuid answers 400; an unknown one 404.
          */
@@ -2648,7 +2649,10 @@ export interface paths {
          *     authentication store, alarm delivery (`AlarmDelivery`: Failed when a delivery was
          *     given up in the last 24 h or one has been pending over 1 h; Warning when one has
          *     been pending over 5 min, more than 1,000 are pending or a destination is
-         *     retrying), reports, worker pollers and the license. `status` is the worst of them.
+         *     retrying), reports (`Reports`: Failed when a report's latest run failed or its
+         *     e-mail could not be delivered in the end; Warning while e-mails wait for a retry,
+         *     some recipients were refused, or a due report has not been queued 5 minutes after
+         *     its time), worker pollers and the license. `status` is the worst of them.
          */
         get: operations["getSubsystemHealth"];
         put?: never;
@@ -5178,6 +5182,19 @@ export interface components {
          *     `riskInsightsSummary` (uncommon and vulnerable peripherals, whitelist violations,
          *     classification summary, error totals), `eventsDigest` (events of the period),
          *     `auditTrailDigest` (audit records of the period).
+         *
+         *     Rows and order: `agentsInventory` one row per agent by host name, CSV columns
+         *     those of `AgentViewResource`; `peripheralsInventory` one row per peripheral by
+         *     host name then `deviceID`, columns of `PeripheralViewResource` plus `firstSeen`,
+         *     `lastSeen`; `eventsDigest` and `auditTrailDigest` the records of the period newest
+         *     first, columns of `PrimeEventView`, resp. `auditTrailID, creationTime,
+         *     creationTimeEpoch, severity, severityString, category, user, sourceIp,
+         *     operationId, outcome, description, details, assetKey, assetName, assetType`;
+         *     `riskInsightsSummary` one table told apart by `section`: `section, item, vid, pid,
+         *     vendor, product, deviceClass, hosts, count, firstSeen, lastSeen, detail` (its
+         *     `period` is the window of the whitelist violations and error totals; the other
+         *     sections describe the fleet as it is). PDFs list at most 5,000 rows per table and
+         *     add summary figures and, for digests, tables of counts (top 20 sources or users).
          * @enum {string}
          */
         ReportType: "agentsInventory" | "peripheralsInventory" | "riskInsightsSummary" | "eventsDigest" | "auditTrailDigest";
@@ -5283,7 +5300,8 @@ export interface components {
          *     once, at its first occurrence. `once` must be in the future when the schedule is
          *     sent. The scheduler runs each due time exactly once, also across restarts: due
          *     times missed while the server was down are caught up by one run (trigger
-         *     `catchUp`) for the latest of them. A `null` schedule means the report runs only
+         *     `catchUp`) for the latest of them; a due time queued more than 5 minutes late (the
+         *     server stalled) is a catch-up too. A `null` schedule means the report runs only
          *     on request.
          */
         ReportSchedule: {
@@ -5388,7 +5406,10 @@ export interface components {
             mediaType: "application/pdf" | "text/csv" | null;
             /** Format: int64 */
             sizeBytes: number | null;
-            /** Format: int32 */
+            /**
+             * Format: int32
+             * @description Data rows in the file (a PDF's rows listed, not its tables of counts).
+             */
             rowCount: number | null;
             /** @description The data had more rows than the format holds (see `ReportFormat`). */
             truncated: boolean;
@@ -5398,7 +5419,7 @@ export interface components {
              */
             fileDeletedTime: string | null;
             /**
-             * @description E-mail to the recipients: `none` (no recipients or no file), `pending`, `sent`, `partial` (some refused) or `failed`. A mail failure does not fail the run; it opens a Reports health notification.
+             * @description E-mail to the recipients: `none` (no recipients or no file), `pending`, `sent`, `partial` (some refused) or `failed`. A mail failure does not fail the run; it opens a Reports health notification. A failure that may pass (connection, timeout, 4xx) is retried: 5 attempts in all, 1, 5, 15 and 60 minutes apart, then `failed`; a 5xx refusal of every recipient is `failed` at once. Files over 10 MiB are not attached; the message says where to download them.
              * @enum {string}
              */
             emailStatus: "none" | "pending" | "sent" | "partial" | "failed";
@@ -5561,7 +5582,7 @@ export interface components {
                 fields: ("timeOfDay" | "date" | "dayOfWeek" | "dayOfMonth" | "timeZone")[];
             }[];
             daysOfWeek: components["schemas"]["DayOfWeek"][];
-            /** @description Every IANA time zone the server accepts, `UTC` first. */
+            /** @description Every IANA time zone the server accepts, `UTC` first (canonical names; aliases such as `Asia/Calcutta` or `Etc/UTC` answer 400). */
             timeZones: string[];
             limits: {
                 /** Format: int32 */
