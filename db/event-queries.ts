@@ -628,6 +628,29 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     seekRows: number
   }
 
+  // Text counts of recent questions, kept while the index has not moved: a dashboard asking
+  // again (or paging) gets the count without the pass over the documents. Exact: the
+  // count is of indexed events only, and the key holds the index's mark.
+  const keptCounts = new Map<string, TextCount>()
+  let keptFor: Summary | null = null
+  function keptTextCount(p: Plan, sum: Summary, kinds: number[] | null): TextCount {
+    // Counts read again (another process indexed, or the index started over) start afresh.
+    if (sum !== keptFor) {
+      keptCounts.clear()
+      keptFor = sum
+    }
+    const key = JSON.stringify([sum.indexed, p.kindSql, p.textSql])
+    let t = keptCounts.get(key)
+    if (t) {
+      keptCounts.delete(key)
+    } else {
+      t = textCount(p, sum, kinds)
+      if (keptCounts.size >= 64) keptCounts.delete(keptCounts.keys().next().value!)
+    }
+    keptCounts.set(key, t)
+    return t
+  }
+
   /**
    * The indexed events matching the text (and kind) conditions, from the documents'
    * counts in memory: one pass over the matching documents' ids, typed arrays only (a
@@ -803,7 +826,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     }
     const ids = idsOfTimes(p, sum)
     if (!p.text || sum.indexed === 0) return { filtered: countRows(p, ids.lo, ids.hi), sum, kinds, ids, tail: 0 }
-    const t = textCount(p, sum, kinds)
+    const t = keptTextCount(p, sum, kinds)
     const tail = countRows(p, tailLo, ids.hi)
     const top = topId(p.table)
     if (ids.lo <= 1 && ids.hi >= top && !p.times) return { filtered: t.n + tail, sum, kinds, ids, text: t, tail }
