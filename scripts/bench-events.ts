@@ -11,6 +11,7 @@
 // BENCH_EXPORT_ROWS (1000000), BENCH_LOG_LEVEL (info, as in production).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
+import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import autocannon from 'autocannon'
@@ -200,6 +201,17 @@ async function login(): Promise<Record<string, string>> {
   const { token } = (await res.json()) as { token: string }
   return { authorization: `Bearer ${token}` }
 }
+/** A GET on a connection of its own. */
+function getFresh(url: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    http.get(url, { headers, agent: false }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk) => (body += chunk))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
+    }).on('error', reject)
+  })
+}
 async function load(opts: autocannon.Options) {
   const r = await autocannon({ connections: CONNECTIONS, duration: DURATION, ...opts })
   const codes = (r as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {}
@@ -217,10 +229,11 @@ let auth = await login()
 rows.push('| case | matches | first request ms | req/s | p50 / p99 ms | ms per request | in-process p50 / p99 ms | per request / in-process | plain SQL, no index, once | target p99 |')
 rows.push('|---|---|---|---|---|---|---|---|---|---|')
 for (const [i, c] of cases.entries()) {
+  // On its own connection (a pooled one left over from the last load may stall).
   const t0 = performance.now()
-  const first = await fetch(base + c.url, { headers: auth })
-  const body = (await first.json().catch(() => null)) as { recordsFiltered?: number; data?: unknown[]; detail?: string } | null
+  const first = await getFresh(base + c.url, auth)
   const firstMs = performance.now() - t0
+  const body = JSON.parse(first.body || 'null') as { recordsFiltered?: number; data?: unknown[]; detail?: string } | null
   const f = floors[i]
   if (first.status !== 200 || !body?.data) {
     rows.push(`| ${c.name} | ${first.status} ${body?.detail ?? ''} | | | | | | | | |`)
