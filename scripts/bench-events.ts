@@ -235,6 +235,7 @@ for (const [i, c] of cases.entries()) {
   const logAt = fs.statSync(logFile).size
   const t0 = performance.now()
   const first = await getFresh(base + c.url, auth)
+  await new Promise((resolve) => setTimeout(resolve, 50))
   const logged = fs.readFileSync(logFile, 'utf8').slice(logAt).split('\n').map((l) => { try { return JSON.parse(l) } catch { return null } })
     .find((l) => l?.url === `/prime/webui${c.url}`)
   const firstMs = typeof logged?.ms === 'number' ? logged.ms : performance.now() - t0
