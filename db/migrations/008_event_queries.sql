@@ -87,7 +87,6 @@ CREATE TABLE event_docs (
   n INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX event_docs_hash ON event_docs (hash);
-CREATE INDEX event_docs_source ON event_docs (source);
 CREATE TABLE event_doc_texts (
   id INTEGER PRIMARY KEY,
   details TEXT NOT NULL,
