@@ -1405,7 +1405,9 @@ export interface paths {
          *     `creationTime`); ties are broken by `eventID` so that paging is stable.
          *     `recordsTotal` counts all stored events, `recordsFiltered` those matching.
          *     `GlobalSearch` looks in `description`, `details`, `eventEntityID`, `eventCode`,
-         *     `category`, `severityString`, `hashtags` and `assetName`.
+         *     `category`, `severityString`, `hashtags` and `assetName`. Sorting by a free-text
+         *     field (`eventEntityID`, `details`, `assetName`, `peripheralAssetId`) sorts every
+         *     matching record: narrow with filters at millions of records.
          *
          *     ## Categories
          *     | category | what it covers |
@@ -1513,7 +1515,10 @@ export interface paths {
          *     audit records, `recordsFiltered` those matching. `GlobalSearch` looks in
          *     `description`, `details`, `user`, `sourceIp`, `category`, `operationId` and the
          *     asset's key, name and address. Audit records are immutable: no operation edits or
-         *     deletes them.
+         *     deletes them. Its text filters read the records (there is no trigram index for
+         *     audit records), and sorting by a free-text field (`user`, `description`,
+         *     `details`, `sourceIp`, `assetReference.name`, `assetReference.ipAddress`) sorts
+         *     every matching record: narrow with filters at millions of records.
          */
         get: operations["getAuditTrails"];
         put?: never;
@@ -1575,8 +1580,10 @@ export interface paths {
          * @description Every event matching the filters in the body (the filters of `GetEvents`, same
          *     names and meaning; an empty or null body exports every event), in the order of
          *     `SortBy` (default newest first), as a CSV file streamed row by row (memory stays
-         *     flat however many rows). At most 1,000,000 rows: when more match, the newest
-         *     1,000,000 in the requested order are written and `x-export-truncated` is `true`.
+         *     flat however many rows). At most 1,000,000 rows: when more match, the first
+         *     1,000,000 in the requested order are written (the newest, in the default order)
+         *     and `x-export-truncated` is `true`. An export holds the records written before it
+         *     started; `x-records-filtered` counts them.
          *
          *     The file: UTF-8 with a byte-order mark, RFC 4180 (comma separated, CRLF line ends,
          *     fields with a comma, quote or line break quoted, quotes doubled), a header row
@@ -1635,7 +1642,9 @@ export interface paths {
          *     `GetAuditTrails`, same names and meaning; `AssetReference` is an object with the
          *     sub-filters; an empty or null body exports every record), in the order of `SortBy`
          *     (default newest first), as a CSV file streamed row by row. At most 1,000,000 rows:
-         *     when more match, the first 1,000,000 in the requested order are written and
+         *     when more match, the first 1,000,000 in the requested order are written (an
+         *     export holds the records written before it started; `x-records-filtered` counts
+         *     them) and
          *     `x-export-truncated` is `true`.
          *
          *     The file: UTF-8 with a byte-order mark, RFC 4180, a header row with the fields of
@@ -6579,7 +6588,7 @@ export interface components {
          * @example hostUuid_asc
          */
         PeripheralsSortBy: components["schemas"]["SortBy"];
-        /** @description Events created on this UTC day (the time part, if any, is ignored). */
+        /** @description Events created on this UTC day (the time and zone, if any, are ignored; the calendar date as written counts). */
         EventsDate: components["schemas"]["DateTimeFilter"];
         /** @description Events of exactly this severity (name or number). */
         EventsSeverity: components["schemas"]["SeverityFilter"];
@@ -6641,7 +6650,7 @@ export interface components {
         EventsFromAuditTrailId: number;
         /** @description Records whose `auditTrailID` is this or lower. */
         EventsToAuditTrailId: number;
-        /** @description Records created on this UTC day (the time part, if any, is ignored). */
+        /** @description Records created on this UTC day (the time and zone, if any, are ignored; the calendar date as written counts). */
         EventsAuditDate: components["schemas"]["DateTimeFilter"];
         /** @description Records of exactly this severity (name or number). */
         EventsAuditSeverity: components["schemas"]["SeverityFilter"];
@@ -10304,7 +10313,7 @@ export interface operations {
     getEvents: {
         parameters: {
             query?: {
-                /** @description Events created on this UTC day (the time part, if any, is ignored). */
+                /** @description Events created on this UTC day (the time and zone, if any, are ignored; the calendar date as written counts). */
                 Date?: components["parameters"]["EventsDate"];
                 /** @description Events of exactly this severity (name or number). */
                 Severity?: components["parameters"]["EventsSeverity"];
@@ -10426,7 +10435,7 @@ export interface operations {
     getEventsIntegration: {
         parameters: {
             query?: {
-                /** @description Events created on this UTC day (the time part, if any, is ignored). */
+                /** @description Events created on this UTC day (the time and zone, if any, are ignored; the calendar date as written counts). */
                 Date?: components["parameters"]["EventsDate"];
                 /** @description Events of exactly this severity (name or number). */
                 Severity?: components["parameters"]["EventsSeverity"];
@@ -10572,7 +10581,7 @@ export interface operations {
                 PageNumber?: components["parameters"]["PageNumber"];
                 /** @description Records per page, at most 10000. */
                 PageSize?: components["parameters"]["PageSize"];
-                /** @description Records created on this UTC day (the time part, if any, is ignored). */
+                /** @description Records created on this UTC day (the time and zone, if any, are ignored; the calendar date as written counts). */
                 Date?: components["parameters"]["EventsAuditDate"];
                 /** @description Records of exactly this severity (name or number). */
                 Severity?: components["parameters"]["EventsAuditSeverity"];
