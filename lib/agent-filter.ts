@@ -1,6 +1,6 @@
 // The filters of the agent and peripheral lists, read once from a query (GET agents,
 // GET peripherals) or from an export body that mirrors it, into one normalized shape.
-import { bool, dateRange, oneOrMore, severity, type DateRange, type Where } from './listing.js'
+import { bool, dateRange, oneOrMore, severity, filterText as text, filterTerm as term, type DateRange, type Where } from './listing.js'
 import { invalidField } from './errors.js'
 
 export const connectionStatuses = ['Connected', 'Disconnected'] as const
@@ -56,19 +56,7 @@ export interface PeripheralFilter {
 
 type Source = Record<string, unknown>
 
-/** A filter value as text; a JSON boolean or number (export bodies) becomes its text. */
-function text(src: Source, name: string): string | undefined {
-  const v = src[name]
-  if (v === undefined || v === null || v === '') return undefined
-  return typeof v === 'string' ? v : String(v)
-}
 
-/** A "contains" term. NUL would end it early in SQLite (a LIKE would match everything), and no stored text holds one. */
-function term(src: Source, name: string, where: Where): string | undefined {
-  const v = text(src, name)
-  if (v?.includes('\u0000')) throw invalidField(where, name, 'must not contain the NUL character')
-  return v
-}
 
 function readAgentFilter(src: Source, names: Record<keyof typeof agentQueryNames, string>, where: Where): AgentFilter {
   const f: AgentFilter = {}

@@ -1,7 +1,7 @@
 // The filters of the event and audit-trail lists, read once from a query (GetEvents,
 // GetEventsIntegration, GetAuditTrails, GetAuditsIntegration) or from an export body that
 // mirrors it, into one normalized shape. Bad values answer 400 naming the filter.
-import { date, oneOrMore, severity, type Where } from './listing.js'
+import { date, oneOrMore, severity, filterText as text, filterTerm as term, type Where } from './listing.js'
 import { invalidField } from './errors.js'
 
 export const eventCategories = ['USB', 'Network', 'System', 'Host', 'General'] as const
@@ -58,19 +58,7 @@ export interface AuditFilter extends Bounds {
 
 type Source = Record<string, unknown>
 
-/** A filter value as text; null, absent or empty: not given. */
-function text(src: Source, name: string): string | undefined {
-  const v = src[name]
-  if (v === undefined || v === null || v === '') return undefined
-  return typeof v === 'string' ? v : String(v)
-}
 
-/** A "contains" term. NUL would end a SQLite pattern early, and no stored text holds one. */
-function term(src: Source, name: string, where: Where): string | undefined {
-  const v = text(src, name)
-  if (v?.includes('\u0000')) throw invalidField(where, name, 'must not contain the NUL character')
-  return v
-}
 
 function integer(src: Source, name: string, where: Where, min: number, max: number): number | undefined {
   const v = src[name]

@@ -106,6 +106,20 @@ export const severityNames = ['Emergency', 'Alert', 'Critical', 'Error', 'Warnin
 const severityAliases: Record<string, number> = { info: 6, information: 6, warn: 4, err: 3, crit: 2, emerg: 0, panic: 0 }
 
 /** A syslog severity by number (0-7) or name, in any case. */
+/** A filter value as text; null, absent or empty: not given. A JSON boolean or number (export bodies) becomes its text. */
+export function filterText(src: Record<string, unknown>, name: string): string | undefined {
+  const v = src[name]
+  if (v === undefined || v === null || v === '') return undefined
+  return typeof v === 'string' ? v : String(v)
+}
+
+/** A "contains" term. NUL would end it early in SQLite (a LIKE would match everything), and no stored text holds one. */
+export function filterTerm(src: Record<string, unknown>, name: string, where: Where): string | undefined {
+  const v = filterText(src, name)
+  if (v?.includes('\u0000')) throw invalidField(where, name, 'must not contain the NUL character')
+  return v
+}
+
 export function severity(value: string | undefined, name: string, where: Where = 'query'): number | undefined {
   if (value === undefined) return undefined
   const v = value.trim()
