@@ -57,7 +57,7 @@ export const reportsHandlers: Handlers<
       formats: (Object.keys(formats) as (keyof typeof formats)[]).map((f) => ({ format: f, ...formats[f] })),
       frequencies: frequencies.map((f) => ({ frequency: f, title: frequencyTitles[f], fields: [...frequencyFields[f], 'timeOfDay', 'timeZone'] as ('date' | 'dayOfWeek' | 'dayOfMonth' | 'timeOfDay' | 'timeZone')[] })),
       daysOfWeek: [...daysOfWeek],
-      timeZones: [...timeZones],
+      timeZones: [...timeZones()],
       limits: {
         maxReports: MAX_REPORTS, maxRecipients: MAX_RECIPIENTS, maxRetentionFiles: 1000, minRetentionBytes: 1024 * 1024, maxRetentionBytes: 10 * 1024 ** 3,
         maxDownloadItems: 100, maxRunsListed: MAX_RUNS_LISTED, pdfMaxRows: PDF_MAX_ROWS, csvMaxRows: CSV_MAX_ROWS,

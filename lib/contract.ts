@@ -1,7 +1,8 @@
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import path from 'node:path'
-import YAML from 'yaml'
+import { createRequire } from 'node:module'
+import type YAMLModule from 'yaml'
 import { projectRoot, specPath } from './paths.js'
 
 export const profiles = { User: 10, Manager: 20, Administrator: 30 } as const
@@ -51,6 +52,8 @@ export function loadSpec(file = specPath): Json {
     // no cache yet, or an unreadable one: parse the YAML
   }
   if (!spec) {
+    // The YAML parser is only loaded when the cache misses (it slows every start).
+    const YAML = createRequire(import.meta.url)('yaml') as typeof YAMLModule
     spec = YAML.parse(text, { maxAliasCount: -1 }) as Json
     try {
       fs.mkdirSync(path.dirname(cacheFile), { recursive: true })
@@ -89,7 +92,28 @@ export function routingView(spec: Json): Json {
       paths[path][method] = routed
     }
   }
-  return { ...spec, paths }
+  // Only the components those reach: the router validates the document it is given at every
+  // start, and the answers' schemas (most of the contract) would only slow that down.
+  const components: Json = { ...spec.components }
+  const reachable = new Set<string>()
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(visit)
+    if (!node || typeof node !== 'object') return
+    for (const [key, value] of Object.entries(node)) {
+      if (key === '$ref' && typeof value === 'string' && value.startsWith('#/components/')) {
+        if (reachable.has(value)) continue
+        reachable.add(value)
+        const [, , kind, name] = value.split('/')
+        visit(spec.components?.[kind]?.[name])
+      } else visit(value)
+    }
+  }
+  visit(paths)
+  for (const kind of ['schemas', 'parameters', 'requestBodies', 'responses', 'examples', 'headers']) {
+    if (!spec.components?.[kind]) continue
+    components[kind] = Object.fromEntries(Object.entries<Json>(spec.components[kind]).filter(([name]) => reachable.has(`#/components/${kind}/${name}`)))
+  }
+  return { ...spec, paths, components }
 }
 
 function access(op: Json, spec: Json, id: string): Access {

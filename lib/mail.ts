@@ -1,4 +1,5 @@
-import nodemailer, { type Transporter, type SendMailOptions } from 'nodemailer'
+import { createRequire } from 'node:module'
+import type { Transporter, SendMailOptions } from 'nodemailer'
 import type { Config } from './config.js'
 
 export interface MailResult {
@@ -24,7 +25,8 @@ export function createMailer(config: Pick<Config, 'smtp'>) {
   let transport: Transporter | null = null
   const get = (): Transporter => {
     if (!config.smtp.url) throw new MailNotConfiguredError()
-    transport ??= nodemailer.createTransport(config.smtp.url, {
+    // Loaded on first use: most servers never send mail, and loading it slows every start.
+    transport ??= (createRequire(import.meta.url)('nodemailer') as typeof import('nodemailer')).createTransport(config.smtp.url, {
       pool: true,
       maxConnections: 2,
       connectionTimeout: 10_000,

@@ -7,7 +7,11 @@
 // in memory (pdfkit's bufferPages would keep every page until the end).
 import { once } from 'node:events'
 import { PassThrough, type Readable } from 'node:stream'
-import PDFDocument from 'pdfkit'
+import { createRequire } from 'node:module'
+import type PDFKit from 'pdfkit'
+
+/** pdfkit, loaded on first use: it is the slowest module to load, and most starts never draw a PDF. */
+export const loadPdfKit = (): typeof PDFKit => createRequire(import.meta.url)('pdfkit')
 
 export const PDF_TYPE = 'application/pdf'
 export const MAX_PDF_ROWS = 50_000
@@ -88,6 +92,7 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
   const lines = shownAtMost + (shownAtMost === 0 || leftOut > 0 ? 1 : 0)
   const pages = lines <= firstRows ? 1 : 1 + Math.ceil((lines - firstRows) / otherRows)
 
+  const PDFDocument = loadPdfKit()
   const doc = new PDFDocument({
     size: 'A4',
     layout: 'landscape',

@@ -6,7 +6,7 @@
 // page count is exact.
 import { once } from 'node:events'
 import type { Writable } from 'node:stream'
-import PDFDocument from 'pdfkit'
+import { loadPdfKit } from '../pdf.js'
 
 export interface PdfColumn<T> {
   header: string
@@ -103,6 +103,7 @@ export async function writePdf(report: PdfReport, out: Writable, generatedMs: nu
 }
 
 async function draw(report: PdfReport, out: Writable, generatedMs: number, signal?: AbortSignal): Promise<PdfResult> {
+  const PDFDocument = loadPdfKit()
   const doc = new PDFDocument({
     size: 'A4',
     layout: 'landscape',

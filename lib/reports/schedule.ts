@@ -29,9 +29,17 @@ export const frequencyTitles: Record<Frequency, string> = { once: 'Once', daily:
 
 export const DEFAULT_TIME_ZONE = 'UTC'
 
+let zones: { list: readonly string[]; byLower: Map<string, string> } | undefined
+/** Checking every zone takes a tenth of a second, so it is done on first use, not at start. */
+const knownZones = () => {
+  if (!zones) {
+    const list = [DEFAULT_TIME_ZONE, ...Intl.supportedValuesOf('timeZone').filter((z) => z !== DEFAULT_TIME_ZONE && IANAZone.isValidZone(z))]
+    zones = { list, byLower: new Map(list.map((z) => [z.toLowerCase(), z])) }
+  }
+  return zones
+}
 /** Every time zone a schedule may name: UTC first, then the IANA zones this runtime knows. */
-export const timeZones: readonly string[] = [DEFAULT_TIME_ZONE, ...Intl.supportedValuesOf('timeZone').filter((z) => z !== DEFAULT_TIME_ZONE && IANAZone.isValidZone(z))]
-const zoneByLower = new Map(timeZones.map((z) => [z.toLowerCase(), z]))
+export const timeZones = (): readonly string[] => knownZones().list
 
 const TIME = /^([01]\d|2[0-3]):([0-5]\d)$/
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/
@@ -137,7 +145,7 @@ export function readSchedule(input: Input, nowMs: number, errors: FieldError[]):
   if (!TIME.test(timeOfDay)) err('timeOfDay', 'must be a 24-hour local time HH:MM')
   let timeZone = DEFAULT_TIME_ZONE
   if (input.timeZone !== undefined && input.timeZone !== null) {
-    const known = zoneByLower.get(String(input.timeZone).toLowerCase())
+    const known = knownZones().byLower.get(String(input.timeZone).toLowerCase())
     if (known) timeZone = known
     else err('timeZone', `is not a time zone this server knows ("${String(input.timeZone).slice(0, 64)}"); reports/ReportsArguments lists them (e.g. Europe/Paris, America/New_York, UTC)`)
   }
