@@ -60,7 +60,32 @@ export function usersRepo(db: DB, version: AuthVersion) {
   const revokeSessions = db.prepare<[number, number]>("UPDATE sessions SET revoked_ms = ?, revoked_reason = 'account changed' WHERE user_id = ? AND revoked_ms IS NULL")
   const updateStatements = new Map<string, ReturnType<DB['prepare']>>()
 
+  // Values derived from the accounts (answers of the account reads), kept until the table
+  // changes: every console page reads them, and accounts change rarely. A change by this
+  // connection clears them at once; one committed by another connection moves data_version.
+  const dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck()
+  const derived = new Map<string, unknown>()
+  let derivedAt = -1
+  const changed = () => derived.clear()
+
   return {
+    /**
+     * `compute()`, or its value kept since the accounts last changed. Inside a transaction it
+     * is always computed: what it reads there may yet be rolled back.
+     */
+    memo<T>(key: string, compute: () => T): T {
+      if (db.inTransaction) return compute()
+      const at = dataVersion.get()!
+      if (at !== derivedAt) {
+        derived.clear()
+        derivedAt = at
+      }
+      if (derived.has(key)) return derived.get(key) as T
+      const value = compute()
+      if (derived.size >= 1000) derived.clear()
+      derived.set(key, value)
+      return value
+    },
     byId: (id: number) => byId.get(id),
     byName: (name: string) => byName.get(name),
     all: () => all.all(),
@@ -68,7 +93,9 @@ export function usersRepo(db: DB, version: AuthVersion) {
     counts: () => count.get()!,
     activeAdministrators: () => activeAdmins.get()!.n,
     insert(user: NewUser, now: number): number {
-      return Number(insert.run({ ...user, now }).lastInsertRowid)
+      const id = Number(insert.run({ ...user, now }).lastInsertRowid)
+      changed()
+      return id
     },
     update(id: number, changes: UserChanges, now: number): void {
       const cols = Object.keys(changes).filter((c) => changeable.has(c)).sort()
@@ -80,21 +107,31 @@ export function usersRepo(db: DB, version: AuthVersion) {
         updateStatements.set(key, stmt)
       }
       stmt.run({ ...changes, id, now })
+      changed()
       version.bump()
     },
     remove(id: number): boolean {
       version.bump()
-      return remove.run(id).changes > 0
+      const removed = remove.run(id).changes > 0
+      changed()
+      return removed
     },
     /** Counts a failed login and locks the account once the threshold is reached. */
-    recordFailedLogin: (id: number, threshold: number, lockUntil: number, now: number) => loginFailed.run({ id, threshold, lockUntil, now }),
-    recordLogin: (id: number, now: number) => loginSucceeded.run(now, id),
-    /** Voids every token issued to the account up to now. */
+    recordFailedLogin(id: number, threshold: number, lockUntil: number, now: number) {
+      loginFailed.run({ id, threshold, lockUntil, now })
+      changed()
+    },
+    recordLogin(id: number, now: number) {
+      loginSucceeded.run(now, id)
+      changed()
+    },
     /** Voids the account's access tokens and ends its sessions, refresh tokens included. */
     revokeTokens(id: number, now: number) {
       version.bump()
       revokeSessions.run(now, id)
-      return revokeTokens.run(now, id)
+      const result = revokeTokens.run(now, id)
+      changed()
+      return result
     },
   }
 }

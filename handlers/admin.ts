@@ -15,7 +15,8 @@ export const adminHandlers: Handlers<
   'getAllUsers' | 'getSubsystemHealth' | 'getSystemStatus' | 'getUserDetails' | 'getProfile' | 'getPrimeVersion' | 'addUser' | 'deleteUsers' | 'updateUser' | 'updateUserDetails'
 > = {
   async getAllUsers(req) {
-    return req.server.repos.users.all().map(accountView)
+    const { users } = req.server.repos
+    return users.memo('all', () => users.all().map(accountView))
   },
 
   async getSubsystemHealth(req) {
@@ -51,9 +52,13 @@ export const adminHandlers: Handlers<
   async getUserDetails(req) {
     const principal = req.principal!
     if (principal.kind !== 'session') throw problem('not-found', 'An integration token has no account of its own.')
-    const user = req.server.repos.users.account(principal.id as number)
-    if (!user) throw problem('not-found', 'Your account no longer exists.')
-    return accountView(user)
+    const { users } = req.server.repos
+    const view = users.memo(`account:${principal.id}`, () => {
+      const user = users.account(principal.id as number)
+      return user && accountView(user)
+    })
+    if (!view) throw problem('not-found', 'Your account no longer exists.')
+    return view
   },
 
   async getProfile(req) {

@@ -1,4 +1,5 @@
 import t from 'tap'
+import Database from 'better-sqlite3'
 import { build, login, userWithProfile, bearer, call, USER_PASSWORD } from './helpers.js'
 
 const ADD = '/prime/webui/admin/adduser'
@@ -130,4 +131,34 @@ t.test('read operations: own account, profile, version, status, health', async (
   t.equal(health.subsystems[0].status, 'Healthy')
   t.ok(['Healthy', 'Warning', 'Failed'].includes(health.status))
   t.equal((await call(app, user, { url: '/prime/webui/admin/all' })).statusCode, 403)
+})
+
+t.test('account answers are never stale: own changes, another connection\'s, and rolled-back ones', async (t) => {
+  const app = await build(t)
+  const admin = await login(app)
+  await userWithProfile(app, admin, 'ivy', 10)
+  const details = async () => (await call(app, admin, { method: 'GET', url: '/prime/webui/admin/getuserdetails' })).json()
+  const all = async () => (await call(app, admin, { method: 'GET', url: '/prime/webui/admin/all' })).json() as { userName: string; firstName: string | null }[]
+  t.equal((await details()).firstName, null)
+  t.equal((await all()).length, 2)
+
+  await call(app, admin, { method: 'POST', url: '/prime/webui/admin/updateuserdetails', payload: { firstName: 'Ada' } })
+  t.equal((await details()).firstName, 'Ada', 'a change through the API shows at once')
+
+  const other = new Database(app.testConfig.dbFile)
+  t.teardown(() => other.close())
+  other.prepare("UPDATE users SET first_name = 'Grace' WHERE user_name = 'admin'").run()
+  t.equal((await details()).firstName, 'Grace', 'a change committed by another connection shows at once')
+  t.equal((await all()).find((u) => u.userName === 'admin')!.firstName, 'Grace')
+
+  // A change inside a transaction that is rolled back never shows.
+  t.throws(() => app.db.transaction(() => {
+    app.repos.users.update(app.repos.users.byName('ivy')!.id, { first_name: 'Temp' }, Date.now())
+    t.equal(app.repos.users.memo('all', () => 'computed'), 'computed', 'inside a transaction nothing kept is used')
+    throw new Error('roll back')
+  })())
+  t.equal((await all()).find((u) => u.userName === 'ivy')!.firstName, null)
+
+  await call(app, admin, { method: 'POST', url: DELETE, payload: ['ivy'] })
+  t.same((await all()).map((u) => u.userName), ['admin'], 'a deleted account leaves the list at once')
 })
