@@ -5,7 +5,7 @@ import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import type { FastifyInstance } from 'fastify'
 import type { RunRow } from '../../db/reports.js'
-import { csvText } from './csv.js'
+import { csvStream } from '../csv.js'
 import { buildCsv, buildPdf, CSV_MAX_ROWS, type Definition, type RunContext } from './content.js'
 import { absolute, applyRetention, fileNameFor, reportFolder } from './files.js'
 import { writePdf } from './pdf.js'
@@ -54,7 +54,7 @@ export async function executeRun(app: FastifyInstance, run: RunRow, signal: Abor
       result.truncated = r.truncated
     } else {
       const content = await buildCsv(ctx)
-      await pipeline(csvText(content.columns, counted(content.rows, CSV_MAX_ROWS, result)), fs.createWriteStream(part), { signal })
+      await pipeline(csvStream(content.columns, counted(content.rows, CSV_MAX_ROWS, result)), fs.createWriteStream(part), { signal })
     }
     signal.throwIfAborted()
     const size = (await fs.promises.stat(part)).size
