@@ -14,8 +14,9 @@ const LINES_PER_CHUNK = 256
  * One cell. A text that begins with = + - @ tab or CR (or their full-width forms) gets a
  * leading ' so that spreadsheets do not run it as a formula; numbers (-5) are left alone.
  * A lone CR or LF is quoted too: bare, it would split the row in spreadsheet readers.
+ * `quoteDefused`: a defused formula is always quoted (the events and audit exports' rule).
  */
-export function csvCell(v: unknown): string {
+export function csvCell(v: unknown, quoteDefused = false): string {
   if (v === null || v === undefined) return ''
   let s: string
   let numeric = false
@@ -48,6 +49,7 @@ export function csvCell(v: unknown): string {
     case 0xff0d: // full-width -
     case 0xff20: // full-width @
       s = "'" + s
+      if (quoteDefused) return '"' + s.replaceAll('"', '""') + '"'
   }
   return NEEDS_QUOTES.test(s) ? '"' + s.replaceAll('"', '""') + '"' : s
 }
@@ -68,7 +70,7 @@ export function csvStream(columns: readonly string[], rows: AsyncIterable<object
     return out + '\r\n'
   }
   async function* chunks() {
-    yield columns.map(csvCell).join(',') + '\r\n'
+    yield columns.map((c) => csvCell(c)).join(',') + '\r\n'
     let chunk = ''
     let n = 0
     for await (const row of rows) {

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { csvStream } from '../lib/csv.js'
+import { csvCell, csvStream } from '../lib/csv.js'
 import { stringify } from 'csv-stringify/sync'
 
 const text = async (rows: object[]) => {
@@ -47,4 +47,17 @@ t.test('a failure while reading rows ends the stream with the error', async (t) 
   await t.rejects(async () => {
     for await (const _ of csvStream(['a', 'b'], rows)) void _
   }, /read failed/)
+})
+
+t.test('quoteDefused (events and audit exports): a defused formula is always quoted, nothing else changes', async (t) => {
+  t.equal(csvCell('=1+1', true), `"'=1+1"`)
+  t.equal(csvCell('-x', true), `"'-x"`)
+  t.equal(csvCell('＠y', true), `"'＠y"`)
+  t.equal(csvCell('=a"b', true), `"'=a""b"`)
+  t.equal(csvCell('=1+1'), `'=1+1`, 'by default only cells that need it are quoted')
+  t.equal(csvCell(-5, true), '-5', 'numbers are not formulas')
+  t.equal(csvCell('plain', true), 'plain')
+  t.equal(csvCell('a,b', true), '"a,b"')
+  t.equal(csvCell(null, true), '')
+  t.equal(csvCell(true, true), 'true')
 })
