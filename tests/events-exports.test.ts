@@ -3,55 +3,15 @@
 // quoting, empty nulls, formula cells defused, numbers left alone), PDF reports (title,
 // filters, header and "Page n of m" on every page), the row caps with
 // x-records-filtered / x-export-truncated, and one audit record per export.
-import zlib from 'node:zlib'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call, userWithProfile } from './helpers.js'
+import { parseCsv, pdfPages } from './fixtures/documents.js'
 import { writeEvents, expectedEvents, sortEvents } from './fixtures/events.js'
 import { exportLimits } from '../handlers/events.js'
 import type { AuditRow } from '../db/audit.js'
 
 const BASE = '/prime/webui/Events'
-
-/** Rows of a CSV text (quoted cells with commas, quotes, CR or LF understood). */
-function parseCsv(text: string): string[][] {
-  const rows: string[][] = []
-  let row: string[] = []
-  let cell = ''
-  let quoted = false
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]
-    if (quoted) {
-      if (c === '"' && text[i + 1] === '"') { cell += '"'; i++ } else if (c === '"') quoted = false
-      else cell += c
-    } else if (c === '"') quoted = true
-    else if (c === ',') { row.push(cell); cell = '' } else if (c === '\r' && text[i + 1] === '\n') { row.push(cell); rows.push(row); row = []; cell = ''; i++ } else cell += c
-  }
-  if (cell || row.length) throw new Error('the last line does not end in CRLF')
-  return rows
-}
-
-/** The text drawn on each page of a pdfkit PDF (its content streams, inflated, strings decoded). */
-function pdfPages(pdf: Buffer): string[] {
-  const raw = pdf.toString('latin1')
-  const pages: string[] = []
-  const stream = /stream\r?\n/g
-  let m: RegExpExecArray | null
-  while ((m = stream.exec(raw))) {
-    const start = m.index + m[0].length
-    const end = raw.indexOf('endstream', start)
-    let content: string
-    try {
-      content = zlib.inflateSync(pdf.subarray(start, end)).toString('latin1')
-    } catch {
-      continue
-    }
-    if (!content.includes(' Tf')) continue
-    const text = [...content.matchAll(/\[(.*?)\] TJ/g)].map((tj) => [...tj[1].matchAll(/<([0-9a-f]*)>/g)].map((h) => Buffer.from(h[1], 'hex').toString('latin1')).join(''))
-    pages.push(text.join('\n'))
-  }
-  return pages
-}
 
 const lastAuditId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
 const auditSince = (app: FastifyInstance, after: number) => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)

@@ -10,7 +10,8 @@ import type { AuditRow } from '../db/audit.js'
 import { agentView } from '../db/agents.js'
 import { build, call, login } from './helpers.js'
 import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
-import { createReport, download, parseCsv, pdfPages, REPORTS, runNow, unzip } from './reports-support.js'
+import { createReport, download, REPORTS, runNow, unzip } from './reports-support.js'
+import { parseCsv, pdfPages } from './fixtures/documents.js'
 
 const DAY = 86_400_000
 const UNKNOWN = '0e8f7d6c-5b4a-4392-8170-6f5e4d3c2b1a'

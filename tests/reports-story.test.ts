@@ -5,7 +5,8 @@
 import t from 'tap'
 import { build, call, login, userWithProfile } from './helpers.js'
 import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
-import { download, pdfPages, REPORTS, smtp, unzip } from './reports-support.js'
+import { download, REPORTS, smtp, unzip } from './reports-support.js'
+import { pdfPages } from './fixtures/documents.js'
 
 t.test('a weekly PDF agents report, from creation to the scheduler skipping it', async (t) => {
   const server = await smtp(t)

@@ -1,6 +1,6 @@
 // What the report tests share: a real SMTP server on 127.0.0.1 whose messages are parsed
-// with postal-mime, readers for the files reports produce (CSV, the text of a pdfkit PDF,
-// ZIP archives), and report definitions made through the API.
+// with postal-mime, a reader of ZIP archives, and report definitions made through the API
+// (CSV and PDF readers: fixtures/documents.ts).
 import net, { type AddressInfo } from 'node:net'
 import zlib from 'node:zlib'
 import type { FastifyInstance } from 'fastify'
@@ -75,58 +75,6 @@ export async function smtp(t: { teardown: (fn: () => unknown) => void }, listen 
   if (listen) await s.start()
   t.teardown(() => s.stop())
   return s
-}
-
-/** Rows of a CSV text (quoted cells with commas, quotes, CR or LF understood); every line ends in CRLF. */
-export function parseCsv(text: string): string[][] {
-  const rows: string[][] = []
-  let row: string[] = []
-  let cell = ''
-  let quoted = false
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]
-    if (quoted) {
-      if (c === '"' && text[i + 1] === '"') {
-        cell += '"'
-        i++
-      } else if (c === '"') quoted = false
-      else cell += c
-    } else if (c === '"') quoted = true
-    else if (c === ',') {
-      row.push(cell)
-      cell = ''
-    } else if (c === '\r' && text[i + 1] === '\n') {
-      row.push(cell)
-      rows.push(row)
-      row = []
-      cell = ''
-      i++
-    } else cell += c
-  }
-  if (cell || row.length) throw new Error('the last line does not end in CRLF')
-  return rows
-}
-
-/** The text drawn on each page of a pdfkit PDF (content streams inflated, strings decoded). */
-export function pdfPages(pdf: Buffer): string[] {
-  const raw = pdf.toString('latin1')
-  const pages: string[] = []
-  const stream = /stream\r?\n/g
-  let m: RegExpExecArray | null
-  while ((m = stream.exec(raw))) {
-    const start = m.index + m[0].length
-    const end = raw.indexOf('endstream', start)
-    let content: string
-    try {
-      content = zlib.inflateSync(pdf.subarray(start, end)).toString('latin1')
-    } catch {
-      continue
-    }
-    if (!content.includes(' Tf')) continue
-    const text = [...content.matchAll(/\[(.*?)\] TJ/g)].map((tj) => [...tj[1].matchAll(/<([0-9a-f]*)>/g)].map((h) => Buffer.from(h[1], 'hex').toString('latin1')).join(''))
-    pages.push(text.join('\n'))
-  }
-  return pages
 }
 
 /** The entries of a ZIP archive (name and content), every CRC checked. */
