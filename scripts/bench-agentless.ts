@@ -15,6 +15,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
+import { pct, median, ms } from './bench-support.js'
 
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 10_000)
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 200)
@@ -23,10 +24,7 @@ const SECRET = 'pes_bench-agentless-poller-secret'
 const PASSWORD = 'Bench-password-123'
 const API = '/prime/webui/agents/agentless'
 
-const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b)
-const median = (xs: number[]) => sorted(xs)[Math.floor(xs.length / 2)]
-const p95 = (xs: number[]) => sorted(xs)[Math.min(xs.length - 1, Math.floor(xs.length * 0.95))]
-const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(0))
+const p95 = (xs: number[]) => pct(xs, 0.95)
 const rows: string[][] = []
 const row = (...cells: (string | number)[]) => rows.push(cells.map(String))
 

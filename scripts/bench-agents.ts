@@ -6,19 +6,19 @@
 //
 // Settings: BENCH_AGENTS (100000), BENCH_SECONDS per case (10), BENCH_GATEWAY_AGENTS (2000),
 // BENCH_LOG_LEVEL (info, as in production).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import autocannon from 'autocannon'
 import { openDatabase } from '../db/index.js'
 import { createRepos } from '../lib/repos.js'
-import { projectRoot } from '../lib/paths.js'
 import type { AgentFilter, PeripheralFilter } from '../lib/agent-filter.js'
 import type { Sort } from '../lib/listing.js'
 import type { components } from '../generated/openapi.js'
 import { seedFleet, checkSeed } from './seed.js'
 import { fleetHost } from './fleet-data.js'
+import { PIN, pct, ms, start, stop, memory } from './bench-support.js'
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 100_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -27,45 +27,6 @@ const CONNECTIONS = 10
 const PORT = 18082
 const PASSWORD = 'Bench-password-123'
 const SECRET = 'pes_bench_enrollment_secret_0123456789'
-const PIN = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
-
-const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b)
-const pct = (xs: number[], p: number) => sorted(xs)[Math.min(xs.length - 1, Math.floor(xs.length * p))]
-const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(0))
-
-/** Starts the built server, its log in a file; resolves once it listens. */
-function start(env: NodeJS.ProcessEnv, logFile: string): Promise<ChildProcess> {
-  const args = [path.join(projectRoot, 'dist', 'lib', 'server.js')]
-  const log = fs.openSync(logFile, 'a')
-  // With 2+ cores the server gets its own core, away from the load generator (this process).
-  const [cmd, argv] = PIN ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
-  const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
-  fs.closeSync(log)
-  return new Promise((resolve, reject) => {
-    const poll = setInterval(() => {
-      if (/Server listening/.test(fs.readFileSync(logFile, 'utf8'))) {
-        clearInterval(poll)
-        resolve(child)
-      }
-    }, 20)
-    child.on('exit', (code) => {
-      clearInterval(poll)
-      reject(new Error(`server exited ${code}: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`))
-    })
-  })
-}
-const stop = (child: ChildProcess) => new Promise<void>((r) => { child.removeAllListeners('exit'); child.on('exit', () => r()); child.kill('SIGTERM') })
-
-/** kB figures of /proc/<pid>/status (Linux). */
-function memory(pid: number): { rss: number; hwm: number } | null {
-  try {
-    const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
-    const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(s)?.[1] ?? NaN)
-    return { rss: kb('VmRSS'), hwm: kb('VmHWM') }
-  } catch {
-    return null
-  }
-}
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-agents-'))
 const dbFile = path.join(dataDir, 'prime.sqlite')

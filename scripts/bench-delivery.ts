@@ -6,7 +6,7 @@
 // repeats the kill caused, and checks that none is lost.
 //
 // Settings: BENCH_EVENTS (10000), BENCH_ROUNDS (3), BENCH_LOG_LEVEL (info, as in production).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import http from 'node:http'
@@ -14,40 +14,13 @@ import os from 'node:os'
 import path from 'node:path'
 import { openDatabase } from '../db/index.js'
 import { eventsRepo } from '../db/events.js'
-import { projectRoot } from '../lib/paths.js'
+import { PIN, median, startTimed } from './bench-support.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const PORT = 18083
 const PASSWORD = 'Bench-password-123'
 const SECRET = 'whsec-bench-delivery-0123456789'
-const PIN = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
-
-/** Starts the built server, its log in a file; resolves once it listens, with the time it took. */
-function start(env: NodeJS.ProcessEnv, logFile: string): Promise<{ child: ChildProcess; ms: number }> {
-  const t0 = performance.now()
-  const args = [path.join(projectRoot, 'dist', 'lib', 'server.js')]
-  fs.writeFileSync(logFile, '')
-  const log = fs.openSync(logFile, 'a')
-  // With 2+ cores the server gets its own core, away from the receiver (this process).
-  const [cmd, argv] = PIN ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
-  const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
-  fs.closeSync(log)
-  return new Promise((resolve, reject) => {
-    const poll = setInterval(() => {
-      if (/Server listening/.test(fs.readFileSync(logFile, 'utf8'))) {
-        clearInterval(poll)
-        child.removeAllListeners('exit')
-        resolve({ child, ms: performance.now() - t0 })
-      }
-    }, 5)
-    child.once('exit', (code) => {
-      clearInterval(poll)
-      reject(new Error(`server exited ${code}: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`))
-    })
-  })
-}
 
 /** The webhook receiver: checks each signature as the contract tells receivers to, counts events once. */
 function receiver() {
@@ -95,7 +68,7 @@ for (let round = 1; round <= ROUNDS; round++) {
     LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1', PRIME_RATE_LIMIT_MAX: '100000000',
   }
   const logFile = path.join(dir, 'server.log')
-  let { child } = await start(env, logFile)
+  let { child } = await startTimed(env, logFile)
   const base = `http://127.0.0.1:${PORT}/prime/webui`
   const { token } = (await (await fetch(`${base}/Auth/LocalLogin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: PASSWORD }) })).json()) as { token: string }
   const saved = await fetch(`${base}/Events/AddOrUpdateAlarmDest`, {
@@ -132,7 +105,7 @@ for (let round = 1; round <= ROUNDS; round++) {
   const killedAt = performance.now()
   const beforeKill = state.events.size
   const rateBefore = beforeKill / ((killedAt - state.firstAt) / 1000)
-  const restarted = await start(env, logFile)
+  const restarted = await startTimed(env, logFile)
   child = restarted.child
   const resumedAt = performance.now()
   const afterRestart = state.events.size

@@ -9,7 +9,7 @@
 //
 // Settings: BENCH_EVENTS (5000000), BENCH_SECONDS per case (10), BENCH_EVENTS_DIR,
 // BENCH_EXPORT_ROWS (1000000), BENCH_LOG_LEVEL (info, as in production).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
 import os from 'node:os'
@@ -19,8 +19,8 @@ import { openDatabase } from '../db/index.js'
 import { eventQueriesRepo } from '../db/event-queries.js'
 import { eventsRepo, type EventInput } from '../db/events.js'
 import { eventFilter } from '../lib/event-filter.js'
-import { projectRoot } from '../lib/paths.js'
 import { seedEvents } from './seed-events.js'
+import { PIN, pct, ms, start, stop, memory } from './bench-support.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5_000_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -28,44 +28,7 @@ const EXPORT_ROWS = Number(process.env.BENCH_EXPORT_ROWS ?? 1_000_000)
 const CONNECTIONS = 10
 const PORT = 18083
 const PASSWORD = 'Bench-password-123'
-const PIN = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
 const DAY = 86_400_000
-
-const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b)
-const pct = (xs: number[], p: number) => sorted(xs)[Math.min(xs.length - 1, Math.floor(xs.length * p))]
-const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(0))
-
-function start(env: NodeJS.ProcessEnv, logFile: string): Promise<ChildProcess> {
-  const args = [path.join(projectRoot, 'dist', 'lib', 'server.js')]
-  // A fresh log: a data dir used again holds the last run's "Server listening".
-  const log = fs.openSync(logFile, 'w')
-  const [cmd, argv] = PIN ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
-  const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
-  fs.closeSync(log)
-  return new Promise((resolve, reject) => {
-    const poll = setInterval(() => {
-      if (/Server listening/.test(fs.readFileSync(logFile, 'utf8'))) {
-        clearInterval(poll)
-        resolve(child)
-      }
-    }, 20)
-    child.on('exit', (code) => {
-      clearInterval(poll)
-      reject(new Error(`server exited ${code}: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`))
-    })
-  })
-}
-const stop = (child: ChildProcess) => new Promise<void>((r) => { child.removeAllListeners('exit'); child.on('exit', () => r()); child.kill('SIGTERM') })
-
-function memory(pid: number): { rss: number; hwm: number } | null {
-  try {
-    const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
-    const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(s)?.[1] ?? NaN)
-    return { rss: kb('VmRSS'), hwm: kb('VmHWM') }
-  } catch {
-    return null
-  }
-}
 
 const given = process.env.BENCH_EVENTS_DIR ? path.resolve(process.env.BENCH_EVENTS_DIR) : null
 const dataDir = given ?? fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-events-'))

@@ -9,7 +9,7 @@
 // Settings: BENCH_NOTIFICATIONS (100000), BENCH_REQUESTS per case (300),
 // BENCH_SUBSCRIBERS (1000), BENCH_ROUNDS of the stream case (5), BENCH_LOG_LEVEL (info, as in production),
 // BENCH_KEEP=1 keeps the data dir.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import http from 'node:http'
@@ -18,9 +18,9 @@ import path from 'node:path'
 import { openDatabase } from '../db/index.js'
 import { createRepos } from '../lib/repos.js'
 import { hashPassword, sha256 } from '../lib/passwords.js'
-import { projectRoot } from '../lib/paths.js'
 import type { RiskFilter } from '../db/notifications.js'
 import type { Sort } from '../lib/listing.js'
+import { PIN, pct, ms, start } from './bench-support.js'
 
 const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? 100_000)
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 300)
@@ -31,11 +31,6 @@ const PASSWORD = 'Bench-password-123'
 const SECRET = 'pes_bench_enrollment_secret_0123456789'
 const STREAMS_PER_CALLER = 5
 const DAY = 86_400_000
-const PIN = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
-
-const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b)
-const pct = (xs: number[], p: number) => sorted(xs)[Math.min(xs.length - 1, Math.floor(xs.length * p))]
-const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(0))
 
 // ---------------------------------------------------------------------------------------
 // Seed
@@ -143,28 +138,6 @@ db.close()
 
 // ---------------------------------------------------------------------------------------
 // Over HTTP, one request at a time
-
-function start(env: NodeJS.ProcessEnv, logFile: string): Promise<ChildProcess> {
-  const args = [path.join(projectRoot, 'dist', 'lib', 'server.js')]
-  const log = fs.openSync(logFile, 'a')
-  const [cmd, argv] = PIN ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
-  const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
-  fs.closeSync(log)
-  // A failed run leaves no server behind.
-  process.on('exit', () => child.kill('SIGTERM'))
-  return new Promise((resolve, reject) => {
-    const poll = setInterval(() => {
-      if (/Server listening/.test(fs.readFileSync(logFile, 'utf8'))) {
-        clearInterval(poll)
-        resolve(child)
-      }
-    }, 20)
-    child.on('exit', (code) => {
-      clearInterval(poll)
-      reject(new Error(`server exited ${code}: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`))
-    })
-  })
-}
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
 function request(method: string, url: string, headers: Record<string, string>, body?: unknown): Promise<{ status: number; body: string; ms: number; headers: http.IncomingHttpHeaders }> {

@@ -8,64 +8,24 @@
 // Settings: BENCH_AGENTS (100000), BENCH_PERIPHERALS_PER_AGENT (10), BENCH_ROUNDS (3),
 // BENCH_LOG_LEVEL (info, as in production), BENCH_PORT (18097), BENCH_SEEDED_DB (a prime.sqlite seeded before,
 // e.g. by npm run seed: copied, never changed, instead of seeding again).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { openDatabase } from '../db/index.js'
-import { projectRoot } from '../lib/paths.js'
 import { seedFleet } from './seed.js'
+import { PIN, pct, median, start, stop, memory } from './bench-support.js'
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 100_000)
 const PER_AGENT = Number(process.env.BENCH_PERIPHERALS_PER_AGENT ?? 10)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const PORT = Number(process.env.BENCH_PORT ?? 18097)
 const PASSWORD = 'Bench-password-123'
-const PIN = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
 const TARGETS = { CSV: 3, PDF: 15 }
 const RSS_TARGET_MB = 300
 
-const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b)
-const pct = (xs: number[], p: number) => (xs.length ? sorted(xs)[Math.min(xs.length - 1, Math.floor(xs.length * p))] : NaN)
-const median = (xs: number[]) => pct(xs, 0.5)
 const f1 = (x: number) => x.toFixed(1)
 const f2 = (x: number) => x.toFixed(2)
-
-function start(env: NodeJS.ProcessEnv, logFile: string): Promise<ChildProcess> {
-  const args = [path.join(projectRoot, 'dist', 'lib', 'server.js')]
-  const log = fs.openSync(logFile, 'a')
-  // With 2+ cores the server gets its own core, away from this process (the client).
-  const [cmd, argv] = PIN ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
-  const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
-  fs.closeSync(log)
-  return new Promise((resolve, reject) => {
-    const poll = setInterval(() => {
-      if (/Server listening/.test(fs.readFileSync(logFile, 'utf8'))) {
-        clearInterval(poll)
-        resolve(child)
-      }
-    }, 20)
-    child.on('exit', (code) => {
-      clearInterval(poll)
-      reject(new Error(`server exited ${code}: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`))
-    })
-  })
-}
-const stop = (child: ChildProcess) => new Promise<void>((r) => { child.removeAllListeners('exit'); child.on('exit', () => r()); child.kill('SIGTERM') })
-
-/** kB figures of /proc/<pid>/status (Linux). */
-function memory(pid: number): { rss: number; hwm: number } | null {
-  try {
-    const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
-    const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(s)?.[1] ?? NaN)
-    return { rss: kb('VmRSS'), hwm: kb('VmHWM') }
-  } catch {
-    return null
-  }
-}
-
-/** The server's pid: with taskset, the child execs node in place, so the pid is the same. */
-const pidOf = (child: ChildProcess) => child.pid!
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-reports-'))
 // A failed run leaves no copy of the fleet behind either.
@@ -134,9 +94,9 @@ async function measure(format: 'CSV' | 'PDF', round: number): Promise<Result> {
     const name = `Agents ${format} ${round}`
     const report = await api(token, 'POST', '/reports/create', { name, type: 'agentsInventory', format })
     await probe(token, () => false, 200) // warm-up of the probe's route
-    const before = memory(pidOf(server))
+    const before = memory(server.pid!)
     let peak = before?.rss ?? 0
-    const sampler = setInterval(() => { peak = Math.max(peak, memory(pidOf(server))?.rss ?? 0) }, 10)
+    const sampler = setInterval(() => { peak = Math.max(peak, memory(server.pid!)?.rss ?? 0) }, 10)
     const t0 = performance.now()
     const { runIds } = await api(token, 'POST', '/reports/RequestForRun', [report.id])
     let run: Record<string, any> | undefined
@@ -153,7 +113,7 @@ async function measure(format: 'CSV' | 'PDF', round: number): Promise<Result> {
     await watcher
     const wall = (performance.now() - t0) / 1000
     clearInterval(sampler)
-    const after = memory(pidOf(server))
+    const after = memory(server.pid!)
     if (run!.status !== 'succeeded') throw new Error(`${format} run failed: ${run!.reason}`)
     return {
       runS: (Date.parse(run!.finishedTime) - Date.parse(run!.startedTime)) / 1000,

@@ -1,7 +1,7 @@
 // npm run bench: the API against bare Fastify routes (serving the same JSON, and doing the
 // same data work without the platform's layers), in one run,
 // on 127.0.0.1 with bounded durations; and the time from process start to listening.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -10,6 +10,7 @@ import { openDatabase } from '../db/index.js'
 import { createRepos } from '../lib/repos.js'
 import { hashPassword } from '../lib/passwords.js'
 import { projectRoot } from '../lib/paths.js'
+import { PIN, median, startTimed, stop } from './bench-support.js'
 
 // npm run bench -- agents: the fleet-scale cases instead (lists, CSV export, gateway).
 if (process.argv[2] === 'agents') {
@@ -43,33 +44,6 @@ const DURATION = Number(process.env.BENCH_SECONDS ?? 5)
 const CONNECTIONS = 10
 const APP_PORT = 18080, BARE_PORT = 18081
 const PASSWORD = 'Bench-password-123'
-const PIN = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
-
-/** Starts a server whose log goes to a file, as in production; resolves once it listens. */
-function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp, logFile: string, pin = true): Promise<{ child: ChildProcess; ms: number }> {
-  const t0 = performance.now()
-  const log = fs.openSync(logFile, 'a')
-  // With 2+ cores the servers get their own core, away from the load generator (this process).
-  const [cmd, argv] = PIN && pin ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
-  const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
-  fs.closeSync(log)
-  return new Promise((resolve, reject) => {
-    const poll = setInterval(() => {
-      const text = fs.readFileSync(logFile, 'utf8')
-      if (ready.test(text)) {
-        clearInterval(poll)
-        resolve({ child, ms: performance.now() - t0 })
-      }
-    }, 2)
-    child.on('exit', (code) => {
-      clearInterval(poll)
-      reject(new Error(`exited ${code}: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`))
-    })
-  })
-}
-
-const stop = (child: ChildProcess) => new Promise<void>((r) => { child.removeAllListeners('exit'); child.on('exit', () => r()); child.kill('SIGTERM') })
 
 async function load(url: string, headers: Record<string, string>) {
   const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers })
@@ -78,14 +52,13 @@ async function load(url: string, headers: Record<string, string>) {
 }
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-'))
-const server = path.join(projectRoot, 'dist', 'lib', 'server.js')
 const env = { PRIME_DATA_DIR: dataDir, PRIME_ADMIN_PASSWORD: PASSWORD, PORT: String(APP_PORT), LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', PRIME_RATE_LIMIT_MAX: '100000000' }
 
 // Start-to-listening, on a database that exists (the first start also creates it).
 const startTimes: number[] = []
 for (let i = 0; i < 6; i++) {
   const logFile = path.join(dataDir, `start-${i}.log`)
-  const { child, ms } = await start([server], env, /Server listening/, logFile, false)
+  const { child, ms } = await startTimed(env, logFile, { pin: false })
   if (i > 0) startTimes.push(ms)
   await stop(child)
 }
@@ -105,7 +78,7 @@ db.transaction(() => {
 })()
 db.close()
 
-const { child: app } = await start([server], env, /Server listening/, path.join(dataDir, 'server.log'))
+const { child: app } = await startTimed(env, path.join(dataDir, 'server.log'))
 const base = `http://127.0.0.1:${APP_PORT}/prime/webui`
 const loginRes = await fetch(`${base}/Auth/LocalLogin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: PASSWORD }) })
 const { token } = (await loginRes.json()) as { token: string }
@@ -123,7 +96,7 @@ for (const c of cases) {
   fs.writeFileSync(file, JSON.stringify({ url: c.bare, body }))
   files.push(file)
 }
-const { child: bare } = await start([path.join(projectRoot, 'dist', 'scripts', 'bare-server.js'), String(BARE_PORT), path.join(dataDir, 'prime.sqlite'), ...files], {}, /listening/, path.join(dataDir, 'bare.log'))
+const { child: bare } = await startTimed({}, path.join(dataDir, 'bare.log'), { args: [path.join(projectRoot, 'dist', 'scripts', 'bare-server.js'), String(BARE_PORT), path.join(dataDir, 'prime.sqlite'), ...files], ready: /listening/ })
 
 const rows: string[] = []
 for (const c of cases) {

@@ -1,0 +1,77 @@
+// What the benchmark scripts share: percentiles, the built server started as in production
+// (its log in a file, on its own core when there are two), and its memory as Linux reports it.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { projectRoot } from '../lib/paths.js'
+
+/** With 2+ cores and taskset, servers run on CPU 1 and the load generator (the bench) on CPU 0. */
+export const PIN = os.cpus().length >= 2 && spawnSync('taskset', ['-c', '0', 'true']).status === 0
+
+export const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b)
+/** The p-th fraction of xs (0.5: the median); NaN when there are none. */
+export const pct = (xs: number[], p: number) => (xs.length ? sorted(xs)[Math.min(xs.length - 1, Math.floor(xs.length * p))] : NaN)
+export const median = (xs: number[]) => pct(xs, 0.5)
+/** Milliseconds as a table shows them: two decimals below 10. */
+export const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(0))
+
+// A failed run leaves no server behind.
+const started = new Set<ChildProcess>()
+process.on('exit', () => { for (const child of started) child.kill('SIGTERM') })
+
+export interface StartOptions {
+  /** The script and its arguments (default: the built server). */
+  args?: string[]
+  /** The log line that says it listens. */
+  ready?: RegExp
+  /** Run it on CPU 1 (default, when PIN). */
+  pin?: boolean
+}
+
+/**
+ * Starts a server whose log goes to a fresh file, as in production; resolves once it
+ * listens, with the time that took. A server that exits first rejects with its log's end.
+ */
+export function startTimed(env: NodeJS.ProcessEnv, logFile: string, opts: StartOptions = {}): Promise<{ child: ChildProcess; ms: number }> {
+  const t0 = performance.now()
+  const args = opts.args ?? [path.join(projectRoot, 'dist', 'lib', 'server.js')]
+  const ready = opts.ready ?? /Server listening/
+  // A fresh log: a file used again would hold the last start's ready line.
+  const log = fs.openSync(logFile, 'w')
+  const [cmd, argv] = PIN && opts.pin !== false ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
+  const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
+  fs.closeSync(log)
+  started.add(child)
+  child.once('close', () => started.delete(child))
+  return new Promise((resolve, reject) => {
+    const exited = (code: number | null) => {
+      clearInterval(poll)
+      reject(new Error(`${path.basename(args[0])} exited ${code}: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`))
+    }
+    const poll = setInterval(() => {
+      if (ready.test(fs.readFileSync(logFile, 'utf8'))) {
+        clearInterval(poll)
+        child.off('exit', exited)
+        resolve({ child, ms: performance.now() - t0 })
+      }
+    }, 2)
+    child.once('exit', exited)
+  })
+}
+
+export const start = async (env: NodeJS.ProcessEnv, logFile: string, opts?: StartOptions) => (await startTimed(env, logFile, opts)).child
+
+/** Stops a server (SIGTERM: a graceful shutdown) and resolves once it has exited. */
+export const stop = (child: ChildProcess) => new Promise<void>((r) => { child.removeAllListeners('exit'); child.on('exit', () => r()); child.kill('SIGTERM') })
+
+/** kB figures of /proc/<pid>/status (Linux). With taskset the child execs node in place: same pid. */
+export function memory(pid: number): { rss: number; hwm: number } | null {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+    const kb = (k: string) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(s)?.[1] ?? NaN)
+    return { rss: kb('VmRSS'), hwm: kb('VmHWM') }
+  } catch {
+    return null
+  }
+}
