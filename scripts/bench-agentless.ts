@@ -36,12 +36,11 @@ function multipart(csv: string) {
   }
 }
 
-process.env.PRIME_POLLER_ENROLLMENT_SECRET = SECRET
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-agentless-'))
 const hook = http.createServer((req, res) => req.resume().on('end', () => res.writeHead(204).end()))
 await new Promise<void>((resolve) => hook.listen(0, '127.0.0.1', resolve))
 const app = await buildApp({
-  config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: PASSWORD, LOG_LEVEL: 'warn', PRIME_RATE_LIMIT_MAX: '100000000', PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1' }),
+  config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: PASSWORD, PRIME_POLLER_ENROLLMENT_SECRET: SECRET, LOG_LEVEL: 'warn', PRIME_RATE_LIMIT_MAX: '100000000', PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1' }),
   logger: false,
 })
 try {
