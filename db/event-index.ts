@@ -6,6 +6,8 @@ import type { DB } from './index.js'
 
 /** Ids per block: level 0 blocks hold 2^12 ids, level 1 blocks 2^16. */
 export const LEVEL_SHIFT = [12, 16] as const
+/** Ids per block of the events-by-source index (event_source_ids, migration 012). */
+export const SOURCE_BLOCK_SHIFT = 18
 
 export type RecordTable = 'events' | 'audit_trail'
 
@@ -268,6 +270,8 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   const insertSource = db.prepare<[string, string | null, string | null]>('INSERT INTO event_sources (entity_id, asset_key, asset_name) VALUES (?, ?, ?)')
   const insertSourceFts = db.prepare<[number, string, string | null, string | null]>('INSERT INTO event_sources_fts (rowid, entity_id, asset_key, asset_name) VALUES (?, ?, ?, ?)')
   const addSourceN = db.prepare<[number, number]>('UPDATE event_sources SET n = n + ? WHERE id = ?')
+  const insertSourceId = db.prepare<[number, number, number]>('INSERT INTO event_source_ids (blk, source, id) VALUES (?, ?, ?)')
+  const insertKindId = db.prepare<[number, number, number]>('INSERT INTO event_kind_ids (blk, kind, id) VALUES (?, ?, ?)')
   const findDocs = db.prepare<[number], { id: number; kind: number; source: number; details: string; peripheral_asset_id: string | null }>(
     'SELECT d.id, d.kind, d.source, t.details, t.peripheral_asset_id FROM event_docs d JOIN event_doc_texts t ON t.id = d.id WHERE d.hash = ?',
   )
@@ -317,7 +321,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   /** Starts over after indexed records changed: counts are zeroed; the dictionaries stay valid. */
   function reset(table: RecordTable) {
     db.exec(`DELETE FROM ${rollupTable[table]}`)
-    if (table === 'events') db.exec('UPDATE event_sources SET n = 0 WHERE n <> 0; UPDATE event_docs SET n = 0 WHERE n <> 0')
+    if (table === 'events') db.exec('DELETE FROM event_source_ids; DELETE FROM event_kind_ids; UPDATE event_sources SET n = 0 WHERE n <> 0; UPDATE event_docs SET n = 0 WHERE n <> 0')
     setIndexed.run(0, table)
   }
 
@@ -349,6 +353,11 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       if (table === 'events') {
         const sourceN = delta.sources
         const docN = delta.docs
+        // (block, source, id) and (block, kind, id) of each event, inserted in key order: one
+        // pass over the pages they land on.
+        const bySource = new Float64Array(rows.length * 3)
+        const byKind = new Float64Array(rows.length * 3)
+        let at = 0
         for (const r of rows) {
           const [id, ms, code, severity, category, icon, description, hashtags, entity, assetKey, assetName, device, details] = r as [
             number, number, string, number, string, number, string, string | null, string, string | null, string | null, string | null, string,
@@ -359,6 +368,17 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
           const doc = docId(kind, source, device, details, delta)
           sourceN.set(source, (sourceN.get(source) ?? 0) + 1)
           docN.set(doc, (docN.get(doc) ?? 0) + 1)
+          byKind[at] = Math.floor(id / 2 ** LEVEL_SHIFT[1])
+          bySource[at++] = Math.floor(id / 2 ** SOURCE_BLOCK_SHIFT)
+          byKind[at] = kind
+          bySource[at++] = source
+          byKind[at] = id
+          bySource[at++] = id
+        }
+        for (const [table, insert] of [[bySource, insertSourceId], [byKind, insertKindId]] as const) {
+          const order = Array.from({ length: rows.length }, (_, i) => i * 3)
+          order.sort((a, b) => table[a] - table[b] || table[a + 1] - table[b + 1] || table[a + 2] - table[b + 2])
+          for (const i of order) insert.run(table[i], table[i + 1], table[i + 2])
         }
         for (const [id, n] of sourceN) addSourceN.run(n, id)
         for (const [id, n] of docN) addDocN.run(n, id)

@@ -13,7 +13,7 @@
 // - Records above the index's high-water mark are read directly, so every answer is exact.
 import type { DB } from './index.js'
 import { statementCache } from './agents.js'
-import { recordIndexer, LEVEL_SHIFT, type RecordTable, type EventKind, type AuditKind, type IndexerOptions, type Summary } from './event-index.js'
+import { recordIndexer, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type EventKind, type AuditKind, type IndexerOptions, type Summary } from './event-index.js'
 import type { AuditFilter, Bounds, EventFilter } from '../lib/event-filter.js'
 import { MAX_ID } from '../lib/event-filter.js'
 import { contains as likePattern, severityNames, type Sort } from '../lib/listing.js'
@@ -407,9 +407,6 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   const maxId = { events: db.prepare('SELECT max(id) FROM events').pluck(), audit_trail: db.prepare('SELECT max(id) FROM audit_trail').pluck() }
   const topId = (table: RecordTable) => (maxId[table].get() as number | null) ?? 0
   const hasIndex = (name: string) => !!db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?`).get(name)
-  // The events' own indexes (migration 003): by asset, and by event code and time.
-  const byAsset = hasIndex('events_asset') ? 'INDEXED BY events_asset' : ''
-  const byCode = hasIndex('events_code') ? 'INDEXED BY events_code' : ''
   // The time indexes (migrations 001 and 003): a time order walks them.
   const byTime = {
     events: hasIndex('events_created') ? 'INDEXED BY events_created' : '',
@@ -622,9 +619,11 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   interface TextCount {
     /** Indexed matches. */
     n: number
-    /** The asset keys of every source with an indexed match (a seek through the asset index finds them all); null when too many or not worth it. */
+    /** The asset keys of every source with an indexed match; null when too many or not worth a seek. */
     keys: (string | null)[] | null
-    /** Indexed events of those sources: what such a seek reads. */
+    /** Those sources: a seek through the events-by-source index finds all their indexed events. */
+    sources: number[] | null
+    /** What such a seek reads: those events, and a probe per source and block. */
     seekRows: number
   }
 
@@ -689,14 +688,14 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       }
     }
     const seekOf = (): TextCount => {
-      if (n > SEEK_MAX || matched.length > SEEK_SOURCES) return { n, keys: null, seekRows: Infinity }
+      if (n > SEEK_MAX || matched.length > SEEK_SOURCES) return { n, keys: null, sources: null, seekRows: Infinity }
       const keys = new Set<string | null>()
-      let rows = 0
+      let rows = matched.length * (Math.floor(sum.indexed / 2 ** SOURCE_BLOCK_SHIFT) + 1)
       for (const id of matched) {
         keys.add(srcs.key[id] ?? null)
         rows += srcs.n.get(id)
       }
-      return { n, keys: [...keys], seekRows: rows }
+      return { n, keys: [...keys], sources: matched, seekRows: rows }
     }
     if (!t.global && !D && !kindAllowed) {
       // Sources alone: their own counts.
@@ -772,26 +771,26 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
         docSeen.add(gDocs)
         docsOf(gSources, global)
       }
-      if (whole.length) return { n, keys: null, seekRows: Infinity }
+      if (whole.length) return { n, keys: null, sources: null, seekRows: Infinity }
     }
     return seekOf()
   }
 
   /**
-   * Where a seek through the asset index reads: the events of these keys in the id range
-   * (the index is by asset and id), and every event above the mark.
+   * Where a seek through the events-by-source index reads: the indexed events of these
+   * sources in the id range (one probe per block of the range and source), and every event
+   * above the mark.
    */
-  function seekFrom(keys: (string | null)[], lo: number, hi: number, indexed: number): Cond {
-    const named = keys.filter((k): k is string => k !== null)
+  function seekFrom(sources: number[], lo: number, hi: number, indexed: number): Cond {
     const parts: string[] = []
     const params: unknown[] = []
-    if (named.length) {
-      parts.push(`SELECT id FROM events ${byAsset} WHERE asset_key IN (SELECT value FROM json_each(?)) AND id BETWEEN ? AND ?`)
-      params.push(JSON.stringify(named), lo, hi)
-    }
-    if (named.length !== keys.length) {
-      parts.push(`SELECT id FROM events ${byAsset} WHERE asset_key IS NULL AND id BETWEEN ? AND ?`)
-      params.push(lo, hi)
+    const last = Math.min(hi, indexed)
+    if (sources.length && lo <= last) {
+      const blocks: number[] = []
+      for (let b = Math.floor(lo / 2 ** SOURCE_BLOCK_SHIFT); b <= Math.floor(last / 2 ** SOURCE_BLOCK_SHIFT); b++) blocks.push(b)
+      parts.push(`SELECT x.id FROM json_each(?) b CROSS JOIN event_source_ids x
+        WHERE x.blk = b.value AND x.source IN (SELECT value FROM json_each(?)) AND x.id BETWEEN ? AND ?`)
+      params.push(JSON.stringify(blocks), JSON.stringify(sources), lo, last)
     }
     // One range (two lower bounds would let SQLite pick the wrong one and scan).
     parts.push('SELECT id FROM events NOT INDEXED WHERE id BETWEEN ? AND ?')
@@ -849,37 +848,50 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   function rowsToRead(t: TextCount, lo: number, hi: number, top: number): number {
     if (lo > hi) return 0
     const span = hi - lo + 1
-    return Math.min(span, t.keys ? (t.seekRows * span) / Math.max(1, top) : Infinity)
+    return Math.min(span, t.sources ? (t.seekRows * span) / Math.max(1, top) : Infinity)
   }
 
   /** Matches with ids in [lo, hi], through the asset index when that reads fewer rows. */
   function countIn(p: Plan, t: TextCount, lo: number, hi: number, indexed: number): number {
     if (lo > hi) return 0
     const span = hi - lo + 1
-    if (t.keys && (t.seekRows * span) / Math.max(1, topId(p.table)) < span / 4) {
-      const w = all([rangeCond(p, lo, hi, 'both'), seekFrom(t.keys, lo, hi, indexed), pred(p)])!
+    if (t.sources && (t.seekRows * span) / Math.max(1, topId(p.table)) < span / 4) {
+      const w = all([rangeCond(p, lo, hi, 'both'), seekFrom(t.sources, lo, hi, indexed), pred(p)])!
       return cached(`SELECT count(*) FROM events e WHERE ${w.sql}`).pluck().get(...w.params) as number
     }
     return countRows(p, lo, hi)
   }
 
   // ---- pages ----
-  /** The kinds' event codes and how many indexed events in the range carry them: a seek through the code index reads that many. */
-  function codeSeek(p: Plan, c: Counted): { codes: string[]; rows: number } | null {
-    if (p.table !== 'events' || !byCode || !c.kinds) return null
-    const kinds = indexer.kinds('events')
-    const codes = [...new Set(c.kinds.map((k) => kinds.get(k)!.event_code))]
-    const withCodes = [...kinds.values()].filter((k) => codes.includes(k.event_code)).map((k) => k.id)
-    const rows = segments(p, c.sum, withCodes, LEVEL_SHIFT.length - 1).reduce((a, s) => a + s.n, 0) + c.tail
-    return { codes, rows }
+  /**
+   * The rollup's level 1 blocks that hold the plan's kinds in its id range and time span,
+   * as (block, kind) cells, and how many events a seek through them reads (event_kind_ids,
+   * migration 012), the rows above the mark included.
+   */
+  function kindSeek(p: Plan, c: Counted): { cells: [number, number][]; rows: number } | null {
+    if (p.table !== 'events' || !c.kinds) return null
+    const allowed = new Set(c.kinds)
+    const size = 2 ** LEVEL_SHIFT[1]
+    const lo = Math.max(1, p.ids.lo)
+    const hi = Math.min(p.ids.hi, c.sum.indexed)
+    const cells: [number, number][] = []
+    let rows = c.tail
+    for (let block = Math.floor(lo / size); lo <= hi && block <= Math.floor(hi / size); block++) {
+      for (const [kind, count, min, max] of c.sum.blocks[1].get(block) ?? []) {
+        if (!allowed.has(kind) || (p.times && (max < p.times.lo || min > p.times.hi))) continue
+        cells.push([block, kind])
+        rows += count
+      }
+    }
+    return { cells, rows }
   }
-  /** The matches through the code index (indexed kinds), and the rows above the mark (kinds not indexed yet). */
-  const codeWhere = (p: Plan, codes: string[], indexed: number): Cond => {
-    const times = p.times ? ' AND created_ms BETWEEN ? AND ?' : ''
-    const tp = p.times ? [p.times.lo, p.times.hi] : []
+  /** The matches through the kinds' cells (indexed events), and the rows above the mark. */
+  const kindWhere = (p: Plan, cells: [number, number][], indexed: number): Cond => {
     const seek: Cond = {
-      sql: `e.id IN (SELECT id FROM events ${byCode} WHERE event_code IN (${codes.map(() => '?').join(', ')})${times} UNION ALL SELECT id FROM events NOT INDEXED WHERE id > ?)`,
-      params: [...codes, ...tp, indexed],
+      sql: `e.id IN (SELECT x.id FROM json_each(?) j CROSS JOIN event_kind_ids x
+        WHERE x.blk = j.value ->> 0 AND x.kind = j.value ->> 1 AND x.id BETWEEN ? AND ?
+        UNION ALL SELECT id FROM events NOT INDEXED WHERE id > ?)`,
+      params: [JSON.stringify(cells), p.ids.lo, Math.min(p.ids.hi, indexed), indexed],
     }
     return all([rangeCond(p, p.ids.lo, p.ids.hi, 'both'), seek, pred(p)])!
   }
@@ -888,13 +900,13 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   function idPage<R>(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
     const tailSeg: Segment = { lo: Math.max(p.ids.lo, c.sum.indexed + 1), hi: Math.min(p.ids.hi, topId(p.table)), n: c.tail, level: -1 }
     const segs = [...(c.segments ?? []), ...(tailSeg.n > 0 ? [tailSeg] : [])]
-    // Sparse matches (a rare kind): the code index finds them with fewer rows read than
+    // Sparse matches (a rare kind): the kinds' cells find them with fewer rows read than
     // walking the blocks that hold them would (about as many rows as the matches' share of the range).
     const span = segs.length ? segs[segs.length - 1].hi - segs[0].lo + 1 : 0
     const walkRows = Math.min(span, ((offset + limit) / Math.max(1, c.filtered)) * span)
     if (c.kinds && walkRows > 2 ** LEVEL_SHIFT[0]) {
-      const seek = codeSeek(p, c)
-      if (seek && seek.rows <= SEEK_MAX && seek.rows * 4 < walkRows) return rowsOf<R>(p, codeWhere(p, seek.codes, c.sum.indexed), `e.id ${dir}`, limit, offset)
+      const seek = kindSeek(p, c)
+      if (seek && seek.rows <= SEEK_MAX && seek.rows * 4 < walkRows) return rowsOf<R>(p, kindWhere(p, seek.cells, c.sum.indexed), `e.id ${dir}`, limit, offset)
     }
     if (dir === 'DESC') segs.reverse()
     const out: R[] = []
@@ -929,8 +941,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const hi = Math.min(c.ids.hi, topId(p.table))
     const span = Math.max(0, hi - lo + 1)
     const walk = c.filtered === 0 ? 0 : Math.min(span, (needed * span) / c.filtered)
-    const seek = t?.keys ? (t.seekRows * span) / Math.max(1, topId(p.table)) + c.tail : Infinity
-    if (seek * 3 < walk) return all([rangeCond(p, lo, hi, 'both'), seekFrom(t!.keys!, lo, hi, c.sum.indexed), pred(p)])!
+    const seek = t?.sources ? (t.seekRows * span) / Math.max(1, topId(p.table)) + c.tail : Infinity
+    if (seek * 3 < walk) return all([rangeCond(p, lo, hi, 'both'), seekFrom(t!.sources!, lo, hi, c.sum.indexed), pred(p)])!
     // A GlobalSearch walk tests the asset key first when the matches' keys are known: one
     // lookup instead of eight text conditions on most rows.
     const first = t?.keys && p.text?.global ? keysFirst(t.keys, c.sum.indexed) : null
@@ -998,13 +1010,13 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const order = orderSql(f, dir)
     if (p.textSql) return rowsOf<R>(p, textWhere(p, c, c.filtered), order, limit, offset)
     if (c.filtered <= SEEK_MAX) {
-      // Few matches: find them all through the code index and sort them, unless walking
+      // Few matches: find them all through the kinds' cells and sort them, unless walking
       // the time index in order reaches the page sooner (rows in order are cheaper to read
       // than rows sought one by one and sorted).
-      const seek = codeSeek(p, c)
+      const seek = kindSeek(p, c)
       const span = Math.max(1, Math.min(p.ids.hi, topId(p.table)) - p.ids.lo + 1)
       const walk = isTimeSort(f) ? ((offset + limit) * span) / Math.max(1, c.filtered) : Infinity
-      if (seek && seek.rows <= 4 * SEEK_MAX && seek.rows * 3 < walk) return rowsOf<R>(p, codeWhere(p, seek.codes, c.sum.indexed), order, limit, offset)
+      if (seek && seek.rows <= 4 * SEEK_MAX && seek.rows * 3 < walk) return rowsOf<R>(p, kindWhere(p, seek.cells, c.sum.indexed), order, limit, offset)
     }
     // A time order walks the time index (no sort); other fields have no index and are sorted.
     return rowsOf<R>(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset, isTimeSort(f) ? byTime[p.table] : 'NOT INDEXED')

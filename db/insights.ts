@@ -169,16 +169,25 @@ export function insightsRepo(db: DB) {
   )
 
   // ---- whitelist violations ----
-  // One row per model and host: the events_code index bounds it to the window's violations.
+  // One row per model and host. The window's violations are found through the event
+  // index (migration 012): the rollup's level 1 cells of the violation kinds whose time
+  // span meets the window, their events from event_kind_ids, and the events above the
+  // indexer's mark (all of them while it starts over).
   const violations = db.prepare<{ from: number; to: number }, {
     vid: string; pid: string; asset_key: string | null; asset_name: string | null; icon: number; n: number; first: number; last: number
     uuid: string | null; host_identifier: string | null; local_ip_address: string | null
   }>(
-    `SELECT v.*, a.uuid, a.host_identifier, a.local_ip_address FROM (
+    `WITH mark AS (SELECT CASE WHEN stale THEN 0 ELSE indexed END AS indexed FROM record_index_state WHERE name = 'events')
+     SELECT v.*, a.uuid, a.host_identifier, a.local_ip_address FROM (
        SELECT upper(peripheral_vid) AS vid, upper(peripheral_pid) AS pid, asset_key, max(asset_name) AS asset_name,
          max(peripheral_icon) AS icon, count(*) AS n, min(created_ms) AS first, max(created_ms) AS last
        FROM events
-       WHERE event_code IN (${WHITELIST_VIOLATIONS}) AND created_ms BETWEEN @from AND @to
+       WHERE id IN (
+           SELECT x.id FROM mark CROSS JOIN event_rollup r CROSS JOIN event_kind_ids x
+           WHERE r.level = 1 AND r.kind IN (SELECT id FROM event_kinds WHERE event_code IN (${WHITELIST_VIOLATIONS}))
+             AND r.max_ms >= @from AND r.min_ms <= @to AND x.blk = r.block AND x.kind = r.kind AND x.id <= mark.indexed
+           UNION ALL SELECT id FROM mark CROSS JOIN events NOT INDEXED WHERE id > mark.indexed)
+         AND event_code IN (${WHITELIST_VIOLATIONS}) AND created_ms BETWEEN @from AND @to
          AND peripheral_vid IS NOT NULL AND peripheral_pid IS NOT NULL
        GROUP BY 1, 2, 3) v
      LEFT JOIN agents a ON a.uuid = v.asset_key`,

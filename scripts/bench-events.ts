@@ -139,6 +139,8 @@ const sample = db.prepare('SELECT event_code, severity, category, entity_id, des
 const inputs: EventInput[] = sample.map(([code, severity, category, entityId, description, details, hashtags, icon, assetKey, assetName, device]) => ({
   code, severity, category, entityId, description, details, hashtags, peripheralIcon: icon, assetKey, assetName, peripheralAssetId: device,
 } as EventInput))
+const riskCodes = new Set(wdb.prepare('SELECT event_code FROM risk_notification_kinds').pluck().all() as string[])
+const risky = `${Math.round((100 * inputs.filter((e) => riskCodes.has(e.code)).length) / inputs.length)}% of them risky`
 for (const perTx of [10, 100]) {
   const tx = wdb.transaction((batch: EventInput[]) => events.record(Date.now(), batch))
   const t0 = performance.now()
@@ -148,7 +150,7 @@ for (const perTx of [10, 100]) {
     n++
   }
   const secs = (performance.now() - t0) / 1000
-  writes.push(`| record(), ${perTx} events per transaction (synchronous = FULL) | ${((n * perTx) / secs).toFixed(0)} events/s | ${perTx === 100 ? '>= 50,000/s: ' + ((n * perTx) / secs >= 50_000 ? 'met' : 'MISSED') : ''} |`)
+  writes.push(`| record(), ${perTx} events per transaction (synchronous = FULL; ${risky}) | ${((n * perTx) / secs).toFixed(0)} events/s | ${perTx === 100 ? '>= 50,000/s: ' + ((n * perTx) / secs >= 50_000 ? 'met' : 'MISSED') : ''} |`)
 }
 {
   const t0 = performance.now()
@@ -158,7 +160,7 @@ for (const perTx of [10, 100]) {
 }
 wdb.close()
 for (const suffix of ['', '-wal', '-shm']) fs.rmSync(writeCopy + suffix, { force: true })
-writes.push('| insert triggers added by migration 008 | none: writing an event is the same single insert | |')
+writes.push('| what writing an event does | the row, its time and code indexes, the alarm outbox trigger; risky events raise their notifications per batch | |')
 
 // From here on the load generator (this process) keeps to CPU 0 and the server to CPU 1.
 if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])

@@ -17,6 +17,7 @@ import { pathToFileURL } from 'node:url'
 import cliProgress from 'cli-progress'
 import { openDatabase, type DB } from '../db/index.js'
 import { recordIndexer } from '../db/event-index.js'
+import { raiseRisks } from '../db/events.js'
 import { agentEvents, derivePeripheral } from '../lib/gateway.js'
 import { fleetHost, Rand, streamSeed, uuidFrom, type FleetPeripheral } from './fleet-data.js'
 
@@ -195,6 +196,7 @@ export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventS
   const indexes = db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'events' AND sql IS NOT NULL`).all() as { name: string; sql: string }[]
   const insert = db.prepare(INSERT)
   let written = 0
+  const firstEvent = (db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number) + 1
   db.exec('BEGIN')
   try {
     for (const ix of indexes) db.exec(`DROP INDEX "${ix.name}"`)
@@ -216,6 +218,8 @@ export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventS
     phase('write rows')
     for (const ix of indexes) db.exec(ix.sql)
     phase('build indexes')
+    raiseRisks(db, firstEvent, db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number)
+    phase('risk notifications')
     db.exec('COMMIT')
   } catch (err) {
     if (db.inTransaction) db.exec('ROLLBACK')

@@ -17,6 +17,7 @@ import Database from 'better-sqlite3'
 import { openDatabase, type DB } from '../db/index.js'
 import { agentStateRepo } from '../db/agent-state.js'
 import { peripheralTexts } from '../db/gateway.js'
+import { raiseRisks } from '../db/events.js'
 import { agentEvents, derivePeripheral, modelTooltip, nicsText } from '../lib/gateway.js'
 import { fleetHost, Rand, streamSeed, uuidFrom } from './fleet-data.js'
 
@@ -588,11 +589,14 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
       await new Promise((resolve) => setImmediate(resolve))
     }
     const t = performance.now()
+    const lastEvent = () => db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number
+    const firstEvent = lastEvent() + 1
     events = db.prepare(`INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, hashtags,
       peripheral_icon, asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid)
       SELECT created_ms, event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon, asset_key,
         asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid FROM temp.seed_events ORDER BY created_ms, seq`).run().changes
     db.exec('DELETE FROM temp.seed_events')
+    raiseRisks(db, firstEvent, lastEvent())
     phase('write events', t)
     // The worker's index holds every generated agent: usable only if all were written.
     const complete = agents === opts.agents

@@ -219,3 +219,43 @@ t.test('bad input answers a clear 4xx', async (t) => {
   const res = await call(app, manager, { method: 'POST', url: `${RISK}/dismiss`, payload: { id: 1, kind: 'Rubber' } })
   t.equal(res.statusCode, 400, 'posted-back properties must be valid')
 })
+
+t.test('events written in one batch: one change per notification, all of their events linked; a bad batch writes nothing', async (t) => {
+  const { app, viewer, agent } = await setup(t)
+  t.equal((await checkIn(app, agent.credential, hostState([mouse, attackTool]))).statusCode, 200)
+  const before = (await list(app, viewer)).items[0]
+  const seq = () => (app.db.prepare('SELECT seq FROM notification_counter').pluck().get() as number)
+  const events = () => app.db.prepare('SELECT count(*) FROM events').pluck().get() as number
+  const tool = {
+    code: '0x110005', severity: 2, category: 'USB', entityId: 'DESKTOP-9LR722S (192.168.100.128)', description: 'Known attack tool detected',
+    assetKey: agent.uuid, assetName: 'DESKTOP-9LR722S', peripheralAssetId: attackTool.deviceID,
+  } as const
+  const stickEvent = { ...tool, code: '0x110006', description: 'Vulnerable peripheral detected', peripheralAssetId: stick.deviceID, peripheralVid: stick.vid, peripheralPid: stick.pid }
+  const quiet = { ...tool, code: '0x110002', severity: 6, description: 'USB peripheral removed' }
+
+  let seq0 = seq()
+  const now = Date.parse(before.lastSeen) + 1000
+  app.repos.events.record(now, [
+    { ...tool, details: 'first of the batch' }, { ...quiet, details: 'removed' }, { ...stickEvent, details: 'a stick' }, { ...tool, details: 'last of the batch' },
+  ])
+  t.equal(seq() - seq0, 2, 'one change for each notification the batch touches')
+  const page = await list(app, viewer, 'sortBy=severity_asc')
+  t.equal(page.total, 2)
+  const [attack, vulnerable] = page.items
+  t.equal(attack.id, before.id)
+  t.equal(attack.occurrences, 3, 'both events of the batch count')
+  t.equal(attack.relatedEventIds.length, 3)
+  t.equal(attack.description, 'last of the batch', 'the latest occurrence describes it')
+  t.equal(Date.parse(attack.lastSeen), now)
+  t.equal(attack.firstSeen, before.firstSeen)
+  t.match(vulnerable, { kind: 'VulnerablePeripheral', occurrences: 1, description: 'a stick', vid: stick.vid })
+  t.equal(vulnerable.relatedEventIds.length, 1)
+
+  // A bad event anywhere in a batch: no event of it is kept, and no notification changes.
+  seq0 = seq()
+  const n0 = events()
+  t.throws(() => app.repos.events.record(now + 1000, [{ ...tool, details: 'kept?' }, { ...quiet, details: 'bad', severity: 9 }]))
+  t.equal(events(), n0, 'no event written')
+  t.equal(seq(), seq0, 'no notification changed')
+  t.equal((await list(app, viewer, 'sortBy=severity_asc')).items[0].occurrences, 3)
+})
