@@ -160,7 +160,7 @@ for (const perTx of [10, 100]) {
 }
 wdb.close()
 for (const suffix of ['', '-wal', '-shm']) fs.rmSync(writeCopy + suffix, { force: true })
-writes.push('| what writing an event does | the row, its time and code indexes, the alarm outbox trigger; risky events raise their notifications per batch | |')
+writes.push('| what writing an event does | the row, its time index, the alarm outbox trigger; risky events raise their notifications per batch; the indexer does the rest afterwards | |')
 
 // From here on the load generator (this process) keeps to CPU 0 and the server to CPU 1.
 if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
