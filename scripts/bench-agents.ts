@@ -18,7 +18,7 @@ import type { Sort } from '../lib/listing.js'
 import type { components } from '../generated/openapi.js'
 import { seedFleet, checkSeed } from './seed.js'
 import { fleetHost } from './fleet-data.js'
-import { PIN, pct, ms, start, stop, memory } from './bench-support.js'
+import { PIN, pct, ms, start, stop, memory, readLines } from './bench-support.js'
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 100_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -152,13 +152,7 @@ auth = await login()
   const sampler = setInterval(() => { peakRss = Math.max(peakRss, memory(server.pid!)?.rss ?? 0) }, 10)
   const t0 = performance.now()
   const res = await fetch(`${base}/agents/exportagentcsv`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'text/csv' }, body: '{}' })
-  let bytes = 0, lines = 0
-  if (res.body) {
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      bytes += chunk.length
-      for (const b of chunk) if (b === 10) lines++
-    }
-  }
+  const { bytes, lines } = await readLines(res.body)
   const wall = (performance.now() - t0) / 1000
   clearInterval(sampler)
   const after = memory(server.pid!)

@@ -20,7 +20,7 @@ import { eventQueriesRepo } from '../db/event-queries.js'
 import { eventsRepo, type EventInput } from '../db/events.js'
 import { eventFilter } from '../lib/event-filter.js'
 import { seedEvents } from './seed-events.js'
-import { PIN, pct, ms, start, stop, memory } from './bench-support.js'
+import { PIN, pct, ms, start, stop, memory, readLines } from './bench-support.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5_000_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -241,13 +241,7 @@ auth = await login()
   const sampler = setInterval(() => { peakRss = Math.max(peakRss, memory(server.pid!)?.rss ?? 0) }, 10)
   const t0 = performance.now()
   const res = await fetch(`${base}/Events/ExportGetEvents`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ FromEventId: Math.max(1, top - EXPORT_ROWS + 1), ToEventId: top }) })
-  let bytes = 0, lines = 0
-  if (res.body) {
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      bytes += chunk.length
-      for (const b of chunk) if (b === 10) lines++
-    }
-  }
+  const { bytes, lines } = await readLines(res.body)
   const wall = (performance.now() - t0) / 1000
   clearInterval(sampler)
   const after = memory(server.pid!)
