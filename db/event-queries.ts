@@ -66,6 +66,19 @@ export const AUDIT_FIELDS = ['id', 'created_ms', 'severity', 'category', 'user_n
 const EVENT_COLUMNS = EVENT_FIELDS.map((c) => `e.${c}`).join(', ')
 const AUDIT_COLUMNS = AUDIT_FIELDS.map((c) => `e.${c}`).join(', ')
 
+/**
+ * A row read as an array, as an object of these fields. Rows are read raw: better-sqlite3
+ * builds an object row through the engine's API at about 2.5 µs a row, most of the cost
+ * of reading a page of 100 events; this costs a tenth of it.
+ */
+function rowOf<F extends readonly string[]>(fields: F) {
+  return (r: unknown[]) => {
+    const o: Record<string, unknown> = {}
+    for (let i = 0; i < fields.length; i++) o[fields[i]] = r[i]
+    return o
+  }
+}
+
 /** An event as the lists show it (PrimeEventView). */
 export function eventView(r: EventRow): EventView {
   return {
@@ -401,8 +414,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   )
 
   const tables = {
-    events: { from: 'events', columns: EVENT_COLUMNS, sorts: eventSorts, idSort: 'eventID' },
-    audit_trail: { from: 'audit_trail', columns: AUDIT_COLUMNS, sorts: auditSorts, idSort: 'auditTrailID' },
+    events: { from: 'events', columns: EVENT_COLUMNS, row: rowOf(EVENT_FIELDS), sorts: eventSorts, idSort: 'eventID' },
+    audit_trail: { from: 'audit_trail', columns: AUDIT_COLUMNS, row: rowOf(AUDIT_FIELDS), sorts: auditSorts, idSort: 'auditTrailID' },
   } as const
   const maxId = { events: db.prepare('SELECT max(id) FROM events').pluck(), audit_trail: db.prepare('SELECT max(id) FROM audit_trail').pluck() }
   const topId = (table: RecordTable) => (maxId[table].get() as number | null) ?? 0
@@ -470,8 +483,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
   // lets it use the ids (rowid ranges and lookups); the time order names its index.
   const rowsOf = <R>(p: Plan, where: Cond, order: string, limit: number, offset: number, from = 'NOT INDEXED'): R[] =>
-    cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
-      .all(...where.params, limit, offset) as R[]
+    (cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
+      .raw(true).all(...where.params, limit, offset) as unknown[][]).map(tables[p.table].row) as R[]
 
   // ---- block counts ----
   /**
