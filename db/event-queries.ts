@@ -474,11 +474,29 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   }
   const pred = (p: Plan) => all([p.kindSql, p.textSql])
   /** Matches with ids in [lo, hi], counted from the rows. */
-  function countRows(p: Plan, lo: number, hi: number): number {
+  function countRows(p: Plan, lo: number, hi: number, sum?: Summary): number {
     if (lo > hi) return 0
     const w = all([rangeCond(p, lo, hi), pred(p)])!
-    return cached(`SELECT count(*) FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`).pluck().get(...w.params) as number
+    const sql = `SELECT count(*) FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`
+    if (!sum || hi > sum.indexed) return cached(sql).pluck().get(...w.params) as number
+    // Indexed records never change (a change starts the index over, with a new summary), so
+    // neither does a count among them: the blocks a time range cuts are counted once, not
+    // on every page of the same question.
+    if (sum !== rowCountsFor) {
+      keptRowCounts.clear()
+      rowCountsFor = sum
+    }
+    const key = `${sql}\u0001${JSON.stringify(w.params)}`
+    let n = keptRowCounts.get(key)
+    if (n === undefined) {
+      n = cached(sql).pluck().get(...w.params) as number
+      if (keptRowCounts.size >= 4096) keptRowCounts.delete(keptRowCounts.keys().next().value!)
+      keptRowCounts.set(key, n)
+    }
+    return n
   }
+  const keptRowCounts = new Map<string, number>()
+  let rowCountsFor: Summary | null = null
   // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
   // lets it use the ids (rowid ranges and lookups); the time order names its index.
@@ -525,7 +543,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
         if (!partial && !straddles && level <= floor) out.push({ lo: sLo, hi: sHi, n, level })
         else if (level > 0) visit(level - 1, Math.floor(sLo / 2 ** LEVEL_SHIFT[level - 1]), Math.floor(sHi / 2 ** LEVEL_SHIFT[level - 1]))
         else {
-          const exact = countRows(p, sLo, sHi)
+          const exact = countRows(p, sLo, sHi, sum)
           if (exact > 0) out.push({ lo: sLo, hi: sHi, n: exact, level: -1 })
         }
       }
