@@ -1,4 +1,5 @@
 import crypto from 'node:crypto'
+import pino from 'pino'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import openapiGlue from 'fastify-openapi-glue'
 import jwt from '@fastify/jwt'
@@ -73,9 +74,18 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const spec = opts.spec ?? loadSpec()
   const ops = operations(spec)
 
+  const logStream = opts.logger === undefined ? logDestination() : undefined
   const app = Fastify({
     logger: opts.logger ?? {
       level: config.logLevel,
+      stream: logStream,
+      // Warnings and errors are written at once; request lines within a second.
+      hooks: {
+        logMethod(args, method, level) {
+          method.apply(this, args)
+          if (level >= 40) this.flush()
+        },
+      },
       redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '***' },
     },
     routerOptions: { caseSensitive: false, maxParamLength: 100 },
@@ -253,6 +263,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     operationResolver: (operationId: string) => resolveHandler(operationId),
   })
   app.addHook('onListen', async () => {
+    logStream?.flushSync()
     void warmValidators()
   })
   await registerDocs(app, spec)
@@ -309,6 +320,17 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
       throw problem('forbidden', `${op.operationId} needs the ${names[access.minProfile]} profile or higher.`)
     }
   }
+}
+
+/**
+ * Standard output, written in blocks of 4 KiB or every second, and at exit: a write(2) per
+ * request line cost about a sixth of a small request's time. It is flushed once the server
+ * listens, so that the start-up lines are there at once.
+ */
+function logDestination() {
+  const dest = pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 1000 })
+  process.once('exit', () => dest.flushSync())
+  return dest
 }
 
 /**

@@ -208,9 +208,13 @@ for (const [i, c] of cases.entries()) {
   const logAt = fs.statSync(logFile).size
   const t0 = performance.now()
   const first = await getFresh(base + c.url, auth)
-  await new Promise((resolve) => setTimeout(resolve, 50))
-  const logged = fs.readFileSync(logFile, 'utf8').slice(logAt).split('\n').map((l) => { try { return JSON.parse(l) } catch { return null } })
-    .find((l) => l?.url === `/prime/webui${c.url}`)
+  // Request lines reach the log within a second (lib/app.ts logDestination).
+  let logged: { ms?: unknown } | undefined
+  for (let waited = 0; !logged && waited < 2000; waited += 50) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    logged = fs.readFileSync(logFile, 'utf8').slice(logAt).split('\n').map((l) => { try { return JSON.parse(l) } catch { return null } })
+      .find((l) => l?.url === `/prime/webui${c.url}`)
+  }
   const firstMs = typeof logged?.ms === 'number' ? logged.ms : performance.now() - t0
   const body = JSON.parse(first.body || 'null') as { recordsFiltered?: number; data?: unknown[]; detail?: string } | null
   const f = floors[i]
