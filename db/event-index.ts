@@ -2,6 +2,7 @@
 // sources and documents up to date after the rows are written, a batch at a time, so
 // that writing an event stays a single row insert. Queries (db/event-queries.ts) read
 // these up to the high-water mark and the rows above it.
+import { LRUCache } from 'lru-cache'
 import type { DB } from './index.js'
 
 /** Ids per block: level 0 blocks hold 2^12 ids, level 1 blocks 2^16. */
@@ -23,27 +24,6 @@ export function hash53(text: string): number {
   h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909)
   h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909)
   return 4294967296 * (2097151 & h2) + (h1 >>> 0)
-}
-
-/** A map that forgets its least recently used entries beyond `cap`. */
-class Lru<V> {
-  private map = new Map<string, V>()
-  constructor(private cap: number) {}
-  get(key: string): V | undefined {
-    const v = this.map.get(key)
-    if (v !== undefined) {
-      this.map.delete(key)
-      this.map.set(key, v)
-    }
-    return v
-  }
-  set(key: string, v: V) {
-    if (this.map.size >= this.cap) this.map.delete(this.map.keys().next().value!)
-    this.map.set(key, v)
-  }
-  clear() {
-    this.map.clear()
-  }
 }
 
 export interface EventKind {
@@ -262,8 +242,8 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   }
 
   // ---- sources and documents (events only) ----
-  const sourceCache = new Lru<number>(opts.sourceCache ?? 50_000)
-  const docCache = new Lru<number>(opts.docCache ?? 20_000)
+  const sourceCache = new LRUCache<string, number>({ max: opts.sourceCache ?? 50_000 })
+  const docCache = new LRUCache<string, number>({ max: opts.docCache ?? 20_000 })
   const findSource = db.prepare<[string, string | null, string | null], number>(
     'SELECT id FROM event_sources WHERE entity_id = ? AND asset_key IS ? AND asset_name IS ?',
   ).pluck()
