@@ -2652,9 +2652,11 @@ export interface paths {
          * Health of each subsystem
          * @description Runs the health checks now and answers each subsystem with its status, a detail
          *     and the time checked: the database (a read and a write in a transaction that is
-         *     rolled back, and SQLite's quick integrity check, which reads the whole file and
-         *     so runs at most once an hour while it passes), the disk space left in the data
-         *     directory (warning under 1 GiB or 10 %, failed under 100 MiB), the
+         *     rolled back, and SQLite's quick integrity check, which reads the whole file: it
+         *     runs in the background on a read-only connection of its own, at most once an hour
+         *     while it passes and again after a failure, and the answer reports the latest
+         *     finished one, or `integrity check running` until the first has finished), the
+         *     disk space left in the data directory (warning under 1 GiB or 10 %, failed under 100 MiB), the
          *     authentication store, alarm delivery (`AlarmDelivery`: Failed when a delivery was
          *     given up in the last 24 h or one has been pending over 1 h; Warning when one has
          *     been pending over 5 min, more than 1,000 are pending or a destination is
