@@ -68,7 +68,10 @@ if (behind) notes.push(`${behind} records were not indexed yet and were indexed 
 
 // Real names from the data: one host's exact source, one site and department, a device vendor.
 const host = db.prepare(`SELECT entity_id, asset_name FROM event_sources WHERE asset_key IS NOT NULL ORDER BY n DESC LIMIT 1 OFFSET 5000`).get() as { entity_id: string; asset_name: string }
-const site = host.asset_name.includes('-') ? host.asset_name.split('-').slice(0, 2).join('-') : 'NYC-FIN'
+// A site and department: the first two parts of a name like LON-HR-WS00042 (a fifth of the
+// fleet generator's hosts are named DESKTOP-XXXXXXX instead).
+const siteHost = db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL AND asset_name GLOB '[A-Z][A-Z][A-Z]-*-*' ORDER BY n DESC LIMIT 1 OFFSET 5000`).pluck().get() as string | undefined
+const site = siteHost ? siteHost.split('-').slice(0, 2).join('-') : 'NYC-FIN'
 const day = (n: number) => new Date(newest - n * DAY).toISOString()
 
 interface Case { name: string; url: string; target: number; floor: () => unknown; plain?: string; vary?: () => string }
@@ -146,7 +149,9 @@ for (const perTx of [10, 100]) {
   const t0 = performance.now()
   let n = 0
   while (performance.now() - t0 < 5000) {
-    tx(inputs.slice((n % 100) * 10, (n % 100) * 10 + perTx))
+    // Whole batches only: each is perTx events taken from the sample in turn.
+    const at = (n * perTx) % inputs.length
+    tx(at + perTx <= inputs.length ? inputs.slice(at, at + perTx) : [...inputs.slice(at), ...inputs.slice(0, at + perTx - inputs.length)])
     n++
   }
   const secs = (performance.now() - t0) / 1000
