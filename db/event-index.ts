@@ -178,23 +178,42 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     }
     return sum
   }
-  /** Reads the documents' and sources' counts into a summary (they match its mark: the tables are at the same one). */
-  function loadTexts(sum: Summary) {
-    {
-      for (const [id, kind, source, n] of db.prepare('SELECT id, kind, source, n FROM event_docs').raw().iterate() as IterableIterator<number[]>) {
-        sum.docs.kind.set(id, kind)
-        sum.docs.source.set(id, source)
-        sum.docs.n.set(id, n)
-        sum.docs.size = Math.max(sum.docs.size, id + 1)
+  const docsFrom = db.prepare<[number, number]>('SELECT id, kind, source, n FROM event_docs WHERE id > ? ORDER BY id LIMIT ?').raw()
+  const sourcesFrom = db.prepare<[number, number]>('SELECT id, n, asset_key FROM event_sources WHERE id > ? ORDER BY id LIMIT ?').raw()
+  /**
+   * Reads the documents' and sources' counts into `sum` (they match its mark: the tables
+   * are at the same one), `chunk` rows at a time, calling `between` after each chunk.
+   * Nothing of it is visible before the end: `sum.texts` is set then.
+   */
+  function* readTexts(sum: Summary, chunk: number): Generator<void> {
+    const docs = { kind: new Column(), source: new Column(), n: new Column(), size: 0, bySource: new BySource() }
+    const sources = { n: new Column(), key: [] as (string | null)[], size: 0 }
+    for (let after = 0; ; yield) {
+      const rows = docsFrom.all(after, chunk) as number[][]
+      for (const [id, kind, source, n] of rows) {
+        docs.kind.set(id, kind)
+        docs.source.set(id, source)
+        docs.n.set(id, n)
+        docs.size = Math.max(docs.size, id + 1)
       }
-      for (const [id, n, key] of db.prepare('SELECT id, n, asset_key FROM event_sources').raw().iterate() as IterableIterator<[number, number, string | null]>) {
-        sum.sources.n.set(id, n)
-        sum.sources.key[id] = key
-        sum.sources.size = Math.max(sum.sources.size, id + 1)
-      }
-      sum.docs.bySource.build(sum.docs.source.data, sum.docs.size, sum.sources.size)
+      if (rows.length < chunk) break
+      after = rows[rows.length - 1][0]
     }
-    sum.texts = true
+    for (let after = 0; ; yield) {
+      const rows = sourcesFrom.all(after, chunk) as [number, number, string | null][]
+      for (const [id, n, key] of rows) {
+        sources.n.set(id, n)
+        sources.key[id] = key
+        sources.size = Math.max(sources.size, id + 1)
+      }
+      if (rows.length < chunk) break
+      after = rows[rows.length - 1][0]
+    }
+    docs.bySource.build(docs.source.data, docs.size, sources.size)
+    Object.assign(sum, { docs, sources, texts: true })
+  }
+  function loadTexts(sum: Summary) {
+    for (const _ of readTexts(sum, 1 << 20));
   }
   const setIndexed = db.prepare<[number, string]>('UPDATE record_index_state SET indexed = ?, stale = 0 WHERE name = ?')
 
@@ -421,6 +440,31 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       }
       return sum
     },
+    /**
+     * Reads the events' documents and sources into the summary a slice at a time (at 5
+     * million events, 2.7 million rows: seconds in one go, which no other request should
+     * wait for), awaiting `pause` between slices. The caller keeps this process's indexer
+     * from running meanwhile; a summary that had to be read again since (another process
+     * indexed) is left as it is, and reads its texts when first needed.
+     */
+    async loadTextsGradually(pause: () => Promise<unknown>, slice = 16_384): Promise<void> {
+      const sum = this.summary('events')
+      if (sum.texts) return
+      if (sum.indexed === 0) {
+        sum.texts = true
+        return
+      }
+      const scratch = emptySummary(sum.indexed)
+      for (const _ of readTexts(scratch, slice)) {
+        await pause()
+        if (summaries.events !== sum || sum.texts) return
+      }
+      if (summaries.events === sum && !sum.texts && sum.indexed === scratch.indexed) {
+        Object.assign(sum, { docs: scratch.docs, sources: scratch.sources, texts: true })
+      }
+    },
+    /** Whether the events' documents and sources are in memory (text filters need them). */
+    hasTexts: (): boolean => summaries.events?.texts === true,
     /** The high-water mark: records with ids up to it are counted in the index (0 while it starts over). */
     indexed(table: RecordTable): number {
       const s = state.get(table)!

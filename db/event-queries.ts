@@ -429,9 +429,11 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   // ---- background indexing ----
   let running = false
   let held = false
+  /** While the texts are read (textsReady below). */
+  let loadingTexts: Promise<void> | null = null
   /** Indexes in slices of about 20 ms, one after another while behind, then every half second. */
   const tick = () => {
-    if (!db.open || held) {
+    if (!db.open || held || loadingTexts) {
       running = false
       return
     }
@@ -451,9 +453,22 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     }
   }
   const startIndexing = () => {
-    if (running || held) return
+    if (running || held || loadingTexts) return
     running = true
     setImmediate(tick).unref()
+  }
+
+  // The documents and sources that text filters need are read on the first such query,
+  // a slice at a time, with indexing paused meanwhile (the counts must stay at the mark
+  // they are read at); other requests are answered between slices.
+  /** Resolves once the events' texts are in memory; undefined when they are already. */
+  function textsReady(): Promise<void> | undefined {
+    if (indexer.hasTexts()) return undefined
+    loadingTexts ??= indexer.loadTextsGradually(pause).finally(() => {
+      loadingTexts = null
+      startIndexing()
+    })
+    return loadingTexts
   }
 
   // ---- kinds ----
@@ -1160,6 +1175,12 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       return indexer.catchUp('events') + indexer.catchUp('audit_trail')
     },
     events: {
+      /**
+       * Awaited before a query with a text filter, so that reading the index's texts (the
+       * first such query after a start) holds up no other request; undefined when nothing
+       * is to be awaited.
+       */
+      ready: (f: EventFilter): Promise<void> | undefined => (eventPlan(f).text === null ? undefined : textsReady()),
       list: (f: EventFilter, s: Sort, limit: number, offset: number) => list<EventRow>(eventPlan(f), s, limit, offset),
       feed: (f: EventFilter, s: Sort, limit: number, offset: number) => feed<EventRow>(eventPlan(f), s, limit, offset),
       count: (f: EventFilter) => (startIndexing(), count(eventPlan(f)).filtered),

@@ -111,6 +111,8 @@ interface ExportSpec<F, R> {
   rows: (req: FastifyRequest, f: F, s: Sort, cap: number) => AsyncIterable<R>
   /** The same rows as arrays, in chunks. */
   rawChunks: (req: FastifyRequest, f: F, s: Sort, cap: number) => AsyncIterable<unknown[]>
+  /** What to await before counting (the index's texts, for the events' text filters). */
+  ready?: (req: FastifyRequest, f: F) => Promise<void> | undefined
   csvColumns: (req: FastifyRequest) => string[]
   csvCells: Cells
   pdfColumns: PdfColumn<R>[]
@@ -126,6 +128,7 @@ const eventsExport: ExportSpec<EventFilter, EventRow> = {
   count: (req, f) => req.server.repos.eventQueries.events.count(f),
   rows: (req, f, s, cap) => req.server.repos.eventQueries.events.iterate(f, s, cap),
   rawChunks: (req, f, s, cap) => req.server.repos.eventQueries.events.rawChunks(f, s, cap),
+  ready: (req, f) => req.server.repos.eventQueries.events.ready(f),
   csvColumns: (req) => Object.keys(req.server.contract.spec.components.schemas.PrimeEventView.properties),
   csvCells: eventCells,
   pdfColumns: eventPdfColumns,
@@ -152,9 +155,10 @@ const auditExport: ExportSpec<AuditFilter, AuditTrailRow> = {
 }
 
 /** Streams the matching records as a CSV or PDF file, audited with what was asked. */
-function sendExport<F extends { idTo: number; empty: boolean }, R>(req: FastifyRequest, reply: FastifyReply, spec: ExportSpec<F, R>, format: 'csv' | 'pdf') {
+async function sendExport<F extends { idTo: number; empty: boolean }, R>(req: FastifyRequest, reply: FastifyReply, spec: ExportSpec<F, R>, format: 'csv' | 'pdf') {
   const body = (req.body ?? null) as Record<string, unknown> | null
   const filter = spec.filter(body)
+  await spec.ready?.(req, filter)
   // The records of the moment the export starts: the count in the headers is the file's
   // (and this export's own audit record, written next, is not in it).
   filter.idTo = Math.min(filter.idTo, spec.last(req))
@@ -198,14 +202,18 @@ export const eventsHandlers: Handlers<
   async getEvents(req) {
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
     const { pageSize, offset } = page(req.query)
-    const { total, filtered, rows } = req.server.repos.eventQueries.events.list(eventFilter(req.query), order, pageSize, offset)
+    const filter = eventFilter(req.query)
+    await req.server.repos.eventQueries.events.ready(filter)
+    const { total, filtered, rows } = req.server.repos.eventQueries.events.list(filter, order, pageSize, offset)
     return listAnswer(total, filtered, rows.map(eventView))
   },
 
   async getEventsIntegration(req) {
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
     const { pageSize, offset } = page(req.query)
-    const { total, filtered, rows } = req.server.repos.eventQueries.events.feed(eventFilter(req.query), order, pageSize, offset)
+    const filter = eventFilter(req.query)
+    await req.server.repos.eventQueries.events.ready(filter)
+    const { total, filtered, rows } = req.server.repos.eventQueries.events.feed(filter, order, pageSize, offset)
     return listAnswer(total, filtered, rows.map(eventView))
   },
 

@@ -15,6 +15,7 @@ import { loadConfig } from '../lib/config.js'
 import { openDatabase } from '../db/index.js'
 import { recordIndexer } from '../db/event-index.js'
 import type { EventRow } from '../db/event-queries.js'
+import { eventFilter } from '../lib/event-filter.js'
 
 const URL = '/prime/webui/Events/GetEvents'
 const probes: Record<string, string>[] = [
@@ -103,4 +104,35 @@ t.test('deleting an indexed event makes the index start over; answers stay exact
   app.repos.eventQueries.catchUp()
   t.ok(app.repos.eventQueries.indexer.indexed('events') > 0)
   await check(t, app, token, all(app), 'indexed again')
+})
+
+t.test('the texts text filters need are read a slice at a time, with indexing paused, and read the same as in one go', async (t) => {
+  const app = await build(t)
+  app.repos.eventQueries.holdIndexing(true)
+  writeEvents(app, 300, { now: Date.now(), days: 1 })
+  app.repos.eventQueries.catchUp()
+  const whole = recordIndexer(app.db).summary('events', true)
+  const sliced = recordIndexer(app.db)
+  let pauses = 0
+  await sliced.loadTextsGradually(async () => { pauses++ }, 16)
+  t.ok(pauses > 5, `${pauses} pauses between slices of 16 rows`)
+  t.ok(sliced.hasTexts())
+  const got = sliced.summary('events', true)
+  const column = (c: { data: Int32Array }, size: number) => Array.from(c.data.subarray(0, size))
+  t.same(
+    { docs: got.docs.size, kind: column(got.docs.kind, got.docs.size), n: column(got.docs.n, got.docs.size), sources: got.sources.key, sourceN: column(got.sources.n, got.sources.size) },
+    { docs: whole.docs.size, kind: column(whole.docs.kind, whole.docs.size), n: column(whole.docs.n, whole.docs.size), sources: whole.sources.key, sourceN: column(whole.sources.n, whole.sources.size) },
+  )
+
+  // Through the server: the first text query awaits the texts, later ones need not.
+  const server = await build(t)
+  server.repos.eventQueries.holdIndexing(true)
+  const token = await login(server)
+  const rows = writeEvents(server, 200, { now: Date.now(), days: 1 })
+  server.repos.eventQueries.catchUp()
+  const queries = server.repos.eventQueries
+  t.equal(queries.events.ready(eventFilter({ MinimumSeverity: 'Warning' })), undefined, 'a query without text waits for nothing')
+  t.type(queries.events.ready(eventFilter({ Source: 'nyc' })), Promise, 'the first text query waits for the texts')
+  await check(t, server, token, rows, 'texts read on the first text query')
+  t.equal(queries.events.ready(eventFilter({ Source: 'nyc' })), undefined, 'read once')
 })
