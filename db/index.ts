@@ -15,6 +15,10 @@ export function openDatabase(file: string): DB {
   // written again and again between checkpoints are copied back once, and event writes
   // ran 30% faster at millions of events.
   db.pragma('wal_autocheckpoint = 10000')
+  // A long reader (the integrity check, a slow export) lets the WAL grow past that while
+  // writes go on; once a checkpoint has caught up, the file is cut back to 64 MB instead of
+  // keeping its largest size for good.
+  db.pragma('journal_size_limit = 67108864')
   db.pragma('foreign_keys = ON')
   // Without it, INSERT OR REPLACE deletes rows without firing DELETE triggers, and the
   // audit trail's immutability rests on those triggers.

@@ -1,17 +1,16 @@
 // SQLite's quick check reads the whole file: 36 s for a database of 5 million events. On
 // the server's own connection that held every request up for as long, so it runs in a
-// worker thread on a read-only connection of its own (in WAL mode a reader blocks no one),
-// at the lowest priority.
+// worker thread on a read-only connection of its own (in WAL mode a reader blocks no one).
 import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
 
 const driver = createRequire(import.meta.url).resolve('better-sqlite3')
 
-// The worker first lowers its own priority (on Linux a thread's nice value is its own):
-// where the server has a single core, requests still come first.
+// At the server's own priority: its read transaction keeps the WAL from being checkpointed
+// until it ends, so it must not starve. A lowest-priority worker on a busy single core
+// crawled, and the WAL grew past 6 GB behind it.
 const CHECK = `
 const { parentPort, workerData } = require('node:worker_threads')
-try { require('node:os').setPriority(19) } catch {}
 const Database = require(workerData.driver)
 const db = new Database(workerData.file, { readonly: true, fileMustExist: true })
 try {

@@ -39,6 +39,7 @@ t.test('openDatabase settings', async (t) => {
   t.equal(db.pragma('synchronous', { simple: true }), 2, 'FULL')
   t.equal(db.pragma('foreign_keys', { simple: true }), 1)
   t.equal(db.pragma('busy_timeout', { simple: true }), 5000)
+  t.equal(db.pragma('journal_size_limit', { simple: true }), 64 * 1024 * 1024, 'the WAL is cut back to 64 MB after a long reader')
   t.equal(db.pragma('user_version', { simple: true }), migrationCount, 'migrated on open')
   const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all().map((r: any) => r.name)
   for (const name of ['users', 'sessions', 'refresh_tokens', 'integration_tokens', 'audit_trail']) t.ok(tables.includes(name), `table ${name}`)
