@@ -17,6 +17,8 @@ const MAX_MODELS = 1000
 const UNCOMMON_HOSTS = 20
 const VULNERABLE_HOSTS = 100
 const VIOLATION_HOSTS = 20
+/** Ids of events above the index's mark read at a time (a level 1 block of the index). */
+const RANGE_SLICE = 65_536
 const MAX_AGENTS = 10_000
 const MAX_FINDINGS = 512
 const POLICY_STEP = 500
@@ -169,29 +171,34 @@ export function insightsRepo(db: DB) {
   )
 
   // ---- whitelist violations ----
-  // One row per model and host. The window's violations are found through the event
-  // index (migration 012): the rollup's level 1 cells of the violation kinds whose time
-  // span meets the window, their events from event_kind_ids, and the events above the
-  // indexer's mark (all of them while it starts over).
-  const violations = db.prepare<{ from: number; to: number }, {
-    vid: string; pid: string; asset_key: string | null; asset_name: string | null; icon: number; n: number; first: number; last: number
-    uuid: string | null; host_identifier: string | null; local_ip_address: string | null
-  }>(
-    `WITH mark AS (SELECT CASE WHEN stale THEN 0 ELSE indexed END AS indexed FROM record_index_state WHERE name = 'events')
-     SELECT v.*, a.uuid, a.host_identifier, a.local_ip_address FROM (
-       SELECT upper(peripheral_vid) AS vid, upper(peripheral_pid) AS pid, asset_key, max(asset_name) AS asset_name,
-         max(peripheral_icon) AS icon, count(*) AS n, min(created_ms) AS first, max(created_ms) AS last
-       FROM events
-       WHERE id IN (
-           SELECT x.id FROM mark CROSS JOIN event_rollup r CROSS JOIN event_kind_ids x
-           WHERE r.level = 1 AND r.kind IN (SELECT id FROM event_kinds WHERE event_code IN (${WHITELIST_VIOLATIONS}))
-             AND r.max_ms >= @from AND r.min_ms <= @to AND x.blk = r.block AND x.kind = r.kind AND x.id <= mark.indexed
-           UNION ALL SELECT id FROM mark CROSS JOIN events NOT INDEXED WHERE id > mark.indexed)
-         AND event_code IN (${WHITELIST_VIOLATIONS}) AND created_ms BETWEEN @from AND @to
-         AND peripheral_vid IS NOT NULL AND peripheral_pid IS NOT NULL
-       GROUP BY 1, 2, 3) v
-     LEFT JOIN agents a ON a.uuid = v.asset_key`,
+  // One row per model and host, summed over slices of the events, with other requests
+  // answered between slices (at 5 million events the window held 450,000 violations: one
+  // statement over all of them held the server for 4.5 s). The indexed violations are found
+  // through the event index (migration 012): the level 1 blocks whose cells of the
+  // violation kinds meet the window, their events from event_kind_ids; the events above the
+  // indexer's mark (all of them while it starts over) are read a range of ids at a time.
+  type ViolationRow = { vid: string; pid: string; asset_key: string | null; asset_name: string | null; icon: number; n: number; first: number; last: number }
+  const violationKinds = `SELECT id FROM event_kinds WHERE event_code IN (${WHITELIST_VIOLATIONS})`
+  const violationGroups = (ids: string) =>
+    `SELECT upper(peripheral_vid) AS vid, upper(peripheral_pid) AS pid, asset_key, max(asset_name) AS asset_name,
+       max(peripheral_icon) AS icon, count(*) AS n, min(created_ms) AS first, max(created_ms) AS last
+     FROM events ${ids}
+       AND event_code IN (${WHITELIST_VIOLATIONS}) AND created_ms BETWEEN @from AND @to
+       AND peripheral_vid IS NOT NULL AND peripheral_pid IS NOT NULL
+     GROUP BY 1, 2, 3`
+  const violationMark = db.prepare<[], number>("SELECT CASE WHEN stale THEN 0 ELSE indexed END FROM record_index_state WHERE name = 'events'").pluck()
+  const eventsTop = db.prepare<[], number | null>('SELECT max(id) FROM events').pluck()
+  const violationBlocks = db.prepare<{ from: number; to: number }, number>(
+    `SELECT DISTINCT block FROM event_rollup
+     WHERE level = 1 AND kind IN (${violationKinds}) AND max_ms >= @from AND min_ms <= @to ORDER BY block`,
+  ).pluck()
+  const violationsInBlock = db.prepare<{ from: number; to: number; block: number; mark: number }, ViolationRow>(
+    violationGroups(`WHERE id IN (SELECT id FROM event_kind_ids WHERE blk = @block AND kind IN (${violationKinds}) AND id <= @mark)`),
   )
+  const violationsInRange = db.prepare<{ from: number; to: number; lo: number; hi: number }, ViolationRow>(
+    violationGroups('NOT INDEXED WHERE id > @lo AND id <= @hi'),
+  )
+  const agentByUuid = db.prepare<[string], HostRow>('SELECT uuid, host_identifier, local_ip_address FROM agents WHERE uuid = ?')
   const modelLook = db.prepare<[string, string], { gui_vid: string | null; gui_pid: string | null; dev_icon: number }>(
     'SELECT gui_vid, gui_pid, dev_icon FROM peripherals WHERE vid = ? AND pid = ? LIMIT 1',
   )
@@ -387,23 +394,38 @@ export function insightsRepo(db: DB) {
       }
     },
 
-    whitelistViolations(from: number, to: number): Omit<S['UniqueWhitelistViolationsResult'], 'computedTime'> {
-      type Model = { vid: string; pid: string; icon: number; n: number; first: number; last: number; hosts: Host[]; keys: Set<string> }
+    /**
+     * The whitelist violations between two times, by model: their count, first and last
+     * time, hosts (up to 20 listed, by asset key). Read a slice at a time, awaiting `pause`
+     * between slices; the records of the moment it starts (the index up to its mark then,
+     * and the events above it up to the newest then).
+     */
+    async whitelistViolations(from: number, to: number, pause: () => Promise<unknown>): Promise<Omit<S['UniqueWhitelistViolationsResult'], 'computedTime'>> {
+      type Model = { vid: string; pid: string; icon: number; n: number; first: number; last: number; hosts: Map<string, string | null> }
       const models = new Map<string, Model>()
-      for (const r of violations.iterate({ from, to })) {
-        const key = `${r.vid}:${r.pid}`
-        let m = models.get(key)
-        if (!m) models.set(key, (m = { vid: r.vid, pid: r.pid, icon: r.icon, n: 0, first: r.first, last: r.last, hosts: [], keys: new Set() }))
-        m.n += r.n
-        m.first = Math.min(m.first, r.first)
-        m.last = Math.max(m.last, r.last)
-        m.icon = Math.max(m.icon, r.icon)
-        const hostKey = r.asset_key ?? ''
-        m.keys.add(hostKey)
-        // Events outlive deleted agents: such a host is named as the event named it.
-        if (m.hosts.length < VIOLATION_HOSTS && r.asset_key) {
-          m.hosts.push(r.uuid ? hostView(r as HostRow) : { uuid: r.asset_key, hostIdentifier: (r.asset_name ?? r.asset_key).slice(0, 255), localIpAddress: null })
+      const add = (rows: ViolationRow[]) => {
+        for (const r of rows) {
+          const key = `${r.vid}:${r.pid}`
+          let m = models.get(key)
+          if (!m) models.set(key, (m = { vid: r.vid, pid: r.pid, icon: r.icon, n: 0, first: r.first, last: r.last, hosts: new Map() }))
+          m.n += r.n
+          m.first = Math.min(m.first, r.first)
+          m.last = Math.max(m.last, r.last)
+          m.icon = Math.max(m.icon, r.icon)
+          // A host is its asset key (events without one count as one host); its name is the greatest its events gave.
+          const hostKey = r.asset_key ?? ''
+          const name = m.hosts.get(hostKey)
+          m.hosts.set(hostKey, name == null || (r.asset_name !== null && r.asset_name > name) ? r.asset_name : name)
         }
+      }
+      const { mark, top, blocks } = db.transaction(() => ({ mark: violationMark.get() ?? 0, top: eventsTop.get() ?? 0, blocks: violationBlocks.all({ from, to }) }))()
+      for (const block of blocks) {
+        add(violationsInBlock.all({ from, to, block, mark }))
+        await pause()
+      }
+      for (let lo = mark; lo < top; lo += RANGE_SLICE) {
+        add(violationsInRange.all({ from, to, lo, hi: Math.min(top, lo + RANGE_SLICE) }))
+        await pause()
       }
       const sorted = [...models.values()].sort((a, b) => b.n - a.n || b.last - a.last || a.vid.localeCompare(b.vid) || a.pid.localeCompare(b.pid))
       return {
@@ -412,13 +434,18 @@ export function insightsRepo(db: DB) {
         recordsTotal: sorted.length,
         data: sorted.slice(0, MAX_MODELS).map((m) => {
           const known = modelLook.get(m.vid, m.pid)
+          // Events outlive deleted agents: such a host is named as the event named it.
+          const hosts = [...m.hosts.keys()].filter((k) => k !== '').sort().slice(0, VIOLATION_HOSTS).map((uuid) => {
+            const agent = agentByUuid.get(uuid)
+            return agent ? hostView(agent) : { uuid, hostIdentifier: (m.hosts.get(uuid) ?? uuid).slice(0, 255), localIpAddress: null }
+          })
           return {
             ...model(m.vid, m.pid, known?.gui_vid ?? null, known?.gui_pid ?? null, known?.dev_icon ?? m.icon),
             violationsCount: m.n,
-            hostsCount: m.keys.size,
+            hostsCount: m.hosts.size,
             firstSeen: iso(m.first),
             lastSeen: iso(m.last),
-            hosts: m.hosts.sort((a, b) => a.hostIdentifier.localeCompare(b.hostIdentifier, 'en', { sensitivity: 'base' }) || a.uuid.localeCompare(b.uuid)),
+            hosts: hosts.sort((a, b) => a.hostIdentifier.localeCompare(b.hostIdentifier, 'en', { sensitivity: 'base' }) || a.uuid.localeCompare(b.uuid)),
           }
         }),
       }

@@ -297,8 +297,10 @@ export interface paths {
          *     violations of the last 30 days (`fromTime`..`toTime`) by peripheral model
          *     (VID/PID): each model once, with the number of violations, of hosts, the first and
          *     last time, and up to 20 hosts (ordered by `hostIdentifier`; an agent deleted since is
-         *     named as its events named it, with `localIpAddress` null). Most violations first; at
-         *     most 1000 models. Computed on each call.
+         *     named as its events named it, with `localIpAddress` null; the 20 listed are the
+         *     first by asset key). Most violations first; at most 1000 models. Computed on each
+         *     call, over the events recorded when it starts, a slice at a time (other requests are
+         *     answered in between).
          */
         get: operations["getUniqueWhitelistViolation"];
         put?: never;

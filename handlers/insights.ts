@@ -68,7 +68,8 @@ export const insightsHandlers: Handlers<
 
   async getUniqueWhitelistViolation(req) {
     const now = Date.now()
-    return { computedTime: iso(now), ...req.server.repos.insights.whitelistViolations(now - VIOLATION_DAYS * DAY_MS, now) }
+    const pause = () => new Promise((resolve) => setImmediate(resolve))
+    return { computedTime: iso(now), ...(await req.server.repos.insights.whitelistViolations(now - VIOLATION_DAYS * DAY_MS, now, pause)) }
   },
 
   async getAgentsClassificationSummary(req) {

@@ -501,7 +501,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
       })))
       figures.push(fig('Uncommon models', u.recordsTotal))
     } else if (section === 'whitelistViolations') {
-      const w = insights.whitelistViolations(period.from, period.to)
+      const w = await insights.whitelistViolations(period.from, period.to, turn)
       lines.set(section, w.data.map((m) => line(section, {
         item: `${m.guiVid ?? m.vid} ${m.guiPid ?? m.pid}`, vid: m.vid, pid: m.pid, vendor: m.guiVid, product: m.guiPid, deviceClass: m.devIconDescription,
         hosts: m.hostsCount, count: m.violationsCount, firstSeen: m.firstSeen, lastSeen: m.lastSeen, detail: hostNames(m.hosts, m.hostsCount),
