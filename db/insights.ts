@@ -17,8 +17,8 @@ const MAX_MODELS = 1000
 const UNCOMMON_HOSTS = 20
 const VULNERABLE_HOSTS = 100
 const VIOLATION_HOSTS = 20
-/** Ids of events above the index's mark read at a time (a level 1 block of the index). */
-const RANGE_SLICE = 65_536
+/** Ids of events above the index's mark read at a time (a level 0 block of the index). */
+const RANGE_SLICE = 4096
 const MAX_AGENTS = 10_000
 const MAX_FINDINGS = 512
 const POLICY_STEP = 500
@@ -174,8 +174,8 @@ export function insightsRepo(db: DB) {
   // One row per model and host, summed over slices of the events, with other requests
   // answered between slices (at 5 million events the window held 450,000 violations: one
   // statement over all of them held the server for 4.5 s). The indexed violations are found
-  // through the event index (migration 012): the level 1 blocks whose cells of the
-  // violation kinds meet the window, their events from event_kind_ids; the events above the
+  // through the event index (migration 012): the level 0 blocks (2^12 ids) whose cells of
+  // the violation kinds meet the window, their events from event_kind_ids; the events above the
   // indexer's mark (all of them while it starts over) are read a range of ids at a time.
   type ViolationRow = { vid: string; pid: string; asset_key: string | null; asset_name: string | null; icon: number; n: number; first: number; last: number }
   const violationKinds = `SELECT id FROM event_kinds WHERE event_code IN (${WHITELIST_VIOLATIONS})`
@@ -190,10 +190,11 @@ export function insightsRepo(db: DB) {
   const eventsTop = db.prepare<[], number | null>('SELECT max(id) FROM events').pluck()
   const violationBlocks = db.prepare<{ from: number; to: number }, number>(
     `SELECT DISTINCT block FROM event_rollup
-     WHERE level = 1 AND kind IN (${violationKinds}) AND max_ms >= @from AND min_ms <= @to ORDER BY block`,
+     WHERE level = 0 AND kind IN (${violationKinds}) AND max_ms >= @from AND min_ms <= @to ORDER BY block`,
   ).pluck()
   const violationsInBlock = db.prepare<{ from: number; to: number; block: number; mark: number }, ViolationRow>(
-    violationGroups(`WHERE id IN (SELECT id FROM event_kind_ids WHERE blk = @block AND kind IN (${violationKinds}) AND id <= @mark)`),
+    violationGroups(`WHERE id IN (SELECT id FROM event_kind_ids WHERE blk = @block >> 4 AND kind IN (${violationKinds})
+       AND id BETWEEN @block << 12 AND min(@mark, (@block << 12) + 4095))`),
   )
   const violationsInRange = db.prepare<{ from: number; to: number; lo: number; hi: number }, ViolationRow>(
     violationGroups('NOT INDEXED WHERE id > @lo AND id <= @hi'),
@@ -397,10 +398,10 @@ export function insightsRepo(db: DB) {
     /**
      * The whitelist violations between two times, by model: their count, first and last
      * time, hosts (up to 20 listed, by asset key). Read a slice at a time, awaiting `pause`
-     * between slices; the records of the moment it starts (the index up to its mark then,
-     * and the events above it up to the newest then).
+     * once slices have run for `turnMs`; the records of the moment it starts (the index up
+     * to its mark then, and the events above it up to the newest then).
      */
-    async whitelistViolations(from: number, to: number, pause: () => Promise<unknown>): Promise<Omit<S['UniqueWhitelistViolationsResult'], 'computedTime'>> {
+    async whitelistViolations(from: number, to: number, pause: () => Promise<unknown>, turnMs = 20): Promise<Omit<S['UniqueWhitelistViolationsResult'], 'computedTime'>> {
       type Model = { vid: string; pid: string; icon: number; n: number; first: number; last: number; hosts: Map<string, string | null> }
       const models = new Map<string, Model>()
       const add = (rows: ViolationRow[]) => {
@@ -419,13 +420,21 @@ export function insightsRepo(db: DB) {
         }
       }
       const { mark, top, blocks } = db.transaction(() => ({ mark: violationMark.get() ?? 0, top: eventsTop.get() ?? 0, blocks: violationBlocks.all({ from, to }) }))()
+      // Slices for about 20 ms, then other work: a pause after each slice (a few ms) let
+      // the other work of a busy server stretch the whole to minutes.
+      let turn = performance.now()
+      const next = async () => {
+        if (performance.now() - turn < turnMs) return
+        await pause()
+        turn = performance.now()
+      }
       for (const block of blocks) {
         add(violationsInBlock.all({ from, to, block, mark }))
-        await pause()
+        await next()
       }
       for (let lo = mark; lo < top; lo += RANGE_SLICE) {
         add(violationsInRange.all({ from, to, lo, hi: Math.min(top, lo + RANGE_SLICE) }))
-        await pause()
+        await next()
       }
       const sorted = [...models.values()].sort((a, b) => b.n - a.n || b.last - a.last || a.vid.localeCompare(b.vid) || a.pid.localeCompare(b.pid))
       return {
