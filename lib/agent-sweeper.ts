@@ -9,17 +9,27 @@ import { iso } from './time.js'
 export const DELIVERY_TIMEOUT_MS = 15 * 60_000
 const SWEEP_INTERVAL_MS = 5000
 // One short batch of each kind per call: after a long outage every agent is overdue at
-// once, and requests must be served between the batches (see startAgentSweeper).
+// once, and requests must be served between the batches (see startAgentSweeper). A batch
+// also ends after BATCH_MS: a disconnect rewrites the agent's search text, and 500 of them
+// held the server for about half a second.
 const BATCH = 500
+const BATCH_MS = 25
 
-export function sweepAgents(app: FastifyInstance, now = Date.now()) {
+/** `budgetMs`: each batch ends once it has taken this long (after one item at least). */
+export function sweepAgents(app: FastifyInstance, now = Date.now(), budgetMs = BATCH_MS) {
   const { db, repos, config } = app
   app.gateway.flushHeartbeats()
   let disconnected = 0
   const quietSince = now - config.agents.disconnectSeconds * 1000
   const stale = repos.gateway.staleAgents(quietSince, BATCH)
+  let until = performance.now() + budgetMs
+  let cut = false
   db.transaction(() => {
-    for (const a of stale) {
+    for (const [i, a] of stale.entries()) {
+      if (i > 0 && performance.now() > until) {
+        cut = true
+        break
+      }
       if (!repos.gateway.disconnect(a.id, quietSince)) continue
       repos.agentState.refreshStatus(a.id)
       repos.events.record(now, [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)], a.id)
@@ -29,9 +39,14 @@ export function sweepAgents(app: FastifyInstance, now = Date.now()) {
 
   let timedOut = 0
   const overdue = repos.gateway.overdueCommands(now - DELIVERY_TIMEOUT_MS, BATCH)
+  until = performance.now() + budgetMs
   db.transaction(() => {
     const agents = new Set<number>()
-    for (const c of overdue) {
+    for (const [i, c] of overdue.entries()) {
+      if (i > 0 && performance.now() > until) {
+        cut = true
+        break
+      }
       if (!repos.gateway.timeOutCommand(c.id, now, NO_RESULT)) continue
       agents.add(c.agent_id)
       repos.events.record(now, [hostEvent('commandFailed', c, `${c.type} command ${c.id} failed on ${c.host_identifier}: ${NO_RESULT} within 15 minutes of delivery.`)], c.agent_id)
@@ -42,16 +57,18 @@ export function sweepAgents(app: FastifyInstance, now = Date.now()) {
 
   const expired = repos.gateway.expireLicenses(now)
   let activated = 0
-  const seats = config.license.seats - repos.gateway.activatedCount()
+  // Counting the seats in use reads most agents: only when some agent waits for one.
+  const waiting = repos.gateway.waitingForSeat(BATCH)
+  const seats = waiting.length ? config.license.seats - repos.gateway.activatedCount() : 0
   if (seats > 0) {
     db.transaction(() => {
-      for (const id of repos.gateway.waitingForSeat(Math.min(seats, BATCH))) activated += repos.gateway.activate(id).changes
+      for (const id of waiting.slice(0, seats)) activated += repos.gateway.activate(id).changes
     })()
   }
 
   app.gateway.prune(now)
   /** Whether a batch was full: more is due now. */
-  const more = stale.length === BATCH || overdue.length === BATCH || activated === BATCH
+  const more = cut || stale.length === BATCH || overdue.length === BATCH || activated === BATCH
   return { disconnected, timedOut, expired, activated, more }
 }
 

@@ -230,6 +230,17 @@ t.test('the sweeper: quiet agents are disconnected, unanswered deliveries fail, 
   t.equal(agentRow(app, agent).operational_status, 'Armed')
 })
 
+t.test('a sweep batch ends once it has run its time (one agent at least), and the rest follows in the next', async (t) => {
+  const app = await build(t, env)
+  for (const name of ['HOST-A', 'HOST-B', 'HOST-C']) await checkIn(app, await enroll(app, name))
+  const later = Date.now() + 181_000
+  // A budget of 0 ms: every batch ends after its first agent.
+  t.same(sweepAgents(app, later, 0), { disconnected: 1, timedOut: 0, expired: 0, activated: 0, more: true })
+  t.same(sweepAgents(app, later, 0), { disconnected: 1, timedOut: 0, expired: 0, activated: 0, more: true })
+  t.same(sweepAgents(app, later, 0), { disconnected: 1, timedOut: 0, expired: 0, activated: 0, more: false }, 'the last one ends the run')
+  t.equal(app.db.prepare("SELECT count(*) FROM agents WHERE connection_status = 'Disconnected'").pluck().get(), 3)
+})
+
 t.test('the sweeper hands freed license seats to waiting agents, and writes held check-in times', async (t) => {
   const app = await build(t, { ...env, PRIME_LICENSE_SEATS: '1' })
   const first = await enroll(app)
