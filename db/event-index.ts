@@ -128,6 +128,9 @@ export class BySource {
   }
 }
 
+/** Rows of the documents' and sources' counts read at a time. */
+const TEXT_SLICE = 16_384
+
 export interface IndexerOptions {
   /** Sources and documents remembered between batches (bounded memory; a miss is one index probe). */
   sourceCache?: number
@@ -212,8 +215,9 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     docs.bySource.build(docs.source.data, docs.size, sources.size)
     Object.assign(sum, { docs, sources, texts: true })
   }
+  /** At once (the summary of a caller that cannot wait); slices as small as the gradual read's keep the garbage collector out of it. */
   function loadTexts(sum: Summary) {
-    for (const _ of readTexts(sum, 1 << 20));
+    for (const _ of readTexts(sum, TEXT_SLICE));
   }
   const setIndexed = db.prepare<[number, string]>('UPDATE record_index_state SET indexed = ?, stale = 0 WHERE name = ?')
 
@@ -447,7 +451,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
      * from running meanwhile; a summary that had to be read again since (another process
      * indexed) is left as it is, and reads its texts when first needed.
      */
-    async loadTextsGradually(pause: () => Promise<unknown>, slice = 16_384): Promise<void> {
+    async loadTextsGradually(pause: () => Promise<unknown>, slice = TEXT_SLICE): Promise<void> {
       const sum = this.summary('events')
       if (sum.texts) return
       if (sum.indexed === 0) {
