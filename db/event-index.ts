@@ -185,8 +185,8 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   const sourcesFrom = db.prepare<[number, number]>('SELECT id, n, asset_key FROM event_sources WHERE id > ? ORDER BY id LIMIT ?').raw()
   /**
    * Reads the documents' and sources' counts into `sum` (they match its mark: the tables
-   * are at the same one), `chunk` rows at a time, calling `between` after each chunk.
-   * Nothing of it is visible before the end: `sum.texts` is set then.
+   * are at the same one), `chunk` rows at a time, yielding after each chunk. Nothing of
+   * it is visible before the end: `sum.texts` is set then.
    */
   function* readTexts(sum: Summary, chunk: number): Generator<void> {
     const docs = { kind: new Column(), source: new Column(), n: new Column(), size: 0, bySource: new BySource() }
@@ -463,7 +463,11 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
         await pause()
         if (summaries.events !== sum || sum.texts) return
       }
-      if (summaries.events === sum && !sum.texts && sum.indexed === scratch.indexed) {
+      // Another process may have indexed meanwhile (this one's indexer waits): the tables
+      // must still be at the mark the counts were read at.
+      const now = state.get('events')!
+      const mark = now.stale ? 0 : now.indexed
+      if (summaries.events === sum && !sum.texts && sum.indexed === scratch.indexed && mark === scratch.indexed) {
         Object.assign(sum, { docs: scratch.docs, sources: scratch.sources, texts: true })
       }
     },
