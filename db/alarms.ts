@@ -73,7 +73,17 @@ export interface DeliveryCounts {
 const list = (names: string[]) => (names.length ? `,${names.join(',')},` : '')
 export const parseList = (stored: string) => stored.split(',').filter(Boolean)
 
-export function alarmsRepo(db: DB) {
+/** Seals the secrets of stored settings and opens them again (lib/alarms/sealed-settings.ts). */
+export interface SettingsSealer {
+  seal(settings: object, id: string): string
+  /** The settings as JSON with their secrets open (stored ones not sealed pass as they are). */
+  open(stored: string, id: string): string
+  /** Whether stored settings hold secrets in the clear. */
+  isPlain(stored: string): boolean
+}
+
+/** Without a sealer (scripts, tests of other things) settings are stored and read as they are. */
+export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
   const all = db.prepare<[], DestinationRow>('SELECT * FROM alarm_destinations ORDER BY name_key, id')
   const byId = db.prepare<[string], DestinationRow>('SELECT * FROM alarm_destinations WHERE id = ?')
   const byNameKey = db.prepare<[string], DestinationRow>('SELECT * FROM alarm_destinations WHERE name_key = ?')
@@ -92,6 +102,10 @@ export function alarmsRepo(db: DB) {
      WHERE id = @id`,
   )
   const remove = db.prepare<[string]>('DELETE FROM alarm_destinations WHERE id = ?')
+  const setSettings = db.prepare<[string, string]>('UPDATE alarm_destinations SET settings = ? WHERE id = ?')
+  function opened<R extends DestinationRow | undefined>(row: R): R {
+    return row && sealer ? { ...row, settings: sealer.open(row.settings, row.id) } : row
+  }
   const cancelPending = db.prepare<[number, string]>(
     `UPDATE alarm_outbox SET status = 'cancelled', done_ms = ? WHERE destination_id = ? AND status = 'pending'`,
   )
@@ -179,15 +193,28 @@ export function alarmsRepo(db: DB) {
     feedEvents: d.feeds.includes('events') ? 1 : 0,
     feedAudit: d.feeds.includes('audit') ? 1 : 0,
     feedAssets: d.feeds.includes('assets') ? 1 : 0,
-    settings: JSON.stringify(d.settings),
+    settings: sealer ? sealer.seal(d.settings, d.id) : JSON.stringify(d.settings),
     ms,
     user,
   })
 
   return {
-    all: () => all.all(),
-    byId: (id: string) => byId.get(id),
-    byName: (name: string) => byNameKey.get(name.toLowerCase()),
+    all: () => all.all().map(opened),
+    byId: (id: string) => opened(byId.get(id)),
+    byName: (name: string) => opened(byNameKey.get(name.toLowerCase())),
+    /** Seals the settings stored in the clear (before sealing existed); answers how many. */
+    sealStored(): number {
+      if (!sealer) return 0
+      let n = 0
+      db.transaction(() => {
+        for (const row of all.all()) {
+          if (!sealer.isPlain(row.settings)) continue
+          setSettings.run(sealer.seal(JSON.parse(row.settings), row.id), row.id)
+          n++
+        }
+      })()
+      return n
+    },
     count: () => count.get()!.n,
     insert: (d: DestinationInput, ms: number, user: string | null) => insert.run(params(d, ms, user)),
     update: (d: DestinationInput, ms: number, user: string | null) => update.run(params(d, ms, user)).changes,

@@ -1704,7 +1704,10 @@ export interface paths {
          * @description Every alarm destination (at most 100), ordered by name, with its delivery state.
          *     Secrets are never returned: a webhook's `secret` is absent (`hasSecret` says
          *     whether one is set) and the values of its custom `headers` are masked as `***`.
-         *     Syslog and e-mail settings carry no secret and are returned as stored.
+         *     Both are stored sealed (AES-256-GCM with the server's `PRIME_AGENTLESS_KEY`);
+         *     under another key a destination still lists, and its deliveries fail saying so
+         *     until it is saved again with them. Syslog and e-mail settings carry no secret and
+         *     are returned as stored.
          *     Readable by User (it is a read, and the automation clients read it); changing
          *     destinations needs Manager.
          */

@@ -27,6 +27,8 @@ import { startAlarmDelivery } from './alarms/index.js'
 import { startReportScheduler } from './reports/index.js'
 import { startNotifications } from './notifications/index.js'
 import { startAgentless } from './agentless/index.js'
+import { vault } from './agentless/vault.js'
+import { settingsSealer } from './alarms/sealed-settings.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 
@@ -109,7 +111,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
 
   const db = openDatabase(config.dbFile)
-  const repos = createRepos(db, config.keptListAnswers)
+  const repos = createRepos(db, config.keptListAnswers, settingsSealer(vault(config.agentlessKey)))
+  // Webhook secrets stored in the clear by an earlier version are sealed now.
+  const sealed = repos.alarms.sealStored()
   // Revoked sessions, and those whose refresh tokens have all expired, can never be used again.
   repos.sessions.purge(Date.now())
   app.decorate('config', config)
@@ -268,6 +272,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
   await registerDocs(app, spec)
 
+  if (sealed) app.log.info({ destinations: sealed }, 'sealed the webhook secrets stored in the clear')
   try {
     await bootstrapAdmin(app)
   } catch (err) {

@@ -16,13 +16,16 @@ import { catalogueRepo } from '../db/catalogue.js'
 import { insightsRepo } from '../db/insights.js'
 import { exportsRepo } from '../db/exports.js'
 import { eventQueriesRepo } from '../db/event-queries.js'
-import { alarmsRepo } from '../db/alarms.js'
+import { alarmsRepo, type SettingsSealer } from '../db/alarms.js'
 import { reportsRepo } from '../db/reports.js'
 import { notificationsRepo } from '../db/notifications.js'
 import { agentlessRepo } from '../db/agentless.js'
 
-/** `keptAnswers`: list answers kept while the database is unchanged (0: none). */
-export function createRepos(db: DB, keptAnswers = 64) {
+/**
+ * `keptAnswers`: list answers kept while the database is unchanged (0: none). `sealer`:
+ * seals alarm destinations' secrets at rest (the server always gives one).
+ */
+export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
   const authVersion = new AuthVersion()
   const checkInTimes = new CheckInTimeWrites()
   return {
@@ -41,7 +44,7 @@ export function createRepos(db: DB, keptAnswers = 64) {
     insights: insightsRepo(db),
     exports: exportsRepo(db),
     eventQueries: eventQueriesRepo(db),
-    alarms: alarmsRepo(db),
+    alarms: alarmsRepo(db, sealer),
     reports: reportsRepo(db),
     notifications: notificationsRepo(db),
     agentless: agentlessRepo(db),

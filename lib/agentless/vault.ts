@@ -38,29 +38,35 @@ export function loadKey(env: NodeJS.ProcessEnv, dataDir: string): Buffer {
 }
 
 /**
- * Seals and opens credentials. The connection id is bound in as associated data, so that a
- * sealed value copied onto another connection's row does not open there.
+ * Seals and opens values with the key. `context` is bound in as associated data (the record
+ * a value belongs to), so that a sealed value copied onto another record does not open there.
  */
 export function vault(key: Buffer) {
+  const sealValue = (value: unknown, context: string): Buffer => {
+    const iv = crypto.randomBytes(IV_BYTES)
+    const cipher = crypto.createCipheriv('aes-256-gcm', key, iv)
+    cipher.setAAD(Buffer.from(context))
+    const body = Buffer.concat([cipher.update(JSON.stringify(value), 'utf8'), cipher.final()])
+    return Buffer.concat([Buffer.from([VERSION]), iv, cipher.getAuthTag(), body])
+  }
+  /** Throws when the value was sealed with another key, for another context, or altered. */
+  const openValue = (sealed: Buffer, context: string): unknown => {
+    if (sealed[0] !== VERSION) throw new Error('unknown sealed value format')
+    const iv = sealed.subarray(1, 1 + IV_BYTES)
+    const tag = sealed.subarray(1 + IV_BYTES, 1 + IV_BYTES + TAG_BYTES)
+    const decipher = crypto.createDecipheriv('aes-256-gcm', key, iv)
+    decipher.setAAD(Buffer.from(context))
+    decipher.setAuthTag(tag)
+    return JSON.parse(Buffer.concat([decipher.update(sealed.subarray(1 + IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8'))
+  }
   return {
-    seal(c: Credentials, connectionId: number): Buffer {
-      const iv = crypto.randomBytes(IV_BYTES)
-      const cipher = crypto.createCipheriv('aes-256-gcm', key, iv)
-      cipher.setAAD(Buffer.from(`agentless:${connectionId}`))
-      const body = Buffer.concat([cipher.update(JSON.stringify(c), 'utf8'), cipher.final()])
-      return Buffer.concat([Buffer.from([VERSION]), iv, cipher.getAuthTag(), body])
-    },
-
+    sealValue,
+    openValue,
+    /** A connection's credentials. */
+    seal: (c: Credentials, connectionId: number): Buffer => sealValue(c, `agentless:${connectionId}`),
     /** Throws when the value was sealed with another key or altered. */
     open(sealed: Buffer, connectionId: number): Credentials {
-      if (sealed[0] !== VERSION) throw new Error('unknown credential format')
-      const iv = sealed.subarray(1, 1 + IV_BYTES)
-      const tag = sealed.subarray(1 + IV_BYTES, 1 + IV_BYTES + TAG_BYTES)
-      const decipher = crypto.createDecipheriv('aes-256-gcm', key, iv)
-      decipher.setAAD(Buffer.from(`agentless:${connectionId}`))
-      decipher.setAuthTag(tag)
-      const text = Buffer.concat([decipher.update(sealed.subarray(1 + IV_BYTES + TAG_BYTES)), decipher.final()]).toString('utf8')
-      const c = JSON.parse(text)
+      const c = openValue(sealed, `agentless:${connectionId}`) as Partial<Credentials>
       return { password: c.password ?? null, privateKey: c.privateKey ?? null, privateKeyPassphrase: c.privateKeyPassphrase ?? null }
     },
   }

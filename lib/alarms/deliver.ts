@@ -24,6 +24,10 @@ export async function sendRecord(app: FastifyInstance, dest: DestinationRow, rec
   const settings = settingsOf(dest)
   if (dest.type === 'webhook') {
     const body = webhookPayload(record, ctx)
+    if ((settings as { unsealable?: boolean }).unsealable) {
+      const error = "The destination's secret and header values do not open with this server's key (PRIME_AGENTLESS_KEY): save it again with them."
+      return { message: body, result: { outcome: 'failed', error, code: 'delivery-failed' } }
+    }
     const raw = Buffer.from(JSON.stringify(body))
     return { message: body, result: await sendWebhook(settings as WebhookSettings, raw, ctx.deliveryId, ctx.sentTime, t.allow, t.agents) }
   }

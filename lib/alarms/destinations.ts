@@ -47,7 +47,7 @@ export function destinationView(row: DestinationRow, counts: DeliveryCounts): An
       feeds,
     },
     syslog: row.type === 'syslog' ? { host: s.host, port: s.port, transport: s.transport, format: s.format, facility: s.facility } : null,
-    webhook: row.type === 'webhook' ? { url: s.url, hasSecret: !!s.secret, headers: maskHeaders(s.headers) as Record<string, '***'> } : null,
+    webhook: row.type === 'webhook' ? { url: s.url, hasSecret: !!s.secret || !!s.unsealable, headers: maskHeaders(s.headers) as Record<string, '***'> } : null,
     email: row.type === 'email' ? { recipients: s.recipients, subjectPrefix: s.subjectPrefix } : null,
     createdTime: iso(row.created_ms),
     createdBy: row.created_by,
