@@ -2,7 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import crypto from 'node:crypto'
 import { agentlessSettings, type AgentlessSettings } from './agentless/settings.js'
-import { loadKey } from './agentless/vault.js'
+import { loadKey } from './vault.js'
 
 export interface Config {
   host: string

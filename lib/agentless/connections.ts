@@ -9,7 +9,7 @@ import { problem, type FieldError } from '../errors.js'
 import { iso } from '../time.js'
 import { connectionAsset } from './events.js'
 import { changedFields, checkDraft, draftOf, LIMITS, type Checked, type Draft, type RuleError } from './rules.js'
-import type { Credentials } from './vault.js'
+import type { Credentials } from '../vault.js'
 
 type Schemas = components['schemas']
 type ItemResult = Schemas['ItemResult']

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import type { HealthStatus } from '../health.js'
 import { iso } from '../time.js'
 import type { AgentlessSettings } from './settings.js'
-import { vault, type Vault } from './vault.js'
+import { vault, type Vault } from '../vault.js'
 import { connectionEvent, pollerEvent } from './events.js'
 
 declare module 'fastify' {

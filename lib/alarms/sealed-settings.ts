@@ -4,7 +4,7 @@
 // readable JSON. Settings stored before sealing (plain `secret` and `headers`) still read,
 // and are sealed at the next start (sealStoredSettings).
 import type { SettingsSealer } from '../../db/alarms.js'
-import type { Vault } from '../agentless/vault.js'
+import type { Vault } from '../vault.js'
 
 const SECRET_KEYS = ['secret', 'headers'] as const
 

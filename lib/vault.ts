@@ -1,5 +1,6 @@
-// Connection credentials at rest: AES-256-GCM with a key kept outside the database (a
-// copied database file alone reveals no credential). The key comes from
+// Secrets at rest (agentless connections' credentials, webhook secrets and header values):
+// AES-256-GCM with a key kept outside the database (a copied database file alone reveals
+// none of them). The key comes from
 // PRIME_AGENTLESS_KEY (32 bytes, base64 or hex) or from the file `agentless-key` in the
 // data dir, created with mode 0600 on the first start.
 import crypto from 'node:crypto'
