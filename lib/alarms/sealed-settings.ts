@@ -1,8 +1,8 @@
 // Webhook secrets and custom header values at rest: sealed with the data dir's key (the
-// one that seals agentless credentials, lib/vault.ts), bound to the destination,
-// so that a copied database file alone reveals none of them. The rest of the settings stays
+// one that seals agentless credentials, lib/vault.ts), bound to the destination, so that
+// a copied database file alone reveals none of them. The rest of the settings stays
 // readable JSON. Settings stored before sealing (plain `secret` and `headers`) still read,
-// and are sealed at the next start (sealStoredSettings).
+// and are sealed at the next start (the alarms repo's sealStored).
 import type { SettingsSealer } from '../../db/alarms.js'
 import type { Vault } from '../vault.js'
 
