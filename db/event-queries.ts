@@ -19,6 +19,7 @@ import { MAX_ID } from '../lib/event-filter.js'
 import { contains as likePattern, severityNames, type Sort } from '../lib/listing.js'
 import { iso } from '../lib/time.js'
 import type { components } from '../generated/openapi.js'
+import { setImmediate as pause } from 'node:timers/promises'
 
 type EventView = components['schemas']['PrimeEventView']
 type AuditView = components['schemas']['AuditTrailView']
@@ -403,7 +404,6 @@ const SEEK_SOURCES = 20_000
 
 export interface ListAnswer<R> { total: number; filtered: number; rows: R[] }
 
-const pause = () => new Promise((resolve) => setImmediate(resolve))
 
 export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   const indexer = recordIndexer(db, opts)

@@ -7,6 +7,7 @@ import type { AgentFilter, PeripheralFilter } from '../lib/agent-filter.js'
 import type { Sort } from '../lib/listing.js'
 import { agentOrderBy, agentWhere, statementCache, type AgentRow } from './agents.js'
 import { peripheralWhere } from './peripherals.js'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 
 const PAGE_ROWS = 1000
 // Agents per step of the aggregated peripheral export (about 20,000 peripherals).
@@ -32,7 +33,7 @@ export interface PeripheralModelRow {
 /** The rows of `ids` in their order, fetched a page at a time; rows deleted meanwhile are left out. */
 export async function* inPages<T extends { id: number }>(ids: readonly number[], fetch: (ids: number[]) => T[]): AsyncGenerator<T> {
   for (let i = 0; i < ids.length; i += PAGE_ROWS) {
-    if (i > 0) await new Promise((resolve) => setImmediate(resolve))
+    if (i > 0) await nextTurn()
     const page = ids.slice(i, i + PAGE_ROWS)
     const byId = new Map(fetch(page).map((r) => [r.id, r]))
     for (const id of page) {
@@ -76,7 +77,7 @@ export function exportsRepo(db: DB) {
       )
       const models = new Map<string, PeripheralModelRow>()
       for (let from = range.lo ?? 0; from <= (range.hi ?? -1); from += AGGREGATE_AGENTS) {
-        if (from > (range.lo ?? 0)) await new Promise((resolve) => setImmediate(resolve))
+        if (from > (range.lo ?? 0)) await nextTurn()
         for (const r of partial.all(from, from + AGGREGATE_AGENTS, ...where.params) as PeripheralModelRow[]) {
           const key = `${r.vid}:${r.pid}`
           const m = models.get(key)

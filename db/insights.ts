@@ -7,6 +7,7 @@ import type { components } from '../generated/openapi.js'
 import { iconName, productName, vendorName } from '../lib/usb.js'
 import { severityNames } from '../lib/listing.js'
 import { iso } from '../lib/time.js'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 
 type S = components['schemas']
 type Host = S['RiskInsightHost']
@@ -283,7 +284,7 @@ export function insightsRepo(db: DB) {
       const { counts, agents, total } = db.transaction(() => ({ counts: policyCounts.get()!, agents: policyAgents.all(MAX_AGENTS), total: agentsTotal.get()!.n }))()
       const data: S['PolicyTestAgent'][] = []
       for (const [i, a] of agents.entries()) {
-        if (i > 0 && i % POLICY_STEP === 0) await new Promise((resolve) => setImmediate(resolve))
+        if (i > 0 && i % POLICY_STEP === 0) await nextTurn()
         const armed = a.operational_status === 'Armed'
         const found = policyFindings.all(a.id, MAX_FINDINGS)
         // Its peripherals changed since the agents were listed: nothing left to report.
@@ -401,7 +402,7 @@ export function insightsRepo(db: DB) {
      * once slices have run for `turnMs`; the records of the moment it starts (the index up
      * to its mark then, and the events above it up to the newest then).
      */
-    async whitelistViolations(from: number, to: number, pause: () => Promise<unknown>, turnMs = 20): Promise<Omit<S['UniqueWhitelistViolationsResult'], 'computedTime'>> {
+    async whitelistViolations(from: number, to: number, pause: () => Promise<unknown> = nextTurn, turnMs = 20): Promise<Omit<S['UniqueWhitelistViolationsResult'], 'computedTime'>> {
       type Model = { vid: string; pid: string; icon: number; n: number; first: number; last: number; hosts: Map<string, string | null> }
       const models = new Map<string, Model>()
       const add = (rows: ViolationRow[]) => {

@@ -8,6 +8,7 @@ import type { AgentFilter, PeripheralFilter } from '../lib/agent-filter.js'
 import { contains } from '../lib/listing.js'
 import { agentView, agentWhere, statementCache, type AgentRow } from './agents.js'
 import { peripheralWhere, type PeripheralListRow } from './peripherals.js'
+import { setImmediate as pause } from 'node:timers/promises'
 
 export interface ReportRow {
   id: string
@@ -92,7 +93,6 @@ const agentFromRaw = (() => {
 })()
 
 export const nameKey = (name: string) => name.trim().toLowerCase()
-const pause = () => new Promise((resolve) => setImmediate(resolve))
 
 // ---- data of the reports ----
 

@@ -10,8 +10,8 @@ export const DELIVERY_TIMEOUT_MS = 15 * 60_000
 const SWEEP_INTERVAL_MS = 5000
 // One short batch of each kind per call: after a long outage every agent is overdue at
 // once, and requests must be served between the batches (see startAgentSweeper). A batch
-// also ends after BATCH_MS: a disconnect rewrites the agent's search text, and 500 of them
-// held the server for about half a second.
+// also ends after BATCH_MS: a disconnect rewrites the agent's search text (about 0.2 ms
+// each at 100,000 agents), and 500 of them held the server for over 100 ms.
 const BATCH = 500
 const BATCH_MS = 25
 

@@ -24,9 +24,8 @@ const integrity = new WeakMap<FastifyInstance, Integrity>()
 
 /** The latest finished quick check; starts another one when it is due. */
 function integrityOf(app: FastifyInstance): Integrity {
-  let s = integrity.get(app)
-  if (!s) integrity.set(app, (s = { running: false }))
-  const state = s
+  const state = integrity.get(app) ?? { running: false }
+  integrity.set(app, state)
   const due = state.finishedMs === undefined || state.result !== 'ok' || Date.now() - state.finishedMs >= INTEGRITY_EVERY_MS
   if (due && !state.running) {
     state.running = true

@@ -9,6 +9,7 @@ import { once } from 'node:events'
 import { PassThrough, type Readable } from 'node:stream'
 import { createRequire } from 'node:module'
 import type PDFKit from 'pdfkit'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 
 /** pdfkit, loaded on first use: it is the slowest module to load, and most starts never draw a PDF. */
 export const loadPdfKit = (): typeof PDFKit => createRequire(import.meta.url)('pdfkit')
@@ -200,7 +201,7 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
       // The pages so far have been written out: wait while the reader is behind, and let
       // other requests run between pages.
       if (out.writableNeedDrain) await once(out, 'drain')
-      else await new Promise((resolve) => setImmediate(resolve))
+      else await nextTurn()
       startPage()
       onPage = 0
     }

@@ -8,6 +8,7 @@ import type { AgentAssetRow, AssetType, ConnectionAssetRow, PeripheralAssetRow }
 import { audit } from '../audit.js'
 import { iso } from '../time.js'
 import { isIp } from './address.js'
+import { setImmediate as pause } from 'node:timers/promises'
 
 type Schemas = components['schemas']
 type Message = Schemas['AssetFeedMessage']
@@ -121,7 +122,6 @@ async function produce(app: FastifyInstance, trigger: Trigger, now: number): Pro
       }
     })()
   }
-  const pause = () => new Promise((resolve) => setImmediate(resolve))
 
   for (let after = 0; ;) {
     const agents = repos.agentless.agentsAfter(after, CHUNK)

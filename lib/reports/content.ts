@@ -11,6 +11,7 @@ import { iso } from '../time.js'
 import type { PdfColumn, PdfFigure, PdfReport, PdfTable } from './pdf.js'
 import { frequencyTitles, type Schedule } from './schedule.js'
 import { filterLines, insightSections, periodOf, periods, periodTitle, typeInfo, type Filters, type InsightSection, type ReportFormat, type ReportType } from './types.js'
+import { setImmediate as turn } from 'node:timers/promises'
 
 export const PDF_MAX_ROWS = 5000
 export const CSV_MAX_ROWS = 1_000_000
@@ -115,7 +116,6 @@ function pdfShell(ctx: RunContext, figures: PdfFigure[], tables: PdfTable[], per
 }
 
 /** Lets other requests run (after a read of every matching id, say). */
-const turn = () => new Promise((resolve) => setImmediate(resolve))
 
 const fig = (label: string, value: number | string): PdfFigure => ({ label, value: typeof value === 'number' ? n(value) : value })
 
@@ -501,7 +501,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
       })))
       figures.push(fig('Uncommon models', u.recordsTotal))
     } else if (section === 'whitelistViolations') {
-      const w = await insights.whitelistViolations(period.from, period.to, turn)
+      const w = await insights.whitelistViolations(period.from, period.to)
       lines.set(section, w.data.map((m) => line(section, {
         item: `${m.guiVid ?? m.vid} ${m.guiPid ?? m.pid}`, vid: m.vid, pid: m.pid, vendor: m.guiVid, product: m.guiPid, deviceClass: m.devIconDescription,
         hosts: m.hostsCount, count: m.violationsCount, firstSeen: m.firstSeen, lastSeen: m.lastSeen, detail: hostNames(m.hosts, m.hostsCount),

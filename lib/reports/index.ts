@@ -12,6 +12,7 @@ import { removePartFiles } from './files.js'
 import { mailRun } from './mail.js'
 import { executeRun, RUN_TIMEOUT_MS, RunStopped } from './runner.js'
 import { latestDue, nextDue, type Schedule } from './schedule.js'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 
 export const MAX_CONCURRENT_RUNS = 2
 const TICK_MS = 10_000
@@ -179,7 +180,7 @@ export class ReportScheduler {
       const pending = [...[...this.active.values()].map((a) => a.done), ...(this.mailing ? [this.mailing] : [])]
       if (!pending.length) {
         if (!this.app.repos.reports.queued(1).length || this.closed) return
-        await new Promise((resolve) => setImmediate(resolve))
+        await nextTurn()
         continue
       }
       await Promise.all(pending)

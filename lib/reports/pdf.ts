@@ -7,6 +7,7 @@
 import { once } from 'node:events'
 import type { Writable } from 'node:stream'
 import { loadPdfKit } from '../pdf.js'
+import { setImmediate as pause } from 'node:timers/promises'
 
 export interface PdfColumn<T> {
   header: string
@@ -88,7 +89,6 @@ export const printable = (s: string) => s.replace(/[\r\n\t]+/g, ' ').replace(WIN
 const cellText = (v: string | number | boolean | null | undefined) =>
   v === null || v === undefined ? '' : typeof v === 'boolean' ? (v ? 'Yes' : 'No') : typeof v === 'number' ? v.toLocaleString('en-US') : printable(String(v))
 
-const pause = () => new Promise((resolve) => setImmediate(resolve))
 /** "1 agent", "2 agents" ("categories" and "severities" become "category" and "severity"). */
 const counting = (n: number, noun: string) => `${n.toLocaleString('en-US')} ${n === 1 ? noun.replace(/ies$/, 'y').replace(/s$/, '') : noun}`
 
