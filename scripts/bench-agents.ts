@@ -18,7 +18,7 @@ import type { Sort } from '../lib/listing.js'
 import type { components } from '../generated/openapi.js'
 import { seedFleet, checkSeed } from './seed.js'
 import { fleetHost } from './fleet-data.js'
-import { PIN, pct, ms, start, stop, memory, readLines } from './bench-support.js'
+import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked } from './bench-support.js'
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 100_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -120,6 +120,7 @@ rows.push('|---|---|---|---|---|---|---|---|---|---|')
 for (const kept of ['yes', 'no']) {
   server = await start({ ...baseEnv, PRIME_RATE_LIMIT_MAX: '100000000', PRIME_KEPT_LIST_ANSWERS: kept === 'yes' ? '64' : '0' }, path.join(dataDir, `server-${kept}.log`))
   auth = await login()
+  await integrityChecked(base, auth)
   for (const [i, c] of listCases.entries()) {
     const first = await fetch(base + c.url, { headers: auth })
     const body = (await first.json().catch(() => null)) as { recordsFiltered?: number; data?: unknown[]; detail?: string } | null
@@ -146,6 +147,7 @@ for (const kept of ['yes', 'no']) {
 
 server = await start({ ...baseEnv, PRIME_RATE_LIMIT_MAX: '100000000' }, path.join(dataDir, 'server-export.log'))
 auth = await login()
+await integrityChecked(base, auth)
 {
   const before = memory(server.pid!)
   let peakRss = before?.rss ?? 0
@@ -175,6 +177,7 @@ await stop(server)
 
 type Schemas = components['schemas']
 server = await start({ ...baseEnv, PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }, path.join(dataDir, 'server-gateway.log'))
+await integrityChecked(base, await login())
 {
   interface Enrolled { credential: string; body: string }
   const enrolled: Enrolled[] = []

@@ -20,7 +20,7 @@ import { eventQueriesRepo } from '../db/event-queries.js'
 import { eventsRepo, type EventInput } from '../db/events.js'
 import { eventFilter } from '../lib/event-filter.js'
 import { seedEvents } from './seed-events.js'
-import { PIN, pct, ms, start, stop, memory, readLines } from './bench-support.js'
+import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked } from './bench-support.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5_000_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -198,6 +198,7 @@ async function load(opts: autocannon.Options) {
 
 let server = await start(baseEnv, path.join(dataDir, 'server.log'))
 let auth = await login()
+notes.push(`the server's database integrity check after start took ${(await integrityChecked(base, auth)).toFixed(0)} s; the measurements start after it`)
 {
   // The first query loads the index's counts into memory (once per server start).
   const t0 = performance.now()
@@ -243,6 +244,7 @@ await stop(server)
 
 server = await start(baseEnv, path.join(dataDir, 'server-export.log'))
 auth = await login()
+await integrityChecked(base, auth)
 {
   await (await fetch(`${base}/Events/GetEvents?PageSize=1`, { headers: auth })).arrayBuffer()
   const before = memory(server.pid!)
