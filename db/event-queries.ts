@@ -671,6 +671,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     sources: number[] | null
     /** What such a seek reads: those events, and a probe per source and block. */
     seekRows: number
+    /** The kinds (by id) of the indexed matches; null when not known (sources alone). */
+    kinds: Uint8Array | null
   }
 
   // Text counts of recent questions, kept while the index has not moved: a dashboard asking
@@ -713,6 +715,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       return m
     }
     const kindAllowed = kinds ? mask(kinds) : null
+    const hit = new Uint8Array(kindTop + 1)
     // Each condition's matches; several on one dictionary must all hold (counted per id).
     const both = (lists: number[][]): number[] | null => {
       if (!lists.length) return null
@@ -734,17 +737,17 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       }
     }
     const seekOf = (): TextCount => {
-      if (n > SEEK_MAX || matched.length > SEEK_SOURCES) return { n, keys: null, sources: null, seekRows: Infinity }
+      if (n > SEEK_MAX || matched.length > SEEK_SOURCES) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit }
       const keys = new Set<string | null>()
       let rows = matched.length * (Math.floor(sum.indexed / 2 ** SOURCE_BLOCK_SHIFT) + 1)
       for (const id of matched) {
         keys.add(srcs.key[id] ?? null)
         rows += srcs.n.get(id)
       }
-      return { n, keys: [...keys], sources: matched, seekRows: rows }
+      return { n, keys: [...keys], sources: matched, seekRows: rows, kinds: hit }
     }
     if (!t.global && !D && !kindAllowed) {
-      // Sources alone: their own counts.
+      // Sources alone: their own counts (their documents' kinds are not looked at).
       for (const id of S!) {
         const c = srcs.n.get(id)
         if (c > 0) {
@@ -752,7 +755,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
           noteSource(id)
         }
       }
-      return seekOf()
+      return { ...seekOf(), kinds: null }
     }
     sourceIn.clear(srcs.size)
     if (S) sourceIn.add(S)
@@ -785,6 +788,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       if (D && docIn.at[id] !== docIn.gen) return
       if (global && !(global[kind] || sourceInGlobal.at[source] === sourceInGlobal.gen || docInGlobal.at[id] === docInGlobal.gen)) return
       n += c
+      hit[kind] = 1
       noteSource(source)
     }
     /** Every document of these sources (from the list of each source's documents). */
@@ -798,6 +802,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       // found through their sources or details add the events of other kinds.
       const whole: number[] = []
       for (const k of indexer.kinds('events').keys()) if (global![k] && (!kindAllowed || kindAllowed[k])) whole.push(k)
+      for (const k of whole) hit[k] = 1
       if (whole.length) n += segments({ ...p, ids: { lo: 1, hi: MAX_ID }, times: null }, sum, whole, LEVEL_SHIFT.length - 1).reduce((a, x) => a + x.n, 0)
       const g = t.global!
       const gDocs = matchDocs(g, 'details')
@@ -810,6 +815,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
         const kind = kindOf[id]
         if (global![kind] || (kindAllowed && !kindAllowed[kind])) continue
         n += c
+        hit[kind] = 1
         noteSource(sourceOf[id])
       }
       // Then those of matching sources not counted already.
@@ -817,7 +823,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
         docSeen.add(gDocs)
         docsOf(gSources, global)
       }
-      if (whole.length) return { n, keys: null, sources: null, seekRows: Infinity }
+      if (whole.length) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit }
     }
     return seekOf()
   }
@@ -980,19 +986,97 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     return out
   }
 
-  /** Where the matches of a text plan are read from for a page: its seek (few) or the range (many). */
-  function textWhere(p: Plan, c: Counted, needed: number): Cond {
+  /** A stretch of ids and the condition its matches are read with (the stretch's range included). */
+  interface Stretch extends Range { where: Cond }
+
+  /**
+   * Where the matches of a text plan are read from, as stretches in ascending id order:
+   * its seek through their sources (few matches), or the range walked row by row (many).
+   * A walk passes over the blocks that hold no event of a kind with a match (the
+   * documents' counts tell which kinds have one): the newest hundred thousand events after
+   * a mass disconnect, say, hold none of a vendor's, and testing them one by one cost 50 ms.
+   */
+  function textAccess(p: Plan, c: Counted, needed: number): Stretch[] {
     const t = c.text
+    const top = topId(p.table)
     const { lo } = c.ids
-    const hi = Math.min(c.ids.hi, topId(p.table))
+    const hi = Math.min(c.ids.hi, top)
     const span = Math.max(0, hi - lo + 1)
-    const walk = c.filtered === 0 ? 0 : Math.min(span, (needed * span) / c.filtered)
-    const seek = t?.sources ? (t.seekRows * span) / Math.max(1, topId(p.table)) + c.tail : Infinity
-    if (seek * 3 < walk) return all([rangeCond(p, lo, hi, 'both'), seekFrom(t!.sources!, lo, hi, c.sum.indexed), pred(p)])!
+    const walked = t?.kinds ? kindStretches(p, c.sum, t.kinds, lo, hi) : [{ lo, hi: c.ids.hi }]
+    const walkSpan = walked.reduce((a, r) => a + Math.max(0, Math.min(r.hi, top) - r.lo + 1), 0)
+    const walk = c.filtered === 0 ? 0 : Math.min(walkSpan, (needed * walkSpan) / c.filtered)
+    const seek = t?.sources ? (t.seekRows * span) / Math.max(1, top) + c.tail : Infinity
+    if (seek * 3 < walk) return [{ lo, hi, where: all([rangeCond(p, lo, hi, 'both'), seekFrom(t!.sources!, lo, hi, c.sum.indexed), pred(p)])! }]
     // A GlobalSearch walk tests the asset key first when the matches' keys are known: one
     // lookup instead of eight text conditions on most rows.
     const first = t?.keys && p.text?.global ? keysFirst(t.keys, c.sum.indexed) : null
-    return all([rangeCond({ ...p, ids: c.ids }, lo, c.ids.hi), first, pred(p)])!
+    const codes = t?.kinds ? codesFirst(t.kinds, c.sum.indexed) : null
+    return walked.map((r) => ({ ...r, where: all([rangeCond(p, r.lo, r.hi), codes, first, pred(p)])! }))
+  }
+
+  /**
+   * The stretches of [lo, hi] that can hold events of these kinds in the plan's time span:
+   * runs of level 0 blocks whose counts have such a kind, and everything above the mark.
+   */
+  function kindStretches(p: Plan, sum: Summary, kinds: Uint8Array, lo: number, hi: number): Range[] {
+    const out: Range[] = []
+    const visit = (level: number, fromBlock: number, toBlock: number) => {
+      const size = 2 ** LEVEL_SHIFT[level]
+      for (let block = fromBlock; block <= toBlock; block++) {
+        const cells = sum.blocks[level].get(block)
+        if (!cells?.some(([kind, , min, max]) => kinds[kind] === 1 && (!p.times || (max >= p.times.lo && min <= p.times.hi)))) continue
+        const sLo = Math.max(lo, block * size)
+        const sHi = Math.min(hi, sum.indexed, block * size + size - 1)
+        if (level > 0) visit(level - 1, Math.floor(sLo / 2 ** LEVEL_SHIFT[level - 1]), Math.floor(sHi / 2 ** LEVEL_SHIFT[level - 1]))
+        else if (out.length && out[out.length - 1].hi + 1 === sLo) out[out.length - 1].hi = sHi
+        else out.push({ lo: sLo, hi: sHi })
+      }
+    }
+    const top = LEVEL_SHIFT.length - 1
+    const last = Math.min(hi, sum.indexed)
+    if (lo <= last) visit(top, Math.floor(lo / 2 ** LEVEL_SHIFT[top]), Math.floor(last / 2 ** LEVEL_SHIFT[top]))
+    if (hi > sum.indexed) out.push({ lo: Math.max(lo, sum.indexed + 1), hi })
+    return out
+  }
+
+  /** The matches of a text plan as one condition, over the whole range (orders other than the id's). */
+  const textWhere = (p: Plan, c: Counted): Cond => textAccess(p, { ...c, text: c.text && { ...c.text, kinds: null } }, c.filtered)[0].where
+
+  /** A page in id order of a text plan: the stretches in turn, until the page is full. */
+  function textIdPage<R>(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
+    const stretches = textAccess(p, c, offset + limit)
+    if (dir === 'DESC') stretches.reverse()
+    const out: R[] = []
+    let skip = offset
+    for (const s of stretches) {
+      if (out.length === limit) break
+      if (skip > 0 && stretches.length > 1) {
+        // How many of the matches to pass over this stretch holds (at most `skip`).
+        const held = cached(`SELECT count(*) FROM (SELECT 1 FROM ${tables[p.table].from} e NOT INDEXED WHERE ${s.where.sql} LIMIT ?)`).pluck().get(...s.where.params, skip) as number
+        if (held < skip) {
+          skip -= held
+          continue
+        }
+      }
+      out.push(...rowsOf<R>(p, s.where, `e.id ${dir}`, limit - out.length, skip))
+      skip = 0
+    }
+    return out
+  }
+
+  /**
+   * The rows whose event code is one of these kinds', or above the mark (not indexed yet);
+   * null when every code is. In blocks where kinds with and without matches mix, one
+   * lookup passes over most rows that the text conditions would test one by one.
+   */
+  function codesFirst(kinds: Uint8Array, indexed: number): Cond | null {
+    const hit = new Set<string>()
+    const every = new Set<string>()
+    for (const [id, k] of indexer.kinds('events')) {
+      every.add(k.event_code)
+      if (kinds[id] === 1) hit.add(k.event_code)
+    }
+    return hit.size === every.size ? null : cond('(e.id > ? OR e.event_code IN (SELECT value FROM json_each(?)))', indexed, JSON.stringify([...hit]))
   }
 
   /** The rows of these asset keys, or above the mark (their sources may not be known yet). */
@@ -1050,11 +1134,11 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     if (c.filtered <= offset || limit === 0) return []
     if (isIdSort(f)) {
       if (!p.textSql) return idPage<R>(p, c, dir, limit, offset)
-      return rowsOf<R>(p, textWhere(p, c, offset + limit), `e.id ${dir}`, limit, offset)
+      return textIdPage<R>(p, c, dir, limit, offset)
     }
     if (f.kind) return kindPage<R>(p, c, f, dir, limit, offset)
     const order = orderSql(f, dir)
-    if (p.textSql) return rowsOf<R>(p, textWhere(p, c, c.filtered), order, limit, offset)
+    if (p.textSql) return rowsOf<R>(p, textWhere(p, c), order, limit, offset)
     if (c.filtered <= SEEK_MAX) {
       // Few matches: find them all through the kinds' cells and sort them, unless walking
       // the time index in order reaches the page sooner (rows in order are cheaper to read
@@ -1132,8 +1216,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       return
     }
     if (isIdSort(f)) {
-      const where = textWhere(p, c, c.filtered)
-      yield* walk(c.ids.lo, c.ids.hi, where)
+      const stretches = textAccess(p, c, c.filtered)
+      if (dir === 'DESC') stretches.reverse()
+      for (const s of stretches) yield* walk(s.lo, s.hi, s.where)
       return
     }
     const ids: number[] = []
@@ -1145,7 +1230,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
         await pause()
       }
     } else {
-      const where = p.textSql ? textWhere(p, c, c.filtered) : all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!
+      const where = p.textSql ? textWhere(p, c) : all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!
       const access = isTimeSort(f) && !p.textSql ? byTime[p.table] : 'NOT INDEXED'
       for (const id of cached(`SELECT e.id FROM ${from} e ${access} WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ?`).pluck().iterate(...where.params, left)) ids.push(id as number)
     }
