@@ -183,7 +183,11 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     'SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = ?',
   )
   const byMachineId = db.prepare<[string], { id: number; uuid: string }>('SELECT id, uuid FROM agents WHERE machine_id = ?')
-  const activated = db.prepare<[], { n: number }>(`SELECT count(*) AS n FROM agents WHERE license_status = 'Activated'`)
+  // The agents less the others (migration 014: only they are indexed).
+  const activated = db.prepare<[], { n: number }>(
+    `SELECT (SELECT n FROM row_counts WHERE name = 'agents')
+       - (SELECT count(*) FROM agents INDEXED BY agents_license_unactivated WHERE license_status <> 'Activated') AS n`,
+  )
   const insertAgent = db.prepare(
     `INSERT INTO agents (uuid, machine_id, credential_hash, enrolled_ms, host_identifier, license_status, expiration_ms,
        license_account_name, check_in_interval_s)
