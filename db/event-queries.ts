@@ -20,6 +20,7 @@ import { contains as likePattern, severityNames, type Sort } from '../lib/listin
 import { iso } from '../lib/time.js'
 import type { components } from '../generated/openapi.js'
 import { setImmediate as pause } from 'node:timers/promises'
+import { LRUCache } from 'lru-cache'
 
 type EventView = components['schemas']['PrimeEventView']
 type AuditView = components['schemas']['AuditTrailView']
@@ -391,7 +392,10 @@ function orderSql(f: SortField, dir: 'ASC' | 'DESC'): string {
 // ---------------------------------------------------------------------------------------
 // The engine
 
-/** A stretch of ids holding `n` matches (exactly), found at a level of the block counts (-1: counted from the rows). */
+/**
+ * A stretch of ids holding `n` matches (exactly), found at a level of the block counts
+ * (-1: counted from the rows, -2: from the kinds' ids; either, a part of a level 0 block).
+ */
 interface Segment { lo: number; hi: number; n: number; level: number }
 
 const EXPORT_CHUNK = 1000
@@ -496,11 +500,13 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     if (!sum || hi > sum.indexed) return cached(sql).pluck().get(...w.params) as number
     // Indexed records never change (a change starts the index over, with a new summary), so
     // neither does a count among them: the blocks a time range cuts are counted once, not
-    // on every page of the same question.
+    // on every page of the same question. Within a block, the matches' ids are kept too.
     if (sum !== rowCountsFor) {
       keptRowCounts.clear()
+      keptIds.clear()
       rowCountsFor = sum
     }
+    if (hi - lo < 2 ** LEVEL_SHIFT[0]) return matchIds(p, lo, hi).length
     const key = `${sql}\u0001${JSON.stringify(w.params)}`
     let n = keptRowCounts.get(key)
     if (n === undefined) {
@@ -512,6 +518,24 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   }
   const keptRowCounts = new Map<string, number>()
   let rowCountsFor: Summary | null = null
+  /**
+   * The ids of the matches in a stretch of indexed ids no longer than a block, ascending
+   * (kept while the summary is countRows'): a page then reads its rows by id instead of
+   * walking the block again. A time range that cuts blocks whose times mix (events stored
+   * late, with the time they happened) finds a few matches among thousands of rows there.
+   */
+  function matchIds(p: Plan, lo: number, hi: number): number[] {
+    const w = all([rangeCond(p, lo, hi), pred(p)])!
+    const key = `${p.table}\u0001${w.sql}\u0001${JSON.stringify(w.params)}`
+    let ids = keptIds.get(key)
+    if (!ids) {
+      ids = cached(`SELECT e.id FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql} ORDER BY e.id`).pluck().all(...w.params) as number[]
+      keptIds.set(key, ids)
+    }
+    return ids
+  }
+  // At most a million ids (about 8 MB), least recently used first out.
+  const keptIds = new LRUCache<string, number[]>({ maxSize: 1_000_000, sizeCalculation: (ids) => ids.length + 1 })
   // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
   // lets it use the ids (rowid ranges and lookups); the time order names its index.
@@ -561,8 +585,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
         else if (level > 0) visit(level - 1, Math.floor(sLo / 2 ** LEVEL_SHIFT[level - 1]), Math.floor(sHi / 2 ** LEVEL_SHIFT[level - 1]))
         else {
           // Rows are read only where their times decide; otherwise the kinds' ids do.
-          const exact = straddles || p.textSql || p.table !== 'events' ? countRows(p, sLo, sHi, sum) : countKindIds(present, n, bLo, bHi, sLo, sHi)
-          if (exact > 0) out.push({ lo: sLo, hi: sHi, n: exact, level: -1 })
+          const fromRows = straddles || p.textSql || p.table !== 'events'
+          const exact = fromRows ? countRows(p, sLo, sHi, sum) : countKindIds(present, n, bLo, bHi, sLo, sHi)
+          if (exact > 0) out.push({ lo: sLo, hi: sHi, n: exact, level: fromRows ? -1 : -2 })
         }
       }
     }
@@ -996,7 +1021,14 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
           skip -= f.n
           continue
         }
-        out.push(...rowsOf<R>(p, all([rangeCond(p, f.lo, f.hi), where])!, `e.id ${dir}`, limit - out.length, skip))
+        if (f.level === -1 && f.hi <= c.sum.indexed) {
+          // A block cut by the range: its matches' ids were kept when it was counted.
+          const ids = matchIds(p, f.lo, f.hi)
+          const wanted = dir === 'DESC' ? ids.slice(Math.max(0, ids.length - skip - (limit - out.length)), ids.length - skip) : ids.slice(skip, skip + limit - out.length)
+          out.push(...rowsOf<R>(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(wanted)), `e.id ${dir}`, wanted.length, 0))
+        } else {
+          out.push(...rowsOf<R>(p, all([rangeCond(p, f.lo, f.hi), where])!, `e.id ${dir}`, limit - out.length, skip))
+        }
         skip = 0
       }
     }
