@@ -11,6 +11,8 @@ export interface AuditRecord {
   operationId: string | null
   outcome: 'Succeeded' | 'Failed' | 'Refused'
   asset?: AuditAsset
+  /** The request that wrote it (null: the service itself). */
+  requestId?: string | null
 }
 
 export interface AuditAsset {
@@ -43,14 +45,15 @@ export interface AuditRow {
   asset_sub_type: string
   asset_detail: string
   asset_icon: number
+  request_id: string | null
 }
 
 export function auditRepo(db: DB) {
   const insert = db.prepare(
     `INSERT INTO audit_trail (created_ms, severity, category, user_name, source_ip, description, details, operation_id, outcome,
-       asset_key, asset_name, asset_parent_id, asset_ip, asset_type, asset_sub_type, asset_detail, asset_icon)
+       asset_key, asset_name, asset_parent_id, asset_ip, asset_type, asset_sub_type, asset_detail, asset_icon, request_id)
      VALUES (@createdMs, @severity, @category, @user, @sourceIp, @description, @details, @operationId, @outcome,
-       @key, @name, @parentId, @ipAddress, @type, @subType, @detail, @icon)`,
+       @key, @name, @parentId, @ipAddress, @type, @subType, @detail, @icon, @requestId)`,
   )
   const latest = db.prepare<[number], AuditRow>('SELECT * FROM audit_trail ORDER BY id DESC LIMIT ?')
   const exists = db.prepare<[number, number, string], number>('SELECT 1 FROM audit_trail WHERE id = ? AND created_ms = ? AND description = ?').pluck()
@@ -68,6 +71,7 @@ export function auditRepo(db: DB) {
           subType: a.subType ?? 'None',
           detail: a.detail ?? 'Unknown',
           icon: a.icon ?? -1,
+          requestId: r.requestId ?? null,
           asset: undefined,
         }).lastInsertRowid,
       )

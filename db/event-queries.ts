@@ -60,11 +60,12 @@ export interface AuditTrailRow {
   asset_sub_type: AuditView['assetReference']['subType']
   asset_detail: AuditView['assetReference']['allAssetTypeDetail']
   asset_icon: number
+  request_id: string | null
 }
 
 /** The columns every read returns, in this order (rows as arrays follow it). */
 export const EVENT_FIELDS = ['id', 'created_ms', 'event_code', 'severity', 'category', 'entity_id', 'description', 'details', 'hashtags', 'peripheral_icon', 'asset_key', 'asset_name', 'peripheral_asset_id'] as const
-export const AUDIT_FIELDS = ['id', 'created_ms', 'severity', 'category', 'user_name', 'source_ip', 'description', 'details', 'operation_id', 'outcome', 'asset_key', 'asset_name', 'asset_parent_id', 'asset_ip', 'asset_type', 'asset_sub_type', 'asset_detail', 'asset_icon'] as const
+export const AUDIT_FIELDS = ['id', 'created_ms', 'severity', 'category', 'user_name', 'source_ip', 'description', 'details', 'operation_id', 'outcome', 'asset_key', 'asset_name', 'asset_parent_id', 'asset_ip', 'asset_type', 'asset_sub_type', 'asset_detail', 'asset_icon', 'request_id'] as const
 const EVENT_COLUMNS = EVENT_FIELDS.map((c) => `e.${c}`).join(', ')
 const AUDIT_COLUMNS = AUDIT_FIELDS.map((c) => `e.${c}`).join(', ')
 
@@ -127,6 +128,7 @@ export function auditView(r: AuditTrailRow): AuditView {
       allAssetTypeDetail: r.asset_detail,
       icon: r.asset_icon,
     },
+    requestId: r.request_id,
   }
 }
 

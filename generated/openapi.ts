@@ -6265,6 +6265,8 @@ export interface components {
              */
             outcome: "Succeeded" | "Failed" | "Refused";
             assetReference: components["schemas"]["AssetReference"];
+            /** @description The request that wrote the record: the `x-request-id` its answer carried (a caller's own when it sent a valid one) and the `reqId` of its log line. Null for records the service writes itself and for records written before this field existed. */
+            requestId: string | null;
         };
     };
     responses: {
@@ -10658,7 +10660,8 @@ export interface operations {
                      *             "subType": "None",
                      *             "allAssetTypeDetail": "WebhookDestination",
                      *             "icon": -1
-                     *           }
+                     *           },
+                     *           "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11"
                      *         }
                      *       ]
                      *     }
@@ -10732,7 +10735,8 @@ export interface operations {
                      *             "subType": "None",
                      *             "allAssetTypeDetail": "Account",
                      *             "icon": -1
-                     *           }
+                     *           },
+                     *           "requestId": "0b7d6c2e-8f3a-4e51-9c2d-5a1e7f4b3c60"
                      *         }
                      *       ]
                      *     }

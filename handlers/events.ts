@@ -78,6 +78,7 @@ const auditCells: Cells = {
   'assetReference.key': (r) => r[A.asset_key], 'assetReference.name': (r) => r[A.asset_name], 'assetReference.parentID': (r) => r[A.asset_parent_id],
   'assetReference.ipAddress': (r) => r[A.asset_ip], 'assetReference.type': (r) => r[A.asset_type], 'assetReference.subType': (r) => r[A.asset_sub_type],
   'assetReference.allAssetTypeDetail': (r) => r[A.asset_detail], 'assetReference.icon': (r) => r[A.asset_icon],
+  requestId: (r) => r[A.request_id],
 }
 
 /** The CSV text, a chunk of rows at a time: a byte-order mark (spreadsheets then read UTF-8), the header, a line per row. */

@@ -106,6 +106,7 @@ export function audit(req: FastifyRequest, entry: AuditEntry): void {
     operationId: op?.operationId ?? null,
     outcome: entry.outcome ?? 'Succeeded',
     asset: entry.asset,
+    requestId: req.id,
   })
   written.set(req, { id, createdMs, description })
   req.audited = true

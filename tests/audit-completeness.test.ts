@@ -357,7 +357,7 @@ function pathValues(op: Operation, url: string): string[] {
 // ---- the tests ------------------------------------------------------------------------
 
 /** What is wrong with the records a request left: an empty list when it is audited as the rule says. */
-function checkRecords(op: Operation, rows: AuditRow[], status: number, expect: { outcome?: string; actor?: string | null; exactlyOne?: boolean; url?: string }): string[] {
+function checkRecords(op: Operation, rows: AuditRow[], status: number, expect: { outcome?: string; actor?: string | null; exactlyOne?: boolean; url?: string; requestId?: unknown }): string[] {
   const problems: string[] = []
   const others = rows.filter((r) => r.operation_id !== null && r.operation_id !== op.operationId)
   if (others.length) problems.push(`records of other operations: ${others.map((r) => r.operation_id).join(', ')}`)
@@ -374,6 +374,7 @@ function checkRecords(op: Operation, rows: AuditRow[], status: number, expect: {
   for (const r of mine) {
     const at = `record ${r.id}`
     if (r.source_ip !== SOURCE_IP) problems.push(`${at}: sourceIp ${r.source_ip}, not ${SOURCE_IP}`)
+    if (r.request_id !== expect.requestId) problems.push(`${at}: requestId ${r.request_id}, not the answer's ${expect.requestId}`)
     if (r.category !== expectedCategory(op)) problems.push(`${at}: category ${r.category}, not ${expectedCategory(op)}`)
     if (!r.description.trim()) problems.push(`${at}: no description`)
     if (!(r.severity >= 0 && r.severity <= 7)) problems.push(`${at}: severity ${r.severity}`)
@@ -420,7 +421,7 @@ t.test('refused requests and reads, on one app', async (t) => {
         const problems: string[] = []
         if (res.headers['x-request-id'] !== tag) problems.push('the answer does not name the request')
         if (res.statusCode !== 401) problems.push(`answered ${res.statusCode}, not 401`)
-        problems.push(...checkRecords(op, since(app, before), res.statusCode, { outcome: 'Refused', actor: null, exactlyOne: true, url: req.url }))
+        problems.push(...checkRecords(op, since(app, before), res.statusCode, { outcome: 'Refused', actor: null, exactlyOne: true, url: req.url, requestId: res.headers['x-request-id'] }))
         const changed = changedTables(state, fingerprint(app)).filter((table) => !side.has(table))
         if (changed.length) problems.push(`changed ${changed.join(', ')}`)
         t.same(problems, [], `${op.operationId} ${how}: 401, audited once as Refused, nothing else changed`)
@@ -476,7 +477,7 @@ t.test('refused requests and reads, on one app', async (t) => {
           const problems: string[] = []
           if (res.statusCode !== 403) problems.push(`answered ${res.statusCode}, not 403`)
           const rows = since(app, before)
-          problems.push(...checkRecords(op, rows, res.statusCode, { outcome: 'Refused', actor: actor.name, exactlyOne: true, url: req.url }))
+          problems.push(...checkRecords(op, rows, res.statusCode, { outcome: 'Refused', actor: actor.name, exactlyOne: true, url: req.url, requestId: res.headers['x-request-id'] }))
           const row = rows.find((r) => r.operation_id === op.operationId)
           if (row && !row.description.includes(PROFILE_NAMES[op.access.minProfile])) problems.push(`description "${row.description}" does not name the profile needed`)
           const changed = changedTables(state, fingerprint(app)).filter((table) => !side.has(table))
@@ -505,7 +506,7 @@ t.test('refused requests and reads, on one app', async (t) => {
         const res = await send(app, req, authorization, `audit-media-${op.operationId}`)
         const problems: string[] = []
         if (res.statusCode !== status) problems.push(`answered ${res.statusCode}, not ${status}`)
-        problems.push(...checkRecords(op, since(app, before), res.statusCode, { ...expect, exactlyOne: true, url: req.url }))
+        problems.push(...checkRecords(op, since(app, before), res.statusCode, { ...expect, exactlyOne: true, url: req.url, requestId: res.headers['x-request-id'] }))
         t.same(problems, [], `${op.operationId} with an XML body ${who}: ${status}, audited with ${expect.actor ?? 'nobody known'}`)
       }
       checked++
@@ -627,7 +628,7 @@ t.test('every mutating operation, called with enough rights, is audited with wha
     if (res.statusCode >= 500 && !declared501) problems.push(`answered ${res.statusCode}: ${res.body.slice(0, 300)}`)
     const rows = since(app, before)
     // A refused gateway call has no actor; otherwise the record names the caller.
-    problems.push(...checkRecords(op, rows, res.statusCode, { actor: res.statusCode === 401 ? null : actor, url: req.url }))
+    problems.push(...checkRecords(op, rows, res.statusCode, { actor: res.statusCode === 401 ? null : actor, url: req.url, requestId: res.headers['x-request-id'] }))
     problems.push(...leaks(rows, secrets.values))
     t.same(problems, [], `${op.operationId} (${res.statusCode}): audited, with who, from where, an outcome that fits, no secret`)
     for (const r of rows) {

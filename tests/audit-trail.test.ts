@@ -43,6 +43,31 @@ t.test('a successful change is audited', async (t) => {
   t.equal(row.asset_type, 'User')
   t.equal(row.asset_name, 'bob')
   t.equal(row.asset_key, String(res.json().id))
+  t.equal(row.request_id, res.headers['x-request-id'], 'the request that wrote it, as its answer named it')
+})
+
+t.test('a record names its request: the id the answer and the log line carry, the caller\'s own when valid', async (t) => {
+  const app = await build(t, env)
+  const token = await login(app)
+  let before = lastId(app)
+  const given = 'soc-ticket-4711.retry:2'
+  const res = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('carol'), headers: { 'x-request-id': given } })
+  t.equal(res.headers['x-request-id'], given)
+  t.equal(since(app, before)[0].request_id, given, 'a valid id of the caller is kept')
+  before = lastId(app)
+  const invalid = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('dave'), headers: { 'x-request-id': 'not valid!' } })
+  t.match(invalid.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'an invalid one is replaced')
+  t.equal(since(app, before)[0].request_id, invalid.headers['x-request-id'])
+  before = lastId(app)
+  const refused = await app.inject({ method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('mallory') })
+  t.equal(refused.statusCode, 401)
+  t.equal(since(app, before)[0].request_id, refused.headers['x-request-id'], 'refused requests too')
+  // The queries answer it (and the service's own records have none).
+  app.repos.eventQueries.catchUp()
+  const list = await call(app, token, { method: 'GET', url: '/prime/webui/Events/GetAuditTrails?SortBy=auditTrailID_asc&PageSize=1000' })
+  const views = list.json().data as { auditTrailID: number; requestId: string | null; description: string }[]
+  t.equal(views[0].requestId, null, 'the first start: written by the service itself')
+  t.ok(views.some((v) => v.requestId === given), 'GetAuditTrails shows it')
 })
 
 t.test('every change of an account is audited, without its secrets', async (t) => {
@@ -258,6 +283,7 @@ t.test('the first start is audited', async (t) => {
   const first = app.db.prepare<[], AuditRow>('SELECT * FROM audit_trail ORDER BY id LIMIT 1').get()!
   t.match(first, { category: 'Users', outcome: 'Succeeded', asset_name: 'admin', asset_type: 'User' })
   t.match(first.description, /first Administrator/)
+  t.equal(first.request_id, null, 'written by the service itself, not a request')
   t.same(JSON.parse(first.details), { userName: 'admin', userProfile: 30, passwordFrom: 'PRIME_ADMIN_PASSWORD' })
 })
 

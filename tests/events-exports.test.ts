@@ -123,7 +123,7 @@ t.test('audit trail exports: CSV with the asset flattened and secrets masked, PD
   t.match(res.headers['content-disposition'], FILE('audit-trails', 'csv'))
   const [header, ...data] = parseCsv(res.body.slice(1))
   t.same(header, ['auditTrailID', 'creationTime', 'creationTimeEpoch', 'severity', 'severityString', 'category', 'user', 'sourceIp', 'description', 'details', 'operationId', 'outcome',
-    'assetReference.key', 'assetReference.name', 'assetReference.parentID', 'assetReference.ipAddress', 'assetReference.type', 'assetReference.subType', 'assetReference.allAssetTypeDetail', 'assetReference.icon'])
+    'assetReference.key', 'assetReference.name', 'assetReference.parentID', 'assetReference.ipAddress', 'assetReference.type', 'assetReference.subType', 'assetReference.allAssetTypeDetail', 'assetReference.icon', 'requestId'])
   // The first account, created at first start, then the two created here.
   t.same(data.map((r) => r[header.indexOf('assetReference.name')]), ['admin', 'carol', 'dave'])
   t.same(data.map((r) => r[header.indexOf('operationId')]), ['', 'addUser', 'addUser'], 'null is an empty cell')
