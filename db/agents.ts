@@ -31,6 +31,31 @@ export function statementCache(db: DB, cap = 256) {
   }
 }
 
+const columnNames = new WeakMap<Database.Statement, string[]>()
+/**
+ * The rows of a statement as objects, read as arrays and built here: better-sqlite3 builds
+ * an object row through the engine's API, about 6 µs for an agent's 46 columns, half the
+ * time of reading a page of 50; this costs a tenth of it. The statement is left as it was.
+ */
+export function objectRows<R>(statement: Database.Statement, ...params: unknown[]): R[] {
+  let names = columnNames.get(statement)
+  if (!names) columnNames.set(statement, (names = statement.columns().map((c) => c.name)))
+  let rows: unknown[][]
+  try {
+    rows = statement.raw(true).all(...params) as unknown[][]
+  } finally {
+    statement.raw(false)
+  }
+  const out: R[] = new Array(rows.length)
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i]
+    const o: Record<string, unknown> = {}
+    for (let j = 0; j < names.length; j++) o[names[j]] = r[j]
+    out[i] = o as R
+  }
+  return out
+}
+
 export interface AgentRow {
   id: number
   uuid: string
@@ -331,11 +356,11 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
         const { filtered, ids } = count(c, all)
         const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
         const where = renderConditions(c, 'a.id', plan, ids)
-        const rows = filtered <= offset ? [] : (cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as AgentRow[])
+        const rows = filtered <= offset ? [] : objectRows<AgentRow>(cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
         return { total: all, filtered, rows }
       }
       if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()
-      return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => byIds.all(JSON.stringify(ids)))
+      return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => objectRows<AgentRow>(byIds, JSON.stringify(ids)))
     },
 
     /** Every matching agent in order, read as it is consumed (streamed exports). */

@@ -6,7 +6,7 @@ import type { PeripheralFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type Sort } from '../lib/listing.js'
 import { iconName } from '../lib/usb.js'
 import type { components } from '../generated/openapi.js'
-import { agentContains, choosePlan, trigramTerm, renderConditions, statementCache, type Condition, type Conditions, type Plan } from './agents.js'
+import { agentContains, choosePlan, trigramTerm, renderConditions, statementCache, objectRows, type Condition, type Conditions, type Plan } from './agents.js'
 
 type PeripheralView = components['schemas']['PeripheralViewResource']
 
@@ -278,11 +278,11 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAns
         const filtered = count(conditions, all)
         const plan = choosePlan(filtered, all, offset, limit, peripheralSortIndexed(sort))
         const where = render(conditions, plan)
-        const rows = filtered <= offset ? [] : (cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`).all(...where.params, limit, offset) as PeripheralListRow[])
+        const rows = filtered <= offset ? [] : objectRows<PeripheralListRow>(cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
         return { total: all, filtered, rows }
       }
       if (limit > 200) return read()
-      return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => byIds.all(JSON.stringify(ids)))
+      return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => objectRows<PeripheralListRow>(byIds, JSON.stringify(ids)))
     },
 
     /** Every matching peripheral in order, read as it is consumed (streamed exports). */
