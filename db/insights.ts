@@ -87,8 +87,10 @@ export function insightsRepo(db: DB) {
        (SELECT count(*) FROM agents WHERE has_unapproved = 1 OR has_vulnerable = 1 OR has_attack_tool = 1) AS agents`,
   )
   const policyAgents = db.prepare<[number], HostRow & { id: number; operational_status: 'Armed' | 'Free'; connection_status: 'Connected' | 'Disconnected' }>(
+    // Walked in the host order (unary plus: the flags' own indexes would find every flagged
+    // agent and sort them all, 28 ms at 100,000 agents against 0.4).
     `SELECT id, uuid, host_identifier, local_ip_address, operational_status, connection_status
-     FROM agents WHERE has_unapproved = 1 OR has_vulnerable = 1 OR has_attack_tool = 1
+     FROM agents WHERE +has_unapproved = 1 OR +has_vulnerable = 1 OR +has_attack_tool = 1
      ORDER BY host_identifier COLLATE NOCASE, uuid LIMIT ?`,
   )
   const policyFindings = db.prepare<[number, number], {
