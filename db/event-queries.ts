@@ -12,7 +12,7 @@
 //   they are many (whichever reads fewer rows, from the exact count).
 // - Records above the index's high-water mark are read directly, so every answer is exact.
 import type { DB } from './index.js'
-import { statementCache } from './agents.js'
+import { statementCache, rowOf } from './agents.js'
 import { recordIndexer, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type EventKind, type AuditKind, type IndexerOptions, type Summary } from './event-index.js'
 import type { AuditFilter, Bounds, EventFilter } from '../lib/event-filter.js'
 import { MAX_ID } from '../lib/event-filter.js'
@@ -69,18 +69,6 @@ export const AUDIT_FIELDS = ['id', 'created_ms', 'severity', 'category', 'user_n
 const EVENT_COLUMNS = EVENT_FIELDS.map((c) => `e.${c}`).join(', ')
 const AUDIT_COLUMNS = AUDIT_FIELDS.map((c) => `e.${c}`).join(', ')
 
-/**
- * A row read as an array, as an object of these fields. Rows are read raw: better-sqlite3
- * builds an object row through the engine's API at about 2.5 µs a row, most of the cost
- * of reading a page of 100 events; this costs a tenth of it.
- */
-function rowOf<F extends readonly string[]>(fields: F) {
-  return (r: unknown[]) => {
-    const o: Record<string, unknown> = {}
-    for (let i = 0; i < fields.length; i++) o[fields[i]] = r[i]
-    return o
-  }
-}
 
 /** An event as the lists show it (PrimeEventView). */
 export function eventView(r: EventRow): EventView {

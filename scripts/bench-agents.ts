@@ -18,7 +18,7 @@ import type { Sort } from '../lib/listing.js'
 import type { components } from '../generated/openapi.js'
 import { seedFleet, checkSeed } from './seed.js'
 import { fleetHost } from './fleet-data.js'
-import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked } from './bench-support.js'
+import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound } from './bench-support.js'
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 100_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -145,11 +145,10 @@ for (const kept of ['yes', 'no']) {
       m.ones.push(await load({ url: base + m.c.url, headers: auth, connections: 1, duration: Math.max(2, Math.round(DURATION / 2)) }))
     }
   }
-  const median = <T extends { p99: number }>(xs: T[]) => [...xs].sort((x, y) => x.p99 - y.p99)[Math.floor(xs.length / 2)]
   for (const { c, i, filtered, size, rounds, ones } of measured) {
     for (const x of [...rounds, ...ones]) if (x.non2xx || x.errors) notes.push(`${c.name}: ${x.non2xx} non-2xx answers, ${x.errors} errors (${JSON.stringify(x.codes)})`)
-    const r = median(rounds)
-    const one = median(ones)
+    const r = medianRound(rounds)
+    const one = medianRound(ones)
     const f = floors[i]
     const floorText = f ? `${ms(f.p50)} / ${ms(f.p99)}` : 'n/a'
     const perRequest = 1000 / r.rps

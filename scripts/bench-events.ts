@@ -20,7 +20,7 @@ import { eventQueriesRepo } from '../db/event-queries.js'
 import { eventsRepo, type EventInput } from '../db/events.js'
 import { eventFilter } from '../lib/event-filter.js'
 import { seedEvents } from './seed-events.js'
-import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked } from './bench-support.js'
+import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound } from './bench-support.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5_000_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -202,7 +202,7 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 for (const { c, i, firstMs, body, rounds } of measured) {
-  const r = [...rounds].sort((x, y) => x.p99 - y.p99)[Math.floor(rounds.length / 2)]
+  const r = medianRound(rounds)
   const f = floors[i]
   const perRequest = 1000 / r.rps
   const plain = plains[i]

@@ -13,6 +13,8 @@ export const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b)
 /** The p-th fraction of xs (0.5: the median); NaN when there are none. */
 export const pct = (xs: number[], p: number) => (xs.length ? sorted(xs)[Math.min(xs.length - 1, Math.floor(xs.length * p))] : NaN)
 export const median = (xs: number[]) => pct(xs, 0.5)
+/** The median round of a case by its p99 (rounds of the same load, one after another). */
+export const medianRound = <T extends { p99: number }>(rounds: T[]): T => [...rounds].sort((x, y) => x.p99 - y.p99)[Math.floor(rounds.length / 2)]
 /** Milliseconds as a table shows them: two decimals below 10. */
 export const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(0))
 
