@@ -91,6 +91,8 @@ export interface Summary {
   indexed: number
   /** By level: block -> cells. */
   blocks: Map<number, Cell[]>[]
+  /** By level: block -> [min_ms, max_ms] of its cells: a time range passes over a block without reading its cells. */
+  spans: Map<number, [number, number]>[]
   docs: { kind: Column; source: Column; n: Column; size: number; bySource: BySource }
   sources: { n: Column; key: (string | null)[]; size: number }
   /** Whether `docs` and `sources` are read yet: only text filters need them (millions of rows take seconds). */
@@ -159,13 +161,21 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   const emptySummary = (indexed: number): Summary => ({
     indexed,
     blocks: LEVEL_SHIFT.map(() => new Map()),
+    spans: LEVEL_SHIFT.map(() => new Map()),
     docs: { kind: new Column(), source: new Column(), n: new Column(), size: 0, bySource: new BySource() },
     sources: { n: new Column(), key: [], size: 0 },
     texts: false,
   })
-  const addCell = (blocks: Map<number, Cell[]>, block: number, kind: number, n: number, min: number, max: number) => {
+  const addCell = (sum: Summary, level: number, block: number, kind: number, n: number, min: number, max: number) => {
+    const blocks = sum.blocks[level]
     let cells = blocks.get(block)
     if (!cells) blocks.set(block, (cells = []))
+    const span = sum.spans[level].get(block)
+    if (!span) sum.spans[level].set(block, [min, max])
+    else {
+      if (min < span[0]) span[0] = min
+      if (max > span[1]) span[1] = max
+    }
     const cell = cells.find((c) => c[0] === kind)
     if (cell) {
       cell[1] += n
@@ -177,7 +187,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   function load(table: RecordTable, indexed: number): Summary {
     const sum = emptySummary(indexed)
     for (const [level, block, kind, n, min, max] of db.prepare(`SELECT level, block, kind, n, min_ms, max_ms FROM ${rollupTable[table]}`).raw().iterate() as IterableIterator<number[]>) {
-      addCell(sum.blocks[level], block, kind, n, min, max)
+      addCell(sum, level, block, kind, n, min, max)
     }
     return sum
   }
@@ -409,7 +419,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       delete summaries[table]
       return
     }
-    for (const [level, block, kind, n, min, max] of d.cells.values()) addCell(sum.blocks[level], block, kind, n, min, max)
+    for (const [level, block, kind, n, min, max] of d.cells.values()) addCell(sum, level, block, kind, n, min, max)
     sum.indexed = d.to
     // Documents and sources not read yet are read from their tables when first needed.
     if (!sum.texts) return

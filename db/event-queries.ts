@@ -546,22 +546,35 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     if (lo > hi || (kinds && kinds.length === 0)) return []
     const allowed = kinds ? new Set(kinds) : null
     const out: Segment[] = []
+    const times = p.times
     const visit = (level: number, fromBlock: number, toBlock: number) => {
       const size = 2 ** LEVEL_SHIFT[level]
       const blocks = sum.blocks[level]
+      const spans = sum.spans[level]
       for (let block = fromBlock; block <= toBlock; block++) {
         const cells = blocks.get(block)
         if (!cells) continue
+        // A block whose records all fall outside the time range, or all inside it, is
+        // told by its span; only a block that straddles an end is tested cell by cell.
+        let cut = false
+        if (times) {
+          const span = spans.get(block)!
+          if (span[1] < times.lo || span[0] > times.hi) continue
+          cut = span[0] < times.lo || span[1] > times.hi
+        }
         let n = 0
         let straddles = false
         const present: number[] = []
-        for (const [kind, count, min, max] of cells) {
+        for (let i = 0; i < cells.length; i++) {
+          const cell = cells[i]
+          const kind = cell[0]
           if (allowed && !allowed.has(kind)) continue
-          if (p.times) {
-            if (max < p.times.lo || min > p.times.hi) continue
-            if (min < p.times.lo || max > p.times.hi) straddles = true
+          if (cut) {
+            const min = cell[2], max = cell[3]
+            if (max < times!.lo || min > times!.hi) continue
+            if (min < times!.lo || max > times!.hi) straddles = true
           }
-          n += count
+          n += cell[1]
           present.push(kind)
         }
         // Ids start at 1: block 0 holds no id 0.
@@ -960,9 +973,16 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const hi = Math.min(p.ids.hi, c.sum.indexed)
     const cells: [number, number][] = []
     let rows = c.tail
+    const times = p.times
+    const spans = c.sum.spans[1]
     for (let block = Math.floor(lo / size); lo <= hi && block <= Math.floor(hi / size); block++) {
-      for (const [kind, count, min, max] of c.sum.blocks[1].get(block) ?? []) {
-        if (!allowed.has(kind) || (p.times && (max < p.times.lo || min > p.times.hi))) continue
+      const blockCells = c.sum.blocks[1].get(block)
+      if (!blockCells) continue
+      const span = spans.get(block)!
+      if (times && (span[1] < times.lo || span[0] > times.hi)) continue
+      for (let i = 0; i < blockCells.length; i++) {
+        const [kind, count, min, max] = blockCells[i]
+        if (!allowed.has(kind) || (times && (max < times.lo || min > times.hi))) continue
         cells.push([block, kind])
         rows += count
       }
@@ -1063,6 +1083,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       const size = 2 ** LEVEL_SHIFT[level]
       for (let block = fromBlock; block <= toBlock; block++) {
         const cells = sum.blocks[level].get(block)
+        const span = sum.spans[level].get(block)
+        if (p.times && span && (span[1] < p.times.lo || span[0] > p.times.hi)) continue
         if (!cells?.some(([kind, , min, max]) => kinds[kind] === 1 && (!p.times || (max >= p.times.lo && min <= p.times.hi)))) continue
         const sLo = Math.max(lo, block * size)
         const sHi = Math.min(hi, sum.indexed, block * size + size - 1)

@@ -18,7 +18,16 @@ const SORT_FIELDS = ['eventID', 'date', 'creationTime', 'creationTimeEpoch', 'ev
 
 function cases(rows: EventRow[]): Record<string, string>[] {
   const mid = rows[Math.floor(rows.length / 2)]
+  // Time ranges that end exactly on a block's earliest or latest event (ids jump between
+  // blocks), where a block's time span alone decides whether it is read.
+  const block = rows.filter((r) => Math.floor(r.id / 4096) === Math.floor(mid.id / 4096))
+  const [first, last] = [String(block[0].created_ms), String(block[block.length - 1].created_ms)]
+  const edges = [
+    { FromCreationTimeEpoch: first, ToCreationTimeEpoch: first }, { FromCreationTimeEpoch: last, ToCreationTimeEpoch: last },
+    { ToCreationTimeEpoch: first }, { FromCreationTimeEpoch: last }, { MinimumSeverity: 'Emergency', ToCreationTimeEpoch: first },
+  ]
   return [
+    ...edges,
     {},
     { Severity: 'Warning' }, { Severity: '2' }, { Severity: 'critical' }, { Severity: 'Emergency' },
     { MinimumSeverity: 'Warning' }, { MinimumSeverity: '3' }, { MinimumSeverity: 'info' }, { MinimumSeverity: 'Emergency' },
