@@ -185,7 +185,15 @@ interface EventText {
   source: { match: TextMatch; columns: ('entity_id' | 'asset_key' | 'asset_name')[] }[]
   doc: { match: TextMatch; column: 'details' | 'peripheral_asset_id' }[]
   global: TextMatch | null
+  /**
+   * The text conditions with GlobalSearch tested only where it can match: in the details,
+   * and in the kinds' columns or the sources' only where some kind or source has it.
+   */
+  narrowed: ((cols: GlobalCols) => Cond) | null
 }
+
+/** Whether GlobalSearch matches any kind's columns, any source's columns (indexed records). */
+interface GlobalCols { kinds: boolean; sources: boolean }
 
 function boundsPlan(b: Bounds): Pick<Plan, 'ids' | 'times' | 'empty'> {
   return {
@@ -225,7 +233,7 @@ function eventPlan(f: EventFilter): Plan {
     kindTests.push((k) => m.test(k.description))
     kindConds.push(m.on('e.description'))
   }
-  const text: EventText = { source: [], doc: [], global: null }
+  const text: EventText = { source: [], doc: [], global: null, narrowed: null }
   const textConds: Cond[] = []
   const sourceTerm = (value: string | undefined, column: 'entity_id' | 'asset_key' | 'asset_name') => {
     if (value === undefined) return
@@ -247,6 +255,10 @@ function eventPlan(f: EventFilter): Plan {
   if (f.globalSearch !== undefined) {
     const m = textMatch(f.globalSearch)
     text.global = m
+    const others = [...textConds]
+    const kindCols = [m.on('e.description'), m.on('e.event_code'), m.on('e.category'), m.on(SEVERITY_NAME_SQL), m.on('e.hashtags')]
+    const sourceCols = [m.on('e.entity_id'), m.on('e.asset_name')]
+    text.narrowed = (cols) => all([...others, any([m.on('e.details'), ...(cols.kinds ? kindCols : []), ...(cols.sources ? sourceCols : [])])])!
     textConds.push(any([
       m.on('e.description'), m.on('e.details'), m.on('e.entity_id'), m.on('e.event_code'), m.on('e.category'),
       m.on(SEVERITY_NAME_SQL), m.on('e.hashtags'), m.on('e.asset_name'),
@@ -718,6 +730,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     seekRows: number
     /** The kinds (by id) of the indexed matches; null when not known (sources alone). */
     kinds: Uint8Array | null
+    /** GlobalSearch: which of its columns can match among indexed records (null: no GlobalSearch). */
+    globalCols: GlobalCols | null
   }
 
   // Text counts of recent questions, kept while the index has not moved: a dashboard asking
@@ -781,15 +795,16 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
         matched.push(source)
       }
     }
+    let globalCols: GlobalCols | null = null
     const seekOf = (): TextCount => {
-      if (n > SEEK_MAX || matched.length > SEEK_SOURCES) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit }
+      if (n > SEEK_MAX || matched.length > SEEK_SOURCES) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit, globalCols }
       const keys = new Set<string | null>()
       let rows = matched.length * (Math.floor(sum.indexed / 2 ** SOURCE_BLOCK_SHIFT) + 1)
       for (const id of matched) {
         keys.add(srcs.key[id] ?? null)
         rows += srcs.n.get(id)
       }
-      return { n, keys: [...keys], sources: matched, seekRows: rows, kinds: hit }
+      return { n, keys: [...keys], sources: matched, seekRows: rows, kinds: hit, globalCols }
     }
     if (!t.global && !D && !kindAllowed) {
       // Sources alone: their own counts (their documents' kinds are not looked at).
@@ -814,7 +829,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
         if ([k.description, k.event_code, k.category, severityNames[k.severity], k.hashtags].some((v) => g.test(v))) hits.push(id)
       }
       global = mask(hits)
-      sourceInGlobal.clear(srcs.size).add(matchSources(g, ['entity_id', 'asset_name']))
+      const gSources = matchSources(g, ['entity_id', 'asset_name'])
+      globalCols = { kinds: hits.length > 0, sources: gSources.length > 0 }
+      sourceInGlobal.clear(srcs.size).add(gSources)
       docInGlobal.clear(docs.size).add(matchDocs(g, 'details'))
     }
     docSeen.clear(docs.size)
@@ -868,7 +885,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
         docSeen.add(gDocs)
         docsOf(gSources, global)
       }
-      if (whole.length) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit }
+      if (whole.length) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit, globalCols }
     }
     return seekOf()
   }
@@ -1070,7 +1087,11 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     // lookup instead of eight text conditions on most rows.
     const first = t?.keys && p.text?.global ? keysFirst(t.keys, c.sum.indexed) : null
     const codes = t?.kinds ? codesFirst(t.kinds, c.sum.indexed) : null
-    return walked.map((r) => ({ ...r, where: all([rangeCond(p, r.lo, r.hi), codes, first, pred(p)])! }))
+    // Indexed stretches test GlobalSearch only on the columns where it can match (one LIKE
+    // instead of eight on most rows when only details have the term); the rows above the
+    // mark may bring new kinds and sources, so they are tested on every column.
+    const narrowed = t?.globalCols && p.text?.narrowed ? all([p.kindSql, p.text.narrowed(t.globalCols)]) : null
+    return walked.map((r) => ({ ...r, where: all([rangeCond(p, r.lo, r.hi), codes, first, narrowed && r.hi <= c.sum.indexed ? narrowed : pred(p)])! }))
   }
 
   /**

@@ -174,7 +174,9 @@ t.test('a broad text search passes over the blocks that hold no kind with a matc
   })()
   writeEvents(app, 150, { now: NOW, days: 0.5, seed: 3 })
   const rows = app.db.prepare('SELECT * FROM events ORDER BY id').all() as EventRow[]
-  const queries = [{ GlobalSearch: 'kingston' }, { GlobalSearch: 'usb' }, { GlobalSearch: 'kingston', MinimumSeverity: 'Notice' }, { GlobalSearch: 'fra-ops' }, { Details: 'removed' }]
+  const queries = [{ GlobalSearch: 'kingston' }, { GlobalSearch: 'usb' }, { GlobalSearch: 'kingston', MinimumSeverity: 'Notice' }, { GlobalSearch: 'fra-ops' }, { Details: 'removed' },
+    // In the sources' names only, not in any details or kind.
+    { GlobalSearch: 'host-49' }, { GlobalSearch: 'HOST-42' }]
   for (const stage of ['part indexed', 'all indexed']) {
     // The mark first falls among the disconnects: the rows above it are read directly.
     if (stage === 'part indexed') app.repos.eventQueries.indexer.step('events', 6000)
