@@ -22,6 +22,7 @@ import { registerDocs } from './docs.js'
 import { responseChecker } from './response-check.js'
 import { agentGateway, type AgentGateway } from './gateway.js'
 import { startAgentSweeper } from './agent-sweeper.js'
+import { startSearchUpkeep } from './search-upkeep.js'
 import { createMailer, type Mailer } from './mail.js'
 import { startAlarmDelivery } from './alarms/index.js'
 import { startReportScheduler } from './reports/index.js'
@@ -152,6 +153,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorate('tokens', tokenService(app, config, repos))
   app.decorate('gateway', agentGateway(app))
   startAgentSweeper(app)
+  startSearchUpkeep(app)
   startAlarmDelivery(app)
   startReportScheduler(app)
   startNotifications(app)

@@ -20,6 +20,7 @@ import { alarmsRepo, type SettingsSealer } from '../db/alarms.js'
 import { reportsRepo } from '../db/reports.js'
 import { notificationsRepo } from '../db/notifications.js'
 import { agentlessRepo } from '../db/agentless.js'
+import { ftsUpkeep } from '../db/fts-upkeep.js'
 
 /**
  * `keptAnswers`: list answers kept while the database is unchanged (0: none). `sealer`:
@@ -48,6 +49,7 @@ export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
     reports: reportsRepo(db),
     notifications: notificationsRepo(db),
     agentless: agentlessRepo(db),
+    ftsUpkeep: ftsUpkeep(db),
   }
 }
 export type Repos = ReturnType<typeof createRepos>

@@ -1,0 +1,82 @@
+// Keeps the trigram indexes of changing rows compact (see db/fts-upkeep.ts): once a minute
+// each is measured, and one whose leftovers are due is merged into one segment a few pages
+// at a time. A merge of the agents' index at 100,000 agents is about 3 s of work in a
+// thousand steps of a few milliseconds; requests are served between slices of it.
+import type { FastifyInstance } from 'fastify'
+import { UPKEPT_INDEXES, type UpkeptIndex } from '../db/fts-upkeep.js'
+
+const CHECK_MS = 60_000
+/** Pages a merge step writes (about 2 ms each; a step now and then takes 20). */
+const STEP_PAGES = 16
+/** A slice of steps ends after this long; the next one starts after PAUSE_MS. */
+const SLICE_MS = 10
+const PAUSE_MS = 20
+
+export function searchUpkeep(app: FastifyInstance) {
+  const upkeep = app.repos.ftsUpkeep
+  let merging: { name: UpkeptIndex; steps: number; started: number } | null = null
+  return {
+    get merging() {
+      return merging?.name ?? null
+    },
+    /** Starts merging the first index that is due (none while one is being merged). */
+    check(): UpkeptIndex | null {
+      if (merging) return merging.name
+      for (const name of UPKEPT_INDEXES) {
+        const m = upkeep.measure(name)
+        if (!m.due) continue
+        app.log.info({ index: name, segments: m.segments, pages: m.pages }, 'merging a search index')
+        merging = { name, steps: 0, started: Date.now() }
+        return name
+      }
+      return null
+    },
+    /** One slice of the merge under way; false once it is done (or failed: the next check retries). */
+    slice(budgetMs = SLICE_MS): boolean {
+      const m = merging
+      if (!m) return false
+      const until = performance.now() + budgetMs
+      try {
+        do {
+          m.steps++
+          if (!upkeep.mergeStep(m.name, STEP_PAGES)) {
+            app.log.info({ index: m.name, steps: m.steps, ms: Date.now() - m.started, ...upkeep.measure(m.name) }, 'merged a search index')
+            merging = null
+            return false
+          }
+        } while (performance.now() < until)
+      } catch (err) {
+        // Busy (another process writes) or closing: the next check starts again.
+        app.log.warn({ err, index: m.name }, 'merging a search index stopped')
+        merging = null
+        return false
+      }
+      return true
+    },
+  }
+}
+
+/** Checks every minute, merges in slices; the timers never keep the process alive. */
+export function startSearchUpkeep(app: FastifyInstance, checkMs = CHECK_MS) {
+  const upkeep = searchUpkeep(app)
+  let timer: NodeJS.Timeout | undefined
+  let closed = false
+  const run = () => {
+    if (closed) return
+    if (upkeep.slice()) setTimeout(run, PAUSE_MS).unref()
+  }
+  app.addHook('onReady', async () => {
+    timer = setInterval(() => {
+      if (closed || upkeep.merging) return
+      try {
+        if (upkeep.check()) run()
+      } catch (err) {
+        app.log.warn({ err }, 'measuring the search indexes failed')
+      }
+    }, checkMs).unref()
+  })
+  app.addHook('onClose', async () => {
+    closed = true
+    clearInterval(timer)
+  })
+}

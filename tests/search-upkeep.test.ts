@@ -1,0 +1,68 @@
+// Pins the upkeep of the trigram indexes (db/fts-upkeep.ts, lib/search-upkeep.ts): a
+// merged index is left alone; after every agent's search text is rewritten (a mass
+// disconnect) the index is due, is merged into one segment slice by slice, passes FTS5's
+// own integrity check, and every search answers exactly as before.
+import t from 'tap'
+import { build, login, call } from './helpers.js'
+import { seedFleet } from '../scripts/seed.js'
+import { searchUpkeep } from '../lib/search-upkeep.js'
+
+t.test('a fragmented search index is merged back into one segment, answering the same', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  await seedFleet(app.db, { agents: 1200, peripheralsPerAgent: 1, seed: 11 })
+  const upkeep = searchUpkeep(app)
+  const { ftsUpkeep } = app.repos
+
+  // The seed's chunks leave segments of their own: merged first, as the server would.
+  while (upkeep.check()) while (upkeep.slice(5));
+  const built = ftsUpkeep.measure('agents_fts')
+  t.equal(built.segments, 1, 'one segment after the first merge')
+  t.ok(built.pages >= 64, `large enough to be kept up (${built.pages} pages)`)
+  t.equal(upkeep.check(), null, 'nothing is due then')
+
+  // Every agent's latest event text rewritten, a batch per transaction, twice over.
+  const rewrite = app.db.prepare('UPDATE agents SET latest_event_text = ? WHERE id BETWEEN ? AND ?')
+  for (const text of ['Agent disconnected', 'Agent reconnected']) {
+    for (let id = 0; id < 1300; id += 100) app.db.transaction(() => rewrite.run(text, id, id + 99))()
+  }
+  const searches = ['reconnected', 'disconnected', 'Latitude', 'Windows 10', 'ws0001']
+  const answers = async () => {
+    const out: unknown[] = []
+    for (const term of searches) {
+      const res = await call(app, token, { method: 'GET', url: `/prime/webui/agents?GlobalSearch=${encodeURIComponent(term)}&PageSize=1000` })
+      out.push([term, res.json().recordsFiltered, res.json().data.map((a: { uuid: string }) => a.uuid)])
+    }
+    return out
+  }
+  const before = await answers()
+  t.ok((before[0] as [string, number])[1] === 1200, 'the rewritten text is found in every agent')
+
+  const fragmented = ftsUpkeep.measure('agents_fts')
+  t.ok(fragmented.segments > 1 && fragmented.due, `due after the rewrites (${fragmented.segments} segments, ${fragmented.pages} pages)`)
+  t.equal(upkeep.check(), 'agents_fts')
+  t.equal(upkeep.check(), 'agents_fts', 'one merge at a time')
+  let slices = 0
+  while (upkeep.slice(1)) slices++
+  t.ok(slices > 1, `merged in slices (${slices})`)
+  t.equal(upkeep.merging, null)
+
+  const merged = ftsUpkeep.measure('agents_fts')
+  t.equal(merged.segments, 1, 'one segment again')
+  t.ok(merged.pages < fragmented.pages, `smaller: ${fragmented.pages} -> ${merged.pages} pages`)
+  t.notOk(merged.due)
+  t.doesNotThrow(() => app.db.exec("INSERT INTO agents_fts (agents_fts) VALUES ('integrity-check')"), 'FTS5 finds the index consistent with the agents')
+  t.same(await answers(), before, 'every search answers as before')
+  t.equal(upkeep.check(), null, 'nothing is due after the merge')
+})
+
+t.test('small indexes are left alone, however many segments they have', async (t) => {
+  const app = await build(t)
+  await seedFleet(app.db, { agents: 30, peripheralsPerAgent: 1, seed: 12 })
+  const rewrite = app.db.prepare('UPDATE agents SET latest_event_text = ? WHERE id = ?')
+  for (let id = 1; id <= 30; id++) rewrite.run(`text ${id}`, id)
+  const m = app.repos.ftsUpkeep.measure('agents_fts')
+  t.ok(m.segments > 1, `${m.segments} segments`)
+  t.notOk(m.due, `${m.pages} pages: not worth a merge`)
+  t.equal(searchUpkeep(app).check(), null)
+})
