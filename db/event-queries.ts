@@ -13,7 +13,7 @@
 // - Records above the index's high-water mark are read directly, so every answer is exact.
 import type { DB } from './index.js'
 import { statementCache, rowOf } from './agents.js'
-import { recordIndexer, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type EventKind, type AuditKind, type IndexerOptions, type Summary } from './event-index.js'
+import { recordIndexer, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type EventKind, type AuditKind, type IndexerOptions, type Summary, type Cell } from './event-index.js'
 import type { AuditFilter, Bounds, EventFilter } from '../lib/event-filter.js'
 import { MAX_ID } from '../lib/event-filter.js'
 import { contains as likePattern, severityNames, type Sort } from '../lib/listing.js'
@@ -734,6 +734,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     kinds: Uint8Array | null
     /** GlobalSearch: which of its columns can match among indexed records (null: no GlobalSearch). */
     globalCols: GlobalCols | null
+    /** The stretches a walk reads (kindStretches), by id and time range: pages of one question ask again. */
+    stretches?: Map<string, Range[]>
   }
 
   // Text counts of recent questions, kept while the index has not moved: a dashboard asking
@@ -1080,7 +1082,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const { lo } = c.ids
     const hi = Math.min(c.ids.hi, top)
     const span = Math.max(0, hi - lo + 1)
-    const walked = t?.kinds ? kindStretches(p, c.sum, t.kinds, lo, hi) : [{ lo, hi: c.ids.hi }]
+    const walked = t?.kinds ? keptStretches(t, p, c.sum, t.kinds, lo, hi) : [{ lo, hi: c.ids.hi }]
     const walkSpan = walked.reduce((a, r) => a + Math.max(0, Math.min(r.hi, top) - r.lo + 1), 0)
     const walk = c.filtered === 0 ? 0 : Math.min(walkSpan, (needed * walkSpan) / c.filtered)
     const seek = t?.sources ? (t.seekRows * span) / Math.max(1, top) + c.tail : Infinity
@@ -1100,15 +1102,35 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
    * The stretches of [lo, hi] that can hold events of these kinds in the plan's time span:
    * runs of level 0 blocks whose counts have such a kind, and everything above the mark.
    */
+  function keptStretches(t: TextCount, p: Plan, sum: Summary, kinds: Uint8Array, lo: number, hi: number): Range[] {
+    const key = `${lo}:${hi}:${p.times?.lo}:${p.times?.hi}`
+    t.stretches ??= new Map()
+    let out = t.stretches.get(key)
+    if (!out) {
+      if (t.stretches.size >= 16) t.stretches.clear()
+      t.stretches.set(key, (out = kindStretches(p, sum, kinds, lo, hi)))
+    }
+    return out
+  }
   function kindStretches(p: Plan, sum: Summary, kinds: Uint8Array, lo: number, hi: number): Range[] {
     const out: Range[] = []
+    const times = p.times
+    /** Whether the block has a record of these kinds in the time span. */
+    const holds = (cells: Cell[]) => {
+      for (let i = 0; i < cells.length; i++) {
+        const cell = cells[i]
+        if (kinds[cell[0]] === 1 && (!times || (cell[3] >= times.lo && cell[2] <= times.hi))) return true
+      }
+      return false
+    }
     const visit = (level: number, fromBlock: number, toBlock: number) => {
       const size = 2 ** LEVEL_SHIFT[level]
       for (let block = fromBlock; block <= toBlock; block++) {
         const cells = sum.blocks[level].get(block)
-        const span = sum.spans[level].get(block)
-        if (p.times && span && (span[1] < p.times.lo || span[0] > p.times.hi)) continue
-        if (!cells?.some(([kind, , min, max]) => kinds[kind] === 1 && (!p.times || (max >= p.times.lo && min <= p.times.hi)))) continue
+        if (!cells) continue
+        const span = sum.spans[level].get(block)!
+        if (times && (span[1] < times.lo || span[0] > times.hi)) continue
+        if (!holds(cells)) continue
         const sLo = Math.max(lo, block * size)
         const sHi = Math.min(hi, sum.indexed, block * size + size - 1)
         if (level > 0) visit(level - 1, Math.floor(sLo / 2 ** LEVEL_SHIFT[level - 1]), Math.floor(sHi / 2 ** LEVEL_SHIFT[level - 1]))
