@@ -10,6 +10,7 @@ import { PassThrough, type Readable } from 'node:stream'
 import { createRequire } from 'node:module'
 import type PDFKit from 'pdfkit'
 import { setImmediate as nextTurn } from 'node:timers/promises'
+import { FONT, BOLD, printable, pdfFonts } from './pdf-text.js'
 
 /** pdfkit, loaded on first use: it is the slowest module to load, and most starts never draw a PDF. */
 export const loadPdfKit = (): typeof PDFKit => createRequire(import.meta.url)('pdfkit')
@@ -45,8 +46,6 @@ export interface PdfReport<T> {
 // A4 landscape, in points.
 const PAGE = { width: 841.89, height: 595.28, margin: 36 }
 const CONTENT_WIDTH = PAGE.width - 2 * PAGE.margin
-const FONT = 'Helvetica'
-const BOLD = 'Helvetica-Bold'
 const CELL_SIZE = 7.5
 const ROW_HEIGHT = 12
 const HEADER_HEIGHT = 16
@@ -57,10 +56,6 @@ const INFO_LINE = 13
 const FOOTER_SIZE = 8
 const TABLE_BOTTOM = PAGE.height - PAGE.margin - 8
 const MAX_FILTER_LINES = 12
-
-// The standard fonts draw WinAnsi only: anything else would print as garbage.
-const WIN_ANSI = /[^\u0020-\u007e\u00a0-\u00ff\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192\u02c6\u02dc\u2013\u2014\u2018-\u201a\u201c-\u201e\u2020-\u2022\u2026\u2030\u2039\u203a\u20ac\u2122]/g
-const printable = (s: string) => s.replace(/[\r\n\t]+/g, ' ').replace(WIN_ANSI, '?')
 
 const cellText = (v: string | number | boolean | null | undefined) => (v === null || v === undefined ? '' : typeof v === 'boolean' ? (v ? 'Yes' : 'No') : printable(String(v)))
 
@@ -101,6 +96,7 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
     autoFirstPage: false,
     info: { Title: printable(report.title), Creator: 'Prime', CreationDate: new Date(report.generatedMs) },
   })
+  const fonts = pdfFonts(doc)
   doc.on('data', (chunk: Buffer) => out.write(chunk))
   const ended = once(doc, 'end')
 
@@ -119,21 +115,25 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
     doc.font(name).fontSize(points)
   }
   const charWidths = new Map<string, Map<number, number>>()
+  const inFaceOf = <R>(text: string, fn: () => R): R => fonts.inFaceOf(font, text, fn)
   const measure = (text: string): number => {
-    let widths = charWidths.get(font)
-    if (!widths) charWidths.set(font, (widths = new Map()))
+    const face = fonts.fontFor(font, text)
+    let widths = charWidths.get(face)
+    if (!widths) charWidths.set(face, (widths = new Map()))
     let w = 0
     for (let i = 0; i < text.length; i++) {
       const code = text.charCodeAt(i)
       let cw = widths.get(code)
-      if (cw === undefined) widths.set(code, (cw = doc.widthOfString(text[i]) / size))
+      if (cw === undefined) widths.set(code, (cw = inFaceOf(text, () => doc.widthOfString(text[i])) / size))
       w += cw
     }
     return w * size
   }
+  const draw = (text: string, x: number, y: number) => inFaceOf(text, () => doc.text(text, x, y, { lineBreak: false }))
 
   /** The text cut to the width, ending in "…" when cut. */
-  const fit = (text: string, width: number): string => {
+  const fit = (raw: string, width: number): string => {
+    const text = fonts.drawable(raw)
     const room = width - 2 * PADDING
     if (measure(text) <= room) return text
     let lo = 0
@@ -143,14 +143,18 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
       if (measure(text.slice(0, mid) + '…') <= room) lo = mid
       else hi = mid - 1
     }
-    while (lo > 0 && doc.widthOfString(text.slice(0, lo) + '…') > room) lo--
+    const exact = (n: number) => {
+      const cut = text.slice(0, n) + '…'
+      return inFaceOf(cut, () => doc.widthOfString(cut))
+    }
+    while (lo > 0 && exact(lo) > room) lo--
     return text.slice(0, lo) + '…'
   }
 
   const cell = (text: string, x: number, width: number, y: number, align: 'left' | 'right' = 'left') => {
     const fitted = fit(text, width)
     const left = align === 'right' ? x + width - PADDING - measure(fitted) : x + PADDING
-    doc.text(fitted, left, y, { lineBreak: false })
+    draw(fitted, left, y)
   }
 
   let page = 0
@@ -161,12 +165,13 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
     setFont(FONT, FOOTER_SIZE)
     doc.fillColor('#555555')
     const footerY = PAGE.height - PAGE.margin
-    doc.text(fit(printable(`${report.title} - ${utcText(report.generatedMs)}`), CONTENT_WIDTH / 2), PAGE.margin, footerY, { lineBreak: false })
+    draw(fit(printable(`${report.title} - ${utcText(report.generatedMs)}`), CONTENT_WIDTH / 2), PAGE.margin, footerY)
     const number = `Page ${page} of ${pages}`
     doc.text(number, PAGE.width - PAGE.margin - measure(number), footerY, { lineBreak: false })
     if (page === 1) {
       setFont(BOLD, TITLE_SIZE)
-      doc.fillColor('#000000').text(printable(report.title), PAGE.margin, PAGE.margin, { lineBreak: false })
+      doc.fillColor('#000000')
+      draw(fonts.drawable(printable(report.title)), PAGE.margin, PAGE.margin)
       setFont(FONT, INFO_SIZE)
       const info: [string, string][] = [
         ['Generated:', utcText(report.generatedMs)],
@@ -178,7 +183,7 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
       info.forEach(([label, value], i) => {
         const top = infoTop + i * INFO_LINE
         doc.text(label, PAGE.margin, top, { lineBreak: false })
-        doc.text(fit(printable(value), PAGE.width - PAGE.margin - valueX + 2 * PADDING), valueX, top, { lineBreak: false })
+        draw(fit(printable(value), PAGE.width - PAGE.margin - valueX + 2 * PADDING), valueX, top)
       })
     }
     y = page === 1 ? firstTableTop : PAGE.margin

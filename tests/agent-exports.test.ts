@@ -182,6 +182,28 @@ t.test('PDF report: rows beyond the cap are left out, and the last line says how
   t.match(pdfPages(Buffer.concat(parts))[0], 'No things match these filters.')
 })
 
+t.test('PDF report: text beyond WinAnsi is drawn (an embedded font), characters no font has print as "?"', async (t) => {
+  const names = ['Łódź-Biuro-PC01', 'Офис-ПК-07', 'Αθήνα-ΛΤ-3', 'zÜrich-ws', 'plain-host', '工作站-1 ☃', 'tab\there\u0007']
+  const stream = pdfStream({
+    title: 'Hosts in Łódź', filters: [['Hashtags', '#łódź']], generatedMs: Date.UTC(2025, 0, 1, 12), total: names.length, noun: 'hosts',
+    columns: [{ header: 'Host', width: 3, value: (r: string) => r }, { header: 'Długość', width: 1, align: 'right', value: (r: string) => r.length }],
+    rows: names,
+  })
+  const chunks: Buffer[] = []
+  for await (const chunk of stream) chunks.push(chunk)
+  const pdf = Buffer.concat(chunks)
+  const [page] = pdfPages(pdf)
+  for (const name of ['Łódź-Biuro-PC01', 'Офис-ПК-07', 'Αθήνα-ΛΤ-3', 'zÜrich-ws', 'plain-host']) t.match(page, `\n${name}\n`, name)
+  t.match(page, 'Hosts in Łódź', 'the title')
+  t.match(page, 'Hashtags: #łódź', 'a filter')
+  t.match(page, 'Długość', 'a column header (bold)')
+  t.match(page, '\n???-1 ☃\n', 'no glyph: "?" (the snowman is in the font)')
+  t.match(page, '\ntab here?\n', 'a tab as a space, a control character as "?"')
+  t.match(pdf.toString('latin1'), /\/BaseFont \/[A-Z]{6}\+DejaVuSansCondensed\b/, 'the regular face embedded as a subset')
+  t.match(pdf.toString('latin1'), /\/BaseFont \/[A-Z]{6}\+DejaVuSansCondensed-Bold\b/, 'and the bold one')
+  t.match(pdf.toString('latin1'), /\/BaseFont \/Helvetica\b/, 'WinAnsi text stays in Helvetica')
+})
+
 t.test('CSV writer: pulls rows only as the reader takes them', async (t) => {
   let pulled = 0
   function* rows() {

@@ -100,7 +100,7 @@ t.test('events and audit digests: the period, severity and the counts', async (t
     app.repos.events.record(ms, [{ code: '0x110001', severity, category, entityId: source, description, details: `${description} details` }])
   ev(now - 2 * DAY, 2, 'USB', 'DESKTOP-A (10.0.0.1)', 'Known attack tool connected')
   ev(now - 3 * DAY, 4, 'Host', 'DESKTOP-B (10.0.0.2)', 'Agent disconnected')
-  ev(now - 1 * DAY, 6, 'USB', 'DESKTOP-A (10.0.0.1)', 'New USB peripheral detected')
+  ev(now - 1 * DAY, 6, 'USB', 'Офис-ПК (10.0.0.4)', 'New USB peripheral detected')
   ev(now - 10 * DAY, 1, 'USB', 'DESKTOP-C (10.0.0.3)', 'Outside the period')
   const r = await createReport(app, token, { name: 'Weekly warnings', type: 'eventsDigest', format: 'CSV', filters: { minimumSeverity: 'Warning' }, schedule: { frequency: 'weekly', dayOfWeek: 'Friday', timeOfDay: '17:00' } })
   const run = await runNow(app, token, r.id)
@@ -112,7 +112,7 @@ t.test('events and audit digests: the period, severity and the counts', async (t
   const prun = await runNow(app, token, pdf.id)
   t.equal(prun.rowCount, 3, 'the events listed (the count tables are not rows)')
   const text = pdfPages(await fileOf(app, token, pdf.id, prun.fileId)).join('\n')
-  for (const s of ['Period', 'Last 30 days', 'Categories: USB', 'By severity', '1 Alert', 'By category', 'Top sources', 'DESKTOP-A (10.0.0.1)', 'Events, newest first', '3 events', 'Outside the period']) t.ok(text.includes(s), `says "${s}"`)
+  for (const s of ['Period', 'Last 30 days', 'Categories: USB', 'By severity', '1 Alert', 'By category', 'Top sources', 'DESKTOP-A (10.0.0.1)', 'Офис-ПК (10.0.0.4)', 'Events, newest first', '3 events', 'Outside the period']) t.ok(text.includes(s), `says "${s}"`)
 
   // Audit: every operation so far left records; a digest of the failed ones by admin.
   await call(app, token, { method: 'POST', url: `${REPORTS}/create`, payload: { name: 'bad', type: 'agentsInventory', format: 'PDF', filters: { vendor: 'x' } } })

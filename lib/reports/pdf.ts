@@ -7,6 +7,7 @@
 import { once } from 'node:events'
 import type { Writable } from 'node:stream'
 import { loadPdfKit } from '../pdf.js'
+import { FONT, BOLD, printable, pdfFonts } from '../pdf-text.js'
 import { setImmediate as pause } from 'node:timers/promises'
 
 export interface PdfColumn<T> {
@@ -64,8 +65,6 @@ export interface PdfResult {
 // A4 landscape, in points.
 const PAGE = { width: 841.89, height: 595.28, margin: 36 }
 const CONTENT_WIDTH = PAGE.width - 2 * PAGE.margin
-const FONT = 'Helvetica'
-const BOLD = 'Helvetica-Bold'
 const DARK = '#2f4858'
 const GREY = '#5b6770'
 const STRIPE = '#eef2f5'
@@ -83,9 +82,7 @@ const MAX_INFO_LINES = 10
 const FIGURES_PER_ROW = 6
 const FIGURE_HEIGHT = 46
 
-// The standard fonts draw WinAnsi only: anything else would print as garbage.
-const WIN_ANSI = /[^\u0020-\u007e\u00a0-\u00ff\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192\u02c6\u02dc\u2013\u2014\u2018-\u201a\u201c-\u201e\u2020-\u2022\u2026\u2030\u2039\u203a\u20ac\u2122]/g
-export const printable = (s: string) => s.replace(/[\r\n\t]+/g, ' ').replace(WIN_ANSI, '?')
+export { printable }
 const cellText = (v: string | number | boolean | null | undefined) =>
   v === null || v === undefined ? '' : typeof v === 'boolean' ? (v ? 'Yes' : 'No') : typeof v === 'number' ? v.toLocaleString('en-US') : printable(String(v))
 
@@ -112,6 +109,7 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
     info: { Title: printable(report.title), Subject: printable(report.subtitle), Creator: 'Prime', CreationDate: new Date(generatedMs) },
   })
   doc.pipe(out)
+  const fonts = pdfFonts(doc)
   const finished = new Promise<void>((resolve, reject) => {
     out.on('finish', resolve)
     out.on('error', reject)
@@ -129,20 +127,23 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
     doc.font(name).fontSize(points).fillColor(color)
   }
   const widths = new Map<string, Map<number, number>>()
+  const inFaceOf = <R>(s: string, fn: () => R): R => fonts.inFaceOf(font, s, fn)
   const measure = (s: string): number => {
-    let w = widths.get(font)
-    if (!w) widths.set(font, (w = new Map()))
+    const face = fonts.fontFor(font, s)
+    let w = widths.get(face)
+    if (!w) widths.set(face, (w = new Map()))
     let total = 0
     for (let i = 0; i < s.length; i++) {
       const code = s.charCodeAt(i)
       let cw = w.get(code)
-      if (cw === undefined) w.set(code, (cw = doc.widthOfString(s[i]) / size))
+      if (cw === undefined) w.set(code, (cw = inFaceOf(s, () => doc.widthOfString(s[i])) / size))
       total += cw
     }
     return total * size
   }
   /** The text cut to the width, ending in "…" when cut. */
-  const fit = (s: string, width: number): string => {
+  const fit = (raw: string, width: number): string => {
+    const s = fonts.drawable(raw)
     if (measure(s) <= width) return s
     let lo = 0
     let hi = s.length
@@ -151,12 +152,16 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
       if (measure(s.slice(0, mid) + '…') <= width) lo = mid
       else hi = mid - 1
     }
-    while (lo > 0 && doc.widthOfString(s.slice(0, lo) + '…') > width) lo--
+    const exact = (n: number) => {
+      const cut = s.slice(0, n) + '…'
+      return inFaceOf(cut, () => doc.widthOfString(cut))
+    }
+    while (lo > 0 && exact(lo) > width) lo--
     return s.slice(0, lo) + '…'
   }
   const put = (s: string, x: number, y: number, width: number, align: 'left' | 'right' = 'left') => {
     const fitted = fit(s, width)
-    doc.text(fitted, align === 'right' ? x + width - measure(fitted) : x, y, { lineBreak: false })
+    inFaceOf(fitted, () => doc.text(fitted, align === 'right' ? x + width - measure(fitted) : x, y, { lineBreak: false }))
   }
 
   let y = 0
@@ -176,8 +181,9 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
   y += 16
   if (report.description) {
     setFont(FONT, 9, '#000000')
-    const h = Math.min(doc.heightOfString(printable(report.description), { width: CONTENT_WIDTH }), 3 * 12)
-    doc.text(printable(report.description), PAGE.margin, y, { width: CONTENT_WIDTH, height: h, ellipsis: true })
+    const description = fonts.drawable(printable(report.description))
+    const h = Math.min(inFaceOf(description, () => doc.heightOfString(description, { width: CONTENT_WIDTH })), 3 * 12)
+    inFaceOf(description, () => doc.text(description, PAGE.margin, y, { width: CONTENT_WIDTH, height: h, ellipsis: true }))
     y += h + 6
   }
   const info = report.info.length > MAX_INFO_LINES ? [...report.info.slice(0, MAX_INFO_LINES - 1), ['', `... and ${report.info.length - MAX_INFO_LINES + 1} more`] as [string, string]] : report.info
