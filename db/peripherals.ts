@@ -248,9 +248,18 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAns
   const byIds = db.prepare<[string], PeripheralListRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE p.id IN (SELECT value FROM json_each(?))`)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'peripherals'").pluck()
 
-  /** How many peripherals match: the kept row count, or the conditions (no join: every peripheral has its agent). */
-  function count(conditions: Condition[], all: number): number {
+  // Peripherals per interned text (migration 017).
+  const textTotal = db.prepare<[string, string], number>("SELECT coalesce(sum(n), 0) FROM peripheral_texts WHERE kind = ? AND text LIKE ? ESCAPE '\\'").pluck()
+  /**
+   * How many peripherals match: the kept row count, the matching texts' counts (a vendor or
+   * product "contains" alone), or the conditions (no join: every peripheral has its agent).
+   */
+  function count(f: PeripheralFilter, conditions: Condition[], all: number): number {
     if (!conditions.length) return all
+    const given = Object.entries(f).filter(([, v]) => v !== undefined)
+    if (given.length === 1 && (given[0][0] === 'vendor' || given[0][0] === 'productInfo')) {
+      return textTotal.get(given[0][0] === 'vendor' ? 'vendor' : 'product', contains((given[0][1] as string).toLowerCase())) as number
+    }
     const where = render(conditions, 'free')
     return cached(`SELECT count(*) FROM peripherals p WHERE ${where.sql}`).pluck().get(...where.params) as number
   }
@@ -275,7 +284,7 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAns
       const read = () => {
         const conditions = peripheralConditions(f)
         const all = total.get() as number
-        const filtered = count(conditions, all)
+        const filtered = count(f, conditions, all)
         const plan = choosePlan(filtered, all, offset, limit, peripheralSortIndexed(sort))
         const where = render(conditions, plan)
         const rows = filtered <= offset ? [] : objectRows<PeripheralListRow>(cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
@@ -289,7 +298,7 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAns
     iterate(f: PeripheralFilter, sort: Sort): IterableIterator<PeripheralListRow> {
       const conditions = peripheralConditions(f)
       const all = total.get() as number
-      const filtered = count(conditions, all)
+      const filtered = count(f, conditions, all)
       const plan = choosePlan(filtered, all, 0, filtered, peripheralSortIndexed(sort))
       const where = render(conditions, plan)
       return cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)}`).iterate(...where.params) as IterableIterator<PeripheralListRow>

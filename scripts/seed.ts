@@ -383,6 +383,8 @@ function beginBulkLoad(db: DB, firstAgentId: number, firstPeripheralId: number, 
   const counters = triggers
     .map((t) => ({ ...t, counter: /AFTER INSERT ON \w+\s+BEGIN\s+UPDATE row_counts SET n = n \+ 1 WHERE name = '(\w+)'\s*;\s*END$/i.exec(t.sql)?.[1] }))
     .filter((t): t is typeof t & { counter: string } => t.counter !== undefined)
+  // The interned texts' peripheral counts (migration 017), likewise counted once at the end.
+  const textCounters = triggers.filter((t) => /AFTER INSERT ON peripherals\s+BEGIN\s+UPDATE peripheral_texts SET n = n \+ 1\b/i.test(t.sql))
   // Full-text indexes fed by `INSERT INTO <index> (...) VALUES (<expressions of new.*>)`
   // on peripherals, still empty: that insert becomes a SELECT over the new rows aliased
   // `new`. A trigger of another shape stays and fires per row.
@@ -425,7 +427,7 @@ function beginBulkLoad(db: DB, firstAgentId: number, firstPeripheralId: number, 
   }
   // Deferred: IMMEDIATE would also lock the attached scratch database the worker writes.
   db.exec('BEGIN')
-  const dropped = [...counters.map((t) => t.name), ...deferred.map((x) => x.trigger), ...agentFts.map((x) => x.trigger)]
+  const dropped = [...counters.map((t) => t.name), ...textCounters.map((t) => t.name), ...deferred.map((x) => x.trigger), ...agentFts.map((x) => x.trigger)]
   for (const ix of indexes) db.exec(`DROP INDEX "${ix.name}"`)
   for (const name of dropped) db.exec(`DROP TRIGGER "${name}"`)
 
@@ -436,6 +438,12 @@ function beginBulkLoad(db: DB, firstAgentId: number, firstPeripheralId: number, 
       let t = performance.now()
       for (const c of counters) db.prepare(`UPDATE row_counts SET n = (SELECT count(*) FROM "${c.tbl}") WHERE name = ?`).run(c.counter)
       for (const ix of indexes) db.exec(ix.sql)
+      if (textCounters.length) {
+        db.exec(`UPDATE peripheral_texts SET n = coalesce(c.n, 0)
+          FROM (SELECT t.id, (SELECT count(*) FROM peripherals WHERE vendor_text_id = t.id) + (SELECT count(*) FROM peripherals WHERE product_text_id = t.id) AS n
+                FROM peripheral_texts t) AS c
+          WHERE c.id = peripheral_texts.id`)
+      }
       phase('build indexes', t)
       t = performance.now()
       if (ftsBuilt) {
@@ -654,6 +662,10 @@ export function checkSeed(db: DB, sample = 100): { checked: number; mismatches: 
       db.exec('ROLLBACK TO seed_check; RELEASE seed_check')
     }
   }
+  // The texts' peripheral counts are set once at the end of a load (migration 017).
+  const wrongCounts = db.prepare(`SELECT * FROM (SELECT t.id, t.n, (SELECT count(*) FROM peripherals WHERE vendor_text_id = t.id)
+    + (SELECT count(*) FROM peripherals WHERE product_text_id = t.id) AS actual FROM peripheral_texts t) WHERE n <> actual LIMIT 3`).all() as { id: number; n: number; actual: number }[]
+  for (const w of wrongCounts) mismatches.push(`peripheral text ${w.id}: counts ${w.n} peripherals, ${w.actual} name it`)
   return { checked: ids.length, mismatches }
 }
 

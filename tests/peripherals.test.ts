@@ -5,6 +5,7 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { build, call, login, userWithProfile } from './helpers.js'
 import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
+import { seedFleet } from '../scripts/seed.js'
 
 const COMMAND = '/prime/webui/peripherals/command'
 
@@ -236,4 +237,43 @@ t.test('peripherals/command: approving a known attack tool needs an Administrato
   const list = await call(app, user, { method: 'GET', url: '/prime/webui/peripherals?isKnownAttackTool=True' })
   t.equal(list.statusCode, 200, 'a User may list')
   t.equal(list.json().data[0].severity, 2, 'approved or not, an attack tool stays critical')
+})
+
+t.test('a vendor or product "contains" alone is counted from the texts\' own counts, which every change keeps right', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  await seedFleet(app.db, { agents: 40, peripheralsPerAgent: 5, seed: 21 })
+  /** Texts whose count differs from the peripherals that name them. */
+  const wrong = () => app.db.prepare(`SELECT * FROM (SELECT t.id, t.kind, t.text, t.n, (SELECT count(*) FROM peripherals WHERE vendor_text_id = t.id)
+    + (SELECT count(*) FROM peripherals WHERE product_text_id = t.id) AS actual FROM peripheral_texts t) WHERE n <> actual`).all()
+  /** recordsFiltered of the list, and the count of the rows themselves. */
+  const counts = async (kind: 'vendor' | 'productInfo', term: string) => {
+    const res = await call(app, token, { method: 'GET', url: `/prime/webui/peripherals?${kind}=${encodeURIComponent(term)}&PageSize=1` })
+    const column = kind === 'vendor' ? 'vendor_text_id' : 'product_text_id'
+    const actual = app.db.prepare(`SELECT count(*) FROM peripherals p JOIN peripheral_texts x ON x.id = p.${column} WHERE x.text LIKE ?`).pluck().get(`%${term.toLowerCase()}%`)
+    return { listed: res.json().recordsFiltered, actual }
+  }
+  const terms: ['vendor' | 'productInfo', string][] = [['vendor', 'logitech'], ['vendor', 'o'], ['productInfo', 'receiver'], ['productInfo', 'usb'], ['vendor', 'no-such-vendor']]
+  const check = async (stage: string) => {
+    t.same(wrong(), [], `${stage}: every text counts its peripherals`)
+    for (const [kind, term] of terms) {
+      const c = await counts(kind, term)
+      t.equal(c.listed, c.actual, `${stage}: ${kind}=${term} counts ${c.actual}`)
+    }
+  }
+  await check('after a bulk load')
+  t.ok((await counts('vendor', 'o')).actual > 0, 'the terms match peripherals')
+
+  const agent = insertAgent(app, { host_identifier: 'NEW-HOST' })
+  for (let i = 0; i < 3; i++) insertPeripheral(app, agent.id, { vid: '046D', pid: 'C52B' })
+  await check('after inserts')
+
+  const [first, second] = app.db.prepare("SELECT id FROM peripheral_texts WHERE kind = 'vendor' ORDER BY id LIMIT 2").pluck().all() as number[]
+  app.db.prepare('UPDATE peripherals SET vendor_text_id = ? WHERE vendor_text_id = ? AND id % 2 = 0').run(second, first)
+  await check('after a vendor text changed')
+
+  const uuids = app.db.prepare('SELECT uuid FROM agents ORDER BY id LIMIT 5').pluck().all()
+  const res = await call(app, token, { method: 'POST', url: '/prime/webui/agents/deleteAgents', payload: uuids })
+  t.equal(res.statusCode, 200, res.body.slice(0, 200))
+  await check('after agents were deleted (their peripherals with them)')
 })
