@@ -330,9 +330,24 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
   // One pass over the trigram index gives both the count and the ids the page is read from.
   const ftsMatches = db.prepare<[string], { n: number; ids: string }>('SELECT count(*) AS n, json_group_array(rowid) AS ids FROM agents_fts WHERE agents_fts MATCH ?')
 
-  /** How many agents match (from the kept row count, the trigram index, or the conditions), and the ids the phrases matched. */
-  function count(c: Conditions, all: number): { filtered: number; ids?: string } {
+  // The flags' totals (migration 018), by filter field.
+  const flagTotal = db.prepare<[string], number>('SELECT n FROM row_counts WHERE name = ?').pluck()
+  const FLAG_TOTALS: Record<string, string> = {
+    hasUnapprovedPeripherals: 'agents.has_unapproved', hasVulnerablePeripherals: 'agents.has_vulnerable',
+    hasKnownAttackTools: 'agents.has_attack_tool', containsVulnerablePeripheralOrWLV: 'agents.vulnerable_or_wlv',
+  }
+
+  /**
+   * How many agents match (from the kept row counts, the trigram index, or the conditions),
+   * and the ids the phrases matched. A flag filter alone is counted from the flag's total.
+   */
+  function count(f: AgentFilter, c: Conditions, all: number): { filtered: number; ids?: string } {
     if (!c.match.length && !c.rest.length) return { filtered: all }
+    const given = Object.entries(f).filter(([, v]) => v !== undefined)
+    if (given.length === 1 && FLAG_TOTALS[given[0][0]]) {
+      const flagged = flagTotal.get(FLAG_TOTALS[given[0][0]]) as number
+      return { filtered: given[0][1] ? flagged : all - flagged }
+    }
     const matched = c.match.length ? ftsMatches.get(c.match.join(' AND '))! : undefined
     if (!c.rest.length) return { filtered: matched!.n, ids: matched!.ids }
     if (matched?.n === 0) return { filtered: 0, ids: matched.ids }
@@ -355,7 +370,7 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
       const read = () => {
         const c = agentConditions(f)
         const all = total.get() as number
-        const { filtered, ids } = count(c, all)
+        const { filtered, ids } = count(f, c, all)
         const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
         const where = renderConditions(c, 'a.id', plan, ids)
         const rows = filtered <= offset ? [] : objectRows<AgentRow>(cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
@@ -369,7 +384,7 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
     iterate(f: AgentFilter, sort: Sort): IterableIterator<AgentRow> {
       const c = agentConditions(f)
       const all = total.get() as number
-      const { filtered, ids } = count(c, all)
+      const { filtered, ids } = count(f, c, all)
       const plan = choosePlan(filtered, all, 0, filtered, agentSortIndexed(sort))
       const where = renderConditions(c, 'a.id', plan, ids)
       return cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)}`).iterate(...where.params) as IterableIterator<AgentRow>

@@ -666,6 +666,12 @@ export function checkSeed(db: DB, sample = 100): { checked: number; mismatches: 
   const wrongCounts = db.prepare(`SELECT * FROM (SELECT t.id, t.n, (SELECT count(*) FROM peripherals WHERE vendor_text_id = t.id)
     + (SELECT count(*) FROM peripherals WHERE product_text_id = t.id) AS actual FROM peripheral_texts t) WHERE n <> actual LIMIT 3`).all() as { id: number; n: number; actual: number }[]
   for (const w of wrongCounts) mismatches.push(`peripheral text ${w.id}: counts ${w.n} peripherals, ${w.actual} name it`)
+  // And the agents' flag totals (migration 018), kept by triggers as the agents were written.
+  for (const flag of ['has_unapproved', 'has_vulnerable', 'has_attack_tool', 'vulnerable_or_wlv']) {
+    const kept = db.prepare('SELECT n FROM row_counts WHERE name = ?').pluck().get(`agents.${flag}`)
+    const actual = db.prepare(`SELECT count(*) FROM agents WHERE ${flag} = 1`).pluck().get()
+    if (kept !== undefined && kept !== actual) mismatches.push(`agents.${flag}: total ${kept}, ${actual} agents flagged`)
+  }
   return { checked: ids.length, mismatches }
 }
 

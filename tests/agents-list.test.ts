@@ -4,6 +4,7 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { build, call, login, userWithProfile } from './helpers.js'
 import { insertAgent, insertCommand, insertDebugLogs, insertPeripheral } from './fixtures/fleet.js'
+import { seedFleet } from '../scripts/seed.js'
 
 const DAY = 86_400_000
 const T0 = Date.UTC(2024, 4, 1, 12, 0, 0) // 2024-05-01 12:00:00 UTC
@@ -317,4 +318,36 @@ t.test('GET agents/agent/{agentId}/debuglogs', async (t) => {
 
   t.equal((await call(app, user, { method: 'GET', url })).statusCode, 403, 'logs need the Manager profile')
   t.equal((await call(app, manager, { method: 'GET', url: '/prime/webui/agents/agent/00000000-0000-0000-0000-000000000000/debuglogs' })).statusCode, 404)
+})
+
+t.test('a flag filter alone is counted from the flag\'s total, which every change keeps right', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  await seedFleet(app.db, { agents: 60, peripheralsPerAgent: 6, seed: 23 })
+  const flags = [['HasUnapprovedPeripherals', 'has_unapproved'], ['HasVulnerablePeripherals', 'has_vulnerable'], ['HasKnownAttackTools', 'has_attack_tool'], ['ContainsVulnerablePeripheralOrWLV', 'vulnerable_or_wlv']]
+  const check = async (stage: string) => {
+    for (const [param, column] of flags) {
+      for (const value of [true, false]) {
+        const res = await call(app, token, { method: 'GET', url: `/prime/webui/agents?${param}=${value}&PageSize=1` })
+        const actual = app.db.prepare(`SELECT count(*) FROM agents WHERE ${column} = ?`).pluck().get(value ? 1 : 0)
+        t.equal(res.json().recordsFiltered, actual, `${stage}: ${param}=${value} counts ${actual}`)
+      }
+    }
+  }
+  await check('after a bulk load')
+  t.ok(app.db.prepare('SELECT count(*) FROM agents WHERE has_unapproved = 1').pluck().get() as number > 0, 'some agents are flagged')
+
+  // Approving every model of the flagged agents clears their flag (through db/agent-state.ts).
+  const flagged = app.db.prepare(`SELECT a.host_identifier, p.vid, p.pid FROM agents a JOIN peripherals p ON p.agent_id = a.id
+    WHERE a.has_unapproved = 1 AND p.is_unapproved = 1 ORDER BY a.id LIMIT 20`).all() as { host_identifier: string; vid: string; pid: string }[]
+  const res = await call(app, token, { method: 'POST', url: '/prime/webui/peripherals/command', payload: { opCode: 'APPROVE', peripheralsIds: flagged.map((p) => ({ hostIdentifier: p.host_identifier, vid: p.vid, pid: p.pid })) } })
+  t.equal(res.statusCode, 200, res.body.slice(0, 300))
+  await check('after approvals')
+
+  app.db.prepare('UPDATE agents SET has_vulnerable = 1, vulnerable_or_wlv = 1, has_attack_tool = id % 2 WHERE id % 7 = 0').run()
+  await check('after flags were set')
+  const uuids = app.db.prepare('SELECT uuid FROM agents ORDER BY has_unapproved + has_vulnerable + has_attack_tool DESC, id LIMIT 6').pluck().all()
+  const deleted = await call(app, token, { method: 'POST', url: '/prime/webui/agents/deleteAgents', payload: uuids })
+  t.equal(deleted.statusCode, 200, deleted.body.slice(0, 300))
+  await check('after deletes')
 })
