@@ -21,19 +21,27 @@ const UNDRAWABLE = /[\u0000-\u001f\u007f-\u009f]|[\ud800-\udbff](?![\udc00-\udff
 /** One line of text: line breaks and tabs as spaces, other control characters as "?". */
 export const printable = (s: string) => s.replace(/[\r\n\t]+/g, ' ').replace(UNDRAWABLE, '?')
 
-let covered: ((codePoint: number) => boolean) | null = null
-/** Whether DejaVu Sans Condensed has a glyph for the character (its bold face has every one below U+2000 too). */
-function hasGlyph(codePoint: number): boolean {
-  if (!covered) {
+// pdfkit puts a text's baseline at its y plus the font's ascender: Helvetica's (both faces)
+// is 718 per 1000, DejaVu's higher, so DejaVu text is raised by the difference to share
+// the line's baseline.
+const HELVETICA_ASCENDER = 718
+
+let unicodeFont: { covers: (codePoint: number) => boolean; ascender: number } | null = null
+/** DejaVu Sans Condensed: which characters it has (its bold face has every one below U+2000 too), and its ascender per 1000. */
+function unicode() {
+  if (!unicodeFont) {
     const font = require('fontkit').openSync(require.resolve(UNICODE[FONT].file))
     const known = new Map<number, boolean>()
-    covered = (cp) => {
-      let has = known.get(cp)
-      if (has === undefined) known.set(cp, (has = font.hasGlyphForCodePoint(cp) as boolean))
-      return has
+    unicodeFont = {
+      covers: (cp) => {
+        let has = known.get(cp)
+        if (has === undefined) known.set(cp, (has = font.hasGlyphForCodePoint(cp) as boolean))
+        return has
+      },
+      ascender: (font.ascent * 1000) / font.unitsPerEm,
     }
   }
-  return covered(codePoint)
+  return unicodeFont
 }
 
 /**
@@ -53,13 +61,16 @@ export function pdfFonts(doc: PDFKit.PDFDocument) {
       }
       return u.name
     },
-    /** `fn` run with the text's own font set (`current`, or its Unicode counterpart); `current` again after. */
-    inFaceOf<R>(current: string, text: string, fn: () => R): R {
+    /**
+     * `fn` run with the text's own font set (`current`, or its Unicode counterpart), given
+     * how far to raise the text at `size` points to keep the baseline; `current` again after.
+     */
+    inFaceOf<R>(current: string, text: string, fn: (raise: number) => R, size = 0): R {
       const face = this.fontFor(current, text)
-      if (face === current) return fn()
+      if (face === current) return fn(0)
       doc.font(face)
       try {
-        return fn()
+        return fn(((unicode().ascender - HELVETICA_ASCENDER) * size) / 1000)
       } finally {
         doc.font(current)
       }
@@ -68,7 +79,7 @@ export function pdfFonts(doc: PDFKit.PDFDocument) {
       if (!NOT_WIN_ANSI.test(text)) return text
       let out = ''
       // Beyond the Basic Multilingual Plane too: widths are kept per UTF-16 unit.
-      for (const ch of text) out += ch.length === 1 && hasGlyph(ch.charCodeAt(0)) ? ch : '?'
+      for (const ch of text) out += ch.length === 1 && unicode().covers(ch.charCodeAt(0)) ? ch : '?'
       return out
     },
   }

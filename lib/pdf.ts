@@ -115,7 +115,7 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
     doc.font(name).fontSize(points)
   }
   const charWidths = new Map<string, Map<number, number>>()
-  const inFaceOf = <R>(text: string, fn: () => R): R => fonts.inFaceOf(font, text, fn)
+  const inFaceOf = <R>(text: string, fn: (raise: number) => R): R => fonts.inFaceOf(font, text, fn, size)
   const measure = (text: string): number => {
     const face = fonts.fontFor(font, text)
     let widths = charWidths.get(face)
@@ -129,7 +129,7 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
     }
     return w * size
   }
-  const draw = (text: string, x: number, y: number) => inFaceOf(text, () => doc.text(text, x, y, { lineBreak: false }))
+  const draw = (text: string, x: number, y: number) => inFaceOf(text, (raise) => doc.text(text, x, y - raise, { lineBreak: false }))
 
   /** The text cut to the width, ending in "…" when cut. */
   const fit = (raw: string, width: number): string => {

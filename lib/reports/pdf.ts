@@ -127,7 +127,7 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
     doc.font(name).fontSize(points).fillColor(color)
   }
   const widths = new Map<string, Map<number, number>>()
-  const inFaceOf = <R>(s: string, fn: () => R): R => fonts.inFaceOf(font, s, fn)
+  const inFaceOf = <R>(s: string, fn: (raise: number) => R): R => fonts.inFaceOf(font, s, fn, size)
   const measure = (s: string): number => {
     const face = fonts.fontFor(font, s)
     let w = widths.get(face)
@@ -161,7 +161,7 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
   }
   const put = (s: string, x: number, y: number, width: number, align: 'left' | 'right' = 'left') => {
     const fitted = fit(s, width)
-    inFaceOf(fitted, () => doc.text(fitted, align === 'right' ? x + width - measure(fitted) : x, y, { lineBreak: false }))
+    inFaceOf(fitted, (raise) => doc.text(fitted, align === 'right' ? x + width - measure(fitted) : x, y - raise, { lineBreak: false }))
   }
 
   let y = 0
@@ -183,7 +183,7 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
     setFont(FONT, 9, '#000000')
     const description = fonts.drawable(printable(report.description))
     const h = Math.min(inFaceOf(description, () => doc.heightOfString(description, { width: CONTENT_WIDTH })), 3 * 12)
-    inFaceOf(description, () => doc.text(description, PAGE.margin, y, { width: CONTENT_WIDTH, height: h, ellipsis: true }))
+    inFaceOf(description, (raise) => doc.text(description, PAGE.margin, y - raise, { width: CONTENT_WIDTH, height: h, ellipsis: true }))
     y += h + 6
   }
   const info = report.info.length > MAX_INFO_LINES ? [...report.info.slice(0, MAX_INFO_LINES - 1), ['', `... and ${report.info.length - MAX_INFO_LINES + 1} more`] as [string, string]] : report.info
