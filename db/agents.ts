@@ -2,7 +2,7 @@
 import type Database from 'better-sqlite3'
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
-import type { AgentFilter } from '../lib/agent-filter.js'
+import { soleField, type AgentFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type DateRange, type Sort } from '../lib/listing.js'
 import { iso } from '../lib/time.js'
 import type { components } from '../generated/openapi.js'
@@ -343,10 +343,10 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
    */
   function count(f: AgentFilter, c: Conditions, all: number): { filtered: number; ids?: string } {
     if (!c.match.length && !c.rest.length) return { filtered: all }
-    const given = Object.entries(f).filter(([, v]) => v !== undefined)
-    if (given.length === 1 && FLAG_TOTALS[given[0][0]]) {
-      const flagged = flagTotal.get(FLAG_TOTALS[given[0][0]]) as number
-      return { filtered: given[0][1] ? flagged : all - flagged }
+    const sole = soleField(f)
+    if (sole && FLAG_TOTALS[sole[0]]) {
+      const flagged = flagTotal.get(FLAG_TOTALS[sole[0]]) as number
+      return { filtered: sole[1] ? flagged : all - flagged }
     }
     const matched = c.match.length ? ftsMatches.get(c.match.join(' AND '))! : undefined
     if (!c.rest.length) return { filtered: matched!.n, ids: matched!.ids }

@@ -2,7 +2,7 @@
 // peripherals, and the approvals (the administrators' decision per agent and model).
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
-import type { PeripheralFilter } from '../lib/agent-filter.js'
+import { soleField, type PeripheralFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type Sort } from '../lib/listing.js'
 import { iconName } from '../lib/usb.js'
 import type { components } from '../generated/openapi.js'
@@ -256,9 +256,9 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAns
    */
   function count(f: PeripheralFilter, conditions: Condition[], all: number): number {
     if (!conditions.length) return all
-    const given = Object.entries(f).filter(([, v]) => v !== undefined)
-    if (given.length === 1 && (given[0][0] === 'vendor' || given[0][0] === 'productInfo')) {
-      return textTotal.get(given[0][0] === 'vendor' ? 'vendor' : 'product', contains((given[0][1] as string).toLowerCase())) as number
+    const sole = soleField(f)
+    if (sole && (sole[0] === 'vendor' || sole[0] === 'productInfo')) {
+      return textTotal.get(sole[0] === 'vendor' ? 'vendor' : 'product', contains((sole[1] as string).toLowerCase())) as number
     }
     const where = render(conditions, 'free')
     return cached(`SELECT count(*) FROM peripherals p WHERE ${where.sql}`).pluck().get(...where.params) as number

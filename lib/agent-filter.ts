@@ -153,3 +153,9 @@ export function peripheralFilterFromQuery(q: Source): PeripheralFilter {
 export function peripheralFilterFromBody(b: Source | null | undefined): PeripheralFilter {
   return readPeripheralFilter(b ?? {}, 'body')
 }
+
+/** The one field a filter sets, when it sets exactly one (lists count some of these from kept totals). */
+export function soleField(f: AgentFilter | PeripheralFilter): [string, unknown] | null {
+  const given = Object.entries(f).filter(([, v]) => v !== undefined)
+  return given.length === 1 ? given[0] : null
+}
