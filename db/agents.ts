@@ -336,6 +336,19 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
     hasUnapprovedPeripherals: 'agents.has_unapproved', hasVulnerablePeripherals: 'agents.has_vulnerable',
     hasKnownAttackTools: 'agents.has_attack_tool', containsVulnerablePeripheralOrWLV: 'agents.vulnerable_or_wlv',
   }
+  // A flag filter alone in host order reads its page from the flag's index (flag, host,
+  // uuid; migration 003), at any offset: walking the host order and testing each agent
+  // took 77 ms for a page 5,000 flagged agents in (13,000 flagged of 100,000).
+  const FLAG_HOST_ORDER: Record<string, [column: string, index: string]> = {
+    hasUnapprovedPeripherals: ['has_unapproved', 'agents_unapproved'], hasVulnerablePeripherals: ['has_vulnerable', 'agents_vulnerable'],
+    hasKnownAttackTools: ['has_attack_tool', 'agents_attack_tool'],
+  }
+  function flagPage(f: AgentFilter, sort: Sort, limit: number, offset: number): AgentRow[] | null {
+    const sole = soleField(f)
+    const byFlag = sole && sort.field === 'hostIdentifier' ? FLAG_HOST_ORDER[sole[0]] : undefined
+    if (!byFlag) return null
+    return objectRows<AgentRow>(cached(`SELECT a.* FROM agents a INDEXED BY ${byFlag[1]} WHERE a.${byFlag[0]} = ? ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`), sole![1] ? 1 : 0, limit, offset)
+  }
 
   /**
    * How many agents match (from the kept row counts, the trigram index, or the conditions),
@@ -371,9 +384,12 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
         const c = agentConditions(f)
         const all = total.get() as number
         const { filtered, ids } = count(f, c, all)
+        if (filtered <= offset) return { total: all, filtered, rows: [] }
+        const byFlag = flagPage(f, sort, limit, offset)
+        if (byFlag) return { total: all, filtered, rows: byFlag }
         const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
         const where = renderConditions(c, 'a.id', plan, ids)
-        const rows = filtered <= offset ? [] : objectRows<AgentRow>(cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
+        const rows = objectRows<AgentRow>(cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
         return { total: all, filtered, rows }
       }
       if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()

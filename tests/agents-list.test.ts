@@ -336,6 +336,20 @@ t.test('a flag filter alone is counted from the flag\'s total, which every chang
   }
   await check('after a bulk load')
   t.ok(app.db.prepare('SELECT count(*) FROM agents WHERE has_unapproved = 1').pluck().get() as number > 0, 'some agents are flagged')
+  // Pages in host order come from the flag's own index: the same agents, in the same order.
+  for (const [param, column] of flags) {
+    for (const value of [true, false]) {
+      for (const dir of ['asc', 'desc']) {
+        const want = app.db.prepare(`SELECT uuid FROM agents WHERE ${column} = ? ORDER BY host_identifier COLLATE NOCASE ${dir}, uuid ${dir}`).pluck().all(value ? 1 : 0)
+        const got: unknown[] = []
+        for (let page = 1; page <= Math.ceil(want.length / 7) + 1; page++) {
+          const res = await call(app, token, { method: 'GET', url: `/prime/webui/agents?${param}=${value}&SortBy=hostIdentifier_${dir}&PageSize=7&PageNumber=${page}` })
+          got.push(...res.json().data.map((a: { uuid: string }) => a.uuid))
+        }
+        t.same(got, want, `${param}=${value} hostIdentifier_${dir}, page by page`)
+      }
+    }
+  }
 
   // Approving every model of the flagged agents clears their flag (through db/agent-state.ts).
   const flagged = app.db.prepare(`SELECT a.host_identifier, p.vid, p.pid FROM agents a JOIN peripherals p ON p.agent_id = a.id
