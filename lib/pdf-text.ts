@@ -45,42 +45,93 @@ function unicode() {
 }
 
 /**
- * The fonts of one document: `fontFor(base, text)` is the font a text is drawn in (the
- * standard one, or its Unicode counterpart), and `drawable(text)` the text with the
- * characters no font has as "?".
+ * What draws text on one document: the current font and size, widths, cutting to a width
+ * and drawing, each text in its own face (the standard font, or its Unicode counterpart).
+ * pdfkit measures a string glyph by glyph with kerning, which made measuring most of the
+ * time spent on a large report; widths of single characters (per face, at 1 pt) are kept
+ * instead. Kerning changes a width by a fraction of a point, and a cut string is checked
+ * exactly once.
  */
-export function pdfFonts(doc: PDFKit.PDFDocument) {
+export function pdfPen(doc: PDFKit.PDFDocument, start = { font: FONT, size: 10 }) {
+  let font = start.font
+  let size = start.size
   const registered = new Set<string>()
+  const widths = new Map<string, Map<number, number>>()
+  /** The face a text is drawn in. */
+  const faceOf = (text: string): string => {
+    if (!NOT_WIN_ANSI.test(text)) return font
+    const u = UNICODE[font] ?? UNICODE[FONT]
+    if (!registered.has(u.name)) {
+      doc.registerFont(u.name, require.resolve(u.file))
+      registered.add(u.name)
+    }
+    return u.name
+  }
+  /**
+   * `fn` run with the text's own face set, given how far to raise the text to keep the
+   * line's baseline; the current font again after.
+   */
+  const inFaceOf = <R>(text: string, fn: (raise: number) => R): R => {
+    const face = faceOf(text)
+    if (face === font) return fn(0)
+    doc.font(face)
+    try {
+      return fn(((unicode().ascender - HELVETICA_ASCENDER) * size) / 1000)
+    } finally {
+      doc.font(font)
+    }
+  }
+  const measure = (text: string): number => {
+    const face = faceOf(text)
+    let w = widths.get(face)
+    if (!w) widths.set(face, (w = new Map()))
+    let total = 0
+    for (let i = 0; i < text.length; i++) {
+      const code = text.charCodeAt(i)
+      let cw = w.get(code)
+      if (cw === undefined) w.set(code, (cw = inFaceOf(text, () => doc.widthOfString(text[i])) / size))
+      total += cw
+    }
+    return total * size
+  }
+  /** The text with the characters no font has as "?". */
+  const drawable = (text: string): string => {
+    if (!NOT_WIN_ANSI.test(text)) return text
+    let out = ''
+    // Beyond the Basic Multilingual Plane too: widths are kept per UTF-16 unit.
+    for (const ch of text) out += ch.length === 1 && unicode().covers(ch.charCodeAt(0)) ? ch : '?'
+    return out
+  }
   return {
-    fontFor(base: string, text: string): string {
-      if (!NOT_WIN_ANSI.test(text)) return base
-      const u = UNICODE[base] ?? UNICODE[FONT]
-      if (!registered.has(u.name)) {
-        doc.registerFont(u.name, require.resolve(u.file))
-        registered.add(u.name)
-      }
-      return u.name
+    setFont(name: string, points: number) {
+      font = name
+      size = points
+      doc.font(name).fontSize(points)
     },
-    /**
-     * `fn` run with the text's own font set (`current`, or its Unicode counterpart), given
-     * how far to raise the text at `size` points to keep the baseline; `current` again after.
-     */
-    inFaceOf<R>(current: string, text: string, fn: (raise: number) => R, size = 0): R {
-      const face = this.fontFor(current, text)
-      if (face === current) return fn(0)
-      doc.font(face)
-      try {
-        return fn(((unicode().ascender - HELVETICA_ASCENDER) * size) / 1000)
-      } finally {
-        doc.font(current)
+    inFaceOf,
+    measure,
+    drawable,
+    /** The text, drawable, cut to `room` points and ending in "…" when cut. */
+    fit(raw: string, room: number): string {
+      const text = drawable(raw)
+      if (measure(text) <= room) return text
+      let lo = 0
+      let hi = text.length
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1
+        if (measure(text.slice(0, mid) + '…') <= room) lo = mid
+        else hi = mid - 1
       }
+      const exact = (n: number) => {
+        const cut = text.slice(0, n) + '…'
+        return inFaceOf(cut, () => doc.widthOfString(cut))
+      }
+      while (lo > 0 && exact(lo) > room) lo--
+      return text.slice(0, lo) + '…'
     },
-    drawable(text: string): string {
-      if (!NOT_WIN_ANSI.test(text)) return text
-      let out = ''
-      // Beyond the Basic Multilingual Plane too: widths are kept per UTF-16 unit.
-      for (const ch of text) out += ch.length === 1 && unicode().covers(ch.charCodeAt(0)) ? ch : '?'
-      return out
+    /** One line of text at (x, y), in its own face. */
+    draw(text: string, x: number, y: number) {
+      inFaceOf(text, (raise) => doc.text(text, x, y - raise, { lineBreak: false }))
     },
   }
 }

@@ -10,7 +10,7 @@ import { PassThrough, type Readable } from 'node:stream'
 import { createRequire } from 'node:module'
 import type PDFKit from 'pdfkit'
 import { setImmediate as nextTurn } from 'node:timers/promises'
-import { FONT, BOLD, printable, pdfFonts } from './pdf-text.js'
+import { FONT, BOLD, printable, pdfPen } from './pdf-text.js'
 
 /** pdfkit, loaded on first use: it is the slowest module to load, and most starts never draw a PDF. */
 export const loadPdfKit = (): typeof PDFKit => createRequire(import.meta.url)('pdfkit')
@@ -96,60 +96,16 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
     autoFirstPage: false,
     info: { Title: printable(report.title), Creator: 'Prime', CreationDate: new Date(report.generatedMs) },
   })
-  const fonts = pdfFonts(doc)
   doc.on('data', (chunk: Buffer) => out.write(chunk))
   const ended = once(doc, 'end')
 
   const scale = CONTENT_WIDTH / report.columns.reduce((n, c) => n + c.width, 0)
   const columns = report.columns.map((c) => ({ ...c, width: c.width * scale }))
 
-  // pdfkit measures a string glyph by glyph with kerning, which made measuring most of
-  // the time spent on a large report. Widths of single characters (per font, at 1 pt)
-  // are kept instead; kerning changes a width by a fraction of a point, which the cell
-  // padding absorbs, and a cut string is checked exactly once.
-  let font = FONT
-  let size = CELL_SIZE
-  const setFont = (name: string, points: number) => {
-    font = name
-    size = points
-    doc.font(name).fontSize(points)
-  }
-  const charWidths = new Map<string, Map<number, number>>()
-  const inFaceOf = <R>(text: string, fn: (raise: number) => R): R => fonts.inFaceOf(font, text, fn, size)
-  const measure = (text: string): number => {
-    const face = fonts.fontFor(font, text)
-    let widths = charWidths.get(face)
-    if (!widths) charWidths.set(face, (widths = new Map()))
-    let w = 0
-    for (let i = 0; i < text.length; i++) {
-      const code = text.charCodeAt(i)
-      let cw = widths.get(code)
-      if (cw === undefined) widths.set(code, (cw = inFaceOf(text, () => doc.widthOfString(text[i])) / size))
-      w += cw
-    }
-    return w * size
-  }
-  const draw = (text: string, x: number, y: number) => inFaceOf(text, (raise) => doc.text(text, x, y - raise, { lineBreak: false }))
-
-  /** The text cut to the width, ending in "…" when cut. */
-  const fit = (raw: string, width: number): string => {
-    const text = fonts.drawable(raw)
-    const room = width - 2 * PADDING
-    if (measure(text) <= room) return text
-    let lo = 0
-    let hi = text.length
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1
-      if (measure(text.slice(0, mid) + '…') <= room) lo = mid
-      else hi = mid - 1
-    }
-    const exact = (n: number) => {
-      const cut = text.slice(0, n) + '…'
-      return inFaceOf(cut, () => doc.widthOfString(cut))
-    }
-    while (lo > 0 && exact(lo) > room) lo--
-    return text.slice(0, lo) + '…'
-  }
+  const pen = pdfPen(doc, { font: FONT, size: CELL_SIZE })
+  const { setFont, measure, draw } = pen
+  /** The text cut to the cell's width less its padding, ending in "…" when cut. */
+  const fit = (text: string, width: number) => pen.fit(text, width - 2 * PADDING)
 
   const cell = (text: string, x: number, width: number, y: number, align: 'left' | 'right' = 'left') => {
     const fitted = fit(text, width)
@@ -171,7 +127,7 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
     if (page === 1) {
       setFont(BOLD, TITLE_SIZE)
       doc.fillColor('#000000')
-      draw(fonts.drawable(printable(report.title)), PAGE.margin, PAGE.margin)
+      draw(pen.drawable(printable(report.title)), PAGE.margin, PAGE.margin)
       setFont(FONT, INFO_SIZE)
       const info: [string, string][] = [
         ['Generated:', utcText(report.generatedMs)],

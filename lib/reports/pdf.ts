@@ -7,7 +7,7 @@
 import { once } from 'node:events'
 import type { Writable } from 'node:stream'
 import { loadPdfKit } from '../pdf.js'
-import { FONT, BOLD, printable, pdfFonts } from '../pdf-text.js'
+import { FONT, BOLD, printable, pdfPen } from '../pdf-text.js'
 import { setImmediate as pause } from 'node:timers/promises'
 
 export interface PdfColumn<T> {
@@ -82,7 +82,6 @@ const MAX_INFO_LINES = 10
 const FIGURES_PER_ROW = 6
 const FIGURE_HEIGHT = 46
 
-export { printable }
 const cellText = (v: string | number | boolean | null | undefined) =>
   v === null || v === undefined ? '' : typeof v === 'boolean' ? (v ? 'Yes' : 'No') : typeof v === 'number' ? v.toLocaleString('en-US') : printable(String(v))
 
@@ -109,7 +108,6 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
     info: { Title: printable(report.title), Subject: printable(report.subtitle), Creator: 'Prime', CreationDate: new Date(generatedMs) },
   })
   doc.pipe(out)
-  const fonts = pdfFonts(doc)
   const finished = new Promise<void>((resolve, reject) => {
     out.on('finish', resolve)
     out.on('error', reject)
@@ -117,51 +115,15 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
   // Awaited at the end; a write error meanwhile must not count as unhandled.
   finished.catch(() => {})
 
-  // pdfkit measures a string glyph by glyph with kerning; single-character widths (per
-  // font, at 1 pt) are kept instead, and a cut string is checked exactly once.
-  let font = FONT
-  let size = CELL_SIZE
+  const pen = pdfPen(doc, { font: FONT, size: CELL_SIZE })
+  const { measure, fit, inFaceOf } = pen
   const setFont = (name: string, points: number, color = '#000000') => {
-    font = name
-    size = points
-    doc.font(name).fontSize(points).fillColor(color)
-  }
-  const widths = new Map<string, Map<number, number>>()
-  const inFaceOf = <R>(s: string, fn: (raise: number) => R): R => fonts.inFaceOf(font, s, fn, size)
-  const measure = (s: string): number => {
-    const face = fonts.fontFor(font, s)
-    let w = widths.get(face)
-    if (!w) widths.set(face, (w = new Map()))
-    let total = 0
-    for (let i = 0; i < s.length; i++) {
-      const code = s.charCodeAt(i)
-      let cw = w.get(code)
-      if (cw === undefined) w.set(code, (cw = inFaceOf(s, () => doc.widthOfString(s[i])) / size))
-      total += cw
-    }
-    return total * size
-  }
-  /** The text cut to the width, ending in "…" when cut. */
-  const fit = (raw: string, width: number): string => {
-    const s = fonts.drawable(raw)
-    if (measure(s) <= width) return s
-    let lo = 0
-    let hi = s.length
-    while (lo < hi) {
-      const mid = (lo + hi + 1) >> 1
-      if (measure(s.slice(0, mid) + '…') <= width) lo = mid
-      else hi = mid - 1
-    }
-    const exact = (n: number) => {
-      const cut = s.slice(0, n) + '…'
-      return inFaceOf(cut, () => doc.widthOfString(cut))
-    }
-    while (lo > 0 && exact(lo) > width) lo--
-    return s.slice(0, lo) + '…'
+    pen.setFont(name, points)
+    doc.fillColor(color)
   }
   const put = (s: string, x: number, y: number, width: number, align: 'left' | 'right' = 'left') => {
     const fitted = fit(s, width)
-    inFaceOf(fitted, (raise) => doc.text(fitted, align === 'right' ? x + width - measure(fitted) : x, y - raise, { lineBreak: false }))
+    pen.draw(fitted, align === 'right' ? x + width - measure(fitted) : x, y)
   }
 
   let y = 0
@@ -181,7 +143,7 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
   y += 16
   if (report.description) {
     setFont(FONT, 9, '#000000')
-    const description = fonts.drawable(printable(report.description))
+    const description = pen.drawable(printable(report.description))
     const h = Math.min(inFaceOf(description, () => doc.heightOfString(description, { width: CONTENT_WIDTH })), 3 * 12)
     inFaceOf(description, (raise) => doc.text(description, PAGE.margin, y - raise, { width: CONTENT_WIDTH, height: h, ellipsis: true }))
     y += h + 6
