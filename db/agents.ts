@@ -5,6 +5,7 @@ import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
 import { soleField, type AgentFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type DateRange, type Sort } from '../lib/listing.js'
 import { iso } from '../lib/time.js'
+import { TEXT_FIELDS, addIds, emptySet, idsOf, intersect, type AgentSet, type AgentTexts, type TextField } from './agent-texts.js'
 import type { components } from '../generated/openapi.js'
 
 type AgentView = components['schemas']['AgentViewResource']
@@ -160,16 +161,27 @@ export function agentView(r: AgentRow): AgentView {
  */
 export interface Condition { sql: (plus: string) => string; params: unknown[] }
 
-/** A filter as trigram phrases on agents_fts (one MATCH, AND-ed) and the other conditions. */
-export interface Conditions { match: string[]; rest: Condition[] }
+/** "Contains" on fields searched in memory (db/agent-texts.ts), any of them; `fts`: columns of agents_fts searched too. */
+export interface TextCondition { fields: readonly TextField[]; term: string; fts?: readonly string[]; like?: readonly string[] }
+
+/**
+ * A filter as trigram phrases on agents_fts (one MATCH, AND-ed), searches in memory
+ * (AND-ed), and the other conditions.
+ */
+export interface Conditions { match: string[]; texts: TextCondition[]; rest: Condition[] }
 
 const cond = (sql: (plus: string) => string, ...params: unknown[]): Condition => ({ sql, params })
 
 /** A trigram phrase query: exact substring, whatever characters the term holds. */
-const phrase = (columns: string[], term: string) => `{${columns.join(' ')}} : "${term.replace(/"/g, '""')}"`
+const phrase = (columns: readonly string[], term: string) => `{${columns.join(' ')}} : "${term.replace(/"/g, '""')}"`
 
-/** The fields GlobalSearch looks in; the `everything` column of agents_fts holds the same. */
-const SEARCHED = ['uuid', 'host_identifier', 'local_ip_address', 'os_version', 'pc_model', 'nics_text', 'service_version', 'license_account_name', 'latest_event_text', 'hashtags']
+/**
+ * GlobalSearch looks in uuid, host name, addresses, OS version, model, network adapters,
+ * agent version, licence account, latest event text and hashtags: the fields of
+ * db/agent-texts.ts in memory, the others through agents_fts (ip_addresses holds the
+ * local address among the others).
+ */
+const GLOBAL: TextCondition = { fields: TEXT_FIELDS, term: '', fts: ['uuid', 'ip_addresses', 'nics_text'], like: ['uuid', 'ip_addresses', 'nics_text'] }
 
 /**
  * Whether a term can be a trigram phrase: it needs 3 characters, and no NUL (which ends
@@ -178,8 +190,8 @@ const SEARCHED = ['uuid', 'host_identifier', 'local_ip_address', 'os_version', '
 export const trigramTerm = (term: string) => [...term].length >= 3 && !term.includes('\u0000')
 
 /**
- * "Contains" on agent columns. From 3 characters it is a phrase on the trigram index
- * agents_fts (case-insensitive, exact substring), so the agents table is not scanned.
+ * "Contains" on agent columns of agents_fts. From 3 characters it is a phrase on that
+ * trigram index (case-insensitive, exact substring), so the agents table is not scanned.
  * Shorter terms have no trigram: they are a LIKE on the columns, which scans the table.
  * `verify`: the index columns hold more than the columns asked for, so a LIKE on the
  * columns decides among the rows the index found.
@@ -209,14 +221,17 @@ function range(c: Conditions, column: string, r: DateRange | undefined) {
 
 /** An agent filter as conditions over `agents <alias>`. */
 export function agentConditions(f: AgentFilter, a = 'a'): Conditions {
-  const c: Conditions = { match: [], rest: [] }
+  const c: Conditions = { match: [], texts: [], rest: [] }
+  const text = (field: TextField, term: string | undefined) => {
+    if (term !== undefined) c.texts.push({ fields: [field], term })
+  }
   if (f.uuid !== undefined) agentContains(c, a, ['uuid'], ['uuid'], f.uuid)
-  if (f.hostIdentifier !== undefined) agentContains(c, a, ['host_identifier'], ['host_identifier'], f.hostIdentifier)
+  text('host_identifier', f.hostIdentifier)
   if (f.ipAddress !== undefined) agentContains(c, a, ['ip_addresses'], ['local_ip_address', 'ip_addresses'], f.ipAddress)
-  if (f.version !== undefined) agentContains(c, a, ['service_version'], ['service_version'], f.version)
-  if (f.osVersion !== undefined) agentContains(c, a, ['os_version'], ['os_version'], f.osVersion)
-  if (f.hashtags !== undefined) agentContains(c, a, ['hashtags'], ['hashtags'], f.hashtags)
-  if (f.globalSearch !== undefined) agentContains(c, a, ['everything'], SEARCHED, f.globalSearch)
+  text('service_version', f.version)
+  text('os_version', f.osVersion)
+  text('hashtags', f.hashtags)
+  if (f.globalSearch !== undefined) c.texts.push({ ...GLOBAL, term: f.globalSearch })
   inList(c, `${a}.connection_status`, f.connectionStatus)
   inList(c, `${a}.operational_status`, f.operationalStatus)
   inList(c, `${a}.display_status`, f.displayStatus)
@@ -236,7 +251,7 @@ export function agentConditions(f: AgentFilter, a = 'a'): Conditions {
 /**
  * How a page is read. `seek`: the most selective condition's index finds the rows, which
  * are then sorted (few matches). `walk`: the sort order's index is walked and each row
- * tested, stopping at the page's end (many matches; no sort). The trigram phrases, when
+ * tested, stopping at the page's end (many matches; no sort). The searches' matches, when
  * there are any, always find the rows in `seek`.
  */
 export type Plan = 'seek' | 'walk'
@@ -252,22 +267,28 @@ export function choosePlan(filtered: number, total: number, offset: number, limi
   return needed * (total / filtered) + 3 * needed < 4 * filtered ? 'walk' : 'seek'
 }
 
+/** The function a walk tests its rows with: whether an agent id is in the set being walked for. */
+const IN_SET = 'agent_in_set'
+const walkedSets = new WeakMap<DB, { set: AgentSet | null }>()
+
 /**
- * The conditions as a WHERE fragment ('1' when none) for a plan. The trigram phrases
- * become one subquery on agents_fts, or, when `ids` holds the ids they matched (a JSON
- * array, read once for the count), a list of those ids.
+ * The conditions as a WHERE fragment ('1' when none) for a plan. `set`: the agents the
+ * searches matched (null: no search), as a list of ids, or, with `inline` in a walk, as
+ * a test of each row against the set itself (agentSearch().walking()): a list of 5,000
+ * ids costs 1 ms to read into SQLite before the first row.
  */
-export function renderConditions(c: Conditions, idColumn: string, plan: Plan | 'free', ids?: string): { sql: string; params: unknown[] } {
+export function renderConditions(c: Conditions, idColumn: string, plan: Plan | 'free', set: AgentSet | null, inline = false): { sql: string; params: unknown[] } {
   const sql: string[] = []
   const params: unknown[] = []
-  const hasMatch = c.match.length > 0
-  if (hasMatch) {
-    const source = ids === undefined ? 'SELECT rowid FROM agents_fts WHERE agents_fts MATCH ?' : 'SELECT value FROM json_each(?)'
-    sql.push(`${plan === 'walk' ? '+' : ''}${idColumn} IN (${source})`)
-    params.push(ids ?? c.match.join(' AND '))
+  if (set) {
+    if (inline && plan === 'walk') sql.push(`${IN_SET}(${idColumn})`)
+    else {
+      sql.push(`${plan === 'walk' ? '+' : ''}${idColumn} IN (SELECT value FROM json_each(?))`)
+      params.push(JSON.stringify(idsOf(set)))
+    }
   }
-  // With a phrase, the trigram index finds the rows; without, the planner picks (free, seek).
-  const plus = plan === 'walk' || hasMatch ? '+' : ''
+  // With a search, its matches find the rows; without, the planner picks (free, seek).
+  const plus = plan === 'walk' || set ? '+' : ''
   for (const r of c.rest) {
     sql.push(r.sql(plus))
     params.push(...r.params)
@@ -275,10 +296,65 @@ export function renderConditions(c: Conditions, idColumn: string, plan: Plan | '
   return { sql: sql.length ? sql.join(' AND ') : '1', params }
 }
 
-/** The conditions of an agent filter over `agents a`, as a WHERE fragment ('1' when none). */
-export function agentWhere(f: AgentFilter): { sql: string; params: unknown[] } {
-  return renderConditions(agentConditions(f), 'a.id', 'free')
+/**
+ * The searches of agent filters: "contains" in memory (db/agent-texts.ts) and through
+ * agents_fts, resolved into the set of agents that match them all.
+ */
+export function agentSearch(db: DB, texts: AgentTexts) {
+  const ftsIds = db.prepare<[string], number>('SELECT rowid FROM agents_fts WHERE agents_fts MATCH ?').pluck()
+  const cached = statementCache(db, 16)
+  let walked = walkedSets.get(db)
+  if (!walked) {
+    const w = (walked = { set: null as AgentSet | null })
+    walkedSets.set(db, w)
+    db.function(IN_SET, { deterministic: false }, (id: unknown) => (w.set && typeof id === 'number' && id < w.set.bits.length ? w.set.bits[id] : 0))
+  }
+  const state = walked
+
+  function textSet(t: TextCondition): AgentSet {
+    const set = texts.searchAny(t.fields, t.term)
+    if (t.fts && trigramTerm(t.term)) addIds(set, ftsIds.all(phrase(t.fts, t.term)))
+    else if (t.like) {
+      const like = contains(t.term)
+      addIds(set, cached(`SELECT id FROM agents WHERE ${t.like.map((col) => `${col} LIKE ? ESCAPE '\\'`).join(' OR ')}`).pluck().all(...t.like.map(() => like)) as number[])
+    }
+    return set
+  }
+
+  const search = {
+    texts,
+    /** The agents every search of the conditions matches; null when they have none. */
+    resolve(c: Conditions): AgentSet | null {
+      let set: AgentSet | null = null
+      for (const t of c.texts) {
+        const s = textSet(t)
+        set = set ? intersect(set, s) : s
+        if (set.n === 0) return set
+      }
+      if (c.match.length) {
+        const s = addIds(emptySet(0), ftsIds.all(c.match.join(' AND ')))
+        set = set ? intersect(set, s) : s
+      }
+      return set
+    },
+    /** The conditions of an agent filter over `agents a`, as a WHERE fragment ('1' when none). */
+    where(f: AgentFilter): { sql: string; params: unknown[] } {
+      const c = agentConditions(f)
+      return renderConditions(c, 'a.id', 'free', search.resolve(c))
+    },
+    /** Runs a statement rendered `inline` with this set (a walk tests each row against it). */
+    walking<T>(set: AgentSet | null, run: () => T): T {
+      state.set = set
+      try {
+        return run()
+      } finally {
+        state.set = null
+      }
+    },
+  }
+  return search
 }
+export type AgentSearch = ReturnType<typeof agentSearch>
 
 /** Sort fields of the agent list (the contract's x-sort-fields) and their columns. */
 export const agentSortColumns: Record<string, string> = {
@@ -322,13 +398,11 @@ export const agentOrderBy = (s: Sort, plan: Plan = 'walk') => orderBy(s, plan ==
 /** The identifiers an item of agents/configuration or peripherals/command names an agent by. */
 export interface AgentIdentifiers { uuid?: string | null; hostIdentifier?: string | null; ipAddress?: string | null }
 
-export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers = 64) {
+export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, keptAnswers = 64) {
   const cached = statementCache(db)
   const answers = answerCache<AgentRow>(db, checkInTimes, keptAnswers)
   const byIds = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE id IN (SELECT value FROM json_each(?))')
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
-  // One pass over the trigram index gives both the count and the ids the page is read from.
-  const ftsMatches = db.prepare<[string], { n: number; ids: string }>('SELECT count(*) AS n, json_group_array(rowid) AS ids FROM agents_fts WHERE agents_fts MATCH ?')
 
   // The flags' totals (migration 018), by filter field.
   const flagTotal = db.prepare<[string], number>('SELECT n FROM row_counts WHERE name = ?').pluck()
@@ -351,21 +425,21 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
   }
 
   /**
-   * How many agents match (from the kept row counts, the trigram index, or the conditions),
-   * and the ids the phrases matched. A flag filter alone is counted from the flag's total.
+   * How many agents match (from the kept row counts, the searches' matches, or the
+   * conditions), and the agents the searches matched (null: none asked). A flag filter
+   * alone is counted from the flag's total.
    */
-  function count(f: AgentFilter, c: Conditions, all: number): { filtered: number; ids?: string } {
-    if (!c.match.length && !c.rest.length) return { filtered: all }
+  function count(f: AgentFilter, c: Conditions, all: number): { filtered: number; set: AgentSet | null } {
+    if (!c.match.length && !c.texts.length && !c.rest.length) return { filtered: all, set: null }
     const sole = soleField(f)
     if (sole && FLAG_TOTALS[sole[0]]) {
       const flagged = flagTotal.get(FLAG_TOTALS[sole[0]]) as number
-      return { filtered: sole[1] ? flagged : all - flagged }
+      return { filtered: sole[1] ? flagged : all - flagged, set: null }
     }
-    const matched = c.match.length ? ftsMatches.get(c.match.join(' AND '))! : undefined
-    if (!c.rest.length) return { filtered: matched!.n, ids: matched!.ids }
-    if (matched?.n === 0) return { filtered: 0, ids: matched.ids }
-    const where = renderConditions(c, 'a.id', 'free', matched?.ids)
-    return { filtered: cached(`SELECT count(*) FROM agents a WHERE ${where.sql}`).pluck().get(...where.params) as number, ids: matched?.ids }
+    const set = search.resolve(c)
+    if (set && (!c.rest.length || set.n === 0)) return { filtered: set.n, set }
+    const where = renderConditions(c, 'a.id', 'free', set)
+    return { filtered: cached(`SELECT count(*) FROM agents a WHERE ${where.sql}`).pluck().get(...where.params) as number, set }
   }
 
   const byUuid = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE uuid = lower(?)')
@@ -383,13 +457,14 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
       const read = () => {
         const c = agentConditions(f)
         const all = total.get() as number
-        const { filtered, ids } = count(f, c, all)
+        const { filtered, set } = count(f, c, all)
         if (filtered <= offset) return { total: all, filtered, rows: [] }
         const byFlag = flagPage(f, sort, limit, offset)
         if (byFlag) return { total: all, filtered, rows: byFlag }
         const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
-        const where = renderConditions(c, 'a.id', plan, ids)
-        const rows = objectRows<AgentRow>(cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
+        const where = renderConditions(c, 'a.id', plan, set, true)
+        const page = cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`)
+        const rows = search.walking(set, () => objectRows<AgentRow>(page, ...where.params, limit, offset))
         return { total: all, filtered, rows }
       }
       if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()
@@ -400,9 +475,9 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers 
     iterate(f: AgentFilter, sort: Sort): IterableIterator<AgentRow> {
       const c = agentConditions(f)
       const all = total.get() as number
-      const { filtered, ids } = count(f, c, all)
+      const { filtered, set } = count(f, c, all)
       const plan = choosePlan(filtered, all, 0, filtered, agentSortIndexed(sort))
-      const where = renderConditions(c, 'a.id', plan, ids)
+      const where = renderConditions(c, 'a.id', plan, set)
       return cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)}`).iterate(...where.params) as IterableIterator<AgentRow>
     },
 

@@ -5,7 +5,7 @@
 import type { DB } from './index.js'
 import type { AgentFilter, PeripheralFilter } from '../lib/agent-filter.js'
 import type { Sort } from '../lib/listing.js'
-import { agentOrderBy, agentWhere, statementCache, type AgentRow } from './agents.js'
+import { agentOrderBy, statementCache, type AgentRow, type AgentSearch } from './agents.js'
 import { peripheralWhere } from './peripherals.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
@@ -43,14 +43,14 @@ export async function* inPages<T extends { id: number }>(ids: readonly number[],
   }
 }
 
-export function exportsRepo(db: DB) {
+export function exportsRepo(db: DB, search: AgentSearch) {
   const cached = statementCache(db, 64)
   const agentsById = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE id IN (SELECT value FROM json_each(?))')
   const agentRange = db.prepare<[], { lo: number | null; hi: number | null }>('SELECT min(id) AS lo, max(id) AS hi FROM agents')
   return {
     /** The ids of the agents matching the filter, in the export's order. */
     agentIds(f: AgentFilter, sort: Sort): number[] {
-      const where = agentWhere(f)
+      const where = search.where(f)
       return cached(`SELECT a.id FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort)}`).pluck().all(...where.params) as number[]
     },
 
@@ -64,7 +64,7 @@ export function exportsRepo(db: DB) {
      * (an agent is in one range only). The models are few enough to be held.
      */
     async peripheralModels(f: PeripheralFilter): Promise<PeripheralModelRow[]> {
-      const where = peripheralWhere(f)
+      const where = peripheralWhere(f, search)
       const range = agentRange.get()!
       const partial = cached(
         `SELECT p.vid, p.pid, max(p.gui_vid) AS gui_vid, max(p.gui_pid) AS gui_pid, max(p.dev_icon) AS dev_icon,

@@ -6,7 +6,8 @@ import { soleField, type PeripheralFilter } from '../lib/agent-filter.js'
 import { contains, orderBy, type Sort } from '../lib/listing.js'
 import { iconName } from '../lib/usb.js'
 import type { components } from '../generated/openapi.js'
-import { agentContains, choosePlan, trigramTerm, renderConditions, statementCache, objectRows, type Condition, type Conditions, type Plan } from './agents.js'
+import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, statementCache, objectRows, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
+import { idsOf } from './agent-texts.js'
 
 type PeripheralView = components['schemas']['PeripheralViewResource']
 
@@ -107,15 +108,16 @@ const COLUMNS = 'p.*, a.host_identifier, a.local_ip_address AS host_ip, a.hashta
 
 const cond = (sql: (plus: string) => string, ...params: unknown[]): Condition => ({ sql, params })
 
-/** The ids of the agents matching agent conditions: through the trigram index alone when it can. */
-function agentIds(c: Conditions): { sql: string; params: unknown[] } {
-  if (!c.rest.length) return { sql: 'SELECT rowid FROM agents_fts WHERE agents_fts MATCH ?', params: [c.match.join(' AND ')] }
-  const where = renderConditions(c, 'a2.id', 'free')
+/** The ids of the agents matching agent conditions over `agents a2`: the searches' matches alone when they are all. */
+function agentIds(c: Conditions, search: AgentSearch): { sql: string; params: unknown[] } {
+  const set = search.resolve(c)
+  if (set && !c.rest.length) return { sql: 'SELECT value FROM json_each(?)', params: [JSON.stringify(idsOf(set))] }
+  const where = renderConditions(c, 'a2.id', 'free', set)
   return { sql: `SELECT a2.id FROM agents a2 WHERE ${where.sql}`, params: where.params }
 }
 
-function ofAgents(c: Conditions): Condition {
-  const ids = agentIds(c)
+function ofAgents(c: Conditions, search: AgentSearch): Condition {
+  const ids = agentIds(c, search)
   return cond((plus) => `${plus}p.agent_id IN (${ids.sql})`, ...ids.params)
 }
 
@@ -150,15 +152,18 @@ const riskTags = { is_attack_tool: '#attack-tool', is_vulnerable: '#vulnerable',
 
 /**
  * GlobalSearch over peripherals: the ids found through what serves each field - the
- * agent's host name, address and tags through agents_fts, vendor and product names
+ * agent's host name and tags in memory (db/agent-texts.ts), its address through
+ * agents_fts, vendor and product names
  * through the interned texts, the catalogue's vulnerability text through the models it
  * names, the risk tags through the flags, deviceID and serial through peripherals_fts.
  */
-function globalSearch(term: string): Condition {
-  const agents: Conditions = { match: [], rest: [] }
+function globalSearch(term: string, search: AgentSearch): Condition {
+  const named = search.texts.searchAny(['host_identifier', 'hashtags'], term)
+  const addressed: Conditions = { match: [], texts: [], rest: [] }
   // ip_addresses holds every address of the agent, hostIp among them.
-  agentContains(agents, 'a2', ['host_identifier', 'ip_addresses', 'hashtags'], ['host_identifier', 'local_ip_address', 'hashtags'], term, true)
-  const byAgent = agentIds(agents)
+  agentContains(addressed, 'a2', ['ip_addresses'], ['local_ip_address'], term, true)
+  const byAddress = agentIds(addressed, search)
+  const byAgent = { sql: `SELECT value FROM json_each(?) UNION ${byAddress.sql}`, params: [JSON.stringify(idsOf(named)), ...byAddress.params] }
   const like = contains(term)
   const texts = "SELECT id FROM peripheral_texts WHERE kind = ? AND text LIKE ? ESCAPE '\\'"
   const parts = [
@@ -178,13 +183,12 @@ function globalSearch(term: string): Condition {
 }
 
 /** A peripheral filter as conditions over `peripherals p`. */
-function peripheralConditions(f: PeripheralFilter): Condition[] {
+function peripheralConditions(f: PeripheralFilter, search: AgentSearch): Condition[] {
   const out: Condition[] = []
-  const agents: Conditions = { match: [], rest: [] }
-  if (f.hostIdentifier !== undefined) agentContains(agents, 'a2', ['host_identifier'], ['host_identifier'], f.hostIdentifier)
+  const agents = agentConditions({ hostIdentifier: f.hostIdentifier }, 'a2')
   if (f.ipAddress !== undefined) agentContains(agents, 'a2', ['ip_addresses'], ['local_ip_address'], f.ipAddress, true)
   if (f.hostUuid !== undefined) agentContains(agents, 'a2', ['uuid'], ['uuid'], f.hostUuid)
-  if (agents.match.length || agents.rest.length) out.push(ofAgents(agents))
+  if (agents.match.length || agents.texts.length || agents.rest.length) out.push(ofAgents(agents, search))
   if (f.vendor !== undefined) out.push(textContains('p.vendor_text_id', 'vendor', f.vendor))
   if (f.productInfo !== undefined) out.push(textContains('p.product_text_id', 'product', f.productInfo))
   if (f.serialNumber !== undefined) out.push(serialContains(f.serialNumber))
@@ -193,7 +197,7 @@ function peripheralConditions(f: PeripheralFilter): Condition[] {
   for (const [column, value] of [['p.is_unapproved', f.isUnapproved], ['p.is_vulnerable', f.isVulnerable], ['p.is_attack_tool', f.isAttackTool], ['p.present', f.present]] as const) {
     if (value !== undefined) out.push(cond((plus) => `${plus}${column} = ${value ? 1 : 0}`))
   }
-  if (f.globalSearch !== undefined) out.push(globalSearch(f.globalSearch))
+  if (f.globalSearch !== undefined) out.push(globalSearch(f.globalSearch, search))
   return out
 }
 
@@ -203,8 +207,8 @@ function render(conditions: Condition[], plan: Plan | 'free') {
 }
 
 /** The conditions of a peripheral filter over `peripherals p` (joined with `agents a` or not), as a WHERE fragment ('1' when none). */
-export function peripheralWhere(f: PeripheralFilter): { sql: string; params: unknown[] } {
-  return render(peripheralConditions(f), 'free')
+export function peripheralWhere(f: PeripheralFilter, search: AgentSearch): { sql: string; params: unknown[] } {
+  return render(peripheralConditions(f, search), 'free')
 }
 
 /** Sort fields of the peripheral list (the contract's x-sort-fields) and their columns. */
@@ -242,7 +246,7 @@ const peripheralSortIndexed = (s: Sort) => s.field === 'uuid' || s.field === 'ho
 export const peripheralOrderBy = (s: Sort, plan: Plan = 'walk') =>
   orderBy(s, plan === 'seek' ? peripheralSortHinted : peripheralSortColumns, plan === 'seek' ? ['+p.device_id', '+p.id'] : ['p.device_id', 'p.id'], nullableSorts)
 
-export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAnswers = 64) {
+export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, keptAnswers = 64) {
   const cached = statementCache(db)
   const answers = answerCache<PeripheralListRow>(db, checkInTimes, keptAnswers)
   const byIds = db.prepare<[string], PeripheralListRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE p.id IN (SELECT value FROM json_each(?))`)
@@ -282,7 +286,7 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAns
     list(f: PeripheralFilter, sort: Sort, limit: number, offset: number) {
       // Pages of at most 200 rows are kept (bounded memory); larger ones are read each time.
       const read = () => {
-        const conditions = peripheralConditions(f)
+        const conditions = peripheralConditions(f, search)
         const all = total.get() as number
         const filtered = count(f, conditions, all)
         const plan = choosePlan(filtered, all, offset, limit, peripheralSortIndexed(sort))
@@ -296,7 +300,7 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, keptAns
 
     /** Every matching peripheral in order, read as it is consumed (streamed exports). */
     iterate(f: PeripheralFilter, sort: Sort): IterableIterator<PeripheralListRow> {
-      const conditions = peripheralConditions(f)
+      const conditions = peripheralConditions(f, search)
       const all = total.get() as number
       const filtered = count(f, conditions, all)
       const plan = choosePlan(filtered, all, 0, filtered, peripheralSortIndexed(sort))

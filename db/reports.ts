@@ -6,7 +6,7 @@
 import type { DB } from './index.js'
 import type { AgentFilter, PeripheralFilter } from '../lib/agent-filter.js'
 import { contains } from '../lib/listing.js'
-import { agentView, agentWhere, statementCache, type AgentRow } from './agents.js'
+import { agentView, statementCache, type AgentRow, type AgentSearch } from './agents.js'
 import { peripheralWhere, type PeripheralListRow } from './peripherals.js'
 import { setImmediate as pause } from 'node:timers/promises'
 
@@ -239,8 +239,8 @@ function auditConditions(f: AuditFilter): { sql: string; params: unknown[] } {
   return { sql: where(parts), params }
 }
 
-function peripheralConditions(f: PeripheralFilter, extra: PeripheralExtra): { sql: string; params: unknown[] } {
-  const base = peripheralWhere(f)
+function peripheralConditions(f: PeripheralFilter, extra: PeripheralExtra, search: AgentSearch): { sql: string; params: unknown[] } {
+  const base = peripheralWhere(f, search)
   const parts = [base.sql]
   const params = [...base.params]
   if (extra.approved !== undefined) parts.push(`p.approved = ${extra.approved ? 1 : 0}`)
@@ -250,7 +250,7 @@ function peripheralConditions(f: PeripheralFilter, extra: PeripheralExtra): { sq
 
 const bump = <K>(m: Map<K, number>, k: K, n: number) => m.set(k, (m.get(k) ?? 0) + n)
 
-export function reportsRepo(db: DB) {
+export function reportsRepo(db: DB, search: AgentSearch) {
   const cached = statementCache(db, 64)
 
   // ---- definitions ----
@@ -425,7 +425,7 @@ export function reportsRepo(db: DB) {
 
     /** Counters of the agents matching the filter. */
     async agentTotals(f: AgentFilter, signal?: AbortSignal): Promise<AgentTotals> {
-      const w = agentWhere(f)
+      const w = search.where(f)
       const sql = cached(
         `SELECT count(*) AS agents, coalesce(sum(connection_status = 'Connected'), 0) AS connected, coalesce(sum(operational_status = 'Armed'), 0) AS armed,
            coalesce(sum(has_unapproved), 0) AS withUnapproved, coalesce(sum(has_vulnerable), 0) AS withVulnerable,
@@ -443,7 +443,7 @@ export function reportsRepo(db: DB) {
 
     /** Counters of the peripherals matching the filter. */
     async peripheralTotals(f: PeripheralFilter, extra: PeripheralExtra, signal?: AbortSignal): Promise<PeripheralTotals> {
-      const w = peripheralConditions(f, extra)
+      const w = peripheralConditions(f, extra, search)
       const sql = cached(
         `SELECT count(*) AS peripherals, count(DISTINCT p.agent_id) AS hosts, coalesce(sum(p.present), 0) AS present, coalesce(sum(p.approved), 0) AS approved,
            coalesce(sum(p.is_unapproved), 0) AS unapproved, coalesce(sum(p.is_vulnerable), 0) AS vulnerable, coalesce(sum(p.is_attack_tool), 0) AS attackTools
@@ -463,7 +463,7 @@ export function reportsRepo(db: DB) {
      * (each agent's by deviceID), read for a few hundred agents at a time.
      */
     async *peripherals(agentIds: readonly number[], f: PeripheralFilter, extra: PeripheralExtra, signal?: AbortSignal): AsyncGenerator<PeripheralListRow> {
-      const w = peripheralConditions(f, extra)
+      const w = peripheralConditions(f, extra, search)
       const filtered = w.sql !== '1'
       const sql = filtered
         ? cached(

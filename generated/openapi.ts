@@ -5856,7 +5856,7 @@ export interface components {
             /** @description Open health notifications not dismissed, newest first, at most 100. */
             openNotifications: components["schemas"]["HealthNotification"][];
         };
-        /** @description Case-insensitive "contains" filter. Terms of 3 or more characters are found through a trigram index (case folding covers all of Unicode); shorter terms scan the table (case folding covers ASCII only). A NUL character answers 400. */
+        /** @description Case-insensitive "contains" filter. The agents' host names, OS and agent versions, models, licence account, latest event texts and hashtags are matched in memory, for terms of any length, with case folding over all of Unicode. Other fields: terms of 3 or more characters are found through a trigram index (case folding covers all of Unicode); shorter terms scan the table (case folding covers ASCII only). A NUL character answers 400. */
         TextFilter: string;
         /** @description true or false in any case, or 1 or 0. */
         BooleanFilter: string;

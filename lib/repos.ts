@@ -9,7 +9,8 @@ import { CheckInTimeWrites } from '../db/answer-cache.js'
 import { agentStateRepo } from '../db/agent-state.js'
 import { gatewayRepo } from '../db/gateway.js'
 import { eventsRepo } from '../db/events.js'
-import { agentsRepo } from '../db/agents.js'
+import { agentSearch, agentsRepo } from '../db/agents.js'
+import { agentTexts } from '../db/agent-texts.js'
 import { peripheralsRepo } from '../db/peripherals.js'
 import { commandsRepo } from '../db/commands.js'
 import { catalogueRepo } from '../db/catalogue.js'
@@ -29,6 +30,7 @@ import { ftsUpkeep } from '../db/fts-upkeep.js'
 export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
   const authVersion = new AuthVersion()
   const checkInTimes = new CheckInTimeWrites()
+  const search = agentSearch(db, agentTexts(db))
   return {
     users: usersRepo(db, authVersion),
     sessions: sessionsRepo(db, authVersion),
@@ -38,15 +40,16 @@ export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
     agentState: agentStateRepo(db),
     gateway: gatewayRepo(db, checkInTimes),
     events: eventsRepo(db),
-    agents: agentsRepo(db, checkInTimes, keptAnswers),
-    peripherals: peripheralsRepo(db, checkInTimes, keptAnswers),
+    agents: agentsRepo(db, checkInTimes, search, keptAnswers),
+    peripherals: peripheralsRepo(db, checkInTimes, search, keptAnswers),
     commands: commandsRepo(db),
     catalogue: catalogueRepo(db),
     insights: insightsRepo(db),
-    exports: exportsRepo(db),
+    exports: exportsRepo(db, search),
     eventQueries: eventQueriesRepo(db),
     alarms: alarmsRepo(db, sealer),
-    reports: reportsRepo(db),
+    reports: reportsRepo(db, search),
+    agentTexts: search.texts,
     notifications: notificationsRepo(db),
     agentless: agentlessRepo(db),
     ftsUpkeep: ftsUpkeep(db),

@@ -1,5 +1,5 @@
-// Keeps the trigram indexes of changing rows compact (see db/fts-upkeep.ts): once a minute
-// each is measured, and one whose leftovers are due is merged into one segment a few pages
+// Keeps the trigram indexes of changing rows compact (see db/fts-upkeep.ts), and prunes the
+// notes the in-memory agent search has applied (db/agent-texts.ts): once a minute each index is measured, and one whose leftovers are due is merged into one segment a few pages
 // at a time. A merge of the agents' index at 100,000 agents is about 3 s of work in a
 // thousand steps of a few milliseconds; requests are served between slices of it.
 import type { FastifyInstance } from 'fastify'
@@ -66,8 +66,18 @@ export function startSearchUpkeep(app: FastifyInstance, checkMs = CHECK_MS) {
     if (upkeep.slice()) setTimeout(run, PAUSE_MS).unref()
   }
   app.addHook('onReady', async () => {
+    // Before the first request rather than in it.
+    const ms = app.repos.agentTexts.warm()
+    if (ms > 100) app.log.info({ ms: Math.round(ms) }, 'agent search built')
     timer = setInterval(() => {
-      if (closed || upkeep.merging) return
+      if (closed) return
+      try {
+        // The notes the in-memory agent search has applied (db/agent-texts.ts).
+        app.repos.agentTexts.prune()
+      } catch (err) {
+        app.log.warn({ err }, 'pruning the agent search notes failed')
+      }
+      if (upkeep.merging) return
       try {
         if (upkeep.check()) run()
       } catch (err) {

@@ -648,8 +648,8 @@ export function checkSeed(db: DB, sample = 100): { checked: number; mismatches: 
   for (const id of ids) {
     const before = { agent: agentRow.get(id) as Record<string, unknown>, peripherals: peripheralRows.all(id) as Record<string, unknown>[] }
     // The full-text indexes were built apart from the rows: they must find them.
-    const host = before.agent.host_identifier
-    if ((found.get(`{host_identifier} : ${quoted(host)}`, id) as { n: number }).n !== 1) mismatches.push(`agent ${id}: agents_fts does not find host ${host}`)
+    const uuid = before.agent.uuid
+    if ((found.get(`{uuid} : ${quoted(uuid)}`, id) as { n: number }).n !== 1) mismatches.push(`agent ${id}: agents_fts does not find uuid ${uuid}`)
     const p = before.peripherals[0]
     if (foundDevice && p && (foundDevice.get(quoted(p.device_id), p.id) as { n: number }).n !== 1) mismatches.push(`peripheral ${p.id}: peripherals_fts does not find ${p.device_id}`)
     db.exec('SAVEPOINT seed_check')

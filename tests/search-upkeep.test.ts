@@ -1,7 +1,7 @@
 // Pins the upkeep of the trigram indexes (db/fts-upkeep.ts, lib/search-upkeep.ts): a
-// merged index is left alone; after every agent's search text is rewritten (a mass
-// disconnect) the index is due, is merged into one segment slice by slice, passes FTS5's
-// own integrity check, and every search answers exactly as before.
+// merged index is left alone; after every agent's network adapters are rewritten the
+// index is due, is merged into one segment slice by slice, passes FTS5's own integrity
+// check, and every search answers exactly as before.
 import t from 'tap'
 import { build, login, call } from './helpers.js'
 import { seedFleet } from '../scripts/seed.js'
@@ -21,10 +21,11 @@ t.test('a fragmented search index is merged back into one segment, answering the
   t.ok(built.pages >= 64, `large enough to be kept up (${built.pages} pages)`)
   t.equal(upkeep.check(), null, 'nothing is due then')
 
-  // Every agent's latest event text rewritten, a batch per transaction, twice over.
-  const rewrite = app.db.prepare('UPDATE agents SET latest_event_text = ? WHERE id BETWEEN ? AND ?')
+  // Every agent's network adapters (in agents_fts) and latest event text (searched in
+  // memory) rewritten, a batch per transaction, twice over.
+  const rewrite = app.db.prepare('UPDATE agents SET latest_event_text = ?, nics_text = ? WHERE id BETWEEN ? AND ?')
   for (const text of ['Agent disconnected', 'Agent reconnected']) {
-    for (let id = 0; id < 1300; id += 100) app.db.transaction(() => rewrite.run(text, id, id + 99))()
+    for (let id = 0; id < 1300; id += 100) app.db.transaction(() => rewrite.run(text, text, id, id + 99))()
   }
   const searches = ['reconnected', 'disconnected', 'Latitude', 'Windows 10', 'ws0001']
   const answers = async () => {
@@ -59,7 +60,7 @@ t.test('a fragmented search index is merged back into one segment, answering the
 t.test('small indexes are left alone, however many segments they have', async (t) => {
   const app = await build(t)
   await seedFleet(app.db, { agents: 30, peripheralsPerAgent: 1, seed: 12 })
-  const rewrite = app.db.prepare('UPDATE agents SET latest_event_text = ? WHERE id = ?')
+  const rewrite = app.db.prepare('UPDATE agents SET nics_text = ? WHERE id = ?')
   for (let id = 1; id <= 30; id++) rewrite.run(`text ${id}`, id)
   const m = app.repos.ftsUpkeep.measure('agents_fts')
   t.ok(m.segments > 1, `${m.segments} segments`)

@@ -25,7 +25,7 @@ t.test('a bulk load indexes every agent for full-text search as the insert trigg
   await seedFleet(db, { agents: 40, peripheralsPerAgent: 3, chunk: 50, seed: 8 })
   t.same(indexed(), expected(), 'an append indexes the new agents only')
   t.ok(db.prepare("SELECT name FROM sqlite_master WHERE name = 'agents_fts_insert'").get(), 'the trigger is back after the load')
-  const host = db.prepare('SELECT host_identifier FROM agents ORDER BY id DESC LIMIT 1').pluck().get() as string
-  t.ok((db.prepare('SELECT count(*) FROM agents_fts WHERE agents_fts MATCH ?').pluck().get(`"${host}"`) as number) >= 1, 'a seeded host is found')
+  const uuid = db.prepare('SELECT uuid FROM agents ORDER BY id DESC LIMIT 1').pluck().get() as string
+  t.ok((db.prepare('SELECT count(*) FROM agents_fts WHERE agents_fts MATCH ?').pluck().get(`"${uuid}"`) as number) >= 1, 'a seeded agent is found')
   t.same(checkSeed(db).mismatches, [])
 })
