@@ -76,7 +76,7 @@ const trigramKey = (s: string, i: number) => ((s.charCodeAt(i) & 0x3ff) << 20) |
 const TRIGRAMS_FROM = 1024
 
 /** One field: its values, which agent holds which, and the agents of each value. */
-export class Field {
+class Field {
   /** Distinct values, lower-cased, by value number. */
   values: string[] = []
   numbers = new Map<string, number>()
