@@ -81,7 +81,8 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
   const maxRows = report.maxRows ?? MAX_PDF_ROWS
   const shownAtMost = Math.min(report.total, maxRows)
   const leftOut = report.total - shownAtMost
-  const filters = report.filters.length ? report.filters.map(([k, v]) => `${k}: ${v}`) : [`None (every ${report.noun.replace(/s$/, '')})`]
+  const one = report.noun.replace(/s$/, '')
+  const filters = report.filters.length ? report.filters.map(([k, v]) => `${k}: ${v}`) : [`None (every ${one})`]
   const filterLines = filters.length > MAX_FILTER_LINES ? [...filters.slice(0, MAX_FILTER_LINES - 1), `... and ${filters.length - MAX_FILTER_LINES + 1} more`] : filters
   const { infoTop, firstTableTop, firstRows, otherRows } = layout(filterLines.length)
   // One line per row, plus the line saying that nothing matched or that rows were left out.
@@ -131,7 +132,7 @@ async function render<T>(report: PdfReport<T>, out: PassThrough): Promise<void> 
       setFont(FONT, INFO_SIZE)
       const info: [string, string][] = [
         ['Generated:', utcText(report.generatedMs)],
-        ['Records:', `${report.total.toLocaleString('en-US')} ${report.noun}${leftOut > 0 ? ` (the first ${maxRows.toLocaleString('en-US')} are listed)` : ''}`],
+        ['Records:', `${report.total.toLocaleString('en-US')} ${report.total === 1 ? one : report.noun}${leftOut > 0 ? ` (the first ${maxRows.toLocaleString('en-US')} are listed)` : ''}`],
         ['Sorted by:', report.sortedBy ?? 'the default order'],
         ...filterLines.map((f, i): [string, string] => [i === 0 ? 'Filters:' : '', f]),
       ]

@@ -180,6 +180,11 @@ t.test('PDF report: rows beyond the cap are left out, and the last line says how
   const parts: Buffer[] = []
   for await (const chunk of empty) parts.push(chunk)
   t.match(pdfPages(Buffer.concat(parts))[0], 'No things match these filters.')
+
+  const single = pdfStream({ title: 'One', filters: [], generatedMs: 0, total: 1, noun: 'things', columns: [{ header: 'X', width: 1, value: () => 'x' }], rows: ['a'] })
+  const one: Buffer[] = []
+  for await (const chunk of single) one.push(chunk)
+  t.match(pdfPages(Buffer.concat(one))[0], 'Records:\n1 thing\n', 'one record: the noun in the singular')
 })
 
 t.test('PDF report: text beyond WinAnsi is drawn (an embedded font), characters no font has print as "?"', async (t) => {
