@@ -398,9 +398,10 @@ function beginBulkLoad(db: DB, firstAgentId: number, firstPeripheralId: number, 
     return { name: m[1], ddl, columns, bulkSql: `INSERT INTO ${m[1]} ${m[2]} SELECT ${m[3]} FROM peripherals AS new WHERE new.id >= ?`, trigger: t.name }
   }
   const deferred = triggers.map(ftsOf).filter((x) => x !== null)
-  // The agents' full-text index, fed the same way by a trigger on agents, is fed a chunk at
-  // a time instead: one statement over a chunk's agents costs a quarter of what the trigger
-  // costs row by row, which was most of the load (and it overlaps the worker's work).
+  // The agents' full-text index and the in-memory search's notes (db/agent-texts.ts), fed
+  // the same way by triggers on agents, are fed a chunk at a time instead: one statement
+  // over a chunk's agents costs a quarter of what the trigger costs row by row, which was
+  // most of the load (and it overlaps the worker's work).
   const agentFts = triggers
     .map((t) => ({ trigger: t.name, m: /AFTER INSERT ON agents\s+BEGIN\s+INSERT INTO (\w+)\s*(\([^)]*\))\s*VALUES\s*\(([^;]*)\)\s*;\s*END$/i.exec(t.sql) }))
     .filter((x): x is { trigger: string; m: RegExpExecArray } => x.m !== null)
