@@ -178,8 +178,11 @@ export function agentView(r: AgentListRow): AgentView {
  */
 export interface Condition { sql: (plus: string) => string; params: unknown[] }
 
-/** "Contains" on fields searched in memory (db/agent-texts.ts), any of them; `fts`: columns of agents_fts searched too. */
-export interface TextCondition { fields: readonly TextField[]; term: string; fts?: readonly string[]; like?: readonly string[] }
+/**
+ * "Contains" on fields searched in memory (db/agent-texts.ts), any of them; `indexed`:
+ * columns of agents_fts searched too (through it from 3 characters, by LIKE below).
+ */
+export interface TextCondition { fields: readonly TextField[]; term: string; indexed?: readonly string[] }
 
 /**
  * A filter as trigram phrases on agents_fts (one MATCH, AND-ed), searches in memory
@@ -198,7 +201,7 @@ const phrase = (columns: readonly string[], term: string) => `{${columns.join(' 
  * db/agent-texts.ts in memory, the others through agents_fts (ip_addresses holds the
  * local address among the others).
  */
-const GLOBAL: TextCondition = { fields: TEXT_FIELDS, term: '', fts: ['uuid', 'ip_addresses', 'nics_text'], like: ['uuid', 'ip_addresses', 'nics_text'] }
+const GLOBAL: TextCondition = { fields: TEXT_FIELDS, term: '', indexed: ['uuid', 'ip_addresses', 'nics_text'] }
 
 /**
  * Whether a term can be a trigram phrase: it needs 3 characters, and no NUL (which ends
@@ -322,12 +325,10 @@ export function agentSearch(db: DB, texts: AgentTexts) {
 
   function textSet(t: TextCondition): AgentSet {
     const set = texts.searchAny(t.fields, t.term)
-    if (t.fts && trigramTerm(t.term)) addIds(set, ftsIds.all(phrase(t.fts, t.term)))
-    else if (t.like) {
-      const like = contains(t.term)
-      addIds(set, cached(`SELECT id FROM agents WHERE ${t.like.map((col) => `${col} LIKE ? ESCAPE '\\'`).join(' OR ')}`).pluck().all(...t.like.map(() => like)) as number[])
-    }
-    return set
+    if (!t.indexed) return set
+    if (trigramTerm(t.term)) return addIds(set, ftsIds.all(phrase(t.indexed, t.term)))
+    const like = contains(t.term)
+    return addIds(set, cached(`SELECT id FROM agents WHERE ${t.indexed.map((col) => `${col} LIKE ? ESCAPE '\\'`).join(' OR ')}`).pluck().all(...t.indexed.map(() => like)) as number[])
   }
 
   const search = {
