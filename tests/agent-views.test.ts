@@ -1,0 +1,113 @@
+// Pins the agents' JSON kept per row (db/agents.ts agentViews, migration 020): every write
+// of an agent row, through any connection, gives it a new rev, and a page never serves an
+// agent's JSON kept from before a write; what it serves is what the row says now.
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import t from 'tap'
+import Database from 'better-sqlite3'
+import { openDatabase, type DB } from '../db/index.js'
+import { agentView, agentViews, type AgentRef, type AgentRow } from '../db/agents.js'
+import { createRepos } from '../lib/repos.js'
+import { seedFleet } from '../scripts/seed.js'
+
+function tempDb(t: { teardown: (fn: () => void) => void }): { db: DB; file: string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-agent-views-'))
+  const file = path.join(dir, 'prime.sqlite')
+  const db = openDatabase(file)
+  t.teardown(() => {
+    db.close()
+    fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5 })
+  })
+  return { db, file }
+}
+
+const BY_HOST = { field: 'hostIdentifier', direction: 'asc' } as const
+
+/** The page's agents as the rows say now, serialized afresh. */
+function fresh(db: DB, refs: AgentRef[]): unknown[] {
+  const row = db.prepare<[number], AgentRow>('SELECT * FROM agents WHERE id = ?')
+  return refs.map((r) => row.get(r.id)).filter((r) => r !== undefined).map((r) => agentView(r))
+}
+
+t.test('every write of an agent row gives it a new rev, from one counter', async (t) => {
+  const { db, file } = tempDb(t)
+  await seedFleet(db, { agents: 20, peripheralsPerAgent: 1, seed: 3 })
+  const rev = db.prepare<[number], number>('SELECT rev FROM agents WHERE id = ?').pluck()
+  const revs = db.prepare('SELECT rev FROM agents').pluck().all() as number[]
+  t.equal(new Set(revs).size, revs.length, 'seeded agents have revs of their own')
+  const before = rev.get(1)!
+  db.prepare('UPDATE agents SET host_identifier = host_identifier WHERE id = 1').run()
+  const after = rev.get(1)!
+  t.ok(after > before, 'a write that changes nothing still counts')
+  t.ok(after > Math.max(...revs), 'the new rev is beyond every earlier one')
+  const other = new Database(file)
+  t.teardown(() => other.close())
+  other.prepare("UPDATE agents SET hashtags = '#moved' WHERE id = 1").run()
+  t.ok(rev.get(1)! > after, 'another connection\'s write counts too')
+  t.equal(rev.get(2), revs[1], 'other agents keep theirs')
+})
+
+t.test('a page serves each agent as its row says now, whoever wrote it', async (t) => {
+  const { db, file } = tempDb(t)
+  await seedFleet(db, { agents: 120, peripheralsPerAgent: 1, seed: 5 })
+  // No kept answers: the page itself is read every time; only the agents' JSON is kept.
+  const repos = createRepos(db, 0)
+  const page = () => {
+    const { rows } = repos.agents.list({}, BY_HOST, 50, 0)
+    return { rows, data: JSON.parse(repos.agents.views(rows)) as Record<string, unknown>[] }
+  }
+  const first = page()
+  t.equal(first.data.length, 50)
+  t.same(first.data, fresh(db, first.rows), 'the first page is the rows serialized')
+  t.same(page().data, first.data, 'and the same again from what was kept')
+
+  const id = first.rows[3].id
+  db.prepare("UPDATE agents SET os_version = 'Windows 12 Pro', in_action = 1 WHERE id = ?").run(id)
+  let now = page()
+  t.equal(now.data[3].osVersion, 'Windows 12 Pro', 'a write through the same connection shows at once')
+  t.equal(now.data[3].inAction, true)
+  t.same(now.data, fresh(db, now.rows))
+
+  const other = new Database(file)
+  t.teardown(() => other.close())
+  other.prepare('UPDATE agents SET not_approved = 7, last_updated_ms = 1767225600000 WHERE id = ?').run(id)
+  now = page()
+  t.equal(now.data[3].notApproved, 7, 'a write through another connection shows at once')
+  t.equal(now.data[3].lastUpdated, '2026-01-01T00:00:00.000Z')
+  t.same(now.data, fresh(db, now.rows))
+
+  // A deleted agent whose id is used again, by an agent with the same uuid: the new row has a rev of its own.
+  const last = db.prepare('SELECT * FROM agents ORDER BY id DESC LIMIT 1').get() as AgentRow
+  const lastPage = () => {
+    const { rows } = repos.agents.list({ uuid: last.uuid }, BY_HOST, 50, 0)
+    return JSON.parse(repos.agents.views(rows)) as Record<string, unknown>[]
+  }
+  t.equal(lastPage()[0].hostIdentifier, last.host_identifier)
+  db.prepare('DELETE FROM agents WHERE id = ?').run(last.id)
+  const { id: _id, rev: _rev, host_identifier: _host, ...rest } = last
+  const columns = Object.keys(rest)
+  const reused = db.prepare(`INSERT INTO agents (${columns.join(', ')}, host_identifier) VALUES (${columns.map((c) => `@${c}`).join(', ')}, 'REBORN-HOST')`).run(rest)
+  t.equal(Number(reused.lastInsertRowid), last.id, 'the id is used again')
+  t.equal(lastPage()[0].hostIdentifier, 'REBORN-HOST', 'the page shows the new row, not the JSON kept for the old one')
+})
+
+t.test('a page is right whatever is kept: few kept, rows deleted under it', async (t) => {
+  const { db, file } = tempDb(t)
+  await seedFleet(db, { agents: 60, peripheralsPerAgent: 1, seed: 9 })
+  const repos = createRepos(db, 0)
+  // Three kept at most: every page pushes most of the others out.
+  const views = agentViews(db, 3)
+  for (const offset of [0, 20, 0, 40, 20]) {
+    const { rows } = repos.agents.list({}, BY_HOST, 20, offset)
+    t.same(JSON.parse(views(rows)), fresh(db, rows), `offset ${offset}`)
+  }
+  // The page read, then two of its agents deleted before their JSON is read.
+  const { rows } = repos.agents.list({}, BY_HOST, 20, 0)
+  const other = new Database(file)
+  t.teardown(() => other.close())
+  other.prepare('DELETE FROM agents WHERE id IN (?, ?)').run(rows[1].id, rows[5].id)
+  const data = JSON.parse(agentViews(db)(rows)) as { uuid: string }[]
+  t.equal(data.length, 18, 'agents deleted since the page was read are left out')
+  t.same(data, fresh(db, rows))
+})
