@@ -65,7 +65,8 @@ interface ListCase { name: string; url: string; floor: () => unknown }
 // No kept answers: the floor is the query itself, as it runs after any change.
 const repos = createRepos(db, 0)
 const bySort = (field: string, direction: 'asc' | 'desc' = 'asc'): Sort => ({ field, direction })
-const agentList = (f: AgentFilter, s: Sort) => () => repos.agents.list(f, s, 50, 0)
+// An agents page is its refs and their JSON (kept per row after the first call, as in the server).
+const agentList = (f: AgentFilter, s: Sort) => () => repos.agents.views(repos.agents.list(f, s, 50, 0).rows)
 const peripheralList = (f: PeripheralFilter, s: Sort) => () => repos.peripherals.list(f, s, 50, 0)
 const listCases: ListCase[] = [
   { name: 'agents, default sort', url: '/agents?PageSize=50', floor: agentList({}, bySort('hostIdentifier')) },
