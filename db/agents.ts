@@ -126,36 +126,52 @@ const VIEW_COLUMNS = [
 export type AgentListRow = Pick<AgentRow, (typeof VIEW_COLUMNS)[number]>
 const viewColumns = (alias: string) => VIEW_COLUMNS.map((c) => `${alias}.${c}`).join(', ')
 
-/** An agent of a list page: its id, and the rev of its row as the page read it (migration 020). */
-export interface AgentRef { id: number; rev: number }
+/**
+ * An agent of a list page: its id, the rev of its row as the page read it (migration 020),
+ * and its check-in time, which writes leave out of the rev.
+ */
+export interface AgentRef { id: number; rev: number; last_updated_ms: number | null }
+export const AGENT_REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
+
+/** The columns whose writes move an agent's rev: every one agentView reads but the id and the check-in time. */
+export const REV_COLUMNS = VIEW_COLUMNS.filter((c) => c !== 'id' && c !== 'last_updated_ms')
+
+const LAST_UPDATED = ',"lastUpdated":'
 
 /**
  * The agents of a page as a JSON array of AgentViewResource. Each agent's JSON is kept
  * under its id and rev, and serves again while its row has that rev: reading the 38
  * columns of 50 rows and serializing them cost most of a page (0.2 and 0.1 ms at 100,000
  * agents); a page's ids and revs come from its index walk at a fraction of that. Writes
- * anywhere else (events, other agents, check-ins) leave an agent's JSON as it is kept.
- * At most `max` are kept (about 1.3 KB each), the oldest written first out.
+ * anywhere else (events, other agents) leave an agent's JSON as it is kept, and so do
+ * check-ins that change nothing but the time: it is kept in two parts, either side of
+ * lastUpdated, which is put in from the page's own read. At most `max` are kept (about
+ * 1.3 KB each), the oldest written first out.
  */
 export function agentViews(db: DB, max = 5000) {
   const byIds = db.prepare(`SELECT ${viewColumns('a')}, a.rev FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
-  const kept = new Map<number, { rev: number; json: string }>()
+  const kept = new Map<number, { rev: number; head: string; tail: string }>()
+  const time = (ms: number | null) => (ms === null ? 'null' : `"${iso(ms)}"`)
   return (refs: readonly AgentRef[]): string => {
     const json: (string | undefined)[] = new Array(refs.length)
     let missing: number[] | null = null
     for (let i = 0; i < refs.length; i++) {
-      const k = kept.get(refs[i].id)
-      if (k && k.rev === refs[i].rev) json[i] = k.json
-      else (missing ??= []).push(refs[i].id)
+      const r = refs[i]
+      const k = kept.get(r.id)
+      if (k && k.rev === r.rev) json[i] = k.head + time(r.last_updated_ms) + k.tail
+      else (missing ??= []).push(r.id)
     }
     if (missing) {
       const read = new Map<number, string>()
       for (const row of objectRows<AgentListRow & { rev: number }>(byIds, JSON.stringify(missing))) {
-        const entry = { rev: row.rev, json: JSON.stringify(agentView(row)) }
+        const whole = JSON.stringify({ ...agentView(row), lastUpdated: null })
+        // A quote inside a JSON string is escaped, so only the key itself reads ,"lastUpdated":null
+        const at = whole.indexOf(`${LAST_UPDATED}null,`) + LAST_UPDATED.length
+        const entry = { rev: row.rev, head: whole.slice(0, at), tail: whole.slice(at + 4) }
         kept.delete(row.id)
         if (kept.size >= max) kept.delete(kept.keys().next().value!)
         kept.set(row.id, entry)
-        read.set(row.id, entry.json)
+        read.set(row.id, entry.head + time(row.last_updated_ms) + entry.tail)
       }
       // A row deleted since the page was read (by another connection) is left out.
       for (let i = 0; i < refs.length; i++) json[i] ??= read.get(refs[i].id)
@@ -438,7 +454,7 @@ export interface AgentIdentifiers { uuid?: string | null; hostIdentifier?: strin
 export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, keptAnswers = 64) {
   const cached = statementCache(db)
   const answers = answerCache<AgentRef>(db, checkInTimes, keptAnswers)
-  const refsByIds = db.prepare<[string], AgentRef>('SELECT a.id, a.rev FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))')
+  const refsByIds = db.prepare<[string], AgentRef>(`SELECT ${AGENT_REF_COLUMNS} FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
   const views = agentViews(db)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
 
@@ -459,7 +475,7 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     const sole = soleField(f)
     const byFlag = sole && sort.field === 'hostIdentifier' ? FLAG_HOST_ORDER[sole[0]] : undefined
     if (!byFlag) return null
-    return objectRows<AgentRef>(cached(`SELECT a.id, a.rev FROM agents a INDEXED BY ${byFlag[1]} WHERE a.${byFlag[0]} = ? ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`), sole![1] ? 1 : 0, limit, offset)
+    return objectRows<AgentRef>(cached(`SELECT ${AGENT_REF_COLUMNS} FROM agents a INDEXED BY ${byFlag[1]} WHERE a.${byFlag[0]} = ? ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`), sole![1] ? 1 : 0, limit, offset)
   }
 
   /**
@@ -501,7 +517,7 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
         if (byFlag) return { total: all, filtered, rows: byFlag }
         const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
         const where = renderConditions(c, 'a.id', plan, set)
-        const rows = objectRows<AgentRef>(cached(`SELECT a.id, a.rev FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
+        const rows = objectRows<AgentRef>(cached(`SELECT ${AGENT_REF_COLUMNS} FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
         return { total: all, filtered, rows }
       }
       if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()

@@ -1,13 +1,14 @@
 // Pins the agents' JSON kept per row (db/agents.ts agentViews, migration 020): every write
-// of an agent row, through any connection, gives it a new rev, and a page never serves an
-// agent's JSON kept from before a write; what it serves is what the row says now.
+// of the columns a list shows, through any connection, gives the row a new rev, and a page
+// never serves an agent's JSON kept from before a write; what it serves is what the row
+// says now, check-in time included (which alone does not move the rev).
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import Database from 'better-sqlite3'
 import { openDatabase, type DB } from '../db/index.js'
-import { agentView, agentViews, type AgentRef, type AgentRow } from '../db/agents.js'
+import { agentView, agentViews, REV_COLUMNS, type AgentRef, type AgentRow } from '../db/agents.js'
 import { createRepos } from '../lib/repos.js'
 import { seedFleet } from '../scripts/seed.js'
 
@@ -46,6 +47,16 @@ t.test('every write of an agent row gives it a new rev, from one counter', async
   other.prepare("UPDATE agents SET hashtags = '#moved' WHERE id = 1").run()
   t.ok(rev.get(1)! > after, 'another connection\'s write counts too')
   t.equal(rev.get(2), revs[1], 'other agents keep theirs')
+  const beat = rev.get(1)
+  db.prepare('UPDATE agents SET last_updated_ms = 1767225600000 WHERE id = 1').run()
+  t.equal(rev.get(1), beat, 'a check-in time alone leaves it')
+})
+
+t.test('the rev trigger watches every column the list shows but the id and the check-in time', async (t) => {
+  const { db } = tempDb(t)
+  const sql = db.prepare("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'agents_rev_update'").pluck().get() as string
+  const listed = /AFTER UPDATE OF([\s\S]*?)\bON agents\b/i.exec(sql)![1].split(',').map((c) => c.trim())
+  t.same([...listed].sort(), [...REV_COLUMNS].sort())
 })
 
 t.test('a page serves each agent as its row says now, whoever wrote it', async (t) => {
@@ -71,11 +82,18 @@ t.test('a page serves each agent as its row says now, whoever wrote it', async (
 
   const other = new Database(file)
   t.teardown(() => other.close())
-  other.prepare('UPDATE agents SET not_approved = 7, last_updated_ms = 1767225600000 WHERE id = ?').run(id)
+  other.prepare('UPDATE agents SET not_approved = 7 WHERE id = ?').run(id)
   now = page()
   t.equal(now.data[3].notApproved, 7, 'a write through another connection shows at once')
-  t.equal(now.data[3].lastUpdated, '2026-01-01T00:00:00.000Z')
   t.same(now.data, fresh(db, now.rows))
+
+  // Check-in times alone, for the whole page, as the gateway writes them.
+  other.prepare('UPDATE agents SET last_updated_ms = 1767225600000 + id WHERE id IN (SELECT value FROM json_each(?))').run(JSON.stringify(now.rows.map((r) => r.id)))
+  db.prepare('UPDATE agents SET last_updated_ms = NULL WHERE id = ?').run(now.rows[7].id)
+  now = page()
+  t.equal(now.data[3].lastUpdated, new Date(1767225600000 + id).toISOString(), 'a check-in time shows at once')
+  t.equal(now.data[7].lastUpdated, null)
+  t.same(now.data, fresh(db, now.rows), 'every agent of the page with its check-in time')
 
   // A deleted agent whose id is used again, by an agent with the same uuid: the new row has a rev of its own.
   const last = db.prepare('SELECT * FROM agents ORDER BY id DESC LIMIT 1').get() as AgentRow
