@@ -107,7 +107,7 @@ export interface AgentRow {
   logged_on_users: string
   check_in_interval_s: number
   state_digest: string | null
-  /** Changes with every write of the row (migration 020). */
+  /** Changes with every write of the columns a list shows, the check-in time aside (migrations 020, 021). */
   rev: number
 }
 
@@ -127,7 +127,7 @@ export type AgentListRow = Pick<AgentRow, (typeof VIEW_COLUMNS)[number]>
 const viewColumns = (alias: string) => VIEW_COLUMNS.map((c) => `${alias}.${c}`).join(', ')
 
 /**
- * An agent of a list page: its id, the rev of its row as the page read it (migration 020),
+ * An agent of a list page: its id, the rev of its row as the page read it (migrations 020, 021),
  * and its check-in time, which writes leave out of the rev.
  */
 export interface AgentRef { id: number; rev: number; last_updated_ms: number | null }
@@ -179,7 +179,6 @@ export function agentViews(db: DB, max = 5000) {
     return `[${json.filter((j) => j !== undefined).join(',')}]`
   }
 }
-export type AgentViews = ReturnType<typeof agentViews>
 
 /** An agent as the lists show it (AgentViewResource). */
 export function agentView(r: AgentListRow): AgentView {
