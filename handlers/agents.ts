@@ -6,7 +6,7 @@ import { cancelAgentsCommands, configureAgents, deleteAgents, queueForAgents } f
 import { agentAsset } from '../lib/gateway.js'
 import { audit } from '../lib/audit.js'
 import { problem } from '../lib/errors.js'
-import { page, sort } from '../lib/listing.js'
+import { listAnswerJson, page, sort } from '../lib/listing.js'
 import type { components } from '../generated/openapi.js'
 import type { Handlers } from './types.js'
 
@@ -45,7 +45,7 @@ export const agentsHandlers: Handlers<
     const { agents } = req.server.repos
     const { total, filtered, rows } = agents.list(filter, order, pageSize, offset)
     // The agents' JSON is kept per row (db/agents.ts agentViews): the page is sent as written.
-    return reply.type('application/json').send(`{"recordsTotal":${total},"recordsFiltered":${filtered},"data":${agents.views(rows)}}`)
+    return reply.type('application/json').send(listAnswerJson(total, filtered, agents.views(rows)))
   },
 
   async getAgent(req) {

@@ -136,3 +136,6 @@ export const contains = (text: string) => `%${text.replace(/[\\%_]/g, (c) => '\\
 
 /** The list answer of every list operation. */
 export const listAnswer = <T>(recordsTotal: number, recordsFiltered: number, data: T[]) => ({ recordsTotal, recordsFiltered, data })
+/** The list answer as JSON text, for rows that are JSON text already (an array). */
+export const listAnswerJson = (recordsTotal: number, recordsFiltered: number, data: string) =>
+  `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":${data}}`

@@ -1,6 +1,6 @@
 // Pins lib/listing.ts: the one place that reads paging, sorting and filter values of every list.
 import t, { type Test } from 'tap'
-import { page, sort, orderBy, bool, date, severity, contains, listAnswer, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE } from '../lib/listing.js'
+import { page, sort, orderBy, bool, date, severity, contains, listAnswer, listAnswerJson, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE } from '../lib/listing.js'
 import { ProblemError } from '../lib/errors.js'
 import type { Operation } from '../lib/contract.js'
 
@@ -156,4 +156,5 @@ t.test('contains() against SQLite', async (t) => {
 
 t.test('listAnswer', async (t) => {
   t.same(listAnswer(10, 3, [{ a: 1 }]), { recordsTotal: 10, recordsFiltered: 3, data: [{ a: 1 }] })
+  t.equal(listAnswerJson(10, 3, '[{"a":1}]'), JSON.stringify(listAnswer(10, 3, [{ a: 1 }])), 'as text: the same answer')
 })
