@@ -3,26 +3,14 @@
 // case; it follows inserts, changes and deletions made through its own connection or
 // another one; a reader whose notes were pruned before it read them builds again; and the
 // agent list's pages through it (walked or sought) are the matching agents in order.
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import crypto from 'node:crypto'
 import t, { type Test } from 'tap'
 import { openDatabase, type DB } from '../db/index.js'
 import { agentTexts, idsOf, TEXT_FIELDS, type TextField } from '../db/agent-texts.js'
 import { createRepos } from '../lib/repos.js'
 import { seedFleet } from '../scripts/seed.js'
+import { tempDb } from './helpers.js'
 
-function tempDb(t: { teardown: (fn: () => void) => void }): { db: DB; file: string } {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-agent-texts-'))
-  const file = path.join(dir, 'prime.sqlite')
-  const db = openDatabase(file)
-  t.teardown(() => {
-    db.close()
-    fs.rmSync(dir, { recursive: true, force: true })
-  })
-  return { db, file }
-}
 
 /** The agents whose field contains the term, read from the rows themselves. */
 function truth(db: DB, field: TextField | 'uuid' | 'ip_addresses' | 'nics_text', term: string): number[] {

@@ -2,26 +2,14 @@
 // of the columns a list shows, through any connection, gives the row a new rev, and a page
 // never serves an agent's JSON kept from before a write; what it serves is what the row
 // says now, check-in time included (which alone does not move the rev).
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import t from 'tap'
 import Database from 'better-sqlite3'
-import { openDatabase, type DB } from '../db/index.js'
+import type { DB } from '../db/index.js'
 import { agentView, agentViews, REV_COLUMNS, type AgentRef, type AgentRow } from '../db/agents.js'
 import { createRepos } from '../lib/repos.js'
 import { seedFleet } from '../scripts/seed.js'
+import { tempDb } from './helpers.js'
 
-function tempDb(t: { teardown: (fn: () => void) => void }): { db: DB; file: string } {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-agent-views-'))
-  const file = path.join(dir, 'prime.sqlite')
-  const db = openDatabase(file)
-  t.teardown(() => {
-    db.close()
-    fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5 })
-  })
-  return { db, file }
-}
 
 const BY_HOST = { field: 'hostIdentifier', direction: 'asc' } as const
 

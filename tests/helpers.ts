@@ -4,6 +4,7 @@ import path from 'node:path'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import { buildApp } from '../lib/app.js'
 import { loadConfig, type Config } from '../lib/config.js'
+import { openDatabase, type DB } from '../db/index.js'
 
 export const ADMIN_PASSWORD = 'Correct-horse-42'
 export const USER_PASSWORD = 'Battery-staple-97'
@@ -38,6 +39,18 @@ export async function userWithProfile(app: FastifyInstance, adminToken: string, 
   })
   if (res.statusCode !== 200) throw new Error(`adduser ${userName}: ${res.statusCode} ${res.body}`)
   return login(app, userName, password)
+}
+
+/** A migrated database in a data dir of its own, closed and removed at teardown. */
+export function tempDb(t: { teardown: (fn: () => void) => void }): { db: DB; file: string } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-db-'))
+  const file = path.join(dir, 'prime.sqlite')
+  const db = openDatabase(file)
+  t.teardown(() => {
+    db.close()
+    fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 })
+  })
+  return { db, file }
 }
 
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
