@@ -131,7 +131,7 @@ const viewColumns = (alias: string) => VIEW_COLUMNS.map((c) => `${alias}.${c}`).
  * and its check-in time, which writes leave out of the rev.
  */
 export interface AgentRef { id: number; rev: number; last_updated_ms: number | null }
-export const AGENT_REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
+const AGENT_REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
 
 /** The columns whose writes move an agent's rev: every one agentView reads but the id and the check-in time. */
 export const REV_COLUMNS = VIEW_COLUMNS.filter((c) => c !== 'id' && c !== 'last_updated_ms')
