@@ -68,16 +68,20 @@ export function loadSpec(file = specPath): Json {
   return structuredClone(spec)
 }
 
+/** Whether an operation of the contract takes a multipart body. */
+export const takesMultipart = (op: Json): boolean => Object.keys(op.requestBody?.content ?? {}).some((type) => type.startsWith('multipart/'))
+
 /**
- * What the router needs of the contract: parameters and request bodies. Every JSON media
+ * What the router needs of the contract (of the operations `include` accepts): parameters and request bodies. Every JSON media
  * type reaches validation as application/json (the request hook normalizes it), and
  * answers are checked against the full contract in tests, not by the router.
  */
-export function routingView(spec: Json): Json {
+export function routingView(spec: Json, include: (op: Json) => boolean = () => true): Json {
   const paths: Json = {}
   for (const [path, item] of Object.entries<Json>(spec.paths)) {
-    paths[path] = {}
     for (const [method, op] of Object.entries<Json>(item)) {
+      if (!include(op)) continue
+      paths[path] ??= {}
       const { responses: _responses, callbacks: _callbacks, requestBody, ...rest } = op
       const routed: Json = { ...rest, responses: { default: { description: 'See the contract.' } } }
       if (requestBody) {

@@ -1,0 +1,51 @@
+/**
+ * Request counters per key (a source address) in fixed windows: a key's window opens with
+ * its first request and lasts `windowMs`. Checked synchronously on every request, before
+ * any other work: the general-purpose plugin this replaces cost about 8 µs a request in
+ * promises and callbacks, a sixth of a small authenticated request's time.
+ */
+export interface LimitCount {
+  max: number
+  /** Requests left in the window, never below 0. */
+  remaining: number
+  /** Whole seconds until the window closes, at least 1. */
+  resetSeconds: number
+  exceeded: boolean
+}
+
+export function fixedWindowLimiter(max: number, windowMs: number, maxKeys = 100_000) {
+  // In insertion order, which is the order windows opened: the oldest are first.
+  const windows = new Map<string, { count: number; endMs: number }>()
+
+  /** Drops closed windows; when every open window is kept and there are too many, the oldest. */
+  function makeRoom(now: number) {
+    for (const [key, w] of windows) {
+      if (w.endMs > now) break
+      windows.delete(key)
+    }
+    if (windows.size < maxKeys) return
+    for (const key of windows.keys()) {
+      windows.delete(key)
+      if (windows.size < maxKeys * 0.9) break
+    }
+  }
+
+  return {
+    /** Counts one request of `key` at `now`. */
+    hit(key: string, now: number): LimitCount {
+      let w = windows.get(key)
+      if (w === undefined || w.endMs <= now) {
+        if (w !== undefined) windows.delete(key)
+        // Closed windows are first in the map: dropping them here costs nothing per request.
+        makeRoom(now)
+        w = { count: 0, endMs: now + windowMs }
+        windows.set(key, w)
+      }
+      w.count++
+      return { max, remaining: Math.max(0, max - w.count), resetSeconds: Math.max(1, Math.ceil((w.endMs - now) / 1000)), exceeded: w.count > max }
+    },
+    get size() {
+      return windows.size
+    },
+  }
+}

@@ -1,0 +1,28 @@
+// Pins the fixed-window counters behind the request and login limits (lib/rate-limit.ts);
+// tests/rate-limits.test.ts pins the answers the limits give.
+import t from 'tap'
+import { fixedWindowLimiter } from '../lib/rate-limit.js'
+
+t.test('a window per key opens with its first request and closes after windowMs', async (t) => {
+  const limiter = fixedWindowLimiter(3, 10_000)
+  t.same(limiter.hit('a', 1_000), { max: 3, remaining: 2, resetSeconds: 10, exceeded: false })
+  t.same(limiter.hit('a', 2_500), { max: 3, remaining: 1, resetSeconds: 9, exceeded: false }, 'reset rounds up to whole seconds')
+  t.same(limiter.hit('b', 5_000), { max: 3, remaining: 2, resetSeconds: 10, exceeded: false }, 'another key counts on its own')
+  t.same(limiter.hit('a', 10_999), { max: 3, remaining: 0, resetSeconds: 1, exceeded: false }, 'the last request allowed')
+  t.same(limiter.hit('a', 10_999), { max: 3, remaining: 0, resetSeconds: 1, exceeded: true }, 'one more is over')
+  t.same(limiter.hit('a', 11_000), { max: 3, remaining: 2, resetSeconds: 10, exceeded: false }, 'a new window at its end')
+  t.equal(limiter.hit('b', 14_999).remaining, 1, 'b keeps its own window')
+})
+
+t.test('closed windows are dropped as new ones open; the oldest go when there are too many', async (t) => {
+  const limiter = fixedWindowLimiter(5, 1_000, 100)
+  for (let i = 0; i < 50; i++) limiter.hit(`old${i}`, 0)
+  t.equal(limiter.size, 50)
+  limiter.hit('new', 1_000)
+  t.equal(limiter.size, 1, 'every closed window went with the next one opened')
+
+  for (let i = 0; i < 150; i++) limiter.hit(`k${i}`, 2_000 + i)
+  t.ok(limiter.size <= 100, `at most maxKeys windows (${limiter.size})`)
+  t.equal(limiter.hit('k149', 2_200).remaining, 3, 'the newest are kept')
+  t.equal(limiter.hit('k0', 2_200).remaining, 4, 'the oldest were dropped: its count starts again')
+})
