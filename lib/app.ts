@@ -72,6 +72,19 @@ const REQUEST_ID = /^[\w.:-]{1,64}$/
 const IGNORED_BODY = 'application/x-prime-ignored-body'
 const MAX_FIELD_ERRORS = 20
 const MULTIPART = /^multipart\/form-data/i
+/**
+ * The operations' answers (JSON, CSV, PDF) carry the security headers the OWASP REST
+ * Security Cheat Sheet lists for APIs; the rest of helmet's set concerns HTML documents,
+ * and goes with the documentation pages and unknown paths.
+ */
+const API_HEADERS: Record<string, string> = {
+  'cache-control': 'no-store',
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+  'cross-origin-resource-policy': 'same-origin',
+  'strict-transport-security': 'max-age=31536000; includeSubDomains',
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+}
 
 export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const { config } = opts
@@ -205,8 +218,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.addHook('onRequest', (req, reply, done) => done(thrown(() => admit(req, reply))))
   /** Limits, the caller, media types: what every request passes before anything is read. */
   function admit(req: FastifyRequest, reply: FastifyReply) {
-    reply.headers(securityHeaders).header('x-request-id', req.id)
     const op = req.routeOptions.config.op
+    reply.headers(op ? API_HEADERS : securityHeaders).header('x-request-id', req.id)
     // Thousands of agents may share one address (NAT): calls with a valid agent credential
     // and enrollments have the gateway's own limits instead (refused agent calls count
     // here; failed enrollments are counted when answered, below).

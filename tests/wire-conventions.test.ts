@@ -314,7 +314,27 @@ t.test('problem documents and request ids', async (t) => {
 t.test('security headers', async (t) => {
   const app = await build(t, env)
   const token = await login(app)
-  for (const res of [await call(app, token, { url: '/prime/webui/admin/all' }), await app.inject({ url: '/prime/webui/nothing' }), await app.inject({ url: '/prime/webui/admin/all' })]) {
+  // Operations' answers, served and refused: the OWASP REST Security Cheat Sheet's set.
+  const answers = [
+    await call(app, token, { url: '/prime/webui/admin/all' }),
+    await app.inject({ url: '/prime/webui/admin/all' }),
+    await call(app, token, { method: 'POST', url: '/prime/webui/agents/exportagentcsv', payload: {} }),
+  ]
+  t.same(answers.map((res) => res.statusCode), [200, 401, 200])
+  for (const res of answers) {
+    t.equal(res.headers['cache-control'], 'no-store')
+    t.equal(res.headers['content-security-policy'], "default-src 'none'; frame-ancestors 'none'")
+    t.equal(res.headers['cross-origin-resource-policy'], 'same-origin')
+    t.match(res.headers['strict-transport-security'], /^max-age=\d+; includeSubDomains$/)
+    t.equal(res.headers['x-content-type-options'], 'nosniff')
+    t.equal(res.headers['x-frame-options'], 'DENY')
+    t.equal(res.headers['x-powered-by'], undefined, 'no server fingerprint')
+  }
+  // HTML (the documentation pages) and unknown paths: helmet's whole set.
+  const pages = [await app.inject({ url: '/prime/webui/docs' }), await app.inject({ url: '/prime/webui/nothing' })]
+  t.same(pages.map((res) => res.statusCode), [200, 404])
+  t.match(pages[0].headers['content-type'], /^text\/html/)
+  for (const res of pages) {
     t.equal(res.headers['x-content-type-options'], 'nosniff')
     t.equal(res.headers['x-frame-options'], 'SAMEORIGIN')
     t.equal(res.headers['referrer-policy'], 'no-referrer')
