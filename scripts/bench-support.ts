@@ -113,3 +113,16 @@ export async function integrityChecked(base: string, headers: Record<string, str
   }
   throw new Error(`the integrity check did not finish within ${timeoutMs / 1000} s`)
 }
+
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100
+
+/** CPU seconds (user and system) a process has used so far, from /proc/<pid>/stat (Linux); NaN elsewhere. */
+export function cpuSeconds(pid: number): number {
+  try {
+    // The fields after the command name (which may hold spaces): utime and stime are 14th and 15th.
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS
+  } catch {
+    return NaN
+  }
+}

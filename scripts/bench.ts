@@ -10,7 +10,7 @@ import { openDatabase } from '../db/index.js'
 import { createRepos } from '../lib/repos.js'
 import { hashPassword } from '../lib/passwords.js'
 import { projectRoot } from '../lib/paths.js'
-import { PIN, median, startTimed, stop } from './bench-support.js'
+import { PIN, cpuSeconds, median, startTimed, stop } from './bench-support.js'
 
 // npm run bench -- agents: the fleet-scale cases instead (lists, CSV export, gateway).
 if (process.argv[2] === 'agents') {
@@ -45,10 +45,17 @@ const CONNECTIONS = 10
 const APP_PORT = 18080, BARE_PORT = 18081
 const PASSWORD = 'Bench-password-123'
 
-async function load(url: string, headers: Record<string, string>) {
+/**
+ * Drives `url` for DURATION seconds. Besides requests/s (which 10 connections on loopback
+ * bound by round trips as much as by the server), the CPU time the server process spent
+ * per request: what each request costs it, whoever waits.
+ */
+async function load(url: string, headers: Record<string, string>, server: number) {
+  const cpu0 = cpuSeconds(server)
   const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION, headers })
+  const cpuUs = ((cpuSeconds(server) - cpu0) * 1e6) / r.requests.total
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${url}: ${r.non2xx} non-2xx, ${r.errors} errors`)
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99 }
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, cpuUs }
 }
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-'))
@@ -98,18 +105,19 @@ for (const c of cases) {
 }
 const { child: bare } = await startTimed({}, path.join(dataDir, 'bare.log'), { args: [path.join(projectRoot, 'dist', 'scripts', 'bare-server.js'), String(BARE_PORT), path.join(dataDir, 'prime.sqlite'), ...files], ready: /listening/ })
 
-const rows: string[] = []
+const rows: string[] = [], cpuRows: string[] = []
 for (const c of cases) {
-  const appRuns: Awaited<ReturnType<typeof load>>[] = [], bareRuns: typeof appRuns = [], dataRuns: typeof appRuns = [], ratios: number[] = [], dataRatios: number[] = []
-  await load(base + c.path, auth) // warm-up
+  const appRuns: Awaited<ReturnType<typeof load>>[] = [], bareRuns: typeof appRuns = [], dataRuns: typeof appRuns = [], ratios: number[] = [], dataRatios: number[] = [], cpuRatios: number[] = []
+  await load(base + c.path, auth, app.pid!) // warm-up
   for (let i = 0; i < ROUNDS; i++) {
-    const a = await load(base + c.path, auth)
-    const b = await load(`http://127.0.0.1:${BARE_PORT}${c.bare}`, {})
-    const d = await load(`http://127.0.0.1:${BARE_PORT}${c.data}`, {})
-    appRuns.push(a); bareRuns.push(b); dataRuns.push(d); ratios.push(a.rps / b.rps); dataRatios.push(a.rps / d.rps)
+    const a = await load(base + c.path, auth, app.pid!)
+    const b = await load(`http://127.0.0.1:${BARE_PORT}${c.bare}`, {}, bare.pid!)
+    const d = await load(`http://127.0.0.1:${BARE_PORT}${c.data}`, {}, bare.pid!)
+    appRuns.push(a); bareRuns.push(b); dataRuns.push(d); ratios.push(a.rps / b.rps); dataRatios.push(a.rps / d.rps); cpuRatios.push(b.cpuUs / a.cpuUs)
   }
-  const m = (runs: typeof appRuns, k: 'rps' | 'p50' | 'p99') => median(runs.map((r) => r[k]))
+  const m = (runs: typeof appRuns, k: 'rps' | 'p50' | 'p99' | 'cpuUs') => median(runs.map((r) => r[k]))
   rows.push(`| ${c.name} | ${m(appRuns, 'rps').toFixed(0)} | ${m(appRuns, 'p50')} / ${m(appRuns, 'p99')} | ${m(bareRuns, 'rps').toFixed(0)} | ${m(bareRuns, 'p50')} / ${m(bareRuns, 'p99')} | ${median(ratios).toFixed(2)} | ${m(dataRuns, 'rps').toFixed(0)} | ${median(dataRatios).toFixed(2)} |`)
+  cpuRows.push(`| ${c.name} | ${m(appRuns, 'cpuUs').toFixed(1)} | ${m(bareRuns, 'cpuUs').toFixed(1)} | ${median(cpuRatios).toFixed(2)} | ${m(dataRuns, 'cpuUs').toFixed(1)} |`)
 }
 await stop(app)
 await stop(bare)
@@ -119,4 +127,8 @@ console.log(`\n${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${DUR
 console.log('| case | API req/s | API p50 / p99 | bare req/s | bare p50 / p99 | ratio API/bare | same data work, bare req/s | ratio API/that |')
 console.log('|---|---|---|---|---|---|---|---|')
 for (const r of rows) console.log(r)
+console.log('\nServer CPU time per request (user and system, from /proc), µs; medians of the same rounds:\n')
+console.log('| case | API | bare | ratio bare/API | same data work, bare |')
+console.log('|---|---|---|---|---|')
+for (const r of cpuRows) console.log(r)
 console.log(`\nStart to listening with the full contract: median ${median(startTimes).toFixed(0)} ms over ${startTimes.length} starts (target < 1000 ms).`)
