@@ -2,6 +2,7 @@
 // (its log in a file, on its own core when there are two), and its memory as Linux reports it.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
+import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { projectRoot } from '../lib/paths.js'
@@ -34,6 +35,7 @@ export interface StartOptions {
 /**
  * Starts a server whose log goes to a fresh file, as in production; resolves once it
  * listens, with the time that took. A server that exits first rejects with its log's end.
+ * With LOG_LEVEL above info it writes no ready line: then it is ready when PORT accepts.
  */
 export function startTimed(env: NodeJS.ProcessEnv, logFile: string, opts: StartOptions = {}): Promise<{ child: ChildProcess; ms: number }> {
   const t0 = performance.now()
@@ -46,17 +48,28 @@ export function startTimed(env: NodeJS.ProcessEnv, logFile: string, opts: StartO
   fs.closeSync(log)
   started.add(child)
   child.once('close', () => started.delete(child))
+  const quiet = env.PORT !== undefined && env.LOG_LEVEL !== undefined && !['trace', 'debug', 'info'].includes(env.LOG_LEVEL)
   return new Promise((resolve, reject) => {
+    let done = false
+    let probing = false
+    const finish = () => {
+      if (done) return
+      done = true
+      clearInterval(poll)
+      child.off('exit', exited)
+      resolve({ child, ms: performance.now() - t0 })
+    }
     const exited = (code: number | null) => {
       clearInterval(poll)
       reject(new Error(`${path.basename(args[0])} exited ${code}: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`))
     }
     const poll = setInterval(() => {
-      if (ready.test(fs.readFileSync(logFile, 'utf8'))) {
-        clearInterval(poll)
-        child.off('exit', exited)
-        resolve({ child, ms: performance.now() - t0 })
-      }
+      if (ready.test(fs.readFileSync(logFile, 'utf8'))) return finish()
+      if (!quiet || probing) return
+      probing = true
+      const socket = net.connect(Number(env.PORT), '127.0.0.1')
+      socket.once('connect', () => { socket.destroy(); finish() })
+      socket.once('error', () => { probing = false })
     }, 2)
     child.once('exit', exited)
   })
