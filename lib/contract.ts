@@ -3,6 +3,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { createRequire } from 'node:module'
 import type YAMLModule from 'yaml'
+import { Validator } from '@seriousme/openapi-schema-validator'
 import { projectRoot, specPath } from './paths.js'
 
 export const profiles = { User: 10, Manager: 20, Administrator: 30 } as const
@@ -66,6 +67,24 @@ export function loadSpec(file = specPath): Json {
   }
   memo.set(hash, spec)
   return structuredClone(spec)
+}
+
+/**
+ * fastify-openapi-glue checks each document it routes with a new Validator, and each one
+ * compiled the OpenAPI meta-schema again: about 100 ms a time, for the two documents routed
+ * (the multipart operation has a scope of its own) most of a start's time. Compiled once per
+ * OpenAPI version here; a validator is a pure function of the schema.
+ */
+const metaValidators = new Map<string, unknown>()
+const validatorProto = Validator.prototype as unknown as { getAjvValidator(version: string): unknown }
+const ownMetaValidator = validatorProto.getAjvValidator
+validatorProto.getAjvValidator = function (version: string) {
+  let compiled = metaValidators.get(version)
+  if (compiled === undefined) {
+    compiled = ownMetaValidator.call(this, version)
+    metaValidators.set(version, compiled)
+  }
+  return compiled
 }
 
 /** Whether an operation of the contract takes a multipart body. */

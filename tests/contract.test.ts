@@ -1,5 +1,8 @@
 import { spawnSync } from 'node:child_process'
+import { createRequire } from 'node:module'
 import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Validator } from '@seriousme/openapi-schema-validator'
 import t from 'tap'
 import { loadSpec, operations } from '../lib/contract.js'
 import { projectRoot } from '../lib/paths.js'
@@ -56,4 +59,15 @@ t.test('answers the contract does not describe are caught in tests', async (t) =
   t.match(res.json().detail, "getPrimeVersion 200: (root) must have required property 'releaseNotes'")
   const undeclared = await app.inject({ url: '/prime/webui/admin/PrimeVersion', headers: { ...bearer(token), accept: 'text/plain' } })
   t.equal(undeclared.statusCode, 500, 'checked whatever the negotiated media type')
+})
+
+t.test('the router compiles the OpenAPI meta-schema once per start', async (t) => {
+  // lib/contract.ts shares it between the Validators fastify-openapi-glue makes: the glue must
+  // load the same validator module as we do, or each routed document compiles it again.
+  const fromGlue = createRequire(createRequire(import.meta.url).resolve('fastify-openapi-glue')).resolve('@seriousme/openapi-schema-validator')
+  const ours = fileURLToPath(import.meta.resolve('@seriousme/openapi-schema-validator'))
+  t.equal(fromGlue, ours, 'one copy of @seriousme/openapi-schema-validator')
+  const a = new Validator() as unknown as { getAjvValidator(version: string): unknown }
+  const b = new Validator() as unknown as { getAjvValidator(version: string): unknown }
+  t.equal(a.getAjvValidator('3.0'), b.getAjvValidator('3.0'), 'two validators share the compiled meta-schema')
 })
