@@ -1,8 +1,8 @@
 /**
  * Request counters per key (a source address) in fixed windows: a key's window opens with
  * its first request and lasts `windowMs`. Checked synchronously on every request, before
- * any other work: the general-purpose plugin this replaces cost about 8 µs a request in
- * promises and callbacks, a sixth of a small authenticated request's time.
+ * any other work: the general-purpose plugin this replaces spent several µs a request on
+ * promises and callbacks (servers without it answered 10-20% more small requests a second).
  */
 export interface LimitCount {
   max: number
