@@ -71,9 +71,9 @@ export function loadSpec(file = specPath): Json {
 
 /**
  * fastify-openapi-glue checks each document it routes with a new Validator, and each one
- * compiled the OpenAPI meta-schema again: about 100 ms a time, for the two documents routed
- * (the multipart operation has a scope of its own) most of a start's time. Compiled once per
- * OpenAPI version here; a validator is a pure function of the schema.
+ * compiled the OpenAPI meta-schema again: about 100 ms a time, and two documents are routed
+ * (the multipart operation has a scope of its own). Compiled once per OpenAPI version here;
+ * the compiled validator depends on the meta-schema alone.
  */
 const metaValidators = new Map<string, unknown>()
 const validatorProto = Validator.prototype as unknown as { getAjvValidator(version: string): unknown }
@@ -91,9 +91,10 @@ validatorProto.getAjvValidator = function (version: string) {
 export const takesMultipart = (op: Json): boolean => Object.keys(op.requestBody?.content ?? {}).some((type) => type.startsWith('multipart/'))
 
 /**
- * What the router needs of the contract (of the operations `include` accepts): parameters and request bodies. Every JSON media
- * type reaches validation as application/json (the request hook normalizes it), and
- * answers are checked against the full contract in tests, not by the router.
+ * What the router needs of the contract (of the operations `include` accepts): parameters
+ * and request bodies. Every JSON media type reaches validation as application/json (the
+ * request hook normalizes it), and answers are checked against the full contract in tests,
+ * not by the router.
  */
 export function routingView(spec: Json, include: (op: Json) => boolean = () => true): Json {
   const paths: Json = {}
