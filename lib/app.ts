@@ -15,7 +15,7 @@ import { fieldErrors, validatorCompiler, warmValidators } from './validation.js'
 import { canonicalize, canonicalizeQuery } from './names.js'
 import { chooseResponseType, isJsonMediaType } from './negotiate.js'
 import { auditFallback } from './audit.js'
-import { fixedWindowLimiter } from './rate-limit.js'
+import { fixedWindowLimiter, limitKey } from './rate-limit.js'
 import { resolveHandler } from '../handlers/index.js'
 import { bootstrapAdmin } from './accounts.js'
 import { registerDocs } from './docs.js'
@@ -187,7 +187,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const loginLimit = fixedWindowLimiter(config.loginRateLimitMax, 60_000)
   /** Counts the request; `headers` says whether this limit is the one the answer reports. */
   const limit = (req: FastifyRequest, reply: FastifyReply, limiter: typeof requestLimit, what: string, headers: boolean) => {
-    const r = limiter.hit(req.ip, Date.now())
+    const r = limiter.hit(limitKey(req.ip), Date.now())
     if (headers) reply.header('x-ratelimit-limit', r.max).header('x-ratelimit-remaining', r.remaining).header('x-ratelimit-reset', r.resetSeconds)
     if (r.exceeded) {
       throw problem('rate-limited', `Too many ${what} from this address; retry in ${r.resetSeconds} seconds.`, { headers: { 'retry-after': String(r.resetSeconds) } })

@@ -1,7 +1,7 @@
 // Pins the fixed-window counters behind the request and login limits (lib/rate-limit.ts);
 // tests/rate-limits.test.ts pins the answers the limits give.
 import t from 'tap'
-import { fixedWindowLimiter } from '../lib/rate-limit.js'
+import { fixedWindowLimiter, limitKey } from '../lib/rate-limit.js'
 
 t.test('a window per key opens with its first request and closes after windowMs', async (t) => {
   const limiter = fixedWindowLimiter(3, 10_000)
@@ -25,4 +25,23 @@ t.test('closed windows are dropped as new ones open; the oldest go when there ar
   t.ok(limiter.size <= 100, `at most maxKeys windows (${limiter.size})`)
   t.equal(limiter.hit('k149', 2_200).remaining, 3, 'the newest are kept')
   t.equal(limiter.hit('k0', 2_200).remaining, 4, 'the oldest were dropped: its count starts again')
+})
+
+t.test('addresses are counted as IPv4 addresses and IPv6 /64 networks', async (t) => {
+  const keys: [string, string][] = [
+    ['10.0.0.1', '10.0.0.1'],
+    ['::ffff:10.0.0.1', '10.0.0.1'],
+    ['::FFFF:192.168.1.2', '192.168.1.2'],
+    ['2001:db8:1:2:3:4:5:6', '2001:db8:1:2::/64'],
+    ['2001:DB8:0001:0002::1', '2001:db8:1:2::/64'],
+    ['2001:db8:1:2::', '2001:db8:1:2::/64'],
+    ['2001:db8::1', '2001:db8:0:0::/64'],
+    ['2001:db8:1:2:3:4:1.2.3.4', '2001:db8:1:2::/64'],
+    ['::1:2:3:4:5:1.2.3.4', '0:1:2:3::/64'],
+    ['fe80::1%eth0', 'fe80:0:0:0::/64'],
+    ['::1', '0:0:0:0::/64'],
+    ['not-an-address', 'not-an-address'],
+  ]
+  for (const [ip, key] of keys) t.equal(limitKey(ip), key, ip)
+  t.not(limitKey('2001:db8:1:2::1'), limitKey('2001:db8:1:3::1'), 'another /64 is another key')
 })

@@ -68,6 +68,15 @@ t.test('the limit is per source address, shared by every caller there', async (t
   t.equal(other.statusCode, 200, 'another address has its own')
 })
 
+t.test('IPv6 clients are limited per /64 network', async (t) => {
+  const app = await build(t, { PRIME_RATE_LIMIT_MAX: '3' })
+  const from = (remoteAddress: string) => app.inject({ url: '/prime/webui/admin/PrimeVersion', remoteAddress })
+  const answers = [await from('2001:db8:7:1::10'), await from('2001:db8:7:1::11'), await from('2001:db8:7:1:ffff::1'), await from('2001:db8:7:1::12')]
+  t.same(answers.map((res) => res.statusCode), [401, 401, 401, 429], 'every address of the /64 shares one budget')
+  t.same(answers.map((res) => res.headers['x-ratelimit-remaining']), ['2', '1', '0', '0'])
+  t.equal((await from('2001:db8:7:2::10')).statusCode, 401, 'the next /64 has its own')
+})
+
 t.test('logins are limited per source address', async (t) => {
   const app = await build(t, { PRIME_LOGIN_RATE_LIMIT_MAX: '3' })
   const first = await attempt(app, 'wrong-password-1')
