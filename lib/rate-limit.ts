@@ -58,6 +58,7 @@ export function fixedWindowLimiter(max: number, windowMs: number, maxKeys = 100_
  * holds a whole /64 and could otherwise take a fresh budget with every address.
  */
 export function limitKey(ip: string): string {
+  if (!ip.includes(':')) return ip
   const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(ip)
   if (mapped) return mapped[1]
   const address = ip.split('%')[0]
