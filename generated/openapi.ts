@@ -781,7 +781,7 @@ export interface paths {
          *
          *     A wrong secret answers 401. Enrollments do not count against the per-address request
          *     limit; failed ones (a wrong secret or an invalid request) are limited per source
-         *     address instead: after 20 in a minute, every enrollment from that address answers
+         *     address (IPv6: per /64 network) instead: after 20 in a minute, every enrollment from that address answers
          *     429 with `Retry-After`, even with the right secret, until the minute is over.
          *     Accepted ones are never limited, so that a whole site behind one address can enroll
          *     at once. Every enrollment, accepted or refused, is audited and an accepted

@@ -10,6 +10,7 @@ import { audit } from './audit.js'
 import { AGENT_PREFIX, unauthenticated } from './auth.js'
 import { invalidField, problem } from './errors.js'
 import { newSecret, sha256 } from './passwords.js'
+import { limitKey } from './rate-limit.js'
 import { iso } from './time.js'
 import { deviceIcon, displaySerial, productName, vendorName } from './usb.js'
 
@@ -555,7 +556,7 @@ export function agentGateway(app: FastifyInstance) {
      */
     admit(req: FastifyRequest, operationId: string, now: number) {
       if (operationId === 'enrollAgent') {
-        const wait = failedEnrollments.blockedFor(req.ip, now)
+        const wait = failedEnrollments.blockedFor(limitKey(req.ip), now)
         if (wait > 0) throw problem('rate-limited', `Too many failed enrollments from this address; retry in ${wait} seconds.`, { headers: { 'retry-after': String(wait) } })
       } else if (operationId === 'agentCheckIn') {
         const id = req.agent!.id
@@ -569,7 +570,7 @@ export function agentGateway(app: FastifyInstance) {
       }
     },
     /** Counts an enrollment answered with an error (a wrong secret, an invalid body, ...). */
-    enrollmentFailed: (ip: string, now: number) => failedEnrollments.fail(ip, now),
+    enrollmentFailed: (ip: string, now: number) => failedEnrollments.fail(limitKey(ip), now),
     enroll,
     checkIn,
     reportResults,

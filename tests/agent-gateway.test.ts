@@ -113,6 +113,12 @@ t.test('failed enrollments are limited per address; accepted ones are not', asyn
   const invalid: number[] = []
   for (let i = 0; i < 21; i++) invalid.push((await enrollReq(app, { enrollmentSecret: SECRET, hostIdentifier: 'no machine id' }, '10.3.3.3')).statusCode)
   t.same(invalid, [...Array(20).fill(400), 429], 'invalid enrollments are failures too')
+
+  // An IPv6 client is counted per /64 network, as the request limits count it.
+  const v6: number[] = []
+  for (let i = 0; i < 21; i++) v6.push((await enrollReq(app, wrong, `2001:db8:5:6::${(i + 1).toString(16)}`)).statusCode)
+  t.same(v6, [...Array(20).fill(401), 429], 'every address of a /64 shares the failures')
+  t.equal((await enrollReq(app, { enrollmentSecret: SECRET, machineId: 'machine-v6', hostIdentifier: 'V6' }, '2001:db8:5:7::1')).statusCode, 200, 'the next /64 is not affected')
 })
 
 t.test('the first check-in stores the state and the peripherals with what the server derives', async (t) => {
