@@ -35,11 +35,24 @@ export const POLLER_PREFIX = 'ppl'
 export const unauthenticated = (detail: string) =>
   problem('unauthenticated', detail, { headers: { 'www-authenticate': `Bearer realm="prime", error="invalid_token", error_description="${detail.replace(/"/g, "'")}"` } })
 
+const TOKEN_CHARS = /^[\x21-\x7e]{1,4096}$/
+const isBlank = (code: number) => code === 32 || code === 9
+
+/** The token of an `Authorization: Bearer <token>` header (scheme in any case), if it is one. */
 export function bearerToken(req: FastifyRequest): string | undefined {
   const header = req.headers.authorization
-  if (!header) return undefined
-  const m = /^Bearer[ \t]+([\x21-\x7e]{1,4096})[ \t]*$/i.exec(header)
-  return m?.[1]
+  // Taken apart by hand: every request is authenticated, and a regular expression over the
+  // whole header cost twice as much.
+  if (!header || header.length < 8) return undefined
+  const scheme = header.slice(0, 6)
+  if (scheme !== 'Bearer' && scheme.toLowerCase() !== 'bearer') return undefined
+  let start = 6
+  while (start < header.length && isBlank(header.charCodeAt(start))) start++
+  if (start === 6) return undefined
+  let end = header.length
+  while (end > start && isBlank(header.charCodeAt(end - 1))) end--
+  const token = header.slice(start, end)
+  return TOKEN_CHARS.test(token) ? token : undefined
 }
 
 /**
