@@ -1,5 +1,4 @@
 import crypto from 'node:crypto'
-import pino from 'pino'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import openapiGlue from 'fastify-openapi-glue'
 import jwt from '@fastify/jwt'
@@ -20,6 +19,7 @@ import { resolveHandler } from '../handlers/index.js'
 import { bootstrapAdmin } from './accounts.js'
 import { registerDocs } from './docs.js'
 import { responseChecker } from './response-check.js'
+import { lazyChildLogger, requestLineWriter, stdoutLines, type LineBatcher } from './log.js'
 import { agentGateway, type AgentGateway } from './gateway.js'
 import { startAgentSweeper } from './agent-sweeper.js'
 import { startSearchUpkeep } from './search-upkeep.js'
@@ -53,6 +53,8 @@ declare module 'fastify' {
     poller?: PollerRow
     audited?: boolean
     responseType?: string
+    /** The operation the request was routed to (read once: `routeOptions` is built per read). */
+    op?: Operation
   }
   interface FastifyContextConfig {
     op?: Operation
@@ -66,6 +68,8 @@ export interface BuildOptions {
   validateResponses?: boolean
   /** A parsed spec to serve instead of spec/openapi.yaml. */
   spec?: Record<string, any>
+  /** Where the logger configured here writes, instead of standard output (tests). */
+  logStream?: LineBatcher
 }
 
 const REQUEST_ID = /^[\w.:-]{1,64}$/
@@ -91,7 +95,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const spec = opts.spec ?? loadSpec()
   const ops = operations(spec)
 
-  const logStream = opts.logger === undefined ? logDestination() : undefined
+  const logStream = opts.logger === undefined ? opts.logStream ?? stdoutLines() : undefined
   const app = Fastify({
     logger: opts.logger ?? {
       level: config.logLevel,
@@ -113,6 +117,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     return503OnClosing: true,
     // One line per request, written when it completes (see the onResponse hook).
     logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyChildLogger,
     genReqId: (req) => {
       const given = req.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : crypto.randomUUID()
@@ -141,6 +146,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorateRequest('poller', undefined)
   app.decorateRequest('audited', false)
   app.decorateRequest('responseType', undefined)
+  app.decorateRequest('op', undefined)
   app.decorate('mailer', createMailer(config))
   app.addHook('onClose', async () => {
     app.mailer.close()
@@ -218,7 +224,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.addHook('onRequest', (req, reply, done) => done(thrown(() => admit(req, reply))))
   /** Limits, the caller, media types: what every request passes before anything is read. */
   function admit(req: FastifyRequest, reply: FastifyReply) {
-    const op = req.routeOptions.config.op
+    const op = (req.op = req.routeOptions.config.op)
     reply.headers(op ? API_HEADERS : securityHeaders).header('x-request-id', req.id)
     // Thousands of agents may share one address (NAT): calls with a valid agent credential
     // and enrollments have the gateway's own limits instead (refused agent calls count
@@ -242,7 +248,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.addHook('preValidation', (req, _reply, done) => done(thrown(() => canonicalRequest(req))))
   /** Query and body names in the contract's spelling; a required body is there. */
   function canonicalRequest(req: FastifyRequest) {
-    const op = req.routeOptions.config.op
+    const op = req.op
     if (!op) return
     const schema = req.routeOptions.schema as Record<string, any>
     if (req.query && typeof req.query === 'object') canonicalizeQuery(req.query as Record<string, unknown>, schema.querystring)
@@ -254,11 +260,12 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (req.body !== undefined) canonicalize(req.body, schema.body?.content?.[media]?.schema)
   }
 
+  const requestLine = requestLineWriter(app.log)
   app.addHook('onResponse', (req, reply, done) => {
-    if (req.routeOptions.config.op?.operationId === 'enrollAgent' && reply.statusCode >= 400 && reply.statusCode !== 429) {
+    if (req.op?.operationId === 'enrollAgent' && reply.statusCode >= 400 && reply.statusCode !== 429) {
       app.gateway.enrollmentFailed(req.ip, Date.now())
     }
-    req.log.info({ method: req.method, url: req.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, user: req.principal?.name }, 'request')
+    requestLine(req, reply)
     done()
   })
 
@@ -273,7 +280,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
   /** The answer's media type, its audit record when the handler wrote none, its contract check. */
   function finish(req: FastifyRequest, reply: FastifyReply, payload: unknown): unknown {
-    const op = req.routeOptions.config.op
+    const op = req.op
     if (reply.statusCode < 400 && req.responseType && isJsonAnswer(reply)) {
       reply.header('content-type', `${req.responseType}; charset=utf-8`)
     }
@@ -359,17 +366,6 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
       throw problem('forbidden', `${op.operationId} needs the ${names[access.minProfile]} profile or higher.`)
     }
   }
-}
-
-/**
- * Standard output, written in blocks of 4 KiB or every second, and at exit: a write(2) per
- * request line cost about a sixth of a small request's time. It is flushed once the server
- * listens, so that the start-up lines are there at once.
- */
-function logDestination() {
-  const dest = pino.destination({ dest: 1, sync: true, minLength: 4096, periodicFlush: 1000 })
-  process.once('exit', () => dest.flushSync())
-  return dest
 }
 
 /**

@@ -92,7 +92,7 @@ function actor(req: FastifyRequest): string | null {
 
 /** Writes the request's audit record; call it inside the transaction that makes the change. */
 export function audit(req: FastifyRequest, entry: AuditEntry): void {
-  const op = req.routeOptions.config.op
+  const op = req.op
   const createdMs = Date.now()
   const description = printable(entry.description).slice(0, 1000)
   const id = req.server.repos.audit.insert({
@@ -119,7 +119,7 @@ export function audit(req: FastifyRequest, entry: AuditEntry): void {
 export function auditFallback(req: FastifyRequest, reply: FastifyReply, detail: string | undefined): void {
   const last = written.get(req)
   if (req.audited && (last === undefined || req.server.repos.audit.exists(last.id, last.createdMs, last.description))) return
-  const op = req.routeOptions.config.op
+  const op = req.op
   const status = reply.statusCode
   const refused = status === 401 || status === 403
   if (!refused && !op?.auditCategory) return

@@ -1,0 +1,132 @@
+// The request-path parts of logging. Each request writes one line, so what a line costs is
+// paid by every request: these pieces keep it to the formatting and an append.
+import pino from 'pino'
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyChildLoggerFactory } from 'fastify/types/logger.js'
+
+const { streamSym, chindingsSym, timeSym, lsCacheSym, endSym, messageKeySym, formattersSym, mixinSym } = pino.symbols
+
+/**
+ * Lines collected here and handed to sonic-boom in blocks of `minLength` characters, every
+ * `intervalMs`, on `flush()` and at exit. sonic-boom's own `minLength` measures its whole
+ * pending buffer on every write, which cost more than formatting a line; it still does the
+ * writing (partial writes, EAGAIN on a full pipe).
+ */
+export class LineBatcher {
+  private parts: string[] = []
+  private length = 0
+  private readonly timer: NodeJS.Timeout
+
+  constructor(private readonly out: { write(text: string): unknown; flushSync(): void }, private readonly minLength = 16384, intervalMs = 1000) {
+    this.timer = setInterval(() => this.flush(), intervalMs).unref()
+  }
+
+  write(line: string): boolean {
+    this.parts.push(line)
+    this.length += line.length
+    if (this.length >= this.minLength) this.flush()
+    return true
+  }
+
+  /** Hands what is pending to the destination (pino calls this for warnings and errors). */
+  flush(cb?: (err?: Error) => void): void {
+    if (this.length > 0) {
+      const text = this.parts.length === 1 ? this.parts[0] : this.parts.join('')
+      this.parts = []
+      this.length = 0
+      this.out.write(text)
+    }
+    cb?.()
+  }
+
+  flushSync(): void {
+    this.flush()
+    this.out.flushSync()
+  }
+
+  close(): void {
+    clearInterval(this.timer)
+    this.flushSync()
+  }
+}
+
+/**
+ * Standard output in blocks of 16 KiB, every second and at exit: a write(2) per request line
+ * cost about a sixth of a small request's time. Each block is written synchronously. The
+ * server flushes it once it listens, so that the start-up lines are there at once.
+ */
+export function stdoutLines(): LineBatcher {
+  const lines = new LineBatcher(pino.destination({ dest: 1, sync: true }))
+  process.once('exit', () => lines.flushSync())
+  return lines
+}
+
+/**
+ * The per-request child logger, made when something logs through it: most requests log
+ * nothing but their request line, which is written with the request id without a child.
+ */
+export const lazyChildLogger: FastifyChildLoggerFactory = (logger, bindings, opts) => {
+  // Options (a route's log level) change the child itself: made at once then.
+  if (Object.keys(opts).length > 0) return logger.child(bindings, opts)
+  return new LazyChild(logger, bindings) as unknown as FastifyBaseLogger
+}
+
+class LazyChild {
+  private made?: FastifyBaseLogger
+  constructor(private readonly parent: FastifyBaseLogger, private readonly childBindings: Record<string, unknown>) {}
+  private get real(): FastifyBaseLogger {
+    return (this.made ??= this.parent.child(this.childBindings))
+  }
+  get level(): string {
+    return this.made?.level ?? this.parent.level
+  }
+  set level(level: string) {
+    this.real.level = level
+  }
+  isLevelEnabled(level: string): boolean {
+    return ((this.made ?? this.parent) as unknown as pino.Logger).isLevelEnabled(level)
+  }
+  bindings(): Record<string, unknown> {
+    return (this.real as unknown as pino.Logger).bindings()
+  }
+  child(bindings: Record<string, unknown>, opts?: Record<string, unknown>) {
+    return this.real.child(bindings, opts)
+  }
+  fatal(...args: unknown[]) { (this.real.fatal as (...a: unknown[]) => void)(...args) }
+  error(...args: unknown[]) { (this.real.error as (...a: unknown[]) => void)(...args) }
+  warn(...args: unknown[]) { (this.real.warn as (...a: unknown[]) => void)(...args) }
+  info(...args: unknown[]) { (this.real.info as (...a: unknown[]) => void)(...args) }
+  debug(...args: unknown[]) { (this.real.debug as (...a: unknown[]) => void)(...args) }
+  trace(...args: unknown[]) { (this.real.trace as (...a: unknown[]) => void)(...args) }
+  silent() {}
+}
+
+/** What a request line says besides the request id. */
+function requestFields(req: FastifyRequest, reply: FastifyReply) {
+  return { method: req.method, url: req.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, user: req.principal?.name }
+}
+
+/**
+ * Writes a request's line: `{"level":30,"time":…,"pid":…,"hostname":…,"reqId":…,"method":…,
+ * "url":…,"statusCode":…,"ms":…,"user":…,"msg":"request"}`. With a pino logger in its
+ * default format it is put together here from the logger's own pieces (level label, time,
+ * base bindings, stream), the same line pino's generic path writes at several times the cost;
+ * any other logger gets it through `req.log.info`.
+ */
+export function requestLineWriter(log: FastifyBaseLogger): (req: FastifyRequest, reply: FastifyReply) => void {
+  const slow = (req: FastifyRequest, reply: FastifyReply) => req.log.info(requestFields(req, reply), 'request')
+  const l = log as unknown as Record<symbol, any>
+  const plainPino = l[streamSym] !== undefined && l[mixinSym] === undefined && l[messageKeySym] === 'msg' &&
+    l[formattersSym]?.log === undefined && typeof l[timeSym] === 'function'
+  if (!plainPino) return slow
+  const stream = l[streamSym] as { write(line: string): unknown }
+  const info = (log as unknown as pino.Logger).levels.values.info
+  return (req, reply) => {
+    if (!(log as unknown as pino.Logger).isLevelEnabled('info')) return
+    const user = req.principal?.name
+    stream.write(
+      `${l[lsCacheSym][info]}${l[timeSym]()}${l[chindingsSym]},"reqId":${JSON.stringify(req.id)},"method":${JSON.stringify(req.method)},"url":${JSON.stringify(req.url)}` +
+      `,"statusCode":${reply.statusCode},"ms":${Math.round(reply.elapsedTime * 10) / 10}${user === undefined ? '' : `,"user":${JSON.stringify(user)}`},"msg":"request"${l[endSym]}`,
+    )
+  }
+}
