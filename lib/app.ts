@@ -179,12 +179,19 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   startNotifications(app)
   startAgentless(app)
 
+  const canonicalHook = (req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => done(thrown(() => canonicalRequest(req)))
   // Each route carries its operation's metadata from the contract, for the hooks below.
   app.addHook('onRoute', (route) => {
     const id = (route.schema as { operationId?: string } | undefined)?.operationId
     const op = id ? ops.get(id) : undefined
     if (!op) return
     route.config = { ...(route.config ?? {}), op }
+    // Names are put in the contract's spelling where there are any: an operation with
+    // neither query parameters nor a body skips the hook.
+    if ((route.schema as { querystring?: unknown }).querystring || op.requestTypes.length > 0) {
+      const given = route.preValidation
+      route.preValidation = [...(given === undefined ? [] : Array.isArray(given) ? given : [given]), canonicalHook]
+    }
   })
   // Limits are checked first thing, per source address, before any authentication work:
   // refused and unknown requests count too, so floods cannot reach the token checks or
@@ -245,11 +252,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     req.responseType = type
   }
 
-  app.addHook('preValidation', (req, _reply, done) => done(thrown(() => canonicalRequest(req))))
   /** Query and body names in the contract's spelling; a required body is there. */
   function canonicalRequest(req: FastifyRequest) {
-    const op = req.op
-    if (!op) return
+    const op = req.op!
     const schema = req.routeOptions.schema as Record<string, any>
     if (req.query && typeof req.query === 'object') canonicalizeQuery(req.query as Record<string, unknown>, schema.querystring)
     // A multipart body is read by its handler as a stream, so it is never parsed here.
