@@ -1,7 +1,8 @@
 // The comparison points of the benchmark: bare Fastify routes, no platform layers.
-// /bare/<name> serves fixed JSON; /data/<name> does the same data work as the API (the
-// same repository read and mapping) on the same database, without authentication,
-// validation, limits, headers or logging.
+// /bare/<name> serves fixed JSON; /wire/<name> serves it with the headers the API's answer
+// carried (security, rate-limit and request-id headers, fixed values); /data/<name> does the
+// same data work as the API (the same repository read and mapping) on the same database,
+// without authentication, validation, limits, headers or logging.
 import fs from 'node:fs'
 import Fastify from 'fastify'
 import { openDatabase } from '../db/index.js'
@@ -11,8 +12,9 @@ import { accountView } from '../lib/accounts.js'
 const [, , port, dbFile, ...files] = process.argv
 const app = Fastify({ logger: false })
 for (const file of files) {
-  const { url, body } = JSON.parse(fs.readFileSync(file, 'utf8'))
+  const { url, body, headers } = JSON.parse(fs.readFileSync(file, 'utf8'))
   app.get(url, async () => body)
+  app.get(url.replace(/^\/bare\//, '/wire/'), async (_req, reply) => reply.headers(headers).send(body))
 }
 const db = openDatabase(dbFile)
 const { users } = createRepos(db)
