@@ -1,5 +1,5 @@
 import type { DB } from './index.js'
-import type { AuthVersion } from './auth-version.js'
+import { otherConnectionsCommits, type AuthVersion } from './auth-version.js'
 
 export interface UserRow {
   id: number
@@ -62,13 +62,10 @@ export function usersRepo(db: DB, version: AuthVersion) {
 
   // Values derived from the accounts (answers of the account reads), kept until the table
   // changes: every console page reads them, and accounts change rarely. A change by this
-  // connection clears them at once; one committed by another connection moves data_version,
-  // which is read at most once a millisecond: reading it per request took about 6% of a
-  // small request's CPU time.
-  const dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck()
+  // connection clears them at once; one committed by another connection within a millisecond.
+  const othersCommits = otherConnectionsCommits(db)
   const derived = new Map<string, unknown>()
-  let derivedAt = -1
-  let checkedMs = -1
+  let derivedAt: number | undefined
   const changed = () => derived.clear()
 
   return {
@@ -78,14 +75,10 @@ export function usersRepo(db: DB, version: AuthVersion) {
      */
     memo<T>(key: string, compute: () => T): T {
       if (db.inTransaction) return compute()
-      const now = Date.now()
-      if (now !== checkedMs) {
-        checkedMs = now
-        const at = dataVersion.get()!
-        if (at !== derivedAt) {
-          derived.clear()
-          derivedAt = at
-        }
+      const at = othersCommits()
+      if (at !== derivedAt) {
+        derived.clear()
+        derivedAt = at
       }
       if (derived.has(key)) return derived.get(key) as T
       const value = compute()

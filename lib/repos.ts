@@ -4,7 +4,7 @@ import { sessionsRepo } from '../db/sessions.js'
 import { integrationTokensRepo } from '../db/integration-tokens.js'
 import { auditRepo } from '../db/audit.js'
 import { systemRepo } from '../db/system.js'
-import { AuthVersion } from '../db/auth-version.js'
+import { AuthVersion, otherConnectionsCommits } from '../db/auth-version.js'
 import { CheckInTimeWrites } from '../db/answer-cache.js'
 import { agentStateRepo } from '../db/agent-state.js'
 import { gatewayRepo } from '../db/gateway.js'
@@ -28,7 +28,7 @@ import { ftsUpkeep } from '../db/fts-upkeep.js'
  * seals alarm destinations' secrets at rest (the server always gives one).
  */
 export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
-  const authVersion = new AuthVersion()
+  const authVersion = new AuthVersion(otherConnectionsCommits(db))
   const checkInTimes = new CheckInTimeWrites()
   const search = agentSearch(db, agentTexts(db))
   return {

@@ -1,4 +1,5 @@
 import t from 'tap'
+import Database from 'better-sqlite3'
 import { build, login, userWithProfile, bearer, USER_PASSWORD, ADMIN_PASSWORD } from './helpers.js'
 
 const LOGIN = '/prime/webui/Auth/LocalLogin'
@@ -121,4 +122,28 @@ t.test('a restart drops the sessions that can no longer be used, and keeps the l
   t.equal((await second.inject({ url: '/prime/webui/admin/getuserdetails', headers: bearer(ended) })).statusCode, 401)
   t.equal((await second.inject({ url: '/prime/webui/admin/getuserdetails', headers: bearer(live.token) })).statusCode, 200, 'a live session survives the restart')
   t.equal((await second.inject({ method: 'POST', url: '/prime/webui/auth/refresh', payload: { refreshToken: live.refreshToken } })).statusCode, 200)
+})
+
+t.test('a revocation written by another connection ends the session within a millisecond', async (t) => {
+  const app = await build(t)
+  const admin = await login(app)
+  const user = await userWithProfile(app, admin, 'hana', 10)
+  const me = { url: '/prime/webui/admin/getuserdetails' }
+  t.equal((await app.inject({ ...me, headers: bearer(user) })).statusCode, 200, 'the session is looked up, and kept')
+  t.equal((await app.inject({ ...me, headers: bearer(admin) })).statusCode, 200)
+
+  // Another process on the same data dir (an operator's tool, a second server) writes.
+  const other = new Database(app.testConfig.dbFile)
+  t.teardown(() => other.close())
+  other.prepare("UPDATE users SET is_active = 0 WHERE user_name = 'hana'").run()
+  await new Promise((resolve) => setTimeout(resolve, 2))
+  const disabled = await app.inject({ ...me, headers: bearer(user) })
+  t.equal(disabled.statusCode, 401)
+  t.match(disabled.json().detail, /disabled/)
+
+  other.prepare("UPDATE sessions SET revoked_ms = ?, revoked_reason = 'operator' WHERE user_id = (SELECT id FROM users WHERE user_name = 'admin')").run(Date.now())
+  await new Promise((resolve) => setTimeout(resolve, 2))
+  const revoked = await app.inject({ ...me, headers: bearer(admin) })
+  t.equal(revoked.statusCode, 401)
+  t.match(revoked.json().detail, /revoked/)
 })
