@@ -1,5 +1,6 @@
 // npm run bench: the API against bare Fastify routes (serving the same JSON; the same JSON
-// with the API's headers; doing the same data work without the platform's layers), in one run,
+// with the API's headers; that from a Fastify logging each request as the API does; doing
+// the same data work without the platform's layers), in one run,
 // on 127.0.0.1 with bounded durations; and the time from process start to listening.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
@@ -42,6 +43,7 @@ if (process.argv[2] === 'notifications') {
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5)
 const CONNECTIONS = 10
+// The bare server listens on BARE_PORT and, for its logging Fastify, on BARE_PORT + 1.
 const APP_PORT = 18080, BARE_PORT = 18081
 const PASSWORD = 'Bench-password-123'
 
@@ -92,8 +94,8 @@ const { token } = (await loginRes.json()) as { token: string }
 const auth = { authorization: `Bearer ${token}` }
 
 const cases = [
-  { name: 'GET admin/getuserdetails', path: '/admin/getuserdetails', bare: '/bare/getuserdetails', wire: '/wire/getuserdetails', data: '/data/getuserdetails' },
-  { name: 'GET admin/all (100 accounts)', path: '/admin/all', bare: '/bare/all', wire: '/wire/all', data: '/data/all' },
+  { name: 'GET admin/getuserdetails', path: '/admin/getuserdetails', bare: '/bare/getuserdetails', wire: '/wire/getuserdetails', logged: '/logged/getuserdetails', data: '/data/getuserdetails' },
+  { name: 'GET admin/all (100 accounts)', path: '/admin/all', bare: '/bare/all', wire: '/wire/all', logged: '/logged/all', data: '/data/all' },
 ]
 // The headers of the API's answer that the bare route does not send itself.
 const ownHeaders = new Set(['content-type', 'content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding'])
@@ -111,31 +113,34 @@ const { child: bare } = await startTimed({}, path.join(dataDir, 'bare.log'), { a
 
 const rows: string[] = [], cpuRows: string[] = []
 for (const c of cases) {
-  const appRuns: Awaited<ReturnType<typeof load>>[] = [], bareRuns: typeof appRuns = [], wireRuns: typeof appRuns = [], dataRuns: typeof appRuns = []
-  const ratios: number[] = [], wireRatios: number[] = [], dataRatios: number[] = [], cpuRatios: number[] = [], wireCpuRatios: number[] = []
+  const appRuns: Awaited<ReturnType<typeof load>>[] = [], bareRuns: typeof appRuns = [], wireRuns: typeof appRuns = [], loggedRuns: typeof appRuns = [], dataRuns: typeof appRuns = []
+  const ratios: number[] = [], wireRatios: number[] = [], loggedRatios: number[] = [], dataRatios: number[] = []
+  const cpuRatios: number[] = [], wireCpuRatios: number[] = [], loggedCpuRatios: number[] = []
   await load(base + c.path, auth, app.pid!) // warm-up
   for (let i = 0; i < ROUNDS; i++) {
     const a = await load(base + c.path, auth, app.pid!)
     const b = await load(`http://127.0.0.1:${BARE_PORT}${c.bare}`, {}, bare.pid!)
     const w = await load(`http://127.0.0.1:${BARE_PORT}${c.wire}`, {}, bare.pid!)
+    const l = await load(`http://127.0.0.1:${BARE_PORT + 1}${c.logged}`, {}, bare.pid!)
     const d = await load(`http://127.0.0.1:${BARE_PORT}${c.data}`, {}, bare.pid!)
-    appRuns.push(a); bareRuns.push(b); wireRuns.push(w); dataRuns.push(d)
-    ratios.push(a.rps / b.rps); wireRatios.push(a.rps / w.rps); dataRatios.push(a.rps / d.rps); cpuRatios.push(b.cpuUs / a.cpuUs); wireCpuRatios.push(w.cpuUs / a.cpuUs)
+    appRuns.push(a); bareRuns.push(b); wireRuns.push(w); loggedRuns.push(l); dataRuns.push(d)
+    ratios.push(a.rps / b.rps); wireRatios.push(a.rps / w.rps); loggedRatios.push(a.rps / l.rps); dataRatios.push(a.rps / d.rps)
+    cpuRatios.push(b.cpuUs / a.cpuUs); wireCpuRatios.push(w.cpuUs / a.cpuUs); loggedCpuRatios.push(l.cpuUs / a.cpuUs)
   }
   const m = (runs: typeof appRuns, k: 'rps' | 'p50' | 'p99' | 'cpuUs') => median(runs.map((r) => r[k]))
-  rows.push(`| ${c.name} | ${m(appRuns, 'rps').toFixed(0)} | ${m(appRuns, 'p50')} / ${m(appRuns, 'p99')} | ${m(bareRuns, 'rps').toFixed(0)} | ${m(bareRuns, 'p50')} / ${m(bareRuns, 'p99')} | ${median(ratios).toFixed(2)} | ${m(wireRuns, 'rps').toFixed(0)} | ${median(wireRatios).toFixed(2)} | ${m(dataRuns, 'rps').toFixed(0)} | ${median(dataRatios).toFixed(2)} |`)
-  cpuRows.push(`| ${c.name} | ${m(appRuns, 'cpuUs').toFixed(1)} | ${m(bareRuns, 'cpuUs').toFixed(1)} | ${median(cpuRatios).toFixed(2)} | ${m(wireRuns, 'cpuUs').toFixed(1)} | ${median(wireCpuRatios).toFixed(2)} | ${m(dataRuns, 'cpuUs').toFixed(1)} |`)
+  rows.push(`| ${c.name} | ${m(appRuns, 'rps').toFixed(0)} | ${m(appRuns, 'p50')} / ${m(appRuns, 'p99')} | ${m(bareRuns, 'rps').toFixed(0)} | ${m(bareRuns, 'p50')} / ${m(bareRuns, 'p99')} | ${median(ratios).toFixed(2)} | ${m(wireRuns, 'rps').toFixed(0)} | ${median(wireRatios).toFixed(2)} | ${m(loggedRuns, 'rps').toFixed(0)} | ${median(loggedRatios).toFixed(2)} | ${m(dataRuns, 'rps').toFixed(0)} | ${median(dataRatios).toFixed(2)} |`)
+  cpuRows.push(`| ${c.name} | ${m(appRuns, 'cpuUs').toFixed(1)} | ${m(bareRuns, 'cpuUs').toFixed(1)} | ${median(cpuRatios).toFixed(2)} | ${m(wireRuns, 'cpuUs').toFixed(1)} | ${median(wireCpuRatios).toFixed(2)} | ${m(loggedRuns, 'cpuUs').toFixed(1)} | ${median(loggedCpuRatios).toFixed(2)} | ${m(dataRuns, 'cpuUs').toFixed(1)} |`)
 }
 await stop(app)
 await stop(bare)
 fs.rmSync(dataDir, { recursive: true, force: true })
 
 console.log(`\n${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${DURATION} s each; medians (latency in ms)${PIN ? '; load generator on CPU 0, servers on CPU 1' : ''}.\n`)
-console.log('| case | API req/s | API p50 / p99 | bare req/s | bare p50 / p99 | ratio API/bare (target >= 0.8) | bare with the API\'s headers, req/s | ratio API/that | same data work, bare req/s | ratio API/that |')
-console.log('|---|---|---|---|---|---|---|---|---|---|')
+console.log('| case | API req/s | API p50 / p99 | bare req/s | bare p50 / p99 | ratio API/bare (target >= 0.8) | bare with the API\'s headers, req/s | ratio API/that | bare with those headers and request logs, req/s | ratio API/that | same data work, bare req/s | ratio API/that |')
+console.log('|---|---|---|---|---|---|---|---|---|---|---|---|')
 for (const r of rows) console.log(r)
 console.log('\nServer CPU time per request (user and system, from /proc), µs; medians of the same rounds:\n')
-console.log('| case | API | bare | ratio bare/API | bare with the API\'s headers | ratio that/API | same data work, bare |')
-console.log('|---|---|---|---|---|---|---|')
+console.log('| case | API | bare | ratio bare/API | bare with the API\'s headers | ratio that/API | bare with those headers and request logs | ratio that/API | same data work, bare |')
+console.log('|---|---|---|---|---|---|---|---|---|')
 for (const r of cpuRows) console.log(r)
 console.log(`\nStart to listening with the full contract: median ${median(startTimes).toFixed(0)} ms over ${startTimes.length} starts (target < 1000 ms).`)
