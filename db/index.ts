@@ -28,11 +28,14 @@ export function openDatabase(file: string): DB {
   return db
 }
 
-/** Applies db/migrations/NNN_name.sql files above PRAGMA user_version, each in one transaction. */
-export function migrate(db: DB): number {
+/**
+ * Applies db/migrations/NNN_name.sql files above PRAGMA user_version, each in one
+ * transaction; a file that starts with `-- foreign keys: off` runs with them off.
+ */
+export function migrate(db: DB, dir = migrationsDir): number {
   const current = db.pragma('user_version', { simple: true }) as number
   const files = fs
-    .readdirSync(migrationsDir)
+    .readdirSync(dir)
     .filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f))
     .sort()
   const latest = files.length ? Number(files[files.length - 1].slice(0, 3)) : 0
@@ -42,11 +45,22 @@ export function migrate(db: DB): number {
     const n = Number(file.slice(0, 3))
     if (n <= current) continue
     if (n !== version + 1) throw new Error(`migration ${file} is out of sequence (schema is at ${version})`)
-    const sql = fs.readFileSync(path.join(migrationsDir, file), 'utf8')
-    db.transaction(() => {
-      db.exec(sql)
-      db.pragma(`user_version = ${n}`)
-    })()
+    const sql = fs.readFileSync(path.join(dir, file), 'utf8')
+    // A migration that rebuilds a table others reference runs with foreign keys off (they
+    // cannot be switched inside a transaction), and must leave every reference whole.
+    const foreignKeysOff = sql.startsWith('-- foreign keys: off')
+    const enforced = db.pragma('foreign_keys', { simple: true }) as number
+    if (foreignKeysOff) db.pragma('foreign_keys = OFF')
+    try {
+      db.transaction(() => {
+        db.exec(sql)
+        const broken = foreignKeysOff ? (db.pragma('foreign_key_check') as unknown[]) : []
+        if (broken.length > 0) throw new Error(`migration ${file} leaves ${broken.length} broken references`)
+        db.pragma(`user_version = ${n}`)
+      })()
+    } finally {
+      if (foreignKeysOff) db.pragma(`foreign_keys = ${enforced}`)
+    }
     version = n
   }
   return version

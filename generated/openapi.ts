@@ -6031,7 +6031,10 @@ export interface components {
          *     times are read-only and ignored when sent.
          */
         AccountViewResource: {
-            /** Format: int64 */
+            /**
+             * Format: int64
+             * @description Never given to another account, even after this one is deleted.
+             */
             readonly id?: number;
             /** @description Unique, case-insensitive. */
             userName?: string;
