@@ -3909,7 +3909,7 @@ export interface components {
         AgentlessStatusString: "Pending" | "Running" | "Reachable" | "Unreachable" | "Failed";
         /**
          * Format: int64
-         * @description The connection's id.
+         * @description The connection's id; never given to another connection, even after this one is deleted.
          */
         AgentlessConnectionId: number;
         /** @description Ids of agentless connections. */

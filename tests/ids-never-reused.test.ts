@@ -7,7 +7,9 @@ import { migrate } from '../db/index.js'
 import { migrationsDir } from '../lib/paths.js'
 import { build, login, bearer, USER_PASSWORD } from './helpers.js'
 
-const REBUILD = 22
+const USERS_REBUILT = 22
+const CONNECTIONS_REBUILT = 23
+const migrationFiles = () => fs.readdirSync(migrationsDir).filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f)).sort()
 
 t.test('a deleted account\'s id is never given again: its integration tokens stay dead', async (t) => {
   const app = await build(t)
@@ -36,15 +38,15 @@ t.test('a deleted account\'s id is never given again: its integration tokens sta
   t.match(refused.json().detail, /creator is disabled or deleted/)
 })
 
-/** A database at the schema version before the rebuild, as a server of that version left it. */
-function databaseBeforeRebuild(file: string): Database.Database {
+/** A database at the schema version before `version`, as a server of that version left it. */
+function databaseBefore(version: number, file: string): Database.Database {
   const db = new Database(file)
   db.pragma('journal_mode = WAL')
   db.pragma('foreign_keys = ON')
   db.pragma('recursive_triggers = ON')
-  for (const name of fs.readdirSync(migrationsDir).filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f)).sort()) {
+  for (const name of migrationFiles()) {
     const n = Number(name.slice(0, 3))
-    if (n >= REBUILD) continue
+    if (n >= version) continue
     db.transaction(() => {
       db.exec(fs.readFileSync(path.join(migrationsDir, name), 'utf8'))
       db.pragma(`user_version = ${n}`)
@@ -56,9 +58,9 @@ function databaseBeforeRebuild(file: string): Database.Database {
 t.test('the rebuild keeps accounts and sessions, and starts new ids above every id still named', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-ids-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const db = databaseBeforeRebuild(path.join(dir, 'prime.sqlite'))
+  const db = databaseBefore(USERS_REBUILT, path.join(dir, 'prime.sqlite'))
   t.teardown(() => db.close())
-  t.equal(db.pragma('user_version', { simple: true }), REBUILD - 1)
+  t.equal(db.pragma('user_version', { simple: true }), USERS_REBUILT - 1)
 
   const user = db.prepare(`INSERT INTO users (id, user_name, email, profile, password_hash, created_ms, updated_ms, tokens_valid_after_ms, failed_logins, locked_until_ms, last_login_ms)
     VALUES (?, ?, ?, ?, 'scrypt$x', 1, 2, 3, 4, 5, 6)`)
@@ -71,7 +73,7 @@ t.test('the rebuild keeps accounts and sessions, and starts new ids above every 
   db.prepare("INSERT INTO notification_read_marks (user_key, risk_seq) VALUES ('user:1', 4), ('user:9', 5), ('token:t1', 6)").run()
   const before = db.prepare('SELECT * FROM users ORDER BY id').all()
 
-  t.equal(migrate(db), fs.readdirSync(migrationsDir).filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f)).length)
+  t.equal(migrate(db), migrationFiles().length)
   t.equal(db.pragma('foreign_keys', { simple: true }), 1, 'foreign keys are on again')
   t.same(db.pragma('foreign_key_check'), [], 'every reference is whole')
   t.same(db.prepare('SELECT * FROM users ORDER BY id').all(), before, 'the accounts are kept as they were')
@@ -92,6 +94,40 @@ t.test('the rebuild keeps accounts and sessions, and starts new ids above every 
   t.throws(() => db.prepare("INSERT INTO users (user_name, email, profile, password_hash, created_ms, updated_ms) VALUES ('MONA', 'x@example.com', 10, 'x', 1, 1)").run(), /UNIQUE/)
   db.prepare('DELETE FROM users WHERE id = 3').run()
   t.equal((db.prepare('SELECT count(*) AS n FROM sessions').get() as { n: number }).n, 1, 'deleting an account still removes its sessions')
+})
+
+t.test('agentless connections: a deleted connection\'s id is never given again, and the rebuild keeps every row', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-ids-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const db = databaseBefore(CONNECTIONS_REBUILT, path.join(dir, 'prime.sqlite'))
+  t.teardown(() => db.close())
+  t.equal(db.pragma('user_version', { simple: true }), CONNECTIONS_REBUILT - 1)
+  db.prepare("INSERT INTO worker_pollers (id, name, credential_hash, created_ms) VALUES ('p1', 'poller one', 'h', 1)").run()
+  const connection = db.prepare(`INSERT INTO agentless_connections (id, name, address, protocol, port, user_name, credential_type, credentials,
+    credentials_updated_ms, poller_id, created_ms, updated_ms, status, run_id, start_ms, prev_errors) VALUES (?, ?, '10.0.0.1', 'SSH', 22, 'root', 'Password', x'0102', 1, 'p1', 1, 2, 'Reachable', 'r', 3, '[]')`)
+  connection.run(1, 'alpha')
+  connection.run(5, 'Beta')
+  db.prepare("INSERT INTO agentless_runs (run_id, connection_id, start_ms, status, recorded_ms) VALUES ('r5', 5, 3, 'Reachable', 4)").run()
+  const columns = db.prepare("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('agentless_connections')").all()
+  const before = db.prepare('SELECT * FROM agentless_connections ORDER BY id').all()
+
+  t.equal(migrate(db), migrationFiles().length)
+  t.same(db.pragma('foreign_key_check'), [], 'every reference is whole')
+  t.same(db.prepare("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('agentless_connections')").all(), columns, 'the same columns')
+  t.same(db.prepare('SELECT * FROM agentless_connections ORDER BY id').all(), before, 'the connections are kept as they were')
+  t.same(db.prepare('SELECT run_id, connection_id FROM agentless_runs').all(), [{ run_id: 'r5', connection_id: 5 }], 'and their runs')
+  t.same(db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'agentless_connections' AND name NOT LIKE 'sqlite_%' ORDER BY name").all().map((r: any) => r.name),
+    ['agentless_connections_poller', 'agentless_connections_start'], 'its indexes are there again')
+
+  const add = (name: string) => Number(db.prepare(`INSERT INTO agentless_connections (name, address, protocol, port, user_name, credential_type, credentials,
+    credentials_updated_ms, created_ms, updated_ms) VALUES (?, '10.0.0.2', 'WinRM', 5985, 'admin', 'Password', x'00', 1, 1, 1)`).run(name).lastInsertRowid)
+  const six = add('gamma')
+  t.equal(six, 6)
+  db.prepare('DELETE FROM agentless_connections WHERE id = ?').run(six)
+  t.equal(add('delta'), 7, 'the newest deleted, the next connection still gets a new id')
+  t.throws(() => add('ALPHA'), /UNIQUE/, 'names stay unique, in any case')
+  db.prepare('DELETE FROM agentless_connections WHERE id = 5').run()
+  t.equal((db.prepare('SELECT count(*) AS n FROM agentless_runs').get() as { n: number }).n, 0, 'deleting a connection still removes its runs')
 })
 
 t.test('a migration run with foreign keys off is rolled back if it leaves a broken reference', async (t) => {
