@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import Database from 'better-sqlite3'
 import { migrate } from '../db/index.js'
 import { migrationsDir } from '../lib/paths.js'
@@ -39,8 +39,11 @@ t.test('a deleted account\'s id is never given again: its integration tokens sta
 })
 
 /** A database at the schema version before `version`, as a server of that version left it. */
-function databaseBefore(version: number, file: string): Database.Database {
-  const db = new Database(file)
+function databaseBefore(t: Test, version: number): Database.Database {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-ids-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const db = new Database(path.join(dir, 'prime.sqlite'))
+  t.teardown(() => db.close())
   db.pragma('journal_mode = WAL')
   db.pragma('foreign_keys = ON')
   db.pragma('recursive_triggers = ON')
@@ -52,15 +55,12 @@ function databaseBefore(version: number, file: string): Database.Database {
       db.pragma(`user_version = ${n}`)
     })()
   }
+  t.equal(db.pragma('user_version', { simple: true }), version - 1)
   return db
 }
 
 t.test('the rebuild keeps accounts and sessions, and starts new ids above every id still named', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-ids-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const db = databaseBefore(USERS_REBUILT, path.join(dir, 'prime.sqlite'))
-  t.teardown(() => db.close())
-  t.equal(db.pragma('user_version', { simple: true }), USERS_REBUILT - 1)
+  const db = databaseBefore(t, USERS_REBUILT)
 
   const user = db.prepare(`INSERT INTO users (id, user_name, email, profile, password_hash, created_ms, updated_ms, tokens_valid_after_ms, failed_logins, locked_until_ms, last_login_ms)
     VALUES (?, ?, ?, ?, 'scrypt$x', 1, 2, 3, 4, 5, 6)`)
@@ -97,11 +97,7 @@ t.test('the rebuild keeps accounts and sessions, and starts new ids above every 
 })
 
 t.test('agentless connections: a deleted connection\'s id is never given again, and the rebuild keeps every row', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-ids-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const db = databaseBefore(CONNECTIONS_REBUILT, path.join(dir, 'prime.sqlite'))
-  t.teardown(() => db.close())
-  t.equal(db.pragma('user_version', { simple: true }), CONNECTIONS_REBUILT - 1)
+  const db = databaseBefore(t, CONNECTIONS_REBUILT)
   db.prepare("INSERT INTO worker_pollers (id, name, credential_hash, created_ms) VALUES ('p1', 'poller one', 'h', 1)").run()
   const connection = db.prepare(`INSERT INTO agentless_connections (id, name, address, protocol, port, user_name, credential_type, credentials,
     credentials_updated_ms, poller_id, created_ms, updated_ms, status, run_id, start_ms, prev_errors) VALUES (?, ?, '10.0.0.1', 'SSH', 22, 'root', 'Password', x'0102', 1, 'p1', 1, 2, 'Reachable', 'r', 3, '[]')`)
