@@ -14,6 +14,7 @@ import { fieldErrors, validatorCompiler, warmValidators } from './validation.js'
 import { canonicalize, canonicalizeQuery } from './names.js'
 import { chooseResponseType, isJsonMediaType } from './negotiate.js'
 import { auditFallback } from './audit.js'
+import { usedDeprecatedInputs } from './deprecation.js'
 import { fixedWindowLimiter, limitKey } from './rate-limit.js'
 import { resolveHandler } from '../handlers/index.js'
 import { bootstrapAdmin } from './accounts.js'
@@ -179,7 +180,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   startNotifications(app)
   startAgentless(app)
 
-  const canonicalHook = (req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => done(thrown(() => canonicalRequest(req)))
+  const canonicalHook = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => done(thrown(() => canonicalRequest(req, reply)))
   // Each route carries its operation's metadata from the contract, for the hooks below.
   app.addHook('onRoute', (route) => {
     const id = (route.schema as { operationId?: string } | undefined)?.operationId
@@ -188,7 +189,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     route.config = { ...(route.config ?? {}), op }
     // Names are put in the contract's spelling where there are any: an operation with
     // neither query parameters nor a body skips the hook.
-    if ((route.schema as { querystring?: unknown }).querystring || op.requestTypes.length > 0) {
+    if ((route.schema as { querystring?: unknown }).querystring || op.requestTypes.length > 0 || op.deprecatedInputs) {
       const given = route.preValidation
       route.preValidation = [...(given === undefined ? [] : Array.isArray(given) ? given : [given]), canonicalHook]
     }
@@ -233,6 +234,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   function admit(req: FastifyRequest, reply: FastifyReply) {
     const op = (req.op = req.routeOptions.config.op)
     reply.headers(op ? API_HEADERS : securityHeaders).header('x-request-id', req.id)
+    if (op?.deprecation) reply.headers(op.deprecation)
     // Thousands of agents may share one address (NAT): calls with a valid agent credential
     // and enrollments have the gateway's own limits instead (refused agent calls count
     // here; failed enrollments are counted when answered, below).
@@ -253,7 +255,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   }
 
   /** Query and body names in the contract's spelling; a required body is there. */
-  function canonicalRequest(req: FastifyRequest) {
+  function canonicalRequest(req: FastifyRequest, reply: FastifyReply) {
     const op = req.op!
     const schema = req.routeOptions.schema as Record<string, any>
     if (req.query && typeof req.query === 'object') canonicalizeQuery(req.query as Record<string, unknown>, schema.querystring)
@@ -263,6 +265,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     }
     const media = req.headers['content-type']?.split(';')[0].trim() ?? ''
     if (req.body !== undefined) canonicalize(req.body, schema.body?.content?.[media]?.schema)
+    const deprecated = op.deprecatedInputs && usedDeprecatedInputs(op.deprecatedInputs, req.query, req.body)
+    if (deprecated) reply.headers(deprecated)
   }
 
   const requestLine = requestLineWriter(app.log)

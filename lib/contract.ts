@@ -5,6 +5,7 @@ import { createRequire } from 'node:module'
 import type YAMLModule from 'yaml'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import { projectRoot, specPath } from './paths.js'
+import { deprecatedInputs, deprecationHeaders, type DeprecatedInputs, type DeprecationHeaders } from './deprecation.js'
 
 export const profiles = { User: 10, Manager: 20, Administrator: 30 } as const
 export type ProfileName = keyof typeof profiles
@@ -29,6 +30,10 @@ export interface Operation {
   bodyRequired: boolean
   /** Media types of the 200 answer, in the contract's order of preference. */
   responseTypes: string[]
+  /** The headers of a deprecated operation's answers. */
+  deprecation?: DeprecationHeaders
+  /** Deprecated parameters and body properties, whose use adds those headers. */
+  deprecatedInputs?: DeprecatedInputs
 }
 
 type Json = Record<string, any>
@@ -156,6 +161,8 @@ function access(op: Json, spec: Json, id: string): Access {
 
 export function operations(spec: Json): Map<string, Operation> {
   const out = new Map<string, Operation>()
+  const pathOf = new Map<string, string>()
+  for (const [path, item] of Object.entries<Json>(spec.paths)) for (const op of Object.values<Json>(item)) if (op?.operationId) pathOf.set(op.operationId, path)
   for (const [path, item] of Object.entries<Json>(spec.paths)) {
     for (const [method, op] of Object.entries<Json>(item)) {
       if (!['get', 'post', 'put', 'delete', 'patch'].includes(method)) continue
@@ -172,6 +179,8 @@ export function operations(spec: Json): Map<string, Operation> {
         requestTypes: Object.keys(op.requestBody?.content ?? {}),
         bodyRequired: Boolean(op.requestBody?.required),
         responseTypes: Object.keys(op.responses?.['200']?.content ?? {}),
+        deprecation: deprecationHeaders(op, id, pathOf.get(op['x-replacement'])),
+        deprecatedInputs: deprecatedInputs(spec, item, op, id),
       })
     }
   }
