@@ -1034,7 +1034,8 @@ export interface paths {
          * Import agentless connections from a CSV file
          * @description Imports connections from the CSV file in the multipart part `file` (the only media
          *     type accepted here is `multipart/form-data`; 415 otherwise). At most 5 MiB (413
-         *     above) and 10000 data rows (400 above; nothing is imported).
+         *     above) and 10000 data rows (400 above; nothing is imported). A body that is not
+         *     valid multipart (no boundary, no parts, a part never closed) answers 400.
          *
          *     **Format** (the same as `exportcsvconnections` writes): UTF-8 (a BOM is allowed),
          *     RFC 4180 (comma-separated, fields with commas, quotes or line breaks in double

@@ -1,7 +1,7 @@
 // Agentless connections, worker pollers and the asset producer.
 import path from 'node:path'
 import { listAnswer, page, sort } from '../lib/listing.js'
-import { problem } from '../lib/errors.js'
+import { problem, ProblemError } from '../lib/errors.js'
 import { publishAssets } from '../lib/agentless/assets.js'
 import { createConnection, defaultsOf, deleteConnections, registerConnections, statusView, unregisterConnections, updateConnection } from '../lib/agentless/connections.js'
 import { importConnections, MAX_FILE_BYTES } from '../lib/agentless/csv-import.js'
@@ -12,6 +12,21 @@ import type { Handlers } from './types.js'
 
 // The media types the upload's file part may declare (the contract's `encoding`).
 const CSV_PART_TYPES = ['text/csv', 'text/plain', 'application/vnd.ms-excel', 'application/octet-stream']
+
+/**
+ * The multipart parser's own errors (no boundary, a body that is not multipart or ends
+ * early) carry no status: they are the client's, so 400. Errors with a status (limits) and
+ * problems pass as they are.
+ */
+async function multipartRead<T>(read: () => Promise<T>): Promise<T> {
+  try {
+    return await read()
+  } catch (err) {
+    if (err instanceof ProblemError || typeof (err as { statusCode?: unknown }).statusCode === 'number') throw err
+    const reason = String((err as Error).message ?? err).slice(0, 100)
+    throw problem('validation', `The body is not valid multipart/form-data (${reason}): send the CSV file in a part named file.`, { errors: [{ location: 'body', name: 'file', reason: 'is not valid multipart/form-data' }] })
+  }
+}
 
 export const agentlessHandlers: Handlers<
   | 'getAgentlessConnectionDetailsStatus' | 'createAgentlessConnection' | 'updateAgentlessConnection' | 'deleteAgentlessConnections'
@@ -52,7 +67,7 @@ export const agentlessHandlers: Handlers<
 
   async uploadAgentlessConnectionsFile(req) {
     if (!req.isMultipart()) throw problem('unsupported-media-type', 'Upload the CSV file as multipart/form-data, in a part named file.')
-    const part = await req.file({ limits: { fileSize: MAX_FILE_BYTES, files: 1 } })
+    const part = await multipartRead(() => req.file({ limits: { fileSize: MAX_FILE_BYTES, files: 1 } }))
     if (!part) throw problem('validation', 'The multipart body has no file part: send the CSV file in a part named file.', { errors: [{ location: 'body', name: 'file', reason: 'is required' }] })
     if (part.fieldname !== 'file') {
       part.file.resume()
@@ -63,7 +78,7 @@ export const agentlessHandlers: Handlers<
       part.file.resume()
       throw problem('unsupported-media-type', `The file must be CSV (${CSV_PART_TYPES.join(', ')}), not ${type.slice(0, 100)}.`)
     }
-    const data = await part.toBuffer()
+    const data = await multipartRead(() => part.toBuffer())
     return importConnections(req, part.filename ? path.basename(part.filename) : null, data)
   },
 

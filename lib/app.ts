@@ -110,7 +110,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
       },
       redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '***' },
     },
-    routerOptions: { caseSensitive: false, maxParamLength: 100 },
+    // Clients built on ASP.NET conventions add a trailing slash: it names the same operation.
+    routerOptions: { caseSensitive: false, maxParamLength: 100, ignoreTrailingSlash: true },
     // No implicit HEAD twins: some GET operations act (send a test mail, hand out work).
     exposeHeadRoutes: false,
     bodyLimit: config.bodyLimit,
@@ -218,7 +219,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split('?')[0]
     for (const [re, methods] of pathMethods) {
-      if (re.test(path)) {
+      // A path the router did not take with a method it has is no known operation: never
+      // answer "answers GET, not GET".
+      if (re.test(path) && !methods.includes(req.method)) {
         reply.header('allow', methods.join(', '))
         return sendProblem(req, reply, problem('method-not-allowed', `${path} answers ${methods.join(', ')}, not ${req.method}.`))
       }

@@ -107,6 +107,20 @@ t.test('the whole file is refused: header, encoding, syntax, limits, media types
   await refused('over 5 MiB', 'name,address,protocol,userName,password\n' + 'x'.repeat(5 * 1024 * 1024), 413, /.+/)
   await refused('another part name', 'name,address,protocol,userName\n', 400, /named file/, { field: 'upload' })
   await refused('not CSV', 'name,address,protocol,userName\n', 415, /must be CSV/, { type: 'image/png' })
+  // Bodies that are not multipart at all, under a multipart media type: 400, never 500.
+  const raw = (contentType: string, payload: string) => call(app, admin, { method: 'POST', url: `${API}/uploadconnectiondetailsfile`, headers: { 'content-type': contentType }, payload })
+  for (const [what, contentType, payload] of [
+    ['not multipart', 'multipart/form-data; boundary=x', 'not multipart'],
+    ['a lone boundary', 'multipart/form-data; boundary=x', '--x'],
+    ['a part never closed', 'multipart/form-data; boundary=x', '--x\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\n\r\nname,address'],
+    ['no boundary', 'multipart/form-data', '--x\r\n'],
+    ['an empty boundary', 'multipart/form-data; boundary=', '--\r\n'],
+  ]) {
+    const res = await raw(contentType, payload)
+    t.equal(res.statusCode, 400, `${what}: ${res.body}`)
+    t.match(res.headers['content-type'], /^application\/problem\+json/)
+    t.match(res.json(), { code: 'validation', detail: /not valid multipart\/form-data/, errors: [{ location: 'body', name: 'file' }] }, what)
+  }
   const json = await call(app, admin, { method: 'POST', url: `${API}/uploadconnectiondetailsfile`, payload: { file: 'x' } })
   t.equal(json.statusCode, 415, 'JSON is not accepted here')
   t.equal(count(), 0, 'nothing was imported')
