@@ -170,7 +170,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     secret: config.jwtSecret,
     sign: { algorithm: 'HS256', expiresIn: config.accessTokenTtlSec, iss: ISSUER },
     // Verified tokens are cached by the token service (lib/auth.ts).
-    verify: { algorithms: ['HS256'], allowedIss: ISSUER },
+    verify: { algorithms: ['HS256'], allowedIss: ISSUER, requiredClaims: ['exp', 'iat', 'iss'] },
   })
   app.decorate('tokens', tokenService(app, config, repos))
   app.decorate('gateway', agentGateway(app))

@@ -32,6 +32,21 @@ export const AGENT_PREFIX = 'pag'
 /** Worker pollers' credentials. */
 export const POLLER_PREFIX = 'ppl'
 
+/** How far ahead of this server's clock a token's issue time may be (another host issued it). */
+export const CLOCK_SKEW_MS = 30_000
+
+/** Why an access token was refused, as told to its bearer. */
+function accessTokenRefusal(err: { code?: string; message?: string }): string {
+  switch (err.code) {
+    case 'FAST_JWT_EXPIRED': return 'The access token has expired.'
+    // "The exp claim is required."
+    case 'FAST_JWT_MISSING_REQUIRED_CLAIM': return `The access token is invalid: ${err.message?.replace(/^The /, 'the ').replace(/\.$/, '')}.`
+    case 'PRIME_JWT_FUTURE': return 'The access token is invalid: it was issued in the future.'
+    case 'PRIME_JWT_TOO_LONG': return 'The access token is invalid: it lives longer than access tokens do.'
+    default: return 'The access token is invalid.'
+  }
+}
+
 export const unauthenticated = (detail: string) =>
   problem('unauthenticated', detail, { headers: { 'www-authenticate': `Bearer realm="prime", error="invalid_token", error_description="${detail.replace(/"/g, "'")}"` } })
 
@@ -85,7 +100,14 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
   function verifyAccess(token: string, now: number): AccessClaims {
     const hit = verified.get(token)
     if (hit && now < hit.expiresMs) return hit.claims
-    const claims = app.jwt.verify<AccessClaims & { exp: number }>(token)
+    // The plugin checks the signature, the issuer and the expiry, and that exp, iat and iss are there.
+    const claims = app.jwt.verify<AccessClaims & { exp: number; iat: number }>(token)
+    // What this server never issues is refused even when signed with its key: a token from
+    // the future (it would escape revocation, which compares issue times) or one that lives
+    // longer than access tokens do.
+    if (typeof claims.iat !== 'number' || typeof claims.ims !== 'number') throw new Error('iat or ims is not a number')
+    if (claims.iat * 1000 > now + CLOCK_SKEW_MS || claims.ims > now + CLOCK_SKEW_MS) throw Object.assign(new Error('issued in the future'), { code: 'PRIME_JWT_FUTURE' })
+    if (claims.exp - claims.iat > config.accessTokenTtlSec) throw Object.assign(new Error('lives too long'), { code: 'PRIME_JWT_TOO_LONG' })
     if (verified.size >= 10_000) verified.clear()
     verified.set(token, { claims, expiresMs: claims.exp * 1000 })
     return claims
@@ -107,8 +129,7 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
     try {
       claims = verifyAccess(token, now)
     } catch (err) {
-      const expired = (err as { code?: string }).code === 'FAST_JWT_EXPIRED'
-      throw unauthenticated(expired ? 'The access token has expired.' : 'The access token is invalid.')
+      throw unauthenticated(accessTokenRefusal((err as { code?: string; message?: string })))
     }
     const row = typeof claims.sid === 'string' ? repos.sessions.principal(claims.sid) : undefined
     if (!row || String(row.user_id) !== claims.sub) throw unauthenticated('The session no longer exists.')
