@@ -1943,9 +1943,12 @@ export interface paths {
          * Send a test e-mail
          * @description Sends one short test message from `Sender` (default: the server's configured
          *     sender) to `Recipient` through the configured SMTP server, waits for the server's
-         *     verdict (at most 30 seconds) and answers what it said. An SMTP refusal, a timeout
-         *     or SMTP not being configured is still a 200 with `accepted: false` and the reason
-         *     in `smtpResponse` / `error`: the call itself worked. Invalid addresses answer 400.
+         *     verdict (at most 30 seconds) and answers what it said. Only a message the SMTP
+         *     server accepted answers 200, so that a script can tell failure from success: with
+         *     outgoing mail not configured (`PRIME_SMTP_URL` unset) it answers 409
+         *     `mail-not-configured` and sends nothing; an SMTP refusal, an unreachable server or
+         *     a timeout answers 503 `mail-not-sent` whose `detail` says what the server answered
+         *     (the audit record keeps the whole verdict). Invalid addresses answer 400.
          *     Because it sends mail, it needs the Manager profile, is audited, and is limited to
          *     10 messages per minute per caller (429 beyond).
          */
@@ -5436,7 +5439,7 @@ export interface components {
              */
             fileDeletedTime: string | null;
             /**
-             * @description E-mail to the recipients: `none` (no recipients or no file), `pending`, `sent`, `partial` (some refused) or `failed`. A mail failure does not fail the run; it opens a Reports health notification. A failure that may pass (connection, timeout, 4xx) is retried: 5 attempts in all, 1, 5, 15 and 60 minutes apart, then `failed`; a 5xx refusal of every recipient is `failed` at once. Files over 10 MiB are not attached; the message says where to download them.
+             * @description E-mail to the recipients: `none` (no recipients, no file, or outgoing mail not configured: `emailDetail` then says so; not a failure), `pending`, `sent`, `partial` (some refused) or `failed`. A mail failure does not fail the run; it opens a Reports health notification. A failure that may pass (connection, timeout, 4xx) is retried: 5 attempts in all, 1, 5, 15 and 60 minutes apart, then `failed`; a 5xx refusal of every recipient is `failed` at once. Files over 10 MiB are not attached; the message says where to download them.
              * @enum {string}
              */
             emailStatus: "none" | "pending" | "sent" | "partial" | "failed";
@@ -5490,6 +5493,8 @@ export interface components {
             retention?: components["schemas"]["ReportRetention"];
             /** @description Only in `reports/get/{reportId}`: the most recent runs, newest first. */
             readonly runs?: components["schemas"]["ReportRunView"][];
+            /** @description Only in `create` and `update` answers, when there is something to know about the definition saved: recipients given while outgoing mail is not configured (`PRIME_SMTP_URL`), so the files are stored, not mailed. */
+            readonly warnings?: string[];
         };
         /** @description A `ReportViewResource` with `name`, `type` and `format` required. */
         ReportCreateRequest: components["schemas"]["ReportViewResource"] & Record<string, never>;
@@ -11747,8 +11752,54 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
+            /** @description Outgoing mail is not configured on this server (`PRIME_SMTP_URL`); nothing was sent. */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:prime:problem:mail-not-configured",
+                     *       "title": "Outgoing mail not configured",
+                     *       "status": 409,
+                     *       "detail": "Outgoing mail is not configured on this server (set PRIME_SMTP_URL): no test message was sent.",
+                     *       "instance": "/prime/webui/reports/sendtestreport",
+                     *       "requestId": "9f2c4e1a-3b5d-4c6e-8f70-112233445566",
+                     *       "code": "mail-not-configured"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+            /** @description The SMTP server refused the message, or gave no verdict (unreachable, timeout); `detail` says what it answered. */
+            503: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:prime:problem:mail-not-sent",
+                     *       "title": "Mail not sent",
+                     *       "status": 503,
+                     *       "detail": "The test message to nobody@example.org was not sent through smtp.example.com:587: The SMTP server refused the recipient. (550 5.7.1 Relaying denied)",
+                     *       "instance": "/prime/webui/reports/sendtestreport",
+                     *       "requestId": "9f2c4e1a-3b5d-4c6e-8f70-112233445566",
+                     *       "code": "mail-not-sent"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     activateReports: {

@@ -103,6 +103,8 @@ export const reportsHandlers: Handlers<
     const recipient = req.query.Recipient.trim()
     const sender = req.query.Sender?.trim() || undefined
     if (/[\r\n]/.test(recipient)) throw invalidField('query', 'Recipient', 'must be one e-mail address')
+    // Not configured is a setting, not an SMTP answer: said before anything is attempted.
+    if (!req.server.mailer.configured()) throw problem('mail-not-configured', 'Outgoing mail is not configured on this server (set PRIME_SMTP_URL): no test message was sent.')
     limitTestMail(req.server, req.principal!.name, Date.now())
     const result = await sendTestMessage(req.server, sender, recipient, req.principal!.name)
     audit(req, {
@@ -110,6 +112,11 @@ export const reportsHandlers: Handlers<
       details: result,
       outcome: result.accepted ? 'Succeeded' : 'Failed',
     })
+    // A failed send is an error answer, so that a script (curl -f) tells it from success.
+    if (!result.accepted) {
+      const said = result.smtpResponse && !result.error?.includes(result.smtpResponse) ? ` (${result.smtpResponse})` : ''
+      throw problem('mail-not-sent', `The test message to ${recipient} was not sent through ${result.smtpServer}: ${result.error ?? 'not accepted'}${said}`.slice(0, 2000))
+    }
     return result
   },
 }

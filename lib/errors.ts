@@ -15,10 +15,12 @@ export const catalogue = {
   'payload-too-large': { status: 413, title: 'Request body too large' },
   'uri-too-long': { status: 414, title: 'Path parameter too long' },
   'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
+  'mail-not-configured': { status: 409, title: 'Outgoing mail not configured' },
   'rate-limited': { status: 429, title: 'Too many requests' },
   'account-locked': { status: 429, title: 'Account locked' },
   internal: { status: 500, title: 'Internal server error' },
   'not-implemented': { status: 501, title: 'Not implemented' },
+  'mail-not-sent': { status: 503, title: 'Mail not sent' },
 } as const
 
 export type ProblemCode = keyof typeof catalogue

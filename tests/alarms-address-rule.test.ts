@@ -61,6 +61,20 @@ t.test('loopback is refused unless its name or address is in the allow-list', as
   t.equal(verdict('10.0.0.1', 'svc.localhost'), 'loopback', 'a *.localhost name counts as loopback whatever it resolves to')
 })
 
+t.test('a loopback refusal names what to list, each form once', async (t) => {
+  const message = (address: string, host: string) => {
+    try {
+      checkAddress(address, host, allowList([]))
+    } catch (err) {
+      return (err as Error).message
+    }
+    return 'allowed'
+  }
+  t.match(message('127.0.0.1', '127.0.0.1'), /allowed only when 127\.0\.0\.1 is listed in PRIME_ALARM_ALLOWED_HOSTS/)
+  t.match(message('::1', '[::1]'), /allowed only when ::1 is listed/)
+  t.match(message('127.0.0.1', 'localhost'), /allowed only when localhost or 127\.0\.0\.1 is listed/)
+})
+
 t.test('private, shared and public addresses are allowed', async (t) => {
   for (const a of ['10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', 'fc00::1', 'fd12:3456::1', '100.64.0.1', '8.8.8.8', '2001:db8::1', '::ffff:10.0.0.1']) {
     t.equal(verdict(a), 'allowed', a)

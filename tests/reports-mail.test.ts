@@ -39,9 +39,9 @@ t.test('sendtestreport says what the SMTP server answered', async (t) => {
 
   server.refuse.add('nobody@example.org')
   res = await testMail(app, token, 'Recipient=nobody@example.org')
-  t.equal(res.statusCode, 200, 'a refusal is still an answer')
-  t.match(res.json(), { accepted: false, smtpCode: 550, smtpResponse: /550 5\.7\.1 Relaying denied/, messageId: null, error: /refused the recipient/ })
-  t.match(auditSince(app, before).at(-1), { outcome: 'Failed' })
+  t.equal(res.statusCode, 503, 'a refusal is an error answer a script can tell')
+  t.match(res.json(), { code: 'mail-not-sent', detail: /nobody@example\.org .*127\.0\.0\.1:\d+: The SMTP server refused the recipient.*550 5\.7\.1 Relaying denied/ })
+  t.match(auditSince(app, before).at(-1), { outcome: 'Failed', details: /"smtpCode":550/ })
 
   for (const q of ['Recipient=not-an-address', '', 'Recipient=a@example.com&Sender=bad%20sender']) t.equal((await testMail(app, token, q)).statusCode, 400, `400 for "${q}"`)
   const user = await userWithProfile(app, token, 'viewer', 10)
@@ -49,16 +49,23 @@ t.test('sendtestreport says what the SMTP server answered', async (t) => {
 
   await server.stop()
   res = await testMail(app, token, 'Recipient=secops@example.com')
-  t.match(res.json(), { accepted: false, smtpCode: null, error: /ECONNECTION|ECONNREFUSED|connect/i }, 'the server unreachable')
+  t.equal(res.statusCode, 503)
+  t.match(res.json(), { code: 'mail-not-sent', detail: /ECONNECTION|ECONNREFUSED|connect/i }, 'the server unreachable')
 })
 
-t.test('sendtestreport without SMTP, and its rate limit', async (t) => {
+t.test('sendtestreport without SMTP says mail is not configured', async (t) => {
   const app = await build(t)
   const token = await login(app)
   const res = await testMail(app, token, 'Recipient=secops@example.com')
-  t.equal(res.statusCode, 200)
-  t.match(res.json(), { accepted: false, smtpServer: null, error: /PRIME_SMTP_URL/ })
-  for (let i = 0; i < 9; i++) await testMail(app, token, 'Recipient=secops@example.com')
+  t.equal(res.statusCode, 409)
+  t.match(res.json(), { code: 'mail-not-configured', detail: /not configured .*PRIME_SMTP_URL.*no test message was sent/ })
+})
+
+t.test('sendtestreport rate limit', async (t) => {
+  const server = await smtp(t)
+  const app = await build(t, { PRIME_SMTP_URL: server.url, PRIME_SMTP_FROM: SENDER })
+  const token = await login(app)
+  for (let i = 0; i < 10; i++) t.equal((await testMail(app, token, 'Recipient=secops@example.com')).statusCode, 200)
   const limited = await testMail(app, token, 'Recipient=secops@example.com')
   t.equal(limited.statusCode, 429, 'the 11th in a minute')
   t.ok(Number(limited.headers['retry-after']) >= 1)
@@ -153,7 +160,14 @@ t.test('a report whose recipients are set while e-mail is not configured', async
   const app = await build(t)
   const token = await login(app)
   const r = await createReport(app, token, { name: 'No SMTP', type: 'auditTrailDigest', format: 'CSV', recipients: ['secops@example.com'] })
+  t.match(r.warnings, [/E-mail is not configured .*PRIME_SMTP_URL.*stored, not mailed/], 'said at creation')
   const run = await runNow(app, token, r.id)
-  t.match(run, { status: 'succeeded', emailStatus: 'failed', emailDetail: /PRIME_SMTP_URL/ }, 'the file is stored; the e-mail fails at once')
-  t.equal((await health(app, token)).status, 'Failed')
+  t.match(run, { status: 'succeeded', emailStatus: 'none', emailDetail: /Not mailed: .*not configured .*PRIME_SMTP_URL/ }, 'the file is stored; not a mail failure')
+  const h = await health(app, token)
+  t.equal(h.status, 'Healthy', 'a choice, not an error')
+  t.match(h.detail, /e-mail not configured \(PRIME_SMTP_URL\): the files of 1 report\(s\) with recipients are stored, not mailed/)
+  const updated = await call(app, token, { method: 'POST', url: `${REPORTS}/update`, payload: { id: r.id, description: 'weekly' } })
+  t.match(updated.json().warnings, [/not configured/], 'said at update too')
+  const quiet = await createReport(app, token, { name: 'No recipients', type: 'auditTrailDigest', format: 'CSV' })
+  t.notOk('warnings' in quiet, 'nothing to say without recipients')
 })

@@ -105,7 +105,9 @@ export function checkAddress(address: string, host: string, allow: AllowList): v
   }
   const name = normalName(stripBrackets(host))
   if ((inRanges(a, LOOPBACK) || isLoopbackName(name)) && !allow.names.has(name) && !inRanges(a, allow.ranges)) {
-    throw new AddressRefusedError('loopback', 'loopback address not in PRIME_ALARM_ALLOWED_HOSTS', `the address ${shown} is a loopback address, allowed only when ${host} or ${shown} is listed in PRIME_ALARM_ALLOWED_HOSTS.`)
+    // Named once when the destination was given as the address itself.
+    const listable = name === normalName(shown) || stripBrackets(host) === shown ? shown : `${host} or ${shown}`
+    throw new AddressRefusedError('loopback', 'loopback address not in PRIME_ALARM_ALLOWED_HOSTS', `the address ${shown} is a loopback address, allowed only when ${listable} is listed in PRIME_ALARM_ALLOWED_HOSTS.`)
   }
 }
 

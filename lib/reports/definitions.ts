@@ -148,7 +148,7 @@ export function createReport(req: FastifyRequest, body: ReportView & { name: str
     })
     const view = reportView(reports.byId(id)!, undefined)
     audit(req, { description: `Created report "${name}" (${body.type}, ${body.format})`, details: view, asset: reportAsset({ id, name }) })
-    return view
+    return withWarnings(req, view)
   })()
 }
 
@@ -217,7 +217,15 @@ export async function updateReport(req: FastifyRequest, body: ReportView & { id:
   // A lower retention applies at once (the newest file is always kept).
   if (changes.retention_files !== undefined && (changes.retention_files < current.retention_files || changes.retention_bytes! < current.retention_bytes)) {
     await applyRetention(req.server, id, changes.retention_files, changes.retention_bytes!, now)
-    return reportView(reports.byId(id)!, reports.lastRunOf(id))
+    return withWarnings(req, reportView(reports.byId(id)!, reports.lastRunOf(id)))
+  }
+  return withWarnings(req, view)
+}
+
+/** What the caller should know about a definition just saved (create and update answers only). */
+function withWarnings(req: FastifyRequest, view: ReportView): ReportView {
+  if ((view.recipients?.length ?? 0) > 0 && !req.server.mailer.configured()) {
+    return { ...view, warnings: ['E-mail is not configured on this server (PRIME_SMTP_URL): the files are stored, not mailed to the recipients.'] }
   }
   return view
 }

@@ -229,7 +229,7 @@ export function startReportScheduler(app: FastifyInstance): void {
 export function reportsHealth(app: FastifyInstance): { status: HealthStatus; detail: string } {
   const h = app.repos.reports.health()
   const now = Date.now()
-  if (h.reports === 0) return { status: 'Healthy', detail: 'No reports' }
+  if (h.reports === 0) return { status: 'Healthy', detail: `No reports${app.mailer.configured() ? '' : '; e-mail not configured (PRIME_SMTP_URL)'}` }
   const parts: string[] = []
   const failures = app.repos.reports.failures()
   const named = failures.length ? `: ${failures.map((f) => `"${f.name}" (${f.status === 'failed' ? f.reason : `e-mail ${f.email_status}: ${f.email_detail}`})`.slice(0, 200)).join('; ')}` : ''
@@ -239,8 +239,13 @@ export function reportsHealth(app: FastifyInstance): { status: HealthStatus; det
   if (h.mail_retrying) parts.push(`${h.mail_retrying} e-mail(s) waiting for a retry`)
   const overdue = h.overdue_before !== null && h.overdue_before < now - CATCH_UP_AFTER_MS
   if (overdue) parts.push(`a report due at ${iso(h.overdue_before!)} has not been queued yet`)
-  const summary = `${h.reports} report(s), ${h.active} active`
-  if (!parts.length) return { status: 'Healthy', detail: `${summary}; latest runs and e-mails succeeded` }
+  let summary = `${h.reports} report(s), ${h.active} active`
+  if (!app.mailer.configured()) {
+    // A choice, not a fault: said, at Healthy, so nobody is alerted for it.
+    const addressed = app.repos.reports.all().filter((r) => JSON.parse(r.recipients).length > 0).length
+    summary += `; e-mail not configured (PRIME_SMTP_URL)${addressed ? `: the files of ${addressed} report(s) with recipients are stored, not mailed` : ''}`
+  }
+  if (!parts.length) return { status: 'Healthy', detail: `${summary}; latest runs${app.mailer.configured() ? ' and e-mails' : ''} succeeded` }
   const status: HealthStatus = h.runs_failed || h.mail_failed ? 'Failed' : 'Warning'
   return { status, detail: `${summary}; ${parts.join('; ')}${named}`.slice(0, 1000) }
 }

@@ -17,6 +17,8 @@ export const MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024
 export const MAIL_BACKOFF_MS = [60_000, 5 * 60_000, 15 * 60_000, 60 * 60_000]
 export const MAX_MAIL_ATTEMPTS = MAIL_BACKOFF_MS.length + 1
 const TEST_TIMEOUT_MS = 30_000
+/** The e-mail detail of a run with recipients on a server without outgoing mail. */
+export const NOT_MAILED = 'Not mailed: outgoing mail is not configured on this server (PRIME_SMTP_URL); the file is stored.'
 
 interface SmtpError extends Error {
   code?: string
@@ -99,6 +101,8 @@ export async function mailRun(app: FastifyInstance, run: RunRow, now: number): P
     const detail = `Refused: ${r.rejected.join(', ')}; accepted: ${r.accepted.join(', ') || 'none'}; server said: ${r.response}`
     return { status: r.accepted.length ? 'partial' : 'failed', detail: detail.slice(0, 2000), attempts, nextMs: null }
   } catch (e) {
+    // Mail switched off (PRIME_SMTP_URL removed) after the run was queued: a choice, not a failure.
+    if (e instanceof MailNotConfiguredError) return { status: 'none', detail: NOT_MAILED, attempts: run.email_attempts, nextMs: null }
     const err = e as SmtpError
     const detail = errorText(err)
     if (transient(err) && attempts < MAX_MAIL_ATTEMPTS) {

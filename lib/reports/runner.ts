@@ -8,6 +8,7 @@ import type { RunRow } from '../../db/reports.js'
 import { csvStream } from '../csv.js'
 import { buildCsv, buildPdf, CSV_MAX_ROWS, type Definition, type RunContext } from './content.js'
 import { absolute, applyRetention, fileNameFor, reportFolder } from './files.js'
+import { NOT_MAILED } from './mail.js'
 import { writePdf } from './pdf.js'
 import { formats } from './types.js'
 
@@ -60,11 +61,13 @@ export async function executeRun(app: FastifyInstance, run: RunRow, signal: Abor
     const size = (await fs.promises.stat(part)).size
     await fs.promises.rename(part, file)
     const now = Date.now()
-    const mail = definition.recipients.length > 0
+    // Without outgoing mail the file is only stored, and the run says so (not a mail failure).
+    const unmailed = definition.recipients.length > 0 && !app.mailer.configured()
+    const mail = definition.recipients.length > 0 && !unmailed
     const stored = app.db.transaction(() => {
       const ok = reports.succeed({
         id: run.id, finished_ms: now, file_name: fileNameFor(definition.name, run.due_ms, ext), file_path: relative, size_bytes: size,
-        row_count: result.rows, truncated: result.truncated ? 1 : 0, email_status: mail ? 'pending' : 'none', email_next_ms: mail ? now : null, email_detail: null,
+        row_count: result.rows, truncated: result.truncated ? 1 : 0, email_status: mail ? 'pending' : 'none', email_next_ms: mail ? now : null, email_detail: unmailed ? NOT_MAILED : null,
       })
       if (ok) reports.pruneRuns(run.report_id, MAX_RUNS_LISTED)
       return ok
