@@ -1417,7 +1417,7 @@ export interface paths {
          *     must hold as well. `pageSize` is 1 to 10000 (default 20), `sortBy` defaults to
          *     `riskLevel_desc`; a page past the last is empty. Queries only: nothing changes.
          *
-         *     **Bounds.** At most 5000 tokens, 12 levels of nesting, 300 selected fields (each
+         *     **Bounds.** At most 5000 tokens, 16 levels of nesting (the standard introspection query has 15), 300 selected fields (each
          *     fragment counted as often as it is spread) and one `conditionalTable` per request;
          *     at most 50 filters of each kind, 100 values per filter.
          *

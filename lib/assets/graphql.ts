@@ -13,7 +13,7 @@ import { AssetQueryError, assetSort, conditionGroups, searchPattern, DEFAULT_GRA
 export const schemaPath = path.join(projectRoot, 'spec', 'sepio-data.graphql')
 
 /** Bounds of one request: tokens parsed, nesting, fields selected (fragments expanded), tables read. */
-export const LIMITS = { tokens: 5000, depth: 12, fields: 300, tables: 1 } as const
+export const LIMITS = { tokens: 5000, depth: 16, fields: 300, tables: 1 } as const
 
 /** An error of the query itself, as the GraphQL error format answers it. */
 export interface GraphError {
@@ -105,6 +105,9 @@ export async function registerAssetGraph(app: FastifyInstance): Promise<void> {
     queryDepth: LIMITS.depth,
     validationRules: [costRule],
     graphql: { parseOptions: { maxTokens: LIMITS.tokens } },
+    // Errors are answered by runAssetGraph, which needs each one's original error to tell a
+    // wrong request from a fault: they are passed on as they are.
+    errorFormatter: (execution) => ({ statusCode: 200, response: execution }),
   })
 }
 
