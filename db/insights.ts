@@ -28,6 +28,9 @@ const TOP_VALUES = 50
 /** Whitelist violations: plugged in while Armed (0x110007), or present when the agent was armed (0x110004). */
 export const WHITELIST_VIOLATIONS = "'0x110007', '0x110004'"
 
+/** The cache name of the uncommon-peripherals insight for a host threshold (shared by the insight and asset discovery). */
+export const uncommonInsightName = (maxHosts: number) => `uncommonPeripherals:${maxHosts}`
+
 // Hubs are infrastructure, not devices someone plugged in: never "uncommon".
 const HUB = 4
 

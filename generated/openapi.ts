@@ -1393,6 +1393,136 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sepio-data": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Query assets with GraphQL (NAC connector)
+         * @description The GraphQL endpoint of asset discovery, outside `/prime/webui` where the NAC
+         *     connector calls it. The schema is `spec/sepio-data.graphql` (served with the code):
+         *     one query, `conditionalTable(query: {filters, systemFilters, globalSearch},
+         *     pagination: {pageNumber, pageSize, sortBy})`, answering a page of `Asset`s (the
+         *     fields of `AssetView`) with `recordsTotal` and `recordsFiltered`. Filters name an
+         *     asset field, an expression (`Exact`, `NotExact`, `Contains`, `NotContains`,
+         *     `StartsWith`, `EndsWith` for text; `Exact`, `NotExact`, `GreaterThan`,
+         *     `GreaterThanOrEqual`, `LessThan`, `LessThanOrEqual` for integers and dates; `Exact`,
+         *     `NotExact` for booleans) and a value (a comma-separated list with
+         *     `conditionTypeValue: multiple`, and always for integers); each is joined to the ones
+         *     before it by its `op` (AND, default, or OR; AND binds tighter). The system filters
+         *     must hold as well. `pageSize` is 1 to 10000 (default 20), `sortBy` defaults to
+         *     `riskLevel_desc`; a page past the last is empty. Queries only: nothing changes.
+         *
+         *     **Bounds.** At most 5000 tokens, 16 levels of nesting (the standard introspection query has 15), 300 selected fields (each
+         *     fragment counted as often as it is spread) and one `conditionalTable` per request;
+         *     at most 50 filters of each kind, 100 values per filter.
+         *
+         *     **Errors.** The credential, limits and the request's form are checked as for every
+         *     operation and answered as problem documents (401, 403, 413, 415, 429; 400 when the
+         *     body is not `{query, variables?, operationName?, extensions?}`). Anything wrong with
+         *     the GraphQL request itself (syntax, an unknown field, a variable of the wrong type,
+         *     a bound exceeded, an unknown filter field or expression, a value that does not fit
+         *     its field) answers **400 in the GraphQL error format**, `{"data": null, "errors":
+         *     [{"message", "locations", "path", "extensions": {"code"}}]}` as `application/json`,
+         *     where GraphQL clients look for it; `extensions.code` is `GRAPHQL_PARSE_FAILED`,
+         *     `GRAPHQL_VALIDATION_FAILED` or `BAD_USER_INPUT`. A success answers 200 `{"data":
+         *     ...}`.
+         *
+         *     **Audit.** A query changes nothing and is not audited (`x-read-only`); refused
+         *     requests (401/403) are, as everywhere.
+         */
+        post: operations["querySepioData"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/transformerDataApi/assets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List assets (a page; older NAC connector)
+         * @description A page of assets (`AssetView`): every host with an agent, every peripheral an agent
+         *     reported, every agentless host. Older NAC connectors page it with `pageSize=5000`
+         *     and `pageNumber` 1, 2, ... until `data` is empty.
+         *
+         *     **Order.** Default `firstSeen_asc`: assets first seen later come later, so that a
+         *     client paging through while the fleet grows sees each asset once and reads any page
+         *     as fast as the first. Other orders over `x-sort-fields`; ties are broken by asset
+         *     kind and id. Nulls sort last ascending.
+         *
+         *     **Filters** (AND): `Type` and `RiskLevel` (an integer or a comma-separated list:
+         *     any of them), `IsOnline` (true/false in any case, 1/0), `GlobalSearch`
+         *     (case-insensitive "contains" over the name, key, IP address, model, vendor and a
+         *     host's adapters). `recordsTotal` counts every asset, `recordsFiltered` those
+         *     matching. `PageSize` is at most 10000 (above it: 400).
+         */
+        get: operations["getAssets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/transformerDataApi/assetsOverview": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Asset counts (automation client)
+         * @description How many assets there are, how many are new (first seen within the last
+         *     `PRIME_NEW_ASSET_HOURS`, default 24), hosts (with an agent or agentless) and
+         *     peripherals, network infrastructure (`networking`: the switches agents report being
+         *     plugged into; one is new when every agent behind it enrolled within the window),
+         *     online assets, and assets by risk: `high` (risk level 7-10), `medium` (4-6), `low`
+         *     (0-3). Computed when asked.
+         */
+        get: operations["getAssetsOverview"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/transformerDataApi/assetsDistribuition": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Assets by type and risk level (automation client)
+         * @description How the assets divide: per asset type (with how many are online and their risk
+         *     bands) and per risk level (highest first). The path's spelling is the one
+         *     clients call. Computed when asked.
+         */
+        get: operations["getAssetsDistribution"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/prime/webui/Events/GetEvents": {
         parameters: {
             query?: never;
@@ -4509,6 +4639,249 @@ export interface components {
             present: boolean;
             isKnownAttackTool: boolean;
             isVulnerablePeripheral: boolean;
+        };
+        /**
+         * @description An asset: a host with an agent (`type` 2 Workstation, 3 Server, 8 Virtual desktop by
+         *     its running mode), a peripheral an agent reported (`type` 1), or a host reached
+         *     through an agentless connection (`type` 10). Its risk level (0-10) is the highest of
+         *     its severity's (Emergency 10, Alert 9, Critical 8, Error 7, Warning 5, Notice 3,
+         *     Informational 1, Debug 0) and its indicators' risks.
+         */
+        AssetView: {
+            /** @description `agent:<uuid>`, `peripheral:<agent uuid>/<deviceID>` or `host:<agentless connection id>`. */
+            id: string;
+            /** @description The thing itself: the agent's uuid, `<agent uuid>/<deviceID>`, or the agentless connection's id (as audit records name them). */
+            key: string;
+            /** @description Host identifier, peripheral product name (else its caption, description or device id), or agentless connection name. */
+            name: string;
+            /** @description The main MAC address (the adapter carrying the host's address, else the first with one), as `aa:bb:cc:dd:ee:ff` when it has 12 hex digits; `Dormant Device` when none is known (peripherals, agentless hosts, hosts reporting no MAC). */
+            mac: string;
+            /** @description Every MAC address of the host's adapters, the main one first; empty for other assets. */
+            macAddresses: string[];
+            /** @description The host's address (a peripheral's host's; an agentless connection's address or host name). */
+            ipAddress: string | null;
+            /**
+             * Format: int32
+             * @description 1 Peripheral, 2 Workstation, 3 Server, 8 Virtual desktop, 10 Agentless host.
+             * @enum {integer}
+             */
+            type: 1 | 2 | 3 | 8 | 10;
+            /** @enum {string} */
+            typeDescription: "Peripheral" | "Workstation" | "Server" | "Virtual desktop" | "Agentless host" | "Unknown";
+            /**
+             * Format: int32
+             * @description A peripheral's `devIcon` (0-14); hosts: 100 Workstation, 101 Server, 102 Virtual desktop, 103 Agentless host.
+             */
+            icon: number;
+            /** @description The icon's name (`DevIconDescription` for peripherals). */
+            iconDescription: string;
+            /**
+             * Format: int32
+             * @description 0 a host, 1 a hub between a host and its devices, 2 a device plugged into a host.
+             * @enum {integer}
+             */
+            hierarchy: 0 | 1 | 2;
+            /** @description A host's PC model; a peripheral's product name. */
+            model: string | null;
+            /** @description A host's manufacturer; a peripheral's vendor name. */
+            vendor: string | null;
+            /** @description A peripheral's host: `agent:<uuid>`. */
+            parentId: string | null;
+            /** @description A host with an agent: connected; a peripheral: present on a connected host; an agentless host: its last check reached it. */
+            isOnline: boolean;
+            /** Format: int32 */
+            riskLevel: number;
+            /** @description The asset carries a risk (a known attack tool, a vulnerable or rare peripheral) and every peripheral behind it is approved by an administrator. */
+            isRiskAccepted: boolean;
+            /** @description A host with an agent: `displayStatusCombined`; a peripheral: Approved, Not approved, Disapproved or Disconnected; an agentless host: its connection status. */
+            statusDescription: string;
+            /**
+             * Format: date-time
+             * @description Enrollment, first report of the peripheral, or creation of the connection.
+             */
+            firstSeen: string;
+            /**
+             * Format: date-time
+             * @description Last check-in, last check-in that listed the peripheral present, or last time the agentless host was reached (null: never).
+             */
+            lastSeen: string | null;
+            locations: components["schemas"]["AssetLocation"][];
+            indicatorViewDetails: components["schemas"]["AssetIndicator"][];
+        };
+        /** @description Where an asset is. Empty list when nothing is known. */
+        AssetLocation: {
+            /** @description Readable: the address (a peripheral: its host and address), then the switch and port when known. */
+            displayString: string;
+            ipAddress: string | null;
+            hostName: string | null;
+            switchIp: string | null;
+            switchName: string | null;
+            portId: string | null;
+            portName: string | null;
+        };
+        /**
+         * @description A risk indicator, named as NAC connectors list them where the meaning is the same:
+         *     `Active Network Threat` (a known attack tool plugged in, risk 9), `Inactive Network
+         *     Threat` (one that was and has been removed, 6), `Common Vulnerabilities and Exposures
+         *     (CVE)` (a peripheral model with a known vulnerability, 7), `Rare Device` (a
+         *     peripheral model on at most `PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS` hosts, as the
+         *     uncommon-peripherals insight finds them, 5), `Unsupervised Host` (a host without an
+         *     agent, 4); and `Unapproved Peripheral` (no administrator approved it, 4). Hosts carry
+         *     the indicators of their present peripherals (except Rare Device).
+         */
+        AssetIndicator: {
+            /** @enum {string} */
+            subType: "Active Network Threat" | "Inactive Network Threat" | "Common Vulnerabilities and Exposures (CVE)" | "Rare Device" | "Unsupervised Host" | "Unapproved Peripheral";
+            /**
+             * @description High (risk 7-10), Medium (4-6), Low (0-3).
+             * @enum {string}
+             */
+            riskIndicationString: "High" | "Medium" | "Low";
+            /** Format: int32 */
+            risk: number;
+            description: string;
+        };
+        /** @description A page of assets. */
+        AssetsDataWrapper: {
+            /**
+             * Format: int32
+             * @description All assets.
+             */
+            recordsTotal: number;
+            /**
+             * Format: int32
+             * @description Assets matching the filters.
+             */
+            recordsFiltered: number;
+            data: components["schemas"]["AssetView"][];
+        };
+        RiskBands: {
+            /**
+             * Format: int32
+             * @description Risk level 7-10.
+             */
+            high: number;
+            /**
+             * Format: int32
+             * @description Risk level 4-6.
+             */
+            medium: number;
+            /**
+             * Format: int32
+             * @description Risk level 0-3.
+             */
+            low: number;
+        };
+        AssetsOverview: {
+            /** Format: int32 */
+            totalAssets: number;
+            /**
+             * Format: int32
+             * @description First seen at or after `newSinceTime`.
+             */
+            newAssets: number;
+            /**
+             * Format: int32
+             * @description Hosts with an agent and agentless hosts.
+             */
+            totalHosts: number;
+            /** Format: int32 */
+            newHosts: number;
+            /** Format: int32 */
+            totalPeripherals: number;
+            /** Format: int32 */
+            newPeripherals: number;
+            /**
+             * Format: int32
+             * @description Switches the agents report being plugged into (by address and name).
+             */
+            networking: number;
+            /**
+             * Format: int32
+             * @description Those whose agents all enrolled at or after `newSinceTime`.
+             */
+            newNetworking: number;
+            /** Format: int32 */
+            onlineAssets: number;
+            assetsRisk: components["schemas"]["RiskBands"];
+            /**
+             * Format: date-time
+             * @description Now minus `PRIME_NEW_ASSET_HOURS`.
+             */
+            newSinceTime: string;
+            /** Format: date-time */
+            computedTime: string;
+        };
+        AssetsDistribution: {
+            /** Format: int32 */
+            totalAssets: number;
+            /** @description Per asset type present, by type code. */
+            byType: {
+                /**
+                 * Format: int32
+                 * @enum {integer}
+                 */
+                type: 1 | 2 | 3 | 8 | 10;
+                /** @enum {string} */
+                typeDescription: "Peripheral" | "Workstation" | "Server" | "Virtual desktop" | "Agentless host" | "Unknown";
+                /** Format: int32 */
+                count: number;
+                /** Format: int32 */
+                online: number;
+                risk: components["schemas"]["RiskBands"];
+            }[];
+            /** @description Per risk level present, highest first. */
+            byRiskLevel: {
+                /** Format: int32 */
+                riskLevel: number;
+                /** @enum {string} */
+                riskIndicationString: "High" | "Medium" | "Low";
+                /** Format: int32 */
+                count: number;
+            }[];
+            /** Format: date-time */
+            computedTime: string;
+        };
+        /** @description A GraphQL request (GraphQL over HTTP, POST with a JSON body). */
+        GraphQLRequest: {
+            /** @description The GraphQL document (schema `spec/sepio-data.graphql`). */
+            query: string;
+            /** @description The values of the document's variables. */
+            variables?: {
+                [key: string]: unknown;
+            } | null;
+            /** @description Which operation of the document to run (needed when it holds several). */
+            operationName?: string | null;
+            /** @description Accepted and ignored. */
+            extensions?: {
+                [key: string]: unknown;
+            } | null;
+        };
+        /** @description The result of a GraphQL query: `data` shaped as the query selected it (see `AssetView` for the asset fields). */
+        GraphQLResult: {
+            /** @description The selected fields. */
+            data: {
+                [key: string]: unknown;
+            };
+        };
+        /** @description A GraphQL request that failed, in the GraphQL error format. */
+        GraphQLErrorResult: {
+            /** @description Always null. */
+            data: Record<string, never> | null;
+            errors: {
+                message: string;
+                locations?: {
+                    /** Format: int32 */
+                    line: number;
+                    /** Format: int32 */
+                    column: number;
+                }[];
+                path?: (string | number)[];
+                extensions: {
+                    /** @enum {string} */
+                    code: "GRAPHQL_PARSE_FAILED" | "GRAPHQL_VALIDATION_FAILED" | "BAD_USER_INPUT";
+                };
+            }[];
         };
         /**
          * @description One message of the asset feed, queued by `assetproducer/ReplayAll` (kind
@@ -10319,6 +10692,389 @@ export interface operations {
                     "application/json": components["schemas"]["AssetProducerResult"];
                     "text/json": components["schemas"]["AssetProducerResult"];
                     "text/plain": components["schemas"]["AssetProducerResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    querySepioData: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "query": "query GetDiscoveredAssets($pageNum: Int!, $pageSize: Int!, $filters: [ConditionalRowFilterInput], $systemFilters: [ConditionalRowFilterInput]) { conditionalTable(query: { filters: $filters, systemFilters: $systemFilters, globalSearch: \"\" } pagination: { pageNumber: $pageNum, pageSize: $pageSize, sortBy: \"riskLevel_desc\" }) { data { id mac key isRiskAccepted model iconDescription isOnline riskLevel statusDescription firstSeen lastSeen locations { displayString } indicatorViewDetails { subType riskIndicationString description } } } }",
+                 *       "variables": {
+                 *         "pageNum": 1,
+                 *         "pageSize": 100,
+                 *         "filters": [
+                 *           {
+                 *             "index": 0,
+                 *             "field": "isOnline",
+                 *             "expression": "Exact",
+                 *             "value": "true",
+                 *             "op": "AND",
+                 *             "conditionTypeValue": "single",
+                 *             "is_userattribute": false
+                 *           },
+                 *           {
+                 *             "index": 1,
+                 *             "field": "type",
+                 *             "expression": "Exact",
+                 *             "value": "2,3,8,9,10",
+                 *             "op": "AND",
+                 *             "conditionTypeValue": "multiple",
+                 *             "is_userattribute": false
+                 *           }
+                 *         ],
+                 *         "systemFilters": [
+                 *           {
+                 *             "index": 0,
+                 *             "field": "icon",
+                 *             "expression": "NotExact",
+                 *             "value": "50",
+                 *             "op": "AND",
+                 *             "conditionTypeValue": "single",
+                 *             "is_userattribute": false
+                 *           }
+                 *         ]
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["GraphQLRequest"];
+                "text/json": components["schemas"]["GraphQLRequest"];
+                "application/*+json": components["schemas"]["GraphQLRequest"];
+                "application/json-patch+json": components["schemas"]["GraphQLRequest"];
+            };
+        };
+        responses: {
+            /** @description The query's result. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "conditionalTable": {
+                     *           "data": [
+                     *             {
+                     *               "id": "agent:3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *               "mac": "00:1a:2b:3c:4d:5e",
+                     *               "key": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *               "isRiskAccepted": false,
+                     *               "model": "OptiPlex 7090",
+                     *               "iconDescription": "Workstation",
+                     *               "isOnline": true,
+                     *               "riskLevel": 9,
+                     *               "statusDescription": "Armed",
+                     *               "firstSeen": "2024-11-02T08:00:00.000Z",
+                     *               "lastSeen": "2025-01-01T12:00:00.000Z",
+                     *               "locations": [
+                     *                 {
+                     *                   "displayString": "192.168.100.128 - floor3-sw1 (192.168.100.2) port GigabitEthernet1/0/14"
+                     *                 }
+                     *               ],
+                     *               "indicatorViewDetails": [
+                     *                 {
+                     *                   "subType": "Active Network Threat",
+                     *                   "riskIndicationString": "High",
+                     *                   "description": "A known attack tool is plugged into this host."
+                     *                 }
+                     *               ]
+                     *             }
+                     *           ]
+                     *         }
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GraphQLResult"];
+                    "text/json": components["schemas"]["GraphQLResult"];
+                    "text/plain": components["schemas"]["GraphQLResult"];
+                };
+            };
+            /**
+             * @description The body is not a GraphQL request (a problem document), or the GraphQL request
+             *     is wrong (the GraphQL error format).
+             */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                    /**
+                     * @example {
+                     *       "data": null,
+                     *       "errors": [
+                     *         {
+                     *           "message": "query.filters[0].field \"colour\" is unknown: use one of key, name, mac, ipAddress, model, vendor, statusDescription, switchIp, switchName, portName, type, icon, hierarchy, riskLevel, isOnline, isRiskAccepted, firstSeen, lastSeen",
+                     *           "locations": [
+                     *             {
+                     *               "line": 2,
+                     *               "column": 3
+                     *             }
+                     *           ],
+                     *           "path": [
+                     *             "conditionalTable"
+                     *           ],
+                     *           "extensions": {
+                     *             "code": "BAD_USER_INPUT"
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GraphQLErrorResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getAssets: {
+        parameters: {
+            query?: {
+                /** @description Asset types, any of them: 1 Peripheral, 2 Workstation, 3 Server, 8 Virtual desktop, 10 Agentless host (e.g. `2,3,8`). */
+                Type?: string;
+                /** @description Risk levels (0-10), any of them (e.g. `7,8,9,10`). */
+                RiskLevel?: string;
+                /** @description Online assets only (true) or offline ones only (false). */
+                IsOnline?: string;
+                /** @description `<field>_<asc|desc>` over `x-sort-fields`; default `firstSeen_asc`. */
+                SortBy?: string;
+                /** @description 1-based page number. */
+                PageNumber?: components["parameters"]["PageNumber"];
+                /** @description Records per page, at most 10000. */
+                PageSize?: components["parameters"]["PageSize"];
+                /** @description Case-insensitive text that any of the list's searchable fields contains. */
+                GlobalSearch?: components["parameters"]["GlobalSearch"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of assets. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "recordsTotal": 1204,
+                     *       "recordsFiltered": 1204,
+                     *       "data": [
+                     *         {
+                     *           "id": "agent:3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "key": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *           "name": "DESKTOP-9LR722S",
+                     *           "mac": "00:1a:2b:3c:4d:5e",
+                     *           "macAddresses": [
+                     *             "00:1a:2b:3c:4d:5e",
+                     *             "00:1a:2b:3c:4d:5f"
+                     *           ],
+                     *           "ipAddress": "192.168.100.128",
+                     *           "type": 2,
+                     *           "typeDescription": "Workstation",
+                     *           "icon": 100,
+                     *           "iconDescription": "Workstation",
+                     *           "hierarchy": 0,
+                     *           "model": "OptiPlex 7090",
+                     *           "vendor": "Dell Inc.",
+                     *           "parentId": null,
+                     *           "isOnline": true,
+                     *           "riskLevel": 9,
+                     *           "isRiskAccepted": false,
+                     *           "statusDescription": "Armed",
+                     *           "firstSeen": "2024-11-02T08:00:00.000Z",
+                     *           "lastSeen": "2025-01-01T12:00:00.000Z",
+                     *           "locations": [
+                     *             {
+                     *               "displayString": "192.168.100.128 - floor3-sw1 (192.168.100.2) port GigabitEthernet1/0/14",
+                     *               "ipAddress": "192.168.100.128",
+                     *               "hostName": "DESKTOP-9LR722S",
+                     *               "switchIp": "192.168.100.2",
+                     *               "switchName": "floor3-sw1",
+                     *               "portId": "Gi1/0/14",
+                     *               "portName": "GigabitEthernet1/0/14"
+                     *             }
+                     *           ],
+                     *           "indicatorViewDetails": [
+                     *             {
+                     *               "subType": "Active Network Threat",
+                     *               "riskIndicationString": "High",
+                     *               "risk": 9,
+                     *               "description": "A known attack tool is plugged into this host."
+                     *             }
+                     *           ]
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AssetsDataWrapper"];
+                    "text/json": components["schemas"]["AssetsDataWrapper"];
+                    "text/plain": components["schemas"]["AssetsDataWrapper"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getAssetsOverview: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The counts. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "totalAssets": 1204,
+                     *       "newAssets": 12,
+                     *       "totalHosts": 131,
+                     *       "newHosts": 2,
+                     *       "totalPeripherals": 1073,
+                     *       "newPeripherals": 10,
+                     *       "networking": 9,
+                     *       "newNetworking": 0,
+                     *       "onlineAssets": 980,
+                     *       "assetsRisk": {
+                     *         "high": 4,
+                     *         "medium": 37,
+                     *         "low": 1163
+                     *       },
+                     *       "newSinceTime": "2024-12-31T12:00:00.000Z",
+                     *       "computedTime": "2025-01-01T12:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AssetsOverview"];
+                    "text/json": components["schemas"]["AssetsOverview"];
+                    "text/plain": components["schemas"]["AssetsOverview"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getAssetsDistribution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The distribution. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "totalAssets": 1204,
+                     *       "byType": [
+                     *         {
+                     *           "type": 1,
+                     *           "typeDescription": "Peripheral",
+                     *           "count": 1073,
+                     *           "online": 870,
+                     *           "risk": {
+                     *             "high": 2,
+                     *             "medium": 30,
+                     *             "low": 1041
+                     *           }
+                     *         },
+                     *         {
+                     *           "type": 2,
+                     *           "typeDescription": "Workstation",
+                     *           "count": 120,
+                     *           "online": 102,
+                     *           "risk": {
+                     *             "high": 2,
+                     *             "medium": 5,
+                     *             "low": 113
+                     *           }
+                     *         },
+                     *         {
+                     *           "type": 10,
+                     *           "typeDescription": "Agentless host",
+                     *           "count": 11,
+                     *           "online": 8,
+                     *           "risk": {
+                     *             "high": 0,
+                     *             "medium": 11,
+                     *             "low": 0
+                     *           }
+                     *         }
+                     *       ],
+                     *       "byRiskLevel": [
+                     *         {
+                     *           "riskLevel": 9,
+                     *           "riskIndicationString": "High",
+                     *           "count": 4
+                     *         },
+                     *         {
+                     *           "riskLevel": 1,
+                     *           "riskIndicationString": "Low",
+                     *           "count": 1163
+                     *         }
+                     *       ],
+                     *       "computedTime": "2025-01-01T12:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AssetsDistribution"];
+                    "text/json": components["schemas"]["AssetsDistribution"];
+                    "text/plain": components["schemas"]["AssetsDistribution"];
                 };
             };
             401: components["responses"]["Unauthorized"];

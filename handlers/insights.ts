@@ -2,6 +2,7 @@ import { invalidField } from '../lib/errors.js'
 import { date } from '../lib/listing.js'
 import { iso } from '../lib/time.js'
 import type { Handlers } from './types.js'
+import { uncommonInsightName } from '../db/insights.js'
 
 const DAY_MS = 86_400_000
 const CACHE_MS = 3_600_000
@@ -22,7 +23,6 @@ function errorRange(fromText: string | undefined, toText: string | undefined, no
   return { from, to }
 }
 
-const uncommonName = (maxHosts: number) => `uncommonPeripherals:${maxHosts}`
 
 export const insightsHandlers: Handlers<
   | 'getLoggedAgents' | 'getPolicyTest' | 'getAgentsErrorTotal' | 'getUncommonPeripherals' | 'reloadUncommonPeripherals'
@@ -47,13 +47,13 @@ export const insightsHandlers: Handlers<
   async getUncommonPeripherals(req) {
     const { repos, config } = req.server
     const maxHosts = config.agents.uncommonPeripheralMaxHosts
-    return repos.insights.cached(uncommonName(maxHosts), CACHE_MS, () => repos.insights.uncommonPeripherals(maxHosts))
+    return repos.insights.cached(uncommonInsightName(maxHosts), CACHE_MS, () => repos.insights.uncommonPeripherals(maxHosts))
   },
 
   async reloadUncommonPeripherals(req) {
     const { repos, config } = req.server
     const maxHosts = config.agents.uncommonPeripheralMaxHosts
-    return repos.insights.cached(uncommonName(maxHosts), RELOAD_MS, () => repos.insights.uncommonPeripherals(maxHosts))
+    return repos.insights.cached(uncommonInsightName(maxHosts), RELOAD_MS, () => repos.insights.uncommonPeripherals(maxHosts))
   },
 
   async getVulnerablePeripherals(req) {

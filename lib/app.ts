@@ -29,6 +29,7 @@ import { startAlarmDelivery } from './alarms/index.js'
 import { startReportScheduler } from './reports/index.js'
 import { startNotifications } from './notifications/index.js'
 import { startAgentless } from './agentless/index.js'
+import { registerAssetGraph } from './assets/graphql.js'
 import { vault } from './vault.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
 import type { GatewayAgent } from '../db/gateway.js'
@@ -314,6 +315,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   // @fastify/multipart: the plugin adds two promise hooks and a 'close' listener to every
   // request of its scope, which no other operation needs.
   const operationResolver = (operationId: string) => resolveHandler(operationId)
+  // The GraphQL executor of POST /sepio-data, without routes of its own.
+  await registerAssetGraph(app)
   await app.register(async (scope) => {
     await scope.register(multipart, { limits: { fileSize: 10 * 1024 * 1024, files: 1, fields: 10, parts: 11 } })
     await scope.register(openapiGlue, { specification: routingView(spec, takesMultipart), operationResolver })

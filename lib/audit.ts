@@ -122,7 +122,7 @@ export function auditFallback(req: FastifyRequest, reply: FastifyReply, detail: 
   const op = req.op
   const status = reply.statusCode
   const refused = status === 401 || status === 403
-  if (!refused && !op?.auditCategory) return
+  if (!refused && (!op?.auditCategory || op.readOnly)) return
   if (status === 429 && !req.audited) return
   const outcome = refused ? 'Refused' : status >= 400 ? 'Failed' : 'Succeeded'
   const what = op ? `${op.operationId} (${op.method} ${op.path})` : `${req.method} ${req.url}`

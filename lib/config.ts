@@ -46,6 +46,8 @@ export interface Config {
   smtp: { url: string | null; from: string }
   /** Worker pollers and agentless checking. */
   agentless: AgentlessSettings
+  /** Asset discovery: an asset first seen within this many hours counts as new. */
+  assets: { newHours: number }
   /** The key that seals agentless connection credentials (PRIME_AGENTLESS_KEY or kept in the data dir). */
   agentlessKey: Buffer
   alarms: {
@@ -158,6 +160,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: httpUrl(env, 'PRIME_PUBLIC_URL'),
     smtp: { url: smtpUrl(env), from: env.PRIME_SMTP_FROM || 'Prime <prime@localhost>' },
     agentless: agentlessSettings(env),
+    assets: { newHours: int(env, 'PRIME_NEW_ASSET_HOURS', 24, 1, 8760) },
     agentlessKey: loadKey(env, dataDir),
     alarms: {
       allowedHosts: (env.PRIME_ALARM_ALLOWED_HOSTS || '').split(',').map((h) => h.trim()).filter(Boolean),

@@ -23,6 +23,8 @@ export interface Operation {
   path: string
   access: Access
   auditCategory: string | null
+  /** `x-read-only`: a POST that changes nothing (a GraphQL query); audited only when refused. */
+  readOnly: boolean
   sortFields: string[]
   defaultSort: string | null
   /** Media types of the request body, when it takes one. */
@@ -174,6 +176,7 @@ export function operations(spec: Json): Map<string, Operation> {
         path,
         access: access(op, spec, id),
         auditCategory: op['x-audit-category'] ?? null,
+        readOnly: op['x-read-only'] === true,
         sortFields: op['x-sort-fields'] ?? [],
         defaultSort: op['x-default-sort'] ?? null,
         requestTypes: Object.keys(op.requestBody?.content ?? {}),

@@ -22,6 +22,7 @@ import { reportsRepo } from '../db/reports.js'
 import { notificationsRepo } from '../db/notifications.js'
 import { agentlessRepo } from '../db/agentless.js'
 import { ftsUpkeep } from '../db/fts-upkeep.js'
+import { assetsRepo } from '../db/assets.js'
 
 /**
  * `keptAnswers`: list answers kept while the database is unchanged (0: none). `sealer`:
@@ -53,6 +54,7 @@ export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
     notifications: notificationsRepo(db),
     agentless: agentlessRepo(db),
     ftsUpkeep: ftsUpkeep(db),
+    assets: assetsRepo(db),
   }
 }
 export type Repos = ReturnType<typeof createRepos>

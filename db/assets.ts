@@ -1,0 +1,348 @@
+// Assets as the NAC connector and the automation client discover them: every agent's host,
+// every peripheral an agent reported, every agentless host. They are not a table of their
+// own: each is read from its source table (three branches of one UNION ALL), with the
+// asset's fields as SQL expressions over it, so that nothing has to be kept in step at
+// check-in. A page is read in two steps: the keys of the page (computing only what the
+// filters and the order need), then those rows in full.
+import type { DB } from './index.js'
+import { statementCache } from './agents.js'
+
+/** Asset type codes (`type`). */
+export const ASSET_TYPES = { Peripheral: 1, Workstation: 2, Server: 3, VirtualDesktop: 8, AgentlessHost: 10 } as const
+/** Icon codes of hosts (`icon`); a peripheral's icon is its `devIcon` (0-14). */
+export const HOST_ICONS = { Workstation: 100, Server: 101, VirtualDesktop: 102, AgentlessHost: 103 } as const
+/** Hierarchy codes: a host, a hub between a host and its devices, a device plugged in. */
+export const HIERARCHY = { Host: 0, Hub: 1, Device: 2 } as const
+const HUB_ICON = 4
+
+/** The risk (0-10) each indicator carries; an asset's risk level is the highest of these and its severity's. */
+export const INDICATOR_RISK = {
+  activeThreat: 9,
+  inactiveThreat: 6,
+  cve: 7,
+  rare: 5,
+  unapproved: 4,
+  unsupervised: 4,
+} as const
+/** Risk level (0-10) of a syslog severity (0 Emergency ... 7 Debug). */
+export const SEVERITY_RISK = [10, 9, 8, 7, 5, 3, 1, 0] as const
+
+export type Source = 'agent' | 'host' | 'peripheral'
+export const SOURCES: readonly Source[] = ['agent', 'host', 'peripheral']
+
+export type AssetField =
+  | 'key' | 'name' | 'mac' | 'ipAddress' | 'model' | 'vendor' | 'statusDescription' | 'switchIp' | 'switchName' | 'portName'
+  | 'type' | 'icon' | 'hierarchy' | 'riskLevel' | 'isOnline' | 'isRiskAccepted' | 'firstSeen' | 'lastSeen'
+
+/** A condition on one field, as SQL operators: `like` patterns are escaped with `\`, dates are epoch ms. */
+export type Condition =
+  | { field: AssetField; op: 'in' | 'notIn'; values: (string | number)[] }
+  | { field: AssetField; op: 'like' | 'notLike'; values: string[] }
+  | { field: AssetField; op: 'gt' | 'ge' | 'lt' | 'le'; values: [number] }
+  | { field: AssetField; op: 'range' | 'notRange'; values: [from: number, to: number] }
+
+/** What a query asks: `filters` and `system` each an OR of AND-groups (empty: everything), both must hold. */
+export interface AssetQuery {
+  filters: Condition[][]
+  system: Condition[][]
+  /** A LIKE pattern matched against the asset's names, addresses and model. */
+  search?: string
+  /** `VID:PID` of the models that count as rare. */
+  rare: string[]
+}
+
+export interface AssetSort { field: AssetField; direction: 'asc' | 'desc' }
+
+const sevRisk = (s: string) => `CASE ${s} ${SEVERITY_RISK.map((r, i) => `WHEN ${i} THEN ${r}`).join(' ')} ELSE 0 END`
+const R = INDICATOR_RISK
+const RARE = `(p.vid || ':' || p.pid) IN (SELECT value FROM json_each(@rare))`
+const hexMac = (m: string) => `lower(replace(replace(replace(${m}, '-', ''), ':', ''), '.', ''))`
+/** The agent's main adapter's MAC (the one carrying its address, else the first with one), as 12 hex digits. */
+const AGENT_MAC = `coalesce((SELECT ${hexMac("json_extract(n.value, '$.macAddress')")} FROM json_each(a.nics_json) n
+  WHERE coalesce(json_extract(n.value, '$.macAddress'), '') <> ''
+  ORDER BY EXISTS (SELECT 1 FROM json_each(n.value, '$.ipAddresses') i WHERE i.value = a.local_ip_address) DESC, n.key LIMIT 1), 'dormant device')`
+
+/** Each field of an asset, per source, as SQL over `a` (agents), `c` (agentless connections) or `p` (peripherals, with its agent `a`). */
+const FIELDS: Record<AssetField, Record<Source, string>> = {
+  key: { agent: 'a.uuid', host: 'CAST(c.id AS TEXT)', peripheral: "p.agent_uuid || '/' || p.device_id" },
+  name: { agent: 'a.host_identifier', host: 'c.name', peripheral: 'coalesce(p.gui_pid, p.caption, p.description, p.device_id)' },
+  mac: { agent: AGENT_MAC, host: "'dormant device'", peripheral: "'dormant device'" },
+  ipAddress: { agent: 'a.local_ip_address', host: 'c.address', peripheral: 'a.local_ip_address' },
+  model: { agent: 'a.pc_model', host: 'NULL', peripheral: 'coalesce(p.gui_pid, p.caption)' },
+  vendor: { agent: 'a.manufacturer', host: 'NULL', peripheral: 'coalesce(p.gui_vid, p.manufacturer)' },
+  statusDescription: {
+    agent: 'a.display_status',
+    host: 'c.status',
+    peripheral: "CASE WHEN NOT p.present THEN 'Disconnected' WHEN p.approved THEN 'Approved' WHEN p.admin_status = 'Disapproved' THEN 'Disapproved' ELSE 'Not approved' END",
+  },
+  switchIp: { agent: 'a.switch_ip', host: 'NULL', peripheral: 'a.switch_ip' },
+  switchName: { agent: 'a.switch_name', host: 'NULL', peripheral: 'a.switch_name' },
+  portName: { agent: 'coalesce(a.port_name, a.port_id)', host: 'NULL', peripheral: 'coalesce(a.port_name, a.port_id)' },
+  type: {
+    agent: `CASE a.running_mode WHEN 'Server' THEN ${ASSET_TYPES.Server} WHEN 'VDI' THEN ${ASSET_TYPES.VirtualDesktop} ELSE ${ASSET_TYPES.Workstation} END`,
+    host: String(ASSET_TYPES.AgentlessHost),
+    peripheral: String(ASSET_TYPES.Peripheral),
+  },
+  icon: {
+    agent: `CASE a.running_mode WHEN 'Server' THEN ${HOST_ICONS.Server} WHEN 'VDI' THEN ${HOST_ICONS.VirtualDesktop} ELSE ${HOST_ICONS.Workstation} END`,
+    host: String(HOST_ICONS.AgentlessHost),
+    peripheral: 'p.dev_icon',
+  },
+  hierarchy: { agent: String(HIERARCHY.Host), host: String(HIERARCHY.Host), peripheral: `CASE WHEN p.dev_icon = ${HUB_ICON} THEN ${HIERARCHY.Hub} ELSE ${HIERARCHY.Device} END` },
+  riskLevel: {
+    agent: `max(${sevRisk('a.severity')}, a.has_attack_tool * ${R.activeThreat}, a.has_vulnerable * ${R.cve}, a.has_unapproved * ${R.unapproved})`,
+    host: `max(${SEVERITY_RISK[6]}, ${R.unsupervised})`,
+    peripheral: `max(${sevRisk('p.severity')}, p.is_attack_tool * CASE WHEN p.present THEN ${R.activeThreat} ELSE ${R.inactiveThreat} END,
+      p.is_vulnerable * ${R.cve}, (${RARE}) * ${R.rare}, p.is_unapproved * ${R.unapproved})`,
+  },
+  isOnline: { agent: "a.connection_status = 'Connected'", host: "c.status = 'Reachable'", peripheral: "p.present AND a.connection_status = 'Connected'" },
+  // The risks an administrator approved: every peripheral behind them is approved.
+  isRiskAccepted: {
+    agent: '(a.has_attack_tool OR a.has_vulnerable) AND NOT a.has_unapproved',
+    host: '0',
+    peripheral: `p.approved AND (p.is_attack_tool OR p.is_vulnerable OR ${RARE})`,
+  },
+  firstSeen: { agent: 'a.enrolled_ms', host: 'c.created_ms', peripheral: 'p.first_seen_ms' },
+  lastSeen: { agent: 'a.last_updated_ms', host: 'c.last_reachable_ms', peripheral: 'p.last_seen_ms' },
+}
+
+/** Fields compared as text (case-insensitively); the others are numbers (booleans 1/0). */
+export const TEXT_FIELDS: ReadonlySet<AssetField> = new Set(['key', 'name', 'mac', 'ipAddress', 'model', 'vendor', 'statusDescription', 'switchIp', 'switchName', 'portName'])
+const NULLABLE_SORTS: ReadonlySet<AssetField> = new Set(['ipAddress', 'model', 'vendor', 'switchIp', 'switchName', 'portName', 'lastSeen'])
+
+const FROM: Record<Source, string> = {
+  agent: 'agents a',
+  host: 'agentless_connections c',
+  peripheral: 'peripherals p JOIN agents a ON a.id = p.agent_id',
+}
+const ROWID: Record<Source, string> = { agent: 'a.id', host: 'c.id', peripheral: 'p.id' }
+const SEARCHED: AssetField[] = ['name', 'key', 'ipAddress', 'model', 'vendor']
+
+interface Rendered { sql: string; params: unknown[] }
+
+function renderCondition(c: Condition, src: Source): Rendered {
+  const e = FIELDS[c.field][src]
+  const text = TEXT_FIELDS.has(c.field)
+  switch (c.op) {
+    case 'in':
+    case 'notIn': {
+      const list = c.values.map(() => (text ? '?' : '?')).join(', ')
+      const match = text ? `lower(${e}) IN (${list})` : `(${e}) IN (${list})`
+      const values = text ? c.values.map((v) => String(v).toLowerCase()) : c.values
+      return { sql: c.op === 'in' ? `coalesce(${match}, 0)` : `coalesce(NOT ${match}, 1)`, params: values }
+    }
+    case 'like':
+    case 'notLike': {
+      const any = c.values.map(() => `(${e}) LIKE ? ESCAPE '\\'`).join(' OR ')
+      return { sql: c.op === 'like' ? `coalesce(${any}, 0)` : `coalesce(NOT (${any}), 1)`, params: c.values }
+    }
+    case 'gt': return { sql: `coalesce((${e}) > ?, 0)`, params: c.values }
+    case 'ge': return { sql: `coalesce((${e}) >= ?, 0)`, params: c.values }
+    case 'lt': return { sql: `coalesce((${e}) < ?, 0)`, params: c.values }
+    case 'le': return { sql: `coalesce((${e}) <= ?, 0)`, params: c.values }
+    case 'range': return { sql: `coalesce((${e}) >= ? AND (${e}) < ?, 0)`, params: c.values }
+    case 'notRange': return { sql: `coalesce(NOT ((${e}) >= ? AND (${e}) < ?), 1)`, params: c.values }
+  }
+}
+
+function renderGroups(groups: Condition[][], src: Source): Rendered {
+  if (groups.length === 0) return { sql: '1', params: [] }
+  const params: unknown[] = []
+  const ors = groups.map((and) => {
+    const parts = and.map((c) => {
+      const r = renderCondition(c, src)
+      params.push(...r.params)
+      return r.sql
+    })
+    return `(${parts.join(' AND ')})`
+  })
+  return { sql: `(${ors.join(' OR ')})`, params }
+}
+
+function renderWhere(q: AssetQuery, src: Source): Rendered {
+  const f = renderGroups(q.filters, src)
+  const s = renderGroups(q.system, src)
+  const parts = [f.sql, s.sql]
+  const params = [...f.params, ...s.params]
+  if (q.search !== undefined) {
+    const fields = SEARCHED.map((name) => `(${FIELDS[name][src]}) LIKE @search ESCAPE '\\'`)
+    if (src === 'agent') fields.push("a.nics_text LIKE @search ESCAPE '\\'")
+    parts.push(`coalesce(${fields.join(' OR ')}, 0)`)
+  }
+  return { sql: parts.join(' AND '), params }
+}
+
+/** The named values a statement uses (@rare, @search, @end), as one object after the positional ones; none when it uses none. */
+function named(sql: string, q: AssetQuery, more: Record<string, unknown> = {}): [Record<string, unknown>] | [] {
+  const all: Record<string, unknown> = { rare: JSON.stringify(q.rare), search: q.search ?? '', ...more }
+  const used = Object.fromEntries(Object.entries(all).filter(([k]) => new RegExp(`@${k}\\b`).test(sql)))
+  return Object.keys(used).length > 0 ? [used] : []
+}
+
+export interface AssetRow {
+  source: Source
+  rowid: number
+  key: string
+  name: string
+  ip_address: string | null
+  model: string | null
+  vendor: string | null
+  status: string
+  type: number
+  icon: number
+  hierarchy: number
+  risk_level: number
+  is_online: number
+  is_risk_accepted: number
+  first_seen: number
+  last_seen: number | null
+  switch_ip: string | null
+  switch_name: string | null
+  port_id: string | null
+  port_name: string | null
+  host_identifier: string | null
+  agent_uuid: string | null
+  /** Agents: the adapters (JSON AgentNic[]); others null. */
+  nics_json: string | null
+  has_attack_tool: number
+  attack_tool_present: number
+  has_vulnerable: number
+  vulnerability: string | null
+  is_rare: number
+  has_unapproved: number
+  is_unsupervised: number
+  vid: string | null
+  pid: string | null
+  host_status: string | null
+}
+
+/** The full row of each source, by its rowids (a JSON array). */
+function rowSql(src: Source): string {
+  const f = (name: AssetField) => FIELDS[name][src]
+  const common = `'${src}' AS source, ${ROWID[src]} AS rowid, ${f('key')} AS key, ${f('name')} AS name, ${f('ipAddress')} AS ip_address,
+    ${f('model')} AS model, ${f('vendor')} AS vendor, ${f('statusDescription')} AS status, ${f('type')} AS type, ${f('icon')} AS icon,
+    ${f('hierarchy')} AS hierarchy, ${f('riskLevel')} AS risk_level, ${f('isOnline')} AS is_online, ${f('isRiskAccepted')} AS is_risk_accepted,
+    ${f('firstSeen')} AS first_seen, ${f('lastSeen')} AS last_seen`
+  const where = `WHERE ${ROWID[src]} IN (SELECT value FROM json_each(@ids))`
+  switch (src) {
+    case 'agent':
+      return `SELECT ${common}, a.switch_ip, a.switch_name, a.port_id, a.port_name, a.host_identifier, a.uuid AS agent_uuid, a.nics_json,
+        a.has_attack_tool, a.has_attack_tool AS attack_tool_present, a.has_vulnerable, NULL AS vulnerability, 0 AS is_rare, a.has_unapproved,
+        0 AS is_unsupervised, NULL AS vid, NULL AS pid, NULL AS host_status
+        FROM ${FROM.agent} ${where}`
+    case 'host':
+      return `SELECT ${common}, NULL AS switch_ip, NULL AS switch_name, NULL AS port_id, NULL AS port_name, NULL AS host_identifier,
+        NULL AS agent_uuid, NULL AS nics_json, 0 AS has_attack_tool, 0 AS attack_tool_present, 0 AS has_vulnerable, NULL AS vulnerability,
+        0 AS is_rare, 0 AS has_unapproved, 1 AS is_unsupervised, NULL AS vid, NULL AS pid, c.status AS host_status
+        FROM ${FROM.host} ${where}`
+    case 'peripheral':
+      return `SELECT ${common}, a.switch_ip, a.switch_name, a.port_id, a.port_name, a.host_identifier, a.uuid AS agent_uuid, NULL AS nics_json,
+        p.is_attack_tool AS has_attack_tool, p.is_attack_tool AND p.present AS attack_tool_present, p.is_vulnerable AS has_vulnerable,
+        p.vulnerability, ${RARE} AS is_rare, p.is_unapproved AS has_unapproved, 0 AS is_unsupervised, p.vid, p.pid, a.connection_status AS host_status
+        FROM ${FROM.peripheral} ${where}`
+  }
+}
+
+export interface AssetCounts {
+  type: number
+  risk_level: number
+  is_online: number
+  is_new: number
+  n: number
+}
+
+export function assetsRepo(db: DB) {
+  const cached = statementCache(db, 64)
+  const rows = Object.fromEntries(SOURCES.map((s) => [s, db.prepare(rowSql(s))])) as Record<Source, ReturnType<DB['prepare']>>
+  const totals = db.prepare<[], number>(`SELECT (SELECT n FROM row_counts WHERE name = 'agents') + (SELECT n FROM row_counts WHERE name = 'peripherals')
+    + (SELECT count(*) FROM agentless_connections)`).pluck()
+  const summaries = Object.fromEntries(SOURCES.map((s) => [s, db.prepare(
+    `SELECT ${FIELDS.type[s]} AS type, ${FIELDS.riskLevel[s]} AS risk_level, ${FIELDS.isOnline[s]} AS is_online,
+       ${FIELDS.firstSeen[s]} >= @since AS is_new, count(*) AS n
+     FROM ${FROM[s]} GROUP BY 1, 2, 3, 4`,
+  )])) as Record<Source, ReturnType<DB['prepare']>>
+  // Switches agents report being plugged into: a switch is new when every agent behind it enrolled since.
+  const switches = db.prepare<{ since: number }, { n: number; fresh: number }>(
+    `SELECT count(*) AS n, coalesce(sum(first >= @since), 0) AS fresh FROM (
+       SELECT min(enrolled_ms) AS first FROM agents WHERE coalesce(switch_ip, switch_name) IS NOT NULL
+       GROUP BY lower(coalesce(switch_ip, '')), lower(coalesce(switch_name, '')))`,
+  )
+
+  /** The matching count of each source. */
+  function counts(q: AssetQuery): Record<Source, number> {
+    const out = {} as Record<Source, number>
+    for (const src of SOURCES) {
+      const w = renderWhere(q, src)
+      const sql = `SELECT count(*) FROM ${FROM[src]} WHERE ${w.sql}`
+      out[src] = cached(sql).pluck().get(...w.params, ...named(sql, q)) as number
+    }
+    return out
+  }
+
+  /** The keys of a page: (source, rowid) in order. */
+  function pageKeys(q: AssetQuery, sort: AssetSort, limit: number, offset: number): [Source, number][] {
+    const params: unknown[] = []
+    const branches = SOURCES.map((src) => {
+      const w = renderWhere(q, src)
+      params.push(...w.params)
+      const e = FIELDS[sort.field][src]
+      const value = TEXT_FIELDS.has(sort.field) ? `lower(${e})` : e
+      return `SELECT ${value} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${FROM[src]} WHERE ${w.sql}`
+    })
+    const dir = sort.direction === 'asc' ? 'ASC' : 'DESC'
+    const nullsLast = dir === 'ASC' && NULLABLE_SORTS.has(sort.field) ? 's IS NULL, ' : ''
+    const sql = `SELECT src, id FROM (${branches.join(' UNION ALL ')}) ORDER BY ${nullsLast}s ${dir}, src ${dir}, id ${dir} LIMIT ? OFFSET ?`
+    const out = cached(sql).raw(true).all(...params, limit, offset, ...named(sql, q)) as [number, number][]
+    return out.map(([src, id]) => [SOURCES[src], id])
+  }
+
+  /**
+   * In order of first sight, each source's page is read from its own index (migration 024)
+   * with its own offset, from the matching counts: a deep page reads only its own rows.
+   */
+  function firstSeenKeys(q: AssetQuery, direction: 'asc' | 'desc', limit: number, offset: number, per: Record<Source, number>): [Source, number][] {
+    const params: unknown[] = []
+    const dir = direction === 'asc' ? 'ASC' : 'DESC'
+    const branches = SOURCES.map((src) => {
+      const w = renderWhere(q, src)
+      params.push(...w.params)
+      return `SELECT * FROM (SELECT ${FIELDS.firstSeen[src]} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${FROM[src]} WHERE ${w.sql}
+        ORDER BY s ${dir}, id ${dir} LIMIT @end)`
+    })
+    const total = per.agent + per.host + per.peripheral
+    if (offset >= total) return []
+    const sql = `SELECT src, id FROM (${branches.join(' UNION ALL ')}) ORDER BY s ${dir}, src ${dir}, id ${dir} LIMIT ? OFFSET ?`
+    const out = cached(sql).raw(true).all(...params, limit, offset, ...named(sql, q, { end: offset + limit })) as [number, number][]
+    return out.map(([src, id]) => [SOURCES[src], id])
+  }
+
+  return {
+    /** Every asset, matching or not. */
+    total: () => totals.get() as number,
+
+    /** The matching count, and a page of the matching assets' rows in order. */
+    page(q: AssetQuery, sort: AssetSort, limit: number, offset: number): { filtered: number; rows: AssetRow[] } {
+      const per = counts(q)
+      const filtered = per.agent + per.host + per.peripheral
+      if (offset >= filtered) return { filtered, rows: [] }
+      const keys = sort.field === 'firstSeen' ? firstSeenKeys(q, sort.direction, limit, offset, per) : pageKeys(q, sort, limit, offset)
+      const bySource = new Map<Source, number[]>()
+      for (const [src, id] of keys) bySource.set(src, [...(bySource.get(src) ?? []), id])
+      const found = new Map<string, AssetRow>()
+      for (const [src, ids] of bySource) {
+        const values = src === 'agent' ? { ids: JSON.stringify(ids) } : { ids: JSON.stringify(ids), rare: JSON.stringify(q.rare) }
+        for (const r of rows[src].all(src === 'host' ? { ids: values.ids } : values) as AssetRow[]) found.set(`${src}:${r.rowid}`, r)
+      }
+      return { filtered, rows: keys.map(([src, id]) => found.get(`${src}:${id}`)).filter((r): r is AssetRow => r !== undefined) }
+    },
+
+    /** Counts by type, risk level, online state and newness (first seen at or after `since`), over every asset. */
+    summary(rare: string[], since: number): AssetCounts[] {
+      return SOURCES.flatMap((src) => summaries[src].all(src === 'peripheral' ? { rare: JSON.stringify(rare), since } : { since }) as AssetCounts[])
+    },
+
+    /** Switches the agents report, and those first reported since `since`. */
+    switches: (since: number) => switches.get({ since })!,
+  }
+}
+export type AssetsRepo = ReturnType<typeof assetsRepo>

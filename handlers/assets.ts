@@ -1,0 +1,65 @@
+// Asset discovery: the NAC connector's GraphQL endpoint and REST list, and the automation
+// client's overview and distribution.
+import type { FastifyRequest } from 'fastify'
+import type { AssetField, Condition } from '../db/assets.js'
+import { invalidField } from '../lib/errors.js'
+import { bool, listAnswer, page, sort } from '../lib/listing.js'
+import { runAssetGraph } from '../lib/assets/graphql.js'
+import { AssetQueryError, condition, searchPattern } from '../lib/assets/query.js'
+import { assetPage, assetsDistribution, assetsOverview, type AssetContext } from '../lib/assets/service.js'
+import type { Handlers } from './types.js'
+
+function assetContext(req: FastifyRequest): AssetContext {
+  const { repos, config } = req.server
+  return { assets: repos.assets, insights: repos.insights, uncommonMaxHosts: config.agents.uncommonPeripheralMaxHosts, newHours: config.assets.newHours, now: Date.now() }
+}
+
+/** A REST filter given as a comma-separated list of integers (any of them). */
+function anyOf(field: AssetField, name: string, value: string | undefined): Condition | undefined {
+  if (value === undefined) return undefined
+  try {
+    return condition({ field, expression: 'Exact', value }, name)
+  } catch (err) {
+    if (err instanceof AssetQueryError) throw invalidField('query', name, 'must be an integer or a comma-separated list of integers')
+    throw err
+  }
+}
+
+export const assetsHandlers: Handlers<'querySepioData' | 'getAssets' | 'getAssetsOverview' | 'getAssetsDistribution'> = {
+  async querySepioData(req, reply) {
+    const { query, variables, operationName } = req.body
+    const answer = await runAssetGraph(reply, assetContext(req), query, variables, operationName)
+    if (answer.ok) return answer.body as never
+    // GraphQL clients read errors from the body in the GraphQL format; the status says it failed.
+    return reply.code(400).type('application/json; charset=utf-8').send({ data: null, errors: answer.errors })
+  },
+
+  async getAssets(req) {
+    const q = req.query
+    const order = sort(req.routeOptions.config.op!, q.SortBy)
+    const { pageSize, offset } = page(q)
+    const online = bool(q.IsOnline, 'IsOnline')
+    const and = [
+      anyOf('type', 'Type', q.Type),
+      anyOf('riskLevel', 'RiskLevel', q.RiskLevel),
+      online === undefined ? undefined : ({ field: 'isOnline', op: 'in', values: [online ? 1 : 0] } as Condition),
+    ].filter((c): c is Condition => c !== undefined)
+    let search: string | undefined
+    try {
+      search = searchPattern(q.GlobalSearch, 'GlobalSearch')
+    } catch (err) {
+      if (err instanceof AssetQueryError) throw invalidField('query', 'GlobalSearch', err.message.replace(/^GlobalSearch /, ''))
+      throw err
+    }
+    const answer = assetPage(assetContext(req), { filters: and.length ? [and] : [], system: [], search }, order as { field: AssetField; direction: 'asc' | 'desc' }, pageSize, offset)
+    return listAnswer(answer.recordsTotal, answer.recordsFiltered, answer.data)
+  },
+
+  async getAssetsOverview(req) {
+    return assetsOverview(assetContext(req))
+  },
+
+  async getAssetsDistribution(req) {
+    return assetsDistribution(assetContext(req))
+  },
+}
