@@ -12,6 +12,7 @@ import { alarmsHandlers } from './alarms.js'
 import { reportsHandlers } from './reports.js'
 import { notificationsHandlers } from './notifications.js'
 import { agentlessHandlers } from './agentless.js'
+import { probeHandlers } from './probes.js'
 
 /** Every implemented operation, by operationId. */
 export const handlers: Record<string, (req: any, reply: any) => unknown> = {
@@ -28,6 +29,7 @@ export const handlers: Record<string, (req: any, reply: any) => unknown> = {
   ...reportsHandlers,
   ...notificationsHandlers,
   ...agentlessHandlers,
+  ...probeHandlers,
 }
 
 /** The handler of an operation, or an honest 501 for one that is not built yet. */

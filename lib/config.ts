@@ -48,6 +48,8 @@ export interface Config {
   agentless: AgentlessSettings
   /** The key that seals agentless connection credentials (PRIME_AGENTLESS_KEY or kept in the data dir). */
   agentlessKey: Buffer
+  /** Seconds between the start of a shutdown (readiness answers 503) and the server's closing. */
+  shutdownDrainSeconds: number
   alarms: {
     /** Host names, addresses or CIDR ranges that alarm destinations may reach despite the loopback rule. */
     allowedHosts: string[]
@@ -159,6 +161,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     smtp: { url: smtpUrl(env), from: env.PRIME_SMTP_FROM || 'Prime <prime@localhost>' },
     agentless: agentlessSettings(env),
     agentlessKey: loadKey(env, dataDir),
+    shutdownDrainSeconds: int(env, 'PRIME_SHUTDOWN_DRAIN_SECONDS', 0, 0, 300),
     alarms: {
       allowedHosts: (env.PRIME_ALARM_ALLOWED_HOSTS || '').split(',').map((h) => h.trim()).filter(Boolean),
     },

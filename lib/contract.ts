@@ -29,6 +29,8 @@ export interface Operation {
   bodyRequired: boolean
   /** Media types of the 200 answer, in the contract's order of preference. */
   responseTypes: string[]
+  /** A load balancer's probe (`x-probe`): not rate limited, and its 200s are not logged line by line. */
+  probe: boolean
 }
 
 type Json = Record<string, any>
@@ -172,6 +174,7 @@ export function operations(spec: Json): Map<string, Operation> {
         requestTypes: Object.keys(op.requestBody?.content ?? {}),
         bodyRequired: Boolean(op.requestBody?.required),
         responseTypes: Object.keys(op.responses?.['200']?.content ?? {}),
+        probe: op['x-probe'] === true,
       })
     }
   }

@@ -19,6 +19,7 @@ export const catalogue = {
   'account-locked': { status: 429, title: 'Account locked' },
   internal: { status: 500, title: 'Internal server error' },
   'not-implemented': { status: 501, title: 'Not implemented' },
+  'not-ready': { status: 503, title: 'Not ready' },
 } as const
 
 export type ProblemCode = keyof typeof catalogue
