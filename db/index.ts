@@ -28,6 +28,12 @@ export function openDatabase(file: string): DB {
   return db
 }
 
+/** The schema version the migrations of `dir` reach (the number of the last file). */
+export function latestSchemaVersion(dir = migrationsDir): number {
+  const files = fs.readdirSync(dir).filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f)).sort()
+  return files.length ? Number(files[files.length - 1].slice(0, 3)) : 0
+}
+
 /**
  * Applies db/migrations/NNN_name.sql files above PRAGMA user_version, each in one
  * transaction; a file that starts with `-- foreign keys: off` runs with them off.

@@ -2813,6 +2813,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/healthz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Liveness probe
+         * @description For load balancers and service managers: answers 200 while the process serves
+         *     requests (it reads nothing). No credential, no audit record, no request log line,
+         *     and not counted by the per-address rate limit (`x-probe`). It says nothing about the
+         *     installation.
+         */
+        get: operations["getLiveness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness probe
+         * @description For load balancers: answers 200 when this node should receive traffic: the database
+         *     takes a write (in a transaction that is rolled back), its schema is at the version
+         *     this server's migrations reach, and the server is not shutting down. Otherwise 503
+         *     with a `detail` naming which of the three failed (and nothing else about the
+         *     installation). From SIGTERM/SIGINT on it answers 503, for `PRIME_SHUTDOWN_DRAIN_SECONDS`
+         *     before the server stops accepting connections, so that the balancer takes the node
+         *     out first. No credential, no audit record, no request log line for a 200, and not
+         *     counted by the per-address rate limit (`x-probe`).
+         */
+        get: operations["getReadiness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/prime/webui/admin/systemstatus": {
         parameters: {
             query?: never;
@@ -6492,6 +6542,13 @@ export interface components {
             checkedTime: string;
             /** @description How long the check took. */
             durationMs: number;
+        };
+        ProbeResource: {
+            /**
+             * @description `ok` (liveness) or `ready` (readiness).
+             * @enum {string}
+             */
+            status: "ok" | "ready";
         };
         SystemStatusResource: {
             /** Format: date-time */
@@ -14154,6 +14211,84 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
+        };
+    };
+    getLiveness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The process answers. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "ok"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProbeResource"];
+                    "text/json": components["schemas"]["ProbeResource"];
+                    "text/plain": components["schemas"]["ProbeResource"];
+                };
+            };
+            406: components["responses"]["NotAcceptable"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getReadiness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ready. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "ready"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["ProbeResource"];
+                    "text/json": components["schemas"]["ProbeResource"];
+                    "text/plain": components["schemas"]["ProbeResource"];
+                };
+            };
+            406: components["responses"]["NotAcceptable"];
+            500: components["responses"]["InternalError"];
+            /** @description Not ready; `detail` says why (shutting down, database not writable, schema not at this server's version). */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:prime:problem:not-ready",
+                     *       "title": "Not ready",
+                     *       "status": 503,
+                     *       "detail": "The server is shutting down.",
+                     *       "instance": "/readyz",
+                     *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11",
+                     *       "code": "not-ready"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
         };
     };
     getSystemStatus: {

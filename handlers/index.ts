@@ -13,6 +13,7 @@ import { reportsHandlers } from './reports.js'
 import { notificationsHandlers } from './notifications.js'
 import { agentlessHandlers } from './agentless.js'
 import { assetsHandlers } from './assets.js'
+import { probeHandlers } from './probes.js'
 
 /** Every implemented operation, by operationId. */
 export const handlers: Record<string, (req: any, reply: any) => unknown> = {
@@ -30,6 +31,7 @@ export const handlers: Record<string, (req: any, reply: any) => unknown> = {
   ...notificationsHandlers,
   ...agentlessHandlers,
   ...assetsHandlers,
+  ...probeHandlers,
 }
 
 /** The handler of an operation, or an honest 501 for one that is not built yet. */

@@ -32,6 +32,7 @@ import { startAgentless } from './agentless/index.js'
 import { registerAssetGraph } from './assets/graphql.js'
 import { vault } from './vault.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
+import { registerLifecycle } from './probes.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 
@@ -151,6 +152,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorateRequest('responseType', undefined)
   app.decorateRequest('op', undefined)
   app.decorate('mailer', createMailer(config))
+  registerLifecycle(app)
   app.addHook('onClose', async () => {
     app.mailer.close()
     db.close()
@@ -244,7 +246,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     // here; failed enrollments are counted when answered, below).
     if (op?.access.kind === 'agent') req.agent = authenticateAgent(repos, bearerToken(req))
     if (req.agent || op?.operationId === 'enrollAgent') app.gateway.admit(req, op!.operationId, Date.now())
-    else limit(req, reply, requestLimit, 'requests', true)
+    // A load balancer's probes come every few seconds from the same addresses as the clients.
+    else if (!op?.probe) limit(req, reply, requestLimit, 'requests', true)
     if (op?.operationId === 'localLogin' || op?.operationId === 'signIn' || op?.operationId === 'pollerRegister') limit(req, reply, loginLimit, 'login attempts', false)
     if (!op) return
     // The caller first: a refused one learns nothing more (401/403 before 415/406), and a
@@ -278,7 +281,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (req.op?.operationId === 'enrollAgent' && reply.statusCode >= 400 && reply.statusCode !== 429) {
       app.gateway.enrollmentFailed(req.ip, Date.now())
     }
-    requestLine(req, reply)
+    // A probe that passes is not worth a line every few seconds; one that fails is.
+    if (!(req.op?.probe && reply.statusCode < 400)) requestLine(req, reply)
     done()
   })
 

@@ -50,6 +50,8 @@ export interface Config {
   assets: { newHours: number }
   /** The key that seals agentless connection credentials (PRIME_AGENTLESS_KEY or kept in the data dir). */
   agentlessKey: Buffer
+  /** Seconds between the start of a shutdown (readiness answers 503) and the server's closing. */
+  shutdownDrainSeconds: number
   alarms: {
     /** Host names, addresses or CIDR ranges that alarm destinations may reach despite the loopback rule. */
     allowedHosts: string[]
@@ -162,6 +164,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     agentless: agentlessSettings(env),
     assets: { newHours: int(env, 'PRIME_NEW_ASSET_HOURS', 24, 1, 8760) },
     agentlessKey: loadKey(env, dataDir),
+    shutdownDrainSeconds: int(env, 'PRIME_SHUTDOWN_DRAIN_SECONDS', 0, 0, 300),
     alarms: {
       allowedHosts: (env.PRIME_ALARM_ALLOWED_HOSTS || '').split(',').map((h) => h.trim()).filter(Boolean),
     },

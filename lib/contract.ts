@@ -36,6 +36,8 @@ export interface Operation {
   deprecation?: DeprecationHeaders
   /** Deprecated parameters and body properties, whose use adds those headers. */
   deprecatedInputs?: DeprecatedInputs
+  /** A load balancer's probe (`x-probe`): not rate limited, and its 200s are not logged line by line. */
+  probe: boolean
 }
 
 type Json = Record<string, any>
@@ -184,6 +186,7 @@ export function operations(spec: Json): Map<string, Operation> {
         responseTypes: Object.keys(op.responses?.['200']?.content ?? {}),
         deprecation: deprecationHeaders(op, id, pathOf.get(op['x-replacement'])),
         deprecatedInputs: deprecatedInputs(spec, item, op, id),
+        probe: op['x-probe'] === true,
       })
     }
   }

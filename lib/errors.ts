@@ -21,6 +21,7 @@ export const catalogue = {
   internal: { status: 500, title: 'Internal server error' },
   'not-implemented': { status: 501, title: 'Not implemented' },
   'mail-not-sent': { status: 503, title: 'Mail not sent' },
+  'not-ready': { status: 503, title: 'Not ready' },
 } as const
 
 export type ProblemCode = keyof typeof catalogue
