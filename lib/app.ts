@@ -30,6 +30,7 @@ import { startNotifications } from './notifications/index.js'
 import { startAgentless } from './agentless/index.js'
 import { vault } from './vault.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
+import { capConnections, serverOptions } from './connections.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 
@@ -114,6 +115,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     // No implicit HEAD twins: some GET operations act (send a test mail, hand out work).
     exposeHeadRoutes: false,
     bodyLimit: config.bodyLimit,
+    ...serverOptions(config.connections),
     trustProxy: config.trustProxy,
     return503OnClosing: true,
     // One line per request, written when it completes (see the onResponse hook).
@@ -131,6 +133,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     },
   })
 
+  capConnections(app.server, config.connections.maxPerAddress, app.log)
   const db = openDatabase(config.dbFile)
   const repos = createRepos(db, config.keptListAnswers, settingsSealer(vault(config.agentlessKey)))
   // Webhook secrets stored in the clear by an earlier version are sealed now.

@@ -3,6 +3,7 @@ export const catalogue = {
   validation: { status: 400, title: 'Invalid request' },
   'invalid-credentials': { status: 400, title: 'Login failed' },
   'bad-json': { status: 400, title: 'Malformed JSON body' },
+  'malformed-request': { status: 400, title: 'Malformed HTTP request' },
   'no-agent-matched': { status: 400, title: 'No agent matched' },
   unauthenticated: { status: 401, title: 'Authentication required' },
   forbidden: { status: 403, title: 'Needs a user with a higher profile' },
@@ -10,6 +11,7 @@ export const catalogue = {
   'route-not-found': { status: 404, title: 'No such operation' },
   'method-not-allowed': { status: 405, title: 'Method not allowed' },
   'not-acceptable': { status: 406, title: 'Not acceptable' },
+  'request-timeout': { status: 408, title: 'Request not received in time' },
   conflict: { status: 409, title: 'Conflict' },
   'poller-deactivated': { status: 409, title: 'Worker poller deactivated' },
   'payload-too-large': { status: 413, title: 'Request body too large' },
@@ -17,6 +19,7 @@ export const catalogue = {
   'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
   'rate-limited': { status: 429, title: 'Too many requests' },
   'account-locked': { status: 429, title: 'Account locked' },
+  'headers-too-large': { status: 431, title: 'Request line and headers too large' },
   internal: { status: 500, title: 'Internal server error' },
   'not-implemented': { status: 501, title: 'Not implemented' },
 } as const
