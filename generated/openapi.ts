@@ -2257,7 +2257,10 @@ export interface paths {
          * @description Answers the file of one run, streamed, as `application/pdf` or `text/csv`
          *     (the report's format when the run ran) with `Content-Disposition: attachment`
          *     and the file name (`<report name>_<run time>.pdf|csv`, with an RFC 6266
-         *     `filename*` when the name is not ASCII). Without `fileId`, the newest stored file.
+         *     `filename*` when the name is not ASCII; the report name's spaces and characters
+         *     file systems refuse become `_`, and its control, format and bidi characters
+         *     (Unicode Cc, Cf, Zl, Zp, such as U+202E) are removed). Without `fileId`, the newest
+         *     stored file.
          *     CSV is UTF-8 with a header row; cells that a spreadsheet would run as a formula
          *     (starting with `=`, `+`, `-`, `@`, tab or carriage return) are prefixed with `'`.
          *     404 when the report, the run or its file is unknown or was removed by the
@@ -2284,7 +2287,8 @@ export interface paths {
         /**
          * Download several report files as one ZIP archive
          * @description Answers one `application/zip` archive, streamed, holding each file named (1 to
-         *     100 items; the same file named twice is included once) under its file name (a
+         *     100 items; the same file named twice is included once) under its file name (as
+         *     `GetReportFile` names it, without control, format or bidi characters; a
          *     name that repeats gets ` (2)`, ` (3)`... before the extension), with
          *     `Content-Disposition: attachment; filename="reports_<time>.zip"`. The archive is
          *     built only when every item resolves: otherwise nothing is sent and the answer is
@@ -4361,7 +4365,7 @@ export interface components {
             errors: components["schemas"]["AgentlessUploadRowError"][];
         };
         AgentlessUploadResult: {
-            /** @description The uploaded file's name. */
+            /** @description The uploaded file's name, without its folders and its control, format and bidi characters (Unicode Cc, Cf, Zl, Zp). */
             fileName: string | null;
             /**
              * Format: int32
@@ -5844,6 +5848,7 @@ export interface components {
              * @description The id of the stored file (the run's id) for `GetReportFile`; null when there is no file (not finished, failed, or removed by retention).
              */
             fileId: string | null;
+            /** @description The name the file is downloaded, archived and mailed under (see `GetReportFile`). */
             fileName: string | null;
             /** @enum {string|null} */
             mediaType: "application/pdf" | "text/csv" | null;

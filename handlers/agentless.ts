@@ -2,6 +2,7 @@
 import path from 'node:path'
 import { listAnswer, page, sort } from '../lib/listing.js'
 import { problem, ProblemError } from '../lib/errors.js'
+import { visibleName } from '../lib/file-names.js'
 import { publishAssets } from '../lib/agentless/assets.js'
 import { createConnection, defaultsOf, deleteConnections, registerConnections, statusView, unregisterConnections, updateConnection } from '../lib/agentless/connections.js'
 import { importConnections, MAX_FILE_BYTES } from '../lib/agentless/csv-import.js'
@@ -79,7 +80,8 @@ export const agentlessHandlers: Handlers<
       throw problem('unsupported-media-type', `The file must be CSV (${CSV_PART_TYPES.join(', ')}), not ${type.slice(0, 100)}.`)
     }
     const data = await multipartRead(() => part.toBuffer())
-    return importConnections(req, part.filename ? path.basename(part.filename) : null, data)
+    const name = part.filename ? visibleName(path.basename(part.filename)) : ''
+    return importConnections(req, name || null, data)
   },
 
   async exportAgentlessStatusCsv(req, reply) {

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer'
 import crypto from 'node:crypto'
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import openapiGlue from 'fastify-openapi-glue'
@@ -33,6 +34,7 @@ import { registerAssetGraph } from './assets/graphql.js'
 import { vault } from './vault.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
 import { registerLifecycle } from './probes.js'
+import { capConnections, serverOptions } from './connections.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 
@@ -117,6 +119,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     // No implicit HEAD twins: some GET operations act (send a test mail, hand out work).
     exposeHeadRoutes: false,
     bodyLimit: config.bodyLimit,
+    ...serverOptions(config.connections),
     trustProxy: config.trustProxy,
     return503OnClosing: true,
     // One line per request, written when it completes (see the onResponse hook).
@@ -134,6 +137,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     },
   })
 
+  capConnections(app.server, config.connections.maxPerAddress, app.log)
   const db = openDatabase(config.dbFile)
   const repos = createRepos(db, config.keptListAnswers, settingsSealer(vault(config.agentlessKey)))
   // Webhook secrets stored in the clear by an earlier version are sealed now.
@@ -232,6 +236,14 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     sendProblem(req, reply, problem('route-not-found', `No operation ${req.method} ${path}.`))
   })
   app.addContentTypeParser(IGNORED_BODY, { parseAs: 'buffer' }, (_req, _body, done) => done(null, undefined))
+  // JSON is UTF-8 (RFC 8259): a body that is not answers 400 rather than being read with
+  // U+FFFD in place of its bad bytes.
+  const parseJson = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    if (!isUtf8(body as Buffer)) return done(problem('bad-json', 'The body is not valid UTF-8.'), undefined)
+    parseJson(req, (body as Buffer).toString('utf8'), done)
+  })
 
   // The hooks take callbacks rather than being async: a request went through four of them,
   // and their promises cost more than the work most of them do.
@@ -354,6 +366,11 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (!op.bodyRequired && (req.headers['content-length'] ?? '') === '0') {
       req.headers['content-type'] = IGNORED_BODY
       return
+    }
+    // Bodies are read as sent: a compressed one would be misread (RFC 9110: 415).
+    const coding = req.headers['content-encoding']
+    if (coding !== undefined && !/^\s*(identity\s*)?$/i.test(coding)) {
+      throw problem('unsupported-media-type', `Content-Encoding ${coding.slice(0, 40)} is not accepted: send the body uncompressed.`, { headers: { 'accept-encoding': 'identity' } })
     }
     const wantsJson = op.requestTypes.some(isJsonMediaType)
     if (wantsJson && isJsonMediaType(type)) {

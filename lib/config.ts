@@ -56,6 +56,15 @@ export interface Config {
     /** Host names, addresses or CIDR ranges that alarm destinations may reach despite the loopback rule. */
     allowedHosts: string[]
   }
+  /** What one client may hold of the HTTP server: time to send a request, idle keep-alive, connections. */
+  connections: {
+    headersTimeoutMs: number
+    /** Receiving the whole request (headers and body); answers may take longer. */
+    requestTimeoutMs: number
+    keepAliveTimeoutMs: number
+    /** Open connections per source address (IPv6: per /64 network); 0: no cap. */
+    maxPerAddress: number
+  }
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
@@ -168,6 +177,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     alarms: {
       allowedHosts: (env.PRIME_ALARM_ALLOWED_HOSTS || '').split(',').map((h) => h.trim()).filter(Boolean),
     },
+    connections: connectionLimits(env),
+  }
+}
+
+function connectionLimits(env: NodeJS.ProcessEnv): Config['connections'] {
+  const headers = int(env, 'PRIME_HEADERS_TIMEOUT_SECONDS', 10, 1, 3600)
+  const request = int(env, 'PRIME_REQUEST_TIMEOUT_SECONDS', 30, 1, 3600)
+  if (headers > request) throw new Error(`PRIME_HEADERS_TIMEOUT_SECONDS (${headers}) must not exceed PRIME_REQUEST_TIMEOUT_SECONDS (${request})`)
+  return {
+    headersTimeoutMs: headers * 1000,
+    requestTimeoutMs: request * 1000,
+    keepAliveTimeoutMs: int(env, 'PRIME_KEEP_ALIVE_TIMEOUT_SECONDS', 10, 1, 3600) * 1000,
+    // Behind a proxy every connection comes from the proxy: no cap unless one is set.
+    maxPerAddress: int(env, 'PRIME_MAX_CONNECTIONS_PER_ADDRESS', bool(env, 'PRIME_TRUST_PROXY', false) ? 0 : 256, 0, 1_000_000),
   }
 }
 

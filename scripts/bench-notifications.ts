@@ -162,6 +162,8 @@ const serverEnv = (kept: boolean) => ({
   // The checks' own cost (an integrity check of the whole file) stays out of the measurements.
   PRIME_HEALTH_CHECK_SECONDS: '3600',
   PRIME_KEPT_LIST_ANSWERS: kept ? '64' : '0',
+  // Every subscriber connects from 127.0.0.1.
+  PRIME_MAX_CONNECTIONS_PER_ADDRESS: '0',
 })
 
 async function signIn() {

@@ -72,6 +72,18 @@ t.test('per row: every reason, the line, names repeated in the file', async (t) 
   t.equal(count(), 2)
 })
 
+t.test('the uploaded file name is answered and audited without control, format or bidi characters', async (t) => {
+  const { upload, app } = await setup(t)
+  const res = await upload('name,address,protocol,userName,password\nok,10.0.0.1,SSH,svc,pw-one-secret\n', { name: 'hosts\u202evsc.exe\u200b\u2066.csv' })
+  t.equal(res.statusCode, 200, res.body)
+  t.equal(res.json().fileName, 'hostsvsc.exe.csv')
+  const audited = app.repos.audit.latest(1)[0]
+  t.match(audited.description, 'from "hostsvsc.exe.csv"')
+  t.notMatch(audited.details, /\\u202e|\u202e/i)
+  const hidden = await upload('name,address,protocol,userName,password\n', { name: '\u202e\u200f' })
+  t.equal(hidden.json().fileName, null, 'a name of nothing but them is no name')
+})
+
 t.test('updates by name: updated, unchanged, credentials kept when empty', async (t) => {
   const { upload, app } = await setup(t)
   const header = 'name,address,protocol,userName,password'

@@ -236,6 +236,33 @@ t.test('downloads: one file, several as an archive, and what cannot be downloade
   t.equal((await call(app, token, { method: 'POST', url: `${REPORTS}/GetReportFileList`, payload: tooMany })).statusCode, 400, 'at most 100 items')
 })
 
+t.test('control, format and bidi characters of a report name never reach a file name', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  insertAgent(app)
+  const invisible = ['\u202e', '\u202a', '\u2066', '\u2069', '\u200e', '\u200f', '\u200b', '\ufeff', '\u0085', '\u2028', '\u2029', '\u00ad']
+  const unsafe = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u
+  // U+202E would show "invoice_fdp.exe" as "invoice_exe.pdf".
+  const r = await createReport(app, token, { name: `invoice\u202efdp.exe ${invisible.join('')}Q1`, type: 'agentsInventory', format: 'CSV' })
+  const run = await runNow(app, token, r.id)
+  t.match(run.fileName, /^invoicefdp\.exe_Q1_\d{4}-\d{2}-\d{2}T\d{6}Z\.csv$/, `stored and listed without them: ${JSON.stringify(run.fileName)}`)
+  const file = await download(app, token, r.id, run.fileId)
+  t.equal(file.headers['content-disposition'], `attachment; filename="${run.fileName}"`, 'ASCII once they are gone')
+
+  // A name stored before, with them in it, is cleaned where it is used.
+  const stored = `R\u00e9sum\u00e9\u202egpj.exe_2025-01-01T000000Z.csv`
+  app.db.prepare('UPDATE report_runs SET file_name = ? WHERE id = ?').run(stored, run.fileId)
+  const old = await download(app, token, r.id, run.fileId)
+  const header = String(old.headers['content-disposition'])
+  t.equal(header, `attachment; filename="R_sum_gpj.exe_2025-01-01T000000Z.csv"; filename*=UTF-8''R%C3%A9sum%C3%A9gpj.exe_2025-01-01T000000Z.csv`)
+  t.notOk(unsafe.test(decodeURIComponent(header.split("''")[1])), 'filename* decodes without them')
+  const listed = await call(app, token, { method: 'GET', url: `${REPORTS}/get/${r.id}` })
+  t.equal(listed.json().runs.find((x: any) => x.runId === run.runId).fileName, 'R\u00e9sum\u00e9gpj.exe_2025-01-01T000000Z.csv', 'the listed name is the downloaded one')
+  const zip = await call(app, token, { method: 'POST', url: `${REPORTS}/GetReportFileList`, payload: [{ reportId: r.id, fileId: run.fileId }] })
+  t.equal(zip.statusCode, 200)
+  t.same(unzip(zip.rawPayload).map((e) => e.name), ['R\u00e9sum\u00e9gpj.exe_2025-01-01T000000Z.csv'], 'the ZIP entry too')
+})
+
 t.test('retention, and deleting a report deletes its files', async (t) => {
   const app = await build(t)
   const token = await login(app)

@@ -428,3 +428,23 @@ t.test('a trailing slash names the same operation', async (t) => {
   t.match(wrong.detail, 'answers POST, not GET')
   isProblem(t, await app.inject({ method: 'GET', url: '/prime/webui/admin/all//' }), 404, 'route-not-found')
 })
+
+t.test('bodies are UTF-8 and sent uncompressed', async (t) => {
+  const app = await build(t, env)
+  const token = await login(app)
+  const post = (payload: string | Buffer, headers: Record<string, string> = {}) =>
+    call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', headers: { 'content-type': 'application/json', ...headers }, payload })
+  const user = (name: string) => ({ userName: 'juergen', firstName: name, email: 'ute@example.com', userProfile: 10, password: 'Long-enough-123' })
+  const latin1 = Buffer.from(JSON.stringify(user('J\u00fcrgen')), 'latin1')
+  const bad = isProblem(t, await post(latin1), 400, 'bad-json')
+  t.match(bad.detail, 'not valid UTF-8')
+  t.notOk(app.db.prepare("SELECT 1 FROM users WHERE user_name = 'juergen'").get(), 'nothing was written with U+FFFD in it')
+  const coded = isProblem(t, await post(JSON.stringify(user('gzipped')), { 'content-encoding': 'gzip' }), 415, 'unsupported-media-type')
+  t.match(coded.detail, 'Content-Encoding gzip')
+  const both = await post(Buffer.from([0x1f, 0x8b, 0x08, 0x00]), { 'content-encoding': 'deflate, gzip' })
+  isProblem(t, both, 415, 'unsupported-media-type')
+  t.equal(both.headers['accept-encoding'], 'identity')
+  const plain = await post(Buffer.from(JSON.stringify(user('J\u00fcrgen')), 'utf8'), { 'content-encoding': 'identity' })
+  t.equal(plain.statusCode, 200, `UTF-8, and the identity coding: ${plain.body}`)
+  t.equal(app.db.prepare("SELECT first_name FROM users WHERE user_name = 'juergen'").pluck().get(), 'J\u00fcrgen')
+})

@@ -9,6 +9,7 @@ import type { AuditAsset } from '../../db/audit.js'
 import { audit } from '../audit.js'
 import { problem, type FieldError } from '../errors.js'
 import { iso } from '../time.js'
+import { visibleName } from '../file-names.js'
 import { applyRetention, removeReportFiles } from './files.js'
 import { reportScheduler, snapshot } from './index.js'
 import { MAX_RUNS_LISTED } from './runner.js'
@@ -43,7 +44,7 @@ export function runView(r: RunRow): RunView {
     status: r.status,
     reason: r.reason,
     fileId: hasFile(r) ? r.id : null,
-    fileName: r.file_name,
+    fileName: r.file_name === null ? null : visibleName(r.file_name),
     mediaType: r.file_name === null ? null : formats[r.format].mediaType,
     sizeBytes: r.size_bytes,
     rowCount: r.row_count,

@@ -11,6 +11,7 @@ import { chooseResponseType } from '../negotiate.js'
 import { iso } from '../time.js'
 import { MAX_FIELD_ERRORS, reportAsset } from './definitions.js'
 import { absolute, contentDisposition, fileStamp } from './files.js'
+import { visibleName } from '../file-names.js'
 import { formats } from './types.js'
 
 export interface FileItem {
@@ -50,7 +51,8 @@ function resolve(req: FastifyRequest, item: FileItem): Resolution {
   if (run.file_deleted_ms !== null) return { status: 404, field: 'fileId', reason: `The file of run ${run.id} of "${report.name}" was removed by the retention rule on ${iso(run.file_deleted_ms)}.` }
   try {
     const fd = fs.openSync(absolute(req.server, run.file_path!), 'r')
-    return { ok: { report, run, fd, size: fs.fstatSync(fd).size, fileName: run.file_name!, mediaType: formats[run.format].mediaType } }
+    // Names stored by an earlier version may hold invisible characters (bidi controls).
+    return { ok: { report, run, fd, size: fs.fstatSync(fd).size, fileName: visibleName(run.file_name!), mediaType: formats[run.format].mediaType } }
   } catch {
     return { status: 404, field: 'fileId', reason: `The file of run ${run.id} of "${report.name}" is missing from the data directory.` }
   }

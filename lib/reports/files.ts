@@ -4,6 +4,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import type { FastifyInstance } from 'fastify'
 import type { RunRow } from '../../db/reports.js'
+import { visibleName } from '../file-names.js'
 
 export const REPORTS_DIR = 'reports'
 
@@ -14,19 +15,27 @@ export const absolute = (app: FastifyInstance, relative: string) => path.join(ap
 /** `2025-01-13T063000Z`: a UTC time as file names carry it. */
 export const fileStamp = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '')
 
-/** `<report name>_<run time>.<ext>`, with characters no file system takes replaced by `_`. */
+/**
+ * `<report name>_<run time>.<ext>`, with spaces and characters no file system takes
+ * replaced by `_`, and invisible ones (bidi controls...) removed.
+ */
 export function fileNameFor(reportName: string, ms: number, ext: string): string {
-  const base = reportName
+  const base = visibleName(reportName
     .trim()
-    .replace(/[\s\u0000-\u001f\u007f/\\:*?"<>|]+/g, '_')
+    .replace(/[\s\u0000-\u001f\u007f/\\:*?"<>|]+/g, '_'))
     .replace(/_+/g, '_')
     .replace(/^[._]+|[._]+$/g, '')
-    .slice(0, 150)
-  return `${base || 'report'}_${fileStamp(ms)}.${ext}`
+  // Cut by code points: a character outside the BMP is never cut in half.
+  return `${[...base].slice(0, 150).join('') || 'report'}_${fileStamp(ms)}.${ext}`
 }
 
-/** `attachment; filename="..."`, with an RFC 6266 / RFC 5987 `filename*` when the name is not ASCII. */
-export function contentDisposition(fileName: string): string {
+/**
+ * `attachment; filename="..."`, with an RFC 6266 / RFC 5987 `filename*` when the name is
+ * not ASCII. Invisible characters are removed here too: a name stored by an earlier version
+ * may hold them.
+ */
+export function contentDisposition(stored: string): string {
+  const fileName = visibleName(stored)
   const ascii = fileName.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_')
   if (ascii === fileName) return `attachment; filename="${fileName}"`
   const encoded = encodeURIComponent(fileName).replace(/['()*]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase())

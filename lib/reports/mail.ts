@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import type { EmailStatus, RunRow } from '../../db/reports.js'
 import { MailNotConfiguredError } from '../mail.js'
 import { iso } from '../time.js'
+import { visibleName } from '../file-names.js'
 import { timeText, type Definition } from './content.js'
 import { absolute } from './files.js'
 import { formats, typeInfo } from './types.js'
@@ -63,7 +64,7 @@ function reportMessage(app: FastifyInstance, run: RunRow, d: Definition) {
   const lines = [
     `The ${typeInfo[d.type].title.toLowerCase()} report "${d.name}" was generated on ${generated}.`,
     '',
-    `File: ${run.file_name} (${sizeText(size)}, ${run.row_count ?? 0} rows${run.truncated ? ', cut at the format\'s row limit' : ''})`,
+    `File: ${visibleName(run.file_name!)} (${sizeText(size)}, ${run.row_count ?? 0} rows${run.truncated ? ', cut at the format\'s row limit' : ''})`,
     attach
       ? 'The file is attached.'
       : `The file is larger than ${sizeText(MAX_ATTACHMENT_BYTES)} and is not attached: download it from the console (Reports, "${d.name}").`,
@@ -76,7 +77,7 @@ function reportMessage(app: FastifyInstance, run: RunRow, d: Definition) {
     to: d.recipients,
     subject: `Report: ${d.name} (${generated})`,
     text: lines.join('\n'),
-    attachments: attach ? [{ filename: run.file_name!, path: absolute(app, run.file_path!), contentType: formats[d.format].mediaType }] : [],
+    attachments: attach ? [{ filename: visibleName(run.file_name!), path: absolute(app, run.file_path!), contentType: formats[d.format].mediaType }] : [],
     headers: { 'X-Prime-Report-Id': d.id, 'X-Prime-Run-Id': run.id },
   }
 }
