@@ -2476,8 +2476,11 @@ export interface paths {
          *     the answer carries `Cache-Control: no-cache`. `Accept` must allow
          *     `text/event-stream` (406 otherwise). `reset` is also sent when more than 1000
          *     notifications change at once, and when a read-all marks more than 100 (instead of
-         *     item by item). `counts`, `reset` and `reauthenticate` carry no `id`. Revocations
-         *     are noticed within 5 seconds.
+         *     item by item). `counts`, `reset` and `reauthenticate` carry no `id`. A revocation
+         *     (logout, the account deleted, disabled or changed in profile or password, the
+         *     integration token revoked) ends the stream at once, before the revoking request is
+         *     answered; one written by another server process on the same database within a
+         *     quarter of a second. An integration token's expiry is noticed within 5 seconds.
          */
         get: operations["streamNotifications"];
         put?: never;
