@@ -30,11 +30,26 @@ export function otherConnectionsCommits(db: DB): () => number {
 export class AuthVersion {
   private count = 0
   private othersSeen: number | undefined
+  private readonly listeners: (() => void)[] = []
+  private told = false
 
   constructor(private readonly others?: () => number) {}
 
   bump(): void {
     this.count++
+    if (this.listeners.length === 0 || this.told) return
+    this.told = true
+    // Once the writing code has run to its end: a transaction is synchronous, so it has
+    // committed (or rolled back) by then, and several writes of one request tell once.
+    queueMicrotask(() => {
+      this.told = false
+      for (const listener of this.listeners) listener()
+    })
+  }
+
+  /** Calls `listener` after writes by this connection that bump the version (it must not throw). */
+  onBump(listener: () => void): void {
+    this.listeners.push(listener)
   }
 
   get value(): number {

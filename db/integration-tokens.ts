@@ -1,4 +1,5 @@
 import type { DB } from './index.js'
+import type { AuthVersion } from './auth-version.js'
 
 export interface IntegrationTokenRow {
   id: string
@@ -19,7 +20,7 @@ export interface IntegrationPrincipalRow extends IntegrationTokenRow {
   creator_active: number | null
 }
 
-export function integrationTokensRepo(db: DB) {
+export function integrationTokensRepo(db: DB, version: AuthVersion) {
   const insert = db.prepare(
     `INSERT INTO integration_tokens (id, name, token_hash, profile, created_by, created_by_user_id, created_ms, expires_ms)
      VALUES (@id, @name, @token_hash, @profile, @created_by, @created_by_user_id, @created_ms, @expires_ms)`,
@@ -40,7 +41,12 @@ export function integrationTokensRepo(db: DB) {
     byId: (id: string) => byId.get(id),
     byName: (name: string) => byName.get(name),
     all: () => all.all(),
-    revoke: (id: string, now: number) => revoke.run(now, id).changes === 1,
+    revoke(id: string, now: number): boolean {
+      const revoked = revoke.run(now, id).changes === 1
+      // Tokens are looked up on every request; what follows a revocation is the open notification streams.
+      if (revoked) version.bump()
+      return revoked
+    },
     touch: (id: string, now: number) => touch.run(now, id),
   }
 }

@@ -16,11 +16,9 @@ export interface UserRow {
   updated_ms: number
   last_login_ms: number | null
   tokens_valid_after_ms: number
-  failed_logins: number
-  locked_until_ms: number
 }
 
-/** An account as shown: every column but the password hash and the login counters. */
+/** An account as shown: every column but the password hash and the token cut-off. */
 export type AccountRow = Pick<UserRow, 'id' | 'user_name' | 'email' | 'first_name' | 'last_name' | 'phone' | 'image' | 'profile' | 'is_active' | 'created_ms' | 'updated_ms' | 'last_login_ms'>
 const ACCOUNT_COLUMNS = 'id, user_name, email, first_name, last_name, phone, image, profile, is_active, created_ms, updated_ms, last_login_ms'
 
@@ -45,17 +43,22 @@ export function usersRepo(db: DB, version: AuthVersion) {
     'SELECT count(*) AS total, coalesce(sum(is_active), 0) AS active FROM users',
   )
   const activeAdmins = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM users WHERE profile = 30 AND is_active = 1')
-  // A lock that has run out starts the count again: 5 consecutive failures, not 1 more.
+  const loginLock = db.prepare<[string, string, number], number>(
+    'SELECT locked_until_ms FROM login_failures WHERE user_name = ? AND source = ? AND locked_until_ms > ?',
+  ).pluck()
   const loginFailed = db.prepare(
-    `UPDATE users SET
-       failed_logins = CASE WHEN locked_until_ms > 0 AND locked_until_ms <= @now THEN 1 ELSE failed_logins + 1 END,
-       locked_until_ms = CASE
-         WHEN locked_until_ms > 0 AND locked_until_ms <= @now THEN CASE WHEN 1 >= @threshold THEN @lockUntil ELSE 0 END
-         WHEN failed_logins + 1 >= @threshold THEN @lockUntil
-         ELSE locked_until_ms END
-     WHERE id = @id`,
+    `INSERT INTO login_failures (user_name, source, failures, last_ms, locked_until_ms)
+     VALUES (@name, @source, 1, @now, CASE WHEN 1 >= @threshold THEN @now + @lockMs ELSE 0 END)
+     ON CONFLICT (user_name, source) DO UPDATE SET
+       failures = failures + 1,
+       locked_until_ms = CASE WHEN failures + 1 >= @threshold THEN @now + @lockMs ELSE 0 END,
+       last_ms = @now`,
   )
-  const loginSucceeded = db.prepare<[number, number]>('UPDATE users SET failed_logins = 0, locked_until_ms = 0, last_login_ms = ? WHERE id = ?')
+  // A lock ends a lock period after the failure that set it, so this also drops run-out
+  // locks: counting starts again from 1 after a lock, not 1 short of the next one.
+  const loginFailuresRunOut = db.prepare<[number, number]>('DELETE FROM login_failures WHERE last_ms <= ? AND locked_until_ms <= ?')
+  const loginFailuresCleared = db.prepare<[string, string]>('DELETE FROM login_failures WHERE user_name = ? AND source = ?')
+  const loginSucceeded = db.prepare<[number, number]>('UPDATE users SET last_login_ms = ? WHERE id = ?')
   const revokeTokens = db.prepare<[number, number]>('UPDATE users SET tokens_valid_after_ms = ? WHERE id = ?')
   const revokeSessions = db.prepare<[number, number]>("UPDATE sessions SET revoked_ms = ?, revoked_reason = 'account changed' WHERE user_id = ? AND revoked_ms IS NULL")
   const updateStatements = new Map<string, ReturnType<DB['prepare']>>()
@@ -116,10 +119,19 @@ export function usersRepo(db: DB, version: AuthVersion) {
       changed()
       return removed
     },
-    /** Counts a failed login and locks the account once the threshold is reached. */
-    recordFailedLogin(id: number, threshold: number, lockUntil: number, now: number) {
-      loginFailed.run({ id, threshold, lockUntil, now })
-      changed()
+    /** When the lock on logins with this user name (whether an account has it or not) from this source ends, if one is in force. */
+    loginLockedUntil: (name: string, source: string, now: number): number | undefined => loginLock.get(name, source, now),
+    /**
+     * Counts a failed login with this user name from this source, and locks the pair once
+     * `threshold` failures follow each other within `lockMs`; counts that have run out go.
+     */
+    recordFailedLogin(name: string, source: string, threshold: number, lockMs: number, now: number) {
+      loginFailuresRunOut.run(now - lockMs, now)
+      loginFailed.run({ name, source, threshold, lockMs, now })
+    },
+    /** A login with this user name from this source succeeded: its failures no longer count. */
+    clearFailedLogins(name: string, source: string) {
+      loginFailuresCleared.run(name, source)
     },
     recordLogin(id: number, now: number) {
       loginSucceeded.run(now, id)

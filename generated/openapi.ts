@@ -1235,8 +1235,8 @@ export interface paths {
          *     secret configured on the server (environment variable
          *     `PRIME_POLLER_ENROLLMENT_SECRET`; when it is not set, registration is disabled) and
          *     its name, host and version. A wrong secret, or registration disabled, answers 401
-         *     (compared in constant time; attempts are rate limited per source address like
-         *     logins and audited). A name already used by another poller answers 409 (delete
+         *     (compared in constant time; failed attempts are rate limited per source address
+         *     like failed logins, and audited). A name already used by another poller answers 409 (delete
          *     that poller first). Answers the new poller's id and its credential (`ppl_...`,
          *     shown only here; the server keeps a hash), to be sent as `Authorization: Bearer`
          *     on every other poller gateway call. The new poller is not activated: it receives
@@ -2614,8 +2614,11 @@ export interface paths {
          *     the answer carries `Cache-Control: no-cache`. `Accept` must allow
          *     `text/event-stream` (406 otherwise). `reset` is also sent when more than 1000
          *     notifications change at once, and when a read-all marks more than 100 (instead of
-         *     item by item). `counts`, `reset` and `reauthenticate` carry no `id`. Revocations
-         *     are noticed within 5 seconds.
+         *     item by item). `counts`, `reset` and `reauthenticate` carry no `id`. A revocation
+         *     (logout, the account deleted, disabled or changed in profile or password, the
+         *     integration token revoked) ends the stream at once, before the revoking request is
+         *     answered; one written by another server process on the same database within a
+         *     quarter of a second. An integration token's expiry is noticed within 5 seconds.
          */
         get: operations["streamNotifications"];
         put?: never;
@@ -2639,9 +2642,12 @@ export interface paths {
          * Log in with a user name and password
          * @description Checks the credentials and answers a 15-minute access token (JWT) with its expiry,
          *     a rotating refresh token, the account, the license and the start page. A failed
-         *     login answers 400 with a readable `detail` (shown to the user as is). Five
-         *     consecutive failures lock the account for 15 minutes (429 with `Retry-After`);
-         *     attempts are also limited per source address. Every attempt is audited.
+         *     login answers 400 with a readable `detail` (shown to the user as is), the same
+         *     whether the user name exists, is disabled or has no account. Five consecutive
+         *     failures with one user name from one source address lock that user name from that
+         *     address for 15 minutes (429 `account-locked` with `Retry-After`, for user names with
+         *     and without an account alike); failed attempts are also limited per source address
+         *     (successful ones do not count). Every attempt is audited.
          *     Property names match case-insensitively (`Username` and `username`).
          */
         post: operations["localLogin"];
@@ -6880,7 +6886,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description Rate limited, or the account is locked after repeated failed logins. */
+        /** @description Rate limited, or the user name is locked from this address after repeated failed logins. */
         TooManyRequests: {
             headers: {
                 "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];

@@ -7,6 +7,7 @@ import { audit } from './audit.js'
 import type { components } from '../generated/openapi.js'
 import { iso } from './time.js'
 import { bearerToken } from './auth.js'
+import { limitKey } from './rate-limit.js'
 
 type AccountView = components['schemas']['AccountViewResource']
 type ItemResult = components['schemas']['ItemResult']
@@ -40,6 +41,8 @@ function checkPassword(password: string, userName: string, field: string) {
 /** First start: an `admin` account with PRIME_ADMIN_PASSWORD, or a random password logged once. */
 export async function bootstrapAdmin(app: FastifyInstance) {
   const { users } = app.repos
+  // Made now, so that the first login with an unknown name does not take a second scrypt run.
+  await dummyHash()
   if (users.counts().total > 0) return
   let password = app.config.adminPassword
   if (password) {
@@ -71,20 +74,31 @@ export async function bootstrapAdmin(app: FastifyInstance) {
 export async function login(req: FastifyRequest, userName: string, password: string) {
   const { users } = req.server.repos
   const { config, db } = req.server
+  // Failures count per user name and source address: failures from elsewhere cannot lock
+  // a user out. A name without an account goes exactly the same way (counted, locked, its
+  // password checked against a stand-in hash), so that neither the answers nor the time
+  // they take tell which names exist.
+  const source = limitKey(req.ip)
   // The attempt counts as a failure before the password is checked, so that parallel
-  // guesses cannot outrun the lockout; a success resets the count.
+  // guesses cannot outrun the lock; a success takes it back.
   const attempt = db.transaction(() => {
     const user = users.byName(userName)
     const now = Date.now()
-    if (!user) return { user }
-    if (user.locked_until_ms > now) return { user, lockedSeconds: Math.ceil((user.locked_until_ms - now) / 1000) }
-    users.recordFailedLogin(user.id, config.lockoutThreshold, now + config.lockoutMs, now)
+    const lockedUntil = users.loginLockedUntil(userName, source, now)
+    if (lockedUntil !== undefined) return { user, lockedSeconds: Math.ceil((lockedUntil - now) / 1000) }
+    users.recordFailedLogin(userName, source, config.lockoutThreshold, config.lockoutMs, now)
     return { user }
   })()
   const checked = attempt.user
   if (attempt.lockedSeconds !== undefined) {
-    audit(req, { description: `Login refused for "${checked!.user_name}": account locked`, user: checked!.user_name, outcome: 'Failed', asset: userAsset(checked!) })
-    throw problem('account-locked', `Too many failed logins; the account is locked for ${attempt.lockedSeconds} more seconds.`, { headers: { 'retry-after': String(attempt.lockedSeconds) } })
+    audit(req, {
+      description: `Login refused for ${checked ? `"${checked.user_name}"` : 'an unknown user name'}: locked after too many failed logins from this address`,
+      user: checked?.user_name ?? null,
+      outcome: 'Failed',
+      details: { userName, reason: 'locked' },
+      asset: checked ? userAsset(checked) : undefined,
+    })
+    throw problem('account-locked', `Too many failed logins with this user name from this address; try again in ${attempt.lockedSeconds} seconds.`, { headers: { 'retry-after': String(attempt.lockedSeconds) } })
   }
   const ok = await verifyPassword(password, checked?.password_hash ?? (await dummyHash()))
   const outcome = db.transaction(() => {
@@ -102,6 +116,7 @@ export async function login(req: FastifyRequest, userName: string, password: str
       })
       return { failed: true as const }
     }
+    users.clearFailedLogins(userName, source)
     users.recordLogin(user!.id, now)
     audit(req, { description: `Login of "${user!.user_name}"`, user: user!.user_name, details: { userName: user!.user_name }, asset: userAsset(user!) })
     return { failed: false as const, session: req.server.tokens.startSession(user!.id, now), user: accountView({ ...user!, last_login_ms: now }) }

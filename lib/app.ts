@@ -81,6 +81,8 @@ const REQUEST_ID = /^[\w.:-]{1,64}$/
 const IGNORED_BODY = 'application/x-prime-ignored-body'
 const MAX_FIELD_ERRORS = 20
 const MULTIPART = /^multipart\/form-data/i
+/** The operations that check a password or secret, limited per source address by PRIME_LOGIN_RATE_LIMIT_MAX. */
+const LOGIN_LIMITED = new Set(['localLogin', 'signIn', 'pollerRegister'])
 /**
  * The operations' answers (JSON, CSV, PDF) carry the security headers the OWASP REST
  * Security Cheat Sheet lists for APIs; the rest of helmet's set concerns HTML documents,
@@ -260,7 +262,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (req.agent || op?.operationId === 'enrollAgent') app.gateway.admit(req, op!.operationId, Date.now())
     // A load balancer's probes come every few seconds from the same addresses as the clients.
     else if (!op?.probe) limit(req, reply, requestLimit, 'requests', true)
-    if (op?.operationId === 'localLogin' || op?.operationId === 'signIn' || op?.operationId === 'pollerRegister') limit(req, reply, loginLimit, 'login attempts', false)
+    if (op !== undefined && LOGIN_LIMITED.has(op.operationId)) limit(req, reply, loginLimit, 'failed login attempts', false)
     if (!op) return
     // The caller first: a refused one learns nothing more (401/403 before 415/406), and a
     // request that fails on its media types is audited with its actor.
@@ -310,6 +312,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   /** The answer's media type, its audit record when the handler wrote none, its contract check. */
   function finish(req: FastifyRequest, reply: FastifyReply, payload: unknown): unknown {
     const op = req.op
+    // Only failures count toward the login limit: every attempt is counted when it arrives
+    // (parallel guesses cannot outrun the limit), and a success is taken back before it is
+    // answered (a client that logs in before each call is never cut off).
+    if (op !== undefined && reply.statusCode < 300 && LOGIN_LIMITED.has(op.operationId)) loginLimit.refund(limitKey(req.ip), Date.now())
     if (reply.statusCode < 400 && req.responseType && isJsonAnswer(reply)) {
       reply.header('content-type', `${req.responseType}; charset=utf-8`)
     }

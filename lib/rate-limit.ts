@@ -46,6 +46,11 @@ export function fixedWindowLimiter(max: number, windowMs: number, maxKeys = 100_
       w.count++
       return { max, remaining: Math.max(0, max - w.count), resetSeconds: Math.max(1, Math.ceil((w.endMs - now) / 1000)), exceeded: w.count > max }
     },
+    /** Takes back one request of `key` counted in the window still open (it turned out not to count). */
+    refund(key: string, now: number): void {
+      const w = windows.get(key)
+      if (w !== undefined && w.endMs > now && w.count > 0) w.count--
+    },
     get size() {
       return windows.size
     },

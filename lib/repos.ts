@@ -35,7 +35,7 @@ export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
   return {
     users: usersRepo(db, authVersion),
     sessions: sessionsRepo(db, authVersion),
-    integrationTokens: integrationTokensRepo(db),
+    integrationTokens: integrationTokensRepo(db, authVersion),
     audit: auditRepo(db),
     system: systemRepo(db),
     agentState: agentStateRepo(db),
@@ -55,6 +55,8 @@ export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
     agentless: agentlessRepo(db),
     ftsUpkeep: ftsUpkeep(db),
     assets: assetsRepo(db),
+    /** Moves with every write that may end a credential (see db/auth-version.ts). */
+    authVersion,
   }
 }
 export type Repos = ReturnType<typeof createRepos>

@@ -1,5 +1,6 @@
 // Pins the limits of the contract's "Limits" section: the per-caller request limit, the
-// login limit per source address, and account lockout after consecutive failed logins.
+// failed-login limit per source address, and the lock of a user name from a source address
+// after consecutive failed logins.
 import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { build, login, call, userWithProfile, ADMIN_PASSWORD } from './helpers.js'
@@ -77,25 +78,27 @@ t.test('IPv6 clients are limited per /64 network', async (t) => {
   t.equal((await from('2001:db8:7:2::10')).statusCode, 401, 'the next /64 has its own')
 })
 
-t.test('logins are limited per source address', async (t) => {
+t.test('failed logins are limited per source address', async (t) => {
   const app = await build(t, { PRIME_LOGIN_RATE_LIMIT_MAX: '3' })
   const first = await attempt(app, 'wrong-password-1')
   t.equal(first.statusCode, 400)
   t.equal((await attempt(app, 'wrong-password-2', 'nobody')).statusCode, 400, 'any user name counts')
-  t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, 'the 3rd attempt is served')
+  t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, 'a success is served')
+  t.equal((await attempt(app, 'wrong-password-3')).statusCode, 400, 'and did not count: the 3rd failure is served')
   const fourth = await attempt(app, ADMIN_PASSWORD)
-  isTooMany(t, fourth, 'rate-limited')
+  const body = isTooMany(t, fourth, 'rate-limited')
+  t.match(body.detail, /failed login attempts/)
   const lower = await attempt(app, ADMIN_PASSWORD, 'admin', '/prime/webui/auth/locallogin')
   t.equal(lower.statusCode, 429, 'another spelling of the path is the same route')
 
   const audited = app.repos.audit.latest(1)[0]
-  t.equal(audited.description, 'Login of "admin"', 'rate-limited attempts are not audited one by one: the last record is the 3rd attempt')
+  t.match(audited.description, /^Login failed/, 'rate-limited attempts are not audited one by one: the last record is the 3rd failure')
 
   const token = await login(app).catch(() => undefined)
   t.equal(token, undefined, 'logging in stays refused for the window')
 })
 
-t.test('logins count against both the login limit and the general one', async (t) => {
+t.test('successful logins count against the general limit', async (t) => {
   const app = await build(t, { PRIME_RATE_LIMIT_MAX: '4', PRIME_LOGIN_RATE_LIMIT_MAX: '10' })
   for (let i = 0; i < 3; i++) t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, `login ${i + 1}`)
   const token = await login(app)
@@ -109,15 +112,15 @@ t.test('Auth/LocalLogin and auth/signin share one login limit', async (t) => {
   t.same(answers, [400, 400, 400, 429], 'the 4th attempt is refused whichever path it uses')
 })
 
-t.test('account lockout', async (t) => {
+t.test('lockout of a user name from a source address', async (t) => {
   const app = await build(t, { PRIME_LOCKOUT_THRESHOLD: '3', PRIME_LOGIN_RATE_LIMIT_MAX: '1000' })
-  const state = () => app.db.prepare('SELECT failed_logins, locked_until_ms FROM users WHERE user_name = ?').get('admin') as { failed_logins: number; locked_until_ms: number }
+  const state = () => app.db.prepare('SELECT failures, locked_until_ms FROM login_failures WHERE user_name = ? AND source = ?').get('admin', '127.0.0.1') as { failures: number; locked_until_ms: number } | undefined
 
   t.equal((await attempt(app, 'wrong-password-1')).statusCode, 400)
   t.equal((await attempt(app, 'wrong-password-2')).statusCode, 400)
-  t.equal(state().failed_logins, 2)
+  t.equal(state()?.failures, 2)
   t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, 'a success below the threshold')
-  t.same(state(), { failed_logins: 0, locked_until_ms: 0 }, 'resets the count')
+  t.equal(state(), undefined, 'resets the count')
 
   t.equal((await attempt(app, 'wrong-password-3')).statusCode, 400)
   t.equal((await attempt(app, 'wrong-password-4')).statusCode, 400)
@@ -125,17 +128,17 @@ t.test('account lockout', async (t) => {
   const third = await attempt(app, 'wrong-password-5')
   t.equal(third.statusCode, 400, 'the failure that reaches the threshold is still a plain failed login')
   t.equal(third.json().type, 'urn:prime:problem:invalid-credentials')
-  const lockedUntil = state().locked_until_ms
+  const lockedUntil = state()!.locked_until_ms
   t.ok(lockedUntil >= before + 900_000 && lockedUntil <= Date.now() + 900_000, 'locked for PRIME_LOCKOUT_SECONDS (default 15 minutes)')
 
   const right = await attempt(app, ADMIN_PASSWORD)
   const body = isTooMany(t, right, 'account-locked')
-  t.match(body.detail, /locked/)
+  t.match(body.detail, /^Too many failed logins with this user name from this address; try again in \d+ seconds\.$/)
   const retry = Number(right.headers['retry-after'])
   t.ok(retry > 890 && retry <= 900, `Retry-After is the time left: ${retry}`)
   t.equal((await attempt(app, ADMIN_PASSWORD, 'ADMIN')).statusCode, 429, 'whatever the spelling of the user name')
   t.equal((await attempt(app, 'wrong-password-6')).statusCode, 429, 'a wrong password while locked is refused the same way')
-  t.equal(state().locked_until_ms, lockedUntil, 'attempts while locked do not extend the lock')
+  t.equal(state()!.locked_until_ms, lockedUntil, 'attempts while locked do not extend the lock')
 
   const locked = app.repos.audit.latest(1)[0]
   t.equal(locked.outcome, 'Failed', 'the refused login is audited (Refused is kept for 401 and 403)')
@@ -146,25 +149,34 @@ t.test('account lockout', async (t) => {
   t.equal(other.statusCode, 401, 'sanity: other routes unaffected')
 
   // The lock expires (moved into the past rather than waited for).
-  app.db.prepare('UPDATE users SET locked_until_ms = ? WHERE user_name = ?').run(Date.now() - 1, 'admin')
+  app.db.prepare('UPDATE login_failures SET locked_until_ms = ?, last_ms = ?').run(Date.now() - 1, Date.now() - 900_001)
   t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, 'after the lock, the right password works')
-  t.same(state(), { failed_logins: 0, locked_until_ms: 0 })
+  t.equal(state(), undefined)
 })
 
-t.test('lockout is per account', async (t) => {
+t.test('lockout is per user name', async (t) => {
   const app = await build(t, { PRIME_LOCKOUT_THRESHOLD: '2', PRIME_LOGIN_RATE_LIMIT_MAX: '1000' })
   const admin = await login(app)
   await userWithProfile(app, admin, 'ursula', 10)
   for (let i = 0; i < 2; i++) await attempt(app, 'wrong-password-1', 'ursula')
   t.equal((await attempt(app, 'Battery-staple-97', 'ursula')).statusCode, 429, 'ursula is locked')
   t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, 'admin is not')
-  for (let i = 0; i < 5; i++) t.equal((await attempt(app, 'wrong-password-1', 'nobody')).statusCode, 400, 'an unknown name never locks')
 })
 
 t.test('after a lock expires, counting starts again', async (t) => {
   const app = await build(t, { PRIME_LOCKOUT_THRESHOLD: '3', PRIME_LOGIN_RATE_LIMIT_MAX: '1000' })
   for (let i = 0; i < 3; i++) await attempt(app, 'wrong-password-1')
-  app.db.prepare('UPDATE users SET locked_until_ms = ? WHERE user_name = ?').run(Date.now() - 1, 'admin')
+  app.db.prepare('UPDATE login_failures SET locked_until_ms = ?, last_ms = ?').run(Date.now() - 1, Date.now() - 900_001)
   t.equal((await attempt(app, 'wrong-password-2')).statusCode, 400)
   t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, 'one failure after the lock does not lock again')
+})
+
+t.test('failures a lock period apart do not add up', async (t) => {
+  const app = await build(t, { PRIME_LOCKOUT_THRESHOLD: '2', PRIME_LOGIN_RATE_LIMIT_MAX: '1000' })
+  t.equal((await attempt(app, 'wrong-password-1')).statusCode, 400)
+  app.db.prepare('UPDATE login_failures SET last_ms = ?').run(Date.now() - 900_000)
+  t.equal((await attempt(app, 'wrong-password-2')).statusCode, 400)
+  t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, 'the first failure had run out: no lock')
+  const rows = app.db.prepare('SELECT count(*) FROM login_failures').pluck().get()
+  t.equal(rows, 0, 'counts that ran out are dropped, not kept')
 })

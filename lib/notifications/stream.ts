@@ -17,7 +17,10 @@ export const STREAM_LIMITS = {
   perCaller: 5,
   heartbeatMs: 15_000,
   pollMs: 250,
-  /** How often every subscriber's credential is checked again (revocation). */
+  /**
+   * How often every subscriber's credential is checked again in any case (an integration
+   * token's expiry); revocations are acted on as soon as they are written.
+   */
   revalidateMs: 5000,
   /** A subscriber this far behind is dropped; it resumes with Last-Event-ID. */
   backlogBytes: 1024 * 1024,
@@ -67,6 +70,8 @@ export function notificationHub(app: FastifyInstance) {
   let seenSeq = repo.counter().seq
   let subscribers = 0
   const timers: NodeJS.Timeout[] = []
+  const authVersion = app.repos.authVersion
+  let authSeen = authVersion.value
 
   const caller = (key: string): Caller => {
     let c = callers.get(key)
@@ -226,6 +231,25 @@ export function notificationHub(app: FastifyInstance) {
     }
   }
 
+  /**
+   * Ends the streams whose credential a write has ended: one by this process right after
+   * it (onBump), one by another process on the same database at the next look.
+   */
+  function checkRevocations() {
+    if (subscribers === 0) return
+    const version = authVersion.value
+    if (version === authSeen) return
+    authSeen = version
+    revalidate()
+  }
+  authVersion.onBump(() => {
+    try {
+      checkRevocations()
+    } catch (err) {
+      app.log.error({ err }, 'notification stream revalidation failed')
+    }
+  })
+
   function heartbeat() {
     for (const c of callers.values()) for (const s of c.streams) write(s, ': heartbeat\n\n')
   }
@@ -304,6 +328,7 @@ export function notificationHub(app: FastifyInstance) {
       timers.push(
         setInterval(() => {
           try {
+            checkRevocations()
             poll()
           } catch (err) {
             app.log.error({ err }, 'notification stream poll failed')
