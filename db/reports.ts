@@ -487,15 +487,29 @@ export function reportsRepo(db: DB, search: AgentSearch) {
     async eventTotals(f: EventFilter, signal?: AbortSignal): Promise<DigestTotals> {
       const t: DigestTotals = { total: 0, bySeverity: new Map(), byCategory: new Map(), byOutcome: new Map(), byKey: new Map() }
       const { sql: w, params } = eventConditions({ ...f, from: 0, to: 0 })
-      const q = cached(`SELECT severity, category, entity_id AS key, count(*) AS n FROM events WHERE ${w} GROUP BY 1, 2, 3`)
+      // A source is its asset where the event names one (an agent's events name it "HOST" before
+      // its address is known, "HOST (ip)" after, and again after a move), shown as its latest
+      // name; events without an asset count by their source text.
+      const q = cached(
+        `SELECT severity, category, CASE WHEN asset_key IS NULL THEN 'text:' || entity_id ELSE 'asset:' || asset_key END AS key,
+                max(id) AS last, entity_id AS label, count(*) AS n
+         FROM events WHERE ${w} GROUP BY 1, 2, 3`,
+      )
+      const sources = new Map<string, { n: number; last: number; label: string }>()
       await byDays(f.from, f.to, (a, b) => {
-        for (const r of q.all(a, b, ...params.slice(2)) as { severity: number; category: string; key: string; n: number }[]) {
+        for (const r of q.all(a, b, ...params.slice(2)) as { severity: number; category: string; key: string; last: number; label: string; n: number }[]) {
           t.total += r.n
           bump(t.bySeverity, r.severity, r.n)
           bump(t.byCategory, r.category, r.n)
-          bump(t.byKey, r.key, r.n)
+          const s = sources.get(r.key)
+          if (!s) sources.set(r.key, { n: r.n, last: r.last, label: r.label })
+          else {
+            s.n += r.n
+            if (r.last > s.last) Object.assign(s, { last: r.last, label: r.label })
+          }
         }
       }, signal)
+      for (const s of sources.values()) bump(t.byKey, s.label, s.n)
       return t
     },
 

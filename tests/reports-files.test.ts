@@ -317,3 +317,17 @@ t.test('other requests are answered while a report runs', async (t) => {
   await app.reportScheduler.idle()
   t.match(app.repos.reports.runById(runId), { status: 'succeeded', row_count: 50_000 })
 })
+
+t.test('a digest counts each agent once as a source, named as its latest events name it', async (t) => {
+  const app = await build(t)
+  const now = Date.now()
+  const uuid = '5b0c1a9e-2f3d-4e5a-8b7c-0d1e2f3a4b5c'
+  const ev = (entityId: string, assetKey: string | null, details: string) => ({ code: '0x310004', severity: 6, category: 'Host' as const, description: 'Agent enrolled', entityId, details, assetKey, assetName: assetKey ? 'DESKTOP-A' : null })
+  // Enrolled before its address was known, then checking in from it.
+  app.repos.events.record(now - 3000, [ev('DESKTOP-A', uuid, 'enrolled')])
+  app.repos.events.record(now - 2000, [ev('DESKTOP-A (10.0.0.1)', uuid, 'checked in')])
+  app.repos.events.record(now - 1000, [ev('Prime server', null, 'server event'), ev('Prime server', null, 'another')])
+  const totals = await app.repos.reports.eventTotals({ from: now - 60_000, to: now + 1000 })
+  t.equal(totals.total, 4)
+  t.same([...totals.byKey].sort(), [['DESKTOP-A (10.0.0.1)', 2], ['Prime server', 2]], 'one source per agent, by its latest name')
+})
