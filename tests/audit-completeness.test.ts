@@ -333,7 +333,8 @@ function saysWhatChanged(details: string): boolean {
 }
 
 const isStream = (op: Operation) => op.responseTypes.includes('text/event-stream')
-const isMutating = (op: Operation) => op.method !== 'GET' || op.auditCategory !== null
+// A read-only POST (x-read-only: the GraphQL query of /sepio-data) is a read.
+const isMutating = (op: Operation) => !op.readOnly && (op.method !== 'GET' || op.auditCategory !== null)
 
 async function send(app: FastifyInstance, req: Built, authorization: string | undefined, tag: string) {
   const opts: InjectOptions = {
