@@ -115,6 +115,11 @@ const FROM: Record<Source, string> = {
   host: 'agentless_connections c',
   peripheral: 'peripherals p JOIN agents a ON a.id = p.agent_id',
 }
+/**
+ * The source's tables for a statement that reads `sql`: a peripheral's agent is joined only
+ * when its columns are read (a million joins cost more than the rest of a count).
+ */
+const from = (src: Source, sql: string) => (src === 'peripheral' && !/\ba\./.test(sql) ? 'peripherals p' : FROM[src])
 const ROWID: Record<Source, string> = { agent: 'a.id', host: 'c.id', peripheral: 'p.id' }
 const SEARCHED: AssetField[] = ['name', 'key', 'ipAddress', 'model', 'vendor']
 
@@ -273,7 +278,7 @@ export function assetsRepo(db: DB) {
     const out = {} as Record<Source, number>
     for (const src of SOURCES) {
       const w = renderWhere(q, src)
-      const sql = `SELECT count(*) FROM ${FROM[src]} WHERE ${w.sql}`
+      const sql = `SELECT count(*) FROM ${from(src, w.sql)} WHERE ${w.sql}`
       out[src] = cached(sql).pluck().get(...w.params, ...named(sql, q)) as number
     }
     return out
@@ -287,7 +292,7 @@ export function assetsRepo(db: DB) {
       params.push(...w.params)
       const e = FIELDS[sort.field][src]
       const value = TEXT_FIELDS.has(sort.field) ? `lower(${e})` : e
-      return `SELECT ${value} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${FROM[src]} WHERE ${w.sql}`
+      return `SELECT ${value} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${from(src, w.sql + value)} WHERE ${w.sql}`
     })
     const dir = sort.direction === 'asc' ? 'ASC' : 'DESC'
     const nullsLast = dir === 'ASC' && NULLABLE_SORTS.has(sort.field) ? 's IS NULL, ' : ''
@@ -306,7 +311,7 @@ export function assetsRepo(db: DB) {
     const branches = SOURCES.map((src) => {
       const w = renderWhere(q, src)
       params.push(...w.params)
-      return `SELECT * FROM (SELECT ${FIELDS.firstSeen[src]} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${FROM[src]} WHERE ${w.sql}
+      return `SELECT * FROM (SELECT ${FIELDS.firstSeen[src]} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${from(src, w.sql)} WHERE ${w.sql}
         ORDER BY s ${dir}, id ${dir} LIMIT @end)`
     })
     const total = per.agent + per.host + per.peripheral

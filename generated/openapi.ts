@@ -1490,7 +1490,7 @@ export interface paths {
          *     peripherals, network infrastructure (`networking`: the switches agents report being
          *     plugged into; one is new when every agent behind it enrolled within the window),
          *     online assets, and assets by risk: `high` (risk level 7-10), `medium` (4-6), `low`
-         *     (0-3). Computed when asked.
+         *     (0-3). Counted at most every 30 seconds (`computedTime`; shared with the distribution): a dashboard polling both reads the fleet once.
          */
         get: operations["getAssetsOverview"];
         put?: never;
@@ -1512,7 +1512,7 @@ export interface paths {
          * Assets by type and risk level (automation client)
          * @description How the assets divide: per asset type (with how many are online and their risk
          *     bands) and per risk level (highest first). The path's spelling is the one
-         *     clients call. Computed when asked.
+         *     clients call. Counted at most every 30 seconds (`computedTime`; shared with the overview).
          */
         get: operations["getAssetsDistribution"];
         put?: never;

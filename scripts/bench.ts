@@ -18,7 +18,7 @@ if (process.argv[2] === 'agents') {
   await import('./bench-agents.js')
   process.exit(0)
 }
-// npm run bench -- events | delivery | reports: the events, alarm delivery and reports cases.
+// npm run bench -- events | delivery | reports | assets: the events, alarm delivery, reports and asset discovery cases.
 if (process.argv[2] === 'events') {
   await import('./bench-events.js')
   process.exit(0)
@@ -33,6 +33,10 @@ if (process.argv[2] === 'reports') {
 }
 if (process.argv[2] === 'agentless') {
   await import('./bench-agentless.js')
+  process.exit(0)
+}
+if (process.argv[2] === 'assets') {
+  await import('./bench-assets.js')
   process.exit(0)
 }
 if (process.argv[2] === 'notifications') {

@@ -94,6 +94,7 @@ t.test('wrong requests answer 400 in the GraphQL format, never 500', async (t) =
   errors(t, await send({ query: '{ conditionalTable { data { id } }' }), 'GRAPHQL_PARSE_FAILED', /Syntax Error/)
   // A JSON document tree is not a query (mercurius would take it as one).
   errors(t, await send({ query: '{"kind":"Document","definitions":[]}' }), 'GRAPHQL_PARSE_FAILED')
+  errors(t, await send({ query: '[1,2]' }), 'GRAPHQL_PARSE_FAILED', /Unexpected "\["/)
   errors(t, await send({ query: 'fragment A on Asset { id }' }), 'GRAPHQL_VALIDATION_FAILED', /no operation/)
   errors(t, await send({ query: '{ conditionalTable { data { colour } } }' }), 'GRAPHQL_VALIDATION_FAILED', /colour/)
   errors(t, await send({ query: 'mutation { conditionalTable { recordsTotal } }' }), 'GRAPHQL_VALIDATION_FAILED')

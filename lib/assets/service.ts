@@ -160,11 +160,21 @@ export function assetPage(ctx: AssetContext, q: Omit<AssetQuery, 'rare'>, sort: 
 
 const isHost = (type: number) => type !== ASSET_TYPES.Peripheral
 
+// The overview and the distribution read every peripheral: their counts are kept this long
+// (a dashboard polling both costs one reading of the fleet).
+const SUMMARY_CACHE_MS = 30_000
+
+/** The counts behind the overview and the distribution, computed at most every 30 seconds. */
+function summary(ctx: AssetContext) {
+  return ctx.insights.cached(`assetSummary:${ctx.newHours}:${ctx.uncommonMaxHosts}`, SUMMARY_CACHE_MS, () => {
+    const since = ctx.now - ctx.newHours * 3_600_000
+    return { since, counts: ctx.assets.summary(rareModels(ctx), since), switches: ctx.assets.switches(since) }
+  })
+}
+
 export function assetsOverview(ctx: AssetContext): Schemas['AssetsOverview'] {
-  const since = ctx.now - ctx.newHours * 3_600_000
-  const counts = ctx.assets.summary(rareModels(ctx), since)
+  const { since, counts, switches, computedTime } = summary(ctx)
   const sum = (keep: (c: (typeof counts)[number]) => boolean) => counts.filter(keep).reduce((n, c) => n + c.n, 0)
-  const switches = ctx.assets.switches(since)
   return {
     totalAssets: sum(() => true),
     newAssets: sum((c) => c.is_new === 1),
@@ -181,12 +191,12 @@ export function assetsOverview(ctx: AssetContext): Schemas['AssetsOverview'] {
       low: sum((c) => riskWords(c.risk_level) === 'Low'),
     },
     newSinceTime: iso(since),
-    computedTime: iso(ctx.now),
+    computedTime,
   }
 }
 
 export function assetsDistribution(ctx: AssetContext): Schemas['AssetsDistribution'] {
-  const counts = ctx.assets.summary(rareModels(ctx), ctx.now - ctx.newHours * 3_600_000)
+  const { counts, computedTime } = summary(ctx)
   const types = new Map<number, { count: number; online: number; high: number; medium: number; low: number }>()
   const levels = new Map<number, number>()
   for (const c of counts) {
@@ -207,6 +217,6 @@ export function assetsDistribution(ctx: AssetContext): Schemas['AssetsDistributi
       risk: { high: t.high, medium: t.medium, low: t.low },
     })),
     byRiskLevel: [...levels.entries()].sort(([a], [b]) => b - a).map(([riskLevel, count]) => ({ riskLevel, riskIndicationString: riskWords(riskLevel), count })),
-    computedTime: iso(ctx.now),
+    computedTime,
   }
 }

@@ -1,0 +1,86 @@
+// Asset discovery at fleet scale, in process (app.inject, no network): a seeded fleet of
+// BENCH_AGENTS agents (100,000) with 10 peripherals each, then the NAC connector's GraphQL
+// query (its filters and system filters, riskLevel_desc) at the first page and a deep one,
+// other orders, the older connector's REST pages of 5000 (first, middle, last), the
+// overview and the distribution. Each case is asked BENCH_REQUESTS times (5); the median
+// and the slowest are shown.
+//
+//   npm run bench -- assets
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { buildApp } from '../lib/app.js'
+import { loadConfig } from '../lib/config.js'
+import { openDatabase } from '../db/index.js'
+import { seedFleet } from './seed.js'
+import { median, ms } from './bench-support.js'
+
+const AGENTS = Number(process.env.BENCH_AGENTS ?? 100_000)
+const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 5)
+const PASSWORD = 'Bench-password-123'
+
+const QUERY = `query GetDiscoveredAssets($pageNum: Int!, $pageSize: Int!, $filters: [ConditionalRowFilterInput], $systemFilters: [ConditionalRowFilterInput], $sortBy: String) {
+  conditionalTable(query: { filters: $filters, systemFilters: $systemFilters, globalSearch: "" }
+                   pagination: { pageNumber: $pageNum, pageSize: $pageSize, sortBy: $sortBy }) {
+    recordsFiltered
+    data { id mac key isRiskAccepted model iconDescription isOnline riskLevel statusDescription firstSeen lastSeen
+           locations { displayString } indicatorViewDetails { subType riskIndicationString description } } } }`
+const f = (field: string, expression: string, value: string, conditionTypeValue = 'single') => ({ field, expression, value, op: 'AND', conditionTypeValue, is_userattribute: false })
+const FILTERS = [f('isOnline', 'Exact', 'true'), f('type', 'Exact', '2,3,8,9,10', 'multiple'), f('riskLevel', 'Exact', '2,3,4,5,6,7,8,9', 'multiple')]
+const SYSTEM = [f('icon', 'NotExact', '50'), f('type', 'NotExact', '6'), f('hierarchy', 'NotExact', '1')]
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-assets-'))
+console.error(`Seeding ${AGENTS} agents into ${dir} ...`)
+const db = openDatabase(path.join(dir, 'prime.sqlite'))
+const seeded = await seedFleet(db, { agents: AGENTS, peripheralsPerAgent: 10 })
+db.close()
+console.error(`Seeded ${seeded.agents} agents, ${seeded.peripherals} peripherals in ${(seeded.ms / 1000).toFixed(1)} s`)
+
+const app = await buildApp({
+  config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: PASSWORD, LOG_LEVEL: 'warn', PRIME_RATE_LIMIT_MAX: '100000000', PRIME_AGENT_DISCONNECT_SECONDS: '86400', PRIME_LICENSE_SEATS: String(AGENTS + 1000) }),
+  logger: false,
+})
+const rows: string[][] = [['case', 'median ms', 'max ms', 'rows', 'matching']]
+try {
+  const login = await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'admin', password: PASSWORD } })
+  const headers = { authorization: `Bearer ${login.json().token}` }
+  // The rare models are computed once an hour (the uncommon-peripherals insight): the first call pays it.
+  let t0 = performance.now()
+  await app.inject({ url: '/prime/webui/transformerDataApi/assetsOverview', headers })
+  rows.push(['first call (computes the rare models)', ms(performance.now() - t0), '', '', ''])
+
+  const time = async (name: string, send: () => Promise<{ statusCode: number; body: string }>, count: (body: any) => [number, number]) => {
+    const times: number[] = []
+    let last: [number, number] = [0, 0]
+    for (let i = 0; i < REQUESTS; i++) {
+      t0 = performance.now()
+      const res = await send()
+      times.push(performance.now() - t0)
+      if (res.statusCode !== 200) throw new Error(`${name}: ${res.statusCode} ${res.body.slice(0, 300)}`)
+      last = count(JSON.parse(res.body))
+    }
+    rows.push([name, ms(median(times)), ms(Math.max(...times)), String(last[0]), String(last[1])])
+  }
+  const graph = (variables: Record<string, unknown>) => () => app.inject({ method: 'POST', url: '/sepio-data', headers, payload: { query: QUERY, variables } })
+  const table = (b: any): [number, number] => [b.data.conditionalTable.data.length, b.data.conditionalTable.recordsFiltered]
+  const list = (b: any): [number, number] => [b.data.length, b.recordsFiltered]
+
+  await time('GraphQL connector query, page 1 of 100', graph({ pageNum: 1, pageSize: 100, filters: FILTERS, systemFilters: SYSTEM, sortBy: 'riskLevel_desc' }), table)
+  await time('GraphQL connector query, page 1 of 1000', graph({ pageNum: 1, pageSize: 1000, filters: FILTERS, systemFilters: SYSTEM, sortBy: 'riskLevel_desc' }), table)
+  await time('GraphQL connector query, page 50 of 1000', graph({ pageNum: 50, pageSize: 1000, filters: FILTERS, systemFilters: SYSTEM, sortBy: 'riskLevel_desc' }), table)
+  await time('GraphQL hosts by lastSeen_desc, page 1 of 100', graph({ pageNum: 1, pageSize: 100, systemFilters: [f('type', 'NotExact', '1')], sortBy: 'lastSeen_desc' }), table)
+  await time('GraphQL all assets by riskLevel_desc, page 1 of 100', graph({ pageNum: 1, pageSize: 100, sortBy: 'riskLevel_desc' }), table)
+  await time('GraphQL name contains, all assets, page 1 of 100', graph({ pageNum: 1, pageSize: 100, filters: [f('name', 'Contains', 'desk')], sortBy: 'firstSeen_asc' }), table)
+  const pages = Math.ceil((seeded.agents * 11) / 5000)
+  for (const n of [1, Math.ceil(pages / 2), pages]) {
+    await time(`REST assets?pageSize=5000&pageNumber=${n}`, () => app.inject({ url: `/prime/webui/transformerDataApi/assets?pageSize=5000&pageNumber=${n}`, headers }), list)
+  }
+  await time('REST assetsOverview', () => app.inject({ url: '/prime/webui/transformerDataApi/assetsOverview', headers }), (b) => [1, b.totalAssets])
+  await time('REST assetsDistribuition', () => app.inject({ url: '/prime/webui/transformerDataApi/assetsDistribuition', headers }), (b) => [b.byType.length, b.totalAssets])
+} finally {
+  await app.close()
+  fs.rmSync(dir, { recursive: true, force: true })
+}
+const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)))
+console.log(`\n${seeded.agents} agents, ${seeded.peripherals} peripherals; ${REQUESTS} requests per case, in process (app.inject)\n`)
+for (const r of rows) console.log(r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  '))
