@@ -31,6 +31,7 @@ import { startAgentless } from './agentless/index.js'
 import { vault } from './vault.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
 import { registerLifecycle } from './probes.js'
+import { startRetention } from './retention.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 
@@ -180,6 +181,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   startReportScheduler(app)
   startNotifications(app)
   startAgentless(app)
+  startRetention(app)
 
   const canonicalHook = (req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => done(thrown(() => canonicalRequest(req)))
   // Each route carries its operation's metadata from the contract, for the hooks below.

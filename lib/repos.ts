@@ -17,6 +17,7 @@ import { catalogueRepo } from '../db/catalogue.js'
 import { insightsRepo } from '../db/insights.js'
 import { exportsRepo } from '../db/exports.js'
 import { eventQueriesRepo } from '../db/event-queries.js'
+import { retentionRepo } from '../db/retention.js'
 import { alarmsRepo, type SettingsSealer } from '../db/alarms.js'
 import { reportsRepo } from '../db/reports.js'
 import { notificationsRepo } from '../db/notifications.js'
@@ -53,6 +54,7 @@ export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
     notifications: notificationsRepo(db),
     agentless: agentlessRepo(db),
     ftsUpkeep: ftsUpkeep(db),
+    retention: retentionRepo(db),
   }
 }
 export type Repos = ReturnType<typeof createRepos>
