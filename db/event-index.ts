@@ -7,6 +7,9 @@ import type { DB } from './index.js'
 
 /** Ids per block: level 0 blocks hold 2^12 ids, level 1 blocks 2^16. */
 export const LEVEL_SHIFT = [12, 16] as const
+/** What a prune took out of the counts, applied to the summary in memory once it committed. */
+export interface PruneDelta { from: number; to: number; cells: Rollup; docs: Map<number, number>; sources: Map<number, number> }
+
 /** Ids per block of the events-by-source index (event_source_ids, migration 012). */
 export const SOURCE_BLOCK_SHIFT = 18
 
@@ -89,6 +92,8 @@ class Column {
 export interface Summary {
   /** The high-water mark these counts are exact up to. */
   indexed: number
+  /** Records with ids up to this were deleted by the retention job (prune) and are counted no more. */
+  pruned: number
   /** By level: block -> cells. */
   blocks: Map<number, Cell[]>[]
   /** By level: block -> [min_ms, max_ms] of its cells: a time range passes over a block without reading its cells. */
@@ -156,10 +161,11 @@ function addRollup(r: Rollup, id: number, kind: number, ms: number) {
 }
 
 export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
-  const state = db.prepare<[string], { indexed: number; stale: number }>('SELECT indexed, stale FROM record_index_state WHERE name = ?')
+  const state = db.prepare<[string], { indexed: number; stale: number; pruned_through: number }>('SELECT indexed, stale, pruned_through FROM record_index_state WHERE name = ?')
   const summaries: Partial<Record<RecordTable, Summary>> = {}
-  const emptySummary = (indexed: number): Summary => ({
+  const emptySummary = (indexed: number, pruned = 0): Summary => ({
     indexed,
+    pruned,
     blocks: LEVEL_SHIFT.map(() => new Map()),
     spans: LEVEL_SHIFT.map(() => new Map()),
     docs: { kind: new Column(), source: new Column(), n: new Column(), size: 0, bySource: new BySource() },
@@ -184,8 +190,8 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     } else cells.push([kind, n, min, max])
   }
   /** Reads the counts from their tables (first use, or after another process indexed). */
-  function load(table: RecordTable, indexed: number): Summary {
-    const sum = emptySummary(indexed)
+  function load(table: RecordTable, indexed: number, pruned: number): Summary {
+    const sum = emptySummary(indexed, pruned)
     for (const [level, block, kind, n, min, max] of db.prepare(`SELECT level, block, kind, n, min_ms, max_ms FROM ${rollupTable[table]}`).raw().iterate() as IterableIterator<number[]>) {
       addCell(sum, level, block, kind, n, min, max)
     }
@@ -355,7 +361,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       const delta: Delta = { from: s.indexed, to: s.indexed, cells: new Map(), docs: new Map(), sources: new Map(), newDocs: [], newSources: [], reset: false }
       if (s.stale) {
         reset(table)
-        s = { indexed: 0, stale: 0 }
+        s = { indexed: 0, stale: 0, pruned_through: s.pruned_through }
         delta.reset = true
         delta.from = 0
       }
@@ -437,8 +443,120 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     for (const [id, n] of d.sources) sum.sources.n.set(id, sum.sources.n.get(id) + n)
   }
 
+
+  // ---- pruning (the retention job, lib/retention.ts) ----
+  const pruneBatch = {
+    events: db.prepare<[number, number], unknown[]>(
+      `SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name,
+         peripheral_asset_id, details FROM events WHERE id > ? AND id <= ? ORDER BY id`,
+    ).raw(),
+    audit_trail: db.prepare<[number, number], unknown[]>(
+      `SELECT id, created_ms, ${kindColumns.audit_trail.join(', ')} FROM audit_trail WHERE id > ? AND id <= ? ORDER BY id`,
+    ).raw(),
+  }
+  const rollupSub = {
+    events: db.prepare('UPDATE event_rollup SET n = n - ? WHERE level = ? AND block = ? AND kind = ?'),
+    audit_trail: db.prepare('UPDATE audit_rollup SET n = n - ? WHERE level = ? AND block = ? AND kind = ?'),
+  }
+  const rollupDrop = {
+    events: db.prepare('DELETE FROM event_rollup WHERE level = ? AND block = ? AND kind = ? AND n <= 0'),
+    audit_trail: db.prepare('DELETE FROM audit_rollup WHERE level = ? AND block = ? AND kind = ? AND n <= 0'),
+  }
+  const deleteSourceId = db.prepare<[number, number, number]>('DELETE FROM event_source_ids WHERE blk = ? AND source = ? AND id = ?')
+  const deleteKindId = db.prepare<[number, number, number]>('DELETE FROM event_kind_ids WHERE blk = ? AND kind = ? AND id = ?')
+  const subSourceN = db.prepare<[number, number]>('UPDATE event_sources SET n = n - ? WHERE id = ?')
+  const subDocN = db.prepare<[number, number]>('UPDATE event_docs SET n = n - ? WHERE id = ?')
+  const deleteRecords = {
+    events: db.prepare<[number, number]>('DELETE FROM events WHERE id > ? AND id <= ?'),
+    audit_trail: db.prepare<[number, number]>('DELETE FROM audit_trail WHERE id > ? AND id <= ?'),
+  }
+  const setPruned = db.prepare<[number, string]>('UPDATE record_index_state SET pruned_through = ? WHERE name = ?')
+
+  /**
+   * Deletes the records of `table` with ids above the last pruned one up to `through` (all
+   * indexed), inside the caller's transaction, taking them out of every count: block
+   * counts, the events' ids by source and by kind, the documents' and sources' counts.
+   * Documents and sources left at 0 stay (a later event may use them again). The time
+   * spans of the counts stay as they were: still bounds of what is left, and a query reads
+   * rows where a bound decides. Answers how many records were deleted.
+   */
+  function prune(table: RecordTable, through: number): { deleted: number; delta: PruneDelta } {
+    const s = state.get(table)!
+    if (s.stale) throw new Error(`the ${table} index is starting over: prune after it has caught up`)
+    if (through > s.indexed) throw new Error(`${table} ${through} is not indexed yet (indexed up to ${s.indexed})`)
+    const from = s.pruned_through
+    const delta: PruneDelta = { from, to: Math.max(from, through), cells: new Map(), docs: new Map(), sources: new Map() }
+    if (through <= from) return { deleted: 0, delta }
+    const rows = pruneBatch[table].all(from, through)
+    const cells = delta.cells
+    const scratch = { newSources: [] as [number, string | null][], newDocs: [] as [number, number, number][] }
+    if (table === 'events') {
+      for (const r of rows) {
+        const [id, ms, code, severity, category, icon, description, hashtags, entity, assetKey, assetName, device, details] = r as [
+          number, number, string, number, string, number, string, string | null, string, string | null, string | null, string | null, string,
+        ]
+        const kind = kindId('events', [code, severity, category, icon, description, hashtags])
+        addRollup(cells, id, kind, ms)
+        const source = sourceId(entity, assetKey, assetName, scratch)
+        const doc = docId(kind, source, device, details, scratch)
+        delta.sources.set(source, (delta.sources.get(source) ?? 0) + 1)
+        delta.docs.set(doc, (delta.docs.get(doc) ?? 0) + 1)
+        deleteSourceId.run(Math.floor(id / 2 ** SOURCE_BLOCK_SHIFT), source, id)
+        deleteKindId.run(Math.floor(id / 2 ** LEVEL_SHIFT[1]), kind, id)
+      }
+      for (const [id, n] of delta.sources) subSourceN.run(n, id)
+      for (const [id, n] of delta.docs) subDocN.run(n, id)
+    } else {
+      for (const r of rows) {
+        const [id, ms, ...values] = r as [number, number, ...unknown[]]
+        addRollup(cells, id, kindId('audit_trail', values), ms)
+      }
+    }
+    for (const [level, block, kind, n] of cells.values()) {
+      rollupSub[table].run(n, level, block, kind)
+      rollupDrop[table].run(level, block, kind)
+    }
+    const deleted = deleteRecords[table].run(from, through).changes
+    setPruned.run(through, table)
+    return { deleted, delta }
+  }
+
+  /** Brings the summary in memory along with a committed prune (or drops it when it cannot follow). */
+  function applyPrune(table: RecordTable, d: PruneDelta) {
+    const sum = summaries[table]
+    if (!sum) return
+    if (sum.pruned !== d.from) {
+      delete summaries[table]
+      return
+    }
+    for (const [level, block, kind, n] of d.cells.values()) {
+      const cells = sum.blocks[level].get(block)
+      const cell = cells?.find((c) => c[0] === kind)
+      if (!cells || !cell) continue
+      cell[1] -= n
+      if (cell[1] <= 0) {
+        cells.splice(cells.indexOf(cell), 1)
+        if (cells.length === 0) {
+          sum.blocks[level].delete(block)
+          sum.spans[level].delete(block)
+        }
+      }
+    }
+    if (sum.texts) {
+      for (const [id, n] of d.docs) sum.docs.n.set(id, sum.docs.n.get(id) - n)
+      for (const [id, n] of d.sources) sum.sources.n.set(id, sum.sources.n.get(id) - n)
+    }
+    sum.pruned = d.to
+    // A new identity: what queries kept of the old one (counts among rows, ids) is not reused.
+    summaries[table] = { ...sum }
+  }
+
   return {
     kinds,
+    prune,
+    applyPrune,
+    /** The last record id the retention job deleted up to (0: none). */
+    prunedThrough: (table: RecordTable): number => state.get(table)!.pruned_through,
     /**
      * The counts in memory, exact up to their `indexed` mark (loaded on first use; loaded
      * again when the mark moved without this process, or the index started over).
@@ -447,7 +565,10 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       const s = state.get(table)!
       const indexed = s.stale ? 0 : s.indexed
       let sum = summaries[table]
-      if (!sum || sum.indexed !== indexed) sum = summaries[table] = indexed === 0 ? emptySummary(0) : load(table, indexed)
+      // Read again when another process indexed or pruned meanwhile.
+      if (!sum || sum.indexed !== indexed || sum.pruned !== s.pruned_through) {
+        sum = summaries[table] = indexed === 0 ? emptySummary(0, s.pruned_through) : load(table, indexed, s.pruned_through)
+      }
       if (texts && !sum.texts && table === 'events') {
         if (indexed === 0) sum.texts = true
         else loadTexts(sum)
@@ -468,7 +589,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
         sum.texts = true
         return
       }
-      const scratch = emptySummary(sum.indexed)
+      const scratch = emptySummary(sum.indexed, sum.pruned)
       for (const _ of readTexts(scratch, slice)) {
         await pause()
         if (summaries.events !== sum || sum.texts) return
@@ -477,7 +598,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       // must still be at the mark the counts were read at.
       const now = state.get('events')!
       const mark = now.stale ? 0 : now.indexed
-      if (summaries.events === sum && !sum.texts && sum.indexed === scratch.indexed && mark === scratch.indexed) {
+      if (summaries.events === sum && !sum.texts && sum.indexed === scratch.indexed && mark === scratch.indexed && now.pruned_through === sum.pruned) {
         Object.assign(sum, { docs: scratch.docs, sources: scratch.sources, texts: true })
       }
     },

@@ -35,6 +35,7 @@ import { vault } from './vault.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
 import { registerLifecycle } from './probes.js'
 import { capConnections, serverOptions } from './connections.js'
+import { startRetention } from './retention.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 
@@ -189,6 +190,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   startReportScheduler(app)
   startNotifications(app)
   startAgentless(app)
+  startRetention(app)
 
   const canonicalHook = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => done(thrown(() => canonicalRequest(req, reply)))
   // Each route carries its operation's metadata from the contract, for the hooks below.

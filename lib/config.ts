@@ -50,6 +50,18 @@ export interface Config {
   assets: { newHours: number }
   /** The key that seals agentless connection credentials (PRIME_AGENTLESS_KEY or kept in the data dir). */
   agentlessKey: Buffer
+  /** Days each kind of record is kept (0: for ever), and the retention job's pace (lib/retention.ts). */
+  retention: {
+    eventsDays: number
+    auditDays: number
+    deliveryDays: number
+    notificationsDays: number
+    commandsDays: number
+    agentlessRunsDays: number
+    archiveDays: number
+    /** Seconds between runs of the retention job. */
+    intervalSeconds: number
+  }
   /** Seconds between the start of a shutdown (readiness answers 503) and the server's closing. */
   shutdownDrainSeconds: number
   alarms: {
@@ -173,6 +185,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     agentless: agentlessSettings(env),
     assets: { newHours: int(env, 'PRIME_NEW_ASSET_HOURS', 24, 1, 8760) },
     agentlessKey: loadKey(env, dataDir),
+    retention: {
+      eventsDays: int(env, 'PRIME_RETENTION_EVENTS_DAYS', 365, 0, 36_500),
+      auditDays: int(env, 'PRIME_RETENTION_AUDIT_DAYS', 365, 0, 36_500),
+      deliveryDays: int(env, 'PRIME_RETENTION_DELIVERY_DAYS', 30, 1, 36_500),
+      notificationsDays: int(env, 'PRIME_RETENTION_NOTIFICATIONS_DAYS', 90, 0, 36_500),
+      commandsDays: int(env, 'PRIME_RETENTION_COMMANDS_DAYS', 90, 0, 36_500),
+      agentlessRunsDays: int(env, 'PRIME_RETENTION_AGENTLESS_RUNS_DAYS', 30, 0, 36_500),
+      archiveDays: int(env, 'PRIME_RETENTION_ARCHIVE_DAYS', 0, 0, 36_500),
+      intervalSeconds: int(env, 'PRIME_RETENTION_INTERVAL_SECONDS', 3600, 10, 86_400),
+    },
     shutdownDrainSeconds: int(env, 'PRIME_SHUTDOWN_DRAIN_SECONDS', 0, 0, 300),
     alarms: {
       allowedHosts: (env.PRIME_ALARM_ALLOWED_HOSTS || '').split(',').map((h) => h.trim()).filter(Boolean),

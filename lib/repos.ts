@@ -17,6 +17,7 @@ import { catalogueRepo } from '../db/catalogue.js'
 import { insightsRepo } from '../db/insights.js'
 import { exportsRepo } from '../db/exports.js'
 import { eventQueriesRepo } from '../db/event-queries.js'
+import { retentionRepo } from '../db/retention.js'
 import { alarmsRepo, type SettingsSealer } from '../db/alarms.js'
 import { reportsRepo } from '../db/reports.js'
 import { notificationsRepo } from '../db/notifications.js'
@@ -57,6 +58,7 @@ export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
     assets: assetsRepo(db),
     /** Moves with every write that may end a credential (see db/auth-version.ts). */
     authVersion,
+    retention: retentionRepo(db),
   }
 }
 export type Repos = ReturnType<typeof createRepos>

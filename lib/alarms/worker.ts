@@ -21,8 +21,6 @@ export const FAILURE_EVENT_CODE = '0x410001'
 const POLL_MS = 250
 const BATCH = 100
 const FLUSH_MS = 250
-/** Finished deliveries and attempts are kept this long. */
-export const RETENTION_MS = 30 * 24 * 3600_000
 const PRUNE_EVERY_MS = 3600_000
 /** How long closing the app waits for deliveries in flight. */
 export const STOP_BOUND_MS = 5000
@@ -91,7 +89,8 @@ export class DeliveryWorker {
     try {
       if (now - this.lastPrune >= PRUNE_EVERY_MS) {
         this.lastPrune = now
-        alarms.prune(now - RETENTION_MS)
+        // Finished deliveries and attempts are kept PRIME_RETENTION_DELIVERY_DAYS.
+        alarms.prune(now - this.app.config.retention.deliveryDays * 86_400_000)
       }
       // Nothing queued since the last look and no retry due: nothing to do.
       const seq = alarms.outboxSeq()

@@ -1,0 +1,159 @@
+// Pins the retention job (lib/retention.ts): old events and audit records are archived and
+// then deleted, with the query index's counts exactly those of a rebuild; nothing an alarm
+// destination still waits for is deleted; only the job can delete audit records, and each
+// run is audited; the other kinds that grow are pruned by their own settings.
+import fs from 'node:fs'
+import path from 'node:path'
+import zlib from 'node:zlib'
+import t from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { build, call, login } from './helpers.js'
+import { writeEvents, expectedEvents, sortEvents } from './fixtures/events.js'
+import { eventView, type EventRow } from '../db/event-queries.js'
+
+const DAY = 86_400_000
+const NOW = Date.UTC(2026, 5, 30, 12)
+
+/** The query index's counts, as a rebuild from the rows would make them (time spans aside). */
+function counts(app: FastifyInstance) {
+  app.repos.eventQueries.indexer.catchUp('events')
+  app.repos.eventQueries.indexer.catchUp('audit_trail')
+  const q = (sql: string) => JSON.stringify(app.db.prepare(sql).raw().all())
+  return {
+    eventRollup: q('SELECT level, block, kind, n FROM event_rollup WHERE n > 0 ORDER BY 1, 2, 3'),
+    auditRollup: q('SELECT level, block, kind, n FROM audit_rollup WHERE n > 0 ORDER BY 1, 2, 3'),
+    sourceIds: q('SELECT * FROM event_source_ids ORDER BY 1, 2, 3'),
+    kindIds: q('SELECT * FROM event_kind_ids ORDER BY 1, 2, 3'),
+    sources: q('SELECT id, n FROM event_sources WHERE n > 0 ORDER BY id'),
+    docs: q('SELECT id, n FROM event_docs WHERE n > 0 ORDER BY id'),
+  }
+}
+
+function rebuilt(app: FastifyInstance) {
+  app.db.prepare('UPDATE record_index_state SET stale = 1').run()
+  const indexer = app.repos.eventQueries.indexer
+  indexer.catchUp('events')
+  indexer.catchUp('audit_trail')
+  return counts(app)
+}
+
+function readArchive(file: string): Record<string, any>[] {
+  return zlib.gunzipSync(fs.readFileSync(file)).toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+}
+
+async function answers(t: Parameters<Parameters<typeof t.test>[1]>[0], app: FastifyInstance, token: string, rows: EventRow[], label: string) {
+  for (const q of [{}, { MinimumSeverity: 'Warning' }, { GlobalSearch: 'kingston' }, { Source: 'nyc' }, { FromDate: new Date(NOW - 45 * DAY).toISOString() }]) {
+    const res = await call(app, token, { url: `/prime/webui/Events/GetEvents?${new URLSearchParams({ ...q, PageSize: '50' })}` })
+    const want = sortEvents(expectedEvents(rows, q))
+    t.same({ total: res.json().recordsTotal, filtered: res.json().recordsFiltered, ids: res.json().data.map((e: { eventID: number }) => e.eventID) },
+      { total: rows.length, filtered: want.length, ids: want.slice(0, 50).map((e) => e.id) }, `${label}: ${JSON.stringify(q)}`)
+  }
+}
+
+t.test('old events are archived, then deleted; the index stays exact; the outbox holds them back', async (t) => {
+  const app = await build(t, { PRIME_RETENTION_EVENTS_DAYS: '30', PRIME_RETENTION_AUDIT_DAYS: '30' })
+  const token = await login(app)
+  // 90 days of events, with ids that jump across blocks of the index on the way.
+  const rows = writeEvents(app, 3000, { now: NOW, days: 90, jumps: [500, 1700] })
+  const indexer = app.repos.eventQueries.indexer
+  indexer.catchUp('events')
+  indexer.catchUp('audit_trail')
+  await answers(t, app, token, rows, 'before')
+  const cutoff = NOW - 30 * DAY
+  const old = rows.filter((r) => r.created_ms < cutoff)
+  t.ok(old.length > 1500, `${old.length} events are past their retention`)
+
+  // A destination still waits for an old event: nothing from it on goes.
+  const held = old[Math.floor(old.length / 2)]
+  app.db.prepare("INSERT INTO alarm_outbox (destination_id, feed, record_id, delivery_id, queued_ms) VALUES ('dest', 'events', ?, 'd-1', ?)").run(held.id, NOW)
+  const first = await app.retention.run(NOW)
+  t.equal(first.events.deleted, old.filter((r) => r.id < held.id).length, 'deleted up to the event the outbox holds')
+  t.equal(first.events.lastId, old.filter((r) => r.id < held.id).at(-1)!.id)
+  t.ok(app.db.prepare('SELECT 1 FROM events WHERE id = ?').get(held.id), 'the held event is there')
+  let kept = rows.filter((r) => r.id >= held.id)
+  await answers(t, app, token, kept, 'after a held run')
+  t.same(counts(app), rebuilt(app), 'counts are those of a rebuild')
+
+  app.db.prepare("UPDATE alarm_outbox SET status = 'delivered', done_ms = ? WHERE record_id = ?").run(NOW, held.id)
+  const second = await app.retention.run(NOW)
+  kept = rows.filter((r) => r.created_ms >= cutoff)
+  t.equal(second.events.deleted, old.length - first.events.deleted, 'the rest went once delivered')
+  t.equal(app.db.prepare('SELECT count(*) FROM events').pluck().get(), kept.length, 'exactly the events within 30 days are left')
+  await answers(t, app, token, kept, 'after')
+  t.same(counts(app), rebuilt(app), 'counts are those of a rebuild')
+  t.equal(app.db.prepare("SELECT stale FROM record_index_state WHERE name = 'events'").pluck().get(), 0)
+  // Answers again with the counts read back from their tables (another process's view).
+  await answers(t, app, token, kept, 'after, counts reloaded')
+
+  // Every deleted event is in the archive of its day, as the integration feed shows it.
+  const dir = path.join(app.testConfig.dataDir, 'archive')
+  const files = fs.readdirSync(dir).sort()
+  t.ok(files.every((f) => /^events-\d{4}-\d{2}-\d{2}\.jsonl\.gz$/.test(f)), files.join(', '))
+  t.equal(fs.statSync(dir).mode & 0o777, 0o700)
+  const archived = files.flatMap((f) => readArchive(path.join(dir, f)).map((e) => ({ ...e, file: f })))
+  t.same(archived.map((e) => e.eventID).sort((a, b) => a - b), old.map((r) => r.id), 'each deleted event archived once')
+  const byId = new Map(old.map((r) => [r.id, r]))
+  for (const e of archived.slice(0, 20)) {
+    const { file, ...item } = e
+    t.same(item, eventView(byId.get(e.eventID)!), 'the feed fields')
+    t.equal(file, `events-${item.creationTime.slice(0, 10)}.jsonl.gz`, 'in the file of its UTC day')
+  }
+
+  const runs = app.db.prepare("SELECT * FROM audit_trail WHERE description LIKE 'Retention:%' ORDER BY id").all() as { description: string; category: string }[]
+  t.equal(runs.length, 2, 'one audit record per run')
+  t.match(runs[1], { category: 'System', description: new RegExp(`^Retention: deleted ${second.events.deleted} events older than 30 days`) })
+
+  const quiet = await app.retention.run(NOW)
+  t.equal(quiet.events.deleted, 0)
+  t.equal(app.db.prepare("SELECT count(*) FROM audit_trail WHERE description LIKE 'Retention:%'").pluck().get(), 2, 'a run that deletes nothing writes no record')
+})
+
+t.test('audit records: only the job deletes them, only past their retention', async (t) => {
+  const app = await build(t, { PRIME_RETENTION_AUDIT_DAYS: '10' })
+  // The run is 50 days ahead: the records of the app's start are past their retention too.
+  const runAt = Date.now() + 50 * DAY
+  const insert = (createdMs: number, i: number) => app.repos.audit.insert({ createdMs, severity: 5, category: 'Users', user: 'admin', sourceIp: '127.0.0.1', description: `change ${i}`, details: '{}', operationId: 'updateUser', outcome: 'Succeeded' })
+  const ids = Array.from({ length: 300 }, (_, i) => insert(Date.now() - (40 - i / 10) * DAY, i))
+  const young = insert(runAt - DAY, 999)
+  t.throws(() => app.db.prepare('DELETE FROM audit_trail WHERE id = ?').run(ids[0]), /immutable/, 'nobody else deletes audit records')
+  t.throws(() => app.db.transaction(() => {
+    app.repos.retention.openGate(runAt - 10 * DAY)
+    app.db.prepare('DELETE FROM audit_trail WHERE id = ?').run(young)
+  })(), /immutable/, 'not even with the gate open, for a record within its retention')
+  t.equal(app.db.prepare('SELECT open FROM retention_gate').pluck().get(), 0)
+  app.repos.eventQueries.indexer.catchUp('audit_trail')
+  const older = app.db.prepare('SELECT id FROM audit_trail WHERE id < ? ORDER BY id').pluck().all(young) as number[]
+  const run = await app.retention.run(runAt)
+  t.equal(run.audit.deleted, older.length)
+  t.same(app.db.prepare('SELECT id FROM audit_trail WHERE id <= ?').pluck().all(young), [young], 'the old records went, the young one stays')
+  t.equal(app.db.prepare('SELECT open FROM retention_gate').pluck().get(), 0, 'the gate is closed after the run')
+  const archived = fs.readdirSync(path.join(app.testConfig.dataDir, 'archive')).flatMap((f) => readArchive(path.join(app.testConfig.dataDir, 'archive', f)))
+  t.same(archived.map((a) => a.auditTrailID).sort((a, b) => a - b), older, 'each one archived')
+  t.match(archived.find((a) => a.auditTrailID === ids[0]), { description: 'change 0', operationId: 'updateUser', assetReference: { type: 'Unknown' } })
+  t.same(counts(app), rebuilt(app), 'counts are those of a rebuild')
+  const token = await login(app)
+  const feed = await call(app, token, { url: '/prime/webui/Events/GetAuditsIntegration?FromAuditTrailId=1&PageSize=10000' })
+  const left = app.db.prepare('SELECT count(*) FROM audit_trail').pluck().get() as number
+  t.equal(feed.json().data.at(-1).auditTrailID, young, 'the feed answers from the oldest record kept')
+  t.equal(feed.json().recordsTotal, left, 'its totals follow')
+})
+
+t.test('command history, notifications, read marks and agentless runs have their own retention', async (t) => {
+  const app = await build(t, { PRIME_RETENTION_COMMANDS_DAYS: '5', PRIME_RETENTION_NOTIFICATIONS_DAYS: '5' })
+  const db = app.db
+  db.prepare("INSERT INTO agents (uuid, machine_id, enrolled_ms, host_identifier) VALUES ('a-1', 'm-1', 0, 'H1')").run()
+  const agent = db.prepare("SELECT id FROM agents WHERE uuid = 'a-1'").pluck().get() as number
+  const cmd = db.prepare("INSERT INTO agent_commands (agent_id, type, status, created_ms, created_by, completed_ms) VALUES (?, 'SetMode', ?, ?, 'admin', ?)")
+  cmd.run(agent, 'Succeeded', NOW - 9 * DAY, NOW - 9 * DAY)
+  cmd.run(agent, 'Failed', NOW - 9 * DAY, NOW - 8 * DAY)
+  cmd.run(agent, 'Succeeded', NOW - DAY, NOW - DAY)
+  cmd.run(agent, 'Pending', NOW - 20 * DAY, null)
+  db.prepare("INSERT INTO health_notifications (group_name, severity, title, description, first_ms, last_ms, resolved_ms, occurred_seq, change_seq) VALUES ('Database', 3, 't', 'd', ?, ?, ?, 1, 1), ('Reports', 3, 't', 'd', ?, ?, NULL, 2, 2)")
+    .run(NOW - 30 * DAY, NOW - 30 * DAY, NOW - 29 * DAY, NOW - 30 * DAY, NOW - 30 * DAY)
+  db.prepare("INSERT INTO notification_read_marks (user_key, risk_seq, health_seq) VALUES ('user:1', 1, 1), ('user:9999', 1, 1), ('token:gone', 1, 1)").run()
+  const run = await app.retention.run(NOW)
+  t.match(run.other, { commands: 2, healthNotifications: 1, readMarks: 2 })
+  t.same(db.prepare('SELECT status FROM agent_commands ORDER BY id').pluck().all(), ['Succeeded', 'Pending'], 'recent and open commands stay')
+  t.same(db.prepare('SELECT group_name FROM health_notifications').pluck().all(), ['Reports'], 'an open notification stays, whatever its age')
+  t.same(db.prepare('SELECT user_key FROM notification_read_marks').pluck().all(), ['user:1'], 'marks of accounts and tokens that are gone go')
+})
