@@ -1897,10 +1897,21 @@ export interface paths {
          *     - loopback (`127.0.0.0/8`, `::1`, `localhost`): refused unless the host name or
          *       address is in the allow-list `PRIME_ALARM_ALLOWED_HOSTS` (comma-separated host
          *       names, addresses or CIDR ranges; empty by default);
+         *     - private addresses (`10/8`, `172.16/12`, `192.168/16`, the shared range
+         *       `100.64/10`, `fc00::/7`) when the server runs with `PRIME_ALARM_DENY_PRIVATE`
+         *       on, unless listed in `PRIME_ALARM_ALLOWED_HOSTS` (like loopback);
          *     - a name that does not resolve.
-         *     Private ranges (`10/8`, `172.16/12`, `192.168/16`, `fc00::/7`) are allowed: SIEMs
-         *     and SOAR platforms usually live there. IPv4-mapped IPv6 addresses, and NAT64
-         *     addresses (`64:ff9b::/96`), are checked as the IPv4 address they carry;
+         *     Private addresses are allowed by default: SIEMs and SOAR platforms usually live
+         *     there, and Managers (who may change destinations) set them up. What a destination
+         *     can tell its Manager is only the coarse outcome of `TestAlarmDests` (delivered,
+         *     refused with a status class, unreachable), never a receiver's answer. An operator
+         *     who wants destinations kept to known receivers turns `PRIME_ALARM_DENY_PRIVATE` on
+         *     and lists the SIEM's names, addresses or ranges in `PRIME_ALARM_ALLOWED_HOSTS`.
+         *     IPv6 forms that carry an IPv4 address are checked as that IPv4 address: IPv4-mapped
+         *     (`::ffff:a.b.c.d`), IPv4-compatible (`::a.b.c.d`, e.g. `::127.0.0.1` = `::7f00:1`),
+         *     SIIT (`::ffff:0:a.b.c.d`), NAT64 (`64:ff9b::/96`, and every RFC 6052 position in
+         *     `64:ff9b:1::/48`), 6to4 (`2002::/16`) and Teredo (`2001::/32`, the client address),
+         *     whether written in a webhook URL, a syslog host or resolved from a name;
          *     `localhost` and `*.localhost` count as loopback whatever they resolve to.
          *
          *     ## Delivery
@@ -1914,7 +1925,10 @@ export interface paths {
          *     SMTP 5xx answer and a refused address fail at once. Retries stop 24 h after the
          *     record was queued (the last one falls on that mark). Record order per destination
          *     means that a delivery waiting to be retried holds back that destination's later
-         *     ones. Every attempt is recorded (time, duration, outcome, error). A delivery that
+         *     ones. Every attempt is recorded (time, duration, outcome, and the coarse error of
+         *     `TestAlarmDests`: never the receiver's answer, which only the server log keeps;
+         *     an unreachable receiver's attempt ends after the send timeout, whatever the
+         *     cause). A delivery that
          *     fails for good raises event `0x410001` "Alarm delivery failure" and a system-health
          *     notification; that event is never delivered to the destination it is about, and a
          *     failure to deliver a `0x410001` event raises no further one. Disabling a
@@ -1926,7 +1940,8 @@ export interface paths {
          *     `X-Prime-Timestamp` (Unix seconds, equal to the body's `sentTime`) and
          *     `X-Prime-Signature: sha256=<hex>`, the HMAC-SHA256 of the raw body bytes keyed
          *     with the secret (compare in constant time and reject timestamps older than
-         *     5 minutes); success is a 2xx within 10 s. For syslog, one line per record as in
+         *     5 minutes); success is a 2xx within `PRIME_ALARM_TIMEOUT_SECONDS` (10 s by
+         *     default). For syslog, one line per record as in
          *     `AlarmSyslogMessage` (RFC 5424, or CEF inside an RFC 5424 header); UDP sends one
          *     datagram of at most 2048 bytes (the message is cut to fit) and counts as
          *     delivered once sent; TCP uses octet-counting framing (RFC 6587) and counts as
@@ -1975,14 +1990,29 @@ export interface paths {
          * Send a test message to alarm destinations
          * @description Sends a real test message to each destination named by id, at once and in
          *     parallel (not through the outbox, no retry; disabled destinations are tested too),
-         *     and reports per destination whether it was delivered, or the error, and how long
-         *     it took (at most 10 s each). The message is the destination's usual payload with
+         *     and reports per destination whether it was delivered, or why not, and how long
+         *     it took (about `PRIME_ALARM_TIMEOUT_SECONDS` at most, 10 s by default, each). The
+         *     message is the destination's usual payload with
          *     `feed: test` and the event code `0x510001` "Alarm destination test message"
          *     (category General, severity Informational); it is not stored as an event (in a
          *     webhook test message, `event.eventID` is 9007199254740991, an id no stored event
          *     has; syslog and e-mail test messages carry no event id). The
          *     address rule of `AddOrUpdateAlarmDest` applies. Unknown ids fail with `not-found`.
          *     An empty or null body answers 400. At most 20 ids per call.
+         *
+         *     ## Outcomes (nothing of the receiver's answer)
+         *     The answer says only, per destination: `delivered`; refused by the receiver
+         *     (`rejected`, with the HTTP status class: `HTTP 4xx`, `HTTP 5xx`, `HTTP 3xx`
+         *     (redirects are not followed), or for e-mail `SMTP 4xx`/`5xx`); `unreachable`; or
+         *     `address-refused` by the address rule. The receiver's status line, headers and body,
+         *     and the network error, are never answered nor stored (they are in the server's log,
+         *     `alarm destination test failed`). A closed port, a host that drops packets, a reset
+         *     connection, a failed TLS handshake and a name that does not resolve are one outcome,
+         *     `unreachable`, answered only when `PRIME_ALARM_TIMEOUT_SECONDS` (10 s by default)
+         *     have passed since the connection began, so neither the text nor the time tells them
+         *     apart; `durationMs` then shows that time. The same coarse texts are what the
+         *     delivery worker stores (`delivery.lastError` of `GetAlarmDests`, readable by User)
+         *     and what event `0x410001` says.
          */
         post: operations["testAlarmDests"];
         delete?: never;
@@ -5393,7 +5423,7 @@ export interface components {
              * @enum {string|null}
              */
             lastStatus: "delivered" | "failed" | null;
-            /** @description The last attempt's error (null when it succeeded). */
+            /** @description The last attempt's error, coarsely as in `TestAlarmDests` (never the receiver's answer); null when it succeeded. */
             lastError: string | null;
             /** Format: date-time */
             lastDeliveredTime: string | null;
@@ -5484,13 +5514,18 @@ export interface components {
             type: "syslog" | "webhook" | "email" | null;
             /** @enum {string} */
             status: "delivered" | "failed";
-            /** @description Why it failed (the receiver's answer, the network error or the refused address); null when delivered. */
+            /** @description Why it failed, coarsely (see `TestAlarmDests`): never the receiver's answer; null when delivered. */
             error: string | null;
             /**
-             * @description Machine-readable reason (null when delivered).
+             * @description Machine-readable reason (null when delivered): `unreachable` (no connection, no
+             *     answer in time, a name that does not resolve, TLS failing: all alike),
+             *     `rejected` (the receiver answered, but not with a 2xx; `error` names the status
+             *     class), `address-refused` (the address rule), `delivery-failed` (the server
+             *     could not send it: settings it cannot carry, secrets sealed under another key,
+             *     no outgoing mail), `not-found`.
              * @enum {string|null}
              */
-            code: "not-found" | "address-refused" | "timeout" | "delivery-failed" | null;
+            code: "not-found" | "address-refused" | "unreachable" | "rejected" | "delivery-failed" | null;
             /** @description How long the attempt took. */
             durationMs: number;
             /** Format: date-time */
@@ -12114,9 +12149,9 @@ export interface operations {
                      *           "name": "siem-syslog",
                      *           "type": "syslog",
                      *           "status": "failed",
-                     *           "error": "connect ECONNREFUSED 10.0.0.5:6514",
-                     *           "code": "delivery-failed",
-                     *           "durationMs": 3.1,
+                     *           "error": "The receiver could not be reached: no connection or no answer within 10 s (the cause is in the server log).",
+                     *           "code": "unreachable",
+                     *           "durationMs": 10001.3,
                      *           "testedTime": "2025-01-01T12:05:00.000Z",
                      *           "message": "<134>1 2025-01-01T12:05:00.000Z prime-server prime - 0x510001 - CEF:0|Prime|Prime Device Security|1.0.0|0x510001|Alarm destination test message|1|rt=1735733100000 cat=General msg=Test message from Prime to siem-syslog. cs1Label=deliveryId cs1=5c0e8f1a-9b2d-4c3e-8f7a-6b5c4d3e2f1a"
                      *         },

@@ -51,7 +51,7 @@ export const alarmsHandlers: Handlers<'getAlarmDests' | 'addOrUpdateAlarmDest' |
     const existing = id ? repos.alarms.byId(id) : undefined
     if (id && !existing) throw problem('not-found', `${NOT_FOUND} (${body.id})`)
     // Resolving host names takes time: done before the transaction, which checks the rest again.
-    const input = await destinationInput(body, existing, allowList(config.alarms.allowedHosts), req.server.mailer.configured())
+    const input = await destinationInput(body, existing, allowList(config.alarms.allowedHosts, config.alarms.denyPrivate), req.server.mailer.configured())
     const now = Date.now()
     const user = req.principal?.name ?? null
     return db.transaction(() => {
@@ -103,7 +103,7 @@ export const alarmsHandlers: Handlers<'getAlarmDests' | 'addOrUpdateAlarmDest' |
   async testAlarmDests(req) {
     const ids = requireIds(req.body)
     const app = req.server
-    const allow = allowList(app.config.alarms.allowedHosts)
+    const allow = allowList(app.config.alarms.allowedHosts, app.config.alarms.denyPrivate)
     const syslog = new SyslogConnections()
     const unique = [...new Set(ids.map((id) => id.toLowerCase()))]
     let outcomes: Map<string, TestResult>
@@ -119,11 +119,13 @@ export const alarmsHandlers: Handlers<'getAlarmDests' | 'addOrUpdateAlarmDest' |
           const ctx = { deliveryId: crypto.randomUUID(), attempt: 1, sentTime: Math.floor(started / 1000), destination: { id: dest.id, name: dest.name } }
           let sent: Awaited<ReturnType<typeof sendRecord>>
           try {
-            sent = await sendRecord(app, dest, testRecord(dest.name, started), ctx, { allow, syslog })
+            sent = await sendRecord(app, dest, testRecord(dest.name, started), ctx, { allow, syslog, timeoutMs: app.config.alarms.timeoutMs })
           } catch (err) {
             sent = { message: undefined as never, result: { outcome: 'failed', error: (err as Error).message.slice(0, 1000), code: 'delivery-failed' } }
           }
           const ok = sent.result.outcome === 'delivered'
+          // The receiver's answer goes to the log only; the caller gets the coarse outcome.
+          if (!ok) req.log.warn({ destinationId: dest.id, code: sent.result.code, detail: sent.result.detail ?? sent.result.error }, 'alarm destination test failed')
           return [
             id,
             {

@@ -67,6 +67,10 @@ export interface Config {
   alarms: {
     /** Host names, addresses or CIDR ranges that alarm destinations may reach despite the loopback rule. */
     allowedHosts: string[]
+    /** Private addresses (RFC 1918, 100.64/10, fc00::/7) only through allowedHosts. */
+    denyPrivate: boolean
+    /** How long a receiver has to answer; an unreachable one is reported after this time. */
+    timeoutMs: number
   }
   /** What one client may hold of the HTTP server: time to send a request, idle keep-alive, connections. */
   connections: {
@@ -198,6 +202,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownDrainSeconds: int(env, 'PRIME_SHUTDOWN_DRAIN_SECONDS', 0, 0, 300),
     alarms: {
       allowedHosts: (env.PRIME_ALARM_ALLOWED_HOSTS || '').split(',').map((h) => h.trim()).filter(Boolean),
+      denyPrivate: bool(env, 'PRIME_ALARM_DENY_PRIVATE', false),
+      timeoutMs: int(env, 'PRIME_ALARM_TIMEOUT_SECONDS', 10, 1, 60) * 1000,
     },
     connections: connectionLimits(env),
   }

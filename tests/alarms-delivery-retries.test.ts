@@ -18,8 +18,8 @@ import type { EventInput } from '../db/events.js'
 
 const SECRET = 'whsec-retries-0123456789'
 
-async function setup(t: Parameters<typeof build>[0]) {
-  const app = await build(t, alarmEnv)
+async function setup(t: Parameters<typeof build>[0], env: Record<string, string> = {}) {
+  const app = await build(t, { ...alarmEnv, ...env })
   const token = await login(app)
   const worker = alarmWorker(app)
   worker.pause()
@@ -64,7 +64,7 @@ t.test('a failing receiver: retried with backoff, same delivery id, order kept',
   await worker.turn()
   t.equal(rx.deliveries.length, 1, 'first attempt of the first event only: the second waits behind it')
   let [first, second] = outbox(app, dest.id)
-  t.match(first, { status: 'pending', attempts: 1, last_error: /^HTTP 503 Service Unavailable/ })
+  t.match(first, { status: 'pending', attempts: 1, last_error: 'The receiver refused it: HTTP 5xx.' })
   let wait = first.next_attempt_ms - clock.get()
   t.ok(wait >= 9000 && wait <= 11_100, `first retry after about 10 s (${wait} ms)`)
   t.match(second, { status: 'pending', attempts: 0 })
@@ -93,7 +93,7 @@ t.test('a failing receiver: retried with backoff, same delivery id, order kept',
 
   const tried = attempts(app, first.id)
   t.same(tried.map((a) => [a.attempt, a.outcome]), [[1, 'retry'], [2, 'retry'], [3, 'delivered']])
-  t.match(tried[0], { error: /HTTP 503/, destination_id: dest.id })
+  t.match(tried[0], { error: 'The receiver refused it: HTTP 5xx.', destination_id: dest.id })
   t.equal(tried[2].error, null)
   t.ok(tried.every((a) => a.duration_ms > 0 && a.started_ms > 0), 'every attempt has its time and duration')
   const listed = (await call(app, token, { method: 'GET', url: `${ALARM_PATH}/GetAlarmDests` })).json().data[0]
@@ -101,7 +101,7 @@ t.test('a failing receiver: retried with backoff, same delivery id, order kept',
 })
 
 t.test('429 with Retry-After waits as asked; network errors are retried', async (t) => {
-  const { app, token, worker, clock } = await setup(t)
+  const { app, token, worker, clock } = await setup(t, { PRIME_ALARM_TIMEOUT_SECONDS: '1' })
   const rx = await httpReceiver(SECRET)
   t.teardown(() => rx.close())
   rx.respond = () => ({ status: 429, headers: { 'retry-after': '120' } })
@@ -110,16 +110,16 @@ t.test('429 with Retry-After waits as asked; network errors are retried', async 
   await worker.turn()
   const [row] = outbox(app, dest.id)
   t.ok(row.next_attempt_ms - clock.get() >= 120_000, 'not before the 120 s asked')
-  t.match(row.last_error, /^HTTP 429/)
+  t.equal(row.last_error, 'The receiver refused it: HTTP 4xx.')
 
   const port = await closedPort()
   const down = await addHook(app, token, 'down', `http://127.0.0.1:${port}/x`)
   app.repos.events.record(Date.now(), [event('two')])
   await worker.turn()
   const [refused] = outbox(app, down.id)
-  t.match(refused, { status: 'pending', attempts: 1, last_error: /ECONNREFUSED/ })
+  t.match(refused, { status: 'pending', attempts: 1, last_error: /^The receiver could not be reached: no connection or no answer within 1 s/ })
   const listed = (await call(app, token, { method: 'GET', url: `${ALARM_PATH}/GetAlarmDests` })).json().data.find((d: any) => d.name === 'down')
-  t.match(listed.delivery, { pending: 1, lastStatus: 'failed', lastError: /ECONNREFUSED/ })
+  t.match(listed.delivery, { pending: 1, lastStatus: 'failed', lastError: /^The receiver could not be reached/ })
 })
 
 t.test('permanent failures: 4xx fails at once and raises 0x410001, never sent to its own destination', async (t) => {
@@ -138,14 +138,14 @@ t.test('permanent failures: 4xx fails at once and raises 0x410001, never sent to
   const failures = app.db.prepare(`SELECT * FROM events WHERE event_code = '0x410001' ORDER BY id`).all() as any[]
   t.equal(failures.length, 2)
   t.match(failures[0], { severity: 3, category: 'System', description: 'Alarm delivery failure', entity_id: 'Prime server', alarm_destination_id: a.id })
-  t.match(failures[0].details, new RegExp(`^Delivery ${outbox(app, a.id)[0].delivery_id} of event ${e1} to alarm destination "rejecting" \\(webhook\\) failed for good after 1 attempt: HTTP 400 Bad Request`))
+  t.match(failures[0].details, new RegExp(`^Delivery ${outbox(app, a.id)[0].delivery_id} of event ${e1} to alarm destination "rejecting" \\(webhook\\) failed for good after 1 attempt: The receiver refused it: HTTP 4xx\\.$`))
   t.notOk(outbox(app, a.id).some((r) => failures.some((f) => f.id === r.record_id && r.record_id > e2)), 'not queued for the destination it is about')
   t.same(outbox(app, a.id).length, 2)
   t.same(other.deliveries.map((d) => d.body.event.eventCode), ['0x110005', '0x110005', '0x410001', '0x410001'], 'the other destination receives them')
   t.same(other.deliveries.slice(2).map((d) => d.body.event.eventID), failures.map((f) => f.id))
 
   const listed = (await call(app, token, { method: 'GET', url: `${ALARM_PATH}/GetAlarmDests` })).json().data.find((d: any) => d.id === a.id)
-  t.match(listed.delivery, { pending: 0, lastStatus: 'failed', lastError: /HTTP 400/, failedLast24h: 2 })
+  t.match(listed.delivery, { pending: 0, lastStatus: 'failed', lastError: 'The receiver refused it: HTTP 4xx.', failedLast24h: 2 })
   t.match(alarmDeliveryHealth(app), { status: 'Failed', detail: /2 failed for good in the last 24 h/ })
   const health = await call(app, token, { method: 'GET', url: '/prime/webui/admin/SubsystemHealth' })
   t.match(health.json().subsystems.find((s: any) => s.name === 'AlarmDelivery'), { status: 'Failed' })
@@ -172,11 +172,11 @@ t.test('e-mail: an SMTP 4xx answer is retried, a 5xx one fails at once', async (
   smtp.refuseRecipients = 451
   app.repos.events.record(Date.now(), [event('one')])
   await worker.turn()
-  t.match(outbox(app, dest.id)[0], { status: 'pending', attempts: 1, last_error: /451/ })
+  t.match(outbox(app, dest.id)[0], { status: 'pending', attempts: 1, last_error: 'The mail server refused it: SMTP 4xx.' })
   smtp.refuseRecipients = 550
   worker.clock = () => Date.now() + 3600_000
   await worker.turn()
-  t.match(outbox(app, dest.id)[0], { status: 'failed', attempts: 2, last_error: /550/ })
+  t.match(outbox(app, dest.id)[0], { status: 'failed', attempts: 2, last_error: 'The mail server refused it: SMTP 5xx.' })
   t.equal(smtp.mails.length, 0)
   smtp.refuseRecipients = null
   app.repos.events.record(Date.now(), [event('two')])
@@ -201,7 +201,7 @@ t.test('retries stop 24 h after queueing', async (t) => {
   clock.set(row.next_attempt_ms)
   await worker.turn()
   ;[row] = outbox(app, dest.id)
-  t.match(row, { status: 'failed', attempts: 3, last_error: /HTTP 500 .*\(gave up after 3 attempts over 24 h\)$/ })
+  t.match(row, { status: 'failed', attempts: 3, last_error: 'The receiver refused it: HTTP 5xx. (gave up after 3 attempts over 24 h)' })
   t.equal(rx.deliveries.length, 3)
   t.equal(app.db.prepare(`SELECT count(*) FROM events WHERE event_code = '0x410001' AND alarm_destination_id = ?`).pluck().get(dest.id), 1)
 })
@@ -215,14 +215,14 @@ t.test('redirects are not followed; a refused address fails at delivery too', as
   app.repos.events.record(Date.now(), [event('one')])
   await worker.drain()
   t.equal(rx.deliveries.length, 1, 'one request, the redirect not followed')
-  t.match(outbox(app, dest.id)[0], { status: 'failed', last_error: /^HTTP 302 .*redirect to http:\/\/169\.254\.169\.254\/latest\/meta-data\/ not followed/ })
+  t.match(outbox(app, dest.id)[0], { status: 'failed', last_error: 'The receiver refused it: HTTP 3xx (redirects are not followed).' })
 
   // A destination whose address has become forbidden since it was saved (here, written directly).
   const moved = await addHook(app, token, 'moved', rx.url)
   app.db.prepare('UPDATE alarm_destinations SET settings = ? WHERE id = ?').run(JSON.stringify({ url: 'http://169.254.169.254/hook', secret: SECRET, headers: {} }), moved.id)
   app.repos.events.record(Date.now(), [event('two')])
   await worker.drain()
-  t.match(outbox(app, moved.id).at(-1), { status: 'failed', attempts: 1, last_error: /^Address refused: the address 169\.254\.169\.254 is a link-local or cloud metadata address/ })
+  t.match(outbox(app, moved.id).at(-1), { status: 'failed', attempts: 1, last_error: 'Address refused: 169.254.169.254: link-local or cloud metadata address.' })
   t.equal(rx.deliveries.filter((d) => d.body?.destination.name === 'moved').length, 0, 'nothing sent anywhere')
 })
 

@@ -1,11 +1,14 @@
 // Which addresses an agentless connection may point at: a DNS name or an IP address that
 // can be a host. Unspecified, broadcast, multicast and link-local addresses (the cloud
 // metadata services among them) are refused, so that the poller is not turned on them.
+// IPv6 forms that carry an IPv4 address (mapped, compatible, NAT64, 6to4, Teredo) are
+// judged by that IPv4 address.
 import ipaddr from 'ipaddr.js'
+import { parseIp, reachedAddresses } from '../ip-address.js'
 
 const REFUSED_RANGES = new Set(['unspecified', 'broadcast', 'multicast', 'linkLocal'])
 // Metadata services reachable at addresses or names outside the link-local range.
-const METADATA = new Set(['fd00:ec2::254', 'metadata.google.internal', 'metadata.goog', 'metadata', 'instance-data', 'instance-data.ec2.internal'])
+const METADATA = new Set(['fd00:ec2::254', '100.100.100.200', '168.63.129.16', 'metadata.google.internal', 'metadata.goog', 'metadata', 'instance-data', 'instance-data.ec2.internal'])
 const LABEL = /^[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$/
 
 /** Why the address cannot be used, or null when it can. */
@@ -14,8 +17,13 @@ export function addressProblem(address: string): string | null {
   const lower = address.toLowerCase().replace(/\.$/, '')
   if (METADATA.has(lower)) return 'is a cloud metadata service, which a connection may not point at'
   if (address.includes(':')) {
-    if (!ipaddr.IPv6.isValid(address)) return 'is not a valid IPv6 address'
-    return ipProblem(ipaddr.IPv6.parse(address))
+    const ip = parseIp(address)
+    if (!ip || ip.kind() !== 'ipv6') return 'is not a valid IPv6 address'
+    for (const reached of reachedAddresses(ip)) {
+      const problem = ipProblem(reached)
+      if (problem) return problem
+    }
+    return null
   }
   if (/^[\d.]+$/.test(address)) {
     if (!ipaddr.IPv4.isValidFourPartDecimal(address)) return 'is not a valid IPv4 address (four numbers from 0 to 255)'
@@ -28,13 +36,12 @@ export function addressProblem(address: string): string | null {
 }
 
 function ipProblem(ip: ipaddr.IPv4 | ipaddr.IPv6): string | null {
-  const v4 = ip.kind() === 'ipv6' && (ip as ipaddr.IPv6).isIPv4MappedAddress() ? (ip as ipaddr.IPv6).toIPv4Address() : ip
-  const range = v4.range()
+  const range = ip.range()
   if (REFUSED_RANGES.has(range)) {
     const what = { unspecified: 'unspecified', broadcast: 'a broadcast address', multicast: 'a multicast address', linkLocal: 'link-local (this includes the cloud metadata address)' }[range as 'unspecified']
     return `is ${what}, which a connection may not point at`
   }
-  if (METADATA.has(v4.toString())) return 'is a cloud metadata service, which a connection may not point at'
+  if (METADATA.has(ip.toString())) return 'is a cloud metadata service, which a connection may not point at'
   return null
 }
 

@@ -3,12 +3,7 @@
 // which then connects to the address checked (never looking the name up a second time).
 import dns from 'node:dns/promises'
 import net from 'node:net'
-import ipaddr from 'ipaddr.js'
-
-type Addr = ipaddr.IPv4 | ipaddr.IPv6
-type Range = [Addr, number]
-
-const cidr = (s: string): Range => ipaddr.parseCIDR(s) as Range
+import { cidr, inRanges, parseIp, PRIVATE, reachedAddresses, reachedRange, type Addr, type Range } from '../ip-address.js'
 
 /** Link-local and cloud metadata: never reachable, whatever the allow-list says. */
 const METADATA = ['169.254.0.0/16', 'fe80::/10', 'fd00:ec2::254/128', '100.100.100.200/32', '168.63.129.16/32'].map(cidr)
@@ -17,10 +12,8 @@ const METADATA_NAMES = new Set(['metadata.google.internal', 'metadata.azure.inte
 const SPECIAL = ['0.0.0.0/8', '::/128', '255.255.255.255/32', '224.0.0.0/4', 'ff00::/8'].map(cidr)
 /** Loopback: reachable only through the allow-list. */
 const LOOPBACK = ['127.0.0.0/8', '::1/128'].map(cidr)
-/** NAT64 (RFC 6052): the IPv4 address inside is the one reached. */
-const NAT64 = cidr('64:ff9b::/96')
 
-export type RefusalKind = 'metadata' | 'special' | 'loopback' | 'unresolvable' | 'invalid'
+export type RefusalKind = 'metadata' | 'special' | 'loopback' | 'private' | 'unresolvable' | 'invalid'
 
 export class AddressRefusedError extends Error {
   constructor(
@@ -36,78 +29,63 @@ export class AddressRefusedError extends Error {
 export interface AllowList {
   names: Set<string>
   ranges: Range[]
+  /** PRIME_ALARM_DENY_PRIVATE: private addresses only through the allow-list, like loopback. */
+  denyPrivate: boolean
 }
 
 const normalName = (host: string) => host.toLowerCase().replace(/\.$/, '')
 
 /** Parses `PRIME_ALARM_ALLOWED_HOSTS` entries: host names, addresses or CIDR ranges. */
-export function allowList(entries: string[]): AllowList {
+export function allowList(entries: string[], denyPrivate = false): AllowList {
   const names = new Set<string>()
   const ranges: Range[] = []
   for (const raw of entries) {
     const entry = raw.trim()
     if (!entry) continue
-    if (entry.includes('/') && isCidr(entry)) ranges.push(unmapRange(cidr(entry)))
-    else if (ipaddr.isValid(stripBrackets(entry))) {
-      const a = unmap(ipaddr.parse(stripBrackets(entry)))
+    const slash = entry.lastIndexOf('/')
+    const base = slash > 0 ? parseIp(entry.slice(0, slash)) : null
+    const bits = slash > 0 ? Number(entry.slice(slash + 1)) : NaN
+    const single = parseIp(entry)
+    if (base && /^\d{1,3}$/.test(entry.slice(slash + 1)) && bits <= (base.kind() === 'ipv4' ? 32 : 128)) ranges.push(reachedRange([base, bits]))
+    else if (single) {
+      const a = reachedAddresses(single)[0]
       ranges.push([a, a.kind() === 'ipv4' ? 32 : 128])
     } else names.add(normalName(entry))
   }
-  return { names, ranges }
-}
-
-function isCidr(s: string): boolean {
-  try {
-    ipaddr.parseCIDR(s)
-    return true
-  } catch {
-    return false
-  }
+  return { names, ranges, denyPrivate }
 }
 
 const stripBrackets = (host: string) => (host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host)
-
-/** IPv4-mapped and NAT64 IPv6 addresses are checked as the IPv4 address they carry. */
-function unmap(a: Addr): Addr {
-  if (a.kind() === 'ipv6') {
-    const v6 = a as ipaddr.IPv6
-    if (v6.isIPv4MappedAddress()) return v6.toIPv4Address()
-    if (v6.match(NAT64)) {
-      const p = v6.parts
-      return new ipaddr.IPv4([p[6] >> 8, p[6] & 0xff, p[7] >> 8, p[7] & 0xff])
-    }
-  }
-  return a
-}
-
-function unmapRange([a, bits]: Range): Range {
-  const u = unmap(a)
-  return u === a ? [a, bits] : [u, Math.max(0, bits - 96)]
-}
-
-const inRanges = (a: Addr, ranges: Range[]) => ranges.some(([base, bits]) => base.kind() === a.kind() && a.match(base, bits))
 
 const isLoopbackName = (name: string) => name === 'localhost' || name.endsWith('.localhost')
 
 /**
  * Checks one address reached for `host` (the name as configured, or the address itself).
- * Throws AddressRefusedError when the rule refuses it.
+ * An IPv6 form that carries an IPv4 address (mapped, compatible, NAT64, 6to4, Teredo) is
+ * judged by that IPv4 address. Throws AddressRefusedError when the rule refuses it.
  */
 export function checkAddress(address: string, host: string, allow: AllowList): void {
-  if (!ipaddr.isValid(address)) throw new AddressRefusedError('invalid', 'not an IP address', `${address} is not an IP address.`)
-  const a = unmap(ipaddr.parse(address))
-  const shown = a.toString()
+  const parsed = parseIp(address)
+  if (!parsed) throw new AddressRefusedError('invalid', 'not an IP address', `${address} is not an IP address.`)
+  const name = normalName(stripBrackets(host))
+  for (const a of reachedAddresses(parsed)) checkOne(a, a === parsed ? a.toString() : `${a} (carried by ${parsed})`, name, host, allow)
+}
+
+function checkOne(a: Addr, shown: string, name: string, host: string, allow: AllowList): void {
   if (inRanges(a, METADATA)) {
     throw new AddressRefusedError('metadata', 'link-local or cloud metadata address', `the address ${shown} is a link-local or cloud metadata address and is never allowed.`)
   }
   if (inRanges(a, SPECIAL)) {
     throw new AddressRefusedError('special', 'unspecified, broadcast or multicast address', `the address ${shown} is an unspecified, broadcast or multicast address and is never allowed.`)
   }
-  const name = normalName(stripBrackets(host))
-  if ((inRanges(a, LOOPBACK) || isLoopbackName(name)) && !allow.names.has(name) && !inRanges(a, allow.ranges)) {
-    // Named once when the destination was given as the address itself.
-    const listable = name === normalName(shown) || stripBrackets(host) === shown ? shown : `${host} or ${shown}`
+  const listed = allow.names.has(name) || inRanges(a, allow.ranges)
+  // Named once when the destination was given as the address itself.
+  const listable = name === normalName(shown) || stripBrackets(host) === shown ? shown : `${host} or ${shown}`
+  if ((inRanges(a, LOOPBACK) || isLoopbackName(name)) && !listed) {
     throw new AddressRefusedError('loopback', 'loopback address not in PRIME_ALARM_ALLOWED_HOSTS', `the address ${shown} is a loopback address, allowed only when ${listable} is listed in PRIME_ALARM_ALLOWED_HOSTS.`)
+  }
+  if (allow.denyPrivate && inRanges(a, PRIVATE) && !listed) {
+    throw new AddressRefusedError('private', 'private address not in PRIME_ALARM_ALLOWED_HOSTS', `the address ${shown} is a private address (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7); with PRIME_ALARM_DENY_PRIVATE on, it is allowed only when ${listable} is listed in PRIME_ALARM_ALLOWED_HOSTS.`)
   }
 }
 

@@ -12,6 +12,8 @@ export interface Transports {
   syslog: SyslogConnections
   /** Keep-alive agents; without them each request opens its own connection. */
   agents?: WebhookAgents
+  /** How long a receiver has to answer (PRIME_ALARM_TIMEOUT_SECONDS). */
+  timeoutMs: number
 }
 
 export interface Sent {
@@ -29,14 +31,14 @@ export async function sendRecord(app: FastifyInstance, dest: DestinationRow, rec
       return { message: body, result: { outcome: 'failed', error, code: 'delivery-failed' } }
     }
     const raw = Buffer.from(JSON.stringify(body))
-    return { message: body, result: await sendWebhook(settings as WebhookSettings, raw, ctx.deliveryId, ctx.sentTime, t.allow, t.agents) }
+    return { message: body, result: await sendWebhook(settings as WebhookSettings, raw, ctx.deliveryId, ctx.sentTime, t.allow, t.agents, t.timeoutMs) }
   }
   if (dest.type === 'syslog') {
     const s = settings as SyslogSettings
     const line = syslogLine(record, ctx, s.format, s.facility)
-    return { message: line, result: await sendSyslog(s, line, t.allow, t.syslog) }
+    return { message: line, result: await sendSyslog(s, line, t.allow, t.syslog, t.timeoutMs) }
   }
   const s = settings as EmailSettings
   const mail = emailMessage(record, ctx, s.subjectPrefix, app.config.publicUrl)
-  return { message: { subject: mail.subject, text: mail.text }, result: await sendEmail(app.mailer, s, mail, ctx.deliveryId) }
+  return { message: { subject: mail.subject, text: mail.text }, result: await sendEmail(app.mailer, s, mail, ctx.deliveryId, t.timeoutMs) }
 }

@@ -1,5 +1,12 @@
 // Sending one message to one destination: webhook POST, syslog over UDP or TCP, e-mail.
 // Each answers an outcome instead of throwing: delivered, worth retrying, or failed for good.
+//
+// What a destination's receiver answers is never passed on: a caller (and whoever reads the
+// stored error) learns only a coarse outcome, delivered, refused by the receiver with the
+// status class, or unreachable, so that a destination cannot be used to read an internal
+// service back or to map its ports. The detail goes to the server log only. An unreachable
+// receiver is answered only once the send timeout has passed since the connection began,
+// so that a closed port (refused at once) and a filtering host (no answer) look alike.
 import crypto from 'node:crypto'
 import dgram from 'node:dgram'
 import http from 'node:http'
@@ -12,32 +19,53 @@ import { cutUtf8, octetFrame, UDP_MAX_BYTES, USER_AGENT, type EmailMessage } fro
 
 export const SEND_TIMEOUT_MS = 10_000
 
-export type FailureCode = 'address-refused' | 'timeout' | 'delivery-failed'
+export type FailureCode = 'address-refused' | 'unreachable' | 'rejected' | 'delivery-failed'
 
 export interface SendOutcome {
   outcome: 'delivered' | 'retry' | 'failed'
+  /** What callers and stored records show: coarse, never the receiver's answer. */
   error: string | null
   code: FailureCode | null
   /** The receiver asked to wait this long (Retry-After). */
   retryAfterMs?: number
+  /** For the server log only: the receiver's answer or the network error. */
+  detail?: string
 }
 
 const delivered: SendOutcome = { outcome: 'delivered', error: null, code: null }
-const retry = (error: string, code: FailureCode = 'delivery-failed', retryAfterMs?: number): SendOutcome => ({ outcome: 'retry', error: error.slice(0, 1000), code, retryAfterMs })
-const fail = (error: string, code: FailureCode = 'delivery-failed'): SendOutcome => ({ outcome: 'failed', error: error.slice(0, 1000), code })
+const retry = (error: string, code: FailureCode, detail?: string, retryAfterMs?: number): SendOutcome => ({ outcome: 'retry', error, code, detail, retryAfterMs })
+const fail = (error: string, code: FailureCode, detail?: string): SendOutcome => ({ outcome: 'failed', error, code, detail })
+
+/** The public text of an unreachable receiver (no connection, no answer, a name that does not resolve, TLS failing). */
+export const unreachableText = (what: 'receiver' | 'mail server', timeoutMs: number) =>
+  `The ${what} could not be reached: no connection or no answer within ${timeoutMs / 1000} s (the cause is in the server log).`
+/** The public text of a receiver's refusal: the status class only. */
+export const refusedText = (status: number) => `The receiver refused it: HTTP ${Math.floor(status / 100)}xx${status >= 300 && status < 400 ? ' (redirects are not followed)' : ''}.`
+
+const unreachable = (timeoutMs: number, detail: string, what: 'receiver' | 'mail server' = 'receiver') => retry(unreachableText(what, timeoutMs), 'unreachable', detail.slice(0, 2000))
 
 class TimeoutError extends Error {}
 
-/** Resolves and checks the host; a refused address fails at once, a name that does not resolve (now) is retried. */
-async function checked(host: string, allow: AllowList): Promise<CheckedAddress | SendOutcome> {
+/** Waits until `at` (performance.now() time): unreachable outcomes are answered at one time, whatever their cause. */
+async function notBefore(at: number): Promise<void> {
+  const wait = at - performance.now()
+  if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+}
+
+/**
+ * Resolves and checks the host; a refused address fails at once (the rule is the server's
+ * own, no receiver answered), a name that does not resolve (now) is unreachable.
+ */
+async function checked(host: string, allow: AllowList, timeoutMs: number): Promise<CheckedAddress | SendOutcome> {
   try {
     return await resolveChecked(host, allow)
   } catch (err) {
-    if (err instanceof AddressRefusedError) {
-      const message = `Address refused: ${err.message}`
-      return err.kind === 'unresolvable' ? retry(message) : fail(message, 'address-refused')
+    const started = performance.now()
+    if (err instanceof AddressRefusedError && err.kind !== 'unresolvable') {
+      return fail(`Address refused: ${host}: ${err.reason}.`, 'address-refused', err.message)
     }
-    return retry((err as Error).message)
+    await notBefore(started + timeoutMs)
+    return unreachable(timeoutMs, (err as Error).message)
   }
 }
 const isOutcome = (v: CheckedAddress | SendOutcome): v is SendOutcome => 'outcome' in v
@@ -88,10 +116,11 @@ export async function sendWebhook(
   sentTime: number,
   allow: AllowList,
   agents?: WebhookAgents,
+  timeoutMs = SEND_TIMEOUT_MS,
 ): Promise<SendOutcome> {
   const url = new URL(settings.url)
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname
-  const target = await checked(host, allow)
+  const target = await checked(host, allow, timeoutMs)
   if (isOutcome(target)) return target
   const secure = url.protocol === 'https:'
   const headers: Record<string, string | number> = { ...settings.headers }
@@ -111,7 +140,8 @@ export async function sendWebhook(
     agent: agents ? (secure ? agents.https : agents.http) : false,
     servername: net.isIP(host) ? undefined : host,
   }
-  return new Promise<SendOutcome>((resolve) => {
+  const started = performance.now()
+  const outcome = await new Promise<SendOutcome>((resolve) => {
     let settled = false
     let timer: NodeJS.Timeout | undefined
     const done = (o: SendOutcome) => {
@@ -125,7 +155,7 @@ export async function sendWebhook(
       req = (secure ? https : http).request(options, onResponse)
     } catch (err) {
       // Settings the request cannot carry (stored before they were checked): no retry helps.
-      return done(fail((err as Error).message))
+      return done(fail(`The request cannot carry the destination's settings: ${(err as Error).message}`.slice(0, 1000), 'delivery-failed'))
     }
     function onResponse(res: http.IncomingMessage) {
       const status = res.statusCode ?? 0
@@ -138,18 +168,20 @@ export async function sendWebhook(
       res.on('end', () => {
         const answer = `HTTP ${status}${res.statusMessage ? ` ${res.statusMessage}` : ''}${text.trim() ? `: ${text.trim().slice(0, 200)}` : ''}`
         if (status >= 200 && status < 300) done(delivered)
-        else if (status >= 300 && status < 400) done(fail(`${answer} (redirect to ${res.headers.location ?? '?'} not followed)`))
-        else if (status === 408 || status === 425 || status === 429 || status >= 500) done(retry(answer, 'delivery-failed', retryAfter(res.headers['retry-after'], Date.now())))
-        else done(fail(answer))
+        else if (status >= 300 && status < 400) done(fail(refusedText(status), 'rejected', `${answer} (redirect to ${res.headers.location ?? '?'} not followed)`))
+        else if (status === 408 || status === 425 || status === 429 || status >= 500) done(retry(refusedText(status), 'rejected', answer, retryAfter(res.headers['retry-after'], Date.now())))
+        else done(fail(refusedText(status), 'rejected', answer))
       })
     }
-    timer = setTimeout(() => req.destroy(new TimeoutError(`no answer within ${SEND_TIMEOUT_MS / 1000} s`)), SEND_TIMEOUT_MS)
+    timer = setTimeout(() => req.destroy(new TimeoutError(`no answer within ${timeoutMs / 1000} s`)), timeoutMs)
     req.on('error', (err) => {
-      if (err instanceof TimeoutError) done(retry(err.message, 'timeout'))
-      else done(retry(networkError(err, target, options.port)))
+      if (err instanceof TimeoutError) done(unreachable(timeoutMs, err.message))
+      else done(unreachable(timeoutMs, networkError(err, target, options.port)))
     })
     req.end(body)
   })
+  if (outcome.code === 'unreachable') await notBefore(started + timeoutMs)
+  return outcome
 }
 
 function networkError(err: NodeJS.ErrnoException, target: CheckedAddress, port: unknown): string {
@@ -247,15 +279,17 @@ function sendUdp(target: CheckedAddress, port: number, line: string): Promise<vo
 
 /** Sends one syslog line: UDP counts once sent, TCP once written (octet-counting framing). */
 export async function sendSyslog(settings: SyslogSettings, line: string, allow: AllowList, connections: SyslogConnections, timeoutMs = SEND_TIMEOUT_MS): Promise<SendOutcome> {
-  const target = await checked(settings.host, allow)
+  const target = await checked(settings.host, allow, timeoutMs)
   if (isOutcome(target)) return target
+  const started = performance.now()
   try {
     if (settings.transport === 'udp') await sendUdp(target, settings.port, line)
     else await connections.write(target, settings.port, octetFrame(line), timeoutMs)
     return delivered
   } catch (err) {
-    if (err instanceof TimeoutError) return retry(err.message, 'timeout')
-    return retry(networkError(err as NodeJS.ErrnoException, target, settings.port))
+    const detail = err instanceof TimeoutError ? err.message : networkError(err as NodeJS.ErrnoException, target, settings.port)
+    await notBefore(started + timeoutMs)
+    return unreachable(timeoutMs, detail)
   }
 }
 
@@ -274,16 +308,19 @@ export async function sendEmail(mailer: Mailer, settings: EmailSettings, message
         timer = setTimeout(() => reject(new TimeoutError(`the SMTP server did not accept it within ${timeoutMs / 1000} s`)), timeoutMs)
       }),
     ])
-    if (result.accepted.length === 0) return fail(`No recipient accepted: ${result.response}`)
+    if (result.accepted.length === 0) return fail('The mail server accepted no recipient.', 'rejected', `No recipient accepted: ${result.response}`)
     return delivered
   } catch (err) {
-    if (err instanceof TimeoutError) return retry(err.message, 'timeout')
-    if (err instanceof MailNotConfiguredError) return fail(err.message)
+    if (err instanceof TimeoutError) return unreachable(timeoutMs, err.message, 'mail server')
+    if (err instanceof MailNotConfiguredError) return fail(err.message, 'delivery-failed')
     const e = err as Error & { responseCode?: number; response?: string; code?: string }
     const text = e.response ? `SMTP ${e.response}` : `${e.code ? `${e.code}: ` : ''}${e.message}`
     // 5xx: the server refuses this message for good; 4xx and network errors may pass later.
-    if (e.responseCode && e.responseCode >= 500) return fail(text)
-    return retry(text)
+    if (e.responseCode && e.responseCode >= 400 && e.responseCode < 600) {
+      const refused = `The mail server refused it: SMTP ${Math.floor(e.responseCode / 100)}xx.`
+      return e.responseCode >= 500 ? fail(refused, 'rejected', text) : retry(refused, 'rejected', text)
+    }
+    return unreachable(timeoutMs, text, 'mail server')
   } finally {
     clearTimeout(timer)
   }

@@ -56,7 +56,8 @@ export class DeliveryWorker {
   private readonly transports: Transports & { agents: ReturnType<typeof webhookAgents> }
 
   constructor(private readonly app: FastifyInstance) {
-    this.transports = { allow: allowList(app.config.alarms.allowedHosts), syslog: new SyslogConnections(), agents: webhookAgents() }
+    const { allowedHosts, denyPrivate, timeoutMs } = app.config.alarms
+    this.transports = { allow: allowList(allowedHosts, denyPrivate), syslog: new SyslogConnections(), agents: webhookAgents(), timeoutMs }
   }
 
   start(intervalMs = POLL_MS): void {
@@ -209,6 +210,10 @@ export class DeliveryWorker {
         // Not a receiver's answer but settings or a record that cannot be sent: retrying would not help.
         result = { outcome: 'failed', error: (err as Error).message.slice(0, 1000), code: 'delivery-failed' }
       }
+    }
+    // The receiver's answer goes to the log only; the records keep the coarse outcome.
+    if (result.outcome !== 'delivered') {
+      this.app.log.warn({ destinationId: dest.id, deliveryId: item.delivery_id, attempt, outcome: result.outcome, code: result.code, detail: result.detail ?? result.error }, 'alarm delivery attempt failed')
     }
     const durationMs = Math.round((performance.now() - t0) * 1000) / 1000
     let outcome = result.outcome
