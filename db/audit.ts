@@ -13,6 +13,8 @@ export interface AuditRecord {
   asset?: AuditAsset
   /** The request that wrote it (null: the service itself). */
   requestId?: string | null
+  /** A refusal's kind (actor, operation, outcome, status, reason): its repeats are counted, not written. */
+  refusalKey?: string | null
 }
 
 export interface AuditAsset {
@@ -46,15 +48,40 @@ export interface AuditRow {
   asset_detail: string
   asset_icon: number
   request_id: string | null
+  refusal_key: string | null
+}
+
+/** The repeats of a refusal within its window, not yet written as their summary record. */
+export interface RefusalCount {
+  refusal_key: string
+  first_id: number
+  window_end_ms: number
+  repeats: number
+  last_ms: number
+  source_ips: string
 }
 
 export function auditRepo(db: DB) {
   const insert = db.prepare(
     `INSERT INTO audit_trail (created_ms, severity, category, user_name, source_ip, description, details, operation_id, outcome,
-       asset_key, asset_name, asset_parent_id, asset_ip, asset_type, asset_sub_type, asset_detail, asset_icon, request_id)
+       asset_key, asset_name, asset_parent_id, asset_ip, asset_type, asset_sub_type, asset_detail, asset_icon, request_id, refusal_key)
      VALUES (@createdMs, @severity, @category, @user, @sourceIp, @description, @details, @operationId, @outcome,
-       @key, @name, @parentId, @ipAddress, @type, @subType, @detail, @icon, @requestId)`,
+       @key, @name, @parentId, @ipAddress, @type, @subType, @detail, @icon, @requestId, @refusalKey)`,
   )
+  const firstRefusal = db.prepare<[string, number], AuditRow>(
+    'SELECT * FROM audit_trail INDEXED BY audit_trail_refusals WHERE refusal_key = ? AND created_ms > ? ORDER BY created_ms DESC LIMIT 1',
+  )
+  const count = db.prepare<[string], RefusalCount>('SELECT * FROM audit_refusal_counts WHERE refusal_key = ?')
+  const addCount = db.prepare<[string, number, number, number, string]>(
+    'INSERT INTO audit_refusal_counts (refusal_key, first_id, window_end_ms, repeats, last_ms, source_ips) VALUES (?, ?, ?, 1, ?, ?)',
+  )
+  const repeat = db.prepare<[number, string, string]>('UPDATE audit_refusal_counts SET repeats = repeats + 1, last_ms = max(last_ms, ?), source_ips = ? WHERE refusal_key = ?')
+  const due = db.prepare<[number, number], RefusalCount>('SELECT * FROM audit_refusal_counts WHERE window_end_ms <= ? ORDER BY window_end_ms LIMIT ?')
+  const reasons = db.prepare<[string, string, number], number>(
+    'SELECT count(DISTINCT refusal_key) FROM audit_trail INDEXED BY audit_trail_refusals WHERE refusal_key > ? AND refusal_key < ? AND created_ms > ?',
+  ).pluck()
+  const dropCount = db.prepare<[string]>('DELETE FROM audit_refusal_counts WHERE refusal_key = ?')
+  const byId = db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id = ?')
   const latest = db.prepare<[number], AuditRow>('SELECT * FROM audit_trail ORDER BY id DESC LIMIT ?')
   const exists = db.prepare<[number, number, string], number>('SELECT 1 FROM audit_trail WHERE id = ? AND created_ms = ? AND description = ?').pluck()
   return {
@@ -72,11 +99,25 @@ export function auditRepo(db: DB) {
           detail: a.detail ?? 'Unknown',
           icon: a.icon ?? -1,
           requestId: r.requestId ?? null,
+          refusalKey: r.refusalKey ?? null,
           asset: undefined,
         }).lastInsertRowid,
       )
     },
     latest: (n: number) => latest.all(n),
+    byId: (id: number) => byId.get(id),
+    /** The record of the latest first refusal of this kind written after `sinceMs`. */
+    firstRefusal: (key: string, sinceMs: number) => firstRefusal.get(key, sinceMs),
+    refusalCount: (key: string) => count.get(key),
+    /** How many reasons of a refusal group (the part of keys before `:`) opened a window after `sinceMs`. */
+    refusalReasons: (group: string, sinceMs: number) => reasons.get(`${group}:`, `${group};`, sinceMs) ?? 0,
+    /** Counts one repeat of a refusal whose first record is `firstId` (its window ends at `windowEndMs`). */
+    countRepeat(key: string, firstId: number, windowEndMs: number, now: number, sourceIps: string) {
+      if (repeat.run(now, sourceIps, key).changes === 0) addCount.run(key, firstId, windowEndMs, now, sourceIps)
+    },
+    /** Counters whose window has closed, oldest first. */
+    dueRefusals: (now: number, limit: number) => due.all(now, limit),
+    dropRefusalCount: (key: string) => dropCount.run(key),
     /** False for a record whose transaction rolled back. */
     exists: (id: number, createdMs: number, description: string) => exists.get(id, createdMs, description) !== undefined,
   }

@@ -131,6 +131,15 @@ export interface CommandRow {
   result_message: string | null
 }
 
+/** A re-enrollment awaiting an Administrator's approval. */
+export interface HeldReEnrollment {
+  agent_id: number
+  credential_hash: string
+  host_identifier: string
+  source_ip: string | null
+  requested_ms: number
+}
+
 export interface SweptAgent {
   id: number
   uuid: string
@@ -182,7 +191,17 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   const byCredential = db.prepare<[string], GatewayAgent>(
     'SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = ?',
   )
-  const byMachineId = db.prepare<[string], { id: number; uuid: string }>('SELECT id, uuid FROM agents WHERE machine_id = ?')
+  const byMachineId = db.prepare<[string], { id: number; uuid: string; credential_hash: string | null }>('SELECT id, uuid, credential_hash FROM agents WHERE machine_id = ?')
+  const byUuid = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE uuid = ?')
+  const hold = db.prepare(
+    `INSERT INTO agent_reenrollments (agent_id, credential_hash, host_identifier, source_ip, requested_ms)
+     VALUES (@agentId, @credentialHash, @hostIdentifier, @sourceIp, @requestedMs)
+     ON CONFLICT (agent_id) DO UPDATE SET credential_hash = excluded.credential_hash, host_identifier = excluded.host_identifier,
+       source_ip = excluded.source_ip, requested_ms = excluded.requested_ms`,
+  )
+  const held = db.prepare<[number], HeldReEnrollment>('SELECT * FROM agent_reenrollments WHERE agent_id = ?')
+  const heldByCredential = db.prepare<[string], HeldReEnrollment>('SELECT * FROM agent_reenrollments WHERE credential_hash = ?')
+  const dropHeld = db.prepare<[number]>('DELETE FROM agent_reenrollments WHERE agent_id = ?')
   // The agents less the others (migration 014: only they are indexed).
   const activated = db.prepare<[], { n: number }>(
     `SELECT (SELECT n FROM row_counts WHERE name = 'agents')
@@ -290,6 +309,12 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   return {
     byCredential: (hash: string) => byCredential.get(hash),
     byMachineId: (machineId: string) => byMachineId.get(machineId),
+    agentByUuid: (uuid: string) => byUuid.get(uuid.toLowerCase()),
+    /** Keeps a re-enrollment aside for an Administrator (the latest per agent). */
+    holdReEnrollment: (h: { agentId: number; credentialHash: string; hostIdentifier: string; sourceIp: string | null; requestedMs: number }) => hold.run(h),
+    heldReEnrollment: (agentId: number) => held.get(agentId),
+    heldReEnrollmentByCredential: (hash: string) => heldByCredential.get(hash),
+    dropReEnrollment: (agentId: number) => dropHeld.run(agentId),
     activatedCount: () => activated.get()!.n,
     insertAgent: (a: NewAgent) => Number(insertAgent.run(a).lastInsertRowid),
     rotateCredential: (id: number, hash: string, hostIdentifier: string) => rotate.run(hash, hostIdentifier, id),

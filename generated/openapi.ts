@@ -74,6 +74,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/prime/webui/agents/agent/{agentId}/reenrollment": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve or reject a re-enrollment held for approval
+         * @description An enrollment that names an already enrolled machine without proving the agent's
+         *     current credential is held (see `gateway/enroll`; the agent detail shows it as
+         *     `pendingReEnrollment`, and it raised the event `0x310006` and a risk notification).
+         *     `Approve`: its credential replaces the agent's (the old one stops working at once;
+         *     the event `0x310004` is recorded), as for an agent reinstalled on the same host.
+         *     `Reject`: it is dropped, and the agent keeps its credential. Either way it is
+         *     audited. 404 when the agent is unknown or has nothing held.
+         */
+        post: operations["decideAgentReEnrollment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/prime/webui/agents/agent/{agentId}/debuglogs": {
         parameters: {
             query?: never;
@@ -773,19 +799,34 @@ export interface paths {
          *     to the other gateway operations.
          *
          *     Enrolling a `machineId` that is already enrolled keeps the agent (same `uuid`, its
-         *     peripherals, approvals and commands) and **rotates** its credential: the old one
-         *     stops working at once (`reEnrolled: true`). A new agent starts `Free`,
+         *     peripherals, approvals and commands). The shared secret alone never moves an
+         *     enrolled identity:
+         *     - with `currentCredential`, the agent's current credential, its credential is
+         *       **rotated** at once: the old one stops working (`reEnrolled: true`,
+         *       `pendingApproval: false`, 200);
+         *     - without it, or with another credential (a reinstalled agent that lost its own,
+         *       or someone else), the enrollment is **held** for an Administrator: 202 with
+         *       `pendingApproval: true` and the new credential, which answers 401 ("awaits an
+         *       Administrator's approval") until `POST agents/agent/{agentId}/reenrollment`
+         *       approves it; then it works and the old one stops. Until then the agent's
+         *       current credential keeps working. Each held enrollment raises the event
+         *       `0x310006` and the risk notification `AgentReEnrollmentHeld`; a later one
+         *       replaces the one held before (one per agent).
+         *     A new agent starts `Free`,
          *     `Disconnected` until its first check-in, and takes a license seat if one is free
          *     (`licenseStatus` `Pending` otherwise; a `Pending` agent takes a seat as soon as one
          *     is freed).
          *
          *     A wrong secret answers 401. Enrollments do not count against the per-address request
-         *     limit; failed ones (a wrong secret or an invalid request) are limited per source
-         *     address (IPv6: per /64 network) instead: after 20 in a minute, every enrollment from that address answers
-         *     429 with `Retry-After`, even with the right secret, until the minute is over.
-         *     Accepted ones are never limited, so that a whole site behind one address can enroll
-         *     at once. Every enrollment, accepted or refused, is audited and an accepted
-         *     one also becomes an event.
+         *     limit; they have their own: at most 300 a minute from one source address (IPv6: per
+         *     /64 network; `PRIME_AGENT_ENROLL_PER_MINUTE_PER_ADDRESS`) and 1200 a minute to the
+         *     server (`PRIME_AGENT_ENROLL_PER_MINUTE`), accepted or not, so that a site behind one
+         *     address can enroll its hosts over a few minutes but no one holding the secret can
+         *     create agents without end; and after 20 failed ones (a wrong secret or an invalid
+         *     request) in a minute, every enrollment from that address answers 429, even with the
+         *     right secret, until the minute is over. Each limit answers 429 with `Retry-After`.
+         *     Every enrollment, accepted or refused, is audited (repeated identical refusals as
+         *     one record with a count) and an accepted one also becomes an event.
          */
         post: operations["enrollAgent"];
         delete?: never;
@@ -835,7 +876,8 @@ export interface paths {
          *     401 when the credential is missing, unknown, rotated or the agent was deleted (the
          *     agent must enroll again). A check-in less than 5 seconds after the agent's previous
          *     one (setting `PRIME_AGENT_MIN_CHECKIN_SECONDS`; 0 turns the rule off) answers 429
-         *     with `Retry-After`, whatever its body.
+         *     with `Retry-After`, whatever its body; so does any gateway call beyond the agent's
+         *     budget (60 requests a minute, `PRIME_AGENT_RATE_LIMIT_MAX`).
          */
         post: operations["agentCheckIn"];
         delete?: never;
@@ -862,11 +904,19 @@ export interface paths {
          *     failure becomes an event. The command leaves `Delivered` and the agent's
          *     `inAction` clears when nothing is left pending.
          *
-         *     Answers per command: an id that is unknown or belongs to another agent fails
-         *     with `not-found`; a command that was never delivered, or was `Cancelled`, fails
-         *     with `conflict`; reporting the same final status again is `done` (idempotent); a
-         *     late result for a command that was failed for lack of a result replaces that
-         *     failure. At most 100 results per call, and the body limit (1 MiB) applies.
+         *     Results are taken only for commands given to this agent and still awaiting their
+         *     result (`Delivered`, or failed for lack of a result: a late result replaces that
+         *     failure). Answers per command: an id that is unknown or belongs to another agent
+         *     fails with `not-found`; a command that was never delivered, was `Cancelled` or was
+         *     already reported fails with `conflict`. When no result of the call is taken, the
+         *     call answers 404 (all unknown to this agent) or 409 (none awaiting its result), with
+         *     `errors` naming each refused result (`results/<i>/commandId`); such refusals
+         *     repeated are one audit record with a count.
+         *
+         *     Limits: at most 100 results per call, an `output` of at most 512 KiB, the body
+         *     limit (1 MiB), and 32 MiB of result bodies per agent per UTC day
+         *     (`PRIME_AGENT_RESULT_BYTES_PER_DAY`; counted as they arrive, valid or not; beyond
+         *     it 429 with `Retry-After` until the day ends), within the agent's request budget.
          */
         post: operations["reportCommandResults"];
         delete?: never;
@@ -1574,12 +1624,13 @@ export interface paths {
          *     | `0x310003` | Agent reconnected | Host | 6 Informational | a disconnected agent checks in again |
          *     | `0x310004` | Agent enrolled | Host | 6 Informational | an agent enrolls, or enrolls again (its credential is rotated) |
          *     | `0x310005` | Agent command failed | Host | 3 Error | an agent reports a queued command as Failed |
+         *     | `0x310006` | Agent re-enrollment held for approval | Host | 3 Error | an enrollment names an enrolled machine without proving the agent's current credential: held until an Administrator decides (`agents/agent/{agentId}/reenrollment`) |
          *     | `0x410001` | Alarm delivery failure | System | 3 Error | a delivery to an alarm destination failed permanently or gave up after its retries |
          *     | `0x410002` | Worker poller offline | System | 4 Warning | an activated worker poller sent no heartbeat for three heartbeat intervals |
          *     | `0x410003` | Worker poller online again | System | 6 Informational | an offline activated worker poller sends a heartbeat again |
          *     | `0x510001` | Alarm destination test message | General | 6 Informational | never stored: the code carried by the test messages of `TestAlarmDests` |
          *
-         *     Risky events (`0x110004`, `0x110005`, `0x110006`, `0x110007`) also raise a risk
+         *     Risky events (`0x110004`, `0x110005`, `0x110006`, `0x110007`, `0x310006`) also raise a risk
          *     notification.
          */
         get: operations["getEvents"];
@@ -2403,7 +2454,7 @@ export interface paths {
          *     `agentUuid`, `vid`, `pid`, `deviceName`, `vendorName`, `serialNumber`, `deviceID`.
          *     `severity` is exact, `minimumSeverity` that severity or worse. A notification's
          *     severity is its kind's (KnownAttackTool 2, VulnerablePeripheral 3,
-         *     WhitelistViolation 4, UnapprovedPeripheralOnArmedAgent 4); `description` is its
+         *     WhitelistViolation 4, UnapprovedPeripheralOnArmedAgent 4, AgentReEnrollmentHeld 3); `description` is its
          *     latest event's details.
          */
         get: operations["getRiskNotifications"];
@@ -3314,8 +3365,17 @@ export interface components {
         };
         /** @description An agent with everything known about it. */
         AgentDetailViewResource: components["schemas"]["AgentViewResource"] & {
-            /** @description The host's stable identity given at enrollment. */
+            /** @description The host's stable identity given at enrollment, masked: `****` and its last 4 characters (enough to tell hosts apart, never enough to enroll as one). */
             machineId: string;
+            /** @description A re-enrollment held for an Administrator's approval (`agents/agent/{agentId}/reenrollment`), or null. */
+            pendingReEnrollment: {
+                /** Format: date-time */
+                requestedTime: string;
+                /** @description The host name the enrollment reported. */
+                hostIdentifier: string;
+                /** @description The address it came from. */
+                sourceIp: string | null;
+            } | null;
             /**
              * Format: date-time
              * @description When the agent first enrolled (re-enrolling keeps it).
@@ -3979,10 +4039,42 @@ export interface components {
              * @description The server's enrollment secret.
              */
             enrollmentSecret: string;
-            /** @description The host's stable identity; enrolling it again rotates the credential of the same agent. */
+            /** @description The host's stable identity; enrolling it again re-enrolls the same agent. */
             machineId: string;
             /** @description The host name. */
             hostIdentifier: string;
+            /**
+             * Format: password
+             * @description The agent's current credential (`pag_...`), when it enrolls again: proves the identity, so that the credential is rotated at once. Without it, an enrolled machine's enrollment is held for an Administrator's approval.
+             */
+            currentCredential?: string;
+        };
+        AgentReEnrollmentDecisionRequest: {
+            /**
+             * @description Approve: the held credential replaces the agent's. Reject: it is dropped.
+             * @enum {string}
+             */
+            decision: "Approve" | "Reject";
+        };
+        AgentReEnrollmentDecision: {
+            /**
+             * Format: uuid
+             * @description The agent's uuid.
+             */
+            uuid: string;
+            /** @enum {string} */
+            decision: "Approve" | "Reject";
+            /**
+             * Format: date-time
+             * @description When the held enrollment arrived.
+             */
+            requestedTime: string;
+            /** @description The host name it reported. */
+            hostIdentifier: string;
+            /** @description The address it came from. */
+            sourceIp: string | null;
+            /** Format: date-time */
+            decidedTime: string;
         };
         GatewayEnrollResponse: {
             /**
@@ -3992,8 +4084,10 @@ export interface components {
             uuid: string;
             /** @description The agent's bearer credential (`pag_...`). Shown only here; the server keeps a hash. */
             credential: string;
-            /** @description The machine was already enrolled: same agent, credential rotated (the old one no longer works). */
+            /** @description The machine was already enrolled: the same agent. */
             reEnrolled: boolean;
+            /** @description Held for an Administrator's approval (202): this credential works once approved, and the current one keeps working until then. False: the credential works now (a re-enrollment rotated it: the old one no longer works). */
+            pendingApproval: boolean;
             /**
              * Format: int32
              * @description When to check in first.
@@ -6146,10 +6240,11 @@ export interface components {
          *     peripheral of the vulnerable-device catalogue (`0x110006`, Error), a whitelist
          *     violation: an unapproved peripheral plugged in while the agent is Armed
          *     (`0x110007`, Warning), an agent armed while an unapproved peripheral is present
-         *     (`0x110004`, Warning).
+         *     (`0x110004`, Warning), an enrollment of an enrolled machine held for approval
+         *     because it did not prove the agent's credential (`0x310006`, Error).
          * @enum {string}
          */
-        RiskNotificationKind: "KnownAttackTool" | "VulnerablePeripheral" | "WhitelistViolation" | "UnapprovedPeripheralOnArmedAgent";
+        RiskNotificationKind: "KnownAttackTool" | "VulnerablePeripheral" | "WhitelistViolation" | "UnapprovedPeripheralOnArmedAgent" | "AgentReEnrollmentHeld";
         /**
          * @description A risk notification: one per kind, agent and device (VID, PID, serial number)
          *     while it is not dismissed; a new occurrence adds to `occurrences`, moves
@@ -7176,7 +7271,7 @@ export interface components {
          *     every value is a string. Unknown parameters and bad values answer 400 naming them.
          */
         RiskNotificationViewQuery: {
-            /** @description Comma-separated kinds (any case): KnownAttackTool, VulnerablePeripheral, WhitelistViolation, UnapprovedPeripheralOnArmedAgent. */
+            /** @description Comma-separated kinds (any case): KnownAttackTool, VulnerablePeripheral, WhitelistViolation, UnapprovedPeripheralOnArmedAgent, AgentReEnrollmentHeld. */
             kind?: string;
             severity?: components["schemas"]["SeverityFilter"];
             minimumSeverity?: components["schemas"]["SeverityFilter"];
@@ -7450,7 +7545,8 @@ export interface operations {
                      *       "connectedPortName": null,
                      *       "ethernetsCount": 1,
                      *       "hashtags": null,
-                     *       "machineId": "4c4c4544-0042-3510-8052-b4c04f4e3732",
+                     *       "machineId": "****3732",
+                     *       "pendingReEnrollment": null,
                      *       "enrolledTime": "2024-11-02T08:00:00.000Z",
                      *       "isSystemLocked": true,
                      *       "checkInIntervalSeconds": 60,
@@ -7549,6 +7645,69 @@ export interface operations {
             404: components["responses"]["NotFound"];
             406: components["responses"]["NotAcceptable"];
             414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    decideAgentReEnrollment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent's `uuid` (case-insensitive).
+                 * @example 3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23
+                 */
+                agentId: components["parameters"]["AgentIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "decision": "Approve"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentReEnrollmentDecisionRequest"];
+                "text/json": components["schemas"]["AgentReEnrollmentDecisionRequest"];
+                "application/*+json": components["schemas"]["AgentReEnrollmentDecisionRequest"];
+                "application/json-patch+json": components["schemas"]["AgentReEnrollmentDecisionRequest"];
+            };
+        };
+        responses: {
+            /** @description The decision, and the enrollment it was about. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *       "decision": "Approve",
+                     *       "requestedTime": "2025-01-01T11:58:00.000Z",
+                     *       "hostIdentifier": "DESKTOP-9LR722S",
+                     *       "sourceIp": "192.168.100.128",
+                     *       "decidedTime": "2025-01-01T12:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentReEnrollmentDecision"];
+                    "text/json": components["schemas"]["AgentReEnrollmentDecision"];
+                    "text/plain": components["schemas"]["AgentReEnrollmentDecision"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            406: components["responses"]["NotAcceptable"];
+            413: components["responses"]["PayloadTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
         };
@@ -9396,6 +9555,31 @@ export interface operations {
                      *       "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
                      *       "credential": "pag_3f2b6c1e_Zm9vYmFyYmF6cXV4cXV1eGNvcmdl",
                      *       "reEnrolled": false,
+                     *       "pendingApproval": false,
+                     *       "checkInIntervalSeconds": 60,
+                     *       "serverTime": "2025-01-01T12:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["GatewayEnrollResponse"];
+                    "text/json": components["schemas"]["GatewayEnrollResponse"];
+                    "text/plain": components["schemas"]["GatewayEnrollResponse"];
+                };
+            };
+            /** @description The machine is enrolled already and the agent's current credential was not presented: held for an Administrator's approval. The credential works once approved. */
+            202: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
+                     *       "credential": "pag_Q2xvc2VkVW50aWxBcHByb3ZlZEJ5QW5BZG1pbmlzdHI",
+                     *       "reEnrolled": true,
+                     *       "pendingApproval": true,
                      *       "checkInIntervalSeconds": 60,
                      *       "serverTime": "2025-01-01T12:00:00.000Z"
                      *     }
@@ -9637,7 +9821,43 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            /** @description No result of the call is for a command of this agent. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             406: components["responses"]["NotAcceptable"];
+            /** @description No result of the call is for a command of this agent awaiting its result (never delivered, cancelled or already reported). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:prime:problem:conflict",
+                     *       "title": "Conflict",
+                     *       "status": 409,
+                     *       "detail": "No result is for a command of this agent awaiting its result.",
+                     *       "instance": "/prime/webui/gateway/commandresults",
+                     *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11",
+                     *       "code": "conflict",
+                     *       "errors": [
+                     *         {
+                     *           "location": "body",
+                     *           "name": "results/0/commandId",
+                     *           "reason": "conflict: Command 1042 was already reported as Succeeded."
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

@@ -3,7 +3,7 @@ import { peripheralView } from '../db/peripherals.js'
 import { commandView } from '../db/commands.js'
 import { agentFilterFromQuery } from '../lib/agent-filter.js'
 import { cancelAgentsCommands, configureAgents, deleteAgents, queueForAgents } from '../lib/agent-commands.js'
-import { agentAsset } from '../lib/gateway.js'
+import { agentAsset, heldView, maskMachineId } from '../lib/gateway.js'
 import { audit } from '../lib/audit.js'
 import { problem } from '../lib/errors.js'
 import { listAnswerJson, page, sort } from '../lib/listing.js'
@@ -54,7 +54,8 @@ export const agentsHandlers: Handlers<
     if (!agent) throw problem('not-found', `No agent with uuid ${req.params.agentId}.`)
     return {
       ...agentView(agent),
-      machineId: agent.machine_id,
+      machineId: maskMachineId(agent.machine_id),
+      pendingReEnrollment: heldView(req.server.repos.gateway.heldReEnrollment(agent.id)),
       enrolledTime: new Date(agent.enrolled_ms).toISOString(),
       isSystemLocked: agent.is_system_locked === 1,
       checkInIntervalSeconds: agent.check_in_interval_s,

@@ -7,7 +7,7 @@ import type { CommandType } from '../db/commands.js'
 import type { components } from '../generated/openapi.js'
 import { audit } from './audit.js'
 import { problem, invalidField } from './errors.js'
-import { agentAsset } from './gateway.js'
+import { agentAsset, maskMachineId } from './gateway.js'
 
 type Schemas = components['schemas']
 type ConfigurationItem = Schemas['AgentPendingConfigurationWrapper']
@@ -253,7 +253,7 @@ export function deleteAgents(req: FastifyRequest, uuids: string[] | null) {
       ctx.req.server.repos.agents.remove(agent.id)
       audit(req, {
         description: `Deleted agent ${agent.host_identifier} (${agent.uuid}) with its peripherals and commands`,
-        details: { uuid: agent.uuid, hostIdentifier: agent.host_identifier, machineId: agent.machine_id, peripherals: agent.approved_and_present + agent.approved_and_disconnected + agent.not_approved },
+        details: { uuid: agent.uuid, hostIdentifier: agent.host_identifier, machineId: maskMachineId(agent.machine_id), peripherals: agent.approved_and_present + agent.approved_and_disconnected + agent.not_approved },
         asset: agentAsset(agent),
       })
       return { id, status: 'done', reason: null, code: null }

@@ -16,6 +16,7 @@ import { canonicalize, canonicalizeQuery } from './names.js'
 import { chooseResponseType, isJsonMediaType } from './negotiate.js'
 import { auditFallback } from './audit.js'
 import { usedDeprecatedInputs } from './deprecation.js'
+import { auditFallback, startRefusalFlush } from './audit.js'
 import { fixedWindowLimiter, limitKey } from './rate-limit.js'
 import { resolveHandler } from '../handlers/index.js'
 import { bootstrapAdmin } from './accounts.js'
@@ -191,6 +192,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   startNotifications(app)
   startAgentless(app)
   startRetention(app)
+  startRefusalFlush(app)
 
   const canonicalHook = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => done(thrown(() => canonicalRequest(req, reply)))
   // Each route carries its operation's metadata from the contract, for the hooks below.
@@ -217,6 +219,22 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (headers) reply.header('x-ratelimit-limit', r.max).header('x-ratelimit-remaining', r.remaining).header('x-ratelimit-reset', r.resetSeconds)
     if (r.exceeded) {
       throw problem('rate-limited', `Too many ${what} from this address; retry in ${r.resetSeconds} seconds.`, { headers: { 'retry-after': String(r.resetSeconds) } })
+    }
+  }
+  // Each credential has its own budget too, wherever it calls from (agents': the gateway's).
+  const budgets = {
+    session: fixedWindowLimiter(config.credentialRateLimits.user, config.rateLimitWindowMs),
+    integration: fixedWindowLimiter(config.credentialRateLimits.token, config.rateLimitWindowMs),
+    poller: fixedWindowLimiter(config.credentialRateLimits.poller, config.rateLimitWindowMs),
+  }
+  const credentialLimit = (req: FastifyRequest) => {
+    const p = req.principal
+    const limiter = p ? (p.kind === 'session' ? budgets.session : budgets.integration) : req.poller ? budgets.poller : undefined
+    if (!limiter) return
+    const what = p ? (p.kind === 'session' ? 'account' : 'integration token') : 'worker poller'
+    const r = limiter.hit(p ? String(p.id) : req.poller!.id, Date.now())
+    if (r.exceeded) {
+      throw problem('rate-limited', `Too many requests from this ${what} (${r.max} per window); retry in ${r.resetSeconds} seconds.`, { headers: { 'retry-after': String(r.resetSeconds) } })
     }
   }
   // A known path with another method answers 405 with the methods it has.
@@ -269,6 +287,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     // The caller first: a refused one learns nothing more (401/403 before 415/406), and a
     // request that fails on its media types is audited with its actor.
     authorize(req, op)
+    credentialLimit(req)
     gateMediaType(req, op)
     const type = chooseResponseType(req, op.responseTypes)
     if (op.responseTypes.length > 0 && !type) {
@@ -396,6 +415,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (access.kind === 'agent') {
       if (req.agent) return
       if (!bearerToken(req)) throw problem('unauthenticated', 'An agent credential is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
+      if (app.gateway.isHeld(bearerToken(req))) throw unauthenticated('This credential awaits an Administrator\'s approval of the re-enrollment; retry later.')
       throw unauthenticated('The agent credential is unknown or was rotated, or the agent was deleted; enroll again.')
     }
     if (access.kind === 'poller') {

@@ -1,5 +1,7 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import crypto from 'node:crypto'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AuditAsset } from '../db/audit.js'
+import { limitKey } from './rate-limit.js'
 
 export interface AuditEntry {
   description: string
@@ -10,6 +12,11 @@ export interface AuditEntry {
   outcome?: 'Succeeded' | 'Failed' | 'Refused'
   /** The actor, when the request has no principal (a login). */
   user?: string | null
+  /**
+   * A refusal (outcome Failed or Refused) and why: repeats of the same refusal (actor,
+   * operation, outcome, status, reason) within the window are counted, not written.
+   */
+  refusal?: { status: number; reason: string }
 }
 
 // A key that names a secret (`password`, `newPassword`, `webhookSecret`, `refreshToken`),
@@ -61,15 +68,15 @@ function shorten(value: unknown, depth = 0): unknown {
  * The details as JSON text of at most MAX_DETAILS characters, secrets masked. A cut string
  * would not be JSON: a record too large is shortened, and says so.
  */
-export function detailsText(details: unknown): string {
+export function detailsText(details: unknown, max = MAX_DETAILS): string {
   const masked = maskSecrets(details ?? {})
   const text = JSON.stringify(masked) ?? '{}'
-  if (text.length <= MAX_DETAILS) return text
+  if (text.length <= max) return text
   const short = JSON.stringify({ truncated: true, length: text.length, details: shorten(masked) })
-  if (short.length <= MAX_DETAILS) return short
-  for (let keep = MAX_DETAILS / 4; ; keep = Math.floor(keep / 2)) {
+  if (short.length <= max) return short
+  for (let keep = max / 4; ; keep = Math.floor(keep / 2)) {
     const preview = JSON.stringify({ truncated: true, length: text.length, preview: text.slice(0, keep) })
-    if (preview.length <= MAX_DETAILS) return preview
+    if (preview.length <= max) return preview
   }
 }
 
@@ -95,21 +102,152 @@ export function audit(req: FastifyRequest, entry: AuditEntry): void {
   const op = req.op
   const createdMs = Date.now()
   const description = printable(entry.description).slice(0, 1000)
+  const user = (entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : actor(req))?.slice(0, MAX_USER) ?? null
+  const outcome = entry.outcome ?? 'Succeeded'
+  let refusalKey: string | null = null
+  if (entry.refusal && outcome !== 'Succeeded') {
+    refusalKey = countedRefusal(req, user, outcome, entry.refusal, createdMs)
+    if (refusalKey === null) {
+      // A repeat: counted in its window's summary record.
+      written.delete(req)
+      req.audited = true
+      return
+    }
+  }
   const id = req.server.repos.audit.insert({
     createdMs,
-    severity: entry.severity ?? (entry.outcome && entry.outcome !== 'Succeeded' ? WARNING : NOTICE),
+    severity: entry.severity ?? (outcome !== 'Succeeded' ? WARNING : NOTICE),
     category: op?.auditCategory ?? 'System',
-    user: (entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : actor(req))?.slice(0, MAX_USER) ?? null,
+    user,
     sourceIp: req.ip ?? null,
     description,
-    details: detailsText(entry.details),
+    details: detailsText(entry.details, refusalKey ? MAX_REFUSAL_DETAILS : MAX_DETAILS),
     operationId: op?.operationId ?? null,
-    outcome: entry.outcome ?? 'Succeeded',
+    outcome,
     asset: entry.asset,
     requestId: req.id,
+    refusalKey,
   })
   written.set(req, { id, createdMs, description })
   req.audited = true
+}
+
+// ---- repeated refusals ------------------------------------------------------------------
+
+/** The details of a refusal record: enough to see what was sent, not a copy of a large body. */
+const MAX_REFUSAL_DETAILS = 4096
+/** Distinct reasons per actor, operation, outcome and status in a window; further ones are counted as one. */
+export const MAX_REFUSAL_REASONS = 5
+const MAX_SOURCE_IPS = 5
+const OTHER_REASONS = '(other reasons)'
+const FLUSH_BATCH = 500
+
+const digest = (text: string) => crypto.createHash('sha256').update(text).digest('base64url').slice(0, 22)
+
+/**
+ * The key of a refusal to write, or null when it repeats one written in the open window
+ * (then counted). Keys are `<group>:<reason>` digests, the group being actor (an
+ * unauthenticated caller: its source address), operation, outcome and status, the reason
+ * the refusal's reason and what the request sent; the reasons of one group are found as
+ * one range of the index.
+ */
+function countedRefusal(req: FastifyRequest, user: string | null, outcome: string, refusal: { status: number; reason: string }, now: number): string | null {
+  const repo = req.server.repos.audit
+  const windowMs = req.server.config.auditRefusalWindowSeconds * 1000
+  const who = user ?? `address:${limitKey(req.ip ?? '')}`
+  const group = digest(JSON.stringify([who, req.op?.operationId ?? `${req.method} ${req.url.split('?')[0]}`, outcome, refusal.status]))
+  let key = `${group}:${digest(`${refusal.reason}\u0000${requestFingerprint(req)}`)}`
+  let first = repo.firstRefusal(key, now - windowMs)
+  if (!first && repo.refusalReasons(group, now - windowMs) >= MAX_REFUSAL_REASONS) {
+    // Reasons a caller can vary at will (names of unknown properties) cannot open windows without end.
+    key = `${group}:${digest(OTHER_REASONS)}`
+    first = repo.firstRefusal(key, now - windowMs)
+  }
+  if (!first) {
+    // A new window: the counts of the one before are written first, so records stay in order.
+    flushRefusal(req.server, key)
+    return key
+  }
+  const counted = repo.refusalCount(key)
+  const ips = new Set(counted?.source_ips ? counted.source_ips.split(' ') : [])
+  if (req.ip && ips.size < MAX_SOURCE_IPS) ips.add(req.ip)
+  repo.countRepeat(key, first.id, first.created_ms + windowMs, now, [...ips].join(' '))
+  return null
+}
+
+/**
+ * What the request sent: identical refusals are the same request refused for the same
+ * reason (a flood), not two requests that happen to fail alike (no credential, then another
+ * kind of credential). Only a digest of it is kept.
+ */
+function requestFingerprint(req: FastifyRequest): string {
+  let body = ''
+  try {
+    body = JSON.stringify(req.body) ?? ''
+  } catch {
+    // a body that cannot be written as JSON is told apart by its other parts only
+  }
+  return digest([req.method, req.url, req.headers['content-type'] ?? '', req.headers.authorization ?? '', body].join('\u0000'))
+}
+
+/** Writes the summary record of one counter, if it has one, and drops the counter. */
+function flushRefusal(app: FastifyInstance, key: string): void {
+  const repo = app.repos.audit
+  const counted = repo.refusalCount(key)
+  if (!counted) return
+  app.db.transaction(() => {
+    const first = repo.byId(counted.first_id)
+    if (first) {
+      const windowSeconds = app.config.auditRefusalWindowSeconds
+      repo.insert({
+        createdMs: Date.now(),
+        severity: first.severity,
+        category: first.category,
+        user: first.user_name,
+        sourceIp: first.source_ip,
+        description: `Repeated ${counted.repeats} more time${counted.repeats === 1 ? '' : 's'} within ${windowSeconds} s of record ${first.id}: ${first.description}`.slice(0, 1000),
+        details: detailsText({
+          count: counted.repeats + 1,
+          repeats: counted.repeats,
+          firstRecordId: first.id,
+          firstTime: new Date(first.created_ms).toISOString(),
+          lastTime: new Date(counted.last_ms).toISOString(),
+          windowSeconds,
+          sourceIps: counted.source_ips ? counted.source_ips.split(' ') : [],
+        }),
+        operationId: first.operation_id,
+        outcome: first.outcome as 'Failed' | 'Refused',
+        asset: { key: first.asset_key, name: first.asset_name, parentId: first.asset_parent_id, ipAddress: first.asset_ip, type: first.asset_type, subType: first.asset_sub_type, detail: first.asset_detail, icon: first.asset_icon },
+        requestId: null,
+      })
+    }
+    repo.dropRefusalCount(key)
+  })()
+}
+
+/** Writes the summary records of every window that has closed by `now`; answers how many counters it closed. */
+export function flushRefusals(app: FastifyInstance, now: number): number {
+  let closed = 0
+  for (;;) {
+    const due = app.repos.audit.dueRefusals(now, FLUSH_BATCH)
+    for (const c of due) flushRefusal(app, c.refusal_key)
+    closed += due.length
+    if (due.length < FLUSH_BATCH) return closed
+  }
+}
+
+/** Closes the windows of counted refusals as they end (and those a stop left open, at once). */
+export function startRefusalFlush(app: FastifyInstance): void {
+  const run = () => {
+    try {
+      flushRefusals(app, Date.now())
+    } catch (err) {
+      app.log.error({ err }, 'writing the counts of repeated refusals failed; retrying on the next round')
+    }
+  }
+  run()
+  const timer = setInterval(run, Math.min(60_000, app.config.auditRefusalWindowSeconds * 1000)).unref()
+  app.addHook('onClose', async () => clearInterval(timer))
 }
 
 /**
@@ -132,5 +270,6 @@ export function auditFallback(req: FastifyRequest, reply: FastifyReply, detail: 
     description: `${outcome}: ${what}${detail ? ` - ${detail}` : ''}`,
     details: { status, params: named(req.params), query: named(req.query), body: outcome === 'Succeeded' ? undefined : req.body },
     outcome,
+    refusal: outcome === 'Succeeded' ? undefined : { status, reason: detail ?? String(status) },
   })
 }

@@ -16,6 +16,10 @@ export interface Config {
   rateLimitMax: number
   rateLimitWindowMs: number
   loginRateLimitMax: number
+  /** Requests per rate-limit window per credential, by kind (whatever the address). */
+  credentialRateLimits: { user: number; token: number; agent: number; poller: number }
+  /** Repeated identical refusals within this many seconds are one audit record with a count. */
+  auditRefusalWindowSeconds: number
   lockoutThreshold: number
   lockoutMs: number
   bodyLimit: number
@@ -33,6 +37,11 @@ export interface Config {
     checkInSeconds: number
     /** Check-ins closer together than this answer 429 (0: no minimum, for benchmarks). */
     minCheckInSeconds: number
+    /** Enrollments per minute, per source address and overall. */
+    enrollPerMinutePerAddress: number
+    enrollPerMinute: number
+    /** Bytes of command results one agent may send per day (UTC). */
+    resultBytesPerDay: number
     disconnectSeconds: number
     uncommonPeripheralMaxHosts: number
     /** This server's address as agents reach it (`centralizedConsoleIP`). */
@@ -91,6 +100,15 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number
     throw new Error(`${name} must be an integer from ${min} to ${max}, got "${raw}"`)
   }
   return n
+}
+
+/**
+ * The default of a per-credential or enrollment budget: its own, or PRIME_RATE_LIMIT_MAX when
+ * that is set higher, so that the one setting benchmarks and tests raise lifts them all.
+ */
+function lifted(env: NodeJS.ProcessEnv, fallback: number): number {
+  const general = Number(env.PRIME_RATE_LIMIT_MAX)
+  return Number.isInteger(general) && general > fallback ? general : fallback
 }
 
 function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
@@ -161,6 +179,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitMax: int(env, 'PRIME_RATE_LIMIT_MAX', 1200, 1, 100_000_000),
     rateLimitWindowMs: int(env, 'PRIME_RATE_LIMIT_WINDOW_MS', 60_000, 1000, 3_600_000),
     loginRateLimitMax: int(env, 'PRIME_LOGIN_RATE_LIMIT_MAX', 20, 1, 100_000),
+    credentialRateLimits: {
+      user: int(env, 'PRIME_USER_RATE_LIMIT_MAX', lifted(env, 1200), 1, 100_000_000),
+      token: int(env, 'PRIME_TOKEN_RATE_LIMIT_MAX', lifted(env, 1200), 1, 100_000_000),
+      agent: int(env, 'PRIME_AGENT_RATE_LIMIT_MAX', lifted(env, 60), 1, 100_000_000),
+      poller: int(env, 'PRIME_POLLER_RATE_LIMIT_MAX', lifted(env, 1200), 1, 100_000_000),
+    },
+    auditRefusalWindowSeconds: int(env, 'PRIME_AUDIT_REFUSAL_WINDOW_SECONDS', 300, 1, 86_400),
     lockoutThreshold: int(env, 'PRIME_LOCKOUT_THRESHOLD', 5, 1, 1000),
     lockoutMs: int(env, 'PRIME_LOCKOUT_SECONDS', 900, 1, 86400) * 1000,
     bodyLimit: int(env, 'PRIME_BODY_LIMIT', 1024 * 1024, 1024, 100 * 1024 * 1024),
@@ -179,6 +204,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       enrollmentSecretGenerated: enrollment.generated,
       checkInSeconds: int(env, 'PRIME_AGENT_CHECKIN_SECONDS', 60, 5, 3600),
       minCheckInSeconds: int(env, 'PRIME_AGENT_MIN_CHECKIN_SECONDS', 5, 0, 3600),
+      enrollPerMinutePerAddress: int(env, 'PRIME_AGENT_ENROLL_PER_MINUTE_PER_ADDRESS', lifted(env, 300), 1, 100_000_000),
+      enrollPerMinute: int(env, 'PRIME_AGENT_ENROLL_PER_MINUTE', lifted(env, 1200), 1, 100_000_000),
+      resultBytesPerDay: int(env, 'PRIME_AGENT_RESULT_BYTES_PER_DAY', 32 * 1024 * 1024, 1024, 1024 * 1024 * 1024 * 1024),
       disconnectSeconds: int(env, 'PRIME_AGENT_DISCONNECT_SECONDS', 180, 10, 86400),
       uncommonPeripheralMaxHosts: int(env, 'PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS', 2, 1, 1_000_000),
       publicAddress: env.PRIME_PUBLIC_ADDRESS || null,

@@ -5,12 +5,12 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { components } from '../generated/openapi.js'
 import type { AuditAsset } from '../db/audit.js'
 import type { EventInput } from '../db/events.js'
-import { internPeripheralTexts, type AgentRow, type AgentState, type CommandRow, type GatewayAgent, type PeripheralValues, type PresentPeripheral } from '../db/gateway.js'
+import { internPeripheralTexts, type HeldReEnrollment, type AgentRow, type AgentState, type CommandRow, type GatewayAgent, type PeripheralValues, type PresentPeripheral } from '../db/gateway.js'
 import { audit } from './audit.js'
 import { AGENT_PREFIX, unauthenticated } from './auth.js'
-import { invalidField, problem } from './errors.js'
+import { invalidField, problem, type FieldError } from './errors.js'
 import { newSecret, sha256 } from './passwords.js'
-import { limitKey } from './rate-limit.js'
+import { fixedWindowLimiter, limitKey } from './rate-limit.js'
 import { iso } from './time.js'
 import { deviceIcon, displaySerial, productName, vendorName } from './usb.js'
 
@@ -20,12 +20,24 @@ type PeripheralReport = Schemas['GatewayPeripheralReport']
 type ItemResult = Schemas['ItemResult']
 
 const ENROLL_FAILURES_PER_MINUTE = 20
+const DAY_MS = 86_400_000
 const MAX_COMMANDS = 50
 const MORE_COMMANDS_CHECK_IN_SECONDS = 5
 const MAX_PERIPHERALS_PER_AGENT = 2048
 const DEBUG_LOGS_KEPT = 5
 const HEARTBEAT_FLUSH_MS = 1000
 export const NO_RESULT = 'No result reported'
+const MAX_LISTED_REFUSALS = 20
+
+/** A held re-enrollment as the agent detail shows it. */
+export function heldView(h: HeldReEnrollment | undefined): Schemas['AgentDetailViewResource']['pendingReEnrollment'] {
+  return h ? { requestedTime: iso(h.requested_ms), hostIdentifier: h.host_identifier, sourceIp: h.source_ip } : null
+}
+
+/** A machine id as views and records show it: enough to tell hosts apart, not to enroll as one. */
+export function maskMachineId(machineId: string): string {
+  return machineId.length <= 4 ? '****' : `****${machineId.slice(-4)}`
+}
 
 /** The events the gateway raises (the table of `getEvents` in the contract). */
 export const agentEvents = {
@@ -42,6 +54,7 @@ export const agentEvents = {
   reconnected: { code: '0x310003', severity: 6, category: 'Host', description: 'Agent reconnected' },
   enrolled: { code: '0x310004', severity: 6, category: 'Host', description: 'Agent enrolled' },
   commandFailed: { code: '0x310005', severity: 3, category: 'Host', description: 'Agent command failed' },
+  reEnrollmentHeld: { code: '0x310006', severity: 3, category: 'Host', description: 'Agent re-enrollment held for approval' },
 } as const satisfies Record<string, Pick<EventInput, 'code' | 'severity' | 'category' | 'description'>>
 type EventKind = keyof typeof agentEvents
 
@@ -154,6 +167,14 @@ export function agentGateway(app: FastifyInstance) {
   const { config, db, repos } = app
   const texts = internPeripheralTexts(db)
   const failedEnrollments = new FailureWindow(ENROLL_FAILURES_PER_MINUTE, 60_000)
+  // Accepted enrollments are limited too (per address, and overall), so that no one holding
+  // the secret can create agents, events and audit records without end.
+  const enrollmentsPerAddress = fixedWindowLimiter(config.agents.enrollPerMinutePerAddress, 60_000)
+  const enrollments = fixedWindowLimiter(config.agents.enrollPerMinute, 60_000)
+  /** Each agent's requests per rate-limit window, whatever its address. */
+  const agentBudget = fixedWindowLimiter(config.credentialRateLimits.agent, config.rateLimitWindowMs)
+  /** Bytes of command results each agent sent on the current UTC day. */
+  const resultBytes = new Map<number, { day: number; bytes: number }>()
   /** When each agent's last accepted check-in arrived (the minimum interval). */
   const lastCheckIn = new Map<number, number>()
   /** Unchanged check-ins' times, written once a second (a lost one on a crash is harmless). */
@@ -181,10 +202,11 @@ export function agentGateway(app: FastifyInstance) {
     if (!secretMatches(body.enrollmentSecret)) {
       audit(req, {
         description: `Enrollment of "${body.hostIdentifier}" refused: wrong enrollment secret`,
-        details: { machineId: body.machineId, hostIdentifier: body.hostIdentifier },
+        details: { machineId: maskMachineId(body.machineId), hostIdentifier: body.hostIdentifier },
         outcome: 'Refused',
         user: null,
         asset: { name: body.hostIdentifier, type: 'Agent' },
+        refusal: { status: 401, reason: 'wrong enrollment secret' },
       })
       throw unauthenticated('The enrollment secret is wrong.')
     }
@@ -194,6 +216,9 @@ export function agentGateway(app: FastifyInstance) {
       const known = repos.gateway.byMachineId(body.machineId)
       let id: number, uuid: string
       if (known) {
+        // The shared secret alone never moves an enrolled identity: the agent proves its
+        // current credential, or an Administrator approves the new enrollment.
+        if (!provesCredential(body.currentCredential, known.credential_hash)) return hold(req, known, body, credential, hash, now)
         ;({ id, uuid } = known)
         repos.gateway.rotateCredential(id, hash, body.hostIdentifier)
         lastCheckIn.delete(id)
@@ -214,15 +239,66 @@ export function agentGateway(app: FastifyInstance) {
         })
       }
       const agent = repos.gateway.agent(id)!
-      const what = known ? 'enrolled again; its previous credential no longer works' : `enrolled (license ${agent.license_status})`
+      const what = known ? 'enrolled again with its current credential; the previous credential no longer works' : `enrolled (license ${agent.license_status})`
       repos.events.record(now, [hostEvent('enrolled', agent, `${body.hostIdentifier} ${what}.`)], id)
       audit(req, {
         description: `Agent "${body.hostIdentifier}" ${known ? 're-enrolled (credential rotated)' : 'enrolled'}`,
-        details: { uuid, machineId: body.machineId, hostIdentifier: body.hostIdentifier, reEnrolled: !!known, licenseStatus: agent.license_status },
+        details: { uuid, machineId: maskMachineId(body.machineId), hostIdentifier: body.hostIdentifier, reEnrolled: !!known, licenseStatus: agent.license_status },
         user: `agent:${uuid}`,
         asset: agentAsset(agent),
       })
-      return { uuid, credential, reEnrolled: !!known, checkInIntervalSeconds: config.agents.checkInSeconds, serverTime: iso(now) }
+      return { uuid, credential, reEnrolled: !!known, pendingApproval: false, checkInIntervalSeconds: config.agents.checkInSeconds, serverTime: iso(now) }
+    })()
+  }
+
+  function provesCredential(given: string | undefined, storedHash: string | null): boolean {
+    if (!given || !storedHash) return false
+    const a = Buffer.from(sha256(given))
+    const b = Buffer.from(storedHash)
+    return a.length === b.length && crypto.timingSafeEqual(a, b)
+  }
+
+  /**
+   * A re-enrollment without proof: kept aside (the latest one per agent) until an
+   * Administrator decides; the agent's current credential keeps working meanwhile.
+   */
+  function hold(req: FastifyRequest, known: { id: number; uuid: string }, body: Schemas['GatewayEnrollRequest'], credential: string, hash: string, now: number): Schemas['GatewayEnrollResponse'] {
+    const agent = repos.gateway.agent(known.id)!
+    repos.gateway.holdReEnrollment({ agentId: known.id, credentialHash: hash, hostIdentifier: body.hostIdentifier, sourceIp: req.ip ?? null, requestedMs: now })
+    const proof = body.currentCredential ? 'presented a credential that is not the agent\'s current one' : 'did not present the agent\'s current credential'
+    repos.events.record(now, [hostEvent('reEnrollmentHeld', agent, `An enrollment as ${agent.host_identifier} (reported host name "${body.hostIdentifier}", from ${req.ip}) ${proof}; held until an Administrator approves it. The agent keeps its current credential meanwhile.`)], known.id)
+    audit(req, {
+      description: `Re-enrollment of agent "${agent.host_identifier}" held for an Administrator's approval: it ${proof}`,
+      details: { uuid: known.uuid, machineId: maskMachineId(body.machineId), hostIdentifier: body.hostIdentifier, reEnrolled: true, pendingApproval: true, credentialPresented: !!body.currentCredential },
+      user: null,
+      severity: 4,
+      asset: agentAsset(agent),
+    })
+    return { uuid: known.uuid, credential, reEnrolled: true, pendingApproval: true, checkInIntervalSeconds: config.agents.checkInSeconds, serverTime: iso(now) }
+  }
+
+  /** An Administrator's decision on a held re-enrollment: approved, its credential replaces the agent's. */
+  function decideReEnrollment(req: FastifyRequest, uuid: string, decision: 'Approve' | 'Reject'): Schemas['AgentReEnrollmentDecision'] {
+    const now = Date.now()
+    return db.transaction(() => {
+      const agent = repos.gateway.agentByUuid(uuid)
+      if (!agent) throw problem('not-found', `No agent with uuid ${uuid}.`)
+      const held = repos.gateway.heldReEnrollment(agent.id)
+      if (!held) throw problem('not-found', `Agent ${agent.host_identifier} has no re-enrollment awaiting approval.`)
+      repos.gateway.dropReEnrollment(agent.id)
+      const requested = { requestedTime: iso(held.requested_ms), hostIdentifier: held.host_identifier, sourceIp: held.source_ip }
+      if (decision === 'Approve') {
+        repos.gateway.rotateCredential(agent.id, held.credential_hash, held.host_identifier)
+        lastCheckIn.delete(agent.id)
+        heartbeats.delete(agent.id)
+        repos.events.record(now, [hostEvent('enrolled', agent, `${agent.host_identifier} enrolled again, approved by ${req.principal?.name ?? 'an Administrator'}; the previous credential no longer works.`)], agent.id)
+      }
+      audit(req, {
+        description: `${decision === 'Approve' ? 'Approved' : 'Rejected'} the re-enrollment of agent "${agent.host_identifier}"${decision === 'Approve' ? ' (credential replaced)' : ''}`,
+        details: { uuid: agent.uuid, decision, ...requested },
+        asset: agentAsset(agent),
+      })
+      return { uuid: agent.uuid, decision, ...requested, decidedTime: iso(now) }
     })()
   }
 
@@ -492,26 +568,23 @@ export function agentGateway(app: FastifyInstance) {
       const ref: AgentRef = agent
       const results: ItemResult[] = []
       const events: EventInput[] = []
+      const refused: FieldError[] = []
       let mode = agent.operational_status
       let changed = false
       let armed = false
-      const fail = (id: string, code: 'not-found' | 'conflict', reason: string) => results.push({ id, status: 'failed', code, reason })
-      for (const r of body.results) {
+      const fail = (i: number, id: string, code: 'not-found' | 'conflict', reason: string) => {
+        results.push({ id, status: 'failed', code, reason })
+        refused.push({ location: 'body', name: `results/${i}/commandId`, reason: `${code}: ${reason}` })
+      }
+      body.results.forEach((r, i) => {
         const id = String(r.commandId)
         const c = repos.gateway.command(r.commandId)
-        if (!c || c.agent_id !== agentId) {
-          fail(id, 'not-found', `Command ${id} is unknown to this agent.`)
-          continue
-        }
-        if (c.status === 'Pending' || c.status === 'Cancelled') {
-          fail(id, 'conflict', c.status === 'Pending' ? `Command ${id} was never delivered.` : `Command ${id} was cancelled.`)
-          continue
-        }
+        // Results are taken only for commands given to this agent and still awaiting one.
+        if (!c || c.agent_id !== agentId) return fail(i, id, 'not-found', `Command ${id} is unknown to this agent.`)
         const timedOut = c.status === 'Failed' && c.result_message === NO_RESULT
         if (c.status !== 'Delivered' && !timedOut) {
-          if (c.status === r.status) results.push({ id, status: 'done', code: null, reason: null })
-          else fail(id, 'conflict', `Command ${id} was already reported as ${c.status}.`)
-          continue
+          const why = c.status === 'Pending' ? 'was never delivered' : c.status === 'Cancelled' ? 'was cancelled' : `was already reported as ${c.status}`
+          return fail(i, id, 'conflict', `Command ${id} ${why}.`)
         }
         const output = c.type === 'FetchDebugLogs' && typeof r.output === 'string' ? r.output : null
         repos.gateway.completeCommand({ id: c.id, status: r.status, now, message: r.message ?? null, hasOutput: output !== null ? 1 : 0 })
@@ -531,8 +604,17 @@ export function agentGateway(app: FastifyInstance) {
         }
         changed = true
         results.push({ id, status: 'done', code: null, reason: null })
+      })
+      if (!changed) {
+        // Nothing taken: a refusal (its repeats are counted, not written, in the audit trail).
+        const unknown = refused.every((e) => e.reason.startsWith('not-found'))
+        throw problem(
+          unknown ? 'not-found' : 'conflict',
+          unknown ? 'No result is for a command of this agent.' : 'No result is for a command of this agent awaiting its result.',
+          { errors: refused.slice(0, MAX_LISTED_REFUSALS) },
+        )
       }
-      if (changed) repos.agentState.refreshAgent(agentId)
+      repos.agentState.refreshAgent(agentId)
       if (armed && mode === 'Armed') {
         for (const p of repos.gateway.presentPeripherals(agentId)) if (!p.approved) events.push(unapprovedEvent(ref, p))
       }
@@ -541,7 +623,6 @@ export function agentGateway(app: FastifyInstance) {
       audit(req, {
         description: `Agent "${agent.host_identifier}" reported ${body.results.length} command result(s)${failed ? `, ${failed} refused` : ''}`,
         details: { results: body.results.map((r, i) => ({ commandId: r.commandId, status: r.status, message: r.message ?? null, answer: results[i].code ?? 'done' })) },
-        outcome: failed === results.length ? 'Failed' : 'Succeeded',
         user: `agent:${agent.uuid}`,
         asset: agentAsset(agent),
       })
@@ -556,8 +637,31 @@ export function agentGateway(app: FastifyInstance) {
      */
     admit(req: FastifyRequest, operationId: string, now: number) {
       if (operationId === 'enrollAgent') {
-        const wait = failedEnrollments.blockedFor(limitKey(req.ip), now)
+        const address = limitKey(req.ip)
+        const wait = failedEnrollments.blockedFor(address, now)
         if (wait > 0) throw problem('rate-limited', `Too many failed enrollments from this address; retry in ${wait} seconds.`, { headers: { 'retry-after': String(wait) } })
+        for (const [limiter, key, where] of [[enrollmentsPerAddress, address, 'from this address'], [enrollments, '', 'to this server']] as const) {
+          const r = limiter.hit(key, now)
+          if (r.exceeded) throw problem('rate-limited', `More than ${r.max} enrollments a minute ${where}; retry in ${r.resetSeconds} seconds.`, { headers: { 'retry-after': String(r.resetSeconds) } })
+        }
+        return
+      }
+      const id = req.agent!.id
+      const budget = agentBudget.hit(String(id), now)
+      if (budget.exceeded) {
+        throw problem('rate-limited', `Too many requests from this agent (${budget.max} per window); retry in ${budget.resetSeconds} seconds.`, { headers: { 'retry-after': String(budget.resetSeconds) } })
+      }
+      if (operationId === 'reportCommandResults') {
+        // Counted as they arrive, valid or not: the day's bytes bound what results can store.
+        const day = Math.floor(now / DAY_MS)
+        const bytes = Number(req.headers['content-length'] ?? 0) || 0
+        const used = resultBytes.get(id)
+        const today = used && used.day === day ? used.bytes : 0
+        if (today + bytes > config.agents.resultBytesPerDay) {
+          const wait = Math.max(1, Math.ceil(((day + 1) * DAY_MS - now) / 1000))
+          throw problem('rate-limited', `This agent sent ${today} bytes of command results today; at most ${config.agents.resultBytesPerDay} a day (UTC). Retry in ${wait} seconds.`, { headers: { 'retry-after': String(wait) } })
+        }
+        resultBytes.set(id, { day, bytes: today + bytes })
       } else if (operationId === 'agentCheckIn') {
         const id = req.agent!.id
         const minMs = config.agents.minCheckInSeconds * 1000
@@ -569,9 +673,12 @@ export function agentGateway(app: FastifyInstance) {
         lastCheckIn.set(id, now)
       }
     },
+    /** The credential is one held for an Administrator's approval (a refused agent call's only extra read). */
+    isHeld: (token: string | undefined) => !!token?.startsWith(`${AGENT_PREFIX}_`) && repos.gateway.heldReEnrollmentByCredential(sha256(token)) !== undefined,
     /** Counts an enrollment answered with an error (a wrong secret, an invalid body, ...). */
     enrollmentFailed: (ip: string, now: number) => failedEnrollments.fail(limitKey(ip), now),
     enroll,
+    decideReEnrollment,
     checkIn,
     reportResults,
     flushHeartbeats,
@@ -580,6 +687,8 @@ export function agentGateway(app: FastifyInstance) {
       failedEnrollments.prune(now)
       const minMs = config.agents.minCheckInSeconds * 1000
       for (const [id, ms] of lastCheckIn) if (now - ms >= minMs) lastCheckIn.delete(id)
+      const day = Math.floor(now / DAY_MS)
+      for (const [id, used] of resultBytes) if (used.day !== day) resultBytes.delete(id)
     },
   }
 }

@@ -68,6 +68,10 @@ interface SimAgent {
   host: FleetHost
   r: Rand
   credential: string | null
+  /** The credential last held, presented when enrolling again (a restart, a 401). */
+  lastCredential: string | null
+  /** The enrollment awaits an Administrator's approval (the machine was enrolled and no credential proved it). */
+  held: boolean
   uuid: string | null
   mode: 'Armed' | 'Free'
   locked: boolean
@@ -82,7 +86,7 @@ interface SimAgent {
 }
 
 /** What survives a restart of the simulator: what the agents were told to be. */
-interface Kept { mode: 'Armed' | 'Free'; serviceVersion: string; kbDriverVersion: string; whitelist: string[] | null }
+interface Kept { mode: 'Armed' | 'Free'; serviceVersion: string; kbDriverVersion: string; whitelist: string[] | null; credential?: string | null }
 let kept: Record<string, Kept> = {}
 try {
   kept = JSON.parse(fs.readFileSync(stateFile, 'utf8'))
@@ -100,7 +104,7 @@ for (let i = 0; i < AGENTS; i++) {
     host.kbDriverVersion = k.kbDriverVersion
   }
   agents.push({
-    host, r, credential: null, uuid: null,
+    host, r, credential: null, lastCredential: k?.credential ?? null, held: false, uuid: null,
     mode: k?.mode ?? 'Free', locked: false, whitelist: k?.whitelist ? new Set(k.whitelist) : null,
     // Enrollments spread over the first few seconds.
     nextAt: Date.now() + Math.floor((i / AGENTS) * Math.min(10_000, AGENTS * 20)),
@@ -112,10 +116,15 @@ function saveState() {
   // Hosts beyond --agents (a larger earlier run) keep what they had.
   const out: Record<string, Kept> = { ...kept }
   for (const a of agents) {
-    out[a.host.machineId] = { mode: a.mode, serviceVersion: a.host.serviceVersion, kbDriverVersion: a.host.kbDriverVersion, whitelist: a.whitelist ? [...a.whitelist] : null }
+    out[a.host.machineId] = {
+      mode: a.mode, serviceVersion: a.host.serviceVersion, kbDriverVersion: a.host.kbDriverVersion, whitelist: a.whitelist ? [...a.whitelist] : null,
+      credential: a.credential ?? a.lastCredential,
+    }
   }
   try {
-    fs.writeFileSync(stateFile, JSON.stringify(out))
+    // It holds the agents' credentials: readable by its owner only.
+    fs.writeFileSync(stateFile, JSON.stringify(out), { mode: 0o600 })
+    fs.chmodSync(stateFile, 0o600)
   } catch {
     // the data dir may belong to a server elsewhere; the state is a convenience
   }
@@ -124,7 +133,7 @@ function saveState() {
 // ---------------------------------------------------------------------------------------
 // Statistics, logged every 10 s
 
-const stats = { enrolled: 0, reEnrolled: 0, checkIns: 0, commands: 0, plugged: 0, unplugged: 0, risky: 0, r429: 0, r401: 0, failures: 0, lastError: '' }
+const stats = { enrolled: 0, reEnrolled: 0, held: 0, checkIns: 0, commands: 0, plugged: 0, unplugged: 0, risky: 0, r429: 0, r401: 0, failures: 0, lastError: '' }
 let windowCheckIns = 0, windowCommands = 0, windowStart = Date.now()
 
 function logLine() {
@@ -144,7 +153,7 @@ function logLine() {
 // ---------------------------------------------------------------------------------------
 // HTTP
 
-interface Answer<T> { status: number; body: T | null; retryAfterMs: number }
+interface Answer<T> { status: number; body: T | null; retryAfterMs: number; detail: string }
 
 async function post<T>(op: string, body: unknown, credential?: string): Promise<Answer<T>> {
   const res = await fetch(`${BASE}/${op}`, {
@@ -161,11 +170,9 @@ async function post<T>(op: string, body: unknown, credential?: string): Promise<
     // not JSON: keep the status
   }
   const retry = Number(res.headers.get('retry-after'))
-  if (res.status >= 400) {
-    const detail = (parsed as { detail?: string } | null)?.detail ?? text.slice(0, 200)
-    stats.lastError = `${op} ${res.status}: ${detail}`
-  }
-  return { status: res.status, body: res.ok ? (parsed as T) : null, retryAfterMs: Number.isFinite(retry) && retry > 0 ? retry * 1000 : 0 }
+  const detail = res.status >= 400 ? (parsed as { detail?: string } | null)?.detail ?? text.slice(0, 200) : ''
+  if (res.status >= 400) stats.lastError = `${op} ${res.status}: ${detail}`
+  return { status: res.status, body: res.ok ? (parsed as T) : null, retryAfterMs: Number.isFinite(retry) && retry > 0 ? retry * 1000 : 0, detail }
 }
 
 const jitter = (a: SimAgent, ms: number, spread = 0.1) => Math.round(ms * (1 - spread + 2 * spread * a.r.next()))
@@ -184,7 +191,11 @@ function later(a: SimAgent, res: Answer<unknown>) {
 }
 
 async function enroll(a: SimAgent): Promise<boolean> {
-  const res = await post<EnrollResponse>('enroll', { enrollmentSecret: SECRET, machineId: a.host.machineId, hostIdentifier: a.host.hostIdentifier })
+  // Presenting the credential it last had proves the identity: the server rotates it at once.
+  const res = await post<EnrollResponse>('enroll', {
+    enrollmentSecret: SECRET, machineId: a.host.machineId, hostIdentifier: a.host.hostIdentifier,
+    ...(a.lastCredential ? { currentCredential: a.lastCredential } : {}),
+  })
   if (res.status === 401) {
     console.error(`Enrollment refused (401): the enrollment secret is wrong. ${stats.lastError}`)
     stop(1)
@@ -195,8 +206,13 @@ async function enroll(a: SimAgent): Promise<boolean> {
     return false
   }
   a.credential = res.body.credential
+  a.lastCredential = res.body.credential
   a.uuid = res.body.uuid
-  if (res.body.reEnrolled) stats.reEnrolled++
+  a.held = res.body.pendingApproval
+  if (a.held) {
+    stats.held++
+    console.log(`${a.host.hostIdentifier}: enrolled before and its credential is lost; re-enrollment held until an Administrator approves it (agents/agent/${a.uuid}/reenrollment).`)
+  } else if (res.body.reEnrolled) stats.reEnrolled++
   else stats.enrolled++
   return true
 }
@@ -343,13 +359,20 @@ async function report(a: SimAgent) {
 async function checkIn(a: SimAgent) {
   fiddle(a)
   const res = await post<CheckInResponse>('checkin', checkInBody(a), a.credential!)
+  if (res.status === 401 && a.held && /approval/i.test(res.detail)) {
+    // Waiting for the Administrator: ask again in a minute, without enrolling again.
+    a.nextAt = Date.now() + jitter(a, 60_000)
+    return
+  }
   if (res.status === 401) {
     // Rotated or deleted: enroll again at once.
     stats.r401++
     a.credential = null
+    a.held = false
     a.nextAt = Date.now()
     return
   }
+  a.held = false
   if (res.status !== 200 || !res.body) {
     later(a, res)
     return
@@ -418,5 +441,5 @@ while (inFlight > 0) await sleep(20)
 clearInterval(ticker)
 logLine()
 const secs = (Date.now() - started) / 1000
-console.log(`Done after ${secs.toFixed(0)} s: ${stats.enrolled} enrolled, ${stats.reEnrolled} re-enrolled, ${stats.checkIns} check-ins, ${stats.commands} commands obeyed.`)
+console.log(`Done after ${secs.toFixed(0)} s: ${stats.enrolled} enrolled, ${stats.reEnrolled} re-enrolled, ${stats.held} held for approval, ${stats.checkIns} check-ins, ${stats.commands} commands obeyed.`)
 process.exit(exitCode)

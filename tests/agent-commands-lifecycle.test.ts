@@ -160,7 +160,12 @@ t.test('a failure becomes an event; each result is answered on its own', async (
     { commandId: failing, status: 'Failed', message: 'Download failed: 404.' },
     { commandId: succeeding, status: 'Failed', message: 'changed my mind' },
   ])
-  t.same(again.json().results.map((r: { status: string; code: string | null }) => [r.status, r.code]), [['done', null], ['failed', 'conflict']], 'the same final status again is done; another one conflicts')
+  t.equal(again.statusCode, 409, 'results only for commands awaiting one: nothing taken, a conflict')
+  t.equal(again.json().type, 'urn:prime:problem:conflict')
+  t.same(again.json().errors.map((e: { name: string; reason: string }) => [e.name, e.reason]), [
+    ['results/0/commandId', `conflict: Command ${failing} was already reported as Failed.`],
+    ['results/1/commandId', `conflict: Command ${succeeding} was already reported as Succeeded.`],
+  ], 'each refused result named')
   t.equal(eventsSince(app, mark).length, 1, 'no second event')
   t.equal(command(app, succeeding).status, 'Succeeded')
 })

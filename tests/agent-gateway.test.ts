@@ -78,11 +78,12 @@ t.test('a wrong secret answers 401 and is audited; the license seats run out int
   t.equal(row(app, 'SELECT license_status FROM agents WHERE uuid = ?', second.uuid).license_status, 'Pending', 'no seat left')
 })
 
-t.test('enrolling a machine again keeps the agent and rotates its credential', async (t) => {
+t.test('enrolling a machine again with its current credential keeps the agent and rotates its credential', async (t) => {
   const app = await build(t, env)
   const first = await enroll(app, 'machine-guid-1234')
   t.equal((await checkIn(app, first.credential, state([mouse]))).statusCode, 200)
-  const again = await enroll(app, 'MACHINE-GUID-1234', 'DESKTOP-RENAMED')
+  const again = await enroll(app, 'MACHINE-GUID-1234', 'DESKTOP-RENAMED', first.credential)
+  t.equal(again.pendingApproval, false)
   t.equal(again.uuid, first.uuid, 'same agent')
   t.equal(again.reEnrolled, true)
   t.not(again.credential, first.credential)

@@ -11,7 +11,7 @@ export type GroupView = Schemas['NotificationGroupDataViewResource']
 export type GroupName = Schemas['NotificationGroupName']
 export type CountsView = Schemas['NotificationsViewResource']
 
-export const riskKinds = ['KnownAttackTool', 'VulnerablePeripheral', 'WhitelistViolation', 'UnapprovedPeripheralOnArmedAgent'] as const
+export const riskKinds = ['KnownAttackTool', 'VulnerablePeripheral', 'WhitelistViolation', 'UnapprovedPeripheralOnArmedAgent', 'AgentReEnrollmentHeld'] as const
 
 interface GroupMeta { title: string; description: string; warning: string; failed: string }
 

@@ -1,0 +1,114 @@
+// Pins re-enrollment: the shared enrollment secret alone cannot move an enrolled identity.
+// An enrollment naming an enrolled machine either proves the agent's current credential
+// (rotated at once) or is held, with an event and a risk notification, until an
+// Administrator approves it (then the new credential works and the old one stops) or
+// rejects it; and the machine id an attacker would need is not shown.
+import t from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { build, login, call, userWithProfile } from './helpers.js'
+import { ENROLLMENT_SECRET, checkIn, enroll, gatewayEnv, hostState, mouse } from './fixtures/gateway.js'
+
+const MACHINE = '4C4C4544-0042-3510-8052-B4C04F4E3732'
+const enrollAs = (app: FastifyInstance, extra: Record<string, unknown> = {}, remoteAddress = '203.0.113.9') =>
+  app.inject({ method: 'POST', url: '/prime/webui/gateway/enroll', remoteAddress, payload: { enrollmentSecret: ENROLLMENT_SECRET, machineId: MACHINE.toLowerCase(), hostIdentifier: 'IMPOSTOR', ...extra } })
+const decide = (app: FastifyInstance, token: string, uuid: string, decision: string) =>
+  call(app, token, { method: 'POST', url: `/prime/webui/agents/agent/${uuid}/reenrollment`, payload: { decision } })
+const rows = (app: FastifyInstance, sql: string, ...args: unknown[]) => app.db.prepare(sql).all(...args) as Record<string, any>[]
+
+t.test('the secret and a known machine id alone do not take an enrolled agent over', async (t) => {
+  const app = await build(t, gatewayEnv)
+  const admin = await login(app)
+  const real = await enroll(app, MACHINE)
+  t.equal((await checkIn(app, real.credential, hostState([mouse], { operationalStatus: 'Armed' }))).statusCode, 200)
+
+  const detail = (await call(app, admin, { url: `/prime/webui/agents/agent/${real.uuid}` })).json()
+  t.equal(detail.machineId, '****3732', 'the machine id is masked in the agent view')
+  t.equal(detail.pendingReEnrollment, null)
+  const auditText = rows(app, 'SELECT details FROM audit_trail').map((r) => r.details).join('\n')
+  t.notOk(auditText.toLowerCase().includes(MACHINE.toLowerCase()), 'nor is it written whole in the audit trail')
+
+  const res = await enrollAs(app)
+  t.equal(res.statusCode, 202, res.body)
+  const held = res.json()
+  t.match(held, { uuid: real.uuid, reEnrolled: true, pendingApproval: true, credential: /^pag_/ })
+
+  t.equal((await checkIn(app, real.credential, hostState([mouse], { operationalStatus: 'Armed' }))).statusCode, 200, 'the real agent keeps working')
+  const impostor = await checkIn(app, held.credential, hostState([], { operationalStatus: 'Free' }))
+  t.equal(impostor.statusCode, 401, 'the held credential does not work')
+  t.match(impostor.json().detail, /awaits an Administrator's approval/)
+  t.equal(app.db.prepare('SELECT operational_status FROM agents WHERE uuid = ?').pluck().get(real.uuid), 'Armed', 'nobody reported Free in its name')
+
+  const [event] = rows(app, `SELECT * FROM events WHERE event_code = '0x310006'`)
+  t.match(event, { asset_key: real.uuid, category: 'Host', severity: 3, description: 'Agent re-enrollment held for approval' })
+  t.match(event.details, /did not present the agent's current credential/)
+  t.match(event.details, '203.0.113.9')
+  const [risk] = rows(app, `SELECT * FROM risk_notifications WHERE kind = 'AgentReEnrollmentHeld'`)
+  t.match(risk, { agent_uuid: real.uuid, severity: 3 }, 'a risk notification')
+  const listed = await call(app, admin, { url: '/prime/webui/systemNotification/riskNotifications?kind=AgentReEnrollmentHeld' })
+  t.equal(listed.statusCode, 200, listed.body)
+  t.ok(JSON.stringify(listed.json()).includes(real.uuid), 'listed among the risk notifications, by its kind')
+  const record = rows(app, `SELECT * FROM audit_trail WHERE operation_id = 'enrollAgent' ORDER BY id DESC LIMIT 1`)[0]
+  t.match(record.description, /held for an Administrator's approval/)
+  t.equal(record.asset_key, real.uuid)
+
+  const shown = (await call(app, admin, { url: `/prime/webui/agents/agent/${real.uuid}` })).json()
+  t.match(shown.pendingReEnrollment, { hostIdentifier: 'IMPOSTOR', sourceIp: '203.0.113.9' })
+
+  const wrongProof = await enrollAs(app, { currentCredential: 'pag_' + 'C'.repeat(43) })
+  t.equal(wrongProof.statusCode, 202, 'a credential that is not the current one proves nothing')
+  t.match(rows(app, `SELECT details FROM events WHERE event_code = '0x310006' ORDER BY id DESC LIMIT 1`)[0].details, /presented a credential that is not the agent's current one/)
+  t.equal(rows(app, 'SELECT * FROM agent_reenrollments').length, 1, 'one held per agent: the latest replaces the one before')
+  t.equal((await checkIn(app, held.credential, hostState([]))).statusCode, 401, 'the replaced one is gone')
+})
+
+t.test('an Administrator approves a held re-enrollment: the new credential works, the old one stops', async (t) => {
+  const app = await build(t, gatewayEnv)
+  const admin = await login(app)
+  const manager = await userWithProfile(app, admin, 'mona', 20)
+  const real = await enroll(app, MACHINE)
+  await checkIn(app, real.credential, hostState([mouse]))
+  // A reinstalled agent lost its credential.
+  const reinstalled = (await enrollAs(app, { hostIdentifier: 'DESKTOP-9LR722S' })).json()
+
+  t.equal((await decide(app, manager, real.uuid, 'Approve')).statusCode, 403, 'a Manager may not decide')
+  t.equal((await decide(app, admin, real.uuid, 'Maybe')).statusCode, 400)
+  t.equal((await decide(app, admin, '00000000-0000-4000-8000-000000000000', 'Approve')).statusCode, 404)
+  const res = await decide(app, admin, real.uuid, 'Approve')
+  t.equal(res.statusCode, 200, res.body)
+  t.match(res.json(), { uuid: real.uuid, decision: 'Approve', hostIdentifier: 'DESKTOP-9LR722S', sourceIp: '203.0.113.9' })
+
+  t.equal((await checkIn(app, reinstalled.credential, hostState([mouse]))).statusCode, 200, 'the approved credential works')
+  t.equal((await checkIn(app, real.credential, hostState([mouse]))).statusCode, 401, 'the old one stops')
+  const record = rows(app, `SELECT * FROM audit_trail WHERE operation_id = 'decideAgentReEnrollment' ORDER BY id DESC LIMIT 1`)[0]
+  t.match(record, { user_name: 'admin', outcome: 'Succeeded', asset_key: real.uuid })
+  t.match(record.description, /Approved the re-enrollment/)
+  t.equal(rows(app, 'SELECT * FROM agent_reenrollments').length, 0)
+  t.equal((await decide(app, admin, real.uuid, 'Approve')).statusCode, 404, 'nothing is held any more')
+})
+
+t.test('a rejected re-enrollment is dropped; the agent keeps its credential', async (t) => {
+  const app = await build(t, gatewayEnv)
+  const admin = await login(app)
+  const real = await enroll(app, MACHINE)
+  const held = (await enrollAs(app)).json()
+  const res = await decide(app, admin, real.uuid, 'Reject')
+  t.equal(res.statusCode, 200, res.body)
+  const refused = await checkIn(app, held.credential, hostState([]))
+  t.equal(refused.statusCode, 401)
+  t.notMatch(refused.json().detail, /approval/, 'no longer awaiting anything')
+  t.equal((await checkIn(app, real.credential, hostState([mouse]))).statusCode, 200)
+  t.equal((await call(app, admin, { url: `/prime/webui/agents/agent/${real.uuid}` })).json().pendingReEnrollment, null)
+})
+
+t.test('the agent proving its current credential is rotated at once', async (t) => {
+  const app = await build(t, gatewayEnv)
+  const real = await enroll(app, MACHINE)
+  const again = await enrollAs(app, { currentCredential: real.credential })
+  t.equal(again.statusCode, 200, again.body)
+  t.match(again.json(), { uuid: real.uuid, reEnrolled: true, pendingApproval: false })
+  t.equal((await checkIn(app, again.json().credential, hostState([]))).statusCode, 200)
+  t.equal((await checkIn(app, real.credential, hostState([]))).statusCode, 401)
+  t.equal(rows(app, `SELECT * FROM events WHERE event_code = '0x310006'`).length, 0, 'no alarm for the agent itself')
+  const record = rows(app, `SELECT details FROM audit_trail WHERE operation_id = 'enrollAgent' ORDER BY id DESC LIMIT 1`)[0]
+  t.notOk(record.details.includes(real.credential), 'the credential presented is not recorded')
+})
