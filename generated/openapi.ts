@@ -38,7 +38,8 @@ export interface paths {
          *     `serviceVersion`, `licenseAccountName`, `latestEventText` and `hashtags`.
          *
          *     `recordsTotal` counts every agent, `recordsFiltered` those matching the filters.
-         *     `PageSize` is at most 10000 (above it: 400).
+         *     `PageSize` is at most 1000000 (above it: 400); pages of more than 10000 agents are
+         *     streamed.
          */
         get: operations["getAgents"];
         put?: never;
@@ -1490,7 +1491,8 @@ export interface paths {
          *       form the page is always decided oldest first.
          *     - `recordsFiltered` counts every matching event (the backlog, this page included);
          *       `recordsTotal` counts all stored events.
-         *     - `PageSize` is at most 10000, as for every list.
+         *     - `PageSize` is at most 1000000, as for every list; pages of more than 10000
+         *       events are streamed.
          */
         get: operations["getEventsIntegration"];
         put?: never;
@@ -6718,7 +6720,7 @@ export interface components {
         };
         /** @description 1-based page number. */
         PageNumber: number;
-        /** @description Records per page, at most 10000. */
+        /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
         PageSize: number;
         /** @description Case-insensitive text that any of the list's searchable fields contains. */
         GlobalSearch: string;
@@ -6825,7 +6827,7 @@ export interface operations {
                 SortBy?: components["parameters"]["AgentsSortBy"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Case-insensitive text that any of the list's searchable fields contains. */
                 GlobalSearch?: components["parameters"]["GlobalSearch"];
@@ -8692,7 +8694,7 @@ export interface operations {
                 sortBy?: components["parameters"]["PeripheralsSortBy"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Case-insensitive text that any of the list's searchable fields contains. */
                 GlobalSearch?: components["parameters"]["GlobalSearch"];
@@ -9193,7 +9195,7 @@ export interface operations {
                 SortBy?: components["schemas"]["SortBy"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Case-insensitive text that any of the list's searchable fields contains. */
                 GlobalSearch?: components["parameters"]["GlobalSearch"];
@@ -10363,7 +10365,7 @@ export interface operations {
                 PeripheralAssetId?: components["parameters"]["EventsPeripheralAssetId"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Events whose `eventID` is this or higher. */
                 FromEventId?: components["parameters"]["EventsFromEventId"];
@@ -10485,7 +10487,7 @@ export interface operations {
                 PeripheralAssetId?: components["parameters"]["EventsPeripheralAssetId"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Events whose `eventID` is this or higher. */
                 FromEventId?: components["parameters"]["EventsFromEventId"];
@@ -10591,7 +10593,7 @@ export interface operations {
                 ToAuditTrailId?: components["parameters"]["EventsToAuditTrailId"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Records created on this UTC day (the time and zone, if any, are ignored; the calendar date as written counts). */
                 Date?: components["parameters"]["EventsAuditDate"];
@@ -10685,7 +10687,7 @@ export interface operations {
     getAuditsIntegration: {
         parameters: {
             query?: {
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
