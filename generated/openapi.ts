@@ -1412,6 +1412,19 @@ export interface paths {
          *     field (`eventEntityID`, `details`, `assetName`, `peripheralAssetId`) sorts every
          *     matching record: narrow with filters at millions of records.
          *
+         *     ## Incident fetch (`date_asc` with a lower bound)
+         *     A query sorted `date_asc` that has a lower bound (`FromEventId`, `FromDate` or
+         *     `FromCreationTimeEpoch`, with or without an upper bound) is answered as
+         *     `GetEventsIntegration` answers: the page is the **oldest** `PageSize` matching events
+         *     at or after the bound (the `PageNumber`-th such slice, in `eventID` order), returned
+         *     **newest first** (`data[0]` has the highest `eventID` of the page). This is the
+         *     shape of the SOAR integration's incident fetch, which asks `sortBy=date_asc` with
+         *     `FromDate` and `ToDate` the first time and `FromEventId` afterwards, and keeps
+         *     `data[0].eventID + 1` as its next `FromEventId`: so it receives every matching event
+         *     exactly once, from its first call on, however large the backlog and while new events
+         *     arrive. Every other shape keeps the order it asks for; a console that wants a window
+         *     oldest first sorts by `creationTime_asc` (or `eventID_asc`).
+         *
          *     ## Categories
          *     | category | what it covers |
          *     |---|---|

@@ -3,7 +3,7 @@ import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { AUDIT_FIELDS, EVENT_FIELDS, auditView, eventView, type AuditTrailRow, type EventRow } from '../db/event-queries.js'
 import { rowOf } from '../db/agents.js'
-import { auditFilter, eventFilter, givenFilters, type AuditFilter, type EventFilter } from '../lib/event-filter.js'
+import { auditFilter, eventFilter, givenFilters, isIncidentFetch, type AuditFilter, type EventFilter } from '../lib/event-filter.js'
 import { audit } from '../lib/audit.js'
 import { CSV_TYPE, csvCell } from '../lib/csv.js'
 import { listAnswer, listAnswerStream, page, severityNames, sort, streamedPages, type Page, type Sort } from '../lib/listing.js'
@@ -212,6 +212,9 @@ async function* jsonRows(chunks: AsyncIterable<unknown[]>, view: (r: unknown[]) 
 const eventJson = (r: unknown[]) => eventView(eventOf(r))
 const auditJson = (r: unknown[]) => auditView(auditOf(r))
 
+/** The newest first: the order of the feeds' pages. */
+const NEWEST_EVENTS: Sort = { field: 'eventID', direction: 'desc' }
+
 /** A page of events, of the list or of the feed; pages above streamedPages.above rows are streamed. */
 async function sendEvents(req: FastifyRequest, reply: FastifyReply, { pageSize, offset }: Page, filter: EventFilter, order: Sort, feed: boolean) {
   const events = req.server.repos.eventQueries.events
@@ -242,6 +245,8 @@ export const eventsHandlers: Handlers<
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
     const pg = page(req.query)
     const filter = eventFilter(req.query)
+    // The SOAR integration's incident fetch gets the feed's page (see isIncidentFetch).
+    if (isIncidentFetch(req.query, order)) return sendEvents(req, reply, pg, filter, NEWEST_EVENTS, true)
     return sendEvents(req, reply, pg, filter, order, false)
   },
 

@@ -69,13 +69,15 @@ t.test('events, the feeds and audit records: a streamed page holds what smaller 
     t.same(ids(second, 'eventID'), ids(small, 'eventID').slice(101, 202), `${query}: page 2 of 101`)
   }
 
-  // The feed streams its page too: the oldest, newest first.
+  // The feed and the SOAR incident fetch stream their page too: the oldest, newest first.
   const from = rows[100].id
   const want = expectedEvents(rows, { FromEventId: String(from), MinimumSeverity: 'Warning', Category: 'USB' }).map((e) => e.id).reverse()
   t.ok(want.length > 100)
   const feed = await get(app, token, `/prime/webui/Events/GetEventsIntegration?FromEventId=${from}&MinimumSeverity=Warning&Category=USB&PageSize=1000000`)
   t.equal(validator(app, 'PrimeEventViewWrapperIntegration')(feed), '')
   t.same(ids(feed, 'eventID'), want, 'the feed: every match, newest first')
+  const soar = await get(app, token, `/prime/webui/events/getevents?pageSize=1000000&pageNumber=1&sortBy=date_asc&category=USB&minimumSeverity=Warning&FromEventId=${from}`)
+  t.same(ids(soar, 'eventID'), want, 'the incident fetch with its largest limit: every match, newest first')
   const all = rows.map((e) => e.id)
   const cut = await get(app, token, '/prime/webui/Events/GetEventsIntegration?PageSize=101&PageNumber=2')
   t.same(ids(cut, 'eventID'), all.slice(101, 202).reverse(), 'the feed: page 2 is the next 101 oldest, newest first')
