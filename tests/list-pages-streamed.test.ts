@@ -55,10 +55,13 @@ t.test('events, the feeds and audit records: a streamed page holds what smaller 
   const app = await build(t)
   const token = await login(app)
   streamAbove(t, 100)
-  const rows = writeEvents(app, 700, { now: Date.now(), days: 5, jumps: [300] })
+  const now = Date.now()
+  const rows = writeEvents(app, 700, { now, days: 5, jumps: [300] })
   const valid = validator(app, 'PrimeEventViewWrapper')
   const E = '/prime/webui/Events/GetEvents'
-  for (const query of ['SortBy=eventID_desc', 'SortBy=eventID_asc', 'SortBy=severity_asc', 'SortBy=eventEntityID_desc', 'SortBy=date_asc&Category=USB,Network', 'MinimumSeverity=Notice&GlobalSearch=desktop']) {
+  const since = new Date(now - 4 * 86_400_000).toISOString()
+  const until = new Date(now - 86_400_000).toISOString()
+  for (const query of ['SortBy=eventID_desc', 'SortBy=eventID_asc', 'SortBy=severity_asc', 'SortBy=eventEntityID_desc', 'SortBy=date_asc&Category=USB,Network', 'MinimumSeverity=Notice&GlobalSearch=desktop', `SortBy=creationTime_asc&FromDate=${since}&ToDate=${until}`]) {
     const small = await paged(app, token, `${E}?${query}`, 100)
     const big = await get(app, token, `${E}?${query}&PageSize=1000000`)
     t.equal(valid(big), '', `${query}: valid against the contract`)
@@ -78,6 +81,10 @@ t.test('events, the feeds and audit records: a streamed page holds what smaller 
   t.same(ids(feed, 'eventID'), want, 'the feed: every match, newest first')
   const soar = await get(app, token, `/prime/webui/events/getevents?pageSize=1000000&pageNumber=1&sortBy=date_asc&category=USB&minimumSeverity=Warning&FromEventId=${from}`)
   t.same(ids(soar, 'eventID'), want, 'the incident fetch with its largest limit: every match, newest first')
+  const window = expectedEvents(rows, { FromDate: since, ToDate: until, Category: 'USB' }).map((e) => e.id).reverse()
+  t.ok(window.length > 100)
+  const firstFetch = await get(app, token, `/prime/webui/events/getevents?pageSize=1000000&pageNumber=1&sortBy=date_asc&category=USB&FromDate=${since}&ToDate=${until}`)
+  t.same(ids(firstFetch, 'eventID'), window, 'the incident fetch\'s first call by date, with its largest limit: the whole window, newest first')
   const all = rows.map((e) => e.id)
   const cut = await get(app, token, '/prime/webui/Events/GetEventsIntegration?PageSize=101&PageNumber=2')
   t.same(ids(cut, 'eventID'), all.slice(101, 202).reverse(), 'the feed: page 2 is the next 101 oldest, newest first')
