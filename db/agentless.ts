@@ -389,10 +389,16 @@ export function agentlessRepo(db: DB) {
       return { total, filtered, rows }
     },
 
-    /** The ids of the matching connections, in order (exports read the rows a page at a time). */
-    ids(f: AgentlessFilter, sort: Sort, defaults: PollingDefaults): number[] {
+    /** The ids of the matching connections, in order (exports and large pages read the rows a page at a time). */
+    ids(f: AgentlessFilter, sort: Sort, defaults: PollingDefaults, limit = -1, offset = 0): number[] {
       const w = where(f)
-      return cached(`SELECT c.id FROM ${FROM} WHERE ${w.sql} ORDER BY ${orderBy(sort, sortColumns(defaults), 'c.id', NULLABLE)}`).pluck().all(...w.params) as number[]
+      return cached(`SELECT c.id FROM ${FROM} WHERE ${w.sql} ORDER BY ${orderBy(sort, sortColumns(defaults), 'c.id', NULLABLE)} LIMIT ? OFFSET ?`).pluck().all(...w.params, limit, offset) as number[]
+    },
+    /** The counts of the status list. */
+    counts(f: AgentlessFilter): { total: number; filtered: number } {
+      const w = where(f)
+      const total = q.countAll.pluck().get() as number
+      return { total, filtered: w.sql === '1' ? total : (cached(`SELECT count(*) FROM ${FROM} WHERE ${w.sql}`).pluck().get(...w.params) as number) }
     },
 
     run: (runId: string) => q.run.get(runId),

@@ -7,6 +7,7 @@ import { contains, orderBy, type DateRange, type Sort } from '../lib/listing.js'
 import { iso } from '../lib/time.js'
 import { TEXT_FIELDS, addIds, emptySet, idsOf, intersect, type AgentSet, type AgentTexts, type TextField } from './agent-texts.js'
 import type { components } from '../generated/openapi.js'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 
 type AgentView = components['schemas']['AgentViewResource']
 
@@ -470,12 +471,27 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     hasUnapprovedPeripherals: ['has_unapproved', 'agents_unapproved'], hasVulnerablePeripherals: ['has_vulnerable', 'agents_vulnerable'],
     hasKnownAttackTools: ['has_attack_tool', 'agents_attack_tool'],
   }
-  function flagPage(f: AgentFilter, sort: Sort, limit: number, offset: number): AgentRef[] | null {
+  function flagPage<R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string): R[] | null {
     const sole = soleField(f)
     const byFlag = sole && sort.field === 'hostIdentifier' ? FLAG_HOST_ORDER[sole[0]] : undefined
     if (!byFlag) return null
-    return objectRows<AgentRef>(cached(`SELECT ${AGENT_REF_COLUMNS} FROM agents a INDEXED BY ${byFlag[1]} WHERE a.${byFlag[0]} = ? ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`), sole![1] ? 1 : 0, limit, offset)
+    return objectRows<R>(cached(`SELECT ${columns} FROM agents a INDEXED BY ${byFlag[1]} WHERE a.${byFlag[0]} = ? ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`), sole![1] ? 1 : 0, limit, offset)
   }
+
+  /** A page as rows of `columns`, with the counts. */
+  function readPage<R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string): { total: number; filtered: number; rows: R[] } {
+    const c = agentConditions(f)
+    const all = total.get() as number
+    const { filtered, set } = count(f, c, all)
+    if (filtered <= offset) return { total: all, filtered, rows: [] }
+    const byFlag = flagPage<R>(f, sort, limit, offset, columns)
+    if (byFlag) return { total: all, filtered, rows: byFlag }
+    const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
+    const where = renderConditions(c, 'a.id', plan, set)
+    const rows = objectRows<R>(cached(`SELECT ${columns} FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
+    return { total: all, filtered, rows }
+  }
+  const viewsByIds = db.prepare(`SELECT ${viewColumns('a')} FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
 
   /**
    * How many agents match (from the kept row counts, the searches' matches, or the
@@ -507,24 +523,37 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     list(f: AgentFilter, sort: Sort, limit: number, offset: number) {
       // Pages of at most 200 rows are kept (bounded memory); larger ones are read each time,
       // and so are lists by check-in time (see db/answer-cache.ts).
-      const read = () => {
-        const c = agentConditions(f)
-        const all = total.get() as number
-        const { filtered, set } = count(f, c, all)
-        if (filtered <= offset) return { total: all, filtered, rows: [] }
-        const byFlag = flagPage(f, sort, limit, offset)
-        if (byFlag) return { total: all, filtered, rows: byFlag }
-        const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
-        const where = renderConditions(c, 'a.id', plan, set)
-        const rows = objectRows<AgentRef>(cached(`SELECT ${AGENT_REF_COLUMNS} FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
-        return { total: all, filtered, rows }
-      }
+      const read = () => readPage<AgentRef>(f, sort, limit, offset, AGENT_REF_COLUMNS)
       if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()
       return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => objectRows<AgentRef>(refsByIds, JSON.stringify(ids)))
     },
 
     /** A page's agents as the JSON array of AgentViewResource the list answers. */
     views: (refs: readonly AgentRef[]) => views(refs),
+
+    /** A large page as the ids of its agents in order (8 bytes an agent), with the counts. */
+    pageIds(f: AgentFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; ids: number[] } {
+      const { total: all, filtered, rows } = readPage<{ id: number }>(f, sort, limit, offset, 'a.id')
+      return { total: all, filtered, ids: rows.map((r) => r.id) }
+    },
+
+    /**
+     * These agents as AgentViewResource JSON objects joined by commas, a thousand at a time,
+     * other requests answered between them (a streamed page). Agents deleted meanwhile are left out.
+     */
+    async *viewChunks(ids: readonly number[]): AsyncGenerator<string> {
+      for (let i = 0; i < ids.length; i += 1000) {
+        if (i > 0) await nextTurn()
+        const page = ids.slice(i, i + 1000)
+        const byId = new Map(objectRows<AgentListRow>(viewsByIds, JSON.stringify(page)).map((r) => [r.id, r]))
+        let text = ''
+        for (const id of page) {
+          const row = byId.get(id)
+          if (row) text += (text ? ',' : '') + JSON.stringify(agentView(row))
+        }
+        yield text
+      }
+    },
 
     /** Every matching agent in order, read as it is consumed (streamed exports). */
     iterate(f: AgentFilter, sort: Sort): IterableIterator<AgentRow> {

@@ -1292,7 +1292,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
    * orders read the ordered ids once (8 bytes a record), then the rows by id. `raw`: rows
    * as arrays of the columns (faster to read; the CSV export writes them as they come).
    */
-  async function* chunks(p: Plan, s: Sort, cap: number, raw: boolean): AsyncGenerator<unknown[]> {
+  async function* chunks(p: Plan, s: Sort, cap: number, raw: boolean, offset = 0): AsyncGenerator<unknown[]> {
     if (p.empty || cap <= 0) return
     const f = tables[p.table].sorts[s.field]
     const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
@@ -1300,8 +1300,17 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const idOf = raw ? (r: any) => r[0] as number : (r: any) => r.id as number
     const read = (where: Cond, order: string, limit: number): unknown[] =>
       cached(`SELECT ${columns} FROM ${from} e NOT INDEXED WHERE ${where.sql} ORDER BY ${order} LIMIT ?`).raw(raw).all(...where.params, limit)
-    const c = count(p)
-    let left = Math.min(cap, c.filtered)
+    let c = count(p)
+    if (offset > 0 && isIdSort(f)) {
+      // An id order starts at the offset's record: the range narrowed to it, counted again.
+      const at = pageOf<{ id: number }>(p, c, f, dir, 1, offset)[0]
+      if (!at) return
+      p = { ...p, ids: dir === 'ASC' ? { lo: at.id, hi: p.ids.hi } : { lo: p.ids.lo, hi: at.id } }
+      c = count(p)
+      offset = 0
+    }
+    let left = Math.min(cap, c.filtered - offset)
+    if (left <= 0) return
     /** Walks [lo, hi] in id order, a chunk at a time. */
     async function* walk(lo: number, hi: number, where: Cond | null): AsyncGenerator<unknown[]> {
       while (left > 0 && lo <= hi) {
@@ -1330,7 +1339,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const ids: number[] = []
     if (f.kind) {
       while (ids.length < left) {
-        const rows = kindPage<{ id: number }>(p, c, f, dir, Math.min(10_000, left - ids.length), ids.length)
+        const rows = kindPage<{ id: number }>(p, c, f, dir, Math.min(10_000, left - ids.length), offset + ids.length)
         if (!rows.length) break
         for (const r of rows) ids.push(r.id)
         await pause()
@@ -1338,7 +1347,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     } else {
       const where = p.textSql ? textWhere(p, c) : all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!
       const access = isTimeSort(f) && !p.textSql ? byTime[p.table] : 'NOT INDEXED'
-      for (const id of cached(`SELECT e.id FROM ${from} e ${access} WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ?`).pluck().iterate(...where.params, left)) ids.push(id as number)
+      for (const id of cached(`SELECT e.id FROM ${from} e ${access} WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ? OFFSET ?`).pluck().iterate(...where.params, left, offset)) ids.push(id as number)
     }
     const byIds = cached(`SELECT ${columns} FROM ${from} e NOT INDEXED WHERE e.id IN (SELECT value FROM json_each(?))`)
     for (let i = 0; i < ids.length; i += EXPORT_CHUNK) {
@@ -1347,6 +1356,28 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       const byId = new Map((byIds.raw(raw).all(JSON.stringify(chunk)) as unknown[]).map((r) => [idOf(r), r]))
       yield chunk.map((id) => byId.get(id)).filter((r) => r !== undefined)
     }
+  }
+
+  /**
+   * A page too large to build whole, as chunks of rows (arrays of the columns), with the
+   * counts: the records of the moment it is asked (those written meanwhile are left out,
+   * as in the counts). `feed`: the page is the integration feed's (see `feed`), its records
+   * then in the sort's order.
+   */
+  function pageChunks(p: Plan, s: Sort, limit: number, offset: number, feed: boolean): ListAnswer<never> & { chunks: AsyncIterable<unknown[]> } {
+    startIndexing()
+    const top = topId(p.table)
+    p = { ...p, ids: { lo: p.ids.lo, hi: Math.min(p.ids.hi, top) } }
+    p.empty ||= p.ids.lo > p.ids.hi
+    const c = count(p)
+    const answer = { total: countAll(p.table, c.sum), filtered: c.filtered, rows: [] as never[] }
+    if (!feed) return { ...answer, chunks: chunks(p, s, limit, true, offset) }
+    // The feed's page: the records from the offset's oldest to the one `limit` further, in any order.
+    const byId = tables[p.table].sorts[tables[p.table].idSort]
+    const first = c.filtered > offset ? pageOf<{ id: number }>(p, c, byId, 'ASC', 1, offset)[0] : undefined
+    if (!first) return { ...answer, chunks: chunks({ ...p, empty: true }, s, 0, true) }
+    const last = pageOf<{ id: number }>(p, c, byId, 'ASC', 1, offset + limit - 1)[0]
+    return { ...answer, chunks: chunks({ ...p, ids: { lo: first.id, hi: last ? last.id : p.ids.hi } }, s, limit, true) }
   }
 
   async function* iterate<R>(p: Plan, s: Sort, cap: number): AsyncGenerator<R> {
@@ -1374,6 +1405,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       ready: (f: EventFilter): Promise<void> | undefined => (eventPlan(f).text === null ? undefined : textsReady()),
       list: (f: EventFilter, s: Sort, limit: number, offset: number) => list<EventRow>(eventPlan(f), s, limit, offset),
       feed: (f: EventFilter, s: Sort, limit: number, offset: number) => feed<EventRow>(eventPlan(f), s, limit, offset),
+      /** A large page of the list (or of the feed) as chunks of rows as arrays of EVENT_FIELDS, with the counts. */
+      pageChunks: (f: EventFilter, s: Sort, limit: number, offset: number, isFeed = false) => pageChunks(eventPlan(f), s, limit, offset, isFeed),
       count: (f: EventFilter) => (startIndexing(), count(eventPlan(f)).filtered),
       iterate: (f: EventFilter, s: Sort, cap: number) => iterate<EventRow>(eventPlan(f), s, cap),
       /** The same rows as arrays of EVENT_FIELDS, in chunks (the CSV export). */
@@ -1383,6 +1416,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     audit: {
       list: (f: AuditFilter, s: Sort, limit: number, offset: number) => list<AuditTrailRow>(auditPlan(f), s, limit, offset),
       feed: (f: AuditFilter, s: Sort, limit: number, offset: number) => feed<AuditTrailRow>(auditPlan(f), s, limit, offset),
+      /** A large page of the list (or of the feed) as chunks of rows as arrays of AUDIT_FIELDS, with the counts. */
+      pageChunks: (f: AuditFilter, s: Sort, limit: number, offset: number, isFeed = false) => pageChunks(auditPlan(f), s, limit, offset, isFeed),
       count: (f: AuditFilter) => (startIndexing(), count(auditPlan(f)).filtered),
       iterate: (f: AuditFilter, s: Sort, cap: number) => iterate<AuditTrailRow>(auditPlan(f), s, cap),
       /** The same rows as arrays of AUDIT_FIELDS, in chunks (the CSV export). */

@@ -8,6 +8,7 @@ import { iconName } from '../lib/usb.js'
 import type { components } from '../generated/openapi.js'
 import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, statementCache, objectRows, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
 import { idsOf } from './agent-texts.js'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 
 type PeripheralView = components['schemas']['PeripheralViewResource']
 
@@ -267,6 +268,16 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
     const where = render(conditions, 'free')
     return cached(`SELECT count(*) FROM peripherals p WHERE ${where.sql}`).pluck().get(...where.params) as number
   }
+  /** A page as rows of `columns` (over `peripherals p JOIN agents a`), with the counts. */
+  function readPage<R>(f: PeripheralFilter, sort: Sort, limit: number, offset: number, columns: string): { total: number; filtered: number; rows: R[] } {
+    const conditions = peripheralConditions(f, search)
+    const all = total.get() as number
+    const filtered = count(f, conditions, all)
+    const plan = choosePlan(filtered, all, offset, limit, peripheralSortIndexed(sort))
+    const where = render(conditions, plan)
+    const rows = filtered <= offset ? [] : objectRows<R>(cached(`SELECT ${columns} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
+    return { total: all, filtered, rows }
+  }
   const ofAgent = db.prepare<[number, number], PeripheralListRow>(
     `SELECT ${COLUMNS} FROM ${FROM} WHERE p.agent_id = ? ORDER BY p.present DESC, p.last_seen_ms DESC, p.id DESC LIMIT ?`,
   )
@@ -285,17 +296,34 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
     /** A page of the list: every peripheral count, the matching count, and the page's rows. */
     list(f: PeripheralFilter, sort: Sort, limit: number, offset: number) {
       // Pages of at most 200 rows are kept (bounded memory); larger ones are read each time.
-      const read = () => {
-        const conditions = peripheralConditions(f, search)
-        const all = total.get() as number
-        const filtered = count(f, conditions, all)
-        const plan = choosePlan(filtered, all, offset, limit, peripheralSortIndexed(sort))
-        const where = render(conditions, plan)
-        const rows = filtered <= offset ? [] : objectRows<PeripheralListRow>(cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
-        return { total: all, filtered, rows }
-      }
+      const read = () => readPage<PeripheralListRow>(f, sort, limit, offset, COLUMNS)
       if (limit > 200) return read()
       return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => objectRows<PeripheralListRow>(byIds, JSON.stringify(ids)))
+    },
+
+    /** A large page as the ids of its peripherals in order (8 bytes a peripheral), with the counts. */
+    pageIds(f: PeripheralFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; ids: number[] } {
+      const { total: all, filtered, rows } = readPage<{ id: number }>(f, sort, limit, offset, 'p.id')
+      return { total: all, filtered, ids: rows.map((r) => r.id) }
+    },
+
+    /**
+     * These peripherals as PeripheralViewResource JSON objects joined by commas, a thousand
+     * at a time, other requests answered between them (a streamed page). Peripherals
+     * deleted meanwhile are left out.
+     */
+    async *viewChunks(ids: readonly number[]): AsyncGenerator<string> {
+      for (let i = 0; i < ids.length; i += 1000) {
+        if (i > 0) await nextTurn()
+        const page = ids.slice(i, i + 1000)
+        const byId = new Map(objectRows<PeripheralListRow>(byIds, JSON.stringify(page)).map((r) => [r.id, r]))
+        let text = ''
+        for (const id of page) {
+          const row = byId.get(id)
+          if (row) text += (text ? ',' : '') + JSON.stringify(peripheralView(row))
+        }
+        yield text
+      }
     },
 
     /** Every matching peripheral in order, read as it is consumed (streamed exports). */

@@ -38,7 +38,8 @@ export interface paths {
          *     `serviceVersion`, `licenseAccountName`, `latestEventText` and `hashtags`.
          *
          *     `recordsTotal` counts every agent, `recordsFiltered` those matching the filters.
-         *     `PageSize` is at most 10000 (above it: 400).
+         *     `PageSize` is at most 1000000 (above it: 400); pages of more than 10000 agents are
+         *     streamed.
          */
         get: operations["getAgents"];
         put?: never;
@@ -1592,6 +1593,19 @@ export interface paths {
          *     field (`eventEntityID`, `details`, `assetName`, `peripheralAssetId`) sorts every
          *     matching record: narrow with filters at millions of records.
          *
+         *     ## Incident fetch (`date_asc` with a lower bound)
+         *     A query sorted `date_asc` that has a lower bound (`FromEventId`, `FromDate` or
+         *     `FromCreationTimeEpoch`, with or without an upper bound) is answered as
+         *     `GetEventsIntegration` answers: the page is the **oldest** `PageSize` matching events
+         *     at or after the bound (the `PageNumber`-th such slice, in `eventID` order), returned
+         *     **newest first** (`data[0]` has the highest `eventID` of the page). This is the
+         *     shape of the SOAR integration's incident fetch, which asks `sortBy=date_asc` with
+         *     `FromDate` and `ToDate` the first time and `FromEventId` afterwards, and keeps
+         *     `data[0].eventID + 1` as its next `FromEventId`: so it receives every matching event
+         *     exactly once, from its first call on, however large the backlog and while new events
+         *     arrive. Every other shape keeps the order it asks for; a console that wants a window
+         *     oldest first sorts by `creationTime_asc` (or `eventID_asc`).
+         *
          *     ## Categories
          *     | category | what it covers |
          *     |---|---|
@@ -1672,7 +1686,8 @@ export interface paths {
          *       form the page is always decided oldest first.
          *     - `recordsFiltered` counts every matching event (the backlog, this page included);
          *       `recordsTotal` counts all stored events.
-         *     - `PageSize` is at most 10000, as for every list.
+         *     - `PageSize` is at most 1000000, as for every list; pages of more than 10000
+         *       events are streamed.
          */
         get: operations["getEventsIntegration"];
         put?: never;
@@ -7295,7 +7310,7 @@ export interface components {
         };
         /** @description 1-based page number. */
         PageNumber: number;
-        /** @description Records per page, at most 10000. */
+        /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
         PageSize: number;
         /** @description Case-insensitive text that any of the list's searchable fields contains. */
         GlobalSearch: string;
@@ -7402,7 +7417,7 @@ export interface operations {
                 SortBy?: components["parameters"]["AgentsSortBy"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Case-insensitive text that any of the list's searchable fields contains. */
                 GlobalSearch?: components["parameters"]["GlobalSearch"];
@@ -9333,7 +9348,7 @@ export interface operations {
                 sortBy?: components["parameters"]["PeripheralsSortBy"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Case-insensitive text that any of the list's searchable fields contains. */
                 GlobalSearch?: components["parameters"]["GlobalSearch"];
@@ -9895,7 +9910,7 @@ export interface operations {
                 SortBy?: components["schemas"]["SortBy"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Case-insensitive text that any of the list's searchable fields contains. */
                 GlobalSearch?: components["parameters"]["GlobalSearch"];
@@ -11448,7 +11463,7 @@ export interface operations {
                 PeripheralAssetId?: components["parameters"]["EventsPeripheralAssetId"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Events whose `eventID` is this or higher. */
                 FromEventId?: components["parameters"]["EventsFromEventId"];
@@ -11570,7 +11585,7 @@ export interface operations {
                 PeripheralAssetId?: components["parameters"]["EventsPeripheralAssetId"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Events whose `eventID` is this or higher. */
                 FromEventId?: components["parameters"]["EventsFromEventId"];
@@ -11676,7 +11691,7 @@ export interface operations {
                 ToAuditTrailId?: components["parameters"]["EventsToAuditTrailId"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Records created on this UTC day (the time and zone, if any, are ignored; the calendar date as written counts). */
                 Date?: components["parameters"]["EventsAuditDate"];
@@ -11770,7 +11785,7 @@ export interface operations {
     getAuditsIntegration: {
         parameters: {
             query?: {
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];

@@ -6,7 +6,7 @@ import { cancelAgentsCommands, configureAgents, deleteAgents, queueForAgents } f
 import { agentAsset, heldView, maskMachineId } from '../lib/gateway.js'
 import { audit } from '../lib/audit.js'
 import { problem } from '../lib/errors.js'
-import { listAnswerJson, page, sort } from '../lib/listing.js'
+import { listAnswerJson, listAnswerStream, page, sort, streamedPages } from '../lib/listing.js'
 import type { components } from '../generated/openapi.js'
 import type { Handlers } from './types.js'
 
@@ -43,6 +43,10 @@ export const agentsHandlers: Handlers<
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
     const { pageSize, offset } = page(req.query)
     const { agents } = req.server.repos
+    if (pageSize > streamedPages.above) {
+      const { total, filtered, ids } = agents.pageIds(filter, order, pageSize, offset)
+      return reply.type('application/json').send(listAnswerStream(total, filtered, agents.viewChunks(ids)))
+    }
     const { total, filtered, rows } = agents.list(filter, order, pageSize, offset)
     // The agents' JSON is kept per row (db/agents.ts agentViews): the page is sent as written.
     return reply.type('application/json').send(listAnswerJson(total, filtered, agents.views(rows)))

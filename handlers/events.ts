@@ -2,10 +2,11 @@
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { AUDIT_FIELDS, EVENT_FIELDS, auditView, eventView, type AuditTrailRow, type EventRow } from '../db/event-queries.js'
-import { auditFilter, eventFilter, givenFilters, type AuditFilter, type EventFilter } from '../lib/event-filter.js'
+import { rowOf } from '../db/agents.js'
+import { auditFilter, eventFilter, givenFilters, isIncidentFetch, type AuditFilter, type EventFilter } from '../lib/event-filter.js'
 import { audit } from '../lib/audit.js'
 import { CSV_TYPE, csvCell } from '../lib/csv.js'
-import { listAnswer, page, severityNames, sort, type Sort } from '../lib/listing.js'
+import { listAnswer, listAnswerStream, page, severityNames, sort, streamedPages, type Page, type Sort } from '../lib/listing.js'
 import { pdfStream, PDF_TYPE, utcText, type PdfColumn } from '../lib/pdf.js'
 import { iso } from '../lib/time.js'
 import type { Handlers } from './types.js'
@@ -197,39 +198,70 @@ async function sendExport<F extends { idTo: number; empty: boolean }, R>(req: Fa
     .send(stream)
 }
 
+const eventOf = rowOf(EVENT_FIELDS) as unknown as (r: unknown[]) => EventRow
+const auditOf = rowOf(AUDIT_FIELDS) as unknown as (r: unknown[]) => AuditTrailRow
+
+/** Chunks of rows as arrays, as JSON objects joined by commas (a streamed page's data). */
+async function* jsonRows(chunks: AsyncIterable<unknown[]>, view: (r: unknown[]) => unknown): AsyncGenerator<string> {
+  for await (const rows of chunks) {
+    let text = ''
+    for (let i = 0; i < rows.length; i++) text += (i ? ',' : '') + JSON.stringify(view(rows[i] as unknown[]))
+    yield text
+  }
+}
+const eventJson = (r: unknown[]) => eventView(eventOf(r))
+const auditJson = (r: unknown[]) => auditView(auditOf(r))
+
+/** The newest first: the order of the feeds' pages. */
+const NEWEST_EVENTS: Sort = { field: 'eventID', direction: 'desc' }
+
+/** A page of events, of the list or of the feed; pages above streamedPages.above rows are streamed. */
+async function sendEvents(req: FastifyRequest, reply: FastifyReply, { pageSize, offset }: Page, filter: EventFilter, order: Sort, feed: boolean) {
+  const events = req.server.repos.eventQueries.events
+  await events.ready(filter)
+  if (pageSize > streamedPages.above) {
+    const { total, filtered, chunks } = events.pageChunks(filter, order, pageSize, offset, feed)
+    return reply.type('application/json').send(listAnswerStream(total, filtered, jsonRows(chunks, eventJson)))
+  }
+  const { total, filtered, rows } = feed ? events.feed(filter, order, pageSize, offset) : events.list(filter, order, pageSize, offset)
+  return listAnswer(total, filtered, rows.map(eventView))
+}
+
+/** A page of audit records, of the list or of the feed; pages above streamedPages.above rows are streamed. */
+async function sendAudit(req: FastifyRequest, reply: FastifyReply, { pageSize, offset }: Page, filter: AuditFilter, order: Sort, feed: boolean) {
+  const records = req.server.repos.eventQueries.audit
+  if (pageSize > streamedPages.above) {
+    const { total, filtered, chunks } = records.pageChunks(filter, order, pageSize, offset, feed)
+    return reply.type('application/json').send(listAnswerStream(total, filtered, jsonRows(chunks, auditJson)))
+  }
+  const { total, filtered, rows } = feed ? records.feed(filter, order, pageSize, offset) : records.list(filter, order, pageSize, offset)
+  return listAnswer(total, filtered, rows.map(auditView))
+}
+
 export const eventsHandlers: Handlers<
   'getEvents' | 'getEventsIntegration' | 'getAuditTrails' | 'getAuditsIntegration' | 'exportGetEvents' | 'exportGetEventsPdf' | 'exportGetAudit' | 'exportGetAuditPdf'
 > = {
-  async getEvents(req) {
+  async getEvents(req, reply) {
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
-    const { pageSize, offset } = page(req.query)
+    const pg = page(req.query)
     const filter = eventFilter(req.query)
-    await req.server.repos.eventQueries.events.ready(filter)
-    const { total, filtered, rows } = req.server.repos.eventQueries.events.list(filter, order, pageSize, offset)
-    return listAnswer(total, filtered, rows.map(eventView))
+    // The SOAR integration's incident fetch gets the feed's page (see isIncidentFetch).
+    if (isIncidentFetch(req.query, order)) return sendEvents(req, reply, pg, filter, NEWEST_EVENTS, true)
+    return sendEvents(req, reply, pg, filter, order, false)
   },
 
-  async getEventsIntegration(req) {
+  async getEventsIntegration(req, reply) {
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
-    const { pageSize, offset } = page(req.query)
-    const filter = eventFilter(req.query)
-    await req.server.repos.eventQueries.events.ready(filter)
-    const { total, filtered, rows } = req.server.repos.eventQueries.events.feed(filter, order, pageSize, offset)
-    return listAnswer(total, filtered, rows.map(eventView))
+    return sendEvents(req, reply, page(req.query), eventFilter(req.query), order, true)
   },
 
-  async getAuditTrails(req) {
+  async getAuditTrails(req, reply) {
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
-    const { pageSize, offset } = page(req.query)
-    const { total, filtered, rows } = req.server.repos.eventQueries.audit.list(auditFilter(req.query), order, pageSize, offset)
-    return listAnswer(total, filtered, rows.map(auditView))
+    return sendAudit(req, reply, page(req.query), auditFilter(req.query), order, false)
   },
 
-  async getAuditsIntegration(req) {
-    const { pageSize, offset } = page(req.query)
-    const order: Sort = { field: 'auditTrailID', direction: 'desc' }
-    const { total, filtered, rows } = req.server.repos.eventQueries.audit.feed(auditFilter(req.query), order, pageSize, offset)
-    return listAnswer(total, filtered, rows.map(auditView))
+  async getAuditsIntegration(req, reply) {
+    return sendAudit(req, reply, page(req.query), auditFilter(req.query), { field: 'auditTrailID', direction: 'desc' }, true)
   },
 
   async exportGetEvents(req, reply) {

@@ -184,6 +184,19 @@ export function auditFilter(src: Source | null | undefined, where: Where = 'quer
   return f
 }
 
+/**
+ * Whether a GetEvents query is the incident fetch of the SOAR integration: `date_asc` with a
+ * lower bound (`FromEventId`, `FromDate` or `FromCreationTimeEpoch`), whatever else it
+ * bounds. That client keeps `data[0].eventID + 1` as its next `FromEventId`, from its first
+ * call (by `FromDate` and `ToDate`) on, so it is answered as the integration feed is: the
+ * oldest matching events, newest first. A console asks for a time order by the field it
+ * shows (`creationTime`), or without a lower bound, and gets that order.
+ */
+export function isIncidentFetch(src: Source | null | undefined, order: { field: string; direction: 'asc' | 'desc' }): boolean {
+  if (order.field !== 'date' || order.direction !== 'asc' || !src) return false
+  return ['FromEventId', 'FromDate', 'FromCreationTimeEpoch'].some((name) => text(src, name) !== undefined)
+}
+
 /** The filters a caller gave, as label and value (for the PDF's header and the audit record). */
 export function givenFilters(src: unknown, ignored: readonly string[] = ['pagenumber', 'pagesize', 'sortby']): [string, string][] {
   if (!src || typeof src !== 'object') return []

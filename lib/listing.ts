@@ -1,12 +1,18 @@
 // The one place that reads paging, sorting and filter values of every list operation.
+import { Readable } from 'node:stream'
 import type { Operation } from './contract.js'
 import { invalidField, type FieldError } from './errors.js'
 
 /** Where a filter value came from: list queries, or export bodies that mirror them. */
 export type Where = Extract<FieldError['location'], 'query' | 'body'>
 
-export const MAX_PAGE_SIZE = 10_000
+/** Integrations ask for a million rows in one page (the contract's PageSize maximum). */
+export const MAX_PAGE_SIZE = 1_000_000
 export const DEFAULT_PAGE_SIZE = 20
+/** Pages asking for more rows than `above` are streamed (memory stays flat); smaller ones are built whole. Tests lower it. */
+export const streamedPages = { above: 10_000 }
+/** The notification list keeps its own, smaller maximum (its answers are kept in memory). */
+export const MAX_NOTIFICATION_PAGE_SIZE = 10_000
 
 export interface Page { pageNumber: number; pageSize: number; offset: number }
 export interface Sort { field: string; direction: 'asc' | 'desc' }
@@ -139,3 +145,37 @@ export const listAnswer = <T>(recordsTotal: number, recordsFiltered: number, dat
 /** The list answer as JSON text, for rows that are JSON text already (an array). */
 export const listAnswerJson = (recordsTotal: number, recordsFiltered: number, data: string) =>
   `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":${data}}`
+
+/** The list answer as JSON text, streamed: the counts at once, then the rows as they are read. */
+async function* listAnswerText(recordsTotal: number, recordsFiltered: number, rows: AsyncIterable<string>): AsyncGenerator<string> {
+  yield `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":[`
+  let first = true
+  for await (const part of rows) {
+    if (!part) continue
+    yield first ? part : ',' + part
+    first = false
+  }
+  yield ']}'
+}
+
+/** Rows as JSON objects joined by commas, `per` rows to a chunk (the data of a streamed page). */
+export async function* jsonChunks<T>(rows: AsyncIterable<T>, view: (row: T) => unknown, per = 1000): AsyncGenerator<string> {
+  let text = ''
+  let n = 0
+  for await (const row of rows) {
+    text += (n ? ',' : '') + JSON.stringify(view(row))
+    if (++n === per) {
+      yield text
+      text = ''
+      n = 0
+    }
+  }
+  if (n) yield text
+}
+
+/**
+ * A large page as a stream of JSON text. `rows`: the page's rows as JSON objects joined by
+ * commas, a chunk at a time (its reader waits between chunks while the client is slow).
+ */
+export const listAnswerStream = (recordsTotal: number, recordsFiltered: number, rows: AsyncIterable<string>): Readable =>
+  Readable.from(listAnswerText(recordsTotal, recordsFiltered, rows))

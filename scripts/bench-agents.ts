@@ -5,7 +5,8 @@
 // against SQLite (the repository call alone): the floor the API cannot go below.
 //
 // Settings: BENCH_AGENTS (100000), BENCH_SECONDS per case and round (10), BENCH_ROUNDS (3), BENCH_GATEWAY_AGENTS (2000),
-// BENCH_LOG_LEVEL (info, as in production).
+// BENCH_LOG_LEVEL (info, as in production). BENCH_LARGE_PAGE=only: the seed and the one
+// large page (every agent in one streamed page) alone.
 import { spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -18,7 +19,7 @@ import type { Sort } from '../lib/listing.js'
 import type { components } from '../generated/openapi.js'
 import { seedFleet, checkSeed } from './seed.js'
 import { fleetHost } from './fleet-data.js'
-import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound } from './bench-support.js'
+import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound, largePage, largePageRow, LARGE_PAGE_HEADER } from './bench-support.js'
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 100_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -108,6 +109,29 @@ async function login(): Promise<Record<string, string>> {
 }
 let auth: Record<string, string>
 
+/**
+ * Every agent in one page (PageSize=1000000, as the SOAR integration asks), streamed, on a
+ * fresh server process (its peak RSS is the page's), while one connection reads small pages.
+ */
+async function largePageCase() {
+  server = await start({ ...baseEnv, PRIME_RATE_LIMIT_MAX: '100000000' }, path.join(dataDir, 'server-page.log'))
+  auth = await login()
+  await integrityChecked(base, auth)
+  const r = await largePage(`${base}/agents?PageSize=1000000`, `${base}/agents?PageSize=50&SortBy=lastConfiguration_desc`, auth, server.pid!, '"lastConfiguered":')
+  rows.push('', ...LARGE_PAGE_HEADER, largePageRow(`every agent (PageSize=1000000)`, r))
+  if (r.rows !== AGENTS) notes.push(`large page: ${r.rows} agents for ${AGENTS} seeded`)
+  await stop(server)
+}
+if (process.env.BENCH_LARGE_PAGE === 'only') {
+  await largePageCase()
+  db.close()
+  fs.rmSync(dataDir, { recursive: true, force: true })
+  console.log(`\n${AGENTS} agents, ${seeded.peripherals} peripherals; load average ${loadAtStart} at the start, ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} at the end (${os.cpus().length} CPUs).`)
+  for (const r of rows) console.log(r)
+  for (const n of notes) console.log(`- ${n}`)
+  process.exit(0)
+}
+
 async function load(opts: autocannon.Options) {
   const r = await autocannon({ connections: CONNECTIONS, duration: DURATION, ...opts })
   const codes = (r as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {}
@@ -186,6 +210,8 @@ await integrityChecked(base, auth)
   }
 }
 await stop(server)
+
+await largePageCase()
 
 // ---------------------------------------------------------------------------------------
 // Gateway: unchanged check-ins of agents with ten peripherals. The per-address request

@@ -8,7 +8,8 @@
 // below) and once as a plain SQL query without the index (what the index saves).
 //
 // Settings: BENCH_EVENTS (5000000), BENCH_SECONDS per case and round (10), BENCH_ROUNDS (3), BENCH_EVENTS_DIR,
-// BENCH_EXPORT_ROWS (1000000), BENCH_LOG_LEVEL (info, as in production).
+// BENCH_EXPORT_ROWS (1000000), BENCH_LOG_LEVEL (info, as in production). BENCH_LARGE_PAGE=only:
+// the seed and the large pages (BENCH_EXPORT_ROWS events in one streamed page) alone.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
@@ -20,7 +21,7 @@ import { eventQueriesRepo } from '../db/event-queries.js'
 import { eventsRepo, type EventInput } from '../db/events.js'
 import { eventFilter } from '../lib/event-filter.js'
 import { seedEvents } from './seed-events.js'
-import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound } from './bench-support.js'
+import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound, largePage, largePageRow, LARGE_PAGE_HEADER } from './bench-support.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5_000_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -116,6 +117,37 @@ function floor(fn: () => unknown): { p50: number; p99: number } {
   }
   return { p50: pct(times, 0.5), p99: pct(times, 0.99) }
 }
+/**
+ * The newest EXPORT_ROWS events in one page (PageSize=1000000), streamed: as a console's
+ * list and as the SOAR integration's incident fetch with its largest limit (date_asc from
+ * an id: the feed's page), each on a fresh server process (its peak RSS is the page's),
+ * while one connection reads small pages.
+ */
+async function largePageCase() {
+  const from = Math.max(1, top - EXPORT_ROWS + 1)
+  rows.push('', ...LARGE_PAGE_HEADER)
+  for (const [name, query] of [['GetEvents, newest first', `PageSize=1000000&FromEventId=${from}`], ['GetEvents, the SOAR incident fetch', `pageSize=1000000&pageNumber=1&sortBy=date_asc&FromEventId=${from}`]]) {
+    const s = await start(baseEnv, path.join(dataDir, 'server-page.log'))
+    const a = await login()
+    await integrityChecked(base, a)
+    // The first query loads the index's counts into memory (once per server start).
+    await (await fetch(`${base}/Events/GetEvents?PageSize=1`, { headers: a })).arrayBuffer()
+    const r = await largePage(`${base}/Events/GetEvents?${query}`, `${base}/Events/GetEvents?PageSize=20&MinimumSeverity=Warning`, a, s.pid!, '"eventID":')
+    rows.push(largePageRow(`${name} (${query.replace(/FromEventId=\d+/, 'FromEventId=<newest - ' + EXPORT_ROWS + '>')})`, r))
+    if (r.rows !== Math.min(EXPORT_ROWS, top - from + 1)) notes.push(`${name}: ${r.rows} events in the page`)
+    await stop(s)
+  }
+}
+if (process.env.BENCH_LARGE_PAGE === 'only') {
+  await largePageCase()
+  db.close()
+  if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
+  console.log(`\n${total} events (${top} the newest id); load average ${loadAtStart} at the start, ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} at the end (${os.cpus().length} CPUs).`)
+  for (const r of rows) console.log(r)
+  for (const n of notes) console.log(`- ${n}`)
+  process.exit(0)
+}
+
 console.error('In-process floors ...')
 const floors = cases.map((c) => floor(c.floor))
 console.error('Plain SQL without the index (once each) ...')
@@ -236,6 +268,7 @@ await integrityChecked(base, auth)
   if (res.headers.get('x-records-filtered') !== String(lines - 1)) notes.push(`export: x-records-filtered ${res.headers.get('x-records-filtered')} for ${lines - 1} data lines (cells with line breaks would explain a difference)`)
 }
 await stop(server)
+await largePageCase()
 {
 // ---------------------------------------------------------------------------------------
   // Writing events through record(), in transactions as the gateway writes a check-in's. Last:

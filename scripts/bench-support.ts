@@ -139,3 +139,56 @@ export function cpuSeconds(pid: number): number {
     return NaN
   }
 }
+
+/** What one large page cost: the first byte, the whole answer, the server's memory, and the small reads served meanwhile. */
+export interface LargePage { status: number; ttfbMs: number; totalMs: number; bytes: number; rows: number; beforeMb: number; peakMb: number; smallReads: number; smallP50: number; smallP99: number }
+
+/**
+ * Reads one large page (`url`) to its end while one connection keeps asking `smallUrl` (a
+ * small page, as consoles do meanwhile); counts the rows by `rowKey` (a JSON key each row
+ * has once, such as `"eventID":`) and samples the server's RSS every 10 ms.
+ */
+export async function largePage(url: string, smallUrl: string, headers: Record<string, string>, pid: number, rowKey: string): Promise<LargePage> {
+  const small: number[] = []
+  let reading = true
+  const smallReads = (async () => {
+    while (reading) {
+      const t = performance.now()
+      const res = await fetch(smallUrl, { headers })
+      await res.arrayBuffer()
+      if (res.status === 200) small.push(performance.now() - t)
+    }
+  })()
+  const before = memory(pid)
+  let peak = before?.rss ?? 0
+  const sampler = setInterval(() => { peak = Math.max(peak, memory(pid)?.rss ?? 0) }, 10)
+  const key = Buffer.from(rowKey)
+  const t0 = performance.now()
+  const res = await fetch(url, { headers })
+  let ttfb = NaN
+  let bytes = 0
+  let rows = 0
+  // A key split across two chunks is counted through the tail kept from the previous one.
+  let tail = Buffer.alloc(0)
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    if (Number.isNaN(ttfb)) ttfb = performance.now() - t0
+    bytes += chunk.length
+    const buf = Buffer.concat([tail, Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length)])
+    for (let i = buf.indexOf(key); i !== -1; i = buf.indexOf(key, i + key.length)) rows++
+    tail = buf.subarray(Math.max(0, buf.length - key.length + 1))
+  }
+  const totalMs = performance.now() - t0
+  clearInterval(sampler)
+  reading = false
+  await smallReads
+  const after = memory(pid)
+  return {
+    status: res.status, ttfbMs: ttfb, totalMs, bytes, rows, beforeMb: (before?.rss ?? 0) / 1024, peakMb: Math.max(peak, after?.hwm ?? 0) / 1024,
+    smallReads: small.length, smallP50: pct(small, 0.5), smallP99: pct(small, 0.99),
+  }
+}
+
+/** A large page's figures as a table row (see largePage), with the memory target (< 250 MB). */
+export const largePageRow = (name: string, r: LargePage) =>
+  `| ${name} | ${r.status} | ${r.rows} rows, ${(r.bytes / 1048576).toFixed(1)} MiB | ${ms(r.ttfbMs)} ms | ${(r.totalMs / 1000).toFixed(2)} s | ${r.peakMb.toFixed(0)} MB (${r.beforeMb.toFixed(0)} MB before) | ${r.smallReads}: ${ms(r.smallP50)} / ${ms(r.smallP99)} ms | < 250 MB: ${r.peakMb < 250 ? 'met' : 'MISSED'} |`
+export const LARGE_PAGE_HEADER = ['| one large page | status | answer | first byte | total | server peak RSS (VmHWM) | small reads meanwhile: n, p50 / p99 | target |', '|---|---|---|---|---|---|---|---|']

@@ -3,7 +3,7 @@
 // this reads the values and refuses the ones a pattern cannot (ranges, real dates).
 import type { Operation } from '../contract.js'
 import { invalidField } from '../errors.js'
-import { bool, date, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE, oneOrMore, severity, sort, type Sort } from '../listing.js'
+import { bool, date, MAX_NOTIFICATION_PAGE_SIZE, DEFAULT_PAGE_SIZE, oneOrMore, severity, sort, type Sort } from '../listing.js'
 import type { RiskFilter } from '../../db/notifications.js'
 import { riskKinds } from './views.js'
 
@@ -54,7 +54,7 @@ export function riskQuery(op: Operation, q: Record<string, string | undefined>):
   if (filter.from !== undefined && filter.toExclusive !== undefined && filter.from >= filter.toExclusive) {
     throw invalidField('query', 'toDate', 'must not be before fromDate')
   }
-  const pageSize = integer(q.pageSize, 'pageSize', DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
+  const pageSize = integer(q.pageSize, 'pageSize', DEFAULT_PAGE_SIZE, 1, MAX_NOTIFICATION_PAGE_SIZE)
   const pageNumber = integer(q.pageNumber, 'pageNumber', 1, 1, INT32_MAX)
   return { filter, sort: sort(op, q.sortBy, 'sortBy'), pageSize, offset: (pageNumber - 1) * pageSize }
 }

@@ -1,0 +1,99 @@
+// Pins the large pages of agents, peripherals and agentless connections: a page of more
+// than 10,000 rows is streamed with the same rows, fields, order and counts as the same
+// query in smaller pages, valid against the contract. The size from which pages stream is
+// lowered (streamedPages.above) so that this runs on a few hundred rows.
+import crypto from 'node:crypto'
+import t from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { build, login, call } from './helpers.js'
+import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
+import { makeAjv } from '../lib/validation.js'
+import { streamedPages } from '../lib/listing.js'
+
+interface List { recordsTotal: number; recordsFiltered: number; data: Record<string, unknown>[] }
+
+function validator(app: FastifyInstance, schema: string) {
+  const ajv = makeAjv(false)
+  ajv.addSchema(app.contract.spec, 'contract')
+  const validate = ajv.compile({ $ref: `contract#/components/schemas/${schema}` })
+  return (body: unknown) => (validate(body) ? '' : JSON.stringify(validate.errors?.slice(0, 3)))
+}
+
+async function get(app: FastifyInstance, token: string, url: string): Promise<List> {
+  const res = await call(app, token, { method: 'GET', url })
+  if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode} ${res.body}`)
+  return res.json()
+}
+
+async function paged(app: FastifyInstance, token: string, url: string, size: number): Promise<List> {
+  const out: List = { recordsTotal: -1, recordsFiltered: -1, data: [] }
+  for (let n = 1; ; n++) {
+    const page = await get(app, token, `${url}&PageSize=${size}&PageNumber=${n}`)
+    if (n === 1) Object.assign(out, { recordsTotal: page.recordsTotal, recordsFiltered: page.recordsFiltered })
+    out.data.push(...page.data)
+    if (page.data.length < size) return out
+  }
+}
+
+/** `n` copies of an agent (each its own uuid, name and mode) and of a peripheral spread over the first 60, in bulk. */
+function fleet(app: FastifyInstance, agents: number, peripherals: number) {
+  const template = insertAgent(app, {})
+  const columns = (app.db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('agents') as string[]).filter((c) => !['id', 'uuid', 'machine_id', 'host_identifier', 'operational_status', 'hashtags'].includes(c))
+  const copyAgent = app.db.prepare(`INSERT INTO agents (uuid, machine_id, host_identifier, operational_status, hashtags, ${columns.join(', ')})
+    SELECT ?, ?, ?, ?, ?, ${columns.join(', ')} FROM agents WHERE id = ?`)
+  app.db.transaction(() => {
+    for (let i = 1; i < agents; i++) copyAgent.run(crypto.randomUUID(), crypto.randomUUID(), `DESKTOP-${String(i).padStart(5, '0')}${i % 2 ? 'a' : 'B'}`, i % 3 ? 'Free' : 'Armed', i % 7 ? null : '#lab', template.id)
+  })()
+  const hosts = app.db.prepare('SELECT id, uuid FROM agents ORDER BY id LIMIT 60').all() as { id: number; uuid: string }[]
+  const mouse = insertPeripheral(app, hosts[0].id, {})
+  const stick = insertPeripheral(app, hosts[0].id, { vid: '0951', pid: '1666' })
+  const pColumns = (app.db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('peripherals') as string[]).filter((c) => !['id', 'agent_id', 'agent_uuid', 'device_id', 'serial_number'].includes(c))
+  const copyPeripheral = app.db.prepare(`INSERT INTO peripherals (agent_id, agent_uuid, device_id, serial_number, ${pColumns.join(', ')})
+    SELECT ?, ?, ?, ?, ${pColumns.join(', ')} FROM peripherals WHERE id = ?`)
+  app.db.transaction(() => {
+    for (let i = 2; i < peripherals; i++) {
+      const host = hosts[i % hosts.length]
+      const serial = `SN${String(i).padStart(6, '0')}`
+      const from = i % 4 ? mouse.id : stick.id
+      copyPeripheral.run(host.id, host.uuid, `USB\\VID_X&PID_Y\\${serial}`, serial, from)
+    }
+    for (const h of hosts) app.repos.agentState.refreshAgent(h.id)
+  })()
+}
+
+t.test('agents, peripherals and agentless connections: a streamed page holds what smaller pages hold', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const was = streamedPages.above
+  streamedPages.above = 100
+  t.teardown(() => {
+    streamedPages.above = was
+  })
+  fleet(app, 450, 520)
+  const validAgents = validator(app, 'AgentsViewDataWrapper')
+  const byHost = await paged(app, token, '/prime/webui/agents?SortBy=hostIdentifier_asc', 100)
+  t.equal(byHost.recordsFiltered, 450)
+  for (const query of ['SortBy=hostIdentifier_asc', 'SortBy=lastConfiguration_desc', 'Status=Armed&SortBy=uuid_desc', 'GlobalSearch=b&SortBy=hostIdentifier_desc']) {
+    const small = query === 'SortBy=hostIdentifier_asc' ? byHost : await paged(app, token, `/prime/webui/agents?${query}`, 100)
+    const big = await get(app, token, `/prime/webui/agents?${query}&PageSize=1000000`)
+    t.equal(validAgents(big), '', `agents ${query}: valid against the contract`)
+    t.same([big.recordsTotal, big.recordsFiltered], [small.recordsTotal, small.recordsFiltered], `agents ${query}: the same counts`)
+    t.same(big.data, small.data, `agents ${query}: the same ${small.data.length} agents, fields and order`)
+  }
+  const second = await get(app, token, '/prime/webui/agents?SortBy=hostIdentifier_asc&PageSize=101&PageNumber=2')
+  t.same(second.data, byHost.data.slice(101, 202), 'agents: page 2 of 101')
+
+  const validPeripherals = validator(app, 'PeripheralsViewDataWrapper')
+  for (const query of ['sortBy=hostUuid_asc', 'vendor=kingston', 'sortBy=serialNumber_desc']) {
+    const small = await paged(app, token, `/prime/webui/peripherals?${query}`, 100)
+    const big = await get(app, token, `/prime/webui/peripherals?${query}&pageSize=1000000`)
+    t.equal(validPeripherals(big), '', `peripherals ${query}: valid against the contract`)
+    t.same([big.recordsTotal, big.recordsFiltered], [small.recordsTotal, small.recordsFiltered], `peripherals ${query}: the same counts`)
+    t.same(big.data, small.data, `peripherals ${query}: the same ${small.data.length} peripherals, fields and order`)
+  }
+
+  const STATUS = '/prime/webui/agents/agentless/connectiondetailsstatus'
+  const status = await get(app, token, `${STATUS}?PageSize=1000000`)
+  t.equal(validator(app, 'AgentslessRsStatusGetResponse')(status), '')
+  t.same(status, await get(app, token, `${STATUS}?PageSize=100`), 'agentless connections: the same answer')
+})

@@ -1,0 +1,155 @@
+// Pins the large pages: every list answers PageSize up to 1,000,000 (the SOAR integration
+// asks that much), a page of more than 10,000 rows is streamed as JSON with the same rows,
+// order and counts as the same query in smaller pages and valid against the contract, and
+// above 1,000,000 the answer is 400 naming PageSize. The comparisons lower the size from
+// which pages stream (streamedPages.above), so that they run on a few hundred rows; the
+// wire test streams a real page of more than 10,000.
+import http from 'node:http'
+import t from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { build, login, call } from './helpers.js'
+import { writeEvents, expectedEvents, eventMaker } from './fixtures/events.js'
+import { streamedPages } from '../lib/listing.js'
+import { makeAjv } from '../lib/validation.js'
+
+interface List { recordsTotal: number; recordsFiltered: number; data: Record<string, unknown>[] }
+
+/** Pages of more than `above` rows stream for the rest of the test. */
+function streamAbove(t: { teardown: (fn: () => void) => void }, above: number) {
+  const was = streamedPages.above
+  streamedPages.above = above
+  t.teardown(() => {
+    streamedPages.above = was
+  })
+}
+
+/** The contract's schema of a list answer, as a validator. */
+function validator(app: FastifyInstance, schema: string) {
+  const ajv = makeAjv(false)
+  ajv.addSchema(app.contract.spec, 'contract')
+  const validate = ajv.compile({ $ref: `contract#/components/schemas/${schema}` })
+  return (body: unknown) => (validate(body) ? '' : JSON.stringify(validate.errors?.slice(0, 3)))
+}
+
+async function get(app: FastifyInstance, token: string, url: string): Promise<List> {
+  const res = await call(app, token, { method: 'GET', url })
+  if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode} ${res.body}`)
+  return res.json()
+}
+
+/** The same query in pages of `size`, every page, concatenated (what a client paging through gets). */
+async function paged(app: FastifyInstance, token: string, url: string, size: number): Promise<List> {
+  const out: List = { recordsTotal: -1, recordsFiltered: -1, data: [] }
+  for (let n = 1; ; n++) {
+    const page = await get(app, token, `${url}&PageSize=${size}&PageNumber=${n}`)
+    if (n === 1) Object.assign(out, { recordsTotal: page.recordsTotal, recordsFiltered: page.recordsFiltered })
+    else if (page.recordsFiltered !== out.recordsFiltered) throw new Error('the counts moved between pages')
+    out.data.push(...page.data)
+    if (page.data.length < size) return out
+  }
+}
+
+const ids = (l: List, key: string) => l.data.map((r) => r[key])
+
+t.test('events, the feeds and audit records: a streamed page holds what smaller pages hold', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  streamAbove(t, 100)
+  const now = Date.now()
+  const rows = writeEvents(app, 700, { now, days: 5, jumps: [300] })
+  const valid = validator(app, 'PrimeEventViewWrapper')
+  const E = '/prime/webui/Events/GetEvents'
+  const since = new Date(now - 4 * 86_400_000).toISOString()
+  const until = new Date(now - 86_400_000).toISOString()
+  for (const query of ['SortBy=eventID_desc', 'SortBy=eventID_asc', 'SortBy=severity_asc', 'SortBy=eventEntityID_desc', 'SortBy=date_asc&Category=USB,Network', 'MinimumSeverity=Notice&GlobalSearch=desktop', `SortBy=creationTime_asc&FromDate=${since}&ToDate=${until}`]) {
+    const small = await paged(app, token, `${E}?${query}`, 100)
+    const big = await get(app, token, `${E}?${query}&PageSize=1000000`)
+    t.equal(valid(big), '', `${query}: valid against the contract`)
+    t.same([big.recordsTotal, big.recordsFiltered], [small.recordsTotal, small.recordsFiltered], `${query}: the same counts`)
+    t.same(big.data, small.data, `${query}: the same ${small.data.length} events, fields and order`)
+    // A second large page starts where the first ends.
+    const second = await get(app, token, `${E}?${query}&PageSize=101&PageNumber=2`)
+    t.same(ids(second, 'eventID'), ids(small, 'eventID').slice(101, 202), `${query}: page 2 of 101`)
+  }
+
+  // The feed and the SOAR incident fetch stream their page too: the oldest, newest first.
+  const from = rows[100].id
+  const want = expectedEvents(rows, { FromEventId: String(from), MinimumSeverity: 'Warning', Category: 'USB' }).map((e) => e.id).reverse()
+  t.ok(want.length > 100)
+  const feed = await get(app, token, `/prime/webui/Events/GetEventsIntegration?FromEventId=${from}&MinimumSeverity=Warning&Category=USB&PageSize=1000000`)
+  t.equal(validator(app, 'PrimeEventViewWrapperIntegration')(feed), '')
+  t.same(ids(feed, 'eventID'), want, 'the feed: every match, newest first')
+  const soar = await get(app, token, `/prime/webui/events/getevents?pageSize=1000000&pageNumber=1&sortBy=date_asc&category=USB&minimumSeverity=Warning&FromEventId=${from}`)
+  t.same(ids(soar, 'eventID'), want, 'the incident fetch with its largest limit: every match, newest first')
+  const window = expectedEvents(rows, { FromDate: since, ToDate: until, Category: 'USB' }).map((e) => e.id).reverse()
+  t.ok(window.length > 100)
+  const firstFetch = await get(app, token, `/prime/webui/events/getevents?pageSize=1000000&pageNumber=1&sortBy=date_asc&category=USB&FromDate=${since}&ToDate=${until}`)
+  t.same(ids(firstFetch, 'eventID'), window, 'the incident fetch\'s first call by date, with its largest limit: the whole window, newest first')
+  const all = rows.map((e) => e.id)
+  const cut = await get(app, token, '/prime/webui/Events/GetEventsIntegration?PageSize=101&PageNumber=2')
+  t.same(ids(cut, 'eventID'), all.slice(101, 202).reverse(), 'the feed: page 2 is the next 101 oldest, newest first')
+  const bySeverity = await get(app, token, `/prime/webui/Events/GetEventsIntegration?PageSize=150&FromEventId=${from}&SortBy=severity_desc`)
+  const small = await get(app, token, `/prime/webui/Events/GetEventsIntegration?PageSize=100&FromEventId=${from}&SortBy=severity_desc`)
+  t.same(new Set(ids(bySeverity, 'eventID')), new Set(all.filter((id) => id >= from).slice(0, 150)), 'the feed sorted: the oldest 150')
+  t.same(ids(bySeverity, 'eventID').filter((id) => ids(small, 'eventID').includes(id)), ids(small, 'eventID'), 'in the same order as a built page')
+
+  // Audit records: the same rule.
+  app.db.transaction(() => {
+    for (let i = 0; i < 150; i++) {
+      app.repos.audit.insert({ createdMs: Date.now(), severity: 5 + (i % 2), category: 'Users', user: 'admin', sourceIp: '127.0.0.1', description: `Change ${i}`, details: '{}', operationId: 'updateUser', outcome: 'Succeeded' })
+    }
+  })()
+  const A = '/prime/webui/Events/GetAuditTrails?SortBy=auditTrailID_asc'
+  const audits = await paged(app, token, A, 50)
+  t.ok(audits.recordsFiltered > 100, `audit records: ${audits.recordsFiltered}`)
+  const streamed = await get(app, token, `${A}&PageSize=1000000`)
+  t.equal(validator(app, 'AuditTrailViewWrapper')(streamed), '')
+  t.same(streamed.data.slice(0, audits.data.length), audits.data, 'audit records: the same records')
+  const auditFeed = await get(app, token, '/prime/webui/Events/GetAuditsIntegration?PageSize=1000000&FromAuditTrailId=1')
+  t.equal(validator(app, 'AuditTrailViewWrapperIntegration')(auditFeed), '')
+  t.same(ids(auditFeed, 'auditTrailID'), ids(streamed, 'auditTrailID').slice(0, auditFeed.data.length).reverse(), 'the audit feed: oldest first, newest first in the page')
+})
+
+t.test('above 1,000,000 rows a page answers 400 naming PageSize and the maximum', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  for (const url of [
+    '/prime/webui/agents?PageSize=1000001', '/prime/webui/peripherals?pageSize=1000001', '/prime/webui/Events/GetEvents?PageSize=1000001',
+    '/prime/webui/Events/GetEventsIntegration?PageSize=1000001', '/prime/webui/Events/GetAuditTrails?PageSize=1000001',
+    '/prime/webui/Events/GetAuditsIntegration?PageSize=1000001', '/prime/webui/agents/agentless/connectiondetailsstatus?PageSize=1000001',
+  ]) {
+    const res = await call(app, token, { method: 'GET', url })
+    t.equal(res.statusCode, 400, url)
+    t.match(res.json(), { errors: [{ name: 'PageSize' }] }, `${url}: names PageSize`)
+    t.match(res.body, /1000000/, `${url}: says what the maximum is`)
+    const ok = await call(app, token, { method: 'GET', url: url.replace('1000001', '1000000') })
+    t.equal(ok.statusCode, 200, `${url}: 1000000 is served`)
+  }
+})
+
+t.test('a large page is written as it is read: chunks on the wire, JSON once whole', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const make = eventMaker(5)
+  app.db.transaction(() => app.repos.events.record(Date.now(), Array.from({ length: 10_200 }, make)))()
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const { port } = app.server.address() as { port: number }
+  const chunks: string[] = []
+  const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: '/prime/webui/Events/GetEvents?PageSize=1000000', headers: { authorization: `Bearer ${token}` } }, (res) => {
+      res.setEncoding('utf8')
+      res.on('data', (c: string) => chunks.push(c))
+      res.on('end', () => resolve(res))
+      res.on('error', reject)
+    }).on('error', reject)
+  })
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['transfer-encoding'], 'chunked', 'no length known in advance: the answer is streamed')
+  t.notOk(res.headers['content-length'])
+  t.match(res.headers['content-type'], /^application\/json/)
+  t.ok(chunks.length > 5, `the rows arrive in chunks (${chunks.length})`)
+  t.match(chunks[0], /^\{"recordsTotal":10200,"recordsFiltered":10200,"data":\[/, 'the counts come first')
+  t.notMatch(chunks[0], /\]\}$/, 'the first chunk is not the whole answer')
+  const body = JSON.parse(chunks.join(''))
+  t.equal(body.data.length, 10_200, 'the whole page parses as one JSON document')
+})
