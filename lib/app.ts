@@ -14,7 +14,6 @@ import { problem, problemBody, ProblemError, type ProblemCode } from './errors.j
 import { fieldErrors, validatorCompiler, warmValidators } from './validation.js'
 import { canonicalize, canonicalizeQuery } from './names.js'
 import { chooseResponseType, isJsonMediaType } from './negotiate.js'
-import { auditFallback } from './audit.js'
 import { usedDeprecatedInputs } from './deprecation.js'
 import { auditFallback, startRefusalFlush } from './audit.js'
 import { fixedWindowLimiter, limitKey } from './rate-limit.js'
