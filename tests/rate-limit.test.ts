@@ -14,6 +14,22 @@ t.test('a window per key opens with its first request and closes after windowMs'
   t.equal(limiter.hit('b', 14_999).remaining, 1, 'b keeps its own window')
 })
 
+t.test('a refund takes back one request of the open window, never below none', async (t) => {
+  const limiter = fixedWindowLimiter(2, 10_000)
+  limiter.hit('a', 0)
+  limiter.hit('a', 1)
+  limiter.refund('a', 2)
+  t.equal(limiter.hit('a', 3).exceeded, false, 'the refunded request no longer counts')
+  t.equal(limiter.hit('a', 4).exceeded, true)
+  limiter.refund('b', 5)
+  limiter.hit('c', 0)
+  limiter.refund('c', 6)
+  limiter.refund('c', 7)
+  t.equal(limiter.hit('c', 8).remaining, 1, 'refunds beyond what was counted are ignored')
+  limiter.refund('a', 10_000)
+  t.equal(limiter.hit('a', 10_000).remaining, 1, 'a refund after the window closed takes nothing from the next')
+})
+
 t.test('closed windows are dropped as new ones open; the oldest go when there are too many', async (t) => {
   const limiter = fixedWindowLimiter(5, 1_000, 100)
   for (let i = 0; i < 50; i++) limiter.hit(`old${i}`, 0)
