@@ -4170,7 +4170,7 @@ export interface components {
             licenseAccountId?: string | null;
             loggedOnUsers?: string[];
             hashtags?: string[];
-            /** @description Faults of the agent since its last check-in (each is stored and counts in `errorTotal`). */
+            /** @description Faults of the agent since its last check-in (each is stored and counts in `errorTotal`; at most 1000 are stored per agent per UTC day, further ones are accepted and not stored). */
             errors?: {
                 /** Format: date-time */
                 time: string;

@@ -28,6 +28,8 @@ const DEBUG_LOGS_KEPT = 5
 const HEARTBEAT_FLUSH_MS = 1000
 export const NO_RESULT = 'No result reported'
 const MAX_LISTED_REFUSALS = 20
+/** Reported errors stored per agent per UTC day; more are answered but not stored. */
+export const MAX_ERRORS_PER_AGENT_PER_DAY = 1000
 
 /** A held re-enrollment as the agent detail shows it. */
 export function heldView(h: HeldReEnrollment | undefined): Schemas['AgentDetailViewResource']['pendingReEnrollment'] {
@@ -175,6 +177,8 @@ export function agentGateway(app: FastifyInstance) {
   const agentBudget = fixedWindowLimiter(config.credentialRateLimits.agent, config.rateLimitWindowMs)
   /** Bytes of command results each agent sent on the current UTC day. */
   const resultBytes = new Map<number, { day: number; bytes: number }>()
+  /** Errors stored for each agent on the current UTC day. */
+  const errorsStored = new Map<number, { day: number; count: number }>()
   /** When each agent's last accepted check-in arrived (the minimum interval). */
   const lastCheckIn = new Map<number, number>()
   /** Unchanged check-ins' times, written once a second (a lost one on a crash is harmless). */
@@ -457,7 +461,7 @@ export function agentGateway(app: FastifyInstance) {
     const missing = [...known.values()].filter((p) => p.present)
     for (const p of missing) repos.gateway.markAbsent(p.id, previousMs)
     repos.gateway.capPeripherals(agentId, MAX_PERIPHERALS_PER_AGENT)
-    for (const e of reportedErrors(body)) repos.gateway.addError(agentId, e.time, e.code, e.message)
+    storeErrors(agentId, reportedErrors(body), now)
 
     const delivered = deliver(agentId, now)
     repos.agentState.refreshAgent(agentId)
@@ -503,6 +507,17 @@ export function agentGateway(app: FastifyInstance) {
       req.audited = true
     }
     return answer(before.uuid, now, delivered)
+  }
+
+  /** Stores an agent's reported errors, up to its allowance of the day (a flood cannot grow the table without end). */
+  function storeErrors(agentId: number, errors: ReturnType<typeof reportedErrors>, now: number) {
+    if (errors.length === 0) return
+    const day = Math.floor(now / DAY_MS)
+    const used = errorsStored.get(agentId)
+    const today = used && used.day === day ? used.count : 0
+    const kept = errors.slice(0, Math.max(0, MAX_ERRORS_PER_AGENT_PER_DAY - today))
+    for (const e of kept) repos.gateway.addError(agentId, e.time, e.code, e.message)
+    errorsStored.set(agentId, { day, count: today + kept.length })
   }
 
   function reportedErrors(body: CheckIn) {
@@ -689,6 +704,7 @@ export function agentGateway(app: FastifyInstance) {
       for (const [id, ms] of lastCheckIn) if (now - ms >= minMs) lastCheckIn.delete(id)
       const day = Math.floor(now / DAY_MS)
       for (const [id, used] of resultBytes) if (used.day !== day) resultBytes.delete(id)
+      for (const [id, used] of errorsStored) if (used.day !== day) errorsStored.delete(id)
     },
   }
 }

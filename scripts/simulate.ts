@@ -139,10 +139,10 @@ let windowCheckIns = 0, windowCommands = 0, windowStart = Date.now()
 function logLine() {
   const now = Date.now()
   const secs = (now - windowStart) / 1000
-  const enrolled = agents.filter((a) => a.credential).length
+  const enrolled = agents.filter((a) => a.credential && !a.held).length
   console.log(`${new Date(now).toISOString()} agents ${enrolled}/${AGENTS} enrolled · ${(windowCheckIns / secs).toFixed(1)} check-ins/s · ` +
     `${windowCommands} commands obeyed (${stats.commands} in all) · plugged ${stats.plugged} (risky ${stats.risky}), unplugged ${stats.unplugged} · ` +
-    `429: ${stats.r429}, 401: ${stats.r401}, failures: ${stats.failures}${stats.lastError ? ` (latest: ${stats.lastError})` : ''}`)
+    `held for approval: ${agents.filter((a) => a.held).length} · 429: ${stats.r429}, 401: ${stats.r401}, failures: ${stats.failures}${stats.lastError ? ` (latest: ${stats.lastError})` : ''}`)
   windowCheckIns = 0
   windowCommands = 0
   windowStart = now
@@ -201,7 +201,8 @@ async function enroll(a: SimAgent): Promise<boolean> {
     stop(1)
     return false
   }
-  if (res.status !== 200 || !res.body) {
+  // 202: held for an Administrator's approval.
+  if ((res.status !== 200 && res.status !== 202) || !res.body) {
     later(a, res)
     return false
   }

@@ -95,7 +95,7 @@ t.test('enrolling a machine again with its current credential keeps the agent an
   t.same(codes(app, first.uuid).filter((c) => c === '0x310004'), ['0x310004', '0x310004'], 'each enrollment is an event')
 })
 
-t.test('failed enrollments are limited per address; accepted ones are not', async (t) => {
+t.test('failed enrollments are limited per address; accepted ones only by the enrollment budgets', async (t) => {
   const app = await build(t, { ...env, PRIME_RATE_LIMIT_MAX: '10' })
   for (let i = 0; i < 30; i++) await enroll(app, `site-machine-${i}`, `HOST-${i}`)
   t.equal(row(app, 'SELECT count(*) AS n FROM agents').n, 30, '30 accepted enrollments from one address, beyond the per-address limit')
@@ -370,4 +370,16 @@ t.test('check-ins closer than the minimum interval answer 429; gateway calls are
   const limited = await checkIn(app, 'pag_' + 'B'.repeat(43), state([]))
   t.equal(limited.statusCode, 429)
   t.equal(limited.headers['x-ratelimit-limit'], '4')
+})
+
+t.test('reported errors are stored up to 1000 per agent per day', async (t) => {
+  const app = await build(t, env)
+  const agent = await enroll(app)
+  const other = await enroll(app, 'other-machine-0001')
+  const errors = Array.from({ length: 50 }, (_, i) => ({ time: '2025-01-01T12:00:00.000Z', code: `E${i}`, message: 'Filter driver restarted.' }))
+  for (let i = 0; i < 21; i++) t.equal((await checkIn(app, agent.credential, state([mouse], { errors }))).statusCode, 200)
+  const stored = (id: string) => row(app, 'SELECT count(*) AS n FROM agent_errors e JOIN agents a ON a.id = e.agent_id WHERE a.uuid = ?', id).n
+  t.equal(stored(agent.uuid), 1000, '1050 reported, 1000 stored')
+  t.equal((await checkIn(app, other.credential, state([mouse], { errors }))).statusCode, 200)
+  t.equal(stored(other.uuid), 50, 'another agent has its own allowance')
 })
