@@ -30,12 +30,13 @@ function errors(t: Test, res: LightMyRequestResponse, code: string, message?: st
 }
 
 t.test('filters, AND/OR, paging and sorting', async (t) => {
-  const app = await build(t)
+  // The agents inserted never check in: the sweeper must not mark them Disconnected meanwhile.
+  const app = await build(t, { PRIME_AGENT_DISCONNECT_SECONDS: '86400' })
   const token = await login(app)
   const now = Date.now()
   const alpha = insertAgent(app, { host_identifier: 'ALPHA-01', pc_model: 'Latitude 5440', enrolled_ms: now - 10 * DAY, last_updated_ms: now - 3 * DAY, connection_status: 'Disconnected' })
   const beta = insertAgent(app, { host_identifier: 'BETA-02', pc_model: 'OptiPlex 7090', running_mode: 'Server', enrolled_ms: now - 5 * DAY, last_updated_ms: now })
-  const gamma = insertAgent(app, { host_identifier: 'GAMMA-03', pc_model: null, running_mode: 'VDI', enrolled_ms: now - DAY, last_updated_ms: now - DAY })
+  const gamma = insertAgent(app, { host_identifier: 'GAMMA-03', pc_model: null, running_mode: 'VDI', enrolled_ms: now - DAY, last_updated_ms: now - 2 * 3_600_000 })
   insertPeripheral(app, beta.id, { vid: '0483', pid: '5740' })
   const mac = JSON.parse(app.db.prepare<[number], string>('SELECT nics_json FROM agents WHERE id = ?').pluck().get(alpha.id)!)[0].macAddress as string
   const hosts = [f('type', 'Exact', '2,3,8')]
