@@ -2901,7 +2901,9 @@ export interface paths {
          *     runs in the background on a read-only connection of its own, at most once an hour
          *     while it passes and again after a failure, and the answer reports the latest
          *     finished one, or `integrity check running` until the first has finished), the
-         *     disk space left in the data directory (warning under 1 GiB or 10 %, failed under 100 MiB), the
+         *     disk space left in the data directory (warning under 1 GiB or 10 %, failed under 100 MiB;
+         *     `DiskSpace` also gives the data directory's size, its growth a day over the last 7 days
+         *     and the days until the disk is full at that rate, a warning under 7 days), the
          *     authentication store, alarm delivery (`AlarmDelivery`: Failed when a delivery was
          *     given up in the last 24 h or one has been pending over 1 h; Warning when one has
          *     been pending over 5 min, more than 1,000 are pending or a destination is

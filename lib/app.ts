@@ -21,7 +21,7 @@ import { resolveHandler } from '../handlers/index.js'
 import { bootstrapAdmin } from './accounts.js'
 import { registerDocs } from './docs.js'
 import { responseChecker } from './response-check.js'
-import { lazyChildLogger, requestLineWriter, stdoutLines, type LineBatcher } from './log.js'
+import { lazyChildLogger, requestLineWriter, RoutineSummary, stdoutLines, type LineBatcher } from './log.js'
 import { agentGateway, type AgentGateway } from './gateway.js'
 import { startAgentSweeper } from './agent-sweeper.js'
 import { startSearchUpkeep } from './search-upkeep.js'
@@ -61,6 +61,8 @@ declare module 'fastify' {
     responseType?: string
     /** The operation the request was routed to (read once: `routeOptions` is built per read). */
     op?: Operation
+    /** Routine agent traffic that succeeded: summarised in the log instead of a line (RoutineSummary). */
+    routine: boolean
   }
   interface FastifyContextConfig {
     op?: Operation
@@ -158,6 +160,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorateRequest('audited', false)
   app.decorateRequest('responseType', undefined)
   app.decorateRequest('op', undefined)
+  app.decorateRequest('routine', false)
   app.decorate('mailer', createMailer(config))
   registerLifecycle(app)
   app.addHook('onClose', async () => {
@@ -311,12 +314,15 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   }
 
   const requestLine = requestLineWriter(app.log)
+  const routine = config.logRoutineSeconds > 0 ? new RoutineSummary(app.log, config.logRoutineSeconds * 1000) : null
+  app.addHook('onClose', async () => routine?.close())
   app.addHook('onResponse', (req, reply, done) => {
     if (req.op?.operationId === 'enrollAgent' && reply.statusCode >= 400 && reply.statusCode !== 429) {
       app.gateway.enrollmentFailed(req.ip, Date.now())
     }
     // A probe that passes is not worth a line every few seconds; one that fails is.
-    if (!(req.op?.probe && reply.statusCode < 400)) requestLine(req, reply)
+    if (routine && req.routine && reply.statusCode < 400) routine.add(req, reply)
+    else if (!(req.op?.probe && reply.statusCode < 400)) requestLine(req, reply)
     done()
   })
 

@@ -24,6 +24,8 @@ export interface Config {
   lockoutMs: number
   bodyLimit: number
   logLevel: string
+  /** Routine agent check-ins are summarised in one log line per this many seconds (0: a line each). */
+  logRoutineSeconds: number
   trustProxy: boolean
   build: string
   /** List answers kept while the database is unchanged (0: none). */
@@ -190,6 +192,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     lockoutMs: int(env, 'PRIME_LOCKOUT_SECONDS', 900, 1, 86400) * 1000,
     bodyLimit: int(env, 'PRIME_BODY_LIMIT', 1024 * 1024, 1024, 100 * 1024 * 1024),
     logLevel: env.LOG_LEVEL || 'info',
+    logRoutineSeconds: int(env, 'PRIME_LOG_ROUTINE_SECONDS', 60, 0, 3600),
     trustProxy: bool(env, 'PRIME_TRUST_PROXY', false),
     build: env.PRIME_BUILD || 'dev',
     keptListAnswers: int(env, 'PRIME_KEPT_LIST_ANSWERS', 64, 0, 10_000),

@@ -380,7 +380,9 @@ export function agentGateway(app: FastifyInstance) {
       // Nothing changed: no comparison, no audit record (the contract audits changes only).
       req.audited = true
       heartbeat(agent.id, now)
-      if (!repos.gateway.hasPendingCommands(agent.id)) return answer(agent.uuid, now, { commands: [], more: false })
+      // Routine traffic: logged in the per-minute summary, not line by line (lib/log.ts).
+      req.routine = !repos.gateway.hasPendingCommands(agent.id)
+      if (req.routine) return answer(agent.uuid, now, { commands: [], more: false })
       return answer(agent.uuid, now, db.transaction(() => {
         const d = deliver(agent.id, now)
         repos.agentState.refreshStatus(agent.id)

@@ -36,6 +36,51 @@ function integrityOf(app: FastifyInstance): Integrity {
   return state
 }
 
+const DAY = 86_400_000
+/** Fewer days than this until the disk is full, at the data directory's growth, is a warning. */
+const DAYS_LEFT_WARNING = 7
+/** The growth is measured over this many days (samples at most hourly). */
+const GROWTH_DAYS = 7
+const SAMPLE_EVERY_MS = 3600_000
+/** The data directory's size is measured again after this long (a walk over its files). */
+const SIZE_EVERY_MS = 60_000
+
+const size = (bytes: number) => (bytes >= GiB ? `${(bytes / GiB).toFixed(2)} GiB` : `${(bytes / MiB).toFixed(1)} MiB`)
+
+/** Bytes of every file under `dir` (the database, its WAL, report files, archives, keys). */
+export function dirBytes(dir: string): number {
+  let n = 0
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = `${dir}/${entry.name}`
+    try {
+      if (entry.isDirectory()) n += dirBytes(p)
+      else if (entry.isFile()) n += fs.statSync(p).size
+    } catch {
+      // removed meanwhile
+    }
+  }
+  return n
+}
+
+const measured = new WeakMap<FastifyInstance, { ms: number; bytes: number }>()
+
+/**
+ * The data directory's size now, and its growth a day from the oldest sample of the last
+ * GROWTH_DAYS (null until there is one an hour old). A sample is kept at most hourly.
+ */
+export function dataDirGrowth(app: FastifyInstance, free: number, now = Date.now()): { bytes: number; perDay: number | null; overDays: number } {
+  let m = measured.get(app)
+  if (!m || now - m.ms >= SIZE_EVERY_MS) measured.set(app, (m = { ms: now, bytes: dirBytes(app.config.dataDir) }))
+  const repo = app.repos.retention
+  const samples = repo.samples()
+  const latest = samples.at(-1)
+  if (!latest || now - latest.sampled_ms >= SAMPLE_EVERY_MS) repo.addSample(now, m.bytes, free, now - GROWTH_DAYS * DAY)
+  const from = samples[0]
+  if (!from || now - from.sampled_ms < SAMPLE_EVERY_MS) return { bytes: m.bytes, perDay: null, overDays: 0 }
+  const days = (now - from.sampled_ms) / DAY
+  return { bytes: m.bytes, perDay: (m.bytes - from.bytes) / days, overDays: days }
+}
+
 /** The subsystems checked; later subsystems add their own check here. */
 export const checks: Record<string, Check> = {
   Database(app) {
@@ -51,9 +96,15 @@ export const checks: Record<string, Check> = {
     const free = s.bavail * s.bsize
     const total = s.blocks * s.bsize
     const pct = total > 0 ? (free / total) * 100 : 0
-    const detail = `${(free / GiB).toFixed(2)} GiB free of ${(total / GiB).toFixed(2)} GiB (${pct.toFixed(1)} %) in the data directory`
+    const growth = dataDirGrowth(app, free)
+    const parts = [`${(free / GiB).toFixed(2)} GiB free of ${(total / GiB).toFixed(2)} GiB (${pct.toFixed(1)} %) in the data directory's file system`, `the data directory holds ${size(growth.bytes)}`]
+    if (growth.perDay === null) parts.push('growth not known yet (measured over an hour at least)')
+    else parts.push(`growing ${size(Math.max(0, growth.perDay))} a day over the last ${growth.overDays.toFixed(1)} days`)
+    const daysLeft = growth.perDay !== null && growth.perDay > 0 ? free / growth.perDay : null
+    if (daysLeft !== null) parts.push(`full in about ${daysLeft < 10 ? daysLeft.toFixed(1) : Math.round(daysLeft)} days at that rate`)
+    const detail = parts.join('; ')
     if (free < 100 * MiB) return { status: 'Failed', detail }
-    if (free < GiB || pct < 10) return { status: 'Warning', detail }
+    if (free < GiB || pct < 10 || (daysLeft !== null && daysLeft < DAYS_LEFT_WARNING)) return { status: 'Warning', detail }
     return { status: 'Healthy', detail }
   },
   Authentication(app) {

@@ -130,3 +130,52 @@ export function requestLineWriter(log: FastifyBaseLogger): (req: FastifyRequest,
     )
   }
 }
+
+/**
+ * Routine agent traffic (check-ins that succeed with nothing changed and nothing to hand
+ * out), counted and written as one line every `intervalMs` instead of a line each: at
+ * 100,000 agents checking in every minute, that traffic alone made most of the log.
+ * Every other request keeps its line, errors and refusals included.
+ */
+export class RoutineSummary {
+  private count = 0
+  private totalMs = 0
+  private maxMs = 0
+  private readonly agents = new Set<string>()
+  private since = Date.now()
+  private readonly timer: NodeJS.Timeout
+
+  constructor(private readonly log: FastifyBaseLogger, intervalMs: number) {
+    this.timer = setInterval(() => this.flush(), intervalMs).unref()
+  }
+
+  add(req: FastifyRequest, reply: FastifyReply): void {
+    this.count++
+    const ms = reply.elapsedTime
+    this.totalMs += ms
+    if (ms > this.maxMs) this.maxMs = ms
+    if (req.agent) this.agents.add(req.agent.uuid)
+  }
+
+  /** Writes the summary of what was counted since the last one (nothing when nothing was). */
+  flush(now = Date.now()): void {
+    if (this.count > 0) {
+      this.log.info({
+        routine: {
+          operation: 'agentCheckIn', unchanged: this.count, agents: this.agents.size, seconds: Math.round((now - this.since) / 1000),
+          avgMs: Math.round((this.totalMs / this.count) * 10) / 10, maxMs: Math.round(this.maxMs * 10) / 10,
+        },
+      }, 'routine agent check-ins')
+    }
+    this.count = 0
+    this.totalMs = 0
+    this.maxMs = 0
+    this.agents.clear()
+    this.since = now
+  }
+
+  close(): void {
+    clearInterval(this.timer)
+    this.flush()
+  }
+}

@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify'
 import { build, call, login } from './helpers.js'
 import { writeEvents, expectedEvents, sortEvents } from './fixtures/events.js'
 import { eventView, type EventRow } from '../db/event-queries.js'
+import { dirBytes, runHealthChecks } from '../lib/health.js'
 
 const DAY = 86_400_000
 const NOW = Date.UTC(2026, 5, 30, 12)
@@ -156,4 +157,28 @@ t.test('command history, notifications, read marks and agentless runs have their
   t.same(db.prepare('SELECT status FROM agent_commands ORDER BY id').pluck().all(), ['Succeeded', 'Pending'], 'recent and open commands stay')
   t.same(db.prepare('SELECT group_name FROM health_notifications').pluck().all(), ['Reports'], 'an open notification stays, whatever its age')
   t.same(db.prepare('SELECT user_key FROM notification_read_marks').pluck().all(), ['user:1'], 'marks of accounts and tokens that are gone go')
+})
+
+t.test('the disk-space check shows the data directory, its growth and the days until the disk is full', async (t) => {
+  const app = await build(t)
+  const disk = () => runHealthChecks(app).subsystems.find((s) => s.name === 'DiskSpace')!
+  const first = disk()
+  t.match(first.detail, /GiB free of .* in the data directory's file system; the data directory holds [\d.]+ (MiB|GiB); growth not known yet/)
+  t.equal(app.db.prepare('SELECT count(*) FROM data_dir_samples').pluck().get(), 1, 'a sample is kept')
+  t.equal(disk().status, first.status)
+  t.equal(app.db.prepare('SELECT count(*) FROM data_dir_samples').pluck().get(), 1, 'at most one an hour')
+  // A day ago the directory was smaller by a third of the free space: full in about 3 days.
+  const free = fs.statfsSync(app.testConfig.dataDir).bavail * fs.statfsSync(app.testConfig.dataDir).bsize
+  const now = dirBytes(app.testConfig.dataDir)
+  app.db.prepare('DELETE FROM data_dir_samples').run()
+  app.db.prepare('INSERT INTO data_dir_samples (sampled_ms, bytes, free_bytes) VALUES (?, ?, ?)').run(Date.now() - DAY, now - free / 3, free)
+  const fast = disk()
+  t.equal(fast.status, free < 100 * 1024 ** 2 ? 'Failed' : 'Warning', 'warned well before the disk fills')
+  t.match(fast.detail, /growing [\d.]+ (MiB|GiB) a day over the last 1\.0 days; full in about [23]\.\d days at that rate/)
+  app.notifications.checkHealth()
+  const open = app.db.prepare("SELECT title, description FROM health_notifications WHERE group_name = 'DiskSpace' AND resolved_ms IS NULL").get() as { description: string } | undefined
+  t.ok(open, 'a health notification is raised')
+  t.match(open!.description, /full in about/)
+  app.db.prepare('UPDATE data_dir_samples SET bytes = ?').run(now)
+  t.match(disk().detail, /growing 0\.0 MiB a day/, 'no growth, no end date')
 })
