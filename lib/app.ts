@@ -32,6 +32,7 @@ import { startAgentless } from './agentless/index.js'
 import { vault } from './vault.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
 import { capConnections, serverOptions } from './connections.js'
+import { secureDataDir } from './data-dir.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 
@@ -135,6 +136,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
 
   capConnections(app.server, config.connections.maxPerAddress, app.log)
+  const tightened = secureDataDir(config.dataDir)
+  if (tightened.length > 0) {
+    app.log.warn({ dataDir: config.dataDir, tightened: tightened.slice(0, 20), count: tightened.length }, 'the data directory was readable by other users: made private (files 0600, folders 0700)')
+  }
   const db = openDatabase(config.dbFile)
   const repos = createRepos(db, config.keptListAnswers, settingsSealer(vault(config.agentlessKey)))
   // Webhook secrets stored in the clear by an earlier version are sealed now.
