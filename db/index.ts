@@ -6,6 +6,8 @@ import { migrationsDir } from '../lib/paths.js'
 export type DB = Database.Database
 
 export function openDatabase(file: string): DB {
+  // Created private: SQLite gives the WAL and shared-memory files the database file's mode.
+  if (file !== ':memory:' && file !== '') fs.closeSync(fs.openSync(file, 'a', 0o600))
   const db = new Database(file)
   db.pragma('journal_mode = WAL')
   // FULL, not NORMAL: in WAL mode NORMAL may lose the last commits on power loss or an

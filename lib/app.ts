@@ -36,6 +36,7 @@ import { settingsSealer } from './alarms/sealed-settings.js'
 import { registerLifecycle } from './probes.js'
 import { capConnections, serverOptions } from './connections.js'
 import { startRetention } from './retention.js'
+import { secureDataDir } from './data-dir.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 
@@ -143,6 +144,10 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
 
   capConnections(app.server, config.connections.maxPerAddress, app.log)
+  const tightened = secureDataDir(config.dataDir)
+  if (tightened.length > 0) {
+    app.log.warn({ dataDir: config.dataDir, tightened: tightened.slice(0, 20), count: tightened.length }, 'the data directory was readable by other users: made private (files 0600, folders 0700)')
+  }
   const db = openDatabase(config.dbFile)
   const repos = createRepos(db, config.keptListAnswers, settingsSealer(vault(config.agentlessKey)))
   // Webhook secrets stored in the clear by an earlier version are sealed now.

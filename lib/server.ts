@@ -5,9 +5,18 @@ import closeWithGrace from 'close-with-grace'
 import { loadConfig } from './config.js'
 import { buildApp } from './app.js'
 import { PID_FILE } from './backup.js'
+import { DataDirRefused } from './data-dir.js'
 
+// Whatever the server creates (the data directory, the database, its WAL, report files) is
+// its user's alone; the modes are also set where each is made.
+process.umask(0o077)
 const config = loadConfig()
-const app = await buildApp({ config })
+const app = await buildApp({ config }).catch((err: unknown) => {
+  if (!(err instanceof DataDirRefused)) throw err
+  // It says why and how to fix it: a stack would only hide that.
+  console.error(`prime: not starting: ${err.message}`)
+  process.exit(1)
+})
 const drainMs = config.shutdownDrainSeconds * 1000
 // Marks the data directory as in use: a restore refuses to write into it meanwhile.
 const pidFile = path.join(config.dataDir, PID_FILE)

@@ -46,16 +46,16 @@ export async function executeRun(app: FastifyInstance, run: RunRow, signal: Abor
   const part = `${file}.part`
   const ctx: RunContext = { app, definition, runId: run.id, trigger: run.trigger, requestedBy: run.requested_by, dueMs: run.due_ms, startedMs, signal }
   try {
-    await fs.promises.mkdir(path.dirname(file), { recursive: true })
+    await fs.promises.mkdir(path.dirname(file), { recursive: true, mode: 0o700 })
     const result = { rows: 0, truncated: false }
     if (run.format === 'PDF') {
       const report = await buildPdf(ctx)
-      const r = await writePdf(report, fs.createWriteStream(part), startedMs, signal)
+      const r = await writePdf(report, fs.createWriteStream(part, { mode: 0o600 }), startedMs, signal)
       result.rows = r.rows
       result.truncated = r.truncated
     } else {
       const content = await buildCsv(ctx)
-      await pipeline(csvStream(content.columns, counted(content.rows, CSV_MAX_ROWS, result)), fs.createWriteStream(part), { signal })
+      await pipeline(csvStream(content.columns, counted(content.rows, CSV_MAX_ROWS, result)), fs.createWriteStream(part, { mode: 0o600 }), { signal })
     }
     signal.throwIfAborted()
     const size = (await fs.promises.stat(part)).size
