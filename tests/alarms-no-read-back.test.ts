@@ -169,7 +169,7 @@ function databaseBefore(t: Test, version: number): Database.Database {
 }
 
 t.test('texts stored before are rewritten to the coarse outcome', async (t) => {
-  const db = databaseBefore(t, 24)
+  const db = databaseBefore(t, 25)
   const old = {
     http: `HTTP 401 Unauthorized: ${INTERNAL}`,
     redirect: `HTTP 302 Found: ${INTERNAL} (redirect to http://10.0.0.1/ not followed) (gave up after 3 attempts over 24 h)`,
