@@ -302,7 +302,7 @@ export function assetsRepo(db: DB) {
   }
 
   /**
-   * In order of first sight, each source's page is read from its own index (migration 024)
+   * In order of first sight, each source's page is read from its own index (migration 026)
    * with its own offset, from the matching counts: a deep page reads only its own rows.
    */
   function firstSeenKeys(q: AssetQuery, direction: 'asc' | 'desc', limit: number, offset: number, per: Record<Source, number>): [Source, number][] {
