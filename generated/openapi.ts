@@ -11206,7 +11206,7 @@ export interface operations {
                 SortBy?: string;
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 10000. */
+                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
                 PageSize?: components["parameters"]["PageSize"];
                 /** @description Case-insensitive text that any of the list's searchable fields contains. */
                 GlobalSearch?: components["parameters"]["GlobalSearch"];
