@@ -101,7 +101,7 @@ t.test('a failing receiver: retried with backoff, same delivery id, order kept',
 })
 
 t.test('429 with Retry-After waits as asked; network errors are retried', async (t) => {
-  const { app, token, worker, clock } = await setup(t, { PRIME_ALARM_TIMEOUT_SECONDS: '1' })
+  const { app, token, worker, clock } = await setup(t, { PRIME_ALARM_TIMEOUT_SECONDS: '3' })
   const rx = await httpReceiver(SECRET)
   t.teardown(() => rx.close())
   rx.respond = () => ({ status: 429, headers: { 'retry-after': '120' } })
@@ -117,7 +117,7 @@ t.test('429 with Retry-After waits as asked; network errors are retried', async 
   app.repos.events.record(Date.now(), [event('two')])
   await worker.turn()
   const [refused] = outbox(app, down.id)
-  t.match(refused, { status: 'pending', attempts: 1, last_error: /^The receiver could not be reached: no connection or no answer within 1 s/ })
+  t.match(refused, { status: 'pending', attempts: 1, last_error: /^The receiver could not be reached: no connection or no answer within 3 s/ })
   const listed = (await call(app, token, { method: 'GET', url: `${ALARM_PATH}/GetAlarmDests` })).json().data.find((d: any) => d.name === 'down')
   t.match(listed.delivery, { pending: 1, lastStatus: 'failed', lastError: /^The receiver could not be reached/ })
 })

@@ -22,7 +22,7 @@ t.test('each type receives its test message; failures and unknown ids are report
   const udp = await udpReceiver()
   const tcp = await tcpReceiver()
   t.teardown(() => Promise.all([smtp.close(), http.close(), udp.close(), tcp.close()]))
-  const app = await build(t, { ...alarmEnv, PRIME_SMTP_URL: smtp.url, PRIME_ALARM_TIMEOUT_SECONDS: '1' })
+  const app = await build(t, { ...alarmEnv, PRIME_SMTP_URL: smtp.url, PRIME_ALARM_TIMEOUT_SECONDS: '5' })
   const token = await login(app)
   const hook = await addDest(app, token, { name: 'soc-webhook', type: 'webhook', enabled: false, webhook: { url: http.url, secret: SECRET } })
   const udp5424 = await addDest(app, token, { name: 'udp-5424', type: 'syslog', syslog: { host: '127.0.0.1', port: udp.port } })
@@ -69,7 +69,7 @@ t.test('each type receives its test message; failures and unknown ids are report
   t.match(smtp.mails[0].text, /^Event: 0x510001 Alarm destination test message\nSeverity: Informational \(6\)\nCategory: General\n/)
   t.notMatch(smtp.mails[0].text, 'Event id:', 'no stored event to name')
 
-  const unreachable = 'The receiver could not be reached: no connection or no answer within 1 s (the cause is in the server log).'
+  const unreachable = 'The receiver could not be reached: no connection or no answer within 5 s (the cause is in the server log).'
   t.match(rDown, { name: 'down', type: 'syslog', status: 'failed', code: 'unreachable', error: unreachable })
   t.type(rDown.message, 'string', 'the message attempted is answered too')
   t.match(rDownHook, { status: 'failed', code: 'unreachable', error: unreachable })
