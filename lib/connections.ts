@@ -60,6 +60,20 @@ export function capConnections(server: http.Server, max: number, log: FastifyBas
   })
 }
 
+/**
+ * An `Expect` other than `100-continue` (which Node answers itself): Node would answer a
+ * bare 417, before any route is chosen.
+ */
+export function refuseExpectations(server: http.Server): void {
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const requestId = crypto.randomUUID()
+    const err = problem('expectation-failed', `Expect: ${String(req.headers.expect).slice(0, 40)} cannot be met; only 100-continue is understood.`)
+    const body = JSON.stringify(problemBody(err, (req.url ?? '').split('?')[0].slice(0, 200), requestId))
+    res.writeHead(err.status, { 'content-type': 'application/problem+json', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', connection: 'close' })
+    res.end(body)
+  })
+}
+
 type ClientError = Error & { code?: string; rawPacket?: Buffer }
 
 /** Fastify answers these with JSON of its own: here they are problem documents like every other answer. */
