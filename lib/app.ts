@@ -34,7 +34,7 @@ import { registerAssetGraph } from './assets/graphql.js'
 import { vault } from './vault.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
 import { registerLifecycle } from './probes.js'
-import { capConnections, serverOptions } from './connections.js'
+import { capConnections, refuseExpectations, serverOptions } from './connections.js'
 import { startRetention } from './retention.js'
 import { secureDataDir } from './data-dir.js'
 import type { GatewayAgent } from '../db/gateway.js'
@@ -144,6 +144,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
 
   capConnections(app.server, config.connections.maxPerAddress, app.log)
+  refuseExpectations(app.server)
   const tightened = secureDataDir(config.dataDir)
   if (tightened.length > 0) {
     app.log.warn({ dataDir: config.dataDir, tightened: tightened.slice(0, 20), count: tightened.length }, 'the data directory was readable by other users: made private (files 0600, folders 0700)')
@@ -404,10 +405,15 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
       req.headers['content-type'] = IGNORED_BODY
       return
     }
-    // Bodies are read as sent: a compressed one would be misread (RFC 9110: 415).
+    // Bodies are read as sent: a compressed one would be misread (RFC 9110: 415). Node
+    // undoes only the chunked transfer coding, so any other (gzip, chunked) is refused too.
     const coding = req.headers['content-encoding']
     if (coding !== undefined && !/^\s*(identity\s*)?$/i.test(coding)) {
       throw problem('unsupported-media-type', `Content-Encoding ${coding.slice(0, 40)} is not accepted: send the body uncompressed.`, { headers: { 'accept-encoding': 'identity' } })
+    }
+    const transfer = req.headers['transfer-encoding']
+    if (transfer !== undefined && !/^\s*chunked\s*$/i.test(transfer)) {
+      throw problem('unsupported-media-type', `Transfer-Encoding ${transfer.slice(0, 40)} is not accepted: send the body as it is, or chunked.`)
     }
     const wantsJson = op.requestTypes.some(isJsonMediaType)
     if (wantsJson && isJsonMediaType(type)) {

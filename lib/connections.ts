@@ -42,13 +42,23 @@ export function serverOptions(limits: Config['connections']): Pick<FastifyServer
 export function capConnections(server: http.Server, max: number, log: FastifyBaseLogger): void {
   if (max <= 0) return
   const open = new Map<string, number>()
+  // One warning per address a minute: a flood of refused connections is not a flood of lines.
+  const warned = new Map<string, { at: number; refused: number }>()
   // Ahead of the HTTP server's own listener, so a refused connection is never parsed.
   server.prependListener('connection', (socket: Socket) => {
     const key = limitKey(socket.remoteAddress ?? '')
     const count = (open.get(key) ?? 0) + 1
     if (count > max) {
-      log.warn({ remoteAddress: socket.remoteAddress, open: max }, 'connection refused: too many open connections from this address')
       socket.destroy()
+      const now = Date.now()
+      const w = warned.get(key)
+      if (w && now - w.at < 60_000) {
+        w.refused++
+        return
+      }
+      if (warned.size >= 10_000) warned.clear()
+      warned.set(key, { at: now, refused: 0 })
+      log.warn({ remoteAddress: socket.remoteAddress, open: max, refusedSinceLastWarning: w?.refused ?? 0 }, 'connections refused: too many open connections from this address (one warning a minute)')
       return
     }
     open.set(key, count)
@@ -57,6 +67,20 @@ export function capConnections(server: http.Server, max: number, log: FastifyBas
       if (left > 0) open.set(key, left)
       else open.delete(key)
     })
+  })
+}
+
+/**
+ * An `Expect` other than `100-continue` (which Node answers itself): Node would answer a
+ * bare 417, before any route is chosen.
+ */
+export function refuseExpectations(server: http.Server): void {
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const requestId = crypto.randomUUID()
+    const err = problem('expectation-failed', `Expect: ${String(req.headers.expect).slice(0, 40)} cannot be met; only 100-continue is understood.`)
+    const body = JSON.stringify(problemBody(err, (req.url ?? '').split('?')[0].slice(0, 200), requestId))
+    res.writeHead(err.status, { 'content-type': 'application/problem+json', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', connection: 'close' })
+    res.end(body)
   })
 }
 

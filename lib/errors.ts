@@ -18,6 +18,7 @@ export const catalogue = {
   'uri-too-long': { status: 414, title: 'Path parameter too long' },
   'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
   'mail-not-configured': { status: 409, title: 'Outgoing mail not configured' },
+  'expectation-failed': { status: 417, title: 'Expectation not met' },
   'rate-limited': { status: 429, title: 'Too many requests' },
   'account-locked': { status: 429, title: 'Account locked' },
   'headers-too-large': { status: 431, title: 'Request line and headers too large' },

@@ -151,4 +151,11 @@ t.test('before routing: 431 for a request line or headers over the limit, 400 fo
     const doc = problemOf(t as any, res.data, 400, 'malformed-request')
     t.match(doc.detail, /not valid HTTP\/1\.1/, what)
   }
+  const expect = await exchange(port, [`POST ${LOGIN} HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`], 0, 5000)
+  t.match(problemOf(t as any, expect.data, 417, 'expectation-failed').detail, 'only 100-continue')
+  // Node undoes the chunked transfer coding only: a gzip one would be read as it is.
+  const gzip = await exchange(port, [`POST ${LOGIN} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n`], 0, 5000)
+  t.match(problemOf(t as any, gzip.data, 415, 'unsupported-media-type').detail, 'Transfer-Encoding gzip, chunked')
+  const chunked = await exchange(port, [`POST ${LOGIN} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n`], 0, 5000)
+  t.match(chunked.data, /^HTTP\/1.1 400 [^]*body\/username is required/, 'a chunked body is read')
 })
