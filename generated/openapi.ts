@@ -7033,6 +7033,25 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description The request line and headers together are over 16 KiB (however long the URL); the connection is closed. */
+        HeadersTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "urn:prime:problem:headers-too-large",
+                 *       "title": "Request line and headers too large",
+                 *       "status": 431,
+                 *       "detail": "The request line and headers are over 16384 bytes.",
+                 *       "instance": "/prime/webui/agents",
+                 *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description Rate limited, or the user name is locked from this address after repeated failed logins. */
         TooManyRequests: {
             headers: {
@@ -7496,6 +7515,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -7663,6 +7683,7 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -7726,6 +7747,7 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -7768,6 +7790,7 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -7818,6 +7841,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -7885,6 +7909,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -7957,6 +7982,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8017,6 +8043,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8077,6 +8104,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8138,6 +8166,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8199,6 +8228,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8263,6 +8293,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8421,6 +8452,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8543,6 +8575,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8609,6 +8642,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8680,6 +8714,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8743,6 +8778,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8806,6 +8842,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8856,6 +8893,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -8975,6 +9013,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9022,6 +9061,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9071,6 +9111,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9117,6 +9158,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9179,6 +9221,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9246,6 +9289,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9301,6 +9345,7 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9422,6 +9467,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9532,6 +9578,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9612,6 +9659,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9765,6 +9813,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9878,6 +9927,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -9981,6 +10031,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10052,6 +10103,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10129,6 +10181,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10202,6 +10255,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10272,6 +10326,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10342,6 +10397,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10427,6 +10483,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10477,6 +10534,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10523,6 +10581,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10573,6 +10632,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10631,6 +10691,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10666,6 +10727,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10713,6 +10775,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10771,6 +10834,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10829,6 +10893,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10887,6 +10952,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10956,6 +11022,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -10997,6 +11064,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11038,6 +11106,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11190,6 +11259,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11288,6 +11358,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11338,6 +11409,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11421,6 +11493,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11543,6 +11616,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11665,6 +11739,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11781,6 +11856,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11856,6 +11932,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11903,6 +11980,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11946,6 +12024,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -11989,6 +12068,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -12032,6 +12112,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -12144,6 +12225,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -12278,6 +12360,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -12338,6 +12421,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -12417,6 +12501,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -12492,6 +12577,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -12595,6 +12681,7 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -12813,6 +12900,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -12872,6 +12960,7 @@ export interface operations {
                 };
             };
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             /** @description The SMTP server refused the message, or gave no verdict (unreachable, timeout); `detail` says what it answered. */
             503: {
@@ -12955,6 +13044,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13015,6 +13105,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13075,6 +13166,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13140,6 +13232,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13236,6 +13329,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13332,6 +13426,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13384,6 +13479,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13436,6 +13532,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13508,6 +13605,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13550,6 +13648,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13625,6 +13724,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13678,6 +13778,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13725,6 +13826,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13768,6 +13870,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13817,6 +13920,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13861,6 +13965,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13892,6 +13997,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -13923,6 +14029,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14027,6 +14134,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14071,6 +14179,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14157,6 +14266,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14243,6 +14353,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14282,6 +14393,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14313,6 +14425,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14343,6 +14456,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14397,6 +14511,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14433,6 +14548,7 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14463,6 +14579,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14493,6 +14610,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14522,6 +14640,7 @@ export interface operations {
                 };
             };
             406: components["responses"]["NotAcceptable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14551,6 +14670,7 @@ export interface operations {
                 };
             };
             406: components["responses"]["NotAcceptable"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
             /** @description Not ready; `detail` says why (shutting down, database not writable, schema not at this server's version). */
             503: {
@@ -14601,6 +14721,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14632,6 +14753,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14662,6 +14784,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14700,6 +14823,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             406: components["responses"]["NotAcceptable"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14741,6 +14865,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14801,6 +14926,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14843,6 +14969,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -14885,6 +15012,7 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
