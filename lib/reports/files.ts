@@ -11,10 +11,13 @@ export const REPORTS_DIR = 'reports'
 export const reportFolder = (reportId: string) => path.join(REPORTS_DIR, reportId)
 export const absolute = (app: FastifyInstance, relative: string) => path.join(app.config.dataDir, relative)
 
-/** `2025-01-13T063000Z`: a UTC time as file names carry it. */
-export const fileStamp = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '')
+/**
+ * `20250113T063000Z`: a UTC time as every file name of the service carries it (exports,
+ * reports, archives, debug logs: `<name>-<time>.<ext>`).
+ */
+export const fileStamp = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z').replace(/[-:]/g, '')
 
-/** `<report name>_<run time>.<ext>`, with characters no file system takes replaced by `_`. */
+/** `<report name>-<run time>.<ext>`, with characters no file system takes replaced by `_`. */
 export function fileNameFor(reportName: string, ms: number, ext: string): string {
   const base = reportName
     .trim()
@@ -22,7 +25,7 @@ export function fileNameFor(reportName: string, ms: number, ext: string): string
     .replace(/_+/g, '_')
     .replace(/^[._]+|[._]+$/g, '')
     .slice(0, 150)
-  return `${base || 'report'}_${fileStamp(ms)}.${ext}`
+  return `${base || 'report'}-${fileStamp(ms)}.${ext}`
 }
 
 /** `attachment; filename="..."`, with an RFC 6266 / RFC 5987 `filename*` when the name is not ASCII. */
