@@ -180,11 +180,11 @@ t.test('downloads: one file, several as an archive, and what cannot be downloade
   const r = await createReport(app, token, { name: 'Überblick / Q1', type: 'agentsInventory', format: 'CSV' })
   const first = await runNow(app, token, r.id)
   const second = await runNow(app, token, r.id)
-  t.match(first.fileName, /^Überblick_Q1_.*\.csv$/, 'a slash is not part of a file name')
+  t.match(first.fileName, /^Überblick_Q1-\d{8}T\d{6}Z\.csv$/, 'a slash is not part of a file name')
 
   const newest = await download(app, token, r.id)
   t.equal(newest.statusCode, 200, 'without fileId: the newest file')
-  t.match(newest.headers['content-disposition'], /^attachment; filename="_berblick_Q1_[^"]+\.csv"; filename\*=UTF-8''%C3%9Cberblick_Q1_/, 'a non-ASCII name in filename*')
+  t.match(newest.headers['content-disposition'], /^attachment; filename="_berblick_Q1-[^"]+\.csv"; filename\*=UTF-8''%C3%9Cberblick_Q1-/, 'a non-ASCII name in filename*')
   t.ok(newest.headers['content-disposition']!.toString().includes(encodeURIComponent(second.fileName)))
 
   t.equal((await download(app, token, r.id, first.fileId, 'application/pdf')).statusCode, 406, 'Accept allows only PDF; the file is CSV')
