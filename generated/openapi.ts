@@ -586,7 +586,7 @@ export interface paths {
          *     the header repeated on every page and page numbers. Produced as a stream; at most
          *     50000 rows - beyond that the last line says how many agents were left out (use
          *     the CSV export for everything). Text the PDF's standard font cannot show (outside
-         *     Windows-1252) prints as `?`; long cells end in `…`.
+         *     Windows-1252) prints as `?`; long cells wrap (a row grows, pages break between rows).
          */
         post: operations["exportAgentPdf"];
         delete?: never;
@@ -638,7 +638,7 @@ export interface paths {
          *     `peripherals-aggregated-<UTC yyyyMMddTHHmmssZ>.pdf`: title, filters, generation time,
          *     then a table with the header repeated on every page and page numbers; at most 50000
          *     rows (the last line says how many models were left out). Text the PDF's standard font
-         *     cannot show (outside Windows-1252) prints as `?`; long cells end in `…`.
+         *     cannot show (outside Windows-1252) prints as `?`; long cells wrap (a row grows, pages break between rows).
          */
         post: operations["exportPeripheralsAggPdf"];
         delete?: never;
@@ -2352,11 +2352,11 @@ export interface paths {
          * Download one report file
          * @description Answers the file of one run, streamed, as `application/pdf` or `text/csv`
          *     (the report's format when the run ran) with `Content-Disposition: attachment`
-         *     and the file name (`<report name>_<run time>.pdf|csv`, with an RFC 6266
-         *     `filename*` when the name is not ASCII; the report name's spaces and characters
-         *     file systems refuse become `_`, and its control, format and bidi characters
-         *     (Unicode Cc, Cf, Zl, Zp, such as U+202E) are removed). Without `fileId`, the newest
-         *     stored file.
+         *     and the file name (`<report name>-<UTC yyyyMMddTHHmmssZ>.pdf|csv`, the one form of
+         *     the service's file names, with an RFC 6266 `filename*` when the name is not ASCII;
+         *     the report name's spaces and characters file systems refuse become `_`, and its
+         *     control, format and bidi characters (Unicode Cc, Cf, Zl, Zp, such as U+202E) are
+         *     removed). Without `fileId`, the newest stored file.
          *     CSV is UTF-8 with a header row; cells that a spreadsheet would run as a formula
          *     (starting with `=`, `+`, `-`, `@`, tab or carriage return) are prefixed with `'`.
          *     404 when the report, the run or its file is unknown or was removed by the
@@ -2386,7 +2386,7 @@ export interface paths {
          *     100 items; the same file named twice is included once) under its file name (as
          *     `GetReportFile` names it, without control, format or bidi characters; a
          *     name that repeats gets ` (2)`, ` (3)`... before the extension), with
-         *     `Content-Disposition: attachment; filename="reports_<time>.zip"`. The archive is
+         *     `Content-Disposition: attachment; filename="reports-<time>.zip"`. The archive is
          *     built only when every item resolves: otherwise nothing is sent and the answer is
          *     404 (unknown or removed) or 409 (a run with no file yet) with `errors` naming each
          *     failing item (`items/<index>/fileId`). An empty or null body answers 400. Audited
@@ -7350,6 +7350,8 @@ export interface components {
         WwwAuthenticate: string;
         /** @description `attachment; filename="..."` with the file name. */
         ContentDisposition: string;
+        /** @description How many records matched the filters when the export started (before any row cap). */
+        RecordsFiltered: number;
     };
     pathItems: never;
 }
@@ -8876,6 +8878,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
+                    "x-records-filtered": components["headers"]["RecordsFiltered"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8996,6 +8999,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
+                    "x-records-filtered": components["headers"]["RecordsFiltered"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9047,6 +9051,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
+                    "x-records-filtered": components["headers"]["RecordsFiltered"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9094,6 +9099,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
+                    "x-records-filtered": components["headers"]["RecordsFiltered"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9144,6 +9150,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
+                    "x-records-filtered": components["headers"]["RecordsFiltered"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10517,6 +10524,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
+                    "x-records-filtered": components["headers"]["RecordsFiltered"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10568,6 +10576,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
+                    "x-records-filtered": components["headers"]["RecordsFiltered"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10615,6 +10624,7 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
+                    "x-records-filtered": components["headers"]["RecordsFiltered"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12657,7 +12667,7 @@ export interface operations {
                      *           "status": "succeeded",
                      *           "reason": null,
                      *           "fileId": "9d3e4b7a-1c2f-4e5d-8a6b-7c8d9e0f1a2b",
-                     *           "fileName": "Weekly_unapproved_peripherals_2025-01-13T063000Z.pdf",
+                     *           "fileName": "Weekly_unapproved_peripherals-20250113T063000Z.pdf",
                      *           "mediaType": "application/pdf",
                      *           "sizeBytes": 48213,
                      *           "rowCount": 212,

@@ -8,14 +8,15 @@ import { audit } from '../lib/audit.js'
 import { CSV_TYPE, csvCell } from '../lib/csv.js'
 import { listAnswer, listAnswerStream, page, severityNames, sort, streamedPages, type Page, type Sort } from '../lib/listing.js'
 import { pdfStream, PDF_TYPE, utcText, type PdfColumn } from '../lib/pdf.js'
-import { iso } from '../lib/time.js'
+import { fileStamp } from '../lib/reports/files.js'
 import type { Handlers } from './types.js'
 
 /** Rows an export holds at most (the contract's x-max-export-rows); tests lower them. */
 export const exportLimits = { csv: 1_000_000, pdf: 100_000 }
 
 /** `events-20250101-120000.csv`: the UTC time in export file names. */
-const fileName = (prefix: string, ms: number, ext: string) => `${prefix}-${iso(ms).slice(0, 19).replace(/-/g, '').replace('T', '-').replace(/:/g, '')}.${ext}`
+// The one form of the service's file names (see lib/reports/files.ts).
+const fileName = (prefix: string, ms: number, ext: string) => `${prefix}-${fileStamp(ms)}.${ext}`
 
 const timeText = (ms: number) => utcText(ms).replace(' UTC', '')
 

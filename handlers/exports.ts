@@ -8,7 +8,7 @@ import { problem } from '../lib/errors.js'
 import { severityNames, sort, type Sort } from '../lib/listing.js'
 import { chooseResponseType } from '../lib/negotiate.js'
 import { MAX_PDF_ROWS, pdfStream, PDF_TYPE, utcText, type PdfColumn } from '../lib/pdf.js'
-import { iso } from '../lib/time.js'
+import { fileStamp } from '../lib/reports/files.js'
 import { iconName, productName, vendorName } from '../lib/usb.js'
 import type { components } from '../generated/openapi.js'
 import type { Handlers } from './types.js'
@@ -19,7 +19,8 @@ type Format = 'csv' | 'pdf'
 const mediaType = { csv: CSV_TYPE, pdf: PDF_TYPE } as const
 
 /** `20250101T120000Z`: the UTC time in export file names. */
-const stamp = (ms: number) => iso(ms).replace(/[-:]/g, '').replace(/\.\d+/, '')
+// The one form of the service's file names (see lib/reports/files.ts).
+const stamp = fileStamp
 
 // Paging is accepted from clients that send their list query as is, and means nothing here.
 const IGNORED = new Set(['pagenumber', 'pagesize', 'format', 'sortby'])
@@ -89,8 +90,9 @@ async function* agentViews(rows: AsyncIterable<AgentRow>) {
   for await (const row of rows) yield agentView(row)
 }
 
-function attach(reply: FastifyReply, format: Format, fileName: string, body: NodeJS.ReadableStream) {
-  return reply.header('content-disposition', `attachment; filename="${fileName}"`).type(mediaType[format]).send(body)
+/** Every export says how many records matched (`x-records-filtered`), as the events' do. */
+function attach(reply: FastifyReply, format: Format, fileName: string, records: number, body: NodeJS.ReadableStream) {
+  return reply.header('content-disposition', `attachment; filename="${fileName}"`).header('x-records-filtered', String(records)).type(mediaType[format]).send(body)
 }
 
 /** The agents matching the filter as a file, audited with what was asked. */
@@ -107,9 +109,9 @@ function sendAgents(req: FastifyRequest, reply: FastifyReply, format: Format, fi
   })
   if (format === 'csv') {
     const columns = Object.keys(contract.spec.components.schemas.AgentViewResource.properties)
-    return attach(reply, format, fileName, csvStream(columns, agentViews(repos.exports.agents(ids))))
+    return attach(reply, format, fileName, ids.length, csvStream(columns, agentViews(repos.exports.agents(ids))))
   }
-  return attach(reply, format, fileName, pdfStream({
+  return attach(reply, format, fileName, ids.length, pdfStream({
     title: 'Agents',
     filters,
     sortedBy: sortBy,
@@ -131,8 +133,8 @@ async function sendModels(req: FastifyRequest, reply: FastifyReply, format: Form
     description: `Exported ${models.length} peripheral model(s) as ${format.toUpperCase()} (${fileName})`,
     details: { format, fileName, records: models.length, filters: Object.fromEntries(filters) },
   })
-  if (format === 'csv') return attach(reply, format, fileName, csvStream(modelColumns, models))
-  return attach(reply, format, fileName, pdfStream({
+  if (format === 'csv') return attach(reply, format, fileName, models.length, csvStream(modelColumns, models))
+  return attach(reply, format, fileName, models.length, pdfStream({
     title: 'Peripherals by model',
     filters,
     sortedBy: 'hosts, most first',

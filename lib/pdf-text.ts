@@ -25,6 +25,8 @@ export const printable = (s: string) => s.replace(/[\r\n\t]+/g, ' ').replace(UND
 // is 718 per 1000, DejaVu's higher, so DejaVu text is raised by the difference to share
 // the line's baseline.
 const HELVETICA_ASCENDER = 718
+/** Helvetica's ascender (per 1000 units): where pdfkit puts a line's baseline below its top. */
+export const HELVETICA_ASCENT = HELVETICA_ASCENDER
 
 let unicodeFont: { covers: (codePoint: number) => boolean; ascender: number } | null = null
 /** DejaVu Sans Condensed: which characters it has (its bold face has every one below U+2000 too), and its ascender per 1000. */

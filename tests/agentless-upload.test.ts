@@ -148,6 +148,7 @@ t.test('exports: the status as CSV and PDF, the connections in the import format
   const csv = await post('exportagentlesscsv', { ComputerName: 'host-0', SortBy: 'computerName_desc' })
   t.equal(csv.statusCode, 200)
   t.match(csv.headers['content-disposition'], /attachment; filename="agentless-status-\d{8}T\d{6}Z\.csv"/)
+  t.equal(csv.headers['x-records-filtered'], String(csv.body.trim().split('\r\n').length - 1), 'says how many matched')
   const rows = csv.body.trim().split('\r\n')
   t.equal(rows[0], 'id,computerName,address,protocol,port,userName,isOverrideDefaults,pollingIntervalSeconds,timeoutSeconds,pollerName,statusString,statusDescription,statusErrorDescription,startTime,endTime,durationMs,lastReachableTime,prevRunningErrors')
   t.equal(rows.length, 10, 'host-01 to host-09')

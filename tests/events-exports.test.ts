@@ -15,7 +15,7 @@ const BASE = '/prime/webui/Events'
 
 const lastAuditId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
 const auditSince = (app: FastifyInstance, after: number) => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
-const FILE = (prefix: string, ext: string) => new RegExp(`^attachment; filename="${prefix}-\\d{8}-\\d{6}\\.${ext}"$`)
+const FILE = (prefix: string, ext: string) => new RegExp(`^attachment; filename="${prefix}-\\d{8}T\\d{6}Z\\.${ext}"$`)
 
 t.test('CSV of events: the list\'s filters and order, every field in schema order, safe to open, audited', async (t) => {
   const app = await build(t)
@@ -144,4 +144,29 @@ t.test('audit trail exports: CSV with the asset flattened and secrets masked, PD
   t.ok(Math.max(...lines.map((r) => Number(r[0]))) < own, 'an export holds the records written before it started, not its own record')
   const exports = app.db.prepare("SELECT operation_id FROM audit_trail WHERE operation_id LIKE 'exportGetAudit%' AND outcome = 'Succeeded'").pluck().all()
   t.same(exports, ['exportGetAudit', 'exportGetAuditPdf', 'exportGetAudit'], 'each export is audited')
+})
+
+t.test('PDF cells wrap: long sources and details are printed whole, rows grow, pages break between rows', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const now = Date.now()
+  const details = (i: number) => `Kingston DataTraveler 3.0 (VID 0951, PID 1666, serial 60A44C413A8EF1A0B9A1BE27) was connected while armed and blocked; row ${i} ends here.`
+  app.repos.events.record(now, Array.from({ length: 80 }, (_, i) => ({
+    code: '0x110002', severity: 4, category: 'USB' as const, description: 'Unapproved peripheral connected on an armed agent',
+    entityId: `DESKTOP-WITH-A-RATHER-LONG-HOST-NAME-${i} (192.168.100.${i})`, details: details(i),
+  })))
+  const res = await call(app, token, { method: 'POST', url: '/prime/webui/Events/ExportGetEventsPDF/exportpdf', payload: {} })
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['x-records-filtered'], '80')
+  const pages = pdfPages(res.rawPayload)
+  const text = pages.join('\n').replace(/\n/g, ' ')
+  // A word longer than its column is broken inside it (compared without spaces).
+  const unbroken = pages.join('').replace(/\s/g, '')
+  t.notMatch(text, '…', 'nothing is cut')
+  for (const i of [0, 41, 79]) {
+    t.match(text, `row ${i} ends here.`, `the details of row ${i} are whole`)
+    t.match(unbroken, `DESKTOP-WITH-A-RATHER-LONG-HOST-NAME-${i}(192.168.100.${i})`, `its source too`)
+  }
+  t.ok(pages.length >= 3, `${pages.length} pages: taller rows need more of them`)
+  pages.forEach((p, i) => t.match(p, `Page ${i + 1} of ${pages.length}`, `page ${i + 1} of ${pages.length}`))
 })

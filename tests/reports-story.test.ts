@@ -51,7 +51,7 @@ t.test('a weekly PDF agents report, from creation to the scheduler skipping it',
   const file = await download(app, alice, report.id, firstRun)
   t.equal(file.statusCode, 200)
   t.equal(file.headers['content-type'], 'application/pdf')
-  t.match(file.headers['content-disposition'], /^attachment; filename="Weekly_fleet_\d{4}-\d{2}-\d{2}T\d{6}Z\.pdf"$/)
+  t.match(file.headers['content-disposition'], /^attachment; filename="Weekly_fleet-\d{8}T\d{6}Z\.pdf"$/)
   const pages = pdfPages(file.rawPayload)
   t.equal(pages.length, 2)
   const cover = pages[0]
@@ -72,7 +72,7 @@ t.test('a weekly PDF agents report, from creation to the scheduler skipping it',
   const runs = (await call(app, alice, { method: 'GET', url: `${REPORTS}/get/${report.id}` })).json().runs
   t.equal(runs.length, 2)
   t.match(runs[0], { trigger: 'schedule', status: 'succeeded', dueTime: new Date(next).toISOString(), emailStatus: 'sent' })
-  t.match(runs[0].fileName, /_\d{4}-\d{2}-\d{2}T0[56]3000Z\.pdf$/, 'named after its due time (07:30 Paris)')
+  t.match(runs[0].fileName, /-\d{8}T0[56]3000Z\.pdf$/, 'named after its due time (07:30 Paris)')
   t.equal(server.messages.length, 2)
   const zip = await call(app, alice, { method: 'POST', url: `${REPORTS}/GetReportFileList`, payload: runs.map((r: { runId: string }) => ({ reportId: report.id, fileId: r.runId })) })
   t.equal(zip.statusCode, 200)

@@ -8,7 +8,7 @@ import { audit } from '../audit.js'
 import { csvStream, CSV_TYPE } from '../csv.js'
 import { sort } from '../listing.js'
 import { MAX_PDF_ROWS, pdfStream, PDF_TYPE, utcText, type PdfColumn } from '../pdf.js'
-import { iso } from '../time.js'
+import { fileStamp } from '../reports/files.js'
 import { defaultsOf, statusView } from './connections.js'
 import { CSV_COLUMNS } from './csv-import.js'
 import { agentlessFilter, givenFilters } from './filter.js'
@@ -17,7 +17,8 @@ type Filter = components['schemas']['AgentlessStatusFilter'] | undefined
 type StatusView = ReturnType<typeof statusView>
 
 /** `20250101T120000Z`: the UTC time in export file names. */
-const stamp = (ms: number) => iso(ms).replace(/[-:]/g, '').replace(/\.\d+/, '')
+// The one form of the service's file names (see lib/reports/files.ts).
+const stamp = fileStamp
 const timeText = (value: string | null) => (value ? utcText(Date.parse(value)).replace(' UTC', '') : '')
 
 export const STATUS_COLUMNS = [
@@ -38,8 +39,9 @@ const statusPdfColumns: PdfColumn<StatusView>[] = [
   { header: 'End (UTC)', width: 11, value: (r) => timeText(r.endTime) },
 ]
 
-function attach(reply: FastifyReply, type: string, fileName: string, body: NodeJS.ReadableStream) {
-  return reply.header('content-disposition', `attachment; filename="${fileName}"`).type(type).send(body)
+/** Every export says how many records matched (`x-records-filtered`), as the events' do. */
+function attach(reply: FastifyReply, type: string, fileName: string, records: number, body: NodeJS.ReadableStream) {
+  return reply.header('content-disposition', `attachment; filename="${fileName}"`).header('x-records-filtered', String(records)).type(type).send(body)
 }
 
 /** The ids to export, in order, with what the caller asked for. */
@@ -73,8 +75,8 @@ export function exportStatus(req: FastifyRequest, reply: FastifyReply, format: '
     description: `Exported the status of ${ids.length} agentless connection(s) as ${format.toUpperCase()} (${fileName})`,
     details: { format, fileName, records: ids.length, filters: Object.fromEntries(filters), sortBy },
   })
-  if (format === 'csv') return attach(reply, CSV_TYPE, fileName, csvStream(STATUS_COLUMNS, statusRows(req, ids, defaults, true)))
-  return attach(reply, PDF_TYPE, fileName, pdfStream({
+  if (format === 'csv') return attach(reply, CSV_TYPE, fileName, ids.length, csvStream(STATUS_COLUMNS, statusRows(req, ids, defaults, true)))
+  return attach(reply, PDF_TYPE, fileName, ids.length, pdfStream({
     title: 'Agentless connections status',
     filters,
     sortedBy: sortBy,
@@ -117,5 +119,5 @@ export function exportConnections(req: FastifyRequest, reply: FastifyReply) {
     description: `Exported ${ids.length} agentless connection(s) in the import format (${fileName}); no credentials`,
     details: { fileName, records: ids.length, filters: Object.fromEntries(filters), sortBy: body.SortBy ? sortBy : 'computerName_asc' },
   })
-  return attach(reply, CSV_TYPE, fileName, csvStream(CSV_COLUMNS, importRows(req, ids)))
+  return attach(reply, CSV_TYPE, fileName, ids.length, csvStream(CSV_COLUMNS, importRows(req, ids)))
 }

@@ -116,7 +116,7 @@ export function sendArchive(req: FastifyRequest, reply: FastifyReply, items: Fil
     zip.addReadStream(fs.createReadStream('', { fd: f.fd }), name, { size: f.size, mtime: new Date(f.run.finished_ms ?? Date.now()), compress: f.run.format === 'CSV' })
   }
   zip.end()
-  const archive = `reports_${fileStamp(Date.now())}.zip`
+  const archive = `reports-${fileStamp(Date.now())}.zip`
   audit(req, {
     description: `Downloaded ${opened.length} report file(s) as ${archive}`,
     details: { archive, files: opened.map((f, i) => ({ ...fileDetails(f), nameInArchive: names[i] })) },

@@ -12,11 +12,14 @@ export const REPORTS_DIR = 'reports'
 export const reportFolder = (reportId: string) => path.join(REPORTS_DIR, reportId)
 export const absolute = (app: FastifyInstance, relative: string) => path.join(app.config.dataDir, relative)
 
-/** `2025-01-13T063000Z`: a UTC time as file names carry it. */
-export const fileStamp = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z').replace(/:/g, '')
+/**
+ * `20250113T063000Z`: a UTC time as every file name of the service carries it (exports,
+ * reports, archives, debug logs: `<name>-<time>.<ext>`).
+ */
+export const fileStamp = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z').replace(/[-:]/g, '')
 
 /**
- * `<report name>_<run time>.<ext>`, with spaces and characters no file system takes
+ * `<report name>-<run time>.<ext>`, with spaces and characters no file system takes
  * replaced by `_`, and invisible ones (bidi controls...) removed.
  */
 export function fileNameFor(reportName: string, ms: number, ext: string): string {
@@ -26,7 +29,7 @@ export function fileNameFor(reportName: string, ms: number, ext: string): string
     .replace(/_+/g, '_')
     .replace(/^[._]+|[._]+$/g, '')
   // Cut by code points: a character outside the BMP is never cut in half.
-  return `${[...base].slice(0, 150).join('') || 'report'}_${fileStamp(ms)}.${ext}`
+  return `${[...base].slice(0, 150).join('') || 'report'}-${fileStamp(ms)}.${ext}`
 }
 
 /**
