@@ -75,7 +75,8 @@ export function problemBody(err: ProblemError, instance: string, requestId: stri
     title: catalogue[err.code].title,
     status: err.status,
     detail: err.message,
-    instance,
+    // The path as asked, cut to the contract's bound (a 414 path is longer).
+    instance: instance.slice(0, 4096),
     requestId,
     code: err.code,
   }

@@ -171,8 +171,9 @@ async function main() {
     let tokens = 0
     const integration = async () => (await must('integration token', call('POST', '/admin/integrationTokens', creds.administrator, { name: `attack-siem-${++tokens}`, userProfile: 10 }))).token as string
     creds.integration = await integration()
-    const machineId = crypto.randomUUID()
-    const enroll = async () => (await must('enroll', call('POST', '/gateway/enroll', undefined, { enrollmentSecret: ENROLL, machineId, hostIdentifier: 'ATTACK-HOST' }))).credential as string
+    // A new machine each time: enrolling a known machine again without its credential is
+    // held for an Administrator (202), as an impostor's would be.
+    const enroll = async () => (await must('enroll', call('POST', '/gateway/enroll', undefined, { enrollmentSecret: ENROLL, machineId: crypto.randomUUID(), hostIdentifier: 'ATTACK-HOST' }))).credential as string
     creds.agent = await enroll()
     let pollers = 0
     const register = async () => (await must('poller register', call('POST', '/agents/agentless/poller/register', undefined, { enrollmentSecret: POLLER_SECRET, name: `attack-poller-${++pollers}`, hostName: 'attack-vm', version: '1.0.0' }))).credential as string
