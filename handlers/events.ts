@@ -14,8 +14,7 @@ import type { Handlers } from './types.js'
 /** Rows an export holds at most (the contract's x-max-export-rows); tests lower them. */
 export const exportLimits = { csv: 1_000_000, pdf: 100_000 }
 
-/** `events-20250101-120000.csv`: the UTC time in export file names. */
-// The one form of the service's file names (see lib/reports/files.ts).
+/** `events-20250101T120000Z.csv`: the one form of the service's file names (see lib/reports/files.ts). */
 const fileName = (prefix: string, ms: number, ext: string) => `${prefix}-${fileStamp(ms)}.${ext}`
 
 const timeText = (ms: number) => utcText(ms).replace(' UTC', '')

@@ -18,8 +18,7 @@ type AgentsExportFilter = components['schemas']['AgentsExportFilter'] | null | u
 type Format = 'csv' | 'pdf'
 const mediaType = { csv: CSV_TYPE, pdf: PDF_TYPE } as const
 
-/** `20250101T120000Z`: the UTC time in export file names. */
-// The one form of the service's file names (see lib/reports/files.ts).
+/** `20250101T120000Z`: the UTC time in the one form of the service's file names (see lib/reports/files.ts). */
 const stamp = fileStamp
 
 // Paging is accepted from clients that send their list query as is, and means nothing here.
