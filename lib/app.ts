@@ -36,6 +36,7 @@ import { settingsSealer } from './alarms/sealed-settings.js'
 import { registerLifecycle } from './probes.js'
 import { capConnections, refuseExpectations, serverOptions } from './connections.js'
 import { startRetention } from './retention.js'
+import { createServices, type Services } from './services.js'
 import { secureDataDir } from './data-dir.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
@@ -51,6 +52,8 @@ declare module 'fastify' {
     gateway: AgentGateway
     /** Outgoing mail (alarm e-mails, reports), from the SMTP settings. */
     mailer: Mailer
+    /** The features' services (lib/services.ts). */
+    services: Services
   }
   interface FastifyRequest {
     principal?: Principal
@@ -58,7 +61,6 @@ declare module 'fastify' {
     agent?: GatewayAgent
     /** The worker poller whose credential a poller gateway call carries. */
     poller?: PollerRow
-    audited?: boolean
     responseType?: string
     /** The operation the request was routed to (read once: `routeOptions` is built per read). */
     op?: Operation
@@ -163,11 +165,11 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorateRequest('principal', undefined)
   app.decorateRequest('agent', undefined)
   app.decorateRequest('poller', undefined)
-  app.decorateRequest('audited', false)
   app.decorateRequest('responseType', undefined)
   app.decorateRequest('op', undefined)
   app.decorateRequest('routine', false)
   app.decorate('mailer', createMailer(config))
+  app.decorate('services', createServices(app))
   registerLifecycle(app)
   app.addHook('onClose', async () => {
     app.mailer.close()

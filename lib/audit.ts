@@ -1,6 +1,6 @@
-import crypto from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { AuditAsset } from '../db/audit.js'
+import type { AuditAsset, AuditRepo } from '../db/audit.js'
+import { contextOf, digest, type Context } from './platform/context.js'
 import { limitKey } from './rate-limit.js'
 
 export interface AuditEntry {
@@ -80,56 +80,61 @@ export function detailsText(details: unknown, max = MAX_DETAILS): string {
   }
 }
 
-// The newest record each request wrote: if the transaction it was written in rolled back,
-// the request is not audited after all, and the fallback records it. (A rolled-back id may
-// be given again to another record, hence the time and description too.)
-const written = new WeakMap<FastifyRequest, { id: number; createdMs: number; description: string }>()
-
-/** Who acted: the account or integration token, else the agent or worker poller whose credential the call carries. */
-function actor(req: FastifyRequest): string | null {
-  if (req.principal) {
-    const { kind, name, id } = req.principal
-    // `token:` and a name of up to 100 characters would not fit the record's 100: such a token is named by its id.
-    return kind === 'integration' && name.length > MAX_USER ? `token:${id}` : name
-  }
-  if (req.agent) return `agent:${req.agent.uuid}`
-  if (req.poller) return `poller:${req.poller.name}`
-  return null
+/** What writing an audit record needs: the trail's storage and the refusal window. */
+export interface AuditDeps {
+  repo: AuditRepo
+  /** PRIME_AUDIT_REFUSAL_WINDOW_SECONDS, in ms. */
+  refusalWindowMs: number
+  /** Writes the summary record of a counter whose window ended (it opens a transaction). */
+  flushRefusal(key: string): void
 }
 
-/** Writes the request's audit record; call it inside the transaction that makes the change. */
-export function audit(req: FastifyRequest, entry: AuditEntry): void {
-  const op = req.op
+export function auditDeps(app: FastifyInstance): AuditDeps {
+  return { repo: app.repos.audit, refusalWindowMs: app.config.auditRefusalWindowSeconds * 1000, flushRefusal: (key) => flushRefusal(app, key) }
+}
+
+/**
+ * Writes an audit record for the context's request; call it inside the unit of work (or
+ * transaction) that makes the change. If that rolls back, the record goes with it, and the
+ * request's fallback record is written instead.
+ */
+export function recordAudit(deps: AuditDeps, ctx: Context, entry: AuditEntry): void {
   const createdMs = Date.now()
   const description = printable(entry.description).slice(0, 1000)
-  const user = (entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : actor(req))?.slice(0, MAX_USER) ?? null
+  const user = (entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : ctx.actor)?.slice(0, MAX_USER) ?? null
   const outcome = entry.outcome ?? 'Succeeded'
   let refusalKey: string | null = null
   if (entry.refusal && outcome !== 'Succeeded') {
-    refusalKey = countedRefusal(req, user, outcome, entry.refusal, createdMs)
+    refusalKey = countedRefusal(deps, ctx, user, outcome, entry.refusal, createdMs)
     if (refusalKey === null) {
       // A repeat: counted in its window's summary record.
-      written.delete(req)
-      req.audited = true
+      ctx.audit.last = undefined
+      ctx.audit.audited = true
       return
     }
   }
-  const id = req.server.repos.audit.insert({
+  const op = ctx.operation
+  const id = deps.repo.insert({
     createdMs,
     severity: entry.severity ?? (outcome !== 'Succeeded' ? WARNING : NOTICE),
     category: op?.auditCategory ?? 'System',
     user,
-    sourceIp: req.ip ?? null,
+    sourceIp: ctx.sourceAddress,
     description,
     details: detailsText(entry.details, refusalKey ? MAX_REFUSAL_DETAILS : MAX_DETAILS),
     operationId: op?.operationId ?? null,
     outcome,
     asset: entry.asset,
-    requestId: req.id,
+    requestId: ctx.requestId,
     refusalKey,
   })
-  written.set(req, { id, createdMs, description })
-  req.audited = true
+  ctx.audit.last = { id, createdMs, description }
+  ctx.audit.audited = true
+}
+
+/** Writes the request's audit record; call it inside the transaction that makes the change. */
+export function audit(req: FastifyRequest, entry: AuditEntry): void {
+  recordAudit(auditDeps(req.server), contextOf(req), entry)
 }
 
 // ---- repeated refusals ------------------------------------------------------------------
@@ -142,8 +147,6 @@ const MAX_SOURCE_IPS = 5
 const OTHER_REASONS = '(other reasons)'
 const FLUSH_BATCH = 500
 
-const digest = (text: string) => crypto.createHash('sha256').update(text).digest('base64url').slice(0, 22)
-
 /**
  * The key of a refusal to write, or null when it repeats one written in the open window
  * (then counted). Keys are `<group>:<reason>` digests, the group being actor (an
@@ -151,12 +154,12 @@ const digest = (text: string) => crypto.createHash('sha256').update(text).digest
  * the refusal's reason and what the request sent; the reasons of one group are found as
  * one range of the index.
  */
-function countedRefusal(req: FastifyRequest, user: string | null, outcome: string, refusal: { status: number; reason: string }, now: number): string | null {
-  const repo = req.server.repos.audit
-  const windowMs = req.server.config.auditRefusalWindowSeconds * 1000
-  const who = user ?? `address:${limitKey(req.ip ?? '')}`
-  const group = digest(JSON.stringify([who, req.op?.operationId ?? `${req.method} ${req.url.split('?')[0]}`, outcome, refusal.status]))
-  let key = `${group}:${digest(`${refusal.reason}\u0000${requestFingerprint(req)}`)}`
+function countedRefusal(deps: AuditDeps, ctx: Context, user: string | null, outcome: string, refusal: { status: number; reason: string }, now: number): string | null {
+  const repo = deps.repo
+  const windowMs = deps.refusalWindowMs
+  const who = user ?? `address:${limitKey(ctx.sourceAddress ?? '')}`
+  const group = digest(JSON.stringify([who, ctx.operation?.operationId ?? ctx.target, outcome, refusal.status]))
+  let key = `${group}:${digest(`${refusal.reason}\u0000${ctx.fingerprint()}`)}`
   let first = repo.firstRefusal(key, now - windowMs)
   if (!first && repo.refusalReasons(group, now - windowMs) >= MAX_REFUSAL_REASONS) {
     // Reasons a caller can vary at will (names of unknown properties) cannot open windows without end.
@@ -165,29 +168,14 @@ function countedRefusal(req: FastifyRequest, user: string | null, outcome: strin
   }
   if (!first) {
     // A new window: the counts of the one before are written first, so records stay in order.
-    flushRefusal(req.server, key)
+    deps.flushRefusal(key)
     return key
   }
   const counted = repo.refusalCount(key)
   const ips = new Set(counted?.source_ips ? counted.source_ips.split(' ') : [])
-  if (req.ip && ips.size < MAX_SOURCE_IPS) ips.add(req.ip)
+  if (ctx.sourceAddress && ips.size < MAX_SOURCE_IPS) ips.add(ctx.sourceAddress)
   repo.countRepeat(key, first.id, first.created_ms + windowMs, now, [...ips].join(' '))
   return null
-}
-
-/**
- * What the request sent: identical refusals are the same request refused for the same
- * reason (a flood), not two requests that happen to fail alike (no credential, then another
- * kind of credential). Only a digest of it is kept.
- */
-function requestFingerprint(req: FastifyRequest): string {
-  let body = ''
-  try {
-    body = JSON.stringify(req.body) ?? ''
-  } catch {
-    // a body that cannot be written as JSON is told apart by its other parts only
-  }
-  return digest([req.method, req.url, req.headers['content-type'] ?? '', req.headers.authorization ?? '', body].join('\u0000'))
 }
 
 /** Writes the summary record of one counter, if it has one, and drops the counter. */
@@ -255,13 +243,14 @@ export function startRefusalFlush(app: FastifyInstance): void {
  * when its handler did not write one itself (it failed validation, say).
  */
 export function auditFallback(req: FastifyRequest, reply: FastifyReply, detail: string | undefined): void {
-  const last = written.get(req)
-  if (req.audited && (last === undefined || req.server.repos.audit.exists(last.id, last.createdMs, last.description))) return
+  const state = contextOf(req).audit
+  const last = state.last
+  if (state.audited && (last === undefined || req.server.repos.audit.exists(last.id, last.createdMs, last.description))) return
   const op = req.op
   const status = reply.statusCode
   const refused = status === 401 || status === 403
   if (!refused && (!op?.auditCategory || op.readOnly)) return
-  if (status === 429 && !req.audited) return
+  if (status === 429 && !state.audited) return
   const outcome = refused ? 'Refused' : status >= 400 ? 'Failed' : 'Succeeded'
   const what = op ? `${op.operationId} (${op.method} ${op.path})` : `${req.method} ${req.url}`
   // What the request named (path and query parameters), and what it asked for when it failed.

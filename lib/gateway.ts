@@ -7,6 +7,7 @@ import type { AuditAsset } from '../db/audit.js'
 import type { EventInput } from '../db/events.js'
 import { internPeripheralTexts, type HeldReEnrollment, type AgentRow, type AgentState, type CommandRow, type GatewayAgent, type PeripheralValues, type PresentPeripheral } from '../db/gateway.js'
 import { audit } from './audit.js'
+import { contextOf } from './platform/context.js'
 import { AGENT_PREFIX, unauthenticated } from './auth.js'
 import { invalidField, problem, type FieldError } from './errors.js'
 import { newSecret, sha256 } from './passwords.js'
@@ -378,7 +379,7 @@ export function agentGateway(app: FastifyInstance) {
     const digest = sha256(digestSalt + JSON.stringify(state) + (body.localIpAddress ? '' : reportedIp))
     if (digest === agent.state_digest && agent.connection_status === 'Connected' && !errors?.length) {
       // Nothing changed: no comparison, no audit record (the contract audits changes only).
-      req.audited = true
+      contextOf(req).audit.audited = true
       heartbeat(agent.id, now)
       // Routine traffic: logged in the per-minute summary, not line by line (lib/log.ts).
       req.routine = !repos.gateway.hasPendingCommands(agent.id)
@@ -506,7 +507,7 @@ export function agentGateway(app: FastifyInstance) {
       })
     } else {
       // Changes of address, users or adapters only: events where the contract has them, no audit record.
-      req.audited = true
+      contextOf(req).audit.audited = true
     }
     return answer(before.uuid, now, delivered)
   }

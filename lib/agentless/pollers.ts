@@ -5,6 +5,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { components } from '../../generated/openapi.js'
 import type { PollerRow, PollerWithCounts } from '../../db/agentless.js'
 import { audit } from '../audit.js'
+import { contextOf } from '../platform/context.js'
 import { POLLER_PREFIX, unauthenticated } from '../auth.js'
 import { problem } from '../errors.js'
 import { newSecret, sha256 } from '../passwords.js'
@@ -104,7 +105,7 @@ export function pollerHeartbeat(req: FastifyRequest, body: Schemas['PollerHeartb
       audit(req, { description: `Worker poller "${p.name}": ${what}`, details: { changes, startedTime: body.startedTime ?? null }, user: pollerUser(p), asset: pollerAsset(p) })
     } else {
       // A heartbeat that changes nothing but the time is not worth an audit record.
-      req.audited = true
+      contextOf(req).audit.audited = true
     }
     return {
       pollerId: p.id,

@@ -1,7 +1,7 @@
 // One record to one destination, in the destination's format: shared by the outbox
 // worker and by TestAlarmDests.
-import type { FastifyInstance } from 'fastify'
 import type { DestinationRow } from '../../db/alarms.js'
+import type { Mailer } from '../mail.js'
 import type { AllowList } from './address.js'
 import { settingsOf } from './destinations.js'
 import { emailMessage, syslogLine, webhookPayload, type AlarmRecord, type DeliveryContext, type EmailMessage } from './format.js'
@@ -22,7 +22,13 @@ export interface Sent {
   message: Record<string, unknown> | string | Pick<EmailMessage, 'subject' | 'text'>
 }
 
-export async function sendRecord(app: FastifyInstance, dest: DestinationRow, record: AlarmRecord, ctx: DeliveryContext, t: Transports): Promise<Sent> {
+/** What e-mail destinations need: the mailer, and the server's public address for links. */
+export interface MailOut {
+  mailer: Mailer
+  publicUrl: string | null
+}
+
+export async function sendRecord(out: MailOut, dest: DestinationRow, record: AlarmRecord, ctx: DeliveryContext, t: Transports): Promise<Sent> {
   const settings = settingsOf(dest)
   if (dest.type === 'webhook') {
     const body = webhookPayload(record, ctx)
@@ -39,6 +45,6 @@ export async function sendRecord(app: FastifyInstance, dest: DestinationRow, rec
     return { message: line, result: await sendSyslog(s, line, t.allow, t.syslog, t.timeoutMs) }
   }
   const s = settings as EmailSettings
-  const mail = emailMessage(record, ctx, s.subjectPrefix, app.config.publicUrl)
-  return { message: { subject: mail.subject, text: mail.text }, result: await sendEmail(app.mailer, s, mail, ctx.deliveryId, t.timeoutMs) }
+  const mail = emailMessage(record, ctx, s.subjectPrefix, out.publicUrl)
+  return { message: { subject: mail.subject, text: mail.text }, result: await sendEmail(out.mailer, s, mail, ctx.deliveryId, t.timeoutMs) }
 }

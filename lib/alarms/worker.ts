@@ -205,7 +205,7 @@ export class DeliveryWorker {
     else {
       try {
         const ctx = { deliveryId: item.delivery_id, attempt, sentTime: Math.floor(Date.now() / 1000), destination: { id: dest.id, name: dest.name } }
-        result = (await sendRecord(this.app, dest, record, ctx, this.transports)).result
+        result = (await sendRecord({ mailer: this.app.mailer, publicUrl: this.app.config.publicUrl }, dest, record, ctx, this.transports)).result
       } catch (err) {
         // Not a receiver's answer but settings or a record that cannot be sent: retrying would not help.
         result = { outcome: 'failed', error: (err as Error).message.slice(0, 1000), code: 'delivery-failed' }

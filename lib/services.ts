@@ -1,0 +1,33 @@
+// The app's services, made once from its storage, settings and outgoing channels. Handlers
+// reach a feature's service here; services reach storage only through the ports given.
+import type { FastifyInstance } from 'fastify'
+import { asyncPort, sqliteUnitOfWork } from '../db/unit-of-work.js'
+import { allowList } from './alarms/address.js'
+import { sendRecord } from './alarms/deliver.js'
+import { alarmDestinationService } from './alarms/service.js'
+import { auditDeps, recordAudit } from './audit.js'
+import type { AuditTrail } from './platform/ports.js'
+
+export function createServices(app: FastifyInstance) {
+  const { config, repos } = app
+  const uow = sqliteUnitOfWork(app.db)
+  const deps = auditDeps(app)
+  const audit: AuditTrail = asyncPort({ record: (ctx, entry) => recordAudit(deps, ctx, entry) } satisfies { record: (...a: Parameters<AuditTrail['record']>) => void }, uow)
+  const mail = { mailer: app.mailer, publicUrl: config.publicUrl }
+  return {
+    uow,
+    audit,
+    alarms: alarmDestinationService({
+      destinations: asyncPort(repos.alarms, uow),
+      uow,
+      audit,
+      log: app.log,
+      allow: allowList(config.alarms.allowedHosts, config.alarms.denyPrivate),
+      mailConfigured: () => app.mailer.configured(),
+      send: (dest, record, ctx, t) => sendRecord(mail, dest, record, ctx, t),
+      timeoutMs: config.alarms.timeoutMs,
+    }),
+  }
+}
+
+export type Services = ReturnType<typeof createServices>

@@ -1,0 +1,147 @@
+// The alarm destination service and the unit of work it runs in, without Fastify: plain
+// context, SQLite ports, a delivery function of the test's own.
+import t from 'tap'
+import { openDatabase, type DB } from '../db/index.js'
+import { alarmsRepo } from '../db/alarms.js'
+import { auditRepo } from '../db/audit.js'
+import { asyncPort, sqliteUnitOfWork } from '../db/unit-of-work.js'
+import { allowList } from '../lib/alarms/address.js'
+import type { Sent } from '../lib/alarms/deliver.js'
+import { alarmDestinationService, type AlarmDestinationDeps } from '../lib/alarms/service.js'
+import { recordAudit, type AuditEntry } from '../lib/audit.js'
+import { systemContext, type Context } from '../lib/platform/context.js'
+
+const webhook = (name: string) => ({ name, type: 'webhook' as const, webhook: { url: 'http://127.0.0.1:9/hooks', secret: 'whsec-0123456789abcdef' } })
+
+function setup(over: Partial<AlarmDestinationDeps> = {}) {
+  const db = openDatabase(':memory:')
+  const uow = sqliteUnitOfWork(db)
+  const auditStore = auditRepo(db)
+  const warnings: object[] = []
+  const sent: string[] = []
+  let failAudit = false
+  const record = (ctx: Context, entry: AuditEntry) => {
+    if (failAudit) throw new Error('the audit trail is full')
+    recordAudit({ repo: auditStore, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, entry)
+  }
+  const service = alarmDestinationService({
+    destinations: asyncPort(alarmsRepo(db), uow),
+    uow,
+    audit: asyncPort({ record }, uow),
+    log: { warn: (details) => void warnings.push(details) },
+    allow: allowList(['127.0.0.1']),
+    mailConfigured: () => false,
+    send: async (dest): Promise<Sent> => {
+      sent.push(dest.name)
+      return dest.name.startsWith('down')
+        ? { message: {}, result: { outcome: 'failed', code: 'unreachable', error: 'The receiver could not be reached.', detail: 'ECONNREFUSED 127.0.0.1:9' } }
+        : { message: {}, result: { outcome: 'delivered' } }
+    },
+    timeoutMs: 1000,
+    ...over,
+  })
+  const auditRows = () => db.prepare('SELECT user_name, source_ip, request_id, operation_id, description, outcome FROM audit_trail ORDER BY id').all() as Record<string, unknown>[]
+  return { db, uow, service, warnings, sent, auditRows, failAudit: (on: boolean) => (failAudit = on) }
+}
+
+const ctx = (over: Partial<Context> = {}) =>
+  systemContext({ actor: 'alice', profile: 30, sourceAddress: '192.0.2.7', requestId: 'req-1', operation: { operationId: 'addOrUpdateAlarmDest', method: 'POST', path: '/x', auditCategory: 'Configuration', readOnly: false }, ...over })
+
+t.test('a destination is saved with its audit record, named after the context', async (t) => {
+  const { service, auditRows } = setup()
+  const saved = await service.save(ctx(), webhook('soc'))
+  t.equal(saved.row.name, 'soc')
+  t.equal(saved.row.created_by, 'alice')
+  t.same(saved.counts, { pending: 0, failedLast24h: 0 })
+  t.match(auditRows(), [{ user_name: 'alice', source_ip: '192.0.2.7', request_id: 'req-1', operation_id: 'addOrUpdateAlarmDest', description: 'Alarm destination "soc" created', outcome: 'Succeeded' }])
+  t.equal((await service.list()).length, 1)
+})
+
+t.test('a clashing name is refused and nothing is written', async (t) => {
+  const { service, auditRows } = setup()
+  await service.save(ctx(), webhook('soc'))
+  await t.rejects(service.save(ctx(), webhook('SOC')), { code: 'conflict' })
+  t.equal((await service.list()).length, 1)
+  t.equal(auditRows().length, 1)
+})
+
+t.test('when the audit record cannot be written, the change is rolled back', async (t) => {
+  const { service, auditRows, failAudit } = setup()
+  failAudit(true)
+  await t.rejects(service.save(ctx(), webhook('soc')), /audit trail is full/)
+  failAudit(false)
+  t.same(await service.list(), [])
+  t.same(auditRows(), [])
+})
+
+t.test('removing: one result per id, unknown ids fail, one audit record', async (t) => {
+  const { service, auditRows } = setup()
+  const { row } = await service.save(ctx(), webhook('soc'))
+  const out = await service.remove(ctx(), [row.id.toUpperCase(), 'nope', row.id])
+  t.same(out, {
+    succeeded: 2,
+    failed: 1,
+    results: [
+      { id: row.id.toUpperCase(), status: 'done', reason: null, code: null },
+      { id: 'nope', status: 'failed', reason: 'No alarm destination with this id.', code: 'not-found' },
+      { id: row.id, status: 'done', reason: null, code: null },
+    ],
+  })
+  t.equal(auditRows().at(-1)!.description, 'Alarm destinations removed: "soc"')
+})
+
+t.test('testing: coarse outcomes to the caller, the detail to the log with the request id', async (t) => {
+  const { service, warnings, sent } = setup()
+  const up = (await service.save(ctx(), webhook('up'))).row
+  const down = (await service.save(ctx(), webhook('down'))).row
+  const out = await service.test(ctx({ requestId: 'req-9' }), [up.id, down.id, up.id])
+  t.same(sent.sort(), ['down', 'up'], 'each destination once')
+  t.same(out.results.map((r) => [r.name, r.status, r.code]), [['up', 'delivered', null], ['down', 'failed', 'unreachable'], ['up', 'delivered', null]])
+  t.notMatch(JSON.stringify(out), /ECONNREFUSED/)
+  t.match(warnings, [{ reqId: 'req-9', destinationId: down.id, detail: 'ECONNREFUSED 127.0.0.1:9' }])
+})
+
+t.test('unit of work: commits, rolls back, joins, and keeps other contexts out while open', async (t) => {
+  const db: DB = openDatabase(':memory:')
+  db.exec('CREATE TABLE t (v TEXT)')
+  const uow = sqliteUnitOfWork(db)
+  const port = asyncPort({ add: (v: string) => db.prepare('INSERT INTO t VALUES (?)').run(v).changes, all: () => (db.prepare('SELECT v FROM t ORDER BY rowid').all() as { v: string }[]).map((r) => r.v) }, uow)
+
+  await uow.run(async () => {
+    await port.add('a')
+    await uow.run(async () => void (await port.add('b')))
+  })
+  t.same(await port.all(), ['a', 'b'], 'committed, the inner unit joined the outer one')
+
+  await t.rejects(uow.run(async () => {
+    await port.add('c')
+    throw new Error('no')
+  }), /no/)
+  t.same(await port.all(), ['a', 'b'], 'rolled back')
+
+  // Another context writes while a unit is open: it waits for the unit's end, so the
+  // unit's rollback does not take its write along.
+  let release!: () => void, opened!: () => void
+  const gate = new Promise<void>((r) => (release = r))
+  const isOpen = new Promise<void>((r) => (opened = r))
+  const unit = uow.run(async () => {
+    await port.add('inside')
+    opened()
+    await gate
+    throw new Error('rolled back')
+  })
+  await isOpen
+  t.ok(db.inTransaction, 'the unit is open')
+  const outside = port.add('outside')
+  release()
+  await t.rejects(unit, /rolled back/)
+  await outside
+  t.same(await port.all(), ['a', 'b', 'outside'])
+
+  await t.rejects(uow.run(async () => {
+    await port.add('slow')
+    await new Promise((r) => setTimeout(r, 5))
+  }), /waited for I\/O/, 'a unit that waits for I/O is refused')
+  t.same(await port.all(), ['a', 'b', 'outside'])
+  t.notOk(db.inTransaction)
+})
