@@ -39,6 +39,10 @@ if (process.argv[2] === 'assets') {
   await import('./bench-assets.js')
   process.exit(0)
 }
+if (process.argv[2] === 'ports') {
+  await import('./bench-ports.js')
+  process.exit(0)
+}
 if (process.argv[2] === 'notifications') {
   await import('./bench-notifications.js')
   process.exit(0)
