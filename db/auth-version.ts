@@ -33,18 +33,29 @@ export class AuthVersion {
   private readonly listeners: (() => void)[] = []
   private told = false
 
-  constructor(private readonly others?: () => number) {}
+  constructor(
+    private readonly others?: () => number,
+    /** Defers the telling to the commit of the caller's unit of work, when it is in one (db/unit-of-work.ts). */
+    private readonly afterCommit: (fn: () => void) => boolean = () => false,
+  ) {}
 
   bump(): void {
     this.count++
-    if (this.listeners.length === 0 || this.told) return
+    if (this.listeners.length === 0) return
+    // A unit of work tells when it commits, and never if it rolls back.
+    if (this.afterCommit(() => this.tell())) return
+    if (this.told) return
     this.told = true
-    // Once the writing code has run to its end: a transaction is synchronous, so it has
-    // committed (or rolled back) by then, and several writes of one request tell once.
+    // Once the writing code has run to its end: a synchronous transaction has committed (or
+    // rolled back) by then, and several writes of one request tell once.
     queueMicrotask(() => {
       this.told = false
-      for (const listener of this.listeners) listener()
+      this.tell()
     })
+  }
+
+  private tell(): void {
+    for (const listener of this.listeners) listener()
   }
 
   /** Calls `listener` after writes by this connection that bump the version (it must not throw). */

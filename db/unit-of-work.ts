@@ -20,10 +20,16 @@ export interface SqliteUnitOfWork {
   run<T>(work: () => Promise<T>): Promise<T>
   /** Resolves when the caller may use the connection: at once, unless another context's unit of work is open. */
   turn(): Promise<void> | undefined
+  /**
+   * Runs `fn` once the caller's unit of work has committed (never, if it rolls back), and
+   * answers true; answers false when the caller is in no unit of work.
+   */
+  afterCommit(fn: () => void): boolean
 }
 
 interface Open {
   done: Promise<void>
+  committed: (() => void)[]
 }
 
 export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
@@ -40,11 +46,17 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
 
   return {
     turn,
+    afterCommit(fn) {
+      const unit = context.getStore()
+      if (unit === undefined || unit !== open) return false
+      unit.committed.push(fn)
+      return true
+    },
     async run<T>(work: () => Promise<T>): Promise<T> {
       if (open !== null && context.getStore() === open) return work()
       await waitForTurn()
       let finish!: () => void
-      const unit: Open = { done: new Promise<void>((resolve) => (finish = resolve)) }
+      const unit: Open = { done: new Promise<void>((resolve) => (finish = resolve)), committed: [] }
       open = unit
       // Work that waits for the network or a file lets timers and other requests run while
       // the transaction is open, and their statements would join it: refused (rolled back).
@@ -56,6 +68,7 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
           const result = await context.run(unit, work)
           if (waited) throw new Error('a unit of work waited for I/O while its transaction was open')
           db.exec('COMMIT')
+          for (const fn of unit.committed) fn()
           return result
         } catch (err) {
           if (db.inTransaction) db.exec('ROLLBACK')

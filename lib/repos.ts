@@ -24,13 +24,15 @@ import { notificationsRepo } from '../db/notifications.js'
 import { agentlessRepo } from '../db/agentless.js'
 import { ftsUpkeep } from '../db/fts-upkeep.js'
 import { assetsRepo } from '../db/assets.js'
+import { sqliteUnitOfWork } from '../db/unit-of-work.js'
 
 /**
  * `keptAnswers`: list answers kept while the database is unchanged (0: none). `sealer`:
  * seals alarm destinations' secrets at rest (the server always gives one).
  */
 export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
-  const authVersion = new AuthVersion(otherConnectionsCommits(db))
+  const uow = sqliteUnitOfWork(db)
+  const authVersion = new AuthVersion(otherConnectionsCommits(db), uow.afterCommit)
   const checkInTimes = new CheckInTimeWrites()
   const search = agentSearch(db, agentTexts(db))
   return {
@@ -59,6 +61,8 @@ export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
     /** Moves with every write that may end a credential (see db/auth-version.ts). */
     authVersion,
     retention: retentionRepo(db),
+    /** The one unit of work over this connection: services' transactions (db/unit-of-work.ts). */
+    uow,
   }
 }
 export type Repos = ReturnType<typeof createRepos>

@@ -1,16 +1,17 @@
 // The app's services, made once from its storage, settings and outgoing channels. Handlers
 // reach a feature's service here; services reach storage only through the ports given.
 import type { FastifyInstance } from 'fastify'
-import { asyncPort, sqliteUnitOfWork } from '../db/unit-of-work.js'
+import { asyncPort } from '../db/unit-of-work.js'
 import { allowList } from './alarms/address.js'
 import { sendRecord } from './alarms/deliver.js'
 import { alarmDestinationService } from './alarms/service.js'
 import { auditDeps, recordAudit } from './audit.js'
+import { integrationTokenService } from './integration-tokens/service.js'
 import type { AuditTrail } from './platform/ports.js'
 
 export function createServices(app: FastifyInstance) {
   const { config, repos } = app
-  const uow = sqliteUnitOfWork(app.db)
+  const uow = repos.uow
   const deps = auditDeps(app)
   const audit: AuditTrail = asyncPort({ record: (ctx, entry) => recordAudit(deps, ctx, entry) } satisfies { record: (...a: Parameters<AuditTrail['record']>) => void }, uow)
   const mail = { mailer: app.mailer, publicUrl: config.publicUrl }
@@ -27,6 +28,7 @@ export function createServices(app: FastifyInstance) {
       send: (dest, record, ctx, t) => sendRecord(mail, dest, record, ctx, t),
       timeoutMs: config.alarms.timeoutMs,
     }),
+    integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
   }
 }
 

@@ -1,0 +1,61 @@
+// The integration token service without Fastify: profile rules, unique names, and the
+// revocation told to listeners (open notification streams) only once it has committed.
+import t from 'tap'
+import { openDatabase } from '../db/index.js'
+import { createRepos } from '../lib/repos.js'
+import { asyncPort } from '../db/unit-of-work.js'
+import { recordAudit } from '../lib/audit.js'
+import { integrationTokenService } from '../lib/integration-tokens/service.js'
+import { systemContext } from '../lib/platform/context.js'
+
+function setup() {
+  const db = openDatabase(':memory:')
+  const repos = createRepos(db)
+  const uow = repos.uow
+  let n = 0
+  const service = integrationTokenService({
+    tokens: asyncPort(repos.integrationTokens, uow),
+    uow,
+    audit: asyncPort({ record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) }, uow),
+    newSecret: () => ({ token: `pit_secret${++n}`, hash: `hash${n}` }),
+  })
+  return { db, repos, uow, service }
+}
+
+const ctx = systemContext({ actor: 'admin', profile: 30, requestId: 'r1' })
+const admin = { kind: 'session' as const, id: 1, name: 'admin', profile: 30 }
+
+t.test('created by a session, at most its profile, names unique', async (t) => {
+  const { service } = setup()
+  const { row, token } = await service.create(ctx, admin, { name: 'siem', userProfile: 10 })
+  t.equal(token, 'pit_secret1')
+  t.equal(row.token_hash, 'hash1')
+  await t.rejects(service.create(ctx, { ...admin, kind: 'integration' }, { name: 'x', userProfile: 10 }), { code: 'forbidden' })
+  await t.rejects(service.create(ctx, { ...admin, profile: 20 }, { name: 'y', userProfile: 30 }), { code: 'forbidden' })
+  await t.rejects(service.create(ctx, admin, { name: 'siem', userProfile: 10 }), { code: 'conflict' })
+  await t.rejects(service.create(ctx, admin, { name: 'z', userProfile: 10, expiresAt: '2000-01-01T00:00:00Z' }), { code: 'validation' })
+  t.equal((await service.list()).length, 1)
+})
+
+t.test('a revocation is told once committed, and not when its unit rolls back', async (t) => {
+  const { service, repos, uow } = setup()
+  const told: boolean[] = []
+  repos.authVersion.onBump(() => told.push(true))
+  const a = (await service.create(ctx, admin, { name: 'a', userProfile: 10 })).row
+  const b = (await service.create(ctx, admin, { name: 'b', userProfile: 10 })).row
+
+  await uow.run(async () => {
+    await service.revoke(ctx, a.id)
+    t.same(told, [], 'not told while the unit is open')
+  })
+  t.same(told, [true], 'told at the commit')
+
+  await t.rejects(uow.run(async () => {
+    await service.revoke(ctx, b.id)
+    throw new Error('undone')
+  }))
+  await new Promise((r) => setImmediate(r))
+  t.same(told, [true], 'a rolled-back revocation is not told')
+  t.equal(repos.integrationTokens.byId(b.id)!.revoked_ms, null)
+  await t.rejects(service.revoke(ctx, a.id), { code: 'not-found' }, 'an inactive token cannot be revoked again')
+})
