@@ -3,10 +3,9 @@
 // contract (5xx, a status the operation does not declare, a media type or body it does not
 // describe) and searched for the marker an alarm target answers with (read-back). The
 // sender is given: real HTTP in `npm run attack`, app.inject() in its test.
-import jsf from 'json-schema-faker'
-import type { ValidateFunction } from 'ajv'
 import { operations, type Operation } from '../lib/contract.js'
-import { makeAjv } from '../lib/validation.js'
+import { answerJudge } from '../lib/response-check.js'
+import { bodyVariants, deref, GARBAGE, seededFaker } from './contract-requests.js'
 
 type Json = Record<string, any>
 
@@ -45,90 +44,21 @@ export interface OperationStats {
 
 const SPECIAL_AUTH: Record<string, CredentialKind> = { agent: 'agent', poller: 'poller', public: 'none' }
 
-function prng(seed: number) {
-  let s = seed
-  return () => (s = (s * 16807) % 2147483647) / 2147483647
-}
-jsf.option({ alwaysFakeOptionals: true, useDefaultValue: false, fillProperties: false, failOnInvalidFormat: false, maxItems: 3, maxLength: 40, random: prng(20261126) })
-jsf.format('password', () => 'Attack-password-1234')
-jsf.format('binary', () => 'binary')
-jsf.format('int32', () => '1')
-jsf.format('int64', () => '1')
-
-export function deref(node: any, spec: Json, seen = new Set<string>()): any {
-  if (Array.isArray(node)) return node.map((n) => deref(n, spec, seen))
-  if (!node || typeof node !== 'object') return node
-  if (typeof node.$ref === 'string') {
-    if (seen.has(node.$ref)) return {}
-    const target = node.$ref.slice(2).split('/').reduce((o: Json, k: string) => o[k.replace(/~1/g, '/').replace(/~0/g, '~')], spec)
-    return deref(target, spec, new Set([...seen, node.$ref]))
-  }
-  return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, deref(v, spec, seen)]))
-}
-
-const BIDI = '\u202e\u2066\u200f'
-const CONTROL = '\u0000\u0007\u001b[2J\r\n'
-/** Query and path values that no parameter should take, and a few that test the parsers. */
-export const GARBAGE = ['', ' ', 'null', '-1', '0', '99999999999999999999', '1e309', '-9.9e999', 'x'.repeat(5000), '\u0000', CONTROL, BIDI + 'gpj.exe', '😀', '[]', '{}', "' OR 1=1 --", '%', '%00', '../..', 'true', 'NaN']
-const WRONG_TYPES = [null, 0, -1, 1.5, 1e308, -9007199254740993, 'text', true, [], {}, [null], { a: { b: { c: [1, 2, 3] } } }, 'x'.repeat(70_000), CONTROL + BIDI]
-
-/** Body variants: wrong types, each property missing or wrong, unknown properties, oversize. */
-export function bodyVariants(body: any, schema: Json): [string, any][] {
-  const out: [string, any][] = [['null', null], ['[]', []], ['{}', {}], ['string', 'string'], ['number', 42], ['unknown property only', { unknownProperty: 1 }]]
-  if (body && typeof body === 'object' && !Array.isArray(body)) {
-    for (const key of Object.keys(body)) {
-      for (const wrong of WRONG_TYPES) out.push([`${key}=${JSON.stringify(wrong)?.slice(0, 20)}`, { ...body, [key]: wrong }])
-      const { [key]: _, ...rest } = body
-      out.push([`without ${key}`, rest])
-    }
-    out.push(['with an unknown property', { ...body, unknownProperty: 'x' }])
-  }
-  if (Array.isArray(body)) {
-    out.push(['array of wrong types', [...body, ...WRONG_TYPES]], ['1500 items', Array.from({ length: 1500 }, (_, i) => `id-${i}`)], ['an item twice', [body[0], body[0]]])
-    if (schema.items?.type === 'object') out.push(['unknown property in an item', [{ unknownProperty: 1 }]])
-  }
-  return out
-}
+const jsf = seededFaker(20261126, 'Attack-password-1234')
 
 /** The statuses an operation declares (its own responses, which may point at components). */
 export function declaredStatuses(spec: Json, op: Operation): Set<string> {
   return new Set(Object.keys(spec.paths[op.path][op.method.toLowerCase()].responses ?? {}))
 }
 
-/** Judges answers against the contract: status declared, media type offered, body as described. */
+/** Judges answers against the contract (lib/response-check.ts), and any 5xx. */
 export function contractJudge(spec: Json) {
-  const ajv = makeAjv(false)
-  ajv.addSchema(spec, 'contract')
-  const cache = new Map<string, ValidateFunction>()
-  const pointer = (...parts: string[]) => parts.map((p) => p.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')
+  // Very large answers (pages of a million rows) are judged by status and media type only.
+  const judge = answerJudge(spec, { maxBodyChars: 5_000_000 })
   return (op: Operation, answer: AttackAnswer): Pick<Finding, 'kind' | 'detail'> | null => {
-    const method = op.method.toLowerCase()
-    const status = String(answer.status)
     if (answer.status >= 500) return { kind: '5xx', detail: answer.body.slice(0, 300) }
-    const declared = spec.paths[op.path][method].responses?.[status]
-    if (!declared) return { kind: 'undeclared-status', detail: `${status} is not declared: ${answer.body.slice(0, 200)}` }
-    const response = declared.$ref ? declared.$ref.slice(2).split('/').reduce((o: any, k: string) => o[k], spec) : declared
-    if (!response.content) return null
-    const type = answer.contentType.split(';')[0].trim()
-    const media = response.content[type]
-    if (!media) return { kind: 'undeclared-media-type', detail: `${status} as "${type}"` }
-    if (!/json|text\/plain/.test(type) || media.schema?.type === 'string' || answer.body.length > 5_000_000) return null
-    let body: unknown
-    try {
-      body = JSON.parse(answer.body)
-    } catch {
-      return { kind: 'body-not-as-declared', detail: `${status} body is not JSON` }
-    }
-    const where = declared.$ref
-      ? `contract#/${pointer(...declared.$ref.slice(2).split('/'), 'content', type, 'schema')}`
-      : `contract#/${pointer('paths', op.path, method, 'responses', status, 'content', type, 'schema')}`
-    let validate = cache.get(where)
-    if (!validate) {
-      validate = ajv.compile({ $ref: where })
-      cache.set(where, validate)
-    }
-    if (validate(body)) return null
-    return { kind: 'body-not-as-declared', detail: `${status}: ${(validate.errors ?? []).slice(0, 3).map((e) => `${e.instancePath || '(root)'} ${e.message}`).join('; ')}` }
+    const violation = judge(op, answer.status, answer.contentType, answer.body)
+    return violation ? { kind: violation.kind, detail: `${violation.detail.slice(0, 300)}: ${answer.body.slice(0, 200)}` } : null
   }
 }
 

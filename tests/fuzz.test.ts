@@ -2,52 +2,12 @@
 // 5xx (other than an operation's declared 501) and, since the test app checks every
 // answer against the contract, on any answer the contract does not describe.
 import t from 'tap'
-import jsf from 'json-schema-faker'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import { build, login } from './helpers.js'
+import { bodyVariants, deref, GARBAGE, seededFaker } from '../scripts/contract-requests.js'
 
-function prng(seed: number) {
-  let s = seed
-  return () => (s = (s * 16807) % 2147483647) / 2147483647
-}
-jsf.option({ alwaysFakeOptionals: true, useDefaultValue: false, fillProperties: false, failOnInvalidFormat: false, maxItems: 3, maxLength: 40, random: prng(20261121) })
-jsf.format('password', () => 'Fuzz-password-1234')
-jsf.format('binary', () => 'binary')
-jsf.format('int32', () => '1')
-jsf.format('int64', () => '1')
-
+const jsf = seededFaker(20261121, 'Fuzz-password-1234')
 type Json = Record<string, any>
-
-function deref(node: any, spec: Json, seen = new Set<string>()): any {
-  if (Array.isArray(node)) return node.map((n) => deref(n, spec, seen))
-  if (!node || typeof node !== 'object') return node
-  if (typeof node.$ref === 'string') {
-    if (seen.has(node.$ref)) return {}
-    const target = node.$ref.slice(2).split('/').reduce((o: Json, k: string) => o[k.replace(/~1/g, '/').replace(/~0/g, '~')], spec)
-    return deref(target, spec, new Set([...seen, node.$ref]))
-  }
-  return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, deref(v, spec, seen)]))
-}
-
-const garbage = ['', ' ', 'null', '-1', '0', '99999999999999999999', '1e309', 'x'.repeat(2000), '\u0000', '😀', '[]', '{}', "' OR 1=1 --", '%', '_', '../..', 'true', 'NaN']
-const wrongTypes = [null, 0, -1, 1.5, 'text', true, [], {}, [null], { a: { b: { c: [1, 2, 3] } } }, 'x'.repeat(70000)]
-
-function variants(body: any, schema: Json): any[] {
-  const out: any[] = [null, [], {}, 'string', 42, { unknownProperty: 1 }]
-  if (body && typeof body === 'object' && !Array.isArray(body)) {
-    for (const key of Object.keys(body)) {
-      for (const wrong of wrongTypes) out.push({ ...body, [key]: wrong })
-      const { [key]: _, ...rest } = body
-      out.push(rest)
-    }
-    out.push({ ...body, unknownProperty: 'x' })
-  }
-  if (Array.isArray(body)) {
-    out.push([...body, ...wrongTypes], Array.from({ length: 1500 }, (_, i) => `id-${i}`), [body[0], body[0]])
-    if (schema.items?.type === 'object') out.push([{ unknownProperty: 1 }])
-  }
-  return out
-}
 
 t.test('fuzzing every operation of the contract', async (t) => {
   const app: FastifyInstance = await build(t, { PRIME_LOGIN_RATE_LIMIT_MAX: '100000', PRIME_LOCKOUT_THRESHOLD: '1000' })
@@ -90,10 +50,10 @@ t.test('fuzzing every operation of the contract', async (t) => {
     const json = (b: any) => ({ payload: JSON.stringify(b), headers: { 'content-type': 'application/json' } })
     for (let i = 0; i < 3; i++) await send(`valid #${i}`, { query: validQuery(), ...(bodySchema ? json(jsf.generate(bodySchema)) : {}) })
     for (const p of queryParams) {
-      for (const g of garbage) await send(`query ${p.name}=${JSON.stringify(g).slice(0, 20)}`, { query: { ...validQuery(), [p.name]: g }, ...(bodySchema ? json(body) : {}) })
+      for (const g of GARBAGE) await send(`query ${p.name}=${JSON.stringify(g).slice(0, 20)}`, { query: { ...validQuery(), [p.name]: g }, ...(bodySchema ? json(body) : {}) })
     }
     for (const p of pathParams) {
-      for (const g of [...garbage.filter(Boolean), 'x'.repeat(101), '%2e%2e%2f']) {
+      for (const g of [...GARBAGE.filter(Boolean), 'x'.repeat(101), '%2e%2e%2f']) {
         const path = { ...validPath(), [p.name]: g }
         requests++
         const res = await app.inject({ method: op.method as any, url: op.path.replace(/\{(\w+)\}/g, (_, n) => (n === p.name ? encodeURIComponent(g) : path[n])), headers: { authorization: `Bearer ${token}` } })
@@ -101,7 +61,7 @@ t.test('fuzzing every operation of the contract', async (t) => {
       }
     }
     if (bodySchema) {
-      for (const v of variants(body, bodySchema)) await send(`body ${JSON.stringify(v).slice(0, 60)}`, json(v))
+      for (const [label, v] of bodyVariants(body, bodySchema)) await send(`body ${label}`, json(v))
       await send('malformed JSON', { payload: '{"a":', headers: { 'content-type': 'application/json' } })
       await send('empty JSON', { payload: '', headers: { 'content-type': 'application/json' } })
       await send('XML', { payload: '<a/>', headers: { 'content-type': 'application/xml' } })
