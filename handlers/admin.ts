@@ -1,11 +1,14 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import { accountView, createAccount, deleteAccounts, updateAccount, updateOwnAccount } from '../lib/accounts.js'
+import { accountView } from '../lib/accounts/views.js'
+import { bearerToken } from '../lib/auth.js'
+import { contextOf } from '../lib/platform/context.js'
 import { runHealthChecks } from '../lib/health.js'
 import { problem } from '../lib/errors.js'
 import { projectRoot } from '../lib/paths.js'
 import { iso } from '../lib/time.js'
 import { licenseStatus } from './auth.js'
+import type { Services } from '../lib/services.js'
 import type { Handlers } from './types.js'
 
 const version: string = JSON.parse(fs.readFileSync(path.join(projectRoot, 'package.json'), 'utf8')).version
@@ -83,18 +86,19 @@ export const adminHandlers: Handlers<
   },
 
   async addUser(req) {
-    return createAccount(req, req.body as Parameters<typeof createAccount>[1])
+    return req.server.services.accounts.create(contextOf(req), req.body as Parameters<Services['accounts']['create']>[1])
   },
 
   async deleteUsers(req) {
-    return deleteAccounts(req, req.body)
+    return req.server.services.accounts.remove(contextOf(req), req.principal!, req.body)
   },
 
   async updateUser(req) {
-    return updateAccount(req, req.body)
+    return req.server.services.accounts.update(contextOf(req), req.body)
   },
 
   async updateUserDetails(req) {
-    return updateOwnAccount(req, req.body)
+    const { services, tokens } = req.server
+    return services.accounts.updateOwn(contextOf(req), req.principal!, req.body, (now) => void tokens.authenticate(bearerToken(req), now))
   },
 }

@@ -1,4 +1,4 @@
-import { accountView, login } from '../lib/accounts.js'
+import { accountView } from '../lib/accounts/views.js'
 import { audit } from '../lib/audit.js'
 import { problem } from '../lib/errors.js'
 import { unauthenticated } from '../lib/auth.js'
@@ -21,7 +21,7 @@ function sessionAnswer(config: Config, tokens: { token: string; expiresAt: strin
 }
 
 async function localLogin(req: Req<'localLogin'>) {
-  const result = await login(req, req.body.username, req.body.password)
+  const result = await req.server.services.accounts.login(contextOf(req), req.body.username, req.body.password)
   return sessionAnswer(req.server.config, result, result.user)
 }
 

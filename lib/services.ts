@@ -5,7 +5,9 @@ import { asyncPort } from '../db/unit-of-work.js'
 import { allowList } from './alarms/address.js'
 import { sendRecord } from './alarms/deliver.js'
 import { alarmDestinationService } from './alarms/service.js'
+import { accountService } from './accounts/service.js'
 import { auditDeps, recordAudit } from './audit.js'
+import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
 import { integrationTokenService } from './integration-tokens/service.js'
 import type { AuditTrail } from './platform/ports.js'
 
@@ -18,6 +20,14 @@ export function createServices(app: FastifyInstance) {
   return {
     uow,
     audit,
+    accounts: accountService({
+      accounts: asyncPort(repos.users, uow),
+      uow,
+      audit,
+      passwords: { hash: hashPassword, verify: verifyPassword, dummy: dummyHash },
+      lockout: { threshold: config.lockoutThreshold, ms: config.lockoutMs },
+      startSession: (userId, now) => app.tokens.startSession(userId, now),
+    }),
     alarms: alarmDestinationService({
       destinations: asyncPort(repos.alarms, uow),
       uow,

@@ -13,7 +13,7 @@ import pino from 'pino'
 import { LineBatcher, lazyChildLogger, requestLineWriter } from '../lib/log.js'
 import { openDatabase } from '../db/index.js'
 import { createRepos } from '../lib/repos.js'
-import { accountView } from '../lib/accounts.js'
+import { accountView } from '../lib/accounts/views.js'
 
 const [, , port, dbFile, ...files] = process.argv
 const app = Fastify({ logger: false })

@@ -1,0 +1,66 @@
+// The account service without Fastify: logins counted per name and source address, the
+// last Administrator kept, and one's own change checked against the credential again.
+import t from 'tap'
+import { openDatabase } from '../db/index.js'
+import { asyncPort } from '../db/unit-of-work.js'
+import { accountService } from '../lib/accounts/service.js'
+import { recordAudit } from '../lib/audit.js'
+import { systemContext } from '../lib/platform/context.js'
+import { createRepos } from '../lib/repos.js'
+
+// Plain text stands in for scrypt here: the rules are under test, not the hashing.
+const passwords = { hash: async (p: string) => `h:${p}`, verify: async (p: string, h: string) => h === `h:${p}`, dummy: async () => 'h:\u0000' }
+
+function setup() {
+  const db = openDatabase(':memory:')
+  const repos = createRepos(db)
+  const uow = repos.uow
+  const sessions: number[] = []
+  const service = accountService({
+    accounts: asyncPort(repos.users, uow),
+    uow,
+    audit: asyncPort({ record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) }, uow),
+    passwords,
+    lockout: { threshold: 3, ms: 60_000 },
+    startSession: (userId) => (sessions.push(userId), { token: 't', expiresAt: 'e', refreshToken: 'r', refreshTokenExpiresAt: 'e' }),
+  })
+  const audits = () => db.prepare('SELECT description, outcome, source_ip FROM audit_trail ORDER BY id').all() as { description: string; outcome: string; source_ip: string }[]
+  return { repos, service, sessions, audits }
+}
+
+const admin = systemContext({ actor: 'root', profile: 30, sourceAddress: '192.0.2.1' })
+const from = (address: string) => systemContext({ sourceAddress: address })
+const account = (userName: string, userProfile = 30) => ({ userName, email: `${userName}@example.com`, userProfile, password: 'Correct-horse-42' }) as any
+
+t.test('logins: a wrong password counts per name and address; a stranger cannot lock the owner out', async (t) => {
+  const { service, sessions, audits } = setup()
+  const alice = await service.create(admin, account('alice'))
+  for (let i = 0; i < 3; i++) await t.rejects(service.login(from('198.51.100.9'), 'alice', 'wrong'), { code: 'invalid-credentials' })
+  await t.rejects(service.login(from('198.51.100.9'), 'alice', 'Correct-horse-42'), { code: 'account-locked' }, 'locked from that address')
+  const ok = await service.login(from('192.0.2.50'), 'alice', 'Correct-horse-42')
+  t.equal(ok.user.userName, 'alice', 'the owner logs in from elsewhere')
+  t.same(sessions, [alice.id])
+  t.match(audits().at(-1), { description: 'Login of "alice"', outcome: 'Succeeded', source_ip: '192.0.2.50' })
+  await t.rejects(service.login(from('192.0.2.50'), 'nobody', 'x'), { code: 'invalid-credentials' }, 'an unknown name answers the same')
+})
+
+t.test('the last active Administrator can be neither demoted nor deleted', async (t) => {
+  const { service } = setup()
+  const only = await service.create(admin, account('only'))
+  await t.rejects(service.update(admin, { id: only.id, userProfile: 20 } as any), { code: 'conflict' })
+  const out = await service.remove(admin, { kind: 'session', id: 999 }, ['only'])
+  t.match(out, { succeeded: 0, failed: 1, results: [{ code: 'not-allowed' }] })
+  const self = await service.remove(admin, { kind: 'session', id: only.id }, [String(only.id)])
+  t.match(self.results, [{ reason: 'You cannot delete your own account.' }])
+})
+
+t.test("one's own password change is checked against the credential inside the change", async (t) => {
+  const { service, repos } = setup()
+  const bob = await service.create(admin, account('bob', 10))
+  const change = { currentPassword: 'Correct-horse-42', newPassword: 'Another-horse-43' }
+  await t.rejects(service.updateOwn(admin, { kind: 'session', id: bob.id }, change, () => { throw new Error('revoked meanwhile') }), /revoked meanwhile/)
+  t.equal(repos.users.byId(bob.id)!.password_hash, 'h:Correct-horse-42', 'nothing changed')
+  await service.updateOwn(admin, { kind: 'session', id: bob.id }, change, () => {})
+  t.equal(repos.users.byId(bob.id)!.password_hash, 'h:Another-horse-43')
+  await t.rejects(service.updateOwn(admin, { kind: 'integration', id: 'x' }, { email: 'a@b.c' }, () => {}), { code: 'validation' })
+})
