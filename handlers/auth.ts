@@ -1,7 +1,3 @@
-import { accountView } from '../lib/accounts/views.js'
-import { audit } from '../lib/audit.js'
-import { problem } from '../lib/errors.js'
-import { unauthenticated } from '../lib/auth.js'
 import { tokenView } from '../lib/integration-tokens/views.js'
 import { contextOf } from '../lib/platform/context.js'
 import type { Config } from '../lib/config.js'
@@ -34,31 +30,12 @@ export const authHandlers: Handlers<'localLogin' | 'signIn' | 'refreshToken' | '
   signIn: localLogin,
 
   async refreshToken(req) {
-    const { repos, db, tokens, config } = req.server
-    const result = db.transaction(() => {
-      const r = tokens.rotate(req.body.refreshToken, Date.now())
-      const user = repos.users.byId(r.userId)
-      audit(req, {
-        description: r.reused ? `Refresh token reused for "${user?.user_name}": session revoked` : `Token refresh for "${user?.user_name}"`,
-        user: user?.user_name ?? null,
-        outcome: r.reused ? 'Refused' : 'Succeeded',
-        severity: r.reused ? 3 : 6,
-      })
-      return { ...r, user }
-    })()
-    if (result.reused) throw unauthenticated('The refresh token was already used; its session has been revoked.')
-    return sessionAnswer(config, result.tokens!, accountView(result.user!))
+    const { tokens, user } = await req.server.services.sessions.refresh(contextOf(req), req.body.refreshToken)
+    return sessionAnswer(req.server.config, tokens, user)
   },
 
   async logout(req) {
-    const principal = req.principal!
-    if (principal.kind !== 'session') throw problem('validation', 'Integration tokens are revoked with DELETE admin/integrationTokens/{integrationId}, not logged out.')
-    const revoked = req.server.db.transaction(() => {
-      const n = req.server.repos.sessions.revoke(principal.sessionId!, 'logout', Date.now())
-      audit(req, { description: `Logout of "${principal.name}"`, details: { session: principal.sessionId } })
-      return n
-    })()
-    return { loggedOut: true, revokedRefreshTokens: revoked }
+    return { loggedOut: true, revokedRefreshTokens: await req.server.services.sessions.logout(contextOf(req), req.principal!) }
   },
 
   async listIntegrationTokens(req) {

@@ -6,6 +6,7 @@ import { allowList } from './alarms/address.js'
 import { sendRecord } from './alarms/deliver.js'
 import { alarmDestinationService } from './alarms/service.js'
 import { accountService } from './accounts/service.js'
+import { sessionService } from './accounts/sessions.js'
 import { auditDeps, recordAudit } from './audit.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
 import { integrationTokenService } from './integration-tokens/service.js'
@@ -27,6 +28,13 @@ export function createServices(app: FastifyInstance) {
       passwords: { hash: hashPassword, verify: verifyPassword, dummy: dummyHash },
       lockout: { threshold: config.lockoutThreshold, ms: config.lockoutMs },
       startSession: (userId, now) => app.tokens.startSession(userId, now),
+    }),
+    sessions: sessionService({
+      accounts: asyncPort(repos.users, uow),
+      sessions: asyncPort(repos.sessions, uow),
+      uow,
+      audit,
+      rotate: (refreshToken, now) => app.tokens.rotate(refreshToken, now),
     }),
     alarms: alarmDestinationService({
       destinations: asyncPort(repos.alarms, uow),

@@ -4,6 +4,7 @@ import t from 'tap'
 import { openDatabase } from '../db/index.js'
 import { asyncPort } from '../db/unit-of-work.js'
 import { accountService } from '../lib/accounts/service.js'
+import { sessionService } from '../lib/accounts/sessions.js'
 import { recordAudit } from '../lib/audit.js'
 import { systemContext } from '../lib/platform/context.js'
 import { createRepos } from '../lib/repos.js'
@@ -63,4 +64,26 @@ t.test("one's own password change is checked against the credential inside the c
   await service.updateOwn(admin, { kind: 'session', id: bob.id }, change, () => {})
   t.equal(repos.users.byId(bob.id)!.password_hash, 'h:Another-horse-43')
   await t.rejects(service.updateOwn(admin, { kind: 'integration', id: 'x' }, { email: 'a@b.c' }, () => {}), { code: 'validation' })
+})
+
+t.test('a reused refresh token: refused after its session is ended and audited', async (t) => {
+  const { repos, audits } = setup()
+  const uow = repos.uow
+  const auditPort = asyncPort({ record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) }, uow)
+  const id = repos.users.insert({ user_name: 'carol', email: 'c@example.com', first_name: null, last_name: null, phone: null, image: null, profile: 10, password_hash: 'h', is_active: 1 }, Date.now())
+  const revoked: string[] = []
+  const sessions = sessionService({
+    accounts: asyncPort(repos.users, uow),
+    sessions: { revoke: async (sessionId) => (revoked.push(sessionId), 1) },
+    uow,
+    audit: auditPort,
+    rotate: (token) => (token === 'used' ? { reused: true, userId: id } : { reused: false, userId: id, tokens: { token: 'a', expiresAt: 'e', refreshToken: 'r2', refreshTokenExpiresAt: 'e' } }),
+  })
+  const fresh = await sessions.refresh(admin, 'fresh')
+  t.equal(fresh.user.userName, 'carol')
+  await t.rejects(sessions.refresh(admin, 'used'), { code: 'unauthenticated' })
+  t.match(audits().at(-1), { description: 'Refresh token reused for "carol": session revoked', outcome: 'Refused' }, 'the refusal is kept')
+  await t.rejects(sessions.logout(admin, { kind: 'integration', name: 'tok' }), { code: 'validation' })
+  t.equal(await sessions.logout(admin, { kind: 'session', name: 'carol', sessionId: 's1' }), 1)
+  t.same(revoked, ['s1'])
 })
