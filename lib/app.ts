@@ -15,7 +15,7 @@ import { fieldErrors, validatorCompiler, warmValidators } from './validation.js'
 import { canonicalize, canonicalizeQuery } from './names.js'
 import { chooseResponseType, isJsonMediaType } from './negotiate.js'
 import { usedDeprecatedInputs } from './deprecation.js'
-import { auditFallback, startRefusalFlush } from './audit.js'
+import { auditFallback, refusalFlushLoop } from './audit.js'
 import { fixedWindowLimiter, limitKey } from './rate-limit.js'
 import { resolveHandler } from '../handlers/index.js'
 import { bootstrapAdmin } from './accounts.js'
@@ -23,19 +23,21 @@ import { registerDocs } from './docs.js'
 import { responseChecker } from './response-check.js'
 import { lazyChildLogger, requestLineWriter, RoutineSummary, stdoutLines, type LineBatcher } from './log.js'
 import { agentGateway, type AgentGateway } from './gateway.js'
-import { startAgentSweeper } from './agent-sweeper.js'
-import { startSearchUpkeep } from './search-upkeep.js'
+import { agentSweeperLoop } from './agent-sweeper.js'
+import { agentSearchLoop, searchUpkeepLoop } from './search-upkeep.js'
+import { eventIndexLoop } from './event-indexing.js'
 import { createMailer, type Mailer } from './mail.js'
-import { startAlarmDelivery } from './alarms/index.js'
-import { startReportScheduler } from './reports/index.js'
-import { startNotifications } from './notifications/index.js'
-import { startAgentless } from './agentless/index.js'
+import { alarmDeliveryLoop } from './alarms/index.js'
+import { reportSchedulerLoop } from './reports/index.js'
+import { notificationLoops } from './notifications/index.js'
+import { agentlessLoop } from './agentless/index.js'
 import { registerAssetGraph } from './assets/graphql.js'
 import { vault } from './vault.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
 import { registerLifecycle } from './probes.js'
 import { capConnections, refuseExpectations, serverOptions } from './connections.js'
-import { startRetention } from './retention.js'
+import { retentionLoop } from './retention.js'
+import { registerLoops } from './platform/loops.js'
 import { secureDataDir } from './data-dir.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
@@ -193,14 +195,19 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
   app.decorate('tokens', tokenService(app, config, repos))
   app.decorate('gateway', agentGateway(app))
-  startAgentSweeper(app)
-  startSearchUpkeep(app)
-  startAlarmDelivery(app)
-  startReportScheduler(app)
-  startNotifications(app)
-  startAgentless(app)
-  startRetention(app)
-  startRefusalFlush(app)
+  // Every background loop, here and nowhere else: started when the app is ready, in this
+  // order, and stopped in reverse order when it closes (lib/platform/loops.ts).
+  const loops = registerLoops(app)
+  loops.add(agentSweeperLoop(app))
+  loops.add(eventIndexLoop(app))
+  loops.add(agentSearchLoop(app))
+  loops.add(searchUpkeepLoop(app))
+  loops.add(alarmDeliveryLoop(app))
+  loops.add(reportSchedulerLoop(app))
+  for (const loop of notificationLoops(app)) loops.add(loop)
+  loops.add(agentlessLoop(app))
+  loops.add(retentionLoop(app))
+  loops.add(refusalFlushLoop(app))
 
   const canonicalHook = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => done(thrown(() => canonicalRequest(req, reply)))
   // Each route carries its operation's metadata from the contract, for the hooks below.
