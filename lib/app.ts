@@ -38,6 +38,8 @@ import { registerLifecycle } from './probes.js'
 import { capConnections, refuseExpectations, serverOptions } from './connections.js'
 import { retentionLoop } from './retention.js'
 import { registerLoops } from './platform/loops.js'
+import { registerHealthChecks } from './platform/health.js'
+import { registerCoreHealthChecks } from './health.js'
 import { secureDataDir } from './data-dir.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
@@ -196,7 +198,11 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorate('tokens', tokenService(app, config, repos))
   app.decorate('gateway', agentGateway(app))
   // Every background loop, here and nowhere else: started when the app is ready, in this
-  // order, and stopped in reverse order when it closes (lib/platform/loops.ts).
+  // order, and stopped in reverse order when it closes (lib/platform/loops.ts). The features
+  // add their health checks as they are wired, after the platform's: this order is the order
+  // of admin/SubsystemHealth's subsystems.
+  registerHealthChecks(app)
+  registerCoreHealthChecks(app)
   const loops = registerLoops(app)
   loops.add(agentSweeperLoop(app))
   loops.add(eventIndexLoop(app))
@@ -204,8 +210,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   loops.add(searchUpkeepLoop(app))
   loops.add(alarmDeliveryLoop(app))
   loops.add(reportSchedulerLoop(app))
-  for (const loop of notificationLoops(app)) loops.add(loop)
   loops.add(agentlessLoop(app))
+  for (const loop of notificationLoops(app)) loops.add(loop)
   loops.add(retentionLoop(app))
   loops.add(refusalFlushLoop(app))
 

@@ -11,9 +11,9 @@ const EXPECTED = [
   { name: 'search-upkeep', singleton: true },
   { name: 'alarm-delivery', singleton: true },
   { name: 'report-scheduler', singleton: true },
+  { name: 'agentless-sweeper', singleton: true },
   { name: 'notification-stream', singleton: false },
   { name: 'health-checks', singleton: true },
-  { name: 'agentless-sweeper', singleton: true },
   { name: 'retention', singleton: true },
   { name: 'audit-refusal-flush', singleton: true },
 ]

@@ -1,7 +1,7 @@
 // Agentless checking on the server side: its settings and credential vault, the upkeep
 // of worker pollers (heartbeats that stop, runs that never end) and their health.
 import type { FastifyInstance } from 'fastify'
-import type { HealthStatus } from '../health.js'
+import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { iso } from '../time.js'
 import type { AgentlessSettings } from './settings.js'
 import { vault, type Vault } from '../vault.js'
@@ -49,11 +49,12 @@ export function sweepAgentless(app: FastifyInstance, now = Date.now()) {
 }
 
 /**
- * Loads the settings and the key; the loop sweeps every few seconds while the app runs
+ * Loads the settings and the key and registers the pollers' health check; the loop sweeps every few seconds while the app runs
  * (one process at a time: it changes the shared pollers and runs).
  */
 export function agentlessLoop(app: FastifyInstance): Loop {
   app.decorate('agentless', { settings: app.config.agentless, vault: vault(app.config.agentlessKey) })
+  registerHealthCheck(app, { name: 'WorkerPoller', check: workerPollerHealth })
   return everyInterval(app, { name: 'agentless-sweeper', singleton: true, intervalMs: SWEEP_INTERVAL_MS, what: 'agentless sweep' }, () => sweepAgentless(app))
 }
 

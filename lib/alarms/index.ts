@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import type { HealthStatus } from '../health.js'
+import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { iso } from '../time.js'
 import { DeliveryWorker } from './worker.js'
 import type { Loop } from '../platform/loops.js'
@@ -13,11 +13,12 @@ declare module 'fastify' {
 
 /**
  * The outbox worker that delivers alarms, as the app's loop (one process at a time: it
- * claims the shared outbox); stopping lets deliveries in flight finish.
+ * claims the shared outbox), and its health check; stopping lets deliveries in flight finish.
  */
 export function alarmDeliveryLoop(app: FastifyInstance): Loop {
   const worker = new DeliveryWorker(app)
   app.decorate('alarmWorker', worker)
+  registerHealthCheck(app, { name: 'AlarmDelivery', check: alarmDeliveryHealth })
   return { name: 'alarm-delivery', singleton: true, start: () => worker.start(), stop: () => worker.stop() }
 }
 

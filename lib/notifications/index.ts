@@ -1,7 +1,7 @@
 // Notifications at run time: the periodic health checks that open and resolve
 // system-health notifications, and the hub of the live stream.
 import type { FastifyInstance } from 'fastify'
-import type { HealthStatus } from '../health.js'
+import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { checkHealth, type HealthResult } from './health.js'
 import { notificationHub, type NotificationHub } from './stream.js'
 import { KeptAnswers } from './kept.js'
@@ -32,7 +32,7 @@ const SEAT_WARNING = 0.9
 
 /**
  * The health checks (every PRIME_HEALTH_CHECK_SECONDS) and the stream's hub, as the app's
- * loops; both stop as closing begins, open streams first so that the server can close.
+ * loops, and the license's health check; both stop as closing begins, open streams first so that the server can close.
  */
 export function notificationLoops(app: FastifyInstance): Loop[] {
   const intervalMs = app.config.healthCheckSeconds * 1000
@@ -53,6 +53,7 @@ export function notificationLoops(app: FastifyInstance): Loop[] {
     },
   }
   app.decorate('notifications', service)
+  registerHealthCheck(app, { name: 'License', check: licenseHealth })
   return [
     // Each process serves its own streams.
     { name: 'notification-stream', singleton: false, stopsFirst: true, start: () => hub.start(), stop: () => hub.stop() },

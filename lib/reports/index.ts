@@ -5,7 +5,7 @@
 import crypto from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { ReportRow, RunRow } from '../../db/reports.js'
-import type { HealthStatus } from '../health.js'
+import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { iso } from '../time.js'
 import type { Definition } from './content.js'
 import { removePartFiles } from './files.js'
@@ -214,12 +214,14 @@ export function reportScheduler(app: FastifyInstance): ReportScheduler {
 
 /**
  * The scheduler that runs due reports, as the app's loop (one process at a time: it queues
- * and runs the shared schedule); stopping queues running runs again.
+ * and runs the shared schedule), and the reports' health check;
+ * stopping queues running runs again.
  */
 export function reportSchedulerLoop(app: FastifyInstance): Loop {
   const scheduler = new ReportScheduler(app)
   // A decoration of the root instance: handlers see it through their own (child) instance.
   app.decorate('reportScheduler', scheduler)
+  registerHealthCheck(app, { name: 'Reports', check: reportsHealth })
   return { name: 'report-scheduler', singleton: true, start: () => scheduler.start(), stop: () => scheduler.close() }
 }
 
