@@ -89,8 +89,6 @@ const REQUEST_ID = /^[\w.:-]{1,64}$/
 const IGNORED_BODY = 'application/x-prime-ignored-body'
 const MAX_FIELD_ERRORS = 20
 const MULTIPART = /^multipart\/form-data/i
-/** The operations that check a password or secret, limited per source address by PRIME_LOGIN_RATE_LIMIT_MAX. */
-const LOGIN_LIMITED = new Set(['localLogin', 'signIn', 'pollerRegister'])
 /**
  * The operations' answers (JSON, CSV, PDF) carry the security headers the OWASP REST
  * Security Cheat Sheet lists for APIs; the rest of helmet's set concerns HTML documents,
@@ -300,10 +298,11 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     // and enrollments have the gateway's own limits instead (refused agent calls count
     // here; failed enrollments are counted when answered, below).
     if (op?.access.kind === 'agent') req.agent = authenticateAgent(repos, bearerToken(req))
-    if (req.agent || op?.operationId === 'enrollAgent') app.gateway.admit(req, op!.operationId, Date.now())
+    if (req.agent || op?.gatewayLimit === 'enrollment') app.gateway.admit(req, op!, Date.now())
     // A load balancer's probes come every few seconds from the same addresses as the clients.
     else if (!op?.probe) limit(req, reply, requestLimit, 'requests', true)
-    if (op !== undefined && LOGIN_LIMITED.has(op.operationId)) limit(req, reply, loginLimit, 'failed login attempts', false)
+    // The operations that check a password or secret (`x-rate-limit: login`).
+    if (op?.rateLimit === 'login') limit(req, reply, loginLimit, 'failed login attempts', false)
     if (!op) return
     // The caller first: a refused one learns nothing more (401/403 before 415/406), and a
     // request that fails on its media types is audited with its actor.
@@ -336,7 +335,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const routine = config.logRoutineSeconds > 0 ? new RoutineSummary(app.log, config.logRoutineSeconds * 1000) : null
   app.addHook('onClose', async () => routine?.close())
   app.addHook('onResponse', (req, reply, done) => {
-    if (req.op?.operationId === 'enrollAgent' && reply.statusCode >= 400 && reply.statusCode !== 429) {
+    if (req.op?.gatewayLimit === 'enrollment' && reply.statusCode >= 400 && reply.statusCode !== 429) {
       app.gateway.enrollmentFailed(req.ip, Date.now())
     }
     // A probe that passes is not worth a line every few seconds; one that fails is.
@@ -360,7 +359,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     // Only failures count toward the login limit: every attempt is counted when it arrives
     // (parallel guesses cannot outrun the limit), and a success is taken back before it is
     // answered (a client that logs in before each call is never cut off).
-    if (op !== undefined && reply.statusCode < 300 && LOGIN_LIMITED.has(op.operationId)) loginLimit.refund(limitKey(req.ip), Date.now())
+    if (op?.rateLimit === 'login' && reply.statusCode < 300) loginLimit.refund(limitKey(req.ip), Date.now())
     if (reply.statusCode < 400 && req.responseType && isJsonAnswer(reply)) {
       reply.header('content-type', `${req.responseType}; charset=utf-8`)
     }
