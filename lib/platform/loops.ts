@@ -54,7 +54,7 @@ export function registerLoops(app: FastifyInstance): Loops {
       if (loops.some((l) => l.loop.name === loop.name)) throw new Error(`loop ${loop.name} is registered twice`)
       const entry = { loop, running: false }
       loops.push(entry)
-      if (started) void start(entry)
+      if (started) start(entry).catch((err) => app.log.error({ err, loop: loop.name }, 'starting a background loop failed'))
     },
     list: () => loops.map(({ loop, running }) => ({ name: loop.name, singleton: loop.singleton, running })),
   }
@@ -63,7 +63,11 @@ export function registerLoops(app: FastifyInstance): Loops {
     started = true
     for (const l of loops) await start(l)
   })
-  app.addHook('preClose', async () => stop(true))
+  app.addHook('preClose', async () => {
+    // A loop added while closing is not started.
+    started = false
+    await stop(true)
+  })
   app.addHook('onClose', async () => stop(false))
   return registry
 }
