@@ -5,6 +5,7 @@
 // read again by id, so that they show the current times; while nothing at all has changed,
 // its rows are answered as kept. Lists filtered or sorted by the check-in time are never kept.
 import type { DB } from './index.js'
+import { Cache } from '../lib/platform/cache.js'
 
 /** Rows whose only change was a check-in time (counted by the gateway as it writes them). */
 export class CheckInTimeWrites {
@@ -24,22 +25,13 @@ export interface KeptAnswer<T> {
 export function answerCache<T extends { id: number }>(db: DB, checkInTimes: CheckInTimeWrites, maxEntries = 64) {
   const changes = db.prepare('SELECT total_changes()').pluck()
   const version = db.prepare('PRAGMA data_version').pluck()
-  const entries = new Map<string, KeptAnswer<T>>()
-  let generation = ''
-  const current = () => {
-    const now = `${(changes.get() as number) - checkInTimes.rows}:${version.get()}`
-    if (now !== generation) {
-      entries.clear()
-      generation = now
-    }
-  }
+  const entries = new Cache<string, KeptAnswer<T>>({ max: maxEntries })
+  const current = () => entries.validFor(`${(changes.get() as number) - checkInTimes.rows}:${version.get()}`)
   type Answer = { total: number; filtered: number; rows: T[] }
   function kept(key: string, readRows: (ids: number[]) => T[]): Answer | undefined {
+    // Least recently used first out.
     const entry = entries.get(key)
     if (!entry) return undefined
-    // Least recently used first out.
-    entries.delete(key)
-    entries.set(key, entry)
     if (entry.checkInRows !== checkInTimes.rows) {
       entry.rows = inOrder(entry.ids, readRows(entry.ids))
       entry.checkInRows = checkInTimes.rows
@@ -57,7 +49,6 @@ export function answerCache<T extends { id: number }>(db: DB, checkInTimes: Chec
       const found = kept(key, readRows)
       if (found) return found
       const answer = read()
-      if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!)
       entries.set(key, { ...answer, ids: answer.rows.map((r) => r.id), checkInRows: checkInTimes.rows })
       return answer
     },

@@ -433,19 +433,19 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   }
 
   // ---- background indexing ----
-  let running = false
+  // The app's loop (lib/event-index-loop.ts) runs the slices; the first list wants them.
+  let wanted = false
   let held = false
+  /** Called when indexing becomes wanted, so that the loop need not wait for its next turn. */
+  let wake: (() => void) | undefined
   /** While the texts are read (textsReady below). */
   let loadingTexts: Promise<void> | null = null
-  /** Indexes in slices of about 20 ms, one after another while behind, then every half second. */
-  const tick = () => {
-    if (!db.open || held || loadingTexts) {
-      running = false
-      return
-    }
+  /** One slice of indexing of about `budgetMs`; answers whether more is waiting. */
+  const indexSlice = (budgetMs = 20): boolean => {
+    if (!wanted || !db.open || held || loadingTexts) return false
     let more = false
     try {
-      const until = performance.now() + 20
+      const until = performance.now() + budgetMs
       do {
         more = indexer.step('events', 2048) + indexer.step('audit_trail', 2048) > 0
       } while (more && performance.now() < until)
@@ -453,15 +453,12 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       // Busy (another process writes) or closing: try again on the next turn.
       more = false
     }
-    if (db.open) {
-      if (more) setImmediate(tick).unref()
-      else setTimeout(tick, 500).unref()
-    }
+    return more
   }
   const startIndexing = () => {
-    if (running || held || loadingTexts) return
-    running = true
-    setImmediate(tick).unref()
+    if (wanted) return
+    wanted = true
+    wake?.()
   }
 
   // The documents and sources that text filters need are read on the first such query,
@@ -472,7 +469,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     if (indexer.hasTexts()) return undefined
     loadingTexts ??= indexer.loadTextsGradually(pause).finally(() => {
       loadingTexts = null
-      startIndexing()
+      wanted = true
+      wake?.()
     })
     return loadingTexts
   }
@@ -1386,8 +1384,13 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
 
   return {
     indexer,
-    /** Starts indexing in the background (the first list does it too). */
+    /** Wants indexing in the background (the first list does it too). */
     startIndexing,
+    indexSlice,
+    /** `fn` is called when indexing becomes wanted (the loop that runs the slices). */
+    onIndexWanted(fn: (() => void) | undefined) {
+      wake = fn
+    },
     /** Stops (true) or allows (false) indexing in the background: tests drive it with `catchUp` and `indexer.step`. */
     holdIndexing(hold: boolean) {
       held = hold

@@ -5,11 +5,12 @@
 import type { FastifyInstance } from 'fastify'
 import { hostEvent, NO_RESULT } from './gateway.js'
 import { iso } from './time.js'
+import type { Loop } from './platform/loops.js'
 
 export const DELIVERY_TIMEOUT_MS = 15 * 60_000
 const SWEEP_INTERVAL_MS = 5000
 // One short batch of each kind per call: after a long outage every agent is overdue at
-// once, and requests must be served between the batches (see startAgentSweeper). A batch
+// once, and requests must be served between the batches (see agentSweeperLoop). A batch
 // also ends after BATCH_MS: a disconnect rewrites the agent's search text (about 0.2 ms
 // each at 100,000 agents), and 500 of them held the server for over 100 ms.
 const BATCH = 500
@@ -72,8 +73,11 @@ export function sweepAgents(app: FastifyInstance, now = Date.now(), budgetMs = B
   return { disconnected, timedOut, expired, activated, more }
 }
 
-/** Sweeps every few seconds while the app runs; the timer never keeps the process alive. */
-export function startAgentSweeper(app: FastifyInstance, intervalMs = SWEEP_INTERVAL_MS) {
+/**
+ * Sweeps every few seconds while the app runs; the timer never keeps the process alive.
+ * One process at a time: the sweep changes shared agents, commands and seats.
+ */
+export function agentSweeperLoop(app: FastifyInstance, intervalMs = SWEEP_INTERVAL_MS): Loop {
   let timer: NodeJS.Timeout | undefined
   let running = false
   let closed = false
@@ -90,15 +94,20 @@ export function startAgentSweeper(app: FastifyInstance, intervalMs = SWEEP_INTER
     running = more
     if (more) setImmediate(run)
   }
-  app.addHook('onReady', async () => {
-    timer = setInterval(() => {
-      if (!running) run()
-    }, intervalMs).unref()
-  })
-  // onClose hooks run last-registered first: this one runs before the database closes.
-  app.addHook('onClose', async () => {
-    closed = true
-    clearInterval(timer)
-    app.gateway.flushHeartbeats()
-  })
+  return {
+    name: 'agent-sweeper',
+    singleton: true,
+    start() {
+      closed = false
+      timer = setInterval(() => {
+        if (!running) run()
+      }, intervalMs).unref()
+    },
+    // Stopped before the database closes; the check-in times still held are written then.
+    stop() {
+      closed = true
+      clearInterval(timer)
+      app.gateway.flushHeartbeats()
+    },
+  }
 }

@@ -15,7 +15,7 @@ import { fieldErrors, validatorCompiler, warmValidators } from './validation.js'
 import { canonicalize, canonicalizeQuery } from './names.js'
 import { chooseResponseType, isJsonMediaType } from './negotiate.js'
 import { usedDeprecatedInputs } from './deprecation.js'
-import { auditFallback, startRefusalFlush } from './audit.js'
+import { auditFallback, refusalFlushLoop } from './audit.js'
 import { fixedWindowLimiter, limitKey } from './rate-limit.js'
 import { resolveHandler } from '../handlers/index.js'
 import { bootstrapAdmin } from './accounts/bootstrap.js'
@@ -23,19 +23,23 @@ import { registerDocs } from './docs.js'
 import { responseChecker } from './response-check.js'
 import { lazyChildLogger, requestLineWriter, RoutineSummary, stdoutLines, type LineBatcher } from './log.js'
 import { agentGateway, type AgentGateway } from './gateway.js'
-import { startAgentSweeper } from './agent-sweeper.js'
-import { startSearchUpkeep } from './search-upkeep.js'
+import { agentSweeperLoop } from './agent-sweeper.js'
+import { agentSearchLoop, searchUpkeepLoop } from './search-upkeep.js'
+import { eventIndexLoop } from './event-indexing.js'
 import { createMailer, type Mailer } from './mail.js'
-import { startAlarmDelivery } from './alarms/index.js'
-import { startReportScheduler } from './reports/index.js'
-import { startNotifications } from './notifications/index.js'
-import { startAgentless } from './agentless/index.js'
+import { alarmDeliveryLoop } from './alarms/index.js'
+import { reportSchedulerLoop } from './reports/index.js'
+import { notificationLoops } from './notifications/index.js'
+import { agentlessLoop } from './agentless/index.js'
 import { registerAssetGraph } from './assets/graphql.js'
 import { vault } from './vault.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
 import { registerLifecycle } from './probes.js'
 import { capConnections, refuseExpectations, serverOptions } from './connections.js'
-import { startRetention } from './retention.js'
+import { retentionLoop } from './retention.js'
+import { registerLoops } from './platform/loops.js'
+import { registerHealthChecks } from './platform/health.js'
+import { registerCoreHealthChecks } from './health.js'
 import { createServices, type Services } from './services.js'
 import { secureDataDir } from './data-dir.js'
 import type { GatewayAgent } from '../db/gateway.js'
@@ -87,8 +91,6 @@ const REQUEST_ID = /^[\w.:-]{1,64}$/
 const IGNORED_BODY = 'application/x-prime-ignored-body'
 const MAX_FIELD_ERRORS = 20
 const MULTIPART = /^multipart\/form-data/i
-/** The operations that check a password or secret, limited per source address by PRIME_LOGIN_RATE_LIMIT_MAX. */
-const LOGIN_LIMITED = new Set(['localLogin', 'signIn', 'pollerRegister'])
 /**
  * The operations' answers (JSON, CSV, PDF) carry the security headers the OWASP REST
  * Security Cheat Sheet lists for APIs; the rest of helmet's set concerns HTML documents,
@@ -195,14 +197,23 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   })
   app.decorate('tokens', tokenService(app, config, repos))
   app.decorate('gateway', agentGateway(app))
-  startAgentSweeper(app)
-  startSearchUpkeep(app)
-  startAlarmDelivery(app)
-  startReportScheduler(app)
-  startNotifications(app)
-  startAgentless(app)
-  startRetention(app)
-  startRefusalFlush(app)
+  // Every background loop, here and nowhere else: started when the app is ready, in this
+  // order, and stopped in reverse order when it closes (lib/platform/loops.ts). The features
+  // add their health checks as they are wired, after the platform's: this order is the order
+  // of admin/SubsystemHealth's subsystems.
+  registerHealthChecks(app)
+  registerCoreHealthChecks(app)
+  const loops = registerLoops(app)
+  loops.add(agentSweeperLoop(app))
+  loops.add(eventIndexLoop(app))
+  loops.add(agentSearchLoop(app))
+  loops.add(searchUpkeepLoop(app))
+  loops.add(alarmDeliveryLoop(app))
+  loops.add(reportSchedulerLoop(app))
+  loops.add(agentlessLoop(app))
+  for (const loop of notificationLoops(app)) loops.add(loop)
+  loops.add(retentionLoop(app))
+  loops.add(refusalFlushLoop(app))
 
   const canonicalHook = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => done(thrown(() => canonicalRequest(req, reply)))
   // Each route carries its operation's metadata from the contract, for the hooks below.
@@ -289,10 +300,11 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     // and enrollments have the gateway's own limits instead (refused agent calls count
     // here; failed enrollments are counted when answered, below).
     if (op?.access.kind === 'agent') req.agent = authenticateAgent(repos, bearerToken(req))
-    if (req.agent || op?.operationId === 'enrollAgent') app.gateway.admit(req, op!.operationId, Date.now())
+    if (req.agent || op?.gatewayLimit === 'enrollment') app.gateway.admit(req, op!, Date.now())
     // A load balancer's probes come every few seconds from the same addresses as the clients.
     else if (!op?.probe) limit(req, reply, requestLimit, 'requests', true)
-    if (op !== undefined && LOGIN_LIMITED.has(op.operationId)) limit(req, reply, loginLimit, 'failed login attempts', false)
+    // The operations that check a password or secret (`x-rate-limit: login`).
+    if (op?.rateLimit === 'login') limit(req, reply, loginLimit, 'failed login attempts', false)
     if (!op) return
     // The caller first: a refused one learns nothing more (401/403 before 415/406), and a
     // request that fails on its media types is audited with its actor.
@@ -325,7 +337,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const routine = config.logRoutineSeconds > 0 ? new RoutineSummary(app.log, config.logRoutineSeconds * 1000) : null
   app.addHook('onClose', async () => routine?.close())
   app.addHook('onResponse', (req, reply, done) => {
-    if (req.op?.operationId === 'enrollAgent' && reply.statusCode >= 400 && reply.statusCode !== 429) {
+    if (req.op?.gatewayLimit === 'enrollment' && reply.statusCode >= 400 && reply.statusCode !== 429) {
       app.gateway.enrollmentFailed(req.ip, Date.now())
     }
     // A probe that passes is not worth a line every few seconds; one that fails is.
@@ -349,7 +361,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     // Only failures count toward the login limit: every attempt is counted when it arrives
     // (parallel guesses cannot outrun the limit), and a success is taken back before it is
     // answered (a client that logs in before each call is never cut off).
-    if (op !== undefined && reply.statusCode < 300 && LOGIN_LIMITED.has(op.operationId)) loginLimit.refund(limitKey(req.ip), Date.now())
+    if (op?.rateLimit === 'login' && reply.statusCode < 300) loginLimit.refund(limitKey(req.ip), Date.now())
     if (reply.statusCode < 400 && req.responseType && isJsonAnswer(reply)) {
       reply.header('content-type', `${req.responseType}; charset=utf-8`)
     }

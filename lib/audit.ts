@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AuditAsset, AuditRepo } from '../db/audit.js'
 import { contextOf, digest, type Context } from './platform/context.js'
 import { limitKey } from './rate-limit.js'
+import type { Loop } from './platform/loops.js'
 
 export interface AuditEntry {
   description: string
@@ -224,8 +225,11 @@ export function flushRefusals(app: FastifyInstance, now: number): number {
   }
 }
 
-/** Closes the windows of counted refusals as they end (and those a stop left open, at once). */
-export function startRefusalFlush(app: FastifyInstance): void {
+/**
+ * Closes the windows of counted refusals as they end (and those a stop left open, at once).
+ * One process at a time: the counters are shared.
+ */
+export function refusalFlushLoop(app: FastifyInstance): Loop {
   const run = () => {
     try {
       flushRefusals(app, Date.now())
@@ -233,9 +237,18 @@ export function startRefusalFlush(app: FastifyInstance): void {
       app.log.error({ err }, 'writing the counts of repeated refusals failed; retrying on the next round')
     }
   }
-  run()
-  const timer = setInterval(run, Math.min(60_000, app.config.auditRefusalWindowSeconds * 1000)).unref()
-  app.addHook('onClose', async () => clearInterval(timer))
+  let timer: NodeJS.Timeout | undefined
+  return {
+    name: 'audit-refusal-flush',
+    singleton: true,
+    start() {
+      run()
+      timer = setInterval(run, Math.min(60_000, app.config.auditRefusalWindowSeconds * 1000)).unref()
+    },
+    stop() {
+      clearInterval(timer)
+    },
+  }
 }
 
 /**

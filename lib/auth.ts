@@ -5,6 +5,7 @@ import type { Repos } from './repos.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 import { problem } from './errors.js'
+import { Cache } from './platform/cache.js'
 import { newSecret, sha256 } from './passwords.js'
 
 export interface Principal {
@@ -96,10 +97,11 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
   // Verified access tokens until they expire, keyed by the token itself: a client sends the
   // same token for 15 minutes, and checking its signature each time was most of the cost
   // of authenticating. Only verified tokens enter; revocation is checked per request anyway.
-  const verified = new Map<string, { claims: AccessClaims; expiresMs: number }>()
+  // At most 10,000, the least recently used out first.
+  const verified = new Cache<string, AccessClaims>({ max: 10_000 })
   function verifyAccess(token: string, now: number): AccessClaims {
-    const hit = verified.get(token)
-    if (hit && now < hit.expiresMs) return hit.claims
+    const hit = verified.get(token, now)
+    if (hit) return hit
     // The plugin checks the signature, the issuer and the expiry, and that exp, iat and iss are there.
     const claims = app.jwt.verify<AccessClaims & { exp: number; iat: number }>(token)
     // What this server never issues is refused even when signed with its key: a token from
@@ -108,8 +110,7 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
     if (typeof claims.iat !== 'number' || typeof claims.ims !== 'number') throw new Error('iat or ims is not a number')
     if (claims.iat * 1000 > now + CLOCK_SKEW_MS || claims.ims > now + CLOCK_SKEW_MS) throw Object.assign(new Error('issued in the future'), { code: 'PRIME_JWT_FUTURE' })
     if (claims.exp - claims.iat > config.accessTokenTtlSec) throw Object.assign(new Error('lives too long'), { code: 'PRIME_JWT_TOO_LONG' })
-    if (verified.size >= 10_000) verified.clear()
-    verified.set(token, { claims, expiresMs: claims.exp * 1000 })
+    verified.set(token, claims, claims.exp * 1000)
     return claims
   }
 

@@ -38,6 +38,23 @@ export interface Operation {
   deprecatedInputs?: DeprecatedInputs
   /** A load balancer's probe (`x-probe`): not rate limited, and its 200s are not logged line by line. */
   probe: boolean
+  /** `x-rate-limit: login`: its failures count toward the per-address login limit (PRIME_LOGIN_RATE_LIMIT_MAX). */
+  rateLimit: RateLimit | null
+  /** `x-gateway-limit`: the agent gateway's own limit, instead of the per-address one (lib/gateway.ts). */
+  gatewayLimit: GatewayLimit | null
+}
+
+export const RATE_LIMITS = ['login'] as const
+export type RateLimit = (typeof RATE_LIMITS)[number]
+export const GATEWAY_LIMITS = ['enrollment', 'check-in', 'result-bytes'] as const
+export type GatewayLimit = (typeof GATEWAY_LIMITS)[number]
+
+/** The value of an extension that names one of `known`, or null when it is absent. */
+function named<T extends string>(op: Json, id: string, key: string, known: readonly T[]): T | null {
+  const v = op[key]
+  if (v === undefined) return null
+  if (!known.includes(v)) throw new Error(`${id}: ${key} must be one of ${known.join(', ')}, not ${v}`)
+  return v
 }
 
 type Json = Record<string, any>
@@ -187,6 +204,8 @@ export function operations(spec: Json): Map<string, Operation> {
         deprecation: deprecationHeaders(op, id, pathOf.get(op['x-replacement'])),
         deprecatedInputs: deprecatedInputs(spec, item, op, id),
         probe: op['x-probe'] === true,
+        rateLimit: named(op, id, 'x-rate-limit', RATE_LIMITS),
+        gatewayLimit: named(op, id, 'x-gateway-limit', GATEWAY_LIMITS),
       })
     }
   }

@@ -13,6 +13,7 @@ import { invalidField, problem, type FieldError } from './errors.js'
 import { newSecret, sha256 } from './passwords.js'
 import { fixedWindowLimiter, limitKey } from './rate-limit.js'
 import { iso } from './time.js'
+import type { Operation } from './contract.js'
 import { deviceIcon, displaySerial, productName, vendorName } from './usb.js'
 
 type Schemas = components['schemas']
@@ -653,8 +654,8 @@ export function agentGateway(app: FastifyInstance) {
      * The gateway's limits, checked before anything else (429): an address with too many
      * failed enrollments this minute, an agent checking in again too soon (whatever its body).
      */
-    admit(req: FastifyRequest, operationId: string, now: number) {
-      if (operationId === 'enrollAgent') {
+    admit(req: FastifyRequest, op: Pick<Operation, 'gatewayLimit'>, now: number) {
+      if (op.gatewayLimit === 'enrollment') {
         const address = limitKey(req.ip)
         const wait = failedEnrollments.blockedFor(address, now)
         if (wait > 0) throw problem('rate-limited', `Too many failed enrollments from this address; retry in ${wait} seconds.`, { headers: { 'retry-after': String(wait) } })
@@ -669,7 +670,7 @@ export function agentGateway(app: FastifyInstance) {
       if (budget.exceeded) {
         throw problem('rate-limited', `Too many requests from this agent (${budget.max} per window); retry in ${budget.resetSeconds} seconds.`, { headers: { 'retry-after': String(budget.resetSeconds) } })
       }
-      if (operationId === 'reportCommandResults') {
+      if (op.gatewayLimit === 'result-bytes') {
         // Counted as they arrive, valid or not: the day's bytes bound what results can store.
         const day = Math.floor(now / DAY_MS)
         const bytes = Number(req.headers['content-length'] ?? 0) || 0
@@ -680,7 +681,7 @@ export function agentGateway(app: FastifyInstance) {
           throw problem('rate-limited', `This agent sent ${today} bytes of command results today; at most ${config.agents.resultBytesPerDay} a day (UTC). Retry in ${wait} seconds.`, { headers: { 'retry-after': String(wait) } })
         }
         resultBytes.set(id, { day, bytes: today + bytes })
-      } else if (operationId === 'agentCheckIn') {
+      } else if (op.gatewayLimit === 'check-in') {
         const id = req.agent!.id
         const minMs = config.agents.minCheckInSeconds * 1000
         const last = lastCheckIn.get(id)

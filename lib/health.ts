@@ -2,30 +2,32 @@ import fs from 'node:fs'
 import type { FastifyInstance } from 'fastify'
 import { iso } from './time.js'
 import { quickCheck } from '../db/integrity.js'
-import { alarmDeliveryHealth } from './alarms/index.js'
-import { reportsHealth } from './reports/index.js'
-import { licenseHealth } from './notifications/index.js'
-import { workerPollerHealth } from './agentless/index.js'
+import { registerHealthCheck, type HealthStatus, type HealthVerdict } from './platform/health.js'
 
-export type HealthStatus = 'Healthy' | 'Warning' | 'Failed'
+export type { HealthStatus } from './platform/health.js'
 export interface HealthItem { name: string; status: HealthStatus; detail: string; checkedTime: string; durationMs: number }
 
 const GiB = 1024 ** 3, MiB = 1024 ** 2
 const rank: Record<HealthStatus, number> = { Healthy: 0, Warning: 1, Failed: 2 }
 
-type Check = (app: FastifyInstance) => { status: HealthStatus; detail: string }
+type Check = (app: FastifyInstance) => HealthVerdict
 
 // SQLite's quick check reads the whole file (tens of seconds on a large database): it runs in
 // a worker thread (db/integrity.ts), at most hourly while it passes and again at the next
 // check after a failure, and each check reports the latest finished result.
 const INTEGRITY_EVERY_MS = 3600_000
 interface Integrity { running: boolean; result?: string; finishedMs?: number }
-const integrity = new WeakMap<FastifyInstance, Integrity>()
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** What the core checks keep between runs: the latest quick check, the latest size measured. */
+    coreHealth: { integrity: Integrity; measured?: { ms: number; bytes: number } }
+  }
+}
 
 /** The latest finished quick check; starts another one when it is due. */
 function integrityOf(app: FastifyInstance): Integrity {
-  const state = integrity.get(app) ?? { running: false }
-  integrity.set(app, state)
+  const state = app.coreHealth.integrity
   const due = state.finishedMs === undefined || state.result !== 'ok' || Date.now() - state.finishedMs >= INTEGRITY_EVERY_MS
   if (due && !state.running) {
     state.running = true
@@ -62,15 +64,13 @@ export function dirBytes(dir: string): number {
   return n
 }
 
-const measured = new WeakMap<FastifyInstance, { ms: number; bytes: number }>()
-
 /**
  * The data directory's size now, and its growth a day from the oldest sample of the last
  * GROWTH_DAYS (null until there is one an hour old). A sample is kept at most hourly.
  */
 export function dataDirGrowth(app: FastifyInstance, free: number, now = Date.now()): { bytes: number; perDay: number | null; overDays: number } {
-  let m = measured.get(app)
-  if (!m || now - m.ms >= SIZE_EVERY_MS) measured.set(app, (m = { ms: now, bytes: dirBytes(app.config.dataDir) }))
+  let m = app.coreHealth.measured
+  if (!m || now - m.ms >= SIZE_EVERY_MS) app.coreHealth.measured = m = { ms: now, bytes: dirBytes(app.config.dataDir) }
   const repo = app.repos.retention
   const samples = repo.samples()
   const latest = samples.at(-1)
@@ -81,8 +81,8 @@ export function dataDirGrowth(app: FastifyInstance, free: number, now = Date.now
   return { bytes: m.bytes, perDay: (m.bytes - from.bytes) / days, overDays: days }
 }
 
-/** The subsystems checked; later subsystems add their own check here. */
-export const checks: Record<string, Check> = {
+/** The checks of the platform itself; features register theirs (lib/platform/health.ts). */
+export const checks: Record<'Database' | 'DiskSpace' | 'Authentication', Check> = {
   Database(app) {
     app.repos.system.probe()
     const { result, finishedMs } = integrityOf(app)
@@ -113,16 +113,19 @@ export const checks: Record<string, Check> = {
     if (admins === 0) return { status: 'Failed', detail: 'No active Administrator account' }
     return { status: 'Healthy', detail: `${active} of ${total} accounts active; ${admins} active Administrator(s); token signing ready` }
   },
-  AlarmDelivery: alarmDeliveryHealth,
-  Reports: reportsHealth,
-  WorkerPoller: workerPollerHealth,
-  License: licenseHealth,
 }
 
+/** Registers the platform's checks, first of all (answered before the features'). */
+export function registerCoreHealthChecks(app: FastifyInstance): void {
+  app.decorate('coreHealth', { integrity: { running: false } })
+  for (const name of Object.keys(checks) as (keyof typeof checks)[]) registerHealthCheck(app, { name, check: (a) => checks[name](a) })
+}
+
+/** Runs every registered check, in registration order. */
 export function runHealthChecks(app: FastifyInstance) {
-  const subsystems: HealthItem[] = Object.entries(checks).map(([name, check]) => {
+  const subsystems: HealthItem[] = app.healthChecks.map(({ name, check }) => {
     const start = performance.now()
-    let result: { status: HealthStatus; detail: string }
+    let result: HealthVerdict
     try {
       result = check(app)
     } catch (err) {

@@ -11,6 +11,7 @@ import type { FastifyInstance } from 'fastify'
 import { auditView, eventView, type AuditTrailRow, type EventRow } from '../db/event-queries.js'
 import type { RecordTable } from '../db/event-index.js'
 import { iso } from './time.js'
+import type { Loop } from './platform/loops.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -187,8 +188,11 @@ export async function runRetention(app: FastifyInstance, now = Date.now(), stop:
   return run
 }
 
-/** Runs the job a minute after the start, then every PRIME_RETENTION_INTERVAL_SECONDS; closing waits for the slice in hand. */
-export function startRetention(app: FastifyInstance, firstDelayMs = 60_000): void {
+/**
+ * Runs the job a minute after the start, then every PRIME_RETENTION_INTERVAL_SECONDS (one
+ * process at a time: it deletes shared history); closing waits for the slice in hand.
+ */
+export function retentionLoop(app: FastifyInstance, firstDelayMs = 60_000): Loop {
   let timer: NodeJS.Timeout | undefined
   let running: Promise<unknown> | null = null
   let closed = false
@@ -206,15 +210,20 @@ export function startRetention(app: FastifyInstance, firstDelayMs = 60_000): voi
     }, (err) => app.log.error({ err }, 'retention run failed'))
   }
   app.decorate('retention', { run })
-  app.addHook('onReady', async () => {
-    timer = setTimeout(function again() {
-      tick()
-      timer = setTimeout(again, app.config.retention.intervalSeconds * 1000).unref()
-    }, firstDelayMs).unref()
-  })
-  app.addHook('preClose', async () => {
-    closed = true
-    clearTimeout(timer)
-    await running
-  })
+  return {
+    name: 'retention',
+    singleton: true,
+    stopsFirst: true,
+    start() {
+      timer = setTimeout(function again() {
+        tick()
+        timer = setTimeout(again, app.config.retention.intervalSeconds * 1000).unref()
+      }, firstDelayMs).unref()
+    },
+    async stop() {
+      closed = true
+      clearTimeout(timer)
+      await running
+    },
+  }
 }

@@ -4,6 +4,7 @@
 // thousand steps of a few milliseconds; requests are served between slices of it.
 import type { FastifyInstance } from 'fastify'
 import { UPKEPT_INDEXES, type UpkeptIndex } from '../db/fts-upkeep.js'
+import type { Loop } from './platform/loops.js'
 
 const CHECK_MS = 60_000
 /** Pages a merge step writes (about 2 ms each; a step now and then takes 20). */
@@ -56,8 +57,11 @@ export function searchUpkeep(app: FastifyInstance) {
   }
 }
 
-/** Checks every minute, merges in slices; the timers never keep the process alive. */
-export function startSearchUpkeep(app: FastifyInstance, checkMs = CHECK_MS) {
+/**
+ * Checks every minute, merges in slices; the timers never keep the process alive. One
+ * process at a time: the indexes are the database's.
+ */
+export function searchUpkeepLoop(app: FastifyInstance, checkMs = CHECK_MS): Loop {
   const upkeep = searchUpkeep(app)
   let timer: NodeJS.Timeout | undefined
   let closed = false
@@ -65,28 +69,49 @@ export function startSearchUpkeep(app: FastifyInstance, checkMs = CHECK_MS) {
     if (closed) return
     if (upkeep.slice()) setTimeout(run, PAUSE_MS).unref()
   }
-  app.addHook('onReady', async () => {
-    // Before the first request rather than in it.
-    const ms = app.repos.agentTexts.warm()
-    if (ms > 100) app.log.info({ ms: Math.round(ms) }, 'agent search built')
-    timer = setInterval(() => {
-      if (closed) return
-      try {
-        // The notes the in-memory agent search has applied (db/agent-texts.ts).
-        app.repos.agentTexts.prune()
-      } catch (err) {
-        app.log.warn({ err }, 'pruning the agent search notes failed')
-      }
-      if (upkeep.merging) return
-      try {
-        if (upkeep.check()) run()
-      } catch (err) {
-        app.log.warn({ err }, 'measuring the search indexes failed')
-      }
-    }, checkMs).unref()
-  })
-  app.addHook('onClose', async () => {
-    closed = true
-    clearInterval(timer)
-  })
+  return {
+    name: 'search-upkeep',
+    singleton: true,
+    start() {
+      closed = false
+      timer = setInterval(() => {
+        if (closed || upkeep.merging) return
+        try {
+          if (upkeep.check()) run()
+        } catch (err) {
+          app.log.warn({ err }, 'measuring the search indexes failed')
+        }
+      }, checkMs).unref()
+    },
+    stop() {
+      closed = true
+      clearInterval(timer)
+    },
+  }
+}
+
+/**
+ * The in-memory agent search of this process (db/agent-texts.ts): built before the first
+ * request rather than in it, and the notes it has applied pruned every minute.
+ */
+export function agentSearchLoop(app: FastifyInstance, checkMs = CHECK_MS): Loop {
+  let timer: NodeJS.Timeout | undefined
+  return {
+    name: 'agent-search',
+    singleton: false,
+    start() {
+      const ms = app.repos.agentTexts.warm()
+      if (ms > 100) app.log.info({ ms: Math.round(ms) }, 'agent search built')
+      timer = setInterval(() => {
+        try {
+          app.repos.agentTexts.prune()
+        } catch (err) {
+          app.log.warn({ err }, 'pruning the agent search notes failed')
+        }
+      }, checkMs).unref()
+    },
+    stop() {
+      clearInterval(timer)
+    },
+  }
 }

@@ -1,11 +1,12 @@
 // Agentless checking on the server side: its settings and credential vault, the upkeep
 // of worker pollers (heartbeats that stop, runs that never end) and their health.
 import type { FastifyInstance } from 'fastify'
-import type { HealthStatus } from '../health.js'
+import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { iso } from '../time.js'
 import type { AgentlessSettings } from './settings.js'
 import { vault, type Vault } from '../vault.js'
 import { connectionEvent, pollerEvent } from './events.js'
+import { everyInterval, type Loop } from '../platform/loops.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -47,20 +48,14 @@ export function sweepAgentless(app: FastifyInstance, now = Date.now()) {
   return { offline, abandoned }
 }
 
-/** Loads the settings and the key, and sweeps every few seconds while the app runs. */
-export function startAgentless(app: FastifyInstance): void {
+/**
+ * Loads the settings and the key and registers the pollers' health check; the loop sweeps every few seconds while the app runs
+ * (one process at a time: it changes the shared pollers and runs).
+ */
+export function agentlessLoop(app: FastifyInstance): Loop {
   app.decorate('agentless', { settings: app.config.agentless, vault: vault(app.config.agentlessKey) })
-  let timer: NodeJS.Timeout | undefined
-  app.addHook('onReady', async () => {
-    timer = setInterval(() => {
-      try {
-        sweepAgentless(app)
-      } catch (err) {
-        app.log.error({ err }, 'agentless sweep failed')
-      }
-    }, SWEEP_INTERVAL_MS).unref()
-  })
-  app.addHook('onClose', async () => clearInterval(timer))
+  registerHealthCheck(app, { name: 'WorkerPoller', check: workerPollerHealth })
+  return everyInterval(app, { name: 'agentless-sweeper', singleton: true, intervalMs: SWEEP_INTERVAL_MS, what: 'agentless sweep' }, () => sweepAgentless(app))
 }
 
 /** The worker pollers' health: whether every activated poller sends heartbeats. */

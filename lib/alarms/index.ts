@@ -1,24 +1,31 @@
 import type { FastifyInstance } from 'fastify'
-import type { HealthStatus } from '../health.js'
+import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { iso } from '../time.js'
 import { DeliveryWorker } from './worker.js'
+import type { Loop } from '../platform/loops.js'
 
-const workers = new WeakMap<FastifyInstance, DeliveryWorker>()
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The outbox worker that delivers alarms (lib/alarms/worker.ts). */
+    alarmWorker: DeliveryWorker
+  }
+}
 
-/** Starts the outbox worker that delivers alarms; it stops when the app closes. */
-export function startAlarmDelivery(app: FastifyInstance): void {
+/**
+ * The outbox worker that delivers alarms, as the app's loop (one process at a time: it
+ * claims the shared outbox), and its health check; stopping lets deliveries in flight finish.
+ */
+export function alarmDeliveryLoop(app: FastifyInstance): Loop {
   const worker = new DeliveryWorker(app)
-  workers.set(app, worker)
-  app.addHook('onReady', async () => worker.start())
-  // onClose hooks run last-registered first: this one runs before the database closes.
-  app.addHook('onClose', async () => worker.stop())
+  app.decorate('alarmWorker', worker)
+  registerHealthCheck(app, { name: 'AlarmDelivery', check: alarmDeliveryHealth })
+  return { name: 'alarm-delivery', singleton: true, start: () => worker.start(), stop: () => worker.stop() }
 }
 
 /** The app's delivery worker (tests drive it through turn(), drain() and its clock). */
 export function alarmWorker(app: FastifyInstance): DeliveryWorker {
-  const worker = workers.get(app)
-  if (!worker) throw new Error('alarm delivery is not started for this app')
-  return worker
+  if (!app.hasDecorator('alarmWorker')) throw new Error('alarm delivery is not started for this app')
+  return app.alarmWorker
 }
 
 /** A pending delivery older than this makes the check Warning; older than FAILED_AGE_MS, Failed. */
@@ -35,7 +42,7 @@ export const WARNING_BACKLOG = 1000
  * - Healthy otherwise.
  */
 export function alarmDeliveryHealth(app: FastifyInstance): { status: HealthStatus; detail: string } {
-  const now = workers.get(app)?.clock() ?? Date.now()
+  const now = app.hasDecorator('alarmWorker') ? app.alarmWorker.clock() : Date.now()
   const h = app.repos.alarms.health(now)
   if (h.destinations === 0) return { status: 'Healthy', detail: 'No alarm destinations' }
   const age = h.oldest === null ? 0 : Math.max(0, now - h.oldest)

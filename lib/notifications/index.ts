@@ -1,10 +1,11 @@
 // Notifications at run time: the periodic health checks that open and resolve
 // system-health notifications, and the hub of the live stream.
 import type { FastifyInstance } from 'fastify'
-import type { HealthStatus } from '../health.js'
+import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { checkHealth, type HealthResult } from './health.js'
 import { notificationHub, type NotificationHub } from './stream.js'
 import { KeptAnswers } from './kept.js'
+import { everyInterval, type Loop } from '../platform/loops.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -30,14 +31,13 @@ const EXPIRY_WARNING_DAYS = 30
 const SEAT_WARNING = 0.9
 
 /**
- * Starts the health checks (every PRIME_HEALTH_CHECK_SECONDS) and the stream's hub; both
- * stop when the app closes, open streams first so that the server can close.
+ * The health checks (every PRIME_HEALTH_CHECK_SECONDS) and the stream's hub, as the app's
+ * loops, and the license's health check; both stop as closing begins, open streams first so that the server can close.
  */
-export function startNotifications(app: FastifyInstance): void {
+export function notificationLoops(app: FastifyInstance): Loop[] {
   const intervalMs = app.config.healthCheckSeconds * 1000
   const hub = notificationHub(app)
   let checkedMs = 0
-  let timer: NodeJS.Timeout | undefined
   const service: NotificationService = {
     hub,
     kept: new KeptAnswers(app.config.keptListAnswers),
@@ -53,20 +53,13 @@ export function startNotifications(app: FastifyInstance): void {
     },
   }
   app.decorate('notifications', service)
-  app.addHook('onReady', async () => {
-    hub.start()
-    timer = setInterval(() => {
-      try {
-        service.checkHealth()
-      } catch (err) {
-        app.log.error({ err }, 'recording the health checks failed')
-      }
-    }, intervalMs).unref()
-  })
-  app.addHook('preClose', async () => {
-    clearInterval(timer)
-    hub.stop()
-  })
+  registerHealthCheck(app, { name: 'License', check: licenseHealth })
+  return [
+    // Each process serves its own streams.
+    { name: 'notification-stream', singleton: false, stopsFirst: true, start: () => hub.start(), stop: () => hub.stop() },
+    // The notifications it opens and resolves are shared: one process at a time.
+    { ...everyInterval(app, { name: 'health-checks', singleton: true, intervalMs, what: 'recording the health checks' }, () => service.checkHealth()), stopsFirst: true },
+  ]
 }
 
 /** The license's health: expiry and seats. */

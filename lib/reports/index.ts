@@ -5,7 +5,7 @@
 import crypto from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { ReportRow, RunRow } from '../../db/reports.js'
-import type { HealthStatus } from '../health.js'
+import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { iso } from '../time.js'
 import type { Definition } from './content.js'
 import { removePartFiles } from './files.js'
@@ -13,6 +13,7 @@ import { mailRun } from './mail.js'
 import { executeRun, RUN_TIMEOUT_MS, RunStopped } from './runner.js'
 import { latestDue, nextDue, type Schedule } from './schedule.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
+import type { Loop } from '../platform/loops.js'
 
 export const MAX_CONCURRENT_RUNS = 2
 const TICK_MS = 10_000
@@ -211,14 +212,17 @@ export function reportScheduler(app: FastifyInstance): ReportScheduler {
   return app.reportScheduler
 }
 
-/** Starts the scheduler that runs due reports; it stops when the app closes. */
-export function startReportScheduler(app: FastifyInstance): void {
+/**
+ * The scheduler that runs due reports, as the app's loop (one process at a time: it queues
+ * and runs the shared schedule), and the reports' health check;
+ * stopping queues running runs again.
+ */
+export function reportSchedulerLoop(app: FastifyInstance): Loop {
   const scheduler = new ReportScheduler(app)
   // A decoration of the root instance: handlers see it through their own (child) instance.
   app.decorate('reportScheduler', scheduler)
-  app.addHook('onReady', async () => scheduler.start())
-  // onClose hooks run last-registered first: this one runs before the database closes.
-  app.addHook('onClose', async () => scheduler.close())
+  registerHealthCheck(app, { name: 'Reports', check: reportsHealth })
+  return { name: 'report-scheduler', singleton: true, start: () => scheduler.start(), stop: () => scheduler.close() }
 }
 
 /**

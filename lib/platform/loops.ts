@@ -1,0 +1,107 @@
+// The background loops of a server process, in one registry: each declares whether only
+// one process sharing the database may run it at a time (`singleton`: a multi-node setup
+// puts a lease in front of these), and the app starts them all when it is ready and stops
+// them in reverse order when it closes.
+import type { FastifyInstance } from 'fastify'
+
+export interface Loop {
+  name: string
+  /** Only one process sharing the database may run it at a time (it changes shared state on a schedule). */
+  singleton: boolean
+  /**
+   * Stopped as closing begins, before the server stops taking requests (it holds
+   * connections open, or its work must not run into the close); the others are stopped
+   * after the requests in flight have been answered, before the database closes.
+   */
+  stopsFirst?: boolean
+  start(): void | Promise<void>
+  stop(): void | Promise<void>
+}
+
+export interface LoopState { name: string; singleton: boolean; running: boolean }
+
+export interface Loops {
+  /** Registers a loop; it starts when the app is ready (at once if it is already running). */
+  add(loop: Loop): void
+  /** Every loop registered, in start order. */
+  list(): LoopState[]
+}
+
+/**
+ * The app's loop registry (decorated as `app.loops`): starts every loop on ready, in
+ * registration order, and stops them in reverse order on close, awaiting each.
+ */
+export function registerLoops(app: FastifyInstance): Loops {
+  const loops: { loop: Loop; running: boolean }[] = []
+  let started = false
+  const start = async (l: (typeof loops)[number]) => {
+    await l.loop.start()
+    l.running = true
+  }
+  const stop = async (first: boolean) => {
+    for (const l of [...loops].reverse()) {
+      if (!l.running || !!l.loop.stopsFirst !== first) continue
+      l.running = false
+      try {
+        await l.loop.stop()
+      } catch (err) {
+        app.log.error({ err, loop: l.loop.name }, 'stopping a background loop failed')
+      }
+    }
+  }
+  const registry: Loops = {
+    add(loop) {
+      if (loops.some((l) => l.loop.name === loop.name)) throw new Error(`loop ${loop.name} is registered twice`)
+      const entry = { loop, running: false }
+      loops.push(entry)
+      if (started) start(entry).catch((err) => app.log.error({ err, loop: loop.name }, 'starting a background loop failed'))
+    },
+    list: () => loops.map(({ loop, running }) => ({ name: loop.name, singleton: loop.singleton, running })),
+  }
+  app.decorate('loops', registry)
+  app.addHook('onReady', async () => {
+    started = true
+    for (const l of loops) await start(l)
+  })
+  app.addHook('preClose', async () => {
+    // A loop added while closing is not started.
+    started = false
+    await stop(true)
+  })
+  app.addHook('onClose', async () => stop(false))
+  return registry
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The background loops (lib/platform/loops.ts). */
+    loops: Loops
+  }
+}
+
+/**
+ * A loop that runs `work` every `intervalMs` (the first time after one interval), never
+ * two at once and never keeping the process alive; a failure is logged and the next round
+ * runs as planned.
+ */
+export function everyInterval(app: FastifyInstance, opts: { name: string; singleton: boolean; intervalMs: number | (() => number); what: string }, work: () => void): Loop {
+  let timer: NodeJS.Timeout | undefined
+  const ms = typeof opts.intervalMs === 'number' ? () => opts.intervalMs as number : opts.intervalMs
+  return {
+    name: opts.name,
+    singleton: opts.singleton,
+    start() {
+      timer = setInterval(() => {
+        try {
+          work()
+        } catch (err) {
+          app.log.error({ err }, `${opts.what} failed`)
+        }
+      }, ms()).unref()
+    },
+    stop() {
+      clearInterval(timer)
+      timer = undefined
+    },
+  }
+}
