@@ -359,6 +359,7 @@ export function renderConditions(c: Conditions, idColumn: string, plan: Plan | '
     }
   }
   // With a search, its matches find the rows; without, the planner picks (free, seek).
+  // plan: query-plans "agents list" (tests/query-plans.test.ts)
   const plus = plan === 'walk' || set ? '+' : ''
   for (const r of c.rest) {
     sql.push(r.sql(plus))
@@ -438,6 +439,7 @@ const nullableSorts = [
   'localIpAddress', 'osVersion', 'pcModel', 'serviceVersion', 'kbDriverVersion', 'lastUpdated', 'lastConfiguered',
   'lastConfiguration', 'expirationDate', 'licenseAccountName', 'runningMode',
 ]
+// plan: query-plans "agents list" (tests/query-plans.test.ts)
 const hinted = (columns: Record<string, string>) => Object.fromEntries(Object.entries(columns).map(([k, v]) => [k, `+${v}`]))
 const agentSortHinted = hinted(agentSortColumns)
 
@@ -445,6 +447,7 @@ const agentSortHinted = hinted(agentSortColumns)
 const agentSortIndexed = (s: Sort) =>
   ['uuid', 'hostIdentifier', 'severity'].includes(s.field) || (s.direction === 'desc' && ['lastUpdated', 'lastConfiguered', 'lastConfiguration'].includes(s.field))
 
+// plan: query-plans "agents list" (tests/query-plans.test.ts)
 /** ORDER BY of the agent list; for `seek`, hinted so that no index is walked for it. */
 export const agentOrderBy = (s: Sort, plan: Plan = 'walk') => orderBy(s, plan === 'seek' ? agentSortHinted : agentSortColumns, plan === 'seek' ? '+a.uuid' : 'a.uuid', nullableSorts)
 
@@ -475,6 +478,7 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     const sole = soleField(f)
     const byFlag = sole && sort.field === 'hostIdentifier' ? FLAG_HOST_ORDER[sole[0]] : undefined
     if (!byFlag) return null
+    // plan: query-plans "agents list" (tests/query-plans.test.ts)
     return objectRows<R>(cached(`SELECT ${columns} FROM agents a INDEXED BY ${byFlag[1]} WHERE a.${byFlag[0]} = ? ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`), sole![1] ? 1 : 0, limit, offset)
   }
 

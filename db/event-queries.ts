@@ -427,6 +427,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   const topId = (table: RecordTable) => (maxId[table].get() as number | null) ?? 0
   const hasIndex = (name: string) => !!db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?`).get(name)
   // The time indexes (migrations 001 and 003): a time order walks them.
+  // plan: query-plans "events list" (tests/query-plans.test.ts)
   const byTime = {
     events: hasIndex('events_created') ? 'INDEXED BY events_created' : '',
     audit_trail: hasIndex('audit_trail_created') ? 'INDEXED BY audit_trail_created' : '',
@@ -489,6 +490,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   // ---- reading rows ----
   /** The id and time range; `hint` keeps the planner off the id order (`'id'`) or off both (`'both'`). */
   function rangeCond(p: Plan, lo: number, hi: number, hint: 'none' | 'id' | 'both' = 'none'): Cond {
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     const c = [cond(`${hint === 'none' ? '' : '+'}e.id BETWEEN ? AND ?`, lo, hi)]
     if (p.times) c.push(cond(`${hint === 'both' ? '+' : ''}e.created_ms BETWEEN ? AND ?`, p.times.lo, p.times.hi))
     return all(c)!
@@ -498,6 +500,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   function countRows(p: Plan, lo: number, hi: number, sum?: Summary): number {
     if (lo > hi) return 0
     const w = all([rangeCond(p, lo, hi), pred(p)])!
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     const sql = `SELECT count(*) FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`
     if (!sum || hi > sum.indexed) return cached(sql).pluck().get(...w.params) as number
     // Indexed records never change (a change starts the index over, with a new summary), so
@@ -531,6 +534,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const key = `${p.table}\u0001${w.sql}\u0001${JSON.stringify(w.params)}`
     let ids = keptIds.get(key)
     if (!ids) {
+      // plan: query-plans "events list" (tests/query-plans.test.ts)
       ids = cached(`SELECT e.id FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql} ORDER BY e.id`).pluck().all(...w.params) as number[]
       keptIds.set(key, ids)
     }
@@ -541,6 +545,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
   // lets it use the ids (rowid ranges and lookups); the time order names its index.
+  // plan: query-plans "events list" (tests/query-plans.test.ts)
   const rowsOf = <R>(p: Plan, where: Cond, order: string, limit: number, offset: number, from = 'NOT INDEXED'): R[] =>
     (cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
       .raw(true).all(...where.params, limit, offset) as unknown[][]).map(tables[p.table].row) as R[]
@@ -644,6 +649,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   function countAll(table: RecordTable, sum: Summary): number {
     let n = 0
     for (const cells of sum.blocks[LEVEL_SHIFT.length - 1].values()) for (const c of cells) n += c[1]
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     return n + (cached(`SELECT count(*) FROM ${table} NOT INDEXED WHERE id > ?`).pluck().get(sum.indexed) as number)
   }
 
@@ -911,6 +917,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       params.push(JSON.stringify(blocks), JSON.stringify(sources), lo, last)
     }
     // One range (two lower bounds would let SQLite pick the wrong one and scan).
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     parts.push('SELECT id FROM events NOT INDEXED WHERE id BETWEEN ? AND ?')
     params.push(Math.max(lo, indexed + 1), hi)
     return { sql: `e.id IN (${parts.join(' UNION ALL ')})`, params }
@@ -1012,6 +1019,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   }
   /** The matches through the kinds' cells (indexed events), and the rows above the mark. */
   const kindWhere = (p: Plan, cells: [number, number][], indexed: number): Cond => {
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     const seek: Cond = {
       sql: `e.id IN (SELECT x.id FROM json_each(?) j CROSS JOIN event_kind_ids x
         WHERE x.blk = j.value ->> 0 AND x.kind = j.value ->> 1 AND x.id BETWEEN ? AND ?
@@ -1158,6 +1166,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       if (out.length === limit) break
       if (skip > 0 && stretches.length > 1) {
         // How many of the matches to pass over this stretch holds (at most `skip`).
+        // plan: query-plans "events list" (tests/query-plans.test.ts)
         const held = cached(`SELECT count(*) FROM (SELECT 1 FROM ${tables[p.table].from} e NOT INDEXED WHERE ${s.where.sql} LIMIT ?)`).pluck().get(...s.where.params, skip) as number
         if (held < skip) {
           skip -= held
@@ -1198,6 +1207,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const rank = (v: unknown) => (v === null || v === undefined ? null : f.rank!(v))
     // The values of the kinds, and of records above the mark (kinds not indexed yet).
     const values: unknown[] = [...kinds.values()].map((k) => k[column] ?? null)
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     values.push(...(cached(`SELECT DISTINCT ${column} FROM ${tables[p.table].from} NOT INDEXED WHERE id > ?`).pluck().all(c.sum.indexed) as unknown[]))
     // Values equal under the rank (text differing in case only) are one group.
     const groups = new Map<string, { rank: string | number | null; values: Set<unknown> }>()
@@ -1255,6 +1265,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       if (seek && seek.rows <= 4 * SEEK_MAX && seek.rows * 3 < walk) return rowsOf<R>(p, kindWhere(p, seek.cells, c.sum.indexed), order, limit, offset)
     }
     // A time order walks the time index (no sort); other fields have no index and are sorted.
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     return rowsOf<R>(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset, isTimeSort(f) ? byTime[p.table] : 'NOT INDEXED')
   }
 
@@ -1298,6 +1309,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
     const { from, columns } = tables[p.table]
     const idOf = raw ? (r: any) => r[0] as number : (r: any) => r.id as number
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     const read = (where: Cond, order: string, limit: number): unknown[] =>
       cached(`SELECT ${columns} FROM ${from} e NOT INDEXED WHERE ${where.sql} ORDER BY ${order} LIMIT ?`).raw(raw).all(...where.params, limit)
     let c = count(p)
@@ -1346,6 +1358,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       }
     } else {
       const where = p.textSql ? textWhere(p, c) : all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!
+      // plan: query-plans "events list" (tests/query-plans.test.ts)
       const access = isTimeSort(f) && !p.textSql ? byTime[p.table] : 'NOT INDEXED'
       for (const id of cached(`SELECT e.id FROM ${from} e ${access} WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ? OFFSET ?`).pluck().iterate(...where.params, left, offset)) ids.push(id as number)
     }

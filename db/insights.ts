@@ -90,6 +90,7 @@ export function insightsRepo(db: DB) {
        (SELECT count(*) FROM agents WHERE has_unapproved = 1 OR has_vulnerable = 1 OR has_attack_tool = 1) AS agents`,
   )
   const policyAgents = db.prepare<[number], HostRow & { id: number; operational_status: 'Armed' | 'Free'; connection_status: 'Connected' | 'Disconnected' }>(
+    // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
     // Walked in the host order (unary plus: the flags' own indexes would find every flagged
     // agent and sort them all, 28 ms at 100,000 agents against 0.4).
     `SELECT id, uuid, host_identifier, local_ip_address, operational_status, connection_status
@@ -202,6 +203,7 @@ export function insightsRepo(db: DB) {
     violationGroups(`WHERE id IN (SELECT id FROM event_kind_ids WHERE blk = @block >> 4 AND kind IN (${violationKinds})
        AND id BETWEEN @block << 12 AND min(@mark, (@block << 12) + 4095))`),
   )
+  // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
   const violationsInRange = db.prepare<{ from: number; to: number; lo: number; hi: number }, ViolationRow>(
     violationGroups('NOT INDEXED WHERE id > @lo AND id <= @hi'),
   )

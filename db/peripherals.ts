@@ -203,6 +203,7 @@ function peripheralConditions(f: PeripheralFilter, search: AgentSearch): Conditi
 }
 
 function render(conditions: Condition[], plan: Plan | 'free') {
+  // plan: query-plans "peripherals list" (tests/query-plans.test.ts)
   const plus = plan === 'walk' ? '+' : ''
   return { sql: conditions.length ? conditions.map((c) => c.sql(plus)).join(' AND ') : '1', params: conditions.flatMap((c) => c.params) }
 }
@@ -239,11 +240,13 @@ export const peripheralSortColumns: Record<string, string> = {
   adminStatus: 'p.admin_status',
 }
 const nullableSorts = ['hostIp', 'description', 'manufacturer', 'caption', 'serialNumber', 'guiVid', 'guiPid', 'status']
+// plan: query-plans "peripherals list" (tests/query-plans.test.ts)
 const peripheralSortHinted = Object.fromEntries(Object.entries(peripheralSortColumns).map(([k, v]) => [k, `+${v}`]))
 /** The sort orders an index serves: the agent's uuid, then deviceID and id (peripherals_agent_uuid). */
 const peripheralSortIndexed = (s: Sort) => s.field === 'uuid' || s.field === 'hostUuid'
 
 /** ORDER BY of the peripheral list; for `seek`, hinted so that no index is walked for it. */
+// plan: query-plans "peripherals list" (tests/query-plans.test.ts)
 export const peripheralOrderBy = (s: Sort, plan: Plan = 'walk') =>
   orderBy(s, plan === 'seek' ? peripheralSortHinted : peripheralSortColumns, plan === 'seek' ? ['+p.device_id', '+p.id'] : ['p.device_id', 'p.id'], nullableSorts)
 
@@ -283,6 +286,7 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
   )
   const presentModels = db.prepare<[number], { vid: string; pid: string }>('SELECT DISTINCT vid, pid FROM peripherals WHERE agent_id = ? AND present ORDER BY vid, pid')
   // Through the agent's few peripherals, never through every peripheral of a popular model.
+  // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
   const hasModel = db.prepare<[number, string, string], number>('SELECT count(*) FROM (SELECT 1 FROM peripherals WHERE agent_id = ? AND +vid = ? AND +pid = ? LIMIT 1)').pluck()
   const approval = db.prepare<[number, string, string], string>('SELECT status FROM approvals WHERE agent_id = ? AND vid = ? AND pid = ?').pluck()
   const setApproval = db.prepare<{ agent: number; vid: string; pid: string; status: string; now: number; by: string }>(
