@@ -25,8 +25,6 @@ const MAX_FINDINGS = 512
 const POLICY_STEP = 500
 const MAX_LOGGED_ON_USERS = 32
 const TOP_VALUES = 50
-/** Whitelist violations: plugged in while Armed (0x110007), or present when the agent was armed (0x110004). */
-export const WHITELIST_VIOLATIONS = "'0x110007', '0x110004'"
 
 /** The cache name of the uncommon-peripherals insight for a host threshold (shared by the insight and asset discovery). */
 export const uncommonInsightName = (maxHosts: number) => `uncommonPeripherals:${maxHosts}`
@@ -59,7 +57,13 @@ function loggedOnUsers(json: string): string[] {
   }
 }
 
-export function insightsRepo(db: DB) {
+/**
+ * `whitelistViolationCodes`: the event codes of whitelist violations (plugged in while
+ * Armed, or present when the agent was armed), from the event-code catalogue.
+ */
+export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[]) {
+  for (const c of whitelistViolationCodes) if (!/^0x[0-9A-F]{6}$/.test(c)) throw new Error(`not an event code: ${c}`)
+  const WHITELIST_VIOLATIONS = whitelistViolationCodes.map((c) => `'${c}'`).join(', ')
   // ---- cache ----
   const cacheGet = db.prepare<[string], { computed_ms: number; result: string }>('SELECT computed_ms, result FROM insight_cache WHERE name = ?')
   const cachePut = db.prepare<[string, number, string]>(
