@@ -12,11 +12,10 @@
 //   they are many (whichever reads fewer rows, from the exact count).
 // - Records above the index's high-water mark are read directly, so every answer is exact.
 import type { DB } from './index.js'
-import { statementCache, rowOf } from './agents.js'
+import { statementCache, rowOf } from './sql.js'
 import { recordIndexer, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type EventKind, type AuditKind, type IndexerOptions, type Summary, type Cell } from './event-index.js'
-import type { AuditFilter, Bounds, EventFilter } from '../lib/event-filter.js'
-import { MAX_ID } from '../lib/event-filter.js'
-import { contains as likePattern, severityNames, type Sort } from '../lib/listing.js'
+import { MAX_ID, type AuditFilter, type Bounds, type EventFilter } from './filters.js'
+import { contains as likePattern, severityNames, type Sort } from './sql.js'
 import { iso } from '../lib/time.js'
 import type { components } from '../generated/openapi.js'
 import { setImmediate as pause } from 'node:timers/promises'

@@ -5,7 +5,7 @@
 import type { DB } from './index.js'
 import type { components } from '../generated/openapi.js'
 import { iconName, productName, vendorName } from '../lib/usb.js'
-import { severityNames } from '../lib/listing.js'
+import { severityNames } from './sql.js'
 import { iso } from '../lib/time.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 

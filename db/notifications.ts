@@ -4,7 +4,7 @@
 // change here takes the next number of notification_counter.
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
-import { contains, orderBy, type Sort } from '../lib/listing.js'
+import { contains, orderBy, type Sort } from './sql.js'
 import { trigramTerm } from './agents.js'
 
 export type HealthState = 'Healthy' | 'Warning' | 'Failed'

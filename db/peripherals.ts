@@ -2,11 +2,11 @@
 // peripherals, and the approvals (the administrators' decision per agent and model).
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
-import { soleField, type PeripheralFilter } from '../lib/agent-filter.js'
-import { contains, orderBy, type Sort } from '../lib/listing.js'
+import { soleField, type PeripheralFilter } from './filters.js'
+import { contains, objectRows, orderBy, statementCache, type Sort } from './sql.js'
 import { iconName } from '../lib/usb.js'
 import type { components } from '../generated/openapi.js'
-import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, statementCache, objectRows, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
+import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
 import { idsOf } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 

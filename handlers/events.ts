@@ -2,7 +2,7 @@
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { AUDIT_FIELDS, EVENT_FIELDS, auditView, eventView, type AuditTrailRow, type EventRow } from '../db/event-queries.js'
-import { rowOf } from '../db/agents.js'
+import { rowOf } from '../db/sql.js'
 import { auditFilter, eventFilter, givenFilters, isIncidentFetch, type AuditFilter, type EventFilter } from '../lib/event-filter.js'
 import { audit } from '../lib/audit.js'
 import { CSV_TYPE, csvCell } from '../lib/csv.js'
