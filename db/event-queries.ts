@@ -14,22 +14,19 @@
 import type { DB } from './index.js'
 import { statementCache, rowOf } from './sql.js'
 import { recordIndexer, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type EventKind, type AuditKind, type IndexerOptions, type Summary, type Cell } from './event-index.js'
-import { MAX_ID, type AuditFilter, type Bounds, type EventFilter } from './filters.js'
+import { MAX_ID, type AuditFilter, type auditCategories, type Bounds, type EventFilter } from './filters.js'
 import { contains as likePattern, severityNames, type Sort } from './sql.js'
-import { iso } from '../lib/time.js'
-import type { components } from '../generated/openapi.js'
+import type { EventCategory } from './events.js'
 import { setImmediate as pause } from 'node:timers/promises'
 import { LRUCache } from 'lru-cache'
 
-type EventView = components['schemas']['PrimeEventView']
-type AuditView = components['schemas']['AuditTrailView']
 
 export interface EventRow {
   id: number
   created_ms: number
   event_code: string
   severity: number
-  category: EventView['category']
+  category: EventCategory
   entity_id: string
   description: string
   details: string
@@ -44,20 +41,22 @@ export interface AuditTrailRow {
   id: number
   created_ms: number
   severity: number
-  category: AuditView['category']
+  category: (typeof auditCategories)[number]
   user_name: string | null
   source_ip: string | null
   description: string
   details: string
   operation_id: string | null
-  outcome: AuditView['outcome']
+  outcome: 'Succeeded' | 'Failed' | 'Refused'
   asset_key: string | null
   asset_name: string | null
   asset_parent_id: string | null
   asset_ip: string | null
-  asset_type: AuditView['assetReference']['type']
-  asset_sub_type: AuditView['assetReference']['subType']
-  asset_detail: AuditView['assetReference']['allAssetTypeDetail']
+  // Values of the contract's ElementType, NetworkElementSubType and AllAssetTypeDetail, as
+  // lib/audit.ts writes them (lib/events/views.ts maps them into AssetReference).
+  asset_type: string
+  asset_sub_type: string
+  asset_detail: string
   asset_icon: number
   request_id: string | null
 }
@@ -68,56 +67,6 @@ export const AUDIT_FIELDS = ['id', 'created_ms', 'severity', 'category', 'user_n
 const EVENT_COLUMNS = EVENT_FIELDS.map((c) => `e.${c}`).join(', ')
 const AUDIT_COLUMNS = AUDIT_FIELDS.map((c) => `e.${c}`).join(', ')
 
-
-/** An event as the lists show it (PrimeEventView). */
-export function eventView(r: EventRow): EventView {
-  return {
-    eventID: r.id,
-    creationTime: iso(r.created_ms),
-    creationTimeEpoch: r.created_ms,
-    eventCode: r.event_code,
-    severity: r.severity,
-    severityString: severityNames[r.severity],
-    category: r.category,
-    eventEntityID: r.entity_id,
-    description: r.description,
-    details: r.details,
-    hashtags: r.hashtags,
-    peripheralIcon: String(r.peripheral_icon),
-    assetKey: r.asset_key,
-    assetName: r.asset_name,
-    peripheralAssetId: r.peripheral_asset_id,
-  }
-}
-
-/** An audit record as the lists show it (AuditTrailView). */
-export function auditView(r: AuditTrailRow): AuditView {
-  return {
-    auditTrailID: r.id,
-    creationTime: iso(r.created_ms),
-    creationTimeEpoch: r.created_ms,
-    severity: r.severity,
-    severityString: severityNames[r.severity],
-    category: r.category,
-    user: r.user_name,
-    sourceIp: r.source_ip,
-    description: r.description,
-    details: r.details,
-    operationId: r.operation_id,
-    outcome: r.outcome,
-    assetReference: {
-      key: r.asset_key,
-      name: r.asset_name,
-      parentID: r.asset_parent_id,
-      ipAddress: r.asset_ip,
-      type: r.asset_type,
-      subType: r.asset_sub_type,
-      allAssetTypeDetail: r.asset_detail,
-      icon: r.asset_icon,
-    },
-    requestId: r.request_id,
-  }
-}
 
 // ---------------------------------------------------------------------------------------
 // Conditions

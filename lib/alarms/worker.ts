@@ -11,7 +11,7 @@ import type { AttemptRecord, DestinationRow, OutboxItem } from '../../db/alarms.
 import { eventCodes, eventOf } from '../event-codes.js'
 import { allowList } from './address.js'
 import { sendRecord, type Transports } from './deliver.js'
-import { auditView, eventView } from '../../db/event-queries.js'
+import { auditView, eventView } from '../events/views.js'
 import type { AlarmRecord } from './format.js'
 import { SyslogConnections, webhookAgents, type SendOutcome } from './transport.js'
 
