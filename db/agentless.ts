@@ -2,7 +2,7 @@
 // locations.
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
-import { contains, orderBy, type Sort } from '../lib/listing.js'
+import { contains, orderBy, type Sort } from './sql.js'
 
 export type AgentlessStatus = 'Pending' | 'Running' | 'Reachable' | 'Unreachable' | 'Failed'
 export type Protocol = 'SSH' | 'WinRM'

@@ -1,9 +1,8 @@
 // Agents: the list with its filters and sort orders, lookups by identifiers, deletion.
-import type Database from 'better-sqlite3'
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
-import { soleField, type AgentFilter } from '../lib/agent-filter.js'
-import { contains, orderBy, type DateRange, type Sort } from '../lib/listing.js'
+import { soleField, type AgentFilter, type DateRange } from './filters.js'
+import { contains, objectRows, orderBy, statementCache, type Sort } from './sql.js'
 import { iso } from '../lib/time.js'
 import { TEXT_FIELDS, addIds, emptySet, idsOf, intersect, type AgentSet, type AgentTexts, type TextField } from './agent-texts.js'
 import type { components } from '../generated/openapi.js'
@@ -13,51 +12,6 @@ type AgentView = components['schemas']['AgentViewResource']
 
 /** Conditions of a WHERE clause being built, with their parameters. */
 export interface Where { sql: string[]; params: unknown[] }
-
-/**
- * Prepared statements of the filtered lists, by SQL text. The text depends only on which
- * filters are given, so few exist; the cap bounds memory whatever callers combine.
- */
-export function statementCache(db: DB, cap = 256) {
-  const statements = new Map<string, Database.Statement>()
-  return (sql: string): Database.Statement => {
-    let s = statements.get(sql)
-    if (s) {
-      statements.delete(sql)
-    } else {
-      s = db.prepare(sql)
-      if (statements.size >= cap) statements.delete(statements.keys().next().value!)
-    }
-    statements.set(sql, s)
-    return s
-  }
-}
-
-/**
- * A row read as an array, as an object of these fields. Rows are read raw: better-sqlite3
- * builds an object row through the engine's API, about 2.5 µs for an event's 13 columns
- * and 6 µs for an agent's 46, most of the cost of reading a page; this costs a tenth of it.
- * The object is one literal of the fields (generated once per column list; the names are
- * our columns, quoted as JSON): adding 38 fields one by one through a computed key cost
- * 1.4 µs a row, the literal a tenth of that.
- */
-export function rowOf<F extends readonly string[]>(fields: F): (r: unknown[]) => Record<string, unknown> {
-  return new Function('r', `return { ${fields.map((f, i) => `${JSON.stringify(f)}: r[${i}]`).join(', ')} }`) as (r: unknown[]) => Record<string, unknown>
-}
-
-const rowBuilders = new WeakMap<Database.Statement, (r: unknown[]) => Record<string, unknown>>()
-/** The rows of a statement as objects, read raw and built by rowOf; the statement is left as it was. */
-export function objectRows<R>(statement: Database.Statement, ...params: unknown[]): R[] {
-  let build = rowBuilders.get(statement)
-  if (!build) rowBuilders.set(statement, (build = rowOf(statement.columns().map((c) => c.name))))
-  let rows: unknown[][]
-  try {
-    rows = statement.raw(true).all(...params) as unknown[][]
-  } finally {
-    statement.raw(false)
-  }
-  return rows.map(build) as R[]
-}
 
 export interface AgentRow {
   id: number
@@ -359,6 +313,7 @@ export function renderConditions(c: Conditions, idColumn: string, plan: Plan | '
     }
   }
   // With a search, its matches find the rows; without, the planner picks (free, seek).
+  // plan: query-plans "agents list" (tests/query-plans.test.ts)
   const plus = plan === 'walk' || set ? '+' : ''
   for (const r of c.rest) {
     sql.push(r.sql(plus))
@@ -438,6 +393,7 @@ const nullableSorts = [
   'localIpAddress', 'osVersion', 'pcModel', 'serviceVersion', 'kbDriverVersion', 'lastUpdated', 'lastConfiguered',
   'lastConfiguration', 'expirationDate', 'licenseAccountName', 'runningMode',
 ]
+// plan: query-plans "agents list" (tests/query-plans.test.ts)
 const hinted = (columns: Record<string, string>) => Object.fromEntries(Object.entries(columns).map(([k, v]) => [k, `+${v}`]))
 const agentSortHinted = hinted(agentSortColumns)
 
@@ -445,6 +401,7 @@ const agentSortHinted = hinted(agentSortColumns)
 const agentSortIndexed = (s: Sort) =>
   ['uuid', 'hostIdentifier', 'severity'].includes(s.field) || (s.direction === 'desc' && ['lastUpdated', 'lastConfiguered', 'lastConfiguration'].includes(s.field))
 
+// plan: query-plans "agents list" (tests/query-plans.test.ts)
 /** ORDER BY of the agent list; for `seek`, hinted so that no index is walked for it. */
 export const agentOrderBy = (s: Sort, plan: Plan = 'walk') => orderBy(s, plan === 'seek' ? agentSortHinted : agentSortColumns, plan === 'seek' ? '+a.uuid' : 'a.uuid', nullableSorts)
 
@@ -475,6 +432,7 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     const sole = soleField(f)
     const byFlag = sole && sort.field === 'hostIdentifier' ? FLAG_HOST_ORDER[sole[0]] : undefined
     if (!byFlag) return null
+    // plan: query-plans "agents list" (tests/query-plans.test.ts)
     return objectRows<R>(cached(`SELECT ${columns} FROM agents a INDEXED BY ${byFlag[1]} WHERE a.${byFlag[0]} = ? ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`), sole![1] ? 1 : 0, limit, offset)
   }
 

@@ -5,7 +5,7 @@
 // check-in. A page is read in two steps: the keys of the page (computing only what the
 // filters and the order need), then those rows in full.
 import type { DB } from './index.js'
-import { statementCache } from './agents.js'
+import { statementCache } from './sql.js'
 
 /** Asset type codes (`type`). */
 export const ASSET_TYPES = { Peripheral: 1, Workstation: 2, Server: 3, VirtualDesktop: 8, AgentlessHost: 10 } as const

@@ -68,6 +68,7 @@ export function auditRepo(db: DB) {
      VALUES (@createdMs, @severity, @category, @user, @sourceIp, @description, @details, @operationId, @outcome,
        @key, @name, @parentId, @ipAddress, @type, @subType, @detail, @icon, @requestId, @refusalKey)`,
   )
+  // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
   const firstRefusal = db.prepare<[string, number], AuditRow>(
     'SELECT * FROM audit_trail INDEXED BY audit_trail_refusals WHERE refusal_key = ? AND created_ms > ? ORDER BY created_ms DESC LIMIT 1',
   )
@@ -77,6 +78,7 @@ export function auditRepo(db: DB) {
   )
   const repeat = db.prepare<[number, string, string]>('UPDATE audit_refusal_counts SET repeats = repeats + 1, last_ms = max(last_ms, ?), source_ips = ? WHERE refusal_key = ?')
   const due = db.prepare<[number, number], RefusalCount>('SELECT * FROM audit_refusal_counts WHERE window_end_ms <= ? ORDER BY window_end_ms LIMIT ?')
+  // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
   const reasons = db.prepare<[string, string, number], number>(
     'SELECT count(DISTINCT refusal_key) FROM audit_trail INDEXED BY audit_trail_refusals WHERE refusal_key > ? AND refusal_key < ? AND created_ms > ?',
   ).pluck()

@@ -1,41 +1,24 @@
 // Commands queued for agents (delivered and completed by the agent gateway).
 import type { DB } from './index.js'
-import { iso } from '../lib/time.js'
-import type { components } from '../generated/openapi.js'
 
-type AgentCommand = components['schemas']['AgentCommand']
-export type CommandType = AgentCommand['type']
-export type CommandParameters = AgentCommand['parameters']
+// As the CHECK constraints of agent_commands (migration 003) allow.
+export type CommandType = 'SetMode' | 'UpdatePolicy' | 'UpdateAgent' | 'FetchDebugLogs'
+export type CommandStatus = 'Pending' | 'Delivered' | 'Succeeded' | 'Failed' | 'Cancelled'
+/** The parameters as stored (JSON of the contract's AgentCommandParameters). */
+export type CommandParameters = Record<string, unknown>
 
 export interface CommandRow {
   id: number
   agent_id: number
   type: CommandType
   parameters: string
-  status: AgentCommand['status']
+  status: CommandStatus
   created_ms: number
   created_by: string
   delivered_ms: number | null
   completed_ms: number | null
   result_message: string | null
   has_output: number
-}
-
-export function commandView(r: CommandRow, agentUuid: string): AgentCommand {
-  return {
-    commandId: r.id,
-    uuid: agentUuid,
-    type: r.type,
-    parameters: JSON.parse(r.parameters),
-    status: r.status,
-    creationTime: iso(r.created_ms),
-    creationTimeEpoch: r.created_ms,
-    createdBy: r.created_by,
-    deliveredTime: r.delivered_ms === null ? null : iso(r.delivered_ms),
-    completedTime: r.completed_ms === null ? null : iso(r.completed_ms),
-    resultMessage: r.result_message,
-    hasOutput: r.has_output === 1,
-  }
 }
 
 // Open commands of one agent stay few (newer ones supersede or reuse older ones), but an

@@ -329,10 +329,12 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   }
 
   const latestRecord = { events: db.prepare('SELECT max(id) FROM events').pluck(), audit_trail: db.prepare('SELECT max(id) FROM audit_trail').pluck() }
+  // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
   const eventBatch = db.prepare<[number, number], unknown[]>(
     `SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name,
        peripheral_asset_id, details FROM events NOT INDEXED WHERE id > ? ORDER BY id LIMIT ?`,
   ).raw()
+  // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
   const auditBatch = db.prepare<[number, number], unknown[]>(
     `SELECT id, created_ms, ${kindColumns.audit_trail.join(', ')} FROM audit_trail NOT INDEXED WHERE id > ? ORDER BY id LIMIT ?`,
   ).raw()

@@ -12,25 +12,21 @@
 //   they are many (whichever reads fewer rows, from the exact count).
 // - Records above the index's high-water mark are read directly, so every answer is exact.
 import type { DB } from './index.js'
-import { statementCache, rowOf } from './agents.js'
+import { statementCache, rowOf } from './sql.js'
 import { recordIndexer, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type EventKind, type AuditKind, type IndexerOptions, type Summary, type Cell } from './event-index.js'
-import type { AuditFilter, Bounds, EventFilter } from '../lib/event-filter.js'
-import { MAX_ID } from '../lib/event-filter.js'
-import { contains as likePattern, severityNames, type Sort } from '../lib/listing.js'
-import { iso } from '../lib/time.js'
-import type { components } from '../generated/openapi.js'
+import { MAX_ID, type AuditFilter, type auditCategories, type Bounds, type EventFilter } from './filters.js'
+import { contains as likePattern, severityNames, type Sort } from './sql.js'
+import type { EventCategory } from './events.js'
 import { setImmediate as pause } from 'node:timers/promises'
 import { LRUCache } from 'lru-cache'
 
-type EventView = components['schemas']['PrimeEventView']
-type AuditView = components['schemas']['AuditTrailView']
 
 export interface EventRow {
   id: number
   created_ms: number
   event_code: string
   severity: number
-  category: EventView['category']
+  category: EventCategory
   entity_id: string
   description: string
   details: string
@@ -45,20 +41,22 @@ export interface AuditTrailRow {
   id: number
   created_ms: number
   severity: number
-  category: AuditView['category']
+  category: (typeof auditCategories)[number]
   user_name: string | null
   source_ip: string | null
   description: string
   details: string
   operation_id: string | null
-  outcome: AuditView['outcome']
+  outcome: 'Succeeded' | 'Failed' | 'Refused'
   asset_key: string | null
   asset_name: string | null
   asset_parent_id: string | null
   asset_ip: string | null
-  asset_type: AuditView['assetReference']['type']
-  asset_sub_type: AuditView['assetReference']['subType']
-  asset_detail: AuditView['assetReference']['allAssetTypeDetail']
+  // Values of the contract's ElementType, NetworkElementSubType and AllAssetTypeDetail, as
+  // lib/audit.ts writes them (lib/events/views.ts maps them into AssetReference).
+  asset_type: string
+  asset_sub_type: string
+  asset_detail: string
   asset_icon: number
   request_id: string | null
 }
@@ -69,56 +67,6 @@ export const AUDIT_FIELDS = ['id', 'created_ms', 'severity', 'category', 'user_n
 const EVENT_COLUMNS = EVENT_FIELDS.map((c) => `e.${c}`).join(', ')
 const AUDIT_COLUMNS = AUDIT_FIELDS.map((c) => `e.${c}`).join(', ')
 
-
-/** An event as the lists show it (PrimeEventView). */
-export function eventView(r: EventRow): EventView {
-  return {
-    eventID: r.id,
-    creationTime: iso(r.created_ms),
-    creationTimeEpoch: r.created_ms,
-    eventCode: r.event_code,
-    severity: r.severity,
-    severityString: severityNames[r.severity],
-    category: r.category,
-    eventEntityID: r.entity_id,
-    description: r.description,
-    details: r.details,
-    hashtags: r.hashtags,
-    peripheralIcon: String(r.peripheral_icon),
-    assetKey: r.asset_key,
-    assetName: r.asset_name,
-    peripheralAssetId: r.peripheral_asset_id,
-  }
-}
-
-/** An audit record as the lists show it (AuditTrailView). */
-export function auditView(r: AuditTrailRow): AuditView {
-  return {
-    auditTrailID: r.id,
-    creationTime: iso(r.created_ms),
-    creationTimeEpoch: r.created_ms,
-    severity: r.severity,
-    severityString: severityNames[r.severity],
-    category: r.category,
-    user: r.user_name,
-    sourceIp: r.source_ip,
-    description: r.description,
-    details: r.details,
-    operationId: r.operation_id,
-    outcome: r.outcome,
-    assetReference: {
-      key: r.asset_key,
-      name: r.asset_name,
-      parentID: r.asset_parent_id,
-      ipAddress: r.asset_ip,
-      type: r.asset_type,
-      subType: r.asset_sub_type,
-      allAssetTypeDetail: r.asset_detail,
-      icon: r.asset_icon,
-    },
-    requestId: r.request_id,
-  }
-}
 
 // ---------------------------------------------------------------------------------------
 // Conditions
@@ -427,6 +375,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   const topId = (table: RecordTable) => (maxId[table].get() as number | null) ?? 0
   const hasIndex = (name: string) => !!db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?`).get(name)
   // The time indexes (migrations 001 and 003): a time order walks them.
+  // plan: query-plans "events list" (tests/query-plans.test.ts)
   const byTime = {
     events: hasIndex('events_created') ? 'INDEXED BY events_created' : '',
     audit_trail: hasIndex('audit_trail_created') ? 'INDEXED BY audit_trail_created' : '',
@@ -487,6 +436,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   // ---- reading rows ----
   /** The id and time range; `hint` keeps the planner off the id order (`'id'`) or off both (`'both'`). */
   function rangeCond(p: Plan, lo: number, hi: number, hint: 'none' | 'id' | 'both' = 'none'): Cond {
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     const c = [cond(`${hint === 'none' ? '' : '+'}e.id BETWEEN ? AND ?`, lo, hi)]
     if (p.times) c.push(cond(`${hint === 'both' ? '+' : ''}e.created_ms BETWEEN ? AND ?`, p.times.lo, p.times.hi))
     return all(c)!
@@ -496,6 +446,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   function countRows(p: Plan, lo: number, hi: number, sum?: Summary): number {
     if (lo > hi) return 0
     const w = all([rangeCond(p, lo, hi), pred(p)])!
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     const sql = `SELECT count(*) FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`
     if (!sum || hi > sum.indexed) return cached(sql).pluck().get(...w.params) as number
     // Indexed records never change (a change starts the index over, with a new summary), so
@@ -529,6 +480,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const key = `${p.table}\u0001${w.sql}\u0001${JSON.stringify(w.params)}`
     let ids = keptIds.get(key)
     if (!ids) {
+      // plan: query-plans "events list" (tests/query-plans.test.ts)
       ids = cached(`SELECT e.id FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql} ORDER BY e.id`).pluck().all(...w.params) as number[]
       keptIds.set(key, ids)
     }
@@ -539,6 +491,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
   // lets it use the ids (rowid ranges and lookups); the time order names its index.
+  // plan: query-plans "events list" (tests/query-plans.test.ts)
   const rowsOf = <R>(p: Plan, where: Cond, order: string, limit: number, offset: number, from = 'NOT INDEXED'): R[] =>
     (cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
       .raw(true).all(...where.params, limit, offset) as unknown[][]).map(tables[p.table].row) as R[]
@@ -642,6 +595,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   function countAll(table: RecordTable, sum: Summary): number {
     let n = 0
     for (const cells of sum.blocks[LEVEL_SHIFT.length - 1].values()) for (const c of cells) n += c[1]
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     return n + (cached(`SELECT count(*) FROM ${table} NOT INDEXED WHERE id > ?`).pluck().get(sum.indexed) as number)
   }
 
@@ -909,6 +863,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       params.push(JSON.stringify(blocks), JSON.stringify(sources), lo, last)
     }
     // One range (two lower bounds would let SQLite pick the wrong one and scan).
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     parts.push('SELECT id FROM events NOT INDEXED WHERE id BETWEEN ? AND ?')
     params.push(Math.max(lo, indexed + 1), hi)
     return { sql: `e.id IN (${parts.join(' UNION ALL ')})`, params }
@@ -1010,6 +965,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   }
   /** The matches through the kinds' cells (indexed events), and the rows above the mark. */
   const kindWhere = (p: Plan, cells: [number, number][], indexed: number): Cond => {
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     const seek: Cond = {
       sql: `e.id IN (SELECT x.id FROM json_each(?) j CROSS JOIN event_kind_ids x
         WHERE x.blk = j.value ->> 0 AND x.kind = j.value ->> 1 AND x.id BETWEEN ? AND ?
@@ -1156,6 +1112,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       if (out.length === limit) break
       if (skip > 0 && stretches.length > 1) {
         // How many of the matches to pass over this stretch holds (at most `skip`).
+        // plan: query-plans "events list" (tests/query-plans.test.ts)
         const held = cached(`SELECT count(*) FROM (SELECT 1 FROM ${tables[p.table].from} e NOT INDEXED WHERE ${s.where.sql} LIMIT ?)`).pluck().get(...s.where.params, skip) as number
         if (held < skip) {
           skip -= held
@@ -1196,6 +1153,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const rank = (v: unknown) => (v === null || v === undefined ? null : f.rank!(v))
     // The values of the kinds, and of records above the mark (kinds not indexed yet).
     const values: unknown[] = [...kinds.values()].map((k) => k[column] ?? null)
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     values.push(...(cached(`SELECT DISTINCT ${column} FROM ${tables[p.table].from} NOT INDEXED WHERE id > ?`).pluck().all(c.sum.indexed) as unknown[]))
     // Values equal under the rank (text differing in case only) are one group.
     const groups = new Map<string, { rank: string | number | null; values: Set<unknown> }>()
@@ -1253,6 +1211,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       if (seek && seek.rows <= 4 * SEEK_MAX && seek.rows * 3 < walk) return rowsOf<R>(p, kindWhere(p, seek.cells, c.sum.indexed), order, limit, offset)
     }
     // A time order walks the time index (no sort); other fields have no index and are sorted.
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     return rowsOf<R>(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset, isTimeSort(f) ? byTime[p.table] : 'NOT INDEXED')
   }
 
@@ -1296,6 +1255,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
     const { from, columns } = tables[p.table]
     const idOf = raw ? (r: any) => r[0] as number : (r: any) => r.id as number
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     const read = (where: Cond, order: string, limit: number): unknown[] =>
       cached(`SELECT ${columns} FROM ${from} e NOT INDEXED WHERE ${where.sql} ORDER BY ${order} LIMIT ?`).raw(raw).all(...where.params, limit)
     let c = count(p)
@@ -1344,6 +1304,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       }
     } else {
       const where = p.textSql ? textWhere(p, c) : all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!
+      // plan: query-plans "events list" (tests/query-plans.test.ts)
       const access = isTimeSort(f) && !p.textSql ? byTime[p.table] : 'NOT INDEXED'
       for (const id of cached(`SELECT e.id FROM ${from} e ${access} WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ? OFFSET ?`).pluck().iterate(...where.params, left, offset)) ids.push(id as number)
     }

@@ -49,6 +49,7 @@ interface RiskyEvent {
  * count, first and last time and the latest one's details. Run in the transaction that
  * wrote the events.
  */
+// plan: query-plans "prepared at start" (tests/query-plans.test.ts)
 export function riskRaiser(db: DB) {
   const select = (where: string) => db.prepare<unknown[], RiskyEvent>(
     `SELECT e.id, e.created_ms, substr(e.details, 1, 2000) AS details, e.asset_key, k.kind, k.severity, k.title,

@@ -203,6 +203,7 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   const heldByCredential = db.prepare<[string], HeldReEnrollment>('SELECT * FROM agent_reenrollments WHERE credential_hash = ?')
   const dropHeld = db.prepare<[number]>('DELETE FROM agent_reenrollments WHERE agent_id = ?')
   // The agents less the others (migration 014: only they are indexed).
+  // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
   const activated = db.prepare<[], { n: number }>(
     `SELECT (SELECT n FROM row_counts WHERE name = 'agents')
        - (SELECT count(*) FROM agents INDEXED BY agents_license_unactivated WHERE license_status <> 'Activated') AS n`,

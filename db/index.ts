@@ -1,9 +1,10 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'
-import { migrationsDir } from '../lib/paths.js'
+import { migrationsDir } from './migrations-dir.js'
 
 export type DB = Database.Database
+export { migrationsDir }
 
 export function openDatabase(file: string): DB {
   // Created private: SQLite gives the WAL and shared-memory files the database file's mode.

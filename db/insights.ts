@@ -5,7 +5,7 @@
 import type { DB } from './index.js'
 import type { components } from '../generated/openapi.js'
 import { iconName, productName, vendorName } from '../lib/usb.js'
-import { severityNames } from '../lib/listing.js'
+import { severityNames } from './sql.js'
 import { iso } from '../lib/time.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
@@ -25,8 +25,6 @@ const MAX_FINDINGS = 512
 const POLICY_STEP = 500
 const MAX_LOGGED_ON_USERS = 32
 const TOP_VALUES = 50
-/** Whitelist violations: plugged in while Armed (0x110007), or present when the agent was armed (0x110004). */
-export const WHITELIST_VIOLATIONS = "'0x110007', '0x110004'"
 
 /** The cache name of the uncommon-peripherals insight for a host threshold (shared by the insight and asset discovery). */
 export const uncommonInsightName = (maxHosts: number) => `uncommonPeripherals:${maxHosts}`
@@ -59,7 +57,13 @@ function loggedOnUsers(json: string): string[] {
   }
 }
 
-export function insightsRepo(db: DB) {
+/**
+ * `whitelistViolationCodes`: the event codes of whitelist violations (plugged in while
+ * Armed, or present when the agent was armed), from the event-code catalogue.
+ */
+export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[]) {
+  for (const c of whitelistViolationCodes) if (!/^0x[0-9A-F]{6}$/.test(c)) throw new Error(`not an event code: ${c}`)
+  const WHITELIST_VIOLATIONS = whitelistViolationCodes.map((c) => `'${c}'`).join(', ')
   // ---- cache ----
   const cacheGet = db.prepare<[string], { computed_ms: number; result: string }>('SELECT computed_ms, result FROM insight_cache WHERE name = ?')
   const cachePut = db.prepare<[string, number, string]>(
@@ -90,6 +94,7 @@ export function insightsRepo(db: DB) {
        (SELECT count(*) FROM agents WHERE has_unapproved = 1 OR has_vulnerable = 1 OR has_attack_tool = 1) AS agents`,
   )
   const policyAgents = db.prepare<[number], HostRow & { id: number; operational_status: 'Armed' | 'Free'; connection_status: 'Connected' | 'Disconnected' }>(
+    // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
     // Walked in the host order (unary plus: the flags' own indexes would find every flagged
     // agent and sort them all, 28 ms at 100,000 agents against 0.4).
     `SELECT id, uuid, host_identifier, local_ip_address, operational_status, connection_status
@@ -202,6 +207,7 @@ export function insightsRepo(db: DB) {
     violationGroups(`WHERE id IN (SELECT id FROM event_kind_ids WHERE blk = @block >> 4 AND kind IN (${violationKinds})
        AND id BETWEEN @block << 12 AND min(@mark, (@block << 12) + 4095))`),
   )
+  // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
   const violationsInRange = db.prepare<{ from: number; to: number; lo: number; hi: number }, ViolationRow>(
     violationGroups('NOT INDEXED WHERE id > @lo AND id <= @hi'),
   )

@@ -4,7 +4,7 @@
 // change here takes the next number of notification_counter.
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
-import { contains, orderBy, type Sort } from '../lib/listing.js'
+import { contains, orderBy, type Sort } from './sql.js'
 import { trigramTerm } from './agents.js'
 
 export type HealthState = 'Healthy' | 'Warning' | 'Failed'
@@ -166,6 +166,7 @@ export function notificationsRepo(db: DB) {
      WHERE id = ? AND dismissed_ms IS NULL`,
   )
   const riskChanged = db.prepare<[number, number], RiskRow>('SELECT * FROM risk_notifications WHERE change_seq > ? ORDER BY change_seq LIMIT ?')
+  // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
   const riskUnreadAbove = db.prepare<[number], number>('SELECT count(*) FROM risk_notifications INDEXED BY risk_notifications_unread WHERE dismissed_ms IS NULL AND occurred_seq > ?').pluck()
   const riskReadUpTo = db.prepare<[number], number>('SELECT count(*) FROM risk_notifications INDEXED BY risk_notifications_unread WHERE dismissed_ms IS NULL AND occurred_seq <= ?').pluck()
   const riskOldest = db.prepare<[], number | null>('SELECT min(occurred_seq) FROM risk_notifications INDEXED BY risk_notifications_unread WHERE dismissed_ms IS NULL').pluck()
@@ -237,6 +238,7 @@ export function notificationsRepo(db: DB) {
   )
   // The agents other than Activated through their index (migration 014: few entries);
   // Activated is the kept agent count less them.
+  // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
   const licenseUse = db.prepare<[], { activated: number; pending: number; expired: number; invalid: number }>(
     `SELECT (SELECT n FROM row_counts WHERE name = 'agents') - count(*) AS activated, coalesce(sum(license_status = 'Pending'), 0) AS pending,
        coalesce(sum(license_status = 'Expired'), 0) AS expired, coalesce(sum(license_status = 'Invalid'), 0) AS invalid

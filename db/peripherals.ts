@@ -2,15 +2,12 @@
 // peripherals, and the approvals (the administrators' decision per agent and model).
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
-import { soleField, type PeripheralFilter } from '../lib/agent-filter.js'
-import { contains, orderBy, type Sort } from '../lib/listing.js'
-import { iconName } from '../lib/usb.js'
-import type { components } from '../generated/openapi.js'
-import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, statementCache, objectRows, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
+import { soleField, type PeripheralFilter } from './filters.js'
+import { contains, objectRows, orderBy, statementCache, type Sort } from './sql.js'
+import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
 import { idsOf } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
-type PeripheralView = components['schemas']['PeripheralViewResource']
 
 export interface PeripheralRow {
   id: number
@@ -36,7 +33,7 @@ export interface PeripheralRow {
   is_disabled: number
   present: number
   approved: number
-  admin_status: PeripheralView['adminStatus']
+  admin_status: 'NotReviewed' | 'Approved' | 'Disapproved'
   is_unapproved: number
   is_vulnerable: number
   is_attack_tool: number
@@ -54,54 +51,6 @@ export interface PeripheralListRow extends PeripheralRow {
   host_identifier: string
   host_ip: string | null
   agent_hashtags: string | null
-}
-
-/** The agent's tags, then the peripheral's risk tags. */
-export function peripheralHashtags(r: Pick<PeripheralListRow, 'agent_hashtags' | 'is_attack_tool' | 'is_vulnerable' | 'is_unapproved'>): string | null {
-  const tags = [r.agent_hashtags?.trim() || null]
-  if (r.is_attack_tool) tags.push('#attack-tool')
-  if (r.is_vulnerable) tags.push('#vulnerable')
-  if (r.is_unapproved) tags.push('#unapproved')
-  const all = tags.filter(Boolean).join(' ')
-  return all || null
-}
-
-/** A peripheral as the lists show it (PeripheralViewResource). */
-export function peripheralView(r: PeripheralListRow): PeripheralView {
-  return {
-    uuid: r.agent_uuid,
-    hostIdentifier: r.host_identifier,
-    hostIp: r.host_ip,
-    deviceID: r.device_id,
-    description: r.description,
-    status: r.status,
-    manufacturer: r.manufacturer,
-    caption: r.caption,
-    vid: r.vid,
-    pid: r.pid,
-    serialNumber: r.serial_number,
-    guiVid: r.gui_vid,
-    guiPid: r.gui_pid,
-    guiSerial: r.gui_serial,
-    devIcon: r.dev_icon as PeripheralView['devIcon'],
-    devIconDescription: iconName(r.dev_icon),
-    classCode: r.class_code,
-    subclassCode: r.subclass_code,
-    protocolCode: r.protocol_code,
-    hierarchy: r.hierarchy,
-    parentDeviceID: r.parent_device_id,
-    isDisabled: r.is_disabled === 1,
-    approved: r.approved === 1,
-    present: r.present === 1,
-    isUnapprovedPeripherals: r.is_unapproved === 1,
-    isVulnerablePeripheral: r.is_vulnerable === 1,
-    isKnownAttackTool: r.is_attack_tool === 1,
-    severity: r.severity,
-    inAction: r.in_action === 1,
-    vulnerability: r.vulnerability,
-    adminStatus: r.admin_status,
-    hashtags: peripheralHashtags(r),
-  }
 }
 
 const FROM = 'peripherals p JOIN agents a ON a.id = p.agent_id'
@@ -203,6 +152,7 @@ function peripheralConditions(f: PeripheralFilter, search: AgentSearch): Conditi
 }
 
 function render(conditions: Condition[], plan: Plan | 'free') {
+  // plan: query-plans "peripherals list" (tests/query-plans.test.ts)
   const plus = plan === 'walk' ? '+' : ''
   return { sql: conditions.length ? conditions.map((c) => c.sql(plus)).join(' AND ') : '1', params: conditions.flatMap((c) => c.params) }
 }
@@ -239,11 +189,13 @@ export const peripheralSortColumns: Record<string, string> = {
   adminStatus: 'p.admin_status',
 }
 const nullableSorts = ['hostIp', 'description', 'manufacturer', 'caption', 'serialNumber', 'guiVid', 'guiPid', 'status']
+// plan: query-plans "peripherals list" (tests/query-plans.test.ts)
 const peripheralSortHinted = Object.fromEntries(Object.entries(peripheralSortColumns).map(([k, v]) => [k, `+${v}`]))
 /** The sort orders an index serves: the agent's uuid, then deviceID and id (peripherals_agent_uuid). */
 const peripheralSortIndexed = (s: Sort) => s.field === 'uuid' || s.field === 'hostUuid'
 
 /** ORDER BY of the peripheral list; for `seek`, hinted so that no index is walked for it. */
+// plan: query-plans "peripherals list" (tests/query-plans.test.ts)
 export const peripheralOrderBy = (s: Sort, plan: Plan = 'walk') =>
   orderBy(s, plan === 'seek' ? peripheralSortHinted : peripheralSortColumns, plan === 'seek' ? ['+p.device_id', '+p.id'] : ['p.device_id', 'p.id'], nullableSorts)
 
@@ -283,6 +235,7 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
   )
   const presentModels = db.prepare<[number], { vid: string; pid: string }>('SELECT DISTINCT vid, pid FROM peripherals WHERE agent_id = ? AND present ORDER BY vid, pid')
   // Through the agent's few peripherals, never through every peripheral of a popular model.
+  // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
   const hasModel = db.prepare<[number, string, string], number>('SELECT count(*) FROM (SELECT 1 FROM peripherals WHERE agent_id = ? AND +vid = ? AND +pid = ? LIMIT 1)').pluck()
   const approval = db.prepare<[number, string, string], string>('SELECT status FROM approvals WHERE agent_id = ? AND vid = ? AND pid = ?').pluck()
   const setApproval = db.prepare<{ agent: number; vid: string; pid: string; status: string; now: number; by: string }>(
@@ -308,11 +261,11 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
     },
 
     /**
-     * These peripherals as PeripheralViewResource JSON objects joined by commas, a thousand
-     * at a time, other requests answered between them (a streamed page). Peripherals
-     * deleted meanwhile are left out.
+     * These peripherals as JSON objects of `view` (lib/peripherals/views.ts) joined by
+     * commas, a thousand at a time, other requests answered between them (a streamed page).
+     * Peripherals deleted meanwhile are left out.
      */
-    async *viewChunks(ids: readonly number[]): AsyncGenerator<string> {
+    async *viewChunks(ids: readonly number[], view: (r: PeripheralListRow) => unknown): AsyncGenerator<string> {
       for (let i = 0; i < ids.length; i += 1000) {
         if (i > 0) await nextTurn()
         const page = ids.slice(i, i + 1000)
@@ -320,7 +273,7 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
         let text = ''
         for (const id of page) {
           const row = byId.get(id)
-          if (row) text += (text ? ',' : '') + JSON.stringify(peripheralView(row))
+          if (row) text += (text ? ',' : '') + JSON.stringify(view(row))
         }
         yield text
       }

@@ -1,6 +1,6 @@
 import { agentView } from '../db/agents.js'
-import { peripheralView } from '../db/peripherals.js'
-import { commandView } from '../db/commands.js'
+import { peripheralView } from '../lib/peripherals/views.js'
+import { commandView } from '../lib/agents/views.js'
 import { agentFilterFromQuery } from '../lib/agent-filter.js'
 import { cancelAgentsCommands, configureAgents, deleteAgents, queueForAgents } from '../lib/agent-commands.js'
 import { agentAsset, heldView, maskMachineId } from '../lib/gateway.js'

@@ -1,8 +1,9 @@
 // Event and audit-trail queries, the integration feeds and their exports.
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { AUDIT_FIELDS, EVENT_FIELDS, auditView, eventView, type AuditTrailRow, type EventRow } from '../db/event-queries.js'
-import { rowOf } from '../db/agents.js'
+import { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from '../db/event-queries.js'
+import { auditView, eventView } from '../lib/events/views.js'
+import { rowOf } from '../db/sql.js'
 import { auditFilter, eventFilter, givenFilters, isIncidentFetch, type AuditFilter, type EventFilter } from '../lib/event-filter.js'
 import { audit } from '../lib/audit.js'
 import { CSV_TYPE, csvCell } from '../lib/csv.js'

@@ -1,4 +1,4 @@
-import { peripheralView } from '../db/peripherals.js'
+import { peripheralView } from '../lib/peripherals/views.js'
 import { peripheralFilterFromQuery } from '../lib/agent-filter.js'
 import { commandPeripherals } from '../lib/agent-commands.js'
 import { listAnswer, listAnswerStream, page, sort, streamedPages } from '../lib/listing.js'
@@ -12,7 +12,7 @@ export const peripheralsHandlers: Handlers<'getPeripherals' | 'peripheralsComman
     const { peripherals } = req.server.repos
     if (pageSize > streamedPages.above) {
       const { total, filtered, ids } = peripherals.pageIds(filter, order, pageSize, offset)
-      return reply.type('application/json').send(listAnswerStream(total, filtered, peripherals.viewChunks(ids)))
+      return reply.type('application/json').send(listAnswerStream(total, filtered, peripherals.viewChunks(ids, peripheralView)))
     }
     const { total, filtered, rows } = peripherals.list(filter, order, pageSize, offset)
     return listAnswer(total, filtered, rows.map(peripheralView))

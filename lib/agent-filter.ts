@@ -1,58 +1,16 @@
 // The filters of the agent and peripheral lists, read once from a query (GET agents,
 // GET peripherals) or from an export body that mirrors it, into one normalized shape.
-import { bool, dateRange, oneOrMore, severity, filterText as text, filterTerm as term, type DateRange, type Where } from './listing.js'
+import { bool, dateRange, oneOrMore, severity, filterText as text, filterTerm as term, type Where } from './listing.js'
 import { invalidField } from './errors.js'
+import { connectionStatuses, licenseStatuses, operationalStatuses, runningModes, workStatuses } from '../db/filters.js'
 
-export const connectionStatuses = ['Connected', 'Disconnected'] as const
-export const operationalStatuses = ['Armed', 'Free'] as const
-export const workStatuses = ['Arming', 'Freeing', 'Updating', 'Pending'] as const
-export const licenseStatuses = ['Activated', 'Pending', 'Expired', 'Invalid'] as const
-export const runningModes = ['Standard', 'VDI', 'Server'] as const
+// The shapes live in db/filters.ts (the repositories take them); re-exported for lib/ and handlers/.
+export { connectionStatuses, licenseStatuses, operationalStatuses, runningModes, soleField, workStatuses, type AgentFilter, type PeripheralFilter } from '../db/filters.js'
+import type { AgentFilter, PeripheralFilter } from '../db/filters.js'
+
 const statusValues = [...connectionStatuses, ...operationalStatuses, ...workStatuses] as const
 
-export interface AgentFilter {
-  /** Case-insensitive "contains". */
-  uuid?: string
-  hostIdentifier?: string
-  ipAddress?: string
-  version?: string
-  osVersion?: string
-  hashtags?: string
-  globalSearch?: string
-  /** Any of (each list); the lists are AND-ed. */
-  connectionStatus?: (typeof connectionStatuses)[number][]
-  operationalStatus?: (typeof operationalStatuses)[number][]
-  displayStatus?: (typeof workStatuses)[number][]
-  licenseStatus?: (typeof licenseStatuses)[number][]
-  runningMode?: (typeof runningModes)[number][]
-  containsVulnerablePeripheralOrWLV?: boolean
-  hasUnapprovedPeripherals?: boolean
-  hasVulnerablePeripherals?: boolean
-  hasKnownAttackTools?: boolean
-  lastConfiguration?: DateRange
-  lastUpdated?: DateRange
-  expirationDate?: DateRange
-  severity?: number
-}
 
-export interface PeripheralFilter {
-  /** Case-insensitive "contains" on the agent's fields. */
-  hostIdentifier?: string
-  ipAddress?: string
-  hostUuid?: string
-  /** Case-insensitive "contains" on the peripheral's fields. */
-  vendor?: string
-  productInfo?: string
-  serialNumber?: string
-  /** Exact, upper-case hex. */
-  vid?: string
-  pid?: string
-  isUnapproved?: boolean
-  isVulnerable?: boolean
-  isAttackTool?: boolean
-  present?: boolean
-  globalSearch?: string
-}
 
 type Source = Record<string, unknown>
 
@@ -154,8 +112,3 @@ export function peripheralFilterFromBody(b: Source | null | undefined): Peripher
   return readPeripheralFilter(b ?? {}, 'body')
 }
 
-/** The one field a filter sets, when it sets exactly one (lists count some of these from kept totals). */
-export function soleField(f: AgentFilter | PeripheralFilter): [string, unknown] | null {
-  const given = Object.entries(f).filter(([, v]) => v !== undefined)
-  return given.length === 1 ? given[0] : null
-}

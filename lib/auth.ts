@@ -5,7 +5,7 @@ import type { Repos } from './repos.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 import { problem } from './errors.js'
-import { Cache } from './platform/cache.js'
+import { Cache } from '../db/cache.js'
 import { newSecret, sha256 } from './passwords.js'
 
 export interface Principal {

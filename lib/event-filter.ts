@@ -3,58 +3,14 @@
 // mirrors it, into one normalized shape. Bad values answer 400 naming the filter.
 import { date, oneOrMore, severity, filterText as text, filterTerm as term, type Where } from './listing.js'
 import { invalidField } from './errors.js'
+import { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds, type EventFilter } from '../db/filters.js'
 
-export const eventCategories = ['USB', 'Network', 'System', 'Host', 'General'] as const
-export const auditCategories = ['Authentication', 'Users', 'Agents', 'Peripherals', 'Agentless', 'Reports', 'Notifications', 'AlarmDestinations', 'System'] as const
+// The shapes live in db/filters.ts (the repositories take them); re-exported for lib/ and handlers/.
+export { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds, type EventFilter } from '../db/filters.js'
 
-export const MAX_ID = Number.MAX_SAFE_INTEGER
+
 const DAY_MS = 86_400_000
 
-/** Bounds common to both lists: ids and creation times, inclusive; `empty` when they exclude everything. */
-export interface Bounds {
-  idFrom: number
-  idTo: number
-  /** Epoch ms, inclusive; null: unbounded. */
-  timeFrom: number | null
-  timeTo: number | null
-  severity?: number
-  /** Severity or worse: numbers up to this one. */
-  minSeverity?: number
-  empty: boolean
-}
-
-export interface EventFilter extends Bounds {
-  categories?: (typeof eventCategories)[number][]
-  icons?: number[]
-  /** Case-insensitive "contains". */
-  source?: string
-  description?: string
-  details?: string
-  assetKey?: string
-  assetName?: string
-  peripheralAssetId?: string
-  globalSearch?: string
-}
-
-export interface AuditFilter extends Bounds {
-  categories?: (typeof auditCategories)[number][]
-  /** Case-insensitive "contains". */
-  user?: string
-  description?: string
-  details?: string
-  /** Key, name or address of the asset contains. */
-  asset?: string
-  assetKey?: string
-  assetName?: string
-  assetParentId?: string
-  assetIp?: string
-  /** Exact. */
-  assetType?: string
-  assetSubType?: string
-  assetDetail?: string
-  assetIcon?: number
-  globalSearch?: string
-}
 
 type Source = Record<string, unknown>
 

@@ -10,6 +10,7 @@ import { audit } from './audit.js'
 import { contextOf } from './platform/context.js'
 import { AGENT_PREFIX, unauthenticated } from './auth.js'
 import { invalidField, problem, type FieldError } from './errors.js'
+import { eventOf } from './event-codes.js'
 import { newSecret, sha256 } from './passwords.js'
 import { fixedWindowLimiter, limitKey } from './rate-limit.js'
 import { iso } from './time.js'
@@ -43,23 +44,23 @@ export function maskMachineId(machineId: string): string {
   return machineId.length <= 4 ? '****' : `****${machineId.slice(-4)}`
 }
 
-/** The events the gateway raises (the table of `getEvents` in the contract). */
+/** The events the gateway raises (lib/event-codes.ts, the table of `getEvents` in the contract). */
 export const agentEvents = {
-  peripheralNew: { code: '0x110001', severity: 6, category: 'USB', description: 'New USB peripheral detected' },
-  peripheralReconnected: { code: '0x110002', severity: 6, category: 'USB', description: 'USB peripheral reconnected' },
-  peripheralDisconnected: { code: '0x110003', severity: 6, category: 'USB', description: 'USB peripheral disconnected' },
-  unapprovedOnArmed: { code: '0x110004', severity: 4, category: 'USB', description: 'Unapproved peripheral on an armed agent' },
-  whitelistViolation: { code: '0x110007', severity: 4, category: 'USB', description: 'Whitelist violation' },
-  attackTool: { code: '0x110005', severity: 2, category: 'USB', description: 'Known attack tool detected' },
-  vulnerable: { code: '0x110006', severity: 4, category: 'USB', description: 'Vulnerable peripheral detected' },
-  locationChanged: { code: '0x210002', severity: 5, category: 'Network', description: 'Host network location changed' },
-  modeChanged: { code: '0x310001', severity: 5, category: 'Host', description: 'Agent mode changed' },
-  disconnected: { code: '0x310002', severity: 4, category: 'Host', description: 'Agent disconnected' },
-  reconnected: { code: '0x310003', severity: 6, category: 'Host', description: 'Agent reconnected' },
-  enrolled: { code: '0x310004', severity: 6, category: 'Host', description: 'Agent enrolled' },
-  commandFailed: { code: '0x310005', severity: 3, category: 'Host', description: 'Agent command failed' },
-  reEnrollmentHeld: { code: '0x310006', severity: 3, category: 'Host', description: 'Agent re-enrollment held for approval' },
-} as const satisfies Record<string, Pick<EventInput, 'code' | 'severity' | 'category' | 'description'>>
+  peripheralNew: eventOf('peripheralNew'),
+  peripheralReconnected: eventOf('peripheralReconnected'),
+  peripheralDisconnected: eventOf('peripheralDisconnected'),
+  unapprovedOnArmed: eventOf('unapprovedOnArmed'),
+  whitelistViolation: eventOf('whitelistViolation'),
+  attackTool: eventOf('attackTool'),
+  vulnerable: eventOf('vulnerable'),
+  locationChanged: eventOf('locationChanged'),
+  modeChanged: eventOf('modeChanged'),
+  disconnected: eventOf('disconnected'),
+  reconnected: eventOf('reconnected'),
+  enrolled: eventOf('enrolled'),
+  commandFailed: eventOf('commandFailed'),
+  reEnrollmentHeld: eventOf('reEnrollmentHeld'),
+}
 type EventKind = keyof typeof agentEvents
 
 type AgentRef = Pick<GatewayAgent, 'uuid' | 'host_identifier' | 'local_ip_address'>

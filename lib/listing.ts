@@ -3,6 +3,13 @@ import { Readable } from 'node:stream'
 import type { Operation } from './contract.js'
 import { invalidField, type FieldError } from './errors.js'
 
+import { severityNames, type Sort } from '../db/sql.js'
+import type { DateRange } from '../db/filters.js'
+
+// The SQL side of listing lives in db/sql.ts; callers of lib/ keep importing it from here.
+export { contains, orderBy, severityNames, type Sort } from '../db/sql.js'
+export type { DateRange } from '../db/filters.js'
+
 /** Where a filter value came from: list queries, or export bodies that mirror them. */
 export type Where = Extract<FieldError['location'], 'query' | 'body'>
 
@@ -15,7 +22,6 @@ export const streamedPages = { above: 10_000 }
 export const MAX_NOTIFICATION_PAGE_SIZE = 10_000
 
 export interface Page { pageNumber: number; pageSize: number; offset: number }
-export interface Sort { field: string; direction: 'asc' | 'desc' }
 
 export function page(query: { PageNumber?: number; PageSize?: number }): Page {
   const pageNumber = query.PageNumber ?? 1
@@ -37,21 +43,6 @@ export function sort(op: Pick<Operation, 'operationId' | 'sortFields' | 'default
   return { field, direction: m[2].toLowerCase() as Sort['direction'] }
 }
 
-/**
- * ORDER BY for a sort, with the id (or several tie-breakers, in order) so that paging is
- * stable. Columns in `nullable` sort their nulls last in both directions (SQLite puts
- * them first when ascending; descending already has them last, so an index still serves
- * that order).
- */
-export function orderBy(s: Sort, columns: Record<string, string>, idColumn: string | string[], nullable: readonly string[] = []): string {
-  const column = columns[s.field]
-  if (!column) throw new Error(`no column for sort field ${s.field}`)
-  const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
-  const nullsLast = dir === 'ASC' && nullable.includes(s.field) ? `${column.replace(/ COLLATE \w+$/i, '')} IS NULL, ` : ''
-  const ties = [idColumn].flat()
-  const after = ties.slice(ties.indexOf(column) + 1)
-  return [`${nullsLast}${column} ${dir}`, ...after.map((c) => `${c} ${dir}`)].join(', ')
-}
 
 export function bool(value: string | undefined, name: string, where: Where = 'query'): boolean | undefined {
   if (value === undefined) return undefined
@@ -98,7 +89,6 @@ export function date(value: string | undefined, name: string, where: Where = 'qu
 }
 
 /** A time range in epoch ms, `to` exclusive (null: open-ended). */
-export interface DateRange { from: number; to: number | null }
 const DAY_MS = 86_400_000
 
 /** A date filter of a list: a date alone means that UTC day, a date and time at or after that instant. */
@@ -108,7 +98,6 @@ export function dateRange(value: string | undefined, name: string, where: Where 
   return /^\d{4}-\d{2}-\d{2}$/.test(value!.trim()) ? { from, to: from + DAY_MS } : { from, to: null }
 }
 
-export const severityNames = ['Emergency', 'Alert', 'Critical', 'Error', 'Warning', 'Notice', 'Informational', 'Debug'] as const
 const severityAliases: Record<string, number> = { info: 6, information: 6, warn: 4, err: 3, crit: 2, emerg: 0, panic: 0 }
 
 /** A syslog severity by number (0-7) or name, in any case. */
@@ -137,8 +126,6 @@ export function severity(value: string | undefined, name: string, where: Where =
   throw invalidField(where, name, `must be 0-7 or one of ${severityNames.join(', ')}`)
 }
 
-/** A LIKE pattern for a case-insensitive "contains" (use with ESCAPE '\'). */
-export const contains = (text: string) => `%${text.replace(/[\\%_]/g, (c) => '\\' + c)}%`
 
 /** The list answer of every list operation. */
 export const listAnswer = <T>(recordsTotal: number, recordsFiltered: number, data: T[]) => ({ recordsTotal, recordsFiltered, data })

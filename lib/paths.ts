@@ -16,4 +16,4 @@ function findRoot(start: string): string {
 
 export const projectRoot = findRoot(path.dirname(fileURLToPath(import.meta.url)))
 export const specPath = path.join(projectRoot, 'spec', 'openapi.yaml')
-export const migrationsDir = path.join(projectRoot, 'db', 'migrations')
+export { migrationsDir } from '../db/migrations-dir.js'

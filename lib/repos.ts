@@ -25,6 +25,7 @@ import { agentlessRepo } from '../db/agentless.js'
 import { ftsUpkeep } from '../db/fts-upkeep.js'
 import { assetsRepo } from '../db/assets.js'
 import { sqliteUnitOfWork } from '../db/unit-of-work.js'
+import { eventCodes } from './event-codes.js'
 
 /**
  * `keptAnswers`: list answers kept while the database is unchanged (0: none). `sealer`:
@@ -48,7 +49,7 @@ export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
     peripherals: peripheralsRepo(db, checkInTimes, search, keptAnswers),
     commands: commandsRepo(db),
     catalogue: catalogueRepo(db),
-    insights: insightsRepo(db),
+    insights: insightsRepo(db, [eventCodes.whitelistViolation.code, eventCodes.unapprovedOnArmed.code]),
     exports: exportsRepo(db, search),
     eventQueries: eventQueriesRepo(db),
     alarms: alarmsRepo(db, sealer),

@@ -14,6 +14,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { openDatabase } from '../db/index.js'
 import { eventsRepo } from '../db/events.js'
+import { eventOf } from '../lib/event-codes.js'
 import { PIN, median, startTimed } from './bench-support.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000)
@@ -86,7 +87,7 @@ for (let round = 1; round <= ROUNDS; round++) {
   for (let i = 0; i < EVENTS; i += 500) {
     const n = Math.min(500, EVENTS - i)
     db.transaction(() => {
-      ids.push(...events.record(Date.now(), Array.from({ length: n }, (_, k) => ({ code: '0x110001', severity: 6, category: 'USB' as const, entityId: 'BENCH-PC (10.0.0.1)', description: 'New USB peripheral detected', details: `bench event ${i + k}` }))))
+      ids.push(...events.record(Date.now(), Array.from({ length: n }, (_, k) => ({ ...eventOf('peripheralNew'), entityId: 'BENCH-PC (10.0.0.1)', details: `bench event ${i + k}` }))))
     })()
   }
   db.close()

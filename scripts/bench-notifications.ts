@@ -18,6 +18,7 @@ import path from 'node:path'
 import { openDatabase } from '../db/index.js'
 import { createRepos } from '../lib/repos.js'
 import { hashPassword, sha256 } from '../lib/passwords.js'
+import { eventOf } from '../lib/event-codes.js'
 import type { RiskFilter } from '../db/notifications.js'
 import type { Sort } from '../lib/listing.js'
 import { PIN, pct, ms, start } from './bench-support.js'
@@ -43,9 +44,9 @@ const t0 = performance.now()
 const now = Date.now()
 const agents = Math.max(1, Math.ceil(NOTIFICATIONS / 10))
 const kinds = [
-  { code: '0x110005', severity: 2, description: 'Known attack tool detected', vid: '0483', pid: '5740' },
-  { code: '0x110006', severity: 4, description: 'Vulnerable peripheral detected', vid: '046D', pid: 'C52B' },
-  { code: '0x110004', severity: 4, description: 'Unapproved peripheral on an armed agent', vid: '0951', pid: '1666' },
+  { ...eventOf('attackTool'), vid: '0483', pid: '5740' },
+  { ...eventOf('vulnerable'), vid: '046D', pid: 'C52B' },
+  { ...eventOf('unapprovedOnArmed'), vid: '0951', pid: '1666' },
 ]
 const kindOf = (i: number) => kinds[i % 10 === 0 ? 0 : i % 10 <= 3 ? 1 : 2]
 const hostOf = (a: number) => `BENCH-${String(a).padStart(6, '0')}`

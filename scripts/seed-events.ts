@@ -18,6 +18,7 @@ import cliProgress from 'cli-progress'
 import { openDatabase, type DB } from '../db/index.js'
 import { recordIndexer } from '../db/event-index.js'
 import { raiseRisks } from '../db/events.js'
+import { eventOf } from '../lib/event-codes.js'
 import { agentEvents, derivePeripheral } from '../lib/gateway.js'
 import { fleetHost, Rand, streamSeed, uuidFrom, type FleetPeripheral } from './fleet-data.js'
 
@@ -77,8 +78,8 @@ const kinds: readonly (readonly [Kind, number])[] = [
   ['vulnerable', 1.2], ['attackTool', 0.15], ['commandFailed', 0.4], ['enrolled', 0.6], ['alarmFailure', 0.05],
 ]
 const extraKinds = {
-  portAlert: { code: '0x210001', severity: 4, category: 'Network', description: 'Port alert' },
-  alarmFailure: { code: '0x410001', severity: 3, category: 'System', description: 'Alarm delivery failure' },
+  portAlert: eventOf('portAlert'),
+  alarmFailure: eventOf('alarmFailure'),
 } as const
 
 /** Relative activity by hour of day (UTC) and day of week. */

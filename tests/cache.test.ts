@@ -1,7 +1,7 @@
-// Pins the one in-memory cache (lib/platform/cache.ts) that the kept list answers, the kept
+// Pins the one in-memory cache (db/cache.ts) that the kept list answers, the kept
 // notification answers and the verified access tokens use.
 import t from 'tap'
-import { Cache } from '../lib/platform/cache.js'
+import { Cache } from '../db/cache.js'
 import { KeptAnswers } from '../lib/notifications/kept.js'
 
 t.test('bounded: the least recently used goes first', async (t) => {

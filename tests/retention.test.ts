@@ -9,7 +9,8 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login } from './helpers.js'
 import { writeEvents, expectedEvents, sortEvents } from './fixtures/events.js'
-import { eventView, type EventRow } from '../db/event-queries.js'
+import type { EventRow } from '../db/event-queries.js'
+import { eventView } from '../lib/events/views.js'
 import { dirBytes, runHealthChecks } from '../lib/health.js'
 
 const DAY = 86_400_000

@@ -3,13 +3,14 @@ import type { AuditAsset } from '../../db/audit.js'
 import type { EventInput } from '../../db/events.js'
 import type { ConnectionRow, PollerRow } from '../../db/agentless.js'
 import { isIp } from './address.js'
+import { eventOf } from '../event-codes.js'
 
 export const agentlessEvents = {
-  hostUnreachable: { code: '0x210003', severity: 4, category: 'Network', description: 'Agentless host unreachable' },
-  hostReachable: { code: '0x210004', severity: 6, category: 'Network', description: 'Agentless host reachable again' },
-  pollerOffline: { code: '0x410002', severity: 4, category: 'System', description: 'Worker poller offline' },
-  pollerOnline: { code: '0x410003', severity: 6, category: 'System', description: 'Worker poller online again' },
-} as const satisfies Record<string, Pick<EventInput, 'code' | 'severity' | 'category' | 'description'>>
+  hostUnreachable: eventOf('hostUnreachable'),
+  hostReachable: eventOf('hostReachable'),
+  pollerOffline: eventOf('pollerOffline'),
+  pollerOnline: eventOf('pollerOnline'),
+}
 
 type Connection = Pick<ConnectionRow, 'id' | 'name' | 'address'>
 

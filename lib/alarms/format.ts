@@ -5,6 +5,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { components } from '../../generated/openapi.js'
+import { eventCodes } from '../event-codes.js'
 import { severityNames } from '../listing.js'
 import { projectRoot } from '../paths.js'
 import { iso } from '../time.js'
@@ -46,12 +47,12 @@ export function testRecord(destinationName: string, nowMs: number): AlarmRecord 
       eventID: TEST_EVENT_ID,
       creationTime: iso(nowMs),
       creationTimeEpoch: nowMs,
-      eventCode: '0x510001',
-      severity: 6,
+      eventCode: eventCodes.alarmTest.code,
+      severity: eventCodes.alarmTest.severity,
       severityString: 'Informational',
-      category: 'General',
+      category: eventCodes.alarmTest.category,
       eventEntityID: 'Prime server',
-      description: 'Alarm destination test message',
+      description: eventCodes.alarmTest.description,
       details: `Test message from Prime to ${destinationName}.`,
       hashtags: null,
       peripheralIcon: '-1',

@@ -8,16 +8,17 @@
 // written only means those deliveries are made again, which at-least-once allows.
 import type { FastifyInstance } from 'fastify'
 import type { AttemptRecord, DestinationRow, OutboxItem } from '../../db/alarms.js'
+import { eventCodes, eventOf } from '../event-codes.js'
 import { allowList } from './address.js'
 import { sendRecord, type Transports } from './deliver.js'
-import { auditView, eventView } from '../../db/event-queries.js'
+import { auditView, eventView } from '../events/views.js'
 import type { AlarmRecord } from './format.js'
 import { SyslogConnections, webhookAgents, type SendOutcome } from './transport.js'
 
 export const RETRY_BASE_MS = 10_000
 export const RETRY_MAX_MS = 3600_000
 export const GIVE_UP_MS = 24 * 3600_000
-export const FAILURE_EVENT_CODE = '0x410001'
+export const FAILURE_EVENT_CODE = eventCodes.alarmFailure.code
 const POLL_MS = 250
 const BATCH = 100
 const FLUSH_MS = 250
@@ -255,11 +256,8 @@ export class DeliveryWorker {
           const { destination: d, item, error } = o.failure
           repos.events.record(o.attempt.startedMs + Math.round(o.attempt.durationMs), [
             {
-              code: FAILURE_EVENT_CODE,
-              severity: 3,
-              category: 'System',
+              ...eventOf('alarmFailure'),
               entityId: 'Prime server',
-              description: 'Alarm delivery failure',
               details: `Delivery ${item.delivery_id} of ${feedNames[item.feed]} ${item.record_id} to alarm destination "${d.name}" (${d.type}) failed for good after ${o.attempt.attempt} attempt${o.attempt.attempt === 1 ? '' : 's'}: ${error}`.slice(0, 65536),
               alarmDestinationId: d.id,
             },

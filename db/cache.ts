@@ -1,7 +1,8 @@
 // The one in-memory cache of the server: bounded (least recently used out first), entries
 // that may expire, explicit invalidation, and whole-cache invalidation when the version of
 // what it was read from moves on. One instance per owner (an app's repository, service or
-// token check): never a module global. It imports nothing, so any layer may use it.
+// token check): never a module global. It imports nothing, so any layer may use it; it is
+// kept in db/ because the storage layer's kept answers use it, and db/ imports nothing above it.
 
 export interface CacheOptions {
   /** Entries at most; 0 keeps nothing (every question is read afresh). */

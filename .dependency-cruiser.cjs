@@ -1,0 +1,48 @@
+// The layering of the code, checked by `npm run lint:layers` and tests/layering.test.ts.
+// Rooms: handlers/ (one module per operation group), lib/ (services and the platform),
+// db/ (SQLite repositories returning rows), generated/ (the contract's types).
+// Violations that stand today and are to be removed are in
+// .dependency-cruiser-known-violations.json: they are reported but do not fail; any other does.
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'Modules do not import each other in a circle.',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'db-returns-rows',
+      severity: 'error',
+      comment: 'db/ imports nothing from lib/, handlers/ or generated/: it returns rows; mapping them into answers is lib/\'s.',
+      from: { path: '^db/' },
+      to: { path: '^(lib|handlers|generated)/' },
+    },
+    {
+      name: 'only-app-wiring-imports-handlers',
+      severity: 'error',
+      comment: 'Only the app wiring (lib/app.ts, which registers the handlers with fastify-openapi-glue) imports handlers/.',
+      from: { path: '^(lib|db|generated|client|examples|scripts)/', pathNot: '^lib/app\\.ts$' },
+      to: { path: '^handlers/' },
+    },
+    {
+      name: 'handlers-go-through-services',
+      severity: 'error',
+      comment: 'handlers/ do not import db/: they call the services and repositories they are given.',
+      from: { path: '^handlers/' },
+      to: { path: '^db/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '(^|/)(node_modules|dist|tests|coverage)/' },
+    // Type-only imports count: a db/ module that names a generated type depends on it.
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: {
+      extensions: ['.ts', '.js', '.mjs', '.cjs', '.json'],
+    },
+  },
+}
