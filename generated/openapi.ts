@@ -4065,6 +4065,8 @@ export interface components {
              * @description The agent's current credential (`pag_...`), when it enrolls again: proves the identity, so that the credential is rotated at once. Without it, an enrolled machine's enrollment is held for an Administrator's approval.
              */
             currentCredential?: string;
+            /** @description The host's address, as its check-ins report it (when absent, the address the request came from). The enrollment event names its source `HOST (address)` with it, the form of every later event of the host, so that a host is one source. */
+            localIpAddress?: string | null;
         };
         AgentReEnrollmentDecisionRequest: {
             /**
