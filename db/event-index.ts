@@ -7,7 +7,7 @@ import type { DB } from './index.js'
 
 /** Ids per block: level 0 blocks hold 2^12 ids, level 1 blocks 2^16. */
 export const LEVEL_SHIFT = [12, 16] as const
-/** What a prune took out of the counts, applied to the summary in memory once it committed. */
+/** What a prune took out of the counts (`from` and `to`: the prune count before and after), applied to the summary in memory once it committed. */
 export interface PruneDelta { from: number; to: number; cells: Rollup; docs: Map<number, number>; sources: Map<number, number> }
 
 /** Ids per block of the events-by-source index (event_source_ids, migration 012). */
@@ -92,7 +92,7 @@ class Column {
 export interface Summary {
   /** The high-water mark these counts are exact up to. */
   indexed: number
-  /** Records with ids up to this were deleted by the retention job (prune) and are counted no more. */
+  /** How many prunes of the retention job these counts include (migration 029): another one means read them again. */
   pruned: number
   /** By level: block -> cells. */
   blocks: Map<number, Cell[]>[]
@@ -161,7 +161,7 @@ function addRollup(r: Rollup, id: number, kind: number, ms: number) {
 }
 
 export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
-  const state = db.prepare<[string], { indexed: number; stale: number; pruned_through: number }>('SELECT indexed, stale, pruned_through FROM record_index_state WHERE name = ?')
+  const state = db.prepare<[string], { indexed: number; stale: number; prunes: number }>('SELECT indexed, stale, prunes FROM record_index_state WHERE name = ?')
   const summaries: Partial<Record<RecordTable, Summary>> = {}
   const emptySummary = (indexed: number, pruned = 0): Summary => ({
     indexed,
@@ -363,7 +363,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       const delta: Delta = { from: s.indexed, to: s.indexed, cells: new Map(), docs: new Map(), sources: new Map(), newDocs: [], newSources: [], reset: false }
       if (s.stale) {
         reset(table)
-        s = { indexed: 0, stale: 0, pruned_through: s.pruned_through }
+        s = { indexed: 0, stale: 0, prunes: s.prunes }
         delta.reset = true
         delta.from = 0
       }
@@ -447,13 +447,15 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
 
 
   // ---- pruning (the retention job, lib/retention.ts) ----
+  // The records to delete come as a list of ids (json_each): the job picks them by time,
+  // in whatever id order they were written.
   const pruneBatch = {
-    events: db.prepare<[number, number], unknown[]>(
+    events: db.prepare<[string], unknown[]>(
       `SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name,
-         peripheral_asset_id, details FROM events WHERE id > ? AND id <= ? ORDER BY id`,
+         peripheral_asset_id, details FROM events WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`,
     ).raw(),
-    audit_trail: db.prepare<[number, number], unknown[]>(
-      `SELECT id, created_ms, ${kindColumns.audit_trail.join(', ')} FROM audit_trail WHERE id > ? AND id <= ? ORDER BY id`,
+    audit_trail: db.prepare<[string], unknown[]>(
+      `SELECT id, created_ms, ${kindColumns.audit_trail.join(', ')} FROM audit_trail WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`,
     ).raw(),
   }
   const rollupSub = {
@@ -469,27 +471,29 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   const subSourceN = db.prepare<[number, number]>('UPDATE event_sources SET n = n - ? WHERE id = ?')
   const subDocN = db.prepare<[number, number]>('UPDATE event_docs SET n = n - ? WHERE id = ?')
   const deleteRecords = {
-    events: db.prepare<[number, number]>('DELETE FROM events WHERE id > ? AND id <= ?'),
-    audit_trail: db.prepare<[number, number]>('DELETE FROM audit_trail WHERE id > ? AND id <= ?'),
+    events: db.prepare<[string]>('DELETE FROM events WHERE id IN (SELECT value FROM json_each(?))'),
+    audit_trail: db.prepare<[string]>('DELETE FROM audit_trail WHERE id IN (SELECT value FROM json_each(?))'),
   }
-  const setPruned = db.prepare<[number, string]>('UPDATE record_index_state SET pruned_through = ? WHERE name = ?')
+  const setPruned = db.prepare<[number, number, string]>('UPDATE record_index_state SET prunes = ?, pruned_through = max(pruned_through, ?) WHERE name = ?')
 
   /**
-   * Deletes the records of `table` with ids above the last pruned one up to `through` (all
-   * indexed), inside the caller's transaction, taking them out of every count: block
-   * counts, the events' ids by source and by kind, the documents' and sources' counts.
-   * Documents and sources left at 0 stay (a later event may use them again). The time
-   * spans of the counts stay as they were: still bounds of what is left, and a query reads
-   * rows where a bound decides. Answers how many records were deleted.
+   * Deletes the records of `table` with the given ids (all indexed; ids no longer there
+   * are passed over), inside the caller's transaction, taking them out of every count:
+   * block counts, the events' ids by source and by kind, the documents' and sources'
+   * counts. Documents and sources left at 0 stay (a later event may use them again). The
+   * time spans of the counts stay as they were: still bounds of what is left, and a query
+   * reads rows where a bound decides. Answers how many records were deleted.
    */
-  function prune(table: RecordTable, through: number): { deleted: number; delta: PruneDelta } {
+  function prune(table: RecordTable, ids: readonly number[]): { deleted: number; delta: PruneDelta } {
     const s = state.get(table)!
     if (s.stale) throw new Error(`the ${table} index is starting over: prune after it has caught up`)
-    if (through > s.indexed) throw new Error(`${table} ${through} is not indexed yet (indexed up to ${s.indexed})`)
-    const from = s.pruned_through
-    const delta: PruneDelta = { from, to: Math.max(from, through), cells: new Map(), docs: new Map(), sources: new Map() }
-    if (through <= from) return { deleted: 0, delta }
-    const rows = pruneBatch[table].all(from, through)
+    const delta: PruneDelta = { from: s.prunes, to: s.prunes, cells: new Map(), docs: new Map(), sources: new Map() }
+    if (ids.length === 0) return { deleted: 0, delta }
+    let top = 0
+    for (const id of ids) if (id > top) top = id
+    if (top > s.indexed) throw new Error(`${table} ${top} is not indexed yet (indexed up to ${s.indexed})`)
+    const list = JSON.stringify(ids)
+    const rows = pruneBatch[table].all(list)
     const cells = delta.cells
     const scratch = { newSources: [] as [number, string | null][], newDocs: [] as [number, number, number][] }
     if (table === 'events') {
@@ -518,8 +522,10 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       rollupSub[table].run(n, level, block, kind)
       rollupDrop[table].run(level, block, kind)
     }
-    const deleted = deleteRecords[table].run(from, through).changes
-    setPruned.run(through, table)
+    const deleted = deleteRecords[table].run(list).changes
+    if (deleted !== rows.length) throw new Error(`${table}: ${rows.length} records counted out, ${deleted} deleted`)
+    delta.to = s.prunes + 1
+    setPruned.run(delta.to, top, table)
     return { deleted, delta }
   }
 
@@ -557,8 +563,6 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     kinds,
     prune,
     applyPrune,
-    /** The last record id the retention job deleted up to (0: none). */
-    prunedThrough: (table: RecordTable): number => state.get(table)!.pruned_through,
     /**
      * The counts in memory, exact up to their `indexed` mark (loaded on first use; loaded
      * again when the mark moved without this process, or the index started over).
@@ -568,8 +572,8 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       const indexed = s.stale ? 0 : s.indexed
       let sum = summaries[table]
       // Read again when another process indexed or pruned meanwhile.
-      if (!sum || sum.indexed !== indexed || sum.pruned !== s.pruned_through) {
-        sum = summaries[table] = indexed === 0 ? emptySummary(0, s.pruned_through) : load(table, indexed, s.pruned_through)
+      if (!sum || sum.indexed !== indexed || sum.pruned !== s.prunes) {
+        sum = summaries[table] = indexed === 0 ? emptySummary(0, s.prunes) : load(table, indexed, s.prunes)
       }
       if (texts && !sum.texts && table === 'events') {
         if (indexed === 0) sum.texts = true
@@ -600,7 +604,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       // must still be at the mark the counts were read at.
       const now = state.get('events')!
       const mark = now.stale ? 0 : now.indexed
-      if (summaries.events === sum && !sum.texts && sum.indexed === scratch.indexed && mark === scratch.indexed && now.pruned_through === sum.pruned) {
+      if (summaries.events === sum && !sum.texts && sum.indexed === scratch.indexed && mark === scratch.indexed && now.prunes === sum.pruned) {
         Object.assign(sum, { docs: scratch.docs, sources: scratch.sources, texts: true })
       }
     },

@@ -5,10 +5,16 @@ import { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from '.
 import type { RecordTable } from './event-index.js'
 
 export function retentionRepo(db: DB) {
-  const oldest = {
-    events: db.prepare<[number, number], EventRow>(`SELECT ${EVENT_FIELDS.join(', ')} FROM events WHERE id > ? ORDER BY id LIMIT ?`),
-    audit_trail: db.prepare<[number, number], AuditTrailRow>(`SELECT ${AUDIT_FIELDS.join(', ')} FROM audit_trail WHERE id > ? ORDER BY id LIMIT ?`),
+  // By the time index (its entries hold the id too): records past their retention in time
+  // order, whatever their id order, after a (time, id) position, up to an id bound. Named
+  // when it is there (a bulk load drops and rebuilds it); prepared on first use.
+  // plan: query-plans "retention"
+  const dueSql = (table: RecordTable, fields: readonly string[], index: string) => {
+    const has = !!db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?`).get(index)
+    return db.prepare<[number, number, number, number, number]>(`SELECT ${fields.join(', ')} FROM ${table} ${has ? `INDEXED BY ${index}` : ''}
+      WHERE created_ms < ? AND (created_ms, id) > (?, ?) AND id <= ? ORDER BY created_ms, id LIMIT ?`)
   }
+  const due: Partial<Record<RecordTable, ReturnType<typeof dueSql>>> = {}
   // The oldest record a destination still waits for: nothing from it on is pruned.
   const pendingOutbox = db.prepare<[string], number | null>(`SELECT min(record_id) FROM alarm_outbox WHERE status = 'pending' AND feed = ?`).pluck()
   const gate = db.prepare<[number, number]>('UPDATE retention_gate SET open = ?, before_ms = ? WHERE id = 1')
@@ -18,9 +24,13 @@ export function retentionRepo(db: DB) {
     return (beforeMs: number, limit: number) => stmt.run(beforeMs, limit).changes
   }
   return {
-    /** The next records after `afterId`, oldest first. */
-    oldest<T extends RecordTable>(table: T, afterId: number, limit: number): T extends 'events' ? EventRow[] : AuditTrailRow[] {
-      return oldest[table].all(afterId, limit) as never
+    /**
+     * Up to `limit` records created before `beforeMs`, oldest first, after the position
+     * `after` ([created_ms, id]) and with ids up to `maxId`.
+     */
+    due<T extends RecordTable>(table: T, beforeMs: number, after: readonly [number, number], maxId: number, limit: number): T extends 'events' ? EventRow[] : AuditTrailRow[] {
+      due[table] ??= table === 'events' ? dueSql(table, EVENT_FIELDS, 'events_created') : dueSql(table, AUDIT_FIELDS, 'audit_trail_created')
+      return due[table].all(beforeMs, after[0], after[1], maxId, limit) as never
     },
     /** The first record id of `feed` an alarm destination has not had yet (null: none pending). */
     firstPending: (feed: 'events' | 'audit'): number | null => pendingOutbox.get(feed) ?? null,

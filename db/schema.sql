@@ -1,4 +1,4 @@
--- The schema after every migration of db/migrations (schema version 28).
+-- The schema after every migration of db/migrations (schema version 29).
 -- Written by `npm run schema` (scripts/schema.ts); do not edit: change a migration and run it again.
 
 CREATE TABLE agent_commands (
@@ -491,7 +491,7 @@ CREATE TABLE record_index_state (
   -- Set when an indexed record is changed or deleted (nothing does today): the indexer
   -- then starts again from nothing, and queries read the rows meanwhile.
   stale INTEGER NOT NULL DEFAULT 0
-, pruned_through INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+, pruned_through INTEGER NOT NULL DEFAULT 0, prunes INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 
 CREATE TABLE refresh_tokens (
   token_hash TEXT PRIMARY KEY,

@@ -2356,7 +2356,11 @@ export interface paths {
          *     the service's file names, with an RFC 6266 `filename*` when the name is not ASCII;
          *     the report name's spaces and characters file systems refuse become `_`, and its
          *     control, format and bidi characters (Unicode Cc, Cf, Zl, Zp, such as U+202E) are
-         *     removed). Without `fileId`, the newest stored file.
+         *     removed). Without `fileId`, the newest stored file. As every export, it says how
+         *     many records it holds: `x-records-filtered` is the run's `rowCount` (the records that
+         *     matched the definition's filters when the run ran, as written to the file), and
+         *     `x-export-truncated` is `true` when more matched than the format's row limit allows
+         *     (the file holds the first ones; `truncated` of the run).
          *     CSV is UTF-8 with a header row; cells that a spreadsheet would run as a formula
          *     (starting with `=`, `+`, `-`, `@`, tab or carriage return) are prefixed with `'`.
          *     404 when the report, the run or its file is unknown or was removed by the
@@ -4065,6 +4069,8 @@ export interface components {
              * @description The agent's current credential (`pag_...`), when it enrolls again: proves the identity, so that the credential is rotated at once. Without it, an enrolled machine's enrollment is held for an Administrator's approval.
              */
             currentCredential?: string;
+            /** @description The host's address, as its check-ins report it (when absent, the address the request came from). The enrollment event names its source `HOST (address)` with it, the form of every later event of the host, so that a host is one source. */
+            localIpAddress?: string | null;
         };
         AgentReEnrollmentDecisionRequest: {
             /**
@@ -13583,6 +13589,10 @@ export interface operations {
                     "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "Content-Disposition": components["headers"]["ContentDisposition"];
+                    /** @description How many records the file holds: the run's `rowCount`, the records that matched when it ran (up to the format's row limit). */
+                    "x-records-filtered"?: number;
+                    /** @description `true` when more records matched than the format's row limit allows (the run's `truncated`), else `false`. */
+                    "x-export-truncated"?: "true" | "false";
                     [name: string]: unknown;
                 };
                 content: {

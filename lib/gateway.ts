@@ -247,7 +247,10 @@ export function agentGateway(app: FastifyInstance) {
       }
       const agent = repos.gateway.agent(id)!
       const what = known ? 'enrolled again with its current credential; the previous credential no longer works' : `enrolled (license ${agent.license_status})`
-      repos.events.record(now, [hostEvent('enrolled', agent, `${body.hostIdentifier} ${what}.`)], id)
+      // Named `HOST (address)` as its later events will be (the address a check-in would
+      // report: the one sent, else the request's), so that a host is one source.
+      const named = { ...agent, local_ip_address: agent.local_ip_address ?? body.localIpAddress ?? req.ip ?? null }
+      repos.events.record(now, [hostEvent('enrolled', named, `${body.hostIdentifier} ${what}.`)], id)
       audit(req, {
         description: `Agent "${body.hostIdentifier}" ${known ? 're-enrolled (credential rotated)' : 'enrolled'}`,
         details: { uuid, machineId: maskMachineId(body.machineId), hostIdentifier: body.hostIdentifier, reEnrolled: !!known, licenseStatus: agent.license_status },

@@ -1,5 +1,5 @@
-// The retention job: deletes what is older than its setting, in slices of about 20 ms with
-// other work served between them. Events and audit records are first appended to
+// The retention job: deletes what is older than its setting, by time (whatever the id
+// order), in slices of about 20 ms with other work served between them. Events and audit records are first appended to
 // compressed archives in the data directory (archive/events-YYYY-MM-DD.jsonl.gz, one
 // integration-feed item a line), and never before every alarm destination has had them.
 // Each run that deletes anything writes one audit record saying what it deleted.
@@ -28,6 +28,7 @@ const SLICE_MS = 20
 const MIN_ROWS = 200
 const MAX_ROWS = 20_000
 
+/** What went of one kind: how many, the lowest and highest id (not a range: they go by time), the archive files. */
 export interface RecordsPruned { deleted: number; firstId: number | null; lastId: number | null; files: string[] }
 export interface RetentionRun {
   events: RecordsPruned
@@ -78,39 +79,49 @@ class Pace {
 }
 
 /**
- * Archives and deletes the events or audit records created before `beforeMs`: the oldest
- * first, stopping at the first younger one, at the first one an alarm destination still
- * waits for, and at the query index's mark (the rest on a later run).
+ * Archives and deletes the events or audit records created before `beforeMs`, oldest
+ * first by their time (a bulk load may have stored old records after young ones), passing
+ * over those from the first one an alarm destination still waits for on and those the
+ * query index has not counted yet (both on a later run).
  */
 async function pruneRecords(app: FastifyInstance, table: RecordTable, beforeMs: number, stop: () => boolean): Promise<RecordsPruned> {
   const { db, repos } = app
   const indexer = repos.eventQueries.indexer
+  const feed = table === 'events' ? 'events' : 'audit'
   const out: RecordsPruned = { deleted: 0, firstId: null, lastId: null, files: [] }
   const pace = new Pace()
   const files = new Set<string>()
+  /** The highest id that may go: below the first record pending in the outbox, counted by the index. */
+  const bound = () => {
+    const pending = repos.retention.firstPending(feed)
+    return Math.min(indexer.indexed(table), pending === null ? Number.MAX_SAFE_INTEGER : pending - 1)
+  }
+  let after: [number, number] = [Number.MIN_SAFE_INTEGER, 0]
   while (!stop()) {
     const started = performance.now()
-    const pending = repos.retention.firstPending(table === 'events' ? 'events' : 'audit')
-    const bound = Math.min(indexer.indexed(table), pending === null ? Infinity : pending - 1)
-    const rows = repos.retention.oldest(table, indexer.prunedThrough(table), pace.rows)
-    let n = 0
-    while (n < rows.length && rows[n].created_ms < beforeMs && rows[n].id <= bound) n++
-    if (n === 0) break
-    const doomed = rows.slice(0, n)
-    for (const f of archive(app.config.dataDir, table, doomed)) files.add(f)
-    const through = doomed[n - 1].id
-    const { deleted, delta } = db.transaction(() => {
+    const limit = pace.rows
+    const rows = repos.retention.due(table, beforeMs, after, bound(), limit) as (EventRow | AuditTrailRow)[]
+    if (rows.length === 0) break
+    const last = rows[rows.length - 1]
+    after = [last.created_ms, last.id]
+    for (const f of archive(app.config.dataDir, table, rows)) files.add(f)
+    const { deleted, delta, ids } = db.transaction(() => {
+      // Read again inside the transaction: a destination may have been given one of them meanwhile.
+      const max = bound()
+      const ids = rows.filter((r) => r.id <= max).map((r) => r.id)
       repos.retention.openGate(beforeMs)
-      const r = indexer.prune(table, through)
+      const r = indexer.prune(table, ids)
       repos.retention.closeGate()
-      return r
+      return { ...r, ids }
     }).immediate()
     indexer.applyPrune(table, delta)
     out.deleted += deleted
-    out.firstId ??= doomed[0].id
-    out.lastId = through
-    pace.after(performance.now() - started, n)
-    if (n < rows.length) break
+    for (const id of ids) {
+      if (out.firstId === null || id < out.firstId) out.firstId = id
+      if (out.lastId === null || id > out.lastId) out.lastId = id
+    }
+    pace.after(performance.now() - started, rows.length)
+    if (rows.length < limit) break
     await nextTurn()
   }
   out.files = [...files].sort()

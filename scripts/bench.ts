@@ -18,9 +18,13 @@ if (process.argv[2] === 'agents') {
   await import('./bench-agents.js')
   process.exit(0)
 }
-// npm run bench -- events | delivery | reports | assets: the events, alarm delivery, reports and asset discovery cases.
+// npm run bench -- events | delivery | reports | assets | retention: the events, alarm delivery, reports, asset discovery and retention cases.
 if (process.argv[2] === 'events') {
   await import('./bench-events.js')
+  process.exit(0)
+}
+if (process.argv[2] === 'retention') {
+  await import('./bench-retention.js')
   process.exit(0)
 }
 if (process.argv[2] === 'delivery') {

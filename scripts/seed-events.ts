@@ -29,6 +29,8 @@ export interface EventSeedOptions {
   seed?: number
   now?: number
   onProgress?: (phase: 'write' | 'index', done: number, total: number) => void
+  /** Writes history older than events already stored (benchmarks of out-of-order loads only). */
+  anyOrder?: boolean
 }
 
 export interface EventSeedResult {
@@ -94,28 +96,20 @@ function activity(ms: number): number {
 const INSERT = `INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon,
   asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid) VALUES (${Array(14).fill('?').join(', ')})`
 
-/**
- * Writes `opts.events` events into an open database (migrated by openDatabase) that
- * nothing else uses meanwhile, then indexes them. All or nothing for the rows.
- */
-export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventSeedResult> {
-  const seed = opts.seed ?? 42
-  const hostCount = opts.hosts ?? 100_000
-  const days = opts.days ?? 30
-  const now = opts.now ?? Date.now()
-  const total = opts.events
-  const phases: Record<string, number> = {}
-  let t = performance.now()
-  const phase = (name: string) => {
-    phases[name] = performance.now() - t
-    t = performance.now()
-  }
+/** What the history is: how many events, of how many hosts, over how many days up to `now`. */
+export interface HistoryOptions { events: number; hosts: number; days: number; seed: number; now: number }
 
+/**
+ * The rows of the history (the parameters of INSERT below), in time order: minute by
+ * minute over the period, each minute's share of the events at sorted random instants.
+ */
+export function* historyRows(opts: HistoryOptions): Generator<unknown[]> {
+  const { seed, days, now, events: total } = opts
+  const hostCount = opts.hosts
   const hosts: Host[] = []
   for (let i = 0; i < hostCount; i++) hosts.push(host(seed, i))
   const withAttack = hosts.filter((h) => h.devices.some((d) => d.kind === 'attack'))
   const withVulnerable = hosts.filter((h) => h.devices.some((d) => d.kind === 'vulnerable'))
-  phase('hosts')
 
   // Minutes of the period with their share of the events, so that ids follow time.
   const start = now - days * DAY
@@ -182,6 +176,48 @@ export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventS
     throw new Error(`no event of kind ${kind}`)
   }
 
+  let written = 0
+  let carry = 0
+  for (let m = 0; m < minutes && written < total; m++) {
+    const exact = (weights[m] / sum) * total + carry
+    const n = m === minutes - 1 ? total - written : Math.min(total - written, Math.floor(exact))
+    carry = exact - n
+    const from = start + m * MINUTE
+    const offsets = Array.from({ length: n }, () => Math.floor(r.next() * MINUTE)).sort((a, b) => a - b)
+    for (const off of offsets) yield row(from + off)
+    written += n
+  }
+}
+
+/** The first instant of a history of `days` days up to `now`. */
+export const historyStart = (now: number, days: number) => now - days * DAY
+
+/**
+ * Writes `opts.events` events into an open database (migrated by openDatabase) that
+ * nothing else uses meanwhile, then indexes them. All or nothing for the rows. Ids follow
+ * time, as on a live server: a database that holds events younger than the history's
+ * start is refused (`npm run seed -- --events` writes a fleet and its history together).
+ */
+export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventSeedResult> {
+  const seed = opts.seed ?? 42
+  const hostCount = opts.hosts ?? 100_000
+  const days = opts.days ?? 30
+  const now = opts.now ?? Date.now()
+  const total = opts.events
+  const phases: Record<string, number> = {}
+  let t = performance.now()
+  const phase = (name: string) => {
+    phases[name] = performance.now() - t
+    t = performance.now()
+  }
+  const newest = db.prepare('SELECT max(created_ms) FROM events').pluck().get() as number | null
+  if (!opts.anyOrder && newest !== null && newest >= historyStart(now, days)) {
+    throw new Error(`the database holds events up to ${new Date(newest).toISOString()}, after the start of a ${days}-day history `
+      + `(${new Date(historyStart(now, days)).toISOString()}): event ids would not follow time. Use a fresh --data-dir, `
+      + 'or `npm run seed -- --events N --days D` to write a fleet and its history together')
+  }
+  const rows = historyRows({ events: total, hosts: hostCount, days, seed, now })
+
   // Secondary indexes are built once at the end; the journal and fsyncs are not needed
   // for a load that is repeated if it fails (one transaction: all or nothing).
   const journal = db.pragma('journal_mode', { simple: true }) as string
@@ -201,16 +237,9 @@ export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventS
   db.exec('BEGIN')
   try {
     for (const ix of indexes) db.exec(`DROP INDEX "${ix.name}"`)
-    let carry = 0
-    for (let m = 0; m < minutes && written < total; m++) {
-      const exact = (weights[m] / sum) * total + carry
-      const n = m === minutes - 1 ? total - written : Math.min(total - written, Math.floor(exact))
-      carry = exact - n
-      const from = start + m * MINUTE
-      const offsets = Array.from({ length: n }, () => Math.floor(r.next() * MINUTE)).sort((a, b) => a - b)
-      for (const off of offsets) insert.run(row(from + off))
-      written += n
-      if (m % 120 === 0) {
+    for (const row of rows) {
+      insert.run(row)
+      if (++written % 50_000 === 0) {
         opts.onProgress?.('write', written, total)
         await new Promise((resolve) => setImmediate(resolve))
       }
@@ -229,15 +258,7 @@ export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventS
     db.pragma(`journal_mode = ${journal}`)
   }
 
-  // The query index, as the server builds it, in large batches.
-  const indexer = recordIndexer(db, { sourceCache: 200_000, docCache: 400_000 })
-  const first = indexer.indexed('events')
-  const top = (db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number)
-  for (let n = indexer.step('events', 65_536); n > 0; n = indexer.step('events', 65_536)) {
-    opts.onProgress?.('index', indexer.indexed('events') - first, top - first)
-    await new Promise((resolve) => setImmediate(resolve))
-  }
-  indexer.catchUp('audit_trail')
+  await indexEvents(db, (done, of) => opts.onProgress?.('index', done, of))
   phase('index')
   db.exec('ANALYZE')
   db.pragma(`synchronous = ${synchronous}`)
@@ -245,6 +266,28 @@ export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventS
   db.pragma('wal_checkpoint(TRUNCATE)')
   phase('analyze')
   return { events: written, hosts: hostCount, phases }
+}
+
+/** Brings the query index up to date, as the server builds it, in large batches. */
+export async function indexEvents(db: DB, onProgress?: (done: number, total: number) => void): Promise<void> {
+  // A large page cache and no fsync per batch, as for the load (it is repeated if it fails).
+  const synchronous = db.pragma('synchronous', { simple: true })
+  const cache = db.pragma('cache_size', { simple: true })
+  db.pragma('synchronous = OFF')
+  db.pragma('cache_size = -262144')
+  try {
+    const indexer = recordIndexer(db, { sourceCache: 200_000, docCache: 400_000 })
+    const first = indexer.indexed('events')
+    const top = (db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number)
+    for (let n = indexer.step('events', 65_536); n > 0; n = indexer.step('events', 65_536)) {
+      onProgress?.(indexer.indexed('events') - first, top - first)
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    indexer.catchUp('audit_trail')
+  } finally {
+    db.pragma(`synchronous = ${synchronous}`)
+    db.pragma(`cache_size = ${cache}`)
+  }
 }
 
 async function main() {

@@ -1,6 +1,9 @@
 // npm run seed -- --agents 100000 [--peripherals-per-agent 10] [--data-dir ./data] [--seed 42] [--append]
+//                  [--events 5000000 --days 365]
 // Bulk-loads a realistic fleet straight into the SQLite file of a data directory (for
-// demos and benchmarks): agents, their peripherals, approvals and some events. Stored
+// demos and benchmarks): agents, their peripherals, approvals and some events; with
+// --events, also that many events of history (scripts/seed-events.ts) over the last --days,
+// merged with the fleet's own in time order, as a live server would have numbered them. Stored
 // flags and counters are computed here the way db/agent-state.ts computes them, and a
 // sample is checked against it at the end.
 //
@@ -20,6 +23,7 @@ import { peripheralTexts } from '../db/gateway.js'
 import { raiseRisks } from '../db/events.js'
 import { agentEvents, derivePeripheral, modelTooltip, nicsText } from '../lib/gateway.js'
 import { fleetHost, Rand, streamSeed, uuidFrom } from './fleet-data.js'
+import { historyRows, indexEvents } from './seed-events.js'
 
 export interface SeedOptions {
   agents: number
@@ -31,6 +35,9 @@ export interface SeedOptions {
   onProgress?: (agents: number, peripherals: number) => void
   /** Stops after the current chunk (the data so far stays, consistent). */
   signal?: AbortSignal
+  /** Also this much event history of the fleet's hosts (a new fleet only), in time order with the fleet's events. */
+  history?: { events: number; days: number }
+  onEvents?: (written: number, total: number) => void
 }
 
 export interface SeedResult {
@@ -484,6 +491,52 @@ function beginBulkLoad(db: DB, firstAgentId: number, firstPeripheralId: number, 
   }
 }
 
+const EVENT_COLUMNS = `created_ms, event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon,
+  asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid`
+
+/**
+ * Writes the fleet's staged events (temp.seed_events) and the generated history into
+ * `events` as one stream in time order (both are read in order: a merge, no sort of
+ * millions of rows); answers how many.
+ */
+async function writeWithHistory(db: DB, history: { events: number; days: number; hosts: number; seed: number; now: number },
+  onEvents?: (written: number, total: number) => void): Promise<number> {
+  db.exec('CREATE INDEX temp.seed_events_order ON seed_events (created_ms, seq)')
+  const page = db.prepare<[number, number]>(`SELECT seq, ${EVENT_COLUMNS} FROM temp.seed_events
+    WHERE (created_ms, seq) > (?, ?) ORDER BY created_ms, seq LIMIT 20000`).raw()
+  const insert = db.prepare(`INSERT INTO events (${EVENT_COLUMNS}) VALUES (${Array(14).fill('?').join(', ')})`)
+  const total = history.events + (db.prepare('SELECT count(*) FROM temp.seed_events').pluck().get() as number)
+  let buf = page.all(Number.MIN_SAFE_INTEGER, -1) as unknown[][]
+  let at = 0
+  const staged = (): unknown[] | null => {
+    if (at === buf.length && buf.length) {
+      const last = buf[buf.length - 1]
+      buf = page.all(last[1] as number, last[0] as number) as unknown[][]
+      at = 0
+    }
+    return at < buf.length ? buf[at] : null
+  }
+  let n = 0
+  const put = (row: unknown[]) => {
+    insert.run(row)
+    if (++n % 50_000 === 0) onEvents?.(n, total)
+  }
+  for (const h of historyRows({ ...history })) {
+    for (let s = staged(); s && (s[1] as number) <= (h[0] as number); s = staged()) {
+      put(s.slice(1))
+      at++
+    }
+    put(h)
+    if (n % 50_000 === 0) await new Promise((resolve) => setImmediate(resolve))
+  }
+  for (let s = staged(); s; s = staged()) {
+    put(s.slice(1))
+    at++
+  }
+  onEvents?.(n, total)
+  return n
+}
+
 /**
  * Seeds `opts.agents` more agents into an open database (migrated by openDatabase), which
  * nothing else may use meanwhile. All or nothing: after an error the database is as it
@@ -509,6 +562,7 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
     firstPeripheralId: (db.prepare('SELECT coalesce(max(id), 0) + 1 AS n FROM peripherals').get() as { n: number }).n,
   }
 
+  if (opts.history && ctx.firstIndex > 0) throw new Error('event history goes with a new fleet only: leave out --append, or use a fresh --data-dir')
   const insertAgent = db.prepare(AGENT_INSERT)
   const insertPeripheral = db.prepare(PERIPHERAL_INSERT)
   const insertApproval = db.prepare('INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, ?, ?, ?, ?, ?)')
@@ -600,10 +654,9 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
     const t = performance.now()
     const lastEvent = () => db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number
     const firstEvent = lastEvent() + 1
-    events = db.prepare(`INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, hashtags,
-      peripheral_icon, asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid)
-      SELECT created_ms, event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon, asset_key,
-        asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid FROM temp.seed_events ORDER BY created_ms, seq`).run().changes
+    events = opts.history && agents > 0
+      ? await writeWithHistory(db, { ...opts.history, hosts: agents, seed: ctx.seed, now: ctx.now }, opts.onEvents)
+      : db.prepare(`INSERT INTO events (${EVENT_COLUMNS}) SELECT ${EVENT_COLUMNS} FROM temp.seed_events ORDER BY created_ms, seq`).run().changes
     db.exec('DELETE FROM temp.seed_events')
     raiseRisks(db, firstEvent, lastEvent())
     phase('write events', t)
@@ -686,6 +739,8 @@ async function main() {
       seed: { type: 'string', default: '42' },
       append: { type: 'boolean', default: false },
       'check-sample': { type: 'string', default: '100' },
+      events: { type: 'string', default: '0' },
+      days: { type: 'string', default: '365' },
     },
   })
   const num = (name: string, raw: string, min: number, max: number) => {
@@ -697,6 +752,8 @@ async function main() {
   const perAgent = num('peripherals-per-agent', values['peripherals-per-agent'], 0, 500)
   const seed = num('seed', values.seed, 0, 2 ** 31 - 1)
   const sample = num('check-sample', values['check-sample'], 0, 100_000)
+  const history = { events: num('events', values.events, 0, 100_000_000), days: num('days', values.days, 1, 3650) }
+  if (history.events > 0 && values.append) throw new Error('--events goes with a new fleet only: leave out --append, or use a fresh --data-dir')
   const dataDir = path.resolve(values['data-dir'])
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   const file = path.join(dataDir, 'prime.sqlite')
@@ -720,7 +777,34 @@ async function main() {
   bar.start(agents, 0, { peripherals: 0 })
   let result: SeedResult
   try {
-    result = await seedFleet(db, { agents, peripheralsPerAgent: perAgent, seed, signal: stop.signal, onProgress: (a, p) => bar.update(a, { peripherals: p }) })
+    let events: cliProgress.SingleBar | null = null
+    result = await seedFleet(db, {
+      agents, peripheralsPerAgent: perAgent, seed, signal: stop.signal, onProgress: (a, p) => bar.update(a, { peripherals: p }),
+      history: history.events > 0 ? history : undefined,
+      onEvents: (done, total) => {
+        if (!events) {
+          bar.stop()
+          events = new cliProgress.SingleBar({ format: 'events  |{bar}| {percentage}% | {value}/{total} events in time order | {duration_formatted} elapsed, ETA {eta_formatted}', stream: process.stderr, hideCursor: true }, cliProgress.Presets.shades_classic)
+          events.start(total, 0)
+        }
+        events.update(done)
+      },
+    })
+    ;(events as cliProgress.SingleBar | null)?.stop()
+    if (history.events > 0 && !stop.signal.aborted) {
+      // The query index, as seed-events builds it (the server would otherwise do it in the background after its start).
+      const t = performance.now()
+      const indexing = new cliProgress.SingleBar({ format: 'indexing |{bar}| {percentage}% | {value}/{total} events | {duration_formatted} elapsed, ETA {eta_formatted}', stream: process.stderr, hideCursor: true }, cliProgress.Presets.shades_classic)
+      indexing.start(result.events, 0)
+      await indexEvents(db, (done, total) => {
+        indexing.setTotal(total)
+        indexing.update(done)
+      })
+      indexing.stop()
+      db.exec('ANALYZE')
+      db.pragma('wal_checkpoint(TRUNCATE)')
+      result.phases['index events'] = performance.now() - t
+    }
   } finally {
     bar.stop()
   }

@@ -193,7 +193,7 @@ function later(a: SimAgent, res: Answer<unknown>) {
 async function enroll(a: SimAgent): Promise<boolean> {
   // Presenting the credential it last had proves the identity: the server rotates it at once.
   const res = await post<EnrollResponse>('enroll', {
-    enrollmentSecret: SECRET, machineId: a.host.machineId, hostIdentifier: a.host.hostIdentifier,
+    enrollmentSecret: SECRET, machineId: a.host.machineId, hostIdentifier: a.host.hostIdentifier, localIpAddress: a.host.localIpAddress,
     ...(a.lastCredential ? { currentCredential: a.lastCredential } : {}),
   })
   if (res.status === 401) {

@@ -383,3 +383,22 @@ t.test('reported errors are stored up to 1000 per agent per day', async (t) => {
   t.equal((await checkIn(app, other.credential, state([mouse], { errors }))).statusCode, 200)
   t.equal(stored(other.uuid), 50, 'another agent has its own allowance')
 })
+
+t.test('the enrollment event names its source as the host\'s later events do: one source per host', async (t) => {
+  const app = await build(t, env)
+  const sources = (uuid: string) => rows<{ entity_id: string }>(app, 'SELECT DISTINCT entity_id FROM events WHERE asset_key = ? ORDER BY entity_id', uuid).map((r) => r.entity_id)
+  // The address sent at enrollment, then the same one reported by the check-ins.
+  const sent = (await enrollReq(app, { enrollmentSecret: SECRET, machineId: 'machine-sent-address', hostIdentifier: 'HOST-A', localIpAddress: '10.20.30.40' }, '10.9.9.9')).json()
+  t.equal((await checkIn(app, sent.credential, state([stick], { hostIdentifier: 'HOST-A', localIpAddress: '10.20.30.40' }))).statusCode, 200)
+  t.ok(codes(app, sent.uuid).length > 1 && codes(app, sent.uuid)[0] === '0x310004', `enrolled, then the check-in's events: ${codes(app, sent.uuid)}`)
+  t.same(sources(sent.uuid), ['HOST-A (10.20.30.40)'], 'one form for every kind')
+  // No address sent: the request's, as a check-in without one uses.
+  const bare = (await enrollReq(app, { enrollmentSecret: SECRET, machineId: 'machine-request-address', hostIdentifier: 'HOST-B' }, '10.1.2.3')).json()
+  t.equal((await app.inject({ method: 'POST', url: CHECKIN, headers: { authorization: `Bearer ${bare.credential}` }, payload: state([stick], { hostIdentifier: 'HOST-B', localIpAddress: null }), remoteAddress: '10.1.2.3' })).statusCode, 200)
+  t.same(sources(bare.uuid), ['HOST-B (10.1.2.3)'])
+  // A host's digest of sources counts it once.
+  const token = await login(app)
+  const feed = await call(app, token, { url: '/prime/webui/Events/GetEventsIntegration?FromEventId=1&PageSize=100' })
+  const hosts = new Set(feed.json().data.filter((e: { eventCode: string }) => e.eventCode.startsWith('0x31') || e.eventCode.startsWith('0x11')).map((e: { eventEntityID: string }) => e.eventEntityID))
+  t.same([...hosts].sort(), ['HOST-A (10.20.30.40)', 'HOST-B (10.1.2.3)'])
+})

@@ -12,6 +12,7 @@ import os from 'node:os'
 import path from 'node:path'
 import Database from 'better-sqlite3'
 import t from 'tap'
+import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 import { openDatabase, type DB } from '../db/index.js'
@@ -57,7 +58,7 @@ function plan(db: DB, sql: string): string {
   }).join('\n')
 }
 
-type Scenario = { name: string; run: (go: (url: string, method?: 'GET' | 'POST', payload?: unknown) => Promise<void>) => Promise<void> }
+type Scenario = { name: string; run: (go: (url: string, method?: 'GET' | 'POST', payload?: unknown) => Promise<void>, app: FastifyInstance) => Promise<void> }
 
 const A = '/prime/webui/agents'
 const E = '/prime/webui/Events'
@@ -99,6 +100,11 @@ const scenarios: Scenario[] = [
     await go(`${E}/GetAuditTrails?PageSize=5&SortBy=severity_desc&FromDate=2020-01-01`)
     await go(`${E}/ExportGetAudit`, 'POST', {})
   } },
+  // The retention job's reads (no operation runs it).
+  { name: 'retention', run: async (_go, app) => {
+    app.repos.retention.due('events', Date.UTC(2026, 0, 10), [0, 0], Number.MAX_SAFE_INTEGER, 10)
+    app.repos.retention.due('audit_trail', Date.UTC(2026, 0, 10), [0, 0], Number.MAX_SAFE_INTEGER, 10)
+  } },
 ]
 
 t.test('the plans of the statements that override the planner', async (t) => {
@@ -125,7 +131,7 @@ t.test('the plans of the statements that override the planner', async (t) => {
     await s.run(async (url, method = 'GET', payload) => {
       const res = await call(app, token, { method, url, ...(payload === undefined ? {} : { payload: payload as object }) })
       if (res.statusCode !== 200) throw new Error(`${method} ${url}: ${res.statusCode} ${res.body.slice(0, 300)}`)
-    })
+    }, app)
     byScenario.set(s.name, [...new Set(seen.slice(from).map(norm))].sort())
     from = seen.length
   }

@@ -183,3 +183,66 @@ t.test('the disk-space check shows the data directory, its growth and the days u
   app.db.prepare('UPDATE data_dir_samples SET bytes = ?').run(now)
   t.match(disk().detail, /growing 0\.0 MiB a day/, 'no growth, no end date')
 })
+
+t.test('a bulk-loaded year in mixed id and time order: pruned by time to its rule; what the outbox waits for stays', async (t) => {
+  const app = await build(t, { PRIME_RETENTION_EVENTS_DAYS: '90', PRIME_RETENTION_AUDIT_DAYS: '90' })
+  const token = await login(app)
+  const db = app.db
+  // Young events first (low ids), then a year of older history loaded after them (high
+  // ids, across blocks of the index), then more young ones.
+  const young = writeEvents(app, 500, { now: NOW, days: 20, seed: 1 })
+  const history = writeEvents(app, 3000, { now: NOW - 20 * DAY, days: 345, seed: 2, jumps: [1000] })
+  const later = writeEvents(app, 200, { now: NOW, days: 1, seed: 3 })
+  const rows = [...young, ...history, ...later]
+  const cutoff = NOW - 90 * DAY
+  const old = rows.filter((r) => r.created_ms < cutoff)
+  t.ok(old.length > 2000 && old[0].id > young.at(-1)!.id, `${old.length} events past their retention, all after young ones in id order`)
+  // Audit records the same way: the app's own (young) first, then old ones.
+  const auditOld = Array.from({ length: 400 }, (_, i) => app.repos.audit.insert({
+    createdMs: NOW - (300 - i / 2) * DAY, severity: 5, category: 'Users', user: 'bulk', sourceIp: '10.0.0.1', description: `old change ${i}`, details: '{}', operationId: 'updateUser', outcome: 'Succeeded',
+  }))
+  const auditYoung = app.repos.audit.insert({ createdMs: NOW - DAY, severity: 5, category: 'Users', user: 'bulk', sourceIp: '10.0.0.1', description: 'young change', details: '{}', operationId: 'updateUser', outcome: 'Succeeded' })
+  const indexer = app.repos.eventQueries.indexer
+  indexer.catchUp('events')
+  indexer.catchUp('audit_trail')
+  const auditBefore = db.prepare('SELECT id FROM audit_trail WHERE created_ms < ? ORDER BY id').pluck().all(cutoff) as number[]
+
+  // A destination still waits for an old event in the middle of the history, and for an old audit record.
+  const held = old[Math.floor(old.length / 2)]
+  const heldAudit = auditOld[300]
+  const queue = db.prepare('INSERT INTO alarm_outbox (destination_id, feed, record_id, delivery_id, queued_ms) VALUES (?, ?, ?, ?, ?)')
+  queue.run('dest', 'events', held.id, 'd-1', NOW)
+  queue.run('dest', 'audit', heldAudit, 'd-2', NOW)
+  const first = await app.retention.run(NOW)
+  const goneFirst = old.filter((r) => r.id < held.id)
+  t.equal(first.events.deleted, goneFirst.length, 'every event past its retention below the one the outbox holds')
+  t.same(db.prepare('SELECT id FROM events WHERE created_ms < ? ORDER BY id').pluck().all(cutoff), old.filter((r) => r.id >= held.id).map((r) => r.id),
+    'old events from the held one on stay (the destination has not passed them)')
+  t.equal(db.prepare('SELECT count(*) FROM events WHERE created_ms >= ?').pluck().get(cutoff), rows.length - old.length, 'no event within its retention went')
+  t.same(db.prepare('SELECT id FROM audit_trail WHERE created_ms < ? AND description LIKE \'old change%\' ORDER BY id').pluck().all(cutoff), auditOld.filter((id) => id >= heldAudit),
+    'audit records from the held one on stay')
+  t.ok(db.prepare('SELECT 1 FROM audit_trail WHERE id = ?').get(auditYoung), 'a young audit record stays')
+  t.same(counts(app), rebuilt(app), 'counts are those of a rebuild')
+  await answers(t, app, token, rows.filter((r) => r.created_ms >= cutoff || r.id >= held.id), 'after a held run')
+
+  db.prepare("UPDATE alarm_outbox SET status = 'delivered', done_ms = ?").run(NOW)
+  const second = await app.retention.run(NOW)
+  t.equal(first.events.deleted + second.events.deleted, old.length)
+  t.equal(db.prepare('SELECT count(*) FROM events WHERE created_ms < ?').pluck().get(cutoff), 0, 'nothing older than the rule is left')
+  t.equal(db.prepare('SELECT count(*) FROM audit_trail WHERE created_ms < ?').pluck().get(cutoff), 0, 'no audit record older than the rule either')
+  t.equal(first.audit.deleted + second.audit.deleted, auditBefore.length)
+  const kept = rows.filter((r) => r.created_ms >= cutoff)
+  t.equal(db.prepare('SELECT count(*) FROM events').pluck().get(), kept.length)
+  await answers(t, app, token, kept, 'after')
+  t.same(counts(app), rebuilt(app), 'counts are those of a rebuild')
+  await answers(t, app, token, kept, 'after, counts reloaded')
+
+  // The archive holds exactly what was deleted: each event and audit record once, in the file of its day.
+  const dir = path.join(app.testConfig.dataDir, 'archive')
+  const files = fs.readdirSync(dir)
+  const archived = (kind: string) => files.filter((f) => f.startsWith(`${kind}-`)).flatMap((f) => readArchive(path.join(dir, f)).map((e) => ({ ...e, file: f })))
+  const events = archived('events')
+  t.same(events.map((e) => e.eventID).sort((a, b) => a - b), old.map((r) => r.id), 'each deleted event archived once')
+  t.ok(events.every((e) => e.file === `events-${e.creationTime.slice(0, 10)}.jsonl.gz`), 'in the file of its UTC day')
+  t.same(archived('audit').map((a) => a.auditTrailID).sort((a, b) => a - b), auditBefore, 'each deleted audit record archived once')
+})

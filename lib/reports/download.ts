@@ -71,8 +71,11 @@ export function sendFile(req: FastifyRequest, reply: FastifyReply, item: FileIte
     throw problem('not-acceptable', `This file is ${f.mediaType}, which Accept does not allow.`)
   }
   audit(req, { description: `Downloaded report file ${f.fileName} of "${f.report.name}"`, details: fileDetails(f), asset: reportAsset(f.report) })
+  // An export like the others: how many records it holds, and whether the format's row limit cut it.
   return reply
     .header('content-disposition', contentDisposition(f.fileName))
+    .header('x-records-filtered', String(f.run.row_count ?? 0))
+    .header('x-export-truncated', f.run.truncated ? 'true' : 'false')
     .header('content-length', f.size)
     .type(f.mediaType === 'text/csv' ? 'text/csv; charset=utf-8' : f.mediaType)
     .send(fs.createReadStream('', { fd: f.fd }))

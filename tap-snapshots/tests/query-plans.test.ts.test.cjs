@@ -296,6 +296,16 @@ Object {
       USE TEMP B-TREE FOR GROUP BY
     ),
   ],
+  "retention": Array [
+    String(
+      SELECT id, created_ms, event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon, asset_key, asset_name, peripheral_asset_id FROM events INDEXED BY events_created WHERE created_ms < ? AND (created_ms, id) > (?, ?) AND id <= ? ORDER BY created_ms, id LIMIT ?
+      SEARCH events USING INDEX events_created (created_ms>? AND created_ms<?)
+    ),
+    String(
+      SELECT id, created_ms, severity, category, user_name, source_ip, description, details, operation_id, outcome, asset_key, asset_name, asset_parent_id, asset_ip, asset_type, asset_sub_type, asset_detail, asset_icon, request_id FROM audit_trail INDEXED BY audit_trail_created WHERE created_ms < ? AND (created_ms, id) > (?, ?) AND id <= ? ORDER BY created_ms, id LIMIT ?
+      SEARCH audit_trail USING INDEX audit_trail_created (created_ms>? AND created_ms<?)
+    ),
+  ],
 }
 `
 
@@ -585,6 +595,16 @@ Object {
       SELECT upper(peripheral_vid) AS vid, upper(peripheral_pid) AS pid, asset_key, max(asset_name) AS asset_name, max(peripheral_icon) AS icon, count(*) AS n, min(created_ms) AS first, max(created_ms) AS last FROM events NOT INDEXED WHERE id > @lo AND id <= @hi AND event_code IN ('0x110007', '0x110004') AND created_ms BETWEEN @from AND @to AND peripheral_vid IS NOT NULL AND peripheral_pid IS NOT NULL GROUP BY 1, 2, 3
       SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
       USE TEMP B-TREE FOR GROUP BY
+    ),
+  ],
+  "retention": Array [
+    String(
+      SELECT id, created_ms, event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon, asset_key, asset_name, peripheral_asset_id FROM events INDEXED BY events_created WHERE created_ms < ? AND (created_ms, id) > (?, ?) AND id <= ? ORDER BY created_ms, id LIMIT ?
+      SEARCH events USING INDEX events_created (created_ms>? AND created_ms<?)
+    ),
+    String(
+      SELECT id, created_ms, severity, category, user_name, source_ip, description, details, operation_id, outcome, asset_key, asset_name, asset_parent_id, asset_ip, asset_type, asset_sub_type, asset_detail, asset_icon, request_id FROM audit_trail INDEXED BY audit_trail_created WHERE created_ms < ? AND (created_ms, id) > (?, ?) AND id <= ? ORDER BY created_ms, id LIMIT ?
+      SEARCH audit_trail USING INDEX audit_trail_created (created_ms>? AND created_ms<?)
     ),
   ],
 }
