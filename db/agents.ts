@@ -3,7 +3,7 @@ import type Database from 'better-sqlite3'
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
 import { soleField, type AgentFilter } from '../lib/agent-filter.js'
-import { contains, orderBy, type DateRange, type Sort } from '../lib/listing.js'
+import { STREAM_CHUNK_CHARS, contains, orderBy, type DateRange, type Sort } from '../lib/listing.js'
 import { iso } from '../lib/time.js'
 import { TEXT_FIELDS, addIds, emptySet, idsOf, intersect, type AgentSet, type AgentTexts, type TextField } from './agent-texts.js'
 import type { components } from '../generated/openapi.js'
@@ -138,6 +138,13 @@ const AGENT_REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
 export const REV_COLUMNS = VIEW_COLUMNS.filter((c) => c !== 'id' && c !== 'last_updated_ms')
 
 const LAST_UPDATED = ',"lastUpdated":'
+
+/**
+ * Rows read at a time for a streamed page: a hundred agents are about 130 KB of JSON, and
+ * their row objects die young; a thousand lived on in the old generation while the client
+ * took their text.
+ */
+export const VIEW_CHUNK_ROWS = 100
 
 /**
  * The agents of a page as a JSON array of AgentViewResource. Each agent's JSON is kept
@@ -538,20 +545,25 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     },
 
     /**
-     * These agents as AgentViewResource JSON objects joined by commas, a thousand at a time,
-     * other requests answered between them (a streamed page). Agents deleted meanwhile are left out.
+     * These agents as AgentViewResource JSON objects joined by commas, VIEW_CHUNK_ROWS read at
+     * a time, other requests answered between them (a streamed page). Agents deleted meanwhile are left out.
      */
     async *viewChunks(ids: readonly number[]): AsyncGenerator<string> {
-      for (let i = 0; i < ids.length; i += 1000) {
+      for (let i = 0; i < ids.length; i += VIEW_CHUNK_ROWS) {
         if (i > 0) await nextTurn()
-        const page = ids.slice(i, i + 1000)
+        const page = ids.slice(i, i + VIEW_CHUNK_ROWS)
         const byId = new Map(objectRows<AgentListRow>(viewsByIds, JSON.stringify(page)).map((r) => [r.id, r]))
         let text = ''
         for (const id of page) {
           const row = byId.get(id)
           if (row) text += (text ? ',' : '') + JSON.stringify(agentView(row))
+          // Small chunks die young (lib/listing.ts STREAM_CHUNK_CHARS).
+          if (text.length >= STREAM_CHUNK_CHARS) {
+            yield text
+            text = ''
+          }
         }
-        yield text
+        if (text) yield text
       }
     },
 

@@ -3,10 +3,10 @@
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
 import { soleField, type PeripheralFilter } from '../lib/agent-filter.js'
-import { contains, orderBy, type Sort } from '../lib/listing.js'
+import { STREAM_CHUNK_CHARS, contains, orderBy, type Sort } from '../lib/listing.js'
 import { iconName } from '../lib/usb.js'
 import type { components } from '../generated/openapi.js'
-import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, statementCache, objectRows, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
+import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, statementCache, objectRows, VIEW_CHUNK_ROWS, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
 import { idsOf } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
@@ -308,21 +308,26 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
     },
 
     /**
-     * These peripherals as PeripheralViewResource JSON objects joined by commas, a thousand
-     * at a time, other requests answered between them (a streamed page). Peripherals
+     * These peripherals as PeripheralViewResource JSON objects joined by commas, VIEW_CHUNK_ROWS
+     * read at a time, other requests answered between them (a streamed page). Peripherals
      * deleted meanwhile are left out.
      */
     async *viewChunks(ids: readonly number[]): AsyncGenerator<string> {
-      for (let i = 0; i < ids.length; i += 1000) {
+      for (let i = 0; i < ids.length; i += VIEW_CHUNK_ROWS) {
         if (i > 0) await nextTurn()
-        const page = ids.slice(i, i + 1000)
+        const page = ids.slice(i, i + VIEW_CHUNK_ROWS)
         const byId = new Map(objectRows<PeripheralListRow>(byIds, JSON.stringify(page)).map((r) => [r.id, r]))
         let text = ''
         for (const id of page) {
           const row = byId.get(id)
           if (row) text += (text ? ',' : '') + JSON.stringify(peripheralView(row))
+          // Small chunks die young (lib/listing.ts STREAM_CHUNK_CHARS).
+          if (text.length >= STREAM_CHUNK_CHARS) {
+            yield text
+            text = ''
+          }
         }
-        yield text
+        if (text) yield text
       }
     },
 
