@@ -6,7 +6,7 @@ import { soleField, type PeripheralFilter } from '../lib/agent-filter.js'
 import { STREAM_CHUNK_CHARS, contains, orderBy, type Sort } from '../lib/listing.js'
 import { iconName } from '../lib/usb.js'
 import type { components } from '../generated/openapi.js'
-import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, statementCache, objectRows, VIEW_CHUNK_ROWS, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
+import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, statementCache, objectRows, firstColumn, VIEW_CHUNK_ROWS, type RowReader, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
 import { idsOf } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
@@ -268,15 +268,14 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
     const where = render(conditions, 'free')
     return cached(`SELECT count(*) FROM peripherals p WHERE ${where.sql}`).pluck().get(...where.params) as number
   }
-  /** A page as rows of `columns` (over `peripherals p JOIN agents a`), with the counts. */
-  function readPage<R>(f: PeripheralFilter, sort: Sort, limit: number, offset: number, columns: string): { total: number; filtered: number; rows: R[] } {
+  /** A page as rows of `columns` (over `peripherals p JOIN agents a`; read by `rows`), with the counts. */
+  function readPage<R>(f: PeripheralFilter, sort: Sort, limit: number, offset: number, columns: string, rows: RowReader<R> = objectRows): { total: number; filtered: number; rows: R[] } {
     const conditions = peripheralConditions(f, search)
     const all = total.get() as number
     const filtered = count(f, conditions, all)
     const plan = choosePlan(filtered, all, offset, limit, peripheralSortIndexed(sort))
     const where = render(conditions, plan)
-    const rows = filtered <= offset ? [] : objectRows<R>(cached(`SELECT ${columns} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
-    return { total: all, filtered, rows }
+    return { total: all, filtered, rows: filtered <= offset ? [] : rows(cached(`SELECT ${columns} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset) }
   }
   const ofAgent = db.prepare<[number, number], PeripheralListRow>(
     `SELECT ${COLUMNS} FROM ${FROM} WHERE p.agent_id = ? ORDER BY p.present DESC, p.last_seen_ms DESC, p.id DESC LIMIT ?`,
@@ -303,8 +302,8 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
 
     /** A large page as the ids of its peripherals in order (8 bytes a peripheral), with the counts. */
     pageIds(f: PeripheralFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; ids: number[] } {
-      const { total: all, filtered, rows } = readPage<{ id: number }>(f, sort, limit, offset, 'p.id')
-      return { total: all, filtered, ids: rows.map((r) => r.id) }
+      const { total: all, filtered, rows } = readPage<number>(f, sort, limit, offset, 'p.id', firstColumn)
+      return { total: all, filtered, ids: rows }
     },
 
     /**
