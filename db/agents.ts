@@ -2,7 +2,7 @@
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
 import { soleField, type AgentFilter, type DateRange } from './filters.js'
-import { contains, objectRows, orderBy, statementCache, type Sort } from './sql.js'
+import { STREAM_CHUNK_CHARS, contains, firstColumn, objectRows, orderBy, statementCache, type RowReader, type Sort } from './sql.js'
 import { iso } from '../lib/time.js'
 import { TEXT_FIELDS, addIds, emptySet, idsOf, intersect, type AgentSet, type AgentTexts, type TextField } from './agent-texts.js'
 import type { components } from '../generated/openapi.js'
@@ -92,6 +92,13 @@ const AGENT_REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
 export const REV_COLUMNS = VIEW_COLUMNS.filter((c) => c !== 'id' && c !== 'last_updated_ms')
 
 const LAST_UPDATED = ',"lastUpdated":'
+
+/**
+ * Rows read at a time for a streamed page: a hundred agents are about 130 KB of JSON, and
+ * their row objects die young; a thousand lived on in the old generation while the client
+ * took their text.
+ */
+export const VIEW_CHUNK_ROWS = 100
 
 /**
  * The agents of a page as a JSON array of AgentViewResource. Each agent's JSON is kept
@@ -428,26 +435,25 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     hasUnapprovedPeripherals: ['has_unapproved', 'agents_unapproved'], hasVulnerablePeripherals: ['has_vulnerable', 'agents_vulnerable'],
     hasKnownAttackTools: ['has_attack_tool', 'agents_attack_tool'],
   }
-  function flagPage<R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string): R[] | null {
+  function flagPage<R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string, rows: RowReader<R>): R[] | null {
     const sole = soleField(f)
     const byFlag = sole && sort.field === 'hostIdentifier' ? FLAG_HOST_ORDER[sole[0]] : undefined
     if (!byFlag) return null
     // plan: query-plans "agents list" (tests/query-plans.test.ts)
-    return objectRows<R>(cached(`SELECT ${columns} FROM agents a INDEXED BY ${byFlag[1]} WHERE a.${byFlag[0]} = ? ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`), sole![1] ? 1 : 0, limit, offset)
+    return rows(cached(`SELECT ${columns} FROM agents a INDEXED BY ${byFlag[1]} WHERE a.${byFlag[0]} = ? ORDER BY ${agentOrderBy(sort)} LIMIT ? OFFSET ?`), sole![1] ? 1 : 0, limit, offset)
   }
 
-  /** A page as rows of `columns`, with the counts. */
-  function readPage<R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string): { total: number; filtered: number; rows: R[] } {
+  /** A page as rows of `columns` (read by `rows`: objects, or the first column's values), with the counts. */
+  function readPage<R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string, rows: RowReader<R> = objectRows): { total: number; filtered: number; rows: R[] } {
     const c = agentConditions(f)
     const all = total.get() as number
     const { filtered, set } = count(f, c, all)
     if (filtered <= offset) return { total: all, filtered, rows: [] }
-    const byFlag = flagPage<R>(f, sort, limit, offset, columns)
+    const byFlag = flagPage<R>(f, sort, limit, offset, columns, rows)
     if (byFlag) return { total: all, filtered, rows: byFlag }
     const plan = choosePlan(filtered, all, offset, limit, agentSortIndexed(sort))
     const where = renderConditions(c, 'a.id', plan, set)
-    const rows = objectRows<R>(cached(`SELECT ${columns} FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
-    return { total: all, filtered, rows }
+    return { total: all, filtered, rows: rows(cached(`SELECT ${columns} FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset) }
   }
   const viewsByIds = db.prepare(`SELECT ${viewColumns('a')} FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
 
@@ -491,25 +497,30 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
 
     /** A large page as the ids of its agents in order (8 bytes an agent), with the counts. */
     pageIds(f: AgentFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; ids: number[] } {
-      const { total: all, filtered, rows } = readPage<{ id: number }>(f, sort, limit, offset, 'a.id')
-      return { total: all, filtered, ids: rows.map((r) => r.id) }
+      const { total: all, filtered, rows } = readPage<number>(f, sort, limit, offset, 'a.id', firstColumn)
+      return { total: all, filtered, ids: rows }
     },
 
     /**
-     * These agents as AgentViewResource JSON objects joined by commas, a thousand at a time,
-     * other requests answered between them (a streamed page). Agents deleted meanwhile are left out.
+     * These agents as AgentViewResource JSON objects joined by commas, VIEW_CHUNK_ROWS read at
+     * a time, other requests answered between them (a streamed page). Agents deleted meanwhile are left out.
      */
     async *viewChunks(ids: readonly number[]): AsyncGenerator<string> {
-      for (let i = 0; i < ids.length; i += 1000) {
+      for (let i = 0; i < ids.length; i += VIEW_CHUNK_ROWS) {
         if (i > 0) await nextTurn()
-        const page = ids.slice(i, i + 1000)
+        const page = ids.slice(i, i + VIEW_CHUNK_ROWS)
         const byId = new Map(objectRows<AgentListRow>(viewsByIds, JSON.stringify(page)).map((r) => [r.id, r]))
         let text = ''
         for (const id of page) {
           const row = byId.get(id)
           if (row) text += (text ? ',' : '') + JSON.stringify(agentView(row))
+          // Small chunks die young (db/sql.ts STREAM_CHUNK_CHARS).
+          if (text.length >= STREAM_CHUNK_CHARS) {
+            yield text
+            text = ''
+          }
         }
-        yield text
+        if (text) yield text
       }
     },
 

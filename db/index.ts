@@ -6,7 +6,12 @@ import { migrationsDir } from './migrations-dir.js'
 export type DB = Database.Database
 export { migrationsDir }
 
-export function openDatabase(file: string): DB {
+/**
+ * `cacheMb`: SQLite's page cache of this connection. The driver's default is 16 MB, all of
+ * it resident once a large page or export has read that much; the operating system's file
+ * cache keeps the rest of the file near, and lists at 100,000 agents ran as fast with 4 MB.
+ */
+export function openDatabase(file: string, { cacheMb = 4 }: { cacheMb?: number } = {}): DB {
   // Created private: SQLite gives the WAL and shared-memory files the database file's mode.
   if (file !== ':memory:' && file !== '') fs.closeSync(fs.openSync(file, 'a', 0o600))
   const db = new Database(file)
@@ -27,6 +32,7 @@ export function openDatabase(file: string): DB {
   // audit trail's immutability rests on those triggers.
   db.pragma('recursive_triggers = ON')
   db.pragma('busy_timeout = 5000')
+  db.pragma(`cache_size = ${-Math.round(cacheMb * 1024)}`)
   migrate(db)
   return db
 }

@@ -3,8 +3,8 @@
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
 import { soleField, type PeripheralFilter } from './filters.js'
-import { contains, objectRows, orderBy, statementCache, type Sort } from './sql.js'
-import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
+import { STREAM_CHUNK_CHARS, contains, firstColumn, objectRows, orderBy, statementCache, type RowReader, type Sort } from './sql.js'
+import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, VIEW_CHUNK_ROWS, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
 import { idsOf } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
@@ -220,15 +220,14 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
     const where = render(conditions, 'free')
     return cached(`SELECT count(*) FROM peripherals p WHERE ${where.sql}`).pluck().get(...where.params) as number
   }
-  /** A page as rows of `columns` (over `peripherals p JOIN agents a`), with the counts. */
-  function readPage<R>(f: PeripheralFilter, sort: Sort, limit: number, offset: number, columns: string): { total: number; filtered: number; rows: R[] } {
+  /** A page as rows of `columns` (over `peripherals p JOIN agents a`; read by `rows`), with the counts. */
+  function readPage<R>(f: PeripheralFilter, sort: Sort, limit: number, offset: number, columns: string, rows: RowReader<R> = objectRows): { total: number; filtered: number; rows: R[] } {
     const conditions = peripheralConditions(f, search)
     const all = total.get() as number
     const filtered = count(f, conditions, all)
     const plan = choosePlan(filtered, all, offset, limit, peripheralSortIndexed(sort))
     const where = render(conditions, plan)
-    const rows = filtered <= offset ? [] : objectRows<R>(cached(`SELECT ${columns} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset)
-    return { total: all, filtered, rows }
+    return { total: all, filtered, rows: filtered <= offset ? [] : rows(cached(`SELECT ${columns} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset) }
   }
   const ofAgent = db.prepare<[number, number], PeripheralListRow>(
     `SELECT ${COLUMNS} FROM ${FROM} WHERE p.agent_id = ? ORDER BY p.present DESC, p.last_seen_ms DESC, p.id DESC LIMIT ?`,
@@ -256,26 +255,31 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
 
     /** A large page as the ids of its peripherals in order (8 bytes a peripheral), with the counts. */
     pageIds(f: PeripheralFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; ids: number[] } {
-      const { total: all, filtered, rows } = readPage<{ id: number }>(f, sort, limit, offset, 'p.id')
-      return { total: all, filtered, ids: rows.map((r) => r.id) }
+      const { total: all, filtered, rows } = readPage<number>(f, sort, limit, offset, 'p.id', firstColumn)
+      return { total: all, filtered, ids: rows }
     },
 
     /**
      * These peripherals as JSON objects of `view` (lib/peripherals/views.ts) joined by
-     * commas, a thousand at a time, other requests answered between them (a streamed page).
-     * Peripherals deleted meanwhile are left out.
+     * commas, VIEW_CHUNK_ROWS read at a time, other requests answered between them (a
+     * streamed page). Peripherals deleted meanwhile are left out.
      */
     async *viewChunks(ids: readonly number[], view: (r: PeripheralListRow) => unknown): AsyncGenerator<string> {
-      for (let i = 0; i < ids.length; i += 1000) {
+      for (let i = 0; i < ids.length; i += VIEW_CHUNK_ROWS) {
         if (i > 0) await nextTurn()
-        const page = ids.slice(i, i + 1000)
+        const page = ids.slice(i, i + VIEW_CHUNK_ROWS)
         const byId = new Map(objectRows<PeripheralListRow>(byIds, JSON.stringify(page)).map((r) => [r.id, r]))
         let text = ''
         for (const id of page) {
           const row = byId.get(id)
           if (row) text += (text ? ',' : '') + JSON.stringify(view(row))
+          // Small chunks die young (db/sql.ts STREAM_CHUNK_CHARS).
+          if (text.length >= STREAM_CHUNK_CHARS) {
+            yield text
+            text = ''
+          }
         }
-        yield text
+        if (text) yield text
       }
     },
 

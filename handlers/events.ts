@@ -7,7 +7,7 @@ import { rowOf } from '../db/sql.js'
 import { auditFilter, eventFilter, givenFilters, isIncidentFetch, type AuditFilter, type EventFilter } from '../lib/event-filter.js'
 import { audit } from '../lib/audit.js'
 import { CSV_TYPE, csvCell } from '../lib/csv.js'
-import { listAnswer, listAnswerStream, page, severityNames, sort, streamedPages, type Page, type Sort } from '../lib/listing.js'
+import { STREAM_CHUNK_CHARS, listAnswer, listAnswerStream, page, severityNames, sort, streamedPages, type Page, type Sort } from '../lib/listing.js'
 import { pdfStream, PDF_TYPE, utcText, type PdfColumn } from '../lib/pdf.js'
 import { fileStamp } from '../lib/reports/files.js'
 import type { Handlers } from './types.js'
@@ -202,12 +202,18 @@ async function sendExport<F extends { idTo: number; empty: boolean }, R>(req: Fa
 const eventOf = rowOf(EVENT_FIELDS) as unknown as (r: unknown[]) => EventRow
 const auditOf = rowOf(AUDIT_FIELDS) as unknown as (r: unknown[]) => AuditTrailRow
 
-/** Chunks of rows as arrays, as JSON objects joined by commas (a streamed page's data). */
+/** Chunks of rows as arrays, as JSON objects joined by commas, about STREAM_CHUNK_CHARS at a time (a streamed page's data). */
 async function* jsonRows(chunks: AsyncIterable<unknown[]>, view: (r: unknown[]) => unknown): AsyncGenerator<string> {
   for await (const rows of chunks) {
     let text = ''
-    for (let i = 0; i < rows.length; i++) text += (i ? ',' : '') + JSON.stringify(view(rows[i] as unknown[]))
-    yield text
+    for (let i = 0; i < rows.length; i++) {
+      text += (text ? ',' : '') + JSON.stringify(view(rows[i] as unknown[]))
+      if (text.length >= STREAM_CHUNK_CHARS) {
+        yield text
+        text = ''
+      }
+    }
+    if (text) yield text
   }
 }
 const eventJson = (r: unknown[]) => eventView(eventOf(r))

@@ -153,7 +153,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   if (tightened.length > 0) {
     app.log.warn({ dataDir: config.dataDir, tightened: tightened.slice(0, 20), count: tightened.length }, 'the data directory was readable by other users: made private (files 0600, folders 0700)')
   }
-  const db = openDatabase(config.dbFile)
+  const db = openDatabase(config.dbFile, { cacheMb: config.dbCacheMb })
   const repos = createRepos(db, config.keptListAnswers, settingsSealer(vault(config.agentlessKey)))
   // Webhook secrets stored in the clear by an earlier version are sealed now.
   const sealed = repos.alarms.sealStored()

@@ -30,6 +30,8 @@ export interface Config {
   build: string
   /** List answers kept while the database is unchanged (0: none). */
   keptListAnswers: number
+  /** SQLite's page cache of the server's connection, in MiB (PRIME_DB_CACHE_MB). */
+  dbCacheMb: number
   /** `accountId`: agents reporting another license account are `Invalid` (null: any is accepted). */
   license: { accountName: string; accountId: string | null; seats: number; expirationDate: string | null }
   agents: {
@@ -196,6 +198,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: bool(env, 'PRIME_TRUST_PROXY', false),
     build: env.PRIME_BUILD || 'dev',
     keptListAnswers: int(env, 'PRIME_KEPT_LIST_ANSWERS', 64, 0, 10_000),
+    dbCacheMb: int(env, 'PRIME_DB_CACHE_MB', 4, 1, 4096),
     license: {
       accountName: env.PRIME_LICENSE_ACCOUNT || 'Prime',
       accountId: env.PRIME_LICENSE_ACCOUNT_ID || null,

@@ -3,11 +3,11 @@ import { Readable } from 'node:stream'
 import type { Operation } from './contract.js'
 import { invalidField, type FieldError } from './errors.js'
 
-import { severityNames, type Sort } from '../db/sql.js'
+import { STREAM_CHUNK_CHARS, severityNames, type Sort } from '../db/sql.js'
 import type { DateRange } from '../db/filters.js'
 
 // The SQL side of listing lives in db/sql.ts; callers of lib/ keep importing it from here.
-export { contains, orderBy, severityNames, type Sort } from '../db/sql.js'
+export { STREAM_CHUNK_CHARS, contains, orderBy, severityNames, type Sort } from '../db/sql.js'
 export type { DateRange } from '../db/filters.js'
 
 /** Where a filter value came from: list queries, or export bodies that mirror them. */
@@ -145,25 +145,25 @@ async function* listAnswerText(recordsTotal: number, recordsFiltered: number, ro
   yield ']}'
 }
 
-/** Rows as JSON objects joined by commas, `per` rows to a chunk (the data of a streamed page). */
-export async function* jsonChunks<T>(rows: AsyncIterable<T>, view: (row: T) => unknown, per = 1000): AsyncGenerator<string> {
+
+/** Rows as JSON objects joined by commas, about STREAM_CHUNK_CHARS to a chunk (the data of a streamed page). */
+export async function* jsonChunks<T>(rows: AsyncIterable<T>, view: (row: T) => unknown): AsyncGenerator<string> {
   let text = ''
-  let n = 0
   for await (const row of rows) {
-    text += (n ? ',' : '') + JSON.stringify(view(row))
-    if (++n === per) {
+    text += (text ? ',' : '') + JSON.stringify(view(row))
+    if (text.length >= STREAM_CHUNK_CHARS) {
       yield text
       text = ''
-      n = 0
     }
   }
-  if (n) yield text
+  if (text) yield text
 }
 
 /**
  * A large page as a stream of JSON text. `rows`: the page's rows as JSON objects joined by
- * commas, a chunk at a time (its reader waits between chunks while the client is slow).
- * One chunk is read ahead, not the default sixteen (a chunk of agents is about 1.3 MB).
+ * commas, a chunk at a time (about STREAM_CHUNK_CHARS each). The stream is piped to the
+ * socket, which takes no more while the client is slow (it waits for 'drain'); then the
+ * reader waits too: one chunk is read ahead, not the default sixteen.
  */
 export const listAnswerStream = (recordsTotal: number, recordsFiltered: number, rows: AsyncIterable<string>): Readable =>
   Readable.from(listAnswerText(recordsTotal, recordsFiltered, rows), { objectMode: true, highWaterMark: 1 })

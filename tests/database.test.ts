@@ -44,6 +44,15 @@ t.test('openDatabase settings', async (t) => {
   const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all().map((r: any) => r.name)
   for (const name of ['users', 'sessions', 'refresh_tokens', 'integration_tokens', 'audit_trail']) t.ok(tables.includes(name), `table ${name}`)
   t.ok(fs.existsSync(path.join(dir, 'prime.sqlite-wal')), 'a WAL file beside the database')
+  t.equal(db.pragma('cache_size', { simple: true }), -4096, 'a page cache of 4 MiB, not the driver\'s 16')
+})
+
+t.test('PRIME_DB_CACHE_MB sets the page cache of the server\'s connection', async (t) => {
+  const dir = tempDir(t)
+  const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: 'Given-Password-77', LOG_LEVEL: 'silent', PRIME_DB_CACHE_MB: '12' }), logger: false })
+  t.teardown(() => app.close())
+  t.equal(app.db.pragma('cache_size', { simple: true }), -12 * 1024)
+  t.throws(() => loadConfig({ PRIME_DATA_DIR: dir, PRIME_DB_CACHE_MB: '0' }), /PRIME_DB_CACHE_MB must be an integer from 1 to 4096/)
 })
 
 t.test('foreign keys are enforced', async (t) => {

@@ -9,7 +9,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call } from './helpers.js'
 import { writeEvents, expectedEvents, eventMaker } from './fixtures/events.js'
-import { streamedPages } from '../lib/listing.js'
+import { STREAM_CHUNK_CHARS, streamedPages } from '../lib/listing.js'
 import { makeAjv } from '../lib/validation.js'
 
 interface List { recordsTotal: number; recordsFiltered: number; data: Record<string, unknown>[] }
@@ -152,4 +152,53 @@ t.test('a large page is written as it is read: chunks on the wire, JSON once who
   t.notMatch(chunks[0], /\]\}$/, 'the first chunk is not the whole answer')
   const body = JSON.parse(chunks.join(''))
   t.equal(body.data.length, 10_200, 'the whole page parses as one JSON document')
+})
+
+t.test('a client that stops reading holds the page up: the server waits for it and keeps at most a few small chunks', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const make = eventMaker(7)
+  // Far more than loopback's socket buffers take in (some MB), so that the client's pause reaches the server.
+  const n = 40_000
+  app.db.transaction(() => app.repos.events.record(Date.now(), Array.from({ length: n }, make)))()
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const { port } = app.server.address() as { port: number }
+  let served: http.ServerResponse | undefined
+  app.server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    served = res
+  })
+  // What the server has produced of the answer: handed to the kernel, or queued in its own buffers.
+  const produced = () => (served?.socket?.bytesWritten ?? 0) + (served?.writableLength ?? 0)
+  const queued: number[] = []
+  const chunks: Buffer[] = []
+  let reply!: http.IncomingMessage
+  await new Promise<void>((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: '/prime/webui/Events/GetEvents?PageSize=1000000', headers: { authorization: `Bearer ${token}` } }, (res) => {
+      reply = res
+      res.pause()
+      resolve()
+    }).on('error', reject)
+  })
+  t.equal(reply.statusCode, 200)
+  // Until the server has stopped producing (nothing more for 300 ms), sampling what it queues.
+  let last = -1
+  for (let still = 0, waited = 0; still < 300 && waited < 10_000; waited += 20) {
+    await new Promise((r) => setTimeout(r, 20))
+    queued.push(served?.writableLength ?? 0)
+    const now = produced()
+    still = now === last ? still + 20 : 0
+    last = now
+  }
+  const stalledAt = produced()
+  const body = await new Promise<string>((resolve, reject) => {
+    reply.on('data', (c: Buffer) => chunks.push(c))
+    reply.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')))
+    reply.on('error', reject)
+    reply.resume()
+  })
+  const page = JSON.parse(body) as List
+  t.equal(page.data.length, n, 'once read again, the whole page arrives')
+  t.ok(stalledAt < Buffer.byteLength(body) / 2, `while the client read nothing the server stopped: ${stalledAt} of ${Buffer.byteLength(body)} bytes produced`)
+  const most = Math.max(...queued)
+  t.ok(most <= 3 * STREAM_CHUNK_CHARS, `the server queued at most ${most} bytes (about two chunks of ${STREAM_CHUNK_CHARS}), not the page`)
 })
