@@ -31,9 +31,22 @@ const SYSTEM = [f('icon', 'NotExact', '50'), f('type', 'NotExact', '6'), f('hier
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-assets-'))
 console.error(`Seeding ${AGENTS} agents into ${dir} ...`)
-const db = openDatabase(path.join(dir, 'prime.sqlite'))
-const seeded = await seedFleet(db, { agents: AGENTS, peripheralsPerAgent: 10 })
-db.close()
+// BENCH_ASSETS_SEED names a file the seeded database is kept in, to be copied by the next run
+// instead of seeding again (migrations still run on it when the server starts).
+const kept = process.env.BENCH_ASSETS_SEED
+let seeded: { agents: number; peripherals: number; ms: number }
+if (kept && fs.existsSync(kept)) {
+  fs.copyFileSync(kept, path.join(dir, 'prime.sqlite'))
+  const db = openDatabase(path.join(dir, 'prime.sqlite'))
+  const count = (t: string) => db.prepare(`SELECT count(*) FROM ${t}`).pluck().get() as number
+  seeded = { agents: count('agents'), peripherals: count('peripherals'), ms: 0 }
+  db.close()
+} else {
+  const db = openDatabase(path.join(dir, 'prime.sqlite'))
+  seeded = await seedFleet(db, { agents: AGENTS, peripheralsPerAgent: 10 })
+  db.close()
+  if (kept) fs.copyFileSync(path.join(dir, 'prime.sqlite'), kept)
+}
 console.error(`Seeded ${seeded.agents} agents, ${seeded.peripherals} peripherals in ${(seeded.ms / 1000).toFixed(1)} s`)
 
 const app = await buildApp({
