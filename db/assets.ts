@@ -443,7 +443,12 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
     return entry
   }
 
+  /** How pages were read: from where the previous one ended, or by offset; and which sources were read. */
+  const reads = { keyset: 0, offset: 0, sources: { agent: 0, host: 0, peripheral: 0 } as Record<Source, number> }
+
   return {
+    reads,
+
     /** Every asset, matching or not. */
     total: () => totals.get() as number,
 
@@ -462,13 +467,20 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
       const pos = offset > 0 ? entry.ends.get(offset) : undefined
       const read = sort.field === 'firstSeen' ? firstSeenKeys : pageKeys
       const keys = read(parts, q, sort, limit, pos ? 0 : offset, pos)
+      if (pos) reads.keyset++
+      else reads.offset++
+      for (const src of SOURCES) if (parts[src]) reads.sources[src]++
       if (keys.length > 0) {
         const [s, src, id] = keys[keys.length - 1]
         if (entry.ends.size >= MAX_ENDS) entry.ends.delete(entry.ends.keys().next().value!)
         entry.ends.set(offset + keys.length, { s, src, id })
       }
       const bySource = new Map<Source, number[]>()
-      for (const [, src, id] of keys) bySource.set(SOURCES[src], [...(bySource.get(SOURCES[src]) ?? []), id])
+      for (const [, src, id] of keys) {
+        const ids = bySource.get(SOURCES[src])
+        if (ids) ids.push(id)
+        else bySource.set(SOURCES[src], [id])
+      }
       const found = new Map<string, AssetRow>()
       for (const [src, ids] of bySource) {
         const values = src === 'agent' ? { ids: JSON.stringify(ids) } : { ids: JSON.stringify(ids), rare: JSON.stringify(q.rare) }
@@ -482,11 +494,11 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
      * over every asset, read a range of rows at a time: yields between ranges (each sized to
      * take about `sliceMs`), so that a caller can let other work run in between.
      */
-    *summary(rare: string[], since: number, sliceMs = 20): Generator<void, AssetCounts[]> {
+    *summary(rare: string[], since: number, sliceMs = 20, rows = { first: 2000, min: 500, max: 100_000 }): Generator<void, AssetCounts[]> {
       const tally = new Map<string, AssetCounts>()
       for (const src of SOURCES) {
         const last = lastIds[src].get() ?? null
-        let size = 2000
+        let size = rows.first
         for (let from = 0; last !== null && from < last; ) {
           const t0 = performance.now()
           const values = { rare: JSON.stringify(rare), since, from, to: from + size }
@@ -497,9 +509,9 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
             else tally.set(k, { ...c })
           }
           const took = performance.now() - t0
-          // The next range sized to take about sliceMs at this one's pace, within [500, 100,000] rows.
+          // The next range sized to take about sliceMs at this one's pace, within [min, max] rows.
           from += size
-          size = Math.min(100_000, Math.max(500, Math.round(took > 0 ? (size * sliceMs) / took : size * 2)))
+          size = Math.min(rows.max, Math.max(rows.min, Math.round(took > 0 ? (size * sliceMs) / took : size * 2)))
           yield
         }
       }
