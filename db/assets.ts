@@ -464,6 +464,9 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
       const per = entry.per
       const filtered = per.agent + per.host + per.peripheral
       if (offset >= filtered) return { filtered, rows: [] }
+      // A source nothing of which matches is not read: walking its index in order for rows
+      // that are not there would read every one of them (a million peripherals).
+      for (const src of SOURCES) if (per[src] === 0) delete parts[src]
       const pos = offset > 0 ? entry.ends.get(offset) : undefined
       const read = sort.field === 'firstSeen' ? firstSeenKeys : pageKeys
       const keys = read(parts, q, sort, limit, pos ? 0 : offset, pos)

@@ -80,6 +80,11 @@ t.test('pages that follow one another are read from where the last ended, and jo
   t.ok(whole.length > 0 && whole.every((id) => !id.startsWith('peripheral:')))
   t.equal(reads.sources.peripheral, peripheralReads, 'the query asks only for hosts: no peripheral is read')
 
+  // A source none of whose assets match is not read either (its index would be walked to the end).
+  const hosts = await pages(app, token, { filters: [f('name', 'StartsWith', 'HOST-')], sort: 'firstSeen_asc' }, 4)
+  t.equal(hosts.length, 9)
+  t.equal(reads.sources.peripheral, peripheralReads, 'no peripheral is named HOST-: none is read')
+
   // Pages asked out of order are read by offset, and answer the same.
   const sort = 'name_asc'
   const all = await pages(app, token, { sort }, 1000)
