@@ -27,8 +27,13 @@ export interface AssetContext {
 // The uncommon-peripherals insight as its own operation keeps it: computed at most hourly.
 const RARE_CACHE_MS = 3_600_000
 
-/** Refreshes of the rare models under way, by insight name (one at a time each). */
-const refreshing = new Map<string, Promise<string[]>>()
+/** Work under way per database (its insights repository), by name: one at a time each. */
+function underWay<T>(all: WeakMap<InsightsRepo, Map<string, Promise<T>>>, insights: InsightsRepo): Map<string, Promise<T>> {
+  let runs = all.get(insights)
+  if (!runs) all.set(insights, (runs = new Map()))
+  return runs
+}
+const rareRuns = new WeakMap<InsightsRepo, Map<string, Promise<string[]>>>()
 const modelsOf = (r: { data: { vid: string; pid: string }[] }) => r.data.map((m) => `${m.vid}:${m.pid}`)
 
 /**
@@ -42,6 +47,7 @@ export async function rareModels(ctx: AssetContext): Promise<string[]> {
   const hit = insights.peek<{ data: { vid: string; pid: string }[] }>(name)
   const now = Date.now()
   if (hit && now - hit.computedMs < RARE_CACHE_MS && hit.computedMs <= now) return modelsOf(hit.result)
+  const refreshing = underWay(rareRuns, insights)
   let run = refreshing.get(name)
   if (!run) {
     run = insights.uncommonPeripheralsSliced(maxHosts).then((r) => modelsOf(insights.store(name, now, r)))
@@ -190,7 +196,7 @@ const isHost = (type: number) => type !== ASSET_TYPES.Peripheral
 const SUMMARY_CACHE_MS = 30_000
 
 interface Summary { since: number; counts: AssetCounts[]; switches: { n: number; fresh: number } }
-const summarizing = new Map<string, Promise<Summary & { computedTime: string }>>()
+const summaryRuns = new WeakMap<InsightsRepo, Map<string, Promise<Summary & { computedTime: string }>>>()
 
 /** The counts behind the overview and the distribution. */
 async function summary(ctx: AssetContext): Promise<Summary & { computedTime: string }> {
@@ -199,6 +205,7 @@ async function summary(ctx: AssetContext): Promise<Summary & { computedTime: str
   const hit = insights.peek<Summary>(name)
   const now = Date.now()
   if (hit && now - hit.computedMs < SUMMARY_CACHE_MS && hit.computedMs <= now) return hit.result
+  const summarizing = underWay(summaryRuns, insights)
   let run = summarizing.get(name)
   if (!run) {
     run = (async () => {
