@@ -55,6 +55,12 @@ const app = await buildApp({
   logger: false,
 })
 const rows: string[][] = [['case', 'median ms', 'max ms', 'rows', 'matching', '']]
+// Each case is also shown as it is measured (a long run that fails still shows its figures).
+const push = rows.push.bind(rows)
+rows.push = (...r: string[][]) => {
+  for (const x of r) console.error(x.join(' | '))
+  return push(...r)
+}
 try {
   const login = await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'admin', password: PASSWORD } })
   const headers = { authorization: `Bearer ${login.json().token}` }
@@ -71,6 +77,8 @@ try {
       const s = performance.now()
       await app.inject({ url: '/prime/webui/admin/PrimeVersion', headers })
       small.push(performance.now() - s)
+      // One every 5 ms or so: a client polling, not a flood that piles up.
+      await new Promise((r) => setTimeout(r, 5))
     }
     loop.disable()
     return { total: await finished, small, loopMax: loop.max / 1e6 }
