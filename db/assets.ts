@@ -6,6 +6,7 @@
 // filters and the order need), then those rows in full.
 import type { DB } from './index.js'
 import { statementCache } from './sql.js'
+import { CheckInTimeWrites } from './answer-cache.js'
 
 /** Asset type codes (`type`). */
 export const ASSET_TYPES = { Peripheral: 1, Workstation: 2, Server: 3, VirtualDesktop: 8, AgentlessHost: 10 } as const
@@ -150,6 +151,60 @@ function renderCondition(c: Condition, src: Source): Rendered {
   }
 }
 
+/** A field that is one constant for every asset of a source (a type, a host's icon): its value, else undefined. */
+function constant(field: AssetField, src: Source): number | undefined {
+  const e = FIELDS[field][src]
+  return /^-?\d+$/.test(e) ? Number(e) : undefined
+}
+
+/** A condition on a constant, decided here: true or false; undefined when SQL must decide. */
+function decide(c: Condition, src: Source): boolean | undefined {
+  const v = TEXT_FIELDS.has(c.field) ? undefined : constant(c.field, src)
+  if (v === undefined) return undefined
+  const [a, b] = c.values as number[]
+  switch (c.op) {
+    case 'in': return (c.values as number[]).includes(v)
+    case 'notIn': return !(c.values as number[]).includes(v)
+    case 'gt': return v > a
+    case 'ge': return v >= a
+    case 'lt': return v < a
+    case 'le': return v <= a
+    case 'range': return v >= a && v < b
+    case 'notRange': return !(v >= a && v < b)
+    default: return undefined
+  }
+}
+
+/**
+ * The groups with the conditions a source decides by itself taken out: [] when they always
+ * hold, null when they never do (the source is then not read at all: the connector asking
+ * for hosts reads no peripheral).
+ */
+function fold(groups: Condition[][], src: Source): Condition[][] | null {
+  if (groups.length === 0) return []
+  const out: Condition[][] = []
+  for (const and of groups) {
+    const left: Condition[] = []
+    let holds = true
+    for (const c of and) {
+      const d = decide(c, src)
+      if (d === false) { holds = false; break }
+      if (d === undefined) left.push(c)
+    }
+    if (!holds) continue
+    if (left.length === 0) return []
+    out.push(left)
+  }
+  return out.length ? out : null
+}
+
+/** The query as one source sees it, or null when none of its assets can match. */
+function foldQuery(q: AssetQuery, src: Source): AssetQuery | null {
+  const filters = fold(q.filters, src)
+  const system = fold(q.system, src)
+  return filters && system ? { ...q, filters, system } : null
+}
+
 function renderGroups(groups: Condition[][], src: Source): Rendered {
   if (groups.length === 0) return { sql: '1', params: [] }
   const params: unknown[] = []
@@ -256,7 +311,15 @@ export interface AssetCounts {
   n: number
 }
 
-export function assetsRepo(db: DB) {
+/** Where a page ended: the sort value, source index and rowid of its last asset. */
+interface Position { s: unknown; src: number; id: number }
+type Key = [s: unknown, src: number, id: number]
+interface Paging { per: Record<Source, number>; ends: Map<number, Position> }
+/** Queries whose paging is kept, and page ends kept per query. */
+const MAX_PAGINGS = 32
+const MAX_ENDS = 64
+
+export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckInTimeWrites()) {
   const cached = statementCache(db, 64)
   const rows = Object.fromEntries(SOURCES.map((s) => [s, db.prepare(rowSql(s))])) as Record<Source, ReturnType<DB['prepare']>>
   const totals = db.prepare<[], number>(`SELECT (SELECT n FROM row_counts WHERE name = 'agents') + (SELECT n FROM row_counts WHERE name = 'peripherals')
@@ -264,8 +327,9 @@ export function assetsRepo(db: DB) {
   const summaries = Object.fromEntries(SOURCES.map((s) => [s, db.prepare(
     `SELECT ${FIELDS.type[s]} AS type, ${FIELDS.riskLevel[s]} AS risk_level, ${FIELDS.isOnline[s]} AS is_online,
        ${FIELDS.firstSeen[s]} >= @since AS is_new, count(*) AS n
-     FROM ${FROM[s]} GROUP BY 1, 2, 3, 4`,
+     FROM ${FROM[s]} WHERE ${ROWID[s]} > @from AND ${ROWID[s]} <= @to GROUP BY 1, 2, 3, 4`,
   )])) as Record<Source, ReturnType<DB['prepare']>>
+  const lastIds = Object.fromEntries(SOURCES.map((s) => [s, db.prepare<[], number | null>(`SELECT max(${ROWID[s]}) FROM ${FROM[s].split(' JOIN ')[0]}`).pluck()])) as unknown as Record<Source, { get(): number | null | undefined }>
   // Switches agents report being plugged into: a switch is new when every agent behind it enrolled since.
   const switches = db.prepare<{ since: number }, { n: number; fresh: number }>(
     `SELECT count(*) AS n, coalesce(sum(first >= @since), 0) AS fresh FROM (
@@ -273,10 +337,12 @@ export function assetsRepo(db: DB) {
        GROUP BY lower(coalesce(switch_ip, '')), lower(coalesce(switch_name, '')))`,
   )
 
-  /** The matching count of each source. */
-  function counts(q: AssetQuery): Record<Source, number> {
-    const out = {} as Record<Source, number>
+  /** The matching count of each source (0 for a source the query rules out). */
+  function counts(parts: Partial<Record<Source, AssetQuery>>): Record<Source, number> {
+    const out = { agent: 0, host: 0, peripheral: 0 } as Record<Source, number>
     for (const src of SOURCES) {
+      const q = parts[src]
+      if (!q) continue
       const w = renderWhere(q, src)
       const sql = `SELECT count(*) FROM ${from(src, w.sql)} WHERE ${w.sql}`
       out[src] = cached(sql).pluck().get(...w.params, ...named(sql, q)) as number
@@ -284,66 +350,175 @@ export function assetsRepo(db: DB) {
     return out
   }
 
-  /** The keys of a page: (source, rowid) in order. */
-  function pageKeys(q: AssetQuery, sort: AssetSort, limit: number, offset: number): [Source, number][] {
+  /**
+   * The rows after `pos` in the order of `value` (then source, then id), for one source's
+   * branch, as a condition its index can serve. Nulls come last in both directions.
+   */
+  function afterPos(src: Source, value: string, sort: AssetSort, pos: Position): Rendered {
+    const i = SOURCES.indexOf(src)
+    const asc = sort.direction === 'asc'
+    const cmp = asc ? '>' : '<'
+    const id = ROWID[src]
+    if (pos.s === null) {
+      if (i === pos.src) return { sql: `(${value}) IS NULL AND ${id} ${cmp} ?`, params: [pos.id] }
+      return { sql: (asc ? i > pos.src : i < pos.src) ? `(${value}) IS NULL` : '0', params: [] }
+    }
+    const nulls = ` OR (${value}) IS NULL`
+    if (i === pos.src) return { sql: `((${value}, ${id}) ${cmp} (?, ?)${nulls})`, params: [pos.s, pos.id] }
+    const later = asc ? i > pos.src : i < pos.src
+    return { sql: `((${value}) ${cmp}${later ? '=' : ''} ?${nulls})`, params: [pos.s] }
+  }
+
+  /** The keys of a page: (source, rowid) in order, with the sort value. */
+  function pageKeys(parts: Partial<Record<Source, AssetQuery>>, q: AssetQuery, sort: AssetSort, limit: number, offset: number, pos?: Position): Key[] {
     const params: unknown[] = []
-    const branches = SOURCES.map((src) => {
-      const w = renderWhere(q, src)
+    const branches = SOURCES.filter((src) => parts[src]).map((src) => {
+      const w = renderWhere(parts[src]!, src)
       params.push(...w.params)
       const e = FIELDS[sort.field][src]
       const value = TEXT_FIELDS.has(sort.field) ? `lower(${e})` : e
-      return `SELECT ${value} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${from(src, w.sql + value)} WHERE ${w.sql}`
+      let where = w.sql
+      if (pos) {
+        const a = afterPos(src, value, sort, pos)
+        where += ` AND ${a.sql}`
+        params.push(...a.params)
+      }
+      return `SELECT ${value} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${from(src, where + value)} WHERE ${where}`
     })
     const dir = sort.direction === 'asc' ? 'ASC' : 'DESC'
     const nullsLast = dir === 'ASC' && NULLABLE_SORTS.has(sort.field) ? 's IS NULL, ' : ''
-    const sql = `SELECT src, id FROM (${branches.join(' UNION ALL ')}) ORDER BY ${nullsLast}s ${dir}, src ${dir}, id ${dir} LIMIT ? OFFSET ?`
-    const out = cached(sql).raw(true).all(...params, limit, offset, ...named(sql, q)) as [number, number][]
-    return out.map(([src, id]) => [SOURCES[src], id])
+    const sql = `SELECT s, src, id FROM (${branches.join(' UNION ALL ')}) ORDER BY ${nullsLast}s ${dir}, src ${dir}, id ${dir} LIMIT ? OFFSET ?`
+    return cached(sql).raw(true).all(...params, limit, offset, ...named(sql, q)) as Key[]
   }
 
   /**
    * In order of first sight, each source's page is read from its own index (migration 026)
-   * with its own offset, from the matching counts: a deep page reads only its own rows.
+   * with its own offset, from the matching counts: a deep page reads only its own rows, and
+   * a page that follows one just read starts where that one ended.
    */
-  function firstSeenKeys(q: AssetQuery, direction: 'asc' | 'desc', limit: number, offset: number, per: Record<Source, number>): [Source, number][] {
+  function firstSeenKeys(parts: Partial<Record<Source, AssetQuery>>, q: AssetQuery, sort: AssetSort, limit: number, offset: number, pos?: Position): Key[] {
     const params: unknown[] = []
-    const dir = direction === 'asc' ? 'ASC' : 'DESC'
-    const branches = SOURCES.map((src) => {
-      const w = renderWhere(q, src)
+    const dir = sort.direction === 'asc' ? 'ASC' : 'DESC'
+    const branches = SOURCES.filter((src) => parts[src]).map((src) => {
+      const w = renderWhere(parts[src]!, src)
       params.push(...w.params)
-      return `SELECT * FROM (SELECT ${FIELDS.firstSeen[src]} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${from(src, w.sql)} WHERE ${w.sql}
+      let where = w.sql
+      if (pos) {
+        const a = afterPos(src, FIELDS.firstSeen[src], sort, pos)
+        where += ` AND ${a.sql}`
+        params.push(...a.params)
+      }
+      return `SELECT * FROM (SELECT ${FIELDS.firstSeen[src]} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${from(src, where)} WHERE ${where}
         ORDER BY s ${dir}, id ${dir} LIMIT @end)`
     })
-    const total = per.agent + per.host + per.peripheral
-    if (offset >= total) return []
-    const sql = `SELECT src, id FROM (${branches.join(' UNION ALL ')}) ORDER BY s ${dir}, src ${dir}, id ${dir} LIMIT ? OFFSET ?`
-    const out = cached(sql).raw(true).all(...params, limit, offset, ...named(sql, q, { end: offset + limit })) as [number, number][]
-    return out.map(([src, id]) => [SOURCES[src], id])
+    const sql = `SELECT s, src, id FROM (${branches.join(' UNION ALL ')}) ORDER BY s ${dir}, src ${dir}, id ${dir} LIMIT ? OFFSET ?`
+    return cached(sql).raw(true).all(...params, limit, offset, ...named(sql, q, { end: offset + limit })) as Key[]
   }
 
+  // Paging state of the queries asked lately, while the data is unchanged: the matching
+  // counts, and where each page served ended, so that the next page (the connectors page
+  // through to the end) starts from there through the indexes instead of counting and
+  // sorting every row before it again. Check-in times alone do not count as a change,
+  // except for queries that filter or sort by lastSeen, which they move.
+  const changes = db.prepare('SELECT total_changes()').pluck()
+  const version = db.prepare('PRAGMA data_version').pluck()
+  const paging = new Map<string, Paging>()
+  let generation = ''
+  function pagingOf(key: string, readsCheckIns: boolean, compute: () => Record<Source, number>): Paging {
+    const writes = changes.get() as number
+    const now = `${writes - checkInTimes.rows}:${version.get()}`
+    if (now !== generation) {
+      paging.clear()
+      generation = now
+    }
+    const k = readsCheckIns ? `${writes}:${key}` : key
+    let entry = paging.get(k)
+    if (entry) {
+      paging.delete(k)
+    } else {
+      entry = { per: compute(), ends: new Map() }
+      if (paging.size >= MAX_PAGINGS) paging.delete(paging.keys().next().value!)
+    }
+    paging.set(k, entry)
+    return entry
+  }
+
+  /** How pages were read: from where the previous one ended, or by offset; and which sources were read. */
+  const reads = { keyset: 0, offset: 0, sources: { agent: 0, host: 0, peripheral: 0 } as Record<Source, number> }
+
   return {
+    reads,
+
     /** Every asset, matching or not. */
     total: () => totals.get() as number,
 
     /** The matching count, and a page of the matching assets' rows in order. */
     page(q: AssetQuery, sort: AssetSort, limit: number, offset: number): { filtered: number; rows: AssetRow[] } {
-      const per = counts(q)
+      const parts: Partial<Record<Source, AssetQuery>> = {}
+      for (const src of SOURCES) {
+        const folded = foldQuery(q, src)
+        if (folded) parts[src] = folded
+      }
+      const readsCheckIns = sort.field === 'lastSeen' || JSON.stringify([q.filters, q.system]).includes('"lastSeen"')
+      const entry = pagingOf(JSON.stringify([q, sort]), readsCheckIns, () => counts(parts))
+      const per = entry.per
       const filtered = per.agent + per.host + per.peripheral
       if (offset >= filtered) return { filtered, rows: [] }
-      const keys = sort.field === 'firstSeen' ? firstSeenKeys(q, sort.direction, limit, offset, per) : pageKeys(q, sort, limit, offset)
+      // A source nothing of which matches is not read: walking its index in order for rows
+      // that are not there would read every one of them (a million peripherals).
+      for (const src of SOURCES) if (per[src] === 0) delete parts[src]
+      const pos = offset > 0 ? entry.ends.get(offset) : undefined
+      const read = sort.field === 'firstSeen' ? firstSeenKeys : pageKeys
+      const keys = read(parts, q, sort, limit, pos ? 0 : offset, pos)
+      if (pos) reads.keyset++
+      else reads.offset++
+      for (const src of SOURCES) if (parts[src]) reads.sources[src]++
+      if (keys.length > 0) {
+        const [s, src, id] = keys[keys.length - 1]
+        if (entry.ends.size >= MAX_ENDS) entry.ends.delete(entry.ends.keys().next().value!)
+        entry.ends.set(offset + keys.length, { s, src, id })
+      }
       const bySource = new Map<Source, number[]>()
-      for (const [src, id] of keys) bySource.set(src, [...(bySource.get(src) ?? []), id])
+      for (const [, src, id] of keys) {
+        const ids = bySource.get(SOURCES[src])
+        if (ids) ids.push(id)
+        else bySource.set(SOURCES[src], [id])
+      }
       const found = new Map<string, AssetRow>()
       for (const [src, ids] of bySource) {
         const values = src === 'agent' ? { ids: JSON.stringify(ids) } : { ids: JSON.stringify(ids), rare: JSON.stringify(q.rare) }
         for (const r of rows[src].all(src === 'host' ? { ids: values.ids } : values) as AssetRow[]) found.set(`${src}:${r.rowid}`, r)
       }
-      return { filtered, rows: keys.map(([src, id]) => found.get(`${src}:${id}`)).filter((r): r is AssetRow => r !== undefined) }
+      return { filtered, rows: keys.map(([, src, id]) => found.get(`${SOURCES[src]}:${id}`)).filter((r): r is AssetRow => r !== undefined) }
     },
 
-    /** Counts by type, risk level, online state and newness (first seen at or after `since`), over every asset. */
-    summary(rare: string[], since: number): AssetCounts[] {
-      return SOURCES.flatMap((src) => summaries[src].all(src === 'peripheral' ? { rare: JSON.stringify(rare), since } : { since }) as AssetCounts[])
+    /**
+     * Counts by type, risk level, online state and newness (first seen at or after `since`),
+     * over every asset, read a range of rows at a time: yields between ranges (each sized to
+     * take about `sliceMs`), so that a caller can let other work run in between.
+     */
+    *summary(rare: string[], since: number, sliceMs = 20, rows = { first: 2000, min: 500, max: 100_000 }): Generator<void, AssetCounts[]> {
+      const tally = new Map<string, AssetCounts>()
+      for (const src of SOURCES) {
+        const last = lastIds[src].get() ?? null
+        let size = rows.first
+        for (let from = 0; last !== null && from < last; ) {
+          const t0 = performance.now()
+          const values = { rare: JSON.stringify(rare), since, from, to: from + size }
+          for (const c of summaries[src].all(src === 'peripheral' ? values : { since, from, to: from + size }) as AssetCounts[]) {
+            const k = `${c.type}:${c.risk_level}:${c.is_online}:${c.is_new}`
+            const seen = tally.get(k)
+            if (seen) seen.n += c.n
+            else tally.set(k, { ...c })
+          }
+          const took = performance.now() - t0
+          // The next range sized to take about sliceMs at this one's pace, within [min, max] rows.
+          from += size
+          size = Math.min(rows.max, Math.max(rows.min, Math.round(took > 0 ? (size * sliceMs) / took : size * 2)))
+          yield
+        }
+      }
+      return [...tally.values()]
     },
 
     /** Switches the agents report, and those first reported since `since`. */

@@ -12,6 +12,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises'
 type S = components['schemas']
 type Host = S['RiskInsightHost']
 type NameCount = S['AgentsNameCount']
+type Uncommon = Omit<S['UncommonPeripheralsResult'], 'computedTime'>
 
 const DAY_MS = 86_400_000
 const MAX_MODELS = 1000
@@ -138,30 +139,79 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
   )
 
   // ---- uncommon peripherals ----
-  const uncommonModels = db.prepare<{ maxHosts: number }, {
+  // Rare models are found model by model (each a seek into the covering index of present
+  // peripherals, migration 004) rather than by one GROUP BY over every present peripheral:
+  // a model's hosts are counted only up to maxHosts + 1, so a model on every host costs no
+  // more than a rare one, and the walk can stop between models to let other work run.
+  const nextModel = db.prepare<{ vid: string; pid: string }, { vid: string; pid: string }>(
+    'SELECT vid, pid FROM peripherals WHERE present = 1 AND (vid, pid) > (@vid, @pid) ORDER BY vid, pid LIMIT 1',
+  )
+  const modelHosts = db.prepare<{ vid: string; pid: string; limit: number }, number>(
+    'SELECT count(*) FROM (SELECT DISTINCT agent_id FROM peripherals WHERE present = 1 AND vid = @vid AND pid = @pid LIMIT @limit)',
+  ).pluck()
+  // Every peripheral of the model on the hosts where it is present, among them those of
+  // hubs, which are then left out.
+  const modelDetail = db.prepare<{ vid: string; pid: string }, {
+    gui_vid: string | null; gui_pid: string | null; dev_icon: number; hub: number
+    peripherals: number; present: number; first_seen: number; last_seen: number
+  }>(
+    `SELECT max(p.gui_vid) AS gui_vid, max(p.gui_pid) AS gui_pid, max(p.dev_icon) AS dev_icon, max(p.dev_icon = ${HUB}) AS hub,
+       count(*) AS peripherals, sum(p.present) AS present, min(p.first_seen_ms) AS first_seen, max(p.last_seen_ms) AS last_seen
+     FROM peripherals p WHERE p.vid = @vid AND p.pid = @pid
+       AND p.agent_id IN (SELECT agent_id FROM peripherals q WHERE q.vid = @vid AND q.pid = @pid AND q.present = 1)`,
+  )
+  type UncommonModel = {
     vid: string; pid: string; gui_vid: string | null; gui_pid: string | null; dev_icon: number
     hosts: number; peripherals: number; present: number; first_seen: number; last_seen: number
-  }>(
-    // The rare models come from the covering index of present peripherals (migration 004);
-    // only their own rows are read, among them those of hubs, which are then left out.
-    `WITH rare AS (
-       SELECT vid, pid, count(DISTINCT agent_id) AS hosts FROM peripherals
-       WHERE present = 1 AND vid NOT IN ('', '0000')
-       GROUP BY vid, pid HAVING count(DISTINCT agent_id) <= @maxHosts)
-     SELECT p.vid, p.pid, max(p.gui_vid) AS gui_vid, max(p.gui_pid) AS gui_pid, max(p.dev_icon) AS dev_icon,
-       r.hosts, count(*) AS peripherals, sum(p.present) AS present,
-       min(p.first_seen_ms) AS first_seen, max(p.last_seen_ms) AS last_seen
-     FROM rare r JOIN peripherals p ON p.vid = r.vid AND p.pid = r.pid
-     WHERE p.agent_id IN (SELECT agent_id FROM peripherals q WHERE q.vid = r.vid AND q.pid = r.pid AND q.present = 1)
-     GROUP BY p.vid, p.pid
-     HAVING max(p.dev_icon = ${HUB}) = 0
-     ORDER BY r.hosts, last_seen DESC, p.vid, p.pid`,
-  )
+  }
+  /**
+   * The rare models (on at most `maxHosts` hosts, hubs left out), fewest hosts first, then
+   * the latest seen. Yields after each model, so that a caller can spread the walk over
+   * several turns of the event loop.
+   */
+  function* uncommonModels(maxHosts: number): Generator<void, UncommonModel[]> {
+    const found: UncommonModel[] = []
+    // ('', '') sorts first and is no model counted (nor is any of vid '').
+    let at: { vid: string; pid: string } | undefined = { vid: '', pid: '' }
+    for (;;) {
+      at = nextModel.get(at)
+      if (!at) break
+      if (at.vid !== '' && at.vid !== '0000') {
+        const hosts = modelHosts.get({ ...at, limit: maxHosts + 1 })!
+        if (hosts <= maxHosts) {
+          const d = modelDetail.get(at)!
+          if (!d.hub) found.push({ vid: at.vid, pid: at.pid, gui_vid: d.gui_vid, gui_pid: d.gui_pid, dev_icon: d.dev_icon, hosts, peripherals: d.peripherals, present: d.present, first_seen: d.first_seen, last_seen: d.last_seen })
+        }
+      }
+      yield
+    }
+    const cmp = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0)
+    return found.sort((x, y) => x.hosts - y.hosts || y.last_seen - x.last_seen || cmp(x.vid, y.vid) || cmp(x.pid, y.pid))
+  }
   const presentHosts = db.prepare<[string, string, number], HostRow>(
     `SELECT a.uuid, a.host_identifier, a.local_ip_address FROM agents a
      WHERE a.id IN (SELECT agent_id FROM peripherals WHERE vid = ? AND pid = ? AND present = 1)
      ORDER BY a.host_identifier COLLATE NOCASE, a.uuid LIMIT ?`,
   )
+  function* uncommonSteps(maxHosts: number): Generator<void, Uncommon> {
+    const agentsConsidered = agentsTotal.get()!.n
+    // In a fleet this small every model is on few hosts: nothing is uncommon.
+    const models = agentsConsidered > maxHosts ? yield* uncommonModels(maxHosts) : []
+    const data: Uncommon['data'] = []
+    for (const m of models.slice(0, MAX_MODELS)) {
+      data.push({
+        ...model(m.vid, m.pid, m.gui_vid, m.gui_pid, m.dev_icon),
+        hostsCount: m.hosts,
+        peripheralsCount: m.peripherals,
+        presentCount: m.present,
+        firstSeen: iso(m.first_seen),
+        lastSeen: iso(m.last_seen),
+        hosts: presentHosts.all(m.vid, m.pid, UNCOMMON_HOSTS).map(hostView),
+      })
+      yield
+    }
+    return { maxHosts, agentsConsidered, recordsTotal: models.length, data }
+  }
 
   // ---- vulnerable peripherals ----
   const vulnerableModels = db.prepare<[], {
@@ -270,6 +320,19 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
       })()
     },
 
+    /** The cached result of an insight as it is, however old, with the time it was computed. */
+    peek<T>(name: string): { computedMs: number; result: T & { computedTime: string } } | undefined {
+      const hit = cacheGet.get(name)
+      return hit ? { computedMs: hit.computed_ms, result: JSON.parse(hit.result) } : undefined
+    },
+
+    /** Stores an insight computed at `computedMs` (outside `cached`, e.g. in slices). */
+    store<T extends object>(name: string, computedMs: number, result: T): T & { computedTime: string } {
+      const out = { computedTime: iso(computedMs), ...result }
+      cachePut.run(name, computedMs, JSON.stringify(out))
+      return out
+    },
+
     /** Drops a cached insight (and its variants `name:...`), after a change that makes it stale. */
     invalidate(name: string): void {
       cacheDrop.run(name, name)
@@ -368,23 +431,29 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
       })()
     },
 
-    uncommonPeripherals(maxHosts: number): Omit<S['UncommonPeripheralsResult'], 'computedTime'> {
-      const agentsConsidered = agentsTotal.get()!.n
-      // In a fleet this small every model is on few hosts: nothing is uncommon.
-      const models = agentsConsidered > maxHosts ? uncommonModels.all({ maxHosts }) : []
-      return {
-        maxHosts,
-        agentsConsidered,
-        recordsTotal: models.length,
-        data: models.slice(0, MAX_MODELS).map((m) => ({
-          ...model(m.vid, m.pid, m.gui_vid, m.gui_pid, m.dev_icon),
-          hostsCount: m.hosts,
-          peripheralsCount: m.peripherals,
-          presentCount: m.present,
-          firstSeen: iso(m.first_seen),
-          lastSeen: iso(m.last_seen),
-          hosts: presentHosts.all(m.vid, m.pid, UNCOMMON_HOSTS).map(hostView),
-        })),
+    uncommonPeripherals(maxHosts: number): Uncommon {
+      const steps = uncommonSteps(maxHosts)
+      for (;;) {
+        const r = steps.next()
+        if (r.done) return r.value
+      }
+    },
+
+    /**
+     * The same, computed in slices of about `sliceMs` of work, each in its own turn of the
+     * event loop, so that no request waits behind it for longer than that.
+     */
+    async uncommonPeripheralsSliced(maxHosts: number, sliceMs = 20): Promise<Uncommon> {
+      const steps = uncommonSteps(maxHosts)
+      let since = performance.now()
+      for (;;) {
+        const r = steps.next()
+        if (r.done) return r.value
+        if (performance.now() - since >= sliceMs) {
+          await nextTurn()
+          if (!db.open) throw new Error('The database was closed while the rare models were being computed.')
+          since = performance.now()
+        }
       }
     },
 

@@ -1510,7 +1510,10 @@ export interface paths {
          *     **Order.** Default `firstSeen_asc`: assets first seen later come later, so that a
          *     client paging through while the fleet grows sees each asset once and reads any page
          *     as fast as the first. Other orders over `x-sort-fields`; ties are broken by asset
-         *     kind and id. Nulls sort last ascending.
+         *     kind and id. Nulls sort last ascending. The page after the one just read (same
+         *     query, next `pageNumber`) is read from where that one ended while no asset changed,
+         *     so that paging to the end costs the same per page; any other page is counted from
+         *     the first.
          *
          *     **Filters** (AND): `Type` and `RiskLevel` (an integer or a comma-separated list:
          *     any of them), `IsOnline` (true/false in any case, 1/0), `GlobalSearch`
@@ -1542,6 +1545,9 @@ export interface paths {
          *     plugged into; one is new when every agent behind it enrolled within the window),
          *     online assets, and assets by risk: `high` (risk level 7-10), `medium` (4-6), `low`
          *     (0-3). Counted at most every 30 seconds (`computedTime`; shared with the distribution): a dashboard polling both reads the fleet once.
+         *     Once they are older, the last counts are answered at once while the fleet is counted
+         *     again in the background, a range of rows at a time (no other request waits behind
+         *     it); only the first call on a new database waits for the counting.
          */
         get: operations["getAssetsOverview"];
         put?: never;
@@ -1563,7 +1569,8 @@ export interface paths {
          * Assets by type and risk level (automation client)
          * @description How the assets divide: per asset type (with how many are online and their risk
          *     bands) and per risk level (highest first). The path's spelling is the one
-         *     clients call. Counted at most every 30 seconds (`computedTime`; shared with the overview).
+         *     clients call. Counted at most every 30 seconds (`computedTime`; shared with the overview),
+         *     and counted again in the background as the overview says.
          */
         get: operations["getAssetsDistribution"];
         put?: never;
@@ -4932,7 +4939,8 @@ export interface components {
          *     Threat` (one that was and has been removed, 6), `Common Vulnerabilities and Exposures
          *     (CVE)` (a peripheral model with a known vulnerability, 7), `Rare Device` (a
          *     peripheral model on at most `PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS` hosts, as the
-         *     uncommon-peripherals insight finds them, 5), `Unsupervised Host` (a host without an
+         *     uncommon-peripherals insight finds them, at most hourly; once an hour has passed the
+         *     models last found count while the next are found in the background, 5), `Unsupervised Host` (a host without an
          *     agent, 4); and `Unapproved Peripheral` (no administrator approved it, 4). Hosts carry
          *     the indicators of their present peripherals (except Rare Device).
          */

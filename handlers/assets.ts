@@ -51,7 +51,7 @@ export const assetsHandlers: Handlers<'querySepioData' | 'getAssets' | 'getAsset
       if (err instanceof AssetQueryError) throw invalidField('query', 'GlobalSearch', err.message.replace(/^GlobalSearch /, ''))
       throw err
     }
-    const answer = assetPage(assetContext(req), { filters: and.length ? [and] : [], system: [], search }, order as { field: AssetField; direction: 'asc' | 'desc' }, pageSize, offset)
+    const answer = await assetPage(assetContext(req), { filters: and.length ? [and] : [], system: [], search }, order as { field: AssetField; direction: 'asc' | 'desc' }, pageSize, offset)
     return listAnswer(answer.recordsTotal, answer.recordsFiltered, answer.data)
   },
 

@@ -58,7 +58,7 @@ export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
     notifications: notificationsRepo(db),
     agentless: agentlessRepo(db),
     ftsUpkeep: ftsUpkeep(db),
-    assets: assetsRepo(db),
+    assets: assetsRepo(db, checkInTimes),
     /** Moves with every write that may end a credential (see db/auth-version.ts). */
     authVersion,
     retention: retentionRepo(db),

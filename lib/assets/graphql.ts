@@ -81,7 +81,7 @@ interface TableArgs {
   pagination?: { pageNumber?: number | null; pageSize?: number | null; sortBy?: string | null } | null
 }
 
-function conditionalTable(_root: unknown, args: TableArgs, ctx: Context) {
+async function conditionalTable(_root: unknown, args: TableArgs, ctx: Context) {
   const p = args.pagination ?? {}
   const pageNumber = p.pageNumber ?? 1
   const pageSize = p.pageSize ?? DEFAULT_GRAPH_PAGE_SIZE
@@ -93,7 +93,7 @@ function conditionalTable(_root: unknown, args: TableArgs, ctx: Context) {
     system: conditionGroups(args.query?.systemFilters, 'query.systemFilters'),
     search: searchPattern(args.query?.globalSearch, 'query.globalSearch'),
   }
-  const page = assetPage(ctx.assets, q, sort, pageSize, (pageNumber - 1) * pageSize)
+  const page = await assetPage(ctx.assets, q, sort, pageSize, (pageNumber - 1) * pageSize)
   return { ...page, pageNumber, pageSize }
 }
 

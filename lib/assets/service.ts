@@ -2,10 +2,11 @@
 // query, the overview and the distribution. Shared by the REST operations and the GraphQL
 // endpoint; takes the repositories and plain values.
 import type { components } from '../../generated/openapi.js'
-import { ASSET_TYPES, HOST_ICONS, INDICATOR_RISK, type AssetQuery, type AssetRow, type AssetSort, type AssetsRepo } from '../../db/assets.js'
+import { ASSET_TYPES, HOST_ICONS, INDICATOR_RISK, type AssetCounts, type AssetQuery, type AssetRow, type AssetSort, type AssetsRepo } from '../../db/assets.js'
 import { uncommonInsightName, type InsightsRepo } from '../../db/insights.js'
 import { iconName } from '../usb.js'
 import { iso } from '../time.js'
+import { setImmediate as nextTurn } from 'node:timers/promises'
 
 type Schemas = components['schemas']
 export type AssetView = Schemas['AssetView']
@@ -26,11 +27,40 @@ export interface AssetContext {
 // The uncommon-peripherals insight as its own operation keeps it: computed at most hourly.
 const RARE_CACHE_MS = 3_600_000
 
-/** `VID:PID` of the rare peripheral models. */
-export function rareModels(ctx: AssetContext): string[] {
+/** Work under way per database (its insights repository), by name: one at a time each. */
+function underWay<T>(all: WeakMap<InsightsRepo, Map<string, Promise<T>>>, insights: InsightsRepo): Map<string, Promise<T>> {
+  let runs = all.get(insights)
+  if (!runs) all.set(insights, (runs = new Map()))
+  return runs
+}
+const rareRuns = new WeakMap<InsightsRepo, Map<string, Promise<string[]>>>()
+const modelsOf = (r: { data: { vid: string; pid: string }[] }) => r.data.map((m) => `${m.vid}:${m.pid}`)
+
+/**
+ * `VID:PID` of the rare peripheral models. They are computed in slices (no request waits
+ * behind the walk over a million peripherals); once an hour has passed, the models last
+ * computed are answered while the next ones are computed.
+ */
+export async function rareModels(ctx: AssetContext): Promise<string[]> {
   const { insights, uncommonMaxHosts: maxHosts } = ctx
-  const result = insights.cached(uncommonInsightName(maxHosts), RARE_CACHE_MS, () => insights.uncommonPeripherals(maxHosts))
-  return result.data.map((m) => `${m.vid}:${m.pid}`)
+  const name = uncommonInsightName(maxHosts)
+  const hit = insights.peek<{ data: { vid: string; pid: string }[] }>(name)
+  const now = Date.now()
+  if (hit && now - hit.computedMs < RARE_CACHE_MS && hit.computedMs <= now) return modelsOf(hit.result)
+  const refreshing = underWay(rareRuns, insights)
+  let run = refreshing.get(name)
+  if (!run) {
+    run = insights.uncommonPeripheralsSliced(maxHosts).then((r) => modelsOf(insights.store(name, now, r)))
+    refreshing.set(name, run)
+    const done = () => { refreshing.delete(name) }
+    run.then(done, done)
+  }
+  if (hit) {
+    // Nobody waits for this refresh: its failure (the server closing) is not a request's.
+    run.catch(() => {})
+    return modelsOf(hit.result)
+  }
+  return run
 }
 
 export const TYPE_NAMES: Record<number, TypeName> = {
@@ -151,8 +181,8 @@ export function assetView(row: AssetRow, maxHosts: number): AssetView {
 export interface AssetPage { recordsTotal: number; recordsFiltered: number; data: AssetView[] }
 
 /** A page of the assets a query matches. */
-export function assetPage(ctx: AssetContext, q: Omit<AssetQuery, 'rare'>, sort: AssetSort, limit: number, offset: number): AssetPage {
-  const rare = rareModels(ctx)
+export async function assetPage(ctx: AssetContext, q: Omit<AssetQuery, 'rare'>, sort: AssetSort, limit: number, offset: number): Promise<AssetPage> {
+  const rare = await rareModels(ctx)
   const recordsTotal = ctx.assets.total()
   const { filtered, rows } = ctx.assets.page({ ...q, rare }, sort, limit, offset)
   return { recordsTotal, recordsFiltered: filtered, data: rows.map((r) => assetView(r, ctx.uncommonMaxHosts)) }
@@ -160,20 +190,48 @@ export function assetPage(ctx: AssetContext, q: Omit<AssetQuery, 'rare'>, sort: 
 
 const isHost = (type: number) => type !== ASSET_TYPES.Peripheral
 
-// The overview and the distribution read every peripheral: their counts are kept this long
-// (a dashboard polling both costs one reading of the fleet).
+// The overview and the distribution read every asset: their counts are kept this long (a
+// dashboard polling both costs one reading of the fleet), and are then computed again in
+// slices while the counts last computed are answered.
 const SUMMARY_CACHE_MS = 30_000
 
-/** The counts behind the overview and the distribution, computed at most every 30 seconds. */
-function summary(ctx: AssetContext) {
-  return ctx.insights.cached(`assetSummary:${ctx.newHours}:${ctx.uncommonMaxHosts}`, SUMMARY_CACHE_MS, () => {
-    const since = ctx.now - ctx.newHours * 3_600_000
-    return { since, counts: ctx.assets.summary(rareModels(ctx), since), switches: ctx.assets.switches(since) }
-  })
+interface Summary { since: number; counts: AssetCounts[]; switches: { n: number; fresh: number } }
+const summaryRuns = new WeakMap<InsightsRepo, Map<string, Promise<Summary & { computedTime: string }>>>()
+
+/** The counts behind the overview and the distribution. */
+async function summary(ctx: AssetContext): Promise<Summary & { computedTime: string }> {
+  const { insights } = ctx
+  const name = `assetSummary:${ctx.newHours}:${ctx.uncommonMaxHosts}`
+  const hit = insights.peek<Summary>(name)
+  const now = Date.now()
+  if (hit && now - hit.computedMs < SUMMARY_CACHE_MS && hit.computedMs <= now) return hit.result
+  const summarizing = underWay(summaryRuns, insights)
+  let run = summarizing.get(name)
+  if (!run) {
+    run = (async () => {
+      const rare = await rareModels(ctx)
+      const since = ctx.now - ctx.newHours * 3_600_000
+      const steps = ctx.assets.summary(rare, since)
+      let r = steps.next()
+      while (!r.done) {
+        await nextTurn()
+        r = steps.next()
+      }
+      return insights.store(name, now, { since, counts: r.value, switches: ctx.assets.switches(since) })
+    })()
+    summarizing.set(name, run)
+    const done = () => { summarizing.delete(name) }
+    run.then(done, done)
+  }
+  if (hit) {
+    run.catch(() => {})
+    return hit.result
+  }
+  return run
 }
 
-export function assetsOverview(ctx: AssetContext): Schemas['AssetsOverview'] {
-  const { since, counts, switches, computedTime } = summary(ctx)
+export async function assetsOverview(ctx: AssetContext): Promise<Schemas['AssetsOverview']> {
+  const { since, counts, switches, computedTime } = await summary(ctx)
   const sum = (keep: (c: (typeof counts)[number]) => boolean) => counts.filter(keep).reduce((n, c) => n + c.n, 0)
   return {
     totalAssets: sum(() => true),
@@ -195,8 +253,8 @@ export function assetsOverview(ctx: AssetContext): Schemas['AssetsOverview'] {
   }
 }
 
-export function assetsDistribution(ctx: AssetContext): Schemas['AssetsDistribution'] {
-  const { counts, computedTime } = summary(ctx)
+export async function assetsDistribution(ctx: AssetContext): Promise<Schemas['AssetsDistribution']> {
+  const { counts, computedTime } = await summary(ctx)
   const types = new Map<number, { count: number; online: number; high: number; medium: number; low: number }>()
   const levels = new Map<number, number>()
   for (const c of counts) {
