@@ -83,14 +83,14 @@ class Field {
   /**
    * Agents holding each value: the first in `firstOf` (most host names have one agent, and
    * a typed array is read twice as fast as a list per value), the others in `othersOf`.
-   * An agent that moved to another value since stays listed (see `valueOf`).
+   * An agent that moved to another value since stays listed (see `valueIndex`).
    */
   firstOf = new Int32Array(0)
   othersOf: (number[] | undefined)[] = []
   /** Agents holding each value now. */
   live: number[] = []
   /** Agent id -> value number (-1: none). */
-  valueOf = new Int32Array(0).fill(-1)
+  valueIndex = new Int32Array(0).fill(-1)
   /**
    * Trigram key -> the values holding it, ascending (when there are many values): the
    * values numbered when the lists were made lie in one typed array (`slots` gives a key's
@@ -109,24 +109,24 @@ class Field {
   liveValues = 0
 
   set(id: number, text: string | null) {
-    if (id >= this.valueOf.length) {
-      const grown = new Int32Array(Math.max(id + 1, this.valueOf.length * 2, 1024)).fill(-1)
-      grown.set(this.valueOf)
-      this.valueOf = grown
+    if (id >= this.valueIndex.length) {
+      const grown = new Int32Array(Math.max(id + 1, this.valueIndex.length * 2, 1024)).fill(-1)
+      grown.set(this.valueIndex)
+      this.valueIndex = grown
     }
-    const before = this.valueOf[id]
+    const before = this.valueIndex[id]
     const after = text === null ? -1 : this.number(text.toLowerCase())
     if (before === after) return
     if (before >= 0) {
       this.agents--
       if (--this.live[before] === 0) this.liveValues--
     }
-    this.valueOf[id] = after
+    this.valueIndex[id] = after
     if (after >= 0) {
       this.agents++
       if (this.live[after]++ === 0) this.liveValues++
       const first = this.firstOf[after]
-      if (first === -1 || (first !== id && this.valueOf[first] !== after)) {
+      if (first === -1 || (first !== id && this.valueIndex[first] !== after)) {
         // Empty, or its first agent moved away: this one takes the place.
         this.firstOf[after] = id
         if (first === -1) this.listed++
@@ -180,13 +180,25 @@ class Field {
     }
     // A key twice in one value counts once: `last` is the last value each slot counted.
     let last: number[] = []
-    for (let v = 0; v < values.length; v++) eachKey(v, (slot) => { if (last[slot] !== v + 1) { last[slot] = v + 1; counts[slot]++ } })
+    for (let v = 0; v < values.length; v++)
+      eachKey(v, (slot) => {
+        if (last[slot] !== v + 1) {
+          last[slot] = v + 1
+          counts[slot]++
+        }
+      })
     const starts = new Int32Array(counts.length + 1)
     for (let slot = 0; slot < counts.length; slot++) starts[slot + 1] = starts[slot] + counts[slot]
     const indexed = new Int32Array(starts[counts.length])
     const fill = starts.slice(0, counts.length)
     last = []
-    for (let v = 0; v < values.length; v++) eachKey(v, (slot) => { if (last[slot] !== v + 1) { last[slot] = v + 1; indexed[fill[slot]++] = v } })
+    for (let v = 0; v < values.length; v++)
+      eachKey(v, (slot) => {
+        if (last[slot] !== v + 1) {
+          last[slot] = v + 1
+          indexed[fill[slot]++] = v
+        }
+      })
     this.trigrams = slots
     this.starts = starts
     this.indexed = indexed
@@ -247,9 +259,9 @@ class Field {
   /** Adds the agents holding a value that contains the lower-cased term. */
   collect(term: string, into: AgentSet) {
     const matched = this.matching(term)
-    const { firstOf, othersOf, valueOf } = this
+    const { firstOf, othersOf, valueIndex } = this
     const add = (id: number, v: number) => {
-      if (valueOf[id] !== v) return
+      if (valueIndex[id] !== v) return
       if (id >= into.bits.length) addIds(into, [id])
       else if (into.bits[id] === 0) {
         into.bits[id] = 1
@@ -330,7 +342,7 @@ export function agentTexts(db: DB) {
       seen.add(id)
     }
     // Gone: deleted.
-    for (const id of ids) if (!seen.has(id)) for (const f of fields) if (id < f.valueOf.length) f.set(id, null)
+    for (const id of ids) if (!seen.has(id)) for (const f of fields) if (id < f.valueIndex.length) f.set(id, null)
     applied = last
     if (fields.some((f) => f.worn)) return build()
     return fields

@@ -247,9 +247,7 @@ export function agentlessRepo(db: DB) {
     unregisterAll: db.prepare<[number, string]>('UPDATE agentless_connections SET poller_id = NULL, updated_ms = ? WHERE poller_id = ?'),
     bump: db.prepare<[string]>('UPDATE worker_pollers SET assignments_revision = assignments_revision + 1 WHERE id = ?'),
     load: db.prepare<[string], number>('SELECT count(*) FROM agentless_connections WHERE poller_id = ?'),
-    goneQuiet: db.prepare<[number], PollerRow>(
-      'SELECT * FROM worker_pollers WHERE offline_since_ms IS NULL AND coalesce(last_heartbeat_ms, created_ms) < ?',
-    ),
+    goneQuiet: db.prepare<[number], PollerRow>('SELECT * FROM worker_pollers WHERE offline_since_ms IS NULL AND coalesce(last_heartbeat_ms, created_ms) < ?'),
     setOffline: db.prepare<[number, string]>('UPDATE worker_pollers SET offline_since_ms = ? WHERE id = ? AND offline_since_ms IS NULL'),
 
     connection: db.prepare<[number], ConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.id = ?`),
@@ -265,9 +263,7 @@ export function agentlessRepo(db: DB) {
          user_name = @userName, is_override_defaults = @override, polling_interval_s = @interval, timeout_s = @timeout,
          poller_id = @pollerId, updated_ms = @now WHERE id = @id`,
     ),
-    setCredentials: db.prepare<[string, Buffer, number, number]>(
-      'UPDATE agentless_connections SET credential_type = ?, credentials = ?, credentials_updated_ms = ? WHERE id = ?',
-    ),
+    setCredentials: db.prepare<[string, Buffer, number, number]>('UPDATE agentless_connections SET credential_type = ?, credentials = ?, credentials_updated_ms = ? WHERE id = ?'),
     setPoller: db.prepare<[string | null, number, number]>('UPDATE agentless_connections SET poller_id = ?, updated_ms = ? WHERE id = ?'),
     deleteConnection: db.prepare<[number]>('DELETE FROM agentless_connections WHERE id = ?'),
     assigned: db.prepare<[string], ConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.poller_id = ? ORDER BY c.id`),
@@ -313,9 +309,7 @@ export function agentlessRepo(db: DB) {
       `SELECT agent_id, agent_uuid, device_id, vid, pid, serial_number, gui_vid, gui_pid, caption, dev_icon, approved, present, is_attack_tool, is_vulnerable
        FROM peripherals WHERE agent_id IN (SELECT value FROM json_each(?)) ORDER BY agent_id, id`,
     ),
-    connectionsAfter: db.prepare<[number, number], ConnectionAssetRow>(
-      'SELECT id, name, address, status FROM agentless_connections WHERE id > ? ORDER BY id LIMIT ?',
-    ),
+    connectionsAfter: db.prepare<[number, number], ConnectionAssetRow>('SELECT id, name, address, status FROM agentless_connections WHERE id > ? ORDER BY id LIMIT ?'),
     locations: db.prepare<[string, string], { asset_key: string; location: string }>(
       'SELECT asset_key, location FROM asset_locations WHERE asset_type = ? AND asset_key IN (SELECT value FROM json_each(?))',
     ),
@@ -383,22 +377,40 @@ export function agentlessRepo(db: DB) {
     list(f: AgentlessFilter, sort: Sort, defaults: PollingDefaults, limit: number, offset: number) {
       const w = where(f)
       const total = q.countAll.pluck().get() as number
-      const filtered = w.sql === '1' ? total : (cached(`SELECT count(*) FROM ${FROM} WHERE ${w.sql}`).pluck().get(...w.params) as number)
-      const rows = cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${w.sql} ORDER BY ${orderBy(sort, sortColumns(defaults), 'c.id', NULLABLE)} LIMIT ? OFFSET ?`)
-        .all(...w.params, limit, offset) as ConnectionRow[]
+      const filtered =
+        w.sql === '1'
+          ? total
+          : (cached(`SELECT count(*) FROM ${FROM} WHERE ${w.sql}`)
+              .pluck()
+              .get(...w.params) as number)
+      const rows = cached(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${w.sql} ORDER BY ${orderBy(sort, sortColumns(defaults), 'c.id', NULLABLE)} LIMIT ? OFFSET ?`).all(
+        ...w.params,
+        limit,
+        offset,
+      ) as ConnectionRow[]
       return { total, filtered, rows }
     },
 
     /** The ids of the matching connections, in order (exports and large pages read the rows a page at a time). */
     ids(f: AgentlessFilter, sort: Sort, defaults: PollingDefaults, limit = -1, offset = 0): number[] {
       const w = where(f)
-      return cached(`SELECT c.id FROM ${FROM} WHERE ${w.sql} ORDER BY ${orderBy(sort, sortColumns(defaults), 'c.id', NULLABLE)} LIMIT ? OFFSET ?`).pluck().all(...w.params, limit, offset) as number[]
+      return cached(`SELECT c.id FROM ${FROM} WHERE ${w.sql} ORDER BY ${orderBy(sort, sortColumns(defaults), 'c.id', NULLABLE)} LIMIT ? OFFSET ?`)
+        .pluck()
+        .all(...w.params, limit, offset) as number[]
     },
     /** The counts of the status list. */
     counts(f: AgentlessFilter): { total: number; filtered: number } {
       const w = where(f)
       const total = q.countAll.pluck().get() as number
-      return { total, filtered: w.sql === '1' ? total : (cached(`SELECT count(*) FROM ${FROM} WHERE ${w.sql}`).pluck().get(...w.params) as number) }
+      return {
+        total,
+        filtered:
+          w.sql === '1'
+            ? total
+            : (cached(`SELECT count(*) FROM ${FROM} WHERE ${w.sql}`)
+                .pluck()
+                .get(...w.params) as number),
+      }
     },
 
     run: (runId: string) => q.run.get(runId),

@@ -11,7 +11,10 @@ import { setImmediate as nextTurn } from 'node:timers/promises'
 type AgentView = components['schemas']['AgentViewResource']
 
 /** Conditions of a WHERE clause being built, with their parameters. */
-export interface Where { sql: string[]; params: unknown[] }
+export interface Where {
+  sql: string[]
+  params: unknown[]
+}
 
 export interface AgentRow {
   id: number
@@ -70,11 +73,43 @@ const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms))
 
 /** The columns an agent of a list needs (agentView's, and the id). */
 const VIEW_COLUMNS = [
-  'id', 'uuid', 'host_identifier', 'local_ip_address', 'os_version', 'pc_model', 'nics_text', 'operational_status', 'connection_status',
-  'display_status', 'approved_and_present', 'approved_and_disconnected', 'not_approved', 'latest_event_text', 'latest_minus1_event_text',
-  'latest_minus2_event_text', 'service_version', 'kb_driver_version', 'last_updated_ms', 'last_configured_ms', 'license_status',
-  'expiration_ms', 'license_account_id', 'license_account_name', 'severity', 'has_unapproved', 'has_vulnerable', 'has_attack_tool',
-  'vulnerable_or_wlv', 'in_action', 'model_tooltip', 'running_mode', 'switch_ip', 'switch_name', 'port_id', 'port_name', 'ethernets_count',
+  'id',
+  'uuid',
+  'host_identifier',
+  'local_ip_address',
+  'os_version',
+  'pc_model',
+  'nics_text',
+  'operational_status',
+  'connection_status',
+  'display_status',
+  'approved_and_present',
+  'approved_and_disconnected',
+  'not_approved',
+  'latest_event_text',
+  'latest_minus1_event_text',
+  'latest_minus2_event_text',
+  'service_version',
+  'kb_driver_version',
+  'last_updated_ms',
+  'last_configured_ms',
+  'license_status',
+  'expiration_ms',
+  'license_account_id',
+  'license_account_name',
+  'severity',
+  'has_unapproved',
+  'has_vulnerable',
+  'has_attack_tool',
+  'vulnerable_or_wlv',
+  'in_action',
+  'model_tooltip',
+  'running_mode',
+  'switch_ip',
+  'switch_name',
+  'port_id',
+  'port_name',
+  'ethernets_count',
   'hashtags',
 ] as const satisfies readonly (keyof AgentRow)[]
 /** An agent as a list reads it. */
@@ -85,7 +120,11 @@ const viewColumns = (alias: string) => VIEW_COLUMNS.map((c) => `${alias}.${c}`).
  * An agent of a list page: its id, the rev of its row as the page read it (migrations 020, 021),
  * and its check-in time, which writes leave out of the rev.
  */
-export interface AgentRef { id: number; rev: number; last_updated_ms: number | null }
+export interface AgentRef {
+  id: number
+  rev: number
+  last_updated_ms: number | null
+}
 const AGENT_REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
 
 /** The columns whose writes move an agent's rev: every one agentView reads but the id and the check-in time. */
@@ -189,19 +228,30 @@ export function agentView(r: AgentListRow): AgentView {
  * One condition of a list filter. `plus` is '+' where the query must not drive from an
  * index for it (SQLite's unary-plus hint), '' where it may.
  */
-export interface Condition { sql: (plus: string) => string; params: unknown[] }
+export interface Condition {
+  sql: (plus: string) => string
+  params: unknown[]
+}
 
 /**
  * "Contains" on fields searched in memory (db/agent-texts.ts), any of them; `indexed`:
  * columns of agents_fts searched too (through it from 3 characters, by LIKE below).
  */
-export interface TextCondition { fields: readonly TextField[]; term: string; indexed?: readonly string[] }
+export interface TextCondition {
+  fields: readonly TextField[]
+  term: string
+  indexed?: readonly string[]
+}
 
 /**
  * A filter as trigram phrases on agents_fts (one MATCH, AND-ed), searches in memory
  * (AND-ed), and the other conditions.
  */
-export interface Conditions { match: string[]; texts: TextCondition[]; rest: Condition[] }
+export interface Conditions {
+  match: string[]
+  texts: TextCondition[]
+  rest: Condition[]
+}
 
 const cond = (sql: (plus: string) => string, ...params: unknown[]): Condition => ({ sql, params })
 
@@ -342,7 +392,12 @@ export function agentSearch(db: DB, texts: AgentTexts) {
     if (!t.indexed) return set
     if (trigramTerm(t.term)) return addIds(set, ftsIds.all(phrase(t.indexed, t.term)))
     const like = contains(t.term)
-    return addIds(set, cached(`SELECT id FROM agents WHERE ${t.indexed.map((col) => `${col} LIKE ? ESCAPE '\\'`).join(' OR ')}`).pluck().all(...t.indexed.map(() => like)) as number[])
+    return addIds(
+      set,
+      cached(`SELECT id FROM agents WHERE ${t.indexed.map((col) => `${col} LIKE ? ESCAPE '\\'`).join(' OR ')}`)
+        .pluck()
+        .all(...t.indexed.map(() => like)) as number[],
+    )
   }
 
   const search = {
@@ -397,23 +452,35 @@ export const agentSortColumns: Record<string, string> = {
   ethernetsCount: 'a.ethernets_count',
 }
 const nullableSorts = [
-  'localIpAddress', 'osVersion', 'pcModel', 'serviceVersion', 'kbDriverVersion', 'lastUpdated', 'lastConfiguered',
-  'lastConfiguration', 'expirationDate', 'licenseAccountName', 'runningMode',
+  'localIpAddress',
+  'osVersion',
+  'pcModel',
+  'serviceVersion',
+  'kbDriverVersion',
+  'lastUpdated',
+  'lastConfiguered',
+  'lastConfiguration',
+  'expirationDate',
+  'licenseAccountName',
+  'runningMode',
 ]
 // plan: query-plans "agents list" (tests/query-plans.test.ts)
 const hinted = (columns: Record<string, string>) => Object.fromEntries(Object.entries(columns).map(([k, v]) => [k, `+${v}`]))
 const agentSortHinted = hinted(agentSortColumns)
 
 /** The sort orders an index of migration 003 serves (descending only where nulls would come first). */
-const agentSortIndexed = (s: Sort) =>
-  ['uuid', 'hostIdentifier', 'severity'].includes(s.field) || (s.direction === 'desc' && ['lastUpdated', 'lastConfiguered', 'lastConfiguration'].includes(s.field))
+const agentSortIndexed = (s: Sort) => ['uuid', 'hostIdentifier', 'severity'].includes(s.field) || (s.direction === 'desc' && ['lastUpdated', 'lastConfiguered', 'lastConfiguration'].includes(s.field))
 
 // plan: query-plans "agents list" (tests/query-plans.test.ts)
 /** ORDER BY of the agent list; for `seek`, hinted so that no index is walked for it. */
 export const agentOrderBy = (s: Sort, plan: Plan = 'walk') => orderBy(s, plan === 'seek' ? agentSortHinted : agentSortColumns, plan === 'seek' ? '+a.uuid' : 'a.uuid', nullableSorts)
 
 /** The identifiers an item of agents/configuration or peripherals/command names an agent by. */
-export interface AgentIdentifiers { uuid?: string | null; hostIdentifier?: string | null; ipAddress?: string | null }
+export interface AgentIdentifiers {
+  uuid?: string | null
+  hostIdentifier?: string | null
+  ipAddress?: string | null
+}
 
 export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, keptAnswers = 64) {
   const cached = statementCache(db)
@@ -425,14 +492,17 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
   // The flags' totals (migration 018), by filter field.
   const flagTotal = db.prepare<[string], number>('SELECT n FROM row_counts WHERE name = ?').pluck()
   const FLAG_TOTALS: Record<string, string> = {
-    hasUnapprovedPeripherals: 'agents.has_unapproved', hasVulnerablePeripherals: 'agents.has_vulnerable',
-    hasKnownAttackTools: 'agents.has_attack_tool', containsVulnerablePeripheralOrWLV: 'agents.vulnerable_or_wlv',
+    hasUnapprovedPeripherals: 'agents.has_unapproved',
+    hasVulnerablePeripherals: 'agents.has_vulnerable',
+    hasKnownAttackTools: 'agents.has_attack_tool',
+    containsVulnerablePeripheralOrWLV: 'agents.vulnerable_or_wlv',
   }
   // A flag filter alone in host order reads its page from the flag's index (flag, host,
   // uuid; migration 003), at any offset: walking the host order and testing each agent
   // took 77 ms for a page 5,000 flagged agents in (13,000 flagged of 100,000).
   const FLAG_HOST_ORDER: Record<string, [column: string, index: string]> = {
-    hasUnapprovedPeripherals: ['has_unapproved', 'agents_unapproved'], hasVulnerablePeripherals: ['has_vulnerable', 'agents_vulnerable'],
+    hasUnapprovedPeripherals: ['has_unapproved', 'agents_unapproved'],
+    hasVulnerablePeripherals: ['has_vulnerable', 'agents_vulnerable'],
     hasKnownAttackTools: ['has_attack_tool', 'agents_attack_tool'],
   }
   function flagPage<R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string, rows: RowReader<R>): R[] | null {
@@ -472,7 +542,12 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     const set = search.resolve(c)
     if (set && (!c.rest.length || set.n === 0)) return { filtered: set.n, set }
     const where = renderConditions(c, 'a.id', 'free', set)
-    return { filtered: cached(`SELECT count(*) FROM agents a WHERE ${where.sql}`).pluck().get(...where.params) as number, set }
+    return {
+      filtered: cached(`SELECT count(*) FROM agents a WHERE ${where.sql}`)
+        .pluck()
+        .get(...where.params) as number,
+      set,
+    }
   }
 
   const byUuid = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE uuid = lower(?)')

@@ -106,15 +106,9 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
   function opened<R extends DestinationRow | undefined>(row: R): R {
     return row && sealer ? { ...row, settings: sealer.open(row.settings, row.id) } : row
   }
-  const cancelPending = db.prepare<[number, string]>(
-    `UPDATE alarm_outbox SET status = 'cancelled', done_ms = ? WHERE destination_id = ? AND status = 'pending'`,
-  )
-  const pendingCount = db.prepare<[string], { n: number }>(
-    `SELECT count(*) AS n FROM alarm_outbox WHERE destination_id = ? AND status = 'pending'`,
-  )
-  const failedSince = db.prepare<[string, number], { n: number }>(
-    `SELECT count(*) AS n FROM alarm_outbox WHERE destination_id = ? AND status = 'failed' AND done_ms >= ?`,
-  )
+  const cancelPending = db.prepare<[number, string]>(`UPDATE alarm_outbox SET status = 'cancelled', done_ms = ? WHERE destination_id = ? AND status = 'pending'`)
+  const pendingCount = db.prepare<[string], { n: number }>(`SELECT count(*) AS n FROM alarm_outbox WHERE destination_id = ? AND status = 'pending'`)
+  const failedSince = db.prepare<[string, number], { n: number }>(`SELECT count(*) AS n FROM alarm_outbox WHERE destination_id = ? AND status = 'failed' AND done_ms >= ?`)
   // The oldest pending delivery of each destination (the one it must receive next).
   const heads = db.prepare<[], { destination_id: string; id: number; next_attempt_ms: number }>(
     `SELECT d.id AS destination_id, o.id, o.next_attempt_ms FROM alarm_destinations d
@@ -125,42 +119,26 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
      WHERE destination_id = ? AND status = 'pending' AND id > ? ORDER BY id LIMIT ?`,
   )
   const outboxSeq = db.prepare<[], { seq: number }>(`SELECT seq FROM sqlite_sequence WHERE name = 'alarm_outbox'`)
-  const outboxItem = db.prepare<[number], OutboxItem & { status: string; last_error: string | null; done_ms: number | null }>(
-    'SELECT * FROM alarm_outbox WHERE id = ?',
-  )
+  const outboxItem = db.prepare<[number], OutboxItem & { status: string; last_error: string | null; done_ms: number | null }>('SELECT * FROM alarm_outbox WHERE id = ?')
   const event = db.prepare<[number], EventRow>('SELECT * FROM events WHERE id = ?')
   const auditRecord = db.prepare<[number], AuditTrailRow>('SELECT * FROM audit_trail WHERE id = ?')
-  const assetMessage = db.prepare<[number], { id: number; created_ms: number; kind: string; body: string }>(
-    'SELECT id, created_ms, kind, body FROM asset_messages WHERE id = ?',
-  )
+  const assetMessage = db.prepare<[number], { id: number; created_ms: number; kind: string; body: string }>('SELECT id, created_ms, kind, body FROM asset_messages WHERE id = ?')
 
   const insertAttempt = db.prepare(
     `INSERT INTO alarm_attempts (outbox_id, destination_id, attempt, started_ms, duration_ms, outcome, error)
      VALUES (@outboxId, @destinationId, @attempt, @startedMs, @durationMs, @outcome, @error)`,
   )
   // A cancelled delivery (its destination was removed meanwhile) stays cancelled.
-  const delivered = db.prepare<[number, number, number]>(
-    `UPDATE alarm_outbox SET status = 'delivered', attempts = ?, last_error = NULL, done_ms = ? WHERE id = ? AND status = 'pending'`,
-  )
-  const failed = db.prepare<[number, string | null, number, number]>(
-    `UPDATE alarm_outbox SET status = 'failed', attempts = ?, last_error = ?, done_ms = ? WHERE id = ? AND status = 'pending'`,
-  )
-  const retry = db.prepare<[number, string | null, number, number]>(
-    `UPDATE alarm_outbox SET attempts = ?, last_error = ?, next_attempt_ms = ? WHERE id = ? AND status = 'pending'`,
-  )
+  const delivered = db.prepare<[number, number, number]>(`UPDATE alarm_outbox SET status = 'delivered', attempts = ?, last_error = NULL, done_ms = ? WHERE id = ? AND status = 'pending'`)
+  const failed = db.prepare<[number, string | null, number, number]>(`UPDATE alarm_outbox SET status = 'failed', attempts = ?, last_error = ?, done_ms = ? WHERE id = ? AND status = 'pending'`)
+  const retry = db.prepare<[number, string | null, number, number]>(`UPDATE alarm_outbox SET attempts = ?, last_error = ?, next_attempt_ms = ? WHERE id = ? AND status = 'pending'`)
   const destinationDelivered = db.prepare<[number, number, string]>(
     `UPDATE alarm_destinations SET last_attempt_ms = ?, last_status = 'delivered', last_error = NULL, last_delivered_ms = ? WHERE id = ?`,
   )
-  const destinationFailed = db.prepare<[number, string | null, string]>(
-    `UPDATE alarm_destinations SET last_attempt_ms = ?, last_status = 'failed', last_error = ? WHERE id = ?`,
-  )
+  const destinationFailed = db.prepare<[number, string | null, string]>(`UPDATE alarm_destinations SET last_attempt_ms = ?, last_status = 'failed', last_error = ? WHERE id = ?`)
 
-  const subscribedToAssets = db.prepare<[], { n: number }>(
-    'SELECT count(*) AS n FROM alarm_destinations WHERE enabled = 1 AND feed_assets = 1',
-  )
-  const insertAsset = db.prepare<[number, string, string | null, string]>(
-    'INSERT INTO asset_messages (created_ms, kind, asset_key, body) VALUES (?, ?, ?, ?)',
-  )
+  const subscribedToAssets = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM alarm_destinations WHERE enabled = 1 AND feed_assets = 1')
+  const insertAsset = db.prepare<[number, string, string | null, string]>('INSERT INTO asset_messages (created_ms, kind, asset_key, body) VALUES (?, ?, ?, ?)')
 
   const health = db.prepare<[number], { destinations: number; enabled: number; pending: number; oldest: number | null; failed: number; retrying: number }>(
     `SELECT (SELECT count(*) FROM alarm_destinations) AS destinations,
@@ -247,9 +225,7 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
         changed = delivered.run(a.attempt, done, a.outboxId).changes
         destinationDelivered.run(a.startedMs, done, a.destinationId)
       } else {
-        changed = a.outcome === 'failed'
-          ? failed.run(a.attempt, a.error, done, a.outboxId).changes
-          : retry.run(a.attempt, a.error, a.nextAttemptMs!, a.outboxId).changes
+        changed = a.outcome === 'failed' ? failed.run(a.attempt, a.error, done, a.outboxId).changes : retry.run(a.attempt, a.error, a.nextAttemptMs!, a.outboxId).changes
         destinationFailed.run(a.startedMs, a.error, a.destinationId)
       }
       return changed > 0

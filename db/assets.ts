@@ -32,8 +32,24 @@ export type Source = 'agent' | 'host' | 'peripheral'
 export const SOURCES: readonly Source[] = ['agent', 'host', 'peripheral']
 
 export type AssetField =
-  | 'key' | 'name' | 'mac' | 'ipAddress' | 'model' | 'vendor' | 'statusDescription' | 'switchIp' | 'switchName' | 'portName'
-  | 'type' | 'icon' | 'hierarchy' | 'riskLevel' | 'isOnline' | 'isRiskAccepted' | 'firstSeen' | 'lastSeen'
+  | 'key'
+  | 'name'
+  | 'mac'
+  | 'ipAddress'
+  | 'model'
+  | 'vendor'
+  | 'statusDescription'
+  | 'switchIp'
+  | 'switchName'
+  | 'portName'
+  | 'type'
+  | 'icon'
+  | 'hierarchy'
+  | 'riskLevel'
+  | 'isOnline'
+  | 'isRiskAccepted'
+  | 'firstSeen'
+  | 'lastSeen'
 
 /** A condition on one field, as SQL operators: `like` patterns are escaped with `\`, dates are epoch ms. */
 export type Condition =
@@ -52,7 +68,10 @@ export interface AssetQuery {
   rare: string[]
 }
 
-export interface AssetSort { field: AssetField; direction: 'asc' | 'desc' }
+export interface AssetSort {
+  field: AssetField
+  direction: 'asc' | 'desc'
+}
 
 const sevRisk = (s: string) => `CASE ${s} ${SEVERITY_RISK.map((r, i) => `WHEN ${i} THEN ${r}`).join(' ')} ELSE 0 END`
 const R = INDICATOR_RISK
@@ -124,7 +143,10 @@ const from = (src: Source, sql: string) => (src === 'peripheral' && !/\ba\./.tes
 const ROWID: Record<Source, string> = { agent: 'a.id', host: 'c.id', peripheral: 'p.id' }
 const SEARCHED: AssetField[] = ['name', 'key', 'ipAddress', 'model', 'vendor']
 
-interface Rendered { sql: string; params: unknown[] }
+interface Rendered {
+  sql: string
+  params: unknown[]
+}
 
 function renderCondition(c: Condition, src: Source): Rendered {
   const e = FIELDS[c.field][src]
@@ -142,12 +164,18 @@ function renderCondition(c: Condition, src: Source): Rendered {
       const any = c.values.map(() => `(${e}) LIKE ? ESCAPE '\\'`).join(' OR ')
       return { sql: c.op === 'like' ? `coalesce(${any}, 0)` : `coalesce(NOT (${any}), 1)`, params: c.values }
     }
-    case 'gt': return { sql: `coalesce((${e}) > ?, 0)`, params: c.values }
-    case 'ge': return { sql: `coalesce((${e}) >= ?, 0)`, params: c.values }
-    case 'lt': return { sql: `coalesce((${e}) < ?, 0)`, params: c.values }
-    case 'le': return { sql: `coalesce((${e}) <= ?, 0)`, params: c.values }
-    case 'range': return { sql: `coalesce((${e}) >= ? AND (${e}) < ?, 0)`, params: c.values }
-    case 'notRange': return { sql: `coalesce(NOT ((${e}) >= ? AND (${e}) < ?), 1)`, params: c.values }
+    case 'gt':
+      return { sql: `coalesce((${e}) > ?, 0)`, params: c.values }
+    case 'ge':
+      return { sql: `coalesce((${e}) >= ?, 0)`, params: c.values }
+    case 'lt':
+      return { sql: `coalesce((${e}) < ?, 0)`, params: c.values }
+    case 'le':
+      return { sql: `coalesce((${e}) <= ?, 0)`, params: c.values }
+    case 'range':
+      return { sql: `coalesce((${e}) >= ? AND (${e}) < ?, 0)`, params: c.values }
+    case 'notRange':
+      return { sql: `coalesce(NOT ((${e}) >= ? AND (${e}) < ?), 1)`, params: c.values }
   }
 }
 
@@ -163,15 +191,24 @@ function decide(c: Condition, src: Source): boolean | undefined {
   if (v === undefined) return undefined
   const [a, b] = c.values as number[]
   switch (c.op) {
-    case 'in': return (c.values as number[]).includes(v)
-    case 'notIn': return !(c.values as number[]).includes(v)
-    case 'gt': return v > a
-    case 'ge': return v >= a
-    case 'lt': return v < a
-    case 'le': return v <= a
-    case 'range': return v >= a && v < b
-    case 'notRange': return !(v >= a && v < b)
-    default: return undefined
+    case 'in':
+      return (c.values as number[]).includes(v)
+    case 'notIn':
+      return !(c.values as number[]).includes(v)
+    case 'gt':
+      return v > a
+    case 'ge':
+      return v >= a
+    case 'lt':
+      return v < a
+    case 'le':
+      return v <= a
+    case 'range':
+      return v >= a && v < b
+    case 'notRange':
+      return !(v >= a && v < b)
+    default:
+      return undefined
   }
 }
 
@@ -188,7 +225,10 @@ function fold(groups: Condition[][], src: Source): Condition[][] | null {
     let holds = true
     for (const c of and) {
       const d = decide(c, src)
-      if (d === false) { holds = false; break }
+      if (d === false) {
+        holds = false
+        break
+      }
       if (d === undefined) left.push(c)
     }
     if (!holds) continue
@@ -312,9 +352,16 @@ export interface AssetCounts {
 }
 
 /** Where a page ended: the sort value, source index and rowid of its last asset. */
-interface Position { s: unknown; src: number; id: number }
+interface Position {
+  s: unknown
+  src: number
+  id: number
+}
 type Key = [s: unknown, src: number, id: number]
-interface Paging { per: Record<Source, number>; ends: Map<number, Position> }
+interface Paging {
+  per: Record<Source, number>
+  ends: Map<number, Position>
+}
 /** Queries whose paging is kept, and page ends kept per query. */
 const MAX_PAGINGS = 32
 const MAX_ENDS = 64
@@ -322,14 +369,24 @@ const MAX_ENDS = 64
 export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckInTimeWrites()) {
   const cached = statementCache(db, 64)
   const rows = Object.fromEntries(SOURCES.map((s) => [s, db.prepare(rowSql(s))])) as Record<Source, ReturnType<DB['prepare']>>
-  const totals = db.prepare<[], number>(`SELECT (SELECT n FROM row_counts WHERE name = 'agents') + (SELECT n FROM row_counts WHERE name = 'peripherals')
-    + (SELECT count(*) FROM agentless_connections)`).pluck()
-  const summaries = Object.fromEntries(SOURCES.map((s) => [s, db.prepare(
-    `SELECT ${FIELDS.type[s]} AS type, ${FIELDS.riskLevel[s]} AS risk_level, ${FIELDS.isOnline[s]} AS is_online,
+  const totals = db
+    .prepare<[], number>(`SELECT (SELECT n FROM row_counts WHERE name = 'agents') + (SELECT n FROM row_counts WHERE name = 'peripherals')
+    + (SELECT count(*) FROM agentless_connections)`)
+    .pluck()
+  const summaries = Object.fromEntries(
+    SOURCES.map((s) => [
+      s,
+      db.prepare(
+        `SELECT ${FIELDS.type[s]} AS type, ${FIELDS.riskLevel[s]} AS risk_level, ${FIELDS.isOnline[s]} AS is_online,
        ${FIELDS.firstSeen[s]} >= @since AS is_new, count(*) AS n
      FROM ${FROM[s]} WHERE ${ROWID[s]} > @from AND ${ROWID[s]} <= @to GROUP BY 1, 2, 3, 4`,
-  )])) as Record<Source, ReturnType<DB['prepare']>>
-  const lastIds = Object.fromEntries(SOURCES.map((s) => [s, db.prepare<[], number | null>(`SELECT max(${ROWID[s]}) FROM ${FROM[s].split(' JOIN ')[0]}`).pluck()])) as unknown as Record<Source, { get(): number | null | undefined }>
+      ),
+    ]),
+  ) as Record<Source, ReturnType<DB['prepare']>>
+  const lastIds = Object.fromEntries(SOURCES.map((s) => [s, db.prepare<[], number | null>(`SELECT max(${ROWID[s]}) FROM ${FROM[s].split(' JOIN ')[0]}`).pluck()])) as unknown as Record<
+    Source,
+    { get(): number | null | undefined }
+  >
   // Switches agents report being plugged into: a switch is new when every agent behind it enrolled since.
   const switches = db.prepare<{ since: number }, { n: number; fresh: number }>(
     `SELECT count(*) AS n, coalesce(sum(first >= @since), 0) AS fresh FROM (
@@ -345,7 +402,9 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
       if (!q) continue
       const w = renderWhere(q, src)
       const sql = `SELECT count(*) FROM ${from(src, w.sql)} WHERE ${w.sql}`
-      out[src] = cached(sql).pluck().get(...w.params, ...named(sql, q)) as number
+      out[src] = cached(sql)
+        .pluck()
+        .get(...w.params, ...named(sql, q)) as number
     }
     return out
   }
@@ -388,7 +447,9 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
     const dir = sort.direction === 'asc' ? 'ASC' : 'DESC'
     const nullsLast = dir === 'ASC' && NULLABLE_SORTS.has(sort.field) ? 's IS NULL, ' : ''
     const sql = `SELECT s, src, id FROM (${branches.join(' UNION ALL ')}) ORDER BY ${nullsLast}s ${dir}, src ${dir}, id ${dir} LIMIT ? OFFSET ?`
-    return cached(sql).raw(true).all(...params, limit, offset, ...named(sql, q)) as Key[]
+    return cached(sql)
+      .raw(true)
+      .all(...params, limit, offset, ...named(sql, q)) as Key[]
   }
 
   /**
@@ -412,7 +473,9 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
         ORDER BY s ${dir}, id ${dir} LIMIT @end)`
     })
     const sql = `SELECT s, src, id FROM (${branches.join(' UNION ALL ')}) ORDER BY s ${dir}, src ${dir}, id ${dir} LIMIT ? OFFSET ?`
-    return cached(sql).raw(true).all(...params, limit, offset, ...named(sql, q, { end: offset + limit })) as Key[]
+    return cached(sql)
+      .raw(true)
+      .all(...params, limit, offset, ...named(sql, q, { end: offset + limit })) as Key[]
   }
 
   // Paging state of the queries asked lately, while the data is unchanged: the matching

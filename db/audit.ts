@@ -69,9 +69,7 @@ export function auditRepo(db: DB) {
        @key, @name, @parentId, @ipAddress, @type, @subType, @detail, @icon, @requestId, @refusalKey)`,
   )
   // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
-  const firstRefusal = db.prepare<[string, number], AuditRow>(
-    'SELECT * FROM audit_trail INDEXED BY audit_trail_refusals WHERE refusal_key = ? AND created_ms > ? ORDER BY created_ms DESC LIMIT 1',
-  )
+  const firstRefusal = db.prepare<[string, number], AuditRow>('SELECT * FROM audit_trail INDEXED BY audit_trail_refusals WHERE refusal_key = ? AND created_ms > ? ORDER BY created_ms DESC LIMIT 1')
   const count = db.prepare<[string], RefusalCount>('SELECT * FROM audit_refusal_counts WHERE refusal_key = ?')
   const addCount = db.prepare<[string, number, number, number, string]>(
     'INSERT INTO audit_refusal_counts (refusal_key, first_id, window_end_ms, repeats, last_ms, source_ips) VALUES (?, ?, ?, 1, ?, ?)',
@@ -79,9 +77,9 @@ export function auditRepo(db: DB) {
   const repeat = db.prepare<[number, string, string]>('UPDATE audit_refusal_counts SET repeats = repeats + 1, last_ms = max(last_ms, ?), source_ips = ? WHERE refusal_key = ?')
   const due = db.prepare<[number, number], RefusalCount>('SELECT * FROM audit_refusal_counts WHERE window_end_ms <= ? ORDER BY window_end_ms LIMIT ?')
   // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
-  const reasons = db.prepare<[string, string, number], number>(
-    'SELECT count(DISTINCT refusal_key) FROM audit_trail INDEXED BY audit_trail_refusals WHERE refusal_key > ? AND refusal_key < ? AND created_ms > ?',
-  ).pluck()
+  const reasons = db
+    .prepare<[string, string, number], number>('SELECT count(DISTINCT refusal_key) FROM audit_trail INDEXED BY audit_trail_refusals WHERE refusal_key > ? AND refusal_key < ? AND created_ms > ?')
+    .pluck()
   const dropCount = db.prepare<[string]>('DELETE FROM audit_refusal_counts WHERE refusal_key = ?')
   const byId = db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id = ?')
   const latest = db.prepare<[number], AuditRow>('SELECT * FROM audit_trail ORDER BY id DESC LIMIT ?')

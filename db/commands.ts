@@ -28,25 +28,15 @@ const FINISHED_SHOWN = 20
 
 export function commandsRepo(db: DB) {
   const insert = db.prepare<{ agent: number; type: string; parameters: string; now: number; by: string }>(
-    'INSERT INTO agent_commands (agent_id, type, parameters, status, created_ms, created_by) VALUES (:agent, :type, :parameters, \'Pending\', :now, :by)',
+    "INSERT INTO agent_commands (agent_id, type, parameters, status, created_ms, created_by) VALUES (:agent, :type, :parameters, 'Pending', :now, :by)",
   )
-  const open = db.prepare<[number, string], CommandRow>(
-    "SELECT * FROM agent_commands WHERE agent_id = ? AND status IN ('Pending', 'Delivered') AND type = ? ORDER BY id DESC",
-  )
+  const open = db.prepare<[number, string], CommandRow>("SELECT * FROM agent_commands WHERE agent_id = ? AND status IN ('Pending', 'Delivered') AND type = ? ORDER BY id DESC")
   const pendingIds = db.prepare<[number], { id: number; type: CommandType }>("SELECT id, type FROM agent_commands WHERE agent_id = ? AND status = 'Pending' ORDER BY id")
-  const pendingOfType = db.prepare<[number, string], { id: number; type: CommandType }>(
-    "SELECT id, type FROM agent_commands WHERE agent_id = ? AND status = 'Pending' AND type = ? ORDER BY id",
-  )
+  const pendingOfType = db.prepare<[number, string], { id: number; type: CommandType }>("SELECT id, type FROM agent_commands WHERE agent_id = ? AND status = 'Pending' AND type = ? ORDER BY id")
   const cancel = db.prepare<[number, string, number]>("UPDATE agent_commands SET status = 'Cancelled', completed_ms = ?, result_message = ? WHERE id = ? AND status = 'Pending'")
-  const openOfAgent = db.prepare<[number, number], CommandRow>(
-    "SELECT * FROM agent_commands WHERE agent_id = ? AND status IN ('Pending', 'Delivered') ORDER BY id DESC LIMIT ?",
-  )
-  const finishedOfAgent = db.prepare<[number, number], CommandRow>(
-    "SELECT * FROM agent_commands WHERE agent_id = ? AND status IN ('Succeeded', 'Failed', 'Cancelled') ORDER BY id DESC LIMIT ?",
-  )
-  const latestLogs = db.prepare<[number], { created_ms: number; content: string }>(
-    'SELECT created_ms, content FROM agent_debug_logs WHERE agent_id = ? ORDER BY id DESC LIMIT 1',
-  )
+  const openOfAgent = db.prepare<[number, number], CommandRow>("SELECT * FROM agent_commands WHERE agent_id = ? AND status IN ('Pending', 'Delivered') ORDER BY id DESC LIMIT ?")
+  const finishedOfAgent = db.prepare<[number, number], CommandRow>("SELECT * FROM agent_commands WHERE agent_id = ? AND status IN ('Succeeded', 'Failed', 'Cancelled') ORDER BY id DESC LIMIT ?")
+  const latestLogs = db.prepare<[number], { created_ms: number; content: string }>('SELECT created_ms, content FROM agent_debug_logs WHERE agent_id = ? ORDER BY id DESC LIMIT 1')
 
   function cancelAll(rows: { id: number }[], now: number, reason: string): number[] {
     return rows.filter((r) => cancel.run(now, reason.slice(0, 1000), r.id).changes > 0).map((r) => r.id)

@@ -8,7 +8,13 @@ import type { DB } from './index.js'
 /** Ids per block: level 0 blocks hold 2^12 ids, level 1 blocks 2^16. */
 export const LEVEL_SHIFT = [12, 16] as const
 /** What a prune took out of the counts (`from` and `to`: the prune count before and after), applied to the summary in memory once it committed. */
-export interface PruneDelta { from: number; to: number; cells: Rollup; docs: Map<number, number>; sources: Map<number, number> }
+export interface PruneDelta {
+  from: number
+  to: number
+  cells: Rollup
+  docs: Map<number, number>
+  sources: Map<number, number>
+}
 
 /** Ids per block of the events-by-source index (event_source_ids, migration 012). */
 export const SOURCE_BLOCK_SHIFT = 18
@@ -268,7 +274,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   }
   /** Every kind of a table (read again when another connection added some). */
   const kinds = <T extends RecordTable>(table: T): Map<number, T extends 'events' ? EventKind : AuditKind> => {
-    if ((latestKind[table].get() as number | null ?? 0) > kindsMax[table]) loadKinds(table)
+    if (((latestKind[table].get() as number | null) ?? 0) > kindsMax[table]) loadKinds(table)
     return kindRows[table] as any
   }
 
@@ -283,9 +289,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   // ---- sources and documents (events only) ----
   const sourceCache = new LRUCache<string, number>({ max: opts.sourceCache ?? 50_000 })
   const docCache = new LRUCache<string, number>({ max: opts.docCache ?? 20_000 })
-  const findSource = db.prepare<[string, string | null, string | null], number>(
-    'SELECT id FROM event_sources WHERE entity_id = ? AND asset_key IS ? AND asset_name IS ?',
-  ).pluck()
+  const findSource = db.prepare<[string, string | null, string | null], number>('SELECT id FROM event_sources WHERE entity_id = ? AND asset_key IS ? AND asset_name IS ?').pluck()
   const insertSource = db.prepare<[string, string | null, string | null]>('INSERT INTO event_sources (entity_id, asset_key, asset_name) VALUES (?, ?, ?)')
   const insertSourceFts = db.prepare<[number, string, string | null, string | null]>('INSERT INTO event_sources_fts (rowid, entity_id, asset_key, asset_name) VALUES (?, ?, ?, ?)')
   const addSourceN = db.prepare<[number, number]>('UPDATE event_sources SET n = n + ? WHERE id = ?')
@@ -330,14 +334,14 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
 
   const latestRecord = { events: db.prepare('SELECT max(id) FROM events').pluck(), audit_trail: db.prepare('SELECT max(id) FROM audit_trail').pluck() }
   // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
-  const eventBatch = db.prepare<[number, number], unknown[]>(
-    `SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name,
+  const eventBatch = db
+    .prepare<[number, number], unknown[]>(
+      `SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name,
        peripheral_asset_id, details FROM events NOT INDEXED WHERE id > ? ORDER BY id LIMIT ?`,
-  ).raw()
+    )
+    .raw()
   // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
-  const auditBatch = db.prepare<[number, number], unknown[]>(
-    `SELECT id, created_ms, ${kindColumns.audit_trail.join(', ')} FROM audit_trail NOT INDEXED WHERE id > ? ORDER BY id LIMIT ?`,
-  ).raw()
+  const auditBatch = db.prepare<[number, number], unknown[]>(`SELECT id, created_ms, ${kindColumns.audit_trail.join(', ')} FROM audit_trail NOT INDEXED WHERE id > ? ORDER BY id LIMIT ?`).raw()
 
   /** Starts over after indexed records changed: counts are zeroed; the dictionaries stay valid. */
   function reset(table: RecordTable) {
@@ -347,7 +351,16 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   }
 
   /** What a step changed, applied to the summary in memory once it committed. */
-  interface Delta { from: number; to: number; cells: Rollup; docs: Map<number, number>; sources: Map<number, number>; newDocs: [number, number, number][]; newSources: [number, string | null][]; reset: boolean }
+  interface Delta {
+    from: number
+    to: number
+    cells: Rollup
+    docs: Map<number, number>
+    sources: Map<number, number>
+    newDocs: [number, number, number][]
+    newSources: [number, string | null][]
+    reset: boolean
+  }
   let pending: Delta | null = null
 
   /** Indexes up to `max` more records of `table`, in one transaction; answers how many. */
@@ -356,64 +369,81 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     // Nothing new (the usual case between bursts): no write transaction at all.
     const s0 = state.get(table)!
     if (!s0.stale && ((latestRecord[table].get() as number | null) ?? 0) <= s0.indexed) return 0
-    const n = db.transaction(() => {
-      // Read inside the write transaction: two indexers (say, the server and a script)
-      // take turns and never count a record twice.
-      let s = state.get(table)!
-      const delta: Delta = { from: s.indexed, to: s.indexed, cells: new Map(), docs: new Map(), sources: new Map(), newDocs: [], newSources: [], reset: false }
-      if (s.stale) {
-        reset(table)
-        s = { indexed: 0, stale: 0, prunes: s.prunes }
-        delta.reset = true
-        delta.from = 0
-      }
-      pending = delta
-      const rows = (table === 'events' ? eventBatch : auditBatch).all(s.indexed, max)
-      if (!rows.length) return 0
-      const rollup = delta.cells
-      if (table === 'events') {
-        const sourceN = delta.sources
-        const docN = delta.docs
-        // (block, source, id) and (block, kind, id) of each event, inserted in key order: one
-        // pass over the pages they land on.
-        const bySource = new Float64Array(rows.length * 3)
-        const byKind = new Float64Array(rows.length * 3)
-        let at = 0
-        for (const r of rows) {
-          const [id, ms, code, severity, category, icon, description, hashtags, entity, assetKey, assetName, device, details] = r as [
-            number, number, string, number, string, number, string, string | null, string, string | null, string | null, string | null, string,
-          ]
-          const kind = kindId('events', [code, severity, category, icon, description, hashtags])
-          addRollup(rollup, id, kind, ms)
-          const source = sourceId(entity, assetKey, assetName, delta)
-          const doc = docId(kind, source, device, details, delta)
-          sourceN.set(source, (sourceN.get(source) ?? 0) + 1)
-          docN.set(doc, (docN.get(doc) ?? 0) + 1)
-          byKind[at] = Math.floor(id / 2 ** LEVEL_SHIFT[1])
-          bySource[at++] = Math.floor(id / 2 ** SOURCE_BLOCK_SHIFT)
-          byKind[at] = kind
-          bySource[at++] = source
-          byKind[at] = id
-          bySource[at++] = id
+    const n = db
+      .transaction(() => {
+        // Read inside the write transaction: two indexers (say, the server and a script)
+        // take turns and never count a record twice.
+        let s = state.get(table)!
+        const delta: Delta = { from: s.indexed, to: s.indexed, cells: new Map(), docs: new Map(), sources: new Map(), newDocs: [], newSources: [], reset: false }
+        if (s.stale) {
+          reset(table)
+          s = { indexed: 0, stale: 0, prunes: s.prunes }
+          delta.reset = true
+          delta.from = 0
         }
-        for (const [table, insert] of [[bySource, insertSourceId], [byKind, insertKindId]] as const) {
-          const order = Array.from({ length: rows.length }, (_, i) => i * 3)
-          order.sort((a, b) => table[a] - table[b] || table[a + 1] - table[b + 1] || table[a + 2] - table[b + 2])
-          for (const i of order) insert.run(table[i], table[i + 1], table[i + 2])
+        pending = delta
+        const rows = (table === 'events' ? eventBatch : auditBatch).all(s.indexed, max)
+        if (!rows.length) return 0
+        const rollup = delta.cells
+        if (table === 'events') {
+          const sourceN = delta.sources
+          const docN = delta.docs
+          // (block, source, id) and (block, kind, id) of each event, inserted in key order: one
+          // pass over the pages they land on.
+          const bySource = new Float64Array(rows.length * 3)
+          const byKind = new Float64Array(rows.length * 3)
+          let at = 0
+          for (const r of rows) {
+            const [id, ms, code, severity, category, icon, description, hashtags, entity, assetKey, assetName, device, details] = r as [
+              number,
+              number,
+              string,
+              number,
+              string,
+              number,
+              string,
+              string | null,
+              string,
+              string | null,
+              string | null,
+              string | null,
+              string,
+            ]
+            const kind = kindId('events', [code, severity, category, icon, description, hashtags])
+            addRollup(rollup, id, kind, ms)
+            const source = sourceId(entity, assetKey, assetName, delta)
+            const doc = docId(kind, source, device, details, delta)
+            sourceN.set(source, (sourceN.get(source) ?? 0) + 1)
+            docN.set(doc, (docN.get(doc) ?? 0) + 1)
+            byKind[at] = Math.floor(id / 2 ** LEVEL_SHIFT[1])
+            bySource[at++] = Math.floor(id / 2 ** SOURCE_BLOCK_SHIFT)
+            byKind[at] = kind
+            bySource[at++] = source
+            byKind[at] = id
+            bySource[at++] = id
+          }
+          for (const [table, insert] of [
+            [bySource, insertSourceId],
+            [byKind, insertKindId],
+          ] as const) {
+            const order = Array.from({ length: rows.length }, (_, i) => i * 3)
+            order.sort((a, b) => table[a] - table[b] || table[a + 1] - table[b + 1] || table[a + 2] - table[b + 2])
+            for (const i of order) insert.run(table[i], table[i + 1], table[i + 2])
+          }
+          for (const [id, n] of sourceN) addSourceN.run(n, id)
+          for (const [id, n] of docN) addDocN.run(n, id)
+        } else {
+          for (const r of rows) {
+            const [id, ms, ...values] = r as [number, number, ...unknown[]]
+            addRollup(rollup, id, kindId('audit_trail', values), ms)
+          }
         }
-        for (const [id, n] of sourceN) addSourceN.run(n, id)
-        for (const [id, n] of docN) addDocN.run(n, id)
-      } else {
-        for (const r of rows) {
-          const [id, ms, ...values] = r as [number, number, ...unknown[]]
-          addRollup(rollup, id, kindId('audit_trail', values), ms)
-        }
-      }
-      for (const cell of rollup.values()) rollupUpsert[table].run(...cell)
-      delta.to = (rows[rows.length - 1] as number[])[0]
-      setIndexed.run(delta.to, table)
-      return rows.length
-    }).immediate()
+        for (const cell of rollup.values()) rollupUpsert[table].run(...cell)
+        delta.to = (rows[rows.length - 1] as number[])[0]
+        setIndexed.run(delta.to, table)
+        return rows.length
+      })
+      .immediate()
     apply(table, pending)
     pending = null
     return n
@@ -445,18 +475,17 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     for (const [id, n] of d.sources) sum.sources.n.set(id, sum.sources.n.get(id) + n)
   }
 
-
   // ---- pruning (the retention job, lib/retention.ts) ----
   // The records to delete come as a list of ids (json_each): the job picks them by time,
   // in whatever id order they were written.
   const pruneBatch = {
-    events: db.prepare<[string], unknown[]>(
-      `SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name,
+    events: db
+      .prepare<[string], unknown[]>(
+        `SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name,
          peripheral_asset_id, details FROM events WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`,
-    ).raw(),
-    audit_trail: db.prepare<[string], unknown[]>(
-      `SELECT id, created_ms, ${kindColumns.audit_trail.join(', ')} FROM audit_trail WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`,
-    ).raw(),
+      )
+      .raw(),
+    audit_trail: db.prepare<[string], unknown[]>(`SELECT id, created_ms, ${kindColumns.audit_trail.join(', ')} FROM audit_trail WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`).raw(),
   }
   const rollupSub = {
     events: db.prepare('UPDATE event_rollup SET n = n - ? WHERE level = ? AND block = ? AND kind = ?'),
@@ -499,7 +528,19 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     if (table === 'events') {
       for (const r of rows) {
         const [id, ms, code, severity, category, icon, description, hashtags, entity, assetKey, assetName, device, details] = r as [
-          number, number, string, number, string, number, string, string | null, string, string | null, string | null, string | null, string,
+          number,
+          number,
+          string,
+          number,
+          string,
+          number,
+          string,
+          string | null,
+          string,
+          string | null,
+          string | null,
+          string | null,
+          string,
         ]
         const kind = kindId('events', [code, severity, category, icon, description, hashtags])
         addRollup(cells, id, kind, ms)

@@ -20,7 +20,6 @@ import type { EventCategory } from './events.js'
 import { setImmediate as pause } from 'node:timers/promises'
 import { LRUCache } from 'lru-cache'
 
-
 export interface EventRow {
   id: number
   created_ms: number
@@ -62,17 +61,53 @@ export interface AuditTrailRow {
 }
 
 /** The columns every read returns, in this order (rows as arrays follow it). */
-export const EVENT_FIELDS = ['id', 'created_ms', 'event_code', 'severity', 'category', 'entity_id', 'description', 'details', 'hashtags', 'peripheral_icon', 'asset_key', 'asset_name', 'peripheral_asset_id'] as const
-export const AUDIT_FIELDS = ['id', 'created_ms', 'severity', 'category', 'user_name', 'source_ip', 'description', 'details', 'operation_id', 'outcome', 'asset_key', 'asset_name', 'asset_parent_id', 'asset_ip', 'asset_type', 'asset_sub_type', 'asset_detail', 'asset_icon', 'request_id'] as const
+export const EVENT_FIELDS = [
+  'id',
+  'created_ms',
+  'event_code',
+  'severity',
+  'category',
+  'entity_id',
+  'description',
+  'details',
+  'hashtags',
+  'peripheral_icon',
+  'asset_key',
+  'asset_name',
+  'peripheral_asset_id',
+] as const
+export const AUDIT_FIELDS = [
+  'id',
+  'created_ms',
+  'severity',
+  'category',
+  'user_name',
+  'source_ip',
+  'description',
+  'details',
+  'operation_id',
+  'outcome',
+  'asset_key',
+  'asset_name',
+  'asset_parent_id',
+  'asset_ip',
+  'asset_type',
+  'asset_sub_type',
+  'asset_detail',
+  'asset_icon',
+  'request_id',
+] as const
 const EVENT_COLUMNS = EVENT_FIELDS.map((c) => `e.${c}`).join(', ')
 const AUDIT_COLUMNS = AUDIT_FIELDS.map((c) => `e.${c}`).join(', ')
-
 
 // ---------------------------------------------------------------------------------------
 // Conditions
 
 /** A condition over a row (alias `e`), with its parameters. */
-interface Cond { sql: string; params: unknown[] }
+interface Cond {
+  sql: string
+  params: unknown[]
+}
 
 function all(conds: (Cond | null | undefined)[]): Cond | null {
   const cs = conds.filter((c): c is Cond => !!c)
@@ -111,7 +146,10 @@ type TextMatch = ReturnType<typeof textMatch>
 
 const SEVERITY_NAME_SQL = `CASE e.severity ${severityNames.map((n, i) => `WHEN ${i} THEN '${n}'`).join(' ')} END`
 
-interface Range { lo: number; hi: number }
+interface Range {
+  lo: number
+  hi: number
+}
 
 /** A question in the engine's terms. */
 interface Plan {
@@ -141,7 +179,10 @@ interface EventText {
 }
 
 /** Whether GlobalSearch matches any kind's columns, any source's columns (indexed records). */
-interface GlobalCols { kinds: boolean; sources: boolean }
+interface GlobalCols {
+  kinds: boolean
+  sources: boolean
+}
 
 function boundsPlan(b: Bounds): Pick<Plan, 'ids' | 'times' | 'empty'> {
   return {
@@ -207,10 +248,7 @@ function eventPlan(f: EventFilter): Plan {
     const kindCols = [m.on('e.description'), m.on('e.event_code'), m.on('e.category'), m.on(SEVERITY_NAME_SQL), m.on('e.hashtags')]
     const sourceCols = [m.on('e.entity_id'), m.on('e.asset_name')]
     text.narrowed = (cols) => all([...others, any([m.on('e.details'), ...(cols.kinds ? kindCols : []), ...(cols.sources ? sourceCols : [])])])!
-    textConds.push(any([
-      m.on('e.description'), m.on('e.details'), m.on('e.entity_id'), m.on('e.event_code'), m.on('e.category'),
-      m.on(SEVERITY_NAME_SQL), m.on('e.hashtags'), m.on('e.asset_name'),
-    ]))
+    textConds.push(any([m.on('e.description'), m.on('e.details'), m.on('e.entity_id'), m.on('e.event_code'), m.on('e.category'), m.on(SEVERITY_NAME_SQL), m.on('e.hashtags'), m.on('e.asset_name')]))
   }
   return {
     table: 'events',
@@ -346,7 +384,12 @@ function orderSql(f: SortField, dir: 'ASC' | 'DESC'): string {
  * A stretch of ids holding `n` matches (exactly), found at a level of the block counts
  * (-1: counted from the rows, -2: from the kinds' ids; either, a part of a level 0 block).
  */
-interface Segment { lo: number; hi: number; n: number; level: number }
+interface Segment {
+  lo: number
+  hi: number
+  n: number
+  level: number
+}
 
 const EXPORT_CHUNK = 1000
 /** Up to this many matches a page is read by finding them all and sorting them. */
@@ -356,16 +399,17 @@ const TERM_CACHE_IDS = 4_000_000
 /** More sources than this and a seek through the events' asset index is not worth it. */
 const SEEK_SOURCES = 20_000
 
-export interface ListAnswer<R> { total: number; filtered: number; rows: R[] }
-
+export interface ListAnswer<R> {
+  total: number
+  filtered: number
+  rows: R[]
+}
 
 export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   const indexer = recordIndexer(db, opts)
   const cached = statementCache(db, 256)
   // Unicode case folding for "contains" terms beyond ASCII (see textMatch).
-  db.function('event_contains', { deterministic: true }, (text: unknown, term: unknown) =>
-    typeof text === 'string' && typeof term === 'string' && text.toLowerCase().includes(term) ? 1 : 0,
-  )
+  db.function('event_contains', { deterministic: true }, (text: unknown, term: unknown) => (typeof text === 'string' && typeof term === 'string' && text.toLowerCase().includes(term) ? 1 : 0))
 
   const tables = {
     events: { from: 'events', columns: EVENT_COLUMNS, row: rowOf(EVENT_FIELDS), sorts: eventSorts, idSort: 'eventID' },
@@ -448,7 +492,10 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const w = all([rangeCond(p, lo, hi), pred(p)])!
     // plan: query-plans "events list" (tests/query-plans.test.ts)
     const sql = `SELECT count(*) FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`
-    if (!sum || hi > sum.indexed) return cached(sql).pluck().get(...w.params) as number
+    if (!sum || hi > sum.indexed)
+      return cached(sql)
+        .pluck()
+        .get(...w.params) as number
     // Indexed records never change (a change starts the index over, with a new summary), so
     // neither does a count among them: the blocks a time range cuts are counted once, not
     // on every page of the same question. Within a block, the matches' ids are kept too.
@@ -461,7 +508,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const key = `${sql}\u0001${JSON.stringify(w.params)}`
     let n = keptRowCounts.get(key)
     if (n === undefined) {
-      n = cached(sql).pluck().get(...w.params) as number
+      n = cached(sql)
+        .pluck()
+        .get(...w.params) as number
       if (keptRowCounts.size >= 4096) keptRowCounts.delete(keptRowCounts.keys().next().value!)
       keptRowCounts.set(key, n)
     }
@@ -481,7 +530,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     let ids = keptIds.get(key)
     if (!ids) {
       // plan: query-plans "events list" (tests/query-plans.test.ts)
-      ids = cached(`SELECT e.id FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql} ORDER BY e.id`).pluck().all(...w.params) as number[]
+      ids = cached(`SELECT e.id FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql} ORDER BY e.id`)
+        .pluck()
+        .all(...w.params) as number[]
       keptIds.set(key, ids)
     }
     return ids
@@ -493,8 +544,11 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   // lets it use the ids (rowid ranges and lookups); the time order names its index.
   // plan: query-plans "events list" (tests/query-plans.test.ts)
   const rowsOf = <R>(p: Plan, where: Cond, order: string, limit: number, offset: number, from = 'NOT INDEXED'): R[] =>
-    (cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
-      .raw(true).all(...where.params, limit, offset) as unknown[][]).map(tables[p.table].row) as R[]
+    (
+      cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
+        .raw(true)
+        .all(...where.params, limit, offset) as unknown[][]
+    ).map(tables[p.table].row) as R[]
 
   // ---- block counts ----
   /**
@@ -533,7 +587,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
           const kind = cell[0]
           if (allowed && !allowed.has(kind)) continue
           if (cut) {
-            const min = cell[2], max = cell[3]
+            const min = cell[2],
+              max = cell[3]
             if (max < times!.lo || min > times!.hi) continue
             if (min < times!.lo || max > times!.hi) straddles = true
           }
@@ -635,20 +690,27 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   function matchSources(m: TextMatch, columns: string[]): number[] {
     if (!m.trigram) {
       const w = any(columns.map((c) => m.on(c)))
-      return cached(`SELECT id FROM event_sources WHERE ${w.sql}`).pluck().all(...w.params) as number[]
+      return cached(`SELECT id FROM event_sources WHERE ${w.sql}`)
+        .pluck()
+        .all(...w.params) as number[]
     }
     // The trigram index narrows, the texts decide (the same test as on the rows).
     return remembered(`s\u0001${m.phrase(columns)}`, lastSource.get() as number, (after, upTo) => {
       const found = sourcesFts.all(m.phrase(columns), after, upTo)
       if (!found.length) return []
-      return sourceTexts.all(JSON.stringify(found)).filter((r) => columns.some((c) => m.test(r[c as 'entity_id']))).map((r) => r.id)
+      return sourceTexts
+        .all(JSON.stringify(found))
+        .filter((r) => columns.some((c) => m.test(r[c as 'entity_id'])))
+        .map((r) => r.id)
     })
   }
   /** Documents whose `column` contains the term. */
   function matchDocs(m: TextMatch, column: string): number[] {
     if (m.trigram) return remembered(`d\u0001${m.phrase([column])}`, lastDoc.get() as number, (after, upTo) => docsFts.all(m.phrase([column]), after, upTo))
     const w = m.on(column)
-    return cached(`SELECT id FROM event_doc_texts WHERE ${w.sql}`).pluck().all(...w.params) as number[]
+    return cached(`SELECT id FROM event_doc_texts WHERE ${w.sql}`)
+      .pluck()
+      .all(...w.params) as number[]
   }
 
   // Membership marks by id, reused from query to query (a new generation clears them).
@@ -671,7 +733,12 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       return this.at[id] === this.gen
     }
   }
-  const docSeen = new Marks(), docIn = new Marks(), docInGlobal = new Marks(), sourceSeen = new Marks(), sourceIn = new Marks(), sourceInGlobal = new Marks()
+  const docSeen = new Marks(),
+    docIn = new Marks(),
+    docInGlobal = new Marks(),
+    sourceSeen = new Marks(),
+    sourceIn = new Marks(),
+    sourceInGlobal = new Marks()
 
   interface TextCount {
     /** Indexed matches. */
@@ -721,7 +788,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   function textCount(p: Plan, sum: Summary, kinds: number[] | null): TextCount {
     const t = p.text!
     const { docs, sources: srcs } = sum
-    const nOf = docs.n.data, kindOf = docs.kind.data, sourceOf = docs.source.data
+    const nOf = docs.n.data,
+      kindOf = docs.kind.data,
+      sourceOf = docs.source.data
     let kindTop = 0
     for (const k of indexer.kinds('events').keys()) kindTop = Math.max(kindTop, k)
     const mask = (ids: Iterable<number>) => {
@@ -791,7 +860,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       docInGlobal.clear(docs.size).add(matchDocs(g, 'details'))
     }
     docSeen.clear(docs.size)
-    const seen = docSeen.at, seenGen = docSeen.gen
+    const seen = docSeen.at,
+      seenGen = docSeen.gen
     /** Adds a candidate document's events when it meets every condition (`skip`: kinds counted already). */
     const consider = (id: number, skip: Uint8Array | null) => {
       if (seen[id] === seenGen) return
@@ -800,7 +870,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       if (!c) return
       const kind = kindOf[id]
       if (kindAllowed && !kindAllowed[kind]) return
-      if (skip && skip[kind]) return
+      if (skip?.[kind]) return
       const source = sourceOf[id]
       if (S && sourceIn.at[source] !== sourceIn.gen) return
       if (D && docIn.at[id] !== docIn.gen) return
@@ -928,7 +998,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const span = hi - lo + 1
     if (t.sources && (t.seekRows * span) / Math.max(1, topId(p.table)) < span / 4) {
       const w = all([rangeCond(p, lo, hi, 'both'), seekFrom(t.sources, lo, hi, indexed), pred(p)])!
-      return cached(`SELECT count(*) FROM events e WHERE ${w.sql}`).pluck().get(...w.params) as number
+      return cached(`SELECT count(*) FROM events e WHERE ${w.sql}`)
+        .pluck()
+        .get(...w.params) as number
     }
     return countRows(p, lo, hi)
   }
@@ -1021,7 +1093,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   }
 
   /** A stretch of ids and the condition its matches are read with (the stretch's range included). */
-  interface Stretch extends Range { where: Cond }
+  interface Stretch extends Range {
+    where: Cond
+  }
 
   /**
    * Where the matches of a text plan are read from, as stretches in ascending id order:
@@ -1113,7 +1187,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       if (skip > 0 && stretches.length > 1) {
         // How many of the matches to pass over this stretch holds (at most `skip`).
         // plan: query-plans "events list" (tests/query-plans.test.ts)
-        const held = cached(`SELECT count(*) FROM (SELECT 1 FROM ${tables[p.table].from} e NOT INDEXED WHERE ${s.where.sql} LIMIT ?)`).pluck().get(...s.where.params, skip) as number
+        const held = cached(`SELECT count(*) FROM (SELECT 1 FROM ${tables[p.table].from} e NOT INDEXED WHERE ${s.where.sql} LIMIT ?)`)
+          .pluck()
+          .get(...s.where.params, skip) as number
         if (held < skip) {
           skip -= held
           continue
@@ -1257,7 +1333,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const idOf = raw ? (r: any) => r[0] as number : (r: any) => r.id as number
     // plan: query-plans "events list" (tests/query-plans.test.ts)
     const read = (where: Cond, order: string, limit: number): unknown[] =>
-      cached(`SELECT ${columns} FROM ${from} e NOT INDEXED WHERE ${where.sql} ORDER BY ${order} LIMIT ?`).raw(raw).all(...where.params, limit)
+      cached(`SELECT ${columns} FROM ${from} e NOT INDEXED WHERE ${where.sql} ORDER BY ${order} LIMIT ?`)
+        .raw(raw)
+        .all(...where.params, limit)
     let c = count(p)
     if (offset > 0 && isIdSort(f)) {
       // An id order starts at the offset's record: the range narrowed to it, counted again.
@@ -1306,7 +1384,10 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       const where = p.textSql ? textWhere(p, c) : all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!
       // plan: query-plans "events list" (tests/query-plans.test.ts)
       const access = isTimeSort(f) && !p.textSql ? byTime[p.table] : 'NOT INDEXED'
-      for (const id of cached(`SELECT e.id FROM ${from} e ${access} WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ? OFFSET ?`).pluck().iterate(...where.params, left, offset)) ids.push(id as number)
+      for (const id of cached(`SELECT e.id FROM ${from} e ${access} WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ? OFFSET ?`)
+        .pluck()
+        .iterate(...where.params, left, offset))
+        ids.push(id as number)
     }
     const byIds = cached(`SELECT ${columns} FROM ${from} e NOT INDEXED WHERE e.id IN (SELECT value FROM json_each(?))`)
     for (let i = 0; i < ids.length; i += EXPORT_CHUNK) {
@@ -1371,7 +1452,10 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       feed: (f: EventFilter, s: Sort, limit: number, offset: number) => feed<EventRow>(eventPlan(f), s, limit, offset),
       /** A large page of the list (or of the feed) as chunks of rows as arrays of EVENT_FIELDS, with the counts. */
       pageChunks: (f: EventFilter, s: Sort, limit: number, offset: number, isFeed = false) => pageChunks(eventPlan(f), s, limit, offset, isFeed),
-      count: (f: EventFilter) => (startIndexing(), count(eventPlan(f)).filtered),
+      count: (f: EventFilter) => {
+        startIndexing()
+        return count(eventPlan(f)).filtered
+      },
       iterate: (f: EventFilter, s: Sort, cap: number) => iterate<EventRow>(eventPlan(f), s, cap),
       /** The same rows as arrays of EVENT_FIELDS, in chunks (the CSV export). */
       rawChunks: (f: EventFilter, s: Sort, cap: number) => chunks(eventPlan(f), s, cap, true),
@@ -1382,7 +1466,10 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       feed: (f: AuditFilter, s: Sort, limit: number, offset: number) => feed<AuditTrailRow>(auditPlan(f), s, limit, offset),
       /** A large page of the list (or of the feed) as chunks of rows as arrays of AUDIT_FIELDS, with the counts. */
       pageChunks: (f: AuditFilter, s: Sort, limit: number, offset: number, isFeed = false) => pageChunks(auditPlan(f), s, limit, offset, isFeed),
-      count: (f: AuditFilter) => (startIndexing(), count(auditPlan(f)).filtered),
+      count: (f: AuditFilter) => {
+        startIndexing()
+        return count(auditPlan(f)).filtered
+      },
       iterate: (f: AuditFilter, s: Sort, cap: number) => iterate<AuditTrailRow>(auditPlan(f), s, cap),
       /** The same rows as arrays of AUDIT_FIELDS, in chunks (the CSV export). */
       rawChunks: (f: AuditFilter, s: Sort, cap: number) => chunks(auditPlan(f), s, cap, true),

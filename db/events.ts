@@ -51,8 +51,9 @@ interface RiskyEvent {
  */
 // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
 export function riskRaiser(db: DB) {
-  const select = (where: string) => db.prepare<unknown[], RiskyEvent>(
-    `SELECT e.id, e.created_ms, substr(e.details, 1, 2000) AS details, e.asset_key, k.kind, k.severity, k.title,
+  const select = (where: string) =>
+    db.prepare<unknown[], RiskyEvent>(
+      `SELECT e.id, e.created_ms, substr(e.details, 1, 2000) AS details, e.asset_key, k.kind, k.severity, k.title,
        coalesce(a.host_identifier, e.asset_name, e.entity_id) AS host, a.local_ip_address AS ip,
        coalesce(p.vid, e.peripheral_vid) AS vid, coalesce(p.pid, e.peripheral_pid) AS pid, p.serial_number AS serial,
        coalesce(p.device_id, e.peripheral_asset_id) AS device_id, p.gui_pid AS device_name, p.gui_vid AS vendor_name,
@@ -65,13 +66,14 @@ export function riskRaiser(db: DB) {
      LEFT JOIN peripherals p ON p.agent_id = a.id AND p.device_id = e.peripheral_asset_id
      WHERE ${where} AND e.asset_key IS NOT NULL
      ORDER BY e.id`,
-  )
+    )
   const inRange = select('e.id BETWEEN ? AND ?')
   const byIds = select('e.id IN (SELECT value FROM json_each(?))')
   const codes = db.prepare<[], string>('SELECT event_code FROM risk_notification_kinds').pluck()
   const takeSeqs = db.prepare<[number], number>('UPDATE notification_counter SET seq = seq + ? WHERE id = 1 RETURNING seq').pluck()
-  const upsert = db.prepare<unknown[], number>(
-    `INSERT INTO risk_notifications (kind, severity, agent_uuid, host_identifier, host_ip, vid, pid, serial_number, device_id,
+  const upsert = db
+    .prepare<unknown[], number>(
+      `INSERT INTO risk_notifications (kind, severity, agent_uuid, host_identifier, host_ip, vid, pid, serial_number, device_id,
        device_name, vendor_name, device_key, title, description, occurrences, first_ms, last_ms, occurred_seq, change_seq)
      VALUES (${Array(19).fill('?').join(', ')})
      ON CONFLICT (agent_uuid, device_key, kind) WHERE dismissed_ms IS NULL DO UPDATE SET
@@ -86,7 +88,8 @@ export function riskRaiser(db: DB) {
        occurred_seq = excluded.occurred_seq,
        change_seq = excluded.change_seq
      RETURNING id`,
-  ).pluck()
+    )
+    .pluck()
   const link = db.prepare<[number, number]>('INSERT INTO risk_notification_events (notification_id, event_id) VALUES (?, ?)')
 
   /** Risky events in id order. */
@@ -112,8 +115,25 @@ export function riskRaiser(db: DB) {
       }
       seq++
       const id = upsert.get(
-        e.kind, e.severity, e.asset_key, e.host, e.ip, e.vid, e.pid, e.serial, e.device_id, e.device_name, e.vendor_name, e.device_key,
-        e.title + e.host, e.details, g.length, first, last, seq, seq,
+        e.kind,
+        e.severity,
+        e.asset_key,
+        e.host,
+        e.ip,
+        e.vid,
+        e.pid,
+        e.serial,
+        e.device_id,
+        e.device_name,
+        e.vendor_name,
+        e.device_key,
+        e.title + e.host,
+        e.details,
+        g.length,
+        first,
+        last,
+        seq,
+        seq,
       )!
       for (const x of g) link.run(id, x.id)
     }
@@ -157,26 +177,37 @@ export function eventsRepo(db: DB) {
     `UPDATE agents SET latest_minus2_event_text = latest_minus1_event_text, latest_minus1_event_text = latest_event_text,
        latest_event_text = ? WHERE id = ?`,
   )
-  const shift2 = db.prepare<[string, string, number]>(
-    `UPDATE agents SET latest_minus2_event_text = latest_event_text, latest_minus1_event_text = ?, latest_event_text = ? WHERE id = ?`,
-  )
-  const shift3 = db.prepare<[string, string, string, number]>(
-    'UPDATE agents SET latest_minus2_event_text = ?, latest_minus1_event_text = ?, latest_event_text = ? WHERE id = ?',
-  )
+  const shift2 = db.prepare<[string, string, number]>(`UPDATE agents SET latest_minus2_event_text = latest_event_text, latest_minus1_event_text = ?, latest_event_text = ? WHERE id = ?`)
+  const shift3 = db.prepare<[string, string, string, number]>('UPDATE agents SET latest_minus2_event_text = ?, latest_minus1_event_text = ?, latest_event_text = ? WHERE id = ?')
   const risk = riskRaiser(db)
 
   const write = (createdMs: number, events: EventInput[], agentId?: number): number[] => {
     const ids = events.map((e) =>
       Number(
         insert.run(
-          createdMs, e.code, e.severity, e.category, e.entityId, e.description, e.details, e.hashtags ?? null,
-          e.peripheralIcon ?? -1, e.assetKey ?? null, e.assetName ?? null, e.peripheralAssetId ?? null,
-          e.peripheralVid ?? null, e.peripheralPid ?? null, e.alarmDestinationId ?? null,
+          createdMs,
+          e.code,
+          e.severity,
+          e.category,
+          e.entityId,
+          e.description,
+          e.details,
+          e.hashtags ?? null,
+          e.peripheralIcon ?? -1,
+          e.assetKey ?? null,
+          e.assetName ?? null,
+          e.peripheralAssetId ?? null,
+          e.peripheralVid ?? null,
+          e.peripheralPid ?? null,
+          e.alarmDestinationId ?? null,
         ).lastInsertRowid,
       ),
     )
     if (agentId !== undefined && events.length > 0) {
-      const [a, b, c] = events.slice(-3).reverse().map((e) => e.description)
+      const [a, b, c] = events
+        .slice(-3)
+        .reverse()
+        .map((e) => e.description)
       if (c !== undefined) shift3.run(c, b, a, agentId)
       else if (b !== undefined) shift2.run(b, a, agentId)
       else shift1.run(a, agentId)

@@ -52,7 +52,9 @@ export function exportsRepo(db: DB, search: AgentSearch) {
     /** The ids of the agents matching the filter, in the export's order. */
     agentIds(f: AgentFilter, sort: Sort): number[] {
       const where = search.where(f)
-      return cached(`SELECT a.id FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort)}`).pluck().all(...where.params) as number[]
+      return cached(`SELECT a.id FROM agents a WHERE ${where.sql} ORDER BY ${agentOrderBy(sort)}`)
+        .pluck()
+        .all(...where.params) as number[]
     },
 
     /** The matching agents, a page at a time. */

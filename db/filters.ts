@@ -1,7 +1,10 @@
 // The filter shapes the repositories take, as lib/agent-filter.ts and lib/event-filter.ts
 // read them from requests (they re-export them), and the small rules about them.
 
-export interface DateRange { from: number; to: number | null }
+export interface DateRange {
+  from: number
+  to: number | null
+}
 
 export const connectionStatuses = ['Connected', 'Disconnected'] as const
 export const operationalStatuses = ['Armed', 'Free'] as const
@@ -61,7 +64,6 @@ export function soleField(f: AgentFilter | PeripheralFilter): [string, unknown] 
 
 export const eventCategories = ['USB', 'Network', 'System', 'Host', 'General'] as const
 export const auditCategories = ['Authentication', 'Users', 'Agents', 'Peripherals', 'Agentless', 'Reports', 'Notifications', 'AlarmDestinations', 'System'] as const
-
 
 export const MAX_ID = Number.MAX_SAFE_INTEGER
 

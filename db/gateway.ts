@@ -164,7 +164,11 @@ export interface OverdueCommand {
  * the description and the caption.
  */
 export function peripheralTexts(p: { guiVid: string | null; manufacturer: string | null; guiPid: string | null; description: string | null; caption: string | null }) {
-  const join = (parts: (string | null)[]) => parts.filter((s): s is string => !!s).join(' | ').toLowerCase() || null
+  const join = (parts: (string | null)[]) =>
+    parts
+      .filter((s): s is string => !!s)
+      .join(' | ')
+      .toLowerCase() || null
   return { vendor: join([p.guiVid, p.manufacturer]), product: join([p.guiPid, p.description, p.caption]) }
 }
 
@@ -188,9 +192,7 @@ export function internPeripheralTexts(db: DB) {
 }
 
 export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
-  const byCredential = db.prepare<[string], GatewayAgent>(
-    'SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = ?',
-  )
+  const byCredential = db.prepare<[string], GatewayAgent>('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = ?')
   const byMachineId = db.prepare<[string], { id: number; uuid: string; credential_hash: string | null }>('SELECT id, uuid, credential_hash FROM agents WHERE machine_id = ?')
   const byUuid = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE uuid = ?')
   const hold = db.prepare(
@@ -230,9 +232,7 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   )
   const heartbeat = db.prepare<[number, number]>('UPDATE agents SET last_updated_ms = max(coalesce(last_updated_ms, 0), ?) WHERE id = ?')
 
-  const known = db.prepare<[number], KnownPeripheral>(
-    'SELECT id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon FROM peripherals WHERE agent_id = ?',
-  )
+  const known = db.prepare<[number], KnownPeripheral>('SELECT id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon FROM peripherals WHERE agent_id = ?')
   const peripheralColumns = `device_id = @deviceId, vid = @vid, pid = @pid, serial_number = @serialNumber, description = @description,
     status = @status, manufacturer = @manufacturer, caption = @caption, gui_vid = @guiVid, gui_pid = @guiPid, gui_serial = @guiSerial,
     dev_icon = @devIcon, class_code = @classCode, subclass_code = @subclassCode, protocol_code = @protocolCode, hierarchy = @hierarchy,
@@ -266,9 +266,7 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   )
   const insertError = db.prepare<[number, number, string | null, string]>('INSERT INTO agent_errors (agent_id, time_ms, code, message) VALUES (?, ?, ?, ?)')
 
-  const pending = db.prepare<[number, number], CommandRow>(
-    `SELECT * FROM agent_commands WHERE agent_id = ? AND status = 'Pending' ORDER BY id LIMIT ?`,
-  )
+  const pending = db.prepare<[number, number], CommandRow>(`SELECT * FROM agent_commands WHERE agent_id = ? AND status = 'Pending' ORDER BY id LIMIT ?`)
   const hasPending = db.prepare<[number], { one: number }>(`SELECT 1 AS one FROM agent_commands WHERE agent_id = ? AND status = 'Pending' LIMIT 1`)
   const deliver = db.prepare<[number, number]>(`UPDATE agent_commands SET status = 'Delivered', delivered_ms = ? WHERE id = ? AND status = 'Pending'`)
   const command = db.prepare<[number], CommandRow>('SELECT * FROM agent_commands WHERE id = ?')
@@ -290,17 +288,13 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     `SELECT id, uuid, host_identifier, local_ip_address, last_updated_ms FROM agents
      WHERE connection_status = 'Connected' AND last_updated_ms < ? ORDER BY last_updated_ms LIMIT ?`,
   )
-  const disconnect = db.prepare<[number, number]>(
-    `UPDATE agents SET connection_status = 'Disconnected' WHERE id = ? AND connection_status = 'Connected' AND last_updated_ms < ?`,
-  )
+  const disconnect = db.prepare<[number, number]>(`UPDATE agents SET connection_status = 'Disconnected' WHERE id = ? AND connection_status = 'Connected' AND last_updated_ms < ?`)
   const overdue = db.prepare<[number, number], OverdueCommand>(
     `SELECT c.id, c.type, c.agent_id, a.uuid, a.host_identifier, a.local_ip_address
      FROM agent_commands c JOIN agents a ON a.id = c.agent_id
      WHERE c.status = 'Delivered' AND c.delivered_ms < ? ORDER BY c.delivered_ms LIMIT ?`,
   )
-  const timeOut = db.prepare<[number, string, number]>(
-    `UPDATE agent_commands SET status = 'Failed', completed_ms = ?, result_message = ? WHERE id = ? AND status = 'Delivered'`,
-  )
+  const timeOut = db.prepare<[number, string, number]>(`UPDATE agent_commands SET status = 'Failed', completed_ms = ?, result_message = ? WHERE id = ? AND status = 'Delivered'`)
   const waitingForSeat = db.prepare<[number], { id: number }>(`SELECT id FROM agents WHERE license_status = 'Pending' ORDER BY enrolled_ms, id LIMIT ?`)
   const activate = db.prepare<[number]>(`UPDATE agents SET license_status = 'Activated' WHERE id = ? AND license_status = 'Pending'`)
   // An expired license frees no seat: the agents keep counting until they are deleted.

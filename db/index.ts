@@ -39,7 +39,10 @@ export function openDatabase(file: string, { cacheMb = 4 }: { cacheMb?: number }
 
 /** The schema version the migrations of `dir` reach (the number of the last file). */
 export function latestSchemaVersion(dir = migrationsDir): number {
-  const files = fs.readdirSync(dir).filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f)).sort()
+  const files = fs
+    .readdirSync(dir)
+    .filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f))
+    .sort()
   return files.length ? Number(files[files.length - 1].slice(0, 3)) : 0
 }
 

@@ -45,14 +45,21 @@ const model = (vid: string, pid: string, guiVid: string | null, guiPid: string |
   devIconDescription: iconName(icon(devIcon)),
 })
 
-interface HostRow { uuid: string; host_identifier: string; local_ip_address: string | null }
+interface HostRow {
+  uuid: string
+  host_identifier: string
+  local_ip_address: string | null
+}
 const hostView = (r: HostRow): Host => ({ uuid: r.uuid, hostIdentifier: r.host_identifier.slice(0, 255), localIpAddress: text(r.local_ip_address, 64) })
 
 function loggedOnUsers(json: string): string[] {
   try {
     const users: unknown = JSON.parse(json)
     if (!Array.isArray(users)) return []
-    return users.filter((u): u is string => typeof u === 'string').slice(0, MAX_LOGGED_ON_USERS).map((u) => u.slice(0, 128))
+    return users
+      .filter((u): u is string => typeof u === 'string')
+      .slice(0, MAX_LOGGED_ON_USERS)
+      .map((u) => u.slice(0, 128))
   } catch {
     return []
   }
@@ -70,7 +77,7 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
   const cachePut = db.prepare<[string, number, string]>(
     'INSERT INTO insight_cache (name, computed_ms, result) VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE SET computed_ms = excluded.computed_ms, result = excluded.result',
   )
-  const cacheDrop = db.prepare<[string, string]>('DELETE FROM insight_cache WHERE name = ? OR name LIKE ? || \':%\'')
+  const cacheDrop = db.prepare<[string, string]>("DELETE FROM insight_cache WHERE name = ? OR name LIKE ? || ':%'")
 
   const agentsTotal = db.prepare<[], { n: number }>("SELECT n FROM row_counts WHERE name = 'agents'")
 
@@ -102,10 +109,21 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
      FROM agents WHERE +has_unapproved = 1 OR +has_vulnerable = 1 OR +has_attack_tool = 1
      ORDER BY host_identifier COLLATE NOCASE, uuid LIMIT ?`,
   )
-  const policyFindings = db.prepare<[number, number], {
-    device_id: string; vid: string; pid: string; gui_vid: string | null; gui_pid: string | null; dev_icon: number
-    approved: number; is_attack_tool: number; is_vulnerable: number; vulnerability: string | null
-  }>(
+  const policyFindings = db.prepare<
+    [number, number],
+    {
+      device_id: string
+      vid: string
+      pid: string
+      gui_vid: string | null
+      gui_pid: string | null
+      dev_icon: number
+      approved: number
+      is_attack_tool: number
+      is_vulnerable: number
+      vulnerability: string | null
+    }
+  >(
     `SELECT device_id, vid, pid, gui_vid, gui_pid, dev_icon, approved, is_attack_tool, is_vulnerable, vulnerability
      FROM peripherals
      WHERE agent_id = ? AND present = 1 AND (approved = 0 OR is_attack_tool = 1 OR is_vulnerable = 1)
@@ -143,26 +161,41 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
   // peripherals, migration 004) rather than by one GROUP BY over every present peripheral:
   // a model's hosts are counted only up to maxHosts + 1, so a model on every host costs no
   // more than a rare one, and the walk can stop between models to let other work run.
-  const nextModel = db.prepare<{ vid: string; pid: string }, { vid: string; pid: string }>(
-    'SELECT vid, pid FROM peripherals WHERE present = 1 AND (vid, pid) > (@vid, @pid) ORDER BY vid, pid LIMIT 1',
-  )
-  const modelHosts = db.prepare<{ vid: string; pid: string; limit: number }, number>(
-    'SELECT count(*) FROM (SELECT DISTINCT agent_id FROM peripherals WHERE present = 1 AND vid = @vid AND pid = @pid LIMIT @limit)',
-  ).pluck()
+  const nextModel = db.prepare<{ vid: string; pid: string }, { vid: string; pid: string }>('SELECT vid, pid FROM peripherals WHERE present = 1 AND (vid, pid) > (@vid, @pid) ORDER BY vid, pid LIMIT 1')
+  const modelHosts = db
+    .prepare<{ vid: string; pid: string; limit: number }, number>('SELECT count(*) FROM (SELECT DISTINCT agent_id FROM peripherals WHERE present = 1 AND vid = @vid AND pid = @pid LIMIT @limit)')
+    .pluck()
   // Every peripheral of the model on the hosts where it is present, among them those of
   // hubs, which are then left out.
-  const modelDetail = db.prepare<{ vid: string; pid: string }, {
-    gui_vid: string | null; gui_pid: string | null; dev_icon: number; hub: number
-    peripherals: number; present: number; first_seen: number; last_seen: number
-  }>(
+  const modelDetail = db.prepare<
+    { vid: string; pid: string },
+    {
+      gui_vid: string | null
+      gui_pid: string | null
+      dev_icon: number
+      hub: number
+      peripherals: number
+      present: number
+      first_seen: number
+      last_seen: number
+    }
+  >(
     `SELECT max(p.gui_vid) AS gui_vid, max(p.gui_pid) AS gui_pid, max(p.dev_icon) AS dev_icon, max(p.dev_icon = ${HUB}) AS hub,
        count(*) AS peripherals, sum(p.present) AS present, min(p.first_seen_ms) AS first_seen, max(p.last_seen_ms) AS last_seen
      FROM peripherals p WHERE p.vid = @vid AND p.pid = @pid
        AND p.agent_id IN (SELECT agent_id FROM peripherals q WHERE q.vid = @vid AND q.pid = @pid AND q.present = 1)`,
   )
   type UncommonModel = {
-    vid: string; pid: string; gui_vid: string | null; gui_pid: string | null; dev_icon: number
-    hosts: number; peripherals: number; present: number; first_seen: number; last_seen: number
+    vid: string
+    pid: string
+    gui_vid: string | null
+    gui_pid: string | null
+    dev_icon: number
+    hosts: number
+    peripherals: number
+    present: number
+    first_seen: number
+    last_seen: number
   }
   /**
    * The rare models (on at most `maxHosts` hosts, hubs left out), fewest hosts first, then
@@ -180,7 +213,19 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
         const hosts = modelHosts.get({ ...at, limit: maxHosts + 1 })!
         if (hosts <= maxHosts) {
           const d = modelDetail.get(at)!
-          if (!d.hub) found.push({ vid: at.vid, pid: at.pid, gui_vid: d.gui_vid, gui_pid: d.gui_pid, dev_icon: d.dev_icon, hosts, peripherals: d.peripherals, present: d.present, first_seen: d.first_seen, last_seen: d.last_seen })
+          if (!d.hub)
+            found.push({
+              vid: at.vid,
+              pid: at.pid,
+              gui_vid: d.gui_vid,
+              gui_pid: d.gui_pid,
+              dev_icon: d.dev_icon,
+              hosts,
+              peripherals: d.peripherals,
+              present: d.present,
+              first_seen: d.first_seen,
+              last_seen: d.last_seen,
+            })
         }
       }
       yield
@@ -214,10 +259,24 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
   }
 
   // ---- vulnerable peripherals ----
-  const vulnerableModels = db.prepare<[], {
-    id: string; kind: 'KnownAttackTool' | 'VulnerableDevice'; vid: string; pid: string; name: string; vulnerability: string | null; severity: number
-    gui_vid: string | null; gui_pid: string | null; dev_icon: number; hosts: number; present: number; approved: number
-  }>(
+  const vulnerableModels = db.prepare<
+    [],
+    {
+      id: string
+      kind: 'KnownAttackTool' | 'VulnerableDevice'
+      vid: string
+      pid: string
+      name: string
+      vulnerability: string | null
+      severity: number
+      gui_vid: string | null
+      gui_pid: string | null
+      dev_icon: number
+      hosts: number
+      present: number
+      approved: number
+    }
+  >(
     `SELECT c.id, c.kind, c.vid, c.pid, c.name, c.vulnerability, c.severity,
        max(p.gui_vid) AS gui_vid, max(p.gui_pid) AS gui_pid, max(p.dev_icon) AS dev_icon,
        count(DISTINCT p.agent_id) AS hosts, sum(p.present) AS present, sum(p.approved) AS approved
@@ -249,18 +308,18 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
      GROUP BY 1, 2, 3`
   const violationMark = db.prepare<[], number>("SELECT CASE WHEN stale THEN 0 ELSE indexed END FROM record_index_state WHERE name = 'events'").pluck()
   const eventsTop = db.prepare<[], number | null>('SELECT max(id) FROM events').pluck()
-  const violationBlocks = db.prepare<{ from: number; to: number }, number>(
-    `SELECT DISTINCT block FROM event_rollup
+  const violationBlocks = db
+    .prepare<{ from: number; to: number }, number>(
+      `SELECT DISTINCT block FROM event_rollup
      WHERE level = 0 AND kind IN (${violationKinds}) AND max_ms >= @from AND min_ms <= @to ORDER BY block`,
-  ).pluck()
+    )
+    .pluck()
   const violationsInBlock = db.prepare<{ from: number; to: number; block: number; mark: number }, ViolationRow>(
     violationGroups(`WHERE id IN (SELECT id FROM event_kind_ids WHERE blk = @block >> 4 AND kind IN (${violationKinds})
        AND id BETWEEN @block << 12 AND min(@mark, (@block << 12) + 4095))`),
   )
   // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
-  const violationsInRange = db.prepare<{ from: number; to: number; lo: number; hi: number }, ViolationRow>(
-    violationGroups('NOT INDEXED WHERE id > @lo AND id <= @hi'),
-  )
+  const violationsInRange = db.prepare<{ from: number; to: number; lo: number; hi: number }, ViolationRow>(violationGroups('NOT INDEXED WHERE id > @lo AND id <= @hi'))
   const agentByUuid = db.prepare<[string], HostRow>('SELECT uuid, host_identifier, local_ip_address FROM agents WHERE uuid = ?')
   const modelLook = db.prepare<[string, string], { gui_vid: string | null; gui_pid: string | null; dev_icon: number }>(
     'SELECT gui_vid, gui_pid, dev_icon FROM peripherals WHERE vid = ? AND pid = ? LIMIT 1',
@@ -287,8 +346,7 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
   } as const
   const CLASS_KEY = `in_action, connection_status, operational_status, display_status, license_status, running_mode,
     severity, has_unapproved, has_vulnerable, has_attack_tool, vulnerable_or_wlv, os_version, service_version`
-  type ClassRow = Record<(typeof classColumns)[keyof typeof classColumns], string | null> &
-    Record<(typeof riskColumns)[keyof typeof riskColumns], number> & { severity: number; n: number }
+  type ClassRow = Record<(typeof classColumns)[keyof typeof classColumns], string | null> & Record<(typeof riskColumns)[keyof typeof riskColumns], number> & { severity: number; n: number }
   const classes = db.prepare<[], ClassRow>(`SELECT ${CLASS_KEY}, count(*) AS n FROM agents GROUP BY ${CLASS_KEY}`)
   const peripheralsByClass = db.prepare<[], { dev_icon: number; present: number; approved: number }>(
     'SELECT dev_icon, count(*) AS present, sum(approved) AS approved FROM peripherals WHERE present = 1 GROUP BY dev_icon ORDER BY dev_icon',
@@ -372,9 +430,7 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
             const attack = p.is_attack_tool === 1
             const vulnerable = p.is_vulnerable === 1
             const risk = attack ? 'a known attack tool' : 'a vulnerable device'
-            const reason = !approved
-              ? `Not approved on this agent${attack || vulnerable ? `, and ${risk}` : ''}.`
-              : `Approved, but ${risk}${p.vulnerability ? `: ${p.vulnerability}` : '.'}`
+            const reason = !approved ? `Not approved on this agent${attack || vulnerable ? `, and ${risk}` : ''}.` : `Approved, but ${risk}${p.vulnerability ? `: ${p.vulnerability}` : '.'}`
             return {
               deviceID: p.device_id.slice(0, 512),
               ...model(p.vid, p.pid, p.gui_vid, p.gui_pid, p.dev_icon),
@@ -525,10 +581,14 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
         data: sorted.slice(0, MAX_MODELS).map((m) => {
           const known = modelLook.get(m.vid, m.pid)
           // Events outlive deleted agents: such a host is named as the event named it.
-          const hosts = [...m.hosts.keys()].filter((k) => k !== '').sort().slice(0, VIOLATION_HOSTS).map((uuid) => {
-            const agent = agentByUuid.get(uuid)
-            return agent ? hostView(agent) : { uuid, hostIdentifier: (m.hosts.get(uuid) ?? uuid).slice(0, 255), localIpAddress: null }
-          })
+          const hosts = [...m.hosts.keys()]
+            .filter((k) => k !== '')
+            .sort()
+            .slice(0, VIOLATION_HOSTS)
+            .map((uuid) => {
+              const agent = agentByUuid.get(uuid)
+              return agent ? hostView(agent) : { uuid, hostIdentifier: (m.hosts.get(uuid) ?? uuid).slice(0, 255), localIpAddress: null }
+            })
           return {
             ...model(m.vid, m.pid, known?.gui_vid ?? null, known?.gui_pid ?? null, known?.dev_icon ?? m.icon),
             violationsCount: m.n,
@@ -561,11 +621,14 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
         return {
           totalAgents,
           ...(Object.fromEntries(Object.entries(counts).map(([k, m]) => [k, ranked(m)])) as Record<keyof typeof classColumns, NameCount[]>),
-          bySeverity: [...severities].filter(([s]) => s >= 0 && s <= 7).sort(([a], [b]) => a - b).map(([severity, count]) => ({
-            severity,
-            severityString: severityNames[severity],
-            count,
-          })),
+          bySeverity: [...severities]
+            .filter(([s]) => s >= 0 && s <= 7)
+            .sort(([a], [b]) => a - b)
+            .map(([severity, count]) => ({
+              severity,
+              severityString: severityNames[severity],
+              count,
+            })),
           risk,
           peripheralsByClass: peripheralsByClass.all().map((r) => ({
             devIcon: icon(r.dev_icon),

@@ -65,7 +65,13 @@ export interface GroupRow {
   change_seq: number
 }
 
-export interface GroupCounts { group_name: string; total: number; open: number; unread: number; pinned: number }
+export interface GroupCounts {
+  group_name: string
+  total: number
+  open: number
+  unread: number
+  pinned: number
+}
 
 export interface RiskFilter {
   kinds?: string[]
@@ -155,12 +161,8 @@ export function notificationsRepo(db: DB) {
 
   const riskById = db.prepare<[number], RiskRow>('SELECT * FROM risk_notifications WHERE id = ?')
   const riskByIds = db.prepare<[string], RiskRow>('SELECT * FROM risk_notifications WHERE id IN (SELECT value FROM json_each(?))')
-  const related = db.prepare<[number, number], number>(
-    'SELECT event_id FROM risk_notification_events WHERE notification_id = ? ORDER BY event_id DESC LIMIT ?',
-  ).pluck()
-  const riskPin = db.prepare<[string | null, number | null, number, number]>(
-    'UPDATE risk_notifications SET pinned_by = ?, pinned_ms = ?, change_seq = ? WHERE id = ? AND dismissed_ms IS NULL',
-  )
+  const related = db.prepare<[number, number], number>('SELECT event_id FROM risk_notification_events WHERE notification_id = ? ORDER BY event_id DESC LIMIT ?').pluck()
+  const riskPin = db.prepare<[string | null, number | null, number, number]>('UPDATE risk_notifications SET pinned_by = ?, pinned_ms = ?, change_seq = ? WHERE id = ? AND dismissed_ms IS NULL')
   const riskDismiss = db.prepare<[string, number, number, number]>(
     `UPDATE risk_notifications SET dismissed_by = ?, dismissed_ms = ?, pinned_by = NULL, pinned_ms = NULL, change_seq = ?
      WHERE id = ? AND dismissed_ms IS NULL`,
@@ -178,9 +180,7 @@ export function notificationsRepo(db: DB) {
 
   const groups = db.prepare<[], GroupRow>('SELECT * FROM notification_groups')
   const group = db.prepare<[string], GroupRow>('SELECT * FROM notification_groups WHERE name = ?')
-  const setMuted = db.prepare<[number, string | null, number | null, number, string]>(
-    'UPDATE notification_groups SET muted = ?, muted_by = ?, muted_ms = ?, change_seq = ? WHERE name = ?',
-  )
+  const setMuted = db.prepare<[number, string | null, number | null, number, string]>('UPDATE notification_groups SET muted = ?, muted_by = ?, muted_ms = ?, change_seq = ? WHERE name = ?')
   const groupChecked = db.prepare<[string, number, string]>('UPDATE notification_groups SET detail = ?, checked_ms = ? WHERE name = ?')
   const groupStateChanged = db.prepare<[HealthState, string, number, number, number, string]>(
     'UPDATE notification_groups SET state = ?, detail = ?, since_ms = ?, checked_ms = ?, change_seq = ? WHERE name = ?',
@@ -199,19 +199,13 @@ export function notificationsRepo(db: DB) {
      WHERE id = @id`,
   )
   const resolveHealth = db.prepare<[number, number, number]>('UPDATE health_notifications SET resolved_ms = ?, change_seq = ? WHERE id = ?')
-  const healthPin = db.prepare<[string | null, number | null, number, number]>(
-    'UPDATE health_notifications SET pinned_by = ?, pinned_ms = ?, change_seq = ? WHERE id = ? AND dismissed_ms IS NULL',
-  )
+  const healthPin = db.prepare<[string | null, number | null, number, number]>('UPDATE health_notifications SET pinned_by = ?, pinned_ms = ?, change_seq = ? WHERE id = ? AND dismissed_ms IS NULL')
   const healthDismiss = db.prepare<[string, number, number, number]>(
     `UPDATE health_notifications SET dismissed_by = ?, dismissed_ms = ?, pinned_by = NULL, pinned_ms = NULL, change_seq = ?
      WHERE id = ? AND dismissed_ms IS NULL`,
   )
-  const healthOfGroup = db.prepare<[string, number], HealthRow>(
-    'SELECT * FROM health_notifications WHERE group_name = ? AND dismissed_ms IS NULL ORDER BY id DESC LIMIT ?',
-  )
-  const openHealthAll = db.prepare<[number], HealthRow>(
-    'SELECT * FROM health_notifications WHERE resolved_ms IS NULL AND dismissed_ms IS NULL ORDER BY id DESC LIMIT ?',
-  )
+  const healthOfGroup = db.prepare<[string, number], HealthRow>('SELECT * FROM health_notifications WHERE group_name = ? AND dismissed_ms IS NULL ORDER BY id DESC LIMIT ?')
+  const openHealthAll = db.prepare<[number], HealthRow>('SELECT * FROM health_notifications WHERE resolved_ms IS NULL AND dismissed_ms IS NULL ORDER BY id DESC LIMIT ?')
   const groupCounts = db.prepare<[number], GroupCounts>(
     `SELECT h.group_name, count(*) AS total, coalesce(sum(h.resolved_ms IS NULL), 0) AS open,
        coalesce(sum(h.occurred_seq > ? AND g.muted = 0), 0) AS unread, coalesce(sum(h.pinned_ms IS NOT NULL), 0) AS pinned
@@ -278,10 +272,16 @@ export function notificationsRepo(db: DB) {
      */
     riskList(f: RiskFilter, s: Sort, readMark: number, limit: number, offset: number): { filtered: number; rows: RiskRow[] } {
       const where = riskWhere(f, readMark)
-      const filtered = openCount(f, readMark) ?? (prepared(`SELECT count(*) AS n FROM risk_notifications rn WHERE ${where.sql}`).pluck().get(...where.params) as number)
+      const filtered =
+        openCount(f, readMark) ??
+        (prepared(`SELECT count(*) AS n FROM risk_notifications rn WHERE ${where.sql}`)
+          .pluck()
+          .get(...where.params) as number)
       if (filtered === 0 || offset >= filtered) return { filtered, rows: [] }
       const order = orderBy(s, riskSortColumns, 'rn.id')
-      const ids = prepared(`SELECT rn.id FROM risk_notifications rn WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`).pluck().all(...where.params, limit, offset) as number[]
+      const ids = prepared(`SELECT rn.id FROM risk_notifications rn WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
+        .pluck()
+        .all(...where.params, limit, offset) as number[]
       const byId = new Map(riskByIds.all(JSON.stringify(ids)).map((r) => [r.id, r]))
       return { filtered, rows: ids.map((id) => byId.get(id)!).filter(Boolean) }
     },

@@ -8,7 +8,6 @@ import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditio
 import { idsOf } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
-
 export interface PeripheralRow {
   id: number
   agent_id: number
@@ -144,7 +143,12 @@ function peripheralConditions(f: PeripheralFilter, search: AgentSearch): Conditi
   if (f.serialNumber !== undefined) out.push(serialContains(f.serialNumber))
   if (f.vid !== undefined) out.push(cond((plus) => `${plus}p.vid = ?`, f.vid))
   if (f.pid !== undefined) out.push(cond((plus) => `${plus}p.pid = ?`, f.pid))
-  for (const [column, value] of [['p.is_unapproved', f.isUnapproved], ['p.is_vulnerable', f.isVulnerable], ['p.is_attack_tool', f.isAttackTool], ['p.present', f.present]] as const) {
+  for (const [column, value] of [
+    ['p.is_unapproved', f.isUnapproved],
+    ['p.is_vulnerable', f.isVulnerable],
+    ['p.is_attack_tool', f.isAttackTool],
+    ['p.present', f.present],
+  ] as const) {
     if (value !== undefined) out.push(cond((plus) => `${plus}${column} = ${value ? 1 : 0}`))
   }
   if (f.globalSearch !== undefined) out.push(globalSearch(f.globalSearch, search))
@@ -218,7 +222,9 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
       return textTotal.get(sole[0] === 'vendor' ? 'vendor' : 'product', contains((sole[1] as string).toLowerCase())) as number
     }
     const where = render(conditions, 'free')
-    return cached(`SELECT count(*) FROM peripherals p WHERE ${where.sql}`).pluck().get(...where.params) as number
+    return cached(`SELECT count(*) FROM peripherals p WHERE ${where.sql}`)
+      .pluck()
+      .get(...where.params) as number
   }
   /** A page as rows of `columns` (over `peripherals p JOIN agents a`; read by `rows`), with the counts. */
   function readPage<R>(f: PeripheralFilter, sort: Sort, limit: number, offset: number, columns: string, rows: RowReader<R> = objectRows): { total: number; filtered: number; rows: R[] } {
@@ -227,11 +233,13 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
     const filtered = count(f, conditions, all)
     const plan = choosePlan(filtered, all, offset, limit, peripheralSortIndexed(sort))
     const where = render(conditions, plan)
-    return { total: all, filtered, rows: filtered <= offset ? [] : rows(cached(`SELECT ${columns} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset) }
+    return {
+      total: all,
+      filtered,
+      rows: filtered <= offset ? [] : rows(cached(`SELECT ${columns} FROM ${FROM} WHERE ${where.sql} ORDER BY ${peripheralOrderBy(sort, plan)} LIMIT ? OFFSET ?`), ...where.params, limit, offset),
+    }
   }
-  const ofAgent = db.prepare<[number, number], PeripheralListRow>(
-    `SELECT ${COLUMNS} FROM ${FROM} WHERE p.agent_id = ? ORDER BY p.present DESC, p.last_seen_ms DESC, p.id DESC LIMIT ?`,
-  )
+  const ofAgent = db.prepare<[number, number], PeripheralListRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE p.agent_id = ? ORDER BY p.present DESC, p.last_seen_ms DESC, p.id DESC LIMIT ?`)
   const presentModels = db.prepare<[number], { vid: string; pid: string }>('SELECT DISTINCT vid, pid FROM peripherals WHERE agent_id = ? AND present ORDER BY vid, pid')
   // Through the agent's few peripherals, never through every peripheral of a popular model.
   // plan: query-plans "prepared at start" (tests/query-plans.test.ts)

@@ -79,7 +79,14 @@ const AGENT_PAGE = 250
  */
 const AGENT_VIEW_COLUMNS: string[] = (() => {
   const used = new Set<string>(['id'])
-  agentView(new Proxy({} as AgentRow, { get: (_t, k) => (typeof k === 'string' && used.add(k), null) }))
+  agentView(
+    new Proxy({} as AgentRow, {
+      get: (_t, k) => {
+        if (typeof k === 'string') used.add(k)
+        return null
+      },
+    }),
+  )
   return [...used]
 })()
 
@@ -209,7 +216,10 @@ function eventConditions(f: EventFilter): { sql: string; params: unknown[] } {
     // The fields GetEvents' GlobalSearch looks in (severityString is matched by name below).
     const columns = ['description', 'details', 'entity_id', 'event_code', 'category', 'hashtags', 'asset_name']
     const names = ['Emergency', 'Alert', 'Critical', 'Error', 'Warning', 'Notice', 'Informational', 'Debug']
-    const bySeverity = names.map((n, i) => [n, i] as const).filter(([n]) => n.toLowerCase().includes(f.globalSearch!.toLowerCase())).map(([, i]) => i)
+    const bySeverity = names
+      .map((n, i) => [n, i] as const)
+      .filter(([n]) => n.toLowerCase().includes(f.globalSearch!.toLowerCase()))
+      .map(([, i]) => i)
     const any = columns.map((c) => `${c} LIKE ? ESCAPE '\\'`)
     if (bySeverity.length) any.push(`severity IN (${bySeverity.join(', ')})`)
     parts.push(`(${any.join(' OR ')})`)
@@ -291,9 +301,7 @@ export function reportsRepo(db: DB, search: AgentSearch) {
        email_next_ms = @email_next_ms, email_detail = @email_detail
      WHERE id = @id AND status = 'running'`,
   )
-  const storedFiles = db.prepare<[string], RunRow>(
-    "SELECT * FROM report_runs WHERE report_id = ? AND file_path IS NOT NULL AND file_deleted_ms IS NULL ORDER BY seq DESC",
-  )
+  const storedFiles = db.prepare<[string], RunRow>('SELECT * FROM report_runs WHERE report_id = ? AND file_path IS NOT NULL AND file_deleted_ms IS NULL ORDER BY seq DESC')
   const fileDeleted = db.prepare<[number, string]>('UPDATE report_runs SET file_deleted_ms = ? WHERE id = ? AND file_deleted_ms IS NULL')
   const newestFile = db.prepare<[string], RunRow>(
     "SELECT * FROM report_runs WHERE report_id = ? AND status = 'succeeded' AND file_path IS NOT NULL AND file_deleted_ms IS NULL ORDER BY seq DESC LIMIT 1",
@@ -497,19 +505,24 @@ export function reportsRepo(db: DB, search: AgentSearch) {
          FROM events WHERE ${w} GROUP BY 1, 2, 3`,
       )
       const sources = new Map<string, { n: number; last: number; label: string }>()
-      await byDays(f.from, f.to, (a, b) => {
-        for (const r of q.all(a, b, ...params.slice(2)) as { severity: number; category: string; key: string; last: number; label: string; n: number }[]) {
-          t.total += r.n
-          bump(t.bySeverity, r.severity, r.n)
-          bump(t.byCategory, r.category, r.n)
-          const s = sources.get(r.key)
-          if (!s) sources.set(r.key, { n: r.n, last: r.last, label: r.label })
-          else {
-            s.n += r.n
-            if (r.last > s.last) Object.assign(s, { last: r.last, label: r.label })
+      await byDays(
+        f.from,
+        f.to,
+        (a, b) => {
+          for (const r of q.all(a, b, ...params.slice(2)) as { severity: number; category: string; key: string; last: number; label: string; n: number }[]) {
+            t.total += r.n
+            bump(t.bySeverity, r.severity, r.n)
+            bump(t.byCategory, r.category, r.n)
+            const s = sources.get(r.key)
+            if (!s) sources.set(r.key, { n: r.n, last: r.last, label: r.label })
+            else {
+              s.n += r.n
+              if (r.last > s.last) Object.assign(s, { last: r.last, label: r.label })
+            }
           }
-        }
-      }, signal)
+        },
+        signal,
+      )
       for (const s of sources.values()) bump(t.byKey, s.label, s.n)
       return t
     },
@@ -535,15 +548,20 @@ export function reportsRepo(db: DB, search: AgentSearch) {
       const t: DigestTotals = { total: 0, bySeverity: new Map(), byCategory: new Map(), byOutcome: new Map(), byKey: new Map() }
       const { sql: w, params } = auditConditions({ ...f, from: 0, to: 0 })
       const q = cached(`SELECT severity, category, outcome, coalesce(user_name, '(unknown)') AS key, count(*) AS n FROM audit_trail WHERE ${w} GROUP BY 1, 2, 3, 4`)
-      await byDays(f.from, f.to, (a, b) => {
-        for (const r of q.all(a, b, ...params.slice(2)) as { severity: number; category: string; outcome: string; key: string; n: number }[]) {
-          t.total += r.n
-          bump(t.bySeverity, r.severity, r.n)
-          bump(t.byCategory, r.category, r.n)
-          bump(t.byOutcome, r.outcome, r.n)
-          bump(t.byKey, r.key, r.n)
-        }
-      }, signal)
+      await byDays(
+        f.from,
+        f.to,
+        (a, b) => {
+          for (const r of q.all(a, b, ...params.slice(2)) as { severity: number; category: string; outcome: string; key: string; n: number }[]) {
+            t.total += r.n
+            bump(t.bySeverity, r.severity, r.n)
+            bump(t.byCategory, r.category, r.n)
+            bump(t.byOutcome, r.outcome, r.n)
+            bump(t.byKey, r.key, r.n)
+          }
+        },
+        signal,
+      )
       return t
     },
 

@@ -75,9 +75,12 @@ export function retentionRepo(db: DB) {
       db.prepare('DELETE FROM data_dir_samples WHERE sampled_ms < ?').run(keepAfterMs)
     },
     /** The oldest and the latest sample. */
-    samples: () => db.prepare<[], { sampled_ms: number; bytes: number; free_bytes: number }>(
-      'SELECT * FROM data_dir_samples WHERE sampled_ms IN ((SELECT min(sampled_ms) FROM data_dir_samples), (SELECT max(sampled_ms) FROM data_dir_samples)) ORDER BY sampled_ms',
-    ).all(),
+    samples: () =>
+      db
+        .prepare<[], { sampled_ms: number; bytes: number; free_bytes: number }>(
+          'SELECT * FROM data_dir_samples WHERE sampled_ms IN ((SELECT min(sampled_ms) FROM data_dir_samples), (SELECT max(sampled_ms) FROM data_dir_samples)) ORDER BY sampled_ms',
+        )
+        .all(),
   }
 }
 export type RetentionRepo = ReturnType<typeof retentionRepo>

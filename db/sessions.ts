@@ -24,9 +24,7 @@ export interface RefreshRow {
 export function sessionsRepo(db: DB, version: AuthVersion) {
   const principals = new Map<string, { version: number; row: SessionPrincipal | undefined }>()
   const insertSession = db.prepare<[string, number, number]>('INSERT INTO sessions (id, user_id, created_ms) VALUES (?, ?, ?)')
-  const insertRefresh = db.prepare<[string, string, number, number]>(
-    'INSERT INTO refresh_tokens (token_hash, session_id, created_ms, expires_ms) VALUES (?, ?, ?, ?)',
-  )
+  const insertRefresh = db.prepare<[string, string, number, number]>('INSERT INTO refresh_tokens (token_hash, session_id, created_ms, expires_ms) VALUES (?, ?, ?, ?)')
   const principal = db.prepare<[string], SessionPrincipal>(
     `SELECT s.id AS session_id, s.revoked_ms, u.id AS user_id, u.user_name, u.profile, u.is_active, u.tokens_valid_after_ms
      FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?`,

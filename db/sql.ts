@@ -4,7 +4,10 @@
 import type Database from 'better-sqlite3'
 import type { DB } from './index.js'
 
-export interface Sort { field: string; direction: 'asc' | 'desc' }
+export interface Sort {
+  field: string
+  direction: 'asc' | 'desc'
+}
 
 /** A LIKE pattern for a case-insensitive "contains" (use with ESCAPE '\'). */
 export const contains = (text: string) => `%${text.replace(/[\\%_]/g, (c) => '\\' + c)}%`

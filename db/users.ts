@@ -39,13 +39,9 @@ export function usersRepo(db: DB, version: AuthVersion) {
      VALUES (@user_name, @email, @first_name, @last_name, @phone, @image, @profile, @password_hash, @is_active, @now, @now)`,
   )
   const remove = db.prepare<[number]>('DELETE FROM users WHERE id = ?')
-  const count = db.prepare<[], { total: number; active: number }>(
-    'SELECT count(*) AS total, coalesce(sum(is_active), 0) AS active FROM users',
-  )
+  const count = db.prepare<[], { total: number; active: number }>('SELECT count(*) AS total, coalesce(sum(is_active), 0) AS active FROM users')
   const activeAdmins = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM users WHERE profile = 30 AND is_active = 1')
-  const loginLock = db.prepare<[string, string, number], number>(
-    'SELECT locked_until_ms FROM login_failures WHERE user_name = ? AND source = ? AND locked_until_ms > ?',
-  ).pluck()
+  const loginLock = db.prepare<[string, string, number], number>('SELECT locked_until_ms FROM login_failures WHERE user_name = ? AND source = ? AND locked_until_ms > ?').pluck()
   const loginFailed = db.prepare(
     `INSERT INTO login_failures (user_name, source, failures, last_ms, locked_until_ms)
      VALUES (@name, @source, 1, @now, CASE WHEN 1 >= @threshold THEN @now + @lockMs ELSE 0 END)
@@ -101,7 +97,9 @@ export function usersRepo(db: DB, version: AuthVersion) {
       return id
     },
     update(id: number, changes: UserChanges, now: number): void {
-      const cols = Object.keys(changes).filter((c) => changeable.has(c)).sort()
+      const cols = Object.keys(changes)
+        .filter((c) => changeable.has(c))
+        .sort()
       const key = cols.join(',')
       let stmt = updateStatements.get(key)
       if (!stmt) {

@@ -26,16 +26,32 @@ async function multipartRead<T>(read: () => Promise<T>): Promise<T> {
   } catch (err) {
     if (err instanceof ProblemError || typeof (err as { statusCode?: unknown }).statusCode === 'number') throw err
     const reason = String((err as Error).message ?? err).slice(0, 100)
-    throw problem('validation', `The body is not valid multipart/form-data (${reason}): send the CSV file in a part named file.`, { errors: [{ location: 'body', name: 'file', reason: 'is not valid multipart/form-data' }] })
+    throw problem('validation', `The body is not valid multipart/form-data (${reason}): send the CSV file in a part named file.`, {
+      errors: [{ location: 'body', name: 'file', reason: 'is not valid multipart/form-data' }],
+    })
   }
 }
 
 export const agentlessHandlers: Handlers<
-  | 'getAgentlessConnectionDetailsStatus' | 'createAgentlessConnection' | 'updateAgentlessConnection' | 'deleteAgentlessConnections'
-  | 'registerAgentlessConnections' | 'unregisterAgentlessConnections' | 'uploadAgentlessConnectionsFile' | 'exportAgentlessStatusCsv'
-  | 'exportAgentlessStatusPdf' | 'exportAgentlessConnectionsCsv' | 'getWorkerPollerDetails' | 'deleteWorkerPoller'
-  | 'setWorkerPollerActivatedStatus' | 'pollerRegister' | 'pollerHeartbeat' | 'pollerGetConnections' | 'pollerReportRuns'
-  | 'replayAllAssets' | 'sendMonitorOldLocation'
+  | 'getAgentlessConnectionDetailsStatus'
+  | 'createAgentlessConnection'
+  | 'updateAgentlessConnection'
+  | 'deleteAgentlessConnections'
+  | 'registerAgentlessConnections'
+  | 'unregisterAgentlessConnections'
+  | 'uploadAgentlessConnectionsFile'
+  | 'exportAgentlessStatusCsv'
+  | 'exportAgentlessStatusPdf'
+  | 'exportAgentlessConnectionsCsv'
+  | 'getWorkerPollerDetails'
+  | 'deleteWorkerPoller'
+  | 'setWorkerPollerActivatedStatus'
+  | 'pollerRegister'
+  | 'pollerHeartbeat'
+  | 'pollerGetConnections'
+  | 'pollerReportRuns'
+  | 'replayAllAssets'
+  | 'sendMonitorOldLocation'
 > = {
   async getAgentlessConnectionDetailsStatus(req, reply) {
     const filter = agentlessFilter(req.query as Record<string, unknown>, 'query')
@@ -47,10 +63,20 @@ export const agentlessHandlers: Handlers<
       // The ids in order (8 bytes a connection), then the rows a thousand at a time.
       const { total, filtered } = agentless.counts(filter)
       const rows = inPages(agentless.ids(filter, order, defaults, pageSize, offset), (ids) => agentless.connectionsByIds(ids))
-      return reply.type('application/json').send(listAnswerStream(total, filtered, jsonChunks(rows, (r) => statusView(r, defaults))))
+      return reply.type('application/json').send(
+        listAnswerStream(
+          total,
+          filtered,
+          jsonChunks(rows, (r) => statusView(r, defaults)),
+        ),
+      )
     }
     const { total, filtered, rows } = agentless.list(filter, order, defaults, pageSize, offset)
-    return listAnswer(total, filtered, rows.map((r) => statusView(r, defaults)))
+    return listAnswer(
+      total,
+      filtered,
+      rows.map((r) => statusView(r, defaults)),
+    )
   },
 
   async createAgentlessConnection(req) {

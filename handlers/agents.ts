@@ -31,12 +31,9 @@ const nicView = (n: any): AgentNic => ({
 })
 
 /** `<host>-debuglogs-<UTC time>.log`, with only characters safe in a file name. */
-const logFileName = (host: string, ms: number) =>
-  `${host.replace(/[^\w.-]/g, '_').slice(0, 100)}-debuglogs-${new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '')}.log`
+const logFileName = (host: string, ms: number) => `${host.replace(/[^\w.-]/g, '_').slice(0, 100)}-debuglogs-${new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '')}.log`
 
-export const agentsHandlers: Handlers<
-  'getAgents' | 'getAgent' | 'getAgentDebugLogs' | 'setAgentsConfiguration' | 'deleteAgents' | 'deleteAgentsCommands' | 'updateAgents' | 'fetchAgentsDebugLogs'
-> = {
+export const agentsHandlers: Handlers<'getAgents' | 'getAgent' | 'getAgentDebugLogs' | 'setAgentsConfiguration' | 'deleteAgents' | 'deleteAgentsCommands' | 'updateAgents' | 'fetchAgentsDebugLogs'> = {
   async getAgents(req, reply) {
     const query = req.query as Record<string, unknown>
     const filter = agentFilterFromQuery(query)

@@ -67,19 +67,44 @@ const n = (v: unknown) => v as number
 
 /** Each CSV column of PrimeEventView from a row (peripheralIcon as a number: `-1` is not a formula). */
 const eventCells: Cells = {
-  eventID: (r) => r[E.id], creationTime: (r) => isoTime(n(r[E.created_ms])), creationTimeEpoch: (r) => r[E.created_ms], eventCode: (r) => r[E.event_code],
-  severity: (r) => r[E.severity], severityString: (r) => severityNames[n(r[E.severity])], category: (r) => r[E.category], eventEntityID: (r) => r[E.entity_id],
-  description: (r) => r[E.description], details: (r) => r[E.details], hashtags: (r) => r[E.hashtags], peripheralIcon: (r) => r[E.peripheral_icon],
-  assetKey: (r) => r[E.asset_key], assetName: (r) => r[E.asset_name], peripheralAssetId: (r) => r[E.peripheral_asset_id],
+  eventID: (r) => r[E.id],
+  creationTime: (r) => isoTime(n(r[E.created_ms])),
+  creationTimeEpoch: (r) => r[E.created_ms],
+  eventCode: (r) => r[E.event_code],
+  severity: (r) => r[E.severity],
+  severityString: (r) => severityNames[n(r[E.severity])],
+  category: (r) => r[E.category],
+  eventEntityID: (r) => r[E.entity_id],
+  description: (r) => r[E.description],
+  details: (r) => r[E.details],
+  hashtags: (r) => r[E.hashtags],
+  peripheralIcon: (r) => r[E.peripheral_icon],
+  assetKey: (r) => r[E.asset_key],
+  assetName: (r) => r[E.asset_name],
+  peripheralAssetId: (r) => r[E.peripheral_asset_id],
 }
 /** Each CSV column of AuditTrailView (assetReference flattened) from a row. */
 const auditCells: Cells = {
-  auditTrailID: (r) => r[A.id], creationTime: (r) => isoTime(n(r[A.created_ms])), creationTimeEpoch: (r) => r[A.created_ms], severity: (r) => r[A.severity],
-  severityString: (r) => severityNames[n(r[A.severity])], category: (r) => r[A.category], user: (r) => r[A.user_name], sourceIp: (r) => r[A.source_ip],
-  description: (r) => r[A.description], details: (r) => r[A.details], operationId: (r) => r[A.operation_id], outcome: (r) => r[A.outcome],
-  'assetReference.key': (r) => r[A.asset_key], 'assetReference.name': (r) => r[A.asset_name], 'assetReference.parentID': (r) => r[A.asset_parent_id],
-  'assetReference.ipAddress': (r) => r[A.asset_ip], 'assetReference.type': (r) => r[A.asset_type], 'assetReference.subType': (r) => r[A.asset_sub_type],
-  'assetReference.allAssetTypeDetail': (r) => r[A.asset_detail], 'assetReference.icon': (r) => r[A.asset_icon],
+  auditTrailID: (r) => r[A.id],
+  creationTime: (r) => isoTime(n(r[A.created_ms])),
+  creationTimeEpoch: (r) => r[A.created_ms],
+  severity: (r) => r[A.severity],
+  severityString: (r) => severityNames[n(r[A.severity])],
+  category: (r) => r[A.category],
+  user: (r) => r[A.user_name],
+  sourceIp: (r) => r[A.source_ip],
+  description: (r) => r[A.description],
+  details: (r) => r[A.details],
+  operationId: (r) => r[A.operation_id],
+  outcome: (r) => r[A.outcome],
+  'assetReference.key': (r) => r[A.asset_key],
+  'assetReference.name': (r) => r[A.asset_name],
+  'assetReference.parentID': (r) => r[A.asset_parent_id],
+  'assetReference.ipAddress': (r) => r[A.asset_ip],
+  'assetReference.type': (r) => r[A.asset_type],
+  'assetReference.subType': (r) => r[A.asset_sub_type],
+  'assetReference.allAssetTypeDetail': (r) => r[A.asset_detail],
+  'assetReference.icon': (r) => r[A.asset_icon],
   requestId: (r) => r[A.request_id],
 }
 
@@ -149,9 +174,7 @@ const auditExport: ExportSpec<AuditFilter, AuditTrailRow> = {
   rawChunks: (req, f, s, cap) => req.server.repos.eventQueries.audit.rawChunks(f, s, cap),
   csvColumns: (req) => {
     const schemas = req.server.contract.spec.components.schemas
-    return Object.keys(schemas.AuditTrailView.properties).flatMap((k) =>
-      k === 'assetReference' ? Object.keys(schemas.AssetReference.properties).map((a) => `assetReference.${a}`) : [k],
-    )
+    return Object.keys(schemas.AuditTrailView.properties).flatMap((k) => (k === 'assetReference' ? Object.keys(schemas.AssetReference.properties).map((a) => `assetReference.${a}`) : [k]))
   },
   csvCells: auditCells,
   pdfColumns: auditPdfColumns,
@@ -178,19 +201,20 @@ async function sendExport<F extends { idTo: number; empty: boolean }, R>(req: Fa
     description: `Exported ${Math.min(matched, cap)} ${spec.what} as ${format.toUpperCase()} (${name})${truncated ? `; ${matched} matched, cut to ${cap}` : ''}`,
     details: { format, fileName: name, records: Math.min(matched, cap), matched, truncated, filters: Object.fromEntries(filters), sortBy },
   })
-  const stream = format === 'csv'
-    ? Readable.from(csvText(spec.csvColumns(req), spec.csvCells, spec.rawChunks(req, filter, order, cap)))
-    : pdfStream({
-        title: `${spec.title} - exported by ${req.principal?.name ?? 'unknown'}`,
-        filters,
-        sortedBy: sortBy,
-        generatedMs: now,
-        total: matched,
-        noun: spec.what,
-        columns: spec.pdfColumns,
-        rows: spec.rows(req, filter, order, cap),
-        maxRows: cap,
-      })
+  const stream =
+    format === 'csv'
+      ? Readable.from(csvText(spec.csvColumns(req), spec.csvCells, spec.rawChunks(req, filter, order, cap)))
+      : pdfStream({
+          title: `${spec.title} - exported by ${req.principal?.name ?? 'unknown'}`,
+          filters,
+          sortedBy: sortBy,
+          generatedMs: now,
+          total: matched,
+          noun: spec.what,
+          columns: spec.pdfColumns,
+          rows: spec.rows(req, filter, order, cap),
+          maxRows: cap,
+        })
   return reply
     .header('content-disposition', `attachment; filename="${name}"`)
     .header('x-records-filtered', String(matched))

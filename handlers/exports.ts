@@ -110,16 +110,22 @@ function sendAgents(req: FastifyRequest, reply: FastifyReply, format: Format, fi
     const columns = Object.keys(contract.spec.components.schemas.AgentViewResource.properties)
     return attach(reply, format, fileName, ids.length, csvStream(columns, agentViews(repos.exports.agents(ids))))
   }
-  return attach(reply, format, fileName, ids.length, pdfStream({
-    title: 'Agents',
-    filters,
-    sortedBy: sortBy,
-    generatedMs: now,
-    total: ids.length,
-    noun: 'agents',
-    columns: agentPdfColumns,
-    rows: agentViews(repos.exports.agents(ids.slice(0, MAX_PDF_ROWS))),
-  }))
+  return attach(
+    reply,
+    format,
+    fileName,
+    ids.length,
+    pdfStream({
+      title: 'Agents',
+      filters,
+      sortedBy: sortBy,
+      generatedMs: now,
+      total: ids.length,
+      noun: 'agents',
+      columns: agentPdfColumns,
+      rows: agentViews(repos.exports.agents(ids.slice(0, MAX_PDF_ROWS))),
+    }),
+  )
 }
 
 /** The peripherals matching the body aggregated by model, as a file, audited. */
@@ -133,16 +139,22 @@ async function sendModels(req: FastifyRequest, reply: FastifyReply, format: Form
     details: { format, fileName, records: models.length, filters: Object.fromEntries(filters) },
   })
   if (format === 'csv') return attach(reply, format, fileName, models.length, csvStream(modelColumns, models))
-  return attach(reply, format, fileName, models.length, pdfStream({
-    title: 'Peripherals by model',
-    filters,
-    sortedBy: 'hosts, most first',
-    generatedMs: now,
-    total: models.length,
-    noun: 'peripheral models',
-    columns: modelPdfColumns,
-    rows: models,
-  }))
+  return attach(
+    reply,
+    format,
+    fileName,
+    models.length,
+    pdfStream({
+      title: 'Peripherals by model',
+      filters,
+      sortedBy: 'hosts, most first',
+      generatedMs: now,
+      total: models.length,
+      noun: 'peripheral models',
+      columns: modelPdfColumns,
+      rows: models,
+    }),
+  )
 }
 
 /** The sort of GET agents, from an export body. */

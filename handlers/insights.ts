@@ -23,10 +23,16 @@ function errorRange(fromText: string | undefined, toText: string | undefined, no
   return { from, to }
 }
 
-
 export const insightsHandlers: Handlers<
-  | 'getLoggedAgents' | 'getPolicyTest' | 'getAgentsErrorTotal' | 'getUncommonPeripherals' | 'reloadUncommonPeripherals'
-  | 'getVulnerablePeripherals' | 'reloadVulnerablePeripherals' | 'getUniqueWhitelistViolation' | 'getAgentsClassificationSummary'
+  | 'getLoggedAgents'
+  | 'getPolicyTest'
+  | 'getAgentsErrorTotal'
+  | 'getUncommonPeripherals'
+  | 'reloadUncommonPeripherals'
+  | 'getVulnerablePeripherals'
+  | 'reloadVulnerablePeripherals'
+  | 'getUniqueWhitelistViolation'
+  | 'getAgentsClassificationSummary'
 > = {
   async getLoggedAgents(req) {
     const { repos, config } = req.server

@@ -35,8 +35,18 @@ function items<T>(body: T[] | null | undefined, what: string): T[] {
 }
 
 export const reportsHandlers: Handlers<
-  | 'getAllReports' | 'getReport' | 'getReportsArguments' | 'createReport' | 'updateReport' | 'deleteReports' | 'activateReports'
-  | 'deactivateReports' | 'requestReportRun' | 'getReportFile' | 'getReportFileList' | 'sendTestReport'
+  | 'getAllReports'
+  | 'getReport'
+  | 'getReportsArguments'
+  | 'createReport'
+  | 'updateReport'
+  | 'deleteReports'
+  | 'activateReports'
+  | 'deactivateReports'
+  | 'requestReportRun'
+  | 'getReportFile'
+  | 'getReportFileList'
+  | 'sendTestReport'
 > = {
   async getAllReports(req) {
     const { reports } = req.server.repos
@@ -55,12 +65,23 @@ export const reportsHandlers: Handlers<
     return {
       types: reportTypes.map((t) => typeInfo[t]),
       formats: (Object.keys(formats) as (keyof typeof formats)[]).map((f) => ({ format: f, ...formats[f] })),
-      frequencies: frequencies.map((f) => ({ frequency: f, title: frequencyTitles[f], fields: [...frequencyFields[f], 'timeOfDay', 'timeZone'] as ('date' | 'dayOfWeek' | 'dayOfMonth' | 'timeOfDay' | 'timeZone')[] })),
+      frequencies: frequencies.map((f) => ({
+        frequency: f,
+        title: frequencyTitles[f],
+        fields: [...frequencyFields[f], 'timeOfDay', 'timeZone'] as ('date' | 'dayOfWeek' | 'dayOfMonth' | 'timeOfDay' | 'timeZone')[],
+      })),
       daysOfWeek: [...daysOfWeek],
       timeZones: [...timeZones()],
       limits: {
-        maxReports: MAX_REPORTS, maxRecipients: MAX_RECIPIENTS, maxRetentionFiles: 1000, minRetentionBytes: 1024 * 1024, maxRetentionBytes: 10 * 1024 ** 3,
-        maxDownloadItems: 100, maxRunsListed: MAX_RUNS_LISTED, pdfMaxRows: PDF_MAX_ROWS, csvMaxRows: CSV_MAX_ROWS,
+        maxReports: MAX_REPORTS,
+        maxRecipients: MAX_RECIPIENTS,
+        maxRetentionFiles: 1000,
+        minRetentionBytes: 1024 * 1024,
+        maxRetentionBytes: 10 * 1024 ** 3,
+        maxDownloadItems: 100,
+        maxRunsListed: MAX_RUNS_LISTED,
+        pdfMaxRows: PDF_MAX_ROWS,
+        csvMaxRows: CSV_MAX_ROWS,
       },
       defaults: { timeZone: DEFAULT_TIME_ZONE, sender: mailer.configured() ? mailer.from() : null, retention: DEFAULT_RETENTION },
       smtpConfigured: mailer.configured(),

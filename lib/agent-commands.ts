@@ -21,7 +21,11 @@ const MAX_LISTED_FAILURES = 20
 const MAX_FAILURES_HEADER = 4096
 
 export type FailureCode = 'not-found' | 'ambiguous' | 'not-allowed' | 'invalid'
-export interface ItemFailure { index: number; code: FailureCode; reason: string }
+export interface ItemFailure {
+  index: number
+  code: FailureCode
+  reason: string
+}
 
 /** Request items name agents; the answer and the audit name them by these. */
 const describe = (ids: AgentIdentifiers) =>
@@ -77,7 +81,11 @@ function auditFailures(req: FastifyRequest, what: string, failures: ItemFailure[
   })
 }
 
-interface Ctx { req: FastifyRequest; now: number; by: string }
+interface Ctx {
+  req: FastifyRequest
+  now: number
+  by: string
+}
 
 const context = (req: FastifyRequest): Ctx => ({ req, now: Date.now(), by: req.principal!.name })
 
@@ -141,7 +149,11 @@ export function configureAgents(req: FastifyRequest, reply: FastifyReply, items:
         const tools = models.filter((m) => repos.peripherals.attackToolName(m.vid, m.pid))
         if (tools.length && !isAdministrator) {
           const list = tools.map((m) => `${m.vid}:${m.pid}`).join(', ')
-          return failures.push({ index, code: 'not-allowed', reason: `Approving all on ${agent.host_identifier} would approve the known attack tool(s) ${list}, which needs the Administrator profile.` })
+          return failures.push({
+            index,
+            code: 'not-allowed',
+            reason: `Approving all on ${agent.host_identifier} would approve the known attack tool(s) ${list}, which needs the Administrator profile.`,
+          })
         }
         for (const m of models) if (repos.peripherals.setApproval(agent.id, m.vid, m.pid, 'Approved', ctx.now, ctx.by)) approved.push(m)
         // The policy goes first: an agent being armed then blocks nothing just approved.
@@ -168,7 +180,15 @@ export function configureAgents(req: FastifyRequest, reply: FastifyReply, items:
       const did = [mode ? `mode ${mode}` : null, approveAll ? `approve all (${approved.length} model(s) newly approved)` : null].filter(Boolean).join(' and ')
       audit(req, {
         description: `Configured agent ${agent.host_identifier}: ${did}`,
-        details: { index, request: { uuid: item.uuid ?? null, hostIdentifier: item.hostIdentifier ?? null, ipAddress: item.ipAddress ?? null }, mode: mode ?? null, approveAll, approved, commandIds, cancelledCommandIds: cancelled },
+        details: {
+          index,
+          request: { uuid: item.uuid ?? null, hostIdentifier: item.hostIdentifier ?? null, ipAddress: item.ipAddress ?? null },
+          mode: mode ?? null,
+          approveAll,
+          approved,
+          commandIds,
+          cancelledCommandIds: cancelled,
+        },
         asset: agentAsset(agent),
       })
     })
@@ -214,7 +234,15 @@ export function commandPeripherals(req: FastifyRequest, reply: FastifyReply, bod
       repos.agentState.refreshAgent(agent.id)
       audit(req, {
         description: `${status === 'Approved' ? 'Approved' : 'Disapproved'} ${models.join(', ')} on agent ${agent.host_identifier}`,
-        details: { opCode: status === 'Approved' ? 'APPROVE' : 'DISAPPROVE', indexes, models, changed, unchanged: models.filter((m) => !changed.includes(m)), commandId: pushed?.id ?? null, cancelledCommandIds: pushed?.cancelled ?? [] },
+        details: {
+          opCode: status === 'Approved' ? 'APPROVE' : 'DISAPPROVE',
+          indexes,
+          models,
+          changed,
+          unchanged: models.filter((m) => !changed.includes(m)),
+          commandId: pushed?.id ?? null,
+          cancelledCommandIds: pushed?.cancelled ?? [],
+        },
         asset: agentAsset(agent),
       })
     }
@@ -237,7 +265,12 @@ function perAgent<R extends ItemResult>(req: FastifyRequest, uuids: string[] | n
       return agent ? act(ctx, agent, id) : notFound(id)
     })
     const failed = results.filter((r) => r.status === 'failed').length
-    auditFailures(req, req.routeOptions.config.op?.operationId ?? 'Agents', results.flatMap((r, index) => (r.status === 'failed' ? [{ index, code: r.code as FailureCode, reason: r.reason ?? '' }] : [])), results.length - failed)
+    auditFailures(
+      req,
+      req.routeOptions.config.op?.operationId ?? 'Agents',
+      results.flatMap((r, index) => (r.status === 'failed' ? [{ index, code: r.code as FailureCode, reason: r.reason ?? '' }] : [])),
+      results.length - failed,
+    )
     return { succeeded: results.length - failed, failed, results }
   })()
 }
@@ -253,7 +286,12 @@ export function deleteAgents(req: FastifyRequest, uuids: string[] | null) {
       ctx.req.server.repos.agents.remove(agent.id)
       audit(req, {
         description: `Deleted agent ${agent.host_identifier} (${agent.uuid}) with its peripherals and commands`,
-        details: { uuid: agent.uuid, hostIdentifier: agent.host_identifier, machineId: maskMachineId(agent.machine_id), peripherals: agent.approved_and_present + agent.approved_and_disconnected + agent.not_approved },
+        details: {
+          uuid: agent.uuid,
+          hostIdentifier: agent.host_identifier,
+          machineId: maskMachineId(agent.machine_id),
+          peripherals: agent.approved_and_present + agent.approved_and_disconnected + agent.not_approved,
+        },
         asset: agentAsset(agent),
       })
       return { id, status: 'done', reason: null, code: null }
@@ -272,7 +310,11 @@ export function cancelAgentsCommands(req: FastifyRequest, uuids: string[] | null
       const cancelled = commands.cancelPending(agent.id, ctx.now, `Cancelled by ${ctx.by}.`)
       if (cancelled.length) {
         agentState.refreshAgent(agent.id)
-        audit(req, { description: `Cancelled ${cancelled.length} pending command(s) of agent ${agent.host_identifier}`, details: { uuid: agent.uuid, commandIds: cancelled }, asset: agentAsset(agent) })
+        audit(req, {
+          description: `Cancelled ${cancelled.length} pending command(s) of agent ${agent.host_identifier}`,
+          details: { uuid: agent.uuid, commandIds: cancelled },
+          asset: agentAsset(agent),
+        })
       }
       return { id, status: 'done', reason: null, code: null, commandIds: cancelled }
     },

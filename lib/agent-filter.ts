@@ -10,11 +10,7 @@ import type { AgentFilter, PeripheralFilter } from '../db/filters.js'
 
 const statusValues = [...connectionStatuses, ...operationalStatuses, ...workStatuses] as const
 
-
-
 type Source = Record<string, unknown>
-
-
 
 function readAgentFilter(src: Source, names: Record<keyof typeof agentQueryNames, string>, where: Where): AgentFilter {
   const f: AgentFilter = {}
@@ -53,11 +49,24 @@ function readAgentFilter(src: Source, names: Record<keyof typeof agentQueryNames
 
 // The contract's names of each filter: query parameters of GET agents, properties of AgentsExportFilter.
 const agentQueryNames = {
-  uuid: 'Uuid', hostIdentifier: 'HostIdentifier', ipAddress: 'IpAddress', version: 'Version', osVersion: 'OsVersion',
-  hashtags: 'Hashtags', globalSearch: 'GlobalSearch', status: 'Status', license: 'License', deploymentMode: 'DeploymentMode',
-  containsVulnerablePeripheralOrWLV: 'ContainsVulnerablePeripheralOrWLV', hasUnapprovedPeripherals: 'HasUnapprovedPeripherals',
-  hasVulnerablePeripherals: 'HasVulnerablePeripherals', hasKnownAttackTools: 'HasKnownAttackTools',
-  lastConfiguration: 'LastConfiguration', lastUpdated: 'LastUpdated', expirationDate: 'ExpirationDate', severity: 'Severity',
+  uuid: 'Uuid',
+  hostIdentifier: 'HostIdentifier',
+  ipAddress: 'IpAddress',
+  version: 'Version',
+  osVersion: 'OsVersion',
+  hashtags: 'Hashtags',
+  globalSearch: 'GlobalSearch',
+  status: 'Status',
+  license: 'License',
+  deploymentMode: 'DeploymentMode',
+  containsVulnerablePeripheralOrWLV: 'ContainsVulnerablePeripheralOrWLV',
+  hasUnapprovedPeripherals: 'HasUnapprovedPeripherals',
+  hasVulnerablePeripherals: 'HasVulnerablePeripherals',
+  hasKnownAttackTools: 'HasKnownAttackTools',
+  lastConfiguration: 'LastConfiguration',
+  lastUpdated: 'LastUpdated',
+  expirationDate: 'ExpirationDate',
+  severity: 'Severity',
 }
 const agentBodyNames = Object.fromEntries(Object.keys(agentQueryNames).map((k) => [k, k])) as typeof agentQueryNames
 
@@ -111,4 +120,3 @@ export function peripheralFilterFromQuery(q: Source): PeripheralFilter {
 export function peripheralFilterFromBody(b: Source | null | undefined): PeripheralFilter {
   return readPeripheralFilter(b ?? {}, 'body')
 }
-

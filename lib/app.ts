@@ -110,7 +110,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const spec = opts.spec ?? loadSpec()
   const ops = operations(spec)
 
-  const logStream = opts.logger === undefined ? opts.logStream ?? stdoutLines() : undefined
+  const logStream = opts.logger === undefined ? (opts.logStream ?? stdoutLines()) : undefined
   const app = Fastify({
     logger: opts.logger ?? {
       level: config.logLevel,
@@ -184,11 +184,13 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.setSerializerCompiler(() => (data) => JSON.stringify(data))
   app.setErrorHandler(errorHandler)
 
-  const securityHeaders = staticHeaders(helmet({
-    contentSecurityPolicy: {
-      directives: { defaultSrc: ["'self'"], scriptSrc: ["'self'"], styleSrc: ["'self'", "'unsafe-inline'"], imgSrc: ["'self'", 'data:'] },
-    },
-  }))
+  const securityHeaders = staticHeaders(
+    helmet({
+      contentSecurityPolicy: {
+        directives: { defaultSrc: ["'self'"], scriptSrc: ["'self'"], styleSrc: ["'self'", "'unsafe-inline'"], imgSrc: ["'self'", 'data:'] },
+      },
+    }),
+  )
   await app.register(jwt, {
     secret: config.jwtSecret,
     sign: { algorithm: 'HS256', expiresIn: config.accessTokenTtlSec, iss: ISSUER },
@@ -445,7 +447,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (access.kind === 'agent') {
       if (req.agent) return
       if (!bearerToken(req)) throw problem('unauthenticated', 'An agent credential is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
-      if (app.gateway.isHeld(bearerToken(req))) throw unauthenticated('This credential awaits an Administrator\'s approval of the re-enrollment; retry later.')
+      if (app.gateway.isHeld(bearerToken(req))) throw unauthenticated("This credential awaits an Administrator's approval of the re-enrollment; retry later.")
       throw unauthenticated('The agent credential is unknown or was rotated, or the agent was deleted; enroll again.')
     }
     if (access.kind === 'poller') {
@@ -470,11 +472,17 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
 function staticHeaders(middleware: ReturnType<typeof helmet>): Record<string, string> {
   const headers: Record<string, string> = {}
   const res = {
-    setHeader: (name: string, value: unknown) => { headers[name.toLowerCase()] = String(value) },
-    removeHeader: (name: string) => { delete headers[name.toLowerCase()] },
+    setHeader: (name: string, value: unknown) => {
+      headers[name.toLowerCase()] = String(value)
+    },
+    removeHeader: (name: string) => {
+      delete headers[name.toLowerCase()]
+    },
   }
   let failed: unknown
-  middleware({} as never, res as never, (err?: unknown) => { failed = err })
+  middleware({} as never, res as never, (err?: unknown) => {
+    failed = err
+  })
   if (failed) throw failed
   return headers
 }
@@ -505,7 +513,10 @@ function problemDetail(payload: unknown): string | undefined {
 
 function sendProblem(req: FastifyRequest, reply: FastifyReply, err: ProblemError) {
   if (err.headers) reply.headers(err.headers)
-  reply.code(err.status).header('content-type', 'application/problem+json').send(problemBody(err, req.url.split('?')[0], String(req.id)))
+  reply
+    .code(err.status)
+    .header('content-type', 'application/problem+json')
+    .send(problemBody(err, req.url.split('?')[0], String(req.id)))
 }
 
 // Fastify's own errors, by code, in the catalogue's terms.

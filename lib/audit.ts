@@ -24,7 +24,8 @@ export interface AuditEntry {
 // not one that merely mentions it (`passwordChanged`, `tokenId`).
 const SECRET_KEY = /(pass(word|phrase)?|passwd|pwd|pw|secret|tokens?|credentials?|private[_-]?key|api[_-]?key|authorization|cookie)$/i
 const MAX_DEPTH = 12
-const NOTICE = 5, WARNING = 4
+const NOTICE = 5,
+  WARNING = 4
 
 // Custom request headers (a webhook's `headers`): every value may be a credential, whatever
 // the header's name (`X-Tenant-Key`, `X-Auth`); the names are kept.
@@ -206,7 +207,16 @@ function flushRefusal(app: FastifyInstance, key: string): void {
         }),
         operationId: first.operation_id,
         outcome: first.outcome as 'Failed' | 'Refused',
-        asset: { key: first.asset_key, name: first.asset_name, parentId: first.asset_parent_id, ipAddress: first.asset_ip, type: first.asset_type, subType: first.asset_sub_type, detail: first.asset_detail, icon: first.asset_icon },
+        asset: {
+          key: first.asset_key,
+          name: first.asset_name,
+          parentId: first.asset_parent_id,
+          ipAddress: first.asset_ip,
+          type: first.asset_type,
+          subType: first.asset_sub_type,
+          detail: first.asset_detail,
+          icon: first.asset_icon,
+        },
         requestId: null,
       })
     }

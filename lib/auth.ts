@@ -39,12 +39,17 @@ export const CLOCK_SKEW_MS = 30_000
 /** Why an access token was refused, as told to its bearer. */
 function accessTokenRefusal(err: { code?: string; message?: string }): string {
   switch (err.code) {
-    case 'FAST_JWT_EXPIRED': return 'The access token has expired.'
+    case 'FAST_JWT_EXPIRED':
+      return 'The access token has expired.'
     // "The exp claim is required."
-    case 'FAST_JWT_MISSING_REQUIRED_CLAIM': return `The access token is invalid: ${err.message?.replace(/^The /, 'the ').replace(/\.$/, '')}.`
-    case 'PRIME_JWT_FUTURE': return 'The access token is invalid: it was issued in the future.'
-    case 'PRIME_JWT_TOO_LONG': return 'The access token is invalid: it lives longer than access tokens do.'
-    default: return 'The access token is invalid.'
+    case 'FAST_JWT_MISSING_REQUIRED_CLAIM':
+      return `The access token is invalid: ${err.message?.replace(/^The /, 'the ').replace(/\.$/, '')}.`
+    case 'PRIME_JWT_FUTURE':
+      return 'The access token is invalid: it was issued in the future.'
+    case 'PRIME_JWT_TOO_LONG':
+      return 'The access token is invalid: it lives longer than access tokens do.'
+    default:
+      return 'The access token is invalid.'
   }
 }
 
@@ -121,7 +126,7 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
       const row = repos.integrationTokens.byHash(sha256(token))
       if (!row || row.revoked_ms !== null) throw unauthenticated('The integration token is unknown or revoked.')
       if (row.expires_ms !== null && row.expires_ms <= now) throw unauthenticated('The integration token has expired.')
-      if (row.creator_profile === null || !row.creator_active) throw unauthenticated('The integration token\'s creator is disabled or deleted.')
+      if (row.creator_profile === null || !row.creator_active) throw unauthenticated("The integration token's creator is disabled or deleted.")
       // Recording every use would turn each read into a write; a minute's precision is plenty.
       if (row.last_used_ms === null || now - row.last_used_ms > touchIntervalMs) repos.integrationTokens.touch(row.id, now)
       return { kind: 'integration', id: row.id, name: `token:${row.name}`, profile: Math.min(row.profile, row.creator_profile) }
@@ -130,7 +135,7 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
     try {
       claims = verifyAccess(token, now)
     } catch (err) {
-      throw unauthenticated(accessTokenRefusal((err as { code?: string; message?: string })))
+      throw unauthenticated(accessTokenRefusal(err as { code?: string; message?: string }))
     }
     const row = typeof claims.sid === 'string' ? repos.sessions.principal(claims.sid) : undefined
     if (!row || String(row.user_id) !== claims.sub) throw unauthenticated('The session no longer exists.')

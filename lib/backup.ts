@@ -18,7 +18,11 @@ const FORMAT = 1
 /** The database's own files and the running server's marker are never copied as files. */
 const SKIPPED = new Set([DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, `${DB_FILE}-journal`, PID_FILE])
 
-export interface ManifestFile { path: string; size: number; sha256: string }
+export interface ManifestFile {
+  path: string
+  size: number
+  sha256: string
+}
 export interface Manifest {
   format: number
   createdTime: string
@@ -36,7 +40,7 @@ function sha256(file: string): string {
   const fd = fs.openSync(file, 'r')
   try {
     const buf = Buffer.allocUnsafe(1 << 20)
-    for (let n; (n = fs.readSync(fd, buf, 0, buf.length, null)) > 0;) hash.update(buf.subarray(0, n))
+    for (let n: number; (n = fs.readSync(fd, buf, 0, buf.length, null)) > 0; ) hash.update(buf.subarray(0, n))
   } finally {
     fs.closeSync(fd)
   }
@@ -66,7 +70,11 @@ function isEmptyDir(dir: string): boolean {
   return !fs.existsSync(dir) || fs.readdirSync(dir).length === 0
 }
 
-export interface BackupResult { manifest: Manifest; ms: number; bytes: number }
+export interface BackupResult {
+  manifest: Manifest
+  ms: number
+  bytes: number
+}
 
 /**
  * Backs up the data directory `dataDir` into `outDir` (absent or empty). The database is
@@ -169,7 +177,11 @@ export function runningServer(dataDir: string): number | null {
   }
 }
 
-export interface RestoreResult { manifest: Manifest; ms: number; movedAside: string | null }
+export interface RestoreResult {
+  manifest: Manifest
+  ms: number
+  movedAside: string | null
+}
 
 /**
  * Restores the backup in `fromDir` into `dataDir`, after checking it whole (verifyBackup).

@@ -235,7 +235,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     shutdownDrainSeconds: int(env, 'PRIME_SHUTDOWN_DRAIN_SECONDS', 0, 0, 300),
     alarms: {
-      allowedHosts: (env.PRIME_ALARM_ALLOWED_HOSTS || '').split(',').map((h) => h.trim()).filter(Boolean),
+      allowedHosts: (env.PRIME_ALARM_ALLOWED_HOSTS || '')
+        .split(',')
+        .map((h) => h.trim())
+        .filter(Boolean),
       denyPrivate: bool(env, 'PRIME_ALARM_DENY_PRIVATE', false),
       timeoutMs: int(env, 'PRIME_ALARM_TIMEOUT_SECONDS', 10, 1, 60) * 1000,
     },

@@ -79,7 +79,14 @@ export function refuseExpectations(server: http.Server): void {
     const requestId = crypto.randomUUID()
     const err = problem('expectation-failed', `Expect: ${String(req.headers.expect).slice(0, 40)} cannot be met; only 100-continue is understood.`)
     const body = JSON.stringify(problemBody(err, (req.url ?? '').split('?')[0].slice(0, 200), requestId))
-    res.writeHead(err.status, { 'content-type': 'application/problem+json', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId, 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', connection: 'close' })
+    res.writeHead(err.status, {
+      'content-type': 'application/problem+json',
+      'content-length': Buffer.byteLength(body),
+      'x-request-id': requestId,
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+      connection: 'close',
+    })
     res.end(body)
   })
 }
@@ -103,7 +110,7 @@ function clientError(err: ClientError, socket: Socket & { _httpMessage?: http.Se
     const status = problem(code, detail).status
     socket.write(
       `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
-      `x-request-id: ${requestId}\r\ncache-control: no-store\r\nx-content-type-options: nosniff\r\nconnection: close\r\n\r\n${body}`,
+        `x-request-id: ${requestId}\r\ncache-control: no-store\r\nx-content-type-options: nosniff\r\nconnection: close\r\n\r\n${body}`,
     )
   }
   socket.destroy(err)

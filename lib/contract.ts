@@ -11,11 +11,7 @@ export const profiles = { User: 10, Manager: 20, Administrator: 30 } as const
 export type ProfileName = keyof typeof profiles
 
 /** Who may call an operation, from its `security` and `x-min-profile`. */
-export type Access =
-  | { kind: 'public' }
-  | { kind: 'user'; minProfile: number }
-  | { kind: 'agent' }
-  | { kind: 'poller' }
+export type Access = { kind: 'public' } | { kind: 'user'; minProfile: number } | { kind: 'agent' } | { kind: 'poller' }
 
 export interface Operation {
   operationId: string
@@ -147,7 +143,10 @@ export function routingView(spec: Json, include: (op: Json) => boolean = () => t
   const components: Json = { ...spec.components }
   const reachable = new Set<string>()
   const visit = (node: unknown): void => {
-    if (Array.isArray(node)) return node.forEach(visit)
+    if (Array.isArray(node)) {
+      node.forEach(visit)
+      return
+    }
     if (!node || typeof node !== 'object') return
     for (const [key, value] of Object.entries(node)) {
       if (key === '$ref' && typeof value === 'string' && value.startsWith('#/components/')) {

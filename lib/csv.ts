@@ -36,6 +36,7 @@ export function csvCell(v: unknown, quoteDefused = false): string {
   }
   if (s === '') return ''
   switch (s.charCodeAt(0)) {
+    // biome-ignore lint/suspicious/noFallthroughSwitchClause: a text starting with - is neutralised as the others are
     case 0x2d: // - (a negative number is left as it is)
       if (numeric) break
     // falls through

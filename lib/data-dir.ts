@@ -37,10 +37,13 @@ export function secureDataDir(dir: string): Tightened[] {
   walk(dir)
   const writable = found.filter((f) => (f.mode & OTHERS_WRITE) !== 0)
   if (writable.length > 0) {
-    const named = writable.slice(0, 5).map((f) => `${f.path} (mode ${octal(f.mode)})`).join(', ')
+    const named = writable
+      .slice(0, 5)
+      .map((f) => `${f.path} (mode ${octal(f.mode)})`)
+      .join(', ')
     throw new DataDirRefused(
       `the data directory ${dir} can be written by other users: ${named}${writable.length > 5 ? ` and ${writable.length - 5} more` : ''}. ` +
-      `Files they put there (a JWT secret, a database) would be trusted: check its contents, make it private (chmod -R go-rwx ${dir}) and start again.`,
+        `Files they put there (a JWT secret, a database) would be trusted: check its contents, make it private (chmod -R go-rwx ${dir}) and start again.`,
     )
   }
   const tightened: Tightened[] = []
@@ -51,7 +54,9 @@ export function secureDataDir(dir: string): Tightened[] {
     try {
       fs.chmodSync(f.path, to)
     } catch (err) {
-      throw new DataDirRefused(`the data directory ${dir} is readable by other users and ${f.path} cannot be made private (${(err as Error).message}): make it private (chmod -R go-rwx ${dir}) and start again.`)
+      throw new DataDirRefused(
+        `the data directory ${dir} is readable by other users and ${f.path} cannot be made private (${(err as Error).message}): make it private (chmod -R go-rwx ${dir}) and start again.`,
+      )
     }
     tightened.push({ path: f.path, from: octal(f.mode), to: octal(to) })
   }

@@ -37,7 +37,11 @@ export function deprecationHeaders(node: Json | undefined, what: string, success
 
 function deref(spec: Json, node: any): any {
   let seen = 0
-  while (node?.$ref && seen++ < 20) node = String(node.$ref).slice(2).split('/').reduce((acc: any, k: string) => acc?.[k], spec)
+  while (node?.$ref && seen++ < 20)
+    node = String(node.$ref)
+      .slice(2)
+      .split('/')
+      .reduce((acc: any, k: string) => acc?.[k], spec)
   return node
 }
 

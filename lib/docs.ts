@@ -8,7 +8,8 @@ import swaggerUi from '@fastify/swagger-ui'
  * it off). No upgrade-insecure-requests: the server itself speaks HTTP, and the page's
  * calls (the contract, "Try it out") go to the address it was loaded from.
  */
-export const DOCS_CSP = "default-src 'self'; base-uri 'self'; connect-src 'self'; font-src 'self' data:; form-action 'self'; frame-ancestors 'self'; img-src 'self' data:; object-src 'none'; script-src 'self'; script-src-attr 'none'; style-src 'self' 'unsafe-inline'"
+export const DOCS_CSP =
+  "default-src 'self'; base-uri 'self'; connect-src 'self'; font-src 'self' data:; form-action 'self'; frame-ancestors 'self'; img-src 'self' data:; object-src 'none'; script-src 'self'; script-src-attr 'none'; style-src 'self' 'unsafe-inline'"
 
 /**
  * Runs in the browser (serialized into the page's initializer, so it must stand alone):
@@ -25,7 +26,7 @@ export function docsResponseInterceptor(res: { url?: string; text?: string; obj?
   } catch {
     return res
   }
-  const schemas = (spec.components && spec.components.schemas) || {}
+  const schemas = spec.components?.schemas || {}
   const shown = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v))
   const unfill = (p: any) => {
     if (!p || typeof p !== 'object' || p.$ref) return
@@ -37,7 +38,7 @@ export function docsResponseInterceptor(res: { url?: string; text?: string; obj?
     }
     delete p.example
     delete p.examples
-    if (p.schema && p.schema.$ref) {
+    if (p.schema?.$ref) {
       // A shared schema's own example fills the field too: the parameter gets a copy without it.
       const target = schemas[String(p.schema.$ref).replace('#/components/schemas/', '')]
       if (target && target.example !== undefined) p.schema = { ...target }
@@ -49,7 +50,7 @@ export function docsResponseInterceptor(res: { url?: string; text?: string; obj?
     }
     if (example !== undefined) p.description = `${p.description ? `${p.description}\n\n` : ''}Example: \`${shown(example)}\``
   }
-  const components = spec.components && spec.components.parameters
+  const components = spec.components?.parameters
   if (components) for (const name of Object.keys(components)) unfill(components[name])
   for (const item of Object.values<any>(spec.paths || {})) {
     for (const p of item.parameters || []) unfill(p)
@@ -71,12 +72,14 @@ export function docsAuthorizePlugin() {
     statePlugins: {
       auth: {
         wrapSelectors: {
-          definitionsToAuthorize: (original: any) => (...args: any[]) => {
-            const all = original(...args)
-            if (!all || typeof all.filter !== 'function') return all
-            const users = all.filter((entry: any) => entry && typeof entry.has === 'function' && entry.has('bearerAuth'))
-            return users.size > 0 ? users : all
-          },
+          definitionsToAuthorize:
+            (original: any) =>
+            (...args: any[]) => {
+              const all = original(...args)
+              if (!all || typeof all.filter !== 'function') return all
+              const users = all.filter((entry: any) => entry && typeof entry.has === 'function' && entry.has('bearerAuth'))
+              return users.size > 0 ? users : all
+            },
         },
       },
     },

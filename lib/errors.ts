@@ -51,8 +51,7 @@ export class ProblemError extends Error {
   }
 }
 
-export const problem = (code: ProblemCode, detail: string, opts?: { errors?: FieldError[]; headers?: Record<string, string> }) =>
-  new ProblemError(code, detail, opts)
+export const problem = (code: ProblemCode, detail: string, opts?: { errors?: FieldError[]; headers?: Record<string, string> }) => new ProblemError(code, detail, opts)
 
 /** A 400 naming one field. */
 export const invalidField = (location: FieldError['location'], name: string, reason: string) =>

@@ -8,13 +8,9 @@ import { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds
 // The shapes live in db/filters.ts (the repositories take them); re-exported for lib/ and handlers/.
 export { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds, type EventFilter } from '../db/filters.js'
 
-
 const DAY_MS = 86_400_000
 
-
 type Source = Record<string, unknown>
-
-
 
 function integer(src: Source, name: string, where: Where, min: number, max: number): number | undefined {
   const v = src[name]
@@ -67,8 +63,7 @@ function readBounds(src: Source, where: Where, names: { idFrom: string; idTo: st
   const min = severity(text(src, 'MinimumSeverity'), 'MinimumSeverity', where)
   if (exact !== undefined) b.severity = exact
   if (min !== undefined) b.minSeverity = min
-  b.empty = b.idFrom > b.idTo || (b.timeFrom !== null && b.timeTo !== null && b.timeFrom > b.timeTo) ||
-    (exact !== undefined && min !== undefined && exact > min)
+  b.empty = b.idFrom > b.idTo || (b.timeFrom !== null && b.timeTo !== null && b.timeFrom > b.timeTo) || (exact !== undefined && min !== undefined && exact > min)
   return b
 }
 

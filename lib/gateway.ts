@@ -76,7 +76,13 @@ export function hostEvent(kind: EventKind, agent: AgentRef, details: string): Ev
   }
 }
 
-function peripheralEvent(kind: EventKind, agent: AgentRef, p: Omit<PresentPeripheral, 'approved' | 'is_attack_tool' | 'is_vulnerable' | 'catalogue_name'>, details: string, hashtags: string | null = null): EventInput {
+function peripheralEvent(
+  kind: EventKind,
+  agent: AgentRef,
+  p: Omit<PresentPeripheral, 'approved' | 'is_attack_tool' | 'is_vulnerable' | 'catalogue_name'>,
+  details: string,
+  hashtags: string | null = null,
+): EventInput {
   return {
     ...hostEvent(kind, agent, details),
     hashtags,
@@ -133,7 +139,10 @@ export function derivePeripheral(p: PeripheralReport): Omit<PeripheralValues, 'v
 /** `name||mac||ip,ip||status` per adapter, joined by `**` (the list's `nicsText`). */
 export function nicsText(nics: Schemas['AgentNic'][]): string | null {
   if (nics.length === 0) return null
-  return nics.map((n) => [n.name, n.macAddress ?? '', n.ipAddresses.join(','), n.status].join('||')).join('**').slice(0, 8192)
+  return nics
+    .map((n) => [n.name, n.macAddress ?? '', n.ipAddresses.join(','), n.status].join('||'))
+    .join('**')
+    .slice(0, 8192)
 }
 
 export function modelTooltip(manufacturer: string | null | undefined, model: string | null | undefined, os: string | null | undefined, adapters: number): string {
@@ -144,7 +153,10 @@ export function modelTooltip(manufacturer: string | null | undefined, model: str
 /** Failed enrollments per source address, per fixed minute. */
 class FailureWindow {
   private readonly entries = new Map<string, { count: number; resetMs: number }>()
-  constructor(private readonly max: number, private readonly windowMs: number) {}
+  constructor(
+    private readonly max: number,
+    private readonly windowMs: number,
+  ) {}
 
   /** Seconds until the address may try again, or 0. */
   blockedFor(key: string, now: number): number {
@@ -275,11 +287,28 @@ export function agentGateway(app: FastifyInstance) {
   function hold(req: FastifyRequest, known: { id: number; uuid: string }, body: Schemas['GatewayEnrollRequest'], credential: string, hash: string, now: number): Schemas['GatewayEnrollResponse'] {
     const agent = repos.gateway.agent(known.id)!
     repos.gateway.holdReEnrollment({ agentId: known.id, credentialHash: hash, hostIdentifier: body.hostIdentifier, sourceIp: req.ip ?? null, requestedMs: now })
-    const proof = body.currentCredential ? 'presented a credential that is not the agent\'s current one' : 'did not present the agent\'s current credential'
-    repos.events.record(now, [hostEvent('reEnrollmentHeld', agent, `An enrollment as ${agent.host_identifier} (reported host name "${body.hostIdentifier}", from ${req.ip}) ${proof}; held until an Administrator approves it. The agent keeps its current credential meanwhile.`)], known.id)
+    const proof = body.currentCredential ? "presented a credential that is not the agent's current one" : "did not present the agent's current credential"
+    repos.events.record(
+      now,
+      [
+        hostEvent(
+          'reEnrollmentHeld',
+          agent,
+          `An enrollment as ${agent.host_identifier} (reported host name "${body.hostIdentifier}", from ${req.ip}) ${proof}; held until an Administrator approves it. The agent keeps its current credential meanwhile.`,
+        ),
+      ],
+      known.id,
+    )
     audit(req, {
       description: `Re-enrollment of agent "${agent.host_identifier}" held for an Administrator's approval: it ${proof}`,
-      details: { uuid: known.uuid, machineId: maskMachineId(body.machineId), hostIdentifier: body.hostIdentifier, reEnrolled: true, pendingApproval: true, credentialPresented: !!body.currentCredential },
+      details: {
+        uuid: known.uuid,
+        machineId: maskMachineId(body.machineId),
+        hostIdentifier: body.hostIdentifier,
+        reEnrolled: true,
+        pendingApproval: true,
+        credentialPresented: !!body.currentCredential,
+      },
       user: null,
       severity: 4,
       asset: agentAsset(agent),
@@ -301,7 +330,11 @@ export function agentGateway(app: FastifyInstance) {
         repos.gateway.rotateCredential(agent.id, held.credential_hash, held.host_identifier)
         lastCheckIn.delete(agent.id)
         heartbeats.delete(agent.id)
-        repos.events.record(now, [hostEvent('enrolled', agent, `${agent.host_identifier} enrolled again, approved by ${req.principal?.name ?? 'an Administrator'}; the previous credential no longer works.`)], agent.id)
+        repos.events.record(
+          now,
+          [hostEvent('enrolled', agent, `${agent.host_identifier} enrolled again, approved by ${req.principal?.name ?? 'an Administrator'}; the previous credential no longer works.`)],
+          agent.id,
+        )
       }
       audit(req, {
         description: `${decision === 'Approve' ? 'Approved' : 'Rejected'} the re-enrollment of agent "${agent.host_identifier}"${decision === 'Approve' ? ' (credential replaced)' : ''}`,
@@ -389,11 +422,15 @@ export function agentGateway(app: FastifyInstance) {
       // Routine traffic: logged in the per-minute summary, not line by line (lib/log.ts).
       req.routine = !repos.gateway.hasPendingCommands(agent.id)
       if (req.routine) return answer(agent.uuid, now, { commands: [], more: false })
-      return answer(agent.uuid, now, db.transaction(() => {
-        const d = deliver(agent.id, now)
-        repos.agentState.refreshStatus(agent.id)
-        return d
-      })())
+      return answer(
+        agent.uuid,
+        now,
+        db.transaction(() => {
+          const d = deliver(agent.id, now)
+          repos.agentState.refreshStatus(agent.id)
+          return d
+        })(),
+      )
     }
     const held = heartbeats.get(agent.id)
     heartbeats.delete(agent.id)
@@ -631,11 +668,9 @@ export function agentGateway(app: FastifyInstance) {
       if (!changed) {
         // Nothing taken: a refusal (its repeats are counted, not written, in the audit trail).
         const unknown = refused.every((e) => e.reason.startsWith('not-found'))
-        throw problem(
-          unknown ? 'not-found' : 'conflict',
-          unknown ? 'No result is for a command of this agent.' : 'No result is for a command of this agent awaiting its result.',
-          { errors: refused.slice(0, MAX_LISTED_REFUSALS) },
-        )
+        throw problem(unknown ? 'not-found' : 'conflict', unknown ? 'No result is for a command of this agent.' : 'No result is for a command of this agent awaiting its result.', {
+          errors: refused.slice(0, MAX_LISTED_REFUSALS),
+        })
       }
       repos.agentState.refreshAgent(agentId)
       if (armed && mode === 'Armed') {
@@ -663,7 +698,10 @@ export function agentGateway(app: FastifyInstance) {
         const address = limitKey(req.ip)
         const wait = failedEnrollments.blockedFor(address, now)
         if (wait > 0) throw problem('rate-limited', `Too many failed enrollments from this address; retry in ${wait} seconds.`, { headers: { 'retry-after': String(wait) } })
-        for (const [limiter, key, where] of [[enrollmentsPerAddress, address, 'from this address'], [enrollments, '', 'to this server']] as const) {
+        for (const [limiter, key, where] of [
+          [enrollmentsPerAddress, address, 'from this address'],
+          [enrollments, '', 'to this server'],
+        ] as const) {
           const r = limiter.hit(key, now)
           if (r.exceeded) throw problem('rate-limited', `More than ${r.max} enrollments a minute ${where}; retry in ${r.resetSeconds} seconds.`, { headers: { 'retry-after': String(r.resetSeconds) } })
         }
@@ -672,7 +710,9 @@ export function agentGateway(app: FastifyInstance) {
       const id = req.agent!.id
       const budget = agentBudget.hit(String(id), now)
       if (budget.exceeded) {
-        throw problem('rate-limited', `Too many requests from this agent (${budget.max} per window); retry in ${budget.resetSeconds} seconds.`, { headers: { 'retry-after': String(budget.resetSeconds) } })
+        throw problem('rate-limited', `Too many requests from this agent (${budget.max} per window); retry in ${budget.resetSeconds} seconds.`, {
+          headers: { 'retry-after': String(budget.resetSeconds) },
+        })
       }
       if (op.gatewayLimit === 'result-bytes') {
         // Counted as they arrive, valid or not: the day's bytes bound what results can store.
@@ -682,7 +722,9 @@ export function agentGateway(app: FastifyInstance) {
         const today = used && used.day === day ? used.bytes : 0
         if (today + bytes > config.agents.resultBytesPerDay) {
           const wait = Math.max(1, Math.ceil(((day + 1) * DAY_MS - now) / 1000))
-          throw problem('rate-limited', `This agent sent ${today} bytes of command results today; at most ${config.agents.resultBytesPerDay} a day (UTC). Retry in ${wait} seconds.`, { headers: { 'retry-after': String(wait) } })
+          throw problem('rate-limited', `This agent sent ${today} bytes of command results today; at most ${config.agents.resultBytesPerDay} a day (UTC). Retry in ${wait} seconds.`, {
+            headers: { 'retry-after': String(wait) },
+          })
         }
         resultBytes.set(id, { day, bytes: today + bytes })
       } else if (op.gatewayLimit === 'check-in') {

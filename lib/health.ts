@@ -5,9 +5,16 @@ import { quickCheck } from '../db/integrity.js'
 import { registerHealthCheck, type HealthStatus, type HealthVerdict } from './platform/health.js'
 
 export type { HealthStatus } from './platform/health.js'
-export interface HealthItem { name: string; status: HealthStatus; detail: string; checkedTime: string; durationMs: number }
+export interface HealthItem {
+  name: string
+  status: HealthStatus
+  detail: string
+  checkedTime: string
+  durationMs: number
+}
 
-const GiB = 1024 ** 3, MiB = 1024 ** 2
+const GiB = 1024 ** 3,
+  MiB = 1024 ** 2
 const rank: Record<HealthStatus, number> = { Healthy: 0, Warning: 1, Failed: 2 }
 
 type Check = (app: FastifyInstance) => HealthVerdict
@@ -16,7 +23,11 @@ type Check = (app: FastifyInstance) => HealthVerdict
 // a worker thread (db/integrity.ts), at most hourly while it passes and again at the next
 // check after a failure, and each check reports the latest finished result.
 const INTEGRITY_EVERY_MS = 3600_000
-interface Integrity { running: boolean; result?: string; finishedMs?: number }
+interface Integrity {
+  running: boolean
+  result?: string
+  finishedMs?: number
+}
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -45,7 +45,16 @@ const CARRIERS: { range: Range; at: number[][]; zeroFrom?: number[]; xor?: numbe
   { range: cidr('64:ff9b::/96'), at: [[12, 13, 14, 15]] },
   // NAT64 local-use prefix (RFC 8215): the operator picks the prefix length, so every
   // RFC 6052 position that fits is a candidate (/48, /56, /64, /96).
-  { range: cidr('64:ff9b:1::/48'), at: [[6, 7, 9, 10], [7, 9, 10, 11], [9, 10, 11, 12], [12, 13, 14, 15]], zeroFrom: [11, 12, 13, 16] },
+  {
+    range: cidr('64:ff9b:1::/48'),
+    at: [
+      [6, 7, 9, 10],
+      [7, 9, 10, 11],
+      [9, 10, 11, 12],
+      [12, 13, 14, 15],
+    ],
+    zeroFrom: [11, 12, 13, 16],
+  },
   // 6to4 (RFC 3056): the relay sends to the IPv4 address after the prefix.
   { range: cidr('2002::/16'), at: [[2, 3, 4, 5]] },
   // Teredo (RFC 4380): the client's IPv4 address, inverted, in the last 32 bits.

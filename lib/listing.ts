@@ -21,7 +21,11 @@ export const streamedPages = { above: 10_000 }
 /** The notification list keeps its own, smaller maximum (its answers are kept in memory). */
 export const MAX_NOTIFICATION_PAGE_SIZE = 10_000
 
-export interface Page { pageNumber: number; pageSize: number; offset: number }
+export interface Page {
+  pageNumber: number
+  pageSize: number
+  offset: number
+}
 
 export function page(query: { PageNumber?: number; PageSize?: number }): Page {
   const pageNumber = query.PageNumber ?? 1
@@ -42,7 +46,6 @@ export function sort(op: Pick<Operation, 'operationId' | 'sortFields' | 'default
   if (!m || !field) throw invalidField(where, name, `must be <field>_asc or <field>_desc with a field of: ${op.sortFields.join(', ')}`)
   return { field, direction: m[2].toLowerCase() as Sort['direction'] }
 }
-
 
 export function bool(value: string | undefined, name: string, where: Where = 'query'): boolean | undefined {
   if (value === undefined) return undefined
@@ -126,12 +129,10 @@ export function severity(value: string | undefined, name: string, where: Where =
   throw invalidField(where, name, `must be 0-7 or one of ${severityNames.join(', ')}`)
 }
 
-
 /** The list answer of every list operation. */
 export const listAnswer = <T>(recordsTotal: number, recordsFiltered: number, data: T[]) => ({ recordsTotal, recordsFiltered, data })
 /** The list answer as JSON text, for rows that are JSON text already (an array). */
-export const listAnswerJson = (recordsTotal: number, recordsFiltered: number, data: string) =>
-  `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":${data}}`
+export const listAnswerJson = (recordsTotal: number, recordsFiltered: number, data: string) => `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":${data}}`
 
 /** The list answer as JSON text, streamed: the counts at once, then the rows as they are read. */
 async function* listAnswerText(recordsTotal: number, recordsFiltered: number, rows: AsyncIterable<string>): AsyncGenerator<string> {
@@ -144,7 +145,6 @@ async function* listAnswerText(recordsTotal: number, recordsFiltered: number, ro
   }
   yield ']}'
 }
-
 
 /** Rows as JSON objects joined by commas, about STREAM_CHUNK_CHARS to a chunk (the data of a streamed page). */
 export async function* jsonChunks<T>(rows: AsyncIterable<T>, view: (row: T) => unknown): AsyncGenerator<string> {

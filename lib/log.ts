@@ -17,7 +17,11 @@ export class LineBatcher {
   private length = 0
   private readonly timer: NodeJS.Timeout
 
-  constructor(private readonly out: { write(text: string): unknown; flushSync(): void }, private readonly minLength = 16384, intervalMs = 1000) {
+  constructor(
+    private readonly out: { write(text: string): unknown; flushSync(): void },
+    private readonly minLength = 16384,
+    intervalMs = 1000,
+  ) {
     this.timer = setInterval(() => this.flush(), intervalMs).unref()
   }
 
@@ -73,7 +77,10 @@ export const lazyChildLogger: FastifyChildLoggerFactory = (logger, bindings, opt
 
 class LazyChild {
   private made?: FastifyBaseLogger
-  constructor(private readonly parent: FastifyBaseLogger, private readonly childBindings: Record<string, unknown>) {}
+  constructor(
+    private readonly parent: FastifyBaseLogger,
+    private readonly childBindings: Record<string, unknown>,
+  ) {}
   private get real(): FastifyBaseLogger {
     return (this.made ??= this.parent.child(this.childBindings))
   }
@@ -92,12 +99,24 @@ class LazyChild {
   child(bindings: Record<string, unknown>, opts?: Record<string, unknown>) {
     return this.real.child(bindings, opts)
   }
-  fatal(...args: unknown[]) { (this.real.fatal as (...a: unknown[]) => void)(...args) }
-  error(...args: unknown[]) { (this.real.error as (...a: unknown[]) => void)(...args) }
-  warn(...args: unknown[]) { (this.real.warn as (...a: unknown[]) => void)(...args) }
-  info(...args: unknown[]) { (this.real.info as (...a: unknown[]) => void)(...args) }
-  debug(...args: unknown[]) { (this.real.debug as (...a: unknown[]) => void)(...args) }
-  trace(...args: unknown[]) { (this.real.trace as (...a: unknown[]) => void)(...args) }
+  fatal(...args: unknown[]) {
+    ;(this.real.fatal as (...a: unknown[]) => void)(...args)
+  }
+  error(...args: unknown[]) {
+    ;(this.real.error as (...a: unknown[]) => void)(...args)
+  }
+  warn(...args: unknown[]) {
+    ;(this.real.warn as (...a: unknown[]) => void)(...args)
+  }
+  info(...args: unknown[]) {
+    ;(this.real.info as (...a: unknown[]) => void)(...args)
+  }
+  debug(...args: unknown[]) {
+    ;(this.real.debug as (...a: unknown[]) => void)(...args)
+  }
+  trace(...args: unknown[]) {
+    ;(this.real.trace as (...a: unknown[]) => void)(...args)
+  }
   silent() {}
 }
 
@@ -116,8 +135,7 @@ function requestFields(req: FastifyRequest, reply: FastifyReply) {
 export function requestLineWriter(log: FastifyBaseLogger): (req: FastifyRequest, reply: FastifyReply) => void {
   const slow = (req: FastifyRequest, reply: FastifyReply) => req.log.info(requestFields(req, reply), 'request')
   const l = log as unknown as Record<symbol, any>
-  const plainPino = l[streamSym] !== undefined && l[mixinSym] === undefined && l[messageKeySym] === 'msg' &&
-    l[formattersSym]?.log === undefined && typeof l[timeSym] === 'function'
+  const plainPino = l[streamSym] !== undefined && l[mixinSym] === undefined && l[messageKeySym] === 'msg' && l[formattersSym]?.log === undefined && typeof l[timeSym] === 'function'
   if (!plainPino) return slow
   const stream = l[streamSym] as { write(line: string): unknown }
   const info = (log as unknown as pino.Logger).levels.values.info
@@ -126,7 +144,7 @@ export function requestLineWriter(log: FastifyBaseLogger): (req: FastifyRequest,
     const user = req.principal?.name
     stream.write(
       `${l[lsCacheSym][info]}${l[timeSym]()}${l[chindingsSym]},"reqId":${JSON.stringify(req.id)},"method":${JSON.stringify(req.method)},"url":${JSON.stringify(req.url)}` +
-      `,"statusCode":${reply.statusCode},"ms":${Math.round(reply.elapsedTime * 10) / 10}${user === undefined ? '' : `,"user":${JSON.stringify(user)}`},"msg":"request"${l[endSym]}`,
+        `,"statusCode":${reply.statusCode},"ms":${Math.round(reply.elapsedTime * 10) / 10}${user === undefined ? '' : `,"user":${JSON.stringify(user)}`},"msg":"request"${l[endSym]}`,
     )
   }
 }
@@ -145,7 +163,10 @@ export class RoutineSummary {
   private since = Date.now()
   private readonly timer: NodeJS.Timeout
 
-  constructor(private readonly log: FastifyBaseLogger, intervalMs: number) {
+  constructor(
+    private readonly log: FastifyBaseLogger,
+    intervalMs: number,
+  ) {
     this.timer = setInterval(() => this.flush(), intervalMs).unref()
   }
 
@@ -160,12 +181,19 @@ export class RoutineSummary {
   /** Writes the summary of what was counted since the last one (nothing when nothing was). */
   flush(now = Date.now()): void {
     if (this.count > 0) {
-      this.log.info({
-        routine: {
-          operation: 'agentCheckIn', unchanged: this.count, agents: this.agents.size, seconds: Math.round((now - this.since) / 1000),
-          avgMs: Math.round((this.totalMs / this.count) * 10) / 10, maxMs: Math.round(this.maxMs * 10) / 10,
+      this.log.info(
+        {
+          routine: {
+            operation: 'agentCheckIn',
+            unchanged: this.count,
+            agents: this.agents.size,
+            seconds: Math.round((now - this.since) / 1000),
+            avgMs: Math.round((this.totalMs / this.count) * 10) / 10,
+            maxMs: Math.round(this.maxMs * 10) / 10,
+          },
         },
-      }, 'routine agent check-ins')
+        'routine agent check-ins',
+      )
     }
     this.count = 0
     this.totalMs = 0

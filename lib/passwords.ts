@@ -2,7 +2,10 @@ import crypto from 'node:crypto'
 import { promisify } from 'node:util'
 
 const scrypt = promisify(crypto.scrypt) as (pw: string, salt: Buffer, len: number, opts: crypto.ScryptOptions) => Promise<Buffer>
-const N = 16384, r = 8, p = 1, keyLen = 32
+const N = 16384,
+  r = 8,
+  p = 1,
+  keyLen = 32
 
 export async function hashPassword(password: string): Promise<string> {
   const salt = crypto.randomBytes(16)

@@ -66,7 +66,11 @@ const MAX_FILTER_LINES = 12
 const cellText = (v: string | number | boolean | null | undefined) => (v === null || v === undefined ? '' : typeof v === 'boolean' ? (v ? 'Yes' : 'No') : printable(String(v)))
 
 /** `2025-01-01 12:00:05 UTC` */
-export const utcText = (ms: number) => new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC')
+export const utcText = (ms: number) =>
+  new Date(ms)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, ' UTC')
 
 /** Page layout of a report: where the information and the table start. */
 function layout(filterLines: number) {

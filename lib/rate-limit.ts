@@ -74,5 +74,8 @@ export function limitKey(ip: string): string {
   // An embedded IPv4 tail (a.b.c.d) stands for two groups.
   const ipv4Tail = back.at(-1)?.includes('.') ? 1 : 0
   const groups = tail === undefined ? front : [...front, ...Array<string>(8 - front.length - back.length - ipv4Tail).fill('0'), ...back]
-  return `${groups.slice(0, 4).map((g) => Number.parseInt(g, 16).toString(16)).join(':')}::/64`
+  return `${groups
+    .slice(0, 4)
+    .map((g) => Number.parseInt(g, 16).toString(16))
+    .join(':')}::/64`
 }

@@ -29,7 +29,12 @@ export function answerJudge(spec: Record<string, any>, opts: { maxBodyChars?: nu
     const status = String(statusCode)
     const declared = spec.paths[op.path][method].responses?.[status]
     if (!declared) return { kind: 'undeclared-status', detail: `answered ${status}, which the contract does not declare` }
-    const response = declared.$ref ? declared.$ref.slice(2).split('/').reduce((o: any, k: string) => o[k], spec) : declared
+    const response = declared.$ref
+      ? declared.$ref
+          .slice(2)
+          .split('/')
+          .reduce((o: any, k: string) => o[k], spec)
+      : declared
     const type = contentType.split(';')[0].trim()
     const media = response.content?.[type]
     if (!media) return { kind: 'undeclared-media-type', detail: `answered ${status} as "${type}", which the contract does not offer` }

@@ -29,7 +29,12 @@ const MIN_ROWS = 200
 const MAX_ROWS = 20_000
 
 /** What went of one kind: how many, the lowest and highest id (not a range: they go by time), the archive files. */
-export interface RecordsPruned { deleted: number; firstId: number | null; lastId: number | null; files: string[] }
+export interface RecordsPruned {
+  deleted: number
+  firstId: number | null
+  lastId: number | null
+  files: string[]
+}
 export interface RetentionRun {
   events: RecordsPruned
   audit: RecordsPruned
@@ -105,15 +110,17 @@ async function pruneRecords(app: FastifyInstance, table: RecordTable, beforeMs: 
     const last = rows[rows.length - 1]
     after = [last.created_ms, last.id]
     for (const f of archive(app.config.dataDir, table, rows)) files.add(f)
-    const { deleted, delta, ids } = db.transaction(() => {
-      // Read again inside the transaction: a destination may have been given one of them meanwhile.
-      const max = bound()
-      const ids = rows.filter((r) => r.id <= max).map((r) => r.id)
-      repos.retention.openGate(beforeMs)
-      const r = indexer.prune(table, ids)
-      repos.retention.closeGate()
-      return { ...r, ids }
-    }).immediate()
+    const { deleted, delta, ids } = db
+      .transaction(() => {
+        // Read again inside the transaction: a destination may have been given one of them meanwhile.
+        const max = bound()
+        const ids = rows.filter((r) => r.id <= max).map((r) => r.id)
+        repos.retention.openGate(beforeMs)
+        const r = indexer.prune(table, ids)
+        repos.retention.closeGate()
+        return { ...r, ids }
+      })
+      .immediate()
     indexer.applyPrune(table, delta)
     out.deleted += deleted
     for (const id of ids) {
@@ -192,7 +199,13 @@ export async function runRetention(app: FastifyInstance, now = Date.now(), stop:
     if (otherTotal) parts.push(`${otherTotal} other records`)
     if (archivesDeleted) parts.push(`${archivesDeleted} archive files older than ${r.archiveDays} days`)
     app.repos.audit.insert({
-      createdMs: Date.now(), severity: 5, category: 'System', user: null, sourceIp: null, operationId: null, outcome: 'Succeeded',
+      createdMs: Date.now(),
+      severity: 5,
+      category: 'System',
+      user: null,
+      sourceIp: null,
+      operationId: null,
+      outcome: 'Succeeded',
       description: `Retention: deleted ${parts.join('; ')}`.slice(0, 1000),
       details: JSON.stringify({ events, audit, other, archivesDeleted, settings: r }),
     })
@@ -217,9 +230,12 @@ export function retentionLoop(app: FastifyInstance, firstDelayMs = 60_000): Loop
   }
   const tick = () => {
     if (closed || running) return
-    run().then((r) => {
-      if (r.events.deleted + r.audit.deleted > 0) app.log.info({ retention: { events: r.events.deleted, audit: r.audit.deleted, other: r.other, ms: Math.round(r.ms) } }, 'retention run')
-    }, (err) => app.log.error({ err }, 'retention run failed'))
+    run().then(
+      (r) => {
+        if (r.events.deleted + r.audit.deleted > 0) app.log.info({ retention: { events: r.events.deleted, audit: r.audit.deleted, other: r.other, ms: Math.round(r.ms) } }, 'retention run')
+      },
+      (err) => app.log.error({ err }, 'retention run failed'),
+    )
   }
   app.decorate('retention', { run })
   return {

@@ -67,7 +67,6 @@ export function warmValidators(): Promise<void> {
   })
 }
 
-
 const partNames: Record<string, FieldError['location']> = { body: 'body', querystring: 'query', params: 'path', headers: 'header' }
 
 /** Turns Ajv's errors into the problem document's `errors`. */

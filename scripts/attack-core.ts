@@ -121,7 +121,9 @@ export async function attack(spec: Json, send: Sender, credentials: Credentials,
     }
     const url = (path: Json, query: Json = {}, raw = false) => {
       const p = op.path.replace(/\{(\w+)\}/g, (_, n) => (raw ? path[n] : encodeURIComponent(path[n])))
-      const qs = Object.entries(query).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`).join('&')
+      const qs = Object.entries(query)
+        .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
+        .join('&')
       return qs ? `${p}?${qs}` : p
     }
     const own: CredentialKind = op.access.kind === 'user' ? 'administrator' : SPECIAL_AUTH[op.access.kind]
@@ -140,7 +142,12 @@ export async function attack(spec: Json, send: Sender, credentials: Credentials,
     // Each query parameter gets a third of the garbage values, in turn, so that every value
     // is tried and the run stays bounded on operations with many parameters.
     queryParams.forEach((p, k) => {
-      for (const g of GARBAGE.filter((_, i) => queryParams.length < 3 || i % 3 === k % 3)) cases.push({ label: `query ${p.name}=${JSON.stringify(g).slice(0, 20)}`, kind: own, req: { method: op.method, url: url(validPath(), { ...validQuery(), [p.name]: g }), ...(bodySchema ? json(body) : {}) } })
+      for (const g of GARBAGE.filter((_, i) => queryParams.length < 3 || i % 3 === k % 3))
+        cases.push({
+          label: `query ${p.name}=${JSON.stringify(g).slice(0, 20)}`,
+          kind: own,
+          req: { method: op.method, url: url(validPath(), { ...validQuery(), [p.name]: g }), ...(bodySchema ? json(body) : {}) },
+        })
     })
     for (const p of pathParams) {
       for (const g of [...GARBAGE.filter(Boolean), 'x'.repeat(101)]) {
@@ -165,7 +172,8 @@ export async function attack(spec: Json, send: Sender, credentials: Credentials,
         ['JSON as text/json', JSON.stringify(body), 'text/json; charset=utf-8'],
         ['JSON, odd charset', JSON.stringify(body), 'application/json; charset=utf-7'],
         ['multipart without boundary', 'x', 'multipart/form-data'],
-      ] as const) cases.push({ label: `body ${label}`, kind: own, req: { method: op.method, url: url(validPath()), body: payload, headers: { 'content-type': type } } })
+      ] as const)
+        cases.push({ label: `body ${label}`, kind: own, req: { method: op.method, url: url(validPath()), body: payload, headers: { 'content-type': type } } })
       cases.push({ label: 'body without content type', kind: own, req: { method: op.method, url: url(validPath()), body: JSON.stringify(body) } })
     } else if (multipart) {
       for (const [label, payload, type] of [
@@ -173,7 +181,8 @@ export async function attack(spec: Json, send: Sender, credentials: Credentials,
         ['multipart, broken', '--x\r\nContent-Disposition: form-data; name="file"; filename="a.csv"\r\n\r\nabc', 'multipart/form-data; boundary=x'],
         ['multipart, no file', '--x\r\nContent-Disposition: form-data; name="other"\r\n\r\nabc\r\n--x--\r\n', 'multipart/form-data; boundary=x'],
         ['JSON instead', '{}', 'application/json'],
-      ] as const) cases.push({ label: `body ${label}`, kind: own, req: { method: op.method, url: url(validPath()), body: payload, headers: { 'content-type': type } } })
+      ] as const)
+        cases.push({ label: `body ${label}`, kind: own, req: { method: op.method, url: url(validPath()), body: payload, headers: { 'content-type': type } } })
     } else if (op.method !== 'GET') {
       cases.push({ label: 'unexpected body', kind: own, req: { method: op.method, url: url(validPath()), ...json({ a: 1 }) } })
     }
@@ -206,7 +215,8 @@ export async function attack(spec: Json, send: Sender, credentials: Credentials,
       statuses[answer.status] = (statuses[answer.status] ?? 0) + 1
       const verdict = judge(op, answer)
       if (verdict) findings.push({ ...verdict, operationId: op.operationId, label: `${c.label} (as ${c.kind})`, status: answer.status })
-      if (opts.marker && answer.body.includes(opts.marker)) findings.push({ kind: 'read-back', operationId: op.operationId, label: `${c.label} (as ${c.kind})`, status: answer.status, detail: 'the answer carries an alarm target\'s answer' })
+      if (opts.marker && answer.body.includes(opts.marker))
+        findings.push({ kind: 'read-back', operationId: op.operationId, label: `${c.label} (as ${c.kind})`, status: answer.status, detail: "the answer carries an alarm target's answer" })
       // A fuzzed logout, password change or deletion may have ended a session: renew it.
       const ownKind = c.kind === 'agent' ? op.access.kind === 'agent' : c.kind === 'poller' ? op.access.kind === 'poller' : op.access.kind === 'user'
       if (answer.status === 401 && token && c.kind !== 'garbage' && ownKind && opts.renew) {

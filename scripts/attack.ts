@@ -27,40 +27,45 @@ const FLOOD_CONCURRENCY = Number(process.env.ATTACK_FLOOD_CONCURRENCY ?? 50)
 const CONCURRENCY = Number(process.env.ATTACK_CONCURRENCY ?? 4)
 const ALARM_TIMEOUT_SECONDS = 2
 
-const freePort = () => new Promise<number>((resolve) => {
-  const s = net.createServer()
-  s.listen(0, '127.0.0.1', () => { const { port } = s.address() as AddressInfo; s.close(() => resolve(port)) })
-})
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = net.createServer()
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as AddressInfo
+      s.close(() => resolve(port))
+    })
+  })
 
 /** Real HTTP on 127.0.0.1; what Node's client refuses to write (control characters) goes out raw. */
 function httpSender(port: number, agent: http.Agent, localAddress?: string): Sender {
-  const send = (req: AttackRequest, fresh: boolean): Promise<AttackAnswer> => new Promise<AttackAnswer>((resolve, reject) => {
-    let r: http.ClientRequest
-    try {
-      r = http.request({ host: '127.0.0.1', port, method: req.method, path: req.url, headers: req.headers, agent: fresh ? false : agent, localAddress })
-    } catch {
-      return rawRequest(port, req).then(resolve, reject)
-    }
-    r.setTimeout(60_000, () => r.destroy(new Error('no answer within 60 s')))
-    r.on('response', (res) => {
-      // A notification stream does not end by itself: its head is the answer.
-      if (String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
-        resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type']), body: '' })
-        return res.destroy()
+  const send = (req: AttackRequest, fresh: boolean): Promise<AttackAnswer> =>
+    new Promise<AttackAnswer>((resolve, reject) => {
+      let r: http.ClientRequest
+      try {
+        r = http.request({ host: '127.0.0.1', port, method: req.method, path: req.url, headers: req.headers, agent: fresh ? false : agent, localAddress })
+      } catch {
+        return rawRequest(port, req).then(resolve, reject)
       }
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8') }))
-      res.on('error', reject)
+      r.setTimeout(60_000, () => r.destroy(new Error('no answer within 60 s')))
+      r.on('response', (res) => {
+        // A notification stream does not end by itself: its head is the answer.
+        if (String(res.headers['content-type'] ?? '').startsWith('text/event-stream')) {
+          resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type']), body: '' })
+          return res.destroy()
+        }
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? ''), body: Buffer.concat(chunks).toString('utf8') }))
+        res.on('error', reject)
+      })
+      r.on('error', (err: NodeJS.ErrnoException) => {
+        // A kept-alive connection the server closed meanwhile (after a 431, say): the usual
+        // race of keep-alive, not the server's answer; tried again on a fresh connection.
+        if (r.reusedSocket && !fresh && (err.code === 'ECONNRESET' || err.message === 'socket hang up')) send(req, true).then(resolve, reject)
+        else reject(err)
+      })
+      r.end(req.body)
     })
-    r.on('error', (err: NodeJS.ErrnoException) => {
-      // A kept-alive connection the server closed meanwhile (after a 431, say): the usual
-      // race of keep-alive, not the server's answer; tried again on a fresh connection.
-      if (r.reusedSocket && !fresh && (err.code === 'ECONNRESET' || err.message === 'socket hang up')) send(req, true).then(resolve, reject)
-      else reject(err)
-    })
-    r.end(req.body)
-  })
   return (req) => send(req, false)
 }
 
@@ -68,7 +73,9 @@ function httpSender(port: number, agent: http.Agent, localAddress?: string): Sen
 function rawRequest(port: number, req: AttackRequest): Promise<AttackAnswer> {
   return new Promise((resolve, reject) => {
     const body = Buffer.from(req.body ?? '', 'utf8')
-    const head = [`${req.method} ${req.url} HTTP/1.1`, 'Host: 127.0.0.1', 'Connection: close', ...Object.entries(req.headers).map(([k, v]) => `${k}: ${v}`), `Content-Length: ${body.length}`].join('\r\n')
+    const head = [`${req.method} ${req.url} HTTP/1.1`, 'Host: 127.0.0.1', 'Connection: close', ...Object.entries(req.headers).map(([k, v]) => `${k}: ${v}`), `Content-Length: ${body.length}`].join(
+      '\r\n',
+    )
     const socket = net.connect(port, '127.0.0.1', () => socket.end(Buffer.concat([Buffer.from(head + '\r\n\r\n', 'utf8'), body])))
     const chunks: Buffer[] = []
     socket.setTimeout(60_000, () => socket.destroy(new Error('no answer within 60 s')))
@@ -79,11 +86,15 @@ function rawRequest(port: number, req: AttackRequest): Promise<AttackAnswer> {
       const split = text.indexOf('\r\n\r\n')
       const headLines = text.slice(0, split < 0 ? text.length : split).split('\r\n')
       const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(headLines[0] ?? '')?.[1] ?? 0)
-      const header = (name: string) => headLines.find((l) => l.toLowerCase().startsWith(`${name}:`))?.slice(name.length + 1).trim() ?? ''
+      const header = (name: string) =>
+        headLines
+          .find((l) => l.toLowerCase().startsWith(`${name}:`))
+          ?.slice(name.length + 1)
+          .trim() ?? ''
       let payload = split < 0 ? '' : text.slice(split + 4)
       if (/chunked/i.test(header('transfer-encoding'))) {
         let out = ''
-        for (let at = 0; ;) {
+        for (let at = 0; ; ) {
           const eol = payload.indexOf('\r\n', at)
           const size = parseInt(payload.slice(at, eol), 16)
           if (!size) break
@@ -110,15 +121,31 @@ async function markerTarget(status: number): Promise<{ url: string; hits: () => 
     })
   })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, hits: () => hits, close: () => { server.closeAllConnections(); server.close() } }
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    hits: () => hits,
+    close: () => {
+      server.closeAllConnections()
+      server.close()
+    },
+  }
 }
 
 /** A port that accepts connections and never answers. */
 async function silentPort(): Promise<{ port: number; close: () => void }> {
   const sockets = new Set<net.Socket>()
-  const server = net.createServer((s) => { sockets.add(s); s.on('error', () => undefined) })
+  const server = net.createServer((s) => {
+    sockets.add(s)
+    s.on('error', () => undefined)
+  })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  return { port: (server.address() as AddressInfo).port, close: () => { for (const s of sockets) s.destroy(); server.close() } }
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => {
+      for (const s of sockets) s.destroy()
+      server.close()
+    },
+  }
 }
 
 const pct = (xs: number[], p: number) => (xs.length ? [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))] : NaN)
@@ -132,9 +159,15 @@ async function main() {
   const port = await freePort()
   const base = '/prime/webui'
   const env = {
-    PRIME_DATA_DIR: dir, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'warn',
-    PRIME_ADMIN_PASSWORD: PASSWORD, PRIME_AGENT_ENROLLMENT_SECRET: ENROLL, PRIME_POLLER_ENROLLMENT_SECRET: POLLER_SECRET,
-    PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1', PRIME_ALARM_TIMEOUT_SECONDS: String(ALARM_TIMEOUT_SECONDS),
+    PRIME_DATA_DIR: dir,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    LOG_LEVEL: 'warn',
+    PRIME_ADMIN_PASSWORD: PASSWORD,
+    PRIME_AGENT_ENROLLMENT_SECRET: ENROLL,
+    PRIME_POLLER_ENROLLMENT_SECRET: POLLER_SECRET,
+    PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1',
+    PRIME_ALARM_TIMEOUT_SECONDS: String(ALARM_TIMEOUT_SECONDS),
   }
   // The fuzzing phase lifts the per-address limits (every request comes from 127.0.0.1);
   // the floods then run against the production limits.
@@ -145,9 +178,18 @@ async function main() {
   let setupRequests = 0
   const call = async (method: string, url: string, token: string | undefined, body?: unknown) => {
     setupRequests++
-    const res = await send({ method, url: base + url, headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, body: body === undefined ? undefined : JSON.stringify(body) })
+    const res = await send({
+      method,
+      url: base + url,
+      headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
     let json: any = null
-    try { json = JSON.parse(res.body) } catch { json = null }
+    try {
+      json = JSON.parse(res.body)
+    } catch {
+      json = null
+    }
     return { ...res, json }
   }
   const must = async (what: string, p: Promise<Awaited<ReturnType<typeof call>>>) => {
@@ -163,20 +205,32 @@ async function main() {
     // Every credential kind.
     const login = async (username: string) => (await must(`login ${username}`, call('POST', '/Auth/LocalLogin', undefined, { username, password: PASSWORD }))).token as string
     const creds: Credentials = { garbage: 'x', administrator: await login('admin') }
-    for (const [name, profile] of [['attack-manager', 20], ['attack-user', 10], ['flood-victim', 10]] as const) {
+    for (const [name, profile] of [
+      ['attack-manager', 20],
+      ['attack-user', 10],
+      ['flood-victim', 10],
+    ] as const) {
       await must(`adduser ${name}`, call('POST', '/admin/adduser', creds.administrator, { userName: name, email: `${name}@example.com`, userProfile: profile, password: PASSWORD }))
     }
     creds.manager = await login('attack-manager')
     creds.user = await login('attack-user')
     let tokens = 0
-    const integration = async () => (await must('integration token', call('POST', '/admin/integrationTokens', creds.administrator, { name: `attack-siem-${++tokens}`, userProfile: 10 }))).token as string
+    const integration = async () =>
+      (await must('integration token', call('POST', '/admin/integrationTokens', creds.administrator, { name: `attack-siem-${++tokens}`, userProfile: 10 }))).token as string
     creds.integration = await integration()
     // A new machine each time: enrolling a known machine again without its credential is
     // held for an Administrator (202), as an impostor's would be.
-    const enroll = async () => (await must('enroll', call('POST', '/gateway/enroll', undefined, { enrollmentSecret: ENROLL, machineId: crypto.randomUUID(), hostIdentifier: 'ATTACK-HOST' }))).credential as string
+    const enroll = async () =>
+      (await must('enroll', call('POST', '/gateway/enroll', undefined, { enrollmentSecret: ENROLL, machineId: crypto.randomUUID(), hostIdentifier: 'ATTACK-HOST' }))).credential as string
     creds.agent = await enroll()
     let pollers = 0
-    const register = async () => (await must('poller register', call('POST', '/agents/agentless/poller/register', undefined, { enrollmentSecret: POLLER_SECRET, name: `attack-poller-${++pollers}`, hostName: 'attack-vm', version: '1.0.0' }))).credential as string
+    const register = async () =>
+      (
+        await must(
+          'poller register',
+          call('POST', '/agents/agentless/poller/register', undefined, { enrollmentSecret: POLLER_SECRET, name: `attack-poller-${++pollers}`, hostName: 'attack-vm', version: '1.0.0' }),
+        )
+      ).credential as string
     creds.poller = await register()
     const renew = async (kind: CredentialKind): Promise<string | undefined> => {
       try {
@@ -209,7 +263,8 @@ async function main() {
     const testOp = ops.get('testAlarmDests')!
     const verdict = judge(testOp, tested)
     if (verdict) findings.push({ ...verdict, operationId: 'testAlarmDests', label: 'test of the marker destinations', status: tested.status })
-    if (tested.body.includes(MARKER)) findings.push({ kind: 'read-back', operationId: 'testAlarmDests', label: 'test of the marker destinations', status: tested.status, detail: 'TestAlarmDests answered a target\'s answer' })
+    if (tested.body.includes(MARKER))
+      findings.push({ kind: 'read-back', operationId: 'testAlarmDests', label: 'test of the marker destinations', status: tested.status, detail: "TestAlarmDests answered a target's answer" })
     const timing = Object.fromEntries((tested.json?.results ?? []).map((r: any) => [r.name, { code: r.code, durationMs: r.durationMs, error: r.error }]))
     // The worker's deliveries to the marker targets (the destinations' own audit records are queued for them).
     for (let i = 0; i < 100; i++) {
@@ -222,7 +277,11 @@ async function main() {
     // Every operation: valid and invalid requests, every credential kind and none.
     let lastShown = 0
     const fuzz = await attack(spec, send, creds, {
-      marker: MARKER, renew, concurrency: CONCURRENCY, longUrl: 20_000, longHeader: 40_000,
+      marker: MARKER,
+      renew,
+      concurrency: CONCURRENCY,
+      longUrl: 20_000,
+      longHeader: 40_000,
       progress: (done, total, id) => {
         if (performance.now() - lastShown < 5000) return
         lastShown = performance.now()
@@ -235,11 +294,17 @@ async function main() {
     // The stored outcomes, as a User and an Administrator read them (fuzzed logouts ended the earlier sessions).
     creds.user = await login('attack-user')
     creds.administrator = await login('admin')
-    for (const [op, url, token] of [['getAlarmDests', '/Events/GetAlarmDests', creds.user], ['getEvents', '/Events/GetEvents?category=System&pageSize=1000', creds.user], ['getAuditTrails', '/Events/GetAuditTrails?pageSize=1000', creds.administrator]] as const) {
+    for (const [op, url, token] of [
+      ['getAlarmDests', '/Events/GetAlarmDests', creds.user],
+      ['getEvents', '/Events/GetEvents?category=System&pageSize=1000', creds.user],
+      ['getAuditTrails', '/Events/GetAuditTrails?pageSize=1000', creds.administrator],
+    ] as const) {
       const res = await call('GET', url, token)
-      if (res.body.includes(MARKER)) findings.push({ kind: 'read-back', operationId: op, label: 'stored delivery outcomes', status: res.status, detail: 'carries an alarm target\'s answer' })
+      if (res.body.includes(MARKER)) findings.push({ kind: 'read-back', operationId: op, label: 'stored delivery outcomes', status: res.status, detail: "carries an alarm target's answer" })
     }
-    const stored = (await call('GET', '/Events/GetAlarmDests', creds.user)).json?.data?.filter((d: any) => d.name.startsWith('attack-')).map((d: any) => ({ name: d.name, lastStatus: d.delivery.lastStatus, lastError: d.delivery.lastError }))
+    const stored = (await call('GET', '/Events/GetAlarmDests', creds.user)).json?.data
+      ?.filter((d: any) => d.name.startsWith('attack-'))
+      .map((d: any) => ({ name: d.name, lastStatus: d.delivery.lastStatus, lastError: d.delivery.lastError }))
 
     // Floods, with the production limits.
     let restarts = 0
@@ -253,24 +318,34 @@ async function main() {
       let next = 0
       if (operationId === 'agentCheckIn') creds.agent = await enroll()
       const started = performance.now()
-      await Promise.all(Array.from({ length: FLOOD_CONCURRENCY }, async () => {
-        while (next < FLOOD_REQUESTS) {
-          next++
-          const r = req()
-          const s = performance.now()
-          try {
-            const answer = await send(r)
-            times.push(performance.now() - s)
-            statuses[answer.status] = (statuses[answer.status] ?? 0) + 1
-            const v = judge(op, answer)
-            if (v) findings.push({ ...v, operationId, label: `flood: ${label}`, status: answer.status })
-          } catch (err) {
-            findings.push({ kind: 'transport-error', operationId, label: `flood: ${label}`, status: 0, detail: (err as Error).message })
+      await Promise.all(
+        Array.from({ length: FLOOD_CONCURRENCY }, async () => {
+          while (next < FLOOD_REQUESTS) {
+            next++
+            const r = req()
+            const s = performance.now()
+            try {
+              const answer = await send(r)
+              times.push(performance.now() - s)
+              statuses[answer.status] = (statuses[answer.status] ?? 0) + 1
+              const v = judge(op, answer)
+              if (v) findings.push({ ...v, operationId, label: `flood: ${label}`, status: answer.status })
+            } catch (err) {
+              findings.push({ kind: 'transport-error', operationId, label: `flood: ${label}`, status: 0, detail: (err as Error).message })
+            }
           }
-        }
-      }))
+        }),
+      )
       const seconds = (performance.now() - started) / 1000
-      return { label, requests: FLOOD_REQUESTS, concurrency: FLOOD_CONCURRENCY, statuses, rps: Math.round(FLOOD_REQUESTS / seconds), p50: +pct(times, 0.5).toFixed(1), p99: +pct(times, 0.99).toFixed(1) }
+      return {
+        label,
+        requests: FLOOD_REQUESTS,
+        concurrency: FLOOD_CONCURRENCY,
+        statuses,
+        rps: Math.round(FLOOD_REQUESTS / seconds),
+        p50: +pct(times, 0.5).toFixed(1),
+        p99: +pct(times, 0.99).toFixed(1),
+      }
     }
     const json = (token: string | undefined, body: unknown) => ({ 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}), _body: JSON.stringify(body) })
     const asReq = (method: string, url: string, h: Record<string, string>): AttackRequest => {
@@ -279,7 +354,9 @@ async function main() {
     }
     creds.user = await login('attack-user')
     const floods = [
-      await flood('login, wrong password of an existing account', 'localLogin', () => asReq('POST', '/Auth/LocalLogin', json(undefined, { username: 'flood-victim', password: 'Wrong-password-0000' }))),
+      await flood('login, wrong password of an existing account', 'localLogin', () =>
+        asReq('POST', '/Auth/LocalLogin', json(undefined, { username: 'flood-victim', password: 'Wrong-password-0000' })),
+      ),
       await flood('gateway check-in with the agent credential', 'agentCheckIn', () => asReq('POST', '/gateway/checkin', json(creds.agent, checkIn))),
       await flood('read: GetEvents as a User', 'getEvents', () => ({ method: 'GET', url: `${base}/Events/GetEvents?pageSize=20`, headers: { authorization: `Bearer ${creds.user}` } })),
     ]
@@ -287,11 +364,19 @@ async function main() {
     // kept in the database): from another address, the account's own user still gets in
     // unless the flood locked the account.
     const other = httpSender(port, new http.Agent(), '127.0.0.2')
-    const victim = await other({ method: 'POST', url: `${base}/Auth/LocalLogin`, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'flood-victim', password: PASSWORD }) })
+    const victim = await other({
+      method: 'POST',
+      url: `${base}/Auth/LocalLogin`,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'flood-victim', password: PASSWORD }),
+    })
 
     const seconds = Math.round((performance.now() - t0) / 1000)
     const groups = summarize(findings)
-    const slowest = [...fuzz.operations].sort((a, b) => b.p99 - a.p99).slice(0, 5).map((o) => `${o.operationId} p50 ${o.p50.toFixed(1)} ms, p99 ${o.p99.toFixed(1)} ms, max ${o.max.toFixed(0)} ms`)
+    const slowest = [...fuzz.operations]
+      .sort((a, b) => b.p99 - a.p99)
+      .slice(0, 5)
+      .map((o) => `${o.operationId} p50 ${o.p50.toFixed(1)} ms, p99 ${o.p99.toFixed(1)} ms, max ${o.max.toFixed(0)} ms`)
     const report = {
       requests: setupRequests + fuzz.requests + floods.reduce((n, f) => n + f.requests, 0),
       operations: fuzz.operations.length,
@@ -302,7 +387,18 @@ async function main() {
       storedOutcomes: stored,
       floods,
       afterLoginFlood: `after a login flood from 127.0.0.1, the flooded account's right password from 127.0.0.2 answers ${victim.status}`,
-      findings: { total: findings.length, byKind: Object.fromEntries(Object.entries(findings.reduce((m: Record<string, number>, f) => ((m[f.kind] = (m[f.kind] ?? 0) + 1), m), {}))), groups },
+      findings: {
+        total: findings.length,
+        byKind: Object.fromEntries(
+          Object.entries(
+            findings.reduce((m: Record<string, number>, f) => {
+              m[f.kind] = (m[f.kind] ?? 0) + 1
+              return m
+            }, {}),
+          ),
+        ),
+        groups,
+      },
     }
     const file = path.join(os.tmpdir(), `prime-attack-report-${Date.now()}.json`)
     fs.writeFileSync(file, JSON.stringify(report, null, 2))

@@ -20,13 +20,17 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'backup' && values.out) {
     const r = await backup(dataDir, path.resolve(values.out))
     const mib = (r.bytes / 1024 ** 2).toFixed(1)
-    console.log(`backed up ${dataDir} to ${path.resolve(values.out)}: schema version ${r.manifest.schemaVersion}, database ${(r.manifest.database.size / 1024 ** 2).toFixed(1)} MiB and ${r.manifest.files.length} files, ${mib} MiB in ${(r.ms / 1000).toFixed(1)} s`)
+    console.log(
+      `backed up ${dataDir} to ${path.resolve(values.out)}: schema version ${r.manifest.schemaVersion}, database ${(r.manifest.database.size / 1024 ** 2).toFixed(1)} MiB and ${r.manifest.files.length} files, ${mib} MiB in ${(r.ms / 1000).toFixed(1)} s`,
+    )
     return 0
   }
   if (command === 'restore' && values.from) {
     const r = restore(path.resolve(values.from), dataDir, { force: values.force })
     if (r.movedAside) console.log(`moved the previous contents of ${dataDir} to ${r.movedAside}`)
-    console.log(`restored the backup of ${r.manifest.createdTime} (schema version ${r.manifest.schemaVersion}, ${r.manifest.files.length} files) into ${dataDir} in ${(r.ms / 1000).toFixed(1)} s; checked: manifest checksums, integrity, schema version`)
+    console.log(
+      `restored the backup of ${r.manifest.createdTime} (schema version ${r.manifest.schemaVersion}, ${r.manifest.files.length} files) into ${dataDir} in ${(r.ms / 1000).toFixed(1)} s; checked: manifest checksums, integrity, schema version`,
+    )
     return 0
   }
   console.error(USAGE)

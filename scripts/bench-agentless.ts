@@ -40,7 +40,14 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-agentless-'))
 const hook = http.createServer((req, res) => req.resume().on('end', () => res.writeHead(204).end()))
 await new Promise<void>((resolve) => hook.listen(0, '127.0.0.1', resolve))
 const app = await buildApp({
-  config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: PASSWORD, PRIME_POLLER_ENROLLMENT_SECRET: SECRET, LOG_LEVEL: 'warn', PRIME_RATE_LIMIT_MAX: '100000000', PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1' }),
+  config: loadConfig({
+    PRIME_DATA_DIR: dir,
+    PRIME_ADMIN_PASSWORD: PASSWORD,
+    PRIME_POLLER_ENROLLMENT_SECRET: SECRET,
+    LOG_LEVEL: 'warn',
+    PRIME_RATE_LIMIT_MAX: '100000000',
+    PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1',
+  }),
   logger: false,
 })
 try {
@@ -53,7 +60,9 @@ try {
   const lines = ['name,address,protocol,port,useTls,userName,password,isOverrideDefaults,pollingIntervalSeconds,timeoutSeconds,pollerId']
   for (let i = 0; i < CONNECTIONS; i++) {
     const own = i % 4 === 0
-    lines.push(`host-${String(i).padStart(5, '0')}.corp.example,10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255},${i % 5 ? 'SSH' : 'WinRM'},,,svc-${i % 7},pw-${i}-secret,${own},${own ? '600,20' : ','},${reg.pollerId}`)
+    lines.push(
+      `host-${String(i).padStart(5, '0')}.corp.example,10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255},${i % 5 ? 'SSH' : 'WinRM'},,,svc-${i % 7},pw-${i}-secret,${own},${own ? '600,20' : ','},${reg.pollerId}`,
+    )
   }
   const csv = lines.join('\r\n') + '\r\n'
   let t0 = performance.now()
@@ -71,16 +80,20 @@ try {
   row('CSV import, same file again', `${CONNECTIONS} rows unchanged`, ms(median(again)), '', `${ms(CONNECTIONS / (median(again) / 1000))} rows/s`)
 
   // One run per connection, reported 1000 at a time; a tenth of them failing.
-  const ids = (app.db.prepare('SELECT id FROM agentless_connections ORDER BY id').pluck().all() as number[])
+  const ids = app.db.prepare('SELECT id FROM agentless_connections ORDER BY id').pluck().all() as number[]
   const reports: number[] = []
   const now = Date.now()
   for (let i = 0; i < ids.length; i += 1000) {
     const runs = ids.slice(i, i + 1000).map((id, j) => {
       const ok = (i + j) % 10 !== 0
       return {
-        runId: crypto.randomUUID(), connectionId: id, statusString: ok ? 'Reachable' : 'Unreachable',
-        startTime: new Date(now - 60_000 + j).toISOString(), endTime: new Date(now - 59_000 + j).toISOString(),
-        statusDescription: ok ? 'SSH server SSH-2.0-OpenSSH_9.6 answered.' : 'TCP connect failed.', statusErrorDescription: ok ? null : `Connection timed out after 10 s (${id}).`,
+        runId: crypto.randomUUID(),
+        connectionId: id,
+        statusString: ok ? 'Reachable' : 'Unreachable',
+        startTime: new Date(now - 60_000 + j).toISOString(),
+        endTime: new Date(now - 59_000 + j).toISOString(),
+        statusDescription: ok ? 'SSH server SSH-2.0-OpenSSH_9.6 answered.' : 'TCP connect failed.',
+        statusErrorDescription: ok ? null : `Connection timed out after 10 s (${id}).`,
       }
     })
     t0 = performance.now()
@@ -126,8 +139,15 @@ try {
 
   // ReplayAll to one webhook subscribed to assets (the time to queue, not to deliver).
   await app.inject({
-    method: 'POST', url: '/prime/webui/Events/AddOrUpdateAlarmDest', headers,
-    payload: { name: 'bench-assets', type: 'webhook', filters: { feeds: ['assets'] }, webhook: { url: `http://127.0.0.1:${(hook.address() as AddressInfo).port}/`, secret: 'bench-asset-feed-secret' } },
+    method: 'POST',
+    url: '/prime/webui/Events/AddOrUpdateAlarmDest',
+    headers,
+    payload: {
+      name: 'bench-assets',
+      type: 'webhook',
+      filters: { feeds: ['assets'] },
+      webhook: { url: `http://127.0.0.1:${(hook.address() as AddressInfo).port}/`, secret: 'bench-asset-feed-secret' },
+    },
   })
   t0 = performance.now()
   const replay = await app.inject({ method: 'POST', url: '/prime/webui/assetproducer/ReplayAll', headers })

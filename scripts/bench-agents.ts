@@ -45,7 +45,10 @@ const baseEnv = {
   PRIME_AGENT_DISCONNECT_SECONDS: '86400',
 }
 const notes: string[] = []
-const loadAtStart = os.loadavg().map((x) => x.toFixed(1)).join(' ')
+const loadAtStart = os
+  .loadavg()
+  .map((x) => x.toFixed(1))
+  .join(' ')
 const rows: string[] = []
 const base = `http://127.0.0.1:${PORT}/prime/webui`
 
@@ -62,7 +65,11 @@ console.error(`Seeded ${seeded.agents} agents, ${seeded.peripherals} peripherals
 // From here on the load generator (this process) keeps to CPU 0 and the server to CPU 1.
 if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
 
-interface ListCase { name: string; url: string; floor: () => unknown }
+interface ListCase {
+  name: string
+  url: string
+  floor: () => unknown
+}
 // No kept answers: the floor is the query itself, as it runs after any change.
 const repos = createRepos(db, 0)
 const bySort = (field: string, direction: 'asc' | 'desc' = 'asc'): Sort => ({ field, direction })
@@ -71,7 +78,11 @@ const agentList = (f: AgentFilter, s: Sort) => () => repos.agents.views(repos.ag
 const peripheralList = (f: PeripheralFilter, s: Sort) => () => repos.peripherals.list(f, s, 50, 0)
 const listCases: ListCase[] = [
   { name: 'agents, default sort', url: '/agents?PageSize=50', floor: agentList({}, bySort('hostIdentifier')) },
-  { name: 'agents, HostIdentifier contains + SortBy', url: '/agents?HostIdentifier=fin-lt&SortBy=lastConfiguration_desc&PageSize=50', floor: agentList({ hostIdentifier: 'fin-lt' }, bySort('lastConfiguration', 'desc')) },
+  {
+    name: 'agents, HostIdentifier contains + SortBy',
+    url: '/agents?HostIdentifier=fin-lt&SortBy=lastConfiguration_desc&PageSize=50',
+    floor: agentList({ hostIdentifier: 'fin-lt' }, bySort('lastConfiguration', 'desc')),
+  },
   { name: 'agents, GlobalSearch', url: '/agents?GlobalSearch=Latitude%205440&PageSize=50', floor: agentList({ globalSearch: 'Latitude 5440' }, bySort('hostIdentifier')) },
   { name: 'agents, HasUnapprovedPeripherals=True', url: '/agents?HasUnapprovedPeripherals=True&PageSize=50', floor: agentList({ hasUnapprovedPeripherals: true }, bySort('hostIdentifier')) },
   { name: 'peripherals, vendor contains', url: '/peripherals?vendor=logitech&PageSize=50', floor: peripheralList({ vendor: 'logitech' }, bySort('hostUuid')) },
@@ -126,7 +137,12 @@ if (process.env.BENCH_LARGE_PAGE === 'only') {
   await largePageCase()
   db.close()
   fs.rmSync(dataDir, { recursive: true, force: true })
-  console.log(`\n${AGENTS} agents, ${seeded.peripherals} peripherals; load average ${loadAtStart} at the start, ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} at the end (${os.cpus().length} CPUs).`)
+  console.log(
+    `\n${AGENTS} agents, ${seeded.peripherals} peripherals; load average ${loadAtStart} at the start, ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} at the end (${os.cpus().length} CPUs).`,
+  )
   for (const r of rows) console.log(r)
   for (const n of notes) console.log(`- ${n}`)
   process.exit(0)
@@ -138,7 +154,9 @@ async function load(opts: autocannon.Options) {
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, codes }
 }
 
-rows.push('| case | answers kept | matches | req/s | p50 / p99 ms | p99 of each round, ms | ms per request | 1 connection p50 / p99 ms | in-process floor p50 / p99 ms | per request / floor | target p99 < 20 ms (median round) |')
+rows.push(
+  '| case | answers kept | matches | req/s | p50 / p99 ms | p99 of each round, ms | ms per request | 1 connection p50 / p99 ms | in-process floor p50 / p99 ms | per request / floor | target p99 < 20 ms (median round) |',
+)
 rows.push('|---|---|---|---|---|---|---|---|---|---|---|')
 // Twice: as served (a repeated query is answered from the kept answer while nothing
 // changes), and with no answers kept (every request runs its query, as the first one after
@@ -177,7 +195,9 @@ for (const kept of ['yes', 'no']) {
     const f = floors[i]
     const floorText = f ? `${ms(f.p50)} / ${ms(f.p99)}` : 'n/a'
     const perRequest = 1000 / r.rps
-    rows.push(`| ${c.name} | ${kept} | ${filtered} (page of ${size}) | ${r.rps.toFixed(0)} | ${r.p50} / ${r.p99} | ${rounds.map((x) => x.p99).join(', ')} | ${ms(perRequest)} | ${one.p50} / ${one.p99} | ${floorText} | ${f ? (perRequest / f.p50).toFixed(1) : ''} | ${r.p99 < 20 ? 'met' : 'MISSED'} (1 connection: ${one.p99 < 20 ? 'met' : 'missed'}) |`)
+    rows.push(
+      `| ${c.name} | ${kept} | ${filtered} (page of ${size}) | ${r.rps.toFixed(0)} | ${r.p50} / ${r.p99} | ${rounds.map((x) => x.p99).join(', ')} | ${ms(perRequest)} | ${one.p50} / ${one.p99} | ${floorText} | ${f ? (perRequest / f.p50).toFixed(1) : ''} | ${r.p99 < 20 ? 'met' : 'MISSED'} (1 connection: ${one.p99 < 20 ? 'met' : 'missed'}) |`,
+    )
   }
   await stop(server)
 }
@@ -191,7 +211,9 @@ await integrityChecked(base, auth)
 {
   const before = memory(server.pid!)
   let peakRss = before?.rss ?? 0
-  const sampler = setInterval(() => { peakRss = Math.max(peakRss, memory(server.pid!)?.rss ?? 0) }, 10)
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, memory(server.pid!)?.rss ?? 0)
+  }, 10)
   const t0 = performance.now()
   const res = await fetch(`${base}/agents/exportagentcsv`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json', accept: 'text/csv' }, body: '{}' })
   const { bytes, lines } = await readLines(res.body)
@@ -203,7 +225,9 @@ await integrityChecked(base, auth)
     const okTime = wall < 5 ? 'met' : 'MISSED'
     const okMem = peakMb < 250 ? 'met' : 'MISSED'
     rows.push('', '| CSV export of all agents | wall time | server peak RSS (VmHWM) | target |', '|---|---|---|---|')
-    rows.push(`| ${lines - 1} rows, ${(bytes / 1048576).toFixed(1)} MiB | ${wall.toFixed(2)} s | ${peakMb.toFixed(0)} MB (${((before?.rss ?? 0) / 1024).toFixed(0)} MB before) | < 5 s: ${okTime}; < 250 MB: ${okMem} |`)
+    rows.push(
+      `| ${lines - 1} rows, ${(bytes / 1048576).toFixed(1)} MiB | ${wall.toFixed(2)} s | ${peakMb.toFixed(0)} MB (${((before?.rss ?? 0) / 1024).toFixed(0)} MB before) | < 5 s: ${okTime}; < 250 MB: ${okMem} |`,
+    )
     if (lines - 1 !== AGENTS) notes.push(`CSV export: ${lines - 1} data rows for ${AGENTS} agents (rows with line breaks inside cells would also explain a difference)`)
   } else {
     rows.push('', `| CSV export of all agents | ${res.status}${res.status === 501 ? ' (not implemented)' : ''} | | |`)
@@ -221,41 +245,52 @@ type Schemas = components['schemas']
 server = await start({ ...baseEnv, PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }, path.join(dataDir, 'server-gateway.log'))
 await integrityChecked(base, await login())
 {
-  interface Enrolled { credential: string; body: string }
+  interface Enrolled {
+    credential: string
+    body: string
+  }
   const enrolled: Enrolled[] = []
   const failures: string[] = []
   const t0 = performance.now()
   let next = 0
   // Ten at a time, like the load generator's connections.
-  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-    while (next < GATEWAY_AGENTS) {
-      const n = next++
-      const host = fleetHost(7, 'bench', n, 10)
-      host.peripherals = [...host.peripherals, ...fleetHost(7, 'bench-fill', n, 20).peripherals].slice(0, 10)
-      const res = await fetch(`${base}/gateway/enroll`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ enrollmentSecret: SECRET, machineId: host.machineId, hostIdentifier: host.hostIdentifier }) })
-      const e = (await res.json()) as Schemas['GatewayEnrollResponse'] & { detail?: string }
-      if (res.status !== 200) {
-        failures.push(`enroll ${res.status}: ${e.detail ?? ''}`)
-        if (failures.length > 20) return
-        continue
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (next < GATEWAY_AGENTS) {
+        const n = next++
+        const host = fleetHost(7, 'bench', n, 10)
+        host.peripherals = [...host.peripherals, ...fleetHost(7, 'bench-fill', n, 20).peripherals].slice(0, 10)
+        const res = await fetch(`${base}/gateway/enroll`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ enrollmentSecret: SECRET, machineId: host.machineId, hostIdentifier: host.hostIdentifier }),
+        })
+        const e = (await res.json()) as Schemas['GatewayEnrollResponse'] & { detail?: string }
+        if (res.status !== 200) {
+          failures.push(`enroll ${res.status}: ${e.detail ?? ''}`)
+          if (failures.length > 20) return
+          continue
+        }
+        const { index: _i, machineId: _m, ...state } = host
+        const body: Schemas['GatewayCheckInRequest'] = { ...state, operationalStatus: 'Armed', isSystemLocked: false, licenseAccountId: null, errors: [] }
+        enrolled.push({ credential: e.credential, body: JSON.stringify(body) })
       }
-      const { index: _i, machineId: _m, ...state } = host
-      const body: Schemas['GatewayCheckInRequest'] = { ...state, operationalStatus: 'Armed', isSystemLocked: false, licenseAccountId: null, errors: [] }
-      enrolled.push({ credential: e.credential, body: JSON.stringify(body) })
-    }
-  }))
+    }),
+  )
   const enrollSecs = (performance.now() - t0) / 1000
   // The first check-in of each: the full comparison, ten new peripherals, events.
   const t1 = performance.now()
   let k = 0
-  await Promise.all(Array.from({ length: CONNECTIONS }, async () => {
-    while (k < enrolled.length) {
-      const a = enrolled[k++]
-      const res = await fetch(`${base}/gateway/checkin`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${a.credential}` }, body: a.body })
-      if (res.status !== 200) failures.push(`first check-in ${res.status}: ${((await res.json().catch(() => ({}))) as { detail?: string }).detail ?? ''}`)
-      else await res.arrayBuffer()
-    }
-  }))
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (k < enrolled.length) {
+        const a = enrolled[k++]
+        const res = await fetch(`${base}/gateway/checkin`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${a.credential}` }, body: a.body })
+        if (res.status !== 200) failures.push(`first check-in ${res.status}: ${((await res.json().catch(() => ({}))) as { detail?: string }).detail ?? ''}`)
+        else await res.arrayBuffer()
+      }
+    }),
+  )
   const firstSecs = (performance.now() - t1) / 1000
   rows.push('', '| gateway | figure | target |', '|---|---|---|')
   if (enrolled.length === 0) {
@@ -266,13 +301,15 @@ await integrityChecked(base, await login())
     let i = 0
     const r = await load({
       url: `${base}/gateway/checkin`,
-      requests: [{
-        method: 'POST',
-        setupRequest: (req) => {
-          const a = enrolled[i++ % enrolled.length]
-          return { ...req, headers: { 'content-type': 'application/json', authorization: `Bearer ${a.credential}` }, body: a.body }
+      requests: [
+        {
+          method: 'POST',
+          setupRequest: (req) => {
+            const a = enrolled[i++ % enrolled.length]
+            return { ...req, headers: { 'content-type': 'application/json', authorization: `Bearer ${a.credential}` }, body: a.body }
+          },
         },
-      }],
+      ],
     })
     const ok = r.rps >= 1000 ? 'met' : 'MISSED'
     rows.push(`| unchanged check-ins (${enrolled.length} agents, 10 peripherals each) | ${r.rps.toFixed(0)} /s, p50 / p99 ${r.p50} / ${r.p99} ms | >= 1000/s: ${ok} |`)
@@ -284,8 +321,13 @@ await stop(server)
 db.close()
 fs.rmSync(dataDir, { recursive: true, force: true })
 
-console.log(`\n${AGENTS} agents, ${seeded.peripherals} peripherals (seeded in ${(seeded.ms / 1000).toFixed(1)} s); ${CONNECTIONS} connections, ${DURATION} s per case and round, ${ROUNDS} rounds (the median round by p99 shown)${PIN ? '; load generator on CPU 0, server on CPU 1' : ''}; ` +
-  `load average ${loadAtStart} at the start, ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} at the end (${os.cpus().length} CPUs).`)
+console.log(
+  `\n${AGENTS} agents, ${seeded.peripherals} peripherals (seeded in ${(seeded.ms / 1000).toFixed(1)} s); ${CONNECTIONS} connections, ${DURATION} s per case and round, ${ROUNDS} rounds (the median round by p99 shown)${PIN ? '; load generator on CPU 0, server on CPU 1' : ''}; ` +
+    `load average ${loadAtStart} at the start, ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} at the end (${os.cpus().length} CPUs).`,
+)
 console.log('"ms per request" is 1000 / req/s at 10 connections: the server\'s time per request, to compare with the floor (the repository call alone).\n')
 for (const r of rows) console.log(r)
 if (notes.length) {

@@ -51,7 +51,14 @@ if (kept && fs.existsSync(kept)) {
 console.error(`Seeded ${seeded.agents} agents, ${seeded.peripherals} peripherals in ${(seeded.ms / 1000).toFixed(1)} s`)
 
 const app = await buildApp({
-  config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: PASSWORD, LOG_LEVEL: 'warn', PRIME_RATE_LIMIT_MAX: '100000000', PRIME_AGENT_DISCONNECT_SECONDS: '86400', PRIME_LICENSE_SEATS: String(AGENTS + 1000) }),
+  config: loadConfig({
+    PRIME_DATA_DIR: dir,
+    PRIME_ADMIN_PASSWORD: PASSWORD,
+    LOG_LEVEL: 'warn',
+    PRIME_RATE_LIMIT_MAX: '100000000',
+    PRIME_AGENT_DISCONNECT_SECONDS: '86400',
+    PRIME_LICENSE_SEATS: String(AGENTS + 1000),
+  }),
   logger: false,
 })
 const rows: string[][] = [['case', 'median ms', 'max ms', 'rows', 'matching', '']]
@@ -72,7 +79,11 @@ try {
     const loop = monitorEventLoopDelay({ resolution: 5 })
     loop.enable()
     const t = performance.now()
-    const finished = work().then(() => performance.now() - t).finally(() => { done = true })
+    const finished = work()
+      .then(() => performance.now() - t)
+      .finally(() => {
+        done = true
+      })
     while (!done) {
       const s = performance.now()
       await app.inject({ url: '/prime/webui/admin/PrimeVersion', headers })
@@ -96,13 +107,21 @@ try {
   aged()
   const stamp = () => db2.prepare("SELECT group_concat(computed_ms) FROM insight_cache WHERE name LIKE 'uncommonPeripherals:%' OR name LIKE 'assetSummary:%'").pluck().get() as string
   const before = stamp()
-  smallRow('overview, an hour later (answered at once; refresh in slices)', await meanwhile(async () => {
-    const t = performance.now()
-    await app.inject({ url: '/prime/webui/transformerDataApi/assetsOverview', headers })
-    rows.push(['  the answer meanwhile', ms(performance.now() - t), '', '', '', ''])
-    // Both the rare models and the counts computed again.
-    while (stamp().split(",").some((x) => before.split(",").includes(x))) await new Promise((r) => setTimeout(r, 20))
-  }))
+  smallRow(
+    'overview, an hour later (answered at once; refresh in slices)',
+    await meanwhile(async () => {
+      const t = performance.now()
+      await app.inject({ url: '/prime/webui/transformerDataApi/assetsOverview', headers })
+      rows.push(['  the answer meanwhile', ms(performance.now() - t), '', '', '', ''])
+      // Both the rare models and the counts computed again.
+      while (
+        stamp()
+          .split(',')
+          .some((x) => before.split(',').includes(x))
+      )
+        await new Promise((r) => setTimeout(r, 20))
+    }),
+  )
 
   const time = async (name: string, send: () => Promise<{ statusCode: number; body: string }>, count: (body: any) => [number, number]) => {
     const times: number[] = []
@@ -147,7 +166,14 @@ try {
       matching = m
       if (n === 0) break
     }
-    rows.push([name, ms(median(times)), ms(Math.max(...times)), String(read), String(matching), `${times.length} pages: first ${ms(times[0])}, last full ${ms(times[times.length - 2] ?? NaN)}, p90 ${ms(pct(times, 0.9))}`])
+    rows.push([
+      name,
+      ms(median(times)),
+      ms(Math.max(...times)),
+      String(read),
+      String(matching),
+      `${times.length} pages: first ${ms(times[0])}, last full ${ms(times[times.length - 2] ?? NaN)}, p90 ${ms(pct(times, 0.9))}`,
+    ])
   }
   if (process.env.BENCH_ASSETS_WALK !== '0') {
     for (const size of [100, 5000]) {
@@ -155,12 +181,26 @@ try {
     }
     await walk('REST assets?pageSize=5000, pages to the end', (n) => app.inject({ url: `/prime/webui/transformerDataApi/assets?pageSize=5000&pageNumber=${n}`, headers }), list)
   }
-  await time('REST assetsOverview', () => app.inject({ url: '/prime/webui/transformerDataApi/assetsOverview', headers }), (b) => [1, b.totalAssets])
-  await time('REST assetsDistribuition', () => app.inject({ url: '/prime/webui/transformerDataApi/assetsDistribuition', headers }), (b) => [b.byType.length, b.totalAssets])
+  await time(
+    'REST assetsOverview',
+    () => app.inject({ url: '/prime/webui/transformerDataApi/assetsOverview', headers }),
+    (b) => [1, b.totalAssets],
+  )
+  await time(
+    'REST assetsDistribuition',
+    () => app.inject({ url: '/prime/webui/transformerDataApi/assetsDistribuition', headers }),
+    (b) => [b.byType.length, b.totalAssets],
+  )
 } finally {
   await app.close()
   fs.rmSync(dir, { recursive: true, force: true })
 }
 const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)))
 console.log(`\n${seeded.agents} agents, ${seeded.peripherals} peripherals; ${REQUESTS} requests per case, in process (app.inject)\n`)
-for (const r of rows) console.log(r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : i === 5 ? c : c.padStart(widths[i]))).join('  ').trimEnd())
+for (const r of rows)
+  console.log(
+    r
+      .map((c, i) => (i === 0 ? c.padEnd(widths[i]) : i === 5 ? c : c.padStart(widths[i])))
+      .join('  ')
+      .trimEnd(),
+  )

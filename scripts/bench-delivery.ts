@@ -65,13 +65,20 @@ for (let round = 1; round <= ROUNDS; round++) {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
   const url = `http://127.0.0.1:${(server.address() as import('node:net').AddressInfo).port}/hook`
   const env = {
-    PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: PASSWORD, PORT: String(PORT), HOST: '127.0.0.1',
-    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1', PRIME_RATE_LIMIT_MAX: '100000000',
+    PRIME_DATA_DIR: dir,
+    PRIME_ADMIN_PASSWORD: PASSWORD,
+    PORT: String(PORT),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1',
+    PRIME_RATE_LIMIT_MAX: '100000000',
   }
   const logFile = path.join(dir, 'server.log')
   let { child } = await startTimed(env, logFile)
   const base = `http://127.0.0.1:${PORT}/prime/webui`
-  const { token } = (await (await fetch(`${base}/Auth/LocalLogin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: PASSWORD }) })).json()) as { token: string }
+  const { token } = (await (
+    await fetch(`${base}/Auth/LocalLogin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: PASSWORD }) })
+  ).json()) as { token: string }
   const saved = await fetch(`${base}/Events/AddOrUpdateAlarmDest`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
@@ -87,7 +94,12 @@ for (let round = 1; round <= ROUNDS; round++) {
   for (let i = 0; i < EVENTS; i += 500) {
     const n = Math.min(500, EVENTS - i)
     db.transaction(() => {
-      ids.push(...events.record(Date.now(), Array.from({ length: n }, (_, k) => ({ ...eventOf('peripheralNew'), entityId: 'BENCH-PC (10.0.0.1)', details: `bench event ${i + k}` }))))
+      ids.push(
+        ...events.record(
+          Date.now(),
+          Array.from({ length: n }, (_, k) => ({ ...eventOf('peripheralNew'), entityId: 'BENCH-PC (10.0.0.1)', details: `bench event ${i + k}` })),
+        ),
+      )
     })()
   }
   db.close()
@@ -114,16 +126,25 @@ for (let round = 1; round <= ROUNDS; round++) {
   const drainedAt = state.lastNewAt
   const lost = ids.filter((id) => !state.events.has(id)).length
   if (lost || state.badSignatures) throw new Error(`round ${round}: ${lost} events lost, ${state.badSignatures} bad signatures`)
-  await new Promise<void>((r) => { child.once('exit', () => r()); child.kill('SIGTERM') })
+  await new Promise<void>((r) => {
+    child.once('exit', () => r())
+    child.kill('SIGTERM')
+  })
   server.closeAllConnections()
   server.close()
   fs.rmSync(dir, { recursive: true, force: true })
   const rateAfter = (EVENTS - afterRestart) / ((drainedAt - resumedAt) / 1000)
   rows.push({ drain: (drainedAt - queuedAt) / 1000, rate: rateBefore, rateAfter, repeats: state.requests - EVENTS, restart: restarted.ms, beforeKill })
-  console.log(`round ${round}: drained ${EVENTS} in ${((drainedAt - queuedAt) / 1000).toFixed(2)} s; ${rateBefore.toFixed(0)} events/s before the kill, ${rateAfter.toFixed(0)} after; ${state.requests - EVENTS} repeated; none lost`)
+  console.log(
+    `round ${round}: drained ${EVENTS} in ${((drainedAt - queuedAt) / 1000).toFixed(2)} s; ${rateBefore.toFixed(0)} events/s before the kill, ${rateAfter.toFixed(0)} after; ${state.requests - EVENTS} repeated; none lost`,
+  )
 }
 
-console.log(`\n${EVENTS} events per round to one local webhook (signatures verified), server killed with SIGKILL once half had arrived, then started again; ${ROUNDS} rounds, medians${PIN ? '; receiver on CPU 0, server on CPU 1' : ''}.\n`)
+console.log(
+  `\n${EVENTS} events per round to one local webhook (signatures verified), server killed with SIGKILL once half had arrived, then started again; ${ROUNDS} rounds, medians${PIN ? '; receiver on CPU 0, server on CPU 1' : ''}.\n`,
+)
 console.log('| time to drain (queue to last event, s) | delivery rate before the kill (events/s) | rate after the restart (events/s) | repeated after the kill | restart to listening (ms) | lost |')
 console.log('|---|---|---|---|---|---|')
-console.log(`| ${median(rows.map((r) => r.drain)).toFixed(2)} | ${median(rows.map((r) => r.rate)).toFixed(0)} | ${median(rows.map((r) => r.rateAfter)).toFixed(0)} | ${median(rows.map((r) => r.repeats))} | ${median(rows.map((r) => r.restart)).toFixed(0)} | 0 |`)
+console.log(
+  `| ${median(rows.map((r) => r.drain)).toFixed(2)} | ${median(rows.map((r) => r.rate)).toFixed(0)} | ${median(rows.map((r) => r.rateAfter)).toFixed(0)} | ${median(rows.map((r) => r.repeats))} | ${median(rows.map((r) => r.restart)).toFixed(0)} | 0 |`,
+)

@@ -38,9 +38,19 @@ const dbFile = path.join(dataDir, 'prime.sqlite')
 const notes: string[] = []
 const writes: string[] = []
 const rows: string[] = []
-const loadAtStart = os.loadavg().map((x) => x.toFixed(1)).join(' ')
+const loadAtStart = os
+  .loadavg()
+  .map((x) => x.toFixed(1))
+  .join(' ')
 const base = `http://127.0.0.1:${PORT}/prime/webui`
-const baseEnv = { PRIME_DATA_DIR: dataDir, PRIME_ADMIN_PASSWORD: PASSWORD, PORT: String(PORT), LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', PRIME_ACCESS_TOKEN_TTL: '3600', PRIME_RATE_LIMIT_MAX: '100000000' }
+const baseEnv = {
+  PRIME_DATA_DIR: dataDir,
+  PRIME_ADMIN_PASSWORD: PASSWORD,
+  PORT: String(PORT),
+  LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+  PRIME_ACCESS_TOKEN_TTL: '3600',
+  PRIME_RATE_LIMIT_MAX: '100000000',
+}
 
 // ---------------------------------------------------------------------------------------
 // Seed (both cores)
@@ -58,8 +68,16 @@ if (!given) {
       }
     },
   })
-  console.error(`Seeded: ${Object.entries(seeded.phases).map(([k, v]) => `${k} ${(v / 1000).toFixed(1)} s`).join(', ')}`)
-  notes.push(`seeding ${EVENTS} events: ${Object.entries(seeded.phases).map(([k, v]) => `${k} ${(v / 1000).toFixed(0)} s`).join(', ')}`)
+  console.error(
+    `Seeded: ${Object.entries(seeded.phases)
+      .map(([k, v]) => `${k} ${(v / 1000).toFixed(1)} s`)
+      .join(', ')}`,
+  )
+  notes.push(
+    `seeding ${EVENTS} events: ${Object.entries(seeded.phases)
+      .map(([k, v]) => `${k} ${(v / 1000).toFixed(0)} s`)
+      .join(', ')}`,
+  )
 }
 const total = db.prepare('SELECT count(*) FROM events').pluck().get() as number
 const top = db.prepare('SELECT max(id) FROM events').pluck().get() as number
@@ -73,13 +91,28 @@ if (behind) notes.push(`${behind} records were not indexed yet and were indexed 
 const host = db.prepare(`SELECT entity_id, asset_name FROM event_sources WHERE asset_key IS NOT NULL ORDER BY n DESC LIMIT 1 OFFSET 5000`).get() as { entity_id: string; asset_name: string }
 // A site and department: the first two parts of a name like LON-HR-WS00042 (a fifth of the
 // fleet generator's hosts are named DESKTOP-XXXXXXX instead).
-const siteHost = db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL AND asset_name GLOB '[A-Z][A-Z][A-Z]-*-*' ORDER BY n DESC LIMIT 1 OFFSET 5000`).pluck().get() as string | undefined
+const siteHost = db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL AND asset_name GLOB '[A-Z][A-Z][A-Z]-*-*' ORDER BY n DESC LIMIT 1 OFFSET 5000`).pluck().get() as
+  | string
+  | undefined
 const site = siteHost ? siteHost.split('-').slice(0, 2).join('-') : 'NYC-FIN'
 const day = (n: number) => new Date(newest - n * DAY).toISOString()
 
-interface Case { name: string; url: string; target: number; floor: () => unknown; plain?: string; vary?: () => string }
-const list = (q: Record<string, string>, sortBy = 'eventID_desc') => () => repo.events.list(eventFilter(q), { field: sortBy.split('_')[0], direction: sortBy.endsWith('asc') ? 'asc' : 'desc' }, 100, 0)
-const feedAt = (from: () => number, size = 100) => () => repo.events.feed(eventFilter({ FromEventId: String(from()) }), { field: 'eventID', direction: 'desc' }, size, 0)
+interface Case {
+  name: string
+  url: string
+  target: number
+  floor: () => unknown
+  plain?: string
+  vary?: () => string
+}
+const list =
+  (q: Record<string, string>, sortBy = 'eventID_desc') =>
+  () =>
+    repo.events.list(eventFilter(q), { field: sortBy.split('_')[0], direction: sortBy.endsWith('asc') ? 'asc' : 'desc' }, 100, 0)
+const feedAt =
+  (from: () => number, size = 100) =>
+  () =>
+    repo.events.feed(eventFilter({ FromEventId: String(from()) }), { field: 'eventID', direction: 'desc' }, size, 0)
 const randomId = () => 1 + Math.floor(Math.random() * top)
 const qs = (q: Record<string, string>) => new URLSearchParams({ ...q, PageSize: '100' }).toString()
 const bQuery = { MinimumSeverity: 'Warning', FromDate: day(10), ToDate: day(9) }
@@ -87,22 +120,62 @@ const like = (s: string) => `'%${s.replace(/'/g, "''")}%'`
 const globalLike = (s: string) => ['description', 'details', 'entity_id', 'event_code', 'category', 'hashtags', 'asset_name'].map((c) => `${c} LIKE ${like(s)}`).join(' OR ')
 const mid = Math.floor(top / 2)
 const cases: Case[] = [
-  { name: '(a) GetEvents, default sort', url: `/Events/GetEvents?${qs({})}`, target: 20, floor: list({}),
-    plain: 'SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM (SELECT * FROM events ORDER BY id DESC LIMIT 100))' },
-  { name: '(b) MinimumSeverity=Warning + a day (FromDate/ToDate)', url: `/Events/GetEvents?${qs(bQuery)}`, target: 20, floor: list(bQuery),
-    plain: `SELECT count(*) FROM events WHERE severity <= 4 AND created_ms BETWEEN ${Date.parse(day(10))} AND ${Date.parse(day(9))}` },
-  { name: `(c) Source contains a host ("${host.asset_name}")`, url: `/Events/GetEvents?${qs({ Source: host.asset_name })}`, target: 50, floor: list({ Source: host.asset_name }),
-    plain: `SELECT count(*) FROM events WHERE entity_id LIKE ${like(host.asset_name)}` },
-  { name: `(c) Source contains a site and department ("${site}")`, url: `/Events/GetEvents?${qs({ Source: site })}`, target: 50, floor: list({ Source: site }),
-    plain: `SELECT count(*) FROM events WHERE entity_id LIKE ${like(site)}` },
-  { name: '(d) GlobalSearch a vendor ("SanDisk")', url: `/Events/GetEvents?${qs({ GlobalSearch: 'SanDisk' })}`, target: 50, floor: list({ GlobalSearch: 'SanDisk' }),
-    plain: `SELECT count(*) FROM events WHERE ${globalLike('SanDisk')}` },
-  { name: `(d) GlobalSearch a host ("${host.asset_name}")`, url: `/Events/GetEvents?${qs({ GlobalSearch: host.asset_name })}`, target: 50, floor: list({ GlobalSearch: host.asset_name }),
-    plain: `SELECT count(*) FROM events WHERE ${globalLike(host.asset_name)}` },
-  { name: 'GetEventsIntegration from an id (random, backlog up to all), PageSize=100', url: `/Events/GetEventsIntegration?FromEventId=${mid}&PageSize=100`, target: 20, floor: feedAt(randomId),
+  {
+    name: '(a) GetEvents, default sort',
+    url: `/Events/GetEvents?${qs({})}`,
+    target: 20,
+    floor: list({}),
+    plain: 'SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM (SELECT * FROM events ORDER BY id DESC LIMIT 100))',
+  },
+  {
+    name: '(b) MinimumSeverity=Warning + a day (FromDate/ToDate)',
+    url: `/Events/GetEvents?${qs(bQuery)}`,
+    target: 20,
+    floor: list(bQuery),
+    plain: `SELECT count(*) FROM events WHERE severity <= 4 AND created_ms BETWEEN ${Date.parse(day(10))} AND ${Date.parse(day(9))}`,
+  },
+  {
+    name: `(c) Source contains a host ("${host.asset_name}")`,
+    url: `/Events/GetEvents?${qs({ Source: host.asset_name })}`,
+    target: 50,
+    floor: list({ Source: host.asset_name }),
+    plain: `SELECT count(*) FROM events WHERE entity_id LIKE ${like(host.asset_name)}`,
+  },
+  {
+    name: `(c) Source contains a site and department ("${site}")`,
+    url: `/Events/GetEvents?${qs({ Source: site })}`,
+    target: 50,
+    floor: list({ Source: site }),
+    plain: `SELECT count(*) FROM events WHERE entity_id LIKE ${like(site)}`,
+  },
+  {
+    name: '(d) GlobalSearch a vendor ("SanDisk")',
+    url: `/Events/GetEvents?${qs({ GlobalSearch: 'SanDisk' })}`,
+    target: 50,
+    floor: list({ GlobalSearch: 'SanDisk' }),
+    plain: `SELECT count(*) FROM events WHERE ${globalLike('SanDisk')}`,
+  },
+  {
+    name: `(d) GlobalSearch a host ("${host.asset_name}")`,
+    url: `/Events/GetEvents?${qs({ GlobalSearch: host.asset_name })}`,
+    target: 50,
+    floor: list({ GlobalSearch: host.asset_name }),
+    plain: `SELECT count(*) FROM events WHERE ${globalLike(host.asset_name)}`,
+  },
+  {
+    name: 'GetEventsIntegration from an id (random, backlog up to all), PageSize=100',
+    url: `/Events/GetEventsIntegration?FromEventId=${mid}&PageSize=100`,
+    target: 20,
+    floor: feedAt(randomId),
     plain: `SELECT (SELECT count(*) FROM events WHERE id >= ${mid}), (SELECT count(*) FROM (SELECT * FROM events WHERE id >= ${mid} ORDER BY id LIMIT 100))`,
-    vary: () => `/Events/GetEventsIntegration?FromEventId=${randomId()}&PageSize=100` },
-  { name: 'GetEventsIntegration near the newest (a poller keeping up), PageSize=10000', url: `/Events/GetEventsIntegration?FromEventId=${top - 5000}&PageSize=10000`, target: 0, floor: feedAt(() => top - 5000, 10_000) },
+    vary: () => `/Events/GetEventsIntegration?FromEventId=${randomId()}&PageSize=100`,
+  },
+  {
+    name: 'GetEventsIntegration near the newest (a poller keeping up), PageSize=10000',
+    url: `/Events/GetEventsIntegration?FromEventId=${top - 5000}&PageSize=10000`,
+    target: 0,
+    floor: feedAt(() => top - 5000, 10_000),
+  },
 ]
 
 /** Median and p99 of one in-process call, over about 2 s (at least 30 runs). */
@@ -126,7 +199,10 @@ function floor(fn: () => unknown): { p50: number; p99: number } {
 async function largePageCase() {
   const from = Math.max(1, top - EXPORT_ROWS + 1)
   rows.push('', ...LARGE_PAGE_HEADER)
-  for (const [name, query] of [['GetEvents, newest first', `PageSize=1000000&FromEventId=${from}`], ['GetEvents, the SOAR incident fetch', `pageSize=1000000&pageNumber=1&sortBy=date_asc&FromEventId=${from}`]]) {
+  for (const [name, query] of [
+    ['GetEvents, newest first', `PageSize=1000000&FromEventId=${from}`],
+    ['GetEvents, the SOAR incident fetch', `pageSize=1000000&pageNumber=1&sortBy=date_asc&FromEventId=${from}`],
+  ]) {
     const s = await start(baseEnv, path.join(dataDir, 'server-page.log'))
     const a = await login()
     await integrityChecked(base, a)
@@ -142,7 +218,12 @@ if (process.env.BENCH_LARGE_PAGE === 'only') {
   await largePageCase()
   db.close()
   if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
-  console.log(`\n${total} events (${top} the newest id); load average ${loadAtStart} at the start, ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} at the end (${os.cpus().length} CPUs).`)
+  console.log(
+    `\n${total} events (${top} the newest id); load average ${loadAtStart} at the start, ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} at the end (${os.cpus().length} CPUs).`,
+  )
   for (const r of rows) console.log(r)
   for (const n of notes) console.log(`- ${n}`)
   process.exit(0)
@@ -173,12 +254,14 @@ async function login(): Promise<Record<string, string>> {
 /** A GET on a connection of its own. */
 function getFresh(url: string, headers: Record<string, string>): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    http.get(url, { headers, agent: false }, (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (chunk) => (body += chunk))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
-    }).on('error', reject)
+    http
+      .get(url, { headers, agent: false }, (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (chunk) => (body += chunk))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }))
+      })
+      .on('error', reject)
   })
 }
 async function load(opts: autocannon.Options) {
@@ -196,9 +279,17 @@ notes.push(`the server's database integrity check after start took ${(await inte
   await (await fetch(`${base}/Events/GetEvents?PageSize=1`, { headers: auth })).arrayBuffer()
   notes.push(`the first query after start (loading the index's counts into memory) took ${((performance.now() - t0) / 1000).toFixed(1)} s`)
 }
-rows.push(`| case | matches | first request ms | req/s | p50 / p99 ms | p99 of each round, ms | ms per request | in-process p50 / p99 ms | per request / in-process | plain SQL, no index, once | target p99 (median round) |`)
+rows.push(
+  `| case | matches | first request ms | req/s | p50 / p99 ms | p99 of each round, ms | ms per request | in-process p50 / p99 ms | per request / in-process | plain SQL, no index, once | target p99 (median round) |`,
+)
 rows.push('|---|---|---|---|---|---|---|---|---|---|---|')
-interface Measured { c: Case; i: number; firstMs: number; body: { recordsFiltered?: number; data?: unknown[] }; rounds: Awaited<ReturnType<typeof load>>[] }
+interface Measured {
+  c: Case
+  i: number
+  firstMs: number
+  body: { recordsFiltered?: number; data?: unknown[] }
+  rounds: Awaited<ReturnType<typeof load>>[]
+}
 const measured: Measured[] = []
 for (const [i, c] of cases.entries()) {
   // On its own connection; its time as the server logged it (the client's clock also
@@ -211,7 +302,17 @@ for (const [i, c] of cases.entries()) {
   let logged: { ms?: unknown } | undefined
   for (let waited = 0; !logged && waited < 2000; waited += 50) {
     await new Promise((resolve) => setTimeout(resolve, 50))
-    logged = fs.readFileSync(logFile, 'utf8').slice(logAt).split('\n').map((l) => { try { return JSON.parse(l) } catch { return null } })
+    logged = fs
+      .readFileSync(logFile, 'utf8')
+      .slice(logAt)
+      .split('\n')
+      .map((l) => {
+        try {
+          return JSON.parse(l)
+        } catch {
+          return null
+        }
+      })
       .find((l) => l?.url === `/prime/webui${c.url}`)
   }
   const firstMs = typeof logged?.ms === 'number' ? logged.ms : performance.now() - t0
@@ -239,7 +340,9 @@ for (const { c, i, firstMs, body, rounds } of measured) {
   const perRequest = 1000 / r.rps
   const plain = plains[i]
   const target = c.target ? `< ${c.target} ms: ${r.p99 < c.target ? 'met' : 'MISSED'}` : ''
-  rows.push(`| ${c.name} | ${body.recordsFiltered} (page of ${body.data!.length}) | ${ms(firstMs)} | ${r.rps.toFixed(0)} | ${r.p50} / ${r.p99} | ${rounds.map((x) => x.p99).join(', ')} | ${ms(perRequest)} | ${ms(f.p50)} / ${ms(f.p99)} | ${(perRequest / f.p50).toFixed(1)} | ${plain === null ? '' : `${ms(plain)} ms`} | ${target} |`)
+  rows.push(
+    `| ${c.name} | ${body.recordsFiltered} (page of ${body.data!.length}) | ${ms(firstMs)} | ${r.rps.toFixed(0)} | ${r.p50} / ${r.p99} | ${rounds.map((x) => x.p99).join(', ')} | ${ms(perRequest)} | ${ms(f.p50)} / ${ms(f.p99)} | ${(perRequest / f.p50).toFixed(1)} | ${plain === null ? '' : `${ms(plain)} ms`} | ${target} |`,
+  )
 }
 await stop(server)
 
@@ -253,9 +356,15 @@ await integrityChecked(base, auth)
   await (await fetch(`${base}/Events/GetEvents?PageSize=1`, { headers: auth })).arrayBuffer()
   const before = memory(server.pid!)
   let peakRss = before?.rss ?? 0
-  const sampler = setInterval(() => { peakRss = Math.max(peakRss, memory(server.pid!)?.rss ?? 0) }, 10)
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, memory(server.pid!)?.rss ?? 0)
+  }, 10)
   const t0 = performance.now()
-  const res = await fetch(`${base}/Events/ExportGetEvents`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ FromEventId: Math.max(1, top - EXPORT_ROWS + 1), ToEventId: top }) })
+  const res = await fetch(`${base}/Events/ExportGetEvents`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ FromEventId: Math.max(1, top - EXPORT_ROWS + 1), ToEventId: top }),
+  })
   const { bytes, lines } = await readLines(res.body)
   const wall = (performance.now() - t0) / 1000
   clearInterval(sampler)
@@ -263,18 +372,21 @@ await integrityChecked(base, auth)
   const peakMb = Math.max(peakRss, after?.hwm ?? 0) / 1024
   const rate = (lines - 1) / wall
   rows.push('', '| CSV export | rows | wall time | rows/s | server peak RSS (VmHWM) | targets |', '|---|---|---|---|---|---|')
-  rows.push(`| ExportGetEvents, the newest ${EXPORT_ROWS} events | ${lines - 1} (${(bytes / 1048576).toFixed(0)} MiB) | ${wall.toFixed(1)} s | ${rate.toFixed(0)} | ${peakMb.toFixed(0)} MB (${((before?.rss ?? 0) / 1024).toFixed(0)} MB before) | >= 150,000 rows/s: ${rate >= 150_000 ? 'met' : 'MISSED'}; < 250 MB: ${peakMb < 250 ? 'met' : 'MISSED'} |`)
+  rows.push(
+    `| ExportGetEvents, the newest ${EXPORT_ROWS} events | ${lines - 1} (${(bytes / 1048576).toFixed(0)} MiB) | ${wall.toFixed(1)} s | ${rate.toFixed(0)} | ${peakMb.toFixed(0)} MB (${((before?.rss ?? 0) / 1024).toFixed(0)} MB before) | >= 150,000 rows/s: ${rate >= 150_000 ? 'met' : 'MISSED'}; < 250 MB: ${peakMb < 250 ? 'met' : 'MISSED'} |`,
+  )
   if (res.status !== 200) notes.push(`export answered ${res.status}`)
-  if (res.headers.get('x-records-filtered') !== String(lines - 1)) notes.push(`export: x-records-filtered ${res.headers.get('x-records-filtered')} for ${lines - 1} data lines (cells with line breaks would explain a difference)`)
+  if (res.headers.get('x-records-filtered') !== String(lines - 1))
+    notes.push(`export: x-records-filtered ${res.headers.get('x-records-filtered')} for ${lines - 1} data lines (cells with line breaks would explain a difference)`)
 }
 await stop(server)
 await largePageCase()
 {
-// ---------------------------------------------------------------------------------------
+  // ---------------------------------------------------------------------------------------
   // Writing events through record(), in transactions as the gateway writes a check-in's. Last:
   // copying the database and writing to it leaves the disk and the page cache busy for a
   // while, which must not overlap the measurements above.
-  
+
   console.error('Write path ...')
   // Into a copy of the database: a given dir stays as it was (each run would otherwise add a
   // few hundred thousand events to it, and the next run would measure a larger data set).
@@ -286,10 +398,26 @@ await largePageCase()
   const wrepo = eventQueriesRepo(wdb)
   wrepo.holdIndexing(true)
   const events = eventsRepo(wdb)
-  const sample = db.prepare('SELECT event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon, asset_key, asset_name, peripheral_asset_id FROM events WHERE id > ? LIMIT 1000').raw().all(mid) as unknown[][]
-  const inputs: EventInput[] = sample.map(([code, severity, category, entityId, description, details, hashtags, icon, assetKey, assetName, device]) => ({
-    code, severity, category, entityId, description, details, hashtags, peripheralIcon: icon, assetKey, assetName, peripheralAssetId: device,
-  } as EventInput))
+  const sample = db
+    .prepare('SELECT event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon, asset_key, asset_name, peripheral_asset_id FROM events WHERE id > ? LIMIT 1000')
+    .raw()
+    .all(mid) as unknown[][]
+  const inputs: EventInput[] = sample.map(
+    ([code, severity, category, entityId, description, details, hashtags, icon, assetKey, assetName, device]) =>
+      ({
+        code,
+        severity,
+        category,
+        entityId,
+        description,
+        details,
+        hashtags,
+        peripheralIcon: icon,
+        assetKey,
+        assetName,
+        peripheralAssetId: device,
+      }) as EventInput,
+  )
   const riskCodes = new Set(wdb.prepare('SELECT event_code FROM risk_notification_kinds').pluck().all() as string[])
   const risky = `${Math.round((100 * inputs.filter((e) => riskCodes.has(e.code)).length) / inputs.length)}% of them risky`
   for (const perTx of [10, 100]) {
@@ -303,7 +431,9 @@ await largePageCase()
       n++
     }
     const secs = (performance.now() - t0) / 1000
-    writes.push(`| record(), ${perTx} events per transaction (synchronous = FULL; ${risky}) | ${((n * perTx) / secs).toFixed(0)} events/s | ${perTx === 100 ? '>= 50,000/s: ' + ((n * perTx) / secs >= 50_000 ? 'met' : 'MISSED') : ''} |`)
+    writes.push(
+      `| record(), ${perTx} events per transaction (synchronous = FULL; ${risky}) | ${((n * perTx) / secs).toFixed(0)} events/s | ${perTx === 100 ? '>= 50,000/s: ' + ((n * perTx) / secs >= 50_000 ? 'met' : 'MISSED') : ''} |`,
+    )
   }
   {
     const t0 = performance.now()
@@ -318,8 +448,13 @@ await largePageCase()
 }
 if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
 
-console.log(`\n${total} events (${top} the newest id); ${CONNECTIONS} connections, ${DURATION} s per case and round, ${ROUNDS} rounds (the median round by p99 shown)${PIN ? '; load generator on CPU 0, server on CPU 1' : ''}; ` +
-  `load average ${loadAtStart} at the start, ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} at the end (${os.cpus().length} CPUs).`)
+console.log(
+  `\n${total} events (${top} the newest id); ${CONNECTIONS} connections, ${DURATION} s per case and round, ${ROUNDS} rounds (the median round by p99 shown)${PIN ? '; load generator on CPU 0, server on CPU 1' : ''}; ` +
+    `load average ${loadAtStart} at the start, ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} at the end (${os.cpus().length} CPUs).`,
+)
 console.log('"ms per request" is 1000 / req/s at 10 connections (the server\'s time per request), to compare with the in-process call (the repository alone).')
 console.log('"first request" is a cold one (trigram results for the term not kept yet); the load that follows repeats it. The integration case asks from a random id each time.\n')
 for (const r of rows) console.log(r)

@@ -65,11 +65,22 @@ db.transaction(() => {
     const a = i % agents
     const k = kindOf(i)
     const deviceId = `USB\\VID_${k.vid}&PID_${k.pid}\\SER${String(i).padStart(8, '0')}`
-    repos.events.record(createdMs, [{
-      code: k.code, severity: k.severity, category: 'USB', description: k.description, entityId: `${hostOf(a)} (${ipOf(a)})`,
-      details: `Device (VID ${k.vid}, PID ${k.pid}) on ${hostOf(a)}.`, assetKey: uuids[a], assetName: hostOf(a),
-      peripheralAssetId: deviceId, peripheralVid: k.vid, peripheralPid: k.pid, peripheralIcon: 1,
-    }])
+    repos.events.record(createdMs, [
+      {
+        code: k.code,
+        severity: k.severity,
+        category: 'USB',
+        description: k.description,
+        entityId: `${hostOf(a)} (${ipOf(a)})`,
+        details: `Device (VID ${k.vid}, PID ${k.pid}) on ${hostOf(a)}.`,
+        assetKey: uuids[a],
+        assetName: hostOf(a),
+        peripheralAssetId: deviceId,
+        peripheralVid: k.vid,
+        peripheralPid: k.pid,
+        peripheralIcon: 1,
+      },
+    ])
   }
   const span = 30 * DAY
   for (let i = 0; i < NOTIFICATIONS; i++) event(i, now - span + Math.floor((i * span) / NOTIFICATIONS))
@@ -83,7 +94,10 @@ db.transaction(() => {
 })()
 // The bench account and the streams' integration tokens (5 streams each).
 const hash = await hashPassword(PASSWORD)
-const adminId = repos.users.insert({ user_name: 'bench', email: 'bench@example.com', first_name: 'Bench', last_name: 'Runner', phone: null, image: null, profile: 30, password_hash: hash, is_active: 1 }, now)
+const adminId = repos.users.insert(
+  { user_name: 'bench', email: 'bench@example.com', first_name: 'Bench', last_name: 'Runner', phone: null, image: null, profile: 30, password_hash: hash, is_active: 1 },
+  now,
+)
 // The bench account has read everything up to the middle: isRead filters split the list.
 n.setRiskMark(`user:${adminId}`, Math.floor(n.counter().seq / 2))
 const callers = Math.ceil(SUBSCRIBERS / STREAMS_PER_CALLER)
@@ -92,7 +106,16 @@ db.transaction(() => {
   for (let i = 0; i < callers; i++) {
     const token = `pit_${crypto.randomBytes(32).toString('base64url')}`
     tokens.push(token)
-    repos.integrationTokens.insert({ id: crypto.randomUUID(), name: `stream-${i}`, token_hash: sha256(token), profile: 10, created_by: 'bench', created_by_user_id: adminId, created_ms: now, expires_ms: null })
+    repos.integrationTokens.insert({
+      id: crypto.randomUUID(),
+      name: `stream-${i}`,
+      token_hash: sha256(token),
+      profile: 10,
+      created_by: 'bench',
+      created_by_user_id: adminId,
+      created_ms: now,
+      expires_ms: null,
+    })
   }
 })()
 db.pragma('wal_checkpoint(TRUNCATE)')
@@ -107,12 +130,29 @@ const mark = n.marks(`user:${adminId}`).risk_seq
 const day = (d: number) => new Date(now - d * DAY).toISOString().slice(0, 10)
 const sort = (field: string, direction: 'asc' | 'desc' = 'desc'): Sort => ({ field, direction })
 const host = hostOf(Math.floor(agents / 3))
-interface Case { name: string; query: string; filter: RiskFilter; sort: Sort; pageSize?: number; offset?: number }
+interface Case {
+  name: string
+  query: string
+  filter: RiskFilter
+  sort: Sort
+  pageSize?: number
+  offset?: number
+}
 const cases: Case[] = [
   { name: 'default (not dismissed, lastSeen desc)', query: '', filter: {}, sort: sort('lastSeen') },
   { name: 'kind + isRead=false', query: 'kind=KnownAttackTool&isRead=false', filter: { kinds: ['KnownAttackTool'], isRead: false }, sort: sort('lastSeen') },
-  { name: 'minimumSeverity + isPinned=false + sort severity', query: 'minimumSeverity=Error&isPinned=False&sortBy=severity_asc', filter: { minimumSeverity: 3, isPinned: false }, sort: sort('severity', 'asc') },
-  { name: 'kind + fromDate/toDate (10 days)', query: `kind=UnapprovedPeripheralOnArmedAgent&fromDate=${day(12)}&toDate=${day(3)}`, filter: { kinds: ['UnapprovedPeripheralOnArmedAgent'], from: Date.parse(day(12)), toExclusive: Date.parse(day(3)) + DAY }, sort: sort('lastSeen') },
+  {
+    name: 'minimumSeverity + isPinned=false + sort severity',
+    query: 'minimumSeverity=Error&isPinned=False&sortBy=severity_asc',
+    filter: { minimumSeverity: 3, isPinned: false },
+    sort: sort('severity', 'asc'),
+  },
+  {
+    name: 'kind + fromDate/toDate (10 days)',
+    query: `kind=UnapprovedPeripheralOnArmedAgent&fromDate=${day(12)}&toDate=${day(3)}`,
+    filter: { kinds: ['UnapprovedPeripheralOnArmedAgent'], from: Date.parse(day(12)), toExclusive: Date.parse(day(3)) + DAY },
+    sort: sort('lastSeen'),
+  },
   { name: 'hostIdentifier contains', query: `hostIdentifier=${host.toLowerCase()}`, filter: { hostIdentifier: host.toLowerCase() }, sort: sort('lastSeen') },
   { name: 'globalSearch + isRead=true', query: 'globalSearch=c52b&isRead=true', filter: { globalSearch: 'c52b', isRead: true }, sort: sort('lastSeen') },
   { name: 'vid/pid + severity', query: 'vid=0483&pid=5740&severity=Critical', filter: { vid: '0483', pid: '5740', severity: 2 }, sort: sort('lastSeen') },
@@ -145,21 +185,31 @@ function request(method: string, url: string, headers: Record<string, string>, b
   const payload = body === undefined ? undefined : JSON.stringify(body)
   const t = performance.now()
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port: PORT, path: `/prime/webui${url}`, method, agent, headers: { ...headers, ...(payload ? { 'content-type': 'application/json' } : {}) } }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (c: string) => (text += c))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, ms: performance.now() - t, headers: res.headers }))
-    })
+    const req = http.request(
+      { host: '127.0.0.1', port: PORT, path: `/prime/webui${url}`, method, agent, headers: { ...headers, ...(payload ? { 'content-type': 'application/json' } : {}) } },
+      (res) => {
+        let text = ''
+        res.setEncoding('utf8')
+        res.on('data', (c: string) => (text += c))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, ms: performance.now() - t, headers: res.headers }))
+      },
+    )
     req.on('error', reject)
     req.end(payload)
   })
 }
 
 const serverEnv = (kept: boolean) => ({
-  PRIME_DATA_DIR: dataDir, PORT: String(PORT), LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', PRIME_ADMIN_PASSWORD: PASSWORD,
-  PRIME_RATE_LIMIT_MAX: '100000000', PRIME_AGENT_ENROLLMENT_SECRET: SECRET, PRIME_AGENT_MIN_CHECKIN_SECONDS: '0',
-  PRIME_ACCESS_TOKEN_TTL: '3600', PRIME_LICENSE_SEATS: String(agents + 1000), PRIME_AGENT_DISCONNECT_SECONDS: '86400',
+  PRIME_DATA_DIR: dataDir,
+  PORT: String(PORT),
+  LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+  PRIME_ADMIN_PASSWORD: PASSWORD,
+  PRIME_RATE_LIMIT_MAX: '100000000',
+  PRIME_AGENT_ENROLLMENT_SECRET: SECRET,
+  PRIME_AGENT_MIN_CHECKIN_SECONDS: '0',
+  PRIME_ACCESS_TOKEN_TTL: '3600',
+  PRIME_LICENSE_SEATS: String(agents + 1000),
+  PRIME_AGENT_DISCONNECT_SECONDS: '86400',
   // The checks' own cost (an integrity check of the whole file) stays out of the measurements.
   PRIME_HEALTH_CHECK_SECONDS: '3600',
   PRIME_KEPT_LIST_ANSWERS: kept ? '64' : '0',
@@ -214,16 +264,16 @@ const rows: string[] = []
 try {
   const auth = await signIn()
   const warm = await measure(auth)
-  rows.push(
-    '| case | matching | p50 | p99 | p50, kept answers off | p99, kept answers off | in-process p50 | in-process p99 |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|',
-  )
+  rows.push('| case | matching | p50 | p99 | p50, kept answers off | p99, kept answers off | in-process p50 | in-process p99 |', '|---|---:|---:|---:|---:|---:|---:|---:|')
   cases.forEach((c, i) => {
-    const w = warm.cases[i], k = cold.cases[i]
+    const w = warm.cases[i],
+      k = cold.cases[i]
     rows.push(`| ${c.name} | ${w.matching} | ${ms(w.p50)} | ${ms(w.p99)} | ${ms(k.p50)} | ${ms(k.p99)} | ${ms(floors[i].p50)} | ${ms(floors[i].p99)} |`)
   })
   rows.push(`| **all list cases** | | ${ms(pct(warm.all, 0.5))} | **${ms(pct(warm.all, 0.99))}** | ${ms(pct(cold.all, 0.5))} | **${ms(pct(cold.all, 0.99))}** | | |`)
-  rows.push(`| counts (systemNotification) | | ${ms(pct(warm.counts, 0.5))} | **${ms(pct(warm.counts, 0.99))}** | ${ms(pct(cold.counts, 0.5))} | **${ms(pct(cold.counts, 0.99))}** | ${ms(countsFloor.p50)} | ${ms(countsFloor.p99)} |`)
+  rows.push(
+    `| counts (systemNotification) | | ${ms(pct(warm.counts, 0.5))} | **${ms(pct(warm.counts, 0.99))}** | ${ms(pct(cold.counts, 0.5))} | **${ms(pct(cold.counts, 0.99))}** | ${ms(countsFloor.p50)} | ${ms(countsFloor.p99)} |`,
+  )
 
   // -------------------------------------------------------------------------------------
   // Streams: SUBSCRIBERS open at once; an agent plugs an attack tool in, each round a new one.
@@ -239,23 +289,26 @@ try {
       const token = tokens[Math.floor(i / STREAMS_PER_CALLER)]
       let buffer = ''
       let counted = false
-      const req = http.get({ host: '127.0.0.1', port: PORT, path: '/prime/webui/systemNotification/stream', agent: streamAgent, headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } }, (res) => {
-        if (res.statusCode !== 200) return reject(new Error(`stream ${i}: ${res.statusCode}`))
-        res.setEncoding('utf8')
-        res.on('data', (chunk: string) => {
-          buffer += chunk
-          let end
-          while ((end = buffer.indexOf('\n\n')) >= 0) {
-            const block = buffer.slice(0, end)
-            buffer = buffer.slice(end + 2)
-            if (!counted && block.includes('event: counts')) {
-              counted = true
-              if (++opened === SUBSCRIBERS) resolve()
+      const req = http.get(
+        { host: '127.0.0.1', port: PORT, path: '/prime/webui/systemNotification/stream', agent: streamAgent, headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } },
+        (res) => {
+          if (res.statusCode !== 200) return reject(new Error(`stream ${i}: ${res.statusCode}`))
+          res.setEncoding('utf8')
+          res.on('data', (chunk: string) => {
+            buffer += chunk
+            let end: number
+            while ((end = buffer.indexOf('\n\n')) >= 0) {
+              const block = buffer.slice(0, end)
+              buffer = buffer.slice(end + 2)
+              if (!counted && block.includes('event: counts')) {
+                counted = true
+                if (++opened === SUBSCRIBERS) resolve()
+              }
+              if (round >= 0 && block.includes('event: riskNotification') && block.includes(`"hostIdentifier":"BENCH-PLUG-${round}"`)) arrivals[round].push(performance.now())
             }
-            if (round >= 0 && block.includes('event: riskNotification') && block.includes(`"hostIdentifier":"BENCH-PLUG-${round}"`)) arrivals[round].push(performance.now())
-          }
-        })
-      })
+          })
+        },
+      )
       req.on('error', reject)
       connections.push(req)
     }
@@ -264,8 +317,12 @@ try {
   if (enroll.status !== 200) throw new Error(`enroll: ${enroll.status} ${enroll.body}`)
   const credential = JSON.parse(enroll.body).credential as string
   const state = (r: number, plugged: boolean) => ({
-    hostIdentifier: `BENCH-PLUG-${r}`, operationalStatus: 'Free', localIpAddress: '10.99.0.1',
-    peripherals: plugged ? [{ deviceID: `USB\\VID_0483&PID_5740\\PLUG${r}`, vid: '0483', pid: '5740', serialNumber: `PLUG${r}`, present: true, classCode: '03', subclassCode: '01', protocolCode: '01' }] : [],
+    hostIdentifier: `BENCH-PLUG-${r}`,
+    operationalStatus: 'Free',
+    localIpAddress: '10.99.0.1',
+    peripherals: plugged
+      ? [{ deviceID: `USB\\VID_0483&PID_5740\\PLUG${r}`, vid: '0483', pid: '5740', serialNumber: `PLUG${r}`, present: true, classCode: '03', subclassCode: '01', protocolCode: '01' }]
+      : [],
   })
   const latencies: { max: number; p50: number; p99: number; received: number }[] = []
   for (let r = 0; r < ROUNDS; r++) {
@@ -292,7 +349,12 @@ try {
 }
 
 console.log(`\nRisk notifications: ${NOTIFICATIONS} seeded (${counter.risk_open} not dismissed), ${REQUESTS} sequential requests per case, keep-alive, one connection; times in ms.`)
-console.log(`Server ${PIN ? 'on CPU 1, load generator on CPU 0' : 'not pinned'}; load average at the end ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}.\n`)
+console.log(
+  `Server ${PIN ? 'on CPU 1, load generator on CPU 0' : 'not pinned'}; load average at the end ${os
+    .loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ')}.\n`,
+)
 console.log(rows.join('\n'))
 console.log('\nTargets: list with filters p99 < 20 ms; counts < 5 ms; every subscriber receives a new notification within 1 s.')
 if (process.env.BENCH_KEEP) console.error(`Kept ${dataDir}`)

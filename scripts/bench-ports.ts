@@ -17,7 +17,17 @@ const db = openDatabase(path.join(dir, 'prime.sqlite'))
 const repo = alarmsRepo(db)
 const uow = sqliteUnitOfWork(db)
 const port = asyncPort(repo, uow)
-const input = (i: number) => ({ id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, name: `dest-${i}`, type: 'syslog' as const, enabled: true, minSeverity: 2, categories: [], auditCategories: [], feeds: ['events' as const], settings: { host: '127.0.0.1', port: 514, protocol: 'udp', format: 'rfc5424', facility: 'local0' } })
+const input = (i: number) => ({
+  id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+  name: `dest-${i}`,
+  type: 'syslog' as const,
+  enabled: true,
+  minSeverity: 2,
+  categories: [],
+  auditCategories: [],
+  feeds: ['events' as const],
+  settings: { host: '127.0.0.1', port: 514, protocol: 'udp', format: 'rfc5424', facility: 'local0' },
+})
 for (let i = 0; i < 50; i++) repo.insert(input(i), Date.now(), 'bench')
 const ids = Array.from({ length: 50 }, (_, i) => input(i).id)
 
@@ -34,16 +44,30 @@ async function time(run: () => Promise<void> | void): Promise<number> {
 const cases: [string, () => Promise<void> | void, () => Promise<void> | void][] = [
   [
     'read one row by id',
-    () => { for (let i = 0; i < N; i++) repo.byId(ids[i % 50]) },
-    async () => { for (let i = 0; i < N; i++) await port.byId(ids[i % 50]) },
+    () => {
+      for (let i = 0; i < N; i++) repo.byId(ids[i % 50])
+    },
+    async () => {
+      for (let i = 0; i < N; i++) await port.byId(ids[i % 50])
+    },
   ],
   [
     'a write transaction: read, count, update',
     () => {
-      for (let i = 0; i < N; i++) db.transaction(() => { const d = repo.byId(ids[i % 50]); repo.count(); repo.update(input(i % 50), Date.now(), d!.created_by) })()
+      for (let i = 0; i < N; i++)
+        db.transaction(() => {
+          const d = repo.byId(ids[i % 50])
+          repo.count()
+          repo.update(input(i % 50), Date.now(), d!.created_by)
+        })()
     },
     async () => {
-      for (let i = 0; i < N; i++) await uow.run(async () => { const d = await port.byId(ids[i % 50]); await port.count(); await port.update(input(i % 50), Date.now(), d!.created_by) })
+      for (let i = 0; i < N; i++)
+        await uow.run(async () => {
+          const d = await port.byId(ids[i % 50])
+          await port.count()
+          await port.update(input(i % 50), Date.now(), d!.created_by)
+        })
     },
   ],
 ]

@@ -85,7 +85,15 @@ async function probe(token: string, until: () => boolean, atMost = 100_000): Pro
   return times
 }
 
-interface Result { runS: number; wallS: number; peakMb: number; beforeMb: number; sizeMb: number; rows: number; probes: number[] }
+interface Result {
+  runS: number
+  wallS: number
+  peakMb: number
+  beforeMb: number
+  sizeMb: number
+  rows: number
+  probes: number[]
+}
 
 async function measure(format: 'CSV' | 'PDF', round: number): Promise<Result> {
   const server = await start(env, path.join(dataDir, `server-${format}-${round}.log`))
@@ -96,7 +104,9 @@ async function measure(format: 'CSV' | 'PDF', round: number): Promise<Result> {
     await probe(token, () => false, 200) // warm-up of the probe's route
     const before = memory(server.pid!)
     let peak = before?.rss ?? 0
-    const sampler = setInterval(() => { peak = Math.max(peak, memory(server.pid!)?.rss ?? 0) }, 10)
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, memory(server.pid!)?.rss ?? 0)
+    }, 10)
     const t0 = performance.now()
     const { runIds } = await api(token, 'POST', '/reports/RequestForRun', [report.id])
     let run: Record<string, any> | undefined
@@ -158,18 +168,27 @@ for (const format of ['CSV', 'PDF'] as const) {
   const peak = median(rs.map((r) => r.peakMb))
   const maxPeak = Math.max(...rs.map((r) => r.peakMb))
   const ok = (run < TARGETS[format] ? 'met' : 'MISSED') + ` (< ${TARGETS[format]} s); RSS ${maxPeak < RSS_TARGET_MB ? 'met' : 'MISSED'} (< ${RSS_TARGET_MB} MB)`
-  rows.push(`| ${format} | ${rs[0].rows.toLocaleString('en-US')} | ${f1(rs[0].sizeMb)} MiB | ${f2(run)} s | ${f2(wall)} s | ${peak.toFixed(0)} MB, ${maxPeak.toFixed(0)} MB (${rs[0].beforeMb.toFixed(0)} MB before) | ${ok} |`)
+  rows.push(
+    `| ${format} | ${rs[0].rows.toLocaleString('en-US')} | ${f1(rs[0].sizeMb)} MiB | ${f2(run)} s | ${f2(wall)} s | ${peak.toFixed(0)} MB, ${maxPeak.toFixed(0)} MB (${rs[0].beforeMb.toFixed(0)} MB before) | ${ok} |`,
+  )
 }
 rows.push('', '| GET reports/getall, 1 connection back to back | reads | p50 ms | p99 ms | max ms | p99 / idle p99 |', '|---|---|---|---|---|---|')
 rows.push(`| idle server | ${idle.length} | ${f1(pct(idle, 0.5))} | ${f1(pct(idle, 0.99))} | ${f1(Math.max(...idle))} | 1.0 |`)
 for (const format of ['CSV', 'PDF'] as const) {
   const all = results[format].flatMap((r) => r.probes)
   const p99s = results[format].map((r) => pct(r.probes, 0.99))
-  rows.push(`| during a ${format} run (all rounds) | ${all.length} | ${f1(pct(all, 0.5))} | ${f1(pct(all, 0.99))} (median of rounds ${f1(median(p99s))}) | ${f1(Math.max(...all))} | ${f1(pct(all, 0.99) / pct(idle, 0.99))} |`)
+  rows.push(
+    `| during a ${format} run (all rounds) | ${all.length} | ${f1(pct(all, 0.5))} | ${f1(pct(all, 0.99))} (median of rounds ${f1(median(p99s))}) | ${f1(Math.max(...all))} | ${f1(pct(all, 0.99) / pct(idle, 0.99))} |`,
+  )
 }
 
 fs.rmSync(dataDir, { recursive: true, force: true })
-console.log(`\n${fleet.agents.toLocaleString('en-US')} agents, ${fleet.peripherals.toLocaleString('en-US')} peripherals; ${ROUNDS} rounds per format, each on a fresh server process${PIN ? '; client on CPU 0, server on CPU 1' : ''}; ` +
-  `load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} at the end (${os.cpus().length} CPUs).`)
-console.log('Run time: the run\'s startedTime to finishedTime (reading, rendering, writing the file). Wall time: from RequestForRun to the run seen succeeded (polled every 50 ms).\n')
+console.log(
+  `\n${fleet.agents.toLocaleString('en-US')} agents, ${fleet.peripherals.toLocaleString('en-US')} peripherals; ${ROUNDS} rounds per format, each on a fresh server process${PIN ? '; client on CPU 0, server on CPU 1' : ''}; ` +
+    `load average ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} at the end (${os.cpus().length} CPUs).`,
+)
+console.log("Run time: the run's startedTime to finishedTime (reading, rendering, writing the file). Wall time: from RequestForRun to the run seen succeeded (polled every 50 ms).\n")
 for (const r of rows) console.log(r)

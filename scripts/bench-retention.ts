@@ -22,7 +22,11 @@ const KEEP_DAYS = Number(process.env.BENCH_RETENTION_DAYS ?? 90)
 const PORT = 18091
 const PASSWORD = 'Bench-password-123'
 const DAY = 86_400_000
-const uptime = () => os.loadavg().map((x) => x.toFixed(2)).join(' ')
+const uptime = () =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-retention-'))
 process.on('exit', () => fs.rmSync(dataDir, { recursive: true, force: true }))
@@ -41,8 +45,14 @@ if (given) {
 }
 
 const env: NodeJS.ProcessEnv = {
-  ...process.env, PRIME_DATA_DIR: dataDir, PRIME_ADMIN_PASSWORD: PASSWORD, PORT: String(PORT), LOG_LEVEL: 'warn',
-  PRIME_RETENTION_EVENTS_DAYS: String(KEEP_DAYS), PRIME_RETENTION_AUDIT_DAYS: String(KEEP_DAYS), PRIME_RATE_LIMIT_MAX: '100000000',
+  ...process.env,
+  PRIME_DATA_DIR: dataDir,
+  PRIME_ADMIN_PASSWORD: PASSWORD,
+  PORT: String(PORT),
+  LOG_LEVEL: 'warn',
+  PRIME_RETENTION_EVENTS_DAYS: String(KEEP_DAYS),
+  PRIME_RETENTION_AUDIT_DAYS: String(KEEP_DAYS),
+  PRIME_RATE_LIMIT_MAX: '100000000',
 }
 const config = loadConfig(env)
 const app = await buildApp({ config })
@@ -50,7 +60,11 @@ await app.listen({ port: PORT, host: '127.0.0.1' })
 const indexer = app.repos.eventQueries.indexer
 indexer.catchUp('events')
 indexer.catchUp('audit_trail')
-const count = (sql: string, ...args: unknown[]) => app.db.prepare(sql).pluck().get(...args) as number
+const count = (sql: string, ...args: unknown[]) =>
+  app.db
+    .prepare(sql)
+    .pluck()
+    .get(...args) as number
 const cutoff = now - KEEP_DAYS * DAY
 const before = { events: count('SELECT count(*) FROM events'), due: count('SELECT count(*) FROM events WHERE created_ms < ?', cutoff), bytes: dirBytes(dataDir) }
 
@@ -58,7 +72,8 @@ const before = { events: count('SELECT count(*) FROM events'), due: count('SELEC
 const base = `http://127.0.0.1:${PORT}/prime/webui`
 const login = await fetch(`${base}/Auth/LocalLogin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password: PASSWORD }) })
 const { token } = (await login.json()) as { token: string }
-const reader = new Worker(`
+const reader = new Worker(
+  `
   const { parentPort, workerData } = require('node:worker_threads')
   let phase = null
   const times = { idle: [], pruning: [] }
@@ -74,7 +89,9 @@ const reader = new Worker(`
     }
     parentPort.postMessage(times)
   })()
-`, { eval: true, workerData: { url: `${base}/Events/GetEvents?PageSize=10`, token } })
+`,
+  { eval: true, workerData: { url: `${base}/Events/GetEvents?PageSize=10`, token } },
+)
 const results = new Promise<{ idle: number[]; pruning: number[]; failed?: number }>((resolve) => reader.once('message', resolve))
 const pause = (msec: number) => new Promise((r) => setTimeout(r, msec))
 

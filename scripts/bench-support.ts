@@ -21,7 +21,9 @@ export const ms = (x: number) => (x < 10 ? x.toFixed(2) : x.toFixed(0))
 
 // A failed run leaves no server behind.
 const started = new Set<ChildProcess>()
-process.on('exit', () => { for (const child of started) child.kill('SIGTERM') })
+process.on('exit', () => {
+  for (const child of started) child.kill('SIGTERM')
+})
 
 export interface StartOptions {
   /** The script and its arguments (default: the built server). */
@@ -68,8 +70,13 @@ export function startTimed(env: NodeJS.ProcessEnv, logFile: string, opts: StartO
       if (!quiet || probing) return
       probing = true
       const socket = net.connect(Number(env.PORT), '127.0.0.1')
-      socket.once('connect', () => { socket.destroy(); finish() })
-      socket.once('error', () => { probing = false })
+      socket.once('connect', () => {
+        socket.destroy()
+        finish()
+      })
+      socket.once('error', () => {
+        probing = false
+      })
     }, 2)
     child.once('exit', exited)
   })
@@ -78,7 +85,12 @@ export function startTimed(env: NodeJS.ProcessEnv, logFile: string, opts: StartO
 export const start = async (env: NodeJS.ProcessEnv, logFile: string, opts?: StartOptions) => (await startTimed(env, logFile, opts)).child
 
 /** Stops a server (SIGTERM: a graceful shutdown) and resolves once it has exited. */
-export const stop = (child: ChildProcess) => new Promise<void>((r) => { child.removeAllListeners('exit'); child.on('exit', () => r()); child.kill('SIGTERM') })
+export const stop = (child: ChildProcess) =>
+  new Promise<void>((r) => {
+    child.removeAllListeners('exit')
+    child.on('exit', () => r())
+    child.kill('SIGTERM')
+  })
 
 /** kB figures of /proc/<pid>/status (Linux). With taskset the child execs node in place: same pid. */
 export function memory(pid: number): { rss: number; hwm: number } | null {
@@ -141,7 +153,18 @@ export function cpuSeconds(pid: number): number {
 }
 
 /** What one large page cost: the first byte, the whole answer, the server's memory, and the small reads served meanwhile. */
-export interface LargePage { status: number; ttfbMs: number; totalMs: number; bytes: number; rows: number; beforeMb: number; peakMb: number; smallReads: number; smallP50: number; smallP99: number }
+export interface LargePage {
+  status: number
+  ttfbMs: number
+  totalMs: number
+  bytes: number
+  rows: number
+  beforeMb: number
+  peakMb: number
+  smallReads: number
+  smallP50: number
+  smallP99: number
+}
 
 /**
  * Reads one large page (`url`) to its end while one connection keeps asking `smallUrl` (a
@@ -161,7 +184,9 @@ export async function largePage(url: string, smallUrl: string, headers: Record<s
   })()
   const before = memory(pid)
   let peak = before?.rss ?? 0
-  const sampler = setInterval(() => { peak = Math.max(peak, memory(pid)?.rss ?? 0) }, 10)
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, memory(pid)?.rss ?? 0)
+  }, 10)
   const key = Buffer.from(rowKey)
   const t0 = performance.now()
   const res = await fetch(url, { headers })
@@ -183,12 +208,23 @@ export async function largePage(url: string, smallUrl: string, headers: Record<s
   await smallReads
   const after = memory(pid)
   return {
-    status: res.status, ttfbMs: ttfb, totalMs, bytes, rows, beforeMb: (before?.rss ?? 0) / 1024, peakMb: Math.max(peak, after?.hwm ?? 0) / 1024,
-    smallReads: small.length, smallP50: pct(small, 0.5), smallP99: pct(small, 0.99),
+    status: res.status,
+    ttfbMs: ttfb,
+    totalMs,
+    bytes,
+    rows,
+    beforeMb: (before?.rss ?? 0) / 1024,
+    peakMb: Math.max(peak, after?.hwm ?? 0) / 1024,
+    smallReads: small.length,
+    smallP50: pct(small, 0.5),
+    smallP99: pct(small, 0.99),
   }
 }
 
 /** A large page's figures as a table row (see largePage), with the memory target (< 250 MB). */
 export const largePageRow = (name: string, r: LargePage) =>
   `| ${name} | ${r.status} | ${r.rows} rows, ${(r.bytes / 1048576).toFixed(1)} MiB | ${ms(r.ttfbMs)} ms | ${(r.totalMs / 1000).toFixed(2)} s | ${r.peakMb.toFixed(0)} MB (${r.beforeMb.toFixed(0)} MB before) | ${r.smallReads}: ${ms(r.smallP50)} / ${ms(r.smallP99)} ms | < 250 MB: ${r.peakMb < 250 ? 'met' : 'MISSED'} |`
-export const LARGE_PAGE_HEADER = ['| one large page | status | answer | first byte | total | server peak RSS (VmHWM) | small reads meanwhile: n, p50 / p99 | target |', '|---|---|---|---|---|---|---|---|']
+export const LARGE_PAGE_HEADER = [
+  '| one large page | status | answer | first byte | total | server peak RSS (VmHWM) | small reads meanwhile: n, p50 / p99 | target |',
+  '|---|---|---|---|---|---|---|---|',
+]

@@ -56,7 +56,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5)
 const CONNECTIONS = 10
 // The bare server listens on BARE_PORT and, for its logging Fastify, on BARE_PORT + 1.
-const APP_PORT = 18080, BARE_PORT = 18081
+const APP_PORT = 18080,
+  BARE_PORT = 18081
 const PASSWORD = 'Bench-password-123'
 
 /**
@@ -94,7 +95,20 @@ const hash = await hashPassword('Seeded-account-pass-1')
 const { users } = createRepos(db)
 db.transaction(() => {
   for (let i = 1; i < 100; i++) {
-    users.insert({ user_name: `user${String(i).padStart(3, '0')}`, email: `user${i}@example.com`, first_name: `First${i}`, last_name: `Last${i}`, phone: null, image: null, profile: [10, 20, 30][i % 3], password_hash: hash, is_active: 1 }, Date.now())
+    users.insert(
+      {
+        user_name: `user${String(i).padStart(3, '0')}`,
+        email: `user${i}@example.com`,
+        first_name: `First${i}`,
+        last_name: `Last${i}`,
+        phone: null,
+        image: null,
+        profile: [10, 20, 30][i % 3],
+        password_hash: hash,
+        is_active: 1,
+      },
+      Date.now(),
+    )
   }
 })()
 db.close()
@@ -121,13 +135,26 @@ for (const c of cases) {
   fs.writeFileSync(file, JSON.stringify({ url: c.bare, body, headers }))
   files.push(file)
 }
-const { child: bare } = await startTimed({}, path.join(dataDir, 'bare.log'), { args: [path.join(projectRoot, 'dist', 'scripts', 'bare-server.js'), String(BARE_PORT), path.join(dataDir, 'prime.sqlite'), ...files], ready: /listening/ })
+const { child: bare } = await startTimed({}, path.join(dataDir, 'bare.log'), {
+  args: [path.join(projectRoot, 'dist', 'scripts', 'bare-server.js'), String(BARE_PORT), path.join(dataDir, 'prime.sqlite'), ...files],
+  ready: /listening/,
+})
 
-const rows: string[] = [], cpuRows: string[] = []
+const rows: string[] = [],
+  cpuRows: string[] = []
 for (const c of cases) {
-  const appRuns: Awaited<ReturnType<typeof load>>[] = [], bareRuns: typeof appRuns = [], wireRuns: typeof appRuns = [], loggedRuns: typeof appRuns = [], dataRuns: typeof appRuns = []
-  const ratios: number[] = [], wireRatios: number[] = [], loggedRatios: number[] = [], dataRatios: number[] = []
-  const cpuRatios: number[] = [], wireCpuRatios: number[] = [], loggedCpuRatios: number[] = []
+  const appRuns: Awaited<ReturnType<typeof load>>[] = [],
+    bareRuns: typeof appRuns = [],
+    wireRuns: typeof appRuns = [],
+    loggedRuns: typeof appRuns = [],
+    dataRuns: typeof appRuns = []
+  const ratios: number[] = [],
+    wireRatios: number[] = [],
+    loggedRatios: number[] = [],
+    dataRatios: number[] = []
+  const cpuRatios: number[] = [],
+    wireCpuRatios: number[] = [],
+    loggedCpuRatios: number[] = []
   await load(base + c.path, auth, app.pid!) // warm-up
   for (let i = 0; i < ROUNDS; i++) {
     const a = await load(base + c.path, auth, app.pid!)
@@ -135,24 +162,39 @@ for (const c of cases) {
     const w = await load(`http://127.0.0.1:${BARE_PORT}${c.wire}`, {}, bare.pid!)
     const l = await load(`http://127.0.0.1:${BARE_PORT + 1}${c.logged}`, {}, bare.pid!)
     const d = await load(`http://127.0.0.1:${BARE_PORT}${c.data}`, {}, bare.pid!)
-    appRuns.push(a); bareRuns.push(b); wireRuns.push(w); loggedRuns.push(l); dataRuns.push(d)
-    ratios.push(a.rps / b.rps); wireRatios.push(a.rps / w.rps); loggedRatios.push(a.rps / l.rps); dataRatios.push(a.rps / d.rps)
-    cpuRatios.push(b.cpuUs / a.cpuUs); wireCpuRatios.push(w.cpuUs / a.cpuUs); loggedCpuRatios.push(l.cpuUs / a.cpuUs)
+    appRuns.push(a)
+    bareRuns.push(b)
+    wireRuns.push(w)
+    loggedRuns.push(l)
+    dataRuns.push(d)
+    ratios.push(a.rps / b.rps)
+    wireRatios.push(a.rps / w.rps)
+    loggedRatios.push(a.rps / l.rps)
+    dataRatios.push(a.rps / d.rps)
+    cpuRatios.push(b.cpuUs / a.cpuUs)
+    wireCpuRatios.push(w.cpuUs / a.cpuUs)
+    loggedCpuRatios.push(l.cpuUs / a.cpuUs)
   }
   const m = (runs: typeof appRuns, k: 'rps' | 'p50' | 'p99' | 'cpuUs') => median(runs.map((r) => r[k]))
-  rows.push(`| ${c.name} | ${m(appRuns, 'rps').toFixed(0)} | ${m(appRuns, 'p50')} / ${m(appRuns, 'p99')} | ${m(bareRuns, 'rps').toFixed(0)} | ${m(bareRuns, 'p50')} / ${m(bareRuns, 'p99')} | ${median(ratios).toFixed(2)} | ${m(wireRuns, 'rps').toFixed(0)} | ${median(wireRatios).toFixed(2)} | ${m(loggedRuns, 'rps').toFixed(0)} | ${median(loggedRatios).toFixed(2)} | ${m(dataRuns, 'rps').toFixed(0)} | ${median(dataRatios).toFixed(2)} |`)
-  cpuRows.push(`| ${c.name} | ${m(appRuns, 'cpuUs').toFixed(1)} | ${m(bareRuns, 'cpuUs').toFixed(1)} | ${median(cpuRatios).toFixed(2)} | ${m(wireRuns, 'cpuUs').toFixed(1)} | ${median(wireCpuRatios).toFixed(2)} | ${m(loggedRuns, 'cpuUs').toFixed(1)} | ${median(loggedCpuRatios).toFixed(2)} | ${m(dataRuns, 'cpuUs').toFixed(1)} |`)
+  rows.push(
+    `| ${c.name} | ${m(appRuns, 'rps').toFixed(0)} | ${m(appRuns, 'p50')} / ${m(appRuns, 'p99')} | ${m(bareRuns, 'rps').toFixed(0)} | ${m(bareRuns, 'p50')} / ${m(bareRuns, 'p99')} | ${median(ratios).toFixed(2)} | ${m(wireRuns, 'rps').toFixed(0)} | ${median(wireRatios).toFixed(2)} | ${m(loggedRuns, 'rps').toFixed(0)} | ${median(loggedRatios).toFixed(2)} | ${m(dataRuns, 'rps').toFixed(0)} | ${median(dataRatios).toFixed(2)} |`,
+  )
+  cpuRows.push(
+    `| ${c.name} | ${m(appRuns, 'cpuUs').toFixed(1)} | ${m(bareRuns, 'cpuUs').toFixed(1)} | ${median(cpuRatios).toFixed(2)} | ${m(wireRuns, 'cpuUs').toFixed(1)} | ${median(wireCpuRatios).toFixed(2)} | ${m(loggedRuns, 'cpuUs').toFixed(1)} | ${median(loggedCpuRatios).toFixed(2)} | ${m(dataRuns, 'cpuUs').toFixed(1)} |`,
+  )
 }
 await stop(app)
 await stop(bare)
 fs.rmSync(dataDir, { recursive: true, force: true })
 
 console.log(`\n${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${DURATION} s each; medians (latency in ms)${PIN ? '; load generator on CPU 0, servers on CPU 1' : ''}.\n`)
-console.log('| case | API req/s | API p50 / p99 | bare req/s | bare p50 / p99 | ratio API/bare (target >= 0.8) | bare with the API\'s headers, req/s | ratio API/that | bare with those headers and request logs, req/s | ratio API/that | same data work, bare req/s | ratio API/that |')
+console.log(
+  "| case | API req/s | API p50 / p99 | bare req/s | bare p50 / p99 | ratio API/bare (target >= 0.8) | bare with the API's headers, req/s | ratio API/that | bare with those headers and request logs, req/s | ratio API/that | same data work, bare req/s | ratio API/that |",
+)
 console.log('|---|---|---|---|---|---|---|---|---|---|---|---|')
 for (const r of rows) console.log(r)
 console.log('\nServer CPU time per request (user and system, from /proc), µs; medians of the same rounds:\n')
-console.log('| case | API | bare | ratio bare/API | bare with the API\'s headers | ratio that/API | bare with those headers and request logs | ratio that/API | same data work, bare |')
+console.log("| case | API | bare | ratio bare/API | bare with the API's headers | ratio that/API | bare with those headers and request logs | ratio that/API | same data work, bare |")
 console.log('|---|---|---|---|---|---|---|---|---|')
 for (const r of cpuRows) console.log(r)
 console.log(`\nStart to listening with the full contract: median ${median(startTimes).toFixed(0)} ms over ${startTimes.length} starts (target < 1000 ms).`)

@@ -15,7 +15,11 @@ function newestSource() {
   let newest = 0
   const visit = (p, filter) => {
     let st
-    try { st = fs.statSync(p) } catch { return }
+    try {
+      st = fs.statSync(p)
+    } catch {
+      return
+    }
     if (st.isDirectory()) {
       for (const name of fs.readdirSync(p)) visit(path.join(p, name), filter)
     } else if (filter(p)) newest = Math.max(newest, st.mtimeMs)
@@ -28,7 +32,11 @@ function newestSource() {
 }
 
 let built = 0
-try { built = fs.statSync(stamp).mtimeMs } catch { /* never built */ }
+try {
+  built = fs.statSync(stamp).mtimeMs
+} catch {
+  /* never built */
+}
 if (built === 0 || newestSource() > built) {
   const started = Date.now()
   // The same build as `npm run build`; a type error stops here, as it always did.

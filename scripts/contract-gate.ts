@@ -292,7 +292,10 @@ export function changelogSection(changelog: string, version: string): string | n
   const start = lines.findIndex((l) => new RegExp(`^## \\[?${version.replace(/\./g, '\\.')}\\]?(\\s|$)`).test(l))
   if (start < 0) return null
   const end = lines.findIndex((l, i) => i > start && /^## /.test(l))
-  return lines.slice(start + 1, end < 0 ? undefined : end).join('\n').trim()
+  return lines
+    .slice(start + 1, end < 0 ? undefined : end)
+    .join('\n')
+    .trim()
 }
 
 export interface GateInput {
@@ -332,7 +335,8 @@ export function gate({ released, working, changelog }: GateInput): GateResult {
   if (order > 0) {
     const section = changelogSection(changelog, working.info.version)
     if (section === null) problems.push(`the changelog has no section "## ${working.info.version}"`)
-    else if (breaking.length && !/^### Breaking/m.test(section)) problems.push(`the changelog's section for ${working.info.version} has no "### Breaking" heading for its ${breaking.length} breaking change(s)`)
+    else if (breaking.length && !/^### Breaking/m.test(section))
+      problems.push(`the changelog's section for ${working.info.version} has no "### Breaking" heading for its ${breaking.length} breaking change(s)`)
   }
   return { ok: problems.length === 0, problems, changes }
 }

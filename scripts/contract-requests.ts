@@ -27,7 +27,10 @@ export function deref(node: any, spec: Json, seen = new Set<string>()): any {
   if (!node || typeof node !== 'object') return node
   if (typeof node.$ref === 'string') {
     if (seen.has(node.$ref)) return {}
-    const target = node.$ref.slice(2).split('/').reduce((o: Json, k: string) => o[k.replace(/~1/g, '/').replace(/~0/g, '~')], spec)
+    const target = node.$ref
+      .slice(2)
+      .split('/')
+      .reduce((o: Json, k: string) => o[k.replace(/~1/g, '/').replace(/~0/g, '~')], spec)
     return deref(target, spec, new Set([...seen, node.$ref]))
   }
   return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, deref(v, spec, seen)]))
@@ -36,12 +39,42 @@ export function deref(node: any, spec: Json, seen = new Set<string>()): any {
 const BIDI = '\u202e\u2066\u200f'
 const CONTROL = '\u0000\u0007\u001b[2J\r\n'
 /** Query and path values that no parameter should take, and a few that test the parsers. */
-export const GARBAGE = ['', ' ', 'null', '-1', '0', '99999999999999999999', '1e309', '-9.9e999', 'x'.repeat(5000), '\u0000', CONTROL, BIDI + 'gpj.exe', '😀', '[]', '{}', "' OR 1=1 --", '%', '%00', '../..', 'true', 'NaN']
+export const GARBAGE = [
+  '',
+  ' ',
+  'null',
+  '-1',
+  '0',
+  '99999999999999999999',
+  '1e309',
+  '-9.9e999',
+  'x'.repeat(5000),
+  '\u0000',
+  CONTROL,
+  BIDI + 'gpj.exe',
+  '😀',
+  '[]',
+  '{}',
+  "' OR 1=1 --",
+  '%',
+  '%00',
+  '../..',
+  'true',
+  'NaN',
+]
+// biome-ignore lint/correctness/noPrecisionLoss: an integer JSON cannot carry exactly, sent on purpose
 const WRONG_TYPES = [null, 0, -1, 1.5, 1e308, -9007199254740993, 'text', true, [], {}, [null], { a: { b: { c: [1, 2, 3] } } }, 'x'.repeat(70_000), CONTROL + BIDI]
 
 /** Body variants: wrong types, each property missing or wrong, unknown properties, oversize. */
 export function bodyVariants(body: any, schema: Json): [string, any][] {
-  const out: [string, any][] = [['null', null], ['[]', []], ['{}', {}], ['string', 'string'], ['number', 42], ['unknown property only', { unknownProperty: 1 }]]
+  const out: [string, any][] = [
+    ['null', null],
+    ['[]', []],
+    ['{}', {}],
+    ['string', 'string'],
+    ['number', 42],
+    ['unknown property only', { unknownProperty: 1 }],
+  ]
   if (body && typeof body === 'object' && !Array.isArray(body)) {
     for (const key of Object.keys(body)) {
       for (const wrong of WRONG_TYPES) out.push([`${key}=${JSON.stringify(wrong)?.slice(0, 20)}`, { ...body, [key]: wrong }])

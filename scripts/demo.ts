@@ -88,21 +88,26 @@ try {
   process.exit(1)
 }
 
-console.log([
-  '',
-  `Prime is running at ${url} with ${agents} simulated agents (data in ${dataDir}).`,
-  '',
-  `  API             ${url}/prime/webui`,
-  `  documentation   ${url}/prime/webui/docs  (Authorize with a token from Auth/LocalLogin, then "Try it out")`,
-  '  user            admin',
-  `  password        ${password}`,
-  '',
-  `  In another terminal: export PASSWORD='${password}'  and follow the README's "Calling the API".`,
-  `  Server log: ${logFile}. Ctrl-C stops the server and the simulator.`,
-  '',
-].join('\n'))
+console.log(
+  [
+    '',
+    `Prime is running at ${url} with ${agents} simulated agents (data in ${dataDir}).`,
+    '',
+    `  API             ${url}/prime/webui`,
+    `  documentation   ${url}/prime/webui/docs  (Authorize with a token from Auth/LocalLogin, then "Try it out")`,
+    '  user            admin',
+    `  password        ${password}`,
+    '',
+    `  In another terminal: export PASSWORD='${password}'  and follow the README's "Calling the API".`,
+    `  Server log: ${logFile}. Ctrl-C stops the server and the simulator.`,
+    '',
+  ].join('\n'),
+)
 
-const sim = spawn(process.execPath, [path.join(projectRoot, 'dist', 'scripts', 'simulate.js'), '--agents', String(agents), '--url', url, '--data-dir', dataDir], { env, stdio: ['ignore', 'inherit', 'inherit'] })
+const sim = spawn(process.execPath, [path.join(projectRoot, 'dist', 'scripts', 'simulate.js'), '--agents', String(agents), '--url', url, '--data-dir', dataDir], {
+  env,
+  stdio: ['ignore', 'inherit', 'inherit'],
+})
 children.push(sim)
 sim.on('exit', (code) => {
   if (code) console.error(`The simulator exited with status ${code}.`)

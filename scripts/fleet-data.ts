@@ -101,7 +101,10 @@ export class Rand {
 /** A 32-bit hash of the seed, a stream name and an index: each host gets its own stream. */
 export function streamSeed(seed: number, stream: string, index: number): number {
   let h = 0x811c9dc5 ^ seed
-  const mix = (n: number) => { h ^= n; h = Math.imul(h, 0x01000193) }
+  const mix = (n: number) => {
+    h ^= n
+    h = Math.imul(h, 0x01000193)
+  }
   for (let i = 0; i < stream.length; i++) mix(stream.charCodeAt(i))
   mix(index & 0xffff)
   mix(index >>> 16)
@@ -128,17 +131,54 @@ export function uuidFrom(r: Rand): string {
 // Hosts
 
 const sites = [
-  { code: 'NYC', octet: 10, floors: 12 }, { code: 'LON', octet: 20, floors: 6 }, { code: 'PAR', octet: 30, floors: 4 },
-  { code: 'FRA', octet: 40, floors: 5 }, { code: 'TLV', octet: 50, floors: 8 }, { code: 'SGP', octet: 60, floors: 3 },
-  { code: 'SFO', octet: 70, floors: 7 }, { code: 'TOR', octet: 80, floors: 4 }, { code: 'SYD', octet: 90, floors: 3 },
+  { code: 'NYC', octet: 10, floors: 12 },
+  { code: 'LON', octet: 20, floors: 6 },
+  { code: 'PAR', octet: 30, floors: 4 },
+  { code: 'FRA', octet: 40, floors: 5 },
+  { code: 'TLV', octet: 50, floors: 8 },
+  { code: 'SGP', octet: 60, floors: 3 },
+  { code: 'SFO', octet: 70, floors: 7 },
+  { code: 'TOR', octet: 80, floors: 4 },
+  { code: 'SYD', octet: 90, floors: 3 },
   { code: 'BLR', octet: 100, floors: 9 },
 ] as const
 const departments = [
-  ['fin', 12], ['hr', 5], ['eng', 25], ['sales', 14], ['ops', 10], ['legal', 3], ['it', 6], ['support', 12], ['mkt', 6], ['rnd', 7],
+  ['fin', 12],
+  ['hr', 5],
+  ['eng', 25],
+  ['sales', 14],
+  ['ops', 10],
+  ['legal', 3],
+  ['it', 6],
+  ['support', 12],
+  ['mkt', 6],
+  ['rnd', 7],
 ] as const
 const people = [
-  'jdoe', 'asmith', 'mgarcia', 'lchen', 'pnovak', 'rkhan', 'sbrown', 'ktanaka', 'omartin', 'ebauer', 'dkowalski', 'fsilva',
-  'hnguyen', 'ipetrov', 'jmuller', 'aroux', 'bcohen', 'clevy', 'tjohnson', 'nrossi', 'vdubois', 'wkim', 'ylopez', 'zahmed',
+  'jdoe',
+  'asmith',
+  'mgarcia',
+  'lchen',
+  'pnovak',
+  'rkhan',
+  'sbrown',
+  'ktanaka',
+  'omartin',
+  'ebauer',
+  'dkowalski',
+  'fsilva',
+  'hnguyen',
+  'ipetrov',
+  'jmuller',
+  'aroux',
+  'bcohen',
+  'clevy',
+  'tjohnson',
+  'nrossi',
+  'vdubois',
+  'wkim',
+  'ylopez',
+  'zahmed',
 ]
 
 interface Platform {
@@ -149,12 +189,19 @@ interface Platform {
   os: readonly (readonly [string, number])[]
 }
 const windowsClient = [
-  ['Windows 11 Pro 23H2 (10.0.22631)', 30], ['Windows 11 Enterprise 23H2 (10.0.22631)', 25], ['Windows 11 Enterprise 24H2 (10.0.26100)', 12],
-  ['Windows 10 Pro 22H2 (10.0.19045)', 18], ['Windows 10 Enterprise 22H2 (10.0.19045)', 10], ['Windows 10 Enterprise LTSC 2021 (10.0.19044)', 3],
+  ['Windows 11 Pro 23H2 (10.0.22631)', 30],
+  ['Windows 11 Enterprise 23H2 (10.0.22631)', 25],
+  ['Windows 11 Enterprise 24H2 (10.0.26100)', 12],
+  ['Windows 10 Pro 22H2 (10.0.19045)', 18],
+  ['Windows 10 Enterprise 22H2 (10.0.19045)', 10],
+  ['Windows 10 Enterprise LTSC 2021 (10.0.19044)', 3],
 ] as const
 const windowsServer = [
-  ['Windows Server 2022 Standard (10.0.20348)', 50], ['Windows Server 2019 Datacenter (10.0.17763)', 30], ['Windows Server 2016 Standard (10.0.14393)', 8],
-  ['Ubuntu 22.04.4 LTS (5.15.0-105-generic)', 8], ['Red Hat Enterprise Linux 9.3 (5.14.0-362.8.1.el9_3)', 6],
+  ['Windows Server 2022 Standard (10.0.20348)', 50],
+  ['Windows Server 2019 Datacenter (10.0.17763)', 30],
+  ['Windows Server 2016 Standard (10.0.14393)', 8],
+  ['Ubuntu 22.04.4 LTS (5.15.0-105-generic)', 8],
+  ['Red Hat Enterprise Linux 9.3 (5.14.0-362.8.1.el9_3)', 6],
 ] as const
 const platforms: readonly (readonly [Platform, number])[] = [
   [{ manufacturer: 'Dell Inc.', model: 'OptiPlex 7090', laptop: false, mode: 'Standard', os: windowsClient }, 14],
@@ -166,13 +213,30 @@ const platforms: readonly (readonly [Platform, number])[] = [
   [{ manufacturer: 'LENOVO', model: 'ThinkPad T14 Gen 3 (21AH)', laptop: true, mode: 'Standard', os: windowsClient }, 11],
   [{ manufacturer: 'LENOVO', model: 'ThinkCentre M70q Gen 2 (11MY)', laptop: false, mode: 'Standard', os: windowsClient }, 6],
   [{ manufacturer: 'Microsoft Corporation', model: 'Surface Laptop 5', laptop: true, mode: 'Standard', os: windowsClient.slice(0, 3) }, 3],
-  [{ manufacturer: 'Apple Inc.', model: 'MacBookPro18,3', laptop: true, mode: 'Standard', os: [['macOS 14.4.1 Sonoma (23E224)', 3], ['macOS 13.6.6 Ventura (22G630)', 1]] }, 3],
+  [
+    {
+      manufacturer: 'Apple Inc.',
+      model: 'MacBookPro18,3',
+      laptop: true,
+      mode: 'Standard',
+      os: [
+        ['macOS 14.4.1 Sonoma (23E224)', 3],
+        ['macOS 13.6.6 Ventura (22G630)', 1],
+      ],
+    },
+    3,
+  ],
   [{ manufacturer: 'VMware, Inc.', model: 'VMware7,1', laptop: false, mode: 'VDI', os: windowsClient.slice(0, 5) }, 7],
   [{ manufacturer: 'Citrix', model: 'Citrix Hypervisor VM', laptop: false, mode: 'VDI', os: windowsClient.slice(3, 5) }, 3],
   [{ manufacturer: 'Dell Inc.', model: 'PowerEdge R650', laptop: false, mode: 'Server', os: windowsServer }, 3],
   [{ manufacturer: 'HPE', model: 'ProLiant DL380 Gen10', laptop: false, mode: 'Server', os: windowsServer }, 2],
 ]
-const serviceVersions = [['4.2.1.118', 55], ['4.2.0.96', 25], ['4.1.7.240', 15], ['4.0.12.31', 5]] as const
+const serviceVersions = [
+  ['4.2.1.118', 55],
+  ['4.2.0.96', 25],
+  ['4.1.7.240', 15],
+  ['4.0.12.31', 5],
+] as const
 const driverFor: Record<string, string> = { '4.2.1.118': '4.2.0.77', '4.2.0.96': '4.2.0.77', '4.1.7.240': '4.1.5.60', '4.0.12.31': '4.0.9.12' }
 
 const mac = (r: Rand, oui: string) => `${oui}-${r.hex(2)}-${r.hex(2)}-${r.hex(2)}`
@@ -193,13 +257,17 @@ export function fleetHost(seed: number, stream: string, index: number, periphera
   const hostPart = 10 + (n % 200)
   const ip = `10.${second}.${vlan}.${hostPart}`
   const prefix = platform.mode === 'Server' ? 'SRV' : platform.mode === 'VDI' ? 'VDI' : platform.laptop ? 'LT' : 'WS'
-  const hostIdentifier = r.chance(0.2)
-    ? `DESKTOP-${r.alnum(7)}`
-    : `${site.code}-${dept.toUpperCase()}-${prefix}${String(n).padStart(5, '0')}`
+  const hostIdentifier = r.chance(0.2) ? `DESKTOP-${r.alnum(7)}` : `${site.code}-${dept.toUpperCase()}-${prefix}${String(n).padStart(5, '0')}`
 
   const nics: FleetNic[] = []
   if (platform.mode !== 'Standard' || !platform.laptop) {
-    nics.push({ name: 'Ethernet', macAddress: mac(r, platform.mode === 'VDI' ? '00-50-56' : r.pick(['00-1A-2B', 'D4-81-D7', 'B0-7B-25', '8C-EC-4B'])), ipAddresses: [ip], status: 'Up', isEthernet: true })
+    nics.push({
+      name: 'Ethernet',
+      macAddress: mac(r, platform.mode === 'VDI' ? '00-50-56' : r.pick(['00-1A-2B', 'D4-81-D7', 'B0-7B-25', '8C-EC-4B'])),
+      ipAddresses: [ip],
+      status: 'Up',
+      isEthernet: true,
+    })
     if (platform.mode === 'Server') nics.push({ name: 'Ethernet 2', macAddress: mac(r, 'B0-7B-25'), ipAddresses: [`10.${second + 5}.${vlan}.${hostPart}`], status: 'Up', isEthernet: true })
   } else {
     const docked = r.chance(0.45)
@@ -213,9 +281,10 @@ export function fleetHost(seed: number, stream: string, index: number, periphera
   const wired = nics.some((x) => x.isEthernet && x.status === 'Up')
   const floor = 1 + (n % site.floors)
   const port = 1 + (n % 48)
-  const connectedSwitch = wired && platform.mode !== 'VDI' && r.chance(0.75)
-    ? { ip: `10.${second}.${vlan}.2`, name: `${site.code.toLowerCase()}-fl${floor}-sw${1 + (subnet % 4)}`, portId: `Gi1/0/${port}`, portName: `GigabitEthernet1/0/${port}` }
-    : null
+  const connectedSwitch =
+    wired && platform.mode !== 'VDI' && r.chance(0.75)
+      ? { ip: `10.${second}.${vlan}.2`, name: `${site.code.toLowerCase()}-fl${floor}-sw${1 + (subnet % 4)}`, portId: `Gi1/0/${port}`, portName: `GigabitEthernet1/0/${port}` }
+      : null
 
   const hashtags = r.chance(0.85) ? [`#${dept}`, `#${site.code.toLowerCase()}`, ...(r.chance(0.15) ? ['#vip'] : [])] : []
   const user = r.pick(people)
@@ -246,8 +315,23 @@ export function fleetHost(seed: number, stream: string, index: number, periphera
 // Peripherals
 
 export type PeripheralKind =
-  | 'keyboard' | 'mouse' | 'receiver' | 'storage' | 'hub' | 'webcam' | 'headset' | 'network' | 'printer'
-  | 'smartcard' | 'bluetooth' | 'serial' | 'phone' | 'fingerprint' | 'kvm' | 'attack' | 'vulnerable'
+  | 'keyboard'
+  | 'mouse'
+  | 'receiver'
+  | 'storage'
+  | 'hub'
+  | 'webcam'
+  | 'headset'
+  | 'network'
+  | 'printer'
+  | 'smartcard'
+  | 'bluetooth'
+  | 'serial'
+  | 'phone'
+  | 'fingerprint'
+  | 'kvm'
+  | 'attack'
+  | 'vulnerable'
 
 export interface PeripheralModel {
   kind: PeripheralKind
@@ -264,8 +348,16 @@ export interface PeripheralModel {
 const hidKbd: [string, string, string] = ['03', '01', '01']
 const hidMouse: [string, string, string] = ['03', '01', '02']
 const storage: [string, string, string] = ['08', '06', '50']
-const m = (kind: PeripheralKind, vid: string, pid: string, manufacturer: string, description: string, caption: string, codes: [string, string, string], serial: 'own' | 'instance' = 'instance'): PeripheralModel =>
-  ({ kind, vid, pid, manufacturer, description, caption, codes, serial })
+const m = (
+  kind: PeripheralKind,
+  vid: string,
+  pid: string,
+  manufacturer: string,
+  description: string,
+  caption: string,
+  codes: [string, string, string],
+  serial: 'own' | 'instance' = 'instance',
+): PeripheralModel => ({ kind, vid, pid, manufacturer, description, caption, codes, serial })
 
 export const peripheralModels: PeripheralModel[] = [
   m('keyboard', '046D', 'C31C', 'Logitech', 'USB Input Device', 'Logitech USB Keyboard', hidKbd),
@@ -329,11 +421,25 @@ export const modelsOf = (kind: PeripheralKind): PeripheralModel[] => byKind.get(
 
 /** Devices people plug in and out: what the simulator plugs, and the filler of a host. */
 export const removableKinds: readonly (readonly [PeripheralKind, number])[] = [
-  ['storage', 30], ['phone', 14], ['headset', 12], ['mouse', 8], ['keyboard', 4], ['receiver', 8], ['smartcard', 6],
-  ['webcam', 5], ['serial', 3], ['network', 4], ['printer', 2], ['hub', 4],
+  ['storage', 30],
+  ['phone', 14],
+  ['headset', 12],
+  ['mouse', 8],
+  ['keyboard', 4],
+  ['receiver', 8],
+  ['smartcard', 6],
+  ['webcam', 5],
+  ['serial', 3],
+  ['network', 4],
+  ['printer', 2],
+  ['hub', 4],
 ]
 
-interface Port { rootHub: string; rootId: string; nextPort: number }
+interface Port {
+  rootHub: string
+  rootId: string
+  nextPort: number
+}
 
 function rootHub(r: Rand): Port {
   const usb3 = r.chance(0.8)
@@ -380,14 +486,13 @@ function hostPeripherals(r: Rand, platform: Platform, perAgent: number): FleetPe
   }
   // The count varies around the target; VDI desktops and servers see few devices, so
   // workstations carry a little more and the fleet's mean stays near `perAgent`.
-  const target = platform.mode === 'Standard'
-    ? Math.max(2, Math.round(perAgent * 1.1) + r.int(-3, 3))
-    : Math.max(1, Math.round(perAgent * 0.4) + r.int(-1, 1))
+  const target = platform.mode === 'Standard' ? Math.max(2, Math.round(perAgent * 1.1) + r.int(-3, 3)) : Math.max(1, Math.round(perAgent * 0.4) + r.int(-1, 1))
   if (platform.mode === 'Server') {
     add('kvm')
     if (r.chance(0.3)) add('storage')
   } else if (platform.mode === 'VDI') {
-    add('keyboard'); add('mouse')
+    add('keyboard')
+    add('mouse')
     if (r.chance(0.4)) add('headset')
   } else {
     if (platform.laptop) {
@@ -414,7 +519,7 @@ function hostPeripherals(r: Rand, platform: Platform, perAgent: number): FleetPe
 
 /** A device plugged in later (the simulator): mostly ordinary, now and then a risky one. */
 export function pluggedDevice(r: Rand, hostIndex: number, seq: number): FleetPeripheral {
-  const port: Port = { rootHub: 'USB Root Hub (USB 3.0)', rootId: `USB\\ROOT_HUB30\\4&${(hostIndex * 2654435761 >>> 0).toString(16).toUpperCase().padStart(8, '0')}&0&0`, nextPort: 5 + (seq % 8) }
+  const port: Port = { rootHub: 'USB Root Hub (USB 3.0)', rootId: `USB\\ROOT_HUB30\\4&${((hostIndex * 2654435761) >>> 0).toString(16).toUpperCase().padStart(8, '0')}&0&0`, nextPort: 5 + (seq % 8) }
   const kind: PeripheralKind = r.chance(0.01) ? 'attack' : r.chance(0.03) ? 'vulnerable' : r.weighted(removableKinds)
   return makePeripheral(r, r.pick(modelsOf(kind)), port)
 }

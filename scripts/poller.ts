@@ -32,7 +32,10 @@ const RETRY_MS = 5000
 const EXIT_REVOKED = 2
 
 class ServerError extends Error {
-  constructor(readonly status: number, readonly body: string) {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+  ) {
     super(`HTTP ${status}: ${body.slice(0, 300)}`)
   }
 }
@@ -50,7 +53,12 @@ function setting(name: string, fallback?: string): string {
   return v
 }
 
-const hostName = () => os.hostname().replace(/[^A-Za-z0-9.-]/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 253) || 'poller-host'
+const hostName = () =>
+  os
+    .hostname()
+    .replace(/[^A-Za-z0-9.-]/g, '-')
+    .replace(/^[^A-Za-z0-9]+/, '')
+    .slice(0, 253) || 'poller-host'
 
 interface State {
   serverUrl: string
@@ -110,7 +118,7 @@ class Poller {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
     }
-    if (!secret) throw new Error('not registered yet: set PRIME_POLLER_ENROLLMENT_SECRET to the server\'s poller enrollment secret')
+    if (!secret) throw new Error("not registered yet: set PRIME_POLLER_ENROLLMENT_SECRET to the server's poller enrollment secret")
     const r = await this.call<Schemas['PollerRegistration']>('POST', `${API}/register`, { enrollmentSecret: secret, name, hostName: hostName(), version: VERSION }, '')
     this.state = { serverUrl: this.serverUrl, pollerId: r.pollerId, name: r.name, credential: r.credential }
     this.heartbeatSeconds = r.heartbeatIntervalSeconds
@@ -135,7 +143,7 @@ class Poller {
 
   private revoked(err: unknown): boolean {
     if (!(err instanceof ServerError) || err.status !== 401) return false
-    log('the server refuses this poller\'s credential: it was deleted there. Delete the state file and register again to bring it back.', { stateFile: this.stateFile })
+    log("the server refuses this poller's credential: it was deleted there. Delete the state file and register again to bring it back.", { stateFile: this.stateFile })
     void this.stop().then(() => process.exit(EXIT_REVOKED))
     return true
   }
@@ -145,7 +153,11 @@ class Poller {
     let next = this.heartbeatSeconds * 1000
     try {
       const r = await this.call<Schemas['PollerInstruction']>('POST', `${API}/heartbeat`, {
-        version: VERSION, hostName: hostName(), startedTime: this.startedTime, activeChecks: this.active, assignmentsRevision: this.revision,
+        version: VERSION,
+        hostName: hostName(),
+        startedTime: this.startedTime,
+        activeChecks: this.active,
+        assignmentsRevision: this.revision,
       })
       this.heartbeatSeconds = r.heartbeatIntervalSeconds
       next = r.heartbeatIntervalSeconds * 1000
@@ -185,8 +197,9 @@ class Poller {
         continue
       }
       // Where or how to reach the host changed: check it again now rather than at its next turn.
-      const moved = ['address', 'port', 'protocol', 'useTls', 'userName', 'password', 'privateKey', 'privateKeyPassphrase']
-        .some((k) => known.connection[k as keyof Connection] !== c[k as keyof Connection])
+      const moved = ['address', 'port', 'protocol', 'useTls', 'userName', 'password', 'privateKey', 'privateKeyPassphrase'].some(
+        (k) => known.connection[k as keyof Connection] !== c[k as keyof Connection],
+      )
       known.connection = c
       known.nextDueMs = moved ? now : Math.min(known.nextDueMs, (last ?? now) + c.pollingIntervalSeconds * 1000)
     }
@@ -225,13 +238,23 @@ class Poller {
       // A connection dropped or a poller stopped meanwhile: the result has nowhere to go.
       if (!this.checking || this.connections.get(c.id) !== s) return
       this.enqueue({
-        runId, connectionId: c.id, statusString: r.status, startTime: start.toISOString(), endTime: new Date().toISOString(),
-        statusDescription: r.description.slice(0, 1000), statusErrorDescription: r.error === null ? null : r.error.slice(0, 2000),
+        runId,
+        connectionId: c.id,
+        statusString: r.status,
+        startTime: start.toISOString(),
+        endTime: new Date().toISOString(),
+        statusDescription: r.description.slice(0, 1000),
+        statusErrorDescription: r.error === null ? null : r.error.slice(0, 2000),
       })
     } catch (err) {
       this.enqueue({
-        runId, connectionId: c.id, statusString: 'Failed', startTime: start.toISOString(), endTime: new Date().toISOString(),
-        statusDescription: null, statusErrorDescription: `The check itself failed: ${(err as Error).message}`.slice(0, 2000),
+        runId,
+        connectionId: c.id,
+        statusString: 'Failed',
+        startTime: start.toISOString(),
+        endTime: new Date().toISOString(),
+        statusDescription: null,
+        statusErrorDescription: `The check itself failed: ${(err as Error).message}`.slice(0, 2000),
       })
     } finally {
       s.running = false

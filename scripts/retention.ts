@@ -36,7 +36,9 @@ try {
   console.log(`retention (events ${config.retention.eventsDays} days, audit ${config.retention.auditDays} days) as of ${new Date(now).toISOString()}`)
   console.log(`events: ${before.events} -> ${after.events} (deleted ${run.events.deleted}, archived in ${run.events.files.length} files); oldest ${day(oldest)} -> ${day(newOldest)}`)
   console.log(`audit records: ${before.audit} -> ${after.audit} (deleted ${run.audit.deleted}); other records deleted: ${JSON.stringify(run.other)}`)
-  console.log(`${rows} rows in ${(run.ms / 1000).toFixed(1)} s: ${Math.round(rows / (run.ms / 1000))} rows/s (archive written and synced included); data dir ${(before.bytes / 1024 ** 3).toFixed(2)} GiB before`)
+  console.log(
+    `${rows} rows in ${(run.ms / 1000).toFixed(1)} s: ${Math.round(rows / (run.ms / 1000))} rows/s (archive written and synced included); data dir ${(before.bytes / 1024 ** 3).toFixed(2)} GiB before`,
+  )
 } finally {
   await app.close()
 }

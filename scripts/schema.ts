@@ -23,11 +23,7 @@ export function currentSchema(): string {
     // FTS5 keeps its index in shadow tables it creates and owns (`<name>_data`, ...): they
     // follow from the CREATE VIRTUAL TABLE statement, so they are left out, as are SQLite's
     // own tables (sqlite_sequence, sqlite_stat1) and automatic indexes (no SQL).
-    const shadow = new Set(
-      (db.prepare('PRAGMA table_list').all() as { name: string; type: string; schema: string }[])
-        .filter((t) => t.schema === 'main' && t.type === 'shadow')
-        .map((t) => t.name),
-    )
+    const shadow = new Set((db.prepare('PRAGMA table_list').all() as { name: string; type: string; schema: string }[]).filter((t) => t.schema === 'main' && t.type === 'shadow').map((t) => t.name))
     const entries = (db.prepare('SELECT type, name, tbl_name, sql FROM sqlite_master').all() as Entry[])
       .filter((e) => e.sql !== null && !e.name.startsWith('sqlite_') && !shadow.has(e.name) && !shadow.has(e.tbl_name))
       .sort((a, b) => order[a.type] - order[b.type] || cmp(a.tbl_name, b.tbl_name) || cmp(a.name, b.name))

@@ -43,8 +43,23 @@ export interface EventSeedResult {
 const MINUTE = 60_000
 const DAY = 86_400_000
 
-interface Device { deviceId: string; label: string; icon: number; vid: string; pid: string; kind: 'attack' | 'vulnerable' | 'other' }
-interface Host { name: string; ip: string; uuid: string; devices: Device[]; switchName: string | null; switchIp: string | null; port: string | null }
+interface Device {
+  deviceId: string
+  label: string
+  icon: number
+  vid: string
+  pid: string
+  kind: 'attack' | 'vulnerable' | 'other'
+}
+interface Host {
+  name: string
+  ip: string
+  uuid: string
+  devices: Device[]
+  switchName: string | null
+  switchIp: string | null
+  port: string | null
+}
 
 const ATTACK = new Set(['0483:5740', '1D6B:0104', '16C0:0486'])
 const VULNERABLE = new Set(['046D:C52B', '1915:0102'])
@@ -75,9 +90,20 @@ function host(seed: number, i: number): Host {
 
 type Kind = keyof typeof agentEvents | 'portAlert' | 'alarmFailure'
 const kinds: readonly (readonly [Kind, number])[] = [
-  ['peripheralDisconnected', 30], ['peripheralReconnected', 29], ['peripheralNew', 9], ['unapprovedOnArmed', 9],
-  ['locationChanged', 4], ['portAlert', 3], ['disconnected', 5], ['reconnected', 5], ['modeChanged', 2.5],
-  ['vulnerable', 1.2], ['attackTool', 0.15], ['commandFailed', 0.4], ['enrolled', 0.6], ['alarmFailure', 0.05],
+  ['peripheralDisconnected', 30],
+  ['peripheralReconnected', 29],
+  ['peripheralNew', 9],
+  ['unapprovedOnArmed', 9],
+  ['locationChanged', 4],
+  ['portAlert', 3],
+  ['disconnected', 5],
+  ['reconnected', 5],
+  ['modeChanged', 2.5],
+  ['vulnerable', 1.2],
+  ['attackTool', 0.15],
+  ['commandFailed', 0.4],
+  ['enrolled', 0.6],
+  ['alarmFailure', 0.05],
 ]
 const extraKinds = {
   portAlert: eventOf('portAlert'),
@@ -97,7 +123,13 @@ const INSERT = `INSERT INTO events (created_ms, event_code, severity, category, 
   asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid) VALUES (${Array(14).fill('?').join(', ')})`
 
 /** What the history is: how many events, of how many hosts, over how many days up to `now`. */
-export interface HistoryOptions { events: number; hosts: number; days: number; seed: number; now: number }
+export interface HistoryOptions {
+  events: number
+  hosts: number
+  days: number
+  seed: number
+  now: number
+}
 
 /**
  * The rows of the history (the parameters of INSERT below), in time order: minute by
@@ -130,9 +162,22 @@ export function* historyRows(opts: HistoryOptions): Generator<unknown[]> {
     if (kind === 'alarmFailure') {
       const dest = r.pick(['soc-webhook', 'siem-syslog', 'oncall-email'])
       const ev = extraKinds.alarmFailure
-      return [ms, ev.code, ev.severity, ev.category, 'Prime server', ev.description,
+      return [
+        ms,
+        ev.code,
+        ev.severity,
+        ev.category,
+        'Prime server',
+        ev.description,
         `Delivery of event ${Math.floor(r.next() * 1e6)} to ${dest} failed for good after 14 attempts: connect ECONNREFUSED 10.0.0.5:${dest === 'siem-syslog' ? 6514 : 443}.`,
-        null, -1, null, null, null, null, null]
+        null,
+        -1,
+        null,
+        null,
+        null,
+        null,
+        null,
+      ]
     }
     const h = kind === 'attackTool' && withAttack.length ? r.pick(withAttack) : kind === 'vulnerable' && withVulnerable.length ? r.pick(withVulnerable) : pickHost()
     const entity = `${h.name} (${h.ip})`
@@ -141,23 +186,34 @@ export function* historyRows(opts: HistoryOptions): Generator<unknown[]> {
       return [ms, ev.code, ev.severity, ev.category, entity, ev.description, details, null, -1, h.uuid, h.name, null, null, null]
     }
     switch (kind) {
-      case 'peripheralDisconnected': case 'peripheralReconnected': case 'peripheralNew': case 'unapprovedOnArmed': case 'vulnerable': case 'attackTool': {
-        const d = kind === 'attackTool' ? pickDevice(h, 'attack') ?? pickDevice(h) : kind === 'vulnerable' ? pickDevice(h, 'vulnerable') ?? pickDevice(h) : pickDevice(h)
+      case 'peripheralDisconnected':
+      case 'peripheralReconnected':
+      case 'peripheralNew':
+      case 'unapprovedOnArmed':
+      case 'vulnerable':
+      case 'attackTool': {
+        const d = kind === 'attackTool' ? (pickDevice(h, 'attack') ?? pickDevice(h)) : kind === 'vulnerable' ? (pickDevice(h, 'vulnerable') ?? pickDevice(h)) : pickDevice(h)
         const ev = agentEvents[kind]
         const label = `${d.label} on ${h.name}`
         const armed = kind === 'unapprovedOnArmed' || r.chance(0.6)
-        const details = kind === 'peripheralDisconnected' ? `${label} was removed.`
-          : kind === 'unapprovedOnArmed' ? `${label} is not approved; agent is Armed, device blocked.`
-          : kind === 'attackTool' ? `${label}: known keystroke-injection tool; agent is ${armed ? 'Armed, device blocked' : 'Free'}.`
-          : kind === 'vulnerable' ? `${label}: receiver with unpatched firmware; agent is ${armed ? 'Armed' : 'Free'}.`
-          : `${label}.`
+        const details =
+          kind === 'peripheralDisconnected'
+            ? `${label} was removed.`
+            : kind === 'unapprovedOnArmed'
+              ? `${label} is not approved; agent is Armed, device blocked.`
+              : kind === 'attackTool'
+                ? `${label}: known keystroke-injection tool; agent is ${armed ? 'Armed, device blocked' : 'Free'}.`
+                : kind === 'vulnerable'
+                  ? `${label}: receiver with unpatched firmware; agent is ${armed ? 'Armed' : 'Free'}.`
+                  : `${label}.`
         const hashtags = kind === 'unapprovedOnArmed' ? '#unapproved #armed' : kind === 'attackTool' ? `#attack-tool #${armed ? 'armed' : 'free'}` : kind === 'vulnerable' ? '#vulnerable' : null
         return [ms, ev.code, ev.severity, ev.category, entity, ev.description, details, hashtags, d.icon, h.uuid, h.name, d.deviceId, d.vid, d.pid]
       }
       case 'portAlert':
-        return hostOnly('portAlert', h.switchName
-          ? `Switch ${h.switchName} (${h.switchIp}) port ${h.port} ${r.chance(0.5) ? 'went down' : 'reports errors (CRC)'}.`
-          : `${h.name} lost its network link.`)
+        return hostOnly(
+          'portAlert',
+          h.switchName ? `Switch ${h.switchName} (${h.switchIp}) port ${h.port} ${r.chance(0.5) ? 'went down' : 'reports errors (CRC)'}.` : `${h.name} lost its network link.`,
+        )
       case 'locationChanged':
         return hostOnly(kind, `${h.name} moved: address ${h.ip} -> ${h.ip.replace(/\.\d+$/, `.${r.int(10, 209)}`)}.`)
       case 'modeChanged': {
@@ -169,7 +225,10 @@ export function* historyRows(opts: HistoryOptions): Generator<unknown[]> {
       case 'reconnected':
         return hostOnly(kind, `${h.name} checks in again; its last check-in was ${new Date(ms - r.int(600_000, 16 * 3_600_000)).toISOString()}.`)
       case 'commandFailed':
-        return hostOnly(kind, `${r.pick(['SetMode', 'UpdatePolicy', 'UpdateAgent'])} command ${commandId++} failed on ${h.name}: ${r.chance(0.7) ? 'No result reported within 15 minutes of delivery' : 'the agent reported an error'}.`)
+        return hostOnly(
+          kind,
+          `${r.pick(['SetMode', 'UpdatePolicy', 'UpdateAgent'])} command ${commandId++} failed on ${h.name}: ${r.chance(0.7) ? 'No result reported within 15 minutes of delivery' : 'the agent reported an error'}.`,
+        )
       case 'enrolled':
         return hostOnly(kind, `${h.name} enrolled (license Activated).`)
     }
@@ -212,9 +271,11 @@ export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventS
   }
   const newest = db.prepare('SELECT max(created_ms) FROM events').pluck().get() as number | null
   if (!opts.anyOrder && newest !== null && newest >= historyStart(now, days)) {
-    throw new Error(`the database holds events up to ${new Date(newest).toISOString()}, after the start of a ${days}-day history `
-      + `(${new Date(historyStart(now, days)).toISOString()}): event ids would not follow time. Use a fresh --data-dir, `
-      + 'or `npm run seed -- --events N --days D` to write a fleet and its history together')
+    throw new Error(
+      `the database holds events up to ${new Date(newest).toISOString()}, after the start of a ${days}-day history ` +
+        `(${new Date(historyStart(now, days)).toISOString()}): event ids would not follow time. Use a fresh --data-dir, ` +
+        'or `npm run seed -- --events N --days D` to write a fleet and its history together',
+    )
   }
   const rows = historyRows({ events: total, hosts: hostCount, days, seed, now })
 
@@ -278,7 +339,7 @@ export async function indexEvents(db: DB, onProgress?: (done: number, total: num
   try {
     const indexer = recordIndexer(db, { sourceCache: 200_000, docCache: 400_000 })
     const first = indexer.indexed('events')
-    const top = (db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number)
+    const top = db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number
     for (let n = indexer.step('events', 65_536); n > 0; n = indexer.step('events', 65_536)) {
       onProgress?.(indexer.indexed('events') - first, top - first)
       await new Promise((resolve) => setImmediate(resolve))
@@ -319,11 +380,14 @@ async function main() {
     let bar = bars[phase]
     if (!bar) {
       if (phase === 'index') bars.write?.stop()
-      bar = bars[phase] = new cliProgress.SingleBar({
-        format: `${phase === 'write' ? 'writing ' : 'indexing'} |{bar}| {percentage}% | {value}/{total} events | {duration_formatted} elapsed, ETA {eta_formatted}`,
-        stream: process.stderr,
-        hideCursor: true,
-      }, cliProgress.Presets.shades_classic)
+      bar = bars[phase] = new cliProgress.SingleBar(
+        {
+          format: `${phase === 'write' ? 'writing ' : 'indexing'} |{bar}| {percentage}% | {value}/{total} events | {duration_formatted} elapsed, ETA {eta_formatted}`,
+          stream: process.stderr,
+          hideCursor: true,
+        },
+        cliProgress.Presets.shades_classic,
+      )
       bar.start(total, 0)
     }
     bar.setTotal(total)
@@ -339,7 +403,11 @@ async function main() {
   }
   const s = (ms: number) => (ms / 1000).toFixed(1) + ' s'
   console.log(`Seeded ${result.events} events of ${result.hosts} hosts over ${days} days into ${file}`)
-  console.log(`  ${Object.entries(result.phases).map(([k, v]) => `${k} ${s(v)}`).join(', ')}`)
+  console.log(
+    `  ${Object.entries(result.phases)
+      .map(([k, v]) => `${k} ${s(v)}`)
+      .join(', ')}`,
+  )
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {

@@ -53,12 +53,24 @@ export interface SeedResult {
 const HOUR = 3_600_000
 const DAY = 24 * HOUR
 
-interface Catalogue { attack: Set<string>; vulnerable: Set<string>; severity: Map<string, number>; vulnerability: Map<string, string>; names: Map<string, string> }
+interface Catalogue {
+  attack: Set<string>
+  vulnerable: Set<string>
+  severity: Map<string, number>
+  vulnerability: Map<string, string>
+  names: Map<string, string>
+}
 
 function loadCatalogue(db: DB): Catalogue {
   const c: Catalogue = { attack: new Set(), vulnerable: new Set(), severity: new Map(), vulnerability: new Map(), names: new Map() }
-  const rows = db.prepare('SELECT kind, vid, pid, name, vulnerability, severity FROM catalogue ORDER BY rowid').all() as
-    { kind: string; vid: string; pid: string; name: string; vulnerability: string | null; severity: number }[]
+  const rows = db.prepare('SELECT kind, vid, pid, name, vulnerability, severity FROM catalogue ORDER BY rowid').all() as {
+    kind: string
+    vid: string
+    pid: string
+    name: string
+    vulnerability: string | null
+    severity: number
+  }[]
   for (const r of rows) {
     const key = `${r.vid}:${r.pid}`
     ;(r.kind === 'KnownAttackTool' ? c.attack : c.vulnerable).add(key)
@@ -93,7 +105,10 @@ interface GenContext {
 }
 
 /** Running numbers across chunks: event order, peripheral ids. */
-interface Sequences { events: number; peripherals: number }
+interface Sequences {
+  events: number
+  peripherals: number
+}
 
 /** Rows as the parameter arrays of AGENT_INSERT, PERIPHERAL_INSERT and so on. */
 interface Chunk {
@@ -105,27 +120,104 @@ interface Chunk {
 }
 
 const AGENT_COLUMNS = [
-  'id', 'uuid', 'machine_id', 'enrolled_ms', 'host_identifier', 'local_ip_address', 'os_version', 'manufacturer', 'pc_model',
-  'nics_json', 'nics_text', 'ip_addresses', 'operational_status', 'is_system_locked', 'connection_status', 'display_status',
-  'approved_and_present', 'approved_and_disconnected', 'not_approved', 'latest_event_text', 'latest_minus1_event_text',
-  'latest_minus2_event_text', 'service_version', 'kb_driver_version', 'last_updated_ms', 'last_configured_ms', 'license_status',
-  'expiration_ms', 'license_account_id', 'license_account_name', 'severity', 'has_unapproved', 'has_vulnerable', 'has_attack_tool',
-  'vulnerable_or_wlv', 'model_tooltip', 'running_mode', 'switch_ip', 'switch_name', 'port_id', 'port_name', 'ethernets_count',
-  'hashtags', 'logged_on_users',
+  'id',
+  'uuid',
+  'machine_id',
+  'enrolled_ms',
+  'host_identifier',
+  'local_ip_address',
+  'os_version',
+  'manufacturer',
+  'pc_model',
+  'nics_json',
+  'nics_text',
+  'ip_addresses',
+  'operational_status',
+  'is_system_locked',
+  'connection_status',
+  'display_status',
+  'approved_and_present',
+  'approved_and_disconnected',
+  'not_approved',
+  'latest_event_text',
+  'latest_minus1_event_text',
+  'latest_minus2_event_text',
+  'service_version',
+  'kb_driver_version',
+  'last_updated_ms',
+  'last_configured_ms',
+  'license_status',
+  'expiration_ms',
+  'license_account_id',
+  'license_account_name',
+  'severity',
+  'has_unapproved',
+  'has_vulnerable',
+  'has_attack_tool',
+  'vulnerable_or_wlv',
+  'model_tooltip',
+  'running_mode',
+  'switch_ip',
+  'switch_name',
+  'port_id',
+  'port_name',
+  'ethernets_count',
+  'hashtags',
+  'logged_on_users',
 ]
 const PERIPHERAL_COLUMNS = [
-  'id', 'agent_id', 'agent_uuid', 'device_id', 'vid', 'pid', 'serial_number', 'description', 'status', 'manufacturer', 'caption',
-  'gui_vid', 'gui_pid', 'gui_serial', 'dev_icon', 'class_code', 'subclass_code', 'protocol_code', 'hierarchy', 'parent_device_id',
-  'is_disabled', 'present', 'approved', 'admin_status', 'is_unapproved', 'is_vulnerable', 'is_attack_tool', 'vulnerability',
-  'severity', 'in_action', 'vendor_text_id', 'product_text_id', 'first_seen_ms', 'last_seen_ms',
+  'id',
+  'agent_id',
+  'agent_uuid',
+  'device_id',
+  'vid',
+  'pid',
+  'serial_number',
+  'description',
+  'status',
+  'manufacturer',
+  'caption',
+  'gui_vid',
+  'gui_pid',
+  'gui_serial',
+  'dev_icon',
+  'class_code',
+  'subclass_code',
+  'protocol_code',
+  'hierarchy',
+  'parent_device_id',
+  'is_disabled',
+  'present',
+  'approved',
+  'admin_status',
+  'is_unapproved',
+  'is_vulnerable',
+  'is_attack_tool',
+  'vulnerability',
+  'severity',
+  'in_action',
+  'vendor_text_id',
+  'product_text_id',
+  'first_seen_ms',
+  'last_seen_ms',
 ]
 const insertSql = (table: string, columns: readonly string[]) => `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`
 const AGENT_INSERT = insertSql('agents', AGENT_COLUMNS)
 const PERIPHERAL_INSERT = insertSql('peripherals', PERIPHERAL_COLUMNS)
-const VENDOR_AT = PERIPHERAL_COLUMNS.indexOf('vendor_text_id'), PRODUCT_AT = PERIPHERAL_COLUMNS.indexOf('product_text_id')
+const VENDOR_AT = PERIPHERAL_COLUMNS.indexOf('vendor_text_id'),
+  PRODUCT_AT = PERIPHERAL_COLUMNS.indexOf('product_text_id')
 
 type EventKind = keyof typeof agentEvents
-interface SeedEvent { t: number; kind: EventKind; details: string; hashtags: string | null; icon: number; device: string | null; vid: string | null; pid: string | null }
+interface SeedEvent {
+  t: number
+  kind: EventKind
+  details: string
+  hashtags: string | null
+  icon: number
+  device: string | null
+  vid: string | null
+  pid: string | null
+}
 
 function generateChunk(ctx: GenContext, from: number, count: number, seq: Sequences): Chunk {
   const { catalogue, now, license } = ctx
@@ -144,8 +236,14 @@ function generateChunk(ctx: GenContext, from: number, count: number, seq: Sequen
     const mode = armed ? 'Armed' : 'Free'
     const lastConfigured = r.chance(0.95) ? enrolled + Math.floor(r.next() * (lastUpdated - enrolled)) : null
     // A few wait for a seat; with an account id set, a few report another account.
-    const status = expired ? 'Expired' : r.weighted([['Activated', 97], ['Pending', 2], [license.accountId === null ? 'Activated' : 'Invalid', 1]] as const)
-    const reportedAccount = status === 'Invalid' ? 'OTHER-0042' : license.accountId ?? 'PRIME-0001'
+    const status = expired
+      ? 'Expired'
+      : r.weighted([
+          ['Activated', 97],
+          ['Pending', 2],
+          [license.accountId === null ? 'Activated' : 'Invalid', 1],
+        ] as const)
+    const reportedAccount = status === 'Invalid' ? 'OTHER-0042' : (license.accountId ?? 'PRIME-0001')
 
     // The administrators' decisions, per model: on most agents everything but attack tools
     // is approved; on the others removable devices often wait for review.
@@ -166,7 +264,12 @@ function generateChunk(ctx: GenContext, from: number, count: number, seq: Sequen
 
     // Peripheral rows (derived as the gateway derives a report) and the agent's counters
     // and flags (as db/agent-state.ts computes them).
-    let approvedPresent = 0, approvedGone = 0, notApproved = 0, hasVulnerable = false, hasAttack = false, agentSeverity = 6
+    let approvedPresent = 0,
+      approvedGone = 0,
+      notApproved = 0,
+      hasVulnerable = false,
+      hasAttack = false,
+      agentSeverity = 6
     const rows = host.peripherals.map((report) => {
       const d = derivePeripheral(report)
       const key = `${d.vid}:${d.pid}`
@@ -196,10 +299,14 @@ function generateChunk(ctx: GenContext, from: number, count: number, seq: Sequen
     const none = { hashtags: null, icon: -1, device: null, vid: null, pid: null }
     const evs: SeedEvent[] = [{ ...none, t: enrolled, kind: 'enrolled', details: `${hostName} enrolled (license ${status}).` }]
     if (lastConfigured !== null) evs.push({ ...none, t: lastConfigured, kind: 'modeChanged', details: `${hostName} is now ${mode} (was ${armed ? 'Free' : 'Armed'}); requested by admin.` })
-    let newest = -1, second = -1
+    let newest = -1,
+      second = -1
     rows.forEach((x, i) => {
       if (!x.d.present) return
-      if (newest < 0 || x.firstSeen > rows[newest].firstSeen) { second = newest; newest = i } else if (second < 0 || x.firstSeen > rows[second].firstSeen) second = i
+      if (newest < 0 || x.firstSeen > rows[newest].firstSeen) {
+        second = newest
+        newest = i
+      } else if (second < 0 || x.firstSeen > rows[second].firstSeen) second = i
     })
     rows.forEach((x, i) => {
       if (!x.d.present) return
@@ -214,20 +321,59 @@ function generateChunk(ctx: GenContext, from: number, count: number, seq: Sequen
     })
     // In time order; within one check-in the most severe last, as the gateway records them.
     evs.sort((a, b) => a.t - b.t || agentEvents[b.kind].severity - agentEvents[a.kind].severity)
-    const latest = evs.slice(-3).reverse().map((e) => agentEvents[e.kind].description)
+    const latest = evs
+      .slice(-3)
+      .reverse()
+      .map((e) => agentEvents[e.kind].description)
 
     const nics = host.nics
     const ips = [...new Set([host.localIpAddress, ...nics.flatMap((n) => n.ipAddresses)])].join(' ')
     const sw = host.connectedSwitch
     chunk.agents.push([
-      agentId, uuid, host.machineId, enrolled, hostName, host.localIpAddress, host.osVersion, host.manufacturer, host.pcModel,
-      JSON.stringify(nics), nicsText(nics), ips, mode, armed && r.chance(0.5) ? 1 : 0, connected ? 'Connected' : 'Disconnected',
-      connected ? mode : 'Disconnected', approvedPresent, approvedGone, notApproved, latest[0] ?? null, latest[1] ?? null, latest[2] ?? null,
-      host.serviceVersion, host.kbDriverVersion, lastUpdated, lastConfigured, status, license.expirationMs, reportedAccount, license.accountName,
-      agentSeverity, hasUnapproved ? 1 : 0, hasVulnerable ? 1 : 0, hasAttack ? 1 : 0, hasVulnerable || (hasUnapproved && armed) ? 1 : 0,
-      modelTooltip(host.manufacturer, host.pcModel, host.osVersion, nics.length), host.runningMode,
-      sw?.ip ?? null, sw?.name ?? null, sw?.portId ?? null, sw?.portName ?? null,
-      nics.filter((n) => n.isEthernet).length, host.hashtags.length ? host.hashtags.join(' ') : null, JSON.stringify(host.loggedOnUsers),
+      agentId,
+      uuid,
+      host.machineId,
+      enrolled,
+      hostName,
+      host.localIpAddress,
+      host.osVersion,
+      host.manufacturer,
+      host.pcModel,
+      JSON.stringify(nics),
+      nicsText(nics),
+      ips,
+      mode,
+      armed && r.chance(0.5) ? 1 : 0,
+      connected ? 'Connected' : 'Disconnected',
+      connected ? mode : 'Disconnected',
+      approvedPresent,
+      approvedGone,
+      notApproved,
+      latest[0] ?? null,
+      latest[1] ?? null,
+      latest[2] ?? null,
+      host.serviceVersion,
+      host.kbDriverVersion,
+      lastUpdated,
+      lastConfigured,
+      status,
+      license.expirationMs,
+      reportedAccount,
+      license.accountName,
+      agentSeverity,
+      hasUnapproved ? 1 : 0,
+      hasVulnerable ? 1 : 0,
+      hasAttack ? 1 : 0,
+      hasVulnerable || (hasUnapproved && armed) ? 1 : 0,
+      modelTooltip(host.manufacturer, host.pcModel, host.osVersion, nics.length),
+      host.runningMode,
+      sw?.ip ?? null,
+      sw?.name ?? null,
+      sw?.portId ?? null,
+      sw?.portName ?? null,
+      nics.filter((n) => n.isEthernet).length,
+      host.hashtags.length ? host.hashtags.join(' ') : null,
+      JSON.stringify(host.loggedOnUsers),
     ])
     for (const [key, decision] of decisions) {
       chunk.approvals.push([agentId, key.slice(0, 4), key.slice(5), decision, enrolled + Math.floor(r.next() * (lastUpdated - enrolled)), r.chance(0.8) ? 'admin' : 'token:soar'])
@@ -236,10 +382,40 @@ function generateChunk(ctx: GenContext, from: number, count: number, seq: Sequen
       const d = x.d
       const texts = peripheralTexts(d)
       chunk.peripherals.push([
-        ctx.firstPeripheralId + seq.peripherals++, agentId, uuid, d.deviceId, d.vid, d.pid, d.serialNumber, d.description, d.status, d.manufacturer, d.caption,
-        d.guiVid, d.guiPid, d.guiSerial, d.devIcon, d.classCode, d.subclassCode, d.protocolCode, d.hierarchy, d.parentDeviceId,
-        d.isDisabled, d.present, x.approved ? 1 : 0, x.adminStatus, d.present && !x.approved ? 1 : 0, x.isVulnerable ? 1 : 0,
-        x.isAttack ? 1 : 0, catalogue.vulnerability.get(x.key) ?? null, x.severity, 0, texts.vendor, texts.product, x.firstSeen, x.lastSeen,
+        ctx.firstPeripheralId + seq.peripherals++,
+        agentId,
+        uuid,
+        d.deviceId,
+        d.vid,
+        d.pid,
+        d.serialNumber,
+        d.description,
+        d.status,
+        d.manufacturer,
+        d.caption,
+        d.guiVid,
+        d.guiPid,
+        d.guiSerial,
+        d.devIcon,
+        d.classCode,
+        d.subclassCode,
+        d.protocolCode,
+        d.hierarchy,
+        d.parentDeviceId,
+        d.isDisabled,
+        d.present,
+        x.approved ? 1 : 0,
+        x.adminStatus,
+        d.present && !x.approved ? 1 : 0,
+        x.isVulnerable ? 1 : 0,
+        x.isAttack ? 1 : 0,
+        catalogue.vulnerability.get(x.key) ?? null,
+        x.severity,
+        0,
+        texts.vendor,
+        texts.product,
+        x.firstSeen,
+        x.lastSeen,
       ])
     }
     const entity = `${hostName} (${host.localIpAddress})`
@@ -269,7 +445,10 @@ interface WorkerFts {
   /** The trigger's insert as one statement over the new rows: INSERT INTO <name> ... SELECT ... FROM peripherals AS new WHERE new.id >= ? */
   bulkSql: string
 }
-interface FtsPlan { file: string; indexes: WorkerFts[] }
+interface FtsPlan {
+  file: string
+  indexes: WorkerFts[]
+}
 type WorkerMessage = { chunk: Chunk } | { ftsBuilt: true } | { ftsFailed: string } | { failed: string }
 
 if (!isMainThread && (workerData as { seedWorker?: boolean } | null)?.seedWorker) {
@@ -293,7 +472,8 @@ if (!isMainThread && (workerData as { seedWorker?: boolean } | null)?.seedWorker
       for (const b of bulk) b.run(c.peripherals[0][0])
     })
   }
-  let credits = 4, next = 0
+  let credits = 4,
+    next = 0
   const seq: Sequences = { events: 0, peripherals: 0 }
   const pump = () => {
     while (credits > 0 && next < total) {
@@ -332,7 +512,10 @@ if (!isMainThread && (workerData as { seedWorker?: boolean } | null)?.seedWorker
       post({ failed: String((err as Error)?.message ?? err) })
     }
   }
-  parentPort!.on('message', () => { credits++; run() })
+  parentPort!.on('message', () => {
+    credits++
+    run()
+  })
   run()
 }
 
@@ -499,11 +682,12 @@ const EVENT_COLUMNS = `created_ms, event_code, severity, category, entity_id, de
  * `events` as one stream in time order (both are read in order: a merge, no sort of
  * millions of rows); answers how many.
  */
-async function writeWithHistory(db: DB, history: { events: number; days: number; hosts: number; seed: number; now: number },
-  onEvents?: (written: number, total: number) => void): Promise<number> {
+async function writeWithHistory(db: DB, history: { events: number; days: number; hosts: number; seed: number; now: number }, onEvents?: (written: number, total: number) => void): Promise<number> {
   db.exec('CREATE INDEX temp.seed_events_order ON seed_events (created_ms, seq)')
-  const page = db.prepare<[number, number]>(`SELECT seq, ${EVENT_COLUMNS} FROM temp.seed_events
-    WHERE (created_ms, seq) > (?, ?) ORDER BY created_ms, seq LIMIT 20000`).raw()
+  const page = db
+    .prepare<[number, number]>(`SELECT seq, ${EVENT_COLUMNS} FROM temp.seed_events
+    WHERE (created_ms, seq) > (?, ?) ORDER BY created_ms, seq LIMIT 20000`)
+    .raw()
   const insert = db.prepare(`INSERT INTO events (${EVENT_COLUMNS}) VALUES (${Array(14).fill('?').join(', ')})`)
   const total = history.events + (db.prepare('SELECT count(*) FROM temp.seed_events').pluck().get() as number)
   let buf = page.all(Number.MIN_SAFE_INTEGER, -1) as unknown[][]
@@ -546,7 +730,9 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
   const t0 = performance.now()
   const chunkSize = opts.chunk ?? 500
   const phases: Record<string, number> = {}
-  const phase = (name: string, since: number) => { phases[name] = (phases[name] ?? 0) + performance.now() - since }
+  const phase = (name: string, since: number) => {
+    phases[name] = (phases[name] ?? 0) + performance.now() - since
+  }
   const ctx: GenContext = {
     seed: opts.seed ?? 42,
     perAgent: opts.peripheralsPerAgent ?? 10,
@@ -589,7 +775,10 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
     return id
   }
 
-  let agents = 0, peripherals = 0, approvals = 0, events = 0
+  let agents = 0,
+    peripherals = 0,
+    approvals = 0,
+    events = 0
   // Inside the load's one transaction (a savepoint per chunk would only add journal writes).
   const write = (c: Chunk) => {
     let lastAgent = 0
@@ -611,7 +800,9 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
     resourceLimits: { maxYoungGenerationSizeMb: 64 },
   })
   const queue: Chunk[] = []
-  let wake: (() => void) | null = null, failure: Error | null = null, exited = false
+  let wake: (() => void) | null = null,
+    failure: Error | null = null,
+    exited = false
   const fts: { state: 'building' | 'built' | 'failed' } = { state: load.fts ? 'building' : 'failed' }
   worker.on('message', (m: WorkerMessage) => {
     if ('chunk' in m) queue.push(m.chunk)
@@ -623,11 +814,19 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
     }
     wake?.()
   })
-  worker.on('error', (err) => { failure = new Error(`the generator failed: ${(err as Error)?.message ?? JSON.stringify(err)}`); wake?.() })
-  worker.on('exit', () => { exited = true; wake?.() })
+  worker.on('error', (err) => {
+    failure = new Error(`the generator failed: ${(err as Error)?.message ?? JSON.stringify(err)}`)
+    wake?.()
+  })
+  worker.on('exit', () => {
+    exited = true
+    wake?.()
+  })
   const waitForWorker = async () => {
     const waited = performance.now()
-    await new Promise<void>((resolve) => { wake = resolve })
+    await new Promise<void>((resolve) => {
+      wake = resolve
+    })
     wake = null
     phase('wait for the worker', waited)
   }
@@ -654,9 +853,10 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
     const t = performance.now()
     const lastEvent = () => db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number
     const firstEvent = lastEvent() + 1
-    events = opts.history && agents > 0
-      ? await writeWithHistory(db, { ...opts.history, hosts: agents, seed: ctx.seed, now: ctx.now }, opts.onEvents)
-      : db.prepare(`INSERT INTO events (${EVENT_COLUMNS}) SELECT ${EVENT_COLUMNS} FROM temp.seed_events ORDER BY created_ms, seq`).run().changes
+    events =
+      opts.history && agents > 0
+        ? await writeWithHistory(db, { ...opts.history, hosts: agents, seed: ctx.seed, now: ctx.now }, opts.onEvents)
+        : db.prepare(`INSERT INTO events (${EVENT_COLUMNS}) SELECT ${EVENT_COLUMNS} FROM temp.seed_events ORDER BY created_ms, seq`).run().changes
     db.exec('DELETE FROM temp.seed_events')
     raiseRisks(db, firstEvent, lastEvent())
     phase('write events', t)
@@ -718,8 +918,10 @@ export function checkSeed(db: DB, sample = 100): { checked: number; mismatches: 
     }
   }
   // The texts' peripheral counts are set once at the end of a load (migration 017).
-  const wrongCounts = db.prepare(`SELECT * FROM (SELECT t.id, t.n, (SELECT count(*) FROM peripherals WHERE vendor_text_id = t.id)
-    + (SELECT count(*) FROM peripherals WHERE product_text_id = t.id) AS actual FROM peripheral_texts t) WHERE n <> actual LIMIT 3`).all() as { id: number; n: number; actual: number }[]
+  const wrongCounts = db
+    .prepare(`SELECT * FROM (SELECT t.id, t.n, (SELECT count(*) FROM peripherals WHERE vendor_text_id = t.id)
+    + (SELECT count(*) FROM peripherals WHERE product_text_id = t.id) AS actual FROM peripheral_texts t) WHERE n <> actual LIMIT 3`)
+    .all() as { id: number; n: number; actual: number }[]
   for (const w of wrongCounts) mismatches.push(`peripheral text ${w.id}: counts ${w.n} peripherals, ${w.actual} name it`)
   // And the agents' flag totals (migration 018), kept by triggers as the agents were written.
   for (const flag of ['has_unapproved', 'has_vulnerable', 'has_attack_tool', 'vulnerable_or_wlv']) {
@@ -765,13 +967,16 @@ async function main() {
     db.close()
     throw new Error(`${file} already holds ${existing} agents: pass --append to add more, or use a fresh --data-dir`)
   }
-  const bar = new cliProgress.SingleBar({
-    format: 'seeding |{bar}| {percentage}% | {value}/{total} agents | {peripherals} peripherals | {duration_formatted} elapsed, ETA {eta_formatted}',
-    stream: process.stderr,
-    hideCursor: true,
-    // Ctrl-C ends the load after the current chunk (below), not the process.
-    gracefulExit: false,
-  }, cliProgress.Presets.shades_classic)
+  const bar = new cliProgress.SingleBar(
+    {
+      format: 'seeding |{bar}| {percentage}% | {value}/{total} agents | {peripherals} peripherals | {duration_formatted} elapsed, ETA {eta_formatted}',
+      stream: process.stderr,
+      hideCursor: true,
+      // Ctrl-C ends the load after the current chunk (below), not the process.
+      gracefulExit: false,
+    },
+    cliProgress.Presets.shades_classic,
+  )
   const stop = new AbortController()
   process.once('SIGINT', () => stop.abort())
   bar.start(agents, 0, { peripherals: 0 })
@@ -779,12 +984,19 @@ async function main() {
   try {
     let events: cliProgress.SingleBar | null = null
     result = await seedFleet(db, {
-      agents, peripheralsPerAgent: perAgent, seed, signal: stop.signal, onProgress: (a, p) => bar.update(a, { peripherals: p }),
+      agents,
+      peripheralsPerAgent: perAgent,
+      seed,
+      signal: stop.signal,
+      onProgress: (a, p) => bar.update(a, { peripherals: p }),
       history: history.events > 0 ? history : undefined,
       onEvents: (done, total) => {
         if (!events) {
           bar.stop()
-          events = new cliProgress.SingleBar({ format: 'events  |{bar}| {percentage}% | {value}/{total} events in time order | {duration_formatted} elapsed, ETA {eta_formatted}', stream: process.stderr, hideCursor: true }, cliProgress.Presets.shades_classic)
+          events = new cliProgress.SingleBar(
+            { format: 'events  |{bar}| {percentage}% | {value}/{total} events in time order | {duration_formatted} elapsed, ETA {eta_formatted}', stream: process.stderr, hideCursor: true },
+            cliProgress.Presets.shades_classic,
+          )
           events.start(total, 0)
         }
         events.update(done)
@@ -794,7 +1006,10 @@ async function main() {
     if (history.events > 0 && !stop.signal.aborted) {
       // The query index, as seed-events builds it (the server would otherwise do it in the background after its start).
       const t = performance.now()
-      const indexing = new cliProgress.SingleBar({ format: 'indexing |{bar}| {percentage}% | {value}/{total} events | {duration_formatted} elapsed, ETA {eta_formatted}', stream: process.stderr, hideCursor: true }, cliProgress.Presets.shades_classic)
+      const indexing = new cliProgress.SingleBar(
+        { format: 'indexing |{bar}| {percentage}% | {value}/{total} events | {duration_formatted} elapsed, ETA {eta_formatted}', stream: process.stderr, hideCursor: true },
+        cliProgress.Presets.shades_classic,
+      )
       indexing.start(result.events, 0)
       await indexEvents(db, (done, total) => {
         indexing.setTotal(total)
@@ -815,7 +1030,11 @@ async function main() {
   const s = (ms: number) => (ms / 1000).toFixed(1) + ' s'
   if (stop.signal.aborted) console.log('Interrupted: stopped after the last complete chunk.')
   console.log(`Seeded ${result.agents} agents, ${result.peripherals} peripherals, ${result.approvals} approvals and ${result.events} events into ${file}`)
-  console.log(`  ${Object.entries(result.phases).map(([k, v]) => `${k} ${s(v)}`).join(', ')}`)
+  console.log(
+    `  ${Object.entries(result.phases)
+      .map(([k, v]) => `${k} ${s(v)}`)
+      .join(', ')}`,
+  )
   if (check.mismatches.length) {
     console.error(`Check FAILED: ${check.mismatches.length} differences from db/agent-state.ts in ${check.checked} sampled agents:`)
     for (const line of check.mismatches.slice(0, 20)) console.error('  ' + line)

@@ -86,7 +86,13 @@ interface SimAgent {
 }
 
 /** What survives a restart of the simulator: what the agents were told to be. */
-interface Kept { mode: 'Armed' | 'Free'; serviceVersion: string; kbDriverVersion: string; whitelist: string[] | null; credential?: string | null }
+interface Kept {
+  mode: 'Armed' | 'Free'
+  serviceVersion: string
+  kbDriverVersion: string
+  whitelist: string[] | null
+  credential?: string | null
+}
 let kept: Record<string, Kept> = {}
 try {
   kept = JSON.parse(fs.readFileSync(stateFile, 'utf8'))
@@ -104,11 +110,21 @@ for (let i = 0; i < AGENTS; i++) {
     host.kbDriverVersion = k.kbDriverVersion
   }
   agents.push({
-    host, r, credential: null, lastCredential: k?.credential ?? null, held: false, uuid: null,
-    mode: k?.mode ?? 'Free', locked: false, whitelist: k?.whitelist ? new Set(k.whitelist) : null,
+    host,
+    r,
+    credential: null,
+    lastCredential: k?.credential ?? null,
+    held: false,
+    uuid: null,
+    mode: k?.mode ?? 'Free',
+    locked: false,
+    whitelist: k?.whitelist ? new Set(k.whitelist) : null,
     // Enrollments spread over the first few seconds.
     nextAt: Date.now() + Math.floor((i / AGENTS) * Math.min(10_000, AGENTS * 20)),
-    busy: false, checkedIn: false, plugSeq: 0, unreported: [],
+    busy: false,
+    checkedIn: false,
+    plugSeq: 0,
+    unreported: [],
   })
 }
 
@@ -117,7 +133,10 @@ function saveState() {
   const out: Record<string, Kept> = { ...kept }
   for (const a of agents) {
     out[a.host.machineId] = {
-      mode: a.mode, serviceVersion: a.host.serviceVersion, kbDriverVersion: a.host.kbDriverVersion, whitelist: a.whitelist ? [...a.whitelist] : null,
+      mode: a.mode,
+      serviceVersion: a.host.serviceVersion,
+      kbDriverVersion: a.host.kbDriverVersion,
+      whitelist: a.whitelist ? [...a.whitelist] : null,
       credential: a.credential ?? a.lastCredential,
     }
   }
@@ -134,15 +153,19 @@ function saveState() {
 // Statistics, logged every 10 s
 
 const stats = { enrolled: 0, reEnrolled: 0, held: 0, checkIns: 0, commands: 0, plugged: 0, unplugged: 0, risky: 0, r429: 0, r401: 0, failures: 0, lastError: '' }
-let windowCheckIns = 0, windowCommands = 0, windowStart = Date.now()
+let windowCheckIns = 0,
+  windowCommands = 0,
+  windowStart = Date.now()
 
 function logLine() {
   const now = Date.now()
   const secs = (now - windowStart) / 1000
   const enrolled = agents.filter((a) => a.credential && !a.held).length
-  console.log(`${new Date(now).toISOString()} agents ${enrolled}/${AGENTS} enrolled · ${(windowCheckIns / secs).toFixed(1)} check-ins/s · ` +
-    `${windowCommands} commands obeyed (${stats.commands} in all) · plugged ${stats.plugged} (risky ${stats.risky}), unplugged ${stats.unplugged} · ` +
-    `held for approval: ${agents.filter((a) => a.held).length} · 429: ${stats.r429}, 401: ${stats.r401}, failures: ${stats.failures}${stats.lastError ? ` (latest: ${stats.lastError})` : ''}`)
+  console.log(
+    `${new Date(now).toISOString()} agents ${enrolled}/${AGENTS} enrolled · ${(windowCheckIns / secs).toFixed(1)} check-ins/s · ` +
+      `${windowCommands} commands obeyed (${stats.commands} in all) · plugged ${stats.plugged} (risky ${stats.risky}), unplugged ${stats.unplugged} · ` +
+      `held for approval: ${agents.filter((a) => a.held).length} · 429: ${stats.r429}, 401: ${stats.r401}, failures: ${stats.failures}${stats.lastError ? ` (latest: ${stats.lastError})` : ''}`,
+  )
   windowCheckIns = 0
   windowCommands = 0
   windowStart = now
@@ -153,7 +176,12 @@ function logLine() {
 // ---------------------------------------------------------------------------------------
 // HTTP
 
-interface Answer<T> { status: number; body: T | null; retryAfterMs: number; detail: string }
+interface Answer<T> {
+  status: number
+  body: T | null
+  retryAfterMs: number
+  detail: string
+}
 
 async function post<T>(op: string, body: unknown, credential?: string): Promise<Answer<T>> {
   const res = await fetch(`${BASE}/${op}`, {
@@ -170,7 +198,7 @@ async function post<T>(op: string, body: unknown, credential?: string): Promise<
     // not JSON: keep the status
   }
   const retry = Number(res.headers.get('retry-after'))
-  const detail = res.status >= 400 ? (parsed as { detail?: string } | null)?.detail ?? text.slice(0, 200) : ''
+  const detail = res.status >= 400 ? ((parsed as { detail?: string } | null)?.detail ?? text.slice(0, 200)) : ''
   if (res.status >= 400) stats.lastError = `${op} ${res.status}: ${detail}`
   return { status: res.status, body: res.ok ? (parsed as T) : null, retryAfterMs: Number.isFinite(retry) && retry > 0 ? retry * 1000 : 0, detail }
 }
@@ -193,7 +221,10 @@ function later(a: SimAgent, res: Answer<unknown>) {
 async function enroll(a: SimAgent): Promise<boolean> {
   // Presenting the credential it last had proves the identity: the server rotates it at once.
   const res = await post<EnrollResponse>('enroll', {
-    enrollmentSecret: SECRET, machineId: a.host.machineId, hostIdentifier: a.host.hostIdentifier, localIpAddress: a.host.localIpAddress,
+    enrollmentSecret: SECRET,
+    machineId: a.host.machineId,
+    hostIdentifier: a.host.hostIdentifier,
+    localIpAddress: a.host.localIpAddress,
     ...(a.lastCredential ? { currentCredential: a.lastCredential } : {}),
   })
   if (res.status === 401) {
@@ -292,14 +323,16 @@ function debugLog(a: SimAgent): string {
   for (let i = 0; i < n; i++) {
     const t = new Date(t0 + Math.floor((i / n) * 3_600_000)).toISOString()
     const p = a.r.pick(a.host.peripherals)
-    lines.push(a.r.pick([
-      `${t} INFO  service: heartbeat ok, ${a.host.peripherals.filter((x) => x.present).length} devices present, mode ${a.mode}`,
-      `${t} INFO  usbmon: enumerated ${p.deviceID} class ${p.classCode}/${p.subclassCode}/${p.protocolCode}`,
-      `${t} DEBUG policy: ${a.whitelist ? a.whitelist.size : 0} approved models loaded`,
-      `${t} INFO  gateway: check-in accepted by ${values.url}`,
-      `${t} WARN  kbfilter: slow keystroke dispatch (${a.r.int(20, 90)} ms) on ${p.deviceID}`,
-      `${t} DEBUG usbmon: port ${a.r.int(1, 12)} power state D0`,
-    ]))
+    lines.push(
+      a.r.pick([
+        `${t} INFO  service: heartbeat ok, ${a.host.peripherals.filter((x) => x.present).length} devices present, mode ${a.mode}`,
+        `${t} INFO  usbmon: enumerated ${p.deviceID} class ${p.classCode}/${p.subclassCode}/${p.protocolCode}`,
+        `${t} DEBUG policy: ${a.whitelist ? a.whitelist.size : 0} approved models loaded`,
+        `${t} INFO  gateway: check-in accepted by ${values.url}`,
+        `${t} WARN  kbfilter: slow keystroke dispatch (${a.r.int(20, 90)} ms) on ${p.deviceID}`,
+        `${t} DEBUG usbmon: port ${a.r.int(1, 12)} power state D0`,
+      ]),
+    )
   }
   return lines.join('\n') + '\n'
 }
@@ -442,5 +475,7 @@ while (inFlight > 0) await sleep(20)
 clearInterval(ticker)
 logLine()
 const secs = (Date.now() - started) / 1000
-console.log(`Done after ${secs.toFixed(0)} s: ${stats.enrolled} enrolled, ${stats.reEnrolled} re-enrolled, ${stats.held} held for approval, ${stats.checkIns} check-ins, ${stats.commands} commands obeyed.`)
+console.log(
+  `Done after ${secs.toFixed(0)} s: ${stats.enrolled} enrolled, ${stats.reEnrolled} re-enrolled, ${stats.held} held for approval, ${stats.checkIns} check-ins, ${stats.commands} commands obeyed.`,
+)
 process.exit(exitCode)

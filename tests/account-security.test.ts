@@ -15,8 +15,7 @@ const UPDATE_OWN = '/prime/webui/admin/updateuserdetails'
 const DELETE = '/prime/webui/admin/deleteUsers'
 const TOKENS = '/prime/webui/admin/integrationTokens'
 
-const signIn = (app: FastifyInstance, username: string, password: string) =>
-  app.inject({ method: 'POST', url: LOGIN, payload: { username, password } })
+const signIn = (app: FastifyInstance, username: string, password: string) => app.inject({ method: 'POST', url: LOGIN, payload: { username, password } })
 const refresh = (app: FastifyInstance, refreshToken: string) => app.inject({ method: 'POST', url: REFRESH, payload: { refreshToken } })
 
 t.test('F1a own password change revokes the refresh tokens issued before it', async (t) => {

@@ -20,10 +20,16 @@ function setup() {
   const service = accountService({
     accounts: asyncPort(repos.users, uow),
     uow,
-    audit: asyncPort({ record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) }, uow),
+    audit: asyncPort(
+      { record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) },
+      uow,
+    ),
     passwords,
     lockout: { threshold: 3, ms: 60_000 },
-    startSession: (userId) => (sessions.push(userId), { token: 't', expiresAt: 'e', refreshToken: 'r', refreshTokenExpiresAt: 'e' }),
+    startSession: (userId) => {
+      sessions.push(userId)
+      return { token: 't', expiresAt: 'e', refreshToken: 'r', refreshTokenExpiresAt: 'e' }
+    },
   })
   const audits = () => db.prepare('SELECT description, outcome, source_ip FROM audit_trail ORDER BY id').all() as { description: string; outcome: string; source_ip: string }[]
   return { repos, service, sessions, audits }
@@ -59,22 +65,38 @@ t.test("one's own password change is checked against the credential inside the c
   const { service, repos } = setup()
   const bob = await service.create(admin, account('bob', 10))
   const change = { currentPassword: 'Correct-horse-42', newPassword: 'Another-horse-43' }
-  await t.rejects(service.updateOwn(admin, { kind: 'session', id: bob.id }, change, () => { throw new Error('revoked meanwhile') }), /revoked meanwhile/)
+  await t.rejects(
+    service.updateOwn(admin, { kind: 'session', id: bob.id }, change, () => {
+      throw new Error('revoked meanwhile')
+    }),
+    /revoked meanwhile/,
+  )
   t.equal(repos.users.byId(bob.id)!.password_hash, 'h:Correct-horse-42', 'nothing changed')
   await service.updateOwn(admin, { kind: 'session', id: bob.id }, change, () => {})
   t.equal(repos.users.byId(bob.id)!.password_hash, 'h:Another-horse-43')
-  await t.rejects(service.updateOwn(admin, { kind: 'integration', id: 'x' }, { email: 'a@b.c' }, () => {}), { code: 'validation' })
+  await t.rejects(
+    service.updateOwn(admin, { kind: 'integration', id: 'x' }, { email: 'a@b.c' }, () => {}),
+    { code: 'validation' },
+  )
 })
 
 t.test('a reused refresh token: refused after its session is ended and audited', async (t) => {
   const { repos, audits } = setup()
   const uow = repos.uow
-  const auditPort = asyncPort({ record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) }, uow)
+  const auditPort = asyncPort(
+    { record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) },
+    uow,
+  )
   const id = repos.users.insert({ user_name: 'carol', email: 'c@example.com', first_name: null, last_name: null, phone: null, image: null, profile: 10, password_hash: 'h', is_active: 1 }, Date.now())
   const revoked: string[] = []
   const sessions = sessionService({
     accounts: asyncPort(repos.users, uow),
-    sessions: { revoke: async (sessionId) => (revoked.push(sessionId), 1) },
+    sessions: {
+      revoke: async (sessionId) => {
+        revoked.push(sessionId)
+        return 1
+      },
+    },
     uow,
     audit: auditPort,
     rotate: (token) => (token === 'used' ? { reused: true, userId: id } : { reused: false, userId: id, tokens: { token: 'a', expiresAt: 'e', refreshToken: 'r2', refreshTokenExpiresAt: 'e' } }),

@@ -1,6 +1,6 @@
 import t from 'tap'
 import Database from 'better-sqlite3'
-import { build, login, userWithProfile, bearer, call, USER_PASSWORD } from './helpers.js'
+import { build, login, userWithProfile, call, USER_PASSWORD } from './helpers.js'
 
 const ADD = '/prime/webui/admin/adduser'
 const UPDATE = '/prime/webui/admin/updateuser'
@@ -29,7 +29,10 @@ t.test('adduser validates, refuses duplicates and never returns the password', a
   for (const [payload, field] of cases) {
     const res = await add(payload)
     t.equal(res.statusCode, 400, `${field}: ${res.body}`)
-    t.ok(res.json().errors.some((e: { name: string }) => e.name === field), `names ${field}`)
+    t.ok(
+      res.json().errors.some((e: { name: string }) => e.name === field),
+      `names ${field}`,
+    )
   }
   t.equal(app.repos.users.byName('bob'), undefined, 'nothing half-written')
 })
@@ -44,7 +47,7 @@ t.test('updateuser changes only what is sent and guards the last Administrator',
   const cleared = await call(app, admin, { method: 'POST', url: UPDATE, payload: { id: res.json().id, phone: null } })
   t.equal(cleared.json().phone, null)
   const renamed = await call(app, admin, { method: 'POST', url: UPDATE, payload: { id: res.json().id, userName: 'admin' } })
-  t.equal(renamed.statusCode, 409, 'cannot take another account\'s name')
+  t.equal(renamed.statusCode, 409, "cannot take another account's name")
 
   t.equal((await call(app, admin, { method: 'POST', url: UPDATE, payload: { userName: 'nobody', phone: null } })).statusCode, 404)
   t.equal((await call(app, admin, { method: 'POST', url: UPDATE, payload: { phone: null } })).statusCode, 400, 'needs id or userName')
@@ -127,13 +130,16 @@ t.test('read operations: own account, profile, version, status, health', async (
   t.match(status, { accounts: { total: 2, active: 2 }, agents: { total: 0 }, license: { seats: 1000 }, database: { sizeBytes: Number } })
   t.ok(status.database.sizeBytes > 0)
   const health = (await call(app, user, { url: '/prime/webui/admin/SubsystemHealth' })).json()
-  t.same(health.subsystems.map((s: { name: string }) => s.name), ['Database', 'DiskSpace', 'Authentication', 'AlarmDelivery', 'Reports', 'WorkerPoller', 'License'])
+  t.same(
+    health.subsystems.map((s: { name: string }) => s.name),
+    ['Database', 'DiskSpace', 'Authentication', 'AlarmDelivery', 'Reports', 'WorkerPoller', 'License'],
+  )
   t.equal(health.subsystems[0].status, 'Healthy')
   t.ok(['Healthy', 'Warning', 'Failed'].includes(health.status))
   t.equal((await call(app, user, { url: '/prime/webui/admin/all' })).statusCode, 403)
 })
 
-t.test('account answers are never stale: own changes, another connection\'s, and rolled-back ones', async (t) => {
+t.test("account answers are never stale: own changes, another connection's, and rolled-back ones", async (t) => {
   const app = await build(t)
   const admin = await login(app)
   await userWithProfile(app, admin, 'ivy', 10)
@@ -154,13 +160,23 @@ t.test('account answers are never stale: own changes, another connection\'s, and
   t.equal((await all()).find((u) => u.userName === 'admin')!.firstName, 'Grace')
 
   // A change inside a transaction that is rolled back never shows.
-  t.throws(() => app.db.transaction(() => {
-    app.repos.users.update(app.repos.users.byName('ivy')!.id, { first_name: 'Temp' }, Date.now())
-    t.equal(app.repos.users.memo('all', () => 'computed'), 'computed', 'inside a transaction nothing kept is used')
-    throw new Error('roll back')
-  })())
+  t.throws(() =>
+    app.db.transaction(() => {
+      app.repos.users.update(app.repos.users.byName('ivy')!.id, { first_name: 'Temp' }, Date.now())
+      t.equal(
+        app.repos.users.memo('all', () => 'computed'),
+        'computed',
+        'inside a transaction nothing kept is used',
+      )
+      throw new Error('roll back')
+    })(),
+  )
   t.equal((await all()).find((u) => u.userName === 'ivy')!.firstName, null)
 
   await call(app, admin, { method: 'POST', url: DELETE, payload: ['ivy'] })
-  t.same((await all()).map((u) => u.userName), ['admin'], 'a deleted account leaves the list at once')
+  t.same(
+    (await all()).map((u) => u.userName),
+    ['admin'],
+    'a deleted account leaves the list at once',
+  )
 })

@@ -21,12 +21,17 @@ function verdict(address: string, allow = allowList([]), host = address): string
 
 // 127.0.0.1 and 169.254.169.254 in each form.
 const LOOPBACK_FORMS = [
-  '::127.0.0.1', '::7f00:1', // IPv4-compatible: ::127.0.0.1 is ::7f00:1, not ::ffff:7f00:1
-  '::ffff:127.0.0.1', '::ffff:7f00:1', // IPv4-mapped
+  '::127.0.0.1',
+  '::7f00:1', // IPv4-compatible: ::127.0.0.1 is ::7f00:1, not ::ffff:7f00:1
+  '::ffff:127.0.0.1',
+  '::ffff:7f00:1', // IPv4-mapped
   '::ffff:0:127.0.0.1', // SIIT
-  '64:ff9b::127.0.0.1', '64:ff9b::7f00:1', // NAT64
-  '64:ff9b:1::7f00:1', '64:ff9b:1:7f00:0:100::', // NAT64 local use, /96 and /48 positions
-  '2002:7f00:1::', '2002:7f00:1:1234::5', // 6to4
+  '64:ff9b::127.0.0.1',
+  '64:ff9b::7f00:1', // NAT64
+  '64:ff9b:1::7f00:1',
+  '64:ff9b:1:7f00:0:100::', // NAT64 local use, /96 and /48 positions
+  '2002:7f00:1::',
+  '2002:7f00:1:1234::5', // 6to4
   '2001:0:4136:e378:8000:63bf:80ff:fffe', // Teredo, client 127.0.0.1 (inverted)
 ]
 const METADATA_FORMS = ['::169.254.169.254', '::a9fe:a9fe', '::ffff:0:a9fe:a9fe', '64:ff9b::a9fe:a9fe', '2002:a9fe:a9fe::1', '2001:0:4136:e378:8000:63bf:5601:5601']
@@ -37,7 +42,14 @@ t.test('the address reached: canonical, and the IPv4 address carried', async (t)
   t.equal(parseIp('fe80::1%eth0')!.toString(), 'fe80::1')
   t.equal(parseIp('127.1'), null, 'a short form is a name to the resolver, not an address')
   t.equal(parseIp('0x7f.0.0.1'), null)
-  for (const form of LOOPBACK_FORMS) t.same(reachedAddresses(parseIp(form)!).map(String).filter((a) => a === '127.0.0.1'), ['127.0.0.1'], form)
+  for (const form of LOOPBACK_FORMS)
+    t.same(
+      reachedAddresses(parseIp(form)!)
+        .map(String)
+        .filter((a) => a === '127.0.0.1'),
+      ['127.0.0.1'],
+      form,
+    )
   t.same(reachedAddresses(parseIp('::1')!).map(String), ['::1'], '::1 is IPv6 loopback itself')
   t.same(reachedAddresses(parseIp('2001:db8::1')!).map(String), ['2001:db8::1'], 'an ordinary IPv6 address is itself')
   t.same(reachedAddresses(parseIp('64:ff9b:1::a00:1')!).map(String), ['10.0.0.1'], 'a local-use NAT64 address with a non-zero tail is the /96 form only')

@@ -12,15 +12,32 @@ const env = { PRIME_AGENT_ENROLLMENT_SECRET: SECRET, PRIME_AGENT_MIN_CHECKIN_SEC
 const RESULTS = '/prime/webui/gateway/commandresults'
 
 const mouse = {
-  deviceID: 'USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4', vid: '046D', pid: 'C077', serialNumber: '5&20DBD6CE&0&4',
-  description: 'USB Input Device', manufacturer: 'Logitech', caption: 'USB Optical Mouse', classCode: '03', subclassCode: '01', protocolCode: '02', present: true,
+  deviceID: 'USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4',
+  vid: '046D',
+  pid: 'C077',
+  serialNumber: '5&20DBD6CE&0&4',
+  description: 'USB Input Device',
+  manufacturer: 'Logitech',
+  caption: 'USB Optical Mouse',
+  classCode: '03',
+  subclassCode: '01',
+  protocolCode: '02',
+  present: true,
 }
 
 const state = (operationalStatus = 'Free', peripherals: object[] = [mouse]) => ({
-  hostIdentifier: 'HOST-1', operationalStatus, localIpAddress: '10.0.0.5', serviceVersion: '4.2.1.118', peripherals,
+  hostIdentifier: 'HOST-1',
+  operationalStatus,
+  localIpAddress: '10.0.0.5',
+  serviceVersion: '4.2.1.118',
+  peripherals,
 })
 
-interface Agent { uuid: string; credential: string; id: number }
+interface Agent {
+  uuid: string
+  credential: string
+  id: number
+}
 
 async function enroll(app: FastifyInstance, host = 'HOST-1'): Promise<Agent> {
   const res = await app.inject({ method: 'POST', url: '/prime/webui/gateway/enroll', payload: { enrollmentSecret: SECRET, machineId: crypto.randomUUID(), hostIdentifier: host } })
@@ -32,13 +49,15 @@ async function enroll(app: FastifyInstance, host = 'HOST-1'): Promise<Agent> {
 const checkIn = (app: FastifyInstance, agent: Agent, body: object = state()) =>
   app.inject({ method: 'POST', url: '/prime/webui/gateway/checkin', headers: { authorization: `Bearer ${agent.credential}` }, payload: body })
 
-const report = (app: FastifyInstance, agent: Agent, results: object[]) =>
-  app.inject({ method: 'POST', url: RESULTS, headers: { authorization: `Bearer ${agent.credential}` }, payload: { results } })
+const report = (app: FastifyInstance, agent: Agent, results: object[]) => app.inject({ method: 'POST', url: RESULTS, headers: { authorization: `Bearer ${agent.credential}` }, payload: { results } })
 
 /** Queues a command the way the operators' side does: a row, then the agent's flags. */
 function queue(app: FastifyInstance, agent: Agent, type: string, parameters: object = {}, status = 'Pending', createdMs = Date.now()): number {
-  const id = Number(app.db.prepare('INSERT INTO agent_commands (agent_id, type, parameters, status, created_ms, created_by) VALUES (?, ?, ?, ?, ?, ?)')
-    .run(agent.id, type, JSON.stringify(parameters), status, createdMs, 'admin').lastInsertRowid)
+  const id = Number(
+    app.db
+      .prepare('INSERT INTO agent_commands (agent_id, type, parameters, status, created_ms, created_by) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(agent.id, type, JSON.stringify(parameters), status, createdMs, 'admin').lastInsertRowid,
+  )
   app.repos.agentState.refreshAgent(agent.id)
   return id
 }
@@ -60,7 +79,10 @@ t.test('SetMode: delivered at a check-in, applied when the agent reports success
   let res = await checkIn(app, agent)
   t.equal(res.statusCode, 200, res.body)
   const [delivered] = res.json().commands
-  t.same({ ...delivered, creationTime: undefined, creationTimeEpoch: undefined }, { commandId: id, type: 'SetMode', parameters: { mode: 'Armed' }, creationTime: undefined, creationTimeEpoch: undefined })
+  t.same(
+    { ...delivered, creationTime: undefined, creationTimeEpoch: undefined },
+    { commandId: id, type: 'SetMode', parameters: { mode: 'Armed' }, creationTime: undefined, creationTimeEpoch: undefined },
+  )
   t.equal(delivered.creationTimeEpoch, command(app, id).created_ms)
   t.equal(command(app, id).status, 'Delivered')
   t.ok(command(app, id).delivered_ms > 0)
@@ -81,7 +103,11 @@ t.test('SetMode: delivered at a check-in, applied when the agent reports success
   t.equal(a.in_action, 0)
   t.equal(a.display_status, 'Armed')
   const events = eventsSince(app, mark)
-  t.same(events.map((e) => e.event_code), ['0x310001', '0x110004'], 'mode changed; the unapproved mouse is now a violation')
+  t.same(
+    events.map((e) => e.event_code),
+    ['0x310001', '0x110004'],
+    'mode changed; the unapproved mouse is now a violation',
+  )
   t.match(events[0].details, 'requested by admin')
 
   const audit = app.repos.audit.latest(1)[0]
@@ -91,7 +117,11 @@ t.test('SetMode: delivered at a check-in, applied when the agent reports success
 
   const quiet = lastEvent(app)
   t.equal((await checkIn(app, agent, state('Armed'))).statusCode, 200)
-  t.same(eventsSince(app, quiet).map((e) => e.event_code), [], 'the next check-in reporting Armed is no news')
+  t.same(
+    eventsSince(app, quiet).map((e) => e.event_code),
+    [],
+    'the next check-in reporting Armed is no news',
+  )
 })
 
 t.test('at most 50 commands per check-in, the rest at the next one, soon', async (t) => {
@@ -101,11 +131,18 @@ t.test('at most 50 commands per check-in, the rest at the next one, soon', async
   let res = await checkIn(app, agent)
   t.equal(res.statusCode, 200, res.body)
   t.equal(res.json().commands.length, 50)
-  t.same(res.json().commands.map((c: { commandId: number }) => c.commandId), ids.slice(0, 50), 'oldest first')
+  t.same(
+    res.json().commands.map((c: { commandId: number }) => c.commandId),
+    ids.slice(0, 50),
+    'oldest first',
+  )
   t.equal(res.json().moreCommands, true)
   t.equal(res.json().nextCheckInSeconds, 5)
   res = await checkIn(app, agent)
-  t.same(res.json().commands.map((c: { commandId: number }) => c.commandId), ids.slice(50))
+  t.same(
+    res.json().commands.map((c: { commandId: number }) => c.commandId),
+    ids.slice(50),
+  )
   t.equal(res.json().moreCommands, false)
   t.equal(res.json().nextCheckInSeconds, 60)
   t.equal(agentRow(app, agent).display_status, 'Updating')
@@ -136,17 +173,20 @@ t.test('a failure becomes an event; each result is answered on its own', async (
   const body = res.json()
   t.equal(body.succeeded, 2)
   t.equal(body.failed, 4)
-  t.same(body.results.map((r: { id: string; status: string; code: string | null }) => [r.id, r.status, r.code]), [
-    [String(failing), 'done', null],
-    [String(succeeding), 'done', null],
-    [String(theirs), 'failed', 'not-found'],
-    ['999999', 'failed', 'not-found'],
-    [String(neverDelivered), 'failed', 'conflict'],
-    [String(cancelled), 'failed', 'conflict'],
-  ])
+  t.same(
+    body.results.map((r: { id: string; status: string; code: string | null }) => [r.id, r.status, r.code]),
+    [
+      [String(failing), 'done', null],
+      [String(succeeding), 'done', null],
+      [String(theirs), 'failed', 'not-found'],
+      ['999999', 'failed', 'not-found'],
+      [String(neverDelivered), 'failed', 'conflict'],
+      [String(cancelled), 'failed', 'conflict'],
+    ],
+  )
   t.equal(command(app, failing).status, 'Failed')
   t.equal(command(app, failing).result_message, 'Download failed: 404.')
-  t.equal(command(app, theirs).status, 'Delivered', 'another agent\'s command is untouched')
+  t.equal(command(app, theirs).status, 'Delivered', "another agent's command is untouched")
   t.equal(command(app, neverDelivered).status, 'Pending')
   const [event] = eventsSince(app, mark)
   t.equal(event.event_code, '0x310005')
@@ -162,10 +202,14 @@ t.test('a failure becomes an event; each result is answered on its own', async (
   ])
   t.equal(again.statusCode, 409, 'results only for commands awaiting one: nothing taken, a conflict')
   t.equal(again.json().type, 'urn:prime:problem:conflict')
-  t.same(again.json().errors.map((e: { name: string; reason: string }) => [e.name, e.reason]), [
-    ['results/0/commandId', `conflict: Command ${failing} was already reported as Failed.`],
-    ['results/1/commandId', `conflict: Command ${succeeding} was already reported as Succeeded.`],
-  ], 'each refused result named')
+  t.same(
+    again.json().errors.map((e: { name: string; reason: string }) => [e.name, e.reason]),
+    [
+      ['results/0/commandId', `conflict: Command ${failing} was already reported as Failed.`],
+      ['results/1/commandId', `conflict: Command ${succeeding} was already reported as Succeeded.`],
+    ],
+    'each refused result named',
+  )
   t.equal(eventsSince(app, mark).length, 1, 'no second event')
   t.equal(command(app, succeeding).status, 'Succeeded')
 })
@@ -182,12 +226,15 @@ t.test('debug logs are kept (the last five), and UpdatePolicy clears inAction', 
 
   const res = await checkIn(app, agent)
   t.same(res.json().commands.find((c: { commandId: number }) => c.commandId === policy).parameters, { approvedPeripherals: [{ vid: '046D', pid: 'C077' }] })
-  const answer = await report(app, agent, [
-    ...logs.map((id, i) => ({ commandId: id, status: 'Succeeded', output: `log ${i}` })),
-    { commandId: policy, status: 'Succeeded' },
-  ])
+  const answer = await report(app, agent, [...logs.map((id, i) => ({ commandId: id, status: 'Succeeded', output: `log ${i}` })), { commandId: policy, status: 'Succeeded' }])
   t.equal(answer.json().succeeded, 7, answer.body)
-  t.same(app.db.prepare('SELECT content FROM agent_debug_logs WHERE agent_id = ? ORDER BY id').all(agent.id).map((r: any) => r.content), ['log 1', 'log 2', 'log 3', 'log 4', 'log 5'])
+  t.same(
+    app.db
+      .prepare('SELECT content FROM agent_debug_logs WHERE agent_id = ? ORDER BY id')
+      .all(agent.id)
+      .map((r: any) => r.content),
+    ['log 1', 'log 2', 'log 3', 'log 4', 'log 5'],
+  )
   t.equal(command(app, logs[0]).has_output, 1)
   t.same(peripheral(), { in_action: 0, approved: 1 }, 'the policy is applied')
   t.ok(agentRow(app, agent).last_configured_ms > 0)
@@ -212,12 +259,22 @@ t.test('the sweeper: quiet agents are disconnected, unanswered deliveries fail, 
   t.equal(a.connection_status, 'Disconnected')
   t.equal(a.display_status, 'Disconnected')
   const events = eventsSince(app, mark)
-  t.same(events.map((e) => [e.event_code, e.severity, e.category]), [['0x310002', 4, 'Host'], ['0x310002', 4, 'Host']])
+  t.same(
+    events.map((e) => [e.event_code, e.severity, e.category]),
+    [
+      ['0x310002', 4, 'Host'],
+      ['0x310002', 4, 'Host'],
+    ],
+  )
   t.equal(a.latest_event_text, 'Agent disconnected')
 
   const back = lastEvent(app)
   t.equal((await checkIn(app, agent)).statusCode, 200)
-  t.same(eventsSince(app, back).map((e) => e.event_code), ['0x310003'], 'a disconnected agent checking in is reconnected')
+  t.same(
+    eventsSince(app, back).map((e) => e.event_code),
+    ['0x310003'],
+    'a disconnected agent checking in is reconnected',
+  )
   t.equal(agentRow(app, agent).connection_status, 'Connected')
   t.equal(agentRow(app, agent).display_status, 'Arming', 'connected again, its command still open')
 
@@ -226,7 +283,10 @@ t.test('the sweeper: quiet agents are disconnected, unanswered deliveries fail, 
   const failed = command(app, id)
   t.equal(failed.status, 'Failed')
   t.equal(failed.result_message, 'No result reported')
-  t.ok(eventsSince(app, timeout).some((e) => e.event_code === '0x310005' && e.asset_key === agent.uuid), 'the timeout is an event')
+  t.ok(
+    eventsSince(app, timeout).some((e) => e.event_code === '0x310005' && e.asset_key === agent.uuid),
+    'the timeout is an event',
+  )
   t.equal(agentRow(app, agent).in_action, 0)
 
   const late = await report(app, agent, [{ commandId: id, status: 'Succeeded', message: 'Armed, late.' }])

@@ -46,7 +46,11 @@ t.test('CSV export: every agent field in order, CRLF, true/false, empty nulls, f
   t.same(rows[0], fields, 'the header row: AgentViewResource field names in order')
   t.equal(rows.length, 4, 'paging ignored: every agent')
   const col = (name: string) => fields.indexOf(name)
-  t.same(rows.slice(1).map((r) => r[col('uuid')]), [c.uuid, a.uuid, b.uuid], 'sortBy applied (hostIdentifier_desc)')
+  t.same(
+    rows.slice(1).map((r) => r[col('uuid')]),
+    [c.uuid, a.uuid, b.uuid],
+    'sortBy applied (hostIdentifier_desc)',
+  )
   const [charlie, alpha, injected] = rows.slice(1)
   t.equal(injected[col('hostIdentifier')], "'=cmd|' /C calc'!A0", 'a formula is prefixed with a quote')
   t.equal(charlie[col('localIpAddress')], "'-10.0.0.3", 'so is a cell starting with -')
@@ -78,9 +82,19 @@ t.test('CSV export: the filters of GET agents, in the body, case-insensitive nam
   t.match(JSON.parse(auditSince(app, before)[0].details), { records: 1, filters: { hasUnapprovedPeripherals: 'True', status: 'Armed' } })
 
   const booleans = await call(app, admin, { method: 'POST', url: `${BASE}/exportagentcsv`, payload: { hasUnapprovedPeripherals: true, sortBy: 'hostIdentifier_asc' } })
-  t.same(parseCsv(booleans.body).slice(1).map((r) => r[0]), [b.uuid, c.uuid], 'JSON booleans work too')
+  t.same(
+    parseCsv(booleans.body)
+      .slice(1)
+      .map((r) => r[0]),
+    [b.uuid, c.uuid],
+    'JSON booleans work too',
+  )
   for (const payload of [undefined, {}, null]) {
-    const res = await call(app, admin, { method: 'POST', url: `${BASE}/exportagentcsv`, ...(payload === undefined ? {} : { payload: JSON.stringify(payload), headers: { 'content-type': 'application/json' } }) })
+    const res = await call(app, admin, {
+      method: 'POST',
+      url: `${BASE}/exportagentcsv`,
+      ...(payload === undefined ? {} : { payload: JSON.stringify(payload), headers: { 'content-type': 'application/json' } }),
+    })
     t.equal(res.statusCode, 200, `${JSON.stringify(payload)}: ${res.body}`)
     t.equal(parseCsv(res.body).length, 4)
   }
@@ -105,7 +119,10 @@ t.test('AgentExportFile: query filters, Format csv (default) or pdf in any case,
   t.match(csv.headers['content-disposition'], FILE_STAMP)
   t.equal(csv.headers['x-records-filtered'], '1')
   const rows = parseCsv(csv.body)
-  t.same(rows.slice(1).map((r) => r[0]), [a.uuid])
+  t.same(
+    rows.slice(1).map((r) => r[0]),
+    [a.uuid],
+  )
 
   const pdf = await call(app, admin, { method: 'GET', url: `${BASE}/agentexportfile?format=PDF&SortBy=hostIdentifier_desc` })
   t.equal(pdf.statusCode, 200)
@@ -159,7 +176,12 @@ t.test('PDF export: a readable report, the header and "Page n of m" on every pag
 t.test('PDF report: rows beyond the cap are left out, and the last line says how many', async (t) => {
   const rows = Array.from({ length: 8 }, (_, i) => ({ name: `row ${i}`, n: i, flag: i % 2 === 0, empty: null }))
   const stream = pdfStream({
-    title: 'Capped', filters: [], generatedMs: Date.UTC(2025, 0, 1, 12), total: rows.length, noun: 'things', maxRows: 5,
+    title: 'Capped',
+    filters: [],
+    generatedMs: Date.UTC(2025, 0, 1, 12),
+    total: rows.length,
+    noun: 'things',
+    maxRows: 5,
     columns: [
       { header: 'Name', width: 2, value: (r) => r.name },
       { header: 'N', width: 1, align: 'right', value: (r) => r.n },
@@ -194,8 +216,15 @@ t.test('PDF report: rows beyond the cap are left out, and the last line says how
 t.test('PDF report: text beyond WinAnsi is drawn (an embedded font), characters no font has print as "?"', async (t) => {
   const names = ['Łódź-Biuro-PC01', 'Офис-ПК-07', 'Αθήνα-ΛΤ-3', 'zÜrich-ws', 'plain-host', '工作站-1 ☃', 'tab\there\u0007']
   const stream = pdfStream({
-    title: 'Hosts in Łódź', filters: [['Hashtags', '#łódź']], generatedMs: Date.UTC(2025, 0, 1, 12), total: names.length, noun: 'hosts',
-    columns: [{ header: 'Host', width: 3, value: (r: string) => r }, { header: 'Długość', width: 1, align: 'right', value: (r: string) => r.length }],
+    title: 'Hosts in Łódź',
+    filters: [['Hashtags', '#łódź']],
+    generatedMs: Date.UTC(2025, 0, 1, 12),
+    total: names.length,
+    noun: 'hosts',
+    columns: [
+      { header: 'Host', width: 3, value: (r: string) => r },
+      { header: 'Długość', width: 1, align: 'right', value: (r: string) => r.length },
+    ],
     rows: names,
   })
   const chunks: Buffer[] = []
@@ -234,10 +263,26 @@ t.test('CSV writer: pulls rows only as the reader takes them', async (t) => {
   t.ok(pulled < 2_000, `only ${pulled} of 1,000,000 rows were read ahead of a reader that took one chunk`)
   stream.destroy()
 
-  const small = csvStream(['a', 'b', 'c'], Readable.from([{ a: '@SUM(A1)', b: '\tx', c: '+1' }, { a: 'ok', b: -5, c: '\rcr' }, { a: 'ＡＢ', b: '＝1', c: undefined }]))
+  const small = csvStream(
+    ['a', 'b', 'c'],
+    Readable.from([
+      { a: '@SUM(A1)', b: '\tx', c: '+1' },
+      { a: 'ok', b: -5, c: '\rcr' },
+      { a: 'ＡＢ', b: '＝1', c: undefined },
+    ]),
+  )
   let text = ''
   for await (const chunk of small) text += chunk
-  t.same(parseCsv(text), [['a', 'b', 'c'], ["'@SUM(A1)", "'\tx", "'+1"], ['ok', '-5', "'\rcr"], ['ＡＢ', "'＝1", '']], 'negative numbers stay numbers; text formulas are defused')
+  t.same(
+    parseCsv(text),
+    [
+      ['a', 'b', 'c'],
+      ["'@SUM(A1)", "'\tx", "'+1"],
+      ['ok', '-5', "'\rcr"],
+      ['ＡＢ', "'＝1", ''],
+    ],
+    'negative numbers stay numbers; text formulas are defused',
+  )
 })
 
 t.test('peripherals aggregated by model: CSV and PDF, with the filters of GET peripherals, audited', async (t) => {
@@ -256,8 +301,27 @@ t.test('peripherals aggregated by model: CSV and PDF, with the filters of GET pe
   t.match(res.headers['content-disposition'], /^attachment; filename="peripherals-aggregated-\d{8}T\d{6}Z\.csv"$/)
   t.equal(res.headers['x-records-filtered'], '3', 'models matched')
   const rows = parseCsv(res.body)
-  t.same(rows[0], ['vid', 'pid', 'guiVid', 'guiPid', 'devIcon', 'devIconDescription', 'hosts', 'present', 'approved', 'notApproved', 'isKnownAttackTool', 'isVulnerablePeripheral', 'vulnerability', 'severity'])
-  t.same(rows.slice(1).map((r) => `${r[0]}:${r[1]}`), ['0951:1666', '046D:C077', '16C0:0486'], 'most hosts first')
+  t.same(rows[0], [
+    'vid',
+    'pid',
+    'guiVid',
+    'guiPid',
+    'devIcon',
+    'devIconDescription',
+    'hosts',
+    'present',
+    'approved',
+    'notApproved',
+    'isKnownAttackTool',
+    'isVulnerablePeripheral',
+    'vulnerability',
+    'severity',
+  ])
+  t.same(
+    rows.slice(1).map((r) => `${r[0]}:${r[1]}`),
+    ['0951:1666', '046D:C077', '16C0:0486'],
+    'most hosts first',
+  )
   t.same(rows[1], ['0951', '1666', 'Kingston Technology', 'DataTraveler 100 G3/G4/SE9 G2/50', '3', 'Mass Storage', '3', '2', '1', '1', 'false', 'false', '', '4'])
   t.match(rows[3], ['16C0', '0486', String, String, '14', 'HID', '1', '1', '0', '1', 'true', 'false', /keyboard/, '2'])
   t.match(JSON.parse(auditSince(app, before)[0].details), { format: 'csv', records: 3 })
@@ -265,7 +329,11 @@ t.test('peripherals aggregated by model: CSV and PDF, with the filters of GET pe
 
   const filtered = await call(app, admin, { method: 'POST', url: `${BASE}/peripheralsAggExport`, payload: { Vendor: 'kingston', isUnapprovedPeripheral: 'true' } })
   const f = parseCsv(filtered.body)
-  t.same(f.slice(1).map((r) => [r[0], r[6], r[7], r[9]]), [['0951', '1', '1', '1']], 'filters apply to the peripherals before aggregation')
+  t.same(
+    f.slice(1).map((r) => [r[0], r[6], r[7], r[9]]),
+    [['0951', '1', '1', '1']],
+    'filters apply to the peripherals before aggregation',
+  )
   t.equal((await call(app, admin, { method: 'POST', url: `${BASE}/peripheralsAggExport`, payload: { vid: 'XYZ1' } })).statusCode, 400)
 
   const pdf = await call(app, admin, { method: 'POST', url: `${BASE}/peripheralsAggExportpdf/exportpdf`, payload: { hostIdentifier: 'charlie' } })

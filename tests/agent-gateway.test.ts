@@ -13,11 +13,16 @@ const CHECKIN = '/prime/webui/gateway/checkin'
 const state = hostState
 
 const unknownGadget = {
-  deviceID: 'USB\\VID_ABCD&PID_0001\\XYZ', vid: 'abcd', pid: '0001', serialNumber: 'XYZ', manufacturer: 'Acme', caption: 'Gadget', present: true,
+  deviceID: 'USB\\VID_ABCD&PID_0001\\XYZ',
+  vid: 'abcd',
+  pid: '0001',
+  serialNumber: 'XYZ',
+  manufacturer: 'Acme',
+  caption: 'Gadget',
+  present: true,
 }
 
-const enrollReq = (app: FastifyInstance, body: Record<string, unknown>, remoteAddress = '127.0.0.1') =>
-  app.inject({ method: 'POST', url: ENROLL, payload: body, remoteAddress })
+const enrollReq = (app: FastifyInstance, body: Record<string, unknown>, remoteAddress = '127.0.0.1') => app.inject({ method: 'POST', url: ENROLL, payload: body, remoteAddress })
 
 const row = <T = Record<string, any>>(app: FastifyInstance, sql: string, ...args: unknown[]) => app.db.prepare(sql).get(...args) as T
 const rows = <T = Record<string, any>>(app: FastifyInstance, sql: string, ...args: unknown[]) => app.db.prepare(sql).all(...args) as T[]
@@ -92,7 +97,11 @@ t.test('enrolling a machine again with its current credential keeps the agent an
   t.match(old.headers['www-authenticate'], /^Bearer/)
   t.equal((await checkIn(app, again.credential, state([mouse]))).statusCode, 200, 'the new one works')
   t.equal(row(app, 'SELECT count(*) AS n FROM peripherals WHERE agent_uuid = ?', first.uuid).n, 1, 'its peripherals are kept')
-  t.same(codes(app, first.uuid).filter((c) => c === '0x310004'), ['0x310004', '0x310004'], 'each enrollment is an event')
+  t.same(
+    codes(app, first.uuid).filter((c) => c === '0x310004'),
+    ['0x310004', '0x310004'],
+    'each enrollment is an event',
+  )
 })
 
 t.test('failed enrollments are limited per address; accepted ones only by the enrollment budgets', async (t) => {
@@ -151,7 +160,11 @@ t.test('the first check-in stores the state and the peripherals with what the se
   t.equal(a.has_unapproved, 1)
   t.equal(a.severity, 5, 'unapproved on a free agent: Notice')
 
-  const m = row(app, 'SELECT p.*, v.text AS vendor_text, d.text AS product_text FROM peripherals p LEFT JOIN peripheral_texts v ON v.id = p.vendor_text_id LEFT JOIN peripheral_texts d ON d.id = p.product_text_id WHERE p.device_id = ?', mouse.deviceID)
+  const m = row(
+    app,
+    'SELECT p.*, v.text AS vendor_text, d.text AS product_text FROM peripherals p LEFT JOIN peripheral_texts v ON v.id = p.vendor_text_id LEFT JOIN peripheral_texts d ON d.id = p.product_text_id WHERE p.device_id = ?',
+    mouse.deviceID,
+  )
   t.equal(m.vid, '046D', 'upper-case ids')
   t.equal(m.pid, 'C077')
   t.equal(m.gui_vid, 'Logitech, Inc.', 'vendor name from the USB ids')
@@ -313,7 +326,7 @@ t.test('network location, versions, errors and the license account', async (t) =
 
   audits = lastAudit(app)
   t.equal((await checkIn(app, agent.credential, { ...moved, serviceVersion: '4.3.0.1', licenseAccountId: 'OTHER-9' })).statusCode, 200)
-  t.equal(row(app, 'SELECT license_status FROM agents').license_status, 'Invalid', 'another account than the server\'s')
+  t.equal(row(app, 'SELECT license_status FROM agents').license_status, 'Invalid', "another account than the server's")
   t.ok(lastAudit(app) > audits, 'a license change is audited')
   t.equal((await checkIn(app, agent.credential, { ...moved, serviceVersion: '4.3.0.1' })).statusCode, 200)
   t.equal(row(app, 'SELECT license_status FROM agents').license_status, 'Activated', 'back to the right account')
@@ -335,8 +348,16 @@ t.test('only agents call the gateway, and agents call nothing else', async (t) =
   const pit = integration.json().token as string
   t.match(pit, /^pit_/)
   const results = { results: [{ commandId: 1, status: 'Succeeded' }] }
-  for (const [name, credential] of [['a user token', admin], ['an integration token', pit], ['an unknown agent credential', 'pag_' + 'A'.repeat(43)], ['garbage', 'nonsense']]) {
-    for (const [url, payload] of [[CHECKIN, state([])], ['/prime/webui/gateway/commandresults', results]] as const) {
+  for (const [name, credential] of [
+    ['a user token', admin],
+    ['an integration token', pit],
+    ['an unknown agent credential', 'pag_' + 'A'.repeat(43)],
+    ['garbage', 'nonsense'],
+  ]) {
+    for (const [url, payload] of [
+      [CHECKIN, state([])],
+      ['/prime/webui/gateway/commandresults', results],
+    ] as const) {
       const res = await app.inject({ method: 'POST', url, headers: { authorization: `Bearer ${credential}` }, payload })
       t.equal(res.statusCode, 401, `${url} with ${name}`)
       t.match(res.headers['www-authenticate'], /^Bearer/)
@@ -384,7 +405,7 @@ t.test('reported errors are stored up to 1000 per agent per day', async (t) => {
   t.equal(stored(other.uuid), 50, 'another agent has its own allowance')
 })
 
-t.test('the enrollment event names its source as the host\'s later events do: one source per host', async (t) => {
+t.test("the enrollment event names its source as the host's later events do: one source per host", async (t) => {
   const app = await build(t, env)
   const sources = (uuid: string) => rows<{ entity_id: string }>(app, 'SELECT DISTINCT entity_id FROM events WHERE asset_key = ? ORDER BY entity_id', uuid).map((r) => r.entity_id)
   // The address sent at enrollment, then the same one reported by the check-ins.
@@ -394,11 +415,27 @@ t.test('the enrollment event names its source as the host\'s later events do: on
   t.same(sources(sent.uuid), ['HOST-A (10.20.30.40)'], 'one form for every kind')
   // No address sent: the request's, as a check-in without one uses.
   const bare = (await enrollReq(app, { enrollmentSecret: SECRET, machineId: 'machine-request-address', hostIdentifier: 'HOST-B' }, '10.1.2.3')).json()
-  t.equal((await app.inject({ method: 'POST', url: CHECKIN, headers: { authorization: `Bearer ${bare.credential}` }, payload: state([stick], { hostIdentifier: 'HOST-B', localIpAddress: null }), remoteAddress: '10.1.2.3' })).statusCode, 200)
+  t.equal(
+    (
+      await app.inject({
+        method: 'POST',
+        url: CHECKIN,
+        headers: { authorization: `Bearer ${bare.credential}` },
+        payload: state([stick], { hostIdentifier: 'HOST-B', localIpAddress: null }),
+        remoteAddress: '10.1.2.3',
+      })
+    ).statusCode,
+    200,
+  )
   t.same(sources(bare.uuid), ['HOST-B (10.1.2.3)'])
   // A host's digest of sources counts it once.
   const token = await login(app)
   const feed = await call(app, token, { url: '/prime/webui/Events/GetEventsIntegration?FromEventId=1&PageSize=100' })
-  const hosts = new Set(feed.json().data.filter((e: { eventCode: string }) => e.eventCode.startsWith('0x31') || e.eventCode.startsWith('0x11')).map((e: { eventEntityID: string }) => e.eventEntityID))
+  const hosts = new Set(
+    feed
+      .json()
+      .data.filter((e: { eventCode: string }) => e.eventCode.startsWith('0x31') || e.eventCode.startsWith('0x11'))
+      .map((e: { eventEntityID: string }) => e.eventEntityID),
+  )
   t.same([...hosts].sort(), ['HOST-A (10.20.30.40)', 'HOST-B (10.1.2.3)'])
 })

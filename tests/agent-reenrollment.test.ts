@@ -10,7 +10,12 @@ import { ENROLLMENT_SECRET, checkIn, enroll, gatewayEnv, hostState, mouse } from
 
 const MACHINE = '4C4C4544-0042-3510-8052-B4C04F4E3732'
 const enrollAs = (app: FastifyInstance, extra: Record<string, unknown> = {}, remoteAddress = '203.0.113.9') =>
-  app.inject({ method: 'POST', url: '/prime/webui/gateway/enroll', remoteAddress, payload: { enrollmentSecret: ENROLLMENT_SECRET, machineId: MACHINE.toLowerCase(), hostIdentifier: 'IMPOSTOR', ...extra } })
+  app.inject({
+    method: 'POST',
+    url: '/prime/webui/gateway/enroll',
+    remoteAddress,
+    payload: { enrollmentSecret: ENROLLMENT_SECRET, machineId: MACHINE.toLowerCase(), hostIdentifier: 'IMPOSTOR', ...extra },
+  })
 const decide = (app: FastifyInstance, token: string, uuid: string, decision: string) =>
   call(app, token, { method: 'POST', url: `/prime/webui/agents/agent/${uuid}/reenrollment`, payload: { decision } })
 const rows = (app: FastifyInstance, sql: string, ...args: unknown[]) => app.db.prepare(sql).all(...args) as Record<string, any>[]
@@ -24,7 +29,9 @@ t.test('the secret and a known machine id alone do not take an enrolled agent ov
   const detail = (await call(app, admin, { url: `/prime/webui/agents/agent/${real.uuid}` })).json()
   t.equal(detail.machineId, '****3732', 'the machine id is masked in the agent view')
   t.equal(detail.pendingReEnrollment, null)
-  const auditText = rows(app, 'SELECT details FROM audit_trail').map((r) => r.details).join('\n')
+  const auditText = rows(app, 'SELECT details FROM audit_trail')
+    .map((r) => r.details)
+    .join('\n')
   t.notOk(auditText.toLowerCase().includes(MACHINE.toLowerCase()), 'nor is it written whole in the audit trail')
 
   const res = await enrollAs(app)

@@ -11,32 +11,56 @@ import { createRepos } from '../lib/repos.js'
 import { seedFleet } from '../scripts/seed.js'
 import { tempDb } from './helpers.js'
 
-
 /** The agents whose field contains the term, read from the rows themselves. */
 function truth(db: DB, field: TextField | 'uuid' | 'ip_addresses' | 'nics_text', term: string): number[] {
   const lower = term.toLowerCase()
-  return (db.prepare(`SELECT id, ${field} AS v FROM agents ORDER BY id`).all() as { id: number; v: string | null }[])
-    .filter((r) => r.v !== null && r.v.toLowerCase().includes(lower))
-    .map((r) => r.id)
+  return (db.prepare(`SELECT id, ${field} AS v FROM agents ORDER BY id`).all() as { id: number; v: string | null }[]).filter((r) => r.v?.toLowerCase().includes(lower)).map((r) => r.id)
 }
 
 let n = 0
 function addAgent(db: DB, values: Partial<Record<TextField, string | null>>): number {
   n++
   const row = {
-    uuid: crypto.randomUUID(), machine_id: crypto.randomUUID(), enrolled_ms: 0, host_identifier: `EXTRA-HOST-${n}`,
-    os_version: null, pc_model: null, service_version: null, license_account_name: null, latest_event_text: null, hashtags: null, ...values,
+    uuid: crypto.randomUUID(),
+    machine_id: crypto.randomUUID(),
+    enrolled_ms: 0,
+    host_identifier: `EXTRA-HOST-${n}`,
+    os_version: null,
+    pc_model: null,
+    service_version: null,
+    license_account_name: null,
+    latest_event_text: null,
+    hashtags: null,
+    ...values,
   }
   const columns = Object.keys(row)
   return Number(db.prepare(`INSERT INTO agents (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`).run(row).lastInsertRowid)
 }
 
 const TERMS: [TextField, string][] = [
-  ['host_identifier', 'sales-lt'], ['host_identifier', 'SALES-LT'], ['host_identifier', 'ws0001'], ['host_identifier', 'lt'], ['host_identifier', 'x'],
-  ['host_identifier', 'łódź'], ['host_identifier', 'ŁÓDŹ-BIURO'], ['host_identifier', 'Москва'], ['host_identifier', 'мос'], ['host_identifier', '東京'],
-  ['host_identifier', '100%'], ['host_identifier', 'a_b'], ['host_identifier', '"quoted"'], ['host_identifier', 'no such host'],
-  ['pc_model', 'latitude 5440'], ['pc_model', 'e'], ['os_version', 'Windows 10'], ['os_version', '22h2'], ['service_version', '4.'],
-  ['license_account_name', 'prime'], ['latest_event_text', 'disconnected'], ['hashtags', '#sales'], ['hashtags', '#'],
+  ['host_identifier', 'sales-lt'],
+  ['host_identifier', 'SALES-LT'],
+  ['host_identifier', 'ws0001'],
+  ['host_identifier', 'lt'],
+  ['host_identifier', 'x'],
+  ['host_identifier', 'łódź'],
+  ['host_identifier', 'ŁÓDŹ-BIURO'],
+  ['host_identifier', 'Москва'],
+  ['host_identifier', 'мос'],
+  ['host_identifier', '東京'],
+  ['host_identifier', '100%'],
+  ['host_identifier', 'a_b'],
+  ['host_identifier', '"quoted"'],
+  ['host_identifier', 'no such host'],
+  ['pc_model', 'latitude 5440'],
+  ['pc_model', 'e'],
+  ['os_version', 'Windows 10'],
+  ['os_version', '22h2'],
+  ['service_version', '4.'],
+  ['license_account_name', 'prime'],
+  ['latest_event_text', 'disconnected'],
+  ['hashtags', '#sales'],
+  ['hashtags', '#'],
 ]
 
 /** Every term of every field answers as the rows do. */
@@ -63,7 +87,7 @@ t.test('answers as the rows do, and follows every change', async (t) => {
   agrees(t, db, texts, 'as built')
 
   // Through the same connection: renames, new texts, a null, an insert, a deletion.
-  const ids = (db.prepare('SELECT id FROM agents ORDER BY id').pluck().all() as number[])
+  const ids = db.prepare('SELECT id FROM agents ORDER BY id').pluck().all() as number[]
   db.prepare("UPDATE agents SET host_identifier = 'NYC-SALES-LT99999' WHERE id = ?").run(ids[3])
   db.prepare("UPDATE agents SET host_identifier = 'łódź-2' WHERE id = ?").run(ids[4])
   db.prepare("UPDATE agents SET latest_event_text = 'Agent disconnected' WHERE id < ?").run(ids[200])
@@ -126,7 +150,7 @@ t.test('the agent list pages through the matches, walked or sought, in order', a
   await seedFleet(db, { agents: 1500, peripheralsPerAgent: 1, seed: 7 })
   const repos = createRepos(db, 0)
   const hostOrder = (ids: number[]) =>
-    (db.prepare(`SELECT id FROM agents WHERE id IN (SELECT value FROM json_each(?)) ORDER BY host_identifier COLLATE NOCASE, uuid`).pluck().all(JSON.stringify(ids)) as number[])
+    db.prepare(`SELECT id FROM agents WHERE id IN (SELECT value FROM json_each(?)) ORDER BY host_identifier COLLATE NOCASE, uuid`).pluck().all(JSON.stringify(ids)) as number[]
   for (const term of ['sales', 'lt0001', 'Latitude', 'windows 11', '#hr', 'ethernet 2', '10.2']) {
     const want = hostOrder([...TEXT_FIELDS, 'uuid', 'ip_addresses', 'nics_text'].flatMap((f) => truth(db, f as TextField, term)))
     const first = repos.agents.list({ globalSearch: term }, { field: 'hostIdentifier', direction: 'asc' }, 50, 0)
@@ -135,9 +159,13 @@ t.test('the agent list pages through the matches, walked or sought, in order', a
     for (let offset = 0; offset < want.length; offset += 200) got.push(...repos.agents.list({ globalSearch: term }, { field: 'hostIdentifier', direction: 'asc' }, 200, offset).rows.map((r) => r.id))
     t.same(got, want, `GlobalSearch "${term}": every page in host order`)
   }
-  const want = (db.prepare("SELECT id FROM agents WHERE lower(host_identifier) LIKE '%sales-lt%' ORDER BY last_configured_ms DESC, uuid DESC").pluck().all() as number[])
+  const want = db.prepare("SELECT id FROM agents WHERE lower(host_identifier) LIKE '%sales-lt%' ORDER BY last_configured_ms DESC, uuid DESC").pluck().all() as number[]
   t.ok(want.length > 50)
   const got = repos.agents.list({ hostIdentifier: 'SALES-LT' }, { field: 'lastConfiguration', direction: 'desc' }, 50, 0)
   t.equal(got.filtered, want.length)
-  t.same(got.rows.map((r) => r.id), want.slice(0, 50), 'HostIdentifier contains, by last configuration: the first page')
+  t.same(
+    got.rows.map((r) => r.id),
+    want.slice(0, 50),
+    'HostIdentifier contains, by last configuration: the first page',
+  )
 })

@@ -10,13 +10,15 @@ import { createRepos } from '../lib/repos.js'
 import { seedFleet } from '../scripts/seed.js'
 import { tempDb } from './helpers.js'
 
-
 const BY_HOST = { field: 'hostIdentifier', direction: 'asc' } as const
 
 /** The page's agents as the rows say now, serialized afresh. */
 function fresh(db: DB, refs: AgentRef[]): unknown[] {
   const row = db.prepare<[number], AgentRow>('SELECT * FROM agents WHERE id = ?')
-  return refs.map((r) => row.get(r.id)).filter((r) => r !== undefined).map((r) => agentView(r))
+  return refs
+    .map((r) => row.get(r.id))
+    .filter((r) => r !== undefined)
+    .map((r) => agentView(r))
 }
 
 t.test('every write of an agent row gives it a new rev, from one counter', async (t) => {
@@ -33,7 +35,7 @@ t.test('every write of an agent row gives it a new rev, from one counter', async
   const other = new Database(file)
   t.teardown(() => other.close())
   other.prepare("UPDATE agents SET hashtags = '#moved' WHERE id = 1").run()
-  t.ok(rev.get(1)! > after, 'another connection\'s write counts too')
+  t.ok(rev.get(1)! > after, "another connection's write counts too")
   t.equal(rev.get(2), revs[1], 'other agents keep theirs')
   const beat = rev.get(1)
   db.prepare('UPDATE agents SET last_updated_ms = 1767225600000 WHERE id = 1').run()
@@ -43,7 +45,10 @@ t.test('every write of an agent row gives it a new rev, from one counter', async
 t.test('the rev trigger watches every column the list shows but the id and the check-in time', async (t) => {
   const { db } = tempDb(t)
   const sql = db.prepare("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'agents_rev_update'").pluck().get() as string
-  const listed = /AFTER UPDATE OF([\s\S]*?)\bON agents\b/i.exec(sql)![1].split(',').map((c) => c.trim())
+  const listed = /AFTER UPDATE OF([\s\S]*?)\bON agents\b/i
+    .exec(sql)![1]
+    .split(',')
+    .map((c) => c.trim())
   t.same([...listed].sort(), [...REV_COLUMNS].sort())
 })
 

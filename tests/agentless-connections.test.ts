@@ -51,7 +51,10 @@ t.test('creation rules: each broken rule answers 400 naming the field', async (t
   for (const [what, change, field] of cases) {
     const res = await create({ ...base, ...change })
     t.equal(res.statusCode, 400, `${what}: ${res.body}`)
-    t.ok(res.json().errors?.some((e: any) => e.name === field), `${what} names ${field}`)
+    t.ok(
+      res.json().errors?.some((e: any) => e.name === field),
+      `${what} names ${field}`,
+    )
   }
   const unknownPoller = await create({ ...base, pollerId: '4d3c2b1a-0f9e-4a8b-9c7d-6e5f4a3b2c1d' })
   t.equal(unknownPoller.statusCode, 404, 'an unknown poller answers 404')
@@ -64,7 +67,16 @@ t.test('creation rules: each broken rule answers 400 naming the field', async (t
   t.match(winrm.json(), { port: 5986, useTls: true })
   const plain = await create({ ...base, name: 'win-02', protocol: 'WinRM', useTls: false })
   t.match(plain.json(), { port: 5985, useTls: false })
-  const keyed = await create({ ...base, name: 'key-01', password: undefined, privateKey: KEY, privateKeyPassphrase: 'key-passphrase', isOverrideDefaults: true, pollingIntervalSeconds: 120, timeoutSeconds: 15 })
+  const keyed = await create({
+    ...base,
+    name: 'key-01',
+    password: undefined,
+    privateKey: KEY,
+    privateKeyPassphrase: 'key-passphrase',
+    isOverrideDefaults: true,
+    pollingIntervalSeconds: 120,
+    timeoutSeconds: 15,
+  })
   t.match(keyed.json(), { credentialType: 'PrivateKey', pollingIntervalSeconds: 120, timeoutSeconds: 15 })
 })
 
@@ -84,8 +96,14 @@ t.test('credentials are sealed at rest, never answered, masked in the audit trai
   const audits = app.db.prepare("SELECT description, details FROM audit_trail WHERE category = 'Agentless'").all() as { description: string; details: string }[]
   t.ok(audits.length >= 3, 'creation, change and refusal are audited')
   for (const a of audits) t.notOk(a.details.includes(PASSWORD) || a.details.includes('Another-secret-99'), `no secret in "${a.description}"`)
-  t.ok(audits.some((a) => a.details.includes('"password":"***"')), 'a secret given shows as ***')
-  t.ok(audits.some((a) => a.description.endsWith('": password') && a.details.includes('"password":"***"')), 'a changed secret is named, its value masked')
+  t.ok(
+    audits.some((a) => a.details.includes('"password":"***"')),
+    'a secret given shows as ***',
+  )
+  t.ok(
+    audits.some((a) => a.description.endsWith('": password') && a.details.includes('"password":"***"')),
+    'a changed secret is named, its value masked',
+  )
   app.db.pragma('wal_checkpoint(TRUNCATE)')
   const files = fs.readdirSync(app.testConfig.dataDir).filter((f) => f.startsWith('prime.sqlite'))
   for (const f of files) {
@@ -96,7 +114,9 @@ t.test('credentials are sealed at rest, never answered, masked in the audit trai
 
 t.test('changes: only what is sent, with null back to the default', async (t) => {
   const { app, create, update, registerPoller } = await setup(t)
-  const made = (await create({ name: 'web-01', address: '10.0.0.1', protocol: 'WinRM', userName: 'svc', password: PASSWORD, isOverrideDefaults: true, pollingIntervalSeconds: 600, timeoutSeconds: 20 })).json()
+  const made = (
+    await create({ name: 'web-01', address: '10.0.0.1', protocol: 'WinRM', userName: 'svc', password: PASSWORD, isOverrideDefaults: true, pollingIntervalSeconds: 600, timeoutSeconds: 20 })
+  ).json()
   let res = await update({ id: made.id, port: 15986 })
   t.match(res.json(), { port: 15986, name: 'web-01', pollingIntervalSeconds: 600, credentialType: 'Password' })
   res = await update({ id: made.id, port: null, useTls: false })
@@ -142,7 +162,14 @@ t.test('delete, register and unregister answer per item', async (t) => {
   res = await post('unregistration', { connectionIds: [ids[1]] })
   t.match(res.json(), { succeeded: 1 })
   const del = await call(app, manager, { method: 'DELETE', url: `${API}/connectiondetails`, payload: [ids[0], 12345] })
-  t.match(del.json(), { succeeded: 1, failed: 1, results: [{ id: String(ids[0]), status: 'done' }, { id: '12345', code: 'not-found' }] })
+  t.match(del.json(), {
+    succeeded: 1,
+    failed: 1,
+    results: [
+      { id: String(ids[0]), status: 'done' },
+      { id: '12345', code: 'not-found' },
+    ],
+  })
   t.equal((await call(app, manager, { method: 'DELETE', url: `${API}/connectiondetails`, payload: [] })).statusCode, 400, 'an empty list answers 400')
 })
 
@@ -167,8 +194,13 @@ t.test('status list: filters, order and paging', async (t) => {
   }
   const runs = (list: object[]) => app.inject({ method: 'POST', url: `${API}/poller/runs`, headers: { authorization: `Bearer ${p.credential}` }, payload: { runs: list } })
   const run = (n: number, id: number, status: string, start: string, end: string | null, error?: string) => ({
-    runId: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`, connectionId: id, statusString: status, startTime: start, endTime: end,
-    statusDescription: status === 'Reachable' ? 'SSH banner SSH-2.0-OpenSSH_9.6' : null, statusErrorDescription: error ?? null,
+    runId: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`,
+    connectionId: id,
+    statusString: status,
+    startTime: start,
+    endTime: end,
+    statusDescription: status === 'Reachable' ? 'SSH banner SSH-2.0-OpenSSH_9.6' : null,
+    statusErrorDescription: error ?? null,
   })
   const r = await runs([
     run(1, ids[0], 'Unreachable', '2025-01-01T10:00:00Z', '2025-01-01T10:00:10Z', 'Connection refused'),
@@ -200,7 +232,12 @@ t.test('status list: filters, order and paging', async (t) => {
   t.same(namesOf(await list('SortBy=startTime_desc')), ['charlie', 'Bravo', 'alpha', 'echo-Überhost', 'delta'], 'never run last, ties by id in the same direction')
   t.same(namesOf(await list('SortBy=pollingIntervalSeconds_asc')), ['alpha', 'charlie', 'Bravo', 'delta', 'echo-Überhost'], 'the interval in use, ties by id')
   const alpha = (await list('ComputerName=alpha')).data[0]
-  t.match(alpha, { statusString: 'Reachable', durationMs: 1000, lastReachableTime: '2025-01-02T10:00:01.000Z', prevRunningErrors: [{ statusString: 'Unreachable', errorDescription: 'Connection refused', startTime: '2025-01-01T10:00:00.000Z' }] })
+  t.match(alpha, {
+    statusString: 'Reachable',
+    durationMs: 1000,
+    lastReachableTime: '2025-01-02T10:00:01.000Z',
+    prevRunningErrors: [{ statusString: 'Unreachable', errorDescription: 'Connection refused', startTime: '2025-01-01T10:00:00.000Z' }],
+  })
   t.match((await list('ComputerName=charlie')).data[0], { statusString: 'Running', endTime: null, durationMs: null })
   for (const bad of ['SortBy=password_asc', 'StartTime=yesterday', 'IsOverrideDefaults=maybe', 'PageSize=1000001']) {
     const res = await call(app, manager, { method: 'GET', url: `${API}/connectiondetailsstatus?${bad}` })

@@ -55,10 +55,13 @@ t.test('a worker poller checks uploaded connections, stops when deactivated, and
     req.on('data', (c) => (body += c))
     req.on('end', () => {
       if (req.url === '/wsman' && req.headers.wsmanidentify === 'unauthenticated' && body.includes('Identify')) {
-        res.writeHead(200, { 'content-type': 'application/soap+xml' }).end(
-          '<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope"><s:Body><wsmid:IdentifyResponse xmlns:wsmid="x">' +
-          '<wsmid:ProductVendor>Microsoft Corporation</wsmid:ProductVendor><wsmid:ProductVersion>OS: 10.0.20348 SP: 0.0 Stack: 3.0</wsmid:ProductVersion>' +
-          '</wsmid:IdentifyResponse></s:Body></s:Envelope>')
+        res
+          .writeHead(200, { 'content-type': 'application/soap+xml' })
+          .end(
+            '<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope"><s:Body><wsmid:IdentifyResponse xmlns:wsmid="x">' +
+              '<wsmid:ProductVendor>Microsoft Corporation</wsmid:ProductVendor><wsmid:ProductVersion>OS: 10.0.20348 SP: 0.0 Stack: 3.0</wsmid:ProductVersion>' +
+              '</wsmid:IdentifyResponse></s:Body></s:Envelope>',
+          )
       } else res.writeHead(404).end()
     })
   })
@@ -116,10 +119,16 @@ t.test('a worker poller checks uploaded connections, stops when deactivated, and
   const bad = new Map<number, string>()
   for (let i = 1; i <= 50; i++) {
     const line = i + 1
-    if (i === 7) bad.set(line, 'address'), lines.push(`host-${i},0.0.0.0,SSH,${sshPort},,svc,pw-${i}-secret`)
-    else if (i === 23) bad.set(line, 'protocol'), lines.push(`host-${i},127.0.0.1,RDP,${sshPort},,svc,pw-${i}-secret`)
-    else if (i === 41) bad.set(line, 'password'), lines.push(`host-${i},127.0.0.1,SSH,${sshPort},,svc,`)
-    else if (i % 5 === 0) lines.push(`host-${i},127.0.0.1,WinRM,${winrmPort},false,CORP\\svc,pw-${i}-secret`)
+    if (i === 7) {
+      bad.set(line, 'address')
+      lines.push(`host-${i},0.0.0.0,SSH,${sshPort},,svc,pw-${i}-secret`)
+    } else if (i === 23) {
+      bad.set(line, 'protocol')
+      lines.push(`host-${i},127.0.0.1,RDP,${sshPort},,svc,pw-${i}-secret`)
+    } else if (i === 41) {
+      bad.set(line, 'password')
+      lines.push(`host-${i},127.0.0.1,SSH,${sshPort},,svc,`)
+    } else if (i % 5 === 0) lines.push(`host-${i},127.0.0.1,WinRM,${winrmPort},false,CORP\\svc,pw-${i}-secret`)
     else if (i % 3 === 0) lines.push(`host-${i},127.0.0.1,SSH,${closedPort},,svc,pw-${i}-secret`)
     else lines.push(`host-${i},127.0.0.1,SSH,${sshPort},,svc,pw-${i}-secret`)
   }
@@ -128,8 +137,16 @@ t.test('a worker poller checks uploaded connections, stops when deactivated, and
   const first = upload.json()
   t.match(first, { totalRows: 50, imported: 47, updated: 0, unchanged: 0, rejected: 3 })
   const rejected = first.rows.filter((r: any) => r.result === 'rejected')
-  t.same(rejected.map((r: any) => r.line), [...bad.keys()], 'the bad rows are reported by their lines')
-  for (const r of rejected) t.ok(r.errors.some((e: any) => e.column === bad.get(r.line)), `line ${r.line} names column ${bad.get(r.line)}`)
+  t.same(
+    rejected.map((r: any) => r.line),
+    [...bad.keys()],
+    'the bad rows are reported by their lines',
+  )
+  for (const r of rejected)
+    t.ok(
+      r.errors.some((e: any) => e.column === bad.get(r.line)),
+      `line ${r.line} names column ${bad.get(r.line)}`,
+    )
   t.notOk(upload.body.includes('-secret'), 'no credential in the answer')
   const ids = first.rows.filter((r: any) => r.result === 'imported').map((r: any) => r.connectionId)
 
@@ -185,12 +202,17 @@ t.test('a worker poller checks uploaded connections, stops when deactivated, and
   t.equal((await pollers()).data[0].connectionStatus, 'Online', 'a deactivated poller keeps sending heartbeats')
 
   // ReplayAll delivers every asset to a webhook subscribed to the asset feed.
-  const agentRes = await app.inject({ method: 'POST', url: '/prime/webui/gateway/enroll', payload: { enrollmentSecret: ENROLLMENT_SECRET, machineId: 'agentless-e2e-machine-1', hostIdentifier: 'DESKTOP-9LR722S' } })
+  const agentRes = await app.inject({
+    method: 'POST',
+    url: '/prime/webui/gateway/enroll',
+    payload: { enrollmentSecret: ENROLLMENT_SECRET, machineId: 'agentless-e2e-machine-1', hostIdentifier: 'DESKTOP-9LR722S' },
+  })
   const agentCredential = agentRes.json().credential
   const checkIn = await app.inject({ method: 'POST', url: '/prime/webui/gateway/checkin', headers: { authorization: `Bearer ${agentCredential}` }, payload: hostState([mouse, stick]) })
   t.equal(checkIn.statusCode, 200, checkIn.body)
   const dest = await call(app, manager, {
-    method: 'POST', url: '/prime/webui/Events/AddOrUpdateAlarmDest',
+    method: 'POST',
+    url: '/prime/webui/Events/AddOrUpdateAlarmDest',
     payload: { name: 'asset-hook', type: 'webhook', filters: { feeds: ['assets'] }, webhook: { url: `http://127.0.0.1:${hookPort}/assets`, secret: 'asset-hook-signing-secret' } },
   })
   t.equal(dest.statusCode, 200, dest.body)
@@ -199,7 +221,10 @@ t.test('a worker poller checks uploaded connections, stops when deactivated, and
   t.match(replay.json(), { assetsQueued: 48, agents: 1, peripherals: 2, agentlessHosts: 47, destinations: 1, messagesQueued: 48 })
   await until('every asset at the webhook', async () => received.length >= 48, 30_000)
   t.equal(received.length, 48)
-  t.ok(received.every((body) => body.feed === 'assets'), 'each POST carries one asset-feed message')
+  t.ok(
+    received.every((body) => body.feed === 'assets'),
+    'each POST carries one asset-feed message',
+  )
   const messages = received.map((body) => body.asset)
   const agentMessage = messages.find((m) => m.assetType === 'Agent')
   t.match(agentMessage, { kind: 'snapshot', trigger: 'ReplayAll', name: 'DESKTOP-9LR722S', peripherals: [{ vid: '046D' }, { vid: '0951' }] })

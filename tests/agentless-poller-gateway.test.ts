@@ -22,8 +22,7 @@ async function setup(t: Parameters<typeof build>[0], secret: string | null = SEC
     connections: () => app.inject({ method: 'GET', url: `${API}/poller/connections`, headers: { authorization: `Bearer ${credential}` } }),
     runs: (runs: object[]) => app.inject({ method: 'POST', url: `${API}/poller/runs`, headers: { authorization: `Bearer ${credential}` }, payload: { runs } }),
   })
-  const activate = (pollerId: string, isActivated = true) =>
-    call(app, admin, { method: 'PUT', url: `${API}/workerpollerdetails/activatedstatus`, payload: { pollerId, isActivated } })
+  const activate = (pollerId: string, isActivated = true) => call(app, admin, { method: 'PUT', url: `${API}/workerpollerdetails/activatedstatus`, payload: { pollerId, isActivated } })
   const connection = async (name: string, pollerId: string | null) =>
     (await call(app, admin, { method: 'POST', url: `${API}/connectiondetails`, payload: { name, address: '10.9.0.1', protocol: 'SSH', userName: 'svc', password: PASSWORD, pollerId } })).json()
   return { app, admin, register, as, activate, connection }
@@ -84,7 +83,16 @@ t.test('heartbeats, instructions and assignments', async (t) => {
   t.ok((await pa.heartbeat()).json().assignmentsRevision > revision, 'a changed connection changes the revision')
   const view = (await call(app, await login(app), { method: 'GET', url: `${API}/workerpollerdetails` })).json()
   t.match(view, { recordsTotal: 2, heartbeatIntervalSeconds: 60, offlineAfterSeconds: 180 })
-  t.match(view.data[0], { name: 'poller-a', hostName: 'vm-a', version: '1.0.0', isActivated: true, connectionStatus: 'Online', activationChangedBy: 'admin', connectionsAssigned: 1, connectionsPending: 1 })
+  t.match(view.data[0], {
+    name: 'poller-a',
+    hostName: 'vm-a',
+    version: '1.0.0',
+    isActivated: true,
+    connectionStatus: 'Online',
+    activationChangedBy: 'admin',
+    connectionsAssigned: 1,
+    connectionsPending: 1,
+  })
   t.match(view.data[1], { name: 'poller-b', connectionStatus: 'Offline', lastHeartbeatTime: null })
   t.equal((await pa.heartbeat({ version: 'bad version!' })).statusCode, 400)
 })
@@ -100,7 +108,14 @@ t.test('run reports: per run, the latest wins, errors kept, events on change', a
   const t0 = Date.now() - 3_600_000
   const at = (s: number) => new Date(t0 + s * 1000).toISOString()
   const reachable = (id: string, s: number) => ({ runId: id, connectionId: c.id, statusString: 'Reachable', startTime: at(s), endTime: at(s + 1), statusDescription: 'SSH banner' })
-  const unreachable = (id: string, s: number, error = 'Connection refused.') => ({ runId: id, connectionId: c.id, statusString: 'Unreachable', startTime: at(s), endTime: at(s + 2), statusErrorDescription: error })
+  const unreachable = (id: string, s: number, error = 'Connection refused.') => ({
+    runId: id,
+    connectionId: c.id,
+    statusString: 'Unreachable',
+    startTime: at(s),
+    endTime: at(s + 2),
+    statusErrorDescription: error,
+  })
 
   const r1 = runId()
   let res = await pa.runs([
@@ -112,7 +127,8 @@ t.test('run reports: per run, the latest wins, errors kept, events on change', a
     { runId: runId(), connectionId: c.id, statusString: 'Failed', startTime: at(10), endTime: at(11) },
   ])
   t.match(res.json(), {
-    succeeded: 1, failed: 5,
+    succeeded: 1,
+    failed: 5,
     results: [{ status: 'done' }, { code: 'not-found' }, { code: 'not-allowed' }, { code: 'invalid' }, { code: 'invalid' }, { code: 'invalid' }],
   })
   const status = async () => (await call(app, await login(app), { method: 'GET', url: `${API}/connectiondetailsstatus?ComputerName=host-1` })).json().data[0]
@@ -128,8 +144,15 @@ t.test('run reports: per run, the latest wins, errors kept, events on change', a
   t.match(res.json(), { succeeded: 12 })
   let s = await status()
   t.match(s, { statusString: 'Unreachable', statusErrorDescription: 'error 11' })
-  t.same(s.prevRunningErrors.map((e: any) => e.errorDescription), ['error 10', 'error 9', 'error 8', 'error 7', 'error 6', 'error 5', 'error 4', 'error 3', 'error 2', 'error 1'])
-  t.same(events().map((e) => e.event_code), ['0x210003'], 'reachable to unreachable: one event')
+  t.same(
+    s.prevRunningErrors.map((e: any) => e.errorDescription),
+    ['error 10', 'error 9', 'error 8', 'error 7', 'error 6', 'error 5', 'error 4', 'error 3', 'error 2', 'error 1'],
+  )
+  t.same(
+    events().map((e) => e.event_code),
+    ['0x210003'],
+    'reachable to unreachable: one event',
+  )
   // A late report of an older run joins the history without becoming the latest.
   await pa.runs([reachable(runId(), 50)])
   t.match(await status(), { statusString: 'Unreachable', statusErrorDescription: 'error 11' })
@@ -137,7 +160,11 @@ t.test('run reports: per run, the latest wins, errors kept, events on change', a
   s = await status()
   t.match(s, { statusString: 'Reachable', lastReachableTime: at(501) })
   t.equal(s.prevRunningErrors[0].errorDescription, 'error 11')
-  t.same(events().map((e) => e.event_code), ['0x210003', '0x210004'], 'and back: one event')
+  t.same(
+    events().map((e) => e.event_code),
+    ['0x210003', '0x210004'],
+    'and back: one event',
+  )
   const kept = app.db.prepare('SELECT count(*) FROM agentless_runs WHERE connection_id = ?').pluck().get(c.id) as number
   t.ok(kept <= 22, `the run history is bounded (${kept} kept)`)
 

@@ -12,7 +12,9 @@ const KEY = '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbm
 
 function multipart(csv: string | Buffer, opts: { field?: string; type?: string; name?: string } = {}) {
   const boundary = '----prime-upload-boundary'
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${opts.field ?? 'file'}"; filename="${opts.name ?? 'connections.csv'}"\r\nContent-Type: ${opts.type ?? 'text/csv'}\r\n\r\n`)
+  const head = Buffer.from(
+    `--${boundary}\r\nContent-Disposition: form-data; name="${opts.field ?? 'file'}"; filename="${opts.name ?? 'connections.csv'}"\r\nContent-Type: ${opts.type ?? 'text/csv'}\r\n\r\n`,
+  )
   return {
     headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
     payload: Buffer.concat([head, Buffer.isBuffer(csv) ? csv : Buffer.from(csv), Buffer.from(`\r\n--${boundary}--\r\n`)]),
@@ -29,14 +31,23 @@ async function setup(t: Parameters<typeof build>[0]) {
 
 t.test('the format: BOM, any column order and case, quoted fields over lines, blank lines', async (t) => {
   const { upload, app } = await setup(t)
-  const csv = '\uFEFFUserName,NAME,address,Protocol,privateKey,isOverrideDefaults,pollingIntervalSeconds,timeoutSeconds\n' +
-    'svc,db-01,10.0.0.1,ssh,"' + KEY.replace(/\n/g, '\r\n') + '",true,120,15\n' +
+  const csv =
+    '\uFEFFUserName,NAME,address,Protocol,privateKey,isOverrideDefaults,pollingIntervalSeconds,timeoutSeconds\n' +
+    'svc,db-01,10.0.0.1,ssh,"' +
+    KEY.replace(/\n/g, '\r\n') +
+    '",true,120,15\n' +
     '\n' +
-    '"CORP\\svc, the ""service""",db-02,db-02.corp.example,SSH,"' + KEY + '",,,\n'
+    '"CORP\\svc, the ""service""",db-02,db-02.corp.example,SSH,"' +
+    KEY +
+    '",,,\n'
   const res = await upload(csv)
   t.equal(res.statusCode, 200, res.body)
   t.match(res.json(), { fileName: 'connections.csv', totalRows: 2, imported: 2, rejected: 0 })
-  t.same(res.json().rows.map((r: any) => r.line), [2, 6], 'a row is reported at the line it starts on; blank lines count as lines')
+  t.same(
+    res.json().rows.map((r: any) => r.line),
+    [2, 6],
+    'a row is reported at the line it starts on; blank lines count as lines',
+  )
   const row = app.db.prepare("SELECT * FROM agentless_connections WHERE name = 'db-02'").get() as any
   t.equal(row.user_name, 'CORP\\svc, the "service"', 'quotes and commas inside a quoted field')
   t.equal(app.agentless.vault.open(row.credentials, row.id).privateKey, KEY, 'line breaks inside the key are kept')
@@ -110,7 +121,12 @@ t.test('the whole file is refused: header, encoding, syntax, limits, media types
   await refused('repeated column', 'name,address,protocol,userName,Name\n', 400, /names the column name twice/)
   await refused('missing column', 'name,address,protocol\nx,10.0.0.1,SSH\n', 400, /lacks the required column\(s\) userName/)
   await refused('empty file', '', 400, /empty/)
-  await refused('not UTF-8', Buffer.concat([Buffer.from('name,address,protocol,userName,password\nok,10.0.0.1,SSH,svc,pw\nbad,10.0.0.2,SSH,'), Buffer.from([0xff, 0xfe]), Buffer.from(',pw\n')]), 400, /not valid UTF-8 \(line 3\)/)
+  await refused(
+    'not UTF-8',
+    Buffer.concat([Buffer.from('name,address,protocol,userName,password\nok,10.0.0.1,SSH,svc,pw\nbad,10.0.0.2,SSH,'), Buffer.from([0xff, 0xfe]), Buffer.from(',pw\n')]),
+    400,
+    /not valid UTF-8 \(line 3\)/,
+  )
   await refused('unclosed quote', 'name,address,protocol,userName,password\nok,10.0.0.1,SSH,svc,pw\nbad,"10.0.0.2,SSH,svc,pw\n', 400, /line 3: a quoted field is never closed/)
   await refused('stray quote', 'name,address,protocol,userName,password\nbad,10.0"0.2,SSH,svc,pw\n', 400, /line 2: a quote inside an unquoted field/)
   const rows = ['name,address,protocol,userName,password']
@@ -150,7 +166,10 @@ t.test('exports: the status as CSV and PDF, the connections in the import format
   t.match(csv.headers['content-disposition'], /attachment; filename="agentless-status-\d{8}T\d{6}Z\.csv"/)
   t.equal(csv.headers['x-records-filtered'], String(csv.body.trim().split('\r\n').length - 1), 'says how many matched')
   const rows = csv.body.trim().split('\r\n')
-  t.equal(rows[0], 'id,computerName,address,protocol,port,userName,isOverrideDefaults,pollingIntervalSeconds,timeoutSeconds,pollerName,statusString,statusDescription,statusErrorDescription,startTime,endTime,durationMs,lastReachableTime,prevRunningErrors')
+  t.equal(
+    rows[0],
+    'id,computerName,address,protocol,port,userName,isOverrideDefaults,pollingIntervalSeconds,timeoutSeconds,pollerName,statusString,statusDescription,statusErrorDescription,startTime,endTime,durationMs,lastReachableTime,prevRunningErrors',
+  )
   t.equal(rows.length, 10, 'host-01 to host-09')
   t.match(rows[1], /^9,host-09,10\.3\.0\.9,SSH,22,svc,true,600,30,,Pending,/)
   t.notOk(csv.body.includes('-secret'))

@@ -16,13 +16,14 @@ async function setup(t: Test) {
   return { app, admin, manager, user }
 }
 
-const post = (app: FastifyInstance, token: string, url: string, payload: unknown) =>
-  call(app, token, { method: 'POST', url, payload: payload as any, headers: { 'content-type': 'application/json' } })
+const post = (app: FastifyInstance, token: string, url: string, payload: unknown) => call(app, token, { method: 'POST', url, payload: payload as any, headers: { 'content-type': 'application/json' } })
 
 const commandsOf = (app: FastifyInstance, agentId: number) =>
-  app.db.prepare<[number], { id: number; type: string; status: string; parameters: string; created_by: string; result_message: string | null }>(
-    'SELECT id, type, status, parameters, created_by, result_message FROM agent_commands WHERE agent_id = ? ORDER BY id',
-  ).all(agentId)
+  app.db
+    .prepare<[number], { id: number; type: string; status: string; parameters: string; created_by: string; result_message: string | null }>(
+      'SELECT id, type, status, parameters, created_by, result_message FROM agent_commands WHERE agent_id = ? ORDER BY id',
+    )
+    .all(agentId)
 
 const agentRow = (app: FastifyInstance, id: number) => app.repos.agents.byId(id)!
 
@@ -33,7 +34,7 @@ t.test('agents/configuration: the body existing clients send arms the agent and 
   t.equal(res.statusCode, 200, res.body)
   const body = res.json()
   t.equal(body.length, 1)
-  t.equal(body[0].uuid, pc.uuid, 'the matched agent\'s uuid, never null')
+  t.equal(body[0].uuid, pc.uuid, "the matched agent's uuid, never null")
   t.equal(body[0].hostIdentifier, 'DESKTOP-9LR722S')
   t.equal(body[0].ipAddress, '192.168.100.128')
   t.same(body[0].agentConfigViewResource, { isSystemArmed: 'ARM', isSystemLocked: true, centralizedConsoleIP: '10.0.0.5', approveAll: false })
@@ -77,11 +78,23 @@ t.test('agents/configuration: matching is exact on every identifier given, case-
     { hostIdentifier: 'PC-\u00e9', agentConfigViewResource: { isSystemArmed: 'ARM' } },
   ])
   t.equal(res.statusCode, 200, res.body)
-  t.same(res.json().map((r: any) => r.uuid), [b.uuid, c.uuid, a.uuid], 'the applied items in request order')
+  t.same(
+    res.json().map((r: any) => r.uuid),
+    [b.uuid, c.uuid, a.uuid],
+    'the applied items in request order',
+  )
   t.equal(res.headers['x-items-succeeded'], '3')
   t.equal(res.headers['x-items-failed'], '4')
   const failures = JSON.parse(res.headers['x-item-failures'] as string)
-  t.same(failures.map((f: any) => [f.index, f.code]), [[0, 'ambiguous'], [3, 'not-found'], [5, 'invalid'], [6, 'not-found']])
+  t.same(
+    failures.map((f: any) => [f.index, f.code]),
+    [
+      [0, 'ambiguous'],
+      [3, 'not-found'],
+      [5, 'invalid'],
+      [6, 'not-found'],
+    ],
+  )
   t.match(failures[1].reason, /No agent matches uuid=.*hostIdentifier=PC-1/)
   t.notMatch(res.headers['x-item-failures'] as string, /[^\x20-\x7e]/, 'the header is ASCII')
   t.match(res.headers['x-item-failures'] as string, /PC-\\u00e9/, 'non-ASCII escaped as \\uXXXX')
@@ -103,7 +116,13 @@ t.test('agents/configuration: when no item applies, 400 no-agent-matched names e
   t.equal(body.type, 'urn:prime:problem:no-agent-matched')
   t.equal(body.title, 'No agent matched')
   t.match(body.detail, /No item could be applied: 2 not found/)
-  t.same(body.errors.map((e: any) => [e.location, e.name]), [['body', '0'], ['body', '1']])
+  t.same(
+    body.errors.map((e: any) => [e.location, e.name]),
+    [
+      ['body', '0'],
+      ['body', '1'],
+    ],
+  )
   t.match(body.errors[0].reason, /^not-found: No agent matches hostIdentifier=PC-7/)
   t.equal(commandsOf(app, pc.id).length, 0)
   const record = app.repos.audit.latest(1)[0]
@@ -138,7 +157,10 @@ t.test('agents/configuration: SetMode commands supersede, reuse or are not neede
   t.same((await configure('Armed')).commandIds, arm.commandIds, 'the same mode again reuses the pending command')
   const back = await configure('free')
   t.same(back.commandIds, [], 'freeing a free agent whose arming was still pending: the arming is cancelled, nothing queued')
-  t.same(commandsOf(app, pc.id).map((c) => c.status), ['Cancelled'])
+  t.same(
+    commandsOf(app, pc.id).map((c) => c.status),
+    ['Cancelled'],
+  )
   t.match(commandsOf(app, pc.id)[0].result_message, /Superseded/)
   t.equal(agentRow(app, pc.id).display_status, 'Free')
   t.equal(agentRow(app, pc.id).in_action, 0)
@@ -146,12 +168,12 @@ t.test('agents/configuration: SetMode commands supersede, reuse or are not neede
   const armAgain = await configure('ARM')
   app.db.prepare("UPDATE agent_commands SET status = 'Delivered', delivered_ms = ? WHERE id = ?").run(Date.now(), armAgain.commandIds[0])
   const freeAfterDelivery = await configure('free')
-  t.equal(freeAfterDelivery.commandIds.length, 1, 'an arming in the agent\'s hands is followed by a new SetMode')
+  t.equal(freeAfterDelivery.commandIds.length, 1, "an arming in the agent's hands is followed by a new SetMode")
   t.same(JSON.parse(commandsOf(app, pc.id).at(-1)!.parameters), { mode: 'Free' })
   t.equal(agentRow(app, pc.id).display_status, 'Freeing')
 
   const keep = await post(app, manager, CONFIGURE, [{ hostIdentifier: 'PC-1', agentConfigViewResource: { approveAll: true } }])
-  t.equal(keep.json()[0].agentConfigViewResource.isSystemArmed, 'free', 'null mode echoes the agent\'s current mode')
+  t.equal(keep.json()[0].agentConfigViewResource.isSystemArmed, 'free', "null mode echoes the agent's current mode")
 })
 
 t.test('agents/configuration: a later item for the same agent supersedes an earlier one', async (t) => {
@@ -164,7 +186,10 @@ t.test('agents/configuration: a later item for the same agent supersedes an earl
   ])
   t.equal(res.statusCode, 200)
   const commands = commandsOf(app, pc.id)
-  t.same(commands.map((c) => c.status), ['Cancelled', 'Pending'])
+  t.same(
+    commands.map((c) => c.status),
+    ['Cancelled', 'Pending'],
+  )
   t.same(res.json()[2].commandIds, [commands[1].id])
 })
 
@@ -184,22 +209,39 @@ t.test('agents/configuration: approveAll approves the present peripherals and se
   t.equal(item.agentConfigViewResource.approveAll, true)
   t.equal(item.agentConfigViewResource.isSystemArmed, 'ARM')
   const approvals = app.db.prepare<[number], any>('SELECT vid, pid, status, changed_by FROM approvals WHERE agent_id = ? ORDER BY vid, pid').all(pc.id)
-  t.same(approvals, [
-    { vid: '046D', pid: 'C077', status: 'Approved', changed_by: 'mona' },
-    { vid: '0951', pid: '1666', status: 'Approved', changed_by: 'mona' },
-    { vid: '1050', pid: '0407', status: 'Approved', changed_by: 'earlier' },
-  ], 'present models approved by the caller; the absent one is not')
+  t.same(
+    approvals,
+    [
+      { vid: '046D', pid: 'C077', status: 'Approved', changed_by: 'mona' },
+      { vid: '0951', pid: '1666', status: 'Approved', changed_by: 'mona' },
+      { vid: '1050', pid: '0407', status: 'Approved', changed_by: 'earlier' },
+    ],
+    'present models approved by the caller; the absent one is not',
+  )
   const [policy] = commandsOf(app, pc.id)
   t.equal(policy.type, 'UpdatePolicy')
   t.same(item.commandIds, [policy.id])
-  t.same(JSON.parse(policy.parameters), { approvedPeripherals: [{ vid: '046D', pid: 'C077' }, { vid: '0951', pid: '1666' }, { vid: '1050', pid: '0407' }] }, 'the whole whitelist')
+  t.same(
+    JSON.parse(policy.parameters),
+    {
+      approvedPeripherals: [
+        { vid: '046D', pid: 'C077' },
+        { vid: '0951', pid: '1666' },
+        { vid: '1050', pid: '0407' },
+      ],
+    },
+    'the whole whitelist',
+  )
   const row = agentRow(app, pc.id)
   t.equal(row.not_approved, 0)
   t.equal(row.approved_and_present, 3)
   t.equal(row.has_unapproved, 0)
   t.equal(row.display_status, 'Pending', 'armed agent waiting for its policy')
   const peripherals = (await call(app, manager, { method: 'GET', url: `/prime/webui/agents/agent/${pc.uuid}` })).json().peripherals
-  t.ok(peripherals.filter((p: any) => p.present).every((p: any) => p.adminStatus === 'Approved' && p.inAction), 'approved, waiting for the agent')
+  t.ok(
+    peripherals.filter((p: any) => p.present).every((p: any) => p.adminStatus === 'Approved' && p.inAction),
+    'approved, waiting for the agent',
+  )
 
   const again = await post(app, manager, CONFIGURE, [{ uuid: pc.uuid, agentConfigViewResource: { approveAll: true, isSystemArmed: 'ARM' } }])
   t.same(again.json()[0].commandIds, [], 'nothing new to approve and already armed: nothing queued')
@@ -211,7 +253,11 @@ t.test('agents/configuration: approveAll approves the present peripherals and se
   const byAdmin = await post(app, admin, CONFIGURE, [{ uuid: pc.uuid, agentConfigViewResource: { approveAll: true } }])
   t.equal(byAdmin.statusCode, 200, 'an Administrator can')
   t.equal(app.db.prepare("SELECT status FROM approvals WHERE agent_id = ? AND vid = '16C0'").pluck().get(pc.id), 'Approved')
-  t.same(commandsOf(app, pc.id).map((c) => c.status), ['Cancelled', 'Pending'], 'the newer whitelist replaces the pending one')
+  t.same(
+    commandsOf(app, pc.id).map((c) => c.status),
+    ['Cancelled', 'Pending'],
+    'the newer whitelist replaces the pending one',
+  )
 })
 
 t.test('profiles: User cannot configure or queue; Manager cannot delete agents', async (t) => {
@@ -236,7 +282,11 @@ t.test('deleteAgents: per item; peripherals, approvals and commands go, events s
   insertPeripheral(app, pc.id)
   insertCommand(app, pc.id, { type: 'UpdateAgent' })
   app.db.prepare("INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, '046D', 'C077', 'Approved', 1, 'x')").run(pc.id)
-  app.db.prepare("INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, asset_key) VALUES (1, '0x110001', 6, 'USB', 'PC-1', 'New USB peripheral detected', '{}', ?)").run(pc.uuid)
+  app.db
+    .prepare(
+      "INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, asset_key) VALUES (1, '0x110001', 6, 'USB', 'PC-1', 'New USB peripheral detected', '{}', ?)",
+    )
+    .run(pc.uuid)
 
   const res = await post(app, admin, '/prime/webui/agents/deleteAgents', [pc.uuid.toUpperCase(), '00000000-0000-0000-0000-000000000000'])
   t.equal(res.statusCode, 200, res.body)
@@ -286,7 +336,14 @@ t.test('deleteAgentsCommands: cancels Pending commands, leaves Delivered ones', 
       { id: 'nope', status: 'failed', reason: 'No agent with this uuid.', code: 'not-found', commandIds: [] },
     ],
   })
-  t.same(commandsOf(app, pc.id).map((c) => [c.id, c.status]), [[policyId, 'Cancelled'], [setModeId, 'Cancelled'], [delivered.id, 'Delivered']])
+  t.same(
+    commandsOf(app, pc.id).map((c) => [c.id, c.status]),
+    [
+      [policyId, 'Cancelled'],
+      [setModeId, 'Cancelled'],
+      [delivered.id, 'Delivered'],
+    ],
+  )
   t.match(commandsOf(app, pc.id)[0].result_message, /Cancelled by mona/)
   const row = agentRow(app, pc.id)
   t.equal(row.display_status, 'Updating', 'the delivered update is still in progress')
@@ -299,7 +356,10 @@ t.test('deleteAgentsCommands: cancels Pending commands, leaves Delivered ones', 
 t.test('updateAgents and fetchagentsdebuglogs: one command per agent, an open one reused', async (t) => {
   const { app, manager } = await setup(t)
   const pc = insertAgent(app, { host_identifier: 'PC-1' })
-  for (const [url, type] of [['/prime/webui/agents/updateAgents', 'UpdateAgent'], ['/prime/webui/agents/fetchagentsdebuglogs', 'FetchDebugLogs']]) {
+  for (const [url, type] of [
+    ['/prime/webui/agents/updateAgents', 'UpdateAgent'],
+    ['/prime/webui/agents/fetchagentsdebuglogs', 'FetchDebugLogs'],
+  ]) {
     const first = await post(app, manager, url, [pc.uuid, '00000000-0000-0000-0000-000000000000'])
     t.equal(first.statusCode, 200, first.body)
     const body = first.json()

@@ -21,7 +21,7 @@ t.test('enroll, check in, list, arm, command lifecycle, attack tool, approval, e
   // Listed the way the SOAR integration asks.
   res = await call(app, manager, { method: 'GET', url: '/prime/webui/agents?hostIdentifier=desktop-9lr&hasUnapprovedPeripherals=True&sortBy=lastConfiguration_desc&pageSize=50' })
   t.equal(res.statusCode, 200, res.body)
-  let page = res.json()
+  const page = res.json()
   t.equal(page.recordsFiltered, 1)
   t.equal(page.data[0].uuid, agent.uuid)
   t.equal(page.data[0].connectionStatus, 'Connected')
@@ -30,7 +30,8 @@ t.test('enroll, check in, list, arm, command lifecycle, attack tool, approval, e
 
   // Armed through agents/configuration with the integration's exact body.
   res = await call(app, manager, {
-    method: 'POST', url: '/prime/webui/agents/configuration',
+    method: 'POST',
+    url: '/prime/webui/agents/configuration',
     payload: [{ uuid: null, hostIdentifier: 'DESKTOP-9LR722S', ipAddress: null, agentConfigViewResource: { isSystemArmed: 'ARM' } }],
   })
   t.equal(res.statusCode, 200, res.body)
@@ -71,12 +72,19 @@ t.test('enroll, check in, list, arm, command lifecycle, attack tool, approval, e
   t.equal(d.severity, 2)
   t.match(d.latestEventText, /attack tool/i)
   const events = app.db.prepare<[string], { event_code: string; severity: number }>('SELECT event_code, severity FROM events WHERE asset_key = ? ORDER BY id').all(agent.uuid)
-  t.ok(events.some((e) => e.event_code === '0x110005' && e.severity === 2), 'a critical attack-tool event')
-  t.ok(events.some((e) => e.event_code === '0x110004'), 'arming with unapproved devices present raised its event')
+  t.ok(
+    events.some((e) => e.event_code === '0x110005' && e.severity === 2),
+    'a critical attack-tool event',
+  )
+  t.ok(
+    events.some((e) => e.event_code === '0x110004'),
+    'arming with unapproved devices present raised its event',
+  )
 
   // The stick is approved through peripherals/command.
   res = await call(app, manager, {
-    method: 'POST', url: '/prime/webui/peripherals/command',
+    method: 'POST',
+    url: '/prime/webui/peripherals/command',
     payload: { opCode: 'APPROVE', peripheralsIds: [{ uuid: agent.uuid, hostIdentifier: null, ipAddress: null, vid: '0951', pid: '1666' }] },
   })
   t.equal(res.statusCode, 200, res.body)

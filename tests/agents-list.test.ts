@@ -12,22 +12,53 @@ const T0 = Date.UTC(2024, 4, 1, 12, 0, 0) // 2024-05-01 12:00:00 UTC
 /** A small fleet whose every filtered field differs from agent to agent. */
 function fleet(app: FastifyInstance) {
   const pc1 = insertAgent(app, {
-    host_identifier: 'DESKTOP-9LR722S', local_ip_address: '192.168.100.128', ip_addresses: '192.168.100.128 10.8.0.4',
-    operational_status: 'Armed', connection_status: 'Connected', service_version: '4.2.1.118', os_version: 'Windows 10 Pro 22H2 (10.0.19045)',
-    hashtags: '#finance #floor3', license_status: 'Activated', running_mode: 'Standard', last_configured_ms: T0, last_updated_ms: T0 + DAY,
-    expiration_ms: T0 + 365 * DAY, pc_model: 'OptiPlex 7090', latest_event_text: 'New USB peripheral detected: Kingston DataTraveler',
+    host_identifier: 'DESKTOP-9LR722S',
+    local_ip_address: '192.168.100.128',
+    ip_addresses: '192.168.100.128 10.8.0.4',
+    operational_status: 'Armed',
+    connection_status: 'Connected',
+    service_version: '4.2.1.118',
+    os_version: 'Windows 10 Pro 22H2 (10.0.19045)',
+    hashtags: '#finance #floor3',
+    license_status: 'Activated',
+    running_mode: 'Standard',
+    last_configured_ms: T0,
+    last_updated_ms: T0 + DAY,
+    expiration_ms: T0 + 365 * DAY,
+    pc_model: 'OptiPlex 7090',
+    latest_event_text: 'New USB peripheral detected: Kingston DataTraveler',
   })
   const pc2 = insertAgent(app, {
-    host_identifier: 'laptop-hr-07', local_ip_address: '192.168.100.140', ip_addresses: '192.168.100.140',
-    operational_status: 'Free', connection_status: 'Connected', service_version: '4.1.7.3', os_version: 'Windows 11 Pro 23H2 (10.0.22631)',
-    hashtags: '#hr', license_status: 'Expired', running_mode: 'VDI', last_configured_ms: T0 + 2 * 3600_000, last_updated_ms: T0 - DAY,
-    expiration_ms: T0 - DAY, pc_model: 'Latitude 5440',
+    host_identifier: 'laptop-hr-07',
+    local_ip_address: '192.168.100.140',
+    ip_addresses: '192.168.100.140',
+    operational_status: 'Free',
+    connection_status: 'Connected',
+    service_version: '4.1.7.3',
+    os_version: 'Windows 11 Pro 23H2 (10.0.22631)',
+    hashtags: '#hr',
+    license_status: 'Expired',
+    running_mode: 'VDI',
+    last_configured_ms: T0 + 2 * 3600_000,
+    last_updated_ms: T0 - DAY,
+    expiration_ms: T0 - DAY,
+    pc_model: 'Latitude 5440',
   })
   const srv = insertAgent(app, {
-    host_identifier: 'SRV-FILES-01', local_ip_address: '10.0.0.5', ip_addresses: '10.0.0.5',
-    operational_status: 'Armed', connection_status: 'Disconnected', service_version: '4.2.0.90', os_version: 'Windows Server 2022 (10.0.20348)',
-    hashtags: null, license_status: 'Pending', running_mode: 'Server', last_configured_ms: null, last_updated_ms: T0 - 10 * DAY,
-    expiration_ms: null, pc_model: 'PowerEdge R650',
+    host_identifier: 'SRV-FILES-01',
+    local_ip_address: '10.0.0.5',
+    ip_addresses: '10.0.0.5',
+    operational_status: 'Armed',
+    connection_status: 'Disconnected',
+    service_version: '4.2.0.90',
+    os_version: 'Windows Server 2022 (10.0.20348)',
+    hashtags: null,
+    license_status: 'Pending',
+    running_mode: 'Server',
+    last_configured_ms: null,
+    last_updated_ms: T0 - 10 * DAY,
+    expiration_ms: null,
+    pc_model: 'PowerEdge R650',
   })
   // pc1: an unapproved mass storage device (armed: Warning), pc2: a known attack tool (Critical), srv: a vulnerable receiver (Error).
   insertPeripheral(app, pc1.id, { vid: '0951', pid: '1666', class_code: '08', subclass_code: '06', protocol_code: '50' })
@@ -43,7 +74,10 @@ function invalid(t: Test, res: LightMyRequestResponse, name: string, location = 
   t.equal(res.statusCode, 400, `400 naming ${name}: ${res.body.slice(0, 300)}`)
   const body = res.json()
   t.equal(body.type, 'urn:prime:problem:validation')
-  t.ok(body.errors?.some((e: any) => e.name === name && e.location === location), `errors name ${location}/${name}: ${JSON.stringify(body.errors)}`)
+  t.ok(
+    body.errors?.some((e: any) => e.name === name && e.location === location),
+    `errors name ${location}/${name}: ${JSON.stringify(body.errors)}`,
+  )
   return body
 }
 
@@ -58,7 +92,9 @@ t.test('GET agents', async (t) => {
     t.equal(res.statusCode, 200, `${query}: ${res.body.slice(0, 300)}`)
     return (res.json().data as { hostIdentifier: string }[]).map((a) => a.hostIdentifier)
   }
-  const PC1 = 'DESKTOP-9LR722S', PC2 = 'laptop-hr-07', SRV = 'SRV-FILES-01'
+  const PC1 = 'DESKTOP-9LR722S',
+    PC2 = 'laptop-hr-07',
+    SRV = 'SRV-FILES-01'
 
   t.test('every agent with the contract fields, default order hostIdentifier asc (case-insensitive)', async (t) => {
     const res = await get('')
@@ -66,7 +102,10 @@ t.test('GET agents', async (t) => {
     const body = res.json()
     t.equal(body.recordsTotal, 3)
     t.equal(body.recordsFiltered, 3)
-    t.same(body.data.map((a: any) => a.hostIdentifier), [PC1, PC2, SRV])
+    t.same(
+      body.data.map((a: any) => a.hostIdentifier),
+      [PC1, PC2, SRV],
+    )
     const first = body.data[0]
     t.equal(first.uuid, pc1.uuid)
     t.equal(first.lastConfiguered, '2024-05-01T12:00:00.000Z', 'the historical spelling, ISO with milliseconds')
@@ -187,7 +226,7 @@ t.test('GET agents', async (t) => {
         t.equal(res.json().data.length, 3)
       }
     }
-    t.same(await hosts('sortBy=lastConfiguration_desc'), [PC2, PC1, SRV], 'the clients\' sort: newest first, never configured last')
+    t.same(await hosts('sortBy=lastConfiguration_desc'), [PC2, PC1, SRV], "the clients' sort: newest first, never configured last")
     t.same(await hosts('SortBy=lastConfiguration_asc'), [PC1, PC2, SRV], 'nulls last ascending too')
     t.same(await hosts('SortBy=lastConfiguered_desc'), [PC2, PC1, SRV])
     t.same(await hosts('SortBy=LASTCONFIGURATION_DESC'), [PC2, PC1, SRV], 'field and direction in any case')
@@ -217,7 +256,10 @@ t.test('GET agents', async (t) => {
   t.test('paging: 1-based, PageSize at most 1000000', async (t) => {
     const p2 = await get('PageSize=2&PageNumber=2')
     t.equal(p2.statusCode, 200)
-    t.same(p2.json().data.map((a: any) => a.hostIdentifier), [SRV])
+    t.same(
+      p2.json().data.map((a: any) => a.hostIdentifier),
+      [SRV],
+    )
     t.equal(p2.json().recordsFiltered, 3)
     t.equal(p2.json().recordsTotal, 3)
     t.same(await hosts('pageSize=1&pageNumber=1'), [PC1], 'camelCase names')
@@ -239,8 +281,14 @@ t.test('GET agents', async (t) => {
       t.same(onePerPage, all.slice(0, 3), `${query || '(no filter)'}: pages of one`)
     }
     const sortBy = { field: 'lastConfiguration', direction: 'desc' as const }
-    t.same([...app.repos.agents.iterate({ globalSearch: 'acme' }, sortBy)].map((a) => a.host_identifier), [PC2, PC1, SRV])
-    t.same([...app.repos.agents.iterate({ hasUnapprovedPeripherals: true }, { field: 'hostIdentifier', direction: 'asc' })].map((a) => a.host_identifier), [PC1, PC2])
+    t.same(
+      [...app.repos.agents.iterate({ globalSearch: 'acme' }, sortBy)].map((a) => a.host_identifier),
+      [PC2, PC1, SRV],
+    )
+    t.same(
+      [...app.repos.agents.iterate({ hasUnapprovedPeripherals: true }, { field: 'hostIdentifier', direction: 'asc' })].map((a) => a.host_identifier),
+      [PC1, PC2],
+    )
   })
 
   t.test('a parameter without a value is left out', async (t) => {
@@ -271,15 +319,33 @@ t.test('GET agents/agent/{agentId}', async (t) => {
   t.equal(a.nics.length, 1)
   t.equal(a.nics[0].name, 'Ethernet')
   t.equal(a.nics[0].isEthernet, true)
-  t.equal(a.displayStatusCombined, 'Freeing', 'a SetMode towards Free is in the agent\'s hands')
+  t.equal(a.displayStatusCombined, 'Freeing', "a SetMode towards Free is in the agent's hands")
   t.equal(a.inAction, true)
-  t.same(a.peripherals.map((p: any) => p.present), [true, true, false], 'present ones first')
-  t.same(a.peripherals.map((p: any) => p.vid), ['0951', '045E', '046D'], 'each most recently seen first')
+  t.same(
+    a.peripherals.map((p: any) => p.present),
+    [true, true, false],
+    'present ones first',
+  )
+  t.same(
+    a.peripherals.map((p: any) => p.vid),
+    ['0951', '045E', '046D'],
+    'each most recently seen first',
+  )
   t.ok(older.id && newer.id)
-  t.equal(a.peripherals[0].hashtags, '#finance #floor3 #unapproved', 'the agent\'s tags then the risk tags')
-  t.same(a.commands.slice(0, 2).map((c: any) => c.commandId), [pending.id, delivered.id], 'open commands first, newest first')
+  t.equal(a.peripherals[0].hashtags, '#finance #floor3 #unapproved', "the agent's tags then the risk tags")
+  t.same(
+    a.commands.slice(0, 2).map((c: any) => c.commandId),
+    [pending.id, delivered.id],
+    'open commands first, newest first',
+  )
   t.equal(a.commands.length, 22, 'then the 20 most recent finished ones')
-  t.same(a.commands.slice(2).map((c: any) => c.commandId), done.slice(5).map((c) => c.id).reverse())
+  t.same(
+    a.commands.slice(2).map((c: any) => c.commandId),
+    done
+      .slice(5)
+      .map((c) => c.id)
+      .reverse(),
+  )
   t.same(a.commands[1].parameters, { mode: 'Free' })
   t.equal(a.commands[1].deliveredTime, new Date(T0 + 101).toISOString())
   t.equal(a.commands[0].creationTimeEpoch, T0 + 200)
@@ -320,27 +386,38 @@ t.test('GET agents/agent/{agentId}/debuglogs', async (t) => {
   t.equal((await call(app, manager, { method: 'GET', url: '/prime/webui/agents/agent/00000000-0000-0000-0000-000000000000/debuglogs' })).statusCode, 404)
 })
 
-t.test('a flag filter alone is counted from the flag\'s total, which every change keeps right', async (t) => {
+t.test("a flag filter alone is counted from the flag's total, which every change keeps right", async (t) => {
   const app = await build(t)
   const token = await login(app)
   await seedFleet(app.db, { agents: 60, peripheralsPerAgent: 6, seed: 23 })
-  const flags = [['HasUnapprovedPeripherals', 'has_unapproved'], ['HasVulnerablePeripherals', 'has_vulnerable'], ['HasKnownAttackTools', 'has_attack_tool'], ['ContainsVulnerablePeripheralOrWLV', 'vulnerable_or_wlv']]
+  const flags = [
+    ['HasUnapprovedPeripherals', 'has_unapproved'],
+    ['HasVulnerablePeripherals', 'has_vulnerable'],
+    ['HasKnownAttackTools', 'has_attack_tool'],
+    ['ContainsVulnerablePeripheralOrWLV', 'vulnerable_or_wlv'],
+  ]
   const check = async (stage: string) => {
     for (const [param, column] of flags) {
       for (const value of [true, false]) {
         const res = await call(app, token, { method: 'GET', url: `/prime/webui/agents?${param}=${value}&PageSize=1` })
-        const actual = app.db.prepare(`SELECT count(*) FROM agents WHERE ${column} = ?`).pluck().get(value ? 1 : 0)
+        const actual = app.db
+          .prepare(`SELECT count(*) FROM agents WHERE ${column} = ?`)
+          .pluck()
+          .get(value ? 1 : 0)
         t.equal(res.json().recordsFiltered, actual, `${stage}: ${param}=${value} counts ${actual}`)
       }
     }
   }
   await check('after a bulk load')
-  t.ok(app.db.prepare('SELECT count(*) FROM agents WHERE has_unapproved = 1').pluck().get() as number > 0, 'some agents are flagged')
+  t.ok((app.db.prepare('SELECT count(*) FROM agents WHERE has_unapproved = 1').pluck().get() as number) > 0, 'some agents are flagged')
   // Pages in host order come from the flag's own index: the same agents, in the same order.
   for (const [param, column] of flags) {
     for (const value of [true, false]) {
       for (const dir of ['asc', 'desc']) {
-        const want = app.db.prepare(`SELECT uuid FROM agents WHERE ${column} = ? ORDER BY host_identifier COLLATE NOCASE ${dir}, uuid ${dir}`).pluck().all(value ? 1 : 0)
+        const want = app.db
+          .prepare(`SELECT uuid FROM agents WHERE ${column} = ? ORDER BY host_identifier COLLATE NOCASE ${dir}, uuid ${dir}`)
+          .pluck()
+          .all(value ? 1 : 0)
         const got: unknown[] = []
         for (let page = 1; page <= Math.ceil(want.length / 7) + 1; page++) {
           const res = await call(app, token, { method: 'GET', url: `/prime/webui/agents?${param}=${value}&SortBy=hostIdentifier_${dir}&PageSize=7&PageNumber=${page}` })
@@ -352,9 +429,15 @@ t.test('a flag filter alone is counted from the flag\'s total, which every chang
   }
 
   // Approving every model of the flagged agents clears their flag (through db/agent-state.ts).
-  const flagged = app.db.prepare(`SELECT a.host_identifier, p.vid, p.pid FROM agents a JOIN peripherals p ON p.agent_id = a.id
-    WHERE a.has_unapproved = 1 AND p.is_unapproved = 1 ORDER BY a.id LIMIT 20`).all() as { host_identifier: string; vid: string; pid: string }[]
-  const res = await call(app, token, { method: 'POST', url: '/prime/webui/peripherals/command', payload: { opCode: 'APPROVE', peripheralsIds: flagged.map((p) => ({ hostIdentifier: p.host_identifier, vid: p.vid, pid: p.pid })) } })
+  const flagged = app.db
+    .prepare(`SELECT a.host_identifier, p.vid, p.pid FROM agents a JOIN peripherals p ON p.agent_id = a.id
+    WHERE a.has_unapproved = 1 AND p.is_unapproved = 1 ORDER BY a.id LIMIT 20`)
+    .all() as { host_identifier: string; vid: string; pid: string }[]
+  const res = await call(app, token, {
+    method: 'POST',
+    url: '/prime/webui/peripherals/command',
+    payload: { opCode: 'APPROVE', peripheralsIds: flagged.map((p) => ({ hostIdentifier: p.host_identifier, vid: p.vid, pid: p.pid })) },
+  })
   t.equal(res.statusCode, 200, res.body.slice(0, 300))
   await check('after approvals')
 

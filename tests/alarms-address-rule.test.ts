@@ -83,15 +83,20 @@ t.test('private, shared and public addresses are allowed', async (t) => {
 
 t.test('names: metadata names are refused before any lookup; every resolved address is checked', async (t) => {
   let lookups = 0
-  const resolver = (answers: Record<string, { address: string; family: number }[]>): Resolver => async (host) => {
-    lookups++
-    const found = answers[host]
-    if (!found) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' })
-    return found
-  }
+  const resolver =
+    (answers: Record<string, { address: string; family: number }[]>): Resolver =>
+    async (host) => {
+      lookups++
+      const found = answers[host]
+      if (!found) throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND' })
+      return found
+    }
   const r = resolver({
     'siem.example.com': [{ address: '10.0.0.5', family: 4 }],
-    'mixed.example.com': [{ address: '10.0.0.5', family: 4 }, { address: '169.254.169.254', family: 4 }],
+    'mixed.example.com': [
+      { address: '10.0.0.5', family: 4 },
+      { address: '169.254.169.254', family: 4 },
+    ],
     'loop.example.com': [{ address: '127.0.0.1', family: 4 }],
     'v6.example.com': [{ address: 'fd00::5', family: 6 }],
     'empty.example.com': [],

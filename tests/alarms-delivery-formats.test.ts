@@ -42,7 +42,7 @@ const attackEvent = (extra: Partial<EventInput> = {}): EventInput => ({
 })
 
 const deliveryIds = (app: FastifyInstance, destinationId: string) =>
-  (app.db.prepare('SELECT delivery_id, feed, record_id, status, attempts FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId) as any[])
+  app.db.prepare('SELECT delivery_id, feed, record_id, status, attempts FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId) as any[]
 
 t.test('webhook: one signed JSON POST per record, headers as the contract says', async (t) => {
   const { app, token, worker } = await setup(t)
@@ -58,7 +58,9 @@ t.test('webhook: one signed JSON POST per record, headers as the contract says',
   // A refused request leaves a Warning audit record of category Users.
   const refused = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { userName: 'x' } })
   t.equal(refused.statusCode, 400)
-  const published = app.repos.alarms.publishAssets(Date.now(), [{ messageId: '2b7e4c1a-9f3d-4e8b-a6c5-1d2e3f4a5b6c', kind: 'snapshot', trigger: 'ReplayAll', assetType: 'Agent', assetId: 'a-1', name: 'PC-1', peripherals: [] }])
+  const published = app.repos.alarms.publishAssets(Date.now(), [
+    { messageId: '2b7e4c1a-9f3d-4e8b-a6c5-1d2e3f4a5b6c', kind: 'snapshot', trigger: 'ReplayAll', assetType: 'Agent', assetId: 'a-1', name: 'PC-1', peripherals: [] },
+  ])
   t.equal(published, 1)
   await worker.drain()
 
@@ -76,8 +78,15 @@ t.test('webhook: one signed JSON POST per record, headers as the contract says',
     t.ok(Math.abs(d.body.sentTime - Date.now() / 1000) < 60)
   }
   const ids = deliveryIds(app, dest.id)
-  t.same(rx.deliveries.map((d) => d.body.deliveryId), ids.map((r) => r.delivery_id), 'in outbox order, with the stored delivery ids')
-  t.same(ids.map((r) => r.status), ['delivered', 'delivered', 'delivered'])
+  t.same(
+    rx.deliveries.map((d) => d.body.deliveryId),
+    ids.map((r) => r.delivery_id),
+    'in outbox order, with the stored delivery ids',
+  )
+  t.same(
+    ids.map((r) => r.status),
+    ['delivered', 'delivered', 'delivered'],
+  )
 
   t.same(Object.keys(ev.body).sort(), ['attempt', 'deliveryId', 'destination', 'event', 'feed', 'sentTime'])
   t.equal(ev.body.feed, 'events')
@@ -122,7 +131,10 @@ t.test('a check-in that finds an attack tool reaches the webhook (gateway to out
   worker.resume()
   await waitFor(() => rx.deliveries.length >= 1, 5000, 'the attack-tool alarm')
   t.match(rx.deliveries[0].body.event, { eventCode: '0x110005', severity: 2, assetKey: agent.uuid, assetName: 'DESKTOP-9LR722S' })
-  t.ok(rx.deliveries.every((d) => d.body.event.severity <= 2), 'only Critical or worse')
+  t.ok(
+    rx.deliveries.every((d) => d.body.event.severity <= 2),
+    'only Critical or worse',
+  )
 })
 
 t.test('syslog over UDP, RFC 5424: header, structured data escaping, one datagram of at most 2048 bytes', async (t) => {
@@ -203,7 +215,15 @@ t.test('syslog RFC 5424 of an audit record and an asset message', async (t) => {
     syslog: { host: '127.0.0.1', port: rx.port, transport: 'tcp' },
   })
   // Creating the destination is itself an audit record of its categories: it is the first delivered.
-  const message = { messageId: '5d0c9a52-3b1e-4f4f-8d7e-0a6b2c9e4f11', kind: 'locationChanged', timeEpoch: 1735732800000, assetType: 'Agent', assetId: 'u-1', name: 'PC-1', location: { ipAddress: '10.0.0.9' } }
+  const message = {
+    messageId: '5d0c9a52-3b1e-4f4f-8d7e-0a6b2c9e4f11',
+    kind: 'locationChanged',
+    timeEpoch: 1735732800000,
+    assetType: 'Agent',
+    assetId: 'u-1',
+    name: 'PC-1',
+    location: { ipAddress: '10.0.0.9' },
+  }
   app.repos.alarms.publishAssets(Date.now(), [message])
   await worker.drain()
   await waitFor(() => rx.messages.length === 2, 2000, 'two frames')
@@ -224,7 +244,12 @@ t.test('e-mail: subject, body fields, delivery id header, console link', async (
   t.teardown(() => smtp.close())
   const { app, token, worker } = await setup(t, { PRIME_SMTP_URL: smtp.url, PRIME_SMTP_FROM: 'Prime Alarms <alarms@prime.example>', PRIME_PUBLIC_URL: 'https://prime.example.com/' })
   const dest = await addDest(app, token, { name: 'mail', type: 'email', email: { recipients: ['soc@example.com', 'oncall@example.org'] } })
-  await addDest(app, token, { name: 'mail-2', type: 'email', filters: { feeds: ['audit'], minimumSeverity: 'Debug', auditCategories: ['Users'] }, email: { recipients: ['audit@example.com'], subjectPrefix: '' } })
+  await addDest(app, token, {
+    name: 'mail-2',
+    type: 'email',
+    filters: { feeds: ['audit'], minimumSeverity: 'Debug', auditCategories: ['Users'] },
+    email: { recipients: ['audit@example.com'], subjectPrefix: '' },
+  })
   const [eventId] = app.repos.events.record(Date.now(), [attackEvent()])
   await worker.drain()
   t.equal(smtp.mails.length, 1)

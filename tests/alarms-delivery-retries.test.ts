@@ -35,20 +35,39 @@ async function addHook(app: FastifyInstance, token: string, name: string, url: s
 }
 
 const event = (details: string, extra: Partial<EventInput> = {}): EventInput => ({
-  code: '0x110005', severity: 2, category: 'USB', entityId: 'PC-1 (10.0.0.1)', description: 'Known attack tool detected', details, ...extra,
+  code: '0x110005',
+  severity: 2,
+  category: 'USB',
+  entityId: 'PC-1 (10.0.0.1)',
+  description: 'Known attack tool detected',
+  details,
+  ...extra,
 })
 
-const outbox = (app: FastifyInstance, destinationId: string) =>
-  app.db.prepare('SELECT * FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId) as any[]
-const attempts = (app: FastifyInstance, outboxId: number) =>
-  app.db.prepare('SELECT * FROM alarm_attempts WHERE outbox_id = ? ORDER BY id').all(outboxId) as any[]
+const outbox = (app: FastifyInstance, destinationId: string) => app.db.prepare('SELECT * FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId) as any[]
+const attempts = (app: FastifyInstance, outboxId: number) => app.db.prepare('SELECT * FROM alarm_attempts WHERE outbox_id = ? ORDER BY id').all(outboxId) as any[]
 
 t.test('backoff: 10 s doubling, at most 1 h, with jitter', async (t) => {
   const mid = () => 0.5
-  t.same([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 30].map((n) => backoff(n, mid)), [10_000, 20_000, 40_000, 80_000, 160_000, 320_000, 640_000, 1_280_000, 2_560_000, 3_600_000, 3_600_000, 3_600_000])
-  t.equal(backoff(1, () => 0), 9000, 'jitter: 10 % earlier at most')
-  t.equal(backoff(1, () => 1), 11_000, '10 % later at most')
-  t.equal(backoff(12, () => 1), 3_600_000, 'never above 1 h')
+  t.same(
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 30].map((n) => backoff(n, mid)),
+    [10_000, 20_000, 40_000, 80_000, 160_000, 320_000, 640_000, 1_280_000, 2_560_000, 3_600_000, 3_600_000, 3_600_000],
+  )
+  t.equal(
+    backoff(1, () => 0),
+    9000,
+    'jitter: 10 % earlier at most',
+  )
+  t.equal(
+    backoff(1, () => 1),
+    11_000,
+    '10 % later at most',
+  )
+  t.equal(
+    backoff(12, () => 1),
+    3_600_000,
+    'never above 1 h',
+  )
   const spread = new Set(Array.from({ length: 50 }, () => backoff(3)))
   t.ok(spread.size > 10, 'real jitter spreads retries')
 })
@@ -84,18 +103,39 @@ t.test('a failing receiver: retried with backoff, same delivery id, order kept',
   clock.set(first.next_attempt_ms)
   await worker.turn()
   t.equal(rx.deliveries.length, 4, 'third attempt succeeds, then the second event follows')
-  t.same(rx.deliveries.map((d) => [d.body.event.details, d.body.attempt]), [['first', 1], ['first', 2], ['first', 3], ['second', 1]])
+  t.same(
+    rx.deliveries.map((d) => [d.body.event.details, d.body.attempt]),
+    [
+      ['first', 1],
+      ['first', 2],
+      ['first', 3],
+      ['second', 1],
+    ],
+  )
   t.equal(new Set(rx.deliveries.slice(0, 3).map((d) => d.body.deliveryId)).size, 1, 'one delivery id across the retries')
-  t.ok(rx.deliveries.every((d) => d.verified), 'each attempt signed anew')
+  t.ok(
+    rx.deliveries.every((d) => d.verified),
+    'each attempt signed anew',
+  )
   ;[first, second] = outbox(app, dest.id)
   t.match(first, { status: 'delivered', attempts: 3, last_error: null })
   t.match(second, { status: 'delivered', attempts: 1 })
 
   const tried = attempts(app, first.id)
-  t.same(tried.map((a) => [a.attempt, a.outcome]), [[1, 'retry'], [2, 'retry'], [3, 'delivered']])
+  t.same(
+    tried.map((a) => [a.attempt, a.outcome]),
+    [
+      [1, 'retry'],
+      [2, 'retry'],
+      [3, 'delivered'],
+    ],
+  )
   t.match(tried[0], { error: 'The receiver refused it: HTTP 5xx.', destination_id: dest.id })
   t.equal(tried[2].error, null)
-  t.ok(tried.every((a) => a.duration_ms > 0 && a.started_ms > 0), 'every attempt has its time and duration')
+  t.ok(
+    tried.every((a) => a.duration_ms > 0 && a.started_ms > 0),
+    'every attempt has its time and duration',
+  )
   const listed = (await call(app, token, { method: 'GET', url: `${ALARM_PATH}/GetAlarmDests` })).json().data[0]
   t.match(listed.delivery, { pending: 0, lastStatus: 'delivered', lastError: null, failedLast24h: 0 })
 })
@@ -134,21 +174,43 @@ t.test('permanent failures: 4xx fails at once and raises 0x410001, never sent to
   await worker.drain()
 
   t.equal(bad.deliveries.length, 2, 'each tried once, the second not held up by the first')
-  t.same(outbox(app, a.id).map((r) => [r.record_id, r.status, r.attempts]), [[e1, 'failed', 1], [e2, 'failed', 1]])
+  t.same(
+    outbox(app, a.id).map((r) => [r.record_id, r.status, r.attempts]),
+    [
+      [e1, 'failed', 1],
+      [e2, 'failed', 1],
+    ],
+  )
   const failures = app.db.prepare(`SELECT * FROM events WHERE event_code = '0x410001' ORDER BY id`).all() as any[]
   t.equal(failures.length, 2)
   t.match(failures[0], { severity: 3, category: 'System', description: 'Alarm delivery failure', entity_id: 'Prime server', alarm_destination_id: a.id })
-  t.match(failures[0].details, new RegExp(`^Delivery ${outbox(app, a.id)[0].delivery_id} of event ${e1} to alarm destination "rejecting" \\(webhook\\) failed for good after 1 attempt: The receiver refused it: HTTP 4xx\\.$`))
-  t.notOk(outbox(app, a.id).some((r) => failures.some((f) => f.id === r.record_id && r.record_id > e2)), 'not queued for the destination it is about')
+  t.match(
+    failures[0].details,
+    new RegExp(`^Delivery ${outbox(app, a.id)[0].delivery_id} of event ${e1} to alarm destination "rejecting" \\(webhook\\) failed for good after 1 attempt: The receiver refused it: HTTP 4xx\\.$`),
+  )
+  t.notOk(
+    outbox(app, a.id).some((r) => failures.some((f) => f.id === r.record_id && r.record_id > e2)),
+    'not queued for the destination it is about',
+  )
   t.same(outbox(app, a.id).length, 2)
-  t.same(other.deliveries.map((d) => d.body.event.eventCode), ['0x110005', '0x110005', '0x410001', '0x410001'], 'the other destination receives them')
-  t.same(other.deliveries.slice(2).map((d) => d.body.event.eventID), failures.map((f) => f.id))
+  t.same(
+    other.deliveries.map((d) => d.body.event.eventCode),
+    ['0x110005', '0x110005', '0x410001', '0x410001'],
+    'the other destination receives them',
+  )
+  t.same(
+    other.deliveries.slice(2).map((d) => d.body.event.eventID),
+    failures.map((f) => f.id),
+  )
 
   const listed = (await call(app, token, { method: 'GET', url: `${ALARM_PATH}/GetAlarmDests` })).json().data.find((d: any) => d.id === a.id)
   t.match(listed.delivery, { pending: 0, lastStatus: 'failed', lastError: 'The receiver refused it: HTTP 4xx.', failedLast24h: 2 })
   t.match(alarmDeliveryHealth(app), { status: 'Failed', detail: /2 failed for good in the last 24 h/ })
   const health = await call(app, token, { method: 'GET', url: '/prime/webui/admin/SubsystemHealth' })
-  t.match(health.json().subsystems.find((s: any) => s.name === 'AlarmDelivery'), { status: 'Failed' })
+  t.match(
+    health.json().subsystems.find((s: any) => s.name === 'AlarmDelivery'),
+    { status: 'Failed' },
+  )
 
   // Both destinations broken: failures about failures raise nothing more.
   other.respond = () => ({ status: 404 })
@@ -181,7 +243,10 @@ t.test('e-mail: an SMTP 4xx answer is retried, a 5xx one fails at once', async (
   smtp.refuseRecipients = null
   app.repos.events.record(Date.now(), [event('two')])
   await worker.drain()
-  t.same(smtp.mails.map((m) => m.subject), ['[Prime] [Critical] Known attack tool detected - PC-1 (10.0.0.1)'])
+  t.same(
+    smtp.mails.map((m) => m.subject),
+    ['[Prime] [Critical] Known attack tool detected - PC-1 (10.0.0.1)'],
+  )
 })
 
 t.test('retries stop 24 h after queueing', async (t) => {
@@ -258,7 +323,10 @@ t.test('disabled destinations get no new records, but their pending deliveries a
   t.equal(res.statusCode, 200, res.body)
   app.repos.events.record(Date.now(), [event('recorded while disabled')])
   await worker.drain()
-  t.same(rx.deliveries.map((d) => d.body.event.details), ['queued while enabled'])
+  t.same(
+    rx.deliveries.map((d) => d.body.event.details),
+    ['queued while enabled'],
+  )
 })
 
 t.test('closing the app lets a delivery in flight finish and records it', async (t) => {

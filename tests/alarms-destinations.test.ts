@@ -75,7 +75,11 @@ t.test('create each type: defaults filled, secrets never answered', async (t) =>
   const body = all.json()
   t.equal(body.recordsTotal, 3)
   t.equal(body.recordsFiltered, 3)
-  t.same(body.data.map((d: any) => d.name), ['on-call', 'SIEM syslog', 'soc-webhook'], 'ordered by name, case-insensitively')
+  t.same(
+    body.data.map((d: any) => d.name),
+    ['on-call', 'SIEM syslog', 'soc-webhook'],
+    'ordered by name, case-insensitively',
+  )
   t.same(body.data[2], h, 'listed as answered when saved')
 
   // A plain User may read destinations but not change them.
@@ -101,7 +105,12 @@ t.test('update: replaces settings, keeps the stored secret and masked header val
   t.same(storedSettings(app, created.id), { url: 'http://127.0.0.1:9/a', secret: SECRET, headers: { Authorization: HEADER_VALUE, 'X-Tenant': 'acme' } })
 
   // A new secret replaces the old; headers replace the set; `***` keeps one value.
-  const changed = await add(app, token, { id: created.id, name: 'hook', type: 'webhook', webhook: { url: 'http://127.0.0.1:9/b', secret: 'another-secret-0123456789', headers: { authorization: '***', 'X-Other': 'v' } } })
+  const changed = await add(app, token, {
+    id: created.id,
+    name: 'hook',
+    type: 'webhook',
+    webhook: { url: 'http://127.0.0.1:9/b', secret: 'another-secret-0123456789', headers: { authorization: '***', 'X-Other': 'v' } },
+  })
   t.equal(changed.statusCode, 200, changed.body)
   t.same(changed.json().webhook, { url: 'http://127.0.0.1:9/b', hasSecret: true, headers: { authorization: '***', 'X-Other': '***' } })
   t.same(storedSettings(app, created.id), { url: 'http://127.0.0.1:9/b', secret: 'another-secret-0123456789', headers: { authorization: HEADER_VALUE, 'X-Other': 'v' } })
@@ -198,7 +207,10 @@ t.test('invalid settings answer 400 naming the field', async (t) => {
     const res = await add(app, token, payload)
     t.equal(res.statusCode, 400, `${what}: ${res.body}`)
     const errors = res.json().errors ?? []
-    t.ok(errors.some((e: any) => (typeof name === 'string' ? e.name === name : name.test(`${e.name} ${e.reason}`))), `${what} names ${name}: ${JSON.stringify(errors)}`)
+    t.ok(
+      errors.some((e: any) => (typeof name === 'string' ? e.name === name : name.test(`${e.name} ${e.reason}`))),
+      `${what} names ${name}: ${JSON.stringify(errors)}`,
+    )
   }
   t.equal((await list(app, token)).json().recordsTotal, 0, 'nothing was saved')
 })
@@ -286,14 +298,23 @@ t.test('remove: per-item results; pending deliveries cancelled, attempts kept', 
   })
   t.equal((await list(app, token)).json().recordsTotal, 0)
   const rows = app.db.prepare('SELECT status, attempts FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(a.id) as any[]
-  t.same(rows.map((r) => r.status), ['cancelled', 'cancelled'])
+  t.same(
+    rows.map((r) => r.status),
+    ['cancelled', 'cancelled'],
+  )
   t.equal((app.db.prepare('SELECT count(*) AS n FROM alarm_attempts WHERE destination_id = ?').get(a.id) as any).n, 1, 'the attempt is kept')
   await worker.turn()
   t.equal(rx.deliveries.length, 1, 'nothing more is delivered')
 
   const record = app.repos.audit.latest(5).find((r) => r.operation_id === 'removeAlarmDest')!
   t.match(record, { description: 'Alarm destinations removed: "a", "b"', outcome: 'Succeeded' })
-  t.match(JSON.parse(record.details), { removed: [{ id: a.id, name: 'a', cancelledDeliveries: 2 }, { id: b.id, name: 'b' }], failed: [{ id: 'no-such-id' }] })
+  t.match(JSON.parse(record.details), {
+    removed: [
+      { id: a.id, name: 'a', cancelledDeliveries: 2 },
+      { id: b.id, name: 'b' },
+    ],
+    failed: [{ id: 'no-such-id' }],
+  })
 
   for (const body of [null, []]) {
     const bad = await call(app, token, { method: 'POST', url: `${ALARM_PATH}/RemoveAlarmDest`, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) })

@@ -17,7 +17,11 @@ async function setup(t: Parameters<typeof build>[0]) {
   const rx = await httpReceiver(SECRET)
   t.teardown(() => rx.close())
   const add = async (name: string, filters: object, enabled = true) => {
-    const res = await call(app, token, { method: 'POST', url: `${ALARM_PATH}/AddOrUpdateAlarmDest`, payload: { name, type: 'webhook', enabled, filters, webhook: { url: `${rx.url}?d=${name}`, secret: SECRET } } })
+    const res = await call(app, token, {
+      method: 'POST',
+      url: `${ALARM_PATH}/AddOrUpdateAlarmDest`,
+      payload: { name, type: 'webhook', enabled, filters, webhook: { url: `${rx.url}?d=${name}`, secret: SECRET } },
+    })
     if (res.statusCode !== 200) throw new Error(res.body)
     return res.json()
   }
@@ -62,19 +66,35 @@ t.test('feeds and audit categories', async (t) => {
   const everything = await add('everything', { minimumSeverity: 'Debug', feeds: ['events', 'audit', 'assets'] })
 
   const event = record(app, 6)
-  const created = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { userName: 'carol', email: 'carol@example.com', userProfile: 10, password: 'Long-enough-pass-1' } })
+  const created = await call(app, token, {
+    method: 'POST',
+    url: '/prime/webui/admin/adduser',
+    payload: { userName: 'carol', email: 'carol@example.com', userProfile: 10, password: 'Long-enough-pass-1' },
+  })
   t.equal(created.statusCode, 200, created.body)
   const refused = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { userName: 'x' } })
   t.equal(refused.statusCode, 400)
   const audits = app.db.prepare(`SELECT id, category, severity FROM audit_trail WHERE operation_id = 'addUser' ORDER BY id`).all() as any[]
-  t.same(audits.map((a) => [a.category, a.severity]), [['Users', 5], ['Users', 4]])
-  const published = app.repos.alarms.publishAssets(Date.now(), [{ kind: 'snapshot', assetId: 'a1' }, { kind: 'snapshot', assetId: 'a2' }])
+  t.same(
+    audits.map((a) => [a.category, a.severity]),
+    [
+      ['Users', 5],
+      ['Users', 4],
+    ],
+  )
+  const published = app.repos.alarms.publishAssets(Date.now(), [
+    { kind: 'snapshot', assetId: 'a1' },
+    { kind: 'snapshot', assetId: 'a2' },
+  ])
   t.equal(published, 4, 'two messages for each of the two destinations subscribed to assets')
 
   t.same(queued(app, eventsOnly.id, 'events'), [event])
   t.same(queued(app, eventsOnly.id, 'audit'), [])
   t.same(queued(app, eventsOnly.id, 'assets'), [])
-  t.same(queued(app, auditUsers.id, 'audit'), audits.map((a) => a.id))
+  t.same(
+    queued(app, auditUsers.id, 'audit'),
+    audits.map((a) => a.id),
+  )
   t.same(queued(app, auditUsers.id, 'events'), [])
   t.same(queued(app, auditWarnings.id, 'audit'), [audits[1].id], 'Warning and worse only: the refused request')
   t.same(queued(app, assets.id, 'assets').length, 2)
@@ -87,9 +107,21 @@ t.test('feeds and audit categories', async (t) => {
 
   await alarmWorker(app).drain()
   const to = (name: string) => rx.deliveries.filter((d) => d.body.destination.name === name)
-  t.same(to('assets').map((d) => [d.body.feed, d.body.asset.assetId]), [['assets', 'a1'], ['assets', 'a2']])
-  t.same(to('audit-users').map((d) => d.body.auditTrail.auditTrailID), audits.map((a) => a.id))
-  t.same(to('events-only').map((d) => d.body.event.eventID), [event])
+  t.same(
+    to('assets').map((d) => [d.body.feed, d.body.asset.assetId]),
+    [
+      ['assets', 'a1'],
+      ['assets', 'a2'],
+    ],
+  )
+  t.same(
+    to('audit-users').map((d) => d.body.auditTrail.auditTrailID),
+    audits.map((a) => a.id),
+  )
+  t.same(
+    to('events-only').map((d) => d.body.event.eventID),
+    [event],
+  )
 })
 
 t.test('the enabled flag: a disabled destination matches nothing new', async (t) => {
@@ -99,7 +131,11 @@ t.test('the enabled flag: a disabled destination matches nothing new', async (t)
   t.same(queued(app, off.id, 'events'), [])
   t.equal(app.repos.alarms.publishAssets(Date.now(), [{ kind: 'snapshot' }]), 0)
   t.equal(app.db.prepare('SELECT count(*) FROM asset_messages').pluck().get(), 0, 'with no subscriber nothing is stored')
-  const on = await call(app, token, { method: 'POST', url: `${ALARM_PATH}/AddOrUpdateAlarmDest`, payload: { id: off.id, name: 'off', type: 'webhook', enabled: true, webhook: { url: 'http://127.0.0.1:9/' } } })
+  const on = await call(app, token, {
+    method: 'POST',
+    url: `${ALARM_PATH}/AddOrUpdateAlarmDest`,
+    payload: { id: off.id, name: 'off', type: 'webhook', enabled: true, webhook: { url: 'http://127.0.0.1:9/' } },
+  })
   t.equal(on.statusCode, 200, on.body)
   const later = record(app, 0)
   t.same(queued(app, off.id, 'events'), [later])
@@ -119,5 +155,8 @@ t.test('a record and its deliveries are stored together or not at all', async (t
   const id = record(app, 1)
   t.same(queued(app, dest.id, 'events'), [id])
   const ids = app.db.prepare('SELECT delivery_id FROM alarm_outbox').pluck().all() as string[]
-  t.ok(ids.every((d) => /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(d)), 'delivery ids are version 4 uuids')
+  t.ok(
+    ids.every((d) => /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(d)),
+    'delivery ids are version 4 uuids',
+  )
 })

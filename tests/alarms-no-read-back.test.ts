@@ -35,16 +35,31 @@ async function internalService(t: Test, status: number): Promise<string> {
     })
   })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  t.teardown(() => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()) }))
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections()
+        server.close(() => r())
+      }),
+  )
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}/internal`
 }
 
 /** A port that accepts connections and never answers (an open port of something silent). */
 async function silentPort(t: Test): Promise<number> {
   const sockets = new Set<net.Socket>()
-  const server = net.createServer((s) => { sockets.add(s); s.on('error', () => undefined) })
+  const server = net.createServer((s) => {
+    sockets.add(s)
+    s.on('error', () => undefined)
+  })
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
-  t.teardown(() => new Promise<void>((r) => { for (const s of sockets) s.destroy(); server.close(() => r()) }))
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy()
+        server.close(() => r())
+      }),
+  )
   return (server.address() as AddressInfo).port
 }
 
@@ -64,7 +79,7 @@ async function addDest(app: FastifyInstance, token: string, payload: object) {
 const hook = (name: string, url: string, feeds = ['events']) => ({ name, type: 'webhook', filters: { feeds }, webhook: { url, secret: SECRET } })
 const testDests = (app: FastifyInstance, token: string, ids: string[]) => call(app, token, { method: 'POST', url: `${ALARM_PATH}/TestAlarmDests`, payload: ids })
 
-t.test('TestAlarmDests answers the status class only, never the target\'s answer', async (t) => {
+t.test("TestAlarmDests answers the status class only, never the target's answer", async (t) => {
   const app = await build(t, TIMEOUT_ENV)
   const token = await login(app)
   const cases: [number, string, 'rejected'][] = [
@@ -128,7 +143,7 @@ t.test('the worker keeps only the coarse outcome: lastError (read by a User), at
   app.repos.events.record(Date.now(), [{ code: '0x110005', severity: 2, category: 'USB', entityId: 'PC-1 (10.0.0.1)', description: 'Known attack tool detected', details: 'x' }])
   const started = performance.now()
   await worker.turn()
-  t.ok(performance.now() - started >= TIMEOUT_S * 1000, 'an unreachable receiver\'s attempt ends after the timeout, so its recorded time tells nothing either')
+  t.ok(performance.now() - started >= TIMEOUT_S * 1000, "an unreachable receiver's attempt ends after the timeout, so its recorded time tells nothing either")
 
   const reader = await userWithProfile(app, token, 'reader', 10)
   const list = await call(app, reader, { method: 'GET', url: `${ALARM_PATH}/GetAlarmDests` })
@@ -159,7 +174,10 @@ function databaseBefore(t: Test, version: number): Database.Database {
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const db = new Database(path.join(dir, 'prime.sqlite'))
   t.teardown(() => db.close())
-  for (const name of fs.readdirSync(migrationsDir).filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f)).sort()) {
+  for (const name of fs
+    .readdirSync(migrationsDir)
+    .filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f))
+    .sort()) {
     const n = Number(name.slice(0, 3))
     if (n >= version) continue
     db.transaction(() => {
@@ -215,12 +233,23 @@ t.test('texts stored before are rewritten to the coarse outcome', async (t) => {
     t.equal(db.prepare('SELECT last_error FROM alarm_destinations WHERE id = ?').pluck().get(id), expected[key], `destination: ${key}`)
     t.equal(db.prepare('SELECT last_error FROM alarm_outbox WHERE destination_id = ?').pluck().get(id), expected[key], `outbox: ${key}`)
     t.equal(db.prepare('SELECT error FROM alarm_attempts WHERE destination_id = ?').pluck().get(id), expected[key], `attempt: ${key}`)
-    t.match(db.prepare('SELECT details FROM events WHERE alarm_destination_id = ?').pluck().get(id), new RegExp(`^Delivery [0-9a-f-]{36} of event 1 to alarm destination "${key}" \\(webhook\\) failed for good after 1 attempt: `), `event: ${key}`)
+    t.match(
+      db.prepare('SELECT details FROM events WHERE alarm_destination_id = ?').pluck().get(id),
+      new RegExp(`^Delivery [0-9a-f-]{36} of event 1 to alarm destination "${key}" \\(webhook\\) failed for good after 1 attempt: `),
+      `event: ${key}`,
+    )
     t.ok((db.prepare('SELECT details FROM events WHERE alarm_destination_id = ?').pluck().get(id) as string).endsWith(`: ${expected[key]}`), `event text: ${key}`)
   }
-  t.equal(db.prepare(`SELECT details FROM events WHERE alarm_destination_id = 'd-gone'`).pluck().get(),
-    'Delivery 00000000-0000-4000-8000-999999999999 of event 1 to alarm destination "gone" (webhook) failed for good after 2 attempts: Delivery failed (the detail of failures before this version is no longer shown).')
-  const everything = JSON.stringify([db.prepare('SELECT * FROM alarm_destinations').all(), db.prepare('SELECT * FROM alarm_outbox').all(), db.prepare('SELECT * FROM alarm_attempts').all(), db.prepare('SELECT * FROM events').all()])
+  t.equal(
+    db.prepare(`SELECT details FROM events WHERE alarm_destination_id = 'd-gone'`).pluck().get(),
+    'Delivery 00000000-0000-4000-8000-999999999999 of event 1 to alarm destination "gone" (webhook) failed for good after 2 attempts: Delivery failed (the detail of failures before this version is no longer shown).',
+  )
+  const everything = JSON.stringify([
+    db.prepare('SELECT * FROM alarm_destinations').all(),
+    db.prepare('SELECT * FROM alarm_outbox').all(),
+    db.prepare('SELECT * FROM alarm_attempts').all(),
+    db.prepare('SELECT * FROM events').all(),
+  ])
   t.notMatch(everything, 'INTERNAL-ANSWER')
   t.notMatch(everything, 'ECONNREFUSED')
 })

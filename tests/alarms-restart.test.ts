@@ -65,7 +65,15 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
   // Slow enough that the kill lands while deliveries are still being made.
   rx.respond = () => ({ status: 200, delayMs: 10 })
   const port = await freePort()
-  const env = { PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1', PRIME_RATE_LIMIT_MAX: '100000' }
+  const env = {
+    PRIME_DATA_DIR: dir,
+    PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+    PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1',
+    PRIME_RATE_LIMIT_MAX: '100000',
+  }
   const logFile = path.join(dir, 'server.log')
   child = await start(env, logFile)
 
@@ -85,7 +93,19 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
   const ids: number[] = []
   for (let i = 0; i < EVENTS; i += 50) {
     db.transaction(() => {
-      ids.push(...events.record(Date.now(), Array.from({ length: 50 }, (_, k) => ({ code: '0x110001', severity: 6, category: 'USB' as const, entityId: 'PC (10.0.0.1)', description: 'New USB peripheral detected', details: `event ${i + k}` }))))
+      ids.push(
+        ...events.record(
+          Date.now(),
+          Array.from({ length: 50 }, (_, k) => ({
+            code: '0x110001',
+            severity: 6,
+            category: 'USB' as const,
+            entityId: 'PC (10.0.0.1)',
+            description: 'New USB peripheral detected',
+            details: `event ${i + k}`,
+          })),
+        ),
+      )
     })()
   }
   db.close()
@@ -103,17 +123,28 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
 
   t.comment(`restarted and drained in ${Date.now() - t1} ms`)
   const byDelivery = new Map<string, number>()
-  t.ok(rx.deliveries.every((d) => d.verified), 'every request signed')
+  t.ok(
+    rx.deliveries.every((d) => d.verified),
+    'every request signed',
+  )
   for (const d of rx.deliveries) {
     const known = byDelivery.get(d.body.deliveryId)
     if (known !== undefined && known !== d.body.event.eventID) t.fail(`delivery id ${d.body.deliveryId} carried two events`)
     byDelivery.set(d.body.deliveryId, d.body.event.eventID)
   }
   t.equal(byDelivery.size, EVENTS, 'one delivery id per event')
-  t.same([...new Set(byDelivery.values())].sort((a, b) => a - b), ids, 'none missing')
+  t.same(
+    [...new Set(byDelivery.values())].sort((a, b) => a - b),
+    ids,
+    'none missing',
+  )
   const firstSeen: number[] = []
   const seen = new Set<number>()
-  for (const d of rx.deliveries) if (!seen.has(d.body.event.eventID)) (seen.add(d.body.event.eventID), firstSeen.push(d.body.event.eventID))
+  for (const d of rx.deliveries) {
+    if (seen.has(d.body.event.eventID)) continue
+    seen.add(d.body.event.eventID)
+    firstSeen.push(d.body.event.eventID)
+  }
   t.same(firstSeen, ids, 'first received in record order')
   t.comment(`${rx.deliveries.length} requests for ${EVENTS} events: ${rx.deliveries.length - EVENTS} repeated after the kill`)
 

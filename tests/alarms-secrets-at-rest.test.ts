@@ -28,8 +28,7 @@ async function test(app: FastifyInstance, token: string, id: string) {
   if (res.statusCode !== 200) throw new Error(res.body)
   return res.json().results[0]
 }
-const view = async (app: FastifyInstance, token: string, id: string) =>
-  (await call(app, token, { url: `${ALARM_PATH}/GetAlarmDests` })).json().data.find((d: { id: string }) => d.id === id)
+const view = async (app: FastifyInstance, token: string, id: string) => (await call(app, token, { url: `${ALARM_PATH}/GetAlarmDests` })).json().data.find((d: { id: string }) => d.id === id)
 
 t.test('webhook secrets and header values are sealed at rest, and still used', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-sealed-test-'))
@@ -39,7 +38,8 @@ t.test('webhook secrets and header values are sealed at rest, and still used', a
 
   let { app, token } = await start(dir)
   const res = await call(app, token, {
-    method: 'POST', url: `${ALARM_PATH}/AddOrUpdateAlarmDest`,
+    method: 'POST',
+    url: `${ALARM_PATH}/AddOrUpdateAlarmDest`,
     payload: { name: 'soar', type: 'webhook', webhook: { url: receiver.url, secret: SECRET, headers: { Authorization: HEADER_VALUE } } },
   })
   t.equal(res.statusCode, 200, res.body)
@@ -53,7 +53,11 @@ t.test('webhook secrets and header values are sealed at rest, and still used', a
   t.equal(receiver.deliveries[0].headers.authorization, HEADER_VALUE, 'the header value sent')
 
   // Sealed for this destination only: copied onto another, it does not open.
-  const other = await call(app, token, { method: 'POST', url: `${ALARM_PATH}/AddOrUpdateAlarmDest`, payload: { name: 'other', type: 'webhook', webhook: { url: receiver.url, secret: 'whsec-other-0123456789' } } })
+  const other = await call(app, token, {
+    method: 'POST',
+    url: `${ALARM_PATH}/AddOrUpdateAlarmDest`,
+    payload: { name: 'other', type: 'webhook', webhook: { url: receiver.url, secret: 'whsec-other-0123456789' } },
+  })
   t.equal(other.statusCode, 200, other.body)
   app.db.prepare('UPDATE alarm_destinations SET settings = ? WHERE id = ?').run(raw, other.json().id)
   t.match(await test(app, token, other.json().id), { status: 'failed', error: /do not open with this server's key/ })

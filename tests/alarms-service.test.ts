@@ -45,7 +45,14 @@ function setup(over: Partial<AlarmDestinationDeps> = {}) {
 }
 
 const ctx = (over: Partial<Context> = {}) =>
-  systemContext({ actor: 'alice', profile: 30, sourceAddress: '192.0.2.7', requestId: 'req-1', operation: { operationId: 'addOrUpdateAlarmDest', method: 'POST', path: '/x', auditCategory: 'Configuration', readOnly: false }, ...over })
+  systemContext({
+    actor: 'alice',
+    profile: 30,
+    sourceAddress: '192.0.2.7',
+    requestId: 'req-1',
+    operation: { operationId: 'addOrUpdateAlarmDest', method: 'POST', path: '/x', auditCategory: 'Configuration', readOnly: false },
+    ...over,
+  })
 
 t.test('a destination is saved with its audit record, named after the context', async (t) => {
   const { service, auditRows } = setup()
@@ -53,7 +60,9 @@ t.test('a destination is saved with its audit record, named after the context', 
   t.equal(saved.row.name, 'soc')
   t.equal(saved.row.created_by, 'alice')
   t.same(saved.counts, { pending: 0, failedLast24h: 0 })
-  t.match(auditRows(), [{ user_name: 'alice', source_ip: '192.0.2.7', request_id: 'req-1', operation_id: 'addOrUpdateAlarmDest', description: 'Alarm destination "soc" created', outcome: 'Succeeded' }])
+  t.match(auditRows(), [
+    { user_name: 'alice', source_ip: '192.0.2.7', request_id: 'req-1', operation_id: 'addOrUpdateAlarmDest', description: 'Alarm destination "soc" created', outcome: 'Succeeded' },
+  ])
   t.equal((await service.list()).length, 1)
 })
 
@@ -96,7 +105,14 @@ t.test('testing: coarse outcomes to the caller, the detail to the log with the r
   const down = (await service.save(ctx(), webhook('down'))).row
   const out = await service.test(ctx({ requestId: 'req-9' }), [up.id, down.id, up.id])
   t.same(sent.sort(), ['down', 'up'], 'each destination once')
-  t.same(out.results.map((r) => [r.name, r.status, r.code]), [['up', 'delivered', null], ['down', 'failed', 'unreachable'], ['up', 'delivered', null]])
+  t.same(
+    out.results.map((r) => [r.name, r.status, r.code]),
+    [
+      ['up', 'delivered', null],
+      ['down', 'failed', 'unreachable'],
+      ['up', 'delivered', null],
+    ],
+  )
   t.notMatch(JSON.stringify(out), /ECONNREFUSED/)
   t.match(warnings, [{ reqId: 'req-9', destinationId: down.id, detail: 'ECONNREFUSED 127.0.0.1:9' }])
 })
@@ -105,7 +121,10 @@ t.test('unit of work: commits, rolls back, joins, and keeps other contexts out w
   const db: DB = openDatabase(':memory:')
   db.exec('CREATE TABLE t (v TEXT)')
   const uow = sqliteUnitOfWork(db)
-  const port = asyncPort({ add: (v: string) => db.prepare('INSERT INTO t VALUES (?)').run(v).changes, all: () => (db.prepare('SELECT v FROM t ORDER BY rowid').all() as { v: string }[]).map((r) => r.v) }, uow)
+  const port = asyncPort(
+    { add: (v: string) => db.prepare('INSERT INTO t VALUES (?)').run(v).changes, all: () => (db.prepare('SELECT v FROM t ORDER BY rowid').all() as { v: string }[]).map((r) => r.v) },
+    uow,
+  )
 
   await uow.run(async () => {
     await port.add('a')
@@ -113,10 +132,13 @@ t.test('unit of work: commits, rolls back, joins, and keeps other contexts out w
   })
   t.same(await port.all(), ['a', 'b'], 'committed, the inner unit joined the outer one')
 
-  await t.rejects(uow.run(async () => {
-    await port.add('c')
-    throw new Error('no')
-  }), /no/)
+  await t.rejects(
+    uow.run(async () => {
+      await port.add('c')
+      throw new Error('no')
+    }),
+    /no/,
+  )
   t.same(await port.all(), ['a', 'b'], 'rolled back')
 
   // Another context writes while a unit is open: it waits for the unit's end, so the
@@ -138,10 +160,14 @@ t.test('unit of work: commits, rolls back, joins, and keeps other contexts out w
   await outside
   t.same(await port.all(), ['a', 'b', 'outside'])
 
-  await t.rejects(uow.run(async () => {
-    await port.add('slow')
-    await new Promise((r) => setTimeout(r, 5))
-  }), /waited for I\/O/, 'a unit that waits for I/O is refused')
+  await t.rejects(
+    uow.run(async () => {
+      await port.add('slow')
+      await new Promise((r) => setTimeout(r, 5))
+    }),
+    /waited for I\/O/,
+    'a unit that waits for I/O is refused',
+  )
   t.same(await port.all(), ['a', 'b', 'outside'])
   t.notOk(db.inTransaction)
 })

@@ -42,7 +42,12 @@ t.test('each type receives its test message; failures and unknown ids are report
   t.equal(body.failed, 3)
   const [rHook, rUdp, rTcp, rMail, rDown, rDownHook, rUnknown] = body.results
   t.equal(rHook.id, hook.id.toUpperCase(), 'ids answered as given')
-  for (const [r, d] of [[rHook, hook], [rUdp, udp5424], [rTcp, tcpCef], [rMail, mail]]) {
+  for (const [r, d] of [
+    [rHook, hook],
+    [rUdp, udp5424],
+    [rTcp, tcpCef],
+    [rMail, mail],
+  ]) {
     t.match(r, { name: d.name, type: d.type, status: 'delivered', error: null, code: null }, d.name)
     t.ok(r.durationMs >= 0 && r.durationMs < 10_000)
     t.ok(Math.abs(Date.parse(r.testedTime) - Date.now()) < 60_000)
@@ -53,14 +58,37 @@ t.test('each type receives its test message; failures and unknown ids are report
   const delivered = http.deliveries[0]
   t.ok(delivered.verified)
   t.same(delivered.body, rHook.message, 'the message answered is the one sent')
-  t.match(delivered.body, { feed: 'test', attempt: 1, destination: { id: hook.id, name: 'soc-webhook' }, event: { eventCode: '0x510001', description: 'Alarm destination test message', category: 'General', severity: 6, severityString: 'Informational', details: 'Test message from Prime to soc-webhook.', eventEntityID: 'Prime server' } })
+  t.match(delivered.body, {
+    feed: 'test',
+    attempt: 1,
+    destination: { id: hook.id, name: 'soc-webhook' },
+    event: {
+      eventCode: '0x510001',
+      description: 'Alarm destination test message',
+      category: 'General',
+      severity: 6,
+      severityString: 'Informational',
+      details: 'Test message from Prime to soc-webhook.',
+      eventEntityID: 'Prime server',
+    },
+  })
   t.equal(delivered.headers['x-prime-delivery-id'], delivered.body.deliveryId)
 
   await waitFor(() => udp.messages.length === 1 && tcp.messages.length === 1, 2000, 'the syslog messages')
   t.equal(udp.messages[0], rUdp.message)
-  t.match(rUdp.message, new RegExp(`^<134>1 \\S+Z ${SYSLOG_HOSTNAME} prime - 0x510001 \\[prime@32473 deliveryId="[0-9a-f-]{36}" category="General" severity="6" source="Prime server"\\] Alarm destination test message: Test message from Prime to udp-5424\\.$`))
+  t.match(
+    rUdp.message,
+    new RegExp(
+      `^<134>1 \\S+Z ${SYSLOG_HOSTNAME} prime - 0x510001 \\[prime@32473 deliveryId="[0-9a-f-]{36}" category="General" severity="6" source="Prime server"\\] Alarm destination test message: Test message from Prime to udp-5424\\.$`,
+    ),
+  )
   t.equal(tcp.messages[0], rTcp.message)
-  t.match(rTcp.message, new RegExp(`^<134>1 (\\S+)Z ${SYSLOG_HOSTNAME} prime - 0x510001 - CEF:0\\|Prime\\|Prime Device Security\\|${VERSION.replace(/\./g, '\\.')}\\|0x510001\\|Alarm destination test message\\|1\\|rt=\\d+ cat=General msg=Test message from Prime to siem-syslog\\. cs1Label=deliveryId cs1=[0-9a-f-]{36}$`))
+  t.match(
+    rTcp.message,
+    new RegExp(
+      `^<134>1 (\\S+)Z ${SYSLOG_HOSTNAME} prime - 0x510001 - CEF:0\\|Prime\\|Prime Device Security\\|${VERSION.replace(/\./g, '\\.')}\\|0x510001\\|Alarm destination test message\\|1\\|rt=\\d+ cat=General msg=Test message from Prime to siem-syslog\\. cs1Label=deliveryId cs1=[0-9a-f-]{36}$`,
+    ),
+  )
   t.equal(tcp.framingErrors, 0)
 
   t.equal(smtp.mails.length, 1)

@@ -24,14 +24,16 @@ function fleet(app: FastifyInstance) {
   const now = Date.now()
   const agents = []
   for (let i = 0; i < 9; i++) {
-    agents.push(insertAgent(app, {
-      host_identifier: `HOST-${i % 3}`,
-      pc_model: i % 2 ? null : 'OptiPlex 7090',
-      running_mode: i % 4 === 0 ? 'Server' : 'Standard',
-      enrolled_ms: now - (i % 3) * DAY,
-      connection_status: i % 5 === 0 ? 'Disconnected' : 'Connected',
-      severity: i % 3 === 0 ? 2 : 6,
-    }))
+    agents.push(
+      insertAgent(app, {
+        host_identifier: `HOST-${i % 3}`,
+        pc_model: i % 2 ? null : 'OptiPlex 7090',
+        running_mode: i % 4 === 0 ? 'Server' : 'Standard',
+        enrolled_ms: now - (i % 3) * DAY,
+        connection_status: i % 5 === 0 ? 'Disconnected' : 'Connected',
+        severity: i % 3 === 0 ? 2 : 6,
+      }),
+    )
   }
   for (const [n, a] of agents.slice(0, 5).entries()) {
     // 0483:5740 on three hosts; 046D:C077 on five, a hub on one of them (never rare).
@@ -40,8 +42,10 @@ function fleet(app: FastifyInstance) {
       insertPeripheral(app, a.id, { vid: st ? '0483' : '046D', pid: st ? '5740' : 'C077', first_seen_ms: now - (j % 2) * DAY, dev_icon: j === 1 && n === 0 ? 4 : 3 })
     }
   }
-  app.db.prepare(`INSERT INTO agentless_connections (name, address, protocol, port, user_name, credential_type, credentials, credentials_updated_ms, created_ms, updated_ms, status)
-    VALUES ('db-01', '10.0.0.9', 'SSH', 22, 'root', 'Password', x'00', ?, ?, ?, 'Reachable')`).run(now, now - DAY, now)
+  app.db
+    .prepare(`INSERT INTO agentless_connections (name, address, protocol, port, user_name, credential_type, credentials, credentials_updated_ms, created_ms, updated_ms, status)
+    VALUES ('db-01', '10.0.0.9', 'SSH', 22, 'root', 'Password', x'00', ?, ?, ?, 'Reachable')`)
+    .run(now, now - DAY, now)
 }
 
 async function pages(app: FastifyInstance, token: string, variables: Record<string, unknown>, size: number) {
@@ -88,7 +92,9 @@ t.test('pages that follow one another are read from where the last ended, and jo
   // Pages asked out of order are read by offset, and answer the same.
   const sort = 'name_asc'
   const all = await pages(app, token, { sort }, 1000)
-  const third = (await call(app, token, { method: 'POST', url: '/sepio-data', payload: { query: QUERY, variables: { sort, page: 3, size: 5 } } })).json().data.conditionalTable.data.map((a: any) => a.id)
+  const third = (await call(app, token, { method: 'POST', url: '/sepio-data', payload: { query: QUERY, variables: { sort, page: 3, size: 5 } } }))
+    .json()
+    .data.conditionalTable.data.map((a: any) => a.id)
   t.same(third, all.slice(10, 15))
 })
 
@@ -96,14 +102,18 @@ t.test('a change between two pages: the next page is read by offset again, from 
   const app = await build(t, { PRIME_AGENT_DISCONNECT_SECONDS: '86400' })
   const token = await login(app)
   fleet(app)
-  const ask = async (page: number) => (await call(app, token, { method: 'POST', url: '/sepio-data', payload: { query: QUERY, variables: { sort: 'firstSeen_asc', page, size: 5 } } })).json().data.conditionalTable
+  const ask = async (page: number) =>
+    (await call(app, token, { method: 'POST', url: '/sepio-data', payload: { query: QUERY, variables: { sort: 'firstSeen_asc', page, size: 5 } } })).json().data.conditionalTable
   await ask(1)
   // A new agent first seen before every other asset: page 2 by offset begins one asset earlier.
   insertAgent(app, { host_identifier: 'EARLY', enrolled_ms: Date.now() - 100 * DAY })
   const second = await ask(2)
   const whole = (await call(app, token, { method: 'POST', url: '/sepio-data', payload: { query: QUERY, variables: { sort: 'firstSeen_asc', page: 1, size: 100 } } })).json().data.conditionalTable
   t.equal(second.recordsFiltered, whole.recordsFiltered)
-  t.same(second.data.map((a: any) => a.id), whole.data.slice(5, 10).map((a: any) => a.id))
+  t.same(
+    second.data.map((a: any) => a.id),
+    whole.data.slice(5, 10).map((a: any) => a.id),
+  )
 })
 
 t.test('the rare models: model by model, in slices or not, as one GROUP BY over every peripheral finds them', async (t) => {
@@ -112,19 +122,29 @@ t.test('the rare models: model by model, in slices or not, as one GROUP BY over 
   const insights = app.repos.insights
   for (const maxHosts of [1, 2, 4, 8]) {
     // The one-statement form this replaces (hubs left out, fewest hosts first, latest seen first).
-    const expected = app.db.prepare(
-      `WITH rare AS (SELECT vid, pid, count(DISTINCT agent_id) AS hosts FROM peripherals WHERE present = 1 AND vid NOT IN ('', '0000')
+    const expected = app.db
+      .prepare(
+        `WITH rare AS (SELECT vid, pid, count(DISTINCT agent_id) AS hosts FROM peripherals WHERE present = 1 AND vid NOT IN ('', '0000')
          GROUP BY vid, pid HAVING count(DISTINCT agent_id) <= @maxHosts)
        SELECT p.vid, p.pid, r.hosts, count(*) AS peripherals FROM rare r JOIN peripherals p ON p.vid = r.vid AND p.pid = r.pid
        WHERE p.agent_id IN (SELECT agent_id FROM peripherals q WHERE q.vid = r.vid AND q.pid = r.pid AND q.present = 1)
        GROUP BY p.vid, p.pid HAVING max(p.dev_icon = 4) = 0 ORDER BY r.hosts, max(p.last_seen_ms) DESC, p.vid, p.pid`,
-    ).all({ maxHosts }) as { vid: string; pid: string; hosts: number; peripherals: number }[]
+      )
+      .all({ maxHosts }) as { vid: string; pid: string; hosts: number; peripherals: number }[]
     const whole = insights.uncommonPeripherals(maxHosts)
-    t.same(whole.data.map((m) => ({ vid: m.vid, pid: m.pid, hosts: m.hostsCount, peripherals: m.peripheralsCount })), expected, `maxHosts ${maxHosts}`)
+    t.same(
+      whole.data.map((m) => ({ vid: m.vid, pid: m.pid, hosts: m.hostsCount, peripherals: m.peripheralsCount })),
+      expected,
+      `maxHosts ${maxHosts}`,
+    )
     // A slice of 0 ms stops after every model: resumed, it finds the same.
     t.same(await insights.uncommonPeripheralsSliced(maxHosts, 0), whole, `maxHosts ${maxHosts}, in slices`)
   }
-  t.same(insights.uncommonPeripherals(8).data.map((m) => m.vid), ['0483'], 'the model on three hosts is rare; a hub never is')
+  t.same(
+    insights.uncommonPeripherals(8).data.map((m) => m.vid),
+    ['0483'],
+    'the model on three hosts is rare; a hub never is',
+  )
 })
 
 t.test('the overview counts, a row at a time, are those of one reading', async (t) => {
@@ -146,7 +166,10 @@ t.test('the overview counts, a row at a time, are those of one reading', async (
   const sliced = run(app.repos.assets.summary(rare, since, 0, { first: 1, min: 1, max: 1 }))
   t.ok(sliced.steps > 20, `read in ${sliced.steps} ranges`)
   t.same(sort(sliced.counts), sort(once.counts))
-  t.equal(once.counts.reduce((n: number, c: { n: number }) => n + c.n, 0), 9 + 15 + 1)
+  t.equal(
+    once.counts.reduce((n: number, c: { n: number }) => n + c.n, 0),
+    9 + 15 + 1,
+  )
 })
 
 t.test('counts older than 30 s: the last ones answered at once, counted again in the background, exact after changes', async (t) => {
@@ -174,9 +197,12 @@ t.test('counts older than 30 s: the last ones answered at once, counted again in
   t.equal(now.totalHosts, 11)
   t.equal(now.totalPeripherals, 15)
   // Counted again from the rows: what one reading of every asset finds.
-  const online = app.db.prepare(`SELECT (SELECT count(*) FROM agents WHERE connection_status = 'Connected')
+  const online = app.db
+    .prepare(`SELECT (SELECT count(*) FROM agents WHERE connection_status = 'Connected')
     + (SELECT count(*) FROM peripherals p JOIN agents a ON a.id = p.agent_id WHERE p.present AND a.connection_status = 'Connected')
-    + (SELECT count(*) FROM agentless_connections WHERE status = 'Reachable')`).pluck().get()
+    + (SELECT count(*) FROM agentless_connections WHERE status = 'Reachable')`)
+    .pluck()
+    .get()
   t.equal(now.onlineAssets, online)
   t.equal(first.onlineAssets - now.onlineAssets, 4 - 2, 'an agent and its three peripherals went offline; an agent and its peripheral came')
 })

@@ -69,7 +69,11 @@ t.test('filters, AND/OR, paging and sorting', async (t) => {
   t.same(await keys({ search: mac }), ['ALPHA-01'], 'global search reaches the adapters')
 
   // AND binds tighter than OR: (name contains ALPHA AND online) OR type 8.
-  const or = [{ ...f('name', 'Contains', 'ALPHA'), index: 0 }, { ...f('isOnline', 'Exact', 'true'), index: 1 }, { ...f('type', 'Exact', '8', 'OR'), index: 2 }]
+  const or = [
+    { ...f('name', 'Contains', 'ALPHA'), index: 0 },
+    { ...f('isOnline', 'Exact', 'true'), index: 1 },
+    { ...f('type', 'Exact', '8', 'OR'), index: 2 },
+  ]
   t.same(await keys({ filters: or }), ['GAMMA-03'])
   t.same(await keys({ filters: [or[2], or[0], { ...or[1], op: 'or' }], sort: 'name_asc' }), ['ALPHA-01', 'BETA-02', 'GAMMA-03'], 'filters are taken in index order')
 
@@ -82,7 +86,10 @@ t.test('filters, AND/OR, paging and sorting', async (t) => {
 
   // The peripheral, and system filters that always hold.
   const all = (await gql(app, token, { system: [f('hierarchy', 'NotExact', '0')] })).json().data.conditionalTable
-  t.same(all.data.map((a: any) => [a.type, a.mac]), [[1, 'Dormant Device']])
+  t.same(
+    all.data.map((a: any) => [a.type, a.mac]),
+    [[1, 'Dormant Device']],
+  )
   t.equal(alpha.uuid.length > 0 && gamma.uuid.length > 0, true)
 })
 

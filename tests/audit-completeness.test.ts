@@ -36,15 +36,20 @@ const PROFILE_NAMES: Record<number, string> = { 10: 'User', 20: 'Manager', 30: '
 /** Resolves $refs and merges allOf, one level at a time (recursion happens as values are built). */
 function resolve(spec: Json, node: any): any {
   while (node && typeof node.$ref === 'string') {
-    node = node.$ref.slice(2).split('/').reduce((o: Json, k: string) => o[k.replace(/~1/g, '/').replace(/~0/g, '~')], spec)
+    node = node.$ref
+      .slice(2)
+      .split('/')
+      .reduce((o: Json, k: string) => o[k.replace(/~1/g, '/').replace(/~0/g, '~')], spec)
   }
   if (node?.allOf) {
     const parts = node.allOf.map((p: any) => resolve(spec, p))
     const { allOf: _, ...rest } = node
-    return parts.reduce(
-      (acc: Json, p: Json) => ({ ...acc, ...p, properties: { ...acc.properties, ...p.properties }, required: [...(acc.required ?? []), ...(p.required ?? [])] }),
-      { ...rest, properties: { ...rest.properties }, required: [...(rest.required ?? [])] },
-    )
+    // biome-ignore lint/performance/noAccumulatingSpread: an allOf has a handful of parts
+    return parts.reduce((acc: Json, p: Json) => ({ ...acc, ...p, properties: { ...acc.properties, ...p.properties }, required: [...(acc.required ?? []), ...(p.required ?? [])] }), {
+      ...rest,
+      properties: { ...rest.properties },
+      required: [...(rest.required ?? [])],
+    })
   }
   return node
 }
@@ -54,14 +59,13 @@ function pick(spec: Json, schema: any): any {
   const s = resolve(spec, schema)
   const alts = s?.anyOf ?? s?.oneOf
   if (!alts) return s
-  const useful = alts.map((a: any) => resolve(spec, a)).find((a: Json) => a && a.type !== 'null' && !(a.enum && a.enum.every((v: unknown) => v === null)))
+  const useful = alts.map((a: any) => resolve(spec, a)).find((a: Json) => a && a.type !== 'null' && !a.enum?.every((v: unknown) => v === null))
   return pick(spec, useful ?? alts[0])
 }
 
 const SECRET_NAME = /pass(word|phrase)?$|secret$|token$|credentials?$|private_?key$|api_?key$|authorization$/i
 
-const isSecretField = (key: string, schema: Json | undefined) =>
-  schema?.format === 'password' || schema?.writeOnly === true || (SECRET_NAME.test(key) && !schema?.enum && !schema?.format)
+const isSecretField = (key: string, schema: Json | undefined) => schema?.format === 'password' || schema?.writeOnly === true || (SECRET_NAME.test(key) && !schema?.enum && !schema?.format)
 
 /** Builds request values and remembers every secret it puts in them. */
 class Secrets {
@@ -94,7 +98,7 @@ function generate(spec: Json, schema: any, secrets: Secrets, key: string, counte
   if (s.enum) return s.enum.find((v: unknown) => v !== null)
   if (s.default !== undefined && s.type !== 'object' && s.type !== 'array') return s.default
   const n = ++counter.n
-  const type = Array.isArray(s.type) ? s.type.find((x: string) => x !== 'null') : s.type ?? (s.properties ? 'object' : s.items ? 'array' : 'string')
+  const type = Array.isArray(s.type) ? s.type.find((x: string) => x !== 'null') : (s.type ?? (s.properties ? 'object' : s.items ? 'array' : 'string'))
   switch (type) {
     case 'object': {
       const out: Json = {}
@@ -268,19 +272,22 @@ function requestFor(spec: Json, op: Operation, secrets: Secrets, ids = new Ids()
 // ---- the audit trail, read from the database ----------------------------------------
 
 const lastId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
-const since = (app: FastifyInstance, after: number): AuditRow[] =>
-  app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
+const since = (app: FastifyInstance, after: number): AuditRow[] => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
 
 /** Everything the database holds except the audit trail: equal before and after means nothing else changed. */
 function fingerprint(app: FastifyInstance): Map<string, string> {
-  const tables = app.db
-    .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('audit_trail') AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name")
-    .all()
+  const tables = app.db.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('audit_trail') AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name").all()
   const out = new Map<string, string>()
   for (const { name } of tables) {
     const where = name === 'sqlite_sequence' ? " WHERE name <> 'audit_trail'" : ''
     const rows = app.db.prepare(`SELECT * FROM "${name}"${where}`).raw().all()
-    out.set(name, crypto.createHash('sha1').update(JSON.stringify(rows, (_, v) => (typeof v === 'bigint' ? String(v) : v))).digest('hex'))
+    out.set(
+      name,
+      crypto
+        .createHash('sha1')
+        .update(JSON.stringify(rows, (_, v) => (typeof v === 'bigint' ? String(v) : v)))
+        .digest('hex'),
+    )
   }
   return out
 }
@@ -292,7 +299,17 @@ const changedTables = (a: Map<string, string>, b: Map<string, string>) => [...ne
  */
 function auditSideTables(app: FastifyInstance): Set<string> {
   const before = fingerprint(app)
-  app.repos.audit.insert({ createdMs: Date.now(), severity: 6, category: 'System', user: null, sourceIp: null, description: 'audit completeness: probe', details: '{}', operationId: null, outcome: 'Succeeded' })
+  app.repos.audit.insert({
+    createdMs: Date.now(),
+    severity: 6,
+    category: 'System',
+    user: null,
+    sourceIp: null,
+    description: 'audit completeness: probe',
+    details: '{}',
+    operationId: null,
+    outcome: 'Succeeded',
+  })
   return new Set(changedTables(before, fingerprint(app)))
 }
 
@@ -310,7 +327,9 @@ const expectedCategory = (op: Operation) => op.auditCategory ?? 'System'
 const LIMITS: [keyof AuditRow, number][] = (() => {
   const props = loadSpec().components.schemas.AuditTrailView.properties
   const column: Record<string, keyof AuditRow> = { user: 'user_name', sourceIp: 'source_ip', description: 'description', details: 'details', operationId: 'operation_id' }
-  return Object.entries(column).filter(([name]) => props[name]?.maxLength).map(([name, col]) => [col, props[name].maxLength])
+  return Object.entries(column)
+    .filter(([name]) => props[name]?.maxLength)
+    .map(([name, col]) => [col, props[name].maxLength])
 })()
 
 function outcomeFits(status: number, outcome: string): boolean {
@@ -351,7 +370,13 @@ async function send(app: FastifyInstance, req: Built, authorization: string | un
 function pathValues(op: Operation, url: string): string[] {
   if (!/\{\w+\}/.test(op.path)) return []
   const literal = (part: string) => part.replace(/[.*+?^$()|[\]\\{}]/g, '\\$&')
-  const m = new RegExp(`^${op.path.split(/\{\w+\}/).map(literal).join('([^/?]+)')}(?:\\?|$)`, 'i').exec(url)
+  const m = new RegExp(
+    `^${op.path
+      .split(/\{\w+\}/)
+      .map(literal)
+      .join('([^/?]+)')}(?:\\?|$)`,
+    'i',
+  ).exec(url)
   return m ? m.slice(1).map(decodeURIComponent) : []
 }
 
@@ -389,7 +414,8 @@ function checkRecords(op: Operation, rows: AuditRow[], status: number, expect: {
     }
     // The thing the path names (an entry, a token, an agent) is named by the record.
     for (const value of expect.url ? pathValues(op, expect.url) : []) {
-      if (!`${r.description}\u0001${r.details}\u0001${r.asset_key}\u0001${r.asset_name}`.toLowerCase().includes(value.toLowerCase())) problems.push(`${at}: does not name ${value} (${r.description} ${r.details})`)
+      if (!`${r.description}\u0001${r.details}\u0001${r.asset_key}\u0001${r.asset_name}`.toLowerCase().includes(value.toLowerCase()))
+        problems.push(`${at}: does not name ${value} (${r.description} ${r.details})`)
     }
   }
   return problems
@@ -405,7 +431,8 @@ t.test('refused requests and reads, on one app', async (t) => {
     const secrets = new Secrets()
     secrets.values.push(admin, agent.credential)
     const side = auditSideTables(app)
-    let n = 0, checked = 0
+    let n = 0,
+      checked = 0
     for (const op of operations.values()) {
       if (op.access.kind === 'public') continue
       const req = requestFor(spec, op, secrets)
@@ -433,7 +460,7 @@ t.test('refused requests and reads, on one app', async (t) => {
     t.same(leaks(since(app, 0), secrets.values), [], 'no record holds a secret a refused request carried')
   })
 
-  await t.test('every request refused for a profile below the operation\'s minimum is audited with its actor', async (t) => {
+  await t.test("every request refused for a profile below the operation's minimum is audited with its actor", async (t) => {
     const { spec, operations } = app.contract
     const tokens: Record<number, { token: string; name: string }[]> = {
       10: [{ token: await userWithProfile(app, admin, 'audit-user', 10), name: 'audit-user' }],
@@ -460,12 +487,18 @@ t.test('refused requests and reads, on one app', async (t) => {
       t.equal((await app.inject({ url: '/prime/webui/admin/all', headers: bearer(token) })).statusCode, 403)
       const user = since(app, before)[0]?.user_name
       t.ok(user === `token:${name}` || user === `token:${id}`, `the long-named token is named (${user})`)
-      t.ok(String(user).length <= 100, 'within the record\'s 100 characters')
+      t.ok(String(user).length <= 100, "within the record's 100 characters")
     }
     const secrets = new Secrets()
-    secrets.values.push(admin, ...Object.values(tokens).flat().map((a) => a.token))
+    secrets.values.push(
+      admin,
+      ...Object.values(tokens)
+        .flat()
+        .map((a) => a.token),
+    )
     const side = auditSideTables(app)
-    let checked = 0, n = 0
+    let checked = 0,
+      n = 0
     for (const op of operations.values()) {
       if (op.access.kind !== 'user' || op.access.minProfile <= 10) continue
       const req = requestFor(spec, op, secrets)

@@ -85,7 +85,10 @@ t.test('refusals of different kinds are written apart; reasons varied at will op
   const again = lastId(app)
   await anon('198.51.100.7')
   const next = records(app, again)
-  t.ok(next.some((r) => r.description === first.description && r.request_id !== null), 'the next window opens with a record of its own')
+  t.ok(
+    next.some((r) => r.description === first.description && r.request_id !== null),
+    'the next window opens with a record of its own',
+  )
 })
 
 t.test('command results are bounded in bytes per agent per day', async (t) => {
@@ -97,7 +100,10 @@ t.test('command results are bounded in bytes per agent per day', async (t) => {
   for (let i = 0; i < 25; i++) answers.push((await results(app, agent.credential, big)).statusCode)
   const firstLimited = answers.indexOf(429)
   t.ok(firstLimited > 10 && firstLimited < 25, `refused once the day's bytes are spent (request ${firstLimited + 1})`)
-  t.ok(answers.slice(firstLimited).every((s) => s === 429), 'and from then on')
+  t.ok(
+    answers.slice(firstLimited).every((s) => s === 429),
+    'and from then on',
+  )
   const res = await results(app, agent.credential, big)
   t.match(res.json().detail, /at most 20000 a day/)
   const wait = Number(res.headers['retry-after'])

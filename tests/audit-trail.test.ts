@@ -12,8 +12,7 @@ const newUser = (userName: string) => ({ userName, email: `${userName}@example.c
 
 const lastId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
 /** The records written since `after`, oldest first. */
-const since = (app: FastifyInstance, after: number): AuditRow[] =>
-  app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
+const since = (app: FastifyInstance, after: number): AuditRow[] => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
 
 t.test('a successful change is audited', async (t) => {
   const app = await build(t, env)
@@ -46,7 +45,7 @@ t.test('a successful change is audited', async (t) => {
   t.equal(row.request_id, res.headers['x-request-id'], 'the request that wrote it, as its answer named it')
 })
 
-t.test('a record names its request: the id the answer and the log line carry, the caller\'s own when valid', async (t) => {
+t.test("a record names its request: the id the answer and the log line carry, the caller's own when valid", async (t) => {
   const app = await build(t, env)
   const token = await login(app)
   let before = lastId(app)
@@ -67,7 +66,10 @@ t.test('a record names its request: the id the answer and the log line carry, th
   const list = await call(app, token, { method: 'GET', url: '/prime/webui/Events/GetAuditTrails?SortBy=auditTrailID_asc&PageSize=1000' })
   const views = list.json().data as { auditTrailID: number; requestId: string | null; description: string }[]
   t.equal(views[0].requestId, null, 'the first start: written by the service itself')
-  t.ok(views.some((v) => v.requestId === given), 'GetAuditTrails shows it')
+  t.ok(
+    views.some((v) => v.requestId === given),
+    'GetAuditTrails shows it',
+  )
 })
 
 t.test('every change of an account is audited, without its secrets', async (t) => {
@@ -98,7 +100,10 @@ t.test('every change of an account is audited, without its secrets', async (t) =
   t.same(JSON.parse(rows[4].details).deleted, ['bob'])
   t.equal(rows[5].category, 'Authentication')
   for (const secret of [NEW_PASSWORD, 'Another-Secret-99', ADMIN_PASSWORD, 'Root-Secret-2024', token, token2]) {
-    t.notOk(rows.some((r) => r.details.includes(secret) || r.description.includes(secret)), `no record contains ${secret.slice(0, 12)}...`)
+    t.notOk(
+      rows.some((r) => r.details.includes(secret) || r.description.includes(secret)),
+      `no record contains ${secret.slice(0, 12)}...`,
+    )
   }
 })
 
@@ -244,7 +249,12 @@ t.test('audit records are immutable', async (t) => {
   t.throws(() => app.db.prepare('DELETE FROM audit_trail WHERE id = ?').run(row.id), /audit records are immutable/, 'DELETE raises')
   t.throws(() => app.db.prepare('DELETE FROM audit_trail').run(), /audit records are immutable/, 'deleting all raises')
   t.throws(
-    () => app.db.prepare("INSERT INTO audit_trail (id, created_ms, severity, category, description, details, outcome) VALUES (?, 0, 5, 'System', 'x', '{}', 'Succeeded') ON CONFLICT (id) DO UPDATE SET description = 'upserted'").run(row.id),
+    () =>
+      app.db
+        .prepare(
+          "INSERT INTO audit_trail (id, created_ms, severity, category, description, details, outcome) VALUES (?, 0, 5, 'System', 'x', '{}', 'Succeeded') ON CONFLICT (id) DO UPDATE SET description = 'upserted'",
+        )
+        .run(row.id),
     /audit records are immutable/,
     'an upsert raises',
   )
@@ -255,7 +265,10 @@ t.test('INSERT OR REPLACE cannot overwrite an audit record', async (t) => {
   const app = await build(t, env)
   await login(app)
   const row = app.repos.audit.latest(1)[0]
-  t.throws(() => app.db.prepare("INSERT OR REPLACE INTO audit_trail (id, created_ms, severity, category, description, details, outcome) VALUES (?, 0, 7, 'System', 'forged', '{}', 'Succeeded')").run(row.id), /immutable|constraint/)
+  t.throws(
+    () => app.db.prepare("INSERT OR REPLACE INTO audit_trail (id, created_ms, severity, category, description, details, outcome) VALUES (?, 0, 7, 'System', 'forged', '{}', 'Succeeded')").run(row.id),
+    /immutable|constraint/,
+  )
   t.equal(app.repos.audit.latest(1)[0].description, row.description, 'the record is unchanged')
 })
 
@@ -273,7 +286,14 @@ t.test('audit ids strictly increase', async (t) => {
     t.ok(rows[i].created_ms >= rows[i - 1].created_ms, 'in time order')
   }
   const latest = app.repos.audit.latest(3)
-  t.same(latest.map((r) => r.id), rows.slice(-3).reverse().map((r) => r.id), 'latest(n) answers the newest first')
+  t.same(
+    latest.map((r) => r.id),
+    rows
+      .slice(-3)
+      .reverse()
+      .map((r) => r.id),
+    'latest(n) answers the newest first',
+  )
   const seq = app.db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'audit_trail'").get() as { seq: number }
   t.equal(seq.seq, rows.at(-1)!.id, 'AUTOINCREMENT: ids are never reused')
 })
@@ -293,7 +313,27 @@ t.test('maskSecrets keeps flags about secrets readable', async (t) => {
 
 t.test('maskSecrets', async (t) => {
   t.same(maskSecrets({ password: 'p', userName: 'bob' }), { password: '***', userName: 'bob' })
-  for (const key of ['password', 'Password', 'PASSWORD', 'newPassword', 'currentPassword', 'pass', 'passphrase', 'secret', 'clientSecret', 'token', 'refreshToken', 'accessToken', 'credential', 'credentials', 'privateKey', 'private_key', 'apiKey', 'api-key', 'Authorization']) {
+  for (const key of [
+    'password',
+    'Password',
+    'PASSWORD',
+    'newPassword',
+    'currentPassword',
+    'pass',
+    'passphrase',
+    'secret',
+    'clientSecret',
+    'token',
+    'refreshToken',
+    'accessToken',
+    'credential',
+    'credentials',
+    'privateKey',
+    'private_key',
+    'apiKey',
+    'api-key',
+    'Authorization',
+  ]) {
     t.same(maskSecrets({ [key]: 'value' }), { [key]: '***' }, `${key} is masked`)
   }
   t.same(maskSecrets({ password: null, token: undefined }), { password: null, token: undefined }, 'an absent secret stays absent (null says "not set")')

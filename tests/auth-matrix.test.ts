@@ -38,8 +38,7 @@ t.test('authentication and profile matrix over every operation', async (t) => {
     const raw = spec.paths[op.path][op.method.toLowerCase()]
     const params = Object.fromEntries((raw.parameters ?? []).filter((p: any) => p.in === 'path').map((p: any) => [p.name, sample(p.schema)]))
     const url = op.path.replace(/\{(\w+)\}/g, (_: string, name: string) => params[name])
-    const send = (authorization?: string) =>
-      app.inject({ method: op.method as any, url, headers: authorization ? { authorization } : {} })
+    const send = (authorization?: string) => app.inject({ method: op.method as any, url, headers: authorization ? { authorization } : {} })
 
     if (op.access.kind === 'public') continue
     const none = await send()
@@ -54,12 +53,18 @@ t.test('authentication and profile matrix over every operation', async (t) => {
     }
     if (op.access.kind !== 'user') continue
     t.equal((await send(`Bearer ${agentCredential}`)).statusCode, 401, `${op.operationId} with an agent credential`)
-    for (const [name, token] of [['expired', expired], ['forged', forged], ['unsigned', unsigned], ['garbage', 'not-a-token']]) {
+    for (const [name, token] of [
+      ['expired', expired],
+      ['forged', forged],
+      ['unsigned', unsigned],
+      ['garbage', 'not-a-token'],
+    ]) {
       t.equal((await send(`Bearer ${token}`)).statusCode, 401, `${op.operationId} with a ${name} token`)
     }
     for (const profile of [10, 20, 30]) {
       // Logging out ends the session it is called with: give it a session of its own.
-      const token = op.operationId === 'logout' ? await login(app, profile === 30 ? 'admin' : profile === 20 ? 'matrix-manager' : 'matrix-user', profile === 30 ? undefined : 'Battery-staple-97') : tokens[profile]
+      const token =
+        op.operationId === 'logout' ? await login(app, profile === 30 ? 'admin' : profile === 20 ? 'matrix-manager' : 'matrix-user', profile === 30 ? undefined : 'Battery-staple-97') : tokens[profile]
       const res = await send(`Bearer ${token}`)
       if (profile < op.access.minProfile) t.equal(res.statusCode, 403, `${op.operationId} as profile ${profile}`)
       else t.notOk([401, 403].includes(res.statusCode), `${op.operationId} as profile ${profile} answered ${res.statusCode} ${res.body}`)

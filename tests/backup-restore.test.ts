@@ -18,7 +18,14 @@ const tmp = (t: { teardown: (fn: () => void) => void }) => {
   return dir
 }
 const mode = (p: string) => fs.statSync(p).mode & 0o777
-const event = (i: number) => ({ code: '0x110001', severity: 6, category: 'USB' as const, entityId: `HOST-${i % 7} (10.0.0.${i % 7})`, description: 'New USB peripheral detected', details: `device ${i}` })
+const event = (i: number) => ({
+  code: '0x110001',
+  severity: 6,
+  category: 'USB' as const,
+  entityId: `HOST-${i % 7} (10.0.0.${i % 7})`,
+  description: 'New USB peripheral detected',
+  details: `device ${i}`,
+})
 const rows = (db: FastifyInstance['db'], table: string, upTo: number) => JSON.stringify(db.prepare(`SELECT * FROM ${table} WHERE id <= ? ORDER BY id`).all(upTo))
 
 t.test('a backup taken under write load restores whole: records, accounts, tokens, files', async (t) => {
@@ -55,9 +62,15 @@ t.test('a backup taken under write load restores whole: records, accounts, token
   t.equal(mode(path.join(out, 'prime.sqlite')), 0o600)
   const names = result.manifest.files.map((f) => f.path)
   t.ok(names.includes('jwt-secret') && names.includes('agentless-key') && names.includes('agent-enrollment-secret'), 'the keys are in it')
-  t.ok(names.some((n) => n.startsWith('reports/')), 'the report files are in it')
+  t.ok(
+    names.some((n) => n.startsWith('reports/')),
+    'the report files are in it',
+  )
   for (const f of result.manifest.files) t.equal(mode(path.join(out, 'files', f.path)), 0o600, `${f.path} is 0600`)
-  t.notOk(names.some((n) => n.startsWith('prime.sqlite')), 'the database is copied by SQLite, not as a file')
+  t.notOk(
+    names.some((n) => n.startsWith('prime.sqlite')),
+    'the database is copied by SQLite, not as a file',
+  )
 
   const restoredDir = path.join(tmp(t), 'data')
   restore(out, restoredDir)
@@ -67,7 +80,7 @@ t.test('a backup taken under write load restores whole: records, accounts, token
 
   t.equal(rows(restored.db, 'events', before.events), rows(app.db, 'events', before.events), 'every event from before the backup, identical')
   t.equal(rows(restored.db, 'audit_trail', before.audit), rows(app.db, 'audit_trail', before.audit), 'every audit record from before the backup, identical')
-  const copied = (restored.db.prepare('SELECT max(id) FROM events').pluck().get() as number)
+  const copied = restored.db.prepare('SELECT max(id) FROM events').pluck().get() as number
   t.equal(rows(restored.db, 'events', copied), rows(app.db, 'events', copied), 'the copy is the database as of one instant: no gap, no torn write')
 
   const olga = await login(restored, 'olga', USER_PASSWORD)

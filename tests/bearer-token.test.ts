@@ -12,8 +12,21 @@ t.test('the token of a Bearer authorization header', async (t) => {
 })
 
 t.test('anything else is no token', async (t) => {
-  for (const header of [undefined, '', 'Bearer', 'Bearer ', 'Bearer \t ', 'Bearerabc', 'Basic YWJjOmRlZg==', 'Token abc', ' Bearer abc',
-    'Bearer a b', 'Bearer ab\u00e9', 'Bearer a\u0000b', 'Bearer ' + 'x'.repeat(4097)]) {
+  for (const header of [
+    undefined,
+    '',
+    'Bearer',
+    'Bearer ',
+    'Bearer \t ',
+    'Bearerabc',
+    'Basic YWJjOmRlZg==',
+    'Token abc',
+    ' Bearer abc',
+    'Bearer a b',
+    'Bearer ab\u00e9',
+    'Bearer a\u0000b',
+    'Bearer ' + 'x'.repeat(4097),
+  ]) {
     t.equal(of(header), undefined, JSON.stringify(header)?.slice(0, 40) ?? 'no header')
   }
 })

@@ -14,7 +14,7 @@ t.test('bounded: the least recently used goes first', async (t) => {
   t.equal(c.size, 2)
 })
 
-t.test('entries expire: at the cache\'s age or at their own time', async (t) => {
+t.test("entries expire: at the cache's age or at their own time", async (t) => {
   let now = 1000
   const c = new Cache<string, string>({ max: 10, ttlMs: 100, now: () => now })
   c.set('aged', 'x')
@@ -57,9 +57,26 @@ t.test('max 0 keeps nothing', async (t) => {
 t.test('kept notification answers follow the change number', async (t) => {
   const kept = new KeptAnswers(1)
   let reads = 0
-  t.equal(kept.answer(7, 'q', () => ++reads), 1)
-  t.equal(kept.answer(7, 'q', () => ++reads), 1)
-  t.equal(kept.answer(7, 'r', () => ++reads), 2)
-  t.equal(kept.answer(7, 'q', () => ++reads), 3, 'one answer at most: q went out for r')
-  t.equal(kept.answer(8, 'q', () => ++reads), 4, 'a new change number reads again')
+  t.equal(
+    kept.answer(7, 'q', () => ++reads),
+    1,
+  )
+  t.equal(
+    kept.answer(7, 'q', () => ++reads),
+    1,
+  )
+  t.equal(
+    kept.answer(7, 'r', () => ++reads),
+    2,
+  )
+  t.equal(
+    kept.answer(7, 'q', () => ++reads),
+    3,
+    'one answer at most: q went out for r',
+  )
+  t.equal(
+    kept.answer(8, 'q', () => ++reads),
+    4,
+    'a new change number reads again',
+  )
 })

@@ -13,12 +13,14 @@ const URL = '/prime/webui/agents/catalogue'
 function agentWithModel(app: FastifyInstance, vid: string, pid: string) {
   const uuid = crypto.randomUUID()
   const now = Date.now()
-  const id = Number(app.db.prepare(
-    `INSERT INTO agents (uuid, machine_id, enrolled_ms, host_identifier, connection_status, last_updated_ms) VALUES (?, ?, ?, ?, 'Connected', ?)`,
-  ).run(uuid, crypto.randomUUID(), now, `HOST-${uuid.slice(0, 6)}`, now).lastInsertRowid)
-  app.db.prepare(
-    `INSERT INTO peripherals (agent_id, agent_uuid, device_id, vid, pid, dev_icon, first_seen_ms, last_seen_ms) VALUES (?, ?, ?, ?, ?, 1, ?, ?)`,
-  ).run(id, uuid, `USB\\VID_${vid}&PID_${pid}\\1`, vid, pid, now, now)
+  const id = Number(
+    app.db
+      .prepare(`INSERT INTO agents (uuid, machine_id, enrolled_ms, host_identifier, connection_status, last_updated_ms) VALUES (?, ?, ?, ?, 'Connected', ?)`)
+      .run(uuid, crypto.randomUUID(), now, `HOST-${uuid.slice(0, 6)}`, now).lastInsertRowid,
+  )
+  app.db
+    .prepare(`INSERT INTO peripherals (agent_id, agent_uuid, device_id, vid, pid, dev_icon, first_seen_ms, last_seen_ms) VALUES (?, ?, ?, ?, ?, 1, ?, ?)`)
+    .run(id, uuid, `USB\\VID_${vid}&PID_${pid}\\1`, vid, pid, now, now)
   app.repos.agentState.refreshAgent(id)
   return id
 }
@@ -28,8 +30,7 @@ const flags = (app: FastifyInstance, agentId: number) => ({
   agent: app.db.prepare('SELECT has_attack_tool, has_vulnerable, severity FROM agents WHERE id = ?').get(agentId) as Record<string, unknown>,
 })
 
-const auditSince = (app: FastifyInstance, after: number) =>
-  app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
+const auditSince = (app: FastifyInstance, after: number) => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
 const lastAuditId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
 
 t.test('the catalogue lists the built-in entries ordered by kind, vid, pid, to a plain User', async (t) => {
@@ -55,7 +56,8 @@ t.test('adding an entry: upper-case ids, default severity, flags follow at once,
   const before = lastAuditId(app)
 
   const res = await call(app, admin, {
-    method: 'POST', url: URL,
+    method: 'POST',
+    url: URL,
     payload: { kind: 'VulnerableDevice', vid: '0951', pid: '1666', name: 'Stick with a weak controller', vulnerability: 'BadUSB-capable firmware.' },
   })
   t.equal(res.statusCode, 200, res.body)
@@ -78,7 +80,10 @@ t.test('adding an entry: upper-case ids, default severity, flags follow at once,
   t.match(JSON.parse(rows[0].details), { kind: 'VulnerableDevice', vid: '0951', agentsRecomputed: 1 })
 
   const listed = (await call(app, admin, { method: 'GET', url: URL })).json()
-  t.ok(listed.some((e: any) => e.id === entry.id), 'listed')
+  t.ok(
+    listed.some((e: any) => e.id === entry.id),
+    'listed',
+  )
 })
 
 t.test('a duplicate kind/vid/pid answers 409; the same model as the other kind is allowed', async (t) => {
@@ -92,7 +97,11 @@ t.test('a duplicate kind/vid/pid answers 409; the same model as the other kind i
   const other = await call(app, admin, { method: 'POST', url: URL, payload: { kind: 'VulnerableDevice', vid: '0483', pid: '5740', name: 'Also vulnerable' } })
   t.equal(other.statusCode, 200, other.body)
   const failed = app.db.prepare("SELECT outcome FROM audit_trail WHERE operation_id = 'addCatalogueEntry' ORDER BY id").all() as { outcome: string }[]
-  t.same(failed.map((r) => r.outcome), ['Failed', 'Failed', 'Succeeded'], 'refused adds are audited as failed')
+  t.same(
+    failed.map((r) => r.outcome),
+    ['Failed', 'Failed', 'Succeeded'],
+    'refused adds are audited as failed',
+  )
 })
 
 t.test('a full catalogue (10000 entries) answers 409', async (t) => {
@@ -165,5 +174,8 @@ t.test('a catalogue change drops the cached vulnerable-peripherals insight', asy
   t.notOk(first.json().data.some((m: any) => m.vid === '0951'))
   await call(app, admin, { method: 'POST', url: URL, payload: { kind: 'VulnerableDevice', vid: '0951', pid: '1666', name: 'Weak stick' } })
   const second = await call(app, admin, { method: 'GET', url: '/prime/webui/agents/RiskInsights/VulnerablePeripherals' })
-  t.match(second.json().data.find((m: any) => m.vid === '0951'), { pid: '1666', kind: 'VulnerableDevice', hostsCount: 1, presentCount: 1 })
+  t.match(
+    second.json().data.find((m: any) => m.vid === '0951'),
+    { pid: '1666', kind: 'VulnerableDevice', hostsCount: 1, presentCount: 1 },
+  )
 })

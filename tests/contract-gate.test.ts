@@ -79,10 +79,15 @@ function breakingRule(t: Test, name: string, mutate: (s: Json) => void, rule: st
 
 t.test('breaking changes, one pair of contracts per rule', async (t) => {
   breakingRule(t, 'a removed operation', (s) => delete s.paths['/things'].post, 'operation-removed')
-  breakingRule(t, 'a removed path', (s) => {
-    s.paths['/items'] = s.paths['/things']
-    delete s.paths['/things']
-  }, 'operation-removed')
+  breakingRule(
+    t,
+    'a removed path',
+    (s) => {
+      s.paths['/items'] = s.paths['/things']
+      delete s.paths['/things']
+    },
+    'operation-removed',
+  )
   breakingRule(t, 'a renamed operation', (s) => (s.paths['/things'].get.operationId = 'getThings'), 'operation-renamed')
   breakingRule(t, 'a removed parameter', (s) => s.paths['/things'].get.parameters.pop(), 'parameter-removed')
   breakingRule(t, 'a renamed parameter', (s) => (s.paths['/things'].get.parameters[1].name = 'State'), 'parameter-removed')
@@ -92,10 +97,15 @@ t.test('breaking changes, one pair of contracts per rule', async (t) => {
   breakingRule(t, 'a response property no longer always answered', (s) => (s.components.schemas.Thing.required = ['id']), 'property-now-optional')
   breakingRule(t, 'a response property that may now be null', (s) => (s.components.schemas.Thing.properties.name.nullable = true), 'null-answered')
   breakingRule(t, 'a removed request property', (s) => delete s.components.schemas.NewThing.properties.tags, 'property-removed')
-  breakingRule(t, 'a new required request property', (s) => {
-    s.components.schemas.NewThing.properties.owner = { type: 'string' }
-    s.components.schemas.NewThing.required.push('owner')
-  }, 'required-property-added')
+  breakingRule(
+    t,
+    'a new required request property',
+    (s) => {
+      s.components.schemas.NewThing.properties.owner = { type: 'string' }
+      s.components.schemas.NewThing.required.push('owner')
+    },
+    'required-property-added',
+  )
   breakingRule(t, 'a request property made required', (s) => s.components.schemas.NewThing.required.push('tags'), 'property-now-required')
   breakingRule(t, 'a removed enum value (parameter)', (s) => s.paths['/things'].get.parameters[1].schema.enum.pop(), 'enum-value-removed')
   breakingRule(t, 'a removed enum value (response)', (s) => s.components.schemas.Thing.properties.kind.enum.pop(), 'enum-value-removed')
@@ -107,23 +117,38 @@ t.test('breaking changes, one pair of contracts per rule', async (t) => {
   breakingRule(t, 'fewer items', (s) => (s.components.schemas.NewThing.properties.tags.maxItems = 5), 'limit-narrowed')
   breakingRule(t, 'a new pattern', (s) => (s.components.schemas.NewThing.properties.name.pattern = '^[a-z]+$'), 'pattern-changed')
   breakingRule(t, 'null refused in a request', (s) => delete s.components.schemas.NewThing.properties.size.nullable, 'null-refused')
-  breakingRule(t, 'a changed success status', (s) => {
-    const r = s.paths['/things'].post.responses
-    r['201'] = r['200']
-    delete r['200']
-  }, 'status-removed')
+  breakingRule(
+    t,
+    'a changed success status',
+    (s) => {
+      const r = s.paths['/things'].post.responses
+      r['201'] = r['200']
+      delete r['200']
+    },
+    'status-removed',
+  )
   breakingRule(t, 'a new success status', (s) => (s.paths['/things'].post.responses['202'] = { description: 'later' }), 'status-added')
   breakingRule(t, 'a removed error status', (s) => delete s.paths['/things'].post.responses['400'], 'status-removed')
   breakingRule(t, 'a removed response media type', (s) => delete s.paths['/things'].get.responses['200'].content['text/plain'], 'response-media-type-removed')
-  breakingRule(t, 'a removed request media type', (s) => {
-    const c = s.paths['/things'].post.requestBody.content
-    c['text/json'] = c['application/json']
-    delete c['application/json']
-  }, 'request-media-type-removed')
+  breakingRule(
+    t,
+    'a removed request media type',
+    (s) => {
+      const c = s.paths['/things'].post.requestBody.content
+      c['text/json'] = c['application/json']
+      delete c['application/json']
+    },
+    'request-media-type-removed',
+  )
   breakingRule(t, 'a higher minimum profile', (s) => (s.paths['/things'].get['x-min-profile'] = 'Manager'), 'profile-raised')
-  breakingRule(t, 'a body that became required', (s) => {
-    s.paths['/things'].get.requestBody = { required: true, content: { 'application/json': { schema: { type: 'object' } } } }
-  }, 'request-body-now-required')
+  breakingRule(
+    t,
+    'a body that became required',
+    (s) => {
+      s.paths['/things'].get.requestBody = { required: true, content: { 'application/json': { schema: { type: 'object' } } } }
+    },
+    'request-body-now-required',
+  )
 })
 
 t.test('additive changes pass in a minor version', async (t) => {
@@ -140,7 +165,11 @@ t.test('additive changes pass in a minor version', async (t) => {
   delete after.paths['/things'].get.responses['501']
   after.paths['/things'].get.deprecated = true
   const changes = diffContracts(base(), after)
-  t.same(changes.filter((c) => c.severity === 'breaking'), [], 'nothing breaking')
+  t.same(
+    changes.filter((c) => c.severity === 'breaking'),
+    [],
+    'nothing breaking',
+  )
   t.ok(changes.find((c) => c.rule === 'operation-added'))
   t.ok(changes.find((c) => c.rule === 'operation-implemented'))
   t.ok(changes.find((c) => c.rule === 'operation-deprecated'))

@@ -9,15 +9,46 @@ const text = async (rows: object[]) => {
 }
 
 t.test('cells with a lone line break are quoted, formulas defused, plain numbers left alone', async (t) => {
-  const out = await text([{ a: 'line one\nline two', b: 'cr\ronly' }, { a: '=HYPERLINK("x")', b: -1 }])
+  const out = await text([
+    { a: 'line one\nline two', b: 'cr\ronly' },
+    { a: '=HYPERLINK("x")', b: -1 },
+  ])
   t.equal(out, 'a,b\r\n"line one\nline two","cr\ronly"\r\n"\'=HYPERLINK(""x"")",-1\r\n')
 })
 
 t.test('the bytes are those of csv-stringify with the same rules, across every kind of cell', async (t) => {
   const columns = ['a', 'b', 'c', 'd']
   const values: unknown[] = [
-    null, undefined, '', 'plain', 'with,comma', 'with "quotes"', 'crlf\r\nhere', '=SUM(A1:A2)', '+1', '-1', '@cmd', '\tTab', '\r\nCRLF', '＝full', '＋x', '－y', '＠z',
-    -5, 0, 3.25, 12345678901234, true, false, new Date(Date.UTC(2025, 0, 2, 3, 4, 5, 6)), { x: 1, y: 'a,"b"' }, ['l', 1], '=a,"b"', 'ü unicode, 漢字', ' leading space', "'quote",
+    null,
+    undefined,
+    '',
+    'plain',
+    'with,comma',
+    'with "quotes"',
+    'crlf\r\nhere',
+    '=SUM(A1:A2)',
+    '+1',
+    '-1',
+    '@cmd',
+    '\tTab',
+    '\r\nCRLF',
+    '＝full',
+    '＋x',
+    '－y',
+    '＠z',
+    -5,
+    0,
+    3.25,
+    12345678901234,
+    true,
+    false,
+    new Date(Date.UTC(2025, 0, 2, 3, 4, 5, 6)),
+    { x: 1, y: 'a,"b"' },
+    ['l', 1],
+    '=a,"b"',
+    'ü unicode, 漢字',
+    ' leading space',
+    "'quote",
   ]
   // More rows than one chunk holds, so that chunk boundaries are crossed.
   const rows: Record<string, unknown>[] = []
@@ -26,7 +57,13 @@ t.test('the bytes are those of csv-stringify with the same rules, across every k
     rows.push({ a: v(0), b: v(7), c: v(13), d: i, ignored: 'x' })
   }
   let mine = ''
-  for await (const chunk of csvStream(columns, (async function* () { yield* rows })())) mine += chunk
+  for await (const chunk of csvStream(
+    columns,
+    (async function* () {
+      yield* rows
+    })(),
+  ))
+    mine += chunk
   const reference = stringify(rows, {
     header: true,
     columns,

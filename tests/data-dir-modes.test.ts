@@ -96,7 +96,10 @@ t.test('a data directory others can read is made private at start, with a warnin
   t.equal(warning?.count, 5)
   t.match(warning?.tightened, [{ path: dir, from: '0755', to: '0700' }])
   const again = await start(t, dir)
-  t.notOk(again.warnings.some((w) => /made private/.test(w.msg)), 'nothing to say the next time')
+  t.notOk(
+    again.warnings.some((w) => /made private/.test(w.msg)),
+    'nothing to say the next time',
+  )
 })
 
 t.test('a data directory others can write is refused, saying how to fix it', async (t) => {

@@ -41,13 +41,16 @@ t.test('openDatabase settings', async (t) => {
   t.equal(db.pragma('busy_timeout', { simple: true }), 5000)
   t.equal(db.pragma('journal_size_limit', { simple: true }), 64 * 1024 * 1024, 'the WAL is cut back to 64 MB after a long reader')
   t.equal(db.pragma('user_version', { simple: true }), migrationCount, 'migrated on open')
-  const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all().map((r: any) => r.name)
+  const tables = db
+    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    .all()
+    .map((r: any) => r.name)
   for (const name of ['users', 'sessions', 'refresh_tokens', 'integration_tokens', 'audit_trail']) t.ok(tables.includes(name), `table ${name}`)
   t.ok(fs.existsSync(path.join(dir, 'prime.sqlite-wal')), 'a WAL file beside the database')
-  t.equal(db.pragma('cache_size', { simple: true }), -4096, 'a page cache of 4 MiB, not the driver\'s 16')
+  t.equal(db.pragma('cache_size', { simple: true }), -4096, "a page cache of 4 MiB, not the driver's 16")
 })
 
-t.test('PRIME_DB_CACHE_MB sets the page cache of the server\'s connection', async (t) => {
+t.test("PRIME_DB_CACHE_MB sets the page cache of the server's connection", async (t) => {
   const dir = tempDir(t)
   const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: 'Given-Password-77', LOG_LEVEL: 'silent', PRIME_DB_CACHE_MB: '12' }), logger: false })
   t.teardown(() => app.close())
@@ -138,7 +141,10 @@ t.test('first start without PRIME_ADMIN_PASSWORD', async (t) => {
   t.equal(res.json().user.userName, 'admin')
 
   const audit = app.repos.audit.latest(100)
-  t.notOk(audit.some((r) => r.details.includes(password) || r.description.includes(password)), 'the password is not in the audit trail')
+  t.notOk(
+    audit.some((r) => r.details.includes(password) || r.description.includes(password)),
+    'the password is not in the audit trail',
+  )
   const created = audit.find((r) => /first Administrator/.test(r.description))
   t.equal(JSON.parse(created!.details).passwordFrom, 'generated')
   const row = app.db.prepare("SELECT password_hash FROM users WHERE user_name = 'admin'").get() as { password_hash: string }
@@ -150,7 +156,10 @@ t.test('first start without PRIME_ADMIN_PASSWORD', async (t) => {
   const log2 = capture()
   const app2 = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, LOG_LEVEL: 'silent' }), logger: { level: 'info', stream: log2.stream } })
   t.teardown(() => app2.close())
-  t.notOk(log2.lines.some((l) => /generated password|Created account/.test(l.msg)), 'no second password on the next start')
+  t.notOk(
+    log2.lines.some((l) => /generated password|Created account/.test(l.msg)),
+    'no second password on the next start',
+  )
   const again = await app2.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'admin', password } })
   t.equal(again.statusCode, 200, 'the first password still works')
   t.equal((app2.db.prepare('SELECT count(*) AS n FROM users').get() as any).n, 1)
@@ -161,8 +170,14 @@ t.test('first start with PRIME_ADMIN_PASSWORD', async (t) => {
   const log = capture()
   const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: 'Given-Password-77' }), logger: { level: 'info', stream: log.stream } })
   t.teardown(() => app.close())
-  t.notOk(log.lines.some((l) => JSON.stringify(l).includes('Given-Password-77')), 'the given password is never logged')
-  t.ok(log.lines.some((l) => l.level === 30 && /PRIME_ADMIN_PASSWORD/.test(l.msg)), 'says where the password came from')
+  t.notOk(
+    log.lines.some((l) => JSON.stringify(l).includes('Given-Password-77')),
+    'the given password is never logged',
+  )
+  t.ok(
+    log.lines.some((l) => l.level === 30 && /PRIME_ADMIN_PASSWORD/.test(l.msg)),
+    'says where the password came from',
+  )
   const res = await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'admin', password: 'Given-Password-77' } })
   t.equal(res.statusCode, 200)
 })

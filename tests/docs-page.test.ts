@@ -44,7 +44,11 @@ t.test('the docs page: no console error, nothing prefilled, user login, GET agen
   await page.click('button.authorize')
   await page.waitForSelector('.dialog-ux .auth-container')
   const schemes = await page.$$eval('.dialog-ux .auth-container h4', (els) => els.map((e) => e.textContent?.trim()))
-  t.same(schemes.map((s) => s?.replace(/\s*\(.*$/, '')), ['bearerAuth'], 'only the user scheme is offered')
+  t.same(
+    schemes.map((s) => s?.replace(/\s*\(.*$/, '')),
+    ['bearerAuth'],
+    'only the user scheme is offered',
+  )
   await page.fill('.dialog-ux .auth-container input', token)
   await page.click('.dialog-ux .auth-btn-wrapper button.authorize')
   await page.click('.dialog-ux button.btn-done')
@@ -56,7 +60,14 @@ t.test('the docs page: no console error, nothing prefilled, user login, GET agen
   await op.locator('button.try-out__btn').click()
   const values = await op.locator('.parameters input[type=text], .parameters input:not([type])').evaluateAll((els) => els.map((e) => [e.getAttribute('placeholder'), (e as HTMLInputElement).value]))
   t.ok(values.length >= 10, `${values.length} text parameters`)
-  t.same(values.filter(([, v]) => v !== ''), [['PageNumber', '1'], ['PageSize', '20']], 'no parameter is filled in but the paging defaults')
+  t.same(
+    values.filter(([, v]) => v !== ''),
+    [
+      ['PageNumber', '1'],
+      ['PageSize', '20'],
+    ],
+    'no parameter is filled in but the paging defaults',
+  )
   t.match(await op.locator('.parameters').innerText(), /Example: DESKTOP-9LR/, 'examples are shown in the descriptions')
 
   await op.locator('button.execute').click()

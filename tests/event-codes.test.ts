@@ -52,7 +52,11 @@ t.test('the catalogue is the event-code table of the contract', async (t) => {
   const spec = fs.readFileSync(specPath, 'utf8')
   const rows = [...spec.matchAll(/^\s*\| `(0x[0-9A-F]{6})` \| (.*?) \| (\w+) \| (\d) (\w+) \| (.*) \|$/gm)]
   const severityNames = ['Emergency', 'Alert', 'Critical', 'Error', 'Warning', 'Notice', 'Informational', 'Debug']
-  t.same(rows.map((r) => r[1]), entries.map(([, e]) => e.code), 'the same codes, in the same order')
+  t.same(
+    rows.map((r) => r[1]),
+    entries.map(([, e]) => e.code),
+    'the same codes, in the same order',
+  )
   for (const [, code, description, category, severity, severityName, meaning] of rows) {
     const e = byCode.get(code)
     if (!e) continue
@@ -62,7 +66,14 @@ t.test('the catalogue is the event-code table of the contract', async (t) => {
   // "Risky events (`0x...`, ...) also raise a risk notification."
   const risky = /Risky events \(([^)]*)\) also raise a risk/.exec(spec.replace(/\s+/g, ' '))
   t.ok(risky, 'the contract lists the risky events')
-  t.same([...(risky?.[1].matchAll(CODE) ?? [])].map((m) => m[0]).sort(), entries.filter(([, e]) => e.risk).map(([, e]) => e.code).sort(), 'the risky events')
+  t.same(
+    [...(risky?.[1].matchAll(CODE) ?? [])].map((m) => m[0]).sort(),
+    entries
+      .filter(([, e]) => e.risk)
+      .map(([, e]) => e.code)
+      .sort(),
+    'the risky events',
+  )
 })
 
 t.test('the risk kinds are those the database raises', async (t) => {
@@ -70,5 +81,11 @@ t.test('the risk kinds are those the database raises', async (t) => {
   t.teardown(() => db.close())
   migrate(db)
   const kinds = db.prepare('SELECT event_code, kind FROM risk_notification_kinds ORDER BY event_code').all() as { event_code: string; kind: string }[]
-  t.same(kinds, entries.filter(([, e]) => e.risk).map(([, e]) => ({ event_code: e.code, kind: e.risk })).sort((a, b) => a.event_code.localeCompare(b.event_code)))
+  t.same(
+    kinds,
+    entries
+      .filter(([, e]) => e.risk)
+      .map(([, e]) => ({ event_code: e.code, kind: e.risk }))
+      .sort((a, b) => a.event_code.localeCompare(b.event_code)),
+  )
 })

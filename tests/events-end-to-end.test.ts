@@ -26,7 +26,12 @@ t.test('a Manager routes a peripheral event to a webhook and a syslog receiver, 
     return res.json()
   }
   const webhook = await add({ name: 'soc-webhook', type: 'webhook', filters: { minimumSeverity: 'Warning', categories: ['USB'] }, webhook: { url: hook.url, secret: SECRET } })
-  const siem = await add({ name: 'siem-syslog', type: 'syslog', filters: { minimumSeverity: 'Warning', categories: ['USB'] }, syslog: { host: '127.0.0.1', port: syslog.port, transport: 'tcp', format: 'cef' } })
+  const siem = await add({
+    name: 'siem-syslog',
+    type: 'syslog',
+    filters: { minimumSeverity: 'Warning', categories: ['USB'] },
+    syslog: { host: '127.0.0.1', port: syslog.port, transport: 'tcp', format: 'cef' },
+  })
   t.notOk(JSON.stringify(webhook).includes(SECRET), 'the secret is never answered')
 
   // Both are tested for real: each receiver gets the test message.
@@ -51,7 +56,10 @@ t.test('a Manager routes a peripheral event to a webhook and a syslog receiver, 
   t.match(line!, new RegExp(`externalId=${delivered.body.event.eventID}\\b`))
   t.match(line!, /cs1Label=deliveryId cs1=[0-9a-f-]{36}$/, 'with its own delivery id')
   // Informational events (the new peripheral) pass neither filter.
-  t.notOk(hook.deliveries.some((d) => d.body.feed === 'events' && d.body.event.severity > 4), 'nothing below Warning')
+  t.notOk(
+    hook.deliveries.some((d) => d.body.feed === 'events' && d.body.event.severity > 4),
+    'nothing below Warning',
+  )
 
   // The same event is in the event list, and the destinations' work in the audit trail.
   const list = await call(app, manager, { method: 'GET', url: '/prime/webui/Events/GetEvents?MinimumSeverity=Critical&Category=USB' })

@@ -10,7 +10,11 @@ import { writeEvents, expectedEvents, sortEvents, eventMaker } from './fixtures/
 
 const URL = '/prime/webui/Events/GetEventsIntegration'
 
-interface Page { recordsTotal: number; recordsFiltered: number; data: { eventID: number; creationTimeEpoch: number; severity: number }[] }
+interface Page {
+  recordsTotal: number
+  recordsFiltered: number
+  data: { eventID: number; creationTimeEpoch: number; severity: number }[]
+}
 
 async function poll(app: FastifyInstance, token: string, q: Record<string, string>): Promise<Page> {
   const res = await call(app, token, { method: 'GET', url: `${URL}?${new URLSearchParams(q)}` })
@@ -40,9 +44,15 @@ t.test('a poller following the rule receives every event exactly once, backlog a
         const page = await poll(app, token, { ...filter, FromEventId: String(next), PageSize: '500' })
         const ids = page.data.map((e) => e.eventID)
         // Newest first, and the oldest matches at or after FromEventId.
-        t.same(ids, [...ids].sort((a, b) => b - a), 'a page is newest first')
+        t.same(
+          ids,
+          [...ids].sort((a, b) => b - a),
+          'a page is newest first',
+        )
         const rows = app.db.prepare('SELECT * FROM events WHERE id >= ? ORDER BY id').all(next) as Parameters<typeof expectedEvents>[0]
-        const oldest = expectedEvents(rows, filter).slice(0, 500).map((e) => e.id)
+        const oldest = expectedEvents(rows, filter)
+          .slice(0, 500)
+          .map((e) => e.id)
         if (JSON.stringify([...ids].reverse()) !== JSON.stringify(oldest)) t.fail(`page from ${next} is not the oldest ${oldest.length} matches`)
         if (page.recordsFiltered !== expectedEvents(rows, filter).length) t.fail(`recordsFiltered from ${next}: ${page.recordsFiltered}`)
         const processed = reading === 'as given' ? ids : [...ids].reverse()
@@ -73,12 +83,23 @@ t.test('PageNumber takes the next slices from the oldest; SortBy reorders inside
   const from = rows[10].id
   const after = rows.filter((e) => e.id >= from)
   const second = await poll(app, token, { FromEventId: String(from), PageSize: '20', PageNumber: '2' })
-  t.same(second.data.map((e) => e.eventID), after.slice(20, 40).map((e) => e.id).reverse(), 'page 2 is the 21st to 40th oldest, newest first')
+  t.same(
+    second.data.map((e) => e.eventID),
+    after
+      .slice(20, 40)
+      .map((e) => e.id)
+      .reverse(),
+    'page 2 is the 21st to 40th oldest, newest first',
+  )
   t.equal(second.recordsFiltered, after.length, 'recordsFiltered counts the whole backlog')
   t.equal(second.recordsTotal, rows.length)
   const bySeverity = await poll(app, token, { FromEventId: String(from), PageSize: '20', SortBy: 'severity_asc' })
   const slice = after.slice(0, 20)
-  t.same(bySeverity.data.map((e) => e.eventID), sortEvents(slice, 'severity_asc').map((e) => e.id), 'the same 20 events, by severity')
+  t.same(
+    bySeverity.data.map((e) => e.eventID),
+    sortEvents(slice, 'severity_asc').map((e) => e.id),
+    'the same 20 events, by severity',
+  )
   const empty = await poll(app, token, { FromEventId: String(rows[rows.length - 1].id + 1) })
   t.same(empty.data, [], 'nothing newer yet: empty data')
   t.equal(empty.recordsFiltered, 0)
@@ -92,7 +113,19 @@ t.test('FromDate and FromCreationTimeEpoch narrow the feed too; the default page
   const from = now - 86_400_000
   const want = rows.filter((e) => e.created_ms >= from)
   const page = await poll(app, token, { FromDate: new Date(from).toISOString() })
-  t.same(page.data.map((e) => e.eventID), want.slice(0, 20).map((e) => e.id).reverse())
+  t.same(
+    page.data.map((e) => e.eventID),
+    want
+      .slice(0, 20)
+      .map((e) => e.id)
+      .reverse(),
+  )
   const byEpoch = await poll(app, token, { FromCreationTimeEpoch: String(from), FromEventId: String(want[5].id), PageSize: '5' })
-  t.same(byEpoch.data.map((e) => e.eventID), want.slice(5, 10).map((e) => e.id).reverse())
+  t.same(
+    byEpoch.data.map((e) => e.eventID),
+    want
+      .slice(5, 10)
+      .map((e) => e.id)
+      .reverse(),
+  )
 })

@@ -13,8 +13,24 @@ const URL = '/prime/webui/Events/GetEvents'
 const NOW = Date.UTC(2025, 0, 10, 12, 0, 0)
 const iso = (ms: number) => new Date(ms).toISOString()
 
-const SORT_FIELDS = ['eventID', 'date', 'creationTime', 'creationTimeEpoch', 'eventCode', 'severity', 'severityString', 'category', 'eventEntityID',
-  'description', 'details', 'hashtags', 'peripheralIcon', 'assetKey', 'assetName', 'peripheralAssetId']
+const SORT_FIELDS = [
+  'eventID',
+  'date',
+  'creationTime',
+  'creationTimeEpoch',
+  'eventCode',
+  'severity',
+  'severityString',
+  'category',
+  'eventEntityID',
+  'description',
+  'details',
+  'hashtags',
+  'peripheralIcon',
+  'assetKey',
+  'assetName',
+  'peripheralAssetId',
+]
 
 function cases(rows: EventRow[]): Record<string, string>[] {
   const mid = rows[Math.floor(rows.length / 2)]
@@ -23,27 +39,76 @@ function cases(rows: EventRow[]): Record<string, string>[] {
   const block = rows.filter((r) => Math.floor(r.id / 4096) === Math.floor(mid.id / 4096))
   const [first, last] = [String(block[0].created_ms), String(block[block.length - 1].created_ms)]
   const edges = [
-    { FromCreationTimeEpoch: first, ToCreationTimeEpoch: first }, { FromCreationTimeEpoch: last, ToCreationTimeEpoch: last },
-    { ToCreationTimeEpoch: first }, { FromCreationTimeEpoch: last }, { MinimumSeverity: 'Emergency', ToCreationTimeEpoch: first },
+    { FromCreationTimeEpoch: first, ToCreationTimeEpoch: first },
+    { FromCreationTimeEpoch: last, ToCreationTimeEpoch: last },
+    { ToCreationTimeEpoch: first },
+    { FromCreationTimeEpoch: last },
+    { MinimumSeverity: 'Emergency', ToCreationTimeEpoch: first },
   ]
   return [
     ...edges,
     {},
-    { Severity: 'Warning' }, { Severity: '2' }, { Severity: 'critical' }, { Severity: 'Emergency' },
-    { MinimumSeverity: 'Warning' }, { MinimumSeverity: '3' }, { MinimumSeverity: 'info' }, { MinimumSeverity: 'Emergency' },
-    { Category: 'USB' }, { Category: 'usb,Host' }, { Category: ' network , system ' }, { Category: 'General' },
-    { PeripheralIcon: '-1' }, { PeripheralIcon: '1,2,3' }, { PeripheralIcon: '14' },
-    { Source: 'desktop-9lr' }, { Source: 'DESKTOP-9LR722S (10.0.0.2)' }, { Source: '(10.0.1' }, { Source: 'zÜrich' }, { Source: 'Prime' }, { Source: 'ws' }, { Source: 'nothing-like-this' },
-    { Description: 'usb peripheral' }, { Description: 'RECONNECTED' }, { Description: 'failed' },
-    { Details: 'was removed' }, { Details: '100%' }, { Details: 'on fra-ops_' }, { Details: '=HYPERLINK' }, { Details: '_x' }, { Details: 'ü' },
-    { AssetKey: '3b5e1c2a' }, { AssetKey: '0000-4000' }, { AssetName: 'lon-eng' }, { AssetName: 'büro' },
-    { PeripheralAssetId: 'VID_0951' }, { PeripheralAssetId: '&0&' },
-    { GlobalSearch: 'kingston' }, { GlobalSearch: 'warning' }, { GlobalSearch: 'usb' }, { GlobalSearch: '0x2100' }, { GlobalSearch: '#attack' },
-    { GlobalSearch: 'nyc-fin' }, { GlobalSearch: 'Alarm' }, { GlobalSearch: 'ZÜRICH' }, { GlobalSearch: 'x' },
-    { Date: iso(NOW - DAY).slice(0, 10) }, { Date: `${iso(NOW - 2 * DAY).slice(0, 10)}T23:59:59+05:00` },
-    { FromDate: iso(NOW - DAY) }, { ToDate: iso(NOW - 2 * DAY).slice(0, 10) }, { FromDate: iso(NOW - 2 * DAY).replace('T', ' ').replace('Z', ''), ToDate: iso(NOW - DAY) },
+    { Severity: 'Warning' },
+    { Severity: '2' },
+    { Severity: 'critical' },
+    { Severity: 'Emergency' },
+    { MinimumSeverity: 'Warning' },
+    { MinimumSeverity: '3' },
+    { MinimumSeverity: 'info' },
+    { MinimumSeverity: 'Emergency' },
+    { Category: 'USB' },
+    { Category: 'usb,Host' },
+    { Category: ' network , system ' },
+    { Category: 'General' },
+    { PeripheralIcon: '-1' },
+    { PeripheralIcon: '1,2,3' },
+    { PeripheralIcon: '14' },
+    { Source: 'desktop-9lr' },
+    { Source: 'DESKTOP-9LR722S (10.0.0.2)' },
+    { Source: '(10.0.1' },
+    { Source: 'zÜrich' },
+    { Source: 'Prime' },
+    { Source: 'ws' },
+    { Source: 'nothing-like-this' },
+    { Description: 'usb peripheral' },
+    { Description: 'RECONNECTED' },
+    { Description: 'failed' },
+    { Details: 'was removed' },
+    { Details: '100%' },
+    { Details: 'on fra-ops_' },
+    { Details: '=HYPERLINK' },
+    { Details: '_x' },
+    { Details: 'ü' },
+    { AssetKey: '3b5e1c2a' },
+    { AssetKey: '0000-4000' },
+    { AssetName: 'lon-eng' },
+    { AssetName: 'büro' },
+    { PeripheralAssetId: 'VID_0951' },
+    { PeripheralAssetId: '&0&' },
+    { GlobalSearch: 'kingston' },
+    { GlobalSearch: 'warning' },
+    { GlobalSearch: 'usb' },
+    { GlobalSearch: '0x2100' },
+    { GlobalSearch: '#attack' },
+    { GlobalSearch: 'nyc-fin' },
+    { GlobalSearch: 'Alarm' },
+    { GlobalSearch: 'ZÜRICH' },
+    { GlobalSearch: 'x' },
+    { Date: iso(NOW - DAY).slice(0, 10) },
+    { Date: `${iso(NOW - 2 * DAY).slice(0, 10)}T23:59:59+05:00` },
+    { FromDate: iso(NOW - DAY) },
+    { ToDate: iso(NOW - 2 * DAY).slice(0, 10) },
+    {
+      FromDate: iso(NOW - 2 * DAY)
+        .replace('T', ' ')
+        .replace('Z', ''),
+      ToDate: iso(NOW - DAY),
+    },
     { FromCreationTimeEpoch: String(NOW - 36 * 3_600_000), ToCreationTimeEpoch: String(NOW - 12 * 3_600_000) },
-    { FromEventId: String(mid.id) }, { ToEventId: String(mid.id) }, { FromEventId: String(mid.id - 5), ToEventId: String(mid.id + 5) }, { FromEventId: '0' },
+    { FromEventId: String(mid.id) },
+    { ToEventId: String(mid.id) },
+    { FromEventId: String(mid.id - 5), ToEventId: String(mid.id + 5) },
+    { FromEventId: '0' },
     { MinimumSeverity: 'Warning', FromDate: iso(NOW - 2 * DAY), ToDate: iso(NOW - DAY) },
     { Category: 'USB', PeripheralIcon: '3', Details: 'kingston' },
     { Source: 'nyc', MinimumSeverity: '4', FromEventId: String(mid.id) },
@@ -76,8 +141,7 @@ t.test('every filter and sort matches the model, whatever part of the events the
     for (const q of queries) {
       const want = sortEvents(expectedEvents(rows, q))
       const all = await get(app, token, { ...q, PageSize: '1000' })
-      const ok = all.recordsTotal === rows.length && all.recordsFiltered === want.length &&
-        JSON.stringify(all.data.map((e) => e.eventID)) === JSON.stringify(want.map((e) => e.id))
+      const ok = all.recordsTotal === rows.length && all.recordsFiltered === want.length && JSON.stringify(all.data.map((e) => e.eventID)) === JSON.stringify(want.map((e) => e.id))
       const paged = await get(app, token, { ...q, PageSize: '7', PageNumber: '3' })
       const pageOk = JSON.stringify(paged.data.map((e) => e.eventID)) === JSON.stringify(want.slice(14, 21).map((e) => e.id)) && paged.recordsFiltered === want.length
       if (!ok || !pageOk) {
@@ -108,17 +172,38 @@ t.test('the answer carries every field of an event as stored', async (t) => {
   const app = await build(t)
   const token = await login(app)
   const now = Date.now()
-  const [id] = app.repos.events.record(now, [{
-    code: '0x110005', severity: 2, category: 'USB', entityId: 'DESKTOP-9LR722S (192.168.100.128)', description: 'Known attack tool detected',
-    details: 'Hak5 USB Rubber Ducky on DESKTOP-9LR722S; agent is Armed, device blocked.', hashtags: '#attack-tool #armed', peripheralIcon: 1,
-    assetKey: '3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b', assetName: 'DESKTOP-9LR722S', peripheralAssetId: 'USB\\VID_03EB&PID_2401\\000000000001',
-  }])
+  const [id] = app.repos.events.record(now, [
+    {
+      code: '0x110005',
+      severity: 2,
+      category: 'USB',
+      entityId: 'DESKTOP-9LR722S (192.168.100.128)',
+      description: 'Known attack tool detected',
+      details: 'Hak5 USB Rubber Ducky on DESKTOP-9LR722S; agent is Armed, device blocked.',
+      hashtags: '#attack-tool #armed',
+      peripheralIcon: 1,
+      assetKey: '3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b',
+      assetName: 'DESKTOP-9LR722S',
+      peripheralAssetId: 'USB\\VID_03EB&PID_2401\\000000000001',
+    },
+  ])
   const body = await get(app, token, {})
   t.same(body.data[0], {
-    eventID: id, creationTime: new Date(now).toISOString(), creationTimeEpoch: now, eventCode: '0x110005', severity: 2, severityString: 'Critical',
-    category: 'USB', eventEntityID: 'DESKTOP-9LR722S (192.168.100.128)', description: 'Known attack tool detected',
-    details: 'Hak5 USB Rubber Ducky on DESKTOP-9LR722S; agent is Armed, device blocked.', hashtags: '#attack-tool #armed', peripheralIcon: '1',
-    assetKey: '3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b', assetName: 'DESKTOP-9LR722S', peripheralAssetId: 'USB\\VID_03EB&PID_2401\\000000000001',
+    eventID: id,
+    creationTime: new Date(now).toISOString(),
+    creationTimeEpoch: now,
+    eventCode: '0x110005',
+    severity: 2,
+    severityString: 'Critical',
+    category: 'USB',
+    eventEntityID: 'DESKTOP-9LR722S (192.168.100.128)',
+    description: 'Known attack tool detected',
+    details: 'Hak5 USB Rubber Ducky on DESKTOP-9LR722S; agent is Armed, device blocked.',
+    hashtags: '#attack-tool #armed',
+    peripheralIcon: '1',
+    assetKey: '3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b',
+    assetName: 'DESKTOP-9LR722S',
+    peripheralAssetId: 'USB\\VID_03EB&PID_2401\\000000000001',
   })
   const server = app.repos.events.record(now, [{ code: '0x410001', severity: 3, category: 'System', entityId: 'Prime server', description: 'Alarm delivery failure', details: 'x' }])[0]
   const s = await get(app, token, { FromEventId: String(server) })
@@ -133,25 +218,49 @@ t.test('parameter names in any case, empty ones ignored, a User may read', async
   const want = sortEvents(expectedEvents(rows, { MinimumSeverity: 'Warning', Category: 'USB' }), 'severity_asc')
   const res = await call(app, user, { method: 'GET', url: `${URL.toLowerCase()}?minimumseverity=Warning&category=usb&sortBy=severity_asc&pageSize=100&source=&globalSearch=` })
   t.equal(res.statusCode, 200, res.body)
-  t.same(res.json().data.map((e: { eventID: number }) => e.eventID), want.map((e) => e.id))
+  t.same(
+    res.json().data.map((e: { eventID: number }) => e.eventID),
+    want.map((e) => e.id),
+  )
 })
 
 t.test('bad values answer 400 naming the parameter', async (t) => {
   const app = await build(t)
   const token = await login(app)
   const bad: [string, string][] = [
-    ['Severity=Loud', 'Severity'], ['Severity=8', 'Severity'], ['MinimumSeverity=warn ing', 'MinimumSeverity'], ['MinimumSeverity=Severe', 'MinimumSeverity'],
-    ['Category=USB,Printer', 'Category'], ['Category=1', 'Category'], ['PeripheralIcon=300', 'PeripheralIcon'], ['PeripheralIcon=a', 'PeripheralIcon'], ['PeripheralIcon=1,,2', 'PeripheralIcon'],
-    ['Date=2024-02-30', 'Date'], ['FromDate=yesterday', 'FromDate'], ['ToDate=2024-05-01T25:00:00Z', 'ToDate'], ['FromDate=2024-05-01T10:00:00+15:00', 'FromDate'],
-    ['SortBy=colour_asc', 'SortBy'], ['SortBy=severity', 'SortBy'], ['PageSize=0', 'PageSize'], ['PageSize=1000001', 'PageSize'], ['PageNumber=0', 'PageNumber'],
-    ['FromEventId=-1', 'FromEventId'], ['ToEventId=abc', 'ToEventId'], ['FromCreationTimeEpoch=1.5', 'FromCreationTimeEpoch'],
-    ['Source=a%00b', 'Source'], ['GlobalSearch=' + 'x'.repeat(257), 'GlobalSearch'], ['Details=' + 'y'.repeat(257), 'Details'],
+    ['Severity=Loud', 'Severity'],
+    ['Severity=8', 'Severity'],
+    ['MinimumSeverity=warn ing', 'MinimumSeverity'],
+    ['MinimumSeverity=Severe', 'MinimumSeverity'],
+    ['Category=USB,Printer', 'Category'],
+    ['Category=1', 'Category'],
+    ['PeripheralIcon=300', 'PeripheralIcon'],
+    ['PeripheralIcon=a', 'PeripheralIcon'],
+    ['PeripheralIcon=1,,2', 'PeripheralIcon'],
+    ['Date=2024-02-30', 'Date'],
+    ['FromDate=yesterday', 'FromDate'],
+    ['ToDate=2024-05-01T25:00:00Z', 'ToDate'],
+    ['FromDate=2024-05-01T10:00:00+15:00', 'FromDate'],
+    ['SortBy=colour_asc', 'SortBy'],
+    ['SortBy=severity', 'SortBy'],
+    ['PageSize=0', 'PageSize'],
+    ['PageSize=1000001', 'PageSize'],
+    ['PageNumber=0', 'PageNumber'],
+    ['FromEventId=-1', 'FromEventId'],
+    ['ToEventId=abc', 'ToEventId'],
+    ['FromCreationTimeEpoch=1.5', 'FromCreationTimeEpoch'],
+    ['Source=a%00b', 'Source'],
+    ['GlobalSearch=' + 'x'.repeat(257), 'GlobalSearch'],
+    ['Details=' + 'y'.repeat(257), 'Details'],
   ]
   for (const [q, name] of bad) {
     for (const url of [URL, '/prime/webui/Events/GetEventsIntegration']) {
       const res = await call(app, token, { method: 'GET', url: `${url}?${q}` })
       t.equal(res.statusCode, 400, `${url} ${q.slice(0, 40)}`)
-      t.ok(res.json().errors?.some((e: { name: string }) => e.name === name), `${q.slice(0, 40)} names ${name}: ${res.json().detail}`)
+      t.ok(
+        res.json().errors?.some((e: { name: string }) => e.name === name),
+        `${q.slice(0, 40)} names ${name}: ${res.json().detail}`,
+      )
     }
   }
 })
@@ -170,16 +279,28 @@ t.test('a broad text search passes over the blocks that hold no kind with a matc
   // A mass disconnect: whole blocks of one kind whose texts hold none of the terms below,
   // then ordinary traffic again.
   const disconnects = Array.from({ length: 9000 }, (_, i) => ({
-    code: '0x310002', severity: 4, category: 'Host' as const, description: 'Agent disconnected', entityId: `HOST-${i % 500}`, details: 'The agent stopped checking in.',
+    code: '0x310002',
+    severity: 4,
+    category: 'Host' as const,
+    description: 'Agent disconnected',
+    entityId: `HOST-${i % 500}`,
+    details: 'The agent stopped checking in.',
   }))
   app.db.transaction(() => {
     for (let i = 0; i < disconnects.length; i += 500) app.repos.events.record(NOW - DAY / 2, disconnects.slice(i, i + 500))
   })()
   writeEvents(app, 150, { now: NOW, days: 0.5, seed: 3 })
   const rows = app.db.prepare('SELECT * FROM events ORDER BY id').all() as EventRow[]
-  const queries = [{ GlobalSearch: 'kingston' }, { GlobalSearch: 'usb' }, { GlobalSearch: 'kingston', MinimumSeverity: 'Notice' }, { GlobalSearch: 'fra-ops' }, { Details: 'removed' },
+  const queries = [
+    { GlobalSearch: 'kingston' },
+    { GlobalSearch: 'usb' },
+    { GlobalSearch: 'kingston', MinimumSeverity: 'Notice' },
+    { GlobalSearch: 'fra-ops' },
+    { Details: 'removed' },
     // In the sources' names only, not in any details or kind.
-    { GlobalSearch: 'host-49' }, { GlobalSearch: 'HOST-42' }]
+    { GlobalSearch: 'host-49' },
+    { GlobalSearch: 'HOST-42' },
+  ]
   for (const stage of ['part indexed', 'all indexed']) {
     // The mark first falls among the disconnects: the rows above it are read directly.
     if (stage === 'part indexed') app.repos.eventQueries.indexer.step('events', 6000)
@@ -195,7 +316,13 @@ t.test('a broad text search passes over the blocks that hold no kind with a matc
         }
         t.same(paged, want, `${stage}: ${JSON.stringify(q)} ${sortBy}, page by page`)
         const csv = await call(app, token, { method: 'POST', url: '/prime/webui/Events/ExportGetEvents', payload: { ...q, SortBy: sortBy } })
-        t.same(parseCsv(csv.body.slice(1)).slice(1).map((r) => Number(r[0])), want, `${stage}: ${JSON.stringify(q)} ${sortBy}, exported`)
+        t.same(
+          parseCsv(csv.body.slice(1))
+            .slice(1)
+            .map((r) => Number(r[0])),
+          want,
+          `${stage}: ${JSON.stringify(q)} ${sortBy}, exported`,
+        )
       }
     }
   }

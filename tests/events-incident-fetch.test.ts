@@ -9,7 +9,11 @@ import { build, login, call } from './helpers.js'
 import { writeEvents, expectedEvents, sortEvents, eventMaker, DAY } from './fixtures/events.js'
 import type { EventRow } from '../db/event-queries.js'
 
-interface Page { recordsTotal: number; recordsFiltered: number; data: { eventID: number; creationTimeEpoch: number }[] }
+interface Page {
+  recordsTotal: number
+  recordsFiltered: number
+  data: { eventID: number; creationTimeEpoch: number }[]
+}
 
 async function getEvents(app: FastifyInstance, token: string, query: string): Promise<Page> {
   const res = await call(app, token, { method: 'GET', url: `/prime/webui/events/getevents?${query}` })
@@ -19,7 +23,7 @@ async function getEvents(app: FastifyInstance, token: string, query: string): Pr
 
 const allRows = (app: FastifyInstance) => app.db.prepare('SELECT * FROM events ORDER BY id').all() as EventRow[]
 
-t.test("the SOAR fetch loop receives every matching event once, from its first call by date, backlog and live events", async (t) => {
+t.test('the SOAR fetch loop receives every matching event once, from its first call by date, backlog and live events', async (t) => {
   const app = await build(t)
   app.repos.eventQueries.holdIndexing(true)
   const token = await login(app)
@@ -39,9 +43,15 @@ t.test("the SOAR fetch loop receives every matching event once, from its first c
     const bound = next === null ? `FromDate=${encodeURIComponent(fromDate)}&ToDate=${encodeURIComponent(new Date().toISOString())}` : `FromEventId=${next}`
     const page = await getEvents(app, token, `pageSize=50&pageNumber=1&sortBy=date_asc&category=USB&minimumSeverity=Warning&${bound}`)
     const ids = page.data.map((e) => e.eventID)
-    t.same(ids, [...ids].sort((a, b) => b - a), `fetch ${fetches}: newest first`)
+    t.same(
+      ids,
+      [...ids].sort((a, b) => b - a),
+      `fetch ${fetches}: newest first`,
+    )
     if (next !== null) {
-      const oldest = expectedEvents(allRows(app), { ...filter, FromEventId: String(next) }).slice(0, 50).map((e) => e.id)
+      const oldest = expectedEvents(allRows(app), { ...filter, FromEventId: String(next) })
+        .slice(0, 50)
+        .map((e) => e.id)
       if (JSON.stringify([...ids].reverse()) !== JSON.stringify(oldest)) t.fail(`fetch ${fetches}: not the oldest ${oldest.length} matches from ${next}`)
     }
     received.push(...ids)
@@ -56,7 +66,11 @@ t.test("the SOAR fetch loop receives every matching event once, from its first c
   }
   const want = expectedEvents(allRows(app), { ...filter, FromDate: fromDate }).map((e) => e.id)
   t.equal(new Set(received).size, received.length, 'no event twice (no duplicate incident)')
-  t.same([...received].sort((a, b) => a - b), want, `every matching event since the start (${want.length}) once, in ${fetches} fetches`)
+  t.same(
+    [...received].sort((a, b) => a - b),
+    want,
+    `every matching event since the start (${want.length}) once, in ${fetches} fetches`,
+  )
   t.ok(fetches > 8, 'the backlog took several pages')
 })
 
@@ -70,10 +84,24 @@ t.test('the first call by date answers the oldest events of its window, newest f
   const window = expectedEvents(rows, { Category: 'USB', MinimumSeverity: 'Warning', FromDate: from, ToDate: to })
   t.ok(window.length > 30, 'the window holds more than a page')
   const page = await getEvents(app, token, `pageSize=20&pageNumber=1&sortBy=date_asc&category=USB&minimumSeverity=Warning&FromDate=${from}&ToDate=${to}`)
-  t.same(page.data.map((e) => e.eventID), window.slice(0, 20).map((e) => e.id).reverse(), 'the 20 oldest of the window, items[0] the newest of them')
+  t.same(
+    page.data.map((e) => e.eventID),
+    window
+      .slice(0, 20)
+      .map((e) => e.id)
+      .reverse(),
+    'the 20 oldest of the window, items[0] the newest of them',
+  )
   t.equal(page.recordsFiltered, window.length, 'recordsFiltered counts the whole window')
   const second = await getEvents(app, token, `pageSize=20&pageNumber=2&sortBy=date_asc&category=USB&minimumSeverity=Warning&FromDate=${from}&ToDate=${to}`)
-  t.same(second.data.map((e) => e.eventID), window.slice(20, 40).map((e) => e.id).reverse(), 'PageNumber takes the next slice, as in the feed')
+  t.same(
+    second.data.map((e) => e.eventID),
+    window
+      .slice(20, 40)
+      .map((e) => e.id)
+      .reverse(),
+    'PageNumber takes the next slice, as in the feed',
+  )
 })
 
 t.test('consoles keep the order they ask for', async (t) => {
@@ -93,6 +121,12 @@ t.test('consoles keep the order they ask for', async (t) => {
   ]
   for (const [query, q, order] of cases) {
     const page = await getEvents(app, token, `${query}&pageSize=25`)
-    t.same(page.data.map((e) => e.eventID), sortEvents(expectedEvents(rows, q), order).slice(0, 25).map((e) => e.id), query)
+    t.same(
+      page.data.map((e) => e.eventID),
+      sortEvents(expectedEvents(rows, q), order)
+        .slice(0, 25)
+        .map((e) => e.id),
+      query,
+    )
   }
 })

@@ -19,19 +19,28 @@ import { eventFilter } from '../lib/event-filter.js'
 
 const URL = '/prime/webui/Events/GetEvents'
 const probes: Record<string, string>[] = [
-  {}, { MinimumSeverity: 'Warning' }, { GlobalSearch: 'kingston' }, { Source: 'nyc' }, { Details: 'removed', Category: 'USB' }, { AssetName: 'desktop', Severity: '4' },
+  {},
+  { MinimumSeverity: 'Warning' },
+  { GlobalSearch: 'kingston' },
+  { Source: 'nyc' },
+  { Details: 'removed', Category: 'USB' },
+  { AssetName: 'desktop', Severity: '4' },
 ]
 
 async function check(t: Test, app: FastifyInstance, token: string, rows: EventRow[], label: string) {
   // A time span that cuts blocks of ids: their counts are read from the rows (and kept).
   const times = rows.map((r) => r.created_ms)
-  const lo = Math.min(...times), hi = Math.max(...times)
+  const lo = Math.min(...times),
+    hi = Math.max(...times)
   const span = { FromDate: new Date(lo + (hi - lo) / 3).toISOString(), ToDate: new Date(lo + (2 * (hi - lo)) / 3).toISOString() }
   for (const q of [...probes, span, { ...span, MinimumSeverity: 'Warning' }]) {
     const res = await call(app, token, { method: 'GET', url: `${URL}?${new URLSearchParams({ ...q, PageSize: '50' })}` })
     const want = sortEvents(expectedEvents(rows, q))
-    t.same({ filtered: res.json().recordsFiltered, ids: res.json().data.map((e: { eventID: number }) => e.eventID) },
-      { filtered: want.length, ids: want.slice(0, 50).map((e) => e.id) }, `${label}: ${JSON.stringify(q)}`)
+    t.same(
+      { filtered: res.json().recordsFiltered, ids: res.json().data.map((e: { eventID: number }) => e.eventID) },
+      { filtered: want.length, ids: want.slice(0, 50).map((e) => e.id) },
+      `${label}: ${JSON.stringify(q)}`,
+    )
   }
 }
 
@@ -41,7 +50,10 @@ t.test('writing an event stays one insert: the index follows afterwards, in the 
   const app = await build(t)
   const token = await login(app)
   const triggers = app.db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events' AND sql LIKE '%INSERT ON events%'").pluck().all() as string[]
-  t.notOk(triggers.some((n) => /index|rollup|kind|doc|source/.test(n)), `no insert trigger of the index on events (${triggers.join(', ')})`)
+  t.notOk(
+    triggers.some((n) => /index|rollup|kind|doc|source/.test(n)),
+    `no insert trigger of the index on events (${triggers.join(', ')})`,
+  )
   const rows = writeEvents(app, 300, { now: Date.now(), days: 1 })
   t.equal(app.repos.eventQueries.indexer.indexed('events'), 0, 'nothing indexed while writing')
   await check(t, app, token, rows, 'not indexed yet')
@@ -114,14 +126,22 @@ t.test('the texts text filters need are read a slice at a time, with indexing pa
   const whole = recordIndexer(app.db).summary('events', true)
   const sliced = recordIndexer(app.db)
   let pauses = 0
-  await sliced.loadTextsGradually(async () => { pauses++ }, 16)
+  await sliced.loadTextsGradually(async () => {
+    pauses++
+  }, 16)
   t.ok(pauses > 5, `${pauses} pauses between slices of 16 rows`)
   t.ok(sliced.hasTexts())
   const got = sliced.summary('events', true)
   const column = (c: { data: Int32Array }, size: number) => Array.from(c.data.subarray(0, size))
   t.same(
     { docs: got.docs.size, kind: column(got.docs.kind, got.docs.size), n: column(got.docs.n, got.docs.size), sources: got.sources.key, sourceN: column(got.sources.n, got.sources.size) },
-    { docs: whole.docs.size, kind: column(whole.docs.kind, whole.docs.size), n: column(whole.docs.n, whole.docs.size), sources: whole.sources.key, sourceN: column(whole.sources.n, whole.sources.size) },
+    {
+      docs: whole.docs.size,
+      kind: column(whole.docs.kind, whole.docs.size),
+      n: column(whole.docs.n, whole.docs.size),
+      sources: whole.sources.key,
+      sourceN: column(whole.sources.n, whole.sources.size),
+    },
   )
 
   // Through the server: the first text query awaits the texts, later ones need not.

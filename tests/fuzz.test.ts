@@ -56,7 +56,11 @@ t.test('fuzzing every operation of the contract', async (t) => {
       for (const g of [...GARBAGE.filter(Boolean), 'x'.repeat(101), '%2e%2e%2f']) {
         const path = { ...validPath(), [p.name]: g }
         requests++
-        const res = await app.inject({ method: op.method as any, url: op.path.replace(/\{(\w+)\}/g, (_, n) => (n === p.name ? encodeURIComponent(g) : path[n])), headers: { authorization: `Bearer ${token}` } })
+        const res = await app.inject({
+          method: op.method as any,
+          url: op.path.replace(/\{(\w+)\}/g, (_, n) => (n === p.name ? encodeURIComponent(g) : path[n])),
+          headers: { authorization: `Bearer ${token}` },
+        })
         if (res.statusCode >= 500 && !(res.statusCode === 501 && raw.responses['501'])) failures.push(`path ${p.name}=${g.slice(0, 20)}: ${res.statusCode} ${res.body.slice(0, 200)}`)
       }
     }

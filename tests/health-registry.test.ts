@@ -9,15 +9,24 @@ const ORDER = ['Database', 'DiskSpace', 'Authentication', 'AlarmDelivery', 'Repo
 
 t.test('features register their checks; SubsystemHealth answers them in registration order', async (t) => {
   const app = await build(t)
-  t.same(app.healthChecks.map((c) => c.name), ORDER)
+  t.same(
+    app.healthChecks.map((c) => c.name),
+    ORDER,
+  )
   t.throws(() => registerHealthCheck(app, { name: 'Reports', check: () => ({ status: 'Healthy', detail: '' }) }), /registered twice/)
   const token = await login(app)
   const res = await call(app, token, { url: '/prime/webui/admin/SubsystemHealth' })
-  t.same(res.json().subsystems.map((s: { name: string }) => s.name), ORDER)
+  t.same(
+    res.json().subsystems.map((s: { name: string }) => s.name),
+    ORDER,
+  )
 })
 
 t.test('lib/health.ts imports no feature (the registry ended the import circle)', async (t) => {
   const source = fs.readFileSync(new URL('../lib/health.ts', import.meta.url), 'utf8')
   const imports = [...source.matchAll(/from '([^']+)'/g)].map((m) => m[1])
-  t.same(imports.filter((i) => /alarms|reports|notifications|agentless/.test(i)), [])
+  t.same(
+    imports.filter((i) => /alarms|reports|notifications|agentless/.test(i)),
+    [],
+  )
 })

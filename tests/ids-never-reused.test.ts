@@ -9,15 +9,22 @@ import { build, login, bearer, USER_PASSWORD } from './helpers.js'
 
 const USERS_REBUILT = 22
 const CONNECTIONS_REBUILT = 23
-const migrationFiles = () => fs.readdirSync(migrationsDir).filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f)).sort()
+const migrationFiles = () =>
+  fs
+    .readdirSync(migrationsDir)
+    .filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f))
+    .sort()
 
-t.test('a deleted account\'s id is never given again: its integration tokens stay dead', async (t) => {
+t.test("a deleted account's id is never given again: its integration tokens stay dead", async (t) => {
   const app = await build(t)
   const admin = await login(app)
-  const add = (userName: string) => app.inject({
-    method: 'POST', url: '/prime/webui/admin/adduser', headers: bearer(admin),
-    payload: { userName, email: `${userName}@example.com`, userProfile: 30, password: USER_PASSWORD },
-  })
+  const add = (userName: string) =>
+    app.inject({
+      method: 'POST',
+      url: '/prime/webui/admin/adduser',
+      headers: bearer(admin),
+      payload: { userName, email: `${userName}@example.com`, userProfile: 30, password: USER_PASSWORD },
+    })
   const ada = (await add('ada')).json()
   const adaToken = await login(app, 'ada', USER_PASSWORD)
   const created = await app.inject({ method: 'POST', url: '/prime/webui/admin/integrationTokens', headers: bearer(adaToken), payload: { name: 'siem', userProfile: 30 } })
@@ -34,7 +41,7 @@ t.test('a deleted account\'s id is never given again: its integration tokens sta
   const bob = (await add('bob')).json()
   t.ok(bob.id > ada.id, `the next account gets a new id (${bob.id} after ${ada.id})`)
   const refused = await all()
-  t.equal(refused.statusCode, 401, 'and the deleted creator\'s token stays refused')
+  t.equal(refused.statusCode, 401, "and the deleted creator's token stays refused")
   t.match(refused.json().detail, /creator is disabled or deleted/)
 })
 
@@ -72,15 +79,32 @@ t.test('the rebuild keeps accounts and sessions, and starts new ids above every 
   db.prepare("INSERT INTO integration_tokens (id, name, token_hash, profile, created_by, created_by_user_id, created_ms) VALUES ('t1', 'siem', 'hash', 30, 'gone', 7, 0)").run()
   db.prepare("INSERT INTO notification_read_marks (user_key, risk_seq) VALUES ('user:1', 4), ('user:9', 5), ('token:t1', 6)").run()
   // A later migration (024) drops the per-account login counters: failures are counted per user name and source address.
-  const before = db.prepare('SELECT * FROM users ORDER BY id').all().map(({ failed_logins: _f, locked_until_ms: _l, ...kept }: any) => kept)
+  const before = db
+    .prepare('SELECT * FROM users ORDER BY id')
+    .all()
+    .map(({ failed_logins: _f, locked_until_ms: _l, ...kept }: any) => kept)
 
   t.equal(migrate(db), migrationFiles().length)
   t.equal(db.pragma('foreign_keys', { simple: true }), 1, 'foreign keys are on again')
   t.same(db.pragma('foreign_key_check'), [], 'every reference is whole')
   t.same(db.prepare('SELECT * FROM users ORDER BY id').all(), before, 'the accounts are kept as they were')
-  t.same(db.prepare('SELECT id, user_id FROM sessions ORDER BY id').all(), [{ id: 's-admin', user_id: 1 }, { id: 's-mona', user_id: 3 }], 'the sessions are kept')
+  t.same(
+    db.prepare('SELECT id, user_id FROM sessions ORDER BY id').all(),
+    [
+      { id: 's-admin', user_id: 1 },
+      { id: 's-mona', user_id: 3 },
+    ],
+    'the sessions are kept',
+  )
   t.equal((db.prepare('SELECT count(*) AS n FROM refresh_tokens').get() as { n: number }).n, 1, 'and their refresh tokens')
-  t.same(db.prepare('SELECT user_key FROM notification_read_marks ORDER BY user_key').all().map((r: any) => r.user_key), ['token:t1', 'user:1'], 'read marks of accounts that are gone are dropped')
+  t.same(
+    db
+      .prepare('SELECT user_key FROM notification_read_marks ORDER BY user_key')
+      .all()
+      .map((r: any) => r.user_key),
+    ['token:t1', 'user:1'],
+    'read marks of accounts that are gone are dropped',
+  )
   t.match(db.prepare("SELECT sql FROM sqlite_master WHERE name = 'users'").get(), { sql: /AUTOINCREMENT/ })
   t.same(db.prepare("SELECT name, seq FROM sqlite_sequence WHERE name LIKE 'users%'").all(), [{ name: 'users', seq: 9 }], 'one counter, at the highest id named')
 
@@ -97,7 +121,7 @@ t.test('the rebuild keeps accounts and sessions, and starts new ids above every 
   t.equal((db.prepare('SELECT count(*) AS n FROM sessions').get() as { n: number }).n, 1, 'deleting an account still removes its sessions')
 })
 
-t.test('agentless connections: a deleted connection\'s id is never given again, and the rebuild keeps every row', async (t) => {
+t.test("agentless connections: a deleted connection's id is never given again, and the rebuild keeps every row", async (t) => {
   const db = databaseBefore(t, CONNECTIONS_REBUILT)
   db.prepare("INSERT INTO worker_pollers (id, name, credential_hash, created_ms) VALUES ('p1', 'poller one', 'h', 1)").run()
   const connection = db.prepare(`INSERT INTO agentless_connections (id, name, address, protocol, port, user_name, credential_type, credentials,
@@ -105,19 +129,30 @@ t.test('agentless connections: a deleted connection\'s id is never given again, 
   connection.run(1, 'alpha')
   connection.run(5, 'Beta')
   db.prepare("INSERT INTO agentless_runs (run_id, connection_id, start_ms, status, recorded_ms) VALUES ('r5', 5, 3, 'Reachable', 4)").run()
-  const columns = db.prepare("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('agentless_connections')").all()
+  const columns = db.prepare('SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(\'agentless_connections\')').all()
   const before = db.prepare('SELECT * FROM agentless_connections ORDER BY id').all()
 
   t.equal(migrate(db), migrationFiles().length)
   t.same(db.pragma('foreign_key_check'), [], 'every reference is whole')
-  t.same(db.prepare("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('agentless_connections')").all(), columns, 'the same columns')
+  t.same(db.prepare('SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(\'agentless_connections\')').all(), columns, 'the same columns')
   t.same(db.prepare('SELECT * FROM agentless_connections ORDER BY id').all(), before, 'the connections are kept as they were')
   t.same(db.prepare('SELECT run_id, connection_id FROM agentless_runs').all(), [{ run_id: 'r5', connection_id: 5 }], 'and their runs')
-  t.same(db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'agentless_connections' AND name NOT LIKE 'sqlite_%' ORDER BY name").all().map((r: any) => r.name),
-    ['agentless_connections_poller', 'agentless_connections_start'], 'its indexes are there again')
+  t.same(
+    db
+      .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'agentless_connections' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+      .all()
+      .map((r: any) => r.name),
+    ['agentless_connections_poller', 'agentless_connections_start'],
+    'its indexes are there again',
+  )
 
-  const add = (name: string) => Number(db.prepare(`INSERT INTO agentless_connections (name, address, protocol, port, user_name, credential_type, credentials,
-    credentials_updated_ms, created_ms, updated_ms) VALUES (?, '10.0.0.2', 'WinRM', 5985, 'admin', 'Password', x'00', 1, 1, 1)`).run(name).lastInsertRowid)
+  const add = (name: string) =>
+    Number(
+      db
+        .prepare(`INSERT INTO agentless_connections (name, address, protocol, port, user_name, credential_type, credentials,
+    credentials_updated_ms, created_ms, updated_ms) VALUES (?, '10.0.0.2', 'WinRM', 5985, 'admin', 'Password', x'00', 1, 1, 1)`)
+        .run(name).lastInsertRowid,
+    )
   const six = add('gamma')
   t.equal(six, 6)
   db.prepare('DELETE FROM agentless_connections WHERE id = ?').run(six)
@@ -130,11 +165,17 @@ t.test('agentless connections: a deleted connection\'s id is never given again, 
 t.test('a migration run with foreign keys off is rolled back if it leaves a broken reference', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-migrations-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  fs.writeFileSync(path.join(dir, '001_tables.sql'), `CREATE TABLE a (id INTEGER PRIMARY KEY);
+  fs.writeFileSync(
+    path.join(dir, '001_tables.sql'),
+    `CREATE TABLE a (id INTEGER PRIMARY KEY);
     CREATE TABLE b (id INTEGER PRIMARY KEY, a_id INTEGER NOT NULL REFERENCES a (id) ON DELETE CASCADE);
-    INSERT INTO a VALUES (1); INSERT INTO b VALUES (1, 1);`)
-  fs.writeFileSync(path.join(dir, '002_rebuild.sql'), `-- foreign keys: off
-    CREATE TABLE a_new (id INTEGER PRIMARY KEY AUTOINCREMENT); DROP TABLE a; ALTER TABLE a_new RENAME TO a;`)
+    INSERT INTO a VALUES (1); INSERT INTO b VALUES (1, 1);`,
+  )
+  fs.writeFileSync(
+    path.join(dir, '002_rebuild.sql'),
+    `-- foreign keys: off
+    CREATE TABLE a_new (id INTEGER PRIMARY KEY AUTOINCREMENT); DROP TABLE a; ALTER TABLE a_new RENAME TO a;`,
+  )
   const db = new Database(':memory:')
   t.teardown(() => db.close())
   db.pragma('foreign_keys = ON')
@@ -144,8 +185,11 @@ t.test('a migration run with foreign keys off is rolled back if it leaves a brok
   t.same(db.prepare('SELECT id, a_id FROM b').all(), [{ id: 1, a_id: 1 }], 'and the dropped table did not cascade')
   t.equal(db.pragma('foreign_keys', { simple: true }), 1, 'foreign keys are on again')
 
-  fs.writeFileSync(path.join(dir, '002_rebuild.sql'), `-- foreign keys: off
-    CREATE TABLE a_new (id INTEGER PRIMARY KEY AUTOINCREMENT); INSERT INTO a_new SELECT id FROM a; DROP TABLE a; ALTER TABLE a_new RENAME TO a;`)
+  fs.writeFileSync(
+    path.join(dir, '002_rebuild.sql'),
+    `-- foreign keys: off
+    CREATE TABLE a_new (id INTEGER PRIMARY KEY AUTOINCREMENT); INSERT INTO a_new SELECT id FROM a; DROP TABLE a; ALTER TABLE a_new RENAME TO a;`,
+  )
   t.equal(migrate(db, dir), 2, 'a rebuild that keeps the rows goes through')
   t.same(db.prepare('SELECT id, a_id FROM b').all(), [{ id: 1, a_id: 1 }])
   t.equal(db.pragma('foreign_keys', { simple: true }), 1)

@@ -16,7 +16,10 @@ function setup() {
   const service = integrationTokenService({
     tokens: asyncPort(repos.integrationTokens, uow),
     uow,
-    audit: asyncPort({ record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) }, uow),
+    audit: asyncPort(
+      { record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) },
+      uow,
+    ),
     newSecret: () => ({ token: `pit_secret${++n}`, hash: `hash${n}` }),
   })
   return { db, repos, uow, service }
@@ -50,10 +53,12 @@ t.test('a revocation is told once committed, and not when its unit rolls back', 
   })
   t.same(told, [true], 'told at the commit')
 
-  await t.rejects(uow.run(async () => {
-    await service.revoke(ctx, b.id)
-    throw new Error('undone')
-  }))
+  await t.rejects(
+    uow.run(async () => {
+      await service.revoke(ctx, b.id)
+      throw new Error('undone')
+    }),
+  )
   await new Promise((r) => setImmediate(r))
   t.same(told, [true], 'a rolled-back revocation is not told')
   t.equal(repos.integrationTokens.byId(b.id)!.revoked_ms, null)

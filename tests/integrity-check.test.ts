@@ -23,7 +23,9 @@ function databaseWithJunk(file: string): number {
   const db = new Database(file)
   db.exec('CREATE TABLE junk (id INTEGER PRIMARY KEY, text TEXT)')
   const insert = db.prepare('INSERT INTO junk (text) VALUES (?)')
-  db.transaction(() => { for (let i = 0; i < 2000; i++) insert.run(`row ${i} `.repeat(10)) })()
+  db.transaction(() => {
+    for (let i = 0; i < 2000; i++) insert.run(`row ${i} `.repeat(10))
+  })()
   const root = db.prepare("SELECT rootpage FROM sqlite_master WHERE name = 'junk'").pluck().get() as number
   db.close()
   return root

@@ -9,7 +9,12 @@ import { projectRoot } from '../lib/paths.js'
 const depcruise = path.join(projectRoot, 'node_modules', '.bin', 'depcruise')
 const config = path.join(projectRoot, '.dependency-cruiser.cjs')
 
-interface Violation { rule: { name: string; severity: string }; from: string; to: string; cycle?: { name: string }[] }
+interface Violation {
+  rule: { name: string; severity: string }
+  from: string
+  to: string
+  cycle?: { name: string }[]
+}
 
 function cruise(cwd: string, dirs: string[], ignoreKnown: boolean): { violations: Violation[]; known: number; output: string } {
   const args = [...dirs, '--config', config, '--output-type', 'json', ...(ignoreKnown ? ['--ignore-known', path.join(projectRoot, '.dependency-cruiser-known-violations.json')] : [])]
@@ -21,8 +26,7 @@ function cruise(cwd: string, dirs: string[], ignoreKnown: boolean): { violations
   return { violations: out.summary.violations.filter((v) => v.rule.severity !== 'ignore'), known: known.length, output: r.stderr }
 }
 
-const describe = (v: Violation) =>
-  `${v.rule.name}: ${v.from} -> ${v.to}${v.cycle ? ` (cycle: ${v.cycle.map((c) => c.name ?? c).join(' -> ')})` : ''}`
+const describe = (v: Violation) => `${v.rule.name}: ${v.from} -> ${v.to}${v.cycle ? ` (cycle: ${v.cycle.map((c) => c.name ?? c).join(' -> ')})` : ''}`
 
 t.test('the tree keeps the layering rules', async (t) => {
   const { violations, known } = cruise(projectRoot, ['lib', 'db', 'handlers', 'generated', 'client', 'examples', 'scripts'], true)
@@ -35,7 +39,10 @@ t.test('each rule catches its violation', async (t) => {
   const { violations } = cruise(path.join(projectRoot, 'tests', 'fixtures', 'layering'), ['db', 'lib', 'handlers'], false)
   const found = new Set(violations.map((v) => `${v.rule.name}: ${v.from} -> ${v.to}`))
   t.ok(found.has('db-returns-rows: db/store.ts -> lib/view.ts'), 'db importing lib')
-  t.ok([...found].some((f) => /^no-circular: lib\/(view|format)\.ts -> lib\/(view|format)\.ts$/.test(f)), 'an import circle')
+  t.ok(
+    [...found].some((f) => /^no-circular: lib\/(view|format)\.ts -> lib\/(view|format)\.ts$/.test(f)),
+    'an import circle',
+  )
   t.ok(found.has('only-app-wiring-imports-handlers: lib/service.ts -> handlers/things.ts'), 'lib importing a handler')
   t.ok(found.has('handlers-go-through-services: handlers/things.ts -> db/store.ts'), 'a handler importing db')
 })

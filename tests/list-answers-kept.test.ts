@@ -22,7 +22,11 @@ t.test('a kept answer never outlives a change', async (t) => {
 
   app.db.prepare("UPDATE agents SET host_identifier = 'LOBBY-01' WHERE id = ?").run(agent.id)
   const page = await list('/prime/webui/agents?HostIdentifier=kiosk')
-  t.same(page.data.map((a: { hostIdentifier: string }) => a.hostIdentifier), ['KIOSK-02'], 'a renamed agent leaves the answer at once')
+  t.same(
+    page.data.map((a: { hostIdentifier: string }) => a.hostIdentifier),
+    ['KIOSK-02'],
+    'a renamed agent leaves the answer at once',
+  )
 
   const peripherals = await list('/prime/webui/peripherals?hostIdentifier=lobby')
   t.equal(peripherals.recordsFiltered, 1)

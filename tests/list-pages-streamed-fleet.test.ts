@@ -10,7 +10,11 @@ import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
 import { makeAjv } from '../lib/validation.js'
 import { streamedPages } from '../lib/listing.js'
 
-interface List { recordsTotal: number; recordsFiltered: number; data: Record<string, unknown>[] }
+interface List {
+  recordsTotal: number
+  recordsFiltered: number
+  data: Record<string, unknown>[]
+}
 
 function validator(app: FastifyInstance, schema: string) {
   const ajv = makeAjv(false)
@@ -38,16 +42,21 @@ async function paged(app: FastifyInstance, token: string, url: string, size: num
 /** `n` copies of an agent (each its own uuid, name and mode) and of a peripheral spread over the first 60, in bulk. */
 function fleet(app: FastifyInstance, agents: number, peripherals: number) {
   const template = insertAgent(app, {})
-  const columns = (app.db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('agents') as string[]).filter((c) => !['id', 'uuid', 'machine_id', 'host_identifier', 'operational_status', 'hashtags'].includes(c))
+  const columns = (app.db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('agents') as string[]).filter(
+    (c) => !['id', 'uuid', 'machine_id', 'host_identifier', 'operational_status', 'hashtags'].includes(c),
+  )
   const copyAgent = app.db.prepare(`INSERT INTO agents (uuid, machine_id, host_identifier, operational_status, hashtags, ${columns.join(', ')})
     SELECT ?, ?, ?, ?, ?, ${columns.join(', ')} FROM agents WHERE id = ?`)
   app.db.transaction(() => {
-    for (let i = 1; i < agents; i++) copyAgent.run(crypto.randomUUID(), crypto.randomUUID(), `DESKTOP-${String(i).padStart(5, '0')}${i % 2 ? 'a' : 'B'}`, i % 3 ? 'Free' : 'Armed', i % 7 ? null : '#lab', template.id)
+    for (let i = 1; i < agents; i++)
+      copyAgent.run(crypto.randomUUID(), crypto.randomUUID(), `DESKTOP-${String(i).padStart(5, '0')}${i % 2 ? 'a' : 'B'}`, i % 3 ? 'Free' : 'Armed', i % 7 ? null : '#lab', template.id)
   })()
   const hosts = app.db.prepare('SELECT id, uuid FROM agents ORDER BY id LIMIT 60').all() as { id: number; uuid: string }[]
   const mouse = insertPeripheral(app, hosts[0].id, {})
   const stick = insertPeripheral(app, hosts[0].id, { vid: '0951', pid: '1666' })
-  const pColumns = (app.db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('peripherals') as string[]).filter((c) => !['id', 'agent_id', 'agent_uuid', 'device_id', 'serial_number'].includes(c))
+  const pColumns = (app.db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('peripherals') as string[]).filter(
+    (c) => !['id', 'agent_id', 'agent_uuid', 'device_id', 'serial_number'].includes(c),
+  )
   const copyPeripheral = app.db.prepare(`INSERT INTO peripherals (agent_id, agent_uuid, device_id, serial_number, ${pColumns.join(', ')})
     SELECT ?, ?, ?, ?, ${pColumns.join(', ')} FROM peripherals WHERE id = ?`)
   app.db.transaction(() => {

@@ -12,7 +12,11 @@ import { writeEvents, expectedEvents, eventMaker } from './fixtures/events.js'
 import { STREAM_CHUNK_CHARS, streamedPages } from '../lib/listing.js'
 import { makeAjv } from '../lib/validation.js'
 
-interface List { recordsTotal: number; recordsFiltered: number; data: Record<string, unknown>[] }
+interface List {
+  recordsTotal: number
+  recordsFiltered: number
+  data: Record<string, unknown>[]
+}
 
 /** Pages of more than `above` rows stream for the rest of the test. */
 function streamAbove(t: { teardown: (fn: () => void) => void }, above: number) {
@@ -61,7 +65,15 @@ t.test('events, the feeds and audit records: a streamed page holds what smaller 
   const E = '/prime/webui/Events/GetEvents'
   const since = new Date(now - 4 * 86_400_000).toISOString()
   const until = new Date(now - 86_400_000).toISOString()
-  for (const query of ['SortBy=eventID_desc', 'SortBy=eventID_asc', 'SortBy=severity_asc', 'SortBy=eventEntityID_desc', 'SortBy=date_asc&Category=USB,Network', 'MinimumSeverity=Notice&GlobalSearch=desktop', `SortBy=creationTime_asc&FromDate=${since}&ToDate=${until}`]) {
+  for (const query of [
+    'SortBy=eventID_desc',
+    'SortBy=eventID_asc',
+    'SortBy=severity_asc',
+    'SortBy=eventEntityID_desc',
+    'SortBy=date_asc&Category=USB,Network',
+    'MinimumSeverity=Notice&GlobalSearch=desktop',
+    `SortBy=creationTime_asc&FromDate=${since}&ToDate=${until}`,
+  ]) {
     const small = await paged(app, token, `${E}?${query}`, 100)
     const big = await get(app, token, `${E}?${query}&PageSize=1000000`)
     t.equal(valid(big), '', `${query}: valid against the contract`)
@@ -74,29 +86,47 @@ t.test('events, the feeds and audit records: a streamed page holds what smaller 
 
   // The feed and the SOAR incident fetch stream their page too: the oldest, newest first.
   const from = rows[100].id
-  const want = expectedEvents(rows, { FromEventId: String(from), MinimumSeverity: 'Warning', Category: 'USB' }).map((e) => e.id).reverse()
+  const want = expectedEvents(rows, { FromEventId: String(from), MinimumSeverity: 'Warning', Category: 'USB' })
+    .map((e) => e.id)
+    .reverse()
   t.ok(want.length > 100)
   const feed = await get(app, token, `/prime/webui/Events/GetEventsIntegration?FromEventId=${from}&MinimumSeverity=Warning&Category=USB&PageSize=1000000`)
   t.equal(validator(app, 'PrimeEventViewWrapperIntegration')(feed), '')
   t.same(ids(feed, 'eventID'), want, 'the feed: every match, newest first')
   const soar = await get(app, token, `/prime/webui/events/getevents?pageSize=1000000&pageNumber=1&sortBy=date_asc&category=USB&minimumSeverity=Warning&FromEventId=${from}`)
   t.same(ids(soar, 'eventID'), want, 'the incident fetch with its largest limit: every match, newest first')
-  const window = expectedEvents(rows, { FromDate: since, ToDate: until, Category: 'USB' }).map((e) => e.id).reverse()
+  const window = expectedEvents(rows, { FromDate: since, ToDate: until, Category: 'USB' })
+    .map((e) => e.id)
+    .reverse()
   t.ok(window.length > 100)
   const firstFetch = await get(app, token, `/prime/webui/events/getevents?pageSize=1000000&pageNumber=1&sortBy=date_asc&category=USB&FromDate=${since}&ToDate=${until}`)
-  t.same(ids(firstFetch, 'eventID'), window, 'the incident fetch\'s first call by date, with its largest limit: the whole window, newest first')
+  t.same(ids(firstFetch, 'eventID'), window, "the incident fetch's first call by date, with its largest limit: the whole window, newest first")
   const all = rows.map((e) => e.id)
   const cut = await get(app, token, '/prime/webui/Events/GetEventsIntegration?PageSize=101&PageNumber=2')
   t.same(ids(cut, 'eventID'), all.slice(101, 202).reverse(), 'the feed: page 2 is the next 101 oldest, newest first')
   const bySeverity = await get(app, token, `/prime/webui/Events/GetEventsIntegration?PageSize=150&FromEventId=${from}&SortBy=severity_desc`)
   const small = await get(app, token, `/prime/webui/Events/GetEventsIntegration?PageSize=100&FromEventId=${from}&SortBy=severity_desc`)
   t.same(new Set(ids(bySeverity, 'eventID')), new Set(all.filter((id) => id >= from).slice(0, 150)), 'the feed sorted: the oldest 150')
-  t.same(ids(bySeverity, 'eventID').filter((id) => ids(small, 'eventID').includes(id)), ids(small, 'eventID'), 'in the same order as a built page')
+  t.same(
+    ids(bySeverity, 'eventID').filter((id) => ids(small, 'eventID').includes(id)),
+    ids(small, 'eventID'),
+    'in the same order as a built page',
+  )
 
   // Audit records: the same rule.
   app.db.transaction(() => {
     for (let i = 0; i < 150; i++) {
-      app.repos.audit.insert({ createdMs: Date.now(), severity: 5 + (i % 2), category: 'Users', user: 'admin', sourceIp: '127.0.0.1', description: `Change ${i}`, details: '{}', operationId: 'updateUser', outcome: 'Succeeded' })
+      app.repos.audit.insert({
+        createdMs: Date.now(),
+        severity: 5 + (i % 2),
+        category: 'Users',
+        user: 'admin',
+        sourceIp: '127.0.0.1',
+        description: `Change ${i}`,
+        details: '{}',
+        operationId: 'updateUser',
+        outcome: 'Succeeded',
+      })
     }
   })()
   const A = '/prime/webui/Events/GetAuditTrails?SortBy=auditTrailID_asc'
@@ -114,9 +144,13 @@ t.test('above 1,000,000 rows a page answers 400 naming PageSize and the maximum'
   const app = await build(t)
   const token = await login(app)
   for (const url of [
-    '/prime/webui/agents?PageSize=1000001', '/prime/webui/peripherals?pageSize=1000001', '/prime/webui/Events/GetEvents?PageSize=1000001',
-    '/prime/webui/Events/GetEventsIntegration?PageSize=1000001', '/prime/webui/Events/GetAuditTrails?PageSize=1000001',
-    '/prime/webui/Events/GetAuditsIntegration?PageSize=1000001', '/prime/webui/agents/agentless/connectiondetailsstatus?PageSize=1000001',
+    '/prime/webui/agents?PageSize=1000001',
+    '/prime/webui/peripherals?pageSize=1000001',
+    '/prime/webui/Events/GetEvents?PageSize=1000001',
+    '/prime/webui/Events/GetEventsIntegration?PageSize=1000001',
+    '/prime/webui/Events/GetAuditTrails?PageSize=1000001',
+    '/prime/webui/Events/GetAuditsIntegration?PageSize=1000001',
+    '/prime/webui/agents/agentless/connectiondetailsstatus?PageSize=1000001',
   ]) {
     const res = await call(app, token, { method: 'GET', url })
     t.equal(res.statusCode, 400, url)
@@ -136,12 +170,14 @@ t.test('a large page is written as it is read: chunks on the wire, JSON once who
   const { port } = app.server.address() as { port: number }
   const chunks: string[] = []
   const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path: '/prime/webui/Events/GetEvents?PageSize=1000000', headers: { authorization: `Bearer ${token}` } }, (res) => {
-      res.setEncoding('utf8')
-      res.on('data', (c: string) => chunks.push(c))
-      res.on('end', () => resolve(res))
-      res.on('error', reject)
-    }).on('error', reject)
+    http
+      .get({ host: '127.0.0.1', port, path: '/prime/webui/Events/GetEvents?PageSize=1000000', headers: { authorization: `Bearer ${token}` } }, (res) => {
+        res.setEncoding('utf8')
+        res.on('data', (c: string) => chunks.push(c))
+        res.on('end', () => resolve(res))
+        res.on('error', reject)
+      })
+      .on('error', reject)
   })
   t.equal(res.statusCode, 200)
   t.equal(res.headers['transfer-encoding'], 'chunked', 'no length known in advance: the answer is streamed')
@@ -173,11 +209,13 @@ t.test('a client that stops reading holds the page up: the server waits for it a
   const chunks: Buffer[] = []
   let reply!: http.IncomingMessage
   await new Promise<void>((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path: '/prime/webui/Events/GetEvents?PageSize=1000000', headers: { authorization: `Bearer ${token}` } }, (res) => {
-      reply = res
-      res.pause()
-      resolve()
-    }).on('error', reject)
+    http
+      .get({ host: '127.0.0.1', port, path: '/prime/webui/Events/GetEvents?PageSize=1000000', headers: { authorization: `Bearer ${token}` } }, (res) => {
+        reply = res
+        res.pause()
+        resolve()
+      })
+      .on('error', reject)
   })
   t.equal(reply.statusCode, 200)
   // Until the server has stopped producing (nothing more for 300 ms), sampling what it queues.

@@ -147,7 +147,11 @@ t.test('contains() against SQLite', async (t) => {
   const db = new Database(':memory:')
   t.teardown(() => db.close())
   db.exec("CREATE TABLE x (v TEXT); INSERT INTO x VALUES ('50% off'), ('500 off'), ('a_b'), ('axb'), ('C:\\temp'), ('C:temp'), ('DESKTOP-9LR722S (192.168.100.128)')")
-  const find = (text: string) => db.prepare<[string], { v: string }>("SELECT v FROM x WHERE v LIKE ? ESCAPE '\\' ORDER BY v").all(contains(text)).map((r) => r.v)
+  const find = (text: string) =>
+    db
+      .prepare<[string], { v: string }>("SELECT v FROM x WHERE v LIKE ? ESCAPE '\\' ORDER BY v")
+      .all(contains(text))
+      .map((r) => r.v)
   t.same(find('50%'), ['50% off'], '% matches only itself')
   t.same(find('a_b'), ['a_b'], '_ matches only itself')
   t.same(find('C:\\'), ['C:\\temp'], 'backslash matches only itself')

@@ -22,7 +22,11 @@ async function logged(t: Parameters<Parameters<typeof t.test>[1]>[0], env: Recor
   })
   const read = () => {
     lines.flush()
-    return blocks.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+    return blocks
+      .join('')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l))
   }
   return { app, read }
 }
@@ -39,11 +43,18 @@ t.test('unchanged check-ins make one summary line; changes and refusals keep the
   t.equal((await checkIn(app, b.credential, hostState([]))).statusCode, 200, 'a change')
   t.equal((await checkIn(app, 'pag_' + 'x'.repeat(43), body)).statusCode, 401, 'a refusal')
   const requests = read().filter((l) => l.msg === 'request')
-  t.same(requests.map((l) => [l.url, l.statusCode]), [
-    ['/prime/webui/gateway/enroll', 200], ['/prime/webui/gateway/enroll', 200],
-    ['/prime/webui/gateway/checkin', 200], ['/prime/webui/gateway/checkin', 200],
-    ['/prime/webui/gateway/checkin', 200], ['/prime/webui/gateway/checkin', 401],
-  ], 'enrollments, the first check-in of each agent, the change and the refusal')
+  t.same(
+    requests.map((l) => [l.url, l.statusCode]),
+    [
+      ['/prime/webui/gateway/enroll', 200],
+      ['/prime/webui/gateway/enroll', 200],
+      ['/prime/webui/gateway/checkin', 200],
+      ['/prime/webui/gateway/checkin', 200],
+      ['/prime/webui/gateway/checkin', 200],
+      ['/prime/webui/gateway/checkin', 401],
+    ],
+    'enrollments, the first check-in of each agent, the change and the refusal',
+  )
   await app.close()
   const summary = read().filter((l) => l.msg === 'routine agent check-ins')
   t.equal(summary.length, 1, 'one summary, written at the latest when the server closes')

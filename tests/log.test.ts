@@ -15,10 +15,21 @@ function sink() {
   let syncFlushes = 0
   return {
     blocks,
-    get syncFlushes() { return syncFlushes },
-    lines: () => blocks.join('').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l)),
-    write(text: string) { blocks.push(text) },
-    flushSync() { syncFlushes++ },
+    get syncFlushes() {
+      return syncFlushes
+    },
+    lines: () =>
+      blocks
+        .join('')
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l)),
+    write(text: string) {
+      blocks.push(text)
+    },
+    flushSync() {
+      syncFlushes++
+    },
   }
 }
 
@@ -37,9 +48,15 @@ t.test('LineBatcher hands lines on in blocks, in order', async (t) => {
   t.same(out.blocks, ['{"n":1}\n{"n":2}\n{"n":3}\n{"n":4}\n'], 'one block once the size is reached')
   lines.write('{"n":5}\n')
   let called = false
-  lines.flush(() => { called = true })
+  lines.flush(() => {
+    called = true
+  })
   t.ok(called, 'flush calls back')
-  t.same(out.lines(), [1, 2, 3, 4, 5].map((n) => ({ n })), 'every line once, in order')
+  t.same(
+    out.lines(),
+    [1, 2, 3, 4, 5].map((n) => ({ n })),
+    'every line once, in order',
+  )
   lines.flush()
   t.equal(out.blocks.length, 2, 'nothing pending: nothing written')
   lines.write('{"n":6}\n')
@@ -96,15 +113,26 @@ t.test('the per-request child logger is made when it is used', async (t) => {
   t.teardown(() => lines.close())
   const log = pino({ level: 'info' }, lines)
   let children = 0
-  const parent = new Proxy(log, { get: (target, key) => (key === 'child' ? (...a: Parameters<typeof log.child>) => { children++; return target.child(...a) } : Reflect.get(target, key)) })
+  const parent = new Proxy(log, {
+    get: (target, key) =>
+      key === 'child'
+        ? (...a: Parameters<typeof log.child>) => {
+            children++
+            return target.child(...a)
+          }
+        : Reflect.get(target, key),
+  })
   const child = lazyChildLogger.call({} as never, parent as unknown as FastifyBaseLogger, { reqId: 'r-1' }, {}, {} as never)
   t.equal(children, 0, 'no child yet')
-  t.equal(child.level, 'info', 'the level is the parent\'s')
+  t.equal(child.level, 'info', "the level is the parent's")
   child.debug('not written')
   child.error({ code: 'E1' }, 'went wrong')
   child.warn('twice')
   t.equal(children, 1, 'made once, when first used')
-  t.match(out.lines(), [{ level: 50, reqId: 'r-1', code: 'E1', msg: 'went wrong' }, { level: 40, reqId: 'r-1', msg: 'twice' }])
+  t.match(out.lines(), [
+    { level: 50, reqId: 'r-1', code: 'E1', msg: 'went wrong' },
+    { level: 40, reqId: 'r-1', msg: 'twice' },
+  ])
   const withLevel = lazyChildLogger.call({} as never, parent as unknown as FastifyBaseLogger, { reqId: 'r-2' }, { level: 'debug' }, {} as never)
   t.equal(children, 2, 'a child with its own options is made at once')
   t.equal(withLevel.level, 'debug')

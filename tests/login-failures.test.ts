@@ -18,15 +18,12 @@ const { build, login, userWithProfile, call, ADMIN_PASSWORD, USER_PASSWORD } = a
 
 const LOGIN = '/prime/webui/Auth/LocalLogin'
 const UPDATE = '/prime/webui/admin/updateuser'
-const attempt = (app: FastifyInstance, username: string, password: string, remoteAddress = '127.0.0.1') =>
-  app.inject({ method: 'POST', url: LOGIN, payload: { username, password }, remoteAddress })
+const attempt = (app: FastifyInstance, username: string, password: string, remoteAddress = '127.0.0.1') => app.inject({ method: 'POST', url: LOGIN, payload: { username, password }, remoteAddress })
 
 /** What a client can tell from an answer, apart from its request id and the rate-limit counts. */
 function seen(res: LightMyRequestResponse) {
   const { requestId: _id, ...body } = res.json()
-  const headers = Object.fromEntries(
-    Object.entries(res.headers).filter(([k]) => !['date', 'x-request-id', 'x-ratelimit-remaining', 'x-ratelimit-reset'].includes(k)),
-  )
+  const headers = Object.fromEntries(Object.entries(res.headers).filter(([k]) => !['date', 'x-request-id', 'x-ratelimit-remaining', 'x-ratelimit-reset'].includes(k)))
   return { status: res.statusCode, body, headers }
 }
 

@@ -20,18 +20,32 @@ const EXPECTED = [
 
 t.test('every background loop is registered, runs once the app is ready and stops on close', async (t) => {
   const app = await build(t)
-  t.same(app.loops.list(), EXPECTED.map((l) => ({ ...l, running: false })), 'registered in start order, none running before ready')
+  t.same(
+    app.loops.list(),
+    EXPECTED.map((l) => ({ ...l, running: false })),
+    'registered in start order, none running before ready',
+  )
   await app.ready()
-  t.same(app.loops.list(), EXPECTED.map((l) => ({ ...l, running: true })), 'all running once ready')
+  t.same(
+    app.loops.list(),
+    EXPECTED.map((l) => ({ ...l, running: true })),
+    'all running once ready',
+  )
   await app.close()
-  t.same(app.loops.list(), EXPECTED.map((l) => ({ ...l, running: false })), 'all stopped after close')
+  t.same(
+    app.loops.list(),
+    EXPECTED.map((l) => ({ ...l, running: false })),
+    'all stopped after close',
+  )
 })
 
 t.test('closing stops the loops in reverse order and awaits each; those that stop first go before the rest', async (t) => {
   const app = await build(t)
   const seen: string[] = []
   const loop = (name: string, stopsFirst = false) => ({
-    name, singleton: false, stopsFirst,
+    name,
+    singleton: false,
+    stopsFirst,
     start: () => void seen.push(`start ${name}`),
     stop: async () => {
       await new Promise((r) => setTimeout(r, 5))

@@ -53,7 +53,10 @@ t.test('a check that turns bad opens a notification, repeats add occurrences, re
   // Before any periodic check, readers get a check of their own.
   let s = await status(app, viewer)
   t.equal(s.subsystems.find((x: any) => x.name === 'License').state, 'Healthy')
-  t.same(s.subsystems.map((x: any) => x.name), ['Database', 'Authentication', 'DiskSpace', 'AlarmDelivery', 'Reports', 'WorkerPoller', 'License'])
+  t.same(
+    s.subsystems.map((x: any) => x.name),
+    ['Database', 'Authentication', 'DiskSpace', 'AlarmDelivery', 'Reports', 'WorkerPoller', 'License'],
+  )
   const healthySince = s.subsystems.find((x: any) => x.name === 'License').since
 
   await enroll(app, 'machine-1', 'HOST-1')
@@ -66,9 +69,15 @@ t.test('a check that turns bad opens a notification, repeats add occurrences, re
   t.match(opened.description, /1 agent waits for a free seat/)
   s = await status(app, viewer)
   t.equal(s.status, 'Warning', 'the worst subsystem')
-  t.match(s.subsystems.find((x: any) => x.name === 'License'), { state: 'Warning', detail: /waits for a free seat/ })
+  t.match(
+    s.subsystems.find((x: any) => x.name === 'License'),
+    { state: 'Warning', detail: /waits for a free seat/ },
+  )
   t.not(s.subsystems.find((x: any) => x.name === 'License').since, healthySince, 'since moves with the state')
-  t.same(s.openNotifications.map((n: any) => n.id), [opened.id])
+  t.same(
+    s.openNotifications.map((n: any) => n.id),
+    [opened.id],
+  )
   t.match(await counts(app, viewer), { healthUnread: 1, healthTotal: 1, unread: 1 })
 
   // Read by the viewer; still bad at the next check: one more occurrence, still read.
@@ -162,7 +171,10 @@ t.test('an injected failure of the Database check, dismissed while it lasts', as
   t.equal(g.notifications.length, 1)
   t.not(g.notifications[0].id, n.id)
 
-  const audit = app.repos.audit.latest(6).filter((a) => a.category === 'Notifications').map((a) => [a.outcome, a.description])
+  const audit = app.repos.audit
+    .latest(6)
+    .filter((a) => a.category === 'Notifications')
+    .map((a) => [a.outcome, a.description])
   t.match(audit, [
     ['Failed', /cannot be pinned/],
     ['Succeeded', /already dismissed/],
@@ -207,12 +219,18 @@ t.test('muting a group: still recorded and listed, not unread; shared and audite
   t.equal((await call(app, viewer, { method: 'POST', url: `${BASE}/systemHealth/read` })).json(), true)
 
   res = await call(app, manager, { method: 'POST', url: `${BASE}/notifications/update`, payload: { name: 'License', muted: false } })
-  t.match(res.json().find((x: any) => x.name === 'License'), { muted: false, mutedBy: null, mutedTime: null })
+  t.match(
+    res.json().find((x: any) => x.name === 'License'),
+    { muted: false, mutedBy: null, mutedTime: null },
+  )
   t.match(await counts(app, manager), { healthUnread: 1 })
   t.match(await counts(app, viewer), { healthUnread: 0 })
 
   const audit = app.repos.audit.latest(4).filter((a) => a.category === 'Notifications')
-  t.match(audit.map((a) => a.description), [/Unmuted notification group License/, /Marked 1 system-health/, /Muted notification group License/])
+  t.match(
+    audit.map((a) => a.description),
+    [/Unmuted notification group License/, /Marked 1 system-health/, /Muted notification group License/],
+  )
   t.same(JSON.parse(audit[2].details), { name: 'License', muted: { from: false, to: true } })
 
   for (const payload of [{ name: 'Kitchen', muted: true }, { name: 'License' }, { name: 'License', muted: 'yes' }, { name: 'License', muted: true, color: 'red' }]) {

@@ -8,9 +8,18 @@ import { build, login, call, userWithProfile } from './helpers.js'
 import { attackTool, checkIn, enroll, gatewayEnv, hostState, mouse, stick } from './fixtures/gateway.js'
 
 const vulnerableReceiver = {
-  deviceID: 'USB\\VID_046D&PID_C52B\\6&2F1A3B&0&3', vid: '046d', pid: 'c52b', serialNumber: '6&2F1A3B&0&3',
-  description: 'USB Composite Device', manufacturer: 'Logitech', caption: 'Logitech USB Receiver', status: 'OK',
-  classCode: '03', subclassCode: '01', protocolCode: '01', present: true,
+  deviceID: 'USB\\VID_046D&PID_C52B\\6&2F1A3B&0&3',
+  vid: '046d',
+  pid: 'c52b',
+  serialNumber: '6&2F1A3B&0&3',
+  description: 'USB Composite Device',
+  manufacturer: 'Logitech',
+  caption: 'Logitech USB Receiver',
+  status: 'OK',
+  classCode: '03',
+  subclassCode: '01',
+  protocolCode: '01',
+  present: true,
 }
 
 const RISK = '/prime/webui/systemNotification/riskNotifications'
@@ -43,9 +52,21 @@ t.test('an attack tool raises one notification; a repeat adds an occurrence and 
   t.equal(page.total, 1)
   const n = page.items[0]
   t.match(n, {
-    kind: 'KnownAttackTool', severity: 2, severityString: 'Critical', agentUuid: agent.uuid, hostIdentifier: 'DESKTOP-9LR722S',
-    hostIp: '192.168.100.128', vid: '0483', pid: '5740', serialNumber: attackTool.serialNumber, deviceID: attackTool.deviceID,
-    occurrences: 1, isRead: false, isPinned: false, isDismissed: false, title: 'Known attack tool connected to DESKTOP-9LR722S',
+    kind: 'KnownAttackTool',
+    severity: 2,
+    severityString: 'Critical',
+    agentUuid: agent.uuid,
+    hostIdentifier: 'DESKTOP-9LR722S',
+    hostIp: '192.168.100.128',
+    vid: '0483',
+    pid: '5740',
+    serialNumber: attackTool.serialNumber,
+    deviceID: attackTool.deviceID,
+    occurrences: 1,
+    isRead: false,
+    isPinned: false,
+    isDismissed: false,
+    title: 'Known attack tool connected to DESKTOP-9LR722S',
   })
   t.match(n.description, /keystroke injection/, 'the catalogue entry is named')
   t.equal(n.relatedEventIds.length, 1)
@@ -100,8 +121,14 @@ t.test('each kind, agent and device is its own notification', async (t) => {
   t.same(kinds, ['KnownAttackTool@DESKTOP-9LR722S', 'KnownAttackTool@LAPTOP-7QX2', 'UnapprovedPeripheralOnArmedAgent@LAB-02', 'VulnerablePeripheral@DESKTOP-9LR722S', 'WhitelistViolation@KIOSK-01'])
   const vulnerable = page.items.find((i) => i.kind === 'VulnerablePeripheral')
   t.match(vulnerable, { severity: 3, severityString: 'Error', vid: '046D', pid: 'C52B' })
-  t.match(page.items.find((i) => i.kind === 'WhitelistViolation'), { severity: 4, vid: '0951', pid: '1666', hostIp: '10.0.0.9' })
-  t.match(page.items.find((i) => i.kind === 'UnapprovedPeripheralOnArmedAgent'), { severity: 4, vid: '0951', pid: '1666', hostIp: '10.0.0.11' })
+  t.match(
+    page.items.find((i) => i.kind === 'WhitelistViolation'),
+    { severity: 4, vid: '0951', pid: '1666', hostIp: '10.0.0.9' },
+  )
+  t.match(
+    page.items.find((i) => i.kind === 'UnapprovedPeripheralOnArmedAgent'),
+    { severity: 4, vid: '0951', pid: '1666', hostIp: '10.0.0.11' },
+  )
 
   // Filters, as separate query parameters with any case of name and value.
   t.equal((await list(app, viewer, 'kind=knownattacktool')).total, 2)
@@ -127,14 +154,20 @@ t.test('each kind, agent and device is its own notification', async (t) => {
 
   // Sorting and paging: every page of one together is the whole list, in order.
   const bySeverity = await list(app, viewer, 'sortBy=severity_asc&pageSize=50')
-  t.same(bySeverity.items.map((i) => i.severity), [2, 2, 3, 4, 4])
+  t.same(
+    bySeverity.items.map((i) => i.severity),
+    [2, 2, 3, 4, 4],
+  )
   const ids: number[] = []
   for (let p = 1; p <= 6; p++) {
     const one = await list(app, viewer, `sortBy=hostIdentifier_desc&pageSize=1&pageNumber=${p}`)
     t.equal(one.total, 5)
     ids.push(...one.items.map((i) => i.id))
   }
-  t.same(ids, (await list(app, viewer, 'sortBy=hostIdentifier_desc&pageSize=10')).items.map((i) => i.id))
+  t.same(
+    ids,
+    (await list(app, viewer, 'sortBy=hostIdentifier_desc&pageSize=10')).items.map((i) => i.id),
+  )
   t.equal(ids.length, 5)
 
   // Pinned by a manager, seen pinned by everyone.
@@ -155,7 +188,10 @@ t.test('each kind, agent and device is its own notification', async (t) => {
   t.equal((await list(app, viewer, 'isPinned=true')).total, 0)
 
   const audit = app.repos.audit.latest(10).filter((a) => a.category === 'Notifications')
-  t.match(audit.map((a) => a.description), [/Unpinned risk notification/, /already pinned/, /Pinned risk notification/])
+  t.match(
+    audit.map((a) => a.description),
+    [/Unpinned risk notification/, /already pinned/, /Pinned risk notification/],
+  )
   t.match(audit[0], { user_name: 'operator', asset_type: 'Notification', asset_detail: 'RiskNotification', asset_key: String(target.id), asset_parent_id: other.uuid })
   t.same(JSON.parse(audit[0].details).pinned, { from: true, to: false })
 })
@@ -180,7 +216,14 @@ t.test('dismissal is shared, audited, idempotent, and a later occurrence opens a
   res = await call(app, manager, { method: 'POST', url: `${RISK}/pin`, payload: { id: n.id, pinned: true } })
   t.equal(res.statusCode, 409, 'a dismissed notification cannot be pinned')
   const audit = app.repos.audit.latest(3).filter((a) => a.category === 'Notifications')
-  t.match(audit.map((a) => [a.outcome, a.description]), [['Failed', /cannot be pinned/], ['Succeeded', /already dismissed/], ['Succeeded', /Dismissed risk notification/]])
+  t.match(
+    audit.map((a) => [a.outcome, a.description]),
+    [
+      ['Failed', /cannot be pinned/],
+      ['Succeeded', /already dismissed/],
+      ['Succeeded', /Dismissed risk notification/],
+    ],
+  )
 
   await checkIn(app, agent.credential, hostState([]))
   await checkIn(app, agent.credential, hostState([attackTool]))
@@ -211,7 +254,10 @@ t.test('bad input answers a clear 4xx', async (t) => {
   await bad('vid=XYZ1', /vid/)
   await bad('hostIdentifier=a%00b', /hostIdentifier/)
 
-  for (const [url, body] of [[`${RISK}/pin`, { pinned: true }], [`${RISK}/dismiss`, {}]] as const) {
+  for (const [url, body] of [
+    [`${RISK}/pin`, { pinned: true }],
+    [`${RISK}/dismiss`, {}],
+  ] as const) {
     let res = await call(app, manager, { method: 'POST', url, payload: { id: 999, ...body } })
     t.equal(res.statusCode, 404, `${url} unknown id`)
     t.match(res.json().detail, /999/)
@@ -226,11 +272,17 @@ t.test('events written in one batch: one change per notification, all of their e
   const { app, viewer, agent } = await setup(t)
   t.equal((await checkIn(app, agent.credential, hostState([mouse, attackTool]))).statusCode, 200)
   const before = (await list(app, viewer)).items[0]
-  const seq = () => (app.db.prepare('SELECT seq FROM notification_counter').pluck().get() as number)
+  const seq = () => app.db.prepare('SELECT seq FROM notification_counter').pluck().get() as number
   const events = () => app.db.prepare('SELECT count(*) FROM events').pluck().get() as number
   const tool = {
-    code: '0x110005', severity: 2, category: 'USB', entityId: 'DESKTOP-9LR722S (192.168.100.128)', description: 'Known attack tool detected',
-    assetKey: agent.uuid, assetName: 'DESKTOP-9LR722S', peripheralAssetId: attackTool.deviceID,
+    code: '0x110005',
+    severity: 2,
+    category: 'USB',
+    entityId: 'DESKTOP-9LR722S (192.168.100.128)',
+    description: 'Known attack tool detected',
+    assetKey: agent.uuid,
+    assetName: 'DESKTOP-9LR722S',
+    peripheralAssetId: attackTool.deviceID,
   } as const
   const stickEvent = { ...tool, code: '0x110006', description: 'Vulnerable peripheral detected', peripheralAssetId: stick.deviceID, peripheralVid: stick.vid, peripheralPid: stick.pid }
   const quiet = { ...tool, code: '0x110002', severity: 6, description: 'USB peripheral removed' }
@@ -238,7 +290,10 @@ t.test('events written in one batch: one change per notification, all of their e
   let seq0 = seq()
   const now = Date.parse(before.lastSeen) + 1000
   app.repos.events.record(now, [
-    { ...tool, details: 'first of the batch' }, { ...quiet, details: 'removed' }, { ...stickEvent, details: 'a stick' }, { ...tool, details: 'last of the batch' },
+    { ...tool, details: 'first of the batch' },
+    { ...quiet, details: 'removed' },
+    { ...stickEvent, details: 'a stick' },
+    { ...tool, details: 'last of the batch' },
   ])
   t.equal(seq() - seq0, 2, 'one change for each notification the batch touches')
   const page = await list(app, viewer, 'sortBy=severity_asc')
@@ -256,7 +311,12 @@ t.test('events written in one batch: one change per notification, all of their e
   // A bad event anywhere in a batch: no event of it is kept, and no notification changes.
   seq0 = seq()
   const n0 = events()
-  t.throws(() => app.repos.events.record(now + 1000, [{ ...tool, details: 'kept?' }, { ...quiet, details: 'bad', severity: 9 }]))
+  t.throws(() =>
+    app.repos.events.record(now + 1000, [
+      { ...tool, details: 'kept?' },
+      { ...quiet, details: 'bad', severity: 9 },
+    ]),
+  )
   t.equal(events(), n0, 'no event written')
   t.equal(seq(), seq0, 'no notification changed')
   t.equal((await list(app, viewer, 'sortBy=severity_asc')).items[0].occurrences, 3)

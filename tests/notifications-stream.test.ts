@@ -9,7 +9,13 @@ import { attackTool, checkIn, enroll, gatewayEnv, hostState, mouse } from './fix
 
 const BASE = '/prime/webui/systemNotification'
 
-interface SseEvent { id?: string; event?: string; data?: any; comment?: string; retry?: number }
+interface SseEvent {
+  id?: string
+  event?: string
+  data?: any
+  comment?: string
+  retry?: number
+}
 
 /** A subscriber that parses the stream as it arrives. */
 class Subscriber {
@@ -43,7 +49,7 @@ class Subscriber {
   private feed(chunk: string) {
     this.body += chunk
     this.buffer += chunk
-    let end
+    let end: number
     while ((end = this.buffer.indexOf('\n\n')) >= 0) {
       const block = this.buffer.slice(0, end)
       this.buffer = this.buffer.slice(end + 2)
@@ -144,7 +150,10 @@ t.test('an attack tool reaches a subscribed console; pin, read and dismiss follo
   mark = console.events.length
   app.notifications.hub.heartbeat()
   t.equal((await console.next((e) => e.comment === 'heartbeat', mark)).comment, 'heartbeat')
-  t.notOk(other.events.slice(otherMark).some((e) => isRisk(e) || isCounts(e)), 'another user is not told of the viewer reading')
+  t.notOk(
+    other.events.slice(otherMark).some((e) => isRisk(e) || isCounts(e)),
+    'another user is not told of the viewer reading',
+  )
 
   // Dismissed.
   mark = console.events.length
@@ -156,10 +165,17 @@ t.test('an attack tool reaches a subscribed console; pin, read and dismiss follo
   const resumed = await subscribe(viewer, { 'last-event-id': created.id! })
   const counts = await resumed.next(isCounts)
   const replayed = resumed.events.filter(isRisk)
-  t.same(replayed.map((e) => [e.data.isPinned, e.data.isDismissed]), [[true, false], [false, true]], 'pinned, then dismissed')
+  t.same(
+    replayed.map((e) => [e.data.isPinned, e.data.isDismissed]),
+    [
+      [true, false],
+      [false, true],
+    ],
+    'pinned, then dismissed',
+  )
   t.ok(replayed.every((e) => Number(e.id) > Number(created.id)))
   t.ok(resumed.events.indexOf(counts) > resumed.events.indexOf(replayed[1]), 'counts after the replay')
-  t.equal(replayed[0].data.isRead, true, 'the caller\'s read state')
+  t.equal(replayed[0].data.isRead, true, "the caller's read state")
 
   // An id the server does not know: reset.
   const stale = await subscribe(viewer, { 'last-event-id': '12' })
@@ -228,7 +244,10 @@ t.test('muted groups are not streamed; group changes are', async (t) => {
   const changed = await s.next((e) => e.event === 'group' && e.data.name === 'License' && e.data.state === 'Warning', mark)
   t.match(changed.data, { counts: { total: 1, unread: 0 } })
   await new Promise((r) => setTimeout(r, 300))
-  t.notOk(s.events.slice(mark).some((e) => e.event === 'healthNotification'), 'a muted group\'s notification is not sent')
+  t.notOk(
+    s.events.slice(mark).some((e) => e.event === 'healthNotification'),
+    "a muted group's notification is not sent",
+  )
 
   await call(app, manager, { method: 'POST', url: `${BASE}/notifications/update`, payload: { name: 'License', muted: false } })
   mark = s.events.length

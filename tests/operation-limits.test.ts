@@ -7,9 +7,17 @@ import { build } from './helpers.js'
 
 t.test('the contract declares which operations have which limits', async (t) => {
   const ops = [...operations(loadSpec()).values()]
-  t.same(ops.filter((o) => o.rateLimit === 'login').map((o) => o.operationId).sort(), ['localLogin', 'pollerRegister', 'signIn'])
+  t.same(
+    ops
+      .filter((o) => o.rateLimit === 'login')
+      .map((o) => o.operationId)
+      .sort(),
+    ['localLogin', 'pollerRegister', 'signIn'],
+  )
   t.same(Object.fromEntries(ops.filter((o) => o.gatewayLimit).map((o) => [o.operationId, o.gatewayLimit])), {
-    enrollAgent: 'enrollment', agentCheckIn: 'check-in', reportCommandResults: 'result-bytes',
+    enrollAgent: 'enrollment',
+    agentCheckIn: 'check-in',
+    reportCommandResults: 'result-bytes',
   })
 })
 

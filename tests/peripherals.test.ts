@@ -11,15 +11,48 @@ const COMMAND = '/prime/webui/peripherals/command'
 
 function invalid(t: Test, res: LightMyRequestResponse, name: string) {
   t.equal(res.statusCode, 400, `400 naming ${name}: ${res.body.slice(0, 300)}`)
-  t.ok(res.json().errors?.some((e: any) => e.name === name), `errors name ${name}: ${JSON.stringify(res.json().errors)}`)
+  t.ok(
+    res.json().errors?.some((e: any) => e.name === name),
+    `errors name ${name}: ${JSON.stringify(res.json().errors)}`,
+  )
 }
 
 /** Two agents: a desk PC with a mouse, a USB stick and an old receiver; a laptop with a keystroke injector. */
 function fleet(app: FastifyInstance) {
-  const desk = insertAgent(app, { uuid: '11111111-1111-4111-8111-111111111111', host_identifier: 'DESKTOP-9LR722S', local_ip_address: '192.168.100.128', ip_addresses: '192.168.100.128 10.99.0.1', hashtags: '#finance', operational_status: 'Armed' })
-  const laptop = insertAgent(app, { uuid: '22222222-2222-4222-8222-222222222222', host_identifier: 'LAPTOP-HR-07', local_ip_address: '192.168.100.140', ip_addresses: '192.168.100.140', hashtags: null })
-  const mouse = insertPeripheral(app, desk.id, { vid: '046D', pid: 'C077', serial_number: '5&20DBD6CE&0&4', device_id: 'USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4', description: 'USB Input Device', caption: 'USB Optical Mouse' })
-  const stick = insertPeripheral(app, desk.id, { vid: '0951', pid: '1666', serial_number: '60A44C413A8EF1A0B9A1BE27', device_id: 'USB\\VID_0951&PID_1666\\60A44C413A8EF1A0B9A1BE27', description: 'USB Mass Storage Device', caption: 'Kingston DataTraveler 3.0 USB Device', class_code: '08', subclass_code: '06', protocol_code: '50' })
+  const desk = insertAgent(app, {
+    uuid: '11111111-1111-4111-8111-111111111111',
+    host_identifier: 'DESKTOP-9LR722S',
+    local_ip_address: '192.168.100.128',
+    ip_addresses: '192.168.100.128 10.99.0.1',
+    hashtags: '#finance',
+    operational_status: 'Armed',
+  })
+  const laptop = insertAgent(app, {
+    uuid: '22222222-2222-4222-8222-222222222222',
+    host_identifier: 'LAPTOP-HR-07',
+    local_ip_address: '192.168.100.140',
+    ip_addresses: '192.168.100.140',
+    hashtags: null,
+  })
+  const mouse = insertPeripheral(app, desk.id, {
+    vid: '046D',
+    pid: 'C077',
+    serial_number: '5&20DBD6CE&0&4',
+    device_id: 'USB\\VID_046D&PID_C077\\5&20DBD6CE&0&4',
+    description: 'USB Input Device',
+    caption: 'USB Optical Mouse',
+  })
+  const stick = insertPeripheral(app, desk.id, {
+    vid: '0951',
+    pid: '1666',
+    serial_number: '60A44C413A8EF1A0B9A1BE27',
+    device_id: 'USB\\VID_0951&PID_1666\\60A44C413A8EF1A0B9A1BE27',
+    description: 'USB Mass Storage Device',
+    caption: 'Kingston DataTraveler 3.0 USB Device',
+    class_code: '08',
+    subclass_code: '06',
+    protocol_code: '50',
+  })
   const receiver = insertPeripheral(app, desk.id, { vid: '046D', pid: 'C52B', serial_number: 'AB12', device_id: 'USB\\VID_046D&PID_C52B\\AB12', present: 0 })
   const tool = insertPeripheral(app, laptop.id, { vid: '16C0', pid: '0486', serial_number: 'TEENSY-1', device_id: 'USB\\VID_16C0&PID_0486\\TEENSY-1', manufacturer: 'Teensyduino', caption: 'RawHID' })
   return { desk, laptop, mouse, stick, receiver, tool }
@@ -36,19 +69,38 @@ t.test('GET peripherals', async (t) => {
     t.equal(res.statusCode, 200, `${query}: ${res.body.slice(0, 300)}`)
     return (res.json().data as { vid: string; pid: string }[]).map((p) => `${p.vid}:${p.pid}`)
   }
-  const MOUSE = '046D:C077', STICK = '0951:1666', RECEIVER = '046D:C52B', TOOL = '16C0:0486'
+  const MOUSE = '046D:C077',
+    STICK = '0951:1666',
+    RECEIVER = '046D:C52B',
+    TOOL = '16C0:0486'
 
   t.test('every peripheral of every agent with the contract fields, default order hostUuid asc then deviceID', async (t) => {
     const res = await get('')
     const body = res.json()
     t.equal(body.recordsTotal, 4)
     t.equal(body.recordsFiltered, 4)
-    t.same(body.data.map((p: any) => `${p.vid}:${p.pid}`), [MOUSE, RECEIVER, STICK, TOOL])
+    t.same(
+      body.data.map((p: any) => `${p.vid}:${p.pid}`),
+      [MOUSE, RECEIVER, STICK, TOOL],
+    )
     const stick = body.data[2]
     t.match(stick, {
-      uuid: f.desk.uuid, hostIdentifier: 'DESKTOP-9LR722S', hostIp: '192.168.100.128', deviceID: 'USB\\VID_0951&PID_1666\\60A44C413A8EF1A0B9A1BE27',
-      guiVid: 'Kingston Technology', guiPid: 'DataTraveler 100 G3/G4/SE9 G2/50', guiSerial: '60A44C413A8EF1A0B9A1BE27', devIcon: 3, devIconDescription: 'Mass Storage',
-      approved: false, present: true, isUnapprovedPeripherals: true, isVulnerablePeripheral: false, isKnownAttackTool: false, severity: 4, adminStatus: 'NotReviewed',
+      uuid: f.desk.uuid,
+      hostIdentifier: 'DESKTOP-9LR722S',
+      hostIp: '192.168.100.128',
+      deviceID: 'USB\\VID_0951&PID_1666\\60A44C413A8EF1A0B9A1BE27',
+      guiVid: 'Kingston Technology',
+      guiPid: 'DataTraveler 100 G3/G4/SE9 G2/50',
+      guiSerial: '60A44C413A8EF1A0B9A1BE27',
+      devIcon: 3,
+      devIconDescription: 'Mass Storage',
+      approved: false,
+      present: true,
+      isUnapprovedPeripherals: true,
+      isVulnerablePeripheral: false,
+      isKnownAttackTool: false,
+      severity: 4,
+      adminStatus: 'NotReviewed',
       hashtags: '#finance #unapproved',
     })
     t.equal(body.data[0].guiSerial, null, 'an OS-made serial is not shown')
@@ -61,7 +113,7 @@ t.test('GET peripherals', async (t) => {
     t.same(await models('hostIdentifier=laptop'), [TOOL])
     t.same(await models('HostIdentifier=-h'), [TOOL], 'two characters')
     t.same(await models('ipAddress=100.128'), [MOUSE, RECEIVER, STICK])
-    t.same(await models('ipAddress=10.99'), [], 'hostIp only, not another adapter\'s address')
+    t.same(await models('ipAddress=10.99'), [], "hostIp only, not another adapter's address")
     t.same(await models('hostUuid=2222-4222'), [TOOL])
     t.same(await models('hostuuid=11'), [MOUSE, RECEIVER, STICK])
   })
@@ -99,12 +151,12 @@ t.test('GET peripherals', async (t) => {
     t.same(await models('GlobalSearch=kingston'), [STICK], 'vendor and product names')
     t.same(await models('GlobalSearch=20DBD6CE'), [MOUSE], 'deviceID and serial')
     t.same(await models('GlobalSearch=VID_16C0'), [TOOL], 'deviceID')
-    t.same(await models('GlobalSearch=keystroke injection'), [RECEIVER], 'the catalogue\'s vulnerability text')
+    t.same(await models('GlobalSearch=keystroke injection'), [RECEIVER], "the catalogue's vulnerability text")
     t.same(await models('GlobalSearch=%23attack-tool'), [TOOL], 'a risk tag')
-    t.same(await models('GlobalSearch=%23finance'), [MOUSE, RECEIVER, STICK], 'the agent\'s tags')
+    t.same(await models('GlobalSearch=%23finance'), [MOUSE, RECEIVER, STICK], "the agent's tags")
     t.same(await models('GlobalSearch=ab'), [RECEIVER, TOOL], 'two characters (a serial, a vulnerability text)')
     t.same(await models('GlobalSearch=kingston&present=false'), [])
-    t.same(await models('GlobalSearch=optiplex'), [], 'the agent\'s other fields are not searched')
+    t.same(await models('GlobalSearch=optiplex'), [], "the agent's other fields are not searched")
     t.same(await models('GlobalSearch=10.99.0'), [], 'nor its other addresses')
     invalid(t, await get('serialNumber=%00ab'), 'serialNumber')
     for (const odd of ['%22%22%22', 'a%22b', 'NOT%20OR', '%25_%5C']) {
@@ -132,7 +184,10 @@ t.test('GET peripherals', async (t) => {
 
   t.test('paging', async (t) => {
     const res = await get('pageSize=3&pageNumber=2')
-    t.same(res.json().data.map((p: any) => `${p.vid}:${p.pid}`), [TOOL])
+    t.same(
+      res.json().data.map((p: any) => `${p.vid}:${p.pid}`),
+      [TOOL],
+    )
     t.equal(res.json().recordsFiltered, 4)
     const filtered = (await get('vendor=logitech&PageSize=1')).json()
     t.same([filtered.recordsTotal, filtered.recordsFiltered, filtered.data.length], [4, 2, 1])
@@ -150,7 +205,8 @@ async function setup(t: Test) {
 
 const post = (app: FastifyInstance, token: string, payload: unknown) => call(app, token, { method: 'POST', url: COMMAND, payload: payload as any })
 
-const statusOf = (app: FastifyInstance, id: number) => app.db.prepare<[number], { admin_status: string; approved: number; in_action: number }>('SELECT admin_status, approved, in_action FROM peripherals WHERE id = ?').get(id)!
+const statusOf = (app: FastifyInstance, id: number) =>
+  app.db.prepare<[number], { admin_status: string; approved: number; in_action: number }>('SELECT admin_status, approved, in_action FROM peripherals WHERE id = ?').get(id)!
 
 t.test('peripherals/command: APPROVE a model on the matched agent', async (t) => {
   const { app, manager, desk, stick } = await setup(t)
@@ -163,7 +219,7 @@ t.test('peripherals/command: APPROVE a model on the matched agent', async (t) =>
   for (const id of [stick.id, second.id]) t.match(statusOf(app, id), { admin_status: 'Approved', approved: 1, in_action: 1 }, 'every peripheral of that model')
   const approval = app.db.prepare('SELECT status, changed_by FROM approvals WHERE agent_id = ? AND vid = ? AND pid = ?').get(desk.id, '0951', '1666')
   t.same(approval, { status: 'Approved', changed_by: 'mona' })
-  const commands = app.db.prepare<[number], any>("SELECT type, status, parameters FROM agent_commands WHERE agent_id = ?").all(desk.id)
+  const commands = app.db.prepare<[number], any>('SELECT type, status, parameters FROM agent_commands WHERE agent_id = ?').all(desk.id)
   t.equal(commands.length, 1)
   t.match(commands[0], { type: 'UpdatePolicy', status: 'Pending' })
   t.same(JSON.parse(commands[0].parameters), { approvedPeripherals: [{ vid: '0951', pid: '1666' }] })
@@ -180,7 +236,13 @@ t.test('peripherals/command: APPROVE a model on the matched agent', async (t) =>
 
 t.test('peripherals/command: DISAPPROVE, several agents, per-item failures', async (t) => {
   const { app, manager, admin, desk, laptop, mouse, stick, tool } = await setup(t)
-  await post(app, manager, { opCode: 'APPROVE', peripheralsIds: [{ uuid: desk.uuid, vid: '046d', pid: 'c077' }, { uuid: desk.uuid, vid: '0951', pid: '1666' }] })
+  await post(app, manager, {
+    opCode: 'APPROVE',
+    peripheralsIds: [
+      { uuid: desk.uuid, vid: '046d', pid: 'c077' },
+      { uuid: desk.uuid, vid: '0951', pid: '1666' },
+    ],
+  })
   const res = await post(app, manager, {
     opCode: 'DISAPPROVE',
     peripheralsIds: [
@@ -197,13 +259,24 @@ t.test('peripherals/command: DISAPPROVE, several agents, per-item failures', asy
   t.equal(res.headers['x-items-succeeded'], '3')
   t.equal(res.headers['x-items-failed'], '3')
   const failures = JSON.parse(res.headers['x-item-failures'] as string)
-  t.same(failures.map((f: any) => [f.index, f.code]), [[2, 'not-found'], [3, 'not-found'], [5, 'invalid']])
+  t.same(
+    failures.map((f: any) => [f.index, f.code]),
+    [
+      [2, 'not-found'],
+      [3, 'not-found'],
+      [5, 'invalid'],
+    ],
+  )
   t.match(failures[1].reason, /has no peripheral FFFF:0001/)
   t.match(statusOf(app, stick.id), { admin_status: 'Disapproved', approved: 0 })
   t.match(statusOf(app, mouse.id), { admin_status: 'Approved', approved: 1 })
   t.match(statusOf(app, tool.id), { admin_status: 'Disapproved' })
   const policies = app.db.prepare<[number], any>("SELECT status, parameters FROM agent_commands WHERE agent_id = ? AND type = 'UpdatePolicy' ORDER BY id").all(desk.id)
-  t.same(policies.map((p: any) => p.status), ['Cancelled', 'Pending'], 'the newer whitelist replaces the pending one')
+  t.same(
+    policies.map((p: any) => p.status),
+    ['Cancelled', 'Pending'],
+    'the newer whitelist replaces the pending one',
+  )
   t.same(JSON.parse(policies[1].parameters).approvedPeripherals, [{ vid: '046D', pid: 'C077' }], 'the whitelist without the disapproved model')
 
   const none = await post(app, manager, { opCode: 'APPROVE', peripheralsIds: [{ uuid: desk.uuid, hostIdentifier: null, ipAddress: null, vid: '0951', pid: '9999' }] })
@@ -218,7 +291,13 @@ t.test('peripherals/command: DISAPPROVE, several agents, per-item failures', asy
 
 t.test('peripherals/command: approving a known attack tool needs an Administrator; a User may not approve at all', async (t) => {
   const { app, manager, admin, user, laptop, desk, tool } = await setup(t)
-  const byManager = await post(app, manager, { opCode: 'APPROVE', peripheralsIds: [{ uuid: laptop.uuid, vid: '16C0', pid: '0486' }, { uuid: desk.uuid, vid: '046D', pid: 'C077' }] })
+  const byManager = await post(app, manager, {
+    opCode: 'APPROVE',
+    peripheralsIds: [
+      { uuid: laptop.uuid, vid: '16C0', pid: '0486' },
+      { uuid: desk.uuid, vid: '046D', pid: 'C077' },
+    ],
+  })
   t.equal(byManager.statusCode, 200)
   t.same(byManager.json(), [desk.uuid])
   const failures = JSON.parse(byManager.headers['x-item-failures'] as string)
@@ -244,8 +323,11 @@ t.test('a vendor or product "contains" alone is counted from the texts\' own cou
   const token = await login(app)
   await seedFleet(app.db, { agents: 40, peripheralsPerAgent: 5, seed: 21 })
   /** Texts whose count differs from the peripherals that name them. */
-  const wrong = () => app.db.prepare(`SELECT * FROM (SELECT t.id, t.kind, t.text, t.n, (SELECT count(*) FROM peripherals WHERE vendor_text_id = t.id)
-    + (SELECT count(*) FROM peripherals WHERE product_text_id = t.id) AS actual FROM peripheral_texts t) WHERE n <> actual`).all()
+  const wrong = () =>
+    app.db
+      .prepare(`SELECT * FROM (SELECT t.id, t.kind, t.text, t.n, (SELECT count(*) FROM peripherals WHERE vendor_text_id = t.id)
+    + (SELECT count(*) FROM peripherals WHERE product_text_id = t.id) AS actual FROM peripheral_texts t) WHERE n <> actual`)
+      .all()
   /** recordsFiltered of the list, and the count of the rows themselves. */
   const counts = async (kind: 'vendor' | 'productInfo', term: string) => {
     const res = await call(app, token, { method: 'GET', url: `/prime/webui/peripherals?${kind}=${encodeURIComponent(term)}&PageSize=1` })
@@ -253,7 +335,13 @@ t.test('a vendor or product "contains" alone is counted from the texts\' own cou
     const actual = app.db.prepare(`SELECT count(*) FROM peripherals p JOIN peripheral_texts x ON x.id = p.${column} WHERE x.text LIKE ?`).pluck().get(`%${term.toLowerCase()}%`)
     return { listed: res.json().recordsFiltered, actual }
   }
-  const terms: ['vendor' | 'productInfo', string][] = [['vendor', 'logitech'], ['vendor', 'o'], ['productInfo', 'receiver'], ['productInfo', 'usb'], ['vendor', 'no-such-vendor']]
+  const terms: ['vendor' | 'productInfo', string][] = [
+    ['vendor', 'logitech'],
+    ['vendor', 'o'],
+    ['productInfo', 'receiver'],
+    ['productInfo', 'usb'],
+    ['vendor', 'no-such-vendor'],
+  ]
   const check = async (stage: string) => {
     t.same(wrong(), [], `${stage}: every text counts its peripherals`)
     for (const [kind, term] of terms) {

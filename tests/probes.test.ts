@@ -44,7 +44,9 @@ t.test('readiness answers 503 naming why: shutting down, schema, database', asyn
   app.db.pragma(`user_version = ${version}`)
 
   const probe = app.repos.system.probe
-  app.repos.system.probe = () => { throw new Error('SQLITE_READONLY: attempt to write a readonly database') }
+  app.repos.system.probe = () => {
+    throw new Error('SQLITE_READONLY: attempt to write a readonly database')
+  }
   const ro = await app.inject({ url: '/readyz' })
   t.equal(ro.statusCode, 503)
   t.equal(ro.json().detail, 'The database does not take writes.', 'says what, not the internals')
@@ -55,7 +57,9 @@ t.test('readiness answers 503 naming why: shutting down, schema, database', asyn
 t.test('shutdown turns readiness off before the server closes', async (t) => {
   const app = await build(t)
   let seen: boolean | undefined
-  app.addHook('onClose', async () => { seen = app.lifecycle.shuttingDown })
+  app.addHook('onClose', async () => {
+    seen = app.lifecycle.shuttingDown
+  })
   t.equal(app.lifecycle.shuttingDown, false)
   await app.close()
   t.equal(seen, true)
@@ -78,7 +82,12 @@ t.test('probes that pass write no request line; a failing one does', async (t) =
   app.lifecycle.shuttingDown = true
   await app.inject({ url: '/readyz' })
   lines.flush()
-  const requests = blocks.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((l) => l.msg === 'request')
+  const requests = blocks
+    .join('')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
+    .filter((l) => l.msg === 'request')
   t.match(requests, [{ url: '/readyz', statusCode: 503 }])
   t.equal(requests.length, 1)
 })

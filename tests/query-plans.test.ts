@@ -33,7 +33,11 @@ t.teardown(() => {
   Database.prototype.prepare = prepare
 })
 
-const norm = (sql: string) => sql.replace(/--[^\n]*/g, '').replace(/\s+/g, ' ').trim()
+const norm = (sql: string) =>
+  sql
+    .replace(/--[^\n]*/g, '')
+    .replace(/\s+/g, ' ')
+    .trim()
 
 /** EXPLAIN QUERY PLAN of `sql` as an indented tree, parameters bound to NULL. */
 function plan(db: DB, sql: string): string {
@@ -51,11 +55,13 @@ function plan(db: DB, sql: string): string {
   }
   if (!rows) throw new Error(`cannot bind the parameters of ${sql}`)
   const depth = new Map<number, number>([[0, -1]])
-  return rows.map((r) => {
-    const d = (depth.get(r.parent) ?? -1) + 1
-    depth.set(r.id, d)
-    return `${'  '.repeat(d)}${r.detail}`
-  }).join('\n')
+  return rows
+    .map((r) => {
+      const d = (depth.get(r.parent) ?? -1) + 1
+      depth.set(r.id, d)
+      return `${'  '.repeat(d)}${r.detail}`
+    })
+    .join('\n')
 }
 
 type Scenario = { name: string; run: (go: (url: string, method?: 'GET' | 'POST', payload?: unknown) => Promise<void>, app: FastifyInstance) => Promise<void> }
@@ -67,44 +73,59 @@ const E = '/prime/webui/Events'
 const scenarios: Scenario[] = [
   // Statements prepared once when the repositories are made (most static ones).
   { name: 'prepared at start', run: async () => {} },
-  { name: 'agents list', run: async (go) => {
-    for (const flag of ['hasUnapprovedPeripherals', 'hasVulnerablePeripherals', 'hasKnownAttackTools']) await go(`${A}?${flag}=true&SortBy=hostIdentifier_asc&PageSize=5`)
-    await go(`${A}?SortBy=lastUpdated_desc&PageSize=5&connectionStatus=Connected`)
-    await go(`${A}?SortBy=hostIdentifier_asc&PageSize=5&hostIdentifier=host&connectionStatus=Connected`)
-    await go(`${A}?SortBy=osVersion_desc&PageSize=5&PageNumber=3&operationalStatus=Armed`)
-    await go(`${A}?SortBy=pcModel_asc&PageSize=5&globalSearch=10&hasUnapprovedPeripherals=true`)
-  } },
-  { name: 'peripherals list', run: async (go) => {
-    await go('/prime/webui/peripherals?PageSize=5&isUnapproved=true')
-    await go('/prime/webui/peripherals?PageSize=5&SortBy=manufacturer_desc&present=true')
-    await go('/prime/webui/peripherals?PageSize=5&hostIdentifier=host&isVulnerable=true')
-    await go('/prime/webui/peripherals?PageSize=5&SortBy=manufacturer_asc&vendor=a&present=true')
-  } },
-  { name: 'events list', run: async (go) => {
-    await go(`${E}/GetEvents?PageSize=5`)
-    await go(`${E}/GetEvents?PageSize=5&SortBy=date_desc`)
-    await go(`${E}/GetEvents?PageSize=5&SortBy=date_asc&MinimumSeverity=Warning`)
-    await go(`${E}/GetEvents?PageSize=5&SortBy=severity_asc&Category=usb`)
-    await go(`${E}/GetEvents?PageSize=5&Details=usb&SortBy=date_desc`)
-    await go(`${E}/GetEvents?PageSize=5&FromEventId=3&ToEventId=40&FromDate=2020-01-01&ToDate=2040-01-01`)
-    await go(`${E}/GetEvents?PageSize=5&Source=host-0`)
-    await go(`${E}/GetEvents?PageSize=5&AssetKey=a&SortBy=eventCode_asc`)
-    await go(`${E}/GetEvents?PageSize=5&PageNumber=7&Category=usb&SortBy=date_desc`)
-    await go(`${E}/GetEvents?PageSize=5&PageNumber=4&MinimumSeverity=Critical&FromDate=2020-01-01`)
-    await go(`${E}/ExportGetEvents`, 'POST', {})
-    await go(`${E}/ExportGetEvents`, 'POST', { SortBy: 'severity_desc', Details: 'usb' })
-  } },
-  { name: 'audit trail list', run: async (go) => {
-    await go(`${E}/GetAuditTrails?PageSize=5`)
-    await go(`${E}/GetAuditTrails?PageSize=5&SortBy=date_desc&User=adm`)
-    await go(`${E}/GetAuditTrails?PageSize=5&SortBy=severity_desc&FromDate=2020-01-01`)
-    await go(`${E}/ExportGetAudit`, 'POST', {})
-  } },
+  {
+    name: 'agents list',
+    run: async (go) => {
+      for (const flag of ['hasUnapprovedPeripherals', 'hasVulnerablePeripherals', 'hasKnownAttackTools']) await go(`${A}?${flag}=true&SortBy=hostIdentifier_asc&PageSize=5`)
+      await go(`${A}?SortBy=lastUpdated_desc&PageSize=5&connectionStatus=Connected`)
+      await go(`${A}?SortBy=hostIdentifier_asc&PageSize=5&hostIdentifier=host&connectionStatus=Connected`)
+      await go(`${A}?SortBy=osVersion_desc&PageSize=5&PageNumber=3&operationalStatus=Armed`)
+      await go(`${A}?SortBy=pcModel_asc&PageSize=5&globalSearch=10&hasUnapprovedPeripherals=true`)
+    },
+  },
+  {
+    name: 'peripherals list',
+    run: async (go) => {
+      await go('/prime/webui/peripherals?PageSize=5&isUnapproved=true')
+      await go('/prime/webui/peripherals?PageSize=5&SortBy=manufacturer_desc&present=true')
+      await go('/prime/webui/peripherals?PageSize=5&hostIdentifier=host&isVulnerable=true')
+      await go('/prime/webui/peripherals?PageSize=5&SortBy=manufacturer_asc&vendor=a&present=true')
+    },
+  },
+  {
+    name: 'events list',
+    run: async (go) => {
+      await go(`${E}/GetEvents?PageSize=5`)
+      await go(`${E}/GetEvents?PageSize=5&SortBy=date_desc`)
+      await go(`${E}/GetEvents?PageSize=5&SortBy=date_asc&MinimumSeverity=Warning`)
+      await go(`${E}/GetEvents?PageSize=5&SortBy=severity_asc&Category=usb`)
+      await go(`${E}/GetEvents?PageSize=5&Details=usb&SortBy=date_desc`)
+      await go(`${E}/GetEvents?PageSize=5&FromEventId=3&ToEventId=40&FromDate=2020-01-01&ToDate=2040-01-01`)
+      await go(`${E}/GetEvents?PageSize=5&Source=host-0`)
+      await go(`${E}/GetEvents?PageSize=5&AssetKey=a&SortBy=eventCode_asc`)
+      await go(`${E}/GetEvents?PageSize=5&PageNumber=7&Category=usb&SortBy=date_desc`)
+      await go(`${E}/GetEvents?PageSize=5&PageNumber=4&MinimumSeverity=Critical&FromDate=2020-01-01`)
+      await go(`${E}/ExportGetEvents`, 'POST', {})
+      await go(`${E}/ExportGetEvents`, 'POST', { SortBy: 'severity_desc', Details: 'usb' })
+    },
+  },
+  {
+    name: 'audit trail list',
+    run: async (go) => {
+      await go(`${E}/GetAuditTrails?PageSize=5`)
+      await go(`${E}/GetAuditTrails?PageSize=5&SortBy=date_desc&User=adm`)
+      await go(`${E}/GetAuditTrails?PageSize=5&SortBy=severity_desc&FromDate=2020-01-01`)
+      await go(`${E}/ExportGetAudit`, 'POST', {})
+    },
+  },
   // The retention job's reads (no operation runs it).
-  { name: 'retention', run: async (_go, app) => {
-    app.repos.retention.due('events', Date.UTC(2026, 0, 10), [0, 0], Number.MAX_SAFE_INTEGER, 10)
-    app.repos.retention.due('audit_trail', Date.UTC(2026, 0, 10), [0, 0], Number.MAX_SAFE_INTEGER, 10)
-  } },
+  {
+    name: 'retention',
+    run: async (_go, app) => {
+      app.repos.retention.due('events', Date.UTC(2026, 0, 10), [0, 0], Number.MAX_SAFE_INTEGER, 10)
+      app.repos.retention.due('audit_trail', Date.UTC(2026, 0, 10), [0, 0], Number.MAX_SAFE_INTEGER, 10)
+    },
+  },
 ]
 
 t.test('the plans of the statements that override the planner', async (t) => {
@@ -145,8 +166,7 @@ t.test('the plans of the statements that override the planner', async (t) => {
 
 t.test('every override in the code names the scenario that pins its plan', async (t) => {
   const names = new Set(scenarios.map((s) => s.name))
-  const files = ['db', 'lib'].flatMap((d) => fs.readdirSync(path.join(projectRoot, d), { recursive: true, encoding: 'utf8' }).map((f) => path.join(d, f)))
-    .filter((f) => f.endsWith('.ts'))
+  const files = ['db', 'lib'].flatMap((d) => fs.readdirSync(path.join(projectRoot, d), { recursive: true, encoding: 'utf8' }).map((f) => path.join(d, f))).filter((f) => f.endsWith('.ts'))
   let sites = 0
   for (const file of files) {
     const lines = fs.readFileSync(path.join(projectRoot, file), 'utf8').split('\n')

@@ -18,8 +18,7 @@ function isTooMany(t: Test, res: LightMyRequestResponse, type: 'rate-limited' | 
   return body
 }
 
-const attempt = (app: FastifyInstance, password: string, username = 'admin', url = LOGIN) =>
-  app.inject({ method: 'POST', url, payload: { username, password } })
+const attempt = (app: FastifyInstance, password: string, username = 'admin', url = LOGIN) => app.inject({ method: 'POST', url, payload: { username, password } })
 
 t.test('requests are limited per window', async (t) => {
   const app = await build(t, { PRIME_RATE_LIMIT_MAX: '6' })
@@ -73,8 +72,15 @@ t.test('IPv6 clients are limited per /64 network', async (t) => {
   const app = await build(t, { PRIME_RATE_LIMIT_MAX: '3' })
   const from = (remoteAddress: string) => app.inject({ url: '/prime/webui/admin/PrimeVersion', remoteAddress })
   const answers = [await from('2001:db8:7:1::10'), await from('2001:db8:7:1::11'), await from('2001:db8:7:1:ffff::1'), await from('2001:db8:7:1::12')]
-  t.same(answers.map((res) => res.statusCode), [401, 401, 401, 429], 'every address of the /64 shares one budget')
-  t.same(answers.map((res) => res.headers['x-ratelimit-remaining']), ['2', '1', '0', '0'])
+  t.same(
+    answers.map((res) => res.statusCode),
+    [401, 401, 401, 429],
+    'every address of the /64 shares one budget',
+  )
+  t.same(
+    answers.map((res) => res.headers['x-ratelimit-remaining']),
+    ['2', '1', '0', '0'],
+  )
   t.equal((await from('2001:db8:7:2::10')).statusCode, 401, 'the next /64 has its own')
 })
 
@@ -114,7 +120,8 @@ t.test('Auth/LocalLogin and auth/signin share one login limit', async (t) => {
 
 t.test('lockout of a user name from a source address', async (t) => {
   const app = await build(t, { PRIME_LOCKOUT_THRESHOLD: '3', PRIME_LOGIN_RATE_LIMIT_MAX: '1000' })
-  const state = () => app.db.prepare('SELECT failures, locked_until_ms FROM login_failures WHERE user_name = ? AND source = ?').get('admin', '127.0.0.1') as { failures: number; locked_until_ms: number } | undefined
+  const state = () =>
+    app.db.prepare('SELECT failures, locked_until_ms FROM login_failures WHERE user_name = ? AND source = ?').get('admin', '127.0.0.1') as { failures: number; locked_until_ms: number } | undefined
 
   t.equal((await attempt(app, 'wrong-password-1')).statusCode, 400)
   t.equal((await attempt(app, 'wrong-password-2')).statusCode, 400)

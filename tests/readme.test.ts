@@ -77,7 +77,11 @@ t.test('every runnable README block works, in order, against npm run demo', asyn
   t.teardown(async () => {
     for (const c of children) {
       // The bash session's own group: its background receiver goes with it.
-      try { process.kill(-c.pid!, 'SIGTERM') } catch { /* gone */ }
+      try {
+        process.kill(-c.pid!, 'SIGTERM')
+      } catch {
+        /* gone */
+      }
     }
     await new Promise((r) => setTimeout(r, 500))
     fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 })
@@ -86,7 +90,11 @@ t.test('every runnable README block works, in order, against npm run demo', asyn
   // npm run demo, as the README says (the built script, so that the test controls its process).
   let demoOut = ''
   const env = { ...process.env, LOG_LEVEL: 'info', PRIME_ADMIN_PASSWORD: '', PORT: '', PRIME_RATE_LIMIT_MAX: '100000', PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }
-  const demo = spawn(process.execPath, [path.join(projectRoot, 'dist', 'scripts', 'demo.js'), '--port', String(port), '--agents', '12', '--data-dir', path.join(dir, 'data')], { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] })
+  const demo = spawn(process.execPath, [path.join(projectRoot, 'dist', 'scripts', 'demo.js'), '--port', String(port), '--agents', '12', '--data-dir', path.join(dir, 'data')], {
+    env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   children.push(demo)
   demo.stdout!.on('data', (c) => (demoOut += c))
   demo.stderr!.on('data', (c) => (demoOut += c))
@@ -113,7 +121,11 @@ t.test('every runnable README block works, in order, against npm run demo', asyn
   bash.stderr!.on('data', (c) => (out += c))
   const code = await new Promise<number | null>((resolve) => {
     const timer = setTimeout(() => {
-      try { process.kill(-bash.pid!, 'SIGKILL') } catch { /* gone */ }
+      try {
+        process.kill(-bash.pid!, 'SIGKILL')
+      } catch {
+        /* gone */
+      }
     }, 600_000)
     bash.once('exit', (c) => {
       clearTimeout(timer)
@@ -125,9 +137,18 @@ t.test('every runnable README block works, in order, against npm run demo', asyn
   t.notMatch(out, /login failed|README command failed/)
 
   const files = fs.readdirSync(work)
-  t.ok(files.some((f) => /\.csv$/i.test(f) && /agent/i.test(f)), `the agents export was saved (${files.join(', ')})`)
-  t.ok(files.some((f) => /\.pdf$/i.test(f) && /event/i.test(f)), 'the events PDF was saved')
-  t.ok(files.some((f) => /weekly.fleet.*\.pdf$/i.test(f)), 'the report file was saved')
+  t.ok(
+    files.some((f) => /\.csv$/i.test(f) && /agent/i.test(f)),
+    `the agents export was saved (${files.join(', ')})`,
+  )
+  t.ok(
+    files.some((f) => /\.pdf$/i.test(f) && /event/i.test(f)),
+    'the events PDF was saved',
+  )
+  t.ok(
+    files.some((f) => /weekly.fleet.*\.pdf$/i.test(f)),
+    'the report file was saved',
+  )
   t.match(out, /#\d+ \S+ POST \/hook delivery \S+ \(signature verified\)/, 'the receiver printed the test delivery, signature checked')
   t.match(out, /E-mail is not configured/, 'the report warned that mail is not configured')
 })

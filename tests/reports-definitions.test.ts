@@ -37,13 +37,30 @@ t.test('create: defaults, owner, audit', async (t) => {
   t.match(r.id, /^[0-9a-f-]{36}$/)
   t.equal(r.creationTimeEpoch, Date.parse(r.createdTime))
   const [rec] = auditSince(app, before)
-  t.match(rec, { category: 'Reports', outcome: 'Succeeded', user_name: 'admin', operation_id: 'createReport', asset_key: r.id, asset_name: 'Fleet overview', asset_type: 'Report', asset_detail: 'ReportDefinition' })
+  t.match(rec, {
+    category: 'Reports',
+    outcome: 'Succeeded',
+    user_name: 'admin',
+    operation_id: 'createReport',
+    asset_key: r.id,
+    asset_name: 'Fleet overview',
+    asset_type: 'Report',
+    asset_detail: 'ReportDefinition',
+  })
   t.match(JSON.parse(rec.details), { name: 'Fleet overview', type: 'agentsInventory' })
 
   const scheduled = await createReport(app, token, {
-    name: 'Daily attack tools', type: 'agentsInventory', format: 'CSV', filters: { hasKnownAttackTools: true, licenseStatus: ['Activated', 'Expired'] },
-    schedule: { frequency: 'daily', timeOfDay: '06:00', timeZone: 'america/new_york' }, recipients: ['secops@example.com', 'soc-lead@example.com'],
-    retention: { maxFiles: 5 }, description: 'For the morning shift.', id: UNKNOWN, owner: 'mallory', nextRunTime: '2000-01-01T00:00:00.000Z',
+    name: 'Daily attack tools',
+    type: 'agentsInventory',
+    format: 'CSV',
+    filters: { hasKnownAttackTools: true, licenseStatus: ['Activated', 'Expired'] },
+    schedule: { frequency: 'daily', timeOfDay: '06:00', timeZone: 'america/new_york' },
+    recipients: ['secops@example.com', 'soc-lead@example.com'],
+    retention: { maxFiles: 5 },
+    description: 'For the morning shift.',
+    id: UNKNOWN,
+    owner: 'mallory',
+    nextRunTime: '2000-01-01T00:00:00.000Z',
   })
   t.not(scheduled.id, UNKNOWN, 'a sent id is ignored')
   t.equal(scheduled.owner, 'admin', 'read-only properties are ignored')
@@ -55,7 +72,11 @@ t.test('create: defaults, owner, audit', async (t) => {
   t.equal(new Date(next).getUTCMinutes(), 0)
 
   const list = await call(app, token, { method: 'GET', url: `${REPORTS}/getall` })
-  t.same(list.json().map((x: { name: string }) => x.name), ['Daily attack tools', 'Fleet overview'], 'ordered by name')
+  t.same(
+    list.json().map((x: { name: string }) => x.name),
+    ['Daily attack tools', 'Fleet overview'],
+    'ordered by name',
+  )
 })
 
 t.test('create: every invalid field is named, nothing is saved', async (t) => {
@@ -123,15 +144,28 @@ t.test('update: only what is sent changes', async (t) => {
   const app = await build(t)
   const token = await login(app)
   const r = await createReport(app, token, {
-    name: 'Peripherals', type: 'peripheralsInventory', format: 'PDF', description: 'Monday review', filters: { approved: false, vendor: 'logi' },
-    schedule: { frequency: 'weekly', dayOfWeek: 'Monday', timeOfDay: '07:30', timeZone: 'Europe/Paris' }, recipients: ['a@example.com'], sender: 'reports@example.com',
+    name: 'Peripherals',
+    type: 'peripheralsInventory',
+    format: 'PDF',
+    description: 'Monday review',
+    filters: { approved: false, vendor: 'logi' },
+    schedule: { frequency: 'weekly', dayOfWeek: 'Monday', timeOfDay: '07:30', timeZone: 'Europe/Paris' },
+    recipients: ['a@example.com'],
+    sender: 'reports@example.com',
   })
   await createReport(app, token, { name: 'Other', type: 'agentsInventory', format: 'PDF' })
   const update = (body: Record<string, unknown>) => call(app, token, { method: 'POST', url: `${REPORTS}/update`, payload: { id: r.id, ...body } })
 
   let res = await update({ format: 'CSV' })
   t.equal(res.statusCode, 200)
-  t.match(res.json(), { format: 'CSV', description: 'Monday review', filters: { approved: false, vendor: 'logi' }, recipients: ['a@example.com'], sender: 'reports@example.com', nextRunTime: r.nextRunTime })
+  t.match(res.json(), {
+    format: 'CSV',
+    description: 'Monday review',
+    filters: { approved: false, vendor: 'logi' },
+    recipients: ['a@example.com'],
+    sender: 'reports@example.com',
+    nextRunTime: r.nextRunTime,
+  })
   t.ok(Date.parse(res.json().updatedTime) >= Date.parse(r.updatedTime))
 
   res = await update({ description: null, sender: null })
@@ -222,7 +256,9 @@ t.test('get, array operations, profiles', async (t) => {
 
   // A run already open (here: one a server left running) makes RequestForRun conflict for that report.
   const open = '1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f'
-  app.db.prepare("INSERT INTO report_runs (id, report_id, trigger, due_ms, queued_ms, started_ms, status, definition, format) VALUES (?, ?, 'request', 1, 1, 1, 'running', '{}', 'PDF')").run(open, a.id)
+  app.db
+    .prepare("INSERT INTO report_runs (id, report_id, trigger, due_ms, queued_ms, started_ms, status, definition, format) VALUES (?, ?, 'request', 1, 1, 1, 'running', '{}', 'PDF')")
+    .run(open, a.id)
   const before = lastAuditId(app)
   res = await call(app, manager, { method: 'POST', url: `${REPORTS}/RequestForRun`, payload: [a.id, b.id, UNKNOWN, b.id] })
   t.equal(res.statusCode, 200)
@@ -248,7 +284,14 @@ t.test('get, array operations, profiles', async (t) => {
   t.match(runB.runs, [{ runId: body.runIds[0], trigger: 'request', requestedBy: 'manager', status: 'succeeded' }])
 
   res = await call(app, manager, { method: 'POST', url: `${REPORTS}/delete`, payload: [b.id, UNKNOWN] })
-  t.match(res.json(), { succeeded: 1, failed: 1, results: [{ id: b.id, status: 'done' }, { id: UNKNOWN, status: 'failed', code: 'not-found' }] })
+  t.match(res.json(), {
+    succeeded: 1,
+    failed: 1,
+    results: [
+      { id: b.id, status: 'done' },
+      { id: UNKNOWN, status: 'failed', code: 'not-found' },
+    ],
+  })
   t.equal((await call(app, admin, { method: 'GET', url: `${REPORTS}/get/${b.id}` })).statusCode, 404)
   t.equal(app.db.prepare('SELECT count(*) AS n FROM report_runs WHERE report_id = ?').get(b.id)!.n, 0, 'its runs went with it')
   const deleted = auditSince(app, before).find((x) => x.operation_id === 'deleteReports')!
@@ -261,14 +304,23 @@ t.test('ReportsArguments describes what is enforced', async (t) => {
   const res = await call(app, token, { method: 'GET', url: `${REPORTS}/ReportsArguments` })
   t.equal(res.statusCode, 200)
   const args = res.json()
-  t.same(args.types.map((x: { type: string }) => x.type), ['agentsInventory', 'peripheralsInventory', 'riskInsightsSummary', 'eventsDigest', 'auditTrailDigest'])
+  t.same(
+    args.types.map((x: { type: string }) => x.type),
+    ['agentsInventory', 'peripheralsInventory', 'riskInsightsSummary', 'eventsDigest', 'auditTrailDigest'],
+  )
   const filtersOf = (type: string) => args.types.find((x: { type: string }) => x.type === type).filters.map((f: { name: string }) => f.name)
   const spec = app.contract.spec.components.schemas.ReportFilters
   const all = new Set(args.types.flatMap((x: { filters: { name: string }[] }) => x.filters.map((f) => f.name)))
   t.same([...all].sort(), Object.keys(spec.properties).sort(), 'every filter of the contract belongs to a type, and no other')
   t.same(filtersOf('eventsDigest'), ['period', 'minimumSeverity', 'categories', 'source', 'globalSearch'])
-  t.match(args.types[0].filters.find((f: { name: string }) => f.name === 'operationalStatus'), { valueType: 'choice', allowedValues: ['Armed', 'Free'] })
-  t.same(args.formats, [{ format: 'PDF', mediaType: 'application/pdf', fileExtension: 'pdf' }, { format: 'CSV', mediaType: 'text/csv', fileExtension: 'csv' }])
+  t.match(
+    args.types[0].filters.find((f: { name: string }) => f.name === 'operationalStatus'),
+    { valueType: 'choice', allowedValues: ['Armed', 'Free'] },
+  )
+  t.same(args.formats, [
+    { format: 'PDF', mediaType: 'application/pdf', fileExtension: 'pdf' },
+    { format: 'CSV', mediaType: 'text/csv', fileExtension: 'csv' },
+  ])
   t.same(args.frequencies.find((f: { frequency: string }) => f.frequency === 'weekly').fields, ['dayOfWeek', 'timeOfDay', 'timeZone'])
   t.equal(args.timeZones[0], 'UTC')
   t.ok(args.timeZones.includes('Europe/Paris') && args.timeZones.includes('Asia/Jerusalem'))

@@ -42,15 +42,32 @@ t.test('agents inventory: CSV and PDF', async (t) => {
   const rows = parseCsv(res.body)
   t.same(rows[0], Object.keys(app.contract.spec.components.schemas.AgentViewResource.properties), 'the columns of the agent list')
   const host = rows[0].indexOf('hostIdentifier')
-  t.same(rows.slice(1).map((r) => r[host]).sort(), [`'=HYPERLINK("http://evil.example","x")`, 'FIN-LT-001'], 'the filter applied; a formula is defused')
+  t.same(
+    rows
+      .slice(1)
+      .map((r) => r[host])
+      .sort(),
+    [`'=HYPERLINK("http://evil.example","x")`, 'FIN-LT-001'],
+    'the filter applied; a formula is defused',
+  )
   t.equal(rows[1][rows[0].indexOf('operationalStatus')], 'Armed')
   // Reports read only the columns the view shows: the view of such a row is the view of the whole row.
   const ids = app.db.prepare('SELECT id FROM agents ORDER BY id DESC').pluck().all() as number[]
   const read: unknown[] = []
   for await (const row of app.repos.reports.agents(ids)) read.push(agentView(row))
-  t.same(read, ids.map((id) => agentView(app.repos.agents.byId(id)!)), 'in the order asked')
+  t.same(
+    read,
+    ids.map((id) => agentView(app.repos.agents.byId(id)!)),
+    'in the order asked',
+  )
 
-  const pdf = await createReport(app, token, { name: 'All agents', type: 'agentsInventory', format: 'PDF', description: 'For the auditors.', schedule: { frequency: 'weekly', dayOfWeek: 'Monday', timeOfDay: '07:30', timeZone: 'Europe/Paris' } })
+  const pdf = await createReport(app, token, {
+    name: 'All agents',
+    type: 'agentsInventory',
+    format: 'PDF',
+    description: 'For the auditors.',
+    schedule: { frequency: 'weekly', dayOfWeek: 'Monday', timeOfDay: '07:30', timeZone: 'Europe/Paris' },
+  })
   const prun = await runNow(app, token, pdf.id)
   t.match(prun, { status: 'succeeded', rowCount: 3, mediaType: 'application/pdf' })
   const file = await download(app, token, pdf.id, prun.fileId)
@@ -60,7 +77,23 @@ t.test('agents inventory: CSV and PDF', async (t) => {
   const pages = pdfPages(file.rawPayload)
   t.equal(pages.length, 1)
   const text = pages[0]
-  for (const s of ['All agents', 'Agents inventory report', 'For the auditors.', 'Filters', 'None', 'Every Monday at 07:30 (Europe/Paris)', 'Generated', 'Requested by admin', 'Europe/Paris', 'Agents, by host name', '3 agents', 'FIN-LT-001', 'HR-PC-7', 'Page 1 of 1', 'With known attack tools']) {
+  for (const s of [
+    'All agents',
+    'Agents inventory report',
+    'For the auditors.',
+    'Filters',
+    'None',
+    'Every Monday at 07:30 (Europe/Paris)',
+    'Generated',
+    'Requested by admin',
+    'Europe/Paris',
+    'Agents, by host name',
+    '3 agents',
+    'FIN-LT-001',
+    'HR-PC-7',
+    'Page 1 of 1',
+    'With known attack tools',
+  ]) {
     t.ok(text.includes(s), `the PDF says "${s}"`)
   }
 })
@@ -83,7 +116,11 @@ t.test('peripherals inventory: filters of its own', async (t) => {
   const rows = parseCsv((await fileOf(app, token, r.id, run.fileId)).toString('utf8'))
   const col = (name: string) => rows[0].indexOf(name)
   t.ok(col('deviceID') >= 0 && col('lastSeen') >= 0)
-  t.same(rows.slice(1).map((x) => `${x[col('hostIdentifier')]} ${x[col('vid')]}:${x[col('pid')]} ${x[col('approved')]}`), ['ALPHA 0781:5567 false', 'BRAVO 413C:2113 false'], 'host by host, only the classes and approval asked for')
+  t.same(
+    rows.slice(1).map((x) => `${x[col('hostIdentifier')]} ${x[col('vid')]}:${x[col('pid')]} ${x[col('approved')]}`),
+    ['ALPHA 0781:5567 false', 'BRAVO 413C:2113 false'],
+    'host by host, only the classes and approval asked for',
+  )
 
   const p = await createReport(app, token, { name: 'Peripherals on ALPHA', type: 'peripheralsInventory', format: 'PDF', filters: { hostIdentifier: 'alph' } })
   const prun = await runNow(app, token, p.id)
@@ -104,17 +141,41 @@ t.test('events and audit digests: the period, severity and the counts', async (t
   ev(now - 3 * DAY, 4, 'Host', 'DESKTOP-B (10.0.0.2)', 'Agent disconnected')
   ev(now - 1 * DAY, 6, 'USB', 'Офис-ПК (10.0.0.4)', 'New USB peripheral detected')
   ev(now - 10 * DAY, 1, 'USB', 'DESKTOP-C (10.0.0.3)', 'Outside the period')
-  const r = await createReport(app, token, { name: 'Weekly warnings', type: 'eventsDigest', format: 'CSV', filters: { minimumSeverity: 'Warning' }, schedule: { frequency: 'weekly', dayOfWeek: 'Friday', timeOfDay: '17:00' } })
+  const r = await createReport(app, token, {
+    name: 'Weekly warnings',
+    type: 'eventsDigest',
+    format: 'CSV',
+    filters: { minimumSeverity: 'Warning' },
+    schedule: { frequency: 'weekly', dayOfWeek: 'Friday', timeOfDay: '17:00' },
+  })
   const run = await runNow(app, token, r.id)
   const rows = parseCsv((await fileOf(app, token, r.id, run.fileId)).toString('utf8'))
   t.same(rows[0].slice(0, 4), ['eventID', 'creationTime', 'creationTimeEpoch', 'eventCode'])
-  t.same(rows.slice(1).map((x) => x[rows[0].indexOf('description')]), ['Known attack tool connected', 'Agent disconnected'], 'Warning or worse, of the last 7 days (weekly), newest first')
+  t.same(
+    rows.slice(1).map((x) => x[rows[0].indexOf('description')]),
+    ['Known attack tool connected', 'Agent disconnected'],
+    'Warning or worse, of the last 7 days (weekly), newest first',
+  )
 
   const pdf = await createReport(app, token, { name: 'USB digest', type: 'eventsDigest', format: 'PDF', filters: { period: 'last30Days', categories: ['USB'] } })
   const prun = await runNow(app, token, pdf.id)
   t.equal(prun.rowCount, 3, 'the events listed (the count tables are not rows)')
   const text = pdfPages(await fileOf(app, token, pdf.id, prun.fileId)).join('\n')
-  for (const s of ['Period', 'Last 30 days', 'Categories: USB', 'By severity', '1 Alert', 'By category', 'Top sources', 'DESKTOP-A (10.0.0.1)', 'Офис-ПК (10.0.0.4)', 'Events, newest first', '3 events', 'Outside the period']) t.ok(text.includes(s), `says "${s}"`)
+  for (const s of [
+    'Period',
+    'Last 30 days',
+    'Categories: USB',
+    'By severity',
+    '1 Alert',
+    'By category',
+    'Top sources',
+    'DESKTOP-A (10.0.0.1)',
+    'Офис-ПК (10.0.0.4)',
+    'Events, newest first',
+    '3 events',
+    'Outside the period',
+  ])
+    t.ok(text.includes(s), `says "${s}"`)
 
   // Audit: every operation so far left records; a digest of the failed ones by admin.
   await call(app, token, { method: 'POST', url: `${REPORTS}/create`, payload: { name: 'bad', type: 'agentsInventory', format: 'PDF', filters: { vendor: 'x' } } })
@@ -135,20 +196,29 @@ t.test('risk insights summary', async (t) => {
   }
   const rare = insertAgent(app, { host_identifier: 'LONELY' })
   insertPeripheral(app, rare.id, { vid: '1234', pid: 'ABCD', gui_vid: 'Rare Vendor', gui_pid: 'Odd Gadget', dev_icon: 14 })
-  const csv = await createReport(app, token, { name: 'Risks', type: 'riskInsightsSummary', format: 'CSV', filters: { sections: ['classificationSummary', 'uncommonPeripherals'], uncommonMaxHosts: 2 } })
+  const csv = await createReport(app, token, {
+    name: 'Risks',
+    type: 'riskInsightsSummary',
+    format: 'CSV',
+    filters: { sections: ['classificationSummary', 'uncommonPeripherals'], uncommonMaxHosts: 2 },
+  })
   const run = await runNow(app, token, csv.id)
   const rows = parseCsv((await fileOf(app, token, csv.id, run.fileId)).toString('utf8'))
   t.same(rows[0], ['section', 'item', 'vid', 'pid', 'vendor', 'product', 'deviceClass', 'hosts', 'count', 'firstSeen', 'lastSeen', 'detail'])
   t.same([...new Set(rows.slice(1).map((r) => r[0]))], ['classificationSummary', 'uncommonPeripherals'], 'the sections asked for')
   const uncommon = rows.filter((r) => r[0] === 'uncommonPeripherals')
-  t.same(uncommon.map((r) => `${r[2]}:${r[3]} ${r[7]} ${r[11]}`), ['1234:ABCD 1 LONELY'])
+  t.same(
+    uncommon.map((r) => `${r[2]}:${r[3]} ${r[7]} ${r[11]}`),
+    ['1234:ABCD 1 LONELY'],
+  )
   t.ok(rows.some((r) => r[1] === 'Connection: Connected' && r[8] === '6'))
 
   const pdf = await createReport(app, token, { name: 'Risk overview', type: 'riskInsightsSummary', format: 'PDF' })
   const prun = await runNow(app, token, pdf.id)
   t.equal(prun.status, 'succeeded')
   const text = pdfPages(await fileOf(app, token, pdf.id, prun.fileId)).join('\n')
-  for (const s of ['Classification of the agents', 'Vulnerable peripherals and known attack tools', 'Uncommon peripherals', 'Whitelist violations', 'Errors by agent', 'Last 7 days']) t.ok(text.includes(s), `says "${s}"`)
+  for (const s of ['Classification of the agents', 'Vulnerable peripherals and known attack tools', 'Uncommon peripherals', 'Whitelist violations', 'Errors by agent', 'Last 7 days'])
+    t.ok(text.includes(s), `says "${s}"`)
 })
 
 t.test('the PDF row cap', async (t) => {
@@ -157,7 +227,17 @@ t.test('the PDF row cap', async (t) => {
   const now = Date.now()
   app.db.transaction(() => {
     for (let i = 0; i < 5003; i++) {
-      app.repos.audit.insert({ createdMs: now - i * 1000, severity: 5, category: 'Agents', user: 'bulk', sourceIp: '10.0.0.9', description: `Record ${i}`, details: '{}', operationId: 'x', outcome: 'Succeeded' })
+      app.repos.audit.insert({
+        createdMs: now - i * 1000,
+        severity: 5,
+        category: 'Agents',
+        user: 'bulk',
+        sourceIp: '10.0.0.9',
+        description: `Record ${i}`,
+        details: '{}',
+        operationId: 'x',
+        outcome: 'Succeeded',
+      })
     }
   })()
   const r = await createReport(app, token, { name: 'Bulk', type: 'auditTrailDigest', format: 'PDF', filters: { user: 'bulk' } })
@@ -167,8 +247,14 @@ t.test('the PDF row cap', async (t) => {
   t.match(capped.headers, { 'x-records-filtered': '5000', 'x-export-truncated': 'true' }, 'the records it holds, and that the cap cut it')
   const pages = pdfPages(await fileOf(app, token, r.id, run.fileId))
   t.ok(pages.length > 100)
-  t.ok(pages.every((p, i) => p.includes(`Page ${i + 1} of ${pages.length}`)), 'every page numbered')
-  t.ok(pages.slice(1).every((p) => p.includes('Audit records, newest first (continued)') && p.includes('Description')), 'the table header on every page')
+  t.ok(
+    pages.every((p, i) => p.includes(`Page ${i + 1} of ${pages.length}`)),
+    'every page numbered',
+  )
+  t.ok(
+    pages.slice(1).every((p) => p.includes('Audit records, newest first (continued)') && p.includes('Description')),
+    'the table header on every page',
+  )
   t.ok(pages[pages.length - 1].includes('3 more audit records not listed here; a CSV report holds every one.'))
   t.ok(pages[0].includes('5,003 audit records, the first 5,000 listed'))
 
@@ -213,24 +299,57 @@ t.test('downloads: one file, several as an archive, and what cannot be downloade
   t.match(running.json().detail, /is running/)
 
   const before = lastAuditId(app)
-  const zip = await call(app, token, { method: 'POST', url: `${REPORTS}/GetReportFileList`, payload: [{ reportId: r.id, fileId: first.fileId }, { reportId: r.id, fileId: second.fileId }, { reportId: r.id, fileId: first.fileId.toUpperCase() }] })
+  const zip = await call(app, token, {
+    method: 'POST',
+    url: `${REPORTS}/GetReportFileList`,
+    payload: [
+      { reportId: r.id, fileId: first.fileId },
+      { reportId: r.id, fileId: second.fileId },
+      { reportId: r.id, fileId: first.fileId.toUpperCase() },
+    ],
+  })
   t.equal(zip.statusCode, 200)
   t.equal(zip.headers['content-type'], 'application/zip')
   t.match(zip.headers['content-disposition'], /^attachment; filename="reports-\d{8}T\d{6}Z\.zip"$/)
   const entries = unzip(zip.rawPayload)
   t.equal(entries.length, 2, 'the same file named twice is included once')
   const firstFile = await fileOf(app, token, r.id, first.fileId)
-  t.same(entries.map((e) => e.name), first.fileName === second.fileName ? [first.fileName, first.fileName.replace(/\.csv$/, ' (2).csv')] : [first.fileName, second.fileName])
+  t.same(
+    entries.map((e) => e.name),
+    first.fileName === second.fileName ? [first.fileName, first.fileName.replace(/\.csv$/, ' (2).csv')] : [first.fileName, second.fileName],
+  )
   t.ok(entries[0].data.equals(firstFile), 'the file as stored')
   const rec = auditSince(app, before).find((a) => a.operation_id === 'getReportFileList')!
   t.match(rec, { category: 'Reports', outcome: 'Succeeded', description: /Downloaded 2 report file\(s\)/ })
 
   // Names that repeat get (2), (3) before the extension.
   app.db.prepare('UPDATE report_runs SET file_name = ? WHERE id = ?').run(first.fileName, second.fileId)
-  const repeated = unzip((await call(app, token, { method: 'POST', url: `${REPORTS}/GetReportFileList`, payload: [{ reportId: r.id, fileId: first.fileId }, { reportId: r.id, fileId: second.fileId }] })).rawPayload)
-  t.same(repeated.map((e) => e.name), [first.fileName, first.fileName.replace(/\.csv$/, ' (2).csv')])
+  const repeated = unzip(
+    (
+      await call(app, token, {
+        method: 'POST',
+        url: `${REPORTS}/GetReportFileList`,
+        payload: [
+          { reportId: r.id, fileId: first.fileId },
+          { reportId: r.id, fileId: second.fileId },
+        ],
+      })
+    ).rawPayload,
+  )
+  t.same(
+    repeated.map((e) => e.name),
+    [first.fileName, first.fileName.replace(/\.csv$/, ' (2).csv')],
+  )
 
-  const bad = await call(app, token, { method: 'POST', url: `${REPORTS}/GetReportFileList`, payload: [{ reportId: r.id, fileId: first.fileId }, { reportId: r.id, fileId: UNKNOWN }, { reportId: r.id, fileId: '2f4e6a8c-0b1d-4e3f-8a5b-7c9d1e2f3a41' }] })
+  const bad = await call(app, token, {
+    method: 'POST',
+    url: `${REPORTS}/GetReportFileList`,
+    payload: [
+      { reportId: r.id, fileId: first.fileId },
+      { reportId: r.id, fileId: UNKNOWN },
+      { reportId: r.id, fileId: '2f4e6a8c-0b1d-4e3f-8a5b-7c9d1e2f3a41' },
+    ],
+  })
   t.equal(bad.statusCode, 404, 'an unknown item: nothing is sent')
   t.match(bad.json().errors, [{ name: 'items/1/fileId' }, { name: 'items/2/fileId' }])
   const conflict = await call(app, token, { method: 'POST', url: `${REPORTS}/GetReportFileList`, payload: [{ reportId: other.id }] })
@@ -264,7 +383,11 @@ t.test('control, format and bidi characters of a report name never reach a file 
   t.equal(listed.json().runs.find((x: any) => x.runId === run.runId).fileName, 'R\u00e9sum\u00e9gpj.exe_2025-01-01T000000Z.csv', 'the listed name is the downloaded one')
   const zip = await call(app, token, { method: 'POST', url: `${REPORTS}/GetReportFileList`, payload: [{ reportId: r.id, fileId: run.fileId }] })
   t.equal(zip.statusCode, 200)
-  t.same(unzip(zip.rawPayload).map((e) => e.name), ['R\u00e9sum\u00e9gpj.exe_2025-01-01T000000Z.csv'], 'the ZIP entry too')
+  t.same(
+    unzip(zip.rawPayload).map((e) => e.name),
+    ['R\u00e9sum\u00e9gpj.exe_2025-01-01T000000Z.csv'],
+    'the ZIP entry too',
+  )
 })
 
 t.test('retention, and deleting a report deletes its files', async (t) => {
@@ -307,7 +430,17 @@ t.test('other requests are answered while a report runs', async (t) => {
   const now = Date.now()
   app.db.transaction(() => {
     for (let i = 0; i < 50_000; i++) {
-      app.repos.audit.insert({ createdMs: now - i * 10, severity: 5, category: 'Agents', user: 'bulk', sourceIp: '10.0.0.9', description: `Record ${i}`, details: '{"n":1}', operationId: 'x', outcome: 'Succeeded' })
+      app.repos.audit.insert({
+        createdMs: now - i * 10,
+        severity: 5,
+        category: 'Agents',
+        user: 'bulk',
+        sourceIp: '10.0.0.9',
+        description: `Record ${i}`,
+        details: '{"n":1}',
+        operationId: 'x',
+        outcome: 'Succeeded',
+      })
     }
   })()
   const r = await createReport(app, token, { name: 'Big', type: 'auditTrailDigest', format: 'CSV', filters: { user: 'bulk' } })
@@ -326,12 +459,28 @@ t.test('a digest counts each agent once as a source, named as its latest events 
   const app = await build(t)
   const now = Date.now()
   const uuid = '5b0c1a9e-2f3d-4e5a-8b7c-0d1e2f3a4b5c'
-  const ev = (entityId: string, assetKey: string | null, details: string) => ({ code: '0x310004', severity: 6, category: 'Host' as const, description: 'Agent enrolled', entityId, details, assetKey, assetName: assetKey ? 'DESKTOP-A' : null })
+  const ev = (entityId: string, assetKey: string | null, details: string) => ({
+    code: '0x310004',
+    severity: 6,
+    category: 'Host' as const,
+    description: 'Agent enrolled',
+    entityId,
+    details,
+    assetKey,
+    assetName: assetKey ? 'DESKTOP-A' : null,
+  })
   // Enrolled before its address was known, then checking in from it.
   app.repos.events.record(now - 3000, [ev('DESKTOP-A', uuid, 'enrolled')])
   app.repos.events.record(now - 2000, [ev('DESKTOP-A (10.0.0.1)', uuid, 'checked in')])
   app.repos.events.record(now - 1000, [ev('Prime server', null, 'server event'), ev('Prime server', null, 'another')])
   const totals = await app.repos.reports.eventTotals({ from: now - 60_000, to: now + 1000 })
   t.equal(totals.total, 4)
-  t.same([...totals.byKey].sort(), [['DESKTOP-A (10.0.0.1)', 2], ['Prime server', 2]], 'one source per agent, by its latest name')
+  t.same(
+    [...totals.byKey].sort(),
+    [
+      ['DESKTOP-A (10.0.0.1)', 2],
+      ['Prime server', 2],
+    ],
+    'one source per agent, by its latest name',
+  )
 })

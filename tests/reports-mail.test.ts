@@ -78,7 +78,13 @@ t.test('a run e-mails its file to the recipients', async (t) => {
   const app = await build(t, { PRIME_SMTP_URL: server.url, PRIME_SMTP_FROM: SENDER, PRIME_PUBLIC_URL: 'https://prime.example.com' })
   const token = await login(app)
   insertAgent(app, { host_identifier: 'FIN-LT-001' })
-  const r = await createReport(app, token, { name: 'Weekly agents', type: 'agentsInventory', format: 'PDF', recipients: ['secops@example.com', 'lead@example.com'], description: 'For the Monday review.' })
+  const r = await createReport(app, token, {
+    name: 'Weekly agents',
+    type: 'agentsInventory',
+    format: 'PDF',
+    recipients: ['secops@example.com', 'lead@example.com'],
+    description: 'For the Monday review.',
+  })
   const run = await runNow(app, token, r.id)
   t.match(run, { status: 'succeeded', emailStatus: 'sent', emailDetail: /^250 / })
   t.equal(server.messages.length, 1, 'one message to both')

@@ -22,13 +22,17 @@ const next = (s: Partial<Schedule>, after: string) => {
 }
 const DAY = 86_400_000
 
-t.test('due times in the schedule\'s time zone', async (t) => {
+t.test("due times in the schedule's time zone", async (t) => {
   t.equal(next({ timeOfDay: '06:00', timeZone: 'America/New_York' }, '2025-01-13T12:00:00Z'), '2025-01-14T11:00:00.000Z', 'daily, New York in winter (UTC-5)')
   t.equal(next({ timeOfDay: '06:00', timeZone: 'America/New_York' }, '2025-07-13T12:00:00Z'), '2025-07-14T10:00:00.000Z', 'daily, New York in summer (UTC-4)')
   t.equal(next({ timeOfDay: '06:00', timeZone: 'UTC' }, '2025-01-13T06:00:00Z'), '2025-01-14T06:00:00.000Z', 'strictly after: a due time equal to "after" is not next')
   t.equal(next({ frequency: 'weekly', dayOfWeek: 'Monday', timeOfDay: '07:30', timeZone: 'Europe/Paris' }, '2025-01-12T10:00:00Z'), '2025-01-13T06:30:00.000Z', 'weekly Monday 07:30 Paris')
   t.equal(next({ frequency: 'weekly', dayOfWeek: 'Monday', timeOfDay: '07:30', timeZone: 'Europe/Paris' }, '2025-01-13T06:30:00Z'), '2025-01-20T06:30:00.000Z', 'then a week later')
-  t.equal(next({ frequency: 'weekly', dayOfWeek: 'Sunday', timeOfDay: '23:30', timeZone: 'Pacific/Kiritimati' }, '2025-01-11T00:00:00Z'), '2025-01-12T09:30:00.000Z', 'a zone 14 hours ahead: its Sunday 23:30 is 09:30 UTC')
+  t.equal(
+    next({ frequency: 'weekly', dayOfWeek: 'Sunday', timeOfDay: '23:30', timeZone: 'Pacific/Kiritimati' }, '2025-01-11T00:00:00Z'),
+    '2025-01-12T09:30:00.000Z',
+    'a zone 14 hours ahead: its Sunday 23:30 is 09:30 UTC',
+  )
   t.equal(next({ timeOfDay: '01:00', timeZone: 'Pacific/Pago_Pago' }, '2025-01-13T11:00:00Z'), '2025-01-13T12:00:00.000Z', 'a zone 11 hours behind')
   t.equal(next({ timeOfDay: '09:15', timeZone: 'Asia/Kolkata' }, '2025-01-13T00:00:00Z'), '2025-01-13T03:45:00.000Z', 'a half-hour offset')
 
@@ -67,8 +71,7 @@ async function appOn(dir: string) {
   return buildApp({ config, logger: false, validateResponses: true })
 }
 
-const runsOf = async (app: Awaited<ReturnType<typeof appOn>>, token: string, id: string) =>
-  (await call(app, token, { method: 'GET', url: `${REPORTS}/get/${id}` })).json()
+const runsOf = async (app: Awaited<ReturnType<typeof appOn>>, token: string, id: string) => (await call(app, token, { method: 'GET', url: `${REPORTS}/get/${id}` })).json()
 
 t.test('the scheduler: exactly once per due time, catch-up, inactive, restart', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-reports-sched-'))
@@ -77,7 +80,12 @@ t.test('the scheduler: exactly once per due time, catch-up, inactive, restart', 
   t.teardown(() => app.close())
   let token = await login(app)
   insertAgent(app)
-  const weekly = await createReport(app, token, { name: 'Weekly', type: 'agentsInventory', format: 'CSV', schedule: { frequency: 'weekly', dayOfWeek: 'Wednesday', timeOfDay: '09:00', timeZone: 'Europe/Paris' } })
+  const weekly = await createReport(app, token, {
+    name: 'Weekly',
+    type: 'agentsInventory',
+    format: 'CSV',
+    schedule: { frequency: 'weekly', dayOfWeek: 'Wednesday', timeOfDay: '09:00', timeZone: 'Europe/Paris' },
+  })
   const daily = await createReport(app, token, { name: 'Daily', type: 'agentsInventory', format: 'CSV', schedule: { frequency: 'daily', timeOfDay: '06:00' } })
   const N = Date.parse(weekly.nextRunTime)
   t.ok(N > Date.now(), 'the next run is ahead')
@@ -164,8 +172,16 @@ t.test('a run the server stopped in the middle of', async (t) => {
   token = await login(app)
   await app.reportScheduler.idle()
   const runs = (await runsOf(app, token, r.id)).runs
-  t.match(runs.find((x: { runId: string }) => x.runId.endsWith('1')), { status: 'failed', reason: /server stopped/ }, 'the one running is failed, with the reason')
-  t.match(runs.find((x: { runId: string }) => x.runId.endsWith('2')), { status: 'succeeded' }, 'the one queued runs after the restart')
+  t.match(
+    runs.find((x: { runId: string }) => x.runId.endsWith('1')),
+    { status: 'failed', reason: /server stopped/ },
+    'the one running is failed, with the reason',
+  )
+  t.match(
+    runs.find((x: { runId: string }) => x.runId.endsWith('2')),
+    { status: 'succeeded' },
+    'the one queued runs after the restart',
+  )
   t.notOk(fs.existsSync(part), 'the half-written file is gone')
 })
 

@@ -28,8 +28,12 @@ t.test('a weekly PDF agents report, from creation to the scheduler skipping it',
     method: 'POST',
     url: `${REPORTS}/create`,
     payload: {
-      name: 'Weekly fleet', description: 'Every agent, for the Monday review.', type: 'agentsInventory', format: 'PDF',
-      schedule: { frequency: 'weekly', dayOfWeek: 'Monday', timeOfDay: '07:30', timeZone: 'Europe/Paris' }, recipients: ['secops@example.com'],
+      name: 'Weekly fleet',
+      description: 'Every agent, for the Monday review.',
+      type: 'agentsInventory',
+      format: 'PDF',
+      schedule: { frequency: 'weekly', dayOfWeek: 'Monday', timeOfDay: '07:30', timeZone: 'Europe/Paris' },
+      recipients: ['secops@example.com'],
     },
   })
   t.equal(created.statusCode, 200)
@@ -55,7 +59,18 @@ t.test('a weekly PDF agents report, from creation to the scheduler skipping it',
   const pages = pdfPages(file.rawPayload)
   t.equal(pages.length, 2)
   const cover = pages[0]
-  for (const s of ['Weekly fleet', 'Agents inventory report', 'Every agent, for the Monday review.', 'Every Monday at 07:30 (Europe/Paris)', 'Requested by alice', '40 agents', 'Armed', 'FIN-LT-000', 'Page 1 of 2']) t.ok(cover.includes(s), `the cover says "${s}"`)
+  for (const s of [
+    'Weekly fleet',
+    'Agents inventory report',
+    'Every agent, for the Monday review.',
+    'Every Monday at 07:30 (Europe/Paris)',
+    'Requested by alice',
+    '40 agents',
+    'Armed',
+    'FIN-LT-000',
+    'Page 1 of 2',
+  ])
+    t.ok(cover.includes(s), `the cover says "${s}"`)
   t.ok(pages[1].includes('Agents, by host name (continued)') && pages[1].includes('Page 2 of 2'), 'the table goes on with its header')
 
   // It arrived by e-mail, attached.
@@ -77,7 +92,10 @@ t.test('a weekly PDF agents report, from creation to the scheduler skipping it',
   const zip = await call(app, alice, { method: 'POST', url: `${REPORTS}/GetReportFileList`, payload: runs.map((r: { runId: string }) => ({ reportId: report.id, fileId: r.runId })) })
   t.equal(zip.statusCode, 200)
   const entries = unzip(zip.rawPayload)
-  t.same(entries.map((e) => e.name), runs.map((r: { fileName: string }) => r.fileName))
+  t.same(
+    entries.map((e) => e.name),
+    runs.map((r: { fileName: string }) => r.fileName),
+  )
   t.ok(entries[1].data.equals(file.rawPayload), 'the first run, as downloaded before')
   t.equal(entries[0].data.subarray(0, 5).toString(), '%PDF-')
 

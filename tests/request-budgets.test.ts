@@ -27,7 +27,10 @@ t.test('an account has one budget for all its sessions and addresses', async (t)
   const second = await login(app) // another session of the same account
   const ursula = await userWithProfile(app, admin, 'ursula', 10)
   const answers = [await from(app, admin), await from(app, second), await from(app, admin)]
-  t.same(answers.map((r) => r.statusCode), [200, 200, 200])
+  t.same(
+    answers.map((r) => r.statusCode),
+    [200, 200, 200],
+  )
   // adduser counted for admin too: this is its 5th request.
   tooMany(t, await from(app, second), /this account/)
   t.equal((await from(app, ursula)).statusCode, 200, 'another account has its own budget')
@@ -48,10 +51,21 @@ t.test('an integration token has a budget of its own', async (t) => {
 
 t.test('a worker poller has a budget of its own', async (t) => {
   const app = await build(t, { PRIME_POLLER_ENROLLMENT_SECRET: POLLER_SECRET, PRIME_POLLER_RATE_LIMIT_MAX: '2' })
-  const registered = await app.inject({ method: 'POST', url: '/prime/webui/agents/agentless/poller/register', payload: { enrollmentSecret: POLLER_SECRET, name: 'poller-a', hostName: 'vm', version: '1.0.0' } })
+  const registered = await app.inject({
+    method: 'POST',
+    url: '/prime/webui/agents/agentless/poller/register',
+    payload: { enrollmentSecret: POLLER_SECRET, name: 'poller-a', hostName: 'vm', version: '1.0.0' },
+  })
   t.equal(registered.statusCode, 200, registered.body)
   const credential = registered.json().credential as string
-  const heartbeat = () => app.inject({ method: 'POST', url: '/prime/webui/agents/agentless/poller/heartbeat', headers: { authorization: `Bearer ${credential}` }, payload: { version: '1.0.0' }, remoteAddress: `10.78.0.${++address & 255}` })
+  const heartbeat = () =>
+    app.inject({
+      method: 'POST',
+      url: '/prime/webui/agents/agentless/poller/heartbeat',
+      headers: { authorization: `Bearer ${credential}` },
+      payload: { version: '1.0.0' },
+      remoteAddress: `10.78.0.${++address & 255}`,
+    })
   t.not((await heartbeat()).statusCode, 429)
   t.not((await heartbeat()).statusCode, 429)
   tooMany(t, await heartbeat(), /this worker poller/)
@@ -65,7 +79,12 @@ t.test('an agent has a budget of its own across gateway calls', async (t) => {
   const refused = await checkIn(app, agent.credential, hostState([]))
   tooMany(t, refused, /this agent/)
   t.notOk(refused.headers['x-ratelimit-limit'], 'not the per-address limit')
-  const results = await app.inject({ method: 'POST', url: '/prime/webui/gateway/commandresults', headers: { authorization: `Bearer ${agent.credential}` }, payload: { results: [{ commandId: 1, status: 'Succeeded' }] } })
+  const results = await app.inject({
+    method: 'POST',
+    url: '/prime/webui/gateway/commandresults',
+    headers: { authorization: `Bearer ${agent.credential}` },
+    payload: { results: [{ commandId: 1, status: 'Succeeded' }] },
+  })
   t.equal(results.statusCode, 429, 'every gateway call counts')
   t.equal((await checkIn(app, other.credential, hostState([]))).statusCode, 200, 'another agent is not affected')
 })
@@ -75,7 +94,11 @@ t.test('enrollments are limited per address and overall, accepted ones too', asy
   const enrollFrom = (remoteAddress: string, n: number) =>
     app.inject({ method: 'POST', url: '/prime/webui/gateway/enroll', remoteAddress, payload: { enrollmentSecret: ENROLLMENT_SECRET, machineId: `budget-machine-${n}`, hostIdentifier: `HOST-${n}` } })
   const site = [await enrollFrom('10.5.0.1', 1), await enrollFrom('10.5.0.1', 2), await enrollFrom('10.5.0.1', 3), await enrollFrom('10.5.0.1', 4)]
-  t.same(site.map((r) => r.statusCode), [200, 200, 200, 429], 'the 4th accepted-looking enrollment from one address waits')
+  t.same(
+    site.map((r) => r.statusCode),
+    [200, 200, 200, 429],
+    'the 4th accepted-looking enrollment from one address waits',
+  )
   tooMany(t, site[3], /enrollments a minute from this address/)
   t.equal((await enrollFrom('10.6.0.1', 5)).statusCode, 200, 'another address enrolls')
   t.equal((await enrollFrom('10.6.0.2', 6)).statusCode, 200)

@@ -40,15 +40,23 @@ function rebuilt(app: FastifyInstance) {
 }
 
 function readArchive(file: string): Record<string, any>[] {
-  return zlib.gunzipSync(fs.readFileSync(file)).toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  return zlib
+    .gunzipSync(fs.readFileSync(file))
+    .toString('utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l))
 }
 
 async function answers(t: Parameters<Parameters<typeof t.test>[1]>[0], app: FastifyInstance, token: string, rows: EventRow[], label: string) {
   for (const q of [{}, { MinimumSeverity: 'Warning' }, { GlobalSearch: 'kingston' }, { Source: 'nyc' }, { FromDate: new Date(NOW - 45 * DAY).toISOString() }]) {
     const res = await call(app, token, { url: `/prime/webui/Events/GetEvents?${new URLSearchParams({ ...q, PageSize: '50' })}` })
     const want = sortEvents(expectedEvents(rows, q))
-    t.same({ total: res.json().recordsTotal, filtered: res.json().recordsFiltered, ids: res.json().data.map((e: { eventID: number }) => e.eventID) },
-      { total: rows.length, filtered: want.length, ids: want.slice(0, 50).map((e) => e.id) }, `${label}: ${JSON.stringify(q)}`)
+    t.same(
+      { total: res.json().recordsTotal, filtered: res.json().recordsFiltered, ids: res.json().data.map((e: { eventID: number }) => e.eventID) },
+      { total: rows.length, filtered: want.length, ids: want.slice(0, 50).map((e) => e.id) },
+      `${label}: ${JSON.stringify(q)}`,
+    )
   }
 }
 
@@ -90,10 +98,17 @@ t.test('old events are archived, then deleted; the index stays exact; the outbox
   // Every deleted event is in the archive of its day, as the integration feed shows it.
   const dir = path.join(app.testConfig.dataDir, 'archive')
   const files = fs.readdirSync(dir).sort()
-  t.ok(files.every((f) => /^events-\d{4}-\d{2}-\d{2}\.jsonl\.gz$/.test(f)), files.join(', '))
+  t.ok(
+    files.every((f) => /^events-\d{4}-\d{2}-\d{2}\.jsonl\.gz$/.test(f)),
+    files.join(', '),
+  )
   t.equal(fs.statSync(dir).mode & 0o777, 0o700)
   const archived = files.flatMap((f) => readArchive(path.join(dir, f)).map((e) => ({ ...e, file: f })))
-  t.same(archived.map((e) => e.eventID).sort((a, b) => a - b), old.map((r) => r.id), 'each deleted event archived once')
+  t.same(
+    archived.map((e) => e.eventID).sort((a, b) => a - b),
+    old.map((r) => r.id),
+    'each deleted event archived once',
+  )
   const byId = new Map(old.map((r) => [r.id, r]))
   for (const e of archived.slice(0, 20)) {
     const { file, ...item } = e
@@ -114,14 +129,30 @@ t.test('audit records: only the job deletes them, only past their retention', as
   const app = await build(t, { PRIME_RETENTION_AUDIT_DAYS: '10' })
   // The run is 50 days ahead: the records of the app's start are past their retention too.
   const runAt = Date.now() + 50 * DAY
-  const insert = (createdMs: number, i: number) => app.repos.audit.insert({ createdMs, severity: 5, category: 'Users', user: 'admin', sourceIp: '127.0.0.1', description: `change ${i}`, details: '{}', operationId: 'updateUser', outcome: 'Succeeded' })
+  const insert = (createdMs: number, i: number) =>
+    app.repos.audit.insert({
+      createdMs,
+      severity: 5,
+      category: 'Users',
+      user: 'admin',
+      sourceIp: '127.0.0.1',
+      description: `change ${i}`,
+      details: '{}',
+      operationId: 'updateUser',
+      outcome: 'Succeeded',
+    })
   const ids = Array.from({ length: 300 }, (_, i) => insert(Date.now() - (40 - i / 10) * DAY, i))
   const young = insert(runAt - DAY, 999)
   t.throws(() => app.db.prepare('DELETE FROM audit_trail WHERE id = ?').run(ids[0]), /immutable/, 'nobody else deletes audit records')
-  t.throws(() => app.db.transaction(() => {
-    app.repos.retention.openGate(runAt - 10 * DAY)
-    app.db.prepare('DELETE FROM audit_trail WHERE id = ?').run(young)
-  })(), /immutable/, 'not even with the gate open, for a record within its retention')
+  t.throws(
+    () =>
+      app.db.transaction(() => {
+        app.repos.retention.openGate(runAt - 10 * DAY)
+        app.db.prepare('DELETE FROM audit_trail WHERE id = ?').run(young)
+      })(),
+    /immutable/,
+    'not even with the gate open, for a record within its retention',
+  )
   t.equal(app.db.prepare('SELECT open FROM retention_gate').pluck().get(), 0)
   app.repos.eventQueries.indexer.catchUp('audit_trail')
   const older = app.db.prepare('SELECT id FROM audit_trail WHERE id < ? ORDER BY id').pluck().all(young) as number[]
@@ -130,8 +161,15 @@ t.test('audit records: only the job deletes them, only past their retention', as
   t.same(app.db.prepare('SELECT id FROM audit_trail WHERE id <= ?').pluck().all(young), [young], 'the old records went, the young one stays')
   t.equal(app.db.prepare('SELECT open FROM retention_gate').pluck().get(), 0, 'the gate is closed after the run')
   const archived = fs.readdirSync(path.join(app.testConfig.dataDir, 'archive')).flatMap((f) => readArchive(path.join(app.testConfig.dataDir, 'archive', f)))
-  t.same(archived.map((a) => a.auditTrailID).sort((a, b) => a - b), older, 'each one archived')
-  t.match(archived.find((a) => a.auditTrailID === ids[0]), { description: 'change 0', operationId: 'updateUser', assetReference: { type: 'Unknown' } })
+  t.same(
+    archived.map((a) => a.auditTrailID).sort((a, b) => a - b),
+    older,
+    'each one archived',
+  )
+  t.match(
+    archived.find((a) => a.auditTrailID === ids[0]),
+    { description: 'change 0', operationId: 'updateUser', assetReference: { type: 'Unknown' } },
+  )
   t.same(counts(app), rebuilt(app), 'counts are those of a rebuild')
   const token = await login(app)
   const feed = await call(app, token, { url: '/prime/webui/Events/GetAuditsIntegration?FromAuditTrailId=1&PageSize=10000' })
@@ -150,8 +188,9 @@ t.test('command history, notifications, read marks and agentless runs have their
   cmd.run(agent, 'Failed', NOW - 9 * DAY, NOW - 8 * DAY)
   cmd.run(agent, 'Succeeded', NOW - DAY, NOW - DAY)
   cmd.run(agent, 'Pending', NOW - 20 * DAY, null)
-  db.prepare("INSERT INTO health_notifications (group_name, severity, title, description, first_ms, last_ms, resolved_ms, occurred_seq, change_seq) VALUES ('Database', 3, 't', 'd', ?, ?, ?, 1, 1), ('Reports', 3, 't', 'd', ?, ?, NULL, 2, 2)")
-    .run(NOW - 30 * DAY, NOW - 30 * DAY, NOW - 29 * DAY, NOW - 30 * DAY, NOW - 30 * DAY)
+  db.prepare(
+    "INSERT INTO health_notifications (group_name, severity, title, description, first_ms, last_ms, resolved_ms, occurred_seq, change_seq) VALUES ('Database', 3, 't', 'd', ?, ?, ?, 1, 1), ('Reports', 3, 't', 'd', ?, ?, NULL, 2, 2)",
+  ).run(NOW - 30 * DAY, NOW - 30 * DAY, NOW - 29 * DAY, NOW - 30 * DAY, NOW - 30 * DAY)
   db.prepare("INSERT INTO notification_read_marks (user_key, risk_seq, health_seq) VALUES ('user:1', 1, 1), ('user:9999', 1, 1), ('token:gone', 1, 1)").run()
   const run = await app.retention.run(NOW)
   t.match(run.other, { commands: 2, healthNotifications: 1, readMarks: 2 })
@@ -198,10 +237,30 @@ t.test('a bulk-loaded year in mixed id and time order: pruned by time to its rul
   const old = rows.filter((r) => r.created_ms < cutoff)
   t.ok(old.length > 2000 && old[0].id > young.at(-1)!.id, `${old.length} events past their retention, all after young ones in id order`)
   // Audit records the same way: the app's own (young) first, then old ones.
-  const auditOld = Array.from({ length: 400 }, (_, i) => app.repos.audit.insert({
-    createdMs: NOW - (300 - i / 2) * DAY, severity: 5, category: 'Users', user: 'bulk', sourceIp: '10.0.0.1', description: `old change ${i}`, details: '{}', operationId: 'updateUser', outcome: 'Succeeded',
-  }))
-  const auditYoung = app.repos.audit.insert({ createdMs: NOW - DAY, severity: 5, category: 'Users', user: 'bulk', sourceIp: '10.0.0.1', description: 'young change', details: '{}', operationId: 'updateUser', outcome: 'Succeeded' })
+  const auditOld = Array.from({ length: 400 }, (_, i) =>
+    app.repos.audit.insert({
+      createdMs: NOW - (300 - i / 2) * DAY,
+      severity: 5,
+      category: 'Users',
+      user: 'bulk',
+      sourceIp: '10.0.0.1',
+      description: `old change ${i}`,
+      details: '{}',
+      operationId: 'updateUser',
+      outcome: 'Succeeded',
+    }),
+  )
+  const auditYoung = app.repos.audit.insert({
+    createdMs: NOW - DAY,
+    severity: 5,
+    category: 'Users',
+    user: 'bulk',
+    sourceIp: '10.0.0.1',
+    description: 'young change',
+    details: '{}',
+    operationId: 'updateUser',
+    outcome: 'Succeeded',
+  })
   const indexer = app.repos.eventQueries.indexer
   indexer.catchUp('events')
   indexer.catchUp('audit_trail')
@@ -216,14 +275,26 @@ t.test('a bulk-loaded year in mixed id and time order: pruned by time to its rul
   const first = await app.retention.run(NOW)
   const goneFirst = old.filter((r) => r.id < held.id)
   t.equal(first.events.deleted, goneFirst.length, 'every event past its retention below the one the outbox holds')
-  t.same(db.prepare('SELECT id FROM events WHERE created_ms < ? ORDER BY id').pluck().all(cutoff), old.filter((r) => r.id >= held.id).map((r) => r.id),
-    'old events from the held one on stay (the destination has not passed them)')
+  t.same(
+    db.prepare('SELECT id FROM events WHERE created_ms < ? ORDER BY id').pluck().all(cutoff),
+    old.filter((r) => r.id >= held.id).map((r) => r.id),
+    'old events from the held one on stay (the destination has not passed them)',
+  )
   t.equal(db.prepare('SELECT count(*) FROM events WHERE created_ms >= ?').pluck().get(cutoff), rows.length - old.length, 'no event within its retention went')
-  t.same(db.prepare('SELECT id FROM audit_trail WHERE created_ms < ? AND description LIKE \'old change%\' ORDER BY id').pluck().all(cutoff), auditOld.filter((id) => id >= heldAudit),
-    'audit records from the held one on stay')
+  t.same(
+    db.prepare("SELECT id FROM audit_trail WHERE created_ms < ? AND description LIKE 'old change%' ORDER BY id").pluck().all(cutoff),
+    auditOld.filter((id) => id >= heldAudit),
+    'audit records from the held one on stay',
+  )
   t.ok(db.prepare('SELECT 1 FROM audit_trail WHERE id = ?').get(auditYoung), 'a young audit record stays')
   t.same(counts(app), rebuilt(app), 'counts are those of a rebuild')
-  await answers(t, app, token, rows.filter((r) => r.created_ms >= cutoff || r.id >= held.id), 'after a held run')
+  await answers(
+    t,
+    app,
+    token,
+    rows.filter((r) => r.created_ms >= cutoff || r.id >= held.id),
+    'after a held run',
+  )
 
   db.prepare("UPDATE alarm_outbox SET status = 'delivered', done_ms = ?").run(NOW)
   const second = await app.retention.run(NOW)
@@ -242,7 +313,20 @@ t.test('a bulk-loaded year in mixed id and time order: pruned by time to its rul
   const files = fs.readdirSync(dir)
   const archived = (kind: string) => files.filter((f) => f.startsWith(`${kind}-`)).flatMap((f) => readArchive(path.join(dir, f)).map((e) => ({ ...e, file: f })))
   const events = archived('events')
-  t.same(events.map((e) => e.eventID).sort((a, b) => a - b), old.map((r) => r.id), 'each deleted event archived once')
-  t.ok(events.every((e) => e.file === `events-${e.creationTime.slice(0, 10)}.jsonl.gz`), 'in the file of its UTC day')
-  t.same(archived('audit').map((a) => a.auditTrailID).sort((a, b) => a - b), auditBefore, 'each deleted audit record archived once')
+  t.same(
+    events.map((e) => e.eventID).sort((a, b) => a - b),
+    old.map((r) => r.id),
+    'each deleted event archived once',
+  )
+  t.ok(
+    events.every((e) => e.file === `events-${e.creationTime.slice(0, 10)}.jsonl.gz`),
+    'in the file of its UTC day',
+  )
+  t.same(
+    archived('audit')
+      .map((a) => a.auditTrailID)
+      .sort((a, b) => a - b),
+    auditBefore,
+    'each deleted audit record archived once',
+  )
 })

@@ -24,8 +24,15 @@ function insertPeripheral(app: FastifyInstance, agent: { id: number; uuid: strin
   const vid = String(partial.vid ?? '0951')
   const pid = String(partial.pid ?? '1666')
   const row: Row = {
-    agent_id: agent.id, agent_uuid: agent.uuid, device_id: `USB\\VID_${vid}&PID_${pid}\\${crypto.randomBytes(4).toString('hex')}`,
-    vid, pid, dev_icon: 3, first_seen_ms: now, last_seen_ms: now, ...partial,
+    agent_id: agent.id,
+    agent_uuid: agent.uuid,
+    device_id: `USB\\VID_${vid}&PID_${pid}\\${crypto.randomBytes(4).toString('hex')}`,
+    vid,
+    pid,
+    dev_icon: 3,
+    first_seen_ms: now,
+    last_seen_ms: now,
+    ...partial,
   }
   const cols = Object.keys(row)
   const id = Number(app.db.prepare(`INSERT INTO peripherals (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(row).lastInsertRowid)
@@ -47,16 +54,32 @@ t.test('logged agents: the connected ones, newest check-in first, with their log
   const app = await build(t)
   const token = await login(app)
   const now = Date.now()
-  const older = insertAgent(app, { host_identifier: 'OLDER', connection_status: 'Connected', last_updated_ms: now - 60_000, logged_on_users: '["ACME\\\\jdoe"]', operational_status: 'Armed', display_status: 'Armed', local_ip_address: '10.0.0.1' })
+  const older = insertAgent(app, {
+    host_identifier: 'OLDER',
+    connection_status: 'Connected',
+    last_updated_ms: now - 60_000,
+    logged_on_users: '["ACME\\\\jdoe"]',
+    operational_status: 'Armed',
+    display_status: 'Armed',
+    local_ip_address: '10.0.0.1',
+  })
   const newer = insertAgent(app, { host_identifier: 'NEWER', connection_status: 'Connected', last_updated_ms: now - 1000, logged_on_users: 'not json', display_status: 'Free' })
   insertAgent(app, { host_identifier: 'GONE', connection_status: 'Disconnected', last_updated_ms: now - 3_600_000 })
   const { status, body } = await get(app, token, '/getloggedagents')
   t.equal(status, 200, JSON.stringify(body))
   t.match(body, { recordsTotal: 2, recordsFiltered: 2, disconnectAfterSeconds: 180 })
-  t.same(body.data.map((a: any) => a.uuid), [newer.uuid, older.uuid])
+  t.same(
+    body.data.map((a: any) => a.uuid),
+    [newer.uuid, older.uuid],
+  )
   t.same(body.data[1], {
-    uuid: older.uuid, hostIdentifier: 'OLDER', localIpAddress: '10.0.0.1', operationalStatus: 'Armed', displayStatusCombined: 'Armed',
-    lastUpdated: new Date(now - 60_000).toISOString(), loggedOnUsers: ['ACME\\jdoe'],
+    uuid: older.uuid,
+    hostIdentifier: 'OLDER',
+    localIpAddress: '10.0.0.1',
+    operationalStatus: 'Armed',
+    displayStatusCombined: 'Armed',
+    lastUpdated: new Date(now - 60_000).toISOString(),
+    loggedOnUsers: ['ACME\\jdoe'],
   })
   t.same(body.data[0].loggedOnUsers, [], 'an unreadable list is empty, not an error')
 })
@@ -78,7 +101,11 @@ t.test('policy test: what arming would block, and approved peripherals that are 
   const { status, body } = await get(app, token, '/getPolicyTest')
   t.equal(status, 200, JSON.stringify(body))
   t.match(body, { agentsEvaluated: 3, agentsWithFindings: 2, wouldBlock: 2, knownAttackTools: 1, vulnerablePeripherals: 0, truncated: false })
-  t.same(body.data.map((a: any) => a.hostIdentifier), ['A-armed', 'b-free'], 'ordered by host name, any case')
+  t.same(
+    body.data.map((a: any) => a.hostIdentifier),
+    ['A-armed', 'b-free'],
+    'ordered by host name, any case',
+  )
   const [a, b] = body.data
   t.match(a, { uuid: armed.uuid, operationalStatus: 'Armed', connectionStatus: 'Disconnected' })
   const byVid = Object.fromEntries(a.findings.map((f: any) => [f.vid, f]))
@@ -112,8 +139,14 @@ t.test('error totals: reported errors and failed commands per day and per agent,
     { date: '2024-12-31', reportedErrors: 1, failedCommands: 1, total: 2 },
   ])
   t.same(body.data[0], {
-    uuid: a.uuid, hostIdentifier: 'alpha', localIpAddress: '10.0.0.5', total: 3, reportedErrors: 2, failedCommands: 1,
-    lastErrorTime: '2024-12-31T10:00:00.000Z', lastErrorText: 'UpdateAgent failed: package download timed out',
+    uuid: a.uuid,
+    hostIdentifier: 'alpha',
+    localIpAddress: '10.0.0.5',
+    total: 3,
+    reportedErrors: 2,
+    failedCommands: 1,
+    lastErrorTime: '2024-12-31T10:00:00.000Z',
+    lastErrorText: 'UpdateAgent failed: package download timed out',
   })
   t.match(body.data[1], { uuid: b.uuid, total: 1, lastErrorText: 'service crashed' })
 
@@ -159,10 +192,21 @@ t.test('uncommon peripherals: models present on few hosts, cached for an hour, r
   const first = await get(app, token, '/RiskInsights/UncommonPeripherals')
   t.equal(first.status, 200, JSON.stringify(first.body))
   t.match(first.body, { maxHosts: 2, agentsConsidered: 4, recordsTotal: 2 })
-  t.same(first.body.data.map((m: any) => `${m.vid}:${m.pid}`), ['1D6B:0104', '0781:5581'], 'fewest hosts first; hubs, no-VID and absent models left out')
+  t.same(
+    first.body.data.map((m: any) => `${m.vid}:${m.pid}`),
+    ['1D6B:0104', '0781:5581'],
+    'fewest hosts first; hubs, no-VID and absent models left out',
+  )
   t.match(first.body.data[0], {
-    guiVid: 'Linux Foundation', guiPid: 'Multifunction Composite Gadget', devIcon: 14, devIconDescription: 'HID',
-    hostsCount: 1, peripheralsCount: 1, presentCount: 1, firstSeen: new Date(now - 5000).toISOString(), lastSeen: new Date(now - 1000).toISOString(),
+    guiVid: 'Linux Foundation',
+    guiPid: 'Multifunction Composite Gadget',
+    devIcon: 14,
+    devIconDescription: 'HID',
+    hostsCount: 1,
+    peripheralsCount: 1,
+    presentCount: 1,
+    firstSeen: new Date(now - 5000).toISOString(),
+    lastSeen: new Date(now - 1000).toISOString(),
     hosts: [{ uuid: agents[0].uuid, hostIdentifier: 'host-0', localIpAddress: null }],
   })
   t.match(first.body.data[1], { hostsCount: 2, presentCount: 2, hosts: [{ hostIdentifier: 'host-2' }, { hostIdentifier: 'host-3' }] })
@@ -186,10 +230,7 @@ t.test('uncommon peripherals: models present on few hosts, cached for an hour, r
   const stale = await get(app, token, '/RiskInsights/UncommonPeripherals')
   t.not(stale.body.computedTime, reloaded.body.computedTime, 'an hour-old result is computed again')
 
-  const [burstA, burstB] = await Promise.all([
-    get(app, token, '/RiskInsights/UncommonPeripherals/Reload'),
-    get(app, token, '/RiskInsights/UncommonPeripherals/Reload'),
-  ])
+  const [burstA, burstB] = await Promise.all([get(app, token, '/RiskInsights/UncommonPeripherals/Reload'), get(app, token, '/RiskInsights/UncommonPeripherals/Reload')])
   t.same(burstA.body, burstB.body, 'concurrent reloads answer one computation')
 })
 
@@ -216,13 +257,33 @@ t.test('vulnerable peripherals: models in the catalogue that agents reported, mo
   const res = await get(app, token, '/RiskInsights/VulnerablePeripherals')
   t.equal(res.status, 200, JSON.stringify(res.body))
   t.equal(res.body.recordsTotal, 2)
-  t.match(res.body.data[0], {
-    vid: '1D6B', pid: '0104', kind: 'KnownAttackTool', severity: 2, catalogueEntryId: '1f0c6b8e-7d2a-4e31-9b5c-3a8d0e6f4c21',
-    hostsCount: 1, presentCount: 0, approvedCount: 0, hosts: [{ uuid: b.uuid }],
-  }, 'an attack tool reported earlier, not present now, comes first (more severe)')
+  t.match(
+    res.body.data[0],
+    {
+      vid: '1D6B',
+      pid: '0104',
+      kind: 'KnownAttackTool',
+      severity: 2,
+      catalogueEntryId: '1f0c6b8e-7d2a-4e31-9b5c-3a8d0e6f4c21',
+      hostsCount: 1,
+      presentCount: 0,
+      approvedCount: 0,
+      hosts: [{ uuid: b.uuid }],
+    },
+    'an attack tool reported earlier, not present now, comes first (more severe)',
+  )
   t.match(res.body.data[1], {
-    vid: '046D', pid: 'C52B', kind: 'VulnerableDevice', severity: 3, guiVid: 'Logitech, Inc.', guiPid: 'Unifying Receiver', devIconDescription: 'Keyboard',
-    hostsCount: 3, presentCount: 3, approvedCount: 1, hosts: [{ hostIdentifier: 'a' }, { hostIdentifier: 'b' }, { hostIdentifier: 'c' }],
+    vid: '046D',
+    pid: 'C52B',
+    kind: 'VulnerableDevice',
+    severity: 3,
+    guiVid: 'Logitech, Inc.',
+    guiPid: 'Unifying Receiver',
+    devIconDescription: 'Keyboard',
+    hostsCount: 3,
+    presentCount: 3,
+    approvedCount: 1,
+    hosts: [{ hostIdentifier: 'a' }, { hostIdentifier: 'b' }, { hostIdentifier: 'c' }],
   })
   const reload = await get(app, token, '/RiskInsights/VulnerablePeripherals/Reload')
   t.same(reload.body, res.body, 'within 10 s of the last computation')
@@ -242,7 +303,14 @@ t.test('whitelist violations are read a slice at a time (a block of 4,096 ids of
   ev.run(200_000, now - DAY / 2, hosts[0], 'HOST-0-RENAMED')
   const answer = async () => {
     let pauses = 0
-    const w = await app.repos.insights.whitelistViolations(now - 30 * DAY, now, async () => { pauses++ }, 0)
+    const w = await app.repos.insights.whitelistViolations(
+      now - 30 * DAY,
+      now,
+      async () => {
+        pauses++
+      },
+      0,
+    )
     return { pauses, w }
   }
   const unindexed = await answer()
@@ -255,7 +323,10 @@ t.test('whitelist violations are read a slice at a time (a block of 4,096 ids of
   t.match(m, { violationsCount: 26, hostsCount: 25 })
   t.equal(m.hosts.length, 20, 'up to 20 hosts listed')
   t.same(m.hosts.map((h) => h.uuid).sort(), [...hosts].sort().slice(0, 20), 'the first 20 by asset key')
-  t.ok(m.hosts.some((h) => h.hostIdentifier === 'HOST-0-RENAMED'), 'a host is named by the greatest name its events gave')
+  t.ok(
+    m.hosts.some((h) => h.hostIdentifier === 'HOST-0-RENAMED'),
+    'a host is named by the greatest name its events gave',
+  )
 })
 
 t.test('unique whitelist violations of the last 30 days, by model', async (t) => {
@@ -292,22 +363,49 @@ t.test('unique whitelist violations of the last 30 days, by model', async (t) =>
   t.equal(span, 30 * DAY)
   t.equal(res.body.recordsTotal, 2, 'only violations, only in the window')
   t.match(res.body.data[0], {
-    vid: '0951', pid: '1666', guiVid: 'Kingston Technology', devIcon: 3, devIconDescription: 'Mass Storage',
-    violationsCount: 4, hostsCount: 3, firstSeen: new Date(now - 4 * DAY).toISOString(), lastSeen: new Date(now - DAY).toISOString(),
+    vid: '0951',
+    pid: '1666',
+    guiVid: 'Kingston Technology',
+    devIcon: 3,
+    devIconDescription: 'Mass Storage',
+    violationsCount: 4,
+    hostsCount: 3,
+    firstSeen: new Date(now - 4 * DAY).toISOString(),
+    lastSeen: new Date(now - DAY).toISOString(),
   })
-  t.same(res.body.data[0].hosts, [
-    { uuid: a.uuid, hostIdentifier: 'alpha', localIpAddress: '10.1.1.1' },
-    { uuid: b.uuid, hostIdentifier: 'Beta', localIpAddress: null },
-    { uuid: gone, hostIdentifier: 'DELETED-HOST', localIpAddress: null },
-  ], 'a deleted agent is named as its events named it')
+  t.same(
+    res.body.data[0].hosts,
+    [
+      { uuid: a.uuid, hostIdentifier: 'alpha', localIpAddress: '10.1.1.1' },
+      { uuid: b.uuid, hostIdentifier: 'Beta', localIpAddress: null },
+      { uuid: gone, hostIdentifier: 'DELETED-HOST', localIpAddress: null },
+    ],
+    'a deleted agent is named as its events named it',
+  )
   t.match(res.body.data[1], { vid: '16C0', pid: '0486', violationsCount: 1, hostsCount: 1, devIcon: 14 })
 })
 
 t.test('classification summary: agents by class, risk flags, present peripherals by device class', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const a = insertAgent(app, { connection_status: 'Connected', operational_status: 'Armed', display_status: 'Armed', license_status: 'Activated', running_mode: 'Standard', os_version: 'Windows 11', service_version: '4.2' })
-  const b = insertAgent(app, { connection_status: 'Connected', operational_status: 'Armed', display_status: 'Armed', license_status: 'Activated', running_mode: 'VDI', os_version: 'Windows 11', service_version: '4.2' })
+  const a = insertAgent(app, {
+    connection_status: 'Connected',
+    operational_status: 'Armed',
+    display_status: 'Armed',
+    license_status: 'Activated',
+    running_mode: 'Standard',
+    os_version: 'Windows 11',
+    service_version: '4.2',
+  })
+  const b = insertAgent(app, {
+    connection_status: 'Connected',
+    operational_status: 'Armed',
+    display_status: 'Armed',
+    license_status: 'Activated',
+    running_mode: 'VDI',
+    os_version: 'Windows 11',
+    service_version: '4.2',
+  })
   insertAgent(app, { license_status: 'Pending' })
   insertPeripheral(app, a, { vid: '0951', pid: '1666', dev_icon: 3 })
   insertPeripheral(app, a, { vid: '046D', pid: 'C077', dev_icon: 2 })
@@ -319,10 +417,26 @@ t.test('classification summary: agents by class, risk flags, present peripherals
   t.equal(res.status, 200, JSON.stringify(res.body))
   const s = res.body
   t.equal(s.totalAgents, 3)
-  t.same(s.byConnectionStatus, [{ name: 'Connected', count: 2 }, { name: 'Disconnected', count: 1 }])
-  t.same(s.byOperationalStatus, [{ name: 'Armed', count: 2 }, { name: 'Free', count: 1 }])
-  t.same(s.byLicenseStatus, [{ name: 'Activated', count: 2 }, { name: 'Pending', count: 1 }])
-  t.same(s.byOsVersion, [{ name: 'Windows 11', count: 2 }, { name: null, count: 1 }], 'null: not reported')
+  t.same(s.byConnectionStatus, [
+    { name: 'Connected', count: 2 },
+    { name: 'Disconnected', count: 1 },
+  ])
+  t.same(s.byOperationalStatus, [
+    { name: 'Armed', count: 2 },
+    { name: 'Free', count: 1 },
+  ])
+  t.same(s.byLicenseStatus, [
+    { name: 'Activated', count: 2 },
+    { name: 'Pending', count: 1 },
+  ])
+  t.same(
+    s.byOsVersion,
+    [
+      { name: 'Windows 11', count: 2 },
+      { name: null, count: 1 },
+    ],
+    'null: not reported',
+  )
   t.same(s.byRunningMode.map((r: any) => r.name).sort(), [null, 'Standard', 'VDI'].sort())
   t.same(s.bySeverity, [
     { severity: 2, severityString: 'Critical', count: 1 },
@@ -350,14 +464,26 @@ t.test('classification summary: the 50 most common values, the rest under Other'
   t.equal(os.length, 51)
   t.same(os[0], { name: 'OS common', count: 5 })
   t.same(os[50], { name: 'Other', count: 11 })
-  t.equal(os.reduce((n: number, r: any) => n + r.count, 0), 65)
+  t.equal(
+    os.reduce((n: number, r: any) => n + r.count, 0),
+    65,
+  )
 })
 
 t.test('the insights answer an empty fleet', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  for (const path of ['/getloggedagents', '/getPolicyTest', '/errorTotal', '/RiskInsights/UncommonPeripherals', '/RiskInsights/UncommonPeripherals/Reload',
-    '/RiskInsights/VulnerablePeripherals', '/RiskInsights/VulnerablePeripherals/Reload', '/UniqueWhitelistViolation', '/AgentsClassificationSummary']) {
+  for (const path of [
+    '/getloggedagents',
+    '/getPolicyTest',
+    '/errorTotal',
+    '/RiskInsights/UncommonPeripherals',
+    '/RiskInsights/UncommonPeripherals/Reload',
+    '/RiskInsights/VulnerablePeripherals',
+    '/RiskInsights/VulnerablePeripherals/Reload',
+    '/UniqueWhitelistViolation',
+    '/AgentsClassificationSummary',
+  ]) {
     const res = await get(app, token, path)
     t.equal(res.status, 200, `${path}: ${JSON.stringify(res.body)}`)
   }

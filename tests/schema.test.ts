@@ -13,8 +13,7 @@ t.test('db/schema.sql is the schema the migrations give', async (t) => {
 
 t.test('db/schema.sql builds the same database as the migrations', async (t) => {
   // The file is a faithful picture: executed on its own it gives the same sqlite_master.
-  const dump = (db: Database.Database) =>
-    db.prepare("SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY type, name").all()
+  const dump = (db: Database.Database) => db.prepare('SELECT type, name, tbl_name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY type, name').all()
   const fromMigrations = new Database(':memory:')
   const fromFile = new Database(':memory:')
   t.teardown(() => {

@@ -18,11 +18,15 @@ t.test('a bulk load indexes every agent for full-text search as the insert trigg
   const m = /INSERT INTO agents_fts\s*\(([^)]*)\)\s*VALUES\s*\(([^;]*)\)\s*;\s*END$/i.exec(trigger)!
   const columns = m[1].split(',').map((c) => c.trim())
   const expected = () => db.prepare(`SELECT ${m[2]} FROM agents AS new ORDER BY new.id`).raw().all()
-  const indexed = () => db.prepare(`SELECT ${columns.join(', ')} FROM agents_fts ORDER BY rowid`).raw().all()
+  const indexed = () =>
+    db
+      .prepare(`SELECT ${columns.join(', ')} FROM agents_fts ORDER BY rowid`)
+      .raw()
+      .all()
 
   await seedFleet(db, { agents: 130, peripheralsPerAgent: 3, chunk: 50, seed: 7 })
-  t.equal((db.prepare('SELECT count(*) FROM agents_fts').pluck().get()), 130)
-  t.same(indexed(), expected(), 'one row per agent, with the trigger\'s text')
+  t.equal(db.prepare('SELECT count(*) FROM agents_fts').pluck().get(), 130)
+  t.same(indexed(), expected(), "one row per agent, with the trigger's text")
   await seedFleet(db, { agents: 40, peripheralsPerAgent: 3, chunk: 50, seed: 8 })
   t.same(indexed(), expected(), 'an append indexes the new agents only')
   t.ok(db.prepare("SELECT name FROM sqlite_master WHERE name = 'agents_fts_insert'").get(), 'the trigger is back after the load')
@@ -48,13 +52,18 @@ t.test('a fleet with its event history is written in time order, as a live serve
       other.close()
     }
   })()
-  t.equal(r.events, fleetOnly + 4000, 'the fleet\'s own events and the history')
+  t.equal(r.events, fleetOnly + 4000, "the fleet's own events and the history")
   t.equal(db.prepare('SELECT count(*) FROM events').pluck().get(), r.events)
   const backwards = db.prepare('SELECT count(*) FROM (SELECT created_ms, lag(created_ms) OVER (ORDER BY id) AS before FROM events) WHERE created_ms < before').pluck().get()
   t.equal(backwards, 0, 'ids follow time')
   const span = db.prepare('SELECT min(created_ms) AS first, max(created_ms) AS last FROM events').get() as { first: number; last: number }
   t.ok(span.first < now - 365 * 86_400_000 && span.last <= now, 'enrollments up to two years back, history over 90 days, nothing in the future')
-  t.ok((db.prepare('SELECT count(*) FROM events WHERE created_ms >= ?').pluck().get(now - 90 * 86_400_000) as number) >= 4000)
+  t.ok(
+    (db
+      .prepare('SELECT count(*) FROM events WHERE created_ms >= ?')
+      .pluck()
+      .get(now - 90 * 86_400_000) as number) >= 4000,
+  )
   // History after younger events would put old events at high ids: refused.
   await t.rejects(seedEvents(db, { events: 10, hosts: 60, days: 30, seed: 5, now }), /event ids would not follow time/)
   t.equal(db.prepare('SELECT count(*) FROM events').pluck().get(), r.events, 'nothing written')

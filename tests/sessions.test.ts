@@ -14,7 +14,8 @@ t.test('LocalLogin and signin answer what clients read', async (t) => {
     const ttl = Date.parse(body.expiresAt) - Date.now()
     t.ok(ttl > 14 * 60_000 && ttl <= 15 * 60_000, 'the access token lives 15 minutes')
     t.match(body, {
-      token: String, refreshToken: /^prt_/,
+      token: String,
+      refreshToken: /^prt_/,
       user: { userName: 'admin', userProfile: 30, password: null, firstName: null, lastName: null, phone: null, image: null },
       license: { primeAccountName: String, licenseStatus: 'Activated' },
       navigation: { startPage: String },
@@ -24,7 +25,10 @@ t.test('LocalLogin and signin answer what clients read', async (t) => {
 
 t.test('a failed login answers 400 with a readable detail', async (t) => {
   const app = await build(t)
-  for (const payload of [{ username: 'admin', password: 'wrong-password-1' }, { username: 'nobody', password: 'whatever-it-is' }]) {
+  for (const payload of [
+    { username: 'admin', password: 'wrong-password-1' },
+    { username: 'nobody', password: 'whatever-it-is' },
+  ]) {
     const res = await app.inject({ method: 'POST', url: LOGIN, payload })
     t.equal(res.statusCode, 400)
     t.equal(res.json().detail, 'The user name or password is incorrect.')
@@ -67,7 +71,9 @@ t.test('password change, disabling, demotion and deletion revoke tokens at once'
 
   const own = await userWithProfile(app, admin, 'carol', 10)
   const change = await app.inject({
-    method: 'POST', url: '/prime/webui/admin/updateuserdetails', headers: bearer(own),
+    method: 'POST',
+    url: '/prime/webui/admin/updateuserdetails',
+    headers: bearer(own),
     payload: { currentPassword: USER_PASSWORD, newPassword: 'A-new-passphrase-2' },
   })
   t.equal(change.statusCode, 200, change.body)

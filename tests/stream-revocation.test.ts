@@ -97,7 +97,7 @@ t.test('a revocation written by this process ends the stream at once', async (t)
   }
   const still = await subscribe(admin)
   await call(app, admin, { method: 'POST', url: '/prime/webui/admin/updateuser', payload: { userName: 'admin', email: 'root@example.com' } })
-  t.equal(hub.subscribers, 1, "a change that revokes nothing leaves the other streams open")
+  t.equal(hub.subscribers, 1, 'a change that revokes nothing leaves the other streams open')
   t.notMatch(still.text(), /reauthenticate/)
 })
 

@@ -41,7 +41,11 @@ t.test('the example pages agents, follows the events feed and reads a problem', 
     if (next === from) break
   }
   t.ok(events.length >= hosts.length, `events read: ${events.length}`)
-  t.same(events, [...events].sort((a, b) => a - b), 'in order')
+  t.same(
+    events,
+    [...events].sort((a, b) => a - b),
+    'in order',
+  )
   t.equal(new Set(events).size, events.length, 'none twice')
   const more = await enroll(app, undefined, 'WS-FOXTROT')
   await checkIn(app, more.credential, hostState([mouse], { hostIdentifier: 'WS-FOXTROT' }))
@@ -71,7 +75,11 @@ t.test('the client logs in again after a 401, and takes an integration token', a
   const prime = createPrimeClient({ baseUrl, login: { username: 'admin', password: ADMIN_PASSWORD }, fetch: recording })
   t.equal((await prime.GET('/prime/webui/admin/getuserdetails')).response.status, 200)
   t.equal((await prime.GET('/prime/webui/admin/getuserdetails')).response.status, 200)
-  t.same(calls.map((c) => c.url), ['/prime/webui/Auth/LocalLogin', '/prime/webui/admin/getuserdetails', '/prime/webui/admin/getuserdetails'], 'logged in once')
+  t.same(
+    calls.map((c) => c.url),
+    ['/prime/webui/Auth/LocalLogin', '/prime/webui/admin/getuserdetails', '/prime/webui/admin/getuserdetails'],
+    'logged in once',
+  )
   // The session ends behind the client's back: refused once, then logged in again.
   const ended = await app.inject({ method: 'POST', url: '/prime/webui/auth/logout', headers: { authorization: calls[1].auth! } })
   t.equal(ended.statusCode, 200, ended.body)
@@ -80,7 +88,10 @@ t.test('the client logs in again after a 401, and takes an integration token', a
     body: { userName: 'maria', email: 'maria@example.com', userProfile: 20, password: 'Manager-pass-2024' },
   })
   t.equal(again.response.status, 200, 'the retried request carried its body')
-  t.same(calls.map((c) => `${c.url} ${c.status}`), ['/prime/webui/admin/adduser 401', '/prime/webui/Auth/LocalLogin 200', '/prime/webui/admin/adduser 200'])
+  t.same(
+    calls.map((c) => `${c.url} ${c.status}`),
+    ['/prime/webui/admin/adduser 401', '/prime/webui/Auth/LocalLogin 200', '/prime/webui/admin/adduser 200'],
+  )
 
   const issued = await app.inject({
     method: 'POST',
@@ -98,7 +109,7 @@ t.test('the client logs in again after a 401, and takes an integration token', a
   t.throws(() => createPrimeClient({ baseUrl }), /a token or a login/)
 })
 
-t.test("the README shows the example as it is in examples/typed-client.ts", async (t) => {
+t.test('the README shows the example as it is in examples/typed-client.ts', async (t) => {
   const readme = fs.readFileSync(path.join(projectRoot, 'README.md'), 'utf8')
   const example = fs.readFileSync(path.join(projectRoot, 'examples', 'typed-client.ts'), 'utf8')
   const shown = example.replace("from '../client/index.js'", "from 'prime-webui/client'")

@@ -51,7 +51,11 @@ t.test('query parameter names are case-insensitive', async (t) => {
   }
   const q: Record<string, unknown> = { pageSize: '50', PAGENUMBER: '2', globalsearch: 'usb', fromeventid: '7', MinimumSeverity: 'Warning', unknownParam: 'x' }
   canonicalizeQuery(q, schema)
-  t.same(q, { PageSize: '50', PageNumber: '2', GlobalSearch: 'usb', FromEventId: '7', minimumSeverity: 'Warning', unknownParam: 'x' }, 'renamed to the contract spelling; unknown names stay (and fail validation)')
+  t.same(
+    q,
+    { PageSize: '50', PageNumber: '2', GlobalSearch: 'usb', FromEventId: '7', minimumSeverity: 'Warning', unknownParam: 'x' },
+    'renamed to the contract spelling; unknown names stay (and fail validation)',
+  )
 
   const exact: Record<string, unknown> = { PageSize: '10', pagesize: '20' }
   canonicalizeQuery(exact, schema)
@@ -139,7 +143,12 @@ t.test('a body sent to an operation that takes none is ignored', async (t) => {
   const res = await call(app, token, { method: 'POST', url: '/prime/webui/auth/logout', headers: { 'content-type': 'application/json' }, payload: '{}' })
   t.equal(res.statusCode, 200, res.body)
   t.equal(res.json().loggedOut, true)
-  const del = await call(app, await login(app), { method: 'DELETE', url: '/prime/webui/admin/integrationTokens/0b9e3f5c-7f7e-4d0a-9d6c-55c8a7c9e1a2', headers: { 'content-type': 'application/json' }, payload: '{"a":1}' })
+  const del = await call(app, await login(app), {
+    method: 'DELETE',
+    url: '/prime/webui/admin/integrationTokens/0b9e3f5c-7f7e-4d0a-9d6c-55c8a7c9e1a2',
+    headers: { 'content-type': 'application/json' },
+    payload: '{"a":1}',
+  })
   isProblem(t, del, 404, 'not-found')
 })
 
@@ -217,12 +226,21 @@ t.test('bodies are validated strictly', async (t) => {
 
   const adduser = (payload: unknown) => call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: payload as object })
   const wrongType = isProblem(t, await adduser({ userName: 'bob', email: 'bob@example.com', userProfile: '20', password: 'Long-enough-123' }), 400, 'validation')
-  t.ok(wrongType.errors.some((e: any) => e.location === 'body' && e.name === 'userProfile' && /integer/.test(e.reason)), 'userProfile "20" is not coerced to 20')
+  t.ok(
+    wrongType.errors.some((e: any) => e.location === 'body' && e.name === 'userProfile' && /integer/.test(e.reason)),
+    'userProfile "20" is not coerced to 20',
+  )
   const all = await call(app, token, { url: '/prime/webui/admin/all' })
-  t.notOk(all.json().some((u: any) => u.userName === 'bob'), 'and nothing was created')
+  t.notOk(
+    all.json().some((u: any) => u.userName === 'bob'),
+    'and nothing was created',
+  )
 
   const wrongBool = isProblem(t, await adduser({ userName: 'bob', email: 'bob@example.com', userProfile: 20, password: 'Long-enough-123', isActive: 'true' }), 400, 'validation')
-  t.ok(wrongBool.errors.some((e: any) => e.name === 'isActive'), 'isActive "true" is not coerced')
+  t.ok(
+    wrongBool.errors.some((e: any) => e.name === 'isActive'),
+    'isActive "true" is not coerced',
+  )
 
   const missing = isProblem(t, await adduser({ userName: 'bob', userProfile: 20 }), 400, 'validation')
   t.same(missing.errors.map((e: any) => e.name).sort(), ['email', 'password'], 'each missing field is named')
@@ -304,8 +322,18 @@ t.test('problem documents and request ids', async (t) => {
   const twice = await call(app, token, { url: '/prime/webui/admin/all' })
   t.not(twice.headers['x-request-id'], ok.headers['x-request-id'], 'a new id per request')
 
-  isProblem(t, await call(app, user, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { userName: 'x', email: 'x@example.com', userProfile: 10, password: 'Long-enough-123' } }), 403, 'forbidden')
-  isProblem(t, await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { userName: 'ursula', email: 'u@example.com', userProfile: 10, password: 'Long-enough-123' } }), 409, 'conflict')
+  isProblem(
+    t,
+    await call(app, user, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { userName: 'x', email: 'x@example.com', userProfile: 10, password: 'Long-enough-123' } }),
+    403,
+    'forbidden',
+  )
+  isProblem(
+    t,
+    await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { userName: 'ursula', email: 'u@example.com', userProfile: 10, password: 'Long-enough-123' } }),
+    409,
+    'conflict',
+  )
   isProblem(t, await call(app, token, { method: 'DELETE', url: '/prime/webui/admin/integrationTokens/0b9e3f5c-7f7e-4d0a-9d6c-55c8a7c9e1a2' }), 404, 'not-found')
   const failed = isProblem(t, await app.inject({ method: 'POST', url: LOGIN, payload: { username: 'admin', password: 'wrong-password-1' } }), 400, 'invalid-credentials')
   t.equal(failed.detail, 'The user name or password is incorrect.', 'a readable login failure')
@@ -320,7 +348,10 @@ t.test('security headers', async (t) => {
     await app.inject({ url: '/prime/webui/admin/all' }),
     await call(app, token, { method: 'POST', url: '/prime/webui/agents/exportagentcsv', payload: {} }),
   ]
-  t.same(answers.map((res) => res.statusCode), [200, 401, 200])
+  t.same(
+    answers.map((res) => res.statusCode),
+    [200, 401, 200],
+  )
   for (const res of answers) {
     t.equal(res.headers['cache-control'], 'no-store')
     t.equal(res.headers['content-security-policy'], "default-src 'none'; frame-ancestors 'none'")
@@ -332,7 +363,10 @@ t.test('security headers', async (t) => {
   }
   // HTML (the documentation pages) and unknown paths: helmet's whole set.
   const pages = [await app.inject({ url: '/prime/webui/docs' }), await app.inject({ url: '/prime/webui/nothing' })]
-  t.same(pages.map((res) => res.statusCode), [200, 404])
+  t.same(
+    pages.map((res) => res.statusCode),
+    [200, 404],
+  )
   t.match(pages[0].headers['content-type'], /^text\/html/)
   for (const res of pages) {
     t.equal(res.headers['x-content-type-options'], 'nosniff')

@@ -23,9 +23,18 @@ export async function bootstrapAdmin(app: FastifyInstance) {
   const hash = await hashPassword(password)
   app.db.transaction(() => {
     if (users.counts().total > 0) return
-    const id = users.insert({ user_name: 'admin', email: 'admin@prime.local', first_name: null, last_name: null, phone: null, image: null, profile: ADMINISTRATOR, password_hash: hash, is_active: 1 }, now)
+    const id = users.insert(
+      { user_name: 'admin', email: 'admin@prime.local', first_name: null, last_name: null, phone: null, image: null, profile: ADMINISTRATOR, password_hash: hash, is_active: 1 },
+      now,
+    )
     app.repos.audit.insert({
-      createdMs: now, severity: 5, category: 'Users', user: null, sourceIp: null, operationId: null, outcome: 'Succeeded',
+      createdMs: now,
+      severity: 5,
+      category: 'Users',
+      user: null,
+      sourceIp: null,
+      operationId: null,
+      outcome: 'Succeeded',
       description: 'Created the first Administrator account "admin" at first start',
       details: JSON.stringify({ userName: 'admin', userProfile: ADMINISTRATOR, passwordFrom: app.config.adminPassword ? 'PRIME_ADMIN_PASSWORD' : 'generated' }),
       asset: userAsset({ id, user_name: 'admin' }),

@@ -89,14 +89,26 @@ export function accountService(deps: AccountDeps) {
           details: { userName, reason: 'locked' },
           asset: checked ? userAsset(checked) : undefined,
         })
-        throw problem('account-locked', `Too many failed logins with this user name from this address; try again in ${attempt.lockedSeconds} seconds.`, { headers: { 'retry-after': String(attempt.lockedSeconds) } })
+        throw problem('account-locked', `Too many failed logins with this user name from this address; try again in ${attempt.lockedSeconds} seconds.`, {
+          headers: { 'retry-after': String(attempt.lockedSeconds) },
+        })
       }
       const ok = await passwords.verify(password, checked?.password_hash ?? (await passwords.dummy()))
       const outcome = await uow.run(async () => {
         const now = Date.now()
         // The account may have changed while the password was being checked.
         const user = checked ? await accounts.byId(checked.id) : undefined
-        const reason = !user ? (checked ? 'account deleted' : 'unknown user') : !ok ? 'wrong password' : user.password_hash !== checked!.password_hash ? 'password changed meanwhile' : !user.is_active ? 'disabled' : null
+        const reason = !user
+          ? checked
+            ? 'account deleted'
+            : 'unknown user'
+          : !ok
+            ? 'wrong password'
+            : user.password_hash !== checked!.password_hash
+              ? 'password changed meanwhile'
+              : !user.is_active
+                ? 'disabled'
+                : null
         if (reason) {
           await audit.record(ctx, {
             description: `Login failed for ${user ? `"${user.user_name}"` : 'an unknown user name'}`,
@@ -124,8 +136,15 @@ export function accountService(deps: AccountDeps) {
         if (await accounts.byName(body.userName)) throw problem('conflict', `A user named "${body.userName}" already exists.`)
         const id = await accounts.insert(
           {
-            user_name: body.userName, email: body.email, first_name: body.firstName ?? null, last_name: body.lastName ?? null,
-            phone: body.phone ?? null, image: body.image ?? null, profile: body.userProfile, password_hash: hash, is_active: body.isActive === false ? 0 : 1,
+            user_name: body.userName,
+            email: body.email,
+            first_name: body.firstName ?? null,
+            last_name: body.lastName ?? null,
+            phone: body.phone ?? null,
+            image: body.image ?? null,
+            profile: body.userProfile,
+            password_hash: hash,
+            is_active: body.isActive === false ? 0 : 1,
           },
           Date.now(),
         )

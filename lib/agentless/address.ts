@@ -38,7 +38,9 @@ export function addressProblem(address: string): string | null {
 function ipProblem(ip: ipaddr.IPv4 | ipaddr.IPv6): string | null {
   const range = ip.range()
   if (REFUSED_RANGES.has(range)) {
-    const what = { unspecified: 'unspecified', broadcast: 'a broadcast address', multicast: 'a multicast address', linkLocal: 'link-local (this includes the cloud metadata address)' }[range as 'unspecified']
+    const what = { unspecified: 'unspecified', broadcast: 'a broadcast address', multicast: 'a multicast address', linkLocal: 'link-local (this includes the cloud metadata address)' }[
+      range as 'unspecified'
+    ]
     return `is ${what}, which a connection may not point at`
   }
   if (METADATA.has(ip.toString())) return 'is a cloud metadata service, which a connection may not point at'

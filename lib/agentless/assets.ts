@@ -37,7 +37,16 @@ const peripheralLocation = (a: AgentAssetRow): Location => ({ ...agentLocation(a
 
 function hostLocation(c: ConnectionAssetRow): Location {
   const ip = isIp(c.address)
-  return { ipAddress: ip ? cut(c.address, 64) : null, hostName: ip ? null : cut(c.address, 253), switchIp: null, switchName: null, switchPortId: null, switchPortName: null, agentUuid: null, agentHostIdentifier: null }
+  return {
+    ipAddress: ip ? cut(c.address, 64) : null,
+    hostName: ip ? null : cut(c.address, 253),
+    switchIp: null,
+    switchName: null,
+    switchPortId: null,
+    switchPortName: null,
+    agentUuid: null,
+    agentHostIdentifier: null,
+  }
 }
 
 /** The parts of a location whose change is a move: the address, the switch and its port; for a peripheral, its agent. */
@@ -123,7 +132,7 @@ async function produce(app: FastifyInstance, trigger: Trigger, now: number): Pro
     })()
   }
 
-  for (let after = 0; ;) {
+  for (let after = 0; ; ) {
     const agents = repos.agentless.agentsAfter(after, CHUNK)
     if (agents.length === 0) break
     after = agents[agents.length - 1].id
@@ -135,7 +144,10 @@ async function produce(app: FastifyInstance, trigger: Trigger, now: number): Pro
         if (list) list.push(p)
         else byAgent.set(p.agent_id, [p])
       }
-      const seenAgents = repos.agentless.locations('Agent', agents.map((a) => a.uuid))
+      const seenAgents = repos.agentless.locations(
+        'Agent',
+        agents.map((a) => a.uuid),
+      )
       const present = peripherals.filter((p) => p.present === 1)
       const seenPeripherals = repos.agentless.locations('Peripheral', present.map(peripheralKey))
       const messages: Message[] = []
@@ -164,7 +176,12 @@ async function produce(app: FastifyInstance, trigger: Trigger, now: number): Pro
           const previous = parseLocation(seenPeripherals.get(peripheralKey(p)))
           if (previous ? whereabouts('Peripheral', previous) === whereabouts('Peripheral', location) : published.has(a.id)) continue
           record('Peripheral', peripheralKey(p), location)
-          messages.push({ ...base('Peripheral', `${p.agent_uuid}/${p.device_id}`, p.gui_pid ?? p.caption ?? null, a.uuid, location, previous), operationalStatus: null, connectionStatus: null, peripherals: [] })
+          messages.push({
+            ...base('Peripheral', `${p.agent_uuid}/${p.device_id}`, p.gui_pid ?? p.caption ?? null, a.uuid, location, previous),
+            operationalStatus: null,
+            connectionStatus: null,
+            peripherals: [],
+          })
         }
       }
       return messages
@@ -172,12 +189,15 @@ async function produce(app: FastifyInstance, trigger: Trigger, now: number): Pro
     await pause()
   }
 
-  for (let after = 0; ;) {
+  for (let after = 0; ; ) {
     const hosts = repos.agentless.connectionsAfter(after, CHUNK)
     if (hosts.length === 0) break
     after = hosts[hosts.length - 1].id
     step((record) => {
-      const seen = repos.agentless.locations('AgentlessHost', hosts.map((h) => String(h.id)))
+      const seen = repos.agentless.locations(
+        'AgentlessHost',
+        hosts.map((h) => String(h.id)),
+      )
       const messages: Message[] = []
       for (const h of hosts) {
         const location = hostLocation(h)
@@ -200,9 +220,7 @@ export async function publishAssets(req: FastifyRequest, trigger: Trigger): Prom
   const tally = destinations === 0 ? { assets: 0, agents: 0, peripherals: 0, hosts: 0, deliveries: 0 } : await produce(app, trigger, now)
   const what = trigger === 'ReplayAll' ? 'snapshot(s) of every asset' : 'asset(s) whose location changed'
   audit(req, {
-    description: destinations === 0
-      ? `${trigger}: no alarm destination is subscribed to assets; nothing queued`
-      : `${trigger}: queued ${tally.assets} ${what} for ${destinations} destination(s)`,
+    description: destinations === 0 ? `${trigger}: no alarm destination is subscribed to assets; nothing queued` : `${trigger}: queued ${tally.assets} ${what} for ${destinations} destination(s)`,
     details: { trigger, agents: tally.agents, peripherals: tally.peripherals, agentlessHosts: tally.hosts, destinations, messagesQueued: tally.deliveries },
   })
   return {

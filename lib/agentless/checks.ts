@@ -86,7 +86,11 @@ export function checkSsh(t: CheckTarget): Promise<CheckResult> {
       if (received.length > 8192) finish({ status: 'Failed', description: `Connected to ${where(t)} in ${connectedMs} ms.`, error: `The service is not SSH: it sent "${printable(received, 60)}".` })
     })
     socket.on('end', () => {
-      finish({ status: 'Failed', description: `Connected to ${where(t)} in ${connectedMs} ms.`, error: `The service closed the connection without an SSH banner${received ? ` (it sent "${printable(received, 60)}")` : ''}.` })
+      finish({
+        status: 'Failed',
+        description: `Connected to ${where(t)} in ${connectedMs} ms.`,
+        error: `The service closed the connection without an SSH banner${received ? ` (it sent "${printable(received, 60)}")` : ''}.`,
+      })
     })
     socket.on('error', (err: NodeJS.ErrnoException) => {
       if (connectedMs === null) finish(connectError(err, t))
@@ -95,7 +99,8 @@ export function checkSsh(t: CheckTarget): Promise<CheckResult> {
   })
 }
 
-const IDENTIFY = '<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope" ' +
+const IDENTIFY =
+  '<s:Envelope xmlns:s="http://www.w3.org/2003/05/soap-envelope" ' +
   'xmlns:wsmid="http://schemas.dmtf.org/wbem/wsman/identity/1/wsmanidentity.xsd"><s:Header/><s:Body><wsmid:Identify/></s:Body></s:Envelope>'
 
 const tag = (xml: string, name: string) => new RegExp(`<(?:\\w+:)?${name}>([^<]{0,200})</(?:\\w+:)?${name}>`).exec(xml)?.[1]
@@ -140,9 +145,17 @@ export function checkWinRm(t: CheckTarget): Promise<CheckResult> {
           finish({ status: 'Reachable', description: printable(`WinRM on ${scheme}://${where(t)} identified as ${vendor}, ${version}${stack ? ` (${stack})` : ''} in ${ms} ms.`, 1000), error: null })
         } else if (status === 401) {
           const schemes = [res.headers['www-authenticate']].flat().filter(Boolean).join(', ')
-          finish({ status: 'Reachable', description: printable(`WinRM on ${scheme}://${where(t)} answered in ${ms} ms and requires authentication${schemes ? ` (${schemes})` : ''}.`, 1000), error: null })
+          finish({
+            status: 'Reachable',
+            description: printable(`WinRM on ${scheme}://${where(t)} answered in ${ms} ms and requires authentication${schemes ? ` (${schemes})` : ''}.`, 1000),
+            error: null,
+          })
         } else {
-          finish({ status: 'Failed', description: `HTTP ${status} from ${scheme}://${where(t)}/wsman in ${ms} ms.`, error: `The service did not answer the WS-Management Identify request (HTTP ${status}); it is not WinRM, or WinRM is not listening at /wsman.` })
+          finish({
+            status: 'Failed',
+            description: `HTTP ${status} from ${scheme}://${where(t)}/wsman in ${ms} ms.`,
+            error: `The service did not answer the WS-Management Identify request (HTTP ${status}); it is not WinRM, or WinRM is not listening at /wsman.`,
+          })
         }
       })
     })
@@ -153,7 +166,12 @@ export function checkWinRm(t: CheckTarget): Promise<CheckResult> {
     })
     req.on('error', (err: NodeJS.ErrnoException) => {
       if (!connected && ['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT'].includes(err.code ?? '')) finish(connectError(err, t))
-      else finish({ status: 'Failed', description: `Connected to ${scheme}://${where(t)}.`, error: printable(`The ${t.useTls ? 'TLS or HTTP' : 'HTTP'} exchange failed: ${err.code ?? ''} ${err.message}`.trim(), 2000) })
+      else
+        finish({
+          status: 'Failed',
+          description: `Connected to ${scheme}://${where(t)}.`,
+          error: printable(`The ${t.useTls ? 'TLS or HTTP' : 'HTTP'} exchange failed: ${err.code ?? ''} ${err.message}`.trim(), 2000),
+        })
     })
     const timer = setTimeout(() => {
       if (connected) finish({ status: 'Failed', description: `Connected to ${scheme}://${where(t)}.`, error: `No answer to the WS-Management Identify request within ${t.timeoutSeconds} s.` })

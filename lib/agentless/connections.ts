@@ -81,7 +81,14 @@ export function statusView(r: ConnectionRow, d: PollingDefaults): Schemas['Agent
 /** A 400 naming every broken rule of a JSON body. */
 export function rulesProblem(errors: RuleError[]) {
   const fields: FieldError[] = errors.map((e) => ({ location: 'body', name: e.field, reason: e.reason }))
-  return problem('validation', fields.map((e) => `body/${e.name} ${e.reason}`).join('; ').slice(0, 1000), { errors: fields.slice(0, 20) })
+  return problem(
+    'validation',
+    fields
+      .map((e) => `body/${e.name} ${e.reason}`)
+      .join('; ')
+      .slice(0, 1000),
+    { errors: fields.slice(0, 20) },
+  )
 }
 
 /**
@@ -143,7 +150,11 @@ export function storeConnection(app: FastifyInstance, c: Checked, id: number | n
 /** What the audit record says of a change: settings as stored, secrets only as "changed". */
 function auditValues(c: Checked) {
   const secrets = c.credentials
-    ? Object.fromEntries(Object.entries(c.credentials).filter(([, v]) => v !== null).map(([k]) => [k, '***']))
+    ? Object.fromEntries(
+        Object.entries(c.credentials)
+          .filter(([, v]) => v !== null)
+          .map(([k]) => [k, '***']),
+      )
     : {}
   return { ...c.values, pollerId: c.pollerId, credentialType: c.credentialType, ...secrets }
 }
@@ -196,7 +207,7 @@ export function updateConnection(req: FastifyRequest, body: Schemas['AgentlessRs
     const stored = { row, credentials: openCredentials(app, row) }
     const draft = draftOf(row)
     const given = body as Record<string, unknown>
-    const has = (k: string) => Object.prototype.hasOwnProperty.call(given, k)
+    const has = (k: string) => Object.hasOwn(given, k)
     if (has('name')) draft.name = body.name!
     if (has('address')) draft.address = body.address!
     if (has('protocol')) draft.protocol = body.protocol!
@@ -225,9 +236,7 @@ export function updateConnection(req: FastifyRequest, body: Schemas['AgentlessRs
     const after = app.repos.agentless.connection(row.id)!
     const secret = new Set(['password', 'privateKey', 'privateKeyPassphrase'])
     audit(req, {
-      description: changed.length
-        ? `Changed agentless connection "${after.name}": ${changed.join(', ')}`
-        : `Agentless connection "${after.name}" unchanged (the values sent are the stored ones)`,
+      description: changed.length ? `Changed agentless connection "${after.name}": ${changed.join(', ')}` : `Agentless connection "${after.name}" unchanged (the values sent are the stored ones)`,
       details: {
         id: row.id,
         changes: Object.fromEntries(changed.map((f) => [f, secret.has(f) ? 'changed' : { from: beforeValue(row, f), to: afterValue(after, f) }])),
@@ -239,8 +248,16 @@ export function updateConnection(req: FastifyRequest, body: Schemas['AgentlessRs
 }
 
 const columnOf: Record<string, keyof ConnectionRow> = {
-  name: 'name', address: 'address', protocol: 'protocol', port: 'port', useTls: 'use_tls', userName: 'user_name',
-  isOverrideDefaults: 'is_override_defaults', pollingIntervalSeconds: 'polling_interval_s', timeoutSeconds: 'timeout_s', pollerId: 'poller_id',
+  name: 'name',
+  address: 'address',
+  protocol: 'protocol',
+  port: 'port',
+  useTls: 'use_tls',
+  userName: 'user_name',
+  isOverrideDefaults: 'is_override_defaults',
+  pollingIntervalSeconds: 'polling_interval_s',
+  timeoutSeconds: 'timeout_s',
+  pollerId: 'poller_id',
 }
 const beforeValue = (row: ConnectionRow, field: string) => (columnOf[field] ? row[columnOf[field]] : null)
 const afterValue = beforeValue

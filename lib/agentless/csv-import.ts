@@ -16,8 +16,19 @@ const MAX_ROW_ERRORS = 20
 
 /** The columns, in the order the export writes them. */
 export const CSV_COLUMNS = [
-  'name', 'address', 'protocol', 'port', 'useTls', 'userName', 'password', 'privateKey', 'privateKeyPassphrase',
-  'isOverrideDefaults', 'pollingIntervalSeconds', 'timeoutSeconds', 'pollerId',
+  'name',
+  'address',
+  'protocol',
+  'port',
+  'useTls',
+  'userName',
+  'password',
+  'privateKey',
+  'privateKeyPassphrase',
+  'isOverrideDefaults',
+  'pollingIntervalSeconds',
+  'timeoutSeconds',
+  'pollerId',
 ] as const
 type Column = (typeof CSV_COLUMNS)[number]
 const REQUIRED: Column[] = ['name', 'address', 'protocol', 'userName']
@@ -30,7 +41,10 @@ export interface CsvRecord {
 }
 
 export class CsvSyntaxError extends Error {
-  constructor(readonly line: number, reason: string) {
+  constructor(
+    readonly line: number,
+    reason: string,
+  ) {
     super(`line ${line}: ${reason}`)
   }
 }

@@ -22,8 +22,23 @@ const stamp = fileStamp
 const timeText = (value: string | null) => (value ? utcText(Date.parse(value)).replace(' UTC', '') : '')
 
 export const STATUS_COLUMNS = [
-  'id', 'computerName', 'address', 'protocol', 'port', 'userName', 'isOverrideDefaults', 'pollingIntervalSeconds', 'timeoutSeconds',
-  'pollerName', 'statusString', 'statusDescription', 'statusErrorDescription', 'startTime', 'endTime', 'durationMs', 'lastReachableTime',
+  'id',
+  'computerName',
+  'address',
+  'protocol',
+  'port',
+  'userName',
+  'isOverrideDefaults',
+  'pollingIntervalSeconds',
+  'timeoutSeconds',
+  'pollerName',
+  'statusString',
+  'statusDescription',
+  'statusErrorDescription',
+  'startTime',
+  'endTime',
+  'durationMs',
+  'lastReachableTime',
   'prevRunningErrors',
 ] as const
 
@@ -76,16 +91,22 @@ export function exportStatus(req: FastifyRequest, reply: FastifyReply, format: '
     details: { format, fileName, records: ids.length, filters: Object.fromEntries(filters), sortBy },
   })
   if (format === 'csv') return attach(reply, CSV_TYPE, fileName, ids.length, csvStream(STATUS_COLUMNS, statusRows(req, ids, defaults, true)))
-  return attach(reply, PDF_TYPE, fileName, ids.length, pdfStream({
-    title: 'Agentless connections status',
-    filters,
-    sortedBy: sortBy,
-    generatedMs: now,
-    total: ids.length,
-    noun: 'connections',
-    columns: statusPdfColumns,
-    rows: statusRows(req, ids.slice(0, MAX_PDF_ROWS), defaults, false) as AsyncIterable<StatusView>,
-  }))
+  return attach(
+    reply,
+    PDF_TYPE,
+    fileName,
+    ids.length,
+    pdfStream({
+      title: 'Agentless connections status',
+      filters,
+      sortedBy: sortBy,
+      generatedMs: now,
+      total: ids.length,
+      noun: 'connections',
+      columns: statusPdfColumns,
+      rows: statusRows(req, ids.slice(0, MAX_PDF_ROWS), defaults, false) as AsyncIterable<StatusView>,
+    }),
+  )
 }
 
 async function* importRows(req: FastifyRequest, ids: readonly number[]) {

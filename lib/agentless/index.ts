@@ -68,7 +68,10 @@ export function workerPollerHealth(app: FastifyInstance): { status: HealthStatus
   if (active.length === 0) return { status: 'Healthy', detail: `${pollers.length} worker poller(s) registered, none activated` }
   const offline = active.filter((p) => p.last_heartbeat_ms === null || now - p.last_heartbeat_ms > offlineAfterSeconds * 1000)
   if (offline.length === 0) return { status: 'Healthy', detail: `All ${active.length} activated worker poller(s) online (heartbeat within ${offlineAfterSeconds} s)` }
-  const names = offline.slice(0, 5).map((p) => `${p.name} (${p.last_heartbeat_ms === null ? 'no heartbeat yet' : `last heartbeat ${iso(p.last_heartbeat_ms)}`})`).join(', ')
+  const names = offline
+    .slice(0, 5)
+    .map((p) => `${p.name} (${p.last_heartbeat_ms === null ? 'no heartbeat yet' : `last heartbeat ${iso(p.last_heartbeat_ms)}`})`)
+    .join(', ')
   const unchecked = offline.reduce((n, p) => n + p.assigned, 0)
   const detail = `${offline.length} of ${active.length} activated worker poller(s) offline: ${names}${offline.length > 5 ? ', ...' : ''}; ${unchecked} connection(s) not checked`
   return { status: offline.length === active.length && unchecked > 0 ? 'Failed' : 'Warning', detail }

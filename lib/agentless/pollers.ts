@@ -90,12 +90,19 @@ export function pollerHeartbeat(req: FastifyRequest, body: Schemas['PollerHeartb
     const p = caller(req)
     const startedMs = body.startedTime ? Date.parse(body.startedTime) : null
     app.repos.agentless.heartbeat({
-      id: p.id, now, version: body.version, hostName: body.hostName ?? null, ip: req.ip ?? null,
-      startedMs: Number.isFinite(startedMs) ? startedMs : null, activeChecks: body.activeChecks ?? null,
+      id: p.id,
+      now,
+      version: body.version,
+      hostName: body.hostName ?? null,
+      ip: req.ip ?? null,
+      startedMs: Number.isFinite(startedMs) ? startedMs : null,
+      activeChecks: body.activeChecks ?? null,
     })
     const back = p.offline_since_ms !== null && p.last_heartbeat_ms !== null
     if (back && p.is_activated) {
-      app.repos.events.record(now, [pollerEvent('pollerOnline', { ...p, ip_address: req.ip ?? p.ip_address }, `Worker poller ${p.name} sends heartbeats again (offline since ${iso(p.offline_since_ms!)}).`)])
+      app.repos.events.record(now, [
+        pollerEvent('pollerOnline', { ...p, ip_address: req.ip ?? p.ip_address }, `Worker poller ${p.name} sends heartbeats again (offline since ${iso(p.offline_since_ms!)}).`),
+      ])
     }
     const changes: Record<string, { from: unknown; to: unknown }> = {}
     if (p.version !== body.version) changes.version = { from: p.version, to: body.version }
@@ -204,8 +211,13 @@ export function pollerReportRuns(req: FastifyRequest, body: Schemas['PollerRunRe
         return fail('invalid', `An ${run.statusString} run needs its statusErrorDescription.`)
       }
       const values = {
-        runId: id, status: run.statusString, startMs, endMs,
-        description: run.statusDescription ?? null, error: run.statusString === 'Reachable' ? null : (run.statusErrorDescription ?? null), now,
+        runId: id,
+        status: run.statusString,
+        startMs,
+        endMs,
+        description: run.statusDescription ?? null,
+        error: run.statusString === 'Reachable' ? null : (run.statusErrorDescription ?? null),
+        now,
       }
       const known = repos.agentless.run(id)
       if (known) {

@@ -39,8 +39,15 @@ export interface Checked {
 }
 
 export const LIMITS = {
-  name: 128, address: 253, userName: 256, password: 1024, privateKey: 16384, passphrase: 1024,
-  interval: [60, 86400], timeout: [1, 300], connectionsPerPoller: 10_000,
+  name: 128,
+  address: 253,
+  userName: 256,
+  password: 1024,
+  privateKey: 16384,
+  passphrase: 1024,
+  interval: [60, 86400],
+  timeout: [1, 300],
+  connectionsPerPoller: 10_000,
 } as const
 
 const NAME = /^[A-Za-z0-9][^\x00-\x1F\x7F]*$/

@@ -82,10 +82,18 @@ function checkOne(a: Addr, shown: string, name: string, host: string, allow: All
   // Named once when the destination was given as the address itself.
   const listable = name === normalName(shown) || stripBrackets(host) === shown ? shown : `${host} or ${shown}`
   if ((inRanges(a, LOOPBACK) || isLoopbackName(name)) && !listed) {
-    throw new AddressRefusedError('loopback', 'loopback address not in PRIME_ALARM_ALLOWED_HOSTS', `the address ${shown} is a loopback address, allowed only when ${listable} is listed in PRIME_ALARM_ALLOWED_HOSTS.`)
+    throw new AddressRefusedError(
+      'loopback',
+      'loopback address not in PRIME_ALARM_ALLOWED_HOSTS',
+      `the address ${shown} is a loopback address, allowed only when ${listable} is listed in PRIME_ALARM_ALLOWED_HOSTS.`,
+    )
   }
   if (allow.denyPrivate && inRanges(a, PRIVATE) && !listed) {
-    throw new AddressRefusedError('private', 'private address not in PRIME_ALARM_ALLOWED_HOSTS', `the address ${shown} is a private address (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7); with PRIME_ALARM_DENY_PRIVATE on, it is allowed only when ${listable} is listed in PRIME_ALARM_ALLOWED_HOSTS.`)
+    throw new AddressRefusedError(
+      'private',
+      'private address not in PRIME_ALARM_ALLOWED_HOSTS',
+      `the address ${shown} is a private address (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7); with PRIME_ALARM_DENY_PRIVATE on, it is allowed only when ${listable} is listed in PRIME_ALARM_ALLOWED_HOSTS.`,
+    )
   }
 }
 

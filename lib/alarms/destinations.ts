@@ -94,7 +94,11 @@ export function changes(before: DestinationInput, after: DestinationInput): Reco
   const out: Record<string, unknown> = {}
   const same = (x: unknown, y: unknown) => JSON.stringify(x) === JSON.stringify(y)
   for (const k of ['name', 'type', 'enabled'] as const) if (!same(a[k], b[k])) out[k] = a[k]
-  const filters = Object.fromEntries(Object.keys(a.filters).filter((k) => !same(a.filters[k], b.filters[k])).map((k) => [k, a.filters[k]]))
+  const filters = Object.fromEntries(
+    Object.keys(a.filters)
+      .filter((k) => !same(a.filters[k], b.filters[k]))
+      .map((k) => [k, a.filters[k]]),
+  )
   if (Object.keys(filters).length) out.filters = filters
   if (before.type !== after.type) out[after.type] = a[after.type]
   else {
@@ -102,7 +106,11 @@ export function changes(before: DestinationInput, after: DestinationInput): Reco
     const bs = before.settings as Record<string, unknown>
     const as = after.settings as Record<string, unknown>
     const masked = a[after.type] as Record<string, unknown>
-    const diff = Object.fromEntries(Object.keys(as).filter((k) => !same(as[k], bs[k])).map((k) => [k, masked[k]]))
+    const diff = Object.fromEntries(
+      Object.keys(as)
+        .filter((k) => !same(as[k], bs[k]))
+        .map((k) => [k, masked[k]]),
+    )
     if (Object.keys(diff).length) out[after.type] = diff
   }
   return out

@@ -75,8 +75,30 @@ export function webhookPayload(record: AlarmRecord, ctx: DeliveryContext): Recor
 // ---- Syslog ----------------------------------------------------------------------------
 
 export const FACILITIES: Record<string, number> = {
-  kern: 0, user: 1, mail: 2, daemon: 3, auth: 4, syslog: 5, lpr: 6, news: 7, uucp: 8, cron: 9, authpriv: 10, ftp: 11,
-  ntp: 12, audit: 13, alert: 14, clock: 15, local0: 16, local1: 17, local2: 18, local3: 19, local4: 20, local5: 21, local6: 22, local7: 23,
+  kern: 0,
+  user: 1,
+  mail: 2,
+  daemon: 3,
+  auth: 4,
+  syslog: 5,
+  lpr: 6,
+  news: 7,
+  uucp: 8,
+  cron: 9,
+  authpriv: 10,
+  ftp: 11,
+  ntp: 12,
+  audit: 13,
+  alert: 14,
+  clock: 15,
+  local0: 16,
+  local1: 17,
+  local2: 18,
+  local3: 19,
+  local4: 20,
+  local5: 21,
+  local6: 22,
+  local7: 23,
 }
 const CEF_SEVERITY = [10, 9, 8, 7, 5, 3, 1, 0]
 
@@ -114,12 +136,27 @@ function syslogParts(record: AlarmRecord, ctx: DeliveryContext): SyslogParts {
       severity: a.severity,
       timeMs: a.creationTimeEpoch,
       msgId: 'audit',
-      sd: [['deliveryId', ctx.deliveryId], ['auditTrailID', a.auditTrailID], ['category', a.category], ['severity', a.severity], ['source', source], ['asset', a.assetReference.name]],
+      sd: [
+        ['deliveryId', ctx.deliveryId],
+        ['auditTrailID', a.auditTrailID],
+        ['category', a.category],
+        ['severity', a.severity],
+        ['source', source],
+        ['asset', a.assetReference.name],
+      ],
       message: `${a.description}: ${a.details}`,
       cef: {
         signature: 'audit',
         name: a.description,
-        ext: [['rt', a.creationTimeEpoch], ['externalId', a.auditTrailID], ['cat', a.category], ['dvchost', a.assetReference.name], ['src', a.sourceIp], ['suser', a.user], ['msg', a.details]],
+        ext: [
+          ['rt', a.creationTimeEpoch],
+          ['externalId', a.auditTrailID],
+          ['cat', a.category],
+          ['dvchost', a.assetReference.name],
+          ['src', a.sourceIp],
+          ['suser', a.user],
+          ['msg', a.details],
+        ],
       },
     }
   }
@@ -130,12 +167,25 @@ function syslogParts(record: AlarmRecord, ctx: DeliveryContext): SyslogParts {
       severity: ASSET_SEVERITY,
       timeMs: typeof m.timeEpoch === 'number' ? m.timeEpoch : record.createdMs,
       msgId: 'asset',
-      sd: [['deliveryId', ctx.deliveryId], ['messageId', m.messageId], ['kind', m.kind], ['category', m.assetType], ['asset', m.name]],
+      sd: [
+        ['deliveryId', ctx.deliveryId],
+        ['messageId', m.messageId],
+        ['kind', m.kind],
+        ['category', m.assetType],
+        ['asset', m.name],
+      ],
       message: JSON.stringify(m),
       cef: {
         signature: 'asset',
         name,
-        ext: [['rt', typeof m.timeEpoch === 'number' ? m.timeEpoch : record.createdMs], ['externalId', m.messageId], ['cat', m.assetType], ['dvchost', m.name], ['src', m.location?.ipAddress], ['msg', JSON.stringify(m)]],
+        ext: [
+          ['rt', typeof m.timeEpoch === 'number' ? m.timeEpoch : record.createdMs],
+          ['externalId', m.messageId],
+          ['cat', m.assetType],
+          ['dvchost', m.name],
+          ['src', m.location?.ipAddress],
+          ['msg', JSON.stringify(m)],
+        ],
       },
     }
   }
@@ -145,12 +195,26 @@ function syslogParts(record: AlarmRecord, ctx: DeliveryContext): SyslogParts {
     severity: e.severity,
     timeMs: e.creationTimeEpoch,
     msgId: e.eventCode,
-    sd: [['deliveryId', ctx.deliveryId], ['eventID', stored ? e.eventID : null], ['category', e.category], ['severity', e.severity], ['source', e.eventEntityID], ['asset', e.assetName]],
+    sd: [
+      ['deliveryId', ctx.deliveryId],
+      ['eventID', stored ? e.eventID : null],
+      ['category', e.category],
+      ['severity', e.severity],
+      ['source', e.eventEntityID],
+      ['asset', e.assetName],
+    ],
     message: `${e.description}: ${e.details}`,
     cef: {
       signature: e.eventCode,
       name: e.description,
-      ext: [['rt', e.creationTimeEpoch], ['externalId', stored ? e.eventID : null], ['cat', e.category], ['dvchost', e.assetName], ['src', sourceAddress(e.eventEntityID)], ['msg', e.details]],
+      ext: [
+        ['rt', e.creationTimeEpoch],
+        ['externalId', stored ? e.eventID : null],
+        ['cat', e.category],
+        ['dvchost', e.assetName],
+        ['src', sourceAddress(e.eventEntityID)],
+        ['msg', e.details],
+      ],
     },
   }
 }
@@ -201,12 +265,22 @@ export interface EmailMessage {
   html: string
 }
 
-const oneLine = (s: string) => s.replace(/[\u0000-\u001f\u007f]+/g, ' ').replace(/\s+/g, ' ').trim()
+const oneLine = (s: string) =>
+  s
+    .replace(/[\u0000-\u001f\u007f]+/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim()
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!)
 
 function location(l: Record<string, any> | null | undefined): string | null {
   if (!l) return null
-  const parts = [l.ipAddress, l.hostName && l.hostName !== l.ipAddress ? l.hostName : null, l.switchName || l.switchIp ? `switch ${l.switchName ?? l.switchIp}` : null, l.switchPortName || l.switchPortId ? `port ${l.switchPortName ?? l.switchPortId}` : null, l.agentHostIdentifier ? `on ${l.agentHostIdentifier}` : null]
+  const parts = [
+    l.ipAddress,
+    l.hostName && l.hostName !== l.ipAddress ? l.hostName : null,
+    l.switchName || l.switchIp ? `switch ${l.switchName ?? l.switchIp}` : null,
+    l.switchPortName || l.switchPortId ? `port ${l.switchPortName ?? l.switchPortId}` : null,
+    l.agentHostIdentifier ? `on ${l.agentHostIdentifier}` : null,
+  ]
   return parts.filter(Boolean).join(', ') || null
 }
 

@@ -214,7 +214,10 @@ export class DeliveryWorker {
     }
     // The receiver's answer goes to the log only; the records keep the coarse outcome.
     if (result.outcome !== 'delivered') {
-      this.app.log.warn({ destinationId: dest.id, deliveryId: item.delivery_id, attempt, outcome: result.outcome, code: result.code, detail: result.detail ?? result.error }, 'alarm delivery attempt failed')
+      this.app.log.warn(
+        { destinationId: dest.id, deliveryId: item.delivery_id, attempt, outcome: result.outcome, code: result.code, detail: result.detail ?? result.error },
+        'alarm delivery attempt failed',
+      )
     }
     const durationMs = Math.round((performance.now() - t0) * 1000) / 1000
     let outcome = result.outcome
@@ -258,7 +261,11 @@ export class DeliveryWorker {
             {
               ...eventOf('alarmFailure'),
               entityId: 'Prime server',
-              details: `Delivery ${item.delivery_id} of ${feedNames[item.feed]} ${item.record_id} to alarm destination "${d.name}" (${d.type}) failed for good after ${o.attempt.attempt} attempt${o.attempt.attempt === 1 ? '' : 's'}: ${error}`.slice(0, 65536),
+              details:
+                `Delivery ${item.delivery_id} of ${feedNames[item.feed]} ${item.record_id} to alarm destination "${d.name}" (${d.type}) failed for good after ${o.attempt.attempt} attempt${o.attempt.attempt === 1 ? '' : 's'}: ${error}`.slice(
+                  0,
+                  65536,
+                ),
               alarmDestinationId: d.id,
             },
           ])

@@ -26,7 +26,10 @@ export interface GraphError {
 /** What the handler answers: a result, or errors (400). */
 export type GraphAnswer = { ok: true; body: { data: unknown } } | { ok: false; errors: GraphError[] }
 
-interface Counts { fields: number; tables: number }
+interface Counts {
+  fields: number
+  tables: number
+}
 
 /**
  * Fields an operation selects with every fragment spread expanded (a fragment spread a
@@ -75,7 +78,9 @@ function costRule(context: ValidationContext): ASTVisitor {
   }
 }
 
-interface Context { assets: AssetContext }
+interface Context {
+  assets: AssetContext
+}
 interface TableArgs {
   query?: { filters?: (FilterInput | null)[] | null; systemFilters?: (FilterInput | null)[] | null; globalSearch?: string | null } | null
   pagination?: { pageNumber?: number | null; pageSize?: number | null; sortBy?: string | null } | null
@@ -124,7 +129,13 @@ const located = (e: GraphQLError, code: string): GraphError => {
  * Errors of the request (syntax, validation, limits, variables, filter values) answer as
  * GraphQL errors; anything else is thrown (a bug: a 500 that is logged).
  */
-export async function runAssetGraph(reply: FastifyReply, ctx: AssetContext, source: string, variables: Record<string, unknown> | null | undefined, operationName: string | null | undefined): Promise<GraphAnswer> {
+export async function runAssetGraph(
+  reply: FastifyReply,
+  ctx: AssetContext,
+  source: string,
+  variables: Record<string, unknown> | null | undefined,
+  operationName: string | null | undefined,
+): Promise<GraphAnswer> {
   let document: DocumentNode
   try {
     document = parse(source, { maxTokens: LIMITS.tokens })
@@ -141,7 +152,14 @@ export async function runAssetGraph(reply: FastifyReply, ctx: AssetContext, sour
   } catch (err) {
     const errors = (err as { errors?: unknown[] }).errors
     if (Array.isArray(errors) && errors.every((e) => e instanceof GraphQLError || e instanceof Error)) {
-      return { ok: false, errors: errors.slice(0, 20).map((e) => (e instanceof GraphQLError ? located(e, 'GRAPHQL_VALIDATION_FAILED') : { message: String((e as Error).message).slice(0, 1000), extensions: { code: 'GRAPHQL_VALIDATION_FAILED' } })) }
+      return {
+        ok: false,
+        errors: errors
+          .slice(0, 20)
+          .map((e) =>
+            e instanceof GraphQLError ? located(e, 'GRAPHQL_VALIDATION_FAILED') : { message: String((e as Error).message).slice(0, 1000), extensions: { code: 'GRAPHQL_VALIDATION_FAILED' } },
+          ),
+      }
     }
     throw err
   }

@@ -6,7 +6,10 @@ import { TEXT_FIELDS, type AssetField, type AssetSort, type Condition } from '..
 import { contains, date } from '../listing.js'
 
 export class AssetQueryError extends Error {
-  constructor(readonly at: string, reason: string) {
+  constructor(
+    readonly at: string,
+    reason: string,
+  ) {
     super(`${at} ${reason}`)
   }
 }
@@ -19,17 +22,30 @@ export const DEFAULT_GRAPH_PAGE_SIZE = 20
 
 /** Every field a filter or a sort may name (matched case-insensitively). */
 export const FILTER_FIELDS: readonly AssetField[] = [
-  'key', 'name', 'mac', 'ipAddress', 'model', 'vendor', 'statusDescription', 'switchIp', 'switchName', 'portName',
-  'type', 'icon', 'hierarchy', 'riskLevel', 'isOnline', 'isRiskAccepted', 'firstSeen', 'lastSeen',
+  'key',
+  'name',
+  'mac',
+  'ipAddress',
+  'model',
+  'vendor',
+  'statusDescription',
+  'switchIp',
+  'switchName',
+  'portName',
+  'type',
+  'icon',
+  'hierarchy',
+  'riskLevel',
+  'isOnline',
+  'isRiskAccepted',
+  'firstSeen',
+  'lastSeen',
 ]
 export const SORT_FIELDS = FILTER_FIELDS
 const BOOLEAN_FIELDS: ReadonlySet<AssetField> = new Set(['isOnline', 'isRiskAccepted'])
 const DATE_FIELDS: ReadonlySet<AssetField> = new Set(['firstSeen', 'lastSeen'])
 
-export const EXPRESSIONS = [
-  'Exact', 'NotExact', 'Contains', 'NotContains', 'StartsWith', 'EndsWith',
-  'GreaterThan', 'GreaterThanOrEqual', 'LessThan', 'LessThanOrEqual',
-] as const
+export const EXPRESSIONS = ['Exact', 'NotExact', 'Contains', 'NotContains', 'StartsWith', 'EndsWith', 'GreaterThan', 'GreaterThanOrEqual', 'LessThan', 'LessThanOrEqual'] as const
 type Expression = (typeof EXPRESSIONS)[number]
 
 /** One filter as the connector sends it (GraphQL `ConditionalRowFilterInput`). */
@@ -83,7 +99,13 @@ export function condition(f: FilterInput, at: string): Condition {
   const kind = kindOf(field)
   const multiple = (f.conditionTypeValue ?? '').trim().toLowerCase() === 'multiple'
   // Numbers hold no commas, so a list of them is a list whatever conditionTypeValue says.
-  const values = multiple || kind === 'number' ? raw.split(',').map((v) => v.trim()).filter((v) => v !== '') : [raw]
+  const values =
+    multiple || kind === 'number'
+      ? raw
+          .split(',')
+          .map((v) => v.trim())
+          .filter((v) => v !== '')
+      : [raw]
   if (values.length === 0) throw new AssetQueryError(`${at}.value`, 'is empty')
   if (values.length > MAX_VALUES) throw new AssetQueryError(`${at}.value`, `lists more than ${MAX_VALUES} values`)
   const at_ = `${at}.value`
@@ -98,13 +120,20 @@ export function condition(f: FilterInput, at: string): Condition {
   if (kind === 'text') {
     const norm = field === 'mac' ? macKey : (v: string) => v
     switch (expression) {
-      case 'Exact': return { field, op: 'in', values: values.map(norm) }
-      case 'NotExact': return { field, op: 'notIn', values: values.map(norm) }
-      case 'Contains': return { field, op: 'like', values: values.map((v) => contains(norm(v))) }
-      case 'NotContains': return { field, op: 'notLike', values: values.map((v) => contains(norm(v))) }
-      case 'StartsWith': return { field, op: 'like', values: values.map((v) => contains(norm(v)).slice(1)) }
-      case 'EndsWith': return { field, op: 'like', values: values.map((v) => contains(norm(v)).slice(0, -1)) }
-      default: return refuse()
+      case 'Exact':
+        return { field, op: 'in', values: values.map(norm) }
+      case 'NotExact':
+        return { field, op: 'notIn', values: values.map(norm) }
+      case 'Contains':
+        return { field, op: 'like', values: values.map((v) => contains(norm(v))) }
+      case 'NotContains':
+        return { field, op: 'notLike', values: values.map((v) => contains(norm(v))) }
+      case 'StartsWith':
+        return { field, op: 'like', values: values.map((v) => contains(norm(v)).slice(1)) }
+      case 'EndsWith':
+        return { field, op: 'like', values: values.map((v) => contains(norm(v)).slice(0, -1)) }
+      default:
+        return refuse()
     }
   }
   if (kind === 'boolean') {
@@ -114,13 +143,20 @@ export function condition(f: FilterInput, at: string): Condition {
   }
   if (kind === 'number') {
     switch (expression) {
-      case 'Exact': return { field, op: 'in', values: values.map((v) => integer(v, at_)) }
-      case 'NotExact': return { field, op: 'notIn', values: values.map((v) => integer(v, at_)) }
-      case 'GreaterThan': return { field, op: 'gt', values: [integer(one(), at_)] }
-      case 'GreaterThanOrEqual': return { field, op: 'ge', values: [integer(one(), at_)] }
-      case 'LessThan': return { field, op: 'lt', values: [integer(one(), at_)] }
-      case 'LessThanOrEqual': return { field, op: 'le', values: [integer(one(), at_)] }
-      default: return refuse()
+      case 'Exact':
+        return { field, op: 'in', values: values.map((v) => integer(v, at_)) }
+      case 'NotExact':
+        return { field, op: 'notIn', values: values.map((v) => integer(v, at_)) }
+      case 'GreaterThan':
+        return { field, op: 'gt', values: [integer(one(), at_)] }
+      case 'GreaterThanOrEqual':
+        return { field, op: 'ge', values: [integer(one(), at_)] }
+      case 'LessThan':
+        return { field, op: 'lt', values: [integer(one(), at_)] }
+      case 'LessThanOrEqual':
+        return { field, op: 'le', values: [integer(one(), at_)] }
+      default:
+        return refuse()
     }
   }
   // Dates: a date alone means its whole UTC day, a date and time that instant.
@@ -133,13 +169,20 @@ export function condition(f: FilterInput, at: string): Condition {
   }
   const to = /^\d{4}-\d{2}-\d{2}$/.test(v.trim()) ? from! + 86_400_000 : from! + 1
   switch (expression) {
-    case 'Exact': return { field, op: 'range', values: [from!, to] }
-    case 'NotExact': return { field, op: 'notRange', values: [from!, to] }
-    case 'GreaterThan': return { field, op: 'ge', values: [to] }
-    case 'GreaterThanOrEqual': return { field, op: 'ge', values: [from!] }
-    case 'LessThan': return { field, op: 'lt', values: [from!] }
-    case 'LessThanOrEqual': return { field, op: 'lt', values: [to] }
-    default: return refuse()
+    case 'Exact':
+      return { field, op: 'range', values: [from!, to] }
+    case 'NotExact':
+      return { field, op: 'notRange', values: [from!, to] }
+    case 'GreaterThan':
+      return { field, op: 'ge', values: [to] }
+    case 'GreaterThanOrEqual':
+      return { field, op: 'ge', values: [from!] }
+    case 'LessThan':
+      return { field, op: 'lt', values: [from!] }
+    case 'LessThanOrEqual':
+      return { field, op: 'lt', values: [to] }
+    default:
+      return refuse()
   }
 }
 

@@ -52,7 +52,9 @@ export async function rareModels(ctx: AssetContext): Promise<string[]> {
   if (!run) {
     run = insights.uncommonPeripheralsSliced(maxHosts).then((r) => modelsOf(insights.store(name, now, r)))
     refreshing.set(name, run)
-    const done = () => { refreshing.delete(name) }
+    const done = () => {
+      refreshing.delete(name)
+    }
     run.then(done, done)
   }
   if (hit) {
@@ -88,7 +90,10 @@ function formatMac(raw: string): string {
   return /^[0-9a-f]{12}$/.test(hex) ? hex.match(/../g)!.join(':') : raw.trim().slice(0, 32)
 }
 
-interface Nic { macAddress?: string | null; ipAddresses?: string[] }
+interface Nic {
+  macAddress?: string | null
+  ipAddresses?: string[]
+}
 
 /** The host's MACs, its main adapter's first (the one carrying its address, else the first with one): as db/assets.ts orders them. */
 function macsOf(row: AssetRow): string[] {
@@ -122,7 +127,8 @@ function indicators(row: AssetRow, maxHosts: number): Indicator[] {
     if (row.attack_tool_present) out.push(indicator('Active Network Threat', R.activeThreat, `A known attack tool${what} is plugged into ${row.host_identifier}.`))
     else if (row.has_attack_tool) out.push(indicator('Inactive Network Threat', R.inactiveThreat, `A known attack tool${what} was plugged into ${row.host_identifier} and has been removed.`))
     if (row.has_vulnerable) out.push(indicator('Common Vulnerabilities and Exposures (CVE)', R.cve, `This peripheral model has a known vulnerability${what}.`))
-    if (row.is_rare) out.push(indicator('Rare Device', R.rare, `This peripheral model (${row.vid}:${row.pid}) is plugged into ${maxHosts === 1 ? 'one host' : `at most ${maxHosts} hosts`} of the fleet.`))
+    if (row.is_rare)
+      out.push(indicator('Rare Device', R.rare, `This peripheral model (${row.vid}:${row.pid}) is plugged into ${maxHosts === 1 ? 'one host' : `at most ${maxHosts} hosts`} of the fleet.`))
     if (row.has_unapproved) out.push(indicator('Unapproved Peripheral', R.unapproved, 'No administrator approved this peripheral.'))
   } else if (row.is_unsupervised) {
     out.push(indicator('Unsupervised Host', R.unsupervised, 'This host runs no agent: it is reached through an agentless connection, and its peripherals are not watched.'))
@@ -137,15 +143,17 @@ function locations(row: AssetRow): Schemas['AssetLocation'][] {
   const hostText = row.source === 'peripheral' ? [row.host_identifier, row.ip_address && `(${row.ip_address})`].filter(Boolean).join(' ') : row.ip_address
   const displayString = [hostText, switchText].filter(Boolean).join(' - ')
   if (!displayString) return []
-  return [{
-    displayString: displayString.slice(0, 1024),
-    ipAddress: cut(row.ip_address, 256),
-    hostName: cut(row.source === 'host' ? null : row.host_identifier, 256),
-    switchIp: cut(row.switch_ip, 64),
-    switchName: cut(row.switch_name, 256),
-    portId: cut(row.port_id, 256),
-    portName: cut(row.port_name, 256),
-  }]
+  return [
+    {
+      displayString: displayString.slice(0, 1024),
+      ipAddress: cut(row.ip_address, 256),
+      hostName: cut(row.source === 'host' ? null : row.host_identifier, 256),
+      switchIp: cut(row.switch_ip, 64),
+      switchName: cut(row.switch_name, 256),
+      portId: cut(row.port_id, 256),
+      portName: cut(row.port_name, 256),
+    },
+  ]
 }
 
 /** The one mapping of an asset row to what both APIs answer. */
@@ -178,7 +186,11 @@ export function assetView(row: AssetRow, maxHosts: number): AssetView {
   }
 }
 
-export interface AssetPage { recordsTotal: number; recordsFiltered: number; data: AssetView[] }
+export interface AssetPage {
+  recordsTotal: number
+  recordsFiltered: number
+  data: AssetView[]
+}
 
 /** A page of the assets a query matches. */
 export async function assetPage(ctx: AssetContext, q: Omit<AssetQuery, 'rare'>, sort: AssetSort, limit: number, offset: number): Promise<AssetPage> {
@@ -195,7 +207,11 @@ const isHost = (type: number) => type !== ASSET_TYPES.Peripheral
 // slices while the counts last computed are answered.
 const SUMMARY_CACHE_MS = 30_000
 
-interface Summary { since: number; counts: AssetCounts[]; switches: { n: number; fresh: number } }
+interface Summary {
+  since: number
+  counts: AssetCounts[]
+  switches: { n: number; fresh: number }
+}
 const summaryRuns = new WeakMap<InsightsRepo, Map<string, Promise<Summary & { computedTime: string }>>>()
 
 /** The counts behind the overview and the distribution. */
@@ -220,7 +236,9 @@ async function summary(ctx: AssetContext): Promise<Summary & { computedTime: str
       return insights.store(name, now, { since, counts: r.value, switches: ctx.assets.switches(since) })
     })()
     summarizing.set(name, run)
-    const done = () => { summarizing.delete(name) }
+    const done = () => {
+      summarizing.delete(name)
+    }
     run.then(done, done)
   }
   if (hit) {
@@ -267,13 +285,15 @@ export async function assetsDistribution(ctx: AssetContext): Promise<Schemas['As
   }
   return {
     totalAssets: counts.reduce((n, c) => n + c.n, 0),
-    byType: [...types.entries()].sort(([a], [b]) => a - b).map(([type, t]) => ({
-      type: type as TypeCode,
-      typeDescription: TYPE_NAMES[type] ?? 'Unknown',
-      count: t.count,
-      online: t.online,
-      risk: { high: t.high, medium: t.medium, low: t.low },
-    })),
+    byType: [...types.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([type, t]) => ({
+        type: type as TypeCode,
+        typeDescription: TYPE_NAMES[type] ?? 'Unknown',
+        count: t.count,
+        online: t.online,
+        risk: { high: t.high, medium: t.medium, low: t.low },
+      })),
     byRiskLevel: [...levels.entries()].sort(([a], [b]) => b - a).map(([riskLevel, count]) => ({ riskLevel, riskIndicationString: riskWords(riskLevel), count })),
     computedTime,
   }

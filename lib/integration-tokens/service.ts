@@ -44,7 +44,16 @@ export function integrationTokenService(deps: IntegrationTokenDeps) {
       const row = await uow.run(async () => {
         if (await tokens.byName(body.name)) throw problem('conflict', `An integration token named "${body.name}" already exists.`)
         const id = crypto.randomUUID()
-        await tokens.insert({ id, name: body.name, token_hash: hash, profile: body.userProfile, created_by: creator.name, created_by_user_id: creator.id as number, created_ms: now, expires_ms: expires })
+        await tokens.insert({
+          id,
+          name: body.name,
+          token_hash: hash,
+          profile: body.userProfile,
+          created_by: creator.name,
+          created_by_user_id: creator.id as number,
+          created_ms: now,
+          expires_ms: expires,
+        })
         const created = (await tokens.byId(id))!
         await audit.record(ctx, { description: `Created integration token "${body.name}" with profile ${body.userProfile}`, details: tokenView(created), asset: tokenAsset(created) })
         return created

@@ -14,7 +14,12 @@ import type { RiskQuery } from './query.js'
 const LISTED = 100
 
 const riskAsset = (r: RiskRow): AuditAsset => ({
-  key: String(r.id), name: r.title, parentId: r.agent_uuid, ipAddress: r.host_ip, type: 'Notification', detail: 'RiskNotification',
+  key: String(r.id),
+  name: r.title,
+  parentId: r.agent_uuid,
+  ipAddress: r.host_ip,
+  type: 'Notification',
+  detail: 'RiskNotification',
 })
 const healthAsset = (h: HealthRow): AuditAsset => ({ key: String(h.id), name: h.title, parentId: h.group_name, type: 'Notification', detail: 'HealthNotification' })
 

@@ -10,7 +10,12 @@ import { riskKinds } from './views.js'
 const DAY_MS = 86_400_000
 const INT32_MAX = 2_147_483_647
 
-export interface RiskQuery { filter: RiskFilter; sort: Sort; pageSize: number; offset: number }
+export interface RiskQuery {
+  filter: RiskFilter
+  sort: Sort
+  pageSize: number
+  offset: number
+}
 
 function integer(value: string | undefined, name: string, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback

@@ -129,7 +129,14 @@ export function notificationHub(app: FastifyInstance) {
       frame(c) {
         let text = byMark.get(c.healthMark)
         if (!text) {
-          text = frame('group', groupView(g, repo.groupCounts(c.healthMark).find((n) => n.group_name === g.name)), id)
+          text = frame(
+            'group',
+            groupView(
+              g,
+              repo.groupCounts(c.healthMark).find((n) => n.group_name === g.name),
+            ),
+            id,
+          )
           byMark.set(c.healthMark, text)
         }
         return text
@@ -187,7 +194,18 @@ export function notificationHub(app: FastifyInstance) {
       const risks = repo.riskChangedSince(seenSeq, max + 1).filter((r) => r.change_seq <= upTo)
       const healths = repo.healthChangedSince(seenSeq, max + 1).filter((h) => h.change_seq <= upTo)
       const groups = repo.groupsChangedSince(seenSeq).filter((g) => g.change_seq <= upTo)
-      return { upTo, risks, healths, groups, muted: new Set(repo.groups().filter((g) => g.muted).map((g) => g.name)) }
+      return {
+        upTo,
+        risks,
+        healths,
+        groups,
+        muted: new Set(
+          repo
+            .groups()
+            .filter((g) => g.muted)
+            .map((g) => g.name),
+        ),
+      }
     })()
     seenSeq = changed.upTo
     const { risks, healths, groups, muted } = changed

@@ -13,7 +13,12 @@ export type CountsView = Schemas['NotificationsViewResource']
 
 export const riskKinds = ['KnownAttackTool', 'VulnerablePeripheral', 'WhitelistViolation', 'UnapprovedPeripheralOnArmedAgent', 'AgentReEnrollmentHeld'] as const
 
-interface GroupMeta { title: string; description: string; warning: string; failed: string }
+interface GroupMeta {
+  title: string
+  description: string
+  warning: string
+  failed: string
+}
 
 /** The health groups, one per health check of lib/health.ts. */
 export const healthGroups: Record<string, GroupMeta> = {

@@ -4,8 +4,14 @@
 import type { FastifyInstance } from 'fastify'
 
 export type HealthStatus = 'Healthy' | 'Warning' | 'Failed'
-export interface HealthVerdict { status: HealthStatus; detail: string }
-export interface HealthCheck { name: string; check: (app: FastifyInstance) => HealthVerdict }
+export interface HealthVerdict {
+  status: HealthStatus
+  detail: string
+}
+export interface HealthCheck {
+  name: string
+  check: (app: FastifyInstance) => HealthVerdict
+}
 
 declare module 'fastify' {
   interface FastifyInstance {

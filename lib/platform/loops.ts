@@ -18,7 +18,11 @@ export interface Loop {
   stop(): void | Promise<void>
 }
 
-export interface LoopState { name: string; singleton: boolean; running: boolean }
+export interface LoopState {
+  name: string
+  singleton: boolean
+  running: boolean
+}
 
 export interface Loops {
   /** Registers a loop; it starts when the app is ready (at once if it is already running). */

@@ -70,10 +70,14 @@ export function scheduleText(s: Schedule | null): string {
   if (!s) return 'On request only'
   const at = `at ${s.timeOfDay} (${s.timeZone})`
   switch (s.frequency) {
-    case 'once': return `Once, on ${s.date} ${at}`
-    case 'daily': return `${frequencyTitles.daily} ${at}`
-    case 'weekly': return `Every ${s.dayOfWeek} ${at}`
-    case 'monthly': return `On the ${ordinal(s.dayOfMonth!)} of every month ${at}${s.dayOfMonth! > 28 ? ', or its last day when shorter' : ''}`
+    case 'once':
+      return `Once, on ${s.date} ${at}`
+    case 'daily':
+      return `${frequencyTitles.daily} ${at}`
+    case 'weekly':
+      return `Every ${s.dayOfWeek} ${at}`
+    case 'monthly':
+      return `On the ${ordinal(s.dayOfMonth!)} of every month ${at}${s.dayOfMonth! > 28 ? ', or its last day when shorter' : ''}`
   }
 }
 
@@ -145,7 +149,11 @@ function agentFilter(f: Filters): AgentFilter {
   return out
 }
 
-const risks = (flags: [boolean, string][]) => flags.filter(([on]) => on).map(([, name]) => name).join(', ')
+const risks = (flags: [boolean, string][]) =>
+  flags
+    .filter(([on]) => on)
+    .map(([, name]) => name)
+    .join(', ')
 const BY_HOST = { field: 'hostIdentifier', direction: 'asc' } as const
 
 type AgentView = ReturnType<typeof agentView>
@@ -160,7 +168,16 @@ function agentColumns(zone: string): PdfColumn<AgentView>[] {
     { header: 'Service', width: 7, value: (a) => a.serviceVersion },
     { header: 'Approved', width: 7, align: 'right', value: (a) => a.approvedAndPresent },
     { header: 'Unapproved', width: 8.5, align: 'right', value: (a) => a.notApproved },
-    { header: 'Risks', width: 13, value: (a) => risks([[a.hasKnownAttackTools, 'Attack tool'], [a.hasVulnerablePeripherals, 'Vulnerable'], [a.hasUnapprovedPeripherals, 'Unapproved']]) },
+    {
+      header: 'Risks',
+      width: 13,
+      value: (a) =>
+        risks([
+          [a.hasKnownAttackTools, 'Attack tool'],
+          [a.hasVulnerablePeripherals, 'Vulnerable'],
+          [a.hasUnapprovedPeripherals, 'Unapproved'],
+        ]),
+    },
     { header: 'Last check-in', width: 13, value: (a) => (a.lastUpdated ? localTime(Date.parse(a.lastUpdated), zone, false) : '') },
   ]
 }
@@ -241,7 +258,16 @@ function peripheralColumns(zone: string): PdfColumn<PeripheralRowView>[] {
     { header: 'Serial', width: 12, value: (p) => p.guiSerial ?? p.serialNumber },
     { header: 'Present', width: 5.5, value: (p) => p.present },
     { header: 'Approved', width: 7, value: (p) => p.approved },
-    { header: 'Risks', width: 9, value: (p) => risks([[p.isKnownAttackTool, 'Attack tool'], [p.isVulnerablePeripheral, 'Vulnerable'], [p.isUnapprovedPeripherals, 'Unapproved']]) },
+    {
+      header: 'Risks',
+      width: 9,
+      value: (p) =>
+        risks([
+          [p.isKnownAttackTool, 'Attack tool'],
+          [p.isVulnerablePeripheral, 'Vulnerable'],
+          [p.isUnapprovedPeripherals, 'Unapproved'],
+        ]),
+    },
     { header: 'Last seen', width: 11, value: (p) => localTime(Date.parse(p.lastSeen), zone, false) },
   ]
 }
@@ -306,7 +332,10 @@ function eventFilter(ctx: RunContext) {
   }
 }
 
-interface Count { name: string; count: number }
+interface Count {
+  name: string
+  count: number
+}
 const ranked = (m: Map<string, number>): Count[] => [...m].map(([name, count]) => ({ name, count })).sort((a, b) => b.count - a.count || a.name.localeCompare(b.name))
 const countColumns = (header: string, unit: string, total: number): PdfColumn<Count>[] => [
   { header, width: 40, value: (c) => c.name },
@@ -317,8 +346,7 @@ const countColumns = (header: string, unit: string, total: number): PdfColumn<Co
 function countTable(title: string, header: string, noun: string, unit: string, counts: Count[], total: number, max = TOP): PdfTable<Count> {
   return { title, noun, columns: countColumns(header, unit, total), total: counts.length, rows: counts, maxRows: max, counted: false, width: 0.6, empty: 'None in this period.' }
 }
-const bySeverity = (t: DigestTotals): Count[] =>
-  [...t.bySeverity].sort(([a], [b]) => a - b).map(([s, count]) => ({ name: `${s} ${severityText(s)}`, count }))
+const bySeverity = (t: DigestTotals): Count[] => [...t.bySeverity].sort(([a], [b]) => a - b).map(([s, count]) => ({ name: `${s} ${severityText(s)}`, count }))
 
 async function eventsPdf(ctx: RunContext): Promise<PdfReport> {
   const { repos } = ctx.app
@@ -328,9 +356,18 @@ async function eventsPdf(ctx: RunContext): Promise<PdfReport> {
   const sum = (pred: (s: number) => boolean) => [...t.bySeverity].filter(([s]) => pred(s)).reduce((x, [, c]) => x + c, 0)
   const figures = [
     fig('Events', t.total),
-    fig('Emergency, Alert, Critical', sum((s) => s <= 2)),
-    fig('Errors', sum((s) => s === 3)),
-    fig('Warnings', sum((s) => s === 4)),
+    fig(
+      'Emergency, Alert, Critical',
+      sum((s) => s <= 2),
+    ),
+    fig(
+      'Errors',
+      sum((s) => s === 3),
+    ),
+    fig(
+      'Warnings',
+      sum((s) => s === 4),
+    ),
     fig('Sources', t.byKey.size),
     fig('Categories', t.byCategory.size),
   ]
@@ -347,7 +384,16 @@ async function eventsPdf(ctx: RunContext): Promise<PdfReport> {
     countTable('By severity', 'Severity', 'severities', 'Events', bySeverity(t), t.total),
     countTable('By category', 'Category', 'categories', 'Events', ranked(t.byCategory), t.total),
     countTable('Top sources', 'Source', 'sources', 'Events', ranked(t.byKey), t.total),
-    { title: 'Events, newest first', noun: 'events', columns, total: t.total, rows: take(repos.reports.events(filter, ctx.signal), PDF_MAX_ROWS + 1), maxRows: PDF_MAX_ROWS, cutNote: CSV_NOTE, empty: 'No event of the period matches the filters.' },
+    {
+      title: 'Events, newest first',
+      noun: 'events',
+      columns,
+      total: t.total,
+      rows: take(repos.reports.events(filter, ctx.signal), PDF_MAX_ROWS + 1),
+      maxRows: PDF_MAX_ROWS,
+      cutNote: CSV_NOTE,
+      empty: 'No event of the period matches the filters.',
+    },
   ]
   return pdfShell(ctx, figures, tables, period)
 }
@@ -355,13 +401,41 @@ async function eventsPdf(ctx: RunContext): Promise<PdfReport> {
 async function* eventViews(rows: AsyncIterable<EventRow>) {
   for await (const e of rows) {
     yield {
-      eventID: e.id, creationTime: iso(e.created_ms), creationTimeEpoch: e.created_ms, eventCode: e.event_code, severity: e.severity,
-      severityString: severityText(e.severity), category: e.category, eventEntityID: e.entity_id, description: e.description, details: e.details,
-      hashtags: e.hashtags, peripheralIcon: String(e.peripheral_icon), assetKey: e.asset_key, assetName: e.asset_name, peripheralAssetId: e.peripheral_asset_id,
+      eventID: e.id,
+      creationTime: iso(e.created_ms),
+      creationTimeEpoch: e.created_ms,
+      eventCode: e.event_code,
+      severity: e.severity,
+      severityString: severityText(e.severity),
+      category: e.category,
+      eventEntityID: e.entity_id,
+      description: e.description,
+      details: e.details,
+      hashtags: e.hashtags,
+      peripheralIcon: String(e.peripheral_icon),
+      assetKey: e.asset_key,
+      assetName: e.asset_name,
+      peripheralAssetId: e.peripheral_asset_id,
     }
   }
 }
-const eventCsvColumns = ['eventID', 'creationTime', 'creationTimeEpoch', 'eventCode', 'severity', 'severityString', 'category', 'eventEntityID', 'description', 'details', 'hashtags', 'peripheralIcon', 'assetKey', 'assetName', 'peripheralAssetId']
+const eventCsvColumns = [
+  'eventID',
+  'creationTime',
+  'creationTimeEpoch',
+  'eventCode',
+  'severity',
+  'severityString',
+  'category',
+  'eventEntityID',
+  'description',
+  'details',
+  'hashtags',
+  'peripheralIcon',
+  'assetKey',
+  'assetName',
+  'peripheralAssetId',
+]
 
 function eventsCsv(ctx: RunContext): CsvContent {
   return { columns: eventCsvColumns, rows: eventViews(ctx.app.repos.reports.events(eventFilter(ctx).filter, ctx.signal)) }
@@ -410,7 +484,16 @@ async function auditPdf(ctx: RunContext): Promise<PdfReport> {
     countTable('By outcome', 'Outcome', 'outcomes', 'Records', ranked(t.byOutcome), t.total),
     countTable('By category', 'Category', 'categories', 'Records', ranked(t.byCategory), t.total),
     countTable('Top users', 'User', 'users', 'Records', ranked(t.byKey), t.total),
-    { title: 'Audit records, newest first', noun: 'audit records', columns, total: t.total, rows: take(repos.reports.auditRecords(filter, ctx.signal), PDF_MAX_ROWS + 1), maxRows: PDF_MAX_ROWS, cutNote: CSV_NOTE, empty: 'No audit record of the period matches the filters.' },
+    {
+      title: 'Audit records, newest first',
+      noun: 'audit records',
+      columns,
+      total: t.total,
+      rows: take(repos.reports.auditRecords(filter, ctx.signal), PDF_MAX_ROWS + 1),
+      maxRows: PDF_MAX_ROWS,
+      cutNote: CSV_NOTE,
+      empty: 'No audit record of the period matches the filters.',
+    },
   ]
   return pdfShell(ctx, figures, tables, period)
 }
@@ -418,13 +501,41 @@ async function auditPdf(ctx: RunContext): Promise<PdfReport> {
 async function* auditViews(rows: AsyncIterable<AuditDigestRow>) {
   for await (const a of rows) {
     yield {
-      auditTrailID: a.id, creationTime: iso(a.created_ms), creationTimeEpoch: a.created_ms, severity: a.severity, severityString: severityText(a.severity),
-      category: a.category, user: a.user_name, sourceIp: a.source_ip, operationId: a.operation_id, outcome: a.outcome, description: a.description,
-      details: a.details, assetKey: a.asset_key, assetName: a.asset_name, assetType: a.asset_type,
+      auditTrailID: a.id,
+      creationTime: iso(a.created_ms),
+      creationTimeEpoch: a.created_ms,
+      severity: a.severity,
+      severityString: severityText(a.severity),
+      category: a.category,
+      user: a.user_name,
+      sourceIp: a.source_ip,
+      operationId: a.operation_id,
+      outcome: a.outcome,
+      description: a.description,
+      details: a.details,
+      assetKey: a.asset_key,
+      assetName: a.asset_name,
+      assetType: a.asset_type,
     }
   }
 }
-const auditCsvColumns = ['auditTrailID', 'creationTime', 'creationTimeEpoch', 'severity', 'severityString', 'category', 'user', 'sourceIp', 'operationId', 'outcome', 'description', 'details', 'assetKey', 'assetName', 'assetType']
+const auditCsvColumns = [
+  'auditTrailID',
+  'creationTime',
+  'creationTimeEpoch',
+  'severity',
+  'severityString',
+  'category',
+  'user',
+  'sourceIp',
+  'operationId',
+  'outcome',
+  'description',
+  'details',
+  'assetKey',
+  'assetName',
+  'assetType',
+]
 
 function auditCsv(ctx: RunContext): CsvContent {
   return { columns: auditCsvColumns, rows: auditViews(ctx.app.repos.reports.auditRecords(auditFilter(ctx).filter, ctx.signal)) }
@@ -450,7 +561,19 @@ interface InsightLine {
 }
 const insightCsvColumns: (keyof InsightLine)[] = ['section', 'item', 'vid', 'pid', 'vendor', 'product', 'deviceClass', 'hosts', 'count', 'firstSeen', 'lastSeen', 'detail']
 const line = (section: InsightSection, l: Partial<InsightLine>): InsightLine => ({
-  section, item: null, vid: null, pid: null, vendor: null, product: null, deviceClass: null, hosts: null, count: null, firstSeen: null, lastSeen: null, detail: null, ...l,
+  section,
+  item: null,
+  vid: null,
+  pid: null,
+  vendor: null,
+  product: null,
+  deviceClass: null,
+  hosts: null,
+  count: null,
+  firstSeen: null,
+  lastSeen: null,
+  detail: null,
+  ...l,
 })
 const hostNames = (hosts: { hostIdentifier: string }[], total: number) => hosts.map((h) => h.hostIdentifier).join(', ') + (total > hosts.length ? ` and ${total - hosts.length} more` : '')
 
@@ -477,43 +600,109 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
     if (section === 'classificationSummary') {
       const c = insights.classification()
       const groups: [string, { name: string | null; count: number }[]][] = [
-        ['Connection', c.byConnectionStatus], ['Mode', c.byOperationalStatus], ['Status', c.byDisplayStatus], ['License', c.byLicenseStatus],
-        ['Running mode', c.byRunningMode], ['OS version', c.byOsVersion.slice(0, 10)], ['Service version', c.byServiceVersion.slice(0, 10)],
+        ['Connection', c.byConnectionStatus],
+        ['Mode', c.byOperationalStatus],
+        ['Status', c.byDisplayStatus],
+        ['License', c.byLicenseStatus],
+        ['Running mode', c.byRunningMode],
+        ['OS version', c.byOsVersion.slice(0, 10)],
+        ['Service version', c.byServiceVersion.slice(0, 10)],
       ]
       const out: InsightLine[] = []
       for (const [group, values] of groups) for (const v of values) out.push(line(section, { item: `${group}: ${v.name ?? '(none)'}`, count: v.count, detail: pct(v.count, c.totalAgents) }))
       for (const s of c.bySeverity) out.push(line(section, { item: `Severity: ${s.severityString}`, count: s.count, detail: pct(s.count, c.totalAgents) }))
-      for (const p of c.peripheralsByClass) out.push(line(section, { item: `Plugged-in peripherals: ${p.devIconDescription}`, deviceClass: p.devIconDescription, count: p.present, detail: `${n(p.approved)} approved, ${n(p.notApproved)} not approved` }))
+      for (const p of c.peripheralsByClass)
+        out.push(
+          line(section, {
+            item: `Plugged-in peripherals: ${p.devIconDescription}`,
+            deviceClass: p.devIconDescription,
+            count: p.present,
+            detail: `${n(p.approved)} approved, ${n(p.notApproved)} not approved`,
+          }),
+        )
       lines.set(section, out)
       const connected = c.byConnectionStatus.find((x) => x.name === 'Connected')?.count ?? 0
       figures.push(fig('Agents', c.totalAgents), fig('Connected', connected), fig('With known attack tools', c.risk.withKnownAttackTools))
     } else if (section === 'vulnerablePeripherals') {
       const v = insights.vulnerablePeripherals()
-      lines.set(section, v.data.map((m) => line(section, {
-        item: m.name, vid: m.vid, pid: m.pid, vendor: m.guiVid, product: m.guiPid, deviceClass: m.devIconDescription, hosts: m.hostsCount, count: m.presentCount,
-        detail: `${m.kind === 'KnownAttackTool' ? 'Known attack tool' : 'Vulnerable device'}${m.vulnerability ? `: ${m.vulnerability}` : ''}; ${severityText(m.severity)}; ${n(m.approvedCount)} approved; hosts: ${hostNames(m.hosts, m.hostsCount)}`,
-      })))
+      lines.set(
+        section,
+        v.data.map((m) =>
+          line(section, {
+            item: m.name,
+            vid: m.vid,
+            pid: m.pid,
+            vendor: m.guiVid,
+            product: m.guiPid,
+            deviceClass: m.devIconDescription,
+            hosts: m.hostsCount,
+            count: m.presentCount,
+            detail: `${m.kind === 'KnownAttackTool' ? 'Known attack tool' : 'Vulnerable device'}${m.vulnerability ? `: ${m.vulnerability}` : ''}; ${severityText(m.severity)}; ${n(m.approvedCount)} approved; hosts: ${hostNames(m.hosts, m.hostsCount)}`,
+          }),
+        ),
+      )
       figures.push(fig('Risky models present', v.recordsTotal))
     } else if (section === 'uncommonPeripherals') {
       const u = insights.uncommonPeripherals(maxHosts)
-      lines.set(section, u.data.map((m) => line(section, {
-        item: `${m.guiVid ?? m.vid} ${m.guiPid ?? m.pid}`, vid: m.vid, pid: m.pid, vendor: m.guiVid, product: m.guiPid, deviceClass: m.devIconDescription,
-        hosts: m.hostsCount, count: m.peripheralsCount, firstSeen: m.firstSeen, lastSeen: m.lastSeen, detail: hostNames(m.hosts, m.hostsCount),
-      })))
+      lines.set(
+        section,
+        u.data.map((m) =>
+          line(section, {
+            item: `${m.guiVid ?? m.vid} ${m.guiPid ?? m.pid}`,
+            vid: m.vid,
+            pid: m.pid,
+            vendor: m.guiVid,
+            product: m.guiPid,
+            deviceClass: m.devIconDescription,
+            hosts: m.hostsCount,
+            count: m.peripheralsCount,
+            firstSeen: m.firstSeen,
+            lastSeen: m.lastSeen,
+            detail: hostNames(m.hosts, m.hostsCount),
+          }),
+        ),
+      )
       figures.push(fig('Uncommon models', u.recordsTotal))
     } else if (section === 'whitelistViolations') {
       const w = await insights.whitelistViolations(period.from, period.to)
-      lines.set(section, w.data.map((m) => line(section, {
-        item: `${m.guiVid ?? m.vid} ${m.guiPid ?? m.pid}`, vid: m.vid, pid: m.pid, vendor: m.guiVid, product: m.guiPid, deviceClass: m.devIconDescription,
-        hosts: m.hostsCount, count: m.violationsCount, firstSeen: m.firstSeen, lastSeen: m.lastSeen, detail: hostNames(m.hosts, m.hostsCount),
-      })))
-      figures.push(fig('Whitelist violations', w.data.reduce((x, m) => x + m.violationsCount, 0)))
+      lines.set(
+        section,
+        w.data.map((m) =>
+          line(section, {
+            item: `${m.guiVid ?? m.vid} ${m.guiPid ?? m.pid}`,
+            vid: m.vid,
+            pid: m.pid,
+            vendor: m.guiVid,
+            product: m.guiPid,
+            deviceClass: m.devIconDescription,
+            hosts: m.hostsCount,
+            count: m.violationsCount,
+            firstSeen: m.firstSeen,
+            lastSeen: m.lastSeen,
+            detail: hostNames(m.hosts, m.hostsCount),
+          }),
+        ),
+      )
+      figures.push(
+        fig(
+          'Whitelist violations',
+          w.data.reduce((x, m) => x + m.violationsCount, 0),
+        ),
+      )
     } else {
       const e = insights.errorTotals(period.from, period.to)
-      lines.set(section, e.data.map((a) => line(section, {
-        item: a.hostIdentifier, hosts: 1, count: a.total, lastSeen: a.lastErrorTime,
-        detail: `${n(a.reportedErrors)} reported, ${n(a.failedCommands)} failed commands; last: ${a.lastErrorText}`,
-      })))
+      lines.set(
+        section,
+        e.data.map((a) =>
+          line(section, {
+            item: a.hostIdentifier,
+            hosts: 1,
+            count: a.total,
+            lastSeen: a.lastErrorTime,
+            detail: `${n(a.reportedErrors)} reported, ${n(a.failedCommands)} failed commands; last: ${a.lastErrorText}`,
+          }),
+        ),
+      )
       figures.push(fig('Errors', e.totalErrors))
     }
   }
@@ -538,10 +727,32 @@ async function insightsPdf(ctx: RunContext): Promise<PdfReport> {
       { header: 'Count', width: 10, align: 'right', value: (l) => l.count },
       { header: 'Share or detail', width: 30, value: (l) => l.detail },
     ],
-    vulnerablePeripherals: [{ header: 'Name', width: 14, value: (l) => l.item }, ...model, { header: 'Present', width: 6, align: 'right', value: (l) => l.count }, { header: 'Detail', width: 40, value: (l) => l.detail }],
-    uncommonPeripherals: [...model, { header: 'Devices', width: 7, align: 'right', value: (l) => l.count }, { header: 'First seen', width: 11, value: (l) => when(l.firstSeen) }, { header: 'Last seen', width: 10, value: (l) => when(l.lastSeen) }, { header: 'Hosts', width: 24, value: (l) => l.detail }],
-    whitelistViolations: [...model, { header: 'Violations', width: 7, align: 'right', value: (l) => l.count }, { header: 'First', width: 11, value: (l) => when(l.firstSeen) }, { header: 'Last', width: 10, value: (l) => when(l.lastSeen) }, { header: 'Hosts', width: 24, value: (l) => l.detail }],
-    errorTotals: [{ header: 'Host', width: 16, value: (l) => l.item }, { header: 'Errors', width: 6, align: 'right', value: (l) => l.count }, { header: 'Last error', width: 11, value: (l) => when(l.lastSeen) }, { header: 'Detail', width: 60, value: (l) => l.detail }],
+    vulnerablePeripherals: [
+      { header: 'Name', width: 14, value: (l) => l.item },
+      ...model,
+      { header: 'Present', width: 6, align: 'right', value: (l) => l.count },
+      { header: 'Detail', width: 40, value: (l) => l.detail },
+    ],
+    uncommonPeripherals: [
+      ...model,
+      { header: 'Devices', width: 7, align: 'right', value: (l) => l.count },
+      { header: 'First seen', width: 11, value: (l) => when(l.firstSeen) },
+      { header: 'Last seen', width: 10, value: (l) => when(l.lastSeen) },
+      { header: 'Hosts', width: 24, value: (l) => l.detail },
+    ],
+    whitelistViolations: [
+      ...model,
+      { header: 'Violations', width: 7, align: 'right', value: (l) => l.count },
+      { header: 'First', width: 11, value: (l) => when(l.firstSeen) },
+      { header: 'Last', width: 10, value: (l) => when(l.lastSeen) },
+      { header: 'Hosts', width: 24, value: (l) => l.detail },
+    ],
+    errorTotals: [
+      { header: 'Host', width: 16, value: (l) => l.item },
+      { header: 'Errors', width: 6, align: 'right', value: (l) => l.count },
+      { header: 'Last error', width: 11, value: (l) => when(l.lastSeen) },
+      { header: 'Detail', width: 60, value: (l) => l.detail },
+    ],
   }
   const nouns: Record<InsightSection, string> = { classificationSummary: 'lines', vulnerablePeripherals: 'models', uncommonPeripherals: 'models', whitelistViolations: 'models', errorTotals: 'agents' }
   const maxHosts = typeof ctx.definition.filters.uncommonMaxHosts === 'number' ? ctx.definition.filters.uncommonMaxHosts : 3
@@ -554,8 +765,15 @@ async function insightsPdf(ctx: RunContext): Promise<PdfReport> {
   }
   const titles = { ...sectionTitles, uncommonPeripherals: `Uncommon peripherals (plugged in on ${maxHosts} host(s) or fewer)` }
   const tables: PdfTable<InsightLine>[] = sections.map((s) => ({
-    title: titles[s], noun: nouns[s], columns: columns[s], total: lines.get(s)!.length, rows: lines.get(s)!, maxRows: PDF_MAX_ROWS, cutNote: CSV_NOTE,
-    empty: empty[s], width: s === 'classificationSummary' ? 0.75 : 1,
+    title: titles[s],
+    noun: nouns[s],
+    columns: columns[s],
+    total: lines.get(s)!.length,
+    rows: lines.get(s)!,
+    maxRows: PDF_MAX_ROWS,
+    cutNote: CSV_NOTE,
+    empty: empty[s],
+    width: s === 'classificationSummary' ? 0.75 : 1,
   }))
   const usesPeriod = sections.includes('whitelistViolations') || sections.includes('errorTotals')
   return pdfShell(ctx, figures, tables, usesPeriod ? period : undefined)
@@ -563,7 +781,12 @@ async function insightsPdf(ctx: RunContext): Promise<PdfReport> {
 
 async function insightsCsv(ctx: RunContext): Promise<CsvContent> {
   const { sections, lines } = await insightLines(ctx)
-  return { columns: insightCsvColumns, rows: (async function* () { for (const s of sections) yield* lines.get(s)! })() }
+  return {
+    columns: insightCsvColumns,
+    rows: (async function* () {
+      for (const s of sections) yield* lines.get(s)!
+    })(),
+  }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -139,13 +139,26 @@ export function createReport(req: FastifyRequest, body: ReportView & { name: str
   return req.server.db.transaction(() => {
     if (reports.count() >= MAX_REPORTS) throw problem('conflict', `There are already ${MAX_REPORTS} report definitions, the most this server keeps; delete one first.`)
     const other = reports.byName(name)
-    if (other) throw problem('conflict', `A report named "${other.name}" already exists (names are compared ignoring case).`, { errors: [{ location: 'body', name: 'name', reason: 'is already used' }] })
+    if (other)
+      throw problem('conflict', `A report named "${other.name}" already exists (names are compared ignoring case).`, { errors: [{ location: 'body', name: 'name', reason: 'is already used' }] })
     const id = crypto.randomUUID()
     reports.insert({
-      id, name, description: body.description ?? null, type: body.type, format: body.format, filters: JSON.stringify(filters),
-      schedule: schedule === null ? null : JSON.stringify(schedule), recipients: JSON.stringify(recipients), sender: body.sender ?? null,
-      is_active: active ? 1 : 0, owner: req.principal!.name, created_ms: now, updated_ms: now,
-      next_run_ms: active && schedule ? nextDue(schedule, now) : null, retention_files: retention.maxFiles, retention_bytes: retention.maxTotalBytes,
+      id,
+      name,
+      description: body.description ?? null,
+      type: body.type,
+      format: body.format,
+      filters: JSON.stringify(filters),
+      schedule: schedule === null ? null : JSON.stringify(schedule),
+      recipients: JSON.stringify(recipients),
+      sender: body.sender ?? null,
+      is_active: active ? 1 : 0,
+      owner: req.principal!.name,
+      created_ms: now,
+      updated_ms: now,
+      next_run_ms: active && schedule ? nextDue(schedule, now) : null,
+      retention_files: retention.maxFiles,
+      retention_bytes: retention.maxTotalBytes,
     })
     const view = reportView(reports.byId(id)!, undefined)
     audit(req, { description: `Created report "${name}" (${body.type}, ${body.format})`, details: view, asset: reportAsset({ id, name }) })
@@ -199,7 +212,8 @@ export async function updateReport(req: FastifyRequest, body: ReportView & { id:
     if (!row) throw problem('not-found', `No report with id ${body.id}.`)
     if (changes.name !== undefined) {
       const other = reports.byName(changes.name)
-      if (other && other.id !== id) throw problem('conflict', `A report named "${other.name}" already exists (names are compared ignoring case).`, { errors: [{ location: 'body', name: 'name', reason: 'is already used' }] })
+      if (other && other.id !== id)
+        throw problem('conflict', `A report named "${other.name}" already exists (names are compared ignoring case).`, { errors: [{ location: 'body', name: 'name', reason: 'is already used' }] })
     }
     const active = (changes.is_active ?? row.is_active) === 1
     if (sent('schedule') || sent('isActive')) changes.next_run_ms = active && schedule ? nextDue(schedule, now) : null
@@ -212,7 +226,11 @@ export async function updateReport(req: FastifyRequest, body: ReportView & { id:
         .filter((k) => !['updatedTime', 'lastRun'].includes(k) && JSON.stringify((before as any)[k]) !== JSON.stringify((after as any)[k]))
         .map((k) => [k, { from: (before as any)[k], to: (after as any)[k] }]),
     )
-    audit(req, { description: `Changed report "${after.name}"${Object.keys(changed).length ? `: ${Object.keys(changed).join(', ')}` : ' (nothing differed)'}`, details: changed, asset: reportAsset(row) })
+    audit(req, {
+      description: `Changed report "${after.name}"${Object.keys(changed).length ? `: ${Object.keys(changed).join(', ')}` : ' (nothing differed)'}`,
+      details: changed,
+      asset: reportAsset(row),
+    })
     return after
   })()
   // A lower retention applies at once (the newest file is always kept).
@@ -326,7 +344,16 @@ export function requestRuns(req: FastifyRequest, ids: string[]) {
       const open = reports.openRunOf(row.id)
       if (open) return { status: 'failed', reason: `Run ${open.id} is already ${open.status}.`, code: 'conflict', runId: null }
       const runId = crypto.randomUUID()
-      reports.insertRun({ id: runId, report_id: row.id, trigger: 'request', requested_by: req.principal!.name, due_ms: now, queued_ms: now, definition: JSON.stringify(snapshot(row)), format: row.format })
+      reports.insertRun({
+        id: runId,
+        report_id: row.id,
+        trigger: 'request',
+        requested_by: req.principal!.name,
+        due_ms: now,
+        queued_ms: now,
+        definition: JSON.stringify(snapshot(row)),
+        format: row.format,
+      })
       queued.push(row)
       runIds.push(runId)
       return { ...done, runId }

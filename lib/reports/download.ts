@@ -103,7 +103,10 @@ export function sendArchive(req: FastifyRequest, reply: FastifyReply, items: Fil
   }
   if (errors.length) {
     closeAll(opened)
-    const detail = `${errors.length} of ${items.length} item(s) cannot be archived: ${errors.slice(0, 5).map((e) => `${e.name}: ${e.reason}`).join(' ')}`
+    const detail = `${errors.length} of ${items.length} item(s) cannot be archived: ${errors
+      .slice(0, 5)
+      .map((e) => `${e.name}: ${e.reason}`)
+      .join(' ')}`
     throw problem(status === 404 ? 'not-found' : 'conflict', detail.slice(0, 2000), { errors: errors.slice(0, MAX_FIELD_ERRORS) })
   }
   const zip = new yazl.ZipFile()

@@ -16,16 +16,18 @@ export const absolute = (app: FastifyInstance, relative: string) => path.join(ap
  * `20250113T063000Z`: a UTC time as every file name of the service carries it (exports,
  * reports, archives, debug logs: `<name>-<time>.<ext>`).
  */
-export const fileStamp = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, 'Z').replace(/[-:]/g, '')
+export const fileStamp = (ms: number) =>
+  new Date(ms)
+    .toISOString()
+    .replace(/\.\d+Z$/, 'Z')
+    .replace(/[-:]/g, '')
 
 /**
  * `<report name>-<run time>.<ext>`, with spaces and characters no file system takes
  * replaced by `_`, and invisible ones (bidi controls...) removed.
  */
 export function fileNameFor(reportName: string, ms: number, ext: string): string {
-  const base = visibleName(reportName
-    .trim()
-    .replace(/[\s\u0000-\u001f\u007f/\\:*?"<>|]+/g, '_'))
+  const base = visibleName(reportName.trim().replace(/[\s\u0000-\u001f\u007f/\\:*?"<>|]+/g, '_'))
     .replace(/_+/g, '_')
     .replace(/^[._]+|[._]+$/g, '')
   // Cut by code points: a character outside the BMP is never cut in half.

@@ -62,12 +62,14 @@ export class ReportScheduler {
   start(): void {
     const loop = () => {
       if (this.closed) return
-      void this.tick().catch((err) => this.app.log.error({ err }, 'report scheduler tick failed')).finally(() => {
-        if (this.closed) return
-        const earliest = this.app.repos.reports.earliestDue()
-        const wait = earliest === null ? TICK_MS : Math.max(50, Math.min(TICK_MS, earliest - Date.now()))
-        this.timer = setTimeout(loop, wait).unref()
-      })
+      void this.tick()
+        .catch((err) => this.app.log.error({ err }, 'report scheduler tick failed'))
+        .finally(() => {
+          if (this.closed) return
+          const earliest = this.app.repos.reports.earliestDue()
+          const wait = earliest === null ? TICK_MS : Math.max(50, Math.min(TICK_MS, earliest - Date.now()))
+          this.timer = setTimeout(loop, wait).unref()
+        })
     }
     loop()
   }
@@ -113,7 +115,16 @@ export class ReportScheduler {
       if (!reports.advance(r.id, r.next_run_ms!, nextDue(schedule, now))) return null
       const late = missed > 0 || due < this.startedMs || now - due > CATCH_UP_AFTER_MS
       const runId = crypto.randomUUID()
-      reports.insertRun({ id: runId, report_id: r.id, trigger: late ? 'catchUp' : 'schedule', requested_by: null, due_ms: due, queued_ms: now, definition: JSON.stringify(snapshot(r)), format: r.format })
+      reports.insertRun({
+        id: runId,
+        report_id: r.id,
+        trigger: late ? 'catchUp' : 'schedule',
+        requested_by: null,
+        due_ms: due,
+        queued_ms: now,
+        definition: JSON.stringify(snapshot(r)),
+        format: r.format,
+      })
       if (missed > 0) this.app.log.warn({ reportId: r.id, missed, due: iso(due) }, 'report due times missed while the server was down: one catch-up run')
       return runId
     })()

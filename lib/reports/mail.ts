@@ -64,10 +64,8 @@ function reportMessage(app: FastifyInstance, run: RunRow, d: Definition) {
   const lines = [
     `The ${typeInfo[d.type].title.toLowerCase()} report "${d.name}" was generated on ${generated}.`,
     '',
-    `File: ${visibleName(run.file_name!)} (${sizeText(size)}, ${run.row_count ?? 0} rows${run.truncated ? ', cut at the format\'s row limit' : ''})`,
-    attach
-      ? 'The file is attached.'
-      : `The file is larger than ${sizeText(MAX_ATTACHMENT_BYTES)} and is not attached: download it from the console (Reports, "${d.name}").`,
+    `File: ${visibleName(run.file_name!)} (${sizeText(size)}, ${run.row_count ?? 0} rows${run.truncated ? ", cut at the format's row limit" : ''})`,
+    attach ? 'The file is attached.' : `The file is larger than ${sizeText(MAX_ATTACHMENT_BYTES)} and is not attached: download it from the console (Reports, "${d.name}").`,
   ]
   if (d.description) lines.push('', d.description)
   if (app.config.publicUrl) lines.push('', `Console: ${app.config.publicUrl}`)
@@ -133,8 +131,16 @@ export async function sendTestMessage(app: FastifyInstance, sender: string | und
   const server = smtpServer(app)
   const started = performance.now()
   const result = (r: Partial<TestMailResult>): TestMailResult => ({
-    accepted: false, sender: from.slice(0, 254), recipient, smtpServer: server, smtpCode: null, smtpResponse: null, messageId: null, error: null,
-    durationMs: Math.min(60_000, Math.round(performance.now() - started)), ...r,
+    accepted: false,
+    sender: from.slice(0, 254),
+    recipient,
+    smtpServer: server,
+    smtpCode: null,
+    smtpResponse: null,
+    messageId: null,
+    error: null,
+    durationMs: Math.min(60_000, Math.round(performance.now() - started)),
+    ...r,
   })
   if (!app.mailer.configured()) return result({ error: 'E-mail is not configured on this server (set PRIME_SMTP_URL).' })
   let timer: NodeJS.Timeout | undefined

@@ -144,7 +144,10 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
   if (report.description) {
     setFont(FONT, 9, '#000000')
     const description = pen.drawable(printable(report.description))
-    const h = Math.min(inFaceOf(description, () => doc.heightOfString(description, { width: CONTENT_WIDTH })), 3 * 12)
+    const h = Math.min(
+      inFaceOf(description, () => doc.heightOfString(description, { width: CONTENT_WIDTH })),
+      3 * 12,
+    )
     inFaceOf(description, (raise) => doc.text(description, PAGE.margin, y - raise, { width: CONTENT_WIDTH, height: h, ellipsis: true }))
     y += h + 6
   }
@@ -193,13 +196,23 @@ async function draw(report: PdfReport, out: Writable, generatedMs: number, signa
     const shown = Math.min(rows.length, table.maxRows)
     // Beyond the cap, `total` counts them; below it, the rows read are all there is (some may have gone meanwhile).
     const total = rows.length > table.maxRows ? Math.max(table.total, rows.length) : rows.length
-    const closing = shown === 0 ? table.empty ?? `No ${table.noun}.` : total > shown ? `${(total - shown).toLocaleString('en-US')} more ${table.noun} not listed here${table.cutNote ? `; ${table.cutNote}.` : '.'}` : null
+    const closing =
+      shown === 0
+        ? (table.empty ?? `No ${table.noun}.`)
+        : total > shown
+          ? `${(total - shown).toLocaleString('en-US')} more ${table.noun} not listed here${table.cutNote ? `; ${table.cutNote}.` : '.'}`
+          : null
     tables.push({ table, rows: rows.slice(0, shown), total, closing })
   }
   const pages = countPages(y, tables)
   let page = 1
   const footer = () => {
-    doc.moveTo(PAGE.margin, FOOTER_Y - 4).lineTo(PAGE.width - PAGE.margin, FOOTER_Y - 4).lineWidth(0.5).strokeColor('#c8d0d6').stroke()
+    doc
+      .moveTo(PAGE.margin, FOOTER_Y - 4)
+      .lineTo(PAGE.width - PAGE.margin, FOOTER_Y - 4)
+      .lineWidth(0.5)
+      .strokeColor('#c8d0d6')
+      .stroke()
     setFont(FONT, 8, GREY)
     const number = `Page ${page} of ${pages}`
     put(printable(report.footer), PAGE.margin, FOOTER_Y, CONTENT_WIDTH - measure(number) - 20)

@@ -66,8 +66,16 @@ export async function executeRun(app: FastifyInstance, run: RunRow, signal: Abor
     const mail = definition.recipients.length > 0 && !unmailed
     const stored = app.db.transaction(() => {
       const ok = reports.succeed({
-        id: run.id, finished_ms: now, file_name: fileNameFor(definition.name, run.due_ms, ext), file_path: relative, size_bytes: size,
-        row_count: result.rows, truncated: result.truncated ? 1 : 0, email_status: mail ? 'pending' : 'none', email_next_ms: mail ? now : null, email_detail: unmailed ? NOT_MAILED : null,
+        id: run.id,
+        finished_ms: now,
+        file_name: fileNameFor(definition.name, run.due_ms, ext),
+        file_path: relative,
+        size_bytes: size,
+        row_count: result.rows,
+        truncated: result.truncated ? 1 : 0,
+        email_status: mail ? 'pending' : 'none',
+        email_next_ms: mail ? now : null,
+        email_detail: unmailed ? NOT_MAILED : null,
       })
       if (ok) reports.pruneRuns(run.report_id, MAX_RUNS_LISTED)
       return ok

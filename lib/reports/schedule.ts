@@ -158,9 +158,9 @@ export function readSchedule(input: Input, nowMs: number, errors: FieldError[]):
   const s: Schedule = {
     frequency,
     timeOfDay,
-    date: needs.includes('date') ? (input.date as string) ?? null : null,
-    dayOfWeek: needs.includes('dayOfWeek') ? (input.dayOfWeek as DayOfWeek) ?? null : null,
-    dayOfMonth: needs.includes('dayOfMonth') ? (input.dayOfMonth as number) ?? null : null,
+    date: needs.includes('date') ? ((input.date as string) ?? null) : null,
+    dayOfWeek: needs.includes('dayOfWeek') ? ((input.dayOfWeek as DayOfWeek) ?? null) : null,
+    dayOfMonth: needs.includes('dayOfMonth') ? ((input.dayOfMonth as number) ?? null) : null,
     timeZone,
   }
   if (s.date !== null) {

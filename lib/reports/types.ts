@@ -37,7 +37,15 @@ export interface FilterArgument {
 }
 
 const f = (name: string, title: string, valueType: ValueType, more: Partial<FilterArgument> = {}): FilterArgument => ({
-  name, title, valueType, allowedValues: null, minimum: null, maximum: null, maxLength: null, maxItems: null, ...more,
+  name,
+  title,
+  valueType,
+  allowedValues: null,
+  minimum: null,
+  maximum: null,
+  maxLength: null,
+  maxItems: null,
+  ...more,
 })
 const text = (name: string, title: string, maxLength = 256) => f(name, title, 'text', { maxLength })
 const flag = (name: string, title: string) => f(name, title, 'boolean')
@@ -95,13 +103,25 @@ export const typeInfo: Record<ReportType, TypeInfo> = {
     type: 'eventsDigest',
     title: 'Events digest',
     description: 'Events of the period at or above a severity, counted by severity, category and source, then listed newest first.',
-    filters: [period, minimumSeverity, multi('categories', 'Categories', ['USB', 'Network', 'System', 'Host', 'General']), text('source', 'Source contains'), text('globalSearch', 'Any field contains')],
+    filters: [
+      period,
+      minimumSeverity,
+      multi('categories', 'Categories', ['USB', 'Network', 'System', 'Host', 'General']),
+      text('source', 'Source contains'),
+      text('globalSearch', 'Any field contains'),
+    ],
   },
   auditTrailDigest: {
     type: 'auditTrailDigest',
     title: 'Audit trail digest',
     description: 'Audit records of the period, counted by outcome, category and user, then listed newest first.',
-    filters: [period, minimumSeverity, multi('auditCategories', 'Audit categories', auditCategories), text('user', 'User contains', 100), multi('outcomes', 'Outcomes', ['Succeeded', 'Failed', 'Refused'])],
+    filters: [
+      period,
+      minimumSeverity,
+      multi('auditCategories', 'Audit categories', auditCategories),
+      text('user', 'User contains', 100),
+      multi('outcomes', 'Outcomes', ['Succeeded', 'Failed', 'Refused']),
+    ],
   },
 }
 
