@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AuditAsset, AuditRepo } from '../db/audit.js'
-import { contextOf, digest, type Context } from './platform/context.js'
+import { auditStateOf, contextOf, digest, type Context } from './platform/context.js'
 import { limitKey } from './rate-limit.js'
 import type { Loop } from './platform/loops.js'
 
@@ -266,14 +266,15 @@ export function refusalFlushLoop(app: FastifyInstance): Loop {
  * when its handler did not write one itself (it failed validation, say).
  */
 export function auditFallback(req: FastifyRequest, reply: FastifyReply, detail: string | undefined): void {
-  const state = contextOf(req).audit
-  const last = state.last
-  if (state.audited && (last === undefined || req.server.repos.audit.exists(last.id, last.createdMs, last.description))) return
+  // Read without making a context: most requests (reads) have none and need no record.
+  const state = auditStateOf(req)
+  const last = state?.last
+  if (state?.audited && (last === undefined || req.server.repos.audit.exists(last.id, last.createdMs, last.description))) return
   const op = req.op
   const status = reply.statusCode
   const refused = status === 401 || status === 403
   if (!refused && (!op?.auditCategory || op.readOnly)) return
-  if (status === 429 && !state.audited) return
+  if (status === 429 && !state?.audited) return
   const outcome = refused ? 'Refused' : status >= 400 ? 'Failed' : 'Succeeded'
   const what = op ? `${op.operationId} (${op.method} ${op.path})` : `${req.method} ${req.url}`
   // What the request named (path and query parameters), and what it asked for when it failed.

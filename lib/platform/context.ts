@@ -88,6 +88,11 @@ export function contextOf(req: FastifyRequest): Context {
   return ctx
 }
 
+/** What the audit trail wrote for the request, if it has a context yet (none is made). */
+export function auditStateOf(req: FastifyRequest): AuditState | undefined {
+  return contexts.get(req)?.audit
+}
+
 /** A context for work no request asked for (a background job), or for tests. */
 export function systemContext(over: Partial<Omit<Context, 'audit' | 'fingerprint'>> = {}): Context {
   const requestId = over.requestId ?? crypto.randomUUID()
