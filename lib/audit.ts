@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { AuditAsset, AuditRepo } from '../db/audit.js'
+import { asyncPort, type SqliteUnitOfWork } from '../db/unit-of-work.js'
 import { auditStateOf, contextOf, digest, type Context } from './platform/context.js'
 import { limitKey } from './rate-limit.js'
 import type { Loop } from './platform/loops.js'
@@ -132,6 +133,11 @@ export function recordAudit(deps: AuditDeps, ctx: Context, entry: AuditEntry): v
   })
   ctx.audit.last = { id, createdMs, description }
   ctx.audit.audited = true
+}
+
+/** The audit trail as services see it (AuditTrail): records written in the caller's unit of work. */
+export function auditTrail(deps: AuditDeps, uow: SqliteUnitOfWork) {
+  return asyncPort({ record: (ctx: Context, entry: AuditEntry) => recordAudit(deps, ctx, entry) }, uow)
 }
 
 /** Writes the request's audit record; call it inside the transaction that makes the change. */

@@ -7,7 +7,7 @@ import { sendRecord } from './alarms/deliver.js'
 import { alarmDestinationService } from './alarms/service.js'
 import { accountService } from './accounts/service.js'
 import { sessionService } from './accounts/sessions.js'
-import { auditDeps, recordAudit } from './audit.js'
+import { auditDeps, auditTrail } from './audit.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
 import { integrationTokenService } from './integration-tokens/service.js'
 import type { AuditTrail } from './platform/ports.js'
@@ -15,8 +15,7 @@ import type { AuditTrail } from './platform/ports.js'
 export function createServices(app: FastifyInstance) {
   const { config, repos } = app
   const uow = repos.uow
-  const deps = auditDeps(app)
-  const audit: AuditTrail = asyncPort({ record: (ctx, entry) => recordAudit(deps, ctx, entry) } satisfies { record: (...a: Parameters<AuditTrail['record']>) => void }, uow)
+  const audit: AuditTrail = auditTrail(auditDeps(app), uow)
   const mail = { mailer: app.mailer, publicUrl: config.publicUrl }
   return {
     uow,

@@ -5,7 +5,7 @@ import { openDatabase } from '../db/index.js'
 import { asyncPort } from '../db/unit-of-work.js'
 import { accountService } from '../lib/accounts/service.js'
 import { sessionService } from '../lib/accounts/sessions.js'
-import { recordAudit } from '../lib/audit.js'
+import { auditTrail } from '../lib/audit.js'
 import { systemContext } from '../lib/platform/context.js'
 import { createRepos } from '../lib/repos.js'
 
@@ -20,10 +20,7 @@ function setup() {
   const service = accountService({
     accounts: asyncPort(repos.users, uow),
     uow,
-    audit: asyncPort(
-      { record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) },
-      uow,
-    ),
+    audit: auditTrail({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, uow),
     passwords,
     lockout: { threshold: 3, ms: 60_000 },
     startSession: (userId) => {
@@ -83,10 +80,7 @@ t.test("one's own password change is checked against the credential inside the c
 t.test('a reused refresh token: refused after its session is ended and audited', async (t) => {
   const { repos, audits } = setup()
   const uow = repos.uow
-  const auditPort = asyncPort(
-    { record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) },
-    uow,
-  )
+  const auditPort = auditTrail({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, uow)
   const id = repos.users.insert({ user_name: 'carol', email: 'c@example.com', first_name: null, last_name: null, phone: null, image: null, profile: 10, password_hash: 'h', is_active: 1 }, Date.now())
   const revoked: string[] = []
   const sessions = sessionService({

@@ -4,7 +4,7 @@ import t from 'tap'
 import { openDatabase } from '../db/index.js'
 import { createRepos } from '../lib/repos.js'
 import { asyncPort } from '../db/unit-of-work.js'
-import { recordAudit } from '../lib/audit.js'
+import { auditTrail } from '../lib/audit.js'
 import { integrationTokenService } from '../lib/integration-tokens/service.js'
 import { systemContext } from '../lib/platform/context.js'
 
@@ -16,10 +16,7 @@ function setup() {
   const service = integrationTokenService({
     tokens: asyncPort(repos.integrationTokens, uow),
     uow,
-    audit: asyncPort(
-      { record: (ctx: Parameters<typeof recordAudit>[1], e: Parameters<typeof recordAudit>[2]) => recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, e) },
-      uow,
-    ),
+    audit: auditTrail({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, uow),
     newSecret: () => ({ token: `pit_secret${++n}`, hash: `hash${n}` }),
   })
   return { db, repos, uow, service }
