@@ -5,39 +5,9 @@
 import crypto from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { build, login, call } from './helpers.js'
+import { build, login } from './helpers.js'
 import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
-import { makeAjv } from '../lib/validation.js'
-import { streamedPages } from '../lib/listing.js'
-
-interface List {
-  recordsTotal: number
-  recordsFiltered: number
-  data: Record<string, unknown>[]
-}
-
-function validator(app: FastifyInstance, schema: string) {
-  const ajv = makeAjv(false)
-  ajv.addSchema(app.contract.spec, 'contract')
-  const validate = ajv.compile({ $ref: `contract#/components/schemas/${schema}` })
-  return (body: unknown) => (validate(body) ? '' : JSON.stringify(validate.errors?.slice(0, 3)))
-}
-
-async function get(app: FastifyInstance, token: string, url: string): Promise<List> {
-  const res = await call(app, token, { method: 'GET', url })
-  if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode} ${res.body}`)
-  return res.json()
-}
-
-async function paged(app: FastifyInstance, token: string, url: string, size: number): Promise<List> {
-  const out: List = { recordsTotal: -1, recordsFiltered: -1, data: [] }
-  for (let n = 1; ; n++) {
-    const page = await get(app, token, `${url}&PageSize=${size}&PageNumber=${n}`)
-    if (n === 1) Object.assign(out, { recordsTotal: page.recordsTotal, recordsFiltered: page.recordsFiltered })
-    out.data.push(...page.data)
-    if (page.data.length < size) return out
-  }
-}
+import { get, paged, streamAbove, validator } from './fixtures/pages.js'
 
 /** `n` copies of an agent (each its own uuid, name and mode) and of a peripheral spread over the first 60, in bulk. */
 function fleet(app: FastifyInstance, agents: number, peripherals: number) {
@@ -73,11 +43,7 @@ function fleet(app: FastifyInstance, agents: number, peripherals: number) {
 t.test('agents, peripherals and agentless connections: a streamed page holds what smaller pages hold', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const was = streamedPages.above
-  streamedPages.above = 100
-  t.teardown(() => {
-    streamedPages.above = was
-  })
+  streamAbove(t, 100)
   fleet(app, 450, 520)
   const validAgents = validator(app, 'AgentsViewDataWrapper')
   const byHost = await paged(app, token, '/prime/webui/agents?SortBy=hostIdentifier_asc', 100)

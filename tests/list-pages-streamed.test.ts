@@ -6,52 +6,10 @@
 // wire test streams a real page of more than 10,000.
 import http from 'node:http'
 import t from 'tap'
-import type { FastifyInstance } from 'fastify'
 import { build, login, call } from './helpers.js'
 import { writeEvents, expectedEvents, eventMaker } from './fixtures/events.js'
-import { STREAM_CHUNK_CHARS, streamedPages } from '../lib/listing.js'
-import { makeAjv } from '../lib/validation.js'
-
-interface List {
-  recordsTotal: number
-  recordsFiltered: number
-  data: Record<string, unknown>[]
-}
-
-/** Pages of more than `above` rows stream for the rest of the test. */
-function streamAbove(t: { teardown: (fn: () => void) => void }, above: number) {
-  const was = streamedPages.above
-  streamedPages.above = above
-  t.teardown(() => {
-    streamedPages.above = was
-  })
-}
-
-/** The contract's schema of a list answer, as a validator. */
-function validator(app: FastifyInstance, schema: string) {
-  const ajv = makeAjv(false)
-  ajv.addSchema(app.contract.spec, 'contract')
-  const validate = ajv.compile({ $ref: `contract#/components/schemas/${schema}` })
-  return (body: unknown) => (validate(body) ? '' : JSON.stringify(validate.errors?.slice(0, 3)))
-}
-
-async function get(app: FastifyInstance, token: string, url: string): Promise<List> {
-  const res = await call(app, token, { method: 'GET', url })
-  if (res.statusCode !== 200) throw new Error(`${url}: ${res.statusCode} ${res.body}`)
-  return res.json()
-}
-
-/** The same query in pages of `size`, every page, concatenated (what a client paging through gets). */
-async function paged(app: FastifyInstance, token: string, url: string, size: number): Promise<List> {
-  const out: List = { recordsTotal: -1, recordsFiltered: -1, data: [] }
-  for (let n = 1; ; n++) {
-    const page = await get(app, token, `${url}&PageSize=${size}&PageNumber=${n}`)
-    if (n === 1) Object.assign(out, { recordsTotal: page.recordsTotal, recordsFiltered: page.recordsFiltered })
-    else if (page.recordsFiltered !== out.recordsFiltered) throw new Error('the counts moved between pages')
-    out.data.push(...page.data)
-    if (page.data.length < size) return out
-  }
-}
+import { STREAM_CHUNK_CHARS } from '../lib/listing.js'
+import { get, paged, streamAbove, validator, type List } from './fixtures/pages.js'
 
 const ids = (l: List, key: string) => l.data.map((r) => r[key])
 
