@@ -112,6 +112,17 @@ export interface PeripheralValues {
   productTextId: number | null
 }
 
+/** A reported peripheral and what the server derives from it, before its texts are interned. */
+export type ReportedPeripheral = Omit<PeripheralValues, 'vendorTextId' | 'productTextId'>
+
+/** The writes that make an agent's stored peripherals what its check-in reported. */
+export interface PeripheralChanges {
+  /** In the report's order: a stored one's id, or null for one new to the agent. */
+  reported: { id: number | null; values: ReportedPeripheral }[]
+  /** Stored ones present before and left out of the report. */
+  absent: number[]
+}
+
 /** A present peripheral with its flags, as events describe it. */
 export interface PresentPeripheral extends Omit<KnownPeripheral, 'id' | 'present'> {
   approved: number
@@ -192,6 +203,7 @@ export function internPeripheralTexts(db: DB) {
 }
 
 export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
+  const texts = internPeripheralTexts(db)
   const byCredential = db.prepare<[string], GatewayAgent>('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = ?')
   const byMachineId = db.prepare<[string], { id: number; uuid: string; credential_hash: string | null }>('SELECT id, uuid, credential_hash FROM agents WHERE machine_id = ?')
   const byUuid = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE uuid = ?')
@@ -321,21 +333,33 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     },
 
     knownPeripherals: (agentId: number) => known.all(agentId),
-    insertPeripheral: (agentId: number, agentUuid: string, p: PeripheralValues, now: number) => insertPeripheral.run({ ...p, agentId, agentUuid, now }),
-    /** `previousMs`: the agent's check-in before this one (a peripheral present then and gone now was last seen then). */
-    updatePeripheral: (id: number, p: PeripheralValues, now: number, previousMs: number) => updatePeripheral.run({ ...p, id, now, previousMs }),
-    markAbsent: (id: number, lastSeenMs: number) => markAbsent.run(lastSeenMs, id),
-    /** Keeps at most `max` peripherals per agent by forgetting the absent ones seen longest ago. */
-    capPeripherals(agentId: number, max: number): number {
+    /**
+     * Writes a check-in's peripherals in one call (texts interned), then keeps at most `max`
+     * by forgetting the absent ones seen longest ago. `previousMs`: the agent's check-in
+     * before this one (a peripheral present then and gone now was last seen then).
+     */
+    applyPeripherals(agentId: number, agentUuid: string, c: PeripheralChanges, now: number, previousMs: number, max: number): void {
+      for (const { id, values } of c.reported) {
+        if (id === null) insertPeripheral.run({ ...values, ...texts(values), agentId, agentUuid, now })
+        else updatePeripheral.run({ ...values, ...texts(values), id, now, previousMs })
+      }
+      for (const id of c.absent) markAbsent.run(previousMs, id)
       const excess = peripheralCount.get(agentId)!.n - max
-      return excess > 0 ? dropOldestAbsent.run(agentId, excess).changes : 0
+      if (excess > 0) dropOldestAbsent.run(agentId, excess)
     },
     presentPeripherals: (agentId: number) => present.all(agentId),
-    addError: (agentId: number, timeMs: number, code: string | null, message: string) => insertError.run(agentId, timeMs, code, message),
+    addErrors(agentId: number, errors: { time: number; code: string | null; message: string }[]): void {
+      for (const e of errors) insertError.run(agentId, e.time, e.code, e.message)
+    },
 
-    pendingCommands: (agentId: number, limit: number) => pending.all(agentId, limit),
     hasPendingCommands: (agentId: number) => hasPending.get(agentId) !== undefined,
-    markDelivered: (id: number, now: number) => deliver.run(now, id).changes === 1,
+    /** Hands the oldest `limit` pending commands over; `more`: others wait after them. */
+    deliverPending(agentId: number, limit: number, now: number): { commands: CommandRow[]; more: boolean } {
+      const rows = pending.all(agentId, limit + 1)
+      const commands = rows.slice(0, limit)
+      for (const c of commands) deliver.run(now, c.id)
+      return { commands, more: rows.length > limit }
+    },
     command: (id: number) => command.get(id),
     completeCommand: (c: { id: number; status: 'Succeeded' | 'Failed'; now: number; message: string | null; hasOutput: number }) => complete.run(c),
     /** Who asked for the mode an agent now reports, when a SetMode command did. */

@@ -22,8 +22,7 @@ import { bootstrapAdmin } from './accounts/bootstrap.js'
 import { registerDocs } from './docs.js'
 import { responseChecker } from './response-check.js'
 import { lazyChildLogger, requestLineWriter, RoutineSummary, stdoutLines, type LineBatcher } from './log.js'
-import { agentGateway, type AgentGateway } from './gateway.js'
-import { agentSweeperLoop } from './agent-sweeper.js'
+import { announceEnrollmentSecret, gatewaySweeperLoop, isHeldCredential } from './gateway/index.js'
 import { agentSearchLoop, searchUpkeepLoop } from './search-upkeep.js'
 import { eventIndexLoop } from './event-indexing.js'
 import { createMailer, type Mailer } from './mail.js'
@@ -53,7 +52,6 @@ declare module 'fastify' {
     tokens: TokenService
     contract: { spec: Record<string, any>; operations: Map<string, Operation> }
     startedAt: number
-    gateway: AgentGateway
     /** Outgoing mail (alarm e-mails, reports), from the SMTP settings. */
     mailer: Mailer
     /** The features' services (lib/services.ts). */
@@ -198,7 +196,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     verify: { algorithms: ['HS256'], allowedIss: ISSUER, requiredClaims: ['exp', 'iat', 'iss'] },
   })
   app.decorate('tokens', tokenService(app, config, repos))
-  app.decorate('gateway', agentGateway(app))
+  announceEnrollmentSecret(app)
   // Every background loop, here and nowhere else: started when the app is ready, in this
   // order, and stopped in reverse order when it closes (lib/platform/loops.ts). The features
   // add their health checks as they are wired, after the platform's: this order is the order
@@ -206,7 +204,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   registerHealthChecks(app)
   registerCoreHealthChecks(app)
   const loops = registerLoops(app)
-  loops.add(agentSweeperLoop(app))
+  loops.add(gatewaySweeperLoop(app))
   loops.add(eventIndexLoop(app))
   loops.add(agentSearchLoop(app))
   loops.add(searchUpkeepLoop(app))
@@ -302,7 +300,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     // and enrollments have the gateway's own limits instead (refused agent calls count
     // here; failed enrollments are counted when answered, below).
     if (op?.access.kind === 'agent') req.agent = authenticateAgent(repos, bearerToken(req))
-    if (req.agent || op?.gatewayLimit === 'enrollment') app.gateway.admit(req, op!, Date.now())
+    if (req.agent || op?.gatewayLimit === 'enrollment') app.services.gateway.admit({ address: req.ip, agentId: req.agent?.id, bytes: Number(req.headers['content-length'] ?? 0) || 0 }, op!, Date.now())
     // A load balancer's probes come every few seconds from the same addresses as the clients.
     else if (!op?.probe) limit(req, reply, requestLimit, 'requests', true)
     // The operations that check a password or secret (`x-rate-limit: login`).
@@ -340,7 +338,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.addHook('onClose', async () => routine?.close())
   app.addHook('onResponse', (req, reply, done) => {
     if (req.op?.gatewayLimit === 'enrollment' && reply.statusCode >= 400 && reply.statusCode !== 429) {
-      app.gateway.enrollmentFailed(req.ip, Date.now())
+      app.services.gateway.enrollmentFailed(req.ip, Date.now())
     }
     // A probe that passes is not worth a line every few seconds; one that fails is.
     if (routine && req.routine && reply.statusCode < 400) routine.add(req, reply)
@@ -447,7 +445,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
     if (access.kind === 'agent') {
       if (req.agent) return
       if (!bearerToken(req)) throw problem('unauthenticated', 'An agent credential is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
-      if (app.gateway.isHeld(bearerToken(req))) throw unauthenticated("This credential awaits an Administrator's approval of the re-enrollment; retry later.")
+      if (isHeldCredential(repos, bearerToken(req))) throw unauthenticated("This credential awaits an Administrator's approval of the re-enrollment; retry later.")
       throw unauthenticated('The agent credential is unknown or was rotated, or the agent was deleted; enroll again.')
     }
     if (access.kind === 'poller') {

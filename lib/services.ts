@@ -10,6 +10,7 @@ import { sessionService } from './accounts/sessions.js'
 import { auditDeps, auditTrail } from './audit.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
 import { integrationTokenService } from './integration-tokens/service.js'
+import { agentGateway } from './gateway/service.js'
 import type { AuditTrail } from './platform/ports.js'
 
 export function createServices(app: FastifyInstance) {
@@ -44,6 +45,15 @@ export function createServices(app: FastifyInstance) {
       mailConfigured: () => app.mailer.configured(),
       send: (dest, record, ctx, t) => sendRecord(mail, dest, record, ctx, t),
       timeoutMs: config.alarms.timeoutMs,
+    }),
+    gateway: agentGateway({
+      store: asyncPort(repos.gateway, uow),
+      events: asyncPort(repos.events, uow),
+      agentState: asyncPort(repos.agentState, uow),
+      uow,
+      audit,
+      log: app.log,
+      settings: { agents: config.agents, license: config.license, rateLimitWindowMs: config.rateLimitWindowMs, agentRequests: config.credentialRateLimits.agent },
     }),
     integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
   }

@@ -19,7 +19,8 @@ import { openDatabase, type DB } from '../db/index.js'
 import { recordIndexer } from '../db/event-index.js'
 import { raiseRisks } from '../db/events.js'
 import { eventOf } from '../lib/event-codes.js'
-import { agentEvents, derivePeripheral } from '../lib/gateway.js'
+import { agentEvents } from '../lib/gateway/events.js'
+import { derivePeripheral } from '../lib/gateway/peripherals.js'
 import { fleetHost, Rand, streamSeed, uuidFrom, type FleetPeripheral } from './fleet-data.js'
 
 export interface EventSeedOptions {

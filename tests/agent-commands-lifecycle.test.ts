@@ -5,7 +5,8 @@ import crypto from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build } from './helpers.js'
-import { sweepAgents, DELIVERY_TIMEOUT_MS } from '../lib/agent-sweeper.js'
+import { sweepAgents as sweep, DELIVERY_TIMEOUT_MS } from '../lib/gateway/sweeper.js'
+import { sweeperDeps } from '../lib/gateway/index.js'
 
 const SECRET = 'pes_lifecycle-test-enrollment-secret'
 const env = { PRIME_AGENT_ENROLLMENT_SECRET: SECRET, PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }
@@ -251,10 +252,10 @@ t.test('the sweeper: quiet agents are disconnected, unanswered deliveries fail, 
   await checkIn(app, agent)
   t.equal(command(app, id).status, 'Delivered')
 
-  t.same(sweepAgents(app), { disconnected: 0, timedOut: 0, expired: 0, activated: 0, more: false }, 'nothing is due yet')
+  t.same(await sweep(sweeperDeps(app)), { disconnected: 0, timedOut: 0, expired: 0, activated: 0, more: false }, 'nothing is due yet')
   const mark = lastEvent(app)
   const later = Date.now() + 181_000
-  t.same(sweepAgents(app, later), { disconnected: 2, timedOut: 0, expired: 0, activated: 0, more: false })
+  t.same(await sweep(sweeperDeps(app), later), { disconnected: 2, timedOut: 0, expired: 0, activated: 0, more: false })
   const a = agentRow(app, agent)
   t.equal(a.connection_status, 'Disconnected')
   t.equal(a.display_status, 'Disconnected')
@@ -279,7 +280,7 @@ t.test('the sweeper: quiet agents are disconnected, unanswered deliveries fail, 
   t.equal(agentRow(app, agent).display_status, 'Arming', 'connected again, its command still open')
 
   const timeout = lastEvent(app)
-  t.same(sweepAgents(app, Date.now() + DELIVERY_TIMEOUT_MS + 1000).timedOut, 1)
+  t.same((await sweep(sweeperDeps(app), Date.now() + DELIVERY_TIMEOUT_MS + 1000)).timedOut, 1)
   const failed = command(app, id)
   t.equal(failed.status, 'Failed')
   t.equal(failed.result_message, 'No result reported')
@@ -300,9 +301,9 @@ t.test('a sweep batch ends once it has run its time (one agent at least), and th
   for (const name of ['HOST-A', 'HOST-B', 'HOST-C']) await checkIn(app, await enroll(app, name))
   const later = Date.now() + 181_000
   // A budget of 0 ms: every batch ends after its first agent.
-  t.same(sweepAgents(app, later, 0), { disconnected: 1, timedOut: 0, expired: 0, activated: 0, more: true })
-  t.same(sweepAgents(app, later, 0), { disconnected: 1, timedOut: 0, expired: 0, activated: 0, more: true })
-  t.same(sweepAgents(app, later, 0), { disconnected: 1, timedOut: 0, expired: 0, activated: 0, more: false }, 'the last one ends the run')
+  t.same(await sweep(sweeperDeps(app), later, 0), { disconnected: 1, timedOut: 0, expired: 0, activated: 0, more: true })
+  t.same(await sweep(sweeperDeps(app), later, 0), { disconnected: 1, timedOut: 0, expired: 0, activated: 0, more: true })
+  t.same(await sweep(sweeperDeps(app), later, 0), { disconnected: 1, timedOut: 0, expired: 0, activated: 0, more: false }, 'the last one ends the run')
   t.equal(app.db.prepare("SELECT count(*) FROM agents WHERE connection_status = 'Disconnected'").pluck().get(), 3)
 })
 
@@ -312,14 +313,14 @@ t.test('the sweeper hands freed license seats to waiting agents, and writes held
   const second = await enroll(app, 'HOST-2')
   t.equal(agentRow(app, second).license_status, 'Pending')
   app.db.prepare('DELETE FROM agents WHERE id = ?').run(first.id)
-  t.same(sweepAgents(app).activated, 1)
+  t.same((await sweep(sweeperDeps(app))).activated, 1)
   t.equal(agentRow(app, second).license_status, 'Activated')
 
   await checkIn(app, second)
   app.db.prepare('UPDATE agents SET last_updated_ms = last_updated_ms - 10000 WHERE id = ?').run(second.id)
   const t0 = Date.now()
   await checkIn(app, second)
-  sweepAgents(app)
+  await sweep(sweeperDeps(app))
   t.ok(agentRow(app, second).last_updated_ms >= t0, 'an unchanged check-in moves lastUpdated (written in batches)')
 })
 
@@ -328,8 +329,8 @@ t.test('licenses expire when their date passes', async (t) => {
   const app = await build(t, { ...env, PRIME_LICENSE_EXPIRES: new Date(expires).toISOString() })
   const agent = await enroll(app)
   t.equal(agentRow(app, agent).license_status, 'Activated')
-  t.equal(sweepAgents(app).expired, 0, 'not before the date')
-  t.equal(sweepAgents(app, expires + 1).expired, 1)
+  t.equal((await sweep(sweeperDeps(app))).expired, 0, 'not before the date')
+  t.equal((await sweep(sweeperDeps(app), expires + 1)).expired, 1)
   t.equal(agentRow(app, agent).license_status, 'Expired')
-  t.equal(sweepAgents(app, expires + 2).expired, 0, 'once')
+  t.equal((await sweep(sweeperDeps(app), expires + 2)).expired, 0, 'once')
 })

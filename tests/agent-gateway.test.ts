@@ -217,7 +217,7 @@ t.test('an unchanged check-in changes nothing but the time', async (t) => {
   t.equal(lastEvent(app), events, 'no event')
   t.equal(lastAudit(app), audits, 'no audit record')
   t.same(rows(app, 'SELECT * FROM peripherals ORDER BY id'), peripherals, 'peripherals untouched')
-  app.gateway.flushHeartbeats()
+  await app.services.gateway.flushHeartbeats()
   t.ok(row(app, 'SELECT last_updated_ms FROM agents').last_updated_ms >= t0, 'the check-in time is recorded')
 
   // The same state with its keys in another order is compared in full, and is no news either.

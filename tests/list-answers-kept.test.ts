@@ -50,7 +50,7 @@ t.test('a kept answer shows the current check-in times', async (t) => {
   // An unchanged check-in only writes its time; the answer may be kept, its rows are current.
   const kept = (await list()).data[0].lastUpdated
   t.equal((await checkIn(app, agent.credential, hostState([mouse]))).statusCode, 200)
-  app.gateway.flushHeartbeats()
+  await app.services.gateway.flushHeartbeats()
   const now = await list()
   t.equal(now.recordsFiltered, 1)
   t.ok(Date.parse(now.data[0].lastUpdated) > Date.parse(kept), 'the new check-in time shows')

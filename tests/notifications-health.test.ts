@@ -8,7 +8,8 @@ import { build, login, call, userWithProfile } from './helpers.js'
 import { enroll, gatewayEnv } from './fixtures/gateway.js'
 import { checks } from '../lib/health.js'
 import { licenseHealth } from '../lib/notifications/index.js'
-import { sweepAgents } from '../lib/agent-sweeper.js'
+import { sweepAgents as sweep } from '../lib/gateway/sweeper.js'
+import { sweeperDeps } from '../lib/gateway/index.js'
 
 const BASE = '/prime/webui/systemNotification'
 const DAY = 86_400_000
@@ -39,7 +40,7 @@ t.test('the License check: seats and expiry', async (t) => {
   await enroll(app, 'machine-2', 'HOST-2')
   t.match(licenseHealth(app), { status: 'Warning', detail: /1 agent waits for a free seat/ })
   app.config.license.seats = 10
-  sweepAgents(app)
+  await sweep(sweeperDeps(app))
   app.config.license.expirationDate = new Date(Date.now() + 10 * DAY).toISOString()
   t.match(licenseHealth(app), { status: 'Warning', detail: /2 of 10 seats used \(20 %\); expires .* \(in 10 days\); expires within 30 days/ })
   app.config.license.expirationDate = new Date(Date.now() + 100 * DAY).toISOString()
@@ -100,7 +101,7 @@ t.test('a check that turns bad opens a notification, repeats add occurrences, re
   // Recovered: resolved, no longer open; the group is healthy again.
   app.config.license.expirationDate = null
   app.config.license.seats = 10
-  sweepAgents(app)
+  await sweep(sweeperDeps(app))
   app.notifications.checkHealth()
   g = await group(app, viewer, 'License')
   t.equal(g.state, 'Healthy')

@@ -16,4 +16,5 @@ export interface AuditTrail {
 /** Where services say what an operator should see in the server log (never in an answer). */
 export interface Log {
   warn(details: object, message: string): void
+  error(details: object, message: string): void
 }

@@ -1,0 +1,76 @@
+// The events the gateway raises about an agent and its peripherals, and how they read.
+import type { EventInput } from '../../db/events.js'
+import type { GatewayAgent, PresentPeripheral } from '../../db/gateway.js'
+import { eventOf } from '../event-codes.js'
+
+/** The events the gateway raises (lib/event-codes.ts, the table of `getEvents` in the contract). */
+export const agentEvents = {
+  peripheralNew: eventOf('peripheralNew'),
+  peripheralReconnected: eventOf('peripheralReconnected'),
+  peripheralDisconnected: eventOf('peripheralDisconnected'),
+  unapprovedOnArmed: eventOf('unapprovedOnArmed'),
+  whitelistViolation: eventOf('whitelistViolation'),
+  attackTool: eventOf('attackTool'),
+  vulnerable: eventOf('vulnerable'),
+  locationChanged: eventOf('locationChanged'),
+  modeChanged: eventOf('modeChanged'),
+  disconnected: eventOf('disconnected'),
+  reconnected: eventOf('reconnected'),
+  enrolled: eventOf('enrolled'),
+  commandFailed: eventOf('commandFailed'),
+  reEnrollmentHeld: eventOf('reEnrollmentHeld'),
+}
+type EventKind = keyof typeof agentEvents
+
+export type AgentRef = Pick<GatewayAgent, 'uuid' | 'host_identifier' | 'local_ip_address'>
+
+/** A peripheral as its events describe it. */
+export type DescribedPeripheral = Omit<PresentPeripheral, 'approved' | 'is_attack_tool' | 'is_vulnerable' | 'catalogue_name'>
+
+/** An event about an agent itself. */
+export function hostEvent(kind: EventKind, agent: AgentRef, details: string): EventInput {
+  return {
+    ...agentEvents[kind],
+    entityId: (agent.local_ip_address ? `${agent.host_identifier} (${agent.local_ip_address})` : agent.host_identifier).slice(0, 300),
+    details,
+    assetKey: agent.uuid,
+    assetName: agent.host_identifier,
+  }
+}
+
+function peripheralEvent(kind: EventKind, agent: AgentRef, p: DescribedPeripheral, details: string, hashtags: string | null = null): EventInput {
+  return {
+    ...hostEvent(kind, agent, details),
+    hashtags,
+    peripheralIcon: p.dev_icon,
+    peripheralAssetId: p.device_id,
+    peripheralVid: p.vid,
+    peripheralPid: p.pid,
+  }
+}
+
+const deviceLabel = (p: Pick<PresentPeripheral, 'gui_vid' | 'gui_pid' | 'vid' | 'pid' | 'gui_serial'>, host: string) =>
+  `${[p.gui_vid, p.gui_pid].filter(Boolean).join(' ') || 'Unknown device'} (VID ${p.vid}, PID ${p.pid}${p.gui_serial ? `, serial ${p.gui_serial}` : ''}) on ${host}`
+
+export function removedEvent(ref: AgentRef, p: DescribedPeripheral): EventInput {
+  return peripheralEvent('peripheralDisconnected', ref, p, `${deviceLabel(p, ref.host_identifier)} was removed.`)
+}
+
+export function modeEvent(ref: AgentRef, from: string, to: string, requestedBy: string | undefined | null): EventInput {
+  return hostEvent('modeChanged', ref, `${ref.host_identifier} is now ${to} (was ${from}); ${requestedBy ? `requested by ${requestedBy}` : 'changed on the host'}.`)
+}
+
+export function unapprovedEvent(ref: AgentRef, p: PresentPeripheral): EventInput {
+  return peripheralEvent('unapprovedOnArmed', ref, p, `${deviceLabel(p, ref.host_identifier)} is not approved; agent is Armed, device blocked.`, '#unapproved #armed')
+}
+
+export function presenceEvents(ref: AgentRef, p: PresentPeripheral, isNew: boolean, mode: string): EventInput[] {
+  const label = deviceLabel(p, ref.host_identifier)
+  const out = [peripheralEvent(isNew ? 'peripheralNew' : 'peripheralReconnected', ref, p, `${label}.`)]
+  const stance = `agent is ${mode}${mode === 'Armed' && !p.approved ? ', device blocked' : ''}`
+  if (p.is_attack_tool) out.push(peripheralEvent('attackTool', ref, p, `${label}: ${p.catalogue_name}; ${stance}.`, `#attack-tool #${mode.toLowerCase()}`))
+  if (p.is_vulnerable) out.push(peripheralEvent('vulnerable', ref, p, `${label}: ${p.catalogue_name}; ${stance}.`, '#vulnerable'))
+  // Plugged in while Armed and not approved: the agent blocks it (a whitelist violation).
+  if (mode === 'Armed' && !p.approved) out.push(peripheralEvent('whitelistViolation', ref, p, `${label} is not approved; agent is Armed, device blocked.`, '#whitelist-violation #armed'))
+  return out
+}

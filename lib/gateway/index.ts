@@ -1,0 +1,44 @@
+// The gateway's wiring: the enrollment secret announced once, the check of a held
+// credential at authentication, and the sweeper loop made from the app's ports.
+import type { FastifyInstance } from 'fastify'
+import { asyncPort } from '../../db/unit-of-work.js'
+import type { Repos } from '../repos.js'
+import { sha256 } from '../passwords.js'
+import { AGENT_PREFIX } from '../auth.js'
+import type { Loop } from '../platform/loops.js'
+import { agentSweeperLoop, type SweeperDeps } from './sweeper.js'
+
+export function announceEnrollmentSecret(app: FastifyInstance): void {
+  const { config } = app
+  if (!config.agents.enrollmentSecretGenerated) return
+  // Printed once, on the start that generated it; it is kept in the data dir.
+  app.log.warn(`Generated the agent enrollment secret: ${config.agents.enrollmentSecret}  (kept in ${config.dataDir}/agent-enrollment-secret; PRIME_AGENT_ENROLLMENT_SECRET overrides it)`)
+}
+
+/**
+ * The credential is one held for an Administrator's approval (a refused agent call's only
+ * extra read). Synchronous, as authentication is: it runs in the request's first hook.
+ */
+export function isHeldCredential(repos: Repos, token: string | undefined): boolean {
+  return !!token?.startsWith(`${AGENT_PREFIX}_`) && repos.gateway.heldReEnrollmentByCredential(sha256(token)) !== undefined
+}
+
+/** What the sweeper works with, from the app's SQLite ports and settings. */
+export function sweeperDeps(app: FastifyInstance): SweeperDeps {
+  const { repos, config } = app
+  const uow = repos.uow
+  return {
+    store: asyncPort(repos.gateway, uow),
+    events: asyncPort(repos.events, uow),
+    agentState: asyncPort(repos.agentState, uow),
+    uow,
+    log: app.log,
+    gateway: app.services.gateway,
+    disconnectSeconds: config.agents.disconnectSeconds,
+    seats: config.license.seats,
+  }
+}
+
+export function gatewaySweeperLoop(app: FastifyInstance): Loop {
+  return agentSweeperLoop(sweeperDeps(app))
+}

@@ -1,0 +1,525 @@
+// The agent gateway: enrollment, check-ins and command results. A check-in carries the
+// agent's whole state; the server records what changed since the last one as events.
+// Takes plain inputs (the caller's context, the agent its credential named, the parsed
+// body), so it runs without Fastify.
+import crypto from 'node:crypto'
+import type { components } from '../../generated/openapi.js'
+import { AGENT_PREFIX, unauthenticated } from '../auth.js'
+import type { Config } from '../config.js'
+import { invalidField, problem, type FieldError } from '../errors.js'
+import { newSecret, sha256 } from '../passwords.js'
+import type { Context } from '../platform/context.js'
+import type { AuditTrail, Log, UnitOfWork } from '../platform/ports.js'
+import { iso } from '../time.js'
+import { agentAsset, maskMachineId } from './agent-views.js'
+import { type AgentRef, hostEvent, modeEvent, presenceEvents, removedEvent, unapprovedEvent } from './events.js'
+import { DAY_MS, gatewayLimits } from './limits.js'
+import { modelTooltip, nicsText, reconcile, storedView } from './peripherals.js'
+import type { AgentRow, AgentState, AgentStatus, EventInput, EventRecorder, GatewayAgent, GatewayStore } from './ports.js'
+import { gatewayCommandView } from './views.js'
+
+type Schemas = components['schemas']
+type CheckIn = Schemas['GatewayCheckInRequest']
+type ItemResult = Schemas['ItemResult']
+
+const MAX_COMMANDS = 50
+const MORE_COMMANDS_CHECK_IN_SECONDS = 5
+const MAX_PERIPHERALS_PER_AGENT = 2048
+const DEBUG_LOGS_KEPT = 5
+const HEARTBEAT_FLUSH_MS = 1000
+export const NO_RESULT = 'No result reported'
+const MAX_LISTED_REFUSALS = 20
+/** Reported errors stored per agent per UTC day; more are answered but not stored. */
+export const MAX_ERRORS_PER_AGENT_PER_DAY = 1000
+
+interface Change {
+  from: unknown
+  to: unknown
+}
+
+export interface GatewayDeps {
+  store: GatewayStore
+  events: EventRecorder
+  agentState: AgentStatus
+  uow: UnitOfWork
+  audit: AuditTrail
+  log: Log
+  settings: Pick<Config, 'license' | 'rateLimitWindowMs'> & {
+    agents: Pick<Config['agents'], 'enrollmentSecret' | 'checkInSeconds' | 'minCheckInSeconds' | 'enrollPerMinutePerAddress' | 'enrollPerMinute' | 'resultBytesPerDay'>
+    /** Each agent's requests per rate-limit window. */
+    agentRequests: number
+  }
+}
+
+/** A check-in's answer, and whether it was routine (unchanged, nothing to hand over: logged in the summary only). */
+export interface CheckInAnswer {
+  answer: Schemas['GatewayCheckInResponse']
+  routine: boolean
+}
+
+export function agentGateway(deps: GatewayDeps) {
+  const { store, events, agentState, uow, audit, settings } = deps
+  const { agents: config, license } = settings
+  const limits = gatewayLimits({
+    enrollPerMinutePerAddress: config.enrollPerMinutePerAddress,
+    enrollPerMinute: config.enrollPerMinute,
+    agentRequests: settings.agentRequests,
+    windowMs: settings.rateLimitWindowMs,
+    resultBytesPerDay: config.resultBytesPerDay,
+    minCheckInSeconds: config.minCheckInSeconds,
+  })
+  /** Errors stored for each agent on the current UTC day. */
+  const errorsStored = new Map<number, { day: number; count: number }>()
+  /** Unchanged check-ins' times, written once a second (a lost one on a crash is harmless). */
+  const heartbeats = new Map<number, number>()
+  let flushTimer: NodeJS.Timeout | undefined
+  // Settings that change what a check-in means are part of its digest.
+  const digestSalt = JSON.stringify([license.accountId, config.checkInSeconds])
+
+  function secretMatches(given: string): boolean {
+    // Comparing digests: equal lengths, and the time taken says nothing about the secret.
+    return crypto.timingSafeEqual(crypto.createHash('sha256').update(given).digest(), crypto.createHash('sha256').update(config.enrollmentSecret).digest())
+  }
+
+  async function seatFree(): Promise<boolean> {
+    return (await store.activatedCount()) < license.seats
+  }
+
+  /** A new credential: its agent starts afresh (no interval to wait, no check-in time held). */
+  function forget(agentId: number) {
+    limits.forgetCheckIn(agentId)
+    heartbeats.delete(agentId)
+  }
+
+  async function enroll(ctx: Context, body: Schemas['GatewayEnrollRequest']): Promise<Schemas['GatewayEnrollResponse']> {
+    const now = Date.now()
+    if (!secretMatches(body.enrollmentSecret)) {
+      await audit.record(ctx, {
+        description: `Enrollment of "${body.hostIdentifier}" refused: wrong enrollment secret`,
+        details: { machineId: maskMachineId(body.machineId), hostIdentifier: body.hostIdentifier },
+        outcome: 'Refused',
+        user: null,
+        asset: { name: body.hostIdentifier, type: 'Agent' },
+        refusal: { status: 401, reason: 'wrong enrollment secret' },
+      })
+      throw unauthenticated('The enrollment secret is wrong.')
+    }
+    const credential = newSecret(AGENT_PREFIX)
+    const hash = sha256(credential)
+    return uow.run(async () => {
+      const known = await store.byMachineId(body.machineId)
+      let id: number, uuid: string
+      if (known) {
+        // The shared secret alone never moves an enrolled identity: the agent proves its
+        // current credential, or an Administrator approves the new enrollment.
+        if (!provesCredential(body.currentCredential, known.credential_hash)) return hold(ctx, known, body, hash, credential, now)
+        ;({ id, uuid } = known)
+        await store.rotateCredential(id, hash, body.hostIdentifier)
+        forget(id)
+      } else {
+        uuid = crypto.randomUUID().toLowerCase()
+        const expiration = license.expirationDate === null ? null : Date.parse(license.expirationDate)
+        id = await store.insertAgent({
+          uuid,
+          machineId: body.machineId,
+          credentialHash: hash,
+          enrolledMs: now,
+          hostIdentifier: body.hostIdentifier,
+          licenseStatus: expiration !== null && expiration <= now ? 'Expired' : (await seatFree()) ? 'Activated' : 'Pending',
+          expirationMs: expiration,
+          licenseAccountName: license.accountName,
+          checkInSeconds: config.checkInSeconds,
+        })
+      }
+      const agent = (await store.agent(id))!
+      const what = known ? 'enrolled again with its current credential; the previous credential no longer works' : `enrolled (license ${agent.license_status})`
+      // Named `HOST (address)` as its later events will be (the address a check-in would
+      // report: the one sent, else the caller's), so that a host is one source.
+      const named = { ...agent, local_ip_address: agent.local_ip_address ?? body.localIpAddress ?? ctx.sourceAddress ?? null }
+      await events.record(now, [hostEvent('enrolled', named, `${body.hostIdentifier} ${what}.`)], id)
+      await audit.record(ctx, {
+        description: `Agent "${body.hostIdentifier}" ${known ? 're-enrolled (credential rotated)' : 'enrolled'}`,
+        details: { uuid, machineId: maskMachineId(body.machineId), hostIdentifier: body.hostIdentifier, reEnrolled: !!known, licenseStatus: agent.license_status },
+        user: `agent:${uuid}`,
+        asset: agentAsset(agent),
+      })
+      return { uuid, credential, reEnrolled: !!known, pendingApproval: false, checkInIntervalSeconds: config.checkInSeconds, serverTime: iso(now) }
+    })
+  }
+
+  function provesCredential(given: string | undefined, storedHash: string | null): boolean {
+    if (!given || !storedHash) return false
+    const a = Buffer.from(sha256(given))
+    const b = Buffer.from(storedHash)
+    return a.length === b.length && crypto.timingSafeEqual(a, b)
+  }
+
+  /**
+   * A re-enrollment without proof: kept aside (the latest one per agent) until an
+   * Administrator decides; the agent's current credential keeps working meanwhile.
+   */
+  async function hold(
+    ctx: Context,
+    known: { id: number; uuid: string },
+    body: Schemas['GatewayEnrollRequest'],
+    hash: string,
+    credential: string,
+    now: number,
+  ): Promise<Schemas['GatewayEnrollResponse']> {
+    const agent = (await store.agent(known.id))!
+    await store.holdReEnrollment({ agentId: known.id, credentialHash: hash, hostIdentifier: body.hostIdentifier, sourceIp: ctx.sourceAddress, requestedMs: now })
+    const proof = body.currentCredential ? "presented a credential that is not the agent's current one" : "did not present the agent's current credential"
+    await events.record(
+      now,
+      [
+        hostEvent(
+          'reEnrollmentHeld',
+          agent,
+          `An enrollment as ${agent.host_identifier} (reported host name "${body.hostIdentifier}", from ${ctx.sourceAddress}) ${proof}; held until an Administrator approves it. The agent keeps its current credential meanwhile.`,
+        ),
+      ],
+      known.id,
+    )
+    await audit.record(ctx, {
+      description: `Re-enrollment of agent "${agent.host_identifier}" held for an Administrator's approval: it ${proof}`,
+      details: {
+        uuid: known.uuid,
+        machineId: maskMachineId(body.machineId),
+        hostIdentifier: body.hostIdentifier,
+        reEnrolled: true,
+        pendingApproval: true,
+        credentialPresented: !!body.currentCredential,
+      },
+      user: null,
+      severity: 4,
+      asset: agentAsset(agent),
+    })
+    return { uuid: known.uuid, credential, reEnrolled: true, pendingApproval: true, checkInIntervalSeconds: config.checkInSeconds, serverTime: iso(now) }
+  }
+
+  /** An Administrator's decision on a held re-enrollment: approved, its credential replaces the agent's. */
+  async function decideReEnrollment(ctx: Context, uuid: string, decision: 'Approve' | 'Reject'): Promise<Schemas['AgentReEnrollmentDecision']> {
+    const now = Date.now()
+    return uow.run(async () => {
+      const agent = await store.agentByUuid(uuid)
+      if (!agent) throw problem('not-found', `No agent with uuid ${uuid}.`)
+      const held = await store.heldReEnrollment(agent.id)
+      if (!held) throw problem('not-found', `Agent ${agent.host_identifier} has no re-enrollment awaiting approval.`)
+      await store.dropReEnrollment(agent.id)
+      const requested = { requestedTime: iso(held.requested_ms), hostIdentifier: held.host_identifier, sourceIp: held.source_ip }
+      if (decision === 'Approve') {
+        await store.rotateCredential(agent.id, held.credential_hash, held.host_identifier)
+        forget(agent.id)
+        await events.record(
+          now,
+          [hostEvent('enrolled', agent, `${agent.host_identifier} enrolled again, approved by ${ctx.actor ?? 'an Administrator'}; the previous credential no longer works.`)],
+          agent.id,
+        )
+      }
+      await audit.record(ctx, {
+        description: `${decision === 'Approve' ? 'Approved' : 'Rejected'} the re-enrollment of agent "${agent.host_identifier}"${decision === 'Approve' ? ' (credential replaced)' : ''}`,
+        details: { uuid: agent.uuid, decision, ...requested },
+        asset: agentAsset(agent),
+      })
+      return { uuid: agent.uuid, decision, ...requested, decidedTime: iso(now) }
+    })
+  }
+
+  function heartbeat(agentId: number, now: number) {
+    heartbeats.set(agentId, now)
+    flushTimer ??= setTimeout(() => {
+      flushHeartbeats().catch((err) => deps.log.error({ err }, 'writing check-in times failed; retrying with the next ones'))
+    }, HEARTBEAT_FLUSH_MS).unref()
+  }
+
+  async function flushHeartbeats(): Promise<void> {
+    if (flushTimer) clearTimeout(flushTimer)
+    flushTimer = undefined
+    if (heartbeats.size === 0) return
+    const batch = [...heartbeats]
+    heartbeats.clear()
+    try {
+      await uow.run(() => store.heartbeats(batch))
+    } catch (err) {
+      // Kept for the next flush, unless a newer time came meanwhile.
+      for (const [id, ms] of batch) if (!heartbeats.has(id)) heartbeats.set(id, ms)
+      throw err
+    }
+  }
+
+  /** Hands the oldest pending commands over; call inside a unit of work. */
+  async function deliver(agentId: number, now: number) {
+    const { commands, more } = await store.deliverPending(agentId, MAX_COMMANDS, now)
+    return { commands: commands.map(gatewayCommandView), more }
+  }
+
+  function answer(uuid: string, now: number, d: Awaited<ReturnType<typeof deliver>>): Schemas['GatewayCheckInResponse'] {
+    return {
+      uuid,
+      serverTime: iso(now),
+      nextCheckInSeconds: d.more ? MORE_COMMANDS_CHECK_IN_SECONDS : config.checkInSeconds,
+      moreCommands: d.more,
+      commands: d.commands,
+    }
+  }
+
+  /** `agent`: the one whose credential the call carries. */
+  async function checkIn(ctx: Context, agent: GatewayAgent, body: CheckIn): Promise<CheckInAnswer> {
+    const now = Date.now()
+    const seen = new Set<string>()
+    body.peripherals.forEach((p, i) => {
+      if (seen.has(p.deviceID)) throw invalidField('body', `peripherals/${i}/deviceID`, 'is listed twice')
+      seen.add(p.deviceID)
+    })
+    // The digest covers the state as sent, key order included: an agent that reorders its
+    // keys only costs a full comparison, which then finds nothing new.
+    const { agentTime: _time, errors, ...state } = body
+    const reportedIp = body.localIpAddress ?? ctx.sourceAddress ?? ''
+    const digest = sha256(digestSalt + JSON.stringify(state) + (body.localIpAddress ? '' : reportedIp))
+    if (digest === agent.state_digest && agent.connection_status === 'Connected' && !errors?.length) {
+      // Nothing changed: no comparison, no audit record (the contract audits changes only).
+      ctx.audit.audited = true
+      heartbeat(agent.id, now)
+      if (!(await store.hasPendingCommands(agent.id))) return { answer: answer(agent.uuid, now, { commands: [], more: false }), routine: true }
+      const d = await uow.run(async () => {
+        const d = await deliver(agent.id, now)
+        await agentState.refreshStatus(agent.id)
+        return d
+      })
+      return { answer: answer(agent.uuid, now, d), routine: false }
+    }
+    const held = heartbeats.get(agent.id)
+    heartbeats.delete(agent.id)
+    return { answer: await uow.run(() => compare(ctx, agent.id, body, reportedIp, digest, now, held)), routine: false }
+  }
+
+  async function licenseAfter(current: AgentRow['license_status'], reportedAccount: string | null | undefined): Promise<AgentRow['license_status']> {
+    const expected = license.accountId
+    if (expected !== null && reportedAccount && reportedAccount !== expected) return 'Invalid'
+    if (current === 'Invalid') return (await seatFree()) ? 'Activated' : 'Pending'
+    return current
+  }
+
+  /** The full comparison of a check-in with the stored state; inside one unit of work. */
+  async function compare(ctx: Context, agentId: number, body: CheckIn, localIp: string, digest: string, now: number, heldCheckInMs: number | undefined) {
+    const before = await store.agent(agentId)
+    if (!before) throw unauthenticated('The agent no longer exists; enroll again.')
+    const first = before.last_updated_ms === null
+    const previousMs = Math.max(before.last_updated_ms ?? 0, heldCheckInMs ?? 0)
+    const nics = body.nics ?? []
+    const addresses = [...new Set([localIp, ...nics.flatMap((n) => n.ipAddresses)].filter(Boolean))]
+    const sw = body.connectedSwitch ?? {}
+    const after: AgentState = {
+      hostIdentifier: body.hostIdentifier,
+      localIpAddress: localIp,
+      osVersion: body.osVersion ?? null,
+      manufacturer: body.manufacturer ?? null,
+      pcModel: body.pcModel ?? null,
+      nicsJson: JSON.stringify(nics),
+      nicsText: nicsText(nics),
+      ipAddresses: addresses.length ? addresses.join(' ') : null,
+      operationalStatus: body.operationalStatus,
+      isSystemLocked: body.isSystemLocked ? 1 : 0,
+      serviceVersion: body.serviceVersion ?? null,
+      kbDriverVersion: body.kbDriverVersion ?? null,
+      licenseStatus: await licenseAfter(before.license_status, body.licenseAccountId),
+      licenseAccountId: body.licenseAccountId ?? null,
+      modelTooltip: modelTooltip(body.manufacturer, body.pcModel, body.osVersion, nics.length),
+      runningMode: body.runningMode ?? null,
+      switchIp: sw.ip ?? null,
+      switchName: sw.name ?? null,
+      portId: sw.portId ?? null,
+      portName: sw.portName ?? null,
+      ethernetsCount: nics.filter((n) => n.isEthernet).length,
+      hashtags: body.hashtags?.length ? body.hashtags.join(' ') : null,
+      loggedOnUsers: JSON.stringify(body.loggedOnUsers ?? []),
+      checkInSeconds: config.checkInSeconds,
+      lastUpdatedMs: now,
+      stateDigest: digest,
+    }
+    await store.updateState(agentId, after)
+
+    // Peripherals: upsert what was reported; the ones left out are no longer present.
+    const { changes, appeared, gone, missing } = reconcile(await store.knownPeripherals(agentId), body.peripherals)
+    await store.applyPeripherals(agentId, before.uuid, changes, now, previousMs, MAX_PERIPHERALS_PER_AGENT)
+    await storeErrors(agentId, reportedErrors(body), now)
+
+    const delivered = await deliver(agentId, now)
+    await agentState.refreshAgent(agentId)
+
+    // Events, in the order things happened to the host, then to its peripherals.
+    const ref: AgentRef = { uuid: before.uuid, host_identifier: after.hostIdentifier, local_ip_address: localIp }
+    const host = after.hostIdentifier
+    const raised: EventInput[] = []
+    if (!first && before.connection_status === 'Disconnected') {
+      raised.push(hostEvent('reconnected', ref, `${host} checks in again; its last check-in was ${iso(previousMs)}.`))
+    }
+    if (!first && before.operational_status !== after.operationalStatus) {
+      raised.push(modeEvent(ref, before.operational_status, after.operationalStatus, await store.modeRequestedBy(agentId, after.operationalStatus)))
+    }
+    const moved = locationChange(before, after)
+    if (!first && moved) raised.push(hostEvent('locationChanged', ref, `${host} moved: ${moved}.`))
+
+    // Removed: reported not present, or left out of the list (described as stored).
+    for (const p of [...gone.map(storedView), ...missing]) raised.push(removedEvent(ref, p))
+    const present = await store.presentPeripherals(agentId)
+    const armedNow = after.operationalStatus === 'Armed' && (first || before.operational_status !== 'Armed')
+    for (const p of present) {
+      const isNew = appeared.get(p.device_id)
+      if (isNew !== undefined) raised.push(...presenceEvents(ref, p, isNew, after.operationalStatus))
+      else if (armedNow && !p.approved) raised.push(unapprovedEvent(ref, p))
+    }
+    // Most severe last: it becomes the agent's latestEventText (the sort is stable).
+    raised.sort((a, b) => b.severity - a.severity)
+    await events.record(now, raised, agentId)
+
+    const added = changes.reported.filter((r) => r.id === null).length
+    const changed = auditableChanges(before, after, first, { connected: appeared.size, removed: gone.length + missing.length, added })
+    if (Object.keys(changed).length > 0) {
+      await audit.record(ctx, {
+        description: `Check-in of "${host}" changed ${Object.keys(changed).join(', ')}`,
+        details: changed,
+        user: `agent:${before.uuid}`,
+        asset: agentAsset({ uuid: before.uuid, host_identifier: host, local_ip_address: localIp, running_mode: after.runningMode, os_version: after.osVersion }),
+      })
+    } else {
+      // Changes of address, users or adapters only: events where the contract has them, no audit record.
+      ctx.audit.audited = true
+    }
+    return answer(before.uuid, now, delivered)
+  }
+
+  /** Stores an agent's reported errors, up to its allowance of the day (a flood cannot grow the table without end). */
+  async function storeErrors(agentId: number, errors: ReturnType<typeof reportedErrors>, now: number) {
+    if (errors.length === 0) return
+    const day = Math.floor(now / DAY_MS)
+    const used = errorsStored.get(agentId)
+    const today = used && used.day === day ? used.count : 0
+    const kept = errors.slice(0, Math.max(0, MAX_ERRORS_PER_AGENT_PER_DAY - today))
+    await store.addErrors(agentId, kept)
+    errorsStored.set(agentId, { day, count: today + kept.length })
+  }
+
+  function reportedErrors(body: CheckIn) {
+    return (body.errors ?? []).map((e) => ({ time: Date.parse(e.time), code: e.code ?? null, message: e.message }))
+  }
+
+  function locationChange(before: AgentRow, after: AgentState): string | null {
+    const parts: string[] = []
+    const diff = (what: string, a: string | null, b: string | null) => {
+      if (a !== b) parts.push(`${what} ${a ?? 'none'} -> ${b ?? 'none'}`)
+    }
+    diff('address', before.local_ip_address, after.localIpAddress)
+    diff('switch', before.switch_ip, after.switchIp)
+    diff('switch name', before.switch_name, after.switchName)
+    diff('port', before.port_id, after.portId)
+    return parts.length ? parts.join(', ') : null
+  }
+
+  function auditableChanges(before: AgentRow, after: AgentState, first: boolean, peripherals: { connected: number; removed: number; added: number }) {
+    const changes: Record<string, Change | typeof peripherals> = {}
+    const diff = (name: string, a: unknown, b: unknown) => {
+      if (a !== b) changes[name] = { from: a, to: b }
+    }
+    if (!first) diff('hostIdentifier', before.host_identifier, after.hostIdentifier)
+    if (!first || after.operationalStatus !== 'Free') diff('operationalStatus', before.operational_status, after.operationalStatus)
+    diff('serviceVersion', before.service_version, after.serviceVersion)
+    diff('kbDriverVersion', before.kb_driver_version, after.kbDriverVersion)
+    diff('licenseStatus', before.license_status, after.licenseStatus)
+    diff('licenseAccountId', before.license_account_id, after.licenseAccountId)
+    if (peripherals.connected || peripherals.removed || peripherals.added) changes.peripherals = peripherals
+    return changes
+  }
+
+  /** `agentId`: the agent whose credential the call carries. */
+  async function reportResults(ctx: Context, agentId: number, body: Schemas['GatewayCommandResultsRequest']): Promise<Schemas['ItemResults']> {
+    const now = Date.now()
+    return uow.run(async () => {
+      const agent = await store.agent(agentId)
+      if (!agent) throw unauthenticated('The agent no longer exists; enroll again.')
+      const ref: AgentRef = agent
+      const results: ItemResult[] = []
+      const raised: EventInput[] = []
+      const refused: FieldError[] = []
+      let mode = agent.operational_status
+      let changed = false
+      let armed = false
+      const fail = (i: number, id: string, code: 'not-found' | 'conflict', reason: string) => {
+        results.push({ id, status: 'failed', code, reason })
+        refused.push({ location: 'body', name: `results/${i}/commandId`, reason: `${code}: ${reason}` })
+      }
+      for (const [i, r] of body.results.entries()) {
+        const id = String(r.commandId)
+        const c = await store.command(r.commandId)
+        // Results are taken only for commands given to this agent and still awaiting one.
+        if (!c || c.agent_id !== agentId) {
+          fail(i, id, 'not-found', `Command ${id} is unknown to this agent.`)
+          continue
+        }
+        const timedOut = c.status === 'Failed' && c.result_message === NO_RESULT
+        if (c.status !== 'Delivered' && !timedOut) {
+          const why = c.status === 'Pending' ? 'was never delivered' : c.status === 'Cancelled' ? 'was cancelled' : `was already reported as ${c.status}`
+          fail(i, id, 'conflict', `Command ${id} ${why}.`)
+          continue
+        }
+        const output = c.type === 'FetchDebugLogs' && typeof r.output === 'string' ? r.output : null
+        await store.completeCommand({ id: c.id, status: r.status, now, message: r.message ?? null, hasOutput: output !== null ? 1 : 0 })
+        if (output !== null) await store.addDebugLog(agentId, c.id, now, output, DEBUG_LOGS_KEPT)
+        if (r.status === 'Failed') {
+          raised.push(hostEvent('commandFailed', ref, `${c.type} command ${c.id} failed on ${agent.host_identifier}: ${r.message || 'no message'}.`))
+        } else if (c.type === 'SetMode') {
+          const wanted = gatewayCommandView(c).parameters.mode
+          if (wanted && wanted !== mode) {
+            raised.push(modeEvent(ref, mode, wanted, c.created_by))
+            armed ||= wanted === 'Armed'
+            mode = wanted
+          }
+          await store.setMode(agentId, wanted ?? mode, now)
+        } else if (c.type === 'UpdatePolicy') {
+          await store.setConfigured(agentId, now)
+        }
+        changed = true
+        results.push({ id, status: 'done', code: null, reason: null })
+      }
+      if (!changed) {
+        // Nothing taken: a refusal (its repeats are counted, not written, in the audit trail).
+        const unknown = refused.every((e) => e.reason.startsWith('not-found'))
+        throw problem(unknown ? 'not-found' : 'conflict', unknown ? 'No result is for a command of this agent.' : 'No result is for a command of this agent awaiting its result.', {
+          errors: refused.slice(0, MAX_LISTED_REFUSALS),
+        })
+      }
+      await agentState.refreshAgent(agentId)
+      if (armed && mode === 'Armed') {
+        for (const p of await store.presentPeripherals(agentId)) if (!p.approved) raised.push(unapprovedEvent(ref, p))
+      }
+      await events.record(now, raised, agentId)
+      const failed = results.filter((r) => r.status === 'failed').length
+      await audit.record(ctx, {
+        description: `Agent "${agent.host_identifier}" reported ${body.results.length} command result(s)${failed ? `, ${failed} refused` : ''}`,
+        details: { results: body.results.map((r, i) => ({ commandId: r.commandId, status: r.status, message: r.message ?? null, answer: results[i].code ?? 'done' })) },
+        user: `agent:${agent.uuid}`,
+        asset: agentAsset(agent),
+      })
+      return { succeeded: results.length - failed, failed, results }
+    })
+  }
+
+  return {
+    /** The gateway's limits, checked before anything else (lib/gateway/limits.ts). */
+    admit: limits.admit,
+    /** Counts an enrollment answered with an error (a wrong secret, an invalid body, ...). */
+    enrollmentFailed: limits.enrollmentFailed,
+    enroll,
+    decideReEnrollment,
+    checkIn,
+    reportResults,
+    flushHeartbeats,
+    /** Forgets what no longer matters: expired enrollment windows and old check-in times. */
+    prune(now: number) {
+      limits.prune(now)
+      const day = Math.floor(now / DAY_MS)
+      for (const [id, used] of errorsStored) if (used.day !== day) errorsStored.delete(id)
+    },
+  }
+}
+export type AgentGateway = ReturnType<typeof agentGateway>
