@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify'
+import { asyncPort } from '../../db/unit-of-work.js'
 import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { iso } from '../time.js'
 import { DeliveryWorker } from './worker.js'
@@ -16,7 +17,15 @@ declare module 'fastify' {
  * claims the shared outbox), and its health check; stopping lets deliveries in flight finish.
  */
 export function alarmDeliveryLoop(app: FastifyInstance): Loop {
-  const worker = new DeliveryWorker(app)
+  const { repos, config } = app
+  const worker = new DeliveryWorker({
+    outbox: asyncPort(repos.alarms, repos.uow),
+    events: asyncPort(repos.events, repos.uow),
+    uow: repos.uow,
+    log: app.log,
+    mail: { mailer: app.mailer, publicUrl: config.publicUrl },
+    settings: { ...config.alarms, deliveryDays: config.retention.deliveryDays },
+  })
   app.decorate('alarmWorker', worker)
   registerHealthCheck(app, { name: 'AlarmDelivery', check: alarmDeliveryHealth })
   return { name: 'alarm-delivery', singleton: true, start: () => worker.start(), stop: () => worker.stop() }

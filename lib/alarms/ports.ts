@@ -1,5 +1,7 @@
 // The storage the alarm destination service needs; db/alarms.ts implements it on SQLite.
-import type { DeliveryCounts, DestinationInput, DestinationRow } from '../../db/alarms.js'
+import type { AlarmsRepo, DeliveryCounts, DestinationInput, DestinationRow } from '../../db/alarms.js'
+import type { EventInput } from '../../db/events.js'
+import type { Async } from '../../db/unit-of-work.js'
 
 export interface AlarmDestinationStore {
   all(): Promise<DestinationRow[]>
@@ -12,4 +14,12 @@ export interface AlarmDestinationStore {
   /** Deletes a destination and cancels its pending deliveries; answers how many were cancelled (-1: none was there). */
   remove(id: string, ms: number): Promise<number>
   counts(id: string, now: number): Promise<DeliveryCounts>
+}
+
+/** The alarm outbox the delivery worker drains: one lane per destination, in outbox order. */
+export type AlarmOutbox = Async<Pick<AlarmsRepo, 'prune' | 'outboxSeq' | 'heads' | 'byId' | 'pendingAfter' | 'event' | 'auditRecord' | 'assetMessage' | 'recordAttempt'>>
+
+/** Where the worker records the "Alarm delivery failure" events it raises. */
+export interface FailureEvents {
+  record(createdMs: number, events: EventInput[]): Promise<unknown>
 }

@@ -6,13 +6,14 @@
 // (a retry later). Lanes of different destinations run side by side. Outcomes are written
 // in batches (one transaction per batch, not per delivery); a crash before a batch is
 // written only means those deliveries are made again, which at-least-once allows.
-import type { FastifyInstance } from 'fastify'
 import type { AttemptRecord, DestinationRow, OutboxItem } from '../../db/alarms.js'
+import type { Log, UnitOfWork } from '../platform/ports.js'
 import { eventCodes, eventOf } from '../event-codes.js'
 import { allowList } from './address.js'
-import { sendRecord, type Transports } from './deliver.js'
+import { sendRecord, type MailOut, type Transports } from './deliver.js'
 import { auditView, eventView } from '../events/views.js'
 import type { AlarmRecord } from './format.js'
+import type { AlarmOutbox, FailureEvents } from './ports.js'
 import { SyslogConnections, webhookAgents, type SendOutcome } from './transport.js'
 
 export const RETRY_BASE_MS = 10_000
@@ -40,6 +41,15 @@ interface Outcome {
 
 const feedNames = { events: 'event', audit: 'audit record', assets: 'asset message' } as const
 
+export interface DeliveryDeps {
+  outbox: AlarmOutbox
+  events: FailureEvents
+  uow: UnitOfWork
+  log: Log
+  mail: MailOut
+  settings: { allowedHosts: string[]; denyPrivate: boolean; timeoutMs: number; deliveryDays: number }
+}
+
 export class DeliveryWorker {
   /** The worker's time; tests move it forward to make retries due. */
   clock: () => number = () => Date.now()
@@ -56,14 +66,14 @@ export class DeliveryWorker {
   private lastPrune = -Infinity
   private readonly transports: Transports & { agents: ReturnType<typeof webhookAgents> }
 
-  constructor(private readonly app: FastifyInstance) {
-    const { allowedHosts, denyPrivate, timeoutMs } = app.config.alarms
+  constructor(private readonly deps: DeliveryDeps) {
+    const { allowedHosts, denyPrivate, timeoutMs } = deps.settings
     this.transports = { allow: allowList(allowedHosts, denyPrivate), syslog: new SyslogConnections(), agents: webhookAgents(), timeoutMs }
   }
 
   start(intervalMs = POLL_MS): void {
     if (this.paused || this.closing || this.timer) return
-    this.timer = setInterval(() => this.tick(), intervalMs).unref()
+    this.timer = setInterval(() => void this.tick(), intervalMs).unref()
   }
 
   /** Stops the timer: deliveries then happen only through turn() and drain() (tests). */
@@ -84,24 +94,24 @@ export class DeliveryWorker {
   }
 
   /** Starts a lane for each destination whose next delivery is due; answers how many started. */
-  tick(): number {
+  async tick(): Promise<number> {
     if (this.closing) return 0
     const now = this.clock()
-    const { alarms } = this.app.repos
+    const alarms = this.deps.outbox
     try {
       if (now - this.lastPrune >= PRUNE_EVERY_MS) {
         this.lastPrune = now
         // Finished deliveries and attempts are kept PRIME_RETENTION_DELIVERY_DAYS.
-        alarms.prune(now - this.app.config.retention.deliveryDays * 86_400_000)
+        await alarms.prune(now - this.deps.settings.deliveryDays * 86_400_000)
       }
       // Nothing queued since the last look and no retry due: nothing to do.
-      const seq = alarms.outboxSeq()
+      const seq = await alarms.outboxSeq()
       if (!this.recheck && seq === this.seenSeq && now < this.nextDue) return 0
       this.seenSeq = seq
       this.recheck = false
       this.nextDue = Infinity
       let started = 0
-      for (const head of alarms.heads()) {
+      for (const head of await alarms.heads()) {
         const id = head.destination_id
         if (this.lanes.has(id)) continue
         if (head.next_attempt_ms > now) {
@@ -110,7 +120,7 @@ export class DeliveryWorker {
         }
         started++
         const lane = this.lane(id)
-          .catch((err) => this.app.log.error({ err, destinationId: id }, 'alarm delivery lane failed'))
+          .catch((err) => this.deps.log.error({ err, destinationId: id }, 'alarm delivery lane failed'))
           .finally(() => {
             this.lanes.delete(id)
             this.recheck = true
@@ -119,7 +129,7 @@ export class DeliveryWorker {
       }
       return started
     } catch (err) {
-      this.app.log.error({ err }, 'alarm delivery turn failed')
+      this.deps.log.error({ err }, 'alarm delivery turn failed')
       return 0
     }
   }
@@ -127,7 +137,7 @@ export class DeliveryWorker {
   /** Starts what is due now and waits until those lanes have stopped. */
   async turn(): Promise<void> {
     this.recheck = true
-    this.tick()
+    await this.tick()
     await Promise.all([...this.lanes.values()])
   }
 
@@ -135,7 +145,7 @@ export class DeliveryWorker {
   async drain(): Promise<void> {
     for (;;) {
       this.recheck = true
-      const started = this.tick()
+      const started = await this.tick()
       if (started === 0 && this.lanes.size === 0) return
       await Promise.all([...this.lanes.values()])
     }
@@ -149,22 +159,22 @@ export class DeliveryWorker {
     let timer: NodeJS.Timeout | undefined
     await Promise.race([Promise.all([...this.lanes.values()]), new Promise((r) => (timer = setTimeout(r, boundMs)))])
     clearTimeout(timer)
-    this.flush()
+    await this.flush()
     this.closed = true
     this.transports.syslog.close()
     this.transports.agents.destroy()
   }
 
   private async lane(destinationId: string): Promise<void> {
-    const { alarms } = this.app.repos
+    const alarms = this.deps.outbox
     let cursor = 0
     try {
       for (;;) {
         // Read again per batch: a changed destination applies from the next batch on.
         if (this.closing) return
-        const dest = alarms.byId(destinationId)
+        const dest = await alarms.byId(destinationId)
         if (!dest) return
-        const items = alarms.pendingAfter(destinationId, cursor, BATCH)
+        const items = await alarms.pendingAfter(destinationId, cursor, BATCH)
         if (items.length === 0) return
         for (const item of items) {
           if (this.closing) return
@@ -174,39 +184,39 @@ export class DeliveryWorker {
           cursor = item.id
           this.buffer.push(outcome)
           if (outcome.attempt.outcome === 'retry') return
-          if (this.buffer.length >= BATCH || performance.now() - this.lastFlush >= FLUSH_MS) this.flush()
+          if (this.buffer.length >= BATCH || performance.now() - this.lastFlush >= FLUSH_MS) await this.flush()
         }
-        this.flush()
+        await this.flush()
       }
     } finally {
-      this.flush()
+      await this.flush()
     }
   }
 
-  private record(item: OutboxItem): AlarmRecord | null {
-    const { alarms } = this.app.repos
+  private async record(item: OutboxItem): Promise<AlarmRecord | null> {
+    const alarms = this.deps.outbox
     if (item.feed === 'events') {
-      const row = alarms.event(item.record_id)
+      const row = await alarms.event(item.record_id)
       return row ? { feed: 'events', event: eventView(row) } : null
     }
     if (item.feed === 'audit') {
-      const row = alarms.auditRecord(item.record_id)
+      const row = await alarms.auditRecord(item.record_id)
       return row ? { feed: 'audit', auditTrail: auditView(row) } : null
     }
-    const row = alarms.assetMessage(item.record_id)
+    const row = await alarms.assetMessage(item.record_id)
     return row ? { feed: 'assets', asset: JSON.parse(row.body), createdMs: row.created_ms } : null
   }
 
   private async deliver(dest: DestinationRow, item: OutboxItem, now: number): Promise<Outcome> {
     const attempt = item.attempts + 1
     const t0 = performance.now()
-    const record = this.record(item)
+    const record = await this.record(item)
     let result: SendOutcome
     if (!record) result = { outcome: 'failed', error: `The ${feedNames[item.feed]} ${item.record_id} no longer exists.`, code: 'delivery-failed' }
     else {
       try {
         const ctx = { deliveryId: item.delivery_id, attempt, sentTime: Math.floor(Date.now() / 1000), destination: { id: dest.id, name: dest.name } }
-        result = (await sendRecord({ mailer: this.app.mailer, publicUrl: this.app.config.publicUrl }, dest, record, ctx, this.transports)).result
+        result = (await sendRecord(this.deps.mail, dest, record, ctx, this.transports)).result
       } catch (err) {
         // Not a receiver's answer but settings or a record that cannot be sent: retrying would not help.
         result = { outcome: 'failed', error: (err as Error).message.slice(0, 1000), code: 'delivery-failed' }
@@ -214,7 +224,7 @@ export class DeliveryWorker {
     }
     // The receiver's answer goes to the log only; the records keep the coarse outcome.
     if (result.outcome !== 'delivered') {
-      this.app.log.warn(
+      this.deps.log.warn(
         { destinationId: dest.id, deliveryId: item.delivery_id, attempt, outcome: result.outcome, code: result.code, detail: result.detail ?? result.error },
         'alarm delivery attempt failed',
       )
@@ -245,19 +255,19 @@ export class DeliveryWorker {
   }
 
   /** Writes the outcomes gathered so far in one transaction, with the failure events they raise. */
-  flush(): void {
+  async flush(): Promise<void> {
     if (this.closed || this.buffer.length === 0) return
     const batch = this.buffer
     this.buffer = []
     this.lastFlush = performance.now()
-    const { db, repos } = this.app
+    const { uow, outbox, events } = this.deps
     try {
-      db.transaction(() => {
+      await uow.run(async () => {
         for (const o of batch) {
-          const pending = repos.alarms.recordAttempt(o.attempt)
+          const pending = await outbox.recordAttempt(o.attempt)
           if (!o.failure || !pending) continue
           const { destination: d, item, error } = o.failure
-          repos.events.record(o.attempt.startedMs + Math.round(o.attempt.durationMs), [
+          await events.record(o.attempt.startedMs + Math.round(o.attempt.durationMs), [
             {
               ...eventOf('alarmFailure'),
               entityId: 'Prime server',
@@ -270,10 +280,10 @@ export class DeliveryWorker {
             },
           ])
         }
-      })()
+      })
     } catch (err) {
       // Not written: these deliveries stay pending and are made again.
-      this.app.log.error({ err, outcomes: batch.length }, 'could not record alarm delivery outcomes')
+      this.deps.log.error({ err, outcomes: batch.length }, 'could not record alarm delivery outcomes')
     }
   }
 }
