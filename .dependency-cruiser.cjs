@@ -34,10 +34,18 @@ module.exports = {
       from: { path: '^handlers/' },
       to: { path: '^db/' },
     },
+    {
+      name: 'services-take-plain-inputs',
+      severity: 'error',
+      comment:
+        "A feature's services, ports, rules and views (lib/<feature>/) take plain inputs, not Fastify's request or instance: only the feature's wiring (lib/<feature>/index.ts) may import fastify.",
+      from: { path: '^lib/(?!platform/)[^/]+/', pathNot: '^lib/[^/]+/index\\.ts$' },
+      to: { path: '(^|/)node_modules/fastify/' },
+    },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: '(^|/)(node_modules|dist|tests|coverage)/' },
+    exclude: { path: '(^|/)(dist|tests|coverage)/' },
     // Type-only imports count: a db/ module that names a generated type depends on it.
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },

@@ -45,4 +45,7 @@ t.test('each rule catches its violation', async (t) => {
   )
   t.ok(found.has('only-app-wiring-imports-handlers: lib/service.ts -> handlers/things.ts'), 'lib importing a handler')
   t.ok(found.has('handlers-go-through-services: handlers/things.ts -> db/store.ts'), 'a handler importing db')
+  const fastify = [...found].filter((f) => f.startsWith('services-take-plain-inputs:'))
+  t.equal(fastify.length, 1, 'one: the wiring may import fastify')
+  t.match(fastify, [/^services-take-plain-inputs: lib\/things\/service\.ts -> .*node_modules\/fastify\//], "a feature's service importing fastify, and not its wiring")
 })

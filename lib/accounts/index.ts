@@ -1,6 +1,7 @@
-// The first start: an Administrator account to log in with.
+// The accounts' wiring: at first start, an Administrator account to log in with.
 import crypto from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
+import { asyncPort } from '../../db/unit-of-work.js'
 import { dummyHash, hashPassword, passwordProblem } from '../passwords.js'
 import { userAsset } from './views.js'
 
@@ -8,10 +9,12 @@ const ADMINISTRATOR = 30
 
 /** First start: an `admin` account with PRIME_ADMIN_PASSWORD, or a random password logged once. */
 export async function bootstrapAdmin(app: FastifyInstance) {
-  const { users } = app.repos
+  const { uow } = app.repos
+  const users = asyncPort(app.repos.users, uow)
+  const auditRecords = asyncPort(app.repos.audit, uow)
   // Made now, so that the first login with an unknown name does not take a second scrypt run.
   await dummyHash()
-  if (users.counts().total > 0) return
+  if ((await users.counts()).total > 0) return
   let password = app.config.adminPassword
   if (password) {
     const reason = passwordProblem(password, 'admin')
@@ -21,13 +24,13 @@ export async function bootstrapAdmin(app: FastifyInstance) {
   }
   const now = Date.now()
   const hash = await hashPassword(password)
-  app.db.transaction(() => {
-    if (users.counts().total > 0) return
-    const id = users.insert(
+  await uow.run(async () => {
+    if ((await users.counts()).total > 0) return
+    const id = await users.insert(
       { user_name: 'admin', email: 'admin@prime.local', first_name: null, last_name: null, phone: null, image: null, profile: ADMINISTRATOR, password_hash: hash, is_active: 1 },
       now,
     )
-    app.repos.audit.insert({
+    await auditRecords.insert({
       createdMs: now,
       severity: 5,
       category: 'Users',
@@ -39,7 +42,7 @@ export async function bootstrapAdmin(app: FastifyInstance) {
       details: JSON.stringify({ userName: 'admin', userProfile: ADMINISTRATOR, passwordFrom: app.config.adminPassword ? 'PRIME_ADMIN_PASSWORD' : 'generated' }),
       asset: userAsset({ id, user_name: 'admin' }),
     })
-  })()
+  })
   if (!app.config.adminPassword) {
     // Printed once, on the one start that creates the account; it is not kept anywhere.
     app.log.warn(`Created account "admin" with the generated password: ${password}  (change it with admin/updateuserdetails)`)
