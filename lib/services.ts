@@ -10,6 +10,8 @@ import { sessionService } from './accounts/sessions.js'
 import { auditDeps, auditTrail } from './audit.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
 import { integrationTokenService } from './integration-tokens/service.js'
+import { notificationService } from './notifications/service.js'
+import { groupNames } from './notifications/views.js'
 import type { AuditTrail } from './platform/ports.js'
 
 export function createServices(app: FastifyInstance) {
@@ -46,6 +48,18 @@ export function createServices(app: FastifyInstance) {
       timeoutMs: config.alarms.timeoutMs,
     }),
     integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
+    notifications: notificationService({
+      notifications: asyncPort(repos.notifications, uow),
+      uow,
+      audit,
+      groupNames: groupNames(app.contract.spec),
+      keptAnswers: config.keptListAnswers,
+      // The health checks' runner and the streams' hub are made with the app's loops (lib/notifications/index.ts).
+      ensureChecked: () => {
+        if (app.notifications.checkedMs === 0) app.notifications.checkHealth()
+      },
+      markedRead: (key, kind, from, to) => app.notifications.hub.markedRead(key, kind, from, to),
+    }),
   }
 }
 

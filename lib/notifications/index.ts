@@ -4,7 +4,6 @@ import type { FastifyInstance } from 'fastify'
 import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { checkHealth, type HealthResult } from './health.js'
 import { notificationHub, type NotificationHub } from './stream.js'
-import { KeptAnswers } from './kept.js'
 import { everyInterval, type Loop } from '../platform/loops.js'
 
 declare module 'fastify' {
@@ -16,8 +15,6 @@ declare module 'fastify' {
 
 export interface NotificationService {
   hub: NotificationHub
-  /** List and count answers kept while no notification changes (PRIME_KEPT_LIST_ANSWERS; 0: none). */
-  kept: KeptAnswers
   /** Runs the health checks now and records their results (as the periodic run does). */
   checkHealth(): HealthResult
   /** When the health checks last ran in this process (0: not yet). */
@@ -40,7 +37,6 @@ export function notificationLoops(app: FastifyInstance): Loop[] {
   let checkedMs = 0
   const service: NotificationService = {
     hub,
-    kept: new KeptAnswers(app.config.keptListAnswers),
     checkHealth() {
       const result = checkHealth(app)
       checkedMs = Date.now()
