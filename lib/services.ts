@@ -8,6 +8,7 @@ import { alarmDestinationService } from './alarms/service.js'
 import { accountService } from './accounts/service.js'
 import { sessionService } from './accounts/sessions.js'
 import { auditDeps, auditTrail } from './audit.js'
+import { catalogueService } from './catalogue/service.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
 import { integrationTokenService } from './integration-tokens/service.js'
 import { notificationService } from './notifications/service.js'
@@ -48,6 +49,12 @@ export function createServices(app: FastifyInstance) {
       timeoutMs: config.alarms.timeoutMs,
     }),
     integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
+    catalogue: catalogueService({
+      catalogue: asyncPort(repos.catalogue, uow),
+      followers: asyncPort({ refreshModel: repos.agentState.refreshModel, invalidateInsight: repos.insights.invalidate }, uow),
+      uow,
+      audit,
+    }),
     notifications: notificationService({
       notifications: asyncPort(repos.notifications, uow),
       uow,
