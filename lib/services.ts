@@ -10,6 +10,7 @@ import { sessionService } from './accounts/sessions.js'
 import { auditDeps, auditTrail } from './audit.js'
 import { catalogueService } from './catalogue/service.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
+import { insightService } from './insights/service.js'
 import { integrationTokenService } from './integration-tokens/service.js'
 import { notificationService } from './notifications/service.js'
 import { groupNames } from './notifications/views.js'
@@ -54,6 +55,12 @@ export function createServices(app: FastifyInstance) {
       followers: asyncPort({ refreshModel: repos.agentState.refreshModel, invalidateInsight: repos.insights.invalidate }, uow),
       uow,
       audit,
+    }),
+    insights: insightService({
+      insights: asyncPort(repos.insights, uow),
+      uow,
+      disconnectSeconds: config.agents.disconnectSeconds,
+      uncommonMaxHosts: config.agents.uncommonPeripheralMaxHosts,
     }),
     notifications: notificationService({
       notifications: asyncPort(repos.notifications, uow),

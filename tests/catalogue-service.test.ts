@@ -8,7 +8,8 @@ import { catalogueRepo } from '../db/catalogue.js'
 import { insightsRepo } from '../db/insights.js'
 import { asyncPort, sqliteUnitOfWork } from '../db/unit-of-work.js'
 import { recordAudit, type AuditEntry } from '../lib/audit.js'
-import { catalogueService, MAX_CATALOGUE_ENTRIES, VULNERABLE_INSIGHT } from '../lib/catalogue/service.js'
+import { catalogueService, MAX_CATALOGUE_ENTRIES } from '../lib/catalogue/service.js'
+import { VULNERABLE_INSIGHT } from '../lib/insights/service.js'
 import { systemContext, type Context } from '../lib/platform/context.js'
 
 function setup() {

@@ -5,6 +5,7 @@
 import type { components } from '../../generated/openapi.js'
 import { problem } from '../errors.js'
 import type { Context } from '../platform/context.js'
+import { VULNERABLE_INSIGHT } from '../insights/service.js'
 import type { AuditTrail, UnitOfWork } from '../platform/ports.js'
 import type { CatalogueFollowers, CatalogueRow, CatalogueStore } from './ports.js'
 import { entryAsset, entryView } from './views.js'
@@ -13,8 +14,6 @@ type NewEntry = components['schemas']['CatalogueEntryCreate']
 
 export const MAX_CATALOGUE_ENTRIES = 10_000
 const defaultSeverity = { KnownAttackTool: 2, VulnerableDevice: 3 } as const
-/** The insight read from the catalogue (lib/insights). */
-export const VULNERABLE_INSIGHT = 'vulnerablePeripherals'
 
 export interface CatalogueDeps {
   catalogue: CatalogueStore
