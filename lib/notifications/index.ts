@@ -49,7 +49,8 @@ export function notificationLoops(app: FastifyInstance): Loop[] {
     },
   }
   app.decorate('notifications', service)
-  registerHealthCheck(app, { name: 'License', check: licenseHealth })
+  const license = { license: app.config.license, use: () => app.repos.notifications.licenseUse() }
+  registerHealthCheck(app, { name: 'License', check: () => licenseHealth(license) })
   return [
     // Each process serves its own streams.
     { name: 'notification-stream', singleton: false, stopsFirst: true, start: () => hub.start(), stop: () => hub.stop() },
@@ -58,10 +59,16 @@ export function notificationLoops(app: FastifyInstance): Loop[] {
   ]
 }
 
+/** What the license check reads: the license's terms (PRIME_LICENSE_*) and the seats in use. */
+export interface LicenseHealthDeps {
+  license: { seats: number; expirationDate: string | null }
+  use(): { activated: number; pending: number; invalid: number }
+}
+
 /** The license's health: expiry and seats. */
-export function licenseHealth(app: FastifyInstance): { status: HealthStatus; detail: string } {
-  const { seats, expirationDate } = app.config.license
-  const use = app.repos.notifications.licenseUse()
+export function licenseHealth(deps: LicenseHealthDeps): { status: HealthStatus; detail: string } {
+  const { seats, expirationDate } = deps.license
+  const use = deps.use()
   const now = Date.now()
   const pct = seats > 0 ? Math.round((use.activated / seats) * 1000) / 10 : 0
   const parts = [`${use.activated} of ${seats} seats used (${pct} %)`]
