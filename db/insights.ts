@@ -1,21 +1,13 @@
 // Risk insights: aggregates over agents, peripherals, commands and events. Each one is a
 // few GROUP BY queries over indexed columns, so that it stays fast at 100,000 agents and
 // a million peripherals; per-item detail (hosts, findings) is fetched only for the rows
-// that are answered.
-import type { DB } from './index.js'
-import type { components } from '../generated/openapi.js'
-import { iconName, productName, vendorName } from '../lib/usb.js'
-import { severityNames } from './sql.js'
-import { iso } from '../lib/time.js'
+// that are answered. Answers rows: lib/insights/views.ts gives them the contract's shape.
 import { setImmediate as nextTurn } from 'node:timers/promises'
-
-type S = components['schemas']
-type Host = S['RiskInsightHost']
-type NameCount = S['AgentsNameCount']
-type Uncommon = Omit<S['UncommonPeripheralsResult'], 'computedTime'>
+import type { DB } from './index.js'
 
 const DAY_MS = 86_400_000
-const MAX_MODELS = 1000
+/** Models (and agents with errors) answered at most. */
+export const MAX_MODELS = 1000
 const UNCOMMON_HOSTS = 20
 const VULNERABLE_HOSTS = 100
 const VIOLATION_HOSTS = 20
@@ -24,45 +16,119 @@ const RANGE_SLICE = 4096
 const MAX_AGENTS = 10_000
 const MAX_FINDINGS = 512
 const POLICY_STEP = 500
-const MAX_LOGGED_ON_USERS = 32
-const TOP_VALUES = 50
-
-/** The cache name of the uncommon-peripherals insight for a host threshold (shared by the insight and asset discovery). */
-export const uncommonInsightName = (maxHosts: number) => `uncommonPeripherals:${maxHosts}`
 
 // Hubs are infrastructure, not devices someone plugged in: never "uncommon".
 const HUB = 4
 
-const icon = (code: number | null) => (code !== null && code >= 0 && code <= 14 ? code : 0)
-const text = (s: string | null | undefined, max: number) => (s == null ? null : s.slice(0, max))
-/** What every insight says of a peripheral model: its ids, names and device class. */
-const model = (vid: string, pid: string, guiVid: string | null, guiPid: string | null, devIcon: number | null) => ({
-  vid: vid.slice(0, 4),
-  pid: pid.slice(0, 4),
-  guiVid: text(guiVid ?? vendorName(vid) ?? null, 256),
-  guiPid: text(guiPid ?? productName(vid, pid) ?? null, 256),
-  devIcon: icon(devIcon),
-  devIconDescription: iconName(icon(devIcon)),
-})
-
-interface HostRow {
+export interface HostRow {
   uuid: string
   host_identifier: string
   local_ip_address: string | null
 }
-const hostView = (r: HostRow): Host => ({ uuid: r.uuid, hostIdentifier: r.host_identifier.slice(0, 255), localIpAddress: text(r.local_ip_address, 64) })
-
-function loggedOnUsers(json: string): string[] {
-  try {
-    const users: unknown = JSON.parse(json)
-    if (!Array.isArray(users)) return []
-    return users
-      .filter((u): u is string => typeof u === 'string')
-      .slice(0, MAX_LOGGED_ON_USERS)
-      .map((u) => u.slice(0, 128))
-  } catch {
-    return []
-  }
+export type LoggedAgentRow = HostRow & { operational_status: string; display_status: string; checked_in_ms: number; logged_on_users: string }
+export type PolicyAgentRow = HostRow & { id: number; operational_status: 'Armed' | 'Free'; connection_status: 'Connected' | 'Disconnected' }
+export interface FindingRow {
+  device_id: string
+  vid: string
+  pid: string
+  gui_vid: string | null
+  gui_pid: string | null
+  dev_icon: number
+  approved: number
+  is_attack_tool: number
+  is_vulnerable: number
+  vulnerability: string | null
+}
+export interface PolicyTestRows {
+  counts: { would_block: number; attack: number; vulnerable: number; agents: number }
+  /** Agents counted in all. */
+  total: number
+  /** The agents listed that still have findings, in host order. */
+  agents: { agent: PolicyAgentRow; findings: FindingRow[] }[]
+}
+export type ErrorAgentRow = HostRow & { id: number; total: number; reported: number; last: number; agents: number; text: string }
+export interface ErrorTotalsRows {
+  byDay: { day: number; reported: number; total: number }[]
+  agents: ErrorAgentRow[]
+}
+export interface UncommonModel {
+  vid: string
+  pid: string
+  gui_vid: string | null
+  gui_pid: string | null
+  dev_icon: number
+  hosts: number
+  peripherals: number
+  present: number
+  first_seen: number
+  last_seen: number
+}
+export interface UncommonRows {
+  maxHosts: number
+  agentsConsidered: number
+  /** Rare models in all; `models` holds the first MAX_MODELS. */
+  total: number
+  models: { model: UncommonModel; hosts: HostRow[] }[]
+}
+export interface VulnerableModel {
+  id: string
+  kind: 'KnownAttackTool' | 'VulnerableDevice'
+  vid: string
+  pid: string
+  name: string
+  vulnerability: string | null
+  severity: number
+  gui_vid: string | null
+  gui_pid: string | null
+  dev_icon: number
+  hosts: number
+  present: number
+  approved: number
+}
+export interface VulnerableRows {
+  total: number
+  models: { model: VulnerableModel; hosts: HostRow[] }[]
+}
+export interface ViolationModel {
+  vid: string
+  pid: string
+  /** What a peripheral of the model says of it, when one is known. */
+  known: { gui_vid: string | null; gui_pid: string | null; dev_icon: number } | undefined
+  icon: number
+  n: number
+  first: number
+  last: number
+  hostsCount: number
+  /** Up to 20, by asset key; a host whose agent is gone is named as its events named it. */
+  hosts: HostRow[]
+}
+export interface ViolationRows {
+  total: number
+  models: ViolationModel[]
+}
+export const classColumns = {
+  byConnectionStatus: 'connection_status',
+  byOperationalStatus: 'operational_status',
+  byDisplayStatus: 'display_status',
+  byLicenseStatus: 'license_status',
+  byRunningMode: 'running_mode',
+  byOsVersion: 'os_version',
+  byServiceVersion: 'service_version',
+} as const
+export const riskColumns = {
+  withUnapprovedPeripherals: 'has_unapproved',
+  withVulnerablePeripherals: 'has_vulnerable',
+  withKnownAttackTools: 'has_attack_tool',
+  withVulnerablePeripheralOrWLV: 'vulnerable_or_wlv',
+  inAction: 'in_action',
+} as const
+export interface ClassificationRows {
+  totalAgents: number
+  /** Per list, each value (null included) with its count. */
+  counts: Record<keyof typeof classColumns, Map<string | null, number>>
+  severities: Map<number, number>
+  risk: Record<keyof typeof riskColumns, number>
+  peripheralsByClass: { dev_icon: number; present: number; approved: number }[]
 }
 
 /**
@@ -83,7 +149,7 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
 
   // ---- logged agents ----
   const connectedCount = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM agents WHERE connection_status = 'Connected'")
-  const connected = db.prepare<[number], HostRow & { operational_status: string; display_status: string; checked_in_ms: number; logged_on_users: string }>(
+  const connected = db.prepare<[number], LoggedAgentRow>(
     `SELECT uuid, host_identifier, local_ip_address, operational_status, display_status,
        coalesce(last_updated_ms, enrolled_ms) AS checked_in_ms, logged_on_users
      FROM agents WHERE connection_status = 'Connected'
@@ -101,7 +167,7 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
        (SELECT count(*) FROM peripherals WHERE (is_attack_tool = 1 OR is_vulnerable = 1) AND present = 1 AND is_vulnerable = 1) AS vulnerable,
        (SELECT count(*) FROM agents WHERE has_unapproved = 1 OR has_vulnerable = 1 OR has_attack_tool = 1) AS agents`,
   )
-  const policyAgents = db.prepare<[number], HostRow & { id: number; operational_status: 'Armed' | 'Free'; connection_status: 'Connected' | 'Disconnected' }>(
+  const policyAgents = db.prepare<[number], PolicyAgentRow>(
     // plan: query-plans "prepared at start" (tests/query-plans.test.ts)
     // Walked in the host order (unary plus: the flags' own indexes would find every flagged
     // agent and sort them all, 28 ms at 100,000 agents against 0.4).
@@ -109,21 +175,7 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
      FROM agents WHERE +has_unapproved = 1 OR +has_vulnerable = 1 OR +has_attack_tool = 1
      ORDER BY host_identifier COLLATE NOCASE, uuid LIMIT ?`,
   )
-  const policyFindings = db.prepare<
-    [number, number],
-    {
-      device_id: string
-      vid: string
-      pid: string
-      gui_vid: string | null
-      gui_pid: string | null
-      dev_icon: number
-      approved: number
-      is_attack_tool: number
-      is_vulnerable: number
-      vulnerability: string | null
-    }
-  >(
+  const policyFindings = db.prepare<[number, number], FindingRow>(
     `SELECT device_id, vid, pid, gui_vid, gui_pid, dev_icon, approved, is_attack_tool, is_vulnerable, vulnerability
      FROM peripherals
      WHERE agent_id = ? AND present = 1 AND (approved = 0 OR is_attack_tool = 1 OR is_vulnerable = 1)
@@ -141,7 +193,7 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
     `SELECT t / ${DAY_MS} AS day, sum(reported) AS reported, count(*) AS total FROM (${ERRORS}) GROUP BY day ORDER BY day`,
   )
   // `agents` (a window over the groups) counts every agent with errors, beyond the limit.
-  const errorsByAgent = db.prepare<{ from: number; to: number; limit: number }, HostRow & { id: number; total: number; reported: number; last: number; agents: number }>(
+  const errorsByAgent = db.prepare<{ from: number; to: number; limit: number }, Omit<ErrorAgentRow, 'text'>>(
     `SELECT a.id, a.uuid, a.host_identifier, a.local_ip_address, e.total, e.reported, e.last, e.agents
      FROM (SELECT agent_id, count(*) AS total, sum(reported) AS reported, max(t) AS last, count(*) OVER () AS agents
            FROM (${ERRORS}) GROUP BY agent_id) e
@@ -185,18 +237,6 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
      FROM peripherals p WHERE p.vid = @vid AND p.pid = @pid
        AND p.agent_id IN (SELECT agent_id FROM peripherals q WHERE q.vid = @vid AND q.pid = @pid AND q.present = 1)`,
   )
-  type UncommonModel = {
-    vid: string
-    pid: string
-    gui_vid: string | null
-    gui_pid: string | null
-    dev_icon: number
-    hosts: number
-    peripherals: number
-    present: number
-    first_seen: number
-    last_seen: number
-  }
   /**
    * The rare models (on at most `maxHosts` hosts, hubs left out), fewest hosts first, then
    * the latest seen. Yields after each model, so that a caller can spread the walk over
@@ -238,45 +278,20 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
      WHERE a.id IN (SELECT agent_id FROM peripherals WHERE vid = ? AND pid = ? AND present = 1)
      ORDER BY a.host_identifier COLLATE NOCASE, a.uuid LIMIT ?`,
   )
-  function* uncommonSteps(maxHosts: number): Generator<void, Uncommon> {
+  function* uncommonSteps(maxHosts: number): Generator<void, UncommonRows> {
     const agentsConsidered = agentsTotal.get()!.n
     // In a fleet this small every model is on few hosts: nothing is uncommon.
     const models = agentsConsidered > maxHosts ? yield* uncommonModels(maxHosts) : []
-    const data: Uncommon['data'] = []
+    const listed: UncommonRows['models'] = []
     for (const m of models.slice(0, MAX_MODELS)) {
-      data.push({
-        ...model(m.vid, m.pid, m.gui_vid, m.gui_pid, m.dev_icon),
-        hostsCount: m.hosts,
-        peripheralsCount: m.peripherals,
-        presentCount: m.present,
-        firstSeen: iso(m.first_seen),
-        lastSeen: iso(m.last_seen),
-        hosts: presentHosts.all(m.vid, m.pid, UNCOMMON_HOSTS).map(hostView),
-      })
+      listed.push({ model: m, hosts: presentHosts.all(m.vid, m.pid, UNCOMMON_HOSTS) })
       yield
     }
-    return { maxHosts, agentsConsidered, recordsTotal: models.length, data }
+    return { maxHosts, agentsConsidered, total: models.length, models: listed }
   }
 
   // ---- vulnerable peripherals ----
-  const vulnerableModels = db.prepare<
-    [],
-    {
-      id: string
-      kind: 'KnownAttackTool' | 'VulnerableDevice'
-      vid: string
-      pid: string
-      name: string
-      vulnerability: string | null
-      severity: number
-      gui_vid: string | null
-      gui_pid: string | null
-      dev_icon: number
-      hosts: number
-      present: number
-      approved: number
-    }
-  >(
+  const vulnerableModels = db.prepare<[], VulnerableModel>(
     `SELECT c.id, c.kind, c.vid, c.pid, c.name, c.vulnerability, c.severity,
        max(p.gui_vid) AS gui_vid, max(p.gui_pid) AS gui_pid, max(p.dev_icon) AS dev_icon,
        count(DISTINCT p.agent_id) AS hosts, sum(p.present) AS present, sum(p.approved) AS approved
@@ -328,22 +343,6 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
   // ---- classification ----
   // Every combination of the counted columns with its count, in one scan of the covering
   // index agents_classes (migration 004); the combinations are few, and summed up below.
-  const classColumns = {
-    byConnectionStatus: 'connection_status',
-    byOperationalStatus: 'operational_status',
-    byDisplayStatus: 'display_status',
-    byLicenseStatus: 'license_status',
-    byRunningMode: 'running_mode',
-    byOsVersion: 'os_version',
-    byServiceVersion: 'service_version',
-  } as const
-  const riskColumns = {
-    withUnapprovedPeripherals: 'has_unapproved',
-    withVulnerablePeripherals: 'has_vulnerable',
-    withKnownAttackTools: 'has_attack_tool',
-    withVulnerablePeripheralOrWLV: 'vulnerable_or_wlv',
-    inAction: 'in_action',
-  } as const
   const CLASS_KEY = `in_action, connection_status, operational_status, display_status, license_status, running_mode,
     severity, has_unapproved, has_vulnerable, has_attack_tool, vulnerable_or_wlv, os_version, service_version`
   type ClassRow = Record<(typeof classColumns)[keyof typeof classColumns], string | null> & Record<(typeof riskColumns)[keyof typeof riskColumns], number> & { severity: number; n: number }
@@ -352,30 +351,12 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
     'SELECT dev_icon, count(*) AS present, sum(approved) AS approved FROM peripherals WHERE present = 1 GROUP BY dev_icon ORDER BY dev_icon',
   )
 
-  /** The 50 most common values (null counting as one), the rest summed under `Other`. */
-  function topValues(rows: { name: string | null; count: number }[]): NameCount[] {
-    const top = rows.slice(0, TOP_VALUES).map((r) => ({ name: text(r.name, 256), count: r.count }))
-    const rest = rows.slice(TOP_VALUES).reduce((n, r) => n + r.count, 0)
-    if (rest > 0) top.push({ name: 'Other', count: rest })
-    return top
-  }
-
   return {
-    /**
-     * The cached result of an insight when it is younger than `maxAgeMs`, else computes,
-     * stores and answers it. Computation is synchronous, so concurrent callers are served
-     * one after the other: the later ones find the fresh result.
-     */
-    cached<T>(name: string, maxAgeMs: number, compute: () => T): T & { computedTime: string } {
-      const now = Date.now()
-      const hit = cacheGet.get(name)
-      if (hit && now - hit.computed_ms < maxAgeMs && hit.computed_ms <= now) return JSON.parse(hit.result)
-      // One read transaction: the aggregate and its detail queries see the same data.
-      return db.transaction(() => {
-        const result = { computedTime: iso(now), ...compute() }
-        cachePut.run(name, now, JSON.stringify(result))
-        return result
-      })()
+    /** A kept insight: when it was computed and its answer as JSON. */
+    cacheGet: (name: string) => cacheGet.get(name),
+    /** Keeps an insight's answer (JSON) computed at `computedMs`. */
+    cachePut(name: string, computedMs: number, json: string): void {
+      cachePut.run(name, computedMs, json)
     },
 
     /** The cached result of an insight as it is, however old, with the time it was computed. */
@@ -384,9 +365,9 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
       return hit ? { computedMs: hit.computed_ms, result: JSON.parse(hit.result) } : undefined
     },
 
-    /** Stores an insight computed at `computedMs` (outside `cached`, e.g. in slices). */
+    /** Stores an insight computed at `computedMs` (outside a unit of work, e.g. in slices). */
     store<T extends object>(name: string, computedMs: number, result: T): T & { computedTime: string } {
-      const out = { computedTime: iso(computedMs), ...result }
+      const out = { computedTime: new Date(computedMs).toISOString(), ...result }
       cachePut.run(name, computedMs, JSON.stringify(out))
       return out
     },
@@ -396,98 +377,39 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
       cacheDrop.run(name, name)
     },
 
-    loggedAgents(): S['LoggedAgentsResult']['data'] {
-      return connected.all(MAX_AGENTS).map((r) => ({
-        ...hostView(r),
-        operationalStatus: r.operational_status as 'Armed' | 'Free',
-        displayStatusCombined: r.display_status as S['AgentDisplayStatus'],
-        lastUpdated: iso(r.checked_in_ms),
-        loggedOnUsers: loggedOnUsers(r.logged_on_users),
-      }))
-    },
+    /** Up to 10,000 connected agents, the latest checked in first. */
+    loggedAgents: (): LoggedAgentRow[] => connected.all(MAX_AGENTS),
     connectedCount: () => connectedCount.get()!.n,
 
     /**
      * Up to 10,000 agents with their findings: the findings are read 500 agents at a time,
      * letting other requests run in between (an agent's findings come from one query, so
-     * each agent is consistent in itself).
+     * each agent is consistent in itself). Paced here, row by row, rather than by a port
+     * call per agent.
      */
-    async policyTest(): Promise<Omit<S['PolicyTestResult'], 'evaluatedTime'>> {
+    async policyTest(): Promise<PolicyTestRows> {
       const { counts, agents, total } = db.transaction(() => ({ counts: policyCounts.get()!, agents: policyAgents.all(MAX_AGENTS), total: agentsTotal.get()!.n }))()
-      const data: S['PolicyTestAgent'][] = []
-      for (const [i, a] of agents.entries()) {
+      const listed: PolicyTestRows['agents'] = []
+      for (const [i, agent] of agents.entries()) {
         if (i > 0 && i % POLICY_STEP === 0) await nextTurn()
-        const armed = a.operational_status === 'Armed'
-        const found = policyFindings.all(a.id, MAX_FINDINGS)
+        const findings = policyFindings.all(agent.id, MAX_FINDINGS)
         // Its peripherals changed since the agents were listed: nothing left to report.
-        if (found.length === 0) continue
-        data.push({
-          ...hostView(a),
-          operationalStatus: a.operational_status,
-          connectionStatus: a.connection_status,
-          findings: found.map((p) => {
-            const approved = p.approved === 1
-            const attack = p.is_attack_tool === 1
-            const vulnerable = p.is_vulnerable === 1
-            const risk = attack ? 'a known attack tool' : 'a vulnerable device'
-            const reason = !approved ? `Not approved on this agent${attack || vulnerable ? `, and ${risk}` : ''}.` : `Approved, but ${risk}${p.vulnerability ? `: ${p.vulnerability}` : '.'}`
-            return {
-              deviceID: p.device_id.slice(0, 512),
-              ...model(p.vid, p.pid, p.gui_vid, p.gui_pid, p.dev_icon),
-              approved,
-              isKnownAttackTool: attack,
-              isVulnerablePeripheral: vulnerable,
-              outcomeIfArmed: approved ? ('Allowed' as const) : ('Blocked' as const),
-              blockedNow: armed && !approved,
-              reason: reason.slice(0, 500),
-            }
-          }),
-        })
+        if (findings.length > 0) listed.push({ agent, findings })
       }
-      return {
-        agentsEvaluated: total,
-        agentsWithFindings: counts.agents,
-        wouldBlock: counts.would_block,
-        knownAttackTools: counts.attack,
-        vulnerablePeripherals: counts.vulnerable,
-        truncated: counts.agents > data.length,
-        data,
-      }
+      return { counts, total, agents: listed }
     },
 
-    errorTotals(from: number, to: number): S['AgentsErrorDataWrapper'] {
+    /** Errors a day and the agents with the most (up to 1,000) between two times, in one snapshot. */
+    errorTotals(from: number, to: number): ErrorTotalsRows {
       return db.transaction(() => {
         const range = { from, to }
         const byDay = errorsByDay.all(range)
-        const agents = errorsByAgent.all({ ...range, limit: MAX_MODELS })
-        const reported = byDay.reduce((n, d) => n + d.reported, 0)
-        const total = byDay.reduce((n, d) => n + d.total, 0)
-        return {
-          fromDate: iso(from),
-          toDate: iso(to),
-          totalErrors: total,
-          reportedErrors: reported,
-          failedCommands: total - reported,
-          agentsWithErrors: agents[0]?.agents ?? 0,
-          byDay: byDay.map((d) => ({
-            date: iso(d.day * DAY_MS).slice(0, 10),
-            reportedErrors: d.reported,
-            failedCommands: d.total - d.reported,
-            total: d.total,
-          })),
-          data: agents.map((r) => ({
-            ...hostView(r),
-            total: r.total,
-            reportedErrors: r.reported,
-            failedCommands: r.total - r.reported,
-            lastErrorTime: iso(r.last),
-            lastErrorText: (errorText.get({ agent: r.id, t: r.last })?.text ?? '').slice(0, 1000),
-          })),
-        }
+        const agents = errorsByAgent.all({ ...range, limit: MAX_MODELS }).map((r) => ({ ...r, text: errorText.get({ agent: r.id, t: r.last })?.text ?? '' }))
+        return { byDay, agents }
       })()
     },
 
-    uncommonPeripherals(maxHosts: number): Uncommon {
+    uncommonPeripherals(maxHosts: number): UncommonRows {
       const steps = uncommonSteps(maxHosts)
       for (;;) {
         const r = steps.next()
@@ -499,7 +421,7 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
      * The same, computed in slices of about `sliceMs` of work, each in its own turn of the
      * event loop, so that no request waits behind it for longer than that.
      */
-    async uncommonPeripheralsSliced(maxHosts: number, sliceMs = 20): Promise<Uncommon> {
+    async uncommonPeripheralsSliced(maxHosts: number, sliceMs = 20): Promise<UncommonRows> {
       const steps = uncommonSteps(maxHosts)
       let since = performance.now()
       for (;;) {
@@ -513,23 +435,10 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
       }
     },
 
-    vulnerablePeripherals(): Omit<S['VulnerablePeripheralsResult'], 'computedTime'> {
+    /** The catalogue's models that peripherals report, with up to 100 of their hosts each (the first 1,000 models). */
+    vulnerablePeripherals(): VulnerableRows {
       const models = vulnerableModels.all()
-      return {
-        recordsTotal: models.length,
-        data: models.slice(0, MAX_MODELS).map((m) => ({
-          ...model(m.vid, m.pid, m.gui_vid, m.gui_pid, m.dev_icon),
-          kind: m.kind,
-          catalogueEntryId: m.id,
-          name: m.name,
-          vulnerability: m.vulnerability,
-          severity: m.severity,
-          hostsCount: m.hosts,
-          presentCount: m.present,
-          approvedCount: m.approved,
-          hosts: reportingHosts.all(m.vid, m.pid, VULNERABLE_HOSTS).map(hostView),
-        })),
-      }
+      return { total: models.length, models: models.slice(0, MAX_MODELS).map((model) => ({ model, hosts: reportingHosts.all(model.vid, model.pid, VULNERABLE_HOSTS) })) }
     },
 
     /**
@@ -538,7 +447,7 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
      * once slices have run for `turnMs`; the records of the moment it starts (the index up
      * to its mark then, and the events above it up to the newest then).
      */
-    async whitelistViolations(from: number, to: number, pause: () => Promise<unknown> = nextTurn, turnMs = 20): Promise<Omit<S['UniqueWhitelistViolationsResult'], 'computedTime'>> {
+    async whitelistViolations(from: number, to: number, pause: () => Promise<unknown> = nextTurn, turnMs = 20): Promise<ViolationRows> {
       type Model = { vid: string; pid: string; icon: number; n: number; first: number; last: number; hosts: Map<string, string | null> }
       const models = new Map<string, Model>()
       const add = (rows: ViolationRow[]) => {
@@ -575,37 +484,32 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
       }
       const sorted = [...models.values()].sort((a, b) => b.n - a.n || b.last - a.last || a.vid.localeCompare(b.vid) || a.pid.localeCompare(b.pid))
       return {
-        fromTime: iso(from),
-        toTime: iso(to),
-        recordsTotal: sorted.length,
-        data: sorted.slice(0, MAX_MODELS).map((m) => {
-          const known = modelLook.get(m.vid, m.pid)
+        total: sorted.length,
+        models: sorted.slice(0, MAX_MODELS).map((m) => ({
+          vid: m.vid,
+          pid: m.pid,
+          known: modelLook.get(m.vid, m.pid),
+          icon: m.icon,
+          n: m.n,
+          first: m.first,
+          last: m.last,
+          hostsCount: m.hosts.size,
           // Events outlive deleted agents: such a host is named as the event named it.
-          const hosts = [...m.hosts.keys()]
+          hosts: [...m.hosts.keys()]
             .filter((k) => k !== '')
             .sort()
             .slice(0, VIOLATION_HOSTS)
-            .map((uuid) => {
-              const agent = agentByUuid.get(uuid)
-              return agent ? hostView(agent) : { uuid, hostIdentifier: (m.hosts.get(uuid) ?? uuid).slice(0, 255), localIpAddress: null }
-            })
-          return {
-            ...model(m.vid, m.pid, known?.gui_vid ?? null, known?.gui_pid ?? null, known?.dev_icon ?? m.icon),
-            violationsCount: m.n,
-            hostsCount: m.hosts.size,
-            firstSeen: iso(m.first),
-            lastSeen: iso(m.last),
-            hosts: hosts.sort((a, b) => a.hostIdentifier.localeCompare(b.hostIdentifier, 'en', { sensitivity: 'base' }) || a.uuid.localeCompare(b.uuid)),
-          }
-        }),
+            .map((uuid) => agentByUuid.get(uuid) ?? { uuid, host_identifier: m.hosts.get(uuid) ?? uuid, local_ip_address: null }),
+        })),
       }
     },
 
-    classification(): Omit<S['AgentsClassificationSummary'], 'computedTime'> {
+    /** The agents counted by each classifying column's values, by severity and by risk, and the present peripherals by class. */
+    classification(): ClassificationRows {
       return db.transaction(() => {
-        const counts = Object.fromEntries(Object.keys(classColumns).map((k) => [k, new Map<string | null, number>()])) as Record<keyof typeof classColumns, Map<string | null, number>>
+        const counts = Object.fromEntries(Object.keys(classColumns).map((k) => [k, new Map<string | null, number>()])) as ClassificationRows['counts']
         const severities = new Map<number, number>()
-        const risk = Object.fromEntries(Object.keys(riskColumns).map((k) => [k, 0])) as S['AgentsClassificationSummary']['risk']
+        const risk = Object.fromEntries(Object.keys(riskColumns).map((k) => [k, 0])) as ClassificationRows['risk']
         let totalAgents = 0
         for (const row of classes.iterate()) {
           totalAgents += row.n
@@ -616,28 +520,7 @@ export function insightsRepo(db: DB, whitelistViolationCodes: readonly string[])
           for (const [name, column] of Object.entries(riskColumns) as [keyof typeof riskColumns, keyof ClassRow][]) if (row[column]) risk[name] += row.n
           severities.set(row.severity, (severities.get(row.severity) ?? 0) + row.n)
         }
-        const ranked = (m: Map<string | null, number>) =>
-          topValues([...m].map(([name, count]) => ({ name, count })).sort((a, b) => b.count - a.count || String(a.name ?? '').localeCompare(String(b.name ?? ''))))
-        return {
-          totalAgents,
-          ...(Object.fromEntries(Object.entries(counts).map(([k, m]) => [k, ranked(m)])) as Record<keyof typeof classColumns, NameCount[]>),
-          bySeverity: [...severities]
-            .filter(([s]) => s >= 0 && s <= 7)
-            .sort(([a], [b]) => a - b)
-            .map(([severity, count]) => ({
-              severity,
-              severityString: severityNames[severity],
-              count,
-            })),
-          risk,
-          peripheralsByClass: peripheralsByClass.all().map((r) => ({
-            devIcon: icon(r.dev_icon),
-            devIconDescription: iconName(icon(r.dev_icon)),
-            present: r.present,
-            approved: r.approved,
-            notApproved: r.present - r.approved,
-          })),
-        }
+        return { totalAgents, counts, severities, risk, peripheralsByClass: peripheralsByClass.all() }
       })()
     },
   }

@@ -257,6 +257,26 @@ export function notificationsRepo(db: DB) {
     return undefined
   }
 
+  /**
+   * One page of the risk list and how many match. The ids of the page are found in an
+   * index alone; only the page's rows are read.
+   */
+  function riskList(f: RiskFilter, s: Sort, readMark: number, limit: number, offset: number): { filtered: number; rows: RiskRow[] } {
+    const where = riskWhere(f, readMark)
+    const filtered =
+      openCount(f, readMark) ??
+      (prepared(`SELECT count(*) AS n FROM risk_notifications rn WHERE ${where.sql}`)
+        .pluck()
+        .get(...where.params) as number)
+    if (filtered === 0 || offset >= filtered) return { filtered, rows: [] }
+    const order = orderBy(s, riskSortColumns, 'rn.id')
+    const ids = prepared(`SELECT rn.id FROM risk_notifications rn WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
+      .pluck()
+      .all(...where.params, limit, offset) as number[]
+    const byId = new Map(riskByIds.all(JSON.stringify(ids)).map((r) => [r.id, r]))
+    return { filtered, rows: ids.map((id) => byId.get(id)!).filter(Boolean) }
+  }
+
   return {
     /** The next change number; call inside the transaction that makes the change. */
     nextSeq: () => nextSeq.get()!,
@@ -266,24 +286,12 @@ export function notificationsRepo(db: DB) {
     risk: (id: number) => riskById.get(id),
     /** The latest 100 events behind a risk notification, oldest first. */
     relatedEvents: (id: number) => related.all(id, RELATED_EVENTS).reverse(),
-    /**
-     * One page of the risk list and how many match. The ids of the page are found in an
-     * index alone; only the page's rows are read.
-     */
-    riskList(f: RiskFilter, s: Sort, readMark: number, limit: number, offset: number): { filtered: number; rows: RiskRow[] } {
-      const where = riskWhere(f, readMark)
-      const filtered =
-        openCount(f, readMark) ??
-        (prepared(`SELECT count(*) AS n FROM risk_notifications rn WHERE ${where.sql}`)
-          .pluck()
-          .get(...where.params) as number)
-      if (filtered === 0 || offset >= filtered) return { filtered, rows: [] }
-      const order = orderBy(s, riskSortColumns, 'rn.id')
-      const ids = prepared(`SELECT rn.id FROM risk_notifications rn WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
-        .pluck()
-        .all(...where.params, limit, offset) as number[]
-      const byId = new Map(riskByIds.all(JSON.stringify(ids)).map((r) => [r.id, r]))
-      return { filtered, rows: ids.map((id) => byId.get(id)!).filter(Boolean) }
+    /** One page of the risk list and how many match. */
+    riskList,
+    /** The same page with each notification's related events (read here, row by row, in one call). */
+    riskPage(f: RiskFilter, s: Sort, readMark: number, limit: number, offset: number): { filtered: number; rows: { row: RiskRow; related: number[] }[] } {
+      const { filtered, rows } = riskList(f, s, readMark, limit, offset)
+      return { filtered, rows: rows.map((row) => ({ row, related: related.all(row.id, RELATED_EVENTS).reverse() })) }
     },
     /** Sets or clears the pin of a risk notification that is not dismissed; answers whether it changed. */
     pinRisk: (id: number, by: string | null, ms: number | null) => riskPin.run(by, ms, nextSeq.get()!, id).changes > 0,

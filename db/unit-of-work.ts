@@ -54,7 +54,9 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
     },
     async run<T>(work: () => Promise<T>): Promise<T> {
       if (open !== null && context.getStore() === open) return work()
-      await waitForTurn()
+      // Checked and taken with no await in between: two units started in the same turn
+      // would otherwise both find none open and both begin.
+      while (open !== null) await open.done
       let finish!: () => void
       const unit: Open = { done: new Promise<void>((resolve) => (finish = resolve)), committed: [] }
       open = unit

@@ -1,9 +1,15 @@
 // Risk and system-health notifications, their counts, states and live stream.
+import type { FastifyRequest } from 'fastify'
 import { bearerToken } from '../lib/auth.js'
 import { invalidField } from '../lib/errors.js'
-import { counts, dismissHealth, dismissRisk, groups, listRisk, operationalStatus, pinHealth, pinRisk, readAll, setMuted } from '../lib/notifications/actions.js'
+import { contextOf } from '../lib/platform/context.js'
 import { riskQuery } from '../lib/notifications/query.js'
+import type { Reader } from '../lib/notifications/service.js'
+import { callerKey } from '../lib/notifications/stream.js'
 import type { Handlers } from './types.js'
+
+/** The caller whose read state is read and whose name a change carries. */
+const readerOf = (req: FastifyRequest): Reader => ({ key: callerKey(req.principal!), name: req.principal!.name })
 
 export const notificationsHandlers: Handlers<
   | 'getNotificationGroups'
@@ -20,51 +26,51 @@ export const notificationsHandlers: Handlers<
   | 'streamNotifications'
 > = {
   async getNotificationGroups(req) {
-    return groups(req)
+    return req.server.services.notifications.groups(readerOf(req))
   },
 
   async getNotificationCounts(req) {
-    return counts(req)
+    return req.server.services.notifications.counts(readerOf(req))
   },
 
   async getRiskNotifications(req, reply) {
     const q = riskQuery(req.routeOptions.config.op!, req.query as Record<string, string | undefined>)
-    const { filtered, data } = listRisk(req, q)
+    const { filtered, data } = await req.server.services.notifications.listRisk(readerOf(req), q)
     reply.header('x-total-count', filtered)
     return data
   },
 
   async getOperationalStatus(req) {
-    return operationalStatus(req)
+    return req.server.services.notifications.operationalStatus(readerOf(req))
   },
 
   async dismissRiskNotification(req) {
-    return dismissRisk(req, req.body.id)
+    return req.server.services.notifications.dismissRisk(contextOf(req), readerOf(req), req.body.id)
   },
 
   async dismissHealthNotification(req) {
-    return dismissHealth(req, req.body)
+    return req.server.services.notifications.dismissHealth(contextOf(req), readerOf(req), req.body)
   },
 
   async pinRiskNotification(req) {
-    return pinRisk(req, req.body.id, req.body.pinned)
+    return req.server.services.notifications.pinRisk(contextOf(req), readerOf(req), req.body.id, req.body.pinned)
   },
 
   async pinHealthNotification(req) {
-    return pinHealth(req, req.body)
+    return req.server.services.notifications.pinHealth(contextOf(req), readerOf(req), req.body)
   },
 
   async readAllRiskNotifications(req) {
-    return readAll(req, 'risk')
+    return req.server.services.notifications.readAll(contextOf(req), readerOf(req), 'risk')
   },
 
   async readAllHealthNotifications(req) {
-    return readAll(req, 'health')
+    return req.server.services.notifications.readAll(contextOf(req), readerOf(req), 'health')
   },
 
   async updateNotificationGroup(req) {
     // The contract requires `muted`: validation has refused a body without it.
-    return setMuted(req, req.body.name, req.body.muted === true)
+    return req.server.services.notifications.setMuted(contextOf(req), readerOf(req), req.body.name, req.body.muted === true)
   },
 
   async streamNotifications(req, reply) {

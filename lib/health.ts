@@ -2,6 +2,9 @@ import fs from 'node:fs'
 import type { FastifyInstance } from 'fastify'
 import { iso } from './time.js'
 import { quickCheck } from '../db/integrity.js'
+import type { RetentionRepo } from '../db/retention.js'
+import type { systemRepo } from '../db/system.js'
+import type { UsersRepo } from '../db/users.js'
 import { registerHealthCheck, type HealthStatus, type HealthVerdict } from './platform/health.js'
 
 export type { HealthStatus } from './platform/health.js'
@@ -17,7 +20,21 @@ const GiB = 1024 ** 3,
   MiB = 1024 ** 2
 const rank: Record<HealthStatus, number> = { Healthy: 0, Warning: 1, Failed: 2 }
 
-type Check = (app: FastifyInstance) => HealthVerdict
+/**
+ * What the platform's checks read: the database's own facts, the accounts, the data
+ * directory and its growth samples, and what the checks keep between runs (the latest quick
+ * check, the latest size measured).
+ */
+export interface CoreHealthDeps {
+  system: Pick<ReturnType<typeof systemRepo>, 'probe' | 'sizeBytes' | 'schemaVersion'>
+  users: Pick<UsersRepo, 'counts' | 'activeAdministrators'>
+  samples: Pick<RetentionRepo, 'samples' | 'addSample'>
+  dbFile: string
+  dataDir: string
+  kept: { integrity: Integrity; measured?: { ms: number; bytes: number } }
+}
+
+type Check = (deps: CoreHealthDeps) => HealthVerdict
 
 // SQLite's quick check reads the whole file (tens of seconds on a large database): it runs in
 // a worker thread (db/integrity.ts), at most hourly while it passes and again at the next
@@ -29,20 +46,13 @@ interface Integrity {
   finishedMs?: number
 }
 
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** What the core checks keep between runs: the latest quick check, the latest size measured. */
-    coreHealth: { integrity: Integrity; measured?: { ms: number; bytes: number } }
-  }
-}
-
 /** The latest finished quick check; starts another one when it is due. */
-function integrityOf(app: FastifyInstance): Integrity {
-  const state = app.coreHealth.integrity
+function integrityOf(deps: CoreHealthDeps): Integrity {
+  const state = deps.kept.integrity
   const due = state.finishedMs === undefined || state.result !== 'ok' || Date.now() - state.finishedMs >= INTEGRITY_EVERY_MS
   if (due && !state.running) {
     state.running = true
-    void quickCheck(app.config.dbFile).then((result) => {
+    void quickCheck(deps.dbFile).then((result) => {
       Object.assign(state, { running: false, result, finishedMs: Date.now() })
     })
   }
@@ -79,10 +89,10 @@ export function dirBytes(dir: string): number {
  * The data directory's size now, and its growth a day from the oldest sample of the last
  * GROWTH_DAYS (null until there is one an hour old). A sample is kept at most hourly.
  */
-export function dataDirGrowth(app: FastifyInstance, free: number, now = Date.now()): { bytes: number; perDay: number | null; overDays: number } {
-  let m = app.coreHealth.measured
-  if (!m || now - m.ms >= SIZE_EVERY_MS) app.coreHealth.measured = m = { ms: now, bytes: dirBytes(app.config.dataDir) }
-  const repo = app.repos.retention
+export function dataDirGrowth(deps: CoreHealthDeps, free: number, now = Date.now()): { bytes: number; perDay: number | null; overDays: number } {
+  let m = deps.kept.measured
+  if (!m || now - m.ms >= SIZE_EVERY_MS) deps.kept.measured = m = { ms: now, bytes: dirBytes(deps.dataDir) }
+  const repo = deps.samples
   const samples = repo.samples()
   const latest = samples.at(-1)
   if (!latest || now - latest.sampled_ms >= SAMPLE_EVERY_MS) repo.addSample(now, m.bytes, free, now - GROWTH_DAYS * DAY)
@@ -94,20 +104,20 @@ export function dataDirGrowth(app: FastifyInstance, free: number, now = Date.now
 
 /** The checks of the platform itself; features register theirs (lib/platform/health.ts). */
 export const checks: Record<'Database' | 'DiskSpace' | 'Authentication', Check> = {
-  Database(app) {
-    app.repos.system.probe()
-    const { result, finishedMs } = integrityOf(app)
+  Database(deps) {
+    deps.system.probe()
+    const { result, finishedMs } = integrityOf(deps)
     if (result !== undefined && result !== 'ok') return { status: 'Failed', detail: `Integrity check: ${result}` }
     const quick = finishedMs === undefined ? 'integrity check running' : `integrity ok at ${iso(finishedMs)}`
-    const mb = (app.repos.system.sizeBytes() / MiB).toFixed(1)
-    return { status: 'Healthy', detail: `Read and write succeeded; ${quick}; ${mb} MiB; schema version ${app.repos.system.schemaVersion()}` }
+    const mb = (deps.system.sizeBytes() / MiB).toFixed(1)
+    return { status: 'Healthy', detail: `Read and write succeeded; ${quick}; ${mb} MiB; schema version ${deps.system.schemaVersion()}` }
   },
-  DiskSpace(app) {
-    const s = fs.statfsSync(app.config.dataDir)
+  DiskSpace(deps) {
+    const s = fs.statfsSync(deps.dataDir)
     const free = s.bavail * s.bsize
     const total = s.blocks * s.bsize
     const pct = total > 0 ? (free / total) * 100 : 0
-    const growth = dataDirGrowth(app, free)
+    const growth = dataDirGrowth(deps, free)
     const parts = [`${(free / GiB).toFixed(2)} GiB free of ${(total / GiB).toFixed(2)} GiB (${pct.toFixed(1)} %) in the data directory's file system`, `the data directory holds ${size(growth.bytes)}`]
     if (growth.perDay === null) parts.push('growth not known yet (measured over an hour at least)')
     else parts.push(`growing ${size(Math.max(0, growth.perDay))} a day over the last ${growth.overDays.toFixed(1)} days`)
@@ -118,9 +128,9 @@ export const checks: Record<'Database' | 'DiskSpace' | 'Authentication', Check> 
     if (free < GiB || pct < 10 || (daysLeft !== null && daysLeft < DAYS_LEFT_WARNING)) return { status: 'Warning', detail }
     return { status: 'Healthy', detail }
   },
-  Authentication(app) {
-    const { total, active } = app.repos.users.counts()
-    const admins = app.repos.users.activeAdministrators()
+  Authentication(deps) {
+    const { total, active } = deps.users.counts()
+    const admins = deps.users.activeAdministrators()
     if (admins === 0) return { status: 'Failed', detail: 'No active Administrator account' }
     return { status: 'Healthy', detail: `${active} of ${total} accounts active; ${admins} active Administrator(s); token signing ready` }
   },
@@ -128,8 +138,16 @@ export const checks: Record<'Database' | 'DiskSpace' | 'Authentication', Check> 
 
 /** Registers the platform's checks, first of all (answered before the features'). */
 export function registerCoreHealthChecks(app: FastifyInstance): void {
-  app.decorate('coreHealth', { integrity: { running: false } })
-  for (const name of Object.keys(checks) as (keyof typeof checks)[]) registerHealthCheck(app, { name, check: (a) => checks[name](a) })
+  const { repos, config } = app
+  const deps: CoreHealthDeps = {
+    system: repos.system,
+    users: repos.users,
+    samples: repos.retention,
+    dbFile: config.dbFile,
+    dataDir: config.dataDir,
+    kept: { integrity: { running: false } },
+  }
+  for (const name of Object.keys(checks) as (keyof typeof checks)[]) registerHealthCheck(app, { name, check: () => checks[name](deps) })
 }
 
 /** Runs every registered check, in registration order. */

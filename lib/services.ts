@@ -8,9 +8,13 @@ import { alarmDestinationService } from './alarms/service.js'
 import { accountService } from './accounts/service.js'
 import { sessionService } from './accounts/sessions.js'
 import { auditDeps, auditTrail } from './audit.js'
+import { catalogueService } from './catalogue/service.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
+import { insightService } from './insights/service.js'
 import { integrationTokenService } from './integration-tokens/service.js'
 import { agentGateway } from './gateway/service.js'
+import { notificationService } from './notifications/service.js'
+import { groupNames } from './notifications/views.js'
 import type { AuditTrail } from './platform/ports.js'
 
 export function createServices(app: FastifyInstance) {
@@ -56,6 +60,30 @@ export function createServices(app: FastifyInstance) {
       settings: { agents: config.agents, license: config.license, rateLimitWindowMs: config.rateLimitWindowMs, agentRequests: config.credentialRateLimits.agent },
     }),
     integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
+    catalogue: catalogueService({
+      catalogue: asyncPort(repos.catalogue, uow),
+      followers: asyncPort({ refreshModel: repos.agentState.refreshModel, invalidateInsight: repos.insights.invalidate }, uow),
+      uow,
+      audit,
+    }),
+    insights: insightService({
+      insights: asyncPort(repos.insights, uow),
+      uow,
+      disconnectSeconds: config.agents.disconnectSeconds,
+      uncommonMaxHosts: config.agents.uncommonPeripheralMaxHosts,
+    }),
+    notifications: notificationService({
+      notifications: asyncPort(repos.notifications, uow),
+      uow,
+      audit,
+      groupNames: groupNames(app.contract.spec),
+      keptAnswers: config.keptListAnswers,
+      // The health checks' runner and the streams' hub are made with the app's loops (lib/notifications/index.ts).
+      ensureChecked: () => {
+        if (app.notifications.checkedMs === 0) app.notifications.checkHealth()
+      },
+      markedRead: (key, kind, from, to) => app.notifications.hub.markedRead(key, kind, from, to),
+    }),
   }
 }
 

@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import { build, call, login } from './helpers.js'
 import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
 import { SORT_FIELDS } from '../lib/assets/query.js'
+import { uncommonView } from '../lib/insights/views.js'
 
 const DAY = 86_400_000
 const QUERY = `query Q($filters: [ConditionalRowFilterInput], $system: [ConditionalRowFilterInput], $page: Int, $size: Int, $sort: String) {
@@ -131,17 +132,17 @@ t.test('the rare models: model by model, in slices or not, as one GROUP BY over 
        GROUP BY p.vid, p.pid HAVING max(p.dev_icon = 4) = 0 ORDER BY r.hosts, max(p.last_seen_ms) DESC, p.vid, p.pid`,
       )
       .all({ maxHosts }) as { vid: string; pid: string; hosts: number; peripherals: number }[]
-    const whole = insights.uncommonPeripherals(maxHosts)
+    const whole = uncommonView(insights.uncommonPeripherals(maxHosts))
     t.same(
       whole.data.map((m) => ({ vid: m.vid, pid: m.pid, hosts: m.hostsCount, peripherals: m.peripheralsCount })),
       expected,
       `maxHosts ${maxHosts}`,
     )
     // A slice of 0 ms stops after every model: resumed, it finds the same.
-    t.same(await insights.uncommonPeripheralsSliced(maxHosts, 0), whole, `maxHosts ${maxHosts}, in slices`)
+    t.same(uncommonView(await insights.uncommonPeripheralsSliced(maxHosts, 0)), whole, `maxHosts ${maxHosts}, in slices`)
   }
   t.same(
-    insights.uncommonPeripherals(8).data.map((m) => m.vid),
+    uncommonView(insights.uncommonPeripherals(8)).data.map((m) => m.vid),
     ['0483'],
     'the model on three hosts is rare; a hub never is',
   )

@@ -5,6 +5,7 @@ import crypto from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call } from './helpers.js'
+import { violationsView } from '../lib/insights/views.js'
 
 const BASE = '/prime/webui/agents'
 const DAY = 86_400_000
@@ -303,7 +304,7 @@ t.test('whitelist violations are read a slice at a time (a block of 4,096 ids of
   ev.run(200_000, now - DAY / 2, hosts[0], 'HOST-0-RENAMED')
   const answer = async () => {
     let pauses = 0
-    const w = await app.repos.insights.whitelistViolations(
+    const rows = await app.repos.insights.whitelistViolations(
       now - 30 * DAY,
       now,
       async () => {
@@ -311,6 +312,7 @@ t.test('whitelist violations are read a slice at a time (a block of 4,096 ids of
       },
       0,
     )
+    const w = violationsView(now - 30 * DAY, now, rows)
     return { pauses, w }
   }
   const unindexed = await answer()

@@ -3,7 +3,9 @@
 // endpoint; takes the repositories and plain values.
 import type { components } from '../../generated/openapi.js'
 import { ASSET_TYPES, HOST_ICONS, INDICATOR_RISK, type AssetCounts, type AssetQuery, type AssetRow, type AssetSort, type AssetsRepo } from '../../db/assets.js'
-import { uncommonInsightName, type InsightsRepo } from '../../db/insights.js'
+import type { InsightsRepo } from '../../db/insights.js'
+import { uncommonInsightName } from '../insights/service.js'
+import { uncommonView } from '../insights/views.js'
 import { iconName } from '../usb.js'
 import { iso } from '../time.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
@@ -50,7 +52,7 @@ export async function rareModels(ctx: AssetContext): Promise<string[]> {
   const refreshing = underWay(rareRuns, insights)
   let run = refreshing.get(name)
   if (!run) {
-    run = insights.uncommonPeripheralsSliced(maxHosts).then((r) => modelsOf(insights.store(name, now, r)))
+    run = insights.uncommonPeripheralsSliced(maxHosts).then((r) => modelsOf(insights.store(name, now, uncommonView(r))))
     refreshing.set(name, run)
     const done = () => {
       refreshing.delete(name)

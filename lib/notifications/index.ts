@@ -4,7 +4,6 @@ import type { FastifyInstance } from 'fastify'
 import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { checkHealth, type HealthResult } from './health.js'
 import { notificationHub, type NotificationHub } from './stream.js'
-import { KeptAnswers } from './kept.js'
 import { everyInterval, type Loop } from '../platform/loops.js'
 
 declare module 'fastify' {
@@ -16,8 +15,6 @@ declare module 'fastify' {
 
 export interface NotificationService {
   hub: NotificationHub
-  /** List and count answers kept while no notification changes (PRIME_KEPT_LIST_ANSWERS; 0: none). */
-  kept: KeptAnswers
   /** Runs the health checks now and records their results (as the periodic run does). */
   checkHealth(): HealthResult
   /** When the health checks last ran in this process (0: not yet). */
@@ -40,7 +37,6 @@ export function notificationLoops(app: FastifyInstance): Loop[] {
   let checkedMs = 0
   const service: NotificationService = {
     hub,
-    kept: new KeptAnswers(app.config.keptListAnswers),
     checkHealth() {
       const result = checkHealth(app)
       checkedMs = Date.now()
@@ -53,7 +49,8 @@ export function notificationLoops(app: FastifyInstance): Loop[] {
     },
   }
   app.decorate('notifications', service)
-  registerHealthCheck(app, { name: 'License', check: licenseHealth })
+  const license = { license: app.config.license, use: () => app.repos.notifications.licenseUse() }
+  registerHealthCheck(app, { name: 'License', check: () => licenseHealth(license) })
   return [
     // Each process serves its own streams.
     { name: 'notification-stream', singleton: false, stopsFirst: true, start: () => hub.start(), stop: () => hub.stop() },
@@ -62,10 +59,16 @@ export function notificationLoops(app: FastifyInstance): Loop[] {
   ]
 }
 
+/** What the license check reads: the license's terms (PRIME_LICENSE_*) and the seats in use. */
+export interface LicenseHealthDeps {
+  license: { seats: number; expirationDate: string | null }
+  use(): { activated: number; pending: number; invalid: number }
+}
+
 /** The license's health: expiry and seats. */
-export function licenseHealth(app: FastifyInstance): { status: HealthStatus; detail: string } {
-  const { seats, expirationDate } = app.config.license
-  const use = app.repos.notifications.licenseUse()
+export function licenseHealth(deps: LicenseHealthDeps): { status: HealthStatus; detail: string } {
+  const { seats, expirationDate } = deps.license
+  const use = deps.use()
   const now = Date.now()
   const pct = seats > 0 ? Math.round((use.activated / seats) * 1000) / 10 : 0
   const parts = [`${use.activated} of ${seats} seats used (${pct} %)`]

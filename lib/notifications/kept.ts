@@ -6,14 +6,26 @@ import { Cache } from '../../db/cache.js'
 
 export class KeptAnswers {
   private readonly cache: Cache<string, unknown>
+  private seq: number | undefined
 
   /** `max` answers at most (0: none is kept); least recently used first out. */
   constructor(max: number) {
     this.cache = new Cache({ max })
   }
 
-  answer<T>(seq: number, key: string, read: () => T): T {
+  /**
+   * The answer kept for `key` at change number `seq`, else `read()`'s. An answer read while
+   * a change was written is kept under the number read before it, which the next question
+   * (asked at the new number) no longer accepts; one read while a later number was asked
+   * is not kept.
+   */
+  async answer<T>(seq: number, key: string, read: () => Promise<T>): Promise<T> {
     this.cache.validFor(seq)
-    return this.cache.getOrSet(key, read) as T
+    this.seq = seq
+    const kept = this.cache.get(key) as T | undefined
+    if (kept !== undefined) return kept
+    const value = await read()
+    if (this.seq === seq) this.cache.set(key, value)
+    return value
   }
 }

@@ -321,9 +321,9 @@ export function notificationHub(app: FastifyInstance) {
       return reply.send(out)
     },
 
-    /** After a read-all: the caller's streams see the notifications it marked read. */
-    markedRead(principal: Principal, kind: 'risk' | 'health', from: number, to: number) {
-      const c = callers.get(callerKey(principal))
+    /** After a read-all: the caller's streams (by `callerKey`) see the notifications it marked read. */
+    markedRead(key: string, kind: 'risk' | 'health', from: number, to: number) {
+      const c = callers.get(key)
       if (!c) return
       if (kind === 'risk') c.riskMark = Math.max(c.riskMark, to)
       else c.healthMark = Math.max(c.healthMark, to)

@@ -5,6 +5,7 @@ import { DateTime } from 'luxon'
 import { agentView } from '../../db/agents.js'
 import type { PeripheralListRow } from '../../db/peripherals.js'
 import { peripheralView } from '../peripherals/views.js'
+import { classificationView, errorTotalsView, uncommonView, violationsView, vulnerableView } from '../insights/views.js'
 import type { AuditDigestRow, DigestTotals, EventRow } from '../../db/reports.js'
 import type { AgentFilter, PeripheralFilter } from '../agent-filter.js'
 import { severityNames } from '../listing.js'
@@ -598,7 +599,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
     await turn()
     ctx.signal.throwIfAborted()
     if (section === 'classificationSummary') {
-      const c = insights.classification()
+      const c = classificationView(insights.classification())
       const groups: [string, { name: string | null; count: number }[]][] = [
         ['Connection', c.byConnectionStatus],
         ['Mode', c.byOperationalStatus],
@@ -624,7 +625,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
       const connected = c.byConnectionStatus.find((x) => x.name === 'Connected')?.count ?? 0
       figures.push(fig('Agents', c.totalAgents), fig('Connected', connected), fig('With known attack tools', c.risk.withKnownAttackTools))
     } else if (section === 'vulnerablePeripherals') {
-      const v = insights.vulnerablePeripherals()
+      const v = vulnerableView(insights.vulnerablePeripherals())
       lines.set(
         section,
         v.data.map((m) =>
@@ -643,7 +644,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
       )
       figures.push(fig('Risky models present', v.recordsTotal))
     } else if (section === 'uncommonPeripherals') {
-      const u = insights.uncommonPeripherals(maxHosts)
+      const u = uncommonView(insights.uncommonPeripherals(maxHosts))
       lines.set(
         section,
         u.data.map((m) =>
@@ -664,7 +665,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
       )
       figures.push(fig('Uncommon models', u.recordsTotal))
     } else if (section === 'whitelistViolations') {
-      const w = await insights.whitelistViolations(period.from, period.to)
+      const w = violationsView(period.from, period.to, await insights.whitelistViolations(period.from, period.to))
       lines.set(
         section,
         w.data.map((m) =>
@@ -690,7 +691,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
         ),
       )
     } else {
-      const e = insights.errorTotals(period.from, period.to)
+      const e = errorTotalsView(period.from, period.to, insights.errorTotals(period.from, period.to))
       lines.set(
         section,
         e.data.map((a) =>

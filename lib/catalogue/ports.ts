@@ -1,0 +1,25 @@
+// The storage the catalogue service needs; db/catalogue.ts implements it on SQLite.
+import type { CatalogueKind, CatalogueRow, NewCatalogueEntry } from '../../db/catalogue.js'
+
+export type { CatalogueKind, CatalogueRow, NewCatalogueEntry } from '../../db/catalogue.js'
+
+export interface CatalogueStore {
+  all(): Promise<CatalogueRow[]>
+  byId(id: string): Promise<CatalogueRow | undefined>
+  byKey(kind: CatalogueKind, vid: string, pid: string): Promise<CatalogueRow | undefined>
+  count(): Promise<number>
+  insert(entry: NewCatalogueEntry, now: number): Promise<CatalogueRow>
+  /** Answers whether an entry was removed. */
+  remove(id: string): Promise<boolean>
+}
+
+/**
+ * What follows a change of the catalogue, in its unit of work: the peripherals of the model
+ * and their agents are assessed again (answers how many agents reported the model), and the
+ * insights read from the catalogue are computed afresh.
+ */
+export interface CatalogueFollowers {
+  refreshModel(vid: string, pid: string): Promise<number>
+  /** Drops a kept insight (and its variants) that a change made stale. */
+  invalidateInsight(name: string): Promise<void>
+}
