@@ -1,4 +1,5 @@
 // Risk and system-health notifications, their counts, states and live stream.
+import net from 'node:net'
 import type { FastifyRequest } from 'fastify'
 import { bearerToken } from '../lib/auth.js'
 import { invalidField } from '../lib/errors.js'
@@ -78,6 +79,16 @@ export const notificationsHandlers: Handlers<
     if (last !== undefined && (typeof last !== 'string' || !/^[0-9]{1,19}$/.test(last))) {
       throw invalidField('header', 'Last-Event-ID', 'must be the id of an event received (1 to 19 digits)')
     }
-    return req.server.notifications.hub.open(req, reply, bearerToken(req)!, last)
+    const stream = req.server.notifications.hub.open({
+      principal: req.principal!,
+      token: bearerToken(req)!,
+      lastEventId: last,
+      onClose: (end) => reply.raw.on('close', end),
+      // An in-process request (app.inject) has no connection to hold open: it gets the
+      // stream's opening and its end.
+      endAtOnce: !(req.raw.socket instanceof net.Socket),
+    })
+    reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').header('x-accel-buffering', 'no')
+    return reply.send(stream)
   },
 }

@@ -33,7 +33,15 @@ const SEAT_WARNING = 0.9
  */
 export function notificationLoops(app: FastifyInstance): Loop[] {
   const intervalMs = app.config.healthCheckSeconds * 1000
-  const hub = notificationHub(app)
+  const { repos } = app
+  const hub = notificationHub({
+    feed: repos.notifications,
+    snapshot: (read) => app.db.transaction(read)(),
+    authVersion: repos.authVersion,
+    authenticate: (token, now) => app.tokens.authenticate(token, now),
+    tokenExpiry: (token) => (app.jwt.decode<{ exp?: number }>(token)?.exp ?? 0) * 1000,
+    log: app.log,
+  })
   let checkedMs = 0
   const service: NotificationService = {
     hub,

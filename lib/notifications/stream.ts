@@ -2,12 +2,11 @@
 // subscriber: it looks at the change counter a few times a second (one read of one row),
 // reads what changed once, keeps the last events for resumption, and writes each event to
 // every subscriber, rendered once per distinct read state rather than once per subscriber.
-import net from 'node:net'
 import { PassThrough } from 'node:stream'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { GroupRow, HealthRow, NotificationsRepo, RiskRow } from '../../db/notifications.js'
 import type { Principal } from '../auth.js'
 import { problem } from '../errors.js'
+import type { Log } from '../platform/ports.js'
 import { countsView, groupView, healthView, riskView } from './views.js'
 
 export const STREAM_LIMITS = {
@@ -58,8 +57,37 @@ export const callerKey = (p: Principal) => `${p.kind === 'session' ? 'user' : 't
 
 const frame = (name: string, data: unknown, id?: number) => `${id === undefined ? '' : `id: ${id}\n`}event: ${name}\ndata: ${JSON.stringify(data)}\n\n`
 
-export function notificationHub(app: FastifyInstance) {
-  const repo: NotificationsRepo = app.repos.notifications
+export interface HubDeps {
+  /**
+   * The notifications as the hub reads them: synchronously, as a streaming reader (one read
+   * of the change counter a few times a second, a few rows when something changed); each
+   * process runs its own hub over the shared tables.
+   */
+  feed: NotificationsRepo
+  /** Runs `read` as one snapshot (the rows and the counter agree while another process writes). */
+  snapshot<T>(read: () => T): T
+  /** The credential-change counter: a bump ends the streams whose credential no longer works. */
+  authVersion: { readonly value: number; onBump(fn: () => void): void }
+  /** Throws when the credential no longer works (revoked, expired, its account disabled). */
+  authenticate(token: string, now: number): unknown
+  /** When a session's access token ends, in ms (0: unknown). */
+  tokenExpiry(token: string): number
+  log: Log
+}
+
+/** Who opens a stream, and how its connection tells the hub it ended. */
+export interface StreamOpening {
+  principal: Principal
+  token: string
+  lastEventId: string | undefined
+  /** Called with the function that ends the stream when the client goes away. */
+  onClose(end: () => void): void
+  /** No connection to hold open (an in-process request): the stream ends after its opening. */
+  endAtOnce: boolean
+}
+
+export function notificationHub(deps: HubDeps) {
+  const repo = deps.feed
   const callers = new Map<string, Caller>()
   const events: HubEvent[] = []
   // Event ids continue across restarts (they start from the clock), so that an id from
@@ -70,7 +98,7 @@ export function notificationHub(app: FastifyInstance) {
   let seenSeq = repo.counter().seq
   let subscribers = 0
   const timers: NodeJS.Timeout[] = []
-  const authVersion = app.repos.authVersion
+  const authVersion = deps.authVersion
   let authSeen = authVersion.value
 
   const caller = (key: string): Caller => {
@@ -189,7 +217,7 @@ export function notificationHub(app: FastifyInstance) {
     if (seq === seenSeq) return
     const max = STREAM_LIMITS.replayEvents
     // One snapshot: the rows and the counter agree even if another process writes meanwhile.
-    const changed = app.db.transaction(() => {
+    const changed = deps.snapshot(() => {
       const upTo = repo.counter().seq
       const risks = repo.riskChangedSince(seenSeq, max + 1).filter((r) => r.change_seq <= upTo)
       const healths = repo.healthChangedSince(seenSeq, max + 1).filter((h) => h.change_seq <= upTo)
@@ -206,7 +234,7 @@ export function notificationHub(app: FastifyInstance) {
             .map((g) => g.name),
         ),
       }
-    })()
+    })
     seenSeq = changed.upTo
     const { risks, healths, groups, muted } = changed
     if (risks.length + healths.length + groups.length > max) {
@@ -240,7 +268,7 @@ export function notificationHub(app: FastifyInstance) {
     for (const c of [...callers.values()]) {
       for (const s of [...c.streams]) {
         try {
-          app.tokens.authenticate(s.token, now)
+          deps.authenticate(s.token, now)
         } catch (err) {
           const reason = /expired/i.test((err as Error).message) ? 'token-expired' : 'token-revoked'
           close(s, frame('reauthenticate', { reason }))
@@ -264,7 +292,7 @@ export function notificationHub(app: FastifyInstance) {
     try {
       checkRevocations()
     } catch (err) {
-      app.log.error({ err }, 'notification stream revalidation failed')
+      deps.log.error({ err }, 'notification stream revalidation failed')
     }
   })
 
@@ -280,9 +308,8 @@ export function notificationHub(app: FastifyInstance) {
       return subscribers
     },
 
-    /** Opens a stream for the request's caller; answers the reply streaming it. */
-    open(req: FastifyRequest, reply: FastifyReply, token: string, lastEventId: string | undefined): FastifyReply {
-      const principal = req.principal!
+    /** Opens a stream for the caller; answers the stream to send (server-sent events). */
+    open({ principal, token, lastEventId, onClose, endAtOnce }: StreamOpening): PassThrough {
       const c = caller(callerKey(principal))
       if (c.streams.size >= STREAM_LIMITS.perCaller) {
         throw problem('rate-limited', `At most ${STREAM_LIMITS.perCaller} notification streams may be open per caller; close one first.`, { headers: { 'retry-after': '5' } })
@@ -306,19 +333,16 @@ export function notificationHub(app: FastifyInstance) {
       c.counts ??= countsJson(c)
       out.write(`event: counts\ndata: ${c.counts}\n\n`)
       const end = () => close(s)
-      reply.raw.on('close', end)
+      onClose(end)
       out.on('error', end)
       if (principal.kind === 'session') {
         // The access token's own end; revocations are found by revalidate().
-        const exp = (app.jwt.decode<{ exp?: number }>(token)?.exp ?? 0) * 1000
+        const exp = deps.tokenExpiry(token)
         const inMs = Math.max(0, exp - Date.now())
         s.expiry = setTimeout(() => close(s, frame('reauthenticate', { reason: 'token-expired' })), Math.min(inMs, 2 ** 31 - 1)).unref()
       }
-      reply.header('content-type', 'text/event-stream; charset=utf-8').header('cache-control', 'no-cache').header('x-accel-buffering', 'no')
-      // An in-process request (app.inject) has no connection to hold open: it gets the
-      // stream's opening and its end.
-      if (!(req.raw.socket instanceof net.Socket)) setImmediate(end)
-      return reply.send(out)
+      if (endAtOnce) setImmediate(end)
+      return out
     },
 
     /** After a read-all: the caller's streams (by `callerKey`) see the notifications it marked read. */
@@ -349,7 +373,7 @@ export function notificationHub(app: FastifyInstance) {
             checkRevocations()
             poll()
           } catch (err) {
-            app.log.error({ err }, 'notification stream poll failed')
+            deps.log.error({ err }, 'notification stream poll failed')
           }
         }, STREAM_LIMITS.pollMs).unref(),
         setInterval(heartbeat, STREAM_LIMITS.heartbeatMs).unref(),
@@ -357,7 +381,7 @@ export function notificationHub(app: FastifyInstance) {
           try {
             revalidate()
           } catch (err) {
-            app.log.error({ err }, 'notification stream revalidation failed')
+            deps.log.error({ err }, 'notification stream revalidation failed')
           }
         }, STREAM_LIMITS.revalidateMs).unref(),
       )
