@@ -6,11 +6,13 @@ import { allowList } from './alarms/address.js'
 import { sendRecord } from './alarms/deliver.js'
 import { alarmDestinationService } from './alarms/service.js'
 import { accountService } from './accounts/service.js'
+import { agentlessService } from './agentless/service.js'
 import { sessionService } from './accounts/sessions.js'
 import { auditDeps, auditTrail } from './audit.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
 import { integrationTokenService } from './integration-tokens/service.js'
 import type { AuditTrail } from './platform/ports.js'
+import { vault } from './vault.js'
 
 export function createServices(app: FastifyInstance) {
   const { config, repos } = app
@@ -44,6 +46,17 @@ export function createServices(app: FastifyInstance) {
       mailConfigured: () => app.mailer.configured(),
       send: (dest, record, ctx, t) => sendRecord(mail, dest, record, ctx, t),
       timeoutMs: config.alarms.timeoutMs,
+    }),
+    agentless: agentlessService({
+      // The connections stream a page at a time: that method stays as the repository gives it.
+      store: { ...asyncPort(repos.agentless, uow), connectionsInPages: repos.agentless.connectionsInPages },
+      events: asyncPort(repos.events, uow),
+      assets: asyncPort(repos.alarms, uow),
+      uow,
+      audit,
+      log: app.log,
+      vault: vault(config.agentlessKey),
+      settings: config.agentless,
     }),
     integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
   }
