@@ -7,6 +7,7 @@ import { sendRecord } from './alarms/deliver.js'
 import { alarmDestinationService } from './alarms/service.js'
 import { accountService } from './accounts/service.js'
 import { agentlessService } from './agentless/service.js'
+import { assetService } from './assets/service.js'
 import { sessionService } from './accounts/sessions.js'
 import { auditDeps, auditTrail } from './audit.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
@@ -57,6 +58,13 @@ export function createServices(app: FastifyInstance) {
       log: app.log,
       vault: vault(config.agentlessKey),
       settings: config.agentless,
+    }),
+    assets: assetService({
+      // The counts are read a range of rows at a time: that method stays as the repository gives it.
+      assets: { ...asyncPort(repos.assets, uow), summary: repos.assets.summary },
+      insights: asyncPort(repos.insights, uow),
+      uncommonMaxHosts: config.agents.uncommonPeripheralMaxHosts,
+      newHours: config.assets.newHours,
     }),
     integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
   }

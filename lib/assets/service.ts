@@ -1,12 +1,13 @@
 // Asset discovery: what an asset is (the one mapping from rows to AssetView), the page of a
 // query, the overview and the distribution. Shared by the REST operations and the GraphQL
-// endpoint; takes the repositories and plain values.
+// endpoint; takes its ports and settings, so it runs without Fastify.
 import type { components } from '../../generated/openapi.js'
-import { ASSET_TYPES, HOST_ICONS, INDICATOR_RISK, type AssetCounts, type AssetQuery, type AssetRow, type AssetSort, type AssetsRepo } from '../../db/assets.js'
-import { uncommonInsightName, type InsightsRepo } from '../../db/insights.js'
+import { ASSET_TYPES, HOST_ICONS, INDICATOR_RISK } from '../../db/assets.js'
+import { uncommonInsightName } from '../../db/insights.js'
 import { iconName } from '../usb.js'
 import { iso } from '../time.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
+import type { AssetCounts, AssetQuery, AssetRow, AssetSort, AssetStore, InsightCache } from './ports.js'
 
 type Schemas = components['schemas']
 export type AssetView = Schemas['AssetView']
@@ -14,56 +15,171 @@ type Indicator = Schemas['AssetIndicator']
 type TypeCode = AssetView['type']
 type TypeName = AssetView['typeDescription']
 
-export interface AssetContext {
-  assets: AssetsRepo
-  insights: InsightsRepo
+export interface AssetDeps {
+  assets: AssetStore
+  insights: InsightCache
   /** Peripheral models on at most this many hosts are rare (the uncommon-peripherals insight). */
   uncommonMaxHosts: number
   /** An asset first seen within this many hours is new. */
   newHours: number
-  now: number
 }
 
 // The uncommon-peripherals insight as its own operation keeps it: computed at most hourly.
 const RARE_CACHE_MS = 3_600_000
+// The overview and the distribution read every asset: their counts are kept this long (a
+// dashboard polling both costs one reading of the fleet), and are then computed again in
+// slices while the counts last computed are answered.
+const SUMMARY_CACHE_MS = 30_000
 
-/** Work under way per database (its insights repository), by name: one at a time each. */
-function underWay<T>(all: WeakMap<InsightsRepo, Map<string, Promise<T>>>, insights: InsightsRepo): Map<string, Promise<T>> {
-  let runs = all.get(insights)
-  if (!runs) all.set(insights, (runs = new Map()))
-  return runs
-}
-const rareRuns = new WeakMap<InsightsRepo, Map<string, Promise<string[]>>>()
 const modelsOf = (r: { data: { vid: string; pid: string }[] }) => r.data.map((m) => `${m.vid}:${m.pid}`)
+const isHost = (type: number) => type !== ASSET_TYPES.Peripheral
+
+interface Summary {
+  since: number
+  counts: AssetCounts[]
+  switches: { n: number; fresh: number }
+}
+type Kept<T> = { computedMs: number; result: T }
+
+export interface AssetPage {
+  recordsTotal: number
+  recordsFiltered: number
+  data: AssetView[]
+}
 
 /**
- * `VID:PID` of the rare peripheral models. They are computed in slices (no request waits
- * behind the walk over a million peripherals); once an hour has passed, the models last
- * computed are answered while the next ones are computed.
+ * One keeps a computation under way by name, so that callers at the same time share it:
+ * made once per app, it is what a database's cache is computed by.
  */
-export async function rareModels(ctx: AssetContext): Promise<string[]> {
-  const { insights, uncommonMaxHosts: maxHosts } = ctx
-  const name = uncommonInsightName(maxHosts)
-  const hit = insights.peek<{ data: { vid: string; pid: string }[] }>(name)
-  const now = Date.now()
-  if (hit && now - hit.computedMs < RARE_CACHE_MS && hit.computedMs <= now) return modelsOf(hit.result)
-  const refreshing = underWay(rareRuns, insights)
-  let run = refreshing.get(name)
-  if (!run) {
-    run = insights.uncommonPeripheralsSliced(maxHosts).then((r) => modelsOf(insights.store(name, now, r)))
-    refreshing.set(name, run)
-    const done = () => {
-      refreshing.delete(name)
+function underWay<T>() {
+  const runs = new Map<string, Promise<T>>()
+  return (name: string, make: () => Promise<T>): Promise<T> => {
+    let run = runs.get(name)
+    if (!run) {
+      run = make()
+      runs.set(name, run)
+      const done = () => {
+        runs.delete(name)
+      }
+      run.then(done, done)
     }
-    run.then(done, done)
+    return run
   }
-  if (hit) {
-    // Nobody waits for this refresh: its failure (the server closing) is not a request's.
-    run.catch(() => {})
-    return modelsOf(hit.result)
-  }
-  return run
 }
+
+export function assetService(deps: AssetDeps) {
+  const { assets, insights, uncommonMaxHosts } = deps
+  const rareRun = underWay<string[]>()
+  const summaryRun = underWay<Summary & { computedTime: string }>()
+
+  /**
+   * `VID:PID` of the rare peripheral models. They are computed in slices (no request waits
+   * behind the walk over a million peripherals); once an hour has passed, the models last
+   * computed are answered while the next ones are computed.
+   */
+  async function rareModels(): Promise<string[]> {
+    const name = uncommonInsightName(uncommonMaxHosts)
+    const hit = (await insights.peek(name)) as Kept<{ data: { vid: string; pid: string }[] }> | undefined
+    const now = Date.now()
+    if (hit && now - hit.computedMs < RARE_CACHE_MS && hit.computedMs <= now) return modelsOf(hit.result)
+    const run = rareRun(name, () => insights.uncommonPeripheralsSliced(uncommonMaxHosts).then(async (r) => modelsOf((await insights.store(name, now, r)) as typeof r)))
+    if (hit) {
+      // Nobody waits for this refresh: its failure (the server closing) is not a request's.
+      run.catch(() => {})
+      return modelsOf(hit.result)
+    }
+    return run
+  }
+
+  /** The counts behind the overview and the distribution. */
+  async function summary(): Promise<Summary & { computedTime: string }> {
+    const name = `assetSummary:${deps.newHours}:${uncommonMaxHosts}`
+    const hit = (await insights.peek(name)) as Kept<Summary & { computedTime: string }> | undefined
+    const now = Date.now()
+    if (hit && now - hit.computedMs < SUMMARY_CACHE_MS && hit.computedMs <= now) return hit.result
+    const run = summaryRun(name, async () => {
+      const rare = await rareModels()
+      const since = now - deps.newHours * 3_600_000
+      const steps = assets.summary(rare, since)
+      let r = steps.next()
+      while (!r.done) {
+        await nextTurn()
+        r = steps.next()
+      }
+      return (await insights.store(name, now, { since, counts: r.value, switches: await assets.switches(since) })) as Summary & { computedTime: string }
+    })
+    if (hit) {
+      run.catch(() => {})
+      return hit.result
+    }
+    return run
+  }
+
+  return {
+    rareModels,
+
+    /** A page of the assets a query matches. */
+    async page(q: Omit<AssetQuery, 'rare'>, sort: AssetSort, limit: number, offset: number): Promise<AssetPage> {
+      const rare = await rareModels()
+      const recordsTotal = await assets.total()
+      const { filtered, rows } = await assets.page({ ...q, rare }, sort, limit, offset)
+      return { recordsTotal, recordsFiltered: filtered, data: rows.map((r) => assetView(r, uncommonMaxHosts)) }
+    },
+
+    async overview(): Promise<Schemas['AssetsOverview']> {
+      const { since, counts, switches, computedTime } = await summary()
+      const sum = (keep: (c: (typeof counts)[number]) => boolean) => counts.filter(keep).reduce((n, c) => n + c.n, 0)
+      return {
+        totalAssets: sum(() => true),
+        newAssets: sum((c) => c.is_new === 1),
+        totalHosts: sum((c) => isHost(c.type)),
+        newHosts: sum((c) => isHost(c.type) && c.is_new === 1),
+        totalPeripherals: sum((c) => !isHost(c.type)),
+        newPeripherals: sum((c) => !isHost(c.type) && c.is_new === 1),
+        networking: switches.n,
+        newNetworking: switches.fresh,
+        onlineAssets: sum((c) => c.is_online === 1),
+        assetsRisk: {
+          high: sum((c) => riskWords(c.risk_level) === 'High'),
+          medium: sum((c) => riskWords(c.risk_level) === 'Medium'),
+          low: sum((c) => riskWords(c.risk_level) === 'Low'),
+        },
+        newSinceTime: iso(since),
+        computedTime,
+      }
+    },
+
+    async distribution(): Promise<Schemas['AssetsDistribution']> {
+      const { counts, computedTime } = await summary()
+      const types = new Map<number, { count: number; online: number; high: number; medium: number; low: number }>()
+      const levels = new Map<number, number>()
+      for (const c of counts) {
+        const t = types.get(c.type) ?? { count: 0, online: 0, high: 0, medium: 0, low: 0 }
+        t.count += c.n
+        if (c.is_online === 1) t.online += c.n
+        t[riskWords(c.risk_level).toLowerCase() as 'high' | 'medium' | 'low'] += c.n
+        types.set(c.type, t)
+        levels.set(c.risk_level, (levels.get(c.risk_level) ?? 0) + c.n)
+      }
+      return {
+        totalAssets: counts.reduce((n, c) => n + c.n, 0),
+        byType: [...types.entries()]
+          .sort(([a], [b]) => a - b)
+          .map(([type, t]) => ({
+            type: type as TypeCode,
+            typeDescription: TYPE_NAMES[type] ?? 'Unknown',
+            count: t.count,
+            online: t.online,
+            risk: { high: t.high, medium: t.medium, low: t.low },
+          })),
+        byRiskLevel: [...levels.entries()].sort(([a], [b]) => b - a).map(([riskLevel, count]) => ({ riskLevel, riskIndicationString: riskWords(riskLevel), count })),
+        computedTime,
+      }
+    },
+  }
+}
+
+export type AssetService = ReturnType<typeof assetService>
 
 export const TYPE_NAMES: Record<number, TypeName> = {
   [ASSET_TYPES.Peripheral]: 'Peripheral',
@@ -183,118 +299,5 @@ export function assetView(row: AssetRow, maxHosts: number): AssetView {
     lastSeen: row.last_seen === null ? null : iso(row.last_seen),
     locations: locations(row),
     indicatorViewDetails: indicators(row, maxHosts),
-  }
-}
-
-export interface AssetPage {
-  recordsTotal: number
-  recordsFiltered: number
-  data: AssetView[]
-}
-
-/** A page of the assets a query matches. */
-export async function assetPage(ctx: AssetContext, q: Omit<AssetQuery, 'rare'>, sort: AssetSort, limit: number, offset: number): Promise<AssetPage> {
-  const rare = await rareModels(ctx)
-  const recordsTotal = ctx.assets.total()
-  const { filtered, rows } = ctx.assets.page({ ...q, rare }, sort, limit, offset)
-  return { recordsTotal, recordsFiltered: filtered, data: rows.map((r) => assetView(r, ctx.uncommonMaxHosts)) }
-}
-
-const isHost = (type: number) => type !== ASSET_TYPES.Peripheral
-
-// The overview and the distribution read every asset: their counts are kept this long (a
-// dashboard polling both costs one reading of the fleet), and are then computed again in
-// slices while the counts last computed are answered.
-const SUMMARY_CACHE_MS = 30_000
-
-interface Summary {
-  since: number
-  counts: AssetCounts[]
-  switches: { n: number; fresh: number }
-}
-const summaryRuns = new WeakMap<InsightsRepo, Map<string, Promise<Summary & { computedTime: string }>>>()
-
-/** The counts behind the overview and the distribution. */
-async function summary(ctx: AssetContext): Promise<Summary & { computedTime: string }> {
-  const { insights } = ctx
-  const name = `assetSummary:${ctx.newHours}:${ctx.uncommonMaxHosts}`
-  const hit = insights.peek<Summary>(name)
-  const now = Date.now()
-  if (hit && now - hit.computedMs < SUMMARY_CACHE_MS && hit.computedMs <= now) return hit.result
-  const summarizing = underWay(summaryRuns, insights)
-  let run = summarizing.get(name)
-  if (!run) {
-    run = (async () => {
-      const rare = await rareModels(ctx)
-      const since = ctx.now - ctx.newHours * 3_600_000
-      const steps = ctx.assets.summary(rare, since)
-      let r = steps.next()
-      while (!r.done) {
-        await nextTurn()
-        r = steps.next()
-      }
-      return insights.store(name, now, { since, counts: r.value, switches: ctx.assets.switches(since) })
-    })()
-    summarizing.set(name, run)
-    const done = () => {
-      summarizing.delete(name)
-    }
-    run.then(done, done)
-  }
-  if (hit) {
-    run.catch(() => {})
-    return hit.result
-  }
-  return run
-}
-
-export async function assetsOverview(ctx: AssetContext): Promise<Schemas['AssetsOverview']> {
-  const { since, counts, switches, computedTime } = await summary(ctx)
-  const sum = (keep: (c: (typeof counts)[number]) => boolean) => counts.filter(keep).reduce((n, c) => n + c.n, 0)
-  return {
-    totalAssets: sum(() => true),
-    newAssets: sum((c) => c.is_new === 1),
-    totalHosts: sum((c) => isHost(c.type)),
-    newHosts: sum((c) => isHost(c.type) && c.is_new === 1),
-    totalPeripherals: sum((c) => !isHost(c.type)),
-    newPeripherals: sum((c) => !isHost(c.type) && c.is_new === 1),
-    networking: switches.n,
-    newNetworking: switches.fresh,
-    onlineAssets: sum((c) => c.is_online === 1),
-    assetsRisk: {
-      high: sum((c) => riskWords(c.risk_level) === 'High'),
-      medium: sum((c) => riskWords(c.risk_level) === 'Medium'),
-      low: sum((c) => riskWords(c.risk_level) === 'Low'),
-    },
-    newSinceTime: iso(since),
-    computedTime,
-  }
-}
-
-export async function assetsDistribution(ctx: AssetContext): Promise<Schemas['AssetsDistribution']> {
-  const { counts, computedTime } = await summary(ctx)
-  const types = new Map<number, { count: number; online: number; high: number; medium: number; low: number }>()
-  const levels = new Map<number, number>()
-  for (const c of counts) {
-    const t = types.get(c.type) ?? { count: 0, online: 0, high: 0, medium: 0, low: 0 }
-    t.count += c.n
-    if (c.is_online === 1) t.online += c.n
-    t[riskWords(c.risk_level).toLowerCase() as 'high' | 'medium' | 'low'] += c.n
-    types.set(c.type, t)
-    levels.set(c.risk_level, (levels.get(c.risk_level) ?? 0) + c.n)
-  }
-  return {
-    totalAssets: counts.reduce((n, c) => n + c.n, 0),
-    byType: [...types.entries()]
-      .sort(([a], [b]) => a - b)
-      .map(([type, t]) => ({
-        type: type as TypeCode,
-        typeDescription: TYPE_NAMES[type] ?? 'Unknown',
-        count: t.count,
-        online: t.online,
-        risk: { high: t.high, medium: t.medium, low: t.low },
-      })),
-    byRiskLevel: [...levels.entries()].sort(([a], [b]) => b - a).map(([riskLevel, count]) => ({ riskLevel, riskIndicationString: riskWords(riskLevel), count })),
-    computedTime,
   }
 }
