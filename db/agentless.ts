@@ -3,6 +3,7 @@
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
 import { contains, orderBy, type Sort } from './sql.js'
+import { inPages } from './exports.js'
 
 export type AgentlessStatus = 'Pending' | 'Running' | 'Reachable' | 'Unreachable' | 'Failed'
 export type Protocol = 'SSH' | 'WinRM'
@@ -360,6 +361,8 @@ export function agentlessRepo(db: DB) {
     connection: (id: number) => q.connection.get(id),
     connectionByName: (name: string) => q.connectionByName.get(name),
     connectionsByIds: (ids: readonly number[]) => q.byIds.all(JSON.stringify(ids)),
+    /** The connections of `ids`, in that order, read a page at a time with other work let in between (exports, very large pages). */
+    connectionsInPages: (ids: readonly number[]) => inPages(ids, (page) => q.byIds.all(JSON.stringify(page))),
     /** Inserts a connection; its credentials are set next (they are sealed with its id). */
     insertConnection(v: ConnectionValues, credentialType: 'Password' | 'PrivateKey', pollerId: string | null, now: number): number {
       return Number(q.insertConnection.run({ ...bind(v), credentialType, pollerId, now }).lastInsertRowid)

@@ -1,15 +1,14 @@
 // Agentless connections, worker pollers and the asset producer.
 import path from 'node:path'
-import { jsonChunks, listAnswer, listAnswerStream, page, sort, streamedPages } from '../lib/listing.js'
-import { inPages } from '../db/exports.js'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { MAX_FILE_BYTES } from '../lib/agentless/csv-import.js'
+import { exportSelection, type ExportFile } from '../lib/agentless/exports.js'
+import { agentlessFilter } from '../lib/agentless/filter.js'
+import { statusView } from '../lib/agentless/views.js'
 import { problem, ProblemError } from '../lib/errors.js'
 import { visibleName } from '../lib/file-names.js'
-import { publishAssets } from '../lib/agentless/assets.js'
-import { createConnection, defaultsOf, deleteConnections, registerConnections, statusView, unregisterConnections, updateConnection } from '../lib/agentless/connections.js'
-import { importConnections, MAX_FILE_BYTES } from '../lib/agentless/csv-import.js'
-import { exportConnections, exportStatus } from '../lib/agentless/exports.js'
-import { agentlessFilter } from '../lib/agentless/filter.js'
-import { deletePoller, listPollers, pollerAssignments, pollerHeartbeat, pollerReportRuns, registerPoller, setPollerActivated } from '../lib/agentless/pollers.js'
+import { jsonChunks, listAnswer, listAnswerStream, page, sort, streamedPages } from '../lib/listing.js'
+import { contextOf } from '../lib/platform/context.js'
 import type { Handlers } from './types.js'
 
 // The media types the upload's file part may declare (the contract's `encoding`).
@@ -30,6 +29,16 @@ async function multipartRead<T>(read: () => Promise<T>): Promise<T> {
       errors: [{ location: 'body', name: 'file', reason: 'is not valid multipart/form-data' }],
     })
   }
+}
+
+/** Every export says how many records matched (`x-records-filtered`), as the events' do. */
+function attach(reply: FastifyReply, file: ExportFile) {
+  return reply.header('content-disposition', `attachment; filename="${file.fileName}"`).header('x-records-filtered', String(file.records)).type(file.type).send(file.body)
+}
+
+/** An export's filters and order, as the status list reads them. */
+function selection(req: FastifyRequest) {
+  return exportSelection((req.body ?? null) as Parameters<typeof exportSelection>[0], req.server.contract.operations.get('getAgentlessConnectionDetailsStatus')!)
 }
 
 export const agentlessHandlers: Handlers<
@@ -57,47 +66,31 @@ export const agentlessHandlers: Handlers<
     const filter = agentlessFilter(req.query as Record<string, unknown>, 'query')
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
     const { pageSize, offset } = page(req.query)
-    const defaults = defaultsOf(req.server)
-    const { agentless } = req.server.repos
-    if (pageSize > streamedPages.above) {
-      // The ids in order (8 bytes a connection), then the rows a thousand at a time.
-      const { total, filtered } = agentless.counts(filter)
-      const rows = inPages(agentless.ids(filter, order, defaults, pageSize, offset), (ids) => agentless.connectionsByIds(ids))
-      return reply.type('application/json').send(
-        listAnswerStream(
-          total,
-          filtered,
-          jsonChunks(rows, (r) => statusView(r, defaults)),
-        ),
-      )
-    }
-    const { total, filtered, rows } = agentless.list(filter, order, defaults, pageSize, offset)
-    return listAnswer(
-      total,
-      filtered,
-      rows.map((r) => statusView(r, defaults)),
-    )
+    const answer = await req.server.services.agentless.statusPage(filter, order, pageSize, offset, streamedPages.above)
+    const view = (r: Parameters<typeof statusView>[0]) => statusView(r, answer.defaults)
+    if ('stream' in answer) return reply.type('application/json').send(listAnswerStream(answer.total, answer.filtered, jsonChunks(answer.stream, view)))
+    return listAnswer(answer.total, answer.filtered, answer.rows.map(view))
   },
 
   async createAgentlessConnection(req) {
-    return createConnection(req, req.body)
+    return req.server.services.agentless.create(contextOf(req), req.body)
   },
 
   async updateAgentlessConnection(req) {
-    return updateConnection(req, req.body)
+    return req.server.services.agentless.update(contextOf(req), req.body)
   },
 
   async deleteAgentlessConnections(req) {
-    return deleteConnections(req, req.body)
+    return req.server.services.agentless.remove(contextOf(req), req.body)
   },
 
   async registerAgentlessConnections(req) {
     if (!req.body.pollerId) throw problem('validation', 'body/pollerId is required to register connections.', { errors: [{ location: 'body', name: 'pollerId', reason: 'is required to register' }] })
-    return registerConnections(req, req.body.pollerId, req.body.connectionIds)
+    return req.server.services.agentless.register(contextOf(req), req.body.pollerId, req.body.connectionIds)
   },
 
   async unregisterAgentlessConnections(req) {
-    return unregisterConnections(req, req.body.pollerId, req.body.connectionIds)
+    return req.server.services.agentless.unregister(contextOf(req), req.body.pollerId, req.body.connectionIds)
   },
 
   async uploadAgentlessConnectionsFile(req) {
@@ -115,54 +108,56 @@ export const agentlessHandlers: Handlers<
     }
     const data = await multipartRead(() => part.toBuffer())
     const name = part.filename ? visibleName(path.basename(part.filename)) : ''
-    return importConnections(req, name || null, data)
+    return req.server.services.agentless.importCsv(contextOf(req), name || null, data)
   },
 
   async exportAgentlessStatusCsv(req, reply) {
-    return exportStatus(req, reply, 'csv')
+    return attach(reply, await req.server.services.agentless.exportStatus(contextOf(req), 'csv', selection(req)))
   },
 
   async exportAgentlessStatusPdf(req, reply) {
-    return exportStatus(req, reply, 'pdf')
+    return attach(reply, await req.server.services.agentless.exportStatus(contextOf(req), 'pdf', selection(req)))
   },
 
   async exportAgentlessConnectionsCsv(req, reply) {
-    return exportConnections(req, reply)
+    return attach(reply, await req.server.services.agentless.exportConnections(contextOf(req), selection(req)))
   },
 
   async getWorkerPollerDetails(req) {
-    return listPollers(req)
+    return req.server.services.agentless.listPollers()
   },
 
   async deleteWorkerPoller(req) {
-    return deletePoller(req, req.query.PollerId)
+    return req.server.services.agentless.deletePoller(contextOf(req), req.query.PollerId)
   },
 
   async setWorkerPollerActivatedStatus(req) {
-    return setPollerActivated(req, req.body)
+    return req.server.services.agentless.setPollerActivated(contextOf(req), req.principal?.name ?? null, req.body)
   },
 
   async pollerRegister(req) {
-    return registerPoller(req, req.body)
+    return req.server.services.agentless.registerPoller(contextOf(req), req.body)
   },
 
   async pollerHeartbeat(req) {
-    return pollerHeartbeat(req, req.body)
+    return req.server.services.agentless.heartbeat(contextOf(req), req.poller?.id, req.body)
   },
 
   async pollerGetConnections(req, reply) {
-    return pollerAssignments(req, reply)
+    const answer = await req.server.services.agentless.assignments(contextOf(req), req.poller?.id)
+    reply.header('cache-control', 'no-store')
+    return answer
   },
 
   async pollerReportRuns(req) {
-    return pollerReportRuns(req, req.body)
+    return req.server.services.agentless.reportRuns(contextOf(req), req.poller?.id, req.body)
   },
 
   async replayAllAssets(req) {
-    return publishAssets(req, 'ReplayAll')
+    return req.server.services.agentless.publishAssets(contextOf(req), 'ReplayAll')
   },
 
   async sendMonitorOldLocation(req) {
-    return publishAssets(req, 'SendMonitorOldLocation')
+    return req.server.services.agentless.publishAssets(contextOf(req), 'SendMonitorOldLocation')
   },
 }

@@ -1,18 +1,11 @@
 // Asset discovery: the NAC connector's GraphQL endpoint and REST list, and the automation
 // client's overview and distribution.
-import type { FastifyRequest } from 'fastify'
-import type { AssetField, Condition } from '../db/assets.js'
+import { runAssetGraph } from '../lib/assets/graphql.js'
+import type { AssetField, Condition } from '../lib/assets/ports.js'
+import { AssetQueryError, condition, searchPattern } from '../lib/assets/query.js'
 import { invalidField } from '../lib/errors.js'
 import { bool, listAnswer, page, sort } from '../lib/listing.js'
-import { runAssetGraph } from '../lib/assets/graphql.js'
-import { AssetQueryError, condition, searchPattern } from '../lib/assets/query.js'
-import { assetPage, assetsDistribution, assetsOverview, type AssetContext } from '../lib/assets/service.js'
 import type { Handlers } from './types.js'
-
-function assetContext(req: FastifyRequest): AssetContext {
-  const { repos, config } = req.server
-  return { assets: repos.assets, insights: repos.insights, uncommonMaxHosts: config.agents.uncommonPeripheralMaxHosts, newHours: config.assets.newHours, now: Date.now() }
-}
 
 /** A REST filter given as a comma-separated list of integers (any of them). */
 function anyOf(field: AssetField, name: string, value: string | undefined): Condition | undefined {
@@ -28,7 +21,7 @@ function anyOf(field: AssetField, name: string, value: string | undefined): Cond
 export const assetsHandlers: Handlers<'querySepioData' | 'getAssets' | 'getAssetsOverview' | 'getAssetsDistribution'> = {
   async querySepioData(req, reply) {
     const { query, variables, operationName } = req.body
-    const answer = await runAssetGraph(reply, assetContext(req), query, variables, operationName)
+    const answer = await runAssetGraph(reply, req.server.services.assets, query, variables, operationName)
     if (answer.ok) return answer.body as never
     // GraphQL clients read errors from the body in the GraphQL format; the status says it failed.
     return reply.code(400).type('application/json; charset=utf-8').send({ data: null, errors: answer.errors })
@@ -51,15 +44,15 @@ export const assetsHandlers: Handlers<'querySepioData' | 'getAssets' | 'getAsset
       if (err instanceof AssetQueryError) throw invalidField('query', 'GlobalSearch', err.message.replace(/^GlobalSearch /, ''))
       throw err
     }
-    const answer = await assetPage(assetContext(req), { filters: and.length ? [and] : [], system: [], search }, order as { field: AssetField; direction: 'asc' | 'desc' }, pageSize, offset)
+    const answer = await req.server.services.assets.page({ filters: and.length ? [and] : [], system: [], search }, order as { field: AssetField; direction: 'asc' | 'desc' }, pageSize, offset)
     return listAnswer(answer.recordsTotal, answer.recordsFiltered, answer.data)
   },
 
   async getAssetsOverview(req) {
-    return assetsOverview(assetContext(req))
+    return req.server.services.assets.overview()
   },
 
   async getAssetsDistribution(req) {
-    return assetsDistribution(assetContext(req))
+    return req.server.services.assets.distribution()
   },
 }

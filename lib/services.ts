@@ -6,6 +6,8 @@ import { allowList } from './alarms/address.js'
 import { sendRecord } from './alarms/deliver.js'
 import { alarmDestinationService } from './alarms/service.js'
 import { accountService } from './accounts/service.js'
+import { agentlessService } from './agentless/service.js'
+import { assetService } from './assets/service.js'
 import { sessionService } from './accounts/sessions.js'
 import { auditDeps, auditTrail } from './audit.js'
 import { catalogueService } from './catalogue/service.js'
@@ -16,6 +18,7 @@ import { agentGateway } from './gateway/service.js'
 import { notificationService } from './notifications/service.js'
 import { groupNames } from './notifications/views.js'
 import type { AuditTrail } from './platform/ports.js'
+import { vault } from './vault.js'
 
 export function createServices(app: FastifyInstance) {
   const { config, repos } = app
@@ -58,6 +61,24 @@ export function createServices(app: FastifyInstance) {
       audit,
       log: app.log,
       settings: { agents: config.agents, license: config.license, rateLimitWindowMs: config.rateLimitWindowMs, agentRequests: config.credentialRateLimits.agent },
+    }),
+    agentless: agentlessService({
+      // The connections stream a page at a time: that method stays as the repository gives it.
+      store: { ...asyncPort(repos.agentless, uow), connectionsInPages: repos.agentless.connectionsInPages },
+      events: asyncPort(repos.events, uow),
+      assets: asyncPort(repos.alarms, uow),
+      uow,
+      audit,
+      log: app.log,
+      vault: vault(config.agentlessKey),
+      settings: config.agentless,
+    }),
+    assets: assetService({
+      // The counts are read a range of rows at a time: that method stays as the repository gives it.
+      assets: { ...asyncPort(repos.assets, uow), summary: repos.assets.summary },
+      insights: asyncPort(repos.insights, uow),
+      uncommonMaxHosts: config.agents.uncommonPeripheralMaxHosts,
+      newHours: config.assets.newHours,
     }),
     integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
     catalogue: catalogueService({

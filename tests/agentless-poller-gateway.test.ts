@@ -198,8 +198,8 @@ t.test('upkeep: quiet pollers go offline, abandoned runs fail, health says so', 
   await pa.runs([{ runId: runId(), connectionId: c.id, statusString: 'Running', startTime: new Date(started).toISOString() }])
 
   const later = Date.now() + 181_000
-  t.match(sweepAgentless(app, later), { offline: 1, abandoned: 0 })
-  t.match(sweepAgentless(app, later), { offline: 0 }, 'offline once')
+  t.match(await sweepAgentless(app, later), { offline: 1, abandoned: 0 })
+  t.match(await sweepAgentless(app, later), { offline: 0 }, 'offline once')
   const offline = app.db.prepare("SELECT description FROM events WHERE event_code = '0x410002'").all()
   t.equal(offline.length, 1, 'one event when heartbeats stop')
   app.db.prepare('UPDATE worker_pollers SET last_heartbeat_ms = ?').run(Date.now() - 200_000)
@@ -207,7 +207,7 @@ t.test('upkeep: quiet pollers go offline, abandoned runs fail, health says so', 
   await pa.heartbeat()
   t.equal(app.db.prepare("SELECT count(*) FROM events WHERE event_code = '0x410003'").pluck().get(), 1, 'one event when they come back')
 
-  t.match(sweepAgentless(app, started + RUN_GIVE_UP_MS + 1), { abandoned: 1 })
+  t.match(await sweepAgentless(app, started + RUN_GIVE_UP_MS + 1), { abandoned: 1 })
   const s = (await call(app, await login(app), { method: 'GET', url: `${API}/connectiondetailsstatus` })).json().data[0]
   t.match(s, { statusString: 'Failed', statusErrorDescription: /no end of this run/ })
 })

@@ -2,12 +2,12 @@
 // changed since it was last published (SendMonitorOldLocation), queued for the alarm
 // destinations subscribed to the asset feed through the alarm outbox.
 import crypto from 'node:crypto'
-import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { components } from '../../generated/openapi.js'
-import type { AgentAssetRow, AssetType, ConnectionAssetRow, PeripheralAssetRow } from '../../db/agentless.js'
-import { audit } from '../audit.js'
+import type { Context } from '../platform/context.js'
 import { iso } from '../time.js'
 import { isIp } from './address.js'
+import type { AgentlessDeps } from './deps.js'
+import type { AgentAssetRow, AssetType, ConnectionAssetRow, PeripheralAssetRow } from './ports.js'
 import { setImmediate as pause } from 'node:timers/promises'
 
 type Schemas = components['schemas']
@@ -95,8 +95,8 @@ function parseLocation(json: string | undefined): Location | null {
  * only assets whose location moved since last published (SendMonitorOldLocation).
  * Locations are recorded only when some destination receives the feed.
  */
-async function produce(app: FastifyInstance, trigger: Trigger, now: number): Promise<Tally> {
-  const { db, repos } = app
+async function produce(deps: AgentlessDeps, trigger: Trigger, now: number): Promise<Tally> {
+  const { store, uow } = deps
   const changedOnly = trigger === 'SendMonitorOldLocation'
   const kind: Message['kind'] = changedOnly ? 'locationChanged' : 'snapshot'
   const tally: Tally = { assets: 0, agents: 0, peripherals: 0, hosts: 0, deliveries: 0 }
@@ -114,42 +114,41 @@ async function produce(app: FastifyInstance, trigger: Trigger, now: number): Pro
     previousLocation: changedOnly ? previous : null,
   })
 
-  const step = (build: (record: (type: AssetType, key: string, location: Location) => void) => Message[]) => {
-    db.transaction(() => {
+  const step = (build: (record: (type: AssetType, key: string, location: Location) => void) => Promise<Message[]>) =>
+    uow.run(async () => {
       const records: [AssetType, string, string][] = []
-      const messages = build((type, key, location) => records.push([type, key, JSON.stringify(location)]))
+      const messages = await build((type, key, location) => records.push([type, key, JSON.stringify(location)]))
       if (messages.length === 0) return
-      const queued = repos.alarms.publishAssets(now, messages)
+      const queued = await deps.assets.publishAssets(now, messages)
       tally.deliveries += queued
       if (queued === 0) return
-      for (const [type, key, location] of records) repos.agentless.putLocation(type, key, location, now)
+      for (const [type, key, location] of records) await store.putLocation(type, key, location, now)
       for (const m of messages) {
         tally.assets++
         if (m.assetType === 'Agent') tally.agents++
         if (m.assetType === 'AgentlessHost') tally.hosts++
         tally.peripherals += m.assetType === 'Peripheral' ? 1 : m.peripherals.length
       }
-    })()
-  }
+    })
 
   for (let after = 0; ; ) {
-    const agents = repos.agentless.agentsAfter(after, CHUNK)
+    const agents = await store.agentsAfter(after, CHUNK)
     if (agents.length === 0) break
     after = agents[agents.length - 1].id
-    step((record) => {
-      const peripherals = repos.agentless.peripheralsOf(agents.map((a) => a.id))
+    await step(async (record) => {
+      const peripherals = await store.peripheralsOf(agents.map((a) => a.id))
       const byAgent = new Map<number, PeripheralAssetRow[]>()
       for (const p of peripherals) {
         const list = byAgent.get(p.agent_id)
         if (list) list.push(p)
         else byAgent.set(p.agent_id, [p])
       }
-      const seenAgents = repos.agentless.locations(
+      const seenAgents = await store.locations(
         'Agent',
         agents.map((a) => a.uuid),
       )
       const present = peripherals.filter((p) => p.present === 1)
-      const seenPeripherals = repos.agentless.locations('Peripheral', present.map(peripheralKey))
+      const seenPeripherals = await store.locations('Peripheral', present.map(peripheralKey))
       const messages: Message[] = []
       const published = new Set<number>()
       for (const a of agents) {
@@ -190,11 +189,11 @@ async function produce(app: FastifyInstance, trigger: Trigger, now: number): Pro
   }
 
   for (let after = 0; ; ) {
-    const hosts = repos.agentless.connectionsAfter(after, CHUNK)
+    const hosts = await store.connectionsAfter(after, CHUNK)
     if (hosts.length === 0) break
     after = hosts[hosts.length - 1].id
-    step((record) => {
-      const seen = repos.agentless.locations(
+    await step(async (record) => {
+      const seen = await store.locations(
         'AgentlessHost',
         hosts.map((h) => String(h.id)),
       )
@@ -213,13 +212,12 @@ async function produce(app: FastifyInstance, trigger: Trigger, now: number): Pro
   return tally
 }
 
-export async function publishAssets(req: FastifyRequest, trigger: Trigger): Promise<Schemas['AssetProducerResult']> {
-  const app = req.server
+export async function publishAssets(deps: AgentlessDeps, ctx: Context, trigger: Trigger): Promise<Schemas['AssetProducerResult']> {
   const now = Date.now()
-  const destinations = app.repos.alarms.assetSubscribers()
-  const tally = destinations === 0 ? { assets: 0, agents: 0, peripherals: 0, hosts: 0, deliveries: 0 } : await produce(app, trigger, now)
+  const destinations = await deps.assets.assetSubscribers()
+  const tally = destinations === 0 ? { assets: 0, agents: 0, peripherals: 0, hosts: 0, deliveries: 0 } : await produce(deps, trigger, now)
   const what = trigger === 'ReplayAll' ? 'snapshot(s) of every asset' : 'asset(s) whose location changed'
-  audit(req, {
+  await deps.audit.record(ctx, {
     description: destinations === 0 ? `${trigger}: no alarm destination is subscribed to assets; nothing queued` : `${trigger}: queued ${tally.assets} ${what} for ${destinations} destination(s)`,
     details: { trigger, agents: tally.agents, peripherals: tally.peripherals, agentlessHosts: tally.hosts, destinations, messagesQueued: tally.deliveries },
   })

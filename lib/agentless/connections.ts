@@ -1,82 +1,18 @@
 // Agentless connections as users manage them: create, change, delete, register to a
 // worker poller and unregister. Credentials are sealed before they reach the database
 // and never leave it through these operations.
-import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { components } from '../../generated/openapi.js'
-import type { ConnectionRow, PollingDefaults, PreviousError } from '../../db/agentless.js'
-import { audit } from '../audit.js'
 import { problem, type FieldError } from '../errors.js'
-import { iso } from '../time.js'
-import { connectionAsset } from './events.js'
-import { changedFields, checkDraft, draftOf, LIMITS, type Checked, type Draft, type RuleError } from './rules.js'
+import type { Context } from '../platform/context.js'
 import type { Credentials } from '../vault.js'
+import { defaultsOf, type AgentlessDeps } from './deps.js'
+import { connectionAsset } from './events.js'
+import type { ConnectionRow } from './ports.js'
+import { changedFields, checkDraft, draftOf, LIMITS, type Checked, type Draft, type RuleError } from './rules.js'
+import { connectionView } from './views.js'
 
 type Schemas = components['schemas']
 type ItemResult = Schemas['ItemResult']
-
-export const defaultsOf = (app: FastifyInstance): PollingDefaults => ({
-  intervalSeconds: app.agentless.settings.defaultIntervalSeconds,
-  timeoutSeconds: app.agentless.settings.defaultTimeoutSeconds,
-})
-
-export function connectionView(r: ConnectionRow, d: PollingDefaults): Schemas['AgentlessConnection'] {
-  return {
-    id: r.id,
-    name: r.name,
-    address: r.address,
-    protocol: r.protocol,
-    port: r.port,
-    useTls: r.use_tls === 1,
-    userName: r.user_name,
-    credentialType: r.credential_type,
-    credentialsUpdatedTime: iso(r.credentials_updated_ms),
-    isOverrideDefaults: r.is_override_defaults === 1,
-    pollingIntervalSeconds: r.polling_interval_s ?? d.intervalSeconds,
-    timeoutSeconds: r.timeout_s ?? d.timeoutSeconds,
-    pollerId: r.poller_id,
-    pollerName: r.poller_name,
-    statusString: r.status,
-    createdTime: iso(r.created_ms),
-    creationTimeEpoch: r.created_ms,
-    updatedTime: iso(r.updated_ms),
-  }
-}
-
-function previousErrors(json: string): PreviousError[] {
-  try {
-    const v = JSON.parse(json)
-    return Array.isArray(v) ? v.slice(0, 10) : []
-  } catch {
-    return []
-  }
-}
-
-export function statusView(r: ConnectionRow, d: PollingDefaults): Schemas['AgentlessConnectionStatus'] {
-  return {
-    id: r.id,
-    computerName: r.name,
-    address: r.address,
-    protocol: r.protocol,
-    port: r.port,
-    userName: r.user_name,
-    isOverrideDefaults: r.is_override_defaults === 1,
-    pollingIntervalSeconds: r.polling_interval_s ?? d.intervalSeconds,
-    timeoutSeconds: r.timeout_s ?? d.timeoutSeconds,
-    pollerId: r.poller_id,
-    pollerName: r.poller_name,
-    statusString: r.status,
-    statusDescription: r.status_description,
-    statusErrorDescription: r.status_error,
-    startTime: r.start_ms === null ? null : iso(r.start_ms),
-    endTime: r.end_ms === null ? null : iso(r.end_ms),
-    durationMs: r.start_ms === null || r.end_ms === null ? null : Math.max(0, r.end_ms - r.start_ms),
-    lastReachableTime: r.last_reachable_ms === null ? null : iso(r.last_reachable_ms),
-    prevRunningErrors: previousErrors(r.prev_errors),
-    createdTime: iso(r.created_ms),
-    creationTimeEpoch: r.created_ms,
-    updatedTime: iso(r.updated_ms),
-  }
-}
 
 /** A 400 naming every broken rule of a JSON body. */
 export function rulesProblem(errors: RuleError[]) {
@@ -95,11 +31,11 @@ export function rulesProblem(errors: RuleError[]) {
  * The credentials stored for a connection. A value that does not open (sealed with another
  * key, or altered) answers none, and says so in the log, so that new ones can be set.
  */
-export function openCredentials(app: FastifyInstance, row: ConnectionRow): Credentials {
+export function openCredentials(deps: Pick<AgentlessDeps, 'vault' | 'log'>, row: ConnectionRow): Credentials {
   try {
-    return app.agentless.vault.open(row.credentials, row.id)
+    return deps.vault.open(row.credentials, row.id)
   } catch (err) {
-    app.log.warn({ connectionId: row.id, reason: (err as Error).message }, 'agentless credentials do not open with the current key; set them again')
+    deps.log.warn({ connectionId: row.id, reason: (err as Error).message }, 'agentless credentials do not open with the current key; set them again')
     return { password: null, privateKey: null, privateKeyPassphrase: null }
   }
 }
@@ -109,16 +45,16 @@ export function openCredentials(app: FastifyInstance, row: ConnectionRow): Crede
  * full poller), or null. `id` is the connection it changes; `loads` keeps pollers'
  * connection counts across the rows of one import.
  */
-export function storeProblem(app: FastifyInstance, c: Checked, id: number | null, loads?: Map<string, number>): { code: 'conflict' | 'not-found'; field: string; reason: string } | null {
-  const { repos } = app
-  const same = repos.agentless.connectionByName(c.values.name)
+export async function storeProblem(deps: AgentlessDeps, c: Checked, id: number | null, loads?: Map<string, number>): Promise<{ code: 'conflict' | 'not-found'; field: string; reason: string } | null> {
+  const { store } = deps
+  const same = await store.connectionByName(c.values.name)
   if (same && same.id !== id) return { code: 'conflict', field: 'name', reason: `is already used by connection ${same.id} (names are unique, whatever their case)` }
   if (c.pollerId !== null) {
-    const poller = repos.agentless.poller(c.pollerId)
+    const poller = await store.poller(c.pollerId)
     if (!poller) return { code: 'not-found', field: 'pollerId', reason: `names no worker poller (${c.pollerId})` }
-    const current = id === null ? undefined : repos.agentless.connection(id)
+    const current = id === null ? undefined : await store.connection(id)
     if (current?.poller_id !== c.pollerId) {
-      const load = loads?.get(c.pollerId) ?? repos.agentless.pollerLoad(c.pollerId)
+      const load = loads?.get(c.pollerId) ?? (await store.pollerLoad(c.pollerId))
       if (load >= LIMITS.connectionsPerPoller) return { code: 'conflict', field: 'pollerId', reason: `poller ${poller.name} already holds ${LIMITS.connectionsPerPoller} connections` }
       // The caller stores it next: one more for this poller, one fewer for the one it leaves.
       if (loads) {
@@ -130,20 +66,20 @@ export function storeProblem(app: FastifyInstance, c: Checked, id: number | null
   return null
 }
 
-/** Writes a checked connection (new when `id` is null); call inside a transaction. Answers its id. */
-export function storeConnection(app: FastifyInstance, c: Checked, id: number | null, now: number): number {
-  const { repos } = app
-  const before = id === null ? undefined : repos.agentless.connection(id)
+/** Writes a checked connection (new when `id` is null); call inside a unit of work. Answers its id. */
+export async function storeConnection(deps: AgentlessDeps, c: Checked, id: number | null, now: number): Promise<number> {
+  const { store } = deps
+  const before = id === null ? undefined : await store.connection(id)
   let connectionId: number
-  if (id === null) connectionId = repos.agentless.insertConnection(c.values, c.credentialType, c.pollerId, now)
+  if (id === null) connectionId = await store.insertConnection(c.values, c.credentialType, c.pollerId, now)
   else {
     connectionId = id
-    repos.agentless.updateConnection(id, c.values, c.pollerId, now)
+    await store.updateConnection(id, c.values, c.pollerId, now)
   }
-  if (c.credentials) repos.agentless.setCredentials(connectionId, c.credentialType, app.agentless.vault.seal(c.credentials, connectionId), now)
+  if (c.credentials) await store.setCredentials(connectionId, c.credentialType, deps.vault.seal(c.credentials, connectionId), now)
   // Both pollers concerned fetch again: the one that gains it and the one that loses it.
-  repos.agentless.bumpRevision(c.pollerId)
-  if (before && before.poller_id !== c.pollerId) repos.agentless.bumpRevision(before.poller_id)
+  await store.bumpRevision(c.pollerId)
+  if (before && before.poller_id !== c.pollerId) await store.bumpRevision(before.poller_id)
   return connectionId
 }
 
@@ -159,14 +95,14 @@ function auditValues(c: Checked) {
   return { ...c.values, pollerId: c.pollerId, credentialType: c.credentialType, ...secrets }
 }
 
-function failStore(req: FastifyRequest, c: Checked, id: number | null) {
-  const p = storeProblem(req.server, c, id)
+async function failStore(deps: AgentlessDeps, c: Checked, id: number | null) {
+  const p = await storeProblem(deps, c, id)
   if (!p) return
   throw problem(p.code, `${p.field} ${p.reason}.`, { errors: [{ location: 'body', name: p.field, reason: p.reason }] })
 }
 
-export function createConnection(req: FastifyRequest, body: Schemas['AgentlessRsConnectionDetailsPostRequest']) {
-  const app = req.server
+export async function createConnection(deps: AgentlessDeps, ctx: Context, body: Schemas['AgentlessRsConnectionDetailsPostRequest']) {
+  const { store, uow, audit } = deps
   const draft: Draft = {
     name: body.name,
     address: body.address,
@@ -185,26 +121,26 @@ export function createConnection(req: FastifyRequest, body: Schemas['AgentlessRs
   const { errors, checked } = checkDraft(draft)
   if (!checked) throw rulesProblem(errors)
   const now = Date.now()
-  return app.db.transaction(() => {
-    failStore(req, checked, null)
-    const id = storeConnection(app, checked, null, now)
-    const row = app.repos.agentless.connection(id)!
-    audit(req, {
+  return uow.run(async () => {
+    await failStore(deps, checked, null)
+    const id = await storeConnection(deps, checked, null, now)
+    const row = (await store.connection(id))!
+    await audit.record(ctx, {
       description: `Created agentless connection "${row.name}" (${row.protocol} ${row.address}:${row.port})${row.poller_name ? `, registered to poller ${row.poller_name}` : ''}`,
       details: { id, ...auditValues(checked) },
       asset: connectionAsset(row),
     })
-    return connectionView(row, defaultsOf(app))
-  })()
+    return connectionView(row, defaultsOf(deps.settings))
+  })
 }
 
-export function updateConnection(req: FastifyRequest, body: Schemas['AgentlessRsConnectionDetailsUpdateRequest']) {
-  const app = req.server
+export async function updateConnection(deps: AgentlessDeps, ctx: Context, body: Schemas['AgentlessRsConnectionDetailsUpdateRequest']) {
+  const { store, uow, audit } = deps
   const now = Date.now()
-  return app.db.transaction(() => {
-    const row = app.repos.agentless.connection(body.id)
+  return uow.run(async () => {
+    const row = await store.connection(body.id)
     if (!row) throw problem('not-found', `No agentless connection with id ${body.id}.`)
-    const stored = { row, credentials: openCredentials(app, row) }
+    const stored = { row, credentials: openCredentials(deps, row) }
     const draft = draftOf(row)
     const given = body as Record<string, unknown>
     const has = (k: string) => Object.hasOwn(given, k)
@@ -230,12 +166,12 @@ export function updateConnection(req: FastifyRequest, body: Schemas['AgentlessRs
     if (has('pollerId')) draft.pollerId = body.pollerId ?? null
     const { errors, checked } = checkDraft(draft, stored)
     if (!checked) throw rulesProblem(errors)
-    failStore(req, checked, row.id)
+    await failStore(deps, checked, row.id)
     const changed = changedFields(row, checked, stored.credentials)
-    if (changed.length > 0) storeConnection(app, checked, row.id, now)
-    const after = app.repos.agentless.connection(row.id)!
+    if (changed.length > 0) await storeConnection(deps, checked, row.id, now)
+    const after = (await store.connection(row.id))!
     const secret = new Set(['password', 'privateKey', 'privateKeyPassphrase'])
-    audit(req, {
+    await audit.record(ctx, {
       description: changed.length ? `Changed agentless connection "${after.name}": ${changed.join(', ')}` : `Agentless connection "${after.name}" unchanged (the values sent are the stored ones)`,
       details: {
         id: row.id,
@@ -243,8 +179,8 @@ export function updateConnection(req: FastifyRequest, body: Schemas['AgentlessRs
       },
       asset: connectionAsset(after),
     })
-    return connectionView(after, defaultsOf(app))
-  })()
+    return connectionView(after, defaultsOf(deps.settings))
+  })
 }
 
 const columnOf: Record<string, keyof ConnectionRow> = {
@@ -269,44 +205,44 @@ const summary = (results: ItemResult[]) => {
   return { succeeded: results.length - failures, failed: failures, results }
 }
 
-export function deleteConnections(req: FastifyRequest, ids: number[]) {
-  const app = req.server
-  return app.db.transaction(() => {
+export async function deleteConnections(deps: AgentlessDeps, ctx: Context, ids: number[]) {
+  const { store, uow, audit } = deps
+  return uow.run(async () => {
     const results: ItemResult[] = []
     const deleted: { id: number; name: string }[] = []
     for (const id of ids) {
-      const row = app.repos.agentless.connection(id)
+      const row = await store.connection(id)
       if (!row) {
         results.push(failed(id, 'not-found', `No agentless connection with id ${id}.`))
         continue
       }
-      app.repos.agentless.deleteConnection(id)
-      app.repos.agentless.bumpRevision(row.poller_id)
+      await store.deleteConnection(id)
+      await store.bumpRevision(row.poller_id)
       deleted.push({ id, name: row.name })
       results.push(done(id))
     }
     const answer = summary(results)
-    audit(req, {
+    await audit.record(ctx, {
       description: `Deleted ${deleted.length} agentless connection(s)${answer.failed ? `; ${answer.failed} unknown` : ''}`,
       details: { deleted, notFound: results.filter((r) => r.status === 'failed').map((r) => r.id) },
       outcome: deleted.length === 0 ? 'Failed' : 'Succeeded',
       asset: deleted.length === 1 ? { key: String(deleted[0].id), name: deleted[0].name, type: 'AgentlessHost' } : { type: 'AgentlessHost' },
     })
     return answer
-  })()
+  })
 }
 
-export function registerConnections(req: FastifyRequest, pollerId: string, ids: number[]) {
-  const app = req.server
+export async function registerConnections(deps: AgentlessDeps, ctx: Context, pollerId: string, ids: number[]) {
+  const { store, uow, audit } = deps
   const now = Date.now()
-  return app.db.transaction(() => {
-    const poller = app.repos.agentless.poller(pollerId)
+  return uow.run(async () => {
+    const poller = await store.poller(pollerId)
     if (!poller) throw problem('not-found', `No worker poller with id ${pollerId}.`)
-    let load = app.repos.agentless.pollerLoad(poller.id)
+    let load = await store.pollerLoad(poller.id)
     const results: ItemResult[] = []
     const moved: { id: number; from: string | null }[] = []
     for (const id of ids) {
-      const row = app.repos.agentless.connection(id)
+      const row = await store.connection(id)
       if (!row) {
         results.push(failed(id, 'not-found', `No agentless connection with id ${id}.`))
         continue
@@ -319,34 +255,34 @@ export function registerConnections(req: FastifyRequest, pollerId: string, ids: 
         results.push(failed(id, 'conflict', `Poller ${poller.name} already holds ${LIMITS.connectionsPerPoller} connections.`))
         continue
       }
-      app.repos.agentless.setPoller(id, poller.id, now)
-      app.repos.agentless.bumpRevision(row.poller_id)
+      await store.setPoller(id, poller.id, now)
+      await store.bumpRevision(row.poller_id)
       moved.push({ id, from: row.poller_name })
       load++
       results.push(done(id))
     }
-    if (moved.length) app.repos.agentless.bumpRevision(poller.id)
+    if (moved.length) await store.bumpRevision(poller.id)
     const answer = summary(results)
-    audit(req, {
+    await audit.record(ctx, {
       description: `Registered ${moved.length} agentless connection(s) to worker poller ${poller.name}${answer.failed ? `; ${answer.failed} failed` : ''}${poller.is_activated ? '' : ' (the poller is not activated: it checks them once it is)'}`,
       details: { pollerId: poller.id, pollerName: poller.name, registered: moved, results: answer.results.filter((r) => r.status === 'failed') },
       outcome: answer.succeeded === 0 ? 'Failed' : 'Succeeded',
       asset: { key: poller.id, name: poller.name, type: 'WorkerPoller', detail: 'Poller' },
     })
     return answer
-  })()
+  })
 }
 
-export function unregisterConnections(req: FastifyRequest, pollerId: string | null | undefined, ids: number[]) {
-  const app = req.server
+export async function unregisterConnections(deps: AgentlessDeps, ctx: Context, pollerId: string | null | undefined, ids: number[]) {
+  const { store, uow, audit } = deps
   const now = Date.now()
-  return app.db.transaction(() => {
-    const poller = pollerId ? app.repos.agentless.poller(pollerId) : undefined
+  return uow.run(async () => {
+    const poller = pollerId ? await store.poller(pollerId) : undefined
     if (pollerId && !poller) throw problem('not-found', `No worker poller with id ${pollerId}.`)
     const results: ItemResult[] = []
     const unregistered: { id: number; from: string | null }[] = []
     for (const id of ids) {
-      const row = app.repos.agentless.connection(id)
+      const row = await store.connection(id)
       if (!row) {
         results.push(failed(id, 'not-found', `No agentless connection with id ${id}.`))
         continue
@@ -359,18 +295,18 @@ export function unregisterConnections(req: FastifyRequest, pollerId: string | nu
         results.push(failed(id, 'not-allowed', `Connection ${id} is registered to poller ${row.poller_name}, not ${poller.name}.`))
         continue
       }
-      app.repos.agentless.setPoller(id, null, now)
-      app.repos.agentless.bumpRevision(row.poller_id)
+      await store.setPoller(id, null, now)
+      await store.bumpRevision(row.poller_id)
       unregistered.push({ id, from: row.poller_name })
       results.push(done(id))
     }
     const answer = summary(results)
-    audit(req, {
+    await audit.record(ctx, {
       description: `Unregistered ${unregistered.length} agentless connection(s)${poller ? ` from worker poller ${poller.name}` : ''}${answer.failed ? `; ${answer.failed} failed` : ''}`,
       details: { pollerId: poller?.id ?? null, unregistered, results: answer.results.filter((r) => r.status === 'failed') },
       outcome: answer.succeeded === 0 ? 'Failed' : 'Succeeded',
       asset: poller ? { key: poller.id, name: poller.name, type: 'WorkerPoller', detail: 'Poller' } : { type: 'AgentlessHost' },
     })
     return answer
-  })()
+  })
 }

@@ -1,9 +1,9 @@
 // The CSV import of agentless connections: the file read as RFC 4180 with the line each
 // row starts on, every row checked on its own, the valid ones applied in one transaction.
-import type { FastifyRequest } from 'fastify'
 import type { components } from '../../generated/openapi.js'
-import { audit } from '../audit.js'
 import { problem } from '../errors.js'
+import type { Context } from '../platform/context.js'
+import type { AgentlessDeps } from './deps.js'
 import { changedFields, checkDraft, type Draft, type RuleError } from './rules.js'
 import { openCredentials, storeConnection, storeProblem } from './connections.js'
 
@@ -197,8 +197,8 @@ function rowDraft(cells: Cells, storedPollerId: string | null | undefined): { dr
   return { draft, errors }
 }
 
-export function importConnections(req: FastifyRequest, fileName: string | null, data: Buffer): Schemas['AgentlessUploadResult'] {
-  const app = req.server
+export async function importConnections(deps: AgentlessDeps, ctx: Context, fileName: string | null, data: Buffer): Promise<Schemas['AgentlessUploadResult']> {
+  const { store, uow, audit } = deps
   const text = decodeUtf8(data)
   let records: CsvRecord[]
   try {
@@ -213,7 +213,7 @@ export function importConnections(req: FastifyRequest, fileName: string | null, 
   const columns = readHeader(header)
   const now = Date.now()
 
-  return app.db.transaction(() => {
+  return uow.run(async () => {
     const out: UploadRow[] = []
     const seen = new Map<string, number>()
     const loads = new Map<string, number>()
@@ -238,9 +238,9 @@ export function importConnections(req: FastifyRequest, fileName: string | null, 
       if (name !== null) seen.set(name.toLowerCase(), row.line)
       const cells: Cells = {}
       for (const [column, index] of columns) cells[column] = row.cells[index]
-      const stored = name === null ? undefined : app.repos.agentless.connectionByName(nameCell)
+      const stored = name === null ? undefined : await store.connectionByName(nameCell)
       const { draft, errors: cellErrors } = rowDraft(cells, stored?.poller_id)
-      const credentials = stored ? openCredentials(app, stored) : undefined
+      const credentials = stored ? openCredentials(deps, stored) : undefined
       const { errors, checked } = checkDraft(draft, stored && credentials ? { row: stored, credentials } : undefined)
       const unread = new Set(cellErrors.map((e) => e.field))
       const all = [...cellErrors, ...errors.filter((e) => !unread.has(e.field))]
@@ -248,19 +248,19 @@ export function importConnections(req: FastifyRequest, fileName: string | null, 
         reject(all.map((e) => ({ column: e.field, reason: e.reason })))
         continue
       }
-      const blocked = storeProblem(app, checked, stored?.id ?? null, loads)
+      const blocked = await storeProblem(deps, checked, stored?.id ?? null, loads)
       if (blocked) {
         reject([{ column: blocked.field, reason: blocked.reason }])
         continue
       }
       if (!stored) {
-        const id = storeConnection(app, checked, null, now)
+        const id = await storeConnection(deps, checked, null, now)
         out.push({ line: row.line, name, result: 'imported', connectionId: id, errors: [] })
         audited.push({ line: row.line, name, result: 'imported', id })
         continue
       }
       const changed = changedFields(stored, checked, credentials)
-      if (changed.length) storeConnection(app, checked, stored.id, now)
+      if (changed.length) await storeConnection(deps, checked, stored.id, now)
       const result = changed.length ? 'updated' : 'unchanged'
       out.push({ line: row.line, name, result, connectionId: stored.id, errors: [] })
       audited.push({ line: row.line, name, result, id: stored.id, changed })
@@ -275,12 +275,12 @@ export function importConnections(req: FastifyRequest, fileName: string | null, 
       rejected: count('rejected'),
       rows: out,
     }
-    audit(req, {
+    await audit.record(ctx, {
       description: `Imported agentless connections from ${fileName ? `"${fileName.slice(0, 100)}"` : 'a file'}: ${answer.imported} imported, ${answer.updated} updated, ${answer.unchanged} unchanged, ${answer.rejected} rejected`,
       details: { fileName: answer.fileName, bytes: data.length, totalRows: answer.totalRows, rows: audited.slice(0, 1000) },
       outcome: answer.rejected === answer.totalRows ? 'Failed' : 'Succeeded',
       asset: { type: 'AgentlessHost' },
     })
     return answer
-  })()
+  })
 }

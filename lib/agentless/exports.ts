@@ -1,17 +1,18 @@
 // Files of agentless connections: the status list as CSV or PDF, and the connections in
 // the import's own CSV format (credential columns present and empty).
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Readable } from 'node:stream'
 import type { components } from '../../generated/openapi.js'
-import type { ConnectionRow } from '../../db/agentless.js'
-import { inPages } from '../../db/exports.js'
-import { audit } from '../audit.js'
+import type { Operation } from '../contract.js'
 import { csvStream, CSV_TYPE } from '../csv.js'
 import { sort } from '../listing.js'
 import { MAX_PDF_ROWS, pdfStream, PDF_TYPE, utcText, type PdfColumn } from '../pdf.js'
+import type { Context } from '../platform/context.js'
 import { fileStamp } from '../reports/files.js'
-import { defaultsOf, statusView } from './connections.js'
 import { CSV_COLUMNS } from './csv-import.js'
+import { defaultsOf, type AgentlessDeps } from './deps.js'
 import { agentlessFilter, givenFilters } from './filter.js'
+import type { AgentlessFilter, PollingDefaults, Sort } from './ports.js'
+import { importRowView, statusView } from './views.js'
 
 type Filter = components['schemas']['AgentlessStatusFilter'] | undefined
 type StatusView = ReturnType<typeof statusView>
@@ -54,91 +55,79 @@ const statusPdfColumns: PdfColumn<StatusView>[] = [
   { header: 'End (UTC)', width: 11, value: (r) => timeText(r.endTime) },
 ]
 
-/** Every export says how many records matched (`x-records-filtered`), as the events' do. */
-function attach(reply: FastifyReply, type: string, fileName: string, records: number, body: NodeJS.ReadableStream) {
-  return reply.header('content-disposition', `attachment; filename="${fileName}"`).header('x-records-filtered', String(records)).type(type).send(body)
+/** A file to send: its media type, name, how many records matched, and its body (streamed). */
+export interface ExportFile {
+  type: string
+  fileName: string
+  records: number
+  body: NodeJS.ReadableStream | Readable
 }
 
-/** The ids to export, in order, with what the caller asked for. */
-function select(req: FastifyRequest) {
-  const body = (req.body ?? undefined) as Filter
+/** What an export asks for: the status list's filters and order, read from the export's body. */
+export interface ExportSelection {
+  filter: AgentlessFilter
+  order: Sort
+  /** The filters given, as label and value (PDF header, audit details). */
+  filters: [string, string][]
+  /** Whether the body named an order (SortBy). */
+  sortGiven: boolean
+}
+
+/** Reads an export's body: the status list's filters and order (`listOp`: the status list's operation). */
+export function exportSelection(body: Filter | null, listOp: Pick<Operation, 'operationId' | 'sortFields' | 'defaultSort'>): ExportSelection {
   const src = (body ?? {}) as Record<string, unknown>
   const filter = agentlessFilter(src, 'body')
-  const op = req.server.contract.operations.get('getAgentlessConnectionDetailsStatus')!
-  const order = sort(op, (src.SortBy as string | null | undefined) ?? undefined, 'SortBy', 'body')
-  const defaults = defaultsOf(req.server)
-  const ids = req.server.repos.agentless.ids(filter, order, defaults)
-  return { ids, defaults, filters: givenFilters(src), sortBy: `${order.field}_${order.direction}` }
+  const order = sort(listOp, (src.SortBy as string | null | undefined) ?? undefined, 'SortBy', 'body')
+  return { filter, order, filters: givenFilters(src), sortGiven: Boolean(src.SortBy) }
 }
 
-function rows(req: FastifyRequest, ids: readonly number[]) {
-  return inPages<ConnectionRow>(ids, (page) => req.server.repos.agentless.connectionsByIds(page))
-}
-
-async function* statusRows(req: FastifyRequest, ids: readonly number[], defaults: ReturnType<typeof defaultsOf>, csv: boolean) {
-  for await (const row of rows(req, ids)) {
+async function* statusRows(deps: AgentlessDeps, ids: readonly number[], defaults: PollingDefaults, csv: boolean) {
+  for await (const row of deps.store.connectionsInPages(ids)) {
     const v = statusView(row, defaults)
     yield csv ? { ...v, prevRunningErrors: v.prevRunningErrors.map((e) => `${e.startTime} ${e.statusString}: ${e.errorDescription}`).join(' | ') } : v
   }
 }
 
-export function exportStatus(req: FastifyRequest, reply: FastifyReply, format: 'csv' | 'pdf') {
+export async function exportStatus(deps: AgentlessDeps, ctx: Context, format: 'csv' | 'pdf', sel: ExportSelection): Promise<ExportFile> {
   const now = Date.now()
-  const { ids, defaults, filters, sortBy } = select(req)
+  const defaults = defaultsOf(deps.settings)
+  const ids = await deps.store.ids(sel.filter, sel.order, defaults)
+  const sortBy = `${sel.order.field}_${sel.order.direction}`
   const fileName = `agentless-status-${stamp(now)}.${format}`
-  audit(req, {
+  await deps.audit.record(ctx, {
     description: `Exported the status of ${ids.length} agentless connection(s) as ${format.toUpperCase()} (${fileName})`,
-    details: { format, fileName, records: ids.length, filters: Object.fromEntries(filters), sortBy },
+    details: { format, fileName, records: ids.length, filters: Object.fromEntries(sel.filters), sortBy },
   })
-  if (format === 'csv') return attach(reply, CSV_TYPE, fileName, ids.length, csvStream(STATUS_COLUMNS, statusRows(req, ids, defaults, true)))
-  return attach(
-    reply,
-    PDF_TYPE,
+  if (format === 'csv') return { type: CSV_TYPE, fileName, records: ids.length, body: csvStream(STATUS_COLUMNS, statusRows(deps, ids, defaults, true)) }
+  return {
+    type: PDF_TYPE,
     fileName,
-    ids.length,
-    pdfStream({
+    records: ids.length,
+    body: pdfStream({
       title: 'Agentless connections status',
-      filters,
+      filters: sel.filters,
       sortedBy: sortBy,
       generatedMs: now,
       total: ids.length,
       noun: 'connections',
       columns: statusPdfColumns,
-      rows: statusRows(req, ids.slice(0, MAX_PDF_ROWS), defaults, false) as AsyncIterable<StatusView>,
+      rows: statusRows(deps, ids.slice(0, MAX_PDF_ROWS), defaults, false) as AsyncIterable<StatusView>,
     }),
-  )
-}
-
-async function* importRows(req: FastifyRequest, ids: readonly number[]) {
-  for await (const r of rows(req, ids)) {
-    const own = r.is_override_defaults === 1
-    yield {
-      name: r.name,
-      address: r.address,
-      protocol: r.protocol,
-      port: r.port,
-      useTls: r.use_tls === 1,
-      userName: r.user_name,
-      password: null,
-      privateKey: null,
-      privateKeyPassphrase: null,
-      isOverrideDefaults: own,
-      pollingIntervalSeconds: own ? r.polling_interval_s : null,
-      timeoutSeconds: own ? r.timeout_s : null,
-      pollerId: r.poller_id,
-    }
   }
 }
 
-export function exportConnections(req: FastifyRequest, reply: FastifyReply) {
+async function* importRows(deps: AgentlessDeps, ids: readonly number[]) {
+  for await (const r of deps.store.connectionsInPages(ids)) yield importRowView(r)
+}
+
+export async function exportConnections(deps: AgentlessDeps, ctx: Context, sel: ExportSelection): Promise<ExportFile> {
   const now = Date.now()
-  const body = (req.body ?? {}) as Record<string, unknown>
   // Ordered by name unless SortBy says otherwise (the status list's default is the name too).
-  const { ids, filters, sortBy } = select(req)
+  const ids = await deps.store.ids(sel.filter, sel.order, defaultsOf(deps.settings))
   const fileName = `agentless-connections-${stamp(now)}.csv`
-  audit(req, {
+  await deps.audit.record(ctx, {
     description: `Exported ${ids.length} agentless connection(s) in the import format (${fileName}); no credentials`,
-    details: { fileName, records: ids.length, filters: Object.fromEntries(filters), sortBy: body.SortBy ? sortBy : 'computerName_asc' },
+    details: { fileName, records: ids.length, filters: Object.fromEntries(sel.filters), sortBy: sel.sortGiven ? `${sel.order.field}_${sel.order.direction}` : 'computerName_asc' },
   })
-  return attach(reply, CSV_TYPE, fileName, ids.length, csvStream(CSV_COLUMNS, importRows(req, ids)))
+  return { type: CSV_TYPE, fileName, records: ids.length, body: csvStream(CSV_COLUMNS, importRows(deps, ids)) }
 }

@@ -7,7 +7,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify'
 import mercurius from 'mercurius'
 import { GraphQLError, Kind, parse, type ASTNode, type DocumentNode, type SelectionSetNode, type ValidationContext, type ASTVisitor } from 'graphql'
 import { projectRoot } from '../paths.js'
-import { assetPage, type AssetContext } from './service.js'
+import type { AssetService } from './service.js'
 import { AssetQueryError, assetSort, conditionGroups, searchPattern, DEFAULT_GRAPH_PAGE_SIZE, MAX_PAGE_SIZE, type FilterInput } from './query.js'
 
 export const schemaPath = path.join(projectRoot, 'spec', 'sepio-data.graphql')
@@ -79,7 +79,7 @@ function costRule(context: ValidationContext): ASTVisitor {
 }
 
 interface Context {
-  assets: AssetContext
+  assets: AssetService
 }
 interface TableArgs {
   query?: { filters?: (FilterInput | null)[] | null; systemFilters?: (FilterInput | null)[] | null; globalSearch?: string | null } | null
@@ -98,7 +98,7 @@ async function conditionalTable(_root: unknown, args: TableArgs, ctx: Context) {
     system: conditionGroups(args.query?.systemFilters, 'query.systemFilters'),
     search: searchPattern(args.query?.globalSearch, 'query.globalSearch'),
   }
-  const page = await assetPage(ctx.assets, q, sort, pageSize, (pageNumber - 1) * pageSize)
+  const page = await ctx.assets.page(q, sort, pageSize, (pageNumber - 1) * pageSize)
   return { ...page, pageNumber, pageSize }
 }
 
@@ -131,7 +131,7 @@ const located = (e: GraphQLError, code: string): GraphError => {
  */
 export async function runAssetGraph(
   reply: FastifyReply,
-  ctx: AssetContext,
+  assets: AssetService,
   source: string,
   variables: Record<string, unknown> | null | undefined,
   operationName: string | null | undefined,
@@ -148,7 +148,7 @@ export async function runAssetGraph(
   }
   let result: { data?: unknown; errors?: readonly GraphQLError[] }
   try {
-    result = await reply.graphql(source, { assets: ctx } as never, variables ?? undefined, operationName ?? undefined)
+    result = await reply.graphql(source, { assets } as never, variables ?? undefined, operationName ?? undefined)
   } catch (err) {
     const errors = (err as { errors?: unknown[] }).errors
     if (Array.isArray(errors) && errors.every((e) => e instanceof GraphQLError || e instanceof Error)) {

@@ -1,192 +1,43 @@
-// Asset discovery: what an asset is (the one mapping from rows to AssetView), the page of a
-// query, the overview and the distribution. Shared by the REST operations and the GraphQL
-// endpoint; takes the repositories and plain values.
+// Asset discovery: the page of a query (assets mapped in lib/assets/views.ts), the overview
+// and the distribution. Shared by the REST operations and the GraphQL endpoint; takes its
+// ports and settings, so it runs without Fastify.
 import type { components } from '../../generated/openapi.js'
-import { ASSET_TYPES, HOST_ICONS, INDICATOR_RISK, type AssetCounts, type AssetQuery, type AssetRow, type AssetSort, type AssetsRepo } from '../../db/assets.js'
-import type { InsightsRepo } from '../../db/insights.js'
+import { ASSET_TYPES } from '../../db/assets.js'
 import { uncommonInsightName } from '../insights/service.js'
 import { uncommonView } from '../insights/views.js'
-import { iconName } from '../usb.js'
 import { iso } from '../time.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
+import type { AssetCounts, AssetQuery, AssetSort, AssetStore, InsightCache } from './ports.js'
+import { assetView, riskWords, TYPE_NAMES, type AssetView } from './views.js'
 
 type Schemas = components['schemas']
-export type AssetView = Schemas['AssetView']
-type Indicator = Schemas['AssetIndicator']
 type TypeCode = AssetView['type']
-type TypeName = AssetView['typeDescription']
 
-export interface AssetContext {
-  assets: AssetsRepo
-  insights: InsightsRepo
+export interface AssetDeps {
+  assets: AssetStore
+  insights: InsightCache
   /** Peripheral models on at most this many hosts are rare (the uncommon-peripherals insight). */
   uncommonMaxHosts: number
   /** An asset first seen within this many hours is new. */
   newHours: number
-  now: number
 }
 
 // The uncommon-peripherals insight as its own operation keeps it: computed at most hourly.
 const RARE_CACHE_MS = 3_600_000
+// The overview and the distribution read every asset: their counts are kept this long (a
+// dashboard polling both costs one reading of the fleet), and are then computed again in
+// slices while the counts last computed are answered.
+const SUMMARY_CACHE_MS = 30_000
 
-/** Work under way per database (its insights repository), by name: one at a time each. */
-function underWay<T>(all: WeakMap<InsightsRepo, Map<string, Promise<T>>>, insights: InsightsRepo): Map<string, Promise<T>> {
-  let runs = all.get(insights)
-  if (!runs) all.set(insights, (runs = new Map()))
-  return runs
-}
-const rareRuns = new WeakMap<InsightsRepo, Map<string, Promise<string[]>>>()
 const modelsOf = (r: { data: { vid: string; pid: string }[] }) => r.data.map((m) => `${m.vid}:${m.pid}`)
+const isHost = (type: number) => type !== ASSET_TYPES.Peripheral
 
-/**
- * `VID:PID` of the rare peripheral models. They are computed in slices (no request waits
- * behind the walk over a million peripherals); once an hour has passed, the models last
- * computed are answered while the next ones are computed.
- */
-export async function rareModels(ctx: AssetContext): Promise<string[]> {
-  const { insights, uncommonMaxHosts: maxHosts } = ctx
-  const name = uncommonInsightName(maxHosts)
-  const hit = insights.peek<{ data: { vid: string; pid: string }[] }>(name)
-  const now = Date.now()
-  if (hit && now - hit.computedMs < RARE_CACHE_MS && hit.computedMs <= now) return modelsOf(hit.result)
-  const refreshing = underWay(rareRuns, insights)
-  let run = refreshing.get(name)
-  if (!run) {
-    run = insights.uncommonPeripheralsSliced(maxHosts).then((r) => modelsOf(insights.store(name, now, uncommonView(r))))
-    refreshing.set(name, run)
-    const done = () => {
-      refreshing.delete(name)
-    }
-    run.then(done, done)
-  }
-  if (hit) {
-    // Nobody waits for this refresh: its failure (the server closing) is not a request's.
-    run.catch(() => {})
-    return modelsOf(hit.result)
-  }
-  return run
+interface Summary {
+  since: number
+  counts: AssetCounts[]
+  switches: { n: number; fresh: number }
 }
-
-export const TYPE_NAMES: Record<number, TypeName> = {
-  [ASSET_TYPES.Peripheral]: 'Peripheral',
-  [ASSET_TYPES.Workstation]: 'Workstation',
-  [ASSET_TYPES.Server]: 'Server',
-  [ASSET_TYPES.VirtualDesktop]: 'Virtual desktop',
-  [ASSET_TYPES.AgentlessHost]: 'Agentless host',
-}
-const HOST_ICON_NAMES: Record<number, string> = {
-  [HOST_ICONS.Workstation]: 'Workstation',
-  [HOST_ICONS.Server]: 'Server',
-  [HOST_ICONS.VirtualDesktop]: 'Virtual desktop',
-  [HOST_ICONS.AgentlessHost]: 'Agentless host',
-}
-
-/** The risk words of a level: High 7-10, Medium 4-6, Low 0-3. */
-export const riskWords = (level: number): 'High' | 'Medium' | 'Low' => (level >= 7 ? 'High' : level >= 4 ? 'Medium' : 'Low')
-
-const cut = (v: string | null | undefined, max: number) => (v === null || v === undefined ? null : v.slice(0, max))
-
-/** A MAC as `aa:bb:cc:dd:ee:ff` when it is 12 hex digits, else as reported. */
-function formatMac(raw: string): string {
-  const hex = raw.replace(/[-:.\s]/g, '').toLowerCase()
-  return /^[0-9a-f]{12}$/.test(hex) ? hex.match(/../g)!.join(':') : raw.trim().slice(0, 32)
-}
-
-interface Nic {
-  macAddress?: string | null
-  ipAddresses?: string[]
-}
-
-/** The host's MACs, its main adapter's first (the one carrying its address, else the first with one): as db/assets.ts orders them. */
-function macsOf(row: AssetRow): string[] {
-  if (!row.nics_json) return []
-  let nics: Nic[]
-  try {
-    nics = JSON.parse(row.nics_json) as Nic[]
-  } catch {
-    return []
-  }
-  const withMac = nics.map((n, i) => ({ n, i })).filter(({ n }) => typeof n.macAddress === 'string' && n.macAddress !== '')
-  const carries = (n: Nic) => (row.ip_address !== null && (n.ipAddresses ?? []).includes(row.ip_address) ? 1 : 0)
-  withMac.sort((x, y) => carries(y.n) - carries(x.n) || x.i - y.i)
-  return [...new Set(withMac.map(({ n }) => formatMac(n.macAddress!)))].slice(0, 16)
-}
-
-function indicator(subType: Indicator['subType'], risk: number, description: string): Indicator {
-  return { subType, risk, riskIndicationString: riskWords(risk), description: description.slice(0, 1024) }
-}
-
-/** The risk indicators, named as the NAC connector's users tick them where they mean the same thing. */
-function indicators(row: AssetRow, maxHosts: number): Indicator[] {
-  const out: Indicator[] = []
-  const R = INDICATOR_RISK
-  if (row.source === 'agent') {
-    if (row.has_attack_tool) out.push(indicator('Active Network Threat', R.activeThreat, 'A known attack tool is plugged into this host.'))
-    if (row.has_vulnerable) out.push(indicator('Common Vulnerabilities and Exposures (CVE)', R.cve, 'A peripheral with a known vulnerability is plugged into this host.'))
-    if (row.has_unapproved) out.push(indicator('Unapproved Peripheral', R.unapproved, 'A peripheral that no administrator approved is plugged into this host.'))
-  } else if (row.source === 'peripheral') {
-    const what = row.vulnerability ? ` (${row.vulnerability})` : ''
-    if (row.attack_tool_present) out.push(indicator('Active Network Threat', R.activeThreat, `A known attack tool${what} is plugged into ${row.host_identifier}.`))
-    else if (row.has_attack_tool) out.push(indicator('Inactive Network Threat', R.inactiveThreat, `A known attack tool${what} was plugged into ${row.host_identifier} and has been removed.`))
-    if (row.has_vulnerable) out.push(indicator('Common Vulnerabilities and Exposures (CVE)', R.cve, `This peripheral model has a known vulnerability${what}.`))
-    if (row.is_rare)
-      out.push(indicator('Rare Device', R.rare, `This peripheral model (${row.vid}:${row.pid}) is plugged into ${maxHosts === 1 ? 'one host' : `at most ${maxHosts} hosts`} of the fleet.`))
-    if (row.has_unapproved) out.push(indicator('Unapproved Peripheral', R.unapproved, 'No administrator approved this peripheral.'))
-  } else if (row.is_unsupervised) {
-    out.push(indicator('Unsupervised Host', R.unsupervised, 'This host runs no agent: it is reached through an agentless connection, and its peripherals are not watched.'))
-  }
-  return out
-}
-
-function locations(row: AssetRow): Schemas['AssetLocation'][] {
-  const sw = row.switch_name || row.switch_ip
-  const port = row.port_name || row.port_id
-  const switchText = sw ? `${row.switch_name && row.switch_ip ? `${row.switch_name} (${row.switch_ip})` : sw}${port ? ` port ${port}` : ''}` : null
-  const hostText = row.source === 'peripheral' ? [row.host_identifier, row.ip_address && `(${row.ip_address})`].filter(Boolean).join(' ') : row.ip_address
-  const displayString = [hostText, switchText].filter(Boolean).join(' - ')
-  if (!displayString) return []
-  return [
-    {
-      displayString: displayString.slice(0, 1024),
-      ipAddress: cut(row.ip_address, 256),
-      hostName: cut(row.source === 'host' ? null : row.host_identifier, 256),
-      switchIp: cut(row.switch_ip, 64),
-      switchName: cut(row.switch_name, 256),
-      portId: cut(row.port_id, 256),
-      portName: cut(row.port_name, 256),
-    },
-  ]
-}
-
-/** The one mapping of an asset row to what both APIs answer. */
-export function assetView(row: AssetRow, maxHosts: number): AssetView {
-  const macs = macsOf(row)
-  const prefix = row.source === 'agent' ? 'agent' : row.source === 'host' ? 'host' : 'peripheral'
-  return {
-    id: `${prefix}:${row.key}`.slice(0, 1100),
-    key: row.key.slice(0, 1024),
-    name: row.name.slice(0, 1024),
-    mac: macs[0] ?? 'Dormant Device',
-    macAddresses: macs,
-    ipAddress: cut(row.ip_address, 256),
-    type: row.type as TypeCode,
-    typeDescription: TYPE_NAMES[row.type] ?? 'Unknown',
-    icon: row.icon,
-    iconDescription: HOST_ICON_NAMES[row.icon] ?? iconName(row.icon),
-    hierarchy: row.hierarchy as AssetView['hierarchy'],
-    model: cut(row.model, 512),
-    vendor: cut(row.vendor, 512),
-    parentId: row.source === 'peripheral' ? `agent:${row.agent_uuid}` : null,
-    isOnline: row.is_online === 1,
-    riskLevel: row.risk_level,
-    isRiskAccepted: row.is_risk_accepted === 1,
-    statusDescription: row.status.slice(0, 64),
-    firstSeen: iso(row.first_seen),
-    lastSeen: row.last_seen === null ? null : iso(row.last_seen),
-    locations: locations(row),
-    indicatorViewDetails: indicators(row, maxHosts),
-  }
-}
+type Kept<T> = { computedMs: number; result: T }
 
 export interface AssetPage {
   recordsTotal: number
@@ -194,109 +45,138 @@ export interface AssetPage {
   data: AssetView[]
 }
 
-/** A page of the assets a query matches. */
-export async function assetPage(ctx: AssetContext, q: Omit<AssetQuery, 'rare'>, sort: AssetSort, limit: number, offset: number): Promise<AssetPage> {
-  const rare = await rareModels(ctx)
-  const recordsTotal = ctx.assets.total()
-  const { filtered, rows } = ctx.assets.page({ ...q, rare }, sort, limit, offset)
-  return { recordsTotal, recordsFiltered: filtered, data: rows.map((r) => assetView(r, ctx.uncommonMaxHosts)) }
+/**
+ * One keeps a computation under way by name, so that callers at the same time share it:
+ * made once per app, it is what a database's cache is computed by.
+ */
+function underWay<T>() {
+  const runs = new Map<string, Promise<T>>()
+  return (name: string, make: () => Promise<T>): Promise<T> => {
+    let run = runs.get(name)
+    if (!run) {
+      run = make()
+      runs.set(name, run)
+      const done = () => {
+        runs.delete(name)
+      }
+      run.then(done, done)
+    }
+    return run
+  }
 }
 
-const isHost = (type: number) => type !== ASSET_TYPES.Peripheral
+export function assetService(deps: AssetDeps) {
+  const { assets, insights, uncommonMaxHosts } = deps
+  const rareRun = underWay<string[]>()
+  const summaryRun = underWay<Summary & { computedTime: string }>()
 
-// The overview and the distribution read every asset: their counts are kept this long (a
-// dashboard polling both costs one reading of the fleet), and are then computed again in
-// slices while the counts last computed are answered.
-const SUMMARY_CACHE_MS = 30_000
+  /**
+   * `VID:PID` of the rare peripheral models. They are computed in slices (no request waits
+   * behind the walk over a million peripherals); once an hour has passed, the models last
+   * computed are answered while the next ones are computed.
+   */
+  async function rareModels(): Promise<string[]> {
+    const name = uncommonInsightName(uncommonMaxHosts)
+    const hit = (await insights.peek(name)) as Kept<{ data: { vid: string; pid: string }[] }> | undefined
+    const now = Date.now()
+    if (hit && now - hit.computedMs < RARE_CACHE_MS && hit.computedMs <= now) return modelsOf(hit.result)
+    const run = rareRun(name, () =>
+      insights.uncommonPeripheralsSliced(uncommonMaxHosts).then(async (r) => modelsOf((await insights.store(name, now, uncommonView(r))) as ReturnType<typeof uncommonView>)),
+    )
+    if (hit) {
+      // Nobody waits for this refresh: its failure (the server closing) is not a request's.
+      run.catch(() => {})
+      return modelsOf(hit.result)
+    }
+    return run
+  }
 
-interface Summary {
-  since: number
-  counts: AssetCounts[]
-  switches: { n: number; fresh: number }
-}
-const summaryRuns = new WeakMap<InsightsRepo, Map<string, Promise<Summary & { computedTime: string }>>>()
-
-/** The counts behind the overview and the distribution. */
-async function summary(ctx: AssetContext): Promise<Summary & { computedTime: string }> {
-  const { insights } = ctx
-  const name = `assetSummary:${ctx.newHours}:${ctx.uncommonMaxHosts}`
-  const hit = insights.peek<Summary>(name)
-  const now = Date.now()
-  if (hit && now - hit.computedMs < SUMMARY_CACHE_MS && hit.computedMs <= now) return hit.result
-  const summarizing = underWay(summaryRuns, insights)
-  let run = summarizing.get(name)
-  if (!run) {
-    run = (async () => {
-      const rare = await rareModels(ctx)
-      const since = ctx.now - ctx.newHours * 3_600_000
-      const steps = ctx.assets.summary(rare, since)
+  /** The counts behind the overview and the distribution. */
+  async function summary(): Promise<Summary & { computedTime: string }> {
+    const name = `assetSummary:${deps.newHours}:${uncommonMaxHosts}`
+    const hit = (await insights.peek(name)) as Kept<Summary & { computedTime: string }> | undefined
+    const now = Date.now()
+    if (hit && now - hit.computedMs < SUMMARY_CACHE_MS && hit.computedMs <= now) return hit.result
+    const run = summaryRun(name, async () => {
+      const rare = await rareModels()
+      const since = now - deps.newHours * 3_600_000
+      const steps = assets.summary(rare, since)
       let r = steps.next()
       while (!r.done) {
         await nextTurn()
         r = steps.next()
       }
-      return insights.store(name, now, { since, counts: r.value, switches: ctx.assets.switches(since) })
-    })()
-    summarizing.set(name, run)
-    const done = () => {
-      summarizing.delete(name)
+      return (await insights.store(name, now, { since, counts: r.value, switches: await assets.switches(since) })) as Summary & { computedTime: string }
+    })
+    if (hit) {
+      run.catch(() => {})
+      return hit.result
     }
-    run.then(done, done)
+    return run
   }
-  if (hit) {
-    run.catch(() => {})
-    return hit.result
-  }
-  return run
-}
 
-export async function assetsOverview(ctx: AssetContext): Promise<Schemas['AssetsOverview']> {
-  const { since, counts, switches, computedTime } = await summary(ctx)
-  const sum = (keep: (c: (typeof counts)[number]) => boolean) => counts.filter(keep).reduce((n, c) => n + c.n, 0)
   return {
-    totalAssets: sum(() => true),
-    newAssets: sum((c) => c.is_new === 1),
-    totalHosts: sum((c) => isHost(c.type)),
-    newHosts: sum((c) => isHost(c.type) && c.is_new === 1),
-    totalPeripherals: sum((c) => !isHost(c.type)),
-    newPeripherals: sum((c) => !isHost(c.type) && c.is_new === 1),
-    networking: switches.n,
-    newNetworking: switches.fresh,
-    onlineAssets: sum((c) => c.is_online === 1),
-    assetsRisk: {
-      high: sum((c) => riskWords(c.risk_level) === 'High'),
-      medium: sum((c) => riskWords(c.risk_level) === 'Medium'),
-      low: sum((c) => riskWords(c.risk_level) === 'Low'),
+    rareModels,
+
+    /** A page of the assets a query matches. */
+    async page(q: Omit<AssetQuery, 'rare'>, sort: AssetSort, limit: number, offset: number): Promise<AssetPage> {
+      const rare = await rareModels()
+      const recordsTotal = await assets.total()
+      const { filtered, rows } = await assets.page({ ...q, rare }, sort, limit, offset)
+      return { recordsTotal, recordsFiltered: filtered, data: rows.map((r) => assetView(r, uncommonMaxHosts)) }
     },
-    newSinceTime: iso(since),
-    computedTime,
+
+    async overview(): Promise<Schemas['AssetsOverview']> {
+      const { since, counts, switches, computedTime } = await summary()
+      const sum = (keep: (c: (typeof counts)[number]) => boolean) => counts.filter(keep).reduce((n, c) => n + c.n, 0)
+      return {
+        totalAssets: sum(() => true),
+        newAssets: sum((c) => c.is_new === 1),
+        totalHosts: sum((c) => isHost(c.type)),
+        newHosts: sum((c) => isHost(c.type) && c.is_new === 1),
+        totalPeripherals: sum((c) => !isHost(c.type)),
+        newPeripherals: sum((c) => !isHost(c.type) && c.is_new === 1),
+        networking: switches.n,
+        newNetworking: switches.fresh,
+        onlineAssets: sum((c) => c.is_online === 1),
+        assetsRisk: {
+          high: sum((c) => riskWords(c.risk_level) === 'High'),
+          medium: sum((c) => riskWords(c.risk_level) === 'Medium'),
+          low: sum((c) => riskWords(c.risk_level) === 'Low'),
+        },
+        newSinceTime: iso(since),
+        computedTime,
+      }
+    },
+
+    async distribution(): Promise<Schemas['AssetsDistribution']> {
+      const { counts, computedTime } = await summary()
+      const types = new Map<number, { count: number; online: number; high: number; medium: number; low: number }>()
+      const levels = new Map<number, number>()
+      for (const c of counts) {
+        const t = types.get(c.type) ?? { count: 0, online: 0, high: 0, medium: 0, low: 0 }
+        t.count += c.n
+        if (c.is_online === 1) t.online += c.n
+        t[riskWords(c.risk_level).toLowerCase() as 'high' | 'medium' | 'low'] += c.n
+        types.set(c.type, t)
+        levels.set(c.risk_level, (levels.get(c.risk_level) ?? 0) + c.n)
+      }
+      return {
+        totalAssets: counts.reduce((n, c) => n + c.n, 0),
+        byType: [...types.entries()]
+          .sort(([a], [b]) => a - b)
+          .map(([type, t]) => ({
+            type: type as TypeCode,
+            typeDescription: TYPE_NAMES[type] ?? 'Unknown',
+            count: t.count,
+            online: t.online,
+            risk: { high: t.high, medium: t.medium, low: t.low },
+          })),
+        byRiskLevel: [...levels.entries()].sort(([a], [b]) => b - a).map(([riskLevel, count]) => ({ riskLevel, riskIndicationString: riskWords(riskLevel), count })),
+        computedTime,
+      }
+    },
   }
 }
 
-export async function assetsDistribution(ctx: AssetContext): Promise<Schemas['AssetsDistribution']> {
-  const { counts, computedTime } = await summary(ctx)
-  const types = new Map<number, { count: number; online: number; high: number; medium: number; low: number }>()
-  const levels = new Map<number, number>()
-  for (const c of counts) {
-    const t = types.get(c.type) ?? { count: 0, online: 0, high: 0, medium: 0, low: 0 }
-    t.count += c.n
-    if (c.is_online === 1) t.online += c.n
-    t[riskWords(c.risk_level).toLowerCase() as 'high' | 'medium' | 'low'] += c.n
-    types.set(c.type, t)
-    levels.set(c.risk_level, (levels.get(c.risk_level) ?? 0) + c.n)
-  }
-  return {
-    totalAssets: counts.reduce((n, c) => n + c.n, 0),
-    byType: [...types.entries()]
-      .sort(([a], [b]) => a - b)
-      .map(([type, t]) => ({
-        type: type as TypeCode,
-        typeDescription: TYPE_NAMES[type] ?? 'Unknown',
-        count: t.count,
-        online: t.online,
-        risk: { high: t.high, medium: t.medium, low: t.low },
-      })),
-    byRiskLevel: [...levels.entries()].sort(([a], [b]) => b - a).map(([riskLevel, count]) => ({ riskLevel, riskIndicationString: riskWords(riskLevel), count })),
-    computedTime,
-  }
-}
+export type AssetService = ReturnType<typeof assetService>

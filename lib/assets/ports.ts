@@ -1,0 +1,34 @@
+// The storage asset discovery needs: the assets (db/assets.ts) and the insight cache where
+// the rare models and the counts are kept (db/insights.ts). Handlers that name a query's
+// parts take their types from here.
+import type { AssetCounts, AssetQuery, AssetRow, AssetSort } from '../../db/assets.js'
+
+export type { AssetCounts, AssetField, AssetQuery, AssetRow, AssetSort, Condition } from '../../db/assets.js'
+
+export interface AssetStore {
+  /** How many assets there are. */
+  total(): Promise<number>
+  /** A page of the assets a query matches, with how many match. */
+  page(q: AssetQuery, sort: AssetSort, limit: number, offset: number): Promise<{ filtered: number; rows: AssetRow[] }>
+  /**
+   * The counts of every asset by type, risk level, online and new, read a range of rows at
+   * a time: a synchronous generator that yields between ranges so that the caller lets
+   * other work run in between (a walk over a million rows), not a promise per row.
+   */
+  summary(rare: string[], since: number): Generator<void, AssetCounts[]>
+  /** Switches the agents report, and those first reported since `since`. */
+  switches(since: number): Promise<{ n: number; fresh: number }>
+}
+
+/** The insight cache, and the rare peripheral models computed in slices. */
+export type { UncommonRows } from '../../db/insights.js'
+import type { UncommonRows } from '../../db/insights.js'
+
+export interface InsightCache {
+  /** The kept result of an insight, however old, with the time it was computed. */
+  peek(name: string): Promise<{ computedMs: number; result: object } | undefined>
+  /** Keeps a result computed at `computedMs`; answers it with its computedTime. */
+  store(name: string, computedMs: number, result: object): Promise<object>
+  /** The peripheral models plugged into at most `maxHosts` hosts. */
+  uncommonPeripheralsSliced(maxHosts: number): Promise<UncommonRows>
+}

@@ -1,0 +1,191 @@
+// The agentless service without Fastify: an in-memory database, the SQLite ports, a plain
+// context. Connections and their credentials, the CSV import, the poller gateway, the
+// sweep, the exports, and the unit of work rolling a change back with its audit record.
+import crypto from 'node:crypto'
+import t from 'tap'
+import { agentlessRepo } from '../db/agentless.js'
+import { alarmsRepo } from '../db/alarms.js'
+import { auditRepo } from '../db/audit.js'
+import { eventsRepo } from '../db/events.js'
+import { openDatabase } from '../db/index.js'
+import { asyncPort, sqliteUnitOfWork } from '../db/unit-of-work.js'
+import { agentlessService, RUN_GIVE_UP_MS } from '../lib/agentless/service.js'
+import { agentlessSettings } from '../lib/agentless/settings.js'
+import { recordAudit, type AuditEntry } from '../lib/audit.js'
+import { systemContext, type Context } from '../lib/platform/context.js'
+import { vault } from '../lib/vault.js'
+
+const SECRET = 'enrollment-secret-0123456789'
+
+function setup() {
+  const db = openDatabase(':memory:')
+  const uow = sqliteUnitOfWork(db)
+  const repo = agentlessRepo(db)
+  const auditStore = auditRepo(db)
+  const keys = vault(crypto.randomBytes(32))
+  let failAudit = false
+  const record = (ctx: Context, entry: AuditEntry) => {
+    if (failAudit) throw new Error('the audit trail is full')
+    recordAudit({ repo: auditStore, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, entry)
+  }
+  const warnings: object[] = []
+  const service = agentlessService({
+    store: { ...asyncPort(repo, uow), connectionsInPages: repo.connectionsInPages },
+    events: asyncPort(eventsRepo(db), uow),
+    assets: asyncPort(alarmsRepo(db), uow),
+    uow,
+    audit: asyncPort({ record }, uow),
+    log: { warn: (details) => void warnings.push(details) },
+    vault: keys,
+    settings: agentlessSettings({ PRIME_POLLER_ENROLLMENT_SECRET: SECRET }),
+  })
+  const auditRows = () => db.prepare('SELECT user_name, source_ip, description, outcome FROM audit_trail ORDER BY id').all() as Record<string, unknown>[]
+  const count = (table: string) => db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number
+  return { db, service, keys, warnings, auditRows, count, failAudit: (on: boolean) => (failAudit = on) }
+}
+
+const ctx = (over: Partial<Context> = {}) => systemContext({ actor: 'alice', profile: 30, sourceAddress: '192.0.2.7', requestId: 'req-1', ...over })
+const host = (name: string, over: object = {}) => ({ name, address: '192.0.2.10', protocol: 'SSH' as const, userName: 'checker', password: 'pw-0123456789', ...over })
+
+t.test('a connection is stored with its credentials sealed and an audit record named after the context', async (t) => {
+  const { db, service, keys, auditRows } = setup()
+  const made = await service.create(ctx(), host('web-1'))
+  t.match(made, { name: 'web-1', address: '192.0.2.10', protocol: 'SSH', port: 22, credentialType: 'Password', statusString: 'Pending', pollerId: null })
+  t.equal(made.pollingIntervalSeconds, 300, 'the default interval when the connection does not override it')
+  const row = db.prepare('SELECT credentials FROM agentless_connections WHERE id = ?').get(made.id) as { credentials: Buffer }
+  t.notOk(row.credentials.toString('latin1').includes('pw-0123456789'), 'the password is not stored in the clear')
+  t.equal(keys.open(row.credentials, made.id).password, 'pw-0123456789')
+  t.match(auditRows(), [{ user_name: 'alice', source_ip: '192.0.2.7', description: /Created agentless connection "web-1" \(SSH 192\.0\.2\.10:22\)/, outcome: 'Succeeded' }])
+})
+
+t.test('a name already used is refused, whatever its case, and nothing is written', async (t) => {
+  const { service, auditRows, count } = setup()
+  await service.create(ctx(), host('web-1'))
+  await t.rejects(service.create(ctx(), host('WEB-1')), { code: 'conflict', errors: [{ name: 'name' }] })
+  await t.rejects(service.create(ctx(), host('web-2', { pollerId: crypto.randomUUID() })), { code: 'not-found', errors: [{ name: 'pollerId' }] })
+  t.equal(count('agentless_connections'), 1)
+  t.equal(auditRows().length, 1)
+})
+
+t.test('when the audit record cannot be written, the change is rolled back', async (t) => {
+  const { service, count, failAudit } = setup()
+  const made = await service.create(ctx(), host('web-1'))
+  failAudit(true)
+  await t.rejects(service.create(ctx(), host('web-2')), /audit trail is full/)
+  await t.rejects(service.update(ctx(), { id: made.id, address: '192.0.2.99' }), /audit trail is full/)
+  await t.rejects(service.remove(ctx(), [made.id]), /audit trail is full/)
+  await t.rejects(service.importCsv(ctx(), 'hosts.csv', Buffer.from('name,address,protocol,userName,password\nweb-3,192.0.2.3,SSH,u,pw-0123456789\n')), /audit trail is full/)
+  failAudit(false)
+  t.equal(count('agentless_connections'), 1, 'no connection was added or removed')
+  const [kept] = (await service.statusPage({}, { field: 'computerName', direction: 'asc' }, 10, 0, 1000).then((p) => ('rows' in p ? p.rows : []))) as { address: string }[]
+  t.equal(kept.address, '192.0.2.10', 'the update was rolled back')
+})
+
+t.test('an update says what changed; the same values change nothing', async (t) => {
+  const { service, auditRows } = setup()
+  const made = await service.create(ctx(), host('web-1'))
+  const changed = await service.update(ctx(), { id: made.id, address: 'web-1.example.net', password: 'pw-new-0123456789' })
+  t.equal(changed.address, 'web-1.example.net')
+  await service.update(ctx(), { id: made.id, address: 'web-1.example.net' })
+  t.match(auditRows().slice(1), [{ description: 'Changed agentless connection "web-1": address, password' }, { description: /unchanged/ }])
+  await t.rejects(service.update(ctx(), { id: made.id + 100, name: 'x' }), { code: 'not-found' })
+})
+
+t.test('the CSV import applies the valid rows in one unit of work and reports each row', async (t) => {
+  const { service, auditRows, count } = setup()
+  await service.create(ctx(), host('web-1'))
+  const csv = [
+    'name,address,protocol,userName,password',
+    'web-1,192.0.2.11,SSH,checker,',
+    'web-2,192.0.2.12,SSH,checker,pw-0123456789',
+    'web-3,,SSH,checker,pw-0123456789',
+    'WEB-2,192.0.2.13,SSH,checker,pw-0123456789',
+  ].join('\n')
+  const answer = await service.importCsv(ctx(), 'hosts.csv', Buffer.from(csv))
+  t.match(answer, { fileName: 'hosts.csv', totalRows: 4, imported: 1, updated: 1, unchanged: 0, rejected: 2 })
+  t.match(answer.rows, [
+    { line: 2, name: 'web-1', result: 'updated' },
+    { line: 3, name: 'web-2', result: 'imported' },
+    { line: 4, result: 'rejected', errors: [{ column: 'address' }] },
+    { line: 5, result: 'rejected', errors: [{ column: 'name', reason: 'repeats the name of line 3' }] },
+  ])
+  t.equal(count('agentless_connections'), 2)
+  t.match(auditRows().at(-1), { description: 'Imported agentless connections from "hosts.csv": 1 imported, 1 updated, 0 unchanged, 2 rejected' })
+  await t.rejects(service.importCsv(ctx(), null, Buffer.from('name,address\n')), { code: 'validation' }, 'a header without the required columns')
+})
+
+t.test('the poller gateway: registration, activation, heartbeats, assignments with credentials, runs and events', async (t) => {
+  const { db, service, auditRows } = setup()
+  await t.rejects(service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: 'wrong-secret-0123456789' }), { code: 'unauthenticated' })
+  t.match(auditRows().at(-1), { outcome: 'Refused', description: /refused: wrong enrollment secret/ })
+  const reg = await service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET })
+  t.match(reg, { name: 'p1', isActivated: false, heartbeatIntervalSeconds: 60 })
+  t.ok(reg.credential.startsWith('ppl_'))
+  await t.rejects(service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET }), { code: 'conflict' })
+
+  const c = await service.create(ctx(), host('web-1', { pollerId: reg.pollerId }))
+  const poller = ctx({ actor: 'poller:p1', sourceAddress: '192.0.2.50' })
+  t.match(await service.heartbeat(poller, reg.pollerId, { version: '1.0' }), { instruction: 'StopChecking', isActivated: false })
+  t.same((await service.assignments(poller, reg.pollerId)).connections, [], 'a poller not activated gets no connections')
+  await t.rejects(service.reportRuns(poller, reg.pollerId, { runs: [] }), { code: 'poller-deactivated' })
+
+  t.match(await service.setPollerActivated(ctx(), 'alice', { pollerId: reg.pollerId, isActivated: true }), { isActivated: true, activationChangedBy: 'alice', connectionsAssigned: 1 })
+  const fetched = await service.assignments(poller, reg.pollerId)
+  t.match(fetched.connections, [{ id: c.id, name: 'web-1', password: 'pw-0123456789', pollingIntervalSeconds: 300, timeoutSeconds: 10 }])
+
+  const start = Date.now() - 5000
+  const run = (status: 'Reachable' | 'Unreachable', error?: string) => ({
+    runId: crypto.randomUUID(),
+    connectionId: c.id,
+    statusString: status,
+    startTime: new Date(start).toISOString(),
+    endTime: new Date(start + 1000).toISOString(),
+    ...(error ? { statusErrorDescription: error } : {}),
+  })
+  t.match(await service.reportRuns(poller, reg.pollerId, { runs: [run('Reachable')] }), { succeeded: 1, failed: 0 })
+  const down = await service.reportRuns(poller, reg.pollerId, { runs: [run('Unreachable', 'connection refused'), { ...run('Reachable'), connectionId: c.id + 100 }] })
+  t.match(down, { succeeded: 1, failed: 1, results: [{ status: 'done' }, { status: 'failed', code: 'not-found' }] })
+  t.match(db.prepare("SELECT details FROM events WHERE event_code = '0x210003'").all(), [{ details: /web-1 .* is Unreachable: connection refused/ }], 'one event when a reachable host stops answering')
+
+  await t.rejects(service.heartbeat(poller, crypto.randomUUID(), { version: '1.0' }), { code: 'unauthenticated' }, 'a deleted or unknown poller')
+  t.match(await service.deletePoller(ctx(), reg.pollerId), { connectionsUnregistered: 1, poller: { name: 'p1' } })
+  await t.rejects(service.assignments(poller, reg.pollerId), { code: 'unauthenticated' })
+})
+
+t.test('the sweep marks silent pollers offline once and fails runs that never ended', async (t) => {
+  const { db, service } = setup()
+  const reg = await service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET })
+  await service.setPollerActivated(ctx(), 'alice', { pollerId: reg.pollerId, isActivated: true })
+  const c = await service.create(ctx(), host('web-1', { pollerId: reg.pollerId }))
+  const poller = ctx({ actor: 'poller:p1' })
+  await service.heartbeat(poller, reg.pollerId, { version: '1.0' })
+  const started = Date.now() - 1000
+  await service.reportRuns(poller, reg.pollerId, { runs: [{ runId: crypto.randomUUID(), connectionId: c.id, statusString: 'Running', startTime: new Date(started).toISOString() }] })
+  t.same(await service.sweep(Date.now()), { offline: 0, abandoned: 0 }, 'nothing to do while heartbeats come')
+  const later = started + RUN_GIVE_UP_MS + 181_000
+  t.same(await service.sweep(later), { offline: 1, abandoned: 1 })
+  t.same(await service.sweep(later), { offline: 0, abandoned: 0 }, 'once')
+  t.equal(db.prepare("SELECT count(*) FROM events WHERE event_code = '0x410002'").pluck().get(), 1, 'one poller offline event')
+  const page = await service.statusPage({}, { field: 'computerName', direction: 'asc' }, 10, 0, 1000)
+  t.match('rows' in page && page.rows[0], { status: 'Failed', status_error: /no end of this run/ })
+})
+
+t.test('a very large page and the exports stream the connections in the order asked', async (t) => {
+  const { service, auditRows } = setup()
+  for (const name of ['c-host', 'a-host', 'b-host']) await service.create(ctx(), host(name))
+  const order = { field: 'computerName', direction: 'desc' as const }
+  const page = await service.statusPage({}, order, 5000, 0, 1000)
+  t.ok('stream' in page, 'above the threshold the rows are streamed')
+  const names: string[] = []
+  if ('stream' in page) for await (const r of page.stream) names.push(r.name)
+  t.same(names, ['c-host', 'b-host', 'a-host'])
+  t.match(page, { total: 3, filtered: 3 })
+
+  const file = await service.exportConnections(ctx(), { filter: { computerName: 'b-' }, order, filters: [['ComputerName', 'b-']], sortGiven: false })
+  t.match(file, { type: /text\/csv/, records: 1, fileName: /^agentless-connections-\d{8}T\d{6}Z\.csv$/ })
+  let text = ''
+  for await (const chunk of file.body) text += chunk.toString()
+  t.match(text, /b-host,192\.0\.2\.10,SSH,22/)
+  t.notMatch(text, /pw-0123456789/, 'no credentials in the file')
+  t.match(auditRows().at(-1), { description: /Exported 1 agentless connection\(s\) in the import format/ })
+})
