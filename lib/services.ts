@@ -100,8 +100,8 @@ export function createServices(app: FastifyInstance) {
       groupNames: groupNames(app.contract.spec),
       keptAnswers: config.keptListAnswers,
       // The health checks' runner and the streams' hub are made with the app's loops (lib/notifications/index.ts).
-      ensureChecked: () => {
-        if (app.notifications.checkedMs === 0) app.notifications.checkHealth()
+      ensureChecked: async () => {
+        if (app.notifications.checkedMs === 0) await app.notifications.checkHealth()
       },
       markedRead: (key, kind, from, to) => app.notifications.hub.markedRead(key, kind, from, to),
     }),

@@ -64,7 +64,7 @@ t.test('a check that turns bad opens a notification, repeats add occurrences, re
 
   await enroll(app, 'machine-1', 'HOST-1')
   await enroll(app, 'machine-2', 'HOST-2')
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   let g = await group(app, viewer, 'License')
   t.match(g, { name: 'License', title: 'License', state: 'Warning', muted: false, counts: { total: 1, open: 1, unread: 1, pinned: 0 } })
   const opened = g.notifications[0]
@@ -86,7 +86,7 @@ t.test('a check that turns bad opens a notification, repeats add occurrences, re
   // Read by the viewer; still bad at the next check: one more occurrence, still read.
   t.equal((await call(app, viewer, { method: 'POST', url: `${BASE}/systemHealth/read` })).json(), true)
   t.equal((await call(app, viewer, { method: 'POST', url: `${BASE}/systemHealth/read` })).json(), false)
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   g = await group(app, viewer, 'License')
   t.match(g.notifications[0], { id: opened.id, occurrences: 2, isRead: true })
   t.match(await counts(app, viewer), { healthUnread: 0 })
@@ -94,7 +94,7 @@ t.test('a check that turns bad opens a notification, repeats add occurrences, re
 
   // Worse: the license expired. The same notification, Error now, unread again.
   app.config.license.expirationDate = new Date(Date.now() - DAY).toISOString()
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   g = await group(app, viewer, 'License')
   t.equal(g.state, 'Failed')
   t.match(g.notifications[0], { id: opened.id, occurrences: 3, severity: 3, title: 'License is not valid', isRead: false })
@@ -104,7 +104,7 @@ t.test('a check that turns bad opens a notification, repeats add occurrences, re
   app.config.license.expirationDate = null
   app.config.license.seats = 10
   await sweep(sweeperDeps(app))
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   g = await group(app, viewer, 'License')
   t.equal(g.state, 'Healthy')
   t.match(g.counts, { total: 1, open: 0 })
@@ -116,7 +116,7 @@ t.test('a check that turns bad opens a notification, repeats add occurrences, re
   // Bad again: a new notification.
   app.config.license.seats = 1
   await enroll(app, 'machine-3', 'HOST-3')
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   g = await group(app, viewer, 'License')
   t.equal(g.notifications.length, 2)
   t.not(g.notifications[0].id, opened.id, 'newest first, a new one')
@@ -130,7 +130,7 @@ t.test('an injected failure of the Database check, dismissed while it lasts', as
     checks.Database = real
   })
   checks.Database = () => ({ status: 'Failed', detail: 'Integrity check: page 12 is never used' })
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   const [n] = (await group(app, viewer, 'Database')).notifications
   t.match(n, { severity: 3, title: 'Database check failed', description: 'Integrity check: page 12 is never used', state: 'Open' })
 
@@ -161,15 +161,15 @@ t.test('an injected failure of the Database check, dismissed while it lasts', as
   t.match(await counts(app, viewer), { healthPinned: 0, healthTotal: 0 }, 'dismissal unpinned it')
 
   // Still failing: it stays dismissed, no new notification.
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   t.same((await group(app, viewer, 'Database')).notifications, [])
   t.equal(app.repos.notifications.health(n.id)!.occurrences, 2)
   // Recovers and fails again: a new one.
   checks.Database = real
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   t.equal(app.repos.notifications.health(n.id)!.resolved_ms !== null, true)
   checks.Database = () => ({ status: 'Warning', detail: 'Slow' })
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   g = await group(app, viewer, 'Database')
   t.equal(g.notifications.length, 1)
   t.not(g.notifications[0].id, n.id)
@@ -203,7 +203,7 @@ t.test('muting a group: still recorded and listed, not unread; shared and audite
   const { app, manager, viewer } = await setup(t)
   await enroll(app, 'machine-1', 'HOST-1')
   await enroll(app, 'machine-2', 'HOST-2')
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   t.match(await counts(app, viewer), { healthUnread: 1 })
 
   let res = await call(app, viewer, { method: 'POST', url: `${BASE}/notifications/update`, payload: { name: 'License', muted: true } })

@@ -48,7 +48,7 @@ function setup(over: Partial<NotificationDeps> = {}) {
     audit: asyncPort({ record }, uow),
     groupNames: ['Database', 'License'] as GroupName[],
     keptAnswers: 100,
-    ensureChecked: () => void checks++,
+    ensureChecked: async () => void checks++,
     markedRead: (...args) => void marked.push(args),
     now: () => 5000,
     ...over,

@@ -240,7 +240,7 @@ t.test('muted groups are not streamed; group changes are', async (t) => {
   await enroll(app, 'machine-1', 'HOST-1')
   await enroll(app, 'machine-2', 'HOST-2')
   mark = s.events.length
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   const changed = await s.next((e) => e.event === 'group' && e.data.name === 'License' && e.data.state === 'Warning', mark)
   t.match(changed.data, { counts: { total: 1, unread: 0 } })
   await new Promise((r) => setTimeout(r, 300))
@@ -251,7 +251,7 @@ t.test('muted groups are not streamed; group changes are', async (t) => {
 
   await call(app, manager, { method: 'POST', url: `${BASE}/notifications/update`, payload: { name: 'License', muted: false } })
   mark = s.events.length
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   t.match((await s.next((e) => e.event === 'healthNotification', mark)).data, { group: 'License', state: 'Open', occurrences: 2, isRead: false })
   t.match((await s.next(isCounts, mark)).data, { healthUnread: 1 })
 })

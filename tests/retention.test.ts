@@ -215,7 +215,7 @@ t.test('the disk-space check shows the data directory, its growth and the days u
   const fast = disk()
   t.equal(fast.status, free < 100 * 1024 ** 2 ? 'Failed' : 'Warning', 'warned well before the disk fills')
   t.match(fast.detail, /growing [\d.]+ (MiB|GiB) a day over the last 1\.0 days; full in about [23]\.\d days at that rate/)
-  app.notifications.checkHealth()
+  await app.notifications.checkHealth()
   const open = app.db.prepare("SELECT title, description FROM health_notifications WHERE group_name = 'DiskSpace' AND resolved_ms IS NULL").get() as { description: string } | undefined
   t.ok(open, 'a health notification is raised')
   t.match(open!.description, /full in about/)

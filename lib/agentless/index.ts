@@ -31,9 +31,7 @@ export function sweepAgentless(app: FastifyInstance, now = Date.now()) {
 export function agentlessLoop(app: FastifyInstance): Loop {
   app.decorate('agentless', { settings: app.config.agentless, vault: vault(app.config.agentlessKey) })
   registerHealthCheck(app, { name: 'WorkerPoller', check: workerPollerHealth })
-  return everyInterval(app, { name: 'agentless-sweeper', singleton: true, intervalMs: SWEEP_INTERVAL_MS, what: 'agentless sweep' }, () => {
-    sweepAgentless(app).catch((err) => app.log.error({ err }, 'agentless sweep failed'))
-  })
+  return everyInterval(app.log, { name: 'agentless-sweeper', singleton: true, intervalMs: SWEEP_INTERVAL_MS, what: 'agentless sweep' }, () => sweepAgentless(app))
 }
 
 /** The worker pollers' health: whether every activated poller sends heartbeats (health checks answer at once, so it reads the pollers directly). */

@@ -1,39 +1,42 @@
 // System-health notifications from the periodic health checks: a check that turns bad
 // opens its group's notification, each further bad check adds an occurrence, and the
 // first good check resolves it.
-import type { FastifyInstance } from 'fastify'
-import { runHealthChecks, type HealthStatus } from '../health.js'
-import { groupNames, healthGroups, healthSeverity } from './views.js'
+import type { NotificationsRepo } from '../../db/notifications.js'
+import type { Async } from '../../db/unit-of-work.js'
+import type { UnitOfWork } from '../platform/ports.js'
+import type { HealthStatus, runHealthChecks } from '../health.js'
+import { healthGroups, healthSeverity } from './views.js'
 
 export type HealthResult = ReturnType<typeof runHealthChecks>
 
-/** Records the checks' results in one transaction: group states and their notifications. */
-export function recordHealth(app: FastifyInstance, result: HealthResult, now = Date.now()): void {
-  const repo = app.repos.notifications
-  const groups = new Set<string>(groupNames(app.contract.spec))
-  app.db.transaction(() => {
+/** Where the checks' results are recorded: each group's state and its notifications. */
+export type HealthRecords = Async<Pick<NotificationsRepo, 'recordCheck' | 'openHealth' | 'resolveHealthNotification' | 'openHealthNotification' | 'repeatHealthNotification'>>
+
+export interface HealthRecorderDeps {
+  records: HealthRecords
+  uow: UnitOfWork
+  /** The contract's health groups: a check it names no group for is answered by admin/SubsystemHealth only. */
+  groups: ReadonlySet<string>
+}
+
+/** Records the checks' results in one unit of work: group states and their notifications. */
+export async function recordHealth(deps: HealthRecorderDeps, result: HealthResult, now = Date.now()): Promise<void> {
+  const { records, groups } = deps
+  await deps.uow.run(async () => {
     for (const s of result.subsystems) {
-      // A check the contract names no group for is answered by admin/SubsystemHealth only.
       if (!groups.has(s.name)) continue
       const detail = s.detail.slice(0, 1000)
-      repo.recordCheck(s.name, s.status, detail, now)
-      const open = repo.openHealth(s.name)
+      await records.recordCheck(s.name, s.status, detail, now)
+      const open = await records.openHealth(s.name)
       if (s.status === 'Healthy') {
-        if (open) repo.resolveHealthNotification(open.id, now)
+        if (open) await records.resolveHealthNotification(open.id, now)
         continue
       }
       const severity = healthSeverity[s.status as Exclude<HealthStatus, 'Healthy'>]
       const title = s.status === 'Failed' ? healthGroups[s.name].failed : healthGroups[s.name].warning
       // Lower numbers are more severe: a worse state makes it unread again.
-      if (!open) repo.openHealthNotification(s.name, severity, title, detail, now)
-      else repo.repeatHealthNotification(open.id, severity, title, detail, now, severity < open.severity)
+      if (!open) await records.openHealthNotification(s.name, severity, title, detail, now)
+      else await records.repeatHealthNotification(open.id, severity, title, detail, now, severity < open.severity)
     }
-  })()
-}
-
-/** Runs every health check and records the results; answers them. */
-export function checkHealth(app: FastifyInstance): HealthResult {
-  const result = runHealthChecks(app)
-  recordHealth(app, result)
-  return result
+  })
 }

@@ -2,7 +2,10 @@
 // system-health notifications, and the hub of the live stream.
 import type { FastifyInstance } from 'fastify'
 import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
-import { checkHealth, type HealthResult } from './health.js'
+import { recordHealth, type HealthResult } from './health.js'
+import { runHealthChecks } from '../health.js'
+import { groupNames } from './views.js'
+import { asyncPort } from '../../db/unit-of-work.js'
 import { notificationHub, type NotificationHub } from './stream.js'
 import { everyInterval, type Loop } from '../platform/loops.js'
 
@@ -16,7 +19,7 @@ declare module 'fastify' {
 export interface NotificationService {
   hub: NotificationHub
   /** Runs the health checks now and records their results (as the periodic run does). */
-  checkHealth(): HealthResult
+  checkHealth(): Promise<HealthResult>
   /** When the health checks last ran in this process (0: not yet). */
   readonly checkedMs: number
 }
@@ -43,10 +46,12 @@ export function notificationLoops(app: FastifyInstance): Loop[] {
     log: app.log,
   })
   let checkedMs = 0
+  const recorder = { records: asyncPort(repos.notifications, repos.uow), uow: repos.uow, groups: new Set(groupNames(app.contract.spec)) }
   const service: NotificationService = {
     hub,
-    checkHealth() {
-      const result = checkHealth(app)
+    async checkHealth() {
+      const result = runHealthChecks(app)
+      await recordHealth(recorder, result)
       checkedMs = Date.now()
       // The changes reach the streams now rather than at the next look.
       hub.poll()
@@ -63,7 +68,7 @@ export function notificationLoops(app: FastifyInstance): Loop[] {
     // Each process serves its own streams.
     { name: 'notification-stream', singleton: false, stopsFirst: true, start: () => hub.start(), stop: () => hub.stop() },
     // The notifications it opens and resolves are shared: one process at a time.
-    { ...everyInterval(app, { name: 'health-checks', singleton: true, intervalMs, what: 'recording the health checks' }, () => service.checkHealth()), stopsFirst: true },
+    { ...everyInterval(app.log, { name: 'health-checks', singleton: true, intervalMs, what: 'recording the health checks' }, () => service.checkHealth()), stopsFirst: true },
   ]
 }
 

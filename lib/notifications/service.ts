@@ -30,7 +30,7 @@ export interface NotificationDeps {
   /** List and count answers kept while no notification changes (PRIME_KEPT_LIST_ANSWERS; 0: none). */
   keptAnswers: number
   /** Runs the health checks now if this process has not run them yet: a reader's first look gets a check of its own. */
-  ensureChecked(): void
+  ensureChecked(): Promise<void>
   /** Tells the reader's open streams which notifications a read-all marked read (change numbers in (from, to]). */
   markedRead(readerKey: string, kind: 'risk' | 'health', from: number, to: number): void
   now?: () => number
@@ -85,7 +85,7 @@ export function notificationService(deps: NotificationDeps) {
 
     /** Every group, in the contract's order, with the reader's counts and its notifications not dismissed. */
     async groups(reader: Reader): Promise<GroupView[]> {
-      deps.ensureChecked()
+      await deps.ensureChecked()
       const mark = (await store.marks(reader.key)).health_seq
       const byName = new Map((await store.groups()).map((g) => [g.name, g]))
       const countsByName = new Map((await store.groupCounts(mark)).map((c) => [c.group_name, c]))
@@ -100,7 +100,7 @@ export function notificationService(deps: NotificationDeps) {
 
     /** The subsystems as the last periodic check found them, and the open notifications. */
     async operationalStatus(reader: Reader) {
-      deps.ensureChecked()
+      await deps.ensureChecked()
       const mark = (await store.marks(reader.key)).health_seq
       const byName = new Map((await store.groups()).map((g) => [g.name, g]))
       const rank = { Healthy: 0, Warning: 1, Failed: 2 } as const

@@ -3,6 +3,7 @@
 // puts a lease in front of these), and the app starts them all when it is ready and stops
 // them in reverse order when it closes.
 import type { FastifyInstance } from 'fastify'
+import type { Log } from './ports.js'
 
 export interface Loop {
   name: string
@@ -85,27 +86,32 @@ declare module 'fastify' {
 
 /**
  * A loop that runs `work` every `intervalMs` (the first time after one interval), never
- * two at once and never keeping the process alive; a failure is logged and the next round
- * runs as planned.
+ * two at once (a round still running skips the next) and never keeping the process alive; a
+ * failure is logged and the next round runs as planned. Stopping waits for a running round.
  */
-export function everyInterval(app: FastifyInstance, opts: { name: string; singleton: boolean; intervalMs: number | (() => number); what: string }, work: () => void): Loop {
+export function everyInterval(log: Pick<Log, 'error'>, opts: { name: string; singleton: boolean; intervalMs: number | (() => number); what: string }, work: () => void | Promise<unknown>): Loop {
   let timer: NodeJS.Timeout | undefined
+  let running: Promise<void> | undefined
   const ms = typeof opts.intervalMs === 'number' ? () => opts.intervalMs as number : opts.intervalMs
+  const fail = (err: unknown) => log.error({ err }, `${opts.what} failed`)
   return {
     name: opts.name,
     singleton: opts.singleton,
     start() {
       timer = setInterval(() => {
+        if (running) return
         try {
-          work()
+          const round = work()
+          if (round instanceof Promise) running = round.then(() => {}, fail).finally(() => (running = undefined))
         } catch (err) {
-          app.log.error({ err }, `${opts.what} failed`)
+          fail(err)
         }
       }, ms()).unref()
     },
-    stop() {
+    async stop() {
       clearInterval(timer)
       timer = undefined
+      await running
     },
   }
 }
