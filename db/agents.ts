@@ -3,12 +3,13 @@ import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
 import { soleField, type AgentFilter, type DateRange } from './filters.js'
 import { STREAM_CHUNK_CHARS, contains, firstColumn, objectRows, orderBy, statementCache, type RowReader, type Sort } from './sql.js'
-import { iso } from '../lib/time.js'
 import { TEXT_FIELDS, addIds, emptySet, idsOf, intersect, type AgentSet, type AgentTexts, type TextField } from './agent-texts.js'
-import type { components } from '../generated/openapi.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
-type AgentView = components['schemas']['AgentViewResource']
+// As the CHECK constraints of the agents table allow.
+export type AgentDisplayStatus = 'Armed' | 'Free' | 'Arming' | 'Freeing' | 'Updating' | 'Pending' | 'Disconnected'
+export type AgentLicenseStatus = 'Activated' | 'Pending' | 'Expired' | 'Invalid'
+export type AgentRunningMode = 'Standard' | 'VDI' | 'Server' | null
 
 /** Conditions of a WHERE clause being built, with their parameters. */
 export interface Where {
@@ -33,7 +34,7 @@ export interface AgentRow {
   operational_status: 'Armed' | 'Free'
   is_system_locked: number
   connection_status: 'Connected' | 'Disconnected'
-  display_status: AgentView['displayStatusCombined']
+  display_status: AgentDisplayStatus
   approved_and_present: number
   approved_and_disconnected: number
   not_approved: number
@@ -44,7 +45,7 @@ export interface AgentRow {
   kb_driver_version: string | null
   last_updated_ms: number | null
   last_configured_ms: number | null
-  license_status: AgentView['licenseStatus']
+  license_status: AgentLicenseStatus
   expiration_ms: number | null
   license_account_id: string | null
   license_account_name: string | null
@@ -55,7 +56,7 @@ export interface AgentRow {
   vulnerable_or_wlv: number
   in_action: number
   model_tooltip: string | null
-  running_mode: AgentView['runningMode']
+  running_mode: AgentRunningMode
   switch_ip: string | null
   switch_name: string | null
   port_id: string | null
@@ -69,10 +70,8 @@ export interface AgentRow {
   rev: number
 }
 
-const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms))
-
-/** The columns an agent of a list needs (agentView's, and the id). */
-const VIEW_COLUMNS = [
+/** The columns an agent of a list needs (those lib/agents/views.ts agentView reads, and the id). */
+export const VIEW_COLUMNS = [
   'id',
   'uuid',
   'host_identifier',
@@ -140,6 +139,15 @@ const LAST_UPDATED = ',"lastUpdated":'
 export const VIEW_CHUNK_ROWS = 100
 
 /**
+ * How a list shows an agent (lib/agents/views.ts): its AgentViewResource object, and the
+ * JSON value of its check-in time alone (`lastUpdated`, put into kept JSON per page).
+ */
+export interface AgentListView {
+  view(row: AgentListRow): { lastUpdated: string | null }
+  lastUpdated(ms: number | null): string
+}
+
+/**
  * The agents of a page as a JSON array of AgentViewResource. Each agent's JSON is kept
  * under its id and rev, and serves again while its row has that rev: reading the 38
  * columns of 50 rows and serializing them cost most of a page (0.2 and 0.1 ms at 100,000
@@ -149,10 +157,10 @@ export const VIEW_CHUNK_ROWS = 100
  * lastUpdated, which is put in from the page's own read. At most `max` are kept (about
  * 1.3 KB each), the oldest written first out.
  */
-export function agentViews(db: DB, max = 5000) {
+export function agentViews(db: DB, list: AgentListView, max = 5000) {
   const byIds = db.prepare(`SELECT ${viewColumns('a')}, a.rev FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
   const kept = new Map<number, { rev: number; head: string; tail: string }>()
-  const time = (ms: number | null) => (ms === null ? 'null' : `"${iso(ms)}"`)
+  const time = list.lastUpdated
   return (refs: readonly AgentRef[]): string => {
     const json: (string | undefined)[] = new Array(refs.length)
     let missing: number[] | null = null
@@ -165,7 +173,7 @@ export function agentViews(db: DB, max = 5000) {
     if (missing) {
       const read = new Map<number, string>()
       for (const row of objectRows<AgentListRow & { rev: number }>(byIds, JSON.stringify(missing))) {
-        const whole = JSON.stringify({ ...agentView(row), lastUpdated: null })
+        const whole = JSON.stringify({ ...list.view(row), lastUpdated: null })
         // A quote inside a JSON string is escaped, so only the key itself reads ,"lastUpdated":null
         const at = whole.indexOf(`${LAST_UPDATED}null,`) + LAST_UPDATED.length
         const entry = { rev: row.rev, head: whole.slice(0, at), tail: whole.slice(at + 4) }
@@ -178,49 +186,6 @@ export function agentViews(db: DB, max = 5000) {
       for (let i = 0; i < refs.length; i++) json[i] ??= read.get(refs[i].id)
     }
     return `[${json.filter((j) => j !== undefined).join(',')}]`
-  }
-}
-
-/** An agent as the lists show it (AgentViewResource). */
-export function agentView(r: AgentListRow): AgentView {
-  return {
-    uuid: r.uuid,
-    hostIdentifier: r.host_identifier,
-    localIpAddress: r.local_ip_address,
-    osVersion: r.os_version,
-    pcModel: r.pc_model,
-    nicsText: r.nics_text,
-    operationalStatus: r.operational_status,
-    connectionStatus: r.connection_status,
-    displayStatusCombined: r.display_status,
-    approvedAndPresent: r.approved_and_present,
-    approvedAndDisconnected: r.approved_and_disconnected,
-    notApproved: r.not_approved,
-    latestEventText: r.latest_event_text,
-    latestMinus1EventText: r.latest_minus1_event_text,
-    latestMinus2EventText: r.latest_minus2_event_text,
-    serviceVersion: r.service_version,
-    kbDriverVersion: r.kb_driver_version,
-    lastUpdated: isoOrNull(r.last_updated_ms),
-    lastConfiguered: isoOrNull(r.last_configured_ms),
-    licenseStatus: r.license_status,
-    expirationDate: isoOrNull(r.expiration_ms),
-    licenseAccountId: r.license_account_id,
-    licenseAccountName: r.license_account_name,
-    severity: r.severity,
-    hasUnapprovedPeripherals: r.has_unapproved === 1,
-    hasVulnerablePeripherals: r.has_vulnerable === 1,
-    hasKnownAttackTools: r.has_attack_tool === 1,
-    containsVulnerablePeripheralOrWLV: r.vulnerable_or_wlv === 1,
-    inAction: r.in_action === 1,
-    modelToolTip: r.model_tooltip,
-    runningMode: r.running_mode,
-    connectedSwitchIp: r.switch_ip,
-    connectedSwitchName: r.switch_name,
-    connectedPortId: r.port_id,
-    connectedPortName: r.port_name,
-    ethernetsCount: r.ethernets_count,
-    hashtags: r.hashtags,
   }
 }
 
@@ -482,11 +447,12 @@ export interface AgentIdentifiers {
   ipAddress?: string | null
 }
 
-export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, keptAnswers = 64) {
+/** `list`: how a list shows an agent (lib/agents/views.ts), kept as JSON per row here. */
+export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, list: AgentListView, keptAnswers = 64) {
   const cached = statementCache(db)
   const answers = answerCache<AgentRef>(db, checkInTimes, keptAnswers)
   const refsByIds = db.prepare<[string], AgentRef>(`SELECT ${AGENT_REF_COLUMNS} FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
-  const views = agentViews(db)
+  const views = agentViews(db, list)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
 
   // The flags' totals (migration 018), by filter field.
@@ -588,7 +554,7 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
         let text = ''
         for (const id of page) {
           const row = byId.get(id)
-          if (row) text += (text ? ',' : '') + JSON.stringify(agentView(row))
+          if (row) text += (text ? ',' : '') + JSON.stringify(list.view(row))
           // Small chunks die young (db/sql.ts STREAM_CHUNK_CHARS).
           if (text.length >= STREAM_CHUNK_CHARS) {
             yield text

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { agentView, type AgentRow } from '../db/agents.js'
+import type { AgentRow } from '../db/agents.js'
+import { agentView } from '../lib/agents/views.js'
 import type { PeripheralModelRow } from '../db/exports.js'
 import { agentFilterFromBody, agentFilterFromQuery, peripheralFilterFromBody, type AgentFilter } from '../lib/agent-filter.js'
 import { audit } from '../lib/audit.js'

@@ -7,7 +7,7 @@ import type { CommandType } from '../db/commands.js'
 import type { components } from '../generated/openapi.js'
 import { audit } from './audit.js'
 import { problem, invalidField } from './errors.js'
-import { agentAsset, maskMachineId } from './gateway.js'
+import { agentAsset, maskMachineId } from './agents/views.js'
 
 type Schemas = components['schemas']
 type ConfigurationItem = Schemas['AgentPendingConfigurationWrapper']

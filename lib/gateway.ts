@@ -3,9 +3,8 @@
 import crypto from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { components } from '../generated/openapi.js'
-import type { AuditAsset } from '../db/audit.js'
 import type { EventInput } from '../db/events.js'
-import { internPeripheralTexts, type HeldReEnrollment, type AgentRow, type AgentState, type CommandRow, type GatewayAgent, type PeripheralValues, type PresentPeripheral } from '../db/gateway.js'
+import { internPeripheralTexts, type AgentRow, type AgentState, type CommandRow, type GatewayAgent, type PeripheralValues, type PresentPeripheral } from '../db/gateway.js'
 import { audit } from './audit.js'
 import { contextOf } from './platform/context.js'
 import { AGENT_PREFIX, unauthenticated } from './auth.js'
@@ -16,6 +15,7 @@ import { fixedWindowLimiter, limitKey } from './rate-limit.js'
 import { iso } from './time.js'
 import type { Operation } from './contract.js'
 import { deviceIcon, displaySerial, productName, vendorName } from './usb.js'
+import { agentAsset, maskMachineId } from './agents/views.js'
 
 type Schemas = components['schemas']
 type CheckIn = Schemas['GatewayCheckInRequest']
@@ -33,16 +33,6 @@ export const NO_RESULT = 'No result reported'
 const MAX_LISTED_REFUSALS = 20
 /** Reported errors stored per agent per UTC day; more are answered but not stored. */
 export const MAX_ERRORS_PER_AGENT_PER_DAY = 1000
-
-/** A held re-enrollment as the agent detail shows it. */
-export function heldView(h: HeldReEnrollment | undefined): Schemas['AgentDetailViewResource']['pendingReEnrollment'] {
-  return h ? { requestedTime: iso(h.requested_ms), hostIdentifier: h.host_identifier, sourceIp: h.source_ip } : null
-}
-
-/** A machine id as views and records show it: enough to tell hosts apart, not to enroll as one. */
-export function maskMachineId(machineId: string): string {
-  return machineId.length <= 4 ? '****' : `****${machineId.slice(-4)}`
-}
 
 /** The events the gateway raises (lib/event-codes.ts, the table of `getEvents` in the contract). */
 export const agentEvents = {
@@ -95,19 +85,6 @@ function peripheralEvent(
 
 const deviceLabel = (p: Pick<PresentPeripheral, 'gui_vid' | 'gui_pid' | 'vid' | 'pid' | 'gui_serial'>, host: string) =>
   `${[p.gui_vid, p.gui_pid].filter(Boolean).join(' ') || 'Unknown device'} (VID ${p.vid}, PID ${p.pid}${p.gui_serial ? `, serial ${p.gui_serial}` : ''}) on ${host}`
-
-/** The agent as audit records name it. */
-export function agentAsset(a: { uuid: string; host_identifier: string; local_ip_address?: string | null; running_mode?: string | null; os_version?: string | null }): AuditAsset {
-  const os = a.os_version ?? ''
-  return {
-    key: a.uuid,
-    name: a.host_identifier,
-    ipAddress: a.local_ip_address ?? null,
-    type: 'Agent',
-    subType: a.running_mode === 'Server' ? 'Server' : a.running_mode === 'VDI' ? 'VirtualMachine' : a.running_mode === 'Standard' ? 'Workstation' : 'None',
-    detail: /windows/i.test(os) ? 'WindowsHost' : /mac ?os|darwin/i.test(os) ? 'MacHost' : /linux|ubuntu|debian|red ?hat|centos|suse|fedora/i.test(os) ? 'LinuxHost' : 'Unknown',
-  }
-}
 
 /** What the server stores and derives from one reported peripheral (texts aside). */
 export function derivePeripheral(p: PeripheralReport): Omit<PeripheralValues, 'vendorTextId' | 'productTextId'> {

@@ -2,7 +2,7 @@
 // read from the repositories the lists and insights use, in steps.
 import type { FastifyInstance } from 'fastify'
 import { DateTime } from 'luxon'
-import { agentView } from '../../db/agents.js'
+import { agentView } from '../agents/views.js'
 import type { PeripheralListRow } from '../../db/peripherals.js'
 import { peripheralView } from '../peripherals/views.js'
 import type { AuditDigestRow, DigestTotals, EventRow } from '../../db/reports.js'
