@@ -1,6 +1,6 @@
 import { peripheralView } from '../lib/peripherals/views.js'
-import { peripheralFilterFromQuery } from '../lib/agent-filter.js'
-import { commandPeripherals } from '../lib/agent-commands.js'
+import { peripheralFilterFromQuery } from '../lib/agents/filter.js'
+import { commandPeripherals } from '../lib/agents/commands.js'
 import { listAnswer, listAnswerStream, page, sort, streamedPages } from '../lib/listing.js'
 import type { Handlers } from './types.js'
 

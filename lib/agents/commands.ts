@@ -2,12 +2,12 @@
 // approvals, queue and cancel their commands. Each operation runs in one transaction,
 // answers per item and audits every agent it changed (with the agent as the asset).
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { AgentIdentifiers, AgentRow } from '../db/agents.js'
-import type { CommandType } from '../db/commands.js'
-import type { components } from '../generated/openapi.js'
-import { audit } from './audit.js'
-import { problem, invalidField } from './errors.js'
-import { agentAsset, maskMachineId } from './agents/views.js'
+import type { AgentIdentifiers, AgentRow } from '../../db/agents.js'
+import type { CommandType } from '../../db/commands.js'
+import type { components } from '../../generated/openapi.js'
+import { audit } from '../audit.js'
+import { problem, invalidField } from '../errors.js'
+import { agentAsset, maskMachineId } from './views.js'
 
 type Schemas = components['schemas']
 type ConfigurationItem = Schemas['AgentPendingConfigurationWrapper']
