@@ -447,12 +447,12 @@ export interface AgentIdentifiers {
   ipAddress?: string | null
 }
 
-/** `list`: how a list shows an agent (lib/agents/views.ts), kept as JSON per row here. */
-export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, list: AgentListView, keptAnswers = 64) {
+/** `shown`: how a list shows an agent (lib/agents/views.ts), kept as JSON per row here. */
+export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, shown: AgentListView, keptAnswers = 64) {
   const cached = statementCache(db)
   const answers = answerCache<AgentRef>(db, checkInTimes, keptAnswers)
   const refsByIds = db.prepare<[string], AgentRef>(`SELECT ${AGENT_REF_COLUMNS} FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
-  const views = agentViews(db, list)
+  const views = agentViews(db, shown)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
 
   // The flags' totals (migration 018), by filter field.
@@ -516,6 +516,14 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     }
   }
 
+  function list(f: AgentFilter, sort: Sort, limit: number, offset: number) {
+    // Pages of at most 200 rows are kept (bounded memory); larger ones are read each time,
+    // and so are lists by check-in time (see db/answer-cache.ts).
+    const read = () => readPage<AgentRef>(f, sort, limit, offset, AGENT_REF_COLUMNS)
+    if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()
+    return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => objectRows<AgentRef>(refsByIds, JSON.stringify(ids)))
+  }
+
   const byUuid = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE uuid = lower(?)')
   const byId = db.prepare<[number], AgentRow>('SELECT * FROM agents WHERE id = ?')
   const remove = db.prepare<[number]>('DELETE FROM agents WHERE id = ?')
@@ -525,16 +533,16 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     byId: (id: number) => byId.get(id),
 
     /** A page of the list: every agent count, the matching count, and the page's agents (see `views`). */
-    list(f: AgentFilter, sort: Sort, limit: number, offset: number) {
-      // Pages of at most 200 rows are kept (bounded memory); larger ones are read each time,
-      // and so are lists by check-in time (see db/answer-cache.ts).
-      const read = () => readPage<AgentRef>(f, sort, limit, offset, AGENT_REF_COLUMNS)
-      if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()
-      return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => objectRows<AgentRef>(refsByIds, JSON.stringify(ids)))
-    },
+    list,
 
     /** A page's agents as the JSON array of AgentViewResource the list answers. */
     views: (refs: readonly AgentRef[]) => views(refs),
+
+    /** A page of the list with its agents as that JSON array: one call per page. */
+    page(f: AgentFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; json: string } {
+      const { total: all, filtered, rows } = list(f, sort, limit, offset)
+      return { total: all, filtered, json: views(rows) }
+    },
 
     /** A large page as the ids of its agents in order (8 bytes an agent), with the counts. */
     pageIds(f: AgentFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; ids: number[] } {
@@ -554,7 +562,7 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
         let text = ''
         for (const id of page) {
           const row = byId.get(id)
-          if (row) text += (text ? ',' : '') + JSON.stringify(list.view(row))
+          if (row) text += (text ? ',' : '') + JSON.stringify(shown.view(row))
           // Small chunks die young (db/sql.ts STREAM_CHUNK_CHARS).
           if (text.length >= STREAM_CHUNK_CHARS) {
             yield text

@@ -10,6 +10,7 @@ import { sessionService } from './accounts/sessions.js'
 import { auditDeps, auditTrail } from './audit.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
 import { integrationTokenService } from './integration-tokens/service.js'
+import { agentService } from './agents/service.js'
 import type { AuditTrail } from './platform/ports.js'
 
 export function createServices(app: FastifyInstance) {
@@ -46,6 +47,17 @@ export function createServices(app: FastifyInstance) {
       timeoutMs: config.alarms.timeoutMs,
     }),
     integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
+    agents: agentService({
+      agents: asyncPort(repos.agents, uow),
+      peripherals: asyncPort(repos.peripherals, uow),
+      commands: asyncPort(repos.commands, uow),
+      agentState: asyncPort(repos.agentState, uow),
+      reEnrollments: asyncPort(repos.gateway, uow),
+      exports: asyncPort(repos.exports, uow),
+      uow,
+      audit,
+      publicAddress: config.agents.publicAddress,
+    }),
   }
 }
 

@@ -1,14 +1,21 @@
 // Agent rows as the contract's answers: each shape is mapped here, once, for every path.
 import type { components } from '../../generated/openapi.js'
 import type { AuditAsset } from '../../db/audit.js'
-import type { AgentListRow, AgentListView } from '../../db/agents.js'
+import type { AgentListRow, AgentListView, AgentRow } from '../../db/agents.js'
 import type { CommandRow } from '../../db/commands.js'
 import type { HeldReEnrollment } from '../../db/gateway.js'
+import type { PeripheralModelRow } from '../../db/exports.js'
+import type { PeripheralListRow } from '../../db/peripherals.js'
+import { severityNames } from '../listing.js'
+import { utcText, type PdfColumn } from '../pdf.js'
+import { peripheralView } from '../peripherals/views.js'
 import { iso } from '../time.js'
+import { iconName, productName, vendorName } from '../usb.js'
 
 type Schemas = components['schemas']
 type AgentCommand = Schemas['AgentCommand']
 type AgentView = Schemas['AgentViewResource']
+type AgentNic = Schemas['AgentNic']
 
 const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms))
 
@@ -100,3 +107,109 @@ export function commandView(r: CommandRow, agentUuid: string): AgentCommand {
     hasOutput: r.has_output === 1,
   }
 }
+
+/** JSON the gateway stored; whatever it holds, the answer keeps to the contract's shape and limits. */
+function parseList(json: string): unknown[] {
+  try {
+    const v = JSON.parse(json)
+    return Array.isArray(v) ? v.slice(0, 32) : []
+  } catch {
+    return []
+  }
+}
+
+const nicView = (n: any): AgentNic => ({
+  name: String(n?.name || '(unnamed)').slice(0, 256),
+  macAddress: n?.macAddress == null ? null : String(n.macAddress).slice(0, 32),
+  ipAddresses: Array.isArray(n?.ipAddresses) ? n.ipAddresses.slice(0, 16).map((a: unknown) => String(a).slice(0, 64)) : [],
+  status: ['Up', 'Down', 'Unknown'].includes(n?.status) ? n.status : 'Unknown',
+  isEthernet: n?.isEthernet === true,
+})
+
+/** What an agent's details are made of (lib/agents/service.ts details). */
+export interface AgentDetails {
+  agent: AgentRow
+  held: HeldReEnrollment | undefined
+  peripherals: PeripheralListRow[]
+  commands: CommandRow[]
+}
+
+/** An agent with everything GET agents/{agentId} shows (AgentDetailViewResource). */
+export function agentDetailView({ agent, held, peripherals, commands }: AgentDetails): Schemas['AgentDetailViewResource'] {
+  return {
+    ...agentView(agent),
+    machineId: maskMachineId(agent.machine_id),
+    pendingReEnrollment: heldView(held),
+    enrolledTime: new Date(agent.enrolled_ms).toISOString(),
+    isSystemLocked: agent.is_system_locked === 1,
+    checkInIntervalSeconds: agent.check_in_interval_s,
+    loggedOnUsers: parseList(agent.logged_on_users).map((u) => String(u).slice(0, 128)),
+    nics: parseList(agent.nics_json).map(nicView),
+    peripherals: peripherals.map(peripheralView),
+    commands: commands.map((c) => commandView(c, agent.uuid)),
+  }
+}
+
+/** `<host>-debuglogs-<UTC time>.log`, with only characters safe in a file name. */
+export const logFileName = (host: string, ms: number) => `${host.replace(/[^\w.-]/g, '_').slice(0, 100)}-debuglogs-${new Date(ms).toISOString().replace(/[-:]/g, '').replace(/\.\d+/, '')}.log`
+
+// ---- the export files (agents, peripheral models) ----
+
+const severityText = (n: number) => severityNames[n] ?? String(n)
+const timeText = (value: string | null) => (value ? utcText(Date.parse(value)).replace(' UTC', '') : '')
+
+export const agentPdfColumns: PdfColumn<AgentView>[] = [
+  { header: 'Host', width: 15, value: (a) => a.hostIdentifier },
+  { header: 'IP address', width: 10, value: (a) => a.localIpAddress },
+  { header: 'Connection', width: 9, value: (a) => a.connectionStatus },
+  { header: 'Status', width: 8, value: (a) => a.displayStatusCombined },
+  { header: 'Mode', width: 6, value: (a) => a.operationalStatus },
+  { header: 'License', width: 8, value: (a) => a.licenseStatus },
+  { header: 'OS', width: 14, value: (a) => a.osVersion },
+  { header: 'Service', width: 8, value: (a) => a.serviceVersion },
+  { header: 'Driver', width: 8, value: (a) => a.kbDriverVersion },
+  { header: 'Approved', width: 8, align: 'right', value: (a) => a.approvedAndPresent },
+  { header: 'Unapproved', width: 9, align: 'right', value: (a) => a.notApproved },
+  { header: 'Severity', width: 10, value: (a) => severityText(a.severity) },
+  { header: 'Last check-in (UTC)', width: 13, value: (a) => timeText(a.lastUpdated) },
+]
+
+/** Agent rows as the export writes them, one at a time as they are read. */
+export async function* agentViews(rows: AsyncIterable<AgentListRow>) {
+  for await (const row of rows) yield agentView(row)
+}
+
+/** A peripheral model as the aggregated export writes it. */
+export const modelView = (m: PeripheralModelRow) => ({
+  vid: m.vid,
+  pid: m.pid,
+  guiVid: m.gui_vid ?? vendorName(m.vid) ?? null,
+  guiPid: m.gui_pid ?? productName(m.vid, m.pid) ?? null,
+  devIcon: m.dev_icon,
+  devIconDescription: iconName(m.dev_icon),
+  hosts: m.hosts,
+  present: m.present,
+  approved: m.approved,
+  notApproved: m.not_approved,
+  isKnownAttackTool: m.is_attack_tool === 1,
+  isVulnerablePeripheral: m.is_vulnerable === 1,
+  vulnerability: m.vulnerability,
+  severity: m.severity,
+})
+export const modelColumns = Object.keys(modelView({ vid: '', pid: '', dev_icon: 0 } as PeripheralModelRow))
+
+export const modelPdfColumns: PdfColumn<ReturnType<typeof modelView>>[] = [
+  { header: 'VID', width: 5, value: (m) => m.vid },
+  { header: 'PID', width: 5, value: (m) => m.pid },
+  { header: 'Vendor', width: 15, value: (m) => m.guiVid },
+  { header: 'Product', width: 18, value: (m) => m.guiPid },
+  { header: 'Class', width: 10, value: (m) => m.devIconDescription },
+  { header: 'Hosts', width: 5, align: 'right', value: (m) => m.hosts },
+  { header: 'Present', width: 6, align: 'right', value: (m) => m.present },
+  { header: 'Approved', width: 7, align: 'right', value: (m) => m.approved },
+  { header: 'Unapproved', width: 8, align: 'right', value: (m) => m.notApproved },
+  { header: 'Attack tool', width: 8, value: (m) => m.isKnownAttackTool },
+  { header: 'Vulnerable', width: 8, value: (m) => m.isVulnerablePeripheral },
+  { header: 'Severity', width: 9, value: (m) => severityText(m.severity) },
+  { header: 'Vulnerability', width: 18, value: (m) => m.vulnerability },
+]
