@@ -4,9 +4,9 @@
 // a large table goes in steps (id ranges, days, keyset pages), so that a report never
 // holds the connection for long and other requests run in between.
 import type { DB } from './index.js'
-import type { AgentFilter, PeripheralFilter } from './filters.js'
+import type { AgentFilter, AgentSearch, PeripheralFilter } from './filters.js'
 import { contains } from './sql.js'
-import { VIEW_COLUMNS, type AgentRow, type AgentSearch } from './agents.js'
+import { VIEW_COLUMNS, type AgentRow } from './agents.js'
 import { statementCache } from './sql.js'
 import { peripheralWhere, type PeripheralListRow } from './peripherals.js'
 import { setImmediate as pause } from 'node:timers/promises'
