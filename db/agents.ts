@@ -1,14 +1,15 @@
 // Agents: the list with its filters and sort orders, lookups by identifiers, deletion.
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
-import { soleField, type AgentFilter, type DateRange } from './filters.js'
-import { STREAM_CHUNK_CHARS, contains, firstColumn, objectRows, orderBy, statementCache, type RowReader, type Sort } from './sql.js'
-import { iso } from '../lib/time.js'
-import { TEXT_FIELDS, addIds, emptySet, idsOf, intersect, type AgentSet, type AgentTexts, type TextField } from './agent-texts.js'
-import type { components } from '../generated/openapi.js'
+import { agentConditions, renderConditions, soleField, type AgentFilter, type AgentSearch, type Conditions } from './filters.js'
+import { STREAM_CHUNK_CHARS, choosePlan, firstColumn, objectRows, orderBy, statementCache, type Plan, type RowReader, type Sort } from './sql.js'
+import type { AgentSet } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
-type AgentView = components['schemas']['AgentViewResource']
+// As the CHECK constraints of the agents table allow.
+export type AgentDisplayStatus = 'Armed' | 'Free' | 'Arming' | 'Freeing' | 'Updating' | 'Pending' | 'Disconnected'
+export type AgentLicenseStatus = 'Activated' | 'Pending' | 'Expired' | 'Invalid'
+export type AgentRunningMode = 'Standard' | 'VDI' | 'Server' | null
 
 /** Conditions of a WHERE clause being built, with their parameters. */
 export interface Where {
@@ -33,7 +34,7 @@ export interface AgentRow {
   operational_status: 'Armed' | 'Free'
   is_system_locked: number
   connection_status: 'Connected' | 'Disconnected'
-  display_status: AgentView['displayStatusCombined']
+  display_status: AgentDisplayStatus
   approved_and_present: number
   approved_and_disconnected: number
   not_approved: number
@@ -44,7 +45,7 @@ export interface AgentRow {
   kb_driver_version: string | null
   last_updated_ms: number | null
   last_configured_ms: number | null
-  license_status: AgentView['licenseStatus']
+  license_status: AgentLicenseStatus
   expiration_ms: number | null
   license_account_id: string | null
   license_account_name: string | null
@@ -55,7 +56,7 @@ export interface AgentRow {
   vulnerable_or_wlv: number
   in_action: number
   model_tooltip: string | null
-  running_mode: AgentView['runningMode']
+  running_mode: AgentRunningMode
   switch_ip: string | null
   switch_name: string | null
   port_id: string | null
@@ -69,10 +70,8 @@ export interface AgentRow {
   rev: number
 }
 
-const isoOrNull = (ms: number | null) => (ms === null ? null : iso(ms))
-
-/** The columns an agent of a list needs (agentView's, and the id). */
-const VIEW_COLUMNS = [
+/** The columns an agent of a list needs (those lib/agents/views.ts agentView reads, and the id). */
+export const VIEW_COLUMNS = [
   'id',
   'uuid',
   'host_identifier',
@@ -140,6 +139,15 @@ const LAST_UPDATED = ',"lastUpdated":'
 export const VIEW_CHUNK_ROWS = 100
 
 /**
+ * How a list shows an agent (lib/agents/views.ts): its AgentViewResource object, and the
+ * JSON value of its check-in time alone (`lastUpdated`, put into kept JSON per page).
+ */
+export interface AgentListView {
+  view(row: AgentListRow): { lastUpdated: string | null }
+  lastUpdated(ms: number | null): string
+}
+
+/**
  * The agents of a page as a JSON array of AgentViewResource. Each agent's JSON is kept
  * under its id and rev, and serves again while its row has that rev: reading the 38
  * columns of 50 rows and serializing them cost most of a page (0.2 and 0.1 ms at 100,000
@@ -149,10 +157,10 @@ export const VIEW_CHUNK_ROWS = 100
  * lastUpdated, which is put in from the page's own read. At most `max` are kept (about
  * 1.3 KB each), the oldest written first out.
  */
-export function agentViews(db: DB, max = 5000) {
+export function agentViews(db: DB, list: AgentListView, max = 5000) {
   const byIds = db.prepare(`SELECT ${viewColumns('a')}, a.rev FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
   const kept = new Map<number, { rev: number; head: string; tail: string }>()
-  const time = (ms: number | null) => (ms === null ? 'null' : `"${iso(ms)}"`)
+  const time = list.lastUpdated
   return (refs: readonly AgentRef[]): string => {
     const json: (string | undefined)[] = new Array(refs.length)
     let missing: number[] | null = null
@@ -165,7 +173,7 @@ export function agentViews(db: DB, max = 5000) {
     if (missing) {
       const read = new Map<number, string>()
       for (const row of objectRows<AgentListRow & { rev: number }>(byIds, JSON.stringify(missing))) {
-        const whole = JSON.stringify({ ...agentView(row), lastUpdated: null })
+        const whole = JSON.stringify({ ...list.view(row), lastUpdated: null })
         // A quote inside a JSON string is escaped, so only the key itself reads ,"lastUpdated":null
         const at = whole.indexOf(`${LAST_UPDATED}null,`) + LAST_UPDATED.length
         const entry = { rev: row.rev, head: whole.slice(0, at), tail: whole.slice(at + 4) }
@@ -180,251 +188,6 @@ export function agentViews(db: DB, max = 5000) {
     return `[${json.filter((j) => j !== undefined).join(',')}]`
   }
 }
-
-/** An agent as the lists show it (AgentViewResource). */
-export function agentView(r: AgentListRow): AgentView {
-  return {
-    uuid: r.uuid,
-    hostIdentifier: r.host_identifier,
-    localIpAddress: r.local_ip_address,
-    osVersion: r.os_version,
-    pcModel: r.pc_model,
-    nicsText: r.nics_text,
-    operationalStatus: r.operational_status,
-    connectionStatus: r.connection_status,
-    displayStatusCombined: r.display_status,
-    approvedAndPresent: r.approved_and_present,
-    approvedAndDisconnected: r.approved_and_disconnected,
-    notApproved: r.not_approved,
-    latestEventText: r.latest_event_text,
-    latestMinus1EventText: r.latest_minus1_event_text,
-    latestMinus2EventText: r.latest_minus2_event_text,
-    serviceVersion: r.service_version,
-    kbDriverVersion: r.kb_driver_version,
-    lastUpdated: isoOrNull(r.last_updated_ms),
-    lastConfiguered: isoOrNull(r.last_configured_ms),
-    licenseStatus: r.license_status,
-    expirationDate: isoOrNull(r.expiration_ms),
-    licenseAccountId: r.license_account_id,
-    licenseAccountName: r.license_account_name,
-    severity: r.severity,
-    hasUnapprovedPeripherals: r.has_unapproved === 1,
-    hasVulnerablePeripherals: r.has_vulnerable === 1,
-    hasKnownAttackTools: r.has_attack_tool === 1,
-    containsVulnerablePeripheralOrWLV: r.vulnerable_or_wlv === 1,
-    inAction: r.in_action === 1,
-    modelToolTip: r.model_tooltip,
-    runningMode: r.running_mode,
-    connectedSwitchIp: r.switch_ip,
-    connectedSwitchName: r.switch_name,
-    connectedPortId: r.port_id,
-    connectedPortName: r.port_name,
-    ethernetsCount: r.ethernets_count,
-    hashtags: r.hashtags,
-  }
-}
-
-/**
- * One condition of a list filter. `plus` is '+' where the query must not drive from an
- * index for it (SQLite's unary-plus hint), '' where it may.
- */
-export interface Condition {
-  sql: (plus: string) => string
-  params: unknown[]
-}
-
-/**
- * "Contains" on fields searched in memory (db/agent-texts.ts), any of them; `indexed`:
- * columns of agents_fts searched too (through it from 3 characters, by LIKE below).
- */
-export interface TextCondition {
-  fields: readonly TextField[]
-  term: string
-  indexed?: readonly string[]
-}
-
-/**
- * A filter as trigram phrases on agents_fts (one MATCH, AND-ed), searches in memory
- * (AND-ed), and the other conditions.
- */
-export interface Conditions {
-  match: string[]
-  texts: TextCondition[]
-  rest: Condition[]
-}
-
-const cond = (sql: (plus: string) => string, ...params: unknown[]): Condition => ({ sql, params })
-
-/** A trigram phrase query: exact substring, whatever characters the term holds. */
-const phrase = (columns: readonly string[], term: string) => `{${columns.join(' ')}} : "${term.replace(/"/g, '""')}"`
-
-/**
- * GlobalSearch looks in uuid, host name, addresses, OS version, model, network adapters,
- * agent version, licence account, latest event text and hashtags: the fields of
- * db/agent-texts.ts in memory, the others through agents_fts (ip_addresses holds the
- * local address among the others).
- */
-const GLOBAL: TextCondition = { fields: TEXT_FIELDS, term: '', indexed: ['uuid', 'ip_addresses', 'nics_text'] }
-
-/**
- * Whether a term can be a trigram phrase: it needs 3 characters, and no NUL (which ends
- * an FTS5 query string early).
- */
-export const trigramTerm = (term: string) => [...term].length >= 3 && !term.includes('\u0000')
-
-/**
- * "Contains" on agent columns of agents_fts. From 3 characters it is a phrase on that
- * trigram index (case-insensitive, exact substring), so the agents table is not scanned.
- * Shorter terms have no trigram: they are a LIKE on the columns, which scans the table.
- * `verify`: the index columns hold more than the columns asked for, so a LIKE on the
- * columns decides among the rows the index found.
- */
-export function agentContains(c: Conditions, alias: string, ftsColumns: string[], columns: string[], term: string, verify = false): void {
-  const trigram = trigramTerm(term)
-  if (trigram) c.match.push(phrase(ftsColumns, term))
-  if (trigram && !verify) return
-  const like = contains(term)
-  const any = columns.map((col) => `${alias}.${col} LIKE ? ESCAPE '\\'`).join(' OR ')
-  c.rest.push(cond(() => `(${any})`, ...columns.map(() => like)))
-}
-
-function inList(c: Conditions, column: string, values: readonly string[] | undefined) {
-  if (values) c.rest.push(cond((plus) => `${plus}${column} IN (${values.map(() => '?').join(', ')})`, ...values))
-}
-
-function flag(c: Conditions, column: string, value: boolean | undefined) {
-  if (value !== undefined) c.rest.push(cond((plus) => `${plus}${column} = ${value ? 1 : 0}`))
-}
-
-function range(c: Conditions, column: string, r: DateRange | undefined) {
-  if (!r) return
-  if (r.to === null) c.rest.push(cond((plus) => `${plus}${column} >= ?`, r.from))
-  else c.rest.push(cond((plus) => `${plus}${column} >= ? AND ${plus}${column} < ?`, r.from, r.to))
-}
-
-/** An agent filter as conditions over `agents <alias>`. */
-export function agentConditions(f: AgentFilter, a = 'a'): Conditions {
-  const c: Conditions = { match: [], texts: [], rest: [] }
-  const text = (field: TextField, term: string | undefined) => {
-    if (term !== undefined) c.texts.push({ fields: [field], term })
-  }
-  if (f.uuid !== undefined) agentContains(c, a, ['uuid'], ['uuid'], f.uuid)
-  text('host_identifier', f.hostIdentifier)
-  if (f.ipAddress !== undefined) agentContains(c, a, ['ip_addresses'], ['local_ip_address', 'ip_addresses'], f.ipAddress)
-  text('service_version', f.version)
-  text('os_version', f.osVersion)
-  text('hashtags', f.hashtags)
-  if (f.globalSearch !== undefined) c.texts.push({ ...GLOBAL, term: f.globalSearch })
-  inList(c, `${a}.connection_status`, f.connectionStatus)
-  inList(c, `${a}.operational_status`, f.operationalStatus)
-  inList(c, `${a}.display_status`, f.displayStatus)
-  inList(c, `${a}.license_status`, f.licenseStatus)
-  inList(c, `${a}.running_mode`, f.runningMode)
-  flag(c, `${a}.vulnerable_or_wlv`, f.containsVulnerablePeripheralOrWLV)
-  flag(c, `${a}.has_unapproved`, f.hasUnapprovedPeripherals)
-  flag(c, `${a}.has_vulnerable`, f.hasVulnerablePeripherals)
-  flag(c, `${a}.has_attack_tool`, f.hasKnownAttackTools)
-  range(c, `${a}.last_configured_ms`, f.lastConfiguration)
-  range(c, `${a}.last_updated_ms`, f.lastUpdated)
-  range(c, `${a}.expiration_ms`, f.expirationDate)
-  if (f.severity !== undefined) c.rest.push(cond((plus) => `${plus}${a}.severity = ?`, f.severity))
-  return c
-}
-
-/**
- * How a page is read. `seek`: the most selective condition's index finds the rows, which
- * are then sorted (few matches). `walk`: the sort order's index is walked and each row
- * tested, stopping at the page's end (many matches; no sort). The searches' matches, when
- * there are any, always find the rows in `seek`.
- */
-export type Plan = 'seek' | 'walk'
-
-/**
- * Walking costs an index step per row passed over, about (offset + limit) / selectivity;
- * seeking costs a row read and a sort step per match. The counts are exact (the page's
- * recordsFiltered), so the choice is made on facts, not on estimates.
- */
-export function choosePlan(filtered: number, total: number, offset: number, limit: number, sortIndexed: boolean): Plan {
-  if (!sortIndexed || filtered === 0) return 'seek'
-  const needed = Math.min(offset + limit, filtered)
-  return needed * (total / filtered) + 3 * needed < 4 * filtered ? 'walk' : 'seek'
-}
-
-/**
- * The conditions as a WHERE fragment ('1' when none) for a plan. `set`: the agents the
- * searches matched (null: no search), as a list of ids to drive from, or, in a walk, as
- * its bytes bound whole, each row testing its own: a list of 5,000 ids costs 1 ms to
- * read into SQLite before the first row, the bytes 0.01 ms, and a row's test is native
- * (a JavaScript function called for each row cost a third more).
- */
-export function renderConditions(c: Conditions, idColumn: string, plan: Plan | 'free', set: AgentSet | null): { sql: string; params: unknown[] } {
-  const sql: string[] = []
-  const params: unknown[] = []
-  if (set) {
-    if (plan === 'walk') {
-      sql.push(`substr(?, ${idColumn} + 1, 1) = x'01'`)
-      params.push(Buffer.from(set.bits.buffer, set.bits.byteOffset, set.bits.length))
-    } else {
-      sql.push(`${idColumn} IN (SELECT value FROM json_each(?))`)
-      params.push(JSON.stringify(idsOf(set)))
-    }
-  }
-  // With a search, its matches find the rows; without, the planner picks (free, seek).
-  // plan: query-plans "agents list" (tests/query-plans.test.ts)
-  const plus = plan === 'walk' || set ? '+' : ''
-  for (const r of c.rest) {
-    sql.push(r.sql(plus))
-    params.push(...r.params)
-  }
-  return { sql: sql.length ? sql.join(' AND ') : '1', params }
-}
-
-/**
- * The searches of agent filters: "contains" in memory (db/agent-texts.ts) and through
- * agents_fts, resolved into the set of agents that match them all.
- */
-export function agentSearch(db: DB, texts: AgentTexts) {
-  const ftsIds = db.prepare<[string], number>('SELECT rowid FROM agents_fts WHERE agents_fts MATCH ?').pluck()
-  const cached = statementCache(db, 16)
-
-  function textSet(t: TextCondition): AgentSet {
-    const set = texts.searchAny(t.fields, t.term)
-    if (!t.indexed) return set
-    if (trigramTerm(t.term)) return addIds(set, ftsIds.all(phrase(t.indexed, t.term)))
-    const like = contains(t.term)
-    return addIds(
-      set,
-      cached(`SELECT id FROM agents WHERE ${t.indexed.map((col) => `${col} LIKE ? ESCAPE '\\'`).join(' OR ')}`)
-        .pluck()
-        .all(...t.indexed.map(() => like)) as number[],
-    )
-  }
-
-  const search = {
-    texts,
-    /** The agents every search of the conditions matches; null when they have none. */
-    resolve(c: Conditions): AgentSet | null {
-      let set: AgentSet | null = null
-      for (const t of c.texts) {
-        const s = textSet(t)
-        set = set ? intersect(set, s) : s
-        if (set.n === 0) return set
-      }
-      if (c.match.length) {
-        const s = addIds(emptySet(0), ftsIds.all(c.match.join(' AND ')))
-        set = set ? intersect(set, s) : s
-      }
-      return set
-    },
-    /** The conditions of an agent filter over `agents a`, as a WHERE fragment ('1' when none). */
-    where(f: AgentFilter): { sql: string; params: unknown[] } {
-      const c = agentConditions(f)
-      return renderConditions(c, 'a.id', 'free', search.resolve(c))
-    },
-  }
-  return search
-}
-export type AgentSearch = ReturnType<typeof agentSearch>
 
 /** Sort fields of the agent list (the contract's x-sort-fields) and their columns. */
 export const agentSortColumns: Record<string, string> = {
@@ -482,11 +245,12 @@ export interface AgentIdentifiers {
   ipAddress?: string | null
 }
 
-export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, keptAnswers = 64) {
+/** `shown`: how a list shows an agent (lib/agents/views.ts), kept as JSON per row here. */
+export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, shown: AgentListView, keptAnswers = 64) {
   const cached = statementCache(db)
   const answers = answerCache<AgentRef>(db, checkInTimes, keptAnswers)
   const refsByIds = db.prepare<[string], AgentRef>(`SELECT ${AGENT_REF_COLUMNS} FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
-  const views = agentViews(db)
+  const views = agentViews(db, shown)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
 
   // The flags' totals (migration 018), by filter field.
@@ -550,6 +314,14 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     }
   }
 
+  function list(f: AgentFilter, sort: Sort, limit: number, offset: number) {
+    // Pages of at most 200 rows are kept (bounded memory); larger ones are read each time,
+    // and so are lists by check-in time (see db/answer-cache.ts).
+    const read = () => readPage<AgentRef>(f, sort, limit, offset, AGENT_REF_COLUMNS)
+    if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()
+    return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => objectRows<AgentRef>(refsByIds, JSON.stringify(ids)))
+  }
+
   const byUuid = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE uuid = lower(?)')
   const byId = db.prepare<[number], AgentRow>('SELECT * FROM agents WHERE id = ?')
   const remove = db.prepare<[number]>('DELETE FROM agents WHERE id = ?')
@@ -559,16 +331,16 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     byId: (id: number) => byId.get(id),
 
     /** A page of the list: every agent count, the matching count, and the page's agents (see `views`). */
-    list(f: AgentFilter, sort: Sort, limit: number, offset: number) {
-      // Pages of at most 200 rows are kept (bounded memory); larger ones are read each time,
-      // and so are lists by check-in time (see db/answer-cache.ts).
-      const read = () => readPage<AgentRef>(f, sort, limit, offset, AGENT_REF_COLUMNS)
-      if (limit > 200 || f.lastUpdated || sort.field === 'lastUpdated') return read()
-      return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => objectRows<AgentRef>(refsByIds, JSON.stringify(ids)))
-    },
+    list,
 
     /** A page's agents as the JSON array of AgentViewResource the list answers. */
     views: (refs: readonly AgentRef[]) => views(refs),
+
+    /** A page of the list with its agents as that JSON array: one call per page. */
+    page(f: AgentFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; json: string } {
+      const { total: all, filtered, rows } = list(f, sort, limit, offset)
+      return { total: all, filtered, json: views(rows) }
+    },
 
     /** A large page as the ids of its agents in order (8 bytes an agent), with the counts. */
     pageIds(f: AgentFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; ids: number[] } {
@@ -588,7 +360,7 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
         let text = ''
         for (const id of page) {
           const row = byId.get(id)
-          if (row) text += (text ? ',' : '') + JSON.stringify(agentView(row))
+          if (row) text += (text ? ',' : '') + JSON.stringify(shown.view(row))
           // Small chunks die young (db/sql.ts STREAM_CHUNK_CHARS).
           if (text.length >= STREAM_CHUNK_CHARS) {
             yield text

@@ -3,9 +3,9 @@
 // order is read once as a list of ids (8 bytes a row), then the rows in pages of 1000,
 // and other requests run between pages.
 import type { DB } from './index.js'
-import type { AgentFilter, PeripheralFilter } from './filters.js'
+import type { AgentFilter, AgentSearch, PeripheralFilter } from './filters.js'
 import type { Sort } from './sql.js'
-import { agentOrderBy, type AgentRow, type AgentSearch } from './agents.js'
+import { agentOrderBy, type AgentRow } from './agents.js'
 import { statementCache } from './sql.js'
 import { peripheralWhere } from './peripherals.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'

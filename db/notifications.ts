@@ -4,8 +4,7 @@
 // change here takes the next number of notification_counter.
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
-import { contains, orderBy, type Sort } from './sql.js'
-import { trigramTerm } from './agents.js'
+import { contains, orderBy, trigramTerm, type Sort } from './sql.js'
 
 export type HealthState = 'Healthy' | 'Warning' | 'Failed'
 

@@ -2,9 +2,9 @@
 // peripherals, and the approvals (the administrators' decision per agent and model).
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
-import { soleField, type PeripheralFilter } from './filters.js'
-import { STREAM_CHUNK_CHARS, contains, firstColumn, objectRows, orderBy, statementCache, type RowReader, type Sort } from './sql.js'
-import { agentContains, agentConditions, choosePlan, trigramTerm, renderConditions, VIEW_CHUNK_ROWS, type AgentSearch, type Condition, type Conditions, type Plan } from './agents.js'
+import { agentContains, agentConditions, renderConditions, soleField, type AgentSearch, type Conditions, type PeripheralFilter } from './filters.js'
+import { STREAM_CHUNK_CHARS, choosePlan, contains, firstColumn, objectRows, orderBy, statementCache, trigramTerm, type Condition, type Plan, type RowReader, type Sort } from './sql.js'
+import { VIEW_CHUNK_ROWS } from './agents.js'
 import { idsOf } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 

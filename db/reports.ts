@@ -4,9 +4,9 @@
 // a large table goes in steps (id ranges, days, keyset pages), so that a report never
 // holds the connection for long and other requests run in between.
 import type { DB } from './index.js'
-import type { AgentFilter, PeripheralFilter } from './filters.js'
+import type { AgentFilter, AgentSearch, PeripheralFilter } from './filters.js'
 import { contains } from './sql.js'
-import { agentView, type AgentRow, type AgentSearch } from './agents.js'
+import { VIEW_COLUMNS, type AgentRow } from './agents.js'
 import { statementCache } from './sql.js'
 import { peripheralWhere, type PeripheralListRow } from './peripherals.js'
 import { setImmediate as pause } from 'node:timers/promises'
@@ -73,22 +73,10 @@ const PAGE_ROWS = 1000
 const AGENT_PAGE = 250
 
 /**
- * The columns agentView reads, found by letting it read a row that records what is asked
- * for: a report reads only those (an agent row has wide JSON columns it does not show),
- * and stays right when the view changes.
+ * The columns the agent list's view reads (db/agents.ts VIEW_COLUMNS): a report reads only
+ * those (an agent row has wide JSON columns it does not show).
  */
-const AGENT_VIEW_COLUMNS: string[] = (() => {
-  const used = new Set<string>(['id'])
-  agentView(
-    new Proxy({} as AgentRow, {
-      get: (_t, k) => {
-        if (typeof k === 'string') used.add(k)
-        return null
-      },
-    }),
-  )
-  return [...used]
-})()
+const AGENT_VIEW_COLUMNS: string[] = [...VIEW_COLUMNS]
 
 /**
  * An object of those columns from a raw row. Generated once: an object literal of a fixed
@@ -414,7 +402,7 @@ export function reportsRepo(db: DB, search: AgentSearch) {
     failures: () => failedNames.all(),
 
     // ---- data ----
-    /** The agents of `ids` in that order, as agentView reads them, a page at a time (rows deleted meanwhile are left out). */
+    /** The agents of `ids` in that order, with the columns the list's view reads, a page at a time (rows deleted meanwhile are left out). */
     async *agents(ids: readonly number[], signal?: AbortSignal): AsyncGenerator<AgentRow> {
       for (let i = 0; i < ids.length; i += AGENT_PAGE) {
         if (i > 0) await pause()

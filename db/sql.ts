@@ -98,3 +98,37 @@ export function firstColumn<V>(statement: Database.Statement, ...params: unknown
  * them during a page of 100,000 agents. Chunks this size die young, within milliseconds.
  */
 export const STREAM_CHUNK_CHARS = 64 * 1024
+
+/**
+ * One condition of a list filter. `plus` is '+' where the query must not drive from an
+ * index for it (SQLite's unary-plus hint), '' where it may.
+ */
+export interface Condition {
+  sql: (plus: string) => string
+  params: unknown[]
+}
+
+/**
+ * Whether a term can be a trigram phrase: it needs 3 characters, and no NUL (which ends
+ * an FTS5 query string early).
+ */
+export const trigramTerm = (term: string) => [...term].length >= 3 && !term.includes('\u0000')
+
+/**
+ * How a page is read. `seek`: the most selective condition's index finds the rows, which
+ * are then sorted (few matches). `walk`: the sort order's index is walked and each row
+ * tested, stopping at the page's end (many matches; no sort). The searches' matches, when
+ * there are any, always find the rows in `seek`.
+ */
+export type Plan = 'seek' | 'walk'
+
+/**
+ * Walking costs an index step per row passed over, about (offset + limit) / selectivity;
+ * seeking costs a row read and a sort step per match. The counts are exact (the page's
+ * recordsFiltered), so the choice is made on facts, not on estimates.
+ */
+export function choosePlan(filtered: number, total: number, offset: number, limit: number, sortIndexed: boolean): Plan {
+  if (!sortIndexed || filtered === 0) return 'seek'
+  const needed = Math.min(offset + limit, filtered)
+  return needed * (total / filtered) + 3 * needed < 4 * filtered ? 'walk' : 'seek'
+}

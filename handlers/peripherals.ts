@@ -1,7 +1,8 @@
 import { peripheralView } from '../lib/peripherals/views.js'
-import { peripheralFilterFromQuery } from '../lib/agent-filter.js'
-import { commandPeripherals } from '../lib/agent-commands.js'
-import { listAnswer, listAnswerStream, page, sort, streamedPages } from '../lib/listing.js'
+import { peripheralFilterFromQuery } from '../lib/agents/filter.js'
+import { itemHeaders } from '../lib/agents/commands.js'
+import { listAnswer, listAnswerStream, page, sort } from '../lib/listing.js'
+import { contextOf } from '../lib/platform/context.js'
 import type { Handlers } from './types.js'
 
 export const peripheralsHandlers: Handlers<'getPeripherals' | 'peripheralsCommand'> = {
@@ -9,16 +10,14 @@ export const peripheralsHandlers: Handlers<'getPeripherals' | 'peripheralsComman
     const filter = peripheralFilterFromQuery(req.query as Record<string, unknown>)
     const order = sort(req.routeOptions.config.op!, req.query.sortBy, 'sortBy')
     const { pageSize, offset } = page(req.query)
-    const { peripherals } = req.server.repos
-    if (pageSize > streamedPages.above) {
-      const { total, filtered, ids } = peripherals.pageIds(filter, order, pageSize, offset)
-      return reply.type('application/json').send(listAnswerStream(total, filtered, peripherals.viewChunks(ids, peripheralView)))
-    }
-    const { total, filtered, rows } = peripherals.list(filter, order, pageSize, offset)
-    return listAnswer(total, filtered, rows.map(peripheralView))
+    const p = await req.server.services.agents.peripherals(filter, order, pageSize, offset)
+    if ('stream' in p) return reply.type('application/json').send(listAnswerStream(p.total, p.filtered, p.stream))
+    return listAnswer(p.total, p.filtered, p.data.map(peripheralView))
   },
 
   async peripheralsCommand(req, reply) {
-    return commandPeripherals(req, reply, req.body)
+    const { result, succeeded, failures } = await req.server.services.agents.commandPeripherals(contextOf(req), req.body, req.principal!.name)
+    reply.headers(itemHeaders(succeeded, failures))
+    return result
   },
 }

@@ -9,7 +9,8 @@ import { CheckInTimeWrites } from '../db/answer-cache.js'
 import { agentStateRepo } from '../db/agent-state.js'
 import { gatewayRepo } from '../db/gateway.js'
 import { eventsRepo } from '../db/events.js'
-import { agentSearch, agentsRepo } from '../db/agents.js'
+import { agentsRepo } from '../db/agents.js'
+import { agentSearch } from '../db/filters.js'
 import { agentTexts } from '../db/agent-texts.js'
 import { peripheralsRepo } from '../db/peripherals.js'
 import { commandsRepo } from '../db/commands.js'
@@ -26,6 +27,7 @@ import { ftsUpkeep } from '../db/fts-upkeep.js'
 import { assetsRepo } from '../db/assets.js'
 import { sqliteUnitOfWork } from '../db/unit-of-work.js'
 import { eventCodes } from './event-codes.js'
+import { agentListView } from './agents/views.js'
 
 /**
  * `keptAnswers`: list answers kept while the database is unchanged (0: none). `sealer`:
@@ -45,7 +47,7 @@ export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
     agentState: agentStateRepo(db),
     gateway: gatewayRepo(db, checkInTimes),
     events: eventsRepo(db),
-    agents: agentsRepo(db, checkInTimes, search, keptAnswers),
+    agents: agentsRepo(db, checkInTimes, search, agentListView, keptAnswers),
     peripherals: peripheralsRepo(db, checkInTimes, search, keptAnswers),
     commands: commandsRepo(db),
     catalogue: catalogueRepo(db),

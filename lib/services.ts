@@ -17,6 +17,7 @@ import { integrationTokenService } from './integration-tokens/service.js'
 import { agentGateway } from './gateway/service.js'
 import { notificationService } from './notifications/service.js'
 import { groupNames } from './notifications/views.js'
+import { agentService } from './agents/service.js'
 import type { AuditTrail } from './platform/ports.js'
 import { vault } from './vault.js'
 
@@ -104,6 +105,17 @@ export function createServices(app: FastifyInstance) {
         if (app.notifications.checkedMs === 0) await app.notifications.checkHealth()
       },
       markedRead: (key, kind, from, to) => app.notifications.hub.markedRead(key, kind, from, to),
+    }),
+    agents: agentService({
+      agents: asyncPort(repos.agents, uow),
+      peripherals: asyncPort(repos.peripherals, uow),
+      commands: asyncPort(repos.commands, uow),
+      agentState: asyncPort(repos.agentState, uow),
+      reEnrollments: asyncPort(repos.gateway, uow),
+      exports: asyncPort(repos.exports, uow),
+      uow,
+      audit,
+      publicAddress: config.agents.publicAddress,
     }),
   }
 }

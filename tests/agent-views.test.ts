@@ -5,7 +5,8 @@
 import t from 'tap'
 import Database from 'better-sqlite3'
 import type { DB } from '../db/index.js'
-import { agentView, agentViews, REV_COLUMNS, type AgentRef, type AgentRow } from '../db/agents.js'
+import { agentViews, REV_COLUMNS, VIEW_COLUMNS, type AgentRef, type AgentRow } from '../db/agents.js'
+import { agentListView, agentView } from '../lib/agents/views.js'
 import { createRepos } from '../lib/repos.js'
 import { seedFleet } from '../scripts/seed.js'
 import { tempDb } from './helpers.js'
@@ -108,7 +109,7 @@ t.test('a page is right whatever is kept: few kept, rows deleted under it', asyn
   await seedFleet(db, { agents: 60, peripheralsPerAgent: 1, seed: 9 })
   const repos = createRepos(db, 0)
   // Three kept at most: every page pushes most of the others out.
-  const views = agentViews(db, 3)
+  const views = agentViews(db, agentListView, 3)
   for (const offset of [0, 20, 0, 40, 20]) {
     const { rows } = repos.agents.list({}, BY_HOST, 20, offset)
     t.same(JSON.parse(views(rows)), fresh(db, rows), `offset ${offset}`)
@@ -118,7 +119,20 @@ t.test('a page is right whatever is kept: few kept, rows deleted under it', asyn
   const other = new Database(file)
   t.teardown(() => other.close())
   other.prepare('DELETE FROM agents WHERE id IN (?, ?)').run(rows[1].id, rows[5].id)
-  const data = JSON.parse(agentViews(db)(rows)) as { uuid: string }[]
+  const data = JSON.parse(agentViews(db, agentListView)(rows)) as { uuid: string }[]
   t.equal(data.length, 18, 'agents deleted since the page was read are left out')
   t.same(data, fresh(db, rows))
+})
+
+t.test('the columns read for a list (and a report) are exactly those the view reads', async (t) => {
+  const used = new Set<string>(['id'])
+  agentView(
+    new Proxy({} as AgentRow, {
+      get: (_t, k) => {
+        if (typeof k === 'string') used.add(k)
+        return null
+      },
+    }),
+  )
+  t.same([...used].sort(), [...VIEW_COLUMNS].sort())
 })

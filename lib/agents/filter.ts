@@ -1,12 +1,12 @@
 // The filters of the agent and peripheral lists, read once from a query (GET agents,
 // GET peripherals) or from an export body that mirrors it, into one normalized shape.
-import { bool, dateRange, oneOrMore, severity, filterText as text, filterTerm as term, type Where } from './listing.js'
-import { invalidField } from './errors.js'
-import { connectionStatuses, licenseStatuses, operationalStatuses, runningModes, workStatuses } from '../db/filters.js'
+import { bool, dateRange, oneOrMore, severity, filterText as text, filterTerm as term, type Where } from '../listing.js'
+import { invalidField } from '../errors.js'
+import { connectionStatuses, licenseStatuses, operationalStatuses, runningModes, workStatuses } from '../../db/filters.js'
 
 // The shapes live in db/filters.ts (the repositories take them); re-exported for lib/ and handlers/.
-export { connectionStatuses, licenseStatuses, operationalStatuses, runningModes, soleField, workStatuses, type AgentFilter, type PeripheralFilter } from '../db/filters.js'
-import type { AgentFilter, PeripheralFilter } from '../db/filters.js'
+export { connectionStatuses, licenseStatuses, operationalStatuses, runningModes, soleField, workStatuses, type AgentFilter, type PeripheralFilter } from '../../db/filters.js'
+import type { AgentFilter, PeripheralFilter } from '../../db/filters.js'
 
 const statusValues = [...connectionStatuses, ...operationalStatuses, ...workStatuses] as const
 
