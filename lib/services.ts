@@ -11,6 +11,7 @@ import { auditDeps, auditTrail } from './audit.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
 import { integrationTokenService } from './integration-tokens/service.js'
 import type { AuditTrail } from './platform/ports.js'
+import { reportService } from './reports/service.js'
 
 export function createServices(app: FastifyInstance) {
   const { config, repos } = app
@@ -44,6 +45,15 @@ export function createServices(app: FastifyInstance) {
       mailConfigured: () => app.mailer.configured(),
       send: (dest, record, ctx, t) => sendRecord(mail, dest, record, ctx, t),
       timeoutMs: config.alarms.timeoutMs,
+    }),
+    reports: reportService({
+      reports: asyncPort(repos.reports, uow),
+      uow,
+      audit,
+      dataDir: config.dataDir,
+      mail: { mailer: app.mailer, smtpUrl: config.smtp.url, publicUrl: config.publicUrl, dataDir: config.dataDir },
+      // The scheduler is the app's loop, made after the services.
+      runs: { kick: () => void app.reportScheduler.kick().catch((err) => app.log.error({ err }, 'report runs could not be started')), abortRunsOf: (id) => app.reportScheduler.abortRunsOf(id) },
     }),
     integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
   }
