@@ -20,6 +20,7 @@ import { groupNames } from './notifications/views.js'
 import { agentService } from './agents/service.js'
 import type { AuditTrail } from './platform/ports.js'
 import { vault } from './vault.js'
+import { reportService } from './reports/service.js'
 
 export function createServices(app: FastifyInstance) {
   const { config, repos } = app
@@ -80,6 +81,15 @@ export function createServices(app: FastifyInstance) {
       insights: asyncPort(repos.insights, uow),
       uncommonMaxHosts: config.agents.uncommonPeripheralMaxHosts,
       newHours: config.assets.newHours,
+    }),
+    reports: reportService({
+      reports: asyncPort(repos.reports, uow),
+      uow,
+      audit,
+      dataDir: config.dataDir,
+      mail: { mailer: app.mailer, smtpUrl: config.smtp.url, publicUrl: config.publicUrl, dataDir: config.dataDir },
+      // The scheduler is the app's loop, made after the services.
+      runs: { kick: () => void app.reportScheduler.kick().catch((err) => app.log.error({ err }, 'report runs could not be started')), abortRunsOf: (id) => app.reportScheduler.abortRunsOf(id) },
     }),
     integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
     catalogue: catalogueService({

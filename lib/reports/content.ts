@@ -1,12 +1,11 @@
 // What each report type contains: its cover figures and tables (PDF) or its rows (CSV),
 // read from the repositories the lists and insights use, in steps.
-import type { FastifyInstance } from 'fastify'
 import { DateTime } from 'luxon'
 import { agentView } from '../agents/views.js'
 import type { PeripheralListRow } from '../../db/peripherals.js'
 import { peripheralView } from '../peripherals/views.js'
 import { classificationView, errorTotalsView, uncommonView, violationsView, vulnerableView } from '../insights/views.js'
-import type { AuditDigestRow, DigestTotals, EventRow } from '../../db/reports.js'
+import type { AuditDigestRow, DigestTotals, EventRow, ReportSources } from './ports.js'
 import type { AgentFilter, PeripheralFilter } from '../agents/filter.js'
 import { severityNames } from '../listing.js'
 import { iso } from '../time.js'
@@ -35,7 +34,8 @@ export interface Definition {
 }
 
 export interface RunContext {
-  app: FastifyInstance
+  /** Where the content is read from. */
+  sources: ReportSources
   definition: Definition
   runId: string
   trigger: 'schedule' | 'request' | 'catchUp'
@@ -188,7 +188,7 @@ async function* agentViews(rows: AsyncIterable<import('../../db/agents.js').Agen
 }
 
 async function agentsPdf(ctx: RunContext): Promise<PdfReport> {
-  const { repos } = ctx.app
+  const repos = ctx.sources
   const filter = agentFilter(ctx.definition.filters)
   const t = await repos.reports.agentTotals(filter, ctx.signal)
   const ids = repos.exports.agentIds(filter, BY_HOST)
@@ -215,10 +215,10 @@ async function agentsPdf(ctx: RunContext): Promise<PdfReport> {
 }
 
 function agentsCsv(ctx: RunContext): CsvContent {
-  const { repos, contract } = ctx.app
+  const repos = ctx.sources
   const ids = repos.exports.agentIds(agentFilter(ctx.definition.filters), BY_HOST)
   return {
-    columns: Object.keys(contract.spec.components.schemas.AgentViewResource.properties),
+    columns: repos.agentColumns,
     rows: agentViews(repos.reports.agents(ids.slice(0, CSV_MAX_ROWS + 1), ctx.signal)),
   }
 }
@@ -274,7 +274,7 @@ function peripheralColumns(zone: string): PdfColumn<PeripheralRowView>[] {
 }
 
 async function peripheralsPdf(ctx: RunContext): Promise<PdfReport> {
-  const { repos } = ctx.app
+  const repos = ctx.sources
   const f = peripheralFilters(ctx.definition.filters)
   const t = await repos.reports.peripheralTotals({ ...f.peripherals, ...f.agents }, f.extra, ctx.signal)
   const ids = repos.exports.agentIds(f.agents, BY_HOST)
@@ -301,11 +301,11 @@ async function peripheralsPdf(ctx: RunContext): Promise<PdfReport> {
 }
 
 function peripheralsCsv(ctx: RunContext): CsvContent {
-  const { repos, contract } = ctx.app
+  const repos = ctx.sources
   const f = peripheralFilters(ctx.definition.filters)
   const ids = repos.exports.agentIds(f.agents, BY_HOST)
   return {
-    columns: [...Object.keys(contract.spec.components.schemas.PeripheralViewResource.properties), 'firstSeen', 'lastSeen'],
+    columns: [...repos.peripheralColumns, 'firstSeen', 'lastSeen'],
     rows: peripheralViews(repos.reports.peripherals(ids, f.peripherals, f.extra, ctx.signal)),
   }
 }
@@ -350,7 +350,7 @@ function countTable(title: string, header: string, noun: string, unit: string, c
 const bySeverity = (t: DigestTotals): Count[] => [...t.bySeverity].sort(([a], [b]) => a - b).map(([s, count]) => ({ name: `${s} ${severityText(s)}`, count }))
 
 async function eventsPdf(ctx: RunContext): Promise<PdfReport> {
-  const { repos } = ctx.app
+  const repos = ctx.sources
   const { period, filter } = eventFilter(ctx)
   const t = await repos.reports.eventTotals(filter, ctx.signal)
   const zone = zoneOf(ctx.definition)
@@ -439,7 +439,7 @@ const eventCsvColumns = [
 ]
 
 function eventsCsv(ctx: RunContext): CsvContent {
-  return { columns: eventCsvColumns, rows: eventViews(ctx.app.repos.reports.events(eventFilter(ctx).filter, ctx.signal)) }
+  return { columns: eventCsvColumns, rows: eventViews(ctx.sources.reports.events(eventFilter(ctx).filter, ctx.signal)) }
 }
 
 function auditFilter(ctx: RunContext) {
@@ -460,7 +460,7 @@ function auditFilter(ctx: RunContext) {
 }
 
 async function auditPdf(ctx: RunContext): Promise<PdfReport> {
-  const { repos } = ctx.app
+  const repos = ctx.sources
   const { period, filter } = auditFilter(ctx)
   const t = await repos.reports.auditTotals(filter, ctx.signal)
   const zone = zoneOf(ctx.definition)
@@ -539,7 +539,7 @@ const auditCsvColumns = [
 ]
 
 function auditCsv(ctx: RunContext): CsvContent {
-  return { columns: auditCsvColumns, rows: auditViews(ctx.app.repos.reports.auditRecords(auditFilter(ctx).filter, ctx.signal)) }
+  return { columns: auditCsvColumns, rows: auditViews(ctx.sources.reports.auditRecords(auditFilter(ctx).filter, ctx.signal)) }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -588,7 +588,7 @@ const sectionTitles: Record<InsightSection, string> = {
 
 /** Every section's lines, computed one after the other with other work between them. */
 async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection[]; lines: Map<InsightSection, InsightLine[]>; figures: PdfFigure[]; period: ReturnType<typeof periodRange> }> {
-  const { insights } = ctx.app.repos
+  const { insights } = ctx.sources
   const f = ctx.definition.filters
   const sections = insightSections.filter((s) => !Array.isArray(f.sections) || (f.sections as string[]).includes(s))
   const maxHosts = typeof f.uncommonMaxHosts === 'number' ? f.uncommonMaxHosts : 3

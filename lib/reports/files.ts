@@ -2,15 +2,22 @@
 // retention rule, and the Content-Disposition that names them in a download.
 import fs from 'node:fs'
 import path from 'node:path'
-import type { FastifyInstance } from 'fastify'
-import type { RunRow } from '../../db/reports.js'
 import { visibleName } from '../file-names.js'
+import type { UnitOfWork } from '../platform/ports.js'
+import type { ReportStore, RunRow } from './ports.js'
 
 export const REPORTS_DIR = 'reports'
 
 /** The folder of a report's files, relative to the data directory. */
 export const reportFolder = (reportId: string) => path.join(REPORTS_DIR, reportId)
-export const absolute = (app: FastifyInstance, relative: string) => path.join(app.config.dataDir, relative)
+export const absolute = (dataDir: string, relative: string) => path.join(dataDir, relative)
+
+/** What the file rules need: the runs' records and the data directory the files are in. */
+export interface FileStore {
+  reports: ReportStore
+  uow: UnitOfWork
+  dataDir: string
+}
 
 /**
  * `20250113T063000Z`: a UTC time as every file name of the service carries it (exports,
@@ -53,9 +60,9 @@ const unlink = (file: string) => fs.promises.rm(file, { force: true })
  * Removes the oldest stored files of a report beyond its retention (a count and a total
  * size); the newest file is always kept. The records stay, with `file_deleted_ms` set.
  */
-export async function applyRetention(app: FastifyInstance, reportId: string, maxFiles: number, maxBytes: number, now = Date.now()): Promise<number> {
-  const { reports } = app.repos
-  const files = reports.storedFiles(reportId)
+export async function applyRetention(store: FileStore, reportId: string, maxFiles: number, maxBytes: number, now = Date.now()): Promise<number> {
+  const { reports } = store
+  const files = await reports.storedFiles(reportId)
   let kept = 0
   let bytes = 0
   const doomed: RunRow[] = []
@@ -70,22 +77,22 @@ export async function applyRetention(app: FastifyInstance, reportId: string, max
     }
   }
   if (!doomed.length) return 0
-  app.db.transaction(() => {
-    for (const run of doomed) reports.fileDeleted(run.id, now)
-  })()
+  await store.uow.run(async () => {
+    for (const run of doomed) await reports.fileDeleted(run.id, now)
+  })
   // The records say "removed" first: a download that starts now answers 404, not a broken file.
-  await Promise.all(doomed.map((run) => unlink(absolute(app, run.file_path!))))
+  await Promise.all(doomed.map((run) => unlink(absolute(store.dataDir, run.file_path!))))
   return doomed.length
 }
 
 /** Removes every file of a deleted report. */
-export async function removeReportFiles(app: FastifyInstance, reportId: string): Promise<void> {
-  await fs.promises.rm(absolute(app, reportFolder(reportId)), { recursive: true, force: true })
+export async function removeReportFiles(dataDir: string, reportId: string): Promise<void> {
+  await fs.promises.rm(absolute(dataDir, reportFolder(reportId)), { recursive: true, force: true })
 }
 
 /** Removes the partial files of runs a stopped server left unfinished (at start, before any run). */
-export function removePartFiles(app: FastifyInstance): number {
-  const root = absolute(app, REPORTS_DIR)
+export function removePartFiles(dataDir: string): number {
+  const root = absolute(dataDir, REPORTS_DIR)
   let removed = 0
   if (!fs.existsSync(root)) return 0
   for (const dir of fs.readdirSync(root, { withFileTypes: true })) {

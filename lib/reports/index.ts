@@ -3,17 +3,18 @@
 // transaction), runs queued runs (at most two at a time, one per report), and sends
 // their e-mail, retrying failed deliveries with backoff.
 import crypto from 'node:crypto'
-import type { FastifyInstance } from 'fastify'
-import type { ReportRow, RunRow } from '../../db/reports.js'
-import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
-import { iso } from '../time.js'
-import type { Definition } from './content.js'
-import { removePartFiles } from './files.js'
-import { mailRun } from './mail.js'
-import { executeRun, RUN_TIMEOUT_MS, RunStopped } from './runner.js'
-import { latestDue, nextDue, type Schedule } from './schedule.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
+import type { FastifyInstance } from 'fastify'
+import { asyncPort } from '../../db/unit-of-work.js'
 import type { Loop } from '../platform/loops.js'
+import { registerHealthCheck, type HealthVerdict } from '../platform/health.js'
+import { iso } from '../time.js'
+import { snapshot } from './definitions.js'
+import { removePartFiles } from './files.js'
+import { mailRun, type ReportMailDeps } from './mail.js'
+import type { ReportHealthSource, ReportRow, RunRow } from './ports.js'
+import { executeRun, RUN_TIMEOUT_MS, RunStopped, type RunnerDeps } from './runner.js'
+import { latestDue, nextDue, type Schedule } from './schedule.js'
 
 export const MAX_CONCURRENT_RUNS = 2
 const TICK_MS = 10_000
@@ -22,25 +23,15 @@ const CATCH_UP_AFTER_MS = 5 * 60_000
 const MAIL_BATCH = 20
 const CLOSE_WAIT_MS = 10_000
 
-/** The definition a run keeps: later changes to the report do not alter a queued run. */
-export function snapshot(r: ReportRow): Definition {
-  return {
-    id: r.id,
-    name: r.name,
-    description: r.description,
-    type: r.type as Definition['type'],
-    format: r.format,
-    filters: JSON.parse(r.filters),
-    schedule: r.schedule === null ? null : (JSON.parse(r.schedule) as Schedule),
-    recipients: JSON.parse(r.recipients),
-    sender: r.sender,
-  }
-}
-
 interface Active {
   reportId: string
   controller: AbortController
   done: Promise<void>
+}
+
+/** What the scheduler needs: what a run needs, and what its e-mail needs. */
+export interface SchedulerDeps extends RunnerDeps {
+  mail: ReportMailDeps
 }
 
 export class ReportScheduler {
@@ -51,22 +42,23 @@ export class ReportScheduler {
   /** When this scheduler started: due times before it were missed while the server was down. */
   readonly startedMs: number
 
-  constructor(private readonly app: FastifyInstance) {
+  constructor(private readonly deps: SchedulerDeps) {
     this.startedMs = Date.now()
-    // Runs a stopped server left "running" cannot be resumed: they failed.
-    app.repos.reports.failInterrupted(this.startedMs, 'The server stopped while this run was in progress.')
-    removePartFiles(app)
   }
 
-  /** Starts the timer; the first tick catches up at once. */
-  start(): void {
+  /** Fails what a stopped server left running, then starts the timer; the first tick catches up at once. */
+  async start(): Promise<void> {
+    // Runs a stopped server left "running" cannot be resumed: they failed.
+    await this.deps.reports.failInterrupted(this.startedMs, 'The server stopped while this run was in progress.')
+    removePartFiles(this.deps.dataDir)
     const loop = () => {
       if (this.closed) return
       void this.tick()
-        .catch((err) => this.app.log.error({ err }, 'report scheduler tick failed'))
-        .finally(() => {
+        .catch((err) => this.deps.log.error({ err }, 'report scheduler tick failed'))
+        .finally(async () => {
           if (this.closed) return
-          const earliest = this.app.repos.reports.earliestDue()
+          const earliest = await this.deps.reports.earliestDue().catch(() => null)
+          if (this.closed) return
           const wait = earliest === null ? TICK_MS : Math.max(50, Math.min(TICK_MS, earliest - Date.now()))
           this.timer = setTimeout(loop, wait).unref()
         })
@@ -81,41 +73,41 @@ export class ReportScheduler {
    */
   async tick(now = Date.now()): Promise<string[]> {
     if (this.closed) return []
-    const { reports } = this.app.repos
+    const { reports } = this.deps
     const queued: string[] = []
-    for (const r of reports.due(now)) {
+    for (const r of await reports.due(now)) {
       let id: string | null
       try {
-        id = this.queueDue(r, now)
+        id = await this.queueDue(r, now)
       } catch (err) {
         // A schedule that cannot be computed (a time zone this runtime no longer knows):
         // taken off the schedule rather than retried in a loop; the log says why.
-        this.app.log.error({ err, reportId: r.id }, 'report schedule could not be computed; the report is off its schedule until it is updated')
-        reports.advance(r.id, r.next_run_ms!, null)
+        this.deps.log.error({ err, reportId: r.id }, 'report schedule could not be computed; the report is off its schedule until it is updated')
+        await reports.advance(r.id, r.next_run_ms!, null)
         id = null
       }
       if (id) queued.push(id)
     }
-    this.kick()
+    await this.kick()
     this.sendMail(now)
     return queued
   }
 
   /** Queues the latest due time of a due report and moves its next due time on, in one transaction. */
-  private queueDue(r: ReportRow, now: number): string | null {
-    const { reports } = this.app.repos
+  private queueDue(r: ReportRow, now: number): Promise<string | null> {
+    const { reports } = this.deps
     const schedule = r.schedule === null ? null : (JSON.parse(r.schedule) as Schedule)
-    return this.app.db.transaction(() => {
+    return this.deps.uow.run(async () => {
       if (!schedule) {
-        reports.advance(r.id, r.next_run_ms!, null)
+        await reports.advance(r.id, r.next_run_ms!, null)
         return null
       }
       const { due, missed } = latestDue(schedule, r.next_run_ms!, now)
       // Only the scheduler moves next_run_ms forward: if it changed meanwhile, someone else did the work.
-      if (!reports.advance(r.id, r.next_run_ms!, nextDue(schedule, now))) return null
+      if (!(await reports.advance(r.id, r.next_run_ms!, nextDue(schedule, now)))) return null
       const late = missed > 0 || due < this.startedMs || now - due > CATCH_UP_AFTER_MS
       const runId = crypto.randomUUID()
-      reports.insertRun({
+      await reports.insertRun({
         id: runId,
         report_id: r.id,
         trigger: late ? 'catchUp' : 'schedule',
@@ -125,18 +117,19 @@ export class ReportScheduler {
         definition: JSON.stringify(snapshot(r)),
         format: r.format,
       })
-      if (missed > 0) this.app.log.warn({ reportId: r.id, missed, due: iso(due) }, 'report due times missed while the server was down: one catch-up run')
+      if (missed > 0) this.deps.log.warn({ reportId: r.id, missed, due: iso(due) }, 'report due times missed while the server was down: one catch-up run')
       return runId
-    })()
+    })
   }
 
   /** Starts queued runs while fewer than two run (never two of one report). */
-  kick(): void {
+  async kick(): Promise<void> {
+    if (this.closed || this.active.size >= MAX_CONCURRENT_RUNS) return
+    const queued = await this.deps.reports.queued(MAX_CONCURRENT_RUNS * 10)
+    // Read again after the wait: another kick may have started runs meanwhile.
     if (this.closed) return
-    const { reports } = this.app.repos
-    if (this.active.size >= MAX_CONCURRENT_RUNS) return
     const busy = new Set([...this.active.values()].map((a) => a.reportId))
-    for (const run of reports.queued(MAX_CONCURRENT_RUNS * 10)) {
+    for (const run of queued) {
       if (this.active.size >= MAX_CONCURRENT_RUNS) break
       if (busy.has(run.report_id) || this.active.has(run.id)) continue
       busy.add(run.report_id)
@@ -147,13 +140,13 @@ export class ReportScheduler {
   private launch(run: RunRow) {
     const controller = new AbortController()
     const timeout = setTimeout(() => controller.abort(new RunStopped('timeout')), RUN_TIMEOUT_MS).unref()
-    const done = executeRun(this.app, run, controller.signal, () => this.sendMail(Date.now()))
-      .catch((err) => this.app.log.error({ err, runId: run.id }, 'report run failed unexpectedly'))
+    const done = executeRun(this.deps, run, controller.signal, () => this.sendMail(Date.now()))
+      .catch((err) => this.deps.log.error({ err, runId: run.id }, 'report run failed unexpectedly'))
       .finally(() => {
         clearTimeout(timeout)
         this.active.delete(run.id)
         // The next queued run starts after the current turn, not inside this one.
-        setImmediate(() => this.kick())
+        setImmediate(() => void this.kick().catch((err) => this.deps.log.error({ err }, 'report runs could not be started')))
       })
     this.active.set(run.id, { reportId: run.report_id, controller, done })
   }
@@ -167,19 +160,19 @@ export class ReportScheduler {
   sendMail(now: number): void {
     if (this.closed || this.mailing) return
     this.mailing = (async () => {
-      const { reports } = this.app.repos
+      const { reports } = this.deps
       for (;;) {
-        const due = reports.pendingMail(now, MAIL_BATCH)
+        const due = await reports.pendingMail(now, MAIL_BATCH)
         if (!due.length) break
         for (const run of due) {
           if (this.closed) return
-          const outcome = await mailRun(this.app, run, now)
-          reports.setMail({ id: run.id, email_status: outcome.status, email_detail: outcome.detail, email_attempts: outcome.attempts, email_next_ms: outcome.nextMs })
-          if (outcome.status !== 'sent') this.app.log.warn({ runId: run.id, reportId: run.report_id, status: outcome.status, detail: outcome.detail }, 'report e-mail not delivered')
+          const outcome = await mailRun(this.deps.mail, run, now)
+          await reports.setMail({ id: run.id, email_status: outcome.status, email_detail: outcome.detail, email_attempts: outcome.attempts, email_next_ms: outcome.nextMs })
+          if (outcome.status !== 'sent') this.deps.log.warn({ runId: run.id, reportId: run.report_id, status: outcome.status, detail: outcome.detail }, 'report e-mail not delivered')
         }
       }
     })()
-      .catch((err) => this.app.log.error({ err }, 'report e-mail failed unexpectedly'))
+      .catch((err) => this.deps.log.error({ err }, 'report e-mail failed unexpectedly'))
       .finally(() => {
         this.mailing = null
       })
@@ -188,10 +181,10 @@ export class ReportScheduler {
   /** Resolves when no run is queued or running and no e-mail is being sent (tests, benchmarks). */
   async idle(): Promise<void> {
     for (;;) {
-      this.kick()
+      await this.kick()
       const pending = [...[...this.active.values()].map((a) => a.done), ...(this.mailing ? [this.mailing] : [])]
       if (!pending.length) {
-        if (!this.app.repos.reports.queued(1).length || this.closed) return
+        if (!(await this.deps.reports.queued(1)).length || this.closed) return
         await nextTurn()
         continue
       }
@@ -223,16 +216,39 @@ export function reportScheduler(app: FastifyInstance): ReportScheduler {
   return app.reportScheduler
 }
 
+/** What the scheduler is made of in this app: its storage, settings, mailer and log. */
+export function schedulerDeps(app: FastifyInstance): SchedulerDeps {
+  const { repos, config, mailer } = app
+  const dataDir = config.dataDir
+  const schemas = app.contract.spec.components.schemas
+  return {
+    reports: asyncPort(repos.reports, repos.uow),
+    uow: repos.uow,
+    dataDir,
+    sources: {
+      reports: repos.reports,
+      exports: repos.exports,
+      insights: repos.insights,
+      agentColumns: Object.keys(schemas.AgentViewResource.properties),
+      peripheralColumns: Object.keys(schemas.PeripheralViewResource.properties),
+    },
+    mailConfigured: () => mailer.configured(),
+    log: app.log,
+    mail: { mailer, smtpUrl: config.smtp.url, publicUrl: config.publicUrl, dataDir },
+  }
+}
+
 /**
  * The scheduler that runs due reports, as the app's loop (one process at a time: it queues
  * and runs the shared schedule), and the reports' health check;
  * stopping queues running runs again.
  */
 export function reportSchedulerLoop(app: FastifyInstance): Loop {
-  const scheduler = new ReportScheduler(app)
+  const scheduler = new ReportScheduler(schedulerDeps(app))
   // A decoration of the root instance: handlers see it through their own (child) instance.
   app.decorate('reportScheduler', scheduler)
-  registerHealthCheck(app, { name: 'Reports', check: reportsHealth })
+  const health = { reports: app.repos.reports, mailConfigured: () => app.mailer.configured() }
+  registerHealthCheck(app, { name: 'Reports', check: () => reportsHealth(health) })
   return { name: 'report-scheduler', singleton: true, start: () => scheduler.start(), stop: () => scheduler.close() }
 }
 
@@ -241,12 +257,13 @@ export function reportSchedulerLoop(app: FastifyInstance): Loop {
  * run failed or its e-mail could not be delivered in the end, Warning while deliveries
  * wait for a retry, some recipients were refused, or due reports are overdue.
  */
-export function reportsHealth(app: FastifyInstance): { status: HealthStatus; detail: string } {
-  const h = app.repos.reports.health()
-  const now = Date.now()
-  if (h.reports === 0) return { status: 'Healthy', detail: `No reports${app.mailer.configured() ? '' : '; e-mail not configured (PRIME_SMTP_URL)'}` }
+export function reportsHealth(deps: { reports: ReportHealthSource; mailConfigured(): boolean }, now = Date.now()): HealthVerdict {
+  const { reports } = deps
+  const mailConfigured = deps.mailConfigured()
+  const h = reports.health()
+  if (h.reports === 0) return { status: 'Healthy', detail: `No reports${mailConfigured ? '' : '; e-mail not configured (PRIME_SMTP_URL)'}` }
   const parts: string[] = []
-  const failures = app.repos.reports.failures()
+  const failures = reports.failures()
   const named = failures.length ? `: ${failures.map((f) => `"${f.name}" (${f.status === 'failed' ? f.reason : `e-mail ${f.email_status}: ${f.email_detail}`})`.slice(0, 200)).join('; ')}` : ''
   if (h.runs_failed) parts.push(`the latest run of ${h.runs_failed} report(s) failed`)
   if (h.mail_failed) parts.push(`the latest e-mail of ${h.mail_failed} report(s) could not be delivered`)
@@ -255,12 +272,12 @@ export function reportsHealth(app: FastifyInstance): { status: HealthStatus; det
   const overdue = h.overdue_before !== null && h.overdue_before < now - CATCH_UP_AFTER_MS
   if (overdue) parts.push(`a report due at ${iso(h.overdue_before!)} has not been queued yet`)
   let summary = `${h.reports} report(s), ${h.active} active`
-  if (!app.mailer.configured()) {
+  if (!mailConfigured) {
     // A choice, not a fault: said, at Healthy, so nobody is alerted for it.
-    const addressed = app.repos.reports.all().filter((r) => JSON.parse(r.recipients).length > 0).length
+    const addressed = reports.all().filter((r) => JSON.parse(r.recipients).length > 0).length
     summary += `; e-mail not configured (PRIME_SMTP_URL)${addressed ? `: the files of ${addressed} report(s) with recipients are stored, not mailed` : ''}`
   }
-  if (!parts.length) return { status: 'Healthy', detail: `${summary}; latest runs${app.mailer.configured() ? ' and e-mails' : ''} succeeded` }
-  const status: HealthStatus = h.runs_failed || h.mail_failed ? 'Failed' : 'Warning'
+  if (!parts.length) return { status: 'Healthy', detail: `${summary}; latest runs${mailConfigured ? ' and e-mails' : ''} succeeded` }
+  const status: HealthVerdict['status'] = h.runs_failed || h.mail_failed ? 'Failed' : 'Warning'
   return { status, detail: `${summary}; ${parts.join('; ')}${named}`.slice(0, 1000) }
 }

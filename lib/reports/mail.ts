@@ -3,13 +3,12 @@
 // sendtestreport, which says what the server answered.
 import fs from 'node:fs'
 import os from 'node:os'
-import type { FastifyInstance } from 'fastify'
-import type { EmailStatus, RunRow } from '../../db/reports.js'
-import { MailNotConfiguredError } from '../mail.js'
+import { MailNotConfiguredError, type Mailer } from '../mail.js'
 import { iso } from '../time.js'
 import { visibleName } from '../file-names.js'
 import { timeText, type Definition } from './content.js'
 import { absolute } from './files.js'
+import type { EmailStatus, RunRow } from './ports.js'
 import { formats, typeInfo } from './types.js'
 
 /** Files above this are not attached (many mail servers refuse them); the message says where to get them. */
@@ -29,9 +28,20 @@ interface SmtpError extends Error {
   rejected?: string[]
 }
 
+/** What report e-mail needs: the mailer and the settings its messages name. */
+export interface ReportMailDeps {
+  mailer: Pick<Mailer, 'configured' | 'from' | 'send'>
+  /** PRIME_SMTP_URL (credentials are never shown). */
+  smtpUrl: string | null
+  /** PRIME_PUBLIC_URL: the console a message points to. */
+  publicUrl: string | null
+  /** Where the report files are. */
+  dataDir: string
+}
+
 /** `host:port` of the configured SMTP server, without credentials; null when none. */
-export function smtpServer(app: FastifyInstance): string | null {
-  const raw = app.config.smtp.url
+export function smtpServer(smtpUrl: string | null): string | null {
+  const raw = smtpUrl
   if (!raw) return null
   const u = new URL(raw)
   const secure = u.protocol.toLowerCase() === 'smtps:'
@@ -56,7 +66,7 @@ const errorText = (err: SmtpError) => (err.response ? err.response : `${err.code
 const sizeText = (bytes: number) => (bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MiB` : `${Math.max(1, Math.round(bytes / 1024))} KiB`)
 
 /** The message of a run: what the report is, its file attached (or where to get it). */
-function reportMessage(app: FastifyInstance, run: RunRow, d: Definition) {
+function reportMessage(deps: ReportMailDeps, run: RunRow, d: Definition) {
   const zone = d.schedule?.timeZone ?? 'UTC'
   const generated = timeText(run.started_ms ?? run.queued_ms, zone)
   const size = run.size_bytes ?? 0
@@ -68,14 +78,14 @@ function reportMessage(app: FastifyInstance, run: RunRow, d: Definition) {
     attach ? 'The file is attached.' : `The file is larger than ${sizeText(MAX_ATTACHMENT_BYTES)} and is not attached: download it from the console (Reports, "${d.name}").`,
   ]
   if (d.description) lines.push('', d.description)
-  if (app.config.publicUrl) lines.push('', `Console: ${app.config.publicUrl}`)
+  if (deps.publicUrl) lines.push('', `Console: ${deps.publicUrl}`)
   lines.push('', `You receive this message because you are a recipient of this report. Report id: ${d.id}; run id: ${run.id}.`)
   return {
-    from: d.sender ?? app.mailer.from(),
+    from: d.sender ?? deps.mailer.from(),
     to: d.recipients,
     subject: `Report: ${d.name} (${generated})`,
     text: lines.join('\n'),
-    attachments: attach ? [{ filename: visibleName(run.file_name!), path: absolute(app, run.file_path!), contentType: formats[d.format].mediaType }] : [],
+    attachments: attach ? [{ filename: visibleName(run.file_name!), path: absolute(deps.dataDir, run.file_path!), contentType: formats[d.format].mediaType }] : [],
     headers: { 'X-Prime-Report-Id': d.id, 'X-Prime-Run-Id': run.id },
   }
 }
@@ -88,14 +98,14 @@ export interface MailOutcome {
 }
 
 /** Sends a run's file to its recipients once; says what to record (and when to try again). */
-export async function mailRun(app: FastifyInstance, run: RunRow, now: number): Promise<MailOutcome> {
+export async function mailRun(deps: ReportMailDeps, run: RunRow, now: number): Promise<MailOutcome> {
   const d = JSON.parse(run.definition) as Definition
   const attempts = run.email_attempts + 1
-  if (!run.file_path || run.file_deleted_ms !== null || !fs.existsSync(absolute(app, run.file_path))) {
+  if (!run.file_path || run.file_deleted_ms !== null || !fs.existsSync(absolute(deps.dataDir, run.file_path))) {
     return { status: 'failed', detail: 'The file was removed before it could be sent.', attempts, nextMs: null }
   }
   try {
-    const r = await app.mailer.send(reportMessage(app, run, d))
+    const r = await deps.mailer.send(reportMessage(deps, run, d))
     if (r.rejected.length === 0) return { status: 'sent', detail: r.response.slice(0, 2000), attempts, nextMs: null }
     const detail = `Refused: ${r.rejected.join(', ')}; accepted: ${r.accepted.join(', ') || 'none'}; server said: ${r.response}`
     return { status: r.accepted.length ? 'partial' : 'failed', detail: detail.slice(0, 2000), attempts, nextMs: null }
@@ -126,9 +136,9 @@ export interface TestMailResult {
 }
 
 /** Sends the test message and waits (at most 30 seconds) for the SMTP server's verdict. */
-export async function sendTestMessage(app: FastifyInstance, sender: string | undefined, recipient: string, requestedBy: string): Promise<TestMailResult> {
-  const from = sender ?? app.mailer.from()
-  const server = smtpServer(app)
+export async function sendTestMessage(deps: ReportMailDeps, sender: string | undefined, recipient: string, requestedBy: string): Promise<TestMailResult> {
+  const from = sender ?? deps.mailer.from()
+  const server = smtpServer(deps.smtpUrl)
   const started = performance.now()
   const result = (r: Partial<TestMailResult>): TestMailResult => ({
     accepted: false,
@@ -142,14 +152,14 @@ export async function sendTestMessage(app: FastifyInstance, sender: string | und
     durationMs: Math.min(60_000, Math.round(performance.now() - started)),
     ...r,
   })
-  if (!app.mailer.configured()) return result({ error: 'E-mail is not configured on this server (set PRIME_SMTP_URL).' })
+  if (!deps.mailer.configured()) return result({ error: 'E-mail is not configured on this server (set PRIME_SMTP_URL).' })
   let timer: NodeJS.Timeout | undefined
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(Object.assign(new Error(`No verdict from the SMTP server within ${TEST_TIMEOUT_MS / 1000} seconds.`), { code: 'ETIMEDOUT' })), TEST_TIMEOUT_MS)
   })
   try {
     const r = await Promise.race([
-      app.mailer.send({
+      deps.mailer.send({
         from,
         to: recipient,
         subject: 'Prime test message: report e-mail works',

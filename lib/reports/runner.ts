@@ -3,13 +3,13 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
-import type { FastifyInstance } from 'fastify'
-import type { RunRow } from '../../db/reports.js'
 import { csvStream } from '../csv.js'
+import type { Log } from '../platform/ports.js'
 import { buildCsv, buildPdf, CSV_MAX_ROWS, type Definition, type RunContext } from './content.js'
-import { absolute, applyRetention, fileNameFor, reportFolder } from './files.js'
+import { absolute, applyRetention, type FileStore, fileNameFor, reportFolder } from './files.js'
 import { NOT_MAILED } from './mail.js'
 import { writePdf } from './pdf.js'
+import type { ReportSources, RunRow } from './ports.js'
 import { formats } from './types.js'
 
 /** Why a run was stopped before it finished. */
@@ -34,17 +34,29 @@ async function* counted<T>(rows: AsyncIterable<T>, max: number, state: { rows: n
   }
 }
 
+/** Where the server log is told what an operator should know (a run that failed, a scheduler fault). */
+export interface ReportLog extends Log {
+  error(details: object, message: string): void
+}
+
+/** What a run needs: the runs' records and files, where it reads its content, whether mail goes out, the log. */
+export interface RunnerDeps extends FileStore {
+  sources: ReportSources
+  mailConfigured(): boolean
+  log: ReportLog
+}
+
 /** Produces the run's file and records the outcome. Runs queued for a deleted report end quietly. */
-export async function executeRun(app: FastifyInstance, run: RunRow, signal: AbortSignal, onStored: (run: RunRow) => void): Promise<void> {
-  const { reports } = app.repos
+export async function executeRun(deps: RunnerDeps, run: RunRow, signal: AbortSignal, onStored: (run: RunRow) => void): Promise<void> {
+  const { reports } = deps
   const startedMs = Date.now()
-  if (!reports.start(run.id, startedMs)) return
+  if (!(await reports.start(run.id, startedMs))) return
   const definition = JSON.parse(run.definition) as Definition
   const ext = formats[run.format].fileExtension
   const relative = path.join(reportFolder(run.report_id), `${run.id}.${ext}`)
-  const file = absolute(app, relative)
+  const file = absolute(deps.dataDir, relative)
   const part = `${file}.part`
-  const ctx: RunContext = { app, definition, runId: run.id, trigger: run.trigger, requestedBy: run.requested_by, dueMs: run.due_ms, startedMs, signal }
+  const ctx: RunContext = { sources: deps.sources, definition, runId: run.id, trigger: run.trigger, requestedBy: run.requested_by, dueMs: run.due_ms, startedMs, signal }
   try {
     await fs.promises.mkdir(path.dirname(file), { recursive: true, mode: 0o700 })
     const result = { rows: 0, truncated: false }
@@ -62,10 +74,10 @@ export async function executeRun(app: FastifyInstance, run: RunRow, signal: Abor
     await fs.promises.rename(part, file)
     const now = Date.now()
     // Without outgoing mail the file is only stored, and the run says so (not a mail failure).
-    const unmailed = definition.recipients.length > 0 && !app.mailer.configured()
+    const unmailed = definition.recipients.length > 0 && !deps.mailConfigured()
     const mail = definition.recipients.length > 0 && !unmailed
-    const stored = app.db.transaction(() => {
-      const ok = reports.succeed({
+    const stored = await deps.uow.run(async () => {
+      const ok = await reports.succeed({
         id: run.id,
         finished_ms: now,
         file_name: fileNameFor(definition.name, run.due_ms, ext),
@@ -77,29 +89,29 @@ export async function executeRun(app: FastifyInstance, run: RunRow, signal: Abor
         email_next_ms: mail ? now : null,
         email_detail: unmailed ? NOT_MAILED : null,
       })
-      if (ok) reports.pruneRuns(run.report_id, MAX_RUNS_LISTED)
+      if (ok) await reports.pruneRuns(run.report_id, MAX_RUNS_LISTED)
       return ok
-    })()
+    })
     if (!stored) {
       // The report was deleted meanwhile: nothing may stay behind.
       await fs.promises.rm(file, { force: true })
       return
     }
-    const report = reports.byId(run.report_id)
-    if (report) await applyRetention(app, report.id, report.retention_files, report.retention_bytes, now)
-    onStored(reports.runById(run.id)!)
+    const report = await reports.byId(run.report_id)
+    if (report) await applyRetention(deps, report.id, report.retention_files, report.retention_bytes, now)
+    onStored((await reports.runById(run.id))!)
   } catch (err) {
     await fs.promises.rm(part, { force: true }).catch(() => {})
     const stopped = signal.aborted && signal.reason instanceof RunStopped ? signal.reason : undefined
     if (stopped?.why === 'shutdown') {
       // Queued again: the next start runs it, for the same due time.
-      reports.requeue(run.id)
+      await reports.requeue(run.id)
       return
     }
     if (stopped?.why === 'deleted') return
     const reason = stopped ? stopped.message : `The report could not be produced: ${(err as Error).message}`
-    if (!stopped) app.log.error({ err, reportId: run.report_id, runId: run.id }, 'report run failed')
-    reports.fail(run.id, Date.now(), reason)
-    reports.pruneRuns(run.report_id, MAX_RUNS_LISTED)
+    if (!stopped) deps.log.error({ err, reportId: run.report_id, runId: run.id }, 'report run failed')
+    await reports.fail(run.id, Date.now(), reason)
+    await reports.pruneRuns(run.report_id, MAX_RUNS_LISTED)
   }
 }

@@ -1,0 +1,411 @@
+// Reports: definitions (create, update, delete, activate, deactivate, run now), their runs,
+// the downloads of their files and the test message. Takes plain inputs (the caller's
+// context and the parsed body), so it runs without Fastify.
+import crypto from 'node:crypto'
+import fs from 'node:fs'
+import type { Readable } from 'node:stream'
+import yazl from 'yazl'
+import type { components } from '../../generated/openapi.js'
+import { problem, type FieldError } from '../errors.js'
+import { visibleName } from '../file-names.js'
+import type { Context } from '../platform/context.js'
+import type { AuditTrail, UnitOfWork } from '../platform/ports.js'
+import { iso } from '../time.js'
+import { activation, MAX_FIELD_ERRORS, MAX_REPORTS, type NewReport, readNewReport, readReportEdit, reportAsset, type ReportUpdate, snapshot } from './definitions.js'
+import { absolute, applyRetention, fileStamp, removeReportFiles } from './files.js'
+import { type ReportMailDeps, sendTestMessage, type TestMailResult } from './mail.js'
+import type { ReportRow, ReportStore, RunRow } from './ports.js'
+import { MAX_RUNS_LISTED } from './runner.js'
+import { nextDue } from './schedule.js'
+import { formats } from './types.js'
+import { type ReportView, reportView, withWarnings } from './views.js'
+
+type ItemResult = components['schemas']['ItemResult']
+
+/** sendtestreport sends real mail: at most this many a minute per caller. */
+export const TEST_MAILS_PER_MINUTE = 10
+
+export interface ReportServiceDeps {
+  reports: ReportStore
+  uow: UnitOfWork
+  audit: AuditTrail
+  /** Where the report files are. */
+  dataDir: string
+  /** The mailer and the settings report e-mail names. */
+  mail: ReportMailDeps
+  /** The scheduler's runs: started when queued, stopped when their report is deleted. */
+  runs: { kick(): unknown; abortRunsOf(reportId: string): void }
+}
+
+/** A file to download: a report's newest stored file, or the one of a run. */
+export interface FileItem {
+  reportId: string
+  fileId?: string | null
+}
+
+/** A stored file, opened: it reads to its end even if it is removed meanwhile. */
+export interface OpenedFile {
+  report: ReportRow
+  run: RunRow
+  fd: number
+  size: number
+  fileName: string
+  mediaType: string
+}
+
+/** What a download answers: one file with its name and media type, or an archive. */
+export interface FileDownload {
+  fileName: string
+  mediaType: string
+  size: number
+  rowCount: number
+  truncated: boolean
+  stream: Readable
+}
+
+type Resolution = { ok: OpenedFile } | { status: 404 | 409; field: 'reportId' | 'fileId'; reason: string }
+type Outcome = Omit<ItemResult, 'id'> & { runId?: string | null }
+
+const NOT_FOUND = (id: string) => `No report with id ${id}.`
+const notFound: Outcome = { status: 'failed', reason: 'No report with this id.', code: 'not-found' }
+const done: Outcome = { status: 'done', reason: null, code: null }
+const counts = (results: ItemResult[]) => ({ succeeded: results.filter((r) => r.status === 'done').length, failed: results.filter((r) => r.status === 'failed').length })
+const names = (rows: ReportRow[]) => rows.map((r) => `"${r.name}"`).join(', ')
+const nameClash = (other: ReportRow) =>
+  problem('conflict', `A report named "${other.name}" already exists (names are compared ignoring case).`, { errors: [{ location: 'body', name: 'name', reason: 'is already used' }] })
+const fileDetails = (f: OpenedFile) => ({ reportId: f.report.id, reportName: f.report.name, fileId: f.run.id, fileName: f.fileName, sizeBytes: f.size })
+const closeAll = (files: OpenedFile[]) => files.forEach((f) => fs.closeSync(f.fd))
+
+export function reportService(deps: ReportServiceDeps) {
+  const { reports, uow, audit } = deps
+  const mailConfigured = () => deps.mail.mailer.configured()
+  // Test messages sent per caller in the last minute (this server's).
+  const testMails = new Map<string, number[]>()
+
+  /**
+   * Applies `act` to each distinct id (ids are uuids; case does not matter) in one unit of
+   * work, and answers per item in the order given: an id given twice gets the answer of its
+   * first occurrence. `record` writes the audit record in the same unit.
+   */
+  function perItem(ids: string[], act: (row: ReportRow | undefined) => Promise<Outcome>, record: (results: (ItemResult & { runId?: string | null })[]) => Promise<void>) {
+    return uow.run(async () => {
+      const outcomes = new Map<string, Outcome>()
+      const results: (ItemResult & { runId?: string | null })[] = []
+      for (const given of ids) {
+        const id = given.toLowerCase()
+        let o = outcomes.get(id)
+        if (!o) outcomes.set(id, (o = await act(await reports.byId(id))))
+        results.push({ id: given, ...o })
+      }
+      await record(results)
+      return results
+    })
+  }
+
+  function auditItems(ctx: Context, verb: string, rows: ReportRow[], results: ItemResult[]) {
+    const failed = results.filter((r) => r.status === 'failed')
+    return audit.record(ctx, {
+      description: rows.length ? `${verb} report(s) ${names(rows)}`.slice(0, 1000) : `${verb} no report`,
+      details: { reports: rows.map((r) => ({ id: r.id, name: r.name })), failed: failed.map((f) => ({ id: f.id, reason: f.reason })) },
+      outcome: rows.length || !failed.length ? 'Succeeded' : 'Failed',
+      asset: rows.length === 1 ? reportAsset(rows[0]) : { type: 'Report', detail: 'ReportDefinition' },
+    })
+  }
+
+  async function resolve(item: FileItem): Promise<Resolution> {
+    const report = await reports.byId(item.reportId.toLowerCase())
+    if (!report) return { status: 404, field: 'reportId', reason: NOT_FOUND(item.reportId) }
+    let run: RunRow | undefined
+    if (item.fileId) {
+      run = await reports.runById(item.fileId.toLowerCase())
+      if (!run || run.report_id !== report.id) return { status: 404, field: 'fileId', reason: `Report "${report.name}" has no run or file ${item.fileId}.` }
+    } else {
+      run = await reports.newestFile(report.id)
+      if (!run) {
+        const open = await reports.openRunOf(report.id)
+        if (open) return { status: 409, field: 'fileId', reason: `Report "${report.name}" has no stored file yet: run ${open.id} is ${open.status}.` }
+        return { status: 404, field: 'fileId', reason: `Report "${report.name}" has no stored file.` }
+      }
+    }
+    if (run.status === 'queued' || run.status === 'running') return { status: 409, field: 'fileId', reason: `Run ${run.id} of "${report.name}" is still ${run.status}: its file is not ready yet.` }
+    if (run.status === 'failed') return { status: 409, field: 'fileId', reason: `Run ${run.id} of "${report.name}" failed and has no file: ${run.reason ?? 'no reason recorded'}` }
+    if (run.file_deleted_ms !== null) return { status: 404, field: 'fileId', reason: `The file of run ${run.id} of "${report.name}" was removed by the retention rule on ${iso(run.file_deleted_ms)}.` }
+    try {
+      const fd = fs.openSync(absolute(deps.dataDir, run.file_path!), 'r')
+      // Names stored by an earlier version may hold invisible characters (bidi controls).
+      return { ok: { report, run, fd, size: fs.fstatSync(fd).size, fileName: visibleName(run.file_name!), mediaType: formats[run.format].mediaType } }
+    } catch {
+      return { status: 404, field: 'fileId', reason: `The file of run ${run.id} of "${report.name}" is missing from the data directory.` }
+    }
+  }
+
+  return {
+    /** Every definition (by name) with its newest run. */
+    async list(): Promise<{ report: ReportRow; last: RunRow | undefined }[]> {
+      const last = await reports.lastRuns()
+      return (await reports.all()).map((report) => ({ report, last: last.get(report.id) }))
+    },
+
+    /** A definition with its most recent runs, newest first. */
+    async get(id: string): Promise<{ report: ReportRow; runs: RunRow[] }> {
+      const report = await reports.byId(id.toLowerCase())
+      if (!report) throw problem('not-found', NOT_FOUND(id))
+      return { report, runs: await reports.runsOf(report.id, MAX_RUNS_LISTED) }
+    },
+
+    /** Whether outgoing mail is configured, and its default sender. */
+    mailSettings: () => ({ configured: mailConfigured(), from: deps.mail.mailer.from() }),
+
+    /** Creates a definition owned by `owner` (the caller's user name), with its audit record. */
+    async create(ctx: Context, owner: string, body: NewReport): Promise<ReportView> {
+      const now = Date.now()
+      const fields = readNewReport(body, owner, now)
+      return uow.run(async () => {
+        if ((await reports.count()) >= MAX_REPORTS) throw problem('conflict', `There are already ${MAX_REPORTS} report definitions, the most this server keeps; delete one first.`)
+        const other = await reports.byName(fields.name)
+        if (other) throw nameClash(other)
+        const id = crypto.randomUUID()
+        await reports.insert({ id, ...fields })
+        const view = reportView((await reports.byId(id))!, undefined)
+        await audit.record(ctx, { description: `Created report "${fields.name}" (${body.type}, ${body.format})`, details: view, asset: reportAsset({ id, name: fields.name }) })
+        return withWarnings(view, mailConfigured())
+      })
+    },
+
+    /** Changes what the body sends, with an audit record of what differed; a lower retention applies at once. */
+    async update(ctx: Context, body: ReportUpdate): Promise<ReportView> {
+      const now = Date.now()
+      const id = body.id.toLowerCase()
+      const current = await reports.byId(id)
+      if (!current) throw problem('not-found', NOT_FOUND(body.id))
+      const { changes, schedule, rescheduled } = readReportEdit(body, current, now)
+      const view = await uow.run(async () => {
+        const row = await reports.byId(id)
+        if (!row) throw problem('not-found', NOT_FOUND(body.id))
+        if (changes.name !== undefined) {
+          const other = await reports.byName(changes.name)
+          if (other && other.id !== id) throw nameClash(other)
+        }
+        const active = (changes.is_active ?? row.is_active) === 1
+        if (rescheduled) changes.next_run_ms = active && schedule ? nextDue(schedule, now) : null
+        changes.updated_ms = now
+        const before = reportView(row, undefined)
+        await reports.update(id, changes)
+        const after = reportView((await reports.byId(id))!, await reports.lastRunOf(id))
+        const changed = Object.fromEntries(
+          Object.keys(after)
+            .filter((k) => !['updatedTime', 'lastRun'].includes(k) && JSON.stringify((before as any)[k]) !== JSON.stringify((after as any)[k]))
+            .map((k) => [k, { from: (before as any)[k], to: (after as any)[k] }]),
+        )
+        await audit.record(ctx, {
+          description: `Changed report "${after.name}"${Object.keys(changed).length ? `: ${Object.keys(changed).join(', ')}` : ' (nothing differed)'}`,
+          details: changed,
+          asset: reportAsset(row),
+        })
+        return after
+      })
+      // A lower retention applies at once (the newest file is always kept).
+      if (changes.retention_files !== undefined && (changes.retention_files < current.retention_files || changes.retention_bytes! < current.retention_bytes)) {
+        await applyRetention(deps, id, changes.retention_files, changes.retention_bytes!, now)
+        return withWarnings(reportView((await reports.byId(id))!, await reports.lastRunOf(id)), mailConfigured())
+      }
+      return withWarnings(view, mailConfigured())
+    },
+
+    /** Activates or deactivates definitions; one result per id given. */
+    async setActive(ctx: Context, ids: string[], active: boolean) {
+      const now = Date.now()
+      const changed: ReportRow[] = []
+      const results = await perItem(
+        ids,
+        async (row) => {
+          if (!row) return notFound
+          if ((row.is_active === 1) === active) return done
+          const a = activation(row, active, now)
+          if ('refused' in a) return { status: 'failed', reason: a.refused, code: 'invalid' }
+          await reports.update(row.id, a.changes)
+          changed.push(row)
+          return done
+        },
+        (results) => auditItems(ctx, active ? 'Activated' : 'Deactivated', changed, results),
+      )
+      return { ...counts(results), results }
+    },
+
+    /** Deletes definitions with their runs and files (their running runs are stopped); one result per id given. */
+    async remove(ctx: Context, ids: string[]) {
+      const deleted: ReportRow[] = []
+      const results = await perItem(
+        ids,
+        async (row) => {
+          if (!row) return notFound
+          await reports.remove(row.id)
+          deleted.push(row)
+          return done
+        },
+        (results) => auditItems(ctx, 'Deleted', deleted, results),
+      )
+      for (const r of deleted) {
+        deps.runs.abortRunsOf(r.id)
+        await removeReportFiles(deps.dataDir, r.id)
+      }
+      return { ...counts(results), results }
+    },
+
+    /** Queues a run of each report now, as `requestedBy` asked (one open run per report); one result per id given. */
+    async requestRuns(ctx: Context, requestedBy: string, ids: string[]) {
+      const now = Date.now()
+      const queued: ReportRow[] = []
+      const runIds: string[] = []
+      const results = await perItem(
+        ids,
+        async (row) => {
+          if (!row) return { ...notFound, runId: null }
+          const open = await reports.openRunOf(row.id)
+          if (open) return { status: 'failed', reason: `Run ${open.id} is already ${open.status}.`, code: 'conflict', runId: null }
+          const runId = crypto.randomUUID()
+          await reports.insertRun({
+            id: runId,
+            report_id: row.id,
+            trigger: 'request',
+            requested_by: requestedBy,
+            due_ms: now,
+            queued_ms: now,
+            definition: JSON.stringify(snapshot(row)),
+            format: row.format,
+          })
+          queued.push(row)
+          runIds.push(runId)
+          return { ...done, runId }
+        },
+        (results) => {
+          const failed = results.filter((r) => r.status === 'failed')
+          return audit.record(ctx, {
+            description: queued.length ? `Requested a run of report(s) ${names(queued)}`.slice(0, 1000) : 'Requested no report run',
+            details: { runs: queued.map((r, i) => ({ reportId: r.id, name: r.name, runId: runIds[i] })), failed: failed.map((f) => ({ id: f.id, reason: f.reason })) },
+            outcome: queued.length || !failed.length ? 'Succeeded' : 'Failed',
+            asset: queued.length === 1 ? reportAsset(queued[0]) : { type: 'Report', detail: 'ReportDefinition' },
+          })
+        },
+      )
+      deps.runs.kick()
+      return { ...counts(results), runIds, results: results.map((r) => ({ ...r, runId: r.runId ?? null })) }
+    },
+
+    /**
+     * One stored file, opened, and its download recorded. `accepts` says whether the caller
+     * takes the file's media type (asked before anything is recorded).
+     */
+    async file(ctx: Context, item: FileItem, accepts: (mediaType: string) => boolean): Promise<FileDownload> {
+      const r = await resolve(item)
+      if (!('ok' in r)) throw problem(r.status === 404 ? 'not-found' : 'conflict', r.reason, { errors: [{ location: 'body', name: r.field, reason: r.reason }] })
+      const f = r.ok
+      if (!accepts(f.mediaType)) {
+        fs.closeSync(f.fd)
+        throw problem('not-acceptable', `This file is ${f.mediaType}, which Accept does not allow.`)
+      }
+      try {
+        await audit.record(ctx, { description: `Downloaded report file ${f.fileName} of "${f.report.name}"`, details: fileDetails(f), asset: reportAsset(f.report) })
+      } catch (err) {
+        fs.closeSync(f.fd)
+        throw err
+      }
+      return { fileName: f.fileName, mediaType: f.mediaType, size: f.size, rowCount: f.run.row_count ?? 0, truncated: f.run.truncated === 1, stream: fs.createReadStream('', { fd: f.fd }) }
+    },
+
+    /**
+     * Several files as one ZIP archive, each once, names made unique. Every item is resolved
+     * and its file opened before the archive starts: it is complete, or a problem names
+     * every item that cannot be archived.
+     */
+    async archive(ctx: Context, items: FileItem[]): Promise<{ fileName: string; stream: Readable }> {
+      const opened: OpenedFile[] = []
+      const errors: FieldError[] = []
+      let status: 404 | 409 = 409
+      const seen = new Set<string>()
+      for (const [i, item] of items.entries()) {
+        const r = await resolve(item)
+        if (!('ok' in r)) {
+          errors.push({ location: 'body', name: `items/${i}/${r.field}`, reason: r.reason })
+          if (r.status === 404) status = 404
+          continue
+        }
+        if (seen.has(r.ok.run.id)) {
+          fs.closeSync(r.ok.fd)
+          continue
+        }
+        seen.add(r.ok.run.id)
+        opened.push(r.ok)
+      }
+      if (errors.length) {
+        closeAll(opened)
+        const detail = `${errors.length} of ${items.length} item(s) cannot be archived: ${errors
+          .slice(0, 5)
+          .map((e) => `${e.name}: ${e.reason}`)
+          .join(' ')}`
+        throw problem(status === 404 ? 'not-found' : 'conflict', detail.slice(0, 2000), { errors: errors.slice(0, MAX_FIELD_ERRORS) })
+      }
+      const used = new Set<string>()
+      const inArchive = opened.map((f) => {
+        const dot = f.fileName.lastIndexOf('.')
+        const [stem, ext] = dot > 0 ? [f.fileName.slice(0, dot), f.fileName.slice(dot)] : [f.fileName, '']
+        let name = f.fileName
+        for (let k = 2; used.has(name.toLowerCase()); k++) name = `${stem} (${k})${ext}`
+        used.add(name.toLowerCase())
+        return name
+      })
+      const fileName = `reports-${fileStamp(Date.now())}.zip`
+      try {
+        await audit.record(ctx, {
+          description: `Downloaded ${opened.length} report file(s) as ${fileName}`,
+          details: { archive: fileName, files: opened.map((f, i) => ({ ...fileDetails(f), nameInArchive: inArchive[i] })) },
+          asset: opened.length === 1 ? reportAsset(opened[0].report) : { type: 'Report', detail: 'ReportDefinition' },
+        })
+      } catch (err) {
+        closeAll(opened)
+        throw err
+      }
+      const zip = new yazl.ZipFile()
+      for (const [i, f] of opened.entries()) {
+        zip.addReadStream(fs.createReadStream('', { fd: f.fd }), inArchive[i], { size: f.size, mtime: new Date(f.run.finished_ms ?? Date.now()), compress: f.run.format === 'CSV' })
+      }
+      zip.end()
+      return { fileName, stream: zip.outputStream as Readable }
+    },
+
+    /**
+     * Sends the test message from `sender` (else the configured one) to `recipient` as
+     * `caller` asked, at most TEST_MAILS_PER_MINUTE a minute per caller, with its audit
+     * record. A message the SMTP server did not take is a problem saying what it answered.
+     */
+    async testMail(ctx: Context, caller: string, recipient: string, sender: string | undefined, now = Date.now()): Promise<TestMailResult> {
+      // Not configured is a setting, not an SMTP answer: said before anything is attempted.
+      if (!mailConfigured()) throw problem('mail-not-configured', 'Outgoing mail is not configured on this server (set PRIME_SMTP_URL): no test message was sent.')
+      limitTestMail(caller, now)
+      const result = await sendTestMessage(deps.mail, sender, recipient, caller)
+      await audit.record(ctx, {
+        description: `Sent a test report e-mail to ${recipient}: ${result.accepted ? 'accepted' : 'not accepted'}`,
+        details: result,
+        outcome: result.accepted ? 'Succeeded' : 'Failed',
+      })
+      // A failed send is an error answer, so that a script (curl -f) tells it from success.
+      if (!result.accepted) {
+        const said = result.smtpResponse && !result.error?.includes(result.smtpResponse) ? ` (${result.smtpResponse})` : ''
+        throw problem('mail-not-sent', `The test message to ${recipient} was not sent through ${result.smtpServer}: ${result.error ?? 'not accepted'}${said}`.slice(0, 2000))
+      }
+      return result
+    },
+  }
+
+  function limitTestMail(caller: string, now: number) {
+    const recent = (testMails.get(caller) ?? []).filter((t) => t > now - 60_000)
+    if (recent.length >= TEST_MAILS_PER_MINUTE) {
+      const retry = Math.max(1, Math.ceil((recent[0] + 60_000 - now) / 1000))
+      throw problem('rate-limited', `At most ${TEST_MAILS_PER_MINUTE} test messages a minute per user; retry in ${retry} seconds.`, { headers: { 'retry-after': String(retry) } })
+    }
+    recent.push(now)
+    testMails.set(caller, recent)
+  }
+}
+
+export type ReportService = ReturnType<typeof reportService>
