@@ -426,7 +426,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   }
 
   // ---- background indexing ----
-  // The app's loop (lib/event-index-loop.ts) runs the slices; the first list wants them.
+  // The app's loop (lib/events/indexing.ts) runs the slices; the first list wants them.
   let wanted = false
   let held = false
   /** Called when indexing becomes wanted, so that the loop need not wait for its next turn. */

@@ -1,4 +1,4 @@
-// The filter shapes the repositories take, as lib/agent-filter.ts and lib/event-filter.ts
+// The filter shapes the repositories take, as lib/agent-filter.ts and lib/events/filter.ts
 // read them from requests (they re-export them), and the small rules about them.
 
 export interface DateRange {

@@ -8,11 +8,11 @@ import path from 'node:path'
 import zlib from 'node:zlib'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
-import type { AuditTrailRow, EventRow } from '../db/event-queries.js'
-import { auditView, eventView } from './events/views.js'
-import type { RecordTable } from '../db/event-index.js'
-import { iso } from './time.js'
-import type { Loop } from './platform/loops.js'
+import type { AuditTrailRow, EventRow } from '../../db/event-queries.js'
+import { auditView, eventView } from '../events/views.js'
+import type { RecordTable } from '../../db/event-index.js'
+import { iso } from '../time.js'
+import type { Loop } from '../platform/loops.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -2,7 +2,7 @@
 // about 20 ms one after another while behind, then every half second. It starts working
 // once a list wants it (db/event-queries.ts) and pauses while the texts are read.
 import type { FastifyInstance } from 'fastify'
-import type { Loop } from './platform/loops.js'
+import type { Loop } from '../platform/loops.js'
 
 const IDLE_MS = 500
 
