@@ -10,6 +10,8 @@ import { sessionService } from './accounts/sessions.js'
 import { auditDeps, auditTrail } from './audit.js'
 import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
 import { integrationTokenService } from './integration-tokens/service.js'
+import { exportColumns } from './events/exports.js'
+import { eventService } from './events/service.js'
 import type { AuditTrail } from './platform/ports.js'
 
 export function createServices(app: FastifyInstance) {
@@ -46,6 +48,12 @@ export function createServices(app: FastifyInstance) {
       timeoutMs: config.alarms.timeoutMs,
     }),
     integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
+    events: eventService({
+      events: asyncPort(repos.eventQueries.events, uow),
+      auditRecords: asyncPort(repos.eventQueries.audit, uow),
+      audit,
+      csvColumns: exportColumns(app.contract.spec.components.schemas),
+    }),
   }
 }
 
