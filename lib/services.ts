@@ -12,6 +12,7 @@ import { dummyHash, hashPassword, verifyPassword } from './passwords.js'
 import { integrationTokenService } from './integration-tokens/service.js'
 import { exportColumns } from './events/exports.js'
 import { eventService } from './events/service.js'
+import { retentionJob } from './retention/job.js'
 import type { AuditTrail } from './platform/ports.js'
 
 export function createServices(app: FastifyInstance) {
@@ -53,6 +54,16 @@ export function createServices(app: FastifyInstance) {
       auditRecords: asyncPort(repos.eventQueries.audit, uow),
       audit,
       csvColumns: exportColumns(app.contract.spec.components.schemas),
+    }),
+    retention: retentionJob({
+      retention: asyncPort(repos.retention, uow),
+      index: asyncPort(repos.eventQueries.indexer, uow),
+      applyPrune: (table, delta) => repos.eventQueries.indexer.applyPrune(table, delta),
+      audit: asyncPort(repos.audit, uow),
+      uow,
+      settings: config.retention,
+      dataDir: config.dataDir,
+      log: app.log,
     }),
   }
 }
