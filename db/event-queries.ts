@@ -13,6 +13,7 @@
 // - Records above the index's high-water mark are read directly, so every answer is exact.
 import type { DB } from './index.js'
 import { statementCache, rowOf } from './sql.js'
+import { indexCatchUp } from './event-catch-up.js'
 import { recordIndexer, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type IndexerOptions, type Summary, type Cell } from './event-index.js'
 import { MAX_ID, type AuditFilter, type EventFilter } from './filters.js'
 import { severityNames, type Sort } from './sql.js'
@@ -90,48 +91,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     audit_trail: hasIndex('audit_trail_created') ? 'INDEXED BY audit_trail_created' : '',
   }
 
-  // ---- background indexing ----
-  // The app's loop (lib/events/indexing.ts) runs the slices; the first list wants them.
-  let wanted = false
-  let held = false
-  /** Called when indexing becomes wanted, so that the loop need not wait for its next turn. */
-  let wake: (() => void) | undefined
-  /** While the texts are read (textsReady below). */
-  let loadingTexts: Promise<void> | null = null
-  /** One slice of indexing of about `budgetMs`; answers whether more is waiting. */
-  const indexSlice = (budgetMs = 20): boolean => {
-    if (!wanted || !db.open || held || loadingTexts) return false
-    let more = false
-    try {
-      const until = performance.now() + budgetMs
-      do {
-        more = indexer.step('events', 2048) + indexer.step('audit_trail', 2048) > 0
-      } while (more && performance.now() < until)
-    } catch {
-      // Busy (another process writes) or closing: try again on the next turn.
-      more = false
-    }
-    return more
-  }
-  const startIndexing = () => {
-    if (wanted) return
-    wanted = true
-    wake?.()
-  }
-
-  // The documents and sources that text filters need are read on the first such query,
-  // a slice at a time, with indexing paused meanwhile (the counts must stay at the mark
-  // they are read at); other requests are answered between slices.
-  /** Resolves once the events' texts are in memory; undefined when they are already. */
-  function textsReady(): Promise<void> | undefined {
-    if (indexer.hasTexts()) return undefined
-    loadingTexts ??= indexer.loadTextsGradually(pause).finally(() => {
-      loadingTexts = null
-      wanted = true
-      wake?.()
-    })
-    return loadingTexts
-  }
+  // ---- background indexing (db/event-catch-up.ts) ----
+  const catchUp = indexCatchUp(db, indexer)
+  const { startIndexing, textsReady } = catchUp
 
   // ---- kinds ----
   /** The ids of the kinds a plan allows (null: any). */
@@ -1093,15 +1055,11 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     indexer,
     /** Wants indexing in the background (the first list does it too). */
     startIndexing,
-    indexSlice,
+    indexSlice: catchUp.indexSlice,
     /** `fn` is called when indexing becomes wanted (the loop that runs the slices). */
-    onIndexWanted(fn: (() => void) | undefined) {
-      wake = fn
-    },
+    onIndexWanted: catchUp.onIndexWanted,
     /** Stops (true) or allows (false) indexing in the background: tests drive it with `catchUp` and `indexer.step`. */
-    holdIndexing(hold: boolean) {
-      held = hold
-    },
+    holdIndexing: catchUp.holdIndexing,
     /** Indexes everything written so far, now (tests, scripts); answers how many records. */
     catchUp(): number {
       return indexer.catchUp('events') + indexer.catchUp('audit_trail')
