@@ -13,369 +13,35 @@
 // - Records above the index's high-water mark are read directly, so every answer is exact.
 import type { DB } from './index.js'
 import { statementCache, rowOf } from './sql.js'
-import { recordIndexer, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type EventKind, type AuditKind, type IndexerOptions, type Summary, type Cell } from './event-index.js'
-import { MAX_ID, type AuditFilter, type auditCategories, type Bounds, type EventFilter } from './filters.js'
-import { contains as likePattern, severityNames, type Sort } from './sql.js'
-import type { EventCategory } from './events.js'
+import { indexCatchUp } from './event-catch-up.js'
+import { recordIndexer, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type IndexerOptions, type Summary, type Cell } from './event-index.js'
+import { MAX_ID, type AuditFilter, type EventFilter } from './filters.js'
+import { severityNames, type Sort } from './sql.js'
+import { AUDIT_COLUMNS, AUDIT_FIELDS, EVENT_COLUMNS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-rows.js'
+import {
+  all,
+  any,
+  auditPlan,
+  auditSorts,
+  cond,
+  eventPlan,
+  eventSorts,
+  inList,
+  isIdSort,
+  isTimeSort,
+  orderSql,
+  type Cond,
+  type GlobalCols,
+  type Plan,
+  type Range,
+  type SortField,
+  type TextMatch,
+} from './event-plans.js'
+
+export { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-rows.js'
+export { textMatch } from './event-plans.js'
 import { setImmediate as pause } from 'node:timers/promises'
 import { LRUCache } from 'lru-cache'
-
-export interface EventRow {
-  id: number
-  created_ms: number
-  event_code: string
-  severity: number
-  category: EventCategory
-  entity_id: string
-  description: string
-  details: string
-  hashtags: string | null
-  peripheral_icon: number
-  asset_key: string | null
-  asset_name: string | null
-  peripheral_asset_id: string | null
-}
-
-export interface AuditTrailRow {
-  id: number
-  created_ms: number
-  severity: number
-  category: (typeof auditCategories)[number]
-  user_name: string | null
-  source_ip: string | null
-  description: string
-  details: string
-  operation_id: string | null
-  outcome: 'Succeeded' | 'Failed' | 'Refused'
-  asset_key: string | null
-  asset_name: string | null
-  asset_parent_id: string | null
-  asset_ip: string | null
-  // Values of the contract's ElementType, NetworkElementSubType and AllAssetTypeDetail, as
-  // lib/audit.ts writes them (lib/events/views.ts maps them into AssetReference).
-  asset_type: string
-  asset_sub_type: string
-  asset_detail: string
-  asset_icon: number
-  request_id: string | null
-}
-
-/** The columns every read returns, in this order (rows as arrays follow it). */
-export const EVENT_FIELDS = [
-  'id',
-  'created_ms',
-  'event_code',
-  'severity',
-  'category',
-  'entity_id',
-  'description',
-  'details',
-  'hashtags',
-  'peripheral_icon',
-  'asset_key',
-  'asset_name',
-  'peripheral_asset_id',
-] as const
-export const AUDIT_FIELDS = [
-  'id',
-  'created_ms',
-  'severity',
-  'category',
-  'user_name',
-  'source_ip',
-  'description',
-  'details',
-  'operation_id',
-  'outcome',
-  'asset_key',
-  'asset_name',
-  'asset_parent_id',
-  'asset_ip',
-  'asset_type',
-  'asset_sub_type',
-  'asset_detail',
-  'asset_icon',
-  'request_id',
-] as const
-const EVENT_COLUMNS = EVENT_FIELDS.map((c) => `e.${c}`).join(', ')
-const AUDIT_COLUMNS = AUDIT_FIELDS.map((c) => `e.${c}`).join(', ')
-
-// ---------------------------------------------------------------------------------------
-// Conditions
-
-/** A condition over a row (alias `e`), with its parameters. */
-interface Cond {
-  sql: string
-  params: unknown[]
-}
-
-function all(conds: (Cond | null | undefined)[]): Cond | null {
-  const cs = conds.filter((c): c is Cond => !!c)
-  if (!cs.length) return null
-  return { sql: cs.map((c) => c.sql).join(' AND '), params: cs.flatMap((c) => c.params) }
-}
-function any(conds: Cond[]): Cond {
-  return { sql: `(${conds.map((c) => c.sql).join(' OR ')})`, params: conds.flatMap((c) => c.params) }
-}
-const cond = (sql: string, ...params: unknown[]): Cond => ({ sql, params })
-
-const asciiLower = (s: string) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase())
-const hasNonAscii = (s: string) => /[^\u0000-\u007f]/.test(s)
-
-/**
- * A case-insensitive "contains" (the contract's TextFilter): as a condition on a column,
- * as a test on a text, and as a phrase of the trigram indexes. Terms of 3 characters or
- * more fold case over all of Unicode (as the trigram indexes do); shorter terms fold ASCII
- * only (LIKE). An ASCII term folds the same either way, so it runs as LIKE (SQLite's own
- * code, faster than a call into JavaScript).
- */
-export function textMatch(term: string) {
-  const trigram = [...term].length >= 3
-  const unicode = trigram && hasNonAscii(term)
-  const folded = unicode ? term.toLowerCase() : asciiLower(term)
-  const like = likePattern(term)
-  return {
-    trigram,
-    on: (column: string): Cond => (unicode ? cond(`event_contains(${column}, ?)`, folded) : cond(`${column} LIKE ? ESCAPE '\\'`, like)),
-    test: (value: string | null | undefined): boolean => value !== null && value !== undefined && (unicode ? value.toLowerCase() : asciiLower(value)).includes(folded),
-    /** An FTS5 query: the exact substring in any of the columns. */
-    phrase: (columns: string[]) => `{${columns.join(' ')}} : "${term.replace(/"/g, '""')}"`,
-  }
-}
-type TextMatch = ReturnType<typeof textMatch>
-
-const SEVERITY_NAME_SQL = `CASE e.severity ${severityNames.map((n, i) => `WHEN ${i} THEN '${n}'`).join(' ')} END`
-
-interface Range {
-  lo: number
-  hi: number
-}
-
-/** A question in the engine's terms. */
-interface Plan {
-  table: RecordTable
-  ids: Range
-  times: Range | null
-  empty: boolean
-  /** Which kinds can match (null: any), and the same condition over a row's columns. */
-  kindOk: ((k: any) => boolean) | null
-  kindSql: Cond | null
-  /** The other conditions over a row's columns (text). */
-  textSql: Cond | null
-  /** Events: how the text conditions resolve against sources and documents. */
-  text: EventText | null
-}
-
-/** The text conditions of an event filter, by what they look at. */
-interface EventText {
-  source: { match: TextMatch; columns: ('entity_id' | 'asset_key' | 'asset_name')[] }[]
-  doc: { match: TextMatch; column: 'details' | 'peripheral_asset_id' }[]
-  global: TextMatch | null
-  /**
-   * The text conditions with GlobalSearch tested only where it can match: in the details,
-   * and in the kinds' columns or the sources' only where some kind or source has it.
-   */
-  narrowed: ((cols: GlobalCols) => Cond) | null
-}
-
-/** Whether GlobalSearch matches any kind's columns, any source's columns (indexed records). */
-interface GlobalCols {
-  kinds: boolean
-  sources: boolean
-}
-
-function boundsPlan(b: Bounds): Pick<Plan, 'ids' | 'times' | 'empty'> {
-  return {
-    ids: { lo: b.idFrom, hi: b.idTo },
-    times: b.timeFrom === null && b.timeTo === null ? null : { lo: b.timeFrom ?? Number.MIN_SAFE_INTEGER, hi: b.timeTo ?? Number.MAX_SAFE_INTEGER },
-    empty: b.empty,
-  }
-}
-
-const inList = (column: string, values: readonly unknown[]) => cond(`${column} IN (${values.map(() => '?').join(', ')})`, ...values)
-
-function eventPlan(f: EventFilter): Plan {
-  const kindTests: ((k: EventKind) => boolean)[] = []
-  const kindConds: Cond[] = []
-  if (f.severity !== undefined) {
-    const s = f.severity
-    kindTests.push((k) => k.severity === s)
-    kindConds.push(cond('e.severity = ?', s))
-  }
-  if (f.minSeverity !== undefined) {
-    const s = f.minSeverity
-    kindTests.push((k) => k.severity <= s)
-    kindConds.push(cond('e.severity <= ?', s))
-  }
-  if (f.categories) {
-    const cs: readonly string[] = f.categories
-    kindTests.push((k) => cs.includes(k.category))
-    kindConds.push(inList('e.category', cs))
-  }
-  if (f.icons) {
-    const is = f.icons
-    kindTests.push((k) => is.includes(k.peripheral_icon))
-    kindConds.push(inList('e.peripheral_icon', is))
-  }
-  if (f.description !== undefined) {
-    const m = textMatch(f.description)
-    kindTests.push((k) => m.test(k.description))
-    kindConds.push(m.on('e.description'))
-  }
-  const text: EventText = { source: [], doc: [], global: null, narrowed: null }
-  const textConds: Cond[] = []
-  const sourceTerm = (value: string | undefined, column: 'entity_id' | 'asset_key' | 'asset_name') => {
-    if (value === undefined) return
-    const m = textMatch(value)
-    text.source.push({ match: m, columns: [column] })
-    textConds.push(m.on(`e.${column}`))
-  }
-  sourceTerm(f.source, 'entity_id')
-  sourceTerm(f.assetKey, 'asset_key')
-  sourceTerm(f.assetName, 'asset_name')
-  const docTerm = (value: string | undefined, column: 'details' | 'peripheral_asset_id') => {
-    if (value === undefined) return
-    const m = textMatch(value)
-    text.doc.push({ match: m, column })
-    textConds.push(m.on(`e.${column}`))
-  }
-  docTerm(f.details, 'details')
-  docTerm(f.peripheralAssetId, 'peripheral_asset_id')
-  if (f.globalSearch !== undefined) {
-    const m = textMatch(f.globalSearch)
-    text.global = m
-    const others = [...textConds]
-    const kindCols = [m.on('e.description'), m.on('e.event_code'), m.on('e.category'), m.on(SEVERITY_NAME_SQL), m.on('e.hashtags')]
-    const sourceCols = [m.on('e.entity_id'), m.on('e.asset_name')]
-    text.narrowed = (cols) => all([...others, any([m.on('e.details'), ...(cols.kinds ? kindCols : []), ...(cols.sources ? sourceCols : [])])])!
-    textConds.push(any([m.on('e.description'), m.on('e.details'), m.on('e.entity_id'), m.on('e.event_code'), m.on('e.category'), m.on(SEVERITY_NAME_SQL), m.on('e.hashtags'), m.on('e.asset_name')]))
-  }
-  return {
-    table: 'events',
-    ...boundsPlan(f),
-    kindOk: kindTests.length ? (k) => kindTests.every((t) => t(k)) : null,
-    kindSql: all(kindConds),
-    textSql: all(textConds),
-    text: textConds.length ? text : null,
-  }
-}
-
-function auditPlan(f: AuditFilter): Plan {
-  const kindTests: ((k: AuditKind) => boolean)[] = []
-  const kindConds: Cond[] = []
-  const exact = <C extends keyof AuditKind>(column: C, value: AuditKind[C] | undefined) => {
-    if (value === undefined) return
-    kindTests.push((k) => k[column] === value)
-    kindConds.push(cond(`e.${column} = ?`, value))
-  }
-  exact('severity', f.severity)
-  if (f.minSeverity !== undefined) {
-    const s = f.minSeverity
-    kindTests.push((k) => k.severity <= s)
-    kindConds.push(cond('e.severity <= ?', s))
-  }
-  if (f.categories) {
-    const cs: readonly string[] = f.categories
-    kindTests.push((k) => cs.includes(k.category))
-    kindConds.push(inList('e.category', cs))
-  }
-  exact('asset_type', f.assetType)
-  exact('asset_sub_type', f.assetSubType)
-  exact('asset_detail', f.assetDetail)
-  exact('asset_icon', f.assetIcon)
-  const textConds: Cond[] = []
-  const term = (value: string | undefined, columns: string[]) => {
-    if (value === undefined) return
-    const m = textMatch(value)
-    textConds.push(columns.length === 1 ? m.on(columns[0]) : any(columns.map((c) => m.on(c))))
-  }
-  term(f.user, ['e.user_name'])
-  term(f.description, ['e.description'])
-  term(f.details, ['e.details'])
-  term(f.asset, ['e.asset_key', 'e.asset_name', 'e.asset_ip'])
-  term(f.assetKey, ['e.asset_key'])
-  term(f.assetName, ['e.asset_name'])
-  term(f.assetParentId, ['e.asset_parent_id'])
-  term(f.assetIp, ['e.asset_ip'])
-  term(f.globalSearch, ['e.description', 'e.details', 'e.user_name', 'e.source_ip', 'e.category', 'e.operation_id', 'e.asset_key', 'e.asset_name', 'e.asset_ip'])
-  return {
-    table: 'audit_trail',
-    ...boundsPlan(f),
-    kindOk: kindTests.length ? (k) => kindTests.every((t) => t(k)) : null,
-    kindSql: all(kindConds),
-    textSql: all(textConds),
-    text: null,
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// Sorting
-
-/** How a sort field is read: a column, a field of the kinds (grouped), or the id itself. */
-interface SortField {
-  column: string
-  /** Sorts by a kind field: pages go through the kinds in order, each one by id. */
-  kind?: string
-  /** Order of kind values (numbers, text compared as SQLite's NOCASE does, or a fixed rank). */
-  rank?: (value: unknown) => number | string
-  nullable?: boolean
-  nocase?: boolean
-  /** The value compared when a page is re-sorted in memory (the feeds). */
-  key: (r: any) => string | number | null
-}
-
-const nocaseKey = (v: unknown) => (v === null || v === undefined ? '' : asciiLower(String(v)))
-const nocaseOrNull = (v: string | null) => (v === null ? null : asciiLower(v))
-const severityNameRank = (v: unknown) => severityNames[Number(v)] ?? ''
-
-const eventSorts: Record<string, SortField> = {
-  eventID: { column: 'e.id', key: (r: EventRow) => r.id },
-  date: { column: 'e.created_ms', key: (r: EventRow) => r.created_ms },
-  creationTime: { column: 'e.created_ms', key: (r: EventRow) => r.created_ms },
-  creationTimeEpoch: { column: 'e.created_ms', key: (r: EventRow) => r.created_ms },
-  eventCode: { column: 'e.event_code', kind: 'event_code', rank: (v) => String(v), key: (r: EventRow) => r.event_code },
-  severity: { column: 'e.severity', kind: 'severity', rank: (v) => Number(v), key: (r: EventRow) => r.severity },
-  severityString: { column: SEVERITY_NAME_SQL, kind: 'severity', rank: severityNameRank, key: (r: EventRow) => severityNames[r.severity] },
-  category: { column: 'e.category', kind: 'category', rank: (v) => String(v), key: (r: EventRow) => r.category },
-  eventEntityID: { column: 'e.entity_id', nocase: true, key: (r: EventRow) => asciiLower(r.entity_id) },
-  description: { column: 'e.description', kind: 'description', rank: nocaseKey, nocase: true, key: (r: EventRow) => asciiLower(r.description) },
-  details: { column: 'e.details', nocase: true, key: (r: EventRow) => asciiLower(r.details) },
-  hashtags: { column: 'e.hashtags', kind: 'hashtags', rank: nocaseKey, nullable: true, nocase: true, key: (r: EventRow) => nocaseOrNull(r.hashtags) },
-  peripheralIcon: { column: 'e.peripheral_icon', kind: 'peripheral_icon', rank: (v) => Number(v), key: (r: EventRow) => r.peripheral_icon },
-  assetKey: { column: 'e.asset_key', nullable: true, key: (r: EventRow) => r.asset_key },
-  assetName: { column: 'e.asset_name', nullable: true, nocase: true, key: (r: EventRow) => nocaseOrNull(r.asset_name) },
-  peripheralAssetId: { column: 'e.peripheral_asset_id', nullable: true, nocase: true, key: (r: EventRow) => nocaseOrNull(r.peripheral_asset_id) },
-}
-
-const auditSorts: Record<string, SortField> = {
-  auditTrailID: { column: 'e.id', key: (r: AuditTrailRow) => r.id },
-  date: { column: 'e.created_ms', key: (r: AuditTrailRow) => r.created_ms },
-  creationTime: { column: 'e.created_ms', key: (r: AuditTrailRow) => r.created_ms },
-  creationTimeEpoch: { column: 'e.created_ms', key: (r: AuditTrailRow) => r.created_ms },
-  severity: { column: 'e.severity', kind: 'severity', rank: (v) => Number(v), key: (r: AuditTrailRow) => r.severity },
-  severityString: { column: SEVERITY_NAME_SQL, kind: 'severity', rank: severityNameRank, key: (r: AuditTrailRow) => severityNames[r.severity] },
-  category: { column: 'e.category', kind: 'category', rank: (v) => String(v), key: (r: AuditTrailRow) => r.category },
-  user: { column: 'e.user_name', nullable: true, nocase: true, key: (r: AuditTrailRow) => nocaseOrNull(r.user_name) },
-  sourceIp: { column: 'e.source_ip', nullable: true, key: (r: AuditTrailRow) => r.source_ip },
-  description: { column: 'e.description', nocase: true, key: (r: AuditTrailRow) => asciiLower(r.description) },
-  details: { column: 'e.details', nocase: true, key: (r: AuditTrailRow) => asciiLower(r.details) },
-  operationId: { column: 'e.operation_id', kind: 'operation_id', rank: (v) => String(v), nullable: true, key: (r: AuditTrailRow) => r.operation_id },
-  outcome: { column: 'e.outcome', kind: 'outcome', rank: (v) => String(v), key: (r: AuditTrailRow) => r.outcome },
-  'assetReference.key': { column: 'e.asset_key', nullable: true, key: (r: AuditTrailRow) => r.asset_key },
-  'assetReference.name': { column: 'e.asset_name', nullable: true, nocase: true, key: (r: AuditTrailRow) => nocaseOrNull(r.asset_name) },
-  'assetReference.ipAddress': { column: 'e.asset_ip', nullable: true, key: (r: AuditTrailRow) => r.asset_ip },
-  'assetReference.type': { column: 'e.asset_type', kind: 'asset_type', rank: (v) => String(v), key: (r: AuditTrailRow) => r.asset_type },
-}
-
-const isIdSort = (f: SortField) => f.column === 'e.id'
-const isTimeSort = (f: SortField) => f.column === 'e.created_ms'
-
-/** ORDER BY for a sort over rows (nulls last in either direction, id as the tie-breaker). */
-function orderSql(f: SortField, dir: 'ASC' | 'DESC'): string {
-  if (isIdSort(f)) return `e.id ${dir}`
-  const nulls = f.nullable ? `${f.column} IS NULL, ` : ''
-  return `${nulls}${f.column}${f.nocase ? ' COLLATE NOCASE' : ''} ${dir}, e.id ${dir}`
-}
 
 // ---------------------------------------------------------------------------------------
 // The engine
@@ -425,48 +91,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     audit_trail: hasIndex('audit_trail_created') ? 'INDEXED BY audit_trail_created' : '',
   }
 
-  // ---- background indexing ----
-  // The app's loop (lib/event-index-loop.ts) runs the slices; the first list wants them.
-  let wanted = false
-  let held = false
-  /** Called when indexing becomes wanted, so that the loop need not wait for its next turn. */
-  let wake: (() => void) | undefined
-  /** While the texts are read (textsReady below). */
-  let loadingTexts: Promise<void> | null = null
-  /** One slice of indexing of about `budgetMs`; answers whether more is waiting. */
-  const indexSlice = (budgetMs = 20): boolean => {
-    if (!wanted || !db.open || held || loadingTexts) return false
-    let more = false
-    try {
-      const until = performance.now() + budgetMs
-      do {
-        more = indexer.step('events', 2048) + indexer.step('audit_trail', 2048) > 0
-      } while (more && performance.now() < until)
-    } catch {
-      // Busy (another process writes) or closing: try again on the next turn.
-      more = false
-    }
-    return more
-  }
-  const startIndexing = () => {
-    if (wanted) return
-    wanted = true
-    wake?.()
-  }
-
-  // The documents and sources that text filters need are read on the first such query,
-  // a slice at a time, with indexing paused meanwhile (the counts must stay at the mark
-  // they are read at); other requests are answered between slices.
-  /** Resolves once the events' texts are in memory; undefined when they are already. */
-  function textsReady(): Promise<void> | undefined {
-    if (indexer.hasTexts()) return undefined
-    loadingTexts ??= indexer.loadTextsGradually(pause).finally(() => {
-      loadingTexts = null
-      wanted = true
-      wake?.()
-    })
-    return loadingTexts
-  }
+  // ---- background indexing (db/event-catch-up.ts) ----
+  const catchUp = indexCatchUp(db, indexer)
+  const { startIndexing, textsReady } = catchUp
 
   // ---- kinds ----
   /** The ids of the kinds a plan allows (null: any). */
@@ -1428,15 +1055,11 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     indexer,
     /** Wants indexing in the background (the first list does it too). */
     startIndexing,
-    indexSlice,
+    indexSlice: catchUp.indexSlice,
     /** `fn` is called when indexing becomes wanted (the loop that runs the slices). */
-    onIndexWanted(fn: (() => void) | undefined) {
-      wake = fn
-    },
+    onIndexWanted: catchUp.onIndexWanted,
     /** Stops (true) or allows (false) indexing in the background: tests drive it with `catchUp` and `indexer.step`. */
-    holdIndexing(hold: boolean) {
-      held = hold
-    },
+    holdIndexing: catchUp.holdIndexing,
     /** Indexes everything written so far, now (tests, scripts); answers how many records. */
     catchUp(): number {
       return indexer.catchUp('events') + indexer.catchUp('audit_trail')

@@ -1,4 +1,4 @@
-// The filter shapes the repositories take, as lib/agents/filter.ts and lib/event-filter.ts
+// The filter shapes the repositories take, as lib/agents/filter.ts and lib/events/filter.ts
 // read them from requests (they re-export them), and the small rules about them; and the
 // agent filter as SQL conditions and searches, which the agent, peripheral, export and
 // report repositories share.

@@ -24,7 +24,7 @@ import { responseChecker } from './response-check.js'
 import { lazyChildLogger, requestLineWriter, RoutineSummary, stdoutLines, type LineBatcher } from './log.js'
 import { announceEnrollmentSecret, gatewaySweeperLoop, isHeldCredential } from './gateway/index.js'
 import { agentSearchLoop, searchUpkeepLoop } from './search-upkeep.js'
-import { eventIndexLoop } from './event-indexing.js'
+import { eventIndexLoop } from './events/indexing.js'
 import { createMailer, type Mailer } from './mail.js'
 import { alarmDeliveryLoop } from './alarms/index.js'
 import { reportSchedulerLoop } from './reports/index.js'
@@ -35,7 +35,7 @@ import { vault } from './vault.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
 import { registerLifecycle } from './probes.js'
 import { capConnections, refuseExpectations, serverOptions } from './connections.js'
-import { retentionLoop } from './retention.js'
+import { retentionLoop } from './retention/index.js'
 import { registerLoops } from './platform/loops.js'
 import { registerHealthChecks } from './platform/health.js'
 import { registerCoreHealthChecks } from './health.js'
@@ -205,9 +205,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   registerCoreHealthChecks(app)
   const loops = registerLoops(app)
   loops.add(gatewaySweeperLoop(app))
-  loops.add(eventIndexLoop(app))
-  loops.add(agentSearchLoop(app))
-  loops.add(searchUpkeepLoop(app))
+  loops.add(eventIndexLoop(app.repos.eventQueries))
+  loops.add(agentSearchLoop({ texts: app.repos.agentTexts, log: app.log }))
+  loops.add(searchUpkeepLoop({ upkeep: app.repos.ftsUpkeep, log: app.log }))
   loops.add(alarmDeliveryLoop(app))
   loops.add(reportSchedulerLoop(app))
   loops.add(agentlessLoop(app))

@@ -63,7 +63,7 @@ export interface Config {
   assets: { newHours: number }
   /** The key that seals agentless connection credentials (PRIME_AGENTLESS_KEY or kept in the data dir). */
   agentlessKey: Buffer
-  /** Days each kind of record is kept (0: for ever), and the retention job's pace (lib/retention.ts). */
+  /** Days each kind of record is kept (0: for ever), and the retention job's pace (lib/retention/job.ts). */
   retention: {
     eventsDays: number
     auditDays: number

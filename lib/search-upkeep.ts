@@ -2,9 +2,32 @@
 // notes the in-memory agent search has applied (db/agent-texts.ts): once a minute each index is measured, and one whose leftovers are due is merged into one segment a few pages
 // at a time. A merge of the agents' index at 100,000 agents is about 3 s of work in a
 // thousand steps of a few milliseconds; requests are served between slices of it.
-import type { FastifyInstance } from 'fastify'
 import { UPKEPT_INDEXES, type UpkeptIndex } from '../db/fts-upkeep.js'
 import type { Loop } from './platform/loops.js'
+
+/**
+ * The trigram indexes' upkeep (db/fts-upkeep.ts). Synchronous: a merge runs as steps of a
+ * few milliseconds inside a 10 ms slice, all in one turn of a timer (which never falls
+ * inside a unit of work).
+ */
+export interface SearchIndexUpkeep {
+  measure(name: UpkeptIndex): { segments: number; pages: number; due: boolean }
+  /** Merges about `pages` pages of the index's segments; false once they are one. */
+  mergeStep(name: UpkeptIndex, pages: number): boolean
+}
+
+/** The in-memory agent search (db/agent-texts.ts); synchronous like the upkeep above. */
+export interface AgentSearchUpkeep {
+  /** Builds the dictionaries if they are not; answers how long it took (ms). */
+  warm(): number
+  /** Drops the change notes every search has applied. */
+  prune(): unknown
+}
+
+interface UpkeepLog {
+  info(details: object, message: string): void
+  warn(details: object, message: string): void
+}
 
 const CHECK_MS = 60_000
 /** Pages a merge step writes (about 2 ms each; a step now and then takes 20). */
@@ -13,8 +36,7 @@ const STEP_PAGES = 16
 const SLICE_MS = 10
 const PAUSE_MS = 20
 
-export function searchUpkeep(app: FastifyInstance) {
-  const upkeep = app.repos.ftsUpkeep
+export function searchUpkeep({ upkeep, log }: { upkeep: SearchIndexUpkeep; log: UpkeepLog }) {
   let merging: { name: UpkeptIndex; steps: number; started: number } | null = null
   return {
     get merging() {
@@ -26,7 +48,7 @@ export function searchUpkeep(app: FastifyInstance) {
       for (const name of UPKEPT_INDEXES) {
         const m = upkeep.measure(name)
         if (!m.due) continue
-        app.log.info({ index: name, segments: m.segments, pages: m.pages }, 'merging a search index')
+        log.info({ index: name, segments: m.segments, pages: m.pages }, 'merging a search index')
         merging = { name, steps: 0, started: Date.now() }
         return name
       }
@@ -41,14 +63,14 @@ export function searchUpkeep(app: FastifyInstance) {
         do {
           m.steps++
           if (!upkeep.mergeStep(m.name, STEP_PAGES)) {
-            app.log.info({ index: m.name, steps: m.steps, ms: Date.now() - m.started, ...upkeep.measure(m.name) }, 'merged a search index')
+            log.info({ index: m.name, steps: m.steps, ms: Date.now() - m.started, ...upkeep.measure(m.name) }, 'merged a search index')
             merging = null
             return false
           }
         } while (performance.now() < until)
       } catch (err) {
         // Busy (another process writes) or closing: the next check starts again.
-        app.log.warn({ err, index: m.name }, 'merging a search index stopped')
+        log.warn({ err, index: m.name }, 'merging a search index stopped')
         merging = null
         return false
       }
@@ -61,8 +83,8 @@ export function searchUpkeep(app: FastifyInstance) {
  * Checks every minute, merges in slices; the timers never keep the process alive. One
  * process at a time: the indexes are the database's.
  */
-export function searchUpkeepLoop(app: FastifyInstance, checkMs = CHECK_MS): Loop {
-  const upkeep = searchUpkeep(app)
+export function searchUpkeepLoop(deps: { upkeep: SearchIndexUpkeep; log: UpkeepLog }, checkMs = CHECK_MS): Loop {
+  const upkeep = searchUpkeep(deps)
   let timer: NodeJS.Timeout | undefined
   let closed = false
   const run = () => {
@@ -79,7 +101,7 @@ export function searchUpkeepLoop(app: FastifyInstance, checkMs = CHECK_MS): Loop
         try {
           if (upkeep.check()) run()
         } catch (err) {
-          app.log.warn({ err }, 'measuring the search indexes failed')
+          deps.log.warn({ err }, 'measuring the search indexes failed')
         }
       }, checkMs).unref()
     },
@@ -94,19 +116,19 @@ export function searchUpkeepLoop(app: FastifyInstance, checkMs = CHECK_MS): Loop
  * The in-memory agent search of this process (db/agent-texts.ts): built before the first
  * request rather than in it, and the notes it has applied pruned every minute.
  */
-export function agentSearchLoop(app: FastifyInstance, checkMs = CHECK_MS): Loop {
+export function agentSearchLoop({ texts, log }: { texts: AgentSearchUpkeep; log: UpkeepLog }, checkMs = CHECK_MS): Loop {
   let timer: NodeJS.Timeout | undefined
   return {
     name: 'agent-search',
     singleton: false,
     start() {
-      const ms = app.repos.agentTexts.warm()
-      if (ms > 100) app.log.info({ ms: Math.round(ms) }, 'agent search built')
+      const ms = texts.warm()
+      if (ms > 100) log.info({ ms: Math.round(ms) }, 'agent search built')
       timer = setInterval(() => {
         try {
-          app.repos.agentTexts.prune()
+          texts.prune()
         } catch (err) {
-          app.log.warn({ err }, 'pruning the agent search notes failed')
+          log.warn({ err }, 'pruning the agent search notes failed')
         }
       }, checkMs).unref()
     },

@@ -18,6 +18,9 @@ import { agentGateway } from './gateway/service.js'
 import { notificationService } from './notifications/service.js'
 import { groupNames } from './notifications/views.js'
 import { agentService } from './agents/service.js'
+import { exportColumns } from './events/exports.js'
+import { eventService } from './events/service.js'
+import { retentionJob } from './retention/job.js'
 import type { AuditTrail } from './platform/ports.js'
 import { vault } from './vault.js'
 import { reportService } from './reports/service.js'
@@ -126,6 +129,22 @@ export function createServices(app: FastifyInstance) {
       uow,
       audit,
       publicAddress: config.agents.publicAddress,
+    }),
+    events: eventService({
+      events: asyncPort(repos.eventQueries.events, uow),
+      auditRecords: asyncPort(repos.eventQueries.audit, uow),
+      audit,
+      csvColumns: exportColumns(app.contract.spec.components.schemas),
+    }),
+    retention: retentionJob({
+      retention: asyncPort(repos.retention, uow),
+      index: asyncPort(repos.eventQueries.indexer, uow),
+      applyPrune: (table, delta) => repos.eventQueries.indexer.applyPrune(table, delta),
+      audit: asyncPort(repos.audit, uow),
+      uow,
+      settings: config.retention,
+      dataDir: config.dataDir,
+      log: app.log,
     }),
   }
 }

@@ -19,7 +19,7 @@ import autocannon from 'autocannon'
 import { openDatabase } from '../db/index.js'
 import { eventQueriesRepo } from '../db/event-queries.js'
 import { eventsRepo, type EventInput } from '../db/events.js'
-import { eventFilter } from '../lib/event-filter.js'
+import { eventFilter } from '../lib/events/filter.js'
 import { seedEvents } from './seed-events.js'
 import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound, largePage, largePageRow, LARGE_PAGE_HEADER } from './bench-support.js'
 

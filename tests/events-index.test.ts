@@ -15,7 +15,7 @@ import { loadConfig } from '../lib/config.js'
 import { openDatabase } from '../db/index.js'
 import { recordIndexer } from '../db/event-index.js'
 import type { EventRow } from '../db/event-queries.js'
-import { eventFilter } from '../lib/event-filter.js'
+import { eventFilter } from '../lib/events/filter.js'
 
 const URL = '/prime/webui/Events/GetEvents'
 const probes: Record<string, string>[] = [

@@ -1,4 +1,4 @@
-// Pins the retention job (lib/retention.ts): old events and audit records are archived and
+// Pins the retention job (lib/retention/job.ts): old events and audit records are archived and
 // then deleted, with the query index's counts exactly those of a rebuild; nothing an alarm
 // destination still waits for is deleted; only the job can delete audit records, and each
 // run is audited; the other kinds that grow are pruned by their own settings.

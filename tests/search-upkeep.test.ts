@@ -11,7 +11,7 @@ t.test('a fragmented search index is merged back into one segment, answering the
   const app = await build(t)
   const token = await login(app)
   await seedFleet(app.db, { agents: 1200, peripheralsPerAgent: 1, seed: 11 })
-  const upkeep = searchUpkeep(app)
+  const upkeep = searchUpkeep({ upkeep: app.repos.ftsUpkeep, log: app.log })
   const { ftsUpkeep } = app.repos
 
   // The seed's chunks leave segments of their own: merged first, as the server would.
@@ -65,5 +65,5 @@ t.test('small indexes are left alone, however many segments they have', async (t
   const m = app.repos.ftsUpkeep.measure('agents_fts')
   t.ok(m.segments > 1, `${m.segments} segments`)
   t.notOk(m.due, `${m.pages} pages: not worth a merge`)
-  t.equal(searchUpkeep(app).check(), null)
+  t.equal(searchUpkeep({ upkeep: app.repos.ftsUpkeep, log: app.log }).check(), null)
 })

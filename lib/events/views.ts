@@ -1,8 +1,10 @@
 // Event and audit rows as the contract's answers (PrimeEventView, AuditTrailView): each
 // shape is mapped here, once, for the lists, streamed pages, exports, feeds and alarms.
 import type { components } from '../../generated/openapi.js'
-import type { AuditTrailRow, EventRow } from '../../db/event-queries.js'
-import { severityNames } from '../listing.js'
+import { AUDIT_FIELDS, EVENT_FIELDS } from '../../db/event-queries.js'
+import { rowOf } from '../../db/sql.js'
+import { listAnswer, listAnswerStream, severityNames, STREAM_CHUNK_CHARS } from '../listing.js'
+import type { AuditTrailRow, EventRow } from './ports.js'
 import { iso } from '../time.js'
 
 type EventView = components['schemas']['PrimeEventView']
@@ -58,3 +60,37 @@ export function auditView(r: AuditTrailRow): AuditView {
     requestId: r.request_id,
   }
 }
+
+const eventOf = rowOf(EVENT_FIELDS) as unknown as (r: unknown[]) => EventRow
+const auditOf = rowOf(AUDIT_FIELDS) as unknown as (r: unknown[]) => AuditTrailRow
+
+/** Chunks of rows as arrays, as JSON objects joined by commas, about STREAM_CHUNK_CHARS at a time (a streamed page's data). */
+async function* jsonRows(chunks: AsyncIterable<unknown[]>, view: (r: unknown[]) => unknown): AsyncGenerator<string> {
+  for await (const rows of chunks) {
+    let text = ''
+    for (let i = 0; i < rows.length; i++) {
+      text += (text ? ',' : '') + JSON.stringify(view(rows[i] as unknown[]))
+      if (text.length >= STREAM_CHUNK_CHARS) {
+        yield text
+        text = ''
+      }
+    }
+    if (text) yield text
+  }
+}
+const eventJson = (r: unknown[]) => eventView(eventOf(r))
+const auditJson = (r: unknown[]) => auditView(auditOf(r))
+
+interface RecordPage<R> {
+  total: number
+  filtered: number
+  rows: R[]
+  /** A page too large to build whole: its rows as arrays of the fields, a chunk at a time. */
+  chunks?: AsyncIterable<unknown[]>
+}
+
+/** A page of events as the list's answer: an object, or the stream of one. */
+export const eventsAnswer = (p: RecordPage<EventRow>) => (p.chunks ? listAnswerStream(p.total, p.filtered, jsonRows(p.chunks, eventJson)) : listAnswer(p.total, p.filtered, p.rows.map(eventView)))
+
+/** A page of audit records as the list's answer: an object, or the stream of one. */
+export const auditAnswer = (p: RecordPage<AuditTrailRow>) => (p.chunks ? listAnswerStream(p.total, p.filtered, jsonRows(p.chunks, auditJson)) : listAnswer(p.total, p.filtered, p.rows.map(auditView)))

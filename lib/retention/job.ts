@@ -7,18 +7,25 @@ import fs from 'node:fs'
 import path from 'node:path'
 import zlib from 'node:zlib'
 import { setImmediate as nextTurn } from 'node:timers/promises'
-import type { FastifyInstance } from 'fastify'
-import type { AuditTrailRow, EventRow } from '../db/event-queries.js'
-import { auditView, eventView } from './events/views.js'
-import type { RecordTable } from '../db/event-index.js'
-import { iso } from './time.js'
-import type { Loop } from './platform/loops.js'
+import type { PruneDelta } from '../../db/event-index.js'
+import type { Config } from '../config.js'
+import { auditView, eventView } from '../events/views.js'
+import type { AuditTrailRow, EventRow } from '../events/ports.js'
+import type { Loop } from '../platform/loops.js'
+import { iso } from '../time.js'
+import type { CommittingUnitOfWork, RecordIndexStore, RecordTable, RetentionStore, SystemAuditStore } from './ports.js'
 
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** Runs the retention job now (as its timer does); resolves with what it deleted. */
-    retention: { run(now?: number): Promise<RetentionRun> }
-  }
+export interface RetentionDeps {
+  retention: RetentionStore
+  index: RecordIndexStore
+  /** Applies a committed prune to the index's counts in memory (called right after the commit, before any other statement). */
+  applyPrune(table: RecordTable, delta: PruneDelta): void
+  audit: SystemAuditStore
+  uow: CommittingUnitOfWork
+  settings: Config['retention']
+  /** Where the archives are written (their folder, ARCHIVE_DIR, in it). */
+  dataDir: string
+  log: { info(details: object, message: string): void; error(details: object, message: string): void }
 }
 
 const DAY = 86_400_000
@@ -89,39 +96,37 @@ class Pace {
  * over those from the first one an alarm destination still waits for on and those the
  * query index has not counted yet (both on a later run).
  */
-async function pruneRecords(app: FastifyInstance, table: RecordTable, beforeMs: number, stop: () => boolean): Promise<RecordsPruned> {
-  const { db, repos } = app
-  const indexer = repos.eventQueries.indexer
+async function pruneRecords(deps: RetentionDeps, table: RecordTable, beforeMs: number, stop: () => boolean): Promise<RecordsPruned> {
+  const { retention, index, uow } = deps
   const feed = table === 'events' ? 'events' : 'audit'
   const out: RecordsPruned = { deleted: 0, firstId: null, lastId: null, files: [] }
   const pace = new Pace()
   const files = new Set<string>()
   /** The highest id that may go: below the first record pending in the outbox, counted by the index. */
-  const bound = () => {
-    const pending = repos.retention.firstPending(feed)
-    return Math.min(indexer.indexed(table), pending === null ? Number.MAX_SAFE_INTEGER : pending - 1)
+  const bound = async () => {
+    const pending = await retention.firstPending(feed)
+    return Math.min(await index.indexed(table), pending === null ? Number.MAX_SAFE_INTEGER : pending - 1)
   }
   let after: [number, number] = [Number.MIN_SAFE_INTEGER, 0]
   while (!stop()) {
     const started = performance.now()
     const limit = pace.rows
-    const rows = repos.retention.due(table, beforeMs, after, bound(), limit) as (EventRow | AuditTrailRow)[]
+    const rows = await retention.due(table, beforeMs, after, await bound(), limit)
     if (rows.length === 0) break
     const last = rows[rows.length - 1]
     after = [last.created_ms, last.id]
-    for (const f of archive(app.config.dataDir, table, rows)) files.add(f)
-    const { deleted, delta, ids } = db
-      .transaction(() => {
-        // Read again inside the transaction: a destination may have been given one of them meanwhile.
-        const max = bound()
-        const ids = rows.filter((r) => r.id <= max).map((r) => r.id)
-        repos.retention.openGate(beforeMs)
-        const r = indexer.prune(table, ids)
-        repos.retention.closeGate()
-        return { ...r, ids }
-      })
-      .immediate()
-    indexer.applyPrune(table, delta)
+    for (const f of archive(deps.dataDir, table, rows)) files.add(f)
+    const { deleted, ids } = await uow.run(async () => {
+      // Read again inside the transaction: a destination may have been given one of them meanwhile.
+      const max = await bound()
+      const ids = rows.filter((r) => r.id <= max).map((r) => r.id)
+      await retention.openGate(beforeMs)
+      const r = await index.prune(table, ids)
+      await retention.closeGate()
+      // The counts in memory follow the commit at once: no query reads the rows without them.
+      uow.afterCommit(() => deps.applyPrune(table, r.delta))
+      return { deleted: r.deleted, ids }
+    })
     out.deleted += deleted
     for (const id of ids) {
       if (out.firstId === null || id < out.firstId) out.firstId = id
@@ -136,13 +141,13 @@ async function pruneRecords(app: FastifyInstance, table: RecordTable, beforeMs: 
 }
 
 /** Deletes in slices with `prune(beforeMs, limit)` until a slice comes back short. */
-async function pruneSliced(prune: (beforeMs: number, limit: number) => number, beforeMs: number, stop: () => boolean): Promise<number> {
+async function pruneSliced(prune: (beforeMs: number, limit: number) => Promise<number>, beforeMs: number, stop: () => boolean): Promise<number> {
   let total = 0
   const pace = new Pace()
   while (!stop()) {
     const started = performance.now()
     const rows = pace.rows
-    const n = prune(beforeMs, rows)
+    const n = await prune(beforeMs, rows)
     total += n
     pace.after(performance.now() - started, n)
     if (n < rows) break
@@ -169,27 +174,27 @@ function pruneArchives(dataDir: string, beforeMs: number): number {
 }
 
 /** One run of the job: every kind with a retention, then the run's audit record. */
-export async function runRetention(app: FastifyInstance, now = Date.now(), stop: () => boolean = () => false): Promise<RetentionRun> {
+export async function runRetention(deps: RetentionDeps, now = Date.now(), stop: () => boolean = () => false): Promise<RetentionRun> {
   const started = performance.now()
-  const r = app.config.retention
-  const { retention } = app.repos
+  const r = deps.settings
+  const { retention } = deps
   const before = (days: number) => now - days * DAY
   const none: RecordsPruned = { deleted: 0, firstId: null, lastId: null, files: [] }
-  const events = r.eventsDays > 0 ? await pruneRecords(app, 'events', before(r.eventsDays), stop) : none
-  const audit = r.auditDays > 0 ? await pruneRecords(app, 'audit_trail', before(r.auditDays), stop) : none
+  const events = r.eventsDays > 0 ? await pruneRecords(deps, 'events', before(r.eventsDays), stop) : none
+  const audit = r.auditDays > 0 ? await pruneRecords(deps, 'audit_trail', before(r.auditDays), stop) : none
   const other: Record<string, number> = {}
   if (r.notificationsDays > 0) {
-    other.riskNotifications = await pruneSliced(retention.pruneRiskNotifications, before(r.notificationsDays), stop)
-    other.healthNotifications = await pruneSliced(retention.pruneHealthNotifications, before(r.notificationsDays), stop)
+    other.riskNotifications = await pruneSliced((b, n) => retention.pruneRiskNotifications(b, n), before(r.notificationsDays), stop)
+    other.healthNotifications = await pruneSliced((b, n) => retention.pruneHealthNotifications(b, n), before(r.notificationsDays), stop)
   }
-  other.readMarks = await pruneSliced(retention.pruneReadMarks, now, stop)
+  other.readMarks = await pruneSliced((b, n) => retention.pruneReadMarks(b, n), now, stop)
   if (r.commandsDays > 0) {
-    other.commands = await pruneSliced(retention.pruneCommands, before(r.commandsDays), stop)
-    other.debugLogs = await pruneSliced(retention.pruneDebugLogs, before(r.commandsDays), stop)
-    other.agentErrors = await pruneSliced(retention.pruneAgentErrors, before(r.commandsDays), stop)
+    other.commands = await pruneSliced((b, n) => retention.pruneCommands(b, n), before(r.commandsDays), stop)
+    other.debugLogs = await pruneSliced((b, n) => retention.pruneDebugLogs(b, n), before(r.commandsDays), stop)
+    other.agentErrors = await pruneSliced((b, n) => retention.pruneAgentErrors(b, n), before(r.commandsDays), stop)
   }
-  if (r.agentlessRunsDays > 0) other.agentlessRuns = await pruneSliced(retention.pruneAgentlessRuns, before(r.agentlessRunsDays), stop)
-  const archivesDeleted = r.archiveDays > 0 ? pruneArchives(app.config.dataDir, before(r.archiveDays)) : 0
+  if (r.agentlessRunsDays > 0) other.agentlessRuns = await pruneSliced((b, n) => retention.pruneAgentlessRuns(b, n), before(r.agentlessRunsDays), stop)
+  const archivesDeleted = r.archiveDays > 0 ? pruneArchives(deps.dataDir, before(r.archiveDays)) : 0
   const run: RetentionRun = { events, audit, other, archivesDeleted, ms: performance.now() - started }
   const otherTotal = Object.values(other).reduce((a, b) => a + b, 0)
   if (events.deleted + audit.deleted + otherTotal + archivesDeleted > 0) {
@@ -198,7 +203,7 @@ export async function runRetention(app: FastifyInstance, now = Date.now(), stop:
     const parts = [...said('events', events, r.eventsDays), ...said('audit records', audit, r.auditDays)]
     if (otherTotal) parts.push(`${otherTotal} other records`)
     if (archivesDeleted) parts.push(`${archivesDeleted} archive files older than ${r.archiveDays} days`)
-    app.repos.audit.insert({
+    await deps.audit.insert({
       createdMs: Date.now(),
       severity: 5,
       category: 'System',
@@ -217,12 +222,12 @@ export async function runRetention(app: FastifyInstance, now = Date.now(), stop:
  * Runs the job a minute after the start, then every PRIME_RETENTION_INTERVAL_SECONDS (one
  * process at a time: it deletes shared history); closing waits for the slice in hand.
  */
-export function retentionLoop(app: FastifyInstance, firstDelayMs = 60_000): Loop {
+export function retentionJob(deps: RetentionDeps, firstDelayMs = 60_000): { run(now?: number): Promise<RetentionRun>; loop: Loop } {
   let timer: NodeJS.Timeout | undefined
   let running: Promise<unknown> | null = null
   let closed = false
   const run = (now = Date.now()) => {
-    const p = runRetention(app, now, () => closed)
+    const p = runRetention(deps, now, () => closed)
     running = p.finally(() => {
       running = null
     })
@@ -232,20 +237,19 @@ export function retentionLoop(app: FastifyInstance, firstDelayMs = 60_000): Loop
     if (closed || running) return
     run().then(
       (r) => {
-        if (r.events.deleted + r.audit.deleted > 0) app.log.info({ retention: { events: r.events.deleted, audit: r.audit.deleted, other: r.other, ms: Math.round(r.ms) } }, 'retention run')
+        if (r.events.deleted + r.audit.deleted > 0) deps.log.info({ retention: { events: r.events.deleted, audit: r.audit.deleted, other: r.other, ms: Math.round(r.ms) } }, 'retention run')
       },
-      (err) => app.log.error({ err }, 'retention run failed'),
+      (err) => deps.log.error({ err }, 'retention run failed'),
     )
   }
-  app.decorate('retention', { run })
-  return {
+  const loop: Loop = {
     name: 'retention',
     singleton: true,
     stopsFirst: true,
     start() {
       timer = setTimeout(function again() {
         tick()
-        timer = setTimeout(again, app.config.retention.intervalSeconds * 1000).unref()
+        timer = setTimeout(again, deps.settings.intervalSeconds * 1000).unref()
       }, firstDelayMs).unref()
     },
     async stop() {
@@ -254,4 +258,5 @@ export function retentionLoop(app: FastifyInstance, firstDelayMs = 60_000): Loop
       await running
     },
   }
+  return { run, loop }
 }

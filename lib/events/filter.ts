@@ -1,12 +1,12 @@
 // The filters of the event and audit-trail lists, read once from a query (GetEvents,
 // GetEventsIntegration, GetAuditTrails, GetAuditsIntegration) or from an export body that
 // mirrors it, into one normalized shape. Bad values answer 400 naming the filter.
-import { date, oneOrMore, severity, filterText as text, filterTerm as term, type Where } from './listing.js'
-import { invalidField } from './errors.js'
-import { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds, type EventFilter } from '../db/filters.js'
+import { date, oneOrMore, severity, filterText as text, filterTerm as term, type Where } from '../listing.js'
+import { invalidField } from '../errors.js'
+import { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds, type EventFilter } from '../../db/filters.js'
 
 // The shapes live in db/filters.ts (the repositories take them); re-exported for lib/ and handlers/.
-export { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds, type EventFilter } from '../db/filters.js'
+export { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds, type EventFilter } from '../../db/filters.js'
 
 const DAY_MS = 86_400_000
 

@@ -1,14 +1,13 @@
 // Catches the event and audit indexes up (db/event-index.ts) in the background: slices of
 // about 20 ms one after another while behind, then every half second. It starts working
 // once a list wants it (db/event-queries.ts) and pauses while the texts are read.
-import type { FastifyInstance } from 'fastify'
-import type { Loop } from './platform/loops.js'
+import type { Loop } from '../platform/loops.js'
+import type { IndexCatchUp } from './ports.js'
 
 const IDLE_MS = 500
 
 /** Per process: the indexes' in-memory parts (texts, kinds) are this process's. */
-export function eventIndexLoop(app: FastifyInstance): Loop {
-  const queries = app.repos.eventQueries
+export function eventIndexLoop(queries: IndexCatchUp): Loop {
   let timer: NodeJS.Timeout | undefined
   let immediate: NodeJS.Immediate | undefined
   let stopped = true

@@ -1,0 +1,52 @@
+// The storage the event and audit-trail queries need; db/event-queries.ts implements it on
+// SQLite (made Promise-returning by asyncPort in lib/services.ts).
+import type { AuditTrailRow, EventRow, ListAnswer } from '../../db/event-queries.js'
+import type { Sort } from '../listing.js'
+import type { AuditFilter, EventFilter } from './filter.js'
+
+export type { AuditTrailRow, EventRow, ListAnswer } from '../../db/event-queries.js'
+
+/** A page too large to build whole: the counts, and the rows as arrays of the fields, a chunk at a time. */
+export type PageChunks = ListAnswer<never> & { chunks: AsyncIterable<unknown[]> }
+
+/**
+ * The events or the audit records. A streamed page or an export is one call: its chunks are
+ * read synchronously inside the implementation (a statement per chunk, no Promise per row),
+ * with other work served between chunks.
+ */
+export interface RecordStore<F, R> {
+  list(f: F, s: Sort, limit: number, offset: number): Promise<ListAnswer<R>>
+  /** The integration feed's page: the oldest `limit` matches after `offset`, in the sort's order. */
+  feed(f: F, s: Sort, limit: number, offset: number): Promise<ListAnswer<R>>
+  /** A large page of the list (or of the feed), rows as arrays of the fields (EVENT_FIELDS, AUDIT_FIELDS). */
+  pageChunks(f: F, s: Sort, limit: number, offset: number, feed?: boolean): Promise<PageChunks>
+  count(f: F): Promise<number>
+  /** Every match in order, up to `cap`, as rows (the PDF export). */
+  iterate(f: F, s: Sort, cap: number): Promise<AsyncIterable<R>>
+  /** The same as arrays of the fields, in chunks (the CSV export). */
+  rawChunks(f: F, s: Sort, cap: number): Promise<AsyncIterable<unknown[]>>
+  /** The newest record's id (0: none). */
+  lastId(): Promise<number>
+}
+
+export interface EventStore extends RecordStore<EventFilter, EventRow> {
+  /**
+   * Resolves once what the filter needs is in memory: the index's texts, read on the first
+   * text query after a start a slice at a time, so that no other request is held up.
+   */
+  ready(f: EventFilter): Promise<void>
+}
+
+export type AuditRecordStore = RecordStore<AuditFilter, AuditTrailRow>
+
+/**
+ * The index catch-up the background loop drives (lib/events/indexing.ts). Synchronous: a
+ * slice is measured in milliseconds of work done in one turn, and a timer's turn never
+ * falls inside a unit of work (those that wait for I/O are refused).
+ */
+export interface IndexCatchUp {
+  /** One slice of about `budgetMs`; answers whether more is waiting. */
+  indexSlice(budgetMs?: number): boolean
+  /** `fn` is called when indexing becomes wanted (the first list wants it). */
+  onIndexWanted(fn: (() => void) | undefined): void
+}

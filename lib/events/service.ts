@@ -1,0 +1,155 @@
+// Events and the audit trail: their lists, the integration feeds (and the SOAR incident
+// fetch, which gets the feed's page) and their exports. Takes plain inputs (the caller's
+// context, the parsed filters, sort and page), so it runs without Fastify.
+import type { Readable } from 'node:stream'
+import { streamedPages, type Page, type Sort } from '../listing.js'
+import { pdfStream, type PdfColumn } from '../pdf.js'
+import type { Context } from '../platform/context.js'
+import type { AuditTrail } from '../platform/ports.js'
+import { auditCells, auditPdfColumns, csvFile, eventCells, eventPdfColumns, exportFileName, exportLimits, exportType, type Cells, type ExportFormat } from './exports.js'
+import type { AuditFilter, EventFilter } from './filter.js'
+import type { AuditRecordStore, AuditTrailRow, EventRow, EventStore, ListAnswer, PageChunks, RecordStore } from './ports.js'
+
+export interface EventServiceDeps {
+  events: EventStore
+  auditRecords: AuditRecordStore
+  audit: AuditTrail
+  /** The CSV columns of each export, in the contract's order (PrimeEventView; AuditTrailView with assetReference flattened). */
+  csvColumns: { events: string[]; audit: string[] }
+  now?: () => number
+}
+
+/** A page of records: built whole, or (above streamedPages.above rows) as chunks of rows as arrays of the fields. */
+export type RecordPage<R> = ListAnswer<R> & { chunks?: PageChunks['chunks'] }
+
+/** What an export asked for, parsed. */
+export interface ExportInput<F> {
+  filter: F
+  order: Sort
+  format: ExportFormat
+  /** The filters given, as label and value (the audit record's details and the PDF's header). */
+  filters: [string, string][]
+  /** Who the PDF says exported it (the account or token name). */
+  exportedBy: string
+}
+
+export interface ExportFile {
+  fileName: string
+  type: string
+  /** The records that matched when the export started, and whether the file holds fewer (the format's limit). */
+  matched: number
+  truncated: boolean
+  body: Readable
+}
+
+/** The newest first: the order of the feeds' pages. */
+const NEWEST_EVENTS: Sort = { field: 'eventID', direction: 'desc' }
+const NEWEST_AUDIT: Sort = { field: 'auditTrailID', direction: 'desc' }
+
+interface ExportKind<F, R> {
+  store: RecordStore<F, R>
+  what: 'events' | 'audit records'
+  prefix: string
+  title: string
+  cells: Cells
+  columns: string[]
+  pdfColumns: PdfColumn<R>[]
+}
+
+export function eventService(deps: EventServiceDeps) {
+  const { events, auditRecords, audit } = deps
+  const now = deps.now ?? Date.now
+
+  async function pageOf<F, R>(store: RecordStore<F, R>, filter: F, order: Sort, { pageSize, offset }: Page, feed: boolean): Promise<RecordPage<R>> {
+    if (pageSize > streamedPages.above) return store.pageChunks(filter, order, pageSize, offset, feed)
+    return feed ? store.feed(filter, order, pageSize, offset) : store.list(filter, order, pageSize, offset)
+  }
+
+  /** Streams the matching records as a CSV or PDF file, audited with what was asked. */
+  async function exportOf<F extends { idTo: number; empty: boolean }, R>(ctx: Context, kind: ExportKind<F, R>, input: ExportInput<F>): Promise<ExportFile> {
+    const { filter, order, format } = input
+    // The records of the moment the export starts: the count in the headers is the file's
+    // (and this export's own audit record, written next, is not in it).
+    filter.idTo = Math.min(filter.idTo, await kind.store.lastId())
+    filter.empty ||= filter.idTo < 1
+    const cap = exportLimits[format]
+    const ms = now()
+    const matched = await kind.store.count(filter)
+    const truncated = matched > cap
+    const fileName = exportFileName(kind.prefix, ms, format)
+    const sortBy = `${order.field}_${order.direction}`
+    await audit.record(ctx, {
+      description: `Exported ${Math.min(matched, cap)} ${kind.what} as ${format.toUpperCase()} (${fileName})${truncated ? `; ${matched} matched, cut to ${cap}` : ''}`,
+      details: { format, fileName, records: Math.min(matched, cap), matched, truncated, filters: Object.fromEntries(input.filters), sortBy },
+    })
+    const body =
+      format === 'csv'
+        ? csvFile(kind.columns, kind.cells, await kind.store.rawChunks(filter, order, cap))
+        : pdfStream({
+            title: `${kind.title} - exported by ${input.exportedBy}`,
+            filters: input.filters,
+            sortedBy: sortBy,
+            generatedMs: ms,
+            total: matched,
+            noun: kind.what,
+            columns: kind.pdfColumns,
+            rows: await kind.store.iterate(filter, order, cap),
+            maxRows: cap,
+          })
+    return { fileName, type: exportType(format), matched, truncated, body }
+  }
+
+  const eventExport: ExportKind<EventFilter, EventRow> = {
+    store: events,
+    what: 'events',
+    prefix: 'events',
+    title: 'Events',
+    cells: eventCells,
+    columns: deps.csvColumns.events,
+    pdfColumns: eventPdfColumns,
+  }
+  const auditExport: ExportKind<AuditFilter, AuditTrailRow> = {
+    store: auditRecords,
+    what: 'audit records',
+    prefix: 'audit-trails',
+    title: 'Audit trail',
+    cells: auditCells,
+    columns: deps.csvColumns.audit,
+    pdfColumns: auditPdfColumns,
+  }
+
+  return {
+    /** A page of the events list; the SOAR integration's incident fetch (see isIncidentFetch) gets the feed's page, newest first. */
+    async events(filter: EventFilter, order: Sort, page: Page, incidentFetch = false): Promise<RecordPage<EventRow>> {
+      await events.ready(filter)
+      return incidentFetch ? pageOf(events, filter, NEWEST_EVENTS, page, true) : pageOf(events, filter, order, page, false)
+    },
+
+    /** A page of the integration feed of events. */
+    async eventFeed(filter: EventFilter, order: Sort, page: Page): Promise<RecordPage<EventRow>> {
+      await events.ready(filter)
+      return pageOf(events, filter, order, page, true)
+    },
+
+    /** A page of the audit trail. */
+    auditTrail(filter: AuditFilter, order: Sort, page: Page): Promise<RecordPage<AuditTrailRow>> {
+      return pageOf(auditRecords, filter, order, page, false)
+    },
+
+    /** A page of the integration feed of audit records, newest first. */
+    auditFeed(filter: AuditFilter, page: Page): Promise<RecordPage<AuditTrailRow>> {
+      return pageOf(auditRecords, filter, NEWEST_AUDIT, page, true)
+    },
+
+    async exportEvents(ctx: Context, input: ExportInput<EventFilter>): Promise<ExportFile> {
+      await events.ready(input.filter)
+      return exportOf(ctx, eventExport, input)
+    },
+
+    exportAudit(ctx: Context, input: ExportInput<AuditFilter>): Promise<ExportFile> {
+      return exportOf(ctx, auditExport, input)
+    },
+  }
+}
+
+export type EventService = ReturnType<typeof eventService>

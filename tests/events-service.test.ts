@@ -1,0 +1,226 @@
+// The event service and the retention job without Fastify: an in-memory database, the
+// SQLite ports, plain contexts. Lists and feeds answer what the rows hold, exports are
+// audited in the caller's name and hold the records of the moment they started, and the
+// retention job's prune is one unit of work that rolls back whole.
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import zlib from 'node:zlib'
+import t from 'tap'
+import { auditRepo } from '../db/audit.js'
+import { eventQueriesRepo } from '../db/event-queries.js'
+import { eventsRepo, type EventInput } from '../db/events.js'
+import { openDatabase } from '../db/index.js'
+import { retentionRepo } from '../db/retention.js'
+import { asyncPort, sqliteUnitOfWork } from '../db/unit-of-work.js'
+import { auditTrail, type AuditEntry } from '../lib/audit.js'
+import { loadConfig } from '../lib/config.js'
+import { exportLimits } from '../lib/events/exports.js'
+import { auditFilter, eventFilter } from '../lib/events/filter.js'
+import { eventService } from '../lib/events/service.js'
+import { streamedPages, type Sort } from '../lib/listing.js'
+import { systemContext, type Context } from '../lib/platform/context.js'
+import type { AuditTrail } from '../lib/platform/ports.js'
+import { runRetention, type RetentionDeps } from '../lib/retention/job.js'
+
+const DAY = 86_400_000
+const T0 = Date.UTC(2026, 0, 1)
+const columns = { events: ['eventID', 'severity', 'eventEntityID'], audit: ['auditTrailID', 'user', 'description'] }
+
+const event = (i: number): EventInput => ({
+  code: '0x110001',
+  severity: i % 3 === 0 ? 2 : 6,
+  category: 'USB',
+  entityId: i % 2 === 0 ? `HOST-EVEN-${i} (10.0.0.${i})` : `host-odd-${i} (10.0.1.${i})`,
+  description: 'New USB peripheral detected',
+  details: `device ${i}`,
+})
+
+function setup(over: { audit?: AuditTrail } = {}) {
+  const db = openDatabase(':memory:')
+  const uow = sqliteUnitOfWork(db)
+  const queries = eventQueriesRepo(db)
+  queries.holdIndexing(true)
+  const events = eventsRepo(db)
+  const audits = auditRepo(db)
+  const audit = over.audit ?? auditTrail({ repo: audits, refusalWindowMs: 60_000, flushRefusal: () => {} }, uow)
+  const service = eventService({ events: asyncPort(queries.events, uow), auditRecords: asyncPort(queries.audit, uow), audit, csvColumns: columns, now: () => T0 + 100 * DAY })
+  /** Writes n events, a minute apart from `from`. */
+  const write = (n: number, from = T0) => {
+    for (let i = 1; i <= n; i++) events.record(from + i * 60_000, [event(i)])
+  }
+  const auditRows = () => db.prepare('SELECT user_name, source_ip, request_id, operation_id, description, details FROM audit_trail ORDER BY id').all() as Record<string, string>[]
+  return { db, uow, queries, audits, service, write, auditRows }
+}
+
+const ctx = (over: Partial<Context> = {}) =>
+  systemContext({
+    actor: 'alice',
+    profile: 20,
+    sourceAddress: '192.0.2.7',
+    requestId: 'req-export',
+    operation: { operationId: 'exportGetEvents', method: 'POST', path: '/events/export', auditCategory: 'Export', readOnly: true },
+    ...over,
+  })
+
+const page = (pageSize: number, pageNumber = 1) => ({ pageNumber, pageSize, offset: (pageNumber - 1) * pageSize })
+const byId = (direction: 'asc' | 'desc'): Sort => ({ field: 'eventID', direction })
+
+async function text(stream: NodeJS.ReadableStream): Promise<string> {
+  let out = ''
+  for await (const chunk of stream) out += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString()
+  return out
+}
+
+t.test('a page of events counts every event and the matches, in the order asked', async (t) => {
+  const { service, write } = setup()
+  write(30)
+  const all = await service.events(eventFilter({}), byId('desc'), page(5))
+  t.same([all.total, all.filtered], [30, 30])
+  t.same(
+    all.rows.map((r) => r.id),
+    [30, 29, 28, 27, 26],
+  )
+  const critical = await service.events(eventFilter({ Severity: 'Critical' }), byId('asc'), page(4, 2))
+  t.same([critical.total, critical.filtered], [30, 10], 'every third event is Critical')
+  t.same(
+    critical.rows.map((r) => r.id),
+    [15, 18, 21, 24],
+  )
+  // A text filter on a fresh index: the service waits for the texts, then counts exactly.
+  const odd = await service.events(eventFilter({ Source: 'HOST-ODD' }), byId('asc'), page(3))
+  t.same([odd.filtered, odd.rows.map((r) => r.entity_id.startsWith('host-odd'))], [15, [true, true, true]], 'contains is case-insensitive')
+})
+
+t.test("the feed's page is the oldest matches after the offset; the incident fetch gets it newest first", async (t) => {
+  const { service, write } = setup()
+  write(12)
+  const feed = await service.eventFeed(eventFilter({}), byId('asc'), page(5, 2))
+  t.same(
+    feed.rows.map((r) => r.id),
+    [6, 7, 8, 9, 10],
+  )
+  const incident = await service.events(eventFilter({ FromEventId: 3 }), { field: 'date', direction: 'asc' }, page(4), true)
+  t.same(
+    incident.rows.map((r) => r.id),
+    [6, 5, 4, 3],
+    'the feed page from the first match, newest first',
+  )
+  const listed = await service.events(eventFilter({ FromEventId: 3 }), { field: 'date', direction: 'asc' }, page(4), false)
+  t.same(
+    listed.rows.map((r) => r.id),
+    [3, 4, 5, 6],
+  )
+  const auditFeed = await service.auditFeed(auditFilter({}), page(10))
+  t.same([auditFeed.total, auditFeed.rows.length], [0, 0], 'no audit records yet')
+})
+
+t.test('a page above the streaming threshold comes as chunks of rows as arrays', async (t) => {
+  const { service, write } = setup()
+  write(25)
+  const saved = streamedPages.above
+  t.teardown(() => {
+    streamedPages.above = saved
+  })
+  streamedPages.above = 10
+  const big = await service.events(eventFilter({}), byId('asc'), page(20, 1))
+  t.ok(big.chunks, 'streamed')
+  const ids: number[] = []
+  for await (const rows of big.chunks!) for (const r of rows as unknown[][]) ids.push(r[0] as number)
+  t.same([big.total, big.filtered, ids.length, ids[0], ids[19]], [25, 25, 20, 1, 20])
+  const small = await service.events(eventFilter({}), byId('asc'), page(10, 1))
+  t.notOk(small.chunks, 'built whole at the threshold')
+})
+
+t.test("an export is audited in the caller's name and holds the records of its start", async (t) => {
+  const { service, write, auditRows, db } = setup()
+  write(8)
+  const file = await service.exportEvents(ctx(), { filter: eventFilter({ Severity: 'Critical' }, 'body'), order: byId('asc'), format: 'csv', filters: [['Severity', 'Critical']], exportedBy: 'alice' })
+  // Written after the export started: not in the file.
+  eventsRepo(db).record(T0 + DAY, [{ ...event(9), severity: 2 }])
+  t.match(file, { matched: 2, truncated: false, type: 'text/csv; charset=utf-8', fileName: /^events-\d{8}T\d{6}Z\.csv$/ })
+  const csv = await text(file.body)
+  t.same(csv.split('\r\n'), ['\ufeffeventID,severity,eventEntityID', '3,2,host-odd-3 (10.0.1.3)', '6,2,HOST-EVEN-6 (10.0.0.6)', ''])
+  const [record] = auditRows()
+  t.match(record, { user_name: 'alice', source_ip: '192.0.2.7', request_id: 'req-export', operation_id: 'exportGetEvents', description: `Exported 2 events as CSV (${file.fileName})` })
+  t.same(JSON.parse(record.details), { format: 'csv', fileName: file.fileName, records: 2, matched: 2, truncated: false, filters: { Severity: 'Critical' }, sortBy: 'eventID_asc' })
+})
+
+t.test('an export beyond its limit is cut and says so; an audit trail that fails refuses it', async (t) => {
+  const saved = { ...exportLimits }
+  t.teardown(() => Object.assign(exportLimits, saved))
+  exportLimits.pdf = 3
+  const { service, write, auditRows } = setup()
+  write(5)
+  const file = await service.exportEvents(ctx(), { filter: eventFilter({}, 'body'), order: byId('desc'), format: 'pdf', filters: [], exportedBy: 'alice' })
+  t.match(file, { matched: 5, truncated: true, type: 'application/pdf' })
+  t.ok((await text(file.body)).startsWith('%PDF-'), 'a PDF file')
+  t.match(auditRows()[0].description, /^Exported 3 events as PDF \(events-.*\.pdf\); 5 matched, cut to 3$/)
+
+  const failing = setup({
+    audit: {
+      record: async (_ctx: Context, _entry: AuditEntry) => {
+        throw new Error('the audit trail is full')
+      },
+    },
+  })
+  failing.write(2)
+  await t.rejects(
+    failing.service.exportAudit(ctx(), { filter: auditFilter({}, 'body'), order: { field: 'auditTrailID', direction: 'asc' }, format: 'csv', filters: [], exportedBy: 'alice' }),
+    /audit trail is full/,
+  )
+})
+
+t.test('retention: old records are archived and pruned in a unit of work that rolls back whole', async (t) => {
+  const { db, uow, queries, audits, write } = setup()
+  write(10, T0) // 10 events on T0
+  write(5, T0 + 50 * DAY)
+  queries.catchUp()
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-retention-'))
+  t.teardown(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+  const settings = { ...loadConfig({}).retention, eventsDays: 30, auditDays: 0, notificationsDays: 0, commandsDays: 0, agentlessRunsDays: 0, archiveDays: 0 }
+  let failGate = false
+  const retention = retentionRepo(db)
+  const deps: RetentionDeps = {
+    retention: asyncPort(
+      {
+        ...retention,
+        closeGate: () => {
+          if (failGate) throw new Error('the disk is full')
+          return retention.closeGate()
+        },
+      },
+      uow,
+    ),
+    index: asyncPort(queries.indexer, uow),
+    applyPrune: (table, delta) => queries.indexer.applyPrune(table, delta),
+    audit: asyncPort(audits, uow),
+    uow,
+    settings,
+    dataDir,
+    log: { info: () => {}, error: () => {} },
+  }
+  const count = () => db.prepare('SELECT count(*) FROM events').pluck().get()
+  const now = T0 + 60 * DAY
+
+  failGate = true
+  await t.rejects(runRetention(deps, now), /the disk is full/)
+  t.equal(count(), 15, 'nothing deleted: the unit of work rolled back')
+  t.equal((await queries.events.list(eventFilter({}), byId('asc'), 1, 0)).filtered, 15, 'the counts are unchanged')
+
+  failGate = false
+  const run = await runRetention(deps, now)
+  t.match(run.events, { deleted: 10, firstId: 1, lastId: 10 })
+  t.equal(count(), 5)
+  t.equal((await queries.events.list(eventFilter({}), byId('asc'), 1, 0)).filtered, 5, 'the counts follow the prune')
+  const archived = zlib
+    .gunzipSync(fs.readFileSync(path.join(dataDir, 'archive', run.events.files[0])))
+    .toString()
+    .trim()
+    .split('\n')
+  // The archive is written before the delete: the rolled back run's copy is there too.
+  t.same(new Set(archived.map((l) => JSON.parse(l).eventID)).size, 10, 'every pruned event is archived')
+  t.equal(archived.length, 20)
+  const [record] = db.prepare("SELECT user_name, description FROM audit_trail WHERE description LIKE 'Retention:%'").all() as { user_name: null; description: string }[]
+  t.match(record, { user_name: null, description: /^Retention: deleted 10 events older than 30 days \(ids 1 to 10, archived in 1 file\)$/ })
+})
