@@ -1,6 +1,6 @@
 // Asset discovery: the NAC connector's GraphQL endpoint and REST list, and the automation
 // client's overview and distribution.
-import { runAssetGraph } from '../lib/assets/graphql.js'
+import { runAssetGraph } from '../lib/assets/index.js'
 import type { AssetField, Condition } from '../lib/assets/ports.js'
 import { AssetQueryError, condition, searchPattern } from '../lib/assets/query.js'
 import { invalidField } from '../lib/errors.js'

@@ -3,7 +3,6 @@
 // puts a lease in front of these), and the app starts them all when it is ready and stops
 // them in reverse order when it closes.
 import type { FastifyInstance } from 'fastify'
-import type { Log } from './ports.js'
 
 export interface Loop {
   name: string
@@ -89,7 +88,7 @@ declare module 'fastify' {
  * two at once (a round still running skips the next) and never keeping the process alive; a
  * failure is logged and the next round runs as planned. Stopping waits for a running round.
  */
-export function everyInterval(log: Pick<Log, 'error'>, opts: { name: string; singleton: boolean; intervalMs: number | (() => number); what: string }, work: () => void | Promise<unknown>): Loop {
+export function everyInterval(log: { error(details: object, message: string): void }, opts: { name: string; singleton: boolean; intervalMs: number | (() => number); what: string }, work: () => unknown): Loop {
   let timer: NodeJS.Timeout | undefined
   let running: Promise<void> | undefined
   const ms = typeof opts.intervalMs === 'number' ? () => opts.intervalMs as number : opts.intervalMs
