@@ -46,3 +46,4 @@ export function systemRepo(db: DB) {
 }
 
 class RollBack extends Error {}
+export type SystemRepo = ReturnType<typeof systemRepo>

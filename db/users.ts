@@ -85,6 +85,17 @@ export function usersRepo(db: DB, version: AuthVersion) {
       derived.set(key, value)
       return value
     },
+    /** Every account, mapped by `view` and written as JSON, kept until the accounts change. */
+    allJson(view: (u: AccountRow) => unknown): string {
+      return this.memo('all', () => JSON.stringify(all.all().map(view)))
+    },
+    /** One account, mapped by `view` and written as JSON, kept until the accounts change. */
+    accountJson(id: number, view: (u: AccountRow) => unknown): string | undefined {
+      return this.memo(`account:${id}`, () => {
+        const user = accountById.get(id)
+        return user && JSON.stringify(view(user))
+      })
+    },
     byId: (id: number) => byId.get(id),
     byName: (name: string) => byName.get(name),
     all: () => all.all(),

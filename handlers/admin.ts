@@ -1,13 +1,10 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import { accountView } from '../lib/accounts/views.js'
 import { bearerToken } from '../lib/auth.js'
 import { contextOf } from '../lib/platform/context.js'
 import { runHealthChecks } from '../lib/health.js'
 import { problem } from '../lib/errors.js'
 import { projectRoot } from '../lib/paths.js'
-import { iso } from '../lib/time.js'
-import { licenseStatus } from './auth.js'
 import type { Services } from '../lib/services.js'
 import type { Handlers } from './types.js'
 
@@ -20,8 +17,7 @@ export const adminHandlers: Handlers<
   // The account answers are kept as JSON text until an account changes (users.memo): every
   // console page reads them, and writing 100 accounts out again each time was most of the work.
   async getAllUsers(req, reply) {
-    const { users } = req.server.repos
-    return reply.type('application/json').send(users.memo('all', () => JSON.stringify(users.all().map(accountView))))
+    return reply.type('application/json').send(await req.server.services.accounts.listJson())
   },
 
   async getSubsystemHealth(req) {
@@ -29,39 +25,13 @@ export const adminHandlers: Handlers<
   },
 
   async getSystemStatus(req) {
-    const { repos, config, startedAt } = req.server
-    const agents = repos.system.agentCounts()
-    const walFile = config.dbFile + '-wal'
-    const now = Date.now()
-    return {
-      serverTime: iso(now),
-      startedTime: iso(startedAt),
-      uptimeSeconds: Math.round((now - startedAt) / 1000),
-      agents,
-      license: {
-        primeAccountName: config.license.accountName,
-        licenseStatus: licenseStatus(config.license.expirationDate),
-        seats: config.license.seats,
-        used: agents.total,
-        expirationDate: config.license.expirationDate,
-      },
-      accounts: repos.users.counts(),
-      database: {
-        sizeBytes: repos.system.sizeBytes(),
-        walSizeBytes: fs.existsSync(walFile) ? fs.statSync(walFile).size : 0,
-        schemaVersion: repos.system.schemaVersion(),
-      },
-    }
+    return req.server.services.system.status()
   },
 
   async getUserDetails(req, reply) {
     const principal = req.principal!
     if (principal.kind !== 'session') throw problem('not-found', 'An integration token has no account of its own.')
-    const { users } = req.server.repos
-    const view = users.memo(`account:${principal.id}`, () => {
-      const user = users.account(principal.id as number)
-      return user && JSON.stringify(accountView(user))
-    })
+    const view = await req.server.services.accounts.ownJson(principal.id as number)
     if (!view) throw problem('not-found', 'Your account no longer exists.')
     return reply.type('application/json').send(view)
   },

@@ -1,6 +1,7 @@
 import { tokenView } from '../lib/integration-tokens/views.js'
 import { contextOf } from '../lib/platform/context.js'
 import type { Config } from '../lib/config.js'
+import { licenseStatus } from '../lib/system/service.js'
 import type { Handlers, Ok, Req } from './types.js'
 
 /** The answer of a login and of a refresh: the tokens, the account, the license, the start page. */
@@ -19,10 +20,6 @@ function sessionAnswer(config: Config, tokens: { token: string; expiresAt: strin
 async function localLogin(req: Req<'localLogin'>) {
   const result = await req.server.services.accounts.login(contextOf(req), req.body.username, req.body.password)
   return sessionAnswer(req.server.config, result, result.user)
-}
-
-export function licenseStatus(expiration: string | null): 'Activated' | 'Expired' {
-  return expiration !== null && Date.parse(expiration) <= Date.now() ? 'Expired' : 'Activated'
 }
 
 export const authHandlers: Handlers<'localLogin' | 'signIn' | 'refreshToken' | 'logout' | 'listIntegrationTokens' | 'createIntegrationToken' | 'revokeIntegrationToken'> = {

@@ -24,6 +24,8 @@ import { retentionJob } from './retention/job.js'
 import type { AuditTrail } from './platform/ports.js'
 import { vault } from './vault.js'
 import { reportService } from './reports/service.js'
+import { systemService } from './system/service.js'
+import fs from 'node:fs'
 
 export function createServices(app: FastifyInstance) {
   const { config, repos } = app
@@ -118,6 +120,13 @@ export function createServices(app: FastifyInstance) {
         if (app.notifications.checkedMs === 0) await app.notifications.checkHealth()
       },
       markedRead: (key, kind, from, to) => app.notifications.hub.markedRead(key, kind, from, to),
+    }),
+    system: systemService({
+      system: asyncPort(repos.system, uow),
+      accounts: asyncPort({ counts: repos.users.counts }, uow),
+      license: config.license,
+      startedAt: () => app.startedAt,
+      walSizeBytes: () => (fs.existsSync(`${config.dbFile}-wal`) ? fs.statSync(`${config.dbFile}-wal`).size : 0),
     }),
     agents: agentService({
       agents: asyncPort(repos.agents, uow),

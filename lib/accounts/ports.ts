@@ -1,7 +1,11 @@
 // The storage accounts need; db/users.ts implements it on SQLite.
-import type { NewUser, UserChanges, UserRow } from '../../db/users.js'
+import type { AccountRow, NewUser, UserChanges, UserRow } from '../../db/users.js'
 
 export interface AccountStore {
+  /** Every account as `view` maps it, written as JSON: kept until an account changes (every console page reads them). */
+  allJson(view: (u: AccountRow) => unknown): Promise<string>
+  accountJson(id: number, view: (u: AccountRow) => unknown): Promise<string | undefined>
+  counts(): Promise<{ total: number; active: number }>
   byId(id: number): Promise<UserRow | undefined>
   /** By user name, case-insensitively. */
   byName(name: string): Promise<UserRow | undefined>

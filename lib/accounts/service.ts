@@ -64,6 +64,12 @@ export function accountService(deps: AccountDeps) {
   }
 
   return {
+    /** Every account's answer, as JSON text. */
+    listJson: () => accounts.allJson(accountView),
+    /** The caller's own account's answer, as JSON text; undefined when it no longer exists. */
+    ownJson: (userId: number) => accounts.accountJson(userId, accountView),
+    counts: () => accounts.counts(),
+
     async login(ctx: Context, userName: string, password: string) {
       // Failures count per user name and source address: failures from elsewhere cannot lock
       // a user out. A name without an account goes exactly the same way (counted, locked, its

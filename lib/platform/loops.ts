@@ -88,7 +88,11 @@ declare module 'fastify' {
  * two at once (a round still running skips the next) and never keeping the process alive; a
  * failure is logged and the next round runs as planned. Stopping waits for a running round.
  */
-export function everyInterval(log: { error(details: object, message: string): void }, opts: { name: string; singleton: boolean; intervalMs: number | (() => number); what: string }, work: () => unknown): Loop {
+export function everyInterval(
+  log: { error(details: object, message: string): void },
+  opts: { name: string; singleton: boolean; intervalMs: number | (() => number); what: string },
+  work: () => unknown,
+): Loop {
   let timer: NodeJS.Timeout | undefined
   let running: Promise<void> | undefined
   const ms = typeof opts.intervalMs === 'number' ? () => opts.intervalMs as number : opts.intervalMs
