@@ -1,0 +1,140 @@
+// The agent gateway service without Fastify: plain context, SQLite ports, its own settings.
+import t from 'tap'
+import { openDatabase } from '../db/index.js'
+import { asyncPort } from '../db/unit-of-work.js'
+import { recordAudit, type AuditEntry } from '../lib/audit.js'
+import { agentGateway } from '../lib/gateway/service.js'
+import { sweepAgents } from '../lib/gateway/sweeper.js'
+import { systemContext, type Context } from '../lib/platform/context.js'
+import { createRepos } from '../lib/repos.js'
+import { attackTool, hostState, mouse, stick } from './fixtures/gateway.js'
+
+const SECRET = 'pes_service-test-secret'
+
+function setup() {
+  const db = openDatabase(':memory:')
+  const repos = createRepos(db)
+  const uow = repos.uow
+  let failAudit = false
+  const record = (ctx: Context, entry: AuditEntry) => {
+    if (failAudit) throw new Error('the audit trail is full')
+    recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, entry)
+  }
+  const errors: object[] = []
+  const deps = {
+    store: asyncPort(repos.gateway, uow),
+    events: asyncPort(repos.events, uow),
+    agentState: asyncPort(repos.agentState, uow),
+    uow,
+    audit: asyncPort({ record }, uow),
+    log: { warn: () => {}, error: (d: object) => void errors.push(d) },
+    settings: {
+      agents: { enrollmentSecret: SECRET, checkInSeconds: 60, minCheckInSeconds: 5, enrollPerMinutePerAddress: 3, enrollPerMinute: 100, resultBytesPerDay: 1000 },
+      license: { accountName: 'Acme', accountId: null, seats: 1, expirationDate: null },
+      rateLimitWindowMs: 60_000,
+      agentRequests: 1000,
+    },
+  }
+  const gateway = agentGateway(deps)
+  const events = () => db.prepare('SELECT event_code AS code, details FROM events ORDER BY id').all() as { code: string; details: string }[]
+  const auditRows = () => db.prepare('SELECT user_name, source_ip, description, outcome FROM audit_trail ORDER BY id').all() as Record<string, unknown>[]
+  const agentOf = (uuid: string) => repos.gateway.byCredential(db.prepare<[string], { credential_hash: string }>('SELECT credential_hash FROM agents WHERE uuid = ?').get(uuid)!.credential_hash)!
+  return { db, repos, deps, gateway, events, auditRows, agentOf, errors, failAudit: (on: boolean) => (failAudit = on) }
+}
+
+const agentCtx = (address = '192.0.2.10') => systemContext({ sourceAddress: address, requestId: 'req-gw' })
+const enrollBody = (machineId: string, host: string) => ({ enrollmentSecret: SECRET, machineId, hostIdentifier: host })
+
+t.test('enrollment: a wrong secret is refused and audited; the first agent takes the one seat, the next waits', async (t) => {
+  const { gateway, auditRows, db } = setup()
+  await t.rejects(gateway.enroll(agentCtx(), { ...enrollBody('m-1', 'HOST-1'), enrollmentSecret: 'pes_wrong' }), { status: 401 })
+  t.match(auditRows().at(-1), { outcome: 'Refused', description: 'Enrollment of "HOST-1" refused: wrong enrollment secret' })
+  const first = await gateway.enroll(agentCtx(), enrollBody('m-1', 'HOST-1'))
+  const second = await gateway.enroll(agentCtx(), enrollBody('m-2', 'HOST-2'))
+  t.match(first, { reEnrolled: false, pendingApproval: false, checkInIntervalSeconds: 60 })
+  const status = (uuid: string) => (db.prepare('SELECT license_status AS s FROM agents WHERE uuid = ?').get(uuid) as { s: string }).s
+  t.equal(status(first.uuid), 'Activated')
+  t.equal(status(second.uuid), 'Pending', 'one seat: the second waits for it')
+  t.match(auditRows().at(-1), { user_name: `agent:${second.uuid}`, source_ip: '192.0.2.10', description: 'Agent "HOST-2" enrolled' })
+})
+
+t.test('a re-enrollment without the current credential is held, and an Administrator decides', async (t) => {
+  const { gateway, events } = setup()
+  const first = await gateway.enroll(agentCtx(), enrollBody('m-1', 'HOST-1'))
+  const held = await gateway.enroll(agentCtx('198.51.100.7'), enrollBody('m-1', 'HOST-1'))
+  t.match(held, { uuid: first.uuid, pendingApproval: true })
+  t.match(events().at(-1)!.details, /from 198\.51\.100\.7\) did not present the agent's current credential/)
+  const admin = systemContext({ actor: 'alice', profile: 30 })
+  const decided = await gateway.decideReEnrollment(admin, first.uuid, 'Approve')
+  t.match(decided, { uuid: first.uuid, decision: 'Approve', sourceIp: '198.51.100.7' })
+  t.match(events().at(-1)!.details, /approved by alice/)
+  await t.rejects(gateway.decideReEnrollment(admin, first.uuid, 'Reject'), { status: 404 }, 'nothing is held any more')
+})
+
+t.test('check-ins: changes become events and one audit record; an unchanged one is routine; peripherals reconciled in one call', async (t) => {
+  const { gateway, events, auditRows, agentOf, db } = setup()
+  const { uuid } = await gateway.enroll(agentCtx(), enrollBody('m-1', 'HOST-1'))
+  const first = await gateway.checkIn(agentCtx(), agentOf(uuid), hostState([mouse, stick]))
+  t.equal(first.routine, false)
+  t.same(first.answer.commands, [])
+  const before = events().length
+  const again = await gateway.checkIn(agentCtx(), agentOf(uuid), hostState([mouse, stick]))
+  t.equal(again.routine, true, 'the same state again: routine, nothing written')
+  t.equal(events().length, before)
+  // The stick is left out and an attack tool appears.
+  await gateway.checkIn(agentCtx(), agentOf(uuid), hostState([mouse, attackTool]))
+  const codes = events()
+    .slice(before)
+    .map((e) => e.details)
+  t.match(codes.join('\n'), /was removed/)
+  t.match(codes.join('\n'), /keystroke injection \(example\); agent is Free/, 'the attack tool, named from the catalogue')
+  const present = db.prepare('SELECT device_id, present FROM peripherals ORDER BY id').all() as { device_id: string; present: number }[]
+  t.same(
+    present.map((p) => [p.device_id, p.present]),
+    [
+      [mouse.deviceID, 1],
+      [stick.deviceID, 0],
+      [attackTool.deviceID, 1],
+    ],
+  )
+  t.match(auditRows().at(-1), { user_name: `agent:${uuid}`, description: 'Check-in of "DESKTOP-9LR722S" changed peripherals' })
+  await t.rejects(gateway.checkIn(agentCtx(), agentOf(uuid), hostState([mouse, mouse])), { status: 400 }, 'a device listed twice')
+})
+
+t.test('a check-in whose audit record fails is rolled back whole', async (t) => {
+  const { gateway, events, agentOf, failAudit, db } = setup()
+  const { uuid } = await gateway.enroll(agentCtx(), enrollBody('m-1', 'HOST-1'))
+  const before = events().length
+  failAudit(true)
+  await t.rejects(gateway.checkIn(agentCtx(), agentOf(uuid), hostState([mouse])), /audit trail is full/)
+  t.equal(events().length, before, 'no event')
+  t.equal((db.prepare('SELECT count(*) AS n FROM peripherals').get() as { n: number }).n, 0, 'no peripheral')
+  t.equal((db.prepare('SELECT last_updated_ms AS t FROM agents WHERE uuid = ?').get(uuid) as { t: number | null }).t, null, 'no state')
+})
+
+t.test('limits: enrollments per address, and check-ins closer than the minimum', async (t) => {
+  const { gateway } = setup()
+  const enrollment = { gatewayLimit: 'enrollment' as const }
+  for (let i = 0; i < 3; i++) gateway.admit({ address: '192.0.2.1', bytes: 0 }, enrollment, 1000)
+  t.throws(() => gateway.admit({ address: '192.0.2.1', bytes: 0 }, enrollment, 1000), { status: 429 })
+  t.doesNotThrow(() => gateway.admit({ address: '192.0.2.2', bytes: 0 }, enrollment, 1000), 'another address has its own')
+  const checkIn = { gatewayLimit: 'check-in' as const }
+  gateway.admit({ address: '192.0.2.1', agentId: 7, bytes: 0 }, checkIn, 10_000)
+  t.throws(() => gateway.admit({ address: '192.0.2.1', agentId: 7, bytes: 0 }, checkIn, 12_000), { status: 429 })
+  t.doesNotThrow(() => gateway.admit({ address: '192.0.2.1', agentId: 7, bytes: 0 }, checkIn, 15_000))
+  const results = { gatewayLimit: 'result-bytes' as const }
+  gateway.admit({ address: '192.0.2.1', agentId: 8, bytes: 900 }, results, 20_000)
+  t.throws(() => gateway.admit({ address: '192.0.2.1', agentId: 8, bytes: 200 }, results, 21_000), { status: 429 }, 'the day allows 1000 bytes')
+})
+
+t.test('the sweeper disconnects a silent agent and gives the free seat to the one waiting', async (t) => {
+  const { gateway, deps, agentOf, db, events } = setup()
+  const a = await gateway.enroll(agentCtx(), enrollBody('m-1', 'HOST-1'))
+  const b = await gateway.enroll(agentCtx(), enrollBody('m-2', 'HOST-2'))
+  await gateway.checkIn(agentCtx(), agentOf(a.uuid), hostState([mouse]))
+  const sweeper = { ...deps, gateway, disconnectSeconds: 180, seats: 2 }
+  const swept = await sweepAgents(sweeper, Date.now() + 181_000)
+  t.match(swept, { disconnected: 1, activated: 1, more: false })
+  t.match(events().at(-1)!.details, /has not checked in since/)
+  t.equal((db.prepare('SELECT license_status AS s FROM agents WHERE uuid = ?').get(b.uuid) as { s: string }).s, 'Activated')
+})
