@@ -95,10 +95,10 @@ export function asyncPort<T extends object>(repo: T, uow: SqliteUnitOfWork): Asy
     if (typeof fn !== 'function') continue
     port[name] = (...args: unknown[]) => {
       const wait = uow.turn()
-      if (wait !== undefined) return wait.then(() => fn(...args))
+      if (wait !== undefined) return wait.then(() => fn.apply(repo, args))
       // At once, in the caller's turn: the statement runs where the caller put it.
       try {
-        return Promise.resolve(fn(...args))
+        return Promise.resolve(fn.apply(repo, args))
       } catch (err) {
         return Promise.reject(err)
       }

@@ -67,31 +67,33 @@ export function usersRepo(db: DB, version: AuthVersion) {
   let derivedAt: number | undefined
   const changed = () => derived.clear()
 
+  /**
+   * `compute()`, or its value kept since the accounts last changed. Inside a transaction it
+   * is always computed: what it reads there may yet be rolled back.
+   */
+  function memo<T>(key: string, compute: () => T): T {
+    if (db.inTransaction) return compute()
+    const at = othersCommits()
+    if (at !== derivedAt) {
+      derived.clear()
+      derivedAt = at
+    }
+    if (derived.has(key)) return derived.get(key) as T
+    const value = compute()
+    if (derived.size >= 1000) derived.clear()
+    derived.set(key, value)
+    return value
+  }
+
   return {
-    /**
-     * `compute()`, or its value kept since the accounts last changed. Inside a transaction it
-     * is always computed: what it reads there may yet be rolled back.
-     */
-    memo<T>(key: string, compute: () => T): T {
-      if (db.inTransaction) return compute()
-      const at = othersCommits()
-      if (at !== derivedAt) {
-        derived.clear()
-        derivedAt = at
-      }
-      if (derived.has(key)) return derived.get(key) as T
-      const value = compute()
-      if (derived.size >= 1000) derived.clear()
-      derived.set(key, value)
-      return value
-    },
+    memo,
     /** Every account, mapped by `view` and written as JSON, kept until the accounts change. */
     allJson(view: (u: AccountRow) => unknown): string {
-      return this.memo('all', () => JSON.stringify(all.all().map(view)))
+      return memo('all', () => JSON.stringify(all.all().map(view)))
     },
     /** One account, mapped by `view` and written as JSON, kept until the accounts change. */
     accountJson(id: number, view: (u: AccountRow) => unknown): string | undefined {
-      return this.memo(`account:${id}`, () => {
+      return memo(`account:${id}`, () => {
         const user = accountById.get(id)
         return user && JSON.stringify(view(user))
       })
