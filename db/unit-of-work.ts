@@ -79,6 +79,9 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
       } finally {
         clearImmediate(tick)
         open = null
+        // Tracking the async context hooks every promise of the process while it is on:
+        // it is on only while a unit is open (the next unit turns it on again).
+        context.disable()
         finish()
       }
     },
