@@ -168,6 +168,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   app.decorateRequest('responseType', undefined)
   app.decorateRequest('op', undefined)
   app.decorateRequest('routine', false)
+  app.decorateRequest('primeContext', null)
   app.decorate('mailer', createMailer(config))
   app.decorate('services', createServices(app))
   registerLifecycle(app)

@@ -57,40 +57,54 @@ function fingerprintOf(req: FastifyRequest): string {
   return digest([req.method, req.url, req.headers['content-type'] ?? '', req.headers.authorization ?? '', body].join('\u0000'))
 }
 
-const contexts = new WeakMap<FastifyRequest, Context>()
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's context, once a service or the audit trail asked for it (contextOf). */
+    primeContext: Context | null
+  }
+}
 
 /**
- * The request's context, made once. Actor and profile are read from the request when asked:
- * a gateway call learns its agent in the handler, after the context may have been made.
+ * A request's context. Actor, profile and target are read from the request when asked: a
+ * gateway call learns its agent in the handler, after the context may have been made. A
+ * class rather than an object of closures: one is made for most requests.
  */
-export function contextOf(req: FastifyRequest): Context {
-  let ctx = contexts.get(req)
-  if (ctx === undefined) {
-    let fingerprint: string | undefined
-    ctx = {
-      get actor() {
-        return actorOf(req)
-      },
-      get profile() {
-        return req.principal?.profile ?? null
-      },
-      sourceAddress: req.ip ?? null,
-      requestId: String(req.id),
-      target: `${req.method} ${req.url.split('?')[0]}`,
-      get operation() {
-        return req.op
-      },
-      fingerprint: () => (fingerprint ??= fingerprintOf(req)),
-      audit: { audited: false },
-    }
-    contexts.set(req, ctx)
+class RequestContext implements Context {
+  readonly audit: AuditState = { audited: false }
+  private digest: string | undefined
+  constructor(private readonly req: FastifyRequest) {}
+  get actor() {
+    return actorOf(this.req)
   }
-  return ctx
+  get profile() {
+    return this.req.principal?.profile ?? null
+  }
+  get sourceAddress() {
+    return this.req.ip ?? null
+  }
+  get requestId() {
+    return String(this.req.id)
+  }
+  get target() {
+    return `${this.req.method} ${this.req.url.split('?')[0]}`
+  }
+  get operation() {
+    return this.req.op
+  }
+  fingerprint() {
+    this.digest ??= fingerprintOf(this.req)
+    return this.digest
+  }
+}
+
+/** The request's context, made once (kept on the request: `primeContext`, decorated by the app). */
+export function contextOf(req: FastifyRequest): Context {
+  return (req.primeContext ??= new RequestContext(req))
 }
 
 /** What the audit trail wrote for the request, if it has a context yet (none is made). */
 export function auditStateOf(req: FastifyRequest): AuditState | undefined {
-  return contexts.get(req)?.audit
+  return req.primeContext?.audit
 }
 
 /** A context for work no request asked for (a background job), or for tests. */
