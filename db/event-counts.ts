@@ -1,0 +1,531 @@
+// Counting the records a question matches, exactly: whole blocks from the index's counts in
+// memory, rows read only where a block straddles an end of the range and above the mark;
+// "contains" filters through the counts of the matching sources and documents. The pages
+// (db/event-pages.ts) and the streams (db/event-stream.ts) read where these counts say the
+// matches are.
+import { LRUCache } from 'lru-cache'
+import { LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type Summary } from './event-index.js'
+import { MAX_ID } from './filters.js'
+import { severityNames } from './sql.js'
+import { all, any, type GlobalCols, type Plan, type Range, type TextMatch } from './event-plans.js'
+import { SEEK_MAX, pred, rangeCond, seekFrom, type QueryState } from './event-query-state.js'
+
+/**
+ * A stretch of ids holding `n` matches (exactly), found at a level of the block counts
+ * (-1: counted from the rows, -2: from the kinds' ids; either, a part of a level 0 block).
+ */
+export interface Segment {
+  lo: number
+  hi: number
+  n: number
+  level: number
+}
+
+/** Trigram results kept per term (ids in all), so that a repeated search only looks at what is new. */
+const TERM_CACHE_IDS = 4_000_000
+/** More sources than this and a seek through the events' asset index is not worth it. */
+const SEEK_SOURCES = 20_000
+
+export interface TextCount {
+  /** Indexed matches. */
+  n: number
+  /** The asset keys of every source with an indexed match; null when too many or not worth a seek. */
+  keys: (string | null)[] | null
+  /** Those sources: a seek through the events-by-source index finds all their indexed events. */
+  sources: number[] | null
+  /** What such a seek reads: those events, and a probe per source and block. */
+  seekRows: number
+  /** The kinds (by id) of the indexed matches; null when not known (sources alone). */
+  kinds: Uint8Array | null
+  /** GlobalSearch: which of its columns can match among indexed records (null: no GlobalSearch). */
+  globalCols: GlobalCols | null
+  /** The stretches a walk reads (kindStretches), by id and time range: pages of one question ask again. */
+  stretches?: Map<string, Range[]>
+}
+
+export interface Counted {
+  filtered: number
+  sum: Summary
+  kinds: number[] | null
+  /** The ids that can hold matches (the time range made ids). */
+  ids: Range
+  /** Plans without text conditions: where the indexed matches are. */
+  segments?: Segment[]
+  /** Text plans: how a seek would find them. */
+  text?: TextCount
+  /** Matches above the mark. */
+  tail: number
+}
+
+// Membership marks by id, reused from query to query (a new generation clears them).
+class Marks {
+  at = new Int32Array(1024)
+  gen = 0
+  clear(size: number) {
+    if (this.at.length < size) this.at = new Int32Array(Math.max(size, this.at.length * 2))
+    if (++this.gen >= 2 ** 31 - 1) {
+      this.at.fill(0)
+      this.gen = 1
+    }
+    return this
+  }
+  add(ids: Iterable<number>) {
+    for (const id of ids) this.at[id] = this.gen
+    return this
+  }
+  has(id: number) {
+    return this.at[id] === this.gen
+  }
+}
+
+export function eventCounts(state: QueryState) {
+  const { db, indexer, cached, tables, topId } = state
+
+  // ---- kinds ----
+  /** The ids of the kinds a plan allows (null: any). */
+  function kindSet(p: Plan): number[] | null {
+    if (!p.kindOk) return null
+    const out: number[] = []
+    for (const [id, k] of indexer.kinds(p.table) as Map<number, unknown>) if (p.kindOk(k)) out.push(id)
+    return out
+  }
+
+  /** Matches with ids in [lo, hi], counted from the rows. */
+  function countRows(p: Plan, lo: number, hi: number, sum?: Summary): number {
+    if (lo > hi) return 0
+    const w = all([rangeCond(p, lo, hi), pred(p)])!
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
+    const sql = `SELECT count(*) FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`
+    if (!sum || hi > sum.indexed)
+      return cached(sql)
+        .pluck()
+        .get(...w.params) as number
+    // Indexed records never change (a change starts the index over, with a new summary), so
+    // neither does a count among them: the blocks a time range cuts are counted once, not
+    // on every page of the same question. Within a block, the matches' ids are kept too.
+    if (sum !== rowCountsFor) {
+      keptRowCounts.clear()
+      keptIds.clear()
+      rowCountsFor = sum
+    }
+    if (hi - lo < 2 ** LEVEL_SHIFT[0]) return matchIds(p, lo, hi).length
+    const key = `${sql}\u0001${JSON.stringify(w.params)}`
+    let n = keptRowCounts.get(key)
+    if (n === undefined) {
+      n = cached(sql)
+        .pluck()
+        .get(...w.params) as number
+      if (keptRowCounts.size >= 4096) keptRowCounts.delete(keptRowCounts.keys().next().value!)
+      keptRowCounts.set(key, n)
+    }
+    return n
+  }
+  const keptRowCounts = new Map<string, number>()
+  let rowCountsFor: Summary | null = null
+  /**
+   * The ids of the matches in a stretch of indexed ids no longer than a block, ascending
+   * (kept while the summary is countRows'): a page then reads its rows by id instead of
+   * walking the block again. A time range that cuts blocks whose times mix (events stored
+   * late, with the time they happened) finds a few matches among thousands of rows there.
+   */
+  function matchIds(p: Plan, lo: number, hi: number): number[] {
+    const w = all([rangeCond(p, lo, hi), pred(p)])!
+    const key = `${p.table}\u0001${w.sql}\u0001${JSON.stringify(w.params)}`
+    let ids = keptIds.get(key)
+    if (!ids) {
+      // plan: query-plans "events list" (tests/query-plans.test.ts)
+      ids = cached(`SELECT e.id FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql} ORDER BY e.id`)
+        .pluck()
+        .all(...w.params) as number[]
+      keptIds.set(key, ids)
+    }
+    return ids
+  }
+  // At most a million ids (about 8 MB), least recently used first out.
+  const keptIds = new LRUCache<string, number[]>({ maxSize: 1_000_000, sizeCalculation: (ids) => ids.length + 1 })
+
+  // ---- block counts ----
+  /**
+   * The indexed matches of a plan's kind and range conditions, as segments of ids in
+   * ascending order with their exact counts: whole blocks from the counts in memory, and
+   * the rows read where a block straddles an end of the id or time range. Descends to
+   * level `floor` at least.
+   */
+  function segments(p: Plan, sum: Summary, kinds: number[] | null, floor = 0, ids = p.ids): Segment[] {
+    const lo = Math.max(1, ids.lo)
+    const hi = Math.min(ids.hi, sum.indexed)
+    if (lo > hi || (kinds && kinds.length === 0)) return []
+    const allowed = kinds ? new Set(kinds) : null
+    const out: Segment[] = []
+    const times = p.times
+    const visit = (level: number, fromBlock: number, toBlock: number) => {
+      const size = 2 ** LEVEL_SHIFT[level]
+      const blocks = sum.blocks[level]
+      const spans = sum.spans[level]
+      for (let block = fromBlock; block <= toBlock; block++) {
+        const cells = blocks.get(block)
+        if (!cells) continue
+        // A block whose records all fall outside the time range, or all inside it, is
+        // told by its span; only a block that straddles an end is tested cell by cell.
+        let cut = false
+        if (times) {
+          const span = spans.get(block)!
+          if (span[1] < times.lo || span[0] > times.hi) continue
+          cut = span[0] < times.lo || span[1] > times.hi
+        }
+        let n = 0
+        let straddles = false
+        const present: number[] = []
+        for (let i = 0; i < cells.length; i++) {
+          const cell = cells[i]
+          const kind = cell[0]
+          if (allowed && !allowed.has(kind)) continue
+          if (cut) {
+            const min = cell[2],
+              max = cell[3]
+            if (max < times!.lo || min > times!.hi) continue
+            if (min < times!.lo || max > times!.hi) straddles = true
+          }
+          n += cell[1]
+          present.push(kind)
+        }
+        // Ids start at 1: block 0 holds no id 0.
+        const bLo = Math.max(1, block * size)
+        const bHi = Math.min(block * size + size - 1, sum.indexed)
+        const sLo = Math.max(bLo, lo)
+        const sHi = Math.min(bHi, hi)
+        const partial = sLo !== bLo || sHi !== bHi
+        if (n === 0) continue
+        if (!partial && !straddles && level <= floor) out.push({ lo: sLo, hi: sHi, n, level })
+        else if (level > 0) visit(level - 1, Math.floor(sLo / 2 ** LEVEL_SHIFT[level - 1]), Math.floor(sHi / 2 ** LEVEL_SHIFT[level - 1]))
+        else {
+          // Rows are read only where their times decide; otherwise the kinds' ids do.
+          const fromRows = straddles || p.textSql || p.table !== 'events'
+          // A block whose every id is a match (no gaps, every kind counted) holds as many
+          // in a stretch as the stretch has ids: a poller's cut costs no read at all.
+          const exact = fromRows ? countRows(p, sLo, sHi, sum) : n === bHi - bLo + 1 ? sHi - sLo + 1 : countKindIds(present, n, bLo, bHi, sLo, sHi)
+          if (exact > 0) out.push({ lo: sLo, hi: sHi, n: exact, level: fromRows ? -1 : -2 })
+        }
+      }
+    }
+    const top = LEVEL_SHIFT.length - 1
+    visit(top, Math.floor(lo / 2 ** LEVEL_SHIFT[top]), Math.floor(hi / 2 ** LEVEL_SHIFT[top]))
+    return out
+  }
+
+  /**
+   * The indexed events of these kinds in [sLo, sHi], part of the level 0 block [bLo, bHi]
+   * that holds `n` of them: counted in event_kind_ids (a few bytes an entry, against a few
+   * hundred for a row: a block cut by a poller's id reads tens of pages instead of hundreds),
+   * inside the cut or, when that is the larger part, outside it.
+   */
+  function countKindIds(kinds: number[], n: number, bLo: number, bHi: number, sLo: number, sHi: number): number {
+    const list = JSON.stringify(kinds)
+    const blk = Math.floor(sLo / 2 ** LEVEL_SHIFT[1])
+    const between = (lo: number, hi: number) => (lo > hi ? 0 : (kindIdsBetween.get(blk, list, lo, hi) as number))
+    return 2 * (sHi - sLo + 1) <= bHi - bLo + 1 ? between(sLo, sHi) : n - between(bLo, sLo - 1) - between(sHi + 1, bHi)
+  }
+  const kindIdsBetween = db.prepare('SELECT count(*) FROM event_kind_ids WHERE blk = ? AND kind IN (SELECT value FROM json_each(?)) AND id BETWEEN ? AND ?').pluck()
+
+  /**
+   * The ids that can hold records of the plan's time range: from the first to the last
+   * block whose records reach into it, and every record above the mark.
+   */
+  function idsOfTimes(p: Plan, sum: Summary): Range {
+    if (!p.times) return p.ids
+    const segs = segments({ ...p, kindOk: null, kindSql: null, textSql: null }, sum, null, LEVEL_SHIFT.length - 1)
+    const top = topId(p.table)
+    const lo = segs.length ? segs[0].lo : sum.indexed + 1
+    const hi = top > sum.indexed ? top : segs.length ? segs[segs.length - 1].hi : 0
+    return { lo: Math.max(p.ids.lo, lo), hi: Math.min(p.ids.hi, hi) }
+  }
+
+  /** Every record of a table, from the block counts and the rows above the mark. */
+  function countAll(table: RecordTable, sum: Summary): number {
+    let n = 0
+    for (const cells of sum.blocks[LEVEL_SHIFT.length - 1].values()) for (const c of cells) n += c[1]
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
+    return n + (cached(`SELECT count(*) FROM ${table} NOT INDEXED WHERE id > ?`).pluck().get(sum.indexed) as number)
+  }
+
+  // ---- text (events) ----
+  const sourcesFts = db.prepare<[string, number, number], number>('SELECT rowid FROM event_sources_fts WHERE event_sources_fts MATCH ? AND rowid > ? AND rowid <= ? ORDER BY rowid').pluck()
+  const docsFts = db.prepare<[string, number, number], number>('SELECT rowid FROM event_docs_fts WHERE event_docs_fts MATCH ? AND rowid > ? AND rowid <= ? ORDER BY rowid').pluck()
+  const lastSource = db.prepare('SELECT coalesce(max(id), 0) FROM event_sources').pluck()
+  const lastDoc = db.prepare('SELECT coalesce(max(id), 0) FROM event_docs').pluck()
+  const sourceTexts = db.prepare<[string], { id: number; entity_id: string; asset_key: string | null; asset_name: string | null }>(
+    'SELECT id, entity_id, asset_key, asset_name FROM event_sources WHERE id IN (SELECT value FROM json_each(?))',
+  )
+
+  // Trigram results by term, least recently used first; dictionaries only grow (and their
+  // texts never change), so an entry stays right and only needs the ids added since.
+  const terms = new Map<string, { upTo: number; ids: number[] }>()
+  let termIds = 0
+  function remembered(key: string, last: number, read: (after: number, upTo: number) => number[]): number[] {
+    let entry = terms.get(key)
+    if (entry) terms.delete(key)
+    else entry = { upTo: 0, ids: [] }
+    if (last > entry.upTo) {
+      const more = read(entry.upTo, last)
+      if (more.length) entry.ids = entry.ids.concat(more)
+      entry.upTo = last
+      termIds += more.length
+    }
+    terms.set(key, entry)
+    while (termIds > TERM_CACHE_IDS && terms.size > 1) {
+      const [oldest, e] = terms.entries().next().value!
+      terms.delete(oldest)
+      termIds -= e.ids.length
+    }
+    return entry.ids
+  }
+
+  /** Sources any of whose `columns` contains the term. */
+  function matchSources(m: TextMatch, columns: string[]): number[] {
+    if (!m.trigram) {
+      const w = any(columns.map((c) => m.on(c)))
+      return cached(`SELECT id FROM event_sources WHERE ${w.sql}`)
+        .pluck()
+        .all(...w.params) as number[]
+    }
+    // The trigram index narrows, the texts decide (the same test as on the rows).
+    return remembered(`s\u0001${m.phrase(columns)}`, lastSource.get() as number, (after, upTo) => {
+      const found = sourcesFts.all(m.phrase(columns), after, upTo)
+      if (!found.length) return []
+      return sourceTexts
+        .all(JSON.stringify(found))
+        .filter((r) => columns.some((c) => m.test(r[c as 'entity_id'])))
+        .map((r) => r.id)
+    })
+  }
+  /** Documents whose `column` contains the term. */
+  function matchDocs(m: TextMatch, column: string): number[] {
+    if (m.trigram) return remembered(`d\u0001${m.phrase([column])}`, lastDoc.get() as number, (after, upTo) => docsFts.all(m.phrase([column]), after, upTo))
+    const w = m.on(column)
+    return cached(`SELECT id FROM event_doc_texts WHERE ${w.sql}`)
+      .pluck()
+      .all(...w.params) as number[]
+  }
+
+  // The marks textCount sets, one set per repository (kept from query to query).
+  const docSeen = new Marks(),
+    docIn = new Marks(),
+    docInGlobal = new Marks(),
+    sourceSeen = new Marks(),
+    sourceIn = new Marks(),
+    sourceInGlobal = new Marks()
+
+  // Text counts of recent questions, kept while the index has not moved: a dashboard asking
+  // again (or paging) gets the count without the pass over the documents. Exact: the
+  // count is of indexed events only, and the key holds the index's mark.
+  const keptCounts = new Map<string, TextCount>()
+  let keptFor: Summary | null = null
+  function keptTextCount(p: Plan, sum: Summary, kinds: number[] | null): TextCount {
+    // Counts read again (another process indexed, or the index started over) start afresh.
+    if (sum !== keptFor) {
+      keptCounts.clear()
+      keptFor = sum
+    }
+    const key = JSON.stringify([sum.indexed, p.kindSql, p.textSql])
+    let t = keptCounts.get(key)
+    if (t) {
+      keptCounts.delete(key)
+    } else {
+      t = textCount(p, sum, kinds)
+      if (keptCounts.size >= 64) keptCounts.delete(keptCounts.keys().next().value!)
+    }
+    keptCounts.set(key, t)
+    return t
+  }
+
+  /**
+   * The indexed events matching the text (and kind) conditions, from the documents'
+   * counts in memory: one pass over the matching documents' ids, typed arrays only (a
+   * broad term matches hundreds of thousands of documents).
+   */
+  function textCount(p: Plan, sum: Summary, kinds: number[] | null): TextCount {
+    const t = p.text!
+    const { docs, sources: srcs } = sum
+    const nOf = docs.n.data,
+      kindOf = docs.kind.data,
+      sourceOf = docs.source.data
+    let kindTop = 0
+    for (const k of indexer.kinds('events').keys()) kindTop = Math.max(kindTop, k)
+    const mask = (ids: Iterable<number>) => {
+      const m = new Uint8Array(kindTop + 1)
+      for (const k of ids) if (k <= kindTop) m[k] = 1
+      return m
+    }
+    const kindAllowed = kinds ? mask(kinds) : null
+    const hit = new Uint8Array(kindTop + 1)
+    // Each condition's matches; several on one dictionary must all hold (counted per id).
+    const both = (lists: number[][]): number[] | null => {
+      if (!lists.length) return null
+      if (lists.length === 1) return lists[0]
+      const count = new Map<number, number>()
+      for (const l of lists) for (const id of l) count.set(id, (count.get(id) ?? 0) + 1)
+      return [...count].filter(([, c]) => c === lists.length).map(([id]) => id)
+    }
+    const S = both(t.source.map((x) => matchSources(x.match, x.columns)))
+    const D = both(t.doc.map((x) => matchDocs(x.match, x.column)))
+    let n = 0
+    // Sources with matches, gathered while a seek through them may still pay.
+    const matched: number[] = []
+    sourceSeen.clear(srcs.size)
+    const noteSource = (source: number) => {
+      if (n <= SEEK_MAX && sourceSeen.at[source] !== sourceSeen.gen) {
+        sourceSeen.at[source] = sourceSeen.gen
+        matched.push(source)
+      }
+    }
+    let globalCols: GlobalCols | null = null
+    const seekOf = (): TextCount => {
+      if (n > SEEK_MAX || matched.length > SEEK_SOURCES) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit, globalCols }
+      const keys = new Set<string | null>()
+      let rows = matched.length * (Math.floor(sum.indexed / 2 ** SOURCE_BLOCK_SHIFT) + 1)
+      for (const id of matched) {
+        keys.add(srcs.key[id] ?? null)
+        rows += srcs.n.get(id)
+      }
+      return { n, keys: [...keys], sources: matched, seekRows: rows, kinds: hit, globalCols }
+    }
+    if (!t.global && !D && !kindAllowed) {
+      // Sources alone: their own counts (their documents' kinds are not looked at).
+      for (const id of S!) {
+        const c = srcs.n.get(id)
+        if (c > 0) {
+          n += c
+          noteSource(id)
+        }
+      }
+      return { ...seekOf(), kinds: null }
+    }
+    sourceIn.clear(srcs.size)
+    if (S) sourceIn.add(S)
+    docIn.clear(docs.size)
+    if (D) docIn.add(D)
+    let global: Uint8Array | null = null
+    if (t.global) {
+      const g = t.global
+      const hits: number[] = []
+      for (const [id, k] of indexer.kinds('events')) {
+        if ([k.description, k.event_code, k.category, severityNames[k.severity], k.hashtags].some((v) => g.test(v))) hits.push(id)
+      }
+      global = mask(hits)
+      const gSources = matchSources(g, ['entity_id', 'asset_name'])
+      globalCols = { kinds: hits.length > 0, sources: gSources.length > 0 }
+      sourceInGlobal.clear(srcs.size).add(gSources)
+      docInGlobal.clear(docs.size).add(matchDocs(g, 'details'))
+    }
+    docSeen.clear(docs.size)
+    const seen = docSeen.at,
+      seenGen = docSeen.gen
+    /** Adds a candidate document's events when it meets every condition (`skip`: kinds counted already). */
+    const consider = (id: number, skip: Uint8Array | null) => {
+      if (seen[id] === seenGen) return
+      seen[id] = seenGen
+      const c = nOf[id]
+      if (!c) return
+      const kind = kindOf[id]
+      if (kindAllowed && !kindAllowed[kind]) return
+      if (skip?.[kind]) return
+      const source = sourceOf[id]
+      if (S && sourceIn.at[source] !== sourceIn.gen) return
+      if (D && docIn.at[id] !== docIn.gen) return
+      if (global && !(global[kind] || sourceInGlobal.at[source] === sourceInGlobal.gen || docInGlobal.at[id] === docInGlobal.gen)) return
+      n += c
+      hit[kind] = 1
+      noteSource(source)
+    }
+    /** Every document of these sources (from the list of each source's documents). */
+    const docsOf = (sourceIds: number[], skip: Uint8Array | null) => {
+      for (const source of sourceIds) docs.bySource.each(source, (id) => consider(id, skip))
+    }
+    if (D) for (const id of D) consider(id, null)
+    else if (S) docsOf(S, null)
+    else {
+      // GlobalSearch alone: kinds that match count whole (from the blocks); the documents
+      // found through their sources or details add the events of other kinds.
+      const whole: number[] = []
+      for (const k of indexer.kinds('events').keys()) if (global![k] && (!kindAllowed || kindAllowed[k])) whole.push(k)
+      for (const k of whole) hit[k] = 1
+      if (whole.length) n += segments({ ...p, ids: { lo: 1, hi: MAX_ID }, times: null }, sum, whole, LEVEL_SHIFT.length - 1).reduce((a, x) => a + x.n, 0)
+      const g = t.global!
+      const gDocs = matchDocs(g, 'details')
+      const gSources = matchSources(g, ['entity_id', 'asset_name'])
+      // The documents whose details match, in one tight pass (the common, broad case).
+      for (let i = 0; i < gDocs.length; i++) {
+        const id = gDocs[i]
+        const c = nOf[id]
+        if (!c) continue
+        const kind = kindOf[id]
+        if (global![kind] || (kindAllowed && !kindAllowed[kind])) continue
+        n += c
+        hit[kind] = 1
+        noteSource(sourceOf[id])
+      }
+      // Then those of matching sources not counted already.
+      if (gSources.length) {
+        docSeen.add(gDocs)
+        docsOf(gSources, global)
+      }
+      if (whole.length) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit, globalCols }
+    }
+    return seekOf()
+  }
+
+  // ---- counting ----
+  function count(p: Plan): Counted {
+    const sum = indexer.summary(p.table, p.text !== null)
+    const kinds = kindSet(p)
+    if (p.empty) return { filtered: 0, sum, kinds, ids: { lo: 1, hi: 0 }, segments: [], tail: 0 }
+    const tailLo = Math.max(p.ids.lo, sum.indexed + 1)
+    if (!p.textSql) {
+      const segs = segments(p, sum, kinds, LEVEL_SHIFT.length - 1)
+      const tail = countRows(p, tailLo, p.ids.hi)
+      return { filtered: segs.reduce((a, s) => a + s.n, 0) + tail, sum, kinds, ids: p.ids, segments: segs, tail }
+    }
+    const ids = idsOfTimes(p, sum)
+    if (!p.text || sum.indexed === 0) return { filtered: countRows(p, ids.lo, ids.hi), sum, kinds, ids, tail: 0 }
+    const t = keptTextCount(p, sum, kinds)
+    const tail = countRows(p, tailLo, ids.hi)
+    const top = topId(p.table)
+    if (ids.lo <= 1 && ids.hi >= top && !p.times) return { filtered: t.n + tail, sum, kinds, ids, text: t, tail }
+    // A range of ids: count inside it, or count outside and subtract from the whole,
+    // whichever reads fewer rows (a poller near the newest events reads few either way).
+    const hi = Math.min(ids.hi, top)
+    if (!p.times) {
+      const inside = rowsToRead(t, ids.lo, hi, top)
+      const outside = rowsToRead(t, 1, ids.lo - 1, top) + rowsToRead(t, hi + 1, top, top)
+      if (outside < inside) {
+        const whole = t.n + countRows(p, sum.indexed + 1, top)
+        const out = countIn(p, t, 1, ids.lo - 1, sum.indexed) + countIn(p, t, hi + 1, top, sum.indexed)
+        return { filtered: whole - out, sum, kinds, ids, text: t, tail }
+      }
+    }
+    return { filtered: countIn(p, t, ids.lo, hi, sum.indexed), sum, kinds, ids, text: t, tail }
+  }
+
+  /** About how many rows counting in [lo, hi] reads: the ids, or the seek's share of them. */
+  function rowsToRead(t: TextCount, lo: number, hi: number, top: number): number {
+    if (lo > hi) return 0
+    const span = hi - lo + 1
+    return Math.min(span, t.sources ? (t.seekRows * span) / Math.max(1, top) : Infinity)
+  }
+
+  /** Matches with ids in [lo, hi], through the asset index when that reads fewer rows. */
+  function countIn(p: Plan, t: TextCount, lo: number, hi: number, indexed: number): number {
+    if (lo > hi) return 0
+    const span = hi - lo + 1
+    if (t.sources && (t.seekRows * span) / Math.max(1, topId(p.table)) < span / 4) {
+      const w = all([rangeCond(p, lo, hi, 'both'), seekFrom(t.sources, lo, hi, indexed), pred(p)])!
+      return cached(`SELECT count(*) FROM events e WHERE ${w.sql}`)
+        .pluck()
+        .get(...w.params) as number
+    }
+    return countRows(p, lo, hi)
+  }
+
+  return { count, countAll, segments, matchIds }
+}
+export type EventCounts = ReturnType<typeof eventCounts>

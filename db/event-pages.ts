@@ -1,0 +1,342 @@
+// The pages of the lists and feeds: in id order from the counted segments (or through the
+// kinds' and sources' index entries when the matches are few), in the order of a kind field
+// a value at a time, in time order along the time index. Reads where db/event-counts.ts
+// says the matches are.
+import { LEVEL_SHIFT, type Cell, type Summary } from './event-index.js'
+import type { Sort } from './sql.js'
+import { all, cond, inList, isIdSort, isTimeSort, orderSql, type Cond, type Plan, type Range, type SortField } from './event-plans.js'
+import type { Counted, EventCounts, Segment, TextCount } from './event-counts.js'
+import { SEEK_MAX, pred, rangeCond, seekFrom, type ListAnswer, type QueryState } from './event-query-state.js'
+
+/** A stretch of ids and the condition its matches are read with (the stretch's range included). */
+export interface Stretch extends Range {
+  where: Cond
+}
+
+export function eventPages(state: QueryState, counts: EventCounts) {
+  const { indexer, cached, tables, topId, byTime, startIndexing } = state
+  const { count, countAll, segments, matchIds } = counts
+
+  // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
+  // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
+  // lets it use the ids (rowid ranges and lookups); the time order names its index.
+  // plan: query-plans "events list" (tests/query-plans.test.ts)
+  const rowsOf = <R>(p: Plan, where: Cond, order: string, limit: number, offset: number, from = 'NOT INDEXED'): R[] =>
+    (
+      cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
+        .raw(true)
+        .all(...where.params, limit, offset) as unknown[][]
+    ).map(tables[p.table].row) as R[]
+
+  // ---- pages ----
+  /**
+   * The rollup's level 1 blocks that hold the plan's kinds in its id range and time span,
+   * as (block, kind) cells, and how many events a seek through them reads (event_kind_ids,
+   * migration 012), the rows above the mark included.
+   */
+  function kindSeek(p: Plan, c: Counted): { cells: [number, number][]; rows: number } | null {
+    if (p.table !== 'events' || !c.kinds) return null
+    const allowed = new Set(c.kinds)
+    const size = 2 ** LEVEL_SHIFT[1]
+    const lo = Math.max(1, p.ids.lo)
+    const hi = Math.min(p.ids.hi, c.sum.indexed)
+    const cells: [number, number][] = []
+    let rows = c.tail
+    const times = p.times
+    const spans = c.sum.spans[1]
+    for (let block = Math.floor(lo / size); lo <= hi && block <= Math.floor(hi / size); block++) {
+      const blockCells = c.sum.blocks[1].get(block)
+      if (!blockCells) continue
+      const span = spans.get(block)!
+      if (times && (span[1] < times.lo || span[0] > times.hi)) continue
+      for (let i = 0; i < blockCells.length; i++) {
+        const [kind, count, min, max] = blockCells[i]
+        if (!allowed.has(kind) || (times && (max < times.lo || min > times.hi))) continue
+        cells.push([block, kind])
+        rows += count
+      }
+    }
+    return { cells, rows }
+  }
+  /** The matches through the kinds' cells (indexed events), and the rows above the mark. */
+  const kindWhere = (p: Plan, cells: [number, number][], indexed: number): Cond => {
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
+    const seek: Cond = {
+      sql: `e.id IN (SELECT x.id FROM json_each(?) j CROSS JOIN event_kind_ids x
+        WHERE x.blk = j.value ->> 0 AND x.kind = j.value ->> 1 AND x.id BETWEEN ? AND ?
+        UNION ALL SELECT id FROM events NOT INDEXED WHERE id > ?)`,
+      params: [JSON.stringify(cells), p.ids.lo, Math.min(p.ids.hi, indexed), indexed],
+    }
+    return all([rangeCond(p, p.ids.lo, p.ids.hi, 'both'), seek, pred(p)])!
+  }
+
+  /** A page in id order, from the counted segments (and the rows above the mark). */
+  function idPage<R>(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
+    const tailSeg: Segment = { lo: Math.max(p.ids.lo, c.sum.indexed + 1), hi: Math.min(p.ids.hi, topId(p.table)), n: c.tail, level: -1 }
+    const segs = [...(c.segments ?? []), ...(tailSeg.n > 0 ? [tailSeg] : [])]
+    // Sparse matches (a rare kind): the kinds' cells find them with fewer rows read than
+    // walking the blocks that hold them would (about as many rows as the matches' share of the range).
+    const span = segs.length ? segs[segs.length - 1].hi - segs[0].lo + 1 : 0
+    const walkRows = Math.min(span, ((offset + limit) / Math.max(1, c.filtered)) * span)
+    if (c.kinds && walkRows > 2 ** LEVEL_SHIFT[0]) {
+      const seek = kindSeek(p, c)
+      if (seek && seek.rows <= SEEK_MAX && seek.rows * 4 < walkRows) return rowsOf<R>(p, kindWhere(p, seek.cells, c.sum.indexed), `e.id ${dir}`, limit, offset)
+    }
+    if (dir === 'DESC') segs.reverse()
+    const out: R[] = []
+    let skip = offset
+    const where = pred(p)
+    for (const s of segs) {
+      if (out.length === limit) break
+      if (skip >= s.n) {
+        skip -= s.n
+        continue
+      }
+      // Rows are read from the finest blocks that hold matches, not from the whole stretch.
+      const fine = s.level > 0 ? segments(p, c.sum, c.kinds, 0, { lo: s.lo, hi: s.hi }) : [s]
+      if (dir === 'DESC') fine.reverse()
+      for (const f of fine) {
+        if (out.length === limit) break
+        if (skip >= f.n) {
+          skip -= f.n
+          continue
+        }
+        if (f.level === -1 && f.hi <= c.sum.indexed) {
+          // A block cut by the range: its matches' ids were kept when it was counted.
+          const ids = matchIds(p, f.lo, f.hi)
+          const wanted = dir === 'DESC' ? ids.slice(Math.max(0, ids.length - skip - (limit - out.length)), ids.length - skip) : ids.slice(skip, skip + limit - out.length)
+          out.push(...rowsOf<R>(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(wanted)), `e.id ${dir}`, wanted.length, 0))
+        } else {
+          out.push(...rowsOf<R>(p, all([rangeCond(p, f.lo, f.hi), where])!, `e.id ${dir}`, limit - out.length, skip))
+        }
+        skip = 0
+      }
+    }
+    return out
+  }
+
+  /**
+   * Where the matches of a text plan are read from, as stretches in ascending id order:
+   * its seek through their sources (few matches), or the range walked row by row (many).
+   * A walk passes over the blocks that hold no event of a kind with a match (the
+   * documents' counts tell which kinds have one): the newest hundred thousand events after
+   * a mass disconnect, say, hold none of a vendor's, and testing them one by one cost 50 ms.
+   */
+  function textAccess(p: Plan, c: Counted, needed: number): Stretch[] {
+    const t = c.text
+    const top = topId(p.table)
+    const { lo } = c.ids
+    const hi = Math.min(c.ids.hi, top)
+    const span = Math.max(0, hi - lo + 1)
+    const walked = t?.kinds ? keptStretches(t, p, c.sum, t.kinds, lo, hi) : [{ lo, hi: c.ids.hi }]
+    const walkSpan = walked.reduce((a, r) => a + Math.max(0, Math.min(r.hi, top) - r.lo + 1), 0)
+    const walk = c.filtered === 0 ? 0 : Math.min(walkSpan, (needed * walkSpan) / c.filtered)
+    const seek = t?.sources ? (t.seekRows * span) / Math.max(1, top) + c.tail : Infinity
+    if (seek * 3 < walk) return [{ lo, hi, where: all([rangeCond(p, lo, hi, 'both'), seekFrom(t!.sources!, lo, hi, c.sum.indexed), pred(p)])! }]
+    // A GlobalSearch walk tests the asset key first when the matches' keys are known: one
+    // lookup instead of eight text conditions on most rows.
+    const first = t?.keys && p.text?.global ? keysFirst(t.keys, c.sum.indexed) : null
+    const codes = t?.kinds ? codesFirst(t.kinds, c.sum.indexed) : null
+    // Indexed stretches test GlobalSearch only on the columns where it can match (one LIKE
+    // instead of eight on most rows when only details have the term); the rows above the
+    // mark may bring new kinds and sources, so they are tested on every column.
+    const narrowed = t?.globalCols && p.text?.narrowed ? all([p.kindSql, p.text.narrowed(t.globalCols)]) : null
+    return walked.map((r) => ({ ...r, where: all([rangeCond(p, r.lo, r.hi), codes, first, narrowed && r.hi <= c.sum.indexed ? narrowed : pred(p)])! }))
+  }
+
+  /**
+   * The stretches of [lo, hi] that can hold events of these kinds in the plan's time span:
+   * runs of level 0 blocks whose counts have such a kind, and everything above the mark.
+   */
+  function keptStretches(t: TextCount, p: Plan, sum: Summary, kinds: Uint8Array, lo: number, hi: number): Range[] {
+    const key = `${lo}:${hi}:${p.times?.lo}:${p.times?.hi}`
+    t.stretches ??= new Map()
+    let out = t.stretches.get(key)
+    if (!out) {
+      if (t.stretches.size >= 16) t.stretches.clear()
+      t.stretches.set(key, (out = kindStretches(p, sum, kinds, lo, hi)))
+    }
+    return out
+  }
+  function kindStretches(p: Plan, sum: Summary, kinds: Uint8Array, lo: number, hi: number): Range[] {
+    const out: Range[] = []
+    const times = p.times
+    /** Whether the block has a record of these kinds in the time span. */
+    const holds = (cells: Cell[]) => {
+      for (let i = 0; i < cells.length; i++) {
+        const cell = cells[i]
+        if (kinds[cell[0]] === 1 && (!times || (cell[3] >= times.lo && cell[2] <= times.hi))) return true
+      }
+      return false
+    }
+    const visit = (level: number, fromBlock: number, toBlock: number) => {
+      const size = 2 ** LEVEL_SHIFT[level]
+      for (let block = fromBlock; block <= toBlock; block++) {
+        const cells = sum.blocks[level].get(block)
+        if (!cells) continue
+        const span = sum.spans[level].get(block)!
+        if (times && (span[1] < times.lo || span[0] > times.hi)) continue
+        if (!holds(cells)) continue
+        const sLo = Math.max(lo, block * size)
+        const sHi = Math.min(hi, sum.indexed, block * size + size - 1)
+        if (level > 0) visit(level - 1, Math.floor(sLo / 2 ** LEVEL_SHIFT[level - 1]), Math.floor(sHi / 2 ** LEVEL_SHIFT[level - 1]))
+        else if (out.length && out[out.length - 1].hi + 1 === sLo) out[out.length - 1].hi = sHi
+        else out.push({ lo: sLo, hi: sHi })
+      }
+    }
+    const top = LEVEL_SHIFT.length - 1
+    const last = Math.min(hi, sum.indexed)
+    if (lo <= last) visit(top, Math.floor(lo / 2 ** LEVEL_SHIFT[top]), Math.floor(last / 2 ** LEVEL_SHIFT[top]))
+    if (hi > sum.indexed) out.push({ lo: Math.max(lo, sum.indexed + 1), hi })
+    return out
+  }
+
+  /** The matches of a text plan as one condition, over the whole range (orders other than the id's). */
+  const textWhere = (p: Plan, c: Counted): Cond => textAccess(p, { ...c, text: c.text && { ...c.text, kinds: null } }, c.filtered)[0].where
+
+  /** A page in id order of a text plan: the stretches in turn, until the page is full. */
+  function textIdPage<R>(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
+    const stretches = textAccess(p, c, offset + limit)
+    if (dir === 'DESC') stretches.reverse()
+    const out: R[] = []
+    let skip = offset
+    for (const s of stretches) {
+      if (out.length === limit) break
+      if (skip > 0 && stretches.length > 1) {
+        // How many of the matches to pass over this stretch holds (at most `skip`).
+        // plan: query-plans "events list" (tests/query-plans.test.ts)
+        const held = cached(`SELECT count(*) FROM (SELECT 1 FROM ${tables[p.table].from} e NOT INDEXED WHERE ${s.where.sql} LIMIT ?)`)
+          .pluck()
+          .get(...s.where.params, skip) as number
+        if (held < skip) {
+          skip -= held
+          continue
+        }
+      }
+      out.push(...rowsOf<R>(p, s.where, `e.id ${dir}`, limit - out.length, skip))
+      skip = 0
+    }
+    return out
+  }
+
+  /**
+   * The rows whose event code is one of these kinds', or above the mark (not indexed yet);
+   * null when every code is. In blocks where kinds with and without matches mix, one
+   * lookup passes over most rows that the text conditions would test one by one.
+   */
+  function codesFirst(kinds: Uint8Array, indexed: number): Cond | null {
+    const hit = new Set<string>()
+    const every = new Set<string>()
+    for (const [id, k] of indexer.kinds('events')) {
+      every.add(k.event_code)
+      if (kinds[id] === 1) hit.add(k.event_code)
+    }
+    return hit.size === every.size ? null : cond('(e.id > ? OR e.event_code IN (SELECT value FROM json_each(?)))', indexed, JSON.stringify([...hit]))
+  }
+
+  /** The rows of these asset keys, or above the mark (their sources may not be known yet). */
+  function keysFirst(keys: (string | null)[], indexed: number): Cond {
+    const named = keys.filter((k): k is string => k !== null)
+    return cond(`(e.id > ? OR e.asset_key IN (SELECT value FROM json_each(?))${named.length !== keys.length ? ' OR e.asset_key IS NULL' : ''})`, indexed, JSON.stringify(named))
+  }
+
+  /** A page in the order of a kind field: the field's values in order, each value's records by id. */
+  function kindPage<R>(p: Plan, c: Counted, f: SortField, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
+    const column = f.kind!
+    const kinds = indexer.kinds(p.table) as unknown as Map<number, Record<string, unknown>>
+    const rank = (v: unknown) => (v === null || v === undefined ? null : f.rank!(v))
+    // The values of the kinds, and of records above the mark (kinds not indexed yet).
+    const values: unknown[] = [...kinds.values()].map((k) => k[column] ?? null)
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
+    values.push(...(cached(`SELECT DISTINCT ${column} FROM ${tables[p.table].from} NOT INDEXED WHERE id > ?`).pluck().all(c.sum.indexed) as unknown[]))
+    // Values equal under the rank (text differing in case only) are one group.
+    const groups = new Map<string, { rank: string | number | null; values: Set<unknown> }>()
+    for (const v of values) {
+      const r = rank(v)
+      const key = `${typeof r}:${r}`
+      const g = groups.get(key)
+      if (g) g.values.add(v)
+      else groups.set(key, { rank: r, values: new Set([v]) })
+    }
+    const ordered = [...groups.values()].sort((a, b) => {
+      if (a.rank === null || b.rank === null) return a.rank === b.rank ? 0 : a.rank === null ? 1 : -1
+      const cmp = a.rank < b.rank ? -1 : a.rank > b.rank ? 1 : 0
+      return dir === 'ASC' ? cmp : -cmp
+    })
+    const out: R[] = []
+    let skip = offset
+    const idField = tables[p.table].sorts[tables[p.table].idSort]
+    for (const g of ordered) {
+      if (out.length === limit) break
+      const isNull = g.rank === null
+      const list = [...g.values].filter((v) => v !== null)
+      const gp: Plan = {
+        ...p,
+        kindOk: (k: Record<string, unknown>) => g.values.has(k[column] ?? null) && (!p.kindOk || p.kindOk(k)),
+        kindSql: all([p.kindSql, isNull ? cond(`e.${column} IS NULL`) : inList(`e.${column}`, list)]),
+      }
+      const gc = count(gp)
+      if (skip >= gc.filtered) {
+        skip -= gc.filtered
+        continue
+      }
+      out.push(...pageOf<R>(gp, gc, idField, dir, limit - out.length, skip))
+      skip = 0
+    }
+    return out
+  }
+
+  function pageOf<R>(p: Plan, c: Counted, f: SortField, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
+    if (c.filtered <= offset || limit === 0) return []
+    if (isIdSort(f)) {
+      if (!p.textSql) return idPage<R>(p, c, dir, limit, offset)
+      return textIdPage<R>(p, c, dir, limit, offset)
+    }
+    if (f.kind) return kindPage<R>(p, c, f, dir, limit, offset)
+    const order = orderSql(f, dir)
+    if (p.textSql) return rowsOf<R>(p, textWhere(p, c), order, limit, offset)
+    if (c.filtered <= SEEK_MAX) {
+      // Few matches: find them all through the kinds' cells and sort them, unless walking
+      // the time index in order reaches the page sooner (rows in order are cheaper to read
+      // than rows sought one by one and sorted).
+      const seek = kindSeek(p, c)
+      const span = Math.max(1, Math.min(p.ids.hi, topId(p.table)) - p.ids.lo + 1)
+      const walk = isTimeSort(f) ? ((offset + limit) * span) / Math.max(1, c.filtered) : Infinity
+      if (seek && seek.rows <= 4 * SEEK_MAX && seek.rows * 3 < walk) return rowsOf<R>(p, kindWhere(p, seek.cells, c.sum.indexed), order, limit, offset)
+    }
+    // A time order walks the time index (no sort); other fields have no index and are sorted.
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
+    return rowsOf<R>(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset, isTimeSort(f) ? byTime[p.table] : 'NOT INDEXED')
+  }
+
+  function list<R>(p: Plan, s: Sort, limit: number, offset: number): ListAnswer<R> {
+    startIndexing()
+    const c = count(p)
+    const f = tables[p.table].sorts[s.field]
+    const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
+    return { total: countAll(p.table, c.sum), filtered: c.filtered, rows: pageOf<R>(p, c, f, dir, limit, offset) }
+  }
+
+  /**
+   * The integration feed: the oldest `limit` matches (after `offset` of them), then ordered
+   * by the sort (newest first by default).
+   */
+  function feed<R extends { id: number }>(p: Plan, s: Sort, limit: number, offset: number): ListAnswer<R> {
+    const answer = list<R>(p, { field: tables[p.table].idSort, direction: 'asc' }, limit, offset)
+    const f = tables[p.table].sorts[s.field]
+    const sign = s.direction === 'asc' ? 1 : -1
+    answer.rows = answer.rows
+      .map((r) => ({ r, k: f.key(r) }))
+      .sort((a, b) => {
+        // Nulls last in either direction, as in the lists.
+        if (a.k === null || b.k === null) return a.k === b.k ? sign * (a.r.id - b.r.id) : a.k === null ? 1 : -1
+        const cmp = a.k < b.k ? -1 : a.k > b.k ? 1 : 0
+        return sign * (cmp || a.r.id - b.r.id)
+      })
+      .map((x) => x.r)
+    return answer
+  }
+
+  return { pageOf, kindPage, textAccess, textWhere, list, feed }
+}
+export type EventPages = ReturnType<typeof eventPages>
