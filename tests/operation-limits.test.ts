@@ -46,10 +46,13 @@ t.test('the login limit follows the contract, not a list in the code', async (t)
   t.same(await failures(spec), [400, 400, 400, 400, 400], 'without the extension, not limited')
 })
 
-t.test('lib/app.ts and the gateway name no operation to limit', async (t) => {
+t.test('lib/app.ts, the request pipeline and the gateway name no operation to limit', async (t) => {
   const gateway = fs.readdirSync(new URL('../lib/gateway/', import.meta.url)).map((f) => `lib/gateway/${f}`)
   t.ok(gateway.includes('lib/gateway/limits.ts'))
-  for (const file of ['lib/app.ts', ...gateway]) {
+  // The hooks that apply the limits live in lib/platform/ (admission.ts, answer.ts, request-log.ts).
+  const platform = fs.readdirSync(new URL('../lib/platform/', import.meta.url)).map((f) => `lib/platform/${f}`)
+  t.ok(platform.includes('lib/platform/admission.ts'))
+  for (const file of ['lib/app.ts', ...platform, ...gateway]) {
     const source = fs.readFileSync(new URL(`../${file}`, import.meta.url), 'utf8')
     t.notMatch(source, /'(localLogin|signIn|pollerRegister|enrollAgent|agentCheckIn|reportCommandResults)'/, file)
   }

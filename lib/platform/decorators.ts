@@ -1,0 +1,57 @@
+// What the app carries for the hooks, handlers and features (typed in lib/app.ts), in the
+// order they are decorated, and what it closes with it.
+import type { FastifyInstance } from 'fastify'
+import jwt from '@fastify/jwt'
+import type { Config } from '../config.js'
+import type { Operation } from '../contract.js'
+import type { DB } from '../../db/index.js'
+import type { Repos } from '../repos.js'
+import { ISSUER, tokenService } from '../auth.js'
+import { createMailer } from '../mail.js'
+import { createServices } from '../services.js'
+
+export interface AppParts {
+  config: Config
+  db: DB
+  repos: Repos
+  spec: Record<string, any>
+  ops: Map<string, Operation>
+}
+
+/** The settings, storage and contract, the request's slots, then the mailer and the features' services. */
+export function decorateApp(app: FastifyInstance, { config, db, repos, spec, ops }: AppParts): void {
+  app.decorate('config', config)
+  app.decorate('db', db)
+  app.decorate('repos', repos)
+  app.decorate('contract', { spec, operations: ops })
+  app.decorate('startedAt', Date.now())
+  app.decorateRequest('principal', undefined)
+  app.decorateRequest('agent', undefined)
+  app.decorateRequest('poller', undefined)
+  app.decorateRequest('responseType', undefined)
+  app.decorateRequest('op', undefined)
+  app.decorateRequest('routine', false)
+  app.decorateRequest('primeContext', null)
+  app.decorate('mailer', createMailer(config))
+  app.decorate('services', createServices(app))
+}
+
+/** The mailer and the database close with the app. */
+export function closeWithApp(app: FastifyInstance): void {
+  app.addHook('onClose', async () => {
+    app.mailer.close()
+    app.db.close()
+  })
+}
+
+/** JWT signing and verification, and the token service made on it (`app.tokens`). */
+export async function registerTokens(app: FastifyInstance): Promise<void> {
+  const { config, repos } = app
+  await app.register(jwt, {
+    secret: config.jwtSecret,
+    sign: { algorithm: 'HS256', expiresIn: config.accessTokenTtlSec, iss: ISSUER },
+    // Verified tokens are cached by the token service (lib/auth.ts).
+    verify: { algorithms: ['HS256'], allowedIss: ISSUER, requiredClaims: ['exp', 'iat', 'iss'] },
+  })
+  app.decorate('tokens', tokenService(app, config, repos))
+}

@@ -1,0 +1,81 @@
+// Every error a request meets is answered as a problem document from the catalogue
+// (lib/errors.ts): the problems the code throws, Fastify's own errors by code, schema
+// validation failures with the fields they name, and unknown paths and methods.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Operation } from '../contract.js'
+import { problem, problemBody, ProblemError, type ProblemCode } from '../errors.js'
+import { fieldErrors } from '../validation.js'
+
+const MAX_FIELD_ERRORS = 20
+
+export function sendProblem(req: FastifyRequest, reply: FastifyReply, err: ProblemError) {
+  if (err.headers) reply.headers(err.headers)
+  reply
+    .code(err.status)
+    .header('content-type', 'application/problem+json')
+    .send(problemBody(err, req.url.split('?')[0], String(req.id)))
+}
+
+// Fastify's own errors, by code, in the catalogue's terms.
+const fastifyCodes: Record<string, ProblemCode> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported-media-type',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'validation',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'validation',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'bad-json',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload-too-large',
+  FST_ERR_CTP_INVALID_TYPE: 'unsupported-media-type',
+  FST_REQ_FILE_TOO_LARGE: 'payload-too-large',
+  FST_PARTS_LIMIT: 'payload-too-large',
+  FST_FILES_LIMIT: 'payload-too-large',
+  FST_FIELDS_LIMIT: 'payload-too-large',
+  FST_INVALID_MULTIPART_CONTENT_TYPE: 'unsupported-media-type',
+  FST_ERR_VALIDATION: 'validation',
+}
+
+export function errorHandler(this: FastifyInstance, error: unknown, req: FastifyRequest, reply: FastifyReply) {
+  const err = error as Error & { code?: string; statusCode?: number; validation?: any[]; validationContext?: string }
+  if (err instanceof ProblemError) return sendProblem(req, reply, err)
+  if (err.validation) {
+    // Name the first few problems; a huge invalid array should not echo thousands back.
+    const all = fieldErrors(err.validation, err.validationContext ?? 'body')
+    const errors = all.slice(0, MAX_FIELD_ERRORS)
+    const more = all.length > errors.length ? ` (and ${all.length - errors.length} more)` : ''
+    const detail = errors.map((e) => `${e.location}/${e.name} ${e.reason}`.slice(0, 150)).join('; ') + more
+    return sendProblem(req, reply, problem('validation', detail, { errors }))
+  }
+  if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
+    return sendProblem(req, reply, problem('bad-json', 'The body is not valid JSON.'))
+  }
+  const mapped = err.code ? fastifyCodes[err.code] : undefined
+  if (mapped) return sendProblem(req, reply, problem(mapped, err.message))
+  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+    // Another client error from a plugin: keep its status, name it plainly.
+    const code: ProblemCode = err.statusCode === 413 ? 'payload-too-large' : err.statusCode === 415 ? 'unsupported-media-type' : 'validation'
+    return sendProblem(req, reply, problem(code, err.message))
+  }
+  req.log.error({ err }, 'unhandled error')
+  return sendProblem(req, reply, problem('internal', 'An unexpected error occurred; it has been logged with this request id.'))
+}
+
+/** A known path with another method answers 405 with the methods it has; any other, 404. */
+export function registerNotFound(app: FastifyInstance, ops: Map<string, Operation>): void {
+  const pathMethods = new Map<RegExp, string[]>()
+  for (const op of ops.values()) {
+    const re = new RegExp('^' + op.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{\w+\\?\}/g, '[^/]+') + '/?$', 'i')
+    const known = [...pathMethods.keys()].find((k) => k.source === re.source)
+    if (known) pathMethods.get(known)!.push(op.method)
+    else pathMethods.set(re, [op.method])
+  }
+  app.setNotFoundHandler((req, reply) => {
+    const path = req.url.split('?')[0]
+    for (const [re, methods] of pathMethods) {
+      // A path the router did not take with a method it has is no known operation: never
+      // answer "answers GET, not GET".
+      if (re.test(path) && !methods.includes(req.method)) {
+        reply.header('allow', methods.join(', '))
+        return sendProblem(req, reply, problem('method-not-allowed', `${path} answers ${methods.join(', ')}, not ${req.method}.`))
+      }
+    }
+    sendProblem(req, reply, problem('route-not-found', `No operation ${req.method} ${path}.`))
+  })
+}

@@ -1,0 +1,68 @@
+// The Fastify instance: its logger, router, body and connection limits, request ids, and
+// the answer to a request the router cannot read.
+import crypto from 'node:crypto'
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import type { Config } from '../config.js'
+import { problem, type ProblemCode } from '../errors.js'
+import { lazyChildLogger, stdoutLines, type LineBatcher } from '../log.js'
+import { capConnections, refuseExpectations, serverOptions } from '../connections.js'
+import { warmValidators } from '../validation.js'
+import { sendProblem } from './errors-handler.js'
+
+const REQUEST_ID = /^[\w.:-]{1,64}$/
+
+export interface InstanceOptions {
+  logger?: FastifyServerOptions['logger']
+  logStream?: LineBatcher
+}
+
+/** The instance, and the stream its own logger writes to (none when a logger is given). */
+export function createInstance(config: Config, opts: InstanceOptions): { app: FastifyInstance; logStream: LineBatcher | undefined } {
+  const logStream = opts.logger === undefined ? (opts.logStream ?? stdoutLines()) : undefined
+  const app = Fastify({
+    logger: opts.logger ?? {
+      level: config.logLevel,
+      stream: logStream,
+      // Warnings and errors are written at once; request lines within a second.
+      hooks: {
+        logMethod(args, method, level) {
+          method.apply(this, args)
+          if (level >= 40) this.flush()
+        },
+      },
+      redact: { paths: ['req.headers.authorization', 'req.headers.cookie', 'res.headers["set-cookie"]'], censor: '***' },
+    },
+    // Clients built on ASP.NET conventions add a trailing slash: it names the same operation.
+    routerOptions: { caseSensitive: false, maxParamLength: 100, ignoreTrailingSlash: true },
+    // No implicit HEAD twins: some GET operations act (send a test mail, hand out work).
+    exposeHeadRoutes: false,
+    bodyLimit: config.bodyLimit,
+    ...serverOptions(config.connections),
+    trustProxy: config.trustProxy,
+    return503OnClosing: true,
+    // One line per request, written when it completes (see lib/platform/request-log.ts).
+    logController: new LogController({ disableRequestLogging: true }),
+    childLoggerFactory: lazyChildLogger,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : crypto.randomUUID()
+    },
+    frameworkErrors: (err, req, reply) => {
+      const code: ProblemCode = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'uri-too-long' : 'validation'
+      const detail = code === 'uri-too-long' ? 'A path parameter is longer than 100 characters.' : 'The request URL is malformed.'
+      reply.header('x-request-id', req.id).header('x-content-type-options', 'nosniff')
+      sendProblem(req, reply, problem(code, detail))
+    },
+  })
+  capConnections(app.server, config.connections.maxPerAddress, app.log)
+  refuseExpectations(app.server)
+  return { app, logStream }
+}
+
+/** Once listening: what the logger holds is written, and the validators are compiled in the background. */
+export function registerOnListen(app: FastifyInstance, logStream: LineBatcher | undefined): void {
+  app.addHook('onListen', async () => {
+    logStream?.flushSync()
+    void warmValidators()
+  })
+}

@@ -1,0 +1,77 @@
+// The request pipeline, registered in this order:
+//   onRoute       each route carries its operation from the contract (req.op); those with
+//                 query parameters or a body get the canonicalize step in preValidation
+//                 (lib/platform/canonical.ts), before Fastify's schema validation
+//   404/405 and body parsers (lib/platform/errors-handler.ts, lib/platform/media-types.ts)
+//   onRequest     admit: limits, the caller, media types (lib/platform/admission.ts)
+//   onResponse    the enrollment failure count and the request log (lib/platform/request-log.ts)
+//   onSend        the answer's media type, audit fallback, contract check (lib/platform/answer.ts)
+// The error handler (lib/platform/errors-handler.ts) is set by buildApp, before these.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Operation } from '../contract.js'
+import { validatorCompiler } from '../validation.js'
+import { createAdmission } from './admission.js'
+import { createFinish } from './answer.js'
+import { canonicalRequest } from './canonical.js'
+import { registerNotFound } from './errors-handler.js'
+import { registerBodyParsers } from './media-types.js'
+import { registerRequestLog } from './request-log.js'
+
+/** The contract's validators for requests; answers are plain JSON.stringify. */
+export function registerCompilers(app: FastifyInstance): void {
+  app.setValidatorCompiler(validatorCompiler)
+  // Answers are plain JSON.stringify: the contract is checked in tests, never by silently
+  // dropping or coercing fields on the way out.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data))
+}
+
+export interface PipelineOptions {
+  spec: Record<string, any>
+  ops: Map<string, Operation>
+  /** Check every answer against the contract and turn a violation into a 500 (tests). */
+  validateResponses?: boolean
+}
+
+export function registerPipeline(app: FastifyInstance, { spec, ops, validateResponses }: PipelineOptions): void {
+  const canonicalHook = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => done(thrown(() => canonicalRequest(req, reply)))
+  // Each route carries its operation's metadata from the contract, for the hooks below.
+  app.addHook('onRoute', (route) => {
+    const id = (route.schema as { operationId?: string } | undefined)?.operationId
+    const op = id ? ops.get(id) : undefined
+    if (!op) return
+    route.config = { ...(route.config ?? {}), op }
+    // Names are put in the contract's spelling where there are any: an operation with
+    // neither query parameters nor a body skips the hook.
+    if ((route.schema as { querystring?: unknown }).querystring || op.requestTypes.length > 0 || op.deprecatedInputs) {
+      const given = route.preValidation
+      route.preValidation = [...(given === undefined ? [] : Array.isArray(given) ? given : [given]), canonicalHook]
+    }
+  })
+  const { admit, loginLimit } = createAdmission(app)
+  registerNotFound(app, ops)
+  registerBodyParsers(app)
+
+  // The hooks take callbacks rather than being async: a request went through four of them,
+  // and their promises cost more than the work most of them do.
+  app.addHook('onRequest', (req, reply, done) => done(thrown(() => admit(req, reply))))
+  registerRequestLog(app)
+  const finish = createFinish(spec, validateResponses, loginLimit)
+  app.addHook('onSend', (req, reply, payload, done) => {
+    let answer = payload
+    const failed = thrown(() => {
+      answer = finish(req, reply, payload)
+    })
+    if (failed) done(failed)
+    else done(null, answer)
+  })
+}
+
+/** What `work` throws, as the error a callback hook passes on; undefined when it returns. */
+function thrown(work: () => void): Error | undefined {
+  try {
+    work()
+    return undefined
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err))
+  }
+}

@@ -1,0 +1,27 @@
+// The data directory, the database and its repositories, as the app opens them.
+import type { FastifyInstance } from 'fastify'
+import type { Config } from '../config.js'
+import { openDatabase, type DB } from '../../db/index.js'
+import { createRepos, type Repos } from '../repos.js'
+import { vault } from '../vault.js'
+import { settingsSealer } from '../alarms/sealed-settings.js'
+import { secureDataDir } from '../data-dir.js'
+
+/**
+ * Makes the data directory private, opens the database and its repositories, and tidies
+ * what an earlier version or run left: `sealed` is what `sealStored` sealed, logged once
+ * the app is built.
+ */
+export function openStorage(app: FastifyInstance, config: Config): { db: DB; repos: Repos; sealed: number } {
+  const tightened = secureDataDir(config.dataDir)
+  if (tightened.length > 0) {
+    app.log.warn({ dataDir: config.dataDir, tightened: tightened.slice(0, 20), count: tightened.length }, 'the data directory was readable by other users: made private (files 0600, folders 0700)')
+  }
+  const db = openDatabase(config.dbFile, { cacheMb: config.dbCacheMb })
+  const repos = createRepos(db, config.keptListAnswers, settingsSealer(vault(config.agentlessKey)))
+  // Webhook secrets stored in the clear by an earlier version are sealed now.
+  const sealed = repos.alarms.sealStored()
+  // Revoked sessions, and those whose refresh tokens have all expired, can never be used again.
+  repos.sessions.purge(Date.now())
+  return { db, repos, sealed }
+}
