@@ -475,7 +475,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     for (const [id, n] of d.sources) sum.sources.n.set(id, sum.sources.n.get(id) + n)
   }
 
-  // ---- pruning (the retention job, lib/retention.ts) ----
+  // ---- pruning (the retention job, lib/retention/job.ts) ----
   // The records to delete come as a list of ids (json_each): the job picks them by time,
   // in whatever id order they were written.
   const pruneBatch = {

@@ -36,7 +36,7 @@ export interface Operation {
   probe: boolean
   /** `x-rate-limit: login`: its failures count toward the per-address login limit (PRIME_LOGIN_RATE_LIMIT_MAX). */
   rateLimit: RateLimit | null
-  /** `x-gateway-limit`: the agent gateway's own limit, instead of the per-address one (lib/gateway.ts). */
+  /** `x-gateway-limit`: the agent gateway's own limit, instead of the per-address one (lib/gateway/limits.ts). */
   gatewayLimit: GatewayLimit | null
 }
 

@@ -298,7 +298,7 @@ for (const [i, c] of cases.entries()) {
   const logAt = fs.statSync(logFile).size
   const t0 = performance.now()
   const first = await getFresh(base + c.url, auth)
-  // Request lines reach the log within a second (lib/app.ts logDestination).
+  // Request lines reach the log within a second (lib/platform/instance.ts).
   let logged: { ms?: unknown } | undefined
   for (let waited = 0; !logged && waited < 2000; waited += 50) {
     await new Promise((resolve) => setTimeout(resolve, 50))

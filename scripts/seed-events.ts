@@ -70,7 +70,7 @@ function device(p: FleetPeripheral): Device {
   const key = `${d.vid}:${d.pid}`
   return {
     deviceId: d.deviceId,
-    // As the gateway words it (lib/gateway.ts deviceLabel), without the host.
+    // As the gateway words it (lib/gateway/events.ts deviceLabel), without the host.
     label: `${[d.guiVid, d.guiPid].filter(Boolean).join(' ') || 'Unknown device'} (VID ${d.vid}, PID ${d.pid}${d.guiSerial ? `, serial ${d.guiSerial}` : ''})`,
     icon: d.devIcon,
     vid: d.vid,
