@@ -459,6 +459,9 @@ if (!isMainThread && (workerData as { seedWorker?: boolean } | null)?.seedWorker
   let addRows: ((c: Chunk) => void) | null = null
   if (fts) {
     scratch = new Database(fts.file)
+    // The app's connection has this file attached: a transaction it begins meanwhile
+    // (BEGIN IMMEDIATE locks every attached file) holds it for a moment; wait, as db/index.ts does.
+    scratch.pragma('busy_timeout = 5000')
     scratch.pragma('journal_mode = OFF')
     scratch.pragma('synchronous = OFF')
     const columns = [...new Set(fts.indexes.flatMap((x) => x.columns))].filter((c) => c !== 'id')
