@@ -56,7 +56,14 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
       if (open !== null && context.getStore() === open) return work()
       // Checked and taken with no await in between: two units started in the same turn
       // would otherwise both find none open and both begin.
-      while (open !== null) await open.done
+      for (;;) {
+        while (open !== null) await open.done
+        if (!db.inTransaction) break
+        // A transaction not of a unit (a bulk load holding the connection) is waited out:
+        // beginning inside it fails, and even the attempt reads every attached file's
+        // schema inside it, locking files another connection is writing.
+        await new Promise((resolve) => setTimeout(resolve, 5))
+      }
       let finish!: () => void
       const unit: Open = { done: new Promise<void>((resolve) => (finish = resolve)), committed: [] }
       open = unit
