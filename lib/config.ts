@@ -198,7 +198,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: bool(env, 'PRIME_TRUST_PROXY', false),
     build: env.PRIME_BUILD || 'dev',
     keptListAnswers: int(env, 'PRIME_KEPT_LIST_ANSWERS', 64, 0, 10_000),
-    dbCacheMb: int(env, 'PRIME_DB_CACHE_MB', 4, 1, 4096),
+    dbCacheMb: int(env, 'PRIME_DB_CACHE_MB', 16, 1, 4096),
     license: {
       accountName: env.PRIME_LICENSE_ACCOUNT || 'Prime',
       accountId: env.PRIME_LICENSE_ACCOUNT_ID || null,
