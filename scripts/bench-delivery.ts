@@ -185,7 +185,7 @@ const payload = (i: number) => ({
     eventID: i,
     creationTime: new Date().toISOString(),
     creationTimeEpoch: Date.now(),
-    eventCode: '0x110001',
+    eventCode: eventOf('peripheralNew').code,
     severity: 5,
     severityString: 'Notice',
     category: 'USB',
