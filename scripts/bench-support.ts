@@ -45,7 +45,9 @@ export function startTimed(env: NodeJS.ProcessEnv, logFile: string, opts: StartO
   const ready = opts.ready ?? /Server listening/
   // A fresh log: a file used again would hold the last start's ready line.
   const log = fs.openSync(logFile, 'w')
-  const [cmd, argv] = PIN && opts.pin !== false ? ['taskset', ['-c', '1', process.execPath, ...args]] : [process.execPath, args]
+  // BENCH_SERVER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"): node's own flags for the server, to profile it under load.
+  const nodeArgs = [...(process.env.BENCH_SERVER_NODE_ARGS?.split(' ').filter(Boolean) ?? []), ...args]
+  const [cmd, argv] = PIN && opts.pin !== false ? ['taskset', ['-c', '1', process.execPath, ...nodeArgs]] : [process.execPath, nodeArgs]
   const child = spawn(cmd, argv, { env: { ...process.env, ...env }, stdio: ['ignore', log, log] })
   fs.closeSync(log)
   started.add(child)
