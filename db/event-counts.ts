@@ -372,22 +372,25 @@ export function eventCounts(state: QueryState) {
     // Sources with matches, gathered while a seek through them may still pay.
     const matched: number[] = []
     sourceSeen.clear(srcs.size)
+    // Gathered whatever the matches' number: a seek reads only its share of them, so a term
+    // of many matches (a site and department: some 50,000) still seeks inside a day.
     const noteSource = (source: number) => {
-      if (n <= SEEK_MAX && sourceSeen.at[source] !== sourceSeen.gen) {
+      if (matched.length <= SEEK_SOURCES && sourceSeen.at[source] !== sourceSeen.gen) {
         sourceSeen.at[source] = sourceSeen.gen
         matched.push(source)
       }
     }
     let globalCols: GlobalCols | null = null
     const seekOf = (): TextCount => {
-      if (n > SEEK_MAX || matched.length > SEEK_SOURCES) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit, globalCols }
+      if (matched.length > SEEK_SOURCES) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit, globalCols }
       const keys = new Set<string | null>()
       let rows = matched.length * (Math.floor(sum.indexed / 2 ** SOURCE_BLOCK_SHIFT) + 1)
       for (const id of matched) {
         keys.add(srcs.key[id] ?? null)
         rows += srcs.n.get(id)
       }
-      return { n, keys: [...keys], sources: matched, seekRows: rows, kinds: hit, globalCols }
+      // The keys serve a GlobalSearch walk's first test only while the matches are few.
+      return { n, keys: n <= SEEK_MAX ? [...keys] : null, sources: matched, seekRows: rows, kinds: hit, globalCols }
     }
     if (!t.global && !D && !kindAllowed) {
       // Sources alone: their own counts (their documents' kinds are not looked at).
