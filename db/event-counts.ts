@@ -96,29 +96,42 @@ export function eventCounts(state: QueryState) {
     const w = all([rangeCond(p, lo, hi), pred(p)])!
     // plan: query-plans "events list" (tests/query-plans.test.ts)
     const sql = `SELECT count(*) FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`
+    if (sum && hi <= sum.indexed && hi - lo < 2 ** LEVEL_SHIFT[0]) {
+      keep(sum)
+      return matchIds(p, lo, hi).length
+    }
+    return keptCount(sql, w.params, hi, sum)
+  }
+  /**
+   * A count among indexed records, kept: they never change (a change starts the index over,
+   * with a new summary), so neither does a count among them. The blocks a time range cuts
+   * are counted once, not on every page of the same question. Within a block, the matches'
+   * ids are kept too (matchIds). Counts reaching above the mark are not kept.
+   */
+  function keptCount(sql: string, params: unknown[], hi: number, sum?: Summary): number {
     if (!sum || hi > sum.indexed)
       return cached(sql)
         .pluck()
-        .get(...w.params) as number
-    // Indexed records never change (a change starts the index over, with a new summary), so
-    // neither does a count among them: the blocks a time range cuts are counted once, not
-    // on every page of the same question. Within a block, the matches' ids are kept too.
+        .get(...params) as number
+    keep(sum)
+    const key = `${sql}\u0001${JSON.stringify(params)}`
+    let n = keptRowCounts.get(key)
+    if (n === undefined) {
+      n = cached(sql)
+        .pluck()
+        .get(...params) as number
+      if (keptRowCounts.size >= 4096) keptRowCounts.delete(keptRowCounts.keys().next().value!)
+      keptRowCounts.set(key, n)
+    }
+    return n
+  }
+  /** What is kept is kept for one summary. */
+  function keep(sum: Summary) {
     if (sum !== rowCountsFor) {
       keptRowCounts.clear()
       keptIds.clear()
       rowCountsFor = sum
     }
-    if (hi - lo < 2 ** LEVEL_SHIFT[0]) return matchIds(p, lo, hi).length
-    const key = `${sql}\u0001${JSON.stringify(w.params)}`
-    let n = keptRowCounts.get(key)
-    if (n === undefined) {
-      n = cached(sql)
-        .pluck()
-        .get(...w.params) as number
-      if (keptRowCounts.size >= 4096) keptRowCounts.delete(keptRowCounts.keys().next().value!)
-      keptRowCounts.set(key, n)
-    }
-    return n
   }
   const keptRowCounts = new Map<string, number>()
   let rowCountsFor: Summary | null = null
@@ -489,7 +502,7 @@ export function eventCounts(state: QueryState) {
       return { filtered: segs.reduce((a, s) => a + s.n, 0) + tail, sum, kinds, ids: p.ids, segments: segs, tail }
     }
     const ids = idsOfTimes(p, sum)
-    if (!p.text || sum.indexed === 0) return { filtered: countRows(p, ids.lo, ids.hi), sum, kinds, ids, tail: 0 }
+    if (!p.text || sum.indexed === 0) return { filtered: countRows(p, ids.lo, ids.hi, sum), sum, kinds, ids, tail: 0 }
     const t = keptTextCount(p, sum, kinds)
     const tail = countRows(p, tailLo, ids.hi)
     const top = topId(p.table)
@@ -502,11 +515,11 @@ export function eventCounts(state: QueryState) {
       const outside = rowsToRead(t, 1, ids.lo - 1, top) + rowsToRead(t, hi + 1, top, top)
       if (outside < inside) {
         const whole = t.n + countRows(p, sum.indexed + 1, top)
-        const out = countIn(p, t, 1, ids.lo - 1, sum.indexed) + countIn(p, t, hi + 1, top, sum.indexed)
+        const out = countIn(p, t, 1, ids.lo - 1, sum) + countIn(p, t, hi + 1, top, sum)
         return { filtered: whole - out, sum, kinds, ids, text: t, tail }
       }
     }
-    return { filtered: countIn(p, t, ids.lo, hi, sum.indexed), sum, kinds, ids, text: t, tail }
+    return { filtered: countIn(p, t, ids.lo, hi, sum), sum, kinds, ids, text: t, tail }
   }
 
   /** About how many rows counting in [lo, hi] reads: the ids, or the seek's share of them. */
@@ -516,17 +529,20 @@ export function eventCounts(state: QueryState) {
     return Math.min(span, t.sources ? (t.seekRows * span) / Math.max(1, top) : Infinity)
   }
 
-  /** Matches with ids in [lo, hi], through the asset index when that reads fewer rows. */
-  function countIn(p: Plan, t: TextCount, lo: number, hi: number, indexed: number): number {
+  /**
+   * Matches with ids in [lo, hi], through the asset index when that reads fewer rows; a
+   * count read from the rows is kept while the summary is the same (see countRows), so a
+   * text filter asked again over the same time range does not read that range again.
+   */
+  function countIn(p: Plan, t: TextCount, lo: number, hi: number, sum: Summary): number {
+    const indexed = sum.indexed
     if (lo > hi) return 0
     const span = hi - lo + 1
     if (t.sources && (t.seekRows * span) / Math.max(1, topId(p.table)) < span / 4) {
       const w = all([rangeCond(p, lo, hi, 'both'), seekFrom(t.sources, lo, hi, indexed), pred(p)])!
-      return cached(`SELECT count(*) FROM events e WHERE ${w.sql}`)
-        .pluck()
-        .get(...w.params) as number
+      return keptCount(`SELECT count(*) FROM events e WHERE ${w.sql}`, w.params, hi, sum)
     }
-    return countRows(p, lo, hi)
+    return countRows(p, lo, hi, sum)
   }
 
   return { count, countAll, segments, matchIds }

@@ -49,7 +49,17 @@ function readArchive(file: string): Record<string, any>[] {
 }
 
 async function answers(t: Parameters<Parameters<typeof t.test>[1]>[0], app: FastifyInstance, token: string, rows: EventRow[], label: string) {
-  for (const q of [{}, { MinimumSeverity: 'Warning' }, { GlobalSearch: 'kingston' }, { Source: 'nyc' }, { FromDate: new Date(NOW - 45 * DAY).toISOString() }]) {
+  // Text filters over a time range that the prune cuts: counts kept from before must not answer after.
+  const range = { FromDate: new Date(NOW - 60 * DAY).toISOString(), ToDate: new Date(NOW - 10 * DAY).toISOString() }
+  for (const q of [
+    {},
+    { MinimumSeverity: 'Warning' },
+    { GlobalSearch: 'kingston' },
+    { Source: 'nyc' },
+    { FromDate: new Date(NOW - 45 * DAY).toISOString() },
+    { Details: 'removed', ...range },
+    { Source: 'nyc', ...range },
+  ]) {
     const res = await call(app, token, { url: `/prime/webui/Events/GetEvents?${new URLSearchParams({ ...q, PageSize: '50' })}` })
     const want = sortEvents(expectedEvents(rows, q))
     t.same(
