@@ -111,3 +111,81 @@ t.test('afterCommit runs after a commit only, and answers false outside a unit',
   )
   t.same(ran, ['committed'])
 })
+
+/** The SQL the unit of work runs on the connection, in order. */
+function watchExec(db: ReturnType<typeof setup>['db']) {
+  const log: string[] = []
+  const exec = db.exec.bind(db)
+  db.exec = (sql: string) => {
+    log.push(sql)
+    return exec(sql)
+  }
+  return log
+}
+
+t.test('grouped units started together share one transaction, and every caller is answered after its COMMIT', async (t) => {
+  const { db, uow, things } = setup()
+  const log = watchExec(db)
+  const answers = ['a', 'b', 'c', 'd'].map((name) =>
+    uow.runGrouped(async () => {
+      await things.add(name)
+      return name
+    }).then((v) => {
+      log.push(`answered ${v}`)
+      t.equal(db.inTransaction, false, 'committed by then')
+      return v
+    }),
+  )
+  t.same(await Promise.all(answers), ['a', 'b', 'c', 'd'])
+  t.equal(log.filter((s) => s === 'BEGIN IMMEDIATE').length, 1, 'one transaction')
+  t.equal(log.filter((s) => s === 'COMMIT').length, 1, 'one commit')
+  t.equal(log.filter((s) => s.startsWith('SAVEPOINT')).length, 4, 'a savepoint each')
+  t.ok(log.indexOf('COMMIT') < log.findIndex((s) => s.startsWith('answered')), 'nobody is answered before the commit')
+  t.same(await things.names(), ['a', 'b', 'c', 'd'])
+})
+
+t.test('a grouped unit that throws, or waits for I/O, is rolled back alone', async (t) => {
+  const { uow, things } = setup()
+  const results = await Promise.allSettled([
+    uow.runGrouped(() => things.add('kept-1')),
+    uow.runGrouped(async () => {
+      await things.add('undone')
+      throw new Error('this one fails')
+    }),
+    uow.runGrouped(async () => {
+      await things.add('slow')
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }),
+    uow.runGrouped(() => things.add('kept-2')),
+  ])
+  t.same(
+    results.map((r) => r.status),
+    ['fulfilled', 'rejected', 'rejected', 'fulfilled'],
+  )
+  t.match((results[2] as PromiseRejectedResult).reason, /waited for I\/O/)
+  t.same(await things.names(), ['kept-1', 'kept-2'])
+})
+
+t.test("another context's call waits for the group's commit; afterCommit in a grouped unit runs after it; plain units still work between", async (t) => {
+  const { db, uow, things } = setup()
+  const log = watchExec(db)
+  const ran: string[] = []
+  const grouped = uow.runGrouped(async () => {
+    await things.add('g')
+    uow.afterCommit(() => ran.push(`after commit, in transaction: ${db.inTransaction}`))
+  })
+  const other = (async () => {
+    await Promise.resolve()
+    const inTx = await things.inTransaction()
+    log.push('other read')
+    return inTx
+  })()
+  await grouped
+  t.equal(await other, false, 'the other context ran outside the group transaction')
+  t.ok(log.indexOf('COMMIT') < log.indexOf('other read'))
+  t.same(ran, ['after commit, in transaction: false'])
+  await uow.run(() => things.add('plain'))
+  await Promise.all([uow.runGrouped(() => things.add('g2')), uow.run(() => things.add('plain2')), uow.runGrouped(() => things.add('g3'))])
+  t.same((await things.names()).sort(), ['g', 'g2', 'g3', 'plain', 'plain2'])
+  t.equal(db.inTransaction, false)
+})
