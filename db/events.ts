@@ -185,7 +185,9 @@ export function eventsRepo(db: DB) {
     (inserts[rows] ??= db.prepare<unknown[]>(
       `INSERT OR FAIL INTO events (created_ms, event_code, severity, category, entity_id, description, details, hashtags,
        peripheral_icon, asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid, alarm_destination_id)
-     VALUES ${Array(rows).fill(`(${Array(COLUMNS).fill('?').join(', ')})`).join(', ')}`,
+     VALUES ${Array(rows)
+       .fill(`(${Array(COLUMNS).fill('?').join(', ')})`)
+       .join(', ')}`,
     ))
   // SET expressions read the row's old values: each text moves down one place.
   const shift1 = db.prepare<[string, number]>(

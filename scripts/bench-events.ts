@@ -242,7 +242,12 @@ if (process.env.BENCH_WRITE === 'only') {
   db.close()
   await writePath()
   if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
-  console.log(`\n${total} events; load average ${loadAtStart} at the start, ${os.loadavg().map((x) => x.toFixed(1)).join(' ')} at the end (${os.cpus().length} CPUs).`)
+  console.log(
+    `\n${total} events; load average ${loadAtStart} at the start, ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} at the end (${os.cpus().length} CPUs).`,
+  )
   console.log('\n| write path | figure | in-process floor | target |\n|---|---|---|---|')
   for (const w of writes) console.log(w)
   process.exit(0)
@@ -498,9 +503,7 @@ async function writePath() {
   {
     const CONCURRENT = 32
     type Agent = { id: number; uuid: string; host_identifier: string; local_ip_address: string | null; connection_status: 'Connected' | 'Disconnected'; state_digest: string | null }
-    const agents = wdb
-      .prepare('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents ORDER BY id LIMIT ?')
-      .all(Math.min(agentCount, 4096)) as Agent[]
+    const agents = wdb.prepare('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents ORDER BY id LIMIT ?').all(Math.min(agentCount, 4096)) as Agent[]
     const device = (vid: string, pid: string, serial: string) => ({
       deviceID: `USB\\VID_${vid}&PID_${pid}\\${serial}`,
       vid,
@@ -564,7 +567,9 @@ async function writePath() {
       n++
     }
     const rate = (n * CONCURRENT * 3) / ((performance.now() - t0) / 1000)
-    writes.push(`| (w1) recordMany alone: ${CONCURRENT} check-ins × 3 events per transaction (texts of ${CONCURRENT} agents) | ${rate.toFixed(0)} events/s | ${floorText} | >= 50,000/s: ${rate >= 50_000 ? 'met' : 'MISSED'} |`)
+    writes.push(
+      `| (w1) recordMany alone: ${CONCURRENT} check-ins × 3 events per transaction (texts of ${CONCURRENT} agents) | ${rate.toFixed(0)} events/s | ${floorText} | >= 50,000/s: ${rate >= 50_000 ? 'met' : 'MISSED'} |`,
+    )
   }
 
   // (w2) A mass disconnect: every agent goes quiet at once; the sweeper runs as its loop

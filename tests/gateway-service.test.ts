@@ -155,15 +155,14 @@ t.test('with group commit, check-ins arriving together share one commit, and one
     return exec(sql)
   }
   const gateway = agentGateway({ ...deps, audit: asyncPort({ record }, deps.uow), checkIns: { run: deps.uow.runGrouped } })
-  const results = await Promise.allSettled(
-    [a, b, c].map((x, i) => gateway.checkIn(agentCtx(), agentOf(x.uuid), hostState([mouse], { hostIdentifier: `HOST-${i + 1}` }))),
-  )
+  const results = await Promise.allSettled([a, b, c].map((x, i) => gateway.checkIn(agentCtx(), agentOf(x.uuid), hostState([mouse], { hostIdentifier: `HOST-${i + 1}` }))))
   t.same(
     results.map((r) => r.status),
     ['fulfilled', 'rejected', 'fulfilled'],
   )
   t.equal(commits.length, 1, 'one commit for the three')
-  const state = (uuid: string) => db.prepare('SELECT last_updated_ms AS t, (SELECT count(*) FROM peripherals p WHERE p.agent_uuid = agents.uuid) AS n FROM agents WHERE uuid = ?').get(uuid) as { t: number | null; n: number }
+  const state = (uuid: string) =>
+    db.prepare('SELECT last_updated_ms AS t, (SELECT count(*) FROM peripherals p WHERE p.agent_uuid = agents.uuid) AS n FROM agents WHERE uuid = ?').get(uuid) as { t: number | null; n: number }
   t.ok(state(a.uuid).t !== null && state(a.uuid).n === 1, 'the first is stored')
   t.same(state(b.uuid), { t: null, n: 0 }, 'the failing one left nothing')
   t.ok(state(c.uuid).t !== null && state(c.uuid).n === 1, 'the third is stored')

@@ -26,7 +26,11 @@ function setup() {
   for (const id of ['d1', 'd2'])
     db.prepare(`INSERT INTO alarm_destinations (id, name, name_key, type, min_severity, settings, created_ms, updated_ms) VALUES (?, ?, ?, 'syslog', 6, '{}', 1, 1)`).run(id, id, id)
   const texts = (id: number) =>
-    db.prepare('SELECT latest_event_text AS a, latest_minus1_event_text AS b, latest_minus2_event_text AS c FROM agents WHERE id = ?').get(id) as { a: string | null; b: string | null; c: string | null }
+    db.prepare('SELECT latest_event_text AS a, latest_minus1_event_text AS b, latest_minus2_event_text AS c FROM agents WHERE id = ?').get(id) as {
+      a: string | null
+      b: string | null
+      c: string | null
+    }
   return { db, repos, agent, texts }
 }
 
@@ -113,7 +117,14 @@ t.test('the texts shift by one, two or three places, alone and for several agent
 t.test('a bad event anywhere writes nothing; risky events raise their notification once per call', async (t) => {
   const { db, repos, agent } = setup()
   const a = agent(1)
-  t.throws(() => repos.events.recordMany([{ createdMs: 1, events: [ev('fine')], agentId: a }, { createdMs: 1, events: [ev('bad', 9)] }]), /severity 9 is not 0-7/)
+  t.throws(
+    () =>
+      repos.events.recordMany([
+        { createdMs: 1, events: [ev('fine')], agentId: a },
+        { createdMs: 1, events: [ev('bad', 9)] },
+      ]),
+    /severity 9 is not 0-7/,
+  )
   t.equal(db.prepare('SELECT count(*) FROM events').pluck().get(), 0)
   const uuid = db.prepare('SELECT uuid FROM agents WHERE id = ?').pluck().get(a) as string
   const attack = (serial: string): EventInput => ({

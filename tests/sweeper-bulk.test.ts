@@ -27,9 +27,7 @@ const agentRows = (db: DB) =>
     return rest
   })
 const eventRows = (db: DB, after: number) =>
-  db
-    .prepare('SELECT created_ms, event_code, severity, category, entity_id, description, details, asset_key, asset_name FROM events WHERE id > ? ORDER BY id')
-    .all(after) as Record<string, unknown>[]
+  db.prepare('SELECT created_ms, event_code, severity, category, entity_id, description, details, asset_key, asset_name FROM events WHERE id > ? ORDER BY id').all(after) as Record<string, unknown>[]
 const r = (db: DB, sql: string) => db.prepare(sql).pluck().get() as number
 const newest = (db: DB) => db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number
 
@@ -78,7 +76,10 @@ t.test('a sweep of many quiet agents: slices until done, and the same result as 
   }
   t.equal(disconnected, connected, 'every connected agent was disconnected')
   t.ok(calls > 2, `in ${calls} calls`)
-  t.ok(r(bulk, "SELECT count(*) FROM agents WHERE connection_status = 'Connected'") === 0 && r(bulk, "SELECT count(*) FROM agents WHERE display_status <> 'Disconnected' AND connection_status = 'Disconnected'") === 0)
+  t.ok(
+    r(bulk, "SELECT count(*) FROM agents WHERE connection_status = 'Connected'") === 0 &&
+      r(bulk, "SELECT count(*) FROM agents WHERE display_status <> 'Disconnected' AND connection_status = 'Disconnected'") === 0,
+  )
   const events = eventRows(bulk, from)
   t.equal(events.length, connected, 'one event per agent')
   t.same(events, eventRows(single, from1), 'the same events, texts and order as one agent at a time')

@@ -127,14 +127,16 @@ t.test('grouped units started together share one transaction, and every caller i
   const { db, uow, things } = setup()
   const log = watchExec(db)
   const answers = ['a', 'b', 'c', 'd'].map((name) =>
-    uow.runGrouped(async () => {
-      await things.add(name)
-      return name
-    }).then((v) => {
-      log.push(`answered ${v}`)
-      t.equal(db.inTransaction, false, 'committed by then')
-      return v
-    }),
+    uow
+      .runGrouped(async () => {
+        await things.add(name)
+        return name
+      })
+      .then((v) => {
+        log.push(`answered ${v}`)
+        t.equal(db.inTransaction, false, 'committed by then')
+        return v
+      }),
   )
   t.same(await Promise.all(answers), ['a', 'b', 'c', 'd'])
   t.equal(log.filter((s) => s === 'BEGIN IMMEDIATE').length, 1, 'one transaction')

@@ -55,9 +55,7 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
       )
       if (!gone.length) return
       await agentState.refreshStatusMany(gone.map((a) => a.id))
-      await events.recordMany(
-        gone.map((a) => ({ createdMs: now, events: [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)], agentId: a.id })),
-      )
+      await events.recordMany(gone.map((a) => ({ createdMs: now, events: [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)], agentId: a.id })))
       disconnected = gone.length
     })
     // Full batches only: a short one's fixed costs would make the pace look slower than it is.
@@ -71,19 +69,19 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
   // No transaction when nothing is overdue (most calls).
   if (overdue.length)
     await uow.run(async () => {
-    const agents = new Set<number>()
-    for (const [i, c] of overdue.entries()) {
-      if (i > 0 && performance.now() > until) {
-        cut = true
-        break
+      const agents = new Set<number>()
+      for (const [i, c] of overdue.entries()) {
+        if (i > 0 && performance.now() > until) {
+          cut = true
+          break
+        }
+        if (!(await store.timeOutCommand(c.id, now, NO_RESULT))) continue
+        agents.add(c.agent_id)
+        await events.record(now, [hostEvent('commandFailed', c, `${c.type} command ${c.id} failed on ${c.host_identifier}: ${NO_RESULT} within 15 minutes of delivery.`)], c.agent_id)
+        timedOut++
       }
-      if (!(await store.timeOutCommand(c.id, now, NO_RESULT))) continue
-      agents.add(c.agent_id)
-      await events.record(now, [hostEvent('commandFailed', c, `${c.type} command ${c.id} failed on ${c.host_identifier}: ${NO_RESULT} within 15 minutes of delivery.`)], c.agent_id)
-      timedOut++
-    }
-    for (const id of agents) await agentState.refreshAgent(id)
-  })
+      for (const id of agents) await agentState.refreshAgent(id)
+    })
 
   const expired = await store.expireLicenses(now)
   let activated = 0
