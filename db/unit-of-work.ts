@@ -21,11 +21,12 @@ export interface SqliteUnitOfWork {
   /** Resolves when the caller may use the connection: at once, unless another context's unit of work is open. */
   turn(): Promise<void> | undefined
   /**
-   * The same as `run`, but units started close together share one transaction (a group
-   * commit): each runs alone in a savepoint (one that throws is rolled back alone), and
-   * each caller's promise settles only after the shared COMMIT, so an answer never
-   * precedes durability. The group commits once nothing more is ready to join (the event
-   * loop's next check phase), or at GROUP_UNITS units, or GROUP_MS after it began.
+   * The same as `run`, but units that arrive in the same turn of the event loop share one
+   * transaction (a group commit): they wait for the loop's next check phase, then run one
+   * after another, each in a savepoint of its own (one that throws is rolled back alone),
+   * and the group commits; every caller is answered only after that COMMIT, so an answer
+   * never precedes durability. The transaction is open only while the units run, as for a
+   * unit of `run`, so no statement of another callback can land in it.
    */
   runGrouped<T>(work: () => Promise<T>): Promise<T>
   /**
@@ -40,28 +41,24 @@ interface Open {
   committed: (() => void)[]
 }
 
-/** Units sharing one transaction (runGrouped). */
-interface Group {
-  /** Resolves when the group's transaction has ended, committed or not: others wait for it. */
-  done: Promise<void>
-  finish: () => void
-  /** Settles with the COMMIT: its units' callers are answered then. */
-  committed: Promise<void>
-  settle: (err?: unknown) => void
-  units: number
-  startedMs: number
-  closing: boolean
+/** A unit waiting for its group (runGrouped). */
+interface Queued {
+  work: () => Promise<unknown>
+  resolve: (value: unknown) => void
+  reject: (err: unknown) => void
 }
 
-/** Units per group at most, and how long a group may gather units (ms). */
+/** Units per group at most. */
 const GROUP_UNITS = 64
-const GROUP_MS = 2
 
 export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
   const context = new AsyncLocalStorage<Open>()
   let open: Open | null = null
-  // A group's transaction stays open between its units: other contexts wait for its end.
-  let group: Group | null = null
+  // The transaction of a group while its units run one after another: other contexts wait for it.
+  let group: { done: Promise<void> } | null = null
+  // Grouped units waiting for the next check phase.
+  const queue: Queued[] = []
+  let drainScheduled = false
 
   const turn = (): Promise<void> | undefined => {
     if (open !== null ? context.getStore() === open : group === null) return undefined
@@ -111,34 +108,79 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
     }
   }
 
-  function newGroup(): Group {
-    let finish!: () => void
-    let settle!: (err?: unknown) => void
-    const committed = new Promise<void>((resolve, reject) => (settle = (err) => (err === undefined ? resolve() : reject(err))))
-    // Every unit of the group may have failed alone: nobody waits for the outcome then.
-    committed.catch(() => {})
-    const g: Group = { done: new Promise<void>((resolve) => (finish = resolve)), finish, committed, settle, units: 0, startedMs: performance.now(), closing: false }
-    return g
+  const undoUnit = () => {
+    // An error that ended the whole transaction (SQLite rolls back by itself on some) leaves
+    // no savepoint: the group is lost, which drain() finds below.
+    if (db.inTransaction) db.exec('ROLLBACK TO grouped_unit; RELEASE grouped_unit')
   }
 
-  function closeGroup(g: Group): void {
-    if (g.closing) return
-    // A unit of it still running (one waiting for I/O, about to be refused): after it.
-    if (open !== null) {
-      void open.done.then(() => closeGroup(g))
-      return
+  /** Runs the queued units as one group (at most GROUP_UNITS; the rest in the next). */
+  async function drain(): Promise<void> {
+    for (;;) {
+      if (open !== null) await open.done
+      else if (group !== null) await group.done
+      else if (db.inTransaction) await pause()
+      else break
     }
-    g.closing = true
+    // Taken with no await since the connection was found free (see run).
+    drainScheduled = false
+    const units = queue.splice(0, GROUP_UNITS)
+    if (queue.length) schedule()
+    if (units.length === 0) return
+    let finish!: () => void
+    group = { done: new Promise<void>((resolve) => (finish = resolve)) }
+    const outcomes: ({ ok: true; result: unknown; unit: Open } | { ok: false; err: unknown })[] = []
+    let lost: unknown
     try {
-      db.exec('COMMIT')
-      g.settle()
+      db.exec('BEGIN IMMEDIATE')
+      for (const u of units) {
+        db.exec('SAVEPOINT grouped_unit')
+        try {
+          outcomes.push({ ok: true, ...(await runUnit(u.work, 'RELEASE grouped_unit', undoUnit)) })
+        } catch (err) {
+          outcomes.push({ ok: false, err })
+          if (!db.inTransaction) {
+            // The transaction is gone with the units before this one: the group fails.
+            lost = err
+            break
+          }
+        }
+      }
+      if (lost === undefined) db.exec('COMMIT')
     } catch (err) {
-      if (db.inTransaction) db.exec('ROLLBACK')
-      g.settle(err)
+      lost ??= err
     } finally {
+      try {
+        if (lost !== undefined && db.inTransaction) db.exec('ROLLBACK')
+      } catch {
+        // Nothing left to undo: the callers are told of the first error.
+      }
       group = null
-      g.finish()
+      finish()
     }
+    for (const [i, u] of units.entries()) {
+      const o = outcomes[i]
+      if (o === undefined && outcomes.length > 0) {
+        // Never ran (the group failed after others had run): it goes with the next group.
+        queue.push(u)
+        schedule()
+      } else if (o === undefined) u.reject(lost)
+      else if (!o.ok) u.reject(o.err)
+      else if (lost !== undefined) u.reject(lost)
+      else {
+        try {
+          for (const fn of o.unit.committed) fn()
+          u.resolve(o.result)
+        } catch (err) {
+          u.reject(err)
+        }
+      }
+    }
+  }
+  function schedule(): void {
+    if (drainScheduled) return
+    drainScheduled = true
+    setImmediate(() => void drain())
   }
 
   return {
@@ -169,37 +211,12 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
       for (const fn of unit.committed) fn()
       return result
     },
-    async runGrouped<T>(work: () => Promise<T>): Promise<T> {
+    runGrouped<T>(work: () => Promise<T>): Promise<T> {
       if (open !== null && context.getStore() === open) return work()
-      for (;;) {
-        if (open !== null) await open.done
-        else if (group !== null && group.closing) await group.done
-        else if (group === null && db.inTransaction) await pause()
-        else break
-      }
-      if (group === null) {
-        db.exec('BEGIN IMMEDIATE')
-        const g = newGroup()
-        group = g
-        // Units that are ready join until the event loop's check phase.
-        setImmediate(() => closeGroup(g))
-      }
-      const g = group
-      g.units++
-      db.exec('SAVEPOINT grouped_unit')
-      let outcome: { result: T; unit: Open }
-      try {
-        outcome = await runUnit(work, 'RELEASE grouped_unit', () => {
-          // An error that ended the whole transaction leaves nothing to roll back to: the
-          // group's COMMIT then fails and its other units' callers are told.
-          if (db.inTransaction) db.exec('ROLLBACK TO grouped_unit; RELEASE grouped_unit')
-        })
-      } finally {
-        if (g.units >= GROUP_UNITS || performance.now() - g.startedMs >= GROUP_MS) closeGroup(g)
-      }
-      await g.committed
-      for (const fn of outcome.unit.committed) fn()
-      return outcome.result
+      return new Promise<T>((resolve, reject) => {
+        queue.push({ work, resolve: resolve as (value: unknown) => void, reject })
+        schedule()
+      })
     },
   }
 }

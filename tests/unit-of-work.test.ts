@@ -172,12 +172,15 @@ t.test("another context's call waits for the group's commit; afterCommit in a gr
   const { db, uow, things } = setup()
   const log = watchExec(db)
   const ran: string[] = []
+  let began!: () => void
+  const running = new Promise<void>((resolve) => (began = resolve))
   const grouped = uow.runGrouped(async () => {
+    began()
     await things.add('g')
     uow.afterCommit(() => ran.push(`after commit, in transaction: ${db.inTransaction}`))
   })
   const other = (async () => {
-    await Promise.resolve()
+    await running
     const inTx = await things.inTransaction()
     log.push('other read')
     return inTx
@@ -190,4 +193,40 @@ t.test("another context's call waits for the group's commit; afterCommit in a gr
   await Promise.all([uow.runGrouped(() => things.add('g2')), uow.run(() => things.add('plain2')), uow.runGrouped(() => things.add('g3'))])
   t.same((await things.names()).sort(), ['g', 'g2', 'g3', 'plain', 'plain2'])
   t.equal(db.inTransaction, false)
+})
+
+t.test('while grouped units wait for their group, no transaction is open: a statement run directly on the connection meanwhile is neither taken in nor undone', async (t) => {
+  const { db, uow, things } = setup()
+  const failing = uow.runGrouped(async () => {
+    await things.add('undone')
+    throw new Error('this one fails')
+  })
+  // What another callback (a request's hook writing without a port) would do meanwhile.
+  t.equal(db.inTransaction, false, 'nothing open once the callers have their promises')
+  db.prepare(`INSERT INTO things (name) VALUES ('direct')`).run()
+  await t.rejects(failing, /this one fails/)
+  t.same(await things.names(), ['direct'])
+})
+
+t.test('a group whose COMMIT fails answers every one of its callers with the error, and leaves nothing', async (t) => {
+  const { db, uow, things } = setup()
+  const exec = db.exec.bind(db)
+  let fail = true
+  db.exec = (sql: string) => {
+    if (sql === 'COMMIT' && fail) {
+      fail = false
+      throw new Error('disk I/O error')
+    }
+    return exec(sql)
+  }
+  const results = await Promise.allSettled([uow.runGrouped(() => things.add('a')), uow.runGrouped(() => things.add('b'))])
+  t.same(
+    results.map((r) => r.status),
+    ['rejected', 'rejected'],
+  )
+  t.match((results[0] as PromiseRejectedResult).reason, /disk I\/O error/)
+  t.equal(db.inTransaction, false)
+  t.same(await things.names(), [])
+  await uow.runGrouped(() => things.add('c'))
+  t.same(await things.names(), ['c'], 'the next group works')
 })
