@@ -532,6 +532,7 @@ async function writePath() {
     })
     const ctx = () => systemContext({ sourceAddress: '127.0.0.1' })
     type CheckInBody = Parameters<ReturnType<typeof agentGateway>['checkIn']>[2]
+    const present = new Map<number, boolean>()
     const checkIns = async (gw: ReturnType<typeof gatewayOf>, seconds: number) => {
       let done = 0
       let round = 0
@@ -540,7 +541,14 @@ async function writePath() {
       while (performance.now() - t0 < seconds * 1000) {
         for (let at = 0; at < agents.length && performance.now() - t0 < seconds * 1000; at += CONCURRENT) {
           const wave = agents.slice(at, at + CONCURRENT)
-          await Promise.all(wave.map((a) => gw.checkIn(ctx(), a, body(a, round % 2 === 0) as unknown as CheckInBody)))
+          // Each agent's three peripherals come, then go at its next check-in: three events each time.
+          await Promise.all(
+            wave.map((a) => {
+              const now = !present.get(a.id)
+              present.set(a.id, now)
+              return gw.checkIn(ctx(), a, body(a, now) as unknown as CheckInBody)
+            }),
+          )
           done += wave.length
         }
         round++
