@@ -29,7 +29,7 @@ export function agentStateRepo(db: DB) {
           ON a.agent_id = c.agent_id AND a.vid = peripherals.vid AND a.pid = peripherals.pid
         WHERE c.agent_id = :agent AND c.type = 'UpdatePolicy' AND c.status IN ${OPEN} AND c.created_ms >= a.changed_ms)
     WHERE agent_id = :agent`)
-  const agentCounters = db.prepare<[number]>(`
+  const counters = (where: string) => `
     UPDATE agents SET
       approved_and_present = (SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.approved),
       approved_and_disconnected = (SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND NOT p.present AND p.approved),
@@ -39,8 +39,8 @@ export function agentStateRepo(db: DB) {
       has_attack_tool = EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_attack_tool),
       severity = coalesce((SELECT min(p.severity) FROM peripherals p WHERE p.agent_id = agents.id AND p.present), 6),
       in_action = EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.status IN ${OPEN})
-    WHERE id = ?`)
-  const agentDerived = db.prepare<[number]>(`
+    WHERE ${where}`
+  const derived = (where: string) => `
     UPDATE agents SET
       vulnerable_or_wlv = has_vulnerable OR (has_unapproved AND operational_status = 'Armed'),
       display_status = CASE
@@ -51,7 +51,13 @@ export function agentStateRepo(db: DB) {
         WHEN EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.type = 'UpdateAgent' AND c.status IN ${OPEN}) THEN 'Updating'
         WHEN in_action THEN 'Pending'
         ELSE operational_status END
-    WHERE id = ?`)
+    WHERE ${where}`
+  const agentCounters = db.prepare<[number]>(counters('id = ?'))
+  const agentDerived = db.prepare<[number]>(derived('id = ?'))
+  // Many agents by their ids (a JSON array), looked up one by one.
+  const MANY = 'id IN (SELECT value FROM json_each(?))'
+  const agentsCounters = db.prepare<[string]>(counters(MANY))
+  const agentsDerived = db.prepare<[string]>(derived(MANY))
   const agentsWithModel = db.prepare<[string, string], { agent_id: number }>('SELECT DISTINCT agent_id FROM peripherals WHERE vid = ? AND pid = ?')
 
   /** Display status only: after a command or connection change that touched no peripheral. */
@@ -70,6 +76,13 @@ export function agentStateRepo(db: DB) {
   return {
     refreshAgent,
     refreshStatus,
+    /** refreshStatus of many agents in two statements (the sweeper's disconnects). */
+    refreshStatusMany(agentIds: number[]): void {
+      if (agentIds.length === 0) return
+      const ids = JSON.stringify(agentIds)
+      agentsCounters.run(ids)
+      agentsDerived.run(ids)
+    },
     /** Every agent that reported a model (after a catalogue change); answers how many. */
     refreshModel(vid: string, pid: string): number {
       const ids = agentsWithModel.all(vid, pid)

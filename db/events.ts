@@ -1,3 +1,4 @@
+import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
 
 export type EventCategory = 'USB' | 'Network' | 'System' | 'Host' | 'General'
@@ -162,16 +163,32 @@ function checkEvent(e: EventInput) {
   for (const k of ['code', 'entityId', 'description', 'details'] as const) if (typeof e[k] !== 'string') bad(`${k} is not text`)
 }
 
+/** One caller's events in a batch: its time, its events in order, the agent whose texts follow them. */
+export interface EventBatch {
+  createdMs: number
+  events: EventInput[]
+  agentId?: number
+}
+
+const COLUMNS = 15
+/** Rows per INSERT statement (COLUMNS parameters each); a batch is written in runs of this many. */
+const ROWS_PER_INSERT = 64
+
 export function eventsRepo(db: DB) {
   // Positional parameters: binding fifteen by name costs about as much again as the insert.
   // OR FAIL: with the default (ABORT), the insert triggers make SQLite keep a statement
-  // journal for every row, to undo a half-done statement; record() runs in a transaction
-  // (or savepoint) that is undone whole on any error instead.
-  const insert = db.prepare(
-    `INSERT OR FAIL INTO events (created_ms, event_code, severity, category, entity_id, description, details, hashtags,
+  // journal for every row, to undo a half-done statement; recordMany() runs in a
+  // transaction (or savepoint) that is undone whole on any error instead.
+  // Several rows per statement: one statement step per row costs about as much as the row.
+  const inserts: Statement<unknown[]>[] = []
+  const insertOf = (rows: number) =>
+    (inserts[rows] ??= db.prepare<unknown[]>(
+      `INSERT OR FAIL INTO events (created_ms, event_code, severity, category, entity_id, description, details, hashtags,
        peripheral_icon, asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid, alarm_destination_id)
-     VALUES (${Array(15).fill('?').join(', ')})`,
-  )
+     VALUES ${Array(rows)
+       .fill(`(${Array(COLUMNS).fill('?').join(', ')})`)
+       .join(', ')}`,
+    ))
   // SET expressions read the row's old values: each text moves down one place.
   const shift1 = db.prepare<[string, number]>(
     `UPDATE agents SET latest_minus2_event_text = latest_minus1_event_text, latest_minus1_event_text = latest_event_text,
@@ -179,12 +196,29 @@ export function eventsRepo(db: DB) {
   )
   const shift2 = db.prepare<[string, string, number]>(`UPDATE agents SET latest_minus2_event_text = latest_event_text, latest_minus1_event_text = ?, latest_event_text = ? WHERE id = ?`)
   const shift3 = db.prepare<[string, string, string, number]>('UPDATE agents SET latest_minus2_event_text = ?, latest_minus1_event_text = ?, latest_event_text = ? WHERE id = ?')
+  // Several agents in one statement: [id, how many new texts (1-3), newest, second, third] each.
+  const shiftMany = db.prepare<[string]>(
+    `UPDATE agents SET
+       latest_minus2_event_text = CASE x.n WHEN 1 THEN latest_minus1_event_text WHEN 2 THEN latest_event_text ELSE x.c END,
+       latest_minus1_event_text = CASE x.n WHEN 1 THEN latest_event_text ELSE x.b END,
+       latest_event_text = x.a
+     FROM (SELECT value ->> 0 AS id, value ->> 1 AS n, value ->> 2 AS a, value ->> 3 AS b, value ->> 4 AS c FROM json_each(?)) AS x
+     WHERE agents.id = x.id`,
+  )
   const risk = riskRaiser(db)
+  // The kinds come from the migrations (010, 027); nothing writes them while the server runs.
+  const riskCodes = risk.codes()
 
-  const write = (createdMs: number, events: EventInput[], agentId?: number): number[] => {
-    const ids = events.map((e) =>
-      Number(
-        insert.run(
+  const write = (items: EventBatch[]): number[][] => {
+    const rows: { createdMs: number; e: EventInput }[] = []
+    for (const it of items) for (const e of it.events) rows.push({ createdMs: it.createdMs, e })
+    const ids: number[] = new Array(rows.length)
+    const args: unknown[] = []
+    for (let at = 0; at < rows.length; at += ROWS_PER_INSERT) {
+      const run = rows.slice(at, at + ROWS_PER_INSERT)
+      args.length = 0
+      for (const { createdMs, e } of run)
+        args.push(
           createdMs,
           e.code,
           e.severity,
@@ -200,42 +234,68 @@ export function eventsRepo(db: DB) {
           e.peripheralVid ?? null,
           e.peripheralPid ?? null,
           e.alarmDestinationId ?? null,
-        ).lastInsertRowid,
-      ),
-    )
-    if (agentId !== undefined && events.length > 0) {
-      const [a, b, c] = events
-        .slice(-3)
-        .reverse()
-        .map((e) => e.description)
+        )
+      // One statement on the one connection: AUTOINCREMENT gives its rows consecutive ids, in order.
+      const last = Number(insertOf(run.length).run(args).lastInsertRowid)
+      for (let i = 0; i < run.length; i++) ids[at + i] = last - run.length + 1 + i
+    }
+
+    // Each agent's three latest texts: the last three of its events in the batch, in order.
+    const texts = new Map<number, string[]>()
+    for (const it of items) {
+      if (it.agentId === undefined || it.events.length === 0) continue
+      const list = texts.get(it.agentId) ?? []
+      for (const e of it.events.slice(-3)) list.push(e.description)
+      texts.set(it.agentId, list.slice(-3))
+    }
+    if (texts.size === 1) {
+      const [[agentId, list]] = texts
+      const [a, b, c] = list.reverse()
       if (c !== undefined) shift3.run(c, b, a, agentId)
       else if (b !== undefined) shift2.run(b, a, agentId)
       else shift1.run(a, agentId)
+    } else if (texts.size > 1) {
+      shiftMany.run(JSON.stringify([...texts].map(([id, list]) => [id, list.length, ...list.reverse()])))
     }
-    if (ids.length) {
-      const codes = risk.codes()
-      const risky = ids.filter((_, i) => events[i].assetKey && codes.has(events[i].code))
-      if (risky.length) risk.raiseIds(risky)
+
+    const risky: number[] = []
+    for (let i = 0; i < rows.length; i++) if (rows[i].e.assetKey && riskCodes.has(rows[i].e.code)) risky.push(ids[i])
+    if (risky.length) risk.raiseIds(risky)
+
+    const out: number[][] = []
+    let at = 0
+    for (const it of items) {
+      out.push(ids.slice(at, at + it.events.length))
+      at += it.events.length
     }
-    return ids
+    return out
   }
   const writeAlone = db.transaction(write)
 
+  /**
+   * Stores batches of events in order, all or none, and answers each batch's ids
+   * (increasing, in the order given). With `agentId`, that agent's three latest event texts
+   * follow its events (one update for the whole call, so that a first check-in with many
+   * peripherals, or a sweep disconnecting thousands of agents, rewrites each agent's search
+   * text once). Risky events raise their notifications (riskRaiser) once for the call, in
+   * the same transaction.
+   *
+   * Inside the caller's transaction it adds no savepoint: with one open, SQLite copies
+   * every page the inserts touch to a sub-journal, as much again as the writes. The
+   * events are checked first, so that no constraint can stop the batch half-way; any
+   * other error reaches the caller, whose transaction is then rolled back.
+   */
+  function recordMany(items: EventBatch[]): number[][] {
+    for (const it of items) for (const e of it.events) checkEvent(e)
+    if (!items.some((it) => it.events.length > 0)) return items.map(() => [])
+    return db.inTransaction ? write(items) : writeAlone(items)
+  }
+
   return {
-    /**
-     * Stores events in order, all or none; with `agentId`, that agent's three latest event
-     * texts follow (one update however many events, so that a first check-in with many
-     * peripherals rewrites the agent's search text once). Risky events raise their
-     * notifications (riskRaiser) in the same transaction.
-     *
-     * Inside the caller's transaction it adds no savepoint: with one open, SQLite copies
-     * every page the inserts touch to a sub-journal, as much again as the writes. The
-     * events are checked first, so that no constraint can stop the batch half-way; any
-     * other error reaches the caller, whose transaction is then rolled back.
-     */
+    recordMany,
+    /** One batch (recordMany). */
     record(createdMs: number, events: EventInput[], agentId?: number): number[] {
-      for (const e of events) checkEvent(e)
-      return db.inTransaction ? write(createdMs, events, agentId) : writeAlone(createdMs, events, agentId)
+      return recordMany([{ createdMs, events, agentId }])[0]
     },
   }
 }

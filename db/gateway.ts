@@ -301,6 +301,14 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
      WHERE connection_status = 'Connected' AND last_updated_ms < ? ORDER BY last_updated_ms LIMIT ?`,
   )
   const disconnect = db.prepare<[number, number]>(`UPDATE agents SET connection_status = 'Disconnected' WHERE id = ? AND connection_status = 'Connected' AND last_updated_ms < ?`)
+  // The ids first (CROSS JOIN keeps that order): left to itself, the planner walks the
+  // agents_connection index over every quiet agent, which after an outage is all of them.
+  const disconnectMany = db.prepare<[string, number], SweptAgent>(
+    `UPDATE agents SET connection_status = 'Disconnected'
+     WHERE id IN (SELECT a.id FROM json_each(?) j CROSS JOIN agents a ON a.id = j.value
+       WHERE a.connection_status = 'Connected' AND a.last_updated_ms < ?)
+     RETURNING id, uuid, host_identifier, local_ip_address, last_updated_ms`,
+  )
   const overdue = db.prepare<[number, number], OverdueCommand>(
     `SELECT c.id, c.type, c.agent_id, a.uuid, a.host_identifier, a.local_ip_address
      FROM agent_commands c JOIN agents a ON a.id = c.agent_id
@@ -373,6 +381,12 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
 
     staleAgents: (before: number, limit: number) => stale.all(before, limit),
     disconnect: (id: number, before: number) => disconnect.run(id, before).changes === 1,
+    /** Disconnects those of these agents still connected and quiet since before `before`; answers them, in the order given. */
+    disconnectMany(ids: number[], before: number): SweptAgent[] {
+      if (ids.length === 0) return []
+      const gone = new Map(disconnectMany.all(JSON.stringify(ids), before).map((a) => [a.id, a]))
+      return ids.flatMap((id) => gone.get(id) ?? [])
+    },
     overdueCommands: (before: number, limit: number) => overdue.all(before, limit),
     timeOutCommand: (id: number, now: number, message: string) => timeOut.run(now, message, id).changes === 1,
     waitingForSeat: (limit: number) => waitingForSeat.all(limit).map((r) => r.id),

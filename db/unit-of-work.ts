@@ -21,6 +21,15 @@ export interface SqliteUnitOfWork {
   /** Resolves when the caller may use the connection: at once, unless another context's unit of work is open. */
   turn(): Promise<void> | undefined
   /**
+   * The same as `run`, but units that arrive in the same turn of the event loop share one
+   * transaction (a group commit): they wait for the loop's next check phase, then run one
+   * after another, each in a savepoint of its own (one that throws is rolled back alone),
+   * and the group commits; every caller is answered only after that COMMIT, so an answer
+   * never precedes durability. The transaction is open only while the units run, as for a
+   * unit of `run`, so no statement of another callback can land in it.
+   */
+  runGrouped<T>(work: () => Promise<T>): Promise<T>
+  /**
    * Runs `fn` once the caller's unit of work has committed (never, if it rolls back), and
    * answers true; answers false when the caller is in no unit of work.
    */
@@ -32,16 +41,146 @@ interface Open {
   committed: (() => void)[]
 }
 
+/** A unit waiting for its group (runGrouped). */
+interface Queued {
+  work: () => Promise<unknown>
+  resolve: (value: unknown) => void
+  reject: (err: unknown) => void
+}
+
+/** Units per group at most. */
+const GROUP_UNITS = 64
+
 export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
   const context = new AsyncLocalStorage<Open>()
   let open: Open | null = null
+  // The transaction of a group while its units run one after another: other contexts wait for it.
+  let group: { done: Promise<void> } | null = null
+  // Grouped units waiting for the next check phase.
+  const queue: Queued[] = []
+  let drainScheduled = false
 
   const turn = (): Promise<void> | undefined => {
-    if (open === null || context.getStore() === open) return undefined
+    if (open !== null ? context.getStore() === open : group === null) return undefined
     return waitForTurn()
   }
   async function waitForTurn(): Promise<void> {
-    while (open !== null && context.getStore() !== open) await open.done
+    for (;;) {
+      if (open !== null) {
+        if (context.getStore() === open) return
+        await open.done
+      } else if (group !== null) await group.done
+      else return
+    }
+  }
+  const pause = () => new Promise((resolve) => setTimeout(resolve, 5))
+
+  /**
+   * Runs `work` as the open unit in the transaction the caller began, then `end` (COMMIT,
+   * or RELEASE of a group's savepoint); a unit that waited for I/O is refused, and `undo`
+   * runs on any error.
+   */
+  async function runUnit<T>(work: () => Promise<T>, end: string, undo: () => void): Promise<{ result: T; unit: Open }> {
+    let finish!: () => void
+    const unit: Open = { done: new Promise<void>((resolve) => (finish = resolve)), committed: [] }
+    open = unit
+    // Work that waits for the network or a file lets timers and other requests run while
+    // the transaction is open, and their statements would join it: refused (rolled back).
+    let waited = false
+    const tick = setImmediate(() => (waited = true))
+    try {
+      try {
+        const result = await context.run(unit, work)
+        if (waited) throw new Error('a unit of work waited for I/O while its transaction was open')
+        db.exec(end)
+        return { result, unit }
+      } catch (err) {
+        undo()
+        throw err
+      }
+    } finally {
+      clearImmediate(tick)
+      open = null
+      // Tracking the async context hooks every promise of the process while it is on:
+      // it is on only while a unit is open (the next unit turns it on again).
+      context.disable()
+      finish()
+    }
+  }
+
+  const undoUnit = () => {
+    // An error that ended the whole transaction (SQLite rolls back by itself on some) leaves
+    // no savepoint: the group is lost, which drain() finds below.
+    if (db.inTransaction) db.exec('ROLLBACK TO grouped_unit; RELEASE grouped_unit')
+  }
+
+  /** Runs the queued units as one group (at most GROUP_UNITS; the rest in the next). */
+  async function drain(): Promise<void> {
+    for (;;) {
+      if (open !== null) await open.done
+      else if (group !== null) await group.done
+      else if (db.inTransaction) await pause()
+      else break
+    }
+    // Taken with no await since the connection was found free (see run).
+    drainScheduled = false
+    const units = queue.splice(0, GROUP_UNITS)
+    if (queue.length) schedule()
+    if (units.length === 0) return
+    let finish!: () => void
+    group = { done: new Promise<void>((resolve) => (finish = resolve)) }
+    const outcomes: ({ ok: true; result: unknown; unit: Open } | { ok: false; err: unknown })[] = []
+    let lost: unknown
+    try {
+      db.exec('BEGIN IMMEDIATE')
+      for (const u of units) {
+        db.exec('SAVEPOINT grouped_unit')
+        try {
+          outcomes.push({ ok: true, ...(await runUnit(u.work, 'RELEASE grouped_unit', undoUnit)) })
+        } catch (err) {
+          outcomes.push({ ok: false, err })
+          if (!db.inTransaction) {
+            // The transaction is gone with the units before this one: the group fails.
+            lost = err
+            break
+          }
+        }
+      }
+      if (lost === undefined) db.exec('COMMIT')
+    } catch (err) {
+      lost ??= err
+    } finally {
+      try {
+        if (lost !== undefined && db.inTransaction) db.exec('ROLLBACK')
+      } catch {
+        // Nothing left to undo: the callers are told of the first error.
+      }
+      group = null
+      finish()
+    }
+    for (const [i, u] of units.entries()) {
+      const o = outcomes[i]
+      if (o === undefined && outcomes.length > 0) {
+        // Never ran (the group failed after others had run): it goes with the next group.
+        queue.push(u)
+        schedule()
+      } else if (o === undefined) u.reject(lost)
+      else if (!o.ok) u.reject(o.err)
+      else if (lost !== undefined) u.reject(lost)
+      else {
+        try {
+          for (const fn of o.unit.committed) fn()
+          u.resolve(o.result)
+        } catch (err) {
+          u.reject(err)
+        }
+      }
+    }
+  }
+  function schedule(): void {
+    if (drainScheduled) return
+    drainScheduled = true
+    setImmediate(() => void drain())
   }
 
   return {
@@ -57,40 +196,27 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
       // Checked and taken with no await in between: two units started in the same turn
       // would otherwise both find none open and both begin.
       for (;;) {
-        while (open !== null) await open.done
-        if (!db.inTransaction) break
+        if (open !== null) await open.done
+        else if (group !== null) await group.done
         // A transaction not of a unit (a bulk load holding the connection) is waited out:
         // beginning inside it fails, and even the attempt reads every attached file's
         // schema inside it, locking files another connection is writing.
-        await new Promise((resolve) => setTimeout(resolve, 5))
+        else if (db.inTransaction) await pause()
+        else break
       }
-      let finish!: () => void
-      const unit: Open = { done: new Promise<void>((resolve) => (finish = resolve)), committed: [] }
-      open = unit
-      // Work that waits for the network or a file lets timers and other requests run while
-      // the transaction is open, and their statements would join it: refused (rolled back).
-      let waited = false
-      const tick = setImmediate(() => (waited = true))
-      try {
-        db.exec('BEGIN IMMEDIATE')
-        try {
-          const result = await context.run(unit, work)
-          if (waited) throw new Error('a unit of work waited for I/O while its transaction was open')
-          db.exec('COMMIT')
-          for (const fn of unit.committed) fn()
-          return result
-        } catch (err) {
-          if (db.inTransaction) db.exec('ROLLBACK')
-          throw err
-        }
-      } finally {
-        clearImmediate(tick)
-        open = null
-        // Tracking the async context hooks every promise of the process while it is on:
-        // it is on only while a unit is open (the next unit turns it on again).
-        context.disable()
-        finish()
-      }
+      db.exec('BEGIN IMMEDIATE')
+      const { result, unit } = await runUnit(work, 'COMMIT', () => {
+        if (db.inTransaction) db.exec('ROLLBACK')
+      })
+      for (const fn of unit.committed) fn()
+      return result
+    },
+    runGrouped<T>(work: () => Promise<T>): Promise<T> {
+      if (open !== null && context.getStore() === open) return work()
+      return new Promise<T>((resolve, reject) => {
+        queue.push({ work, resolve: resolve as (value: unknown) => void, reject })
+        schedule()
+      })
     },
   }
 }

@@ -50,6 +50,8 @@ export interface Config {
     uncommonPeripheralMaxHosts: number
     /** This server's address as agents reach it (`centralizedConsoleIP`). */
     publicAddress: string | null
+    /** Check-ins and command results arriving together share one commit (db/unit-of-work.ts runGrouped). */
+    groupCommit: boolean
   }
   /** Seconds between the periodic health checks that open and resolve health notifications. */
   healthCheckSeconds: number
@@ -216,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       disconnectSeconds: int(env, 'PRIME_AGENT_DISCONNECT_SECONDS', 180, 10, 86400),
       uncommonPeripheralMaxHosts: int(env, 'PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS', 2, 1, 1_000_000),
       publicAddress: env.PRIME_PUBLIC_ADDRESS || null,
+      groupCommit: bool(env, 'PRIME_GROUP_COMMIT', true),
     },
     healthCheckSeconds: int(env, 'PRIME_HEALTH_CHECK_SECONDS', 60, 5, 86_400),
     publicUrl: httpUrl(env, 'PRIME_PUBLIC_URL'),

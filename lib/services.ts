@@ -65,6 +65,7 @@ export function createServices(app: FastifyInstance) {
       events: asyncPort(repos.events, uow),
       agentState: asyncPort(repos.agentState, uow),
       uow,
+      checkIns: config.agents.groupCommit ? { run: uow.runGrouped } : uow,
       audit,
       log: app.log,
       settings: { agents: config.agents, license: config.license, rateLimitWindowMs: config.rateLimitWindowMs, agentRequests: config.credentialRateLimits.agent },

@@ -10,6 +10,8 @@
 // Settings: BENCH_EVENTS (5000000), BENCH_SECONDS per case and round (10), BENCH_ROUNDS (3), BENCH_EVENTS_DIR,
 // BENCH_EXPORT_ROWS (1000000), BENCH_LOG_LEVEL (info, as in production). BENCH_LARGE_PAGE=only:
 // the seed and the large pages (BENCH_EXPORT_ROWS events in one streamed page) alone.
+// BENCH_WRITE=only: the seed and the write path alone. BENCH_AGENTS: the fleet the write path's
+// check-ins and mass disconnect use (100,000 at 5,000,000 events, in proportion below).
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
@@ -18,7 +20,14 @@ import path from 'node:path'
 import autocannon from 'autocannon'
 import { openDatabase } from '../db/index.js'
 import { eventQueriesRepo } from '../db/event-queries.js'
-import { eventsRepo, type EventInput } from '../db/events.js'
+import { eventsRepo, type EventBatch, type EventInput } from '../db/events.js'
+import { asyncPort } from '../db/unit-of-work.js'
+import { auditTrail } from '../lib/audit.js'
+import { agentGateway } from '../lib/gateway/service.js'
+import { sweepAgents } from '../lib/gateway/sweeper.js'
+import { systemContext } from '../lib/platform/context.js'
+import { createRepos } from '../lib/repos.js'
+import { seedFleet } from './seed.js'
 import { eventFilter } from '../lib/events/filter.js'
 import { seedEvents } from './seed-events.js'
 import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound, largePage, largePageRow, LARGE_PAGE_HEADER } from './bench-support.js'
@@ -229,6 +238,21 @@ if (process.env.BENCH_LARGE_PAGE === 'only') {
   process.exit(0)
 }
 
+if (process.env.BENCH_WRITE === 'only') {
+  db.close()
+  await writePath()
+  if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
+  console.log(
+    `\n${total} events; load average ${loadAtStart} at the start, ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} at the end (${os.cpus().length} CPUs).`,
+  )
+  console.log('\n| write path | figure | in-process floor | target |\n|---|---|---|---|')
+  for (const w of writes) console.log(w)
+  process.exit(0)
+}
+
 console.error('In-process floors ...')
 const floors = cases.map((c) => floor(c.floor))
 console.error('Plain SQL without the index (once each) ...')
@@ -381,15 +405,17 @@ await integrityChecked(base, auth)
 }
 await stop(server)
 await largePageCase()
-{
-  // ---------------------------------------------------------------------------------------
-  // Writing events through record(), in transactions as the gateway writes a check-in's. Last:
-  // copying the database and writing to it leaves the disk and the page cache busy for a
-  // while, which must not overlap the measurements above.
+await writePath()
 
+/**
+ * Writing events, last: copying the database and writing to it leaves the disk and the page
+ * cache busy for a while, which must not overlap the measurements above. Into a copy of the
+ * database: a given dir stays as it was (each run would otherwise add a few hundred thousand
+ * events to it, and the next run would measure a larger data set). Each case has the floor
+ * beside it: record() at 100 events per transaction, in the same run.
+ */
+async function writePath() {
   console.error('Write path ...')
-  // Into a copy of the database: a given dir stays as it was (each run would otherwise add a
-  // few hundred thousand events to it, and the next run would measure a larger data set).
   const db = openDatabase(dbFile)
   db.pragma('wal_checkpoint(TRUNCATE)')
   const writeCopy = path.join(os.tmpdir(), `prime-bench-write-${process.pid}.sqlite`)
@@ -420,31 +446,179 @@ await largePageCase()
   )
   const riskCodes = new Set(wdb.prepare('SELECT event_code FROM risk_notification_kinds').pluck().all() as string[])
   const risky = `${Math.round((100 * inputs.filter((e) => riskCodes.has(e.code)).length) / inputs.length)}% of them risky`
+  /** `perTx` sample events at a time, taken in turn (whole batches only). */
+  const slice = (n: number, perTx: number) => {
+    const at = (n * perTx) % inputs.length
+    return at + perTx <= inputs.length ? inputs.slice(at, at + perTx) : [...inputs.slice(at), ...inputs.slice(0, at + perTx - inputs.length)]
+  }
+  const newestId = () => wdb.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number
+  let floorRate = 0
   for (const perTx of [10, 100]) {
     const tx = wdb.transaction((batch: EventInput[]) => events.record(Date.now(), batch))
     const t0 = performance.now()
     let n = 0
-    while (performance.now() - t0 < 5000) {
-      // Whole batches only: each is perTx events taken from the sample in turn.
-      const at = (n * perTx) % inputs.length
-      tx(at + perTx <= inputs.length ? inputs.slice(at, at + perTx) : [...inputs.slice(at), ...inputs.slice(0, at + perTx - inputs.length)])
-      n++
-    }
-    const secs = (performance.now() - t0) / 1000
+    while (performance.now() - t0 < 5000) tx(slice(n++, perTx))
+    const rate = (n * perTx) / ((performance.now() - t0) / 1000)
+    if (perTx === 100) floorRate = rate
     writes.push(
-      `| record(), ${perTx} events per transaction (synchronous = FULL; ${risky}) | ${((n * perTx) / secs).toFixed(0)} events/s | ${perTx === 100 ? '>= 50,000/s: ' + ((n * perTx) / secs >= 50_000 ? 'met' : 'MISSED') : ''} |`,
+      `| record(), ${perTx} events per transaction (synchronous = FULL; ${risky}) | ${rate.toFixed(0)} events/s | ${perTx === 100 ? '(the floor)' : ''} | ${perTx === 100 ? '>= 50,000/s: ' + (rate >= 50_000 ? 'met' : 'MISSED') : ''} |`,
     )
   }
+  const floorText = `${floorRate.toFixed(0)} events/s`
   {
     const t0 = performance.now()
     const n = wrepo.catchUp()
     const secs = (performance.now() - t0) / 1000
-    writes.push(`| indexing them afterwards (db/event-index.ts, off the write path) | ${(n / secs).toFixed(0)} events/s (${n} events) | |`)
+    writes.push(`| indexing them afterwards (db/event-index.ts, off the write path) | ${(n / secs).toFixed(0)} events/s (${n} events) | | |`)
   }
+
+  // A fleet in the copy: the agents that check in and then go quiet.
+  const agentCount = Math.max(1000, Number(process.env.BENCH_AGENTS ?? Math.round((100_000 * EVENTS) / 5_000_000)))
+  console.error(`  seeding ${agentCount} agents ...`)
+  await seedFleet(wdb, { agents: agentCount })
+  wdb.exec(`UPDATE agents SET connection_status = 'Connected' WHERE connection_status <> 'Connected'`)
+  const repos = createRepos(wdb, 0)
+  const uow = repos.uow
+  const audit = auditTrail({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, uow)
+  const log = { warn: () => {}, error: (d: object, m: string) => console.error(m, d) }
+  const gatewayOf = (grouped: boolean) =>
+    agentGateway({
+      store: asyncPort(repos.gateway, uow),
+      events: asyncPort(repos.events, uow),
+      agentState: asyncPort(repos.agentState, uow),
+      uow,
+      checkIns: grouped ? { run: uow.runGrouped } : uow,
+      audit,
+      log,
+      settings: {
+        agents: { enrollmentSecret: 'pes_bench-enrollment-secret', checkInSeconds: 60, minCheckInSeconds: 0, enrollPerMinutePerAddress: 1e9, enrollPerMinute: 1e9, resultBytesPerDay: 1e9 },
+        license: { accountName: 'Prime', accountId: null, seats: 1e9, expirationDate: null },
+        rateLimitWindowMs: 60_000,
+        agentRequests: 1e9,
+      },
+    })
+
+  // (w1) A busy gateway: CONCURRENT check-ins at a time, each of an agent whose three
+  // peripherals come and go (three events), through the gateway service and its ports.
+  {
+    const CONCURRENT = 32
+    type Agent = { id: number; uuid: string; host_identifier: string; local_ip_address: string | null; connection_status: 'Connected' | 'Disconnected'; state_digest: string | null }
+    const agents = wdb.prepare('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents ORDER BY id LIMIT ?').all(Math.min(agentCount, 4096)) as Agent[]
+    const device = (vid: string, pid: string, serial: string) => ({
+      deviceID: `USB\\VID_${vid}&PID_${pid}\\${serial}`,
+      vid,
+      pid,
+      serialNumber: serial,
+      description: 'USB Input Device',
+      manufacturer: 'Bench',
+      caption: 'USB Input Device',
+      status: 'OK',
+      classCode: '03',
+      present: true,
+    })
+    const three = [device('046d', 'c077', 'B1'), device('046d', 'c31c', 'B2'), device('413c', '2113', 'B3')]
+    const body = (a: Agent, present: boolean) => ({
+      hostIdentifier: a.host_identifier,
+      agentTime: new Date().toISOString(),
+      osVersion: 'Windows 10 Pro 22H2 (10.0.19045)',
+      serviceVersion: '4.2.1.118',
+      operationalStatus: 'Free',
+      isSystemLocked: false,
+      localIpAddress: a.local_ip_address ?? '10.0.0.1',
+      nics: [],
+      loggedOnUsers: [],
+      errors: [],
+      peripherals: present ? three : [],
+    })
+    const ctx = () => systemContext({ sourceAddress: '127.0.0.1' })
+    type CheckInBody = Parameters<ReturnType<typeof agentGateway>['checkIn']>[2]
+    const present = new Map<number, boolean>()
+    const checkIns = async (gw: ReturnType<typeof gatewayOf>, seconds: number) => {
+      let done = 0
+      let round = 0
+      const id0 = newestId()
+      const t0 = performance.now()
+      while (performance.now() - t0 < seconds * 1000) {
+        for (let at = 0; at < agents.length && performance.now() - t0 < seconds * 1000; at += CONCURRENT) {
+          const wave = agents.slice(at, at + CONCURRENT)
+          // Each agent's three peripherals come, then go at its next check-in: three events each time.
+          await Promise.all(
+            wave.map((a) => {
+              const now = !present.get(a.id)
+              present.set(a.id, now)
+              return gw.checkIn(ctx(), a, body(a, now) as unknown as CheckInBody)
+            }),
+          )
+          done += wave.length
+        }
+        round++
+      }
+      return { secs: (performance.now() - t0) / 1000, checkIns: done, events: newestId() - id0, rounds: round }
+    }
+    // Each agent's first check-in reports what it is (its seeded peripherals go): not measured.
+    const first = gatewayOf(false)
+    for (const a of agents) await first.checkIn(ctx(), a, body(a, false) as unknown as CheckInBody)
+    const seconds = Math.max(3, Math.min(DURATION, 5))
+    for (const grouped of [false, true]) {
+      const r = await checkIns(gatewayOf(grouped), seconds)
+      const rate = r.events / r.secs
+      writes.push(
+        `| (w1) gateway-shaped: check-ins through the gateway service, ${CONCURRENT} at a time over ${agents.length} agents, ${(r.events / r.checkIns).toFixed(1)} events each; ${grouped ? 'group commit (PRIME_GROUP_COMMIT=true)' : 'a commit each (PRIME_GROUP_COMMIT=false)'} | ${rate.toFixed(0)} events/s (${(r.checkIns / r.secs).toFixed(0)} check-ins/s) | ${floorText} | >= 50,000/s: ${rate >= 50_000 ? 'met' : 'MISSED'} |`,
+      )
+    }
+    // The recording alone, in the shape a group of check-ins forms.
+    const tx = wdb.transaction((items: EventBatch[]) => events.recordMany(items))
+    const t0 = performance.now()
+    let n = 0
+    while (performance.now() - t0 < seconds * 1000) {
+      tx(Array.from({ length: CONCURRENT }, (_, i) => ({ createdMs: Date.now(), events: slice(n * CONCURRENT + i, 3), agentId: agents[(n * CONCURRENT + i) % agents.length].id })))
+      n++
+    }
+    const rate = (n * CONCURRENT * 3) / ((performance.now() - t0) / 1000)
+    writes.push(
+      `| (w1) recordMany alone: ${CONCURRENT} check-ins × 3 events per transaction (texts of ${CONCURRENT} agents) | ${rate.toFixed(0)} events/s | ${floorText} | >= 50,000/s: ${rate >= 50_000 ? 'met' : 'MISSED'} |`,
+    )
+  }
+
+  // (w2) A mass disconnect: every agent goes quiet at once; the sweeper runs as its loop
+  // does (the next call after pending I/O while batches come back full) until done.
+  {
+    const connected = wdb.prepare(`SELECT count(*) FROM agents WHERE connection_status = 'Connected'`).pluck().get() as number
+    const deps = {
+      store: asyncPort(repos.gateway, uow),
+      events: asyncPort(repos.events, uow),
+      agentState: asyncPort(repos.agentState, uow),
+      uow,
+      log,
+      gateway: gatewayOf(false),
+      disconnectSeconds: 180,
+      seats: 0,
+    }
+    const later = Date.now() + DAY
+    const id0 = newestId()
+    const slices: number[] = []
+    const t0 = performance.now()
+    for (;;) {
+      const s0 = performance.now()
+      const r = await sweepAgents(deps, later)
+      slices.push(performance.now() - s0)
+      if (!r.more) break
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    const secs = (performance.now() - t0) / 1000
+    const stored = newestId() - id0
+    const rate = stored / secs
+    const within = (3 * connected) / 100_000
+    writes.push(
+      `| (w2) mass disconnect: ${connected} quiet agents, the sweeper until done | ${stored} events stored in ${secs.toFixed(2)} s, ${rate.toFixed(0)} events/s; ${slices.length} slices, longest ${ms(Math.max(...slices))} ms, p99 ${ms(pct(slices, 0.99))} ms | ${floorText} | within ${within.toFixed(1)} s (3 s per 100,000): ${secs <= within ? 'met' : 'MISSED'}; >= 50,000/s: ${rate >= 50_000 ? 'met' : 'MISSED'}; longest slice <= 5 ms: ${Math.max(...slices) <= 5 ? 'met' : 'MISSED'} |`,
+    )
+    if (stored !== connected) notes.push(`mass disconnect: ${stored} events for ${connected} agents`)
+  }
+
   wdb.close()
   db.close()
   for (const suffix of ['', '-wal', '-shm']) fs.rmSync(writeCopy + suffix, { force: true })
-  writes.push('| what writing an event does | the row, its time index, the alarm outbox trigger; risky events raise their notifications per batch; the indexer does the rest afterwards | |')
+  writes.push('| what writing an event does | the row, its time index, the alarm outbox trigger; risky events raise their notifications per batch; the indexer does the rest afterwards | | |')
 }
 if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
 
@@ -458,7 +632,7 @@ console.log(
 console.log('"ms per request" is 1000 / req/s at 10 connections (the server\'s time per request), to compare with the in-process call (the repository alone).')
 console.log('"first request" is a cold one (trigram results for the term not kept yet); the load that follows repeats it. The integration case asks from a random id each time.\n')
 for (const r of rows) console.log(r)
-console.log('\n| write path | figure | target |\n|---|---|---|')
+console.log('\n| write path | figure | in-process floor | target |\n|---|---|---|---|')
 for (const w of writes) console.log(w)
 if (notes.length) {
   console.log('\nNotes:')

@@ -138,3 +138,34 @@ t.test('the sweeper disconnects a silent agent and gives the free seat to the on
   t.match(events().at(-1)!.details, /has not checked in since/)
   t.equal((db.prepare('SELECT license_status AS s FROM agents WHERE uuid = ?').get(b.uuid) as { s: string }).s, 'Activated')
 })
+
+t.test('with group commit, check-ins arriving together share one commit, and one that fails is undone alone', async (t) => {
+  const { deps, gateway: enroller, agentOf, db, repos } = setup()
+  const a = await enroller.enroll(agentCtx(), enrollBody('m-1', 'HOST-1'))
+  const b = await enroller.enroll(agentCtx(), enrollBody('m-2', 'HOST-2'))
+  const c = await enroller.enroll(agentCtx(), enrollBody('m-3', 'HOST-3'))
+  const record = (ctx: Context, entry: AuditEntry) => {
+    if (entry.description.includes('"HOST-2"')) throw new Error('the audit trail is full')
+    recordAudit({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, entry)
+  }
+  const commits: string[] = []
+  const exec = db.exec.bind(db)
+  db.exec = (sql: string) => {
+    if (sql === 'COMMIT') commits.push(sql)
+    return exec(sql)
+  }
+  const gateway = agentGateway({ ...deps, audit: asyncPort({ record }, deps.uow), checkIns: { run: deps.uow.runGrouped } })
+  const results = await Promise.allSettled([a, b, c].map((x, i) => gateway.checkIn(agentCtx(), agentOf(x.uuid), hostState([mouse], { hostIdentifier: `HOST-${i + 1}` }))))
+  t.same(
+    results.map((r) => r.status),
+    ['fulfilled', 'rejected', 'fulfilled'],
+  )
+  t.equal(commits.length, 1, 'one commit for the three')
+  const state = (uuid: string) =>
+    db.prepare('SELECT last_updated_ms AS t, (SELECT count(*) FROM peripherals p WHERE p.agent_uuid = agents.uuid) AS n FROM agents WHERE uuid = ?').get(uuid) as { t: number | null; n: number }
+  t.ok(state(a.uuid).t !== null && state(a.uuid).n === 1, 'the first is stored')
+  t.same(state(b.uuid), { t: null, n: 0 }, 'the failing one left nothing')
+  t.ok(state(c.uuid).t !== null && state(c.uuid).n === 1, 'the third is stored')
+  const sources = db.prepare(`SELECT DISTINCT asset_name FROM events WHERE event_code = '0x110001' ORDER BY asset_name`).pluck().all()
+  t.same(sources, ['HOST-1', 'HOST-3'], 'the events of the stored ones only')
+})

@@ -111,3 +111,122 @@ t.test('afterCommit runs after a commit only, and answers false outside a unit',
   )
   t.same(ran, ['committed'])
 })
+
+/** The SQL the unit of work runs on the connection, in order. */
+function watchExec(db: ReturnType<typeof setup>['db']) {
+  const log: string[] = []
+  const exec = db.exec.bind(db)
+  db.exec = (sql: string) => {
+    log.push(sql)
+    return exec(sql)
+  }
+  return log
+}
+
+t.test('grouped units started together share one transaction, and every caller is answered after its COMMIT', async (t) => {
+  const { db, uow, things } = setup()
+  const log = watchExec(db)
+  const answers = ['a', 'b', 'c', 'd'].map((name) =>
+    uow
+      .runGrouped(async () => {
+        await things.add(name)
+        return name
+      })
+      .then((v) => {
+        log.push(`answered ${v}`)
+        t.equal(db.inTransaction, false, 'committed by then')
+        return v
+      }),
+  )
+  t.same(await Promise.all(answers), ['a', 'b', 'c', 'd'])
+  t.equal(log.filter((s) => s === 'BEGIN IMMEDIATE').length, 1, 'one transaction')
+  t.equal(log.filter((s) => s === 'COMMIT').length, 1, 'one commit')
+  t.equal(log.filter((s) => s.startsWith('SAVEPOINT')).length, 4, 'a savepoint each')
+  t.ok(log.indexOf('COMMIT') < log.findIndex((s) => s.startsWith('answered')), 'nobody is answered before the commit')
+  t.same(await things.names(), ['a', 'b', 'c', 'd'])
+})
+
+t.test('a grouped unit that throws, or waits for I/O, is rolled back alone', async (t) => {
+  const { uow, things } = setup()
+  const results = await Promise.allSettled([
+    uow.runGrouped(() => things.add('kept-1')),
+    uow.runGrouped(async () => {
+      await things.add('undone')
+      throw new Error('this one fails')
+    }),
+    uow.runGrouped(async () => {
+      await things.add('slow')
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }),
+    uow.runGrouped(() => things.add('kept-2')),
+  ])
+  t.same(
+    results.map((r) => r.status),
+    ['fulfilled', 'rejected', 'rejected', 'fulfilled'],
+  )
+  t.match((results[2] as PromiseRejectedResult).reason, /waited for I\/O/)
+  t.same(await things.names(), ['kept-1', 'kept-2'])
+})
+
+t.test("another context's call waits for the group's commit; afterCommit in a grouped unit runs after it; plain units still work between", async (t) => {
+  const { db, uow, things } = setup()
+  const log = watchExec(db)
+  const ran: string[] = []
+  let began!: () => void
+  const running = new Promise<void>((resolve) => (began = resolve))
+  const grouped = uow.runGrouped(async () => {
+    began()
+    await things.add('g')
+    uow.afterCommit(() => ran.push(`after commit, in transaction: ${db.inTransaction}`))
+  })
+  const other = (async () => {
+    await running
+    const inTx = await things.inTransaction()
+    log.push('other read')
+    return inTx
+  })()
+  await grouped
+  t.equal(await other, false, 'the other context ran outside the group transaction')
+  t.ok(log.indexOf('COMMIT') < log.indexOf('other read'))
+  t.same(ran, ['after commit, in transaction: false'])
+  await uow.run(() => things.add('plain'))
+  await Promise.all([uow.runGrouped(() => things.add('g2')), uow.run(() => things.add('plain2')), uow.runGrouped(() => things.add('g3'))])
+  t.same((await things.names()).sort(), ['g', 'g2', 'g3', 'plain', 'plain2'])
+  t.equal(db.inTransaction, false)
+})
+
+t.test('while grouped units wait for their group, no transaction is open: a statement run directly on the connection meanwhile is neither taken in nor undone', async (t) => {
+  const { db, uow, things } = setup()
+  const failing = uow.runGrouped(async () => {
+    await things.add('undone')
+    throw new Error('this one fails')
+  })
+  // What another callback (a request's hook writing without a port) would do meanwhile.
+  t.equal(db.inTransaction, false, 'nothing open once the callers have their promises')
+  db.prepare(`INSERT INTO things (name) VALUES ('direct')`).run()
+  await t.rejects(failing, /this one fails/)
+  t.same(await things.names(), ['direct'])
+})
+
+t.test('a group whose COMMIT fails answers every one of its callers with the error, and leaves nothing', async (t) => {
+  const { db, uow, things } = setup()
+  const exec = db.exec.bind(db)
+  let fail = true
+  db.exec = (sql: string) => {
+    if (sql === 'COMMIT' && fail) {
+      fail = false
+      throw new Error('disk I/O error')
+    }
+    return exec(sql)
+  }
+  const results = await Promise.allSettled([uow.runGrouped(() => things.add('a')), uow.runGrouped(() => things.add('b'))])
+  t.same(
+    results.map((r) => r.status),
+    ['rejected', 'rejected'],
+  )
+  t.match((results[0] as PromiseRejectedResult).reason, /disk I\/O error/)
+  t.equal(db.inTransaction, false)
+  t.same(await things.names(), [])
+  await uow.runGrouped(() => things.add('c'))
+  t.same(await things.names(), ['c'], 'the next group works')
+})

@@ -42,6 +42,8 @@ export interface GatewayDeps {
   events: EventRecorder
   agentState: AgentStatus
   uow: UnitOfWork
+  /** The unit of work of check-ins and command results (a shared commit: PRIME_GROUP_COMMIT); `uow` without it. */
+  checkIns?: UnitOfWork
   audit: AuditTrail
   log: Log
   settings: Pick<Config, 'license' | 'rateLimitWindowMs'> & {
@@ -59,6 +61,7 @@ export interface CheckInAnswer {
 
 export function agentGateway(deps: GatewayDeps) {
   const { store, events, agentState, uow, audit, settings } = deps
+  const checkIns = deps.checkIns ?? uow
   const { agents: config, license } = settings
   const limits = gatewayLimits({
     enrollPerMinutePerAddress: config.enrollPerMinutePerAddress,
@@ -281,7 +284,7 @@ export function agentGateway(deps: GatewayDeps) {
       ctx.audit.audited = true
       heartbeat(agent.id, now)
       if (!(await store.hasPendingCommands(agent.id))) return { answer: answer(agent.uuid, now, { commands: [], more: false }), routine: true }
-      const d = await uow.run(async () => {
+      const d = await checkIns.run(async () => {
         const d = await deliver(agent.id, now)
         await agentState.refreshStatus(agent.id)
         return d
@@ -290,7 +293,7 @@ export function agentGateway(deps: GatewayDeps) {
     }
     const held = heartbeats.get(agent.id)
     heartbeats.delete(agent.id)
-    return { answer: await uow.run(() => compare(ctx, agent.id, body, reportedIp, digest, now, held)), routine: false }
+    return { answer: await checkIns.run(() => compare(ctx, agent.id, body, reportedIp, digest, now, held)), routine: false }
   }
 
   async function licenseAfter(current: AgentRow['license_status'], reportedAccount: string | null | undefined): Promise<AgentRow['license_status']> {
@@ -434,7 +437,7 @@ export function agentGateway(deps: GatewayDeps) {
   /** `agentId`: the agent whose credential the call carries. */
   async function reportResults(ctx: Context, agentId: number, body: Schemas['GatewayCommandResultsRequest']): Promise<Schemas['ItemResults']> {
     const now = Date.now()
-    return uow.run(async () => {
+    return checkIns.run(async () => {
       const agent = await store.agent(agentId)
       if (!agent) throw unauthenticated('The agent no longer exists; enroll again.')
       const ref: AgentRef = agent

@@ -12,12 +12,15 @@ import { NO_RESULT } from './service.js'
 export const DELIVERY_TIMEOUT_MS = 15 * 60_000
 const SWEEP_INTERVAL_MS = 5000
 // One short batch of each kind per call: after a long outage every agent is overdue at
-// once, and requests must be served between the batches (see agentSweeperLoop). A batch
-// also ends after BATCH_MS: a disconnect rewrites the agent's search text (about 0.2 ms
-// each at 100,000 agents), and 500 of them held the server for over 100 ms.
+// once, and requests must be served between the batches (see agentSweeperLoop). A call
+// runs without a pause (its awaits are the ports' promises), so it is one stall of the
+// event loop: the quiet agents are disconnected in bulk (one update, one status refresh
+// and one recordMany per call), as many as the process's measured pace fits in BATCH_MS.
 const BATCH = 500
-const BATCH_MS = 25
-
+const MAX_DISCONNECTS = 4000
+const BATCH_MS = 5
+// The first call's guess of the time a disconnect takes (its commit aside); measured after.
+const FIRST_MS_PER_AGENT = 0.05
 export interface SweeperDeps {
   store: GatewayStore
   events: EventRecorder
@@ -30,45 +33,60 @@ export interface SweeperDeps {
   seats: number
 }
 
+/** What one disconnect has been taking in this process (ms, the commit aside): sizes the next call's batch. */
+const pace = { msPerAgent: FIRST_MS_PER_AGENT }
+
 /** `budgetMs`: each batch ends once it has taken this long (after one item at least). */
 export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs = BATCH_MS) {
   const { store, events, agentState, uow } = deps
   await deps.gateway.flushHeartbeats()
-  let disconnected = 0
   const quietSince = now - deps.disconnectSeconds * 1000
-  const stale = await store.staleAgents(quietSince, BATCH)
-  let until = performance.now() + budgetMs
-  let cut = false
-  await uow.run(async () => {
-    for (const [i, a] of stale.entries()) {
-      if (i > 0 && performance.now() > until) {
-        cut = true
-        break
-      }
-      if (!(await store.disconnect(a.id, quietSince))) continue
-      await agentState.refreshStatus(a.id)
-      await events.record(now, [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)], a.id)
-      disconnected++
-    }
-  })
+  const size = Math.max(1, Math.min(MAX_DISCONNECTS, Math.floor(budgetMs / pace.msPerAgent)))
+  // One more than taken: whether others wait after them.
+  const stale = await store.staleAgents(quietSince, size + 1)
+  const taken = stale.slice(0, size)
+  let disconnected = 0
+  if (taken.length) {
+    let workMs = 0
+    await uow.run(async () => {
+      const t0 = performance.now()
+      const gone = await store.disconnectMany(
+        taken.map((a) => a.id),
+        quietSince,
+      )
+      if (!gone.length) return
+      await agentState.refreshStatusMany(gone.map((a) => a.id))
+      await events.recordMany(gone.map((a) => ({ createdMs: now, events: [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)], agentId: a.id })))
+      disconnected = gone.length
+      workMs = performance.now() - t0
+    })
+    // Full batches only: a short one's fixed costs would make the pace look slower than it is.
+    // The work alone, not the commit: its fsync is paid once per call whatever the batch,
+    // and counted per agent it would shrink the batches until every call is one fsync for
+    // a handful of agents.
+    if (taken.length === size && disconnected > 0) pace.msPerAgent = Math.min(1, Math.max(0.001, 0.5 * pace.msPerAgent + (0.5 * workMs) / size))
+  }
+  let cut = stale.length > size
 
   let timedOut = 0
   const overdue = await store.overdueCommands(now - DELIVERY_TIMEOUT_MS, BATCH)
-  until = performance.now() + budgetMs
-  await uow.run(async () => {
-    const agents = new Set<number>()
-    for (const [i, c] of overdue.entries()) {
-      if (i > 0 && performance.now() > until) {
-        cut = true
-        break
+  const until = performance.now() + budgetMs
+  // No transaction when nothing is overdue (most calls).
+  if (overdue.length)
+    await uow.run(async () => {
+      const agents = new Set<number>()
+      for (const [i, c] of overdue.entries()) {
+        if (i > 0 && performance.now() > until) {
+          cut = true
+          break
+        }
+        if (!(await store.timeOutCommand(c.id, now, NO_RESULT))) continue
+        agents.add(c.agent_id)
+        await events.record(now, [hostEvent('commandFailed', c, `${c.type} command ${c.id} failed on ${c.host_identifier}: ${NO_RESULT} within 15 minutes of delivery.`)], c.agent_id)
+        timedOut++
       }
-      if (!(await store.timeOutCommand(c.id, now, NO_RESULT))) continue
-      agents.add(c.agent_id)
-      await events.record(now, [hostEvent('commandFailed', c, `${c.type} command ${c.id} failed on ${c.host_identifier}: ${NO_RESULT} within 15 minutes of delivery.`)], c.agent_id)
-      timedOut++
-    }
-    for (const id of agents) await agentState.refreshAgent(id)
-  })
+      for (const id of agents) await agentState.refreshAgent(id)
+    })
 
   const expired = await store.expireLicenses(now)
   let activated = 0
@@ -83,7 +101,7 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
 
   deps.gateway.prune(now)
   /** Whether a batch was full: more is due now. */
-  const more = cut || stale.length === BATCH || overdue.length === BATCH || activated === BATCH
+  const more = cut || overdue.length === BATCH || activated === BATCH
   return { disconnected, timedOut, expired, activated, more }
 }
 

@@ -1,0 +1,151 @@
+// db/events.ts recordMany: several callers' events written in one go (multi-row inserts),
+// with the ids, order, alarm outbox rows, agents' latest texts and risk notifications each
+// caller would have had alone.
+import t from 'tap'
+import { openDatabase } from '../db/index.js'
+import type { EventInput } from '../db/events.js'
+import { createRepos } from '../lib/repos.js'
+import { eventCodes } from '../lib/event-codes.js'
+
+function setup() {
+  const db = openDatabase(':memory:')
+  const repos = createRepos(db)
+  const agent = (n: number) =>
+    repos.gateway.insertAgent({
+      uuid: `00000000-0000-4000-8000-00000000000${n}`,
+      machineId: `m-${n}`,
+      credentialHash: `h-${n}`,
+      enrolledMs: 1,
+      hostIdentifier: `HOST-${n}`,
+      licenseStatus: 'Activated',
+      expirationMs: null,
+      licenseAccountName: 'Acme',
+      checkInSeconds: 60,
+    })
+  // Two destinations: every event of severity <= 6 is queued for each.
+  for (const id of ['d1', 'd2'])
+    db.prepare(`INSERT INTO alarm_destinations (id, name, name_key, type, min_severity, settings, created_ms, updated_ms) VALUES (?, ?, ?, 'syslog', 6, '{}', 1, 1)`).run(id, id, id)
+  const texts = (id: number) =>
+    db.prepare('SELECT latest_event_text AS a, latest_minus1_event_text AS b, latest_minus2_event_text AS c FROM agents WHERE id = ?').get(id) as {
+      a: string | null
+      b: string | null
+      c: string | null
+    }
+  return { db, repos, agent, texts }
+}
+
+const ev = (description: string, severity = 6, extra: Partial<EventInput> = {}): EventInput => ({
+  code: '0x510001',
+  severity,
+  category: 'General',
+  entityId: 'HOST (192.0.2.1)',
+  description,
+  details: `details of ${description}`,
+  ...extra,
+})
+
+t.test('ids are consecutive and increasing in the order given, across several INSERT statements; each event gets its outbox rows', async (t) => {
+  const { db, repos, agent, texts } = setup()
+  const a1 = agent(1)
+  const a2 = agent(2)
+  const many = Array.from({ length: 70 }, (_, i) => ev(`bulk-${i}`, i % 8))
+  const ids = repos.events.recordMany([
+    { createdMs: 1000, events: [ev('a1'), ev('a2')], agentId: a1 },
+    { createdMs: 1001, events: [ev('lone')] },
+    { createdMs: 1002, events: many },
+    { createdMs: 1003, events: [ev('c1'), ev('c2'), ev('c3'), ev('c4')], agentId: a2 },
+    { createdMs: 1004, events: [], agentId: a2 },
+    { createdMs: 1005, events: [ev('d1')], agentId: a1 },
+  ])
+  t.same(
+    ids.map((x) => x.length),
+    [2, 1, 70, 4, 0, 1],
+  )
+  const flat = ids.flat()
+  t.same(
+    flat,
+    Array.from({ length: flat.length }, (_, i) => flat[0] + i),
+    'consecutive and increasing',
+  )
+  const rows = db.prepare('SELECT id, created_ms, description FROM events ORDER BY id').all() as { id: number; created_ms: number; description: string }[]
+  t.same(
+    rows.map((r) => r.description),
+    ['a1', 'a2', 'lone', ...many.map((e) => e.description), 'c1', 'c2', 'c3', 'c4', 'd1'],
+    'stored in the order given',
+  )
+  t.same(
+    rows.map((r) => r.id),
+    flat,
+    'the ids answered are the rows stored',
+  )
+  t.equal(rows.find((r) => r.description === 'c1')!.created_ms, 1003, "each caller's time")
+  const outbox = db.prepare(`SELECT destination_id AS d, record_id AS r FROM alarm_outbox WHERE feed = 'events' ORDER BY id`).all() as { d: string; r: number }[]
+  const queued = rows.filter((r) => r.description.startsWith('bulk-') === false || Number(r.description.slice(5)) % 8 <= 6)
+  t.same(
+    outbox,
+    queued.flatMap((r) => [
+      { d: 'd1', r: r.id },
+      { d: 'd2', r: r.id },
+    ]),
+    'the outbox trigger queued each event of severity <= 6 for each destination, in id order',
+  )
+  t.same(texts(a1), { a: 'd1', b: 'a2', c: 'a1' }, "an agent's texts follow all of its events in the call, in order")
+  t.same(texts(a2), { a: 'c4', b: 'c3', c: 'c2' })
+})
+
+t.test('the texts shift by one, two or three places, alone and for several agents at once', async (t) => {
+  const { repos, agent, texts } = setup()
+  const [a, b, c] = [agent(1), agent(2), agent(3)]
+  for (const id of [a, b, c]) repos.events.record(1, [ev('old-3'), ev('old-2'), ev('old-1')], id)
+  repos.events.recordMany([
+    { createdMs: 2, events: [ev('new-1')], agentId: a },
+    { createdMs: 2, events: [ev('new-1'), ev('new-2')], agentId: b },
+    { createdMs: 2, events: [ev('new-1'), ev('new-2'), ev('new-3'), ev('new-4')], agentId: c },
+  ])
+  t.same(texts(a), { a: 'new-1', b: 'old-1', c: 'old-2' })
+  t.same(texts(b), { a: 'new-2', b: 'new-1', c: 'old-1' })
+  t.same(texts(c), { a: 'new-4', b: 'new-3', c: 'new-2' })
+  repos.events.record(3, [ev('alone')], a)
+  t.same(texts(a), { a: 'alone', b: 'new-1', c: 'old-1' }, 'record() is one batch of one caller')
+  repos.events.recordMany([
+    { createdMs: 4, events: [ev('x')], agentId: a },
+    { createdMs: 4, events: [ev('y')], agentId: a },
+  ])
+  t.same(texts(a), { a: 'y', b: 'x', c: 'alone' }, 'two callers for one agent: both of their events count')
+})
+
+t.test('a bad event anywhere writes nothing; risky events raise their notification once per call', async (t) => {
+  const { db, repos, agent } = setup()
+  const a = agent(1)
+  t.throws(
+    () =>
+      repos.events.recordMany([
+        { createdMs: 1, events: [ev('fine')], agentId: a },
+        { createdMs: 1, events: [ev('bad', 9)] },
+      ]),
+    /severity 9 is not 0-7/,
+  )
+  t.equal(db.prepare('SELECT count(*) FROM events').pluck().get(), 0)
+  const uuid = db.prepare('SELECT uuid FROM agents WHERE id = ?').pluck().get(a) as string
+  const attack = (serial: string): EventInput => ({
+    ...eventCodes.attackTool,
+    entityId: 'HOST-1',
+    details: 'an attack tool',
+    assetKey: uuid,
+    assetName: 'HOST-1',
+    peripheralAssetId: `USB\\VID_0483&PID_5740\\${serial}`,
+    peripheralVid: '0483',
+    peripheralPid: '5740',
+  })
+  repos.events.recordMany([
+    { createdMs: 10, events: [attack('S1')], agentId: a },
+    { createdMs: 11, events: [ev('plain'), attack('S1')], agentId: a },
+    { createdMs: 12, events: [attack('S2')] },
+  ])
+  const raised = db.prepare('SELECT device_key, occurrences, first_ms, last_ms FROM risk_notifications ORDER BY id').all()
+  t.same(raised, [
+    { device_key: '0483:5740:USB\\VID_0483&PID_5740\\S1', occurrences: 2, first_ms: 10, last_ms: 11 },
+    { device_key: '0483:5740:USB\\VID_0483&PID_5740\\S2', occurrences: 1, first_ms: 12, last_ms: 12 },
+  ])
+  t.equal(db.prepare('SELECT count(*) FROM risk_notification_events').pluck().get(), 3, 'each risky event linked to its notification')
+})
