@@ -80,11 +80,7 @@ t.test('a free-text sort of more than 20000 matches is refused with a 400 that s
       const res = await get({ ...q, SortBy: sortBy, PageSize: '50', PageNumber: '2' })
       t.equal(res.statusCode, 200, `${JSON.stringify(q)} ${sortBy}: served`)
       const body = res.json() as { recordsFiltered: number; data: { eventID: number }[] }
-      t.same(
-        [body.recordsFiltered, body.data.map((e) => e.eventID)],
-        [want.length, want.slice(50, 100).map((e) => e.id)],
-        `${JSON.stringify(q)} ${sortBy}: sorted as the model`,
-      )
+      t.same([body.recordsFiltered, body.data.map((e) => e.eventID)], [want.length, want.slice(50, 100).map((e) => e.id)], `${JSON.stringify(q)} ${sortBy}: sorted as the model`)
     }
   }
 

@@ -31,7 +31,37 @@ function rand(seed: number) {
 
 // Characters JSON escapes or writes as they are: quotes, backslashes, controls, line
 // separators, non-ASCII, astral characters and lone surrogates.
-const ALPHABET = ['a', 'Z', ' ', '"', '\\', '/', '\n', '\r', '\t', '\b', '\f', '\u0000', '\u001f', '\u007f', '\u2028', '\u2029', 'é', 'Ü', '中', '😀', '\ud800', '\udfff', '<', '>', '&', "'", '=', '%', '_']
+const ALPHABET = [
+  'a',
+  'Z',
+  ' ',
+  '"',
+  '\\',
+  '/',
+  '\n',
+  '\r',
+  '\t',
+  '\b',
+  '\f',
+  '\u0000',
+  '\u001f',
+  '\u007f',
+  '\u2028',
+  '\u2029',
+  'é',
+  'Ü',
+  '中',
+  '😀',
+  '\ud800',
+  '\udfff',
+  '<',
+  '>',
+  '&',
+  "'",
+  '=',
+  '%',
+  '_',
+]
 
 function texts(seed: number) {
   const r = rand(seed)
@@ -114,6 +144,16 @@ t.test('the list answer as one string is the answer object stringified', async (
   ])
   for (const page of [[], rows.slice(0, 1), rows]) {
     const answer = eventsAnswer({ total: 1000, filtered: rows.length, rows: page })
-    t.equal(answer, JSON.stringify(listAnswer(1000, rows.length, page.map((x) => eventView(eventOf(x))))), `a page of ${page.length}`)
+    t.equal(
+      answer,
+      JSON.stringify(
+        listAnswer(
+          1000,
+          rows.length,
+          page.map((x) => eventView(eventOf(x))),
+        ),
+      ),
+      `a page of ${page.length}`,
+    )
   }
 })

@@ -44,7 +44,14 @@ function setup(over: { audit?: AuditTrail; sortRowsMax?: number } = {}) {
   const events = eventsRepo(db)
   const audits = auditRepo(db)
   const audit = over.audit ?? auditTrail({ repo: audits, refusalWindowMs: 60_000, flushRefusal: () => {} }, uow)
-  const service = eventService({ events: asyncPort(queries.events, uow), auditRecords: asyncPort(queries.audit, uow), audit, csvColumns: columns, now: () => T0 + 100 * DAY, sortRowsMax: over.sortRowsMax })
+  const service = eventService({
+    events: asyncPort(queries.events, uow),
+    auditRecords: asyncPort(queries.audit, uow),
+    audit,
+    csvColumns: columns,
+    now: () => T0 + 100 * DAY,
+    sortRowsMax: over.sortRowsMax,
+  })
   /** Writes n events, a minute apart from `from`. */
   const write = (n: number, from = T0) => {
     for (let i = 1; i <= n; i++) events.record(from + i * 60_000, [event(i)])
@@ -122,7 +129,10 @@ t.test('a list sorted by a free text sorts at most sortRowsMax matches: above, 4
   for (const field of ['eventEntityID', 'details', 'assetKey', 'assetName', 'peripheralAssetId']) {
     await t.rejects(
       service.events(eventFilter({}), by(field), page(5)),
-      { code: 'validation', errors: [{ location: 'query', name: 'SortBy', reason: new RegExp(`^sorting by ${field} needs filters leaving at most 10 events \\(these leave 30\\): narrow with FromDate/ToDate`) }] },
+      {
+        code: 'validation',
+        errors: [{ location: 'query', name: 'SortBy', reason: new RegExp(`^sorting by ${field} needs filters leaving at most 10 events \\(these leave 30\\): narrow with FromDate/ToDate`) }],
+      },
       `${field}: 30 matches are refused`,
     )
   }
@@ -137,8 +147,15 @@ t.test('a list sorted by a free text sorts at most sortRowsMax matches: above, 4
   t.equal((await service.events(eventFilter({}), by('creationTime'), page(5))).filtered, 30)
   // The feed sorts its page only; the incident fetch is newest first.
   const feed = await service.eventFeed(eventFilter({}), by('details', 'desc'), page(3))
-  t.same(feed.rows.map((r) => r[0]), [3, 2, 1], 'the oldest 3, by details')
-  t.same((await service.events(eventFilter({ FromEventId: 1 }), by('date'), page(2), true)).rows.map((r) => r[0]), [2, 1])
+  t.same(
+    feed.rows.map((r) => r[0]),
+    [3, 2, 1],
+    'the oldest 3, by details',
+  )
+  t.same(
+    (await service.events(eventFilter({ FromEventId: 1 }), by('date'), page(2), true)).rows.map((r) => r[0]),
+    [2, 1],
+  )
   const file = await service.exportEvents(ctx(), { filter: eventFilter({}, 'body'), order: by('details', 'desc'), format: 'csv', filters: [], exportedBy: 'alice' })
   t.equal(file.matched, 30, 'an export sorts every match')
   const lines = (await text(file.body)).trim().split('\n')
