@@ -1,21 +1,24 @@
-// Pins the events list's JSON writer: for every row it writes exactly the bytes that
-// JSON.stringify writes for the row's view (same keys in the same order, the same forms of
-// null, numbers and strings), over events stored through the real write path with every
-// optional field present and absent, texts of every kind, and rows it does not expect; and
-// the list answer as one string equals the answer's object stringified.
+// Pins the events list's answer written from rows read as arrays (eventViewOf, no row
+// object): for every row it is exactly the bytes that JSON.stringify writes for the row's
+// view (same keys in the same order, the same forms of null, numbers and strings), over
+// events stored through the real write path with every optional field present and absent,
+// texts of every kind, and rows it does not expect; and the list answer as one string
+// equals the answer's object stringified.
 import t from 'tap'
 import { openDatabase } from '../db/index.js'
 import { eventsRepo, type EventInput } from '../db/events.js'
 import { EVENT_FIELDS } from '../db/event-queries.js'
 import { EVENT_COLUMNS } from '../db/event-rows.js'
 import { rowOf } from '../db/sql.js'
-import { eventJson, eventView, eventsAnswer } from '../lib/events/views.js'
+import { eventView, eventViewOf, eventsAnswer } from '../lib/events/views.js'
 import { listAnswer } from '../lib/listing.js'
 import type { EventRow } from '../lib/events/ports.js'
 import { eventMaker } from './fixtures/events.js'
 
 const eventOf = rowOf(EVENT_FIELDS) as unknown as (r: unknown[]) => EventRow
 const viewJson = (r: unknown[]) => JSON.stringify(eventView(eventOf(r)))
+/** The answer's text of a row read as an array. */
+const eventJson = (r: unknown[]) => JSON.stringify(eventViewOf(r))
 
 /** Deterministic pseudo-random numbers (mulberry32). */
 function rand(seed: number) {
@@ -70,7 +73,7 @@ function texts(seed: number) {
   return { r, text, maybe }
 }
 
-t.test('eventJson writes what JSON.stringify writes for the view, over stored events', async (t) => {
+t.test('a row read as an array is written as JSON.stringify writes its view, over stored events', async (t) => {
   const db = openDatabase(':memory:')
   t.teardown(() => db.close())
   const events = eventsRepo(db)
@@ -107,7 +110,7 @@ t.test('eventJson writes what JSON.stringify writes for the view, over stored ev
   t.same(wrong.slice(0, 3), [], 'the same text for every row')
 })
 
-t.test("eventJson falls back to the view's text for rows it does not expect", async (t) => {
+t.test('rows it does not expect are written as their view is', async (t) => {
   const good = [42, Date.UTC(2026, 0, 1), '0x110001', 6, 'USB', 'H (10.0.0.1)', 'New USB peripheral detected', 'd', null, 2, 'k', 'n', 'p']
   const variants: [string, unknown[]][] = [
     ['the row as stored', good],

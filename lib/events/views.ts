@@ -1,10 +1,10 @@
 // Event and audit rows as the contract's answers (PrimeEventView, AuditTrailView): each
 // shape is mapped here, once, for the lists, streamed pages, exports, feeds and alarms.
 import type { components } from '../../generated/openapi.js'
-import { AUDIT_FIELDS, EVENT_FIELDS } from '../../db/event-queries.js'
+import { AUDIT_FIELDS } from '../../db/event-queries.js'
 import { rowOf } from '../../db/sql.js'
 import type { Readable } from 'node:stream'
-import { listAnswerJson, listAnswerStream, severityNames, STREAM_CHUNK_CHARS } from '../listing.js'
+import { listAnswer, listAnswerStream, severityNames, STREAM_CHUNK_CHARS } from '../listing.js'
 import type { AuditTrailRow, EventRow } from './ports.js'
 import { iso } from '../time.js'
 
@@ -62,70 +62,45 @@ export function auditView(r: AuditTrailRow): AuditView {
   }
 }
 
-const eventOf = rowOf(EVENT_FIELDS) as unknown as (r: unknown[]) => EventRow
 const auditOf = rowOf(AUDIT_FIELDS) as unknown as (r: unknown[]) => AuditTrailRow
 
-const str = JSON.stringify
-const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v)
-
 /**
- * An event row (an array of EVENT_FIELDS) as the JSON text of its view, written directly:
- * the same bytes as `JSON.stringify(eventView(row))` (same keys in the same order, texts
- * through JSON.stringify), without the object (a poller's page of 10,000 is 2.5 MB). A row
- * the writer does not expect (a cell missing, a number that JSON writes as null) takes the
- * view's path, so the text is the view's whatever the row holds.
+ * An event row read as an array (EVENT_FIELDS) as its view, without the row's object:
+ * `JSON.stringify(eventViewOf(r))` is byte for byte `JSON.stringify(eventView(row))` (same
+ * cells, same keys in the same order). Measured on a poller's page of 5,000 events, V8's
+ * JSON.stringify over these fixed-shape objects (about 6 ms) beat every text writer tried
+ * over the raw cells (string concatenation, parts joined: 38-80 ms, the cost of flattening
+ * 150,000 pieces), so the answer is written by one JSON.stringify of the whole page.
  */
-export function eventJson(r: unknown[]): string {
-  const id = r[0]
-  const ms = r[1]
-  const severity = r[3]
-  const icon = r[9]
-  const name = typeof severity === 'number' ? severityNames[severity] : undefined
-  if (!finite(id) || !finite(ms) || name === undefined || typeof icon !== 'number' || r.length !== 13 || r.includes(undefined)) return str(eventView(eventOf(r)))
-  return (
-    '{"eventID":' +
-    id +
-    ',"creationTime":"' +
-    iso(ms) +
-    '","creationTimeEpoch":' +
-    ms +
-    ',"eventCode":' +
-    str(r[2]) +
-    ',"severity":' +
-    severity +
-    ',"severityString":"' +
-    name +
-    '","category":' +
-    str(r[4]) +
-    ',"eventEntityID":' +
-    str(r[5]) +
-    ',"description":' +
-    str(r[6]) +
-    ',"details":' +
-    str(r[7]) +
-    ',"hashtags":' +
-    str(r[8]) +
-    ',"peripheralIcon":"' +
-    icon +
-    '","assetKey":' +
-    str(r[10]) +
-    ',"assetName":' +
-    str(r[11]) +
-    ',"peripheralAssetId":' +
-    str(r[12]) +
-    '}'
-  )
+export function eventViewOf(r: unknown[]): EventView {
+  return {
+    eventID: r[0] as number,
+    creationTime: iso(r[1] as number),
+    creationTimeEpoch: r[1] as number,
+    eventCode: r[2] as string,
+    severity: r[3] as number,
+    severityString: severityNames[r[3] as number],
+    category: r[4] as EventView['category'],
+    eventEntityID: r[5] as string,
+    description: r[6] as string,
+    details: r[7] as string,
+    hashtags: r[8] as string | null,
+    peripheralIcon: String(r[9]),
+    assetKey: r[10] as string | null,
+    assetName: r[11] as string | null,
+    peripheralAssetId: r[12] as string | null,
+  }
 }
 
-/** An audit row (an array of AUDIT_FIELDS) as the JSON text of its view. */
-export const auditJson = (r: unknown[]) => str(auditView(auditOf(r)))
+/** An audit row (an array of AUDIT_FIELDS) as its view. */
+const auditViewOf = (r: unknown[]) => auditView(auditOf(r))
 
 /** Rows as JSON objects joined by commas, about STREAM_CHUNK_CHARS at a time (a streamed page's data). */
-async function* jsonRows(chunks: AsyncIterable<unknown[]>, json: (r: unknown[]) => string): AsyncGenerator<string> {
+async function* jsonRows(chunks: AsyncIterable<unknown[]>, view: (r: unknown[]) => unknown): AsyncGenerator<string> {
   for await (const rows of chunks) {
     let text = ''
     for (let i = 0; i < rows.length; i++) {
-      text += (text ? ',' : '') + json(rows[i] as unknown[])
+      text += (text ? ',' : '') + JSON.stringify(view(rows[i] as unknown[]))
       if (text.length >= STREAM_CHUNK_CHARS) {
         yield text
         text = ''
@@ -133,14 +108,6 @@ async function* jsonRows(chunks: AsyncIterable<unknown[]>, json: (r: unknown[]) 
     }
     if (text) yield text
   }
-}
-
-/** Rows as a JSON array, one string. */
-function jsonArray(rows: unknown[][], json: (r: unknown[]) => string): string {
-  if (rows.length === 0) return '[]'
-  const parts = new Array<string>(rows.length)
-  for (let i = 0; i < rows.length; i++) parts[i] = json(rows[i])
-  return '[' + parts.join(',') + ']'
 }
 
 interface RecordPage {
@@ -153,14 +120,14 @@ interface RecordPage {
 }
 
 /**
- * A page as the list's answer, as JSON text (the bytes JSON.stringify writes for the
- * answer's object): one string, or a stream of it for a large page.
+ * A page as the list's answer, as JSON text (sent as it is, so that the server does not
+ * serialize it again): one string, or a stream of it for a large page.
  */
-const answerOf = (p: RecordPage, json: (r: unknown[]) => string): string | Readable =>
-  p.chunks ? listAnswerStream(p.total, p.filtered, jsonRows(p.chunks, json)) : listAnswerJson(p.total, p.filtered, jsonArray(p.rows, json))
+const answerOf = (p: RecordPage, view: (r: unknown[]) => unknown): string | Readable =>
+  p.chunks ? listAnswerStream(p.total, p.filtered, jsonRows(p.chunks, view)) : JSON.stringify(listAnswer(p.total, p.filtered, p.rows.map(view)))
 
 /** A page of events as the list's answer (JSON text, or the stream of it). */
-export const eventsAnswer = (p: RecordPage) => answerOf(p, eventJson)
+export const eventsAnswer = (p: RecordPage) => answerOf(p, eventViewOf)
 
 /** A page of audit records as the list's answer (JSON text, or the stream of it). */
-export const auditAnswer = (p: RecordPage) => answerOf(p, auditJson)
+export const auditAnswer = (p: RecordPage) => answerOf(p, auditViewOf)
