@@ -4,7 +4,7 @@
 // says the matches are.
 import { LEVEL_SHIFT, type Cell, type Summary } from './event-index.js'
 import type { Sort } from './sql.js'
-import { all, cond, inList, isIdSort, isTimeSort, orderSql, type Cond, type Plan, type Range, type SortField } from './event-plans.js'
+import { all, cond, inList, isIdSort, isTimeSort, orderSql, sortsEveryMatch, type Cond, type Plan, type Range, type SortField } from './event-plans.js'
 import type { Counted, EventCounts, Segment, TextCount } from './event-counts.js'
 import { SEEK_MAX, pred, rangeCond, seekFrom, type ListAnswer, type QueryState } from './event-query-state.js'
 
@@ -310,13 +310,19 @@ export function eventPages(state: QueryState, counts: EventCounts) {
     return rowsOf(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset, isTimeSort(f) ? byTime[p.table] : 'NOT INDEXED')
   }
 
-  /** A page of the list, rows as arrays of the table's fields. */
-  function list(p: Plan, s: Sort, limit: number, offset: number): ListAnswer<Raw> {
+  /**
+   * A page of the list, rows as arrays of the table's fields. A sort that orders every match
+   * (a free text) of more than `sortMax` matches reads no row: the answer says so, counted
+   * once.
+   */
+  function list(p: Plan, s: Sort, limit: number, offset: number, sortMax = Number.POSITIVE_INFINITY): ListAnswer<Raw> {
     startIndexing()
     const c = count(p)
     const f = tables[p.table].sorts[s.field]
     const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
-    return { total: countAll(p.table, c.sum), filtered: c.filtered, rows: pageOf(p, c, f, dir, limit, offset) }
+    const total = countAll(p.table, c.sum)
+    if (c.filtered > sortMax && sortsEveryMatch(f)) return { total, filtered: c.filtered, rows: [], tooManyToSort: true }
+    return { total, filtered: c.filtered, rows: pageOf(p, c, f, dir, limit, offset) }
   }
 
   /**

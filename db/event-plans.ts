@@ -290,7 +290,8 @@ export const isTimeSort = (f: SortField) => f.column === 'e.created_ms'
  * The sort fields that order every match before a page can be cut: free texts, which no
  * index or kind order holds (the cost grows with the matches, seconds at millions).
  */
-export const sortedByRows = (sorts: Record<string, SortField>) => Object.keys(sorts).filter((k) => !isIdSort(sorts[k]) && !isTimeSort(sorts[k]) && !sorts[k].kind)
+export const sortsEveryMatch = (f: SortField) => !isIdSort(f) && !isTimeSort(f) && !f.kind
+export const sortedByRows = (sorts: Record<string, SortField>) => Object.keys(sorts).filter((k) => sortsEveryMatch(sorts[k]))
 
 /** ORDER BY for a sort over rows (nulls last in either direction, id as the tie-breaker). */
 export function orderSql(f: SortField, dir: 'ASC' | 'DESC'): string {

@@ -85,8 +85,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       ready: (f: EventFilter): Promise<void> | undefined => (eventPlan(f).text === null ? undefined : textsReady()),
       list: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(list(eventPlan(f), s, limit, offset), tables.events.row),
       feed: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(feed(eventPlan(f), s, limit, offset), tables.events.row),
-      /** A page of the list (or of the feed), rows as arrays of EVENT_FIELDS. */
-      pageRows: (f: EventFilter, s: Sort, limit: number, offset: number, isFeed = false) => (isFeed ? feed : list)(eventPlan(f), s, limit, offset),
+      /** A page of the list (or of the feed), rows as arrays of EVENT_FIELDS; a list sorted by a free text reads no row above `sortMax` matches. */
+      pageRows: (f: EventFilter, s: Sort, limit: number, offset: number, isFeed = false, sortMax?: number) =>
+        isFeed ? feed(eventPlan(f), s, limit, offset) : list(eventPlan(f), s, limit, offset, sortMax),
       /** A large page of the list (or of the feed) as chunks of rows as arrays of EVENT_FIELDS, with the counts. */
       pageChunks: (f: EventFilter, s: Sort, limit: number, offset: number, isFeed = false) => pageChunks(eventPlan(f), s, limit, offset, isFeed),
       count: (f: EventFilter) => {
@@ -101,8 +102,9 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     audit: {
       list: (f: AuditFilter, s: Sort, limit: number, offset: number) => objects<AuditTrailRow>(list(auditPlan(f), s, limit, offset), tables.audit_trail.row),
       feed: (f: AuditFilter, s: Sort, limit: number, offset: number) => objects<AuditTrailRow>(feed(auditPlan(f), s, limit, offset), tables.audit_trail.row),
-      /** A page of the list (or of the feed), rows as arrays of AUDIT_FIELDS. */
-      pageRows: (f: AuditFilter, s: Sort, limit: number, offset: number, isFeed = false) => (isFeed ? feed : list)(auditPlan(f), s, limit, offset),
+      /** A page of the list (or of the feed), rows as arrays of AUDIT_FIELDS; a list sorted by a free text reads no row above `sortMax` matches. */
+      pageRows: (f: AuditFilter, s: Sort, limit: number, offset: number, isFeed = false, sortMax?: number) =>
+        isFeed ? feed(auditPlan(f), s, limit, offset) : list(auditPlan(f), s, limit, offset, sortMax),
       /** A large page of the list (or of the feed) as chunks of rows as arrays of AUDIT_FIELDS, with the counts. */
       pageChunks: (f: AuditFilter, s: Sort, limit: number, offset: number, isFeed = false) => pageChunks(auditPlan(f), s, limit, offset, isFeed),
       count: (f: AuditFilter) => {

@@ -137,6 +137,7 @@ t.test('a list sorted by a free text sorts at most sortRowsMax matches: above, 4
     )
   }
   await t.rejects(service.events(eventFilter({ Source: 'odd' }), by('details'), page(5)), { errors: [{ reason: /these leave 15/ }] }, 'counted with the filters')
+  await t.rejects(service.events(eventFilter({}), by('details'), page(10_001)), { errors: [{ name: 'SortBy', reason: /these leave 30\)/ }] }, 'a streamed page too')
   // Narrowed to 10 matches (an id range, or a text filter with one), the sort is served.
   const narrowed = await service.events(eventFilter({ FromEventId: 21 }), by('eventEntityID'), page(5))
   t.same([narrowed.filtered, narrowed.rows.map((r) => r[0])], [10, [22, 24, 26, 28, 30]], 'HOST-EVEN-* before host-odd-*, ignoring case')

@@ -18,9 +18,11 @@ export interface RecordStore<F, R> {
   /**
    * A page of the list, rows as arrays of the fields (EVENT_FIELDS, AUDIT_FIELDS: the answer
    * is written from them, no object per row). `feed`: the integration feed's page, the
-   * oldest `limit` matches after `offset`, in the sort's order.
+   * oldest `limit` matches after `offset`, in the sort's order. `sortMax`: a list sorted by
+   * a free text (every match read and sorted) of more matches reads no row and answers
+   * `tooManyToSort`, with the count.
    */
-  pageRows(f: F, s: Sort, limit: number, offset: number, feed?: boolean): Promise<ListAnswer<unknown[]>>
+  pageRows(f: F, s: Sort, limit: number, offset: number, feed?: boolean, sortMax?: number): Promise<ListAnswer<unknown[]>>
   /** A large page of the list (or of the feed), rows as arrays of the fields, in chunks. */
   pageChunks(f: F, s: Sort, limit: number, offset: number, feed?: boolean): Promise<PageChunks>
   count(f: F): Promise<number>

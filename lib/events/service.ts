@@ -81,17 +81,13 @@ export function eventService(deps: EventServiceDeps) {
     return store.pageRows(filter, order, pageSize, offset, feed)
   }
 
-  /** A list sorted by a free text is refused, before any row is read, when it would sort more than sortRowsMax matches. */
-  async function checkSortable(filter: EventFilter, order: Sort): Promise<void> {
-    if (!EVENT_ROW_SORTS.includes(order.field)) return
-    const matched = await events.count(filter)
-    if (matched <= sortRowsMax) return
-    throw invalidField(
+  /** The refusal of a list sorted by a free text of more than sortRowsMax matches. */
+  const unsortable = (order: Sort, matched: number) =>
+    invalidField(
       'query',
       'SortBy',
       `sorting by ${order.field} needs filters leaving at most ${sortRowsMax} events (these leave ${matched}): narrow with FromDate/ToDate, FromEventId/ToEventId or a text filter, or sort by eventID, date or a field such as severity`,
     )
-  }
 
   /** Streams the matching records as a CSV or PDF file, audited with what was asked. */
   async function exportOf<F extends { idTo: number; empty: boolean }, R>(ctx: Context, kind: ExportKind<F, R>, input: ExportInput<F>): Promise<ExportFile> {
@@ -151,8 +147,18 @@ export function eventService(deps: EventServiceDeps) {
     async events(filter: EventFilter, order: Sort, page: Page, incidentFetch = false): Promise<RecordPage> {
       await events.ready(filter)
       if (incidentFetch) return pageOf(events, filter, NEWEST_EVENTS, page, true)
-      await checkSortable(filter, order)
-      return pageOf(events, filter, order, page, false)
+      if (page.pageSize > streamedPages.above) {
+        // A streamed page is counted before its chunks are read: refused on that count.
+        if (EVENT_ROW_SORTS.includes(order.field)) {
+          const matched = await events.count(filter)
+          if (matched > sortRowsMax) throw unsortable(order, matched)
+        }
+        return events.pageChunks(filter, order, page.pageSize, page.offset, false)
+      }
+      // The matches are counted once: above the limit no row is read.
+      const answer = await events.pageRows(filter, order, page.pageSize, page.offset, false, sortRowsMax)
+      if (answer.tooManyToSort) throw unsortable(order, answer.filtered)
+      return answer
     },
 
     /** A page of the integration feed of events (its sort orders the page's rows only: no limit). */
