@@ -4,9 +4,12 @@
 // says the matches are.
 import { LEVEL_SHIFT, type Cell, type Summary } from './event-index.js'
 import type { Sort } from './sql.js'
-import { all, cond, inList, isIdSort, isTimeSort, orderSql, type Cond, type Plan, type Range, type SortField } from './event-plans.js'
+import { all, cond, inList, isIdSort, isTimeSort, orderSql, sortsEveryMatch, type Cond, type Plan, type Range, type SortField } from './event-plans.js'
 import type { Counted, EventCounts, Segment, TextCount } from './event-counts.js'
 import { SEEK_MAX, pred, rangeCond, seekFrom, type ListAnswer, type QueryState } from './event-query-state.js'
+
+/** A row as an array of its table's fields (EVENT_FIELDS, AUDIT_FIELDS): pages are read raw, objects are built only by who wants them. */
+export type Raw = unknown[]
 
 /** A stretch of ids and the condition its matches are read with (the stretch's range included). */
 export interface Stretch extends Range {
@@ -21,12 +24,10 @@ export function eventPages(state: QueryState, counts: EventCounts) {
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
   // lets it use the ids (rowid ranges and lookups); the time order names its index.
   // plan: query-plans "events list" (tests/query-plans.test.ts)
-  const rowsOf = <R>(p: Plan, where: Cond, order: string, limit: number, offset: number, from = 'NOT INDEXED'): R[] =>
-    (
-      cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
-        .raw(true)
-        .all(...where.params, limit, offset) as unknown[][]
-    ).map(tables[p.table].row) as R[]
+  const rowsOf = (p: Plan, where: Cond, order: string, limit: number, offset: number, from = 'NOT INDEXED'): Raw[] =>
+    cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
+      .raw(true)
+      .all(...where.params, limit, offset) as Raw[]
 
   // ---- pages ----
   /**
@@ -71,7 +72,7 @@ export function eventPages(state: QueryState, counts: EventCounts) {
   }
 
   /** A page in id order, from the counted segments (and the rows above the mark). */
-  function idPage<R>(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
+  function idPage(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): Raw[] {
     const tailSeg: Segment = { lo: Math.max(p.ids.lo, c.sum.indexed + 1), hi: Math.min(p.ids.hi, topId(p.table)), n: c.tail, level: -1 }
     const segs = [...(c.segments ?? []), ...(tailSeg.n > 0 ? [tailSeg] : [])]
     // Sparse matches (a rare kind): the kinds' cells find them with fewer rows read than
@@ -80,10 +81,10 @@ export function eventPages(state: QueryState, counts: EventCounts) {
     const walkRows = Math.min(span, ((offset + limit) / Math.max(1, c.filtered)) * span)
     if (c.kinds && walkRows > 2 ** LEVEL_SHIFT[0]) {
       const seek = kindSeek(p, c)
-      if (seek && seek.rows <= SEEK_MAX && seek.rows * 4 < walkRows) return rowsOf<R>(p, kindWhere(p, seek.cells, c.sum.indexed), `e.id ${dir}`, limit, offset)
+      if (seek && seek.rows <= SEEK_MAX && seek.rows * 4 < walkRows) return rowsOf(p, kindWhere(p, seek.cells, c.sum.indexed), `e.id ${dir}`, limit, offset)
     }
     if (dir === 'DESC') segs.reverse()
-    const out: R[] = []
+    const out: Raw[] = []
     let skip = offset
     const where = pred(p)
     for (const s of segs) {
@@ -105,9 +106,9 @@ export function eventPages(state: QueryState, counts: EventCounts) {
           // A block cut by the range: its matches' ids were kept when it was counted.
           const ids = matchIds(p, f.lo, f.hi)
           const wanted = dir === 'DESC' ? ids.slice(Math.max(0, ids.length - skip - (limit - out.length)), ids.length - skip) : ids.slice(skip, skip + limit - out.length)
-          out.push(...rowsOf<R>(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(wanted)), `e.id ${dir}`, wanted.length, 0))
+          out.push(...rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(wanted)), `e.id ${dir}`, wanted.length, 0))
         } else {
-          out.push(...rowsOf<R>(p, all([rangeCond(p, f.lo, f.hi), where])!, `e.id ${dir}`, limit - out.length, skip))
+          out.push(...rowsOf(p, all([rangeCond(p, f.lo, f.hi), where])!, `e.id ${dir}`, limit - out.length, skip))
         }
         skip = 0
       }
@@ -195,10 +196,10 @@ export function eventPages(state: QueryState, counts: EventCounts) {
   const textWhere = (p: Plan, c: Counted): Cond => textAccess(p, { ...c, text: c.text && { ...c.text, kinds: null } }, c.filtered)[0].where
 
   /** A page in id order of a text plan: the stretches in turn, until the page is full. */
-  function textIdPage<R>(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
+  function textIdPage(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): Raw[] {
     const stretches = textAccess(p, c, offset + limit)
     if (dir === 'DESC') stretches.reverse()
-    const out: R[] = []
+    const out: Raw[] = []
     let skip = offset
     for (const s of stretches) {
       if (out.length === limit) break
@@ -213,7 +214,7 @@ export function eventPages(state: QueryState, counts: EventCounts) {
           continue
         }
       }
-      out.push(...rowsOf<R>(p, s.where, `e.id ${dir}`, limit - out.length, skip))
+      out.push(...rowsOf(p, s.where, `e.id ${dir}`, limit - out.length, skip))
       skip = 0
     }
     return out
@@ -241,7 +242,7 @@ export function eventPages(state: QueryState, counts: EventCounts) {
   }
 
   /** A page in the order of a kind field: the field's values in order, each value's records by id. */
-  function kindPage<R>(p: Plan, c: Counted, f: SortField, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
+  function kindPage(p: Plan, c: Counted, f: SortField, dir: 'ASC' | 'DESC', limit: number, offset: number): Raw[] {
     const column = f.kind!
     const kinds = indexer.kinds(p.table) as unknown as Map<number, Record<string, unknown>>
     const rank = (v: unknown) => (v === null || v === undefined ? null : f.rank!(v))
@@ -263,7 +264,7 @@ export function eventPages(state: QueryState, counts: EventCounts) {
       const cmp = a.rank < b.rank ? -1 : a.rank > b.rank ? 1 : 0
       return dir === 'ASC' ? cmp : -cmp
     })
-    const out: R[] = []
+    const out: Raw[] = []
     let skip = offset
     const idField = tables[p.table].sorts[tables[p.table].idSort]
     for (const g of ordered) {
@@ -280,21 +281,21 @@ export function eventPages(state: QueryState, counts: EventCounts) {
         skip -= gc.filtered
         continue
       }
-      out.push(...pageOf<R>(gp, gc, idField, dir, limit - out.length, skip))
+      out.push(...pageOf(gp, gc, idField, dir, limit - out.length, skip))
       skip = 0
     }
     return out
   }
 
-  function pageOf<R>(p: Plan, c: Counted, f: SortField, dir: 'ASC' | 'DESC', limit: number, offset: number): R[] {
+  function pageOf(p: Plan, c: Counted, f: SortField, dir: 'ASC' | 'DESC', limit: number, offset: number): Raw[] {
     if (c.filtered <= offset || limit === 0) return []
     if (isIdSort(f)) {
-      if (!p.textSql) return idPage<R>(p, c, dir, limit, offset)
-      return textIdPage<R>(p, c, dir, limit, offset)
+      if (!p.textSql) return idPage(p, c, dir, limit, offset)
+      return textIdPage(p, c, dir, limit, offset)
     }
-    if (f.kind) return kindPage<R>(p, c, f, dir, limit, offset)
+    if (f.kind) return kindPage(p, c, f, dir, limit, offset)
     const order = orderSql(f, dir)
-    if (p.textSql) return rowsOf<R>(p, textWhere(p, c), order, limit, offset)
+    if (p.textSql) return rowsOf(p, textWhere(p, c), order, limit, offset)
     if (c.filtered <= SEEK_MAX) {
       // Few matches: find them all through the kinds' cells and sort them, unless walking
       // the time index in order reaches the page sooner (rows in order are cheaper to read
@@ -302,36 +303,49 @@ export function eventPages(state: QueryState, counts: EventCounts) {
       const seek = kindSeek(p, c)
       const span = Math.max(1, Math.min(p.ids.hi, topId(p.table)) - p.ids.lo + 1)
       const walk = isTimeSort(f) ? ((offset + limit) * span) / Math.max(1, c.filtered) : Infinity
-      if (seek && seek.rows <= 4 * SEEK_MAX && seek.rows * 3 < walk) return rowsOf<R>(p, kindWhere(p, seek.cells, c.sum.indexed), order, limit, offset)
+      if (seek && seek.rows <= 4 * SEEK_MAX && seek.rows * 3 < walk) return rowsOf(p, kindWhere(p, seek.cells, c.sum.indexed), order, limit, offset)
     }
     // A time order walks the time index (no sort); other fields have no index and are sorted.
     // plan: query-plans "events list" (tests/query-plans.test.ts)
-    return rowsOf<R>(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset, isTimeSort(f) ? byTime[p.table] : 'NOT INDEXED')
+    return rowsOf(p, all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!, order, limit, offset, isTimeSort(f) ? byTime[p.table] : 'NOT INDEXED')
   }
 
-  function list<R>(p: Plan, s: Sort, limit: number, offset: number): ListAnswer<R> {
+  /**
+   * A page of the list, rows as arrays of the table's fields. A sort that orders every match
+   * (a free text) of more than `sortMax` matches reads no row: the answer says so, counted
+   * once.
+   */
+  function list(p: Plan, s: Sort, limit: number, offset: number, sortMax = Number.POSITIVE_INFINITY): ListAnswer<Raw> {
     startIndexing()
     const c = count(p)
     const f = tables[p.table].sorts[s.field]
     const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
-    return { total: countAll(p.table, c.sum), filtered: c.filtered, rows: pageOf<R>(p, c, f, dir, limit, offset) }
+    const total = countAll(p.table, c.sum)
+    if (c.filtered > sortMax && sortsEveryMatch(f)) return { total, filtered: c.filtered, rows: [], tooManyToSort: true }
+    return { total, filtered: c.filtered, rows: pageOf(p, c, f, dir, limit, offset) }
   }
 
   /**
    * The integration feed: the oldest `limit` matches (after `offset` of them), then ordered
-   * by the sort (newest first by default).
+   * by the sort (newest first by default), rows as arrays of the table's fields.
    */
-  function feed<R extends { id: number }>(p: Plan, s: Sort, limit: number, offset: number): ListAnswer<R> {
-    const answer = list<R>(p, { field: tables[p.table].idSort, direction: 'asc' }, limit, offset)
+  function feed(p: Plan, s: Sort, limit: number, offset: number): ListAnswer<Raw> {
+    const answer = list(p, { field: tables[p.table].idSort, direction: 'asc' }, limit, offset)
     const f = tables[p.table].sorts[s.field]
     const sign = s.direction === 'asc' ? 1 : -1
+    // The page is read oldest first: newest first (the pollers' order) is that reversed, no sort.
+    if (isIdSort(f)) {
+      if (sign < 0) answer.rows.reverse()
+      return answer
+    }
+    // The id is each row's first field.
     answer.rows = answer.rows
       .map((r) => ({ r, k: f.key(r) }))
       .sort((a, b) => {
         // Nulls last in either direction, as in the lists.
-        if (a.k === null || b.k === null) return a.k === b.k ? sign * (a.r.id - b.r.id) : a.k === null ? 1 : -1
+        if (a.k === null || b.k === null) return a.k === b.k ? sign * ((a.r[0] as number) - (b.r[0] as number)) : a.k === null ? 1 : -1
         const cmp = a.k < b.k ? -1 : a.k > b.k ? 1 : 0
-        return sign * (cmp || a.r.id - b.r.id)
+        return sign * (cmp || (a.r[0] as number) - (b.r[0] as number))
       })
       .map((x) => x.r)
     return answer

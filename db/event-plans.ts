@@ -2,7 +2,7 @@
 // query engine's terms (db/event-queries.ts): the conditions over a row's columns, what the
 // kinds and the texts must hold, and the order of each sort field.
 import type { AuditKind, EventKind, RecordTable } from './event-index.js'
-import type { AuditTrailRow, EventRow } from './event-rows.js'
+import { AUDIT_FIELDS, EVENT_FIELDS } from './event-rows.js'
 import type { AuditFilter, Bounds, EventFilter } from './filters.js'
 import { contains as likePattern, severityNames } from './sql.js'
 
@@ -226,55 +226,72 @@ export interface SortField {
   rank?: (value: unknown) => number | string
   nullable?: boolean
   nocase?: boolean
-  /** The value compared when a page is re-sorted in memory (the feeds). */
-  key: (r: any) => string | number | null
+  /** The value compared when a page is re-sorted in memory (the feeds), from a row as an array of the table's fields. */
+  key: (r: unknown[]) => string | number | null
 }
 
 export const nocaseKey = (v: unknown) => (v === null || v === undefined ? '' : asciiLower(String(v)))
-export const nocaseOrNull = (v: string | null) => (v === null ? null : asciiLower(v))
+export const nocaseOrNull = (v: unknown) => (v === null ? null : asciiLower(v as string))
 export const severityNameRank = (v: unknown) => severityNames[Number(v)] ?? ''
 
+/** Where each field sits in a row read as an array. */
+const at = <F extends readonly string[]>(fields: F) => Object.fromEntries(fields.map((f, i) => [f, i])) as Record<F[number], number>
+const E = at(EVENT_FIELDS)
+const A = at(AUDIT_FIELDS)
+const cell =
+  (i: number) =>
+  (r: unknown[]): string | number | null =>
+    r[i] as string | number | null
+const nocaseCell = (i: number) => (r: unknown[]) => nocaseOrNull(r[i])
+
 export const eventSorts: Record<string, SortField> = {
-  eventID: { column: 'e.id', key: (r: EventRow) => r.id },
-  date: { column: 'e.created_ms', key: (r: EventRow) => r.created_ms },
-  creationTime: { column: 'e.created_ms', key: (r: EventRow) => r.created_ms },
-  creationTimeEpoch: { column: 'e.created_ms', key: (r: EventRow) => r.created_ms },
-  eventCode: { column: 'e.event_code', kind: 'event_code', rank: (v) => String(v), key: (r: EventRow) => r.event_code },
-  severity: { column: 'e.severity', kind: 'severity', rank: (v) => Number(v), key: (r: EventRow) => r.severity },
-  severityString: { column: SEVERITY_NAME_SQL, kind: 'severity', rank: severityNameRank, key: (r: EventRow) => severityNames[r.severity] },
-  category: { column: 'e.category', kind: 'category', rank: (v) => String(v), key: (r: EventRow) => r.category },
-  eventEntityID: { column: 'e.entity_id', nocase: true, key: (r: EventRow) => asciiLower(r.entity_id) },
-  description: { column: 'e.description', kind: 'description', rank: nocaseKey, nocase: true, key: (r: EventRow) => asciiLower(r.description) },
-  details: { column: 'e.details', nocase: true, key: (r: EventRow) => asciiLower(r.details) },
-  hashtags: { column: 'e.hashtags', kind: 'hashtags', rank: nocaseKey, nullable: true, nocase: true, key: (r: EventRow) => nocaseOrNull(r.hashtags) },
-  peripheralIcon: { column: 'e.peripheral_icon', kind: 'peripheral_icon', rank: (v) => Number(v), key: (r: EventRow) => r.peripheral_icon },
-  assetKey: { column: 'e.asset_key', nullable: true, key: (r: EventRow) => r.asset_key },
-  assetName: { column: 'e.asset_name', nullable: true, nocase: true, key: (r: EventRow) => nocaseOrNull(r.asset_name) },
-  peripheralAssetId: { column: 'e.peripheral_asset_id', nullable: true, nocase: true, key: (r: EventRow) => nocaseOrNull(r.peripheral_asset_id) },
+  eventID: { column: 'e.id', key: cell(E.id) },
+  date: { column: 'e.created_ms', key: cell(E.created_ms) },
+  creationTime: { column: 'e.created_ms', key: cell(E.created_ms) },
+  creationTimeEpoch: { column: 'e.created_ms', key: cell(E.created_ms) },
+  eventCode: { column: 'e.event_code', kind: 'event_code', rank: (v) => String(v), key: cell(E.event_code) },
+  severity: { column: 'e.severity', kind: 'severity', rank: (v) => Number(v), key: cell(E.severity) },
+  severityString: { column: SEVERITY_NAME_SQL, kind: 'severity', rank: severityNameRank, key: (r) => severityNames[r[E.severity] as number] },
+  category: { column: 'e.category', kind: 'category', rank: (v) => String(v), key: cell(E.category) },
+  eventEntityID: { column: 'e.entity_id', nocase: true, key: nocaseCell(E.entity_id) },
+  description: { column: 'e.description', kind: 'description', rank: nocaseKey, nocase: true, key: nocaseCell(E.description) },
+  details: { column: 'e.details', nocase: true, key: nocaseCell(E.details) },
+  hashtags: { column: 'e.hashtags', kind: 'hashtags', rank: nocaseKey, nullable: true, nocase: true, key: nocaseCell(E.hashtags) },
+  peripheralIcon: { column: 'e.peripheral_icon', kind: 'peripheral_icon', rank: (v) => Number(v), key: cell(E.peripheral_icon) },
+  assetKey: { column: 'e.asset_key', nullable: true, key: cell(E.asset_key) },
+  assetName: { column: 'e.asset_name', nullable: true, nocase: true, key: nocaseCell(E.asset_name) },
+  peripheralAssetId: { column: 'e.peripheral_asset_id', nullable: true, nocase: true, key: nocaseCell(E.peripheral_asset_id) },
 }
 
 export const auditSorts: Record<string, SortField> = {
-  auditTrailID: { column: 'e.id', key: (r: AuditTrailRow) => r.id },
-  date: { column: 'e.created_ms', key: (r: AuditTrailRow) => r.created_ms },
-  creationTime: { column: 'e.created_ms', key: (r: AuditTrailRow) => r.created_ms },
-  creationTimeEpoch: { column: 'e.created_ms', key: (r: AuditTrailRow) => r.created_ms },
-  severity: { column: 'e.severity', kind: 'severity', rank: (v) => Number(v), key: (r: AuditTrailRow) => r.severity },
-  severityString: { column: SEVERITY_NAME_SQL, kind: 'severity', rank: severityNameRank, key: (r: AuditTrailRow) => severityNames[r.severity] },
-  category: { column: 'e.category', kind: 'category', rank: (v) => String(v), key: (r: AuditTrailRow) => r.category },
-  user: { column: 'e.user_name', nullable: true, nocase: true, key: (r: AuditTrailRow) => nocaseOrNull(r.user_name) },
-  sourceIp: { column: 'e.source_ip', nullable: true, key: (r: AuditTrailRow) => r.source_ip },
-  description: { column: 'e.description', nocase: true, key: (r: AuditTrailRow) => asciiLower(r.description) },
-  details: { column: 'e.details', nocase: true, key: (r: AuditTrailRow) => asciiLower(r.details) },
-  operationId: { column: 'e.operation_id', kind: 'operation_id', rank: (v) => String(v), nullable: true, key: (r: AuditTrailRow) => r.operation_id },
-  outcome: { column: 'e.outcome', kind: 'outcome', rank: (v) => String(v), key: (r: AuditTrailRow) => r.outcome },
-  'assetReference.key': { column: 'e.asset_key', nullable: true, key: (r: AuditTrailRow) => r.asset_key },
-  'assetReference.name': { column: 'e.asset_name', nullable: true, nocase: true, key: (r: AuditTrailRow) => nocaseOrNull(r.asset_name) },
-  'assetReference.ipAddress': { column: 'e.asset_ip', nullable: true, key: (r: AuditTrailRow) => r.asset_ip },
-  'assetReference.type': { column: 'e.asset_type', kind: 'asset_type', rank: (v) => String(v), key: (r: AuditTrailRow) => r.asset_type },
+  auditTrailID: { column: 'e.id', key: cell(A.id) },
+  date: { column: 'e.created_ms', key: cell(A.created_ms) },
+  creationTime: { column: 'e.created_ms', key: cell(A.created_ms) },
+  creationTimeEpoch: { column: 'e.created_ms', key: cell(A.created_ms) },
+  severity: { column: 'e.severity', kind: 'severity', rank: (v) => Number(v), key: cell(A.severity) },
+  severityString: { column: SEVERITY_NAME_SQL, kind: 'severity', rank: severityNameRank, key: (r) => severityNames[r[A.severity] as number] },
+  category: { column: 'e.category', kind: 'category', rank: (v) => String(v), key: cell(A.category) },
+  user: { column: 'e.user_name', nullable: true, nocase: true, key: nocaseCell(A.user_name) },
+  sourceIp: { column: 'e.source_ip', nullable: true, key: cell(A.source_ip) },
+  description: { column: 'e.description', nocase: true, key: nocaseCell(A.description) },
+  details: { column: 'e.details', nocase: true, key: nocaseCell(A.details) },
+  operationId: { column: 'e.operation_id', kind: 'operation_id', rank: (v) => String(v), nullable: true, key: cell(A.operation_id) },
+  outcome: { column: 'e.outcome', kind: 'outcome', rank: (v) => String(v), key: cell(A.outcome) },
+  'assetReference.key': { column: 'e.asset_key', nullable: true, key: cell(A.asset_key) },
+  'assetReference.name': { column: 'e.asset_name', nullable: true, nocase: true, key: nocaseCell(A.asset_name) },
+  'assetReference.ipAddress': { column: 'e.asset_ip', nullable: true, key: cell(A.asset_ip) },
+  'assetReference.type': { column: 'e.asset_type', kind: 'asset_type', rank: (v) => String(v), key: cell(A.asset_type) },
 }
 
 export const isIdSort = (f: SortField) => f.column === 'e.id'
 export const isTimeSort = (f: SortField) => f.column === 'e.created_ms'
+
+/**
+ * The sort fields that order every match before a page can be cut: free texts, which no
+ * index or kind order holds (the cost grows with the matches, seconds at millions).
+ */
+export const sortsEveryMatch = (f: SortField) => !isIdSort(f) && !isTimeSort(f) && !f.kind
+export const sortedByRows = (sorts: Record<string, SortField>) => Object.keys(sorts).filter((k) => sortsEveryMatch(sorts[k]))
 
 /** ORDER BY for a sort over rows (nulls last in either direction, id as the tie-breaker). */
 export function orderSql(f: SortField, dir: 'ASC' | 'DESC'): string {

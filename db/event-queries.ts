@@ -21,14 +21,16 @@ import { indexCatchUp } from './event-catch-up.js'
 import { recordIndexer, type RecordTable, type IndexerOptions } from './event-index.js'
 import type { AuditFilter, EventFilter } from './filters.js'
 import type { AuditTrailRow, EventRow } from './event-rows.js'
-import { auditPlan, eventPlan } from './event-plans.js'
-import { recordTables, type QueryState } from './event-query-state.js'
+import { auditPlan, eventPlan, eventSorts, sortedByRows } from './event-plans.js'
+import { recordTables, type ListAnswer, type QueryState } from './event-query-state.js'
 import { eventCounts } from './event-counts.js'
-import { eventPages } from './event-pages.js'
+import { eventPages, type Raw } from './event-pages.js'
 import { eventStream } from './event-stream.js'
 
 export { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-rows.js'
 export { textMatch } from './event-plans.js'
+/** The events list's sort fields that sort every match (free texts). */
+export const EVENT_ROW_SORTS: readonly string[] = sortedByRows(eventSorts)
 export type { ListAnswer } from './event-query-state.js'
 
 export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
@@ -57,6 +59,8 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   const { count } = counts
   const pages = eventPages(state, counts)
   const { list, feed } = pages
+  /** A page with its rows as objects (tests, scripts); the API answers from the arrays. */
+  const objects = <R>(a: ListAnswer<Raw>, row: (r: Raw) => Record<string, unknown>): ListAnswer<R> => ({ ...a, rows: a.rows.map(row) as R[] })
   const { chunks, pageChunks, iterate } = eventStream(state, counts, pages)
 
   return {
@@ -79,8 +83,11 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
        * is to be awaited.
        */
       ready: (f: EventFilter): Promise<void> | undefined => (eventPlan(f).text === null ? undefined : textsReady()),
-      list: (f: EventFilter, s: Sort, limit: number, offset: number) => list<EventRow>(eventPlan(f), s, limit, offset),
-      feed: (f: EventFilter, s: Sort, limit: number, offset: number) => feed<EventRow>(eventPlan(f), s, limit, offset),
+      list: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(list(eventPlan(f), s, limit, offset), tables.events.row),
+      feed: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(feed(eventPlan(f), s, limit, offset), tables.events.row),
+      /** A page of the list (or of the feed), rows as arrays of EVENT_FIELDS; a list sorted by a free text reads no row above `sortMax` matches. */
+      pageRows: (f: EventFilter, s: Sort, limit: number, offset: number, isFeed = false, sortMax?: number) =>
+        isFeed ? feed(eventPlan(f), s, limit, offset) : list(eventPlan(f), s, limit, offset, sortMax),
       /** A large page of the list (or of the feed) as chunks of rows as arrays of EVENT_FIELDS, with the counts. */
       pageChunks: (f: EventFilter, s: Sort, limit: number, offset: number, isFeed = false) => pageChunks(eventPlan(f), s, limit, offset, isFeed),
       count: (f: EventFilter) => {
@@ -93,8 +100,11 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       lastId: () => topId('events'),
     },
     audit: {
-      list: (f: AuditFilter, s: Sort, limit: number, offset: number) => list<AuditTrailRow>(auditPlan(f), s, limit, offset),
-      feed: (f: AuditFilter, s: Sort, limit: number, offset: number) => feed<AuditTrailRow>(auditPlan(f), s, limit, offset),
+      list: (f: AuditFilter, s: Sort, limit: number, offset: number) => objects<AuditTrailRow>(list(auditPlan(f), s, limit, offset), tables.audit_trail.row),
+      feed: (f: AuditFilter, s: Sort, limit: number, offset: number) => objects<AuditTrailRow>(feed(auditPlan(f), s, limit, offset), tables.audit_trail.row),
+      /** A page of the list (or of the feed), rows as arrays of AUDIT_FIELDS; a list sorted by a free text reads no row above `sortMax` matches. */
+      pageRows: (f: AuditFilter, s: Sort, limit: number, offset: number, isFeed = false, sortMax?: number) =>
+        isFeed ? feed(auditPlan(f), s, limit, offset) : list(auditPlan(f), s, limit, offset, sortMax),
       /** A large page of the list (or of the feed) as chunks of rows as arrays of AUDIT_FIELDS, with the counts. */
       pageChunks: (f: AuditFilter, s: Sort, limit: number, offset: number, isFeed = false) => pageChunks(auditPlan(f), s, limit, offset, isFeed),
       count: (f: AuditFilter) => {

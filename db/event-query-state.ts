@@ -15,6 +15,8 @@ export interface ListAnswer<R> {
   total: number
   filtered: number
   rows: R[]
+  /** The sort orders every match (a free text) and the matches were more than the page's sortMax: no rows read. */
+  tooManyToSort?: boolean
 }
 
 /** The two tables the queries read: their columns, how a row is built, their sorts. */

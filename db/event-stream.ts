@@ -35,9 +35,9 @@ export function eventStream(state: QueryState, counts: EventCounts, pages: Event
     let c = count(p)
     if (offset > 0 && isIdSort(f)) {
       // An id order starts at the offset's record: the range narrowed to it, counted again.
-      const at = pageOf<{ id: number }>(p, c, f, dir, 1, offset)[0]
-      if (!at) return
-      p = { ...p, ids: dir === 'ASC' ? { lo: at.id, hi: p.ids.hi } : { lo: p.ids.lo, hi: at.id } }
+      const at = pageOf(p, c, f, dir, 1, offset)[0]?.[0] as number | undefined
+      if (at === undefined) return
+      p = { ...p, ids: dir === 'ASC' ? { lo: at, hi: p.ids.hi } : { lo: p.ids.lo, hi: at } }
       c = count(p)
       offset = 0
     }
@@ -71,9 +71,9 @@ export function eventStream(state: QueryState, counts: EventCounts, pages: Event
     const ids: number[] = []
     if (f.kind) {
       while (ids.length < left) {
-        const rows = kindPage<{ id: number }>(p, c, f, dir, Math.min(10_000, left - ids.length), offset + ids.length)
+        const rows = kindPage(p, c, f, dir, Math.min(10_000, left - ids.length), offset + ids.length)
         if (!rows.length) break
-        for (const r of rows) ids.push(r.id)
+        for (const r of rows) ids.push(r[0] as number)
         await pause()
       }
     } else {
@@ -110,10 +110,11 @@ export function eventStream(state: QueryState, counts: EventCounts, pages: Event
     if (!feed) return { ...answer, chunks: chunks(p, s, limit, true, offset) }
     // The feed's page: the records from the offset's oldest to the one `limit` further, in any order.
     const byId = tables[p.table].sorts[tables[p.table].idSort]
-    const first = c.filtered > offset ? pageOf<{ id: number }>(p, c, byId, 'ASC', 1, offset)[0] : undefined
-    if (!first) return { ...answer, chunks: chunks({ ...p, empty: true }, s, 0, true) }
-    const last = pageOf<{ id: number }>(p, c, byId, 'ASC', 1, offset + limit - 1)[0]
-    return { ...answer, chunks: chunks({ ...p, ids: { lo: first.id, hi: last ? last.id : p.ids.hi } }, s, limit, true) }
+    // Rows are arrays: the id is the first field.
+    const first = c.filtered > offset ? (pageOf(p, c, byId, 'ASC', 1, offset)[0]?.[0] as number | undefined) : undefined
+    if (first === undefined) return { ...answer, chunks: chunks({ ...p, empty: true }, s, 0, true) }
+    const last = pageOf(p, c, byId, 'ASC', 1, offset + limit - 1)[0]?.[0] as number | undefined
+    return { ...answer, chunks: chunks({ ...p, ids: { lo: first, hi: last ?? p.ids.hi } }, s, limit, true) }
   }
 
   async function* iterate<R>(p: Plan, s: Sort, cap: number): AsyncGenerator<R> {

@@ -1596,9 +1596,19 @@ export interface paths {
          *     `creationTime`); ties are broken by `eventID` so that paging is stable.
          *     `recordsTotal` counts all stored events, `recordsFiltered` those matching.
          *     `GlobalSearch` looks in `description`, `details`, `eventEntityID`, `eventCode`,
-         *     `category`, `severityString`, `hashtags` and `assetName`. Sorting by a free-text
-         *     field (`eventEntityID`, `details`, `assetName`, `peripheralAssetId`) sorts every
-         *     matching record: narrow with filters at millions of records.
+         *     `category`, `severityString`, `hashtags` and `assetName`.
+         *
+         *     ## Sorting by a free-text field
+         *     `eventEntityID`, `details`, `assetKey`, `assetName` and `peripheralAssetId` have no
+         *     index that holds their order, so such a sort reads and sorts every matching event.
+         *     It is served when the filters leave **at most 20000 events**; above that the answer
+         *     is **400** (`urn:prime:problem:validation`, `errors[0].name` `SortBy`, with the
+         *     number of matches and how to narrow them), at once, instead of a sort of millions.
+         *     Narrow with `FromDate`/`ToDate` (or `Date`), `FromEventId`/`ToEventId` or a text
+         *     filter, or sort by `eventID`, `date` or a field with few values (`severity`,
+         *     `category`, `eventCode`, `description`, `hashtags`, `peripheralIcon`), which are
+         *     never limited. `GetEventsIntegration` sorts only the events of its page, and the
+         *     exports (`ExportGetEvents`, `ExportGetEventsPDF/exportpdf`) sort any number: neither is limited.
          *
          *     ## Incident fetch (`date_asc` with a lower bound)
          *     A query sorted `date_asc` that has a lower bound (`FromEventId`, `FromDate` or
@@ -7398,7 +7408,7 @@ export interface components {
          * @example 1,2,3
          */
         EventsPeripheralIcon: components["schemas"]["PeripheralIconFilter"];
-        /** @description `<field>_<asc|desc>` over `x-sort-fields` (`date` means `creationTime`), e.g. `date_asc`, `severity_desc`. Default `eventID_desc`. */
+        /** @description `<field>_<asc|desc>` over `x-sort-fields` (`date` means `creationTime`), e.g. `date_asc`, `severity_desc`. Default `eventID_desc`. In `GetEvents`, a free-text field (`eventEntityID`, `details`, `assetKey`, `assetName`, `peripheralAssetId`) sorts at most 20000 matching events: with more, the answer is 400 naming `SortBy` (narrow with `FromDate`/`ToDate`, an id range or a text filter). `GetEventsIntegration` sorts its page only. */
         EventsSortBy: components["schemas"]["SortBy"];
         /** @description Text the event's `assetKey` (the agent's uuid) contains. */
         EventsAssetKey: components["schemas"]["TextFilter"];
@@ -11764,7 +11774,7 @@ export interface operations {
                  * @example 1,2,3
                  */
                 PeripheralIcon?: components["parameters"]["EventsPeripheralIcon"];
-                /** @description `<field>_<asc|desc>` over `x-sort-fields` (`date` means `creationTime`), e.g. `date_asc`, `severity_desc`. Default `eventID_desc`. */
+                /** @description `<field>_<asc|desc>` over `x-sort-fields` (`date` means `creationTime`), e.g. `date_asc`, `severity_desc`. Default `eventID_desc`. In `GetEvents`, a free-text field (`eventEntityID`, `details`, `assetKey`, `assetName`, `peripheralAssetId`) sorts at most 20000 matching events: with more, the answer is 400 naming `SortBy` (narrow with `FromDate`/`ToDate`, an id range or a text filter). `GetEventsIntegration` sorts its page only. */
                 SortBy?: components["parameters"]["EventsSortBy"];
                 /** @description Case-insensitive text that any of the list's searchable fields contains. */
                 GlobalSearch?: components["parameters"]["GlobalSearch"];
@@ -11849,7 +11859,41 @@ export interface operations {
                     "text/plain": components["schemas"]["PrimeEventViewWrapper"];
                 };
             };
-            400: components["responses"]["BadRequest"];
+            /**
+             * @description The request is invalid; `errors` names each invalid field. Also a sort by a
+             *     free-text field (`eventEntityID`, `details`, `assetKey`, `assetName`,
+             *     `peripheralAssetId`) when the filters leave more than 20000 events (see
+             *     "Sorting by a free-text field").
+             */
+            400: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:prime:problem:validation",
+                     *       "title": "Invalid request",
+                     *       "status": 400,
+                     *       "detail": "query/SortBy sorting by details needs filters leaving at most 20000 events (these leave 4812113): narrow with FromDate/ToDate, FromEventId/ToEventId or a text filter, or sort by eventID, date or a field such as severity",
+                     *       "instance": "/prime/webui/Events/GetEvents?SortBy=details_asc",
+                     *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11",
+                     *       "code": "validation",
+                     *       "errors": [
+                     *         {
+                     *           "location": "query",
+                     *           "name": "SortBy",
+                     *           "reason": "sorting by details needs filters leaving at most 20000 events (these leave 4812113): narrow with FromDate/ToDate, FromEventId/ToEventId or a text filter, or sort by eventID, date or a field such as severity"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
@@ -11888,7 +11932,7 @@ export interface operations {
                  * @example 1,2,3
                  */
                 PeripheralIcon?: components["parameters"]["EventsPeripheralIcon"];
-                /** @description `<field>_<asc|desc>` over `x-sort-fields` (`date` means `creationTime`), e.g. `date_asc`, `severity_desc`. Default `eventID_desc`. */
+                /** @description `<field>_<asc|desc>` over `x-sort-fields` (`date` means `creationTime`), e.g. `date_asc`, `severity_desc`. Default `eventID_desc`. In `GetEvents`, a free-text field (`eventEntityID`, `details`, `assetKey`, `assetName`, `peripheralAssetId`) sorts at most 20000 matching events: with more, the answer is 400 naming `SortBy` (narrow with `FromDate`/`ToDate`, an id range or a text filter). `GetEventsIntegration` sorts its page only. */
                 SortBy?: components["parameters"]["EventsSortBy"];
                 /** @description Case-insensitive text that any of the list's searchable fields contains. */
                 GlobalSearch?: components["parameters"]["GlobalSearch"];

@@ -1,6 +1,6 @@
 // Event and audit-trail queries, the integration feeds and their exports: parse, call the
 // event service (lib/events/service.ts), answer with its views.
-import { Readable } from 'node:stream'
+import type { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { auditAnswer, eventsAnswer } from '../lib/events/views.js'
 import { auditFilter, eventFilter, givenFilters, isIncidentFetch } from '../lib/events/filter.js'
@@ -11,8 +11,8 @@ import type { Handlers } from './types.js'
 
 export { exportLimits } from '../lib/events/exports.js'
 
-/** A large page is streamed as JSON; the others are answered as objects (and checked against the contract). */
-const send = <T extends object>(reply: FastifyReply, answer: Readable | T): T | FastifyReply => (answer instanceof Readable ? reply.type('application/json').send(answer) : answer)
+/** A list's answer is JSON text already: one string, or a stream of it for a large page. */
+const send = (reply: FastifyReply, answer: Readable | string): FastifyReply => reply.type('application/json').send(answer)
 
 type Body = Record<string, unknown> | null
 

@@ -36,7 +36,7 @@ const event = (i: number): EventInput => ({
   details: `device ${i}`,
 })
 
-function setup(over: { audit?: AuditTrail } = {}) {
+function setup(over: { audit?: AuditTrail; sortRowsMax?: number } = {}) {
   const db = openDatabase(':memory:')
   const uow = sqliteUnitOfWork(db)
   const queries = eventQueriesRepo(db)
@@ -44,7 +44,14 @@ function setup(over: { audit?: AuditTrail } = {}) {
   const events = eventsRepo(db)
   const audits = auditRepo(db)
   const audit = over.audit ?? auditTrail({ repo: audits, refusalWindowMs: 60_000, flushRefusal: () => {} }, uow)
-  const service = eventService({ events: asyncPort(queries.events, uow), auditRecords: asyncPort(queries.audit, uow), audit, csvColumns: columns, now: () => T0 + 100 * DAY })
+  const service = eventService({
+    events: asyncPort(queries.events, uow),
+    auditRecords: asyncPort(queries.audit, uow),
+    audit,
+    csvColumns: columns,
+    now: () => T0 + 100 * DAY,
+    sortRowsMax: over.sortRowsMax,
+  })
   /** Writes n events, a minute apart from `from`. */
   const write = (n: number, from = T0) => {
     for (let i = 1; i <= n; i++) events.record(from + i * 60_000, [event(i)])
@@ -72,24 +79,24 @@ async function text(stream: NodeJS.ReadableStream): Promise<string> {
   return out
 }
 
-t.test('a page of events counts every event and the matches, in the order asked', async (t) => {
+t.test('a page of events counts every event and the matches, in the order asked (rows as arrays of EVENT_FIELDS)', async (t) => {
   const { service, write } = setup()
   write(30)
   const all = await service.events(eventFilter({}), byId('desc'), page(5))
   t.same([all.total, all.filtered], [30, 30])
   t.same(
-    all.rows.map((r) => r.id),
+    all.rows.map((r) => r[0]),
     [30, 29, 28, 27, 26],
   )
   const critical = await service.events(eventFilter({ Severity: 'Critical' }), byId('asc'), page(4, 2))
   t.same([critical.total, critical.filtered], [30, 10], 'every third event is Critical')
   t.same(
-    critical.rows.map((r) => r.id),
+    critical.rows.map((r) => r[0]),
     [15, 18, 21, 24],
   )
   // A text filter on a fresh index: the service waits for the texts, then counts exactly.
   const odd = await service.events(eventFilter({ Source: 'HOST-ODD' }), byId('asc'), page(3))
-  t.same([odd.filtered, odd.rows.map((r) => r.entity_id.startsWith('host-odd'))], [15, [true, true, true]], 'contains is case-insensitive')
+  t.same([odd.filtered, odd.rows.map((r) => (r[5] as string).startsWith('host-odd'))], [15, [true, true, true]], 'contains is case-insensitive')
 })
 
 t.test("the feed's page is the oldest matches after the offset; the incident fetch gets it newest first", async (t) => {
@@ -97,22 +104,64 @@ t.test("the feed's page is the oldest matches after the offset; the incident fet
   write(12)
   const feed = await service.eventFeed(eventFilter({}), byId('asc'), page(5, 2))
   t.same(
-    feed.rows.map((r) => r.id),
+    feed.rows.map((r) => r[0]),
     [6, 7, 8, 9, 10],
   )
   const incident = await service.events(eventFilter({ FromEventId: 3 }), { field: 'date', direction: 'asc' }, page(4), true)
   t.same(
-    incident.rows.map((r) => r.id),
+    incident.rows.map((r) => r[0]),
     [6, 5, 4, 3],
     'the feed page from the first match, newest first',
   )
   const listed = await service.events(eventFilter({ FromEventId: 3 }), { field: 'date', direction: 'asc' }, page(4), false)
   t.same(
-    listed.rows.map((r) => r.id),
+    listed.rows.map((r) => r[0]),
     [3, 4, 5, 6],
   )
   const auditFeed = await service.auditFeed(auditFilter({}), page(10))
   t.same([auditFeed.total, auditFeed.rows.length], [0, 0], 'no audit records yet')
+})
+
+t.test('a list sorted by a free text sorts at most sortRowsMax matches: above, 400 naming SortBy; the feed, the incident fetch and exports sort any number', async (t) => {
+  const { service, write } = setup({ sortRowsMax: 10 })
+  write(30)
+  const by = (field: string, direction: 'asc' | 'desc' = 'asc'): Sort => ({ field, direction })
+  for (const field of ['eventEntityID', 'details', 'assetKey', 'assetName', 'peripheralAssetId']) {
+    await t.rejects(
+      service.events(eventFilter({}), by(field), page(5)),
+      {
+        code: 'validation',
+        errors: [{ location: 'query', name: 'SortBy', reason: new RegExp(`^sorting by ${field} needs filters leaving at most 10 events \\(these leave 30\\): narrow with FromDate/ToDate`) }],
+      },
+      `${field}: 30 matches are refused`,
+    )
+  }
+  await t.rejects(service.events(eventFilter({ Source: 'odd' }), by('details'), page(5)), { errors: [{ reason: /these leave 15/ }] }, 'counted with the filters')
+  await t.rejects(service.events(eventFilter({}), by('details'), page(10_001)), { errors: [{ name: 'SortBy', reason: /these leave 30\)/ }] }, 'a streamed page too')
+  // Narrowed to 10 matches (an id range, or a text filter with one), the sort is served.
+  const narrowed = await service.events(eventFilter({ FromEventId: 21 }), by('eventEntityID'), page(5))
+  t.same([narrowed.filtered, narrowed.rows.map((r) => r[0])], [10, [22, 24, 26, 28, 30]], 'HOST-EVEN-* before host-odd-*, ignoring case')
+  const odd = await service.events(eventFilter({ Source: 'odd', FromEventId: 11 }), by('eventEntityID', 'desc'), page(3))
+  t.same([odd.filtered, odd.rows.map((r) => r[0])], [10, [29, 27, 25]])
+  // Kind and time orders keep no limit.
+  t.equal((await service.events(eventFilter({}), by('severity'), page(5))).filtered, 30)
+  t.equal((await service.events(eventFilter({}), by('creationTime'), page(5))).filtered, 30)
+  // The feed sorts its page only; the incident fetch is newest first.
+  const feed = await service.eventFeed(eventFilter({}), by('details', 'desc'), page(3))
+  t.same(
+    feed.rows.map((r) => r[0]),
+    [3, 2, 1],
+    'the oldest 3, by details',
+  )
+  t.same(
+    (await service.events(eventFilter({ FromEventId: 1 }), by('date'), page(2), true)).rows.map((r) => r[0]),
+    [2, 1],
+  )
+  const file = await service.exportEvents(ctx(), { filter: eventFilter({}, 'body'), order: by('details', 'desc'), format: 'csv', filters: [], exportedBy: 'alice' })
+  t.equal(file.matched, 30, 'an export sorts every match')
+  const lines = (await text(file.body)).trim().split('\n')
+  t.equal(lines.length, 31)
+  t.match(lines[1], /^9,/, "'device 9' sorts last as text: first, descending")
 })
 
 t.test('a page above the streaming threshold comes as chunks of rows as arrays', async (t) => {

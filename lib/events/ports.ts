@@ -15,10 +15,15 @@ export type PageChunks = ListAnswer<never> & { chunks: AsyncIterable<unknown[]> 
  * with other work served between chunks.
  */
 export interface RecordStore<F, R> {
-  list(f: F, s: Sort, limit: number, offset: number): Promise<ListAnswer<R>>
-  /** The integration feed's page: the oldest `limit` matches after `offset`, in the sort's order. */
-  feed(f: F, s: Sort, limit: number, offset: number): Promise<ListAnswer<R>>
-  /** A large page of the list (or of the feed), rows as arrays of the fields (EVENT_FIELDS, AUDIT_FIELDS). */
+  /**
+   * A page of the list, rows as arrays of the fields (EVENT_FIELDS, AUDIT_FIELDS: the answer
+   * is written from them, no object per row). `feed`: the integration feed's page, the
+   * oldest `limit` matches after `offset`, in the sort's order. `sortMax`: a list sorted by
+   * a free text (every match read and sorted) of more matches reads no row and answers
+   * `tooManyToSort`, with the count.
+   */
+  pageRows(f: F, s: Sort, limit: number, offset: number, feed?: boolean, sortMax?: number): Promise<ListAnswer<unknown[]>>
+  /** A large page of the list (or of the feed), rows as arrays of the fields, in chunks. */
   pageChunks(f: F, s: Sort, limit: number, offset: number, feed?: boolean): Promise<PageChunks>
   count(f: F): Promise<number>
   /** Every match in order, up to `cap`, as rows (the PDF export). */

@@ -2,6 +2,8 @@
 // fetch, which gets the feed's page) and their exports. Takes plain inputs (the caller's
 // context, the parsed filters, sort and page), so it runs without Fastify.
 import type { Readable } from 'node:stream'
+import { EVENT_ROW_SORTS } from '../../db/event-queries.js'
+import { invalidField } from '../errors.js'
 import { streamedPages, type Page, type Sort } from '../listing.js'
 import { pdfStream, type PdfColumn } from '../pdf.js'
 import type { Context } from '../platform/context.js'
@@ -17,10 +19,23 @@ export interface EventServiceDeps {
   /** The CSV columns of each export, in the contract's order (PrimeEventView; AuditTrailView with assetReference flattened). */
   csvColumns: { events: string[]; audit: string[] }
   now?: () => number
+  /** The events list sorted by a free-text field serves at most this many matches (SORT_ROWS_MAX; tests lower it). */
+  sortRowsMax?: number
 }
 
-/** A page of records: built whole, or (above streamedPages.above rows) as chunks of rows as arrays of the fields. */
-export type RecordPage<R> = ListAnswer<R> & { chunks?: PageChunks['chunks'] }
+/**
+ * The matching events up to which the events list is sorted by a free-text field
+ * (EVENT_ROW_SORTS: no index holds their order, so every match is read and sorted, about
+ * 2 ms per thousand). Above it the list answers 400 (the contract's EventsSortBy says so);
+ * the feeds sort only their page, and the exports, which stream, sort any number.
+ */
+export const SORT_ROWS_MAX = 20_000
+
+/**
+ * A page of records, rows as arrays of the fields (EVENT_FIELDS, AUDIT_FIELDS): the whole
+ * page, or (above streamedPages.above rows) chunks of them.
+ */
+export type RecordPage = ListAnswer<unknown[]> & { chunks?: PageChunks['chunks'] }
 
 /** What an export asked for, parsed. */
 export interface ExportInput<F> {
@@ -59,11 +74,20 @@ interface ExportKind<F, R> {
 export function eventService(deps: EventServiceDeps) {
   const { events, auditRecords, audit } = deps
   const now = deps.now ?? Date.now
+  const sortRowsMax = deps.sortRowsMax ?? SORT_ROWS_MAX
 
-  async function pageOf<F, R>(store: RecordStore<F, R>, filter: F, order: Sort, { pageSize, offset }: Page, feed: boolean): Promise<RecordPage<R>> {
+  async function pageOf<F, R>(store: RecordStore<F, R>, filter: F, order: Sort, { pageSize, offset }: Page, feed: boolean): Promise<RecordPage> {
     if (pageSize > streamedPages.above) return store.pageChunks(filter, order, pageSize, offset, feed)
-    return feed ? store.feed(filter, order, pageSize, offset) : store.list(filter, order, pageSize, offset)
+    return store.pageRows(filter, order, pageSize, offset, feed)
   }
+
+  /** The refusal of a list sorted by a free text of more than sortRowsMax matches. */
+  const unsortable = (order: Sort, matched: number) =>
+    invalidField(
+      'query',
+      'SortBy',
+      `sorting by ${order.field} needs filters leaving at most ${sortRowsMax} events (these leave ${matched}): narrow with FromDate/ToDate, FromEventId/ToEventId or a text filter, or sort by eventID, date or a field such as severity`,
+    )
 
   /** Streams the matching records as a CSV or PDF file, audited with what was asked. */
   async function exportOf<F extends { idTo: number; empty: boolean }, R>(ctx: Context, kind: ExportKind<F, R>, input: ExportInput<F>): Promise<ExportFile> {
@@ -120,24 +144,36 @@ export function eventService(deps: EventServiceDeps) {
 
   return {
     /** A page of the events list; the SOAR integration's incident fetch (see isIncidentFetch) gets the feed's page, newest first. */
-    async events(filter: EventFilter, order: Sort, page: Page, incidentFetch = false): Promise<RecordPage<EventRow>> {
+    async events(filter: EventFilter, order: Sort, page: Page, incidentFetch = false): Promise<RecordPage> {
       await events.ready(filter)
-      return incidentFetch ? pageOf(events, filter, NEWEST_EVENTS, page, true) : pageOf(events, filter, order, page, false)
+      if (incidentFetch) return pageOf(events, filter, NEWEST_EVENTS, page, true)
+      if (page.pageSize > streamedPages.above) {
+        // A streamed page is counted before its chunks are read: refused on that count.
+        if (EVENT_ROW_SORTS.includes(order.field)) {
+          const matched = await events.count(filter)
+          if (matched > sortRowsMax) throw unsortable(order, matched)
+        }
+        return events.pageChunks(filter, order, page.pageSize, page.offset, false)
+      }
+      // The matches are counted once: above the limit no row is read.
+      const answer = await events.pageRows(filter, order, page.pageSize, page.offset, false, sortRowsMax)
+      if (answer.tooManyToSort) throw unsortable(order, answer.filtered)
+      return answer
     },
 
-    /** A page of the integration feed of events. */
-    async eventFeed(filter: EventFilter, order: Sort, page: Page): Promise<RecordPage<EventRow>> {
+    /** A page of the integration feed of events (its sort orders the page's rows only: no limit). */
+    async eventFeed(filter: EventFilter, order: Sort, page: Page): Promise<RecordPage> {
       await events.ready(filter)
       return pageOf(events, filter, order, page, true)
     },
 
     /** A page of the audit trail. */
-    auditTrail(filter: AuditFilter, order: Sort, page: Page): Promise<RecordPage<AuditTrailRow>> {
+    auditTrail(filter: AuditFilter, order: Sort, page: Page): Promise<RecordPage> {
       return pageOf(auditRecords, filter, order, page, false)
     },
 
     /** A page of the integration feed of audit records, newest first. */
-    auditFeed(filter: AuditFilter, page: Page): Promise<RecordPage<AuditTrailRow>> {
+    auditFeed(filter: AuditFilter, page: Page): Promise<RecordPage> {
       return pageOf(auditRecords, filter, NEWEST_AUDIT, page, true)
     },
 

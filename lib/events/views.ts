@@ -1,8 +1,9 @@
 // Event and audit rows as the contract's answers (PrimeEventView, AuditTrailView): each
 // shape is mapped here, once, for the lists, streamed pages, exports, feeds and alarms.
 import type { components } from '../../generated/openapi.js'
-import { AUDIT_FIELDS, EVENT_FIELDS } from '../../db/event-queries.js'
+import { AUDIT_FIELDS } from '../../db/event-queries.js'
 import { rowOf } from '../../db/sql.js'
+import type { Readable } from 'node:stream'
 import { listAnswer, listAnswerStream, severityNames, STREAM_CHUNK_CHARS } from '../listing.js'
 import type { AuditTrailRow, EventRow } from './ports.js'
 import { iso } from '../time.js'
@@ -61,10 +62,40 @@ export function auditView(r: AuditTrailRow): AuditView {
   }
 }
 
-const eventOf = rowOf(EVENT_FIELDS) as unknown as (r: unknown[]) => EventRow
 const auditOf = rowOf(AUDIT_FIELDS) as unknown as (r: unknown[]) => AuditTrailRow
 
-/** Chunks of rows as arrays, as JSON objects joined by commas, about STREAM_CHUNK_CHARS at a time (a streamed page's data). */
+/**
+ * An event row read as an array (EVENT_FIELDS) as its view, without the row's object:
+ * `JSON.stringify(eventViewOf(r))` is byte for byte `JSON.stringify(eventView(row))` (same
+ * cells, same keys in the same order). Measured on a poller's page of 5,000 events, V8's
+ * JSON.stringify over these fixed-shape objects (about 6 ms) beat every text writer tried
+ * over the raw cells (string concatenation, parts joined: 38-80 ms, the cost of flattening
+ * 150,000 pieces), so the answer is written by one JSON.stringify of the whole page.
+ */
+export function eventViewOf(r: unknown[]): EventView {
+  return {
+    eventID: r[0] as number,
+    creationTime: iso(r[1] as number),
+    creationTimeEpoch: r[1] as number,
+    eventCode: r[2] as string,
+    severity: r[3] as number,
+    severityString: severityNames[r[3] as number],
+    category: r[4] as EventView['category'],
+    eventEntityID: r[5] as string,
+    description: r[6] as string,
+    details: r[7] as string,
+    hashtags: r[8] as string | null,
+    peripheralIcon: String(r[9]),
+    assetKey: r[10] as string | null,
+    assetName: r[11] as string | null,
+    peripheralAssetId: r[12] as string | null,
+  }
+}
+
+/** An audit row (an array of AUDIT_FIELDS) as its view. */
+const auditViewOf = (r: unknown[]) => auditView(auditOf(r))
+
+/** Rows as JSON objects joined by commas, about STREAM_CHUNK_CHARS at a time (a streamed page's data). */
 async function* jsonRows(chunks: AsyncIterable<unknown[]>, view: (r: unknown[]) => unknown): AsyncGenerator<string> {
   for await (const rows of chunks) {
     let text = ''
@@ -78,19 +109,25 @@ async function* jsonRows(chunks: AsyncIterable<unknown[]>, view: (r: unknown[]) 
     if (text) yield text
   }
 }
-const eventJson = (r: unknown[]) => eventView(eventOf(r))
-const auditJson = (r: unknown[]) => auditView(auditOf(r))
 
-interface RecordPage<R> {
+interface RecordPage {
   total: number
   filtered: number
-  rows: R[]
-  /** A page too large to build whole: its rows as arrays of the fields, a chunk at a time. */
+  /** The rows as arrays of the fields. */
+  rows: unknown[][]
+  /** A page too large to build whole: its rows, a chunk at a time. */
   chunks?: AsyncIterable<unknown[]>
 }
 
-/** A page of events as the list's answer: an object, or the stream of one. */
-export const eventsAnswer = (p: RecordPage<EventRow>) => (p.chunks ? listAnswerStream(p.total, p.filtered, jsonRows(p.chunks, eventJson)) : listAnswer(p.total, p.filtered, p.rows.map(eventView)))
+/**
+ * A page as the list's answer, as JSON text (sent as it is, so that the server does not
+ * serialize it again): one string, or a stream of it for a large page.
+ */
+const answerOf = (p: RecordPage, view: (r: unknown[]) => unknown): string | Readable =>
+  p.chunks ? listAnswerStream(p.total, p.filtered, jsonRows(p.chunks, view)) : JSON.stringify(listAnswer(p.total, p.filtered, p.rows.map(view)))
 
-/** A page of audit records as the list's answer: an object, or the stream of one. */
-export const auditAnswer = (p: RecordPage<AuditTrailRow>) => (p.chunks ? listAnswerStream(p.total, p.filtered, jsonRows(p.chunks, auditJson)) : listAnswer(p.total, p.filtered, p.rows.map(auditView)))
+/** A page of events as the list's answer (JSON text, or the stream of it). */
+export const eventsAnswer = (p: RecordPage) => answerOf(p, eventViewOf)
+
+/** A page of audit records as the list's answer (JSON text, or the stream of it). */
+export const auditAnswer = (p: RecordPage) => answerOf(p, auditViewOf)
