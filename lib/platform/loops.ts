@@ -3,6 +3,7 @@
 // puts a lease in front of these), and the app starts them all when it is ready and stops
 // them in reverse order when it closes.
 import type { FastifyInstance } from 'fastify'
+import { LoopStats } from '../log.js'
 
 export interface Loop {
   name: string
@@ -16,6 +17,11 @@ export interface Loop {
   stopsFirst?: boolean
   start(): void | Promise<void>
   stop(): void | Promise<void>
+  /**
+   * What the loop did since it was last asked (say its slices and the longest of them, in
+   * ms), for the loop statistics line (PRIME_LOOP_STATS_SECONDS); undefined: nothing to say.
+   */
+  stats?(): Record<string, number> | undefined
 }
 
 export interface LoopState {
@@ -63,13 +69,18 @@ export function registerLoops(app: FastifyInstance): Loops {
     list: () => loops.map(({ loop, running }) => ({ name: loop.name, singleton: loop.singleton, running })),
   }
   app.decorate('loops', registry)
+  // The event loop's delay and the loops' slices, logged when asked for (lib/log.ts).
+  let loopStats: LoopStats | undefined
   app.addHook('onReady', async () => {
     started = true
     for (const l of loops) await start(l)
+    if (app.config.loopStatsSeconds > 0) loopStats = new LoopStats(app.log, app.config.loopStatsSeconds * 1000, () => loops.map((l) => l.loop))
   })
   app.addHook('preClose', async () => {
     // A loop added while closing is not started.
     started = false
+    loopStats?.close()
+    loopStats = undefined
     await stop(true)
   })
   app.addHook('onClose', async () => stop(false))
