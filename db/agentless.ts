@@ -87,6 +87,19 @@ export interface RunRow {
   recorded_ms: number
 }
 
+/** A reported run as written. */
+export interface RunWrite {
+  runId: string
+  connectionId: number
+  pollerId: string
+  status: string
+  startMs: number
+  endMs: number | null
+  description: string | null
+  error: string | null
+  now: number
+}
+
 export interface PreviousError {
   startTime: string
   endTime: string
@@ -246,13 +259,15 @@ export function agentlessRepo(db: DB) {
     touch: db.prepare<[string, string]>('UPDATE worker_pollers SET ip_address = ? WHERE id = ?'),
     deletePoller: db.prepare<[string]>('DELETE FROM worker_pollers WHERE id = ?'),
     unregisterAll: db.prepare<[number, string]>('UPDATE agentless_connections SET poller_id = NULL, updated_ms = ? WHERE poller_id = ?'),
-    bump: db.prepare<[string]>('UPDATE worker_pollers SET assignments_revision = assignments_revision + 1 WHERE id = ?'),
+    bump: db.prepare<[number, string]>('UPDATE worker_pollers SET assignments_revision = assignments_revision + ? WHERE id = ?'),
     load: db.prepare<[string], number>('SELECT count(*) FROM agentless_connections WHERE poller_id = ?'),
     goneQuiet: db.prepare<[number], PollerRow>('SELECT * FROM worker_pollers WHERE offline_since_ms IS NULL AND coalesce(last_heartbeat_ms, created_ms) < ?'),
     setOffline: db.prepare<[number, string]>('UPDATE worker_pollers SET offline_since_ms = ? WHERE id = ? AND offline_since_ms IS NULL'),
 
     connection: db.prepare<[number], ConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.id = ?`),
     connectionByName: db.prepare<[string], ConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.name = ?`),
+    // The name column's NOCASE collation applies to IN as to =, and its unique index serves both.
+    byNames: db.prepare<[string], ConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.name IN (SELECT value FROM json_each(?))`),
     insertConnection: db.prepare(
       `INSERT INTO agentless_connections (name, address, protocol, port, use_tls, user_name, credential_type, credentials,
          credentials_updated_ms, is_override_defaults, polling_interval_s, timeout_s, poller_id, created_ms, updated_ms)
@@ -271,7 +286,7 @@ export function agentlessRepo(db: DB) {
     countAll: db.prepare<[], number>('SELECT count(*) FROM agentless_connections'),
     byIds: db.prepare<[string], ConnectionRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.id IN (SELECT value FROM json_each(?))`),
 
-    run: db.prepare<[string], RunRow>('SELECT * FROM agentless_runs WHERE run_id = ?'),
+    runs: db.prepare<[string], RunRow>('SELECT * FROM agentless_runs WHERE run_id IN (SELECT value FROM json_each(?))'),
     insertRun: db.prepare(
       `INSERT INTO agentless_runs (run_id, connection_id, poller_id, status, start_ms, end_ms, description, error, recorded_ms)
        VALUES (@runId, @connectionId, @pollerId, @status, @startMs, @endMs, @description, @error, @now)`,
@@ -320,6 +335,13 @@ export function agentlessRepo(db: DB) {
     ),
   }
 
+  /** Makes the run the connection's latest, with the failed runs before it, and drops history no longer shown. */
+  function setLatest(r: { connectionId: number; runId: string; status: string; startMs: number; endMs: number | null; description: string | null; error: string | null }) {
+    const prev = runHistory(r.connectionId, r.runId, r.startMs)
+    q.setLatest.run({ ...r, prevErrors: JSON.stringify(prev) })
+    q.pruneRuns.run({ id: r.connectionId, before: r.startMs, failedKept: MAX_PREVIOUS_ERRORS + 1, otherKept: KEPT_OTHER_RUNS })
+  }
+
   function runHistory(connectionId: number, latestRunId: string, latestStartMs: number): PreviousError[] {
     return q.failedBefore.all(connectionId, latestRunId, latestStartMs, MAX_PREVIOUS_ERRORS).map((r) => ({
       startTime: new Date(r.start_ms).toISOString(),
@@ -350,8 +372,8 @@ export function agentlessRepo(db: DB) {
       q.deletePoller.run(id)
       return n
     },
-    bumpRevision(pollerId: string | null) {
-      if (pollerId) q.bump.run(pollerId)
+    bumpRevision(pollerId: string | null, by = 1) {
+      if (pollerId) q.bump.run(by, pollerId)
     },
     pollerLoad: (pollerId: string) => q.load.pluck().get(pollerId) as number,
     /** Pollers whose last sign of life is older than `before` and that are not marked offline yet. */
@@ -360,6 +382,7 @@ export function agentlessRepo(db: DB) {
 
     connection: (id: number) => q.connection.get(id),
     connectionByName: (name: string) => q.connectionByName.get(name),
+    connectionsByNames: (names: readonly string[]) => q.byNames.all(JSON.stringify(names)),
     connectionsByIds: (ids: readonly number[]) => q.byIds.all(JSON.stringify(ids)),
     /** The connections of `ids`, in that order, read a page at a time with other work let in between (exports, very large pages). */
     connectionsInPages: (ids: readonly number[]) => inPages(ids, (page) => q.byIds.all(JSON.stringify(page))),
@@ -416,18 +439,16 @@ export function agentlessRepo(db: DB) {
       }
     },
 
-    run: (runId: string) => q.run.get(runId),
-    insertRun(r: { runId: string; connectionId: number; pollerId: string; status: string; startMs: number; endMs: number | null; description: string | null; error: string | null; now: number }) {
-      q.insertRun.run(r)
-    },
+    runsByIds: (runIds: readonly string[]) => q.runs.all(JSON.stringify(runIds)),
     finishRun(r: { runId: string; status: string; startMs: number; endMs: number | null; description: string | null; error: string | null; now: number }) {
       q.finishRun.run(r)
     },
-    /** Makes the run the connection's latest, with the failed runs before it, and drops history no longer shown. */
-    setLatest(r: { connectionId: number; runId: string; status: string; startMs: number; endMs: number | null; description: string | null; error: string | null }) {
-      const prev = runHistory(r.connectionId, r.runId, r.startMs)
-      q.setLatest.run({ ...r, prevErrors: JSON.stringify(prev) })
-      q.pruneRuns.run({ id: r.connectionId, before: r.startMs, failedKept: MAX_PREVIOUS_ERRORS + 1, otherKept: KEPT_OTHER_RUNS })
+    setLatest,
+    /** Writes a reported run, new or the end of one Running, and when `latest` makes it the connection's latest. */
+    storeRun(r: RunWrite, isNew: boolean, latest: boolean) {
+      if (isNew) q.insertRun.run(r)
+      else q.finishRun.run(r)
+      if (latest) setLatest(r)
     },
     /** Connections whose latest run has been Running since before `before`. */
     staleRuns: (before: number) => q.staleRuns.all(before),

@@ -123,6 +123,12 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
   const event = db.prepare<[number], EventRow>('SELECT * FROM events WHERE id = ?')
   const auditRecord = db.prepare<[number], AuditTrailRow>('SELECT * FROM audit_trail WHERE id = ?')
   const assetMessage = db.prepare<[number], { id: number; created_ms: number; kind: string; body: string }>('SELECT id, created_ms, kind, body FROM asset_messages WHERE id = ?')
+  // The records of a batch of deliveries, one query each (ids as a JSON array).
+  const eventsIn = db.prepare<[string], EventRow>('SELECT * FROM events WHERE id IN (SELECT value FROM json_each(?))')
+  const auditRecordsIn = db.prepare<[string], AuditTrailRow>('SELECT * FROM audit_trail WHERE id IN (SELECT value FROM json_each(?))')
+  const assetMessagesIn = db.prepare<[string], { id: number; created_ms: number; kind: string; body: string }>(
+    'SELECT id, created_ms, kind, body FROM asset_messages WHERE id IN (SELECT value FROM json_each(?))',
+  )
 
   const insertAttempt = db.prepare(
     `INSERT INTO alarm_attempts (outbox_id, destination_id, attempt, started_ms, duration_ms, outcome, error)
@@ -136,6 +142,27 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
     `UPDATE alarm_destinations SET last_attempt_ms = ?, last_status = 'delivered', last_error = NULL, last_delivered_ms = ? WHERE id = ?`,
   )
   const destinationFailed = db.prepare<[number, string | null, string]>(`UPDATE alarm_destinations SET last_attempt_ms = ?, last_status = 'failed', last_error = ? WHERE id = ?`)
+  // Many outcomes at once, one statement each (attempts as a JSON array, in order):
+  // o outbox id, d destination, a attempt, s started, u duration, c outcome, e error, n next attempt.
+  const insertAttempts = db.prepare<[string]>(
+    `INSERT INTO alarm_attempts (outbox_id, destination_id, attempt, started_ms, duration_ms, outcome, error)
+     SELECT value->>'o', value->>'d', value->>'a', value->>'s', value->>'u', value->>'c', value->>'e' FROM json_each(?) ORDER BY key`,
+  )
+  const deliveredMany = db.prepare<[string]>(
+    `UPDATE alarm_outbox SET status = 'delivered', attempts = j.value->>'a', last_error = NULL, done_ms = j.value->>'t'
+     FROM json_each(?) AS j WHERE alarm_outbox.id = j.value->>'o' AND alarm_outbox.status = 'pending'`,
+  )
+  const retryMany = db.prepare<[string]>(
+    `UPDATE alarm_outbox SET attempts = j.value->>'a', last_error = j.value->>'e', next_attempt_ms = j.value->>'n'
+     FROM json_each(?) AS j WHERE alarm_outbox.id = j.value->>'o' AND alarm_outbox.status = 'pending'`,
+  )
+  const failedMany = db.prepare<[string], { id: number }>(
+    `UPDATE alarm_outbox SET status = 'failed', attempts = j.value->>'a', last_error = j.value->>'e', done_ms = j.value->>'t'
+     FROM json_each(?) AS j WHERE alarm_outbox.id = j.value->>'o' AND alarm_outbox.status = 'pending' RETURNING alarm_outbox.id AS id`,
+  )
+  const destinationState = db.prepare<[number, string, string | null, number | null, string]>(
+    `UPDATE alarm_destinations SET last_attempt_ms = ?, last_status = ?, last_error = ?, last_delivered_ms = coalesce(?, last_delivered_ms) WHERE id = ?`,
+  )
 
   const subscribedToAssets = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM alarm_destinations WHERE enabled = 1 AND feed_assets = 1')
   const insertAsset = db.prepare<[number, string, string | null, string]>('INSERT INTO asset_messages (created_ms, kind, asset_key, body) VALUES (?, ?, ?, ?)')
@@ -215,6 +242,51 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
     event: (id: number) => event.get(id),
     auditRecord: (id: number) => auditRecord.get(id),
     assetMessage: (id: number) => assetMessage.get(id),
+    /** The events of these ids that still exist (any order). */
+    events: (ids: number[]) => (ids.length ? eventsIn.all(JSON.stringify(ids)) : []),
+    auditRecords: (ids: number[]) => (ids.length ? auditRecordsIn.all(JSON.stringify(ids)) : []),
+    assetMessages: (ids: number[]) => (ids.length ? assetMessagesIn.all(JSON.stringify(ids)) : []),
+
+    /**
+     * Records attempts and their outcomes in order, with one statement per kind of outcome
+     * and one update per destination (its state after the last of them); call it inside a
+     * transaction. Answers the outbox ids that failed for good and were still pending (a
+     * delivery cancelled meanwhile stays cancelled and raises nothing).
+     */
+    recordAttempts(list: AttemptRecord[]): Set<number> {
+      if (list.length === 0) return new Set()
+      const rows = list.map((a) => ({
+        o: a.outboxId,
+        d: a.destinationId,
+        a: a.attempt,
+        s: a.startedMs,
+        u: a.durationMs,
+        c: a.outcome,
+        e: a.error,
+        t: a.startedMs + Math.round(a.durationMs),
+        n: a.nextAttemptMs ?? null,
+      }))
+      insertAttempts.run(JSON.stringify(rows))
+      const of = (c: AttemptRecord['outcome']) => rows.filter((r) => r.c === c)
+      const ok = of('delivered')
+      const later = of('retry')
+      const failedRows = of('failed')
+      if (ok.length) deliveredMany.run(JSON.stringify(ok))
+      if (later.length) retryMany.run(JSON.stringify(later))
+      const failedIds = new Set(failedRows.length ? failedMany.all(JSON.stringify(failedRows)).map((r) => r.id) : [])
+      const state = new Map<string, { last: (typeof rows)[number]; delivered: number | null }>()
+      for (const r of rows) {
+        const s = state.get(r.d) ?? { last: r, delivered: null }
+        s.last = r
+        if (r.c === 'delivered') s.delivered = r.t
+        state.set(r.d, s)
+      }
+      for (const [id, { last, delivered }] of state) {
+        const ok = last.c === 'delivered'
+        destinationState.run(last.s, ok ? 'delivered' : 'failed', ok ? null : last.e, delivered, id)
+      }
+      return failedIds
+    },
 
     /** Records one attempt and its outcome; call it inside a transaction. Answers whether the delivery was still pending. */
     recordAttempt(a: AttemptRecord): boolean {

@@ -1,3 +1,4 @@
+import type { AuditTrailRow } from './event-rows.js'
 import type { DB } from './index.js'
 
 export interface AuditRecord {
@@ -28,26 +29,8 @@ export interface AuditAsset {
   icon?: number
 }
 
-export interface AuditRow {
-  id: number
-  created_ms: number
-  severity: number
-  category: string
-  user_name: string | null
-  source_ip: string | null
-  description: string
-  details: string
-  operation_id: string | null
-  outcome: string
-  asset_key: string | null
-  asset_name: string | null
-  asset_parent_id: string | null
-  asset_ip: string | null
-  asset_type: string
-  asset_sub_type: string
-  asset_detail: string
-  asset_icon: number
-  request_id: string | null
+/** A stored audit record with every column: the trail's row plus the refusal kind it counts. */
+export interface AuditRow extends AuditTrailRow {
   refusal_key: string | null
 }
 

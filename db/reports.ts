@@ -3,6 +3,7 @@
 // peripherals, and the events and audit records of a period. Every read that could cover
 // a large table goes in steps (id ranges, days, keyset pages), so that a report never
 // holds the connection for long and other requests run in between.
+import type { EventRow } from './event-rows.js'
 import type { DB } from './index.js'
 import type { AgentFilter, AgentSearch, PeripheralFilter } from './filters.js'
 import { contains } from './sql.js'
@@ -140,21 +141,8 @@ export interface AuditFilter {
   outcomes?: string[]
 }
 
-export interface EventRow {
-  id: number
-  created_ms: number
-  event_code: string
-  severity: number
-  category: string
-  entity_id: string
-  description: string
-  details: string
-  hashtags: string | null
-  peripheral_icon: number
-  asset_key: string | null
-  asset_name: string | null
-  peripheral_asset_id: string | null
-}
+/** Events as the report reads them: the rows every event read returns. */
+export type { EventRow }
 
 export interface AuditDigestRow {
   id: number

@@ -1954,6 +1954,9 @@ export interface paths {
          *     - An `email` destination needs the server's outgoing mail (`PRIME_SMTP_URL`);
          *       without it, 400 naming `email`.
          *     - Header values hold tab, printable ASCII and Latin-1 only.
+         *     - Webhook `batch` (`WebhookBatchSettings`): off unless sent with `maxEvents` above
+         *       1; leaving it out (or null) on update turns it off, as for every other setting
+         *       the update replaces.
          *
          *     ## Address rule (SSRF)
          *     Webhook URLs (`http` or `https`, no user/password part) and syslog hosts are
@@ -2014,12 +2017,31 @@ export interface paths {
          *     `X-Prime-Signature: sha256=<hex>`, the HMAC-SHA256 of the raw body bytes keyed
          *     with the secret (compare in constant time and reject timestamps older than
          *     5 minutes); success is a 2xx within `PRIME_ALARM_TIMEOUT_SECONDS` (10 s by
-         *     default). For syslog, one line per record as in
+         *     default). This one record per request is the default and stays unchanged.
+         *
+         *     A webhook destination may opt in to batches (`webhook.batch.maxEvents` above 1):
+         *     it then receives `AlarmWebhookBatch` bodies, each holding up to `maxEvents`
+         *     single payloads (and at most `maxBytes` bytes; a single payload larger than that
+         *     travels alone in its batch), in outbox order, each element exactly the
+         *     `AlarmWebhookPayload` a destination without batches receives. The batch is signed
+         *     as a whole with the same rule; `X-Prime-Delivery-Id` carries the batch's id and
+         *     `X-Prime-Batch-Size` the count. Any 2xx acknowledges every element (there is no
+         *     partial acknowledgement); a retry forms the batch again from the same first
+         *     delivery, so it may hold more elements and has a new batch id: receivers
+         *     de-duplicate on each element's `deliveryId`, never on the batch id. One batch is
+         *     in flight per destination, so record order is kept. A batch that fails for good
+         *     marks each of its deliveries failed and raises one `0x410001` event naming the
+         *     batch and its first and last delivery (not one per delivery). The callback
+         *     `alarmWebhookBatchDelivery` tells receivers how to take a batch apart.
+         *
+         *     For syslog, one line per record as in
          *     `AlarmSyslogMessage` (RFC 5424, or CEF inside an RFC 5424 header); UDP sends one
          *     datagram of at most 2048 bytes (the message is cut to fit) and counts as
          *     delivered once sent; TCP uses octet-counting framing (RFC 6587) and counts as
-         *     delivered once written. For e-mail, the message of `AlarmEmailMessage`, sent
-         *     through the server's SMTP settings, delivered when the SMTP server accepts it.
+         *     delivered once written (up to 500 lines, 64 KiB, may be written at once, frame
+         *     after frame in order: the stream a receiver reads is the same). For e-mail, the
+         *     message of `AlarmEmailMessage`, sent through the server's SMTP settings,
+         *     delivered when the SMTP server accepts it.
          */
         post: operations["addOrUpdateAlarmDest"];
         delete?: never;
@@ -5511,7 +5533,35 @@ export interface components {
             headers?: components["schemas"]["WebhookHeaders"];
             /** @description Ignored when sent. */
             readonly hasSecret?: boolean;
+            batch?: components["schemas"]["WebhookBatchSettings"];
         } | null;
+        /**
+         * @description Batch mode, off by default: with `maxEvents` above 1 the destination receives
+         *     `AlarmWebhookBatch` bodies (see the callback `alarmWebhookBatchDelivery`) instead
+         *     of one `AlarmWebhookPayload` per request. Only for receivers that take batches
+         *     apart; a receiver written for single payloads must leave it off.
+         */
+        WebhookBatchSettings: {
+            /**
+             * Format: int32
+             * @description Deliveries per batch at most; 1 (the default) is one record per request, as without batches.
+             * @default 1
+             */
+            maxEvents: number;
+            /**
+             * Format: int32
+             * @description A batch body's size at most, in bytes (1 MiB by default, 4 MiB at most); a single payload larger than that travels alone.
+             * @default 1048576
+             */
+            maxBytes: number;
+        } | null;
+        /** @description The destination's batch mode (`maxEvents` 1 is off). */
+        WebhookBatchSettingsAnswer: {
+            /** Format: int32 */
+            maxEvents: number;
+            /** Format: int32 */
+            maxBytes: number;
+        };
         WebhookSettingsAnswer: {
             url: string;
             /** @description Whether a signing secret is set (the secret itself is never returned). */
@@ -5520,6 +5570,7 @@ export interface components {
             headers: {
                 [key: string]: "***";
             };
+            batch?: components["schemas"]["WebhookBatchSettingsAnswer"];
         } | null;
         /** @description Who receives alarm e-mails. Sent through the server's SMTP settings (shared with reports). No secret. */
         EmailSettings: {
@@ -5732,6 +5783,80 @@ export interface components {
             auditTrail?: components["schemas"]["AuditTrailView"];
             /** @description An asset-feed message, as published by the asset producer (`ReplayAll`, `SendMonitorOldLocation`). */
             asset?: Record<string, never>;
+        };
+        /**
+         * @description The JSON body POSTed to a webhook destination in batch mode
+         *     (`webhook.batch.maxEvents` above 1): several records in one request, in outbox
+         *     order. Signed as a whole: `X-Prime-Signature: sha256=<hex of HMAC-SHA256(secret,
+         *     raw body bytes)>`, with `X-Prime-Timestamp` (equal to `sentTime`),
+         *     `X-Prime-Delivery-Id` (equal to `batchId`) and `X-Prime-Batch-Size` (equal to
+         *     `count`). Each element of `deliveries` is exactly the `AlarmWebhookPayload` of
+         *     one record, with its own `deliveryId` and `attempt`: verify the batch once, then
+         *     handle each element in order and de-duplicate on its `deliveryId` (a retried
+         *     batch may be formed anew, with another `batchId`). A test message
+         *     (`TestAlarmDests`) to such a destination is a batch of one; the test's answer
+         *     shows its one element as `message`.
+         * @example {
+         *       "batchId": "5c9d2f0e-7a41-4b8e-9d3c-1e2f3a4b5c6d",
+         *       "sentTime": 1735732806,
+         *       "destination": {
+         *         "id": "7d0c9a52-3b1e-4f4f-8d7e-0a6b2c9e4f11",
+         *         "name": "soc-webhook"
+         *       },
+         *       "count": 1,
+         *       "deliveries": [
+         *         {
+         *           "deliveryId": "2b7e1516-28ae-4d2a-a6d2-7a1b9f3c4e5d",
+         *           "feed": "events",
+         *           "sentTime": 1735732806,
+         *           "attempt": 1,
+         *           "destination": {
+         *             "id": "7d0c9a52-3b1e-4f4f-8d7e-0a6b2c9e4f11",
+         *             "name": "soc-webhook"
+         *           },
+         *           "event": {
+         *             "eventID": 5120,
+         *             "creationTime": "2025-01-01T12:00:05.123Z",
+         *             "creationTimeEpoch": 1735732805123,
+         *             "eventCode": "0x110005",
+         *             "severity": 2,
+         *             "severityString": "Critical",
+         *             "category": "USB",
+         *             "eventEntityID": "DESKTOP-9LR722S (192.168.100.128)",
+         *             "description": "Known attack tool detected",
+         *             "details": "Hak5 USB Rubber Ducky (VID 03EB, PID 2401) on DESKTOP-9LR722S; agent is Armed, device blocked.",
+         *             "hashtags": "#attack-tool #armed",
+         *             "peripheralIcon": "1",
+         *             "assetKey": "3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b",
+         *             "assetName": "DESKTOP-9LR722S",
+         *             "peripheralAssetId": "USB\\VID_03EB&PID_2401\\000000000001"
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
+        AlarmWebhookBatch: {
+            /**
+             * Format: uuid
+             * @description This request's id; a retry forms the batch again with another one. Not for de-duplication.
+             */
+            batchId: string;
+            /**
+             * Format: int64
+             * @description When this batch was sent (Unix seconds); each element's `sentTime` equals it.
+             */
+            sentTime: number;
+            destination: {
+                /** Format: uuid */
+                id: string;
+                name: string;
+            };
+            /**
+             * Format: int32
+             * @description How many elements `deliveries` holds.
+             */
+            count: number;
+            deliveries: components["schemas"]["AlarmWebhookPayload"][];
         };
         /**
          * @description One syslog message (shown without the TCP octet-count prefix). Header fields, in

@@ -25,7 +25,7 @@ async function sendAgents(req: FastifyRequest, reply: FastifyReply, format: Expo
   const file = await req.server.services.agents.exportAgents(contextOf(req), format, body.filter, body.order, body.given)
   if (format === 'csv') {
     const columns = Object.keys(req.server.contract.spec.components.schemas.AgentViewResource.properties)
-    return attach(reply, format, file.fileName, file.records, csvStream(columns, agentViews(file.rows())))
+    return attach(reply, format, file.fileName, file.records, csvStream(columns, agentViews(await file.rows())))
   }
   return attach(
     reply,
@@ -40,7 +40,7 @@ async function sendAgents(req: FastifyRequest, reply: FastifyReply, format: Expo
       total: file.records,
       noun: 'agents',
       columns: agentPdfColumns,
-      rows: agentViews(file.rows(MAX_PDF_ROWS)),
+      rows: agentViews(await file.rows(MAX_PDF_ROWS)),
     }),
   )
 }

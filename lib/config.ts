@@ -202,7 +202,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: bool(env, 'PRIME_TRUST_PROXY', false),
     build: env.PRIME_BUILD || 'dev',
     keptListAnswers: int(env, 'PRIME_KEPT_LIST_ANSWERS', 64, 0, 10_000),
-    dbCacheMb: int(env, 'PRIME_DB_CACHE_MB', 4, 1, 4096),
+    dbCacheMb: int(env, 'PRIME_DB_CACHE_MB', 16, 1, 4096),
     wal: {
       checkpointThread: bool(env, 'PRIME_WAL_CHECKPOINT_THREAD', true),
       checkpointMs: int(env, 'PRIME_WAL_CHECKPOINT_MS', 500, 10, 60_000),

@@ -1,7 +1,8 @@
 // npm run receiver -- [--listen 127.0.0.1:9000] [--secret <webhook secret>]
 // A local webhook receiver for trying alarm destinations: prints each delivery it gets
 // (headers that matter and the JSON body) and, given the destination's secret, whether
-// its signature verifies. Listens on loopback only; the server must allow it with
+// its signature verifies. A batch (batch mode) is verified once and listed element by
+// element, as the contract tells receivers to take it apart. Listens on loopback only; the server must allow it with
 // PRIME_ALARM_ALLOWED_HOSTS=127.0.0.1 (npm run demo does).
 import crypto from 'node:crypto'
 import http from 'node:http'
@@ -54,8 +55,18 @@ const server = http.createServer((req, res) => {
       // printed as text
     }
     const h = req.headers
-    console.log(`#${count} ${new Date().toISOString()} ${req.method} ${req.url} delivery ${h['x-prime-delivery-id'] ?? '-'} (${verdict(h, raw)})`)
-    console.log(typeof body === 'string' ? body : JSON.stringify(body, null, 2))
+    const batch = h['x-prime-batch-size'] !== undefined && typeof body === 'object' && body !== null && Array.isArray((body as { deliveries?: unknown }).deliveries)
+    if (batch) {
+      const elements = (body as { deliveries: { deliveryId?: string }[] }).deliveries
+      console.log(`#${count} ${new Date().toISOString()} ${req.method} ${req.url} batch ${h['x-prime-delivery-id'] ?? '-'} of ${elements.length} (${verdict(h, raw)})`)
+      elements.forEach((e, i) => {
+        console.log(`  ${i + 1}/${elements.length} delivery ${e.deliveryId ?? '-'}`)
+        console.log(JSON.stringify(e, null, 2))
+      })
+    } else {
+      console.log(`#${count} ${new Date().toISOString()} ${req.method} ${req.url} delivery ${h['x-prime-delivery-id'] ?? '-'} (${verdict(h, raw)})`)
+      console.log(typeof body === 'string' ? body : JSON.stringify(body, null, 2))
+    }
     res.writeHead(size > MAX_BODY ? 413 : 200, { 'content-type': 'text/plain' }).end(size > MAX_BODY ? 'too large\n' : 'ok\n')
   })
 })

@@ -114,6 +114,37 @@ t.test('the CSV import applies the valid rows in one unit of work and reports ea
   await t.rejects(service.importCsv(ctx(), null, Buffer.from('name,address\n')), { code: 'validation' }, 'a header without the required columns')
 })
 
+t.test('an import matches stored names as the database does (A-Z folded), moves connections between pollers and tells each poller once per change', async (t) => {
+  const { db, service } = setup()
+  const p1 = await service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET })
+  const p2 = await service.registerPoller(ctx({ actor: null }), { name: 'p2', version: '1.0', enrollmentSecret: SECRET })
+  await service.create(ctx(), host('Web-Ä', { pollerId: p1.pollerId }))
+  await service.create(ctx(), host('web-b', { pollerId: p1.pollerId }))
+  const revision = (id: string) => db.prepare('SELECT assignments_revision FROM worker_pollers WHERE id = ?').pluck().get(id) as number
+  const [r1, r2] = [revision(p1.pollerId), revision(p2.pollerId)]
+  const csv = [
+    'name,address,protocol,userName,password,pollerId',
+    `web-ä,192.0.2.10,SSH,checker,pw-0123456789,${p2.pollerId}`, // not the stored Web-Ä: the database folds A-Z only
+    `WEB-B,192.0.2.10,SSH,checker,,${p2.pollerId}`, // the stored web-b
+    `web-c,192.0.2.10,SSH,checker,pw-0123456789,${p2.pollerId}`,
+    `Web-C,192.0.2.10,SSH,checker,pw-0123456789,${p2.pollerId}`,
+  ].join('\n')
+  const answer = await service.importCsv(ctx(), 'hosts.csv', Buffer.from(csv))
+  t.match(answer.rows, [
+    { name: 'web-ä', result: 'imported' },
+    { name: 'WEB-B', result: 'updated' },
+    { name: 'web-c', result: 'imported' },
+    { name: 'Web-C', result: 'rejected', errors: [{ column: 'name', reason: 'repeats the name of line 4' }] },
+  ])
+  t.same(db.prepare('SELECT name, poller_id FROM agentless_connections ORDER BY id').all(), [
+    { name: 'Web-Ä', poller_id: p1.pollerId },
+    { name: 'WEB-B', poller_id: p2.pollerId },
+    { name: 'web-ä', poller_id: p2.pollerId },
+    { name: 'web-c', poller_id: p2.pollerId },
+  ])
+  t.same([revision(p1.pollerId) - r1, revision(p2.pollerId) - r2], [1, 3], 'one bump for each connection gained or lost')
+})
+
 t.test('the poller gateway: registration, activation, heartbeats, assignments with credentials, runs and events', async (t) => {
   const { db, service, auditRows } = setup()
   await t.rejects(service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: 'wrong-secret-0123456789' }), { code: 'unauthenticated' })
@@ -150,6 +181,60 @@ t.test('the poller gateway: registration, activation, heartbeats, assignments wi
   await t.rejects(service.heartbeat(poller, crypto.randomUUID(), { version: '1.0' }), { code: 'unauthenticated' }, 'a deleted or unknown poller')
   t.match(await service.deletePoller(ctx(), reg.pollerId), { connectionsUnregistered: 1, poller: { name: 'p1' } })
   await t.rejects(service.assignments(poller, reg.pollerId), { code: 'unauthenticated' })
+})
+
+t.test('in one report, each run sees the ones before it: a run started and ended, a late older run, a repeat, a host going down and up', async (t) => {
+  const { db, service } = setup()
+  const reg = await service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET })
+  await service.setPollerActivated(ctx(), 'alice', { pollerId: reg.pollerId, isActivated: true })
+  const a = await service.create(ctx(), host('web-a', { pollerId: reg.pollerId }))
+  const b = await service.create(ctx(), host('web-b', { pollerId: reg.pollerId }))
+  const poller = ctx({ actor: 'poller:p1' })
+  const t0 = Date.now() - 60_000
+  const at = (ms: number) => new Date(t0 + ms).toISOString()
+  const ended = (id: string, connectionId: number, status: 'Reachable' | 'Unreachable', start: number) => ({
+    runId: id,
+    connectionId,
+    statusString: status,
+    startTime: at(start),
+    endTime: at(start + 1000),
+    ...(status === 'Unreachable' ? { statusErrorDescription: `refused ${id.slice(0, 4)}` } : {}),
+  })
+  const [r1, r2, r3, r4, r5] = Array.from({ length: 5 }, () => crypto.randomUUID())
+  await service.reportRuns(poller, reg.pollerId, { runs: [ended(r1, a.id, 'Reachable', 0)] })
+  const answer = await service.reportRuns(poller, reg.pollerId, {
+    runs: [
+      { runId: r2, connectionId: a.id, statusString: 'Running', startTime: at(10_000) },
+      ended(r2, a.id, 'Unreachable', 10_000), // the run just started ends: a goes down
+      ended(r2, a.id, 'Reachable', 10_000), // told again otherwise: refused
+      ended(r3, a.id, 'Reachable', 20_000), // a comes back
+      ended(r4, b.id, 'Reachable', 30_000),
+      ended(r5, b.id, 'Unreachable', 5_000), // older than b's latest: history only
+      ended(r4, a.id, 'Reachable', 40_000), // r4 is b's
+    ],
+  })
+  t.match(answer, {
+    succeeded: 5,
+    failed: 2,
+    results: [{ status: 'done' }, { status: 'done' }, { status: 'failed', code: 'conflict' }, { status: 'done' }, { status: 'done' }, { status: 'done' }, { status: 'failed', code: 'conflict' }],
+  })
+  const latest = db.prepare('SELECT id, run_id, status, last_result FROM agentless_connections ORDER BY id').all()
+  t.same(latest, [
+    { id: a.id, run_id: r3, status: 'Reachable', last_result: 'Reachable' },
+    { id: b.id, run_id: r4, status: 'Reachable', last_result: 'Reachable' },
+  ])
+  t.same(db.prepare('SELECT run_id, status FROM agentless_runs WHERE connection_id = ? ORDER BY start_ms').all(b.id), [
+    { run_id: r5, status: 'Unreachable' },
+    { run_id: r4, status: 'Reachable' },
+  ])
+  t.same(
+    db
+      .prepare("SELECT event_code, details FROM events WHERE event_code IN ('0x210003', '0x210004') ORDER BY id")
+      .all()
+      .map((e: any) => e.details.replace(/ \(.*?\)/, '')),
+    ['web-a is Unreachable: refused ' + r2.slice(0, 4), 'web-a is reachable again.'],
+    'a down, then up, in the order told; nothing for the late run of b',
+  )
 })
 
 t.test('the sweep marks silent pollers offline once and fails runs that never ended', async (t) => {

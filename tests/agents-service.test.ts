@@ -182,7 +182,7 @@ t.test('lists, details, debug logs and exports read what the rows hold', async (
   t.match(file.fileName, /^agents-20260115T120000Z\.csv$/)
   t.same(file.filters, [['hostIdentifier', 'HOST']], 'paging is left out of the filters given')
   const hosts: string[] = []
-  for await (const row of file.rows(1)) hosts.push(row.host_identifier)
+  for await (const row of await file.rows(1)) hosts.push(row.host_identifier)
   t.same(hosts, ['HOST-F'], 'the rows are read up to the limit asked')
   const models = await service.exportModels(ctx(), 'pdf', {}, null)
   t.match(models.rows, [{ vid: '046D', pid: 'C077', hosts: 1 }])

@@ -112,7 +112,7 @@ t.test('update: replaces settings, keeps the stored secret and masked header val
     webhook: { url: 'http://127.0.0.1:9/b', secret: 'another-secret-0123456789', headers: { authorization: '***', 'X-Other': 'v' } },
   })
   t.equal(changed.statusCode, 200, changed.body)
-  t.same(changed.json().webhook, { url: 'http://127.0.0.1:9/b', hasSecret: true, headers: { authorization: '***', 'X-Other': '***' } })
+  t.same(changed.json().webhook, { url: 'http://127.0.0.1:9/b', hasSecret: true, headers: { authorization: '***', 'X-Other': '***' }, batch: { maxEvents: 1, maxBytes: 1048576 } })
   t.same(storedSettings(app, created.id), { url: 'http://127.0.0.1:9/b', secret: 'another-secret-0123456789', headers: { authorization: HEADER_VALUE, 'X-Other': 'v' } })
   t.equal(changed.json().enabled, true, 'enabled defaults to true when left out')
 

@@ -1,6 +1,7 @@
 // The outbox survives a crash: the real server runs as a child process, is killed
 // (SIGKILL) while delivering, and started again; every queued event then reaches the
-// receiver at least once, each with one delivery id, none missing.
+// receiver at least once, each with one delivery id, none missing; the same for a
+// destination in batch mode, whose batches are taken apart as the contract says.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import net from 'node:net'
@@ -56,14 +57,17 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
   t.comment(`compiled in ${Date.now() - t0} ms`)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-restart-'))
   const rx = await httpReceiver(SECRET)
+  const batches = await httpReceiver(SECRET)
   let child: ChildProcess | undefined
   t.teardown(async () => {
     child?.kill('SIGKILL')
     await rx.close()
+    await batches.close()
     fs.rmSync(dir, { recursive: true, force: true })
   })
   // Slow enough that the kill lands while deliveries are still being made.
   rx.respond = () => ({ status: 200, delayMs: 10 })
+  batches.respond = () => ({ status: 200, delayMs: 40 })
   const port = await freePort()
   const env = {
     PRIME_DATA_DIR: dir,
@@ -86,6 +90,12 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
     body: JSON.stringify({ name: 'soar', type: 'webhook', filters: { minimumSeverity: 'Debug' }, webhook: { url: rx.url, secret: SECRET } }),
   })
   t.equal(saved.status, 200)
+  const batched = await fetch(`${base}/Events/AddOrUpdateAlarmDest`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    body: JSON.stringify({ name: 'batched', type: 'webhook', filters: { minimumSeverity: 'Debug' }, webhook: { url: batches.url, secret: SECRET, batch: { maxEvents: 10 } } }),
+  })
+  t.equal(batched.status, 200)
 
   // Events written by another process on the same database: the triggers queue them all the same.
   const db = openDatabase(path.join(dir, 'prime.sqlite'))
@@ -147,6 +157,23 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
   }
   t.same(firstSeen, ids, 'first received in record order')
   t.comment(`${rx.deliveries.length} requests for ${EVENTS} events: ${rx.deliveries.length - EVENTS} repeated after the kill`)
+
+  // The batch destination: every element once at least, none missing, new ones in order.
+  const elements = () => batches.deliveries.flatMap((d) => d.body.deliveries as any[])
+  await waitFor(() => new Set(elements().map((e) => e.event.eventID)).size === EVENTS, 60_000, 'every event in batches')
+  t.ok(
+    batches.deliveries.every((d) => d.verified && d.headers['x-prime-batch-size'] === String(d.body.deliveries.length)),
+    'every batch signed and counted',
+  )
+  const firstInBatches: number[] = []
+  const taken = new Set<string>()
+  for (const e of elements()) {
+    if (taken.has(e.deliveryId)) continue
+    taken.add(e.deliveryId)
+    firstInBatches.push(e.event.eventID)
+  }
+  t.same(firstInBatches, ids, 'each delivery id once, first received in record order, none missing')
+  t.comment(`${elements().length} elements in ${batches.deliveries.length} batches for ${EVENTS} events`)
 
   // A graceful stop ends cleanly.
   const exited = new Promise<number | null>((r) => child!.once('exit', (code) => r(code)))

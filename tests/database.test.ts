@@ -47,7 +47,7 @@ t.test('openDatabase settings', async (t) => {
     .map((r: any) => r.name)
   for (const name of ['users', 'sessions', 'refresh_tokens', 'integration_tokens', 'audit_trail']) t.ok(tables.includes(name), `table ${name}`)
   t.ok(fs.existsSync(path.join(dir, 'prime.sqlite-wal')), 'a WAL file beside the database')
-  t.equal(db.pragma('cache_size', { simple: true }), -4096, "a page cache of 4 MiB, not the driver's 16")
+  t.equal(db.pragma('cache_size', { simple: true }), -16 * 1024, 'a page cache of 16 MiB')
 })
 
 t.test("PRIME_DB_CACHE_MB sets the page cache of the server's connection", async (t) => {

@@ -7,7 +7,7 @@ import type { Context } from '../platform/context.js'
 import type { Credentials } from '../vault.js'
 import { defaultsOf, type AgentlessDeps } from './deps.js'
 import { connectionAsset } from './events.js'
-import type { ConnectionRow } from './ports.js'
+import type { ConnectionRow, PollerRow } from './ports.js'
 import { changedFields, checkDraft, draftOf, LIMITS, type Checked, type Draft, type RuleError } from './rules.js'
 import { connectionView } from './views.js'
 
@@ -41,20 +41,66 @@ export function openCredentials(deps: Pick<AgentlessDeps, 'vault' | 'log'>, row:
 }
 
 /**
- * Why the checked connection cannot be stored as it is (a duplicate name, an unknown or
- * full poller), or null. `id` is the connection it changes; `loads` keeps pollers'
- * connection counts across the rows of one import.
+ * What a file import reads once and writes last, so that its rows cost no storage round trip
+ * they can do without: the stored connections of the names it holds (by `nocaseKey`), the
+ * pollers, their connection counts, and the revision bumps, summed per poller.
  */
-export async function storeProblem(deps: AgentlessDeps, c: Checked, id: number | null, loads?: Map<string, number>): Promise<{ code: 'conflict' | 'not-found'; field: string; reason: string } | null> {
-  const { store } = deps
-  const same = await store.connectionByName(c.values.name)
-  if (same && same.id !== id) return { code: 'conflict', field: 'name', reason: `is already used by connection ${same.id} (names are unique, whatever their case)` }
+export interface StoreBatch {
+  named: Map<string, ConnectionRow | null>
+  pollers: Map<string, PollerRow | undefined>
+  loads: Map<string, number>
+  bumps: Map<string, number>
+}
+
+/** A name as the name column's NOCASE collation compares it: A-Z folded, nothing else. */
+export const nocaseKey = (name: string) => name.replace(/[A-Z]+/g, (m) => m.toLowerCase())
+
+/**
+ * A batch over these names, inside a unit of work. The rows it read stand for the stored ones
+ * while it is open: each connection is changed at most once, through it, and the names it
+ * inserts are not asked for again.
+ */
+export async function openBatch(deps: AgentlessDeps, names: readonly string[]): Promise<StoreBatch> {
+  const named = new Map<string, ConnectionRow | null>(names.map((n) => [nocaseKey(n), null]))
+  for (const row of await deps.store.connectionsByNames(names)) named.set(nocaseKey(row.name), row)
+  return { named, pollers: new Map(), loads: new Map(), bumps: new Map() }
+}
+
+/** Writes what the batch kept for the end: the revision bumps. */
+export async function closeBatch(deps: AgentlessDeps, batch: StoreBatch): Promise<void> {
+  for (const [pollerId, n] of batch.bumps) await deps.store.bumpRevision(pollerId, n)
+  batch.bumps.clear()
+}
+
+async function connectionNamed(deps: AgentlessDeps, name: string, batch: StoreBatch | undefined) {
+  const known = batch?.named.get(nocaseKey(name))
+  return known !== undefined ? (known ?? undefined) : await deps.store.connectionByName(name)
+}
+
+async function pollerOf(deps: AgentlessDeps, id: string, batch: StoreBatch | undefined) {
+  if (!batch) return deps.store.poller(id)
+  if (!batch.pollers.has(id)) batch.pollers.set(id, await deps.store.poller(id))
+  return batch.pollers.get(id)
+}
+
+/**
+ * Why the checked connection cannot be stored as it is (a duplicate name, an unknown or
+ * full poller), or null. `current` is the stored connection it changes (none: a new one).
+ */
+export async function storeProblem(
+  deps: AgentlessDeps,
+  c: Checked,
+  current: ConnectionRow | undefined,
+  batch?: StoreBatch,
+): Promise<{ code: 'conflict' | 'not-found'; field: string; reason: string } | null> {
+  const same = await connectionNamed(deps, c.values.name, batch)
+  if (same && same.id !== current?.id) return { code: 'conflict', field: 'name', reason: `is already used by connection ${same.id} (names are unique, whatever their case)` }
   if (c.pollerId !== null) {
-    const poller = await store.poller(c.pollerId)
+    const poller = await pollerOf(deps, c.pollerId, batch)
     if (!poller) return { code: 'not-found', field: 'pollerId', reason: `names no worker poller (${c.pollerId})` }
-    const current = id === null ? undefined : await store.connection(id)
     if (current?.poller_id !== c.pollerId) {
-      const load = loads?.get(c.pollerId) ?? (await store.pollerLoad(c.pollerId))
+      const loads = batch?.loads
+      const load = loads?.get(c.pollerId) ?? (await deps.store.pollerLoad(c.pollerId))
       if (load >= LIMITS.connectionsPerPoller) return { code: 'conflict', field: 'pollerId', reason: `poller ${poller.name} already holds ${LIMITS.connectionsPerPoller} connections` }
       // The caller stores it next: one more for this poller, one fewer for the one it leaves.
       if (loads) {
@@ -66,20 +112,27 @@ export async function storeProblem(deps: AgentlessDeps, c: Checked, id: number |
   return null
 }
 
-/** Writes a checked connection (new when `id` is null); call inside a unit of work. Answers its id. */
-export async function storeConnection(deps: AgentlessDeps, c: Checked, id: number | null, now: number): Promise<number> {
+/**
+ * Writes a checked connection over `current` (a new one when none); call inside a unit of
+ * work. Answers its id.
+ */
+export async function storeConnection(deps: AgentlessDeps, c: Checked, current: ConnectionRow | undefined, now: number, batch?: StoreBatch): Promise<number> {
   const { store } = deps
-  const before = id === null ? undefined : await store.connection(id)
   let connectionId: number
-  if (id === null) connectionId = await store.insertConnection(c.values, c.credentialType, c.pollerId, now)
+  if (current === undefined) connectionId = await store.insertConnection(c.values, c.credentialType, c.pollerId, now)
   else {
-    connectionId = id
-    await store.updateConnection(id, c.values, c.pollerId, now)
+    connectionId = current.id
+    await store.updateConnection(current.id, c.values, c.pollerId, now)
   }
   if (c.credentials) await store.setCredentials(connectionId, c.credentialType, deps.vault.seal(c.credentials, connectionId), now)
   // Both pollers concerned fetch again: the one that gains it and the one that loses it.
-  await store.bumpRevision(c.pollerId)
-  if (before && before.poller_id !== c.pollerId) await store.bumpRevision(before.poller_id)
+  const bump = async (pollerId: string | null) => {
+    if (pollerId === null) return
+    if (batch) batch.bumps.set(pollerId, (batch.bumps.get(pollerId) ?? 0) + 1)
+    else await store.bumpRevision(pollerId)
+  }
+  await bump(c.pollerId)
+  if (current && current.poller_id !== c.pollerId) await bump(current.poller_id)
   return connectionId
 }
 
@@ -95,8 +148,8 @@ function auditValues(c: Checked) {
   return { ...c.values, pollerId: c.pollerId, credentialType: c.credentialType, ...secrets }
 }
 
-async function failStore(deps: AgentlessDeps, c: Checked, id: number | null) {
-  const p = await storeProblem(deps, c, id)
+async function failStore(deps: AgentlessDeps, c: Checked, current: ConnectionRow | undefined) {
+  const p = await storeProblem(deps, c, current)
   if (!p) return
   throw problem(p.code, `${p.field} ${p.reason}.`, { errors: [{ location: 'body', name: p.field, reason: p.reason }] })
 }
@@ -122,8 +175,8 @@ export async function createConnection(deps: AgentlessDeps, ctx: Context, body: 
   if (!checked) throw rulesProblem(errors)
   const now = Date.now()
   return uow.run(async () => {
-    await failStore(deps, checked, null)
-    const id = await storeConnection(deps, checked, null, now)
+    await failStore(deps, checked, undefined)
+    const id = await storeConnection(deps, checked, undefined, now)
     const row = (await store.connection(id))!
     await audit.record(ctx, {
       description: `Created agentless connection "${row.name}" (${row.protocol} ${row.address}:${row.port})${row.poller_name ? `, registered to poller ${row.poller_name}` : ''}`,
@@ -166,9 +219,9 @@ export async function updateConnection(deps: AgentlessDeps, ctx: Context, body: 
     if (has('pollerId')) draft.pollerId = body.pollerId ?? null
     const { errors, checked } = checkDraft(draft, stored)
     if (!checked) throw rulesProblem(errors)
-    await failStore(deps, checked, row.id)
+    await failStore(deps, checked, row)
     const changed = changedFields(row, checked, stored.credentials)
-    if (changed.length > 0) await storeConnection(deps, checked, row.id, now)
+    if (changed.length > 0) await storeConnection(deps, checked, row, now)
     const after = (await store.connection(row.id))!
     const secret = new Set(['password', 'privateKey', 'privateKeyPassphrase'])
     await audit.record(ctx, {

@@ -5,7 +5,7 @@ import { problem } from '../errors.js'
 import type { Context } from '../platform/context.js'
 import type { AgentlessDeps } from './deps.js'
 import { changedFields, checkDraft, type Draft, type RuleError } from './rules.js'
-import { openCredentials, storeConnection, storeProblem } from './connections.js'
+import { closeBatch, nocaseKey, openBatch, openCredentials, storeConnection, storeProblem } from './connections.js'
 
 type Schemas = components['schemas']
 type UploadRow = Schemas['AgentlessUploadRow']
@@ -198,7 +198,7 @@ function rowDraft(cells: Cells, storedPollerId: string | null | undefined): { dr
 }
 
 export async function importConnections(deps: AgentlessDeps, ctx: Context, fileName: string | null, data: Buffer): Promise<Schemas['AgentlessUploadResult']> {
-  const { store, uow, audit } = deps
+  const { uow, audit } = deps
   const text = decodeUtf8(data)
   let records: CsvRecord[]
   try {
@@ -213,13 +213,14 @@ export async function importConnections(deps: AgentlessDeps, ctx: Context, fileN
   const columns = readHeader(header)
   const now = Date.now()
 
+  const nameOf = (row: CsvRecord) => (row.cells[columns.get('name')!] ?? '').trim()
   return uow.run(async () => {
     const out: UploadRow[] = []
     const seen = new Map<string, number>()
-    const loads = new Map<string, number>()
+    const batch = await openBatch(deps, [...new Set(rows.map(nameOf).filter((n) => n !== ''))])
     const audited: { line: number; name: string | null; result: string; id?: number; changed?: string[]; errors?: RuleError[] }[] = []
     for (const row of rows) {
-      const nameCell = (row.cells[columns.get('name')!] ?? '').trim()
+      const nameCell = nameOf(row)
       const name = nameCell === '' ? null : nameCell.slice(0, 256)
       const reject = (errors: { column: string | null; reason: string }[]) => {
         const kept = errors.slice(0, MAX_ROW_ERRORS).map((e) => ({ column: e.column, reason: e.reason.slice(0, 500) }))
@@ -238,7 +239,8 @@ export async function importConnections(deps: AgentlessDeps, ctx: Context, fileN
       if (name !== null) seen.set(name.toLowerCase(), row.line)
       const cells: Cells = {}
       for (const [column, index] of columns) cells[column] = row.cells[index]
-      const stored = name === null ? undefined : await store.connectionByName(nameCell)
+      // A name repeated in the file was refused above, so the batch's row is still the stored one.
+      const stored = name === null ? undefined : (batch.named.get(nocaseKey(nameCell)) ?? undefined)
       const { draft, errors: cellErrors } = rowDraft(cells, stored?.poller_id)
       const credentials = stored ? openCredentials(deps, stored) : undefined
       const { errors, checked } = checkDraft(draft, stored && credentials ? { row: stored, credentials } : undefined)
@@ -248,23 +250,24 @@ export async function importConnections(deps: AgentlessDeps, ctx: Context, fileN
         reject(all.map((e) => ({ column: e.field, reason: e.reason })))
         continue
       }
-      const blocked = await storeProblem(deps, checked, stored?.id ?? null, loads)
+      const blocked = await storeProblem(deps, checked, stored, batch)
       if (blocked) {
         reject([{ column: blocked.field, reason: blocked.reason }])
         continue
       }
       if (!stored) {
-        const id = await storeConnection(deps, checked, null, now)
+        const id = await storeConnection(deps, checked, undefined, now, batch)
         out.push({ line: row.line, name, result: 'imported', connectionId: id, errors: [] })
         audited.push({ line: row.line, name, result: 'imported', id })
         continue
       }
       const changed = changedFields(stored, checked, credentials)
-      if (changed.length) await storeConnection(deps, checked, stored.id, now)
+      if (changed.length) await storeConnection(deps, checked, stored, now, batch)
       const result = changed.length ? 'updated' : 'unchanged'
       out.push({ line: row.line, name, result, connectionId: stored.id, errors: [] })
       audited.push({ line: row.line, name, result, id: stored.id, changed })
     }
+    await closeBatch(deps, batch)
     const count = (r: UploadRow['result']) => out.filter((o) => o.result === r).length
     const answer = {
       fileName: fileName === null ? null : fileName.slice(0, 255),

@@ -10,7 +10,7 @@ import { iso } from '../time.js'
 import { openCredentials } from './connections.js'
 import { defaultsOf, type AgentlessDeps } from './deps.js'
 import { connectionEvent, pollerAsset, pollerEvent } from './events.js'
-import type { PollerRow } from './ports.js'
+import type { EventInput, PollerRow } from './ports.js'
 import { secretMatches } from './settings.js'
 import { assignmentView, pollerView } from './views.js'
 
@@ -138,11 +138,17 @@ export async function pollerReportRuns(deps: AgentlessDeps, ctx: Context, poller
     const results: ItemResult[] = []
     const counts: Record<string, number> = {}
     const transitions: { id: number; from: string; to: string }[] = []
+    const raised: EventInput[] = []
+    // The report's connections and runs are read once and kept current as its runs are
+    // written: a storage round trip per run, not four.
+    const connections = new Map((await store.connectionsByIds([...new Set(body.runs.map((r) => r.connectionId))])).map((c) => [c.id, c]))
+    const runs = new Map((await store.runsByIds([...new Set(body.runs.map((r) => r.runId))])).map((r) => [r.run_id, r]))
     for (const run of body.runs) {
       const outcome = await recordRun(run)
       results.push(outcome.result)
       if (outcome.result.status === 'done') counts[run.statusString] = (counts[run.statusString] ?? 0) + 1
     }
+    if (raised.length) await deps.events.record(now, raised)
     const failures = results.filter((r) => r.status === 'failed')
     await audit.record(ctx, {
       description: `Worker poller "${p.name}" reported ${body.runs.length} run(s)${failures.length ? `, ${failures.length} refused` : ''}`,
@@ -156,7 +162,7 @@ export async function pollerReportRuns(deps: AgentlessDeps, ctx: Context, poller
     async function recordRun(run: Run): Promise<{ result: ItemResult }> {
       const id = run.runId
       const fail = (code: NonNullable<ItemResult['code']>, reason: string) => ({ result: { id, status: 'failed' as const, code, reason } })
-      const c = await store.connection(run.connectionId)
+      const c = connections.get(run.connectionId)
       if (!c) return fail('not-found', `No agentless connection with id ${run.connectionId}.`)
       if (c.poller_id !== p.id) return fail('not-allowed', `Connection ${run.connectionId} is not registered to this poller.`)
       const startMs = Date.parse(run.startTime)
@@ -179,7 +185,7 @@ export async function pollerReportRuns(deps: AgentlessDeps, ctx: Context, poller
         error: run.statusString === 'Reachable' ? null : (run.statusErrorDescription ?? null),
         now,
       }
-      const known = await store.run(id)
+      const known = runs.get(id)
       if (known) {
         if (known.connection_id !== c.id) return fail('conflict', `Run ${id} belongs to connection ${known.connection_id}.`)
         if (known.status !== 'Running') {
@@ -187,21 +193,32 @@ export async function pollerReportRuns(deps: AgentlessDeps, ctx: Context, poller
           return same ? { result: ok(id) } : fail('conflict', `Run ${id} was already reported as ${known.status}.`)
         }
         if (running) return { result: ok(id) }
-        await store.finishRun(values)
-      } else {
-        await store.insertRun({ ...values, connectionId: c.id, pollerId: p.id })
       }
       // The latest run is the one started last; a late report of an older run only joins the history.
-      if (c.run_id === id || c.start_ms === null || startMs >= c.start_ms) {
-        await store.setLatest({ connectionId: c.id, ...values })
+      const latest = c.run_id === id || c.start_ms === null || startMs >= c.start_ms
+      await store.storeRun({ ...values, connectionId: c.id, pollerId: p.id }, !known, latest)
+      runs.set(id, {
+        run_id: id,
+        connection_id: c.id,
+        poller_id: known ? known.poller_id : p.id,
+        status: run.statusString,
+        start_ms: startMs,
+        end_ms: endMs,
+        description: values.description,
+        error: values.error,
+        recorded_ms: now,
+      })
+      if (latest) {
+        const was = c.last_result
+        // What the stored row now says, for the runs after this one in the report.
+        Object.assign(c, { run_id: id, start_ms: startMs, end_ms: endMs, status: run.statusString, last_result: running ? was : run.statusString })
         if (!running) {
-          const was = c.last_result
           const reachable = run.statusString === 'Reachable'
           if (was === 'Reachable' && !reachable) {
-            await deps.events.record(now, [connectionEvent('hostUnreachable', c, `${c.name} (${c.address}:${c.port}) is ${run.statusString}: ${run.statusErrorDescription}`)])
+            raised.push(connectionEvent('hostUnreachable', c, `${c.name} (${c.address}:${c.port}) is ${run.statusString}: ${run.statusErrorDescription}`))
             transitions.push({ id: c.id, from: was, to: run.statusString })
           } else if ((was === 'Unreachable' || was === 'Failed') && reachable) {
-            await deps.events.record(now, [connectionEvent('hostReachable', c, `${c.name} (${c.address}:${c.port}) is reachable again${run.statusDescription ? `: ${run.statusDescription}` : ''}.`)])
+            raised.push(connectionEvent('hostReachable', c, `${c.name} (${c.address}:${c.port}) is reachable again${run.statusDescription ? `: ${run.statusDescription}` : ''}.`))
             transitions.push({ id: c.id, from: was, to: run.statusString })
           }
         }

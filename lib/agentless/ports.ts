@@ -30,6 +30,7 @@ export type {
   PreviousError,
   RunRow,
 } from '../../db/agentless.js'
+export type { EventInput } from '../../db/events.js'
 export type { Sort } from '../../db/sql.js'
 
 export interface RunValues {
@@ -54,8 +55,8 @@ export interface AgentlessStore {
   touch(id: string, ip: string): Promise<unknown>
   /** Deletes the poller; its connections stay, unregistered. Answers how many were registered to it. */
   deletePoller(id: string, now: number): Promise<number>
-  /** Tells the poller its assignments changed (a null poller: nothing to tell). */
-  bumpRevision(pollerId: string | null): Promise<void>
+  /** Tells the poller its assignments changed, `by` times (a null poller: nothing to tell). */
+  bumpRevision(pollerId: string | null, by?: number): Promise<void>
   pollerLoad(pollerId: string): Promise<number>
   /** Pollers whose last sign of life is older than `before` and that are not marked offline yet. */
   goneQuiet(before: number): Promise<PollerRow[]>
@@ -64,6 +65,9 @@ export interface AgentlessStore {
   connection(id: number): Promise<ConnectionRow | undefined>
   /** By name, whatever its case. */
   connectionByName(name: string): Promise<ConnectionRow | undefined>
+  /** The connections of these names, whatever their case (as SQLite's NOCASE folds it: A-Z only). */
+  connectionsByNames(names: readonly string[]): Promise<ConnectionRow[]>
+  connectionsByIds(ids: readonly number[]): Promise<ConnectionRow[]>
   /**
    * The connections of `ids` in that order, a page at a time with other work let in
    * between. A synchronous read per page, not a promise per row: it streams exports and
@@ -85,8 +89,9 @@ export interface AgentlessStore {
   ids(f: AgentlessFilter, sort: Sort, defaults: PollingDefaults, limit?: number, offset?: number): Promise<number[]>
   counts(f: AgentlessFilter): Promise<{ total: number; filtered: number }>
 
-  run(runId: string): Promise<RunRow | undefined>
-  insertRun(r: RunValues & { connectionId: number; pollerId: string; now: number }): Promise<void>
+  runsByIds(runIds: readonly string[]): Promise<RunRow[]>
+  /** Writes a reported run, new or the end of one Running, and when `latest` makes it the connection's latest (see setLatest). */
+  storeRun(r: RunValues & { connectionId: number; pollerId: string; now: number }, isNew: boolean, latest: boolean): Promise<void>
   finishRun(r: RunValues & { now: number }): Promise<void>
   /** Makes the run the connection's latest, with the failed runs before it. */
   setLatest(r: RunValues & { connectionId: number }): Promise<void>

@@ -370,7 +370,13 @@ export function agentService(deps: AgentServiceDeps) {
      * The agents matching the filter, as an export audited with what was asked. `rows(limit)`
      * reads them in order, a page at a time, as the file is written.
      */
-    async exportAgents(ctx: Context, format: ExportFormat, filter: AgentFilter, order: Sort, given: unknown): Promise<ExportFile<(limit?: number) => AsyncIterable<AgentRow>> & { sortBy: string }> {
+    async exportAgents(
+      ctx: Context,
+      format: ExportFormat,
+      filter: AgentFilter,
+      order: Sort,
+      given: unknown,
+    ): Promise<ExportFile<(limit?: number) => Promise<AsyncIterable<AgentRow>>> & { sortBy: string }> {
       const now = clock()
       const ids = await deps.exports.agentIds(filter, order)
       const fileName = `agents-${fileStamp(now)}.${format}`
@@ -380,12 +386,9 @@ export function agentService(deps: AgentServiceDeps) {
         description: `Exported ${ids.length} agent(s) as ${format.toUpperCase()} (${fileName})`,
         details: { format, fileName, records: ids.length, filters: Object.fromEntries(filters), sortBy },
       })
-      const rows = (limit?: number) => {
-        const page = limit === undefined ? ids : ids.slice(0, limit)
-        return (async function* () {
-          yield* await deps.exports.agents(page)
-        })()
-      }
+      // The store's own iterable, not one wrapped in another generator: each layer costs
+      // every row its own turns of the event loop.
+      const rows = (limit?: number) => deps.exports.agents(limit === undefined ? ids : ids.slice(0, limit))
       return { fileName, records: ids.length, filters, sortBy, generatedMs: now, rows }
     },
 

@@ -113,6 +113,29 @@ const LOOKUP_TIMEOUT_MS = 5000
 
 const systemResolver: Resolver = (host) => dns.lookup(host, { all: true, verbatim: true })
 
+/** How long the delivery worker keeps what a host name resolved to. */
+export const RESOLVED_TTL_MS = 5000
+const RESOLVED_MAX = 256
+
+/**
+ * A resolver that keeps each name's addresses for a few seconds (the delivery worker's:
+ * one lookup per host every few seconds instead of one per request). Only the lookup is
+ * kept: resolveChecked applies the address rule to the kept addresses on every use, and a
+ * DNS change is seen within the time kept. Failed lookups are not kept.
+ */
+export function keptResolver(ttlMs = RESOLVED_TTL_MS, resolve: Resolver = systemResolver, now: () => number = () => performance.now()): Resolver {
+  const kept = new Map<string, { at: number; found: { address: string; family: number }[] }>()
+  return async (host) => {
+    const hit = kept.get(host)
+    if (hit && now() - hit.at < ttlMs) return hit.found
+    const found = await resolve(host)
+    // Destinations are few (at most 100): a full map is only ever stale names.
+    if (kept.size >= RESOLVED_MAX) kept.clear()
+    if (found.length) kept.set(host, { at: now(), found })
+    return found
+  }
+}
+
 /**
  * Resolves `host` and checks every address it resolves to (one refused address refuses
  * the host: a name must not be able to point at a forbidden address among allowed ones).

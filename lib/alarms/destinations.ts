@@ -24,6 +24,9 @@ const HEADER_VALUE_BAD = /[^\t\x20-\x7e\x80-\xff]/
 
 export type StoredSettings = SyslogSettings | WebhookSettings | EmailSettings
 
+/** Webhook batch mode's defaults: off (one event per request), 1 MiB when on. */
+export const BATCH_DEFAULTS = { maxEvents: 1, maxBytes: 1024 * 1024 }
+
 export function settingsOf(row: DestinationRow): StoredSettings {
   return JSON.parse(row.settings)
 }
@@ -47,7 +50,8 @@ export function destinationView(row: DestinationRow, counts: DeliveryCounts): An
       feeds,
     },
     syslog: row.type === 'syslog' ? { host: s.host, port: s.port, transport: s.transport, format: s.format, facility: s.facility } : null,
-    webhook: row.type === 'webhook' ? { url: s.url, hasSecret: !!s.secret || !!s.unsealable, headers: maskHeaders(s.headers) as Record<string, '***'> } : null,
+    webhook:
+      row.type === 'webhook' ? { url: s.url, hasSecret: !!s.secret || !!s.unsealable, headers: maskHeaders(s.headers) as Record<string, '***'>, batch: { ...BATCH_DEFAULTS, ...s.batch } } : null,
     email: row.type === 'email' ? { recipients: s.recipients, subjectPrefix: s.subjectPrefix } : null,
     createdTime: iso(row.created_ms),
     createdBy: row.created_by,
@@ -70,7 +74,7 @@ const maskHeaders = (headers: Record<string, string> | undefined) => Object.from
 export function maskedSettings(type: AlarmType, settings: StoredSettings): Record<string, unknown> {
   if (type !== 'webhook') return { ...settings }
   const w = settings as WebhookSettings
-  return { url: w.url, secret: w.secret ? MASK : null, headers: maskHeaders(w.headers) }
+  return { url: w.url, secret: w.secret ? MASK : null, headers: maskHeaders(w.headers), ...(w.batch ? { batch: w.batch } : {}) }
 }
 
 /** A destination in the API's words, secrets masked: what audit records show. */
@@ -106,11 +110,8 @@ export function changes(before: DestinationInput, after: DestinationInput): Reco
     const bs = before.settings as Record<string, unknown>
     const as = after.settings as Record<string, unknown>
     const masked = a[after.type] as Record<string, unknown>
-    const diff = Object.fromEntries(
-      Object.keys(as)
-        .filter((k) => !same(as[k], bs[k]))
-        .map((k) => [k, masked[k]]),
-    )
+    // A setting stored only when on (webhook batch) shows as null when turned off.
+    const diff = Object.fromEntries([...new Set([...Object.keys(as), ...('batch' in bs ? ['batch'] : [])])].filter((k) => !same(as[k], bs[k])).map((k) => [k, masked[k] ?? null]))
     if (Object.keys(diff).length) out[after.type] = diff
   }
   return out
@@ -231,7 +232,9 @@ async function webhookSettings(w: NonNullable<View['webhook']>, previous: Webhoo
   }
   if (errors.length) invalid(errors)
   await checkHost('webhook/url', url!.hostname, allow)
-  return { url: w.url, secret, headers }
+  // Stored only when on, so that a destination without it keeps exactly its settings of before.
+  const batch = { ...BATCH_DEFAULTS, ...w.batch }
+  return batch.maxEvents > 1 ? { url: w.url, secret, headers, batch } : { url: w.url, secret, headers }
 }
 
 function emailSettings(e: NonNullable<View['email']>): EmailSettings {

@@ -72,6 +72,18 @@ export function webhookPayload(record: AlarmRecord, ctx: DeliveryContext): Recor
   return { ...base, event: record.event }
 }
 
+/** Room kept in a batch's `maxBytes` for its envelope around the payloads. */
+export const BATCH_ENVELOPE_BYTES = 1024
+
+/**
+ * The body of a webhook batch (`AlarmWebhookBatch`): each element is a single payload as
+ * serialized for one event per request (`parts`, in outbox order), byte for byte.
+ */
+export function webhookBatchBody(batchId: string, sentTime: number, destination: DeliveryContext['destination'], parts: string[]): Buffer {
+  const head = JSON.stringify({ batchId, sentTime, destination, count: parts.length })
+  return Buffer.from(`${head.slice(0, -1)},"deliveries":[${parts.join(',')}]}`)
+}
+
 // ---- Syslog ----------------------------------------------------------------------------
 
 export const FACILITIES: Record<string, number> = {

@@ -17,7 +17,7 @@ export interface AlarmDestinationStore {
 }
 
 /** The alarm outbox the delivery worker drains: one lane per destination, in outbox order. */
-export type AlarmOutbox = Async<Pick<AlarmsRepo, 'prune' | 'outboxSeq' | 'heads' | 'byId' | 'pendingAfter' | 'event' | 'auditRecord' | 'assetMessage' | 'recordAttempt'>>
+export type AlarmOutbox = Async<Pick<AlarmsRepo, 'prune' | 'outboxSeq' | 'heads' | 'byId' | 'pendingAfter' | 'events' | 'auditRecords' | 'assetMessages' | 'recordAttempts'>>
 
 /** Where the worker records the "Alarm delivery failure" events it raises. */
 export interface FailureEvents {

@@ -14,7 +14,7 @@ import https from 'node:https'
 import net from 'node:net'
 import type { LookupFunction } from 'node:net'
 import { MailNotConfiguredError, type Mailer } from '../mail.js'
-import { AddressRefusedError, resolveChecked, type AllowList, type CheckedAddress } from './address.js'
+import { AddressRefusedError, resolveChecked, type AllowList, type CheckedAddress, type Resolver } from './address.js'
 import { cutUtf8, octetFrame, UDP_MAX_BYTES, USER_AGENT, type EmailMessage } from './format.js'
 
 export const SEND_TIMEOUT_MS = 10_000
@@ -56,9 +56,9 @@ async function notBefore(at: number): Promise<void> {
  * Resolves and checks the host; a refused address fails at once (the rule is the server's
  * own, no receiver answered), a name that does not resolve (now) is unreachable.
  */
-async function checked(host: string, allow: AllowList, timeoutMs: number): Promise<CheckedAddress | SendOutcome> {
+async function checked(host: string, allow: AllowList, timeoutMs: number, resolve?: Resolver): Promise<CheckedAddress | SendOutcome> {
   try {
-    return await resolveChecked(host, allow)
+    return await resolveChecked(host, allow, resolve)
   } catch (err) {
     const started = performance.now()
     if (err instanceof AddressRefusedError && err.kind !== 'unresolvable') {
@@ -82,6 +82,20 @@ export interface WebhookSettings {
   url: string
   secret: string | null
   headers: Record<string, string>
+  /** Batch mode (stored only when on: maxEvents above 1). */
+  batch?: WebhookBatch
+}
+
+export interface WebhookBatch {
+  maxEvents: number
+  maxBytes: number
+}
+
+/** What a request carries beyond one record's: the worker's kept lookups, a batch's size. */
+export interface SendOptions {
+  resolve?: Resolver
+  /** Sent as `X-Prime-Batch-Size` (batch bodies only). */
+  batchSize?: number
 }
 
 /** Keep-alive agents for the delivery worker; tests of a destination use fresh connections. */
@@ -117,10 +131,11 @@ export async function sendWebhook(
   allow: AllowList,
   agents?: WebhookAgents,
   timeoutMs = SEND_TIMEOUT_MS,
+  opts: SendOptions = {},
 ): Promise<SendOutcome> {
   const url = new URL(settings.url)
   const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname
-  const target = await checked(host, allow, timeoutMs)
+  const target = await checked(host, allow, timeoutMs, opts.resolve)
   if (isOutcome(target)) return target
   const secure = url.protocol === 'https:'
   const headers: Record<string, string | number> = { ...settings.headers }
@@ -129,6 +144,7 @@ export async function sendWebhook(
   headers['user-agent'] = USER_AGENT
   headers['x-prime-delivery-id'] = deliveryId
   headers['x-prime-timestamp'] = String(sentTime)
+  if (opts.batchSize !== undefined) headers['x-prime-batch-size'] = String(opts.batchSize)
   if (settings.secret) headers['x-prime-signature'] = signature(settings.secret, body)
   const options: https.RequestOptions = {
     method: 'POST',
@@ -204,6 +220,34 @@ export interface SyslogSettings {
  */
 export class SyslogConnections {
   private sockets = new Map<string, net.Socket>()
+  /** One UDP socket per address family, reused for every datagram (not one per line). */
+  private udp = new Map<4 | 6, dgram.Socket>()
+
+  /** Sends datagrams in order on the family's socket; resolves once all are sent. */
+  async send(target: CheckedAddress, port: number, datagrams: Buffer[], timeoutMs: number): Promise<void> {
+    let socket = this.udp.get(target.family)
+    if (!socket) {
+      const s = dgram.createSocket(target.family === 6 ? 'udp6' : 'udp4')
+      s.on('error', () => {
+        if (this.udp.get(target.family) === s) this.udp.delete(target.family)
+        s.close()
+      })
+      this.udp.set(target.family, s)
+      socket = s
+    }
+    const s = socket
+    const sent = Promise.all(datagrams.map((d) => new Promise<void>((resolve, reject) => s.send(d, port, target.address, (err) => (err ? reject(err) : resolve())))))
+    // A socket closed by an error may never call back: the lane must not wait for ever.
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new TimeoutError(`not sent within ${timeoutMs / 1000} s`)), timeoutMs)
+    })
+    try {
+      await Promise.race([sent, late])
+    } finally {
+      clearTimeout(timer)
+    }
+  }
 
   async write(target: CheckedAddress, port: number, frame: Buffer, timeoutMs: number): Promise<void> {
     const key = `${target.address}|${port}`
@@ -239,6 +283,8 @@ export class SyslogConnections {
   close() {
     for (const s of this.sockets.values()) s.destroy()
     this.sockets.clear()
+    for (const s of this.udp.values()) s.close()
+    this.udp.clear()
   }
 }
 
@@ -261,30 +307,37 @@ function connect(target: CheckedAddress, port: number, timeoutMs: number): Promi
   })
 }
 
-function sendUdp(target: CheckedAddress, port: number, line: string): Promise<void> {
-  const datagram = cutUtf8(line, UDP_MAX_BYTES)
-  return new Promise((resolve, reject) => {
-    const socket = dgram.createSocket(target.family === 6 ? 'udp6' : 'udp4')
-    socket.on('error', (err) => {
-      socket.close()
-      reject(err)
-    })
-    socket.send(datagram, port, target.address, (err) => {
-      socket.close()
-      if (err) reject(err)
-      else resolve()
-    })
-  })
+/** Sends one syslog line: UDP counts once sent, TCP once written (octet-counting framing). */
+export function sendSyslog(settings: SyslogSettings, line: string, allow: AllowList, connections: SyslogConnections, timeoutMs = SEND_TIMEOUT_MS, resolve?: Resolver): Promise<SendOutcome> {
+  return sendSyslogLines(settings, [line], allow, connections, timeoutMs, resolve)
 }
 
-/** Sends one syslog line: UDP counts once sent, TCP once written (octet-counting framing). */
-export async function sendSyslog(settings: SyslogSettings, line: string, allow: AllowList, connections: SyslogConnections, timeoutMs = SEND_TIMEOUT_MS): Promise<SendOutcome> {
-  const target = await checked(settings.host, allow, timeoutMs)
+/**
+ * Sends syslog lines in order, with one outcome for all: over TCP their frames go in one
+ * socket write and count as delivered once it is written; over UDP each is one datagram on
+ * the reused socket, delivered once all are sent. The receiver sees the same stream or
+ * datagrams as one line at a time would give.
+ */
+export async function sendSyslogLines(
+  settings: SyslogSettings,
+  lines: string[],
+  allow: AllowList,
+  connections: SyslogConnections,
+  timeoutMs = SEND_TIMEOUT_MS,
+  resolve?: Resolver,
+): Promise<SendOutcome> {
+  const target = await checked(settings.host, allow, timeoutMs, resolve)
   if (isOutcome(target)) return target
   const started = performance.now()
   try {
-    if (settings.transport === 'udp') await sendUdp(target, settings.port, line)
-    else await connections.write(target, settings.port, octetFrame(line), timeoutMs)
+    if (settings.transport === 'udp')
+      await connections.send(
+        target,
+        settings.port,
+        lines.map((l) => cutUtf8(l, UDP_MAX_BYTES)),
+        timeoutMs,
+      )
+    else await connections.write(target, settings.port, lines.length === 1 ? octetFrame(lines[0]) : Buffer.concat(lines.map(octetFrame)), timeoutMs)
     return delivered
   } catch (err) {
     const detail = err instanceof TimeoutError ? err.message : networkError(err as NodeJS.ErrnoException, target, settings.port)
