@@ -126,7 +126,7 @@ function registerBackground(app: FastifyInstance): void {
   const { wal } = app.config
   loops.add(checkpointerLoop({ db: app.db, file: app.config.dbFile, settings: { thread: wal.checkpointThread, intervalMs: wal.checkpointMs, restartBytes: wal.restartMb * 1048576 }, log: app.log }))
   loops.add(gatewaySweeperLoop(app))
-  loops.add(eventIndexLoop(app.repos.eventQueries))
+  loops.add(eventIndexLoop(app.repos.eventQueries, loops.sliceMs))
   loops.add(agentSearchLoop({ texts: app.repos.agentTexts, log: app.log }))
   loops.add(searchUpkeepLoop({ upkeep: app.repos.ftsUpkeep, log: app.log }))
   loops.add(alarmDeliveryLoop(app))
