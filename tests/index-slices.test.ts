@@ -11,6 +11,7 @@ import t, { type Test } from 'tap'
 import { build, call, login } from './helpers.js'
 import { eventMaker } from './fixtures/events.js'
 import { eventIndexLoop, SLICE_MS } from '../lib/events/indexing.js'
+import { WHOLE_STEPS_MS } from '../db/event-catch-up.js'
 import { registerLoops } from '../lib/platform/loops.js'
 import { LONG_SLICE_MS, QUIET_MS, requestActivity, SHORT_SLICE_MS } from '../lib/platform/slices.js'
 
@@ -205,4 +206,31 @@ t.test('in the app: short slices while a request is in flight', async (t) => {
   t.ok(during.length > 0 && during.every((ms) => ms === SHORT_SLICE_MS), `short during the request (${during})`)
   await new Promise((resolve) => setTimeout(resolve, QUIET_MS + 20))
   t.equal(app.loops.sliceMs(), LONG_SLICE_MS, 'long once the server is idle')
+})
+
+t.test('an idle slice indexes in whole steps: a step costs a few ms however few records it holds', async (t) => {
+  t.ok(LONG_SLICE_MS >= WHOLE_STEPS_MS, 'the idle budget is one of whole steps')
+  const app = await build(t)
+  const q = app.repos.eventQueries
+  const make = eventMaker(9)
+  app.db.transaction(() => app.repos.events.record(Date.now(), Array.from({ length: 5000 }, make)))()
+  const real = q.indexer.step
+  const asked: number[] = []
+  q.indexer.step = (table, max) => {
+    const n = real(table, max)
+    if (table === 'events') asked.push(max)
+    const until = performance.now() + n * SLOW_MS_PER_RECORD
+    while (performance.now() < until);
+    return n
+  }
+  t.teardown(() => void (q.indexer.step = real))
+  q.startIndexing()
+  q.indexSlice(SHORT_SLICE_MS)
+  q.indexSlice(SHORT_SLICE_MS)
+  const fit = Math.floor(SHORT_SLICE_MS / SLOW_MS_PER_RECORD)
+  t.ok(asked.at(-1)! <= fit, `while requests are in flight, steps that fit the slice (${asked})`)
+  asked.length = 0
+  while (q.indexSlice(LONG_SLICE_MS));
+  t.ok(asked.length > 0 && asked.every((n) => n === 2048), `when idle, steps of 2,048 records (${asked})`)
+  t.equal(q.indexer.indexed('events'), app.db.prepare('SELECT max(id) FROM events').pluck().get(), 'every event indexed in the end')
 })
