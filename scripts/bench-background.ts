@@ -7,8 +7,9 @@
 //    (db/checkpoints.ts). What a request waits for is the longest commit. Floor: the same
 //    writes with no checkpoint at all.
 // 2. The index catching up with those events: in slices of 20 ms of steps of 2,048 records
-//    (the way before) and in the server's slices (db/event-catch-up.ts, 4 ms), one turn of
-//    the event loop between slices. Floor: catchUp() in one go.
+//    (the way before) and in the server's slices (db/event-catch-up.ts): 4 ms while requests
+//    are in flight, 20 ms when idle (lib/platform/slices.ts), one turn of the event loop
+//    between slices. Floor: catchUp() in one go.
 // 3. The server connection's read settings (cache_size, mmap_size) on event lists, each in
 //    a process of its own: p50 / p99 of each list and the process's RSS after them.
 //
@@ -21,6 +22,7 @@ import path from 'node:path'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import { openDatabase, type DB } from '../db/index.js'
 import { checkpointerLoop } from '../lib/platform/checkpointer.js'
+import { LONG_SLICE_MS, SHORT_SLICE_MS } from '../lib/platform/slices.js'
 import { eventQueriesRepo } from '../db/event-queries.js'
 import { eventsRepo, type EventInput } from '../db/events.js'
 import { eventFilter } from '../lib/events/filter.js'
@@ -103,6 +105,18 @@ const sampleInputs = (db: DB): EventInput[] =>
       ({ code, severity, category, entityId, description, details, hashtags, peripheralIcon: icon, assetKey, assetName, peripheralAssetId: device }) as EventInput,
   )
 const walSize = (file: string) => (fs.existsSync(`${file}-wal`) ? fs.statSync(`${file}-wal`).size : 0)
+/** The WAL header's checkpoint sequence: it moves each time the WAL is written again from its start, whoever restarted it. */
+const walSequence = (file: string) => {
+  try {
+    const fd = fs.openSync(`${file}-wal`, 'r')
+    const header = Buffer.alloc(16)
+    const n = fs.readSync(fd, header, 0, 16, 0)
+    fs.closeSync(fd)
+    return n === 16 ? header.readUInt32BE(12) : 0
+  } catch {
+    return 0
+  }
+}
 
 // ---------------------------------------------------------------------------------------
 // 1. The write burst
@@ -120,13 +134,20 @@ async function burst(file: string, mode: Mode) {
   const tx = db.transaction((batch: EventInput[]) => events.record(Date.now(), batch))
   const commits: number[] = []
   let largestWal = 0
+  let restarted = 0
+  let sequence = walSequence(file)
   const t0 = performance.now()
   for (let n = 0; n < WRITES; n += PER_TX) {
     const at = n % (inputs.length - PER_TX)
     const t = performance.now()
     tx(inputs.slice(at, at + PER_TX))
     commits.push(performance.now() - t)
-    if (commits.length % 20 === 0) largestWal = Math.max(largestWal, walSize(file))
+    if (commits.length % 20 === 0) {
+      largestWal = Math.max(largestWal, walSize(file))
+      const now = walSequence(file)
+      if (now !== sequence) restarted++
+      sequence = now
+    }
     await nextTurn()
   }
   const secs = (performance.now() - t0) / 1000
@@ -134,7 +155,7 @@ async function burst(file: string, mode: Mode) {
   const stats = loop?.stats?.()
   await loop?.stop()
   db.close()
-  return { rate: WRITES / secs, p50: pct(commits, 0.5), p99: pct(commits, 0.99), max: Math.max(...commits), largestWal, stats }
+  return { rate: WRITES / secs, p50: pct(commits, 0.5), p99: pct(commits, 0.99), max: Math.max(...commits), largestWal, restarted, stats }
 }
 
 console.error('Write bursts ...')
@@ -149,7 +170,7 @@ for (const mode of ['none', 'in commits', 'thread'] as Mode[]) {
     thread: 'checkpoints in a thread (PASSIVE every 500 ms, RESTART past 16 MB: now)',
   }[mode]
   writes.push(
-    `| ${label} | ${b.rate.toFixed(0)} (${(b.rate / bursts.none.rate).toFixed(2)} of the floor) | ${ms(b.p50)} / ${ms(b.p99)} / ${ms(b.max)} | ${(b.largestWal / MB).toFixed(0)} MB | ${b.stats ? `${b.stats.checkpoints} (${b.stats.restarts} restarting the WAL), longest ${ms(b.stats.maxMs)} ms off the event loop; ${b.stats.helped} finished on it, longest ${ms(b.stats.helpMaxMs)} ms` : ''} |`,
+    `| ${label} | ${b.rate.toFixed(0)} (${(b.rate / bursts.none.rate).toFixed(2)} of the floor) | ${ms(b.p50)} / ${ms(b.p99)} / ${ms(b.max)} | ${(b.largestWal / MB).toFixed(0)} MB, restarted ${b.restarted} times | ${b.stats ? `${b.stats.checkpoints} (${b.stats.restarts} restarting the WAL), longest ${ms(b.stats.maxMs)} ms off the event loop; ${b.stats.helped} finished on it, longest ${ms(b.stats.helpMaxMs)} ms` : ''} |`,
   )
 }
 
@@ -163,12 +184,13 @@ const written = path.join(dir, 'write-thread.sqlite')
   db.pragma('wal_checkpoint(TRUNCATE)')
   db.close()
 }
-type CatchUp = 'floor' | 'before' | 'synced' | 'now'
+type CatchUp = 'floor' | 'before' | 'synced' | 'now' | 'idle'
 async function catchUp(how: CatchUp) {
   const file = path.join(dir, `catch-up-${how}.sqlite`)
   fs.copyFileSync(written, file)
   const db = openDatabase(file)
   const repo = eventQueriesRepo(db, { syncedSteps: how === 'before' || how === 'synced' })
+  const budget = how === 'idle' ? LONG_SLICE_MS : SHORT_SLICE_MS
   const behind = (db.prepare('SELECT max(id) FROM events').pluck().get() as number) - repo.indexer.indexed('events')
   const slices: number[] = []
   const t0 = performance.now()
@@ -186,7 +208,7 @@ async function catchUp(how: CatchUp) {
     repo.startIndexing()
     for (let more = true; more; await nextTurn()) {
       const t = performance.now()
-      more = repo.indexSlice(4)
+      more = repo.indexSlice(budget)
       slices.push(performance.now() - t)
     }
   }
@@ -199,9 +221,10 @@ const floorRate = (await catchUp('floor')).rate
 const catchUpLabel: Record<Exclude<CatchUp, 'floor'>, string> = {
   before: 'slices of 20 ms, steps of 2,048, each commit synced (before)',
   synced: 'slices of 4 ms, steps sized to the time left, each commit synced',
-  now: 'slices of 4 ms, steps sized to the time left, commits not synced on their own (now)',
+  now: 'slices of 4 ms, steps sized to the time left, commits not synced on their own (now, while requests are in flight)',
+  idle: 'slices of 20 ms, whole steps of 2,048, commits not synced on their own (now, when idle)',
 }
-for (const how of ['before', 'synced', 'now'] as const) {
+for (const how of ['before', 'synced', 'now', 'idle'] as const) {
   const c = await catchUp(how)
   catchUps.push(`| ${catchUpLabel[how]} | ${c.behind} | ${c.rate.toFixed(0)} (${(c.rate / floorRate).toFixed(2)} of the floor) | ${c.slices} | ${ms(c.p99)} / ${ms(c.max)} |`)
 }
@@ -213,10 +236,9 @@ catchUps.unshift(`| catchUp() in one go, steps of 4,096 (floor) | | ${floorRate.
 console.error('Read settings ...')
 const reads: string[] = []
 const settings = [
-  { cacheMb: 4, mmapMb: 0 },
+  { cacheMb: 16, mmapMb: 0 },
   { cacheMb: 64, mmapMb: 0 },
-  { cacheMb: 4, mmapMb: 2048 },
-  { cacheMb: 64, mmapMb: 2048 },
+  { cacheMb: 16, mmapMb: 2048 },
 ]
 let names: string[] = []
 const readFile = copy('read.sqlite')
@@ -234,7 +256,9 @@ for (const s of settings) {
 }
 
 console.log(`\n${EVENTS} events seeded (10,000 hosts), ${WRITES} written in the burst; in process, ${os.cpus().length} CPUs; load average ${loadAtStart} at the start, ${load()} at the end.\n`)
-console.log(`| event writes, ${PER_TX} per transaction, a turn of the event loop between them | events/s | commit p50 / p99 / max ms | largest WAL | checkpoints |\n|---|---|---|---|---|`)
+console.log(
+  `| event writes, ${PER_TX} per transaction, a turn of the event loop between them | events/s | commit p50 / p99 / max ms | largest WAL, restarts (WAL header) | checkpoints |\n|---|---|---|---|---|`,
+)
 for (const w of writes) console.log(w)
 console.log('\n| index catch-up of the burst | records behind | records/s | slices | slice p99 / max ms |\n|---|---|---|---|---|')
 for (const c of catchUps) console.log(c)
