@@ -148,7 +148,17 @@ export interface IndexerOptions {
   /** Sources and documents remembered between batches (bounded memory; a miss is one index probe). */
   sourceCache?: number
   docCache?: number
+  /**
+   * Each step's commit synced on its own (synchronous = FULL), as before: by default a step
+   * commits with synchronous = NORMAL. The index is derived from the rows, and its counts
+   * and high-water mark commit together: a power loss may take the last steps back (they
+   * are done again), never a record, and the next synced commit syncs them too. A sync was
+   * most of a small step's time.
+   */
+  syncedSteps?: boolean
 }
+
+const SYNCHRONOUS_FULL = 2
 
 /** Block counts of one batch, by level, block and kind: [n, min_ms, max_ms]. */
 type Rollup = Map<string, [number, number, number, number, number, number]>
@@ -369,6 +379,16 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     // Nothing new (the usual case between bursts): no write transaction at all.
     const s0 = state.get(table)!
     if (!s0.stale && ((latestRecord[table].get() as number | null) ?? 0) <= s0.indexed) return 0
+    // Only a transaction of its own: inside another one the setting would be the other's.
+    const unsynced = !opts.syncedSteps && !db.inTransaction && db.pragma('synchronous', { simple: true }) === SYNCHRONOUS_FULL
+    if (unsynced) db.pragma('synchronous = NORMAL')
+    try {
+      return stepIn(table, max)
+    } finally {
+      if (unsynced) db.pragma('synchronous = FULL')
+    }
+  }
+  const stepIn = (table: RecordTable, max: number): number => {
     const n = db
       .transaction(() => {
         // Read inside the write transaction: two indexers (say, the server and a script)

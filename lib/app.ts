@@ -27,6 +27,7 @@ import { registerAssetGraph } from './assets/index.js'
 import { registerLifecycle } from './probes.js'
 import { retentionLoop } from './retention/index.js'
 import { registerLoops } from './platform/loops.js'
+import { checkpointerLoop } from './platform/checkpointer.js'
 import { registerHealthChecks } from './platform/health.js'
 import { registerCoreHealthChecks } from './health.js'
 import type { Services } from './services.js'
@@ -121,8 +122,11 @@ function registerBackground(app: FastifyInstance): void {
   registerHealthChecks(app)
   registerCoreHealthChecks(app)
   const loops = registerLoops(app)
+  // First: it stops last, once the others have written what they write.
+  const { wal } = app.config
+  loops.add(checkpointerLoop({ db: app.db, file: app.config.dbFile, settings: { thread: wal.checkpointThread, intervalMs: wal.checkpointMs, restartBytes: wal.restartMb * 1048576 }, log: app.log }))
   loops.add(gatewaySweeperLoop(app))
-  loops.add(eventIndexLoop(app.repos.eventQueries))
+  loops.add(eventIndexLoop(app.repos.eventQueries, loops.sliceMs))
   loops.add(agentSearchLoop({ texts: app.repos.agentTexts, log: app.log }))
   loops.add(searchUpkeepLoop({ upkeep: app.repos.ftsUpkeep, log: app.log }))
   loops.add(alarmDeliveryLoop(app))

@@ -32,6 +32,10 @@ export interface Config {
   keptListAnswers: number
   /** SQLite's page cache of the server's connection, in MiB (PRIME_DB_CACHE_MB). */
   dbCacheMb: number
+  /** WAL checkpoints (lib/platform/checkpointer.ts): in a worker thread, how often, and the WAL size that restarts it. */
+  wal: { checkpointThread: boolean; checkpointMs: number; restartMb: number }
+  /** Seconds between the lines of event-loop delay and background slices (0: none; lib/log.ts LoopStats). */
+  loopStatsSeconds: number
   /** `accountId`: agents reporting another license account are `Invalid` (null: any is accepted). */
   license: { accountName: string; accountId: string | null; seats: number; expirationDate: string | null }
   agents: {
@@ -201,6 +205,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     build: env.PRIME_BUILD || 'dev',
     keptListAnswers: int(env, 'PRIME_KEPT_LIST_ANSWERS', 64, 0, 10_000),
     dbCacheMb: int(env, 'PRIME_DB_CACHE_MB', 16, 1, 4096),
+    wal: {
+      checkpointThread: bool(env, 'PRIME_WAL_CHECKPOINT_THREAD', true),
+      checkpointMs: int(env, 'PRIME_WAL_CHECKPOINT_MS', 500, 10, 60_000),
+      restartMb: int(env, 'PRIME_WAL_RESTART_MB', 16, 1, 1024),
+    },
+    loopStatsSeconds: int(env, 'PRIME_LOOP_STATS_SECONDS', 0, 0, 86_400),
     license: {
       accountName: env.PRIME_LICENSE_ACCOUNT || 'Prime',
       accountId: env.PRIME_LICENSE_ACCOUNT_ID || null,

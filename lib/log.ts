@@ -1,5 +1,6 @@
 // The request-path parts of logging. Each request writes one line, so what a line costs is
 // paid by every request: these pieces keep it to the formatting and an append.
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import pino from 'pino'
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import type { FastifyChildLoggerFactory } from 'fastify/types/logger.js'
@@ -205,5 +206,57 @@ export class RoutineSummary {
   close(): void {
     clearInterval(this.timer)
     this.flush()
+  }
+}
+
+/** Milliseconds between the samples of the event loop's delay. */
+const DELAY_RESOLUTION_MS = 10
+
+/**
+ * The event loop's delay (perf_hooks.monitorEventLoopDelay: a timer every 10 ms, and how
+ * late it fired) and what each background loop reports of its slices (`stats()` of
+ * lib/platform/loops.ts), written as one line `{"loop":{…},"msg":"event loop"}` every
+ * `intervalMs` and whenever the process receives SIGUSR2; each line covers the time since
+ * the one before (`fromMs`, `toMs`). A benchmark sends the signal at the start and at the
+ * end of a case and reads the delay during the case from the second line. A delay is what
+ * a request arriving at that moment waits before its turn: the p99 of the requests' times
+ * cannot be below it.
+ */
+export class LoopStats {
+  private readonly histogram = monitorEventLoopDelay({ resolution: DELAY_RESOLUTION_MS })
+  private since = Date.now()
+  private readonly timer: NodeJS.Timeout
+  private readonly onSignal = () => this.flush('signal')
+
+  constructor(
+    private readonly log: { info(details: object, message: string): void },
+    intervalMs: number,
+    private readonly loops: () => { name: string; stats?(): Record<string, number> | undefined }[],
+  ) {
+    this.histogram.enable()
+    this.timer = setInterval(() => this.flush('interval'), intervalMs).unref()
+    process.on('SIGUSR2', this.onSignal)
+  }
+
+  /** Writes the line of the time since the last one, and starts the next. */
+  flush(reason: 'interval' | 'signal' | 'close', now = Date.now()): void {
+    const h = this.histogram
+    // The histogram holds the time between two of the timer's turns (ns): the delay is what exceeds its interval.
+    const ms = (ns: number) => (h.count === 0 ? 0 : Math.max(0, Math.round((ns / 1e6 - DELAY_RESOLUTION_MS) * 100) / 100))
+    const loops: Record<string, Record<string, number>> = {}
+    for (const loop of this.loops()) {
+      const stats = loop.stats?.()
+      if (stats) loops[loop.name] = stats
+    }
+    this.log.info({ loop: { reason, fromMs: this.since, toMs: now, samples: h.count, delayMs: { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max) }, loops } }, 'event loop')
+    h.reset()
+    this.since = now
+  }
+
+  close(): void {
+    clearInterval(this.timer)
+    process.off('SIGUSR2', this.onSignal)
+    this.flush('close')
+    this.histogram.disable()
   }
 }

@@ -35,7 +35,7 @@ import { eventFilter } from '../lib/events/filter.js'
 import { SORT_ROWS_MAX } from '../lib/events/service.js'
 import { eventsAnswer } from '../lib/events/views.js'
 import { seedEvents } from './seed-events.js'
-import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound, largePage, largePageRow, LARGE_PAGE_HEADER } from './bench-support.js'
+import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound, largePage, largePageRow, LARGE_PAGE_HEADER, loopDelay, loopDelayCell, type LoopDelay } from './bench-support.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5_000_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -66,6 +66,8 @@ const baseEnv = {
   LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
   PRIME_ACCESS_TOKEN_TTL: '3600',
   PRIME_RATE_LIMIT_MAX: '100000000',
+  // The event-loop delay of each case is asked for by signal (loopDelay): the hourly line never splits one.
+  PRIME_LOOP_STATS_SECONDS: '3600',
 }
 
 // ---------------------------------------------------------------------------------------
@@ -374,15 +376,15 @@ notes.push(`the server's database integrity check after start took ${(await inte
   notes.push(`the first query after start (loading the index's counts into memory) took ${((performance.now() - t0) / 1000).toFixed(1)} s`)
 }
 rows.push(
-  `| case | matches | first request ms | req/s | p50 / p99 ms | p99 of each round, ms | ms per request | in-process p50 / p99 ms | per request / in-process | plain SQL, no index, once | target p99 (median round) |`,
+  `| case | matches | first request ms | req/s | p50 / p99 ms | p99 of each round, ms | ms per request | in-process p50 / p99 ms | per request / in-process | plain SQL, no index, once | target p99 (median round) | loop delay p99 / max ms |`,
 )
-rows.push('|---|---|---|---|---|---|---|---|---|---|---|')
+rows.push('|---|---|---|---|---|---|---|---|---|---|---|---|')
 interface Measured {
   c: Case
   i: number
   firstMs: number
   body: { recordsFiltered?: number; data?: unknown[] }
-  rounds: Awaited<ReturnType<typeof load>>[]
+  rounds: (Awaited<ReturnType<typeof load>> & { loop: Promise<LoopDelay | null> })[]
 }
 const measured: Measured[] = []
 for (const [i, c] of cases.entries()) {
@@ -412,7 +414,7 @@ for (const [i, c] of cases.entries()) {
   const firstMs = typeof logged?.ms === 'number' ? logged.ms : performance.now() - t0
   const body = JSON.parse(first.body || 'null') as { recordsFiltered?: number; data?: unknown[]; detail?: string } | null
   if (first.status !== 200 || !body?.data) {
-    rows.push(`| ${c.name} | ${first.status} ${body?.detail ?? ''} | | | | | | | | | |`)
+    rows.push(`| ${c.name} | ${first.status} ${body?.detail ?? ''} | | | | | | | | | | |`)
     continue
   }
   measured.push({ c, i, firstMs, body, rounds: [] })
@@ -423,9 +425,11 @@ const requestsOf = (c: Case) => (c.vary ? [{ setupRequest: (req: any) => ({ ...r
 for (const m of measured) await load({ url: base + m.c.url, headers: auth, duration: 2, requests: requestsOf(m.c) }) // warm-up
 for (let round = 0; round < ROUNDS; round++) {
   for (const m of measured) {
+    const delay = loopDelay(server, path.join(dataDir, 'server.log'))
+    delay.begin()
     const r = await load({ url: base + m.c.url, headers: auth, requests: requestsOf(m.c) })
     if (r.non2xx || r.errors) notes.push(`${m.c.name}: ${r.non2xx} non-2xx answers, ${r.errors} errors (${JSON.stringify(r.codes)})`)
-    m.rounds.push(r)
+    m.rounds.push({ ...r, loop: delay.end() })
   }
 }
 for (const { c, i, firstMs, body, rounds } of measured) {
@@ -435,7 +439,7 @@ for (const { c, i, firstMs, body, rounds } of measured) {
   const plain = plains[i]
   const target = c.target ? `< ${c.target} ms: ${r.p99 < c.target ? 'met' : 'MISSED'}` : ''
   rows.push(
-    `| ${c.name} | ${body.recordsFiltered} (page of ${body.data!.length}) | ${ms(firstMs)} | ${r.rps.toFixed(0)} | ${r.p50} / ${r.p99} | ${rounds.map((x) => x.p99).join(', ')} | ${ms(perRequest)} | ${ms(f.p50)} / ${ms(f.p99)} | ${(perRequest / f.p50).toFixed(1)} | ${plain === null ? '' : `${ms(plain)} ms`} | ${target} |`,
+    `| ${c.name} | ${body.recordsFiltered} (page of ${body.data!.length}) | ${ms(firstMs)} | ${r.rps.toFixed(0)} | ${r.p50} / ${r.p99} | ${rounds.map((x) => x.p99).join(', ')} | ${ms(perRequest)} | ${ms(f.p50)} / ${ms(f.p99)} | ${(perRequest / f.p50).toFixed(1)} | ${plain === null ? '' : `${ms(plain)} ms`} | ${target} | ${loopDelayCell(await r.loop)} |`,
   )
 }
 
@@ -735,7 +739,8 @@ console.log(
       .join(' ')} at the end (${os.cpus().length} CPUs).`,
 )
 console.log('"ms per request" is 1000 / req/s at 10 connections (the server\'s time per request), to compare with the in-process call (the repository alone).')
-console.log('"first request" is a cold one (trigram results for the term not kept yet); the load that follows repeats it. The integration case asks from a random id each time.\n')
+console.log('"first request" is a cold one (trigram results for the term not kept yet); the load that follows repeats it. The integration case asks from a random id each time.')
+console.log('"loop delay" is the server\'s event-loop delay during the median round (its loop statistics, asked for by signal): what any request waited for the work in hand.\n')
 for (const r of rows) console.log(r)
 if (sweepRows.length) {
   console.log(`\nThe sweep: ${SWEEP_SECONDS} s, one round, ${CONNECTIONS} connections per shape; SortBy fields are those of x-sort-fields, descending.\n`)

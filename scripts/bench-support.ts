@@ -5,6 +5,7 @@ import fs from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { projectRoot } from '../lib/paths.js'
 
 /** With 2+ cores and taskset, servers run on CPU 1 and the load generator (the bench) on CPU 0. */
@@ -230,3 +231,51 @@ export const LARGE_PAGE_HEADER = [
   '| one large page | status | answer | first byte | total | server peak RSS (VmHWM) | small reads meanwhile: n, p50 / p99 | target |',
   '|---|---|---|---|---|---|---|---|',
 ]
+
+/** The server's event-loop delay over a stretch of time (ms), and what its background loops did meanwhile. */
+export interface LoopDelay {
+  p50: number
+  p99: number
+  max: number
+  samples: number
+  loops: Record<string, Record<string, number>>
+}
+
+/**
+ * The event-loop delay of a server during a stretch of load, from its loop statistics
+ * (started with PRIME_LOOP_STATS_SECONDS, lib/log.ts): `begin()` sends SIGUSR2, on which the
+ * server logs the time before and starts afresh; `end()` sends it again and reads from its
+ * log the line that covers the stretch (lines reach the log within a second). Null when none
+ * came within 3 s (a server without loop statistics).
+ */
+export function loopDelay(child: ChildProcess, logFile: string): { begin(): void; end(): Promise<LoopDelay | null> } {
+  let begun = 0
+  let offset = 0
+  return {
+    begin() {
+      offset = fs.statSync(logFile).size
+      begun = Date.now()
+      child.kill('SIGUSR2')
+    },
+    async end() {
+      const ended = Date.now()
+      child.kill('SIGUSR2')
+      for (let waited = 0; waited < 3000; waited += 50) {
+        await sleep(50)
+        const fd = fs.openSync(logFile, 'r')
+        const text = Buffer.alloc(Math.max(0, fs.fstatSync(fd).size - offset))
+        fs.readSync(fd, text, 0, text.length, offset)
+        fs.closeSync(fd)
+        for (const line of text.toString('utf8').split('\n')) {
+          if (!line.includes('"event loop"')) continue
+          const l = JSON.parse(line) as { loop?: { fromMs: number; toMs: number; samples: number; delayMs: { p50: number; p99: number; max: number }; loops: LoopDelay['loops'] } }
+          if (l.loop && l.loop.fromMs >= begun && l.loop.toMs >= ended) return { ...l.loop.delayMs, samples: l.loop.samples, loops: l.loop.loops }
+        }
+      }
+      return null
+    },
+  }
+}
+
+/** A loop delay as a table cell: "p99 / max" ms. */
+export const loopDelayCell = (d: LoopDelay | null | undefined) => (d ? `${ms(d.p99)} / ${ms(d.max)}` : 'n/a')

@@ -47,6 +47,10 @@ if (process.argv[2] === 'ports') {
   await import('./bench-ports.js')
   process.exit(0)
 }
+if (process.argv[2] === 'background') {
+  await import('./bench-background.js')
+  process.exit(0)
+}
 if (process.argv[2] === 'notifications') {
   await import('./bench-notifications.js')
   process.exit(0)

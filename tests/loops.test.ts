@@ -5,6 +5,7 @@ import t from 'tap'
 import { build } from './helpers.js'
 
 const EXPECTED = [
+  { name: 'wal-checkpoint', singleton: false },
   { name: 'agent-sweeper', singleton: true },
   { name: 'event-index', singleton: false },
   { name: 'agent-search', singleton: false },

@@ -1,16 +1,30 @@
-// Catches the event and audit indexes up (db/event-index.ts) in the background: slices of
-// about 20 ms one after another while behind, then every half second. It starts working
-// once a list wants it (db/event-queries.ts) and pauses while the texts are read.
+// Catches the event and audit indexes up (db/event-index.ts) in the background: slices one
+// after another while behind, then every half second. It starts working once a list wants
+// it (db/event-queries.ts) and pauses while the texts are read. A slice holds up every
+// request that arrives meanwhile, so its budget is asked for before each one
+// (lib/platform/slices.ts): about 4 ms while requests are in flight, 20 ms when idle.
 import type { Loop } from '../platform/loops.js'
+import { LONG_SLICE_MS, SHORT_SLICE_MS } from '../platform/slices.js'
 import type { IndexCatchUp } from './ports.js'
 
 const IDLE_MS = 500
+/** Milliseconds of indexing in one turn of the event loop while requests are in flight. */
+export const SLICE_MS = SHORT_SLICE_MS
 
-/** Per process: the indexes' in-memory parts (texts, kinds) are this process's. */
-export function eventIndexLoop(queries: IndexCatchUp): Loop {
+/**
+ * Per process: the indexes' in-memory parts (texts, kinds) are this process's. `sliceMs`
+ * answers the budget of the next slice (the app's loops: short while requests are in flight).
+ */
+export function eventIndexLoop(queries: IndexCatchUp, sliceMs: () => number = () => SLICE_MS): Loop {
   let timer: NodeJS.Timeout | undefined
   let immediate: NodeJS.Immediate | undefined
   let stopped = true
+  // Since the last report (stats): the slices that found work, their time, the longest, and
+  // the longest of those given a short budget (requests were in flight).
+  let slices = 0
+  let busyMs = 0
+  let maxMs = 0
+  let maxShortMs = 0
   const schedule = (more: boolean) => {
     if (stopped) return
     if (more) immediate = setImmediate(tick).unref()
@@ -18,7 +32,17 @@ export function eventIndexLoop(queries: IndexCatchUp): Loop {
   }
   const tick = () => {
     timer = immediate = undefined
-    schedule(queries.indexSlice())
+    const budget = sliceMs()
+    const t0 = performance.now()
+    const more = queries.indexSlice(budget)
+    const took = performance.now() - t0
+    if (more || took > 1) {
+      slices++
+      busyMs += took
+      if (took > maxMs) maxMs = took
+      if (budget < LONG_SLICE_MS && took > maxShortMs) maxShortMs = took
+    }
+    schedule(more)
   }
   return {
     name: 'event-index',
@@ -40,6 +64,12 @@ export function eventIndexLoop(queries: IndexCatchUp): Loop {
       clearTimeout(timer)
       if (immediate) clearImmediate(immediate)
       timer = immediate = undefined
+    },
+    stats() {
+      if (slices === 0) return undefined
+      const r = { slices, busyMs: Math.round(busyMs), maxSliceMs: Math.round(maxMs * 10) / 10, maxShortSliceMs: Math.round(maxShortMs * 10) / 10 }
+      slices = busyMs = maxMs = maxShortMs = 0
+      return r
     },
   }
 }

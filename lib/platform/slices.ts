@@ -1,0 +1,44 @@
+// How long a slice of background work on the event loop may be, by whether anyone is asking.
+// While requests are in flight (or one ended a moment ago), slices are short: a request that
+// arrives during a slice waits for it, and at 10 connections on one core slices of 20 ms were
+// most of the p99 of the fastest lists. When nobody is asking, slices are long, so that the
+// event index catches up after a burst at full pace: at 4 ms it fell from about 41,000 to
+// about 15,000 records a second, below what ingest needs.
+
+/** A slice's budget while requests are in flight (ms). */
+export const SHORT_SLICE_MS = 4
+/** A slice's budget while the server is idle (ms): the one request that comes waits at most this. */
+export const LONG_SLICE_MS = 20
+/**
+ * Idle only once no request has been in flight for this long (ms): a client that asks again
+ * as soon as it is answered leaves the server without a request for a moment between two.
+ */
+export const QUIET_MS = 100
+
+export interface RequestActivity {
+  /** A request arrived. */
+  begin(): void
+  /** That request's answer is ready (or it was given up): once per begin(). */
+  end(): void
+  /** Requests begun and not ended. */
+  inFlight(): number
+  /** The budget of the next slice of background work (ms): short while anyone is asking, long when idle. */
+  sliceMs(): number
+}
+
+/** `now`: a monotonic clock in ms (tests pass their own). */
+export function requestActivity(now: () => number = () => performance.now()): RequestActivity {
+  let inFlight = 0
+  let lastEnd = Number.NEGATIVE_INFINITY
+  return {
+    begin() {
+      inFlight++
+    },
+    end() {
+      if (inFlight > 0) inFlight--
+      lastEnd = now()
+    },
+    inFlight: () => inFlight,
+    sliceMs: () => (inFlight > 0 || now() - lastEnd < QUIET_MS ? SHORT_SLICE_MS : LONG_SLICE_MS),
+  }
+}
