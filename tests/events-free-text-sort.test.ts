@@ -5,7 +5,7 @@
 // not limited.
 import t from 'tap'
 import { build, login, call } from './helpers.js'
-import { eventMaker, expectedEvents, sortEvents, DAY } from './fixtures/events.js'
+import { asRow, eventMaker, expectedEvents, sortEvents, DAY } from './fixtures/events.js'
 import type { EventRow } from '../db/event-queries.js'
 
 const URL = '/prime/webui/Events/GetEvents'
@@ -24,24 +24,7 @@ t.test('a free-text sort of more than 20000 matches is refused with a 400 that s
   ] as const) {
     const batch = Array.from({ length: n }, make)
     const ids = app.db.transaction(() => app.repos.events.record(at, batch))()
-    ids.forEach((id, i) => {
-      const e = batch[i]
-      rows.push({
-        id,
-        created_ms: at,
-        event_code: e.code,
-        severity: e.severity,
-        category: e.category,
-        entity_id: e.entityId,
-        description: e.description,
-        details: e.details,
-        hashtags: e.hashtags ?? null,
-        peripheral_icon: e.peripheralIcon ?? -1,
-        asset_key: e.assetKey ?? null,
-        asset_name: e.assetName ?? null,
-        peripheral_asset_id: e.peripheralAssetId ?? null,
-      })
-    })
+    ids.forEach((id, i) => rows.push(asRow(id, at, batch[i])))
   }
   const get = (q: Record<string, string>) => call(app, token, { method: 'GET', url: `${URL}?${new URLSearchParams(q)}` })
 
