@@ -24,7 +24,8 @@ fs.writeFileSync(pidFile, `${process.pid}\n`, { mode: 0o600 })
 
 // SIGTERM/SIGINT: readiness answers 503 at once; after the drain delay (a load balancer
 // takes the node out meanwhile), stop accepting, finish in-flight requests, close the database.
-closeWithGrace({ delay: drainMs + 10_000 }, async ({ signal, err }) => {
+// SIGUSR2 asks for the loop statistics when they are on (PRIME_LOOP_STATS_SECONDS), not a shutdown.
+closeWithGrace({ delay: drainMs + 10_000, skip: config.loopStatsSeconds > 0 ? ['SIGUSR2'] : [] }, async ({ signal, err }) => {
   if (err) app.log.error({ err }, 'shutting down after an error')
   else app.log.info({ signal, drainSeconds: config.shutdownDrainSeconds }, 'shutting down')
   app.lifecycle.shuttingDown = true
