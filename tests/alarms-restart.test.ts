@@ -4,14 +4,13 @@
 // destination in batch mode, whose batches are taken apart as the contract says.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { openDatabase } from '../db/index.js'
 import { eventsRepo } from '../db/events.js'
 import { projectRoot } from '../lib/paths.js'
-import { httpReceiver, waitFor } from './fixtures/receivers.js'
+import { freePort, httpReceiver, waitFor } from './fixtures/receivers.js'
 import { ADMIN_PASSWORD } from './helpers.js'
 
 // Compiling the server and two starts take a while on a busy machine.
@@ -20,14 +19,6 @@ t.setTimeout(300_000)
 const SECRET = 'whsec-restart-0123456789'
 const EVENTS = 300
 const server = path.join(projectRoot, 'dist', 'lib', 'server.js')
-
-async function freePort(): Promise<number> {
-  const s = net.createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
-  const port = (s.address() as net.AddressInfo).port
-  await new Promise<void>((r) => s.close(() => r()))
-  return port
-}
 
 function start(env: NodeJS.ProcessEnv, logFile: string): Promise<ChildProcess> {
   const log = fs.openSync(logFile, 'a')

@@ -5,11 +5,11 @@
 // with --fail-with-body), so the README cannot drift from the service.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { projectRoot } from '../lib/paths.js'
+import { freePort } from './fixtures/receivers.js'
 
 // Compiling (when dist/ is stale), the demo's start and the blocks take a while on a busy machine.
 t.setTimeout(900_000)
@@ -31,14 +31,6 @@ export function runnableBlocks(readme: string): { line: number; code: string }[]
     i = end
   }
   return blocks
-}
-
-async function freePort(): Promise<number> {
-  const s = net.createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
-  const port = (s.address() as net.AddressInfo).port
-  await new Promise<void>((r) => s.close(() => r()))
-  return port
 }
 
 function waitForOutput(child: ChildProcess, out: () => string, pattern: RegExp, ms: number): Promise<RegExpExecArray> {

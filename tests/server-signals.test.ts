@@ -2,25 +2,17 @@
 // and the server keeps serving; SIGTERM still shuts it down gracefully.
 import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { projectRoot } from '../lib/paths.js'
+import { freePort } from './fixtures/receivers.js'
 import { ADMIN_PASSWORD } from './helpers.js'
 
 t.setTimeout(120_000)
 // From the sources, with the TypeScript loader this test runs under (no build needed).
 const server = path.join(projectRoot, 'lib', 'server.ts')
 const loader = process.execArgv.filter((a) => a.includes('@tapjs/typescript'))
-
-async function freePort(): Promise<number> {
-  const s = net.createServer()
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r))
-  const port = (s.address() as net.AddressInfo).port
-  await new Promise<void>((r) => s.close(() => r()))
-  return port
-}
 
 const until = async (ok: () => boolean, what: string) => {
   for (let i = 0; i < 3000 && !ok(); i++) await new Promise((r) => setTimeout(r, 10))
