@@ -5,14 +5,18 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { auditAnswer, eventsAnswer } from '../lib/events/views.js'
 import { auditFilter, eventFilter, givenFilters, isIncidentFetch } from '../lib/events/filter.js'
 import type { ExportFile } from '../lib/events/service.js'
-import { page, sort } from '../lib/listing.js'
+import { AnswerParts, page, sort } from '../lib/listing.js'
 import { contextOf } from '../lib/platform/context.js'
 import type { Handlers } from './types.js'
 
 export { exportLimits } from '../lib/events/exports.js'
 
 /** A list's answer is JSON text already: one string, or a stream of it for a large page. */
-const send = (reply: FastifyReply, answer: Readable | string): FastifyReply => reply.type('application/json').send(answer)
+const send = (reply: FastifyReply, answer: Readable | string): FastifyReply => {
+  // A page built whole but sent in parts keeps its length (a streamed page is chunked).
+  if (answer instanceof AnswerParts) reply.header('content-length', answer.bytes)
+  return reply.type('application/json').send(answer)
+}
 
 type Body = Record<string, unknown> | null
 

@@ -134,6 +134,53 @@ export const listAnswer = <T>(recordsTotal: number, recordsFiltered: number, dat
 /** The list answer as JSON text, for rows that are JSON text already (an array). */
 export const listAnswerJson = (recordsTotal: number, recordsFiltered: number, data: string) => `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":${data}}`
 
+/**
+ * A whole answer held as parts of at most about STREAM_CHUNK_CHARS characters, with its
+ * length in bytes (sent as Content-Length). One string of megabytes (a poller's page of
+ * 10,000 rows) lands in V8's large-object space: each answer then costs fresh pages of
+ * memory to build, to flatten for its length and to encode for the socket, and a full
+ * collection to free. Parts of tens of kilobytes stay in the young generation.
+ */
+export class AnswerParts extends Readable {
+  readonly bytes: number
+  readonly parts: Buffer[]
+  constructor(parts: (string | Buffer)[]) {
+    super({ objectMode: true, highWaterMark: 1 })
+    // As bytes outside V8's heap: an answer waiting for a slow socket is not copied by every young-generation collection.
+    this.parts = parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : p))
+    let bytes = 0
+    for (const p of this.parts) bytes += p.length
+    this.bytes = bytes
+  }
+  private next = 0
+  /** The same answer again, to be sent once more (a stream is read once). */
+  again(): AnswerParts {
+    return new AnswerParts(this.parts)
+  }
+  override _read() {
+    this.push(this.next < this.parts.length ? this.parts[this.next++] : null)
+  }
+}
+
+/** Rows in one part each up to this many: about 35 KiB of event JSON. */
+const PART_ROWS = 64
+
+/**
+ * The list answer of a page built whole: one string for a small page, parts for a large
+ * one (AnswerParts). Byte for byte `JSON.stringify(listAnswer(total, filtered, rows.map(view)))`.
+ */
+export function listAnswerOf<R>(recordsTotal: number, recordsFiltered: number, rows: R[], view: (row: R) => unknown): string | AnswerParts {
+  if (rows.length <= 2 * PART_ROWS) return JSON.stringify(listAnswer(recordsTotal, recordsFiltered, rows.map(view)))
+  const parts = [`{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":[`]
+  for (let i = 0; i < rows.length; i += PART_ROWS) {
+    // The views of a part as one array: V8's JSON.stringify of fixed-shape objects is the fastest writer (lib/events/views.ts).
+    const text = JSON.stringify(rows.slice(i, i + PART_ROWS).map(view))
+    parts.push((i ? ',' : '') + text.slice(1, -1))
+  }
+  parts.push(']}')
+  return new AnswerParts(parts)
+}
+
 /** The list answer as JSON text, streamed: the counts at once, then the rows as they are read. */
 async function* listAnswerText(recordsTotal: number, recordsFiltered: number, rows: AsyncIterable<string>): AsyncGenerator<string> {
   yield `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":[`

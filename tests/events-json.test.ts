@@ -11,7 +11,7 @@ import { EVENT_FIELDS } from '../db/event-queries.js'
 import { EVENT_COLUMNS } from '../db/event-rows.js'
 import { rowOf } from '../db/sql.js'
 import { eventView, eventViewOf, eventsAnswer } from '../lib/events/views.js'
-import { listAnswer } from '../lib/listing.js'
+import { AnswerParts, listAnswer } from '../lib/listing.js'
 import type { EventRow } from '../lib/events/ports.js'
 import { eventMaker } from './fixtures/events.js'
 
@@ -128,9 +128,9 @@ t.test('rows it does not expect are written as their view is', async (t) => {
   for (const [name, row] of variants) t.equal(eventJson(row), viewJson(row), name)
 })
 
-t.test('the list answer as one string is the answer object stringified', async (t) => {
+t.test('the list answer, as one string or in parts, is the answer object stringified', async (t) => {
   const { r, text, maybe } = texts(5)
-  const rows: unknown[][] = Array.from({ length: 300 }, (_, i) => [
+  const rows: unknown[][] = Array.from({ length: 700 }, (_, i) => [
     i + 1,
     Date.UTC(2026, 0, 1) + Math.floor(r() * 1e9),
     '0x110001',
@@ -145,10 +145,14 @@ t.test('the list answer as one string is the answer object stringified', async (
     maybe(20),
     maybe(40),
   ])
-  for (const page of [[], rows.slice(0, 1), rows]) {
+  // One string up to 128 rows; above, parts of 64 rows (the last one shorter or whole).
+  for (const page of [[], rows.slice(0, 1), rows.slice(0, 128), rows.slice(0, 129), rows.slice(0, 640), rows]) {
     const answer = eventsAnswer({ total: 1000, filtered: rows.length, rows: page })
+    t.equal(typeof answer === 'string', page.length <= 128, `a page of ${page.length}: ${page.length <= 128 ? 'one string' : 'in parts'}`)
+    const text = typeof answer === 'string' ? answer : Buffer.concat((answer as AnswerParts).parts).toString()
+    if (answer instanceof AnswerParts) t.equal(answer.bytes, Buffer.byteLength(text), `a page of ${page.length}: its length in bytes`)
     t.equal(
-      answer,
+      text,
       JSON.stringify(
         listAnswer(
           1000,

@@ -4,7 +4,7 @@ import type { components } from '../../generated/openapi.js'
 import { AUDIT_FIELDS } from '../../db/event-queries.js'
 import { rowOf } from '../../db/sql.js'
 import type { Readable } from 'node:stream'
-import { listAnswer, listAnswerStream, severityNames, STREAM_CHUNK_CHARS } from '../listing.js'
+import { listAnswerOf, listAnswerStream, severityNames, STREAM_CHUNK_CHARS } from '../listing.js'
 import type { AuditTrailRow, EventRow } from './ports.js'
 import { iso } from '../time.js'
 
@@ -124,7 +124,7 @@ interface RecordPage {
  * serialize it again): one string, or a stream of it for a large page.
  */
 const answerOf = (p: RecordPage, view: (r: unknown[]) => unknown): string | Readable =>
-  p.chunks ? listAnswerStream(p.total, p.filtered, jsonRows(p.chunks, view)) : JSON.stringify(listAnswer(p.total, p.filtered, p.rows.map(view)))
+  p.chunks ? listAnswerStream(p.total, p.filtered, jsonRows(p.chunks, view)) : listAnswerOf(p.total, p.filtered, p.rows, view)
 
 /** A page of events as the list's answer (JSON text, or the stream of it). */
 export const eventsAnswer = (p: RecordPage) => answerOf(p, eventViewOf)
