@@ -388,6 +388,9 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       if (unsynced) db.pragma('synchronous = FULL')
     }
   }
+  // Times this indexer started over (a record changed or deleted outside a prune): part of
+  // the version list answers are kept under (db/event-queries.ts).
+  let restarts = 0
   const stepIn = (table: RecordTable, max: number): number => {
     const n = db
       .transaction(() => {
@@ -397,6 +400,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
         const delta: Delta = { from: s.indexed, to: s.indexed, cells: new Map(), docs: new Map(), sources: new Map(), newDocs: [], newSources: [], reset: false }
         if (s.stale) {
           reset(table)
+          restarts++
           s = { indexed: 0, stale: 0, prunes: s.prunes }
           delta.reset = true
           delta.from = 0
@@ -624,6 +628,8 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     kinds,
     prune,
     applyPrune,
+    /** How many times this indexer started over. */
+    restarts: () => restarts,
     /**
      * The counts in memory, exact up to their `indexed` mark (loaded on first use; loaded
      * again when the mark moved without this process, or the index started over).

@@ -42,6 +42,15 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   const tables = recordTables()
   const maxId = { events: db.prepare('SELECT max(id) FROM events').pluck(), audit_trail: db.prepare('SELECT max(id) FROM audit_trail').pluck() }
   const topId = (table: RecordTable) => (maxId[table].get() as number | null) ?? 0
+  // What a list answer of the table is read from. Records are added (the newest id moves)
+  // and pruned (the table's prune count moves); a record changed or deleted any other way
+  // marks the index stale, and the indexer then starts over (its restarts move). Another
+  // process's commit moves the connection's data_version.
+  const versionOf = (table: RecordTable) =>
+    db.prepare(`SELECT coalesce((SELECT max(id) FROM ${table}), 0) || ':' || coalesce((SELECT max(prunes) || ':' || max(stale) FROM record_index_state WHERE name = '${table}'), '')`).pluck()
+  const versions = { events: versionOf('events'), audit_trail: versionOf('audit_trail') }
+  const dataVersion = db.prepare('PRAGMA data_version').pluck()
+  const version = (table: RecordTable) => `${versions[table].get() ?? ''}:${indexer.restarts()}:${dataVersion.get()}`
   const hasIndex = (name: string) => !!db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?`).get(name)
   // The time indexes (migrations 001 and 003): a time order walks them.
   // plan: query-plans "events list" (tests/query-plans.test.ts)
@@ -98,6 +107,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       /** The same rows as arrays of EVENT_FIELDS, in chunks (the CSV export). */
       rawChunks: (f: EventFilter, s: Sort, cap: number) => chunks(eventPlan(f), s, cap, true),
       lastId: () => topId('events'),
+      version: () => version('events'),
     },
     audit: {
       list: (f: AuditFilter, s: Sort, limit: number, offset: number) => objects<AuditTrailRow>(list(auditPlan(f), s, limit, offset), tables.audit_trail.row),
@@ -115,6 +125,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       /** The same rows as arrays of AUDIT_FIELDS, in chunks (the CSV export). */
       rawChunks: (f: AuditFilter, s: Sort, cap: number) => chunks(auditPlan(f), s, cap, true),
       lastId: () => topId('audit_trail'),
+      version: () => version('audit_trail'),
     },
   }
 }

@@ -2,7 +2,6 @@
 // event service (lib/events/service.ts), answer with its views.
 import type { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { auditAnswer, eventsAnswer } from '../lib/events/views.js'
 import { auditFilter, eventFilter, givenFilters, isIncidentFetch } from '../lib/events/filter.js'
 import type { ExportFile } from '../lib/events/service.js'
 import { AnswerParts, page, sort } from '../lib/listing.js'
@@ -56,24 +55,24 @@ export const eventsHandlers: Handlers<
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
     const pg = page(req.query)
     const filter = eventFilter(req.query)
-    return send(reply, eventsAnswer(await req.server.services.events.events(filter, order, pg, isIncidentFetch(req.query, order))))
+    return send(reply, await req.server.services.events.eventsAnswer(filter, order, pg, isIncidentFetch(req.query, order)))
   },
 
   async getEventsIntegration(req, reply) {
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
     const pg = page(req.query)
-    return send(reply, eventsAnswer(await req.server.services.events.eventFeed(eventFilter(req.query), order, pg)))
+    return send(reply, await req.server.services.events.eventFeedAnswer(eventFilter(req.query), order, pg))
   },
 
   async getAuditTrails(req, reply) {
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
     const pg = page(req.query)
-    return send(reply, auditAnswer(await req.server.services.events.auditTrail(auditFilter(req.query), order, pg)))
+    return send(reply, await req.server.services.events.auditTrailAnswer(auditFilter(req.query), order, pg))
   },
 
   async getAuditsIntegration(req, reply) {
     const pg = page(req.query)
-    return send(reply, auditAnswer(await req.server.services.events.auditFeed(auditFilter(req.query), pg)))
+    return send(reply, await req.server.services.events.auditFeedAnswer(auditFilter(req.query), pg))
   },
 
   async exportGetEvents(req, reply) {

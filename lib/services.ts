@@ -145,6 +145,7 @@ export function createServices(app: FastifyInstance) {
       auditRecords: asyncPort(repos.eventQueries.audit, uow),
       audit,
       csvColumns: exportColumns(app.contract.spec.components.schemas),
+      keptAnswers: config.keptListAnswers,
     }),
     retention: retentionJob({
       retention: asyncPort(repos.retention, uow),

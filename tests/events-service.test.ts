@@ -220,8 +220,56 @@ t.test('an export beyond its limit is cut and says so; an audit trail that fails
   )
 })
 
+t.test('a repeated question is answered from the kept text until a record is added, pruned or changed', async (t) => {
+  const { db, uow, queries, write } = setup()
+  write(20)
+  let reads = 0
+  const port = asyncPort(queries.events, uow)
+  const service = eventService({
+    events: { ...port, pageRows: (...a: Parameters<typeof port.pageRows>) => (reads++, port.pageRows(...a)) },
+    auditRecords: asyncPort(queries.audit, uow),
+    audit: auditTrail({ repo: auditRepo(db), refusalWindowMs: 60_000, flushRefusal: () => {} }, uow),
+    csvColumns: columns,
+  })
+  const ask = async (q: Record<string, string> = {}, pg = page(5)) => JSON.parse((await service.eventsAnswer(eventFilter(q), byId('desc'), pg)) as string)
+  const ids = (a: { data: { eventID: number }[] }) => a.data.map((e) => e.eventID)
+
+  const first = await ask()
+  t.same([first.recordsTotal, ids(first)], [20, [20, 19, 18, 17, 16]])
+  t.same(await ask(), first, 'the same answer again')
+  t.equal(reads, 1, 'read once')
+  t.same(ids(await ask({}, page(5, 2))), [15, 14, 13, 12, 11], 'another page is its own question')
+  t.same((await ask({ Severity: 'Critical' })).recordsFiltered, 6, 'another filter is its own question')
+  t.equal(reads, 3)
+
+  write(1, T0 + DAY)
+  const added = await ask()
+  t.same([added.recordsTotal, ids(added)], [21, [21, 20, 19, 18, 17]], 'an added event is in the next answer')
+
+  queries.catchUp()
+  t.same(await ask(), added, 'indexing changes no answer')
+  const before = reads
+  await ask()
+  t.equal(reads, before, 'and keeps it')
+
+  // A record deleted outside a prune (the index starts over): the answer follows at once,
+  // and after the index has caught up again.
+  db.prepare('DELETE FROM events WHERE id = 19').run()
+  t.same(ids(await ask()), [21, 20, 18, 17, 16], 'a deleted event is gone from the next answer')
+  queries.catchUp()
+  t.same(ids(await ask()), [21, 20, 18, 17, 16], 'and after the index started over')
+  db.prepare('DELETE FROM events WHERE id = 18').run()
+  queries.catchUp()
+  t.same(ids(await ask()), [21, 20, 17, 16, 15], 'a delete not asked about until the index started over')
+
+  const feed = async () => JSON.parse((await service.eventFeedAnswer(eventFilter({ FromEventId: 20 }), byId('asc'), page(10))) as string)
+  t.same(ids(await feed()), [20, 21])
+  write(1, T0 + 2 * DAY)
+  t.same(ids(await feed()), [20, 21, 22], "the feed's next answer holds the new event")
+})
+
 t.test('retention: old records are archived and pruned in a unit of work that rolls back whole', async (t) => {
-  const { db, uow, queries, audits, write } = setup()
+  const { db, uow, queries, audits, service, write } = setup()
   write(10, T0) // 10 events on T0
   write(5, T0 + 50 * DAY)
   queries.catchUp()
@@ -252,6 +300,9 @@ t.test('retention: old records are archived and pruned in a unit of work that ro
   const count = () => db.prepare('SELECT count(*) FROM events').pluck().get()
   const now = T0 + 60 * DAY
 
+  const listed = async () => JSON.parse((await service.eventsAnswer(eventFilter({}), byId('asc'), page(3))) as string)
+  t.same([(await listed()).recordsTotal, (await listed()).data[0].eventID], [15, 1], 'the list before')
+
   failGate = true
   await t.rejects(runRetention(deps, now), /the disk is full/)
   t.equal(count(), 15, 'nothing deleted: the unit of work rolled back')
@@ -262,6 +313,7 @@ t.test('retention: old records are archived and pruned in a unit of work that ro
   t.match(run.events, { deleted: 10, firstId: 1, lastId: 10 })
   t.equal(count(), 5)
   t.equal((await queries.events.list(eventFilter({}), byId('asc'), 1, 0)).filtered, 5, 'the counts follow the prune')
+  t.same([(await listed()).recordsTotal, (await listed()).data[0].eventID], [5, 11], 'the list answer follows the prune')
   const archived = zlib
     .gunzipSync(fs.readFileSync(path.join(dataDir, 'archive', run.events.files[0])))
     .toString()

@@ -32,6 +32,8 @@ export interface RecordStore<F, R> {
   rawChunks(f: F, s: Sort, cap: number): Promise<AsyncIterable<unknown[]>>
   /** The newest record's id (0: none). */
   lastId(): Promise<number>
+  /** Moves whenever a list answer could change: a record added or pruned, a commit by another process. */
+  version(): Promise<string>
 }
 
 export interface EventStore extends RecordStore<EventFilter, EventRow> {

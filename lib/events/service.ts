@@ -2,14 +2,16 @@
 // fetch, which gets the feed's page) and their exports. Takes plain inputs (the caller's
 // context, the parsed filters, sort and page), so it runs without Fastify.
 import type { Readable } from 'node:stream'
+import { Cache } from '../../db/cache.js'
 import { EVENT_ROW_SORTS } from '../../db/event-queries.js'
 import { invalidField } from '../errors.js'
-import { streamedPages, type Page, type Sort } from '../listing.js'
+import { AnswerParts, streamedPages, type Page, type Sort } from '../listing.js'
 import { pdfStream, type PdfColumn } from '../pdf.js'
 import type { Context } from '../platform/context.js'
 import type { AuditTrail } from '../platform/ports.js'
 import { auditCells, auditPdfColumns, csvFile, eventCells, eventPdfColumns, exportFileName, exportLimits, exportType, type Cells, type ExportFormat } from './exports.js'
 import type { AuditFilter, EventFilter } from './filter.js'
+import { auditAnswer, eventsAnswer } from './views.js'
 import type { AuditRecordStore, AuditTrailRow, EventRow, EventStore, ListAnswer, PageChunks, RecordStore } from './ports.js'
 
 export interface EventServiceDeps {
@@ -21,6 +23,8 @@ export interface EventServiceDeps {
   now?: () => number
   /** The events list sorted by a free-text field serves at most this many matches (SORT_ROWS_MAX; tests lower it). */
   sortRowsMax?: number
+  /** List answers kept for repeated questions (default 64; 0 keeps none). */
+  keptAnswers?: number
 }
 
 /**
@@ -71,10 +75,31 @@ interface ExportKind<F, R> {
   pdfColumns: PdfColumn<R>[]
 }
 
+/** Answers of at most this many characters (bytes when in parts) are kept (a console's page, an integration's page of a few hundred). */
+export const KEEP_ANSWER_CHARS = 256 * 1024
+
 export function eventService(deps: EventServiceDeps) {
   const { events, auditRecords, audit } = deps
   const now = deps.now ?? Date.now
   const sortRowsMax = deps.sortRowsMax ?? SORT_ROWS_MAX
+  // The text of recent list answers, each with the version of the records it was read from
+  // (RecordStore.version): the same question asked again before anything is added or pruned
+  // (consoles on their default page, integrations polling a quiet feed) is answered
+  // without reading or writing a row.
+  const kept = new Cache<string, { version: string; text: string | AnswerParts }>({ max: deps.keptAnswers ?? 64 })
+
+  async function answered<F, R>(store: RecordStore<F, R>, key: string, build: () => Promise<RecordPage>, text: (p: RecordPage) => string | Readable): Promise<string | Readable> {
+    // Read before the rows: an answer is never older than the version it is kept under.
+    const version = await store.version()
+    const hit = kept.get(key)
+    if (hit && hit.version === version) return typeof hit.text === 'string' ? hit.text : hit.text.again()
+    const answer = text(await build())
+    if (typeof answer === 'string') {
+      if (answer.length <= KEEP_ANSWER_CHARS) kept.set(key, { version, text: answer })
+    } else if (answer instanceof AnswerParts && answer.bytes <= KEEP_ANSWER_CHARS) kept.set(key, { version, text: answer })
+    return answer
+  }
+  const keyOf = (what: string, filter: unknown, order: Sort, page: Page) => `${what} ${order.field} ${order.direction} ${page.pageSize} ${page.offset} ${JSON.stringify(filter)}`
 
   async function pageOf<F, R>(store: RecordStore<F, R>, filter: F, order: Sort, { pageSize, offset }: Page, feed: boolean): Promise<RecordPage> {
     if (pageSize > streamedPages.above) return store.pageChunks(filter, order, pageSize, offset, feed)
@@ -142,7 +167,7 @@ export function eventService(deps: EventServiceDeps) {
     pdfColumns: auditPdfColumns,
   }
 
-  return {
+  const service = {
     /** A page of the events list; the SOAR integration's incident fetch (see isIncidentFetch) gets the feed's page, newest first. */
     async events(filter: EventFilter, order: Sort, page: Page, incidentFetch = false): Promise<RecordPage> {
       await events.ready(filter)
@@ -177,6 +202,26 @@ export function eventService(deps: EventServiceDeps) {
       return pageOf(auditRecords, filter, NEWEST_AUDIT, page, true)
     },
 
+    /** The events list's answer as JSON text (or its stream), kept for a repeated question. */
+    eventsAnswer(filter: EventFilter, order: Sort, page: Page, incidentFetch = false): Promise<string | Readable> {
+      return answered(events, keyOf(incidentFetch ? 'incident' : 'events', filter, order, page), () => service.events(filter, order, page, incidentFetch), eventsAnswer)
+    },
+
+    /** The events feed's answer as JSON text (or its stream), kept for a repeated question. */
+    eventFeedAnswer(filter: EventFilter, order: Sort, page: Page): Promise<string | Readable> {
+      return answered(events, keyOf('event-feed', filter, order, page), () => service.eventFeed(filter, order, page), eventsAnswer)
+    },
+
+    /** The audit trail's answer as JSON text (or its stream), kept for a repeated question. */
+    auditTrailAnswer(filter: AuditFilter, order: Sort, page: Page): Promise<string | Readable> {
+      return answered(auditRecords, keyOf('audit', filter, order, page), () => service.auditTrail(filter, order, page), auditAnswer)
+    },
+
+    /** The audit feed's answer as JSON text (or its stream), kept for a repeated question. */
+    auditFeedAnswer(filter: AuditFilter, page: Page): Promise<string | Readable> {
+      return answered(auditRecords, keyOf('audit-feed', filter, NEWEST_AUDIT, page), () => service.auditFeed(filter, page), auditAnswer)
+    },
+
     async exportEvents(ctx: Context, input: ExportInput<EventFilter>): Promise<ExportFile> {
       await events.ready(input.filter)
       return exportOf(ctx, eventExport, input)
@@ -186,6 +231,7 @@ export function eventService(deps: EventServiceDeps) {
       return exportOf(ctx, auditExport, input)
     },
   }
+  return service
 }
 
 export type EventService = ReturnType<typeof eventService>
