@@ -25,7 +25,7 @@ export function eventPages(state: QueryState, counts: EventCounts) {
   // lets it use the ids (rowid ranges and lookups); the time order names its index.
   // plan: query-plans "events list" (tests/query-plans.test.ts)
   const rowsOf = (p: Plan, where: Cond, order: string, limit: number, offset: number, from = 'NOT INDEXED'): Raw[] =>
-    cached(`SELECT ${tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
+    cached(`SELECT ${p.columns ?? tables[p.table].columns} FROM ${tables[p.table].from} e ${from} WHERE ${where.sql} ORDER BY ${order} LIMIT ? OFFSET ?`)
       .raw(true)
       .all(...where.params, limit, offset) as Raw[]
 

@@ -70,6 +70,8 @@ export interface Plan {
   textSql: Cond | null
   /** Events: how the text conditions resolve against sources and documents. */
   text: EventText | null
+  /** The columns a page reads (default: every field of the table); `e.id` for a page of ids. */
+  columns?: string
 }
 
 /** The text conditions of an event filter, by what they look at. */

@@ -21,7 +21,7 @@ import { indexCatchUp } from './event-catch-up.js'
 import { recordIndexer, type RecordTable, type IndexerOptions } from './event-index.js'
 import type { AuditFilter, EventFilter } from './filters.js'
 import type { AuditTrailRow, EventRow } from './event-rows.js'
-import { auditPlan, eventPlan, eventSorts, sortedByRows } from './event-plans.js'
+import { auditPlan, eventPlan, eventSorts, sortedByRows, type Plan } from './event-plans.js'
 import { recordTables, type ListAnswer, type QueryState } from './event-query-state.js'
 import { eventCounts } from './event-counts.js'
 import { eventPages, type Raw } from './event-pages.js'
@@ -71,6 +71,15 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
   /** A page with its rows as objects (tests, scripts); the API answers from the arrays. */
   const objects = <R>(a: ListAnswer<Raw>, row: (r: Raw) => Record<string, unknown>): ListAnswer<R> => ({ ...a, rows: a.rows.map(row) as R[] })
   const { chunks, pageChunks, iterate } = eventStream(state, counts, pages)
+  /** A page of the feed in id order as the ids alone (the rows are read by whoever lacks them). */
+  const feedIds = (p: Plan, s: Sort, limit: number, offset: number): ListAnswer<number> => {
+    const a = feed({ ...p, columns: 'e.id' }, s, limit, offset)
+    return { ...a, rows: a.rows.map((r) => r[0] as number) }
+  }
+  const byIds = {
+    events: db.prepare(`SELECT ${tables.events.columns} FROM events e WHERE e.id IN (SELECT value FROM json_each(?))`).raw(true),
+    audit_trail: db.prepare(`SELECT ${tables.audit_trail.columns} FROM audit_trail e WHERE e.id IN (SELECT value FROM json_each(?))`).raw(true),
+  }
 
   return {
     indexer,
@@ -108,6 +117,10 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       rawChunks: (f: EventFilter, s: Sort, cap: number) => chunks(eventPlan(f), s, cap, true),
       lastId: () => topId('events'),
       version: () => version('events'),
+      /** A page of the feed sorted by id, as the ids of its rows (the counts as for pageRows). */
+      feedIds: (f: EventFilter, s: Sort, limit: number, offset: number) => feedIds(eventPlan(f), s, limit, offset),
+      /** The rows of these ids that exist, as arrays of EVENT_FIELDS, in no particular order. */
+      rowsByIds: (ids: number[]) => (ids.length ? (byIds.events.all(JSON.stringify(ids)) as unknown[][]) : []),
     },
     audit: {
       list: (f: AuditFilter, s: Sort, limit: number, offset: number) => objects<AuditTrailRow>(list(auditPlan(f), s, limit, offset), tables.audit_trail.row),
@@ -126,6 +139,10 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
       rawChunks: (f: AuditFilter, s: Sort, cap: number) => chunks(auditPlan(f), s, cap, true),
       lastId: () => topId('audit_trail'),
       version: () => version('audit_trail'),
+      /** A page of the feed sorted by id, as the ids of its rows (the counts as for pageRows). */
+      feedIds: (f: AuditFilter, s: Sort, limit: number, offset: number) => feedIds(auditPlan(f), s, limit, offset),
+      /** The rows of these ids that exist, as arrays of AUDIT_FIELDS, in no particular order. */
+      rowsByIds: (ids: number[]) => (ids.length ? (byIds.audit_trail.all(JSON.stringify(ids)) as unknown[][]) : []),
     },
   }
 }

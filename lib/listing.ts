@@ -181,6 +181,16 @@ export function listAnswerOf<R>(recordsTotal: number, recordsFiltered: number, r
   return new AnswerParts(parts)
 }
 
+/** The same answer from each row's JSON text: one string for a small page, parts for a large one. */
+export function listAnswerOfTexts(recordsTotal: number, recordsFiltered: number, texts: string[]): string | AnswerParts {
+  const head = `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":[`
+  if (texts.length <= 2 * PART_ROWS) return `${head}${texts.join(',')}]}`
+  const parts = [head]
+  for (let i = 0; i < texts.length; i += PART_ROWS) parts.push((i ? ',' : '') + texts.slice(i, i + PART_ROWS).join(','))
+  parts.push(']}')
+  return new AnswerParts(parts)
+}
+
 /** The list answer as JSON text, streamed: the counts at once, then the rows as they are read. */
 async function* listAnswerText(recordsTotal: number, recordsFiltered: number, rows: AsyncIterable<string>): AsyncGenerator<string> {
   yield `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":[`

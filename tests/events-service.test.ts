@@ -18,7 +18,8 @@ import { loadConfig } from '../lib/config.js'
 import { exportLimits } from '../lib/events/exports.js'
 import { auditFilter, eventFilter } from '../lib/events/filter.js'
 import { eventService } from '../lib/events/service.js'
-import { streamedPages, type Sort } from '../lib/listing.js'
+import { eventsAnswer } from '../lib/events/views.js'
+import { type AnswerParts, streamedPages, type Sort } from '../lib/listing.js'
 import { systemContext, type Context } from '../lib/platform/context.js'
 import type { AuditTrail } from '../lib/platform/ports.js'
 import { runRetention, type RetentionDeps } from '../lib/retention/job.js'
@@ -226,7 +227,13 @@ t.test('a repeated question is answered from the kept text until a record is add
   let reads = 0
   const port = asyncPort(queries.events, uow)
   const service = eventService({
-    events: { ...port, pageRows: (...a: Parameters<typeof port.pageRows>) => (reads++, port.pageRows(...a)) },
+    events: {
+      ...port,
+      pageRows: (...a: Parameters<typeof port.pageRows>) => {
+        reads++
+        return port.pageRows(...a)
+      },
+    },
     auditRecords: asyncPort(queries.audit, uow),
     audit: auditTrail({ repo: auditRepo(db), refusalWindowMs: 60_000, flushRefusal: () => {} }, uow),
     csvColumns: columns,
@@ -268,6 +275,66 @@ t.test('a repeated question is answered from the kept text until a record is add
   t.same(ids(await feed()), [20, 21])
   write(1, T0 + 2 * DAY)
   t.same(ids(await feed()), [20, 21, 22], "the feed's next answer holds the new event")
+})
+
+t.test("a large feed page is written from each record's kept text, byte for byte the page read whole", async (t) => {
+  const { db, uow, queries, service: plain, write } = setup()
+  write(300)
+  let read = 0
+  const port = asyncPort(queries.events, uow)
+  const service = eventService({
+    events: {
+      ...port,
+      rowsByIds: (ids: number[]) => {
+        read += ids.length
+        return port.rowsByIds(ids)
+      },
+    },
+    auditRecords: asyncPort(queries.audit, uow),
+    audit: auditTrail({ repo: auditRepo(db), refusalWindowMs: 60_000, flushRefusal: () => {} }, uow),
+    csvColumns: columns,
+    keptAnswers: 0,
+  })
+  const textOf = (a: string | NodeJS.ReadableStream) => (typeof a === 'string' ? a : Buffer.concat((a as AnswerParts).parts).toString())
+  const wholeText = async (f: Record<string, string>, order: Sort, pg = page(200)) => textOf(eventsAnswer(await plain.eventFeed(eventFilter(f), order, pg)))
+  const feedText = async (f: Record<string, string>, order: Sort, pg = page(200)) => textOf(await service.eventFeedAnswer(eventFilter(f), order, pg))
+
+  const first = await feedText({}, byId('desc'))
+  t.equal(read, 200, 'every record read')
+  t.equal(await feedText({}, byId('desc')), first)
+  t.equal(read, 400, 'read again: a record read once is not kept')
+  t.equal(await feedText({}, byId('desc')), first)
+  t.equal(read, 400, 'kept from the second time')
+  for (const [f, order, pg] of [
+    [{}, byId('desc'), page(200)],
+    [{ FromEventId: '50' }, byId('asc'), page(200)],
+    [{ FromEventId: '50' }, byId('desc'), page(150, 2)],
+    [{ Severity: 'Critical' }, byId('desc'), page(129)],
+    [{ Source: 'host-odd' }, byId('desc'), page(140)],
+  ] as [Record<string, string>, Sort, ReturnType<typeof page>][]) {
+    t.equal(await feedText(f, order, pg), await wholeText(f, order, pg), `${JSON.stringify(f)} ${order.direction} ${pg.pageSize}/${pg.pageNumber}`)
+  }
+  // The newest records: a poller keeping up.
+  const newest = { FromEventId: '250' }
+  await feedText(newest, byId('desc'))
+  await feedText(newest, byId('desc'))
+  const read0 = read
+  write(5, Date.UTC(2026, 5, 1))
+  t.equal(await feedText(newest, byId('desc')), await wholeText(newest, byId('desc')), 'new records come in')
+  t.equal(read, read0 + 5, 'only the new records are read')
+
+  db.prepare('DELETE FROM events WHERE id = 300').run()
+  t.equal(await feedText(newest, byId('desc')), await wholeText(newest, byId('desc')), 'a record deleted outside a prune is gone')
+  // A record changed outside a prune (nothing in the product does) marks the index stale:
+  // the kept texts are dropped.
+  queries.catchUp()
+  await feedText(newest, byId('desc'))
+  await feedText(newest, byId('desc'))
+  db.prepare("UPDATE events SET details = 'changed' WHERE id = 299").run()
+  t.match(await feedText(newest, byId('desc')), /"details":"changed"/, 'a changed record is read again')
+
+  const incident = textOf(await service.eventsAnswer(eventFilter({ FromEventId: '10' }), { field: 'date', direction: 'asc' }, page(150), true))
+  t.equal(incident, textOf(eventsAnswer(await plain.events(eventFilter({ FromEventId: '10' }), { field: 'date', direction: 'asc' }, page(150), true))), 'the incident fetch')
 })
 
 t.test('retention: old records are archived and pruned in a unit of work that rolls back whole', async (t) => {

@@ -34,6 +34,10 @@ export interface RecordStore<F, R> {
   lastId(): Promise<number>
   /** Moves whenever a list answer could change: a record added or pruned, a commit by another process. */
   version(): Promise<string>
+  /** A page of the feed sorted by its id field, as the ids of its rows, with the counts. */
+  feedIds(f: F, s: Sort, limit: number, offset: number): Promise<ListAnswer<number>>
+  /** The rows of these ids that exist, as arrays of the fields, in any order. */
+  rowsByIds(ids: number[]): Promise<unknown[][]>
 }
 
 export interface EventStore extends RecordStore<EventFilter, EventRow> {

@@ -5,13 +5,13 @@ import type { Readable } from 'node:stream'
 import { Cache } from '../../db/cache.js'
 import { EVENT_ROW_SORTS } from '../../db/event-queries.js'
 import { invalidField } from '../errors.js'
-import { AnswerParts, streamedPages, type Page, type Sort } from '../listing.js'
+import { AnswerParts, listAnswerOfTexts, streamedPages, type Page, type Sort } from '../listing.js'
 import { pdfStream, type PdfColumn } from '../pdf.js'
 import type { Context } from '../platform/context.js'
 import type { AuditTrail } from '../platform/ports.js'
 import { auditCells, auditPdfColumns, csvFile, eventCells, eventPdfColumns, exportFileName, exportLimits, exportType, type Cells, type ExportFormat } from './exports.js'
 import type { AuditFilter, EventFilter } from './filter.js'
-import { auditAnswer, eventsAnswer } from './views.js'
+import { auditAnswer, auditViewOf, eventViewOf, eventsAnswer } from './views.js'
 import type { AuditRecordStore, AuditTrailRow, EventRow, EventStore, ListAnswer, PageChunks, RecordStore } from './ports.js'
 
 export interface EventServiceDeps {
@@ -75,6 +75,11 @@ interface ExportKind<F, R> {
   pdfColumns: PdfColumn<R>[]
 }
 
+/** Records whose JSON text is kept for large feed pages (about 550 bytes each). */
+export const KEEP_RECORD_TEXTS = 20_000
+/** Feed pages of at least this many rows are written from the records' kept texts. */
+const TEXT_PAGE_ROWS = 129
+
 /** Answers of at most this many characters (bytes when in parts) are kept (a console's page, an integration's page of a few hundred). */
 export const KEEP_ANSWER_CHARS = 256 * 1024
 
@@ -94,12 +99,12 @@ export function eventService(deps: EventServiceDeps) {
   // collection instead of 45 kB, collections of 14 ms instead of 1.6 ms).
   const asked = new Cache<string, true>({ max: 4 * keep })
 
-  async function answered<F, R>(store: RecordStore<F, R>, key: string, build: () => Promise<RecordPage>, text: (p: RecordPage) => string | Readable): Promise<string | Readable> {
+  async function answered<F, R>(store: RecordStore<F, R>, key: string, build: () => Promise<string | Readable>): Promise<string | Readable> {
     // Read before the rows: an answer is never older than the version it is kept under.
     const version = await store.version()
     const hit = kept.get(key)
     if (hit && hit.version === version) return typeof hit.text === 'string' ? hit.text : hit.text.again()
-    const answer = text(await build())
+    const answer = await build()
     if (!hit && !asked.get(key)) {
       asked.set(key, true)
       return answer
@@ -109,6 +114,73 @@ export function eventService(deps: EventServiceDeps) {
     } else if (answer instanceof AnswerParts && answer.bytes <= KEEP_ANSWER_CHARS) kept.set(key, { version, text: answer })
     return answer
   }
+  // Each record's JSON text, kept by id for large feed pages: pollers keeping up read the
+  // same newest records, a page of thousands each time. Records never change once written
+  // (a change outside a prune marks the index stale, which moves the version), so a text
+  // stands while the version, the newest id aside, does. Kept the second time a record is
+  // read, as answers are.
+  const textsOf = (view: (r: unknown[]) => unknown) => ({
+    view,
+    kept: new Cache<number, string>({ max: KEEP_RECORD_TEXTS }),
+    asked: new Cache<number, true>({ max: 2 * KEEP_RECORD_TEXTS }),
+    valid: '',
+  })
+  const texts = { events: textsOf(eventViewOf), audit: textsOf(auditViewOf) }
+
+  /**
+   * A large feed page sorted by id, written from each record's kept JSON: its ids are read,
+   * then the rows of the records not kept. Undefined when a record went meanwhile (a
+   * prune): the caller then reads the page whole.
+   */
+  async function feedFromTexts<F, R>(store: RecordStore<F, R>, t: ReturnType<typeof textsOf>, version: string, filter: F, order: Sort, page: Page): Promise<string | Readable | undefined> {
+    const standing = version.slice(version.indexOf(':') + 1)
+    if (t.valid !== standing) {
+      t.kept.clear()
+      t.valid = standing
+    }
+    const a = await store.feedIds(filter, order, page.pageSize, page.offset)
+    const out: string[] = new Array(a.rows.length)
+    const missing: number[] = []
+    const at = new Map<number, number>()
+    for (let i = 0; i < a.rows.length; i++) {
+      const text = t.kept.get(a.rows[i])
+      if (text === undefined) {
+        missing.push(a.rows[i])
+        at.set(a.rows[i], i)
+      } else out[i] = text
+    }
+    if (missing.length) {
+      const rows = await store.rowsByIds(missing)
+      if (rows.length !== missing.length) return undefined
+      for (const r of rows) {
+        const id = r[0] as number
+        const text = JSON.stringify(t.view(r))
+        out[at.get(id)!] = text
+        if (t.asked.get(id)) t.kept.set(id, text)
+        else t.asked.set(id, true)
+      }
+    }
+    return listAnswerOfTexts(a.total, a.filtered, out)
+  }
+
+  /** A feed's answer: a large page sorted by id from the records' kept texts, any other whole. */
+  async function feedAnswer<F, R>(
+    store: RecordStore<F, R>,
+    t: ReturnType<typeof textsOf>,
+    idField: string,
+    filter: F,
+    order: Sort,
+    page: Page,
+    whole: () => Promise<RecordPage>,
+    text: (p: RecordPage) => string | Readable,
+  ) {
+    if (order.field === idField && page.pageSize >= TEXT_PAGE_ROWS && page.pageSize <= streamedPages.above) {
+      const answer = await feedFromTexts(store, t, await store.version(), filter, order, page)
+      if (answer !== undefined) return answer
+    }
+    return text(await whole())
+  }
+
   const keyOf = (what: string, filter: unknown, order: Sort, page: Page) => `${what} ${order.field} ${order.direction} ${page.pageSize} ${page.offset} ${JSON.stringify(filter)}`
 
   async function pageOf<F, R>(store: RecordStore<F, R>, filter: F, order: Sort, { pageSize, offset }: Page, feed: boolean): Promise<RecordPage> {
@@ -214,22 +286,34 @@ export function eventService(deps: EventServiceDeps) {
 
     /** The events list's answer as JSON text (or its stream), kept for a repeated question. */
     eventsAnswer(filter: EventFilter, order: Sort, page: Page, incidentFetch = false): Promise<string | Readable> {
-      return answered(events, keyOf(incidentFetch ? 'incident' : 'events', filter, order, page), () => service.events(filter, order, page, incidentFetch), eventsAnswer)
+      const whole = () => service.events(filter, order, page, incidentFetch)
+      if (incidentFetch) {
+        return answered(events, keyOf('incident', filter, order, page), async () => {
+          await events.ready(filter)
+          return feedAnswer(events, texts.events, 'eventID', filter, NEWEST_EVENTS, page, whole, eventsAnswer)
+        })
+      }
+      return answered(events, keyOf('events', filter, order, page), async () => eventsAnswer(await whole()))
     },
 
     /** The events feed's answer as JSON text (or its stream), kept for a repeated question. */
     eventFeedAnswer(filter: EventFilter, order: Sort, page: Page): Promise<string | Readable> {
-      return answered(events, keyOf('event-feed', filter, order, page), () => service.eventFeed(filter, order, page), eventsAnswer)
+      return answered(events, keyOf('event-feed', filter, order, page), async () => {
+        await events.ready(filter)
+        return feedAnswer(events, texts.events, 'eventID', filter, order, page, () => service.eventFeed(filter, order, page), eventsAnswer)
+      })
     },
 
     /** The audit trail's answer as JSON text (or its stream), kept for a repeated question. */
     auditTrailAnswer(filter: AuditFilter, order: Sort, page: Page): Promise<string | Readable> {
-      return answered(auditRecords, keyOf('audit', filter, order, page), () => service.auditTrail(filter, order, page), auditAnswer)
+      return answered(auditRecords, keyOf('audit', filter, order, page), async () => auditAnswer(await service.auditTrail(filter, order, page)))
     },
 
     /** The audit feed's answer as JSON text (or its stream), kept for a repeated question. */
     auditFeedAnswer(filter: AuditFilter, page: Page): Promise<string | Readable> {
-      return answered(auditRecords, keyOf('audit-feed', filter, NEWEST_AUDIT, page), () => service.auditFeed(filter, page), auditAnswer)
+      return answered(auditRecords, keyOf('audit-feed', filter, NEWEST_AUDIT, page), () =>
+        feedAnswer(auditRecords, texts.audit, 'auditTrailID', filter, NEWEST_AUDIT, page, () => service.auditFeed(filter, page), auditAnswer),
+      )
     },
 
     async exportEvents(ctx: Context, input: ExportInput<EventFilter>): Promise<ExportFile> {

@@ -93,7 +93,7 @@ export function eventViewOf(r: unknown[]): EventView {
 }
 
 /** An audit row (an array of AUDIT_FIELDS) as its view. */
-const auditViewOf = (r: unknown[]) => auditView(auditOf(r))
+export const auditViewOf = (r: unknown[]) => auditView(auditOf(r))
 
 /** Rows as JSON objects joined by commas, about STREAM_CHUNK_CHARS at a time (a streamed page's data). */
 async function* jsonRows(chunks: AsyncIterable<unknown[]>, view: (r: unknown[]) => unknown): AsyncGenerator<string> {
