@@ -335,11 +335,7 @@ async function exportCase(floor: { seconds: number; chars: number }) {
   const peakMb = Math.max(peakRss, after?.hwm ?? 0) / 1024
   const rate = (lines - 1) / wall
   const floorRate = (lines - 1) / floor.seconds
-  rows.push(
-    '',
-    '| CSV export | rows | first byte | wall time | rows/s | server peak RSS (VmHWM) | in-process floor (rows read and written as CSV) | targets |',
-    '|---|---|---|---|---|---|---|---|',
-  )
+  rows.push('', '| CSV export | rows | first byte | wall time | rows/s | server peak RSS (VmHWM) | in-process floor (rows read and written as CSV) | targets |', '|---|---|---|---|---|---|---|---|')
   rows.push(
     `| ExportGetEvents, the newest ${EXPORT_ROWS} events | ${lines - 1} (${(bytes / 1048576).toFixed(0)} MiB) | ${ms(headersMs)} ms headers, ${ms(firstAt - t0)} ms first chunk | ${wall.toFixed(2)} s | ${rate.toFixed(0)} | ${peakMb.toFixed(0)} MB (${((before?.rss ?? 0) / 1024).toFixed(0)} MB before) | ${floor.seconds.toFixed(2)} s, ${floorRate.toFixed(0)} rows/s | >= 150,000 rows/s: ${rate >= 150_000 ? 'met' : 'MISSED'}; < 250 MB: ${peakMb < 250 ? 'met' : 'MISSED'} |`,
   )
@@ -448,8 +444,8 @@ async function load(opts: autocannon.Options) {
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, codes }
 }
 
-let server = await start(baseEnv, path.join(dataDir, 'server.log'))
-let auth = await login()
+const server = await start(baseEnv, path.join(dataDir, 'server.log'))
+const auth = await login()
 notes.push(`the server's database integrity check after start took ${(await integrityChecked(base, auth)).toFixed(0)} s; the measurements start after it`)
 {
   // The first query loads the index's counts into memory (once per server start).
