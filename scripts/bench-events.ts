@@ -38,7 +38,24 @@ import { sort } from '../lib/listing.js'
 import { SORT_ROWS_MAX } from '../lib/events/service.js'
 import { eventsAnswer } from '../lib/events/views.js'
 import { seedEvents } from './seed-events.js'
-import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound, largePage, largePageRow, LARGE_PAGE_HEADER, loopDelay, loopDelayCell, type LoopDelay } from './bench-support.js'
+import {
+  PIN,
+  pct,
+  ms,
+  start,
+  stop,
+  memory,
+  cpuSeconds,
+  readLines,
+  integrityChecked,
+  medianRound,
+  largePage,
+  largePageRow,
+  LARGE_PAGE_HEADER,
+  loopDelay,
+  loopDelayCell,
+  type LoopDelay,
+} from './bench-support.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5_000_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -318,6 +335,7 @@ async function exportCase(floor: { seconds: number; bytes: number }) {
   await integrityChecked(base, a)
   await (await fetch(`${base}/Events/GetEvents?PageSize=1`, { headers: a })).arrayBuffer()
   const before = memory(s.pid!)
+  const cpu0 = cpuSeconds(s.pid!)
   let peakRss = before?.rss ?? 0
   const sampler = setInterval(() => {
     peakRss = Math.max(peakRss, memory(s.pid!)?.rss ?? 0)
@@ -333,13 +351,19 @@ async function exportCase(floor: { seconds: number; bytes: number }) {
   const wall = (performance.now() - t0) / 1000
   clearInterval(sampler)
   const after = memory(s.pid!)
+  // The server's CPU time for the export: on a shared machine its wall time also holds the waits for the core.
+  const cpu = cpuSeconds(s.pid!) - cpu0
   await stop(s)
   const peakMb = Math.max(peakRss, after?.hwm ?? 0) / 1024
   const rate = (lines - 1) / wall
   const floorRate = (lines - 1) / floor.seconds
-  rows.push('', '| CSV export | rows | first byte | wall time | rows/s | server peak RSS (VmHWM) | in-process floor (rows read and written as CSV) | targets |', '|---|---|---|---|---|---|---|---|')
   rows.push(
-    `| ExportGetEvents, the newest ${EXPORT_ROWS} events | ${lines - 1} (${(bytes / 1048576).toFixed(0)} MiB) | ${ms(headersMs)} ms headers, ${ms(firstAt - t0)} ms first chunk | ${wall.toFixed(2)} s | ${rate.toFixed(0)} | ${peakMb.toFixed(0)} MB (${((before?.rss ?? 0) / 1024).toFixed(0)} MB before) | ${floor.seconds.toFixed(2)} s, ${floorRate.toFixed(0)} rows/s | >= 150,000 rows/s: ${rate >= 150_000 ? 'met' : 'MISSED'}; < 250 MB: ${peakMb < 250 ? 'met' : 'MISSED'} |`,
+    '',
+    '| CSV export | rows | first byte | wall time | rows/s | server CPU time | server peak RSS (VmHWM) | in-process floor (rows read and written as CSV) | targets |',
+    '|---|---|---|---|---|---|---|---|---|',
+  )
+  rows.push(
+    `| ExportGetEvents, the newest ${EXPORT_ROWS} events | ${lines - 1} (${(bytes / 1048576).toFixed(0)} MiB) | ${ms(headersMs)} ms headers, ${ms(firstAt - t0)} ms first chunk | ${wall.toFixed(2)} s | ${rate.toFixed(0)} | ${cpu.toFixed(2)} s (${((lines - 1) / cpu).toFixed(0)} rows per CPU second) | ${peakMb.toFixed(0)} MB (${((before?.rss ?? 0) / 1024).toFixed(0)} MB before) | ${floor.seconds.toFixed(2)} s, ${floorRate.toFixed(0)} rows/s | >= 150,000 rows/s: ${rate >= 150_000 ? 'met' : 'MISSED'}; < 250 MB: ${peakMb < 250 ? 'met' : 'MISSED'} |`,
   )
   if (res.status !== 200) notes.push(`export answered ${res.status}`)
   if (res.headers.get('x-records-filtered') !== String(lines - 1))
