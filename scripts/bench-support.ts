@@ -107,19 +107,22 @@ export function memory(pid: number): { rss: number; hwm: number } | null {
 }
 
 /**
- * Reads a response body to its end: its bytes and lines. Native search for the line
- * breaks: a byte-by-byte loop made the client, not the server, the slower end of an export.
+ * Reads a response body to its end: its bytes and lines, and when its first chunk came
+ * (performance.now()). Native search for the line breaks: a byte-by-byte loop made the
+ * client, not the server, the slower end of an export.
  */
-export async function readLines(body: ReadableStream<Uint8Array> | null): Promise<{ bytes: number; lines: number }> {
+export async function readLines(body: ReadableStream<Uint8Array> | null): Promise<{ bytes: number; lines: number; firstAt: number }> {
   let bytes = 0
   let lines = 0
-  if (!body) return { bytes, lines }
+  let firstAt = Number.NaN
+  if (!body) return { bytes, lines, firstAt }
   for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+    if (Number.isNaN(firstAt)) firstAt = performance.now()
     bytes += chunk.length
     const buf = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length)
     for (let i = buf.indexOf(10); i !== -1; i = buf.indexOf(10, i + 1)) lines++
   }
-  return { bytes, lines }
+  return { bytes, lines, firstAt }
 }
 
 /**

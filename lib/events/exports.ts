@@ -6,6 +6,7 @@ import { CSV_TYPE, csvCell } from '../csv.js'
 import { severityNames } from '../listing.js'
 import { PDF_TYPE, utcText, type PdfColumn } from '../pdf.js'
 import { fileStamp } from '../reports/files.js'
+import { iso } from '../time.js'
 import type { AuditTrailRow, EventRow } from './ports.js'
 
 /** Rows an export holds at most (the contract's x-max-export-rows); tests lower them. */
@@ -45,85 +46,94 @@ export const auditPdfColumns: PdfColumn<AuditTrailRow>[] = [
 // row spent about 15 µs a row, which would hold a million-row export under 70,000 rows a
 // second.
 const cell = (v: unknown) => csvCell(v, true)
+/** A number's cell as csvCell writes it (never quoted or defused), without its checks. */
+const num = (v: unknown) => (typeof v === 'number' ? String(v) : cell(v))
+/** A time's cell: ISO 8601 as every answer writes it (lib/time.ts). */
+const time = (v: unknown) => cell(iso(v as number))
+const severityCells = severityNames.map(cell)
+const severityCell = (v: unknown) => severityCells[v as number] ?? ''
 
-/** ISO 8601 times, the text up to the second kept from the previous row (rows of one second share it). */
-let isoSecond = NaN
-let isoPrefix = ''
-function isoTime(ms: number): string {
-  const second = Math.floor(ms / 1000)
-  if (second !== isoSecond) {
-    isoSecond = second
-    isoPrefix = new Date(second * 1000).toISOString().slice(0, 20)
-  }
-  return `${isoPrefix}${String(ms - second * 1000).padStart(3, '0')}Z`
-}
-
-export type Cells = Record<string, (r: unknown[]) => unknown>
+/** Each column's cell, as CSV text (quoted and defused as needed), from a row as an array. */
+export type Cells = Record<string, (r: unknown[]) => string>
 const at = <F extends readonly string[]>(fields: F) => Object.fromEntries(fields.map((f, i) => [f, i])) as Record<F[number], number>
 const E = at(EVENT_FIELDS)
 const A = at(AUDIT_FIELDS)
-const n = (v: unknown) => v as number
 
 /** Each CSV column of PrimeEventView from a row (peripheralIcon as a number: `-1` is not a formula). */
 export const eventCells: Cells = {
-  eventID: (r) => r[E.id],
-  creationTime: (r) => isoTime(n(r[E.created_ms])),
-  creationTimeEpoch: (r) => r[E.created_ms],
-  eventCode: (r) => r[E.event_code],
-  severity: (r) => r[E.severity],
-  severityString: (r) => severityNames[n(r[E.severity])],
-  category: (r) => r[E.category],
-  eventEntityID: (r) => r[E.entity_id],
-  description: (r) => r[E.description],
-  details: (r) => r[E.details],
-  hashtags: (r) => r[E.hashtags],
-  peripheralIcon: (r) => r[E.peripheral_icon],
-  assetKey: (r) => r[E.asset_key],
-  assetName: (r) => r[E.asset_name],
-  peripheralAssetId: (r) => r[E.peripheral_asset_id],
+  eventID: (r) => num(r[E.id]),
+  creationTime: (r) => time(r[E.created_ms]),
+  creationTimeEpoch: (r) => num(r[E.created_ms]),
+  eventCode: (r) => cell(r[E.event_code]),
+  severity: (r) => num(r[E.severity]),
+  severityString: (r) => severityCell(r[E.severity]),
+  category: (r) => cell(r[E.category]),
+  eventEntityID: (r) => cell(r[E.entity_id]),
+  description: (r) => cell(r[E.description]),
+  details: (r) => cell(r[E.details]),
+  hashtags: (r) => cell(r[E.hashtags]),
+  peripheralIcon: (r) => num(r[E.peripheral_icon]),
+  assetKey: (r) => cell(r[E.asset_key]),
+  assetName: (r) => cell(r[E.asset_name]),
+  peripheralAssetId: (r) => cell(r[E.peripheral_asset_id]),
 }
 /** Each CSV column of AuditTrailView (assetReference flattened) from a row. */
 export const auditCells: Cells = {
-  auditTrailID: (r) => r[A.id],
-  creationTime: (r) => isoTime(n(r[A.created_ms])),
-  creationTimeEpoch: (r) => r[A.created_ms],
-  severity: (r) => r[A.severity],
-  severityString: (r) => severityNames[n(r[A.severity])],
-  category: (r) => r[A.category],
-  user: (r) => r[A.user_name],
-  sourceIp: (r) => r[A.source_ip],
-  description: (r) => r[A.description],
-  details: (r) => r[A.details],
-  operationId: (r) => r[A.operation_id],
-  outcome: (r) => r[A.outcome],
-  'assetReference.key': (r) => r[A.asset_key],
-  'assetReference.name': (r) => r[A.asset_name],
-  'assetReference.parentID': (r) => r[A.asset_parent_id],
-  'assetReference.ipAddress': (r) => r[A.asset_ip],
-  'assetReference.type': (r) => r[A.asset_type],
-  'assetReference.subType': (r) => r[A.asset_sub_type],
-  'assetReference.allAssetTypeDetail': (r) => r[A.asset_detail],
-  'assetReference.icon': (r) => r[A.asset_icon],
-  requestId: (r) => r[A.request_id],
+  auditTrailID: (r) => num(r[A.id]),
+  creationTime: (r) => time(r[A.created_ms]),
+  creationTimeEpoch: (r) => num(r[A.created_ms]),
+  severity: (r) => num(r[A.severity]),
+  severityString: (r) => severityCell(r[A.severity]),
+  category: (r) => cell(r[A.category]),
+  user: (r) => cell(r[A.user_name]),
+  sourceIp: (r) => cell(r[A.source_ip]),
+  description: (r) => cell(r[A.description]),
+  details: (r) => cell(r[A.details]),
+  operationId: (r) => cell(r[A.operation_id]),
+  outcome: (r) => cell(r[A.outcome]),
+  'assetReference.key': (r) => cell(r[A.asset_key]),
+  'assetReference.name': (r) => cell(r[A.asset_name]),
+  'assetReference.parentID': (r) => cell(r[A.asset_parent_id]),
+  'assetReference.ipAddress': (r) => cell(r[A.asset_ip]),
+  'assetReference.type': (r) => cell(r[A.asset_type]),
+  'assetReference.subType': (r) => cell(r[A.asset_sub_type]),
+  'assetReference.allAssetTypeDetail': (r) => cell(r[A.asset_detail]),
+  'assetReference.icon': (r) => num(r[A.asset_icon]),
+  requestId: (r) => cell(r[A.request_id]),
 }
 
-/** The CSV text, a chunk of rows at a time: a byte-order mark (spreadsheets then read UTF-8), the header, a line per row. */
-async function* csvText(columns: string[], cells: Cells, chunks: AsyncIterable<unknown[]>): AsyncGenerator<string> {
+/**
+ * Characters of CSV in each piece of the stream, about. The lines of a piece are joined once
+ * and encoded once: a piece of a whole chunk of rows (300 KB), built by appending, went to V8's
+ * large-object space, and flattening it for the socket took as long as writing the lines.
+ */
+const PIECE_CHARS = 64 * 1024
+
+/** The CSV bytes, a piece at a time: a byte-order mark (spreadsheets then read UTF-8), the header, a line per row. */
+async function* csvText(columns: string[], cells: Cells, chunks: AsyncIterable<unknown[]>): AsyncGenerator<Buffer> {
   const get = columns.map((c) => {
     const f = cells[c]
     if (!f) throw new Error(`no CSV cell for ${c}`)
     return f
   })
-  yield '\ufeff' + columns.map(cell).join(',') + '\r\n'
+  yield Buffer.from('\ufeff' + columns.map(cell).join(',') + '\r\n')
+  let lines: string[] = []
+  let chars = 0
   for await (const rows of chunks) {
-    let text = ''
     for (const row of rows as unknown[][]) {
-      let line = cell(get[0](row))
-      for (let i = 1; i < get.length; i++) line += ',' + cell(get[i](row))
-      text += line + '\r\n'
+      let line = get[0](row)
+      for (let i = 1; i < get.length; i++) line += ',' + get[i](row)
+      line += '\r\n'
+      lines.push(line)
+      chars += line.length
+      if (chars >= PIECE_CHARS) {
+        yield Buffer.from(lines.join(''))
+        lines = []
+        chars = 0
+      }
     }
-    yield text
   }
+  if (lines.length) yield Buffer.from(lines.join(''))
 }
 
 /** The CSV file of rows as arrays, columns in the given order. */
