@@ -27,8 +27,10 @@ const TERM_CACHE_IDS = 4_000_000
 const SEEK_SOURCES = 20_000
 /** More matching documents than this are not listed (a text count keeps its list: 4 bytes each). */
 const DOC_LIST_MAX = 2_000_000
-/** The listed documents of the text counts kept, in all. */
-const KEPT_DOCS_MAX = 8_000_000
+/** Text counts kept (a console's few terms over many ranges, a dashboard's tiles): the range is what varies, the term's count is read again only when evicted. */
+const KEPT_COUNTS = 256
+/** The listed documents and sources of the text counts kept, in all (about 4 to 8 bytes each). */
+const KEPT_DOCS_MAX = 4_000_000
 /** An id range without a time range is counted from the events' documents up to this many ids (4 bytes each read). */
 const DOC_PASS_MAX = 1_048_576
 
@@ -179,9 +181,10 @@ export function eventCounts(state: QueryState) {
    * The indexed matches of a plan's kind and range conditions, as segments of ids in
    * ascending order with their exact counts: whole blocks from the counts in memory, and
    * the rows read where a block straddles an end of the id or time range. Descends to
-   * level `floor` at least.
+   * level `floor` at least. `rough`: a level 0 block the time range cuts is taken whole, its
+   * count a bound, and no row is read (where the matches can be, not how many).
    */
-  function segments(p: Plan, sum: Summary, kinds: number[] | null, floor = 0, ids = p.ids): Segment[] {
+  function segments(p: Plan, sum: Summary, kinds: number[] | null, floor = 0, ids = p.ids, rough = false): Segment[] {
     const lo = Math.max(1, ids.lo)
     const hi = Math.min(ids.hi, sum.indexed)
     if (lo > hi || (kinds && kinds.length === 0)) return []
@@ -229,6 +232,11 @@ export function eventCounts(state: QueryState) {
         if (!partial && !straddles && level <= floor) out.push({ lo: sLo, hi: sHi, n, level })
         else if (level > 0) visit(level - 1, Math.floor(sLo / 2 ** LEVEL_SHIFT[level - 1]), Math.floor(sHi / 2 ** LEVEL_SHIFT[level - 1]))
         else {
+          // Where the matches may be (rough): a block the time range cuts may hold some.
+          if (rough && straddles) {
+            out.push({ lo: sLo, hi: sHi, n, level: -1 })
+            continue
+          }
           // Rows are read only where their times decide; otherwise the kinds' ids do.
           const fromRows = straddles || p.textSql || p.table !== 'events'
           // A block whose every id is a match (no gaps, every kind counted) holds as many
@@ -259,11 +267,12 @@ export function eventCounts(state: QueryState) {
 
   /**
    * The ids that can hold records of the plan's time range: from the first to the last
-   * block whose records reach into it, and every record above the mark.
+   * block whose records reach into it (told by the blocks' times, no row read: what reads
+   * the range tests the times), and every record above the mark.
    */
   function idsOfTimes(p: Plan, sum: Summary): Range {
     if (!p.times) return p.ids
-    const segs = segments({ ...p, kindOk: null, kindSql: null, textSql: null }, sum, null, LEVEL_SHIFT.length - 1)
+    const segs = segments({ ...p, kindOk: null, kindSql: null, textSql: null }, sum, null, LEVEL_SHIFT.length - 1, p.ids, true)
     const top = topId(p.table)
     const lo = segs.length ? segs[0].lo : sum.indexed + 1
     const hi = top > sum.indexed ? top : segs.length ? segs[segs.length - 1].hi : 0
@@ -363,17 +372,18 @@ export function eventCounts(state: QueryState) {
       keptCounts.delete(key)
     } else {
       t = textCount(p, sum, kinds)
-      keptDocs += t.docs?.length ?? 0
-      while (keptCounts.size && (keptCounts.size >= 64 || keptDocs > KEPT_DOCS_MAX)) {
+      keptDocs += weight(t)
+      while (keptCounts.size && (keptCounts.size >= KEPT_COUNTS || keptDocs > KEPT_DOCS_MAX)) {
         const [oldest, old] = keptCounts.entries().next().value!
         keptCounts.delete(oldest)
-        keptDocs -= old.docs?.length ?? 0
+        keptDocs -= weight(old)
       }
     }
     keptCounts.set(key, t)
     return t
   }
   let keptDocs = 0
+  const weight = (t: TextCount) => (t.docs?.length ?? 0) + (t.sources?.length ?? 0)
 
   /**
    * The indexed events matching the text (and kind) conditions, from the documents'
@@ -424,14 +434,24 @@ export function eventCounts(state: QueryState) {
     const docsOut = () => ({ docs: listed.length <= DOC_LIST_MAX ? Int32Array.from(listed) : null, whole })
     const seekOf = (): TextCount => {
       if (matched.length > SEEK_SOURCES) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit, globalCols, ...docsOut() }
-      const keys = new Set<string | null>()
       let rows = matched.length * (Math.floor(sum.indexed / 2 ** SOURCE_BLOCK_SHIFT) + 1)
-      for (const id of matched) {
-        keys.add(srcs.key[id] ?? null)
-        rows += srcs.n.get(id)
+      for (const id of matched) rows += srcs.n.get(id)
+      // The keys serve a GlobalSearch walk's first test only while the matches are few: gathered
+      // when a walk asks (thousands of sources' keys took longer than the rest of the count).
+      let keys: (string | null)[] | null | undefined
+      const total = n
+      return {
+        n,
+        get keys() {
+          if (keys === undefined) keys = t.global && total <= SEEK_MAX ? [...new Set(matched.map((id) => srcs.key[id] ?? null))] : null
+          return keys
+        },
+        sources: matched,
+        seekRows: rows,
+        kinds: hit,
+        globalCols,
+        ...docsOut(),
       }
-      // The keys serve a GlobalSearch walk's first test only while the matches are few.
-      return { n, keys: n <= SEEK_MAX ? [...keys] : null, sources: matched, seekRows: rows, kinds: hit, globalCols, ...docsOut() }
     }
     if (!t.global && !D && !kindAllowed) {
       // Sources alone: their own counts (their documents' kinds are not looked at).
@@ -442,7 +462,7 @@ export function eventCounts(state: QueryState) {
           noteSource(id)
         }
       }
-      return { ...seekOf(), kinds: null, docs: null, whole: null }
+      return { ...seekOf(), keys: null, kinds: null, docs: null, whole: null }
     }
     sourceIn.clear(srcs.size)
     if (S) sourceIn.add(S)
