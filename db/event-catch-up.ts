@@ -43,10 +43,12 @@ export function indexCatchUp(db: DB, indexer: RecordIndexer) {
         do {
           const batch = whole ? MAX_BATCH : Math.max(MIN_BATCH, Math.min(MAX_BATCH, Math.floor((until - now) / msPerRecord)))
           const n = indexer.step('events', batch) + indexer.step('audit_trail', batch)
+          // Caught up: the documents of events indexed before their table existed (migration 030).
+          const filled = n > 0 ? 0 : indexer.fillDocs(batch)
           const after = performance.now()
           if (n > 0) msPerRecord = Math.min(1, Math.max(0.001, (msPerRecord + (after - now) / n) / 2))
           now = after
-          more = n > 0
+          more = n > 0 || filled > 0
         } while (more && (whole ? now < until : now + MIN_BATCH * msPerRecord < until))
       } catch {
         // Busy (another process writes) or closing: try again on the next turn.

@@ -25,6 +25,14 @@ export interface Segment {
 const TERM_CACHE_IDS = 4_000_000
 /** More sources than this and a seek through the events' asset index is not worth it. */
 const SEEK_SOURCES = 20_000
+/** More matching documents than this are not listed (a text count keeps its list: 4 bytes each). */
+const DOC_LIST_MAX = 2_000_000
+/** Text counts kept (a console's few terms over many ranges, a dashboard's tiles): the range is what varies, the term's count is read again only when evicted. */
+const KEPT_COUNTS = 256
+/** The listed documents and sources of the text counts kept, in all (about 4 to 8 bytes each). */
+const KEPT_DOCS_MAX = 4_000_000
+/** An id range without a time range is counted from the events' documents up to this many ids (4 bytes each read). */
+const DOC_PASS_MAX = 1_048_576
 
 export interface TextCount {
   /** Indexed matches. */
@@ -41,6 +49,15 @@ export interface TextCount {
   globalCols: GlobalCols | null
   /** The stretches a walk reads (kindStretches), by id and time range: pages of one question ask again. */
   stretches?: Map<string, Range[]>
+  /**
+   * The matching documents counted one by one, and the kinds counted whole (GlobalSearch):
+   * an indexed event matches when its document is one of those or of such a kind. Null
+   * when not gathered (sources alone, or too many documents).
+   */
+  docs: Int32Array | null
+  whole: Uint8Array | null
+  /** The matches' segments per level 0 block (docSegments), by id and time range: pages of one question ask again. */
+  docSegs?: Map<string, Segment[]>
 }
 
 export interface Counted {
@@ -53,6 +70,8 @@ export interface Counted {
   segments?: Segment[]
   /** Text plans: how a seek would find them. */
   text?: TextCount
+  /** Text plans counted from the events' documents (event_doc_ids): the indexed matches per level 0 block. */
+  docSegments?: Segment[]
   /** Matches above the mark. */
   tail: number
 }
@@ -162,9 +181,10 @@ export function eventCounts(state: QueryState) {
    * The indexed matches of a plan's kind and range conditions, as segments of ids in
    * ascending order with their exact counts: whole blocks from the counts in memory, and
    * the rows read where a block straddles an end of the id or time range. Descends to
-   * level `floor` at least.
+   * level `floor` at least. `rough`: a level 0 block the time range cuts is taken whole, its
+   * count a bound, and no row is read (where the matches can be, not how many).
    */
-  function segments(p: Plan, sum: Summary, kinds: number[] | null, floor = 0, ids = p.ids): Segment[] {
+  function segments(p: Plan, sum: Summary, kinds: number[] | null, floor = 0, ids = p.ids, rough = false): Segment[] {
     const lo = Math.max(1, ids.lo)
     const hi = Math.min(ids.hi, sum.indexed)
     if (lo > hi || (kinds && kinds.length === 0)) return []
@@ -212,6 +232,11 @@ export function eventCounts(state: QueryState) {
         if (!partial && !straddles && level <= floor) out.push({ lo: sLo, hi: sHi, n, level })
         else if (level > 0) visit(level - 1, Math.floor(sLo / 2 ** LEVEL_SHIFT[level - 1]), Math.floor(sHi / 2 ** LEVEL_SHIFT[level - 1]))
         else {
+          // Where the matches may be (rough): a block the time range cuts may hold some.
+          if (rough && straddles) {
+            out.push({ lo: sLo, hi: sHi, n, level: -1 })
+            continue
+          }
           // Rows are read only where their times decide; otherwise the kinds' ids do.
           const fromRows = straddles || p.textSql || p.table !== 'events'
           // A block whose every id is a match (no gaps, every kind counted) holds as many
@@ -242,11 +267,12 @@ export function eventCounts(state: QueryState) {
 
   /**
    * The ids that can hold records of the plan's time range: from the first to the last
-   * block whose records reach into it, and every record above the mark.
+   * block whose records reach into it (told by the blocks' times, no row read: what reads
+   * the range tests the times), and every record above the mark.
    */
   function idsOfTimes(p: Plan, sum: Summary): Range {
     if (!p.times) return p.ids
-    const segs = segments({ ...p, kindOk: null, kindSql: null, textSql: null }, sum, null, LEVEL_SHIFT.length - 1)
+    const segs = segments({ ...p, kindOk: null, kindSql: null, textSql: null }, sum, null, LEVEL_SHIFT.length - 1, p.ids, true)
     const top = topId(p.table)
     const lo = segs.length ? segs[0].lo : sum.indexed + 1
     const hi = top > sum.indexed ? top : segs.length ? segs[segs.length - 1].hi : 0
@@ -337,6 +363,7 @@ export function eventCounts(state: QueryState) {
     // Counts read again (another process indexed, or the index started over) start afresh.
     if (sum !== keptFor) {
       keptCounts.clear()
+      keptDocs = 0
       keptFor = sum
     }
     const key = JSON.stringify([sum.indexed, p.kindSql, p.textSql])
@@ -345,11 +372,18 @@ export function eventCounts(state: QueryState) {
       keptCounts.delete(key)
     } else {
       t = textCount(p, sum, kinds)
-      if (keptCounts.size >= 64) keptCounts.delete(keptCounts.keys().next().value!)
+      keptDocs += weight(t)
+      while (keptCounts.size && (keptCounts.size >= KEPT_COUNTS || keptDocs > KEPT_DOCS_MAX)) {
+        const [oldest, old] = keptCounts.entries().next().value!
+        keptCounts.delete(oldest)
+        keptDocs -= weight(old)
+      }
     }
     keptCounts.set(key, t)
     return t
   }
+  let keptDocs = 0
+  const weight = (t: TextCount) => (t.docs?.length ?? 0) + (t.sources?.length ?? 0)
 
   /**
    * The indexed events matching the text (and kind) conditions, from the documents'
@@ -394,16 +428,30 @@ export function eventCounts(state: QueryState) {
       }
     }
     let globalCols: GlobalCols | null = null
+    // The documents counted one by one (and the kinds counted whole): which events match.
+    const listed: number[] = []
+    let whole: Uint8Array | null = null
+    const docsOut = () => ({ docs: listed.length <= DOC_LIST_MAX ? Int32Array.from(listed) : null, whole })
     const seekOf = (): TextCount => {
-      if (matched.length > SEEK_SOURCES) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit, globalCols }
-      const keys = new Set<string | null>()
+      if (matched.length > SEEK_SOURCES) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit, globalCols, ...docsOut() }
       let rows = matched.length * (Math.floor(sum.indexed / 2 ** SOURCE_BLOCK_SHIFT) + 1)
-      for (const id of matched) {
-        keys.add(srcs.key[id] ?? null)
-        rows += srcs.n.get(id)
+      for (const id of matched) rows += srcs.n.get(id)
+      // The keys serve a GlobalSearch walk's first test only while the matches are few: gathered
+      // when a walk asks (thousands of sources' keys took longer than the rest of the count).
+      let keys: (string | null)[] | null | undefined
+      const total = n
+      return {
+        n,
+        get keys() {
+          if (keys === undefined) keys = t.global && total <= SEEK_MAX ? [...new Set(matched.map((id) => srcs.key[id] ?? null))] : null
+          return keys
+        },
+        sources: matched,
+        seekRows: rows,
+        kinds: hit,
+        globalCols,
+        ...docsOut(),
       }
-      // The keys serve a GlobalSearch walk's first test only while the matches are few.
-      return { n, keys: n <= SEEK_MAX ? [...keys] : null, sources: matched, seekRows: rows, kinds: hit, globalCols }
     }
     if (!t.global && !D && !kindAllowed) {
       // Sources alone: their own counts (their documents' kinds are not looked at).
@@ -414,7 +462,7 @@ export function eventCounts(state: QueryState) {
           noteSource(id)
         }
       }
-      return { ...seekOf(), kinds: null }
+      return { ...seekOf(), keys: null, kinds: null, docs: null, whole: null }
     }
     sourceIn.clear(srcs.size)
     if (S) sourceIn.add(S)
@@ -452,6 +500,7 @@ export function eventCounts(state: QueryState) {
       n += c
       hit[kind] = 1
       noteSource(source)
+      listed.push(id)
     }
     /** Every document of these sources (from the list of each source's documents). */
     const docsOf = (sourceIds: number[], skip: Uint8Array | null) => {
@@ -462,10 +511,13 @@ export function eventCounts(state: QueryState) {
     else {
       // GlobalSearch alone: kinds that match count whole (from the blocks); the documents
       // found through their sources or details add the events of other kinds.
-      const whole: number[] = []
-      for (const k of indexer.kinds('events').keys()) if (global![k] && (!kindAllowed || kindAllowed[k])) whole.push(k)
-      for (const k of whole) hit[k] = 1
-      if (whole.length) n += segments({ ...p, ids: { lo: 1, hi: MAX_ID }, times: null }, sum, whole, LEVEL_SHIFT.length - 1).reduce((a, x) => a + x.n, 0)
+      const wholeKinds: number[] = []
+      for (const k of indexer.kinds('events').keys()) if (global![k] && (!kindAllowed || kindAllowed[k])) wholeKinds.push(k)
+      for (const k of wholeKinds) hit[k] = 1
+      if (wholeKinds.length) {
+        whole = mask(wholeKinds)
+        n += segments({ ...p, ids: { lo: 1, hi: MAX_ID }, times: null }, sum, wholeKinds, LEVEL_SHIFT.length - 1).reduce((a, x) => a + x.n, 0)
+      }
       const g = t.global!
       const gDocs = matchDocs(g, 'details')
       const gSources = matchSources(g, ['entity_id', 'asset_name'])
@@ -479,13 +531,14 @@ export function eventCounts(state: QueryState) {
         n += c
         hit[kind] = 1
         noteSource(sourceOf[id])
+        listed.push(id)
       }
       // Then those of matching sources not counted already.
       if (gSources.length) {
         docSeen.add(gDocs)
         docsOf(gSources, global)
       }
-      if (whole.length) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit, globalCols }
+      if (whole) return { n, keys: null, sources: null, seekRows: Infinity, kinds: hit, globalCols, ...docsOut() }
     }
     return seekOf()
   }
@@ -507,9 +560,16 @@ export function eventCounts(state: QueryState) {
     const tail = countRows(p, tailLo, ids.hi)
     const top = topId(p.table)
     if (ids.lo <= 1 && ids.hi >= top && !p.times) return { filtered: t.n + tail, sum, kinds, ids, text: t, tail }
+    const hi = Math.min(ids.hi, top)
+    // The indexed part of the range from the events' documents, when they are all there
+    // (migration 030: those indexed before it are added in the background).
+    const last = Math.min(hi, sum.indexed)
+    if (t.docs && ids.lo <= last && (p.times || last - ids.lo < DOC_PASS_MAX) && ids.lo >= indexer.docsFrom()) {
+      const segs = docSegments(p, t, sum, ids.lo, last)
+      return { filtered: segs.reduce((a, x) => a + x.n, 0) + tail, sum, kinds, ids, text: t, docSegments: segs, tail }
+    }
     // A range of ids: count inside it, or count outside and subtract from the whole,
     // whichever reads fewer rows (a poller near the newest events reads few either way).
-    const hi = Math.min(ids.hi, top)
     if (!p.times) {
       const inside = rowsToRead(t, ids.lo, hi, top)
       const outside = rowsToRead(t, 1, ids.lo - 1, top) + rowsToRead(t, hi + 1, top, top)
@@ -545,6 +605,100 @@ export function eventCounts(state: QueryState) {
     return countRows(p, lo, hi, sum)
   }
 
-  return { count, countAll, segments, matchIds }
+  // ---- text over a range, from the events' documents (event_doc_ids) ----
+  const docMember = new Marks()
+  let markedFor: TextCount | null = null
+  // plan: rowid lookups (no override)
+  const inTimes = db.prepare<[string, number, number], number>('SELECT id FROM events WHERE id IN (SELECT value FROM json_each(?)) AND created_ms BETWEEN ? AND ?').pluck()
+
+  /**
+   * The indexed matches of a text plan in [lo, hi] (all of it at or above docsFrom and up
+   * to the mark), per level 0 block holding any, ascending, with their ids when `collect`.
+   * An event matches when its document is one the text count listed, or of a kind it
+   * counted whole; its time is told by its block's span, or the cells of its kind there,
+   * and read from its row only where those straddle an end of the time range.
+   */
+  function docMatches(p: Plan, t: TextCount, sum: Summary, lo: number, hi: number, collect: boolean): { lo: number; hi: number; n: number; ids: number[] | null }[] {
+    const size = 2 ** LEVEL_SHIFT[0]
+    if (markedFor !== t) {
+      docMember.clear(sum.docs.size).add(t.docs!)
+      markedFor = t
+    }
+    const member = docMember.at,
+      gen = docMember.gen,
+      kindOf = sum.docs.kind.data,
+      whole = t.whole,
+      times = p.times
+    let kindTop = 0
+    for (const k of indexer.kinds('events').keys()) kindTop = Math.max(kindTop, k)
+    const kindState = new Uint8Array(kindTop + 1)
+    const out: { lo: number; hi: number; n: number; ids: number[] | null }[] = []
+    const byBlock = new Map<number, (typeof out)[number]>()
+    const uncertain: number[] = []
+    let block = -1
+    // 0: no event of the block is in the time range, 1: all of them, 2: as the kind's cell says.
+    let standing = 0
+    let cur: (typeof out)[number] = { lo: 0, hi: -1, n: 0, ids: null }
+    const enter = (b: number) => {
+      block = b
+      cur = { lo: Math.max(lo, b * size), hi: Math.min(hi, b * size + size - 1), n: 0, ids: collect ? [] : null }
+      out.push(cur)
+      byBlock.set(b, cur)
+      const span = sum.spans[0].get(b)
+      if (!span) standing = 0
+      else if (!times || (span[0] >= times.lo && span[1] <= times.hi)) standing = 1
+      else if (span[1] < times.lo || span[0] > times.hi) standing = 0
+      else {
+        standing = 2
+        kindState.fill(0)
+        for (const [kind, , min, max] of sum.blocks[0].get(b) ?? []) {
+          if (kind <= kindTop) kindState[kind] = max < times.lo || min > times.hi ? 0 : min >= times.lo && max <= times.hi ? 1 : 2
+        }
+      }
+    }
+    indexer.docIds.each(lo, hi, (sLo, docs) => {
+      const to = Math.min(hi, sLo + docs.length - 1)
+      for (let id = Math.max(lo, sLo); id <= to; id++) {
+        const d = docs[id - sLo]
+        if (d === 0 || (member[d] !== gen && !(whole && whole[kindOf[d]] === 1))) continue
+        const b = Math.floor(id / size)
+        if (b !== block) enter(b)
+        if (standing === 0) continue
+        const state = standing === 1 ? 1 : kindState[kindOf[d]]
+        if (state === 1) {
+          cur.n++
+          cur.ids?.push(id)
+        } else if (state === 2) uncertain.push(id)
+      }
+      return true
+    })
+    if (uncertain.length) {
+      for (const id of inTimes.all(JSON.stringify(uncertain), times!.lo, times!.hi)) {
+        const seg = byBlock.get(Math.floor(id / size))!
+        seg.n++
+        seg.ids?.push(id)
+      }
+      if (collect) for (const seg of out) seg.ids!.sort((a, b) => a - b)
+    }
+    return out.filter((seg) => seg.n > 0)
+  }
+
+  /** The indexed matches of a text plan in [lo, hi] per level 0 block (kept per question: its pages ask again). */
+  function docSegments(p: Plan, t: TextCount, sum: Summary, lo: number, hi: number): Segment[] {
+    const key = `${lo}:${hi}:${p.times?.lo}:${p.times?.hi}`
+    t.docSegs ??= new Map()
+    let segs = t.docSegs.get(key)
+    if (!segs) {
+      if (t.docSegs.size >= 16) t.docSegs.clear()
+      segs = docMatches(p, t, sum, lo, hi, false).map((x) => ({ lo: x.lo, hi: x.hi, n: x.n, level: -3 }))
+      t.docSegs.set(key, segs)
+    }
+    return segs
+  }
+
+  /** The ids of the indexed matches of a text plan in [lo, hi] (a segment of docSegments), ascending. */
+  const docMatchIds = (p: Plan, t: TextCount, sum: Summary, lo: number, hi: number): number[] => docMatches(p, t, sum, lo, hi, true).flatMap((x) => x.ids!)
+
+  return { count, countAll, segments, matchIds, docMatchIds }
 }
 export type EventCounts = ReturnType<typeof eventCounts>

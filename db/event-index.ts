@@ -4,6 +4,7 @@
 // these up to the high-water mark and the rows above it.
 import { LRUCache } from 'lru-cache'
 import type { DB } from './index.js'
+import { eventDocIds } from './event-doc-ids.js'
 
 /** Ids per block: level 0 blocks hold 2^12 ids, level 1 blocks 2^16. */
 export const LEVEL_SHIFT = [12, 16] as const
@@ -312,6 +313,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   const insertDocText = db.prepare<[number, string, string | null]>('INSERT INTO event_doc_texts (id, details, peripheral_asset_id) VALUES (?, ?, ?)')
   const insertDocFts = db.prepare<[number, string, string | null]>('INSERT INTO event_docs_fts (rowid, details, peripheral_asset_id) VALUES (?, ?, ?)')
   const addDocN = db.prepare<[number, number]>('UPDATE event_docs SET n = n + ? WHERE id = ?')
+  const docIds = eventDocIds(db)
 
   const sourceId = (entity: string, assetKey: string | null, assetName: string | null, delta: { newSources: [number, string | null][] }): number => {
     const key = keyOf([entity, assetKey, assetName])
@@ -356,7 +358,10 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   /** Starts over after indexed records changed: counts are zeroed; the dictionaries stay valid. */
   function reset(table: RecordTable) {
     db.exec(`DELETE FROM ${rollupTable[table]}`)
-    if (table === 'events') db.exec('DELETE FROM event_source_ids; DELETE FROM event_kind_ids; UPDATE event_sources SET n = 0 WHERE n <> 0; UPDATE event_docs SET n = 0 WHERE n <> 0')
+    if (table === 'events') {
+      db.exec('DELETE FROM event_source_ids; DELETE FROM event_kind_ids; UPDATE event_sources SET n = 0 WHERE n <> 0; UPDATE event_docs SET n = 0 WHERE n <> 0')
+      docIds.reset()
+    }
     setIndexed.run(0, table)
   }
 
@@ -416,7 +421,10 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
           // pass over the pages they land on.
           const bySource = new Float64Array(rows.length * 3)
           const byKind = new Float64Array(rows.length * 3)
+          const ids = new Float64Array(rows.length)
+          const docsOf = new Int32Array(rows.length)
           let at = 0
+          let i = 0
           for (const r of rows) {
             const [id, ms, code, severity, category, icon, description, hashtags, entity, assetKey, assetName, device, details] = r as [
               number,
@@ -439,6 +447,8 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
             const doc = docId(kind, source, device, details, delta)
             sourceN.set(source, (sourceN.get(source) ?? 0) + 1)
             docN.set(doc, (docN.get(doc) ?? 0) + 1)
+            ids[i] = id
+            docsOf[i++] = doc
             byKind[at] = Math.floor(id / 2 ** LEVEL_SHIFT[1])
             bySource[at++] = Math.floor(id / 2 ** SOURCE_BLOCK_SHIFT)
             byKind[at] = kind
@@ -456,6 +466,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
           }
           for (const [id, n] of sourceN) addSourceN.run(n, id)
           for (const [id, n] of docN) addDocN.run(n, id)
+          docIds.append(ids, docsOf, rows.length)
         } else {
           for (const r of rows) {
             const [id, ms, ...values] = r as [number, number, ...unknown[]]
@@ -471,6 +482,49 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     apply(table, pending)
     pending = null
     return n
+  }
+
+  // plan: a range of rowids, newest first (no override: the planner has nothing else to use)
+  const eventsBelow = db
+    .prepare<[number, number], unknown[]>(
+      `SELECT id, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name, peripheral_asset_id, details
+       FROM events WHERE id < ? ORDER BY id DESC LIMIT ?`,
+    )
+    .raw()
+  /**
+   * Writes the documents of up to `max` events indexed before event_doc_ids existed (migration
+   * 030), the newest first, in one transaction; answers how many. Nothing is counted again:
+   * the counts have these events already.
+   */
+  const fillDocs = (max: number): number => {
+    const s0 = state.get('events')!
+    if (s0.stale || docIds.from() <= 1) return 0
+    const unsynced = !opts.syncedSteps && !db.inTransaction && db.pragma('synchronous', { simple: true }) === SYNCHRONOUS_FULL
+    if (unsynced) db.pragma('synchronous = NORMAL')
+    try {
+      return db
+        .transaction(() => {
+          const s = state.get('events')!
+          const below = docIds.from()
+          if (s.stale || below <= 1) return 0
+          const rows = eventsBelow.all(below, max) as [number, string, number, string, number, string, string | null, string, string | null, string | null, string | null, string][]
+          const ids = new Float64Array(rows.length)
+          const docs = new Int32Array(rows.length)
+          const scratch = { newSources: [] as [number, string | null][], newDocs: [] as [number, number, number][] }
+          // Ascending, as stretches are written.
+          for (let i = rows.length - 1, at = 0; i >= 0; i--, at++) {
+            const [id, code, severity, category, icon, description, hashtags, entity, assetKey, assetName, device, details] = rows[i]
+            const kind = kindId('events', [code, severity, category, icon, description, hashtags])
+            ids[at] = id
+            docs[at] = docId(kind, sourceId(entity, assetKey, assetName, scratch), device, details, scratch)
+          }
+          docIds.prepend(ids, docs, rows.length, rows.length < max)
+          return rows.length
+        })
+        .immediate()
+    } finally {
+      if (unsynced) db.pragma('synchronous = FULL')
+    }
   }
 
   /** Brings the summary in memory along with a committed step (or drops it when it cannot follow). */
@@ -577,6 +631,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       }
       for (const [id, n] of delta.sources) subSourceN.run(n, id)
       for (const [id, n] of delta.docs) subDocN.run(n, id)
+      docIds.clear(rows.map((r) => r[0] as number))
     } else {
       for (const r of rows) {
         const [id, ms, ...values] = r as [number, number, ...unknown[]]
@@ -683,10 +738,19 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       return s.stale ? 0 : s.indexed
     },
     step,
-    /** Indexes everything written so far (tests, scripts); answers how many records. */
+    fillDocs,
+    /** The lowest id from which every indexed event has its document in event_doc_ids (1: all of them). */
+    docsFrom: (): number => docIds.from(),
+    /** The documents of indexed events by id (event_doc_ids). */
+    docIds,
+    /**
+     * Indexes everything written so far (tests, scripts), and writes the documents of the
+     * events indexed before event_doc_ids existed; answers how many records it indexed.
+     */
     catchUp(table: RecordTable, batch = 4096): number {
       let total = 0
       for (let n = step(table, batch); n > 0; n = step(table, batch)) total += n
+      if (table === 'events') while (fillDocs(batch) > 0);
       return total
     },
     /** Forgets remembered sources and documents (after another connection rewrote them). */

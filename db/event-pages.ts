@@ -18,7 +18,7 @@ export interface Stretch extends Range {
 
 export function eventPages(state: QueryState, counts: EventCounts) {
   const { indexer, cached, tables, topId, byTime, startIndexing } = state
-  const { count, countAll, segments, matchIds } = counts
+  const { count, countAll, segments, matchIds, docMatchIds } = counts
 
   // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
@@ -195,8 +195,36 @@ export function eventPages(state: QueryState, counts: EventCounts) {
   /** The matches of a text plan as one condition, over the whole range (orders other than the id's). */
   const textWhere = (p: Plan, c: Counted): Cond => textAccess(p, { ...c, text: c.text && { ...c.text, kinds: null } }, c.filtered)[0].where
 
+  /**
+   * A page in id order of a text plan counted from the events' documents: the blocks holding
+   * matches in turn (passed over by their counts), each one's matches read by id; then the
+   * rows above the mark.
+   */
+  function docIdPage(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): Raw[] {
+    const tail: Segment = { lo: Math.max(p.ids.lo, c.sum.indexed + 1), hi: Math.min(c.ids.hi, topId(p.table)), n: c.tail, level: -1 }
+    const segs = [...c.docSegments!, ...(tail.n > 0 ? [tail] : [])]
+    if (dir === 'DESC') segs.reverse()
+    const out: Raw[] = []
+    let skip = offset
+    for (const s of segs) {
+      if (out.length === limit) break
+      if (skip >= s.n) {
+        skip -= s.n
+        continue
+      }
+      if (s.level === -3) {
+        const ids = docMatchIds(p, c.text!, c.sum, s.lo, s.hi)
+        const wanted = dir === 'DESC' ? ids.slice(Math.max(0, ids.length - skip - (limit - out.length)), ids.length - skip) : ids.slice(skip, skip + limit - out.length)
+        out.push(...rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(wanted)), `e.id ${dir}`, wanted.length, 0))
+      } else out.push(...rowsOf(p, all([rangeCond(p, s.lo, s.hi), pred(p)])!, `e.id ${dir}`, limit - out.length, skip))
+      skip = 0
+    }
+    return out
+  }
+
   /** A page in id order of a text plan: the stretches in turn, until the page is full. */
   function textIdPage(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): Raw[] {
+    if (c.docSegments) return docIdPage(p, c, dir, limit, offset)
     const stretches = textAccess(p, c, offset + limit)
     if (dir === 'DESC') stretches.reverse()
     const out: Raw[] = []

@@ -1,4 +1,4 @@
--- The schema after every migration of db/migrations (schema version 29).
+-- The schema after every migration of db/migrations (schema version 30).
 -- Written by `npm run schema` (scripts/schema.ts); do not edit: change a migration and run it again.
 
 CREATE TABLE agent_commands (
@@ -291,6 +291,12 @@ CREATE TABLE data_dir_samples (
   free_bytes INTEGER NOT NULL
 );
 
+CREATE TABLE event_doc_ids (
+  hi INTEGER PRIMARY KEY,                          -- the last id of the stretch
+  lo INTEGER NOT NULL,                             -- its first id
+  docs BLOB NOT NULL                               -- per id from lo to hi, its document as a 32-bit little-endian integer (0: no event)
+);
+
 CREATE TABLE event_doc_texts (
   id INTEGER PRIMARY KEY,
   details TEXT NOT NULL,
@@ -491,7 +497,7 @@ CREATE TABLE record_index_state (
   -- Set when an indexed record is changed or deleted (nothing does today): the indexer
   -- then starts again from nothing, and queries read the rows meanwhile.
   stale INTEGER NOT NULL DEFAULT 0
-, pruned_through INTEGER NOT NULL DEFAULT 0, prunes INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+, pruned_through INTEGER NOT NULL DEFAULT 0, prunes INTEGER NOT NULL DEFAULT 0, docs_from INTEGER NOT NULL DEFAULT 1) WITHOUT ROWID;
 
 CREATE TABLE refresh_tokens (
   token_hash TEXT PRIMARY KEY,

@@ -177,6 +177,25 @@ const bQuery = { MinimumSeverity: 'Warning', ...oneDay }
 const like = (s: string) => `'%${s.replace(/'/g, "''")}%'`
 const globalLike = (s: string) => ['description', 'details', 'entity_id', 'event_code', 'category', 'hashtags', 'asset_name'].map((c) => `${c} LIKE ${like(s)}`).join(' OR ')
 const mid = Math.floor(top / 2)
+// The "vary" twins of the text cases: a random real term and a random day each request, so
+// that an answer kept from the request before cannot flatter them (each is a first time).
+const deviceTexts = db.prepare('SELECT details, peripheral_asset_id FROM event_doc_texts WHERE peripheral_asset_id IS NOT NULL LIMIT 20000').raw().all() as [string, string][]
+const pickFrom = <T>(xs: T[]) => xs[Math.floor(Math.random() * xs.length)]
+const distinctOf = (xs: (string | undefined)[]) => [...new Set(xs.filter((x): x is string => !!x))].slice(0, 50)
+/** Vendors (the first word of a device's details, "Logitech", "Kingston") and devices ("VID_046D&PID_C31C"), as the data holds them. */
+const vendors = distinctOf(deviceTexts.map(([d]) => /^[A-Za-z][A-Za-z]{3,}/.exec(d)?.[0]))
+const devices = distinctOf(deviceTexts.map(([, id]) => /VID_[0-9A-F]{4}&PID_[0-9A-F]{4}/i.exec(id)?.[0]))
+const randomDay = () => {
+  const n = 1 + Math.floor(Math.random() * 28)
+  return { FromDate: day(n + 1), ToDate: day(n) }
+}
+const varyUrl = (q: () => Record<string, string>) => () => `/Events/GetEvents?${qs(q())}`
+const varyFloor = (q: () => Record<string, string>) => () => list(q())()
+const varied: [string, () => Record<string, string>][] = [
+  [`Details a vendor (random of ${vendors.length}) + a random day`, () => ({ Details: pickFrom(vendors), ...randomDay() })],
+  [`PeripheralAssetId a device (random of ${devices.length}) + a random day`, () => ({ PeripheralAssetId: pickFrom(devices), ...randomDay() })],
+  [`GlobalSearch a vendor (random of ${vendors.length}) + a random day`, () => ({ GlobalSearch: pickFrom(vendors), ...randomDay() })],
+]
 const cases: Case[] = [
   {
     name: '(a) GetEvents, default sort',
@@ -267,6 +286,7 @@ const cases: Case[] = [
     target: 50,
     floor: list({ GlobalSearch: 'SanDisk', ...oneDay }),
   },
+  ...varied.map(([name, q]) => ({ name: `(d) ${name} (vary)`, url: varyUrl(q)(), target: 50, floor: varyFloor(q), vary: varyUrl(q) })),
   {
     name: 'GetEventsIntegration from an id (random, backlog up to all), PageSize=100',
     url: `/Events/GetEventsIntegration?FromEventId=${mid}&PageSize=100`,

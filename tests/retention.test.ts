@@ -11,6 +11,7 @@ import { build, call, login } from './helpers.js'
 import { writeEvents, expectedEvents, sortEvents } from './fixtures/events.js'
 import type { EventRow } from '../db/event-queries.js'
 import { eventView } from '../lib/events/views.js'
+import { idsOf } from '../db/event-doc-ids.js'
 import { dirBytes, runHealthChecks } from '../lib/health.js'
 
 const DAY = 86_400_000
@@ -28,6 +29,12 @@ function counts(app: FastifyInstance) {
     kindIds: q('SELECT * FROM event_kind_ids ORDER BY 1, 2, 3'),
     sources: q('SELECT id, n FROM event_sources WHERE n > 0 ORDER BY id'),
     docs: q('SELECT id, n FROM event_docs WHERE n > 0 ORDER BY id'),
+    // The document of each event (event_doc_ids), however its stretches are cut.
+    docIds: JSON.stringify(
+      (app.db.prepare('SELECT lo, docs FROM event_doc_ids ORDER BY hi').all() as { lo: number; docs: Buffer }[]).flatMap((s) =>
+        [...idsOf(s.docs)].map((d, i) => [s.lo + i, d]).filter(([, d]) => d !== 0),
+      ),
+    ),
   }
 }
 

@@ -1,0 +1,193 @@
+// Pins the events' documents by id (event_doc_ids, migration 030; db/event-doc-ids.ts): text
+// filters over a time or id range are counted and paged from them, with the same counts and
+// pages as a plain SQL count with LIKE over the rows: ranges that cut blocks of ids, events
+// stored late (their times mix within a block), events not indexed yet, events the retention
+// job deleted, the index starting over, and a database indexed before the table existed,
+// whose documents are written afterwards, newest first.
+import t, { type Test } from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { build } from './helpers.js'
+import { DAY, eventMaker, expectedEvents, writeEvents } from './fixtures/events.js'
+import type { EventRow } from '../db/event-queries.js'
+import { idsOf } from '../db/event-doc-ids.js'
+import { eventFilter } from '../lib/events/filter.js'
+
+const NOW = Date.UTC(2026, 5, 30, 12)
+const iso = (ms: number) => new Date(ms).toISOString()
+
+/** Column terms, checked against SQL's LIKE; GlobalSearch against the reference model (its columns include the severity's name). */
+const terms: Record<string, string>[] = [
+  { Details: 'removed' },
+  { Details: 'kingston' },
+  { Details: 'Armed', Category: 'Host' },
+  { PeripheralAssetId: 'VID_0951' },
+  { GlobalSearch: 'kingston' },
+  { GlobalSearch: 'warn' },
+  { GlobalSearch: 'nyc', MinimumSeverity: 'Warning' },
+]
+const column: Record<string, string> = { Details: 'details', PeripheralAssetId: 'peripheral_asset_id' }
+
+/** The ids a query selects: plain SQL over the rows (column terms), the reference model over `rows` otherwise. */
+function expected(app: FastifyInstance, q: Record<string, string>, rows: EventRow[]): number[] {
+  const colTerm = Object.keys(q).find((k) => column[k])
+  if (!colTerm || q.GlobalSearch || q.MinimumSeverity) return expectedEvents(rows, q).map((e) => e.id)
+  const conds: [string, unknown][] = [[`${column[colTerm]} LIKE ?`, `%${q[colTerm]}%`]]
+  if (q.Category) conds.push(['category = ?', q.Category])
+  if (q.FromDate) conds.push(['created_ms >= ?', Date.parse(q.FromDate)])
+  if (q.ToDate) conds.push(['created_ms <= ?', Date.parse(q.ToDate)])
+  if (q.FromEventId) conds.push(['id >= ?', Number(q.FromEventId)])
+  if (q.ToEventId) conds.push(['id <= ?', Number(q.ToEventId)])
+  const where = conds.map((c) => c[0])
+  const params = conds.map((c) => c[1])
+  return app.db
+    .prepare(`SELECT id FROM events WHERE ${where.join(' AND ')} ORDER BY id DESC`)
+    .pluck()
+    .all(...params) as number[]
+}
+
+/** Reads of the documents by id (the count and the pages of a range read them; the old way reads rows). */
+function watchReads(app: FastifyInstance) {
+  const docIds = app.repos.eventQueries.indexer.docIds
+  const each = docIds.each
+  const seen = { reads: 0, restore: () => void (docIds.each = each) }
+  docIds.each = (...args: Parameters<typeof each>) => {
+    seen.reads++
+    return each(...args)
+  }
+  return seen
+}
+
+/** Every range of `ranges` with every term: count, first page, a deeper page and the oldest first, against `expected`. */
+function checkRanges(t: Test, app: FastifyInstance, ranges: Record<string, string>[], label: string, viaDocs: boolean) {
+  const repo = app.repos.eventQueries.events
+  const reads = watchReads(app)
+  const rows = app.db.prepare('SELECT * FROM events ORDER BY id DESC').all() as EventRow[]
+  for (const range of ranges) {
+    for (const term of terms) {
+      const q = { ...term, ...range }
+      const want = expected(app, q, rows)
+      const before = reads.reads
+      const f = eventFilter(q)
+      const first = repo.pageRows(f, { field: 'eventID', direction: 'desc' }, 20, 0)
+      const deeper = repo.pageRows(f, { field: 'eventID', direction: 'desc' }, 15, 17)
+      const oldest = repo.pageRows(f, { field: 'eventID', direction: 'asc' }, 25, 3)
+      t.same(
+        { n: first.filtered, first: first.rows.map((r) => r[0]), deeper: deeper.rows.map((r) => r[0]), oldest: oldest.rows.map((r) => r[0]) },
+        { n: want.length, first: want.slice(0, 20), deeper: want.slice(17, 32), oldest: [...want].reverse().slice(3, 28) },
+        `${label}: ${JSON.stringify(q)}`,
+      )
+      // (A range holding no event at all is answered without them.)
+      if (viaDocs && expected(app, { Details: '', ...range }, rows).length > 0) t.ok(reads.reads > before, `${label}: ${JSON.stringify(q)} is counted from the documents by id`)
+    }
+  }
+  reads.restore()
+}
+
+/** The document of each event with one, by id, from event_doc_ids. */
+function docsById(app: FastifyInstance): Map<number, number> {
+  const out = new Map<number, number>()
+  for (const s of app.db.prepare('SELECT lo, docs FROM event_doc_ids ORDER BY hi').all() as { lo: number; docs: Buffer }[]) {
+    idsOf(s.docs).forEach((d, i) => d !== 0 && out.set(s.lo + i, d))
+  }
+  return out
+}
+
+/** The document each event has by its texts (the dictionary's own key). */
+function docsByTexts(app: FastifyInstance): Map<number, number> {
+  const rows = app.db
+    .prepare(
+      `SELECT e.id, d.id FROM events e
+       JOIN event_kinds k ON k.event_code = e.event_code AND k.severity = e.severity AND k.category = e.category AND k.peripheral_icon = e.peripheral_icon
+         AND k.description = e.description AND k.hashtags IS e.hashtags
+       JOIN event_sources s ON s.entity_id = e.entity_id AND s.asset_key IS e.asset_key AND s.asset_name IS e.asset_name
+       JOIN event_docs d ON d.kind = k.id AND d.source = s.id
+       JOIN event_doc_texts x ON x.id = d.id AND x.details = e.details AND x.peripheral_asset_id IS e.peripheral_asset_id
+       WHERE e.id <= (SELECT indexed FROM record_index_state WHERE name = 'events')`,
+    )
+    .raw()
+    .all() as [number, number][]
+  return new Map(rows)
+}
+
+/** Time ranges that cut blocks (thirds of the span, a day, a few hours) and id ranges. */
+function rangesOf(app: FastifyInstance): Record<string, string>[] {
+  const [lo, hi, top] = app.db.prepare('SELECT min(created_ms), max(created_ms), max(id) FROM events').raw().get() as number[]
+  const third = (hi - lo) / 3
+  return [
+    { FromDate: iso(lo + third), ToDate: iso(lo + 2 * third) },
+    { FromDate: iso(hi - 1.5 * DAY), ToDate: iso(hi - 0.5 * DAY) },
+    { FromDate: iso(lo + 7_777_777), ToDate: iso(lo + 7_777_777 + 5 * 3_600_000) },
+    { FromDate: iso(lo + third) },
+    { FromEventId: String(Math.floor(top / 5)), ToEventId: String(Math.floor(top / 2)) },
+  ]
+}
+
+t.test('a text filter over a range is counted and paged from the documents by id, as SQL counts and pages it', async (t) => {
+  const app = await build(t)
+  app.repos.eventQueries.holdIndexing(true)
+  // Six days, ids jumping across blocks on the way.
+  writeEvents(app, 5000, { now: NOW, days: 6, jumps: [1200, 3100] })
+  // Events stored late, with the time they happened: the times within their blocks mix.
+  const make = eventMaker(9)
+  for (let i = 0; i < 300; i++) app.db.transaction(() => app.repos.events.record(NOW - 6 * DAY + ((i * 7919) % 6) * DAY + i * 1000, [make()]))()
+  writeEvents(app, 500, { now: NOW, days: 1, seed: 3 })
+  app.repos.eventQueries.catchUp()
+  t.equal(app.repos.eventQueries.indexer.docsFrom(), 1, 'every indexed event has its document')
+  t.same(docsById(app), docsByTexts(app), 'each event has the document of its texts')
+  checkRanges(t, app, rangesOf(app), 'indexed', true)
+
+  // Written since: above the mark, read from the rows.
+  writeEvents(app, 400, { now: NOW + DAY, days: 1, seed: 5 })
+  checkRanges(t, app, [...rangesOf(app), { FromDate: iso(NOW - 2 * DAY) }], 'partly not indexed', true)
+  app.repos.eventQueries.catchUp()
+  t.same(docsById(app), docsByTexts(app), 'the next batches add theirs')
+  checkRanges(t, app, rangesOf(app), 'indexed again', true)
+
+  // An indexed event changed: the index starts over, and so do the documents by id.
+  app.db.prepare("UPDATE events SET details = 'removed by hand' WHERE id = (SELECT id FROM events ORDER BY id LIMIT 1 OFFSET 2000)").run()
+  checkRanges(t, app, rangesOf(app), 'starting over', false)
+  app.repos.eventQueries.catchUp()
+  t.same(docsById(app), docsByTexts(app), 'written again from the start')
+  checkRanges(t, app, rangesOf(app), 'after starting over', true)
+})
+
+t.test('events the retention job deleted leave the documents by id, and the counts, as a rebuild makes them', async (t) => {
+  const app = await build(t, { PRIME_RETENTION_EVENTS_DAYS: '30' })
+  app.repos.eventQueries.holdIndexing(true)
+  const rows = writeEvents(app, 3000, { now: NOW, days: 60, jumps: [900, 2000] })
+  app.repos.eventQueries.catchUp()
+  const cutoff = NOW - 30 * DAY
+  // Ranges across the cutoff, so that they count pruned blocks and the blocks it cuts.
+  const ranges = [{ FromDate: iso(cutoff - 5 * DAY), ToDate: iso(cutoff + 3 * DAY) }, { FromDate: iso(cutoff - 0.3 * DAY), ToDate: iso(cutoff + 0.4 * DAY) }, ...rangesOf(app)]
+  checkRanges(t, app, ranges, 'before the prune', true)
+  const run = await app.retention.run(NOW)
+  t.equal(run.events.deleted, rows.filter((r) => r.created_ms < cutoff).length, 'the old events are deleted')
+  t.same(docsById(app), docsByTexts(app), 'the deleted events have no document any more')
+  checkRanges(t, app, ranges, 'after the prune', true)
+})
+
+t.test('a database indexed before the documents by id: they are written newest first, and answers stay exact meanwhile', async (t) => {
+  const app = await build(t)
+  app.repos.eventQueries.holdIndexing(true)
+  writeEvents(app, 4000, { now: NOW, days: 4, jumps: [1000] })
+  app.repos.eventQueries.catchUp()
+  const written = docsById(app)
+  // As migration 030 leaves an indexed database.
+  app.db.exec("DELETE FROM event_doc_ids; UPDATE record_index_state SET docs_from = indexed + 1 WHERE name = 'events'")
+  const indexer = app.repos.eventQueries.indexer
+  const ranges = rangesOf(app)
+  checkRanges(t, app, ranges, 'none written yet', false)
+  t.equal(indexer.fillDocs(1500), 1500, 'a batch of the newest')
+  const from = indexer.docsFrom()
+  t.ok(from > 1, `written down to ${from}`)
+  // A range above that mark is counted from them; one reaching below it from the rows.
+  checkRanges(t, app, [{ FromEventId: String(from), ToEventId: String(from + 700) }], 'above the mark', true)
+  checkRanges(t, app, ranges, 'partly written', false)
+  // The background catch-up writes the rest when nothing new is to be indexed.
+  app.repos.eventQueries.holdIndexing(false)
+  app.repos.eventQueries.startIndexing()
+  while (app.repos.eventQueries.indexSlice(50));
+  t.equal(indexer.docsFrom(), 1, 'all written')
+  t.same(docsById(app), written, 'the same documents as the indexer writes')
+  checkRanges(t, app, ranges, 'all written', true)
+})
