@@ -134,9 +134,10 @@ const siteHost = db.prepare(`SELECT asset_name FROM event_sources WHERE asset_ke
   | undefined
 const site = siteHost ? siteHost.split('-').slice(0, 2).join('-') : 'NYC-FIN'
 // The "vary" twins ask a different question each request (a random page, day, host, site
-// or vendor), so that no answer kept for a repeated question (lib/events/service.ts) is in
-// their figures: 50 hosts and sites of the same rank, and the fleet's vendors.
-const hosts = (db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL ORDER BY n DESC LIMIT 50 OFFSET 5000`).pluck().all() as string[]).filter(Boolean)
+// or vendor), so that no answer kept for a repeated question (lib/events/service.ts, kept
+// from a question's second ask) is in their figures: 2,000 hosts and 50 sites of the same
+// rank (a site with a random page), the data's vendors.
+const hosts = (db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL ORDER BY n DESC LIMIT 2000 OFFSET 5000`).pluck().all() as string[]).filter(Boolean)
 const sites = [
   ...new Set(
     (db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL AND asset_name GLOB '[A-Z][A-Z][A-Z]-*-*' ORDER BY n DESC LIMIT 400 OFFSET 5000`).pluck().all() as string[]).map(
@@ -144,8 +145,9 @@ const sites = [
     ),
   ),
 ].slice(0, 50)
-const vendors = ['SanDisk', 'Kingston', 'Logitech', 'Microsoft', 'Lenovo', 'Dell', 'Chicony', 'Apple', 'Yubico', 'Western Digital', 'Seagate', 'Realtek', 'Razer', 'Synaptics']
 const pick = <T>(list: T[]) => list[Math.floor(Math.random() * list.length)]
+/** A page of the first `n`, at random: with a random term, questions seldom repeat, so no kept answer serves them. */
+const randomPage = (n: number) => String(1 + Math.floor(Math.random() * n))
 const day = (n: number) => new Date(newest - n * DAY).toISOString()
 
 interface Case {
@@ -168,11 +170,6 @@ const feedAt =
 const randomId = () => 1 + Math.floor(Math.random() * top)
 const qs = (q: Record<string, string>) => new URLSearchParams({ ...q, PageSize: '100' }).toString()
 const oneDay = { FromDate: day(10), ToDate: day(9) }
-/** One of the 28 whole days before the newest, at random. */
-const randomDay = () => {
-  const n = 2 + Math.floor(Math.random() * 27)
-  return { FromDate: day(n), ToDate: day(n - 1) }
-}
 const bQuery = { MinimumSeverity: 'Warning', ...oneDay }
 const like = (s: string) => `'%${s.replace(/'/g, "''")}%'`
 const globalLike = (s: string) => ['description', 'details', 'entity_id', 'event_code', 'category', 'hashtags', 'asset_name'].map((c) => `${c} LIKE ${like(s)}`).join(' OR ')
@@ -180,21 +177,21 @@ const mid = Math.floor(top / 2)
 // The "vary" twins of the text cases: a random real term and a random day each request, so
 // that an answer kept from the request before cannot flatter them (each is a first time).
 const deviceTexts = db.prepare('SELECT details, peripheral_asset_id FROM event_doc_texts WHERE peripheral_asset_id IS NOT NULL LIMIT 20000').raw().all() as [string, string][]
-const pickFrom = <T>(xs: T[]) => xs[Math.floor(Math.random() * xs.length)]
 const distinctOf = (xs: (string | undefined)[]) => [...new Set(xs.filter((x): x is string => !!x))].slice(0, 50)
 /** Vendors (the first word of a device's details, "Logitech", "Kingston") and devices ("VID_046D&PID_C31C"), as the data holds them. */
 const vendors = distinctOf(deviceTexts.map(([d]) => /^[A-Za-z][A-Za-z]{3,}/.exec(d)?.[0]))
 const devices = distinctOf(deviceTexts.map(([, id]) => /VID_[0-9A-F]{4}&PID_[0-9A-F]{4}/i.exec(id)?.[0]))
+/** 24 hours from a random moment of the 28 days before the newest. */
 const randomDay = () => {
-  const n = 1 + Math.floor(Math.random() * 28)
-  return { FromDate: day(n + 1), ToDate: day(n) }
+  const from = newest - DAY * (1 + Math.random() * 28)
+  return { FromDate: new Date(from).toISOString(), ToDate: new Date(from + DAY).toISOString() }
 }
 const varyUrl = (q: () => Record<string, string>) => () => `/Events/GetEvents?${qs(q())}`
 const varyFloor = (q: () => Record<string, string>) => () => list(q())()
 const varied: [string, () => Record<string, string>][] = [
-  [`Details a vendor (random of ${vendors.length}) + a random day`, () => ({ Details: pickFrom(vendors), ...randomDay() })],
-  [`PeripheralAssetId a device (random of ${devices.length}) + a random day`, () => ({ PeripheralAssetId: pickFrom(devices), ...randomDay() })],
-  [`GlobalSearch a vendor (random of ${vendors.length}) + a random day`, () => ({ GlobalSearch: pickFrom(vendors), ...randomDay() })],
+  [`Details a vendor (random of ${vendors.length}) + a random day`, () => ({ Details: pick(vendors), ...randomDay() })],
+  [`PeripheralAssetId a device (random of ${devices.length}) + a random day`, () => ({ PeripheralAssetId: pick(devices), ...randomDay() })],
+  [`GlobalSearch a vendor (random of ${vendors.length}) + a random day`, () => ({ GlobalSearch: pick(vendors), ...randomDay() })],
 ]
 const cases: Case[] = [
   {
@@ -205,11 +202,11 @@ const cases: Case[] = [
     plain: 'SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM (SELECT * FROM events ORDER BY id DESC LIMIT 100))',
   },
   {
-    name: '(a) vary: GetEvents, default sort, a random page of the first 50',
+    name: '(a) vary: GetEvents, default sort, a random page of the first 1,000',
     url: `/Events/GetEvents?${qs({ PageNumber: '2' })}`,
     target: 20,
-    floor: () => repo.events.pageRows(eventFilter({}), { field: 'eventID', direction: 'desc' }, 100, 100 * Math.floor(Math.random() * 50), false),
-    vary: () => `/Events/GetEvents?${qs({ PageNumber: String(1 + Math.floor(Math.random() * 50)) })}`,
+    floor: () => repo.events.pageRows(eventFilter({}), { field: 'eventID', direction: 'desc' }, 100, 100 * Math.floor(Math.random() * 1000), false),
+    vary: () => `/Events/GetEvents?${qs({ PageNumber: randomPage(1000) })}`,
   },
   {
     name: '(b) MinimumSeverity=Warning + a day (FromDate/ToDate)',
@@ -247,11 +244,11 @@ const cases: Case[] = [
     vary: () => `/Events/GetEvents?${qs({ Source: pick(hosts) })}`,
   },
   {
-    name: `(c) vary: Source contains a site and department, one of ${sites.length}`,
+    name: `(c) vary: Source contains a site and department, one of ${sites.length}, a random page of the first 20`,
     url: `/Events/GetEvents?${qs({ Source: sites[0] ?? site })}`,
     target: 50,
-    floor: () => list({ Source: pick(sites) })(),
-    vary: () => `/Events/GetEvents?${qs({ Source: pick(sites) })}`,
+    floor: () => repo.events.pageRows(eventFilter({ Source: pick(sites) }), { field: 'eventID', direction: 'desc' }, 100, 100 * Math.floor(Math.random() * 20), false),
+    vary: () => `/Events/GetEvents?${qs({ Source: pick(sites), PageNumber: randomPage(20) })}`,
   },
   {
     name: `(c) Source contains a host ("${host.asset_name}") + a day`,
@@ -274,11 +271,14 @@ const cases: Case[] = [
     plain: `SELECT count(*) FROM events WHERE ${globalLike(host.asset_name)}`,
   },
   {
-    name: `(d) vary: GlobalSearch a vendor (one of ${vendors.length}) or a host (one of ${hosts.length})`,
-    url: `/Events/GetEvents?${qs({ GlobalSearch: vendors[1] })}`,
+    name: `(d) vary: GlobalSearch a vendor (one of ${vendors.length}, a random page of the first 20) or a host (one of ${hosts.length})`,
+    url: `/Events/GetEvents?${qs({ GlobalSearch: vendors[1] ?? 'SanDisk' })}`,
     target: 50,
-    floor: () => list({ GlobalSearch: Math.random() < 0.5 ? pick(vendors) : pick(hosts) })(),
-    vary: () => `/Events/GetEvents?${qs({ GlobalSearch: Math.random() < 0.5 ? pick(vendors) : pick(hosts) })}`,
+    floor: () =>
+      Math.random() < 0.5
+        ? repo.events.pageRows(eventFilter({ GlobalSearch: pick(vendors) }), { field: 'eventID', direction: 'desc' }, 100, 100 * Math.floor(Math.random() * 20), false)
+        : list({ GlobalSearch: pick(hosts) })(),
+    vary: () => `/Events/GetEvents?${qs(Math.random() < 0.5 ? { GlobalSearch: pick(vendors), PageNumber: randomPage(20) } : { GlobalSearch: pick(hosts) })}`,
   },
   {
     name: '(d) GlobalSearch a vendor ("SanDisk") + a day',
