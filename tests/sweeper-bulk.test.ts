@@ -188,3 +188,32 @@ t.test("the loop asks the slice policy for each call's budget", async (t) => {
   t.ok(slices[2].result.disconnected > 1, 'a budget of 5 ms takes more')
   t.ok(loop.stats?.()?.slices, 'the loop statistics count its slices')
 })
+
+t.test('a batch whose events cannot be written leaves its agents untouched', async (t) => {
+  const { db } = tempDb(t)
+  const repos = createRepos(db)
+  for (const n of [1, 2, 3])
+    repos.gateway.insertAgent({
+      uuid: `00000000-0000-4000-8000-00000000000${n}`,
+      machineId: `m-${n}`,
+      credentialHash: `h-${n}`,
+      enrolledMs: 1,
+      hostIdentifier: `HOST-${n}`,
+      licenseStatus: 'Activated',
+      expirationMs: null,
+      licenseAccountName: 'Acme',
+      checkInSeconds: 60,
+    })
+  db.prepare(`UPDATE agents SET connection_status = 'Connected', display_status = 'Free', last_updated_ms = 1000`).run()
+  const before = agentRows(db)
+  const from = newest(db)
+  const deps = sweeperDeps(db)
+  // The disk fills up after the agents' update: the whole batch is undone.
+  const failing = { ...deps, events: { ...deps.events, recordMany: async () => Promise.reject(new Error('disk full')) } }
+  await t.rejects(sweepAgents(failing, DAY, 5), /disk full/)
+  t.same(agentRows(db), before, 'every agent as it was: connected, its status and texts')
+  t.equal(newest(db), from, 'no event')
+  const r = await sweepAgents(deps, DAY, 5)
+  t.equal(r.disconnected, 3, 'the next call disconnects them')
+  t.equal(newest(db) - from, 3, 'each with its event')
+})
