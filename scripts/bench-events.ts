@@ -730,7 +730,10 @@ async function writePath() {
       })
       loop.start()
     })
+    // The loop's timer does not keep a process alive: this does, until the sweep is done.
+    const alive = setInterval(() => {}, 1000)
     await done
+    clearInterval(alive)
     const took = slices.map((s) => s.ms)
     const wall = (ends - begins) / 1000
     const stored = newestId() - id0
