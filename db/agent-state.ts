@@ -54,10 +54,6 @@ export function agentStateRepo(db: DB) {
     WHERE ${where}`
   const agentCounters = db.prepare<[number]>(counters('id = ?'))
   const agentDerived = db.prepare<[number]>(derived('id = ?'))
-  // Many agents by their ids (a JSON array), looked up one by one.
-  const MANY = 'id IN (SELECT value FROM json_each(?))'
-  const agentsCounters = db.prepare<[string]>(counters(MANY))
-  const agentsDerived = db.prepare<[string]>(derived(MANY))
   const agentsWithModel = db.prepare<[string, string], { agent_id: number }>('SELECT DISTINCT agent_id FROM peripherals WHERE vid = ? AND pid = ?')
 
   /** Display status only: after a command or connection change that touched no peripheral. */
@@ -76,13 +72,6 @@ export function agentStateRepo(db: DB) {
   return {
     refreshAgent,
     refreshStatus,
-    /** refreshStatus of many agents in two statements (the sweeper's disconnects). */
-    refreshStatusMany(agentIds: number[]): void {
-      if (agentIds.length === 0) return
-      const ids = JSON.stringify(agentIds)
-      agentsCounters.run(ids)
-      agentsDerived.run(ids)
-    },
     /** Every agent that reported a model (after a catalogue change); answers how many. */
     refreshModel(vid: string, pid: string): number {
       const ids = agentsWithModel.all(vid, pid)

@@ -301,10 +301,26 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
      WHERE connection_status = 'Connected' AND last_updated_ms < ? ORDER BY last_updated_ms LIMIT ?`,
   )
   const disconnect = db.prepare<[number, number]>(`UPDATE agents SET connection_status = 'Disconnected' WHERE id = ? AND connection_status = 'Connected' AND last_updated_ms < ?`)
+  // After an outage, most agents in a range of ids are quiet: taken in id order, the rows a
+  // batch rewrites share their pages (and their entries in the agents' indexes, which end
+  // with the id), and its commit writes about half the pages it did in check-in order.
+  // By the rowid, not by agents_connection: that index would hand every quiet agent to a sort.
+  // plan: query-plans "prepared at start"
+  const staleAfter = db.prepare<[number, number, number, number], SweptAgent>(
+    `SELECT id, uuid, host_identifier, local_ip_address, last_updated_ms FROM agents NOT INDEXED
+     WHERE id > ? AND id <= ? AND connection_status = 'Connected' AND last_updated_ms < ? ORDER BY id LIMIT ?`,
+  )
+  const lastAgentId = db.prepare<[], number>('SELECT coalesce(max(id), 0) FROM agents').pluck()
   // The ids first (CROSS JOIN keeps that order): left to itself, the planner walks the
   // agents_connection index over every quiet agent, which after an outage is all of them.
-  const disconnectMany = db.prepare<[string, number], SweptAgent>(
-    `UPDATE agents SET connection_status = 'Disconnected'
+  // One statement does what a disconnect changes in the row: the connection, the display
+  // status it decides alone (agent-state.ts: Disconnected before anything else), and the
+  // latest event texts moving down one place for the disconnect event. Nothing else a
+  // status refresh computes depends on the connection, and each extra update of a row
+  // rewrites it, its revision and its index entries again.
+  const disconnectMany = db.prepare<[string, string, number], SweptAgent>(
+    `UPDATE agents SET connection_status = 'Disconnected', display_status = 'Disconnected',
+       latest_minus2_event_text = latest_minus1_event_text, latest_minus1_event_text = latest_event_text, latest_event_text = ?
      WHERE id IN (SELECT a.id FROM json_each(?) j CROSS JOIN agents a ON a.id = j.value
        WHERE a.connection_status = 'Connected' AND a.last_updated_ms < ?)
      RETURNING id, uuid, host_identifier, local_ip_address, last_updated_ms`,
@@ -380,11 +396,20 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     },
 
     staleAgents: (before: number, limit: number) => stale.all(before, limit),
+    /** Connected agents quiet since before `before` with ids in (after, upTo], in id order. */
+    staleAgentsAfter: (after: number, upTo: number, before: number, limit: number) => staleAfter.all(after, upTo, before, limit),
+    /** The highest agent id (0 without agents). */
+    lastAgentId: () => lastAgentId.get() ?? 0,
     disconnect: (id: number, before: number) => disconnect.run(id, before).changes === 1,
-    /** Disconnects those of these agents still connected and quiet since before `before`; answers them, in the order given. */
-    disconnectMany(ids: number[], before: number): SweptAgent[] {
+    /**
+     * Disconnects those of these agents still connected and quiet since before `before`;
+     * answers them, in the order given. Their display status becomes Disconnected, and
+     * `latestText` (the text of the disconnect event the caller records for each, without
+     * an agent for its texts) becomes their latest event text, the others moving down.
+     */
+    disconnectMany(ids: number[], before: number, latestText: string): SweptAgent[] {
       if (ids.length === 0) return []
-      const gone = new Map(disconnectMany.all(JSON.stringify(ids), before).map((a) => [a.id, a]))
+      const gone = new Map(disconnectMany.all(latestText, JSON.stringify(ids), before).map((a) => [a.id, a]))
       return ids.flatMap((id) => gone.get(id) ?? [])
     },
     overdueCommands: (before: number, limit: number) => overdue.all(before, limit),

@@ -36,6 +36,7 @@ export function sweeperDeps(app: FastifyInstance): SweeperDeps {
     gateway: app.services.gateway,
     disconnectSeconds: config.agents.disconnectSeconds,
     seats: config.license.seats,
+    sliceMs: app.loops.sliceMs,
   }
 }
 

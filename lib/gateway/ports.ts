@@ -33,5 +33,4 @@ export interface EventRecorder {
 export interface AgentStatus {
   refreshAgent(agentId: number): Promise<void>
   refreshStatus(agentId: number): Promise<void>
-  refreshStatusMany(agentIds: number[]): Promise<void>
 }

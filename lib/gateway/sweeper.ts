@@ -5,8 +5,8 @@
 import type { Log, UnitOfWork } from '../platform/ports.js'
 import type { Loop } from '../platform/loops.js'
 import { iso } from '../time.js'
-import { hostEvent } from './events.js'
-import type { AgentStatus, EventRecorder, GatewayStore } from './ports.js'
+import { agentEvents, hostEvent } from './events.js'
+import type { AgentStatus, EventRecorder, GatewayStore, SweptAgent } from './ports.js'
 import { NO_RESULT } from './service.js'
 
 export const DELIVERY_TIMEOUT_MS = 15 * 60_000
@@ -14,13 +14,16 @@ const SWEEP_INTERVAL_MS = 5000
 // One short batch of each kind per call: after a long outage every agent is overdue at
 // once, and requests must be served between the batches (see agentSweeperLoop). A call
 // runs without a pause (its awaits are the ports' promises), so it is one stall of the
-// event loop: the quiet agents are disconnected in bulk (one update, one status refresh
-// and one recordMany per call), as many as the process's measured pace fits in BATCH_MS.
+// event loop: the quiet agents are disconnected in bulk (one update and one recordMany per
+// call), as many as the process's measured pace fits in the slice policy's budget (short
+// while requests are in flight, long when idle; BATCH_MS without a policy).
 const BATCH = 500
 const MAX_DISCONNECTS = 4000
 const BATCH_MS = 5
 // The first call's guess of the time a disconnect takes (its commit aside); measured after.
 const FIRST_MS_PER_AGENT = 0.05
+/** A batch taken in id order looks at most this many ids per agent it may take (a bound on its scan). */
+const SCAN_IDS_PER_AGENT = 8
 export interface SweeperDeps {
   store: GatewayStore
   events: EventRecorder
@@ -31,10 +34,21 @@ export interface SweeperDeps {
   gateway: { flushHeartbeats(): Promise<void>; prune(now: number): void }
   disconnectSeconds: number
   seats: number
+  /**
+   * The budget of the next call's work (ms), asked before each call of the loop: the slice
+   * policy (lib/platform/slices.ts), short while requests are in flight, long when idle.
+   */
+  sliceMs?: () => number
 }
 
 /** What one disconnect has been taking in this process (ms, the commit aside): sizes the next call's batch. */
 const pace = { msPerAgent: FIRST_MS_PER_AGENT }
+
+/**
+ * A mass disconnect under way, per database (its unit of work): the batches go through the
+ * agents in id order, from past `after` to `end` (the highest id when it began).
+ */
+const passes = new WeakMap<object, { after: number; end: number }>()
 
 /** `budgetMs`: each batch ends once it has taken this long (after one item at least). */
 export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs = BATCH_MS) {
@@ -42,21 +56,38 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
   await deps.gateway.flushHeartbeats()
   const quietSince = now - deps.disconnectSeconds * 1000
   const size = Math.max(1, Math.min(MAX_DISCONNECTS, Math.floor(budgetMs / pace.msPerAgent)))
-  // One more than taken: whether others wait after them.
-  const stale = await store.staleAgents(quietSince, size + 1)
-  const taken = stale.slice(0, size)
+  // The longest quiet first; once more than a batch waits (an outage), in id order instead:
+  // then the rows of a batch share pages, and its commit writes far fewer of them.
+  let pass = passes.get(uow)
+  let taken: SweptAgent[]
+  let cut: boolean
+  if (pass === undefined) {
+    // One more than taken: whether others wait after them.
+    const stale = await store.staleAgents(quietSince, size + 1)
+    taken = stale.slice(0, size)
+    cut = stale.length > size
+    if (cut) passes.set(uow, (pass = { after: 0, end: await store.lastAgentId() }))
+  } else {
+    const upTo = Math.min(pass.end, pass.after + SCAN_IDS_PER_AGENT * size)
+    taken = await store.staleAgentsAfter(pass.after, upTo, quietSince, size)
+    pass.after = taken.length === size ? taken[size - 1].id : upTo
+    // The pass is over at its end; the next call looks for any left (quiet since, or enrolled after it began).
+    if (pass.after >= pass.end) passes.delete(uow)
+    cut = true
+  }
   let disconnected = 0
   if (taken.length) {
     let workMs = 0
     await uow.run(async () => {
       const t0 = performance.now()
+      // The disconnect sets the display status and the latest texts with it (disconnectMany).
       const gone = await store.disconnectMany(
         taken.map((a) => a.id),
         quietSince,
+        agentEvents.disconnected.description,
       )
       if (!gone.length) return
-      await agentState.refreshStatusMany(gone.map((a) => a.id))
-      await events.recordMany(gone.map((a) => ({ createdMs: now, events: [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)], agentId: a.id })))
+      await events.recordMany(gone.map((a) => ({ createdMs: now, events: [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)] })))
       disconnected = gone.length
       workMs = performance.now() - t0
     })
@@ -66,7 +97,8 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
     // a handful of agents.
     if (taken.length === size && disconnected > 0) pace.msPerAgent = Math.min(1, Math.max(0.001, 0.5 * pace.msPerAgent + (0.5 * workMs) / size))
   }
-  let cut = stale.length > size
+  // A pass that ended with this batch: more only if any agent is still quiet.
+  if (pass !== undefined && !passes.has(uow)) cut = (await store.staleAgents(quietSince, 1)).length > 0
 
   let timedOut = 0
   const overdue = await store.overdueCommands(now - DELIVERY_TIMEOUT_MS, BATCH)
@@ -105,26 +137,50 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
   return { disconnected, timedOut, expired, activated, more }
 }
 
+/** One call of the loop: how long it held the event loop (ms), its budget, and what it did. */
+export interface SweepSlice {
+  ms: number
+  budgetMs: number
+  result: Awaited<ReturnType<typeof sweepAgents>>
+}
+
 /**
  * Sweeps every few seconds while the app runs; the timer never keeps the process alive.
- * One process at a time: the sweep changes shared agents, commands and seats.
+ * One process at a time: the sweep changes shared agents, commands and seats. `onSlice`
+ * hears of each call that did something (the benchmark's measure).
  */
-export function agentSweeperLoop(deps: SweeperDeps, intervalMs = SWEEP_INTERVAL_MS): Loop {
+export function agentSweeperLoop(deps: SweeperDeps, intervalMs = SWEEP_INTERVAL_MS, onSlice?: (s: SweepSlice) => void): Loop {
   let timer: NodeJS.Timeout | undefined
   let running = false
   let closed = false
+  // Since the last report (stats): the calls that disconnected agents, how many, their time and the longest.
+  let slices = 0
+  let disconnected = 0
+  let busyMs = 0
+  let maxMs = 0
   // While batches come back full, the next one follows at once, after pending I/O.
   const run = async () => {
     if (closed) return
     running = true
     let more = false
     try {
-      more = (await sweepAgents(deps)).more
+      const budgetMs = deps.sliceMs?.() ?? BATCH_MS
+      const t0 = performance.now()
+      const result = await sweepAgents(deps, Date.now(), budgetMs)
+      const ms = performance.now() - t0
+      more = result.more
+      if (result.disconnected > 0) {
+        slices++
+        disconnected += result.disconnected
+        busyMs += ms
+        if (ms > maxMs) maxMs = ms
+      }
+      if (more || result.disconnected > 0) onSlice?.({ ms, budgetMs, result })
     } catch (err) {
       deps.log.error({ err }, 'agent sweep failed')
     }
     running = more
-    if (more) setImmediate(run)
+    if (more && !closed) setImmediate(run)
   }
   return {
     name: 'agent-sweeper',
@@ -140,6 +196,12 @@ export function agentSweeperLoop(deps: SweeperDeps, intervalMs = SWEEP_INTERVAL_
       closed = true
       clearInterval(timer)
       await deps.gateway.flushHeartbeats()
+    },
+    stats() {
+      if (slices === 0) return undefined
+      const r = { slices, disconnected, busyMs: Math.round(busyMs), maxSliceMs: Math.round(maxMs * 10) / 10 }
+      slices = disconnected = busyMs = maxMs = 0
+      return r
     },
   }
 }

@@ -283,6 +283,10 @@ Object {
       SEARCH audit_trail USING INTEGER PRIMARY KEY (rowid>?)
     ),
     String(
+      SELECT id, uuid, host_identifier, local_ip_address, last_updated_ms FROM agents NOT INDEXED WHERE id > ? AND id <= ? AND connection_status = 'Connected' AND last_updated_ms < ? ORDER BY id LIMIT ?
+      SEARCH agents USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
+    ),
+    String(
       SELECT id, uuid, host_identifier, local_ip_address, operational_status, connection_status FROM agents WHERE +has_unapproved = 1 OR +has_vulnerable = 1 OR +has_attack_tool = 1 ORDER BY host_identifier COLLATE NOCASE, uuid LIMIT ?
       SCAN agents USING INDEX agents_host
     ),
@@ -582,6 +586,10 @@ Object {
     String(
       SELECT id, created_ms, severity, category, operation_id, outcome, asset_type, asset_sub_type, asset_detail, asset_icon FROM audit_trail NOT INDEXED WHERE id > ? ORDER BY id LIMIT ?
       SEARCH audit_trail USING INTEGER PRIMARY KEY (rowid>?)
+    ),
+    String(
+      SELECT id, uuid, host_identifier, local_ip_address, last_updated_ms FROM agents NOT INDEXED WHERE id > ? AND id <= ? AND connection_status = 'Connected' AND last_updated_ms < ? ORDER BY id LIMIT ?
+      SEARCH agents USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
     ),
     String(
       SELECT id, uuid, host_identifier, local_ip_address, operational_status, connection_status FROM agents WHERE +has_unapproved = 1 OR +has_vulnerable = 1 OR +has_attack_tool = 1 ORDER BY host_identifier COLLATE NOCASE, uuid LIMIT ?
