@@ -1,5 +1,5 @@
 import type { DB } from './index.js'
-import type { AuditTrailRow, EventRow } from './event-queries.js'
+import { EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-queries.js'
 
 export type AlarmType = 'syslog' | 'webhook' | 'email'
 export type AlarmFeed = 'events' | 'audit' | 'assets'
@@ -69,6 +69,9 @@ export interface DeliveryCounts {
   failedLast24h: number
 }
 
+/** Longer than any attempt can take (PRIME_ALARM_TIMEOUT_SECONDS is at most 60). */
+const PRUNE_DELIVERED_WINDOW_MS = 10 * 60_000
+
 /** A category list as the triggers match it: `,USB,Host,`, or '' for all. */
 const list = (names: string[]) => (names.length ? `,${names.join(',')},` : '')
 export const parseList = (stored: string) => stored.split(',').filter(Boolean)
@@ -123,8 +126,9 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
   const event = db.prepare<[number], EventRow>('SELECT * FROM events WHERE id = ?')
   const auditRecord = db.prepare<[number], AuditTrailRow>('SELECT * FROM audit_trail WHERE id = ?')
   const assetMessage = db.prepare<[number], { id: number; created_ms: number; kind: string; body: string }>('SELECT id, created_ms, kind, body FROM asset_messages WHERE id = ?')
-  // The records of a batch of deliveries, one query each (ids as a JSON array).
-  const eventsIn = db.prepare<[string], EventRow>('SELECT * FROM events WHERE id IN (SELECT value FROM json_each(?))')
+  // The records of a batch of deliveries, one query each (ids as a JSON array); events as
+  // arrays of the columns their view reads (EVENT_FIELDS), without an object per row.
+  const eventsIn = db.prepare<[string], unknown[]>(`SELECT ${EVENT_FIELDS.join(', ')} FROM events WHERE id IN (SELECT value FROM json_each(?))`).raw(true)
   const auditRecordsIn = db.prepare<[string], AuditTrailRow>('SELECT * FROM audit_trail WHERE id IN (SELECT value FROM json_each(?))')
   const assetMessagesIn = db.prepare<[string], { id: number; created_ms: number; kind: string; body: string }>(
     'SELECT id, created_ms, kind, body FROM asset_messages WHERE id IN (SELECT value FROM json_each(?))',
@@ -135,7 +139,9 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
      VALUES (@outboxId, @destinationId, @attempt, @startedMs, @durationMs, @outcome, @error)`,
   )
   // A cancelled delivery (its destination was removed meanwhile) stays cancelled.
-  const delivered = db.prepare<[number, number, number]>(`UPDATE alarm_outbox SET status = 'delivered', attempts = ?, last_error = NULL, done_ms = ? WHERE id = ? AND status = 'pending'`)
+  const delivered = db.prepare<[number, number, number, number, number]>(
+    `UPDATE alarm_outbox SET status = 'delivered', attempts = ?, last_error = NULL, done_ms = ?, started_ms = ?, duration_ms = ? WHERE id = ? AND status = 'pending'`,
+  )
   const failed = db.prepare<[number, string | null, number, number]>(`UPDATE alarm_outbox SET status = 'failed', attempts = ?, last_error = ?, done_ms = ? WHERE id = ? AND status = 'pending'`)
   const retry = db.prepare<[number, string | null, number, number]>(`UPDATE alarm_outbox SET attempts = ?, last_error = ?, next_attempt_ms = ? WHERE id = ? AND status = 'pending'`)
   const destinationDelivered = db.prepare<[number, number, string]>(
@@ -148,10 +154,20 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
     `INSERT INTO alarm_attempts (outbox_id, destination_id, attempt, started_ms, duration_ms, outcome, error)
      SELECT value->>'o', value->>'d', value->>'a', value->>'s', value->>'u', value->>'c', value->>'e' FROM json_each(?) ORDER BY key`,
   )
+  // A delivered attempt is kept on its outbox row, not as a row of alarm_attempts (migration
+  // 031): deliveries as a JSON array of [outbox id, attempt, started, duration, done].
   const deliveredMany = db.prepare<[string]>(
-    `UPDATE alarm_outbox SET status = 'delivered', attempts = j.value->>'a', last_error = NULL, done_ms = j.value->>'t'
-     FROM json_each(?) AS j WHERE alarm_outbox.id = j.value->>'o' AND alarm_outbox.status = 'pending'`,
+    `UPDATE alarm_outbox SET status = 'delivered', attempts = j.value->>1, last_error = NULL, done_ms = j.value->>4,
+       started_ms = j.value->>2, duration_ms = j.value->>3
+     FROM json_each(?) AS j WHERE alarm_outbox.id = j.value->>0 AND alarm_outbox.status = 'pending'`,
   )
+  // Of those, the ones whose outbox row now holds the attempt (the others were no longer pending).
+  const deliveredHeld = db
+    .prepare<[string], number>(
+      `SELECT o.id FROM json_each(?) AS j JOIN alarm_outbox o ON o.id = j.value->>0
+       WHERE o.status = 'delivered' AND o.attempts = j.value->>1 AND o.started_ms = j.value->>2`,
+    )
+    .pluck()
   const retryMany = db.prepare<[string]>(
     `UPDATE alarm_outbox SET attempts = j.value->>'a', last_error = j.value->>'e', next_attempt_ms = j.value->>'n'
      FROM json_each(?) AS j WHERE alarm_outbox.id = j.value->>'o' AND alarm_outbox.status = 'pending'`,
@@ -178,12 +194,20 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
   )
   const pruneOutbox = db.prepare<[number]>(`DELETE FROM alarm_outbox WHERE status <> 'pending' AND done_ms < ?`)
   const pruneAttempts = db.prepare<[number]>('DELETE FROM alarm_attempts WHERE started_ms < ?')
+  // A delivered attempt kept on its outbox row goes when it started before the mark, as its
+  // row of alarm_attempts did, though the delivery (done at most a send's duration later,
+  // bounded by PRIME_ALARM_TIMEOUT_SECONDS <= 60 s) stays until it ended before the mark.
+  const pruneDeliveredAttempts = db.prepare<[number, number, number]>(
+    `UPDATE alarm_outbox SET started_ms = NULL, duration_ms = NULL
+     WHERE status <> 'pending' AND done_ms >= ? AND done_ms < ? AND started_ms < ?`,
+  )
   const pruneAssets = db.prepare<[number]>(
     `DELETE FROM asset_messages WHERE created_ms < ?
        AND NOT EXISTS (SELECT 1 FROM alarm_outbox WHERE feed = 'assets' AND record_id = asset_messages.id AND status = 'pending')`,
   )
+  // A delivery's attempts are numbered 1, 2, ... as they were made.
   const attempts = db.prepare<[number], { attempt: number; started_ms: number; duration_ms: number; outcome: string; error: string | null }>(
-    'SELECT attempt, started_ms, duration_ms, outcome, error FROM alarm_attempts WHERE outbox_id = ? ORDER BY id',
+    'SELECT attempt, started_ms, duration_ms, outcome, error FROM alarm_attempt_history WHERE outbox_id = ? ORDER BY attempt',
   )
 
   const params = (d: DestinationInput, ms: number, user: string | null) => ({
@@ -242,61 +266,66 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
     event: (id: number) => event.get(id),
     auditRecord: (id: number) => auditRecord.get(id),
     assetMessage: (id: number) => assetMessage.get(id),
-    /** The events of these ids that still exist (any order). */
-    events: (ids: number[]) => (ids.length ? eventsIn.all(JSON.stringify(ids)) : []),
+    /** The events of these ids that still exist (any order), as arrays of EVENT_FIELDS. */
+    events: (ids: number[]): unknown[][] => (ids.length ? eventsIn.all(JSON.stringify(ids)) : []),
     auditRecords: (ids: number[]) => (ids.length ? auditRecordsIn.all(JSON.stringify(ids)) : []),
     assetMessages: (ids: number[]) => (ids.length ? assetMessagesIn.all(JSON.stringify(ids)) : []),
 
     /**
      * Records attempts and their outcomes in order, with one statement per kind of outcome
      * and one update per destination (its state after the last of them); call it inside a
-     * transaction. Answers the outbox ids that failed for good and were still pending (a
-     * delivery cancelled meanwhile stays cancelled and raises nothing).
+     * transaction. A delivered attempt is kept on its outbox row (no row of alarm_attempts)
+     * unless the delivery was no longer pending. Answers the outbox ids that failed for good
+     * and were still pending (a delivery cancelled meanwhile stays cancelled and raises nothing).
      */
     recordAttempts(list: AttemptRecord[]): Set<number> {
       if (list.length === 0) return new Set()
-      const rows = list.map((a) => ({
-        o: a.outboxId,
-        d: a.destinationId,
-        a: a.attempt,
-        s: a.startedMs,
-        u: a.durationMs,
-        c: a.outcome,
-        e: a.error,
-        t: a.startedMs + Math.round(a.durationMs),
-        n: a.nextAttemptMs ?? null,
-      }))
-      insertAttempts.run(JSON.stringify(rows))
-      const of = (c: AttemptRecord['outcome']) => rows.filter((r) => r.c === c)
-      const ok = of('delivered')
-      const later = of('retry')
-      const failedRows = of('failed')
-      if (ok.length) deliveredMany.run(JSON.stringify(ok))
+      const done = (a: AttemptRecord) => a.startedMs + Math.round(a.durationMs)
+      const row = (a: AttemptRecord) => ({ o: a.outboxId, d: a.destinationId, a: a.attempt, s: a.startedMs, u: a.durationMs, c: a.outcome, e: a.error, t: done(a), n: a.nextAttemptMs ?? null })
+      const ok: AttemptRecord[] = []
+      const later: ReturnType<typeof row>[] = []
+      const failedRows: ReturnType<typeof row>[] = []
+      for (const a of list) {
+        if (a.outcome === 'delivered') ok.push(a)
+        else (a.outcome === 'retry' ? later : failedRows).push(row(a))
+      }
+      // Attempts that get a row of alarm_attempts, in order: all but the delivered ones their outbox row holds.
+      let rows = later.length + failedRows.length ? list : []
+      if (ok.length) {
+        const json = JSON.stringify(ok.map((a) => [a.outboxId, a.attempt, a.startedMs, a.durationMs, done(a)]))
+        if (deliveredMany.run(json).changes < ok.length) {
+          const held = new Set(deliveredHeld.all(json))
+          rows = list.filter((a) => a.outcome !== 'delivered' || !held.has(a.outboxId))
+        } else if (rows.length) rows = list.filter((a) => a.outcome !== 'delivered')
+      }
+      if (rows.length) insertAttempts.run(JSON.stringify(rows.map(row)))
       if (later.length) retryMany.run(JSON.stringify(later))
       const failedIds = new Set(failedRows.length ? failedMany.all(JSON.stringify(failedRows)).map((r) => r.id) : [])
-      const state = new Map<string, { last: (typeof rows)[number]; delivered: number | null }>()
-      for (const r of rows) {
-        const s = state.get(r.d) ?? { last: r, delivered: null }
-        s.last = r
-        if (r.c === 'delivered') s.delivered = r.t
-        state.set(r.d, s)
+      const state = new Map<string, { last: AttemptRecord; delivered: number | null }>()
+      for (const a of list) {
+        const s = state.get(a.destinationId) ?? { last: a, delivered: null }
+        s.last = a
+        if (a.outcome === 'delivered') s.delivered = done(a)
+        state.set(a.destinationId, s)
       }
       for (const [id, { last, delivered }] of state) {
-        const ok = last.c === 'delivered'
-        destinationState.run(last.s, ok ? 'delivered' : 'failed', ok ? null : last.e, delivered, id)
+        const ok = last.outcome === 'delivered'
+        destinationState.run(last.startedMs, ok ? 'delivered' : 'failed', ok ? null : last.error, delivered, id)
       }
       return failedIds
     },
 
     /** Records one attempt and its outcome; call it inside a transaction. Answers whether the delivery was still pending. */
     recordAttempt(a: AttemptRecord): boolean {
-      insertAttempt.run({ ...a, nextAttemptMs: undefined })
       const done = a.startedMs + Math.round(a.durationMs)
       let changed: number
       if (a.outcome === 'delivered') {
-        changed = delivered.run(a.attempt, done, a.outboxId).changes
+        // Kept on its outbox row, as recordAttempts does; a row of its own when no longer pending.
+        changed = delivered.run(a.attempt, done, a.startedMs, a.durationMs, a.outboxId).changes
+        if (changed === 0) insertAttempt.run({ ...a, nextAttemptMs: undefined })
         destinationDelivered.run(a.startedMs, done, a.destinationId)
       } else {
+        insertAttempt.run({ ...a, nextAttemptMs: undefined })
         changed = a.outcome === 'failed' ? failed.run(a.attempt, a.error, done, a.outboxId).changes : retry.run(a.attempt, a.error, a.nextAttemptMs!, a.outboxId).changes
         destinationFailed.run(a.startedMs, a.error, a.destinationId)
       }
@@ -328,6 +357,8 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
       return db.transaction(() => ({
         outbox: pruneOutbox.run(before).changes,
         attempts: pruneAttempts.run(before).changes,
+        /** Delivered attempts dropped from outbox rows that stay a little longer. */
+        deliveredAttempts: pruneDeliveredAttempts.run(before, before + PRUNE_DELIVERED_WINDOW_MS, before).changes,
         assets: pruneAssets.run(before).changes,
       }))()
     },

@@ -1,4 +1,4 @@
--- The schema after every migration of db/migrations (schema version 30).
+-- The schema after every migration of db/migrations (schema version 31).
 -- Written by `npm run schema` (scripts/schema.ts); do not edit: change a migration and run it again.
 
 CREATE TABLE agent_commands (
@@ -190,7 +190,7 @@ CREATE TABLE alarm_outbox (
   next_attempt_ms INTEGER NOT NULL DEFAULT 0,
   last_error TEXT,
   done_ms INTEGER                                  -- when it was delivered, failed for good or cancelled
-);
+, started_ms INTEGER, duration_ms REAL);
 
 CREATE TABLE approvals (
   agent_id INTEGER NOT NULL REFERENCES agents (id) ON DELETE CASCADE,
@@ -655,6 +655,11 @@ CREATE TABLE worker_pollers (
   -- Changes whenever the poller's connections, their settings or credentials change.
   assignments_revision INTEGER NOT NULL DEFAULT 1
 );
+
+CREATE VIEW alarm_attempt_history AS
+  SELECT outbox_id, destination_id, attempt, started_ms, duration_ms, outcome, error FROM alarm_attempts
+  UNION ALL
+  SELECT id, destination_id, attempts, started_ms, duration_ms, 'delivered', NULL FROM alarm_outbox WHERE started_ms IS NOT NULL;
 
 CREATE INDEX agent_commands_delivered ON agent_commands (status, delivered_ms) WHERE status = 'Delivered';
 

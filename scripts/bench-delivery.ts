@@ -23,7 +23,8 @@
 // and the receiver allow, whatever the server does.
 //
 // Settings: BENCH_EVENTS (10,000 for single), BENCH_BATCH_EVENTS (50,000 for the others),
-// BENCH_ROUNDS (3), BENCH_SECONDS (3, the floors), BENCH_LOG_LEVEL (info, as in production).
+// BENCH_ROUNDS (3), BENCH_SECONDS (3, the floors), BENCH_LOG_LEVEL (info, as in production),
+// BENCH_PORT (18083, the server's).
 import { spawnSync, type ChildProcess } from 'node:child_process'
 import crypto from 'node:crypto'
 import fs from 'node:fs'
@@ -40,7 +41,8 @@ const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000)
 const BATCH_EVENTS = Number(process.env.BENCH_BATCH_EVENTS ?? 50_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
-const PORT = 18083
+/** The server's port (BENCH_PORT): another bench on the same machine may hold the default. */
+const PORT = Number(process.env.BENCH_PORT ?? 18083)
 const PASSWORD = 'Bench-password-123'
 const SECRET = 'whsec-bench-delivery-0123456789'
 

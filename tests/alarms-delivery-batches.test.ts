@@ -113,7 +113,7 @@ t.test('batch mode: single payloads in order, signed as a whole, any 2xx acknowl
     rows.every((r) => r.status === 'delivered' && r.attempts === 1),
     'all delivered',
   )
-  const attempts = app.db.prepare('SELECT outbox_id, attempt, outcome FROM alarm_attempts WHERE destination_id = ? ORDER BY id').all(dest.id) as any[]
+  const attempts = app.db.prepare('SELECT outbox_id, attempt, outcome FROM alarm_attempt_history WHERE destination_id = ? ORDER BY outbox_id, attempt').all(dest.id) as any[]
   t.same(
     attempts.map((a) => [a.outbox_id, a.attempt, a.outcome]),
     rows.map((r) => [r.id, 1, 'delivered']),

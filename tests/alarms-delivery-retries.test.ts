@@ -45,7 +45,7 @@ const event = (details: string, extra: Partial<EventInput> = {}): EventInput => 
 })
 
 const outbox = (app: FastifyInstance, destinationId: string) => app.db.prepare('SELECT * FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId) as any[]
-const attempts = (app: FastifyInstance, outboxId: number) => app.db.prepare('SELECT * FROM alarm_attempts WHERE outbox_id = ? ORDER BY id').all(outboxId) as any[]
+const attempts = (app: FastifyInstance, outboxId: number) => app.db.prepare('SELECT * FROM alarm_attempt_history WHERE outbox_id = ? ORDER BY attempt').all(outboxId) as any[]
 
 t.test('backoff: 10 s doubling, at most 1 h, with jitter', async (t) => {
   const mid = () => 0.5

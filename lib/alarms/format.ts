@@ -137,7 +137,8 @@ interface SyslogParts {
   msgId: string
   sd: [string, string | number | null | undefined][]
   message: string
-  cef: { signature: string; name: string; ext: [string, string | number | null | undefined][] }
+  /** Made only for a CEF line (a syslog lane formats hundreds of lines per write). */
+  cef: () => { signature: string; name: string; ext: [string, string | number | null | undefined][] }
 }
 
 function syslogParts(record: AlarmRecord, ctx: DeliveryContext): SyslogParts {
@@ -157,7 +158,7 @@ function syslogParts(record: AlarmRecord, ctx: DeliveryContext): SyslogParts {
         ['asset', a.assetReference.name],
       ],
       message: `${a.description}: ${a.details}`,
-      cef: {
+      cef: () => ({
         signature: 'audit',
         name: a.description,
         ext: [
@@ -169,7 +170,7 @@ function syslogParts(record: AlarmRecord, ctx: DeliveryContext): SyslogParts {
           ['suser', a.user],
           ['msg', a.details],
         ],
-      },
+      }),
     }
   }
   if (record.feed === 'assets') {
@@ -187,7 +188,7 @@ function syslogParts(record: AlarmRecord, ctx: DeliveryContext): SyslogParts {
         ['asset', m.name],
       ],
       message: JSON.stringify(m),
-      cef: {
+      cef: () => ({
         signature: 'asset',
         name,
         ext: [
@@ -198,7 +199,7 @@ function syslogParts(record: AlarmRecord, ctx: DeliveryContext): SyslogParts {
           ['src', m.location?.ipAddress],
           ['msg', JSON.stringify(m)],
         ],
-      },
+      }),
     }
   }
   const e = record.event
@@ -216,7 +217,7 @@ function syslogParts(record: AlarmRecord, ctx: DeliveryContext): SyslogParts {
       ['asset', e.assetName],
     ],
     message: `${e.description}: ${e.details}`,
-    cef: {
+    cef: () => ({
       signature: e.eventCode,
       name: e.description,
       ext: [
@@ -227,7 +228,7 @@ function syslogParts(record: AlarmRecord, ctx: DeliveryContext): SyslogParts {
         ['src', sourceAddress(e.eventEntityID)],
         ['msg', e.details],
       ],
-    },
+    }),
   }
 }
 
@@ -237,17 +238,19 @@ export function syslogLine(record: AlarmRecord, ctx: DeliveryContext, format: 'r
   const pri = (FACILITIES[facility] ?? FACILITIES.local0) * 8 + p.severity
   const header = `<${pri}>1 ${iso(p.timeMs)} ${SYSLOG_HOSTNAME} prime - ${headerToken(p.msgId, 32)}`
   if (format === 'cef') {
-    const ext = [...p.cef.ext, ['cs1Label', 'deliveryId'], ['cs1', ctx.deliveryId]]
+    const c = p.cef()
+    const ext = [...c.ext, ['cs1Label', 'deliveryId'], ['cs1', ctx.deliveryId]]
       .filter(([, v]) => v !== null && v !== undefined)
       .map(([k, v]) => `${k}=${cefValueEscape(String(v))}`)
       .join(' ')
-    const cef = ['CEF:0', 'Prime', 'Prime Device Security', VERSION, p.cef.signature, p.cef.name, String(CEF_SEVERITY[p.severity])].map(cefHeaderEscape).join('|')
+    const cef = ['CEF:0', 'Prime', 'Prime Device Security', VERSION, c.signature, c.name, String(CEF_SEVERITY[p.severity])].map(cefHeaderEscape).join('|')
     return `${header} - ${cef}|${ext}`
   }
-  const params = p.sd
-    .filter(([, v]) => v !== null && v !== undefined)
-    .map(([k, v]) => `${k}="${sdEscape(String(v))}"`)
-    .join(' ')
+  let params = ''
+  for (const [k, v] of p.sd) {
+    if (v === null || v === undefined) continue
+    params += `${params ? ' ' : ''}${k}="${sdEscape(String(v))}"`
+  }
   return `${header} [prime@32473 ${params}] ${p.message}`
 }
 

@@ -11,13 +11,13 @@
 // before the receiver acknowledged it.
 import crypto from 'node:crypto'
 import type { AttemptRecord, DestinationRow, OutboxItem } from '../../db/alarms.js'
-import type { AuditTrailRow, EventRow } from '../../db/event-queries.js'
+import type { AuditTrailRow } from '../../db/event-queries.js'
 import type { Log, UnitOfWork } from '../platform/ports.js'
 import { eventCodes, eventOf } from '../event-codes.js'
 import { allowList, keptResolver } from './address.js'
 import { batchMode, sendRecord, sendSyslogBatch, sendWebhookBatch, unsealable, type MailOut, type Transports } from './deliver.js'
 import { settingsOf, type StoredSettings } from './destinations.js'
-import { auditView, eventView } from '../events/views.js'
+import { auditView, eventViewOf } from '../events/views.js'
 import { BATCH_ENVELOPE_BYTES, syslogLine, webhookPayload, type AlarmRecord, type DeliveryContext } from './format.js'
 import type { AlarmOutbox, FailureEvents } from './ports.js'
 import { SyslogConnections, webhookAgents, type SendOutcome, type SyslogSettings, type WebhookSettings } from './transport.js'
@@ -63,7 +63,8 @@ interface Outcome {
 }
 
 interface Rows {
-  events: Map<number, EventRow>
+  /** As arrays of EVENT_FIELDS (db/event-rows.ts). */
+  events: Map<number, unknown[]>
   audit: Map<number, AuditTrailRow>
   assets: Map<number, { id: number; created_ms: number; kind: string; body: string }>
 }
@@ -251,7 +252,7 @@ export class DeliveryWorker {
     const alarms = this.deps.outbox
     const [events, audit, assets] = await Promise.all([alarms.events(ids.events), alarms.auditRecords(ids.audit), alarms.assetMessages(ids.assets)])
     return {
-      events: new Map(events.map((r) => [r.id, r])),
+      events: new Map(events.map((r) => [r[0] as number, r])),
       audit: new Map(audit.map((r) => [r.id, r])),
       assets: new Map(assets.map((r) => [r.id, r])),
     }
@@ -260,7 +261,7 @@ export class DeliveryWorker {
   private recordOf(item: OutboxItem, rows: Rows): AlarmRecord | null {
     if (item.feed === 'events') {
       const row = rows.events.get(item.record_id)
-      return row ? { feed: 'events', event: eventView(row) } : null
+      return row ? { feed: 'events', event: eventViewOf(row) } : null
     }
     if (item.feed === 'audit') {
       const row = rows.audit.get(item.record_id)
