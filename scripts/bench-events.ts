@@ -446,9 +446,8 @@ async function exportCase(floor: { seconds: number; bytes: number }) {
     notes.push(`export: x-records-filtered ${res.headers.get('x-records-filtered')} for ${lines - 1} data lines (cells with line breaks would explain a difference)`)
 }
 
-if (process.env.BENCH_LARGE_PAGE === 'only') {
-  await largePageCase()
-  db.close()
+/** A part run alone (BENCH_LARGE_PAGE=only, BENCH_EXPORT=only): its rows and notes, then exit. */
+function finishAlone(): never {
   if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
   console.log(
     `\n${total} events (${top} the newest id); load average ${loadAtStart} at the start, ${os
@@ -461,21 +460,18 @@ if (process.env.BENCH_LARGE_PAGE === 'only') {
   process.exit(0)
 }
 
+if (process.env.BENCH_LARGE_PAGE === 'only') {
+  await largePageCase()
+  db.close()
+  finishAlone()
+}
+
 if (process.env.BENCH_EXPORT === 'only') {
   const f = await exportFloor()
   db.close()
   if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
   await exportCase(f)
-  if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
-  console.log(
-    `\n${total} events (${top} the newest id); load average ${loadAtStart} at the start, ${os
-      .loadavg()
-      .map((x) => x.toFixed(1))
-      .join(' ')} at the end (${os.cpus().length} CPUs).`,
-  )
-  for (const r of rows) console.log(r)
-  for (const n of notes) console.log(`- ${n}`)
-  process.exit(0)
+  finishAlone()
 }
 
 if (process.env.BENCH_WRITE === 'only' || W2_ONLY) {
