@@ -6,22 +6,12 @@ import { openDatabase } from '../db/index.js'
 import type { EventInput } from '../db/events.js'
 import { createRepos } from '../lib/repos.js'
 import { eventCodes } from '../lib/event-codes.js'
+import { storedAgent } from './fixtures/gateway.js'
 
 function setup() {
   const db = openDatabase(':memory:')
   const repos = createRepos(db)
-  const agent = (n: number) =>
-    repos.gateway.insertAgent({
-      uuid: `00000000-0000-4000-8000-00000000000${n}`,
-      machineId: `m-${n}`,
-      credentialHash: `h-${n}`,
-      enrolledMs: 1,
-      hostIdentifier: `HOST-${n}`,
-      licenseStatus: 'Activated',
-      expirationMs: null,
-      licenseAccountName: 'Acme',
-      checkInSeconds: 60,
-    })
+  const agent = (n: number) => storedAgent(repos, n)
   // Two destinations: every event of severity <= 6 is queued for each.
   for (const id of ['d1', 'd2'])
     db.prepare(`INSERT INTO alarm_destinations (id, name, name_key, type, min_severity, settings, created_ms, updated_ms) VALUES (?, ?, ?, 'syslog', 6, '{}', 1, 1)`).run(id, id, id)

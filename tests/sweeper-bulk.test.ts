@@ -11,6 +11,7 @@ import { createRepos } from '../lib/repos.js'
 import { iso } from '../lib/time.js'
 import { seedFleet } from '../scripts/seed.js'
 import { tempDb } from './helpers.js'
+import { storedAgent } from './fixtures/gateway.js'
 
 const AGENTS = 1500
 const DAY = 86_400_000
@@ -113,19 +114,7 @@ t.test('a sweep of many quiet agents: slices until done, and the same result as 
 t.test('an agent that checked in meanwhile is left connected', async (t) => {
   const { db } = tempDb(t)
   const repos = createRepos(db)
-  const ids = [1, 2, 3].map((n) =>
-    repos.gateway.insertAgent({
-      uuid: `00000000-0000-4000-8000-00000000000${n}`,
-      machineId: `m-${n}`,
-      credentialHash: `h-${n}`,
-      enrolledMs: 1,
-      hostIdentifier: `HOST-${n}`,
-      licenseStatus: 'Activated',
-      expirationMs: null,
-      licenseAccountName: 'Acme',
-      checkInSeconds: 60,
-    }),
-  )
+  const ids = [1, 2, 3].map((n) => storedAgent(repos, n))
   db.prepare(`UPDATE agents SET connection_status = 'Connected', last_updated_ms = 1000`).run()
   db.prepare('UPDATE agents SET last_updated_ms = 5000 WHERE id = ?').run(ids[1])
   t.same(
@@ -192,18 +181,7 @@ t.test("the loop asks the slice policy for each call's budget", async (t) => {
 t.test('a batch whose events cannot be written leaves its agents untouched', async (t) => {
   const { db } = tempDb(t)
   const repos = createRepos(db)
-  for (const n of [1, 2, 3])
-    repos.gateway.insertAgent({
-      uuid: `00000000-0000-4000-8000-00000000000${n}`,
-      machineId: `m-${n}`,
-      credentialHash: `h-${n}`,
-      enrolledMs: 1,
-      hostIdentifier: `HOST-${n}`,
-      licenseStatus: 'Activated',
-      expirationMs: null,
-      licenseAccountName: 'Acme',
-      checkInSeconds: 60,
-    })
+  for (const n of [1, 2, 3]) storedAgent(repos, n)
   db.prepare(`UPDATE agents SET connection_status = 'Connected', display_status = 'Free', last_updated_ms = 1000`).run()
   const before = agentRows(db)
   const from = newest(db)
