@@ -5,22 +5,13 @@
 // cancelled while its attempt was in flight, and after pruning.
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { build, call, login } from './helpers.js'
-import { ALARM_PATH, alarmEnv, closedPort, tcpReceiver, waitFor } from './fixtures/receivers.js'
-import { alarmWorker } from '../lib/alarms/index.js'
+import { call } from './helpers.js'
+import { ALARM_PATH, alarmApp, closedPort, tcpReceiver, waitFor } from './fixtures/receivers.js'
 import { iso } from '../lib/time.js'
 import type { AttemptRecord } from '../db/alarms.js'
 import type { EventInput } from '../db/events.js'
 
-async function setup(t: Parameters<typeof build>[0]) {
-  const app = await build(t, alarmEnv)
-  const token = await login(app)
-  const worker = alarmWorker(app)
-  worker.pause()
-  let now = Date.now()
-  worker.clock = () => now
-  return { app, token, worker, clock: { get: () => now, set: (ms: number) => (now = ms) } }
-}
+const setup = alarmApp
 
 async function syslogDest(app: FastifyInstance, token: string, port: number, id?: string) {
   const payload = { ...(id ? { id } : {}), name: 'siem', type: 'syslog', filters: { minimumSeverity: 'Debug' }, syslog: { host: '127.0.0.1', port, transport: 'tcp' } }

@@ -7,23 +7,14 @@ import dgram from 'node:dgram'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { build, call, login } from './helpers.js'
-import { ALARM_PATH, alarmEnv, httpReceiver, tcpReceiver } from './fixtures/receivers.js'
-import { alarmWorker } from '../lib/alarms/index.js'
+import { call } from './helpers.js'
+import { ALARM_PATH, alarmApp, httpReceiver, tcpReceiver } from './fixtures/receivers.js'
 import { allowList, keptResolver, resolveChecked, type Resolver } from '../lib/alarms/address.js'
 import type { EventInput } from '../db/events.js'
 
 const SECRET = 'whsec-batches-0123456789'
 
-async function setup(t: Parameters<typeof build>[0]) {
-  const app = await build(t, alarmEnv)
-  const token = await login(app)
-  const worker = alarmWorker(app)
-  worker.pause()
-  let now = Date.now()
-  worker.clock = () => now
-  return { app, token, worker, clock: { get: () => now, set: (ms: number) => (now = ms) } }
-}
+const setup = alarmApp
 
 async function addDest(app: FastifyInstance, token: string, payload: object) {
   const res = await call(app, token, { method: 'POST', url: `${ALARM_PATH}/AddOrUpdateAlarmDest`, payload })

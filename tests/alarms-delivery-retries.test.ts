@@ -9,7 +9,7 @@ import Database from 'better-sqlite3'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login, ADMIN_PASSWORD } from './helpers.js'
-import { ALARM_PATH, alarmEnv, closedPort, httpReceiver, smtpReceiver, waitFor } from './fixtures/receivers.js'
+import { ALARM_PATH, alarmApp, alarmEnv, closedPort, httpReceiver, smtpReceiver, waitFor } from './fixtures/receivers.js'
 import { alarmDeliveryHealth, alarmWorker } from '../lib/alarms/index.js'
 import { backoff, GIVE_UP_MS } from '../lib/alarms/worker.js'
 import { buildApp } from '../lib/app.js'
@@ -18,15 +18,7 @@ import type { EventInput } from '../db/events.js'
 
 const SECRET = 'whsec-retries-0123456789'
 
-async function setup(t: Parameters<typeof build>[0], env: Record<string, string> = {}) {
-  const app = await build(t, { ...alarmEnv, ...env })
-  const token = await login(app)
-  const worker = alarmWorker(app)
-  worker.pause()
-  let now = Date.now()
-  worker.clock = () => now
-  return { app, token, worker, clock: { get: () => now, set: (ms: number) => (now = ms) } }
-}
+const setup = alarmApp
 
 async function addHook(app: FastifyInstance, token: string, name: string, url: string, filters: object = {}) {
   const res = await call(app, token, { method: 'POST', url: `${ALARM_PATH}/AddOrUpdateAlarmDest`, payload: { name, type: 'webhook', filters, webhook: { url, secret: SECRET } } })

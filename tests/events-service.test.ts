@@ -53,12 +53,15 @@ function setup(over: { audit?: AuditTrail; sortRowsMax?: number } = {}) {
     now: () => T0 + 100 * DAY,
     sortRowsMax: over.sortRowsMax,
   })
+  /** The same service over another events port (one that counts its calls). */
+  const serviceWith = (events: Parameters<typeof eventService>[0]['events'], keptAnswers?: number) =>
+    eventService({ events, auditRecords: asyncPort(queries.audit, uow), audit, csvColumns: columns, keptAnswers })
   /** Writes n events, a minute apart from `from`. */
   const write = (n: number, from = T0) => {
     for (let i = 1; i <= n; i++) events.record(from + i * 60_000, [event(i)])
   }
   const auditRows = () => db.prepare('SELECT user_name, source_ip, request_id, operation_id, description, details FROM audit_trail ORDER BY id').all() as Record<string, string>[]
-  return { db, uow, queries, audits, service, write, auditRows }
+  return { db, uow, queries, audits, service, serviceWith, write, auditRows }
 }
 
 const ctx = (over: Partial<Context> = {}) =>
@@ -222,21 +225,16 @@ t.test('an export beyond its limit is cut and says so; an audit trail that fails
 })
 
 t.test('a repeated question is answered from the kept text until a record is added, pruned or changed', async (t) => {
-  const { db, uow, queries, write } = setup()
+  const { db, uow, queries, serviceWith, write } = setup()
   write(20)
   let reads = 0
   const port = asyncPort(queries.events, uow)
-  const service = eventService({
-    events: {
-      ...port,
-      pageRows: (...a: Parameters<typeof port.pageRows>) => {
-        reads++
-        return port.pageRows(...a)
-      },
+  const service = serviceWith({
+    ...port,
+    pageRows: (...a: Parameters<typeof port.pageRows>) => {
+      reads++
+      return port.pageRows(...a)
     },
-    auditRecords: asyncPort(queries.audit, uow),
-    audit: auditTrail({ repo: auditRepo(db), refusalWindowMs: 60_000, flushRefusal: () => {} }, uow),
-    csvColumns: columns,
   })
   const ask = async (q: Record<string, string> = {}, pg = page(5)) => JSON.parse((await service.eventsAnswer(eventFilter(q), byId('desc'), pg)) as string)
   const ids = (a: { data: { eventID: number }[] }) => a.data.map((e) => e.eventID)
@@ -278,23 +276,20 @@ t.test('a repeated question is answered from the kept text until a record is add
 })
 
 t.test("a large feed page is written from each record's kept text, byte for byte the page read whole", async (t) => {
-  const { db, uow, queries, service: plain, write } = setup()
+  const { db, uow, queries, service: plain, serviceWith, write } = setup()
   write(300)
   let read = 0
   const port = asyncPort(queries.events, uow)
-  const service = eventService({
-    events: {
+  const service = serviceWith(
+    {
       ...port,
       rowsByIds: (ids: number[]) => {
         read += ids.length
         return port.rowsByIds(ids)
       },
     },
-    auditRecords: asyncPort(queries.audit, uow),
-    audit: auditTrail({ repo: auditRepo(db), refusalWindowMs: 60_000, flushRefusal: () => {} }, uow),
-    csvColumns: columns,
-    keptAnswers: 0,
-  })
+    0,
+  )
   const textOf = (a: string | NodeJS.ReadableStream) => (typeof a === 'string' ? a : Buffer.concat((a as AnswerParts).parts).toString())
   const wholeText = async (f: Record<string, string>, order: Sort, pg = page(200)) => textOf(eventsAnswer(await plain.eventFeed(eventFilter(f), order, pg)))
   const feedText = async (f: Record<string, string>, order: Sort, pg = page(200)) => textOf(await service.eventFeedAnswer(eventFilter(f), order, pg))
