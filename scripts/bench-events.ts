@@ -14,7 +14,8 @@
 // BENCH_WRITE=only: the seed and the write path alone; BENCH_WRITE=w2: of the write path, the
 // floor (record() at 100 per transaction) and the mass disconnect alone. BENCH_AGENTS: the fleet the write path's
 // check-ins and mass disconnect use (100,000 at 5,000,000 events, in proportion below).
-// BENCH_LISTS=only: the seed, the lists and the sweep alone. BENCH_SWEEP (1; 0 leaves it out): every sort field alone and every documented filter alone
+// BENCH_LISTS=only: the seed, the lists and the sweep alone. BENCH_MATCH (a regular expression): only the list
+// cases and sweep shapes whose name it matches. BENCH_SWEEP (1; 0 leaves it out): every sort field alone and every documented filter alone
 // and with one day, one round of BENCH_SWEEP_SECONDS (3) each, against 100 ms p99.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
@@ -196,7 +197,7 @@ const varied: [string, () => Record<string, string>][] = [
   [`PeripheralAssetId a device (random of ${devices.length}) + a random day`, () => ({ PeripheralAssetId: pick(devices), ...randomDay() })],
   [`GlobalSearch a vendor (random of ${vendors.length}) + a random day`, () => ({ GlobalSearch: pick(vendors), ...randomDay() })],
 ]
-const cases: Case[] = [
+const allCases: Case[] = [
   {
     name: '(a) GetEvents, default sort',
     url: `/Events/GetEvents?${qs({})}`,
@@ -305,6 +306,9 @@ const cases: Case[] = [
     floor: feedAt(() => top - 5000, 10_000),
   },
 ]
+/** BENCH_MATCH: only the list cases and sweep shapes whose name matches it (a regular expression, any case). */
+const MATCH = process.env.BENCH_MATCH ? new RegExp(process.env.BENCH_MATCH, 'i') : null
+const cases = allCases.filter((c) => !MATCH || MATCH.test(c.name))
 
 // ---- the sweep's shapes ----
 const spec = loadSpec()
@@ -332,17 +336,19 @@ const filterShapes: SweepShape[] = [
   { name: `PeripheralAssetId=${device}`, q: { PeripheralAssetId: device } },
   { name: 'GlobalSearch=SanDisk', q: { GlobalSearch: 'SanDisk' } },
 ]
-const sweepShapes: SweepShape[] = SWEEP
-  ? [
-      ...sortFields.map((f) => ({ name: `SortBy=${f}_desc`, q: { SortBy: `${f}_desc` }, sort: f })),
-      ...filterShapes,
-      ...filterShapes.map((s) => ({ name: `${s.name} + a day`, q: { ...s.q, ...oneDay } })),
-      { name: 'Date=<a day>', q: { Date: day(10).slice(0, 10) } },
-      { name: 'FromDate/ToDate (a day)', q: oneDay },
-      { name: 'FromEventId/ToEventId (100,000 ids)', q: { FromEventId: String(mid), ToEventId: String(mid + 100_000) } },
-      { name: 'FromCreationTimeEpoch/ToCreationTimeEpoch (a day)', q: { FromCreationTimeEpoch: String(Date.parse(day(10))), ToCreationTimeEpoch: String(Date.parse(day(9))) } },
-    ]
-  : []
+const sweepShapes: SweepShape[] = (
+  SWEEP
+    ? [
+        ...sortFields.map((f) => ({ name: `SortBy=${f}_desc`, q: { SortBy: `${f}_desc` }, sort: f })),
+        ...filterShapes,
+        ...filterShapes.map((s) => ({ name: `${s.name} + a day`, q: { ...s.q, ...oneDay } })),
+        { name: 'Date=<a day>', q: { Date: day(10).slice(0, 10) } },
+        { name: 'FromDate/ToDate (a day)', q: oneDay },
+        { name: 'FromEventId/ToEventId (100,000 ids)', q: { FromEventId: String(mid), ToEventId: String(mid + 100_000) } },
+        { name: 'FromCreationTimeEpoch/ToCreationTimeEpoch (a day)', q: { FromCreationTimeEpoch: String(Date.parse(day(10))), ToCreationTimeEpoch: String(Date.parse(day(9))) } },
+      ]
+    : []
+).filter((s) => !MATCH || MATCH.test(s.name))
 /** Whether the server refuses the shape (a free-text sort of more than SORT_ROWS_MAX matches): its floor would be that sort. */
 const refused = (s: SweepShape) => !!s.sort && EVENT_ROW_SORTS.includes(s.sort) && (repo.events.count(eventFilter(s.q)) as number) > SORT_ROWS_MAX
 
