@@ -332,6 +332,39 @@ t.test("a large feed page is written from each record's kept text, byte for byte
   t.equal(incident, textOf(eventsAnswer(await plain.events(eventFilter({ FromEventId: '10' }), { field: 'date', direction: 'asc' }, page(150), true))), 'the incident fetch')
 })
 
+t.test("a feed page's ids: an id range holding every id in it is known unread, any other is read", (t) => {
+  const { db, queries, write } = setup()
+  write(60)
+  const read = (q: Record<string, string>, order: Sort, size: number, offset: number) => {
+    const a = queries.events.pageRows(eventFilter(q), order, size, offset, true)
+    return { total: a.total, filtered: a.filtered, rows: a.rows.map((r) => r[0]) }
+  }
+  const check = (what: string) => {
+    for (const [q, order, size, offset] of [
+      [{}, byId('desc'), 200, 0],
+      [{ FromEventId: '20' }, byId('desc'), 200, 0],
+      [{ FromEventId: '20' }, byId('asc'), 200, 0],
+      [{ FromEventId: '20' }, byId('desc'), 15, 15],
+      [{ FromEventId: '20' }, byId('asc'), 15, 30],
+      [{ FromEventId: '20', ToEventId: '40' }, byId('desc'), 200, 0],
+      [{ FromEventId: '20', ToEventId: '40' }, byId('asc'), 5, 18],
+      [{ FromEventId: '55', ToEventId: '500' }, byId('desc'), 200, 0],
+      [{ FromEventId: '500' }, byId('desc'), 200, 0],
+      [{ FromEventId: '20' }, byId('desc'), 200, 100],
+      [{ FromEventId: '20', Severity: 'Critical' }, byId('desc'), 200, 0],
+    ] as [Record<string, string>, Sort, number, number][]) {
+      t.same(queries.events.feedIds(eventFilter(q), order, size, offset), read(q, order, size, offset), `${what}: ${JSON.stringify(q)} ${order.direction} ${size}+${offset}`)
+    }
+  }
+  check('every id')
+  db.prepare('DELETE FROM events WHERE id = 30').run()
+  check('an id missing')
+  db.prepare('DELETE FROM events WHERE id <= 5').run()
+  queries.catchUp()
+  check('the oldest pruned')
+  t.end()
+})
+
 t.test('retention: old records are archived and pruned in a unit of work that rolls back whole', async (t) => {
   const { db, uow, queries, audits, service, write } = setup()
   write(10, T0) // 10 events on T0

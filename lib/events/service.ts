@@ -5,12 +5,13 @@ import type { Readable } from 'node:stream'
 import { Cache } from '../../db/cache.js'
 import { EVENT_ROW_SORTS } from '../../db/event-queries.js'
 import { invalidField } from '../errors.js'
-import { AnswerParts, listAnswerOfTexts, streamedPages, type Page, type Sort } from '../listing.js'
+import { AnswerParts, listAnswerOfBytes, streamedPages, type Page, type Sort } from '../listing.js'
 import { pdfStream, type PdfColumn } from '../pdf.js'
 import type { Context } from '../platform/context.js'
 import type { AuditTrail } from '../platform/ports.js'
 import { auditCells, auditPdfColumns, csvFile, eventCells, eventPdfColumns, exportFileName, exportLimits, exportType, type Cells, type ExportFormat } from './exports.js'
 import type { AuditFilter, EventFilter } from './filter.js'
+import { KeptRecords } from './kept-records.js'
 import { auditAnswer, auditViewOf, eventViewOf, eventsAnswer } from './views.js'
 import type { AuditRecordStore, AuditTrailRow, EventRow, EventStore, ListAnswer, PageChunks, RecordStore } from './ports.js'
 
@@ -114,17 +115,10 @@ export function eventService(deps: EventServiceDeps) {
     } else if (answer instanceof AnswerParts && answer.bytes <= KEEP_ANSWER_CHARS) kept.set(key, { version, text: answer })
     return answer
   }
-  // Each record's JSON text, kept by id for large feed pages: pollers keeping up read the
-  // same newest records, a page of thousands each time. Records never change once written
-  // (a change outside a prune marks the index stale, which moves the version), so a text
-  // stands while the version, the newest id aside, does. Kept the second time a record is
-  // read, as answers are.
-  const textsOf = (view: (r: unknown[]) => unknown) => ({
-    view,
-    kept: new Cache<number, string>({ max: KEEP_RECORD_TEXTS }),
-    asked: new Cache<number, true>({ max: 2 * KEEP_RECORD_TEXTS }),
-    valid: '',
-  })
+  // Each record's JSON, kept by id for large feed pages (KeptRecords). Records never change
+  // once written (a change outside a prune marks the index stale, which moves the version),
+  // so a record's JSON stands while the version, the newest id aside, does.
+  const textsOf = (view: (r: unknown[]) => unknown) => ({ view, kept: new KeptRecords(KEEP_RECORD_TEXTS), valid: '' })
   const texts = { events: textsOf(eventViewOf), audit: textsOf(auditViewOf) }
 
   /**
@@ -139,28 +133,27 @@ export function eventService(deps: EventServiceDeps) {
       t.valid = standing
     }
     const a = await store.feedIds(filter, order, page.pageSize, page.offset)
-    const out: string[] = new Array(a.rows.length)
+    const out: Buffer[] = new Array(a.rows.length)
     const missing: number[] = []
     const at = new Map<number, number>()
     for (let i = 0; i < a.rows.length; i++) {
-      const text = t.kept.get(a.rows[i])
-      if (text === undefined) {
+      const json = t.kept.get(a.rows[i])
+      if (json === undefined) {
         missing.push(a.rows[i])
         at.set(a.rows[i], i)
-      } else out[i] = text
+      } else out[i] = json
     }
     if (missing.length) {
       const rows = await store.rowsByIds(missing)
       if (rows.length !== missing.length) return undefined
       for (const r of rows) {
         const id = r[0] as number
-        const text = JSON.stringify(t.view(r))
-        out[at.get(id)!] = text
-        if (t.asked.get(id)) t.kept.set(id, text)
-        else t.asked.set(id, true)
+        const json = Buffer.from(`,${JSON.stringify(t.view(r))}`)
+        out[at.get(id)!] = json
+        t.kept.read(id, json)
       }
     }
-    return listAnswerOfTexts(a.total, a.filtered, out)
+    return listAnswerOfBytes(a.total, a.filtered, out)
   }
 
   /** A feed's answer: a large page sorted by id from the records' kept texts, any other whole. */
