@@ -305,6 +305,14 @@ const allCases: Case[] = [
     target: 250,
     floor: feedAt(() => top - 5000, 10_000),
   },
+  {
+    // Pollers at different points of the newest records: a new question each request.
+    name: 'vary: GetEventsIntegration from a random id among the newest 7,000 (pollers keeping up), PageSize=10000',
+    url: `/Events/GetEventsIntegration?FromEventId=${top - 6000}&PageSize=10000`,
+    target: 250,
+    floor: feedAt(() => top - 5000 - Math.floor(Math.random() * 2000), 10_000),
+    vary: () => `/Events/GetEventsIntegration?FromEventId=${top - 5000 - Math.floor(Math.random() * 2000)}&PageSize=10000`,
+  },
 ]
 /** BENCH_MATCH: only the list cases and sweep shapes whose name matches it (a regular expression, any case). */
 const MATCH = process.env.BENCH_MATCH ? new RegExp(process.env.BENCH_MATCH, 'i') : null
