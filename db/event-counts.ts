@@ -696,9 +696,85 @@ export function eventCounts(state: QueryState) {
     return segs
   }
 
+  // ---- a page by walking the events' documents (event_doc_ids) ----
+  const sourceMember = new Marks()
+  let sourcesMarkedFor: TextCount | null = null
+
+  /**
+   * Whether the matches of a text count are told by each event's document: it lists the
+   * matching documents (and the kinds counted whole), or its matches are every event of
+   * its sources (a Source or AssetName term alone).
+   */
+  const walkable = (t: TextCount): boolean => t.docs !== null || (t.kinds === null && t.sources !== null)
+
+  /**
+   * The indexed matches of a walkable text count in [lo, hi] (all of it at or above
+   * docsFrom and up to the mark; no time range), by id from each event's document, newest
+   * first when `desc`: passes over the first `skip`, answers the next `want` ids in walk
+   * order. Null when that would test more than `budget` ids (the caller reads otherwise):
+   * a page of a term of many matches costs its share of the ids, not a walk over the rows.
+   */
+  function docWalk(t: TextCount, sum: Summary, lo: number, hi: number, desc: boolean, skip: number, want: number, budget: number): number[] | null {
+    const out: number[] = []
+    if (want <= 0 || lo > hi) return out
+    let member: Int32Array
+    let gen: number
+    let bySource = false
+    if (t.docs) {
+      if (markedFor !== t) {
+        docMember.clear(sum.docs.size).add(t.docs)
+        markedFor = t
+      }
+      member = docMember.at
+      gen = docMember.gen
+    } else {
+      if (sourcesMarkedFor !== t) {
+        sourceMember.clear(sum.sources.size).add(t.sources!)
+        sourcesMarkedFor = t
+      }
+      member = sourceMember.at
+      gen = sourceMember.gen
+      bySource = true
+    }
+    const kindOf = sum.docs.kind.data,
+      sourceOf = sum.docs.source.data,
+      whole = t.whole
+    let left = budget
+    let over = false
+    indexer.docIds.each(
+      lo,
+      hi,
+      (sLo, docs) => {
+        let from = Math.max(lo, sLo),
+          to = Math.min(hi, sLo + docs.length - 1)
+        if (from > to) return true
+        if (to - from + 1 > left) {
+          over = true
+          if (desc) from = to - left + 1
+          else to = from + left - 1
+        }
+        left -= to - from + 1
+        for (let i = desc ? to - sLo : from - sLo, end = desc ? from - sLo - 1 : to - sLo + 1, step = desc ? -1 : 1; i !== end; i += step) {
+          const d = docs[i]
+          if (d === 0) continue
+          if (bySource ? member[sourceOf[d]] !== gen : member[d] !== gen && !(whole && whole[kindOf[d]] === 1)) continue
+          if (skip > 0) {
+            skip--
+            continue
+          }
+          out.push(sLo + i)
+          if (out.length === want) return false
+        }
+        return !over
+      },
+      desc,
+    )
+    return over && out.length < want ? null : out
+  }
+
   /** The ids of the indexed matches of a text plan in [lo, hi] (a segment of docSegments), ascending. */
   const docMatchIds = (p: Plan, t: TextCount, sum: Summary, lo: number, hi: number): number[] => docMatches(p, t, sum, lo, hi, true).flatMap((x) => x.ids!)
 
-  return { count, countAll, segments, matchIds, docMatchIds }
+  return { count, countAll, segments, matchIds, docMatchIds, walkable, docWalk }
 }
 export type EventCounts = ReturnType<typeof eventCounts>
