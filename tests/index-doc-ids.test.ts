@@ -193,6 +193,50 @@ t.test('a text filter over every id pages from the documents by id: deep pages e
   reads.restore()
 })
 
+t.test("source terms are found among the sources' names in memory, as the rows have them, sources added since included", async (t) => {
+  const app = await build(t)
+  app.repos.eventQueries.holdIndexing(true)
+  writeEvents(app, 1500, { now: NOW, days: 3 })
+  app.repos.eventQueries.catchUp()
+  // Without the trigram index of the sources, only the names in memory can answer.
+  app.db.exec("INSERT INTO event_sources_fts (event_sources_fts) VALUES ('delete-all')")
+  // Names whose case folds beyond ASCII: the Kelvin sign folds to k for a Unicode term only; İ lower-cases to two characters.
+  app.db.transaction(() => {
+    app.repos.events.record(NOW, [
+      { ...eventMaker(4)(), entityId: 'HOST-\u212A9', assetName: 'İSTANBUL-ws7' },
+      { ...eventMaker(5)(), entityId: 'KÖLN-host-3', assetName: 'köln-Ws8' },
+    ])
+  })()
+  const repo = app.repos.eventQueries.events
+  const check = (label: string) => {
+    const rows = app.db.prepare('SELECT * FROM events ORDER BY id DESC').all() as EventRow[]
+    for (const q of [
+      { Source: 'lon-eng' },
+      { Source: 'zür' },
+      { Source: 'DESKTOP' },
+      { Source: 'host-k' },
+      { Source: 'köln' },
+      { AssetName: 'NYC' },
+      { AssetName: 'stanbul-w' },
+      { AssetName: 'ws8' },
+      { GlobalSearch: 'fra-ops' },
+      { Source: 'nowhere' },
+    ]) {
+      const page = repo.pageRows(eventFilter(q), { field: 'eventID', direction: 'desc' }, 1000, 0)
+      const want = expectedEvents(rows, q).map((e) => e.id)
+      t.same({ n: page.filtered, ids: page.rows.map((r) => r[0]) }, { n: want.length, ids: want }, `${label}: ${JSON.stringify(q)}`)
+    }
+  }
+  check('not indexed yet')
+  app.repos.eventQueries.catchUp()
+  check('indexed')
+  // New sources after the names were read.
+  writeEvents(app, 200, { now: NOW + DAY, days: 1, seed: 11 })
+  app.db.transaction(() => app.repos.events.record(NOW + DAY, [{ ...eventMaker(6)(), entityId: 'lon-eng-new-1' }]))()
+  app.repos.eventQueries.catchUp()
+  check('sources added since')
+})
+
 t.test('events the retention job deleted leave the documents by id, and the counts, as a rebuild makes them', async (t) => {
   const app = await build(t, { PRIME_RETENTION_EVENTS_DAYS: '30' })
   app.repos.eventQueries.holdIndexing(true)
