@@ -319,6 +319,57 @@ export function eventCounts(state: QueryState) {
     return entry.ids
   }
 
+  // The sources' names in memory, a column at a time, as one lower-cased text (each name
+  // ended by a NUL): a term is searched in it with indexOf, a millisecond or two for a
+  // hundred thousand sources where the trigram index took several (a host's name shares
+  // its trigrams with thousands of others). Sources are only added, never changed.
+  const sourcesAfter = (column: string) => `SELECT id, ${column} FROM event_sources WHERE id > ? AND id <= ? ORDER BY id`
+  type Names = { upTo: number; names: (string | null)[]; ids: number[]; starts: number[]; text: string }
+  const sourceNames = new Map<string, Names>()
+  function namesOf(column: string): Names {
+    let n = sourceNames.get(column)
+    if (!n) sourceNames.set(column, (n = { upTo: 0, names: [], ids: [], starts: [], text: '' }))
+    const last = lastSource.get() as number
+    if (last > n.upTo) {
+      const parts: string[] = []
+      let at = n.text.length
+      // plan: rowid range (no override)
+      for (const [id, name] of cached(sourcesAfter(column)).raw().iterate(n.upTo, last) as IterableIterator<[number, string | null]>) {
+        const lower = name === null ? '' : name.toLowerCase()
+        n.ids.push(id)
+        n.names.push(name)
+        n.starts.push(at)
+        parts.push(lower, '\u0000')
+        at += lower.length + 1
+      }
+      n.text += parts.join('')
+      n.upTo = last
+    }
+    return n
+  }
+  /** The sources whose `column` contains the term, ascending, or null when the in-memory names cannot tell (a NUL in the term). */
+  function scanSources(m: TextMatch, column: string): number[] | null {
+    const term = m.folded.toLowerCase()
+    if (term.includes('\u0000') || term === '') return null
+    const n = namesOf(column)
+    const out: number[] = []
+    for (let at = n.text.indexOf(term); at !== -1; ) {
+      // The name holding the match: the last start at or before it.
+      let lo = 0,
+        hi = n.starts.length - 1
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1
+        if (n.starts[mid] <= at) lo = mid
+        else hi = mid - 1
+      }
+      // Lower-casing all of Unicode finds every name the term's own test accepts (and a
+      // few more, which that test takes out).
+      if (m.test(n.names[lo])) out.push(n.ids[lo])
+      at = lo + 1 < n.starts.length ? n.text.indexOf(term, n.starts[lo + 1]) : -1
+    }
+    return out
+  }
+
   /** Sources any of whose `columns` contains the term. */
   function matchSources(m: TextMatch, columns: string[]): number[] {
     if (!m.trigram) {
@@ -327,6 +378,8 @@ export function eventCounts(state: QueryState) {
         .pluck()
         .all(...w.params) as number[]
     }
+    const scanned = columns.map((c) => scanSources(m, c))
+    if (scanned.every((ids) => ids !== null)) return scanned.length === 1 ? scanned[0]! : [...new Set(scanned.flat() as number[])].sort((a, b) => a - b)
     // The trigram index narrows, the texts decide (the same test as on the rows).
     return remembered(`s\u0001${m.phrase(columns)}`, lastSource.get() as number, (after, upTo) => {
       const found = sourcesFts.all(m.phrase(columns), after, upTo)
@@ -696,9 +749,85 @@ export function eventCounts(state: QueryState) {
     return segs
   }
 
+  // ---- a page by walking the events' documents (event_doc_ids) ----
+  const sourceMember = new Marks()
+  let sourcesMarkedFor: TextCount | null = null
+
+  /**
+   * Whether the matches of a text count are told by each event's document: it lists the
+   * matching documents (and the kinds counted whole), or its matches are every event of
+   * its sources (a Source or AssetName term alone).
+   */
+  const walkable = (t: TextCount): boolean => t.docs !== null || (t.kinds === null && t.sources !== null)
+
+  /**
+   * The indexed matches of a walkable text count in [lo, hi] (all of it at or above
+   * docsFrom and up to the mark; no time range), by id from each event's document, newest
+   * first when `desc`: passes over the first `skip`, answers the next `want` ids in walk
+   * order. Null when that would test more than `budget` ids (the caller reads otherwise):
+   * a page of a term of many matches costs its share of the ids, not a walk over the rows.
+   */
+  function docWalk(t: TextCount, sum: Summary, lo: number, hi: number, desc: boolean, skip: number, want: number, budget: number): number[] | null {
+    const out: number[] = []
+    if (want <= 0 || lo > hi) return out
+    let member: Int32Array
+    let gen: number
+    let bySource = false
+    if (t.docs) {
+      if (markedFor !== t) {
+        docMember.clear(sum.docs.size).add(t.docs)
+        markedFor = t
+      }
+      member = docMember.at
+      gen = docMember.gen
+    } else {
+      if (sourcesMarkedFor !== t) {
+        sourceMember.clear(sum.sources.size).add(t.sources!)
+        sourcesMarkedFor = t
+      }
+      member = sourceMember.at
+      gen = sourceMember.gen
+      bySource = true
+    }
+    const kindOf = sum.docs.kind.data,
+      sourceOf = sum.docs.source.data,
+      whole = t.whole
+    let left = budget
+    let over = false
+    indexer.docIds.each(
+      lo,
+      hi,
+      (sLo, docs) => {
+        let from = Math.max(lo, sLo),
+          to = Math.min(hi, sLo + docs.length - 1)
+        if (from > to) return true
+        if (to - from + 1 > left) {
+          over = true
+          if (desc) from = to - left + 1
+          else to = from + left - 1
+        }
+        left -= to - from + 1
+        for (let i = desc ? to - sLo : from - sLo, end = desc ? from - sLo - 1 : to - sLo + 1, step = desc ? -1 : 1; i !== end; i += step) {
+          const d = docs[i]
+          if (d === 0) continue
+          if (bySource ? member[sourceOf[d]] !== gen : member[d] !== gen && !(whole && whole[kindOf[d]] === 1)) continue
+          if (skip > 0) {
+            skip--
+            continue
+          }
+          out.push(sLo + i)
+          if (out.length === want) return false
+        }
+        return !over
+      },
+      desc,
+    )
+    return over && out.length < want ? null : out
+  }
+
   /** The ids of the indexed matches of a text plan in [lo, hi] (a segment of docSegments), ascending. */
   const docMatchIds = (p: Plan, t: TextCount, sum: Summary, lo: number, hi: number): number[] => docMatches(p, t, sum, lo, hi, true).flatMap((x) => x.ids!)
 
-  return { count, countAll, segments, matchIds, docMatchIds }
+  return { count, countAll, segments, matchIds, docMatchIds, walkable, docWalk }
 }
 export type EventCounts = ReturnType<typeof eventCounts>

@@ -2,12 +2,20 @@
 // indexer appends a stretch with each batch (and fills in those indexed before the table
 // existed, newest first), the retention job clears the events it deletes, and text filters
 // over a range of ids read them to tell the matches from the documents that match.
+import { LRUCache } from 'lru-cache'
 import type { DB } from './index.js'
 
 /** A stretch shorter than this is extended by the next batch rather than followed by another (a busy server indexes 64 events at a time). */
 const MIN_STRETCH = 1024
 /** A gap of more ids than this between two events starts a new stretch (ids are dense; a stretch never holds much air). */
 const MAX_GAP = 64
+
+/**
+ * Ids of stretches kept in memory (4 bytes each), least recently used first out: the pages
+ * of text questions walk the newest stretches again and again, and reading them from the
+ * table cost ten times the walk.
+ */
+const KEPT_IDS = 2_097_152
 
 /** The ids of a stretch as a view (no copy when the blob is aligned, as it nearly always is). */
 export function idsOf(blob: Buffer): Int32Array {
@@ -26,10 +34,29 @@ export function eventDocIds(db: DB) {
   const setFrom = db.prepare<[number]>("UPDATE record_index_state SET docs_from = ? WHERE name = 'events'")
   const last = db.prepare<[], { hi: number; lo: number; docs: Buffer }>('SELECT hi, lo, docs FROM event_doc_ids ORDER BY hi DESC LIMIT 1')
   const insert = db.prepare<[number, number, Buffer]>('INSERT INTO event_doc_ids (hi, lo, docs) VALUES (?, ?, ?)')
-  const remove = db.prepare<[number]>('DELETE FROM event_doc_ids WHERE hi = ?')
+  const removeRow = db.prepare<[number]>('DELETE FROM event_doc_ids WHERE hi = ?')
+  const remove = {
+    run(hi: number) {
+      kept.delete(hi)
+      removeRow.run(hi)
+    },
+  }
   const holding = db.prepare<[number], { hi: number; lo: number; docs: Buffer }>('SELECT hi, lo, docs FROM event_doc_ids WHERE hi >= ? ORDER BY hi LIMIT 1')
-  const from = db.prepare<[number], { hi: number; lo: number; docs: Buffer }>('SELECT hi, lo, docs FROM event_doc_ids WHERE hi >= ? ORDER BY hi')
-  const fromDown = db.prepare<[number], { hi: number; lo: number; docs: Buffer }>('SELECT hi, lo, docs FROM event_doc_ids WHERE hi <= ? ORDER BY hi DESC')
+  // The walks read the stretches' bounds, and their ids only when not kept (a stretch is
+  // rewritten whole, so one with the same bounds holds the same ids unless cleared here or
+  // by another process: forget()).
+  const holdingSpan = db.prepare<[number], { hi: number; lo: number }>('SELECT hi, lo FROM event_doc_ids WHERE hi >= ? ORDER BY hi LIMIT 1')
+  const fromSpans = db.prepare<[number], { hi: number; lo: number }>('SELECT hi, lo FROM event_doc_ids WHERE hi >= ? ORDER BY hi')
+  const fromDownSpans = db.prepare<[number], { hi: number; lo: number }>('SELECT hi, lo FROM event_doc_ids WHERE hi <= ? ORDER BY hi DESC')
+  const docsAt = db.prepare<[number], Buffer>('SELECT docs FROM event_doc_ids WHERE hi = ?').pluck()
+  const kept = new LRUCache<number, { lo: number; docs: Int32Array }>({ maxSize: KEPT_IDS, sizeCalculation: (k) => Math.max(1, k.docs.length) })
+  const docsOf = (s: { hi: number; lo: number }): Int32Array => {
+    const k = kept.get(s.hi)
+    if (k && k.lo === s.lo) return k.docs
+    const docs = new Int32Array(idsOf(docsAt.get(s.hi)!))
+    kept.set(s.hi, { lo: s.lo, docs })
+    return docs
+  }
 
   /** Writes (id, doc) pairs in ascending id order as stretches, none of them air-filled. */
   function write(ids: ArrayLike<number>, docs: ArrayLike<number>, count: number, extendLast: boolean) {
@@ -80,6 +107,7 @@ export function eventDocIds(db: DB) {
     },
     /** Nothing is indexed any more (the index starts over). */
     reset() {
+      kept.clear()
       db.exec('DELETE FROM event_doc_ids')
       setFrom.run(1)
     },
@@ -105,16 +133,20 @@ export function eventDocIds(db: DB) {
       if (lo > hi) return
       if (desc) {
         // The stretch holding hi is the first with hi' >= hi; it and those below, newest first.
-        const top = holding.get(hi)
-        if (top && top.lo <= hi && visit(top.lo, idsOf(top.docs)) === false) return
-        for (const s of fromDown.iterate(top ? top.lo - 1 : hi)) {
-          if (s.hi < lo || visit(s.lo, idsOf(s.docs)) === false) return
+        const top = holdingSpan.get(hi)
+        if (top && top.lo <= hi && visit(top.lo, docsOf(top)) === false) return
+        for (const s of fromDownSpans.iterate(top ? top.lo - 1 : hi)) {
+          if (s.hi < lo || visit(s.lo, docsOf(s)) === false) return
         }
         return
       }
-      for (const s of from.iterate(lo)) {
-        if (s.lo > hi || visit(s.lo, idsOf(s.docs)) === false) return
+      for (const s of fromSpans.iterate(lo)) {
+        if (s.lo > hi || visit(s.lo, docsOf(s)) === false) return
       }
+    },
+    /** Forgets the stretches kept in memory (another process may have rewritten them). */
+    forget() {
+      kept.clear()
     },
   }
 }

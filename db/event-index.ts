@@ -695,6 +695,8 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       let sum = summaries[table]
       // Read again when another process indexed or pruned meanwhile.
       if (!sum || sum.indexed !== indexed || sum.pruned !== s.prunes) {
+        // The documents' stretches kept may have been rewritten too (pruned, started over).
+        if (sum && table === 'events') docIds.forget()
         sum = summaries[table] = indexed === 0 ? emptySummary(0, s.prunes) : load(table, indexed, s.prunes)
       }
       if (texts && !sum.texts && table === 'events') {

@@ -8,6 +8,9 @@ import { all, cond, inList, isIdSort, isTimeSort, orderSql, sortsEveryMatch, typ
 import type { Counted, EventCounts, Segment, TextCount } from './event-counts.js'
 import { SEEK_MAX, pred, rangeCond, seekFrom, type ListAnswer, type QueryState } from './event-query-state.js'
 
+/** Ids a page of a text plan may test by their documents before reading otherwise (4 bytes each read, a few ms in all). */
+const DOC_WALK_MAX = 524_288
+
 /** A row as an array of its table's fields (EVENT_FIELDS, AUDIT_FIELDS): pages are read raw, objects are built only by who wants them. */
 export type Raw = unknown[]
 
@@ -18,7 +21,7 @@ export interface Stretch extends Range {
 
 export function eventPages(state: QueryState, counts: EventCounts) {
   const { indexer, cached, tables, topId, byTime, startIndexing } = state
-  const { count, countAll, segments, matchIds, docMatchIds } = counts
+  const { count, countAll, segments, matchIds, docMatchIds, walkable, docWalk } = counts
 
   // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
@@ -222,9 +225,37 @@ export function eventPages(state: QueryState, counts: EventCounts) {
     return out
   }
 
+  /**
+   * A page in id order of a text plan without a time range, its indexed matches told by
+   * each event's document (docWalk) and read by id; the rows above the mark read from the
+   * rows. Null when the walk would test more than DOC_WALK_MAX ids (the matches are sparse:
+   * a seek or a walk over the rows finds them).
+   */
+  function walkPage(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): Raw[] | null {
+    const t = c.text
+    if (!t || p.times || !c.sum.texts || !walkable(t) || c.ids.lo < indexer.docsFrom()) return null
+    const hi = Math.min(c.ids.hi, topId(p.table))
+    const last = Math.min(hi, c.sum.indexed)
+    // Matches spread evenly: a walk tests about this many ids (clustered ones end it early or late; the budget bounds it).
+    if ((Math.min(offset + limit, c.filtered) * Math.max(0, last - c.ids.lo + 1)) / Math.max(1, c.filtered) > DOC_WALK_MAX / 2) return null
+    const tailLo = Math.max(c.ids.lo, c.sum.indexed + 1)
+    const tail = (skip: number, want: number): Raw[] => (want > 0 && tailLo <= hi && skip < c.tail ? rowsOf(p, all([rangeCond(p, tailLo, hi), pred(p)])!, `e.id ${dir}`, want, skip) : [])
+    const byIds = (ids: number[]): Raw[] => (ids.length ? rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(ids)), `e.id ${dir}`, ids.length, 0) : [])
+    if (dir === 'DESC') {
+      const top = tail(offset, limit)
+      const ids = docWalk(t, c.sum, c.ids.lo, last, true, Math.max(0, offset - c.tail), limit - top.length, DOC_WALK_MAX)
+      return ids && [...top, ...byIds(ids)]
+    }
+    const indexed = c.filtered - c.tail
+    const ids = offset < indexed ? docWalk(t, c.sum, c.ids.lo, last, false, offset, limit, DOC_WALK_MAX) : []
+    return ids && [...byIds(ids), ...tail(Math.max(0, offset - indexed), limit - ids.length)]
+  }
+
   /** A page in id order of a text plan: the stretches in turn, until the page is full. */
   function textIdPage(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): Raw[] {
     if (c.docSegments) return docIdPage(p, c, dir, limit, offset)
+    const walked = walkPage(p, c, dir, limit, offset)
+    if (walked) return walked
     const stretches = textAccess(p, c, offset + limit)
     if (dir === 'DESC') stretches.reverse()
     const out: Raw[] = []

@@ -42,6 +42,8 @@ export function textMatch(term: string) {
   const like = likePattern(term)
   return {
     trigram,
+    /** The term as tests compare it (case folded). */
+    folded,
     on: (column: string): Cond => (unicode ? cond(`event_contains(${column}, ?)`, folded) : cond(`${column} LIKE ? ESCAPE '\\'`, like)),
     test: (value: string | null | undefined): boolean => value !== null && value !== undefined && (unicode ? value.toLowerCase() : asciiLower(value)).includes(folded),
     /** An FTS5 query: the exact substring in any of the columns. */

@@ -151,6 +151,92 @@ t.test('a text filter over a range is counted and paged from the documents by id
   checkRanges(t, app, rangesOf(app), 'after starting over', true)
 })
 
+t.test('a text filter over every id pages from the documents by id: deep pages either way, sources alone, not indexed, pruned, as SQL pages it', async (t) => {
+  const app = await build(t, { PRIME_RETENTION_EVENTS_DAYS: '30' })
+  app.repos.eventQueries.holdIndexing(true)
+  writeEvents(app, 4000, { now: NOW, days: 60, jumps: [1300, 2900] })
+  app.repos.eventQueries.catchUp()
+  const repo = app.repos.eventQueries.events
+  const reads = watchReads(app)
+  /** Every page of 40 of each term, newest and oldest first (the count too), against SQL or the model; from the documents when `viaDocs`. */
+  const check = (label: string, viaDocs: boolean) => {
+    const rows = app.db.prepare('SELECT * FROM events ORDER BY id DESC').all() as EventRow[]
+    for (const q of [...terms, { Source: 'lon-eng' }, { Source: 'zür' }, { AssetName: 'NYC' }, { Source: 'DESKTOP', Details: 'kingston' }]) {
+      const want = q.Source || q.AssetName ? expectedEvents(rows, q).map((e) => e.id) : expected(app, q, rows)
+      const f = eventFilter(q)
+      const before = reads.reads
+      const got: { n: number[]; desc: number[]; asc: number[] } = { n: [], desc: [], asc: [] }
+      for (let offset = 0; offset < want.length + 40; offset += 40) {
+        const d = repo.pageRows(f, { field: 'eventID', direction: 'desc' }, 40, offset)
+        const a = repo.pageRows(f, { field: 'eventID', direction: 'asc' }, 40, offset)
+        got.n.push(d.filtered, a.filtered)
+        got.desc.push(...d.rows.map((r) => r[0] as number))
+        got.asc.push(...a.rows.map((r) => r[0] as number))
+      }
+      t.same(got, { n: got.n.map(() => want.length), desc: want, asc: [...want].reverse() }, `${label}: ${JSON.stringify(q)}`)
+      if (viaDocs && want.length > 0) t.ok(reads.reads > before, `${label}: ${JSON.stringify(q)} is paged from the documents by id`)
+    }
+  }
+  check('indexed', true)
+  // Written since: above the mark, read from the rows before and after the indexed ones.
+  writeEvents(app, 300, { now: NOW + DAY, days: 1, seed: 5 })
+  check('partly not indexed', true)
+  app.repos.eventQueries.catchUp()
+  // The retention job clears the deleted events' documents (kept in memory too).
+  await app.retention.run(NOW)
+  check('after the prune', true)
+  // The index starting over: read from the rows until written again.
+  app.db.prepare("UPDATE events SET details = 'removed by hand' WHERE id = (SELECT id FROM events ORDER BY id LIMIT 1 OFFSET 2000)").run()
+  check('starting over', false)
+  app.repos.eventQueries.catchUp()
+  check('after starting over', true)
+  reads.restore()
+})
+
+t.test("source terms are found among the sources' names in memory, as the rows have them, sources added since included", async (t) => {
+  const app = await build(t)
+  app.repos.eventQueries.holdIndexing(true)
+  writeEvents(app, 1500, { now: NOW, days: 3 })
+  app.repos.eventQueries.catchUp()
+  // Without the trigram index of the sources, only the names in memory can answer.
+  app.db.exec("INSERT INTO event_sources_fts (event_sources_fts) VALUES ('delete-all')")
+  // Names whose case folds beyond ASCII: the Kelvin sign folds to k for a Unicode term only; İ lower-cases to two characters.
+  app.db.transaction(() => {
+    app.repos.events.record(NOW, [
+      { ...eventMaker(4)(), entityId: 'HOST-\u212A9', assetName: 'İSTANBUL-ws7' },
+      { ...eventMaker(5)(), entityId: 'KÖLN-host-3', assetName: 'köln-Ws8' },
+    ])
+  })()
+  const repo = app.repos.eventQueries.events
+  const check = (label: string) => {
+    const rows = app.db.prepare('SELECT * FROM events ORDER BY id DESC').all() as EventRow[]
+    for (const q of [
+      { Source: 'lon-eng' },
+      { Source: 'zür' },
+      { Source: 'DESKTOP' },
+      { Source: 'host-k' },
+      { Source: 'köln' },
+      { AssetName: 'NYC' },
+      { AssetName: 'stanbul-w' },
+      { AssetName: 'ws8' },
+      { GlobalSearch: 'fra-ops' },
+      { Source: 'nowhere' },
+    ]) {
+      const page = repo.pageRows(eventFilter(q), { field: 'eventID', direction: 'desc' }, 1000, 0)
+      const want = expectedEvents(rows, q).map((e) => e.id)
+      t.same({ n: page.filtered, ids: page.rows.map((r) => r[0]) }, { n: want.length, ids: want }, `${label}: ${JSON.stringify(q)}`)
+    }
+  }
+  check('not indexed yet')
+  app.repos.eventQueries.catchUp()
+  check('indexed')
+  // New sources after the names were read.
+  writeEvents(app, 200, { now: NOW + DAY, days: 1, seed: 11 })
+  app.db.transaction(() => app.repos.events.record(NOW + DAY, [{ ...eventMaker(6)(), entityId: 'lon-eng-new-1' }]))()
+  app.repos.eventQueries.catchUp()
+  check('sources added since')
+})
+
 t.test('events the retention job deleted leave the documents by id, and the counts, as a rebuild makes them', async (t) => {
   const app = await build(t, { PRIME_RETENTION_EVENTS_DAYS: '30' })
   app.repos.eventQueries.holdIndexing(true)

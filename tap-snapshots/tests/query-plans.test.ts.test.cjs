@@ -141,19 +141,6 @@ Object {
       SCAN e USING INDEX events_created
     ),
     String(
-      SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE +e.id BETWEEN ? AND ? AND e.id IN (SELECT x.id FROM json_each(?) b CROSS JOIN event_source_ids x WHERE x.blk = b.value AND x.source IN (SELECT value FROM json_each(?)) AND x.id BETWEEN ? AND ? UNION ALL SELECT id FROM events NOT INDEXED WHERE id BETWEEN ? AND ?) AND e.severity IN (?) AND e.details LIKE ? ESCAPE '\\\\' ORDER BY e.id DESC LIMIT ? OFFSET ?
-      SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
-      LIST SUBQUERY 3
-        COMPOUND QUERY
-          LEFT-MOST SUBQUERY
-            SCAN b VIRTUAL TABLE INDEX 1:
-            SEARCH x USING PRIMARY KEY (blk=? AND source=? AND id>? AND id<?)
-            LIST SUBQUERY 1
-              SCAN json_each VIRTUAL TABLE INDEX 1:
-          UNION ALL
-            SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
-    ),
-    String(
       SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE +e.id BETWEEN ? AND ? AND e.id IN (SELECT x.id FROM json_each(?) j CROSS JOIN event_kind_ids x WHERE x.blk = j.value ->> 0 AND x.kind = j.value ->> 1 AND x.id BETWEEN ? AND ? UNION ALL SELECT id FROM events NOT INDEXED WHERE id > ?) AND e.severity <= ? ORDER BY e.created_ms ASC, e.id ASC LIMIT ? OFFSET ?
       SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
       LIST SUBQUERY 2
@@ -164,13 +151,6 @@ Object {
           UNION ALL
             SEARCH events USING INTEGER PRIMARY KEY (rowid>?)
       USE TEMP B-TREE FOR ORDER BY
-    ),
-    String(
-      SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE e.id BETWEEN ? AND ? AND (e.id > ? OR e.event_code IN (SELECT value FROM json_each(?))) AND e.severity IN (?) AND e.details LIKE ? ESCAPE '\\\\' ORDER BY e.id DESC LIMIT ? OFFSET ?
-      SEARCH e USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
-      LIST SUBQUERY 1
-        SCAN json_each VIRTUAL TABLE INDEX 1:
-        CREATE BLOOM FILTER
     ),
     String(
       SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE e.id BETWEEN ? AND ? AND e.category IN (?) AND e.severity IN (?) ORDER BY e.id ASC LIMIT ? OFFSET ?
@@ -199,6 +179,12 @@ Object {
     ),
     String(
       SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE e.id IN (SELECT value FROM json_each(?))
+      SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
+      LIST SUBQUERY 1
+        SCAN json_each VIRTUAL TABLE INDEX 1:
+    ),
+    String(
+      SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id DESC LIMIT ? OFFSET ?
       SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
       LIST SUBQUERY 1
         SCAN json_each VIRTUAL TABLE INDEX 1:
@@ -447,19 +433,6 @@ Object {
       SCAN e USING INDEX events_created
     ),
     String(
-      SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE +e.id BETWEEN ? AND ? AND e.id IN (SELECT x.id FROM json_each(?) b CROSS JOIN event_source_ids x WHERE x.blk = b.value AND x.source IN (SELECT value FROM json_each(?)) AND x.id BETWEEN ? AND ? UNION ALL SELECT id FROM events NOT INDEXED WHERE id BETWEEN ? AND ?) AND e.severity IN (?) AND e.details LIKE ? ESCAPE '\\\\' ORDER BY e.id DESC LIMIT ? OFFSET ?
-      SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
-      LIST SUBQUERY 3
-        COMPOUND QUERY
-          LEFT-MOST SUBQUERY
-            SCAN b VIRTUAL TABLE INDEX 1:
-            SEARCH x USING PRIMARY KEY (blk=? AND source=? AND id>? AND id<?)
-            LIST SUBQUERY 1
-              SCAN json_each VIRTUAL TABLE INDEX 1:
-          UNION ALL
-            SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
-    ),
-    String(
       SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE +e.id BETWEEN ? AND ? AND e.id IN (SELECT x.id FROM json_each(?) j CROSS JOIN event_kind_ids x WHERE x.blk = j.value ->> 0 AND x.kind = j.value ->> 1 AND x.id BETWEEN ? AND ? UNION ALL SELECT id FROM events NOT INDEXED WHERE id > ?) AND e.severity <= ? ORDER BY e.created_ms ASC, e.id ASC LIMIT ? OFFSET ?
       SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
       LIST SUBQUERY 2
@@ -470,13 +443,6 @@ Object {
           UNION ALL
             SEARCH events USING INTEGER PRIMARY KEY (rowid>?)
       USE TEMP B-TREE FOR ORDER BY
-    ),
-    String(
-      SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE e.id BETWEEN ? AND ? AND (e.id > ? OR e.event_code IN (SELECT value FROM json_each(?))) AND e.severity IN (?) AND e.details LIKE ? ESCAPE '\\\\' ORDER BY e.id DESC LIMIT ? OFFSET ?
-      SEARCH e USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
-      LIST SUBQUERY 1
-        SCAN json_each VIRTUAL TABLE INDEX 1:
-        CREATE BLOOM FILTER
     ),
     String(
       SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE e.id BETWEEN ? AND ? AND e.category IN (?) AND e.severity IN (?) ORDER BY e.id ASC LIMIT ? OFFSET ?
@@ -505,6 +471,12 @@ Object {
     ),
     String(
       SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE e.id IN (SELECT value FROM json_each(?))
+      SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
+      LIST SUBQUERY 1
+        SCAN json_each VIRTUAL TABLE INDEX 1:
+    ),
+    String(
+      SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id DESC LIMIT ? OFFSET ?
       SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
       LIST SUBQUERY 1
         SCAN json_each VIRTUAL TABLE INDEX 1:
