@@ -133,6 +133,10 @@ Object {
       SEARCH e USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
     ),
     String(
+      SELECT count(*) FROM events t INDEXED BY events_created WHERE t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ?
+      SEARCH t USING COVERING INDEX events_created (created_ms>? AND created_ms<?)
+    ),
+    String(
       SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e INDEXED BY events_created WHERE +e.id BETWEEN ? AND ? AND e.category IN (?) ORDER BY e.created_ms DESC, e.id DESC LIMIT ? OFFSET ?
       SCAN e USING INDEX events_created
     ),
@@ -202,6 +206,17 @@ Object {
       SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
       LIST SUBQUERY 1
         SCAN json_each VIRTUAL TABLE INDEX 1:
+    ),
+    String(
+      SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id DESC LIMIT ? OFFSET ?
+      SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
+      LIST SUBQUERY 1
+        SCAN json_each VIRTUAL TABLE INDEX 1:
+    ),
+    String(
+      SELECT t.id FROM events t INDEXED BY events_created WHERE t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ? ORDER BY t.id DESC LIMIT ? OFFSET ?
+      SEARCH t USING COVERING INDEX events_created (created_ms>? AND created_ms<?)
+      USE TEMP B-TREE FOR ORDER BY
     ),
   ],
   "peripherals list": Array [
@@ -439,6 +454,10 @@ Object {
       SEARCH e USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
     ),
     String(
+      SELECT count(*) FROM events t INDEXED BY events_created WHERE t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ?
+      SEARCH t USING COVERING INDEX events_created (created_ms>? AND created_ms<?)
+    ),
+    String(
       SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e INDEXED BY events_created WHERE +e.id BETWEEN ? AND ? AND e.category IN (?) ORDER BY e.created_ms DESC, e.id DESC LIMIT ? OFFSET ?
       SCAN e USING INDEX events_created
     ),
@@ -508,6 +527,17 @@ Object {
       SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
       LIST SUBQUERY 1
         SCAN json_each VIRTUAL TABLE INDEX 1:
+    ),
+    String(
+      SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e NOT INDEXED WHERE e.id IN (SELECT value FROM json_each(?)) ORDER BY e.id DESC LIMIT ? OFFSET ?
+      SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
+      LIST SUBQUERY 1
+        SCAN json_each VIRTUAL TABLE INDEX 1:
+    ),
+    String(
+      SELECT t.id FROM events t INDEXED BY events_created WHERE t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ? ORDER BY t.id DESC LIMIT ? OFFSET ?
+      SEARCH t USING COVERING INDEX events_created (created_ms>? AND created_ms<?)
+      USE TEMP B-TREE FOR ORDER BY
     ),
   ],
   "peripherals list": Array [
