@@ -21,7 +21,7 @@ export interface Stretch extends Range {
 
 export function eventPages(state: QueryState, counts: EventCounts) {
   const { indexer, cached, tables, topId, byTime, startIndexing } = state
-  const { count, countAll, segments, matchIds, docMatchIds, walkable, docWalk } = counts
+  const { count, countAll, segments, pageIds, docMatchIds, walkable, docWalk } = counts
 
   // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
@@ -82,7 +82,11 @@ export function eventPages(state: QueryState, counts: EventCounts) {
     // walking the blocks that hold them would (about as many rows as the matches' share of the range).
     const span = segs.length ? segs[segs.length - 1].hi - segs[0].lo + 1 : 0
     const walkRows = Math.min(span, ((offset + limit) / Math.max(1, c.filtered)) * span)
-    if (c.kinds && walkRows > 2 ** LEVEL_SHIFT[0]) {
+    // Events are walked by the blocks' counts and read by the kinds' ids within a block
+    // (blockIds), whatever the offset: the seek is worth it only when a page's matches
+    // spread over many blocks.
+    const blocksRead = (limit * span) / Math.max(1, c.filtered) / 2 ** LEVEL_SHIFT[0]
+    if (c.kinds && walkRows > 2 ** LEVEL_SHIFT[0] && (p.table !== 'events' || blocksRead > 16)) {
       const seek = kindSeek(p, c)
       if (seek && seek.rows <= SEEK_MAX && seek.rows * 4 < walkRows) return rowsOf(p, kindWhere(p, seek.cells, c.sum.indexed), `e.id ${dir}`, limit, offset)
     }
@@ -106,9 +110,17 @@ export function eventPages(state: QueryState, counts: EventCounts) {
           continue
         }
         if (f.level === -1 && f.hi <= c.sum.indexed) {
-          // A block cut by the range: its matches' ids were kept when it was counted.
-          const ids = matchIds(p, f.lo, f.hi)
-          const wanted = dir === 'DESC' ? ids.slice(Math.max(0, ids.length - skip - (limit - out.length)), ids.length - skip) : ids.slice(skip, skip + limit - out.length)
+          // A block cut by the range: its matches' ids from the time index (or as kept when it was counted).
+          const wanted = pageIds(p, f.lo, f.hi, c.sum, dir, limit - out.length, skip)
+          out.push(...rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(wanted)), `e.id ${dir}`, wanted.length, 0))
+        } else if (f.hi <= c.sum.indexed && f.n === f.hi - f.lo + 1) {
+          // Every id of the stretch is a match (whole kinds, no gap): the page is a range of ids.
+          const [a, b] = dir === 'DESC' ? [f.lo, f.hi - skip] : [f.lo + skip, f.hi]
+          out.push(...rowsOf(p, cond('e.id BETWEEN ? AND ?', a, b), `e.id ${dir}`, limit - out.length, 0))
+        } else if (p.table === 'events' && f.hi <= c.sum.indexed && (skip > 0 || 2 * f.n < f.hi - f.lo + 1)) {
+          // Passing over matches, or few of them: their ids are found in the kinds' ids (a few
+          // bytes an entry), then their rows by id, instead of stepping over the rows.
+          const wanted = blockIds(p, c, f, dir, limit - out.length, skip)
           out.push(...rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(wanted)), `e.id ${dir}`, wanted.length, 0))
         } else {
           out.push(...rowsOf(p, all([rangeCond(p, f.lo, f.hi), where])!, `e.id ${dir}`, limit - out.length, skip))
@@ -117,6 +129,24 @@ export function eventPages(state: QueryState, counts: EventCounts) {
       }
     }
     return out
+  }
+
+  /**
+   * The ids of a page of the matches in a stretch of one level 0 block counted whole (no
+   * text condition, no time range cutting the block): from event_kind_ids, of the kinds the
+   * plan allows that the block holds.
+   */
+  function blockIds(p: Plan, c: Counted, f: Segment, dir: 'ASC' | 'DESC', limit: number, skip: number): number[] {
+    const cells = c.sum.blocks[0].get(Math.floor(f.lo / 2 ** LEVEL_SHIFT[0])) ?? []
+    const allowed = c.kinds ? new Set(c.kinds) : null
+    const times = p.times
+    // The block is not cut by the time range: a kind's records there are all inside it or all outside.
+    const kinds = cells.filter((cell) => (!allowed || allowed.has(cell[0])) && (!times || (cell[3] >= times.lo && cell[2] <= times.hi))).map((cell) => cell[0])
+    return blockKindIds[dir].all(Math.floor(f.lo / 2 ** LEVEL_SHIFT[1]), JSON.stringify(kinds), f.lo, f.hi, limit, skip) as number[]
+  }
+  const blockKindIds = {
+    ASC: state.db.prepare('SELECT id FROM event_kind_ids WHERE blk = ? AND kind IN (SELECT value FROM json_each(?)) AND id BETWEEN ? AND ? ORDER BY id ASC LIMIT ? OFFSET ?').pluck(),
+    DESC: state.db.prepare('SELECT id FROM event_kind_ids WHERE blk = ? AND kind IN (SELECT value FROM json_each(?)) AND id BETWEEN ? AND ? ORDER BY id DESC LIMIT ? OFFSET ?').pluck(),
   }
 
   /**

@@ -94,7 +94,7 @@ const scenarios: Scenario[] = [
   },
   {
     name: 'events list',
-    run: async (go) => {
+    run: async (go, app) => {
       await go(`${E}/GetEvents?PageSize=5`)
       await go(`${E}/GetEvents?PageSize=5&SortBy=date_desc`)
       await go(`${E}/GetEvents?PageSize=5&SortBy=date_asc&MinimumSeverity=Warning`)
@@ -105,6 +105,10 @@ const scenarios: Scenario[] = [
       await go(`${E}/GetEvents?PageSize=5&AssetKey=a&SortBy=eventCode_asc`)
       await go(`${E}/GetEvents?PageSize=5&PageNumber=7&Category=usb&SortBy=date_desc`)
       await go(`${E}/GetEvents?PageSize=5&PageNumber=4&MinimumSeverity=Critical&FromDate=2020-01-01`)
+      // Blocks a time range cuts, counted and paged through the time index and the kinds' ids.
+      app.repos.eventQueries.catchUp()
+      await go(`${E}/GetEvents?PageSize=5&PageNumber=2&MinimumSeverity=Warning&FromDate=2026-01-08&ToDate=2026-01-12`)
+      await go(`${E}/GetEvents?PageSize=5&PageNumber=3&FromDate=2026-01-09`)
       await go(`${E}/ExportGetEvents`, 'POST', {})
       await go(`${E}/ExportGetEvents`, 'POST', { SortBy: 'severity_desc', Details: 'usb' })
     },

@@ -133,6 +133,10 @@ Object {
       SEARCH e USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
     ),
     String(
+      SELECT count(*) FROM events t INDEXED BY events_created WHERE t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ?
+      SEARCH t USING COVERING INDEX events_created (created_ms>? AND created_ms<?)
+    ),
+    String(
       SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e INDEXED BY events_created WHERE +e.id BETWEEN ? AND ? AND e.category IN (?) ORDER BY e.created_ms DESC, e.id DESC LIMIT ? OFFSET ?
       SCAN e USING INDEX events_created
     ),
@@ -188,6 +192,11 @@ Object {
       SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
       LIST SUBQUERY 1
         SCAN json_each VIRTUAL TABLE INDEX 1:
+    ),
+    String(
+      SELECT t.id FROM events t INDEXED BY events_created WHERE t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ? ORDER BY t.id DESC LIMIT ? OFFSET ?
+      SEARCH t USING COVERING INDEX events_created (created_ms>? AND created_ms<?)
+      USE TEMP B-TREE FOR ORDER BY
     ),
   ],
   "peripherals list": Array [
@@ -425,6 +434,10 @@ Object {
       SEARCH e USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
     ),
     String(
+      SELECT count(*) FROM events t INDEXED BY events_created WHERE t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ?
+      SEARCH t USING COVERING INDEX events_created (created_ms>? AND created_ms<?)
+    ),
+    String(
       SELECT e.id, e.created_ms, e.event_code, e.severity, e.category, e.entity_id, e.description, e.details, e.hashtags, e.peripheral_icon, e.asset_key, e.asset_name, e.peripheral_asset_id FROM events e INDEXED BY events_created WHERE +e.id BETWEEN ? AND ? AND e.category IN (?) ORDER BY e.created_ms DESC, e.id DESC LIMIT ? OFFSET ?
       SCAN e USING INDEX events_created
     ),
@@ -480,6 +493,11 @@ Object {
       SEARCH e USING INTEGER PRIMARY KEY (rowid=?)
       LIST SUBQUERY 1
         SCAN json_each VIRTUAL TABLE INDEX 1:
+    ),
+    String(
+      SELECT t.id FROM events t INDEXED BY events_created WHERE t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ? ORDER BY t.id DESC LIMIT ? OFFSET ?
+      SEARCH t USING COVERING INDEX events_created (created_ms>? AND created_ms<?)
+      USE TEMP B-TREE FOR ORDER BY
     ),
   ],
   "peripherals list": Array [
