@@ -197,11 +197,13 @@ export function eventsRepo(db: DB) {
   const shift2 = db.prepare<[string, string, number]>(`UPDATE agents SET latest_minus2_event_text = latest_event_text, latest_minus1_event_text = ?, latest_event_text = ? WHERE id = ?`)
   const shift3 = db.prepare<[string, string, string, number]>('UPDATE agents SET latest_minus2_event_text = ?, latest_minus1_event_text = ?, latest_event_text = ? WHERE id = ?')
   // Several agents in one statement: [id, how many new texts (1-3), newest, second, third] each.
-  const shiftMany = db.prepare<[string]>(
+  // One new rev for all of them (migration 032), instead of the trigger's bump and second write per row.
+  const nextRev = db.prepare<[], number>(`UPDATE row_counts SET n = n + 1 WHERE name = 'agents.rev' RETURNING n`).pluck()
+  const shiftMany = db.prepare<[number, string]>(
     `UPDATE agents SET
        latest_minus2_event_text = CASE x.n WHEN 1 THEN latest_minus1_event_text WHEN 2 THEN latest_event_text ELSE x.c END,
        latest_minus1_event_text = CASE x.n WHEN 1 THEN latest_event_text ELSE x.b END,
-       latest_event_text = x.a
+       latest_event_text = x.a, rev = ?
      FROM (SELECT value ->> 0 AS id, value ->> 1 AS n, value ->> 2 AS a, value ->> 3 AS b, value ->> 4 AS c FROM json_each(?)) AS x
      WHERE agents.id = x.id`,
   )
@@ -255,7 +257,7 @@ export function eventsRepo(db: DB) {
       else if (b !== undefined) shift2.run(b, a, agentId)
       else shift1.run(a, agentId)
     } else if (texts.size > 1) {
-      shiftMany.run(JSON.stringify([...texts].map(([id, list]) => [id, list.length, ...list.reverse()])))
+      shiftMany.run(nextRev.get()!, JSON.stringify([...texts].map(([id, list]) => [id, list.length, ...list.reverse()])))
     }
 
     const risky: number[] = []

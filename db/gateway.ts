@@ -318,9 +318,12 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   // latest event texts moving down one place for the disconnect event. Nothing else a
   // status refresh computes depends on the connection, and each extra update of a row
   // rewrites it, its revision and its index entries again.
-  const disconnectMany = db.prepare<[string, string, number], SweptAgent>(
+  // One new rev for all the rows (migration 032): the per-row trigger would rewrite each row
+  // a second time and bump the counter once per agent.
+  const nextRev = db.prepare<[], number>(`UPDATE row_counts SET n = n + 1 WHERE name = 'agents.rev' RETURNING n`).pluck()
+  const disconnectMany = db.prepare<[string, number, string, number], SweptAgent>(
     `UPDATE agents SET connection_status = 'Disconnected', display_status = 'Disconnected',
-       latest_minus2_event_text = latest_minus1_event_text, latest_minus1_event_text = latest_event_text, latest_event_text = ?
+       latest_minus2_event_text = latest_minus1_event_text, latest_minus1_event_text = latest_event_text, latest_event_text = ?, rev = ?
      WHERE id IN (SELECT a.id FROM json_each(?) j CROSS JOIN agents a ON a.id = j.value
        WHERE a.connection_status = 'Connected' AND a.last_updated_ms < ?)
      RETURNING id, uuid, host_identifier, local_ip_address, last_updated_ms`,
@@ -409,7 +412,7 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
      */
     disconnectMany(ids: number[], before: number, latestText: string): SweptAgent[] {
       if (ids.length === 0) return []
-      const gone = new Map(disconnectMany.all(latestText, JSON.stringify(ids), before).map((a) => [a.id, a]))
+      const gone = new Map(disconnectMany.all(latestText, nextRev.get()!, JSON.stringify(ids), before).map((a) => [a.id, a]))
       return ids.flatMap((id) => gone.get(id) ?? [])
     },
     overdueCommands: (before: number, limit: number) => overdue.all(before, limit),

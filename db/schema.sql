@@ -1,4 +1,4 @@
--- The schema after every migration of db/migrations (schema version 31).
+-- The schema after every migration of db/migrations (schema version 32).
 -- Written by `npm run schema` (scripts/schema.ts); do not edit: change a migration and run it again.
 
 CREATE TABLE agent_commands (
@@ -888,7 +888,7 @@ CREATE TRIGGER agents_rev_update AFTER UPDATE OF
   expiration_ms, license_account_id, license_account_name, severity, has_unapproved, has_vulnerable, has_attack_tool,
   vulnerable_or_wlv, in_action, model_tooltip, running_mode, switch_ip, switch_name, port_id, port_name, ethernets_count,
   hashtags
-ON agents BEGIN
+ON agents WHEN new.rev IS old.rev BEGIN
   UPDATE row_counts SET n = n + 1 WHERE name = 'agents.rev';
   UPDATE agents SET rev = (SELECT n FROM row_counts WHERE name = 'agents.rev') WHERE id = new.id;
 END;

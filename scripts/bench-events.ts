@@ -13,7 +13,8 @@
 // BENCH_EXPORT=only: the seed and the CSV export alone (with its in-process floor).
 // BENCH_WRITE=only: the seed and the write path alone; BENCH_WRITE=w2: of the write path, the
 // floor (record() at 100 per transaction) and the mass disconnect alone. BENCH_AGENTS: the fleet the write path's
-// check-ins and mass disconnect use (100,000 at 5,000,000 events, in proportion below).
+// check-ins and mass disconnect use (100,000 at 5,000,000 events, in proportion below). The write path's WAL checkpoints
+// are made in a thread, as the server makes them (PRIME_WAL_CHECKPOINT_THREAD and the default settings).
 // BENCH_LISTS=only: the seed, the lists and the sweep alone. BENCH_MATCH (a regular expression): only the list
 // cases and sweep shapes whose name it matches. BENCH_SWEEP (1; 0 leaves it out): every sort field alone and every documented filter alone
 // and with one day, one round of BENCH_SWEEP_SECONDS (3) each, and each one's vary twin (a new question each
@@ -33,6 +34,7 @@ import { loadSpec, operations } from '../lib/contract.js'
 import { agentGateway } from '../lib/gateway/service.js'
 import { agentSweeperLoop, type SweepSlice } from '../lib/gateway/sweeper.js'
 import { LONG_SLICE_MS, SHORT_SLICE_MS, requestActivity } from '../lib/platform/slices.js'
+import { checkpointerLoop } from '../lib/platform/checkpointer.js'
 import { systemContext } from '../lib/platform/context.js'
 import { createRepos } from '../lib/repos.js'
 import { seedFleet } from './seed.js'
@@ -725,6 +727,15 @@ async function writePath() {
   const writeCopy = path.join(os.tmpdir(), `prime-bench-write-${process.pid}.sqlite`)
   fs.copyFileSync(dbFile, writeCopy)
   const wdb = openDatabase(writeCopy)
+  // WAL checkpoints as the server makes them (lib/app.ts, the default settings): in a thread,
+  // not inside whichever commit crosses SQLite's own threshold.
+  const checkpoints = checkpointerLoop({
+    db: wdb,
+    file: writeCopy,
+    settings: { thread: true, intervalMs: 500, restartBytes: 16 * 1048576 },
+    log: { info: () => {}, warn: (d, m) => console.error(m, d), error: (d, m) => console.error(m, d) },
+  })
+  checkpoints.start()
   const wrepo = eventQueriesRepo(wdb)
   wrepo.holdIndexing(true)
   const events = eventsRepo(wdb)
@@ -937,6 +948,11 @@ async function writePath() {
     if (stored !== connected) notes.push(`mass disconnect: ${stored} events for ${connected} agents`)
   }
 
+  const cp = checkpoints.stats?.() as { checkpoints: number; restarts: number; maxMs: number; helped: number; helpMaxMs: number; walMaxMb: number } | undefined
+  await checkpoints.stop()
+  writes.push(
+    `| WAL checkpoints during the write path, in a thread as in the server | ${cp ? `${cp.checkpoints} (${cp.restarts} restarts, longest ${cp.maxMs} ms off the event loop; ${cp.helped} finished on it, longest ${cp.helpMaxMs} ms); WAL up to ${cp.walMaxMb} MB` : 'none'} | | |`,
+  )
   wdb.close()
   db.close()
   for (const suffix of ['', '-wal', '-shm']) fs.rmSync(writeCopy + suffix, { force: true })

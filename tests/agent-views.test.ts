@@ -43,6 +43,37 @@ t.test('every write of an agent row gives it a new rev, from one counter', async
   t.equal(rev.get(1), beat, 'a check-in time alone leaves it')
 })
 
+t.test('a bulk write of agents draws one new rev for all its rows (migration 032)', async (t) => {
+  const { db } = tempDb(t)
+  await seedFleet(db, { agents: 20, peripheralsPerAgent: 1, seed: 3 })
+  db.exec(`UPDATE agents SET connection_status = 'Connected', last_updated_ms = 1000`)
+  const repos = createRepos(db, 0)
+  const counter = db.prepare<[], number>(`SELECT n FROM row_counts WHERE name = 'agents.rev'`).pluck()
+  const revs = db.prepare<[string], { id: number; rev: number }>('SELECT id, rev FROM agents WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id')
+  const ids = (db.prepare('SELECT id FROM agents ORDER BY id LIMIT 12').pluck().all() as number[]).slice(2)
+  const before = counter.get()!
+  const old = revs.all(JSON.stringify(ids))
+  t.equal(repos.gateway.disconnectMany(ids, 2000, 'Agent disconnected').length, 10)
+  t.equal(counter.get(), before + 1, 'a mass disconnect bumps the counter once, not once per agent')
+  const now = revs.all(JSON.stringify(ids))
+  t.same(new Set(now.map((r) => r.rev)), new Set([before + 1]), 'and every agent it wrote takes that rev')
+  t.ok(
+    now.every((r, i) => r.rev > old[i].rev),
+    'a rev new for each of them',
+  )
+
+  const three = ids.slice(0, 3)
+  const event = { code: 'X', severity: 5, category: 'Host' as const, entityId: 'h', description: 'd', details: 'x' }
+  repos.events.recordMany(three.map((agentId) => ({ createdMs: 3000, events: [event], agentId })))
+  t.equal(counter.get(), before + 2, 'the latest texts of several agents move with one bump')
+  t.same(new Set(revs.all(JSON.stringify(three)).map((r) => r.rev)), new Set([before + 2]))
+  repos.events.record(4000, [event], ids[5])
+  t.equal(counter.get(), before + 3, "one agent's texts still count through the trigger")
+  t.equal(revs.get(JSON.stringify([ids[5]]))!.rev, before + 3)
+  db.prepare(`UPDATE agents SET severity = severity WHERE id = ?`).run(ids[6])
+  t.equal(revs.get(JSON.stringify([ids[6]]))!.rev, before + 4, 'any other write counts as before')
+})
+
 t.test('the rev trigger watches every column the list shows but the id and the check-in time', async (t) => {
   const { db } = tempDb(t)
   const sql = db.prepare("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'agents_rev_update'").pluck().get() as string
