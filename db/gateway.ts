@@ -87,6 +87,20 @@ export interface KnownPeripheral {
   dev_icon: number
 }
 
+/** A stored peripheral with every column a report sets (to skip writes that change nothing). */
+export interface StoredPeripheral extends KnownPeripheral {
+  description: string | null
+  status: string | null
+  manufacturer: string | null
+  caption: string | null
+  class_code: string | null
+  subclass_code: string | null
+  protocol_code: string | null
+  hierarchy: string | null
+  parent_device_id: string | null
+  is_disabled: number
+}
+
 /** A peripheral as stored from a report, with what the server derives from it. */
 export interface PeripheralValues {
   deviceId: string
@@ -117,8 +131,8 @@ export type ReportedPeripheral = Omit<PeripheralValues, 'vendorTextId' | 'produc
 
 /** The writes that make an agent's stored peripherals what its check-in reported. */
 export interface PeripheralChanges {
-  /** In the report's order: a stored one's id, or null for one new to the agent. */
-  reported: { id: number | null; values: ReportedPeripheral }[]
+  /** In the report's order: a stored one's id and row, or null for one new to the agent. */
+  reported: { id: number | null; values: ReportedPeripheral; stored?: StoredPeripheral }[]
   /** Stored ones present before and left out of the report. */
   absent: number[]
 }
@@ -202,6 +216,30 @@ export function internPeripheralTexts(db: DB) {
   }
 }
 
+/** Every column a report sets, bar the presence, is as stored. */
+function unchanged(s: StoredPeripheral, v: ReportedPeripheral): boolean {
+  return (
+    s.device_id === v.deviceId &&
+    s.vid === v.vid &&
+    s.pid === v.pid &&
+    s.serial_number === v.serialNumber &&
+    s.description === v.description &&
+    s.status === v.status &&
+    s.manufacturer === v.manufacturer &&
+    s.caption === v.caption &&
+    s.gui_vid === v.guiVid &&
+    s.gui_pid === v.guiPid &&
+    s.gui_serial === v.guiSerial &&
+    s.dev_icon === v.devIcon &&
+    s.class_code === v.classCode &&
+    s.subclass_code === v.subclassCode &&
+    s.protocol_code === v.protocolCode &&
+    s.hierarchy === v.hierarchy &&
+    s.parent_device_id === v.parentDeviceId &&
+    s.is_disabled === v.isDisabled
+  )
+}
+
 export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   const texts = internPeripheralTexts(db)
   const byCredential = db.prepare<[string], GatewayAgent>('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = ?')
@@ -244,7 +282,11 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   )
   const heartbeat = db.prepare<[number, number]>('UPDATE agents SET last_updated_ms = max(coalesce(last_updated_ms, 0), ?) WHERE id = ?')
 
-  const known = db.prepare<[number], KnownPeripheral>('SELECT id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon FROM peripherals WHERE agent_id = ?')
+  const known = db.prepare<[number], StoredPeripheral>(
+    `SELECT id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon, description, status, manufacturer,
+       caption, class_code, subclass_code, protocol_code, hierarchy, parent_device_id, is_disabled
+     FROM peripherals WHERE agent_id = ?`,
+  )
   const peripheralColumns = `device_id = @deviceId, vid = @vid, pid = @pid, serial_number = @serialNumber, description = @description,
     status = @status, manufacturer = @manufacturer, caption = @caption, gui_vid = @guiVid, gui_pid = @guiPid, gui_serial = @guiSerial,
     dev_icon = @devIcon, class_code = @classCode, subclass_code = @subclassCode, protocol_code = @protocolCode, hierarchy = @hierarchy,
@@ -263,6 +305,9 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
        last_seen_ms = CASE WHEN @present THEN @now WHEN present THEN max(last_seen_ms, @previousMs) ELSE last_seen_ms END
      WHERE id = @id`,
   )
+  // A peripheral reported as stored: its presence and last sight alone (no other column or index touched).
+  const seen = db.prepare<[number, number]>('UPDATE peripherals SET last_seen_ms = ? WHERE id = ?')
+  const seenAgain = db.prepare<[number, number]>('UPDATE peripherals SET present = 1, last_seen_ms = ? WHERE id = ?')
   // Absent since the check-in after `lastSeenMs`, the last one that still listed it.
   const markAbsent = db.prepare<[number, number]>('UPDATE peripherals SET present = 0, last_seen_ms = max(last_seen_ms, ?) WHERE id = ?')
   const peripheralCount = db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM peripherals WHERE agent_id = ?')
@@ -366,11 +411,19 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
      * before this one (a peripheral present then and gone now was last seen then).
      */
     applyPeripherals(agentId: number, agentUuid: string, c: PeripheralChanges, now: number, previousMs: number, max: number): void {
-      for (const { id, values } of c.reported) {
-        if (id === null) insertPeripheral.run({ ...values, ...texts(values), agentId, agentUuid, now })
-        else updatePeripheral.run({ ...values, ...texts(values), id, now, previousMs })
+      let inserted = false
+      for (const { id, values, stored } of c.reported) {
+        if (id === null) {
+          insertPeripheral.run({ ...values, ...texts(values), agentId, agentUuid, now })
+          inserted = true
+        } else if (stored === undefined || !unchanged(stored, values)) updatePeripheral.run({ ...values, ...texts(values), id, now, previousMs })
+        // As updatePeripheral would leave it (its texts too: they follow from the same values).
+        else if (values.present) (stored.present ? seen : seenAgain).run(now, id)
+        else if (stored.present) markAbsent.run(previousMs, id)
       }
       for (const id of c.absent) markAbsent.run(previousMs, id)
+      // Only an insert can take the agent over `max`.
+      if (!inserted) return
       const excess = peripheralCount.get(agentId)!.n - max
       if (excess > 0) dropOldestAbsent.run(agentId, excess)
     },

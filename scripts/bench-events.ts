@@ -847,7 +847,10 @@ async function writePath() {
     })
     const ctx = () => systemContext({ sourceAddress: '127.0.0.1' })
     type CheckInBody = Parameters<ReturnType<typeof agentGateway>['checkIn']>[2]
-    const present = new Map<number, boolean>()
+    // Each agent has reported its three peripherals (the first check-in below): the measured
+    // ones take them away and bring them back, as a busy gateway's agents do, rather than
+    // meeting each one for the first time (the bench's few seconds cover under one round).
+    const present = new Map<number, boolean>(agents.map((a) => [a.id, true]))
     const checkIns = async (gw: ReturnType<typeof gatewayOf>, seconds: number) => {
       let done = 0
       let round = 0
@@ -870,15 +873,15 @@ async function writePath() {
       }
       return { secs: (performance.now() - t0) / 1000, checkIns: done, events: newestId() - id0, rounds: round }
     }
-    // Each agent's first check-in reports what it is (its seeded peripherals go): not measured.
+    // Each agent's first check-in reports what it is (its seeded peripherals go, the three come): not measured.
     const first = gatewayOf(false)
-    for (const a of agents) await first.checkIn(ctx(), a, body(a, false) as unknown as CheckInBody)
+    for (const a of agents) await first.checkIn(ctx(), a, body(a, true) as unknown as CheckInBody)
     const seconds = Math.max(3, Math.min(DURATION, 5))
     for (const grouped of [false, true]) {
       const r = await checkIns(gatewayOf(grouped), seconds)
       const rate = r.events / r.secs
       writes.push(
-        `| (w1) gateway-shaped: check-ins through the gateway service, ${CONCURRENT} at a time over ${agents.length} agents, ${(r.events / r.checkIns).toFixed(1)} events each; ${grouped ? 'group commit (PRIME_GROUP_COMMIT=true)' : 'a commit each (PRIME_GROUP_COMMIT=false)'} | ${rate.toFixed(0)} events/s (${(r.checkIns / r.secs).toFixed(0)} check-ins/s) | ${floorText} | >= 50,000/s: ${rate >= 50_000 ? 'met' : 'MISSED'} |`,
+        `| (w1) gateway-shaped: check-ins through the gateway service, ${CONCURRENT} at a time over ${agents.length} agents, ${(r.events / r.checkIns).toFixed(1)} events each; ${grouped ? 'group commit (PRIME_GROUP_COMMIT=true)' : 'a commit each (PRIME_GROUP_COMMIT=false)'} | ${rate.toFixed(0)} events/s (${(r.checkIns / r.secs).toFixed(0)} check-ins/s, ${((1000 * r.secs) / r.checkIns).toFixed(2)} ms each) | ${floorText} | >= 50,000/s: ${rate >= 50_000 ? 'met' : 'MISSED'} |`,
       )
     }
     // The recording alone, in the shape a group of check-ins forms.

@@ -1,7 +1,7 @@
 // What the server stores and derives from a check-in's report: peripherals, adapters, the
 // model line; and which peripherals appeared, went away or are new since the last one.
 import type { components } from '../../generated/openapi.js'
-import type { KnownPeripheral, PeripheralChanges, ReportedPeripheral } from '../../db/gateway.js'
+import type { KnownPeripheral, PeripheralChanges, ReportedPeripheral, StoredPeripheral } from '../../db/gateway.js'
 import { deviceIcon, displaySerial, productName, vendorName } from '../usb.js'
 
 type Schemas = components['schemas']
@@ -64,7 +64,7 @@ export interface Reconciled {
 }
 
 /** Compares a check-in's peripherals with the stored ones: what to write and what happened. */
-export function reconcile(known: KnownPeripheral[], reported: Schemas['GatewayPeripheralReport'][]): Reconciled {
+export function reconcile(known: StoredPeripheral[], reported: Schemas['GatewayPeripheralReport'][]): Reconciled {
   const left = new Map(known.map((p) => [p.device_id, p]))
   const changes: PeripheralChanges = { reported: [], absent: [] }
   const appeared = new Map<string, boolean>()
@@ -74,7 +74,7 @@ export function reconcile(known: KnownPeripheral[], reported: Schemas['GatewayPe
     const old = left.get(d.deviceId)
     if (old) {
       left.delete(d.deviceId)
-      changes.reported.push({ id: old.id, values: d })
+      changes.reported.push({ id: old.id, values: d, stored: old })
       if (d.present && !old.present) appeared.set(d.deviceId, false)
       if (!d.present && old.present) gone.push(d)
     } else {

@@ -15,6 +15,7 @@ export type {
   PeripheralChanges,
   PresentPeripheral,
   ReportedPeripheral,
+  StoredPeripheral,
   SweptAgent,
 } from '../../db/gateway.js'
 export type { EventBatch, EventInput } from '../../db/events.js'

@@ -365,8 +365,9 @@ export function agentGateway(deps: GatewayDeps) {
 
     // Removed: reported not present, or left out of the list (described as stored).
     for (const p of [...gone.map(storedView), ...missing]) raised.push(removedEvent(ref, p))
-    const present = await store.presentPeripherals(agentId)
     const armedNow = after.operationalStatus === 'Armed' && (first || before.operational_status !== 'Armed')
+    // Read only when one of them can raise an event: most check-ins bring nobody new.
+    const present = appeared.size > 0 || armedNow ? await store.presentPeripherals(agentId) : []
     for (const p of present) {
       const isNew = appeared.get(p.device_id)
       if (isNew !== undefined) raised.push(...presenceEvents(ref, p, isNew, after.operationalStatus))
