@@ -727,6 +727,13 @@ async function writePath() {
   const writeCopy = path.join(os.tmpdir(), `prime-bench-write-${process.pid}.sqlite`)
   fs.copyFileSync(dbFile, writeCopy)
   const wdb = openDatabase(writeCopy)
+  // A SIEM subscribed to every event, as a production server has one: each event written
+  // queues its delivery (the outbox trigger's row), which the seeded data alone would not.
+  if (!wdb.prepare('SELECT 1 FROM alarm_destinations WHERE enabled = 1 AND feed_events = 1 AND min_severity = 7').get()) {
+    wdb
+      .prepare(`INSERT INTO alarm_destinations (id, name, name_key, type, min_severity, settings, created_ms, updated_ms) VALUES ('bench-siem', 'Bench SIEM', 'bench siem', 'webhook', 7, ?, ?, ?)`)
+      .run(JSON.stringify({ url: 'http://127.0.0.1:9/' }), Date.now(), Date.now())
+  }
   // WAL checkpoints as the server makes them (lib/app.ts, the default settings): in a thread,
   // not inside whichever commit crosses SQLite's own threshold.
   const checkpoints = checkpointerLoop({
@@ -959,7 +966,7 @@ async function writePath() {
   wdb.close()
   db.close()
   for (const suffix of ['', '-wal', '-shm']) fs.rmSync(writeCopy + suffix, { force: true })
-  writes.push('| what writing an event does | the row, its time index, the alarm outbox trigger; risky events raise their notifications per batch; the indexer does the rest afterwards | | |')
+  writes.push('| what writing an event does | the row, its time index, its outbox row (a destination subscribed to every event); risky events raise their notifications per batch; the indexer does the rest afterwards | | |')
 }
 if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
 
