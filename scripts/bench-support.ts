@@ -3,6 +3,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import net from 'node:net'
+import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -282,3 +283,46 @@ export function loopDelay(child: ChildProcess, logFile: string): { begin(): void
 
 /** A loop delay as a table cell: "p99 / max" ms. */
 export const loopDelayCell = (d: LoopDelay | null | undefined) => (d ? `${ms(d.p99)} / ${ms(d.max)}` : 'n/a')
+
+/**
+ * Load for answers of megabytes (a poller's page of 5,000 events is 2.7 MB): `connections`
+ * keep-alive connections, each asking `path()` in turn for `seconds`, the bodies discarded
+ * as they arrive. autocannon handles every byte of a body itself, about 15 ms of the load
+ * generator's core per 2.7 MB answer against 4 ms of the server's: it measured itself.
+ */
+export async function bodiesDiscardedLoad(opts: { url: string; headers: Record<string, string>; path?: () => string; connections: number; seconds: number }) {
+  const target = new URL(opts.url)
+  const agent = new http.Agent({ keepAlive: true, maxSockets: opts.connections })
+  const latencies: number[] = []
+  const codes: Record<string, { count: number }> = {}
+  let errors = 0
+  const until = performance.now() + opts.seconds * 1000
+  const ask = () =>
+    new Promise<void>((resolve) => {
+      const t0 = performance.now()
+      const req = http.request({ host: target.hostname, port: target.port, path: opts.path ? opts.path() : target.pathname + target.search, headers: opts.headers, agent }, (res) => {
+        const code = String(res.statusCode)
+        codes[code] = { count: (codes[code]?.count ?? 0) + 1 }
+        res.on('data', () => {})
+        res.on('end', () => {
+          latencies.push(performance.now() - t0)
+          resolve()
+        })
+      })
+      req.on('error', () => {
+        errors++
+        resolve()
+      })
+      req.end()
+    })
+  const t0 = performance.now()
+  await Promise.all(
+    Array.from({ length: opts.connections }, async () => {
+      while (performance.now() < until) await ask()
+    }),
+  )
+  const seconds = (performance.now() - t0) / 1000
+  agent.destroy()
+  const non2xx = Object.entries(codes).reduce((n, [code, c]) => n + (code.startsWith('2') ? 0 : c.count), 0)
+  return { rps: latencies.length / seconds, p50: Math.round(pct(latencies, 0.5)), p99: Math.round(pct(latencies, 0.99)), non2xx, errors, codes }
+}
