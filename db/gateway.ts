@@ -2,6 +2,7 @@
 // peripherals), command delivery and results, and the sweeper's timeouts.
 import type { DB } from './index.js'
 import type { CheckInTimeWrites } from './answer-cache.js'
+import type { PeripheralRow } from './peripherals.js'
 
 /** What an agent's credential resolves to on every gateway call (one indexed lookup). */
 export interface GatewayAgent {
@@ -88,18 +89,9 @@ export interface KnownPeripheral {
 }
 
 /** A stored peripheral with every column a report sets (to skip writes that change nothing). */
-export interface StoredPeripheral extends KnownPeripheral {
-  description: string | null
-  status: string | null
-  manufacturer: string | null
-  caption: string | null
-  class_code: string | null
-  subclass_code: string | null
-  protocol_code: string | null
-  hierarchy: string | null
-  parent_device_id: string | null
-  is_disabled: number
-}
+export interface StoredPeripheral
+  extends KnownPeripheral,
+    Pick<PeripheralRow, 'description' | 'status' | 'manufacturer' | 'caption' | 'class_code' | 'subclass_code' | 'protocol_code' | 'hierarchy' | 'parent_device_id' | 'is_disabled'> {}
 
 /** A peripheral as stored from a report, with what the server derives from it. */
 export interface PeripheralValues {
