@@ -991,7 +991,9 @@ console.log(
 console.log('"ms per request" is 1000 / req/s at 10 connections (the server\'s time per request), to compare with the in-process call (the repository alone).')
 console.log('"first request" is a cold one (trigram results for the term not kept yet); the load that follows repeats it. The integration case asks from a random id each time.')
 console.log('"loop delay" is the server\'s event-loop delay during the median round (its loop statistics, asked for by signal): what any request waited for the work in hand.')
-console.log('The pollers\' cases (answers of megabytes) are loaded by keep-alive connections that discard the bodies: autocannon spends about 15 ms of the load generator\'s core per 2.7 MB answer, more than the server.\n')
+console.log(
+  "The pollers' cases (answers of megabytes) are loaded by keep-alive connections that discard the bodies: autocannon spends about 15 ms of the load generator's core per 2.7 MB answer, more than the server.\n",
+)
 for (const r of rows) console.log(r)
 if (sweepRows.length) {
   console.log(`\nThe sweep: ${SWEEP_SECONDS} s, one round, ${CONNECTIONS} connections per shape; SortBy fields are those of x-sort-fields, descending.\n`)
