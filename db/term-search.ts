@@ -50,7 +50,7 @@ const PART_LENGTH = 96
 /** Documents added after the parts were read that a search reads the parts of itself. */
 const PART_CATCH_UP = 4096
 /** Documents whose device parts one `prepare` call reads at most. */
-const PART_SLICE = 4096
+const PART_SLICE = 2048
 
 /** The code-point trigrams of a text, case folded (as the index folds them, near enough for an estimate). */
 function trigramsOf(text: string): string[] {
@@ -83,7 +83,7 @@ export function termSearch(db: DB) {
   // The sample's documents by trigram (their numbers in the sample, ascending): a trigram's
   // documents estimate its entries in the index, and the documents holding all of a few
   // trigrams estimate how many candidates their AND leaves.
-  let sample: { at: number; scale: number; holders: Record<DocColumn, Map<string, number[]>> } | null = null
+  let sample: { at: number; scale: number; holders: Record<DocColumn, Map<string, Uint16Array>> } | null = null
   // Read a stretch at a time (`prepare`): a stretch's rows are scattered through the file.
   let building: { last: number; step: number; after: number; read: number; holders: Record<DocColumn, Map<string, number[]>> } | null = null
   const note = (map: Map<string, number[]>, text: string, doc: number) => {
@@ -110,14 +110,16 @@ export function termSearch(db: DB) {
       b.after += b.step
     }
     if (b.after >= b.last) {
-      sample = { at: Math.max(b.last, 1), scale: b.read ? b.last / b.read : 1, holders: b.holders }
+      // Kept as 2 bytes an entry (a sample holds fewer than 65,536 documents).
+      const packed = (map: Map<string, number[]>) => new Map([...map].map(([g, list]) => [g, Uint16Array.from(list)]))
+      sample = { at: Math.max(b.last, 1), scale: b.read ? b.last / b.read : 1, holders: { details: packed(b.holders.details), peripheral_asset_id: packed(b.holders.peripheral_asset_id) } }
       building = null
     }
     return true
   }
-  const EMPTY: number[] = []
+  const EMPTY = new Uint16Array(0)
   /** The sample documents in both lists. */
-  function both(a: number[], b: number[]): number[] {
+  function both(a: ArrayLike<number>, b: ArrayLike<number>): number[] {
     const out: number[] = []
     for (let i = 0, j = 0; i < a.length && j < b.length; ) {
       if (a[i] < b[j]) i++
@@ -183,12 +185,12 @@ export function termSearch(db: DB) {
     // the term, only the others (the sample's documents with every trigram of the term
     // stand for those that hold it); else every candidate.
     const proving = column === 'peripheral_asset_id' && !hasNonAscii(m.folded) && partsUpTo > 0 && upTo - partsUpTo <= PART_CATCH_UP
-    const holding = proving ? ranked.reduce((acc, r) => both(acc, r.docs), ranked[0].docs).length : 0
+    const holding = proving ? ranked.reduce<ArrayLike<number>>((acc, r) => both(acc, r.docs), ranked[0].docs).length : 0
     const andCost = (k: number, entries: number, candidates: number) => k * AND_TERM_US + entries * AND_ENTRY_US + docsOf(candidates - holding) * READ_US
     // The rarest trigram, then the next rarest while each makes the AND cheaper (fewer
     // candidates to read for its entries).
     const chosen = [ranked[0].g]
-    let sampled = ranked[0].docs
+    let sampled: ArrayLike<number> = ranked[0].docs
     let entries = docsOf(sampled.length)
     let cost = andCost(1, entries, sampled.length)
     for (let i = 1; i < ranked.length && chosen.length < AND_MAX; i++) {
@@ -249,7 +251,7 @@ export function termSearch(db: DB) {
     /** Bytes held, about (the parts by document and their dictionary, the sample's lists). */
     bytes(): number {
       let n = partOf.byteLength + parts.reduce((s, p) => s + 2 * p.length + 32, 0)
-      if (sample) for (const map of Object.values(sample.holders)) for (const list of map.values()) n += 8 * list.length + 64
+      if (sample) for (const map of Object.values(sample.holders)) for (const [g, list] of map) n += list.byteLength + 2 * g.length + 96
       return n
     },
     /** Forgets the estimate and the device parts (another connection rewrote the documents). */

@@ -4,6 +4,7 @@
 // PeripheralAssetId, hosts and sites in the details as GlobalSearch asks them. Each search
 // is a first one (nothing kept from a term's search before); the two ways alternate (ABBA)
 // over BENCH_ROUNDS rounds, and every answer of the new way is checked against the old.
+import os from 'node:os'
 import path from 'node:path'
 import { openDatabase } from '../db/index.js'
 import { eventQueriesRepo } from '../db/event-queries.js'
@@ -45,18 +46,23 @@ const sets: [string, DocColumn, string[]][] = [
 const last = db.prepare('SELECT coalesce(max(id), 0) FROM event_doc_texts').pluck().get() as number
 const phrase = db.prepare<[string, number, number], number>('SELECT rowid FROM event_docs_fts WHERE event_docs_fts MATCH ? AND rowid > ? AND rowid <= ? ORDER BY rowid').pluck()
 const search = termSearch(db)
-let t0 = performance.now()
-search.docs(textMatch('warm'), 'details', 0, 0)
-const sampleMs = performance.now() - t0
-t0 = performance.now()
-while (search.prepare());
-const partsMs = performance.now() - t0
+// The background's slices, one after another: the sample, then the device parts.
+const t0 = performance.now()
+let slices = 1
+let longest = 0
+for (let more = true; more; slices++) {
+  const s = performance.now()
+  more = search.prepare()
+  longest = Math.max(longest, performance.now() - s)
+}
+const prepareMs = performance.now() - t0
 
 const before = (term: string, column: DocColumn) => phrase.all(textMatch(term).phrase([column]), 0, last)
 const after = (term: string, column: DocColumn) => search.docs(textMatch(term), column, 0, last)
 
 const times = new Map<string, { old: number[]; now: number[] }>()
 let wrong = 0
+const ways = new Map<string, number>()
 const run = (way: 'old' | 'now') => {
   for (const [name, column, terms] of sets) {
     const t = times.get(name) ?? { old: [], now: [] }
@@ -65,6 +71,7 @@ const run = (way: 'old' | 'now') => {
       const s = performance.now()
       const ids = way === 'old' ? before(term, column) : after(term, column)
       t[way].push(performance.now() - s)
+      if (way === 'now') ways.set(search.lastWay(), (ways.get(search.lastWay()) ?? 0) + 1)
       if (way === 'now' && ids.join() !== before(term, column).join()) {
         wrong++
         console.error(`different ids for ${JSON.stringify(term)} in ${column}`)
@@ -79,10 +86,10 @@ const q = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.floor(p * s.length))]
 }
 const ms = (x: number) => `${x.toFixed(1)} ms`
-console.log(`${last} documents; rarity sample ${ms(sampleMs)}, device parts read in ${ms(partsMs)}, held ${(search.bytes() / 1048576).toFixed(1)} MB`)
+console.log(`${last} documents; the sample and the device parts read in ${ms(prepareMs)} (${slices} slices, the longest ${ms(longest)}), held ${(search.bytes() / 1048576).toFixed(1)} MB`)
 for (const [name, t] of times) {
   console.log(`${name} (${t.now.length / (2 * ROUNDS)} terms): phrase query p50 ${ms(q(t.old, 0.5))} p99 ${ms(q(t.old, 0.99))}; term search p50 ${ms(q(t.now, 0.5))} p99 ${ms(q(t.now, 0.99))}`)
 }
-console.log(wrong ? `${wrong} answers differ` : 'every answer the same')
+console.log(`ways: ${[...ways].map(([w, n]) => `${w} ${n}`).join(', ')}; ${wrong ? `${wrong} answers differ` : 'every answer the same'}; load ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`)
 db.close()
 if (wrong) process.exitCode = 1
