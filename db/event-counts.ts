@@ -10,6 +10,7 @@ import { MAX_ID } from './filters.js'
 import { severityNames } from './sql.js'
 import { all, any, cond, type Cond, type GlobalCols, type Plan, type Range, type TextMatch } from './event-plans.js'
 import { SEEK_MAX, pred, rangeCond, seekFrom, type QueryState } from './event-query-state.js'
+import { termSearch, type DocColumn } from './term-search.js'
 
 /**
  * A stretch of ids holding `n` matches (exactly), found at a level of the block counts
@@ -388,9 +389,9 @@ export function eventCounts(state: QueryState) {
 
   // ---- text (events) ----
   const sourcesFts = db.prepare<[string, number, number], number>('SELECT rowid FROM event_sources_fts WHERE event_sources_fts MATCH ? AND rowid > ? AND rowid <= ? ORDER BY rowid').pluck()
-  const docsFts = db.prepare<[string, number, number], number>('SELECT rowid FROM event_docs_fts WHERE event_docs_fts MATCH ? AND rowid > ? AND rowid <= ? ORDER BY rowid').pluck()
   const lastSource = db.prepare('SELECT coalesce(max(id), 0) FROM event_sources').pluck()
   const lastDoc = db.prepare('SELECT coalesce(max(id), 0) FROM event_docs').pluck()
+  const termDocs = termSearch(db)
   const sourceTexts = db.prepare<[string], { id: number; entity_id: string; asset_key: string | null; asset_name: string | null }>(
     'SELECT id, entity_id, asset_key, asset_name FROM event_sources WHERE id IN (SELECT value FROM json_each(?))',
   )
@@ -491,7 +492,7 @@ export function eventCounts(state: QueryState) {
   }
   /** Documents whose `column` contains the term. */
   function matchDocs(m: TextMatch, column: string): number[] {
-    if (m.trigram) return remembered(`d\u0001${m.phrase([column])}`, lastDoc.get() as number, (after, upTo) => docsFts.all(m.phrase([column]), after, upTo))
+    if (m.trigram) return remembered(`d\u0001${m.phrase([column])}`, lastDoc.get() as number, (after, upTo) => termDocs.docs(m, column as DocColumn, after, upTo))
     const w = m.on(column)
     return cached(`SELECT id FROM event_doc_texts WHERE ${w.sql}`)
       .pluck()
@@ -927,6 +928,6 @@ export function eventCounts(state: QueryState) {
   /** The ids of the indexed matches of a text plan in [lo, hi] (a segment of docSegments), ascending. */
   const docMatchIds = (p: Plan, t: TextCount, sum: Summary, lo: number, hi: number): number[] => docMatches(p, t, sum, lo, hi, true).flatMap((x) => x.ids!)
 
-  return { count, countAll, segments, matchIds, pageIds, docMatchIds, walkable, docWalk }
+  return { count, countAll, segments, matchIds, pageIds, docMatchIds, walkable, docWalk, termDocs }
 }
 export type EventCounts = ReturnType<typeof eventCounts>

@@ -15,6 +15,7 @@
 // The parts: what they share (db/event-query-state.ts), counting (db/event-counts.ts), the
 // pages (db/event-pages.ts) and the streamed reads and exports (db/event-stream.ts); plans
 // (db/event-plans.ts), rows (db/event-rows.ts) and the index's catch-up (db/event-catch-up.ts).
+import { setImmediate as pause } from 'node:timers/promises'
 import type { DB } from './index.js'
 import { statementCache, type Sort } from './sql.js'
 import { indexCatchUp } from './event-catch-up.js'
@@ -93,6 +94,23 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     const a = feed({ ...p, columns: 'e.id' }, s, limit, offset)
     return { ...a, rows: a.rows.map((r) => r[0] as number) }
   }
+  // The peripheral ids' device parts that term searches use (db/term-search.ts): read a
+  // slice at a time after the first text filter, between other requests; searches read the
+  // texts of the documents not covered yet meanwhile.
+  // Again after each text filter: the documents indexed since are read the same way.
+  let readingParts = false
+  const readParts = () => {
+    if (readingParts) return
+    readingParts = true
+    void (async () => {
+      do await pause()
+      while (db.open && counts.termDocs.prepare())
+    })()
+      .catch(() => {})
+      .finally(() => {
+        readingParts = false
+      })
+  }
   const byIds = {
     events: db.prepare(`SELECT ${tables.events.columns} FROM events e WHERE e.id IN (SELECT value FROM json_each(?))`).raw(true),
     audit_trail: db.prepare(`SELECT ${tables.audit_trail.columns} FROM audit_trail e WHERE e.id IN (SELECT value FROM json_each(?))`).raw(true),
@@ -117,7 +135,11 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
        * first such query after a start) holds up no other request; undefined when nothing
        * is to be awaited.
        */
-      ready: (f: EventFilter): Promise<void> | undefined => (eventPlan(f).text === null ? undefined : textsReady()),
+      ready: (f: EventFilter): Promise<void> | undefined => {
+        if (eventPlan(f).text === null) return undefined
+        readParts()
+        return textsReady()
+      },
       list: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(list(eventPlan(f), s, limit, offset), tables.events.row),
       feed: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(feed(eventPlan(f), s, limit, offset), tables.events.row),
       /** A page of the list (or of the feed), rows as arrays of EVENT_FIELDS; a list sorted by a free text reads no row above `sortMax` matches. */

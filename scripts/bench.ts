@@ -55,6 +55,11 @@ if (process.argv[2] === 'notifications') {
   await import('./bench-notifications.js')
   process.exit(0)
 }
+// npm run bench -- terms: a new text term's first search, in process (BENCH_EVENTS_DIR).
+if (process.argv[2] === 'terms') {
+  await import('./bench-terms.js')
+  process.exit(0)
+}
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5)

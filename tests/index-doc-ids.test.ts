@@ -21,6 +21,10 @@ const terms: Record<string, string>[] = [
   { Details: 'kingston' },
   { Details: 'Armed', Category: 'Host' },
   { PeripheralAssetId: 'VID_0951' },
+  // Rare trigrams (their AND, the device parts: db/term-search.ts), a repeated one.
+  { PeripheralAssetId: 'VID_0951&PID_1666' },
+  { PeripheralAssetId: '0000000' },
+  { Details: 'DataTraveler 3.0' },
   { GlobalSearch: 'kingston' },
   { GlobalSearch: 'warn' },
   { GlobalSearch: 'nyc', MinimumSeverity: 'Warning' },
