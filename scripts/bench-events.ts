@@ -819,6 +819,7 @@ async function writePath() {
       agentState: asyncPort(repos.agentState, uow),
       uow,
       checkIns: grouped ? { run: uow.runGrouped } : uow,
+      batchCheckIns: grouped,
       audit,
       log,
       settings: {
