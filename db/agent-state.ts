@@ -11,9 +11,9 @@ const OPEN = `('Pending', 'Delivered')`
  * agent row bumps its revision (agents_rev_update) and index entries, a peripheral row its
  * indexes. The guard reads the row's old values, as the SET does.
  */
-function changedOnly(table: string, where: string, set: Record<string, string>): string {
+function changedOnly(table: string, where: string, set: Record<string, string>, also = ''): string {
   const columns = Object.entries(set)
-  return `UPDATE ${table} SET ${columns.map(([c, e]) => `${c} = ${e}`).join(',\n')}
+  return `UPDATE ${table} SET ${columns.map(([c, e]) => `${c} = ${e}`).join(',\n')}${also}
     WHERE ${where} AND (${columns.map(([c, e]) => `${c} IS NOT (${e})`).join('\n OR ')})`
 }
 
@@ -21,7 +21,7 @@ function changedOnly(table: string, where: string, set: Record<string, string>):
  * The four refresh statements over the agents `where` picks (an `agents` condition on `id`,
  * a `peripherals` one on `agent_id`, with the same parameters).
  */
-function refreshStatements(db: DB, agentIs: string, peripheralAgentIs: string) {
+function refreshStatements(db: DB, agentIs: string, peripheralAgentIs: string, agentsAlso = '') {
   // Two statements: SQLite evaluates every SET expression on the row's old values.
   const peripheralsInputs = db.prepare(
     changedOnly('peripherals', peripheralAgentIs, {
@@ -48,21 +48,29 @@ function refreshStatements(db: DB, agentIs: string, peripheralAgentIs: string) {
     }),
   )
   const agentCounters = db.prepare(
-    changedOnly('agents', agentIs, {
-      approved_and_present: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.approved)',
-      approved_and_disconnected: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND NOT p.present AND p.approved)',
-      not_approved: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
-      has_unapproved: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
-      has_vulnerable: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_vulnerable)',
-      has_attack_tool: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_attack_tool)',
-      severity: 'coalesce((SELECT min(p.severity) FROM peripherals p WHERE p.agent_id = agents.id AND p.present), 6)',
-      in_action: `EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.status IN ${OPEN})`,
-    }),
+    changedOnly(
+      'agents',
+      agentIs,
+      {
+        approved_and_present: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.approved)',
+        approved_and_disconnected: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND NOT p.present AND p.approved)',
+        not_approved: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
+        has_unapproved: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
+        has_vulnerable: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_vulnerable)',
+        has_attack_tool: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_attack_tool)',
+        severity: 'coalesce((SELECT min(p.severity) FROM peripherals p WHERE p.agent_id = agents.id AND p.present), 6)',
+        in_action: `EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.status IN ${OPEN})`,
+      },
+      agentsAlso,
+    ),
   )
   const agentDerived = db.prepare(
-    changedOnly('agents', agentIs, {
-      vulnerable_or_wlv: `has_vulnerable OR (has_unapproved AND operational_status = 'Armed')`,
-      display_status: `CASE
+    changedOnly(
+      'agents',
+      agentIs,
+      {
+        vulnerable_or_wlv: `has_vulnerable OR (has_unapproved AND operational_status = 'Armed')`,
+        display_status: `CASE
         WHEN connection_status <> 'Connected' THEN 'Disconnected'
         -- The latest open SetMode by max(id), not ORDER BY id DESC LIMIT 1: across two statuses
         -- the index gives no id order, and the sort that took its place cost more than the rest.
@@ -72,7 +80,9 @@ function refreshStatements(db: DB, agentIs: string, peripheralAgentIs: string) {
         WHEN EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.type = 'UpdateAgent' AND c.status IN ${OPEN}) THEN 'Updating'
         WHEN in_action THEN 'Pending'
         ELSE operational_status END`,
-    }),
+      },
+      agentsAlso,
+    ),
   )
   return { peripheralsInputs, peripheralsDerived, agentCounters, agentDerived }
 }
@@ -80,7 +90,10 @@ function refreshStatements(db: DB, agentIs: string, peripheralAgentIs: string) {
 export function agentStateRepo(db: DB) {
   const one = refreshStatements(db, 'id = ?', 'agent_id = ?')
   // Many agents at once (a group of check-ins): the same statements over a JSON array of ids.
-  const many = refreshStatements(db, 'id IN (SELECT value FROM json_each(?))', 'agent_id IN (SELECT value FROM json_each(?))')
+  // The agents a statement changes share one new rev (migration 032), drawn after it changed
+  // any: the per-row trigger would write each row a second time and bump the counter per row.
+  const many = refreshStatements(db, 'id IN (SELECT value FROM json_each(?))', 'agent_id IN (SELECT value FROM json_each(?))', `, rev = (SELECT n + 1 FROM row_counts WHERE name = 'agents.rev')`)
+  const bumpRev = db.prepare(`UPDATE row_counts SET n = n + 1 WHERE name = 'agents.rev'`)
   const agentsWithModel = db.prepare<[string, string], { agent_id: number }>('SELECT DISTINCT agent_id FROM peripherals WHERE vid = ? AND pid = ?')
 
   /** Display status only: after a command or connection change that touched no peripheral. */
@@ -100,7 +113,9 @@ export function agentStateRepo(db: DB) {
     if (agentIds.length === 1) refreshAgent(agentIds[0])
     if (agentIds.length <= 1) return
     const ids = JSON.stringify(agentIds)
-    for (const s of [many.peripheralsInputs, many.peripheralsDerived, many.agentCounters, many.agentDerived]) s.run(ids)
+    many.peripheralsInputs.run(ids)
+    many.peripheralsDerived.run(ids)
+    for (const s of [many.agentCounters, many.agentDerived]) if (s.run(ids).changes > 0) bumpRev.run()
   }
 
   return {

@@ -151,3 +151,22 @@ t.test('agents that take a free seat check in one at a time: a batch never hands
   await Promise.all(ids.map((id, i) => checkIn(id, hostState([], { hostIdentifier: `HOST-${i + 1}`, licenseAccountId: undefined }))))
   t.same(db.prepare('SELECT license_status FROM agents ORDER BY id').pluck().all(), ['Activated', 'Activated', 'Activated', 'Pending'])
 })
+
+t.test('a refresh of many agents gives those it changes one new rev, and draws none when it changes nothing', async (t) => {
+  const { db } = tempDb(t)
+  const repos = createRepos(db)
+  const ids = [1, 2, 3].map((n) => storedAgent(repos, n))
+  db.exec(`UPDATE agents SET connection_status = 'Connected'`)
+  repos.agentState.refreshAgents(ids)
+  const counter = () => db.prepare(`SELECT n FROM row_counts WHERE name = 'agents.rev'`).pluck().get() as number
+  const revs = () => db.prepare('SELECT rev FROM agents ORDER BY id').pluck().all() as number[]
+  // Two agents' display status is out of date.
+  db.prepare(`UPDATE agents SET display_status = 'Armed' WHERE id IN (?, ?)`).run(ids[0], ids[1])
+  const [n0, r0] = [counter(), revs()]
+  repos.agentState.refreshAgents(ids)
+  t.same(db.prepare('SELECT display_status FROM agents ORDER BY id').pluck().all(), ['Free', 'Free', 'Free'])
+  t.equal(counter(), n0 + 1, 'one rev drawn for the statement')
+  t.same(revs(), [n0 + 1, n0 + 1, r0[2]], 'the changed agents share it; the other keeps its own')
+  repos.agentState.refreshAgents(ids)
+  t.equal(counter(), n0 + 1, 'nothing to change: no rev drawn')
+})
