@@ -11,16 +11,20 @@ const OPEN = `('Pending', 'Delivered')`
  * agent row bumps its revision (agents_rev_update) and index entries, a peripheral row its
  * indexes. The guard reads the row's old values, as the SET does.
  */
-function changedOnly(table: string, where: string, set: Record<string, string>): string {
+function changedOnly(table: string, where: string, set: Record<string, string>, also = ''): string {
   const columns = Object.entries(set)
-  return `UPDATE ${table} SET ${columns.map(([c, e]) => `${c} = ${e}`).join(',\n')}
+  return `UPDATE ${table} SET ${columns.map(([c, e]) => `${c} = ${e}`).join(',\n')}${also}
     WHERE ${where} AND (${columns.map(([c, e]) => `${c} IS NOT (${e})`).join('\n OR ')})`
 }
 
-export function agentStateRepo(db: DB) {
+/**
+ * The four refresh statements over the agents `where` picks (an `agents` condition on `id`,
+ * a `peripherals` one on `agent_id`, with the same parameters).
+ */
+function refreshStatements(db: DB, agentIs: string, peripheralAgentIs: string, agentsAlso = '') {
   // Two statements: SQLite evaluates every SET expression on the row's old values.
-  const peripheralsInputs = db.prepare<[number]>(
-    changedOnly('peripherals', 'agent_id = ?', {
+  const peripheralsInputs = db.prepare(
+    changedOnly('peripherals', peripheralAgentIs, {
       admin_status: `coalesce((SELECT a.status FROM approvals a
         WHERE a.agent_id = peripherals.agent_id AND a.vid = peripherals.vid AND a.pid = peripherals.pid), 'NotReviewed')`,
       is_attack_tool: `EXISTS (SELECT 1 FROM catalogue c WHERE c.vid = peripherals.vid AND c.pid = peripherals.pid AND c.kind = 'KnownAttackTool')`,
@@ -29,36 +33,44 @@ export function agentStateRepo(db: DB) {
         WHERE c.vid = peripherals.vid AND c.pid = peripherals.pid)`,
     }),
   )
-  const peripheralsDerived = db.prepare<{ agent: number }>(
-    changedOnly('peripherals', 'agent_id = :agent', {
+  const peripheralsDerived = db.prepare(
+    changedOnly('peripherals', peripheralAgentIs, {
       approved: `admin_status = 'Approved'`,
       is_unapproved: `present AND admin_status <> 'Approved'`,
       severity: `min(
         coalesce((SELECT min(c.severity) FROM catalogue c WHERE c.vid = peripherals.vid AND c.pid = peripherals.pid), 6),
         CASE WHEN admin_status = 'Approved' THEN 6
-             WHEN (SELECT operational_status FROM agents WHERE id = :agent) = 'Armed' THEN 4 ELSE 5 END)`,
+             WHEN (SELECT operational_status FROM agents WHERE id = peripherals.agent_id) = 'Armed' THEN 4 ELSE 5 END)`,
       // An approval change waits for the agent while an UpdatePolicy issued after it is open.
       in_action: `EXISTS (SELECT 1 FROM agent_commands c JOIN approvals a
           ON a.agent_id = c.agent_id AND a.vid = peripherals.vid AND a.pid = peripherals.pid
-        WHERE c.agent_id = :agent AND c.type = 'UpdatePolicy' AND c.status IN ${OPEN} AND c.created_ms >= a.changed_ms)`,
+        WHERE c.agent_id = peripherals.agent_id AND c.type = 'UpdatePolicy' AND c.status IN ${OPEN} AND c.created_ms >= a.changed_ms)`,
     }),
   )
-  const agentCounters = db.prepare<[number]>(
-    changedOnly('agents', 'id = ?', {
-      approved_and_present: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.approved)',
-      approved_and_disconnected: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND NOT p.present AND p.approved)',
-      not_approved: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
-      has_unapproved: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
-      has_vulnerable: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_vulnerable)',
-      has_attack_tool: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_attack_tool)',
-      severity: 'coalesce((SELECT min(p.severity) FROM peripherals p WHERE p.agent_id = agents.id AND p.present), 6)',
-      in_action: `EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.status IN ${OPEN})`,
-    }),
+  const agentCounters = db.prepare(
+    changedOnly(
+      'agents',
+      agentIs,
+      {
+        approved_and_present: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.approved)',
+        approved_and_disconnected: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND NOT p.present AND p.approved)',
+        not_approved: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
+        has_unapproved: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
+        has_vulnerable: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_vulnerable)',
+        has_attack_tool: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_attack_tool)',
+        severity: 'coalesce((SELECT min(p.severity) FROM peripherals p WHERE p.agent_id = agents.id AND p.present), 6)',
+        in_action: `EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.status IN ${OPEN})`,
+      },
+      agentsAlso,
+    ),
   )
-  const agentDerived = db.prepare<[number]>(
-    changedOnly('agents', 'id = ?', {
-      vulnerable_or_wlv: `has_vulnerable OR (has_unapproved AND operational_status = 'Armed')`,
-      display_status: `CASE
+  const agentDerived = db.prepare(
+    changedOnly(
+      'agents',
+      agentIs,
+      {
+        vulnerable_or_wlv: `has_vulnerable OR (has_unapproved AND operational_status = 'Armed')`,
+        display_status: `CASE
         WHEN connection_status <> 'Connected' THEN 'Disconnected'
         -- The latest open SetMode by max(id), not ORDER BY id DESC LIMIT 1: across two statuses
         -- the index gives no id order, and the sort that took its place cost more than the rest.
@@ -68,25 +80,47 @@ export function agentStateRepo(db: DB) {
         WHEN EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.type = 'UpdateAgent' AND c.status IN ${OPEN}) THEN 'Updating'
         WHEN in_action THEN 'Pending'
         ELSE operational_status END`,
-    }),
+      },
+      agentsAlso,
+    ),
   )
+  return { peripheralsInputs, peripheralsDerived, agentCounters, agentDerived }
+}
+
+export function agentStateRepo(db: DB) {
+  const one = refreshStatements(db, 'id = ?', 'agent_id = ?')
+  // Many agents at once (a group of check-ins): the same statements over a JSON array of ids.
+  // The agents a statement changes share one new rev (migration 032), drawn after it changed
+  // any: the per-row trigger would write each row a second time and bump the counter per row.
+  const many = refreshStatements(db, 'id IN (SELECT value FROM json_each(?))', 'agent_id IN (SELECT value FROM json_each(?))', `, rev = (SELECT n + 1 FROM row_counts WHERE name = 'agents.rev')`)
+  const bumpRev = db.prepare(`UPDATE row_counts SET n = n + 1 WHERE name = 'agents.rev'`)
   const agentsWithModel = db.prepare<[string, string], { agent_id: number }>('SELECT DISTINCT agent_id FROM peripherals WHERE vid = ? AND pid = ?')
 
   /** Display status only: after a command or connection change that touched no peripheral. */
   function refreshStatus(agentId: number): void {
-    agentCounters.run(agentId)
-    agentDerived.run(agentId)
+    one.agentCounters.run(agentId)
+    one.agentDerived.run(agentId)
   }
 
   /** Everything of one agent: its peripherals' flags, then its own counters and flags. */
   function refreshAgent(agentId: number): void {
-    peripheralsInputs.run(agentId)
-    peripheralsDerived.run({ agent: agentId })
-    refreshStatus(agentId)
+    for (const s of [one.peripheralsInputs, one.peripheralsDerived, one.agentCounters, one.agentDerived]) s.run(agentId)
+  }
+
+  /** refreshAgent for each of these agents, in one statement per step. */
+  function refreshAgents(agentIds: number[]): void {
+    // One agent: the statements on its id (no JSON to parse).
+    if (agentIds.length === 1) refreshAgent(agentIds[0])
+    if (agentIds.length <= 1) return
+    const ids = JSON.stringify(agentIds)
+    many.peripheralsInputs.run(ids)
+    many.peripheralsDerived.run(ids)
+    for (const s of [many.agentCounters, many.agentDerived]) if (s.run(ids).changes > 0) bumpRev.run()
   }
 
   return {
     refreshAgent,
+    refreshAgents,
     refreshStatus,
     /** Every agent that reported a model (after a catalogue change); answers how many. */
     refreshModel(vid: string, pid: string): number {

@@ -1,5 +1,6 @@
 // What the agent gateway reads and writes: enrollment, check-ins (agent state and
 // peripherals), command delivery and results, and the sweeper's timeouts.
+import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
 import type { CheckInTimeWrites } from './answer-cache.js'
 import type { PeripheralRow } from './peripherals.js'
@@ -232,6 +233,50 @@ function unchanged(s: StoredPeripheral, v: ReportedPeripheral): boolean {
   )
 }
 
+/** The agent columns a check-in sets (AgentState's), bar its time and digest, which every one sets. */
+const STATE_COLUMNS: [Exclude<keyof AgentState, 'lastUpdatedMs' | 'stateDigest'>, string][] = [
+  ['hostIdentifier', 'host_identifier'],
+  ['localIpAddress', 'local_ip_address'],
+  ['osVersion', 'os_version'],
+  ['manufacturer', 'manufacturer'],
+  ['pcModel', 'pc_model'],
+  ['nicsJson', 'nics_json'],
+  ['nicsText', 'nics_text'],
+  ['ipAddresses', 'ip_addresses'],
+  ['operationalStatus', 'operational_status'],
+  ['isSystemLocked', 'is_system_locked'],
+  ['serviceVersion', 'service_version'],
+  ['kbDriverVersion', 'kb_driver_version'],
+  ['licenseStatus', 'license_status'],
+  ['licenseAccountId', 'license_account_id'],
+  ['modelTooltip', 'model_tooltip'],
+  ['runningMode', 'running_mode'],
+  ['switchIp', 'switch_ip'],
+  ['switchName', 'switch_name'],
+  ['portId', 'port_id'],
+  ['portName', 'port_name'],
+  ['ethernetsCount', 'ethernets_count'],
+  ['hashtags', 'hashtags'],
+  ['loggedOnUsers', 'logged_on_users'],
+  ['checkInSeconds', 'check_in_interval_s'],
+]
+
+/** A check-in's state for its agent, and the agent's row as read before it (every column). */
+export interface StateWrite {
+  id: number
+  before: AgentRow
+  state: AgentState
+}
+
+/** A check-in's peripheral writes for its agent (applyPeripherals' arguments). */
+export interface PeripheralWrite {
+  agentId: number
+  agentUuid: string
+  changes: PeripheralChanges
+  now: number
+  previousMs: number
+}
+
 export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   const texts = internPeripheralTexts(db)
   const byCredential = db.prepare<[string], GatewayAgent>('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = ?')
@@ -261,18 +306,27 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   // A re-enrolled agent goes through the full comparison at its next check-in.
   const rotate = db.prepare<[string, string, number]>('UPDATE agents SET credential_hash = ?, host_identifier = ?, state_digest = NULL WHERE id = ?')
   const agent = db.prepare<[number], AgentRow>('SELECT * FROM agents WHERE id = ?')
-  const updateState = db.prepare(
-    `UPDATE agents SET host_identifier = @hostIdentifier, local_ip_address = @localIpAddress, os_version = @osVersion,
-       manufacturer = @manufacturer, pc_model = @pcModel, nics_json = @nicsJson, nics_text = @nicsText, ip_addresses = @ipAddresses,
-       operational_status = @operationalStatus, is_system_locked = @isSystemLocked, service_version = @serviceVersion,
-       kb_driver_version = @kbDriverVersion, license_status = @licenseStatus, license_account_id = @licenseAccountId,
-       model_tooltip = @modelTooltip, running_mode = @runningMode, switch_ip = @switchIp, switch_name = @switchName,
-       port_id = @portId, port_name = @portName, ethernets_count = @ethernetsCount, hashtags = @hashtags,
-       logged_on_users = @loggedOnUsers, check_in_interval_s = @checkInSeconds, connection_status = 'Connected',
-       last_updated_ms = max(coalesce(last_updated_ms, 0), @lastUpdatedMs), state_digest = @stateDigest
-     WHERE id = @id`,
-  )
   const heartbeat = db.prepare<[number, number]>('UPDATE agents SET last_updated_ms = max(coalesce(last_updated_ms, 0), ?) WHERE id = ?')
+  // A group's check-ins in one statement per set of changed columns (most groups: one). A
+  // column left out of the SET keeps its indexes untouched (the agent row carries about twenty);
+  // one new rev for the rows (migration 032), as the per-row trigger would give each.
+  const agentsById = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE id IN (SELECT value FROM json_each(?))')
+  const statesOf = new Map<string, Statement<[number, string]>>()
+  const statesStatement = (columns: string[]) => {
+    const key = columns.join(',')
+    let st = statesOf.get(key)
+    if (st === undefined) {
+      const picked = columns.map((_, i) => `value ->> ${i + 3} AS c${i}`)
+      st = db.prepare<[number, string]>(
+        `UPDATE agents SET ${columns.map((c, i) => `${c} = x.c${i}, `).join('')}last_updated_ms = max(coalesce(last_updated_ms, 0), x.ms),
+           state_digest = x.digest, rev = ?
+         FROM (SELECT value ->> 0 AS id, value ->> 1 AS ms, value ->> 2 AS digest${picked.map((p) => `, ${p}`).join('')} FROM json_each(?)) AS x
+         WHERE agents.id = x.id`,
+      )
+      statesOf.set(key, st)
+    }
+    return st
+  }
 
   const known = db.prepare<[number], StoredPeripheral>(
     `SELECT id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon, description, status, manufacturer,
@@ -297,15 +351,24 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
        last_seen_ms = CASE WHEN @present THEN @now WHEN present THEN max(last_seen_ms, @previousMs) ELSE last_seen_ms END
      WHERE id = @id`,
   )
-  // A peripheral reported as stored: its presence and last sight alone (no other column or index touched).
-  const seen = db.prepare<[number, number]>('UPDATE peripherals SET last_seen_ms = ? WHERE id = ?')
-  const seenAgain = db.prepare<[number, number]>('UPDATE peripherals SET present = 1, last_seen_ms = ? WHERE id = ?')
-  // Absent since the check-in after `lastSeenMs`, the last one that still listed it.
-  const markAbsent = db.prepare<[number, number]>('UPDATE peripherals SET present = 0, last_seen_ms = max(last_seen_ms, ?) WHERE id = ?')
   const peripheralCount = db.prepare<[number], { n: number }>('SELECT count(*) AS n FROM peripherals WHERE agent_id = ?')
   const dropOldestAbsent = db.prepare<[number, number]>(
     `DELETE FROM peripherals WHERE id IN
        (SELECT id FROM peripherals WHERE agent_id = ? AND NOT present ORDER BY last_seen_ms, id LIMIT ?)`,
+  )
+  const knownOf = db.prepare<[string], StoredPeripheral & { agent_id: number }>(
+    `SELECT agent_id, id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon, description, status, manufacturer,
+       caption, class_code, subclass_code, protocol_code, hierarchy, parent_device_id, is_disabled
+     FROM peripherals WHERE agent_id IN (SELECT value FROM json_each(?))`,
+  )
+  // Peripherals reported as stored: their presence and last sight alone (no other column or
+  // index touched), several check-ins' in one statement. Seen while present: [id, ms] each.
+  const seenMany = db.prepare<[string]>('UPDATE peripherals SET last_seen_ms = x.ms FROM (SELECT value ->> 0 AS id, value ->> 1 AS ms FROM json_each(?)) AS x WHERE peripherals.id = x.id')
+  // Present again ([id, 1, now]), or absent ([id, 0, previousMs]) since the check-in after
+  // previousMs, the last one that still listed it.
+  const presenceMany = db.prepare<[string]>(
+    `UPDATE peripherals SET present = x.present, last_seen_ms = CASE WHEN x.present THEN x.ms ELSE max(last_seen_ms, x.ms) END
+     FROM (SELECT value ->> 0 AS id, value ->> 1 AS present, value ->> 2 AS ms FROM json_each(?)) AS x WHERE peripherals.id = x.id`,
   )
   const present = db.prepare<[number], PresentPeripheral>(
     `SELECT p.device_id, p.vid, p.pid, p.gui_vid, p.gui_pid, p.serial_number, p.gui_serial, p.dev_icon, p.approved,
@@ -313,10 +376,17 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
        (SELECT group_concat(c.name, '; ') FROM catalogue c WHERE c.vid = p.vid AND c.pid = p.pid) AS catalogue_name
      FROM peripherals p WHERE p.agent_id = ? AND p.present`,
   )
+  const presentOf = db.prepare<[string], PresentPeripheral & { agent_id: number }>(
+    `SELECT p.agent_id, p.device_id, p.vid, p.pid, p.gui_vid, p.gui_pid, p.serial_number, p.gui_serial, p.dev_icon, p.approved,
+       p.is_attack_tool, p.is_vulnerable,
+       (SELECT group_concat(c.name, '; ') FROM catalogue c WHERE c.vid = p.vid AND c.pid = p.pid) AS catalogue_name
+     FROM peripherals p WHERE p.agent_id IN (SELECT value FROM json_each(?)) AND p.present`,
+  )
   const insertError = db.prepare<[number, number, string | null, string]>('INSERT INTO agent_errors (agent_id, time_ms, code, message) VALUES (?, ?, ?, ?)')
 
   const pending = db.prepare<[number, number], CommandRow>(`SELECT * FROM agent_commands WHERE agent_id = ? AND status = 'Pending' ORDER BY id LIMIT ?`)
   const hasPending = db.prepare<[number], { one: number }>(`SELECT 1 AS one FROM agent_commands WHERE agent_id = ? AND status = 'Pending' LIMIT 1`)
+  const pendingOf = db.prepare<[string], number>(`SELECT DISTINCT agent_id FROM agent_commands WHERE agent_id IN (SELECT value FROM json_each(?)) AND status = 'Pending'`).pluck()
   const deliver = db.prepare<[number, number]>(`UPDATE agent_commands SET status = 'Delivered', delivered_ms = ? WHERE id = ? AND status = 'Pending'`)
   const command = db.prepare<[number], CommandRow>('SELECT * FROM agent_commands WHERE id = ?')
   const complete = db.prepare<{ id: number; status: string; now: number; message: string | null; hasOutput: number }>(
@@ -377,6 +447,60 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   const expire = db.prepare<[number]>(`UPDATE agents SET license_status = 'Expired'
     WHERE license_status IN ('Activated', 'Pending') AND expiration_ms IS NOT NULL AND expiration_ms <= ?`)
 
+  function applyPeripheralsMany(writes: PeripheralWrite[], max: number): void {
+    const seenAt: [number, number][] = []
+    const presence: [number, number, number][] = []
+    const grown: number[] = []
+    for (const { agentId, agentUuid, changes: c, now, previousMs } of writes) {
+      let inserted = false
+      for (const { id, values, stored } of c.reported) {
+        if (id === null) {
+          insertPeripheral.run({ ...values, ...texts(values), agentId, agentUuid, now })
+          inserted = true
+        } else if (stored === undefined || !unchanged(stored, values)) updatePeripheral.run({ ...values, ...texts(values), id, now, previousMs })
+        // As updatePeripheral would leave it (its texts too: they follow from the same values).
+        else if (values.present) {
+          if (stored.present) seenAt.push([id, now])
+          else presence.push([id, 1, now])
+        } else if (stored.present) presence.push([id, 0, previousMs])
+      }
+      for (const id of c.absent) presence.push([id, 0, previousMs])
+      // Only an insert can take the agent over `max`.
+      if (inserted) grown.push(agentId)
+    }
+    if (seenAt.length) seenMany.run(JSON.stringify(seenAt))
+    if (presence.length) presenceMany.run(JSON.stringify(presence))
+    for (const agentId of grown) {
+      const excess = peripheralCount.get(agentId)!.n - max
+      if (excess > 0) dropOldestAbsent.run(agentId, excess)
+    }
+  }
+
+  /** Writes each check-in's state: the columns that changed, its time and digest, a new rev. */
+  function updateStates(writes: StateWrite[]): void {
+    const bySet = new Map<string, { columns: string[]; rows: unknown[][] }>()
+    for (const { id, before, state } of writes) {
+      const row = before as unknown as Record<string, unknown>
+      const columns: string[] = []
+      const values: unknown[] = [id, state.lastUpdatedMs, state.stateDigest]
+      for (const [key, column] of STATE_COLUMNS) {
+        if (row[column] !== state[key]) {
+          columns.push(column)
+          values.push(state[key])
+        }
+      }
+      if (before.connection_status !== 'Connected') {
+        columns.push('connection_status')
+        values.push('Connected')
+      }
+      const key = columns.join(',')
+      const set = bySet.get(key) ?? { columns, rows: [] }
+      set.rows.push(values)
+      bySet.set(key, set)
+    }
+    for (const { columns, rows } of bySet.values()) statesStatement(columns).run(nextRev.get()!, JSON.stringify(rows))
+  }
+
   return {
     byCredential: (hash: string) => byCredential.get(hash),
     byMachineId: (machineId: string) => byMachineId.get(machineId),
@@ -390,41 +514,55 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     insertAgent: (a: NewAgent) => Number(insertAgent.run(a).lastInsertRowid),
     rotateCredential: (id: number, hash: string, hostIdentifier: string) => rotate.run(hash, hostIdentifier, id),
     agent: (id: number) => agent.get(id),
-    updateState: (id: number, s: AgentState) => updateState.run({ ...s, id }),
+    /** Each check-in's state on its agent (one each), one statement per set of changed columns. */
+    updateStates,
+    /** These agents' rows (every column), in no order. */
+    agents: (ids: number[]) => agentsById.all(JSON.stringify(ids)),
     /** Check-in times noted in memory, written in one go. */
     heartbeats(times: Iterable<[number, number]>) {
       for (const [id, ms] of times) checkInTimes.rows += heartbeat.run(ms, id).changes
     },
 
     knownPeripherals: (agentId: number) => known.all(agentId),
+    /** knownPeripherals of several agents, by agent (those without any left out). */
+    knownPeripheralsOf(agentIds: number[]): Map<number, StoredPeripheral[]> {
+      const out = new Map<number, StoredPeripheral[]>()
+      // The rows as read (agent_id along): a copy without it cost more than the read.
+      for (const p of knownOf.all(JSON.stringify(agentIds))) {
+        const list = out.get(p.agent_id)
+        if (list) list.push(p)
+        else out.set(p.agent_id, [p])
+      }
+      return out
+    },
     /**
      * Writes a check-in's peripherals in one call (texts interned), then keeps at most `max`
      * by forgetting the absent ones seen longest ago. `previousMs`: the agent's check-in
      * before this one (a peripheral present then and gone now was last seen then).
      */
-    applyPeripherals(agentId: number, agentUuid: string, c: PeripheralChanges, now: number, previousMs: number, max: number): void {
-      let inserted = false
-      for (const { id, values, stored } of c.reported) {
-        if (id === null) {
-          insertPeripheral.run({ ...values, ...texts(values), agentId, agentUuid, now })
-          inserted = true
-        } else if (stored === undefined || !unchanged(stored, values)) updatePeripheral.run({ ...values, ...texts(values), id, now, previousMs })
-        // As updatePeripheral would leave it (its texts too: they follow from the same values).
-        else if (values.present) (stored.present ? seen : seenAgain).run(now, id)
-        else if (stored.present) markAbsent.run(previousMs, id)
-      }
-      for (const id of c.absent) markAbsent.run(previousMs, id)
-      // Only an insert can take the agent over `max`.
-      if (!inserted) return
-      const excess = peripheralCount.get(agentId)!.n - max
-      if (excess > 0) dropOldestAbsent.run(agentId, excess)
+    applyPeripherals(agentId: number, agentUuid: string, changes: PeripheralChanges, now: number, previousMs: number, max: number): void {
+      applyPeripheralsMany([{ agentId, agentUuid, changes, now, previousMs }], max)
     },
+    /** applyPeripherals for several agents (one each): the writes of a presence alone in one statement each. */
+    applyPeripheralsMany,
     presentPeripherals: (agentId: number) => present.all(agentId),
+    /** presentPeripherals of several agents, by agent (those without any left out). */
+    presentPeripheralsOf(agentIds: number[]): Map<number, PresentPeripheral[]> {
+      const out = new Map<number, PresentPeripheral[]>()
+      for (const p of presentOf.all(JSON.stringify(agentIds))) {
+        const list = out.get(p.agent_id)
+        if (list) list.push(p)
+        else out.set(p.agent_id, [p])
+      }
+      return out
+    },
     addErrors(agentId: number, errors: { time: number; code: string | null; message: string }[]): void {
       for (const e of errors) insertError.run(agentId, e.time, e.code, e.message)
     },
 
     hasPendingCommands: (agentId: number) => hasPending.get(agentId) !== undefined,
+    /** Those of these agents with a pending command. */
+    withPendingCommands: (agentIds: number[]) => pendingOf.all(JSON.stringify(agentIds)),
     /** Hands the oldest `limit` pending commands over; `more`: others wait after them. */
     deliverPending(agentId: number, limit: number, now: number): { commands: CommandRow[]; more: boolean } {
       const rows = pending.all(agentId, limit + 1)

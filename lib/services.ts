@@ -66,6 +66,7 @@ export function createServices(app: FastifyInstance) {
       agentState: asyncPort(repos.agentState, uow),
       uow,
       checkIns: config.agents.groupCommit ? { run: uow.runGrouped } : uow,
+      batchCheckIns: config.agents.groupCommit,
       audit,
       log: app.log,
       settings: { agents: config.agents, license: config.license, rateLimitWindowMs: config.rateLimitWindowMs, agentRequests: config.credentialRateLimits.agent },

@@ -33,5 +33,7 @@ export interface EventRecorder {
 /** The derived per-agent state the lists read (status, counts, latest event). */
 export interface AgentStatus {
   refreshAgent(agentId: number): Promise<void>
+  /** refreshAgent for several agents at once. */
+  refreshAgents(agentIds: number[]): Promise<void>
   refreshStatus(agentId: number): Promise<void>
 }

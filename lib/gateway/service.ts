@@ -15,7 +15,7 @@ import { agentAsset, maskMachineId } from '../agents/views.js'
 import { type AgentRef, hostEvent, modeEvent, presenceEvents, removedEvent, unapprovedEvent } from './events.js'
 import { DAY_MS, gatewayLimits } from './limits.js'
 import { modelTooltip, nicsText, reconcile, storedView } from './peripherals.js'
-import type { AgentRow, AgentState, AgentStatus, EventInput, EventRecorder, GatewayAgent, GatewayStore } from './ports.js'
+import type { AgentRow, AgentState, AgentStatus, EventBatch, EventInput, EventRecorder, GatewayAgent, GatewayStore, PresentPeripheral } from './ports.js'
 import { gatewayCommandView } from './views.js'
 
 type Schemas = components['schemas']
@@ -44,6 +44,11 @@ export interface GatewayDeps {
   uow: UnitOfWork
   /** The unit of work of check-ins and command results (a shared commit: PRIME_GROUP_COMMIT); `uow` without it. */
   checkIns?: UnitOfWork
+  /**
+   * Check-ins that arrive in the same turn of the event loop are compared and written together,
+   * in one transaction of `uow` with a few statements for all of them (PRIME_GROUP_COMMIT).
+   */
+  batchCheckIns?: boolean
   audit: AuditTrail
   log: Log
   settings: Pick<Config, 'license' | 'rateLimitWindowMs'> & {
@@ -58,6 +63,39 @@ export interface CheckInAnswer {
   answer: Schemas['GatewayCheckInResponse']
   routine: boolean
 }
+
+type Answer = Schemas['GatewayCheckInResponse']
+
+/** A check-in due for the full comparison. */
+interface Comparison {
+  ctx: Context
+  agentId: number
+  body: CheckIn
+  localIp: string
+  digest: string
+  now: number
+  /** Its agent's check-in time held in memory, if any (not written yet). */
+  heldCheckInMs: number | undefined
+}
+
+/** A check-in under comparison: its place in the batch, the stored row and what it becomes. */
+interface Compared {
+  index: number
+  c: Comparison
+  before: AgentRow
+  after: AgentState
+  first: boolean
+  previousMs: number
+  peripherals?: ReturnType<typeof reconcile>
+  delivered?: { commands: Answer['commands']; more: boolean }
+}
+
+/** Its answer, or its own error; ALONE: it is compared again by itself. */
+type Outcome = { ok: true; answer: Answer } | { ok: false; err: unknown }
+const ALONE = Symbol('alone')
+
+/** Check-ins compared and written together at most (batchCheckIns). */
+const BATCH_CHECK_INS = 64
 
 export function agentGateway(deps: GatewayDeps) {
   const { store, events, agentState, uow, audit, settings } = deps
@@ -293,7 +331,65 @@ export function agentGateway(deps: GatewayDeps) {
     }
     const held = heartbeats.get(agent.id)
     heartbeats.delete(agent.id)
-    return { answer: await checkIns.run(() => compare(ctx, agent.id, body, reportedIp, digest, now, held)), routine: false }
+    const item: Comparison = { ctx, agentId: agent.id, body, localIp: reportedIp, digest, now, heldCheckInMs: held }
+    return { answer: deps.batchCheckIns ? await queued(item) : await alone(item), routine: false }
+  }
+
+  /** Check-ins waiting for the next batch (batchCheckIns), in arrival order. */
+  const waiting: { item: Comparison; resolve: (a: Answer) => void; reject: (err: unknown) => void }[] = []
+  let batchScheduled = false
+
+  function queued(item: Comparison): Promise<Answer> {
+    return new Promise((resolve, reject) => {
+      waiting.push({ item, resolve, reject })
+      if (!batchScheduled) {
+        batchScheduled = true
+        setImmediate(() => void runBatch())
+      }
+    })
+  }
+
+  /** One check-in in a unit of its own (its group's savepoint under group commit). */
+  async function alone(item: Comparison): Promise<Answer> {
+    const [outcome] = stored(await checkIns.run(() => compareAll([item])))
+    if (!outcome.ok) throw outcome.err
+    return outcome.answer
+  }
+
+  /**
+   * Compares and writes the waiting check-ins together (at most BATCH_CHECK_INS, one per
+   * agent: an agent's later one waits for the next batch, as it would for the commit of its
+   * first). Each is answered only after the batch's COMMIT. If the batch fails, each of its
+   * check-ins runs again alone, so that a bad one fails by itself.
+   */
+  async function runBatch(): Promise<void> {
+    batchScheduled = false
+    const taken: typeof waiting = []
+    const agents = new Set<number>()
+    for (let i = 0; i < waiting.length && taken.length < BATCH_CHECK_INS; ) {
+      if (agents.has(waiting[i].item.agentId)) i++
+      else {
+        agents.add(waiting[i].item.agentId)
+        taken.push(...waiting.splice(i, 1))
+      }
+    }
+    if (waiting.length && !batchScheduled) {
+      batchScheduled = true
+      setImmediate(() => void runBatch())
+    }
+    let outcomes: Outcome[]
+    try {
+      outcomes = stored(await uow.run(() => compareAll(taken.map((w) => w.item))))
+    } catch {
+      for (const w of taken) alone(w.item).then(w.resolve, w.reject)
+      return
+    }
+    for (const [i, w] of taken.entries()) {
+      const o = outcomes[i]
+      if (o.ok) w.resolve(o.answer)
+      else if (o.err === ALONE) alone(w.item).then(w.resolve, w.reject)
+      else w.reject(o.err)
+    }
   }
 
   async function licenseAfter(current: AgentRow['license_status'], reportedAccount: string | null | undefined): Promise<AgentRow['license_status']> {
@@ -303,12 +399,110 @@ export function agentGateway(deps: GatewayDeps) {
     return current
   }
 
-  /** The full comparison of a check-in with the stored state; inside one unit of work. */
-  async function compare(ctx: Context, agentId: number, body: CheckIn, localIp: string, digest: string, now: number, heldCheckInMs: number | undefined) {
-    const before = await store.agent(agentId)
-    if (!before) throw unauthenticated('The agent no longer exists; enroll again.')
+  /**
+   * The full comparison of check-ins with the stored state, one per agent; inside one unit of
+   * work. Reads and writes them together (a few statements for all), and answers each one's
+   * outcome: its answer, its own refusal, or ALONE (it must run by itself). The same rows,
+   * events and audit records as comparing them one after another.
+   */
+  async function compareAll(items: Comparison[]): Promise<{ outcomes: Outcome[]; counted: [number, { day: number; count: number }][] }> {
+    const outcomes: Outcome[] = items.map(() => ({ ok: false, err: ALONE }))
+    const rows = new Map((await store.agents(items.map((c) => c.agentId))).map((r) => [r.id, r]))
+    const work: Compared[] = []
+    for (const [i, c] of items.entries()) {
+      const before = rows.get(c.agentId)
+      if (!before) outcomes[i] = { ok: false, err: unauthenticated('The agent no longer exists; enroll again.') }
+      // Taking a free seat reads the seats in use: one such check-in at a time.
+      else if (before.license_status === 'Invalid' && items.length > 1) continue
+      else work.push(await prepare(i, c, before))
+    }
+    if (work.length === 0) return { outcomes, counted: [] }
+    const ids = work.map((w) => w.c.agentId)
+
+    await store.updateStates(work.map((w) => ({ id: w.c.agentId, before: w.before, state: w.after })))
+    // Peripherals: upsert what was reported; the ones left out are no longer present.
+    const known = await store.knownPeripheralsOf(ids)
+    for (const w of work) w.peripherals = reconcile(known.get(w.c.agentId) ?? [], w.c.body.peripherals)
+    await store.applyPeripheralsMany(
+      work.map((w) => ({ agentId: w.c.agentId, agentUuid: w.before.uuid, changes: w.peripherals!.changes, now: w.c.now, previousMs: w.previousMs })),
+      MAX_PERIPHERALS_PER_AGENT,
+    )
+    const counted: [number, { day: number; count: number }][] = []
+    for (const w of work) {
+      const errors = reportedErrors(w.c.body)
+      if (errors.length) counted.push([w.c.agentId, await storeErrors(w.c.agentId, errors, w.c.now)])
+    }
+
+    const pending = new Set(await store.withPendingCommands(ids))
+    for (const w of work) w.delivered = pending.has(w.c.agentId) ? await deliver(w.c.agentId, w.c.now) : { commands: [], more: false }
+    await agentState.refreshAgents(ids)
+
+    // Present peripherals are read only for the check-ins where one can raise an event: most bring nobody new.
+    const armedNow = (w: Compared) => w.after.operationalStatus === 'Armed' && (w.first || w.before.operational_status !== 'Armed')
+    const asking = work.filter((w) => w.peripherals!.appeared.size > 0 || armedNow(w)).map((w) => w.c.agentId)
+    const present = asking.length ? await store.presentPeripheralsOf(asking) : new Map<number, PresentPeripheral[]>()
+    const batches: EventBatch[] = []
+    for (const w of work) {
+      const { c, before, after, first, previousMs } = w
+      const { appeared, gone, missing } = w.peripherals!
+      // Events, in the order things happened to the host, then to its peripherals.
+      const ref: AgentRef = { uuid: before.uuid, host_identifier: after.hostIdentifier, local_ip_address: c.localIp }
+      const host = after.hostIdentifier
+      const raised: EventInput[] = []
+      if (!first && before.connection_status === 'Disconnected') {
+        raised.push(hostEvent('reconnected', ref, `${host} checks in again; its last check-in was ${iso(previousMs)}.`))
+      }
+      if (!first && before.operational_status !== after.operationalStatus) {
+        raised.push(modeEvent(ref, before.operational_status, after.operationalStatus, await store.modeRequestedBy(c.agentId, after.operationalStatus)))
+      }
+      const moved = locationChange(before, after)
+      if (!first && moved) raised.push(hostEvent('locationChanged', ref, `${host} moved: ${moved}.`))
+      // Removed: reported not present, or left out of the list (described as stored).
+      for (const p of [...gone.map(storedView), ...missing]) raised.push(removedEvent(ref, p))
+      const armed = armedNow(w)
+      for (const p of present.get(c.agentId) ?? []) {
+        const isNew = appeared.get(p.device_id)
+        if (isNew !== undefined) raised.push(...presenceEvents(ref, p, isNew, after.operationalStatus))
+        else if (armed && !p.approved) raised.push(unapprovedEvent(ref, p))
+      }
+      // Most severe last: it becomes the agent's latestEventText (the sort is stable).
+      raised.sort((a, b) => b.severity - a.severity)
+      batches.push({ createdMs: c.now, events: raised, agentId: c.agentId })
+    }
+    await events.recordMany(batches)
+
+    for (const w of work) {
+      const { c, before, after, first } = w
+      const { changes, appeared, gone, missing } = w.peripherals!
+      const added = changes.reported.filter((r) => r.id === null).length
+      const changed = auditableChanges(before, after, first, { connected: appeared.size, removed: gone.length + missing.length, added })
+      if (Object.keys(changed).length > 0) {
+        await audit.record(c.ctx, {
+          description: `Check-in of "${after.hostIdentifier}" changed ${Object.keys(changed).join(', ')}`,
+          details: changed,
+          user: `agent:${before.uuid}`,
+          asset: agentAsset({ uuid: before.uuid, host_identifier: after.hostIdentifier, local_ip_address: c.localIp, running_mode: after.runningMode, os_version: after.osVersion }),
+        })
+      } else {
+        // Changes of address, users or adapters only: events where the contract has them, no audit record.
+        c.ctx.audit.audited = true
+      }
+      outcomes[w.index] = { ok: true, answer: answer(before.uuid, c.now, w.delivered!) }
+    }
+    return { outcomes, counted }
+  }
+
+  /** Counts the errors stored, once they are stored for good (a unit that rolls back stored none). */
+  function stored<T>(r: { outcomes: T; counted: [number, { day: number; count: number }][] }): T {
+    for (const [id, used] of r.counted) errorsStored.set(id, used)
+    return r.outcomes
+  }
+
+  /** A check-in's new state for its agent, from its report and the stored row. */
+  async function prepare(index: number, c: Comparison, before: AgentRow): Promise<Compared> {
+    const { body, localIp, digest, now } = c
     const first = before.last_updated_ms === null
-    const previousMs = Math.max(before.last_updated_ms ?? 0, heldCheckInMs ?? 0)
+    const previousMs = Math.max(before.last_updated_ms ?? 0, c.heldCheckInMs ?? 0)
     const nics = body.nics ?? []
     const addresses = [...new Set([localIp, ...nics.flatMap((n) => n.ipAddresses)].filter(Boolean))]
     const sw = body.connectedSwitch ?? {}
@@ -340,68 +534,17 @@ export function agentGateway(deps: GatewayDeps) {
       lastUpdatedMs: now,
       stateDigest: digest,
     }
-    await store.updateState(agentId, after)
-
-    // Peripherals: upsert what was reported; the ones left out are no longer present.
-    const { changes, appeared, gone, missing } = reconcile(await store.knownPeripherals(agentId), body.peripherals)
-    await store.applyPeripherals(agentId, before.uuid, changes, now, previousMs, MAX_PERIPHERALS_PER_AGENT)
-    await storeErrors(agentId, reportedErrors(body), now)
-
-    const delivered = await deliver(agentId, now)
-    await agentState.refreshAgent(agentId)
-
-    // Events, in the order things happened to the host, then to its peripherals.
-    const ref: AgentRef = { uuid: before.uuid, host_identifier: after.hostIdentifier, local_ip_address: localIp }
-    const host = after.hostIdentifier
-    const raised: EventInput[] = []
-    if (!first && before.connection_status === 'Disconnected') {
-      raised.push(hostEvent('reconnected', ref, `${host} checks in again; its last check-in was ${iso(previousMs)}.`))
-    }
-    if (!first && before.operational_status !== after.operationalStatus) {
-      raised.push(modeEvent(ref, before.operational_status, after.operationalStatus, await store.modeRequestedBy(agentId, after.operationalStatus)))
-    }
-    const moved = locationChange(before, after)
-    if (!first && moved) raised.push(hostEvent('locationChanged', ref, `${host} moved: ${moved}.`))
-
-    // Removed: reported not present, or left out of the list (described as stored).
-    for (const p of [...gone.map(storedView), ...missing]) raised.push(removedEvent(ref, p))
-    const armedNow = after.operationalStatus === 'Armed' && (first || before.operational_status !== 'Armed')
-    // Read only when one of them can raise an event: most check-ins bring nobody new.
-    const present = appeared.size > 0 || armedNow ? await store.presentPeripherals(agentId) : []
-    for (const p of present) {
-      const isNew = appeared.get(p.device_id)
-      if (isNew !== undefined) raised.push(...presenceEvents(ref, p, isNew, after.operationalStatus))
-      else if (armedNow && !p.approved) raised.push(unapprovedEvent(ref, p))
-    }
-    // Most severe last: it becomes the agent's latestEventText (the sort is stable).
-    raised.sort((a, b) => b.severity - a.severity)
-    await events.record(now, raised, agentId)
-
-    const added = changes.reported.filter((r) => r.id === null).length
-    const changed = auditableChanges(before, after, first, { connected: appeared.size, removed: gone.length + missing.length, added })
-    if (Object.keys(changed).length > 0) {
-      await audit.record(ctx, {
-        description: `Check-in of "${host}" changed ${Object.keys(changed).join(', ')}`,
-        details: changed,
-        user: `agent:${before.uuid}`,
-        asset: agentAsset({ uuid: before.uuid, host_identifier: host, local_ip_address: localIp, running_mode: after.runningMode, os_version: after.osVersion }),
-      })
-    } else {
-      // Changes of address, users or adapters only: events where the contract has them, no audit record.
-      ctx.audit.audited = true
-    }
-    return answer(before.uuid, now, delivered)
+    return { index, c, before, after, first, previousMs }
   }
 
   /** Stores an agent's reported errors, up to its allowance of the day (a flood cannot grow the table without end). */
   async function storeErrors(agentId: number, errors: ReturnType<typeof reportedErrors>, now: number) {
-    if (errors.length === 0) return
     const day = Math.floor(now / DAY_MS)
     const used = errorsStored.get(agentId)
     const today = used && used.day === day ? used.count : 0
     const kept = errors.slice(0, Math.max(0, MAX_ERRORS_PER_AGENT_PER_DAY - today))
     await store.addErrors(agentId, kept)
-    errorsStored.set(agentId, { day, count: today + kept.length })
+    return { day, count: today + kept.length }
   }
 
   function reportedErrors(body: CheckIn) {

@@ -4,6 +4,7 @@
 // enrolled while none was free.
 import type { Log, UnitOfWork } from '../platform/ports.js'
 import type { Loop } from '../platform/loops.js'
+import { BULK_SLICE_MS, LONG_SLICE_MS } from '../platform/slices.js'
 import { iso } from '../time.js'
 import { agentEvents, hostEvent } from './events.js'
 import type { AgentStatus, EventRecorder, GatewayStore, SweptAgent } from './ports.js'
@@ -55,7 +56,9 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
   const { store, events, agentState, uow } = deps
   await deps.gateway.flushHeartbeats()
   const quietSince = now - deps.disconnectSeconds * 1000
-  const size = Math.max(1, Math.min(MAX_DISCONNECTS, Math.floor(budgetMs / pace.msPerAgent)))
+  // An idle server's slice (the policy's long one) disconnects in bulk: fewer commits per burst.
+  const disconnectMs = budgetMs >= LONG_SLICE_MS ? Math.max(budgetMs, BULK_SLICE_MS) : budgetMs
+  const size = Math.max(1, Math.min(MAX_DISCONNECTS, Math.floor(disconnectMs / pace.msPerAgent)))
   // The longest quiet first; once more than a batch waits (an outage), in id order instead:
   // then the rows of a batch share pages, and its commit writes far fewer of them.
   let pass = passes.get(uow)
