@@ -97,7 +97,7 @@ export function checkpointerLoop(deps: { db: DB; file: string; settings: Checkpo
     singleton: false,
     start() {
       if (!settings.thread || !db.open) return
-      checkpointsOnCommit(db, false)
+      checkpointsOnCommit(db, false, settings.restartBytes)
       timer = setInterval(() => {
         if (thread || failed) return clearInterval(timer)
         if (walBytes() >= START_BYTES) start()
