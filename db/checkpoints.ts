@@ -14,9 +14,19 @@ import { AUTO_CHECKPOINT_PAGES, type DB } from './index.js'
 
 const driver = createRequire(import.meta.url).resolve('better-sqlite3')
 
-/** Leaves this connection's checkpoints to the thread (true) or to its own commits again (false). */
-export function checkpointsOnCommit(db: DB, on: boolean): void {
-  if (db.open) db.pragma(`wal_autocheckpoint = ${on ? AUTO_CHECKPOINT_PAGES : 0}`)
+/**
+ * Gives this connection its own checkpoints in its commits again (true), or leaves them to
+ * the thread (false) but for a WAL past `restartBytes`: then the commit that crosses it copies
+ * what the thread has not copied yet (little: the thread keeps up, see THREAD), and the next
+ * write starts the WAL again from its start. A writer that never lets go of the writer's lock
+ * between two transactions (a long synchronous run of them) keeps the thread from restarting
+ * the WAL and gives it no turn of the event loop to help in; without this the WAL grew
+ * without end under a sustained burst (1.7 GB).
+ */
+export function checkpointsOnCommit(db: DB, on: boolean, restartBytes = 0): void {
+  if (!db.open) return
+  const pageSize = db.pragma('page_size', { simple: true }) as number
+  db.pragma(`wal_autocheckpoint = ${on ? AUTO_CHECKPOINT_PAGES : Math.ceil(restartBytes / pageSize)}`)
 }
 
 /**
@@ -76,6 +86,12 @@ const run = (mode) => {
 }
 let timer
 let stopping = false
+// The WAL's frames at the last turn: a WAL that grew since is being written now. Then the next
+// turn follows at once rather than after intervalMs, so that what is left to copy when the
+// writer's commit restarts the WAL past restartBytes (checkpointsOnCommit) stays about one
+// turn's writes; past restartBytes the turns leave the checkpoint lock free for that commit
+// (a checkpoint that finds it taken does nothing) a few milliseconds at a time.
+let lastLog = 0
 const turn = () => {
   timer = undefined
   if (stopping) return
@@ -95,10 +111,21 @@ const turn = () => {
       help = r.busy
     }
     if (r.log > 0) parentPort.postMessage({ mode, ms: performance.now() - t0, walBytes, help, ...r })
+    const growing = r.log !== lastLog
+    lastLog = r.log
     if (help) {
       // No checkpoint of this thread may hold the lock while the other connection copies the
-      // rest: the next turn waits for its answer ('helped'), or a second at most.
-      timer = setTimeout(turn, 1000)
+      // rest: the next turn waits for its answer ('helped'), or 50 ms at most (a writer that
+      // gives the event loop no turn restarts the WAL in its own commit instead).
+      timer = setTimeout(turn, Math.min(intervalMs, 50))
+      return
+    }
+    if (growing && r.log * pageSize >= restartBytes) {
+      timer = setTimeout(turn, Math.min(intervalMs, 10))
+      return
+    }
+    if (growing && r.log * pageSize >= restartBytes / 4) {
+      timer = setTimeout(turn, 1)
       return
     }
   } catch (err) {

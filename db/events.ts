@@ -207,6 +207,23 @@ export function eventsRepo(db: DB) {
      FROM (SELECT value ->> 0 AS id, value ->> 1 AS n, value ->> 2 AS a, value ->> 3 AS b, value ->> 4 AS c FROM json_each(?)) AS x
      WHERE agents.id = x.id`,
   )
+  // The outbox rows of the events with ids in [?, ?] (migration 033 took this from a trigger on
+  // events): one statement per call instead of a trigger program run for every row, which
+  // cost about as much as the event row itself. The same rows in the same order (by event,
+  // then destination), so each destination's deliveries keep the events' order.
+  const queue = db.prepare<[number, number]>(
+    `INSERT INTO alarm_outbox (destination_id, feed, record_id, delivery_id, queued_ms)
+     SELECT d.id, 'events', e.id,
+       lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-'
+         || substr('89AB', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6))),
+       CAST(unixepoch('subsec') * 1000 AS INTEGER)
+     FROM events e JOIN alarm_destinations d
+     WHERE e.id BETWEEN ? AND ? AND d.enabled = 1 AND d.feed_events = 1 AND e.severity <= d.min_severity
+       AND (d.categories = '' OR instr(d.categories, ',' || e.category || ',') > 0)
+       -- An alarm delivery failure is never delivered to the destination it is about.
+       AND d.id IS NOT e.alarm_destination_id
+     ORDER BY e.id, d.id`,
+  )
   const risk = riskRaiser(db)
   // The kinds come from the migrations (010, 027); nothing writes them while the server runs.
   const riskCodes = risk.codes()
@@ -241,6 +258,9 @@ export function eventsRepo(db: DB) {
       const last = Number(insertOf(run.length).run(args).lastInsertRowid)
       for (let i = 0; i < run.length; i++) ids[at + i] = last - run.length + 1 + i
     }
+
+    // The ids of one call are consecutive (one connection, one transaction).
+    queue.run(ids[0], ids[ids.length - 1])
 
     // Each agent's three latest texts: the last three of its events in the batch, in order.
     const texts = new Map<number, string[]>()

@@ -1,4 +1,4 @@
--- The schema after every migration of db/migrations (schema version 32).
+-- The schema after every migration of db/migrations (schema version 33).
 -- Written by `npm run schema` (scripts/schema.ts); do not edit: change a migration and run it again.
 
 CREATE TABLE agent_commands (
@@ -922,20 +922,6 @@ BEGIN SELECT RAISE(ABORT, 'audit records are immutable'); END;
 
 CREATE TRIGGER audit_trail_no_update BEFORE UPDATE ON audit_trail
 BEGIN SELECT RAISE(ABORT, 'audit records are immutable'); END;
-
-CREATE TRIGGER events_alarm_outbox AFTER INSERT ON events BEGIN
-  INSERT INTO alarm_outbox (destination_id, feed, record_id, delivery_id, queued_ms)
-  SELECT d.id, 'events', new.id,
-    lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-'
-      || substr('89AB', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6))),
-    CAST(unixepoch('subsec') * 1000 AS INTEGER)
-  FROM alarm_destinations d
-  WHERE d.enabled = 1 AND d.feed_events = 1 AND new.severity <= d.min_severity
-    AND (d.categories = '' OR instr(d.categories, ',' || new.category || ',') > 0)
-    -- An alarm delivery failure is never delivered to the destination it is about.
-    AND d.id IS NOT new.alarm_destination_id
-  ORDER BY d.id;
-END;
 
 CREATE TRIGGER events_index_stale_delete AFTER DELETE ON events
 WHEN old.id <= (SELECT indexed FROM record_index_state WHERE name = 'events')

@@ -77,10 +77,47 @@ t.test('ids are consecutive and increasing in the order given, across several IN
       { d: 'd1', r: r.id },
       { d: 'd2', r: r.id },
     ]),
-    'the outbox trigger queued each event of severity <= 6 for each destination, in id order',
+    'each event of severity <= 6 is queued for each destination, in id order',
   )
   t.same(texts(a1), { a: 'd1', b: 'a2', c: 'a1' }, "an agent's texts follow all of its events in the call, in order")
   t.same(texts(a2), { a: 'c4', b: 'c3', c: 'c2' })
+})
+
+t.test("the outbox rows follow each destination's filters, as the per-row trigger did, and go with a rolled-back call", async (t) => {
+  const { db, repos } = setup()
+  const dest = db.prepare(
+    `INSERT INTO alarm_destinations (id, name, name_key, type, min_severity, categories, enabled, feed_events, settings, created_ms, updated_ms)
+     VALUES (?, ?, ?, 'webhook', ?, ?, ?, ?, '{}', 1, 1)`,
+  )
+  dest.run('usb', 'usb', 'usb', 7, ',USB,', 1, 1)
+  dest.run('off', 'off', 'off', 7, '', 0, 1)
+  dest.run('audit-only', 'audit-only', 'audit-only', 7, '', 1, 0)
+  const ids = repos.events.recordMany([
+    {
+      createdMs: 1,
+      events: [ev('usb-low', 7, { category: 'USB' }), ev('usb', 3, { category: 'USB' }), ev('host', 2, { category: 'Host' }), ev('failure about d1', 3, { alarmDestinationId: 'd1' })],
+    },
+  ])[0]
+  const outbox = db.prepare(`SELECT destination_id AS d, record_id AS r FROM alarm_outbox WHERE feed = 'events' ORDER BY id`).all()
+  t.same(outbox, [
+    { d: 'usb', r: ids[0] },
+    { d: 'd1', r: ids[1] },
+    { d: 'd2', r: ids[1] },
+    { d: 'usb', r: ids[1] },
+    { d: 'd1', r: ids[2] },
+    { d: 'd2', r: ids[2] },
+    { d: 'd2', r: ids[3] },
+  ])
+  t.ok((db.prepare(`SELECT count(DISTINCT delivery_id) AS n FROM alarm_outbox`).get() as { n: number }).n === 7, 'a delivery id of its own for each row')
+  const before = (db.prepare('SELECT count(*) AS n FROM alarm_outbox').get() as { n: number }).n
+  t.throws(() =>
+    db.transaction(() => {
+      repos.events.record(2, [ev('undone')])
+      throw new Error('the caller fails')
+    })(),
+  )
+  t.equal((db.prepare('SELECT count(*) AS n FROM alarm_outbox').get() as { n: number }).n, before, 'a rolled-back call leaves no outbox row')
+  t.notOk(db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events' AND name LIKE '%outbox%'`).get(), 'no per-row trigger queues them twice')
 })
 
 t.test('the texts shift by one, two or three places, alone and for several agents at once', async (t) => {

@@ -1,5 +1,5 @@
 // Pins the WAL checkpoints off the request path (db/checkpoints.ts, lib/platform/checkpointer.ts):
-// the server's connection never checkpoints in its commits, a worker thread on a connection
+// the server's connection checkpoints in its commits only past the restart size, a worker thread on a connection
 // of its own does, the WAL stays bounded under a long burst of writes, and closing stops the
 // thread before the database closes.
 import fs from 'node:fs'
@@ -15,7 +15,7 @@ const size = (file: string) => (fs.existsSync(file) ? fs.statSync(file).size : 0
 t.test('a long burst of writes: the thread checkpoints and restarts the WAL, which stays bounded', async (t) => {
   const app = await build(t, { PRIME_WAL_CHECKPOINT_MS: '10', PRIME_WAL_RESTART_MB: '1' })
   await app.ready()
-  t.equal(app.db.pragma('wal_autocheckpoint', { simple: true }), 0, "the server's connection makes no checkpoint in its commits")
+  t.equal(app.db.pragma('wal_autocheckpoint', { simple: true }), 256, "the server's connection checkpoints in its commits only past the restart size (1 MB)")
   const file = app.testConfig.dbFile
   app.db.exec('CREATE TABLE burst (b BLOB)')
   // About 260 KB a commit (64 pages of 4 KiB), as a busy gateway writes, one turn of the event loop each.
@@ -44,6 +44,35 @@ t.test('a long burst of writes: the thread checkpoints and restarts the WAL, whi
   t.notOk(fs.existsSync(`${file}-wal`), "the thread's connection was closed first: the server's, the last, checkpointed the rest and removed the WAL")
 })
 
+t.test('a burst of commits that gives the event loop no turn: the WAL is restarted by those commits and stays bounded', async (t) => {
+  const app = await build(t, { PRIME_WAL_CHECKPOINT_MS: '10', PRIME_WAL_RESTART_MB: '2' })
+  await app.ready()
+  const file = app.testConfig.dbFile
+  app.db.exec('CREATE TABLE burst (b BLOB)')
+  const insert = app.db.prepare('WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 64) INSERT INTO burst (b) SELECT randomblob(4000) FROM n')
+  // Past 4 MB with turns of the event loop: the thread starts.
+  for (let i = 0; i < 24; i++) {
+    insert.run()
+    await new Promise((resolve) => setTimeout(resolve, 2))
+  }
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  const before = size(file)
+  // Then 300 commits of about 260 KB (75 MB) in one run: no message of the thread is handled meanwhile.
+  let largest = 0
+  let longest = 0
+  for (let i = 0; i < 300; i++) {
+    const t0 = performance.now()
+    insert.run()
+    longest = Math.max(longest, performance.now() - t0)
+    largest = Math.max(largest, size(`${file}-wal`))
+  }
+  const written = size(file) - before
+  t.ok(written > 40 * MB, `the burst reached the database file meanwhile (${(written / MB).toFixed(0)} MB)`)
+  t.ok(largest < 12 * MB, `the WAL stayed below 12 MB (largest ${(largest / MB).toFixed(1)} MB) while 75 MB went through it`)
+  t.comment(`longest commit ${longest.toFixed(1)} ms`)
+  t.equal(app.db.prepare('SELECT count(*) FROM burst').pluck().get(), 324 * 64, 'every row is there')
+})
+
 t.test('with PRIME_WAL_CHECKPOINT_THREAD=false the connection checkpoints in its commits, as SQLite does', async (t) => {
   const app = await build(t, { PRIME_WAL_CHECKPOINT_THREAD: 'false' })
   await app.ready()
@@ -64,7 +93,7 @@ t.test('a server that hardly writes starts no thread, and its connection gets it
   const log = { info: (_: object, m: string) => void messages.push(m), warn: (_: object, m: string) => void messages.push(m), error: (_: object, m: string) => void messages.push(m) }
   const loop = checkpointerLoop({ db, file, settings: { thread: true, intervalMs: 10, restartBytes: MB }, log })
   loop.start()
-  t.equal(db.pragma('wal_autocheckpoint', { simple: true }), 0, 'left to the thread while the loop runs')
+  t.equal(db.pragma('wal_autocheckpoint', { simple: true }), 256, 'left to the thread while the loop runs, but past the restart size (1 MB)')
   db.exec('CREATE TABLE few (x)')
   db.prepare('INSERT INTO few VALUES (1)').run()
   await new Promise((resolve) => setTimeout(resolve, 50))

@@ -1,6 +1,7 @@
 // The WAL checkpoints of the server's database, off the request path: the server's
-// connection no longer checkpoints in its commits (wal_autocheckpoint = 0), a worker thread
-// on a connection of its own does it on a timer (db/checkpoints.ts). The thread starts once
+// connection checkpoints in its commits only once the WAL passes the restart size
+// (checkpointsOnCommit), a worker thread on a connection of its own does the rest on a timer
+// (db/checkpoints.ts). The thread starts once
 // the WAL has grown past what SQLite would have let it grow to by itself (4 MB), so a
 // server that hardly writes never starts it.
 import fs from 'node:fs'
@@ -97,7 +98,7 @@ export function checkpointerLoop(deps: { db: DB; file: string; settings: Checkpo
     singleton: false,
     start() {
       if (!settings.thread || !db.open) return
-      checkpointsOnCommit(db, false)
+      checkpointsOnCommit(db, false, settings.restartBytes)
       timer = setInterval(() => {
         if (thread || failed) return clearInterval(timer)
         if (walBytes() >= START_BYTES) start()
