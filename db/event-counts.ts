@@ -118,6 +118,8 @@ export function eventCounts(state: QueryState) {
     const sql = `SELECT count(*) FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`
     if (sum && hi <= sum.indexed && hi - lo < 2 ** LEVEL_SHIFT[0]) {
       keep(sum)
+      const byKinds = kindMatchIds(p, lo, hi, sum)
+      if (byKinds) return byKinds === 'none' ? 0 : byKinds.length
       const byTimes = timeIndexWhere(p, lo, hi, sum)
       // plan: query-plans "events list" (tests/query-plans.test.ts)
       if (byTimes) return byTimes === 'none' ? 0 : keptCount(`SELECT count(*) FROM events t ${byTime.events} WHERE ${byTimes.sql}`, byTimes.params, hi, sum)
@@ -181,15 +183,15 @@ export function eventCounts(state: QueryState) {
   const keptIds = new LRUCache<string, number[]>({ maxSize: 1_000_000, sizeCalculation: (ids) => ids.length + 1 })
 
   /**
-   * The matches of an event plan without text conditions in [lo, hi] (indexed, within one
-   * level 0 block that the time range cuts) as a condition over the time index (alias `t`)
-   * and the kinds' ids, which read no row: an entry there is a few bytes, a row a few
-   * hundred, and a random day's two cut blocks cost 5 ms read row by row. 'none' when the
-   * block holds no allowed kind in the time range; null when the time index would read
-   * more than a few times the block's ids (a block whose times mix, events stored late
-   * with the time they happened): the rows are read then.
+   * Where the matches of an event plan without text conditions in [lo, hi] (indexed, within
+   * one level 0 block that the time range cuts) can be in the time index: the window of
+   * times of the block's allowed kinds in the time range, and the kinds of the block in
+   * the time range, allowed (`inKinds`, `nIn` events) or not. 'none' when the block holds
+   * no allowed kind in the time range; null when the time index would read more than a few
+   * times the block's ids (a block whose times mix, events stored late with the time they
+   * happened): the rows are read then.
    */
-  function timeIndexWhere(p: Plan, lo: number, hi: number, sum: Summary): Cond | 'none' | null {
+  function cutWindow(p: Plan, lo: number, hi: number, sum: Summary): { wLo: number; wHi: number; inKinds: number[]; outKinds: number[]; nIn: number; nOut: number } | 'none' | null {
     const times = p.times
     if (p.table !== 'events' || p.textSql || !times || !byTime.events) return null
     const size = 2 ** LEVEL_SHIFT[0]
@@ -221,6 +223,20 @@ export function eventCounts(state: QueryState) {
     }
     if (!inKinds.length) return 'none'
     if (!timeEntriesWithin(sum, wLo, wHi, 4 * (hi - lo + 1) + 1024)) return null
+    return { wLo, wHi, inKinds, outKinds, nIn, nOut }
+  }
+
+  /**
+   * The matches of an event plan without text conditions in [lo, hi] (indexed, within one
+   * level 0 block that the time range cuts) as a condition over the time index (alias `t`)
+   * and the kinds' ids, which read no row: an entry there is a few bytes, a row a few
+   * hundred, and a random day's two cut blocks cost 5 ms read row by row. 'none' and null
+   * as cutWindow.
+   */
+  function timeIndexWhere(p: Plan, lo: number, hi: number, sum: Summary): Cond | 'none' | null {
+    const win = cutWindow(p, lo, hi, sum)
+    if (!win || win === 'none') return win
+    const { wLo, wHi, inKinds, outKinds, nIn, nOut } = win
     const w = cond('t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ?', wLo, wHi, lo, hi)
     if (!outKinds.length) return w
     // The kinds' ids tell the allowed from the others in the window: those of whichever side has fewer.
@@ -236,12 +252,62 @@ export function eventCounts(state: QueryState) {
       ),
     ])!
   }
+
+  /**
+   * The ids of the matches of an event plan with kind conditions in [lo, hi] (indexed,
+   * within one level 0 block that the time range cuts and where kinds allowed and not mix),
+   * ascending, kept as matchIds' are: the time index's entries in the window, each one's
+   * kind told by its document (event_doc_ids, and the documents' kinds in memory once the
+   * texts are read). The kinds' ids of a block spread over a page or two per kind, some
+   * sixty pages a block read cold: several ms a cut block, where this reads the window and
+   * one stretch of documents. Null when the kinds' ids serve instead (the texts not read
+   * yet, documents not all there, every kind of the window allowed) or as cutWindow.
+   */
+  function kindMatchIds(p: Plan, lo: number, hi: number, sum: Summary): number[] | 'none' | null {
+    if (!p.kindOk || !sum.texts || lo < indexer.docsFrom()) return null
+    const win = cutWindow(p, lo, hi, sum)
+    if (!win || win === 'none') return win
+    if (!win.outKinds.length) return null
+    const key = `k\u0001${p.kindSql?.sql}\u0001${JSON.stringify(p.kindSql?.params)}\u0001${lo}:${hi}:${win.wLo}:${win.wHi}`
+    let ids = keptIds.get(key)
+    if (ids) return ids
+    let kindTop = 0
+    for (const k of win.inKinds) kindTop = Math.max(kindTop, k)
+    const allowed = new Uint8Array(kindTop + 1)
+    for (const k of win.inKinds) allowed[k] = 1
+    const docOf = new Int32Array(hi - lo + 1)
+    indexer.docIds.each(lo, hi, (sLo, docs) => {
+      const from = Math.max(lo, sLo)
+      const to = Math.min(hi, sLo + docs.length - 1)
+      if (from <= to) docOf.set(docs.subarray(from - sLo, to - sLo + 1), from - lo)
+      return true
+    })
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
+    const inWindow = cached(`SELECT t.id FROM events t ${byTime.events} WHERE t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ?`).pluck().all(win.wLo, win.wHi, lo, hi) as number[]
+    const kindOf = sum.docs.kind
+    const out: number[] = []
+    for (let i = 0; i < inWindow.length; i++) {
+      const id = inWindow[i]
+      const d = docOf[id - lo]
+      // An event without its document (not expected among indexed ones): the kinds' ids decide.
+      if (d === 0) return null
+      const kind = kindOf.get(d)
+      if (kind <= kindTop && allowed[kind] === 1) out.push(id)
+    }
+    ids = out.sort((a, b) => a - b)
+    keptIds.set(key, ids)
+    return ids
+  }
   /**
    * The ids of a page of the matches in [lo, hi] (a stretch counted by countRows, which a
    * time range cuts) in id order, after `skip` of them: through the time index when it
    * serves (timeIndexWhere), else from the matches' ids kept.
    */
   function pageIds(p: Plan, lo: number, hi: number, sum: Summary, dir: 'ASC' | 'DESC', limit: number, skip: number): number[] {
+    keep(sum)
+    const byKinds = kindMatchIds(p, lo, hi, sum)
+    if (byKinds === 'none') return []
+    if (byKinds) return dir === 'DESC' ? byKinds.slice(Math.max(0, byKinds.length - skip - limit), byKinds.length - skip).reverse() : byKinds.slice(skip, skip + limit)
     const byTimes = timeIndexWhere(p, lo, hi, sum)
     if (byTimes === 'none') return []
     if (byTimes)

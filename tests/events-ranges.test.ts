@@ -1,6 +1,7 @@
 // Pins the event lists' range, filter and sort questions that read no row beyond the page:
 // a time range's cut blocks counted and paged through the time index and the kinds' ids
-// (db/event-counts.ts timeIndexWhere), a page deep in a block found through the kinds' ids
+// (db/event-counts.ts timeIndexWhere) or, once the texts are read, through the time index and
+// the events' documents (kindMatchIds), a page deep in a block found through the kinds' ids
 // or as a range of ids (db/event-pages.ts idPage), against the brute-force model, over events
 // whose times mix within blocks (stored late), with gaps in the ids, partly indexed, and
 // pruned by time.
@@ -127,6 +128,10 @@ t.test('ranges cutting blocks whose times mix, deep pages and every kind sort an
   const indexer = app.repos.eventQueries.indexer
   indexer.step('events', 9_000)
   check(t, app, rows, 'part indexed')
+  // With the events' documents in memory, a cut block's matches are told by their documents' kinds (kindMatchIds).
+  await app.repos.eventQueries.events.ready(eventFilter({ Source: 'x' }))
+  t.ok(indexer.hasTexts(), 'the texts are read')
+  check(t, app, rows, 'part indexed, documents read')
   app.repos.eventQueries.catchUp()
   check(t, app, rows, 'all indexed')
   const run = await app.retention.run(NOW)
