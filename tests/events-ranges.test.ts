@@ -2,7 +2,8 @@
 // a time range's cut blocks counted and paged through the time index and the kinds' ids
 // (db/event-counts.ts timeIndexWhere) or, once the texts are read, through the time index and
 // the events' documents (kindMatchIds), a page deep in a block found through the kinds' ids
-// or as a range of ids (db/event-pages.ts idPage), against the brute-force model, over events
+// or as a range of ids (db/event-pages.ts idPage), a deep page in time order from a moment of
+// the blocks' times (timeSeek), against the brute-force model, over events
 // whose times mix within blocks (stored late), with gaps in the ids, partly indexed, and
 // pruned by time.
 import t from 'tap'
@@ -64,7 +65,7 @@ const FILTERS: Record<string, string>[] = [
   { PeripheralIcon: '3' },
   { Category: 'USB,Host', MinimumSeverity: 'Notice' },
 ]
-const SORTS = ['eventID_desc', 'eventID_asc', 'date_desc', 'severity_desc', 'eventCode_asc', 'category_desc', 'description_asc', 'peripheralIcon_desc', 'severityString_asc']
+const SORTS = ['eventID_desc', 'eventID_asc', 'date_desc', 'date_asc', 'severity_desc', 'eventCode_asc', 'category_desc', 'description_asc', 'peripheralIcon_desc', 'severityString_asc']
 
 function check(t: Test, app: FastifyInstance, rows: EventRow[], label: string) {
   const r = rand(3)
@@ -104,6 +105,8 @@ function check(t: Test, app: FastifyInstance, rows: EventRow[], label: string) {
         ask(q, 'eventID_desc', 7, offset)
         ask(q, 'eventID_asc', 7, offset)
       }
+      // Deep pages in time order: the walk starts at a moment of the blocks' times (timeSeek).
+      for (const sortBy of ['date_desc', 'creationTime_asc']) ask(q, sortBy, 20, Math.floor(r() * n))
     }
     // Ranges that are exactly a phase of severities: blocks cut, none of their kinds.
     for (let k = -8; k < 0; k++) {
@@ -115,6 +118,8 @@ function check(t: Test, app: FastifyInstance, rows: EventRow[], label: string) {
     // The filter alone, and every sort, at random depths.
     const n = ask(f, 'eventID_desc', 50, 0)
     for (const sortBy of SORTS) for (let i = 0; i < 3; i++) ask(f, sortBy, 30, Math.floor(r() * Math.max(1, n)))
+    // Past the first block's matches, and at the very end, in time order.
+    for (const sortBy of ['date_desc', 'date_asc']) for (const offset of [4100 + Math.floor(r() * 6000), Math.max(0, n - 5)]) ask(f, sortBy, 30, offset)
   }
   t.equal(mismatches, 0, `${label}: ${asked} questions answer as the model does`)
 }
