@@ -21,7 +21,7 @@ export interface Stretch extends Range {
 
 export function eventPages(state: QueryState, counts: EventCounts) {
   const { indexer, cached, tables, topId, byTime, startIndexing } = state
-  const { count, countAll, segments, pageIds, docMatchIds, walkable, docWalk } = counts
+  const { count, countAll, segments, pageIds, blockKindIds, docMatchIds, walkable, docWalk } = counts
 
   // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
@@ -142,9 +142,12 @@ export function eventPages(state: QueryState, counts: EventCounts) {
     const times = p.times
     // The block is not cut by the time range: a kind's records there are all inside it or all outside.
     const kinds = cells.filter((cell) => (!allowed || allowed.has(cell[0])) && (!times || (cell[3] >= times.lo && cell[2] <= times.hi))).map((cell) => cell[0])
-    return blockKindIds[dir].all(Math.floor(f.lo / 2 ** LEVEL_SHIFT[1]), JSON.stringify(kinds), f.lo, f.hi, limit, skip) as number[]
+    // Told by the events' documents once the texts are read, else from the kinds' ids.
+    const byDocs = blockKindIds(c.sum, kinds, f.lo, f.hi, dir, limit, skip)
+    if (byDocs) return byDocs
+    return kindIdsOfBlock[dir].all(Math.floor(f.lo / 2 ** LEVEL_SHIFT[1]), JSON.stringify(kinds), f.lo, f.hi, limit, skip) as number[]
   }
-  const blockKindIds = {
+  const kindIdsOfBlock = {
     ASC: state.db.prepare('SELECT id FROM event_kind_ids WHERE blk = ? AND kind IN (SELECT value FROM json_each(?)) AND id BETWEEN ? AND ? ORDER BY id ASC LIMIT ? OFFSET ?').pluck(),
     DESC: state.db.prepare('SELECT id FROM event_kind_ids WHERE blk = ? AND kind IN (SELECT value FROM json_each(?)) AND id BETWEEN ? AND ? ORDER BY id DESC LIMIT ? OFFSET ?').pluck(),
   }
