@@ -117,15 +117,7 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
        * first such query after a start) holds up no other request; undefined when nothing
        * is to be awaited.
        */
-      ready: (f: EventFilter): Promise<void> | undefined => {
-        const p = eventPlan(f)
-        if (p.text !== null) return textsReady()
-        // A time range with kind conditions counts the blocks it cuts from the events'
-        // documents once the texts are read (db/event-counts.ts kindMatchIds): they are read
-        // in the background, not awaited; until then the kinds' ids serve.
-        if (p.times && p.kindOk && !p.empty) textsReady()?.catch(() => undefined)
-        return undefined
-      },
+      ready: (f: EventFilter): Promise<void> | undefined => (eventPlan(f).text === null ? undefined : textsReady()),
       list: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(list(eventPlan(f), s, limit, offset), tables.events.row),
       feed: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(feed(eventPlan(f), s, limit, offset), tables.events.row),
       /** A page of the list (or of the feed), rows as arrays of EVENT_FIELDS; a list sorted by a free text reads no row above `sortMax` matches. */
