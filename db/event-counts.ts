@@ -119,6 +119,8 @@ export function eventCounts(state: QueryState) {
     const sql = `SELECT count(*) FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`
     if (sum && hi <= sum.indexed && hi - lo < 2 ** LEVEL_SHIFT[0]) {
       keep(sum)
+      const byKinds = kindMatchCount(p, lo, hi, sum)
+      if (byKinds !== null) return byKinds === 'none' ? 0 : byKinds
       const byTimes = timeIndexWhere(p, lo, hi, sum)
       // plan: query-plans "events list" (tests/query-plans.test.ts)
       if (byTimes) return byTimes === 'none' ? 0 : keptCount(`SELECT count(*) FROM events t ${byTime.events} WHERE ${byTimes.sql}`, byTimes.params, hi, sum)
@@ -182,15 +184,15 @@ export function eventCounts(state: QueryState) {
   const keptIds = new LRUCache<string, number[]>({ maxSize: 1_000_000, sizeCalculation: (ids) => ids.length + 1 })
 
   /**
-   * The matches of an event plan without text conditions in [lo, hi] (indexed, within one
-   * level 0 block that the time range cuts) as a condition over the time index (alias `t`)
-   * and the kinds' ids, which read no row: an entry there is a few bytes, a row a few
-   * hundred, and a random day's two cut blocks cost 5 ms read row by row. 'none' when the
-   * block holds no allowed kind in the time range; null when the time index would read
-   * more than a few times the block's ids (a block whose times mix, events stored late
-   * with the time they happened): the rows are read then.
+   * Where the matches of an event plan without text conditions in [lo, hi] (indexed, within
+   * one level 0 block that the time range cuts) can be in the time index: the window of
+   * times of the block's allowed kinds in the time range, and the kinds of the block in
+   * the time range, allowed (`inKinds`, `nIn` events) or not. 'none' when the block holds
+   * no allowed kind in the time range; null when the time index would read more than a few
+   * times the block's ids (a block whose times mix, events stored late with the time they
+   * happened): the rows are read then.
    */
-  function timeIndexWhere(p: Plan, lo: number, hi: number, sum: Summary): Cond | 'none' | null {
+  function cutWindow(p: Plan, lo: number, hi: number, sum: Summary): { wLo: number; wHi: number; inKinds: number[]; outKinds: number[]; nIn: number; nOut: number } | 'none' | null {
     const times = p.times
     if (p.table !== 'events' || p.textSql || !times || !byTime.events) return null
     const size = 2 ** LEVEL_SHIFT[0]
@@ -222,6 +224,20 @@ export function eventCounts(state: QueryState) {
     }
     if (!inKinds.length) return 'none'
     if (!timeEntriesWithin(sum, wLo, wHi, 4 * (hi - lo + 1) + 1024)) return null
+    return { wLo, wHi, inKinds, outKinds, nIn, nOut }
+  }
+
+  /**
+   * The matches of an event plan without text conditions in [lo, hi] (indexed, within one
+   * level 0 block that the time range cuts) as a condition over the time index (alias `t`)
+   * and the kinds' ids, which read no row: an entry there is a few bytes, a row a few
+   * hundred, and a random day's two cut blocks cost 5 ms read row by row. 'none' and null
+   * as cutWindow.
+   */
+  function timeIndexWhere(p: Plan, lo: number, hi: number, sum: Summary): Cond | 'none' | null {
+    const win = cutWindow(p, lo, hi, sum)
+    if (!win || win === 'none') return win
+    const { wLo, wHi, inKinds, outKinds, nIn, nOut } = win
     const w = cond('t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ?', wLo, wHi, lo, hi)
     if (!outKinds.length) return w
     // The kinds' ids tell the allowed from the others in the window: those of whichever side has fewer.
@@ -237,12 +253,163 @@ export function eventCounts(state: QueryState) {
       ),
     ])!
   }
+
+  /**
+   * The ids of the matches of an event plan with kind conditions in [lo, hi] (indexed,
+   * within one level 0 block that the time range cuts and where kinds allowed and not mix),
+   * ascending, kept as matchIds' are: the time index's entries in the window, each one's
+   * kind told by its document (event_doc_ids, and the documents' kinds in memory once the
+   * texts are read). The kinds' ids of a block spread over a page or two per kind, some
+   * sixty pages a block read cold: several ms a cut block, where this reads the window and
+   * one stretch of documents. Null when the kinds' ids serve instead (the texts not read
+   * yet, documents not all there, every kind of the window allowed) or as cutWindow.
+   */
+  function kindMatchIds(p: Plan, lo: number, hi: number, sum: Summary): number[] | 'none' | null {
+    if (!p.kindOk || !sum.texts || lo < indexer.docsFrom()) return null
+    const win = cutWindow(p, lo, hi, sum)
+    if (!win || win === 'none') return win
+    if (!win.outKinds.length) return null
+    const key = `k\u0001${p.kindSql?.sql}\u0001${JSON.stringify(p.kindSql?.params)}\u0001${lo}:${hi}:${win.wLo}:${win.wHi}`
+    let ids = keptIds.get(key)
+    if (ids) return ids
+    const found = docKindIds(sum, win.inKinds, lo, hi, win.wLo, win.wHi)
+    if (!found) return null
+    ids = found.sort((a, b) => a - b)
+    keptIds.set(key, ids)
+    return ids
+  }
+
+  /**
+   * How many matches kindMatchIds finds, counted on whichever side of the time range's
+   * end reads fewer entries of the time index: inside, or outside and taken from the
+   * block's count of the allowed kinds (a whole block only). The ids of a cut block are
+   * needed only where a page starts; the other end of a day is only counted.
+   */
+  function kindMatchCount(p: Plan, lo: number, hi: number, sum: Summary): number | 'none' | null {
+    if (!p.kindOk || !sum.texts || lo < indexer.docsFrom()) return null
+    const win = cutWindow(p, lo, hi, sum)
+    if (!win || win === 'none') return win
+    if (!win.outKinds.length) return null
+    const size = 2 ** LEVEL_SHIFT[0]
+    const block = Math.floor(lo / size)
+    const span = sum.spans[0].get(block)!
+    const times = p.times!
+    const whole = lo === Math.max(1, block * size) && hi === Math.min(block * size + size - 1, sum.indexed)
+    // The share of the block's times inside the window, as if its records were spread evenly over them.
+    const inside = (win.wHi - win.wLo + 1) / Math.max(1, span[1] - span[0] + 1)
+    if (!whole || inside <= 0.5 || keptIds.has(`k\u0001${p.kindSql?.sql}\u0001${JSON.stringify(p.kindSql?.params)}\u0001${lo}:${hi}:${win.wLo}:${win.wHi}`)) {
+      const ids = kindMatchIds(p, lo, hi, sum)
+      return ids === null || ids === 'none' ? ids : ids.length
+    }
+    const key = `o\u0001${p.kindSql?.sql}\u0001${JSON.stringify(p.kindSql?.params)}\u0001${lo}:${hi}:${times.lo}:${times.hi}`
+    let n = keptRowCounts.get(key)
+    if (n !== undefined) return n
+    const allowed = kindSet(p)!
+    const ok = new Set(allowed)
+    let all = 0
+    for (const [kind, count] of sum.blocks[0].get(block)!) if (ok.has(kind)) all += count
+    const outside = [
+      [span[0], Math.min(span[1], times.lo - 1)],
+      [Math.max(span[0], times.hi + 1), span[1]],
+    ].filter(([a, b]) => a <= b)
+    // A block whose times mix (events stored late) may share those times with many others: the inside then.
+    if (!outside.every(([a, b]) => timeEntriesWithin(sum, a, b, 2 * size))) {
+      const ids = kindMatchIds(p, lo, hi, sum)
+      return ids === null || ids === 'none' ? ids : ids.length
+    }
+    let out = 0
+    for (const [a, b] of outside) {
+      const ids = docKindIds(sum, allowed, lo, hi, a, b)
+      if (!ids) return null
+      out += ids.length
+    }
+    n = all - out
+    if (keptRowCounts.size >= 4096) keptRowCounts.delete(keptRowCounts.keys().next().value!)
+    keptRowCounts.set(key, n)
+    return n
+  }
+
+  /**
+   * The indexed events of these kinds in [lo, hi] (one level 0 block, all of it at or above
+   * docsFrom) with times in [tLo, tHi], in the time index's order: its entries, each one's
+   * kind told by its document. Null when an event has no document (not expected among
+   * indexed ones): the kinds' ids decide then.
+   */
+  function docKindIds(sum: Summary, kinds: number[], lo: number, hi: number, tLo: number, tHi: number): number[] | null {
+    let kindTop = 0
+    for (const k of kinds) kindTop = Math.max(kindTop, k)
+    const allowed = new Uint8Array(kindTop + 1)
+    for (const k of kinds) allowed[k] = 1
+    const docOf = new Int32Array(hi - lo + 1)
+    indexer.docIds.each(lo, hi, (sLo, docs) => {
+      const from = Math.max(lo, sLo)
+      const to = Math.min(hi, sLo + docs.length - 1)
+      if (from <= to) docOf.set(docs.subarray(from - sLo, to - sLo + 1), from - lo)
+      return true
+    })
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
+    const inWindow = cached(`SELECT t.id FROM events t ${byTime.events} WHERE t.created_ms BETWEEN ? AND ? AND t.id BETWEEN ? AND ?`).pluck().all(tLo, tHi, lo, hi) as number[]
+    const kindOf = sum.docs.kind
+    const out: number[] = []
+    for (let i = 0; i < inWindow.length; i++) {
+      const id = inWindow[i]
+      const d = docOf[id - lo]
+      if (d === 0) return null
+      const kind = kindOf.get(d)
+      if (kind <= kindTop && allowed[kind] === 1) out.push(id)
+    }
+    return out
+  }
+  /**
+   * A page of the indexed events of these kinds in [lo, hi] (all of it at or above
+   * docsFrom) in id order, after `skip` of them, told by each event's document (the texts
+   * read): a block's kinds' ids spread over a page or two per kind, and a page of a block
+   * through them read and sorted every entry of its kinds. Null when the texts are not read.
+   */
+  function blockKindIds(sum: Summary, kinds: number[], lo: number, hi: number, dir: 'ASC' | 'DESC', limit: number, skip: number): number[] | null {
+    if (!sum.texts || lo < indexer.docsFrom()) return null
+    let kindTop = 0
+    for (const k of kinds) kindTop = Math.max(kindTop, k)
+    const allowed = new Uint8Array(kindTop + 1)
+    for (const k of kinds) allowed[k] = 1
+    const kindOf = sum.docs.kind
+    const out: number[] = []
+    if (limit <= 0) return out
+    const desc = dir === 'DESC'
+    indexer.docIds.each(
+      lo,
+      hi,
+      (sLo, docs) => {
+        const from = Math.max(lo, sLo) - sLo
+        const to = Math.min(hi, sLo + docs.length - 1) - sLo
+        for (let i = desc ? to : from; desc ? i >= from : i <= to; i += desc ? -1 : 1) {
+          const d = docs[i]
+          if (d === 0) continue
+          const kind = kindOf.get(d)
+          if (kind > kindTop || allowed[kind] !== 1) continue
+          if (skip > 0) {
+            skip--
+            continue
+          }
+          out.push(sLo + i)
+          if (out.length === limit) return false
+        }
+        return true
+      },
+      desc,
+    )
+    return out
+  }
   /**
    * The ids of a page of the matches in [lo, hi] (a stretch counted by countRows, which a
    * time range cuts) in id order, after `skip` of them: through the time index when it
    * serves (timeIndexWhere), else from the matches' ids kept.
    */
   function pageIds(p: Plan, lo: number, hi: number, sum: Summary, dir: 'ASC' | 'DESC', limit: number, skip: number): number[] {
+    keep(sum)
+    const byKinds = kindMatchIds(p, lo, hi, sum)
+    if (byKinds === 'none') return []
+    if (byKinds) return dir === 'DESC' ? byKinds.slice(Math.max(0, byKinds.length - skip - limit), byKinds.length - skip).reverse() : byKinds.slice(skip, skip + limit)
     const byTimes = timeIndexWhere(p, lo, hi, sum)
     if (byTimes === 'none') return []
     if (byTimes)
@@ -928,6 +1095,6 @@ export function eventCounts(state: QueryState) {
   /** The ids of the indexed matches of a text plan in [lo, hi] (a segment of docSegments), ascending. */
   const docMatchIds = (p: Plan, t: TextCount, sum: Summary, lo: number, hi: number): number[] => docMatches(p, t, sum, lo, hi, true).flatMap((x) => x.ids!)
 
-  return { count, countAll, segments, matchIds, pageIds, docMatchIds, walkable, docWalk, termDocs }
+  return { count, countAll, segments, matchIds, pageIds, blockKindIds, docMatchIds, walkable, docWalk, termDocs }
 }
 export type EventCounts = ReturnType<typeof eventCounts>

@@ -21,7 +21,7 @@ export interface Stretch extends Range {
 
 export function eventPages(state: QueryState, counts: EventCounts) {
   const { indexer, cached, tables, topId, byTime, startIndexing } = state
-  const { count, countAll, segments, pageIds, docMatchIds, walkable, docWalk } = counts
+  const { count, countAll, segments, pageIds, blockKindIds, docMatchIds, walkable, docWalk } = counts
 
   // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
@@ -142,9 +142,12 @@ export function eventPages(state: QueryState, counts: EventCounts) {
     const times = p.times
     // The block is not cut by the time range: a kind's records there are all inside it or all outside.
     const kinds = cells.filter((cell) => (!allowed || allowed.has(cell[0])) && (!times || (cell[3] >= times.lo && cell[2] <= times.hi))).map((cell) => cell[0])
-    return blockKindIds[dir].all(Math.floor(f.lo / 2 ** LEVEL_SHIFT[1]), JSON.stringify(kinds), f.lo, f.hi, limit, skip) as number[]
+    // Told by the events' documents once the texts are read, else from the kinds' ids.
+    const byDocs = blockKindIds(c.sum, kinds, f.lo, f.hi, dir, limit, skip)
+    if (byDocs) return byDocs
+    return kindIdsOfBlock[dir].all(Math.floor(f.lo / 2 ** LEVEL_SHIFT[1]), JSON.stringify(kinds), f.lo, f.hi, limit, skip) as number[]
   }
-  const blockKindIds = {
+  const kindIdsOfBlock = {
     ASC: state.db.prepare('SELECT id FROM event_kind_ids WHERE blk = ? AND kind IN (SELECT value FROM json_each(?)) AND id BETWEEN ? AND ? ORDER BY id ASC LIMIT ? OFFSET ?').pluck(),
     DESC: state.db.prepare('SELECT id FROM event_kind_ids WHERE blk = ? AND kind IN (SELECT value FROM json_each(?)) AND id BETWEEN ? AND ? ORDER BY id DESC LIMIT ? OFFSET ?').pluck(),
   }
@@ -376,6 +379,61 @@ export function eventPages(state: QueryState, counts: EventCounts) {
     return out
   }
 
+  /**
+   * A deep page in time order without walking the time index over every match before it
+   * (a page of the first thousand walked up to 100,000 entries): a moment is chosen from
+   * the blocks' times, about as many matches before it (in the sort's direction) as the
+   * page passes over; how many there are exactly is counted as a time range is (whole
+   * blocks in memory, the blocks it cuts through the time index, the rows above the mark),
+   * and the walk starts there, passing over the rest. Null when the page is within the
+   * first block's matches, or the moment would pass over more matches than the page does
+   * (times that mix across blocks): the walk from the start then.
+   */
+  function timeSeek(p: Plan, c: Counted, dir: 'ASC' | 'DESC', offset: number): { p: Plan; offset: number } | null {
+    const sum = c.sum
+    const size = 2 ** LEVEL_SHIFT[0]
+    const lo = Math.floor(Math.max(1, p.ids.lo) / size)
+    const hi = Math.floor(Math.min(p.ids.hi, sum.indexed) / size)
+    if (lo > hi) return null
+    const allowed = c.kinds ? new Set(c.kinds) : null
+    const times = p.times
+    // The blocks in the sort's direction (ids follow time, mostly), until they hold the
+    // matches the page passes over; the moment is where the last one whole ends.
+    let passed = dir === 'DESC' ? c.tail : 0
+    let moment: number | null = null
+    for (let i = 0; i <= hi - lo; i++) {
+      const block = dir === 'DESC' ? hi - i : lo + i
+      const cells = sum.blocks[0].get(block)
+      if (!cells) continue
+      let n = 0
+      for (let j = 0; j < cells.length; j++) {
+        const cell = cells[j]
+        if ((!allowed || allowed.has(cell[0])) && (!times || (cell[3] >= times.lo && cell[2] <= times.hi))) n += cell[1]
+      }
+      if (passed + n > offset) break
+      passed += n
+      const span = sum.spans[0].get(block)!
+      moment = dir === 'DESC' ? span[0] : span[1]
+    }
+    if (moment === null) return null
+    const tLo = times?.lo ?? Number.MIN_SAFE_INTEGER
+    const tHi = times?.hi ?? Number.MAX_SAFE_INTEGER
+    // The matches before the moment in the sort's order, and the plan of those from it on.
+    const [before, after]: [Range, Range] =
+      dir === 'DESC'
+        ? [
+            { lo: Math.max(tLo, moment), hi: tHi },
+            { lo: tLo, hi: Math.min(tHi, moment - 1) },
+          ]
+        : [
+            { lo: tLo, hi: Math.min(tHi, moment) },
+            { lo: Math.max(tLo, moment + 1), hi: tHi },
+          ]
+    const n = before.lo > before.hi ? 0 : count({ ...p, times: before }).filtered
+    if (n > offset) return null
+    return { p: { ...p, times: after }, offset: offset - n }
+  }
+
   function pageOf(p: Plan, c: Counted, f: SortField, dir: 'ASC' | 'DESC', limit: number, offset: number): Raw[] {
     if (c.filtered <= offset || limit === 0) return []
     if (isIdSort(f)) {
@@ -393,6 +451,11 @@ export function eventPages(state: QueryState, counts: EventCounts) {
       const span = Math.max(1, Math.min(p.ids.hi, topId(p.table)) - p.ids.lo + 1)
       const walk = isTimeSort(f) ? ((offset + limit) * span) / Math.max(1, c.filtered) : Infinity
       if (seek && seek.rows <= 4 * SEEK_MAX && seek.rows * 3 < walk) return rowsOf(p, kindWhere(p, seek.cells, c.sum.indexed), order, limit, offset)
+    }
+    if (isTimeSort(f) && byTime[p.table] && offset > 2 ** LEVEL_SHIFT[0]) {
+      const seek = timeSeek(p, c, dir, offset)
+      // plan: query-plans "events list" (tests/query-plans.test.ts)
+      if (seek) return rowsOf(seek.p, all([rangeCond(seek.p, p.ids.lo, p.ids.hi, 'id'), pred(p)])!, order, limit, seek.offset, byTime[p.table])
     }
     // A time order walks the time index (no sort); other fields have no index and are sorted.
     // plan: query-plans "events list" (tests/query-plans.test.ts)

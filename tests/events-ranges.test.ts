@@ -1,7 +1,9 @@
 // Pins the event lists' range, filter and sort questions that read no row beyond the page:
 // a time range's cut blocks counted and paged through the time index and the kinds' ids
-// (db/event-counts.ts timeIndexWhere), a page deep in a block found through the kinds' ids
-// or as a range of ids (db/event-pages.ts idPage), against the brute-force model, over events
+// (db/event-counts.ts timeIndexWhere) or, once the texts are read, through the time index and
+// the events' documents (kindMatchIds), a page deep in a block found through the kinds' ids
+// or as a range of ids (db/event-pages.ts idPage), a deep page in time order from a moment of
+// the blocks' times (timeSeek), against the brute-force model, over events
 // whose times mix within blocks (stored late), with gaps in the ids, partly indexed, and
 // pruned by time.
 import t from 'tap'
@@ -63,7 +65,7 @@ const FILTERS: Record<string, string>[] = [
   { PeripheralIcon: '3' },
   { Category: 'USB,Host', MinimumSeverity: 'Notice' },
 ]
-const SORTS = ['eventID_desc', 'eventID_asc', 'date_desc', 'severity_desc', 'eventCode_asc', 'category_desc', 'description_asc', 'peripheralIcon_desc', 'severityString_asc']
+const SORTS = ['eventID_desc', 'eventID_asc', 'date_desc', 'date_asc', 'severity_desc', 'eventCode_asc', 'category_desc', 'description_asc', 'peripheralIcon_desc', 'severityString_asc']
 
 function check(t: Test, app: FastifyInstance, rows: EventRow[], label: string) {
   const r = rand(3)
@@ -103,6 +105,8 @@ function check(t: Test, app: FastifyInstance, rows: EventRow[], label: string) {
         ask(q, 'eventID_desc', 7, offset)
         ask(q, 'eventID_asc', 7, offset)
       }
+      // Deep pages in time order: the walk starts at a moment of the blocks' times (timeSeek).
+      for (const sortBy of ['date_desc', 'creationTime_asc']) ask(q, sortBy, 20, Math.floor(r() * n))
     }
     // Ranges that are exactly a phase of severities: blocks cut, none of their kinds.
     for (let k = -8; k < 0; k++) {
@@ -114,6 +118,8 @@ function check(t: Test, app: FastifyInstance, rows: EventRow[], label: string) {
     // The filter alone, and every sort, at random depths.
     const n = ask(f, 'eventID_desc', 50, 0)
     for (const sortBy of SORTS) for (let i = 0; i < 3; i++) ask(f, sortBy, 30, Math.floor(r() * Math.max(1, n)))
+    // Past the first block's matches, and at the very end, in time order.
+    for (const sortBy of ['date_desc', 'date_asc']) for (const offset of [4100 + Math.floor(r() * 6000), Math.max(0, n - 5)]) ask(f, sortBy, 30, offset)
   }
   t.equal(mismatches, 0, `${label}: ${asked} questions answer as the model does`)
 }
@@ -127,6 +133,10 @@ t.test('ranges cutting blocks whose times mix, deep pages and every kind sort an
   const indexer = app.repos.eventQueries.indexer
   indexer.step('events', 9_000)
   check(t, app, rows, 'part indexed')
+  // With the events' documents in memory, a cut block's matches are told by their documents' kinds (kindMatchIds).
+  await app.repos.eventQueries.events.ready(eventFilter({ Source: 'x' }))
+  t.ok(indexer.hasTexts(), 'the texts are read')
+  check(t, app, rows, 'part indexed, documents read')
   app.repos.eventQueries.catchUp()
   check(t, app, rows, 'all indexed')
   const run = await app.retention.run(NOW)
