@@ -28,8 +28,12 @@ const TERM_CACHE_IDS = 4_000_000
 const SEEK_SOURCES = 20_000
 /** More matching documents than this are not listed (a text count keeps its list: 4 bytes each). */
 const DOC_LIST_MAX = 2_000_000
-/** Text counts kept (a console's few terms over many ranges, a dashboard's tiles): the range is what varies, the term's count is read again only when evicted. */
-const KEPT_COUNTS = 256
+/**
+ * Text counts kept (a console's few terms over many ranges, a dashboard's tiles, the hosts
+ * a team looks up): the range is what varies, the term's count is made again only when
+ * evicted. Their memory is bounded by KEPT_DOCS_MAX.
+ */
+const KEPT_COUNTS = 4096
 /** The listed documents and sources of the text counts kept, in all (about 4 to 8 bytes each). */
 const KEPT_DOCS_MAX = 4_000_000
 /** The match bits of the text counts walked last (bitsOf), kept: a few hundred kilobytes each at millions of documents. */
@@ -67,6 +71,8 @@ export interface TextCount {
    * passes over whole blocks by their counts. Kept with the count (for one summary).
    */
   blocks?: Int32Array
+  /** The mark the count was made at (kept counts). */
+  indexed?: number
 }
 
 export interface Counted {
@@ -523,7 +529,7 @@ export function eventCounts(state: QueryState) {
     // Counts read again (another process indexed, or the index started over) start afresh.
     if (sum !== keptFor) {
       keptCounts.clear()
-      keptBlocks.clear()
+      newestOf.clear()
       keptDocs = 0
       keptFor = sum
     }
@@ -536,12 +542,12 @@ export function eventCounts(state: QueryState) {
       t = textCount(p, sum, kinds)
       // The blocks counted for the term before the index moved on hold the same matches
       // (the summary is the same: nothing pruned), but the last, which may have grown.
-      const counts = countsOf(t, sum)
-      const before = keptBlocks.get(term)
-      if (before && before.indexed < sum.indexed) counts.set(before.blocks.subarray(0, Math.floor(before.indexed / 2 ** LEVEL_SHIFT[0])))
-      keptBlocks.delete(term)
-      if (keptBlocks.size >= KEPT_COUNTS) keptBlocks.delete(keptBlocks.keys().next().value!)
-      keptBlocks.set(term, { indexed: sum.indexed, blocks: counts })
+      const before = keptCounts.get(newestOf.get(term) ?? '')
+      if (before?.blocks && before.indexed! < sum.indexed) countsOf(t, sum).set(before.blocks.subarray(0, Math.floor(before.indexed! / 2 ** LEVEL_SHIFT[0])))
+      t.indexed = sum.indexed
+      newestOf.delete(term)
+      newestOf.set(term, key)
+      while (newestOf.size > KEPT_COUNTS) newestOf.delete(newestOf.keys().next().value!)
       keptDocs += weight(t)
       while (keptCounts.size && (keptCounts.size >= KEPT_COUNTS || keptDocs > KEPT_DOCS_MAX)) {
         const [oldest, old] = keptCounts.entries().next().value!
@@ -553,9 +559,10 @@ export function eventCounts(state: QueryState) {
     return t
   }
   let keptDocs = 0
-  /** The block counts of each term's newest text count (for one summary): the next count of the term, once more is indexed, starts from them. */
-  const keptBlocks = new Map<string, { indexed: number; blocks: Int32Array }>()
-  const weight = (t: TextCount) => (t.docs?.length ?? 0) + (t.sources?.length ?? 0)
+  /** The key of each term's newest text count kept (for one summary): the next count of the term, once more is indexed, starts from its block counts. */
+  const newestOf = new Map<string, string>()
+  // The block counts too, whether made yet or not (4 bytes a level 0 block).
+  const weight = (t: TextCount) => (t.docs?.length ?? 0) + (t.sources?.length ?? 0) + Math.floor((t.indexed ?? 0) / 2 ** LEVEL_SHIFT[0]) + 1
 
   /**
    * The indexed events matching the text (and kind) conditions, from the documents'
