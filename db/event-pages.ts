@@ -262,8 +262,9 @@ export function eventPages(state: QueryState, counts: EventCounts) {
   /**
    * A page in id order of a text plan without a time range, its indexed matches told by
    * each event's document (docWalk) and read by id; the rows above the mark read from the
-   * rows. Null when the walk would test more than DOC_WALK_MAX ids (the matches are sparse:
-   * a seek or a walk over the rows finds them).
+   * rows; blocks whose matches are counted are passed over by their counts. Null when the
+   * walk would test more than DOC_WALK_MAX ids of blocks not counted yet (the matches are
+   * sparse: a seek or a walk over the rows finds them).
    */
   function walkPage(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): Raw[] | null {
     const t = c.text
