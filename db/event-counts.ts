@@ -29,10 +29,16 @@ const TERM_CACHE_IDS = 4_000_000
 const SEEK_SOURCES = 20_000
 /** More matching documents than this are not listed (a text count keeps its list: 4 bytes each). */
 const DOC_LIST_MAX = 2_000_000
-/** Text counts kept (a console's few terms over many ranges, a dashboard's tiles): the range is what varies, the term's count is read again only when evicted. */
-const KEPT_COUNTS = 256
+/**
+ * Text counts kept (a console's few terms over many ranges, a dashboard's tiles, the hosts
+ * a team looks up): the range is what varies, the term's count is made again only when
+ * evicted. Their memory is bounded by KEPT_DOCS_MAX.
+ */
+const KEPT_COUNTS = 4096
 /** The listed documents and sources of the text counts kept, in all (about 4 to 8 bytes each). */
 const KEPT_DOCS_MAX = 4_000_000
+/** The match bits of the text counts walked last (bitsOf), kept: a few hundred kilobytes each at millions of documents. */
+const KEPT_BITS = 16
 /** An id range without a time range is counted from the events' documents up to this many ids (4 bytes each read). */
 const DOC_PASS_MAX = 1_048_576
 
@@ -60,6 +66,14 @@ export interface TextCount {
   whole: Uint8Array | null
   /** The matches' segments per level 0 block (docSegments), by id and time range: pages of one question ask again. */
   docSegs?: Map<string, Segment[]>
+  /**
+   * The indexed matches per level 0 block, -1 where not counted yet (blockCounts): filled
+   * as walks meet the blocks, so a random day walks only the blocks it cuts and a deep page
+   * passes over whole blocks by their counts. Kept with the count (for one summary).
+   */
+  blocks?: Int32Array
+  /** The mark the count was made at (kept counts). */
+  indexed?: number
 }
 
 export interface Counted {
@@ -683,15 +697,25 @@ export function eventCounts(state: QueryState) {
     // Counts read again (another process indexed, or the index started over) start afresh.
     if (sum !== keptFor) {
       keptCounts.clear()
+      newestOf.clear()
       keptDocs = 0
       keptFor = sum
     }
-    const key = JSON.stringify([sum.indexed, p.kindSql, p.textSql])
+    const term = JSON.stringify([p.kindSql, p.textSql])
+    const key = JSON.stringify([sum.indexed, term])
     let t = keptCounts.get(key)
     if (t) {
       keptCounts.delete(key)
     } else {
       t = textCount(p, sum, kinds)
+      // The blocks counted for the term before the index moved on hold the same matches
+      // (the summary is the same: nothing pruned), but the last, which may have grown.
+      const before = keptCounts.get(newestOf.get(term) ?? '')
+      if (before?.blocks && before.indexed! < sum.indexed) countsOf(t, sum).set(before.blocks.subarray(0, Math.floor(before.indexed! / 2 ** LEVEL_SHIFT[0])))
+      t.indexed = sum.indexed
+      newestOf.delete(term)
+      newestOf.set(term, key)
+      while (newestOf.size > KEPT_COUNTS) newestOf.delete(newestOf.keys().next().value!)
       keptDocs += weight(t)
       while (keptCounts.size && (keptCounts.size >= KEPT_COUNTS || keptDocs > KEPT_DOCS_MAX)) {
         const [oldest, old] = keptCounts.entries().next().value!
@@ -703,7 +727,10 @@ export function eventCounts(state: QueryState) {
     return t
   }
   let keptDocs = 0
-  const weight = (t: TextCount) => (t.docs?.length ?? 0) + (t.sources?.length ?? 0)
+  /** The key of each term's newest text count kept (for one summary): the next count of the term, once more is indexed, starts from its block counts. */
+  const newestOf = new Map<string, string>()
+  // The block counts too, whether made yet or not (4 bytes a level 0 block).
+  const weight = (t: TextCount) => (t.docs?.length ?? 0) + (t.sources?.length ?? 0) + Math.floor((t.indexed ?? 0) / 2 ** LEVEL_SHIFT[0]) + 1
 
   /**
    * The indexed events matching the text (and kind) conditions, from the documents'
@@ -884,7 +911,7 @@ export function eventCounts(state: QueryState) {
     // The indexed part of the range from the events' documents, when they are all there
     // (migration 030: those indexed before it are added in the background).
     const last = Math.min(hi, sum.indexed)
-    if (t.docs && ids.lo <= last && (p.times || last - ids.lo < DOC_PASS_MAX) && ids.lo >= indexer.docsFrom()) {
+    if (walkable(t) && ids.lo <= last && (p.times || last - ids.lo < DOC_PASS_MAX) && ids.lo >= indexer.docsFrom()) {
       const segs = docSegments(p, t, sum, ids.lo, last)
       return { filtered: segs.reduce((a, x) => a + x.n, 0) + tail, sum, kinds, ids, text: t, docSegments: segs, tail }
     }
@@ -926,28 +953,96 @@ export function eventCounts(state: QueryState) {
   }
 
   // ---- text over a range, from the events' documents (event_doc_ids) ----
-  const docMember = new Marks()
-  let markedFor: TextCount | null = null
   // plan: rowid lookups (no override)
   const inTimes = db.prepare<[string, number, number], number>('SELECT id FROM events WHERE id IN (SELECT value FROM json_each(?)) AND created_ms BETWEEN ? AND ?').pluck()
 
   /**
-   * The indexed matches of a text plan in [lo, hi] (all of it at or above docsFrom and up
-   * to the mark), per level 0 block holding any, ascending, with their ids when `collect`.
-   * An event matches when its document is one the text count listed, or of a kind it
-   * counted whole; its time is told by its block's span, or the cells of its kind there,
-   * and read from its row only where those straddle an end of the time range.
+   * Whether the matches of a text count are told by each event's document: it lists the
+   * matching documents (and the kinds counted whole), or its matches are every event of
+   * its sources (a Source or AssetName term alone).
+   */
+  const walkable = (t: TextCount): boolean => t.docs !== null || (t.kinds === null && t.sources !== null)
+
+  /**
+   * The documents of a walkable text count's matches, a bit each: the documents listed, those
+   * of the kinds counted whole, or every document of its sources. A walk tests each id's
+   * document here: a bit among a few hundred kilobytes (the cache holds them) where a mark
+   * per document took a miss to memory per id. Kept for the few counts walked last.
+   */
+  function bitsOf(t: TextCount, sum: Summary): Uint8Array {
+    let bits = keptBits.get(t)
+    if (bits) return bits
+    bits = new Uint8Array((sum.docs.size >> 3) + 1)
+    const set = (d: number) => {
+      bits![d >> 3] |= 1 << (d & 7)
+    }
+    if (t.docs) {
+      for (let i = 0; i < t.docs.length; i++) set(t.docs[i])
+      if (t.whole) {
+        const kindOf = sum.docs.kind.data,
+          whole = t.whole
+        for (let d = 1; d < sum.docs.size; d++) if (whole[kindOf[d]] === 1) set(d)
+      }
+    } else for (const source of t.sources!) sum.docs.bySource.each(source, set)
+    if (keptBits.size >= KEPT_BITS) keptBits.delete(keptBits.keys().next().value!)
+    keptBits.set(t, bits)
+    return bits
+  }
+  const keptBits = new Map<TextCount, Uint8Array>()
+
+  /** The count's block counts (t.blocks), none counted at first. */
+  function countsOf(t: TextCount, sum: Summary): Int32Array {
+    const blocks = Math.floor(sum.indexed / 2 ** LEVEL_SHIFT[0]) + 1
+    if (!t.blocks || t.blocks.length < blocks) {
+      const counts = new Int32Array(blocks).fill(-1)
+      if (t.blocks) counts.set(t.blocks)
+      t.blocks = counts
+    }
+    return t.blocks
+  }
+
+  /**
+   * The indexed matches of a walkable text count in each level 0 block of [from, to] (blocks
+   * wholly at or above docsFrom): those not counted yet are walked once, in runs, and kept
+   * on the count (t.blocks).
+   */
+  function blockCounts(t: TextCount, sum: Summary, from: number, to: number): Int32Array {
+    const shift = LEVEL_SHIFT[0]
+    const size = 2 ** shift
+    const counts = countsOf(t, sum)
+    for (let b = from; b <= to; b++) {
+      if (counts[b] >= 0) continue
+      let e = b
+      while (e < to && counts[e + 1] < 0) e++
+      counts.fill(0, b, e + 1)
+      const bits = bitsOf(t, sum)
+      const lo = Math.max(1, b * size),
+        hi = Math.min(sum.indexed, e * size + size - 1)
+      indexer.docIds.each(lo, hi, (sLo, docs) => {
+        const to = Math.min(hi, sLo + docs.length - 1)
+        for (let id = Math.max(lo, sLo); id <= to; id++) {
+          const d = docs[id - sLo]
+          if ((bits[d >> 3] >> (d & 7)) & 1) counts[id >> shift]++
+        }
+        return true
+      })
+      b = e
+    }
+    return counts
+  }
+
+  /**
+   * The indexed matches of a walkable text plan in [lo, hi] (all of it at or above docsFrom
+   * and up to the mark), per level 0 block holding any, ascending, with their ids when
+   * `collect`. An event matches when its document is one the text count listed, or of a
+   * kind it counted whole (or its source is one of the count's, for sources alone); its
+   * time is told by its block's span, or the cells of its kind there, and read from its row
+   * only where those straddle an end of the time range.
    */
   function docMatches(p: Plan, t: TextCount, sum: Summary, lo: number, hi: number, collect: boolean): { lo: number; hi: number; n: number; ids: number[] | null }[] {
     const size = 2 ** LEVEL_SHIFT[0]
-    if (markedFor !== t) {
-      docMember.clear(sum.docs.size).add(t.docs!)
-      markedFor = t
-    }
-    const member = docMember.at,
-      gen = docMember.gen,
-      kindOf = sum.docs.kind.data,
-      whole = t.whole,
+    const bits = bitsOf(t, sum)
+    const kindOf = sum.docs.kind.data,
       times = p.times
     let kindTop = 0
     for (const k of indexer.kinds('events').keys()) kindTop = Math.max(kindTop, k)
@@ -980,7 +1075,7 @@ export function eventCounts(state: QueryState) {
       const to = Math.min(hi, sLo + docs.length - 1)
       for (let id = Math.max(lo, sLo); id <= to; id++) {
         const d = docs[id - sLo]
-        if (d === 0 || (member[d] !== gen && !(whole && whole[kindOf[d]] === 1))) continue
+        if (((bits[d >> 3] >> (d & 7)) & 1) === 0) continue
         const b = Math.floor(id / size)
         if (b !== block) enter(b)
         if (standing === 0) continue
@@ -1003,98 +1098,112 @@ export function eventCounts(state: QueryState) {
     return out.filter((seg) => seg.n > 0)
   }
 
-  /** The indexed matches of a text plan in [lo, hi] per level 0 block (kept per question: its pages ask again). */
+  /**
+   * The indexed matches of a walkable text plan in [lo, hi] per level 0 block (kept per
+   * question: its pages ask again). A block wholly inside the id and time ranges is taken
+   * from the count's block counts (walked and counted the first time the term's questions
+   * meet it); only those the ranges cut (a day's two ends, blocks whose times mix) are
+   * walked every time.
+   */
   function docSegments(p: Plan, t: TextCount, sum: Summary, lo: number, hi: number): Segment[] {
     const key = `${lo}:${hi}:${p.times?.lo}:${p.times?.hi}`
     t.docSegs ??= new Map()
     let segs = t.docSegs.get(key)
-    if (!segs) {
-      if (t.docSegs.size >= 16) t.docSegs.clear()
-      segs = docMatches(p, t, sum, lo, hi, false).map((x) => ({ lo: x.lo, hi: x.hi, n: x.n, level: -3 }))
-      t.docSegs.set(key, segs)
+    if (segs) return segs
+    if (t.docSegs.size >= 16) t.docSegs.clear()
+    segs = []
+    const size = 2 ** LEVEL_SHIFT[0]
+    const from = indexer.docsFrom()
+    const times = p.times
+    const whole = (b: number) => {
+      const span = sum.spans[0].get(b)
+      const bLo = Math.max(1, b * size)
+      return span !== undefined && bLo >= lo && bLo >= from && b * size + size - 1 <= hi && (!times || (span[0] >= times.lo && span[1] <= times.hi))
     }
+    const last = Math.floor(hi / size)
+    for (let b = Math.floor(lo / size); b <= last; b++) {
+      const span = sum.spans[0].get(b)
+      if (!span || (times && (span[1] < times.lo || span[0] > times.hi))) continue
+      if (whole(b)) {
+        // A run of whole blocks counted (or walked once) together.
+        let e = b
+        while (e < last && whole(e + 1)) e++
+        const counts = blockCounts(t, sum, b, e)
+        for (let k = b; k <= e; k++) if (counts[k] > 0) segs.push({ lo: Math.max(1, k * size), hi: Math.min(k * size + size - 1, sum.indexed), n: counts[k], level: -3 })
+        b = e
+        continue
+      }
+      for (const x of docMatches(p, t, sum, Math.max(lo, b * size), Math.min(hi, b * size + size - 1), false)) segs.push({ lo: x.lo, hi: x.hi, n: x.n, level: -3 })
+    }
+    t.docSegs.set(key, segs)
     return segs
   }
 
   // ---- a page by walking the events' documents (event_doc_ids) ----
-  const sourceMember = new Marks()
-  let sourcesMarkedFor: TextCount | null = null
-
-  /**
-   * Whether the matches of a text count are told by each event's document: it lists the
-   * matching documents (and the kinds counted whole), or its matches are every event of
-   * its sources (a Source or AssetName term alone).
-   */
-  const walkable = (t: TextCount): boolean => t.docs !== null || (t.kinds === null && t.sources !== null)
-
   /**
    * The indexed matches of a walkable text count in [lo, hi] (all of it at or above
    * docsFrom and up to the mark; no time range), by id from each event's document, newest
    * first when `desc`: passes over the first `skip`, answers the next `want` ids in walk
-   * order. Null when that would test more than `budget` ids (the caller reads otherwise):
-   * a page of a term of many matches costs its share of the ids, not a walk over the rows.
+   * order. A level 0 block whose matches are counted (blockCounts) and all passed over is
+   * not walked; a block walked whole is counted on the way. Null when that would walk more
+   * than `budget` ids of blocks not counted yet (the caller reads otherwise): a page of a
+   * term of many matches costs its share of the ids, not a walk over the rows.
    */
   function docWalk(t: TextCount, sum: Summary, lo: number, hi: number, desc: boolean, skip: number, want: number, budget: number): number[] | null {
     const out: number[] = []
     if (want <= 0 || lo > hi) return out
-    let member: Int32Array
-    let gen: number
-    let bySource = false
-    if (t.docs) {
-      if (markedFor !== t) {
-        docMember.clear(sum.docs.size).add(t.docs)
-        markedFor = t
-      }
-      member = docMember.at
-      gen = docMember.gen
-    } else {
-      if (sourcesMarkedFor !== t) {
-        sourceMember.clear(sum.sources.size).add(t.sources!)
-        sourcesMarkedFor = t
-      }
-      member = sourceMember.at
-      gen = sourceMember.gen
-      bySource = true
-    }
-    const kindOf = sum.docs.kind.data,
-      sourceOf = sum.docs.source.data,
-      whole = t.whole
+    const shift = LEVEL_SHIFT[0]
+    const size = 2 ** shift
+    const from = indexer.docsFrom()
+    const counts = countsOf(t, sum)
+    const bits = bitsOf(t, sum)
     let left = budget
-    let over = false
-    indexer.docIds.each(
-      lo,
-      hi,
-      (sLo, docs) => {
-        let from = Math.max(lo, sLo),
-          to = Math.min(hi, sLo + docs.length - 1)
-        if (from > to) return true
-        if (to - from + 1 > left) {
-          over = true
-          if (desc) from = to - left + 1
-          else to = from + left - 1
-        }
-        left -= to - from + 1
-        for (let i = desc ? to - sLo : from - sLo, end = desc ? from - sLo - 1 : to - sLo + 1, step = desc ? -1 : 1; i !== end; i += step) {
-          const d = docs[i]
-          if (d === 0) continue
-          if (bySource ? member[sourceOf[d]] !== gen : member[d] !== gen && !(whole && whole[kindOf[d]] === 1)) continue
-          if (skip > 0) {
-            skip--
-            continue
+    const first = Math.floor((desc ? hi : lo) / size),
+      last = Math.floor((desc ? lo : hi) / size),
+      step = desc ? -1 : 1
+    for (let b = first; b !== last + step; b += step) {
+      const bLo = Math.max(lo, b * size),
+        bHi = Math.min(hi, b * size + size - 1)
+      const full = bLo === Math.max(1, b * size) && bLo >= from && bHi === Math.min(b * size + size - 1, sum.indexed)
+      if (full && counts[b] >= 0 && counts[b] <= skip) {
+        skip -= counts[b]
+        continue
+      }
+      if (bHi - bLo + 1 > left && !(full && counts[b] >= 0)) return null
+      if (!(full && counts[b] >= 0)) left -= bHi - bLo + 1
+      // A block walked whole is counted as it goes (its ids past the page's end too).
+      const counting = full && counts[b] < 0
+      let n = 0
+      indexer.docIds.each(
+        bLo,
+        bHi,
+        (sLo, docs) => {
+          const from = Math.max(bLo, sLo),
+            to = Math.min(bHi, sLo + docs.length - 1)
+          for (let id = desc ? to : from; desc ? id >= from : id <= to; id += step) {
+            const d = docs[id - sLo]
+            if (((bits[d >> 3] >> (d & 7)) & 1) === 0) continue
+            n++
+            if (out.length === want) {
+              if (!counting) return false
+              continue
+            }
+            if (skip > 0) skip--
+            else out.push(id)
           }
-          out.push(sLo + i)
-          if (out.length === want) return false
-        }
-        return !over
-      },
-      desc,
-    )
-    return over && out.length < want ? null : out
+          return true
+        },
+        desc,
+      )
+      if (counting) counts[b] = n
+      if (out.length === want) break
+    }
+    return out
   }
 
   /** The ids of the indexed matches of a text plan in [lo, hi] (a segment of docSegments), ascending. */
   const docMatchIds = (p: Plan, t: TextCount, sum: Summary, lo: number, hi: number): number[] => docMatches(p, t, sum, lo, hi, true).flatMap((x) => x.ids!)
 
-  return { count, countAll, segments, matchIds, pageIds, blockKindIds, docMatchIds, walkable, docWalk, termDocs }
+  return { count, countAll, segments, matchIds, pageIds, blockKindIds, docMatchIds, walkable, docWalk, termDocs, countsOf }
 }
 export type EventCounts = ReturnType<typeof eventCounts>

@@ -8,8 +8,12 @@ import { all, cond, inList, isIdSort, isTimeSort, orderSql, sortsEveryMatch, typ
 import type { Counted, EventCounts, Segment, TextCount } from './event-counts.js'
 import { SEEK_MAX, pred, rangeCond, seekFrom, type ListAnswer, type QueryState } from './event-query-state.js'
 
-/** Ids a page of a text plan may test by their documents before reading otherwise (4 bytes each read, a few ms in all). */
-const DOC_WALK_MAX = 524_288
+/**
+ * Ids of blocks not counted yet that a page of a text plan may test by their documents
+ * before reading otherwise (4 bytes each read, a few ms in all); blocks counted are passed
+ * over by their counts, so the term's later pages reach further.
+ */
+const DOC_WALK_MAX = 1_048_576
 
 /** A row as an array of its table's fields (EVENT_FIELDS, AUDIT_FIELDS): pages are read raw, objects are built only by who wants them. */
 export type Raw = unknown[]
@@ -21,7 +25,7 @@ export interface Stretch extends Range {
 
 export function eventPages(state: QueryState, counts: EventCounts) {
   const { indexer, cached, tables, topId, byTime, startIndexing } = state
-  const { count, countAll, segments, pageIds, blockKindIds, docMatchIds, walkable, docWalk } = counts
+  const { count, countAll, segments, pageIds, blockKindIds, docMatchIds, walkable, docWalk, countsOf } = counts
 
   // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
@@ -261,16 +265,25 @@ export function eventPages(state: QueryState, counts: EventCounts) {
   /**
    * A page in id order of a text plan without a time range, its indexed matches told by
    * each event's document (docWalk) and read by id; the rows above the mark read from the
-   * rows. Null when the walk would test more than DOC_WALK_MAX ids (the matches are sparse:
-   * a seek or a walk over the rows finds them).
+   * rows; blocks whose matches are counted are passed over by their counts. Null when the
+   * walk would test more than DOC_WALK_MAX ids of blocks not counted yet (the matches are
+   * sparse: a seek or a walk over the rows finds them).
    */
   function walkPage(p: Plan, c: Counted, dir: 'ASC' | 'DESC', limit: number, offset: number): Raw[] | null {
     const t = c.text
     if (!t || p.times || !c.sum.texts || !walkable(t) || c.ids.lo < indexer.docsFrom()) return null
     const hi = Math.min(c.ids.hi, topId(p.table))
     const last = Math.min(hi, c.sum.indexed)
-    // Matches spread evenly: a walk tests about this many ids (clustered ones end it early or late; the budget bounds it).
-    if ((Math.min(offset + limit, c.filtered) * Math.max(0, last - c.ids.lo + 1)) / Math.max(1, c.filtered) > DOC_WALK_MAX / 2) return null
+    // Matches spread evenly: a walk tests about this many ids (clustered ones end it early or
+    // late; the budget bounds it), of which those of blocks not counted yet are read.
+    const size = 2 ** LEVEL_SHIFT[0]
+    const counts = countsOf(t, c.sum)
+    let unknown = 0
+    const bFrom = Math.floor(c.ids.lo / size),
+      bTo = Math.floor(last / size)
+    for (let b = bFrom; b <= bTo; b++) if (counts[b] < 0) unknown++
+    const share = unknown / Math.max(1, bTo - bFrom + 1)
+    if ((share * Math.min(offset + limit, c.filtered) * Math.max(0, last - c.ids.lo + 1)) / Math.max(1, c.filtered) > DOC_WALK_MAX / 2) return null
     const tailLo = Math.max(c.ids.lo, c.sum.indexed + 1)
     const tail = (skip: number, want: number): Raw[] => (want > 0 && tailLo <= hi && skip < c.tail ? rowsOf(p, all([rangeCond(p, tailLo, hi), pred(p)])!, `e.id ${dir}`, want, skip) : [])
     const byIds = (ids: number[]): Raw[] => (ids.length ? rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(ids)), `e.id ${dir}`, ids.length, 0) : [])

@@ -90,6 +90,11 @@ console.log(`${last} documents; the sample and the device parts read in ${ms(pre
 for (const [name, t] of times) {
   console.log(`${name} (${t.now.length / (2 * ROUNDS)} terms): phrase query p50 ${ms(q(t.old, 0.5))} p99 ${ms(q(t.old, 0.99))}; term search p50 ${ms(q(t.now, 0.5))} p99 ${ms(q(t.now, 0.99))}`)
 }
-console.log(`ways: ${[...ways].map(([w, n]) => `${w} ${n}`).join(', ')}; ${wrong ? `${wrong} answers differ` : 'every answer the same'}; load ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`)
+console.log(
+  `ways: ${[...ways].map(([w, n]) => `${w} ${n}`).join(', ')}; ${wrong ? `${wrong} answers differ` : 'every answer the same'}; load ${os
+    .loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ')}`,
+)
 db.close()
 if (wrong) process.exitCode = 1

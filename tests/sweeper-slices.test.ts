@@ -34,4 +34,3 @@ t.test("an idle slice disconnects a bulk slice's worth of agents", async (t) => 
   t.equal(first.disconnected, Math.floor(BULK_SLICE_MS / FIRST_MS_PER_AGENT), 'the first idle call: a bulk slice at the assumed pace')
   t.ok(first.more)
 })
-
