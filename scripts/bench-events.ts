@@ -61,6 +61,7 @@ import {
   loopDelay,
   loopDelayCell,
   bodiesDiscardedLoad,
+  benchTerms,
   type LoopDelay,
 } from './bench-support.js'
 
@@ -145,14 +146,7 @@ const site = siteHost ? siteHost.split('-').slice(0, 2).join('-') : 'NYC-FIN'
 // or vendor), so that no answer kept for a repeated question (lib/events/service.ts, kept
 // from a question's second ask) is in their figures: 2,000 hosts and 50 sites of the same
 // rank (a site with a random page), the data's vendors.
-const hosts = (db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL ORDER BY n DESC LIMIT 2000 OFFSET 5000`).pluck().all() as string[]).filter(Boolean)
-const sites = [
-  ...new Set(
-    (db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL AND asset_name GLOB '[A-Z][A-Z][A-Z]-*-*' ORDER BY n DESC LIMIT 400 OFFSET 5000`).pluck().all() as string[]).map(
-      (n) => n.split('-').slice(0, 2).join('-'),
-    ),
-  ),
-].slice(0, 50)
+const { hosts, sites, vendors, devices } = benchTerms(db)
 const pick = <T>(list: T[]) => list[Math.floor(Math.random() * list.length)]
 /** A page of the first `n`, at random: with a random term, questions seldom repeat, so no kept answer serves them. */
 const randomPage = (n: number) => String(1 + Math.floor(Math.random() * n))
@@ -186,11 +180,6 @@ const globalLike = (s: string) => ['description', 'details', 'entity_id', 'event
 const mid = Math.floor(top / 2)
 // The "vary" twins of the text cases: a random real term and a random day each request, so
 // that an answer kept from the request before cannot flatter them (each is a first time).
-const deviceTexts = db.prepare('SELECT details, peripheral_asset_id FROM event_doc_texts WHERE peripheral_asset_id IS NOT NULL LIMIT 20000').raw().all() as [string, string][]
-const distinctOf = (xs: (string | undefined)[]) => [...new Set(xs.filter((x): x is string => !!x))].slice(0, 50)
-/** Vendors (the first word of a device's details, "Logitech", "Kingston") and devices ("VID_046D&PID_C31C"), as the data holds them. */
-const vendors = distinctOf(deviceTexts.map(([d]) => /^[A-Za-z][A-Za-z]{3,}/.exec(d)?.[0]))
-const devices = distinctOf(deviceTexts.map(([, id]) => /VID_[0-9A-F]{4}&PID_[0-9A-F]{4}/i.exec(id)?.[0]))
 /** 24 hours from a random moment of the 28 days before the newest. */
 const randomDay = () => {
   const from = newest - DAY * (1 + Math.random() * 28)

@@ -7,6 +7,7 @@ import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import type { DB } from '../db/index.js'
 import { projectRoot } from '../lib/paths.js'
 
 /** With 2+ cores and taskset, servers run on CPU 1 and the load generator (the bench) on CPU 0. */
@@ -325,4 +326,25 @@ export async function bodiesDiscardedLoad(opts: { url: string; headers: Record<s
   agent.destroy()
   const non2xx = Object.entries(codes).reduce((n, [code, c]) => n + (code.startsWith('2') ? 0 : c.count), 0)
   return { rps: latencies.length / seconds, p50: Math.round(pct(latencies, 0.5)), p99: Math.round(pct(latencies, 0.99)), non2xx, errors, codes }
+}
+
+/**
+ * The terms the events benches ask, as the data holds them: 2,000 hosts and 50 sites of the
+ * same rank (below the 5,000 busiest sources), and the vendors (the first word of a device's
+ * details, "Logitech") and devices ("VID_046D&PID_C31C") of the first 20,000 documents.
+ */
+export function benchTerms(db: DB): { hosts: string[]; sites: string[]; vendors: string[]; devices: string[] } {
+  const hosts = (db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL ORDER BY n DESC LIMIT 2000 OFFSET 5000`).pluck().all() as string[]).filter(Boolean)
+  const sites = [
+    ...new Set(
+      (db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL AND asset_name GLOB '[A-Z][A-Z][A-Z]-*-*' ORDER BY n DESC LIMIT 400 OFFSET 5000`).pluck().all() as string[]).map(
+        (n) => n.split('-').slice(0, 2).join('-'),
+      ),
+    ),
+  ].slice(0, 50)
+  const deviceTexts = db.prepare('SELECT details, peripheral_asset_id FROM event_doc_texts WHERE peripheral_asset_id IS NOT NULL LIMIT 20000').raw().all() as [string, string][]
+  const distinctOf = (xs: (string | undefined)[]) => [...new Set(xs.filter((x): x is string => !!x))].slice(0, 50)
+  const vendors = distinctOf(deviceTexts.map(([d]) => /^[A-Za-z][A-Za-z]{3,}/.exec(d)?.[0]))
+  const devices = distinctOf(deviceTexts.map(([, id]) => /VID_[0-9A-F]{4}&PID_[0-9A-F]{4}/i.exec(id)?.[0]))
+  return { hosts, sites, vendors, devices }
 }

@@ -10,6 +10,7 @@ import { openDatabase } from '../db/index.js'
 import { eventQueriesRepo } from '../db/event-queries.js'
 import { textMatch } from '../db/event-plans.js'
 import { termSearch, type DocColumn } from '../db/term-search.js'
+import { benchTerms } from './bench-support.js'
 
 const dir = process.env.BENCH_EVENTS_DIR
 if (!dir) throw new Error('BENCH_EVENTS_DIR: a data dir with events (scripts/bench-events.ts seeds one)')
@@ -20,19 +21,8 @@ const repo = eventQueriesRepo(db)
 repo.holdIndexing(true)
 repo.catchUp()
 
-// The events bench's terms, read the same way.
-const hosts = (db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL ORDER BY n DESC LIMIT 2000 OFFSET 5000`).pluck().all() as string[]).filter(Boolean)
-const sites = [
-  ...new Set(
-    (db.prepare(`SELECT asset_name FROM event_sources WHERE asset_key IS NOT NULL AND asset_name GLOB '[A-Z][A-Z][A-Z]-*-*' ORDER BY n DESC LIMIT 400 OFFSET 5000`).pluck().all() as string[]).map(
-      (n) => n.split('-').slice(0, 2).join('-'),
-    ),
-  ),
-].slice(0, 50)
-const deviceTexts = db.prepare('SELECT details, peripheral_asset_id FROM event_doc_texts WHERE peripheral_asset_id IS NOT NULL LIMIT 20000').raw().all() as [string, string][]
-const distinctOf = (xs: (string | undefined)[]) => [...new Set(xs.filter((x): x is string => !!x))].slice(0, 50)
-const vendors = distinctOf(deviceTexts.map(([d]) => /^[A-Za-z][A-Za-z]{3,}/.exec(d)?.[0]))
-const devices = distinctOf(deviceTexts.map(([, id]) => /VID_[0-9A-F]{4}&PID_[0-9A-F]{4}/i.exec(id)?.[0]))
+// The events bench's terms.
+const { hosts, sites, vendors, devices } = benchTerms(db)
 // A sample of the hosts (the phrase query takes tens of ms each).
 const hostSample = hosts.filter((_, i) => i % 10 === 0)
 
