@@ -277,6 +277,17 @@ export interface PeripheralWrite {
   previousMs: number
 }
 
+/** Rows of several agents, by agent, in the order read (agents without a row left out). */
+function byAgent<T extends { agent_id: number }>(rows: T[]): Map<number, T[]> {
+  const out = new Map<number, T[]>()
+  for (const r of rows) {
+    const list = out.get(r.agent_id)
+    if (list) list.push(r)
+    else out.set(r.agent_id, [r])
+  }
+  return out
+}
+
 export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   const texts = internPeripheralTexts(db)
   const byCredential = db.prepare<[string], GatewayAgent>('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = ?')
@@ -526,14 +537,8 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     knownPeripherals: (agentId: number) => known.all(agentId),
     /** knownPeripherals of several agents, by agent (those without any left out). */
     knownPeripheralsOf(agentIds: number[]): Map<number, StoredPeripheral[]> {
-      const out = new Map<number, StoredPeripheral[]>()
       // The rows as read (agent_id along): a copy without it cost more than the read.
-      for (const p of knownOf.all(JSON.stringify(agentIds))) {
-        const list = out.get(p.agent_id)
-        if (list) list.push(p)
-        else out.set(p.agent_id, [p])
-      }
-      return out
+      return byAgent(knownOf.all(JSON.stringify(agentIds)))
     },
     /**
      * Writes a check-in's peripherals in one call (texts interned), then keeps at most `max`
@@ -548,13 +553,7 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     presentPeripherals: (agentId: number) => present.all(agentId),
     /** presentPeripherals of several agents, by agent (those without any left out). */
     presentPeripheralsOf(agentIds: number[]): Map<number, PresentPeripheral[]> {
-      const out = new Map<number, PresentPeripheral[]>()
-      for (const p of presentOf.all(JSON.stringify(agentIds))) {
-        const list = out.get(p.agent_id)
-        if (list) list.push(p)
-        else out.set(p.agent_id, [p])
-      }
-      return out
+      return byAgent(presentOf.all(JSON.stringify(agentIds)))
     },
     addErrors(agentId: number, errors: { time: number; code: string | null; message: string }[]): void {
       for (const e of errors) insertError.run(agentId, e.time, e.code, e.message)
