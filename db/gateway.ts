@@ -268,7 +268,7 @@ export interface StateWrite {
   state: AgentState
 }
 
-/** A check-in's peripheral writes for its agent (applyPeripherals' arguments). */
+/** A check-in's peripheral writes for its agent (applyPeripheralsMany's items). */
 export interface PeripheralWrite {
   agentId: number
   agentUuid: string
@@ -339,11 +339,6 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     return st
   }
 
-  const known = db.prepare<[number], StoredPeripheral>(
-    `SELECT id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon, description, status, manufacturer,
-       caption, class_code, subclass_code, protocol_code, hierarchy, parent_device_id, is_disabled
-     FROM peripherals WHERE agent_id = ?`,
-  )
   const peripheralColumns = `device_id = @deviceId, vid = @vid, pid = @pid, serial_number = @serialNumber, description = @description,
     status = @status, manufacturer = @manufacturer, caption = @caption, gui_vid = @guiVid, gui_pid = @guiPid, gui_serial = @guiSerial,
     dev_icon = @devIcon, class_code = @classCode, subclass_code = @subclassCode, protocol_code = @protocolCode, hierarchy = @hierarchy,
@@ -534,21 +529,17 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
       for (const [id, ms] of times) checkInTimes.rows += heartbeat.run(ms, id).changes
     },
 
-    knownPeripherals: (agentId: number) => known.all(agentId),
     /** knownPeripherals of several agents, by agent (those without any left out). */
     knownPeripheralsOf(agentIds: number[]): Map<number, StoredPeripheral[]> {
       // The rows as read (agent_id along): a copy without it cost more than the read.
       return byAgent(knownOf.all(JSON.stringify(agentIds)))
     },
     /**
-     * Writes a check-in's peripherals in one call (texts interned), then keeps at most `max`
-     * by forgetting the absent ones seen longest ago. `previousMs`: the agent's check-in
-     * before this one (a peripheral present then and gone now was last seen then).
+     * Writes the peripherals of several check-ins (one per agent; texts interned; the writes of
+     * a presence alone in one statement each), then keeps at most `max` per agent by forgetting
+     * the absent ones seen longest ago. `previousMs`: an agent's check-in before this one (a
+     * peripheral present then and gone now was last seen then).
      */
-    applyPeripherals(agentId: number, agentUuid: string, changes: PeripheralChanges, now: number, previousMs: number, max: number): void {
-      applyPeripheralsMany([{ agentId, agentUuid, changes, now, previousMs }], max)
-    },
-    /** applyPeripherals for several agents (one each): the writes of a presence alone in one statement each. */
     applyPeripheralsMany,
     presentPeripherals: (agentId: number) => present.all(agentId),
     /** presentPeripherals of several agents, by agent (those without any left out). */
