@@ -5,7 +5,7 @@
 // (db/event-pages.ts) and the streams (db/event-stream.ts) read where these counts say the
 // matches are.
 import { LRUCache } from 'lru-cache'
-import { LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type Summary } from './event-index.js'
+import { FINE_SHIFT, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type RecordTable, type Summary } from './event-index.js'
 import { MAX_ID } from './filters.js'
 import { severityNames } from './sql.js'
 import { all, any, cond, type Cond, type GlobalCols, type Plan, type Range, type TextMatch } from './event-plans.js'
@@ -21,6 +21,8 @@ export interface Segment {
   hi: number
   n: number
   level: number
+  /** The matches' ids, ascending, where the count collected them (a block a range cuts): its page reads them without a second walk. */
+  ids?: number[]
 }
 
 /** Trigram results kept per term (ids in all), so that a repeated search only looks at what is new. */
@@ -43,10 +45,16 @@ const DOC_LIST_MAX = 2_000_000
 const KEPT_COUNTS = 4096
 /** The listed documents and sources of the text counts kept, in all (about 4 to 8 bytes each). */
 const KEPT_DOCS_MAX = 4_000_000
-/** The match bits of the text counts walked last (bitsOf), kept: a few hundred kilobytes each at millions of documents. */
-const KEPT_BITS = 16
+/**
+ * The match bits of the text counts walked last (bitsOf), kept: a bit per document (340 KB
+ * each at 2.7 million documents), this many bytes in all, and at least 16 of them: a
+ * console's few dozen vendors or devices over random days each build theirs once.
+ */
+const KEPT_BITS_BYTES = 16 * 1024 * 1024
 /** An id range without a time range is counted from the events' documents up to this many ids (4 bytes each read). */
 const DOC_PASS_MAX = 1_048_576
+/** Ids per fine time span (event_time_spans). */
+const FINE = 2 ** FINE_SHIFT
 
 export interface TextCount {
   /** Indexed matches. */
@@ -977,7 +985,12 @@ export function eventCounts(state: QueryState) {
    */
   function bitsOf(t: TextCount, sum: Summary): Uint8Array {
     let bits = keptBits.get(t)
-    if (bits) return bits
+    if (bits) {
+      // Least recently walked first out.
+      keptBits.delete(t)
+      keptBits.set(t, bits)
+      return bits
+    }
     bits = new Uint8Array((sum.docs.size >> 3) + 1)
     const set = (d: number) => {
       bits![d >> 3] |= 1 << (d & 7)
@@ -990,7 +1003,7 @@ export function eventCounts(state: QueryState) {
         for (let d = 1; d < sum.docs.size; d++) if (whole[kindOf[d]] === 1) set(d)
       }
     } else for (const source of t.sources!) sum.docs.bySource.each(source, set)
-    if (keptBits.size >= KEPT_BITS) keptBits.delete(keptBits.keys().next().value!)
+    while (keptBits.size >= 16 && (keptBits.size + 1) * bits.length > KEPT_BITS_BYTES) keptBits.delete(keptBits.keys().next().value!)
     keptBits.set(t, bits)
     return bits
   }
@@ -1042,14 +1055,17 @@ export function eventCounts(state: QueryState) {
    * and up to the mark), per level 0 block holding any, ascending, with their ids when
    * `collect`. An event matches when its document is one the text count listed, or of a
    * kind it counted whole (or its source is one of the count's, for sources alone); its
-   * time is told by its block's span, or the cells of its kind there, and read from its row
-   * only where those straddle an end of the time range.
+   * time is told by its block's span, the cells of its kind there, or the span of its
+   * stretch of 64 ids, and read from its row only where all of those straddle an end of
+   * the time range.
    */
   function docMatches(p: Plan, t: TextCount, sum: Summary, lo: number, hi: number, collect: boolean): { lo: number; hi: number; n: number; ids: number[] | null }[] {
     const size = 2 ** LEVEL_SHIFT[0]
     const bits = bitsOf(t, sum)
     const kindOf = sum.docs.kind.data,
       times = p.times
+    const fineMin = sum.fine.min,
+      fineMax = sum.fine.max
     let kindTop = 0
     for (const k of indexer.kinds('events').keys()) kindTop = Math.max(kindTop, k)
     const kindState = new Uint8Array(kindTop + 1)
@@ -1085,7 +1101,13 @@ export function eventCounts(state: QueryState) {
         const b = Math.floor(id / size)
         if (b !== block) enter(b)
         if (standing === 0) continue
-        const state = standing === 1 ? 1 : kindState[kindOf[d]]
+        let state = standing === 1 ? 1 : kindState[kindOf[d]]
+        if (state === 2) {
+          // Unknown spans (NaN, or past the arrays) compare false: the row is read.
+          const f = Math.floor(id / FINE)
+          if (fineMax[f] < times!.lo || fineMin[f] > times!.hi) state = 0
+          else if (fineMin[f] >= times!.lo && fineMax[f] <= times!.hi) state = 1
+        }
         if (state === 1) {
           cur.n++
           cur.ids?.push(id)
@@ -1139,7 +1161,9 @@ export function eventCounts(state: QueryState) {
         b = e
         continue
       }
-      for (const x of docMatches(p, t, sum, Math.max(lo, b * size), Math.min(hi, b * size + size - 1), false)) segs.push({ lo: x.lo, hi: x.hi, n: x.n, level: -3 })
+      // A cut block's matches are collected as they are counted: the page, which starts in
+      // one of them (a day's newest block), does not walk it again.
+      for (const x of docMatches(p, t, sum, Math.max(lo, b * size), Math.min(hi, b * size + size - 1), true)) segs.push({ lo: x.lo, hi: x.hi, n: x.n, level: -3, ids: x.ids! })
     }
     t.docSegs.set(key, segs)
     return segs

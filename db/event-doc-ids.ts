@@ -11,11 +11,12 @@ const MIN_STRETCH = 1024
 const MAX_GAP = 64
 
 /**
- * Ids of stretches kept in memory (4 bytes each), least recently used first out: the pages
- * of text questions walk the newest stretches again and again, and reading them from the
- * table cost ten times the walk.
+ * Ids of stretches kept in memory (4 bytes each: 32 MB), least recently used first out: text
+ * questions over random days walk stretches all over the table, and reading one again (a
+ * bulk-indexed stretch holds 65,536 ids) cost ten times the walk of the block it was read
+ * for, and its garbage a collection every half second.
  */
-const KEPT_IDS = 2_097_152
+const KEPT_IDS = 8_388_608
 
 /** The ids of a stretch as a view (no copy when the blob is aligned, as it nearly always is). */
 export function idsOf(blob: Buffer): Int32Array {
@@ -53,7 +54,8 @@ export function eventDocIds(db: DB) {
   const docsOf = (s: { hi: number; lo: number }): Int32Array => {
     const k = kept.get(s.hi)
     if (k && k.lo === s.lo) return k.docs
-    const docs = new Int32Array(idsOf(docsAt.get(s.hi)!))
+    // A view of the blob read (a buffer of its own), not a copy of it.
+    const docs = idsOf(docsAt.get(s.hi)!)
     kept.set(s.hi, { lo: s.lo, docs })
     return docs
   }

@@ -17,6 +17,33 @@ export interface PruneDelta {
   sources: Map<number, number>
 }
 
+/** Ids per fine time span of events: 2^6 (event_time_spans, migration 034). */
+export const FINE_SHIFT = 6
+
+/**
+ * The time span [min, max] of each stretch of 2^FINE_SHIFT event ids (NaN where none is
+ * known): a time range tells the events of a block it cuts by these, reading only the rows
+ * of stretches that straddle one of its ends.
+ */
+export class FineSpans {
+  min = new Float64Array(1024).fill(Number.NaN)
+  max = new Float64Array(1024).fill(Number.NaN)
+  merge(sub: number, lo: number, hi: number) {
+    if (sub >= this.min.length) {
+      const size = Math.max(sub + 1, this.min.length * 2)
+      const min = new Float64Array(size).fill(Number.NaN)
+      const max = new Float64Array(size).fill(Number.NaN)
+      min.set(this.min)
+      max.set(this.max)
+      this.min = min
+      this.max = max
+    }
+    // NaN (none yet) compares false: the first span is taken whole.
+    if (!(this.min[sub] <= lo)) this.min[sub] = lo
+    if (!(this.max[sub] >= hi)) this.max[sub] = hi
+  }
+}
+
 /** Ids per block of the events-by-source index (event_source_ids, migration 012). */
 export const SOURCE_BLOCK_SHIFT = 18
 
@@ -109,6 +136,8 @@ export interface Summary {
   sources: { n: Column; key: (string | null)[]; size: number }
   /** Whether `docs` and `sources` are read yet: only text filters need them (millions of rows take seconds). */
   texts: boolean
+  /** Events: the time spans of stretches of ids (empty for audit records). */
+  fine: FineSpans
 }
 
 /**
@@ -188,6 +217,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     docs: { kind: new Column(), source: new Column(), n: new Column(), size: 0, bySource: new BySource() },
     sources: { n: new Column(), key: [], size: 0 },
     texts: false,
+    fine: new FineSpans(),
   })
   const addCell = (sum: Summary, level: number, block: number, kind: number, n: number, min: number, max: number) => {
     const blocks = sum.blocks[level]
@@ -212,8 +242,13 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     for (const [level, block, kind, n, min, max] of db.prepare(`SELECT level, block, kind, n, min_ms, max_ms FROM ${rollupTable[table]}`).raw().iterate() as IterableIterator<number[]>) {
       addCell(sum, level, block, kind, n, min, max)
     }
+    if (table === 'events') for (const [sub, min, max] of fineSpans.iterate() as IterableIterator<number[]>) sum.fine.merge(sub, min, max)
     return sum
   }
+  const fineSpans = db.prepare('SELECT sub, min_ms, max_ms FROM event_time_spans').raw()
+  const fineUpsert = db.prepare<[number, number, number]>(
+    'INSERT INTO event_time_spans (sub, min_ms, max_ms) VALUES (?, ?, ?) ON CONFLICT (sub) DO UPDATE SET min_ms = min(min_ms, excluded.min_ms), max_ms = max(max_ms, excluded.max_ms)',
+  )
   const docsFrom = db.prepare<[number, number]>('SELECT id, kind, source, n FROM event_docs WHERE id > ? ORDER BY id LIMIT ?').raw()
   const sourcesFrom = db.prepare<[number, number]>('SELECT id, n, asset_key FROM event_sources WHERE id > ? ORDER BY id LIMIT ?').raw()
   /**
@@ -359,7 +394,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
   function reset(table: RecordTable) {
     db.exec(`DELETE FROM ${rollupTable[table]}`)
     if (table === 'events') {
-      db.exec('DELETE FROM event_source_ids; DELETE FROM event_kind_ids; UPDATE event_sources SET n = 0 WHERE n <> 0; UPDATE event_docs SET n = 0 WHERE n <> 0')
+      db.exec('DELETE FROM event_time_spans; DELETE FROM event_source_ids; DELETE FROM event_kind_ids; UPDATE event_sources SET n = 0 WHERE n <> 0; UPDATE event_docs SET n = 0 WHERE n <> 0')
       docIds.reset()
     }
     setIndexed.run(0, table)
@@ -374,6 +409,8 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     sources: Map<number, number>
     newDocs: [number, number, number][]
     newSources: [number, string | null][]
+    /** Events: the time span of each stretch of ids the step met, as [min, max] by stretch. */
+    fine: Map<number, [number, number]>
     reset: boolean
   }
   let pending: Delta | null = null
@@ -402,7 +439,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
         // Read inside the write transaction: two indexers (say, the server and a script)
         // take turns and never count a record twice.
         let s = state.get(table)!
-        const delta: Delta = { from: s.indexed, to: s.indexed, cells: new Map(), docs: new Map(), sources: new Map(), newDocs: [], newSources: [], reset: false }
+        const delta: Delta = { from: s.indexed, to: s.indexed, cells: new Map(), docs: new Map(), sources: new Map(), newDocs: [], newSources: [], fine: new Map(), reset: false }
         if (s.stale) {
           reset(table)
           restarts++
@@ -417,6 +454,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
         if (table === 'events') {
           const sourceN = delta.sources
           const docN = delta.docs
+          const fine = delta.fine
           // (block, source, id) and (block, kind, id) of each event, inserted in key order: one
           // pass over the pages they land on.
           const bySource = new Float64Array(rows.length * 3)
@@ -443,6 +481,11 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
             ]
             const kind = kindId('events', [code, severity, category, icon, description, hashtags])
             addRollup(rollup, id, kind, ms)
+            const sub = Math.floor(id / 2 ** FINE_SHIFT)
+            const span = fine.get(sub)
+            if (!span) fine.set(sub, [ms, ms])
+            else if (ms < span[0]) span[0] = ms
+            else if (ms > span[1]) span[1] = ms
             const source = sourceId(entity, assetKey, assetName, delta)
             const doc = docId(kind, source, device, details, delta)
             sourceN.set(source, (sourceN.get(source) ?? 0) + 1)
@@ -464,6 +507,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
             order.sort((a, b) => table[a] - table[b] || table[a + 1] - table[b + 1] || table[a + 2] - table[b + 2])
             for (const i of order) insert.run(table[i], table[i + 1], table[i + 2])
           }
+          for (const [sub, [min, max]] of fine) fineUpsert.run(sub, min, max)
           for (const [id, n] of sourceN) addSourceN.run(n, id)
           for (const [id, n] of docN) addDocN.run(n, id)
           docIds.append(ids, docsOf, rows.length)
@@ -536,6 +580,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
       return
     }
     for (const [level, block, kind, n, min, max] of d.cells.values()) addCell(sum, level, block, kind, n, min, max)
+    for (const [sub, [min, max]] of d.fine) sum.fine.merge(sub, min, max)
     sum.indexed = d.to
     // Documents and sources not read yet are read from their tables when first needed.
     if (!sum.texts) return

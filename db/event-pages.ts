@@ -253,7 +253,7 @@ export function eventPages(state: QueryState, counts: EventCounts) {
         continue
       }
       if (s.level === -3) {
-        const ids = docMatchIds(p, c.text!, c.sum, s.lo, s.hi)
+        const ids = s.ids ?? docMatchIds(p, c.text!, c.sum, s.lo, s.hi)
         const wanted = dir === 'DESC' ? ids.slice(Math.max(0, ids.length - skip - (limit - out.length)), ids.length - skip) : ids.slice(skip, skip + limit - out.length)
         out.push(...rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(wanted)), `e.id ${dir}`, wanted.length, 0))
       } else out.push(...rowsOf(p, all([rangeCond(p, s.lo, s.hi), pred(p)])!, `e.id ${dir}`, limit - out.length, skip))

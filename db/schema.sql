@@ -1,4 +1,4 @@
--- The schema after every migration of db/migrations (schema version 33).
+-- The schema after every migration of db/migrations (schema version 34).
 -- Written by `npm run schema` (scripts/schema.ts); do not edit: change a migration and run it again.
 
 CREATE TABLE agent_commands (
@@ -356,6 +356,12 @@ CREATE TABLE event_sources (
 );
 
 CREATE VIRTUAL TABLE event_sources_fts USING fts5 (entity_id, asset_key, asset_name, content = '', tokenize = 'trigram');
+
+CREATE TABLE event_time_spans (
+  sub INTEGER PRIMARY KEY,                         -- id >> 6
+  min_ms INTEGER NOT NULL,
+  max_ms INTEGER NOT NULL
+);
 
 CREATE TABLE events (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
