@@ -359,11 +359,69 @@ export function eventCounts(state: QueryState) {
 
   /**
    * The indexed events of these kinds in [lo, hi] (one level 0 block, all of it at or above
-   * docsFrom) with times in [tLo, tHi], in the time index's order: its entries, each one's
-   * kind told by its document. Null when an event has no document (not expected among
+   * docsFrom) with times in [tLo, tHi], ascending: each one's kind told by its document, its
+   * time by the span of its stretch of 64 ids (event_time_spans), and read from the rows
+   * only for the stretches that straddle an end of the times (events arrive nearly in time
+   * order: one or two a block). Null when an event has no document (not expected among
    * indexed ones): the kinds' ids decide then.
    */
   function docKindIds(sum: Summary, kinds: number[], lo: number, hi: number, tLo: number, tHi: number): number[] | null {
+    const fineMin = sum.fine.min,
+      fineMax = sum.fine.max
+    const straddling: [number, number][] = []
+    for (let f = Math.floor(lo / FINE); f <= Math.floor(hi / FINE); f++) {
+      if (fineMax[f] < tLo || fineMin[f] > tHi) continue
+      if (!(fineMin[f] >= tLo && fineMax[f] <= tHi)) straddling.push([Math.max(lo, f * FINE), Math.min(hi, f * FINE + FINE - 1)])
+    }
+    if (straddling.length > 4) return docKindIdsByTime(sum, kinds, lo, hi, tLo, tHi)
+    let kindTop = 0
+    for (const k of kinds) kindTop = Math.max(kindTop, k)
+    const allowed = new Uint8Array(kindTop + 1)
+    for (const k of kinds) allowed[k] = 1
+    const kindOf = sum.docs.kind.data
+    // The straddling stretches' events in the times, from their rows (a few dozen each).
+    const timed = new Set<number>()
+    for (const [a, b] of straddling) for (const id of stretchInTimes.all(a, b, tLo, tHi)) timed.add(id)
+    const docOf = docScratch.of(hi - lo + 1)
+    docOf.fill(0, 0, hi - lo + 1)
+    indexer.docIds.each(lo, hi, (sLo, docs) => {
+      const from = Math.max(lo, sLo)
+      const to = Math.min(hi, sLo + docs.length - 1)
+      if (from <= to) docOf.set(docs.subarray(from - sLo, to - sLo + 1), from - lo)
+      return true
+    })
+    const out: number[] = []
+    for (let f = Math.floor(lo / FINE); f <= Math.floor(hi / FINE); f++) {
+      if (fineMax[f] < tLo || fineMin[f] > tHi) continue
+      const inside = fineMin[f] >= tLo && fineMax[f] <= tHi
+      const to = Math.min(hi, f * FINE + FINE - 1)
+      for (let id = Math.max(lo, f * FINE); id <= to; id++) {
+        if (!inside && !timed.has(id)) continue
+        const d = docOf[id - lo]
+        // No event here (a gap, or pruned: from docsFrom up every indexed event has its
+        // document), or one read from its row without one.
+        if (d === 0) {
+          if (timed.has(id)) return null
+          continue
+        }
+        const kind = d < kindOf.length ? kindOf[d] : 0
+        if (kind <= kindTop && allowed[kind] === 1) out.push(id)
+      }
+    }
+    return out
+  }
+  /** A block's documents by id, reused from call to call. */
+  const docScratch = {
+    at: new Int32Array(2 ** LEVEL_SHIFT[0]),
+    of(size: number): Int32Array {
+      if (this.at.length < size) this.at = new Int32Array(size)
+      return this.at
+    },
+  }
+  // plan: a range of rowids
+  const stretchInTimes = db.prepare<[number, number, number, number], number>('SELECT id FROM events WHERE id BETWEEN ? AND ? AND created_ms BETWEEN ? AND ?').pluck()
+  /** docKindIds through the time index's entries in the window (a block whose times mix: many stretches straddle). */
+  function docKindIdsByTime(sum: Summary, kinds: number[], lo: number, hi: number, tLo: number, tHi: number): number[] | null {
     let kindTop = 0
     for (const k of kinds) kindTop = Math.max(kindTop, k)
     const allowed = new Uint8Array(kindTop + 1)
