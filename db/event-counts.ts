@@ -149,6 +149,8 @@ export function eventCounts(state: QueryState) {
       keep(sum)
       const byKinds = kindMatchCount(p, lo, hi, sum)
       if (byKinds !== null) return byKinds === 'none' ? 0 : byKinds
+      const byStretches = stretchKindIds(p, lo, hi, sum)
+      if (byStretches !== null) return byStretches === 'none' ? 0 : byStretches.length
       const byTimes = timeIndexWhere(p, lo, hi, sum)
       // plan: query-plans "events list" (tests/query-plans.test.ts)
       if (byTimes) return byTimes === 'none' ? 0 : keptCount(`SELECT count(*) FROM events t ${byTime.events} WHERE ${byTimes.sql}`, byTimes.params, hi, sum)
@@ -281,6 +283,58 @@ export function eventCounts(state: QueryState) {
       ),
     ])!
   }
+
+  /**
+   * The ids of the matches of an event plan with kind conditions in [lo, hi] (indexed,
+   * within one level 0 block that the time range cuts), ascending, kept as matchIds' are,
+   * without the documents: the stretches of 64 ids wholly inside the times give theirs from
+   * the kinds' ids (event_kind_ids: a range of entries per allowed kind, where the time
+   * index read half a block's entries and joined the kinds' ids to them), and those that
+   * straddle an end of the times are read from their rows. Null when more than a few
+   * stretches straddle (a block whose times mix) or as cutWindow: the time index serves.
+   */
+  function stretchKindIds(p: Plan, lo: number, hi: number, sum: Summary): number[] | 'none' | null {
+    if (!p.kindOk || p.table !== 'events') return null
+    const win = cutWindow(p, lo, hi, sum)
+    if (!win || win === 'none') return win
+    if (!win.outKinds.length) return null
+    const times = p.times!
+    const key = `s\u0001${p.kindSql?.sql}\u0001${JSON.stringify(p.kindSql?.params)}\u0001${lo}:${hi}:${times.lo}:${times.hi}`
+    let ids = keptIds.get(key)
+    if (ids) return ids
+    const fineMin = sum.fine.min,
+      fineMax = sum.fine.max
+    const runs: [number, number][] = []
+    const straddling: [number, number][] = []
+    for (let f = Math.floor(lo / FINE); f <= Math.floor(hi / FINE); f++) {
+      if (fineMax[f] < times.lo || fineMin[f] > times.hi) continue
+      const a = Math.max(lo, f * FINE),
+        b = Math.min(hi, f * FINE + FINE - 1)
+      if (!(fineMin[f] >= times.lo && fineMax[f] <= times.hi)) {
+        // Unknown spans (NaN) straddle too.
+        straddling.push([a, b])
+        if (straddling.length > 4) return null
+      } else if (runs.length && runs[runs.length - 1][1] === a - 1) runs[runs.length - 1][1] = b
+      else runs.push([a, b])
+    }
+    const found: number[] = []
+    const kinds = JSON.stringify(win.inKinds)
+    const blk = Math.floor(lo / 2 ** LEVEL_SHIFT[1])
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
+    for (const [a, b] of runs) for (const id of kindIdsIn.all(blk, kinds, a, b)) found.push(id)
+    for (const [a, b] of straddling) {
+      const w = all([rangeCond(p, a, b), pred(p)])!
+      // plan: query-plans "events list" (tests/query-plans.test.ts)
+      for (const id of cached(`SELECT e.id FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`)
+        .pluck()
+        .all(...w.params) as number[])
+        found.push(id)
+    }
+    ids = found.sort((a, b) => a - b)
+    keptIds.set(key, ids)
+    return ids
+  }
+  const kindIdsIn = db.prepare<[number, string, number, number], number>('SELECT id FROM event_kind_ids WHERE blk = ? AND kind IN (SELECT value FROM json_each(?)) AND id BETWEEN ? AND ?').pluck()
 
   /**
    * The ids of the matches of an event plan with kind conditions in [lo, hi] (indexed,
@@ -496,6 +550,9 @@ export function eventCounts(state: QueryState) {
     const byKinds = kindMatchIds(p, lo, hi, sum)
     if (byKinds === 'none') return []
     if (byKinds) return dir === 'DESC' ? byKinds.slice(Math.max(0, byKinds.length - skip - limit), byKinds.length - skip).reverse() : byKinds.slice(skip, skip + limit)
+    const byStretches = stretchKindIds(p, lo, hi, sum)
+    if (byStretches === 'none') return []
+    if (byStretches) return dir === 'DESC' ? byStretches.slice(Math.max(0, byStretches.length - skip - limit), byStretches.length - skip).reverse() : byStretches.slice(skip, skip + limit)
     const byTimes = timeIndexWhere(p, lo, hi, sum)
     if (byTimes === 'none') return []
     if (byTimes)

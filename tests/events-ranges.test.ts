@@ -27,10 +27,10 @@ function rand(seed: number) {
 }
 
 /**
- * 40 days of events in batches, one in twenty stored late (with a time up to 3 or 20 days
- * earlier: the blocks' times mix), ids jumping to another level 1 block once.
+ * 40 days of events in batches, one in twenty stored late (`late`; with a time up to 3 or 20
+ * days earlier: the blocks' times mix), ids jumping to another level 1 block once.
  */
-function writeMixed(app: FastifyInstance, count: number): EventRow[] {
+function writeMixed(app: FastifyInstance, count: number, late = 0.05): EventRow[] {
   const make = eventMaker(5)
   const r = rand(11)
   const out: EventRow[] = []
@@ -44,8 +44,8 @@ function writeMixed(app: FastifyInstance, count: number): EventRow[] {
     }
     const n = Math.min(count - written, 1 + Math.floor(r() * 6))
     const due = NOW - 40 * DAY + Math.floor((written / count) * 40 * DAY)
-    const late = r()
-    const createdMs = late < 0.03 ? due - Math.floor(r() * 3 * DAY) : late < 0.05 ? due - Math.floor(r() * 20 * DAY) : due
+    const x = r()
+    const createdMs = x < late * 0.6 ? due - Math.floor(r() * 3 * DAY) : x < late ? due - Math.floor(r() * 20 * DAY) : due
     // After the jump, severities come in phases (PHASE): a block's kinds then hold stretches
     // of its times, and a time range can cut a block but none of its kinds.
     const batch = Array.from({ length: n }, () => (jumped ? { ...make(), severity: Math.floor((createdMs - NOW) / PHASE) & 7 } : make()))
@@ -181,4 +181,26 @@ t.test('text terms with ranges cutting blocks and deep pages answer as the model
   const left = new Set(app.db.prepare('SELECT id FROM events').pluck().all() as number[])
   rows = rows.filter((e) => left.has(e.id))
   check(t, app, rows, 'text, pruned', TEXT_FILTERS, sorts)
+})
+
+t.test('ranges over events stored nearly in time order: the cut blocks told by the stretches of 64 ids, answer as the model, partly indexed, whole and pruned', async (t) => {
+  const app = await build(t, { PRIME_RETENTION_EVENTS_DAYS: '30', PRIME_RETENTION_AUDIT_DAYS: '30' })
+  app.repos.eventQueries.holdIndexing(true)
+  // One in a thousand late: a range's ends straddle a stretch or two of a block, not dozens.
+  let rows = writeMixed(app, 14_000, 0.001)
+  const indexer = app.repos.eventQueries.indexer
+  indexer.step('events', 9_000)
+  const kindFilters = FILTERS.filter((f) => Object.keys(f).length > 0)
+  const sorts = ['eventID_desc', 'date_asc', 'severity_desc']
+  check(t, app, rows, 'in order, part indexed', kindFilters, sorts)
+  await app.repos.eventQueries.events.ready(eventFilter({ Source: 'x' }))
+  check(t, app, rows, 'in order, part indexed, documents read', kindFilters, sorts)
+  check(t, app, rows, 'in order, part indexed, documents read, texts', TEXT_FILTERS.slice(0, 3), sorts)
+  app.repos.eventQueries.catchUp()
+  check(t, app, rows, 'in order, all indexed', kindFilters, sorts)
+  const run = await app.retention.run(NOW)
+  t.ok(run.events.deleted > 2_000, `${run.events.deleted} events pruned by time`)
+  const left = new Set(app.db.prepare('SELECT id FROM events').pluck().all() as number[])
+  rows = rows.filter((e) => left.has(e.id))
+  check(t, app, rows, 'in order, pruned', kindFilters, sorts)
 })
