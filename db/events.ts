@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
 
@@ -173,6 +174,8 @@ export interface EventBatch {
 const COLUMNS = 15
 /** Rows per INSERT statement (COLUMNS parameters each); a batch is written in runs of this many. */
 const ROWS_PER_INSERT = 64
+/** Outbox rows (4 parameters each) per INSERT statement. */
+const OUTBOX_ROWS_PER_INSERT = 128
 
 export function eventsRepo(db: DB) {
   // Positional parameters: binding fifteen by name costs about as much again as the insert.
@@ -207,23 +210,48 @@ export function eventsRepo(db: DB) {
      FROM (SELECT value ->> 0 AS id, value ->> 1 AS n, value ->> 2 AS a, value ->> 3 AS b, value ->> 4 AS c FROM json_each(?)) AS x
      WHERE agents.id = x.id`,
   )
-  // The outbox rows of the events with ids in [?, ?] (migration 033 took this from a trigger on
-  // events): one statement per call instead of a trigger program run for every row, which
-  // cost about as much as the event row itself. The same rows in the same order (by event,
-  // then destination), so each destination's deliveries keep the events' order.
-  const queue = db.prepare<[number, number]>(
-    `INSERT INTO alarm_outbox (destination_id, feed, record_id, delivery_id, queued_ms)
-     SELECT d.id, 'events', e.id,
-       lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), 2) || '-'
-         || substr('89AB', 1 + (random() & 3), 1) || substr(hex(randomblob(2)), 2) || '-' || hex(randomblob(6))),
-       CAST(unixepoch('subsec') * 1000 AS INTEGER)
-     FROM events e JOIN alarm_destinations d
-     WHERE e.id BETWEEN ? AND ? AND d.enabled = 1 AND d.feed_events = 1 AND e.severity <= d.min_severity
-       AND (d.categories = '' OR instr(d.categories, ',' || e.category || ',') > 0)
-       -- An alarm delivery failure is never delivered to the destination it is about.
-       AND d.id IS NOT e.alarm_destination_id
-     ORDER BY e.id, d.id`,
+  // The outbox rows of a call's events (migration 033 took this from a trigger on events):
+  // the destinations subscribed to events are read once per call and matched here, and the
+  // rows written by one statement per run of OUTBOX_ROWS_PER_INSERT, with the filters of
+  // the trigger and the same rows in the same order (by event, then destination id), so each
+  // destination's deliveries keep the events' order. An INSERT ... SELECT joining the
+  // destinations cost as much as the events' own insert: SQLite built an automatic index and
+  // sorted the rows on every call, and the delivery ids made in SQL (a function call in a
+  // statement of several rows) had it keep a statement journal of every page it wrote.
+  // OR FAIL, as the events' insert: an error undoes the caller's whole transaction.
+  const eventDestinations = db.prepare<[], { id: string; min_severity: number; categories: string }>(
+    'SELECT id, min_severity, categories FROM alarm_destinations WHERE enabled = 1 AND feed_events = 1 ORDER BY id',
   )
+  const queues: Statement<unknown[]>[] = []
+  const queueOf = (rows: number) =>
+    (queues[rows] ??= db.prepare<unknown[]>(
+      `INSERT OR FAIL INTO alarm_outbox (destination_id, feed, record_id, delivery_id, queued_ms)
+     VALUES ${Array(rows).fill("(?, 'events', ?, ?, ?)").join(', ')}`,
+    ))
+  const queue = (rows: { e: EventInput }[], ids: number[]) => {
+    const destinations = eventDestinations.all()
+    if (!destinations.length) return
+    const queuedMs = Date.now()
+    const args: unknown[] = []
+    let n = 0
+    const flush = () => {
+      if (n) queueOf(n).run(args)
+      args.length = 0
+      n = 0
+    }
+    for (let i = 0; i < rows.length; i++) {
+      const e = rows[i].e
+      for (const d of destinations) {
+        if (e.severity > d.min_severity) continue
+        if (d.categories !== '' && !d.categories.includes(`,${e.category},`)) continue
+        // An alarm delivery failure is never delivered to the destination it is about.
+        if (d.id === e.alarmDestinationId) continue
+        args.push(d.id, ids[i], randomUUID(), queuedMs)
+        if (++n === OUTBOX_ROWS_PER_INSERT) flush()
+      }
+    }
+    flush()
+  }
   const risk = riskRaiser(db)
   // The kinds come from the migrations (010, 027); nothing writes them while the server runs.
   const riskCodes = risk.codes()
@@ -259,8 +287,7 @@ export function eventsRepo(db: DB) {
       for (let i = 0; i < run.length; i++) ids[at + i] = last - run.length + 1 + i
     }
 
-    // The ids of one call are consecutive (one connection, one transaction).
-    queue.run(ids[0], ids[ids.length - 1])
+    queue(rows, ids)
 
     // Each agent's three latest texts: the last three of its events in the batch, in order.
     const texts = new Map<number, string[]>()
