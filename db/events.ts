@@ -174,6 +174,8 @@ export interface EventBatch {
 const COLUMNS = 15
 /** Rows per INSERT statement (COLUMNS parameters each); a batch is written in runs of this many. */
 const ROWS_PER_INSERT = 64
+/** Agents' latest texts (5 parameters each) per UPDATE statement. */
+const TEXTS_PER_UPDATE = 64
 /** Outbox rows (4 parameters each) per INSERT statement. */
 const OUTBOX_ROWS_PER_INSERT = 128
 
@@ -199,17 +201,39 @@ export function eventsRepo(db: DB) {
   )
   const shift2 = db.prepare<[string, string, number]>(`UPDATE agents SET latest_minus2_event_text = latest_event_text, latest_minus1_event_text = ?, latest_event_text = ? WHERE id = ?`)
   const shift3 = db.prepare<[string, string, string, number]>('UPDATE agents SET latest_minus2_event_text = ?, latest_minus1_event_text = ?, latest_event_text = ? WHERE id = ?')
-  // Several agents in one statement: [id, how many new texts (1-3), newest, second, third] each.
-  // One new rev for all of them (migration 032), instead of the trigger's bump and second write per row.
-  const nextRev = db.prepare<[], number>(`UPDATE row_counts SET n = n + 1 WHERE name = 'agents.rev' RETURNING n`).pluck()
-  const shiftMany = db.prepare<[number, string]>(
-    `UPDATE agents SET
-       latest_minus2_event_text = CASE x.n WHEN 1 THEN latest_minus1_event_text WHEN 2 THEN latest_event_text ELSE x.c END,
-       latest_minus1_event_text = CASE x.n WHEN 1 THEN latest_event_text ELSE x.b END,
-       latest_event_text = x.a, rev = ?
-     FROM (SELECT value ->> 0 AS id, value ->> 1 AS n, value ->> 2 AS a, value ->> 3 AS b, value ->> 4 AS c FROM json_each(?)) AS x
-     WHERE agents.id = x.id`,
-  )
+  // Several agents in one statement: (id, how many new texts (1-3), newest, second, third)
+  // each, TEXTS_PER_UPDATE agents a statement. One new rev for all of them (migration 032),
+  // instead of the trigger's bump and second write per row.
+  // Bound VALUES rather than JSON taken apart in SQL, OR FAIL, and no RETURNING on the rev:
+  // a statement of several rows that calls a function (or any RETURNING) makes SQLite keep
+  // a statement journal and copy there every page the update rewrites first, and that cost
+  // about as much as the rows; an error undoes the caller's whole transaction instead.
+  const bumpRev = db.prepare<[]>(`UPDATE row_counts SET n = n + 1 WHERE name = 'agents.rev'`)
+  const rev = db.prepare<[], number>(`SELECT n FROM row_counts WHERE name = 'agents.rev'`).pluck()
+  const shifts: Statement<unknown[]>[] = []
+  const shiftOf = (rows: number) =>
+    (shifts[rows] ??= db.prepare<unknown[]>(
+      `UPDATE OR FAIL agents SET
+       latest_minus2_event_text = CASE x.column2 WHEN 1 THEN latest_minus1_event_text WHEN 2 THEN latest_event_text ELSE x.column5 END,
+       latest_minus1_event_text = CASE x.column2 WHEN 1 THEN latest_event_text ELSE x.column4 END,
+       latest_event_text = x.column3, rev = ?
+     FROM (VALUES ${Array(rows).fill('(?, ?, ?, ?, ?)').join(', ')}) AS x
+     WHERE agents.id = x.column1`,
+    ))
+  const shiftMany = (texts: Map<number, string[]>) => {
+    bumpRev.run()
+    const r = rev.get()!
+    const all = [...texts]
+    for (let at = 0; at < all.length; at += TEXTS_PER_UPDATE) {
+      const run = all.slice(at, at + TEXTS_PER_UPDATE)
+      const args: unknown[] = [r]
+      for (const [id, list] of run) {
+        const [a, b = null, c = null] = [...list].reverse()
+        args.push(id, list.length, a, b, c)
+      }
+      shiftOf(run.length).run(args)
+    }
+  }
   // The outbox rows of a call's events (migration 033 took this from a trigger on events):
   // the destinations subscribed to events are read once per call and matched here, and the
   // rows written by one statement per run of OUTBOX_ROWS_PER_INSERT, with the filters of
@@ -304,7 +328,7 @@ export function eventsRepo(db: DB) {
       else if (b !== undefined) shift2.run(b, a, agentId)
       else shift1.run(a, agentId)
     } else if (texts.size > 1) {
-      shiftMany.run(nextRev.get()!, JSON.stringify([...texts].map(([id, list]) => [id, list.length, ...list.reverse()])))
+      shiftMany(texts)
     }
 
     const risky: number[] = []

@@ -181,6 +181,27 @@ t.test('the texts shift by one, two or three places, alone and for several agent
   t.same(texts(a), { a: 'y', b: 'x', c: 'alone' }, 'two callers for one agent: both of their events count')
 })
 
+t.test('the texts of more agents than one statement takes: each shifted, all with one new rev', async (t) => {
+  const { db, repos, agent, texts } = setup()
+  const ids = Array.from({ length: 150 }, (_, i) => agent(10 + i))
+  for (const id of ids) repos.events.record(1, [ev(`old-${id}-3`), ev(`old-${id}-2`), ev(`old-${id}-1`)], id)
+  const revBefore = db.prepare(`SELECT n FROM row_counts WHERE name = 'agents.rev'`).pluck().get() as number
+  repos.events.recordMany(ids.map((id, i) => ({ createdMs: 2, agentId: id, events: Array.from({ length: 1 + (i % 3) }, (_, k) => ev(`new-${id}-${k + 1}`)) })))
+  ids.forEach((id, i) => {
+    const n = 1 + (i % 3)
+    const expected =
+      n === 1 ? { a: `new-${id}-1`, b: `old-${id}-1`, c: `old-${id}-2` } : n === 2 ? { a: `new-${id}-2`, b: `new-${id}-1`, c: `old-${id}-1` } : { a: `new-${id}-3`, b: `new-${id}-2`, c: `new-${id}-1` }
+    if (JSON.stringify(texts(id)) !== JSON.stringify(expected)) t.same(texts(id), expected, `agent ${id}`)
+  })
+  t.pass('every agent shifted by its own count')
+  const revs = db
+    .prepare(`SELECT DISTINCT rev FROM agents WHERE id IN (${ids.join(', ')})`)
+    .pluck()
+    .all()
+  t.same(revs, [revBefore + 1], 'one new rev for the whole call, across statements')
+  t.equal(db.prepare(`SELECT n FROM row_counts WHERE name = 'agents.rev'`).pluck().get(), revBefore + 1)
+})
+
 t.test('a bad event anywhere writes nothing; risky events raise their notification once per call', async (t) => {
   const { db, repos, agent } = setup()
   const a = agent(1)
