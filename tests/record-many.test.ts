@@ -120,6 +120,46 @@ t.test("the outbox rows follow each destination's filters, as the per-row trigge
   t.notOk(db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events' AND name LIKE '%outbox%'`).get(), 'no per-row trigger queues them twice')
 })
 
+t.test('outbox rows of a large call: in order of event then destination across statements, each with a uuid and the time queued', async (t) => {
+  const { db, repos } = setup()
+  const t0 = Date.now()
+  // 150 events for two destinations: 300 rows, more than one INSERT statement writes.
+  const events = Array.from({ length: 150 }, (_, i) => ev(`e${i}`, i % 8, { category: i % 3 ? 'USB' : 'Host' }))
+  const ids = repos.events.record(5, events)
+  const rows = db.prepare(`SELECT destination_id AS d, record_id AS r, delivery_id AS u, queued_ms AS q FROM alarm_outbox WHERE feed = 'events' ORDER BY id`).all() as {
+    d: string
+    r: number
+    u: string
+    q: number
+  }[]
+  const expected = ids.flatMap((id, i) =>
+    events[i].severity <= 6
+      ? [
+          { d: 'd1', r: id },
+          { d: 'd2', r: id },
+        ]
+      : [],
+  )
+  t.same(
+    rows.map(({ d, r }) => ({ d, r })),
+    expected,
+  )
+  t.ok(
+    rows.every((x) => /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(x.u)),
+    'delivery ids are random (version 4) uuids',
+  )
+  t.equal(new Set(rows.map((x) => x.u)).size, rows.length, 'each row its own delivery id')
+  t.ok(
+    rows.every((x) => x.q >= t0 && x.q <= Date.now()),
+    'queued at the wall-clock time of the call',
+  )
+  // No destination subscribed: nothing queued, the events stored all the same.
+  db.exec('UPDATE alarm_destinations SET enabled = 0')
+  const more = repos.events.record(6, [ev('alone')])
+  t.equal(db.prepare('SELECT count(*) FROM alarm_outbox WHERE record_id = ?').pluck().get(more[0]), 0)
+  t.equal(db.prepare('SELECT count(*) FROM events WHERE id = ?').pluck().get(more[0]), 1)
+})
+
 t.test('the texts shift by one, two or three places, alone and for several agents at once', async (t) => {
   const { repos, agent, texts } = setup()
   const [a, b, c] = [agent(1), agent(2), agent(3)]
@@ -139,6 +179,27 @@ t.test('the texts shift by one, two or three places, alone and for several agent
     { createdMs: 4, events: [ev('y')], agentId: a },
   ])
   t.same(texts(a), { a: 'y', b: 'x', c: 'alone' }, 'two callers for one agent: both of their events count')
+})
+
+t.test('the texts of more agents than one statement takes: each shifted, all with one new rev', async (t) => {
+  const { db, repos, agent, texts } = setup()
+  const ids = Array.from({ length: 150 }, (_, i) => agent(10 + i))
+  for (const id of ids) repos.events.record(1, [ev(`old-${id}-3`), ev(`old-${id}-2`), ev(`old-${id}-1`)], id)
+  const revBefore = db.prepare(`SELECT n FROM row_counts WHERE name = 'agents.rev'`).pluck().get() as number
+  repos.events.recordMany(ids.map((id, i) => ({ createdMs: 2, agentId: id, events: Array.from({ length: 1 + (i % 3) }, (_, k) => ev(`new-${id}-${k + 1}`)) })))
+  ids.forEach((id, i) => {
+    const n = 1 + (i % 3)
+    const expected =
+      n === 1 ? { a: `new-${id}-1`, b: `old-${id}-1`, c: `old-${id}-2` } : n === 2 ? { a: `new-${id}-2`, b: `new-${id}-1`, c: `old-${id}-1` } : { a: `new-${id}-3`, b: `new-${id}-2`, c: `new-${id}-1` }
+    if (JSON.stringify(texts(id)) !== JSON.stringify(expected)) t.same(texts(id), expected, `agent ${id}`)
+  })
+  t.pass('every agent shifted by its own count')
+  const revs = db
+    .prepare(`SELECT DISTINCT rev FROM agents WHERE id IN (${ids.join(', ')})`)
+    .pluck()
+    .all()
+  t.same(revs, [revBefore + 1], 'one new rev for the whole call, across statements')
+  t.equal(db.prepare(`SELECT n FROM row_counts WHERE name = 'agents.rev'`).pluck().get(), revBefore + 1)
 })
 
 t.test('a bad event anywhere writes nothing; risky events raise their notification once per call', async (t) => {
