@@ -140,10 +140,19 @@ function check(t: Test, app: FastifyInstance, rows: EventRow[], label: string, f
 }
 type Test = Parameters<Parameters<typeof t.test>[1]>[0]
 
+/** Runs the retention job (events older than 30 days go), then `check` with the events left. */
+async function pruned(t: Test, app: FastifyInstance, rows: EventRow[], check: (left: EventRow[]) => void): Promise<void> {
+  const run = await app.retention.run(NOW)
+  t.ok(run.events.deleted > 2_000, `${run.events.deleted} events pruned by time`)
+  const ids = new Set(app.db.prepare('SELECT id FROM events').pluck().all() as number[])
+  const left = rows.filter((e) => ids.has(e.id))
+  check(left)
+}
+
 t.test('ranges cutting blocks whose times mix, deep pages and every kind sort answer as the model, partly indexed, whole and pruned', async (t) => {
   const app = await build(t, { PRIME_RETENTION_EVENTS_DAYS: '30', PRIME_RETENTION_AUDIT_DAYS: '30' })
   app.repos.eventQueries.holdIndexing(true)
-  let rows = writeMixed(app, 14_000)
+  const rows = writeMixed(app, 14_000)
   t.ok(rows.at(-1)!.id > 80_000, 'the events span several blocks and a gap in the ids')
   const indexer = app.repos.eventQueries.indexer
   indexer.step('events', 9_000)
@@ -154,19 +163,17 @@ t.test('ranges cutting blocks whose times mix, deep pages and every kind sort an
   check(t, app, rows, 'part indexed, documents read')
   app.repos.eventQueries.catchUp()
   check(t, app, rows, 'all indexed')
-  const run = await app.retention.run(NOW)
-  t.ok(run.events.deleted > 2_000, `${run.events.deleted} events pruned by time`)
-  const left = new Set(app.db.prepare('SELECT id FROM events').pluck().all() as number[])
-  rows = rows.filter((e) => left.has(e.id))
-  const gaps = rows.filter((e, i) => i > 0 && e.id !== rows[i - 1].id + 1 && Math.floor(e.id / 4096) === Math.floor(rows[i - 1].id / 4096))
-  t.ok(gaps.length > 10, `the prune leaves ${gaps.length} gaps inside blocks (events stored late went, their neighbours stayed)`)
-  check(t, app, rows, 'pruned')
+  await pruned(t, app, rows, (left) => {
+    const gaps = left.filter((e, i) => i > 0 && e.id !== left[i - 1].id + 1 && Math.floor(e.id / 4096) === Math.floor(left[i - 1].id / 4096))
+    t.ok(gaps.length > 10, `the prune leaves ${gaps.length} gaps inside blocks (events stored late went, their neighbours stayed)`)
+    check(t, app, left, 'pruned')
+  })
 })
 
 t.test('text terms with ranges cutting blocks and deep pages answer as the model, partly indexed, indexed further, whole and pruned', async (t) => {
   const app = await build(t, { PRIME_RETENTION_EVENTS_DAYS: '30', PRIME_RETENTION_AUDIT_DAYS: '30' })
   app.repos.eventQueries.holdIndexing(true)
-  let rows = writeMixed(app, 24_000)
+  const rows = writeMixed(app, 24_000)
   const indexer = app.repos.eventQueries.indexer
   const sorts = ['eventID_desc', 'eventID_asc', 'date_desc']
   indexer.step('events', 9_000)
@@ -176,18 +183,14 @@ t.test('text terms with ranges cutting blocks and deep pages answer as the model
   check(t, app, rows, 'text, indexed further', TEXT_FILTERS, sorts)
   app.repos.eventQueries.catchUp()
   check(t, app, rows, 'text, all indexed', TEXT_FILTERS, sorts)
-  const run = await app.retention.run(NOW)
-  t.ok(run.events.deleted > 2_000, `${run.events.deleted} events pruned by time`)
-  const left = new Set(app.db.prepare('SELECT id FROM events').pluck().all() as number[])
-  rows = rows.filter((e) => left.has(e.id))
-  check(t, app, rows, 'text, pruned', TEXT_FILTERS, sorts)
+  await pruned(t, app, rows, (left) => check(t, app, left, 'text, pruned', TEXT_FILTERS, sorts))
 })
 
 t.test('ranges over events stored nearly in time order: the cut blocks told by the stretches of 64 ids, answer as the model, partly indexed, whole and pruned', async (t) => {
   const app = await build(t, { PRIME_RETENTION_EVENTS_DAYS: '30', PRIME_RETENTION_AUDIT_DAYS: '30' })
   app.repos.eventQueries.holdIndexing(true)
   // One in a thousand late: a range's ends straddle a stretch or two of a block, not dozens.
-  let rows = writeMixed(app, 14_000, 0.001)
+  const rows = writeMixed(app, 14_000, 0.001)
   const indexer = app.repos.eventQueries.indexer
   indexer.step('events', 9_000)
   const kindFilters = FILTERS.filter((f) => Object.keys(f).length > 0)
@@ -198,9 +201,5 @@ t.test('ranges over events stored nearly in time order: the cut blocks told by t
   check(t, app, rows, 'in order, part indexed, documents read, texts', TEXT_FILTERS.slice(0, 3), sorts)
   app.repos.eventQueries.catchUp()
   check(t, app, rows, 'in order, all indexed', kindFilters, sorts)
-  const run = await app.retention.run(NOW)
-  t.ok(run.events.deleted > 2_000, `${run.events.deleted} events pruned by time`)
-  const left = new Set(app.db.prepare('SELECT id FROM events').pluck().all() as number[])
-  rows = rows.filter((e) => left.has(e.id))
-  check(t, app, rows, 'in order, pruned', kindFilters, sorts)
+  await pruned(t, app, rows, (left) => check(t, app, left, 'in order, pruned', kindFilters, sorts))
 })
