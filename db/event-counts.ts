@@ -10,6 +10,7 @@ import { MAX_ID } from './filters.js'
 import { severityNames } from './sql.js'
 import { all, any, cond, type Cond, type GlobalCols, type Plan, type Range, type TextMatch } from './event-plans.js'
 import { SEEK_MAX, pred, rangeCond, seekFrom, type QueryState } from './event-query-state.js'
+import { GLOBAL_SOURCE_COLUMNS, sourceNames, type SourceColumn } from './source-names.js'
 import { termSearch, type DocColumn } from './term-search.js'
 
 /**
@@ -702,6 +703,7 @@ export function eventCounts(state: QueryState) {
   const lastSource = db.prepare('SELECT coalesce(max(id), 0) FROM event_sources').pluck()
   const lastDoc = db.prepare('SELECT coalesce(max(id), 0) FROM event_docs').pluck()
   const termDocs = termSearch(db)
+  const names = sourceNames(db)
   const sourceTexts = db.prepare<[string], { id: number; entity_id: string; asset_key: string | null; asset_name: string | null }>(
     'SELECT id, entity_id, asset_key, asset_name FROM event_sources WHERE id IN (SELECT value FROM json_each(?))',
   )
@@ -729,67 +731,16 @@ export function eventCounts(state: QueryState) {
     return entry.ids
   }
 
-  // The sources' names in memory, a column at a time, as one lower-cased text (each name
-  // ended by a NUL): a term is searched in it with indexOf, a millisecond or two for a
-  // hundred thousand sources where the trigram index took several (a host's name shares
-  // its trigrams with thousands of others). Sources are only added, never changed.
-  const sourcesAfter = (column: string) => `SELECT id, ${column} FROM event_sources WHERE id > ? AND id <= ? ORDER BY id`
-  type Names = { upTo: number; names: (string | null)[]; ids: number[]; starts: number[]; text: string }
-  const sourceNames = new Map<string, Names>()
-  function namesOf(column: string): Names {
-    let n = sourceNames.get(column)
-    if (!n) sourceNames.set(column, (n = { upTo: 0, names: [], ids: [], starts: [], text: '' }))
-    const last = lastSource.get() as number
-    if (last > n.upTo) {
-      const parts: string[] = []
-      let at = n.text.length
-      // plan: rowid range (no override)
-      for (const [id, name] of cached(sourcesAfter(column)).raw().iterate(n.upTo, last) as IterableIterator<[number, string | null]>) {
-        const lower = name === null ? '' : name.toLowerCase()
-        n.ids.push(id)
-        n.names.push(name)
-        n.starts.push(at)
-        parts.push(lower, '\u0000')
-        at += lower.length + 1
-      }
-      n.text += parts.join('')
-      n.upTo = last
-    }
-    return n
-  }
-  /** The sources whose `column` contains the term, ascending, or null when the in-memory names cannot tell (a NUL in the term). */
-  function scanSources(m: TextMatch, column: string): number[] | null {
-    const term = m.folded.toLowerCase()
-    if (term.includes('\u0000') || term === '') return null
-    const n = namesOf(column)
-    const out: number[] = []
-    for (let at = n.text.indexOf(term); at !== -1; ) {
-      // The name holding the match: the last start at or before it.
-      let lo = 0,
-        hi = n.starts.length - 1
-      while (lo < hi) {
-        const mid = (lo + hi + 1) >> 1
-        if (n.starts[mid] <= at) lo = mid
-        else hi = mid - 1
-      }
-      // Lower-casing all of Unicode finds every name the term's own test accepts (and a
-      // few more, which that test takes out).
-      if (m.test(n.names[lo])) out.push(n.ids[lo])
-      at = lo + 1 < n.starts.length ? n.text.indexOf(term, n.starts[lo + 1]) : -1
-    }
-    return out
-  }
-
   /** Sources any of whose `columns` contains the term. */
-  function matchSources(m: TextMatch, columns: string[]): number[] {
+  function matchSources(m: TextMatch, columns: SourceColumn[]): number[] {
     if (!m.trigram) {
       const w = any(columns.map((c) => m.on(c)))
       return cached(`SELECT id FROM event_sources WHERE ${w.sql}`)
         .pluck()
         .all(...w.params) as number[]
     }
-    const scanned = columns.map((c) => scanSources(m, c))
-    if (scanned.every((ids) => ids !== null)) return scanned.length === 1 ? scanned[0]! : [...new Set(scanned.flat() as number[])].sort((a, b) => a - b)
+    const scanned = names.scan(m.folded, columns, m.test)
+    if (scanned) return scanned
     // The trigram index narrows, the texts decide (the same test as on the rows).
     return remembered(`s\u0001${m.phrase(columns)}`, lastSource.get() as number, (after, upTo) => {
       const found = sourcesFts.all(m.phrase(columns), after, upTo)
@@ -952,7 +903,7 @@ export function eventCounts(state: QueryState) {
         if ([k.description, k.event_code, k.category, severityNames[k.severity], k.hashtags].some((v) => g.test(v))) hits.push(id)
       }
       global = mask(hits)
-      const gSources = matchSources(g, ['entity_id', 'asset_name'])
+      const gSources = matchSources(g, GLOBAL_SOURCE_COLUMNS)
       globalCols = { kinds: hits.length > 0, sources: gSources.length > 0 }
       sourceInGlobal.clear(srcs.size).add(gSources)
       docInGlobal.clear(docs.size).add(matchDocs(g, 'details'))
@@ -996,7 +947,7 @@ export function eventCounts(state: QueryState) {
       }
       const g = t.global!
       const gDocs = matchDocs(g, 'details')
-      const gSources = matchSources(g, ['entity_id', 'asset_name'])
+      const gSources = matchSources(g, GLOBAL_SOURCE_COLUMNS)
       // The documents whose details match, in one tight pass (the common, broad case).
       for (let i = 0; i < gDocs.length; i++) {
         const id = gDocs[i]
@@ -1349,6 +1300,6 @@ export function eventCounts(state: QueryState) {
   /** The ids of the indexed matches of a text plan in [lo, hi] (a segment of docSegments), ascending. */
   const docMatchIds = (p: Plan, t: TextCount, sum: Summary, lo: number, hi: number): number[] => docMatches(p, t, sum, lo, hi, true).flatMap((x) => x.ids!)
 
-  return { count, countAll, segments, matchIds, pageIds, blockKindIds, docMatchIds, walkable, docWalk, termDocs, countsOf }
+  return { count, countAll, segments, matchIds, pageIds, blockKindIds, docMatchIds, walkable, docWalk, termDocs, names, countsOf }
 }
 export type EventCounts = ReturnType<typeof eventCounts>

@@ -27,6 +27,7 @@ import { recordTables, type ListAnswer, type QueryState } from './event-query-st
 import { eventCounts } from './event-counts.js'
 import { eventPages, type Raw } from './event-pages.js'
 import { eventStream } from './event-stream.js'
+import { GLOBAL_SOURCE_COLUMNS, type SourceColumn } from './source-names.js'
 
 export { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-rows.js'
 export { textMatch } from './event-plans.js'
@@ -111,6 +112,21 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
         readingParts = false
       })
   }
+  // The sources' names the plan's source terms search (db/source-names.ts), read a slice at
+  // a time before the first such search (then a search reads only the few names added since):
+  // reading 100,000 sources' names takes a few hundred ms.
+  let readingNames: Promise<void> | null = null
+  const namesReady = (columns: SourceColumn[]): Promise<void> | undefined => {
+    if (!counts.names.lagging(columns)) return undefined
+    readingNames ??= (async () => {
+      do await pause()
+      while (db.open && counts.names.prepare(columns))
+    })().finally(() => {
+      readingNames = null
+    })
+    // Another question's columns may be read meanwhile: this one's are read after.
+    return readingNames.then(() => namesReady(columns))
+  }
   const byIds = {
     events: db.prepare(`SELECT ${tables.events.columns} FROM events e WHERE e.id IN (SELECT value FROM json_each(?))`).raw(true),
     audit_trail: db.prepare(`SELECT ${tables.audit_trail.columns} FROM audit_trail e WHERE e.id IN (SELECT value FROM json_each(?))`).raw(true),
@@ -136,9 +152,12 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
        * is to be awaited.
        */
       ready: (f: EventFilter): Promise<void> | undefined => {
-        if (eventPlan(f).text === null) return undefined
+        const text = eventPlan(f).text
+        if (text === null) return undefined
         readParts()
-        return textsReady()
+        const columns = [...new Set([...text.source.flatMap((s) => s.columns), ...(text.global ? GLOBAL_SOURCE_COLUMNS : [])])]
+        const waits = [textsReady(), columns.length ? namesReady(columns) : undefined].filter((w) => w !== undefined)
+        return waits.length ? Promise.all(waits).then(() => {}) : undefined
       },
       list: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(list(eventPlan(f), s, limit, offset), tables.events.row),
       feed: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(feed(eventPlan(f), s, limit, offset), tables.events.row),
