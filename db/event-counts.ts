@@ -56,6 +56,8 @@ const KEPT_BITS_BYTES = 16 * 1024 * 1024
 const DOC_PASS_MAX = 1_048_576
 /** Ids per fine time span (event_time_spans). */
 const FINE = 2 ** FINE_SHIFT
+/** Stretches straddling a time range's end, at most, for a cut block to be read by its stretches rather than the time index. */
+const STRADDLING_MAX = 4
 
 export interface TextCount {
   /** Indexed matches. */
@@ -286,6 +288,31 @@ export function eventCounts(state: QueryState) {
   }
 
   /**
+   * The stretches of 64 ids (event_time_spans) of [lo, hi] whose events' times may lie in
+   * [tLo, tHi], in id order, as [first id, last id, wholly inside]: neighbours wholly inside
+   * joined in one run; those straddling an end (or of unknown span) one each. Null when more
+   * than STRADDLING_MAX straddle (a block whose times mix: events stored late).
+   */
+  function stretchesIn(sum: Summary, lo: number, hi: number, tLo: number, tHi: number): [number, number, boolean][] | null {
+    const fineMin = sum.fine.min,
+      fineMax = sum.fine.max
+    const out: [number, number, boolean][] = []
+    let straddling = 0
+    for (let f = Math.floor(lo / FINE); f <= Math.floor(hi / FINE); f++) {
+      if (fineMax[f] < tLo || fineMin[f] > tHi) continue
+      const a = Math.max(lo, f * FINE),
+        b = Math.min(hi, f * FINE + FINE - 1)
+      // Unknown spans (NaN) straddle too.
+      const inside = fineMin[f] >= tLo && fineMax[f] <= tHi
+      const last = out[out.length - 1]
+      if (inside && last?.[2] && last[1] === a - 1) last[1] = b
+      else out.push([a, b, inside])
+      if (!inside && ++straddling > STRADDLING_MAX) return null
+    }
+    return out
+  }
+
+  /**
    * The ids of the matches of an event plan with kind conditions in [lo, hi] (indexed,
    * within one level 0 block that the time range cuts), ascending, kept as matchIds' are,
    * without the documents: the stretches of 64 ids wholly inside the times give theirs from
@@ -303,27 +330,15 @@ export function eventCounts(state: QueryState) {
     const key = `s\u0001${p.kindSql?.sql}\u0001${JSON.stringify(p.kindSql?.params)}\u0001${lo}:${hi}:${times.lo}:${times.hi}`
     let ids = keptIds.get(key)
     if (ids) return ids
-    const fineMin = sum.fine.min,
-      fineMax = sum.fine.max
-    const runs: [number, number][] = []
-    const straddling: [number, number][] = []
-    for (let f = Math.floor(lo / FINE); f <= Math.floor(hi / FINE); f++) {
-      if (fineMax[f] < times.lo || fineMin[f] > times.hi) continue
-      const a = Math.max(lo, f * FINE),
-        b = Math.min(hi, f * FINE + FINE - 1)
-      if (!(fineMin[f] >= times.lo && fineMax[f] <= times.hi)) {
-        // Unknown spans (NaN) straddle too.
-        straddling.push([a, b])
-        if (straddling.length > 4) return null
-      } else if (runs.length && runs[runs.length - 1][1] === a - 1) runs[runs.length - 1][1] = b
-      else runs.push([a, b])
-    }
+    const stretches = stretchesIn(sum, lo, hi, times.lo, times.hi)
+    if (!stretches) return null
     const found: number[] = []
     const kinds = JSON.stringify(win.inKinds)
     const blk = Math.floor(lo / 2 ** LEVEL_SHIFT[1])
     // plan: query-plans "events list" (tests/query-plans.test.ts)
-    for (const [a, b] of runs) for (const id of kindIdsIn.all(blk, kinds, a, b)) found.push(id)
-    for (const [a, b] of straddling) {
+    for (const [a, b, inside] of stretches) if (inside) for (const id of kindIdsIn.all(blk, kinds, a, b)) found.push(id)
+    for (const [a, b, inside] of stretches) {
+      if (inside) continue
       const w = all([rangeCond(p, a, b), pred(p)])!
       // plan: query-plans "events list" (tests/query-plans.test.ts)
       for (const id of cached(`SELECT e.id FROM ${tables[p.table].from} e NOT INDEXED WHERE ${w.sql}`)
@@ -421,14 +436,8 @@ export function eventCounts(state: QueryState) {
    * indexed ones): the kinds' ids decide then.
    */
   function docKindIds(sum: Summary, kinds: number[], lo: number, hi: number, tLo: number, tHi: number): number[] | null {
-    const fineMin = sum.fine.min,
-      fineMax = sum.fine.max
-    const straddling: [number, number][] = []
-    for (let f = Math.floor(lo / FINE); f <= Math.floor(hi / FINE); f++) {
-      if (fineMax[f] < tLo || fineMin[f] > tHi) continue
-      if (!(fineMin[f] >= tLo && fineMax[f] <= tHi)) straddling.push([Math.max(lo, f * FINE), Math.min(hi, f * FINE + FINE - 1)])
-    }
-    if (straddling.length > 4) return docKindIdsByTime(sum, kinds, lo, hi, tLo, tHi)
+    const stretches = stretchesIn(sum, lo, hi, tLo, tHi)
+    if (!stretches) return docKindIdsByTime(sum, kinds, lo, hi, tLo, tHi)
     let kindTop = 0
     for (const k of kinds) kindTop = Math.max(kindTop, k)
     const allowed = new Uint8Array(kindTop + 1)
@@ -436,7 +445,7 @@ export function eventCounts(state: QueryState) {
     const kindOf = sum.docs.kind.data
     // The straddling stretches' events in the times, from their rows (a few dozen each).
     const timed = new Set<number>()
-    for (const [a, b] of straddling) for (const id of stretchInTimes.all(a, b, tLo, tHi)) timed.add(id)
+    for (const [a, b, inside] of stretches) if (!inside) for (const id of stretchInTimes.all(a, b, tLo, tHi)) timed.add(id)
     const docOf = docScratch.of(hi - lo + 1)
     docOf.fill(0, 0, hi - lo + 1)
     indexer.docIds.each(lo, hi, (sLo, docs) => {
@@ -446,11 +455,8 @@ export function eventCounts(state: QueryState) {
       return true
     })
     const out: number[] = []
-    for (let f = Math.floor(lo / FINE); f <= Math.floor(hi / FINE); f++) {
-      if (fineMax[f] < tLo || fineMin[f] > tHi) continue
-      const inside = fineMin[f] >= tLo && fineMax[f] <= tHi
-      const to = Math.min(hi, f * FINE + FINE - 1)
-      for (let id = Math.max(lo, f * FINE); id <= to; id++) {
+    for (const [a, b, inside] of stretches) {
+      for (let id = a; id <= b; id++) {
         if (!inside && !timed.has(id)) continue
         const d = docOf[id - lo]
         // No event here (a gap, or pruned: from docsFrom up every indexed event has its
