@@ -766,6 +766,35 @@ export function eventCounts(state: QueryState) {
       .all(...w.params) as number[]
   }
 
+  /**
+   * The phrase queries the plan's document terms would run over more than `minDocs`
+   * documents not remembered yet (a term's first search, or many documents added since):
+   * for another connection to run (db/term-thread.ts), their answers given to
+   * `rememberPhrase`. The rest is read by the search itself.
+   */
+  function phraseTerms(p: Plan, minDocs: number): { key: string; query: string; after: number; upTo: number }[] {
+    const t = p.text
+    if (!t) return []
+    const asked: [TextMatch, DocColumn][] = t.doc.map((x) => [x.match, x.column])
+    if (t.global) asked.push([t.global, 'details'])
+    const upTo = lastDoc.get() as number
+    const out: { key: string; query: string; after: number; upTo: number }[] = []
+    for (const [m, column] of asked) {
+      if (!m.trigram) continue
+      const key = `d\u0001${m.phrase([column])}`
+      const after = terms.get(key)?.upTo ?? 0
+      if (upTo - after <= minDocs) continue
+      const query = termDocs.phraseQuery(m, column, upTo)
+      if (query !== null && !out.some((o) => o.key === key)) out.push({ key, query, after, upTo })
+    }
+    return out
+  }
+  /** A term's documents in (after, upTo] as phraseTerms asked: kept unless the term's remembered ones have moved meanwhile. */
+  function rememberPhrase(key: string, after: number, upTo: number, ids: ArrayLike<number>): void {
+    if ((terms.get(key)?.upTo ?? 0) !== after) return
+    remembered(key, upTo, () => Array.from(ids))
+  }
+
   // The marks textCount sets, one set per repository (kept from query to query).
   const docSeen = new Marks(),
     docIn = new Marks(),
@@ -1306,6 +1335,6 @@ export function eventCounts(state: QueryState) {
   /** The ids of the indexed matches of a text plan in [lo, hi] (a segment of docSegments), ascending. */
   const docMatchIds = (p: Plan, t: TextCount, sum: Summary, lo: number, hi: number): number[] => docMatches(p, t, sum, lo, hi, true).flatMap((x) => x.ids!)
 
-  return { count, countAll, segments, matchIds, pageIds, blockKindIds, docMatchIds, walkable, docWalk, termDocs, names, countsOf }
+  return { count, countAll, segments, matchIds, pageIds, blockKindIds, docMatchIds, walkable, docWalk, termDocs, names, phraseTerms, rememberPhrase, countsOf }
 }
 export type EventCounts = ReturnType<typeof eventCounts>

@@ -27,6 +27,7 @@ import { recordTables, type ListAnswer, type QueryState } from './event-query-st
 import { eventCounts } from './event-counts.js'
 import { eventPages, type Raw } from './event-pages.js'
 import { eventStream } from './event-stream.js'
+import { termThread } from './term-thread.js'
 import { GLOBAL_SOURCE_COLUMNS, type SourceColumn } from './source-names.js'
 
 export { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-rows.js'
@@ -35,7 +36,18 @@ export { textMatch } from './event-plans.js'
 export const EVENT_ROW_SORTS: readonly string[] = sortedByRows(eventSorts)
 export type { ListAnswer } from './event-query-state.js'
 
-export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
+/**
+ * A text term's first search over at least this many documents runs its phrase query in a
+ * thread (db/term-thread.ts); fewer are read on the request's own turn (a few ms at most).
+ */
+const PHRASE_THREAD_DOCS = 65_536
+
+export interface EventQueriesOptions extends IndexerOptions {
+  /** Phrase queries over more documents than this run in a thread (default PHRASE_THREAD_DOCS; none for a database in memory). */
+  phraseThreadDocs?: number
+}
+
+export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
   const indexer = recordIndexer(db, opts)
   const cached = statementCache(db, 256)
   // Unicode case folding for "contains" terms beyond ASCII (see textMatch).
@@ -127,6 +139,23 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
     // Another question's columns may be read meanwhile: this one's are read after.
     return readingNames.then(() => namesReady(columns))
   }
+  // Phrase queries of terms' first searches, on a connection of their own: awaited by
+  // `ready`, so that no other request waits for them.
+  const thread = db.memory || !db.name ? null : termThread(db.name)
+  const phraseThreadDocs = opts.phraseThreadDocs ?? PHRASE_THREAD_DOCS
+  const phrasesReady = (p: Plan): Promise<void> | undefined => {
+    const asked = thread ? counts.phraseTerms(p, phraseThreadDocs) : []
+    if (!asked.length) return undefined
+    return Promise.all(
+      asked.map(({ key, query, after, upTo }) =>
+        thread!.phrase(query, after, upTo).then(
+          (ids) => counts.rememberPhrase(key, after, upTo, ids),
+          // The thread could not answer: the search runs the query itself.
+          () => {},
+        ),
+      ),
+    ).then(() => {})
+  }
   const byIds = {
     events: db.prepare(`SELECT ${tables.events.columns} FROM events e WHERE e.id IN (SELECT value FROM json_each(?))`).raw(true),
     audit_trail: db.prepare(`SELECT ${tables.audit_trail.columns} FROM audit_trail e WHERE e.id IN (SELECT value FROM json_each(?))`).raw(true),
@@ -134,6 +163,12 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
 
   return {
     indexer,
+    /** The phrase queries a text filter's search would ask of the thread now (tests). */
+    phrasesToAsk: (f: EventFilter, minDocs = 0) => counts.phraseTerms(eventPlan(f), minDocs),
+    /** Stops the phrase queries' thread (before the database closes). */
+    close: async () => {
+      await thread?.stop()
+    },
     /** Wants indexing in the background (the first list does it too). */
     startIndexing,
     indexSlice: catchUp.indexSlice,
@@ -152,11 +187,12 @@ export function eventQueriesRepo(db: DB, opts: IndexerOptions = {}) {
        * is to be awaited.
        */
       ready: (f: EventFilter): Promise<void> | undefined => {
-        const text = eventPlan(f).text
+        const plan = eventPlan(f)
+        const text = plan.text
         if (text === null) return undefined
         readParts()
         const columns = [...new Set([...text.source.flatMap((s) => s.columns), ...(text.global ? GLOBAL_SOURCE_COLUMNS : [])])]
-        const waits = [textsReady(), columns.length ? namesReady(columns) : undefined].filter((w) => w !== undefined)
+        const waits = [textsReady(), columns.length ? namesReady(columns) : undefined, phrasesReady(plan)].filter((w) => w !== undefined)
         return waits.length ? Promise.all(waits).then(() => {}) : undefined
       },
       list: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(list(eventPlan(f), s, limit, offset), tables.events.row),

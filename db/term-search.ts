@@ -170,12 +170,15 @@ export function termSearch(db: DB) {
     return fts.all(m.phrase([column]), after, upTo)
   }
 
-  /** The documents in (after, upTo] whose `column` holds the term, ascending. */
-  function docs(m: TextMatch, column: DocColumn, after: number, upTo: number): number[] {
+  /**
+   * The trigrams whose AND finds the term's candidates in documents up to `upTo` at least
+   * cost, or null when the phrase query costs less (or no estimate is read yet).
+   */
+  function andGrams(m: TextMatch, column: DocColumn, upTo: number): string[] | null {
     const grams = [...new Set(trigramsOf(m.folded))]
     // No sample yet (it is read in the background, `prepare`): the phrase query.
     const est = sample
-    if (!est || !grams.length) return phrase(m, column, after, upTo)
+    if (!est || !grams.length) return null
     const held = est.holders[column]
     const ranked = grams.map((g) => ({ g, docs: held.get(g) ?? EMPTY })).sort((x, y) => x.docs.length - y.docs.length)
     // Estimates from the sample, in documents (a trigram the sample lacks: a fifth of a
@@ -204,7 +207,13 @@ export function termSearch(db: DB) {
       cost = c
     }
     // The phrase query moves every trigram of the term to each document of the rarest.
-    if (cost > grams.length * (PHRASE_TERM_US + docsOf(ranked[0].docs.length) * PHRASE_STEP_US)) return phrase(m, column, after, upTo)
+    return cost > grams.length * (PHRASE_TERM_US + docsOf(ranked[0].docs.length) * PHRASE_STEP_US) ? null : chosen
+  }
+
+  /** The documents in (after, upTo] whose `column` holds the term, ascending. */
+  function docs(m: TextMatch, column: DocColumn, after: number, upTo: number): number[] {
+    const chosen = andGrams(m, column, upTo)
+    if (!chosen) return phrase(m, column, after, upTo)
     way = 'and'
     // Separate terms, not a phrase: the index does not read their positions.
     const query = chosen.map((g) => `{${column}} : "${g.replace(/"/g, '""')}"`).join(' AND ')
@@ -238,6 +247,8 @@ export function termSearch(db: DB) {
 
   return {
     docs,
+    /** The phrase query `docs` would run for the term over documents up to `upTo`, or null when it takes the AND of rare trigrams. */
+    phraseQuery: (m: TextMatch, column: DocColumn, upTo: number): string | null => (andGrams(m, column, upTo) ? null : m.phrase([column])),
     lastWay: () => way,
     /**
      * Reads the rarity sample, or else the device parts of up to `max` more documents (the

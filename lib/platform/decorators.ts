@@ -40,6 +40,8 @@ export function decorateApp(app: FastifyInstance, { config, db, repos, spec, ops
 export function closeWithApp(app: FastifyInstance): void {
   app.addHook('onClose', async () => {
     app.mailer.close()
+    // The phrase queries' thread holds a connection of its own: closed first.
+    await app.repos.eventQueries.close()
     app.db.close()
   })
 }
