@@ -275,7 +275,10 @@ export function eventPages(state: QueryState, counts: EventCounts) {
     const hi = Math.min(c.ids.hi, topId(p.table))
     const last = Math.min(hi, c.sum.indexed)
     // Matches spread evenly: a walk tests about this many ids (clustered ones end it early or
-    // late; the budget bounds it), of which those of blocks not counted yet are read.
+    // late; the budget bounds it), of which those of blocks not counted yet are read. Walked
+    // up to the whole budget: the other way, a seek through the sources' entries, probed
+    // each source in each block (a site's 233 hosts: 4,660 probes, 18 ms) and read every
+    // row passed over, where a walk of a million documents by id takes a few ms.
     const size = 2 ** LEVEL_SHIFT[0]
     const counts = countsOf(t, c.sum)
     let unknown = 0
@@ -283,7 +286,7 @@ export function eventPages(state: QueryState, counts: EventCounts) {
       bTo = Math.floor(last / size)
     for (let b = bFrom; b <= bTo; b++) if (counts[b] < 0) unknown++
     const share = unknown / Math.max(1, bTo - bFrom + 1)
-    if ((share * Math.min(offset + limit, c.filtered) * Math.max(0, last - c.ids.lo + 1)) / Math.max(1, c.filtered) > DOC_WALK_MAX / 2) return null
+    if ((share * Math.min(offset + limit, c.filtered) * Math.max(0, last - c.ids.lo + 1)) / Math.max(1, c.filtered) > DOC_WALK_MAX) return null
     const tailLo = Math.max(c.ids.lo, c.sum.indexed + 1)
     const tail = (skip: number, want: number): Raw[] => (want > 0 && tailLo <= hi && skip < c.tail ? rowsOf(p, all([rangeCond(p, tailLo, hi), pred(p)])!, `e.id ${dir}`, want, skip) : [])
     const byIds = (ids: number[]): Raw[] => (ids.length ? rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(ids)), `e.id ${dir}`, ids.length, 0) : [])
