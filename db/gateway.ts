@@ -426,6 +426,10 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   const lastAgentId = db.prepare<[], number>('SELECT coalesce(max(id), 0) FROM agents').pluck()
   // The ids first (CROSS JOIN keeps that order): left to itself, the planner walks the
   // agents_connection index over every quiet agent, which after an outage is all of them.
+  const quietOf = db.prepare<[string, number], SweptAgent>(
+    `SELECT a.id, a.uuid, a.host_identifier, a.local_ip_address, a.last_updated_ms FROM json_each(?) j CROSS JOIN agents a ON a.id = j.value
+     WHERE a.connection_status = 'Connected' AND a.last_updated_ms < ?`,
+  )
   // One statement does what a disconnect changes in the row: the connection, the display
   // status it decides alone (agent-state.ts: Disconnected before anything else), and the
   // latest event texts moving down one place for the disconnect event. Nothing else a
@@ -433,13 +437,14 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   // rewrites it, its revision and its index entries again.
   // One new rev for all the rows (migration 032): the per-row trigger would rewrite each row
   // a second time and bump the counter once per agent.
+  // The rows quietOf just read, in the same transaction: no RETURNING and OR FAIL, as the
+  // latest texts' update in db/events.ts, so that SQLite keeps no statement journal of the
+  // pages it rewrites (an error undoes the caller's whole transaction instead).
   const nextRev = db.prepare<[], number>(`UPDATE row_counts SET n = n + 1 WHERE name = 'agents.rev' RETURNING n`).pluck()
-  const disconnectMany = db.prepare<[string, number, string, number], SweptAgent>(
-    `UPDATE agents SET connection_status = 'Disconnected', display_status = 'Disconnected',
+  const disconnectMany = db.prepare<[string, number, string]>(
+    `UPDATE OR FAIL agents SET connection_status = 'Disconnected', display_status = 'Disconnected',
        latest_minus2_event_text = latest_minus1_event_text, latest_minus1_event_text = latest_event_text, latest_event_text = ?, rev = ?
-     WHERE id IN (SELECT a.id FROM json_each(?) j CROSS JOIN agents a ON a.id = j.value
-       WHERE a.connection_status = 'Connected' AND a.last_updated_ms < ?)
-     RETURNING id, uuid, host_identifier, local_ip_address, last_updated_ms`,
+     WHERE id IN (SELECT value FROM json_each(?))`,
   )
   const overdue = db.prepare<[number, number], OverdueCommand>(
     `SELECT c.id, c.type, c.agent_id, a.uuid, a.host_identifier, a.local_ip_address
@@ -452,6 +457,13 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   // An expired license frees no seat: the agents keep counting until they are deleted.
   const expire = db.prepare<[number]>(`UPDATE agents SET license_status = 'Expired'
     WHERE license_status IN ('Activated', 'Pending') AND expiration_ms IS NOT NULL AND expiration_ms <= ?`)
+
+  function disconnectQuiet(ids: number[], before: number, latestText: string): SweptAgent[] {
+    const quiet = quietOf.all(JSON.stringify(ids), before)
+    if (quiet.length) disconnectMany.run(latestText, nextRev.get()!, JSON.stringify(quiet.map((a) => a.id)))
+    return quiet
+  }
+  const disconnectQuietAlone = db.transaction(disconnectQuiet)
 
   function applyPeripheralsMany(writes: PeripheralWrite[], max: number): void {
     const seenAt: [number, number][] = []
@@ -585,7 +597,9 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
      */
     disconnectMany(ids: number[], before: number, latestText: string): SweptAgent[] {
       if (ids.length === 0) return []
-      const gone = new Map(disconnectMany.all(latestText, nextRev.get()!, JSON.stringify(ids), before).map((a) => [a.id, a]))
+      // The read and the write in one transaction (no savepoint inside the caller's).
+      const quiet = db.inTransaction ? disconnectQuiet(ids, before, latestText) : disconnectQuietAlone(ids, before, latestText)
+      const gone = new Map(quiet.map((a) => [a.id, a]))
       return ids.flatMap((id) => gone.get(id) ?? [])
     },
     overdueCommands: (before: number, limit: number) => overdue.all(before, limit),
