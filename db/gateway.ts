@@ -277,6 +277,12 @@ export interface PeripheralWrite {
   previousMs: number
 }
 
+/** Check-ins' states per UPDATE statement (3 parameters and one per changed column each). */
+const STATES_PER_UPDATE = 64
+
+/** Peripherals' presence or last sight (2 or 3 parameters each) per UPDATE statement. */
+const PRESENCE_PER_UPDATE = 128
+
 /** Rows of several agents, by agent, in the order read (agents without a row left out). */
 function byAgent<T extends { agent_id: number }>(rows: T[]): Map<number, T[]> {
   const out = new Map<number, T[]>()
@@ -322,17 +328,25 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   // column left out of the SET keeps its indexes untouched (the agent row carries about twenty);
   // one new rev for the rows (migration 032), as the per-row trigger would give each.
   const agentsById = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE id IN (SELECT value FROM json_each(?))')
-  const statesOf = new Map<string, Statement<[number, string]>>()
-  const statesStatement = (columns: string[]) => {
-    const key = columns.join(',')
+  // Bound VALUES (id, time, digest, then the changed columns), STATES_PER_UPDATE agents a
+  // statement, OR FAIL, and no SQL function (the later time by CASE, not max()): a statement
+  // of several rows on a table with triggers that calls a function makes SQLite keep a
+  // statement journal of every page it rewrites (db/events.ts); an error undoes the caller's
+  // transaction instead.
+  const statesOf = new Map<string, Statement<unknown[]>>()
+  const statesStatement = (columns: string[], rows: number) => {
+    const key = `${rows}:${columns.join(',')}`
     let st = statesOf.get(key)
     if (st === undefined) {
-      const picked = columns.map((_, i) => `value ->> ${i + 3} AS c${i}`)
-      st = db.prepare<[number, string]>(
-        `UPDATE agents SET ${columns.map((c, i) => `${c} = x.c${i}, `).join('')}last_updated_ms = max(coalesce(last_updated_ms, 0), x.ms),
-           state_digest = x.digest, rev = ?
-         FROM (SELECT value ->> 0 AS id, value ->> 1 AS ms, value ->> 2 AS digest${picked.map((p) => `, ${p}`).join('')} FROM json_each(?)) AS x
-         WHERE agents.id = x.id`,
+      const row = `(${Array(3 + columns.length)
+        .fill('?')
+        .join(', ')})`
+      st = db.prepare<unknown[]>(
+        `UPDATE OR FAIL agents SET ${columns.map((c, i) => `${c} = x.column${i + 4}, `).join('')}
+           last_updated_ms = CASE WHEN coalesce(last_updated_ms, 0) >= x.column2 THEN coalesce(last_updated_ms, 0) ELSE x.column2 END,
+           state_digest = x.column3, rev = ?
+         FROM (VALUES ${Array(rows).fill(row).join(', ')}) AS x
+         WHERE agents.id = x.column1`,
       )
       statesOf.set(key, st)
     }
@@ -362,20 +376,38 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     `DELETE FROM peripherals WHERE id IN
        (SELECT id FROM peripherals WHERE agent_id = ? AND NOT present ORDER BY last_seen_ms, id LIMIT ?)`,
   )
-  const knownOf = db.prepare<[string], StoredPeripheral & { agent_id: number }>(
-    `SELECT agent_id, id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon, description, status, manufacturer,
+  // Read as arrays and made into objects here: better-sqlite3 sets an object's properties one
+  // by one by name, which for these 21 columns cost about twice the read itself.
+  const knownOf = db
+    .prepare<[string], unknown[]>(
+      `SELECT agent_id, id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon, description, status, manufacturer,
        caption, class_code, subclass_code, protocol_code, hierarchy, parent_device_id, is_disabled
      FROM peripherals WHERE agent_id IN (SELECT value FROM json_each(?))`,
-  )
+    )
+    .raw()
   // Peripherals reported as stored: their presence and last sight alone (no other column or
-  // index touched), several check-ins' in one statement. Seen while present: [id, ms] each.
-  const seenMany = db.prepare<[string]>('UPDATE peripherals SET last_seen_ms = x.ms FROM (SELECT value ->> 0 AS id, value ->> 1 AS ms FROM json_each(?)) AS x WHERE peripherals.id = x.id')
-  // Present again ([id, 1, now]), or absent ([id, 0, previousMs]) since the check-in after
+  // index touched), several check-ins' in one statement. Seen while present: (id, ms) each.
+  // Bound VALUES, PRESENCE_PER_UPDATE rows a statement: no JSON to take apart in SQL, and no
+  // SQL function (the later time by CASE: last_seen_ms is never NULL), so that no statement
+  // journal is needed should these columns ever get a trigger.
+  const seenOf: Statement<unknown[]>[] = []
+  const seenMany = (rows: number) =>
+    (seenOf[rows] ??= db.prepare<unknown[]>(`UPDATE OR FAIL peripherals SET last_seen_ms = x.column2 FROM (VALUES ${Array(rows).fill('(?, ?)').join(', ')}) AS x WHERE peripherals.id = x.column1`))
+  // Present again (id, 1, now), or absent (id, 0, previousMs) since the check-in after
   // previousMs, the last one that still listed it.
-  const presenceMany = db.prepare<[string]>(
-    `UPDATE peripherals SET present = x.present, last_seen_ms = CASE WHEN x.present THEN x.ms ELSE max(last_seen_ms, x.ms) END
-     FROM (SELECT value ->> 0 AS id, value ->> 1 AS present, value ->> 2 AS ms FROM json_each(?)) AS x WHERE peripherals.id = x.id`,
-  )
+  const presenceOf: Statement<unknown[]>[] = []
+  const presenceMany = (rows: number) =>
+    (presenceOf[rows] ??= db.prepare<unknown[]>(
+      `UPDATE OR FAIL peripherals SET present = x.column2,
+         last_seen_ms = CASE WHEN x.column2 OR x.column3 > last_seen_ms THEN x.column3 ELSE last_seen_ms END
+       FROM (VALUES ${Array(rows).fill('(?, ?, ?)').join(', ')}) AS x WHERE peripherals.id = x.column1`,
+    ))
+  const inRuns = (statementOf: (rows: number) => Statement<unknown[]>, rows: number[][]) => {
+    for (let at = 0; at < rows.length; at += PRESENCE_PER_UPDATE) {
+      const run = rows.slice(at, at + PRESENCE_PER_UPDATE)
+      statementOf(run.length).run(run.flat())
+    }
+  }
   const present = db.prepare<[number], PresentPeripheral>(
     `SELECT p.device_id, p.vid, p.pid, p.gui_vid, p.gui_pid, p.serial_number, p.gui_serial, p.dev_icon, p.approved,
        p.is_attack_tool, p.is_vulnerable,
@@ -486,8 +518,8 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
       // Only an insert can take the agent over `max`.
       if (inserted) grown.push(agentId)
     }
-    if (seenAt.length) seenMany.run(JSON.stringify(seenAt))
-    if (presence.length) presenceMany.run(JSON.stringify(presence))
+    if (seenAt.length) inRuns(seenMany, seenAt)
+    if (presence.length) inRuns(presenceMany, presence)
     for (const agentId of grown) {
       const excess = peripheralCount.get(agentId)!.n - max
       if (excess > 0) dropOldestAbsent.run(agentId, excess)
@@ -516,7 +548,13 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
       set.rows.push(values)
       bySet.set(key, set)
     }
-    for (const { columns, rows } of bySet.values()) statesStatement(columns).run(nextRev.get()!, JSON.stringify(rows))
+    for (const { columns, rows } of bySet.values()) {
+      const rev = nextRev.get()!
+      for (let at = 0; at < rows.length; at += STATES_PER_UPDATE) {
+        const run = rows.slice(at, at + STATES_PER_UPDATE)
+        statesStatement(columns, run.length).run(rev, ...run.flat())
+      }
+    }
   }
 
   return {
@@ -543,8 +581,36 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
 
     /** knownPeripherals of several agents, by agent (those without any left out). */
     knownPeripheralsOf(agentIds: number[]): Map<number, StoredPeripheral[]> {
-      // The rows as read (agent_id along): a copy without it cost more than the read.
-      return byAgent(knownOf.all(JSON.stringify(agentIds)))
+      const out = new Map<number, StoredPeripheral[]>()
+      for (const r of knownOf.all(JSON.stringify(agentIds))) {
+        const p: StoredPeripheral = {
+          id: r[1] as number,
+          device_id: r[2] as string,
+          present: r[3] as number,
+          vid: r[4] as string,
+          pid: r[5] as string,
+          gui_vid: r[6] as string | null,
+          gui_pid: r[7] as string | null,
+          serial_number: r[8] as string | null,
+          gui_serial: r[9] as string | null,
+          dev_icon: r[10] as number,
+          description: r[11] as string | null,
+          status: r[12] as string | null,
+          manufacturer: r[13] as string | null,
+          caption: r[14] as string | null,
+          class_code: r[15] as string | null,
+          subclass_code: r[16] as string | null,
+          protocol_code: r[17] as string | null,
+          hierarchy: r[18] as string | null,
+          parent_device_id: r[19] as string | null,
+          is_disabled: r[20] as number,
+        }
+        const agentId = r[0] as number
+        const list = out.get(agentId)
+        if (list) list.push(p)
+        else out.set(agentId, [p])
+      }
+      return out
     },
     /**
      * Writes the peripherals of several check-ins (one per agent; texts interned; the writes of
