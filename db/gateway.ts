@@ -557,6 +557,11 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     }
   }
 
+  // Their statements are OR FAIL (an error keeps what the statement wrote before it): outside
+  // the caller's transaction each call is one of its own, so that a failed one leaves nothing.
+  const updateStatesAlone = db.transaction(updateStates)
+  const applyPeripheralsAlone = db.transaction(applyPeripheralsMany)
+
   return {
     byCredential: (hash: string) => byCredential.get(hash),
     byMachineId: (machineId: string) => byMachineId.get(machineId),
@@ -571,7 +576,7 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     rotateCredential: (id: number, hash: string, hostIdentifier: string) => rotate.run(hash, hostIdentifier, id),
     agent: (id: number) => agent.get(id),
     /** Each check-in's state on its agent (one each), one statement per set of changed columns. */
-    updateStates,
+    updateStates: (writes: StateWrite[]) => (db.inTransaction ? updateStates(writes) : updateStatesAlone(writes)),
     /** These agents' rows (every column), in no order. */
     agents: (ids: number[]) => agentsById.all(JSON.stringify(ids)),
     /** Check-in times noted in memory, written in one go. */
@@ -618,7 +623,7 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
      * the absent ones seen longest ago. `previousMs`: an agent's check-in before this one (a
      * peripheral present then and gone now was last seen then).
      */
-    applyPeripheralsMany,
+    applyPeripheralsMany: (writes: PeripheralWrite[], max: number) => (db.inTransaction ? applyPeripheralsMany(writes, max) : applyPeripheralsAlone(writes, max)),
     presentPeripherals: (agentId: number) => present.all(agentId),
     /** presentPeripherals of several agents, by agent (those without any left out). */
     presentPeripheralsOf(agentIds: number[]): Map<number, PresentPeripheral[]> {
