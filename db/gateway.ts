@@ -92,7 +92,107 @@ export interface KnownPeripheral {
 /** A stored peripheral with every column a report sets (to skip writes that change nothing). */
 export interface StoredPeripheral
   extends KnownPeripheral,
-    Pick<PeripheralRow, 'description' | 'status' | 'manufacturer' | 'caption' | 'class_code' | 'subclass_code' | 'protocol_code' | 'hierarchy' | 'parent_device_id' | 'is_disabled'> {}
+    Pick<PeripheralRow, 'description' | 'status' | 'manufacturer' | 'caption' | 'class_code' | 'subclass_code' | 'protocol_code' | 'hierarchy' | 'parent_device_id' | 'is_disabled'> {
+  /** The columns a report sets bar the device id and presence, as SIGNATURE writes them (when read so). */
+  signature?: string
+}
+
+/**
+ * A stored peripheral's reported columns as one JSON array, written by SQLite (json_array)
+ * as JSON.stringify writes a report's (signatureOf): equal texts are equal values. A report
+ * is compared by it, and the columns are taken apart only for a peripheral an event
+ * describes: each value read costs better-sqlite3 about as much as the row's lookup.
+ */
+const SIGNATURE = `json_array(vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon, description, status, manufacturer, caption,
+  class_code, subclass_code, protocol_code, hierarchy, parent_device_id, is_disabled)`
+
+export function signatureOf(v: ReportedPeripheral): string {
+  return JSON.stringify([
+    v.vid,
+    v.pid,
+    v.guiVid,
+    v.guiPid,
+    v.serialNumber,
+    v.guiSerial,
+    v.devIcon,
+    v.description,
+    v.status,
+    v.manufacturer,
+    v.caption,
+    v.classCode,
+    v.subclassCode,
+    v.protocolCode,
+    v.hierarchy,
+    v.parentDeviceId,
+    v.isDisabled,
+  ])
+}
+
+/** A peripheral read with its signature: the other columns are taken from it when first asked for. */
+class SignedPeripheral implements StoredPeripheral {
+  #columns: unknown[] | undefined
+  constructor(
+    readonly id: number,
+    readonly device_id: string,
+    readonly present: number,
+    readonly signature: string,
+  ) {}
+  #at(i: number) {
+    this.#columns ??= JSON.parse(this.signature) as unknown[]
+    return this.#columns[i]
+  }
+  get vid() {
+    return this.#at(0) as string
+  }
+  get pid() {
+    return this.#at(1) as string
+  }
+  get gui_vid() {
+    return this.#at(2) as string | null
+  }
+  get gui_pid() {
+    return this.#at(3) as string | null
+  }
+  get serial_number() {
+    return this.#at(4) as string | null
+  }
+  get gui_serial() {
+    return this.#at(5) as string | null
+  }
+  get dev_icon() {
+    return this.#at(6) as number
+  }
+  get description() {
+    return this.#at(7) as string | null
+  }
+  get status() {
+    return this.#at(8) as string | null
+  }
+  get manufacturer() {
+    return this.#at(9) as string | null
+  }
+  get caption() {
+    return this.#at(10) as string | null
+  }
+  get class_code() {
+    return this.#at(11) as string | null
+  }
+  get subclass_code() {
+    return this.#at(12) as string | null
+  }
+  get protocol_code() {
+    return this.#at(13) as string | null
+  }
+  get hierarchy() {
+    return this.#at(14) as string | null
+  }
+  get parent_device_id() {
+    return this.#at(15) as string | null
+  }
+  get is_disabled() {
+    return this.#at(16) as number
+  }
+}
 
 /** A peripheral as stored from a report, with what the server derives from it. */
 export interface PeripheralValues {
@@ -211,6 +311,7 @@ export function internPeripheralTexts(db: DB) {
 
 /** Every column a report sets, bar the presence, is as stored. */
 function unchanged(s: StoredPeripheral, v: ReportedPeripheral): boolean {
+  if (s.signature !== undefined) return s.device_id === v.deviceId && s.signature === signatureOf(v)
   return (
     s.device_id === v.deviceId &&
     s.vid === v.vid &&
@@ -376,14 +477,10 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     `DELETE FROM peripherals WHERE id IN
        (SELECT id FROM peripherals WHERE agent_id = ? AND NOT present ORDER BY last_seen_ms, id LIMIT ?)`,
   )
-  // Read as arrays and made into objects here: better-sqlite3 sets an object's properties one
-  // by one by name, which for these 21 columns cost about twice the read itself.
+  // As arrays, the reported columns as one text (SIGNATURE): better-sqlite3 sets an object's
+  // properties one by one by name, and each value it hands over costs about as much as a row.
   const knownOf = db
-    .prepare<[string], unknown[]>(
-      `SELECT agent_id, id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon, description, status, manufacturer,
-       caption, class_code, subclass_code, protocol_code, hierarchy, parent_device_id, is_disabled
-     FROM peripherals WHERE agent_id IN (SELECT value FROM json_each(?))`,
-    )
+    .prepare<[string], [number, number, string, number, string]>(`SELECT agent_id, id, device_id, present, ${SIGNATURE} FROM peripherals WHERE agent_id IN (SELECT value FROM json_each(?))`)
     .raw()
   // Peripherals reported as stored: their presence and last sight alone (no other column or
   // index touched), several check-ins' in one statement. Seen while present: (id, ms) each.
@@ -588,29 +685,8 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     knownPeripheralsOf(agentIds: number[]): Map<number, StoredPeripheral[]> {
       const out = new Map<number, StoredPeripheral[]>()
       for (const r of knownOf.all(JSON.stringify(agentIds))) {
-        const p: StoredPeripheral = {
-          id: r[1] as number,
-          device_id: r[2] as string,
-          present: r[3] as number,
-          vid: r[4] as string,
-          pid: r[5] as string,
-          gui_vid: r[6] as string | null,
-          gui_pid: r[7] as string | null,
-          serial_number: r[8] as string | null,
-          gui_serial: r[9] as string | null,
-          dev_icon: r[10] as number,
-          description: r[11] as string | null,
-          status: r[12] as string | null,
-          manufacturer: r[13] as string | null,
-          caption: r[14] as string | null,
-          class_code: r[15] as string | null,
-          subclass_code: r[16] as string | null,
-          protocol_code: r[17] as string | null,
-          hierarchy: r[18] as string | null,
-          parent_device_id: r[19] as string | null,
-          is_disabled: r[20] as number,
-        }
-        const agentId = r[0] as number
+        const p = new SignedPeripheral(r[1], r[2], r[3], r[4])
+        const agentId = r[0]
         const list = out.get(agentId)
         if (list) list.push(p)
         else out.set(agentId, [p])
