@@ -93,30 +93,6 @@ export function agentStateRepo(db: DB) {
   // The agents a statement changes share one new rev (migration 032), drawn after it changed
   // any: the per-row trigger would write each row a second time and bump the counter per row.
   const many = refreshStatements(db, 'id IN (SELECT value FROM json_each(?))', 'agent_id IN (SELECT value FROM json_each(?))', `, rev = (SELECT n + 1 FROM row_counts WHERE name = 'agents.rev')`)
-  // The counters of many agents from one pass over each one's peripherals (one aggregate per
-  // agent, then a join), rather than the seven correlated scans of changedOnly's SET and as
-  // many again in its guard: the same values (count(*) of the same conditions, EXISTS as a
-  // count above 0, min() with the same default), written only where one differs.
-  const countersOf = {
-    approved_and_present: 'count(*) FILTER (WHERE p.present AND p.approved)',
-    approved_and_disconnected: 'count(*) FILTER (WHERE NOT p.present AND p.approved)',
-    not_approved: 'count(*) FILTER (WHERE p.present AND NOT p.approved)',
-    has_unapproved: 'count(*) FILTER (WHERE p.present AND NOT p.approved) > 0',
-    has_vulnerable: 'count(*) FILTER (WHERE p.present AND p.is_vulnerable) > 0',
-    has_attack_tool: 'count(*) FILTER (WHERE p.present AND p.is_attack_tool) > 0',
-    severity: 'coalesce(min(p.severity) FILTER (WHERE p.present), 6)',
-  }
-  const inAction = `EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.status IN ${OPEN})`
-  const counterNames = Object.keys(countersOf)
-  const agentCountersMany = db.prepare<[string]>(
-    `UPDATE agents SET ${counterNames.map((c) => `${c} = x.${c}`).join(', ')}, in_action = ${inAction},
-       rev = (SELECT n + 1 FROM row_counts WHERE name = 'agents.rev')
-     FROM (SELECT j.value AS id, ${Object.entries(countersOf)
-       .map(([c, e]) => `${e} AS ${c}`)
-       .join(', ')}
-       FROM (SELECT DISTINCT value FROM json_each(?)) j LEFT JOIN peripherals p ON p.agent_id = j.value GROUP BY j.value) AS x
-     WHERE agents.id = x.id AND (${counterNames.map((c) => `agents.${c} IS NOT x.${c}`).join(' OR ')} OR in_action IS NOT ${inAction})`,
-  )
   const bumpRev = db.prepare(`UPDATE row_counts SET n = n + 1 WHERE name = 'agents.rev'`)
   const agentsWithModel = db.prepare<[string, string], { agent_id: number }>('SELECT DISTINCT agent_id FROM peripherals WHERE vid = ? AND pid = ?')
 
@@ -139,7 +115,7 @@ export function agentStateRepo(db: DB) {
     const ids = JSON.stringify(agentIds)
     many.peripheralsInputs.run(ids)
     many.peripheralsDerived.run(ids)
-    for (const s of [agentCountersMany, many.agentDerived]) if (s.run(ids).changes > 0) bumpRev.run()
+    for (const s of [many.agentCounters, many.agentDerived]) if (s.run(ids).changes > 0) bumpRev.run()
   }
 
   return {
