@@ -449,6 +449,8 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
          FROM (VALUES ${Array(rows).fill(row).join(', ')}) AS x
          WHERE agents.id = x.column1`,
       )
+      // One statement per set of columns and number of rows: few sets in practice, but bounded.
+      if (statesOf.size >= 256) statesOf.clear()
       statesOf.set(key, st)
     }
     return st
