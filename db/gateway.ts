@@ -92,7 +92,107 @@ export interface KnownPeripheral {
 /** A stored peripheral with every column a report sets (to skip writes that change nothing). */
 export interface StoredPeripheral
   extends KnownPeripheral,
-    Pick<PeripheralRow, 'description' | 'status' | 'manufacturer' | 'caption' | 'class_code' | 'subclass_code' | 'protocol_code' | 'hierarchy' | 'parent_device_id' | 'is_disabled'> {}
+    Pick<PeripheralRow, 'description' | 'status' | 'manufacturer' | 'caption' | 'class_code' | 'subclass_code' | 'protocol_code' | 'hierarchy' | 'parent_device_id' | 'is_disabled'> {
+  /** The columns a report sets bar the device id and presence, as SIGNATURE writes them (when read so). */
+  signature?: string
+}
+
+/**
+ * A stored peripheral's reported columns as one JSON array, written by SQLite (json_array)
+ * as JSON.stringify writes a report's (signatureOf): equal texts are equal values. A report
+ * is compared by it, and the columns are taken apart only for a peripheral an event
+ * describes: each value read costs better-sqlite3 about as much as the row's lookup.
+ */
+const SIGNATURE = `json_array(vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon, description, status, manufacturer, caption,
+  class_code, subclass_code, protocol_code, hierarchy, parent_device_id, is_disabled)`
+
+export function signatureOf(v: ReportedPeripheral): string {
+  return JSON.stringify([
+    v.vid,
+    v.pid,
+    v.guiVid,
+    v.guiPid,
+    v.serialNumber,
+    v.guiSerial,
+    v.devIcon,
+    v.description,
+    v.status,
+    v.manufacturer,
+    v.caption,
+    v.classCode,
+    v.subclassCode,
+    v.protocolCode,
+    v.hierarchy,
+    v.parentDeviceId,
+    v.isDisabled,
+  ])
+}
+
+/** A peripheral read with its signature: the other columns are taken from it when first asked for. */
+class SignedPeripheral implements StoredPeripheral {
+  #columns: unknown[] | undefined
+  constructor(
+    readonly id: number,
+    readonly device_id: string,
+    readonly present: number,
+    readonly signature: string,
+  ) {}
+  #at(i: number) {
+    this.#columns ??= JSON.parse(this.signature) as unknown[]
+    return this.#columns[i]
+  }
+  get vid() {
+    return this.#at(0) as string
+  }
+  get pid() {
+    return this.#at(1) as string
+  }
+  get gui_vid() {
+    return this.#at(2) as string | null
+  }
+  get gui_pid() {
+    return this.#at(3) as string | null
+  }
+  get serial_number() {
+    return this.#at(4) as string | null
+  }
+  get gui_serial() {
+    return this.#at(5) as string | null
+  }
+  get dev_icon() {
+    return this.#at(6) as number
+  }
+  get description() {
+    return this.#at(7) as string | null
+  }
+  get status() {
+    return this.#at(8) as string | null
+  }
+  get manufacturer() {
+    return this.#at(9) as string | null
+  }
+  get caption() {
+    return this.#at(10) as string | null
+  }
+  get class_code() {
+    return this.#at(11) as string | null
+  }
+  get subclass_code() {
+    return this.#at(12) as string | null
+  }
+  get protocol_code() {
+    return this.#at(13) as string | null
+  }
+  get hierarchy() {
+    return this.#at(14) as string | null
+  }
+  get parent_device_id() {
+    return this.#at(15) as string | null
+  }
+  get is_disabled() {
+    return this.#at(16) as number
+  }
+}
 
 /** A peripheral as stored from a report, with what the server derives from it. */
 export interface PeripheralValues {
@@ -211,6 +311,7 @@ export function internPeripheralTexts(db: DB) {
 
 /** Every column a report sets, bar the presence, is as stored. */
 function unchanged(s: StoredPeripheral, v: ReportedPeripheral): boolean {
+  if (s.signature !== undefined) return s.device_id === v.deviceId && s.signature === signatureOf(v)
   return (
     s.device_id === v.deviceId &&
     s.vid === v.vid &&
@@ -277,6 +378,12 @@ export interface PeripheralWrite {
   previousMs: number
 }
 
+/** Check-ins' states per UPDATE statement (3 parameters and one per changed column each). */
+const STATES_PER_UPDATE = 64
+
+/** Peripherals' presence or last sight (2 or 3 parameters each) per UPDATE statement. */
+const PRESENCE_PER_UPDATE = 128
+
 /** Rows of several agents, by agent, in the order read (agents without a row left out). */
 function byAgent<T extends { agent_id: number }>(rows: T[]): Map<number, T[]> {
   const out = new Map<number, T[]>()
@@ -322,18 +429,28 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   // column left out of the SET keeps its indexes untouched (the agent row carries about twenty);
   // one new rev for the rows (migration 032), as the per-row trigger would give each.
   const agentsById = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE id IN (SELECT value FROM json_each(?))')
-  const statesOf = new Map<string, Statement<[number, string]>>()
-  const statesStatement = (columns: string[]) => {
-    const key = columns.join(',')
+  // Bound VALUES (id, time, digest, then the changed columns), STATES_PER_UPDATE agents a
+  // statement, OR FAIL, and no SQL function (the later time by CASE, not max()): a statement
+  // of several rows on a table with triggers that calls a function makes SQLite keep a
+  // statement journal of every page it rewrites (db/events.ts); an error undoes the caller's
+  // transaction instead.
+  const statesOf = new Map<string, Statement<unknown[]>>()
+  const statesStatement = (columns: string[], rows: number) => {
+    const key = `${rows}:${columns.join(',')}`
     let st = statesOf.get(key)
     if (st === undefined) {
-      const picked = columns.map((_, i) => `value ->> ${i + 3} AS c${i}`)
-      st = db.prepare<[number, string]>(
-        `UPDATE agents SET ${columns.map((c, i) => `${c} = x.c${i}, `).join('')}last_updated_ms = max(coalesce(last_updated_ms, 0), x.ms),
-           state_digest = x.digest, rev = ?
-         FROM (SELECT value ->> 0 AS id, value ->> 1 AS ms, value ->> 2 AS digest${picked.map((p) => `, ${p}`).join('')} FROM json_each(?)) AS x
-         WHERE agents.id = x.id`,
+      const row = `(${Array(3 + columns.length)
+        .fill('?')
+        .join(', ')})`
+      st = db.prepare<unknown[]>(
+        `UPDATE OR FAIL agents SET ${columns.map((c, i) => `${c} = x.column${i + 4}, `).join('')}
+           last_updated_ms = CASE WHEN coalesce(last_updated_ms, 0) >= x.column2 THEN coalesce(last_updated_ms, 0) ELSE x.column2 END,
+           state_digest = x.column3, rev = ?
+         FROM (VALUES ${Array(rows).fill(row).join(', ')}) AS x
+         WHERE agents.id = x.column1`,
       )
+      // One statement per set of columns and number of rows: few sets in practice, but bounded.
+      if (statesOf.size >= 256) statesOf.clear()
       statesOf.set(key, st)
     }
     return st
@@ -362,20 +479,34 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     `DELETE FROM peripherals WHERE id IN
        (SELECT id FROM peripherals WHERE agent_id = ? AND NOT present ORDER BY last_seen_ms, id LIMIT ?)`,
   )
-  const knownOf = db.prepare<[string], StoredPeripheral & { agent_id: number }>(
-    `SELECT agent_id, id, device_id, present, vid, pid, gui_vid, gui_pid, serial_number, gui_serial, dev_icon, description, status, manufacturer,
-       caption, class_code, subclass_code, protocol_code, hierarchy, parent_device_id, is_disabled
-     FROM peripherals WHERE agent_id IN (SELECT value FROM json_each(?))`,
-  )
+  // As arrays, the reported columns as one text (SIGNATURE): better-sqlite3 sets an object's
+  // properties one by one by name, and each value it hands over costs about as much as a row.
+  const knownOf = db
+    .prepare<[string], [number, number, string, number, string]>(`SELECT agent_id, id, device_id, present, ${SIGNATURE} FROM peripherals WHERE agent_id IN (SELECT value FROM json_each(?))`)
+    .raw()
   // Peripherals reported as stored: their presence and last sight alone (no other column or
-  // index touched), several check-ins' in one statement. Seen while present: [id, ms] each.
-  const seenMany = db.prepare<[string]>('UPDATE peripherals SET last_seen_ms = x.ms FROM (SELECT value ->> 0 AS id, value ->> 1 AS ms FROM json_each(?)) AS x WHERE peripherals.id = x.id')
-  // Present again ([id, 1, now]), or absent ([id, 0, previousMs]) since the check-in after
+  // index touched), several check-ins' in one statement. Seen while present: (id, ms) each.
+  // Bound VALUES, PRESENCE_PER_UPDATE rows a statement: no JSON to take apart in SQL, and no
+  // SQL function (the later time by CASE: last_seen_ms is never NULL), so that no statement
+  // journal is needed should these columns ever get a trigger.
+  const seenOf: Statement<unknown[]>[] = []
+  const seenMany = (rows: number) =>
+    (seenOf[rows] ??= db.prepare<unknown[]>(`UPDATE OR FAIL peripherals SET last_seen_ms = x.column2 FROM (VALUES ${Array(rows).fill('(?, ?)').join(', ')}) AS x WHERE peripherals.id = x.column1`))
+  // Present again (id, 1, now), or absent (id, 0, previousMs) since the check-in after
   // previousMs, the last one that still listed it.
-  const presenceMany = db.prepare<[string]>(
-    `UPDATE peripherals SET present = x.present, last_seen_ms = CASE WHEN x.present THEN x.ms ELSE max(last_seen_ms, x.ms) END
-     FROM (SELECT value ->> 0 AS id, value ->> 1 AS present, value ->> 2 AS ms FROM json_each(?)) AS x WHERE peripherals.id = x.id`,
-  )
+  const presenceOf: Statement<unknown[]>[] = []
+  const presenceMany = (rows: number) =>
+    (presenceOf[rows] ??= db.prepare<unknown[]>(
+      `UPDATE OR FAIL peripherals SET present = x.column2,
+         last_seen_ms = CASE WHEN x.column2 OR x.column3 > last_seen_ms THEN x.column3 ELSE last_seen_ms END
+       FROM (VALUES ${Array(rows).fill('(?, ?, ?)').join(', ')}) AS x WHERE peripherals.id = x.column1`,
+    ))
+  const inRuns = (statementOf: (rows: number) => Statement<unknown[]>, rows: number[][]) => {
+    for (let at = 0; at < rows.length; at += PRESENCE_PER_UPDATE) {
+      const run = rows.slice(at, at + PRESENCE_PER_UPDATE)
+      statementOf(run.length).run(run.flat())
+    }
+  }
   const present = db.prepare<[number], PresentPeripheral>(
     `SELECT p.device_id, p.vid, p.pid, p.gui_vid, p.gui_pid, p.serial_number, p.gui_serial, p.dev_icon, p.approved,
        p.is_attack_tool, p.is_vulnerable,
@@ -426,6 +557,10 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   const lastAgentId = db.prepare<[], number>('SELECT coalesce(max(id), 0) FROM agents').pluck()
   // The ids first (CROSS JOIN keeps that order): left to itself, the planner walks the
   // agents_connection index over every quiet agent, which after an outage is all of them.
+  const quietOf = db.prepare<[string, number], SweptAgent>(
+    `SELECT a.id, a.uuid, a.host_identifier, a.local_ip_address, a.last_updated_ms FROM json_each(?) j CROSS JOIN agents a ON a.id = j.value
+     WHERE a.connection_status = 'Connected' AND a.last_updated_ms < ?`,
+  )
   // One statement does what a disconnect changes in the row: the connection, the display
   // status it decides alone (agent-state.ts: Disconnected before anything else), and the
   // latest event texts moving down one place for the disconnect event. Nothing else a
@@ -433,13 +568,14 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   // rewrites it, its revision and its index entries again.
   // One new rev for all the rows (migration 032): the per-row trigger would rewrite each row
   // a second time and bump the counter once per agent.
+  // The rows quietOf just read, in the same transaction: no RETURNING and OR FAIL, as the
+  // latest texts' update in db/events.ts, so that SQLite keeps no statement journal of the
+  // pages it rewrites (an error undoes the caller's whole transaction instead).
   const nextRev = db.prepare<[], number>(`UPDATE row_counts SET n = n + 1 WHERE name = 'agents.rev' RETURNING n`).pluck()
-  const disconnectMany = db.prepare<[string, number, string, number], SweptAgent>(
-    `UPDATE agents SET connection_status = 'Disconnected', display_status = 'Disconnected',
+  const disconnectMany = db.prepare<[string, number, string]>(
+    `UPDATE OR FAIL agents SET connection_status = 'Disconnected', display_status = 'Disconnected',
        latest_minus2_event_text = latest_minus1_event_text, latest_minus1_event_text = latest_event_text, latest_event_text = ?, rev = ?
-     WHERE id IN (SELECT a.id FROM json_each(?) j CROSS JOIN agents a ON a.id = j.value
-       WHERE a.connection_status = 'Connected' AND a.last_updated_ms < ?)
-     RETURNING id, uuid, host_identifier, local_ip_address, last_updated_ms`,
+     WHERE id IN (SELECT value FROM json_each(?))`,
   )
   const overdue = db.prepare<[number, number], OverdueCommand>(
     `SELECT c.id, c.type, c.agent_id, a.uuid, a.host_identifier, a.local_ip_address
@@ -452,6 +588,13 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   // An expired license frees no seat: the agents keep counting until they are deleted.
   const expire = db.prepare<[number]>(`UPDATE agents SET license_status = 'Expired'
     WHERE license_status IN ('Activated', 'Pending') AND expiration_ms IS NOT NULL AND expiration_ms <= ?`)
+
+  function disconnectQuiet(ids: number[], before: number, latestText: string): SweptAgent[] {
+    const quiet = quietOf.all(JSON.stringify(ids), before)
+    if (quiet.length) disconnectMany.run(latestText, nextRev.get()!, JSON.stringify(quiet.map((a) => a.id)))
+    return quiet
+  }
+  const disconnectQuietAlone = db.transaction(disconnectQuiet)
 
   function applyPeripheralsMany(writes: PeripheralWrite[], max: number): void {
     const seenAt: [number, number][] = []
@@ -474,8 +617,8 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
       // Only an insert can take the agent over `max`.
       if (inserted) grown.push(agentId)
     }
-    if (seenAt.length) seenMany.run(JSON.stringify(seenAt))
-    if (presence.length) presenceMany.run(JSON.stringify(presence))
+    if (seenAt.length) inRuns(seenMany, seenAt)
+    if (presence.length) inRuns(presenceMany, presence)
     for (const agentId of grown) {
       const excess = peripheralCount.get(agentId)!.n - max
       if (excess > 0) dropOldestAbsent.run(agentId, excess)
@@ -504,8 +647,19 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
       set.rows.push(values)
       bySet.set(key, set)
     }
-    for (const { columns, rows } of bySet.values()) statesStatement(columns).run(nextRev.get()!, JSON.stringify(rows))
+    for (const { columns, rows } of bySet.values()) {
+      const rev = nextRev.get()!
+      for (let at = 0; at < rows.length; at += STATES_PER_UPDATE) {
+        const run = rows.slice(at, at + STATES_PER_UPDATE)
+        statesStatement(columns, run.length).run(rev, ...run.flat())
+      }
+    }
   }
+
+  // Their statements are OR FAIL (an error keeps what the statement wrote before it): outside
+  // the caller's transaction each call is one of its own, so that a failed one leaves nothing.
+  const updateStatesAlone = db.transaction(updateStates)
+  const applyPeripheralsAlone = db.transaction(applyPeripheralsMany)
 
   return {
     byCredential: (hash: string) => byCredential.get(hash),
@@ -521,7 +675,7 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     rotateCredential: (id: number, hash: string, hostIdentifier: string) => rotate.run(hash, hostIdentifier, id),
     agent: (id: number) => agent.get(id),
     /** Each check-in's state on its agent (one each), one statement per set of changed columns. */
-    updateStates,
+    updateStates: (writes: StateWrite[]) => (db.inTransaction ? updateStates(writes) : updateStatesAlone(writes)),
     /** These agents' rows (every column), in no order. */
     agents: (ids: number[]) => agentsById.all(JSON.stringify(ids)),
     /** Check-in times noted in memory, written in one go. */
@@ -531,8 +685,15 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
 
     /** knownPeripherals of several agents, by agent (those without any left out). */
     knownPeripheralsOf(agentIds: number[]): Map<number, StoredPeripheral[]> {
-      // The rows as read (agent_id along): a copy without it cost more than the read.
-      return byAgent(knownOf.all(JSON.stringify(agentIds)))
+      const out = new Map<number, StoredPeripheral[]>()
+      for (const r of knownOf.all(JSON.stringify(agentIds))) {
+        const p = new SignedPeripheral(r[1], r[2], r[3], r[4])
+        const agentId = r[0]
+        const list = out.get(agentId)
+        if (list) list.push(p)
+        else out.set(agentId, [p])
+      }
+      return out
     },
     /**
      * Writes the peripherals of several check-ins (one per agent; texts interned; the writes of
@@ -540,7 +701,7 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
      * the absent ones seen longest ago. `previousMs`: an agent's check-in before this one (a
      * peripheral present then and gone now was last seen then).
      */
-    applyPeripheralsMany,
+    applyPeripheralsMany: (writes: PeripheralWrite[], max: number) => (db.inTransaction ? applyPeripheralsMany(writes, max) : applyPeripheralsAlone(writes, max)),
     presentPeripherals: (agentId: number) => present.all(agentId),
     /** presentPeripherals of several agents, by agent (those without any left out). */
     presentPeripheralsOf(agentIds: number[]): Map<number, PresentPeripheral[]> {
@@ -585,7 +746,9 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
      */
     disconnectMany(ids: number[], before: number, latestText: string): SweptAgent[] {
       if (ids.length === 0) return []
-      const gone = new Map(disconnectMany.all(latestText, nextRev.get()!, JSON.stringify(ids), before).map((a) => [a.id, a]))
+      // The read and the write in one transaction (no savepoint inside the caller's).
+      const quiet = db.inTransaction ? disconnectQuiet(ids, before, latestText) : disconnectQuietAlone(ids, before, latestText)
+      const gone = new Map(quiet.map((a) => [a.id, a]))
       return ids.flatMap((id) => gone.get(id) ?? [])
     },
     overdueCommands: (before: number, limit: number) => overdue.all(before, limit),
