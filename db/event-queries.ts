@@ -143,17 +143,28 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
   // `ready`, so that no other request waits for them.
   const thread = db.memory || !db.name ? null : termThread(db.name)
   const phraseThreadDocs = opts.phraseThreadDocs ?? PHRASE_THREAD_DOCS
+  // The questions in the thread by term: requests for the same new term (a console's tiles,
+  // several users) wait for one answer rather than each asking again.
+  const asking = new Map<string, Promise<void>>()
   const phrasesReady = (p: Plan): Promise<void> | undefined => {
     const asked = thread ? counts.phraseTerms(p, phraseThreadDocs) : []
     if (!asked.length) return undefined
     return Promise.all(
-      asked.map(({ key, query, after, upTo }) =>
-        thread!.phrase(query, after, upTo).then(
-          (ids) => counts.rememberPhrase(key, after, upTo, ids),
-          // The thread could not answer: the search runs the query itself.
-          () => {},
-        ),
-      ),
+      asked.map(({ key, query, after, upTo }) => {
+        let answer = asking.get(key)
+        if (!answer) {
+          answer = thread!
+            .phrase(query, after, upTo)
+            .then(
+              (ids) => counts.rememberPhrase(key, after, upTo, ids),
+              // The thread could not answer: the search runs the query itself.
+              () => {},
+            )
+            .finally(() => asking.delete(key))
+          asking.set(key, answer)
+        }
+        return answer
+      }),
     ).then(() => {})
   }
   const byIds = {
