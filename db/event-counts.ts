@@ -56,6 +56,8 @@ const KEPT_BITS_BYTES = 16 * 1024 * 1024
 const DOC_PASS_MAX = 1_048_576
 /** Ids per fine time span (event_time_spans). */
 const FINE = 2 ** FINE_SHIFT
+/** The documents' column GlobalSearch searches (the counts and the phrase queries asked ahead must agree). */
+const GLOBAL_DOC_COLUMN: DocColumn = 'details'
 /** Stretches straddling a time range's end, at most, for a cut block to be read by its stretches rather than the time index. */
 const STRADDLING_MAX = 4
 
@@ -776,7 +778,7 @@ export function eventCounts(state: QueryState) {
     const t = p.text
     if (!t) return []
     const asked: [TextMatch, DocColumn][] = t.doc.map((x) => [x.match, x.column])
-    if (t.global) asked.push([t.global, 'details'])
+    if (t.global) asked.push([t.global, GLOBAL_DOC_COLUMN])
     const upTo = lastDoc.get() as number
     const out: { key: string; query: string; after: number; upTo: number }[] = []
     for (const [m, column] of asked) {
@@ -941,7 +943,7 @@ export function eventCounts(state: QueryState) {
       const gSources = matchSources(g, GLOBAL_SOURCE_COLUMNS)
       globalCols = { kinds: hits.length > 0, sources: gSources.length > 0 }
       sourceInGlobal.clear(srcs.size).add(gSources)
-      docInGlobal.clear(docs.size).add(matchDocs(g, 'details'))
+      docInGlobal.clear(docs.size).add(matchDocs(g, GLOBAL_DOC_COLUMN))
     }
     docSeen.clear(docs.size)
     const seen = docSeen.at,
@@ -981,7 +983,7 @@ export function eventCounts(state: QueryState) {
         n += segments({ ...p, ids: { lo: 1, hi: MAX_ID }, times: null }, sum, wholeKinds, LEVEL_SHIFT.length - 1).reduce((a, x) => a + x.n, 0)
       }
       const g = t.global!
-      const gDocs = matchDocs(g, 'details')
+      const gDocs = matchDocs(g, GLOBAL_DOC_COLUMN)
       const gSources = matchSources(g, GLOBAL_SOURCE_COLUMNS)
       // The documents whose details match, in one tight pass (the common, broad case).
       for (let i = 0; i < gDocs.length; i++) {
