@@ -24,18 +24,31 @@ try {
 }
 `
 
+let threads = 0
+/** Quick checks' threads not yet ended (a closed app leaves none). */
+export const quickChecksRunning = () => threads
+
 /**
  * SQLite's quick check of the database file, in a worker thread: 'ok', or what it found,
- * or why it could not run. Never rejects. The worker does not keep the process alive.
+ * or why it could not run. Never rejects. It answers once the thread (and its connection) is
+ * gone, so the thread keeps the process alive until then; an aborted check ends its thread.
  */
-export function quickCheck(file: string): Promise<string> {
+export function quickCheck(file: string, signal?: AbortSignal): Promise<string> {
   return new Promise((resolve) => {
     // A small heap: the thread runs one pragma, and the server's memory holds what it takes.
     const worker = new Worker(CHECK, { eval: true, workerData: { file, driver }, resourceLimits: { maxYoungGenerationSizeMb: 2, maxOldGenerationSizeMb: 32 } })
-    worker.unref()
-    worker.once('message', (result) => resolve(String(result)))
-    worker.once('error', (err) => resolve(`the quick check could not run: ${err.message}`))
-    // After a message or an error this changes nothing: a promise settles once.
-    worker.once('exit', (code) => resolve(`the quick check stopped (exit code ${code})`))
+    threads++
+    let result: string | undefined
+    const stop = () => void worker.terminate()
+    signal?.addEventListener('abort', stop, { once: true })
+    worker.once('message', (r) => (result = String(r)))
+    worker.once('error', (err) => (result ??= `the quick check could not run: ${err.message}`))
+    // Answered on exit: the thread's connection is closed by then, so the data directory
+    // holds no file of its any more (a caller may remove it).
+    worker.once('exit', (code) => {
+      threads--
+      signal?.removeEventListener('abort', stop)
+      resolve(result ?? (signal?.aborted ? 'the quick check was stopped' : `the quick check stopped (exit code ${code})`))
+    })
   })
 }

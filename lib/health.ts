@@ -42,6 +42,8 @@ type Check = (deps: CoreHealthDeps) => HealthVerdict
 const INTEGRITY_EVERY_MS = 3600_000
 interface Integrity {
   running: boolean
+  /** The check in hand, ended when the app closes. */
+  inHand?: { stop: AbortController; done: Promise<unknown> }
   result?: string
   finishedMs?: number
 }
@@ -52,9 +54,12 @@ function integrityOf(deps: CoreHealthDeps): Integrity {
   const due = state.finishedMs === undefined || state.result !== 'ok' || Date.now() - state.finishedMs >= INTEGRITY_EVERY_MS
   if (due && !state.running) {
     state.running = true
-    void quickCheck(deps.dbFile).then((result) => {
-      Object.assign(state, { running: false, result, finishedMs: Date.now() })
+    const stop = new AbortController()
+    const done = quickCheck(deps.dbFile, stop.signal).then((result) => {
+      state.inHand = undefined
+      if (!stop.signal.aborted) Object.assign(state, { running: false, result, finishedMs: Date.now() })
     })
+    state.inHand = { stop, done }
   }
   return state
 }
@@ -148,6 +153,13 @@ export function registerCoreHealthChecks(app: FastifyInstance): void {
     kept: { integrity: { running: false } },
   }
   for (const name of Object.keys(checks) as (keyof typeof checks)[]) registerHealthCheck(app, { name, check: () => checks[name](deps) })
+  // A quick check in hand holds a connection to the file: ended before the app is closed,
+  // so that nothing reads (or reopens the WAL of) a database that is being closed or moved.
+  app.addHook('onClose', async () => {
+    const inHand = deps.kept.integrity.inHand
+    inHand?.stop.abort()
+    await inHand?.done
+  })
 }
 
 /** Runs every registered check, in registration order. */

@@ -16,8 +16,7 @@ export async function build(t: { teardown: (fn: () => unknown) => void }, env: R
   const app = await buildApp({ config, logger: false, validateResponses: true, spec })
   t.teardown(async () => {
     await app.close()
-    // A worker's connection may still be closing its files: retried, as ENOTEMPTY was seen here
-    // (once past 5 retries of 50 ms on a busy machine: now up to about 2 s).
+    // Retried: on a busy machine a removal may race the file system's own bookkeeping.
     fs.rmSync(dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 })
   })
   return Object.assign(app, { testConfig: config })

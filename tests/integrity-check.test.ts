@@ -7,7 +7,7 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import Database from 'better-sqlite3'
 import type { FastifyInstance } from 'fastify'
-import { quickCheck } from '../db/integrity.js'
+import { quickCheck, quickChecksRunning } from '../db/integrity.js'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 import { ADMIN_PASSWORD, call, login } from './helpers.js'
@@ -52,6 +52,30 @@ t.test('quickCheck answers ok for a sound file, what it found for a damaged one,
   t.match(found, /page|malformed|corrupt/i, `names the damage: ${found}`)
 
   t.match(await quickCheck(path.join(dir, 'missing.sqlite')), /^the quick check could not run: /)
+})
+
+t.test('a quick check aborted ends its thread and says so', async (t) => {
+  const dir = tempDir(t)
+  const file = path.join(dir, 'sound.sqlite')
+  databaseWithJunk(file)
+  const stop = new AbortController()
+  const answer = quickCheck(file, stop.signal)
+  stop.abort()
+  t.equal(await answer, 'the quick check was stopped')
+  t.equal(await quickCheck(file, new AbortController().signal), 'ok', 'a signal never aborted changes nothing')
+})
+
+t.test('closing the app ends a quick check in hand, so its data directory can be removed at once', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-integrity-test-'))
+  const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent' }), logger: false })
+  const token = await login(app)
+  t.match((await databaseCheck(app, token)).detail, /integrity check running/)
+  await app.close()
+  t.equal(quickChecksRunning(), 0, 'the thread ended with the app')
+  // No retries: a thread still reading would reopen the WAL's files while they are removed.
+  fs.rmSync(dir, { recursive: true })
+  await new Promise((r) => setTimeout(r, 50))
+  t.notOk(fs.existsSync(dir), 'nothing wrote into the directory after the close')
 })
 
 async function databaseCheck(app: FastifyInstance, token: string): Promise<{ status: string; detail: string }> {
