@@ -1,4 +1,5 @@
 import type { DB } from './index.js'
+import { eventQueue, LAST_EVENT } from './alarm-queue.js'
 import { EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-queries.js'
 
 export type AlarmType = 'syslog' | 'webhook' | 'email'
@@ -25,6 +26,8 @@ export interface DestinationRow {
   last_status: 'delivered' | 'failed' | null
   last_error: string | null
   last_delivered_ms: number | null
+  /** It takes the events after this id (db/alarms.ts queueEvents). */
+  events_from: number
 }
 
 export interface DestinationInput {
@@ -93,15 +96,16 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
   const count = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM alarm_destinations')
   const insert = db.prepare(
     `INSERT INTO alarm_destinations (id, name, name_key, type, enabled, min_severity, categories, audit_categories,
-       feed_events, feed_audit, feed_assets, settings, created_ms, created_by, updated_ms, updated_by)
+       feed_events, feed_audit, feed_assets, settings, created_ms, created_by, updated_ms, updated_by, events_from)
      VALUES (@id, @name, @nameKey, @type, @enabled, @minSeverity, @categories, @auditCategories,
-       @feedEvents, @feedAudit, @feedAssets, @settings, @ms, @user, @ms, @user)`,
+       @feedEvents, @feedAudit, @feedAssets, @settings, @ms, @user, @ms, @user, ${LAST_EVENT})`,
   )
   const update = db.prepare(
     `UPDATE alarm_destinations SET name = @name, name_key = @nameKey, type = @type, enabled = @enabled,
        min_severity = @minSeverity, categories = @categories, audit_categories = @auditCategories,
        feed_events = @feedEvents, feed_audit = @feedAudit, feed_assets = @feedAssets, settings = @settings,
-       updated_ms = @ms, updated_by = @user
+       updated_ms = @ms, updated_by = @user,
+       events_from = CASE WHEN (enabled = 0 OR feed_events = 0) AND @enabled = 1 AND @feedEvents = 1 THEN ${LAST_EVENT} ELSE events_from END
      WHERE id = @id`,
   )
   const remove = db.prepare<[string]>('DELETE FROM alarm_destinations WHERE id = ?')
@@ -183,6 +187,8 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
   const subscribedToAssets = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM alarm_destinations WHERE enabled = 1 AND feed_assets = 1')
   const insertAsset = db.prepare<[number, string, string | null, string]>('INSERT INTO asset_messages (created_ms, kind, asset_key, body) VALUES (?, ?, ?, ?)')
 
+  const queue = eventQueue(db)
+
   const health = db.prepare<[number], { destinations: number; enabled: number; pending: number; oldest: number | null; failed: number; retrying: number }>(
     `SELECT (SELECT count(*) FROM alarm_destinations) AS destinations,
        (SELECT count(*) FROM alarm_destinations WHERE enabled = 1) AS enabled,
@@ -246,16 +252,27 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
     },
     count: () => count.get()!.n,
     insert: (d: DestinationInput, ms: number, user: string | null) => insert.run(params(d, ms, user)),
-    update: (d: DestinationInput, ms: number, user: string | null) => update.run(params(d, ms, user)).changes,
+    /**
+     * A change applies to the events stored after it: those stored before are queued first,
+     * with the destinations as they were (all of them: an admin's change waits for a burst's).
+     */
+    update: (d: DestinationInput, ms: number, user: string | null) =>
+      db.transaction(() => {
+        queue.all()
+        return update.run(params(d, ms, user)).changes
+      })(),
     /** Deletes a destination and cancels its pending deliveries (their attempts stay). Answers how many were cancelled. */
     remove(id: string, ms: number): number {
       if (remove.run(id).changes === 0) return -1
       return cancelPending.run(ms, id).changes
     },
-    counts: (id: string, now: number): DeliveryCounts => ({
-      pending: pendingCount.get(id)!.n,
-      failedLast24h: failedSince.get(id, now - 24 * 3600_000)!.n,
-    }),
+    /** Pending deliveries, those of the events stored and not queued yet included (up to 100,000 of these read). */
+    counts(id: string, now: number): DeliveryCounts {
+      const d = byId.get(id)
+      let waiting = 0
+      if (d?.enabled && d.feed_events) waiting = queue.unqueuedFor(d)
+      return { pending: pendingCount.get(id)!.n + waiting, failedLast24h: failedSince.get(id, now - 24 * 3600_000)!.n }
+    },
 
     /** The highest outbox id ever given: unchanged means nothing was queued since. */
     outboxSeq: () => outboxSeq.get()?.seq ?? 0,
@@ -341,6 +358,7 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
       return db.transaction(() => {
         const destinations = subscribedToAssets.get()!.n
         if (destinations === 0 || messages.length === 0) return 0
+        queue.before('assets')
         for (const m of messages) {
           const body = m as { kind?: unknown; assetId?: unknown }
           insertAsset.run(createdMs, String(body.kind ?? 'message'), body.assetId == null ? null : String(body.assetId), JSON.stringify(m))
@@ -351,7 +369,20 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
     /** How many enabled destinations receive the asset feed. */
     assetSubscribers: () => subscribedToAssets.get()!.n,
 
-    health: (now: number) => health.get(now - 24 * 3600_000)!,
+    /**
+     * Destinations, pending deliveries and failures. `unqueued`: events stored and not queued
+     * for delivery yet (up to 100,000 counted).
+     */
+    health(now: number) {
+      const h = health.get(now - 24 * 3600_000)!
+      return { ...h, unqueued: h.enabled === 0 ? 0 : queue.unqueued() }
+    },
+    /** Queues the deliveries of events stored since the last call, a slice: answers the rows queued. */
+    queueEvents: (): number => db.transaction(queue.slice).immediate(),
+    /** Queues the deliveries of every event stored so far; answers the rows queued. */
+    queueAllEvents: (): number => db.transaction(queue.all).immediate(),
+    /** Whether events are stored that are not queued for delivery yet. */
+    eventsWaiting: (): boolean => queue.waiting(),
     /** Drops finished deliveries, attempts and delivered asset messages older than `before`. */
     prune(before: number) {
       return db.transaction(() => ({

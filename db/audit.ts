@@ -1,5 +1,6 @@
 import type { AuditTrailRow } from './event-rows.js'
 import type { DB } from './index.js'
+import { eventQueue } from './alarm-queue.js'
 
 export interface AuditRecord {
   createdMs: number
@@ -45,6 +46,8 @@ export interface RefusalCount {
 }
 
 export function auditRepo(db: DB) {
+  // A destination taking events and audit records gets them in the order they were stored.
+  const queue = eventQueue(db)
   const insert = db.prepare(
     `INSERT INTO audit_trail (created_ms, severity, category, user_name, source_ip, description, details, operation_id, outcome,
        asset_key, asset_name, asset_parent_id, asset_ip, asset_type, asset_sub_type, asset_detail, asset_icon, request_id, refusal_key)
@@ -69,6 +72,7 @@ export function auditRepo(db: DB) {
   const exists = db.prepare<[number, number, string], number>('SELECT 1 FROM audit_trail WHERE id = ? AND created_ms = ? AND description = ?').pluck()
   return {
     insert(r: AuditRecord): number {
+      queue.before('audit')
       const a = r.asset ?? {}
       return Number(
         insert.run({

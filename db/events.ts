@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
 
@@ -176,8 +175,6 @@ const COLUMNS = 15
 const ROWS_PER_INSERT = 64
 /** Agents' latest texts (5 parameters each) per UPDATE statement. */
 const TEXTS_PER_UPDATE = 64
-/** Outbox rows (4 parameters each) per INSERT statement. */
-const OUTBOX_ROWS_PER_INSERT = 128
 
 export function eventsRepo(db: DB) {
   // Positional parameters: binding fifteen by name costs about as much again as the insert.
@@ -235,48 +232,6 @@ export function eventsRepo(db: DB) {
       shiftOf(run.length).run(args)
     }
   }
-  // The outbox rows of a call's events (migration 033 took this from a trigger on events):
-  // the destinations subscribed to events are read once per call and matched here, and the
-  // rows written by one statement per run of OUTBOX_ROWS_PER_INSERT, with the filters of
-  // the trigger and the same rows in the same order (by event, then destination id), so each
-  // destination's deliveries keep the events' order. The INSERT ... SELECT joining the
-  // destinations had SQLite build an automatic index and sort the rows on every call, make
-  // each delivery id from five random blobs, and (a function call in a statement of several
-  // rows) keep a statement journal of every page it wrote: about 4% of record()'s time at 100
-  // events a call. OR FAIL, as the events' insert: an error undoes the caller's transaction.
-  const eventDestinations = db.prepare<[], { id: string; min_severity: number; categories: string }>(
-    'SELECT id, min_severity, categories FROM alarm_destinations WHERE enabled = 1 AND feed_events = 1 ORDER BY id',
-  )
-  const queues: Statement<unknown[]>[] = []
-  const queueOf = (rows: number) =>
-    (queues[rows] ??= db.prepare<unknown[]>(
-      `INSERT OR FAIL INTO alarm_outbox (destination_id, feed, record_id, delivery_id, queued_ms)
-     VALUES ${Array(rows).fill("(?, 'events', ?, ?, ?)").join(', ')}`,
-    ))
-  const queue = (rows: { e: EventInput }[], ids: number[]) => {
-    const destinations = eventDestinations.all()
-    if (!destinations.length) return
-    const queuedMs = Date.now()
-    const args: unknown[] = []
-    let n = 0
-    const flush = () => {
-      if (n) queueOf(n).run(args)
-      args.length = 0
-      n = 0
-    }
-    for (let i = 0; i < rows.length; i++) {
-      const e = rows[i].e
-      for (const d of destinations) {
-        if (e.severity > d.min_severity) continue
-        if (d.categories !== '' && !d.categories.includes(`,${e.category},`)) continue
-        // An alarm delivery failure is never delivered to the destination it is about.
-        if (d.id === e.alarmDestinationId) continue
-        args.push(d.id, ids[i], randomUUID(), queuedMs)
-        if (++n === OUTBOX_ROWS_PER_INSERT) flush()
-      }
-    }
-    flush()
-  }
   const risk = riskRaiser(db)
   // The kinds come from the migrations (010, 027); nothing writes them while the server runs.
   const riskCodes = risk.codes()
@@ -312,7 +267,8 @@ export function eventsRepo(db: DB) {
       for (let i = 0; i < run.length; i++) ids[at + i] = last - run.length + 1 + i
     }
 
-    queue(rows, ids)
+    // Their deliveries to alarm destinations are queued behind, by the delivery worker
+    // (db/alarms.ts queueEvents; migration 035).
 
     // Each agent's three latest texts: the last three of its events in the batch, in order.
     const texts = new Map<number, string[]>()

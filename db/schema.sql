@@ -1,4 +1,4 @@
--- The schema after every migration of db/migrations (schema version 34).
+-- The schema after every migration of db/migrations (schema version 35).
 -- Written by `npm run schema` (scripts/schema.ts); do not edit: change a migration and run it again.
 
 CREATE TABLE agent_commands (
@@ -176,6 +176,11 @@ CREATE TABLE alarm_destinations (
   last_status TEXT CHECK (last_status IS NULL OR last_status IN ('delivered', 'failed')),
   last_error TEXT,
   last_delivered_ms INTEGER
+, events_from INTEGER NOT NULL DEFAULT 0);
+
+CREATE TABLE alarm_events_queued (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  up_to INTEGER NOT NULL
 );
 
 CREATE TABLE alarm_outbox (

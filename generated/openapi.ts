@@ -2002,8 +2002,12 @@ export interface paths {
          *
          *     ## Delivery
          *     Every event, audit record or asset message that matches an enabled destination's
-         *     `filters` is put in a durable outbox in the same transaction that stores it, so
-         *     none is dropped, and survives a restart. A background worker delivers it
+         *     `filters` is put in a durable outbox, so none is dropped, and survives a restart:
+         *     an audit record or asset message in the transaction that stores it; events behind
+         *     their writes, by the worker, in the order they were stored and before any later
+         *     audit record or asset message (so a burst of events is stored at the speed of the
+         *     events alone, whatever the number of destinations). A change of a destination
+         *     applies to the records stored after it. A background worker delivers it
          *     **at least once**, in record order per destination, with `deliveryId` (stable
          *     across retries) for de-duplication. A failed attempt is retried with exponential
          *     backoff (10 s, doubling, at most 1 h between attempts, with jitter) for up to 24 h;
@@ -5599,7 +5603,7 @@ export interface components {
         AlarmDeliveryState: {
             /**
              * Format: int64
-             * @description Deliveries waiting in the outbox.
+             * @description Deliveries waiting in the outbox, with those of the events stored and not queued yet (up to 100,000 read).
              */
             pending: number;
             /** Format: date-time */

@@ -23,7 +23,11 @@ async function syslogDest(app: FastifyInstance, token: string, port: number, id?
 const events = (n: number): EventInput[] =>
   Array.from({ length: n }, (_, i) => ({ code: '0x110005', severity: 2, category: 'USB', entityId: 'PC-1 (10.0.0.1)', description: 'Known attack tool detected', details: `event ${i}` }))
 
-const outbox = (app: FastifyInstance, destinationId: string) => app.db.prepare('SELECT * FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId) as any[]
+// The events' deliveries are queued behind their writes (by the worker): queued here first.
+function outbox(app: FastifyInstance, destinationId: string): any[] {
+  app.repos.alarms.queueAllEvents()
+  return app.db.prepare('SELECT * FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId)
+}
 const history = (app: FastifyInstance, outboxId: number) => app.db.prepare('SELECT * FROM alarm_attempt_history WHERE outbox_id = ? ORDER BY attempt').all(outboxId) as any[]
 const attemptRows = (app: FastifyInstance, destinationId: string) =>
   app.db.prepare('SELECT outbox_id, attempt, outcome FROM alarm_attempts WHERE destination_id = ? ORDER BY id').all(destinationId) as any[]

@@ -36,7 +36,11 @@ const event = (details: string, extra: Partial<EventInput> = {}): EventInput => 
   ...extra,
 })
 
-const outbox = (app: FastifyInstance, destinationId: string) => app.db.prepare('SELECT * FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId) as any[]
+// The events' deliveries are queued behind their writes (by the worker): queued here first.
+function outbox(app: FastifyInstance, destinationId: string): any[] {
+  app.repos.alarms.queueAllEvents()
+  return app.db.prepare('SELECT * FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId)
+}
 const attempts = (app: FastifyInstance, outboxId: number) => app.db.prepare('SELECT * FROM alarm_attempt_history WHERE outbox_id = ? ORDER BY attempt').all(outboxId) as any[]
 
 t.test('backoff: 10 s doubling, at most 1 h, with jitter', async (t) => {
@@ -302,6 +306,8 @@ t.test('health: healthy, warning while retrying, failed after a permanent failur
   worker.clock = () => Date.now() + 2 * 3600_000
   rx.respond = () => ({ status: 503 })
   app.repos.events.record(Date.now(), [event('two')])
+  t.match(alarmDeliveryHealth(app), { status: 'Healthy', detail: /0 deliveries pending; 1 event not queued yet;/ }, 'stored, not queued yet')
+  app.repos.alarms.queueAllEvents()
   t.match(alarmDeliveryHealth(app), { status: 'Failed', detail: /1 delivery pending/ })
 })
 

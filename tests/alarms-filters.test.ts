@@ -1,6 +1,6 @@
 // Which records reach which destination: minimum severity, event and audit categories,
 // feeds (events, audit, assets), the enabled flag; queued in the transaction that stores
-// the record, whatever writes it.
+// the record (an audit record or asset message), or behind it by the worker (an event).
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login } from './helpers.js'
@@ -28,8 +28,11 @@ async function setup(t: Parameters<typeof build>[0]) {
   return { app, token, rx, add }
 }
 
-const queued = (app: FastifyInstance, destinationId: string, feed: string) =>
-  app.db.prepare('SELECT record_id FROM alarm_outbox WHERE destination_id = ? AND feed = ? ORDER BY id').pluck().all(destinationId, feed) as number[]
+// The events' deliveries are queued behind their writes (by the worker): queued here first.
+function queued(app: FastifyInstance, destinationId: string, feed: string): number[] {
+  app.repos.alarms.queueAllEvents()
+  return app.db.prepare('SELECT record_id FROM alarm_outbox WHERE destination_id = ? AND feed = ? ORDER BY id').pluck().all(destinationId, feed) as number[]
+}
 
 const record = (app: FastifyInstance, severity: number, category: EventCategory = 'USB') =>
   app.repos.events.record(Date.now(), [{ code: '0x110001', severity, category, entityId: 'PC (10.0.0.1)', description: 'd', details: `severity ${severity}` }])[0]

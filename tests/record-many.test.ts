@@ -1,6 +1,6 @@
 // db/events.ts recordMany: several callers' events written in one go (multi-row inserts),
-// with the ids, order, alarm outbox rows, agents' latest texts and risk notifications each
-// caller would have had alone.
+// with the ids, order, alarm outbox rows (queued behind the writes: db/alarm-queue.ts),
+// agents' latest texts and risk notifications each caller would have had alone.
 import t from 'tap'
 import { openDatabase } from '../db/index.js'
 import type { EventInput } from '../db/events.js'
@@ -69,6 +69,7 @@ t.test('ids are consecutive and increasing in the order given, across several IN
     'the ids answered are the rows stored',
   )
   t.equal(rows.find((r) => r.description === 'c1')!.created_ms, 1003, "each caller's time")
+  repos.alarms.queueAllEvents()
   const outbox = db.prepare(`SELECT destination_id AS d, record_id AS r FROM alarm_outbox WHERE feed = 'events' ORDER BY id`).all() as { d: string; r: number }[]
   const queued = rows.filter((r) => r.description.startsWith('bulk-') === false || Number(r.description.slice(5)) % 8 <= 6)
   t.same(
@@ -83,7 +84,7 @@ t.test('ids are consecutive and increasing in the order given, across several IN
   t.same(texts(a2), { a: 'c4', b: 'c3', c: 'c2' })
 })
 
-t.test("the outbox rows follow each destination's filters, as the per-row trigger did, and go with a rolled-back call", async (t) => {
+t.test("the outbox rows follow each destination's filters, as the per-row trigger did; a rolled-back call leaves nothing to queue", async (t) => {
   const { db, repos } = setup()
   const dest = db.prepare(
     `INSERT INTO alarm_destinations (id, name, name_key, type, min_severity, categories, enabled, feed_events, settings, created_ms, updated_ms)
@@ -98,6 +99,7 @@ t.test("the outbox rows follow each destination's filters, as the per-row trigge
       events: [ev('usb-low', 7, { category: 'USB' }), ev('usb', 3, { category: 'USB' }), ev('host', 2, { category: 'Host' }), ev('failure about d1', 3, { alarmDestinationId: 'd1' })],
     },
   ])[0]
+  repos.alarms.queueAllEvents()
   const outbox = db.prepare(`SELECT destination_id AS d, record_id AS r FROM alarm_outbox WHERE feed = 'events' ORDER BY id`).all()
   t.same(outbox, [
     { d: 'usb', r: ids[0] },
@@ -116,6 +118,7 @@ t.test("the outbox rows follow each destination's filters, as the per-row trigge
       throw new Error('the caller fails')
     })(),
   )
+  repos.alarms.queueAllEvents()
   t.equal((db.prepare('SELECT count(*) AS n FROM alarm_outbox').get() as { n: number }).n, before, 'a rolled-back call leaves no outbox row')
   t.notOk(db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events' AND name LIKE '%outbox%'`).get(), 'no per-row trigger queues them twice')
 })
@@ -126,6 +129,8 @@ t.test('outbox rows of a large call: in order of event then destination across s
   // 150 events for two destinations: 300 rows, more than one INSERT statement writes.
   const events = Array.from({ length: 150 }, (_, i) => ev(`e${i}`, i % 8, { category: i % 3 ? 'USB' : 'Host' }))
   const ids = repos.events.record(5, events)
+  t.equal(db.prepare('SELECT count(*) FROM alarm_outbox').pluck().get(), 0, 'the write queues nothing itself')
+  repos.alarms.queueAllEvents()
   const rows = db.prepare(`SELECT destination_id AS d, record_id AS r, delivery_id AS u, queued_ms AS q FROM alarm_outbox WHERE feed = 'events' ORDER BY id`).all() as {
     d: string
     r: number
@@ -151,11 +156,12 @@ t.test('outbox rows of a large call: in order of event then destination across s
   t.equal(new Set(rows.map((x) => x.u)).size, rows.length, 'each row its own delivery id')
   t.ok(
     rows.every((x) => x.q >= t0 && x.q <= Date.now()),
-    'queued at the wall-clock time of the call',
+    'queued at the wall-clock time of the queueing',
   )
   // No destination subscribed: nothing queued, the events stored all the same.
   db.exec('UPDATE alarm_destinations SET enabled = 0')
   const more = repos.events.record(6, [ev('alone')])
+  repos.alarms.queueAllEvents()
   t.equal(db.prepare('SELECT count(*) FROM alarm_outbox WHERE record_id = ?').pluck().get(more[0]), 0)
   t.equal(db.prepare('SELECT count(*) FROM events WHERE id = ?').pluck().get(more[0]), 1)
 })

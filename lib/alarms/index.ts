@@ -46,7 +46,8 @@ export const WARNING_BACKLOG = 1000
 /**
  * The alarm-delivery subsystem's health: backlog and failures.
  * - Failed: a delivery failed for good in the last 24 h, or one has waited more than 1 h.
- * - Warning: a delivery has waited more than 5 minutes, more than 1,000 are waiting, or a
+ * - Warning: a delivery has waited more than 5 minutes, more than 1,000 are waiting (events
+ *   not queued yet counted in), or a
  *   destination's last attempt failed and it is retrying.
  * - Healthy otherwise.
  */
@@ -60,9 +61,11 @@ export function alarmDeliveryHealth(app: FastifyInstance): { status: HealthStatu
     `${h.pending} deliver${h.pending === 1 ? 'y' : 'ies'} pending${h.oldest === null ? '' : `, oldest queued ${iso(h.oldest)}`}`,
     `${h.failed} failed for good in the last 24 h`,
   ]
+  // Events stored and not queued yet: the worker queues them behind the writes, in slices.
+  if (h.unqueued > 0) parts.splice(2, 0, `${h.unqueued} event${h.unqueued === 1 ? '' : 's'} not queued yet`)
   if (h.retrying > 0) parts.push(`${h.retrying} destination${h.retrying === 1 ? '' : 's'} retrying after a failed attempt`)
   const detail = parts.join('; ')
   if (h.failed > 0 || age > FAILED_AGE_MS) return { status: 'Failed', detail }
-  if (age > WARNING_AGE_MS || h.pending > WARNING_BACKLOG || h.retrying > 0) return { status: 'Warning', detail }
+  if (age > WARNING_AGE_MS || h.pending + h.unqueued > WARNING_BACKLOG || h.retrying > 0) return { status: 'Warning', detail }
   return { status: 'Healthy', detail }
 }

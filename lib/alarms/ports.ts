@@ -16,8 +16,13 @@ export interface AlarmDestinationStore {
   counts(id: string, now: number): Promise<DeliveryCounts>
 }
 
-/** The alarm outbox the delivery worker drains: one lane per destination, in outbox order. */
-export type AlarmOutbox = Async<Pick<AlarmsRepo, 'prune' | 'outboxSeq' | 'heads' | 'byId' | 'pendingAfter' | 'events' | 'auditRecords' | 'assetMessages' | 'recordAttempts'>>
+/**
+ * The alarm outbox the delivery worker drains: one lane per destination, in outbox order. The
+ * worker also queues the deliveries of the events stored since (queueEvents), behind the writes.
+ */
+export type AlarmOutbox = Async<
+  Pick<AlarmsRepo, 'prune' | 'outboxSeq' | 'heads' | 'byId' | 'pendingAfter' | 'events' | 'auditRecords' | 'assetMessages' | 'recordAttempts' | 'queueEvents' | 'eventsWaiting'>
+>
 
 /** Where the worker records the "Alarm delivery failure" events it raises. */
 export interface FailureEvents {

@@ -36,6 +36,8 @@ const FLUSH_MS = 250
 const SYSLOG_LINES = 500
 const SYSLOG_BYTES = 64 * 1024
 const PRUNE_EVERY_MS = 3600_000
+/** How long a tick queues the deliveries of events stored since, a slice at a time. */
+const QUEUE_MS = 50
 /** How long closing the app waits for deliveries in flight. */
 export const STOP_BOUND_MS = 5000
 
@@ -145,6 +147,8 @@ export class DeliveryWorker {
         // Finished deliveries and attempts are kept PRIME_RETENTION_DELIVERY_DAYS.
         await alarms.prune(now - this.deps.settings.deliveryDays * 86_400_000)
       }
+      // The events stored since are queued first (the lanes queue more as they run low).
+      await this.queueWaiting(QUEUE_MS)
       // Nothing queued since the last look and no retry due: nothing to do.
       const seq = await alarms.outboxSeq()
       if (!this.recheck && seq === this.seenSeq && now < this.nextDue) return 0
@@ -215,7 +219,8 @@ export class DeliveryWorker {
         if (this.closing) return
         const dest = await alarms.byId(destinationId)
         if (!dest) return
-        const items = await alarms.pendingAfter(destinationId, cursor, PAGE)
+        let items = await alarms.pendingAfter(destinationId, cursor, PAGE)
+        if (items.length < PAGE && (await this.queueWaiting(0)) > 0) items = await alarms.pendingAfter(destinationId, cursor, PAGE)
         if (items.length === 0) return
         const rows = await this.rows(items)
         const settings = settingsOf(dest)
@@ -237,6 +242,23 @@ export class DeliveryWorker {
     } finally {
       await this.flush()
     }
+  }
+
+  /**
+   * Queues the deliveries of the events stored since (db/alarms.ts queueEvents), a slice at a
+   * time with other work let in between, until none waits or `ms` have passed (one slice at
+   * least). Answers the deliveries queued.
+   */
+  private async queueWaiting(ms: number): Promise<number> {
+    const alarms = this.deps.outbox
+    const until = performance.now() + ms
+    let rows = 0
+    while (await alarms.eventsWaiting()) {
+      rows += await alarms.queueEvents()
+      if (performance.now() >= until) break
+      await new Promise((r) => setImmediate(r))
+    }
+    return rows
   }
 
   private buffered(): number {
