@@ -23,10 +23,11 @@ export const LAST_EVENT = "coalesce((SELECT seq FROM sqlite_sequence WHERE name 
 /** Outbox rows (4 parameters each) per INSERT statement. */
 const OUTBOX_ROWS_PER_INSERT = 128
 /**
- * Outbox rows a slice writes at most (its events times the destinations that take them,
- * about 15 ms): the worker's slices stay short beside the server's requests.
+ * Outbox rows a slice writes at most (its events times the destinations that take them):
+ * the worker's slices stay short beside the server's requests. 3,000 took 13 ms on average
+ * and up to 35 ms (npm run bench -- events, the write path); 1,000 about a third of that.
  */
-export const QUEUE_ROWS = 3000
+export const QUEUE_ROWS = 1000
 /** Events counted at most as not queued yet (health and a destination's pending count). */
 const COUNT_AT_MOST = 100_000
 
