@@ -28,8 +28,8 @@ const OUTBOX_ROWS_PER_INSERT = 128
  * and up to 35 ms (npm run bench -- events, the write path); 1,000 about a third of that.
  */
 export const QUEUE_ROWS = 1000
-/** Events counted at most as not queued yet (health and a destination's pending count). */
-const COUNT_AT_MOST = 100_000
+/** Events read at most to count a destination's deliveries not queued yet. */
+const COUNT_AT_MOST = 10_000
 
 interface EventDestination {
   id: string
@@ -57,7 +57,6 @@ export function eventQueue(db: DB) {
       `INSERT OR FAIL INTO alarm_outbox (destination_id, feed, record_id, delivery_id, queued_ms)
        VALUES ${Array(rows).fill("(?, 'events', ?, ?, ?)").join(', ')}`,
     ))
-  const unqueued = db.prepare<[number], number>(`SELECT count(*) FROM (SELECT 1 FROM events WHERE id > ? ORDER BY id LIMIT ${COUNT_AT_MOST})`).pluck()
   const unqueuedFor = db
     .prepare<[{ after: number; severity: number; categories: string; id: string }], number>(
       `SELECT count(*) FROM (SELECT severity, category, alarm_destination_id FROM events WHERE id > @after ORDER BY id LIMIT ${COUNT_AT_MOST})
@@ -123,9 +122,9 @@ export function eventQueue(db: DB) {
     before(feed: 'audit' | 'assets'): void {
       if (waiting() && takesBoth[feed].get() !== undefined) db.transaction(all)()
     },
-    /** Events stored and not queued yet (at most COUNT_AT_MOST counted). */
-    unqueued: (): number => unqueued.get(upTo.get() ?? 0) ?? 0,
-    /** Of those, the ones destination `d` takes. */
+    /** Events stored and not queued yet: the ids after the mark (only retention leaves gaps, in old ones). */
+    unqueued: (): number => Math.max(0, (lastEvent.get() ?? 0) - (upTo.get() ?? 0)),
+    /** Of those, the ones destination `d` takes (at most COUNT_AT_MOST read: more may wait). */
     unqueuedFor: (d: EventDestination): number => unqueuedFor.get({ after: Math.max(upTo.get() ?? 0, d.events_from), severity: d.min_severity, categories: d.categories, id: d.id }) ?? 0,
   }
 }

@@ -266,7 +266,7 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
       if (remove.run(id).changes === 0) return -1
       return cancelPending.run(ms, id).changes
     },
-    /** Pending deliveries, those of the events stored and not queued yet included (up to 100,000 of these read). */
+    /** Pending deliveries, those of the events stored and not queued yet included (up to 10,000 of these read). */
     counts(id: string, now: number): DeliveryCounts {
       const d = byId.get(id)
       let waiting = 0
@@ -371,7 +371,7 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
 
     /**
      * Destinations, pending deliveries and failures. `unqueued`: events stored and not queued
-     * for delivery yet (up to 100,000 counted).
+     * for delivery yet.
      */
     health(now: number) {
       const h = health.get(now - 24 * 3600_000)!

@@ -5603,7 +5603,7 @@ export interface components {
         AlarmDeliveryState: {
             /**
              * Format: int64
-             * @description Deliveries waiting in the outbox, with those of the events stored and not queued yet (up to 100,000 read).
+             * @description Deliveries waiting in the outbox, with those of the events stored and not queued yet (of which up to 10,000 are read: during a burst, more may wait).
              */
             pending: number;
             /** Format: date-time */

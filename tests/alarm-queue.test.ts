@@ -192,3 +192,17 @@ t.test('a slice undone with its transaction leaves the mark where it was', async
   t.equal(outbox().length, 0)
   t.equal(repos.alarms.queueEvents(), 2, 'queued by the next one')
 })
+
+t.test("a destination's pending count and the health count the events not queued yet", async (t) => {
+  const { repos } = setup()
+  repos.alarms.insert(destination('usb', { categories: ['USB'], minSeverity: 4 }), 1, null)
+  repos.events.record(1, [ev(1, 'USB'), ev(1, 'Host'), ev(6, 'USB'), ev(2, 'USB', { alarmDestinationId: 'usb' }), ev(4, 'USB')])
+  t.equal(repos.alarms.counts('usb', 2).pending, 2, 'the two it takes, before they are queued')
+  t.equal(repos.alarms.health(2).unqueued, 5)
+  repos.alarms.queueAllEvents()
+  t.equal(repos.alarms.counts('usb', 2).pending, 2, 'the same once queued')
+  t.equal(repos.alarms.health(2).unqueued, 0)
+  repos.alarms.update(destination('usb', { enabled: false, categories: ['USB'], minSeverity: 4 }), 3, null)
+  repos.events.record(1, [ev(1, 'USB')])
+  t.equal(repos.alarms.counts('usb', 3).pending, 2, 'a disabled destination takes no new ones')
+})
