@@ -31,6 +31,14 @@ export const QUEUE_ROWS = 1000
 /** Events read at most to count a destination's deliveries not queued yet. */
 const COUNT_AT_MOST = 10_000
 
+/**
+ * Events written by a bulk loader (scripts/seed*.ts, from `first` to `last`) queue no
+ * deliveries: the mark passes over them, when nothing before them was waiting.
+ */
+export function passOverEvents(db: DB, first: number, last: number): void {
+  db.prepare('UPDATE alarm_events_queued SET up_to = ? WHERE up_to = ?').run(last, first - 1)
+}
+
 interface EventDestination {
   id: string
   min_severity: number

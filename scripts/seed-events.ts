@@ -18,6 +18,7 @@ import cliProgress from 'cli-progress'
 import { openDatabase, type DB } from '../db/index.js'
 import { recordIndexer } from '../db/event-index.js'
 import { raiseRisks } from '../db/events.js'
+import { passOverEvents } from '../db/alarm-queue.js'
 import { eventOf } from '../lib/event-codes.js'
 import { agentEvents } from '../lib/gateway/events.js'
 import { derivePeripheral } from '../lib/gateway/peripherals.js'
@@ -310,8 +311,10 @@ export async function seedEvents(db: DB, opts: EventSeedOptions): Promise<EventS
     phase('write rows')
     for (const ix of indexes) db.exec(ix.sql)
     phase('build indexes')
-    raiseRisks(db, firstEvent, db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number)
+    const lastEvent = db.prepare('SELECT coalesce(max(id), 0) FROM events').pluck().get() as number
+    raiseRisks(db, firstEvent, lastEvent)
     phase('risk notifications')
+    passOverEvents(db, firstEvent, lastEvent)
     db.exec('COMMIT')
   } catch (err) {
     if (db.inTransaction) db.exec('ROLLBACK')

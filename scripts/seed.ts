@@ -21,6 +21,7 @@ import { openDatabase, type DB } from '../db/index.js'
 import { agentStateRepo } from '../db/agent-state.js'
 import { peripheralTexts } from '../db/gateway.js'
 import { raiseRisks } from '../db/events.js'
+import { passOverEvents } from '../db/alarm-queue.js'
 import { agentEvents } from '../lib/gateway/events.js'
 import { derivePeripheral, modelTooltip, nicsText } from '../lib/gateway/peripherals.js'
 import { fleetHost, Rand, streamSeed, uuidFrom } from './fleet-data.js'
@@ -863,6 +864,7 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
         : db.prepare(`INSERT INTO events (${EVENT_COLUMNS}) SELECT ${EVENT_COLUMNS} FROM temp.seed_events ORDER BY created_ms, seq`).run().changes
     db.exec('DELETE FROM temp.seed_events')
     raiseRisks(db, firstEvent, lastEvent())
+    passOverEvents(db, firstEvent, lastEvent())
     phase('write events', t)
     // The worker's index holds every generated agent: usable only if all were written.
     const complete = agents === opts.agents

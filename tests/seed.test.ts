@@ -43,7 +43,10 @@ t.test('a fleet with its event history is written in time order, as a live serve
     fs.rmSync(dir, { recursive: true, force: true })
   })
   const now = Date.UTC(2026, 5, 30, 12)
+  // A destination taking every event: a bulk load queues no delivery all the same.
+  db.prepare(`INSERT INTO alarm_destinations (id, name, name_key, type, min_severity, settings, created_ms, updated_ms) VALUES ('all', 'all', 'all', 'syslog', 7, '{}', 1, 1)`).run()
   const r = await seedFleet(db, { agents: 60, peripheralsPerAgent: 3, chunk: 25, seed: 5, now, history: { events: 4000, days: 90 } })
+  t.equal(db.prepare('SELECT up_to FROM alarm_events_queued').pluck().get(), db.prepare('SELECT max(id) FROM events').pluck().get(), "the deliveries' mark passed over the loaded events")
   const fleetOnly = await (async () => {
     const other = openDatabase(path.join(dir, 'fleet-only.sqlite'))
     try {
