@@ -90,6 +90,14 @@ t.test('old events are archived, then deleted; the index stays exact; the outbox
   const old = rows.filter((r) => r.created_ms < cutoff)
   t.ok(old.length > 1500, `${old.length} events are past their retention`)
 
+  // Events not queued yet for a destination that takes them may be owed to it: none goes.
+  const owed = app.db.prepare(`INSERT INTO alarm_destinations (id, name, name_key, type, min_severity, settings, created_ms, updated_ms) VALUES ('owed', 'owed', 'owed', 'syslog', 7, '{}', 1, 1)`)
+  owed.run()
+  t.equal((await app.retention.run(NOW)).events.deleted, 0, 'nothing deleted before their deliveries are queued')
+  t.equal(app.db.prepare('SELECT count(*) FROM events').pluck().get(), rows.length)
+  // Gone before they were queued: owed to nobody.
+  app.db.prepare(`DELETE FROM alarm_destinations WHERE id = 'owed'`).run()
+
   // A destination still waits for an old event: nothing from it on goes.
   const held = old[Math.floor(old.length / 2)]
   app.db.prepare("INSERT INTO alarm_outbox (destination_id, feed, record_id, delivery_id, queued_ms) VALUES ('dest', 'events', ?, 'd-1', ?)").run(held.id, NOW)
