@@ -26,7 +26,7 @@ export interface DestinationRow {
   last_status: 'delivered' | 'failed' | null
   last_error: string | null
   last_delivered_ms: number | null
-  /** It takes the events after this id (db/alarms.ts queueEvents). */
+  /** It takes the events after this id (db/alarm-queue.ts). */
   events_from: number
 }
 
