@@ -74,14 +74,19 @@ export function eventQueue(db: DB) {
 
   const waiting = () => (lastEvent.get() ?? 0) > (upTo.get() ?? 0)
 
+  /**
+   * Where queueing starts: after the mark and after the earliest `events_from` of `takers`
+   * (events before it no destination takes). At `last` or beyond, nothing is owed.
+   */
+  const startOf = (takers: EventDestination[], last: number) => Math.max(upTo.get() ?? 0, Math.min(last, ...takers.map((d) => d.events_from)))
+
   /** Queues the deliveries of the events after the mark, at most QUEUE_ROWS rows; answers how many. */
   const slice = (): number => {
-    const from = upTo.get() ?? 0
     const last = lastEvent.get() ?? 0
-    if (last <= from) return 0
+    if (!waiting()) return 0
     const takers = destinations.all()
     // None takes them, or none takes events this old: passed over without reading them.
-    const start = Math.max(from, Math.min(last, ...takers.map((d) => d.events_from)))
+    const start = startOf(takers, last)
     if (start >= last) {
       setUpTo.run(last)
       return 0
@@ -129,6 +134,12 @@ export function eventQueue(db: DB) {
     /** Before a record of `feed` is queued: the events before it first, if a destination takes both. */
     before(feed: 'audit' | 'assets'): void {
       if (waiting() && takesBoth[feed].get() !== undefined) db.transaction(all)()
+    },
+    /** The first event not queued yet that a destination may take (null: none is owed). */
+    firstOwed(): number | null {
+      const last = lastEvent.get() ?? 0
+      const start = startOf(destinations.all(), last)
+      return start < last ? start + 1 : null
     },
     /** Events stored and not queued yet: the ids after the mark (only retention leaves gaps, in old ones). */
     unqueued: (): number => Math.max(0, (lastEvent.get() ?? 0) - (upTo.get() ?? 0)),

@@ -268,7 +268,7 @@ export function eventsRepo(db: DB) {
     }
 
     // Their deliveries to alarm destinations are queued behind, by the delivery worker
-    // (db/alarms.ts queueEvents; migration 035).
+    // (db/alarm-queue.ts; migration 035).
 
     // Each agent's three latest texts: the last three of its events in the batch, in order.
     const texts = new Map<number, string[]>()

@@ -3,7 +3,7 @@
 import type { DB } from './index.js'
 import { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-queries.js'
 import type { RecordTable } from './event-index.js'
-import { LAST_EVENT } from './alarm-queue.js'
+import { eventQueue } from './alarm-queue.js'
 
 export function retentionRepo(db: DB) {
   // By the time index (its entries hold the id too): records past their retention in time
@@ -18,13 +18,8 @@ export function retentionRepo(db: DB) {
   const due: Partial<Record<RecordTable, ReturnType<typeof dueSql>>> = {}
   // The oldest record a destination still waits for: nothing from it on is pruned.
   const pendingOutbox = db.prepare<[string], number | null>(`SELECT min(record_id) FROM alarm_outbox WHERE status = 'pending' AND feed = ?`).pluck()
-  // The first event not queued yet (db/alarm-queue.ts) that a destination may take: owed too.
-  const firstUnqueued = db
-    .prepare<[], number | null>(
-      `SELECT max(q.up_to, min(d.events_from)) + 1 AS first FROM alarm_events_queued q, alarm_destinations d
-       WHERE d.enabled = 1 AND d.feed_events = 1 GROUP BY q.up_to HAVING first <= ${LAST_EVENT}`,
-    )
-    .pluck()
+  // The events not queued yet that a destination may take are owed too (db/alarm-queue.ts).
+  const queue = eventQueue(db)
   const gate = db.prepare<[number, number]>('UPDATE retention_gate SET open = ?, before_ms = ? WHERE id = 1')
   /** Deletes up to `limit` rows of a simple kind older than the cutoff; answers how many. */
   const sliced = (sql: string) => {
@@ -43,7 +38,7 @@ export function retentionRepo(db: DB) {
     /** The first record id of `feed` an alarm destination has not had yet, or may be owed (null: none). */
     firstPending(feed: 'events' | 'audit'): number | null {
       const pending = pendingOutbox.get(feed) ?? null
-      const unqueued = feed === 'events' ? (firstUnqueued.get() ?? null) : null
+      const unqueued = feed === 'events' ? queue.firstOwed() : null
       return pending === null ? unqueued : unqueued === null ? pending : Math.min(pending, unqueued)
     },
     /** Lets this transaction delete audit records older than `beforeMs` (closed again before it commits). */
