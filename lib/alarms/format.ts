@@ -66,10 +66,12 @@ export function testRecord(destinationName: string, nowMs: number): AlarmRecord 
 // ---- Webhook ---------------------------------------------------------------------------
 
 export function webhookPayload(record: AlarmRecord, ctx: DeliveryContext): Record<string, unknown> {
-  const base = { deliveryId: ctx.deliveryId, feed: record.feed, sentTime: ctx.sentTime, attempt: ctx.attempt, destination: ctx.destination }
-  if (record.feed === 'audit') return { ...base, auditTrail: record.auditTrail }
-  if (record.feed === 'assets') return { ...base, asset: record.asset }
-  return { ...base, event: record.event }
+  // Written out, not spread from a common base: one per record delivered, and Node 20 takes
+  // about a microsecond for a property added after a spread.
+  const { deliveryId, sentTime, attempt, destination } = ctx
+  if (record.feed === 'audit') return { deliveryId, feed: record.feed, sentTime, attempt, destination, auditTrail: record.auditTrail }
+  if (record.feed === 'assets') return { deliveryId, feed: record.feed, sentTime, attempt, destination, asset: record.asset }
+  return { deliveryId, feed: record.feed, sentTime, attempt, destination, event: record.event }
 }
 
 /** Room kept in a batch's `maxBytes` for its envelope around the payloads. */

@@ -27,11 +27,20 @@ export type AgentRef = Pick<GatewayAgent, 'uuid' | 'host_identifier' | 'local_ip
 /** A peripheral as its events describe it. */
 export type DescribedPeripheral = Omit<PresentPeripheral, 'approved' | 'is_attack_tool' | 'is_vulnerable' | 'catalogue_name'>
 
+// The fields are written out, not spread: Node 20's V8 takes about a microsecond for each
+// property added after a spread, several per event, and a mass disconnect makes 100,000.
+/** An agent as its events name it: `HOST (address)`. */
+const entityOf = (agent: AgentRef) => (agent.local_ip_address ? `${agent.host_identifier} (${agent.local_ip_address})` : agent.host_identifier).slice(0, 300)
+
 /** An event about an agent itself. */
 export function hostEvent(kind: EventKind, agent: AgentRef, details: string): EventInput {
+  const e = agentEvents[kind]
   return {
-    ...agentEvents[kind],
-    entityId: (agent.local_ip_address ? `${agent.host_identifier} (${agent.local_ip_address})` : agent.host_identifier).slice(0, 300),
+    code: e.code,
+    severity: e.severity,
+    category: e.category,
+    description: e.description,
+    entityId: entityOf(agent),
     details,
     assetKey: agent.uuid,
     assetName: agent.host_identifier,
@@ -39,8 +48,16 @@ export function hostEvent(kind: EventKind, agent: AgentRef, details: string): Ev
 }
 
 function peripheralEvent(kind: EventKind, agent: AgentRef, p: DescribedPeripheral, details: string, hashtags: string | null = null): EventInput {
+  const e = agentEvents[kind]
   return {
-    ...hostEvent(kind, agent, details),
+    code: e.code,
+    severity: e.severity,
+    category: e.category,
+    description: e.description,
+    entityId: entityOf(agent),
+    details,
+    assetKey: agent.uuid,
+    assetName: agent.host_identifier,
     hashtags,
     peripheralIcon: p.dev_icon,
     peripheralAssetId: p.device_id,
