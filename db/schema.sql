@@ -1,4 +1,4 @@
--- The schema after every migration of db/migrations (schema version 35).
+-- The schema after every migration of db/migrations (schema version 36).
 -- Written by `npm run schema` (scripts/schema.ts); do not edit: change a migration and run it again.
 
 CREATE TABLE agent_commands (
@@ -700,10 +700,10 @@ CREATE INDEX agents_attack_tool ON agents (has_attack_tool, host_identifier COLL
 
 CREATE INDEX agents_attack_tool_count ON agents (has_attack_tool) WHERE has_attack_tool = 1;
 
-CREATE INDEX agents_classes ON agents (in_action, connection_status, operational_status, display_status, license_status, running_mode,
+CREATE INDEX agents_classes ON agents (in_action, operational_status, license_status, running_mode,
   severity, has_unapproved, has_vulnerable, has_attack_tool, vulnerable_or_wlv, os_version, service_version);
 
-CREATE INDEX agents_connection ON agents (connection_status, last_updated_ms);
+CREATE INDEX agents_connected ON agents (last_updated_ms, display_status) WHERE connection_status = 'Connected';
 
 CREATE INDEX agents_enrolled ON agents (enrolled_ms, id);
 

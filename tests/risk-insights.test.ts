@@ -427,6 +427,10 @@ t.test('classification summary: agents by class, risk flags, present peripherals
     { name: 'Armed', count: 2 },
     { name: 'Free', count: 1 },
   ])
+  t.same(s.byDisplayStatus, [
+    { name: 'Armed', count: 2 },
+    { name: 'Disconnected', count: 1 },
+  ])
   t.same(s.byLicenseStatus, [
     { name: 'Activated', count: 2 },
     { name: 'Pending', count: 1 },
@@ -451,6 +455,48 @@ t.test('classification summary: agents by class, risk flags, present peripherals
     { devIcon: 3, devIconDescription: 'Mass Storage', present: 1, approved: 0, notApproved: 1 },
     { devIcon: 14, devIconDescription: 'HID', present: 1, approved: 0, notApproved: 1 },
   ])
+})
+
+t.test('classification summary: the connection and display statuses as the agents hold them, through a mass disconnect', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const modes = ['Armed', 'Free'] as const
+  const agents = Array.from({ length: 12 }, (_, i) => insertAgent(app, { connection_status: 'Connected', operational_status: modes[i % 2], display_status: modes[i % 2], last_updated_ms: 1000 + i }))
+  // Every third one is being armed or updated: its display status says so (db/agent-state.ts).
+  const command = app.db.prepare("INSERT INTO agent_commands (agent_id, type, parameters, created_ms, created_by) VALUES (?, ?, ?, 0, 'test')")
+  for (const [i, a] of agents.entries()) {
+    if (i % 3 === 0) command.run(a.id, i % 2 ? 'UpdateAgent' : 'SetMode', i % 2 ? '{}' : '{"mode":"Armed"}')
+    app.repos.agentState.refreshAgent(a.id)
+  }
+  insertAgent(app, { license_status: 'Pending' })
+  const asStored = (column: string) =>
+    (app.db.prepare(`SELECT ${column} AS name, count(*) AS count FROM agents GROUP BY 1 ORDER BY 2 DESC, 1`).all() as { name: string; count: number }[]).map((r) => ({ name: r.name, count: r.count }))
+  const check = async (when: string) => {
+    const s = (await get(app, token, '/AgentsClassificationSummary')).body
+    t.same(s.byConnectionStatus, asStored('connection_status'), `connection, ${when}`)
+    t.same(s.byDisplayStatus, asStored('display_status'), `display, ${when}`)
+  }
+  await check('all but one connected')
+  t.ok(asStored('display_status').some((r) => r.name === 'Arming') && asStored('display_status').some((r) => r.name === 'Updating'), 'display statuses of their own among them')
+  // The sweeper's disconnect: seven of them, quiet since before 2000.
+  t.equal(
+    app.repos.gateway.disconnectMany(
+      agents.slice(0, 7).map((a) => a.id),
+      2000,
+      'Agent disconnected',
+    ).length,
+    7,
+  )
+  await check('seven disconnected')
+  t.equal(
+    app.repos.gateway.disconnectMany(
+      agents.map((a) => a.id),
+      2000,
+      'Agent disconnected',
+    ).length,
+    5,
+  )
+  await check('every agent disconnected')
 })
 
 t.test('classification summary: the 50 most common values, the rest under Other', async (t) => {
