@@ -5,7 +5,7 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { openDatabase } from '../db/index.js'
 import { eventsRepo } from '../db/events.js'
-import { eventOf } from '../lib/event-codes.js'
+import { hostEvent } from '../lib/gateway/events.js'
 
 const { file, events: total, slice } = workerData as { file: string; events: number; slice: number }
 const db = openDatabase(file)
@@ -18,7 +18,8 @@ for (let i = 0; i < total; i += slice) {
     ids.push(
       ...events.record(
         Date.now(),
-        Array.from({ length: k }, (_, j) => ({ ...eventOf('peripheralNew'), entityId: `BENCH-PC-${i + j} (10.0.0.1)`, details: `burst event ${i + j}` })),
+        // As the sweeper builds a disconnect's events (lib/gateway/events.ts).
+        Array.from({ length: k }, (_, j) => hostEvent('disconnected', { uuid: `bench-agent-${i + j}`, host_identifier: `BENCH-PC-${i + j}`, local_ip_address: '10.0.0.1' }, `burst event ${i + j}`)),
       ),
     )
   })()

@@ -413,7 +413,7 @@ async function burst(): Promise<string[]> {
   // a thread of this process (its receivers do not hold the writer up).
   const queuedAt = performance.now()
   const writer = new Worker(new URL('./bench-burst-writer.js', import.meta.url), { workerData: { file: path.join(dir, 'prime.sqlite'), events: BURST_EVENTS, slice: 500 } })
-  const { ids } = await new Promise<{ ids: number[]; ms: number }>((resolve, reject) => {
+  const { ids, ms: writing } = await new Promise<{ ids: number[]; ms: number }>((resolve, reject) => {
     writer.once('message', resolve)
     writer.once('error', reject)
   })
@@ -423,7 +423,10 @@ async function burst(): Promise<string[]> {
   child = (await startTimed(env, logFile)).child
   await until(() => receivers.every((r) => r.rx.state.events.size === BURST_EVENTS), 600_000, 'every event at every destination')
   await stop(child)
-  const rows: string[] = []
+  // The target of the write itself: stored within 3 s while the server queues and delivers.
+  const rows: string[] = [
+    `| burst ${BURST_EVENTS}: stored, while the server queues and delivers them | ${BURST_EVENTS} | <= 3 s | ${queued.toFixed(2)} s from the writer's start (its slices ${(writing / 1000).toFixed(2)} s) | | | | | | | ${queued <= 3 ? 'met' : 'MISSED'} |`,
+  ]
   for (const r of receivers) {
     const st = r.rx.state
     const lost = ids.filter((id) => !st.events.has(id)).length
