@@ -33,11 +33,13 @@ const RESAMPLE_GROWTH = 2
 // What the ways cost, measured at 2.7 million documents on a busy core (µs): a trigram of
 // the phrase query (its seeks through segments), and a step of it (each trigram moved to
 // the next document of the rarest); a trigram of an AND, and each of its entries; a
-// candidate's row read.
+// candidate's row read. An AND's entries are cheap beside its candidates: the rarest one
+// to four trigrams of a host's name took 1.3-4.1 ms for 18,000-110,000 entries, while each
+// candidate left costs a row read.
 const PHRASE_TERM_US = 300
 const PHRASE_STEP_US = 0.4
-const AND_TERM_US = 100
-const AND_ENTRY_US = 0.2
+const AND_TERM_US = 200
+const AND_ENTRY_US = 0.03
 const READ_US = 13
 /** Trigrams in the AND at most. */
 const AND_MAX = 4
@@ -165,6 +167,8 @@ export function termSearch(db: DB) {
 
   /** Which way the last search went (tests, benches). */
   let way: 'phrase' | 'and' = 'phrase'
+  /** The trigrams of the last AND. */
+  let anded: string[] = []
   const phrase = (m: TextMatch, column: DocColumn, after: number, upTo: number) => {
     way = 'phrase'
     return fts.all(m.phrase([column]), after, upTo)
@@ -180,7 +184,18 @@ export function termSearch(db: DB) {
     const est = sample
     if (!est || !grams.length) return null
     const held = est.holders[column]
-    const ranked = grams.map((g) => ({ g, docs: held.get(g) ?? EMPTY })).sort((x, y) => x.docs.length - y.docs.length)
+    const elsewhere = est.holders[column === 'details' ? 'peripheral_asset_id' : 'details']
+    // A trigram's candidates are the documents holding it in the column; what its query reads
+    // is its entries in the index, one per document holding it in either column: "id_" is in
+    // no document's details but in every peripheral id, and asking for it in details read
+    // 1.7 million entries (70-90 ms) to find none.
+    const ranked = grams
+      .map((g) => {
+        const docs = held.get(g) ?? EMPTY
+        const other = elsewhere.get(g) ?? EMPTY
+        return { g, docs, listed: docs.length + other.length - both(docs, other).length }
+      })
+      .sort((x, y) => x.docs.length - y.docs.length || x.listed - y.listed)
     // Estimates from the sample, in documents (a trigram the sample lacks: a fifth of a
     // sample document's worth).
     const docsOf = (n: number) => Math.max(n, 0.2) * est.scale
@@ -190,24 +205,30 @@ export function termSearch(db: DB) {
     const proving = column === 'peripheral_asset_id' && !hasNonAscii(m.folded) && partsUpTo > 0 && upTo - partsUpTo <= PART_CATCH_UP
     const holding = proving ? ranked.reduce<ArrayLike<number>>((acc, r) => both(acc, r.docs), ranked[0].docs).length : 0
     const andCost = (k: number, entries: number, candidates: number) => k * AND_TERM_US + entries * AND_ENTRY_US + docsOf(candidates - holding) * READ_US
-    // The rarest trigram, then the next rarest while each makes the AND cheaper (fewer
-    // candidates to read for its entries).
-    const chosen = [ranked[0].g]
-    let sampled: ArrayLike<number> = ranked[0].docs
-    let entries = docsOf(sampled.length)
+    // The trigram that alone costs least, then the rarest others in turn while each makes
+    // the AND cheaper (fewer candidates to read for its entries).
+    let start = 0
+    for (let i = 1; i < ranked.length; i++) {
+      if (andCost(1, docsOf(ranked[i].listed), ranked[i].docs.length) < andCost(1, docsOf(ranked[start].listed), ranked[start].docs.length)) start = i
+    }
+    const chosen = [ranked[start].g]
+    let sampled: ArrayLike<number> = ranked[start].docs
+    let entries = docsOf(ranked[start].listed)
     let cost = andCost(1, entries, sampled.length)
-    for (let i = 1; i < ranked.length && chosen.length < AND_MAX; i++) {
+    for (let i = 0; i < ranked.length && chosen.length < AND_MAX; i++) {
+      if (i === start) continue
       const narrower = both(sampled, ranked[i].docs)
-      const more = entries + docsOf(ranked[i].docs.length)
+      const more = entries + docsOf(ranked[i].listed)
       const c = andCost(chosen.length + 1, more, narrower.length)
-      if (c >= cost) break
+      if (c >= cost) continue
       chosen.push(ranked[i].g)
       sampled = narrower
       entries = more
       cost = c
     }
-    // The phrase query moves every trigram of the term to each document of the rarest.
-    return cost > grams.length * (PHRASE_TERM_US + docsOf(ranked[0].docs.length) * PHRASE_STEP_US) ? null : chosen
+    // The phrase query moves every trigram of the term to each entry of the shortest list.
+    const shortest = Math.min(...ranked.map((r) => r.listed))
+    return cost > grams.length * (PHRASE_TERM_US + docsOf(shortest) * PHRASE_STEP_US) ? null : chosen
   }
 
   /** The documents in (after, upTo] whose `column` holds the term, ascending. */
@@ -215,6 +236,7 @@ export function termSearch(db: DB) {
     const chosen = andGrams(m, column, upTo)
     if (!chosen) return phrase(m, column, after, upTo)
     way = 'and'
+    anded = chosen
     // Separate terms, not a phrase: the index does not read their positions.
     const query = chosen.map((g) => `{${column}} : "${g.replace(/"/g, '""')}"`).join(' AND ')
     const candidates = fts.all(query, after, upTo)
@@ -250,6 +272,8 @@ export function termSearch(db: DB) {
     /** The phrase query `docs` would run for the term over documents up to `upTo`, or null when it takes the AND of rare trigrams. */
     phraseQuery: (m: TextMatch, column: DocColumn, upTo: number): string | null => (andGrams(m, column, upTo) ? null : m.phrase([column])),
     lastWay: () => way,
+    /** The trigrams the last AND asked for (tests). */
+    lastGrams: () => anded,
     /**
      * Reads the rarity sample, or else the device parts of up to `max` more documents (the
      * background's slices); answers whether more are waiting.

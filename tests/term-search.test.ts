@@ -91,6 +91,27 @@ t.test('with the sample and the device parts: the same documents, rare terms wit
   t.ok(search.bytes() > 0)
 })
 
+t.test('a trigram no document holds in the column but the other column holds everywhere is not asked for', async (t) => {
+  // The index keeps one list per trigram for both columns: "id_" is in no details but in
+  // every peripheral id, so asking for it in details reads every device's entry to find none.
+  const holding = (column: DocColumn) => db.prepare(`SELECT count(*) FROM event_doc_texts WHERE instr(lower(${column}), ?) > 0`).pluck()
+  const devices = db.prepare('SELECT count(*) FROM event_doc_texts WHERE peripheral_asset_id IS NOT NULL').pluck().get() as number
+  for (const term of ['VID_046D&PID_C52B', 'vid_0951&pid_1666']) {
+    const lower = term.toLowerCase()
+    const everywhere = [...new Set(Array.from({ length: lower.length - 2 }, (_, i) => lower.slice(i, i + 3)))].filter(
+      (g) => holding('details').get(g) === 0 && (holding('peripheral_asset_id').get(g) as number) > devices * 0.9,
+    )
+    t.ok(everywhere.length >= 2, `${term}: ${everywhere.join(' ')} are in no details and nearly every peripheral id`)
+    t.same(search.docs(textMatch(term), 'details', 0, last), expected(term, 'details'), `${term} in details`)
+    t.equal(search.lastWay(), 'and', `${term}: the AND`)
+    t.same(
+      search.lastGrams().filter((g) => everywhere.includes(g)),
+      [],
+      `${term}: asked for ${search.lastGrams().join(' ')}`,
+    )
+  }
+})
+
 t.test('documents added later: searched from where the last search ended, parts caught up', async (t) => {
   const first = last
   addFleet(40)
