@@ -205,7 +205,7 @@ export function termSearch(db: DB) {
     const proving = column === 'peripheral_asset_id' && !hasNonAscii(m.folded) && partsUpTo > 0 && upTo - partsUpTo <= PART_CATCH_UP
     const holding = proving ? ranked.reduce<ArrayLike<number>>((acc, r) => both(acc, r.docs), ranked[0].docs).length : 0
     const andCost = (k: number, entries: number, candidates: number) => k * AND_TERM_US + entries * AND_ENTRY_US + docsOf(candidates - holding) * READ_US
-    // The trigram that alone costs least, then the rarest others in turn while each makes
+    // The trigram that alone costs least, then each of the others, rarest first, that makes
     // the AND cheaper (fewer candidates to read for its entries).
     let start = 0
     for (let i = 1; i < ranked.length; i++) {
