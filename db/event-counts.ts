@@ -191,6 +191,7 @@ export function eventCounts(state: QueryState) {
     if (sum !== rowCountsFor) {
       keptRowCounts.clear()
       keptIds.clear()
+      keptSegs.clear()
       rowCountsFor = sum
     }
   }
@@ -1014,7 +1015,7 @@ export function eventCounts(state: QueryState) {
     if (p.empty) return { filtered: 0, sum, kinds, ids: { lo: 1, hi: 0 }, segments: [], tail: 0 }
     const tailLo = Math.max(p.ids.lo, sum.indexed + 1)
     if (!p.textSql) {
-      const segs = segments(p, sum, kinds, LEVEL_SHIFT.length - 1)
+      const segs = keptSegments(p, sum, kinds)
       const tail = countRows(p, tailLo, p.ids.hi)
       return { filtered: segs.reduce((a, s) => a + s.n, 0) + tail, sum, kinds, ids: p.ids, segments: segs, tail }
     }
@@ -1045,6 +1046,24 @@ export function eventCounts(state: QueryState) {
     }
     return { filtered: countIn(p, t, ids.lo, hi, sum), sum, kinds, ids, text: t, tail }
   }
+
+  /**
+   * The top-level segments of a plan without text conditions, kept while the summary and
+   * its mark are the same: a page in the order of a kind field counts every group before
+   * it, and a default page its whole range, on every request.
+   */
+  function keptSegments(p: Plan, sum: Summary, kinds: number[] | null): Segment[] {
+    keep(sum)
+    const key = `${p.table}|${sum.indexed}|${p.ids.lo}:${p.ids.hi}|${p.times ? `${p.times.lo}:${p.times.hi}` : ''}|${kinds ? kinds.join(',') : '*'}`
+    let segs = keptSegs.get(key)
+    if (!segs) {
+      segs = segments(p, sum, kinds, LEVEL_SHIFT.length - 1)
+      if (keptSegs.size >= 256) keptSegs.delete(keptSegs.keys().next().value!)
+      keptSegs.set(key, segs)
+    }
+    return segs
+  }
+  const keptSegs = new Map<string, Segment[]>()
 
   /** About how many rows counting in [lo, hi] reads: the ids, or the seek's share of them. */
   function rowsToRead(t: TextCount, lo: number, hi: number, top: number): number {
@@ -1337,6 +1356,8 @@ export function eventCounts(state: QueryState) {
   /** The ids of the indexed matches of a text plan in [lo, hi] (a segment of docSegments), ascending. */
   const docMatchIds = (p: Plan, t: TextCount, sum: Summary, lo: number, hi: number): number[] => docMatches(p, t, sum, lo, hi, true).flatMap((x) => x.ids!)
 
-  return { count, countAll, segments, matchIds, pageIds, blockKindIds, docMatchIds, walkable, docWalk, termDocs, names, phraseTerms, rememberPhrase, countsOf }
+  /** The indexed events of these kinds with ids in [lo, hi], inside level 1 block `blk`, from their ids. */
+  const kindIdCount = (blk: number, kinds: number[], lo: number, hi: number): number => (lo > hi ? 0 : (kindIdsBetween.get(blk, JSON.stringify(kinds), lo, hi) as number))
+  return { count, countAll, segments, kindIdCount, matchIds, pageIds, blockKindIds, docMatchIds, walkable, docWalk, termDocs, names, phraseTerms, rememberPhrase, countsOf }
 }
 export type EventCounts = ReturnType<typeof eventCounts>

@@ -15,6 +15,17 @@ import { SEEK_MAX, pred, rangeCond, seekFrom, type ListAnswer, type QueryState }
  */
 const DOC_WALK_MAX = 1_048_576
 
+/** A level 1 block's cells of the kinds a plan allows, and their events. */
+interface SeekBlock {
+  block: number
+  kinds: number[]
+  n: number
+  /** Whether the block is whole in the plan's id range (n is then its matches). */
+  exact: boolean
+  /** Whether the plan's time span cuts a kind's events in the block. */
+  timed: boolean
+}
+
 /** A row as an array of its table's fields (EVENT_FIELDS, AUDIT_FIELDS): pages are read raw, objects are built only by who wants them. */
 export type Raw = unknown[]
 
@@ -25,7 +36,7 @@ export interface Stretch extends Range {
 
 export function eventPages(state: QueryState, counts: EventCounts) {
   const { indexer, cached, tables, topId, byTime, startIndexing } = state
-  const { count, countAll, segments, pageIds, blockKindIds, docMatchIds, walkable, docWalk, countsOf } = counts
+  const { count, countAll, segments, kindIdCount, pageIds, blockKindIds, docMatchIds, walkable, docWalk, countsOf } = counts
 
   // Access is chosen here, not left to the planner: with statistics (ANALYZE) it may pick a
   // skip-scan of an index for a range of ids, which reads every entry. NOT INDEXED still
@@ -36,19 +47,24 @@ export function eventPages(state: QueryState, counts: EventCounts) {
       .raw(true)
       .all(...where.params, limit, offset) as Raw[]
 
+  /** The rows of these ids, in id order. */
+  const byIds = (p: Plan, ids: number[], dir: 'ASC' | 'DESC'): Raw[] =>
+    ids.length ? rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(ids)), `e.id ${dir}`, ids.length, 0) : []
+
   // ---- pages ----
   /**
    * The rollup's level 1 blocks that hold the plan's kinds in its id range and time span,
    * as (block, kind) cells, and how many events a seek through them reads (event_kind_ids,
    * migration 012), the rows above the mark included.
    */
-  function kindSeek(p: Plan, c: Counted): { cells: [number, number][]; rows: number } | null {
+  function kindSeek(p: Plan, c: Counted): { cells: [number, number][]; rows: number; blocks: SeekBlock[] } | null {
     if (p.table !== 'events' || !c.kinds) return null
     const allowed = new Set(c.kinds)
     const size = 2 ** LEVEL_SHIFT[1]
     const lo = Math.max(1, p.ids.lo)
     const hi = Math.min(p.ids.hi, c.sum.indexed)
     const cells: [number, number][] = []
+    const blocks: SeekBlock[] = []
     let rows = c.tail
     const times = p.times
     const spans = c.sum.spans[1]
@@ -57,14 +73,60 @@ export function eventPages(state: QueryState, counts: EventCounts) {
       if (!blockCells) continue
       const span = spans.get(block)!
       if (times && (span[1] < times.lo || span[0] > times.hi)) continue
+      const b: SeekBlock = { block, kinds: [], n: 0, exact: block * size >= lo && (block + 1) * size - 1 <= hi, timed: false }
       for (let i = 0; i < blockCells.length; i++) {
         const [kind, count, min, max] = blockCells[i]
         if (!allowed.has(kind) || (times && (max < times.lo || min > times.hi))) continue
         cells.push([block, kind])
         rows += count
+        b.kinds.push(kind)
+        b.n += count
+        if (times && (min < times.lo || max > times.hi)) b.timed = true
       }
+      if (b.kinds.length) blocks.push(b)
     }
-    return { cells, rows }
+    return { cells, rows, blocks }
+  }
+  /**
+   * A page's ids through the kinds' ids: whole level 1 blocks are passed over by their
+   * counts, and only the blocks the page reads are asked for ids (reading the seek's rows
+   * up to the offset took 4 ms a page 1,500 matches into a rare code). Null when a time
+   * range cuts a kind's events in a block (its count is then not the block's matches).
+   */
+  function seekIds(p: Plan, c: Counted, blocks: SeekBlock[], dir: 'ASC' | 'DESC', limit: number, offset: number): number[] | null {
+    if (blocks.some((b) => b.timed)) return null
+    const lo = Math.max(1, p.ids.lo)
+    const hi = Math.min(p.ids.hi, c.sum.indexed)
+    const size = 2 ** LEVEL_SHIFT[1]
+    const out: number[] = []
+    let skip = offset
+    // The matches above the mark (kinds not indexed yet): first in descending order, last in ascending.
+    const tail = () => {
+      if (c.tail === 0 || out.length === limit) return
+      if (skip >= c.tail) {
+        skip -= c.tail
+        return
+      }
+      const rows = rowsOf({ ...p, columns: 'e.id' }, all([rangeCond(p, Math.max(p.ids.lo, c.sum.indexed + 1), p.ids.hi), pred(p)])!, `e.id ${dir}`, limit - out.length, skip)
+      for (const r of rows) out.push(r[0] as number)
+      skip = 0
+    }
+    if (dir === 'DESC') tail()
+    for (const b of dir === 'DESC' ? [...blocks].reverse() : blocks) {
+      if (out.length === limit) break
+      const a = Math.max(lo, b.block * size)
+      const z = Math.min(hi, (b.block + 1) * size - 1)
+      // A block cut by the id range (a feed's first): its matches counted in the kinds' ids.
+      const n = b.exact ? b.n : kindIdCount(b.block, b.kinds, a, z)
+      if (skip >= n) {
+        skip -= n
+        continue
+      }
+      out.push(...(kindIdsOfBlock[dir].all(b.block, JSON.stringify(b.kinds), a, z, limit - out.length, skip) as number[]))
+      skip = 0
+    }
+    if (dir === 'ASC') tail()
+    return out
   }
   /** The matches through the kinds' cells (indexed events), and the rows above the mark. */
   const kindWhere = (p: Plan, cells: [number, number][], indexed: number): Cond => {
@@ -92,7 +154,11 @@ export function eventPages(state: QueryState, counts: EventCounts) {
     const blocksRead = (limit * span) / Math.max(1, c.filtered) / 2 ** LEVEL_SHIFT[0]
     if (c.kinds && walkRows > 2 ** LEVEL_SHIFT[0] && (p.table !== 'events' || blocksRead > 16)) {
       const seek = kindSeek(p, c)
-      if (seek && seek.rows <= SEEK_MAX && seek.rows * 4 < walkRows) return rowsOf(p, kindWhere(p, seek.cells, c.sum.indexed), `e.id ${dir}`, limit, offset)
+      if (seek && seek.rows <= SEEK_MAX && seek.rows * 4 < walkRows) {
+        const ids = seekIds(p, c, seek.blocks, dir, limit, offset)
+        if (ids) return byIds(p, ids, dir)
+        return rowsOf(p, kindWhere(p, seek.cells, c.sum.indexed), `e.id ${dir}`, limit, offset)
+      }
     }
     if (dir === 'DESC') segs.reverse()
     const out: Raw[] = []
@@ -116,7 +182,7 @@ export function eventPages(state: QueryState, counts: EventCounts) {
         if (f.level === -1 && f.hi <= c.sum.indexed) {
           // A block cut by the range: its matches' ids from the time index (or as kept when it was counted).
           const wanted = pageIds(p, f.lo, f.hi, c.sum, dir, limit - out.length, skip)
-          out.push(...rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(wanted)), `e.id ${dir}`, wanted.length, 0))
+          out.push(...byIds(p, wanted, dir))
         } else if (f.hi <= c.sum.indexed && f.n === f.hi - f.lo + 1) {
           // Every id of the stretch is a match (whole kinds, no gap): the page is a range of ids.
           const [a, b] = dir === 'DESC' ? [f.lo, f.hi - skip] : [f.lo + skip, f.hi]
@@ -125,7 +191,7 @@ export function eventPages(state: QueryState, counts: EventCounts) {
           // Passing over matches, or few of them: their ids are found in the kinds' ids (a few
           // bytes an entry), then their rows by id, instead of stepping over the rows.
           const wanted = blockIds(p, c, f, dir, limit - out.length, skip)
-          out.push(...rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(wanted)), `e.id ${dir}`, wanted.length, 0))
+          out.push(...byIds(p, wanted, dir))
         } else {
           out.push(...rowsOf(p, all([rangeCond(p, f.lo, f.hi), where])!, `e.id ${dir}`, limit - out.length, skip))
         }
@@ -255,7 +321,7 @@ export function eventPages(state: QueryState, counts: EventCounts) {
       if (s.level === -3) {
         const ids = s.ids ?? docMatchIds(p, c.text!, c.sum, s.lo, s.hi)
         const wanted = dir === 'DESC' ? ids.slice(Math.max(0, ids.length - skip - (limit - out.length)), ids.length - skip) : ids.slice(skip, skip + limit - out.length)
-        out.push(...rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(wanted)), `e.id ${dir}`, wanted.length, 0))
+        out.push(...byIds(p, wanted, dir))
       } else out.push(...rowsOf(p, all([rangeCond(p, s.lo, s.hi), pred(p)])!, `e.id ${dir}`, limit - out.length, skip))
       skip = 0
     }
@@ -289,15 +355,14 @@ export function eventPages(state: QueryState, counts: EventCounts) {
     if ((share * Math.min(offset + limit, c.filtered) * Math.max(0, last - c.ids.lo + 1)) / Math.max(1, c.filtered) > DOC_WALK_MAX) return null
     const tailLo = Math.max(c.ids.lo, c.sum.indexed + 1)
     const tail = (skip: number, want: number): Raw[] => (want > 0 && tailLo <= hi && skip < c.tail ? rowsOf(p, all([rangeCond(p, tailLo, hi), pred(p)])!, `e.id ${dir}`, want, skip) : [])
-    const byIds = (ids: number[]): Raw[] => (ids.length ? rowsOf(p, cond('e.id IN (SELECT value FROM json_each(?))', JSON.stringify(ids)), `e.id ${dir}`, ids.length, 0) : [])
     if (dir === 'DESC') {
       const top = tail(offset, limit)
       const ids = docWalk(t, c.sum, c.ids.lo, last, true, Math.max(0, offset - c.tail), limit - top.length, DOC_WALK_MAX)
-      return ids && [...top, ...byIds(ids)]
+      return ids && [...top, ...byIds(p, ids, dir)]
     }
     const indexed = c.filtered - c.tail
     const ids = offset < indexed ? docWalk(t, c.sum, c.ids.lo, last, false, offset, limit, DOC_WALK_MAX) : []
-    return ids && [...byIds(ids), ...tail(Math.max(0, offset - indexed), limit - ids.length)]
+    return ids && [...byIds(p, ids, dir), ...tail(Math.max(0, offset - indexed), limit - ids.length)]
   }
 
   /** A page in id order of a text plan: the stretches in turn, until the page is full. */
