@@ -111,19 +111,16 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
   // slice at a time after the first text filter, between other requests; searches read the
   // texts of the documents not covered yet meanwhile.
   // Again after each text filter: the documents indexed since are read the same way.
-  let readingParts = false
-  const readParts = () => {
-    if (readingParts) return
-    readingParts = true
-    void (async () => {
+  let readingParts: Promise<void> | null = null
+  const readParts = (): Promise<void> =>
+    (readingParts ??= (async () => {
       do await pause()
       while (db.open && counts.termDocs.prepare())
     })()
       .catch(() => {})
       .finally(() => {
-        readingParts = false
-      })
-  }
+        readingParts = null
+      }))
   // The sources' names the plan's source terms search (db/source-names.ts), read a slice at
   // a time before the first such search (then a search reads only the few names added since):
   // reading 100,000 sources' names takes a few hundred ms.
@@ -201,11 +198,13 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
         const plan = eventPlan(f)
         const text = plan.text
         if (text === null) return undefined
-        readParts()
+        void readParts()
         const columns = [...new Set([...text.source.flatMap((s) => s.columns), ...(text.global ? GLOBAL_SOURCE_COLUMNS : [])])]
         const waits = [textsReady(), columns.length ? namesReady(columns) : undefined, phrasesReady(plan)].filter((w) => w !== undefined)
         return waits.length ? Promise.all(waits).then(() => {}) : undefined
       },
+      /** Reads the peripheral ids' device parts that are not read yet, as after a text filter (scripts: a benchmark's floors). */
+      partsRead: (): Promise<void> => readParts(),
       list: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(list(eventPlan(f), s, limit, offset), tables.events.row),
       feed: (f: EventFilter, s: Sort, limit: number, offset: number) => objects<EventRow>(feed(eventPlan(f), s, limit, offset), tables.events.row),
       /** A page of the list (or of the feed), rows as arrays of EVENT_FIELDS; a list sorted by a free text reads no row above `sortMax` matches. */
