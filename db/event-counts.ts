@@ -482,8 +482,10 @@ export function eventCounts(state: QueryState) {
       return this.at
     },
   }
-  // plan: a range of rowids
-  const stretchInTimes = db.prepare<[number, number, number, number], number>('SELECT id FROM events WHERE id BETWEEN ? AND ? AND created_ms BETWEEN ? AND ?').pluck()
+  // A range of rowids: left to the planner, it scans the time index over the window (a
+  // block's span, thousands of entries) for the few dozen ids of a stretch.
+  // plan: query-plans "events list" (tests/query-plans.test.ts)
+  const stretchInTimes = db.prepare<[number, number, number, number], number>('SELECT id FROM events NOT INDEXED WHERE id BETWEEN ? AND ? AND created_ms BETWEEN ? AND ?').pluck()
   /** docKindIds through the time index's entries in the window (a block whose times mix: many stretches straddle). */
   function docKindIdsByTime(sum: Summary, kinds: number[], lo: number, hi: number, tLo: number, tHi: number): number[] | null {
     let kindTop = 0

@@ -270,6 +270,10 @@ Object {
       SEARCH p USING INDEX sqlite_autoindex_peripherals_1 (agent_id=? AND device_id=?) LEFT-JOIN
     ),
     String(
+      SELECT id FROM events NOT INDEXED WHERE id BETWEEN ? AND ? AND created_ms BETWEEN ? AND ?
+      SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
+    ),
+    String(
       SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name, peripheral_asset_id, details FROM events NOT INDEXED WHERE id > ? ORDER BY id LIMIT ?
       SEARCH events USING INTEGER PRIMARY KEY (rowid>?)
     ),
@@ -568,6 +572,10 @@ Object {
       SEARCH k USING PRIMARY KEY (event_code=?)
       SEARCH a USING INDEX sqlite_autoindex_agents_1 (uuid=?) LEFT-JOIN
       SEARCH p USING INDEX sqlite_autoindex_peripherals_1 (agent_id=? AND device_id=?) LEFT-JOIN
+    ),
+    String(
+      SELECT id FROM events NOT INDEXED WHERE id BETWEEN ? AND ? AND created_ms BETWEEN ? AND ?
+      SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)
     ),
     String(
       SELECT id, created_ms, event_code, severity, category, peripheral_icon, description, hashtags, entity_id, asset_key, asset_name, peripheral_asset_id, details FROM events NOT INDEXED WHERE id > ? ORDER BY id LIMIT ?
