@@ -315,6 +315,9 @@ export function eventCounts(state: QueryState) {
     return out
   }
 
+  /** Ids in ascending order: a typed array's sort (the kinds' runs of a cut block, thousands of ids, took a third of its count with a comparator). */
+  const ascending = (ids: number[]): number[] => Array.from(Float64Array.from(ids).sort())
+
   /**
    * The ids of the matches of an event plan with kind conditions in [lo, hi] (indexed,
    * within one level 0 block that the time range cuts), ascending, kept as matchIds' are,
@@ -349,7 +352,7 @@ export function eventCounts(state: QueryState) {
         .all(...w.params) as number[])
         found.push(id)
     }
-    ids = found.sort((a, b) => a - b)
+    ids = ascending(found)
     keptIds.set(key, ids)
     return ids
   }
