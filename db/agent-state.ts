@@ -1,6 +1,7 @@
 // The one place that recomputes the stored flags, counters and severities of peripherals
 // and agents (see migration 003 for why they are stored). Call it inside the transaction
 // that changed peripherals, approvals, commands, the catalogue or an agent's mode.
+import type { PeripheralsWritten } from './gateway.js'
 import type { DB } from './index.js'
 
 const OPEN = `('Pending', 'Delivered')`
@@ -93,6 +94,23 @@ export function agentStateRepo(db: DB) {
   // The agents a statement changes share one new rev (migration 032), drawn after it changed
   // any: the per-row trigger would write each row a second time and bump the counter per row.
   const many = refreshStatements(db, 'id IN (SELECT value FROM json_each(?))', 'agent_id IN (SELECT value FROM json_each(?))', `, rev = (SELECT n + 1 FROM row_counts WHERE name = 'agents.rev')`)
+  // A group of check-ins' peripherals by their own ids (refreshCheckIns): the agents' statements are many's.
+  const byIds = refreshStatements(db, 'id IN (SELECT value FROM json_each(?))', 'id IN (SELECT value FROM json_each(?))')
+  // The counters of many agents, each from one pass over its peripherals (the same values as
+  // agentCounters, whose seven subqueries read an agent's peripherals seven times, and seven
+  // more for the SET of a row that changes: three quarters of a group's refresh).
+  const counted = `(SELECT coalesce(sum(p.present AND p.approved), 0), coalesce(sum(NOT p.present AND p.approved), 0),
+       coalesce(sum(p.present AND NOT p.approved), 0), coalesce(max(p.present AND NOT p.approved), 0),
+       coalesce(max(p.present AND p.is_vulnerable), 0), coalesce(max(p.present AND p.is_attack_tool), 0),
+       coalesce(min(CASE WHEN p.present THEN p.severity END), 6),
+       EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.status IN ${OPEN})
+     FROM peripherals p WHERE p.agent_id = agents.id)`
+  const countersMany = db.prepare<[string]>(
+    `UPDATE OR FAIL agents SET (approved_and_present, approved_and_disconnected, not_approved, has_unapproved, has_vulnerable,
+       has_attack_tool, severity, in_action) = ${counted}, rev = (SELECT n + 1 FROM row_counts WHERE name = 'agents.rev')
+     WHERE id IN (SELECT value FROM json_each(?)) AND (approved_and_present, approved_and_disconnected, not_approved, has_unapproved,
+       has_vulnerable, has_attack_tool, severity, in_action) IS NOT ${counted}`,
+  )
   const bumpRev = db.prepare(`UPDATE row_counts SET n = n + 1 WHERE name = 'agents.rev'`)
   const agentsWithModel = db.prepare<[string, string], { agent_id: number }>('SELECT DISTINCT agent_id FROM peripherals WHERE vid = ? AND pid = ?')
 
@@ -115,12 +133,29 @@ export function agentStateRepo(db: DB) {
     const ids = JSON.stringify(agentIds)
     many.peripheralsInputs.run(ids)
     many.peripheralsDerived.run(ids)
-    for (const s of [many.agentCounters, many.agentDerived]) if (s.run(ids).changes > 0) bumpRev.run()
+    for (const s of [countersMany, many.agentDerived]) if (s.run(ids).changes > 0) bumpRev.run()
+  }
+
+  /**
+   * refreshAgents after a group of check-ins, over what they changed only: a check-in changes
+   * no approval, catalogue entry or open command, so a peripheral it left alone keeps its
+   * flags, and so do its agent's counters, unless the agent's mode changed (`modeChanged`:
+   * every peripheral's severity follows the mode). The same rows as refreshAgents(agentIds).
+   */
+  function refreshCheckIns(agentIds: number[], touched: PeripheralsWritten, modeChanged: number[]): void {
+    if (touched.written.length) byIds.peripheralsInputs.run(JSON.stringify(touched.written))
+    const moved = touched.written.length + touched.moved.length
+    if (moved) byIds.peripheralsDerived.run(JSON.stringify(moved === touched.written.length ? touched.written : [...touched.written, ...touched.moved]))
+    if (modeChanged.length) many.peripheralsDerived.run(JSON.stringify(modeChanged))
+    const counted = modeChanged.length ? [...new Set([...touched.agents, ...modeChanged])] : touched.agents
+    if (counted.length && countersMany.run(JSON.stringify(counted)).changes > 0) bumpRev.run()
+    if (agentIds.length && many.agentDerived.run(JSON.stringify(agentIds)).changes > 0) bumpRev.run()
   }
 
   return {
     refreshAgent,
     refreshAgents,
+    refreshCheckIns,
     refreshStatus,
     /** Every agent that reported a model (after a catalogue change); answers how many. */
     refreshModel(vid: string, pid: string): number {

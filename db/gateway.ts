@@ -413,6 +413,15 @@ export interface StateWrite {
   state: AgentState
 }
 
+/** What applyPeripheralsMany changed beyond seen times: peripheral ids, and the agents they belong to. */
+export interface PeripheralsWritten {
+  /** Inserted, or rewritten with what the agent reported. */
+  written: number[]
+  /** Present again, or no longer present; nothing else changed. */
+  moved: number[]
+  agents: number[]
+}
+
 /** A check-in's peripheral writes for its agent (applyPeripheralsMany's items). */
 export interface PeripheralWrite {
   agentId: number
@@ -640,17 +649,28 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   }
   const disconnectQuietAlone = db.transaction(disconnectQuiet)
 
-  function applyPeripheralsMany(writes: PeripheralWrite[], max: number): void {
+  /**
+   * Writes the check-ins' peripherals; answers what their derived state may now be out of
+   * date for (agentState.refreshCheckIns): the rows inserted or rewritten (`written`), those
+   * whose presence alone changed (`moved`), and the agents that wrote anything but a seen time.
+   */
+  function applyPeripheralsMany(writes: PeripheralWrite[], max: number): PeripheralsWritten {
     const seenAt: [number, number][] = []
     const presence: [number, number, number][] = []
     const grown: number[] = []
+    const written: number[] = []
+    const agents: number[] = []
     for (const { agentId, agentUuid, changes: c, now, previousMs } of writes) {
       let inserted = false
+      const before = written.length + presence.length
       for (const { id, values, stored } of c.reported) {
         if (id === null) {
-          insertPeripheral.run(peripheralParams(values, texts(values), null, agentId, agentUuid, now, previousMs))
+          written.push(Number(insertPeripheral.run(peripheralParams(values, texts(values), null, agentId, agentUuid, now, previousMs)).lastInsertRowid))
           inserted = true
-        } else if (stored === undefined || !unchanged(stored, values)) updatePeripheral.run(peripheralParams(values, texts(values), id, agentId, agentUuid, now, previousMs))
+        } else if (stored === undefined || !unchanged(stored, values)) {
+          updatePeripheral.run(peripheralParams(values, texts(values), id, agentId, agentUuid, now, previousMs))
+          written.push(id)
+        }
         // As updatePeripheral would leave it (its texts too: they follow from the same values).
         else if (values.present) {
           if (stored.present) seenAt.push([id, now])
@@ -660,13 +680,16 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
       for (const id of c.absent) presence.push([id, 0, previousMs])
       // Only an insert can take the agent over `max`.
       if (inserted) grown.push(agentId)
+      if (written.length + presence.length > before) agents.push(agentId)
     }
     if (seenAt.length) inRuns(seenMany, seenAt)
     if (presence.length) inRuns(presenceMany, presence)
+    // Dropped rows change only their agent's counters: it inserted, so it is among `agents`.
     for (const agentId of grown) {
       const excess = peripheralCount.get(agentId)!.n - max
       if (excess > 0) dropOldestAbsent.run(agentId, excess)
     }
+    return { written, moved: presence.map(([id]) => id), agents }
   }
 
   /** Writes each check-in's state: the columns that changed, its time and digest, a new rev. */
@@ -745,7 +768,7 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
      * the absent ones seen longest ago. `previousMs`: an agent's check-in before this one (a
      * peripheral present then and gone now was last seen then).
      */
-    applyPeripheralsMany: (writes: PeripheralWrite[], max: number) => (db.inTransaction ? applyPeripheralsMany(writes, max) : applyPeripheralsAlone(writes, max)),
+    applyPeripheralsMany: (writes: PeripheralWrite[], max: number): PeripheralsWritten => (db.inTransaction ? applyPeripheralsMany(writes, max) : applyPeripheralsAlone(writes, max)),
     presentPeripherals: (agentId: number) => present.all(agentId),
     /** presentPeripherals of several agents, by agent (those without any left out). */
     presentPeripheralsOf(agentIds: number[]): Map<number, PresentPeripheral[]> {

@@ -170,3 +170,42 @@ t.test('a refresh of many agents gives those it changes one new rev, and draws n
   repos.agentState.refreshAgents(ids)
   t.equal(counter(), n0 + 1, 'nothing to change: no rev drawn')
 })
+
+t.test('a group of check-ins refreshes what it changed only, and leaves nothing a full refresh would change', async (t) => {
+  const { db } = tempDb(t)
+  const repos = createRepos(db)
+  const { ids, checkIn } = gatewayOver(db, true)
+  // Approvals, a vulnerable model and an open command: inputs a check-in does not change.
+  const kinds = [mouse, stick, attackTool, { ...mouse, deviceID: 'USB\\VID_046D&PID_C077\\OTHER', serialNumber: 'OTHER' }]
+  db.prepare(`INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, ?, ?, 'Approved', 1, 'admin')`).run(ids[0], mouse.vid, mouse.pid)
+  db.prepare(`INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, ?, ?, 'Disapproved', 1, 'admin')`).run(ids[1], stick.vid, stick.pid)
+  db.prepare(`INSERT INTO catalogue (id, kind, vid, pid, name, vulnerability, severity, created_ms, created_by) VALUES ('v1', 'VulnerableDevice', ?, ?, 'Stick', 'CVE-1', 2, 1, 'admin')`).run(
+    stick.vid,
+    stick.pid,
+  )
+  db.prepare(`INSERT INTO agent_commands (agent_id, type, parameters, status, created_ms, created_by) VALUES (?, 'UpdatePolicy', '{}', 'Pending', 1, 'admin')`).run(ids[2])
+  repos.agentState.refreshAgents(ids)
+  // A small deterministic generator: which peripherals each agent reports, present or not, and its mode.
+  let seed = 7
+  const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648
+  const full = () => {
+    for (const id of ids) repos.agentState.refreshAgent(id)
+  }
+  const state = () => [db.prepare('SELECT * FROM agents ORDER BY id').all(), db.prepare('SELECT * FROM peripherals ORDER BY id').all()]
+  let changed = 0
+  for (let round = 0; round < 24; round++) {
+    const before = db.prepare('SELECT approved_and_present, approved_and_disconnected, not_approved, severity, display_status FROM agents ORDER BY id').all()
+    const reported = ids.map(() => kinds.filter(() => next() < 0.6).map((p) => ({ ...p, present: next() < 0.7, caption: next() < 0.2 ? `Renamed ${round}` : p.caption })))
+    const modes = ids.map(() => (next() < 0.4 ? 'Armed' : 'Free'))
+    const body = (i: number, mode: string) => hostState(reported[i], { hostIdentifier: `HOST-${i + 1}`, operationalStatus: mode })
+    await Promise.all(ids.map((id, i) => checkIn(id, body(i, modes[i]))))
+    // Every other round, the same peripherals again in the other mode: only the mode changes.
+    if (round % 2) await Promise.all(ids.map((id, i) => checkIn(id, body(i, modes[i] === 'Armed' ? 'Free' : 'Armed'))))
+    const after = db.prepare('SELECT approved_and_present, approved_and_disconnected, not_approved, severity, display_status FROM agents ORDER BY id').all()
+    if (JSON.stringify(before) !== JSON.stringify(after)) changed++
+    const written = state()
+    full()
+    t.same(state(), written, `round ${round}: a full refresh changes nothing`)
+  }
+  t.ok(changed >= 12, `the rounds change the agents' counters and statuses (${changed} of 24)`)
+})

@@ -1,7 +1,7 @@
 // The storage the gateway needs; db/gateway.ts, db/events.ts and db/agent-state.ts implement
 // it on SQLite. Each check-in is a few calls (its peripherals are written in one).
 import type { EventBatch, EventInput } from '../../db/events.js'
-import type { GatewayRepo } from '../../db/gateway.js'
+import type { GatewayRepo, PeripheralsWritten } from '../../db/gateway.js'
 import type { Async } from '../../db/unit-of-work.js'
 
 export type {
@@ -13,6 +13,7 @@ export type {
   KnownPeripheral,
   OverdueCommand,
   PeripheralChanges,
+  PeripheralsWritten,
   PresentPeripheral,
   ReportedPeripheral,
   StoredPeripheral,
@@ -35,5 +36,7 @@ export interface AgentStatus {
   refreshAgent(agentId: number): Promise<void>
   /** refreshAgent for several agents at once. */
   refreshAgents(agentIds: number[]): Promise<void>
+  /** refreshAgents after check-ins, over what they changed (the peripherals' writes, the agents whose mode changed). */
+  refreshCheckIns(agentIds: number[], touched: PeripheralsWritten, modeChanged: number[]): Promise<void>
   refreshStatus(agentId: number): Promise<void>
 }

@@ -423,7 +423,7 @@ export function agentGateway(deps: GatewayDeps) {
     // Peripherals: upsert what was reported; the ones left out are no longer present.
     const known = await store.knownPeripheralsOf(ids)
     for (const w of work) w.peripherals = reconcile(known.get(w.c.agentId) ?? [], w.c.body.peripherals)
-    await store.applyPeripheralsMany(
+    const touched = await store.applyPeripheralsMany(
       work.map((w) => ({ agentId: w.c.agentId, agentUuid: w.before.uuid, changes: w.peripherals!.changes, now: w.c.now, previousMs: w.previousMs })),
       MAX_PERIPHERALS_PER_AGENT,
     )
@@ -435,7 +435,9 @@ export function agentGateway(deps: GatewayDeps) {
 
     const pending = new Set(await store.withPendingCommands(ids))
     for (const w of work) w.delivered = pending.has(w.c.agentId) ? await deliver(w.c.agentId, w.c.now) : { commands: [], more: false }
-    await agentState.refreshAgents(ids)
+    // Over what the check-ins changed: their peripherals, and every one of an agent whose mode changed.
+    const modeChanged = work.filter((w) => w.first || w.before.operational_status !== w.after.operationalStatus).map((w) => w.c.agentId)
+    await agentState.refreshCheckIns(ids, touched, modeChanged)
 
     // Present peripherals are read only for the check-ins where one can raise an event: most bring nobody new.
     const armedNow = (w: Compared) => w.after.operationalStatus === 'Armed' && (w.first || w.before.operational_status !== 'Armed')
