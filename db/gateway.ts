@@ -648,6 +648,14 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     return quiet
   }
   const disconnectQuietAlone = db.transaction(disconnectQuiet)
+  // A pass's batch: the quiet agents of an id range read in the transaction that disconnects
+  // them, so that no second read of their rows checks them again.
+  function disconnectRange(after: number, upTo: number, before: number, limit: number, latestText: string): SweptAgent[] {
+    const quiet = staleAfter.all(after, upTo, before, limit)
+    if (quiet.length) disconnectMany.run(latestText, nextRev.get()!, JSON.stringify(quiet.map((a) => a.id)))
+    return quiet
+  }
+  const disconnectRangeAlone = db.transaction(disconnectRange)
 
   /**
    * Writes the check-ins' peripherals; answers what their derived state may now be out of
@@ -801,7 +809,12 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
 
     staleAgents: (before: number, limit: number) => stale.all(before, limit),
     /** Connected agents quiet since before `before` with ids in (after, upTo], in id order. */
-    staleAgentsAfter: (after: number, upTo: number, before: number, limit: number) => staleAfter.all(after, upTo, before, limit),
+    /**
+     * disconnectMany for the first `limit` agents quiet since `before` with ids in (after, upTo],
+     * in id order (a mass disconnect's pass): answers them.
+     */
+    disconnectRange: (after: number, upTo: number, before: number, limit: number, latestText: string): SweptAgent[] =>
+      db.inTransaction ? disconnectRange(after, upTo, before, limit, latestText) : disconnectRangeAlone(after, upTo, before, limit, latestText),
     /** The highest agent id (0 without agents). */
     lastAgentId: () => lastAgentId.get() ?? 0,
     disconnect: (id: number, before: number) => disconnect.run(id, before).changes === 1,

@@ -195,3 +195,42 @@ t.test('a batch whose events cannot be written leaves its agents untouched', asy
   t.equal(r.disconnected, 3, 'the next call disconnects them')
   t.equal(newest(db) - from, 3, 'each with its event')
 })
+
+t.test("during a pass, the sweep's other work runs once a sweep interval, and a batch that fails is read again", async (t) => {
+  const seededAt = Date.now() - 60_000
+  const db = await fleet(t, seededAt)
+  const later = seededAt + DAY
+  db.exec(`UPDATE agents SET connection_status = 'Connected'`)
+  const deps = sweeperDeps(db)
+  const asked: string[] = []
+  for (const name of ['overdueCommands', 'expireLicenses', 'waitingForSeat'] as const) {
+    const real = deps.store[name] as (...a: unknown[]) => Promise<unknown>
+    ;(deps.store as Record<string, unknown>)[name] = (...a: unknown[]) => {
+      asked.push(name)
+      return real(...a)
+    }
+  }
+  // The first call starts the pass and does the other work; the next ones, within the interval, only disconnect.
+  let r = await sweepAgents(deps, later, 2)
+  t.ok(r.more, 'a pass is under way')
+  t.same(asked, ['overdueCommands', 'expireLicenses', 'waitingForSeat'], 'the first call does the rest of the sweep too')
+  for (let i = 0; i < 3; i++) r = await sweepAgents(deps, later + 1000 * i, 2)
+  t.equal(asked.length, 3, 'calls within the interval leave it')
+  // A batch of the pass that cannot be written: its agents stay connected, and the next call takes them.
+  const connected = () => db.prepare(`SELECT count(*) FROM agents WHERE connection_status = 'Connected'`).pluck().get() as number
+  const left = connected()
+  const lowestConnected = () => db.prepare(`SELECT id FROM agents WHERE connection_status = 'Connected' ORDER BY id LIMIT 1000`).pluck().all() as number[]
+  const next = lowestConnected()
+  const failing = { ...deps, events: { ...deps.events, recordMany: async () => Promise.reject(new Error('disk full')) } }
+  await t.rejects(sweepAgents(failing, later + 3000, 2), /disk full/)
+  t.equal(connected(), left, 'nothing disconnected')
+  r = await sweepAgents(deps, later + 3000, 2)
+  t.ok(r.disconnected > 0 && connected() === left - r.disconnected, 'the next call disconnects the batch that failed')
+  t.same(lowestConnected(), next.slice(r.disconnected), 'those it disconnected are the lowest ids still connected: the batch that failed, none passed over')
+  // Past the interval, the other work runs again.
+  r = await sweepAgents(deps, later + 6000, 2)
+  t.equal(asked.length, 6, 'once the interval has passed')
+  for (let calls = 0; r.more && calls < AGENTS * 2; calls++) r = await sweepAgents(deps, later + 6000, 2)
+  t.equal(connected(), 0, 'the pass ends with every agent disconnected')
+  t.ok(asked.length >= 9, 'the call that ends the pass does the rest of the sweep')
+})

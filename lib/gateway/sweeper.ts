@@ -42,6 +42,9 @@ export interface SweeperDeps {
   sliceMs?: () => number
 }
 
+/** When the sweep's work other than disconnects last ran, per database (its unit of work). */
+const sideWork = new WeakMap<object, number>()
+
 /** What one disconnect has been taking in this process (ms, the commit aside): sizes the next call's batch. */
 const pace = { msPerAgent: FIRST_MS_PER_AGENT }
 
@@ -62,7 +65,9 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
   // The longest quiet first; once more than a batch waits (an outage), in id order instead:
   // then the rows of a batch share pages, and its commit writes far fewer of them.
   let pass = passes.get(uow)
-  let taken: SweptAgent[]
+  // Outside a pass: the agents to disconnect. In a pass: the range of ids its batch reads.
+  let taken: SweptAgent[] = []
+  let range: { after: number; upTo: number } | undefined
   let cut: boolean
   if (pass === undefined) {
     // One more than taken: whether others wait after them.
@@ -71,37 +76,54 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
     cut = stale.length > size
     if (cut) passes.set(uow, (pass = { after: 0, end: await store.lastAgentId() }))
   } else {
-    const upTo = Math.min(pass.end, pass.after + SCAN_IDS_PER_AGENT * size)
-    taken = await store.staleAgentsAfter(pass.after, upTo, quietSince, size)
-    pass.after = taken.length === size ? taken[size - 1].id : upTo
-    // The pass is over at its end; the next call looks for any left (quiet since, or enrolled after it began).
-    if (pass.after >= pass.end) passes.delete(uow)
+    range = { after: pass.after, upTo: Math.min(pass.end, pass.after + SCAN_IDS_PER_AGENT * size) }
     cut = true
   }
   let disconnected = 0
-  if (taken.length) {
+  if (range || taken.length) {
     let workMs = 0
+    let gone: SweptAgent[] = []
     await uow.run(async () => {
       const t0 = performance.now()
       // The disconnect sets the display status and the latest texts with it (disconnectMany).
-      const gone = await store.disconnectMany(
-        taken.map((a) => a.id),
-        quietSince,
-        agentEvents.disconnected.description,
-      )
+      // A pass's batch is read in this transaction (disconnectRange): no second read to check it.
+      const text = agentEvents.disconnected.description
+      gone = range
+        ? await store.disconnectRange(range.after, range.upTo, quietSince, size, text)
+        : await store.disconnectMany(
+            taken.map((a) => a.id),
+            quietSince,
+            text,
+          )
       if (!gone.length) return
       await events.recordMany(gone.map((a) => ({ createdMs: now, events: [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)] })))
       disconnected = gone.length
       workMs = performance.now() - t0
     })
+    if (pass !== undefined && range) {
+      // Past the batch once it is written (a batch that failed is read again by the next call).
+      pass.after = gone.length === size ? gone[size - 1].id : range.upTo
+      // The pass is over at its end; the next call looks for any left (quiet since, or enrolled after it began).
+      if (pass.after >= pass.end) passes.delete(uow)
+    }
     // Full batches only: a short one's fixed costs would make the pace look slower than it is.
     // The work alone, not the commit: its fsync is paid once per call whatever the batch,
     // and counted per agent it would shrink the batches until every call is one fsync for
     // a handful of agents.
-    if (taken.length === size && disconnected > 0) pace.msPerAgent = Math.min(1, Math.max(0.001, 0.5 * pace.msPerAgent + (0.5 * workMs) / size))
+    if ((range ? gone.length : taken.length) === size && disconnected > 0) pace.msPerAgent = Math.min(1, Math.max(0.001, 0.5 * pace.msPerAgent + (0.5 * workMs) / size))
   }
   // A pass that ended with this batch: more only if any agent is still quiet.
   if (pass !== undefined && !passes.has(uow)) cut = (await store.staleAgents(quietSince, 1)).length > 0
+
+  // While a pass goes on, the loop calls again at once, every few milliseconds: the rest of
+  // the sweep (commands, licenses, seats: three queries a call, a tenth of a short slice)
+  // waits for the sweep's interval, as it does between sweeps.
+  const last = sideWork.get(uow)
+  if (passes.has(uow) && last !== undefined && now - last < SWEEP_INTERVAL_MS) {
+    deps.gateway.prune(now)
+    return { disconnected, timedOut: 0, expired: 0, activated: 0, more: true }
+  }
+  sideWork.set(uow, now)
 
   let timedOut = 0
   const overdue = await store.overdueCommands(now - DELIVERY_TIMEOUT_MS, BATCH)
@@ -126,9 +148,11 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
   const expired = await store.expireLicenses(now)
   let activated = 0
   // Counting the seats in use reads most agents: only when some agent waits for one.
-  const waiting = await store.waitingForSeat(BATCH)
-  const seats = waiting.length ? deps.seats - (await store.activatedCount()) : 0
-  if (seats > 0) {
+  // Whether any agent waits, before the seats are counted and the waiting read (a fleet with
+  // no free seat keeps agents waiting: reading a batch of them each call would find nothing to do).
+  const seats = (await store.waitingForSeat(1)).length ? deps.seats - (await store.activatedCount()) : 0
+  const waiting = seats > 0 ? await store.waitingForSeat(Math.min(seats, BATCH)) : []
+  if (waiting.length) {
     await uow.run(async () => {
       for (const id of waiting.slice(0, seats)) activated += (await store.activate(id)).changes
     })
