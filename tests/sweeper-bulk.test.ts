@@ -219,14 +219,14 @@ t.test("during a pass, the sweep's other work runs once a sweep interval, and a 
   // A batch of the pass that cannot be written: its agents stay connected, and the next call takes them.
   const connected = () => db.prepare(`SELECT count(*) FROM agents WHERE connection_status = 'Connected'`).pluck().get() as number
   const left = connected()
-  const lowestConnected = () => db.prepare(`SELECT id FROM agents WHERE connection_status = 'Connected' ORDER BY id LIMIT 1000`).pluck().all() as number[]
-  const next = lowestConnected()
+  const connectedIds = () => db.prepare(`SELECT id FROM agents WHERE connection_status = 'Connected' ORDER BY id`).pluck().all() as number[]
+  const next = connectedIds()
   const failing = { ...deps, events: { ...deps.events, recordMany: async () => Promise.reject(new Error('disk full')) } }
   await t.rejects(sweepAgents(failing, later + 3000, 2), /disk full/)
   t.equal(connected(), left, 'nothing disconnected')
   r = await sweepAgents(deps, later + 3000, 2)
   t.ok(r.disconnected > 0 && connected() === left - r.disconnected, 'the next call disconnects the batch that failed')
-  t.same(lowestConnected(), next.slice(r.disconnected), 'those it disconnected are the lowest ids still connected: the batch that failed, none passed over')
+  t.same(connectedIds(), next.slice(r.disconnected), 'those it disconnected are the lowest ids still connected: the batch that failed, none passed over')
   // Past the interval, the other work runs again.
   r = await sweepAgents(deps, later + 6000, 2)
   t.equal(asked.length, 6, 'once the interval has passed')
