@@ -18,11 +18,8 @@ function changedOnly(table: string, where: string, set: Record<string, string>, 
     WHERE ${where} AND (${columns.map(([c, e]) => `${c} IS NOT (${e})`).join('\n OR ')})`
 }
 
-/**
- * The four refresh statements over the agents `where` picks (an `agents` condition on `id`,
- * a `peripherals` one on `agent_id`, with the same parameters).
- */
-function refreshStatements(db: DB, agentIs: string, peripheralAgentIs: string, agentsAlso = '') {
+/** The two refresh statements of peripherals, over those `where` picks (a `peripherals` condition). */
+function peripheralStatements(db: DB, peripheralAgentIs: string) {
   // Two statements: SQLite evaluates every SET expression on the row's old values.
   const peripheralsInputs = db.prepare(
     changedOnly('peripherals', peripheralAgentIs, {
@@ -48,24 +45,28 @@ function refreshStatements(db: DB, agentIs: string, peripheralAgentIs: string, a
         WHERE c.agent_id = peripherals.agent_id AND c.type = 'UpdatePolicy' AND c.status IN ${OPEN} AND c.created_ms >= a.changed_ms)`,
     }),
   )
-  const agentCounters = db.prepare(
-    changedOnly(
-      'agents',
-      agentIs,
-      {
-        approved_and_present: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.approved)',
-        approved_and_disconnected: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND NOT p.present AND p.approved)',
-        not_approved: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
-        has_unapproved: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
-        has_vulnerable: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_vulnerable)',
-        has_attack_tool: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_attack_tool)',
-        severity: 'coalesce((SELECT min(p.severity) FROM peripherals p WHERE p.agent_id = agents.id AND p.present), 6)',
-        in_action: `EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.status IN ${OPEN})`,
-      },
-      agentsAlso,
-    ),
+  return { peripheralsInputs, peripheralsDerived }
+}
+
+/** An agent's counters over the agents `agentIs` picks (an `agents` condition on `id`). */
+function agentCountersStatement(db: DB, agentIs: string) {
+  return db.prepare(
+    changedOnly('agents', agentIs, {
+      approved_and_present: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.approved)',
+      approved_and_disconnected: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND NOT p.present AND p.approved)',
+      not_approved: '(SELECT count(*) FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
+      has_unapproved: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND NOT p.approved)',
+      has_vulnerable: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_vulnerable)',
+      has_attack_tool: 'EXISTS (SELECT 1 FROM peripherals p WHERE p.agent_id = agents.id AND p.present AND p.is_attack_tool)',
+      severity: 'coalesce((SELECT min(p.severity) FROM peripherals p WHERE p.agent_id = agents.id AND p.present), 6)',
+      in_action: `EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.status IN ${OPEN})`,
+    }),
   )
-  const agentDerived = db.prepare(
+}
+
+/** An agent's flags and display status from its counters, over the agents `agentIs` picks. */
+function agentDerivedStatement(db: DB, agentIs: string, agentsAlso = '') {
+  return db.prepare(
     changedOnly(
       'agents',
       agentIs,
@@ -85,17 +86,20 @@ function refreshStatements(db: DB, agentIs: string, peripheralAgentIs: string, a
       agentsAlso,
     ),
   )
-  return { peripheralsInputs, peripheralsDerived, agentCounters, agentDerived }
 }
 
 export function agentStateRepo(db: DB) {
-  const one = refreshStatements(db, 'id = ?', 'agent_id = ?')
-  // Many agents at once (a group of check-ins): the same statements over a JSON array of ids.
+  const one = { ...peripheralStatements(db, 'agent_id = ?'), agentCounters: agentCountersStatement(db, 'id = ?'), agentDerived: agentDerivedStatement(db, 'id = ?') }
+  // Many agents at once (a group of check-ins): the same statements over a JSON array of ids
+  // (their counters: countersMany below).
   // The agents a statement changes share one new rev (migration 032), drawn after it changed
   // any: the per-row trigger would write each row a second time and bump the counter per row.
-  const many = refreshStatements(db, 'id IN (SELECT value FROM json_each(?))', 'agent_id IN (SELECT value FROM json_each(?))', `, rev = (SELECT n + 1 FROM row_counts WHERE name = 'agents.rev')`)
-  // A group of check-ins' peripherals by their own ids (refreshCheckIns): the agents' statements are many's.
-  const byIds = refreshStatements(db, 'id IN (SELECT value FROM json_each(?))', 'id IN (SELECT value FROM json_each(?))')
+  const many = {
+    ...peripheralStatements(db, 'agent_id IN (SELECT value FROM json_each(?))'),
+    agentDerived: agentDerivedStatement(db, 'id IN (SELECT value FROM json_each(?))', `, rev = (SELECT n + 1 FROM row_counts WHERE name = 'agents.rev')`),
+  }
+  // A group of check-ins' peripherals by their own ids (refreshCheckIns).
+  const byIds = peripheralStatements(db, 'id IN (SELECT value FROM json_each(?))')
   // The counters of many agents, each from one pass over its peripherals (the same values as
   // agentCounters, whose seven subqueries read an agent's peripherals seven times, and seven
   // more for the SET of a row that changes: three quarters of a group's refresh).
