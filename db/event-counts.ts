@@ -51,7 +51,7 @@ const KEPT_COUNTS = 4096
  * in turn and made again (20-30 ms each), 2% of random questions over 15 ms instead of 0.3%,
  * for about 30 MB more.
  */
-const KEPT_DOCS_MAX = 8_000_000
+export const KEPT_DOCS_MAX = 8_000_000
 /**
  * The match bits of the text counts walked last (bitsOf), kept: a bit per document (340 KB
  * each at 2.7 million documents), this many bytes in all, and at least 16 of them: a
@@ -138,7 +138,8 @@ class Marks {
   }
 }
 
-export function eventCounts(state: QueryState) {
+/** `keptDocsMax`: the listed documents and sources of the text counts kept (KEPT_DOCS_MAX; a benchmark compares). */
+export function eventCounts(state: QueryState, { keptDocsMax = KEPT_DOCS_MAX }: { keptDocsMax?: number } = {}) {
   const { db, indexer, cached, tables, topId, byTime } = state
 
   // ---- kinds ----
@@ -846,7 +847,7 @@ export function eventCounts(state: QueryState) {
       newestOf.set(term, key)
       while (newestOf.size > KEPT_COUNTS) newestOf.delete(newestOf.keys().next().value!)
       keptDocs += weight(t)
-      while (keptCounts.size && (keptCounts.size >= KEPT_COUNTS || keptDocs > KEPT_DOCS_MAX)) {
+      while (keptCounts.size && (keptCounts.size >= KEPT_COUNTS || keptDocs > keptDocsMax)) {
         const [oldest, old] = keptCounts.entries().next().value!
         keptCounts.delete(oldest)
         keptDocs -= weight(old)

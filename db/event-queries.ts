@@ -45,6 +45,8 @@ const PHRASE_THREAD_DOCS = 65_536
 export interface EventQueriesOptions extends IndexerOptions {
   /** Phrase queries over more documents than this run in a thread (default PHRASE_THREAD_DOCS; none for a database in memory). */
   phraseThreadDocs?: number
+  /** The listed documents of the text counts kept (default KEPT_DOCS_MAX, db/event-counts.ts). */
+  keptDocsMax?: number
 }
 
 export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
@@ -78,7 +80,7 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
   const { startIndexing, textsReady } = catchUp
 
   const state: QueryState = { db, indexer, cached, tables, topId, byTime, startIndexing }
-  const counts = eventCounts(state)
+  const counts = eventCounts(state, { keptDocsMax: opts.keptDocsMax })
   const { count } = counts
   const pages = eventPages(state, counts)
   const { list, feed } = pages

@@ -60,6 +60,11 @@ if (process.argv[2] === 'terms') {
   await import('./bench-terms.js')
   process.exit(0)
 }
+// npm run bench -- working-set: a console's text questions against the text counts kept, in process (BENCH_EVENTS_DIR).
+if (process.argv[2] === 'working-set') {
+  await import('./bench-working-set.js')
+  process.exit(0)
+}
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5)
