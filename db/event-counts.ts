@@ -45,11 +45,12 @@ const DOC_LIST_MAX = 2_000_000
  */
 const KEPT_COUNTS = 4096
 /**
- * The listed documents and sources of the text counts kept, in all (about 4 to 8 bytes each).
- * A console's working set at 5,000,000 events (31 vendors in Details and GlobalSearch, 50
- * devices, the hosts and sites) lists about 5 million: at 4 million the counts were evicted
- * in turn and made again (20-30 ms each), 2% of random questions over 15 ms instead of 0.3%,
- * for about 30 MB more.
+ * The listed documents and sources of the text counts kept, in all (about 4 to 8 bytes each;
+ * a count's block counts weigh in too). A console's working set at 5,000,000 events (31
+ * vendors in Details and GlobalSearch, 50 devices, 2,000 hosts, 50 sites) kept 1,229 counts
+ * weighing 7.4 million here. At 4 million, 134 counts fitted: the broad ones were evicted in
+ * turn and made again (20-30 ms each), and 1.4% of the questions took over 15 ms instead of
+ * 0.2% (`npm run bench -- working-set`), for about 30 MB less.
  */
 export const KEPT_DOCS_MAX = 8_000_000
 /**
@@ -1370,6 +1371,8 @@ export function eventCounts(state: QueryState, { keptDocsMax = KEPT_DOCS_MAX }: 
 
   /** The indexed events of these kinds with ids in [lo, hi], inside level 1 block `blk`, from their ids. */
   const kindIdCount = (blk: number, kinds: number[], lo: number, hi: number): number => (lo > hi ? 0 : (kindIdsBetween.get(blk, JSON.stringify(kinds), lo, hi) as number))
-  return { count, countAll, segments, kindIdCount, matchIds, pageIds, blockKindIds, docMatchIds, walkable, docWalk, termDocs, names, phraseTerms, rememberPhrase, countsOf }
+  /** The text counts kept now, and the documents and sources they list (tests, benchmarks). */
+  const keptTexts = () => ({ counts: keptCounts.size, docs: keptDocs })
+  return { count, countAll, segments, kindIdCount, matchIds, pageIds, blockKindIds, docMatchIds, walkable, docWalk, termDocs, names, phraseTerms, rememberPhrase, countsOf, keptTexts }
 }
 export type EventCounts = ReturnType<typeof eventCounts>

@@ -173,6 +173,8 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
 
   return {
     indexer,
+    /** The text counts kept now, and the documents and sources they list (tests, benchmarks). */
+    keptTexts: () => counts.keptTexts(),
     /** The phrase queries a text filter's search would ask of the thread now (tests). */
     phrasesToAsk: (f: EventFilter, minDocs = 0) => counts.phraseTerms(eventPlan(f), minDocs),
     /** Stops the phrase queries' thread (before the database closes). */
