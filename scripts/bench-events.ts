@@ -19,6 +19,8 @@
 // cases and sweep shapes whose name it matches. BENCH_SWEEP (1; 0 leaves it out): every sort field alone and every documented filter alone
 // and with one day, one round of BENCH_SWEEP_SECONDS (3) each, and each one's vary twin (a new question each
 // request: a random page, term or day) as long, against 100 ms p99 (the verdict is the vary twin's).
+// BENCH_READ_THROUGH (1; 0 leaves it out): the database file is read once before the lists, so that the
+// file cache holds it as a running server's does; its residency (fincore) is noted before, after and at the lists' end.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
@@ -58,6 +60,8 @@ import {
   medianRound,
   largePage,
   largePageRow,
+  readThrough,
+  residency,
   LARGE_PAGE_HEADER,
   loopDelay,
   loopDelayCell,
@@ -584,6 +588,16 @@ async function load(opts: autocannon.Options) {
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, codes }
 }
 
+// The database file in the file cache, as a server's that has run a while (BENCH_READ_THROUGH=0
+// leaves it as it is): a machine that reclaims cold pages on its own would otherwise put disk
+// reads into the random days' figures. Its residency before, after and at the lists' end says.
+{
+  const before = residency(dbFile)
+  if (process.env.BENCH_READ_THROUGH !== '0') {
+    const s = readThrough(dbFile)
+    notes.push(`the database file in the file cache before the lists: ${before ?? 'unknown (no fincore)'}; read through once (${s.toFixed(1)} s): ${residency(dbFile) ?? 'unknown'}`)
+  } else notes.push(`the database file in the file cache before the lists: ${before ?? 'unknown (no fincore)'} (not read through: BENCH_READ_THROUGH=0)`)
+}
 const server = await start(baseEnv, path.join(dataDir, 'server.log'))
 const auth = await login()
 notes.push(`the server's database integrity check after start took ${(await integrityChecked(base, auth)).toFixed(0)} s; the measurements start after it`)
@@ -708,6 +722,7 @@ if (sweepShapes.length) {
     console.error(`  sweep ${i + 1}/${sweepShapes.length}: ${shape.name}: p99 ${r.p99} ms repeated, ${v.p99} ms vary, ${verdict}`)
   }
 }
+notes.push(`the database file in the file cache at the lists' end: ${residency(dbFile) ?? 'unknown (no fincore)'}`)
 await stop(server)
 
 // BENCH_LISTS=only: the lists (and the sweep) alone.
