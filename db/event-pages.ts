@@ -355,7 +355,8 @@ export function eventPages(state: QueryState, counts: EventCounts) {
       bTo = Math.floor(last / size)
     const indexed = c.filtered - c.tail
     const density = Math.max(1, indexed) / Math.max(1, last - c.ids.lo + 1)
-    let need = dir === 'DESC' ? Math.min(indexed, offset + limit - c.tail) : Math.min(indexed, offset + limit)
+    // The indexed matches the walk must pass: none for an ascending page wholly above the mark.
+    let need = dir === 'DESC' ? Math.min(indexed, offset + limit - c.tail) : offset < indexed ? Math.min(indexed, offset + limit) : 0
     let walked = 0
     for (let i = 0; i <= bTo - bFrom && need > 0; i++) {
       const b = dir === 'DESC' ? bTo - i : bFrom + i
