@@ -62,6 +62,7 @@ import {
   largePageRow,
   readThrough,
   residency,
+  textsReadAsServer,
   LARGE_PAGE_HEADER,
   loopDelay,
   loopDelayCell,
@@ -532,8 +533,7 @@ console.error('In-process floors ...')
 // As the server is by the time its text cases run: the texts, the sources' names and the
 // peripheral ids' device parts read (a text filter's first request starts reading them in
 // the background), so that a text floor takes the way the server's requests take.
-for (const q of [{ GlobalSearch: 'SanDisk' }, { Source: site }, { AssetName: site }, { Details: 'SanDisk' }, { PeripheralAssetId: 'VID_0781' }]) await repo.events.ready(eventFilter(q))
-await repo.events.partsRead()
+await textsReadAsServer(repo, site)
 const floors = cases.map((c) => floor(c.floor))
 {
   // The poller's page written as the answer (lib/events/views.ts), in process: what the

@@ -8,6 +8,8 @@ import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { DB } from '../db/index.js'
+import type { EventQueriesRepo } from '../db/event-queries.js'
+import { eventFilter } from '../lib/events/filter.js'
 import { projectRoot } from '../lib/paths.js'
 
 /** With 2+ cores and taskset, servers run on CPU 1 and the load generator (the bench) on CPU 0. */
@@ -120,6 +122,16 @@ export function readThrough(file: string): number {
     fs.closeSync(fd)
   }
   return (performance.now() - t0) / 1000
+}
+
+/**
+ * A repository as the server's is once its first text filters have run: the texts, the
+ * sources' names (of `site`'s columns) and the peripheral ids' device parts read, so that an
+ * in-process figure takes the way the server's requests take.
+ */
+export async function textsReadAsServer(repo: EventQueriesRepo, site: string, device = 'VID_0781'): Promise<void> {
+  for (const q of [{ GlobalSearch: 'SanDisk' }, { Source: site }, { AssetName: site }, { Details: 'SanDisk' }, { PeripheralAssetId: device }]) await repo.events.ready(eventFilter(q))
+  await repo.events.partsRead()
 }
 
 /** kB figures of /proc/<pid>/status (Linux). With taskset the child execs node in place: same pid. */

@@ -12,7 +12,7 @@ import { openDatabase } from '../db/index.js'
 import { KEPT_DOCS_MAX } from '../db/event-counts.js'
 import { eventQueriesRepo, type EventQueriesRepo } from '../db/event-queries.js'
 import { eventFilter } from '../lib/events/filter.js'
-import { benchTerms, ms, pct } from './bench-support.js'
+import { benchTerms, ms, pct, textsReadAsServer } from './bench-support.js'
 
 const dir = process.env.BENCH_EVENTS_DIR
 if (!dir) throw new Error('BENCH_EVENTS_DIR: a data dir with events (scripts/bench-events.ts seeds one)')
@@ -57,10 +57,7 @@ const wayOf = (name: string, keptDocsMax: number): Way => {
 const ways = [wayOf(`up to ${KEPT_DOCS_MAX.toLocaleString('en')} listed documents (KEPT_DOCS_MAX)`, KEPT_DOCS_MAX), wayOf(`up to ${OTHER.toLocaleString('en')}`, OTHER)]
 ways[0].repo.catchUp()
 // As the server is once its first text filter has run: the texts, the sources' names and the device parts read.
-for (const w of ways) {
-  for (const q of [{ GlobalSearch: 'SanDisk' }, { Source: sites[0] }, { AssetName: sites[0] }, { Details: 'SanDisk' }, { PeripheralAssetId: devices[0] }]) await w.repo.events.ready(eventFilter(q))
-  await w.repo.events.partsRead()
-}
+for (const w of ways) await textsReadAsServer(w.repo, sites[0], devices[0])
 
 async function ask(w: Way, q: Record<string, string>) {
   const f = eventFilter(q)
