@@ -62,6 +62,7 @@ import {
   largePageRow,
   readThrough,
   residency,
+  idlePageout,
   textsReadAsServer,
   LARGE_PAGE_HEADER,
   loopDelay,
@@ -723,6 +724,10 @@ if (sweepShapes.length) {
   }
 }
 notes.push(`the database file in the file cache at the lists' end: ${residency(dbFile) ?? 'unknown (no fincore)'}`)
+{
+  const pageout = idlePageout()
+  if (pageout) notes.push(`this host reclaims idle memory: ${pageout}; the random days read what it dropped from the disk again (README, "Memory")`)
+}
 await stop(server)
 
 // BENCH_LISTS=only: the lists (and the sweep) alone.

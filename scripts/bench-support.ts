@@ -111,6 +111,39 @@ export function residency(file: string): string | null {
   return `${(res / 2 ** 30).toFixed(1)} of ${(size / 2 ** 30).toFixed(1)} GB`
 }
 
+/**
+ * Whether this host pages out memory left idle (Linux DAMON's `pageout` schemes, running):
+ * file cache pages not touched for a while are dropped, and reads of them go to the disk
+ * again, which puts disk reads into a benchmark's random days. Null when there is none.
+ */
+export function idlePageout(): string | null {
+  const root = '/sys/kernel/mm/damon/admin/kdamonds'
+  const read = (f: string) => {
+    try {
+      return fs.readFileSync(f, 'utf8').trim()
+    } catch {
+      return null
+    }
+  }
+  const found: string[] = []
+  for (const k of fs.existsSync(root) ? fs.readdirSync(root).filter((d) => /^\d+$/.test(d)) : []) {
+    if (read(`${root}/${k}/state`) !== 'on') continue
+    for (const c of fs.readdirSync(`${root}/${k}/contexts`).filter((d) => /^\d+$/.test(d))) {
+      const ctx = `${root}/${k}/contexts/${c}`
+      const aggrUs = Number(read(`${ctx}/monitoring_attrs/intervals/aggr_us`))
+      for (const sc of fs.readdirSync(`${ctx}/schemes`).filter((d) => /^\d+$/.test(d))) {
+        if (read(`${ctx}/schemes/${sc}/action`) !== 'pageout') continue
+        const idleS = (Number(read(`${ctx}/schemes/${sc}/access_pattern/age/min`)) * aggrUs) / 1e6
+        const quota = Number(read(`${ctx}/schemes/${sc}/quotas/bytes`))
+        const everyMs = Number(read(`${ctx}/schemes/${sc}/quotas/reset_interval_ms`))
+        const limit = quota > 0 && everyMs > 0 ? `, up to ${(quota / 1048576).toFixed(0)} MB every ${everyMs} ms` : ''
+        found.push(`memory idle for ${Number.isFinite(idleS) ? idleS.toFixed(0) : '?'} s is paged out (DAMON pageout${limit})`)
+      }
+    }
+  }
+  return found.length ? found.join('; ') : null
+}
+
 /** Reads a file once, a chunk at a time, so that the file cache holds it (as a server's that has run a while); its time in s. */
 export function readThrough(file: string): number {
   const t0 = performance.now()
