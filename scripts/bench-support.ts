@@ -125,13 +125,21 @@ export function idlePageout(): string | null {
       return null
     }
   }
+  // The numbered entries of a folder (kdamonds, contexts, schemes); none when it cannot be read.
+  const numbered = (dir: string) => {
+    try {
+      return fs.readdirSync(dir).filter((d) => /^\d+$/.test(d))
+    } catch {
+      return []
+    }
+  }
   const found: string[] = []
-  for (const k of fs.existsSync(root) ? fs.readdirSync(root).filter((d) => /^\d+$/.test(d)) : []) {
+  for (const k of numbered(root)) {
     if (read(`${root}/${k}/state`) !== 'on') continue
-    for (const c of fs.readdirSync(`${root}/${k}/contexts`).filter((d) => /^\d+$/.test(d))) {
+    for (const c of numbered(`${root}/${k}/contexts`)) {
       const ctx = `${root}/${k}/contexts/${c}`
       const aggrUs = Number(read(`${ctx}/monitoring_attrs/intervals/aggr_us`))
-      for (const sc of fs.readdirSync(`${ctx}/schemes`).filter((d) => /^\d+$/.test(d))) {
+      for (const sc of numbered(`${ctx}/schemes`)) {
         if (read(`${ctx}/schemes/${sc}/action`) !== 'pageout') continue
         const idleS = (Number(read(`${ctx}/schemes/${sc}/access_pattern/age/min`)) * aggrUs) / 1e6
         const quota = Number(read(`${ctx}/schemes/${sc}/quotas/bytes`))
