@@ -1473,6 +1473,11 @@ export interface paths {
          *     fragment counted as often as it is spread) and one `conditionalTable` per request;
          *     at most 50 filters of each kind, 100 values per filter.
          *
+         *     **Cost.** The page is read in a reader thread under the read budget, with the
+         *     caller's share and the queue as for `getAssets`: 422 when the read ran past its
+         *     budget, 429 while the caller's previous expensive read runs, 503 when every thread
+         *     is busy (problems, not GraphQL errors: the request itself was well formed).
+         *
          *     **Errors.** The credential, limits and the request's form are checked as for every
          *     operation and answered as problem documents (401, 403, 413, 415, 429; 400 when the
          *     body is not `{query, variables?, operationName?, extensions?}`). Anything wrong with
@@ -1520,6 +1525,13 @@ export interface paths {
          *     (case-insensitive "contains" over the name, key, IP address, model, vendor and a
          *     host's adapters). `recordsTotal` counts every asset, `recordsFiltered` those
          *     matching. `PageSize` is at most 10000 (above it: 400).
+         *
+         *     **Cost.** The page is read in a reader thread, off the server's event loop, under the
+         *     read budget (`PRIME_READ_DEADLINE_SECONDS`, default 10): a read still running then is
+         *     stopped and answered 422 (narrow the question). Each caller has at most
+         *     `PRIME_EXPENSIVE_PER_CREDENTIAL` (default 1) such reads running or waiting (beyond:
+         *     429 with `Retry-After`); when every thread is busy and the queue is full, or no
+         *     thread frees within the budget: 503 with `Retry-After`.
          */
         get: operations["getAssets"];
         put?: never;
@@ -7225,7 +7237,46 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description Rate limited, or the user name is locked from this address after repeated failed logins. */
+        /** @description The read ran past its time budget (`PRIME_READ_DEADLINE_SECONDS`) and was stopped; nothing changed. Narrow the question (a filter, a longer search text, a smaller page) or ask for an export. */
+        QueryTooCostly: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "urn:prime:problem:query-too-costly",
+                 *       "title": "Query stopped at its time budget",
+                 *       "status": 422,
+                 *       "detail": "the query ran past its time budget of 10 s and was stopped: narrow it (a filter, a longer search text, a smaller page) or ask for an export",
+                 *       "instance": "/prime/webui/transformerDataApi/assets",
+                 *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description Every reader thread is busy and the queue of expensive reads is full, or no thread freed within the read budget; try again after `Retry-After` seconds. */
+        ReadersBusy: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "urn:prime:problem:readers-busy",
+                 *       "title": "Every reader thread is busy",
+                 *       "status": 503,
+                 *       "detail": "every reader thread is busy and 32 expensive reads wait: try again in a moment",
+                 *       "instance": "/prime/webui/transformerDataApi/assets",
+                 *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description Rate limited, the user name is locked from this address after repeated failed logins, or (on an `x-expensive` operation) the caller's earlier expensive read is still running or waiting. */
         TooManyRequests: {
             headers: {
                 "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
@@ -11505,9 +11556,11 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["QueryTooCostly"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ReadersBusy"];
         };
     };
     getAssets: {
@@ -11605,9 +11658,11 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             406: components["responses"]["NotAcceptable"];
+            422: components["responses"]["QueryTooCostly"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ReadersBusy"];
         };
     };
     getAssetsOverview: {

@@ -31,6 +31,7 @@ import { checkpointerLoop } from './platform/checkpointer.js'
 import { registerHealthChecks } from './platform/health.js'
 import { registerCoreHealthChecks } from './health.js'
 import type { Services } from './services.js'
+import type { Readers } from './platform/readers.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 import { createInstance, registerOnListen } from './platform/instance.js'
@@ -49,6 +50,8 @@ declare module 'fastify' {
     startedAt: number
     /** Outgoing mail (alarm e-mails, reports), from the SMTP settings. */
     mailer: Mailer
+    /** The reader threads of expensive reads (lib/platform/readers.ts). */
+    readers: Readers
     /** The features' services (lib/services.ts). */
     services: Services
   }

@@ -65,6 +65,8 @@ export interface Config {
   smtp: { url: string | null; from: string }
   /** Worker pollers and agentless checking. */
   agentless: AgentlessSettings
+  /** The reader threads of expensive reads (lib/platform/readers.ts). */
+  readers: { threads: number; queue: number; deadlineMs: number; perCredential: number }
   /** Asset discovery: an asset first seen within this many hours counts as new. */
   assets: { newHours: number }
   /** The key that seals agentless connection credentials (PRIME_AGENTLESS_KEY or kept in the data dir). */
@@ -234,6 +236,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: httpUrl(env, 'PRIME_PUBLIC_URL'),
     smtp: { url: smtpUrl(env), from: env.PRIME_SMTP_FROM || 'Prime <prime@localhost>' },
     agentless: agentlessSettings(env),
+    readers: {
+      threads: int(env, 'PRIME_READER_THREADS', 2, 0, 64),
+      queue: int(env, 'PRIME_READER_QUEUE', 32, 0, 10_000),
+      deadlineMs: int(env, 'PRIME_READ_DEADLINE_SECONDS', 10, 1, 3600) * 1000,
+      perCredential: int(env, 'PRIME_EXPENSIVE_PER_CREDENTIAL', 1, 1, 1000),
+    },
     assets: { newHours: int(env, 'PRIME_NEW_ASSET_HOURS', 24, 1, 8760) },
     agentlessKey: loadKey(env, dataDir),
     retention: {

@@ -38,6 +38,11 @@ export interface Operation {
   rateLimit: RateLimit | null
   /** `x-gateway-limit`: the agent gateway's own limit, instead of the per-address one (lib/gateway/limits.ts). */
   gatewayLimit: GatewayLimit | null
+  /**
+   * `x-expensive`: its cost grows with the data or the question; its reads run in the reader
+   * threads under a time budget, counted against the caller's share (lib/platform/readers.ts).
+   */
+  expensive: boolean
 }
 
 export const RATE_LIMITS = ['login'] as const
@@ -205,6 +210,7 @@ export function operations(spec: Json): Map<string, Operation> {
         probe: op['x-probe'] === true,
         rateLimit: named(op, id, 'x-rate-limit', RATE_LIMITS),
         gatewayLimit: named(op, id, 'x-gateway-limit', GATEWAY_LIMITS),
+        expensive: op['x-expensive'] === true,
       })
     }
   }

@@ -21,11 +21,14 @@ export const catalogue = {
   'expectation-failed': { status: 417, title: 'Expectation not met' },
   'rate-limited': { status: 429, title: 'Too many requests' },
   'account-locked': { status: 429, title: 'Account locked' },
+  'expensive-in-flight': { status: 429, title: 'An expensive request of this caller is still running' },
+  'query-too-costly': { status: 422, title: 'Query stopped at its time budget' },
   'headers-too-large': { status: 431, title: 'Request line and headers too large' },
   internal: { status: 500, title: 'Internal server error' },
   'not-implemented': { status: 501, title: 'Not implemented' },
   'mail-not-sent': { status: 503, title: 'Mail not sent' },
   'not-ready': { status: 503, title: 'Not ready' },
+  'readers-busy': { status: 503, title: 'Every reader thread is busy' },
 } as const
 
 export type ProblemCode = keyof typeof catalogue

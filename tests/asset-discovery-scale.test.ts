@@ -61,7 +61,8 @@ async function pages(app: FastifyInstance, token: string, variables: Record<stri
 }
 
 t.test('pages that follow one another are read from where the last ended, and join up to the whole list', async (t) => {
-  const app = await build(t, { PRIME_AGENT_DISCONNECT_SECONDS: '86400', PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS: '2' })
+  // Read on the server's own connection, whose repository counts how pages were read.
+  const app = await build(t, { PRIME_AGENT_DISCONNECT_SECONDS: '86400', PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS: '2', PRIME_READER_THREADS: '0' })
   const token = await login(app)
   fleet(app)
   const reads = app.repos.assets.reads

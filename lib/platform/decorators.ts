@@ -9,6 +9,7 @@ import type { Repos } from '../repos.js'
 import { ISSUER, tokenService } from '../auth.js'
 import { createMailer } from '../mail.js'
 import { createServices } from '../services.js'
+import { readerPool } from './readers.js'
 
 export interface AppParts {
   config: Config
@@ -33,6 +34,17 @@ export function decorateApp(app: FastifyInstance, { config, db, repos, spec, ops
   app.decorateRequest('routine', false)
   app.decorateRequest('primeContext', null)
   app.decorate('mailer', createMailer(config))
+  app.decorate(
+    'readers',
+    readerPool({
+      file: config.dbFile,
+      cacheMb: config.dbCacheMb,
+      settings: config.readers,
+      // With no threads, the reads run on the server's own repositories.
+      local: { assetsPage: repos.assets.page },
+      onWarn: (msg) => app.log.warn(msg),
+    }),
+  )
   app.decorate('services', createServices(app))
 }
 
@@ -42,6 +54,7 @@ export function closeWithApp(app: FastifyInstance): void {
     app.mailer.close()
     // The phrase queries' thread holds a connection of its own: closed first.
     await app.repos.eventQueries.close()
+    await app.readers.close()
     app.db.close()
   })
 }

@@ -16,6 +16,7 @@ import { canonicalRequest } from './canonical.js'
 import { registerNotFound } from './errors-handler.js'
 import { registerBodyParsers } from './media-types.js'
 import { registerRequestLog } from './request-log.js'
+import { readerScope } from './readers.js'
 
 /** The contract's validators for requests; answers are plain JSON.stringify. */
 export function registerCompilers(app: FastifyInstance): void {
@@ -42,6 +43,12 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
     route.config = { ...(route.config ?? {}), op }
     // Names are put in the contract's spelling where there are any: an operation with
     // neither query parameters nor a body skips the hook.
+    // An expensive operation's handler runs with its caller's credential known to the reader
+    // threads' shares (run inside the scope: a callback hook calls the handler synchronously).
+    if (op.expensive) {
+      const given = route.preHandler
+      route.preHandler = [...(given === undefined ? [] : Array.isArray(given) ? given : [given]), readerScopeHook]
+    }
     if ((route.schema as { querystring?: unknown }).querystring || op.requestTypes.length > 0 || op.deprecatedInputs) {
       const given = route.preValidation
       route.preValidation = [...(given === undefined ? [] : Array.isArray(given) ? given : [given]), canonicalHook]
@@ -64,6 +71,12 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
     if (failed) done(failed)
     else done(null, answer)
   })
+}
+
+/** Whose share an expensive read counts against: the user or token, else the caller's address. */
+function readerScopeHook(req: FastifyRequest, _reply: FastifyReply, done: () => void): void {
+  const p = req.principal
+  readerScope.run(p ? `${p.kind}:${p.id}` : `address:${req.ip}`, done)
 }
 
 /** What `work` throws, as the error a callback hook passes on; undefined when it returns. */

@@ -1,0 +1,18 @@
+// The reads a reader thread runs (db/reader-thread.ts) on its read-only connection: the ones
+// whose cost grows with the data or with what the caller asks (a global search over every
+// asset, a sort by a computed risk), so that they never hold up the event loop. Each task is
+// a repository method; its arguments and answer cross the thread boundary by structured clone.
+import type { DB } from './index.js'
+import { assetsRepo, type AssetQuery, type AssetSort } from './assets.js'
+
+export function readTasks(db: DB) {
+  // Made on the first task that needs it: a thread prepares only what it is asked for.
+  let assets: ReturnType<typeof assetsRepo> | undefined
+  return {
+    /** An asset discovery page (db/assets.ts `page`). */
+    assetsPage: (q: AssetQuery, sort: AssetSort, limit: number, offset: number) => (assets ??= assetsRepo(db)).page(q, sort, limit, offset),
+  }
+}
+
+export type ReadTasks = ReturnType<typeof readTasks>
+export type ReadTaskName = keyof ReadTasks

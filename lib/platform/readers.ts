@@ -1,0 +1,202 @@
+// Reads that can be expensive run off the event loop: a small pool of reader threads (piscina),
+// each with a read-only connection of its own (db/reader-thread.ts), while the event loop
+// keeps answering probes, check-ins, feeds and small reads. Each read has:
+// - a time budget (PRIME_READ_DEADLINE_SECONDS): the statement is interrupted inside SQLite
+//   when it passes (db/native/deadline.c) and the caller gets a 422 naming the budget;
+// - a place in a bounded queue (PRIME_READER_QUEUE): when it is full, or a read waited a whole
+//   budget for a thread, a 503 with Retry-After;
+// - a share per credential (PRIME_EXPENSIVE_PER_CREDENTIAL reads running or waiting): one
+//   client cannot take every thread; beyond it, a 429 with Retry-After.
+// The credential is the request's, carried by `readerScope` (set by the request pipeline for
+// the operations the contract marks `x-expensive`), so the ports stay free of requests.
+import { AsyncLocalStorage } from 'node:async_hooks'
+import fs from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import { Piscina } from 'piscina'
+import type { ReadTask, ReadOutcome, ReaderSetup } from '../../db/reader-runner.js'
+import type { ReadTaskName, ReadTasks } from '../../db/read-tasks.js'
+import { problem } from '../errors.js'
+
+export interface ReaderSettings {
+  /** Reader threads; 0 runs the reads on the event loop (no budget can stop them there). */
+  threads: number
+  /** Reads that may wait for a thread. */
+  queue: number
+  /** A read's budget once it runs, and the longest it may wait for a thread. */
+  deadlineMs: number
+  /** Reads one credential may have running or waiting. */
+  perCredential: number
+}
+
+/** The credential a read is counted against (set around a request's handler). */
+export const readerScope = new AsyncLocalStorage<string>()
+
+export interface ReaderStats {
+  threads: number
+  running: number
+  waiting: number
+  done: number
+  interrupted: number
+  refusedBusy: number
+  refusedCredential: number
+  /** The longest a read ran in a thread, and waited for one (ms). */
+  longestRunMs: number
+  longestWaitMs: number
+}
+
+export interface Readers {
+  run<K extends ReadTaskName>(name: K, args: Parameters<ReadTasks[K]>): Promise<ReturnType<ReadTasks[K]>>
+  stats(): ReaderStats
+  close(): Promise<void>
+}
+
+// Compiled by scripts/build-if-stale.mjs from db/native/deadline.c (beside dist/ in a source tree).
+const EXTENSION = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../../dist/native/deadline.so' : '../../native/deadline.so', import.meta.url))
+const THREAD = new URL(`../../db/reader-thread.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url).href
+// A read whose thread does not answer this long after its budget (no extension, or a step
+// outside SQLite) ends with its thread; piscina starts another. The budget itself is kept in
+// the thread, from the read's start; this one also covers a thread's own start.
+const graceMs = (budgetMs: number) => budgetMs + 5000
+const RETRY_AFTER = { 'retry-after': '1' }
+
+/** Whether reads can be stopped inside SQLite here. */
+export const deadlineExtension = (): string | null => (fs.existsSync(EXTENSION) ? EXTENSION : null)
+
+export function readerPool(opts: {
+  file: string
+  cacheMb: number
+  settings: ReaderSettings
+  local: ReadTasks
+  onWarn?: (msg: string) => void
+  /** The threads' module (tests give one with tasks of their own). */
+  thread?: string
+}): Readers {
+  const { settings, local } = opts
+  const extension = deadlineExtension()
+  if (settings.threads > 0 && !extension)
+    opts.onWarn?.('the read deadline extension is not built (dist/native/deadline.so): a read past its budget is answered, but its thread runs on until SQLite finishes')
+  const pool =
+    settings.threads > 0
+      ? new Piscina({
+          filename: opts.thread ?? THREAD,
+          minThreads: 0,
+          maxThreads: settings.threads,
+          // The queue is ours (below): piscina is handed a read only when a thread is free.
+          maxQueue: 0,
+          idleTimeout: 60_000,
+          // Below the event loop's thread: while readers are busy, requests still get a core first.
+          niceIncrement: 10,
+          workerData: { file: opts.file, cacheMb: opts.cacheMb, extension } satisfies ReaderSetup,
+        })
+      : null
+  const capacity = Math.max(1, settings.threads)
+  const perKey = new Map<string, number>()
+  const waiting: { start: () => void; fail: (err: Error) => void; since: number }[] = []
+  let running = 0
+  const stats = { done: 0, interrupted: 0, refusedBusy: 0, refusedCredential: 0, longestRunMs: 0, longestWaitMs: 0 }
+  const budgetS = Math.round(settings.deadlineMs / 1000)
+  let closing = false
+
+  const costly = () =>
+    problem('query-too-costly', `the query ran past its time budget of ${budgetS} s and was stopped: narrow it (a filter, a longer search text, a smaller page) or ask for an export`)
+  const busy = (why: string) => problem('readers-busy', `${why}: try again in a moment`, { headers: RETRY_AFTER })
+
+  /** Waits for a thread (FIFO), or refuses when the queue is full or the wait outlasts a budget. */
+  function slot(): Promise<number> {
+    if (running < capacity) {
+      running++
+      return Promise.resolve(0)
+    }
+    if (waiting.length >= settings.queue) {
+      stats.refusedBusy++
+      return Promise.reject(busy(`every reader thread is busy and ${settings.queue} expensive reads wait`))
+    }
+    return new Promise((resolve, reject) => {
+      const entry = {
+        since: performance.now(),
+        start: () => {
+          clearTimeout(timer)
+          running++
+          resolve(performance.now() - entry.since)
+        },
+        fail: (err: Error) => {
+          clearTimeout(timer)
+          reject(err)
+        },
+      }
+      const timer = setTimeout(() => {
+        const i = waiting.indexOf(entry)
+        if (i >= 0) waiting.splice(i, 1)
+        stats.refusedBusy++
+        reject(busy(`no reader thread was free within ${budgetS} s`))
+      }, settings.deadlineMs)
+      waiting.push(entry)
+    })
+  }
+  const release = () => {
+    running--
+    waiting.shift()?.start()
+  }
+
+  async function inThread(task: ReadTask): Promise<unknown> {
+    const abort = new AbortController()
+    const timer = setTimeout(() => abort.abort(), task.budgetMs + graceMs(task.budgetMs))
+    try {
+      const out = (await pool!.run(task, { signal: abort.signal })) as ReadOutcome
+      stats.longestRunMs = Math.max(stats.longestRunMs, out.ms)
+      if (!out.ok) {
+        stats.interrupted++
+        throw costly()
+      }
+      return out.value
+    } catch (err) {
+      if (closing) throw problem('not-ready', 'the server is shutting down')
+      if (abort.signal.aborted) {
+        stats.interrupted++
+        throw costly()
+      }
+      throw err
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  return {
+    async run(name, args) {
+      const key = readerScope.getStore() ?? 'server'
+      const mine = perKey.get(key) ?? 0
+      if (mine >= settings.perCredential) {
+        stats.refusedCredential++
+        throw problem(
+          'expensive-in-flight',
+          `this credential already has ${mine} expensive read${mine === 1 ? '' : 's'} running or waiting (at most ${settings.perCredential}): wait for it to be answered`,
+          {
+            headers: RETRY_AFTER,
+          },
+        )
+      }
+      perKey.set(key, mine + 1)
+      try {
+        const waited = await slot()
+        stats.longestWaitMs = Math.max(stats.longestWaitMs, waited)
+        try {
+          if (!pool) return (local[name] as (...a: unknown[]) => unknown)(...args) as never
+          return (await inThread({ name, args, budgetMs: settings.deadlineMs })) as never
+        } finally {
+          stats.done++
+          release()
+        }
+      } finally {
+        const left = (perKey.get(key) ?? 1) - 1
+        if (left > 0) perKey.set(key, left)
+        else perKey.delete(key)
+      }
+    },
+    stats: () => ({ threads: settings.threads, running, waiting: waiting.length, ...stats }),
+    async close() {
+      closing = true
+      for (const w of waiting.splice(0)) w.fail(problem('not-ready', 'the server is shutting down'))
+      await pool?.destroy()
+    },
+  }
+}

@@ -1,0 +1,129 @@
+// The reader threads (lib/platform/readers.ts): a read past its budget is stopped inside
+// SQLite and its thread serves the next one; each credential has its share; the queue is
+// bounded; the event loop answers meanwhile.
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import t from 'tap'
+import { openDatabase } from '../db/index.js'
+import { deadlineExtension, readerPool, readerScope, type ReaderSettings } from '../lib/platform/readers.js'
+import { ProblemError } from '../lib/errors.js'
+import { build, call, login } from './helpers.js'
+
+const SLOW = new URL(`./fixtures/slow-reader.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url).href
+
+function pool(t: Tap.Test, settings: Partial<ReaderSettings>) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-readers-'))
+  const file = path.join(dir, 'prime.sqlite')
+  const db = openDatabase(file)
+  const readers = readerPool({
+    file,
+    cacheMb: 4,
+    settings: { threads: 1, queue: 4, deadlineMs: 1000, perCredential: 1, ...settings },
+    local: { assetsPage: () => ({ filtered: 0, rows: [] }) },
+    thread: SLOW,
+  })
+  t.teardown(async () => {
+    await readers.close()
+    db.close()
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+  // The fixture's task counts to its first argument.
+  const count = (key: string, n: number) => readerScope.run(key, () => readers.run('assetsPage', [n as never, {} as never, 0, 0]))
+  return { readers, count }
+}
+
+const refusal = async (p: Promise<unknown>) => {
+  try {
+    await p
+    return null
+  } catch (err) {
+    return err instanceof ProblemError ? { code: err.code, status: err.status, headers: err.headers } : { code: String(err) }
+  }
+}
+
+t.test('the deadline extension is built', async (t) => {
+  t.ok(deadlineExtension(), 'dist/native/deadline.so (scripts/build-if-stale.mjs)')
+})
+
+t.test('a read past its budget is stopped inside SQLite; the thread answers the next read', async (t) => {
+  const { readers, count } = pool(t, { deadlineMs: 1000 })
+  t.equal(await count('a', 1000), 1000)
+  const t0 = performance.now()
+  // About a minute of work if nothing stopped it.
+  const late = await refusal(count('a', 300_000_000))
+  const took = performance.now() - t0
+  t.same(late && { code: late.code, status: late.status }, { code: 'query-too-costly', status: 422 })
+  t.ok(took < 1800, `answered at the budget (${Math.round(took)} ms), not at the thread's end`)
+  // The interrupt came from inside SQLite: the same thread is free at once (no new thread).
+  const t1 = performance.now()
+  t.equal(await count('a', 1000), 1000)
+  t.ok(performance.now() - t1 < 500, 'the next read is answered at once')
+  t.equal(readers.stats().interrupted, 1)
+})
+
+t.test('the event loop answers while a thread reads', async (t) => {
+  const { count } = pool(t, { deadlineMs: 5000 })
+  const read = count('a', 5_000_000)
+  let ticks = 0
+  let worst = 0
+  let last = performance.now()
+  const timer = setInterval(() => {
+    const now = performance.now()
+    worst = Math.max(worst, now - last)
+    last = now
+    ticks++
+  }, 5)
+  await read
+  clearInterval(timer)
+  t.ok(ticks > 10, `the loop turned ${ticks} times during the read`)
+  t.ok(worst < 200, `its longest pause was ${Math.round(worst)} ms`)
+})
+
+t.test('each credential has its share of reads running or waiting', async (t) => {
+  const { readers, count } = pool(t, { threads: 2, perCredential: 1, deadlineMs: 3000 })
+  const first = count('alice', 3_000_000)
+  const again = await refusal(count('alice', 1000))
+  t.equal(again?.code, 'expensive-in-flight')
+  t.equal(again?.status, 429)
+  t.same(again?.headers, { 'retry-after': '1' })
+  t.equal(await count('bob', 1000), 1000, 'another credential reads meanwhile')
+  await first
+  t.equal(await count('alice', 1000), 1000, 'once answered, the credential reads again')
+  t.equal(readers.stats().refusedCredential, 1)
+})
+
+t.test('the queue is bounded; a waiting read runs once a thread frees', async (t) => {
+  const { count } = pool(t, { threads: 1, queue: 1, perCredential: 5, deadlineMs: 3000 })
+  t.equal(await count('a', 10), 10, 'the thread is started')
+  const running = count('a', 2_000_000)
+  const waiting = count('b', 1000)
+  const full = await refusal(count('c', 1000))
+  t.equal(full?.code, 'readers-busy')
+  t.equal(full?.status, 503)
+  t.same(full?.headers, { 'retry-after': '1' })
+  t.equal(await running, 2_000_000)
+  t.equal(await waiting, 1000)
+})
+
+t.test('a closing pool refuses what waits', async (t) => {
+  const { readers, count } = pool(t, { threads: 1, queue: 2, perCredential: 5, deadlineMs: 2000 })
+  const running = refusal(count('a', 5_000_000))
+  const waiting = refusal(count('b', 1000))
+  await new Promise((r) => setTimeout(r, 50))
+  const closed = readers.close()
+  t.equal((await waiting)?.code, 'not-ready')
+  await running
+  await closed
+})
+
+t.test("asset discovery is read in the reader threads, under the caller's share", async (t) => {
+  const app = await build(t, { PRIME_READER_THREADS: '1' })
+  const token = await login(app)
+  const res = await call(app, token, { method: 'GET', url: '/prime/webui/transformerDataApi/assets?PageSize=10' })
+  t.equal(res.statusCode, 200, res.body)
+  t.equal(app.readers.stats().done, 1)
+  const graph = await call(app, token, { method: 'POST', url: '/sepio-data', payload: { query: '{ conditionalTable(query: {}, pagination: {pageNumber: 1, pageSize: 5}) { recordsFiltered } }' } })
+  t.equal(graph.statusCode, 200, graph.body)
+  t.equal(app.readers.stats().done, 2)
+})
