@@ -2,7 +2,7 @@
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
 import { agentConditions, renderConditions, soleField, type AgentFilter, type AgentSearch, type Conditions } from './filters.js'
-import { STREAM_CHUNK_CHARS, choosePlan, firstColumn, objectRows, orderBy, statementCache, type Plan, type RowReader, type Sort } from './sql.js'
+import { STREAM_CHUNK_CHARS, choosePlan, firstColumn, objectRows, orderBy, plannedRead, statementCache, type Plan, type PlannedRead, type RowReader, type Sort } from './sql.js'
 import type { AgentSet } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 
@@ -340,6 +340,13 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
     page(f: AgentFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; json: string } {
       const { total: all, filtered, rows } = list(f, sort, limit, offset)
       return { total: all, filtered, json: views(rows) }
+    },
+
+    /** A large page's counts, and the statement of its ids in order (null when it has none), for a reader thread. */
+    pageIdsRead(f: AgentFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; read: PlannedRead | null } {
+      const planned = plannedRead()
+      const { total: all, filtered } = readPage<never>(f, sort, limit, offset, 'a.id', planned.rows)
+      return { total: all, filtered, read: planned.read() }
     },
 
     /** A large page as the ids of its agents in order (8 bytes an agent), with the counts. */

@@ -3,7 +3,22 @@
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
 import { agentContains, agentConditions, renderConditions, soleField, type AgentSearch, type Conditions, type PeripheralFilter } from './filters.js'
-import { STREAM_CHUNK_CHARS, choosePlan, contains, firstColumn, objectRows, orderBy, statementCache, trigramTerm, type Condition, type Plan, type RowReader, type Sort } from './sql.js'
+import {
+  STREAM_CHUNK_CHARS,
+  choosePlan,
+  contains,
+  firstColumn,
+  objectRows,
+  orderBy,
+  plannedRead,
+  statementCache,
+  trigramTerm,
+  type Condition,
+  type Plan,
+  type PlannedRead,
+  type RowReader,
+  type Sort,
+} from './sql.js'
 import { VIEW_CHUNK_ROWS } from './agents.js'
 import { idsOf } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
@@ -259,6 +274,13 @@ export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search:
       const read = () => readPage<PeripheralListRow>(f, sort, limit, offset, COLUMNS)
       if (limit > 200) return read()
       return answers.answer(JSON.stringify([f, sort, limit, offset]), read, (ids) => objectRows<PeripheralListRow>(byIds, JSON.stringify(ids)))
+    },
+
+    /** A large page's counts, and the statement of its ids in order (null when it has none), for a reader thread. */
+    pageIdsRead(f: PeripheralFilter, sort: Sort, limit: number, offset: number): { total: number; filtered: number; read: PlannedRead | null } {
+      const planned = plannedRead()
+      const { total: all, filtered } = readPage<never>(f, sort, limit, offset, 'p.id', planned.rows)
+      return { total: all, filtered, read: planned.read() }
     },
 
     /** A large page as the ids of its peripherals in order (8 bytes a peripheral), with the counts. */

@@ -4,11 +4,18 @@
 // a repository method; its arguments and answer cross the thread boundary by structured clone.
 import type { DB } from './index.js'
 import { assetsRepo, type AssetQuery, type AssetSort } from './assets.js'
+import { statementCache } from './sql.js'
 
 export function readTasks(db: DB) {
   // Made on the first task that needs it: a thread prepares only what it is asked for.
   let assets: ReturnType<typeof assetsRepo> | undefined
+  const cached = statementCache(db, 32)
   return {
+    /** The first column of a statement planned on the server's connection (a large page's ids in order: db/sql.ts plannedRead). */
+    column: (sql: string, params: unknown[]) =>
+      cached(sql)
+        .pluck()
+        .all(...params) as number[],
     /** An asset discovery page (db/assets.ts `page`). */
     assetsPage: (q: AssetQuery, sort: AssetSort, limit: number, offset: number) => (assets ??= assetsRepo(db)).page(q, sort, limit, offset),
   }

@@ -91,6 +91,28 @@ export function firstColumn<V>(statement: Database.Statement, ...params: unknown
   }
 }
 
+/** A read's statement as its text and parameters, to be run on another connection (a reader thread's). */
+export interface PlannedRead {
+  sql: string
+  params: unknown[]
+}
+
+/**
+ * A row reader that reads nothing: it keeps the statement's text and parameters (`read()`),
+ * so that a page planned on the server's connection (its counts, the in-memory searches'
+ * matches) is read by a reader thread. Its rows are none.
+ */
+export function plannedRead(): { rows: RowReader<never>; read: () => PlannedRead | null } {
+  let planned: PlannedRead | null = null
+  return {
+    rows: (statement, ...params) => {
+      planned = { sql: statement.source, params }
+      return []
+    },
+    read: () => planned,
+  }
+}
+
 /**
  * Characters of JSON text in a chunk of a streamed page (a row more at most). V8 puts a
  * string of more than 128 KB straight into the old generation, where it stays until a full

@@ -39,7 +39,9 @@ export interface paths {
          *
          *     `recordsTotal` counts every agent, `recordsFiltered` those matching the filters.
          *     `PageSize` is at most 1000000 (above it: 400); pages of more than 10000 agents are
-         *     streamed.
+         *     streamed. Such a page's agents are found and put in order in a reader thread, off
+         *     the event loop, under the read budget and the caller's share (see `getAssets`: 422,
+         *     429, 503).
          */
         get: operations["getAgents"];
         put?: never;
@@ -731,6 +733,10 @@ export interface paths {
          *     **GlobalSearch** matches (contains) any of `hostIdentifier`, `hostIp`, `deviceID`,
          *     `description`, `manufacturer`, `caption`, `guiVid`, `guiPid`, `serialNumber`,
          *     `vulnerability` and `hashtags`.
+         *
+         *     Pages of more than 10000 peripherals are streamed; their peripherals are found and
+         *     put in order in a reader thread, off the event loop, under the read budget and the
+         *     caller's share (see `getAssets`: 422, 429, 503).
          */
         get: operations["getPeripherals"];
         put?: never;
@@ -7741,9 +7747,11 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             406: components["responses"]["NotAcceptable"];
+            422: components["responses"]["QueryTooCostly"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ReadersBusy"];
         };
     };
     getAgent: {
@@ -9733,9 +9741,11 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             406: components["responses"]["NotAcceptable"];
+            422: components["responses"]["QueryTooCostly"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ReadersBusy"];
         };
     };
     peripheralsCommand: {

@@ -26,12 +26,20 @@ import { vault } from './vault.js'
 import { reportService } from './reports/service.js'
 import { systemService } from './system/service.js'
 import fs from 'node:fs'
+import type { PlannedRead } from '../db/sql.js'
 
 export function createServices(app: FastifyInstance) {
   const { config, repos } = app
   const uow = repos.uow
   const audit: AuditTrail = auditTrail(auditDeps(app), uow)
   const mail = { mailer: app.mailer, publicUrl: config.publicUrl }
+  /** A large page's ids: planned on the server's connection, read in a reader thread under the read budget. */
+  const idsInThread =
+    <A extends unknown[]>(plan: (...args: A) => { total: number; filtered: number; read: PlannedRead | null }) =>
+    async (...args: A) => {
+      const { total, filtered, read } = plan(...args)
+      return { total, filtered, ids: read ? await app.readers.run('column', [read.sql, read.params]) : [] }
+    }
   return {
     uow,
     audit,
@@ -132,8 +140,9 @@ export function createServices(app: FastifyInstance) {
       walSizeBytes: () => (fs.existsSync(`${config.dbFile}-wal`) ? fs.statSync(`${config.dbFile}-wal`).size : 0),
     }),
     agents: agentService({
-      agents: asyncPort(repos.agents, uow),
-      peripherals: asyncPort(repos.peripherals, uow),
+      // A large page's ids are planned here (counts, in-memory searches) and read in a reader thread.
+      agents: { ...asyncPort(repos.agents, uow), pageIds: idsInThread(repos.agents.pageIdsRead) },
+      peripherals: { ...asyncPort(repos.peripherals, uow), pageIds: idsInThread(repos.peripherals.pageIdsRead) },
       commands: asyncPort(repos.commands, uow),
       agentState: asyncPort(repos.agentState, uow),
       reEnrollments: asyncPort(repos.gateway, uow),

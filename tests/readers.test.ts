@@ -9,6 +9,7 @@ import { openDatabase } from '../db/index.js'
 import { deadlineExtension, readerPool, readerScope, type ReaderSettings } from '../lib/platform/readers.js'
 import { ProblemError } from '../lib/errors.js'
 import { build, call, login } from './helpers.js'
+import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
 
 const SLOW = new URL(`./fixtures/slow-reader.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url).href
 
@@ -126,4 +127,34 @@ t.test("asset discovery is read in the reader threads, under the caller's share"
   const graph = await call(app, token, { method: 'POST', url: '/sepio-data', payload: { query: '{ conditionalTable(query: {}, pagination: {pageNumber: 1, pageSize: 5}) { recordsFiltered } }' } })
   t.equal(graph.statusCode, 200, graph.body)
   t.equal(app.readers.stats().done, 2)
+})
+
+t.test('a streamed page is found and ordered in a reader thread, as the event loop would', async (t) => {
+  const app = await build(t, { PRIME_READER_THREADS: '1' })
+  const token = await login(app)
+  app.db.transaction(() => {
+    for (let i = 0; i < 20; i++) {
+      const a = insertAgent(app, { host_identifier: `HOST-${String(i).padStart(3, '0')}` })
+      for (let j = 0; j < 600; j++) insertPeripheral(app, a.id, { device_id: `USB\\VID_046D&PID_C077\\${i}-${j}`, vid: '046D', pid: 'C077' })
+    }
+  })()
+  const res = await call(app, token, { method: 'GET', url: '/prime/webui/peripherals?PageSize=12000&sortBy=deviceID_desc&GlobalSearch=HOST-01' })
+  t.equal(res.statusCode, 200)
+  const ids = res.json().data.map((p: { deviceID: string }) => p.deviceID)
+  t.equal(ids.length, 6000, 'the agents HOST-010 to HOST-019')
+  const agents = await call(app, token, { method: 'GET', url: '/prime/webui/agents?PageSize=20000&SortBy=hostIdentifier_desc' })
+  t.same(
+    agents.json().data.map((a: { hostIdentifier: string }) => a.hostIdentifier),
+    Array.from({ length: 20 }, (_, i) => `HOST-${String(19 - i).padStart(3, '0')}`),
+  )
+  t.equal(app.readers.stats().done, 2, 'both pages were read in the thread')
+  // The same page read on the server's connection.
+  const filter = { globalSearch: 'HOST-01' } as never
+  const here = app.repos.peripherals.pageIds(filter, { field: 'deviceID', direction: 'desc' } as never, 12000, 0)
+  const byId = new Map((app.db.prepare('SELECT id, device_id FROM peripherals').all() as { id: number; device_id: string }[]).map((r) => [r.id, r.device_id]))
+  t.same(
+    ids,
+    here.ids.map((id) => byId.get(id)),
+    'in the same order as read on the event loop',
+  )
 })

@@ -10,6 +10,7 @@ import { ISSUER, tokenService } from '../auth.js'
 import { createMailer } from '../mail.js'
 import { createServices } from '../services.js'
 import { readerPool } from './readers.js'
+import { readTasks } from '../../db/read-tasks.js'
 
 export interface AppParts {
   config: Config
@@ -41,7 +42,7 @@ export function decorateApp(app: FastifyInstance, { config, db, repos, spec, ops
       cacheMb: config.dbCacheMb,
       settings: config.readers,
       // With no threads, the reads run on the server's own repositories.
-      local: { assetsPage: repos.assets.page },
+      local: { ...readTasks(db), assetsPage: repos.assets.page },
       onWarn: (msg) => app.log.warn(msg),
     }),
   )
