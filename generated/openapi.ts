@@ -7038,7 +7038,7 @@ export interface components {
              */
             outcome: "Succeeded" | "Failed" | "Refused";
             assetReference: components["schemas"]["AssetReference"];
-            /** @description The request that wrote the record: the `x-request-id` its answer carried (a caller's own when it sent a valid one) and the `reqId` of its log line. Null for records the service writes itself and for records written before this field existed. */
+            /** @description The request that wrote the record: the `x-request-id` its answer carried (a trusted proxy's own when it sent one of the form of a request id; see "Request ids") and the `reqId` of its log line. Null for records the service writes itself and for records written before this field existed. */
             requestId: string | null;
         };
     };
