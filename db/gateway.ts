@@ -252,6 +252,8 @@ export interface CommandRow {
 /** A re-enrollment awaiting an Administrator's approval. */
 export interface HeldReEnrollment {
   agent_id: number
+  /** A random UUID, new with each enrollment held (a replacement gets its own). */
+  id: string
   credential_hash: string
   host_identifier: string
   source_ip: string | null
@@ -454,9 +456,9 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   const byMachineId = db.prepare<[string], { id: number; uuid: string; credential_hash: string | null }>('SELECT id, uuid, credential_hash FROM agents WHERE machine_id = ?')
   const byUuid = db.prepare<[string], AgentRow>('SELECT * FROM agents WHERE uuid = ?')
   const hold = db.prepare(
-    `INSERT INTO agent_reenrollments (agent_id, credential_hash, host_identifier, source_ip, requested_ms)
-     VALUES (@agentId, @credentialHash, @hostIdentifier, @sourceIp, @requestedMs)
-     ON CONFLICT (agent_id) DO UPDATE SET credential_hash = excluded.credential_hash, host_identifier = excluded.host_identifier,
+    `INSERT INTO agent_reenrollments (agent_id, id, credential_hash, host_identifier, source_ip, requested_ms)
+     VALUES (@agentId, @id, @credentialHash, @hostIdentifier, @sourceIp, @requestedMs)
+     ON CONFLICT (agent_id) DO UPDATE SET id = excluded.id, credential_hash = excluded.credential_hash, host_identifier = excluded.host_identifier,
        source_ip = excluded.source_ip, requested_ms = excluded.requested_ms`,
   )
   const held = db.prepare<[number], HeldReEnrollment>('SELECT * FROM agent_reenrollments WHERE agent_id = ?')
@@ -741,7 +743,7 @@ export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
     byMachineId: (machineId: string) => byMachineId.get(machineId),
     agentByUuid: (uuid: string) => byUuid.get(uuid.toLowerCase()),
     /** Keeps a re-enrollment aside for an Administrator (the latest per agent). */
-    holdReEnrollment: (h: { agentId: number; credentialHash: string; hostIdentifier: string; sourceIp: string | null; requestedMs: number }) => hold.run(h),
+    holdReEnrollment: (h: { agentId: number; id: string; credentialHash: string; hostIdentifier: string; sourceIp: string | null; requestedMs: number }) => hold.run(h),
     heldReEnrollment: (agentId: number) => held.get(agentId),
     heldReEnrollmentByCredential: (hash: string) => heldByCredential.get(hash),
     dropReEnrollment: (agentId: number) => dropHeld.run(agentId),

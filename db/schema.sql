@@ -1,4 +1,4 @@
--- The schema after every migration of db/migrations (schema version 36).
+-- The schema after every migration of db/migrations (schema version 37).
 -- Written by `npm run schema` (scripts/schema.ts); do not edit: change a migration and run it again.
 
 CREATE TABLE agent_commands (
@@ -31,8 +31,9 @@ CREATE TABLE agent_errors (
   message TEXT NOT NULL
 );
 
-CREATE TABLE agent_reenrollments (
+CREATE TABLE "agent_reenrollments" (
   agent_id INTEGER PRIMARY KEY REFERENCES agents (id) ON DELETE CASCADE,
+  id TEXT NOT NULL UNIQUE,                         -- a random UUID
   credential_hash TEXT NOT NULL UNIQUE,
   host_identifier TEXT NOT NULL,
   source_ip TEXT,

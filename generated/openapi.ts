@@ -95,6 +95,14 @@ export interface paths {
          *     the event `0x310004` is recorded), as for an agent reinstalled on the same host.
          *     `Reject`: it is dropped, and the agent keeps its credential. Either way it is
          *     audited. 404 when the agent is unknown or has nothing held.
+         *
+         *     A later enrollment of the same machine replaces the one held, with a new
+         *     `reEnrollmentId`. The decision names the `reEnrollmentId` of the request the
+         *     Administrator reviewed (`pendingReEnrollment.reEnrollmentId` of the agent detail);
+         *     when the request held now has another id (it was replaced, or decided and a new one
+         *     arrived), the answer is 409 (`urn:prime:problem:reenrollment-replaced`, naming the
+         *     request held now), nothing is decided, and the Administrator reviews again. A
+         *     decision is taken once: the request it decides is gone afterwards.
          */
         post: operations["decideAgentReEnrollment"];
         delete?: never;
@@ -3451,6 +3459,11 @@ export interface components {
             machineId: string;
             /** @description A re-enrollment held for an Administrator's approval (`agents/agent/{agentId}/reenrollment`), or null. */
             pendingReEnrollment: {
+                /**
+                 * Format: uuid
+                 * @description The held request's id, new when a later enrollment replaces it: a decision names it.
+                 */
+                reEnrollmentId: string;
                 /** Format: date-time */
                 requestedTime: string;
                 /** @description The host name the enrollment reported. */
@@ -4139,6 +4152,11 @@ export interface components {
              * @enum {string}
              */
             decision: "Approve" | "Reject";
+            /**
+             * Format: uuid
+             * @description The id of the held request reviewed (`pendingReEnrollment.reEnrollmentId`). When the request held now has another id, 409 and nothing is decided.
+             */
+            reEnrollmentId: string;
         };
         AgentReEnrollmentDecision: {
             /**
@@ -4148,6 +4166,11 @@ export interface components {
             uuid: string;
             /** @enum {string} */
             decision: "Approve" | "Reject";
+            /**
+             * Format: uuid
+             * @description The held request decided.
+             */
+            reEnrollmentId: string;
             /**
              * Format: date-time
              * @description When the held enrollment arrived.
@@ -7033,7 +7056,7 @@ export interface components {
              */
             outcome: "Succeeded" | "Failed" | "Refused";
             assetReference: components["schemas"]["AssetReference"];
-            /** @description The request that wrote the record: the `x-request-id` its answer carried (a caller's own when it sent a valid one) and the `reqId` of its log line. Null for records the service writes itself and for records written before this field existed. */
+            /** @description The request that wrote the record: the `x-request-id` its answer carried (a trusted proxy's own when it sent one of the form of a request id; see "Request ids") and the `reqId` of its log line. Null for records the service writes itself and for records written before this field existed. */
             requestId: string | null;
         };
     };
@@ -7940,7 +7963,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "decision": "Approve"
+                 *       "decision": "Approve",
+                 *       "reEnrollmentId": "9b1d3c2e-5f4a-4e8b-a7c6-0d2e1f3a4b5c"
                  *     }
                  */
                 "application/json": components["schemas"]["AgentReEnrollmentDecisionRequest"];
@@ -7963,6 +7987,7 @@ export interface operations {
                      * @example {
                      *       "uuid": "3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23",
                      *       "decision": "Approve",
+                     *       "reEnrollmentId": "9b1d3c2e-5f4a-4e8b-a7c6-0d2e1f3a4b5c",
                      *       "requestedTime": "2025-01-01T11:58:00.000Z",
                      *       "hostIdentifier": "DESKTOP-9LR722S",
                      *       "sourceIp": "192.168.100.128",
@@ -7980,6 +8005,29 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             406: components["responses"]["NotAcceptable"];
+            /** @description The request held now is not the one named (`reEnrollmentId`); nothing was decided. */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "type": "urn:prime:problem:reenrollment-replaced",
+                     *       "title": "Held re-enrollment replaced",
+                     *       "status": 409,
+                     *       "detail": "The re-enrollment 9b1d3c2e-5f4a-4e8b-a7c6-0d2e1f3a4b5c of agent DESKTOP-9LR722S is no longer the one held: a later enrollment (reported host name \"SEC2-HOST\", from 203.0.113.9, at 2025-01-01T11:59:00.000Z) replaced it. Nothing was decided; review the agent's pendingReEnrollment again.",
+                     *       "instance": "/prime/webui/agents/agent/3f2b6c1e-8d4a-4b7e-9c21-5a0f7e9d1b23/reenrollment",
+                     *       "requestId": "4f7c1a2e-9b3d-4c5e-8f6a-1b2c3d4e5f60",
+                     *       "code": "reenrollment-replaced"
+                     *     }
+                     */
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];

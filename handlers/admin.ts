@@ -39,7 +39,7 @@ export const adminHandlers: Handlers<
   async getProfile(req) {
     const principal = req.principal!
     const allowed = [...req.server.contract.operations.values()]
-      .filter((op) => op.access.kind === 'public' || (op.access.kind === 'user' && op.access.minProfile <= principal.profile))
+      .filter((op) => op.access.kind === 'public' || (op.access.kind === 'user' && op.access.minProfile <= principal.profile && !(op.noIntegrationToken && principal.kind === 'integration')))
       .map((op) => op.operationId)
     return {
       userName: principal.name,

@@ -20,6 +20,6 @@ export const gatewayHandlers: Handlers<'enrollAgent' | 'agentCheckIn' | 'reportC
   },
 
   async decideAgentReEnrollment(req) {
-    return req.server.services.gateway.decideReEnrollment(contextOf(req), req.params.agentId, req.body.decision)
+    return req.server.services.gateway.decideReEnrollment(contextOf(req), req.params.agentId, req.body.decision, req.body.reEnrollmentId)
   },
 }

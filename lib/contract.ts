@@ -43,6 +43,11 @@ export interface Operation {
    * threads under a time budget, counted against the caller's share (lib/platform/readers.ts).
    */
   expensive: boolean
+  /**
+   * `x-no-integration-token`: it manages accounts or tokens, so an integration token is
+   * refused (403) whatever its profile; only an account's session may call it.
+   */
+  noIntegrationToken: boolean
 }
 
 export const RATE_LIMITS = ['login'] as const
@@ -184,6 +189,15 @@ function access(op: Json, spec: Json, id: string): Access {
   return { kind: 'user', minProfile: profiles[min as ProfileName] }
 }
 
+/** `x-no-integration-token`: true, or absent; only on operations a user's bearer token calls. */
+function noIntegrationToken(op: Json, spec: Json, id: string): boolean {
+  const v = op['x-no-integration-token']
+  if (v === undefined) return false
+  if (v !== true) throw new Error(`${id}: x-no-integration-token must be true when present, not ${v}`)
+  if (access(op, spec, id).kind !== 'user') throw new Error(`${id}: x-no-integration-token applies only to operations of the bearerAuth scheme`)
+  return true
+}
+
 export function operations(spec: Json): Map<string, Operation> {
   const out = new Map<string, Operation>()
   const pathOf = new Map<string, string>()
@@ -211,6 +225,7 @@ export function operations(spec: Json): Map<string, Operation> {
         rateLimit: named(op, id, 'x-rate-limit', RATE_LIMITS),
         gatewayLimit: named(op, id, 'x-gateway-limit', GATEWAY_LIMITS),
         expensive: op['x-expensive'] === true,
+        noIntegrationToken: noIntegrationToken(op, spec, id),
       })
     }
   }

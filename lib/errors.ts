@@ -14,6 +14,7 @@ export const catalogue = {
   'request-timeout': { status: 408, title: 'Request not received in time' },
   conflict: { status: 409, title: 'Conflict' },
   'poller-deactivated': { status: 409, title: 'Worker poller deactivated' },
+  'reenrollment-replaced': { status: 409, title: 'Held re-enrollment replaced' },
   'payload-too-large': { status: 413, title: 'Request body too large' },
   'uri-too-long': { status: 414, title: 'Path parameter too long' },
   'unsupported-media-type': { status: 415, title: 'Unsupported media type' },

@@ -121,14 +121,35 @@ class LazyChild {
   silent() {}
 }
 
+/** The longest part of a caller's refused `x-request-id` a request line keeps. */
+const CLIENT_REQUEST_ID_CHARS = 128
+
+/**
+ * The `x-request-id` a caller sent that the server did not take as the request's id (not
+ * from a trusted proxy, or not of the form of one), cut to 128 characters; else undefined.
+ */
+export function clientRequestId(req: FastifyRequest): string | undefined {
+  const given = req.headers['x-request-id']
+  if (given === undefined || given === req.id) return undefined
+  const text = Array.isArray(given) ? given.join(', ') : given
+  return text.slice(0, CLIENT_REQUEST_ID_CHARS)
+}
+
 /** What a request line says besides the request id. */
 function requestFields(req: FastifyRequest, reply: FastifyReply) {
-  return { method: req.method, url: req.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10, user: req.principal?.name }
+  return {
+    method: req.method,
+    url: req.url,
+    statusCode: reply.statusCode,
+    ms: Math.round(reply.elapsedTime * 10) / 10,
+    user: req.principal?.name,
+    clientRequestId: clientRequestId(req),
+  }
 }
 
 /**
  * Writes a request's line: `{"level":30,"time":…,"pid":…,"hostname":…,"reqId":…,"method":…,
- * "url":…,"statusCode":…,"ms":…,"user":…,"msg":"request"}`. With a pino logger in its
+ * "url":…,"statusCode":…,"ms":…,"user":…,"clientRequestId":…,"msg":"request"}`. With a pino logger in its
  * default format it is put together here from the logger's own pieces (level label, time,
  * base bindings, stream), the same line pino's generic path writes at several times the cost;
  * any other logger gets it through `req.log.info`.
@@ -143,9 +164,11 @@ export function requestLineWriter(log: FastifyBaseLogger): (req: FastifyRequest,
   return (req, reply) => {
     if (!(log as unknown as pino.Logger).isLevelEnabled('info')) return
     const user = req.principal?.name
+    const client = clientRequestId(req)
     stream.write(
       `${l[lsCacheSym][info]}${l[timeSym]()}${l[chindingsSym]},"reqId":${JSON.stringify(req.id)},"method":${JSON.stringify(req.method)},"url":${JSON.stringify(req.url)}` +
-        `,"statusCode":${reply.statusCode},"ms":${Math.round(reply.elapsedTime * 10) / 10}${user === undefined ? '' : `,"user":${JSON.stringify(user)}`},"msg":"request"${l[endSym]}`,
+        `,"statusCode":${reply.statusCode},"ms":${Math.round(reply.elapsedTime * 10) / 10}${user === undefined ? '' : `,"user":${JSON.stringify(user)}`}` +
+        `${client === undefined ? '' : `,"clientRequestId":${JSON.stringify(client)}`},"msg":"request"${l[endSym]}`,
     )
   }
 }

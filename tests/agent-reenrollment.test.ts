@@ -16,8 +16,11 @@ const enrollAs = (app: FastifyInstance, extra: Record<string, unknown> = {}, rem
     remoteAddress,
     payload: { enrollmentSecret: ENROLLMENT_SECRET, machineId: MACHINE.toLowerCase(), hostIdentifier: 'IMPOSTOR', ...extra },
   })
-const decide = (app: FastifyInstance, token: string, uuid: string, decision: string) =>
-  call(app, token, { method: 'POST', url: `/prime/webui/agents/agent/${uuid}/reenrollment`, payload: { decision } })
+const decide = (app: FastifyInstance, token: string, uuid: string, decision: string, reEnrollmentId: string) =>
+  call(app, token, { method: 'POST', url: `/prime/webui/agents/agent/${uuid}/reenrollment`, payload: { decision, reEnrollmentId } })
+/** The held request's id, as an Administrator reviewing the agent detail sees it. */
+const heldId = async (app: FastifyInstance, token: string, uuid: string): Promise<string> =>
+  (await call(app, token, { url: `/prime/webui/agents/agent/${uuid}` })).json().pendingReEnrollment.reEnrollmentId
 const rows = (app: FastifyInstance, sql: string, ...args: unknown[]) => app.db.prepare(sql).all(...args) as Record<string, any>[]
 
 t.test('the secret and a known machine id alone do not take an enrolled agent over', async (t) => {
@@ -77,12 +80,14 @@ t.test('an Administrator approves a held re-enrollment: the new credential works
   // A reinstalled agent lost its credential.
   const reinstalled = (await enrollAs(app, { hostIdentifier: 'DESKTOP-9LR722S' })).json()
 
-  t.equal((await decide(app, manager, real.uuid, 'Approve')).statusCode, 403, 'a Manager may not decide')
-  t.equal((await decide(app, admin, real.uuid, 'Maybe')).statusCode, 400)
-  t.equal((await decide(app, admin, '00000000-0000-4000-8000-000000000000', 'Approve')).statusCode, 404)
-  const res = await decide(app, admin, real.uuid, 'Approve')
+  const id = await heldId(app, admin, real.uuid)
+  t.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/, 'the held request has an id')
+  t.equal((await decide(app, manager, real.uuid, 'Approve', id)).statusCode, 403, 'a Manager may not decide')
+  t.equal((await decide(app, admin, real.uuid, 'Maybe', id)).statusCode, 400)
+  t.equal((await decide(app, admin, '00000000-0000-4000-8000-000000000000', 'Approve', id)).statusCode, 404)
+  const res = await decide(app, admin, real.uuid, 'Approve', id)
   t.equal(res.statusCode, 200, res.body)
-  t.match(res.json(), { uuid: real.uuid, decision: 'Approve', hostIdentifier: 'DESKTOP-9LR722S', sourceIp: '203.0.113.9' })
+  t.match(res.json(), { uuid: real.uuid, decision: 'Approve', reEnrollmentId: id, hostIdentifier: 'DESKTOP-9LR722S', sourceIp: '203.0.113.9' })
 
   t.equal((await checkIn(app, reinstalled.credential, hostState([mouse]))).statusCode, 200, 'the approved credential works')
   t.equal((await checkIn(app, real.credential, hostState([mouse]))).statusCode, 401, 'the old one stops')
@@ -90,7 +95,7 @@ t.test('an Administrator approves a held re-enrollment: the new credential works
   t.match(record, { user_name: 'admin', outcome: 'Succeeded', asset_key: real.uuid })
   t.match(record.description, /Approved the re-enrollment/)
   t.equal(rows(app, 'SELECT * FROM agent_reenrollments').length, 0)
-  t.equal((await decide(app, admin, real.uuid, 'Approve')).statusCode, 404, 'nothing is held any more')
+  t.equal((await decide(app, admin, real.uuid, 'Approve', id)).statusCode, 404, 'nothing is held any more')
 })
 
 t.test('a rejected re-enrollment is dropped; the agent keeps its credential', async (t) => {
@@ -98,7 +103,7 @@ t.test('a rejected re-enrollment is dropped; the agent keeps its credential', as
   const admin = await login(app)
   const real = await enroll(app, MACHINE)
   const held = (await enrollAs(app)).json()
-  const res = await decide(app, admin, real.uuid, 'Reject')
+  const res = await decide(app, admin, real.uuid, 'Reject', await heldId(app, admin, real.uuid))
   t.equal(res.statusCode, 200, res.body)
   const refused = await checkIn(app, held.credential, hostState([]))
   t.equal(refused.statusCode, 401)
@@ -118,4 +123,43 @@ t.test('the agent proving its current credential is rotated at once', async (t) 
   t.equal(rows(app, `SELECT * FROM events WHERE event_code = '0x310006'`).length, 0, 'no alarm for the agent itself')
   const record = rows(app, `SELECT details FROM audit_trail WHERE operation_id = 'enrollAgent' ORDER BY id DESC LIMIT 1`)[0]
   t.notOk(record.details.includes(real.credential), 'the credential presented is not recorded')
+})
+
+t.test('a decision is tied to the held request reviewed: a replacement meanwhile is not approved in its place', async (t) => {
+  const app = await build(t, gatewayEnv)
+  const admin = await login(app)
+  const real = await enroll(app, MACHINE)
+  const reviewed = (await enrollAs(app, { hostIdentifier: 'SEC2-HOST' })).json()
+  const detail = (await call(app, admin, { url: `/prime/webui/agents/agent/${real.uuid}` })).json()
+  t.match(detail.pendingReEnrollment, { hostIdentifier: 'SEC2-HOST', reEnrollmentId: String })
+  const reviewedId = detail.pendingReEnrollment.reEnrollmentId as string
+  const heldAudit = rows(app, `SELECT details FROM audit_trail WHERE operation_id = 'enrollAgent' ORDER BY id DESC LIMIT 1`)[0]
+  t.equal(JSON.parse(heldAudit.details).reEnrollmentId, reviewedId, 'the audit record of the hold names the id')
+
+  // While the Administrator looks, another enrollment of the machine replaces the held one.
+  const attacker = (await enrollAs(app, { hostIdentifier: 'ATTACKER' }, '198.51.100.66')).json()
+  const replacedId = await heldId(app, admin, real.uuid)
+  t.not(replacedId, reviewedId, 'the replacement has an id of its own')
+
+  const before = rows(app, 'SELECT * FROM agent_reenrollments')
+  const refused = await decide(app, admin, real.uuid, 'Approve', reviewedId)
+  t.equal(refused.statusCode, 409, refused.body)
+  t.match(refused.json(), { type: 'urn:prime:problem:reenrollment-replaced', code: 'reenrollment-replaced', status: 409 })
+  t.match(refused.json().detail, /no longer the one held: a later enrollment \(reported host name "ATTACKER", from 198\.51\.100\.66/)
+  t.same(rows(app, 'SELECT * FROM agent_reenrollments'), before, 'nothing decided: the replacement is still held, as it was')
+  t.equal((await checkIn(app, attacker.credential, hostState([]))).statusCode, 401, "the attacker's credential was not approved")
+  t.equal((await checkIn(app, reviewed.credential, hostState([]))).statusCode, 401, 'the reviewed one was replaced')
+  t.equal((await checkIn(app, real.credential, hostState([mouse]))).statusCode, 200, 'the agent keeps its credential')
+  const record = rows(app, `SELECT * FROM audit_trail WHERE operation_id = 'decideAgentReEnrollment' ORDER BY id DESC LIMIT 1`)[0]
+  t.equal(record.outcome, 'Failed', 'the refused decision is audited as failed')
+
+  const missing = await call(app, admin, { method: 'POST', url: `/prime/webui/agents/agent/${real.uuid}/reenrollment`, payload: { decision: 'Approve' } })
+  t.equal(missing.statusCode, 400, 'a decision names the request it decides')
+  t.match(missing.body, /reEnrollmentId/)
+
+  // Reviewed again, the replacement is rejected; two decisions at once: one wins, the other finds nothing.
+  const [a, b] = await Promise.all([decide(app, admin, real.uuid, 'Reject', replacedId), decide(app, admin, real.uuid, 'Approve', replacedId)])
+  t.same([a.statusCode, b.statusCode].sort(), [200, 404], 'single use, race-free')
+  t.equal((await checkIn(app, attacker.credential, hostState([]))).statusCode, 401, 'rejected')
+  t.equal((await checkIn(app, real.credential, hostState([mouse]))).statusCode, 200)
 })

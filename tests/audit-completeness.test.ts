@@ -26,6 +26,8 @@ const env = {
   PRIME_LOCKOUT_THRESHOLD: '1000',
   // Webhook URLs in bodies point here, so that a destination can be saved and its secrets reach the handler.
   PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1',
+  // Requests arrive as through a proxy that names each (x-request-id), so a record's id is the one sent.
+  PRIME_TRUST_PROXY: 'true',
 }
 /** A documentation address: recorded as given, so the record cannot have it from a default. */
 const SOURCE_IP = '198.51.100.23'
@@ -444,7 +446,7 @@ t.test('refused requests and reads, on one app', async (t) => {
       for (const [how, authorization] of attempts) {
         const before = lastId(app)
         const state = fingerprint(app)
-        const tag = `audit-refused-${++n}`
+        const tag = `audit-refused-request-${++n}`
         const res = await send(app, req, authorization, tag)
         const problems: string[] = []
         if (res.headers['x-request-id'] !== tag) problems.push('the answer does not name the request')
@@ -652,7 +654,7 @@ t.test('every mutating operation, called with enough rights, is audited with wha
     }
     const req = requestFor(spec, op, secrets, ids)
     const before = lastId(app)
-    const tag = `audit-admin-${++n}`
+    const tag = `audit-admin-request-${++n}`
     const res = await send(app, req, authorization, tag)
     answered.push(`${op.operationId} ${res.statusCode}`)
     if (res.statusCode < 300 && String(res.headers['content-type']).includes('json')) {

@@ -45,14 +45,14 @@ t.test('a successful change is audited', async (t) => {
   t.equal(row.request_id, res.headers['x-request-id'], 'the request that wrote it, as its answer named it')
 })
 
-t.test("a record names its request: the id the answer and the log line carry, the caller's own when valid", async (t) => {
-  const app = await build(t, env)
+t.test("a record names its request: the id the answer and the log line carry, a trusted proxy's own when valid", async (t) => {
+  const app = await build(t, { ...env, PRIME_TRUST_PROXY: 'true' })
   const token = await login(app)
   let before = lastId(app)
-  const given = 'soc-ticket-4711.retry:2'
+  const given = 'soc-ticket-4711.retry-2'
   const res = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('carol'), headers: { 'x-request-id': given } })
   t.equal(res.headers['x-request-id'], given)
-  t.equal(since(app, before)[0].request_id, given, 'a valid id of the caller is kept')
+  t.equal(since(app, before)[0].request_id, given, "a valid id of the trusted proxy's is kept")
   before = lastId(app)
   const invalid = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('dave'), headers: { 'x-request-id': 'not valid!' } })
   t.match(invalid.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'an invalid one is replaced')
@@ -349,4 +349,15 @@ t.test('maskSecrets', async (t) => {
   const input = { password: 'x', inner: { secret: 'y' } }
   maskSecrets(input)
   t.same(input, { password: 'x', inner: { secret: 'y' } }, 'the input is not modified')
+})
+
+t.test("a caller's id is not a record's request id without a trusted proxy", async (t) => {
+  const app = await build(t, env)
+  const token = await login(app)
+  const before = lastId(app)
+  const given = 'soc-ticket-4711.retry-2'
+  const res = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('erin'), headers: { 'x-request-id': given } })
+  t.equal(res.statusCode, 200, res.body)
+  t.match(res.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'replaced')
+  t.equal(since(app, before)[0].request_id, res.headers['x-request-id'], "the record names the server's id")
 })

@@ -1,6 +1,8 @@
 // Loops over every operation of the contract: no credential, an expired, a forged or an
 // unsigned token answer 401; a profile below the operation's minimum answers 403; enough
-// profile answers neither. A new operation cannot forget its guard.
+// profile answers neither, for a session and an integration token alike, except that an
+// integration token gets 403 on an operation marked `x-no-integration-token` whatever its
+// profile. A new operation cannot forget its guard.
 import crypto from 'node:crypto'
 import t from 'tap'
 import { build, login, userWithProfile } from './helpers.js'
@@ -25,6 +27,17 @@ t.test('authentication and profile matrix over every operation', async (t) => {
     10: await userWithProfile(app, admin, 'matrix-user', 10),
     20: await userWithProfile(app, admin, 'matrix-manager', 20),
     30: admin,
+  }
+  const integrationTokens: Record<number, string> = {}
+  for (const profile of [10, 20, 30]) {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/prime/webui/admin/integrationTokens',
+      headers: { authorization: `Bearer ${admin}` },
+      payload: { name: `matrix-${profile}`, userProfile: profile },
+    })
+    t.equal(res.statusCode, 200, res.body)
+    integrationTokens[profile] = res.json().token
   }
   const now = Date.now()
   const principal = app.tokens.authenticate(admin, now)
@@ -68,6 +81,9 @@ t.test('authentication and profile matrix over every operation', async (t) => {
       const res = await send(`Bearer ${token}`)
       if (profile < op.access.minProfile) t.equal(res.statusCode, 403, `${op.operationId} as profile ${profile}`)
       else t.notOk([401, 403].includes(res.statusCode), `${op.operationId} as profile ${profile} answered ${res.statusCode} ${res.body}`)
+      const viaToken = await send(`Bearer ${integrationTokens[profile]}`)
+      if (profile < op.access.minProfile || op.noIntegrationToken) t.equal(viaToken.statusCode, 403, `${op.operationId} with an integration token of profile ${profile}`)
+      else t.notOk([401, 403].includes(viaToken.statusCode), `${op.operationId} with an integration token of profile ${profile} answered ${viaToken.statusCode} ${viaToken.body}`)
     }
   }
 })

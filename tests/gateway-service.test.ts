@@ -59,16 +59,17 @@ t.test('enrollment: a wrong secret is refused and audited; the first agent takes
 })
 
 t.test('a re-enrollment without the current credential is held, and an Administrator decides', async (t) => {
-  const { gateway, events } = setup()
+  const { gateway, events, db } = setup()
   const first = await gateway.enroll(agentCtx(), enrollBody('m-1', 'HOST-1'))
   const held = await gateway.enroll(agentCtx('198.51.100.7'), enrollBody('m-1', 'HOST-1'))
   t.match(held, { uuid: first.uuid, pendingApproval: true })
   t.match(events().at(-1)!.details, /from 198\.51\.100\.7\) did not present the agent's current credential/)
   const admin = systemContext({ actor: 'alice', profile: 30 })
-  const decided = await gateway.decideReEnrollment(admin, first.uuid, 'Approve')
-  t.match(decided, { uuid: first.uuid, decision: 'Approve', sourceIp: '198.51.100.7' })
+  const id = (db.prepare('SELECT id FROM agent_reenrollments').pluck().get() as string).toUpperCase()
+  const decided = await gateway.decideReEnrollment(admin, first.uuid, 'Approve', id)
+  t.match(decided, { uuid: first.uuid, decision: 'Approve', reEnrollmentId: id.toLowerCase(), sourceIp: '198.51.100.7' })
   t.match(events().at(-1)!.details, /approved by alice/)
-  await t.rejects(gateway.decideReEnrollment(admin, first.uuid, 'Reject'), { status: 404 }, 'nothing is held any more')
+  await t.rejects(gateway.decideReEnrollment(admin, first.uuid, 'Reject', id), { status: 404 }, 'nothing is held any more')
 })
 
 t.test('check-ins: changes become events and one audit record; an unchanged one is routine; peripherals reconciled in one call', async (t) => {

@@ -68,3 +68,17 @@ t.test('PRIME_LOG_ROUTINE_SECONDS=0 logs every check-in', async (t) => {
   await app.close()
   t.equal(read().filter((l) => l.url === '/prime/webui/gateway/checkin').length, 3)
 })
+
+t.test("a routine check-in whose x-request-id was not taken keeps its line, naming the caller's id", async (t) => {
+  const { app, read } = await logged(t)
+  const a = await enroll(app, 'machine-a')
+  const body = hostState([mouse])
+  await checkIn(app, a.credential, body)
+  await checkIn(app, a.credential, body)
+  const res = await app.inject({ method: 'POST', url: '/prime/webui/gateway/checkin', headers: { authorization: `Bearer ${a.credential}`, 'x-request-id': 'agent-chosen-id-0001' }, payload: body })
+  t.equal(res.statusCode, 200)
+  const lines = read().filter((l) => l.url === '/prime/webui/gateway/checkin')
+  t.equal(lines.length, 2, 'the first check-in and the one with its own id; the routine one is counted')
+  t.match(lines[1], { reqId: res.headers['x-request-id'], clientRequestId: 'agent-chosen-id-0001' })
+  await app.close()
+})

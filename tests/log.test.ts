@@ -34,7 +34,7 @@ function sink() {
 }
 
 const fakeRequest = (over: Record<string, unknown> = {}) =>
-  ({ id: 'req-7', method: 'GET', url: '/prime/webui/admin/all?x="a"\n', principal: { name: 'ana "the admin"' }, ...over }) as unknown as FastifyRequest
+  ({ id: 'req-7', method: 'GET', url: '/prime/webui/admin/all?x="a"\n', headers: {}, principal: { name: 'ana "the admin"' }, ...over }) as unknown as FastifyRequest
 const fakeReply = { statusCode: 200, elapsedTime: 1.26 } as unknown as FastifyReply
 
 t.test('LineBatcher hands lines on in blocks, in order', async (t) => {
@@ -91,6 +91,15 @@ t.test('a request line is the line pino writes for the same fields', async (t) =
 
   write(fakeRequest({ principal: undefined }), fakeReply)
   t.notOk('user' in JSON.parse(out.blocks[2]), 'no user field for an anonymous request')
+  t.notOk('clientRequestId' in JSON.parse(out.blocks[2]), 'nor a client request id when none was sent')
+
+  write(fakeRequest({ headers: { 'x-request-id': 'dup "id"' } }), fakeReply)
+  log.info({ reqId: 'req-7', method: 'GET', url: req.url, statusCode: 200, ms: 1.3, user: 'ana "the admin"', clientRequestId: 'dup "id"' }, 'request')
+  t.equal(strip(out.blocks[3]), strip(out.blocks[4]), "a caller's refused id: the same text as pino's")
+  write(fakeRequest({ headers: { 'x-request-id': 'x'.repeat(500) } }), fakeReply)
+  t.equal(JSON.parse(out.blocks[5]).clientRequestId, 'x'.repeat(128), 'cut to 128 characters')
+  write(fakeRequest({ headers: { 'x-request-id': 'req-7' } }), fakeReply)
+  t.notOk('clientRequestId' in JSON.parse(out.blocks[6]), 'an id taken as the request id is not repeated')
 })
 
 t.test('a request line follows the logger level, and other loggers get it through req.log', async (t) => {
@@ -150,18 +159,66 @@ t.test('the server writes one line per request, with its id and no credentials',
   })
   const login = await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'admin', password: ADMIN_PASSWORD } })
   const token = login.json().token as string
-  const res = await app.inject({ method: 'GET', url: '/prime/webui/admin/getuserdetails', headers: { authorization: `Bearer ${token}`, 'x-request-id': 'trace-42' } })
+  const res = await app.inject({ method: 'GET', url: '/prime/webui/admin/getuserdetails', headers: { authorization: `Bearer ${token}` } })
   t.equal(res.statusCode, 200)
   await app.inject({ method: 'GET', url: '/prime/webui/no/such/path' })
   lines.flush()
   const requests = out.lines().filter((l) => l.msg === 'request')
   t.match(requests, [
     { level: 30, method: 'POST', url: '/prime/webui/Auth/LocalLogin', statusCode: 200, reqId: String },
-    { level: 30, method: 'GET', url: '/prime/webui/admin/getuserdetails', statusCode: 200, reqId: 'trace-42', user: 'admin', ms: Number },
+    { level: 30, method: 'GET', url: '/prime/webui/admin/getuserdetails', statusCode: 200, reqId: res.headers['x-request-id'], user: 'admin', ms: Number },
     { level: 30, method: 'GET', url: '/prime/webui/no/such/path', statusCode: 404, reqId: String },
   ])
   t.equal(requests.length, 3, 'one line each')
   const text = out.blocks.join('')
   t.notOk(text.includes(token), 'the access token is not logged')
   t.notOk(text.includes(ADMIN_PASSWORD), 'the password is not logged')
+})
+
+t.test("a caller's x-request-id is the request's id only from a trusted proxy, and only in the form of one", async (t) => {
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+  const serve = async (env: Record<string, string>) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-log-'))
+    const out = sink()
+    const lines = new LineBatcher(out, 1 << 20, 60_000)
+    const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'info', ...env }), logStream: lines })
+    t.teardown(async () => {
+      await app.close()
+      lines.close()
+      fs.rmSync(dir, { recursive: true, force: true })
+    })
+    /** The answer's id and the request's log line, for an `x-request-id` sent. */
+    return async (given: string) => {
+      const problem = await app.inject({ method: 'GET', url: '/prime/webui/agents', headers: { 'x-request-id': given } })
+      lines.flush()
+      const line = out
+        .lines()
+        .filter((l) => l.msg === 'request' && l.url === '/prime/webui/agents')
+        .at(-1)
+      t.equal(problem.json().requestId, problem.headers['x-request-id'], 'the problem document names the same id')
+      return { problemId: problem.headers['x-request-id'] as string, line }
+    }
+  }
+
+  const direct = await serve({})
+  const wellFormed = '5f0c9a3e-1d2b-4c7a-9e8f-0a1b2c3d4e5f'
+  const untrusted = await direct(wellFormed)
+  t.match(untrusted.problemId, UUID)
+  t.not(untrusted.problemId, wellFormed, 'without a trusted proxy, even a well-formed id is not taken')
+  t.match(untrusted.line, { reqId: untrusted.problemId, clientRequestId: wellFormed, statusCode: 401 }, "the log line keeps the caller's value beside the server's id")
+  const again = await direct(wellFormed)
+  t.not(again.problemId, untrusted.problemId, 'a repeated id names two requests apart')
+
+  const proxied = await serve({ PRIME_TRUST_PROXY: 'true' })
+  const kept = await proxied(wellFormed)
+  t.equal(kept.problemId, wellFormed, "a trusted proxy's well-formed id is the request's id")
+  t.equal(kept.line.reqId, wellFormed)
+  t.notOk('clientRequestId' in kept.line, 'and is not repeated as a client request id')
+  const trace = await proxied('4bf92f3577b34da6a3ce929d0e0e4736')
+  t.equal(trace.problemId, '4bf92f3577b34da6a3ce929d0e0e4736', 'a W3C trace id is kept')
+  for (const bad of ['trace-42', 'not valid but long enough!', 'a:b:c:d:e:f:g:h:i:j', 'x'.repeat(65)]) {
+    const replaced = await proxied(bad)
+    t.match(replaced.problemId, UUID, `"${bad.slice(0, 20)}" from a trusted proxy is replaced`)
+    t.equal(replaced.line.clientRequestId, bad, 'and kept in the log line')
+  }
 })

@@ -70,7 +70,7 @@ export const agentListView: AgentListView = {
 
 /** A held re-enrollment as the agent detail shows it. */
 export function heldView(h: HeldReEnrollment | undefined): Schemas['AgentDetailViewResource']['pendingReEnrollment'] {
-  return h ? { requestedTime: iso(h.requested_ms), hostIdentifier: h.host_identifier, sourceIp: h.source_ip } : null
+  return h ? { reEnrollmentId: h.id, requestedTime: iso(h.requested_ms), hostIdentifier: h.host_identifier, sourceIp: h.source_ip } : null
 }
 
 /** A machine id as views and records show it: enough to tell hosts apart, not to enroll as one. */

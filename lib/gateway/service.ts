@@ -208,7 +208,9 @@ export function agentGateway(deps: GatewayDeps) {
     now: number,
   ): Promise<Schemas['GatewayEnrollResponse']> {
     const agent = (await store.agent(known.id))!
-    await store.holdReEnrollment({ agentId: known.id, credentialHash: hash, hostIdentifier: body.hostIdentifier, sourceIp: ctx.sourceAddress, requestedMs: now })
+    // A new id each time: a decision names the one it reviewed, never a later replacement.
+    const reEnrollmentId = crypto.randomUUID()
+    await store.holdReEnrollment({ agentId: known.id, id: reEnrollmentId, credentialHash: hash, hostIdentifier: body.hostIdentifier, sourceIp: ctx.sourceAddress, requestedMs: now })
     const proof = body.currentCredential ? "presented a credential that is not the agent's current one" : "did not present the agent's current credential"
     await events.record(
       now,
@@ -225,6 +227,7 @@ export function agentGateway(deps: GatewayDeps) {
       description: `Re-enrollment of agent "${agent.host_identifier}" held for an Administrator's approval: it ${proof}`,
       details: {
         uuid: known.uuid,
+        reEnrollmentId,
         machineId: maskMachineId(body.machineId),
         hostIdentifier: body.hostIdentifier,
         reEnrolled: true,
@@ -238,16 +241,26 @@ export function agentGateway(deps: GatewayDeps) {
     return { uuid: known.uuid, credential, reEnrolled: true, pendingApproval: true, checkInIntervalSeconds: config.checkInSeconds, serverTime: iso(now) }
   }
 
-  /** An Administrator's decision on a held re-enrollment: approved, its credential replaces the agent's. */
-  async function decideReEnrollment(ctx: Context, uuid: string, decision: 'Approve' | 'Reject'): Promise<Schemas['AgentReEnrollmentDecision']> {
+  /**
+   * An Administrator's decision on the held re-enrollment `reEnrollmentId` (the one reviewed):
+   * approved, its credential replaces the agent's. One that a later enrollment replaced
+   * meanwhile is not decided (409): the decision would fall on a request nobody reviewed.
+   */
+  async function decideReEnrollment(ctx: Context, uuid: string, decision: 'Approve' | 'Reject', reEnrollmentId: string): Promise<Schemas['AgentReEnrollmentDecision']> {
     const now = Date.now()
     return uow.run(async () => {
       const agent = await store.agentByUuid(uuid)
       if (!agent) throw problem('not-found', `No agent with uuid ${uuid}.`)
       const held = await store.heldReEnrollment(agent.id)
       if (!held) throw problem('not-found', `Agent ${agent.host_identifier} has no re-enrollment awaiting approval.`)
+      if (held.id !== reEnrollmentId.toLowerCase()) {
+        throw problem(
+          'reenrollment-replaced',
+          `The re-enrollment ${reEnrollmentId} of agent ${agent.host_identifier} is no longer the one held: a later enrollment (reported host name "${held.host_identifier}", from ${held.source_ip ?? 'an unknown address'}, at ${iso(held.requested_ms)}) replaced it. Nothing was decided; review the agent's pendingReEnrollment again.`,
+        )
+      }
       await store.dropReEnrollment(agent.id)
-      const requested = { requestedTime: iso(held.requested_ms), hostIdentifier: held.host_identifier, sourceIp: held.source_ip }
+      const requested = { reEnrollmentId: held.id, requestedTime: iso(held.requested_ms), hostIdentifier: held.host_identifier, sourceIp: held.source_ip }
       if (decision === 'Approve') {
         await store.rotateCredential(agent.id, held.credential_hash, held.host_identifier)
         forget(agent.id)

@@ -125,6 +125,11 @@ function authorize(app: FastifyInstance, repos: Repos, req: FastifyRequest, op: 
     const names: Record<number, string> = { 10: 'User', 20: 'Manager', 30: 'Administrator' }
     throw problem('forbidden', `${op.operationId} needs the ${names[access.minProfile]} profile or higher.`)
   }
+  // Whatever its profile, a token may not make accounts or tokens: it would mint itself a
+  // session or a token that outlives its revocation.
+  if (op.noIntegrationToken && req.principal.kind === 'integration') {
+    throw problem('forbidden', `${op.operationId} manages accounts or tokens: it needs an account's session, never an integration token, whatever its profile.`)
+  }
 }
 
 /**

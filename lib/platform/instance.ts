@@ -9,7 +9,14 @@ import { capConnections, refuseExpectations, serverOptions } from '../connection
 import { warmValidators } from '../validation.js'
 import { sendProblem } from './errors-handler.js'
 
-const REQUEST_ID = /^[\w.:-]{1,64}$/
+/**
+ * A request id a trusted proxy may give: 16 to 64 letters, digits, `.`, `_` or `-` (a UUID,
+ * a W3C trace id, a ULID), a form long enough to be unique. Any other caller's id, or a
+ * shorter one, could repeat another request's id in the logs and the audit trail: the
+ * server makes its own then, and the request's log line keeps the caller's as
+ * `clientRequestId`.
+ */
+const REQUEST_ID = /^[A-Za-z0-9._-]{16,64}$/
 
 export interface InstanceOptions {
   logger?: FastifyServerOptions['logger']
@@ -43,9 +50,11 @@ export function createInstance(config: Config, opts: InstanceOptions): { app: Fa
     // One line per request, written when it completes (see lib/platform/request-log.ts).
     logController: new LogController({ disableRequestLogging: true }),
     childLoggerFactory: lazyChildLogger,
+    // Behind a trusted proxy (PRIME_TRUST_PROXY) every request arrives through it, and its id
+    // ties the proxy's log to ours; nobody else chooses the id a request is known by.
     genReqId: (req) => {
       const given = req.headers['x-request-id']
-      return typeof given === 'string' && REQUEST_ID.test(given) ? given : crypto.randomUUID()
+      return config.trustProxy && typeof given === 'string' && REQUEST_ID.test(given) ? given : crypto.randomUUID()
     },
     frameworkErrors: (err, req, reply) => {
       const code: ProblemCode = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'uri-too-long' : 'validation'

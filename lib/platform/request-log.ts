@@ -1,7 +1,7 @@
 // What is known once a request is answered: a failed enrollment counts toward the
 // gateway's limit, and the request is logged (one line, or a share of the routine summary).
 import type { FastifyInstance } from 'fastify'
-import { requestLineWriter, RoutineSummary } from '../log.js'
+import { clientRequestId, requestLineWriter, RoutineSummary } from '../log.js'
 
 export function registerRequestLog(app: FastifyInstance): void {
   const { config } = app
@@ -12,8 +12,9 @@ export function registerRequestLog(app: FastifyInstance): void {
     if (req.op?.gatewayLimit === 'enrollment' && reply.statusCode >= 400 && reply.statusCode !== 429) {
       app.services.gateway.enrollmentFailed(req.ip, Date.now())
     }
-    // A probe that passes is not worth a line every few seconds; one that fails is.
-    if (routine && req.routine && reply.statusCode < 400) routine.add(req, reply)
+    // A probe that passes is not worth a line every few seconds; one that fails is. A request
+    // whose own id was refused keeps its line, which names that id.
+    if (routine && req.routine && reply.statusCode < 400 && clientRequestId(req) === undefined) routine.add(req, reply)
     else if (!(req.op?.probe && reply.statusCode < 400)) requestLine(req, reply)
     done()
   })
