@@ -39,6 +39,11 @@ if (process.argv[2] === 'agentless') {
   await import('./bench-agentless.js')
   process.exit(0)
 }
+// npm run bench -- stall: the review's expensive requests while a small read and /healthz are asked every 100 ms.
+if (process.argv[2] === 'stall') {
+  await import('./bench-stall.js')
+  process.exit(process.exitCode ?? 0)
+}
 if (process.argv[2] === 'assets') {
   await import('./bench-assets.js')
   process.exit(0)
