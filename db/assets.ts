@@ -76,6 +76,13 @@ export interface AssetSort {
 const sevRisk = (s: string) => `CASE ${s} ${SEVERITY_RISK.map((r, i) => `WHEN ${i} THEN ${r}`).join(' ')} ELSE 0 END`
 const R = INDICATOR_RISK
 const RARE = `(p.vid || ':' || p.pid) IN (SELECT value FROM json_each(@rare))`
+/** The rare models' peripherals as their index (vid, pid) finds them: a VID is 4 hex digits, so the first ':' parts the two. */
+const RARE_BY_MODEL = `(p.vid, p.pid) IN (SELECT substr(value, 1, instr(value, ':') - 1), substr(value, instr(value, ':') + 1) FROM json_each(@rare))`
+/** An agent's risk; the expression of the index agents_asset_risk (migration 037). */
+const AGENT_RISK = `max(${sevRisk('a.severity')}, a.has_attack_tool * ${R.activeThreat}, a.has_vulnerable * ${R.cve}, a.has_unapproved * ${R.unapproved})`
+/** A peripheral's risk without the rare models; the expression of the index peripherals_asset_risk (migration 037). */
+const PERIPHERAL_RISK = `max(${sevRisk('p.severity')}, p.is_attack_tool * CASE WHEN p.present THEN ${R.activeThreat} ELSE ${R.inactiveThreat} END,
+      p.is_vulnerable * ${R.cve}, p.is_unapproved * ${R.unapproved})`
 const hexMac = (m: string) => `lower(replace(replace(replace(${m}, '-', ''), ':', ''), '.', ''))`
 /** The agent's main adapter's MAC (the one carrying its address, else the first with one), as 12 hex digits. */
 const AGENT_MAC = `coalesce((SELECT ${hexMac("json_extract(n.value, '$.macAddress')")} FROM json_each(a.nics_json) n
@@ -110,10 +117,9 @@ const FIELDS: Record<AssetField, Record<Source, string>> = {
   },
   hierarchy: { agent: String(HIERARCHY.Host), host: String(HIERARCHY.Host), peripheral: `CASE WHEN p.dev_icon = ${HUB_ICON} THEN ${HIERARCHY.Hub} ELSE ${HIERARCHY.Device} END` },
   riskLevel: {
-    agent: `max(${sevRisk('a.severity')}, a.has_attack_tool * ${R.activeThreat}, a.has_vulnerable * ${R.cve}, a.has_unapproved * ${R.unapproved})`,
+    agent: AGENT_RISK,
     host: `max(${SEVERITY_RISK[6]}, ${R.unsupervised})`,
-    peripheral: `max(${sevRisk('p.severity')}, p.is_attack_tool * CASE WHEN p.present THEN ${R.activeThreat} ELSE ${R.inactiveThreat} END,
-      p.is_vulnerable * ${R.cve}, (${RARE}) * ${R.rare}, p.is_unapproved * ${R.unapproved})`,
+    peripheral: `max(${PERIPHERAL_RISK}, (${RARE}) * ${R.rare})`,
   },
   isOnline: { agent: "a.connection_status = 'Connected'", host: "c.status = 'Reachable'", peripheral: "p.present AND a.connection_status = 'Connected'" },
   // The risks an administrator approved: every peripheral behind them is approved.
@@ -146,6 +152,24 @@ const SEARCHED: AssetField[] = ['name', 'key', 'ipAddress', 'model', 'vendor']
 interface Rendered {
   sql: string
   params: unknown[]
+}
+
+/** Orders each source reads from an index of its own, merged (indexedKeys). */
+const INDEXED_SORTS: ReadonlySet<AssetField> = new Set(['firstSeen', 'riskLevel'])
+
+/**
+ * The parts a source is read in, in an indexed order: each its sort value and the condition
+ * that picks its rows. A peripheral's risk is its index's unless its model is rare (then at
+ * least the rare risk): the peripherals of no rare model are read by that index, those of
+ * the rare models by model.
+ */
+function orderedParts(src: Source, field: AssetField, anyRare: boolean): [value: string, only?: string][] {
+  if (field !== 'riskLevel' || src !== 'peripheral') return [[FIELDS[field][src]]]
+  if (!anyRare) return [[PERIPHERAL_RISK]]
+  return [
+    [PERIPHERAL_RISK, `NOT ${RARE}`],
+    [`max(${PERIPHERAL_RISK}, ${R.rare})`, `${RARE_BY_MODEL} AND ${RARE}`],
+  ]
 }
 
 function renderCondition(c: Condition, src: Source): Rendered {
@@ -269,12 +293,69 @@ function renderWhere(q: AssetQuery, src: Source): Rendered {
     if (src === 'agent') fields.push("a.nics_text LIKE @search ESCAPE '\\'")
     parts.push(`coalesce(${fields.join(' OR ')}, 0)`)
   }
-  return { sql: parts.join(' AND '), params }
+  const served = indexed(q, src)
+  parts.push(...served.map((r) => r.sql))
+  for (const r of served) params.push(...r.params)
+  const sql = parts.filter((p) => p !== '1').join(' AND ')
+  return { sql: sql || '1', params }
+}
+
+/** A global search's term when its candidates can be read from the trigram indexes: three characters or more, printable ASCII, no '/'. */
+function indexedTerm(search: string | undefined): string | undefined {
+  if (search === undefined || !/^%.*%$/s.test(search)) return undefined
+  const term = search.slice(1, -1).replace(/\\(.)/gs, '$1')
+  return term.length >= 3 && /^[\x20-\x7e]+$/.test(term) && !term.includes('/') ? term : undefined
+}
+
+/**
+ * Conditions an index serves, implied by the query and added to it, so they change no
+ * answer. A riskLevel list that the filters (or the system filters) hold as one group:
+ * the agents' risk index reads those levels alone (the connector's query). A global search
+ * of an indexed term: the assets whose texts may hold it, each text read from an index (the
+ * trigram indexes fold case, and the peripherals' interned texts are their vendor and
+ * product texts in lower case: each finds at least the texts LIKE matches). A '/' could
+ * match across a peripheral key's two parts, and a non-ASCII letter's case is folded
+ * differently: such terms, and terms too short for a trigram, are matched row by row.
+ */
+function indexed(q: AssetQuery, src: Source): Rendered[] {
+  const out: Rendered[] = []
+  if (src === 'agent') {
+    for (const groups of [q.filters, q.system]) {
+      if (groups.length !== 1) continue
+      for (const c of groups[0]) {
+        if (c.field !== 'riskLevel' || c.op !== 'in') continue
+        out.push({ sql: `(${AGENT_RISK}) IN (${c.values.map(() => '?').join(', ')})`, params: c.values })
+      }
+    }
+  }
+  if (indexedTerm(q.search) === undefined) return out
+  const like = "LIKE @search ESCAPE '\\'"
+  if (src === 'agent') {
+    out.push({
+      sql: `a.id IN (SELECT rowid FROM agents_fts WHERE agents_fts MATCH @fts
+        UNION ALL SELECT id FROM agents WHERE host_identifier ${like}
+        UNION ALL SELECT id FROM agents WHERE local_ip_address ${like}
+        UNION ALL SELECT id FROM agents WHERE pc_model ${like} OR manufacturer ${like})`,
+      params: [],
+    })
+  } else if (src === 'peripheral') {
+    out.push({
+      sql: `p.id IN (SELECT rowid FROM peripherals_fts WHERE peripherals_fts MATCH @fts
+        UNION ALL SELECT id FROM peripherals WHERE vendor_text_id IN (SELECT id FROM peripheral_texts WHERE kind = 'vendor' AND text ${like})
+        UNION ALL SELECT id FROM peripherals WHERE product_text_id IN (SELECT id FROM peripheral_texts WHERE kind = 'product' AND text ${like})
+        UNION ALL SELECT id FROM peripherals WHERE agent_id IN (SELECT rowid FROM agents_fts WHERE agents_fts MATCH @ftsUuid
+          UNION ALL SELECT id FROM agents WHERE local_ip_address ${like}))`,
+      params: [],
+    })
+  }
+  return out
 }
 
 /** The named values a statement uses (@rare, @search, @end), as one object after the positional ones; none when it uses none. */
 function named(sql: string, q: AssetQuery, more: Record<string, unknown> = {}): [Record<string, unknown>] | [] {
-  const all: Record<string, unknown> = { rare: JSON.stringify(q.rare), search: q.search ?? '', ...more }
+  const term = indexedTerm(q.search) ?? ''
+  const phrase = `"${term.replace(/"/g, '""')}"`
+  const all: Record<string, unknown> = { rare: JSON.stringify(q.rare), search: q.search ?? '', fts: phrase, ftsUuid: `uuid : ${phrase}`, ...more }
   const used = Object.fromEntries(Object.entries(all).filter(([k]) => new RegExp(`@${k}\\b`).test(sql)))
   return Object.keys(used).length > 0 ? [used] : []
 }
@@ -401,7 +482,8 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
       const q = parts[src]
       if (!q) continue
       const w = renderWhere(q, src)
-      const sql = `SELECT count(*) FROM ${from(src, w.sql)} WHERE ${w.sql}`
+      // Without a WHERE, SQLite counts a table from its b-tree's pages, not row by row.
+      const sql = `SELECT count(*) FROM ${from(src, w.sql)}${w.sql === '1' ? '' : ` WHERE ${w.sql}`}`
       out[src] = cached(sql)
         .pluck()
         .get(...w.params, ...named(sql, q)) as number
@@ -453,25 +535,30 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
   }
 
   /**
-   * In order of first sight, each source's page is read from its own index (migration 026)
-   * with its own offset, from the matching counts: a deep page reads only its own rows, and
-   * a page that follows one just read starts where that one ended.
+   * In order of first sight or of risk, each source's page is read from its own index
+   * (migrations 026 and 037) up to the page's end, and the pages merged: a first page reads
+   * a page of each source, and a page that follows one just read starts where that one
+   * ended. A peripheral's risk is read in two parts: the peripherals of no rare model in
+   * the order of their index, those of the rare models (a few hosts' each) found by model.
    */
-  function firstSeenKeys(parts: Partial<Record<Source, AssetQuery>>, q: AssetQuery, sort: AssetSort, limit: number, offset: number, pos?: Position): Key[] {
+  function indexedKeys(parts: Partial<Record<Source, AssetQuery>>, q: AssetQuery, sort: AssetSort, limit: number, offset: number, pos?: Position): Key[] {
     const params: unknown[] = []
     const dir = sort.direction === 'asc' ? 'ASC' : 'DESC'
-    const branches = SOURCES.filter((src) => parts[src]).map((src) => {
+    const branches: string[] = []
+    for (const src of SOURCES.filter((s) => parts[s])) {
       const w = renderWhere(parts[src]!, src)
-      params.push(...w.params)
-      let where = w.sql
-      if (pos) {
-        const a = afterPos(src, FIELDS.firstSeen[src], sort, pos)
-        where += ` AND ${a.sql}`
-        params.push(...a.params)
+      for (const [value, only] of orderedParts(src, sort.field, q.rare.length > 0)) {
+        params.push(...w.params)
+        let where = only ? `${w.sql} AND ${only}` : w.sql
+        if (pos) {
+          const a = afterPos(src, value, sort, pos)
+          where += ` AND ${a.sql}`
+          params.push(...a.params)
+        }
+        branches.push(`SELECT * FROM (SELECT ${value} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${from(src, where)} WHERE ${where}
+        ORDER BY s ${dir}, id ${dir} LIMIT @end)`)
       }
-      return `SELECT * FROM (SELECT ${FIELDS.firstSeen[src]} AS s, ${SOURCES.indexOf(src)} AS src, ${ROWID[src]} AS id FROM ${from(src, where)} WHERE ${where}
-        ORDER BY s ${dir}, id ${dir} LIMIT @end)`
-    })
+    }
     const sql = `SELECT s, src, id FROM (${branches.join(' UNION ALL ')}) ORDER BY s ${dir}, src ${dir}, id ${dir} LIMIT ? OFFSET ?`
     return cached(sql)
       .raw(true)
@@ -531,7 +618,7 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
       // that are not there would read every one of them (a million peripherals).
       for (const src of SOURCES) if (per[src] === 0) delete parts[src]
       const pos = offset > 0 ? entry.ends.get(offset) : undefined
-      const read = sort.field === 'firstSeen' ? firstSeenKeys : pageKeys
+      const read = INDEXED_SORTS.has(sort.field) ? indexedKeys : pageKeys
       const keys = read(parts, q, sort, limit, pos ? 0 : offset, pos)
       if (pos) reads.keyset++
       else reads.offset++

@@ -697,6 +697,9 @@ CREATE INDEX agentless_runs_connection ON agentless_runs (connection_id, start_m
 
 CREATE INDEX agentless_runs_recorded ON agentless_runs (recorded_ms);
 
+CREATE INDEX agents_asset_risk ON agents ((max(CASE severity WHEN 0 THEN 10 WHEN 1 THEN 9 WHEN 2 THEN 8 WHEN 3 THEN 7 WHEN 4 THEN 5 WHEN 5 THEN 3 WHEN 6 THEN 1 WHEN 7 THEN 0 ELSE 0 END,
+  has_attack_tool * 9, has_vulnerable * 7, has_unapproved * 4)), id);
+
 CREATE INDEX agents_attack_tool ON agents (has_attack_tool, host_identifier COLLATE NOCASE, uuid);
 
 CREATE INDEX agents_attack_tool_count ON agents (has_attack_tool) WHERE has_attack_tool = 1;
@@ -720,6 +723,8 @@ CREATE INDEX agents_license_expiry ON agents (expiration_ms)
 CREATE INDEX agents_license_unactivated ON agents (license_status) WHERE license_status <> 'Activated';
 
 CREATE INDEX agents_local_ip ON agents (local_ip_address COLLATE NOCASE);
+
+CREATE INDEX agents_models ON agents (pc_model, manufacturer);
 
 CREATE INDEX agents_severity ON agents (severity, uuid);
 
@@ -774,6 +779,9 @@ CREATE INDEX login_failures_last ON login_failures (last_ms);
 CREATE INDEX notification_groups_changes ON notification_groups (change_seq);
 
 CREATE INDEX peripherals_agent_uuid ON peripherals (agent_uuid, device_id, id);
+
+CREATE INDEX peripherals_asset_risk ON peripherals ((max(CASE severity WHEN 0 THEN 10 WHEN 1 THEN 9 WHEN 2 THEN 8 WHEN 3 THEN 7 WHEN 4 THEN 5 WHEN 5 THEN 3 WHEN 6 THEN 1 WHEN 7 THEN 0 ELSE 0 END,
+  is_attack_tool * CASE WHEN present THEN 9 ELSE 6 END, is_vulnerable * 7, is_unapproved * 4)), id);
 
 CREATE INDEX peripherals_first_seen ON peripherals (first_seen_ms, id);
 

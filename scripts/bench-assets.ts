@@ -2,8 +2,9 @@
 // BENCH_AGENTS agents (100,000) with 10 peripherals each, then the NAC connector's GraphQL
 // query (its filters and system filters, riskLevel_desc) at the first page and a deep one,
 // other orders, the older connector's REST pages of 5000 (first, middle, last), the
-// overview and the distribution. Each case is asked BENCH_REQUESTS times (5); the median
-// and the slowest are shown.
+// overview and the distribution, and the REST list's global search of 1 to 4 random
+// characters (a new term each request), alone and with riskLevel_desc, at pages of 10 and
+// 100. Each case is asked BENCH_REQUESTS times (5); the median and the slowest are shown.
 //
 //   npm run bench -- assets
 import fs from 'node:fs'
@@ -13,6 +14,7 @@ import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 import { openDatabase } from '../db/index.js'
 import { seedFleet } from './seed.js'
+import { Rand } from './fleet-data.js'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { median, ms, pct } from './bench-support.js'
 
@@ -123,12 +125,12 @@ try {
     }),
   )
 
-  const time = async (name: string, send: () => Promise<{ statusCode: number; body: string }>, count: (body: any) => [number, number]) => {
+  const time = async (name: string, send: (i: number) => Promise<{ statusCode: number; body: string }>, count: (body: any) => [number, number]) => {
     const times: number[] = []
     let last: [number, number] = [0, 0]
     for (let i = 0; i < REQUESTS; i++) {
       t0 = performance.now()
-      const res = await send()
+      const res = await send(i)
       times.push(performance.now() - t0)
       if (res.statusCode !== 200) throw new Error(`${name}: ${res.statusCode} ${res.body.slice(0, 300)}`)
       last = count(JSON.parse(res.body))
@@ -145,6 +147,22 @@ try {
   await time('GraphQL hosts by lastSeen_desc, page 1 of 100', graph({ pageNum: 1, pageSize: 100, systemFilters: [f('type', 'NotExact', '1')], sortBy: 'lastSeen_desc' }), table)
   await time('GraphQL all assets by riskLevel_desc, page 1 of 100', graph({ pageNum: 1, pageSize: 100, sortBy: 'riskLevel_desc' }), table)
   await time('GraphQL name contains, all assets, page 1 of 100', graph({ pageNum: 1, pageSize: 100, filters: [f('name', 'Contains', 'desk')], sortBy: 'firstSeen_asc' }), table)
+  // The review's searches: random letters and digits, a new term each request (a term asked
+  // again would find its count kept), the same terms in every run.
+  const rand = new Rand(20240501)
+  const ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789'
+  for (const length of [1, 2, 3, 4]) {
+    for (const size of [10, 100]) {
+      for (const order of ['', '&SortBy=riskLevel_desc']) {
+        const terms = Array.from({ length: REQUESTS }, () => Array.from({ length }, () => rand.pick([...ALPHABET])).join(''))
+        await time(
+          `REST assets?PageSize=${size}&GlobalSearch=<${length} random>${order}`,
+          (i) => app.inject({ url: `/prime/webui/transformerDataApi/assets?PageSize=${size}&GlobalSearch=${terms[i]}${order}`, headers }),
+          list,
+        )
+      }
+    }
+  }
   // Seeded agents carry about ten peripherals each: the last page is read from the count.
   const total = (await app.inject({ url: '/prime/webui/transformerDataApi/assets?pageSize=1', headers })).json().recordsTotal as number
   const pages = Math.ceil(total / 5000)
