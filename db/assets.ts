@@ -78,9 +78,9 @@ const R = INDICATOR_RISK
 const RARE = `(p.vid || ':' || p.pid) IN (SELECT value FROM json_each(@rare))`
 /** The rare models' peripherals as their index (vid, pid) finds them: a VID is 4 hex digits, so the first ':' parts the two. */
 const RARE_BY_MODEL = `(p.vid, p.pid) IN (SELECT substr(value, 1, instr(value, ':') - 1), substr(value, instr(value, ':') + 1) FROM json_each(@rare))`
-/** An agent's risk; the expression of the index agents_asset_risk (migration 037). */
+/** An agent's risk; the expression of the index agents_asset_risk (migration 038). */
 const AGENT_RISK = `max(${sevRisk('a.severity')}, a.has_attack_tool * ${R.activeThreat}, a.has_vulnerable * ${R.cve}, a.has_unapproved * ${R.unapproved})`
-/** A peripheral's risk without the rare models; the expression of the index peripherals_asset_risk (migration 037). */
+/** A peripheral's risk without the rare models; the expression of the index peripherals_asset_risk (migration 038). */
 const PERIPHERAL_RISK = `max(${sevRisk('p.severity')}, p.is_attack_tool * CASE WHEN p.present THEN ${R.activeThreat} ELSE ${R.inactiveThreat} END,
       p.is_vulnerable * ${R.cve}, p.is_unapproved * ${R.unapproved})`
 const hexMac = (m: string) => `lower(replace(replace(replace(${m}, '-', ''), ':', ''), '.', ''))`

@@ -1,4 +1,4 @@
--- The schema after every migration of db/migrations (schema version 37).
+-- The schema after every migration of db/migrations (schema version 38).
 -- Written by `npm run schema` (scripts/schema.ts); do not edit: change a migration and run it again.
 
 CREATE TABLE agent_commands (
