@@ -6,9 +6,10 @@ import type { DB } from './index.js'
 import { assetsRepo, type AssetQuery, type AssetSort } from './assets.js'
 import { statementCache } from './sql.js'
 
-export function readTasks(db: DB) {
+/** `made`: repositories the connection already has (the server's own, when reads stay on the event loop). */
+export function readTasks(db: DB, made: { assets?: ReturnType<typeof assetsRepo> } = {}) {
   // Made on the first task that needs it: a thread prepares only what it is asked for.
-  let assets: ReturnType<typeof assetsRepo> | undefined
+  let assets = made.assets
   const cached = statementCache(db, 32)
   return {
     /** The first column of a statement planned on the server's connection (a large page's ids in order: db/sql.ts plannedRead). */

@@ -4,7 +4,7 @@ import { runAssetGraph } from '../lib/assets/index.js'
 import type { AssetField, Condition } from '../lib/assets/ports.js'
 import { AssetQueryError, condition, searchPattern } from '../lib/assets/query.js'
 import { invalidField } from '../lib/errors.js'
-import { bool, listAnswer, page, sort } from '../lib/listing.js'
+import { bool, listAnswerJson, page, sort } from '../lib/listing.js'
 import type { Handlers } from './types.js'
 
 /** A REST filter given as a comma-separated list of integers (any of them). */
@@ -27,7 +27,7 @@ export const assetsHandlers: Handlers<'querySepioData' | 'getAssets' | 'getAsset
     return reply.code(400).type('application/json; charset=utf-8').send({ data: null, errors: answer.errors })
   },
 
-  async getAssets(req) {
+  async getAssets(req, reply) {
     const q = req.query
     const order = sort(req.routeOptions.config.op!, q.SortBy)
     const { pageSize, offset } = page(q)
@@ -44,8 +44,9 @@ export const assetsHandlers: Handlers<'querySepioData' | 'getAssets' | 'getAsset
       if (err instanceof AssetQueryError) throw invalidField('query', 'GlobalSearch', err.message.replace(/^GlobalSearch /, ''))
       throw err
     }
-    const answer = await req.server.services.assets.page({ filters: and.length ? [and] : [], system: [], search }, order as { field: AssetField; direction: 'asc' | 'desc' }, pageSize, offset)
-    return listAnswer(answer.recordsTotal, answer.recordsFiltered, answer.data)
+    const answer = await req.server.services.assets.pageJson({ filters: and.length ? [and] : [], system: [], search }, order as { field: AssetField; direction: 'asc' | 'desc' }, pageSize, offset)
+    // The views are written as JSON where the page was read (a reader thread): sent as written.
+    return reply.type('application/json').send(listAnswerJson(answer.recordsTotal, answer.recordsFiltered, answer.data))
   },
 
   async getAssetsOverview(req) {

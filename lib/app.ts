@@ -32,6 +32,7 @@ import { registerHealthChecks } from './platform/health.js'
 import { registerCoreHealthChecks } from './health.js'
 import type { Services } from './services.js'
 import type { Readers } from './platform/readers.js'
+import type { ThreadTasks } from './reader-thread.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 import { createInstance, registerOnListen } from './platform/instance.js'
@@ -51,7 +52,7 @@ declare module 'fastify' {
     /** Outgoing mail (alarm e-mails, reports), from the SMTP settings. */
     mailer: Mailer
     /** The reader threads of expensive reads (lib/platform/readers.ts). */
-    readers: Readers
+    readers: Readers<ThreadTasks>
     /** The features' services (lib/services.ts). */
     services: Services
   }

@@ -93,7 +93,7 @@ export function createServices(app: FastifyInstance) {
     assets: assetService({
       // The counts are read a range of rows at a time: that method stays as the repository gives it.
       // A page is read in a reader thread, under the read budget (lib/platform/readers.ts).
-      assets: { ...asyncPort(repos.assets, uow), summary: repos.assets.summary, page: (q, sort, limit, offset) => app.readers.run('assetsPage', [q, sort, limit, offset]) },
+      assets: { ...asyncPort(repos.assets, uow), summary: repos.assets.summary, pageJson: (q, sort, limit, offset, maxHosts) => app.readers.run('assetsPageJson', [q, sort, limit, offset, maxHosts]) },
       insights: asyncPort(repos.insights, uow),
       uncommonMaxHosts: config.agents.uncommonPeripheralMaxHosts,
       newHours: config.assets.newHours,

@@ -105,12 +105,9 @@ try {
       if (left > 0) await new Promise((r) => setTimeout(r, left))
     }
   }
-  const watchers = [
-    watch('/prime/webui/admin/getuserdetails', { authorization: `Bearer ${admin}` }, () => small, false),
-    watch('/healthz', {}, () => health, true),
-  ]
+  const watchers = [watch('/prime/webui/admin/getuserdetails', { authorization: `Bearer ${admin}` }, () => small, false), watch('/healthz', {}, () => health, true)]
   const sampler = setInterval(() => {
-    rss = Math.max(rss, memory(server.pid!)?.rss ?? 0)
+    rss = Math.max(rss, (memory(server.pid!)?.rss ?? 0) * 1024)
   }, 100)
 
   const probe = async (name: string, work: () => Promise<Answer[]>) => {
@@ -160,8 +157,7 @@ try {
     return []
   })
   await probe('NotContains x100 values, 1 filter', async () => [await sepio(GRAPH([notContains()], []))])
-  await probe('NotContains x100 values, 50 + 50 filters', async () =>
-    [await sepio(GRAPH(Array.from({ length: 50 }, notContains), Array.from({ length: 50 }, notContains)))])
+  await probe('NotContains x100 values, 50 + 50 filters', async () => [await sepio(GRAPH(Array.from({ length: 50 }, notContains), Array.from({ length: 50 }, notContains)))])
   await probe('assets PageSize=1000000', async () => [await ask('/prime/webui/transformerDataApi/assets?PageSize=1000000', bearer(user))])
   await probe('assets PageSize=10001', async () => [await ask('/prime/webui/transformerDataApi/assets?PageSize=10001', bearer(user))])
   const aliases = Array.from({ length: 300 }, (_, i) => `a${i}: id`).join(' ')
@@ -180,7 +176,8 @@ try {
   })
   await probe('peripherals PageSize=1000000', async () => [await ask('/prime/webui/peripherals?PageSize=1000000', bearer(user))])
   await probe('peripherals PageSize=1000000 sorted by description, 5 at once', async () =>
-    Promise.all(Array.from({ length: 5 }, (_, i) => ask('/prime/webui/peripherals?PageSize=1000000&sortBy=description_asc', bearer(i % 2 ? token : user)))))
+    Promise.all(Array.from({ length: 5 }, (_, i) => ask('/prime/webui/peripherals?PageSize=1000000&sortBy=description_asc', bearer(i % 2 ? token : user)))),
+  )
   watching = false
   clearInterval(sampler)
   await Promise.all(watchers)

@@ -1,6 +1,7 @@
 // The asset service without Fastify: an in-memory database and the SQLite ports. The one
 // mapping of an asset, pages, and the counts kept for a while and computed once for
 // callers that ask at the same time.
+import { threadTasks } from '../lib/reader-thread.js'
 import t from 'tap'
 import { assetsRepo } from '../db/assets.js'
 import { openDatabase, type DB } from '../db/index.js'
@@ -24,7 +25,13 @@ function setup() {
       return insights.uncommonPeripheralsSliced(maxHosts)
     },
   }
-  const service = assetService({ assets: { ...asyncPort(repo, uow), summary: repo.summary }, insights: counted, uncommonMaxHosts: 3, newHours: 24 })
+  const pages = threadTasks(db, { assets: repo })
+  const service = assetService({
+    assets: { ...asyncPort(repo, uow), summary: repo.summary, pageJson: async (...args) => pages.assetsPageJson(...args) },
+    insights: counted,
+    uncommonMaxHosts: 3,
+    newHours: 24,
+  })
   return { db, service, rareWalks: () => rareWalks }
 }
 

@@ -1,15 +1,19 @@
 // The storage asset discovery needs: the assets (db/assets.ts) and the insight cache where
 // the rare models and the counts are kept (db/insights.ts). Handlers that name a query's
 // parts take their types from here.
-import type { AssetCounts, AssetQuery, AssetRow, AssetSort } from '../../db/assets.js'
+import type { AssetCounts, AssetQuery, AssetSort } from '../../db/assets.js'
 
 export type { AssetCounts, AssetField, AssetQuery, AssetRow, AssetSort, Condition } from '../../db/assets.js'
 
 export interface AssetStore {
   /** How many assets there are. */
   total(): Promise<number>
-  /** A page of the assets a query matches, with how many match. */
-  page(q: AssetQuery, sort: AssetSort, limit: number, offset: number): Promise<{ filtered: number; rows: AssetRow[] }>
+  /**
+   * A page of the assets a query matches, with how many match: their views
+   * (lib/assets/views.ts, `maxHosts` as there) as a JSON array, made where the page is read
+   * (a reader thread), so that a page of 10,000 costs the event loop one copy of its text.
+   */
+  pageJson(q: AssetQuery, sort: AssetSort, limit: number, offset: number, maxHosts: number): Promise<{ filtered: number; json: string }>
   /**
    * The counts of every asset by type, risk level, online and new, read a range of rows at
    * a time: a synchronous generator that yields between ranges so that the caller lets

@@ -10,7 +10,7 @@ import { ISSUER, tokenService } from '../auth.js'
 import { createMailer } from '../mail.js'
 import { createServices } from '../services.js'
 import { readerPool } from './readers.js'
-import { readTasks } from '../../db/read-tasks.js'
+import { threadTasks } from '../reader-thread.js'
 
 export interface AppParts {
   config: Config
@@ -41,8 +41,9 @@ export function decorateApp(app: FastifyInstance, { config, db, repos, spec, ops
       file: config.dbFile,
       cacheMb: config.dbCacheMb,
       settings: config.readers,
-      // With no threads, the reads run on the server's own repositories.
-      local: { ...readTasks(db), assetsPage: repos.assets.page },
+      thread: new URL(`../reader-thread.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url).href,
+      // With no threads, the reads run on the server's own connection.
+      local: threadTasks(db, { assets: repos.assets }),
       onWarn: (msg) => app.log.warn(msg),
     }),
   )

@@ -14,7 +14,6 @@ import fs from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import type { ReadTask, ReadOutcome, ReaderSetup } from '../../db/reader-runner.js'
-import type { ReadTaskName, ReadTasks } from '../../db/read-tasks.js'
 import { problem } from '../errors.js'
 
 export interface ReaderSettings {
@@ -44,15 +43,16 @@ export interface ReaderStats {
   longestWaitMs: number
 }
 
-export interface Readers {
-  run<K extends ReadTaskName>(name: K, args: Parameters<ReadTasks[K]>): Promise<ReturnType<ReadTasks[K]>>
+type Tasks = Record<string, (...args: any[]) => unknown>
+
+export interface Readers<T extends Tasks = Tasks> {
+  run<K extends keyof T & string>(name: K, args: Parameters<T[K]>): Promise<ReturnType<T[K]>>
   stats(): ReaderStats
   close(): Promise<void>
 }
 
 // Compiled by scripts/build-if-stale.mjs from db/native/deadline.c (beside dist/ in a source tree).
 const EXTENSION = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../../dist/native/deadline.so' : '../../native/deadline.so', import.meta.url))
-const THREAD = new URL(`../../db/reader-thread.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url).href
 // A read whose thread does not answer this long after its budget (no extension, or a step
 // outside SQLite) ends with its thread; piscina starts another. The budget itself is kept in
 // the thread, from the read's start; this one also covers a thread's own start.
@@ -62,15 +62,16 @@ const RETRY_AFTER = { 'retry-after': '1' }
 /** Whether reads can be stopped inside SQLite here. */
 export const deadlineExtension = (): string | null => (fs.existsSync(EXTENSION) ? EXTENSION : null)
 
-export function readerPool(opts: {
+export function readerPool<T extends Tasks>(opts: {
   file: string
   cacheMb: number
   settings: ReaderSettings
-  local: ReadTasks
+  /** The threads' module: its default export runs a task (db/reader-runner.ts). */
+  thread: string
+  /** The same tasks on the server's connection, for PRIME_READER_THREADS=0. */
+  local: T
   onWarn?: (msg: string) => void
-  /** The threads' module (tests give one with tasks of their own). */
-  thread?: string
-}): Readers {
+}): Readers<T> {
   const { settings, local } = opts
   const extension = deadlineExtension()
   if (settings.threads > 0 && !extension)
@@ -78,7 +79,7 @@ export function readerPool(opts: {
   const pool =
     settings.threads > 0
       ? new Piscina({
-          filename: opts.thread ?? THREAD,
+          filename: opts.thread,
           minThreads: 0,
           maxThreads: settings.threads,
           // The queue is ours (below): piscina is handed a read only when a thread is free.
@@ -180,7 +181,7 @@ export function readerPool(opts: {
         const waited = await slot()
         stats.longestWaitMs = Math.max(stats.longestWaitMs, waited)
         try {
-          if (!pool) return (local[name] as (...a: unknown[]) => unknown)(...args) as never
+          if (!pool) return local[name](...args) as never
           return (await inThread({ name, args, budgetMs: settings.deadlineMs })) as never
         } finally {
           stats.done++
