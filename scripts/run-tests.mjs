@@ -1,7 +1,11 @@
 #!/usr/bin/env node
 // Runs the whole test suite with tap and closes with the line CI reads:
 // "N passed, N failed" from tap's own totals, keeping tap's exit code.
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
+
+// The build first (a no-op when fresh): the reader threads run its compiled module (lib/platform/decorators.ts).
+const built = spawnSync(process.execPath, [new URL('./build-if-stale.mjs', import.meta.url).pathname], { stdio: 'inherit' })
+if (built.status !== 0) process.exit(built.status ?? 1)
 
 const args = ['tap', ...process.argv.slice(2)]
 const child = spawn('npx', args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, FORCE_COLOR: '0' } })

@@ -1,5 +1,6 @@
 // What the app carries for the hooks, handlers and features (typed in lib/app.ts), in the
 // order they are decorated, and what it closes with it.
+import fs from 'node:fs'
 import type { FastifyInstance } from 'fastify'
 import jwt from '@fastify/jwt'
 import type { Config } from '../config.js'
@@ -41,13 +42,23 @@ export function decorateApp(app: FastifyInstance, { config, db, repos, spec, ops
       file: config.dbFile,
       cacheMb: config.dbCacheMb,
       settings: config.readers,
-      thread: new URL(`../reader-thread.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url).href,
+      thread: readerThreadModule(),
       // With no threads, the reads run on the server's own connection.
       local: threadTasks(db, { assets: repos.assets }),
       onWarn: (msg) => app.log.warn(msg),
     }),
   )
   app.decorate('services', createServices(app))
+}
+
+/**
+ * The reader threads' module: the compiled one. Run from the sources (tests), the build in
+ * dist/ when there is one (`npm test` builds it first), since a thread compiling the
+ * TypeScript of its imports took seconds of CPU at every start; else the source itself.
+ */
+function readerThreadModule(): string {
+  const compiled = new URL(import.meta.url.endsWith('.ts') ? '../../dist/lib/reader-thread.js' : '../reader-thread.js', import.meta.url)
+  return fs.existsSync(compiled) ? compiled.href : new URL('../reader-thread.ts', import.meta.url).href
 }
 
 /** The mailer and the database close with the app. */
