@@ -1519,7 +1519,8 @@ export interface paths {
          *     any of them), `IsOnline` (true/false in any case, 1/0), `GlobalSearch`
          *     (case-insensitive "contains" over the name, key, IP address, model, vendor and a
          *     host's adapters). `recordsTotal` counts every asset, `recordsFiltered` those
-         *     matching. `PageSize` is at most 10000 (above it: 400).
+         *     matching. `PageSize` is at most 10000 (above it: 400, naming `PageSize`): assets are
+         *     not streamed, so a page is held whole.
          */
         get: operations["getAssets"];
         put?: never;
@@ -7506,6 +7507,8 @@ export interface components {
         PageNumber: number;
         /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
         PageSize: number;
+        /** @description Assets per page, at most 10000 (above it, 400). */
+        AssetPageSize: number;
         /** @description Case-insensitive text that any of the list's searchable fields contains. */
         GlobalSearch: string;
     };
@@ -11523,8 +11526,8 @@ export interface operations {
                 SortBy?: string;
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
-                PageSize?: components["parameters"]["PageSize"];
+                /** @description Assets per page, at most 10000 (above it, 400). */
+                PageSize?: components["parameters"]["AssetPageSize"];
                 /** @description Case-insensitive text that any of the list's searchable fields contains. */
                 GlobalSearch?: components["parameters"]["GlobalSearch"];
             };

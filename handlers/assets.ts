@@ -30,7 +30,7 @@ export const assetsHandlers: Handlers<'querySepioData' | 'getAssets' | 'getAsset
   async getAssets(req) {
     const q = req.query
     const order = sort(req.routeOptions.config.op!, q.SortBy)
-    const { pageSize, offset } = page(q)
+    const { pageSize, offset } = page(q, req.routeOptions.config.op!)
     const online = bool(q.IsOnline, 'IsOnline')
     const and = [
       anyOf('type', 'Type', q.Type),
