@@ -1471,7 +1471,21 @@ export interface paths {
          *
          *     **Bounds.** At most 5000 tokens, 16 levels of nesting (the standard introspection query has 15), 300 selected fields (each
          *     fragment counted as often as it is spread) and one `conditionalTable` per request;
-         *     at most 50 filters of each kind, 100 values per filter.
+         *     at most 20 filters and system filters together, 50 values per filter (400
+         *     `BAD_USER_INPUT` naming the limit).
+         *
+         *     **Cost.** A query's cost is computed before it runs and is at most 250000 (above it:
+         *     400 `GRAPHQL_VALIDATION_FAILED`). cost = (fields selected outside `data`) +
+         *     pageSize x (fields selected inside `data`) + 10 x (filter values), where every
+         *     alias counts, a fragment counts as often as it is spread, the fields of an asset's
+         *     `locations` and `indicatorViewDetails` count once per asset, `pageSize` is
+         *     `pagination.pageSize` (default 20) and a `multiple` filter counts each of its
+         *     values. The NAC connector's query (the example) selects 17 fields per asset: 170,002
+         *     at pageSize 10000, plus 10 per filter value.
+         *
+         *     **Introspection.** `__schema` and `__type` are refused (400
+         *     `GRAPHQL_VALIDATION_FAILED`) and error messages carry no "Did you mean ...?"
+         *     suggestions, unless the server runs with `PRIME_GRAPHQL_INTROSPECTION=on`.
          *
          *     **Errors.** The credential, limits and the request's form are checked as for every
          *     operation and answered as problem documents (401, 403, 413, 415, 429; 400 when the
