@@ -7,6 +7,7 @@
 import type { DB } from './index.js'
 import { statementCache } from './sql.js'
 import { CheckInTimeWrites } from './answer-cache.js'
+import { patternList } from './match.js'
 
 /** Asset type codes (`type`). */
 export const ASSET_TYPES = { Peripheral: 1, Workstation: 2, Server: 3, VirtualDesktop: 8, AgentlessHost: 10 } as const
@@ -178,15 +179,17 @@ function renderCondition(c: Condition, src: Source): Rendered {
   switch (c.op) {
     case 'in':
     case 'notIn': {
-      const list = c.values.map(() => (text ? '?' : '?')).join(', ')
-      const match = text ? `lower(${e}) IN (${list})` : `(${e}) IN (${list})`
       const values = text ? c.values.map((v) => String(v).toLowerCase()) : c.values
-      return { sql: c.op === 'in' ? `coalesce(${match}, 0)` : `coalesce(NOT ${match}, 1)`, params: values }
+      // Several values: one set, one bound JSON array (one statement text whatever their number).
+      const set = values.length > 1 ? 'SELECT value FROM json_each(?)' : '?'
+      const match = text ? `lower(${e}) IN (${set})` : `(${e}) IN (${set})`
+      return { sql: c.op === 'in' ? `coalesce(${match}, 0)` : `coalesce(NOT ${match}, 1)`, params: values.length > 1 ? [JSON.stringify(values)] : values }
     }
     case 'like':
     case 'notLike': {
-      const any = c.values.map(() => `(${e}) LIKE ? ESCAPE '\\'`).join(' OR ')
-      return { sql: c.op === 'like' ? `coalesce(${any}, 0)` : `coalesce(NOT (${any}), 1)`, params: c.values }
+      // Several patterns: the field computed once per row and tested against all of them (db/match.ts).
+      const any = c.values.length > 1 ? `like_any(${e}, ?)` : `(${e}) LIKE ? ESCAPE '\\'`
+      return { sql: c.op === 'like' ? `coalesce(${any}, 0)` : `coalesce(NOT (${any}), 1)`, params: c.values.length > 1 ? [patternList(c.values)] : c.values }
     }
     case 'gt':
       return { sql: `coalesce((${e}) > ?, 0)`, params: c.values }

@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'
 import { migrationsDir } from './migrations-dir.js'
+import { registerMatchFunctions } from './match.js'
 
 export type DB = Database.Database
 
@@ -42,6 +43,7 @@ export function openDatabase(file: string, { cacheMb = 16, mmapMb = 0 }: { cache
   db.pragma('busy_timeout = 5000')
   db.pragma(`cache_size = ${-Math.round(cacheMb * 1024)}`)
   if (mmapMb > 0) db.pragma(`mmap_size = ${mmapMb * 1024 * 1024}`)
+  registerMatchFunctions(db)
   migrate(db)
   return db
 }

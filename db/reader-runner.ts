@@ -3,6 +3,7 @@
 // the deadline extension (db/native/deadline.c) interrupts the statement when it passes, and
 // the thread stays usable.
 import Database from 'better-sqlite3'
+import { registerMatchFunctions } from './match.js'
 
 export interface ReaderSetup {
   file: string
@@ -23,6 +24,8 @@ export type ReadOutcome = { ok: true; value: unknown; ms: number } | { ok: false
 export function readerRunner(setup: ReaderSetup, makeTasks: (db: Database.Database) => object): (task: ReadTask) => ReadOutcome {
   const db = new Database(setup.file, { readonly: true, fileMustExist: true })
   db.pragma(`cache_size = ${-Math.round(setup.cacheMb * 1024)}`)
+  // The SQL functions the server's connection has (openDatabase), which its statements use.
+  registerMatchFunctions(db)
   let arm: ((ms: number) => void) | null = null
   if (setup.extension) {
     db.loadExtension(setup.extension) // entry point from the name: sqlite3_deadline_init

@@ -1485,7 +1485,21 @@ export interface paths {
          *
          *     **Bounds.** At most 5000 tokens, 16 levels of nesting (the standard introspection query has 15), 300 selected fields (each
          *     fragment counted as often as it is spread) and one `conditionalTable` per request;
-         *     at most 50 filters of each kind, 100 values per filter.
+         *     at most 20 filters and system filters together, 50 values per filter (400
+         *     `BAD_USER_INPUT` naming the limit).
+         *
+         *     **Cost.** A query's cost is computed before it runs and is at most 250000 (above it:
+         *     400 `GRAPHQL_VALIDATION_FAILED`). cost = (fields selected outside `data`) +
+         *     pageSize x (fields selected inside `data`) + 10 x (filter values), where every
+         *     alias counts, a fragment counts as often as it is spread, the fields of an asset's
+         *     `locations` and `indicatorViewDetails` count once per asset, `pageSize` is
+         *     `pagination.pageSize` (default 20) and a `multiple` filter counts each of its
+         *     values. The NAC connector's query (the example) selects 17 fields per asset: 170,002
+         *     at pageSize 10000, plus 10 per filter value.
+         *
+         *     **Introspection.** `__schema` and `__type` are refused (400
+         *     `GRAPHQL_VALIDATION_FAILED`) and error messages carry no "Did you mean ...?"
+         *     suggestions, unless the server runs with `PRIME_GRAPHQL_INTROSPECTION=on`.
          *
          *     **Cost.** The page is read in a reader thread under the read budget, with the
          *     caller's share and the queue as for `getAssets`: 422 when the read ran past its
@@ -1538,7 +1552,8 @@ export interface paths {
          *     any of them), `IsOnline` (true/false in any case, 1/0), `GlobalSearch`
          *     (case-insensitive "contains" over the name, key, IP address, model, vendor and a
          *     host's adapters). `recordsTotal` counts every asset, `recordsFiltered` those
-         *     matching. `PageSize` is at most 10000 (above it: 400).
+         *     matching. `PageSize` is at most 10000 (above it: 400, naming `PageSize`): assets are
+         *     not streamed, so a page is held whole.
          *
          *     **Cost.** The page is read in a reader thread, off the server's event loop, under the
          *     read budget (`PRIME_READ_DEADLINE_SECONDS`, default 10): a read still running then is
@@ -7586,6 +7601,8 @@ export interface components {
         PageNumber: number;
         /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
         PageSize: number;
+        /** @description Assets per page, at most 10000 (above it, 400). */
+        AssetPageSize: number;
         /** @description Case-insensitive text that any of the list's searchable fields contains. */
         GlobalSearch: string;
     };
@@ -11634,8 +11651,8 @@ export interface operations {
                 SortBy?: string;
                 /** @description 1-based page number. */
                 PageNumber?: components["parameters"]["PageNumber"];
-                /** @description Records per page, at most 1000000 (above it, 400). Pages of more than 10000 records are streamed (the counts first, the rows as they are read). */
-                PageSize?: components["parameters"]["PageSize"];
+                /** @description Assets per page, at most 10000 (above it, 400). */
+                PageSize?: components["parameters"]["AssetPageSize"];
                 /** @description Case-insensitive text that any of the list's searchable fields contains. */
                 GlobalSearch?: components["parameters"]["GlobalSearch"];
             };

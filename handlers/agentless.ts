@@ -65,7 +65,7 @@ export const agentlessHandlers: Handlers<
   async getAgentlessConnectionDetailsStatus(req, reply) {
     const filter = agentlessFilter(req.query as Record<string, unknown>, 'query')
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
-    const { pageSize, offset } = page(req.query)
+    const { pageSize, offset } = page(req.query, req.routeOptions.config.op!)
     const answer = await req.server.services.agentless.statusPage(filter, order, pageSize, offset, streamedPages.above)
     const view = (r: Parameters<typeof statusView>[0]) => statusView(r, answer.defaults)
     if ('stream' in answer) return reply.type('application/json').send(listAnswerStream(answer.total, answer.filtered, jsonChunks(answer.stream, view)))

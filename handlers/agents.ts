@@ -9,7 +9,7 @@ export const agentsHandlers: Handlers<'getAgents' | 'getAgent' | 'getAgentDebugL
   async getAgents(req, reply) {
     const filter = agentFilterFromQuery(req.query as Record<string, unknown>)
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
-    const { pageSize, offset } = page(req.query)
+    const { pageSize, offset } = page(req.query, req.routeOptions.config.op!)
     const p = await req.server.services.agents.list(filter, order, pageSize, offset)
     // The agents' JSON is kept per row (db/agents.ts agentViews): the page is sent as written.
     return reply.type('application/json').send('stream' in p ? listAnswerStream(p.total, p.filtered, p.stream) : listAnswerJson(p.total, p.filtered, p.data))

@@ -21,7 +21,7 @@ function anyOf(field: AssetField, name: string, value: string | undefined): Cond
 export const assetsHandlers: Handlers<'querySepioData' | 'getAssets' | 'getAssetsOverview' | 'getAssetsDistribution'> = {
   async querySepioData(req, reply) {
     const { query, variables, operationName } = req.body
-    const answer = await runAssetGraph(reply, req.server.services.assets, query, variables, operationName)
+    const answer = await runAssetGraph(reply, req.server.services.assets, query, variables, operationName, { suggestions: req.server.config.graphqlIntrospection })
     if (answer.ok) return answer.body as never
     // GraphQL clients read errors from the body in the GraphQL format; the status says it failed.
     return reply.code(400).type('application/json; charset=utf-8').send({ data: null, errors: answer.errors })
@@ -30,7 +30,7 @@ export const assetsHandlers: Handlers<'querySepioData' | 'getAssets' | 'getAsset
   async getAssets(req, reply) {
     const q = req.query
     const order = sort(req.routeOptions.config.op!, q.SortBy)
-    const { pageSize, offset } = page(q)
+    const { pageSize, offset } = page(q, req.routeOptions.config.op!)
     const online = bool(q.IsOnline, 'IsOnline')
     const and = [
       anyOf('type', 'Type', q.Type),

@@ -53,25 +53,25 @@ export const eventsHandlers: Handlers<
 > = {
   async getEvents(req, reply) {
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
-    const pg = page(req.query)
+    const pg = page(req.query, req.routeOptions.config.op!)
     const filter = eventFilter(req.query)
     return send(reply, await req.server.services.events.eventsAnswer(filter, order, pg, isIncidentFetch(req.query, order)))
   },
 
   async getEventsIntegration(req, reply) {
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
-    const pg = page(req.query)
+    const pg = page(req.query, req.routeOptions.config.op!)
     return send(reply, await req.server.services.events.eventFeedAnswer(eventFilter(req.query), order, pg))
   },
 
   async getAuditTrails(req, reply) {
     const order = sort(req.routeOptions.config.op!, req.query.SortBy)
-    const pg = page(req.query)
+    const pg = page(req.query, req.routeOptions.config.op!)
     return send(reply, await req.server.services.events.auditTrailAnswer(auditFilter(req.query), order, pg))
   },
 
   async getAuditsIntegration(req, reply) {
-    const pg = page(req.query)
+    const pg = page(req.query, req.routeOptions.config.op!)
     return send(reply, await req.server.services.events.auditFeedAnswer(auditFilter(req.query), pg))
   },
 

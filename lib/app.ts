@@ -101,7 +101,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   registerBackground(app)
   registerPipeline(app, { spec, ops, validateResponses: opts.validateResponses })
   // The GraphQL executor of POST /sepio-data, without routes of its own.
-  await registerAssetGraph(app)
+  await registerAssetGraph(app, { introspection: config.graphqlIntrospection })
   await registerRoutes(app, spec)
   registerOnListen(app, logStream)
   await registerDocs(app, spec)

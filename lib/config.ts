@@ -69,6 +69,8 @@ export interface Config {
   readers: { threads: number; queue: number; deadlineMs: number; perCredential: number }
   /** Asset discovery: an asset first seen within this many hours counts as new. */
   assets: { newHours: number }
+  /** GraphQL (`POST /sepio-data`) answers introspection and suggests names in its errors (PRIME_GRAPHQL_INTROSPECTION; off by default). */
+  graphqlIntrospection: boolean
   /** The key that seals agentless connection credentials (PRIME_AGENTLESS_KEY or kept in the data dir). */
   agentlessKey: Buffer
   /** Days each kind of record is kept (0: for ever), and the retention job's pace (lib/retention/job.ts). */
@@ -126,9 +128,9 @@ function lifted(env: NodeJS.ProcessEnv, fallback: number): number {
 function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
   const raw = env[name]
   if (raw === undefined || raw === '') return fallback
-  if (/^(1|true|yes)$/i.test(raw)) return true
-  if (/^(0|false|no)$/i.test(raw)) return false
-  throw new Error(`${name} must be true or false, got "${raw}"`)
+  if (/^(1|true|yes|on)$/i.test(raw)) return true
+  if (/^(0|false|no|off)$/i.test(raw)) return false
+  throw new Error(`${name} must be true or false (on or off), got "${raw}"`)
 }
 
 // The JWT secret is generated once and kept in the data dir, so tokens survive restarts
@@ -243,6 +245,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       perCredential: int(env, 'PRIME_EXPENSIVE_PER_CREDENTIAL', 1, 1, 1000),
     },
     assets: { newHours: int(env, 'PRIME_NEW_ASSET_HOURS', 24, 1, 8760) },
+    graphqlIntrospection: bool(env, 'PRIME_GRAPHQL_INTROSPECTION', false),
     agentlessKey: loadKey(env, dataDir),
     retention: {
       eventsDays: int(env, 'PRIME_RETENTION_EVENTS_DAYS', 365, 0, 36_500),

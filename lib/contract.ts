@@ -23,6 +23,8 @@ export interface Operation {
   readOnly: boolean
   sortFields: string[]
   defaultSort: string | null
+  /** The `maximum` of its `PageSize` query parameter: the largest page a list answers (null: no such parameter). */
+  pageSizeMax: number | null
   /** Media types of the request body, when it takes one. */
   requestTypes: string[]
   bodyRequired: boolean
@@ -198,6 +200,16 @@ function noIntegrationToken(op: Json, spec: Json, id: string): boolean {
   return true
 }
 
+/** The maximum its `PageSize` query parameter declares; a list without one would be unbounded, and is refused at start. */
+function pageSizeMax(op: Json, spec: Json, id: string): number | null {
+  const params: Json[] = (op.parameters ?? []).map((p: Json) => (p.$ref ? spec.components?.parameters?.[String(p.$ref).split('/').pop()!] : p))
+  const size = params.find((p) => p?.in === 'query' && String(p.name).toLowerCase() === 'pagesize')
+  if (!size) return null
+  const max = size.schema?.maximum
+  if (!Number.isInteger(max)) throw new Error(`${id}: its PageSize parameter must declare an integer maximum`)
+  return max
+}
+
 export function operations(spec: Json): Map<string, Operation> {
   const out = new Map<string, Operation>()
   const pathOf = new Map<string, string>()
@@ -216,6 +228,7 @@ export function operations(spec: Json): Map<string, Operation> {
         readOnly: op['x-read-only'] === true,
         sortFields: op['x-sort-fields'] ?? [],
         defaultSort: op['x-default-sort'] ?? null,
+        pageSizeMax: pageSizeMax(op, spec, id),
         requestTypes: Object.keys(op.requestBody?.content ?? {}),
         bodyRequired: Boolean(op.requestBody?.required),
         responseTypes: Object.keys(op.responses?.['200']?.content ?? {}),

@@ -13,7 +13,7 @@ export type { DateRange } from '../db/filters.js'
 /** Where a filter value came from: list queries, or export bodies that mirror them. */
 export type Where = Extract<FieldError['location'], 'query' | 'body'>
 
-/** Integrations ask for a million rows in one page (the contract's PageSize maximum). */
+/** Integrations ask for a million rows in one page (the shared PageSize parameter's maximum; a list may declare less). */
 export const MAX_PAGE_SIZE = 1_000_000
 export const DEFAULT_PAGE_SIZE = 20
 /** Pages asking for more rows than `above` are streamed (memory stays flat); smaller ones are built whole. Tests lower it. */
@@ -27,12 +27,18 @@ export interface Page {
   offset: number
 }
 
-export function page(query: { PageNumber?: number; PageSize?: number }): Page {
+/**
+ * The page a list asks for. The largest is the operation's own (its contract's `PageSize`
+ * maximum), so that no list answers more than it documents, whichever handler reads it.
+ */
+export function page(query: { PageNumber?: number; PageSize?: number }, op: Pick<Operation, 'operationId' | 'pageSizeMax'>): Page {
+  if (op.pageSizeMax === null) throw new Error(`${op.operationId} declares no PageSize parameter`)
+  const max = Math.min(op.pageSizeMax, MAX_PAGE_SIZE)
   const pageNumber = query.PageNumber ?? 1
   const pageSize = query.PageSize ?? DEFAULT_PAGE_SIZE
   if (!Number.isInteger(pageNumber) || pageNumber < 1) throw invalidField('query', 'PageNumber', 'must be an integer of at least 1')
-  if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > MAX_PAGE_SIZE) {
-    throw invalidField('query', 'PageSize', `must be an integer from 1 to ${MAX_PAGE_SIZE}`)
+  if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > max) {
+    throw invalidField('query', 'PageSize', `must be an integer from 1 to ${max}`)
   }
   return { pageNumber, pageSize, offset: (pageNumber - 1) * pageSize }
 }

@@ -124,26 +124,20 @@ t.test('wrong requests answer 400 in the GraphQL format, never 500', async (t) =
   await bad({ filters: [f('lastSeen', 'LessThan', 'yesterday')] }, /must be a date/)
   await bad({ filters: [f('name', 'Exact', 'a', 'XOR')] }, /op must be AND or OR/)
   await bad({ filters: [{ ...f('name', 'Exact', 'a'), is_userattribute: true }] }, /no user attributes/)
-  await bad({ filters: Array.from({ length: 51 }, () => f('name', 'Exact', 'a')) }, /more than 50 filters/)
-  await bad({ filters: [f('type', 'Exact', Array.from({ length: 101 }, (_, i) => i).join(','))] }, /more than 100 values/)
+  await bad({ filters: Array.from({ length: 21 }, () => f('name', 'Exact', 'a')) }, /query has 21 filters and system filters: at most 20 in all/)
+  await bad({ filters: Array.from({ length: 11 }, () => f('name', 'Exact', 'a')), system: Array.from({ length: 10 }, () => f('name', 'Exact', 'a')) }, /at most 20 in all/)
+  await bad({ filters: [f('type', 'Exact', Array.from({ length: 51 }, (_, i) => i).join(','))] }, /filters\[0\]\.value lists 51 values: at most 50 per filter/)
+  await bad({ system: [f('name', 'NotContains', Array.from({ length: 51 }, (_, i) => `n${i}`).join(','), 'AND', 'multiple')] }, /systemFilters\[0\]\.value lists 51 values/)
   await bad({ system: [f('name', 'Exact', 'a\u0000')] }, /systemFilters\[0\]\.value must not contain the NUL/)
   await bad({ sort: 'colour_asc' }, /sortBy must be <field>_asc/)
   await bad({ size: 10001 }, /pageSize must be from 1 to 10000/)
   await bad({ page: 0 }, /pageNumber must be at least 1/)
 
-  // Bounds: nesting, fields (fragments counted as spread), tables per request, tokens.
-  let deep = 'name'
-  for (let i = 0; i < 16; i++) deep = `ofType { ${deep} }`
-  errors(t, await send({ query: `{ __schema { types { ${deep} } } }` }), 'GRAPHQL_VALIDATION_FAILED', /depth/)
+  // Bounds: fields (fragments counted as spread), tables per request, tokens.
   const fragments = `fragment F on Asset { ${'id key name mac '.repeat(10)} } query { conditionalTable { data { ${'...F '.repeat(10)} } } }`
   errors(t, await send({ query: fragments }), 'GRAPHQL_VALIDATION_FAILED', /more than 300 fields/)
   errors(t, await send({ query: '{ a: conditionalTable { recordsTotal } b: conditionalTable { recordsTotal } }' }), 'GRAPHQL_VALIDATION_FAILED', /at most 1 per request/)
   errors(t, await send({ query: `{ conditionalTable { recordsTotal ${'__typename '.repeat(5000)} } }` }), 'GRAPHQL_PARSE_FAILED', /5000 tokens/)
-
-  // The standard introspection query a GraphQL client sends fits the bounds.
-  const intro = await send({ query: getIntrospectionQuery() })
-  t.equal(intro.statusCode, 200, intro.body.slice(0, 300))
-  t.ok(intro.json().data.__schema.types.some((x: any) => x.name === 'ConditionalRowFilterInput'))
 
   // The request's form, credential and media type: problem documents, as every operation.
   const problem = (res: { statusCode: number; headers: Record<string, unknown> }, status: number) => {
@@ -170,4 +164,136 @@ t.test('a query is not audited; a refused one is', async (t) => {
   t.equal(count(), 0)
   t.equal((await call(app, undefined, { method: 'POST', url: '/sepio-data', payload: { query: table() } })).statusCode, 401)
   t.equal(count(), 1)
+})
+
+t.test('introspection and suggestions: off unless PRIME_GRAPHQL_INTROSPECTION is on', async (t) => {
+  const typo = '{ conditionalTable { data { nme } } }'
+  const typoVariables = { query: table(), variables: { filters: [{ fild: 'name', field: 'name', expression: 'Exact' }] } }
+
+  await t.test('off (the default)', async (t) => {
+    const app = await build(t)
+    t.equal(app.testConfig.graphqlIntrospection, false)
+    const token = await login(app)
+    const send = (payload: object) => call(app, token, { method: 'POST', url: '/sepio-data', payload })
+    for (const query of [getIntrospectionQuery(), '{ __schema { queryType { name } } }', '{ __type(name: "Asset") { fields { name } } }']) {
+      const res = await send({ query })
+      errors(t, res, 'GRAPHQL_VALIDATION_FAILED', /introspection has been disabled/)
+      t.notMatch(res.body, /ConditionalRowFilterInput|"fields"/, 'nothing of the schema is answered')
+    }
+    // __typename names a type the query already names: allowed, as GraphQL clients add it.
+    t.equal((await send({ query: '{ conditionalTable { __typename recordsTotal } }' })).statusCode, 200)
+    const wrong = errors(t, await send({ query: typo }), 'GRAPHQL_VALIDATION_FAILED', /Cannot query field "nme" on type "Asset"\.$/)
+    t.notMatch(JSON.stringify(wrong), /Did you mean|"name"/)
+    const variable = errors(t, await send(typoVariables), 'GRAPHQL_VALIDATION_FAILED', /fild/)
+    t.notMatch(JSON.stringify(variable), /Did you mean/)
+  })
+
+  await t.test('on', async (t) => {
+    const app = await build(t, { PRIME_GRAPHQL_INTROSPECTION: 'on' })
+    t.equal(app.testConfig.graphqlIntrospection, true)
+    const token = await login(app)
+    const send = (payload: object) => call(app, token, { method: 'POST', url: '/sepio-data', payload })
+    // The standard introspection query a GraphQL client sends fits the bounds.
+    const intro = await send({ query: getIntrospectionQuery() })
+    t.equal(intro.statusCode, 200, intro.body.slice(0, 300))
+    t.ok(intro.json().data.__schema.types.some((x: any) => x.name === 'ConditionalRowFilterInput'))
+    let deep = 'name'
+    for (let i = 0; i < 16; i++) deep = `ofType { ${deep} }`
+    errors(t, await send({ query: `{ __schema { types { ${deep} } } }` }), 'GRAPHQL_VALIDATION_FAILED', /depth/)
+    errors(t, await send({ query: typo }), 'GRAPHQL_VALIDATION_FAILED', /Cannot query field "nme" on type "Asset"\. Did you mean "name"\?/)
+    errors(t, await send(typoVariables), 'GRAPHQL_VALIDATION_FAILED', /Did you mean "field"\?/)
+  })
+})
+
+t.test('a query costs what it selects times the page, and filter values; over 250000 it is refused before it runs', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  insertAgent(app)
+  const send = (query: string, variables: Record<string, unknown> = {}) => call(app, token, { method: 'POST', url: '/sepio-data', payload: { query, variables } })
+  const ok = (res: LightMyRequestResponse, what: string) => t.equal(res.statusCode, 200, `${what}: ${res.body.slice(0, 300)}`)
+  const refused = (res: LightMyRequestResponse) => errors(t, res, 'GRAPHQL_VALIDATION_FAILED', /costs more than 250000/)
+
+  // The NAC connector's query (the contract's example; 17 fields an asset) at the largest page, with its filters.
+  const nac = `query GetDiscoveredAssets($pageNum: Int!, $pageSize: Int!, $filters: [ConditionalRowFilterInput], $systemFilters: [ConditionalRowFilterInput]) {
+    conditionalTable(query: { filters: $filters, systemFilters: $systemFilters, globalSearch: "" } pagination: { pageNumber: $pageNum, pageSize: $pageSize, sortBy: "riskLevel_desc" }) {
+      recordsFiltered
+      data { id mac key isRiskAccepted model iconDescription isOnline riskLevel statusDescription firstSeen lastSeen locations { displayString } indicatorViewDetails { subType riskIndicationString description } } } }`
+  const filters = [f('isOnline', 'Exact', 'true'), f('type', 'Exact', '2,3,8,9,10', 'AND', 'multiple'), f('riskLevel', 'Exact', '0,1,2,3,4,5,6,7,8,9', 'AND', 'multiple')]
+  const systemFilters = [f('icon', 'NotExact', '50'), f('type', 'NotExact', '6'), f('hierarchy', 'NotExact', '1')]
+  const answer = await send(nac, { pageNum: 1, pageSize: 10_000, filters, systemFilters })
+  ok(answer, 'the NAC connector at pageSize 10000')
+  t.equal(answer.json().data.conditionalTable.data.length, 1)
+
+  // 290 aliases of id (292 fields, within the 300): 2,900,002 at a page of 10000, refused whether the size is literal or a variable; 29,002 at 100.
+  const aliases = (size: string) => `query Q($size: Int) { conditionalTable(pagination: { pageSize: ${size} }) { data { ${Array.from({ length: 290 }, (_, i) => `a${i}: id`).join(' ')} } } }`
+  refused(await send(aliases('10000')))
+  refused(await send(aliases('$size'), { size: 10_000 }))
+  refused(await send(aliases('$size'), { size: 1_000 }))
+  ok(await send(aliases('$size'), { size: 100 }), '290 aliases at a page of 100')
+  ok(await send(aliases('$size')), '290 aliases at the default page of 20')
+  // The same through fragments and a whole pagination object in a variable.
+  const spread = `fragment I on Asset { ${Array.from({ length: 29 }, (_, i) => `b${i}: id`).join(' ')} }
+    query Q($p: PaginationInput) { conditionalTable(pagination: $p) { data { ${'...I '.repeat(9)} ... on Asset { ...I } } } }`
+  refused(await send(spread, { p: { pageSize: 10_000 } }))
+  ok(await send(spread, { p: { pageSize: 500 } }), '290 fields through fragments at a page of 500')
+
+  // 24 fields an asset: 240,002 at a page of 10000; each filter value adds 10.
+  const wide = `query Q($filters: [ConditionalRowFilterInput], $system: [ConditionalRowFilterInput]) {
+    conditionalTable(query: { filters: $filters, systemFilters: $system }, pagination: { pageSize: 10000 }) {
+      data { id key name mac macAddresses ipAddress type typeDescription icon iconDescription hierarchy model vendor parentId isOnline riskLevel
+             isRiskAccepted statusDescription firstSeen lastSeen locations { displayString } indicatorViewDetails { risk } } } }`
+  const fifty = (from: number) => Array.from({ length: 50 }, (_, i) => from + i).join(',')
+  const many = Array.from({ length: 20 }, (_, i) => f('riskLevel', 'NotExact', fifty(100 + 50 * i)))
+  ok(await send(wide), '24 fields at 10000, no filters')
+  ok(await send(wide, { filters: many.slice(0, 10), system: [...many.slice(10, 19), f('riskLevel', 'NotExact', fifty(2000).replace(/,\d+$/, ''))] }), '999 filter values: 249,992')
+  refused(await send(wide, { filters: many.slice(0, 10), system: many.slice(10) }))
+})
+
+t.test('many filter values match as few do', async (t) => {
+  const app = await build(t, { PRIME_AGENT_DISCONNECT_SECONDS: '86400' })
+  const token = await login(app)
+  const names = ['Alpha-1', 'BRAVO-2', 'charlie-3', 'Delta_4', 'echo%5', 'FOXTROT-6']
+  const models = ['Latitude 5440', 'OptiPlex 7090', null, 'ThinkPad X1', 'Latitude 7420', 'Precision 3660']
+  names.forEach((host_identifier, i) => insertAgent(app, { host_identifier, pc_model: models[i] }))
+  const hosts = [f('type', 'Exact', '2,3,8')]
+  const keys = async (filters: unknown[]) => {
+    const res = await gql(app, token, { system: hosts, filters, sort: 'name_asc' })
+    t.equal(res.statusCode, 200, res.body)
+    return res.json().data.conditionalTable.data.map((a: any) => a.name) as string[]
+  }
+  // Needles that match nothing, padding a list to the maximum of 50 values.
+  const pad = (needles: string[]) => [...needles, ...Array.from({ length: 50 - needles.length }, (_, i) => `zz-none-${i}`)].join(',')
+  const multiple = (field: string, expression: string, needles: string[]) => f(field, expression, pad(needles), 'AND', 'multiple')
+  // The same as one filter per value: ORed for the matching expressions, ANDed for the Not... ones.
+  const each = (field: string, expression: string, needles: string[], join: 'AND' | 'OR') => needles.map((v, i) => ({ ...f(field, expression, v, join), index: i }))
+
+  for (const [field, needles] of [
+    ['name', ['alpha', 'RAVO', '_4', '%']],
+    ['model', ['latitude', '7090']],
+    ['name', ['-']],
+  ] as const) {
+    for (const [expression, join] of [
+      ['Contains', 'OR'],
+      ['NotContains', 'AND'],
+    ] as const) {
+      const one = await keys(each(field, expression, [...needles], join))
+      t.same(await keys([multiple(field, expression, [...needles])]), one, `${field} ${expression} ${needles.join(',')}: ${one.join(',')}`)
+    }
+  }
+  for (const [expression, join] of [
+    ['Exact', 'OR'],
+    ['NotExact', 'AND'],
+  ] as const) {
+    const needles = ['alpha-1', 'Delta_4', 'ECHO%5']
+    const one = await keys(each('name', expression, needles, join))
+    t.same(await keys([multiple('name', expression, needles)]), one, `name ${expression}: ${one.join(',')}`)
+  }
+  t.same(await keys([multiple('name', 'Contains', ['alpha', 'RAVO', '_4', '%'])]), ['Alpha-1', 'BRAVO-2', 'Delta_4', 'echo%5'], 'wildcards are literal')
+  t.same(await keys([multiple('model', 'NotContains', ['latitude'])]), ['BRAVO-2', 'charlie-3', 'Delta_4', 'FOXTROT-6'], 'a null field matches NotContains')
+  t.same(await keys([multiple('model', 'Contains', ['e'])]), ['Alpha-1', 'BRAVO-2', 'echo%5', 'FOXTROT-6'], 'a null field never matches Contains')
+  t.same(
+    await keys([f('riskLevel', 'NotExact', Array.from({ length: 50 }, (_, i) => i + 100).join(','))]),
+    [...names].sort((a, b) => a.toLowerCase().localeCompare(b.toLowerCase())),
+  )
+  t.same(await keys([f('type', 'Exact', Array.from({ length: 50 }, (_, i) => (i === 49 ? 3 : i + 100)).join(','))]), [], 'integers in a list of 50')
 })

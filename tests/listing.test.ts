@@ -13,6 +13,7 @@ const fakeOp = (over: Partial<Operation> = {}): Operation => ({
   auditCategory: null,
   sortFields: ['name', 'creationTime', 'severity', 'id'],
   defaultSort: 'creationTime_desc',
+  pageSizeMax: 1_000_000,
   requestTypes: [],
   bodyRequired: false,
   responseTypes: ['application/json', 'text/json', 'text/plain'],
@@ -41,20 +42,29 @@ function invalid(t: Test, fn: () => unknown, name: string): ProblemError | undef
 t.test('page', async (t) => {
   t.equal(DEFAULT_PAGE_SIZE, 20)
   t.equal(MAX_PAGE_SIZE, 1_000_000)
-  t.same(page({}), { pageNumber: 1, pageSize: 20, offset: 0 }, 'defaults: page 1 of 20')
-  t.same(page({ PageNumber: 3 }), { pageNumber: 3, pageSize: 20, offset: 40 })
-  t.same(page({ PageNumber: 2, PageSize: 50 }), { pageNumber: 2, pageSize: 50, offset: 50 })
-  t.same(page({ PageSize: 1_000_000 }), { pageNumber: 1, pageSize: 1_000_000, offset: 0 }, 'the maximum is allowed')
-  t.same(page({ PageSize: 1 }), { pageNumber: 1, pageSize: 1, offset: 0 })
+  const list = { operationId: 'getList', pageSizeMax: 1_000_000 }
+  const pg = (q: { PageNumber?: number; PageSize?: number }) => page(q, list)
+  t.same(pg({}), { pageNumber: 1, pageSize: 20, offset: 0 }, 'defaults: page 1 of 20')
+  t.same(pg({ PageNumber: 3 }), { pageNumber: 3, pageSize: 20, offset: 40 })
+  t.same(pg({ PageNumber: 2, PageSize: 50 }), { pageNumber: 2, pageSize: 50, offset: 50 })
+  t.same(pg({ PageSize: 1_000_000 }), { pageNumber: 1, pageSize: 1_000_000, offset: 0 }, 'the maximum is allowed')
+  t.same(pg({ PageSize: 1 }), { pageNumber: 1, pageSize: 1, offset: 0 })
 
-  const p = invalid(t, () => page({ PageSize: 1_000_001 }), 'PageSize')
+  const p = invalid(t, () => pg({ PageSize: 1_000_001 }), 'PageSize')
   t.match(p?.errors?.[0].reason, /1000000/, 'says what the maximum is')
-  invalid(t, () => page({ PageSize: 10_000_000 }), 'PageSize')
-  invalid(t, () => page({ PageSize: 0 }), 'PageSize')
-  invalid(t, () => page({ PageSize: 2.5 }), 'PageSize')
-  invalid(t, () => page({ PageNumber: 0 }), 'PageNumber')
-  invalid(t, () => page({ PageNumber: -1 }), 'PageNumber')
-  invalid(t, () => page({ PageNumber: 1.5 }), 'PageNumber')
+  invalid(t, () => pg({ PageSize: 10_000_000 }), 'PageSize')
+  invalid(t, () => pg({ PageSize: 0 }), 'PageSize')
+  invalid(t, () => pg({ PageSize: 2.5 }), 'PageSize')
+  invalid(t, () => pg({ PageNumber: 0 }), 'PageNumber')
+  invalid(t, () => pg({ PageNumber: -1 }), 'PageNumber')
+  invalid(t, () => pg({ PageNumber: 1.5 }), 'PageNumber')
+
+  // A list's own, smaller maximum (the contract's PageSize parameter) is the one enforced.
+  const small = { operationId: 'getAssets', pageSizeMax: 10_000 }
+  t.same(page({ PageSize: 10_000 }, small), { pageNumber: 1, pageSize: 10_000, offset: 0 })
+  const over = invalid(t, () => page({ PageSize: 10_001 }, small), 'PageSize')
+  t.match(over?.errors?.[0].reason, /from 1 to 10000$/)
+  t.throws(() => page({}, { operationId: 'getThing', pageSizeMax: null }), /getThing declares no PageSize parameter/)
 })
 
 t.test('sort', async (t) => {

@@ -127,6 +127,17 @@ t.test("asset discovery is read in the reader threads, under the caller's share"
   const graph = await call(app, token, { method: 'POST', url: '/sepio-data', payload: { query: '{ conditionalTable(query: {}, pagination: {pageNumber: 1, pageSize: 5}) { recordsFiltered } }' } })
   t.equal(graph.statusCode, 200, graph.body)
   t.equal(app.readers.stats().done, 2)
+  // A filter of many values is matched by a function of the thread's own connection.
+  const many = await call(app, token, {
+    method: 'POST',
+    url: '/sepio-data',
+    payload: {
+      query:
+        '{ conditionalTable(query: { filters: [{ field: "name", expression: "NotContains", value: "a,b,c", conditionTypeValue: "multiple" }] }, pagination: {pageNumber: 1, pageSize: 5}) { recordsFiltered } }',
+    },
+  })
+  t.equal(many.statusCode, 200, many.body)
+  t.equal(app.readers.stats().done, 3)
 })
 
 t.test('a streamed page is found and ordered in a reader thread, as the event loop would', async (t) => {

@@ -14,8 +14,10 @@ export class AssetQueryError extends Error {
   }
 }
 
-export const MAX_FILTERS = 50
-export const MAX_VALUES = 100
+/** Filters of a query, `filters` and `systemFilters` together (the NAC connector sends six). */
+export const MAX_FILTERS = 20
+/** Values of one filter (a "multiple" list, or integers); the NAC connector's longest list has eight. */
+export const MAX_VALUES = 50
 export const MAX_VALUE_LENGTH = 1024
 export const MAX_PAGE_SIZE = 10_000
 export const DEFAULT_GRAPH_PAGE_SIZE = 20
@@ -86,6 +88,26 @@ function boolean(v: string, at: string): number {
   throw new AssetQueryError(at, 'must be true or false (any case) or 1 or 0')
 }
 
+/** The values of a filter: a comma-separated list with `multiple` or on an integer field, else the one value as given. */
+function valuesOf(f: Pick<FilterInput, 'value' | 'conditionTypeValue'>, kind: ReturnType<typeof kindOf> | undefined): string[] {
+  const raw = f.value ?? ''
+  const multiple = (f.conditionTypeValue ?? '').trim().toLowerCase() === 'multiple'
+  // Numbers hold no commas, so a list of them is a list whatever conditionTypeValue says.
+  if (!multiple && kind !== 'number') return [raw]
+  return raw
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '')
+}
+
+/** How many values a filter as sent holds (its cost, before it is read; lib/assets/index.ts). */
+export function filterValueCount(f: Partial<FilterInput>): number {
+  const field = typeof f.field === 'string' ? byLower(FILTER_FIELDS, f.field) : undefined
+  const value = typeof f.value === 'string' ? f.value : ''
+  const type = typeof f.conditionTypeValue === 'string' ? f.conditionTypeValue : null
+  return Math.max(1, valuesOf({ value, conditionTypeValue: type }, field && kindOf(field)).length)
+}
+
 /** One filter as a condition. `at` names it in errors (e.g. `filters[2]`). */
 export function condition(f: FilterInput, at: string): Condition {
   if (f.is_userattribute) throw new AssetQueryError(`${at}.is_userattribute`, 'is true, but no user attributes are defined: filter on an asset field')
@@ -97,17 +119,9 @@ export function condition(f: FilterInput, at: string): Condition {
   if (raw.length > MAX_VALUE_LENGTH) throw new AssetQueryError(`${at}.value`, `is longer than ${MAX_VALUE_LENGTH} characters`)
   if (raw.includes('\u0000')) throw new AssetQueryError(`${at}.value`, 'must not contain the NUL character')
   const kind = kindOf(field)
-  const multiple = (f.conditionTypeValue ?? '').trim().toLowerCase() === 'multiple'
-  // Numbers hold no commas, so a list of them is a list whatever conditionTypeValue says.
-  const values =
-    multiple || kind === 'number'
-      ? raw
-          .split(',')
-          .map((v) => v.trim())
-          .filter((v) => v !== '')
-      : [raw]
+  const values = valuesOf(f, kind)
   if (values.length === 0) throw new AssetQueryError(`${at}.value`, 'is empty')
-  if (values.length > MAX_VALUES) throw new AssetQueryError(`${at}.value`, `lists more than ${MAX_VALUES} values`)
+  if (values.length > MAX_VALUES) throw new AssetQueryError(`${at}.value`, `lists ${values.length} values: at most ${MAX_VALUES} per filter`)
   const at_ = `${at}.value`
   const one = () => {
     if (values.length !== 1) throw new AssetQueryError(at_, `takes one value with ${expression}`)
@@ -199,7 +213,7 @@ function allowedFor(kind: 'text' | 'number' | 'boolean' | 'date'): string[] {
  */
 export function conditionGroups(filters: readonly (FilterInput | null)[] | null | undefined, name: string): Condition[][] {
   if (!filters) return []
-  if (filters.length > MAX_FILTERS) throw new AssetQueryError(name, `has more than ${MAX_FILTERS} filters`)
+  if (filters.length > MAX_FILTERS) throw new AssetQueryError(name, `has ${filters.length} filters: at most ${MAX_FILTERS}`)
   const ordered = filters
     .map((f, i) => ({ f, i }))
     .filter((x): x is { f: FilterInput; i: number } => x.f !== null)
