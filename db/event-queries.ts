@@ -26,7 +26,8 @@ import { auditPlan, eventPlan, eventSorts, sortedByRows, type Plan } from './eve
 import { recordTables, type ListAnswer, type QueryState } from './event-query-state.js'
 import { eventCounts } from './event-counts.js'
 import { eventPages, type Raw } from './event-pages.js'
-import { eventStream } from './event-stream.js'
+import { eventStream, type StreamOffload } from './event-stream.js'
+import { registerEventContains } from './match.js'
 import { termThread } from './term-thread.js'
 import { GLOBAL_SOURCE_COLUMNS, type SourceColumn } from './source-names.js'
 
@@ -52,8 +53,7 @@ export interface EventQueriesOptions extends IndexerOptions {
 export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
   const indexer = recordIndexer(db, opts)
   const cached = statementCache(db, 256)
-  // Unicode case folding for "contains" terms beyond ASCII (see textMatch).
-  db.function('event_contains', { deterministic: true }, (text: unknown, term: unknown) => (typeof text === 'string' && typeof term === 'string' && text.toLowerCase().includes(term) ? 1 : 0))
+  registerEventContains(db)
 
   const tables = recordTables()
   const maxId = { events: db.prepare('SELECT max(id) FROM events').pluck(), audit_trail: db.prepare('SELECT max(id) FROM audit_trail').pluck() }
@@ -86,7 +86,10 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
   const { list, feed } = pages
   /** A page with its rows as objects (tests, scripts); the API answers from the arrays. */
   const objects = <R>(a: ListAnswer<Raw>, row: (r: Raw) => Record<string, unknown>): ListAnswer<R> => ({ ...a, rows: a.rows.map(row) as R[] })
-  const { chunks, pageChunks, iterate } = eventStream(state, counts, pages)
+  // Where the ordered ids of an export or a large page in a computed order are read: a
+  // reader thread once the app has given one (readIdsWith), else here.
+  const offload: StreamOffload = { ids: null }
+  const { chunks, pageChunks, iterate } = eventStream(state, counts, pages, offload)
   /** A page of the feed in id order as the ids alone (the rows are read by whoever lacks them). */
   const feedIds = (p: Plan, s: Sort, limit: number, offset: number): ListAnswer<number> => {
     if (p.times === null && !p.kindOk && !p.kindSql && !p.textSql && !p.text && !p.empty) {
@@ -177,6 +180,13 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
     keptTexts: () => counts.keptTexts(),
     /** The phrase queries a text filter's search would ask of the thread now (tests). */
     phrasesToAsk: (f: EventFilter, minDocs = 0) => counts.phraseTerms(eventPlan(f), minDocs),
+    /**
+     * Reads the ordered ids of an export or a large page in a computed order (a text field's
+     * sort: SQLite sorts every match before its first row) with `read`: a reader thread.
+     */
+    readIdsWith(read: StreamOffload['ids']): void {
+      offload.ids = read
+    },
     /** Stops the phrase queries' thread (before the database closes). */
     close: async () => {
       await thread?.stop()

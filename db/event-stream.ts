@@ -10,7 +10,12 @@ import { pred, rangeCond, type ListAnswer, type QueryState } from './event-query
 
 const EXPORT_CHUNK = 1000
 
-export function eventStream(state: QueryState, counts: EventCounts, pages: EventPages) {
+/** `ids`: reads a planned statement's first column elsewhere (a reader thread); null: on this connection. */
+export interface StreamOffload {
+  ids: ((sql: string, params: unknown[]) => Promise<number[]>) | null
+}
+
+export function eventStream(state: QueryState, counts: EventCounts, pages: EventPages, offload: StreamOffload = { ids: null }) {
   const { cached, tables, topId, byTime, startIndexing } = state
   const { count, countAll, segments } = counts
   const { pageOf, kindPage, textAccess, textWhere } = pages
@@ -80,10 +85,14 @@ export function eventStream(state: QueryState, counts: EventCounts, pages: Event
       const where = p.textSql ? textWhere(p, c) : all([rangeCond(p, p.ids.lo, p.ids.hi, isTimeSort(f) ? 'id' : 'none'), pred(p)])!
       // plan: query-plans "events list" (tests/query-plans.test.ts)
       const access = isTimeSort(f) && !p.textSql ? byTime[p.table] : 'NOT INDEXED'
-      for (const id of cached(`SELECT e.id FROM ${from} e ${access} WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ? OFFSET ?`)
-        .pluck()
-        .iterate(...where.params, left, offset))
-        ids.push(id as number)
+      const sql = `SELECT e.id FROM ${from} e ${access} WHERE ${where.sql} ORDER BY ${orderSql(f, dir)} LIMIT ? OFFSET ?`
+      // SQLite sorts every match before the first id: where a reader thread is given, there.
+      if (offload.ids) for (const id of await offload.ids(sql, [...where.params, left, offset])) ids.push(id)
+      else
+        for (const id of cached(sql)
+          .pluck()
+          .iterate(...where.params, left, offset))
+          ids.push(id as number)
     }
     const byIds = cached(`SELECT ${columns} FROM ${from} e NOT INDEXED WHERE e.id IN (SELECT value FROM json_each(?))`)
     for (let i = 0; i < ids.length; i += EXPORT_CHUNK) {

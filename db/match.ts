@@ -90,4 +90,10 @@ export function likeAny(text: unknown, id: number): number | null {
 
 export function registerMatchFunctions(db: Database.Database): void {
   db.function('like_any', { deterministic: true }, (text: unknown, id: unknown) => likeAny(text, Number(id)))
+  registerEventContains(db)
+}
+
+/** `event_contains(text, term)`: Unicode case folding for the events' "contains" terms beyond ASCII (db/event-plans.ts textMatch). */
+export function registerEventContains(db: Database.Database): void {
+  db.function('event_contains', { deterministic: true }, (text: unknown, term: unknown) => (typeof text === 'string' && typeof term === 'string' && text.toLowerCase().includes(term) ? 1 : 0))
 }

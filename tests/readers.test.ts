@@ -10,6 +10,7 @@ import { deadlineExtension, readerPool, readerScope, type ReaderSettings } from 
 import { ProblemError } from '../lib/errors.js'
 import { build, call, login } from './helpers.js'
 import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
+import { writeEvents } from './fixtures/events.js'
 
 const SLOW = new URL(`./fixtures/slow-reader.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url).href
 
@@ -64,7 +65,7 @@ t.test('a read past its budget is stopped inside SQLite; the thread answers the 
 })
 
 t.test('the event loop answers while a thread reads', async (t) => {
-  const { count } = pool(t, { deadlineMs: 5000 })
+  const { count } = pool(t, { deadlineMs: 30_000 })
   const read = count('a', 5_000_000)
   let ticks = 0
   let worst = 0
@@ -82,7 +83,7 @@ t.test('the event loop answers while a thread reads', async (t) => {
 })
 
 t.test('each credential has its share of reads running or waiting', async (t) => {
-  const { readers, count } = pool(t, { threads: 2, perCredential: 1, deadlineMs: 3000 })
+  const { readers, count } = pool(t, { threads: 2, perCredential: 1, deadlineMs: 30_000 })
   const first = count('alice', 3_000_000)
   const again = await refusal(count('alice', 1000))
   t.equal(again?.code, 'expensive-in-flight')
@@ -95,7 +96,7 @@ t.test('each credential has its share of reads running or waiting', async (t) =>
 })
 
 t.test('the queue is bounded; a waiting read runs once a thread frees', async (t) => {
-  const { count } = pool(t, { threads: 1, queue: 1, perCredential: 5, deadlineMs: 3000 })
+  const { count } = pool(t, { threads: 1, queue: 1, perCredential: 5, deadlineMs: 30_000 })
   t.equal(await count('a', 10), 10, 'the thread is started')
   const running = count('a', 2_000_000)
   const waiting = count('b', 1000)
@@ -108,7 +109,7 @@ t.test('the queue is bounded; a waiting read runs once a thread frees', async (t
 })
 
 t.test('a closing pool refuses what waits', async (t) => {
-  const { readers, count } = pool(t, { threads: 1, queue: 2, perCredential: 5, deadlineMs: 2000 })
+  const { readers, count } = pool(t, { threads: 1, queue: 2, perCredential: 5, deadlineMs: 30_000 })
   const running = refusal(count('a', 5_000_000))
   const waiting = refusal(count('b', 1000))
   await new Promise((r) => setTimeout(r, 50))
@@ -168,4 +169,21 @@ t.test('a streamed page is found and ordered in a reader thread, as the event lo
     here.ids.map((id) => byId.get(id)),
     'in the same order as read on the event loop',
   )
+})
+
+t.test("an export in a text field's order is sorted in a reader thread, in the order the event loop would", async (t) => {
+  const app = await build(t, { PRIME_READER_THREADS: '1' })
+  const token = await login(app)
+  const rows = writeEvents(app, 3000, { now: Date.now() })
+  const exported = async () => {
+    const res = await call(app, token, { method: 'POST', url: '/prime/webui/Events/ExportGetEvents', payload: { SortBy: 'details_asc' } })
+    t.equal(res.statusCode, 200, res.body.slice(0, 300))
+    return res.body
+  }
+  const inThread = await exported()
+  t.equal(app.readers.stats().done, 1, 'the ids were sorted in the thread')
+  t.equal(inThread.trim().split('\n').length, rows.length + 1, 'every event, after the header')
+  app.repos.eventQueries.readIdsWith(null)
+  t.equal(await exported(), inThread, 'the same file as sorted on the event loop')
+  t.equal(app.readers.stats().done, 1)
 })

@@ -48,6 +48,8 @@ export function decorateApp(app: FastifyInstance, { config, db, repos, spec, ops
       onWarn: (msg) => app.log.warn(msg),
     }),
   )
+  // An export's or a large page's ids in a computed order are sorted in a reader thread.
+  repos.eventQueries.readIdsWith((sql, params) => app.readers.run('column', [sql, params]))
   app.decorate('services', createServices(app))
 }
 

@@ -167,9 +167,10 @@ export function readerPool<T extends Tasks>(opts: {
 
   return {
     async run(name, args) {
-      const key = readerScope.getStore() ?? 'server'
-      const mine = perKey.get(key) ?? 0
-      if (mine >= settings.perCredential) {
+      // Reads asked outside a request (a report's run) have no share: the queue bounds them.
+      const key = readerScope.getStore()
+      const mine = key === undefined ? 0 : (perKey.get(key) ?? 0)
+      if (key !== undefined && mine >= settings.perCredential) {
         stats.refusedCredential++
         throw problem(
           'expensive-in-flight',
@@ -179,7 +180,7 @@ export function readerPool<T extends Tasks>(opts: {
           },
         )
       }
-      perKey.set(key, mine + 1)
+      if (key !== undefined) perKey.set(key, mine + 1)
       try {
         const waited = await slot()
         stats.longestWaitMs = Math.max(stats.longestWaitMs, waited)
@@ -191,9 +192,11 @@ export function readerPool<T extends Tasks>(opts: {
           release()
         }
       } finally {
-        const left = (perKey.get(key) ?? 1) - 1
-        if (left > 0) perKey.set(key, left)
-        else perKey.delete(key)
+        if (key !== undefined) {
+          const left = (perKey.get(key) ?? 1) - 1
+          if (left > 0) perKey.set(key, left)
+          else perKey.delete(key)
+        }
       }
     },
     stats: () => ({ threads: settings.threads, running, waiting: waiting.length, ...stats }),
