@@ -9,7 +9,7 @@
 // The server runs as a real process on 127.0.0.1 (unpinned: its reader threads may use the
 // other core). BENCH_STALL_SEED names a file the seeded database is kept in and copied from
 // on the next run. BENCH_SERVER names another build's server (dist/lib/server.js) to measure
-// it the same way (a tree before a change); BENCH_STALL_SKIP skips probes by name (comma-separated).
+// it the same way (a tree before a change); BENCH_STALL_SKIP skips probes by name (separated by ';').
 import crypto from 'node:crypto'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -21,7 +21,7 @@ import { seedFleet } from './seed.js'
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 100_000)
 const LOOP_SECONDS = Number(process.env.BENCH_STALL_SECONDS ?? 30)
 const PROBE_TIMEOUT_MS = Number(process.env.BENCH_STALL_TIMEOUT_SECONDS ?? 120) * 1000
-const SKIP = new Set((process.env.BENCH_STALL_SKIP ?? '').split(',').filter(Boolean))
+const SKIP = new Set((process.env.BENCH_STALL_SKIP ?? '').split(';').filter(Boolean))
 const PASSWORD = 'Bench-password-123'
 const PORT = 20_000 + Math.floor(Math.random() * 20_000)
 const base = `http://127.0.0.1:${PORT}`
@@ -147,8 +147,9 @@ try {
         recordsFiltered data { id name riskLevel ${extra} } } }`,
     variables: { filters, system },
   })
-  const values = (n: number) => Array.from({ length: n }, () => crypto.randomBytes(6).toString('hex')).join(',')
-  const notContains = () => ({ field: 'name', expression: 'NotContains', value: values(100), op: 'AND', conditionTypeValue: 'multiple', is_userattribute: false })
+  // Values of 8 characters: 100 of them fit the 1024 characters a filter's value may have.
+  const values = (n: number) => Array.from({ length: n }, () => crypto.randomBytes(4).toString('hex')).join(',')
+  const notContains = (n = 100) => ({ field: 'name', expression: 'NotContains', value: values(n), op: 'AND', conditionTypeValue: 'multiple', is_userattribute: false })
   const sepio = (body: unknown, who = user) => ask('/sepio-data', bearer(who, json(body)))
   const random4 = () => crypto.randomBytes(3).toString('base64url').slice(0, 4).toLowerCase()
 
@@ -157,7 +158,22 @@ try {
     return []
   })
   await probe('NotContains x100 values, 1 filter', async () => [await sepio(GRAPH([notContains()], []))])
-  await probe('NotContains x100 values, 50 + 50 filters', async () => [await sepio(GRAPH(Array.from({ length: 50 }, notContains), Array.from({ length: 50 }, notContains)))])
+  await probe('NotContains x100 values, 50 + 50 filters', async () => [
+    await sepio(
+      GRAPH(
+        Array.from({ length: 50 }, () => notContains()),
+        Array.from({ length: 50 }, () => notContains()),
+      ),
+    ),
+  ])
+  await probe('NotContains x50 values, 10 + 10 filters', async () => [
+    await sepio(
+      GRAPH(
+        Array.from({ length: 10 }, () => notContains(50)),
+        Array.from({ length: 10 }, () => notContains(50)),
+      ),
+    ),
+  ])
   await probe('assets PageSize=1000000', async () => [await ask('/prime/webui/transformerDataApi/assets?PageSize=1000000', bearer(user))])
   await probe('assets PageSize=10001', async () => [await ask('/prime/webui/transformerDataApi/assets?PageSize=10001', bearer(user))])
   const aliases = Array.from({ length: 300 }, (_, i) => `a${i}: id`).join(' ')
