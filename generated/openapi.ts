@@ -1556,7 +1556,7 @@ export interface paths {
          *     not streamed, so a page is held whole.
          *
          *     **Cost.** The page is read in a reader thread, off the server's event loop, under the
-         *     read budget (`PRIME_READ_DEADLINE_SECONDS`, default 10): a read still running then is
+         *     read budget (`PRIME_READ_DEADLINE_SECONDS`, default 30): a read still running then is
          *     stopped and answered 422 (narrow the question). Each caller has at most
          *     `PRIME_EXPENSIVE_PER_CREDENTIAL` (default 1) such reads running or waiting (beyond:
          *     429 with `Retry-After`); when every thread is busy and the queue is full, or no
@@ -7292,7 +7292,7 @@ export interface components {
                  *       "type": "urn:prime:problem:query-too-costly",
                  *       "title": "Query stopped at its time budget",
                  *       "status": 422,
-                 *       "detail": "the query ran past its time budget of 10 s and was stopped: narrow it (a filter, a longer search text, a smaller page) or ask for an export",
+                 *       "detail": "the query ran past its time budget of 30 s and was stopped: narrow it (a filter, a longer search text, a smaller page) or ask for an export",
                  *       "instance": "/prime/webui/transformerDataApi/assets",
                  *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11"
                  *     }

@@ -241,7 +241,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     readers: {
       threads: int(env, 'PRIME_READER_THREADS', 2, 0, 64),
       queue: int(env, 'PRIME_READER_QUEUE', 32, 0, 10_000),
-      deadlineMs: int(env, 'PRIME_READ_DEADLINE_SECONDS', 10, 1, 3600) * 1000,
+      deadlineMs: int(env, 'PRIME_READ_DEADLINE_SECONDS', 30, 1, 3600) * 1000,
       perCredential: int(env, 'PRIME_EXPENSIVE_PER_CREDENTIAL', 1, 1, 1000),
     },
     assets: { newHours: int(env, 'PRIME_NEW_ASSET_HOURS', 24, 1, 8760) },
