@@ -435,6 +435,12 @@ export interface AssetCounts {
   n: number
 }
 
+/** Where the data stands, for the paging state kept (see `dataAt`). */
+export interface DataAt {
+  writes: number
+  generation: string
+}
+
 /** Where a page ended: the sort value, source index and rowid of its last asset. */
 interface Position {
   s: unknown
@@ -577,14 +583,17 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
   const version = db.prepare('PRAGMA data_version').pluck()
   const paging = new Map<string, Paging>()
   let generation = ''
-  function pagingOf(key: string, readsCheckIns: boolean, compute: () => Record<Source, number>): Paging {
+  /** Where the data stands for the paging state: this connection's changes, those of check-in times, other processes' commits. */
+  const dataAt = (): DataAt => {
     const writes = changes.get() as number
-    const now = `${writes - checkInTimes.rows}:${version.get()}`
-    if (now !== generation) {
+    return { writes, generation: `${writes - checkInTimes.rows}:${version.get()}` }
+  }
+  function pagingOf(key: string, readsCheckIns: boolean, compute: () => Record<Source, number>, at: DataAt): Paging {
+    if (at.generation !== generation) {
       paging.clear()
-      generation = now
+      generation = at.generation
     }
-    const k = readsCheckIns ? `${writes}:${key}` : key
+    const k = readsCheckIns ? `${at.writes}:${key}` : key
     let entry = paging.get(k)
     if (entry) {
       paging.delete(k)
@@ -605,15 +614,22 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
     /** Every asset, matching or not. */
     total: () => totals.get() as number,
 
-    /** The matching count, and a page of the matching assets' rows in order. */
-    page(q: AssetQuery, sort: AssetSort, limit: number, offset: number): { filtered: number; rows: AssetRow[] } {
+    /**
+     * Where the data stands, as the server's connection sees it: a reader thread's
+     * connection, whose own counters move with every check-in's commit, keeps its paging
+     * state by the server's (`page`'s `at`).
+     */
+    dataAt,
+
+    /** The matching count, and a page of the matching assets' rows in order; `at`: where the data stands (default: here). */
+    page(q: AssetQuery, sort: AssetSort, limit: number, offset: number, at: DataAt = dataAt()): { filtered: number; rows: AssetRow[] } {
       const parts: Partial<Record<Source, AssetQuery>> = {}
       for (const src of SOURCES) {
         const folded = foldQuery(q, src)
         if (folded) parts[src] = folded
       }
       const readsCheckIns = sort.field === 'lastSeen' || JSON.stringify([q.filters, q.system]).includes('"lastSeen"')
-      const entry = pagingOf(JSON.stringify([q, sort]), readsCheckIns, () => counts(parts))
+      const entry = pagingOf(JSON.stringify([q, sort]), readsCheckIns, () => counts(parts), at)
       const per = entry.per
       const filtered = per.agent + per.host + per.peripheral
       if (offset >= filtered) return { filtered, rows: [] }

@@ -3,7 +3,7 @@
 // asset, a sort by a computed risk), so that they never hold up the event loop. Each task is
 // a repository method; its arguments and answer cross the thread boundary by structured clone.
 import type { DB } from './index.js'
-import { assetsRepo, type AssetQuery, type AssetSort } from './assets.js'
+import { assetsRepo, type AssetQuery, type AssetSort, type DataAt } from './assets.js'
 import { statementCache } from './sql.js'
 
 /** `made`: repositories the connection already has (the server's own, when reads stay on the event loop). */
@@ -17,8 +17,10 @@ export function readTasks(db: DB, made: { assets?: ReturnType<typeof assetsRepo>
       cached(sql)
         .pluck()
         .all(...params) as number[],
+    /** How this connection's asset pages were read (db/assets.ts `reads`: from where the last ended, or by offset), for tests. */
+    assetReads: () => (assets ??= assetsRepo(db)).reads,
     /** An asset discovery page (db/assets.ts `page`). */
-    assetsPage: (q: AssetQuery, sort: AssetSort, limit: number, offset: number) => (assets ??= assetsRepo(db)).page(q, sort, limit, offset),
+    assetsPage: (q: AssetQuery, sort: AssetSort, limit: number, offset: number, at?: DataAt) => (assets ??= assetsRepo(db)).page(q, sort, limit, offset, at),
   }
 }
 

@@ -5,7 +5,7 @@
 // as objects as long again; text crosses as one copy).
 import { workerData } from 'node:worker_threads'
 import type { DB } from '../db/index.js'
-import type { AssetQuery, AssetSort } from '../db/assets.js'
+import type { AssetQuery, AssetSort, DataAt } from '../db/assets.js'
 import { readTasks } from '../db/read-tasks.js'
 import { readerRunner, type ReaderSetup } from '../db/reader-runner.js'
 import { assetView } from './assets/views.js'
@@ -15,8 +15,8 @@ export function threadTasks(db: DB, made: Parameters<typeof readTasks>[1] = {}) 
   return {
     ...reads,
     /** An asset page with its views (lib/assets/views.ts) as a JSON array. */
-    assetsPageJson(q: AssetQuery, sort: AssetSort, limit: number, offset: number, maxHosts: number): { filtered: number; json: string } {
-      const { filtered, rows } = reads.assetsPage(q, sort, limit, offset)
+    assetsPageJson(q: AssetQuery, sort: AssetSort, limit: number, offset: number, maxHosts: number, at?: DataAt): { filtered: number; json: string } {
+      const { filtered, rows } = reads.assetsPage(q, sort, limit, offset, at)
       return { filtered, json: JSON.stringify(rows.map((r) => assetView(r, maxHosts))) }
     },
   }

@@ -40,6 +40,7 @@ export function createServices(app: FastifyInstance) {
       const { total, filtered, read } = plan(...args)
       return { total, filtered, ids: read ? await app.readers.run('column', [read.sql, read.params]) : [] }
     }
+  const assetsPort = asyncPort(repos.assets, uow)
   return {
     uow,
     audit,
@@ -93,7 +94,13 @@ export function createServices(app: FastifyInstance) {
     assets: assetService({
       // The counts are read a range of rows at a time: that method stays as the repository gives it.
       // A page is read in a reader thread, under the read budget (lib/platform/readers.ts).
-      assets: { ...asyncPort(repos.assets, uow), summary: repos.assets.summary, pageJson: (q, sort, limit, offset, maxHosts) => app.readers.run('assetsPageJson', [q, sort, limit, offset, maxHosts]) },
+      assets: {
+        ...assetsPort,
+        summary: repos.assets.summary,
+        // The thread keeps its paging state by where the server's connection says the data
+        // stands (asked through the port: never inside another context's open unit of work).
+        pageJson: async (q, sort, limit, offset, maxHosts) => app.readers.run('assetsPageJson', [q, sort, limit, offset, maxHosts, await assetsPort.dataAt()]),
+      },
       insights: asyncPort(repos.insights, uow),
       uncommonMaxHosts: config.agents.uncommonPeripheralMaxHosts,
       newHours: config.assets.newHours,

@@ -187,3 +187,21 @@ t.test("an export in a text field's order is sorted in a reader thread, in the o
   t.equal(await exported(), inThread, 'the same file as sorted on the event loop')
   t.equal(app.readers.stats().done, 1)
 })
+
+t.test('a thread keeps the paging of asset pages while only check-in times are written', async (t) => {
+  const app = await build(t, { PRIME_READER_THREADS: '1', PRIME_AGENT_DISCONNECT_SECONDS: '86400' })
+  const token = await login(app)
+  const agents = Array.from({ length: 12 }, (_, i) => insertAgent(app, { host_identifier: `HOST-${String(i).padStart(2, '0')}` }))
+  const ids: string[] = []
+  for (let page = 1; page <= 4; page++) {
+    const res = await call(app, token, { method: 'GET', url: `/prime/webui/transformerDataApi/assets?PageSize=4&PageNumber=${page}&SortBy=name_asc` })
+    t.equal(res.statusCode, 200)
+    ids.push(...res.json().data.map((a: { id: string }) => a.id))
+    // Check-ins commit their times between the pages: the thread's connection sees commits,
+    // the server's says the data the pages show is unchanged.
+    app.repos.gateway.heartbeats(agents.map((a) => [a.id, Date.now()] as [number, number]))
+  }
+  t.equal(new Set(ids).size, 12)
+  const reads = await app.readers.run('assetReads', [])
+  t.equal(reads.keyset, 2, 'pages 2 and 3 were read from where the last ended')
+})
