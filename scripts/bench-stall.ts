@@ -131,9 +131,10 @@ try {
       name,
       [...counts].map(([s, n]) => `${n}x ${s || 'no answer'}`).join(', '),
       (took / 1000).toFixed(1),
-      `${ms(pct(small, 0.99))} / ${ms(worst)}`,
-      `${ms(Math.max(0, ...health))} (${unanswered})`,
-      (rss / 1024 / 1024).toFixed(0),
+      // A probe answered before the first sample shows none.
+      small.length ? `${ms(pct(small, 0.99))} / ${ms(worst)}` : '-',
+      health.length ? `${ms(Math.max(...health))} (${unanswered})` : '-',
+      rss ? (rss / 1024 / 1024).toFixed(0) : '-',
       ok ? '' : 'OVER BOUND',
     ]
     console.error(row.join(' | '))
