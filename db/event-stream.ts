@@ -94,6 +94,7 @@ export function eventStream(state: QueryState, counts: EventCounts, pages: Event
           .iterate(...where.params, left, offset))
           ids.push(id as number)
     }
+    // plan: query-plans "events list" (tests/query-plans.test.ts)
     const byIds = cached(`SELECT ${columns} FROM ${from} e NOT INDEXED WHERE e.id IN (SELECT value FROM json_each(?))`)
     for (let i = 0; i < ids.length; i += EXPORT_CHUNK) {
       if (i > 0) await pause()
