@@ -205,3 +205,16 @@ t.test('a thread keeps the paging of asset pages while only check-in times are w
   const reads = await app.readers.run('assetReads', [])
   t.equal(reads.keyset, 2, 'pages 2 and 3 were read from where the last ended')
 })
+
+t.test('closing while a thread reads ends within the read budget (the statement is interrupted)', async (t) => {
+  const { readers, count } = pool(t, { deadlineMs: 1000 })
+  t.equal(await count('a', 10), 10, 'the thread is started')
+  // About a minute of work if nothing stopped it; the server closes (SIGTERM) meanwhile.
+  const running = refusal(count('a', 300_000_000))
+  await new Promise((r) => setTimeout(r, 100))
+  const t0 = performance.now()
+  await readers.close()
+  const took = performance.now() - t0
+  t.ok(took < 3000, `closed in ${Math.round(took)} ms`)
+  t.ok(['query-too-costly', 'not-ready'].includes(String((await running)?.code)), 'the read is refused, not answered')
+})

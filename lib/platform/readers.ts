@@ -54,8 +54,10 @@ export interface Readers<T extends Tasks = Tasks> {
 // Compiled by scripts/build-if-stale.mjs from db/native/deadline.c (beside dist/ in a source tree).
 const EXTENSION = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../../dist/native/deadline.so' : '../../native/deadline.so', import.meta.url))
 // A read whose thread does not answer this long after its budget (no extension, or a step
-// outside SQLite) ends with its thread; piscina starts another. The budget itself is kept in
-// the thread, from the read's start; this one also covers a thread's own start.
+// outside SQLite) is answered 422 while the thread goes on; its slot is freed only when the
+// thread answers. A thread is never terminated in a statement: better-sqlite3 then throwing
+// into the ending thread aborts the process. The budget itself is kept in the thread, from
+// the read's start; this wait also covers a thread's own start.
 const graceMs = (budgetMs: number) => budgetMs + 30_000
 const RETRY_AFTER = { 'retry-after': '1' }
 
@@ -82,8 +84,10 @@ export function readerPool<T extends Tasks>(opts: {
           filename: opts.thread,
           minThreads: 0,
           maxThreads: settings.threads,
-          // The queue is ours (below): piscina is handed a read only when a thread is free.
-          maxQueue: 0,
+          // The queue is ours (below): piscina is handed a read only when one of our slots is
+          // free; its own few places cover the moment between a thread's answer and its being
+          // counted idle again.
+          maxQueue: settings.threads,
           idleTimeout: 60_000,
           // Below the event loop's thread: while readers are busy, requests still get a core first.
           niceIncrement: 10,
@@ -142,11 +146,31 @@ export function readerPool<T extends Tasks>(opts: {
     waiting.shift()?.start()
   }
 
-  async function inThread(task: ReadTask): Promise<unknown> {
-    const abort = new AbortController()
-    const timer = setTimeout(() => abort.abort(), task.budgetMs + graceMs(task.budgetMs))
+  /** Reads handed to a thread and not answered yet: closing waits for them. */
+  const inFlight = new Set<Promise<unknown>>()
+
+  /** Runs a task in a thread; `done` is called once the thread has answered (the slot is then free). */
+  async function inThread(task: ReadTask, done: () => void): Promise<unknown> {
+    const run = pool!.run(task) as Promise<ReadOutcome>
+    const settled = run.then(
+      () => undefined,
+      () => undefined,
+    )
+    inFlight.add(settled)
+    void settled.then(() => {
+      inFlight.delete(settled)
+      done()
+    })
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), graceMs(task.budgetMs))
+    })
     try {
-      const out = (await pool!.run(task, { signal: abort.signal })) as ReadOutcome
+      const out = await Promise.race([run, late])
+      if (out === 'late') {
+        stats.interrupted++
+        throw costly()
+      }
       stats.longestRunMs = Math.max(stats.longestRunMs, out.ms)
       if (!out.ok) {
         stats.interrupted++
@@ -154,11 +178,7 @@ export function readerPool<T extends Tasks>(opts: {
       }
       return out.value
     } catch (err) {
-      if (closing) throw problem('not-ready', 'the server is shutting down')
-      if (abort.signal.aborted) {
-        stats.interrupted++
-        throw costly()
-      }
+      if (closing && !(err instanceof Error && 'code' in err && err.code === 'query-too-costly')) throw problem('not-ready', 'the server is shutting down')
       throw err
     } finally {
       clearTimeout(timer)
@@ -184,13 +204,18 @@ export function readerPool<T extends Tasks>(opts: {
       try {
         const waited = await slot()
         stats.longestWaitMs = Math.max(stats.longestWaitMs, waited)
-        try {
-          if (!pool) return local[name](...args) as never
-          return (await inThread({ name, args, budgetMs: settings.deadlineMs })) as never
-        } finally {
+        if (!pool) {
+          try {
+            return local[name](...args) as never
+          } finally {
+            stats.done++
+            release()
+          }
+        }
+        return (await inThread({ name, args, budgetMs: settings.deadlineMs }, () => {
           stats.done++
           release()
-        }
+        })) as never
       } finally {
         if (key !== undefined) {
           const left = (perKey.get(key) ?? 1) - 1
@@ -203,6 +228,9 @@ export function readerPool<T extends Tasks>(opts: {
     async close() {
       closing = true
       for (const w of waiting.splice(0)) w.fail(problem('not-ready', 'the server is shutting down'))
+      // The reads in threads end within their budget (interrupted inside SQLite): waited for,
+      // so that no thread is terminated in a statement.
+      await Promise.all(inFlight)
       await pool?.destroy()
     },
   }
