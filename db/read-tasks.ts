@@ -1,4 +1,4 @@
-// The reads a reader thread runs (db/reader-thread.ts) on its read-only connection: the ones
+// The reads a reader thread runs (lib/reader-thread.ts) on its read-only connection: the ones
 // whose cost grows with the data or with what the caller asks (a global search over every
 // asset, a sort by a computed risk), so that they never hold up the event loop. Each task is
 // a repository method; its arguments and answer cross the thread boundary by structured clone.
@@ -23,6 +23,3 @@ export function readTasks(db: DB, made: { assets?: ReturnType<typeof assetsRepo>
     assetsPage: (q: AssetQuery, sort: AssetSort, limit: number, offset: number, at?: DataAt) => (assets ??= assetsRepo(db)).page(q, sort, limit, offset, at),
   }
 }
-
-export type ReadTasks = ReturnType<typeof readTasks>
-export type ReadTaskName = keyof ReadTasks

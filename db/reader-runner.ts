@@ -1,4 +1,4 @@
-// A reader thread's runner (db/reader-thread.ts): a read-only connection of its own (WAL lets
+// A reader thread's runner (lib/reader-thread.ts): a read-only connection of its own (WAL lets
 // it read while the server's connection writes) and its tasks, each run under a time budget:
 // the deadline extension (db/native/deadline.c) interrupts the statement when it passes, and
 // the thread stays usable.
@@ -8,7 +8,7 @@ import { registerMatchFunctions } from './match.js'
 export interface ReaderSetup {
   file: string
   cacheMb: number
-  /** The compiled deadline extension, or null when it could not be built (budgets then end the thread instead). */
+  /** The compiled deadline extension, or null when it could not be built (a read past its budget then runs to its end). */
   extension: string | null
 }
 

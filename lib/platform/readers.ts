@@ -1,5 +1,5 @@
 // Reads that can be expensive run off the event loop: a small pool of reader threads (piscina),
-// each with a read-only connection of its own (db/reader-thread.ts), while the event loop
+// each with a read-only connection of its own (lib/reader-thread.ts), while the event loop
 // keeps answering probes, check-ins, feeds and small reads. Each read has:
 // - a time budget (PRIME_READ_DEADLINE_SECONDS): the statement is interrupted inside SQLite
 //   when it passes (db/native/deadline.c) and the caller gets a 422 naming the budget;
