@@ -1,0 +1,1 @@
+-- Reserved: the tables of this part of the schema come with its PostgreSQL implementation.
