@@ -59,3 +59,9 @@ CREATE INDEX report_runs_open ON report_runs (status, seq) WHERE status IN ('que
 CREATE INDEX report_runs_report ON report_runs (report_id, seq);
 
 CREATE INDEX reports_due ON reports (next_run_ms) WHERE next_run_ms IS NOT NULL;
+
+CREATE TABLE insight_cache (
+  name text PRIMARY KEY,
+  computed_ms bigint NOT NULL,
+  result text NOT NULL
+);

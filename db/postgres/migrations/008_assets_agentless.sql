@@ -1,10 +1,5 @@
 -- Translated from SQLite's schema (db/schema.sql); refined with this part's PostgreSQL implementation.
 
-CREATE TABLE insight_cache (
-  name text PRIMARY KEY,
-  computed_ms bigint NOT NULL,
-  result text NOT NULL
-);
 
 CREATE TABLE asset_locations (
   asset_type text NOT NULL CHECK (asset_type IN ('Agent', 'Peripheral', 'AgentlessHost')),

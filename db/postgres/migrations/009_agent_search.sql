@@ -1,0 +1,1 @@
+-- Reserved: the agents lists' search indexes come with their PostgreSQL implementation.
