@@ -69,6 +69,6 @@ export const adminHandlers: Handlers<
 
   async updateUserDetails(req) {
     const { services, tokens } = req.server
-    return services.accounts.updateOwn(contextOf(req), req.principal!, req.body, (now) => void tokens.authenticate(bearerToken(req), now))
+    return services.accounts.updateOwn(contextOf(req), req.principal!, req.body, (now) => tokens.authenticate(bearerToken(req), now))
   },
 }

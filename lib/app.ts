@@ -36,7 +36,7 @@ import type { ThreadTasks } from './reader-thread.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
 import { createInstance, registerOnListen } from './platform/instance.js'
-import { openStorage } from './platform/storage.js'
+import { openStorage, type Storage } from './platform/storage.js'
 import { closeWithApp, decorateApp, registerTokens } from './platform/decorators.js'
 import { errorHandler } from './platform/errors-handler.js'
 import { registerCompilers, registerPipeline } from './platform/pipeline.js'
@@ -46,6 +46,8 @@ declare module 'fastify' {
     config: Config
     db: DB
     repos: Repos
+    /** What the app reads and writes through, whichever database stands behind it (lib/platform/storage.ts). */
+    storage: Storage
     tokens: TokenService
     contract: { spec: Record<string, any>; operations: Map<string, Operation> }
     startedAt: number
@@ -90,8 +92,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const ops = operations(spec)
 
   const { app, logStream } = createInstance(config, opts)
-  const { db, repos, sealed } = openStorage(app, config)
-  decorateApp(app, { config, db, repos, spec, ops })
+  const { db, repos, storage, sealed } = openStorage(app, config)
+  decorateApp(app, { config, db, repos, storage, spec, ops })
   registerLifecycle(app)
   closeWithApp(app)
   registerCompilers(app)

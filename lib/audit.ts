@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { AuditAsset, AuditRepo } from '../db/audit.js'
-import { asyncPort, type SqliteUnitOfWork } from '../db/unit-of-work.js'
+import type { AuditAsset } from '../db/audit.js'
+import type { AuditStore, AuditTrail, UnitOfWork } from './platform/ports.js'
 import { auditStateOf, contextOf, digest, type Context } from './platform/context.js'
 import { limitKey } from './rate-limit.js'
 import type { Loop } from './platform/loops.js'
@@ -85,15 +85,17 @@ export function detailsText(details: unknown, max = MAX_DETAILS): string {
 
 /** What writing an audit record needs: the trail's storage and the refusal window. */
 export interface AuditDeps {
-  repo: AuditRepo
+  repo: AuditStore
   /** PRIME_AUDIT_REFUSAL_WINDOW_SECONDS, in ms. */
   refusalWindowMs: number
-  /** Writes the summary record of a counter whose window ended (it opens a transaction). */
-  flushRefusal(key: string): void
+  /** Writes the summary record of a counter whose window ended (in a unit of work: the caller's, or one of its own). */
+  flushRefusal(key: string): Promise<void>
 }
 
 export function auditDeps(app: FastifyInstance): AuditDeps {
-  return { repo: app.repos.audit, refusalWindowMs: app.config.auditRefusalWindowSeconds * 1000, flushRefusal: (key) => flushRefusal(app, key) }
+  const { audit, uow } = app.storage
+  const windowSeconds = app.config.auditRefusalWindowSeconds
+  return { repo: audit, refusalWindowMs: windowSeconds * 1000, flushRefusal: (key) => flushRefusal(audit, uow, windowSeconds, key) }
 }
 
 /**
@@ -101,14 +103,14 @@ export function auditDeps(app: FastifyInstance): AuditDeps {
  * transaction) that makes the change. If that rolls back, the record goes with it, and the
  * request's fallback record is written instead.
  */
-export function recordAudit(deps: AuditDeps, ctx: Context, entry: AuditEntry): void {
+export async function recordAudit(deps: AuditDeps, ctx: Context, entry: AuditEntry): Promise<void> {
   const createdMs = Date.now()
   const description = printable(entry.description).slice(0, 1000)
   const user = (entry.user !== undefined ? (entry.user === null ? null : printable(entry.user)) : ctx.actor)?.slice(0, MAX_USER) ?? null
   const outcome = entry.outcome ?? 'Succeeded'
   let refusalKey: string | null = null
   if (entry.refusal && outcome !== 'Succeeded') {
-    refusalKey = countedRefusal(deps, ctx, user, outcome, entry.refusal, createdMs)
+    refusalKey = await countedRefusal(deps, ctx, user, outcome, entry.refusal, createdMs)
     if (refusalKey === null) {
       // A repeat: counted in its window's summary record.
       ctx.audit.last = undefined
@@ -117,7 +119,7 @@ export function recordAudit(deps: AuditDeps, ctx: Context, entry: AuditEntry): v
     }
   }
   const op = ctx.operation
-  const id = deps.repo.insert({
+  const id = await deps.repo.insert({
     createdMs,
     severity: entry.severity ?? (outcome !== 'Succeeded' ? WARNING : NOTICE),
     category: op?.auditCategory ?? 'System',
@@ -135,14 +137,14 @@ export function recordAudit(deps: AuditDeps, ctx: Context, entry: AuditEntry): v
   ctx.audit.audited = true
 }
 
-/** The audit trail as services see it (AuditTrail): records written in the caller's unit of work. */
-export function auditTrail(deps: AuditDeps, uow: SqliteUnitOfWork) {
-  return asyncPort({ record: (ctx: Context, entry: AuditEntry) => recordAudit(deps, ctx, entry) }, uow)
+/** The audit trail as services see it: records written in the caller's unit of work. */
+export function auditTrail(deps: AuditDeps): AuditTrail {
+  return { record: (ctx: Context, entry: AuditEntry) => recordAudit(deps, ctx, entry) }
 }
 
-/** Writes the request's audit record; call it inside the transaction that makes the change. */
-export function audit(req: FastifyRequest, entry: AuditEntry): void {
-  recordAudit(auditDeps(req.server), contextOf(req), entry)
+/** Writes the request's audit record; call it inside the unit of work that makes the change. */
+export function audit(req: FastifyRequest, entry: AuditEntry): Promise<void> {
+  return recordAudit(auditDeps(req.server), contextOf(req), entry)
 }
 
 // ---- repeated refusals ------------------------------------------------------------------
@@ -162,40 +164,38 @@ const FLUSH_BATCH = 500
  * the refusal's reason and what the request sent; the reasons of one group are found as
  * one range of the index.
  */
-function countedRefusal(deps: AuditDeps, ctx: Context, user: string | null, outcome: string, refusal: { status: number; reason: string }, now: number): string | null {
+async function countedRefusal(deps: AuditDeps, ctx: Context, user: string | null, outcome: string, refusal: { status: number; reason: string }, now: number): Promise<string | null> {
   const repo = deps.repo
   const windowMs = deps.refusalWindowMs
   const who = user ?? `address:${limitKey(ctx.sourceAddress ?? '')}`
   const group = digest(JSON.stringify([who, ctx.operation?.operationId ?? ctx.target, outcome, refusal.status]))
   let key = `${group}:${digest(`${refusal.reason}\u0000${ctx.fingerprint()}`)}`
-  let first = repo.firstRefusal(key, now - windowMs)
-  if (!first && repo.refusalReasons(group, now - windowMs) >= MAX_REFUSAL_REASONS) {
+  let first = await repo.firstRefusal(key, now - windowMs)
+  if (!first && (await repo.refusalReasons(group, now - windowMs)) >= MAX_REFUSAL_REASONS) {
     // Reasons a caller can vary at will (names of unknown properties) cannot open windows without end.
     key = `${group}:${digest(OTHER_REASONS)}`
-    first = repo.firstRefusal(key, now - windowMs)
+    first = await repo.firstRefusal(key, now - windowMs)
   }
   if (!first) {
     // A new window: the counts of the one before are written first, so records stay in order.
-    deps.flushRefusal(key)
+    await deps.flushRefusal(key)
     return key
   }
-  const counted = repo.refusalCount(key)
+  const counted = await repo.refusalCount(key)
   const ips = new Set(counted?.source_ips ? counted.source_ips.split(' ') : [])
   if (ctx.sourceAddress && ips.size < MAX_SOURCE_IPS) ips.add(ctx.sourceAddress)
-  repo.countRepeat(key, first.id, first.created_ms + windowMs, now, [...ips].join(' '))
+  await repo.countRepeat(key, first.id, first.created_ms + windowMs, now, [...ips].join(' '))
   return null
 }
 
 /** Writes the summary record of one counter, if it has one, and drops the counter. */
-function flushRefusal(app: FastifyInstance, key: string): void {
-  const repo = app.repos.audit
-  const counted = repo.refusalCount(key)
+async function flushRefusal(repo: AuditStore, uow: UnitOfWork, windowSeconds: number, key: string): Promise<void> {
+  const counted = await repo.refusalCount(key)
   if (!counted) return
-  app.db.transaction(() => {
-    const first = repo.byId(counted.first_id)
+  await uow.run(async () => {
+    const first = await repo.byId(counted.first_id)
     if (first) {
-      const windowSeconds = app.config.auditRefusalWindowSeconds
-      repo.insert({
+      await repo.insert({
         createdMs: Date.now(),
         severity: first.severity,
         category: first.category,
@@ -226,16 +226,17 @@ function flushRefusal(app: FastifyInstance, key: string): void {
         requestId: null,
       })
     }
-    repo.dropRefusalCount(key)
-  })()
+    await repo.dropRefusalCount(key)
+  })
 }
 
 /** Writes the summary records of every window that has closed by `now`; answers how many counters it closed. */
-export function flushRefusals(app: FastifyInstance, now: number): number {
+export async function flushRefusals(app: FastifyInstance, now: number): Promise<number> {
+  const { audit, uow } = app.storage
   let closed = 0
   for (;;) {
-    const due = app.repos.audit.dueRefusals(now, FLUSH_BATCH)
-    for (const c of due) flushRefusal(app, c.refusal_key)
+    const due = await audit.dueRefusals(now, FLUSH_BATCH)
+    for (const c of due) await flushRefusal(audit, uow, app.config.auditRefusalWindowSeconds, c.refusal_key)
     closed += due.length
     if (due.length < FLUSH_BATCH) return closed
   }
@@ -246,23 +247,28 @@ export function flushRefusals(app: FastifyInstance, now: number): number {
  * One process at a time: the counters are shared.
  */
 export function refusalFlushLoop(app: FastifyInstance): Loop {
+  // One round at a time: a round still writing when the next is due lets it pass.
+  let round: Promise<void> | undefined
   const run = () => {
-    try {
-      flushRefusals(app, Date.now())
-    } catch (err) {
-      app.log.error({ err }, 'writing the counts of repeated refusals failed; retrying on the next round')
-    }
+    round ??= flushRefusals(app, Date.now())
+      .then(
+        () => {},
+        (err) => app.log.error({ err }, 'writing the counts of repeated refusals failed; retrying on the next round'),
+      )
+      .finally(() => (round = undefined))
+    return round
   }
   let timer: NodeJS.Timeout | undefined
   return {
     name: 'audit-refusal-flush',
     singleton: true,
     start() {
-      run()
       timer = setInterval(run, Math.min(60_000, app.config.auditRefusalWindowSeconds * 1000)).unref()
+      return run()
     },
-    stop() {
+    async stop() {
       clearInterval(timer)
+      await round
     },
   }
 }
@@ -271,21 +277,36 @@ export function refusalFlushLoop(app: FastifyInstance): Loop {
  * Every refused request (401/403) and every state-changing operation leaves a record, even
  * when its handler did not write one itself (it failed validation, say).
  */
-export function auditFallback(req: FastifyRequest, reply: FastifyReply, detail: string | undefined): void {
-  // Read without making a context: most requests (reads) have none and need no record.
+export function auditFallback(req: FastifyRequest, reply: FastifyReply, detail: string | undefined): Promise<void> | undefined {
+  // Read without making a context: most requests (reads) have none and need no record, and
+  // are done with here, without a Promise.
   const state = auditStateOf(req)
-  const last = state?.last
-  if (state?.audited && (last === undefined || req.server.repos.audit.exists(last.id, last.createdMs, last.description))) return
+  if (!state?.audited) return needsFallback(req, reply, false) ? writeFallback(req, reply, detail) : undefined
+  const last = state.last
+  if (last === undefined) return undefined
+  // The request's own record may have been rolled back with its unit of work.
+  return req.server.storage.audit.exists(last.id, last.createdMs, last.description).then((kept) => {
+    if (!kept && needsFallback(req, reply, true)) return writeFallback(req, reply, detail)
+  })
+}
+
+function needsFallback(req: FastifyRequest, reply: FastifyReply, audited: boolean): boolean {
   const op = req.op
   const status = reply.statusCode
   const refused = status === 401 || status === 403
-  if (!refused && (!op?.auditCategory || op.readOnly)) return
-  if (status === 429 && !state?.audited) return
+  if (!refused && (!op?.auditCategory || op.readOnly)) return false
+  return !(status === 429 && !audited)
+}
+
+function writeFallback(req: FastifyRequest, reply: FastifyReply, detail: string | undefined): Promise<void> {
+  const op = req.op
+  const status = reply.statusCode
+  const refused = status === 401 || status === 403
   const outcome = refused ? 'Refused' : status >= 400 ? 'Failed' : 'Succeeded'
   const what = op ? `${op.operationId} (${op.method} ${op.path})` : `${req.method} ${req.url}`
   // What the request named (path and query parameters), and what it asked for when it failed.
   const named = (v: unknown) => (v && typeof v === 'object' && Object.keys(v).length > 0 ? v : undefined)
-  audit(req, {
+  return audit(req, {
     description: `${outcome}: ${what}${detail ? ` - ${detail}` : ''}`,
     details: { status, params: named(req.params), query: named(req.query), body: outcome === 'Succeeded' ? undefined : req.body },
     outcome,

@@ -1,9 +1,10 @@
 import crypto from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Config } from './config.js'
-import type { Repos } from './repos.js'
 import type { GatewayAgent } from '../db/gateway.js'
 import type { PollerRow } from '../db/agentless.js'
+import type { CredentialStore } from './platform/ports.js'
+import { type Maybe, then } from './platform/maybe.js'
 import { problem } from './errors.js'
 import { Cache } from '../db/cache.js'
 import { newSecret, sha256 } from './passwords.js'
@@ -81,9 +82,14 @@ export function bearerToken(req: FastifyRequest): string | undefined {
  * looked up (one indexed read of the hash, so a rotated credential or a deleted agent
  * fails at once), never a user's token.
  */
-export function authenticateAgent(repos: Repos, token: string | undefined): GatewayAgent | undefined {
+export function authenticateAgent(credentials: CredentialStore, token: string | undefined): Maybe<GatewayAgent | undefined> {
   if (!token?.startsWith(`${AGENT_PREFIX}_`)) return undefined
-  return repos.gateway.byCredential(sha256(token))
+  return credentials.agentByCredential(sha256(token))
+}
+
+/** Whether the token is an agent credential held for an Administrator's approval of a re-enrollment. */
+export function isHeldCredential(credentials: CredentialStore, token: string | undefined): Maybe<boolean> {
+  return !!token?.startsWith(`${AGENT_PREFIX}_`) && credentials.heldAgentCredential(sha256(token))
 }
 
 /**
@@ -91,12 +97,12 @@ export function authenticateAgent(repos: Repos, token: string | undefined): Gate
  * credentials are looked up (a deleted poller's credential fails at once), never a
  * user's token or an agent's credential.
  */
-export function authenticatePoller(repos: Repos, token: string | undefined): PollerRow | undefined {
+export function authenticatePoller(credentials: CredentialStore, token: string | undefined): Maybe<PollerRow | undefined> {
   if (!token?.startsWith(`${POLLER_PREFIX}_`)) return undefined
-  return repos.agentless.pollerByCredential(sha256(token))
+  return credentials.pollerByCredential(sha256(token))
 }
 
-export function tokenService(app: FastifyInstance, config: Config, repos: Repos) {
+export function tokenService(app: FastifyInstance, config: Config, credentials: CredentialStore) {
   const touchIntervalMs = 60_000
 
   // Verified access tokens until they expire, keyed by the token itself: a client sends the
@@ -119,17 +125,19 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
     return claims
   }
 
-  /** Resolves a bearer credential to its principal, or throws a 401 problem. */
-  function authenticate(token: string | undefined, now: number): Principal {
+  /** Resolves a bearer credential to its principal, or throws (or rejects with) a 401 problem. */
+  function authenticate(token: string | undefined, now: number): Maybe<Principal> {
     if (!token) throw problem('unauthenticated', 'A bearer token is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
     if (token.startsWith(`${INTEGRATION_PREFIX}_`)) {
-      const row = repos.integrationTokens.byHash(sha256(token))
-      if (!row || row.revoked_ms !== null) throw unauthenticated('The integration token is unknown or revoked.')
-      if (row.expires_ms !== null && row.expires_ms <= now) throw unauthenticated('The integration token has expired.')
-      if (row.creator_profile === null || !row.creator_active) throw unauthenticated("The integration token's creator is disabled or deleted.")
-      // Recording every use would turn each read into a write; a minute's precision is plenty.
-      if (row.last_used_ms === null || now - row.last_used_ms > touchIntervalMs) repos.integrationTokens.touch(row.id, now)
-      return { kind: 'integration', id: row.id, name: `token:${row.name}`, profile: Math.min(row.profile, row.creator_profile) }
+      return then(credentials.integrationToken(sha256(token)), (row): Maybe<Principal> => {
+        if (!row || row.revoked_ms !== null) throw unauthenticated('The integration token is unknown or revoked.')
+        if (row.expires_ms !== null && row.expires_ms <= now) throw unauthenticated('The integration token has expired.')
+        if (row.creator_profile === null || !row.creator_active) throw unauthenticated("The integration token's creator is disabled or deleted.")
+        const principal: Principal = { kind: 'integration', id: row.id, name: `token:${row.name}`, profile: Math.min(row.profile, row.creator_profile) }
+        // Recording every use would turn each read into a write; a minute's precision is plenty.
+        if (row.last_used_ms === null || now - row.last_used_ms > touchIntervalMs) return then(credentials.touchIntegrationToken(row.id, now), () => principal)
+        return principal
+      })
     }
     let claims: AccessClaims
     try {
@@ -137,12 +145,14 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
     } catch (err) {
       throw unauthenticated(accessTokenRefusal(err as { code?: string; message?: string }))
     }
-    const row = typeof claims.sid === 'string' ? repos.sessions.principal(claims.sid) : undefined
-    if (!row || String(row.user_id) !== claims.sub) throw unauthenticated('The session no longer exists.')
-    if (row.revoked_ms !== null) throw unauthenticated('The session has been logged out or revoked.')
-    if (!row.is_active) throw unauthenticated('The account is disabled.')
-    if (!(claims.ims >= row.tokens_valid_after_ms)) throw unauthenticated('The token was revoked by a change to the account.')
-    return { kind: 'session', id: row.user_id, name: row.user_name, profile: row.profile, sessionId: row.session_id }
+    const session = typeof claims.sid === 'string' ? credentials.sessionPrincipal(claims.sid) : undefined
+    return then(session, (row): Principal => {
+      if (!row || String(row.user_id) !== claims.sub) throw unauthenticated('The session no longer exists.')
+      if (row.revoked_ms !== null) throw unauthenticated('The session has been logged out or revoked.')
+      if (!row.is_active) throw unauthenticated('The account is disabled.')
+      if (!(claims.ims >= row.tokens_valid_after_ms)) throw unauthenticated('The token was revoked by a change to the account.')
+      return { kind: 'session', id: row.user_id, name: row.user_name, profile: row.profile, sessionId: row.session_id }
+    })
   }
 
   function signAccess(userId: number, sessionId: string, now: number) {
@@ -150,32 +160,32 @@ export function tokenService(app: FastifyInstance, config: Config, repos: Repos)
     return { token, expiresAt: new Date(now + config.accessTokenTtlSec * 1000).toISOString() }
   }
 
-  function issueRefresh(sessionId: string, now: number) {
+  async function issueRefresh(sessionId: string, now: number) {
     const refreshToken = newSecret(REFRESH_PREFIX)
     const expires = now + config.refreshTokenTtlSec * 1000
-    repos.sessions.addRefreshToken(sha256(refreshToken), sessionId, now, expires)
+    await credentials.addRefreshToken(sha256(refreshToken), sessionId, now, expires)
     return { refreshToken, refreshTokenExpiresAt: new Date(expires).toISOString() }
   }
 
   /** A new session for a login: an access token and its first refresh token. */
-  function startSession(userId: number, now: number) {
+  async function startSession(userId: number, now: number) {
     const sessionId = crypto.randomUUID()
-    repos.sessions.create(sessionId, userId, now)
-    return { ...signAccess(userId, sessionId, now), ...issueRefresh(sessionId, now) }
+    await credentials.createSession(sessionId, userId, now)
+    return { ...signAccess(userId, sessionId, now), ...(await issueRefresh(sessionId, now)) }
   }
 
   /** Rotates a refresh token; a replayed one revokes its whole session. */
-  function rotate(refreshToken: string, now: number) {
-    const row = repos.sessions.refreshToken(sha256(refreshToken))
+  async function rotate(refreshToken: string, now: number) {
+    const row = await credentials.refreshToken(sha256(refreshToken))
     if (!row) throw unauthenticated('The refresh token is unknown.')
     if (row.revoked_ms !== null) throw unauthenticated('The refresh token belongs to a revoked session.')
     if (row.expires_ms <= now) throw unauthenticated('The refresh token has expired.')
     if (!row.is_active) throw unauthenticated('The account is disabled.')
-    if (!repos.sessions.useRefreshToken(row.token_hash, now)) {
-      repos.sessions.revoke(row.session_id, 'refresh token reused', now)
+    if (!(await credentials.useRefreshToken(row.token_hash, now))) {
+      await credentials.revokeSession(row.session_id, 'refresh token reused', now)
       return { reused: true as const, userId: row.user_id }
     }
-    return { reused: false as const, userId: row.user_id, tokens: { ...signAccess(row.user_id, row.session_id, now), ...issueRefresh(row.session_id, now) } }
+    return { reused: false as const, userId: row.user_id, tokens: { ...signAccess(row.user_id, row.session_id, now), ...(await issueRefresh(row.session_id, now)) } }
   }
 
   function createIntegrationSecret() {

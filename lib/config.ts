@@ -9,6 +9,10 @@ export interface Config {
   port: number
   dataDir: string
   dbFile: string
+  /** PRIME_DATABASE_URL: a PostgreSQL server instead of the embedded SQLite file. */
+  databaseUrl: string | undefined
+  /** Connections at most to PostgreSQL (PRIME_DATABASE_POOL). */
+  databasePool: number
   adminPassword: string | undefined
   jwtSecret: string
   accessTokenTtlSec: number
@@ -173,6 +177,13 @@ function enrollmentSecret(env: NodeJS.ProcessEnv, dataDir: string): { secret: st
   return { secret, generated: true }
 }
 
+/** PRIME_DATABASE_URL, when set: a postgres:// (or postgresql://) URL, or the start fails saying why. */
+function databaseUrl(env: NodeJS.ProcessEnv): string | undefined {
+  const url = env.PRIME_DATABASE_URL || undefined
+  if (url !== undefined && !/^postgres(ql)?:\/\/./i.test(url)) throw new Error('PRIME_DATABASE_URL must be a postgres:// URL (without it, the server uses its embedded SQLite file)')
+  return url
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = path.resolve(env.PRIME_DATA_DIR || './data')
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 })
@@ -186,6 +197,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: int(env, 'PORT', 8080, 0, 65535),
     dataDir,
     dbFile: path.join(dataDir, 'prime.sqlite'),
+    databaseUrl: databaseUrl(env),
+    databasePool: int(env, 'PRIME_DATABASE_POOL', 10, 1, 1000),
     adminPassword: env.PRIME_ADMIN_PASSWORD || undefined,
     jwtSecret: jwtSecret(env, dataDir),
     accessTokenTtlSec: int(env, 'PRIME_ACCESS_TOKEN_TTL', 900, 60, 86400),

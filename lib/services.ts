@@ -28,11 +28,47 @@ import { systemService } from './system/service.js'
 import fs from 'node:fs'
 import type { PlannedRead } from '../db/sql.js'
 
-export function createServices(app: FastifyInstance) {
-  const { config, repos } = app
+type DepsOf<F extends (deps: any) => unknown> = Parameters<F>[0]
+
+/**
+ * The storage ports the services are made of, one set per backend: SQLite's over its
+ * repositories (below), PostgreSQL's in lib/platform/storage.ts.
+ */
+export interface ServicePorts {
+  users: DepsOf<typeof accountService>['accounts']
+  sessions: DepsOf<typeof sessionService>['sessions']
+  alarmDestinations: DepsOf<typeof alarmDestinationService>['destinations']
+  gatewayStore: DepsOf<typeof agentGateway>['store']
+  eventRecorder: DepsOf<typeof agentGateway>['events']
+  agentState: DepsOf<typeof agentGateway>['agentState']
+  agentless: DepsOf<typeof agentlessService>['store']
+  agentlessAssets: DepsOf<typeof agentlessService>['assets']
+  assets: DepsOf<typeof assetService>['assets']
+  insights: DepsOf<typeof insightService>['insights'] & DepsOf<typeof assetService>['insights']
+  reports: DepsOf<typeof reportService>['reports']
+  integrationTokens: DepsOf<typeof integrationTokenService>['tokens']
+  catalogue: DepsOf<typeof catalogueService>['catalogue']
+  catalogueFollowers: DepsOf<typeof catalogueService>['followers']
+  notifications: DepsOf<typeof notificationService>['notifications']
+  system: DepsOf<typeof systemService>['system']
+  accountCounts: DepsOf<typeof systemService>['accounts']
+  agents: DepsOf<typeof agentService>['agents']
+  peripherals: DepsOf<typeof agentService>['peripherals']
+  commands: DepsOf<typeof agentService>['commands']
+  reEnrollments: DepsOf<typeof agentService>['reEnrollments']
+  exports: DepsOf<typeof agentService>['exports']
+  eventRecords: DepsOf<typeof eventService>['events']
+  auditRecords: DepsOf<typeof eventService>['auditRecords']
+  retention: DepsOf<typeof retentionJob>['retention']
+  retentionIndex: DepsOf<typeof retentionJob>['index']
+  applyPrune: DepsOf<typeof retentionJob>['applyPrune']
+  systemAudit: DepsOf<typeof retentionJob>['audit']
+}
+
+/** SQLite's ports: its repositories made Promise-returning (asyncPort), large reads in reader threads. */
+export function sqliteServicePorts(app: FastifyInstance): ServicePorts {
+  const { repos } = app
   const uow = repos.uow
-  const audit: AuditTrail = auditTrail(auditDeps(app), uow)
-  const mail = { mailer: app.mailer, publicUrl: config.publicUrl }
   /** A large page's ids: planned on the server's connection, read in a reader thread under the read budget. */
   const idsInThread =
     <A extends unknown[]>(plan: (...args: A) => { total: number; filtered: number; read: PlannedRead | null }) =>
@@ -42,10 +78,57 @@ export function createServices(app: FastifyInstance) {
     }
   const assetsPort = asyncPort(repos.assets, uow)
   return {
+    users: asyncPort(repos.users, uow),
+    sessions: asyncPort(repos.sessions, uow),
+    alarmDestinations: asyncPort(repos.alarms, uow),
+    gatewayStore: asyncPort(repos.gateway, uow),
+    eventRecorder: asyncPort(repos.events, uow),
+    agentState: asyncPort(repos.agentState, uow),
+    // The connections stream a page at a time: that method stays as the repository gives it.
+    agentless: { ...asyncPort(repos.agentless, uow), connectionsInPages: repos.agentless.connectionsInPages },
+    agentlessAssets: asyncPort(repos.alarms, uow),
+    assets: {
+      // The counts are read a range of rows at a time: that method stays as the repository gives it.
+      // A page is read in a reader thread, under the read budget (lib/platform/readers.ts).
+      ...assetsPort,
+      summary: repos.assets.summary,
+      // The thread keeps its paging state by where the server's connection says the data
+      // stands (asked through the port: never inside another context's open unit of work).
+      pageJson: async (q, sort, limit, offset, maxHosts) => app.readers.run('assetsPageJson', [q, sort, limit, offset, maxHosts, await assetsPort.dataAt()]),
+    },
+    insights: asyncPort(repos.insights, uow),
+    reports: asyncPort(repos.reports, uow),
+    integrationTokens: asyncPort(repos.integrationTokens, uow),
+    catalogue: asyncPort(repos.catalogue, uow),
+    catalogueFollowers: asyncPort({ refreshModel: repos.agentState.refreshModel, invalidateInsight: repos.insights.invalidate }, uow),
+    notifications: asyncPort(repos.notifications, uow),
+    system: asyncPort(repos.system, uow),
+    accountCounts: asyncPort({ counts: repos.users.counts }, uow),
+    // A large page's ids are planned here (counts, in-memory searches) and read in a reader thread.
+    agents: { ...asyncPort(repos.agents, uow), pageIds: idsInThread(repos.agents.pageIdsRead) },
+    peripherals: { ...asyncPort(repos.peripherals, uow), pageIds: idsInThread(repos.peripherals.pageIdsRead) },
+    commands: asyncPort(repos.commands, uow),
+    reEnrollments: asyncPort(repos.gateway, uow),
+    exports: asyncPort(repos.exports, uow),
+    eventRecords: asyncPort(repos.eventQueries.events, uow),
+    auditRecords: asyncPort(repos.eventQueries.audit, uow),
+    retention: asyncPort(repos.retention, uow),
+    retentionIndex: asyncPort(repos.eventQueries.indexer, uow),
+    applyPrune: (table, delta) => repos.eventQueries.indexer.applyPrune(table, delta),
+    systemAudit: asyncPort(repos.audit, uow),
+  }
+}
+
+export function createServices(app: FastifyInstance, ports: ServicePorts) {
+  const { config } = app
+  const uow = app.storage.uow
+  const audit: AuditTrail = auditTrail(auditDeps(app))
+  const mail = { mailer: app.mailer, publicUrl: config.publicUrl }
+  return {
     uow,
     audit,
     accounts: accountService({
-      accounts: asyncPort(repos.users, uow),
+      accounts: ports.users,
       uow,
       audit,
       passwords: { hash: hashPassword, verify: verifyPassword, dummy: dummyHash },
@@ -53,14 +136,14 @@ export function createServices(app: FastifyInstance) {
       startSession: (userId, now) => app.tokens.startSession(userId, now),
     }),
     sessions: sessionService({
-      accounts: asyncPort(repos.users, uow),
-      sessions: asyncPort(repos.sessions, uow),
+      accounts: ports.users,
+      sessions: ports.sessions,
       uow,
       audit,
       rotate: (refreshToken, now) => app.tokens.rotate(refreshToken, now),
     }),
     alarms: alarmDestinationService({
-      destinations: asyncPort(repos.alarms, uow),
+      destinations: ports.alarmDestinations,
       uow,
       audit,
       log: app.log,
@@ -70,9 +153,9 @@ export function createServices(app: FastifyInstance) {
       timeoutMs: config.alarms.timeoutMs,
     }),
     gateway: agentGateway({
-      store: asyncPort(repos.gateway, uow),
-      events: asyncPort(repos.events, uow),
-      agentState: asyncPort(repos.agentState, uow),
+      store: ports.gatewayStore,
+      events: ports.eventRecorder,
+      agentState: ports.agentState,
       uow,
       checkIns: config.agents.groupCommit ? { run: uow.runGrouped } : uow,
       batchCheckIns: config.agents.groupCommit,
@@ -81,10 +164,9 @@ export function createServices(app: FastifyInstance) {
       settings: { agents: config.agents, license: config.license, rateLimitWindowMs: config.rateLimitWindowMs, agentRequests: config.credentialRateLimits.agent },
     }),
     agentless: agentlessService({
-      // The connections stream a page at a time: that method stays as the repository gives it.
-      store: { ...asyncPort(repos.agentless, uow), connectionsInPages: repos.agentless.connectionsInPages },
-      events: asyncPort(repos.events, uow),
-      assets: asyncPort(repos.alarms, uow),
+      store: ports.agentless,
+      events: ports.eventRecorder,
+      assets: ports.agentlessAssets,
       uow,
       audit,
       log: app.log,
@@ -92,21 +174,13 @@ export function createServices(app: FastifyInstance) {
       settings: config.agentless,
     }),
     assets: assetService({
-      // The counts are read a range of rows at a time: that method stays as the repository gives it.
-      // A page is read in a reader thread, under the read budget (lib/platform/readers.ts).
-      assets: {
-        ...assetsPort,
-        summary: repos.assets.summary,
-        // The thread keeps its paging state by where the server's connection says the data
-        // stands (asked through the port: never inside another context's open unit of work).
-        pageJson: async (q, sort, limit, offset, maxHosts) => app.readers.run('assetsPageJson', [q, sort, limit, offset, maxHosts, await assetsPort.dataAt()]),
-      },
-      insights: asyncPort(repos.insights, uow),
+      assets: ports.assets,
+      insights: ports.insights,
       uncommonMaxHosts: config.agents.uncommonPeripheralMaxHosts,
       newHours: config.assets.newHours,
     }),
     reports: reportService({
-      reports: asyncPort(repos.reports, uow),
+      reports: ports.reports,
       uow,
       audit,
       dataDir: config.dataDir,
@@ -114,21 +188,21 @@ export function createServices(app: FastifyInstance) {
       // The scheduler is the app's loop, made after the services.
       runs: { kick: () => void app.reportScheduler.kick().catch((err) => app.log.error({ err }, 'report runs could not be started')), abortRunsOf: (id) => app.reportScheduler.abortRunsOf(id) },
     }),
-    integrationTokens: integrationTokenService({ tokens: asyncPort(repos.integrationTokens, uow), uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
+    integrationTokens: integrationTokenService({ tokens: ports.integrationTokens, uow, audit, newSecret: () => app.tokens.createIntegrationSecret() }),
     catalogue: catalogueService({
-      catalogue: asyncPort(repos.catalogue, uow),
-      followers: asyncPort({ refreshModel: repos.agentState.refreshModel, invalidateInsight: repos.insights.invalidate }, uow),
+      catalogue: ports.catalogue,
+      followers: ports.catalogueFollowers,
       uow,
       audit,
     }),
     insights: insightService({
-      insights: asyncPort(repos.insights, uow),
+      insights: ports.insights,
       uow,
       disconnectSeconds: config.agents.disconnectSeconds,
       uncommonMaxHosts: config.agents.uncommonPeripheralMaxHosts,
     }),
     notifications: notificationService({
-      notifications: asyncPort(repos.notifications, uow),
+      notifications: ports.notifications,
       uow,
       audit,
       groupNames: groupNames(app.contract.spec),
@@ -140,36 +214,35 @@ export function createServices(app: FastifyInstance) {
       markedRead: (key, kind, from, to) => app.notifications.hub.markedRead(key, kind, from, to),
     }),
     system: systemService({
-      system: asyncPort(repos.system, uow),
-      accounts: asyncPort({ counts: repos.users.counts }, uow),
+      system: ports.system,
+      accounts: ports.accountCounts,
       license: config.license,
       startedAt: () => app.startedAt,
       walSizeBytes: () => (fs.existsSync(`${config.dbFile}-wal`) ? fs.statSync(`${config.dbFile}-wal`).size : 0),
     }),
     agents: agentService({
-      // A large page's ids are planned here (counts, in-memory searches) and read in a reader thread.
-      agents: { ...asyncPort(repos.agents, uow), pageIds: idsInThread(repos.agents.pageIdsRead) },
-      peripherals: { ...asyncPort(repos.peripherals, uow), pageIds: idsInThread(repos.peripherals.pageIdsRead) },
-      commands: asyncPort(repos.commands, uow),
-      agentState: asyncPort(repos.agentState, uow),
-      reEnrollments: asyncPort(repos.gateway, uow),
-      exports: asyncPort(repos.exports, uow),
+      agents: ports.agents,
+      peripherals: ports.peripherals,
+      commands: ports.commands,
+      agentState: ports.agentState,
+      reEnrollments: ports.reEnrollments,
+      exports: ports.exports,
       uow,
       audit,
       publicAddress: config.agents.publicAddress,
     }),
     events: eventService({
-      events: asyncPort(repos.eventQueries.events, uow),
-      auditRecords: asyncPort(repos.eventQueries.audit, uow),
+      events: ports.eventRecords,
+      auditRecords: ports.auditRecords,
       audit,
       csvColumns: exportColumns(app.contract.spec.components.schemas),
       keptAnswers: config.keptListAnswers,
     }),
     retention: retentionJob({
-      retention: asyncPort(repos.retention, uow),
-      index: asyncPort(repos.eventQueries.indexer, uow),
-      applyPrune: (table, delta) => repos.eventQueries.indexer.applyPrune(table, delta),
-      audit: asyncPort(repos.audit, uow),
+      retention: ports.retention,
+      index: ports.retentionIndex,
+      applyPrune: ports.applyPrune,
+      audit: ports.systemAudit,
       uow,
       settings: config.retention,
       dataDir: config.dataDir,

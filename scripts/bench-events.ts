@@ -841,7 +841,7 @@ async function writePath() {
   wdb.exec(`UPDATE agents SET connection_status = 'Connected' WHERE connection_status <> 'Connected'`)
   const repos = createRepos(wdb, 0)
   const uow = repos.uow
-  const audit = auditTrail({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, uow)
+  const audit = auditTrail({ repo: asyncPort(repos.audit, uow), refusalWindowMs: 60_000, flushRefusal: async () => {} })
   const log = { warn: () => {}, error: (d: object, m: string) => console.error(m, d) }
   // The time the gateway's own batches spend writing their events (recordMany), apart from
   // the rest of a check-in (its agent and peripheral rows, audit record and commit).

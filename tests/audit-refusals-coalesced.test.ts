@@ -31,8 +31,8 @@ t.test('an agent flooding invalid command results writes one record per window, 
   t.equal(counter.repeats, 39, 'the repeats are counted in the database as they come')
   t.equal(counter.first_id, written[0].id)
 
-  t.equal(flushRefusals(app, Date.now()), 0, 'nothing is written before the window closes')
-  t.equal(flushRefusals(app, Date.now() + WINDOW_MS), 1)
+  t.equal(await flushRefusals(app, Date.now()), 0, 'nothing is written before the window closes')
+  t.equal(await flushRefusals(app, Date.now() + WINDOW_MS), 1)
   written = records(app, before)
   t.equal(written.length, 2, 'the count becomes one more record when the window closes')
   const summary = written[1]
@@ -74,7 +74,7 @@ t.test('refusals of different kinds are written apart; reasons varied at will op
   }
   const written = records(app, mark)
   t.equal(written.length, MAX_REFUSAL_REASONS + 1, `${MAX_REFUSAL_REASONS} reasons, then the others counted as one`)
-  flushRefusals(app, Date.now() + WINDOW_MS)
+  await flushRefusals(app, Date.now() + WINDOW_MS)
   const summary = records(app, mark).at(-1)!
   t.match(JSON.parse(summary.details), { count: 30 - MAX_REFUSAL_REASONS, firstRecordId: written.at(-1)!.id })
 

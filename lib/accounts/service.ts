@@ -26,7 +26,7 @@ export interface AccountDeps {
   /** Failed logins in a row (per name and source) that lock, and for how long. */
   lockout: { threshold: number; ms: number }
   /** Starts a session for the account (inside the login's unit of work): its tokens. */
-  startSession(userId: number, now: number): { token: string; expiresAt: string; refreshToken: string; refreshTokenExpiresAt: string }
+  startSession(userId: number, now: number): Promise<{ token: string; expiresAt: string; refreshToken: string; refreshTokenExpiresAt: string }>
 }
 
 /** Who calls: a user's session or an integration token. */
@@ -128,7 +128,7 @@ export function accountService(deps: AccountDeps) {
         await accounts.clearFailedLogins(userName, source)
         await accounts.recordLogin(user!.id, now)
         await audit.record(ctx, { description: `Login of "${user!.user_name}"`, user: user!.user_name, details: { userName: user!.user_name }, asset: userAsset(user!) })
-        return { failed: false as const, session: deps.startSession(user!.id, now), user: accountView({ ...user!, last_login_ms: now }) }
+        return { failed: false as const, session: await deps.startSession(user!.id, now), user: accountView({ ...user!, last_login_ms: now }) }
       })
       // Thrown after the commit, so that the failure's audit record is kept.
       if (outcome.failed) throw problem('invalid-credentials', 'The user name or password is incorrect.')
@@ -204,7 +204,7 @@ export function accountService(deps: AccountDeps) {
      * A user changes their own account. `stillValid` checks the caller's credential again
      * inside the change: while the password was hashed, the session may have been revoked.
      */
-    async updateOwn(ctx: Context, caller: Caller, body: ContactFields & { currentPassword?: string; newPassword?: string }, stillValid: (now: number) => void): Promise<AccountView> {
+    async updateOwn(ctx: Context, caller: Caller, body: ContactFields & { currentPassword?: string; newPassword?: string }, stillValid: (now: number) => unknown): Promise<AccountView> {
       if (caller.kind !== 'session') throw problem('validation', 'An integration token has no account of its own to change.')
       const me = await accounts.byId(caller.id as number)
       if (!me) throw problem('not-found', 'Your account no longer exists.')
@@ -221,7 +221,7 @@ export function accountService(deps: AccountDeps) {
         const now = Date.now()
         // While the password was hashed the session may have been revoked, the account
         // deleted or its password reset by an Administrator: none of that may be undone here.
-        stillValid(now)
+        await stillValid(now)
         const current = await accounts.byId(me.id)
         if (!current) throw problem('not-found', 'Your account no longer exists.')
         if (hash && current.password_hash !== me.password_hash) throw problem('conflict', 'The password was changed meanwhile; log in again.')

@@ -20,7 +20,7 @@ export interface SessionDeps {
   uow: UnitOfWork
   audit: AuditTrail
   /** Trades a refresh token (inside the unit of work: its use is written there); refuses unknown, revoked and expired ones. */
-  rotate(refreshToken: string, now: number): { reused: true; userId: number } | { reused: false; userId: number; tokens: Tokens }
+  rotate(refreshToken: string, now: number): Promise<{ reused: true; userId: number } | { reused: false; userId: number; tokens: Tokens }>
 }
 
 export function sessionService(deps: SessionDeps) {
@@ -28,7 +28,7 @@ export function sessionService(deps: SessionDeps) {
   return {
     async refresh(ctx: Context, refreshToken: string): Promise<{ tokens: Tokens; user: AccountView }> {
       const result = await uow.run(async () => {
-        const r = deps.rotate(refreshToken, Date.now())
+        const r = await deps.rotate(refreshToken, Date.now())
         const user = await deps.accounts.byId(r.userId)
         await audit.record(ctx, {
           description: r.reused ? `Refresh token reused for "${user?.user_name}": session revoked` : `Token refresh for "${user?.user_name}"`,

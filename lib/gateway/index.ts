@@ -1,10 +1,7 @@
-// The gateway's wiring: the enrollment secret announced once, the check of a held
-// credential at authentication, and the sweeper loop made from the app's ports.
+// The gateway's wiring: the enrollment secret announced once and the sweeper loop made
+// from the app's ports.
 import type { FastifyInstance } from 'fastify'
 import { asyncPort } from '../../db/unit-of-work.js'
-import type { Repos } from '../repos.js'
-import { sha256 } from '../passwords.js'
-import { AGENT_PREFIX } from '../auth.js'
 import type { Loop } from '../platform/loops.js'
 import { agentSweeperLoop, type SweeperDeps } from './sweeper.js'
 
@@ -19,10 +16,6 @@ export function announceEnrollmentSecret(app: FastifyInstance): void {
  * The credential is one held for an Administrator's approval (a refused agent call's only
  * extra read). Synchronous, as authentication is: it runs in the request's first hook.
  */
-export function isHeldCredential(repos: Repos, token: string | undefined): boolean {
-  return !!token?.startsWith(`${AGENT_PREFIX}_`) && repos.gateway.heldReEnrollmentByCredential(sha256(token)) !== undefined
-}
-
 /** What the sweeper works with, from the app's SQLite ports and settings. */
 export function sweeperDeps(app: FastifyInstance): SweeperDeps {
   const { repos, config } = app

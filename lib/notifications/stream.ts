@@ -2,6 +2,7 @@
 // subscriber: it looks at the change counter a few times a second (one read of one row),
 // reads what changed once, keeps the last events for resumption, and writes each event to
 // every subscriber, rendered once per distinct read state rather than once per subscriber.
+import { isPromise, type Maybe } from '../platform/maybe.js'
 import { PassThrough } from 'node:stream'
 import type { GroupRow, HealthRow, NotificationsRepo, RiskRow } from '../../db/notifications.js'
 import type { Principal } from '../auth.js'
@@ -69,7 +70,7 @@ export interface HubDeps {
   /** The credential-change counter: a bump ends the streams whose credential no longer works. */
   authVersion: { readonly value: number; onBump(fn: () => void): void }
   /** Throws when the credential no longer works (revoked, expired, its account disabled). */
-  authenticate(token: string, now: number): unknown
+  authenticate(token: string, now: number): Maybe<unknown>
   /** When a session's access token ends, in ms (0: unknown). */
   tokenExpiry(token: string): number
   log: Log
@@ -267,11 +268,15 @@ export function notificationHub(deps: HubDeps) {
   function revalidate(now = Date.now()) {
     for (const c of [...callers.values()]) {
       for (const s of [...c.streams]) {
-        try {
-          deps.authenticate(s.token, now)
-        } catch (err) {
+        const refused = (err: unknown) => {
           const reason = /expired/i.test((err as Error).message) ? 'token-expired' : 'token-revoked'
           close(s, frame('reauthenticate', { reason }))
+        }
+        try {
+          const checked = deps.authenticate(s.token, now)
+          if (isPromise(checked)) checked.catch(refused)
+        } catch (err) {
+          refused(err)
         }
       }
     }

@@ -4,13 +4,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import helmet from 'helmet'
 import type { Operation } from '../contract.js'
-import type { Repos } from '../repos.js'
-import { authenticateAgent, authenticatePoller, bearerToken, unauthenticated } from '../auth.js'
+import { authenticateAgent, authenticatePoller, bearerToken, isHeldCredential, unauthenticated } from '../auth.js'
 import { problem } from '../errors.js'
 import { chooseResponseType } from '../negotiate.js'
 import { fixedWindowLimiter, limitKey } from '../rate-limit.js'
-import { isHeldCredential } from '../gateway/index.js'
 import { gateMediaType } from './media-types.js'
+import { type Maybe, then } from './maybe.js'
+import type { CredentialStore } from './ports.js'
 
 /**
  * The operations' answers (JSON, CSV, PDF) carry the security headers the OWASP REST
@@ -29,15 +29,19 @@ const API_HEADERS: Record<string, string> = {
 type Limiter = ReturnType<typeof fixedWindowLimiter>
 
 export interface Admission {
-  /** Limits, the caller, media types: what every request passes before anything is read. */
-  admit(req: FastifyRequest, reply: FastifyReply): void
+  /**
+   * Limits, the caller, media types: what every request passes before anything is read.
+   * Answers at once when the credential's lookups did (SQLite), else a Promise.
+   */
+  admit(req: FastifyRequest, reply: FastifyReply): Maybe<void>
   /** The limit of the operations that check a password or secret (`x-rate-limit: login`). */
   loginLimit: Limiter
 }
 
 /** The app's admission, with its limiters. */
 export function createAdmission(app: FastifyInstance): Admission {
-  const { config, repos } = app
+  const { config } = app
+  const credentials = app.storage.credentials
   const securityHeaders = staticHeaders(
     helmet({
       contentSecurityPolicy: {
@@ -75,14 +79,23 @@ export function createAdmission(app: FastifyInstance): Admission {
     }
   }
 
-  function admit(req: FastifyRequest, reply: FastifyReply) {
+  function admit(req: FastifyRequest, reply: FastifyReply): Maybe<void> {
     const op = (req.op = req.routeOptions.config.op)
     reply.headers(op ? API_HEADERS : securityHeaders).header('x-request-id', req.id)
     if (op?.deprecation) reply.headers(op.deprecation)
     // Thousands of agents may share one address (NAT): calls with a valid agent credential
     // and enrollments have the gateway's own limits instead (refused agent calls count
     // here; failed enrollments are counted when answered, lib/platform/request-log.ts).
-    if (op?.access.kind === 'agent') req.agent = authenticateAgent(repos, bearerToken(req))
+    if (op?.access.kind === 'agent') {
+      return then(authenticateAgent(credentials, bearerToken(req)), (agent) => {
+        req.agent = agent
+        return admitCaller(req, reply, op)
+      })
+    }
+    return admitCaller(req, reply, op)
+  }
+
+  function admitCaller(req: FastifyRequest, reply: FastifyReply, op: Operation | undefined): Maybe<void> {
     if (req.agent || op?.gatewayLimit === 'enrollment') app.services.gateway.admit({ address: req.ip, agentId: req.agent?.id, bytes: Number(req.headers['content-length'] ?? 0) || 0 }, op!, Date.now())
     // A load balancer's probes come every few seconds from the same addresses as the clients.
     else if (!op?.probe) limit(req, reply, requestLimit, 'requests', true)
@@ -91,45 +104,52 @@ export function createAdmission(app: FastifyInstance): Admission {
     if (!op) return
     // The caller first: a refused one learns nothing more (401/403 before 415/406), and a
     // request that fails on its media types is audited with its actor.
-    authorize(app, repos, req, op)
-    credentialLimit(req)
-    gateMediaType(req, op)
-    const type = chooseResponseType(req, op.responseTypes)
-    if (op.responseTypes.length > 0 && !type) {
-      throw problem('not-acceptable', `This operation answers ${op.responseTypes.join(', ')}; Accept allows none of them.`)
-    }
-    req.responseType = type
+    return then(authorize(app, credentials, req, op), () => {
+      credentialLimit(req)
+      gateMediaType(req, op)
+      const type = chooseResponseType(req, op.responseTypes)
+      if (op.responseTypes.length > 0 && !type) {
+        throw problem('not-acceptable', `This operation answers ${op.responseTypes.join(', ')}; Accept allows none of them.`)
+      }
+      req.responseType = type
+    })
   }
 
   return { admit, loginLimit }
 }
 
 /** The caller: the credential the operation's security scheme asks for, and a user's profile rank. */
-function authorize(app: FastifyInstance, repos: Repos, req: FastifyRequest, op: Operation) {
+function authorize(app: FastifyInstance, credentials: CredentialStore, req: FastifyRequest, op: Operation): Maybe<void> {
   const access = op.access
   if (access.kind === 'public') return
   if (access.kind === 'agent') {
     if (req.agent) return
     if (!bearerToken(req)) throw problem('unauthenticated', 'An agent credential is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
-    if (isHeldCredential(repos, bearerToken(req))) throw unauthenticated("This credential awaits an Administrator's approval of the re-enrollment; retry later.")
-    throw unauthenticated('The agent credential is unknown or was rotated, or the agent was deleted; enroll again.')
+    return then(isHeldCredential(credentials, bearerToken(req)), (held) => {
+      if (held) throw unauthenticated("This credential awaits an Administrator's approval of the re-enrollment; retry later.")
+      throw unauthenticated('The agent credential is unknown or was rotated, or the agent was deleted; enroll again.')
+    })
   }
   if (access.kind === 'poller') {
     if (!bearerToken(req)) throw problem('unauthenticated', 'A worker poller credential is required.', { headers: { 'www-authenticate': 'Bearer realm="prime"' } })
-    req.poller = authenticatePoller(repos, bearerToken(req))
-    if (req.poller) return
-    throw unauthenticated('The worker poller credential is unknown, or the poller was deleted; register again.')
+    return then(authenticatePoller(credentials, bearerToken(req)), (poller) => {
+      req.poller = poller
+      if (poller) return
+      throw unauthenticated('The worker poller credential is unknown, or the poller was deleted; register again.')
+    })
   }
-  req.principal = app.tokens.authenticate(bearerToken(req), Date.now())
-  if (req.principal.profile < access.minProfile) {
-    const names: Record<number, string> = { 10: 'User', 20: 'Manager', 30: 'Administrator' }
-    throw problem('forbidden', `${op.operationId} needs the ${names[access.minProfile]} profile or higher.`)
-  }
-  // Whatever its profile, a token may not make accounts or tokens: it would mint itself a
-  // session or a token that outlives its revocation.
-  if (op.noIntegrationToken && req.principal.kind === 'integration') {
-    throw problem('forbidden', `${op.operationId} manages accounts or tokens: it needs an account's session, never an integration token, whatever its profile.`)
-  }
+  return then(app.tokens.authenticate(bearerToken(req), Date.now()), (principal) => {
+    req.principal = principal
+    if (principal.profile < access.minProfile) {
+      const names: Record<number, string> = { 10: 'User', 20: 'Manager', 30: 'Administrator' }
+      throw problem('forbidden', `${op.operationId} needs the ${names[access.minProfile]} profile or higher.`)
+    }
+    // Whatever its profile, a token may not make accounts or tokens: it would mint itself a
+    // session or a token that outlives its revocation.
+    if (op.noIntegrationToken && principal.kind === 'integration') {
+      throw problem('forbidden', `${op.operationId} manages accounts or tokens: it needs an account's session, never an integration token, whatever its profile.`)
+    }
+  })
 }
 
 /**

@@ -7,8 +7,10 @@ import { problem, problemBody } from '../errors.js'
 import { limitKey } from '../rate-limit.js'
 import { responseChecker } from '../response-check.js'
 import type { Admission } from './admission.js'
+import type { Maybe } from './maybe.js'
 
-export type Finish = (req: FastifyRequest, reply: FastifyReply, payload: unknown) => unknown
+/** The answer to send: at once, or once the audit fallback has written its record. */
+export type Finish = (req: FastifyRequest, reply: FastifyReply, payload: unknown) => Maybe<unknown>
 
 /** `validateResponses`: a violation of the contract is answered as a 500 (tests). */
 export function createFinish(spec: Record<string, any>, validateResponses: boolean | undefined, loginLimit: Admission['loginLimit']): Finish {
@@ -23,10 +25,13 @@ export function createFinish(spec: Record<string, any>, validateResponses: boole
     if (reply.statusCode < 400 && req.responseType && isJsonAnswer(reply)) {
       reply.header('content-type', `${req.responseType}; charset=utf-8`)
     }
-    if (op || reply.statusCode === 401 || reply.statusCode === 403) {
-      auditFallback(req, reply, reply.statusCode >= 400 ? problemDetail(payload) : undefined)
-    }
-    if (checkResponse && op) {
+    const written = op || reply.statusCode === 401 || reply.statusCode === 403 ? auditFallback(req, reply, reply.statusCode >= 400 ? problemDetail(payload) : undefined) : undefined
+    if (written) return written.then(() => checked(req, reply, payload))
+    return checked(req, reply, payload)
+  }
+
+  function checked(req: FastifyRequest, reply: FastifyReply, payload: unknown): unknown {
+    if (checkResponse && req.op) {
       const violation = checkResponse(req, reply, payload)
       if (violation) {
         req.log.error({ violation }, 'answer violates the contract')

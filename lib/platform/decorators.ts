@@ -9,23 +9,26 @@ import type { DB } from '../../db/index.js'
 import type { Repos } from '../repos.js'
 import { ISSUER, tokenService } from '../auth.js'
 import { createMailer } from '../mail.js'
-import { createServices } from '../services.js'
+import { createServices, sqliteServicePorts } from '../services.js'
 import { readerPool } from './readers.js'
+import type { Storage } from './storage.js'
 import { threadTasks } from '../reader-thread.js'
 
 export interface AppParts {
   config: Config
   db: DB
   repos: Repos
+  storage: Storage
   spec: Record<string, any>
   ops: Map<string, Operation>
 }
 
 /** The settings, storage and contract, the request's slots, then the mailer and the features' services. */
-export function decorateApp(app: FastifyInstance, { config, db, repos, spec, ops }: AppParts): void {
+export function decorateApp(app: FastifyInstance, { config, db, repos, storage, spec, ops }: AppParts): void {
   app.decorate('config', config)
   app.decorate('db', db)
   app.decorate('repos', repos)
+  app.decorate('storage', storage)
   app.decorate('contract', { spec, operations: ops })
   app.decorate('startedAt', Date.now())
   app.decorateRequest('principal', undefined)
@@ -50,7 +53,7 @@ export function decorateApp(app: FastifyInstance, { config, db, repos, spec, ops
   )
   // An export's or a large page's ids in a computed order are sorted in a reader thread.
   repos.eventQueries.readIdsWith((sql, params) => app.readers.run('column', [sql, params]))
-  app.decorate('services', createServices(app))
+  app.decorate('services', createServices(app, sqliteServicePorts(app)))
 }
 
 /**
@@ -76,12 +79,12 @@ export function closeWithApp(app: FastifyInstance): void {
 
 /** JWT signing and verification, and the token service made on it (`app.tokens`). */
 export async function registerTokens(app: FastifyInstance): Promise<void> {
-  const { config, repos } = app
+  const { config, storage } = app
   await app.register(jwt, {
     secret: config.jwtSecret,
     sign: { algorithm: 'HS256', expiresIn: config.accessTokenTtlSec, iss: ISSUER },
     // Verified tokens are cached by the token service (lib/auth.ts).
     verify: { algorithms: ['HS256'], allowedIss: ISSUER, requiredClaims: ['exp', 'iat', 'iss'] },
   })
-  app.decorate('tokens', tokenService(app, config, repos))
+  app.decorate('tokens', tokenService(app, config, storage.credentials))
 }

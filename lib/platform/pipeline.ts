@@ -11,6 +11,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Operation } from '../contract.js'
 import { validatorCompiler } from '../validation.js'
 import { createAdmission } from './admission.js'
+import { isPromise } from './maybe.js'
 import { createFinish } from './answer.js'
 import { canonicalRequest } from './canonical.js'
 import { registerNotFound } from './errors-handler.js'
@@ -60,15 +61,24 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
 
   // The hooks take callbacks rather than being async: a request went through four of them,
   // and their promises cost more than the work most of them do.
-  app.addHook('onRequest', (req, reply, done) => done(thrown(() => admit(req, reply))))
+  app.addHook('onRequest', (req, reply, done) => {
+    let later: Promise<void> | undefined
+    const failed = thrown(() => {
+      const r = admit(req, reply)
+      if (isPromise(r)) later = r
+    })
+    if (later) later.then(() => done(), done)
+    else done(failed)
+  })
   registerRequestLog(app)
   const finish = createFinish(spec, validateResponses, loginLimit)
   app.addHook('onSend', (req, reply, payload, done) => {
-    let answer = payload
+    let answer: unknown = payload
     const failed = thrown(() => {
       answer = finish(req, reply, payload)
     })
     if (failed) done(failed)
+    else if (isPromise(answer)) answer.then((a) => done(null, a), done)
     else done(null, answer)
   })
 }

@@ -1,7 +1,13 @@
 // The ports every feature's services share. Each feature declares its own storage port
 // beside its service (lib/<feature>/ports.ts); the SQLite implementations are in db/.
 import type { AuditEntry } from '../audit.js'
+import type { AuditRecord, AuditRow, RefusalCount } from '../../db/audit.js'
+import type { GatewayAgent } from '../../db/gateway.js'
+import type { PollerRow } from '../../db/agentless.js'
+import type { IntegrationPrincipalRow } from '../../db/integration-tokens.js'
+import type { RefreshRow, SessionPrincipal } from '../../db/sessions.js'
 import type { Context } from './context.js'
+import type { Maybe } from './maybe.js'
 
 /** One transaction: committed when `work` resolves, rolled back when it throws. */
 export interface UnitOfWork {
@@ -17,4 +23,43 @@ export interface AuditTrail {
 export interface Log {
   warn(details: object, message: string): void
   error(details: object, message: string): void
+}
+
+/**
+ * What authentication looks up per request, by a credential's SHA-256 (lib/auth.ts). The
+ * lookups answer at once where the storage can (SQLite), through a Promise where it cannot.
+ */
+export interface CredentialStore {
+  agentByCredential(hash: string): Maybe<GatewayAgent | undefined>
+  /** Whether the credential is one held for an Administrator's approval of a re-enrollment. */
+  heldAgentCredential(hash: string): Maybe<boolean>
+  pollerByCredential(hash: string): Maybe<PollerRow | undefined>
+  integrationToken(hash: string): Maybe<IntegrationPrincipalRow | undefined>
+  touchIntegrationToken(id: string, now: number): Maybe<unknown>
+  sessionPrincipal(sessionId: string): Maybe<SessionPrincipal | undefined>
+  createSession(sessionId: string, userId: number, now: number): Maybe<unknown>
+  addRefreshToken(hash: string, sessionId: string, now: number, expiresMs: number): Maybe<unknown>
+  refreshToken(hash: string): Maybe<RefreshRow | undefined>
+  /** Marks the refresh token used; false when it was used already (a replay). */
+  useRefreshToken(hash: string, now: number): Maybe<boolean>
+  revokeSession(sessionId: string, reason: string, now: number): Maybe<unknown>
+}
+
+/** The audit trail's storage: its records and the counters of repeated refusals (lib/audit.ts). */
+export interface AuditStore {
+  /** Writes a record in the caller's unit of work (a destination's outbox entries with it); answers its id. */
+  insert(r: AuditRecord): Promise<number>
+  byId(id: number): Promise<AuditRow | undefined>
+  /** The record of the latest first refusal of this kind written after `sinceMs`. */
+  firstRefusal(key: string, sinceMs: number): Promise<AuditRow | undefined>
+  refusalCount(key: string): Promise<RefusalCount | undefined>
+  /** How many reasons of a refusal group (the part of keys before `:`) opened a window after `sinceMs`. */
+  refusalReasons(group: string, sinceMs: number): Promise<number>
+  /** Counts one repeat of a refusal whose first record is `firstId` (its window ends at `windowEndMs`). */
+  countRepeat(key: string, firstId: number, windowEndMs: number, now: number, sourceIps: string): Promise<unknown>
+  /** Counters whose window has closed, oldest first. */
+  dueRefusals(now: number, limit: number): Promise<RefusalCount[]>
+  dropRefusalCount(key: string): Promise<unknown>
+  /** False for a record whose transaction rolled back. */
+  exists(id: number, createdMs: number, description: string): Promise<boolean>
 }
