@@ -14,7 +14,9 @@ import type { Postgres, Row } from './connection.js'
  * What an insert or a rename rejects with when another account (or integration token) has
  * the name, whatever its case. The services look the name up first, but on PostgreSQL a
  * concurrent unit of work (on this node or another) may take it between the look-up and
- * the write; the unique index decides, and this says so in the services' terms.
+ * the write. The unique index decides, and this names its refusal so that a service can
+ * answer it as the conflict its look-up would have found: by `code`, since services import
+ * nothing from db/.
  */
 export class DuplicateName extends Error {
   readonly code = 'duplicate-name'
@@ -58,6 +60,8 @@ export function pgUsersRepo(db: Postgres, version: AuthVersion): PgUsersRepo {
       return user && JSON.stringify(view(user))
     },
     byId: (id: number) => db.one<UserRow & Row>('SELECT * FROM users WHERE id = $1', [id]),
+    // The name is folded as the column is (its "C" collation: ASCII letters only, as SQLite's
+    // NOCASE), not by the database's default collation.
     byName: (name: string) => db.one<UserRow & Row>('SELECT * FROM users WHERE lower(user_name) = lower($1 COLLATE "C")', [name]),
     all,
     account,
