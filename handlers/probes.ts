@@ -1,5 +1,5 @@
 import { problem } from '../lib/errors.js'
-import { expectedSchemaVersion, notReadyReason } from '../lib/probes.js'
+import { notReadyReason } from '../lib/probes.js'
 import type { Handlers } from './types.js'
 
 export const probeHandlers: Handlers<'getLiveness' | 'getReadiness'> = {
@@ -8,7 +8,7 @@ export const probeHandlers: Handlers<'getLiveness' | 'getReadiness'> = {
   },
 
   async getReadiness(req) {
-    const reason = notReadyReason(req.server, expectedSchemaVersion)
+    const reason = await notReadyReason(req.server)
     if (reason) throw problem('not-ready', reason)
     return { status: 'ready' }
   },

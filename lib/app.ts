@@ -92,8 +92,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const ops = operations(spec)
 
   const { app, logStream } = createInstance(config, opts)
-  const { db, repos, storage, sealed } = openStorage(app, config)
-  decorateApp(app, { config, db, repos, storage, spec, ops })
+  const opened = await openStorage(app, config)
+  const { sealed } = opened
+  decorateApp(app, { config, opened, spec, ops })
   registerLifecycle(app)
   closeWithApp(app)
   registerCompilers(app)
@@ -126,8 +127,15 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
  */
 function registerBackground(app: FastifyInstance): void {
   registerHealthChecks(app)
-  registerCoreHealthChecks(app)
   const loops = registerLoops(app)
+  if (app.storage.backend === 'postgres') {
+    // The loops over PostgreSQL's ports. SQLite's own upkeep (checkpoints, its search
+    // structures and the event index) has no counterpart there; the feature loops that still
+    // read SQLite's repositories join as their ports are built on PostgreSQL.
+    loops.add(refusalFlushLoop(app))
+    return
+  }
+  registerCoreHealthChecks(app)
   // First: it stops last, once the others have written what they write.
   const { wal } = app.config
   loops.add(checkpointerLoop({ db: app.db, file: app.config.dbFile, settings: { thread: wal.checkpointThread, intervalMs: wal.checkpointMs, restartBytes: wal.restartMb * 1048576 }, log: app.log }))

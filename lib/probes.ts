@@ -1,7 +1,6 @@
 // Load balancer probes: liveness (the process answers) and readiness (the database takes a
 // write, its schema is this server's, and the server is not shutting down).
 import type { FastifyInstance } from 'fastify'
-import { latestSchemaVersion } from '../db/index.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -11,14 +10,13 @@ declare module 'fastify' {
 }
 
 /** Why this node should not receive traffic now, or null when it should. */
-export function notReadyReason(app: FastifyInstance, expectedVersion: number): string | null {
+export async function notReadyReason(app: FastifyInstance): Promise<string | null> {
   if (app.lifecycle.shuttingDown) return 'The server is shutting down.'
   try {
-    app.repos.system.probe()
-  } catch {
-    return 'The database does not take writes.'
+    await app.storage.ready()
+  } catch (err) {
+    return (err as Error).message
   }
-  if (app.repos.system.schemaVersion() !== expectedVersion) return 'The database schema is not at the version of this server.'
   return null
 }
 
@@ -29,6 +27,3 @@ export function registerLifecycle(app: FastifyInstance): void {
     app.lifecycle.shuttingDown = true
   })
 }
-
-/** The schema version readiness expects, read once. */
-export const expectedSchemaVersion = latestSchemaVersion()

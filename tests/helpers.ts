@@ -5,14 +5,23 @@ import type { FastifyInstance, InjectOptions } from 'fastify'
 import { buildApp } from '../lib/app.js'
 import { loadConfig, type Config } from '../lib/config.js'
 import { openDatabase, type DB } from '../db/index.js'
+import { pgTestDatabaseUrl } from './pg.js'
 
 export const ADMIN_PASSWORD = 'Correct-horse-42'
 export const USER_PASSWORD = 'Battery-staple-97'
 
-/** A fresh app on its own data dir, answering-checked against the contract. */
+/**
+ * The backend `build` runs the app on: SQLite, or PostgreSQL when PRIME_TEST_BACKEND is
+ * `postgres` (`npm test` runs the PostgreSQL part of the suite so; a database of the
+ * app's own each time, from tests/pg.ts).
+ */
+export const testBackend = process.env.PRIME_TEST_BACKEND === 'postgres' ? 'postgres' : 'sqlite'
+
+/** A fresh app on its own data dir (and database), answering-checked against the contract. */
 export async function build(t: { teardown: (fn: () => unknown) => void }, env: Record<string, string> = {}, spec?: Record<string, any>): Promise<FastifyInstance & { testConfig: Config }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-test-'))
-  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent', PRIME_RATE_LIMIT_MAX: '100000', ...env })
+  const database = testBackend === 'postgres' && env.PRIME_DATABASE_URL === undefined ? { PRIME_DATABASE_URL: await pgTestDatabaseUrl(t) } : {}
+  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent', PRIME_RATE_LIMIT_MAX: '100000', ...database, ...env })
   const app = await buildApp({ config, logger: false, validateResponses: true, spec })
   t.teardown(async () => {
     await app.close()

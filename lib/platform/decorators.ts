@@ -11,23 +11,24 @@ import { ISSUER, tokenService } from '../auth.js'
 import { createMailer } from '../mail.js'
 import { createServices, sqliteServicePorts } from '../services.js'
 import { readerPool } from './readers.js'
-import type { Storage } from './storage.js'
-import { threadTasks } from '../reader-thread.js'
+import type { OpenedStorage } from './storage.js'
+import { threadTasks, type ThreadTasks } from '../reader-thread.js'
 
 export interface AppParts {
   config: Config
-  db: DB
-  repos: Repos
-  storage: Storage
+  opened: OpenedStorage
   spec: Record<string, any>
   ops: Map<string, Operation>
 }
 
 /** The settings, storage and contract, the request's slots, then the mailer and the features' services. */
-export function decorateApp(app: FastifyInstance, { config, db, repos, storage, spec, ops }: AppParts): void {
+export function decorateApp(app: FastifyInstance, { config, opened, spec, ops }: AppParts): void {
+  const { storage } = opened
   app.decorate('config', config)
-  app.decorate('db', db)
-  app.decorate('repos', repos)
+  // SQLite's connection and repositories, for what only SQLite has (its loops, its reader
+  // threads); on PostgreSQL everything goes through `storage`.
+  app.decorate('db', opened.backend === 'sqlite' ? opened.db : (undefined as unknown as DB))
+  app.decorate('repos', opened.backend === 'sqlite' ? opened.repos : (undefined as unknown as Repos))
   app.decorate('storage', storage)
   app.decorate('contract', { spec, operations: ops })
   app.decorate('startedAt', Date.now())
@@ -39,21 +40,29 @@ export function decorateApp(app: FastifyInstance, { config, db, repos, storage, 
   app.decorateRequest('routine', false)
   app.decorateRequest('primeContext', null)
   app.decorate('mailer', createMailer(config))
-  app.decorate(
-    'readers',
-    readerPool({
-      file: config.dbFile,
-      cacheMb: config.dbCacheMb,
-      settings: config.readers,
-      thread: readerThreadModule(),
-      // With no threads, the reads run on the server's own connection.
-      local: threadTasks(db, { assets: repos.assets }),
-      onWarn: (msg) => app.log.warn(msg),
-    }),
-  )
-  // An export's or a large page's ids in a computed order are sorted in a reader thread.
-  repos.eventQueries.readIdsWith((sql, params) => app.readers.run('column', [sql, params]))
-  app.decorate('services', createServices(app, sqliteServicePorts(app)))
+  if (opened.backend === 'sqlite') {
+    const { db, repos } = opened
+    app.decorate(
+      'readers',
+      readerPool({
+        file: config.dbFile,
+        cacheMb: config.dbCacheMb,
+        settings: config.readers,
+        thread: readerThreadModule(),
+        // With no threads, the reads run on the server's own connection.
+        local: threadTasks(db, { assets: repos.assets }),
+        onWarn: (msg) => app.log.warn(msg),
+      }),
+    )
+    // An export's or a large page's ids in a computed order are sorted in a reader thread.
+    repos.eventQueries.readIdsWith((sql, params) => app.readers.run('column', [sql, params]))
+    storage.ports = sqliteServicePorts(app)
+  } else {
+    // PostgreSQL's server runs the queries: no reader threads here (the budgets and shares
+    // of expensive reads still hold, with no thread to hand a read to).
+    app.decorate('readers', readerPool({ file: '', cacheMb: 0, settings: { ...config.readers, threads: 0 }, thread: '', local: {} as ThreadTasks }))
+  }
+  app.decorate('services', createServices(app, storage.ports!))
 }
 
 /**
@@ -71,9 +80,9 @@ export function closeWithApp(app: FastifyInstance): void {
   app.addHook('onClose', async () => {
     app.mailer.close()
     // The phrase queries' thread holds a connection of its own: closed first.
-    await app.repos.eventQueries.close()
+    if (app.storage.backend === 'sqlite') await app.repos.eventQueries.close()
     await app.readers.close()
-    app.db.close()
+    await app.storage.close()
   })
 }
 

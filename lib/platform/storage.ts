@@ -1,13 +1,16 @@
 // The data directory, the database and its repositories, as the app opens them.
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.js'
-import { openDatabase, type DB } from '../../db/index.js'
+import { latestSchemaVersion, openDatabase, type DB } from '../../db/index.js'
 import { createRepos, type Repos } from '../repos.js'
 import { vault } from '../vault.js'
 import { settingsSealer } from '../alarms/sealed-settings.js'
 import { secureDataDir } from '../data-dir.js'
 import { sqliteCredentials } from '../../db/credentials.js'
 import { asyncPort } from '../../db/unit-of-work.js'
+import { openPostgres, pgMigrationFiles, type Postgres } from '../../db/postgres/index.js'
+import { createPostgresPorts } from '../repos-postgres.js'
+import type { ServicePorts } from '../services.js'
 import type { AuditStore, CredentialStore, UnitOfWork } from './ports.js'
 
 /** The unit of work every backend gives: transactions, group commits, work after a commit. */
@@ -25,24 +28,75 @@ export interface Storage {
   /** The per-request credential lookups of authentication. */
   readonly credentials: CredentialStore
   readonly audit: AuditStore
+  /** The services' ports (SQLite's are made once the reader threads are: lib/platform/decorators.ts). */
+  ports?: ServicePorts
+  /** Resolves when the database takes a write and its schema is this server's; rejects saying why not. */
+  ready(): Promise<void>
+  /** Closes the database (after the loops and requests are done with it). */
+  close(): Promise<void>
 }
 
+export type OpenedStorage = { backend: 'sqlite'; db: DB; repos: Repos; storage: Storage; sealed: number } | { backend: 'postgres'; pg: Postgres; storage: Storage; sealed: number }
+
 /**
- * Makes the data directory private, opens the database and its repositories, and tidies
- * what an earlier version or run left: `sealed` is what `sealStored` sealed, logged once
- * the app is built.
+ * Makes the data directory private, opens the database (PostgreSQL when
+ * PRIME_DATABASE_URL is set, else the embedded SQLite file) and its ports, and tidies what
+ * an earlier version or run left: `sealed` is what `sealStored` sealed, logged once the app
+ * is built.
  */
-export function openStorage(app: FastifyInstance, config: Config): { db: DB; repos: Repos; storage: Storage; sealed: number } {
+export async function openStorage(app: FastifyInstance, config: Config): Promise<OpenedStorage> {
   const tightened = secureDataDir(config.dataDir)
   if (tightened.length > 0) {
     app.log.warn({ dataDir: config.dataDir, tightened: tightened.slice(0, 20), count: tightened.length }, 'the data directory was readable by other users: made private (files 0600, folders 0700)')
   }
+  if (config.databaseUrl) return openPostgresStorage(config.databaseUrl, config)
   const db = openDatabase(config.dbFile, { cacheMb: config.dbCacheMb })
   const repos = createRepos(db, config.keptListAnswers, settingsSealer(vault(config.agentlessKey)))
   // Webhook secrets stored in the clear by an earlier version are sealed now.
   const sealed = repos.alarms.sealStored()
   // Revoked sessions, and those whose refresh tokens have all expired, can never be used again.
   repos.sessions.purge(Date.now())
-  const storage: Storage = { backend: 'sqlite', uow: repos.uow, credentials: sqliteCredentials(repos), audit: asyncPort(repos.audit, repos.uow) }
-  return { db, repos, storage, sealed }
+  const expected = latestSchemaVersion()
+  const storage: Storage = {
+    backend: 'sqlite',
+    uow: repos.uow,
+    credentials: sqliteCredentials(repos),
+    audit: asyncPort(repos.audit, repos.uow),
+    async ready() {
+      try {
+        repos.system.probe()
+      } catch {
+        throw new Error('The database does not take writes.')
+      }
+      if (repos.system.schemaVersion() !== expected) throw new Error('The database schema is not at the version of this server.')
+    },
+    async close() {
+      db.close()
+    },
+  }
+  return { backend: 'sqlite', db, repos, storage, sealed }
+}
+
+async function openPostgresStorage(url: string, config: Config): Promise<OpenedStorage> {
+  const pg = await openPostgres(url, { max: config.databasePool })
+  const made = createPostgresPorts(pg)
+  await made.sessions.purge(Date.now())
+  const expected = pgMigrationFiles().length
+  const storage: Storage = {
+    backend: 'postgres',
+    uow: pg.uow,
+    credentials: made.credentials,
+    audit: made.audit,
+    ports: made.ports,
+    async ready() {
+      try {
+        await made.system.probe()
+      } catch {
+        throw new Error('The database does not take writes.')
+      }
+      if ((await made.system.schemaVersion()) !== expected) throw new Error('The database schema is not at the version of this server.')
+    },
+    close: () => pg.close(),
+  }
+  return { backend: 'postgres', pg, storage, sealed: 0 }
 }

@@ -1,0 +1,76 @@
+// The services' ports on PostgreSQL (PRIME_DATABASE_URL), from db/postgres/. A part whose
+// PostgreSQL implementation is not built yet answers every call with a 501 problem that
+// names it, rather than pretending: its operations are unavailable on PostgreSQL.
+import { AuthVersion } from '../db/auth-version.js'
+import { pgIntegrationTokensRepo, pgSessionsRepo, pgUsersRepo } from '../db/postgres/accounts.js'
+import type { Postgres } from '../db/postgres/index.js'
+import { pgSystemRepo } from '../db/postgres/system.js'
+import { problem } from './errors.js'
+import type { AuditStore, CredentialStore } from './platform/ports.js'
+import type { ServicePorts } from './services.js'
+
+/** A port whose every method answers 501: `part` is not built on PostgreSQL yet. */
+export function notBuilt<T extends object>(part: string): T {
+  return new Proxy({} as T, {
+    get(_target, name) {
+      // Not a thenable: a port may be awaited as a whole without becoming a rejection.
+      if (name === 'then' || typeof name === 'symbol') return undefined
+      return () => Promise.reject(problem('not-implemented', `${part} is not available on PostgreSQL yet (${String(name)}); run the server on its embedded SQLite database for it.`))
+    },
+  })
+}
+
+export function createPostgresPorts(pg: Postgres) {
+  const authVersion = new AuthVersion(undefined, pg.uow.afterCommit)
+  const users = pgUsersRepo(pg, authVersion)
+  const sessions = pgSessionsRepo(pg, authVersion)
+  const integrationTokens = pgIntegrationTokensRepo(pg, authVersion)
+  const system = pgSystemRepo(pg)
+  const audit = notBuilt<AuditStore>('The audit trail')
+  const gateway = notBuilt<{ byCredential(hash: string): Promise<undefined>; heldReEnrollmentByCredential(hash: string): Promise<undefined> }>('The agent gateway')
+  const agentless = notBuilt<{ pollerByCredential(hash: string): Promise<undefined> }>('Agentless discovery')
+  const credentials: CredentialStore = {
+    agentByCredential: (hash) => gateway.byCredential(hash),
+    heldAgentCredential: async (hash) => (await gateway.heldReEnrollmentByCredential(hash)) !== undefined,
+    pollerByCredential: (hash) => agentless.pollerByCredential(hash),
+    integrationToken: (hash) => integrationTokens.byHash(hash),
+    touchIntegrationToken: (id, now) => integrationTokens.touch(id, now),
+    sessionPrincipal: (sessionId) => sessions.principal(sessionId),
+    createSession: (sessionId, userId, now) => sessions.create(sessionId, userId, now),
+    addRefreshToken: (hash, sessionId, now, expiresMs) => sessions.addRefreshToken(hash, sessionId, now, expiresMs),
+    refreshToken: (hash) => sessions.refreshToken(hash),
+    useRefreshToken: (hash, now) => sessions.useRefreshToken(hash, now),
+    revokeSession: (sessionId, reason, now) => sessions.revoke(sessionId, reason, now),
+  }
+  const ports: ServicePorts = {
+    users,
+    sessions,
+    integrationTokens,
+    system,
+    accountCounts: { counts: () => users.counts() },
+    alarmDestinations: notBuilt('Alarm destinations'),
+    gatewayStore: notBuilt('The agent gateway'),
+    eventRecorder: notBuilt('Event recording'),
+    agentState: notBuilt('Agent state'),
+    agentless: notBuilt('Agentless discovery'),
+    agentlessAssets: notBuilt('Agentless discovery'),
+    assets: notBuilt('Asset discovery'),
+    insights: notBuilt('Risk insights'),
+    reports: notBuilt('Reports'),
+    catalogue: notBuilt('The catalogue'),
+    catalogueFollowers: notBuilt('The catalogue'),
+    notifications: notBuilt('Notifications'),
+    agents: notBuilt('The agents list'),
+    peripherals: notBuilt('The peripherals list'),
+    commands: notBuilt('Agent commands'),
+    reEnrollments: notBuilt('Re-enrollments'),
+    exports: notBuilt('Exports'),
+    eventRecords: notBuilt('The events list'),
+    auditRecords: notBuilt('The audit trail list'),
+    retention: notBuilt('Retention'),
+    retentionIndex: notBuilt('Retention'),
+    applyPrune: () => {},
+    systemAudit: notBuilt('The audit trail'),
+  }
+  return { ports, credentials, audit, system, users, sessions, authVersion }
+}

