@@ -262,7 +262,7 @@ t.test('asset pages, counts and summaries: PostgreSQL answers as SQLite', { skip
   ])
   let compared = 0
   let matched = 0
-  for (let n = 0; n < 360; n++) {
+  for (let n = 0; n < 320; n++) {
     const filters = Array.from({ length: r.pick([0, 0, 1, 1, 2, 3]) }, () => randomFilter(r, r.pick(FILTER_FIELDS)))
     const system = Array.from({ length: r.pick([0, 0, 0, 1, 2]) }, () => randomFilter(r, r.pick(FILTER_FIELDS)))
     const q: AssetQuery = {
@@ -274,7 +274,7 @@ t.test('asset pages, counts and summaries: PostgreSQL answers as SQLite', { skip
     const sort = r.pick(sorts)
     const limit = r.pick([1, 5, 10, 25, 1000])
     const first = lite.page(q, sort, limit, 0)
-    const offsets = [0, r.int(Math.max(1, first.filtered + 2)), limit, 2 * limit]
+    const offsets = [0, r.int(Math.max(1, first.filtered + 2)), limit]
     for (const offset of offsets) {
       const expected = lite.page(q, sort, limit, offset)
       const got = await repo.page(q, sort, limit, offset)
@@ -287,7 +287,7 @@ t.test('asset pages, counts and summaries: PostgreSQL answers as SQLite', { skip
       }
     }
   }
-  t.ok(compared >= 1200, `${compared} pages compared`)
+  t.ok(compared >= 960, `${compared} pages compared`)
   t.ok(matched > compared / 3, `${matched} pages held rows`)
 
   // Paging through a whole result, a page after another (SQLite reads these from where the last ended).

@@ -324,6 +324,12 @@ export function pgAssetsRepo(db: Postgres): PgAssetsRepo {
       // Nulls last both ways, as SQLite's repository orders them; the other fields are never null.
       const nulls = NULLABLE_SORTS.has(sort.field) ? ' NULLS LAST' : ''
       const counts = sources.map((src) => `(SELECT count(*) FROM ${from(src, wheres[src]!)} WHERE ${wheres[src]})`)
+      // Each branch's first offset + limit rows in its own order (its index's, where it has
+      // one: first sight, risk), merged: the page is among them. A peripheral's risk is its
+      // index's unless its model is rare: those of the rare models are a branch apart.
+      const end = p.add(offset + limit, 'bigint')
+      const branch = (value: string, i: number, id: string, fromSql: string, where: string) =>
+        `(SELECT ${value} AS s, ${i} AS src, ${id} AS id FROM ${fromSql} WHERE ${where} ORDER BY s ${dir}${nulls}, id ${dir} LIMIT ${end})`
       const branches: string[] = []
       for (const src of sources) {
         const w = wheres[src]!
@@ -331,12 +337,13 @@ export function pgAssetsRepo(db: Postgres): PgAssetsRepo {
         const value = TEXT_FIELDS.has(sort.field) ? fold(e) : e
         const i = SOURCES.indexOf(src)
         if (src === 'peripheral' && sort.field === 'riskLevel' && q.rare.length > 0) {
-          // The peripherals of no rare model in the order of their risk index, those of the rare models apart.
           const isRare = `((p.vid || ':' || p.pid) = ANY(${rare}))`
-          branches.push(`SELECT ${PERIPHERAL_RISK} AS s, ${i} AS src, p.id FROM ${from(src, w)} WHERE ${w} AND NOT ${isRare}`)
-          branches.push(`SELECT greatest(${PERIPHERAL_RISK}, ${R.rare}) AS s, ${i} AS src, p.id FROM ${from(src, w)} WHERE ${w} AND ${isRare}`)
+          branches.push(branch(PERIPHERAL_RISK, i, 'p.id', from(src, w), `${w} AND NOT ${isRare}`))
+          // The rare models' peripherals found by model (index peripherals_model), the exact test kept.
+          const byModel = `(p.vid, p.pid) IN (SELECT split_part(m, ':', 1), split_part(m, ':', 2) FROM unnest(${rare}) m)`
+          branches.push(branch(`greatest(${PERIPHERAL_RISK}, ${R.rare})`, i, 'p.id', from(src, w), `${w} AND ${byModel} AND ${isRare}`))
         } else {
-          branches.push(`SELECT ${value} AS s, ${i} AS src, ${ROWID[src]} AS id FROM ${from(src, w + value)} WHERE ${w}`)
+          branches.push(branch(value, i, ROWID[src], from(src, w + value), w))
         }
       }
       const order = (t: string) => `${t}s ${dir}${nulls}, ${t}src ${dir}, ${t}id ${dir}`
