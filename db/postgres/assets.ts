@@ -244,8 +244,9 @@ function renderSearch(src: Source, s: string): string {
     case 'host':
       return `(${['c.name', 'c.id::text', 'c.address'].map(like).join(' OR ')})`
     case 'peripheral':
+      // Aliases of their own: the page's statement joins a peripheral's agent only when it reads it.
       return `p.id IN (SELECT p.id FROM peripherals p WHERE ${[PERIPHERAL_NAME, PERIPHERAL_KEY, PERIPHERAL_VENDOR].map(like).join(' OR ')}
-        UNION ALL SELECT p.id FROM agents a JOIN peripherals p ON p.agent_id = a.id WHERE ${like('a.local_ip_address')})`
+        UNION ALL SELECT p2.id FROM agents a2 JOIN peripherals p2 ON p2.agent_id = a2.id WHERE ${like('a2.local_ip_address')})`
   }
 }
 
