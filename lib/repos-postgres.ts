@@ -5,6 +5,9 @@ import { AuthVersion } from '../db/auth-version.js'
 import { pgIntegrationTokensRepo, pgSessionsRepo, pgUsersRepo } from '../db/postgres/accounts.js'
 import type { Postgres } from '../db/postgres/index.js'
 import { pgSystemRepo } from '../db/postgres/system.js'
+import { pgAssetsRepo } from '../db/postgres/assets.js'
+import { pgAgentlessRepo } from '../db/postgres/agentless.js'
+import { assetView } from './assets/views.js'
 import { problem } from './errors.js'
 import type { AuditStore, CredentialStore } from './platform/ports.js'
 import type { ServicePorts } from './services.js'
@@ -28,7 +31,8 @@ export function createPostgresPorts(pg: Postgres) {
   const system = pgSystemRepo(pg)
   const audit = notBuilt<AuditStore>('The audit trail')
   const gateway = notBuilt<{ byCredential(hash: string): Promise<undefined>; heldReEnrollmentByCredential(hash: string): Promise<undefined> }>('The agent gateway')
-  const agentless = notBuilt<{ pollerByCredential(hash: string): Promise<undefined> }>('Agentless discovery')
+  const agentless = pgAgentlessRepo(pg)
+  const assets = pgAssetsRepo(pg)
   const credentials: CredentialStore = {
     agentByCredential: (hash) => gateway.byCredential(hash),
     heldAgentCredential: async (hash) => (await gateway.heldReEnrollmentByCredential(hash)) !== undefined,
@@ -52,9 +56,18 @@ export function createPostgresPorts(pg: Postgres) {
     gatewayStore: notBuilt('The agent gateway'),
     eventRecorder: notBuilt('Event recording'),
     agentState: notBuilt('Agent state'),
-    agentless: notBuilt('Agentless discovery'),
+    agentless,
     agentlessAssets: notBuilt('Agentless discovery'),
-    assets: notBuilt('Asset discovery'),
+    assets: {
+      total: () => assets.total(),
+      summary: (rare, since) => assets.summary(rare, since),
+      switches: (since) => assets.switches(since),
+      // One statement reads the page; its views are made here (no reader thread on PostgreSQL).
+      async pageJson(q, sort, limit, offset, maxHosts) {
+        const p = await assets.page(q, sort, limit, offset)
+        return { filtered: p.filtered, json: JSON.stringify(p.rows.map((r) => assetView(r, maxHosts))) }
+      },
+    },
     insights: notBuilt('Risk insights'),
     reports: notBuilt('Reports'),
     catalogue: notBuilt('The catalogue'),
@@ -72,5 +85,5 @@ export function createPostgresPorts(pg: Postgres) {
     applyPrune: () => {},
     systemAudit: notBuilt('The audit trail'),
   }
-  return { ports, credentials, audit, system, users, sessions, authVersion }
+  return { ports, credentials, audit, system, users, sessions, agentless, authVersion }
 }

@@ -16,10 +16,11 @@ export interface AssetStore {
   pageJson(q: AssetQuery, sort: AssetSort, limit: number, offset: number, maxHosts: number): Promise<{ filtered: number; json: string }>
   /**
    * The counts of every asset by type, risk level, online and new, read a range of rows at
-   * a time: a synchronous generator that yields between ranges so that the caller lets
-   * other work run in between (a walk over a million rows), not a promise per row.
+   * a time: a generator that yields between ranges so that the caller lets other work run
+   * in between (a walk over a million rows), not a promise per row. SQLite's is synchronous;
+   * a database server's answers each range through a Promise.
    */
-  summary(rare: string[], since: number): Generator<void, AssetCounts[]>
+  summary(rare: string[], since: number): Generator<void, AssetCounts[]> | AsyncGenerator<void, AssetCounts[]>
   /** Switches the agents report, and those first reported since `since`. */
   switches(since: number): Promise<{ n: number; fresh: number }>
 }

@@ -101,10 +101,10 @@ export function assetService(deps: AssetDeps) {
       const rare = await rareModels()
       const since = now - deps.newHours * 3_600_000
       const steps = assets.summary(rare, since)
-      let r = steps.next()
+      let r = await steps.next()
       while (!r.done) {
         await nextTurn()
-        r = steps.next()
+        r = await steps.next()
       }
       return (await insights.store(name, now, { since, counts: r.value, switches: await assets.switches(since) })) as Summary & { computedTime: string }
     })
