@@ -60,7 +60,7 @@ export function pgPeripheralsRepo(db: Postgres) {
 
     /** The models (VID/PID) the agent reported present at its last check-in. */
     presentModels: (agentId: number) =>
-      db.query<{ vid: string; pid: string }>('SELECT DISTINCT vid, pid FROM peripherals WHERE agent_id = $1 AND present = 1 ORDER BY vid COLLATE "C", pid COLLATE "C"', [agentId]),
+      db.query<{ vid: string; pid: string }>('SELECT vid, pid FROM peripherals WHERE agent_id = $1 AND present = 1 GROUP BY vid, pid ORDER BY vid COLLATE "C", pid COLLATE "C"', [agentId]),
 
     /** Whether the agent ever reported a peripheral of this model. */
     hasModel: async (agentId: number, vid: string, pid: string) =>
