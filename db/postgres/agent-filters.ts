@@ -260,8 +260,9 @@ export function pageStatement(source: PageSource, where: string, order: string, 
   const counts = where === 'true' ? `(SELECT count(*) FROM ${table}) AS total` : `(SELECT count(*) FROM ${table}) AS total, (SELECT count(*) FROM ${table} ${alias} WHERE ${where}) AS filtered`
   const page = `SELECT ${counts}, ARRAY(SELECT ${source.id} FROM ${source.from} WHERE ${where} ORDER BY ${order} LIMIT ${p.add(limit)} OFFSET ${p.add(offset)}) AS ids`
   const filtered = where === 'true' ? 'c.total' : 'c.filtered'
-  if (rows === undefined) return `SELECT c.total, ${filtered} AS filtered, c.ids FROM (${page}) c`
-  return `SELECT c.total, ${filtered} AS filtered, r.* FROM (${page}) c
+  // Materialized: c.total named twice would otherwise count twice.
+  if (rows === undefined) return `WITH c AS MATERIALIZED (${page}) SELECT c.total, ${filtered} AS filtered, c.ids FROM c`
+  return `WITH c AS MATERIALIZED (${page}) SELECT c.total, ${filtered} AS filtered, r.* FROM c
     LEFT JOIN LATERAL (SELECT ${rows}, u.n AS page_n FROM unnest(c.ids) WITH ORDINALITY u (id, n) JOIN ${source.from} ON ${source.id} = u.id) r ON true
     ORDER BY r.page_n`
 }
