@@ -1,0 +1,107 @@
+// Agents on PostgreSQL: the list with its filters and sort orders, lookups by identifiers,
+// deletion. The answers are SQLite's (db/agents.ts); what SQLite keeps to answer quickly
+// (list answers per rev, each agent's JSON, row counts, in-memory search dictionaries) is
+// not kept here: every answer is read from the tables, so any number of nodes may share them.
+import type { AgentIdentifiers, AgentListRow, AgentListView, AgentRef, AgentRow } from '../agents.js'
+import { VIEW_COLUMNS } from '../agents.js'
+import type { AgentFilter } from '../filters.js'
+import { STREAM_CHUNK_CHARS, type Sort } from '../sql.js'
+import type { AgentStore } from '../../lib/agents/ports.js'
+import type { Postgres } from './connection.js'
+import { Params, agentOrderBy, agentWhere, pageIds, pageRows, pageStatement, type PageSource } from './agent-filters.js'
+
+const viewColumns = VIEW_COLUMNS.map((c) => `a.${c}`).join(', ')
+const REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
+const AGENTS: PageSource = { table: 'agents', alias: 'a', from: 'agents a', id: 'a.id' }
+
+/**
+ * Agents read at a time for a streamed page: a round trip each, so more than SQLite's 100
+ * (db/agents.ts VIEW_CHUNK_ROWS); the JSON still goes out in small chunks.
+ */
+export const VIEW_READ_ROWS = 500
+
+/** These agents' rows of `columns`, in the order of `ids` (agents deleted meanwhile are left out). */
+const byIdsInOrder = (columns: string) => `SELECT ${columns} FROM unnest($1::bigint[]) WITH ORDINALITY u (id, n) JOIN agents a ON a.id = u.id ORDER BY u.n`
+
+/** `shown`: how a list shows an agent (lib/agents/views.ts agentListView), as SQLite's repository is given it. */
+export function pgAgentsRepo(db: Postgres, shown: AgentListView) {
+  const json = (rows: AgentListRow[]) => rows.map((r) => JSON.stringify(shown.view(r)))
+
+  /** A page as rows of `columns` (over `agents a`), with the counts. */
+  async function readPage<R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string) {
+    const p = new Params()
+    const sql = pageStatement(AGENTS, agentWhere(f, p), agentOrderBy(sort), p, limit, offset, columns)
+    return pageRows<R>(await db.query(sql, p.values))
+  }
+
+  async function views(refs: readonly AgentRef[]): Promise<string> {
+    if (!refs.length) return '[]'
+    const rows = await db.query<AgentListRow>(byIdsInOrder(viewColumns), [refs.map((r) => r.id)])
+    return `[${json(rows).join(',')}]`
+  }
+
+  return {
+    byUuid: async (uuid: string) => (await db.one('SELECT * FROM agents WHERE uuid = lower($1)', [uuid])) as AgentRow | undefined,
+    byId: async (id: number) => (await db.one('SELECT * FROM agents WHERE id = $1', [id])) as AgentRow | undefined,
+
+    /** A page of the list: every agent count, the matching count, and the page's agents (see `views`). */
+    list: (f: AgentFilter, sort: Sort, limit: number, offset: number) => readPage<AgentRef>(f, sort, limit, offset, REF_COLUMNS),
+
+    /** A page's agents as the JSON array of AgentViewResource the list answers. */
+    views,
+
+    /** A page of the list with its agents as that JSON array: one statement. */
+    async page(f: AgentFilter, sort: Sort, limit: number, offset: number): Promise<{ total: number; filtered: number; json: string }> {
+      const { total, filtered, rows } = await readPage<AgentListRow>(f, sort, limit, offset, viewColumns)
+      return { total, filtered, json: `[${json(rows).join(',')}]` }
+    },
+
+    /** A large page as the ids of its agents in order, with the counts. */
+    async pageIds(f: AgentFilter, sort: Sort, limit: number, offset: number): Promise<{ total: number; filtered: number; ids: number[] }> {
+      const p = new Params()
+      const sql = pageStatement(AGENTS, agentWhere(f, p), agentOrderBy(sort), p, limit, offset)
+      return pageIds(await db.query(sql, p.values))
+    },
+
+    /**
+     * These agents as AgentViewResource JSON objects joined by commas, VIEW_READ_ROWS read
+     * at a time, in chunks of about STREAM_CHUNK_CHARS (a streamed page). Agents deleted
+     * meanwhile are left out.
+     */
+    async viewChunks(ids: readonly number[]): Promise<AsyncIterable<string>> {
+      const read = (page: readonly number[]) => db.query<AgentListRow>(byIdsInOrder(viewColumns), [page])
+      return (async function* () {
+        for (let i = 0; i < ids.length; i += VIEW_READ_ROWS) {
+          let text = ''
+          for (const one of json(await read(ids.slice(i, i + VIEW_READ_ROWS)))) {
+            text += (text ? ',' : '') + one
+            if (text.length >= STREAM_CHUNK_CHARS) {
+              yield text
+              text = ''
+            }
+          }
+          if (text) yield text
+        }
+      })()
+    },
+
+    /**
+     * The agents (at most two: enough to tell "ambiguous") whose uuid, hostIdentifier and
+     * localIpAddress equal every identifier given, case-insensitively (ASCII, as SQLite's NOCASE).
+     */
+    async matching(ids: AgentIdentifiers): Promise<AgentRow[]> {
+      const p = new Params()
+      const where: string[] = []
+      if (ids.uuid != null) where.push(`uuid = lower(${p.add(ids.uuid)})`)
+      if (ids.hostIdentifier != null) where.push(`lower(host_identifier COLLATE "C") = lower(${p.add(ids.hostIdentifier)}::text COLLATE "C")`)
+      // Addresses are ASCII: the index of migration 003 on lower(local_ip_address) serves.
+      if (ids.ipAddress != null) where.push(`lower(local_ip_address) = lower(${p.add(ids.ipAddress)})`)
+      if (!where.length) return []
+      return (await db.query(`SELECT * FROM agents WHERE ${where.join(' AND ')} LIMIT 2`, p.values)) as unknown as AgentRow[]
+    },
+
+    /** Deletes the agent; its peripherals, approvals, commands and logs go with it (foreign keys). */
+    remove: async (id: number) => (await db.run('DELETE FROM agents WHERE id = $1', [id])) > 0,
+  } satisfies AgentStore & Record<string, unknown>
+}
+export type PgAgentsRepo = ReturnType<typeof pgAgentsRepo>

@@ -1,0 +1,168 @@
+// The agents list on PostgreSQL answers what SQLite's answers: the same seeded fleet in both,
+// then hundreds of random list queries (every filter alone and combined, every sort both
+// ways, global search of 1-5 characters, deep offsets) compared for ids, order and counts,
+// the page's JSON, the large pages' ids and streamed views, the exports, and the lookups.
+import t from 'tap'
+import { agentsRepo, type AgentRow } from '../db/agents.js'
+import { CheckInTimeWrites } from '../db/answer-cache.js'
+import { agentTexts } from '../db/agent-texts.js'
+import { exportsRepo } from '../db/exports.js'
+import { agentSearch, type AgentFilter } from '../db/filters.js'
+import { pgAgentsRepo } from '../db/postgres/agents.js'
+import { agentSortColumns } from '../db/postgres/agent-filters.js'
+import { pgExportsRepo } from '../db/postgres/exports.js'
+import type { Sort } from '../db/sql.js'
+import { agentListView } from '../lib/agents/views.js'
+import { Rand, mixCase, seedFleet } from './fixtures/pg-lists-fleet.js'
+import { tempDb } from './helpers.js'
+import { noPostgres, pgTestDatabase } from './pg.js'
+
+const AGENTS = 400
+const QUERIES = 600
+
+/** A row without its rev: each backend numbers its own changes. */
+const withoutRev = ({ rev: _rev, ...row }: AgentRow) => row
+
+async function collect<T>(it: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = []
+  for await (const x of it) out.push(x)
+  return out
+}
+
+t.test('agents lists: PostgreSQL answers as SQLite', { skip: noPostgres }, async (t) => {
+  const { db: sqlite } = tempDb(t)
+  const pg = await pgTestDatabase(t)
+  const r = new Rand(50)
+  await seedFleet(sqlite, pg, r, { agents: AGENTS, peripherals: 2000 })
+
+  const search = agentSearch(sqlite, agentTexts(sqlite))
+  const lite = agentsRepo(sqlite, new CheckInTimeWrites(), search, agentListView, 0)
+  const liteExports = exportsRepo(sqlite, search)
+  const pgAgents = pgAgentsRepo(pg, agentListView)
+  const pgExports = pgExportsRepo(pg)
+
+  const agents = sqlite.prepare('SELECT * FROM agents').all() as AgentRow[]
+  /** A term from a real value (any case, 1-5 characters), or now and then one that matches nothing or holds LIKE's wildcards. */
+  const term = (columns: (keyof AgentRow)[]): string => {
+    if (r.chance(0.08)) return r.pick(['zzq', '%', '_', '10.', '#', '-', 'a_b', '5%'])
+    const values = agents.map((a) => a[r.pick(columns)]).filter((v): v is string => typeof v === 'string' && v.length > 0)
+    const v = r.pick(values)
+    const len = 1 + r.int(5)
+    const at = r.int(Math.max(1, v.length - len + 1))
+    return mixCase(r, v.slice(at, at + len))
+  }
+  const some = <T>(xs: readonly T[]): T[] => {
+    const out = xs.filter(() => r.chance(0.4))
+    return out.length ? out : [r.pick(xs)]
+  }
+  const day = 86_400_000
+  const dates = () => {
+    const from = 1_700_000_000_000 + r.int(40) * day
+    return { from, to: r.chance(0.3) ? null : from + (1 + r.int(20)) * day }
+  }
+  const filters: Record<keyof AgentFilter, () => AgentFilter> = {
+    uuid: () => ({ uuid: term(['uuid']) }),
+    hostIdentifier: () => ({ hostIdentifier: term(['host_identifier']) }),
+    ipAddress: () => ({ ipAddress: term(['local_ip_address', 'ip_addresses']) }),
+    version: () => ({ version: term(['service_version']) }),
+    osVersion: () => ({ osVersion: term(['os_version']) }),
+    hashtags: () => ({ hashtags: term(['hashtags']) }),
+    globalSearch: () => ({ globalSearch: term(['host_identifier', 'os_version', 'pc_model', 'license_account_name', 'latest_event_text', 'hashtags', 'uuid', 'ip_addresses', 'nics_text']) }),
+    connectionStatus: () => ({ connectionStatus: some(['Connected', 'Disconnected'] as const) }),
+    operationalStatus: () => ({ operationalStatus: some(['Armed', 'Free'] as const) }),
+    displayStatus: () => ({ displayStatus: some(['Arming', 'Freeing', 'Updating', 'Pending'] as const) }),
+    licenseStatus: () => ({ licenseStatus: some(['Activated', 'Pending', 'Expired', 'Invalid'] as const) }),
+    runningMode: () => ({ runningMode: some(['Standard', 'VDI', 'Server'] as const) }),
+    containsVulnerablePeripheralOrWLV: () => ({ containsVulnerablePeripheralOrWLV: r.chance(0.5) }),
+    hasUnapprovedPeripherals: () => ({ hasUnapprovedPeripherals: r.chance(0.5) }),
+    hasVulnerablePeripherals: () => ({ hasVulnerablePeripherals: r.chance(0.5) }),
+    hasKnownAttackTools: () => ({ hasKnownAttackTools: r.chance(0.5) }),
+    lastConfiguration: () => ({ lastConfiguration: dates() }),
+    lastUpdated: () => ({ lastUpdated: dates() }),
+    expirationDate: () => ({ expirationDate: { from: 1_700_000_000_000 + (300 + r.int(100)) * day, to: null } }),
+    severity: () => ({ severity: r.int(8) }),
+  }
+  const fields = Object.keys(filters) as (keyof AgentFilter)[]
+  const sortFields = Object.keys(agentSortColumns)
+  const query = (i: number): { f: AgentFilter; sort: Sort; limit: number; offset: number } => {
+    // Each filter alone first, then none, one, two or three together.
+    const given = i < fields.length * 3 ? [fields[i % fields.length]] : fields.filter(() => r.chance([0, 0.05, 0.1, 0.15][r.int(4)]))
+    const f = Object.assign({}, ...given.map((k) => filters[k]())) as AgentFilter
+    const sort: Sort = { field: i < sortFields.length * 2 ? sortFields[i >> 1] : r.pick(sortFields), direction: i % 2 ? 'desc' : 'asc' }
+    const limit = r.pick([1, 5, 10, 25, 50, 100, 500])
+    const offset = r.pick([0, 0, r.int(20), r.int(AGENTS), AGENTS - r.int(10), AGENTS + 5])
+    return { f, sort, limit, offset }
+  }
+
+  let nonEmpty = 0
+  for (let i = 0; i < QUERIES; i++) {
+    const { f, sort, limit, offset } = query(i)
+    const what = `#${i} ${JSON.stringify(f)} ${sort.field} ${sort.direction} ${limit}@${offset}`
+    const [a, b] = [lite.list(f, sort, limit, offset), await pgAgents.list(f, sort, limit, offset)]
+    t.same(
+      { total: b.total, filtered: b.filtered, ids: b.rows.map((x) => x.id), times: b.rows.map((x) => x.last_updated_ms) },
+      { total: a.total, filtered: a.filtered, ids: a.rows.map((x) => x.id), times: a.rows.map((x) => x.last_updated_ms) },
+      `list ${what}`,
+    )
+    if (a.rows.length) nonEmpty++
+    if (i % 5 === 0) t.same(await pgAgents.page(f, sort, limit, offset), lite.page(f, sort, limit, offset), `page ${what}`)
+    if (i % 7 === 0) t.same(await pgAgents.pageIds(f, sort, limit, offset), lite.pageIds(f, sort, limit, offset), `pageIds ${what}`)
+    if (i % 10 === 0) t.same(await pgExports.agentIds(f, sort), liteExports.agentIds(f, sort), `export ids ${what}`)
+  }
+  t.ok(nonEmpty > QUERIES / 3, `most queries have rows (${nonEmpty} of ${QUERIES})`)
+
+  t.test('large pages: ids, streamed views and JSON of a page agree', async (t) => {
+    const sort: Sort = { field: 'hostIdentifier', direction: 'asc' }
+    const { ids, ...counts } = await pgAgents.pageIds({}, sort, 100_000, 0)
+    t.same({ ids, ...counts }, lite.pageIds({}, sort, 100_000, 0))
+    const chunks = await collect(await pgAgents.viewChunks(ids))
+    t.same(JSON.parse(`[${chunks.join(',')}]`), JSON.parse(`[${(await collect(lite.viewChunks(ids))).join(',')}]`), 'the same views, in order')
+    const refs = (await pgAgents.list({ hashtags: 'lab' }, sort, 30, 3)).rows
+    t.equal(await pgAgents.views(refs), lite.views(lite.list({ hashtags: 'lab' }, sort, 30, 3).rows), 'views of a page')
+    t.equal(await pgAgents.views([]), '[]')
+    t.same(await collect(await pgAgents.viewChunks([])), [])
+  })
+
+  t.test('exports: rows through a cursor in the order of the ids', async (t) => {
+    const ids = await pgExports.agentIds({ operationalStatus: ['Armed'] }, { field: 'lastUpdated', direction: 'desc' })
+    const gone = [999_999, ...ids.slice(0, 3)]
+    const a = (await collect(await pgExports.agents(gone))).map(withoutRev)
+    const b = (await collect(liteExports.agents(gone))).map(withoutRev)
+    t.same(a, b, 'absent ids are left out')
+    t.equal(a.length, 3)
+    const all = (await collect(await pgExports.agents(ids))).map(withoutRev)
+    t.same(all, (await collect(liteExports.agents(ids))).map(withoutRev), `${ids.length} agents, every column`)
+    // A consumer that stops early gives the cursor's client back.
+    for (let i = 0; i < 8; i++) for await (const _ of await pgExports.agents(ids)) break
+    t.equal(pg.pool.totalCount - pg.pool.idleCount, 0, 'no client left checked out')
+  })
+
+  t.test('lookups: by uuid and by identifiers', async (t) => {
+    for (const a of agents.slice(0, 40)) {
+      const uuid = r.chance(0.5) ? a.uuid.toUpperCase() : a.uuid
+      t.same(withoutRev((await pgAgents.byUuid(uuid))!), withoutRev(lite.byUuid(uuid)!), `byUuid ${uuid}`)
+      t.same(withoutRev((await pgAgents.byId(a.id))!), withoutRev(lite.byId(a.id)!), `byId ${a.id}`)
+      const ids = {
+        uuid: r.chance(0.3) ? a.uuid : undefined,
+        hostIdentifier: r.chance(0.7) ? mixCase(r, a.host_identifier) : undefined,
+        ipAddress: r.chance(0.5) ? a.local_ip_address : undefined,
+      }
+      const byId = (x: AgentRow, y: AgentRow) => x.id - y.id
+      t.same((await pgAgents.matching(ids)).sort(byId).map(withoutRev), lite.matching(ids).sort(byId).map(withoutRev), `matching ${JSON.stringify(ids)}`)
+    }
+    t.equal(await pgAgents.byUuid('no-such-uuid'), undefined)
+    t.same(await pgAgents.matching({}), [])
+    t.same(await pgAgents.matching({ hostIdentifier: 'no-such-host' }), [])
+  })
+
+  t.test('remove: the agent and its peripherals go', async (t) => {
+    const victim = agents[7]
+    t.equal(await pgAgents.remove(victim.id), true)
+    t.equal(lite.remove(victim.id), true)
+    t.equal(await pgAgents.remove(victim.id), false, 'a second time: nothing to remove')
+    t.equal(await pg.value('SELECT count(*) FROM peripherals WHERE agent_id = $1', [victim.id]), 0)
+    const sort: Sort = { field: 'uuid', direction: 'asc' }
+    const [a, b] = [lite.list({}, sort, 1000, 0), await pgAgents.list({}, sort, 1000, 0)]
+    t.same([b.total, b.filtered, b.rows.map((x) => x.id)], [a.total, a.filtered, a.rows.map((x) => x.id)], 'the lists agree after it')
+  })
+})
