@@ -250,19 +250,22 @@ export function pgInsightsRepo(db: Postgres, whitelistViolationCodes: readonly s
            SELECT vid, pid, max(icon) AS icon, sum(n) AS n, min(first) AS first, max(last) AS last, count(*) AS "hostsCount",
              row_number() OVER (ORDER BY sum(n) DESC, max(last) DESC, vid COLLATE "C", pid COLLATE "C") AS k, count(*) OVER () AS total
            FROM (SELECT vid, pid, coalesce(asset_key, '') AS host, max(icon) AS icon, sum(n) AS n, min(first) AS first, max(last) AS last FROM v GROUP BY 1, 2, 3) h
-           GROUP BY vid, pid)
+           GROUP BY vid, pid),
+         -- The first 20 hosts of each model, ranked in one pass over the groups.
+         listed AS (
+           SELECT vid, pid, asset_key, asset_name, row_number() OVER (PARTITION BY vid, pid ORDER BY asset_key COLLATE "C") AS r
+           FROM v WHERE asset_key IS NOT NULL AND asset_key <> ''),
+         hosts AS (
+           SELECT l.vid, l.pid, json_agg(json_build_object('key', l.asset_key, 'name', l.asset_name, 'agent', CASE WHEN a.id IS NOT NULL THEN ${HOST_JSON('a')} END) ORDER BY l.r) AS hosts
+           FROM listed l LEFT JOIN agents a ON a.uuid = l.asset_key
+           WHERE l.r <= ${VIOLATION_HOSTS} GROUP BY l.vid, l.pid)
          SELECT coalesce(max(total), 0) AS total,
-           coalesce(json_agg(json_build_object('vid', vid, 'pid', pid, 'icon', icon, 'n', n, 'first', first, 'last', last, 'hostsCount', "hostsCount",
+           coalesce(json_agg(json_build_object('vid', m.vid, 'pid', m.pid, 'icon', icon, 'n', n, 'first', first, 'last', last, 'hostsCount', "hostsCount",
              'known', (SELECT json_build_object('gui_vid', gui_vid, 'gui_pid', gui_pid, 'dev_icon', dev_icon) FROM peripherals p
                        WHERE p.vid = m.vid AND p.pid = m.pid ORDER BY p.id LIMIT 1),
-             'hosts', (SELECT coalesce(json_agg(json_build_object('key', h.asset_key, 'name', h.asset_name,
-                         'agent', (SELECT ${HOST_JSON('a')} FROM agents a WHERE a.uuid = h.asset_key))
-                         ORDER BY h.asset_key COLLATE "C"), '[]')
-                       FROM (SELECT asset_key, max(asset_name COLLATE "C") AS asset_name FROM v
-                             WHERE v.vid = m.vid AND v.pid = m.pid AND asset_key IS NOT NULL AND asset_key <> ''
-                             GROUP BY asset_key ORDER BY asset_key COLLATE "C" LIMIT ${VIOLATION_HOSTS}) h)
+             'hosts', coalesce(h.hosts, '[]')
            ) ORDER BY k) FILTER (WHERE k <= ${MAX_MODELS}), '[]') AS models
-         FROM m`,
+         FROM m LEFT JOIN hosts h ON h.vid = m.vid AND h.pid = m.pid`,
         [codes, from, to],
       ))!
       return {
