@@ -7,7 +7,14 @@ import type { Postgres } from '../db/postgres/index.js'
 import { pgSystemRepo } from '../db/postgres/system.js'
 import { pgAssetsRepo } from '../db/postgres/assets.js'
 import { pgAgentlessRepo } from '../db/postgres/agentless.js'
+import { pgAgentsRepo } from '../db/postgres/agents.js'
+import { pgPeripheralsRepo } from '../db/postgres/peripherals.js'
+import { pgExportsRepo } from '../db/postgres/exports.js'
+import { pgInsightsRepo } from '../db/postgres/insights.js'
+import { pgReportsRepo } from '../db/postgres/reports.js'
+import { agentListView } from './agents/views.js'
 import { assetView } from './assets/views.js'
+import { eventCodes } from './event-codes.js'
 import { problem } from './errors.js'
 import type { AuditStore, CredentialStore } from './platform/ports.js'
 import type { ServicePorts } from './services.js'
@@ -33,6 +40,7 @@ export function createPostgresPorts(pg: Postgres) {
   const gateway = notBuilt<{ byCredential(hash: string): Promise<undefined>; heldReEnrollmentByCredential(hash: string): Promise<undefined> }>('The agent gateway')
   const agentless = pgAgentlessRepo(pg)
   const assets = pgAssetsRepo(pg)
+  const insights = pgInsightsRepo(pg, [eventCodes.whitelistViolation.code, eventCodes.unapprovedOnArmed.code])
   const credentials: CredentialStore = {
     agentByCredential: (hash) => gateway.byCredential(hash),
     heldAgentCredential: async (hash) => (await gateway.heldReEnrollmentByCredential(hash)) !== undefined,
@@ -68,16 +76,16 @@ export function createPostgresPorts(pg: Postgres) {
         return { filtered: p.filtered, json: JSON.stringify(p.rows.map((r) => assetView(r, maxHosts))) }
       },
     },
-    insights: notBuilt('Risk insights'),
-    reports: notBuilt('Reports'),
+    insights,
+    reports: pgReportsRepo(pg),
     catalogue: notBuilt('The catalogue'),
     catalogueFollowers: notBuilt('The catalogue'),
     notifications: notBuilt('Notifications'),
-    agents: notBuilt('The agents list'),
-    peripherals: notBuilt('The peripherals list'),
+    agents: pgAgentsRepo(pg, agentListView),
+    peripherals: pgPeripheralsRepo(pg),
     commands: notBuilt('Agent commands'),
     reEnrollments: notBuilt('Re-enrollments'),
-    exports: notBuilt('Exports'),
+    exports: pgExportsRepo(pg),
     eventRecords: notBuilt('The events list'),
     auditRecords: notBuilt('The audit trail list'),
     retention: notBuilt('Retention'),
