@@ -13,6 +13,11 @@ export interface Config {
   databaseUrl: string | undefined
   /** Connections at most to PostgreSQL (PRIME_DATABASE_POOL). */
   databasePool: number
+  /**
+   * With PostgreSQL, the secrets the settings do not give are shared through the database
+   * (lib/platform/storage.ts fills them in when it opens it), never generated per node.
+   */
+  secretsFromDatabase: ('jwt' | 'enrollment' | 'agentless')[]
   adminPassword: string | undefined
   jwtSecret: string
   accessTokenTtlSec: number
@@ -188,7 +193,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = path.resolve(env.PRIME_DATA_DIR || './data')
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 })
   const expiration = env.PRIME_LICENSE_EXPIRES || null
-  const enrollment = enrollmentSecret(env, dataDir)
+  const url = databaseUrl(env)
+  const fromDatabase: Config['secretsFromDatabase'] = []
+  if (url && !env.PRIME_JWT_SECRET) fromDatabase.push('jwt')
+  if (url && !env.PRIME_AGENT_ENROLLMENT_SECRET) fromDatabase.push('enrollment')
+  if (url && !env.PRIME_AGENTLESS_KEY) fromDatabase.push('agentless')
+  const enrollment = fromDatabase.includes('enrollment') ? { secret: '', generated: false } : enrollmentSecret(env, dataDir)
   if (expiration !== null && Number.isNaN(Date.parse(expiration))) {
     throw new Error(`PRIME_LICENSE_EXPIRES must be a date, got "${expiration}"`)
   }
@@ -197,10 +207,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: int(env, 'PORT', 8080, 0, 65535),
     dataDir,
     dbFile: path.join(dataDir, 'prime.sqlite'),
-    databaseUrl: databaseUrl(env),
+    databaseUrl: url,
     databasePool: int(env, 'PRIME_DATABASE_POOL', 10, 1, 1000),
+    secretsFromDatabase: fromDatabase,
     adminPassword: env.PRIME_ADMIN_PASSWORD || undefined,
-    jwtSecret: jwtSecret(env, dataDir),
+    jwtSecret: fromDatabase.includes('jwt') ? '' : jwtSecret(env, dataDir),
     accessTokenTtlSec: int(env, 'PRIME_ACCESS_TOKEN_TTL', 900, 60, 86400),
     refreshTokenTtlSec: int(env, 'PRIME_REFRESH_TOKEN_TTL', 7 * 86400, 300, 90 * 86400),
     rateLimitMax: int(env, 'PRIME_RATE_LIMIT_MAX', 1200, 1, 100_000_000),
@@ -259,7 +270,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     assets: { newHours: int(env, 'PRIME_NEW_ASSET_HOURS', 24, 1, 8760) },
     graphqlIntrospection: bool(env, 'PRIME_GRAPHQL_INTROSPECTION', false),
-    agentlessKey: loadKey(env, dataDir),
+    agentlessKey: fromDatabase.includes('agentless') ? Buffer.alloc(0) : loadKey(env, dataDir),
     retention: {
       eventsDays: int(env, 'PRIME_RETENTION_EVENTS_DAYS', 365, 0, 36_500),
       auditDays: int(env, 'PRIME_RETENTION_AUDIT_DAYS', 365, 0, 36_500),

@@ -1,4 +1,5 @@
 // The data directory, the database and its repositories, as the app opens them.
+import crypto from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.js'
 import { latestSchemaVersion, openDatabase, type DB } from '../../db/index.js'
@@ -10,6 +11,7 @@ import { sqliteCredentials } from '../../db/credentials.js'
 import { asyncPort } from '../../db/unit-of-work.js'
 import { openPostgres, pgMigrationFiles, type Postgres } from '../../db/postgres/index.js'
 import { createPostgresPorts } from '../repos-postgres.js'
+import { sharedSecret } from '../../db/postgres/secrets.js'
 import type { ServicePorts } from '../services.js'
 import type { AuditStore, CredentialStore, UnitOfWork } from './ports.js'
 
@@ -77,8 +79,22 @@ export async function openStorage(app: FastifyInstance, config: Config): Promise
   return { backend: 'sqlite', db, repos, storage, sealed }
 }
 
+/** The secrets the settings left to the database, shared by every node (db/postgres/secrets.ts). */
+async function shareSecrets(pg: Postgres, config: Config): Promise<void> {
+  const wanted = config.secretsFromDatabase
+  if (wanted.includes('jwt')) config.jwtSecret = (await sharedSecret(pg, 'jwt', () => crypto.randomBytes(48).toString('base64url'))).value
+  if (wanted.includes('enrollment')) {
+    const s = await sharedSecret(pg, 'agent-enrollment', () => `pes_${crypto.randomBytes(24).toString('base64url')}`)
+    config.agents.enrollmentSecret = s.value
+    // Announced once, by the node that made it (lib/gateway/index.ts).
+    config.agents.enrollmentSecretGenerated = s.made
+  }
+  if (wanted.includes('agentless')) config.agentlessKey = Buffer.from((await sharedSecret(pg, 'agentless-key', () => crypto.randomBytes(32).toString('base64'))).value, 'base64')
+}
+
 async function openPostgresStorage(url: string, config: Config): Promise<OpenedStorage> {
   const pg = await openPostgres(url, { max: config.databasePool })
+  await shareSecrets(pg, config)
   const made = createPostgresPorts(pg)
   await made.sessions.purge(Date.now())
   const expected = pgMigrationFiles().length
