@@ -511,3 +511,45 @@ t.test('day partitions: made as records come, records of a day without one moved
   await events.record(day(0, 3), [event(1)])
   t.equal(await pg.value('SELECT count(*) FROM events_p20260101'), 1)
 })
+
+t.test("the recorder's hooks run in its unit of work: the risk notifications' and the agents' latest texts", { skip: noPostgres }, async (t) => {
+  const pg = await fastCommits(t)
+  const calls: { ids: number[]; rows: number; inUnit: boolean; visible: number }[] = []
+  const texts: [number, string[]][][] = []
+  let fail = false
+  const events = pgEventsRepo(pg, {
+    async recorded(ids, rows) {
+      calls.push({ ids, rows: rows.length, inUnit: pg.uow.inUnit(), visible: Number(await pg.value('SELECT count(*) FROM events WHERE id = ANY($1::bigint[])', [ids])) })
+      if (fail) throw new Error('the hook failed')
+    },
+    async agentTexts(m) {
+      texts.push([...m])
+    },
+  })
+  const e = (d: string): EventInput => ({ ...event(0), description: d })
+  const ids = await events.recordMany([
+    { createdMs: T0, events: [e('a1'), e('a2')], agentId: 1 },
+    { createdMs: T0 + 1, events: [e('b1')] },
+    { createdMs: T0 + 2, events: [e('a3'), e('a4'), e('a5'), e('a6')], agentId: 1 },
+    { createdMs: T0 + 3, events: [], agentId: 2 },
+    { createdMs: T0 + 4, events: [e('c1')], agentId: 3 },
+  ])
+  t.same(ids, [[1, 2], [3], [4, 5, 6, 7], [], [8]])
+  t.same(calls, [{ ids: [1, 2, 3, 4, 5, 6, 7, 8], rows: 8, inUnit: true, visible: 8 }], 'after the insert, in its unit')
+  t.same(
+    texts,
+    [
+      [
+        [1, ['a4', 'a5', 'a6']],
+        [3, ['c1']],
+      ],
+    ],
+    "each agent's last three texts, oldest first",
+  )
+  t.same(await events.recordMany([{ createdMs: T0, events: [] }]), [[]], 'nothing to write: no unit, no hook')
+  t.equal(calls.length, 1)
+  fail = true
+  await t.rejects(events.record(T0, [e('x')]), /the hook failed/)
+  t.equal(await pg.value('SELECT count(*) FROM events'), 8, 'a failing hook undoes the events')
+  await t.rejects(events.record(T0, [{ ...e('x'), severity: 9 }]), /severity 9 is not 0-7/, 'checked before anything is written')
+})
