@@ -510,6 +510,12 @@ t.test('day partitions: made as records come, records of a day without one moved
   // A record of a dropped day arriving late is made a partition again (this process forgot the day).
   await events.record(day(0, 3), [event(1)])
   t.equal(await pg.value('SELECT count(*) FROM events_p20260101'), 1)
+
+  // The kept totals followed every insert, move, drop and delete.
+  for (const table of ['events', 'audit_trail']) {
+    t.equal(await pg.value('SELECT n FROM record_counts WHERE name = $1', [table]), await pg.value(`SELECT count(*) FROM ${table}`), `${table}: the kept total is the count`)
+  }
+  t.equal((await stores.events.pageRows(eventFilter({}), { field: 'eventID', direction: 'desc' }, 1, 0)).total, 11)
 })
 
 t.test("the recorder's hooks run in its unit of work: the risk notifications' and the agents' latest texts", { skip: noPostgres }, async (t) => {

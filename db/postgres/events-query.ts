@@ -211,12 +211,17 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>) {
     return w.length ? w.join(' AND ') : 'true'
   }
 
-  /** Every record of the table, and the filter's matches (up to the id `top` when given). */
+  /**
+   * Every record of the table (kept in record_counts, migration 004), and the filter's
+   * matches (up to the id `top` when given): count(*) over the same WHERE, exact, or the
+   * kept count when nothing is filtered.
+   */
   async function counts(f: F, top: number | null = null): Promise<{ total: number; filtered: number }> {
     const q = new Params()
+    const total = `(SELECT n FROM record_counts WHERE name = '${table}')`
     const where = filtered(f, q, top === null ? [] : [`e.id <= ${q.add(top)}`])
-    const r = await db.one<{ total: number; filtered: number }>(`SELECT (SELECT count(*) FROM ${table}) AS total, (SELECT count(*) FROM ${table} e WHERE ${where}) AS filtered`, q.values)
-    return r!
+    const matches = where === 'true' ? total : `(SELECT count(*) FROM ${table} e WHERE ${where})`
+    return (await db.one<{ total: number; filtered: number }>(`SELECT ${total} AS total, ${matches} AS filtered`, q.values))!
   }
 
   /**
@@ -298,7 +303,7 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>) {
     lastId,
 
     /** The newest id and the prunes so far: ids become visible in id order (the feed lock), and nothing else changes a record. */
-    version: async (): Promise<string> => (await db.value<string>(`SELECT coalesce(max(id), 0) || ':' || coalesce((SELECT n FROM record_prunes WHERE name = $1), 0) FROM ${table}`, [table])) ?? '',
+    version: async (): Promise<string> => (await db.value<string>(`SELECT coalesce(max(id), 0) || ':' || (SELECT prunes FROM record_counts WHERE name = $1) FROM ${table}`, [table])) ?? '',
 
     async feedIds(f: F, s: Sort, limit: number, offset: number): Promise<ListAnswer<number>> {
       const { sql, params } = pageSql(f, { field: s.field, direction: 'asc' }, limit, offset, true, 'e.id')

@@ -20,7 +20,6 @@ export interface DayPartition {
 }
 
 export function pgRecordRetention(db: Postgres, partitions: RecordPartitions = recordPartitions(db)) {
-  const pruned = (table: RecordTable) => db.run('UPDATE record_prunes SET n = n + 1 WHERE name = $1', [table])
   return {
     /**
      * Up to `limit` records created before `beforeMs`, oldest first, after the position
@@ -37,15 +36,11 @@ export function pgRecordRetention(db: Postgres, partitions: RecordPartitions = r
     closeGate: () => db.query(`SELECT set_config('prime.retention_before_ms', '', true)`),
     /** Every record is counted as it is written (no index to catch up with): nothing bounds what may go. */
     indexed: async (_table: RecordTable): Promise<number> => Number.MAX_SAFE_INTEGER,
-    /** Deletes the records (in the caller's unit of work); the delta is empty: no counts are kept in memory. */
+    /** Deletes the records (their counts follow by trigger); the delta is empty: no counts are kept in memory. */
     async prune(table: RecordTable, ids: number[]): Promise<{ deleted: number; delta: PruneDelta }> {
       const delta: PruneDelta = { from: 0, to: 0, cells: new Map(), docs: new Map(), sources: new Map() }
       if (!ids.length) return { deleted: 0, delta }
-      return db.uow.run(async () => {
-        const deleted = await db.run(`DELETE FROM ${table} WHERE id = ANY($1::bigint[])`, [ids])
-        if (deleted) await pruned(table)
-        return { deleted, delta }
-      })
+      return { deleted: await db.run(`DELETE FROM ${table} WHERE id = ANY($1::bigint[])`, [ids]), delta }
     },
     /** The day partitions whose whole day is before `beforeMs`, oldest first. */
     wholeDays: async (table: RecordTable, beforeMs: number): Promise<DayPartition[]> =>
@@ -76,7 +71,7 @@ export function pgRecordRetention(db: Postgres, partitions: RecordPartitions = r
         if (held.top !== null && held.top > maxId) return null
         await db.query(`ALTER TABLE ${table} DETACH PARTITION "${name}"`)
         await db.query(`DROP TABLE "${name}"`)
-        if (held.n) await pruned(table)
+        if (held.n) await db.run('UPDATE record_counts SET n = n - $2, prunes = prunes + 1 WHERE name = $1', [table, held.n])
         return held.n
       })
       if (dropped !== null) partitions.forget(table, fromMs + DAY_MS)

@@ -95,13 +95,43 @@ CREATE TABLE audit_refusal_counts (
 );
 CREATE INDEX audit_refusal_counts_due ON audit_refusal_counts (window_end_ms);
 
--- How many prunes each table has had: with the newest id, what a list answer is read from
--- (db/postgres/events-query.ts version), since records are only ever added or pruned.
-CREATE TABLE record_prunes (
+-- How many records each table holds (a list's recordsTotal without counting them), and how
+-- many prunes it has had (with the newest id, what a list answer is read from: records are
+-- only ever added or pruned). Kept by statement triggers in the writing transaction, so a
+-- reader sees them as it sees the rows; writers update them under their feed lock, which
+-- serializes them already. Statements on a partition itself (ensure_partitions moving a
+-- day's records) leave them be; a dropped partition is subtracted by its dropper.
+CREATE TABLE record_counts (
   name text PRIMARY KEY CHECK (name IN ('events', 'audit_trail')),
-  n bigint NOT NULL DEFAULT 0
+  n bigint NOT NULL DEFAULT 0,
+  prunes bigint NOT NULL DEFAULT 0
 );
-INSERT INTO record_prunes (name) VALUES ('events'), ('audit_trail');
+INSERT INTO record_counts (name) VALUES ('events'), ('audit_trail');
+
+CREATE FUNCTION record_counts_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE record_counts SET n = n + (SELECT count(*) FROM added) WHERE name = TG_TABLE_NAME;
+  RETURN NULL;
+END $$;
+CREATE FUNCTION record_counts_pruned() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  gone bigint := (SELECT count(*) FROM pruned);
+BEGIN
+  IF gone > 0 THEN
+    UPDATE record_counts SET n = n - gone, prunes = prunes + 1 WHERE name = TG_TABLE_NAME;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE FUNCTION record_counts_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE record_counts SET n = 0, prunes = prunes + 1 WHERE name = TG_TABLE_NAME;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER events_added AFTER INSERT ON events REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION record_counts_added();
+CREATE TRIGGER events_pruned AFTER DELETE ON events REFERENCING OLD TABLE AS pruned FOR EACH STATEMENT EXECUTE FUNCTION record_counts_pruned();
+CREATE TRIGGER events_truncated AFTER TRUNCATE ON events FOR EACH STATEMENT EXECUTE FUNCTION record_counts_truncated();
+CREATE TRIGGER audit_trail_added AFTER INSERT ON audit_trail REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION record_counts_added();
+CREATE TRIGGER audit_trail_pruned AFTER DELETE ON audit_trail REFERENCING OLD TABLE AS pruned FOR EACH STATEMENT EXECUTE FUNCTION record_counts_pruned();
 
 -- The audit trail is immutable: no update, and no delete but retention's. Retention opens
 -- its gate for its own transaction only (set_config(..., true)), so nothing is shared between
