@@ -1,0 +1,334 @@
+// The event and audit-trail lists on PostgreSQL: every filter of lib/events/filter.ts as one
+// WHERE clause, every sort as one ORDER BY (its indexes: migration 004), counts by count(*)
+// over the same WHERE, streamed pages and exports through a cursor. Rows are arrays of
+// EVENT_FIELDS / AUDIT_FIELDS (or objects of them), as SQLite's db/event-queries.ts answers.
+//
+// SQLite's semantics kept: "contains" folds ASCII letters only (the columns are COLLATE "C",
+// under which ILIKE folds as SQLite's LIKE does) except for terms of 3 characters or more
+// with a letter beyond ASCII, which fold over all of Unicode (as the trigram indexes there
+// do; here lower() under ICU's root collation); text sorts compare bytes (BINARY) or bytes
+// with ASCII folded (NOCASE: lower() under "C"); nulls last in either direction; the id breaks
+// ties in the sort's direction.
+import pg from 'pg'
+import Cursor from 'pg-cursor'
+import type { AuditRecordStore, EventStore, ListAnswer, PageChunks } from '../../lib/events/ports.js'
+import { auditSorts, eventSorts, sortsEveryMatch, type SortField } from '../event-plans.js'
+import { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from '../event-rows.js'
+import { MAX_ID, type AuditFilter, type Bounds, type EventFilter, eventCategories } from '../filters.js'
+import { contains, severityNames, type Sort } from '../sql.js'
+import type { Postgres, Row } from './connection.js'
+
+export type RecordTable = 'events' | 'audit_trail'
+
+/** Rows a streamed read fetches at a time (SQLite's exports read 1,000 a statement too). */
+const CHUNK = 1000
+
+/** int8 and numeric as numbers, as the pool answers them (a cursor takes its parsers itself). */
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === 20 || oid === 1700) return (v: string) => (v === null ? null : Number(v))
+    return pg.types.getTypeParser(oid, format as 'text')
+  },
+}
+
+/** Parameters of one statement, numbered as they are added. */
+class Params {
+  readonly values: unknown[] = []
+  add(v: unknown): string {
+    this.values.push(v)
+    return `$${this.values.length}`
+  }
+}
+
+const asciiLower = (s: string) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase())
+const unicodeTerm = (term: string) => [...term].length >= 3 && /[^\u0000-\u007f]/.test(term)
+
+/** A "contains" test of a text in JavaScript, folded as the SQL condition folds (fixed sets of values: categories, severity names). */
+function containsTest(term: string): (value: string) => boolean {
+  if (unicodeTerm(term)) {
+    const t = term.toLowerCase()
+    return (v) => v.toLowerCase().includes(t)
+  }
+  const t = asciiLower(term)
+  return (v) => asciiLower(v).includes(t)
+}
+
+/** "Contains" on any of the columns. An ASCII term (or a short one) is an ILIKE, which the trigram index answers. */
+function containsAny(q: Params, term: string, columns: string[], extra: string[] = []): string {
+  let conds: string[]
+  if (unicodeTerm(term)) {
+    const p = q.add(term.toLowerCase())
+    conds = columns.map((c) => `strpos(lower(${c} COLLATE "und-x-icu"), ${p}) > 0`)
+  } else {
+    const p = q.add(contains(term))
+    conds = columns.map((c) => `${c} ILIKE ${p}`)
+  }
+  conds.push(...extra)
+  return conds.length === 1 ? conds[0] : `(${conds.join(' OR ')})`
+}
+
+function boundsWhere(b: Bounds, q: Params): string[] {
+  if (b.empty) return ['false']
+  const w: string[] = []
+  if (b.idFrom > 1 || b.idTo < MAX_ID) w.push(`e.id BETWEEN ${q.add(b.idFrom)} AND ${q.add(b.idTo)}`)
+  if (b.timeFrom !== null) w.push(`e.created_ms >= ${q.add(b.timeFrom)}`)
+  if (b.timeTo !== null) w.push(`e.created_ms <= ${q.add(b.timeTo)}`)
+  if (b.severity !== undefined) w.push(`e.severity = ${q.add(b.severity)}`)
+  if (b.minSeverity !== undefined) w.push(`e.severity <= ${q.add(b.minSeverity)}`)
+  return w
+}
+
+/** The severities whose name contains the term (GlobalSearch looks at the name). */
+const severitiesNamed = (term: string) => {
+  const test = containsTest(term)
+  return severityNames.flatMap((n, i) => (test(n) ? [i] : []))
+}
+
+function eventWhere(f: EventFilter, q: Params): string[] {
+  const w = boundsWhere(f, q)
+  if (f.categories) w.push(`e.category = ANY(${q.add(f.categories)}::text[])`)
+  if (f.icons) w.push(`e.peripheral_icon = ANY(${q.add(f.icons)}::int[])`)
+  const term = (value: string | undefined, column: string) => {
+    if (value !== undefined) w.push(containsAny(q, value, [column]))
+  }
+  term(f.description, 'e.description')
+  term(f.source, 'e.entity_id')
+  term(f.assetKey, 'e.asset_key')
+  term(f.assetName, 'e.asset_name')
+  term(f.details, 'e.details')
+  term(f.peripheralAssetId, 'e.peripheral_asset_id')
+  if (f.globalSearch !== undefined) {
+    // The category and the severity's name hold a few known values (CHECK constraints):
+    // those that match become an IN, which an index answers, instead of a test of each row.
+    const test = containsTest(f.globalSearch)
+    const categories = eventCategories.filter(test)
+    const severities = severitiesNamed(f.globalSearch)
+    const extra = [...(categories.length ? [`e.category = ANY(${q.add(categories)}::text[])`] : []), ...(severities.length ? [`e.severity = ANY(${q.add(severities)}::int[])`] : [])]
+    w.push(containsAny(q, f.globalSearch, ['e.description', 'e.details', 'e.entity_id', 'e.event_code', 'e.hashtags', 'e.asset_name'], extra))
+  }
+  return w
+}
+
+function auditWhere(f: AuditFilter, q: Params): string[] {
+  const w = boundsWhere(f, q)
+  if (f.categories) w.push(`e.category = ANY(${q.add(f.categories)}::text[])`)
+  const exact = (value: string | number | undefined, column: string) => {
+    if (value !== undefined) w.push(`${column} = ${q.add(value)}`)
+  }
+  exact(f.assetType, 'e.asset_type')
+  exact(f.assetSubType, 'e.asset_sub_type')
+  exact(f.assetDetail, 'e.asset_detail')
+  exact(f.assetIcon, 'e.asset_icon')
+  const term = (value: string | undefined, columns: string[]) => {
+    if (value !== undefined) w.push(containsAny(q, value, columns))
+  }
+  term(f.user, ['e.user_name'])
+  term(f.description, ['e.description'])
+  term(f.details, ['e.details'])
+  term(f.asset, ['e.asset_key', 'e.asset_name', 'e.asset_ip'])
+  term(f.assetKey, ['e.asset_key'])
+  term(f.assetName, ['e.asset_name'])
+  term(f.assetParentId, ['e.asset_parent_id'])
+  term(f.assetIp, ['e.asset_ip'])
+  term(f.globalSearch, ['e.description', 'e.details', 'e.user_name', 'e.source_ip', 'e.category', 'e.operation_id', 'e.asset_key', 'e.asset_name', 'e.asset_ip'])
+  return w
+}
+
+/** A sort field as SQL: the value ordered by, and whether its nulls go last explicitly. */
+interface Order {
+  key: string
+  nullable?: boolean
+}
+
+const SEVERITY_NAME = `(CASE e.severity ${severityNames.map((n, i) => `WHEN ${i} THEN '${n}'`).join(' ')} END) COLLATE "C"`
+const timeOrder: Order = { key: 'e.created_ms' }
+
+const eventOrders: Record<string, Order> = {
+  eventID: { key: 'e.id' },
+  date: timeOrder,
+  creationTime: timeOrder,
+  creationTimeEpoch: timeOrder,
+  eventCode: { key: 'e.event_code' },
+  severity: { key: 'e.severity' },
+  severityString: { key: SEVERITY_NAME },
+  category: { key: 'e.category' },
+  eventEntityID: { key: 'lower(e.entity_id)' },
+  description: { key: 'lower(e.description)' },
+  details: { key: 'lower(e.details)' },
+  hashtags: { key: 'lower(e.hashtags)', nullable: true },
+  peripheralIcon: { key: 'e.peripheral_icon' },
+  assetKey: { key: 'e.asset_key', nullable: true },
+  assetName: { key: 'lower(e.asset_name)', nullable: true },
+  peripheralAssetId: { key: 'lower(e.peripheral_asset_id)', nullable: true },
+}
+
+const auditOrders: Record<string, Order> = {
+  auditTrailID: { key: 'e.id' },
+  date: timeOrder,
+  creationTime: timeOrder,
+  creationTimeEpoch: timeOrder,
+  severity: { key: 'e.severity' },
+  severityString: { key: SEVERITY_NAME },
+  category: { key: 'e.category' },
+  user: { key: 'lower(e.user_name)', nullable: true },
+  sourceIp: { key: 'e.source_ip', nullable: true },
+  description: { key: 'lower(e.description)' },
+  details: { key: 'lower(e.details)' },
+  operationId: { key: 'e.operation_id', nullable: true },
+  outcome: { key: 'e.outcome' },
+  'assetReference.key': { key: 'e.asset_key', nullable: true },
+  'assetReference.name': { key: 'lower(e.asset_name)', nullable: true },
+  'assetReference.ipAddress': { key: 'e.asset_ip', nullable: true },
+  'assetReference.type': { key: 'e.asset_type' },
+}
+
+interface TableSpec<F> {
+  table: RecordTable
+  fields: readonly string[]
+  where: (f: F, q: Params) => string[]
+  orders: Record<string, Order>
+  /** SQLite's sort fields: which of them sort every match (a free text), for `sortMax`. */
+  sorts: Record<string, SortField>
+}
+
+function orderBy(orders: Record<string, Order>, s: Sort): string {
+  const o = orders[s.field]
+  if (!o) throw new Error(`unknown sort field ${JSON.stringify(s.field)}`)
+  const dir = s.direction === 'asc' ? 'ASC' : 'DESC'
+  if (o.key === 'e.id') return `e.id ${dir}`
+  return `${o.nullable ? `${o.key} IS NULL, ` : ''}${o.key} ${dir}, e.id ${dir}`
+}
+
+/** The lists of one table. */
+function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>) {
+  const { table, fields } = spec
+  const columns = fields.map((c) => `e.${c}`).join(', ')
+  const asArray = (r: Row): unknown[] => fields.map((k) => r[k])
+
+  /** The WHERE clause of a filter (and more conditions), with its parameters. */
+  const filtered = (f: F, q: Params, more: string[] = []): string => {
+    const w = [...spec.where(f, q), ...more]
+    return w.length ? w.join(' AND ') : 'true'
+  }
+
+  /**
+   * Every record of the table (kept in record_counts, migration 004), and the filter's
+   * matches (up to the id `top` when given): count(*) over the same WHERE, exact, or the
+   * kept count when nothing is filtered.
+   */
+  async function counts(f: F, top: number | null = null): Promise<{ total: number; filtered: number }> {
+    const q = new Params()
+    const total = `(SELECT n FROM record_counts WHERE name = '${table}')`
+    const where = filtered(f, q, top === null ? [] : [`e.id <= ${q.add(top)}`])
+    const matches = where === 'true' ? total : `(SELECT count(*) FROM ${table} e WHERE ${where})`
+    return (await db.one<{ total: number; filtered: number }>(`SELECT ${total} AS total, ${matches} AS filtered`, q.values))!
+  }
+
+  /**
+   * A page's statement: the list's (the matches in the sort's order, after `offset`), or the
+   * feed's (the oldest `limit` matches after `offset`, then in the sort's order).
+   */
+  function pageSql(f: F, s: Sort, limit: number, offset: number, feed: boolean, select = columns, more: (q: Params) => string[] = () => []) {
+    const q = new Params()
+    const where = filtered(f, q, more(q))
+    const order = orderBy(spec.orders, s)
+    const sql = feed
+      ? `SELECT * FROM (SELECT ${select} FROM ${table} e WHERE ${where} ORDER BY e.id ASC LIMIT ${q.add(limit)} OFFSET ${q.add(offset)}) e ORDER BY ${order}`
+      : `SELECT ${select} FROM ${table} e WHERE ${where} ORDER BY ${order} LIMIT ${q.add(limit)} OFFSET ${q.add(offset)}`
+    return { sql, params: q.values }
+  }
+
+  /** The rows of a statement read through a cursor on a client of its own, a chunk at a time (released when the reading ends or is given up). */
+  async function* cursorChunks(sql: string, params: unknown[], raw: boolean): AsyncGenerator<unknown[]> {
+    const client = await db.pool.connect()
+    let broken: Error | undefined
+    const cursor = client.query(new Cursor<unknown>(sql, params, { rowMode: raw ? 'array' : undefined, types }))
+    try {
+      for (;;) {
+        const rows = await cursor.read(CHUNK)
+        if (rows.length) yield rows
+        if (rows.length < CHUNK) break
+      }
+    } catch (err) {
+      broken = err as Error
+      throw err
+    } finally {
+      try {
+        await cursor.close()
+      } catch (err) {
+        broken ??= err as Error
+      }
+      client.release(broken)
+    }
+  }
+
+  const lastId = async (): Promise<number> => (await db.value<number>(`SELECT coalesce(max(id), 0) FROM ${table}`)) ?? 0
+
+  return {
+    async pageRows(f: F, s: Sort, limit: number, offset: number, feed = false, sortMax = Number.POSITIVE_INFINITY): Promise<ListAnswer<unknown[]>> {
+      const { sql, params } = pageSql(f, s, limit, offset, feed)
+      if (!feed && Number.isFinite(sortMax) && sortsEveryMatch(spec.sorts[s.field])) {
+        // A free text sorts every match: counted first, and too many are not read.
+        const c = await counts(f)
+        if (c.filtered > sortMax) return { ...c, rows: [], tooManyToSort: true }
+        return { ...c, rows: (await db.query(sql, params)).map(asArray) }
+      }
+      const [c, rows] = await Promise.all([counts(f), db.query(sql, params)])
+      return { ...c, rows: rows.map(asArray) }
+    },
+
+    /** The records of the moment it is asked: those written meanwhile are left out, of the counts as of the rows. */
+    async pageChunks(f: F, s: Sort, limit: number, offset: number, feed = false): Promise<PageChunks> {
+      const top = await lastId()
+      const upTo = (q: Params) => [`e.id <= ${q.add(top)}`]
+      const c = await counts(f, top)
+      const { sql, params } = pageSql(f, s, limit, offset, feed, columns, upTo)
+      return { ...c, rows: [], chunks: cursorChunks(sql, params, true) }
+    },
+
+    count: async (f: F): Promise<number> => (await counts(f)).filtered,
+
+    async iterate(f: F, s: Sort, cap: number): Promise<AsyncIterable<R>> {
+      const { sql, params } = pageSql(f, s, Math.max(0, cap), 0, false)
+      return (async function* () {
+        for await (const rows of cursorChunks(sql, params, false)) yield* rows as R[]
+      })()
+    },
+
+    async rawChunks(f: F, s: Sort, cap: number): Promise<AsyncIterable<unknown[]>> {
+      const { sql, params } = pageSql(f, s, Math.max(0, cap), 0, false)
+      return cursorChunks(sql, params, true)
+    },
+
+    lastId,
+
+    /** The newest id and the prunes so far: ids become visible in id order (the feed lock), and nothing else changes a record. */
+    version: async (): Promise<string> => (await db.value<string>(`SELECT coalesce(max(id), 0) || ':' || (SELECT prunes FROM record_counts WHERE name = $1) FROM ${table}`, [table])) ?? '',
+
+    async feedIds(f: F, s: Sort, limit: number, offset: number): Promise<ListAnswer<number>> {
+      const { sql, params } = pageSql(f, { field: s.field, direction: 'asc' }, limit, offset, true, 'e.id')
+      const [c, rows] = await Promise.all([counts(f), db.query<{ id: number }>(sql, params)])
+      const ids = rows.map((r) => r.id)
+      if (s.direction === 'desc') ids.reverse()
+      return { ...c, rows: ids }
+    },
+
+    rowsByIds: async (ids: number[]): Promise<unknown[][]> => (ids.length ? (await db.query(`SELECT ${columns} FROM ${table} e WHERE e.id = ANY($1::bigint[])`, [ids])).map(asArray) : []),
+  }
+}
+
+export interface PgRecordStores {
+  events: EventStore
+  audit: AuditRecordStore
+}
+
+/** The event and audit-trail lists (lib/events/ports.ts) on PostgreSQL. */
+export function pgRecordStores(db: Postgres): PgRecordStores {
+  const events = recordStore<EventFilter, EventRow>(db, { table: 'events', fields: EVENT_FIELDS, where: eventWhere, orders: eventOrders, sorts: eventSorts })
+  const audit = recordStore<AuditFilter, AuditTrailRow>(db, { table: 'audit_trail', fields: AUDIT_FIELDS, where: auditWhere, orders: auditOrders, sorts: auditSorts })
+  return {
+    // Nothing is read into memory before a text filter: PostgreSQL's indexes answer it.
+    events: { ...events, ready: async () => {} } satisfies EventStore,
+    audit: audit satisfies AuditRecordStore,
+  }
+}
