@@ -15,8 +15,10 @@ import { pgReportsRepo } from '../db/postgres/reports.js'
 import { agentListView } from './agents/views.js'
 import { assetView } from './assets/views.js'
 import { eventCodes } from './event-codes.js'
+import { pgEventParts } from '../db/postgres/events.js'
+import { pgLatestEventTexts } from '../db/postgres/agent-texts.js'
 import { problem } from './errors.js'
-import type { AuditStore, CredentialStore } from './platform/ports.js'
+import type { CredentialStore } from './platform/ports.js'
 import type { ServicePorts } from './services.js'
 
 /** A port whose every method answers 501: `part` is not built on PostgreSQL yet. */
@@ -36,7 +38,8 @@ export function createPostgresPorts(pg: Postgres) {
   const sessions = pgSessionsRepo(pg, authVersion)
   const integrationTokens = pgIntegrationTokensRepo(pg, authVersion)
   const system = pgSystemRepo(pg)
-  const audit = notBuilt<AuditStore>('The audit trail')
+  const records = pgEventParts(pg, { agentTexts: pgLatestEventTexts(pg) })
+  const audit = records.audit
   const gateway = notBuilt<{ byCredential(hash: string): Promise<undefined>; heldReEnrollmentByCredential(hash: string): Promise<undefined> }>('The agent gateway')
   const agentless = pgAgentlessRepo(pg)
   const assets = pgAssetsRepo(pg)
@@ -62,7 +65,7 @@ export function createPostgresPorts(pg: Postgres) {
     accountCounts: { counts: () => users.counts() },
     alarmDestinations: notBuilt('Alarm destinations'),
     gatewayStore: notBuilt('The agent gateway'),
-    eventRecorder: notBuilt('Event recording'),
+    eventRecorder: records.events,
     agentState: notBuilt('Agent state'),
     agentless,
     agentlessAssets: notBuilt('Agentless discovery'),
@@ -86,12 +89,12 @@ export function createPostgresPorts(pg: Postgres) {
     commands: notBuilt('Agent commands'),
     reEnrollments: notBuilt('Re-enrollments'),
     exports: pgExportsRepo(pg),
-    eventRecords: notBuilt('The events list'),
-    auditRecords: notBuilt('The audit trail list'),
+    eventRecords: records.queries.events,
+    auditRecords: records.queries.audit,
     retention: notBuilt('Retention'),
     retentionIndex: notBuilt('Retention'),
     applyPrune: () => {},
-    systemAudit: notBuilt('The audit trail'),
+    systemAudit: audit,
   }
-  return { ports, credentials, audit, system, users, sessions, agentless, authVersion }
+  return { ports, credentials, audit, system, users, sessions, agentless, records, authVersion }
 }

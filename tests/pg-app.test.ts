@@ -26,7 +26,7 @@ t.test('the server on PostgreSQL', { skip: noPostgres }, async (t) => {
   const olga = await app.inject({ method: 'POST', url: `${API}/Auth/LocalLogin`, payload: { username: 'olga', password: 'Battery-staple-97' } })
   t.equal(olga.statusCode, 200, olga.body)
   const wrong = await app.inject({ method: 'POST', url: `${API}/Auth/LocalLogin`, payload: { username: 'olga', password: 'not-it' } })
-  t.equal(wrong.statusCode, 401)
+  t.equal(wrong.statusCode, 400, 'a wrong password: the login fails')
 
   // A refresh token works once; its replay ends the session.
   const { refreshToken, token: olgaToken } = olga.json()
@@ -36,6 +36,13 @@ t.test('the server on PostgreSQL', { skip: noPostgres }, async (t) => {
   t.equal(replay.statusCode, 401)
   const after = await call(app, olgaToken, { method: 'GET', url: `${API}/admin/getuserdetails` })
   t.equal(after.statusCode, 401, 'the session ended with the replay')
+
+  // The audit trail holds what happened, newest first.
+  const trail = await call(app, admin, { method: 'GET', url: `${API}/Events/GetAuditTrails?PageSize=50` })
+  t.equal(trail.statusCode, 200, trail.body)
+  const described = trail.json().data.map((r: { description: string }) => r.description)
+  t.ok(described.some((d: string) => /Login of "Olga"/.test(d)), 'the login is in the trail')
+  t.ok(described.some((d: string) => /Refresh token reused/.test(d)), 'so is the replayed refresh token')
 
   // An operation whose storage is not on PostgreSQL yet: an honest 501.
   const agents = await call(app, admin, { method: 'GET', url: `${API}/agents?PageSize=10` })

@@ -104,16 +104,16 @@ export function pgUsersRepo(db: Postgres, version: AuthVersion): PgUsersRepo {
      */
     async recordFailedLogin(name: string, source: string, threshold: number, lockMs: number, now: number): Promise<void> {
       // A count has run out when its last failure is a lock period old and no lock is in force.
-      const runOut = (row: string) => `${row}.last_ms <= $5 AND ${row}.locked_until_ms <= $3`
+      const runOut = (row: string) => `${row}.last_ms <= $5::bigint AND ${row}.locked_until_ms <= $3::bigint`
       await db.run(
         `WITH run_out AS (
            DELETE FROM login_failures d WHERE ${runOut('d')} AND NOT (lower(d.user_name) = lower($1 COLLATE "C") AND d.source = $2)
          )
          INSERT INTO login_failures AS f (user_name, source, failures, last_ms, locked_until_ms)
-         VALUES ($1, $2, 1, $3, CASE WHEN 1 >= $4 THEN $6 ELSE 0 END)
+         VALUES ($1, $2, 1, $3, CASE WHEN 1 >= $4::int THEN $6::bigint ELSE 0 END)
          ON CONFLICT (lower(user_name), source) DO UPDATE SET
            failures = CASE WHEN ${runOut('f')} THEN 1 ELSE f.failures + 1 END,
-           locked_until_ms = CASE WHEN CASE WHEN ${runOut('f')} THEN 1 ELSE f.failures + 1 END >= $4 THEN $6 ELSE 0 END,
+           locked_until_ms = CASE WHEN CASE WHEN ${runOut('f')} THEN 1 ELSE f.failures + 1 END >= $4::int THEN $6::bigint ELSE 0 END,
            last_ms = $3`,
         [name, source, now, threshold, now - lockMs, now + lockMs],
       )

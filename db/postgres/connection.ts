@@ -81,7 +81,10 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
     try {
       await client.query('BEGIN')
       const result = await context.run(unit, work)
-      await client.query('COMMIT')
+      // A statement that failed inside the work (its error caught there) has aborted the
+      // transaction: COMMIT then answers ROLLBACK, and nothing of the unit was written.
+      const end = await client.query('COMMIT')
+      if (end.command === 'ROLLBACK') throw new Error('the unit of work was rolled back: a statement in it failed')
       for (const fn of unit.committed) fn()
       return result
     } catch (err) {
