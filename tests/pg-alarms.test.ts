@@ -9,6 +9,8 @@ import { eventQueue, passOverEvents } from '../db/alarm-queue.js'
 import { pgEventQueue, pgPassOverEvents } from '../db/postgres/alarm-queue.js'
 import { pgAlarmsRepo } from '../db/postgres/alarms.js'
 import { connectPostgres, type Postgres } from '../db/postgres/index.js'
+import type { AssetFeed } from '../lib/agentless/ports.js'
+import type { AlarmDestinationStore, AlarmOutbox } from '../lib/alarms/ports.js'
 import { settingsSealer } from '../lib/alarms/sealed-settings.js'
 import { vault } from '../lib/vault.js'
 import { tempDb } from './helpers.js'
@@ -129,6 +131,8 @@ const stripItem = <T extends { delivery_id?: unknown; queued_ms?: unknown }>(r: 
 t.test('destinations: insert, read, update, remove and sealed settings answer as on SQLite', { skip: noPostgres }, async (t) => {
   const { db, pg, lite, pgr } = await setup(t)
   const same = async (what: string, a: unknown, b: Promise<unknown>) => t.same(await b, a, what)
+  const ports: AlarmDestinationStore & AlarmOutbox & AssetFeed = pgr
+  t.ok(ports, 'the ports the services and the delivery worker take')
 
   await same('count of none', lite.count(), pgr.count())
   await same('none', lite.all(), pgr.all())
@@ -373,7 +377,15 @@ t.test('a destination is drained by one process at a time, in order, taken over 
   const b = pgAlarmsRepo(other, sealer, { holder: 'node-b' })
   await a.insert(dest(ids[0], 'contended'), 1000, 'admin')
   await addEvents(Array.from({ length: 60 }, () => ({ severity: 1, category: 'USB' })))
-  t.equal(await b.queueAllEvents(), 60)
+  // Both queue at once: each event once, in order.
+  const queued = await Promise.all([a.queueEvents(), b.queueAllEvents(), a.queueAllEvents()])
+  t.equal(queued[0] + queued[1] + queued[2], 60, 'every event queued once')
+  const records = await pg.query<{ record_id: number }>('SELECT record_id FROM alarm_outbox ORDER BY id')
+  t.same(
+    records.map((r) => r.record_id),
+    [...records.map((r) => r.record_id)].sort((x, y) => x - y),
+    'in event order',
+  )
 
   // A holds the destination: B is given nothing and does not see it among the heads.
   const first = await a.pendingAfter(ids[0], 0, 5)

@@ -8,6 +8,8 @@ import { connectPostgres, type Postgres } from '../db/postgres/index.js'
 import { pgNotificationsRepo } from '../db/postgres/notifications.js'
 import { pgRiskRaiser } from '../db/postgres/risk.js'
 import type { Sort } from '../db/sql.js'
+import type { HealthRecords } from '../lib/notifications/health.js'
+import type { NotificationStore } from '../lib/notifications/ports.js'
 import { tempDb } from './helpers.js'
 import { noPostgres, pgTestDatabase } from './pg.js'
 
@@ -198,6 +200,8 @@ t.test('risk notifications: raised from events as on SQLite, listed, filtered, s
 
 t.test('health notifications, groups, read marks and licence use answer as on SQLite', { skip: noPostgres }, async (t) => {
   const { lite, pgn, same, changes } = await setup(t)
+  const ports: NotificationStore & HealthRecords = pgn
+  t.ok(ports, 'the ports the service and the health recorder take')
   await same('groups', lite.groups(), pgn.groups())
   await same('a group', lite.group('Database'), pgn.group('Database'))
   await same('an absent group', lite.group('Nope'), pgn.group('Nope'))

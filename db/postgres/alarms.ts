@@ -20,6 +20,8 @@ import type { Postgres } from './connection.js'
 /** Longer than any attempt can take (PRIME_ALARM_TIMEOUT_SECONDS is at most 60), renewed with every page and every batch of outcomes. */
 export const LEASE_MS = 120_000
 const LEASE = 'alarm-destination:'
+/** Migration 005's outbox lock: outbox ids are drawn, and the destinations the event queue reads are changed, under it. */
+export const OUTBOX_LOCK = 7022100501
 /** As db/alarms.ts: longer than any attempt can take. */
 const PRUNE_DELIVERED_WINDOW_MS = 10 * 60_000
 
@@ -69,6 +71,9 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
     ms,
     user,
   ]
+
+  /** Migration 005's outbox lock, held to the end of the caller's unit of work. */
+  const outboxLock = () => db.query('SELECT pg_advisory_xact_lock($1)', [OUTBOX_LOCK])
 
   const release = async (destinationId: string) => {
     // Expired rather than deleted: the fence keeps growing with every change of holder.
@@ -143,14 +148,18 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
       })
     },
     count: async () => (await db.value<number>('SELECT count(*) FROM alarm_destinations'))!,
-    insert: async (d: DestinationInput, ms: number, user: string | null) => ({
-      changes: await db.run(
-        `INSERT INTO alarm_destinations (id, name, name_key, type, enabled, min_severity, categories, audit_categories,
-           feed_events, feed_audit, feed_assets, settings, created_ms, created_by, updated_ms, updated_by, events_from)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $13, $14, ${PG_LAST_EVENT})`,
-        params(d, ms, user),
-      ),
-    }),
+    /** Under the outbox lock: a slice of the event queue queueing meanwhile sees the new destination or ends before it is written. */
+    insert: (d: DestinationInput, ms: number, user: string | null) =>
+      db.uow.run(async () => {
+        await outboxLock()
+        const changes = await db.run(
+          `INSERT INTO alarm_destinations (id, name, name_key, type, enabled, min_severity, categories, audit_categories,
+             feed_events, feed_audit, feed_assets, settings, created_ms, created_by, updated_ms, updated_by, events_from)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $13, $14, ${PG_LAST_EVENT})`,
+          params(d, ms, user),
+        )
+        return { changes }
+      }),
     /**
      * A change applies to the events stored after it: those stored before are queued first,
      * with the destinations as they were.
@@ -167,14 +176,18 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
         )
       }),
     /** Deletes a destination and cancels its pending deliveries (their attempts stay). Answers how many were cancelled (-1: none was there). */
-    remove: async (id: string, ms: number) =>
-      (await db.value<number>(
-        `WITH d AS (DELETE FROM alarm_destinations WHERE id = $1 RETURNING id),
-         c AS (UPDATE alarm_outbox SET status = 'cancelled', done_ms = $2 WHERE destination_id IN (SELECT id FROM d) AND status = 'pending' RETURNING 1),
-         l AS (DELETE FROM leases WHERE name = $3 || $1 AND EXISTS (SELECT 1 FROM d))
-         SELECT CASE WHEN EXISTS (SELECT 1 FROM d) THEN (SELECT count(*) FROM c) ELSE -1 END`,
-        [id, ms, LEASE],
-      ))!,
+    remove: (id: string, ms: number) =>
+      db.uow.run(async () => {
+        // Under the outbox lock: no slice queues deliveries for it after its pending ones are cancelled.
+        await outboxLock()
+        return (await db.value<number>(
+          `WITH d AS (DELETE FROM alarm_destinations WHERE id = $1 RETURNING id),
+           c AS (UPDATE alarm_outbox SET status = 'cancelled', done_ms = $2 WHERE destination_id IN (SELECT id FROM d) AND status = 'pending' RETURNING 1),
+           l AS (DELETE FROM leases WHERE name = $3 || $1 AND EXISTS (SELECT 1 FROM d))
+           SELECT CASE WHEN EXISTS (SELECT 1 FROM d) THEN (SELECT count(*) FROM c) ELSE -1 END`,
+          [id, ms, LEASE],
+        ))!
+      }),
     /** Pending deliveries, those of the events stored and not queued yet included (up to 10,000 of these read). */
     async counts(id: string, now: number): Promise<DeliveryCounts> {
       const r = await first<DeliveryCounts>(

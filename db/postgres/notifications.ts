@@ -79,8 +79,12 @@ export function pgNotificationsRepo(db: Postgres): PgNotificationsRepo {
   // Rows typed as the SQLite repository's interfaces (which have no index signature).
   const select = <T>(sql: string, params?: unknown[]) => db.query(sql, params) as Promise<T[]>
   const first = <T>(sql: string, params?: unknown[]) => db.one(sql, params) as Promise<T | undefined>
-  /** Runs `sql` (after SEQ) that changes rows; answers how many it changed. */
-  const changed = async (sql: string, params: unknown[]) => (await db.value<number>(`${SEQ}, u AS (${sql} RETURNING 1) SELECT (SELECT seq FROM s) * 0 + (SELECT count(*) FROM u)`, params))!
+  /**
+   * Runs `sql` (after SEQ) that changes rows; answers how many it changed. The number is
+   * read in the outer query so that it is taken even when no row matches.
+   */
+  const changed = async (sql: string, params: unknown[]) =>
+    (await db.one<{ n: number }>(`${SEQ}, u AS (${sql} RETURNING 1) SELECT (SELECT seq FROM s) AS seq, (SELECT count(*) FROM u) AS n`, params))!.n
   const relatedOf = (r: Related) => r.related.map(Number).reverse()
   const strip = <T>(r: T & Related & { filtered?: number }): T => {
     const { related: _r, filtered: _f, ...row } = r
