@@ -12,7 +12,10 @@ import { connectPostgres, type Postgres } from '../db/postgres/index.js'
 import type { AssetFeed } from '../lib/agentless/ports.js'
 import type { AlarmDestinationStore, AlarmOutbox } from '../lib/alarms/ports.js'
 import { settingsSealer } from '../lib/alarms/sealed-settings.js'
+import { DeliveryWorker } from '../lib/alarms/worker.js'
+import type { Mailer } from '../lib/mail.js'
 import { vault } from '../lib/vault.js'
+import { httpReceiver } from './fixtures/receivers.js'
 import { tempDb } from './helpers.js'
 import { noPostgres, pgTestDatabase } from './pg.js'
 
@@ -441,5 +444,45 @@ t.test('a destination is drained by one process at a time, in order, taken over 
     log,
     pending.map((r) => r.id).filter((id) => id > first[4].id),
     'each of the others once',
+  )
+})
+
+t.test('the delivery worker on two processes: a webhook receives each delivery once, in order', { skip: noPostgres }, async (t) => {
+  const { pg, addEvents } = await setup(t)
+  const receiver = await httpReceiver('s3cret')
+  t.teardown(() => receiver.close())
+  const other = connectPostgres(pg.url, { max: 3 })
+  t.teardown(() => other.close())
+  const warnings: unknown[] = []
+  const worker = (db: Postgres, holder: string) =>
+    new DeliveryWorker({
+      outbox: pgAlarmsRepo(db, sealer, { holder }),
+      events: { record: async () => {} },
+      uow: db.uow,
+      log: { warn: (d) => warnings.push(d), error: (d) => warnings.push(d) },
+      mail: { mailer: {} as Mailer, publicUrl: null },
+      settings: { allowedHosts: ['127.0.0.1'], denyPrivate: false, timeoutMs: 5000, deliveryDays: 7 },
+    })
+  const workers = [worker(pg, 'node-a'), worker(other, 'node-b')]
+  t.teardown(() => Promise.all(workers.map((w) => w.stop())))
+  await pgAlarmsRepo(pg, sealer).insert(dest(ids[0], 'hook', { settings: { url: receiver.url, secret: 's3cret', headers: {} } }), 1000, 'admin')
+  await addEvents(Array.from({ length: 40 }, (_, i) => ({ severity: i % 4, category: 'USB' })))
+
+  await Promise.all(workers.map((w) => w.drain()))
+  t.same(warnings, [], 'no attempt failed')
+  const outbox = await pg.query<{ delivery_id: string; status: string }>('SELECT delivery_id, status FROM alarm_outbox ORDER BY id')
+  t.equal(outbox.length, 40)
+  t.ok(
+    outbox.every((o) => o.status === 'delivered'),
+    'all delivered',
+  )
+  t.ok(
+    receiver.deliveries.every((d) => d.verified),
+    'signed',
+  )
+  t.same(
+    receiver.deliveries.map((d) => d.body.deliveryId),
+    outbox.map((o) => o.delivery_id),
+    'each once, in outbox order',
   )
 })
