@@ -219,20 +219,23 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
     /**
      * A destination's pending deliveries after `afterId`, in order, once this process holds
      * the destination's lease (taken or renewed here); none while another process holds it.
-     * Finding none, it lets the lease go.
+     * Finding none, it lets the lease go. Two statements: the deliveries are read in a
+     * snapshot taken once the lease is held, so that they include the outcomes the previous
+     * holder wrote before it let the lease go.
      */
     async pendingAfter(destinationId: string, afterId: number, limit: number): Promise<OutboxItem[]> {
+      const held = await db.run(
+        `INSERT INTO leases AS l (name, holder, fence, expires_at) VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond')
+         ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+           fence = l.fence + CASE WHEN l.holder = excluded.holder THEN 0 ELSE 1 END
+         WHERE l.holder = excluded.holder OR l.expires_at <= now()`,
+        [LEASE + destinationId, holder, leaseMs],
+      )
+      if (held === 0) return []
       const rows = await select<OutboxItem>(
-        `WITH lease AS (
-           INSERT INTO leases AS l (name, holder, fence, expires_at) VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond')
-           ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
-             fence = l.fence + CASE WHEN l.holder = excluded.holder THEN 0 ELSE 1 END
-           WHERE l.holder = excluded.holder OR l.expires_at <= now()
-           RETURNING 1
-         )
-         SELECT id, destination_id, feed, record_id, delivery_id, queued_ms, attempts, next_attempt_ms FROM alarm_outbox
-         WHERE EXISTS (SELECT 1 FROM lease) AND destination_id = $4 AND status = 'pending' AND id > $5 ORDER BY id LIMIT $6`,
-        [LEASE + destinationId, holder, leaseMs, destinationId, afterId, limit],
+        `SELECT id, destination_id, feed, record_id, delivery_id, queued_ms, attempts, next_attempt_ms FROM alarm_outbox
+         WHERE destination_id = $1 AND status = 'pending' AND id > $2 ORDER BY id LIMIT $3`,
+        [destinationId, afterId, limit],
       )
       if (rows.length === 0) await release(destinationId)
       return rows
