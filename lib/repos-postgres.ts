@@ -17,6 +17,12 @@ import { assetView } from './assets/views.js'
 import { eventCodes } from './event-codes.js'
 import { pgEventParts } from '../db/postgres/events.js'
 import { pgLatestEventTexts } from '../db/postgres/agent-texts.js'
+import { pgAlarmsRepo } from '../db/postgres/alarms.js'
+import { pgNotificationsRepo } from '../db/postgres/notifications.js'
+import { pgRiskRaiser } from '../db/postgres/risk.js'
+import type { Config } from './config.js'
+import { settingsSealer } from './alarms/sealed-settings.js'
+import { vault } from './vault.js'
 import { problem } from './errors.js'
 import type { CredentialStore } from './platform/ports.js'
 import type { ServicePorts } from './services.js'
@@ -32,13 +38,25 @@ export function notBuilt<T extends object>(part: string): T {
   })
 }
 
-export function createPostgresPorts(pg: Postgres) {
+export async function createPostgresPorts(pg: Postgres, config: Config) {
   const authVersion = new AuthVersion(undefined, pg.uow.afterCommit)
   const users = pgUsersRepo(pg, authVersion)
   const sessions = pgSessionsRepo(pg, authVersion)
   const integrationTokens = pgIntegrationTokensRepo(pg, authVersion)
   const system = pgSystemRepo(pg)
-  const records = pgEventParts(pg, { agentTexts: pgLatestEventTexts(pg) })
+  const risk = pgRiskRaiser(pg)
+  // The kinds come with the migrations: read once.
+  const riskCodes = await risk.codes()
+  const records = pgEventParts(pg, {
+    agentTexts: pgLatestEventTexts(pg),
+    // Only risky events of an asset raise notifications (as on SQLite): a batch without any
+    // takes no notification lock.
+    recorded: async (ids, rows) => {
+      const risky = ids.filter((_, i) => rows[i].event.assetKey && riskCodes.has(rows[i].event.code))
+      if (risky.length) await risk.raise(risky)
+    },
+  })
+  const alarms = pgAlarmsRepo(pg, settingsSealer(vault(config.agentlessKey)))
   const audit = records.audit
   const gateway = notBuilt<{ byCredential(hash: string): Promise<undefined>; heldReEnrollmentByCredential(hash: string): Promise<undefined> }>('The agent gateway')
   const agentless = pgAgentlessRepo(pg)
@@ -63,12 +81,12 @@ export function createPostgresPorts(pg: Postgres) {
     integrationTokens,
     system,
     accountCounts: { counts: () => users.counts() },
-    alarmDestinations: notBuilt('Alarm destinations'),
+    alarmDestinations: alarms,
     gatewayStore: notBuilt('The agent gateway'),
     eventRecorder: records.events,
     agentState: notBuilt('Agent state'),
     agentless,
-    agentlessAssets: notBuilt('Agentless discovery'),
+    agentlessAssets: alarms,
     assets: {
       total: () => assets.total(),
       summary: (rare, since) => assets.summary(rare, since),
@@ -83,7 +101,7 @@ export function createPostgresPorts(pg: Postgres) {
     reports: pgReportsRepo(pg),
     catalogue: notBuilt('The catalogue'),
     catalogueFollowers: notBuilt('The catalogue'),
-    notifications: notBuilt('Notifications'),
+    notifications: pgNotificationsRepo(pg),
     agents: pgAgentsRepo(pg, agentListView),
     peripherals: pgPeripheralsRepo(pg),
     commands: notBuilt('Agent commands'),
@@ -96,5 +114,5 @@ export function createPostgresPorts(pg: Postgres) {
     applyPrune: () => {},
     systemAudit: audit,
   }
-  return { ports, credentials, audit, system, users, sessions, agentless, records, authVersion }
+  return { ports, credentials, audit, system, users, sessions, agentless, records, alarms, authVersion }
 }

@@ -20,7 +20,6 @@ export type NotificationStore = Async<
     | 'riskPinned'
     | 'groups'
     | 'group'
-    | 'setMuted'
     | 'health'
     | 'pinHealth'
     | 'dismissHealth'
@@ -30,7 +29,11 @@ export type NotificationStore = Async<
     | 'healthCounts'
     | 'healthUnreadAll'
     | 'marks'
-    | 'setRiskMark'
-    | 'setHealthMark'
   >
->
+> & {
+  /** Moves a reader's read mark of the risk or health notifications (what the write answers is not read). */
+  setRiskMark(userKey: string, seq: number): Promise<unknown>
+  setHealthMark(userKey: string, seq: number): Promise<unknown>
+  /** Mutes or unmutes a group's notifications (what the write answers is not read). */
+  setMuted(name: string, muted: boolean, by: string, now: number): Promise<unknown>
+}

@@ -95,7 +95,7 @@ async function shareSecrets(pg: Postgres, config: Config): Promise<void> {
 async function openPostgresStorage(url: string, config: Config): Promise<OpenedStorage> {
   const pg = await openPostgres(url, { max: config.databasePool })
   await shareSecrets(pg, config)
-  const made = createPostgresPorts(pg)
+  const made = await createPostgresPorts(pg, config)
   await made.sessions.purge(Date.now())
   const expected = pgMigrationFiles().length
   const storage: Storage = {
