@@ -108,30 +108,42 @@ const SET_REPORTED = REPORTED.map(([, c]) => c)
 const LAST_SEEN = (row: string, v: string) => `CASE WHEN ${v}.present <> 0 THEN ${v}.now WHEN ${row}.present <> 0 THEN greatest(${row}.last_seen_ms, ${v}.previous_ms) ELSE ${row}.last_seen_ms END`
 
 /**
- * A group of check-ins' peripherals in one statement: the written ones' texts interned
- * (found, else inserted; one a concurrent check-in inserted after this statement's snapshot
- * comes back through its conflict), rewritten ones updated by id, new ones inserted (a
- * concurrent check-in of the same agent that inserted the device first makes it an
- * update), and the presence and last sight of the others (a data-modifying WITH runs
- * whether read or not). Answers the written ids with their place in the report.
+ * Interns the texts of `wanted` (kind, text): found, else inserted in (kind, text) order, so
+ * that two statements inserting the same new texts wait for each other rather than
+ * deadlock. One a concurrent statement inserts first is neither found (this statement's
+ * snapshot is older) nor inserted (DO NOTHING: a DO UPDATE would lock it against the
+ * foreign key checks of other writers): its peripherals are told `missing` and take it in
+ * a second statement (fixTexts).
  */
-const WRITE_PERIPHERALS = `WITH r AS (
-  SELECT * FROM unnest(${WRITE_ARRAYS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}) WITH ORDINALITY
-    AS r(${WRITE_ARRAYS.map(([c]) => c).join(', ')}, ord)
-), wanted AS (
-  SELECT DISTINCT t.kind, t.text FROM r CROSS JOIN LATERAL (VALUES ('vendor', r.vendor_text), ('product', r.product_text)) AS t(kind, text)
-  WHERE t.text IS NOT NULL
-), found AS (
+const INTERN = `found AS (
   SELECT t.id, t.kind, t.text FROM peripheral_texts t JOIN wanted w ON t.kind = w.kind AND t.text = w.text
 ), added AS (
   INSERT INTO peripheral_texts (kind, text)
   SELECT w.kind, w.text FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM found f WHERE f.kind = w.kind AND f.text = w.text)
   ORDER BY w.kind, w.text
-  ON CONFLICT (kind, text) DO UPDATE SET text = excluded.text
+  ON CONFLICT (kind, text) DO NOTHING
   RETURNING id, kind, text
 ), texts AS (
   SELECT * FROM found UNION ALL SELECT * FROM added
-), v AS (
+)`
+const WANTED = (from: string) => `wanted AS (
+  SELECT DISTINCT t.kind, t.text FROM ${from} CROSS JOIN LATERAL (VALUES ('vendor', ${from}.vendor_text), ('product', ${from}.product_text)) AS t(kind, text)
+  WHERE t.text IS NOT NULL
+)`
+/** Texts wanted and not had. */
+const MISSING = (v: string) => `(${v}.vendor_text IS NOT NULL AND ${v}.vendor_text_id IS NULL) OR (${v}.product_text IS NOT NULL AND ${v}.product_text_id IS NULL)`
+
+/**
+ * A group of check-ins' peripherals in one statement: the written ones' texts interned,
+ * rewritten ones updated by id, new ones inserted (a concurrent check-in of the same agent
+ * that inserted the device first makes it an update), and the presence and last sight of
+ * the others (a data-modifying WITH runs whether read or not). Answers the written ids
+ * with their place in the report, and whether a text is missing (INTERN).
+ */
+const WRITE_PERIPHERALS = `WITH r AS (
+  SELECT * FROM unnest(${WRITE_ARRAYS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')}) WITH ORDINALITY
+    AS r(${WRITE_ARRAYS.map(([c]) => c).join(', ')}, ord)
+), ${WANTED('r')}, ${INTERN}, v AS (
   SELECT r.*, vt.id AS vendor_text_id, pt.id AS product_text_id FROM r
   LEFT JOIN texts vt ON vt.kind = 'vendor' AND vt.text = r.vendor_text
   LEFT JOIN texts pt ON pt.kind = 'product' AND pt.text = r.product_text
@@ -139,7 +151,7 @@ const WRITE_PERIPHERALS = `WITH r AS (
   UPDATE peripherals p SET ${SET_REPORTED.map((c) => `${c} = v.${c}`).join(', ')},
     vendor_text_id = v.vendor_text_id, product_text_id = v.product_text_id, last_seen_ms = ${LAST_SEEN('p', 'v')}
   FROM v WHERE v.id IS NOT NULL AND p.id = v.id
-  RETURNING p.id, v.ord
+  RETURNING p.id, v.ord, ${MISSING('v')} AS missing, v.vendor_text, v.product_text
 ), inserted AS (
   INSERT INTO peripherals (agent_id, agent_uuid, ${SET_REPORTED.join(', ')}, vendor_text_id, product_text_id, first_seen_ms, last_seen_ms)
   SELECT v.agent_id, v.agent_uuid, ${SET_REPORTED.map((c) => `v.${c}`).join(', ')}, v.vendor_text_id, v.product_text_id, v.now, v.now
@@ -151,14 +163,24 @@ const WRITE_PERIPHERALS = `WITH r AS (
 ), seen AS (
   UPDATE peripherals p SET last_seen_ms = s.ms
   FROM unnest($${WRITE_ARRAYS.length + 1}::bigint[], $${WRITE_ARRAYS.length + 2}::bigint[]) AS s(id, ms) WHERE p.id = s.id
-  RETURNING p.id
 ), moved AS (
   UPDATE peripherals p SET present = m.present, last_seen_ms = CASE WHEN m.present <> 0 OR m.ms > p.last_seen_ms THEN m.ms ELSE p.last_seen_ms END
   FROM unnest($${WRITE_ARRAYS.length + 3}::bigint[], $${WRITE_ARRAYS.length + 4}::bigint[], $${WRITE_ARRAYS.length + 5}::bigint[]) AS m(id, present, ms)
   WHERE p.id = m.id
 )
-SELECT u.id, u.ord FROM updated u
-UNION ALL SELECT i.id, v.ord FROM inserted i JOIN v ON v.agent_id = i.agent_id AND v.device_id = i.device_id`
+SELECT u.id, u.ord, u.missing, u.vendor_text, u.product_text FROM updated u
+UNION ALL SELECT i.id, v.ord, ${MISSING('v')}, v.vendor_text, v.product_text FROM inserted i JOIN v ON v.agent_id = i.agent_id AND v.device_id = i.device_id`
+
+/** Gives peripherals the texts a concurrent writer interned first (WRITE_PERIPHERALS' `missing`); answers those still without. */
+const FIX_TEXTS = `WITH x AS (
+  SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[]) AS x(id, vendor_text, product_text)
+), ${WANTED('x')}, ${INTERN}, fixed AS (
+  UPDATE peripherals p SET vendor_text_id = vt.id, product_text_id = pt.id
+  FROM x LEFT JOIN texts vt ON vt.kind = 'vendor' AND vt.text = x.vendor_text LEFT JOIN texts pt ON pt.kind = 'product' AND pt.text = x.product_text
+  WHERE p.id = x.id
+  RETURNING p.id, x.vendor_text, x.product_text, (x.vendor_text IS NOT NULL AND vt.id IS NULL) OR (x.product_text IS NOT NULL AND pt.id IS NULL) AS missing
+)
+SELECT id, vendor_text, product_text FROM fixed WHERE missing`
 
 /** Every column a report sets, bar the presence, is as stored. */
 function unchanged(s: StoredPeripheral, v: ReportedPeripheral): boolean {
@@ -283,8 +305,15 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
       if (written + movedIds.length > before) agents.push(w.agentId)
     }
     if (written + seenIds.length + movedIds.length === 0) return { written: [], moved: [], agents }
-    const rows = await db.query<{ id: number; ord: number }>(WRITE_PERIPHERALS, [...arrays, seenIds, seenMs, movedIds, movedPresent, movedMs])
+    type Written = { id: number; ord: number; missing: boolean; vendor_text: string | null; product_text: string | null }
+    const rows = await db.query<Written>(WRITE_PERIPHERALS, [...arrays, seenIds, seenMs, movedIds, movedPresent, movedMs])
     const ids = rows.sort((a, b) => a.ord - b.ord).map((r) => r.id)
+    // Each round's statement sees what the concurrent writers it waited for committed.
+    let missing: Omit<Written, 'ord' | 'missing'>[] = rows.filter((r) => r.missing)
+    for (let round = 0; missing.length > 0; round++) {
+      if (round === 3) throw new Error(`peripheral texts could not be interned for peripherals ${missing.map((r) => r.id).join(', ')}`)
+      missing = await db.query(FIX_TEXTS, [missing.map((r) => r.id), missing.map((r) => r.vendor_text), missing.map((r) => r.product_text)])
+    }
     // Only an insert can take an agent over `max`: the absent ones seen longest ago go first.
     if (grown.length) {
       await db.run(
