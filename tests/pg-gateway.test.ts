@@ -8,11 +8,11 @@ import t from 'tap'
 import { agentStateRepo } from '../db/agent-state.js'
 import { CheckInTimeWrites } from '../db/answer-cache.js'
 import { commandsRepo } from '../db/commands.js'
-import { gatewayRepo } from '../db/gateway.js'
+import { gatewayRepo, internPeripheralTexts } from '../db/gateway.js'
 import type { DB } from '../db/index.js'
 import { pgAgentStateRepo } from '../db/postgres/agent-state.js'
 import { pgCommandsRepo } from '../db/postgres/commands.js'
-import { pgGatewayRepo } from '../db/postgres/gateway.js'
+import { pgGatewayRepo, pgInternPeripheralTexts } from '../db/postgres/gateway.js'
 import type { Postgres } from '../db/postgres/index.js'
 import { asyncPort, sqliteUnitOfWork } from '../db/unit-of-work.js'
 import { agentGateway } from '../lib/gateway/service.js'
@@ -485,4 +485,30 @@ t.test('PostgreSQL: seats are never over-allocated by concurrent enrollments and
     pg.gateway.enroll(ctx(), enrollBody('s-late', 'SEAT-late')),
   ])
   t.equal(await db.value(`SELECT count(*) FROM agents WHERE license_status = 'Activated'`), SEATS, 'still as many as there are seats')
+})
+
+t.test('interning texts: the same texts as SQLite, once each however many intern them at once', { skip: noPostgres }, async (t) => {
+  const { db } = tempDb(t)
+  const pg = await pgTestDatabase(t, 6)
+  const items = [
+    { guiVid: 'Logitech', manufacturer: 'Logitech, Inc.', guiPid: 'Mouse', description: null, caption: 'USB Mouse' },
+    { guiVid: null, manufacturer: null, guiPid: null, description: null, caption: null },
+    { guiVid: 'Logitech', manufacturer: 'Logitech, Inc.', guiPid: 'Keyboard', description: 'HID', caption: null },
+  ]
+  const sqliteIntern = internPeripheralTexts(db)
+  const text = (id: number | null, rows: Row[]) => (id === null ? null : rows.find((r) => r.id === id)!.text)
+  const sqliteIds = items.map((i) => sqliteIntern(i))
+  const sqliteTexts = db.prepare('SELECT id, text FROM peripheral_texts').all() as Row[]
+  const intern = pgInternPeripheralTexts(pg)
+  const answers = await Promise.all([1, 2, 3, 4, 5].map(() => intern(items)))
+  const pgTexts = await pg.query('SELECT id, text FROM peripheral_texts')
+  t.equal(pgTexts.length, sqliteTexts.length, 'each text once')
+  for (const a of answers) {
+    t.same(
+      a.map((x) => [text(x.vendorTextId, pgTexts), text(x.productTextId, pgTexts)]),
+      sqliteIds.map((x) => [text(x.vendorTextId, sqliteTexts), text(x.productTextId, sqliteTexts)]),
+      'the same texts for the same peripherals',
+    )
+  }
+  t.same(await intern([]), [])
 })

@@ -182,6 +182,40 @@ const FIX_TEXTS = `WITH x AS (
 )
 SELECT id, vendor_text, product_text FROM fixed WHERE missing`
 
+/** The ids of texts (kind, text), interned (INTERN); those a concurrent writer inserted after the snapshot are left out. */
+const INTERN_TEXTS = `WITH wanted AS (
+  SELECT DISTINCT kind, text FROM unnest($1::text[], $2::text[]) AS w(kind, text) WHERE text IS NOT NULL
+), ${INTERN}
+SELECT id, kind, text FROM texts`
+
+/**
+ * Interns the vendor and product texts of peripherals (db/gateway.ts internPeripheralTexts,
+ * for many at once: seeds and fixtures) and answers their ids, in the order given.
+ */
+export function pgInternPeripheralTexts(db: Postgres) {
+  return async (peripherals: Parameters<typeof peripheralTexts>[0][]): Promise<{ vendorTextId: number | null; productTextId: number | null }[]> => {
+    const texts = peripherals.map(peripheralTexts)
+    const ids = new Map<string, number>()
+    const key = (kind: string, text: string) => `${kind}\u0000${text}`
+    let wanted = texts
+      .flatMap((t) => [
+        ['vendor', t.vendor],
+        ['product', t.product],
+      ])
+      .filter((w): w is [string, string] => w[1] !== null)
+    // Each round's statement sees what the concurrent writers it waited for committed.
+    for (let round = 0; wanted.length > 0; round++) {
+      if (round === 3) throw new Error('peripheral texts could not be interned')
+      for (const r of await db.query<{ id: number; kind: string; text: string }>(INTERN_TEXTS, [wanted.map((w) => w[0]), wanted.map((w) => w[1])])) ids.set(key(r.kind, r.text), r.id)
+      wanted = wanted.filter(([kind, text]) => !ids.has(key(kind, text)))
+    }
+    return texts.map((t) => ({
+      vendorTextId: t.vendor === null ? null : ids.get(key('vendor', t.vendor))!,
+      productTextId: t.product === null ? null : ids.get(key('product', t.product))!,
+    }))
+  }
+}
+
 /** Every column a report sets, bar the presence, is as stored. */
 function unchanged(s: StoredPeripheral, v: ReportedPeripheral): boolean {
   return (
