@@ -487,6 +487,9 @@ t.test('PostgreSQL: seats are never over-allocated by concurrent enrollments and
   t.equal(await db.value(`SELECT count(*) FROM agents WHERE license_status = 'Activated'`), SEATS, 'still as many as there are seats')
 })
 
+/** 256 characters of four bytes each, hardly compressible. */
+const wide = (seed: number) => Array.from({ length: 256 }, (_, i) => String.fromCodePoint(0x1f300 + (((i + seed * 256) * 7919) % 1500))).join('')
+
 t.test('interning texts: the same texts as SQLite, once each however many intern them at once', { skip: noPostgres }, async (t) => {
   const { db } = tempDb(t)
   const pg = await pgTestDatabase(t, 6)
@@ -494,6 +497,8 @@ t.test('interning texts: the same texts as SQLite, once each however many intern
     { guiVid: 'Logitech', manufacturer: 'Logitech, Inc.', guiPid: 'Mouse', description: null, caption: 'USB Mouse' },
     { guiVid: null, manufacturer: null, guiPid: null, description: null, caption: null },
     { guiVid: 'Logitech', manufacturer: 'Logitech, Inc.', guiPid: 'Keyboard', description: 'HID', caption: null },
+    // Longer than a b-tree entry holds (the texts are unique by their digest).
+    { guiVid: null, manufacturer: null, guiPid: wide(0), description: wide(1), caption: wide(2) },
   ]
   const sqliteIntern = internPeripheralTexts(db)
   const text = (id: number | null, rows: Row[]) => (id === null ? null : rows.find((r) => r.id === id)!.text)

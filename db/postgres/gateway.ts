@@ -116,12 +116,12 @@ const LAST_SEEN = (row: string, v: string) => `CASE WHEN ${v}.present <> 0 THEN 
  * a second statement (fixTexts).
  */
 const INTERN = `found AS (
-  SELECT t.id, t.kind, t.text FROM peripheral_texts t JOIN wanted w ON t.kind = w.kind AND t.text = w.text
+  SELECT t.id, t.kind, t.text FROM peripheral_texts t JOIN wanted w ON t.kind = w.kind AND md5(t.text) = md5(w.text) AND t.text = w.text
 ), added AS (
   INSERT INTO peripheral_texts (kind, text)
   SELECT w.kind, w.text FROM wanted w WHERE NOT EXISTS (SELECT 1 FROM found f WHERE f.kind = w.kind AND f.text = w.text)
   ORDER BY w.kind, w.text
-  ON CONFLICT (kind, text) DO NOTHING
+  ON CONFLICT (kind, md5(text)) DO NOTHING
   RETURNING id, kind, text
 ), texts AS (
   SELECT * FROM found UNION ALL SELECT * FROM added
