@@ -317,6 +317,24 @@ t.test('the gateway on both backends: same answers, events and rows', { skip: no
   clock += 1000
   await both('reconnected', async (s) => s.gateway.checkIn(ctx(), await agentOf(s, 'm-3'), hostState([stick], { hostIdentifier: 'HOST-3' }) as never))
 
+  await both('a mass disconnect pass: disconnectRange in id order, a batch at a time', async (s) => {
+    await s.exec(`UPDATE agents SET connection_status = 'Connected', last_updated_ms = $1 WHERE id IN (1, 2)`, [clock - 1000])
+    const quietSince = clock + 1
+    return [
+      await s.store.staleAgents(quietSince, 10),
+      await s.store.disconnectRange(0, 3, quietSince, 1, 'first batch'),
+      await s.store.disconnectRange(1, 3, quietSince, 5, 'second batch'),
+      await s.store.disconnectRange(0, 3, quietSince, 5, 'none left'),
+    ]
+  })
+  await both('reconnected again', async (s) =>
+    batch(s, [
+      ['m-1', hostState([changedStick, keyboard, mouse], { localIpAddress: '192.168.100.129' })],
+      ['m-2', hostState([attackTool], { hostIdentifier: 'HOST-2', operationalStatus: 'Armed' })],
+      ['m-3', hostState([stick], { hostIdentifier: 'HOST-3' })],
+    ]),
+  )
+
   // Re-enrollments: held without proof, replaced by a later one, decided on the one held.
   clock += 1000
   await both('a re-enrollment without proof is held', async (s) => {

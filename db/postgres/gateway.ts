@@ -257,6 +257,10 @@ const PRESENT_COLUMNS = `p.device_id, p.vid, p.pid, p.gui_vid, p.gui_pid, p.seri
   (SELECT string_agg(c.name, '; ' ORDER BY c.created_ms, c.kind) FROM catalogue c WHERE c.vid = p.vid AND c.pid = p.pid) AS catalogue_name`
 
 const SWEPT = 'id, uuid, host_identifier, local_ip_address, last_updated_ms'
+const SWEPT_OF = (a: string) =>
+  SWEPT.split(', ')
+    .map((c) => `${a}.${c}`)
+    .join(', ')
 
 /** The seats' pool: one advisory lock key for every node. */
 export const SEATS_LOCK = 7022100301
@@ -530,12 +534,16 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
      */
     async disconnectRange(after: number, upTo: number, before: number, limit: number, latestText: string): Promise<SweptAgent[]> {
       const rows = await db.query<SweptAgent & Record<string, unknown>>(
-        `UPDATE agents SET connection_status = 'Disconnected', display_status = 'Disconnected',
+        // The batch picked once, in a WITH: a subquery of the WHERE may be scanned again per
+        // row, and a rescan skips the rows this statement already changed and takes the next.
+        `WITH picked AS MATERIALIZED (
+           SELECT id FROM agents WHERE id > $1 AND id <= $2 AND connection_status = 'Connected' AND last_updated_ms < $3
+           ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED
+         )
+         UPDATE agents a SET connection_status = 'Disconnected', display_status = 'Disconnected',
            latest_minus2_event_text = latest_minus1_event_text, latest_minus1_event_text = latest_event_text, latest_event_text = $5
-         WHERE id IN (SELECT id FROM agents WHERE id > $1 AND id <= $2 AND connection_status = 'Connected' AND last_updated_ms < $3
-                      ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED)
-           AND connection_status = 'Connected' AND last_updated_ms < $3
-         RETURNING ${SWEPT}`,
+         FROM picked WHERE a.id = picked.id AND a.connection_status = 'Connected' AND a.last_updated_ms < $3
+         RETURNING ${SWEPT_OF('a')}`,
         [after, upTo, before, limit, latestText],
       )
       return rows.sort((a, b) => a.id - b.id)
