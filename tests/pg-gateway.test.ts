@@ -483,6 +483,14 @@ t.test('PostgreSQL: concurrent check-ins land consistently', { skip: noPostgres 
   t.equal(rows.filter((r) => r.present).length, 2, 'as one of them left it: the mouse and its burst device present')
   const counters = await db.one('SELECT not_approved, approved_and_present, has_unapproved FROM agents WHERE id = $1', [one.id])
   t.same(counters, { not_approved: 2, approved_and_present: 0, has_unapproved: 1 }, 'its counters follow its rows')
+
+  // Concurrent deliveries to one agent: each command handed over once.
+  for (let i = 0; i < 5; i++) await pg.commands.queue(one.id, 'UpdateAgent', { n: i }, clock, 'alice')
+  const deliveries = await Promise.all([1, 2, 3, 4].map(() => db.uow.run(() => pg.store.deliverPending(one.id, 2, clock))))
+  const handed = deliveries.flatMap((d) => d.commands.map((c) => c.id)).sort((a, b) => a - b)
+  t.same(handed, [...new Set(handed)], 'no command delivered twice')
+  t.equal(await db.value(`SELECT count(*) FROM agent_commands WHERE agent_id = $1 AND status = 'Delivered'`, [one.id]), handed.length, 'the ones answered are the ones delivered')
+  t.ok(handed.length >= 2, 'at least one delivery took its batch')
 })
 
 t.test('PostgreSQL: seats are never over-allocated by concurrent enrollments and sweeps', { skip: noPostgres }, async (t) => {
