@@ -511,6 +511,9 @@ t.test('PostgreSQL: seats are never over-allocated by concurrent enrollments and
     pg.gateway.enroll(ctx(), enrollBody('s-late', 'SEAT-late')),
   ])
   t.equal(await db.value(`SELECT count(*) FROM agents WHERE license_status = 'Activated'`), SEATS, 'still as many as there are seats')
+  await db.run(`UPDATE agents SET license_status = 'Expired' WHERE id = (SELECT min(id) FROM agents WHERE license_status = 'Activated')`)
+  await db.run(`DELETE FROM agents WHERE id = (SELECT max(id) FROM agents WHERE license_status = 'Pending')`)
+  t.equal(await db.value('SELECT activated FROM license_seats'), await db.value(`SELECT count(*) FROM agents WHERE license_status = 'Activated'`), 'the seats counted as the agents are')
 })
 
 /** 256 characters of four bytes each, hardly compressible. */

@@ -30,13 +30,13 @@ FROM (
       WHERE c.agent_id = q.agent_id AND c.type = 'UpdatePolicy' AND c.status IN ${OPEN} AND c.created_ms >= a.changed_ms)::int AS in_action
   FROM (
     SELECT p.id, p.agent_id, p.vid, p.pid, p.present, cat.severity AS catalogue_severity,
-      CASE WHEN s.inputs THEN coalesce((SELECT a.status FROM approvals a WHERE a.agent_id = p.agent_id AND a.vid = p.vid AND a.pid = p.pid), 'NotReviewed')
-        ELSE p.admin_status END AS admin_status,
+      CASE WHEN s.inputs THEN coalesce(ap.status, 'NotReviewed') ELSE p.admin_status END AS admin_status,
       CASE WHEN s.inputs THEN cat.attack_tool ELSE p.is_attack_tool END AS is_attack_tool,
       CASE WHEN s.inputs THEN cat.vulnerable ELSE p.is_vulnerable END AS is_vulnerable,
       CASE WHEN s.inputs THEN cat.vulnerability ELSE p.vulnerability END AS vulnerability
     FROM peripherals p
     CROSS JOIN LATERAL (SELECT p.id = ANY($1::bigint[]) OR p.agent_id = ANY($2::bigint[]) AS inputs) s
+    LEFT JOIN approvals ap ON ap.agent_id = p.agent_id AND ap.vid = p.vid AND ap.pid = p.pid
     CROSS JOIN LATERAL (
       SELECT coalesce(max((c.kind = 'KnownAttackTool')::int), 0) AS attack_tool, coalesce(max((c.kind = 'VulnerableDevice')::int), 0) AS vulnerable,
         string_agg(coalesce(c.vulnerability, c.name), ' ' ORDER BY c.created_ms, c.kind) AS vulnerability, min(c.severity) AS severity

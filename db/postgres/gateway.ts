@@ -262,25 +262,22 @@ const SWEPT_OF = (a: string) =>
     .map((c) => `${a}.${c}`)
     .join(', ')
 
-/** The seats' pool: one advisory lock key for every node. */
-export const SEATS_LOCK = 7022100301
-
 export interface PgGatewayOptions {
   /**
    * The license's seats. Given, `activate` takes a seat only while one is free, counted under
-   * the seats' lock (several sweepers may hand seats out at once); without it, as SQLite's.
+   * the seats' lock (sweepers on several nodes may hand seats out at once); without it, as SQLite's.
    */
   seats?: number
 }
 
 export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
   /**
-   * Takes the seats' lock until the caller's unit of work ends: a count read after it
-   * includes every seat taken by a unit that held it before (each statement of a unit reads
-   * what was committed when it starts). Outside a unit of work there is nothing to hold.
+   * The seats in use. Inside a unit of work the seats' row stays locked until that unit
+   * ends (license_seats, migration 003): a count read under it includes every seat taken by
+   * a unit that held it before, and no other node counts until this one has taken its seat.
    */
-  async function lockSeats(): Promise<void> {
-    if (db.uow.inUnit()) await db.query('SELECT pg_advisory_xact_lock($1)', [SEATS_LOCK])
+  async function seatsInUse(): Promise<number> {
+    return (await db.value<number>(`SELECT activated FROM license_seats${db.uow.inUnit() ? ' FOR UPDATE' : ''}`)) ?? 0
   }
 
   async function disconnectQuiet(ids: number[], before: number, latestText: string): Promise<SweptAgent[]> {
@@ -386,14 +383,8 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
     heldReEnrollment: (agentId: number) => db.one<HeldReEnrollment & Record<string, unknown>>('SELECT * FROM agent_reenrollments WHERE agent_id = $1', [agentId]),
     heldReEnrollmentByCredential: (hash: string) => db.one<HeldReEnrollment & Record<string, unknown>>('SELECT * FROM agent_reenrollments WHERE credential_hash = $1', [hash]),
     dropReEnrollment: async (agentId: number) => changed(await db.run('DELETE FROM agent_reenrollments WHERE agent_id = $1', [agentId])),
-    /**
-     * The seats in use. Inside a unit of work it holds the seats' lock until that unit ends,
-     * so that an enrollment that counts a free seat takes it before any other node counts.
-     */
-    async activatedCount(): Promise<number> {
-      await lockSeats()
-      return (await db.value<number>(`SELECT count(*) FROM agents WHERE license_status = 'Activated'`)) ?? 0
-    },
+    /** The seats in use (Activated agents); inside a unit of work, the seats stay locked until it ends. */
+    activatedCount: seatsInUse,
     insertAgent: async (a: NewAgent) =>
       (await db.value<number>(
         `INSERT INTO agents (uuid, machine_id, credential_hash, enrolled_ms, host_identifier, license_status, expiration_ms, license_account_name, check_in_interval_s)
@@ -573,19 +564,14 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
     waitingForSeat: async (limit: number) => (await db.query<{ id: number }>(`SELECT id FROM agents WHERE license_status = 'Pending' ORDER BY enrolled_ms, id LIMIT $1`, [limit])).map((r) => r.id),
     /** Gives a waiting agent a seat (with `seats` set: only while one is free, under the seats' lock). */
     async activate(id: number) {
-      if (options.seats === undefined) return changed(await db.run(`UPDATE agents SET license_status = 'Activated' WHERE id = $1 AND license_status = 'Pending'`, [id]))
+      const seats = options.seats
+      if (seats === undefined) return changed(await db.run(`UPDATE agents SET license_status = 'Activated' WHERE id = $1 AND license_status = 'Pending'`, [id]))
       return db.uow.run(async () => {
-        await lockSeats()
-        return changed(
-          await db.run(
-            `UPDATE agents SET license_status = 'Activated' WHERE id = $1 AND license_status = 'Pending'
-               AND (SELECT count(*) FROM agents WHERE license_status = 'Activated') < $2`,
-            [id, options.seats],
-          ),
-        )
+        if ((await seatsInUse()) >= seats) return changed(0)
+        return changed(await db.run(`UPDATE agents SET license_status = 'Activated' WHERE id = $1 AND license_status = 'Pending'`, [id]))
       })
     },
-    /** Licenses whose expiration date has passed become Expired (they keep their seat); answers how many. */
+    /** Licenses whose expiration date has passed become Expired; answers how many. */
     expireLicenses: (now: number) =>
       db.run(`UPDATE agents SET license_status = 'Expired' WHERE license_status IN ('Activated', 'Pending') AND expiration_ms IS NOT NULL AND expiration_ms <= $1`, [now]),
   }

@@ -220,8 +220,6 @@ CREATE INDEX agents_license_expiry ON agents (expiration_ms)
 
 CREATE INDEX agents_license_unactivated ON agents (license_status) WHERE license_status <> 'Activated';
 
--- The seats in use (activatedCount): an index-only count.
-CREATE INDEX agents_activated ON agents (id) WHERE license_status = 'Activated';
 
 CREATE INDEX agents_local_ip ON agents (lower(local_ip_address));
 
@@ -295,6 +293,34 @@ WHEN (new.rev IS NOT DISTINCT FROM old.rev AND
    new.has_unapproved, new.has_vulnerable, new.has_attack_tool, new.vulnerable_or_wlv, new.in_action, new.model_tooltip,
    new.running_mode, new.switch_ip, new.switch_name, new.port_id, new.port_name, new.ethernets_count, new.hashtags))
 EXECUTE FUNCTION agents_rev_next();
+
+-- The license's seats in use: the agents Activated, counted as their status changes. Its one
+-- row is also the seats' lock: an enrollment or a sweeper that counts a free seat holds it
+-- (SELECT … FOR UPDATE) until the seat is taken, whichever node it runs on.
+CREATE TABLE license_seats (
+  pool smallint PRIMARY KEY DEFAULT 1 CHECK (pool = 1),
+  activated bigint NOT NULL DEFAULT 0
+);
+INSERT INTO license_seats DEFAULT VALUES;
+
+CREATE FUNCTION license_seats_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE license_seats SET activated = activated
+    + CASE WHEN TG_OP <> 'DELETE' AND new.license_status = 'Activated' THEN 1 ELSE 0 END
+    - CASE WHEN TG_OP <> 'INSERT' AND old.license_status = 'Activated' THEN 1 ELSE 0 END;
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER agents_seats_insert AFTER INSERT ON agents FOR EACH ROW
+WHEN (new.license_status = 'Activated') EXECUTE FUNCTION license_seats_count();
+
+CREATE TRIGGER agents_seats_update AFTER UPDATE OF license_status ON agents FOR EACH ROW
+WHEN (old.license_status IS DISTINCT FROM new.license_status AND 'Activated' IN (old.license_status, new.license_status))
+EXECUTE FUNCTION license_seats_count();
+
+CREATE TRIGGER agents_seats_delete AFTER DELETE ON agents FOR EACH ROW
+WHEN (old.license_status = 'Activated') EXECUTE FUNCTION license_seats_count();
 
 -- The built-in catalogue entries (SQLite: migration 003).
 INSERT INTO catalogue (id, kind, vid, pid, name, vulnerability, severity, reference, built_in, created_ms, created_by) VALUES
