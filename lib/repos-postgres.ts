@@ -18,6 +18,10 @@ import { eventCodes } from './event-codes.js'
 import { pgEventParts } from '../db/postgres/events.js'
 import { pgLatestEventTexts } from '../db/postgres/agent-texts.js'
 import { pgAlarmsRepo } from '../db/postgres/alarms.js'
+import { pgGatewayRepo } from '../db/postgres/gateway.js'
+import { pgAgentStateRepo } from '../db/postgres/agent-state.js'
+import { pgCommandsRepo } from '../db/postgres/commands.js'
+import { pgCatalogueRepo } from '../db/postgres/catalogue.js'
 import { pgNotificationsRepo } from '../db/postgres/notifications.js'
 import { pgRiskRaiser } from '../db/postgres/risk.js'
 import type { Config } from './config.js'
@@ -58,7 +62,8 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
   })
   const alarms = pgAlarmsRepo(pg, settingsSealer(vault(config.agentlessKey)))
   const audit = records.audit
-  const gateway = notBuilt<{ byCredential(hash: string): Promise<undefined>; heldReEnrollmentByCredential(hash: string): Promise<undefined> }>('The agent gateway')
+  const gateway = pgGatewayRepo(pg, { seats: config.license.seats })
+  const agentState = pgAgentStateRepo(pg)
   const agentless = pgAgentlessRepo(pg)
   const assets = pgAssetsRepo(pg)
   const insights = pgInsightsRepo(pg, [eventCodes.whitelistViolation.code, eventCodes.unapprovedOnArmed.code])
@@ -82,9 +87,9 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
     system,
     accountCounts: { counts: () => users.counts() },
     alarmDestinations: alarms,
-    gatewayStore: notBuilt('The agent gateway'),
+    gatewayStore: gateway,
     eventRecorder: records.events,
-    agentState: notBuilt('Agent state'),
+    agentState,
     agentless,
     agentlessAssets: alarms,
     assets: {
@@ -99,13 +104,13 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
     },
     insights,
     reports: pgReportsRepo(pg),
-    catalogue: notBuilt('The catalogue'),
-    catalogueFollowers: notBuilt('The catalogue'),
+    catalogue: pgCatalogueRepo(pg),
+    catalogueFollowers: { refreshModel: (vid, pid) => agentState.refreshModel(vid, pid), invalidateInsight: (name) => insights.invalidate(name) },
     notifications: pgNotificationsRepo(pg),
     agents: pgAgentsRepo(pg, agentListView),
     peripherals: pgPeripheralsRepo(pg),
-    commands: notBuilt('Agent commands'),
-    reEnrollments: notBuilt('Re-enrollments'),
+    commands: pgCommandsRepo(pg),
+    reEnrollments: gateway,
     exports: pgExportsRepo(pg),
     eventRecords: records.queries.events,
     auditRecords: records.queries.audit,
@@ -114,5 +119,5 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
     applyPrune: () => {},
     systemAudit: audit,
   }
-  return { ports, credentials, audit, system, users, sessions, agentless, records, alarms, authVersion }
+  return { ports, credentials, audit, system, users, sessions, agentless, records, alarms, gateway, agentState, authVersion }
 }
