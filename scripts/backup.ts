@@ -3,10 +3,12 @@
 // Backs up a data directory while the server runs (a consistent copy of the database, every
 // other file of the directory, a manifest with checksums), or restores one into a data
 // directory after checking it (lib/backup.ts). The data directory defaults to
-// PRIME_DATA_DIR, else ./data.
+// PRIME_DATA_DIR, else ./data. With PRIME_DATABASE_URL the database is PostgreSQL's: the
+// backup is its dump (lib/backup-postgres.ts), and a restore goes into that database.
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { backup, BackupError, restore } from '../lib/backup.js'
+import { backupPostgres, restorePostgres } from '../lib/backup-postgres.js'
 
 const USAGE = 'usage: backup --out <dir> [--data-dir <dir>] | restore --from <dir> [--data-dir <dir>] [--force]'
 
@@ -17,6 +19,21 @@ async function main(argv: string[]): Promise<number> {
     options: { out: { type: 'string' }, from: { type: 'string' }, 'data-dir': { type: 'string' }, force: { type: 'boolean', default: false } },
   })
   const dataDir = path.resolve(values['data-dir'] ?? (process.env.PRIME_DATA_DIR || './data'))
+  const url = process.env.PRIME_DATABASE_URL || undefined
+  if (url && command === 'backup' && values.out) {
+    const r = await backupPostgres(url, path.resolve(values.out))
+    console.log(
+      `backed up the PostgreSQL database to ${path.resolve(values.out)}: schema version ${r.manifest.schemaVersion}, dump ${(r.manifest.dump.size / 1024 ** 2).toFixed(1)} MiB in ${(r.ms / 1000).toFixed(1)} s`,
+    )
+    return 0
+  }
+  if (url && command === 'restore' && values.from) {
+    const r = await restorePostgres(path.resolve(values.from), url, { force: values.force })
+    console.log(
+      `restored the backup of ${r.manifest.createdTime} (schema version ${r.manifest.schemaVersion}) into the PostgreSQL database in ${(r.ms / 1000).toFixed(1)} s; checked: manifest checksum, schema version, no server connected`,
+    )
+    return 0
+  }
   if (command === 'backup' && values.out) {
     const r = await backup(dataDir, path.resolve(values.out))
     const mib = (r.bytes / 1024 ** 2).toFixed(1)

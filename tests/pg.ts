@@ -83,3 +83,12 @@ export async function pgTestDatabase(t: { teardown: (fn: () => unknown) => void 
   t.teardown(() => db.close())
   return Object.assign(db, { url })
 }
+
+/** A fresh EMPTY database (no schema), dropped at teardown: its URL. */
+export async function pgEmptyDatabaseUrl(t: { teardown: (fn: () => unknown) => void }): Promise<string> {
+  if (!testDatabaseUrl) throw new Error(noPostgres as string)
+  const name = `prime_test_${process.pid}_${crypto.randomBytes(4).toString('hex')}`
+  await adminQuery((admin) => admin.query(`CREATE DATABASE ${name}`))
+  t.teardown(() => adminQuery((admin) => admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
+  return withDatabase(testDatabaseUrl, name)
+}
