@@ -592,7 +592,7 @@ t.test('every mutating operation, called with enough rights, is audited with wha
   let spare = 0
   const actingAdmin = async () => {
     try {
-      app.tokens.authenticate(admin.token, Date.now())
+      await app.tokens.authenticate(admin.token, Date.now())
     } catch {
       const name = `audit-admin-${++spare}`
       admin = { token: await userWithProfile(app, reserve, name, 30), name }

@@ -40,7 +40,7 @@ t.test('authentication and profile matrix over every operation', async (t) => {
     integrationTokens[profile] = res.json().token
   }
   const now = Date.now()
-  const principal = app.tokens.authenticate(admin, now)
+  const principal = await app.tokens.authenticate(admin, now)
   const expired = app.jwt.sign({ sub: String(principal.id), sid: principal.sessionId, ims: now - 3_600_000, iat: Math.floor(now / 1000) - 3600 })
   const forgedBody = `${b64({ alg: 'HS256', typ: 'JWT' })}.${b64({ sub: '1', sid: principal.sessionId, ims: now, iss: 'prime-webui', exp: Math.floor(now / 1000) + 600 })}`
   const forged = `${forgedBody}.${crypto.createHmac('sha256', 'not-the-secret-not-the-secret-000').update(forgedBody).digest('base64url')}`

@@ -20,7 +20,7 @@ t.test('an access token must carry exp, iat and iss', async (t) => {
   const app = await build(t)
   const admin = await login(app)
   const now = Date.now()
-  const { id, sessionId } = app.tokens.authenticate(admin, now)
+  const { id, sessionId } = await app.tokens.authenticate(admin, now)
   const sec = Math.floor(now / 1000)
   const full = { sub: String(id), sid: sessionId, ims: now, iat: sec, exp: sec + 900, iss: ISSUER }
 
@@ -43,7 +43,7 @@ t.test('an access token issued in the future, or living longer than access token
   const app = await build(t)
   const admin = await login(app)
   const now = Date.now()
-  const { id, sessionId } = app.tokens.authenticate(admin, now)
+  const { id, sessionId } = await app.tokens.authenticate(admin, now)
   const sec = Math.floor(now / 1000)
   const skew = CLOCK_SKEW_MS / 1000
   const at = (iatSec: number, imsMs = iatSec * 1000, life = 900) => signed(app, { sub: String(id), sid: sessionId, ims: imsMs, iat: iatSec, exp: iatSec + life, iss: ISSUER })

@@ -41,8 +41,21 @@ t.test('the server on PostgreSQL', { skip: noPostgres }, async (t) => {
   const trail = await call(app, admin, { method: 'GET', url: `${API}/Events/GetAuditTrails?PageSize=50` })
   t.equal(trail.statusCode, 200, trail.body)
   const described = trail.json().data.map((r: { description: string }) => r.description)
-  t.ok(described.some((d: string) => /Login of "Olga"/.test(d)), 'the login is in the trail')
-  t.ok(described.some((d: string) => /Refresh token reused/.test(d)), 'so is the replayed refresh token')
+  t.ok(
+    described.some((d: string) => /Login of "Olga"/.test(d)),
+    'the login is in the trail',
+  )
+  t.ok(
+    described.some((d: string) => /Refresh token reused/.test(d)),
+    'so is the replayed refresh token',
+  )
+
+  // PostgreSQL's text holds no NUL character: such input is refused with a 400 naming it.
+  const nul = await call(app, admin, { method: 'GET', url: `${API}/agents/agent/a%00b` })
+  t.equal(nul.statusCode, 400, nul.body)
+  t.match(nul.json().detail, /NUL character/)
+  const nulLogin = await app.inject({ method: 'POST', url: `${API}/Auth/LocalLogin`, payload: { username: 'ad\u0000min', password: 'whatever-it-is' } })
+  t.equal(nulLogin.statusCode, 400, nulLogin.body)
 
   // An operation whose storage is not on PostgreSQL yet: an honest 501.
   const agents = await call(app, admin, { method: 'GET', url: `${API}/agents?PageSize=10` })

@@ -107,7 +107,7 @@ t.test('a revocation written by another process ends the stream at the next look
   const s = await subscribe(token)
   const other = new Database(app.testConfig.dbFile)
   t.teardown(() => other.close())
-  const session = app.tokens.authenticate(token, Date.now()).sessionId!
+  const session = (await app.tokens.authenticate(token, Date.now())).sessionId!
   const wrote = Date.now()
   other.prepare("UPDATE sessions SET revoked_ms = ?, revoked_reason = 'revoked elsewhere' WHERE id = ?").run(wrote, session)
   const text = await within(s.ended, 3000)

@@ -27,6 +27,23 @@ interface Unit {
   committed: (() => void)[]
 }
 
+/**
+ * A request's text PostgreSQL cannot hold: a NUL character (U+0000), which its text type
+ * refuses (SQLSTATE 22021). SQLite stores it; here the caller is told, with a 400.
+ */
+export class UnstorableText extends Error {
+  readonly code = 'unstorable-text'
+  constructor(cause: unknown) {
+    super('Text with a NUL character (U+0000) cannot be stored or searched on this server: remove it.', { cause })
+    this.name = 'UnstorableText'
+  }
+}
+
+/** The error of a statement, with PostgreSQL's refusal of a NUL character made an UnstorableText. */
+function statementError(err: unknown): unknown {
+  return (err as { code?: string }).code === '22021' ? new UnstorableText(err) : err
+}
+
 /** SQLSTATEs after which a whole unit of work may run again: serialization failure, deadlock. */
 const RETRYABLE = new Set(['40001', '40P01'])
 const ATTEMPTS = 3
@@ -124,7 +141,14 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
     inUnit: () => context.getStore() !== undefined,
   }
 
-  const query = async <T extends Row>(sql: string, params: unknown[] = []): Promise<T[]> => (await executor().query<T>(sql, params)).rows
+  const send = async <T extends Row>(sql: string, params: unknown[]): Promise<pg.QueryResult<T>> => {
+    try {
+      return await executor().query<T>(sql, params)
+    } catch (err) {
+      throw statementError(err)
+    }
+  }
+  const query = async <T extends Row>(sql: string, params: unknown[] = []): Promise<T[]> => (await send<T>(sql, params)).rows
   return {
     pool,
     uow,
@@ -133,11 +157,15 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
       return (await query<T>(sql, params))[0]
     },
     async value<T>(sql: string, params: unknown[] = []) {
-      const r = await executor().query({ text: sql, values: params, rowMode: 'array' })
-      return r.rows[0]?.[0] as T | undefined
+      try {
+        const r = await executor().query({ text: sql, values: params, rowMode: 'array' })
+        return r.rows[0]?.[0] as T | undefined
+      } catch (err) {
+        throw statementError(err)
+      }
     },
     async run(sql: string, params: unknown[] = []) {
-      return (await executor().query(sql, params)).rowCount ?? 0
+      return (await send(sql, params)).rowCount ?? 0
     },
     close: () => pool.end(),
   }

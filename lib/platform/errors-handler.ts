@@ -46,6 +46,8 @@ export function errorHandler(this: FastifyInstance, error: unknown, req: Fastify
   if (err instanceof SyntaxError || err.code === 'FST_ERR_CTP_INVALID_JSON_BODY') {
     return sendProblem(req, reply, problem('bad-json', 'The body is not valid JSON.'))
   }
+  // Text a database server cannot hold (db/postgres/connection.ts UnstorableText).
+  if (err.code === 'unstorable-text') return sendProblem(req, reply, problem('validation', err.message))
   const mapped = err.code ? fastifyCodes[err.code] : undefined
   if (mapped) return sendProblem(req, reply, problem(mapped, err.message))
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
