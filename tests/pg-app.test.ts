@@ -23,6 +23,12 @@ t.test('the server on PostgreSQL', { skip: noPostgres }, async (t) => {
   const again = await call(app, admin, { method: 'POST', url: `${API}/admin/adduser`, payload: { userName: 'OLGA', email: 'o2@example.com', userProfile: 10, password: 'Battery-staple-97' } })
   t.equal(again.statusCode, 409, 'a name taken in another case is refused')
 
+  // The same name added twice at once: the unique index decides, the loser gets the 409.
+  const racing = await Promise.all(
+    [1, 2, 3].map((i) => call(app, admin, { method: 'POST', url: `${API}/admin/adduser`, payload: { userName: 'Twin', email: `t${i}@example.com`, userProfile: 10, password: 'Battery-staple-97' } })),
+  )
+  t.same(racing.map((r) => r.statusCode).sort(), [200, 409, 409], 'one is made; the others are told the name is taken')
+
   const olga = await app.inject({ method: 'POST', url: `${API}/Auth/LocalLogin`, payload: { username: 'olga', password: 'Battery-staple-97' } })
   t.equal(olga.statusCode, 200, olga.body)
   const wrong = await app.inject({ method: 'POST', url: `${API}/Auth/LocalLogin`, payload: { username: 'olga', password: 'not-it' } })

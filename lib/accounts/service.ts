@@ -54,6 +54,20 @@ function contactChanges(body: ContactFields): UserChanges {
   return changes
 }
 
+/**
+ * A name taken by a concurrent unit of work between the check and the write: a database
+ * server's unique index refuses it (an error with code `duplicate-name`), answered as the
+ * check would have answered.
+ */
+async function sameName<T>(work: Promise<T>, name: string): Promise<T> {
+  try {
+    return await work
+  } catch (err) {
+    if ((err as { code?: string }).code === 'duplicate-name') throw problem('conflict', `A user named "${name}" already exists.`)
+    throw err
+  }
+}
+
 export function accountService(deps: AccountDeps) {
   const { accounts, uow, audit, passwords } = deps
 
@@ -138,27 +152,30 @@ export function accountService(deps: AccountDeps) {
     async create(ctx: Context, body: NewAccount): Promise<AccountView> {
       checkPassword(body.password, body.userName, 'password')
       const hash = await passwords.hash(body.password)
-      return uow.run(async () => {
-        if (await accounts.byName(body.userName)) throw problem('conflict', `A user named "${body.userName}" already exists.`)
-        const id = await accounts.insert(
-          {
-            user_name: body.userName,
-            email: body.email,
-            first_name: body.firstName ?? null,
-            last_name: body.lastName ?? null,
-            phone: body.phone ?? null,
-            image: body.image ?? null,
-            profile: body.userProfile,
-            password_hash: hash,
-            is_active: body.isActive === false ? 0 : 1,
-          },
-          Date.now(),
-        )
-        const row = (await accounts.byId(id))!
-        const view = accountView(row)
-        await audit.record(ctx, { description: `Created account "${row.user_name}" with profile ${row.profile}`, details: { ...view, image: view.image ? '(image)' : null }, asset: userAsset(row) })
-        return view
-      })
+      return sameName(
+        uow.run(async () => {
+          if (await accounts.byName(body.userName)) throw problem('conflict', `A user named "${body.userName}" already exists.`)
+          const id = await accounts.insert(
+            {
+              user_name: body.userName,
+              email: body.email,
+              first_name: body.firstName ?? null,
+              last_name: body.lastName ?? null,
+              phone: body.phone ?? null,
+              image: body.image ?? null,
+              profile: body.userProfile,
+              password_hash: hash,
+              is_active: body.isActive === false ? 0 : 1,
+            },
+            Date.now(),
+          )
+          const row = (await accounts.byId(id))!
+          const view = accountView(row)
+          await audit.record(ctx, { description: `Created account "${row.user_name}" with profile ${row.profile}`, details: { ...view, image: view.image ? '(image)' : null }, asset: userAsset(row) })
+          return view
+        }),
+        body.userName,
+      )
     },
 
     /** An Administrator changes an account, named by id or user name. */
@@ -169,35 +186,38 @@ export function accountService(deps: AccountDeps) {
       const newName = body.userName ?? target.user_name
       if (body.password !== undefined && body.password !== null) checkPassword(body.password, newName, 'password')
       const hash = body.password ? await passwords.hash(body.password) : undefined
-      return uow.run(async () => {
-        const current = await accounts.byId(target.id)
-        if (!current) throw problem('not-found', `No account with id ${target.id}.`)
-        const changes = contactChanges(body)
-        if (body.userName !== undefined && body.userName !== current.user_name) {
-          const other = await accounts.byName(body.userName)
-          if (other && other.id !== current.id) throw problem('conflict', `A user named "${body.userName}" already exists.`)
-          changes.user_name = body.userName
-        }
-        if (body.userProfile !== undefined) changes.profile = body.userProfile
-        if (body.isActive !== undefined) changes.is_active = body.isActive ? 1 : 0
-        if (hash) changes.password_hash = hash
-        const next = { profile: changes.profile ?? current.profile, active: (changes.is_active ?? current.is_active) === 1 }
-        if (await wouldLoseLastAdmin(current, next)) throw problem('conflict', 'The last active Administrator cannot be demoted or disabled.')
-        const now = Date.now()
-        await accounts.update(current.id, changes, now)
-        const revoke = hash !== undefined || (changes.profile !== undefined && changes.profile !== current.profile) || (changes.is_active === 0 && current.is_active === 1)
-        if (revoke) await accounts.revokeTokens(current.id, now)
-        const before = accountView(current)
-        const after = accountView((await accounts.byId(current.id))!)
-        const changed = Object.fromEntries(
-          Object.keys(after)
-            .filter((k) => !['updatedTime'].includes(k) && JSON.stringify((before as any)[k]) !== JSON.stringify((after as any)[k]))
-            .map((k) => [k, { from: k === 'image' ? '(image)' : (before as any)[k], to: k === 'image' ? '(image)' : (after as any)[k] }]),
-        )
-        if (hash) changed.password = { from: '***', to: '***' }
-        await audit.record(ctx, { description: `Changed account "${after.userName}"${revoke ? ' and revoked its tokens' : ''}`, details: changed, asset: userAsset(current) })
-        return after
-      })
+      return sameName(
+        uow.run(async () => {
+          const current = await accounts.byId(target.id)
+          if (!current) throw problem('not-found', `No account with id ${target.id}.`)
+          const changes = contactChanges(body)
+          if (body.userName !== undefined && body.userName !== current.user_name) {
+            const other = await accounts.byName(body.userName)
+            if (other && other.id !== current.id) throw problem('conflict', `A user named "${body.userName}" already exists.`)
+            changes.user_name = body.userName
+          }
+          if (body.userProfile !== undefined) changes.profile = body.userProfile
+          if (body.isActive !== undefined) changes.is_active = body.isActive ? 1 : 0
+          if (hash) changes.password_hash = hash
+          const next = { profile: changes.profile ?? current.profile, active: (changes.is_active ?? current.is_active) === 1 }
+          if (await wouldLoseLastAdmin(current, next)) throw problem('conflict', 'The last active Administrator cannot be demoted or disabled.')
+          const now = Date.now()
+          await accounts.update(current.id, changes, now)
+          const revoke = hash !== undefined || (changes.profile !== undefined && changes.profile !== current.profile) || (changes.is_active === 0 && current.is_active === 1)
+          if (revoke) await accounts.revokeTokens(current.id, now)
+          const before = accountView(current)
+          const after = accountView((await accounts.byId(current.id))!)
+          const changed = Object.fromEntries(
+            Object.keys(after)
+              .filter((k) => !['updatedTime'].includes(k) && JSON.stringify((before as any)[k]) !== JSON.stringify((after as any)[k]))
+              .map((k) => [k, { from: k === 'image' ? '(image)' : (before as any)[k], to: k === 'image' ? '(image)' : (after as any)[k] }]),
+          )
+          if (hash) changed.password = { from: '***', to: '***' }
+          await audit.record(ctx, { description: `Changed account "${after.userName}"${revoke ? ' and revoked its tokens' : ''}`, details: changed, asset: userAsset(current) })
+          return after
+        }),
+        newName,
+      )
     },
 
     /**

@@ -41,23 +41,31 @@ export function integrationTokenService(deps: IntegrationTokenDeps) {
       const expires = body.expiresAt ? Date.parse(body.expiresAt) : null
       if (expires !== null && expires <= now) throw problem('validation', 'expiresAt must be in the future.', { errors: [{ location: 'body', name: 'expiresAt', reason: 'must be in the future' }] })
       const { token, hash } = deps.newSecret()
-      const row = await uow.run(async () => {
-        if (await tokens.byName(body.name)) throw problem('conflict', `An integration token named "${body.name}" already exists.`)
-        const id = crypto.randomUUID()
-        await tokens.insert({
-          id,
-          name: body.name,
-          token_hash: hash,
-          profile: body.userProfile,
-          created_by: creator.name,
-          created_by_user_id: creator.id as number,
-          created_ms: now,
-          expires_ms: expires,
+      // A name taken by a concurrent unit after the check: refused by a database server's
+      // unique index (code `duplicate-name`), answered as the check would have answered.
+      const taken = (err: unknown) => {
+        if ((err as { code?: string }).code === 'duplicate-name') throw problem('conflict', `An integration token named "${body.name}" already exists.`)
+        throw err
+      }
+      const row = await uow
+        .run(async () => {
+          if (await tokens.byName(body.name)) throw problem('conflict', `An integration token named "${body.name}" already exists.`)
+          const id = crypto.randomUUID()
+          await tokens.insert({
+            id,
+            name: body.name,
+            token_hash: hash,
+            profile: body.userProfile,
+            created_by: creator.name,
+            created_by_user_id: creator.id as number,
+            created_ms: now,
+            expires_ms: expires,
+          })
+          const created = (await tokens.byId(id))!
+          await audit.record(ctx, { description: `Created integration token "${body.name}" with profile ${body.userProfile}`, details: tokenView(created), asset: tokenAsset(created) })
+          return created
         })
-        const created = (await tokens.byId(id))!
-        await audit.record(ctx, { description: `Created integration token "${body.name}" with profile ${body.userProfile}`, details: tokenView(created), asset: tokenAsset(created) })
-        return created
-      })
+        .catch(taken)
       return { row, token }
     },
 
