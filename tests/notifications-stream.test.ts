@@ -219,7 +219,7 @@ t.test('limits, media type, and the end of the credential', async (t) => {
   // An expired access token (a short lifetime): token-expired.
   const expiring = await (async () => {
     const now = Date.now()
-    const principal = app.tokens.authenticate(admin, now)
+    const principal = await app.tokens.authenticate(admin, now)
     return app.jwt.sign({ sub: String(principal.id), sid: principal.sessionId, ims: now }, { expiresIn: 1 })
   })()
   const e = await subscribe(expiring)
