@@ -72,7 +72,7 @@ export async function openStorage(app: FastifyInstance, config: Config): Promise
     audit: asyncPort(repos.audit, repos.uow),
     notificationLoops: {
       feed: asyncPort({ ...repos.notifications, changeSeq: () => repos.notifications.counter().seq }, repos.uow),
-      // A unit of work: the connection is this context's while the reads run.
+      // A unit of work, taken only when the change number moved: no other context's statement runs between the reads.
       snapshot: (read) => repos.uow.run(read),
       records: asyncPort(repos.notifications, repos.uow),
       // Synchronous, as SQLite's health checks are.
