@@ -79,7 +79,7 @@ export const notificationsHandlers: Handlers<
     if (last !== undefined && (typeof last !== 'string' || !/^[0-9]{1,19}$/.test(last))) {
       throw invalidField('header', 'Last-Event-ID', 'must be the id of an event received (1 to 19 digits)')
     }
-    const stream = req.server.notifications.hub.open({
+    const stream = await req.server.notifications.hub.open({
       principal: req.principal!,
       token: bearerToken(req)!,
       lastEventId: last,

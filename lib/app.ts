@@ -132,6 +132,8 @@ function registerBackground(app: FastifyInstance): void {
     // The loops over PostgreSQL's ports. SQLite's own upkeep (checkpoints, its search
     // structures and the event index) has no counterpart there; the feature loops that still
     // read SQLite's repositories join as their ports are built on PostgreSQL.
+    registerCoreHealthChecks(app)
+    for (const loop of notificationLoops(app)) loops.add(loop)
     loops.add(refusalFlushLoop(app))
     return
   }

@@ -3,9 +3,8 @@ import type { FastifyInstance } from 'fastify'
 import { iso } from './time.js'
 import { quickCheck } from '../db/integrity.js'
 import type { RetentionRepo } from '../db/retention.js'
-import type { systemRepo } from '../db/system.js'
-import type { UsersRepo } from '../db/users.js'
 import { registerHealthCheck, type HealthStatus, type HealthVerdict } from './platform/health.js'
+import { isPromise, then, type Maybe } from './platform/maybe.js'
 
 export type { HealthStatus } from './platform/health.js'
 export interface HealthItem {
@@ -16,25 +15,40 @@ export interface HealthItem {
   durationMs: number
 }
 
+/** What admin/SubsystemHealth answers and the health recorder records. */
+export interface HealthResult {
+  status: HealthStatus
+  checkedTime: string
+  subsystems: HealthItem[]
+}
+
 const GiB = 1024 ** 3,
   MiB = 1024 ** 2
 const rank: Record<HealthStatus, number> = { Healthy: 0, Warning: 1, Failed: 2 }
 
 /**
- * What the platform's checks read: the database's own facts, the accounts, the data
- * directory and its growth samples, and what the checks keep between runs (the latest quick
- * check, the latest size measured).
+ * The storage the platform's checks read (`app.storage.health`): the database's own facts and
+ * the accounts, at once on SQLite and through Promises on PostgreSQL; the data directory's
+ * growth samples on SQLite only (they are its DiskSpace check's, below).
  */
-export interface CoreHealthDeps {
-  system: Pick<ReturnType<typeof systemRepo>, 'probe' | 'sizeBytes' | 'schemaVersion'>
-  users: Pick<UsersRepo, 'counts' | 'activeAdministrators'>
-  samples: Pick<RetentionRepo, 'samples' | 'addSample'>
-  dbFile: string
+export interface CoreHealthStore {
+  system: { probe(): Maybe<void>; sizeBytes(): Maybe<number>; schemaVersion(): Maybe<number> }
+  users: { counts(): Maybe<{ total: number; active: number }>; activeAdministrators(): Maybe<number> }
+  samples?: Pick<RetentionRepo, 'samples' | 'addSample'>
+}
+
+/**
+ * What the platform's checks read: the storage above, the database file (SQLite's: its quick
+ * check; none on PostgreSQL), the data directory, and what the checks keep between runs (the
+ * latest quick check, the latest size measured).
+ */
+export interface CoreHealthDeps extends CoreHealthStore {
+  dbFile?: string
   dataDir: string
   kept: { integrity: Integrity; measured?: { ms: number; bytes: number } }
 }
 
-type Check = (deps: CoreHealthDeps) => HealthVerdict
+type Check = (deps: CoreHealthDeps) => Maybe<HealthVerdict>
 
 // SQLite's quick check reads the whole file (tens of seconds on a large database): it runs in
 // a worker thread (db/integrity.ts), at most hourly while it passes and again at the next
@@ -49,13 +63,13 @@ interface Integrity {
 }
 
 /** The latest finished quick check; starts another one when it is due. */
-function integrityOf(deps: CoreHealthDeps): Integrity {
+function integrityOf(deps: CoreHealthDeps, dbFile: string): Integrity {
   const state = deps.kept.integrity
   const due = state.finishedMs === undefined || state.result !== 'ok' || Date.now() - state.finishedMs >= INTEGRITY_EVERY_MS
   if (due && !state.running) {
     state.running = true
     const stop = new AbortController()
-    const done = quickCheck(deps.dbFile, stop.signal).then((result) => {
+    const done = quickCheck(dbFile, stop.signal).then((result) => {
       state.inHand = undefined
       if (!stop.signal.aborted) Object.assign(state, { running: false, result, finishedMs: Date.now() })
     })
@@ -97,7 +111,8 @@ export function dirBytes(dir: string): number {
 export function dataDirGrowth(deps: CoreHealthDeps, free: number, now = Date.now()): { bytes: number; perDay: number | null; overDays: number } {
   let m = deps.kept.measured
   if (!m || now - m.ms >= SIZE_EVERY_MS) deps.kept.measured = m = { ms: now, bytes: dirBytes(deps.dataDir) }
-  const repo = deps.samples
+  // DiskSpace is registered only where the samples are kept (SQLite).
+  const repo = deps.samples!
   const samples = repo.samples()
   const latest = samples.at(-1)
   if (!latest || now - latest.sampled_ms >= SAMPLE_EVERY_MS) repo.addSample(now, m.bytes, free, now - GROWTH_DAYS * DAY)
@@ -110,12 +125,22 @@ export function dataDirGrowth(deps: CoreHealthDeps, free: number, now = Date.now
 /** The checks of the platform itself; features register theirs (lib/platform/health.ts). */
 export const checks: Record<'Database' | 'DiskSpace' | 'Authentication', Check> = {
   Database(deps) {
-    deps.system.probe()
-    const { result, finishedMs } = integrityOf(deps)
-    if (result !== undefined && result !== 'ok') return { status: 'Failed', detail: `Integrity check: ${result}` }
-    const quick = finishedMs === undefined ? 'integrity check running' : `integrity ok at ${iso(finishedMs)}`
-    const mb = (deps.system.sizeBytes() / MiB).toFixed(1)
-    return { status: 'Healthy', detail: `Read and write succeeded; ${quick}; ${mb} MiB; schema version ${deps.system.schemaVersion()}` }
+    // Each step at once on SQLite, after the previous answer on PostgreSQL.
+    return then(deps.system.probe(), () => {
+      // SQLite's quick check of its file; PostgreSQL checks its own pages (data checksums).
+      const integrity = deps.dbFile === undefined ? undefined : integrityOf(deps, deps.dbFile)
+      if (integrity?.result !== undefined && integrity.result !== 'ok') return { status: 'Failed', detail: `Integrity check: ${integrity.result}` }
+      const quick = integrity === undefined ? [] : [integrity.finishedMs === undefined ? 'integrity check running' : `integrity ok at ${iso(integrity.finishedMs)}`]
+      return then(deps.system.sizeBytes(), (bytes) =>
+        then(
+          deps.system.schemaVersion(),
+          (version): HealthVerdict => ({
+            status: 'Healthy',
+            detail: ['Read and write succeeded', ...quick, `${(bytes / MiB).toFixed(1)} MiB`, `schema version ${version}`].join('; '),
+          }),
+        ),
+      )
+    })
   },
   DiskSpace(deps) {
     const s = fs.statfsSync(deps.dataDir)
@@ -134,25 +159,33 @@ export const checks: Record<'Database' | 'DiskSpace' | 'Authentication', Check> 
     return { status: 'Healthy', detail }
   },
   Authentication(deps) {
-    const { total, active } = deps.users.counts()
-    const admins = deps.users.activeAdministrators()
-    if (admins === 0) return { status: 'Failed', detail: 'No active Administrator account' }
-    return { status: 'Healthy', detail: `${active} of ${total} accounts active; ${admins} active Administrator(s); token signing ready` }
+    return then(deps.users.counts(), ({ total, active }) =>
+      then(deps.users.activeAdministrators(), (admins): HealthVerdict => {
+        if (admins === 0) return { status: 'Failed', detail: 'No active Administrator account' }
+        return { status: 'Healthy', detail: `${active} of ${total} accounts active; ${admins} active Administrator(s); token signing ready` }
+      }),
+    )
   },
 }
 
-/** Registers the platform's checks, first of all (answered before the features'). */
+/**
+ * Registers the platform's checks, first of all (answered before the features'). On
+ * PostgreSQL, Database and Authentication read the server through the storage's ports;
+ * DiskSpace is SQLite's only: it watches the file system that holds SQLite's file, its WAL
+ * and archives, with growth samples kept in that file, while PostgreSQL's data is on the
+ * database server's disks, which a node cannot see (the Database check gives its size).
+ */
 export function registerCoreHealthChecks(app: FastifyInstance): void {
-  const { repos, config } = app
+  const { storage, config } = app
+  const sqlite = storage.backend === 'sqlite'
   const deps: CoreHealthDeps = {
-    system: repos.system,
-    users: repos.users,
-    samples: repos.retention,
-    dbFile: config.dbFile,
+    ...storage.health,
+    dbFile: sqlite ? config.dbFile : undefined,
     dataDir: config.dataDir,
     kept: { integrity: { running: false } },
   }
-  for (const name of Object.keys(checks) as (keyof typeof checks)[]) registerHealthCheck(app, { name, check: () => checks[name](deps) })
+  const names: (keyof typeof checks)[] = sqlite ? ['Database', 'DiskSpace', 'Authentication'] : ['Database', 'Authentication']
+  for (const name of names) registerHealthCheck(app, { name, check: () => checks[name](deps) })
   // A quick check in hand holds a connection to the file: ended before the app is closed,
   // so that nothing reads (or reopens the WAL of) a database that is being closed or moved.
   app.addHook('onClose', async () => {
@@ -162,18 +195,42 @@ export function registerCoreHealthChecks(app: FastifyInstance): void {
   })
 }
 
-/** Runs every registered check, in registration order. */
-export function runHealthChecks(app: FastifyInstance) {
-  const subsystems: HealthItem[] = app.healthChecks.map(({ name, check }) => {
-    const start = performance.now()
-    let result: HealthVerdict
-    try {
-      result = check(app)
-    } catch (err) {
-      result = { status: 'Failed', detail: `Check failed: ${(err as Error).message}` }
-    }
-    return { name, ...result, checkedTime: iso(Date.now()), durationMs: Math.round((performance.now() - start) * 1000) / 1000 }
+const failed = (err: unknown): HealthVerdict => ({ status: 'Failed', detail: `Check failed: ${(err as Error).message}` })
+
+/**
+ * Runs every registered check, in registration order, one after another: the answer comes
+ * at once when every check answers at once (SQLite), else through a Promise.
+ */
+export function runHealthChecks(app: FastifyInstance): Maybe<HealthResult> {
+  const checks = app.healthChecks
+  const subsystems: HealthItem[] = []
+  const item = (name: string, verdict: HealthVerdict, start: number): HealthItem => ({
+    name,
+    ...verdict,
+    checkedTime: iso(Date.now()),
+    durationMs: Math.round((performance.now() - start) * 1000) / 1000,
   })
-  const status = subsystems.reduce<HealthStatus>((worst, s) => (rank[s.status] > rank[worst] ? s.status : worst), 'Healthy')
-  return { status, checkedTime: iso(Date.now()), subsystems }
+  const from = (i: number): Maybe<HealthResult> => {
+    for (; i < checks.length; i++) {
+      const { name, check } = checks[i]
+      const start = performance.now()
+      let verdict: Maybe<HealthVerdict>
+      try {
+        verdict = check(app)
+      } catch (err) {
+        verdict = failed(err)
+      }
+      if (isPromise(verdict)) {
+        const next = i + 1
+        return verdict.catch(failed).then((v) => {
+          subsystems.push(item(name, v, start))
+          return from(next)
+        })
+      }
+      subsystems.push(item(name, verdict, start))
+    }
+    const status = subsystems.reduce<HealthStatus>((worst, s) => (rank[s.status] > rank[worst] ? s.status : worst), 'Healthy')
+    return { status, checkedTime: iso(Date.now()), subsystems }
+  }
+  return from(0)
 }

@@ -30,6 +30,7 @@ import { vault } from './vault.js'
 import { problem } from './errors.js'
 import type { CredentialStore } from './platform/ports.js'
 import type { ServicePorts } from './services.js'
+import type { NotificationLoopStore } from './notifications/ports.js'
 
 /** A port whose every method answers 501: `part` is not built on PostgreSQL yet. */
 export function notBuilt<T extends object>(part: string): T {
@@ -67,6 +68,22 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
   const agentless = pgAgentlessRepo(pg)
   const assets = pgAssetsRepo(pg)
   const insights = pgInsightsRepo(pg, [eventCodes.whitelistViolation.code, eventCodes.unapprovedOnArmed.code])
+  // The notifications' loops (lib/notifications/index.ts): the stream's feed and the health checks' records.
+  const notifications = pgNotificationsRepo(pg)
+  const notificationLoops: NotificationLoopStore = {
+    feed: notifications,
+    // A REPEATABLE READ read-only transaction: every read in it sees one snapshot.
+    snapshot: (read) =>
+      pg.uow.inUnit()
+        ? read()
+        : pg.uow.run(async () => {
+            await pg.run('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY')
+            return read()
+          }),
+    records: notifications,
+    licenseUse: () => notifications.licenseUse(),
+    authVersion,
+  }
   const credentials: CredentialStore = {
     agentByCredential: (hash) => gateway.byCredential(hash),
     heldAgentCredential: async (hash) => (await gateway.heldReEnrollmentByCredential(hash)) !== undefined,
@@ -119,5 +136,5 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
     applyPrune: () => {},
     systemAudit: audit,
   }
-  return { ports, credentials, audit, system, users, sessions, agentless, records, alarms, gateway, agentState, authVersion }
+  return { ports, credentials, audit, system, users, sessions, agentless, records, alarms, gateway, agentState, authVersion, notificationLoops }
 }

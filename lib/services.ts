@@ -208,11 +208,10 @@ export function createServices(app: FastifyInstance, ports: ServicePorts) {
       groupNames: groupNames(app.contract.spec),
       keptAnswers: config.keptListAnswers,
       // The health checks' runner and the streams' hub are made with the app's loops (lib/notifications/index.ts).
-      // Neither runs on PostgreSQL yet (its health checks and streams read SQLite's repositories).
       ensureChecked: async () => {
-        if (app.notifications?.checkedMs === 0) await app.notifications.checkHealth()
+        if (app.notifications.checkedMs === 0) await app.notifications.checkHealth()
       },
-      markedRead: (key, kind, from, to) => app.notifications?.hub.markedRead(key, kind, from, to),
+      markedRead: (key, kind, from, to) => void app.notifications.hub.markedRead(key, kind, from, to),
     }),
     system: systemService({
       system: ports.system,

@@ -4,13 +4,17 @@
 import type { NotificationsRepo } from '../../db/notifications.js'
 import type { Async } from '../../db/unit-of-work.js'
 import type { UnitOfWork } from '../platform/ports.js'
-import type { HealthStatus, runHealthChecks } from '../health.js'
+import type { HealthResult, HealthStatus } from '../health.js'
 import { healthGroups, healthSeverity } from './views.js'
 
-export type HealthResult = ReturnType<typeof runHealthChecks>
+export type { HealthResult } from '../health.js'
 
 /** Where the checks' results are recorded: each group's state and its notifications. */
-export type HealthRecords = Async<Pick<NotificationsRepo, 'recordCheck' | 'openHealth' | 'resolveHealthNotification' | 'openHealthNotification' | 'repeatHealthNotification'>>
+export type HealthRecords = Async<Pick<NotificationsRepo, 'recordCheck' | 'openHealth' | 'openHealthNotification'>> & {
+  /** Another bad check of an open notification; `worse` makes it unread again (what the write answers is not read). */
+  repeatHealthNotification(id: number, severity: number, title: string, description: string, now: number, worse: boolean): Promise<unknown>
+  resolveHealthNotification(id: number, now: number): Promise<unknown>
+}
 
 export interface HealthRecorderDeps {
   records: HealthRecords

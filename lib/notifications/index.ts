@@ -5,9 +5,9 @@ import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
 import { recordHealth, type HealthResult } from './health.js'
 import { runHealthChecks } from '../health.js'
 import { groupNames } from './views.js'
-import { asyncPort } from '../../db/unit-of-work.js'
 import { notificationHub, type NotificationHub } from './stream.js'
 import { everyInterval, type Loop } from '../platform/loops.js'
+import { then, type Maybe } from '../platform/maybe.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -32,29 +32,30 @@ const SEAT_WARNING = 0.9
 
 /**
  * The health checks (every PRIME_HEALTH_CHECK_SECONDS) and the stream's hub, as the app's
- * loops, and the license's health check; both stop as closing begins, open streams first so that the server can close.
+ * loops, and the license's health check; both stop as closing begins, open streams first so
+ * that the server can close. The same on both backends, over `app.storage.notificationLoops`.
  */
 export function notificationLoops(app: FastifyInstance): Loop[] {
   const intervalMs = app.config.healthCheckSeconds * 1000
-  const { repos } = app
+  const store = app.storage.notificationLoops
   const hub = notificationHub({
-    feed: repos.notifications,
-    snapshot: (read) => app.db.transaction(read)(),
-    authVersion: repos.authVersion,
+    feed: store.feed,
+    snapshot: store.snapshot,
+    authVersion: store.authVersion,
     authenticate: (token, now) => app.tokens.authenticate(token, now),
     tokenExpiry: (token) => (app.jwt.decode<{ exp?: number }>(token)?.exp ?? 0) * 1000,
     log: app.log,
   })
   let checkedMs = 0
-  const recorder = { records: asyncPort(repos.notifications, repos.uow), uow: repos.uow, groups: new Set(groupNames(app.contract.spec)) }
+  const recorder = { records: store.records, uow: app.storage.uow, groups: new Set(groupNames(app.contract.spec)) }
   const service: NotificationService = {
     hub,
     async checkHealth() {
-      const result = runHealthChecks(app)
+      const result = await runHealthChecks(app)
       await recordHealth(recorder, result)
       checkedMs = Date.now()
       // The changes reach the streams now rather than at the next look.
-      hub.poll()
+      await hub.poll().catch((err) => app.log.error({ err }, 'notification stream poll failed'))
       return result
     },
     get checkedMs() {
@@ -62,12 +63,13 @@ export function notificationLoops(app: FastifyInstance): Loop[] {
     },
   }
   app.decorate('notifications', service)
-  const license = { license: app.config.license, use: () => app.repos.notifications.licenseUse() }
+  const license = { license: app.config.license, use: () => store.licenseUse() }
   registerHealthCheck(app, { name: 'License', check: () => licenseHealth(license) })
   return [
     // Each process serves its own streams.
     { name: 'notification-stream', singleton: false, stopsFirst: true, start: () => hub.start(), stop: () => hub.stop() },
-    // The notifications it opens and resolves are shared: one process at a time.
+    // The notifications it opens and resolves are shared: one process at a time (two at once
+    // record a check twice at worst: each group's row is locked while its result is recorded).
     { ...everyInterval(app.log, { name: 'health-checks', singleton: true, intervalMs, what: 'recording the health checks' }, () => service.checkHealth()), stopsFirst: true },
   ]
 }
@@ -75,13 +77,16 @@ export function notificationLoops(app: FastifyInstance): Loop[] {
 /** What the license check reads: the license's terms (PRIME_LICENSE_*) and the seats in use. */
 export interface LicenseHealthDeps {
   license: { seats: number; expirationDate: string | null }
-  use(): { activated: number; pending: number; invalid: number }
+  /** At once on SQLite, through a Promise on PostgreSQL. */
+  use(): Maybe<{ activated: number; pending: number; invalid: number }>
 }
 
-/** The license's health: expiry and seats. */
-export function licenseHealth(deps: LicenseHealthDeps): { status: HealthStatus; detail: string } {
-  const { seats, expirationDate } = deps.license
-  const use = deps.use()
+/** The license's health: expiry and seats (at once when the seats in use are read at once). */
+export function licenseHealth(deps: LicenseHealthDeps): Maybe<{ status: HealthStatus; detail: string }> {
+  return then(deps.use(), (use) => licenseVerdict(deps.license, use))
+}
+
+function licenseVerdict({ seats, expirationDate }: LicenseHealthDeps['license'], use: { activated: number; pending: number; invalid: number }): { status: HealthStatus; detail: string } {
   const now = Date.now()
   const pct = seats > 0 ? Math.round((use.activated / seats) * 1000) / 10 : 0
   const parts = [`${use.activated} of ${seats} seats used (${pct} %)`]

@@ -2,9 +2,12 @@
 // subscriber: it looks at the change counter a few times a second (one read of one row),
 // reads what changed once, keeps the last events for resumption, and writes each event to
 // every subscriber, rendered once per distinct read state rather than once per subscriber.
+// Its reads answer through Promises (on both backends): its looks, the streams' openings and
+// the read-alls run one at a time, in the order asked for, so that each stream gets its
+// events in order.
 import { isPromise, type Maybe } from '../platform/maybe.js'
 import { PassThrough } from 'node:stream'
-import type { GroupRow, HealthRow, NotificationsRepo, RiskRow } from '../../db/notifications.js'
+import type { GroupRow, HealthRow, NotificationFeed, RiskRow } from './ports.js'
 import type { Principal } from '../auth.js'
 import { problem } from '../errors.js'
 import type { Log } from '../platform/ports.js'
@@ -50,7 +53,7 @@ interface HubEvent {
   id: number
   at: number
   /** The event as this caller sees it (isRead, unread counts are the caller's). */
-  frame(c: Caller): string
+  frame(c: Caller): Maybe<string>
 }
 
 /** The key of a caller's read state and stream limit. */
@@ -60,13 +63,13 @@ const frame = (name: string, data: unknown, id?: number) => `${id === undefined 
 
 export interface HubDeps {
   /**
-   * The notifications as the hub reads them: synchronously, as a streaming reader (one read
-   * of the change counter a few times a second, a few rows when something changed); each
-   * process runs its own hub over the shared tables.
+   * The notifications as the hub reads them, as a streaming reader (one read of the change
+   * number a few times a second, a few rows when something changed); each process runs its
+   * own hub over the shared tables.
    */
-  feed: NotificationsRepo
-  /** Runs `read` as one snapshot (the rows and the counter agree while another process writes). */
-  snapshot<T>(read: () => T): T
+  feed: NotificationFeed
+  /** Runs `read` (reads of `feed`) as one snapshot (the rows and the change number agree while another process writes). */
+  snapshot<T>(read: () => Promise<T>): Promise<T>
   /** The credential-change counter: a bump ends the streams whose credential no longer works. */
   authVersion: { readonly value: number; onBump(fn: () => void): void }
   /** Throws when the credential no longer works (revoked, expired, its account disabled). */
@@ -96,20 +99,20 @@ export function notificationHub(deps: HubDeps) {
   let lastId = Date.now() * 1000
   /** Events up to this id are no longer kept (or were never seen by this process). */
   let floorId = lastId
-  let seenSeq = repo.counter().seq
+  /** The change number read up to (undefined until the hub's first look). */
+  let seenSeq: number | undefined
   let subscribers = 0
   const timers: NodeJS.Timeout[] = []
+  let stopped = false
   const authVersion = deps.authVersion
   let authSeen = authVersion.value
 
-  const caller = (key: string): Caller => {
-    let c = callers.get(key)
-    if (!c) {
-      const m = repo.marks(key)
-      c = { key, riskMark: m.risk_seq, healthMark: m.health_seq, streams: new Set() }
-      callers.set(key, c)
-    }
-    return c
+  /** The hub's work that reads and then writes to streams: one at a time, in the order asked for. */
+  let queue: Promise<unknown> = Promise.resolve()
+  const serial = <T>(work: () => Promise<T>): Promise<T> => {
+    const run = queue.then(work)
+    queue = run.catch(() => {})
+    return run
   }
 
   function write(s: Subscriber, text: string) {
@@ -129,8 +132,8 @@ export function notificationHub(deps: HubDeps) {
     s.out.end()
   }
 
-  function riskEvent(r: RiskRow, id: number): HubEvent {
-    const data = riskView(r, false, repo.relatedEvents(r.id))
+  function riskEvent(r: RiskRow, related: number[], id: number): HubEvent {
+    const data = riskView(r, false, related)
     let read: string | undefined, unread: string | undefined
     return {
       id,
@@ -156,19 +159,22 @@ export function notificationHub(deps: HubDeps) {
       id,
       at: Date.now(),
       frame(c) {
-        let text = byMark.get(c.healthMark)
-        if (!text) {
-          text = frame(
-            'group',
-            groupView(
-              g,
-              repo.groupCounts(c.healthMark).find((n) => n.group_name === g.name),
-            ),
-            id,
-          )
-          byMark.set(c.healthMark, text)
-        }
-        return text
+        const mark = c.healthMark
+        return (
+          byMark.get(mark) ??
+          repo.groupCounts(mark).then((counts) => {
+            const text = frame(
+              'group',
+              groupView(
+                g,
+                counts.find((n) => n.group_name === g.name),
+              ),
+              id,
+            )
+            byMark.set(mark, text)
+            return text
+          })
+        )
       },
     }
   }
@@ -182,22 +188,23 @@ export function notificationHub(deps: HubDeps) {
   }
 
   /** A caller's counts as JSON; `memo` shares the counting among callers with the same read marks. */
-  function countsJson(c: Caller, memo = new Map<string, string>()): string {
+  function countsJson(c: Caller, memo = new Map<string, Promise<string>>()): Promise<string> {
     const key = `${c.riskMark}:${c.healthMark}`
     let json = memo.get(key)
     if (!json) {
-      const risk = { unread: repo.riskUnread(c.riskMark), pinned: repo.riskPinned(), total: repo.counter().risk_open }
-      json = JSON.stringify(countsView(risk, repo.healthCounts(c.healthMark)))
+      json = Promise.all([repo.riskUnread(c.riskMark), repo.riskPinned(), repo.counter(), repo.healthCounts(c.healthMark)]).then(([unread, pinned, counter, health]) =>
+        JSON.stringify(countsView({ unread, pinned, total: counter.risk_open }, health)),
+      )
       memo.set(key, json)
     }
     return json
   }
 
   /** Every caller's counts (or one caller's), sent where they changed. */
-  function sendCounts(only?: Caller) {
-    const memo = new Map<string, string>()
-    for (const c of only ? [only] : callers.values()) {
-      const counts = countsJson(c, memo)
+  async function sendCounts(only?: Caller) {
+    const memo = new Map<string, Promise<string>>()
+    for (const c of only ? [only] : [...callers.values()]) {
+      const counts = await countsJson(c, memo)
       if (counts === c.counts) continue
       c.counts = counts
       const text = `event: counts\ndata: ${counts}\n\n`
@@ -205,51 +212,51 @@ export function notificationHub(deps: HubDeps) {
     }
   }
 
-  function broadcast(e: HubEvent) {
-    for (const c of callers.values()) for (const s of c.streams) write(s, e.frame(c))
+  async function broadcast(e: HubEvent) {
+    for (const c of [...callers.values()]) {
+      const text = await e.frame(c)
+      for (const s of c.streams) write(s, text)
+    }
   }
 
   /**
    * Reads what changed since the last look, keeps it as events and sends them. Cheap when
-   * nothing changed: one read of the counter.
+   * nothing changed: one read of the change number. Runs in its turn (see `serial`).
    */
-  function poll() {
-    const { seq } = repo.counter()
+  async function look() {
+    const seq = await repo.changeSeq()
+    // The first look: what changed before it is not this hub's to send.
+    seenSeq ??= seq
     if (seq === seenSeq) return
+    const since = seenSeq
     const max = STREAM_LIMITS.replayEvents
-    // One snapshot: the rows and the counter agree even if another process writes meanwhile.
-    const changed = deps.snapshot(() => {
-      const upTo = repo.counter().seq
-      const risks = repo.riskChangedSince(seenSeq, max + 1).filter((r) => r.change_seq <= upTo)
-      const healths = repo.healthChangedSince(seenSeq, max + 1).filter((h) => h.change_seq <= upTo)
-      const groups = repo.groupsChangedSince(seenSeq).filter((g) => g.change_seq <= upTo)
-      return {
-        upTo,
-        risks,
-        healths,
-        groups,
-        muted: new Set(
-          repo
-            .groups()
-            .filter((g) => g.muted)
-            .map((g) => g.name),
-        ),
-      }
+    // One snapshot: the rows and the change number agree even if another process writes meanwhile.
+    const changed = await deps.snapshot(async () => {
+      const upTo = await repo.changeSeq()
+      const risks = (await repo.riskChangedSince(since, max + 1)).filter((r) => r.change_seq <= upTo)
+      const healths = (await repo.healthChangedSince(since, max + 1)).filter((h) => h.change_seq <= upTo)
+      const groups = (await repo.groupsChangedSince(since)).filter((g) => g.change_seq <= upTo)
+      const muted = new Set((await repo.groups()).filter((g) => g.muted).map((g) => g.name))
+      const reset = risks.length + healths.length + groups.length > max
+      // Each risk notification's latest events, as of the same snapshot (none for a reset).
+      const related: number[][] = []
+      if (!reset) for (const r of risks) related.push(await repo.relatedEvents(r.id))
+      return { upTo, risks, related, healths, groups, muted, reset }
     })
     seenSeq = changed.upTo
-    const { risks, healths, groups, muted } = changed
-    if (risks.length + healths.length + groups.length > max) {
+    const { risks, related, healths, groups, muted } = changed
+    if (changed.reset) {
       // More than can be kept: everything before is unknown now; consoles reload their lists.
       events.length = 0
       floorId = ++lastId
       const reset = frame('reset', { reason: 'Too many notifications changed at once; reload the lists.' })
       for (const c of callers.values()) for (const s of c.streams) write(s, reset)
-      sendCounts()
+      await sendCounts()
       return
     }
     type Change = { seq: number; make: (id: number) => HubEvent | undefined }
     const all: Change[] = [
-      ...risks.map((r) => ({ seq: r.change_seq, make: (id: number) => riskEvent(r, id) })),
+      ...risks.map((r, i) => ({ seq: r.change_seq, make: (id: number) => riskEvent(r, related[i], id) })),
       // Muted groups' notifications are recorded, not streamed.
       ...healths.map((h) => ({ seq: h.change_seq, make: (id: number) => (muted.has(h.group_name) ? undefined : healthEvent(h, id)) })),
       ...groups.map((g) => ({ seq: g.change_seq, make: (id: number) => groupEvent(g, id) })),
@@ -259,10 +266,19 @@ export function notificationHub(deps: HubDeps) {
       if (!e) continue
       lastId = e.id
       keep(e)
-      broadcast(e)
+      await broadcast(e)
     }
-    sendCounts()
+    await sendCounts()
   }
+
+  /** A look waiting for its turn: callers asking meanwhile share it (it starts after they asked). */
+  let waiting: Promise<void> | undefined
+  /** Looks in its turn; resolves once what changed before the call has been sent. */
+  const poll = (): Promise<void> =>
+    (waiting ??= serial(() => {
+      waiting = undefined
+      return look()
+    }))
 
   /** Ends the stream with `reauthenticate` when the caller's credential no longer works. */
   function revalidate(now = Date.now()) {
@@ -305,6 +321,8 @@ export function notificationHub(deps: HubDeps) {
     for (const c of callers.values()) for (const s of c.streams) write(s, ': heartbeat\n\n')
   }
 
+  const tooMany = () => problem('rate-limited', `At most ${STREAM_LIMITS.perCaller} notification streams may be open per caller; close one first.`, { headers: { 'retry-after': '5' } })
+
   return {
     poll,
     heartbeat,
@@ -314,72 +332,108 @@ export function notificationHub(deps: HubDeps) {
     },
 
     /** Opens a stream for the caller; answers the stream to send (server-sent events). */
-    open({ principal, token, lastEventId, onClose, endAtOnce }: StreamOpening): PassThrough {
-      const c = caller(callerKey(principal))
-      if (c.streams.size >= STREAM_LIMITS.perCaller) {
-        throw problem('rate-limited', `At most ${STREAM_LIMITS.perCaller} notification streams may be open per caller; close one first.`, { headers: { 'retry-after': '5' } })
-      }
-      // What changed up to now is kept before the replay, so nothing is sent twice or missed.
-      poll()
-      const out = new PassThrough()
-      const s: Subscriber = { caller: c, out, token, closed: false }
-      c.streams.add(s)
-      subscribers++
-      out.write('retry: 5000\n\n')
-      if (lastEventId !== undefined) {
-        const last = Number(lastEventId)
-        if (!Number.isSafeInteger(last) || last > lastId || last < floorId) {
-          out.write(frame('reset', { reason: `Last-Event-ID ${lastEventId} is unknown or older than the replay buffer; reload the lists.` }))
-        } else {
-          for (const e of events) if (e.id > last) out.write(e.frame(c))
+    open({ principal, token, lastEventId, onClose, endAtOnce }: StreamOpening): Promise<PassThrough> {
+      const key = callerKey(principal)
+      if ((callers.get(key)?.streams.size ?? 0) >= STREAM_LIMITS.perCaller) return Promise.reject(tooMany())
+      // Told at once: the client may go away while the opening waits for its turn.
+      let s: Subscriber | undefined
+      let gone = false
+      onClose(() => {
+        gone = true
+        if (s) close(s)
+      })
+      return serial(async () => {
+        // What changed up to now is kept before the replay, so nothing is sent twice or missed.
+        await look()
+        let c = callers.get(key)
+        if (!c) {
+          const m = await repo.marks(key)
+          c = { key, riskMark: m.risk_seq, healthMark: m.health_seq, streams: new Set() }
         }
-      }
-      // The caller's counts are current after poll(); a caller new to the hub has none yet.
-      c.counts ??= countsJson(c)
-      out.write(`event: counts\ndata: ${c.counts}\n\n`)
-      const end = () => close(s)
-      onClose(end)
-      out.on('error', end)
-      if (principal.kind === 'session') {
-        // The access token's own end; revocations are found by revalidate().
-        const exp = deps.tokenExpiry(token)
-        const inMs = Math.max(0, exp - Date.now())
-        s.expiry = setTimeout(() => close(s, frame('reauthenticate', { reason: 'token-expired' })), Math.min(inMs, 2 ** 31 - 1)).unref()
-      }
-      if (endAtOnce) setImmediate(end)
-      return out
+        if (c.streams.size >= STREAM_LIMITS.perCaller) throw tooMany()
+        // The opening is read first, then written as the stream joins, with no wait between:
+        // no event can come in between (the hub's other work waits for its turn).
+        const opening = ['retry: 5000\n\n']
+        if (lastEventId !== undefined) {
+          const last = Number(lastEventId)
+          if (!Number.isSafeInteger(last) || last > lastId || last < floorId) {
+            opening.push(frame('reset', { reason: `Last-Event-ID ${lastEventId} is unknown or older than the replay buffer; reload the lists.` }))
+          } else {
+            for (const e of events) if (e.id > last) opening.push(await e.frame(c))
+          }
+        }
+        // The caller's counts are current after the look; a caller new to the hub has none yet.
+        const counts = c.counts ?? (await countsJson(c))
+        const out = new PassThrough()
+        if (gone || stopped) {
+          out.end()
+          return out
+        }
+        c.counts = counts
+        opening.push(`event: counts\ndata: ${counts}\n\n`)
+        // Its last stream may have closed meanwhile (which forgets the caller).
+        callers.set(key, c)
+        const joined: Subscriber = { caller: c, out, token, closed: false }
+        s = joined
+        c.streams.add(joined)
+        subscribers++
+        for (const text of opening) out.write(text)
+        out.on('error', () => close(joined))
+        if (principal.kind === 'session') {
+          // The access token's own end; revocations are found by revalidate().
+          const exp = deps.tokenExpiry(token)
+          const inMs = Math.max(0, exp - Date.now())
+          joined.expiry = setTimeout(() => close(joined, frame('reauthenticate', { reason: 'token-expired' })), Math.min(inMs, 2 ** 31 - 1)).unref()
+        }
+        if (endAtOnce) setImmediate(() => close(joined))
+        return out
+      })
     },
 
-    /** After a read-all: the caller's streams (by `callerKey`) see the notifications it marked read. */
-    markedRead(key: string, kind: 'risk' | 'health', from: number, to: number) {
+    /**
+     * After a read-all: the caller's streams (by `callerKey`) see the notifications it marked
+     * read. Resolves when they are sent; a failure is logged.
+     */
+    markedRead(key: string, kind: 'risk' | 'health', from: number, to: number): Promise<void> {
       const c = callers.get(key)
-      if (!c) return
+      if (!c) return Promise.resolve()
       if (kind === 'risk') c.riskMark = Math.max(c.riskMark, to)
       else c.healthMark = Math.max(c.healthMark, to)
-      const rows = kind === 'risk' ? repo.riskBetween(from, to, STREAM_LIMITS.readItems + 1) : repo.healthBetween(from, to, STREAM_LIMITS.readItems + 1)
-      if (rows.length > STREAM_LIMITS.readItems) {
-        const reset = frame('reset', { reason: 'Many notifications were marked read; reload the lists.' })
-        for (const s of c.streams) write(s, reset)
-      } else {
-        // Oldest first, like every other change.
-        for (const r of rows.reverse()) {
-          const id = ++lastId
-          const text = kind === 'risk' ? frame('riskNotification', riskView(r as RiskRow, true, repo.relatedEvents(r.id)), id) : frame('healthNotification', healthView(r as HealthRow, true), id)
-          for (const s of c.streams) write(s, text)
+      return serial(async () => {
+        const rows = kind === 'risk' ? await repo.riskBetween(from, to, STREAM_LIMITS.readItems + 1) : await repo.healthBetween(from, to, STREAM_LIMITS.readItems + 1)
+        if (rows.length > STREAM_LIMITS.readItems) {
+          const reset = frame('reset', { reason: 'Many notifications were marked read; reload the lists.' })
+          for (const s of c.streams) write(s, reset)
+        } else {
+          // Oldest first, like every other change.
+          for (const r of rows.reverse()) {
+            const text =
+              kind === 'risk'
+                ? frame('riskNotification', riskView(r as RiskRow, true, await repo.relatedEvents(r.id)), ++lastId)
+                : frame('healthNotification', healthView(r as HealthRow, true), ++lastId)
+            for (const s of c.streams) write(s, text)
+          }
         }
-      }
-      sendCounts(c)
+        await sendCounts(c)
+      }).catch((err) => deps.log.error({ err }, 'notification stream: the notifications marked read could not be sent'))
     },
 
-    start() {
+    /** Takes the first look (what changed before it is not sent), then looks every pollMs. */
+    async start() {
+      stopped = false
+      try {
+        await poll()
+      } catch (err) {
+        deps.log.error({ err }, 'notification stream poll failed')
+      }
       timers.push(
         setInterval(() => {
           try {
             checkRevocations()
-            poll()
           } catch (err) {
-            deps.log.error({ err }, 'notification stream poll failed')
+            deps.log.error({ err }, 'notification stream revalidation failed')
           }
+          poll().catch((err) => deps.log.error({ err }, 'notification stream poll failed'))
         }, STREAM_LIMITS.pollMs).unref(),
         setInterval(heartbeat, STREAM_LIMITS.heartbeatMs).unref(),
         setInterval(() => {
@@ -392,11 +446,13 @@ export function notificationHub(deps: HubDeps) {
       )
     },
 
-    /** Ends every stream (the server is closing); clients resume with Last-Event-ID. */
-    stop() {
+    /** Ends every stream (the server is closing), then waits for the work in hand; clients resume with Last-Event-ID. */
+    async stop() {
+      stopped = true
       for (const t of timers) clearInterval(t)
       timers.length = 0
       for (const c of [...callers.values()]) for (const s of [...c.streams]) close(s)
+      await queue
     },
   }
 }

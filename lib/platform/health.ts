@@ -2,6 +2,7 @@
 // at wiring time: admin/SubsystemHealth and the system-health notifications run them in
 // registration order (lib/health.ts), so nothing here needs to know the features.
 import type { FastifyInstance } from 'fastify'
+import type { Maybe } from './maybe.js'
 
 export type HealthStatus = 'Healthy' | 'Warning' | 'Failed'
 export interface HealthVerdict {
@@ -10,7 +11,8 @@ export interface HealthVerdict {
 }
 export interface HealthCheck {
   name: string
-  check: (app: FastifyInstance) => HealthVerdict
+  /** A verdict at once, or through a Promise where the check reads a server database (PostgreSQL). */
+  check: (app: FastifyInstance) => Maybe<HealthVerdict>
 }
 
 declare module 'fastify' {

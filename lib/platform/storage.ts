@@ -14,6 +14,8 @@ import { createPostgresPorts } from '../repos-postgres.js'
 import { sharedSecret } from '../../db/postgres/secrets.js'
 import type { ServicePorts } from '../services.js'
 import type { AuditStore, CredentialStore, UnitOfWork } from './ports.js'
+import type { NotificationLoopStore } from '../notifications/ports.js'
+import type { CoreHealthStore } from '../health.js'
 
 /** The unit of work every backend gives: transactions, group commits, work after a commit. */
 export interface StorageUnitOfWork extends UnitOfWork {
@@ -32,6 +34,10 @@ export interface Storage {
   readonly audit: AuditStore
   /** The services' ports (SQLite's are made once the reader threads are: lib/platform/decorators.ts). */
   ports?: ServicePorts
+  /** What the notifications' loops read and write: the stream's feed, the health checks' records (lib/notifications/index.ts). */
+  readonly notificationLoops: NotificationLoopStore
+  /** What the platform's health checks read (lib/health.ts). */
+  readonly health: CoreHealthStore
   /** Resolves when the database takes a write and its schema is this server's; rejects saying why not. */
   ready(): Promise<void>
   /** Closes the database (after the loops and requests are done with it). */
@@ -64,6 +70,16 @@ export async function openStorage(app: FastifyInstance, config: Config): Promise
     uow: repos.uow,
     credentials: sqliteCredentials(repos),
     audit: asyncPort(repos.audit, repos.uow),
+    notificationLoops: {
+      feed: asyncPort({ ...repos.notifications, changeSeq: () => repos.notifications.counter().seq }, repos.uow),
+      // A unit of work, taken only when the change number moved: no other context's statement runs between the reads.
+      snapshot: (read) => repos.uow.run(read),
+      records: asyncPort(repos.notifications, repos.uow),
+      // Synchronous, as SQLite's health checks are.
+      licenseUse: repos.notifications.licenseUse,
+      authVersion: repos.authVersion,
+    },
+    health: { system: repos.system, users: repos.users, samples: repos.retention },
     async ready() {
       try {
         repos.system.probe()
@@ -104,6 +120,8 @@ async function openPostgresStorage(url: string, config: Config): Promise<OpenedS
     credentials: made.credentials,
     audit: made.audit,
     ports: made.ports,
+    notificationLoops: made.notificationLoops,
+    health: { system: made.system, users: made.users },
     async ready() {
       try {
         await made.system.probe()
