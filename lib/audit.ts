@@ -1,25 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { AuditAsset } from '../db/audit.js'
-import type { AuditStore, AuditTrail, UnitOfWork } from './platform/ports.js'
+import type { AuditEntry, AuditStore, AuditTrail, UnitOfWork } from './platform/ports.js'
 import { auditStateOf, contextOf, digest, type Context } from './platform/context.js'
 import { limitKey } from './rate-limit.js'
 import type { Loop } from './platform/loops.js'
 
-export interface AuditEntry {
-  description: string
-  /** What changed; secrets are masked before it is stored. */
-  details?: unknown
-  asset?: AuditAsset
-  severity?: number
-  outcome?: 'Succeeded' | 'Failed' | 'Refused'
-  /** The actor, when the request has no principal (a login). */
-  user?: string | null
-  /**
-   * A refusal (outcome Failed or Refused) and why: repeats of the same refusal (actor,
-   * operation, outcome, status, reason) within the window are counted, not written.
-   */
-  refusal?: { status: number; reason: string }
-}
+export type { AuditEntry } from './platform/ports.js'
 
 // A key that names a secret (`password`, `newPassword`, `webhookSecret`, `refreshToken`),
 // not one that merely mentions it (`passwordChanged`, `tokenId`).

@@ -1,13 +1,29 @@
 // The ports every feature's services share. Each feature declares its own storage port
 // beside its service (lib/<feature>/ports.ts); the SQLite implementations are in db/.
-import type { AuditEntry } from '../audit.js'
-import type { AuditRecord, AuditRow, RefusalCount } from '../../db/audit.js'
+import type { AuditAsset, AuditRecord, AuditRow, RefusalCount } from '../../db/audit.js'
 import type { GatewayAgent } from '../../db/gateway.js'
 import type { PollerRow } from '../../db/agentless.js'
 import type { IntegrationPrincipalRow } from '../../db/integration-tokens.js'
 import type { RefreshRow, SessionPrincipal } from '../../db/sessions.js'
 import type { Context } from './context.js'
 import type { Maybe } from './maybe.js'
+
+/** What a change or refusal leaves in the audit trail (lib/audit.ts writes it). */
+export interface AuditEntry {
+  description: string
+  /** What changed; secrets are masked before it is stored. */
+  details?: unknown
+  asset?: AuditAsset
+  severity?: number
+  outcome?: 'Succeeded' | 'Failed' | 'Refused'
+  /** The actor, when the request has no principal (a login). */
+  user?: string | null
+  /**
+   * A refusal (outcome Failed or Refused) and why: repeats of the same refusal (actor,
+   * operation, outcome, status, reason) within the window are counted, not written.
+   */
+  refusal?: { status: number; reason: string }
+}
 
 /** One transaction: committed when `work` resolves, rolled back when it throws. */
 export interface UnitOfWork {
