@@ -67,6 +67,7 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
   const agentState = pgAgentStateRepo(pg)
   const agentless = pgAgentlessRepo(pg)
   const assets = pgAssetsRepo(pg)
+  const reports = pgReportsRepo(pg)
   const insights = pgInsightsRepo(pg, [eventCodes.whitelistViolation.code, eventCodes.unapprovedOnArmed.code])
   // The notifications' loops (lib/notifications/index.ts): the stream's feed and the health checks' records.
   const notifications = pgNotificationsRepo(pg)
@@ -120,7 +121,7 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
       },
     },
     insights,
-    reports: pgReportsRepo(pg),
+    reports,
     catalogue: pgCatalogueRepo(pg),
     catalogueFollowers: { refreshModel: (vid, pid) => agentState.refreshModel(vid, pid), invalidateInsight: (name) => insights.invalidate(name) },
     notifications: pgNotificationsRepo(pg),
@@ -136,5 +137,5 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
     applyPrune: () => {},
     systemAudit: audit,
   }
-  return { ports, credentials, audit, system, users, sessions, agentless, records, alarms, gateway, agentState, authVersion, notificationLoops }
+  return { ports, credentials, audit, system, users, sessions, agentless, records, alarms, gateway, agentState, authVersion, notificationLoops, reports }
 }

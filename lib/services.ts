@@ -24,6 +24,7 @@ import { retentionJob } from './retention/job.js'
 import type { AuditTrail } from './platform/ports.js'
 import { vault } from './vault.js'
 import { reportService } from './reports/service.js'
+import { runFiles } from './reports/files.js'
 import { systemService } from './system/service.js'
 import fs from 'node:fs'
 import type { PlannedRead } from '../db/sql.js'
@@ -184,6 +185,7 @@ export function createServices(app: FastifyInstance, ports: ServicePorts) {
       uow,
       audit,
       dataDir: config.dataDir,
+      files: runFiles(app.storage.reportRuns, config.dataDir),
       mail: { mailer: app.mailer, smtpUrl: config.smtp.url, publicUrl: config.publicUrl, dataDir: config.dataDir },
       // The scheduler is the app's loop, made after the services.
       runs: { kick: () => void app.reportScheduler.kick().catch((err) => app.log.error({ err }, 'report runs could not be started')), abortRunsOf: (id) => app.reportScheduler.abortRunsOf(id) },

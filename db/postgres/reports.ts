@@ -3,7 +3,11 @@
 // over agents and peripherals, the events and audit records of a period. The same answers
 // as db/reports.ts; the aggregates are one statement each (PostgreSQL runs them on a
 // connection of their own, so no request waits behind them), the long reads are pages.
-import type { ReportSources, ReportStore } from '../../lib/reports/ports.js'
+// Several processes may run reports at once: a run is started by one (a conditional
+// update), which holds a lease on it (table `leases`, name `report-run:<id>`) while it runs;
+// a run whose lease lapsed is one whose process is gone, and any process fails it.
+import crypto from 'node:crypto'
+import type { ReportFileStore, ReportSources, ReportStore, RunLeases } from '../../lib/reports/ports.js'
 import type { AgentRow } from '../agents.js'
 import { VIEW_COLUMNS } from '../agents.js'
 import type { EventRow } from '../event-rows.js'
@@ -20,6 +24,9 @@ const PAGE_ROWS = 1000
 const AGENT_PAGE = 500
 /** A stored file's parts are at most this long. */
 export const FILE_PART_BYTES = 1024 * 1024
+/** How long a process's lease on a run lasts unless renewed (the scheduler renews it every 10 seconds). */
+export const RUN_LEASE_MS = 60_000
+const RUN_LEASE = 'report-run:'
 
 /** Binds values as `$1, $2…` while a statement is put together. */
 export class Params {
@@ -223,8 +230,11 @@ async function* partsOf(content: AsyncIterable<Uint8Array> | Iterable<Uint8Array
   if (length) yield Buffer.concat(held)
 }
 
-/** `filters`: the agent and peripheral filters as SQL (the agents' part may give its own). */
-export function pgReportsRepo(db: Postgres, filters: PgFilterSql = plainFilterSql) {
+/**
+ * `filters`: the agent and peripheral filters as SQL (the agents' part may give its own);
+ * `holder`: who holds this process's leases on runs (a fresh id by default).
+ */
+export function pgReportsRepo(db: Postgres, filters: PgFilterSql = plainFilterSql, holder: string = crypto.randomUUID()) {
   // Rows typed as the SQLite repository's (the same columns).
   const all = <T>(sql: string, params?: unknown[]) => db.query(sql, params) as Promise<unknown> as Promise<T[]>
   const get = <T>(sql: string, params?: unknown[]) => db.one(sql, params) as Promise<unknown> as Promise<T | undefined>
@@ -312,11 +322,38 @@ export function pgReportsRepo(db: Postgres, filters: PgFilterSql = plainFilterSq
     lastRunOf: (reportId: string) => get<RunRow>('SELECT * FROM report_runs WHERE report_id = $1 ORDER BY seq DESC LIMIT 1', [reportId]),
     openRunOf: (reportId: string) => get<RunRow>("SELECT * FROM report_runs WHERE report_id = $1 AND status IN ('queued', 'running') ORDER BY seq LIMIT 1", [reportId]),
     queued: (limit: number) => all<RunRow>("SELECT * FROM report_runs WHERE status = 'queued' ORDER BY seq LIMIT $1", [limit]),
-    /** Marks a queued run running: of several nodes starting it, one wins. */
-    start: async (id: string, now: number) => (await db.run("UPDATE report_runs SET status = 'running', started_ms = $1 WHERE id = $2 AND status = 'queued'", [now, id])) === 1,
+    /** Marks a queued run running: of several nodes starting it, one wins, and holds a lease on it (in the same statement). */
+    start: async (id: string, now: number) =>
+      (await db.value<number>(
+        `WITH s AS (UPDATE report_runs SET status = 'running', started_ms = $1 WHERE id = $2 AND status = 'queued' RETURNING id),
+              l AS (INSERT INTO leases (name, holder, fence, expires_at) SELECT $4 || id, $3, 1, now() + $5 * interval '1 millisecond' FROM s
+                    ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, fence = leases.fence + 1, expires_at = EXCLUDED.expires_at)
+         SELECT count(*) FROM s`,
+        [now, id, holder, RUN_LEASE, RUN_LEASE_MS],
+      )) === 1,
     requeue: async (id: string) => (await db.run("UPDATE report_runs SET status = 'queued', started_ms = NULL WHERE id = $1 AND status = 'running'", [id])) === 1,
     /** Runs left `running` by a server that stopped without finishing them (every node's: see the report). */
     failInterrupted: (now: number, reason: string) => db.run("UPDATE report_runs SET status = 'failed', finished_ms = $1, reason = $2 WHERE status = 'running'", [now, reason]),
+    /** Renews this process's leases on its running runs. */
+    async hold(runIds: string[]): Promise<void> {
+      await db.run(`UPDATE leases SET expires_at = now() + $3 * interval '1 millisecond' WHERE name = ANY($1::text[]) AND holder = $2`, [runIds.map((id) => RUN_LEASE + id), holder, RUN_LEASE_MS])
+    },
+    /**
+     * Fails the running runs no live lease holds (their process stopped), and lets go of
+     * the leases of runs that no longer run (finished, queued again, deleted) or lapsed.
+     */
+    failOrphaned: (now: number, reason: string) =>
+      db.value<number>(
+        `WITH f AS (UPDATE report_runs r SET status = 'failed', finished_ms = $1, reason = $2
+                    WHERE status = 'running' AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.name = $3 || r.id AND l.expires_at > now()) RETURNING id),
+              d AS (DELETE FROM leases l WHERE l.name LIKE $3 || '%'
+                    AND (l.expires_at <= now() OR NOT EXISTS (SELECT 1 FROM report_runs r WHERE $3 || r.id = l.name AND r.status = 'running')))
+         SELECT count(*) FROM f`,
+        [now, reason, RUN_LEASE],
+      ) as Promise<number>,
+    /** Takes a due e-mail until `untilMs`, if its next attempt is still the one read. */
+    claimMail: async (runId: string, nextMs: number, untilMs: number) =>
+      (await db.run("UPDATE report_runs SET email_next_ms = $3 WHERE id = $1 AND email_status = 'pending' AND email_next_ms = $2", [runId, nextMs, untilMs])) === 1,
     fail: async (id: string, now: number, reason: string) =>
       (await db.run("UPDATE report_runs SET status = 'failed', finished_ms = $1, reason = $2 WHERE id = $3 AND status = 'running'", [now, reason.slice(0, 1000), id])) === 1,
     succeed: async (r: RunSuccess) =>
@@ -559,6 +596,6 @@ export function pgReportsRepo(db: Postgres, filters: PgFilterSql = plainFilterSq
     }
   }
 
-  return repo satisfies ReportStore & ReportSources['reports']
+  return repo satisfies ReportStore & ReportSources['reports'] & ReportFileStore & RunLeases
 }
 export type PgReportsRepo = ReturnType<typeof pgReportsRepo>

@@ -16,6 +16,7 @@ import type { ServicePorts } from '../services.js'
 import type { AuditStore, CredentialStore, UnitOfWork } from './ports.js'
 import type { NotificationLoopStore } from '../notifications/ports.js'
 import type { CoreHealthStore } from '../health.js'
+import type { ReportRunStorage } from '../reports/ports.js'
 
 /** The unit of work every backend gives: transactions, group commits, work after a commit. */
 export interface StorageUnitOfWork extends UnitOfWork {
@@ -38,6 +39,8 @@ export interface Storage {
   readonly notificationLoops: NotificationLoopStore
   /** What the platform's health checks read (lib/health.ts). */
   readonly health: CoreHealthStore
+  /** What the report scheduler's runs read, and where their files are kept (lib/reports/index.ts). */
+  readonly reportRuns: ReportRunStorage
   /** Resolves when the database takes a write and its schema is this server's; rejects saying why not. */
   ready(): Promise<void>
   /** Closes the database (after the loops and requests are done with it). */
@@ -80,6 +83,8 @@ export async function openStorage(app: FastifyInstance, config: Config): Promise
       authVersion: repos.authVersion,
     },
     health: { system: repos.system, users: repos.users, samples: repos.retention },
+    // The files in the data directory.
+    reportRuns: { reads: repos.reports, health: repos.reports },
     async ready() {
       try {
         repos.system.probe()
@@ -122,6 +127,8 @@ async function openPostgresStorage(url: string, config: Config): Promise<OpenedS
     ports: made.ports,
     notificationLoops: made.notificationLoops,
     health: { system: made.system, users: made.users },
+    // The files in the database (any node serves them); runs under leases (several nodes).
+    reportRuns: { reads: made.reports, files: made.reports, leases: made.reports, health: made.reports },
     async ready() {
       try {
         await made.system.probe()

@@ -191,7 +191,7 @@ async function agentsPdf(ctx: RunContext): Promise<PdfReport> {
   const repos = ctx.sources
   const filter = agentFilter(ctx.definition.filters)
   const t = await repos.reports.agentTotals(filter, ctx.signal)
-  const ids = repos.exports.agentIds(filter, BY_HOST)
+  const ids = await repos.exports.agentIds(filter, BY_HOST)
   await turn()
   const figures = [
     fig('Agents', t.agents),
@@ -214,9 +214,9 @@ async function agentsPdf(ctx: RunContext): Promise<PdfReport> {
   return pdfShell(ctx, figures, [table])
 }
 
-function agentsCsv(ctx: RunContext): CsvContent {
+async function agentsCsv(ctx: RunContext): Promise<CsvContent> {
   const repos = ctx.sources
-  const ids = repos.exports.agentIds(agentFilter(ctx.definition.filters), BY_HOST)
+  const ids = await repos.exports.agentIds(agentFilter(ctx.definition.filters), BY_HOST)
   return {
     columns: repos.agentColumns,
     rows: agentViews(repos.reports.agents(ids.slice(0, CSV_MAX_ROWS + 1), ctx.signal)),
@@ -277,7 +277,7 @@ async function peripheralsPdf(ctx: RunContext): Promise<PdfReport> {
   const repos = ctx.sources
   const f = peripheralFilters(ctx.definition.filters)
   const t = await repos.reports.peripheralTotals({ ...f.peripherals, ...f.agents }, f.extra, ctx.signal)
-  const ids = repos.exports.agentIds(f.agents, BY_HOST)
+  const ids = await repos.exports.agentIds(f.agents, BY_HOST)
   await turn()
   const figures = [
     fig('Peripherals', t.peripherals),
@@ -300,10 +300,10 @@ async function peripheralsPdf(ctx: RunContext): Promise<PdfReport> {
   return pdfShell(ctx, figures, [table])
 }
 
-function peripheralsCsv(ctx: RunContext): CsvContent {
+async function peripheralsCsv(ctx: RunContext): Promise<CsvContent> {
   const repos = ctx.sources
   const f = peripheralFilters(ctx.definition.filters)
-  const ids = repos.exports.agentIds(f.agents, BY_HOST)
+  const ids = await repos.exports.agentIds(f.agents, BY_HOST)
   return {
     columns: [...repos.peripheralColumns, 'firstSeen', 'lastSeen'],
     rows: peripheralViews(repos.reports.peripherals(ids, f.peripherals, f.extra, ctx.signal)),
@@ -599,7 +599,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
     await turn()
     ctx.signal.throwIfAborted()
     if (section === 'classificationSummary') {
-      const c = classificationView(insights.classification())
+      const c = classificationView(await insights.classification())
       const groups: [string, { name: string | null; count: number }[]][] = [
         ['Connection', c.byConnectionStatus],
         ['Mode', c.byOperationalStatus],
@@ -625,7 +625,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
       const connected = c.byConnectionStatus.find((x) => x.name === 'Connected')?.count ?? 0
       figures.push(fig('Agents', c.totalAgents), fig('Connected', connected), fig('With known attack tools', c.risk.withKnownAttackTools))
     } else if (section === 'vulnerablePeripherals') {
-      const v = vulnerableView(insights.vulnerablePeripherals())
+      const v = vulnerableView(await insights.vulnerablePeripherals())
       lines.set(
         section,
         v.data.map((m) =>
@@ -644,7 +644,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
       )
       figures.push(fig('Risky models present', v.recordsTotal))
     } else if (section === 'uncommonPeripherals') {
-      const u = uncommonView(insights.uncommonPeripherals(maxHosts))
+      const u = uncommonView(await insights.uncommonPeripherals(maxHosts))
       lines.set(
         section,
         u.data.map((m) =>
@@ -691,7 +691,7 @@ async function insightLines(ctx: RunContext): Promise<{ sections: InsightSection
         ),
       )
     } else {
-      const e = errorTotalsView(period.from, period.to, insights.errorTotals(period.from, period.to))
+      const e = errorTotalsView(period.from, period.to, await insights.errorTotals(period.from, period.to))
       lines.set(
         section,
         e.data.map((a) =>

@@ -1,18 +1,20 @@
 // The report scheduler: queues each due time of each active report once (also across
-// restarts: queuing a due time and moving the report's next due time past it are one
-// transaction), runs queued runs (at most two at a time, one per report), and sends
-// their e-mail, retrying failed deliveries with backoff.
+// restarts, and across processes sharing the database: queuing a due time and moving the
+// report's next due time past it are one transaction, the move conditional on the due time
+// read), runs queued runs (at most two at a time per process, one per report; a run is
+// started by one process only), and sends their e-mail, retrying failed deliveries with
+// backoff.
 import crypto from 'node:crypto'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
-import { asyncPort } from '../../db/unit-of-work.js'
 import type { Loop } from '../platform/loops.js'
 import { registerHealthCheck, type HealthVerdict } from '../platform/health.js'
+import { then, type Maybe } from '../platform/maybe.js'
 import { iso } from '../time.js'
 import { snapshot } from './definitions.js'
-import { removePartFiles } from './files.js'
+import { filesOf, runFiles } from './files.js'
 import { mailRun, type ReportMailDeps } from './mail.js'
-import type { ReportHealthSource, ReportRow, RunRow } from './ports.js'
+import type { ReportHealthSource, ReportRow, RunLeases, RunRow } from './ports.js'
 import { executeRun, RUN_TIMEOUT_MS, RunStopped, type RunnerDeps } from './runner.js'
 import { latestDue, nextDue, type Schedule } from './schedule.js'
 
@@ -21,6 +23,8 @@ const TICK_MS = 10_000
 /** A due time queued later than this after it passed (the server was down or stalled) is a catch-up. */
 const CATCH_UP_AFTER_MS = 5 * 60_000
 const MAIL_BATCH = 20
+/** How long a process that took a due e-mail has to record its outcome before another sends it. */
+const MAIL_CLAIM_MS = 10 * 60_000
 const CLOSE_WAIT_MS = 10_000
 
 interface Active {
@@ -32,12 +36,23 @@ interface Active {
 /** What the scheduler needs: what a run needs, and what its e-mail needs. */
 export interface SchedulerDeps extends RunnerDeps {
   mail: ReportMailDeps
+  /**
+   * Given when several processes may share the runs (PostgreSQL): each holds a lease on
+   * the runs it runs, and runs whose process is gone are failed by whichever process
+   * notices. Without it one process owns the runs, and those left running at its start failed.
+   */
+  leases?: RunLeases
 }
+
+/** How often a process renews its leases on its runs (they last RUN_LEASE_MS: db/postgres/reports.ts). */
+const HOLD_EVERY_MS = 10_000
+const INTERRUPTED = 'The server stopped while this run was in progress.'
 
 export class ReportScheduler {
   private readonly active = new Map<string, Active>()
   private mailing: Promise<void> | null = null
   private timer: NodeJS.Timeout | undefined
+  private holder: NodeJS.Timeout | undefined
   private closed = false
   /** When this scheduler started: due times before it were missed while the server was down. */
   readonly startedMs: number
@@ -48,9 +63,18 @@ export class ReportScheduler {
 
   /** Fails what a stopped server left running, then starts the timer; the first tick catches up at once. */
   async start(): Promise<void> {
-    // Runs a stopped server left "running" cannot be resumed: they failed.
-    await this.deps.reports.failInterrupted(this.startedMs, 'The server stopped while this run was in progress.')
-    removePartFiles(this.deps.dataDir)
+    // Runs a stopped server left "running" cannot be resumed: they failed. With leases,
+    // only those no live process holds (the others run elsewhere), now and at every tick.
+    const { leases } = this.deps
+    if (leases) await leases.failOrphaned(this.startedMs, INTERRUPTED)
+    else await this.deps.reports.failInterrupted(this.startedMs, INTERRUPTED)
+    filesOf(this.deps).tidy()
+    if (leases) {
+      this.holder = setInterval(() => {
+        const ids = [...this.active.keys()]
+        if (ids.length) leases.hold(ids).catch((err) => this.deps.log.error({ err }, 'report run leases could not be renewed'))
+      }, HOLD_EVERY_MS).unref()
+    }
     const loop = () => {
       if (this.closed) return
       void this.tick()
@@ -73,8 +97,9 @@ export class ReportScheduler {
    */
   async tick(now = Date.now()): Promise<string[]> {
     if (this.closed) return []
-    const { reports } = this.deps
+    const { reports, leases } = this.deps
     const queued: string[] = []
+    if (leases) await leases.failOrphaned(Date.now(), INTERRUPTED)
     for (const r of await reports.due(now)) {
       let id: string | null
       try {
@@ -160,12 +185,14 @@ export class ReportScheduler {
   sendMail(now: number): void {
     if (this.closed || this.mailing) return
     this.mailing = (async () => {
-      const { reports } = this.deps
+      const { reports, leases } = this.deps
       for (;;) {
         const due = await reports.pendingMail(now, MAIL_BATCH)
         if (!due.length) break
         for (const run of due) {
           if (this.closed) return
+          // Another process may be sending it: one of them takes it.
+          if (leases && !(await leases.claimMail(run.id, run.email_next_ms!, Date.now() + MAIL_CLAIM_MS))) continue
           const outcome = await mailRun(this.deps.mail, run, now)
           await reports.setMail({ id: run.id, email_status: outcome.status, email_detail: outcome.detail, email_attempts: outcome.attempts, email_next_ms: outcome.nextMs })
           if (outcome.status !== 'sent') this.deps.log.warn({ runId: run.id, reportId: run.report_id, status: outcome.status, detail: outcome.detail }, 'report e-mail not delivered')
@@ -196,6 +223,7 @@ export class ReportScheduler {
   async close(): Promise<void> {
     this.closed = true
     clearTimeout(this.timer)
+    clearInterval(this.holder)
     for (const a of this.active.values()) a.controller.abort(new RunStopped('shutdown'))
     const waiting = [...[...this.active.values()].map((a) => a.done), ...(this.mailing ? [this.mailing] : [])]
     let timer: NodeJS.Timeout | undefined
@@ -218,38 +246,44 @@ export function reportScheduler(app: FastifyInstance): ReportScheduler {
 
 /** What the scheduler is made of in this app: its storage, settings, mailer and log. */
 export function schedulerDeps(app: FastifyInstance): SchedulerDeps {
-  const { repos, config, mailer } = app
+  const { storage, config, mailer } = app
+  const ports = storage.ports!
   const dataDir = config.dataDir
+  const files = runFiles(storage.reportRuns, dataDir)
   const schemas = app.contract.spec.components.schemas
   return {
-    reports: asyncPort(repos.reports, repos.uow),
-    uow: repos.uow,
+    reports: ports.reports,
+    uow: storage.uow,
     dataDir,
+    files,
     sources: {
-      reports: repos.reports,
-      exports: repos.exports,
-      insights: repos.insights,
+      reports: storage.reportRuns.reads,
+      exports: ports.exports,
+      insights: ports.insights,
       agentColumns: Object.keys(schemas.AgentViewResource.properties),
       peripheralColumns: Object.keys(schemas.PeripheralViewResource.properties),
     },
     mailConfigured: () => mailer.configured(),
     log: app.log,
-    mail: { mailer, smtpUrl: config.smtp.url, publicUrl: config.publicUrl, dataDir },
+    leases: storage.reportRuns.leases,
+    mail: { mailer, smtpUrl: config.smtp.url, publicUrl: config.publicUrl, dataDir, files },
   }
 }
 
 /**
- * The scheduler that runs due reports, as the app's loop (one process at a time: it queues
- * and runs the shared schedule), and the reports' health check;
- * stopping queues running runs again.
+ * The scheduler that runs due reports, as the app's loop (it queues and runs the shared
+ * schedule: one process at a time, or several where the storage gives leases on runs),
+ * and the reports' health check; stopping queues running runs again.
  */
 export function reportSchedulerLoop(app: FastifyInstance): Loop {
-  const scheduler = new ReportScheduler(schedulerDeps(app))
+  const deps = schedulerDeps(app)
+  const scheduler = new ReportScheduler(deps)
   // A decoration of the root instance: handlers see it through their own (child) instance.
   app.decorate('reportScheduler', scheduler)
-  const health = { reports: app.repos.reports, mailConfigured: () => app.mailer.configured() }
+  const health = { reports: app.storage.reportRuns.health, mailConfigured: () => app.mailer.configured() }
   registerHealthCheck(app, { name: 'Reports', check: () => reportsHealth(health) })
-  return { name: 'report-scheduler', singleton: true, start: () => scheduler.start(), stop: () => scheduler.close() }
+  // With leases any number of processes may run it at once (each due time queued once, each run started once, each e-mail sent once).
+  return { name: 'report-scheduler', singleton: !deps.leases, start: () => scheduler.start(), stop: () => scheduler.close() }
 }
 
 /**
@@ -257,27 +291,31 @@ export function reportSchedulerLoop(app: FastifyInstance): Loop {
  * run failed or its e-mail could not be delivered in the end, Warning while deliveries
  * wait for a retry, some recipients were refused, or due reports are overdue.
  */
-export function reportsHealth(deps: { reports: ReportHealthSource; mailConfigured(): boolean }, now = Date.now()): HealthVerdict {
+export function reportsHealth(deps: { reports: ReportHealthSource; mailConfigured(): boolean }, now = Date.now()): Maybe<HealthVerdict> {
   const { reports } = deps
   const mailConfigured = deps.mailConfigured()
-  const h = reports.health()
-  if (h.reports === 0) return { status: 'Healthy', detail: `No reports${mailConfigured ? '' : '; e-mail not configured (PRIME_SMTP_URL)'}` }
-  const parts: string[] = []
-  const failures = reports.failures()
-  const named = failures.length ? `: ${failures.map((f) => `"${f.name}" (${f.status === 'failed' ? f.reason : `e-mail ${f.email_status}: ${f.email_detail}`})`.slice(0, 200)).join('; ')}` : ''
-  if (h.runs_failed) parts.push(`the latest run of ${h.runs_failed} report(s) failed`)
-  if (h.mail_failed) parts.push(`the latest e-mail of ${h.mail_failed} report(s) could not be delivered`)
-  if (h.mail_partial) parts.push(`the latest e-mail of ${h.mail_partial} report(s) was refused for some recipients`)
-  if (h.mail_retrying) parts.push(`${h.mail_retrying} e-mail(s) waiting for a retry`)
-  const overdue = h.overdue_before !== null && h.overdue_before < now - CATCH_UP_AFTER_MS
-  if (overdue) parts.push(`a report due at ${iso(h.overdue_before!)} has not been queued yet`)
-  let summary = `${h.reports} report(s), ${h.active} active`
-  if (!mailConfigured) {
-    // A choice, not a fault: said, at Healthy, so nobody is alerted for it.
-    const addressed = reports.all().filter((r) => JSON.parse(r.recipients).length > 0).length
-    summary += `; e-mail not configured (PRIME_SMTP_URL)${addressed ? `: the files of ${addressed} report(s) with recipients are stored, not mailed` : ''}`
-  }
-  if (!parts.length) return { status: 'Healthy', detail: `${summary}; latest runs${mailConfigured ? ' and e-mails' : ''} succeeded` }
-  const status: HealthVerdict['status'] = h.runs_failed || h.mail_failed ? 'Failed' : 'Warning'
-  return { status, detail: `${summary}; ${parts.join('; ')}${named}`.slice(0, 1000) }
+  // Each read at once on SQLite, after the previous answer on PostgreSQL.
+  return then(reports.health(), (h) => {
+    if (h.reports === 0) return { status: 'Healthy', detail: `No reports${mailConfigured ? '' : '; e-mail not configured (PRIME_SMTP_URL)'}` }
+    return then(reports.failures(), (failures) => {
+      const verdict = (addressed: number): HealthVerdict => {
+        const parts: string[] = []
+        const named = failures.length ? `: ${failures.map((f) => `"${f.name}" (${f.status === 'failed' ? f.reason : `e-mail ${f.email_status}: ${f.email_detail}`})`.slice(0, 200)).join('; ')}` : ''
+        if (h.runs_failed) parts.push(`the latest run of ${h.runs_failed} report(s) failed`)
+        if (h.mail_failed) parts.push(`the latest e-mail of ${h.mail_failed} report(s) could not be delivered`)
+        if (h.mail_partial) parts.push(`the latest e-mail of ${h.mail_partial} report(s) was refused for some recipients`)
+        if (h.mail_retrying) parts.push(`${h.mail_retrying} e-mail(s) waiting for a retry`)
+        const overdue = h.overdue_before !== null && h.overdue_before < now - CATCH_UP_AFTER_MS
+        if (overdue) parts.push(`a report due at ${iso(h.overdue_before!)} has not been queued yet`)
+        let summary = `${h.reports} report(s), ${h.active} active`
+        // A choice, not a fault: said, at Healthy, so nobody is alerted for it.
+        if (!mailConfigured) summary += `; e-mail not configured (PRIME_SMTP_URL)${addressed ? `: the files of ${addressed} report(s) with recipients are stored, not mailed` : ''}`
+        if (!parts.length) return { status: 'Healthy', detail: `${summary}; latest runs${mailConfigured ? ' and e-mails' : ''} succeeded` }
+        const status: HealthVerdict['status'] = h.runs_failed || h.mail_failed ? 'Failed' : 'Warning'
+        return { status, detail: `${summary}; ${parts.join('; ')}${named}`.slice(0, 1000) }
+      }
+      if (mailConfigured) return verdict(0)
+      return then(reports.all(), (all) => verdict(all.filter((r) => JSON.parse(r.recipients).length > 0).length))
+    })
+  })
 }

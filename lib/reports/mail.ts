@@ -1,13 +1,12 @@
 // E-mail of reports: each run's file to its recipients (retried with backoff when the
 // SMTP server cannot be reached or answers "try later"), and the test message of
 // sendtestreport, which says what the server answered.
-import fs from 'node:fs'
 import os from 'node:os'
 import { MailNotConfiguredError, type Mailer } from '../mail.js'
 import { iso } from '../time.js'
 import { visibleName } from '../file-names.js'
 import { timeText, type Definition } from './content.js'
-import { absolute } from './files.js'
+import { filesOf, type RunFiles } from './files.js'
 import type { EmailStatus, RunRow } from './ports.js'
 import { formats, typeInfo } from './types.js'
 
@@ -37,6 +36,8 @@ export interface ReportMailDeps {
   publicUrl: string | null
   /** Where the report files are. */
   dataDir: string
+  /** Where the files are kept: the data directory's when not given. */
+  files?: RunFiles
 }
 
 /** `host:port` of the configured SMTP server, without credentials; null when none. */
@@ -65,12 +66,15 @@ const errorText = (err: SmtpError) => (err.response ? err.response : `${err.code
 
 const sizeText = (bytes: number) => (bytes >= 1024 * 1024 ? `${(bytes / 1024 / 1024).toFixed(1)} MiB` : `${Math.max(1, Math.round(bytes / 1024))} KiB`)
 
+/** Whether a run's file goes with its message (else the message says where to get it). */
+const attached = (run: RunRow) => (run.size_bytes ?? 0) <= MAX_ATTACHMENT_BYTES
+
 /** The message of a run: what the report is, its file attached (or where to get it). */
-function reportMessage(deps: ReportMailDeps, run: RunRow, d: Definition) {
+function reportMessage(deps: ReportMailDeps, run: RunRow, d: Definition, file: { path?: string; content?: Buffer }) {
   const zone = d.schedule?.timeZone ?? 'UTC'
   const generated = timeText(run.started_ms ?? run.queued_ms, zone)
   const size = run.size_bytes ?? 0
-  const attach = size <= MAX_ATTACHMENT_BYTES
+  const attach = attached(run)
   const lines = [
     `The ${typeInfo[d.type].title.toLowerCase()} report "${d.name}" was generated on ${generated}.`,
     '',
@@ -85,7 +89,7 @@ function reportMessage(deps: ReportMailDeps, run: RunRow, d: Definition) {
     to: d.recipients,
     subject: `Report: ${d.name} (${generated})`,
     text: lines.join('\n'),
-    attachments: attach ? [{ filename: visibleName(run.file_name!), path: absolute(deps.dataDir, run.file_path!), contentType: formats[d.format].mediaType }] : [],
+    attachments: attach ? [{ filename: visibleName(run.file_name!), ...file, contentType: formats[d.format].mediaType }] : [],
     headers: { 'X-Prime-Report-Id': d.id, 'X-Prime-Run-Id': run.id },
   }
 }
@@ -101,11 +105,10 @@ export interface MailOutcome {
 export async function mailRun(deps: ReportMailDeps, run: RunRow, now: number): Promise<MailOutcome> {
   const d = JSON.parse(run.definition) as Definition
   const attempts = run.email_attempts + 1
-  if (!run.file_path || run.file_deleted_ms !== null || !fs.existsSync(absolute(deps.dataDir, run.file_path))) {
-    return { status: 'failed', detail: 'The file was removed before it could be sent.', attempts, nextMs: null }
-  }
+  const file = run.file_path && run.file_deleted_ms === null ? await filesOf(deps).forMail(run, attached(run)) : undefined
+  if (!file) return { status: 'failed', detail: 'The file was removed before it could be sent.', attempts, nextMs: null }
   try {
-    const r = await deps.mailer.send(reportMessage(deps, run, d))
+    const r = await deps.mailer.send(reportMessage(deps, run, d, file))
     if (r.rejected.length === 0) return { status: 'sent', detail: r.response.slice(0, 2000), attempts, nextMs: null }
     const detail = `Refused: ${r.rejected.join(', ')}; accepted: ${r.accepted.join(', ') || 'none'}; server said: ${r.response}`
     return { status: r.accepted.length ? 'partial' : 'failed', detail: detail.slice(0, 2000), attempts, nextMs: null }

@@ -1,6 +1,7 @@
 // The storage the report services need; db/reports.ts implements it on SQLite.
-import type { ExportsRepo } from '../../db/exports.js'
-import type { InsightsRepo } from '../../db/insights.js'
+import type { ExportStore } from '../agents/ports.js'
+import type { InsightStore } from '../insights/ports.js'
+import type { Maybe } from '../platform/maybe.js'
 import type { AuditDigestRow, DigestTotals, EmailStatus, EventRow, ReportChanges, ReportInsert, ReportRow, ReportsRepo, RunRow } from '../../db/reports.js'
 
 export type { AuditDigestRow, DigestTotals, EmailStatus, EventRow, ReportChanges, ReportInsert, ReportRow, RunRow }
@@ -65,19 +66,67 @@ export interface ReportStore {
 }
 
 /**
- * What a run reads its content from. Kept synchronous on purpose: a run streams up to a
- * million rows, read a page at a time inside the implementation (async iterators that
- * pause between pages); a Promise per row would cost more than the rows.
+ * What a run reads its content from. The long reads stream: a run reads up to a million
+ * rows, a page at a time inside the implementation (async iterators that pause between
+ * pages), not a Promise per row.
  */
 export interface ReportSources {
   reports: Pick<ReportsRepo, 'agents' | 'agentTotals' | 'peripherals' | 'peripheralTotals' | 'events' | 'eventTotals' | 'auditRecords' | 'auditTotals'>
-  exports: Pick<ExportsRepo, 'agentIds'>
-  insights: Pick<InsightsRepo, 'classification' | 'vulnerablePeripherals' | 'uncommonPeripherals' | 'whitelistViolations' | 'errorTotals'>
+  exports: Pick<ExportStore, 'agentIds'>
+  insights: Pick<InsightStore, 'classification' | 'vulnerablePeripherals' | 'uncommonPeripherals' | 'whitelistViolations' | 'errorTotals'>
   /** The columns of an agents CSV: the properties of the contract's AgentViewResource. */
   agentColumns: string[]
   /** The contract's PeripheralViewResource properties. */
   peripheralColumns: string[]
 }
 
-/** What the reports' health check reads: synchronous, as every health check is. */
-export type ReportHealthSource = Pick<ReportsRepo, 'health' | 'failures' | 'all'>
+/**
+ * The runs' files kept in the database (PostgreSQL), so that any node serves them and no
+ * node keeps them on its disk.
+ */
+export interface ReportFileStore {
+  /** Stores a run's file whole, in the caller's unit of work; false (nothing stored) when the run is gone. */
+  storeFile(runId: string, mediaType: string, content: AsyncIterable<Uint8Array> | Iterable<Uint8Array>): Promise<boolean>
+  /** The stored file's size; undefined when the run has none (or it was removed). */
+  fileOf(runId: string): Promise<{ media_type: string; size_bytes: number } | undefined>
+  /** The stored file, a part at a time; a file removed while it is read ends in an error. */
+  fileContent(runId: string, signal?: AbortSignal): AsyncIterable<Buffer>
+  /** The whole file in memory (a mail attachment); undefined without one. */
+  fileBytes(runId: string): Promise<{ media_type: string; content: Buffer } | undefined>
+}
+
+/**
+ * Runs shared by several processes (PostgreSQL): `start` takes a lease on the run for the
+ * process that starts it, which renews it while the run runs.
+ */
+export interface RunLeases {
+  /** Renews this process's leases on its running runs. */
+  hold(runIds: string[]): Promise<void>
+  /** Fails the running runs whose lease lapsed (their process is gone); answers how many. */
+  failOrphaned(now: number, reason: string): Promise<number>
+  /**
+   * Takes a run's due e-mail for this process until `untilMs`, if its next attempt is
+   * still `nextMs` (answers whether it did): one process sends it; if that process stops
+   * before it records the outcome, another sends it once the claim lapses.
+   */
+  claimMail(runId: string, nextMs: number, untilMs: number): Promise<boolean>
+}
+
+/** What report runs read besides the services' ports, per backend (lib/platform/storage.ts). */
+export interface ReportRunStorage {
+  /** The reads of a run's content. */
+  reads: ReportSources['reports']
+  /** The runs' files, where the database keeps them (PostgreSQL); else they are in the data directory. */
+  files?: ReportFileStore
+  /** Leases on runs, where several processes may share them (PostgreSQL). */
+  leases?: RunLeases
+  /** The health check's reads. */
+  health: ReportHealthSource
+}
+
+/** What the reports' health check reads: at once on SQLite, through Promises on PostgreSQL. */
+export interface ReportHealthSource {
+  health(): Maybe<ReturnType<ReportsRepo['health']>>
+  failures(): Maybe<ReturnType<ReportsRepo['failures']>>
+  all(): Maybe<ReportRow[]>
+}

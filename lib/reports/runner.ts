@@ -1,12 +1,11 @@
-// One run of a report: its data read in steps, written to a file in the data directory
-// (under a temporary name until it is complete), recorded, retention applied.
+// One run of a report: its data read in steps, written to a file (kept in the data
+// directory or the database: files.ts) and recorded, retention applied.
 import fs from 'node:fs'
-import path from 'node:path'
 import { pipeline } from 'node:stream/promises'
 import { csvStream } from '../csv.js'
 import type { Log } from '../platform/ports.js'
 import { buildCsv, buildPdf, CSV_MAX_ROWS, type Definition, type RunContext } from './content.js'
-import { absolute, applyRetention, type FileStore, fileNameFor, reportFolder } from './files.js'
+import { applyRetention, type FileDraft, type FileStore, filesOf, fileNameFor } from './files.js'
 import { NOT_MAILED } from './mail.js'
 import { writePdf } from './pdf.js'
 import type { ReportSources, RunRow } from './ports.js'
@@ -53,35 +52,35 @@ export async function executeRun(deps: RunnerDeps, run: RunRow, signal: AbortSig
   if (!(await reports.start(run.id, startedMs))) return
   const definition = JSON.parse(run.definition) as Definition
   const ext = formats[run.format].fileExtension
-  const relative = path.join(reportFolder(run.report_id), `${run.id}.${ext}`)
-  const file = absolute(deps.dataDir, relative)
-  const part = `${file}.part`
   const ctx: RunContext = { sources: deps.sources, definition, runId: run.id, trigger: run.trigger, requestedBy: run.requested_by, dueMs: run.due_ms, startedMs, signal }
+  let draft: FileDraft | undefined
+  let kept = false
   try {
-    await fs.promises.mkdir(path.dirname(file), { recursive: true, mode: 0o700 })
+    draft = await filesOf(deps).draft(run)
     const result = { rows: 0, truncated: false }
     if (run.format === 'PDF') {
       const report = await buildPdf(ctx)
-      const r = await writePdf(report, fs.createWriteStream(part, { mode: 0o600 }), startedMs, signal)
+      const r = await writePdf(report, fs.createWriteStream(draft.path, { mode: 0o600 }), startedMs, signal)
       result.rows = r.rows
       result.truncated = r.truncated
     } else {
       const content = await buildCsv(ctx)
-      await pipeline(csvStream(content.columns, counted(content.rows, CSV_MAX_ROWS, result)), fs.createWriteStream(part, { mode: 0o600 }), { signal })
+      await pipeline(csvStream(content.columns, counted(content.rows, CSV_MAX_ROWS, result)), fs.createWriteStream(draft.path, { mode: 0o600 }), { signal })
     }
     signal.throwIfAborted()
-    const size = (await fs.promises.stat(part)).size
-    await fs.promises.rename(part, file)
+    const size = (await fs.promises.stat(draft.path)).size
+    await draft.complete()
     const now = Date.now()
     // Without outgoing mail the file is only stored, and the run says so (not a mail failure).
     const unmailed = definition.recipients.length > 0 && !deps.mailConfigured()
     const mail = definition.recipients.length > 0 && !unmailed
+    const file = draft
     const stored = await deps.uow.run(async () => {
       const ok = await reports.succeed({
         id: run.id,
         finished_ms: now,
         file_name: fileNameFor(definition.name, run.due_ms, ext),
-        file_path: relative,
+        file_path: file.recorded,
         size_bytes: size,
         row_count: result.rows,
         truncated: result.truncated ? 1 : 0,
@@ -89,19 +88,19 @@ export async function executeRun(deps: RunnerDeps, run: RunRow, signal: AbortSig
         email_next_ms: mail ? now : null,
         email_detail: unmailed ? NOT_MAILED : null,
       })
-      if (ok) await reports.pruneRuns(run.report_id, MAX_RUNS_LISTED)
+      if (ok) {
+        await file.keep()
+        await reports.pruneRuns(run.report_id, MAX_RUNS_LISTED)
+      }
       return ok
     })
-    if (!stored) {
-      // The report was deleted meanwhile: nothing may stay behind.
-      await fs.promises.rm(file, { force: true })
-      return
-    }
+    // Not stored: the report was deleted meanwhile, and nothing may stay behind.
+    kept = stored
+    if (!stored) return
     const report = await reports.byId(run.report_id)
     if (report) await applyRetention(deps, report.id, report.retention_files, report.retention_bytes, now)
     onStored((await reports.runById(run.id))!)
   } catch (err) {
-    await fs.promises.rm(part, { force: true }).catch(() => {})
     const stopped = signal.aborted && signal.reason instanceof RunStopped ? signal.reason : undefined
     if (stopped?.why === 'shutdown') {
       // Queued again: the next start runs it, for the same due time.
@@ -113,5 +112,7 @@ export async function executeRun(deps: RunnerDeps, run: RunRow, signal: AbortSig
     if (!stopped) deps.log.error({ err, reportId: run.report_id, runId: run.id }, 'report run failed')
     await reports.fail(run.id, Date.now(), reason)
     await reports.pruneRuns(run.report_id, MAX_RUNS_LISTED)
+  } finally {
+    await draft?.close(kept)
   }
 }

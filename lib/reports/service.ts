@@ -2,7 +2,6 @@
 // the downloads of their files and the test message. Takes plain inputs (the caller's
 // context and the parsed body), so it runs without Fastify.
 import crypto from 'node:crypto'
-import fs from 'node:fs'
 import type { Readable } from 'node:stream'
 import yazl from 'yazl'
 import type { components } from '../../generated/openapi.js'
@@ -12,7 +11,7 @@ import type { Context } from '../platform/context.js'
 import type { AuditTrail, UnitOfWork } from '../platform/ports.js'
 import { iso } from '../time.js'
 import { activation, MAX_FIELD_ERRORS, MAX_REPORTS, type NewReport, readNewReport, readReportEdit, reportAsset, type ReportUpdate, snapshot } from './definitions.js'
-import { absolute, applyRetention, fileStamp, removeReportFiles } from './files.js'
+import { applyRetention, fileStamp, filesOf, type OpenedContent, type RunFiles } from './files.js'
 import { type ReportMailDeps, sendTestMessage, type TestMailResult } from './mail.js'
 import type { ReportRow, ReportStore, RunRow } from './ports.js'
 import { MAX_RUNS_LISTED } from './runner.js'
@@ -31,6 +30,8 @@ export interface ReportServiceDeps {
   audit: AuditTrail
   /** Where the report files are. */
   dataDir: string
+  /** Where the files are kept: the data directory's when not given. */
+  files?: RunFiles
   /** The mailer and the settings report e-mail names. */
   mail: ReportMailDeps
   /** The scheduler's runs: started when queued, stopped when their report is deleted. */
@@ -43,11 +44,11 @@ export interface FileItem {
   fileId?: string | null
 }
 
-/** A stored file, opened: it reads to its end even if it is removed meanwhile. */
+/** A stored file, opened: in the data directory it reads to its end even if it is removed meanwhile. */
 export interface OpenedFile {
   report: ReportRow
   run: RunRow
-  fd: number
+  content: OpenedContent
   size: number
   fileName: string
   mediaType: string
@@ -74,10 +75,11 @@ const names = (rows: ReportRow[]) => rows.map((r) => `"${r.name}"`).join(', ')
 const nameClash = (other: ReportRow) =>
   problem('conflict', `A report named "${other.name}" already exists (names are compared ignoring case).`, { errors: [{ location: 'body', name: 'name', reason: 'is already used' }] })
 const fileDetails = (f: OpenedFile) => ({ reportId: f.report.id, reportName: f.report.name, fileId: f.run.id, fileName: f.fileName, sizeBytes: f.size })
-const closeAll = (files: OpenedFile[]) => files.forEach((f) => fs.closeSync(f.fd))
+const closeAll = (files: OpenedFile[]) => files.forEach((f) => f.content.close())
 
 export function reportService(deps: ReportServiceDeps) {
   const { reports, uow, audit } = deps
+  const files = filesOf(deps)
   const mailConfigured = () => deps.mail.mailer.configured()
   // Test messages sent per caller in the last minute (this server's).
   const testMails = new Map<string, number[]>()
@@ -130,13 +132,10 @@ export function reportService(deps: ReportServiceDeps) {
     if (run.status === 'queued' || run.status === 'running') return { status: 409, field: 'fileId', reason: `Run ${run.id} of "${report.name}" is still ${run.status}: its file is not ready yet.` }
     if (run.status === 'failed') return { status: 409, field: 'fileId', reason: `Run ${run.id} of "${report.name}" failed and has no file: ${run.reason ?? 'no reason recorded'}` }
     if (run.file_deleted_ms !== null) return { status: 404, field: 'fileId', reason: `The file of run ${run.id} of "${report.name}" was removed by the retention rule on ${iso(run.file_deleted_ms)}.` }
-    try {
-      const fd = fs.openSync(absolute(deps.dataDir, run.file_path!), 'r')
-      // Names stored by an earlier version may hold invisible characters (bidi controls).
-      return { ok: { report, run, fd, size: fs.fstatSync(fd).size, fileName: visibleName(run.file_name!), mediaType: formats[run.format].mediaType } }
-    } catch {
-      return { status: 404, field: 'fileId', reason: `The file of run ${run.id} of "${report.name}" is missing from the data directory.` }
-    }
+    const content = await files.open(run)
+    if (!content) return { status: 404, field: 'fileId', reason: `The file of run ${run.id} of "${report.name}" is missing from ${files.where}.` }
+    // Names stored by an earlier version may hold invisible characters (bidi controls).
+    return { ok: { report, run, content, size: content.size, fileName: visibleName(run.file_name!), mediaType: formats[run.format].mediaType } }
   }
 
   return {
@@ -247,7 +246,7 @@ export function reportService(deps: ReportServiceDeps) {
       )
       for (const r of deleted) {
         deps.runs.abortRunsOf(r.id)
-        await removeReportFiles(deps.dataDir, r.id)
+        await files.removeReport(r.id)
       }
       return { ...counts(results), results }
     },
@@ -301,16 +300,16 @@ export function reportService(deps: ReportServiceDeps) {
       if (!('ok' in r)) throw problem(r.status === 404 ? 'not-found' : 'conflict', r.reason, { errors: [{ location: 'body', name: r.field, reason: r.reason }] })
       const f = r.ok
       if (!accepts(f.mediaType)) {
-        fs.closeSync(f.fd)
+        f.content.close()
         throw problem('not-acceptable', `This file is ${f.mediaType}, which Accept does not allow.`)
       }
       try {
         await audit.record(ctx, { description: `Downloaded report file ${f.fileName} of "${f.report.name}"`, details: fileDetails(f), asset: reportAsset(f.report) })
       } catch (err) {
-        fs.closeSync(f.fd)
+        f.content.close()
         throw err
       }
-      return { fileName: f.fileName, mediaType: f.mediaType, size: f.size, rowCount: f.run.row_count ?? 0, truncated: f.run.truncated === 1, stream: fs.createReadStream('', { fd: f.fd }) }
+      return { fileName: f.fileName, mediaType: f.mediaType, size: f.size, rowCount: f.run.row_count ?? 0, truncated: f.run.truncated === 1, stream: f.content.stream() }
     },
 
     /**
@@ -331,7 +330,7 @@ export function reportService(deps: ReportServiceDeps) {
           continue
         }
         if (seen.has(r.ok.run.id)) {
-          fs.closeSync(r.ok.fd)
+          r.ok.content.close()
           continue
         }
         seen.add(r.ok.run.id)
@@ -367,7 +366,7 @@ export function reportService(deps: ReportServiceDeps) {
       }
       const zip = new yazl.ZipFile()
       for (const [i, f] of opened.entries()) {
-        zip.addReadStream(fs.createReadStream('', { fd: f.fd }), inArchive[i], { size: f.size, mtime: new Date(f.run.finished_ms ?? Date.now()), compress: f.run.format === 'CSV' })
+        zip.addReadStream(f.content.stream(), inArchive[i], { size: f.size, mtime: new Date(f.run.finished_ms ?? Date.now()), compress: f.run.format === 'CSV' })
       }
       zip.end()
       return { fileName, stream: zip.outputStream as Readable }
