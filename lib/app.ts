@@ -133,6 +133,7 @@ function registerBackground(app: FastifyInstance): void {
     // structures and the event index) has no counterpart there; the feature loops that still
     // read SQLite's repositories join as their ports are built on PostgreSQL.
     registerCoreHealthChecks(app)
+    loops.add(alarmDeliveryLoop(app))
     loops.add(reportSchedulerLoop(app))
     for (const loop of notificationLoops(app)) loops.add(loop)
     loops.add(refusalFlushLoop(app))

@@ -1,9 +1,10 @@
 import type { FastifyInstance } from 'fastify'
-import { asyncPort } from '../../db/unit-of-work.js'
-import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
+import { registerHealthCheck, type HealthVerdict } from '../platform/health.js'
+import { then, type Maybe } from '../platform/maybe.js'
 import { iso } from '../time.js'
 import { DeliveryWorker } from './worker.js'
 import type { Loop } from '../platform/loops.js'
+import type { AlarmHealthFigures } from './ports.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -13,15 +14,19 @@ declare module 'fastify' {
 }
 
 /**
- * The outbox worker that delivers alarms, as the app's loop (one process at a time: it
- * claims the shared outbox), and its health check; stopping lets deliveries in flight finish.
+ * The outbox worker that delivers alarms, as the app's loop, and its health check; stopping
+ * lets deliveries in flight finish and lets go of the destinations this process held.
+ * Several processes may run it over one PostgreSQL: each destination's deliveries are
+ * taken under a lease (db/postgres/alarms.ts), outcomes are written only to deliveries
+ * still pending, and events are queued under the outbox lock.
  */
 export function alarmDeliveryLoop(app: FastifyInstance): Loop {
-  const { repos, config } = app
+  const { config } = app
+  const store = app.storage.alarmDelivery
   const worker = new DeliveryWorker({
-    outbox: asyncPort(repos.alarms, repos.uow),
-    events: asyncPort(repos.events, repos.uow),
-    uow: repos.uow,
+    outbox: store.outbox,
+    events: store.events,
+    uow: app.storage.uow,
     log: app.log,
     mail: { mailer: app.mailer, publicUrl: config.publicUrl },
     settings: { ...config.alarms, deliveryDays: config.retention.deliveryDays },
@@ -51,9 +56,13 @@ export const WARNING_BACKLOG = 1000
  *   destination's last attempt failed and it is retrying.
  * - Healthy otherwise.
  */
-export function alarmDeliveryHealth(app: FastifyInstance): { status: HealthStatus; detail: string } {
+export function alarmDeliveryHealth(app: FastifyInstance): Maybe<HealthVerdict> {
   const now = app.hasDecorator('alarmWorker') ? app.alarmWorker.clock() : Date.now()
-  const h = app.repos.alarms.health(now)
+  // At once on SQLite, through a Promise on PostgreSQL.
+  return then(app.storage.alarmDelivery.health(now), (h) => verdict(h, now))
+}
+
+function verdict(h: AlarmHealthFigures, now: number): HealthVerdict {
   if (h.destinations === 0) return { status: 'Healthy', detail: 'No alarm destinations' }
   const age = h.oldest === null ? 0 : Math.max(0, now - h.oldest)
   const parts = [

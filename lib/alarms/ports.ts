@@ -2,6 +2,7 @@
 import type { AlarmsRepo, DeliveryCounts, DestinationInput, DestinationRow } from '../../db/alarms.js'
 import type { EventInput } from '../../db/events.js'
 import type { Async } from '../../db/unit-of-work.js'
+import type { Maybe } from '../platform/maybe.js'
 
 export interface AlarmDestinationStore {
   all(): Promise<DestinationRow[]>
@@ -22,7 +23,32 @@ export interface AlarmDestinationStore {
  */
 export type AlarmOutbox = Async<
   Pick<AlarmsRepo, 'prune' | 'outboxSeq' | 'heads' | 'byId' | 'pendingAfter' | 'events' | 'auditRecords' | 'assetMessages' | 'recordAttempts' | 'queueEvents' | 'eventsWaiting'>
->
+> & {
+  /**
+   * Lets go of this process's claim on a destination's deliveries, so that another process
+   * takes them over at once (PostgreSQL's leases); absent where one process drains the outbox.
+   */
+  release?(destinationId: string): Promise<void>
+}
+
+/** The outbox's figures the health check reads (`unqueued`: events stored, not queued for delivery yet). */
+export interface AlarmHealthFigures {
+  destinations: number
+  enabled: number
+  pending: number
+  oldest: number | null
+  failed: number
+  retrying: number
+  unqueued: number
+}
+
+/** What the alarm delivery loop reads and writes through, on either backend. */
+export interface AlarmDeliveryStore {
+  outbox: AlarmOutbox
+  events: FailureEvents
+  /** At once on SQLite (its health checks are synchronous), through a Promise on PostgreSQL. */
+  health(now: number): Maybe<AlarmHealthFigures>
+}
 
 /** Where the worker records the "Alarm delivery failure" events it raises. */
 export interface FailureEvents {

@@ -97,6 +97,8 @@ export class DeliveryWorker {
   /** The worker's time; tests move it forward to make retries due. */
   clock: () => number = () => Date.now()
   private readonly lanes = new Map<string, Promise<void>>()
+  /** Destinations whose lanes ran here: their claims are let go when the worker stops. */
+  private readonly claimed = new Set<string>()
   private buffer: Outcome[] = []
   private lastFlush = performance.now()
   private timer: NodeJS.Timeout | undefined
@@ -164,6 +166,7 @@ export class DeliveryWorker {
           continue
         }
         started++
+        this.claimed.add(id)
         const lane = this.lane(id)
           .catch((err) => this.deps.log.error({ err, destinationId: id }, 'alarm delivery lane failed'))
           .finally(() => {
@@ -196,7 +199,11 @@ export class DeliveryWorker {
     }
   }
 
-  /** Lets deliveries in flight finish (at most `boundMs`), writes their outcomes and stops. */
+  /**
+   * Lets deliveries in flight finish (at most `boundMs`), writes their outcomes, lets go of
+   * the destinations whose lanes have ended (another process takes them over at once) and
+   * stops. A lane still sending keeps its claim until the claim expires.
+   */
   async stop(boundMs = STOP_BOUND_MS): Promise<void> {
     this.closing = true
     clearInterval(this.timer)
@@ -206,8 +213,22 @@ export class DeliveryWorker {
     clearTimeout(timer)
     await this.flush()
     this.closed = true
+    await this.release()
     this.transports.syslog.close()
     this.transports.agents.destroy()
+  }
+
+  private async release(): Promise<void> {
+    const { outbox } = this.deps
+    if (!outbox.release) return
+    const ended = [...this.claimed].filter((id) => !this.lanes.has(id))
+    this.claimed.clear()
+    try {
+      await Promise.all(ended.map((id) => outbox.release!(id)))
+    } catch (err) {
+      // Not let go: the claims expire on their own.
+      this.deps.log.error({ err, destinations: ended.length }, 'could not let go of alarm destinations')
+    }
   }
 
   private async lane(destinationId: string): Promise<void> {

@@ -17,6 +17,7 @@ import type { AuditStore, CredentialStore, UnitOfWork } from './ports.js'
 import type { NotificationLoopStore } from '../notifications/ports.js'
 import type { CoreHealthStore } from '../health.js'
 import type { ReportRunStorage } from '../reports/ports.js'
+import type { AlarmDeliveryStore } from '../alarms/ports.js'
 
 /** The unit of work every backend gives: transactions, group commits, work after a commit. */
 export interface StorageUnitOfWork extends UnitOfWork {
@@ -41,6 +42,8 @@ export interface Storage {
   readonly health: CoreHealthStore
   /** What the report scheduler's runs read, and where their files are kept (lib/reports/index.ts). */
   readonly reportRuns: ReportRunStorage
+  /** The alarm delivery loop's outbox, failure events and health figures (lib/alarms/index.ts). */
+  readonly alarmDelivery: AlarmDeliveryStore
   /** Resolves when the database takes a write and its schema is this server's; rejects saying why not. */
   ready(): Promise<void>
   /** Closes the database (after the loops and requests are done with it). */
@@ -85,6 +88,8 @@ export async function openStorage(app: FastifyInstance, config: Config): Promise
     health: { system: repos.system, users: repos.users, samples: repos.retention },
     // The files in the data directory.
     reportRuns: { reads: repos.reports, health: repos.reports },
+    // The health figures at once, as SQLite's health checks read.
+    alarmDelivery: { outbox: asyncPort(repos.alarms, repos.uow), events: asyncPort(repos.events, repos.uow), health: (now) => repos.alarms.health(now) },
     async ready() {
       try {
         repos.system.probe()
@@ -129,6 +134,7 @@ async function openPostgresStorage(url: string, config: Config): Promise<OpenedS
     health: { system: made.system, users: made.users },
     // The files in the database (any node serves them); runs under leases (several nodes).
     reportRuns: { reads: made.reports, files: made.reports, leases: made.reports, health: made.reports },
+    alarmDelivery: { outbox: made.alarms, events: made.records.events, health: (now) => made.alarms.health(now) },
     async ready() {
       try {
         await made.system.probe()
