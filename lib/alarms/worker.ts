@@ -97,6 +97,8 @@ export class DeliveryWorker {
   /** The worker's time; tests move it forward to make retries due. */
   clock: () => number = () => Date.now()
   private readonly lanes = new Map<string, Promise<void>>()
+  /** The turns the timer started that have not ended. */
+  private readonly ticks = new Set<Promise<number>>()
   /** Destinations whose lanes ran here: their claims are let go when the worker stops. */
   private readonly claimed = new Set<string>()
   private buffer: Outcome[] = []
@@ -118,14 +120,28 @@ export class DeliveryWorker {
 
   start(intervalMs = POLL_MS): void {
     if (this.paused || this.closing || this.timer) return
-    this.timer = setInterval(() => void this.tick(), intervalMs).unref()
+    this.timer = setInterval(() => {
+      const tick = this.tick().finally(() => this.ticks.delete(tick))
+      this.ticks.add(tick)
+    }, intervalMs).unref()
   }
 
-  /** Stops the timer: deliveries then happen only through turn() and drain() (tests). */
-  pause(): void {
+  /**
+   * Stops the timer: deliveries then happen only through turn() and drain() (tests).
+   * Resolves once what the timer started has ended (a turn reading a remote database may be
+   * in flight).
+   */
+  async pause(): Promise<void> {
     this.paused = true
     clearInterval(this.timer)
     this.timer = undefined
+    await this.settled()
+  }
+
+  /** Resolves once the turns the timer started, and the lanes running, have ended. */
+  private async settled(): Promise<void> {
+    await Promise.all(this.ticks)
+    await Promise.all([...this.lanes.values()])
   }
 
   resume(): void {
@@ -209,7 +225,7 @@ export class DeliveryWorker {
     clearInterval(this.timer)
     this.timer = undefined
     let timer: NodeJS.Timeout | undefined
-    await Promise.race([Promise.all([...this.lanes.values()]), new Promise((r) => (timer = setTimeout(r, boundMs)))])
+    await Promise.race([this.settled(), new Promise((r) => (timer = setTimeout(r, boundMs)))])
     clearTimeout(timer)
     await this.flush()
     this.closed = true
