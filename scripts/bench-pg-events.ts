@@ -13,13 +13,14 @@ import pg from 'pg'
 import type { EventBatch, EventInput } from '../db/events.js'
 import { connectPostgres, migratePostgres } from '../db/postgres/index.js'
 import { pgEventsRepo } from '../db/postgres/events-write.js'
+import { eventCodes } from '../lib/event-codes.js'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 2)
 const base = process.env.PRIME_DATABASE_URL ?? process.env.PRIME_TEST_DATABASE_URL
 if (!base) throw new Error('set PRIME_DATABASE_URL to a PostgreSQL server (a role that may create databases)')
 
 const event = (i: number): EventInput => ({
-  code: '0x110001',
+  code: eventCodes.peripheralNew.code,
   severity: 6,
   category: 'USB',
   entityId: `DESKTOP-${i % 500} (10.0.${i % 250}.1)`,
