@@ -45,6 +45,35 @@ export interface RefusalCount {
   source_ips: string
 }
 
+/**
+ * A record's column values, in the order of both backends' INSERT (created_ms ... refusal_key),
+ * with the defaults of an absent asset.
+ */
+export function auditColumns(r: AuditRecord): unknown[] {
+  const a = r.asset ?? {}
+  return [
+    r.createdMs,
+    r.severity,
+    r.category,
+    r.user ?? null,
+    r.sourceIp ?? null,
+    r.description,
+    r.details,
+    r.operationId ?? null,
+    r.outcome,
+    a.key ?? null,
+    a.name ?? null,
+    a.parentId ?? null,
+    a.ipAddress ?? null,
+    a.type ?? 'Unknown',
+    a.subType ?? 'None',
+    a.detail ?? 'Unknown',
+    a.icon ?? -1,
+    r.requestId ?? null,
+    r.refusalKey ?? null,
+  ]
+}
+
 export function auditRepo(db: DB) {
   // A destination taking events and audit records gets them in the order they were stored.
   const queue = eventQueue(db)
@@ -74,30 +103,7 @@ export function auditRepo(db: DB) {
   return {
     insert(r: AuditRecord): number {
       queue.before('audit')
-      const a = r.asset ?? {}
-      return Number(
-        insert.run(
-          r.createdMs,
-          r.severity,
-          r.category,
-          r.user ?? null,
-          r.sourceIp ?? null,
-          r.description,
-          r.details,
-          r.operationId ?? null,
-          r.outcome,
-          a.key ?? null,
-          a.name ?? null,
-          a.parentId ?? null,
-          a.ipAddress ?? null,
-          a.type ?? 'Unknown',
-          a.subType ?? 'None',
-          a.detail ?? 'Unknown',
-          a.icon ?? -1,
-          r.requestId ?? null,
-          r.refusalKey ?? null,
-        ).lastInsertRowid,
-      )
+      return Number(insert.run(...auditColumns(r)).lastInsertRowid)
     },
     latest: (n: number) => latest.all(n),
     byId: (id: number) => byId.get(id),

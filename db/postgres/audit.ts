@@ -1,6 +1,6 @@
 // The audit trail's writes and reads on PostgreSQL (db/audit.ts): records taken under the
 // audit feed's lock, the refusals' repeat counts.
-import type { AuditRecord, AuditRepo, AuditRow, RefusalCount } from '../audit.js'
+import { auditColumns, type AuditRecord, type AuditRepo, type AuditRow, type RefusalCount } from '../audit.js'
 import type { Async } from '../unit-of-work.js'
 import type { Postgres } from './connection.js'
 import { FEED_LOCKS, recordPartitions, type RecordPartitions } from './events-write.js'
@@ -22,31 +22,9 @@ export function pgAuditRepo(db: Postgres, partitions: RecordPartitions = recordP
   return {
     /** Stores a record; its id is taken under the audit feed's lock, held until the caller's unit of work commits. */
     async insert(r: AuditRecord): Promise<number> {
-      const a = r.asset ?? {}
       return db.uow.run(async () => {
         await partitions.ensure('audit_trail', [r.createdMs])
-        return (await db.value<number>(INSERT, [
-          FEED_LOCKS.audit_trail,
-          r.createdMs,
-          r.severity,
-          r.category,
-          r.user ?? null,
-          r.sourceIp ?? null,
-          r.description,
-          r.details,
-          r.operationId ?? null,
-          r.outcome,
-          a.key ?? null,
-          a.name ?? null,
-          a.parentId ?? null,
-          a.ipAddress ?? null,
-          a.type ?? 'Unknown',
-          a.subType ?? 'None',
-          a.detail ?? 'Unknown',
-          a.icon ?? -1,
-          r.requestId ?? null,
-          r.refusalKey ?? null,
-        ]))!
+        return (await db.value<number>(INSERT, [FEED_LOCKS.audit_trail, ...auditColumns(r)]))!
       })
     },
     latest: (n: number) => db.query<AuditRow & Record<string, unknown>>('SELECT * FROM audit_trail ORDER BY id DESC LIMIT $1', [n]) as Promise<AuditRow[]>,
