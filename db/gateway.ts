@@ -355,8 +355,8 @@ function peripheralParams(
   }
 }
 
-/** Every column a report sets, bar the presence, is as stored. */
-function unchanged(s: StoredPeripheral, v: ReportedPeripheral): boolean {
+/** Every column a report sets, bar the presence, is as stored (both backends' check-ins). */
+export function unchanged(s: StoredPeripheral, v: ReportedPeripheral): boolean {
   if (s.signature !== undefined) return s.device_id === v.deviceId && s.signature === signatureOf(v)
   return (
     s.device_id === v.deviceId &&

@@ -20,7 +20,7 @@ import type {
   StoredPeripheral,
   SweptAgent,
 } from '../gateway.js'
-import { peripheralTexts } from '../gateway.js'
+import { peripheralTexts, unchanged } from '../gateway.js'
 import type { Async } from '../unit-of-work.js'
 import type { Postgres } from './connection.js'
 
@@ -214,30 +214,6 @@ export function pgInternPeripheralTexts(db: Postgres) {
       productTextId: t.product === null ? null : ids.get(key('product', t.product))!,
     }))
   }
-}
-
-/** Every column a report sets, bar the presence, is as stored. */
-function unchanged(s: StoredPeripheral, v: ReportedPeripheral): boolean {
-  return (
-    s.device_id === v.deviceId &&
-    s.vid === v.vid &&
-    s.pid === v.pid &&
-    s.serial_number === v.serialNumber &&
-    s.description === v.description &&
-    s.status === v.status &&
-    s.manufacturer === v.manufacturer &&
-    s.caption === v.caption &&
-    s.gui_vid === v.guiVid &&
-    s.gui_pid === v.guiPid &&
-    s.gui_serial === v.guiSerial &&
-    s.dev_icon === v.devIcon &&
-    s.class_code === v.classCode &&
-    s.subclass_code === v.subclassCode &&
-    s.protocol_code === v.protocolCode &&
-    s.hierarchy === v.hierarchy &&
-    s.parent_device_id === v.parentDeviceId &&
-    s.is_disabled === v.isDisabled
-  )
 }
 
 /** Rows of several agents, by agent, in the order read. */
