@@ -10,6 +10,8 @@ export interface ReaderSetup {
   cacheMb: number
   /** The compiled deadline extension, or null when it could not be built (a read past its budget then runs to its end). */
   extension: string | null
+  /** The pool's group of connections, interrupted together when it closes (db/native/deadline.c). */
+  group?: number
 }
 
 export interface ReadTask {
@@ -29,6 +31,7 @@ export function readerRunner(setup: ReaderSetup, makeTasks: (db: Database.Databa
   let arm: ((ms: number) => void) | null = null
   if (setup.extension) {
     db.loadExtension(setup.extension) // entry point from the name: sqlite3_deadline_init
+    if (setup.group) db.prepare('SELECT prime_deadline_group(?)').get(setup.group)
     const deadline = db.prepare<[number], number>('SELECT prime_deadline(?)').pluck()
     arm = (ms) => void deadline.get(ms)
   }

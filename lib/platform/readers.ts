@@ -10,7 +10,9 @@
 // The credential is the request's, carried by `readerScope` (set by the request pipeline for
 // the operations the contract marks `x-expensive`), so the ports stay free of requests.
 import { AsyncLocalStorage } from 'node:async_hooks'
+import { randomInt } from 'node:crypto'
 import fs from 'node:fs'
+import Database from 'better-sqlite3'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
 import type { ReadTask, ReadOutcome, ReaderSetup } from '../../db/reader-runner.js'
@@ -61,6 +63,17 @@ const EXTENSION = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../..
 const graceMs = (budgetMs: number) => budgetMs + 30_000
 const RETRY_AFTER = { 'retry-after': '1' }
 
+/** Interrupts the running reads of a pool's threads, and makes its later ones stop at once. */
+function interruptGroup(extension: string, group: number): void {
+  const db = new Database(':memory:')
+  try {
+    db.loadExtension(extension)
+    db.prepare('SELECT prime_interrupt_group(?)').get(group)
+  } finally {
+    db.close()
+  }
+}
+
 /** Whether reads can be stopped inside SQLite here. */
 export const deadlineExtension = (): string | null => (fs.existsSync(EXTENSION) ? EXTENSION : null)
 
@@ -76,6 +89,8 @@ export function readerPool<T extends Tasks>(opts: {
 }): Readers<T> {
   const { settings, local } = opts
   const extension = deadlineExtension()
+  // This pool's connections, for interrupting them all at once when it closes (db/native/deadline.c).
+  const group = randomInt(1, 2 ** 47)
   if (settings.threads > 0 && !extension)
     opts.onWarn?.('the read deadline extension is not built (dist/native/deadline.so): a read past its budget is answered, but its thread runs on until SQLite finishes')
   const pool =
@@ -91,7 +106,7 @@ export function readerPool<T extends Tasks>(opts: {
           idleTimeout: 60_000,
           // Below the event loop's thread: while readers are busy, requests still get a core first.
           niceIncrement: 10,
-          workerData: { file: opts.file, cacheMb: opts.cacheMb, extension } satisfies ReaderSetup,
+          workerData: { file: opts.file, cacheMb: opts.cacheMb, extension, group } satisfies ReaderSetup,
           // A compiled module needs none of the process's loaders (a test runner's TypeScript
           // loader took seconds of CPU at every thread's start).
           ...(opts.thread.endsWith('.js') ? { execArgv: [] } : {}),
@@ -174,7 +189,8 @@ export function readerPool<T extends Tasks>(opts: {
       stats.longestRunMs = Math.max(stats.longestRunMs, out.ms)
       if (!out.ok) {
         stats.interrupted++
-        throw costly()
+        // Stopped by the shutdown rather than by its budget: another node can answer it.
+        throw closing ? problem('not-ready', 'the server is shutting down') : costly()
       }
       return out.value
     } catch (err) {
@@ -187,6 +203,7 @@ export function readerPool<T extends Tasks>(opts: {
 
   return {
     async run(name, args) {
+      if (closing) throw problem('not-ready', 'the server is shutting down')
       // Reads asked outside a request (a report's run) have no share: the queue bounds them.
       const key = readerScope.getStore()
       const mine = key === undefined ? 0 : (perKey.get(key) ?? 0)
@@ -228,8 +245,11 @@ export function readerPool<T extends Tasks>(opts: {
     async close() {
       closing = true
       for (const w of waiting.splice(0)) w.fail(problem('not-ready', 'the server is shutting down'))
-      // The reads in threads end within their budget (interrupted inside SQLite): waited for,
-      // so that no thread is terminated in a statement.
+      // A shutdown does not wait out the reads' budgets: their statements are interrupted
+      // inside SQLite now (their callers get 503 not-ready), and the reads are waited for, so
+      // that no thread is terminated in a statement. Without the extension they end within
+      // their budget at worst.
+      if (pool && extension) interruptGroup(extension, group)
       await Promise.all(inFlight)
       await pool?.destroy()
     },
