@@ -40,8 +40,34 @@ export class UnstorableText extends Error {
 }
 
 /** The error of a statement, with PostgreSQL's refusal of a NUL character made an UnstorableText. */
-function statementError(err: unknown): unknown {
-  return (err as { code?: string }).code === '22021' ? new UnstorableText(err) : err
+/**
+ * A statement of an expensive read stopped by its budget (statement_timeout, SQLSTATE 57014
+ * on the budgeted pool): the caller is answered 422 query-too-costly, as on SQLite.
+ */
+export class StatementPastBudget extends Error {
+  readonly code = 'statement-past-budget'
+  constructor(readonly budgetMs: number) {
+    super(`the query ran past its time budget of ${Math.round(budgetMs / 1000)} s and was stopped: narrow it (a filter, a longer search text, a smaller page) or ask for an export`)
+  }
+}
+
+/** Every client of the expensive reads' pool stayed busy for a whole budget: answered 503 readers-busy. */
+export class ExpensiveReadsBusy extends Error {
+  readonly code = 'expensive-reads-busy'
+  constructor(budgetMs: number) {
+    super(`every connection for expensive reads was busy for ${Math.round(budgetMs / 1000)} s`)
+  }
+}
+
+function statementError(err: unknown, budgetMs?: number): unknown {
+  const code = (err as { code?: string }).code
+  if (code === '22021') return new UnstorableText(err)
+  if (budgetMs !== undefined) {
+    if (code === '57014') return new StatementPastBudget(budgetMs)
+    // node-postgres' pool gives up waiting for a client with this message (connectionTimeoutMillis).
+    if (err instanceof Error && err.message.startsWith('timeout exceeded when trying to connect')) return new ExpensiveReadsBusy(budgetMs)
+  }
+  return err
 }
 
 /** SQLSTATEs after which a whole unit of work may run again: serialization failure, deadlock. */
@@ -62,6 +88,13 @@ export interface PgUnitOfWork extends UnitOfWork {
 export interface Postgres {
   readonly pool: pg.Pool
   readonly uow: PgUnitOfWork
+  /**
+   * Runs `work` (and everything it starts) as an expensive read: its statements and units of
+   * work go to a small pool of their own whose connections carry the read budget as
+   * statement_timeout, so that they can neither run past it nor take the pool the cheap
+   * requests use. Without a budget in the options it just runs `work`.
+   */
+  budgeted(work: () => void): void
   /** The rows of `sql`, on the caller's unit of work's client when in one, else on the pool. */
   query<T extends Row = Row>(sql: string, params?: unknown[]): Promise<T[]>
   /** The first row, or undefined. */
@@ -74,25 +107,49 @@ export interface Postgres {
 }
 
 export interface PostgresOptions {
+  /** The expensive reads' pool: at most this many clients, each statement stopped past `budgetMs`. */
+  budget?: { clients: number; budgetMs: number }
   /** Clients at most in the pool. */
   max?: number
   /** Name the server shows in pg_stat_activity. */
   applicationName?: string
 }
 
-export function connectPostgres(url: string, { max = 10, applicationName = 'prime-webui' }: PostgresOptions = {}): Postgres {
+export function connectPostgres(url: string, { max = 10, applicationName = 'prime-webui', budget }: PostgresOptions = {}): Postgres {
   // JIT compilation off: it pays for itself on long analytical queries, and added hundreds
   // of ms to counts and pages that run in tens.
   const pool = new pg.Pool({ connectionString: url, max, application_name: applicationName, types, options: '-c jit=off' })
+  // The expensive reads' own clients: the server stops each of their statements at the
+  // budget (the connection's statement_timeout), and the cheap requests keep theirs.
+  const budgetPool = budget
+    ? new pg.Pool({
+        connectionString: url,
+        max: budget.clients,
+        // A read waits for a client at most a budget (then 503, as SQLite's queue answers).
+        connectionTimeoutMillis: budget.budgetMs,
+        application_name: `${applicationName} expensive`,
+        types,
+        options: `-c jit=off -c statement_timeout=${budget.budgetMs}`,
+      })
+    : undefined
   // An idle client whose connection broke (the server restarted) is dropped by the pool;
   // without a listener the error would end the process.
   pool.on('error', () => {})
+  budgetPool?.on('error', () => {})
   const context = new AsyncLocalStorage<Unit>()
+  const expensive = new AsyncLocalStorage<true>()
+  /** The pool of the caller: the budgeted one inside an expensive read. */
+  const poolNow = (): pg.Pool => (budgetPool && expensive.getStore() ? budgetPool : pool)
 
-  const executor = (): pg.Pool | pg.PoolClient => context.getStore()?.client ?? pool
+  const executor = (): pg.Pool | pg.PoolClient => context.getStore()?.client ?? poolNow()
+  const budgetNow = () => (budgetPool && expensive.getStore() ? budget!.budgetMs : undefined)
 
   async function attempt<T>(work: () => Promise<T>): Promise<T> {
-    const client = await pool.connect()
+    const client = await poolNow()
+      .connect()
+      .catch((err) => {
+        throw statementError(err, budgetNow())
+      })
     const unit: Unit = { client, committed: [] }
     let broken: Error | undefined
     try {
@@ -145,13 +202,14 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
     try {
       return await executor().query<T>(sql, params)
     } catch (err) {
-      throw statementError(err)
+      throw statementError(err, budgetNow())
     }
   }
   const query = async <T extends Row>(sql: string, params: unknown[] = []): Promise<T[]> => (await send<T>(sql, params)).rows
   return {
     pool,
     uow,
+    budgeted: (work) => (budgetPool ? expensive.run(true, work) : work()),
     query,
     async one<T extends Row>(sql: string, params: unknown[] = []): Promise<T | undefined> {
       return (await query<T>(sql, params))[0]
@@ -161,12 +219,14 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
         const r = await executor().query({ text: sql, values: params, rowMode: 'array' })
         return r.rows[0]?.[0] as T | undefined
       } catch (err) {
-        throw statementError(err)
+        throw statementError(err, budgetNow())
       }
     },
     async run(sql: string, params: unknown[] = []) {
       return (await send(sql, params)).rowCount ?? 0
     },
-    close: () => pool.end(),
+    close: async () => {
+      await Promise.all([pool.end(), budgetPool?.end()])
+    },
   }
 }

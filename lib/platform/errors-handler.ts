@@ -48,6 +48,9 @@ export function errorHandler(this: FastifyInstance, error: unknown, req: Fastify
   }
   // Text a database server cannot hold (db/postgres/connection.ts UnstorableText).
   if (err.code === 'unstorable-text') return sendProblem(req, reply, problem('validation', err.message))
+  // An expensive read on PostgreSQL past its budget, or waiting a whole budget for a connection (db/postgres/connection.ts).
+  if (err.code === 'statement-past-budget') return sendProblem(req, reply, problem('query-too-costly', err.message))
+  if (err.code === 'expensive-reads-busy') return sendProblem(req, reply, problem('readers-busy', `${err.message}: try again in a moment`, { headers: { 'retry-after': '1' } }))
   const mapped = err.code ? fastifyCodes[err.code] : undefined
   if (mapped) return sendProblem(req, reply, problem(mapped, err.message))
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {

@@ -48,7 +48,13 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
     // threads' shares (run inside the scope: a callback hook calls the handler synchronously).
     if (op.expensive) {
       const given = route.preHandler
-      route.preHandler = [...(given === undefined ? [] : Array.isArray(given) ? given : [given]), readerScopeHook]
+      route.preHandler = [...(given === undefined ? [] : Array.isArray(given) ? given : [given]), expensiveHook]
+      if (app.storage.budgeted) {
+        const onResponse = route.onResponse
+        route.onResponse = [...(onResponse === undefined ? [] : Array.isArray(onResponse) ? onResponse : [onResponse]), releaseExpensive]
+        const onAbort = route.onRequestAbort
+        route.onRequestAbort = [...(onAbort === undefined ? [] : Array.isArray(onAbort) ? onAbort : [onAbort]), releaseAborted]
+      }
     }
     if ((route.schema as { querystring?: unknown }).querystring || op.requestTypes.length > 0 || op.deprecatedInputs) {
       const given = route.preValidation
@@ -83,10 +89,31 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
   })
 }
 
-/** Whose share an expensive read counts against: the user or token, else the caller's address. */
-function readerScopeHook(req: FastifyRequest, _reply: FastifyReply, done: () => void): void {
+/**
+ * An expensive operation's handler runs with its caller (the user or token, else the
+ * address) known to the reader threads' shares. Where the backend budgets expensive reads
+ * itself (PostgreSQL), the request claims the caller's share for its whole length and its
+ * handler runs budgeted.
+ */
+function expensiveHook(this: FastifyInstance, req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
   const p = req.principal
-  readerScope.run(p ? `${p.kind}:${p.id}` : `address:${req.ip}`, done)
+  const key = p ? `${p.kind}:${p.id}` : `address:${req.ip}`
+  const { budgeted } = this.storage
+  if (!budgeted) return readerScope.run(key, done)
+  try {
+    expensiveClaims.set(req, this.readers.claim(key))
+  } catch (err) {
+    return done(err as Error)
+  }
+  budgeted(() => readerScope.run(key, done))
+}
+const expensiveClaims = new WeakMap<FastifyRequest, () => void>()
+function releaseExpensive(req: FastifyRequest, _reply: FastifyReply, done: () => void): void {
+  releaseAborted(req, done)
+}
+function releaseAborted(req: FastifyRequest, done: () => void): void {
+  expensiveClaims.get(req)?.()
+  done()
 }
 
 /** What `work` throws, as the error a callback hook passes on; undefined when it returns. */

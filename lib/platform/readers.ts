@@ -49,6 +49,12 @@ type Tasks = Record<string, (...args: any[]) => unknown>
 
 export interface Readers<T extends Tasks = Tasks> {
   run<K extends keyof T & string>(name: K, args: Parameters<T[K]>): Promise<ReturnType<T[K]>>
+  /**
+   * Counts an expensive read of `key` (a credential) until the returned release is called, or
+   * refuses it (429) past the credential's share. `run` claims by itself; a backend whose
+   * reads do not go through `run` (PostgreSQL's budgeted pool) claims per request.
+   */
+  claim(key: string): () => void
   stats(): ReaderStats
   close(): Promise<void>
 }
@@ -201,23 +207,36 @@ export function readerPool<T extends Tasks>(opts: {
     }
   }
 
+  function claim(key: string): () => void {
+    const mine = perKey.get(key) ?? 0
+    if (mine >= settings.perCredential) {
+      stats.refusedCredential++
+      throw problem(
+        'expensive-in-flight',
+        `this credential already has ${mine} expensive read${mine === 1 ? '' : 's'} running or waiting (at most ${settings.perCredential}): wait for it to be answered`,
+        {
+          headers: RETRY_AFTER,
+        },
+      )
+    }
+    perKey.set(key, mine + 1)
+    let released = false
+    return () => {
+      if (released) return
+      released = true
+      const left = (perKey.get(key) ?? 1) - 1
+      if (left > 0) perKey.set(key, left)
+      else perKey.delete(key)
+    }
+  }
+
   return {
+    claim,
     async run(name, args) {
       if (closing) throw problem('not-ready', 'the server is shutting down')
       // Reads asked outside a request (a report's run) have no share: the queue bounds them.
       const key = readerScope.getStore()
-      const mine = key === undefined ? 0 : (perKey.get(key) ?? 0)
-      if (key !== undefined && mine >= settings.perCredential) {
-        stats.refusedCredential++
-        throw problem(
-          'expensive-in-flight',
-          `this credential already has ${mine} expensive read${mine === 1 ? '' : 's'} running or waiting (at most ${settings.perCredential}): wait for it to be answered`,
-          {
-            headers: RETRY_AFTER,
-          },
-        )
-      }
-      if (key !== undefined) perKey.set(key, mine + 1)
+      const unclaim = key === undefined ? undefined : claim(key)
       try {
         const waited = await slot()
         stats.longestWaitMs = Math.max(stats.longestWaitMs, waited)
@@ -234,11 +253,7 @@ export function readerPool<T extends Tasks>(opts: {
           release()
         })) as never
       } finally {
-        if (key !== undefined) {
-          const left = (perKey.get(key) ?? 1) - 1
-          if (left > 0) perKey.set(key, left)
-          else perKey.delete(key)
-        }
+        unclaim?.()
       }
     },
     stats: () => ({ threads: settings.threads, running, waiting: waiting.length, ...stats }),

@@ -44,6 +44,12 @@ export interface Storage {
   readonly reportRuns: ReportRunStorage
   /** The alarm delivery loop's outbox, failure events and health figures (lib/alarms/index.ts). */
   readonly alarmDelivery: AlarmDeliveryStore
+  /**
+   * Runs a request's handler as an expensive read where the backend budgets them itself
+   * (PostgreSQL: a pool of its own with the budget as statement_timeout); absent where the
+   * reader threads do it (SQLite).
+   */
+  readonly budgeted?: (work: () => void) => void
   /** Resolves when the database takes a write and its schema is this server's; rejects saying why not. */
   ready(): Promise<void>
   /** Closes the database (after the loops and requests are done with it). */
@@ -119,7 +125,7 @@ async function shareSecrets(pg: Postgres, config: Config): Promise<void> {
 }
 
 async function openPostgresStorage(url: string, config: Config): Promise<OpenedStorage> {
-  const pg = await openPostgres(url, { max: config.databasePool })
+  const pg = await openPostgres(url, { max: config.databasePool, budget: { clients: Math.max(1, config.readers.threads), budgetMs: config.readers.deadlineMs } })
   await shareSecrets(pg, config)
   const made = await createPostgresPorts(pg, config)
   await made.sessions.purge(Date.now())
@@ -127,6 +133,7 @@ async function openPostgresStorage(url: string, config: Config): Promise<OpenedS
   const storage: Storage = {
     backend: 'postgres',
     uow: pg.uow,
+    budgeted: pg.budgeted,
     credentials: made.credentials,
     audit: made.audit,
     ports: made.ports,
