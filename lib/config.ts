@@ -115,6 +115,191 @@ export interface Config {
   }
 }
 
+/** One setting as the operating page's table describes it (scripts/settings-table.ts writes the table). */
+export interface SettingDescription {
+  /** The environment variable. */
+  name: string
+  /** Its default, as Markdown. */
+  default: string
+  /** What it sets, as Markdown (links relative to docs/). */
+  meaning: string
+}
+
+/**
+ * Every environment variable the server reads, in the order of the table in docs/operating.md.
+ * `loadConfig` below is what applies them; tests/docs-settings.test.ts fails when a variable
+ * read in lib/ is missing here or when the page's table differs from this list.
+ */
+export const SETTINGS: readonly SettingDescription[] = [
+  { name: 'HOST', default: '`127.0.0.1`', meaning: 'address to listen on (`0.0.0.0` to serve other hosts)' },
+  { name: 'PORT', default: '`8080`', meaning: 'port to listen on' },
+  {
+    name: 'PRIME_DATA_DIR',
+    default: '`./data`',
+    meaning: "SQLite database (`prime.sqlite`), generated secrets, report files and archives; private to the server's user (folders 0700, files 0600, see [Security](security.md))",
+  },
+  { name: 'PRIME_DATABASE_URL', default: 'unset (SQLite)', meaning: 'a `postgres://` URL: run on that PostgreSQL database instead of the embedded SQLite file (see [PostgreSQL](#postgresql))' },
+  { name: 'PRIME_DATABASE_POOL', default: '`10`', meaning: 'connections at most to PostgreSQL (1-1000)' },
+  {
+    name: 'PRIME_ADMIN_PASSWORD',
+    default: 'generated, logged once',
+    meaning: 'password of the `admin` account created on first start (at least 12 characters, not only letters or digits, not containing "admin")',
+  },
+  { name: 'PRIME_JWT_SECRET', default: 'generated into `$PRIME_DATA_DIR/jwt-secret`', meaning: 'HS256 signing secret of access tokens, at least 32 characters' },
+  { name: 'PRIME_ACCESS_TOKEN_TTL', default: '`900`', meaning: 'access token lifetime, seconds' },
+  { name: 'PRIME_REFRESH_TOKEN_TTL', default: '`604800`', meaning: 'refresh token lifetime, seconds' },
+  { name: 'PRIME_RATE_LIMIT_MAX', default: '`1200`', meaning: 'requests per window per source address (IPv6: per /64 network)' },
+  { name: 'PRIME_RATE_LIMIT_WINDOW_MS', default: '`60000`', meaning: 'rate-limit window' },
+  { name: 'PRIME_LOGIN_RATE_LIMIT_MAX', default: '`20`', meaning: 'failed login attempts per minute per source address (IPv6: per /64 network); successful logins do not count' },
+  { name: 'PRIME_USER_RATE_LIMIT_MAX', default: '`1200`', meaning: 'requests per window per account (all its sessions, from any address)' },
+  { name: 'PRIME_TOKEN_RATE_LIMIT_MAX', default: '`1200`', meaning: 'requests per window per integration token' },
+  { name: 'PRIME_AGENT_RATE_LIMIT_MAX', default: '`60`', meaning: 'agent gateway requests per window per agent' },
+  { name: 'PRIME_POLLER_RATE_LIMIT_MAX', default: '`1200`', meaning: 'requests per window per worker poller' },
+  { name: 'PRIME_AUDIT_REFUSAL_WINDOW_SECONDS', default: '`300`', meaning: 'repeated identical refusals within this window are one audit record plus one record with their count' },
+  { name: 'PRIME_LOCKOUT_THRESHOLD', default: '`5`', meaning: 'consecutive failed logins with one user name from one source address that lock that user name from that address' },
+  { name: 'PRIME_LOCKOUT_SECONDS', default: '`900`', meaning: 'how long such a lock lasts, and how long failures are remembered' },
+  { name: 'PRIME_BODY_LIMIT', default: '`1048576`', meaning: 'largest request body, bytes (413 above)' },
+  { name: 'PRIME_HEADERS_TIMEOUT_SECONDS', default: '`10`', meaning: "time a client has to send a request's line and headers (408 after)" },
+  {
+    name: 'PRIME_REQUEST_TIMEOUT_SECONDS',
+    default: '`30`',
+    meaning: 'time a client has to send a whole request, body and uploads included, from its first byte (408 after; at least the headers timeout); answers are not timed',
+  },
+  { name: 'PRIME_KEEP_ALIVE_TIMEOUT_SECONDS', default: '`10`', meaning: "an idle keep-alive connection is closed after this; behind a load balancer, set it above the balancer's idle timeout" },
+  {
+    name: 'PRIME_MAX_CONNECTIONS_PER_ADDRESS',
+    default: '`256` (`0` with `PRIME_TRUST_PROXY`)',
+    meaning:
+      'connections one source address (IPv6: one /64 network) may hold open at once; more are closed as they are accepted; `0`: no cap. Agents behind one NAT share an address: allow about agents × keep-alive seconds ÷ check-in seconds',
+  },
+  { name: 'PRIME_TRUST_PROXY', default: '`false`', meaning: "take the client address from `X-Forwarded-For`, and a well-formed `x-request-id` as the request's id (only behind a proxy you run)" },
+  { name: 'PRIME_LICENSE_ACCOUNT', default: '`Prime`', meaning: 'licensed account name shown at login' },
+  { name: 'PRIME_LICENSE_SEATS', default: '`1000`', meaning: 'agents the license allows' },
+  { name: 'PRIME_LICENSE_EXPIRES', default: 'none', meaning: 'license expiry date (ISO 8601)' },
+  { name: 'PRIME_LICENSE_ACCOUNT_ID', default: 'none', meaning: 'the license account agents are installed for; an agent reporting another one gets license status `Invalid` (none: any is accepted)' },
+  {
+    name: 'PRIME_AGENT_ENROLLMENT_SECRET',
+    default: 'generated into `$PRIME_DATA_DIR/agent-enrollment-secret`, logged once',
+    meaning: 'the secret agents present to enroll (`gateway/enroll`), at least 16 characters',
+  },
+  { name: 'PRIME_AGENT_CHECKIN_SECONDS', default: '`60`', meaning: 'check-in interval given to agents (5 to 3600)' },
+  { name: 'PRIME_AGENT_MIN_CHECKIN_SECONDS', default: '`5`', meaning: 'an agent checking in again sooner gets 429; `0` turns the rule off (tests, benchmarks)' },
+  { name: 'PRIME_AGENT_ENROLL_PER_MINUTE_PER_ADDRESS', default: '`300`', meaning: 'agent enrollments per minute from one source address (IPv6: per /64 network), accepted or not' },
+  { name: 'PRIME_AGENT_ENROLL_PER_MINUTE', default: '`1200`', meaning: 'agent enrollments per minute to the server' },
+  { name: 'PRIME_AGENT_RESULT_BYTES_PER_DAY', default: '`33554432`', meaning: 'bytes of command results (`gateway/commandresults` bodies) one agent may send per UTC day' },
+  { name: 'PRIME_AGENT_DISCONNECT_SECONDS', default: '`180`', meaning: 'an agent without a check-in for this long becomes `Disconnected` (event `0x310002`)' },
+  {
+    name: 'PRIME_GROUP_COMMIT',
+    default: '`true`',
+    meaning:
+      'check-ins and command results that arrive in the same turn of the event loop share one transaction and one commit (each in a savepoint of its own: a failing one is undone alone; check-ins of different agents are compared and written together, and if that fails each runs again alone); every agent is answered only once the shared commit is on disk. `false`: one commit per call',
+  },
+  { name: 'PRIME_PUBLIC_ADDRESS', default: 'none', meaning: "this server's address as agents reach it (`centralizedConsoleIP`)" },
+  { name: 'PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS', default: '`2`', meaning: 'a peripheral model on at most this many agents is "uncommon" (risk insights) and a `Rare Device` (asset discovery)' },
+  {
+    name: 'PRIME_READER_THREADS',
+    default: '`2`',
+    meaning:
+      'reader threads for expensive reads (asset discovery, streamed agent and peripheral pages, event and audit exports in a computed order), each with a read-only connection of its own, off the event loop; `0` reads them on the event loop (no budget can stop them there)',
+  },
+  {
+    name: 'PRIME_READ_DEADLINE_SECONDS',
+    default: '`30`',
+    meaning: "an expensive read's time budget: past it the read is stopped inside SQLite and answered 422 (`query-too-costly`); also the longest it waits for a thread (then 503)",
+  },
+  { name: 'PRIME_READER_QUEUE', default: '`32`', meaning: 'expensive reads that may wait for a thread; beyond, 503 (`readers-busy`) with `Retry-After`' },
+  {
+    name: 'PRIME_EXPENSIVE_PER_CREDENTIAL',
+    default: '`1`',
+    meaning: 'expensive reads one account, token or address may have running or waiting; beyond, 429 (`expensive-in-flight`) with `Retry-After`, so that one client cannot take every thread',
+  },
+  { name: 'PRIME_NEW_ASSET_HOURS', default: '`24`', meaning: 'asset discovery: an asset first seen within this many hours counts as new (`transformerDataApi/assetsOverview`)' },
+  {
+    name: 'PRIME_GRAPHQL_INTROSPECTION',
+    default: '`off`',
+    meaning:
+      '`on`: `POST /sepio-data` answers introspection (`__schema`, `__type`) and its error messages suggest names ("Did you mean ...?"), for developing a client against it; `off`: introspection is refused (400) and suggestions are removed, so that any User or token cannot read the schema by guessing',
+  },
+  {
+    name: 'PRIME_KEPT_LIST_ANSWERS',
+    default: '`64`',
+    meaning:
+      "agent and peripheral list pages (up to 200 rows) whose ids and counts are kept while the data is unchanged (check-in times aside; rows are read again, so they are current), so that a repeated query skips its count; and as many pages of events and audit records (answers up to 256 KiB) kept as text until a record is added or pruned, so that a repeated question (a console's default page, a quiet feed) reads no row; `0` keeps none",
+  },
+  {
+    name: 'PRIME_DB_CACHE_MB',
+    default: '`16`',
+    meaning: "SQLite's page cache of the server's database connection, in MiB (1-4096); it stays resident once filled, and the operating system's file cache holds the rest of the file",
+  },
+  {
+    name: 'PRIME_WAL_CHECKPOINT_THREAD',
+    default: '`true`',
+    meaning:
+      "WAL checkpoints (copying the write-ahead log back into the database file) are made by a thread of their own, started once the WAL passes 4 MB, instead of inside the commit of whichever request crosses SQLite's automatic checkpoint (which held that request and every other one up for tens to hundreds of ms); `false`: SQLite's own, every 10,000 pages",
+  },
+  { name: 'PRIME_WAL_CHECKPOINT_MS', default: '`500`', meaning: 'how often that thread checkpoints (10 to 60000 ms)' },
+  {
+    name: 'PRIME_WAL_RESTART_MB',
+    default: '`16`',
+    meaning:
+      'once the WAL holds more than this (1 to 1024 MiB) and all of it is copied, the thread has it written again from its start; while writes go on without a pause, the commit that takes the WAL past this size copies what the thread has not copied yet and the WAL is written again from its start, so that under a long burst of writes it stays below about this size plus what is written during one checkpoint; a WAL file above 64 MB (after a long reader such as the integrity check) is truncated instead',
+  },
+  {
+    name: 'PRIME_SMTP_URL',
+    default: 'none',
+    meaning:
+      'outgoing mail for alarm e-mails and reports: `smtp://user:pass@host:587` (STARTTLS when offered) or `smtps://...:465`; without it e-mail destinations cannot be saved and reports are only stored',
+  },
+  { name: 'PRIME_SMTP_FROM', default: '`Prime <prime@localhost>`', meaning: 'sender of alarm and report e-mails' },
+  { name: 'PRIME_PUBLIC_URL', default: 'none', meaning: "the console's address, linked from alarm e-mails" },
+  {
+    name: 'PRIME_ALARM_ALLOWED_HOSTS',
+    default: 'none',
+    meaning:
+      'host names, addresses or CIDR ranges (comma-separated) that alarm destinations may reach despite the loopback rule (and the private rule below); link-local and cloud metadata addresses are never reachable',
+  },
+  {
+    name: 'PRIME_ALARM_DENY_PRIVATE',
+    default: '`false`',
+    meaning: '`true`: alarm destinations may reach private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) only when listed in `PRIME_ALARM_ALLOWED_HOSTS`',
+  },
+  { name: 'PRIME_ALARM_TIMEOUT_SECONDS', default: '`10`', meaning: 'how long an alarm receiver has to answer (1 to 60); an unreachable receiver is reported only after this time, whatever the cause' },
+  { name: 'PRIME_HEALTH_CHECK_SECONDS', default: '`60`', meaning: 'interval of the health checks that open and resolve system-health notifications (5 to 86400)' },
+  { name: 'PRIME_POLLER_ENROLLMENT_SECRET', default: 'none (registration disabled)', meaning: 'the secret worker pollers present to register, 16 to 256 characters' },
+  { name: 'PRIME_POLLER_HEARTBEAT_SECONDS', default: '`60`', meaning: 'heartbeat interval given to pollers; a poller missing three is offline (event `0x410002`)' },
+  { name: 'PRIME_AGENTLESS_INTERVAL_SECONDS', default: '`300`', meaning: 'default check interval of agentless connections (60 to 86400)' },
+  { name: 'PRIME_AGENTLESS_TIMEOUT_SECONDS', default: '`10`', meaning: 'default check timeout (1 to 300, below the interval)' },
+  {
+    name: 'PRIME_AGENTLESS_KEY',
+    default: 'generated into `$PRIME_DATA_DIR/agentless-key` (mode 0600)',
+    meaning:
+      '32-byte key (64 hex digits or base64) sealing agentless credentials and webhook secrets and header values (AES-256-GCM); keep it with backups, they do not open without it (webhook deliveries then fail, saying so, until the destination is saved again)',
+  },
+  { name: 'PRIME_BUILD', default: '`dev`', meaning: 'build identifier shown by `admin/PrimeVersion`' },
+  {
+    name: 'PRIME_SHUTDOWN_DRAIN_SECONDS',
+    default: '`0`',
+    meaning:
+      'after `SIGTERM`/`SIGINT`, `/readyz` answers 503 for this long before the server stops accepting connections (behind a load balancer: at least its probe interval times its failure threshold)',
+  },
+  { name: 'PRIME_RETENTION_EVENTS_DAYS', default: '`365`', meaning: 'events older than this are archived, then deleted (`0`: kept for ever)' },
+  { name: 'PRIME_RETENTION_AUDIT_DAYS', default: '`365`', meaning: 'audit records older than this are archived, then deleted (`0`: kept for ever)' },
+  { name: 'PRIME_RETENTION_DELIVERY_DAYS', default: '`30`', meaning: 'finished alarm deliveries, their attempts and asset-feed messages are kept this long (1 at least)' },
+  { name: 'PRIME_RETENTION_NOTIFICATIONS_DAYS', default: '`90`', meaning: 'dismissed risk notifications and resolved health notifications are kept this long; open ones always stay' },
+  { name: 'PRIME_RETENTION_COMMANDS_DAYS', default: '`90`', meaning: 'finished agent commands, fetched debug logs and agent-reported errors are kept this long' },
+  { name: 'PRIME_RETENTION_AGENTLESS_RUNS_DAYS', default: '`30`', meaning: 'agentless check runs are kept this long (beyond the per-connection limit they already have)' },
+  { name: 'PRIME_RETENTION_ARCHIVE_DAYS', default: '`0`', meaning: 'archive files whose day is older than this are deleted (`0`: archives are kept; move them off the machine yourself)' },
+  { name: 'PRIME_RETENTION_INTERVAL_SECONDS', default: '`3600`', meaning: 'how often the retention job runs (the first run a minute after the start)' },
+  { name: 'PRIME_LOG_ROUTINE_SECONDS', default: '`60`', meaning: 'unchanged agent check-ins are counted into one log line per this many seconds; `0` writes a line for each' },
+  {
+    name: 'PRIME_LOOP_STATS_SECONDS',
+    default: '`0`',
+    meaning:
+      'every this many seconds, and whenever the process receives `SIGUSR2`, a log line `"msg":"event loop"` says how long the event loop kept work waiting since the last one (`delayMs`: p50, p99, max, sampled every 10 ms) and what each background loop did (slices and the longest, checkpoints); `0`: no lines and no signal handler',
+  },
+  { name: 'LOG_LEVEL', default: '`info`', meaning: '`fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent`' },
+]
+
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, max: number): number {
   const raw = env[name]
   if (raw === undefined || raw === '') return fallback

@@ -726,7 +726,7 @@ if (sweepShapes.length) {
 notes.push(`the database file in the file cache at the lists' end: ${residency(dbFile) ?? 'unknown (no fincore)'}`)
 {
   const pageout = idlePageout()
-  if (pageout) notes.push(`this host reclaims idle memory: ${pageout}; the random days read what it dropped from the disk again (README, "Memory")`)
+  if (pageout) notes.push(`this host reclaims idle memory: ${pageout}; the random days read what it dropped from the disk again (docs/operating.md, "Memory")`)
 }
 await stop(server)
 

@@ -12,12 +12,35 @@ import { insertAgent } from './fixtures/fleet.js'
 
 t.setTimeout(180_000)
 
-const candidates = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].filter(Boolean) as string[]
-const executablePath = candidates.find((p) => fs.existsSync(p))
+const candidates = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome']
+// CHROMIUM_PATH, when set, is the only one tried: a wrong path must not fall back unnoticed.
+const executablePath = process.env.CHROMIUM_PATH || candidates.find((p) => fs.existsSync(p))
+
+/** Why no browser can run, saying what to install; null when one can. */
+export function missingBrowser(path: string | undefined, exists: (p: string) => boolean = fs.existsSync): string | null {
+  const install = 'install Chromium (Debian or Ubuntu: sudo apt-get install chromium; .ci/run does it), or set CHROMIUM_PATH to a Chromium or Chrome binary'
+  if (!path) return `no Chromium found in ${candidates.join(', ')}: ${install}`
+  if (!exists(path)) return `CHROMIUM_PATH=${path} does not exist: ${install}`
+  return null
+}
+
+t.test('a missing browser fails the test, saying what to install', async (t) => {
+  t.match(missingBrowser(undefined), /no Chromium found .*sudo apt-get install chromium.*CHROMIUM_PATH/)
+  t.match(
+    missingBrowser('/nowhere/chrome', () => false),
+    /CHROMIUM_PATH=\/nowhere\/chrome does not exist: install Chromium/,
+  )
+  t.equal(
+    missingBrowser('/usr/bin/chromium', () => true),
+    null,
+  )
+})
 
 t.test('the docs page: no console error, nothing prefilled, user login, GET agents through Try it out', async (t) => {
-  if (!executablePath) {
-    t.fail('no Chromium found (apt-get install -y chromium, or set CHROMIUM_PATH); .ci/run installs it')
+  const missing = missingBrowser(executablePath)
+  // Never a skip: the page is part of what the suite proves.
+  if (missing || !executablePath) {
+    t.fail(missing ?? 'no browser')
     return
   }
   const app = await build(t)

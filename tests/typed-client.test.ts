@@ -1,4 +1,4 @@
-// The README's typed-client example, run as it is against a listening server: a contract
+// The typed-client example of docs/api.md, run as it is against a listening server: a contract
 // change that breaks the example fails here (and in the type check) before a consumer's build.
 import { execFile } from 'node:child_process'
 import fs from 'node:fs'
@@ -109,11 +109,11 @@ t.test('the client logs in again after a 401, and takes an integration token', a
   t.throws(() => createPrimeClient({ baseUrl }), /a token or a login/)
 })
 
-t.test('the README shows the example as it is in examples/typed-client.ts', async (t) => {
-  const readme = fs.readFileSync(path.join(projectRoot, 'README.md'), 'utf8')
+t.test('docs/api.md shows the example as it is in examples/typed-client.ts', async (t) => {
+  const page = fs.readFileSync(path.join(projectRoot, 'docs', 'api.md'), 'utf8')
   const example = fs.readFileSync(path.join(projectRoot, 'examples', 'typed-client.ts'), 'utf8')
   const shown = example.replace("from '../client/index.js'", "from 'prime-webui/client'")
-  t.ok(readme.includes('```ts\n' + shown + '```'), 'README.md has examples/typed-client.ts (importing prime-webui/client) in a ts block')
+  t.ok(page.includes('```ts\n' + shown + '```'), 'docs/api.md has examples/typed-client.ts (importing prime-webui/client) in a ts block')
 })
 
 t.test("types generated from a running server's contract are the committed ones", async (t) => {
