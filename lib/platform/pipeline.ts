@@ -99,11 +99,15 @@ function expensiveHook(this: FastifyInstance, req: FastifyRequest, _reply: Fasti
   const p = req.principal
   const key = p ? `${p.kind}:${p.id}` : `address:${req.ip}`
   const { budgeted } = this.storage
-  if (!budgeted) return readerScope.run(key, done)
+  if (!budgeted) {
+    readerScope.run(key, done)
+    return
+  }
   try {
     expensiveClaims.set(req, this.readers.claim(key))
   } catch (err) {
-    return done(err as Error)
+    done(err as Error)
+    return
   }
   budgeted(() => readerScope.run(key, done))
 }
