@@ -200,12 +200,12 @@ export const SETTINGS: readonly SettingDescription[] = [
     name: 'PRIME_READER_THREADS',
     default: '`2`',
     meaning:
-      'reader threads for expensive reads (asset discovery, streamed agent and peripheral pages, event and audit exports in a computed order), each with a read-only connection of its own, off the event loop; `0` reads them on the event loop (no budget can stop them there)',
+      'reader threads for expensive reads (asset discovery, streamed agent and peripheral pages, event and audit exports in a computed order), each with a read-only connection of its own, off the event loop; `0` reads them on the event loop (no budget can stop them there). On PostgreSQL: the connections kept for expensive reads (at least 1)',
   },
   {
     name: 'PRIME_READ_DEADLINE_SECONDS',
     default: '`30`',
-    meaning: "an expensive read's time budget: past it the read is stopped inside SQLite and answered 422 (`query-too-costly`); also the longest it waits for a thread (then 503)",
+    meaning: "an expensive read's time budget: past it the read is stopped inside SQLite (on PostgreSQL: by the `statement_timeout` of the expensive reads' connections) and answered 422 (`query-too-costly`); also the longest it waits for a thread or connection (then 503)",
   },
   { name: 'PRIME_READER_QUEUE', default: '`32`', meaning: 'expensive reads that may wait for a thread; beyond, 503 (`readers-busy`) with `Retry-After`' },
   {
