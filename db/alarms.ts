@@ -88,6 +88,16 @@ export interface SettingsSealer {
   isPlain(stored: string): boolean
 }
 
+/** A destination's deliveries waiting (the metrics' outbox backlog and lag). */
+export type DestinationBacklog = {
+  destination: string
+  name: string
+  type: string
+  pending: number
+  /** When its oldest pending delivery was queued (ms), null when none waits. */
+  oldest: number | null
+}
+
 /** Without a sealer (scripts, tests of other things) settings are stored and read as they are. */
 export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
   const all = db.prepare<[], DestinationRow>('SELECT * FROM alarm_destinations ORDER BY name_key, id')
@@ -189,6 +199,12 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
 
   const queue = eventQueue(db)
 
+  const backlog = db.prepare<[], DestinationBacklog>(
+    `SELECT d.id AS destination, d.name, d.type,
+       (SELECT count(*) FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending') AS pending,
+       (SELECT queued_ms FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending' ORDER BY id LIMIT 1) AS oldest
+     FROM alarm_destinations d ORDER BY d.name`,
+  )
   const health = db.prepare<[number], { destinations: number; enabled: number; pending: number; oldest: number | null; failed: number; retrying: number }>(
     `SELECT (SELECT count(*) FROM alarm_destinations) AS destinations,
        (SELECT count(*) FROM alarm_destinations WHERE enabled = 1) AS enabled,
@@ -377,6 +393,8 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
       const h = health.get(now - 24 * 3600_000)!
       return { ...h, unqueued: h.enabled === 0 ? 0 : queue.unqueued() }
     },
+    /** Each destination's pending deliveries and when its oldest was queued (the metrics' outbox lag). */
+    backlog: (): DestinationBacklog[] => backlog.all(),
     /** Queues the deliveries of events stored since the last call, a slice: answers the rows queued. */
     queueEvents: (): number => db.transaction(queue.slice).immediate(),
     /** Queues the deliveries of every event stored so far; answers the rows queued. */

@@ -3059,6 +3059,36 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * This node's metrics (Prometheus)
+         * @description The metrics of the node that answers, in Prometheus' text exposition format, for a
+         *     scraper holding an Administrator's credential (an Administrator-profile integration
+         *     token: `authorization: Bearer <token>` in the scrape configuration). Each node
+         *     answers for itself; scrape every node. Requests by operation and status with a
+         *     latency histogram (`prime_http_requests_total`, `prime_http_request_duration_seconds`:
+         *     agent check-ins per second are the rate of the gateway's check-in operation), the
+         *     event loop's delay and the process' memory and CPU (`prime_nodejs_*`, `prime_process_*`),
+         *     the expensive reads (`prime_expensive_reads*`), the database pool on PostgreSQL
+         *     (`prime_db_pool_clients`), the alarm outbox's backlog and lag per destination
+         *     (`prime_alarm_outbox_pending`, `prime_alarm_outbox_lag_seconds`) and the background
+         *     loops this node runs (`prime_loop_running`).
+         */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/prime/webui/admin/systemstatus": {
         parameters: {
             query?: never;
@@ -15188,6 +15218,42 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The metrics, one sample a line. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example # HELP prime_http_requests_total Requests answered, by operation and status.
+                     *     # TYPE prime_http_requests_total counter
+                     *     prime_http_requests_total{operation="getUserDetails",status="200"} 12
+                     */
+                    "text/plain": string;
+                };
+            };
+            400: components["responses"]["MalformedRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
         };
     };
     getSystemStatus: {

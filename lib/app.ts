@@ -38,6 +38,7 @@ import type { PollerRow } from '../db/agentless.js'
 import { createInstance, registerOnListen } from './platform/instance.js'
 import { openStorage, type Storage } from './platform/storage.js'
 import { closeWithApp, decorateApp, registerTokens } from './platform/decorators.js'
+import { registerMetrics } from './platform/metrics.js'
 import { errorHandler } from './platform/errors-handler.js'
 import { registerCompilers, registerPipeline } from './platform/pipeline.js'
 
@@ -103,6 +104,7 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   announceEnrollmentSecret(app)
   registerBackground(app)
   registerPipeline(app, { spec, ops, validateResponses: opts.validateResponses })
+  registerMetrics(app)
   // The GraphQL executor of POST /sepio-data, without routes of its own.
   await registerAssetGraph(app, { introspection: config.graphqlIntrospection })
   await registerRoutes(app, spec)

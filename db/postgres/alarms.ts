@@ -10,7 +10,7 @@
 // by a process that lost its lease before writing the outcome is sent again, with the same
 // delivery id).
 import { randomUUID } from 'node:crypto'
-import type { AlarmsRepo, AttemptRecord, DeliveryCounts, DestinationInput, DestinationRow, OutboxItem, SettingsSealer } from '../alarms.js'
+import type { AlarmsRepo, AttemptRecord, DestinationBacklog, DeliveryCounts, DestinationInput, DestinationRow, OutboxItem, SettingsSealer } from '../alarms.js'
 import type { AuditTrailRow, EventRow } from '../event-queries.js'
 import { EVENT_FIELDS } from '../event-rows.js'
 import type { Async } from '../unit-of-work.js'
@@ -307,6 +307,14 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
       )
       return r!
     },
+    /** Each destination's pending deliveries and when its oldest was queued (the metrics' outbox lag). */
+    backlog: () =>
+      db.query<DestinationBacklog>(
+        `SELECT d.id AS destination, d.name, d.type,
+       (SELECT count(*) FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending') AS pending,
+       (SELECT queued_ms FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending' ORDER BY id LIMIT 1) AS oldest
+     FROM alarm_destinations d ORDER BY d.name`,
+      ),
     /** Queues the deliveries of events stored since the last call, a slice: answers the rows queued. */
     queueEvents: () => queue.slice(),
     /** Queues the deliveries of every event stored so far; answers the rows queued. */

@@ -95,6 +95,8 @@ export interface Postgres {
    * requests use. Without a budget in the options it just runs `work`.
    */
   budgeted(work: () => void): void
+  /** The pools' clients now (the metrics). */
+  poolStats(): { pool: string; total: number; idle: number; waiting: number }[]
   /** The rows of `sql`, on the caller's unit of work's client when in one, else on the pool. */
   query<T extends Row = Row>(sql: string, params?: unknown[]): Promise<T[]>
   /** The first row, or undefined. */
@@ -210,6 +212,13 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
     pool,
     uow,
     budgeted: (work) => (budgetPool ? expensive.run(true, work) : work()),
+    poolStats: () =>
+      [
+        ['requests', pool],
+        ['expensive', budgetPool],
+      ]
+        .filter((p): p is [string, pg.Pool] => p[1] !== undefined)
+        .map(([name, p]) => ({ pool: name, total: p.totalCount, idle: p.idleCount, waiting: p.waitingCount })),
     query,
     async one<T extends Row>(sql: string, params: unknown[] = []): Promise<T | undefined> {
       return (await query<T>(sql, params))[0]

@@ -1,5 +1,5 @@
 // The storage the alarm destination service needs; db/alarms.ts implements it on SQLite.
-import type { AlarmsRepo, DeliveryCounts, DestinationInput, DestinationRow } from '../../db/alarms.js'
+import type { AlarmsRepo, DeliveryCounts, DestinationBacklog, DestinationInput, DestinationRow } from '../../db/alarms.js'
 import type { EventInput } from '../../db/events.js'
 import type { Async } from '../../db/unit-of-work.js'
 import type { Maybe } from '../platform/maybe.js'
@@ -48,6 +48,8 @@ export interface AlarmDeliveryStore {
   events: FailureEvents
   /** At once on SQLite (its health checks are synchronous), through a Promise on PostgreSQL. */
   health(now: number): Maybe<AlarmHealthFigures>
+  /** Each destination's pending deliveries and the age of its oldest. */
+  backlog(): Maybe<DestinationBacklog[]>
 }
 
 /** Where the worker records the "Alarm delivery failure" events it raises. */

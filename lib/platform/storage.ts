@@ -50,6 +50,8 @@ export interface Storage {
    * reader threads do it (SQLite).
    */
   readonly budgeted?: (work: () => void) => void
+  /** The database pools' clients now, where there are pools (PostgreSQL): the metrics read them. */
+  readonly poolStats?: () => { pool: string; total: number; idle: number; waiting: number }[]
   /** Resolves when the database takes a write and its schema is this server's; rejects saying why not. */
   ready(): Promise<void>
   /** Closes the database (after the loops and requests are done with it). */
@@ -95,7 +97,7 @@ export async function openStorage(app: FastifyInstance, config: Config): Promise
     // The files in the data directory.
     reportRuns: { reads: repos.reports, health: repos.reports },
     // The health figures at once, as SQLite's health checks read.
-    alarmDelivery: { outbox: asyncPort(repos.alarms, repos.uow), events: asyncPort(repos.events, repos.uow), health: (now) => repos.alarms.health(now) },
+    alarmDelivery: { outbox: asyncPort(repos.alarms, repos.uow), events: asyncPort(repos.events, repos.uow), health: (now) => repos.alarms.health(now), backlog: () => repos.alarms.backlog() },
     async ready() {
       try {
         repos.system.probe()
@@ -134,6 +136,7 @@ async function openPostgresStorage(url: string, config: Config): Promise<OpenedS
     backend: 'postgres',
     uow: pg.uow,
     budgeted: pg.budgeted,
+    poolStats: pg.poolStats,
     credentials: made.credentials,
     audit: made.audit,
     ports: made.ports,
@@ -141,7 +144,7 @@ async function openPostgresStorage(url: string, config: Config): Promise<OpenedS
     health: { system: made.system, users: made.users },
     // The files in the database (any node serves them); runs under leases (several nodes).
     reportRuns: { reads: made.reports, files: made.reports, leases: made.reports, health: made.reports },
-    alarmDelivery: { outbox: made.alarms, events: made.records.events, health: (now) => made.alarms.health(now) },
+    alarmDelivery: { outbox: made.alarms, events: made.records.events, health: (now) => made.alarms.health(now), backlog: () => made.alarms.backlog() },
     async ready() {
       try {
         await made.system.probe()

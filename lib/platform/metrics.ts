@@ -1,0 +1,139 @@
+// This node's metrics in Prometheus' text format (GET /metrics, an Administrator's
+// credential), through prom-client. Per node by design: a scraper asks every node. Counted
+// as requests are answered: requests by operation and status with a latency histogram.
+// Read when scraped: the process (event loop delay, memory, CPU), the expensive reads, the
+// database pool on PostgreSQL, the alarm outbox's backlog and lag per destination, and the
+// background loops this node runs.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import client from 'prom-client'
+import type { Histogram, Counter } from 'prom-client'
+import type { DestinationBacklog } from '../../db/alarms.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** This node's metrics registry (lib/platform/metrics.ts). */
+    metrics: { text(): Promise<string>; contentType: string }
+  }
+}
+
+/** Seconds: from a cheap read (a millisecond) to the read budget (30 s). */
+const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
+
+export function registerMetrics(app: FastifyInstance): void {
+  const registry = new client.Registry()
+  client.collectDefaultMetrics({ register: registry, prefix: 'prime_' })
+  const requests: Counter<'operation' | 'status'> = new client.Counter({
+    name: 'prime_http_requests_total',
+    help: 'Requests answered, by operation (the contract operationId; "none" for paths outside the contract) and status.',
+    labelNames: ['operation', 'status'],
+    registers: [registry],
+  })
+  const latency: Histogram<'operation'> = new client.Histogram({
+    name: 'prime_http_request_duration_seconds',
+    help: 'Time from a request received to its answer sent, by operation.',
+    labelNames: ['operation'],
+    buckets: BUCKETS,
+    registers: [registry],
+  })
+  // One child per operation and status, made once: labels() hashes its labels at every call.
+  const counted = new Map<string, { inc(): void }>()
+  const timed = new Map<string, { observe(v: number): void }>()
+  app.addHook('onResponse', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    const op = req.op?.operationId ?? 'none'
+    const key = `${op} ${reply.statusCode}`
+    let c = counted.get(key)
+    if (!c) counted.set(key, (c = requests.labels(op, String(reply.statusCode))))
+    c.inc()
+    let h = timed.get(op)
+    if (!h) timed.set(op, (h = latency.labels(op)))
+    h.observe(reply.elapsedTime / 1000)
+    done()
+  })
+
+  const readers = new client.Gauge({
+    name: 'prime_expensive_reads',
+    help: 'Expensive reads (asset discovery, streamed pages, exports in a computed order) running and waiting.',
+    labelNames: ['state'],
+    registers: [registry],
+    collect() {
+      const s = app.readers.stats()
+      readers.set({ state: 'running' }, s.running)
+      readers.set({ state: 'waiting' }, s.waiting)
+    },
+  })
+  const readerTotals = new client.Gauge({
+    name: 'prime_expensive_reads_total',
+    help: "Expensive reads since start: done, interrupted at their budget, refused (busy, or past the caller's share).",
+    labelNames: ['outcome'],
+    registers: [registry],
+    collect() {
+      const s = app.readers.stats()
+      readerTotals.set({ outcome: 'done' }, s.done)
+      readerTotals.set({ outcome: 'interrupted' }, s.interrupted)
+      readerTotals.set({ outcome: 'refused_busy' }, s.refusedBusy)
+      readerTotals.set({ outcome: 'refused_share' }, s.refusedCredential)
+    },
+  })
+  void readerTotals
+
+  const pool = app.storage.poolStats
+  if (pool) {
+    const clients = new client.Gauge({
+      name: 'prime_db_pool_clients',
+      help: "The database pools' clients (PostgreSQL): total, idle, and requests waiting for one; by pool (requests, expensive reads).",
+      labelNames: ['pool', 'state'],
+      registers: [registry],
+      collect() {
+        for (const p of pool()) {
+          clients.set({ pool: p.pool, state: 'total' }, p.total)
+          clients.set({ pool: p.pool, state: 'idle' }, p.idle)
+          clients.set({ pool: p.pool, state: 'waiting' }, p.waiting)
+        }
+      },
+    })
+  }
+
+  // One read of the backlog serves both gauges of a scrape (a registry collects its metrics at once).
+  let backlog: { at: number; rows: Promise<DestinationBacklog[]> } | undefined
+  const backlogNow = () => {
+    const now = Date.now()
+    if (!backlog || now - backlog.at > 1000) backlog = { at: now, rows: Promise.resolve(app.storage.alarmDelivery.backlog()) }
+    return backlog.rows
+  }
+  const labelsOf = (d: DestinationBacklog) => ({ destination: d.destination, name: d.name, type: d.type })
+  const pending = new client.Gauge({
+    name: 'prime_alarm_outbox_pending',
+    help: 'Alarm deliveries waiting, by destination.',
+    labelNames: ['destination', 'name', 'type'],
+    registers: [registry],
+    async collect() {
+      const rows = await backlogNow()
+      pending.reset()
+      for (const d of rows) pending.set(labelsOf(d), d.pending)
+    },
+  })
+  const lag = new client.Gauge({
+    name: 'prime_alarm_outbox_lag_seconds',
+    help: "Age of each destination's oldest delivery waiting (0 when none waits).",
+    labelNames: ['destination', 'name', 'type'],
+    registers: [registry],
+    async collect() {
+      const rows = await backlogNow()
+      const now = Date.now()
+      lag.reset()
+      for (const d of rows) lag.set(labelsOf(d), d.oldest === null ? 0 : Math.max(0, (now - d.oldest) / 1000))
+    },
+  })
+
+  const loops = new client.Gauge({
+    name: 'prime_loop_running',
+    help: 'Background loops on this node: 1 while it runs the loop (for a singleton on PostgreSQL: while it holds its lease), else 0.',
+    labelNames: ['loop', 'singleton'],
+    registers: [registry],
+    collect() {
+      for (const l of app.loops.list()) loops.set({ loop: l.name, singleton: String(l.singleton) }, l.running ? 1 : 0)
+    },
+  })
+
+  app.decorate('metrics', { text: () => registry.metrics(), contentType: registry.contentType })
+}
