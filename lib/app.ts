@@ -127,7 +127,9 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
  */
 function registerBackground(app: FastifyInstance): void {
   registerHealthChecks(app)
-  const loops = registerLoops(app)
+  // Several processes may share a PostgreSQL database: its singleton loops run under leases.
+  const { loopLeases } = app.storage
+  const loops = registerLoops(app, undefined, loopLeases ? { store: loopLeases, ms: app.config.loopLeaseSeconds * 1000 } : undefined)
   if (app.storage.backend === 'postgres') {
     // SQLite's loops but its own upkeep (checkpoints, its search structures and the event
     // index), which has no counterpart there.

@@ -45,6 +45,8 @@ export interface Config {
   wal: { checkpointThread: boolean; checkpointMs: number; restartMb: number }
   /** Seconds between the lines of event-loop delay and background slices (0: none; lib/log.ts LoopStats). */
   loopStatsSeconds: number
+  /** How long a singleton loop's lease lasts without renewal where processes share a database (PostgreSQL), in seconds. */
+  loopLeaseSeconds: number
   /** `accountId`: agents reporting another license account are `Invalid` (null: any is accepted). */
   license: { accountName: string; accountId: string | null; seats: number; expirationDate: string | null }
   agents: {
@@ -239,6 +241,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       restartMb: int(env, 'PRIME_WAL_RESTART_MB', 16, 1, 1024),
     },
     loopStatsSeconds: int(env, 'PRIME_LOOP_STATS_SECONDS', 0, 0, 86_400),
+    loopLeaseSeconds: int(env, 'PRIME_LOOP_LEASE_SECONDS', 15, 1, 300),
     license: {
       accountName: env.PRIME_LICENSE_ACCOUNT || 'Prime',
       accountId: env.PRIME_LICENSE_ACCOUNT_ID || null,

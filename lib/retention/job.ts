@@ -306,6 +306,7 @@ export function retentionJob(deps: RetentionDeps, firstDelayMs = 60_000): { run(
     singleton: true,
     stopsFirst: true,
     start() {
+      closed = false
       timer = setTimeout(function again() {
         tick()
         timer = setTimeout(again, deps.settings.intervalSeconds * 1000).unref()
