@@ -129,15 +129,19 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
  */
 function registerBackground(app: FastifyInstance): void {
   registerHealthChecks(app)
-  const loops = registerLoops(app)
+  // Several processes may share a PostgreSQL database: its singleton loops run under leases.
+  const { loopLeases } = app.storage
+  const loops = registerLoops(app, undefined, loopLeases ? { store: loopLeases, ms: app.config.loopLeaseSeconds * 1000 } : undefined)
   if (app.storage.backend === 'postgres') {
-    // The loops over PostgreSQL's ports. SQLite's own upkeep (checkpoints, its search
-    // structures and the event index) has no counterpart there; the feature loops that still
-    // read SQLite's repositories join as their ports are built on PostgreSQL.
+    // SQLite's loops but its own upkeep (checkpoints, its search structures and the event
+    // index), which has no counterpart there.
     registerCoreHealthChecks(app)
+    loops.add(gatewaySweeperLoop(app))
     loops.add(alarmDeliveryLoop(app))
     loops.add(reportSchedulerLoop(app))
+    loops.add(agentlessLoop(app))
     for (const loop of notificationLoops(app)) loops.add(loop)
+    loops.add(retentionLoop(app))
     loops.add(refusalFlushLoop(app))
     return
   }

@@ -246,7 +246,8 @@ export function refusalFlushLoop(app: FastifyInstance): Loop {
   let timer: NodeJS.Timeout | undefined
   return {
     name: 'audit-refusal-flush',
-    singleton: true,
+    // Each process writes the counts it holds in memory.
+    singleton: false,
     start() {
       timer = setInterval(run, Math.min(60_000, app.config.auditRefusalWindowSeconds * 1000)).unref()
       return run()

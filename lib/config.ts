@@ -45,6 +45,8 @@ export interface Config {
   wal: { checkpointThread: boolean; checkpointMs: number; restartMb: number }
   /** Seconds between the lines of event-loop delay and background slices (0: none; lib/log.ts LoopStats). */
   loopStatsSeconds: number
+  /** How long a singleton loop's lease lasts without renewal where processes share a database (PostgreSQL), in seconds. */
+  loopLeaseSeconds: number
   /** `accountId`: agents reporting another license account are `Invalid` (null: any is accepted). */
   license: { accountName: string; accountId: string | null; seats: number; expirationDate: string | null }
   agents: {
@@ -297,6 +299,12 @@ export const SETTINGS: readonly SettingDescription[] = [
     meaning:
       'every this many seconds, and whenever the process receives `SIGUSR2`, a log line `"msg":"event loop"` says how long the event loop kept work waiting since the last one (`delayMs`: p50, p99, max, sampled every 10 ms) and what each background loop did (slices and the longest, checkpoints); `0`: no lines and no signal handler',
   },
+  {
+    name: 'PRIME_LOOP_LEASE_SECONDS',
+    default: '`15`',
+    meaning:
+      'on PostgreSQL, how long the lease of a loop that one process at a time runs (the sweeper, retention, the agentless sweep, health checks) lasts without renewal: another process takes the loop over at most this long after its holder dies (1-300)',
+  },
   { name: 'LOG_LEVEL', default: '`info`', meaning: '`fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent`' },
 ]
 
@@ -424,6 +432,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       restartMb: int(env, 'PRIME_WAL_RESTART_MB', 16, 1, 1024),
     },
     loopStatsSeconds: int(env, 'PRIME_LOOP_STATS_SECONDS', 0, 0, 86_400),
+    loopLeaseSeconds: int(env, 'PRIME_LOOP_LEASE_SECONDS', 15, 1, 300),
     license: {
       accountName: env.PRIME_LICENSE_ACCOUNT || 'Prime',
       accountId: env.PRIME_LICENSE_ACCOUNT_ID || null,

@@ -24,6 +24,8 @@ import { pgCommandsRepo } from '../db/postgres/commands.js'
 import { pgCatalogueRepo } from '../db/postgres/catalogue.js'
 import { pgNotificationsRepo } from '../db/postgres/notifications.js'
 import { pgRiskRaiser } from '../db/postgres/risk.js'
+import { pgRetentionRepo } from '../db/postgres/retention.js'
+import { pgEventQueue } from '../db/postgres/alarm-queue.js'
 import type { Config } from './config.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
 import { vault } from './vault.js'
@@ -132,8 +134,9 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
     exports: pgExportsRepo(pg),
     eventRecords: records.queries.events,
     auditRecords: records.queries.audit,
-    retention: notBuilt('Retention'),
-    retentionIndex: notBuilt('Retention'),
+    retention: pgRetentionRepo(pg, records.retention, pgEventQueue(pg)),
+    // Counts follow deletes by trigger (migration 004): no index to wait for, nothing held in memory.
+    retentionIndex: { indexed: records.retention.indexed, prune: records.retention.prune },
     applyPrune: () => {},
     systemAudit: audit,
   }

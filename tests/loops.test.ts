@@ -16,7 +16,7 @@ const EXPECTED = [
   { name: 'notification-stream', singleton: false },
   { name: 'health-checks', singleton: true },
   { name: 'retention', singleton: true },
-  { name: 'audit-refusal-flush', singleton: true },
+  { name: 'audit-refusal-flush', singleton: false },
 ]
 
 t.test('every background loop is registered, runs once the app is ready and stops on close', async (t) => {

@@ -55,13 +55,21 @@ export function pgRecordRetention(db: Postgres, partitions: RecordPartitions = r
       )
         .map((r) => ({ name: r.name, fromMs: r.from_ms, toMs: r.from_ms + DAY_MS }))
         .filter((p) => p.toMs <= beforeMs),
+    /** How many records the partition of the day starting at `fromMs` holds, and its highest id (null: none, or no such partition). */
+    async dayHeld(table: RecordTable, fromMs: number): Promise<{ n: number; top: number | null }> {
+      const name = await db.value<string>('SELECT record_partition_name($1, $2)', [table, fromMs])
+      if ((await db.value(`SELECT to_regclass($1)`, [name])) === null) return { n: 0, top: null }
+      return (await db.one<{ n: number; top: number | null }>(`SELECT count(*) AS n, max(id) AS top FROM "${name}"`))!
+    },
     /**
      * Detaches and drops the partition of the day starting at `fromMs`, records and all
      * (audit records too: the immutability triggers guard rows, and this is retention's
      * own way), unless it holds an id above `maxId` (one an alarm destination still waits
-     * for). Answers how many records went, or null when it was kept.
+     * for) or, given `expected`, a number of records other than that (the caller archived
+     * that many: a record written into the day since would go unarchived). Answers how
+     * many records went, or null when it was kept.
      */
-    async dropDay(table: RecordTable, fromMs: number, maxId: number = Number.MAX_SAFE_INTEGER): Promise<number | null> {
+    async dropDay(table: RecordTable, fromMs: number, maxId: number = Number.MAX_SAFE_INTEGER, expected?: number): Promise<number | null> {
       const dropped = await db.uow.run(async () => {
         // The partitions' lock (ensure_partitions): no day is made or moved meanwhile.
         await db.query(`SELECT pg_advisory_xact_lock(hashtext('prime partitions ' || $1))`, [table])
@@ -69,6 +77,7 @@ export function pgRecordRetention(db: Postgres, partitions: RecordPartitions = r
         if ((await db.value(`SELECT to_regclass($1)`, [name])) === null) return 0
         const held = (await db.one<{ n: number; top: number | null }>(`SELECT count(*) AS n, max(id) AS top FROM "${name}"`))!
         if (held.top !== null && held.top > maxId) return null
+        if (expected !== undefined && held.n !== expected) return null
         await db.query(`ALTER TABLE ${table} DETACH PARTITION "${name}"`)
         await db.query(`DROP TABLE "${name}"`)
         if (held.n) await db.run('UPDATE record_counts SET n = n - $2, prunes = prunes + 1 WHERE name = $1', [table, held.n])

@@ -2,6 +2,7 @@
 // worker pollers' health check, and the loop that sweeps pollers and runs (the service's).
 import type { FastifyInstance } from 'fastify'
 import { registerHealthCheck, type HealthStatus } from '../platform/health.js'
+import type { Maybe } from '../platform/maybe.js'
 import { everyInterval, type Loop } from '../platform/loops.js'
 import { vault, type Vault } from '../vault.js'
 import { workerPollerVerdict } from './service.js'
@@ -34,7 +35,13 @@ export function agentlessLoop(app: FastifyInstance): Loop {
   return everyInterval(app.log, { name: 'agentless-sweeper', singleton: true, intervalMs: SWEEP_INTERVAL_MS, what: 'agentless sweep' }, () => sweepAgentless(app))
 }
 
-/** The worker pollers' health: whether every activated poller sends heartbeats (health checks answer at once, so it reads the pollers directly). */
-export function workerPollerHealth(app: FastifyInstance): { status: HealthStatus; detail: string } {
-  return workerPollerVerdict(app.repos.agentless.pollers(), app.agentless.settings.offlineAfterSeconds, Date.now())
+/**
+ * The worker pollers' health: whether every activated poller sends heartbeats. At once on
+ * SQLite (its health checks answer so: it reads the pollers directly), through the ports'
+ * Promise on PostgreSQL.
+ */
+export function workerPollerHealth(app: FastifyInstance): Maybe<{ status: HealthStatus; detail: string }> {
+  const offlineAfter = app.agentless.settings.offlineAfterSeconds
+  if (app.storage.backend === 'sqlite') return workerPollerVerdict(app.repos.agentless.pollers(), offlineAfter, Date.now())
+  return app.storage.ports!.agentless.pollers().then((pollers) => workerPollerVerdict(pollers, offlineAfter, Date.now()))
 }

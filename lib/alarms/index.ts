@@ -33,7 +33,8 @@ export function alarmDeliveryLoop(app: FastifyInstance): Loop {
   })
   app.decorate('alarmWorker', worker)
   registerHealthCheck(app, { name: 'AlarmDelivery', check: alarmDeliveryHealth })
-  return { name: 'alarm-delivery', singleton: true, start: () => worker.start(), stop: () => worker.stop() }
+  // With leases on destinations (PostgreSQL) any number of processes deliver at once, each destination by one.
+  return { name: 'alarm-delivery', singleton: !store.outbox.release, start: () => worker.start(), stop: () => worker.stop() }
 }
 
 /** The app's delivery worker (tests drive it through turn(), drain() and its clock). */

@@ -1,7 +1,6 @@
 // The gateway's wiring: the enrollment secret announced once and the sweeper loop made
 // from the app's ports.
 import type { FastifyInstance } from 'fastify'
-import { asyncPort } from '../../db/unit-of-work.js'
 import type { Loop } from '../platform/loops.js'
 import { agentSweeperLoop, type SweeperDeps } from './sweeper.js'
 
@@ -16,15 +15,15 @@ export function announceEnrollmentSecret(app: FastifyInstance): void {
  * The credential is one held for an Administrator's approval (a refused agent call's only
  * extra read). Synchronous, as authentication is: it runs in the request's first hook.
  */
-/** What the sweeper works with, from the app's SQLite ports and settings. */
+/** What the sweeper works with, from the app's ports (either backend) and settings. */
 export function sweeperDeps(app: FastifyInstance): SweeperDeps {
-  const { repos, config } = app
-  const uow = repos.uow
+  const { config, storage } = app
+  const ports = storage.ports!
   return {
-    store: asyncPort(repos.gateway, uow),
-    events: asyncPort(repos.events, uow),
-    agentState: asyncPort(repos.agentState, uow),
-    uow,
+    store: ports.gatewayStore,
+    events: ports.eventRecorder,
+    agentState: ports.agentState,
+    uow: storage.uow,
     log: app.log,
     gateway: app.services.gateway,
     disconnectSeconds: config.agents.disconnectSeconds,

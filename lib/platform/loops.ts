@@ -30,6 +30,8 @@ export interface LoopState {
   name: string
   singleton: boolean
   running: boolean
+  /** Under a lease (PostgreSQL): whether this process holds it, and so runs the loop. */
+  leaseHeld?: boolean
 }
 
 export interface Loops {
@@ -41,6 +43,101 @@ export interface Loops {
   sliceMs(): number
 }
 
+/**
+ * Leases on singleton loops where several processes share the database (PostgreSQL): a
+ * lease names its loop, lasts a while unless renewed, and carries a fencing token that grows
+ * with every change of holder.
+ */
+export interface LoopLeases {
+  /** Takes the lease `name` for `ms` (or renews this process's); its fencing token, or null while another process holds it. */
+  hold(name: string, ms: number): Promise<number | null>
+  /** Lets it go at once (another process may take it), if this process still holds it with `fence`. */
+  release(name: string, fence: number): Promise<void>
+}
+
+/**
+ * A singleton loop under a lease: started while this process holds the lease, stopped when
+ * it does not. The lease is renewed every third of its time; without a renewal the loop
+ * stops once the lease would have expired by this process's clock (counted from the renewal's
+ * request, so never later than the database's expiry), and a renewal that finds another
+ * fencing token (someone else held the lease meanwhile) restarts it. Closing releases it.
+ */
+function leased(loop: Loop, leases: LoopLeases, ms: number, log: { error(details: object, message: string): void; info(details: object, message: string): void }): Loop {
+  const name = `loop:${loop.name}`
+  let fence: number | null = null
+  let running = false
+  let closed = false
+  let renewal: NodeJS.Timeout | undefined
+  let expiry: NodeJS.Timeout | undefined
+  let turn: Promise<void> = Promise.resolve()
+  const halt = async () => {
+    clearTimeout(expiry)
+    if (!running) return
+    running = false
+    await loop.stop()
+  }
+  const renew = async () => {
+    if (closed) return
+    const sent = Date.now()
+    let got: number | null
+    try {
+      got = await leases.hold(name, ms)
+    } catch (err) {
+      // The loop runs on until the lease would expire; a renewal may come back before.
+      log.error({ err, loop: loop.name }, 'renewing a loop lease failed')
+      return
+    }
+    if (closed) return
+    if (got === null) {
+      if (running) log.info({ loop: loop.name }, 'another process holds the loop lease: stopping the loop')
+      await halt()
+      fence = null
+      return
+    }
+    // Held by another process since this one's last renewal: what it did then is not ours to continue.
+    if (running && got !== fence) await halt()
+    fence = got
+    clearTimeout(expiry)
+    expiry = setTimeout(
+      () => {
+        turn = turn.then(halt, halt)
+      },
+      Math.max(0, sent + ms - Date.now()),
+    ).unref()
+    if (!running) {
+      running = true
+      await loop.start()
+    }
+  }
+  const next = () => {
+    turn = turn.then(renew, renew)
+    return turn
+  }
+  return {
+    ...loop,
+    start() {
+      closed = false
+      renewal = setInterval(next, Math.max(1, Math.floor(ms / 3))).unref()
+      return next()
+    },
+    async stop() {
+      closed = true
+      clearInterval(renewal)
+      await turn
+      await halt()
+      if (fence !== null) {
+        const held = fence
+        fence = null
+        await leases.release(name, held).catch((err) => log.error({ err, loop: loop.name }, 'releasing a loop lease failed'))
+      }
+    },
+    /** Whether the loop itself runs now (this process holds its lease). */
+    get held() {
+      return running
+    },
+  } as Loop & { held: boolean }
+}
+
 /** Set on a request while it counts as in flight. */
 const kInFlight = Symbol('in flight')
 
@@ -49,7 +146,7 @@ const kInFlight = Symbol('in flight')
  * registration order, and stops them in reverse order on close, awaiting each. `activity`
  * counts the requests in flight (tests pass one with their own clock).
  */
-export function registerLoops(app: FastifyInstance, activity: RequestActivity = requestActivity()): Loops {
+export function registerLoops(app: FastifyInstance, activity: RequestActivity = requestActivity(), leases?: { store: LoopLeases; ms: number }): Loops {
   const loops: { loop: Loop; running: boolean }[] = []
   let started = false
   const start = async (l: (typeof loops)[number]) => {
@@ -70,11 +167,16 @@ export function registerLoops(app: FastifyInstance, activity: RequestActivity = 
   const registry: Loops = {
     add(loop) {
       if (loops.some((l) => l.loop.name === loop.name)) throw new Error(`loop ${loop.name} is registered twice`)
-      const entry = { loop, running: false }
+      // Where processes share the database, a singleton runs only under its lease.
+      const entry = { loop: leases && loop.singleton ? leased(loop, leases.store, leases.ms, app.log) : loop, running: false }
       loops.push(entry)
       if (started) start(entry).catch((err) => app.log.error({ err, loop: loop.name }, 'starting a background loop failed'))
     },
-    list: () => loops.map(({ loop, running }) => ({ name: loop.name, singleton: loop.singleton, running })),
+    list: () =>
+      loops.map(({ loop, running }) => {
+        const held = (loop as { held?: boolean }).held
+        return { name: loop.name, singleton: loop.singleton, running, ...(held === undefined ? {} : { leaseHeld: held }) }
+      }),
     sliceMs: activity.sliceMs,
   }
   app.decorate('loops', registry)

@@ -18,6 +18,8 @@ import type { NotificationLoopStore } from '../notifications/ports.js'
 import type { CoreHealthStore } from '../health.js'
 import type { ReportRunStorage } from '../reports/ports.js'
 import type { AlarmDeliveryStore } from '../alarms/ports.js'
+import type { LoopLeases } from './loops.js'
+import { pgLoopLeases } from '../../db/postgres/loop-leases.js'
 
 /** The unit of work every backend gives: transactions, group commits, work after a commit. */
 export interface StorageUnitOfWork extends UnitOfWork {
@@ -52,6 +54,8 @@ export interface Storage {
   readonly budgeted?: (work: () => void) => void
   /** The database pools' clients now, where there are pools (PostgreSQL): the metrics read them. */
   readonly poolStats?: () => { pool: string; total: number; idle: number; waiting: number }[]
+  /** Leases on the singleton loops, where several processes may share the database (lib/platform/loops.ts). */
+  readonly loopLeases?: LoopLeases
   /** Resolves when the database takes a write and its schema is this server's; rejects saying why not. */
   ready(): Promise<void>
   /** Closes the database (after the loops and requests are done with it). */
@@ -145,6 +149,7 @@ async function openPostgresStorage(url: string, config: Config): Promise<OpenedS
     // The files in the database (any node serves them); runs under leases (several nodes).
     reportRuns: { reads: made.reports, files: made.reports, leases: made.reports, health: made.reports },
     alarmDelivery: { outbox: made.alarms, events: made.records.events, health: (now) => made.alarms.health(now), backlog: () => made.alarms.backlog() },
+    loopLeases: pgLoopLeases(pg),
     async ready() {
       try {
         await made.system.probe()

@@ -13,7 +13,7 @@ import { auditView, eventView } from '../events/views.js'
 import type { AuditTrailRow, EventRow } from '../events/ports.js'
 import type { Loop } from '../platform/loops.js'
 import { iso } from '../time.js'
-import type { CommittingUnitOfWork, RecordIndexStore, RecordTable, RetentionStore, SystemAuditStore } from './ports.js'
+import type { CommittingUnitOfWork, RecordDays, RecordIndexStore, RecordTable, RetentionStore, SystemAuditStore } from './ports.js'
 
 export interface RetentionDeps {
   retention: RetentionStore
@@ -107,6 +107,11 @@ async function pruneRecords(deps: RetentionDeps, table: RecordTable, beforeMs: n
     const pending = await retention.firstPending(feed)
     return Math.min(await index.indexed(table), pending === null ? Number.MAX_SAFE_INTEGER : pending - 1)
   }
+  const note = (id: number) => {
+    if (out.firstId === null || id < out.firstId) out.firstId = id
+    if (out.lastId === null || id > out.lastId) out.lastId = id
+  }
+  if (retention.days) out.deleted += await dropWholeDays(deps, retention.days, table, beforeMs, bound, files, note, stop)
   let after: [number, number] = [Number.MIN_SAFE_INTEGER, 0]
   while (!stop()) {
     const started = performance.now()
@@ -128,16 +133,70 @@ async function pruneRecords(deps: RetentionDeps, table: RecordTable, beforeMs: n
       return { deleted: r.deleted, ids }
     })
     out.deleted += deleted
-    for (const id of ids) {
-      if (out.firstId === null || id < out.firstId) out.firstId = id
-      if (out.lastId === null || id > out.lastId) out.lastId = id
-    }
+    for (const id of ids) note(id)
     pace.after(performance.now() - started, rows.length)
     if (rows.length < limit) break
     await nextTurn()
   }
   out.files = [...files].sort()
   return out
+}
+
+/** Records read at once while a whole day is archived. */
+const DAY_PAGE = 5000
+
+/**
+ * Where records are kept by day: each whole day past `beforeMs`, oldest first, is archived
+ * and then dropped at once, as long as every record of it may go (below `bound`); from the
+ * first day a destination still waits for, the rows go one by one (pruneRecords). A day that
+ * changed between its archive and its drop (a record written into it since) is kept: the
+ * rows then go one by one too, and that day's archive may hold some records twice (as it may when the job is stopped while archiving a day).
+ */
+async function dropWholeDays(
+  deps: RetentionDeps,
+  days: RecordDays,
+  table: RecordTable,
+  beforeMs: number,
+  bound: () => Promise<number>,
+  files: Set<string>,
+  note: (id: number) => void,
+  stop: () => boolean,
+): Promise<number> {
+  let deleted = 0
+  for (const day of await days.wholeDays(table, beforeMs)) {
+    if (stop()) break
+    const max = await bound()
+    const held = await days.dayHeld(table, day.fromMs)
+    if (held.top !== null && held.top > max) break
+    let archived = 0
+    let lo = Number.MAX_SAFE_INTEGER
+    let hi = 0
+    // (created_ms, id) after (fromMs - 1, any id): the day's first record on.
+    let after: [number, number] = [day.fromMs - 1, Number.MAX_SAFE_INTEGER]
+    while (!stop()) {
+      const rows = await deps.retention.due(table, day.toMs, after, max, DAY_PAGE)
+      if (rows.length === 0) break
+      for (const f of archive(deps.dataDir, table, rows)) files.add(f)
+      for (const r of rows) {
+        if (r.id < lo) lo = r.id
+        if (r.id > hi) hi = r.id
+      }
+      archived += rows.length
+      const last = rows[rows.length - 1]
+      after = [last.created_ms, last.id]
+      if (rows.length < DAY_PAGE) break
+      await nextTurn()
+    }
+    if (stop()) break
+    const dropped = await days.dropDay(table, day.fromMs, max, archived)
+    if (dropped === null) break
+    deleted += dropped
+    if (dropped > 0) {
+      note(lo)
+      note(hi)
+    }
+  }
+  return deleted
 }
 
 /** Deletes in slices with `prune(beforeMs, limit)` until a slice comes back short. */
@@ -247,6 +306,7 @@ export function retentionJob(deps: RetentionDeps, firstDelayMs = 60_000): { run(
     singleton: true,
     stopsFirst: true,
     start() {
+      closed = false
       timer = setTimeout(function again() {
         tick()
         timer = setTimeout(again, deps.settings.intervalSeconds * 1000).unref()

@@ -24,6 +24,21 @@ export interface RetentionStore {
   pruneDebugLogs(beforeMs: number, limit: number): Promise<number>
   pruneAgentErrors(beforeMs: number, limit: number): Promise<number>
   pruneAgentlessRuns(beforeMs: number, limit: number): Promise<number>
+  /** Where each day's records are kept apart (PostgreSQL's day partitions): a whole past day goes at once, once archived. */
+  days?: RecordDays
+}
+
+/** Records kept by day, a day dropped as a whole. */
+export interface RecordDays {
+  /** The days kept apart that end before `beforeMs` (whole days past), oldest first; `fromMs` inclusive, `toMs` exclusive. */
+  wholeDays(table: RecordTable, beforeMs: number): Promise<{ fromMs: number; toMs: number }[]>
+  /** How many records the day starting at `fromMs` holds, and its highest id (null: none). */
+  dayHeld(table: RecordTable, fromMs: number): Promise<{ n: number; top: number | null }>
+  /**
+   * Deletes the day's records at once, unless one has an id above `maxId` or the day no
+   * longer holds `expected` records; answers how many went, or null when it kept them.
+   */
+  dropDay(table: RecordTable, fromMs: number, maxId: number, expected: number): Promise<number | null>
 }
 
 /** The query index of events and audit records, which keeps its counts exact as records go. */
