@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins re-enrollment: the shared enrollment secret alone cannot move an enrolled identity.
 // An enrollment naming an enrolled machine either proves the agent's current credential
 // (rotated at once) or is held, with an event and a risk notification, until an

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 import t from 'tap'
 import Database from 'better-sqlite3'
 import { build, login, userWithProfile, bearer, USER_PASSWORD, ADMIN_PASSWORD } from './helpers.js'

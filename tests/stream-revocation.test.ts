@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // An open notification stream ends as soon as its credential is revoked: at once when this
 // process writes the revocation (logout, the account deleted, disabled or its password
 // reset, the integration token revoked), and at the hub's next look when another process

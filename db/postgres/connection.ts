@@ -29,7 +29,8 @@ interface Unit {
 
 /**
  * A request's text PostgreSQL cannot hold: a NUL character (U+0000), which its text type
- * refuses (SQLSTATE 22021). SQLite stores it; here the caller is told, with a 400.
+ * refuses (SQLSTATE 22021) and jsonb refuses as the escape \u0000 (22P05). SQLite stores
+ * it; here the caller is told, with a 400.
  */
 export class UnstorableText extends Error {
   readonly code = 'unstorable-text'
@@ -39,9 +40,11 @@ export class UnstorableText extends Error {
   }
 }
 
+const NUL_REFUSED = new Set(['22021', '22P05'])
+
 /** The error of a statement, with PostgreSQL's refusal of a NUL character made an UnstorableText. */
 function statementError(err: unknown): unknown {
-  return (err as { code?: string }).code === '22021' ? new UnstorableText(err) : err
+  return NUL_REFUSED.has((err as { code?: string }).code ?? '') ? new UnstorableText(err) : err
 }
 
 /** SQLSTATEs after which a whole unit of work may run again: serialization failure, deadlock. */
