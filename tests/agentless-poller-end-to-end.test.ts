@@ -1,4 +1,3 @@
-// backend: postgres-pending — the agentless loops on PostgreSQL (lib/agentless, the poller gateway's sweep) are being built
 // The agentless story with a real worker poller process against real listeners on
 // 127.0.0.1: a new user uploads 50 connections (three bad rows reported by line),
 // registers them to the running poller, sees runs (reachable and unreachable), exports

@@ -4,6 +4,7 @@
 // SQL. What only SQLite has (its event index, its connection's pragmas) stays in the files
 // marked `// backend: sqlite-only`.
 import type { FastifyInstance } from 'fastify'
+import Database from 'better-sqlite3'
 import pg from 'pg'
 import type { AuditRow } from '../db/audit.js'
 import type { EventInput } from '../db/events.js'
@@ -49,7 +50,15 @@ const numbered = (sql: string) => {
  * SQLite's connection, or a small pool of the test's own on PostgreSQL (bigints as numbers).
  */
 export async function query<T = Record<string, any>>(app: App, sql: string, ...params: unknown[]): Promise<T[]> {
-  if (app.storage.backend === 'sqlite') return app.db.prepare(sql).all(...params) as T[]
+  if (app.storage.backend === 'sqlite') {
+    const statement = app.db.prepare(sql)
+    // A write answers no rows (as PostgreSQL's without RETURNING).
+    if (!statement.reader) {
+      statement.run(...params)
+      return []
+    }
+    return statement.all(...params) as T[]
+  }
   let pool = pools.get(app)
   if (!pool) {
     pool = new pg.Pool({ connectionString: app.config.databaseUrl, max: 2, types: pgTypes })
@@ -90,4 +99,15 @@ export function indexEvents(app: App): void {
 /** SQLite's background indexing held (or let go), so that a test reads the unindexed path; nothing on PostgreSQL. */
 export function holdIndexing(app: App, hold: boolean): void {
   if (app.storage.backend === 'sqlite') app.repos.eventQueries.holdIndexing(hold)
+}
+
+/**
+ * Writes through a connection other than the app's own (an operator's tool, another node):
+ * a second SQLite connection on the data dir's file, or `query`'s pool on PostgreSQL.
+ */
+export function otherConnection(app: App, t: { teardown: (fn: () => unknown) => void }): (sql: string, ...params: unknown[]) => Promise<unknown> {
+  if (app.storage.backend === 'postgres') return (sql, ...params) => query(app, sql, ...params)
+  const other = new Database(app.config.dbFile)
+  t.teardown(() => other.close())
+  return async (sql, ...params) => other.prepare(sql).run(...params)
 }
