@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Account and session security: revocation reaches refresh tokens, state checked before an
 // await is checked again after it, the lockout holds under parallel guesses, integration
 // tokens never outlive what their creator may do, and the audit trail takes no forged text.

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The account service without Fastify: logins counted per name and source address, the
 // last Administrator kept, and one's own change checked against the credential again.
 import t from 'tap'

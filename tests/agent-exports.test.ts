@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the agent and peripheral exports: the same filters and order as the lists, the
 // CSV rules (header, CRLF, true/false, empty nulls, formula injection), the file names,
 // PDF reports (page count, header and "Page n of m" on every page, the row cap), that

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the agent gateway: enrollment and its credential, what a check-in stores and which
 // events it raises, and who may call the gateway (agents only, and only agents).
 import crypto from 'node:crypto'

@@ -1,3 +1,4 @@
+// backend: sqlite-only — the in-memory agent search over SQLite (db/agent-texts.ts); PostgreSQL searches with pg_trgm
 // Pins the in-memory agent search (db/agent-texts.ts): for every field and many kinds of
 // term it answers exactly the agents whose stored text contains the term, whatever the
 // case; it follows inserts, changes and deletions made through its own connection or

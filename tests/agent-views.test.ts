@@ -1,3 +1,4 @@
+// backend: sqlite-only — the agents' JSON kept per row by SQLite's triggers (db/agents.ts, migration 020)
 // Pins the agents' JSON kept per row (db/agents.ts agentViews, migration 020): every write
 // of the columns a list shows, through any connection, gives the row a new rev, and a page
 // never serves an agent's JSON kept from before a write; what it serves is what the row

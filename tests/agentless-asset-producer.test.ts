@@ -1,3 +1,4 @@
+// backend: postgres-pending — the agentless loops on PostgreSQL (lib/agentless, the poller gateway's sweep) are being built
 // The asset producer: ReplayAll queues a snapshot of every asset, SendMonitorOldLocation
 // only what moved since it was last published, and neither queues (nor records) anything
 // while no alarm destination receives the asset feed.

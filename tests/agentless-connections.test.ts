@@ -1,3 +1,4 @@
+// backend: postgres-pending — the agentless loops on PostgreSQL (lib/agentless, the poller gateway's sweep) are being built
 // Agentless connections as users manage them: the rules of creation and change, per-item
 // answers of bulk operations, credentials sealed at rest and never answered or audited,
 // and the status list's filters, order and paging.

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the agentless loops on PostgreSQL (lib/agentless, the poller gateway's sweep) are being built
 // The poller gateway: registration with the enrollment secret, the poller's own
 // credential, heartbeats and instructions, assignments with credentials only for the
 // poller they belong to, run reports answered per run, events on reachability changes,

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The agentless service without Fastify: an in-memory database, the SQLite ports, a plain
 // context. Connections and their credentials, the CSV import, the poller gateway, the
 // sweep, the exports, and the unit of work rolling a change back with its audit record.

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the agentless loops on PostgreSQL (lib/agentless, the poller gateway's sweep) are being built
 // The CSV import of agentless connections: the file's format, per-row answers with their
 // lines, updates by name, limits, and the exports that write the same format.
 import { execFileSync } from 'node:child_process'

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins what operators do to agents: agent mode and approve-all (agents/configuration, in
 // the shape existing clients send and read), deleting agents, and queueing, reusing and
 // cancelling commands - per item, in one transaction, audited, by profile.

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // The agents story end to end, as a security team and an agent live it: the agent enrolls
 // and checks in, an operator lists it the way integrations do, arms it, watches the command
 // go Pending -> Delivered -> Succeeded, sees an attack tool raise an event and the agent's

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins GET agents and GET agents/agent/{agentId}: every filter, sort order and paging rule,
 // and the bad inputs each answered 400 naming the field.
 import t, { type Test } from 'tap'

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The agent service and the unit of work it runs in, without Fastify: plain context, SQLite
 // ports, a fleet written straight into an in-memory database.
 import t from 'tap'

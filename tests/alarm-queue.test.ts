@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's alarm queue (db/alarm-queue.ts); PostgreSQL's: tests/pg-alarms.test.ts
 // db/alarm-queue.ts: the deliveries of events, queued behind their writes a slice at a time.
 // Checked against a model that queues each event at its write, as the outbox did in the
 // write's transaction: every destination must get the same deliveries in the same order,

@@ -1,3 +1,4 @@
+// backend: none — pure functions: no app is built and no database opened
 // The address rule (SSRF) of alarm destinations, as a unit: which addresses and names a
 // webhook or syslog destination may reach, with and without the allow-list.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // The attempt history of deliveries: a delivered attempt is kept on its outbox row, not as a
 // row of alarm_attempts (migration 031), and alarm_attempt_history (and the repository's
 // attempts()) give every attempt as alarm_attempts alone gave them before: after a TCP

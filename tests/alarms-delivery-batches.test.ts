@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Delivery in bulk: webhook batch mode (opt in per destination; off, each record still goes
 // alone and unchanged), batches re-formed from the same head on retry, one failure event
 // per failed batch, the test message as a batch of one; syslog lines written together over

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // What each kind of destination receives, checked at real receivers on 127.0.0.1: the
 // signed webhook POST, RFC 5424 and CEF syslog lines over UDP and TCP (octet counting),
 // and the e-mail.

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Delivery when receivers fail: retries with exponential backoff (driven through the
 // worker's clock, no waiting), order kept per destination, permanent failures raising
 // "Alarm delivery failure" events, the 24-hour limit, refused addresses and redirects,

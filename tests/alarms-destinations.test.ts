@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Managing alarm destinations: create, list, update, remove; defaults, validation, masked
 // secrets, unique names, the limit, per-item results, profiles and audit records.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Which records reach which destination: minimum severity, event and audit categories,
 // feeds (events, audit, assets), the enabled flag; queued in the transaction that stores
 // the record (an audit record or asset message), or behind it by the worker (an event).

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Alarm destinations cannot read an internal service back nor map its ports: whatever a
 // target answers (status line, headers, body, network error), callers and stored records
 // see only a coarse outcome, and a closed port, a silent port and a name that does not

@@ -1,3 +1,4 @@
+// backend: postgres-pending — builds its app or server on the data dir's SQLite file itself; not yet given a test database
 // The outbox survives a crash: the real server runs as a child process, is killed
 // (SIGKILL) while delivering, and started again; every queued event then reaches the
 // receiver at least once, each with one delivery id, none missing; the same for a

@@ -1,3 +1,4 @@
+// backend: postgres-pending — builds its app or server on the data dir's SQLite file itself; not yet given a test database
 // Pins webhook secrets and custom header values at rest: sealed in the database with the
 // data dir's key and bound to their destination, so that a copied database file reveals
 // none of them; deliveries still sign with the secret and send the headers; settings

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The alarm destination service and the unit of work it runs in, without Fastify: plain
 // context, SQLite ports, a delivery function of the test's own.
 import t from 'tap'

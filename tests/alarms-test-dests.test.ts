@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // TestAlarmDests: a real test message to each destination, in parallel, reported per
 // destination (delivered or the error, and how long it took), never stored or queued.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// backend: none — pure functions: no app is built and no database opened
 // Pins the one time format of every answer (lib/time.ts iso): exactly what toISOString
 // writes, for any time, in any order of calls.
 import t from 'tap'

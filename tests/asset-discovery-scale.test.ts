@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's discovery structures (sources read from the interned texts, model slices, kept counts)
 // What keeps asset discovery fast at fleet scale answers exactly what reading every row
 // would: pages read from where the previous one ended, sources a query rules out left
 // unread, the rare models found model by model and in slices, the overview's counts read

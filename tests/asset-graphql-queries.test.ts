@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // The GraphQL endpoint of asset discovery: its filter expressions, AND/OR, paging and
 // sorting; its bounds; and every wrong request answered 400 (GraphQL errors in the GraphQL
 // format, malformed bodies as problems), never 500.

@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's trigram indexes, interned texts and risk indexes
 // A global search whose candidates are read from the trigram indexes and the interned
 // texts, and the risk order read from the risk indexes (rare models folded in by the
 // query), answer exactly what matching and sorting every row would.

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The asset service without Fastify: an in-memory database and the SQLite ports. The one
 // mapping of an asset, pages, and the counts kept for a while and computed once for
 // callers that ask at the same time.

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Driven by the contract: every operation that changes something, and every refused
 // request, leaves its audit record (operation, actor, source address, description, what
 // changed, outcome consistent with the answer), and no record ever holds a secret that a

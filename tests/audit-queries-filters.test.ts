@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins GetAuditTrails and GetAuditsIntegration: every filter (the AssetReference ones
 // included) and sort against a brute-force model of the stored records, before and after
 // indexing; the audit feed's polling rule with records written by real operations while

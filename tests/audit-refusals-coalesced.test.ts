@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the bound on audit growth: repeated identical refusals (same actor, operation,
 // outcome, status and reason) within a window are one record written at once plus one
 // record with their count when the window closes; reasons a caller can vary at will open

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the audit trail: every change, every refused request and every login leaves an
 // immutable record, with secrets masked.
 import t from 'tap'

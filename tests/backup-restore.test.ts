@@ -1,3 +1,4 @@
+// backend: sqlite-only — the backup and restore of a SQLite data directory; PostgreSQL's: tests/pg-backup.test.ts
 // Pins the backup and restore of a data directory: a backup taken while the server writes
 // restores into a fresh directory where every record, credential and file is there and
 // works; a restore checks the copy first and refuses to overwrite what it should not.

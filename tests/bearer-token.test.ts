@@ -1,3 +1,4 @@
+// backend: none — pure functions: no app is built and no database opened
 import t from 'tap'
 import type { FastifyRequest } from 'fastify'
 import { bearerToken } from '../lib/auth.js'

@@ -1,3 +1,4 @@
+// backend: none — the in-memory cache alone (db/cache.ts), no database
 // Pins the one in-memory cache (db/cache.ts) that the kept list answers, the kept
 // notification answers and the verified access tokens use.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The catalogue service without Fastify: SQLite ports, plain context; a change drops the
 // kept vulnerable-peripherals insight in its unit of work, and rolls back with it.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the catalogue of known attack tools and vulnerable devices: its order, the rules of
 // adding (upper-case ids, default severities, 409s) and removing, that the flags of the
 // matching peripherals and agents follow at once, and that every change is audited.

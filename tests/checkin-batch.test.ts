@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // Check-ins that arrive together are compared and written together (batchCheckIns, the
 // server's default with PRIME_GROUP_COMMIT): one statement per step for all of them. The
 // rows, events, audit records and answers are those of the same check-ins one at a time,

@@ -1,3 +1,4 @@
+// backend: none — reads the source tree, no app or database
 import t, { type Test } from 'tap'
 import { changelogSection, diffContracts, gate, gateRepository } from '../scripts/contract-gate.js'
 

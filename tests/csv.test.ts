@@ -1,3 +1,4 @@
+// backend: none — pure functions: no app is built and no database opened
 import t from 'tap'
 import { csvCell, csvStream } from '../lib/csv.js'
 import { stringify } from 'csv-stringify/sync'

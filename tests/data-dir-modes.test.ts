@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds its fleet through tests/fixtures/fleet.ts (SQLite's connection)
 // The data directory is its user's alone: the database, its WAL and shared memory, the
 // secrets and report files are created 0600 in 0700 folders whatever the umask; a
 // directory others can read is made private at start (with a warning), one others can

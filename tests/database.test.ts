@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's connection settings, migrations and the secrets kept in the data dir
 // Pins the storage and first-start behaviour: SQLite settings, migrations, the JWT secret
 // kept in the data dir, and the first Administrator account.
 import fs from 'node:fs'

@@ -1,3 +1,4 @@
+// backend: sqlite-only — the catalogue's event codes against SQLite's migrations (risk_notification_kinds)
 import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the bytes of the events CSV export: a seeded export is compared with a line-by-line
 // reference writer of the format (byte-order mark, the header, CRLF, times as ISO 8601
 // with milliseconds, numbers as they are, nulls empty, quotes where a comma, quote, CR or

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the event and audit-trail exports: the filters of the lists in the body (names in
 // any case), their order, the CSV rules (byte-order mark, header in schema order, CRLF,
 // quoting, empty nulls, formula cells defused, numbers left alone), PDF reports (title,

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the polling rule of GetEventsIntegration: a page is the oldest PageSize matching
 // events at or after FromEventId, newest first; a SIEM poller that asks again from
 // data[0].eventID + 1 receives every event exactly once, through a backlog of many pages

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins GetEvents: every filter alone and combined, every sort order in both directions,
 // paging, recordsTotal and recordsFiltered, against a brute-force model of the written
 // events; the same answers whether the query index has indexed nothing, part or all of

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins GetEvents sorted by a free-text field (eventEntityID, details, assetKey, assetName,
 // peripheralAssetId): every match must be read and sorted, so above 20000 matches the list
 // answers 400 naming SortBy and how to narrow it, as the contract says; a narrowed query

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the incident fetch of the SOAR integration: GetEvents sorted date_asc with a lower
 // bound answers as the integration feed does (the oldest matching events, newest first), so
 // that the client, which keeps items[0].eventID + 1 as its next FromEventId from its first

@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's query index of events and audit records (db/event-index.ts)
 // Pins the query index of events and audit records (db/event-index.ts): it is kept off
 // the write path and never changes an answer. Answers stay exact while it is behind,
 // after a restart (the counts are read back from their tables), when another process

@@ -1,3 +1,4 @@
+// backend: sqlite-only — event views written from SQLite rows read as arrays (db/event-rows.ts)
 // Pins the events list's answer written from rows read as arrays (eventViewOf, no row
 // object): for every row it is exactly the bytes that JSON.stringify writes for the row's
 // view (same keys in the same order, the same forms of null, numbers and strings), over

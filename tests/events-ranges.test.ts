@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's event counts through its time index and block counts (db/event-counts.ts)
 // Pins the event lists' range, filter and sort questions that read no row beyond the page:
 // a time range's cut blocks counted and paged through the time index and the kinds' ids
 // (db/event-counts.ts timeIndexWhere) or, once the texts are read, through the time index and

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The event service and the retention job without Fastify: an in-memory database, the
 // SQLite ports, plain contexts. Lists and feeds answer what the rows hold, exports are
 // audited in the caller's name and hold the records of the moment they started, and the

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The agent gateway service without Fastify: plain context, SQLite ports, its own settings.
 import t from 'tap'
 import { openDatabase } from '../db/index.js'

@@ -1,3 +1,4 @@
+// backend: postgres-pending — PostgreSQL registers no DiskSpace and WorkerPoller health checks yet (the agentless loops are being built)
 // Pins the registry of health checks (lib/platform/health.ts): the platform's checks come
 // first, the features add theirs as they are wired, and lib/health.ts knows no feature.
 import fs from 'node:fs'

@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's event documents by id (db/event-doc-ids.ts, migration 030)
 // Pins the events' documents by id (event_doc_ids, migration 030; db/event-doc-ids.ts): text
 // filters over a time or id range are counted and paged from them, with the same counts and
 // pages as a plain SQL count with LIKE over the rows: ranges that cut blocks of ids, events

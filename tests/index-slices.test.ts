@@ -1,3 +1,4 @@
+// backend: sqlite-only — the slices of SQLite's event index catch-up (db/event-catch-up.ts)
 // Pins the slices of the event index's catch-up (db/event-catch-up.ts, lib/events/indexing.ts):
 // every request that arrives during a slice waits for it, so a slice sizes its steps to the
 // time it has left at the pace of the last ones, instead of steps of 2,048 records that alone

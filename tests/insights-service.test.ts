@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The insight service without Fastify: SQLite ports, a clock of the test's own. Kept
 // answers, their reloads, the error totals' date rules, and the catalogue's rule that a
 // change makes the vulnerable-peripherals insight computed afresh.

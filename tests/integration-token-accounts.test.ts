@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins "tokens cannot make accounts or tokens": an integration token, whatever its profile,
 // is refused (403) on every operation the contract marks `x-no-integration-token` (those
 // that create, change or delete accounts, their passwords and profiles, or integration

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The integration token service without Fastify: profile rules, unique names, and the
 // revocation told to listeners (open notification streams) only once it has committed.
 import t from 'tap'

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { build, login, userWithProfile, call } from './helpers.js'
+import { query, queryOne, queryValue } from './seed.js'
 
 const URL = '/prime/webui/admin/integrationTokens'
 
@@ -10,7 +11,7 @@ t.test('integration tokens: created once, stored hashed, usable, revocable', asy
   t.equal(created.statusCode, 200)
   const { token, id } = created.json()
   t.match(token, /^pit_/)
-  const row = app.db.prepare('SELECT token_hash FROM integration_tokens WHERE id = ?').get(id) as { token_hash: string }
+  const row = (await queryOne<{ token_hash: string }>(app, 'SELECT token_hash FROM integration_tokens WHERE id = ?', id))!
   t.not(row.token_hash, token, 'only a hash is stored')
   t.notOk(JSON.stringify((await call(app, admin, { url: URL })).json()).includes(token), 'the list never shows the secret')
 
@@ -19,7 +20,7 @@ t.test('integration tokens: created once, stored hashed, usable, revocable', asy
   t.equal((await call(app, token, { url: '/prime/webui/admin/all' })).statusCode, 403, 'bound to its profile')
   t.equal((await call(app, token, { url: '/prime/webui/admin/getuserdetails' })).statusCode, 404, 'has no account of its own')
   t.equal((await call(app, token, { method: 'POST', url: '/prime/webui/auth/logout' })).statusCode, 400)
-  t.ok(app.repos.integrationTokens.byId(id)!.last_used_ms, 'its use is recorded')
+  t.ok(await queryValue(app, 'SELECT last_used_ms FROM integration_tokens WHERE id = ?', id), 'its use is recorded')
 
   t.equal((await call(app, admin, { method: 'POST', url: URL, payload: { name: 'SPLUNK', userProfile: 10 } })).statusCode, 409)
   t.equal((await call(app, admin, { method: 'POST', url: URL, payload: { name: 'old', userProfile: 10, expiresAt: '2001-01-01T00:00:00Z' } })).statusCode, 400)
@@ -37,7 +38,7 @@ t.test('an expired integration token is refused', async (t) => {
   const admin = await login(app)
   const { token, id } = (await call(app, admin, { method: 'POST', url: URL, payload: { name: 'soon', userProfile: 10, expiresAt: new Date(Date.now() + 60_000).toISOString() } })).json()
   t.equal((await call(app, token, { url: '/prime/webui/admin/profile' })).statusCode, 200)
-  app.db.prepare('UPDATE integration_tokens SET expires_ms = ? WHERE id = ?').run(Date.now() - 1, id)
+  await query(app, 'UPDATE integration_tokens SET expires_ms = ? WHERE id = ?', Date.now() - 1, id)
   const res = await call(app, token, { url: '/prime/webui/admin/profile' })
   t.equal(res.statusCode, 401)
   t.equal(res.json().detail, 'The integration token has expired.')

@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's quick check in a worker thread
 // Pins SQLite's quick check as the Database health check runs it: in a worker thread on a
 // connection of its own (it reads the whole file, tens of seconds on a large database, and
 // must not hold requests up), reported once finished, and failing on a damaged file.

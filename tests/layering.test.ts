@@ -1,3 +1,4 @@
+// backend: none — reads the source tree, no app or database
 // The layering rules of .dependency-cruiser.cjs, run on the tree (as `npm run lint:layers`)
 // and on a small fixture tree that breaks each of them, so that a rule that stops catching
 // anything fails here too.

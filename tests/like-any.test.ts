@@ -1,3 +1,4 @@
+// backend: sqlite-only — like_any, a function registered on SQLite's connection (db/match.ts)
 // like_any (db/match.ts) answers what an OR of SQLite LIKEs (ESCAPE '\') answers, for the
 // patterns the asset filters send and for any other, on texts of every kind of character.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// backend: none — reads the source tree, no app or database
 // The code's formatter and linter (Biome, biome.jsonc) over the tree: `npm run lint` passes,
 // and the same configuration catches a badly formatted file and a lint error.
 import { spawnSync } from 'node:child_process'

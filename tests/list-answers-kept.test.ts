@@ -1,3 +1,4 @@
+// backend: sqlite-only — list answers kept in memory and dropped by SQLite's data_version
 // Pins the kept list answers: a repeated query may be answered from memory, but never after
 // anything changed, whether through the server or through another connection, and never
 // with old check-in times.

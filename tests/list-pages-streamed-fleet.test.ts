@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the large pages of agents, peripherals and agentless connections: a page of more
 // than 10,000 rows is streamed with the same rows, fields, order and counts as the same
 // query in smaller pages, valid against the contract. The size from which pages stream is

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the large pages: every list answers PageSize up to 1,000,000 (the SOAR integration
 // asks that much), a page of more than 10,000 rows is streamed as JSON with the same rows,
 // order and counts as the same query in smaller pages and valid against the contract, and

@@ -1,3 +1,4 @@
+// backend: none — pure functions: no app is built and no database opened
 // Pins lib/listing.ts: the one place that reads paging, sorting and filter values of every list.
 import t, { type Test } from 'tap'
 import { page, sort, orderBy, bool, date, severity, contains, listAnswer, listAnswerJson, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE } from '../lib/listing.js'

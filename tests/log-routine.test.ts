@@ -8,14 +8,17 @@ import t from 'tap'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 import { LineBatcher } from '../lib/log.js'
-import { ADMIN_PASSWORD } from './helpers.js'
+import { ADMIN_PASSWORD, testDatabaseEnv } from './helpers.js'
 import { checkIn, enroll, gatewayEnv, hostState, mouse } from './fixtures/gateway.js'
 
 async function logged(t: Parameters<Parameters<typeof t.test>[1]>[0], env: Record<string, string> = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-test-'))
   const blocks: string[] = []
   const lines = new LineBatcher({ write: (s: string) => blocks.push(s), flushSync() {} }, 1 << 20, 60_000)
-  const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'info', ...gatewayEnv, ...env }), logStream: lines })
+  const app = await buildApp({
+    config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'info', ...(await testDatabaseEnv(t)), ...gatewayEnv, ...env }),
+    logStream: lines,
+  })
   t.teardown(() => {
     lines.close()
     fs.rmSync(dir, { recursive: true, force: true })

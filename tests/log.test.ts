@@ -7,7 +7,7 @@ import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import { LineBatcher, lazyChildLogger, requestLineWriter } from '../lib/log.js'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
-import { ADMIN_PASSWORD } from './helpers.js'
+import { ADMIN_PASSWORD, testDatabaseEnv } from './helpers.js'
 
 /** A destination that keeps what it is given, block by block. */
 function sink() {
@@ -151,7 +151,7 @@ t.test('the server writes one line per request, with its id and no credentials',
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-log-'))
   const out = sink()
   const lines = new LineBatcher(out, 1 << 20, 60_000)
-  const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'info' }), logStream: lines })
+  const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'info', ...(await testDatabaseEnv(t)) }), logStream: lines })
   t.teardown(async () => {
     await app.close()
     lines.close()
@@ -181,7 +181,7 @@ t.test("a caller's x-request-id is the request's id only from a trusted proxy, a
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-log-'))
     const out = sink()
     const lines = new LineBatcher(out, 1 << 20, 60_000)
-    const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'info', ...env }), logStream: lines })
+    const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'info', ...(await testDatabaseEnv(t)), ...env }), logStream: lines })
     t.teardown(async () => {
       await app.close()
       lines.close()

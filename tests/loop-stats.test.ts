@@ -8,7 +8,7 @@ import { Writable } from 'node:stream'
 import t, { type Test } from 'tap'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
-import { ADMIN_PASSWORD } from './helpers.js'
+import { ADMIN_PASSWORD, testDatabaseEnv } from './helpers.js'
 
 function appWith(t: Test, env: Record<string, string>) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-loop-stats-'))
@@ -19,9 +19,11 @@ function appWith(t: Test, env: Record<string, string>) {
       done()
     },
   })
-  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, ...env })
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 50 }))
-  return { lines, app: buildApp({ config, logger: { level: 'info', stream } }) }
+  const app = testDatabaseEnv(t).then((database) =>
+    buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, ...database, ...env }), logger: { level: 'info', stream } }),
+  )
+  return { lines, app }
 }
 
 const statLines = (lines: Record<string, any>[]) => lines.filter((l) => l.msg === 'event loop')

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the loop registry's loops on PostgreSQL are being completed (sweeper, retention, agentless)
 // Pins the registry of background loops (lib/platform/loops.ts): every loop of the server
 // is registered there with whether one process at a time may run it, all run once the app
 // is ready, and closing stops them all, in reverse order, awaiting each.

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // System-health notifications from the health checks: a check that turns bad opens its
 // group's notification, further bad checks add occurrences (a worse state makes it unread
 // again), a good check resolves it. Groups are muted and listed; pins and dismissals are

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Risk notifications as the agent gateway raises them: an attack tool, a vulnerable
 // peripheral and an unapproved peripheral on an armed agent each open one notification per
 // agent, device and kind; repeats add occurrences; read state is per user; pins and

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The notification service without Fastify: plain context and reader, SQLite ports, the
 // unit of work rolling back with the audit record.
 import t from 'tap'

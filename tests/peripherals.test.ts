@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins GET peripherals (every filter, sort order, paging rule and bad input) and
 // peripherals/command (approve or disapprove a model on the matched agents), in the shapes
 // the SOAR integration sends and reads.

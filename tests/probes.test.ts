@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'

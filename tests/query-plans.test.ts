@@ -1,3 +1,4 @@
+// backend: sqlite-only — the plans SQLite's planner chooses (EXPLAIN QUERY PLAN)
 // Pins the plan SQLite chooses for every statement that overrides the planner (NOT INDEXED,
 // INDEXED BY, a unary + on a column). The statements are the ones the repositories really
 // prepare: every db.prepare of the running server is watched while requests go through it,

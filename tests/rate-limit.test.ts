@@ -1,3 +1,4 @@
+// backend: none — pure functions: no app is built and no database opened
 // Pins the fixed-window counters behind the request and login limits (lib/rate-limit.ts);
 // tests/rate-limits.test.ts pins the answers the limits give.
 import t from 'tap'

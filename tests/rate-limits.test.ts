@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the limits of the contract's "Limits" section: the per-caller request limit, the
 // failed-login limit per source address, and the lock of a user name from a source address
 // after consecutive failed logins.

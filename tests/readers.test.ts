@@ -1,3 +1,4 @@
+// backend: sqlite-only — the reader threads' own SQLite connections and their read budget
 // The reader threads (lib/platform/readers.ts): a read past its budget is stopped inside
 // SQLite and its thread serves the next one; each credential has its share; the queue is
 // bounded; the event loop answers meanwhile.

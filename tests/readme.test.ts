@@ -1,3 +1,4 @@
+// backend: sqlite-only — the documentation's examples run `npm run demo`, the default embedded SQLite file
 // The documentation's examples, run as a new user runs them: `npm run demo` (the server and
 // simulated agents, on 127.0.0.1 with a data dir of its own), then every fenced block
 // marked `<!-- readme-test: run -->` in README.md and docs/*.md, in the order the README's

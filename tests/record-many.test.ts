@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's multi-row event writes (db/events.ts recordMany)
 // db/events.ts recordMany: several callers' events written in one go (multi-row inserts),
 // with the ids, order, alarm outbox rows (queued behind the writes: db/alarm-queue.ts),
 // agents' latest texts and risk notifications each caller would have had alone.

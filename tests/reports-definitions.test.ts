@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the rules of report definitions: defaults, the filters each type takes, schedule
 // and address validation (every problem named, nothing half-saved), unique names, the
 // partial update, per-item answers of the array operations, profiles, the audit record

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins what report runs store and how files come back: the content of each type in CSV
 // and PDF (filters applied, formula-safe cells, cover, counts, page numbers, the PDF row
 // cap), the download of one file (media type, name, Accept, 404 and 409), archives of

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins report e-mail against a real SMTP server on 127.0.0.1 (messages parsed with
 // postal-mime): the test message and what sendtestreport says the server answered
 // (accepted, refused, unreachable, not configured), its limits; each run's file sent to

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins when reports run: due times in their time zone (daylight-saving gaps and repeats,
 // short months), and the scheduler driven through tick(now): each due time queued
 // exactly once, one catch-up run after downtime, inactive reports skipped, and a restart

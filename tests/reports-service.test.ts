@@ -1,3 +1,4 @@
+// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
 // The report service, the scheduler and the unit of work they run in, without Fastify:
 // plain context, SQLite ports, a mailer of the test's own, files in a temporary folder.
 import fs from 'node:fs'

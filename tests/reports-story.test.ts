@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // The reports story end to end, as a new Manager lives it: a weekly PDF agents report is
 // created, run now, downloaded (and reads as a report), received by e-mail at a local
 // SMTP server, two runs are downloaded as one archive, and once deactivated the

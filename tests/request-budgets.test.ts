@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the per-credential request budgets: every credential kind (an account's sessions,
 // an integration token, an agent, a worker poller) has its own budget per window, whatever
 // address it calls from, answered 429 with Retry-After; and agent enrollments are limited

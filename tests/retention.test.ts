@@ -1,3 +1,4 @@
+// backend: postgres-pending — the retention job on PostgreSQL is being built (retention loop, partitions dropped)
 // Pins the retention job (lib/retention/job.ts): old events and audit records are archived and
 // then deleted, with the query index's counts exactly those of a rebuild; nothing an alarm
 // destination still waits for is deleted; only the job can delete audit records, and each

@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the risk insights: what each one counts, its order and limits, the date rules of
 // the error totals, and the cache rules of the reloadable ones (an hour; a reload within
 // 10 s answers the last result).

@@ -1,3 +1,4 @@
+// backend: sqlite-only — db/schema.sql, the schema SQLite's migrations give
 import fs from 'node:fs'
 import t from 'tap'
 import Database from 'better-sqlite3'

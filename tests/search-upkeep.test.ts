@@ -1,3 +1,4 @@
+// backend: sqlite-only — the upkeep of SQLite's FTS5 trigram indexes (db/fts-upkeep.ts)
 // Pins the upkeep of the trigram indexes (db/fts-upkeep.ts, lib/search-upkeep.ts): a
 // merged index is left alone; after every agent's network adapters are rewritten the
 // index is due, is merged into one segment slice by slice, passes FTS5's own integrity

@@ -1,3 +1,4 @@
+// backend: sqlite-only — the bulk load into a SQLite file and its FTS5 indexes (scripts/seed.ts)
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'

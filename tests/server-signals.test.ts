@@ -1,3 +1,4 @@
+// backend: postgres-pending — builds its app or server on the data dir's SQLite file itself; not yet given a test database
 // The server's signals (lib/server.ts): with loop statistics on, SIGUSR2 writes them
 // and the server keeps serving; SIGTERM still shuts it down gracefully.
 import { spawn, type ChildProcess } from 'node:child_process'

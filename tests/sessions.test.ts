@@ -1,6 +1,6 @@
 import t from 'tap'
-import Database from 'better-sqlite3'
-import { build, login, userWithProfile, bearer, USER_PASSWORD, ADMIN_PASSWORD } from './helpers.js'
+import { build, login, userWithProfile, bearer, USER_PASSWORD, ADMIN_PASSWORD, testDatabaseEnv } from './helpers.js'
+import { closeQueries, otherConnection, portsOf, queryValue } from './seed.js'
 
 const LOGIN = '/prime/webui/Auth/LocalLogin'
 
@@ -100,8 +100,8 @@ t.test('a token issued in the same millisecond as a revocation but before it sta
   const app = await build(t)
   const admin = await login(app)
   const user = await userWithProfile(app, admin, 'gina', 10)
-  const { id } = app.repos.users.byName('gina')!
-  app.repos.users.revokeTokens(id, Date.now() + 1)
+  const { id } = (await portsOf(app).users.byName('gina'))!
+  await portsOf(app).users.revokeTokens(id, Date.now() + 1)
   t.equal((await app.inject({ url: '/prime/webui/admin/getuserdetails', headers: bearer(user) })).statusCode, 401)
 })
 
@@ -113,18 +113,22 @@ t.test('a restart drops the sessions that can no longer be used, and keeps the l
   const { loadConfig } = await import('../lib/config.js')
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-restart-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent' })
+  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent', ...(await testDatabaseEnv(t)) })
 
   const first = await buildApp({ config, logger: false })
   const ended = await login(first)
   const live = (await first.inject({ method: 'POST', url: LOGIN, payload: { username: 'admin', password: ADMIN_PASSWORD } })).json()
   await first.inject({ method: 'POST', url: '/prime/webui/auth/logout', headers: bearer(ended) })
-  t.equal((first.db.prepare('SELECT count(*) AS n FROM sessions').get() as { n: number }).n, 2)
+  t.equal(await queryValue(first, 'SELECT count(*) AS n FROM sessions'), 2)
+  await closeQueries(first)
   await first.close()
 
   const second = await buildApp({ config, logger: false })
-  t.teardown(() => second.close())
-  t.equal((second.db.prepare('SELECT count(*) AS n FROM sessions').get() as { n: number }).n, 1, 'the logged-out session is gone')
+  t.teardown(async () => {
+    await closeQueries(second)
+    await second.close()
+  })
+  t.equal(await queryValue(second, 'SELECT count(*) AS n FROM sessions'), 1, 'the logged-out session is gone')
   t.equal((await second.inject({ url: '/prime/webui/admin/getuserdetails', headers: bearer(ended) })).statusCode, 401)
   t.equal((await second.inject({ url: '/prime/webui/admin/getuserdetails', headers: bearer(live.token) })).statusCode, 200, 'a live session survives the restart')
   t.equal((await second.inject({ method: 'POST', url: '/prime/webui/auth/refresh', payload: { refreshToken: live.refreshToken } })).statusCode, 200)
@@ -139,15 +143,14 @@ t.test('a revocation written by another connection ends the session within a mil
   t.equal((await app.inject({ ...me, headers: bearer(admin) })).statusCode, 200)
 
   // Another process on the same data dir (an operator's tool, a second server) writes.
-  const other = new Database(app.testConfig.dbFile)
-  t.teardown(() => other.close())
-  other.prepare("UPDATE users SET is_active = 0 WHERE user_name = 'hana'").run()
+  const write = otherConnection(app, t)
+  await write("UPDATE users SET is_active = 0 WHERE user_name = 'hana'")
   await new Promise((resolve) => setTimeout(resolve, 2))
   const disabled = await app.inject({ ...me, headers: bearer(user) })
   t.equal(disabled.statusCode, 401)
   t.match(disabled.json().detail, /disabled/)
 
-  other.prepare("UPDATE sessions SET revoked_ms = ?, revoked_reason = 'operator' WHERE user_id = (SELECT id FROM users WHERE user_name = 'admin')").run(Date.now())
+  await write("UPDATE sessions SET revoked_ms = ?, revoked_reason = 'operator' WHERE user_id = (SELECT id FROM users WHERE user_name = 'admin')", Date.now())
   await new Promise((resolve) => setTimeout(resolve, 2))
   const revoked = await app.inject({ ...me, headers: bearer(admin) })
   t.equal(revoked.statusCode, 401)

@@ -1,3 +1,4 @@
+// backend: sqlite-only — the sources' names kept in memory for SQLite's event engine (db/source-names.ts)
 // Pins the sources' names in memory (db/source-names.ts): the chunks a term's trigrams pass
 // over never hold a match, so a search finds exactly the sources a scan of every name finds
 // (the term's own test deciding): hosts that share most trigrams, names across chunk

@@ -1,3 +1,4 @@
+// backend: postgres-pending — the gateway sweeper on PostgreSQL (db/postgres/gateway.ts, lib/platform/loops.ts) is being built
 // A mass disconnect: the sweeper disconnects quiet agents in bulk (one update and one
 // recordMany per call) and leaves exactly what disconnecting them one at a time leaves (a
 // disconnect, a status refresh and the event with the agent's texts): the same agents'

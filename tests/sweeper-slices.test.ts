@@ -1,3 +1,4 @@
+// backend: postgres-pending — the gateway sweeper on PostgreSQL (db/postgres/gateway.ts, lib/platform/loops.ts) is being built
 // How much a sweeper call disconnects for its budget: an idle server's slice (the slice
 // policy's long one) disconnects in bulk (BULK_SLICE_MS of measured pace), so that a burst
 // pays fewer commits. Alone in its file: the pace

@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's trigram term search over event documents (db/term-search.ts)
 // Pins a text term's documents (db/term-search.ts): the rarest trigrams' AND with each
 // candidate tested, the device parts that prove a peripheral id's documents, and the phrase
 // query where the term's trigrams are all common give the same documents as SQL's LIKE

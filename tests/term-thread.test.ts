@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's term thread (db/term-thread.ts)
 // Pins the phrase queries of terms' first searches run in a thread (db/term-thread.ts,
 // awaited by `ready` in db/event-queries.ts): after `ready`, the term's documents are
 // remembered, so the search on the request's turn runs no phrase query; the pages are those

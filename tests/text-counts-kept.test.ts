@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's kept text counts (db/event-counts.ts)
 // Pins the bound of the text counts kept (keptDocsMax, db/event-counts.ts): a repository
 // that keeps almost none makes every count again, in turn, and its pages are the ones SQL and
 // the reference model give, as those of a repository that keeps them all, over random pages

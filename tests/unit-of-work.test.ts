@@ -1,3 +1,4 @@
+// backend: sqlite-only — the unit of work over one SQLite connection (db/unit-of-work.ts); PostgreSQL's: tests/pg-foundation.test.ts
 // The unit of work over one SQLite connection (db/unit-of-work.ts): one transaction at a
 // time, known by its async context; other contexts' port calls wait for it to end.
 import t from 'tap'

@@ -1,3 +1,4 @@
+// backend: sqlite-only — SQLite's WAL checkpoints (db/checkpoints.ts)
 // Pins the WAL checkpoints off the request path (db/checkpoints.ts, lib/platform/checkpointer.ts):
 // the server's connection checkpoints in its commits only past the restart size, a worker thread on a connection
 // of its own does, the WAL stays bounded under a long burst of writes, and closing stops the

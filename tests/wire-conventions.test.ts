@@ -1,3 +1,4 @@
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the wire conventions of spec/openapi.yaml (info.description) and compatibility.md,
 // through app.inject() only.
 import t, { type Test } from 'tap'

@@ -29,7 +29,8 @@ interface Unit {
 
 /**
  * A request's text PostgreSQL cannot hold: a NUL character (U+0000), which its text type
- * refuses (SQLSTATE 22021). SQLite stores it; here the caller is told, with a 400.
+ * refuses (SQLSTATE 22021) and jsonb refuses as the escape \u0000 (22P05). SQLite stores
+ * it; here the caller is told, with a 400.
  */
 export class UnstorableText extends Error {
   readonly code = 'unstorable-text'
@@ -38,6 +39,8 @@ export class UnstorableText extends Error {
     this.name = 'UnstorableText'
   }
 }
+
+const NUL_REFUSED = new Set(['22021', '22P05'])
 
 /** The error of a statement, with PostgreSQL's refusal of a NUL character made an UnstorableText. */
 /**
@@ -61,7 +64,7 @@ export class ExpensiveReadsBusy extends Error {
 
 function statementError(err: unknown, budgetMs?: number): unknown {
   const code = (err as { code?: string }).code
-  if (code === '22021') return new UnstorableText(err)
+  if (NUL_REFUSED.has(code ?? '')) return new UnstorableText(err)
   if (budgetMs !== undefined) {
     if (code === '57014') return new StatementPastBudget(budgetMs)
     // node-postgres' pool gives up waiting for a client with this message (connectionTimeoutMillis).

@@ -1,0 +1,113 @@
+// Seeding and checking an app's data whichever backend it runs on (tests/helpers.ts `build`:
+// SQLite, or PostgreSQL under PRIME_TEST_BACKEND=postgres). Writes go through the ports both
+// backends give (`app.storage.ports`); checks read the tables both schemas share with plain
+// SQL. What only SQLite has (its event index, its connection's pragmas) stays in the files
+// marked `// backend: sqlite-only`.
+import type { FastifyInstance } from 'fastify'
+import Database from 'better-sqlite3'
+import pg from 'pg'
+import type { AuditRow } from '../db/audit.js'
+import type { EventInput } from '../db/events.js'
+import type { ServicePorts } from '../lib/services.js'
+
+type App = FastifyInstance
+
+/** The app's backend. */
+export const backendOf = (app: App) => app.storage.backend
+
+/** The services' ports: the same interface on both backends. */
+export function portsOf(app: App): ServicePorts {
+  const ports = app.storage.ports
+  if (!ports) throw new Error('the app has no ports yet')
+  return ports
+}
+
+// bigint and numeric read as numbers, as SQLite answers them (test data stays far below 2^53).
+const pgTypes = {
+  getTypeParser(oid: number, format?: string) {
+    if (oid === 20 || oid === 1700) return (v: string) => (v === null ? null : Number(v))
+    return pg.types.getTypeParser(oid, format as 'text')
+  },
+}
+
+const pools = new WeakMap<App, pg.Pool>()
+
+/** Closes what `query` opened for `app` (tests/helpers.ts `build` calls it at teardown). */
+export async function closeQueries(app: App): Promise<void> {
+  const pool = pools.get(app)
+  pools.delete(app)
+  await pool?.end()
+}
+
+/** `?` placeholders made PostgreSQL's `$n` (none are written inside quoted text here). */
+const numbered = (sql: string) => {
+  let n = 0
+  return sql.replace(/\?/g, () => `$${++n}`)
+}
+
+/**
+ * The rows of a read of the tables both schemas share, written with `?` placeholders:
+ * SQLite's connection, or a small pool of the test's own on PostgreSQL (bigints as numbers).
+ */
+export async function query<T = Record<string, any>>(app: App, sql: string, ...params: unknown[]): Promise<T[]> {
+  if (app.storage.backend === 'sqlite') {
+    const statement = app.db.prepare(sql)
+    // A write answers no rows (as PostgreSQL's without RETURNING).
+    if (!statement.reader) {
+      statement.run(...params)
+      return []
+    }
+    return statement.all(...params) as T[]
+  }
+  let pool = pools.get(app)
+  if (!pool) {
+    pool = new pg.Pool({ connectionString: app.config.databaseUrl, max: 2, types: pgTypes })
+    pool.on('error', () => {})
+    pools.set(app, pool)
+  }
+  return (await pool.query({ text: numbered(sql), values: params })).rows as T[]
+}
+
+/** The first row of `query`, or undefined. */
+export async function queryOne<T = Record<string, any>>(app: App, sql: string, ...params: unknown[]): Promise<T | undefined> {
+  return (await query<T>(app, sql, ...params))[0]
+}
+
+/** The first column of the first row (a count, a max). */
+export async function queryValue<T = any>(app: App, sql: string, ...params: unknown[]): Promise<T> {
+  const row = await queryOne(app, sql, ...params)
+  return (row ? Object.values(row)[0] : undefined) as T
+}
+
+/** The latest `n` audit records, newest first. */
+export const latestAudit = (app: App, n = 1) => query<AuditRow>(app, 'SELECT * FROM audit_trail ORDER BY id DESC LIMIT ?', n)
+
+/** The id of the latest audit record, 0 when there is none. */
+export const lastAuditId = async (app: App) => (await latestAudit(app, 1))[0]?.id ?? 0
+
+/** Events written as the gateway writes them (with their outbox rows, counters and notifications). */
+export const recordEvents = (app: App, createdMs: number, events: EventInput[], agentId?: number) => portsOf(app).eventRecorder.record(createdMs, events, agentId)
+
+/**
+ * SQLite's event index brought up to date (answers are exact either way; some tests pin the
+ * indexed path). PostgreSQL reads its own indexes: nothing to do.
+ */
+export function indexEvents(app: App): void {
+  if (app.storage.backend === 'sqlite') app.repos.eventQueries.catchUp()
+}
+
+/** SQLite's background indexing held (or let go), so that a test reads the unindexed path; nothing on PostgreSQL. */
+export function holdIndexing(app: App, hold: boolean): void {
+  if (app.storage.backend === 'sqlite') app.repos.eventQueries.holdIndexing(hold)
+}
+
+/**
+ * Writes through a connection other than the app's own (an operator's tool, another node):
+ * a second SQLite connection on the data dir's file, or `query`'s pool on PostgreSQL.
+ */
+export function otherConnection(app: App, t: { teardown: (fn: () => unknown) => void }): (sql: string, ...params: unknown[]) => Promise<unknown> {
+  if (app.storage.backend === 'postgres') return (sql, ...params) => query(app, sql, ...params)
+  const other = new Database(app.config.dbFile)
+  t.teardown(() => other.close())
+  return async (sql, ...params) => other.prepare(sql).run(...params)
+}
