@@ -290,6 +290,8 @@ export async function loadIntoPostgres(from: string, url: string, opts: LoadOpti
       if (!seq) continue
       await client.query(`SELECT setval($1::regclass, m) FROM (SELECT max(${ident(s.column)}) AS m FROM ${ident(s.table)}) x WHERE m IS NOT NULL`, [seq])
     }
+    // The notifications' change numbers come from a sequence of their own, the last one taken kept in notification_counter.
+    await client.query(`SELECT setval('notification_seq', seq) FROM notification_counter WHERE seq > 0`)
     // Today's partitions and the next two, as a fresh migration makes them.
     await client.query(
       `SELECT ensure_partitions(t, (extract(epoch FROM now()) * 1000)::bigint, (extract(epoch FROM now()) * 1000)::bigint + 2 * 86400000) FROM unnest(ARRAY['events', 'audit_trail']) t`,
