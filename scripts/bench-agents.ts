@@ -6,7 +6,13 @@
 //
 // Settings: BENCH_AGENTS (100000), BENCH_SECONDS per case and round (10), BENCH_ROUNDS (3), BENCH_GATEWAY_AGENTS (2000),
 // BENCH_LOG_LEVEL (info, as in production). BENCH_LARGE_PAGE=only: the seed and the one
-// large page (every agent in one streamed page) alone.
+// large page (every agent in one streamed page) alone. BENCH_AGENTS_DIR: a data dir seeded
+// before with as many agents (`npm run seed -- --agents N --data-dir DIR`), used instead of a new seed.
+//
+// `--backend postgres` (or BENCH_BACKEND=sqlite,postgres): the lists, small reads and gateway
+// check-ins against a server on SQLite and one on PostgreSQL over the same data (the seed
+// copied by scripts/pg-load.ts into BENCH_PG_DB, prime_bench_agents_<N> by default, kept for
+// the next run), taking turns each round, with the ratios and the bounds of the issue.
 import { spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -19,7 +25,29 @@ import type { Sort } from '../lib/listing.js'
 import type { components } from '../generated/openapi.js'
 import { seedFleet, checkSeed } from './seed.js'
 import { fleetHost } from './fleet-data.js'
-import { PIN, pct, ms, start, stop, memory, readLines, integrityChecked, medianRound, largePage, largePageRow, LARGE_PAGE_HEADER } from './bench-support.js'
+import {
+  PIN,
+  pct,
+  ms,
+  start,
+  stop,
+  memory,
+  readLines,
+  integrityChecked,
+  medianRound,
+  largePage,
+  largePageRow,
+  LARGE_PAGE_HEADER,
+  comparesBackends,
+  benchPgUrl,
+  comparisonData,
+  startBackends,
+  sideBySide,
+  rateRow,
+  RATE_HEADER,
+  type BackendServer,
+  type SideCase,
+} from './bench-support.js'
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 100_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -30,7 +58,9 @@ const PORT = 18082
 const PASSWORD = 'Bench-password-123'
 const SECRET = 'pes_bench_enrollment_secret_0123456789'
 
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-agents-'))
+const givenDir = process.env.BENCH_AGENTS_DIR ? path.resolve(process.env.BENCH_AGENTS_DIR) : null
+const dataDir = givenDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-agents-'))
+if (givenDir) fs.mkdirSync(givenDir, { recursive: true })
 const dbFile = path.join(dataDir, 'prime.sqlite')
 const baseEnv = {
   PRIME_DATA_DIR: dataDir,
@@ -55,12 +85,19 @@ const base = `http://127.0.0.1:${PORT}/prime/webui`
 // ---------------------------------------------------------------------------------------
 // Seed (both cores), then the in-process floors
 
-console.error(`Seeding ${AGENTS} agents into ${dataDir} ...`)
 const db = openDatabase(dbFile)
-const seeded = await seedFleet(db, { agents: AGENTS, peripheralsPerAgent: 10 })
-const check = checkSeed(db, 100)
-if (check.mismatches.length) throw new Error(`seeded data differs from db/agent-state.ts: ${check.mismatches.slice(0, 3).join('; ')}`)
-console.error(`Seeded ${seeded.agents} agents, ${seeded.peripherals} peripherals in ${(seeded.ms / 1000).toFixed(1)} s`)
+const present = db.prepare('SELECT count(*) FROM agents').pluck().get() as number
+let seeded: { agents: number; peripherals: number; ms: number }
+if (givenDir && present > 0) {
+  if (present !== AGENTS) throw new Error(`${dbFile} holds ${present} agents, BENCH_AGENTS is ${AGENTS}`)
+  seeded = { agents: present, peripherals: db.prepare('SELECT count(*) FROM peripherals').pluck().get() as number, ms: 0 }
+} else {
+  console.error(`Seeding ${AGENTS} agents into ${dataDir} ...`)
+  seeded = await seedFleet(db, { agents: AGENTS, peripheralsPerAgent: 10 })
+  const check = checkSeed(db, 100)
+  if (check.mismatches.length) throw new Error(`seeded data differs from db/agent-state.ts: ${check.mismatches.slice(0, 3).join('; ')}`)
+  console.error(`Seeded ${seeded.agents} agents, ${seeded.peripherals} peripherals in ${(seeded.ms / 1000).toFixed(1)} s`)
+}
 
 // From here on the load generator (this process) keeps to CPU 0 and the server to CPU 1.
 if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
@@ -87,6 +124,11 @@ const listCases: ListCase[] = [
   { name: 'agents, HasUnapprovedPeripherals=True', url: '/agents?HasUnapprovedPeripherals=True&PageSize=50', floor: agentList({ hasUnapprovedPeripherals: true }, bySort('hostIdentifier')) },
   { name: 'peripherals, vendor contains', url: '/peripherals?vendor=logitech&PageSize=50', floor: peripheralList({ vendor: 'logitech' }, bySort('hostUuid')) },
 ]
+
+if (comparesBackends()) {
+  await compareBackends()
+  process.exit(0)
+}
 
 /** Median and p99 of one in-process call, over about 2 s (at least 50 runs). */
 function floor(fn: () => unknown): { p50: number; p99: number; runs: number } {
@@ -136,7 +178,7 @@ async function largePageCase() {
 if (process.env.BENCH_LARGE_PAGE === 'only') {
   await largePageCase()
   db.close()
-  fs.rmSync(dataDir, { recursive: true, force: true })
+  if (!givenDir) fs.rmSync(dataDir, { recursive: true, force: true })
   console.log(
     `\n${AGENTS} agents, ${seeded.peripherals} peripherals; load average ${loadAtStart} at the start, ${os
       .loadavg()
@@ -319,7 +361,7 @@ await integrityChecked(base, await login())
 }
 await stop(server)
 db.close()
-fs.rmSync(dataDir, { recursive: true, force: true })
+if (!givenDir) fs.rmSync(dataDir, { recursive: true, force: true })
 
 console.log(
   `\n${AGENTS} agents, ${seeded.peripherals} peripherals (seeded in ${(seeded.ms / 1000).toFixed(1)} s); ${CONNECTIONS} connections, ${DURATION} s per case and round, ${ROUNDS} rounds (the median round by p99 shown)${PIN ? '; load generator on CPU 0, server on CPU 1' : ''}; ` +
@@ -333,4 +375,104 @@ for (const r of rows) console.log(r)
 if (notes.length) {
   console.log('\nNotes:')
   for (const n of notes) console.log(`- ${n}`)
+}
+
+// ---------------------------------------------------------------------------------------
+// --backend postgres: both backends side by side
+
+/** Enrolls `count` agents on a server (ten peripherals each) and makes their first check-ins; their credentials and bodies. */
+async function enrollOn(s: BackendServer, count: number): Promise<{ credential: string; body: string }[]> {
+  type Schemas = components['schemas']
+  const enrolled: { credential: string; body: string }[] = []
+  let next = 0
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (next < count) {
+        const n = next++
+        const host = fleetHost(7, 'bench', n, 10)
+        host.peripherals = [...host.peripherals, ...fleetHost(7, 'bench-fill', n, 20).peripherals].slice(0, 10)
+        const res = await fetch(`${s.base}/gateway/enroll`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ enrollmentSecret: SECRET, machineId: host.machineId, hostIdentifier: host.hostIdentifier }),
+        })
+        const e = (await res.json()) as Schemas['GatewayEnrollResponse'] & { detail?: string }
+        if (res.status !== 200) throw new Error(`enroll on ${s.backend}: ${res.status} ${e.detail ?? ''}`)
+        const { index: _i, machineId: _m, ...state } = host
+        const body = JSON.stringify({ ...state, operationalStatus: 'Armed', isSystemLocked: false, licenseAccountId: null, errors: [] } satisfies Schemas['GatewayCheckInRequest'])
+        const first = await fetch(`${s.base}/gateway/checkin`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${e.credential}` }, body })
+        await first.arrayBuffer()
+        if (first.status !== 200) throw new Error(`first check-in on ${s.backend}: ${first.status}`)
+        enrolled.push({ credential: e.credential, body })
+      }
+    }),
+  )
+  return enrolled
+}
+
+async function compareBackends() {
+  const notes: string[] = []
+  const data = await comparisonData(db, benchPgUrl(`prime_bench_agents_${AGENTS}`), PASSWORD, (l) => console.error(l))
+  if (data.loaded) notes.push(data.loaded)
+  if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
+  const uuids = db.prepare('SELECT uuid FROM agents ORDER BY id').pluck().all() as string[]
+  const env = { ...baseEnv, PRIME_RATE_LIMIT_MAX: '100000000', PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }
+  const servers = await startBackends(data, env, PORT)
+  const small = 1.5
+  const cases: SideCase[] = [
+    ...listCases.map((c) => ({ name: c.name, path: c.url, bound: { ratio: small }, idKey: c.url.startsWith('/agents') ? 'uuid' : undefined })),
+    { name: 'agents, a page deep (PageNumber=500)', path: '/agents?PageSize=50&PageNumber=500', bound: { ratio: small }, idKey: 'uuid' },
+    { name: 'small read: one agent (GET agents/agent/{id}, a random one)', path: () => `/agents/agent/${uuids[Math.floor(Math.random() * uuids.length)]}`, bound: { ratio: small } },
+    { name: 'small read: agents, PageSize=10', path: '/agents?PageSize=10', bound: { ratio: small }, idKey: 'uuid' },
+  ]
+  const rows = await sideBySide(servers, cases, { rounds: ROUNDS, seconds: DURATION, connections: CONNECTIONS, notes })
+
+  // Gateway: unchanged check-ins of agents enrolled on each server (the same agents), turn about.
+  const enrolled = await Promise.all(servers.map((s) => enrollOn(s, GATEWAY_AGENTS)))
+  const rates: number[][] = [[], []]
+  const p99s: number[][] = [[], []]
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const i of round % 2 ? [1, 0] : [0, 1]) {
+      let k = 0
+      const list = enrolled[i]
+      const r = await autocannon({
+        url: `${servers[i].base}/gateway/checkin`,
+        connections: CONNECTIONS,
+        duration: DURATION,
+        requests: [
+          {
+            method: 'POST',
+            setupRequest: (req) => {
+              const a = list[k++ % list.length]
+              return { ...req, headers: { 'content-type': 'application/json', authorization: `Bearer ${a.credential}` }, body: a.body }
+            },
+          },
+        ],
+      })
+      if (r.non2xx || r.errors) notes.push(`gateway check-ins on ${servers[i].backend}: ${r.non2xx} non-2xx, ${r.errors} errors`)
+      rates[i].push(r.requests.average)
+      p99s[i].push(r.latency.p99)
+    }
+  }
+  for (const s of servers) await stop(s.child)
+  await data.release()
+  db.close()
+  if (!givenDir) fs.rmSync(dataDir, { recursive: true, force: true })
+
+  console.log(
+    `\n${AGENTS} agents, ${seeded.peripherals} peripherals, the same rows on both backends; ${CONNECTIONS} connections, ${DURATION} s per case, backend and round, ${ROUNDS} rounds (the two backends take turns, the order swapped each round; the median round by p99 shown)${PIN ? '; load generator on CPU 0, the Node servers on CPU 1, PostgreSQL unpinned' : ''}; load average ${loadAtStart} at the start, ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} at the end (${os.cpus().length} CPUs, shared with other work).\n`,
+  )
+  for (const r of rows) console.log(r)
+  console.log('')
+  for (const r of RATE_HEADER) console.log(r)
+  console.log(
+    rateRow(`unchanged check-ins through the gateway (${GATEWAY_AGENTS} agents enrolled, 10 peripherals each; p99 ms ${p99s.map((x) => x.join(', ')).join('; ')})`, rates, { rateRatio: 0.5 }),
+  )
+  if (notes.length) {
+    console.log('\nNotes:')
+    for (const n of notes) console.log(`- ${n}`)
+  }
 }

@@ -21,6 +21,12 @@
 // request: a random page, term or day) as long, against 100 ms p99 (the verdict is the vary twin's).
 // BENCH_READ_THROUGH (1; 0 leaves it out): the database file is read once before the lists, so that the
 // file cache holds it as a running server's does; its residency (fincore) is noted before, after and at the lists' end.
+//
+// `--backend postgres` (or BENCH_BACKEND=sqlite,postgres): the issue's list cases against a server on
+// SQLite and one on PostgreSQL over the same events (copied by scripts/pg-load.ts into BENCH_PG_DB,
+// prime_bench_events_<N> by default, kept for the next run), taking turns each round, with the
+// ratios and the bounds; and the events' write (32 check-ins x 3 events a unit of work, the
+// servers' recorders with their hooks) on each, in process.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import http from 'node:http'
@@ -70,7 +76,19 @@ import {
   bodiesDiscardedLoad,
   benchTerms,
   type LoopDelay,
+  comparesBackends,
+  benchPgUrl,
+  comparisonData,
+  startBackends,
+  sideBySide,
+  rateRow,
+  RATE_HEADER,
+  type SideCase,
 } from './bench-support.js'
+import { connectPostgres } from '../db/postgres/index.js'
+import { pgEventParts } from '../db/postgres/events.js'
+import { pgLatestEventTexts } from '../db/postgres/agent-texts.js'
+import { pgRiskRaiser } from '../db/postgres/risk.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5_000_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -485,6 +503,127 @@ async function exportCase(floor: { seconds: number; bytes: number }) {
   if (res.status !== 200) notes.push(`export answered ${res.status}`)
   if (res.headers.get('x-records-filtered') !== String(lines - 1))
     notes.push(`export: x-records-filtered ${res.headers.get('x-records-filtered')} for ${lines - 1} data lines (cells with line breaks would explain a difference)`)
+}
+
+// ---------------------------------------------------------------------------------------
+// --backend postgres: both backends side by side
+
+/** The sample events the write cases record, as the gateway gives them. */
+function writeInputs(): EventInput[] {
+  const sample = db
+    .prepare('SELECT event_code, severity, category, entity_id, description, details, hashtags, peripheral_icon, asset_key, asset_name, peripheral_asset_id FROM events WHERE id > ? LIMIT 1000')
+    .raw()
+    .all(mid) as unknown[][]
+  return sample.map(
+    ([code, severity, category, entityId, description, details, hashtags, icon, assetKey, assetName, device]) =>
+      ({ code, severity, category, entityId, description, details, hashtags, peripheralIcon: icon, assetKey, assetName, peripheralAssetId: device }) as EventInput,
+  )
+}
+
+async function compareBackends() {
+  const compareNotes: string[] = []
+  const data = await comparisonData(db, benchPgUrl(`prime_bench_events_${EVENTS}`), PASSWORD, (l) => console.error(l))
+  if (data.loaded) compareNotes.push(data.loaded)
+  const inputs = writeInputs()
+  db.close()
+  if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
+  const servers = await startBackends(data, baseEnv, PORT)
+  const url = (q: Record<string, string>) => `/Events/GetEvents?${qs(q)}`
+  const ratio2 = { ratio: 2 }
+  const under100 = { p99Ms: 100 }
+  const cases: SideCase[] = [
+    { name: 'default page (GetEvents, newest first)', path: url({}), bound: ratio2, idKey: 'eventID' },
+    { name: 'MinimumSeverity=Warning + a day', path: url(bQuery), bound: ratio2, idKey: 'eventID' },
+    { name: 'vary: MinimumSeverity=Warning + a random day', path: () => url({ MinimumSeverity: 'Warning', ...randomDay() }), bound: ratio2 },
+    { name: 'vary: feed from a random id (GetEventsIntegration, PageSize=100)', path: () => `/Events/GetEventsIntegration?FromEventId=${randomId()}&PageSize=100`, bound: ratio2 },
+    { name: `host filter: Source contains a host ("${host.asset_name}")`, path: url({ Source: host.asset_name }), bound: ratio2, idKey: 'eventID' },
+    { name: `vary: host filter, Source contains one of ${hosts.length} hosts`, path: () => url({ Source: pick(hosts) }), bound: ratio2 },
+    { name: 'text: Details contains a vendor ("SanDisk")', path: url({ Details: 'SanDisk' }), bound: under100, idKey: 'eventID' },
+    { name: `vary text: Details a vendor (one of ${vendors.length}) + a random day`, path: () => url({ Details: pick(vendors), ...randomDay() }), bound: under100 },
+    { name: `vary text: PeripheralAssetId a device (one of ${devices.length}) + a random day`, path: () => url({ PeripheralAssetId: pick(devices), ...randomDay() }), bound: under100 },
+    { name: `text: Source contains a site ("${site}")`, path: url({ Source: site }), bound: under100, idKey: 'eventID' },
+    { name: 'GlobalSearch a vendor ("SanDisk")', path: url({ GlobalSearch: 'SanDisk' }), bound: under100, idKey: 'eventID' },
+    { name: 'GlobalSearch a vendor ("SanDisk") + a day', path: url({ GlobalSearch: 'SanDisk', ...oneDay }), bound: under100, idKey: 'eventID' },
+    { name: `vary: GlobalSearch a vendor (one of ${vendors.length}), a random page of the first 20`, path: () => url({ GlobalSearch: pick(vendors), PageNumber: randomPage(20) }), bound: under100 },
+    { name: `vary: GlobalSearch a vendor (one of ${vendors.length}) + a random day`, path: () => url({ GlobalSearch: pick(vendors), ...randomDay() }), bound: under100 },
+  ].filter((c) => !MATCH || MATCH.test(c.name))
+  const listRows = await sideBySide(servers, cases, { rounds: ROUNDS, seconds: DURATION, connections: CONNECTIONS, notes: compareNotes })
+  for (const s of servers) await stop(s.child)
+
+  // The events' write as the servers make it: the recorder with its hooks (risk notifications,
+  // the agents' latest texts), CONCURRENT check-ins of 3 events in one unit of work.
+  const CONCURRENT = 32
+  const seconds = Math.max(3, Math.min(DURATION, 5))
+  const slice = (n: number) => Array.from({ length: 3 }, (_, i) => inputs[(n * 3 + i) % inputs.length])
+  const lite = openDatabase(path.join(data.liteDir, 'prime.sqlite'))
+  const liteEvents = createRepos(lite, 0).events
+  const liteTx = lite.transaction((n: number) => liteEvents.recordMany(Array.from({ length: CONCURRENT }, (_, i) => ({ createdMs: Date.now(), events: slice(n * CONCURRENT + i) }))))
+  const pgdb = connectPostgres(data.pgUrl, { max: 4 })
+  const risk = pgRiskRaiser(pgdb)
+  const riskCodes = await risk.codes()
+  const pgEvents = pgEventParts(pgdb, {
+    agentTexts: pgLatestEventTexts(pgdb),
+    recorded: async (ids, recorded) => {
+      const risky = ids.filter((_, i) => recorded[i].event.assetKey && riskCodes.has(recorded[i].event.code))
+      if (risky.length) await risk.raise(risky)
+    },
+  }).events
+  const pgBatch = (n: number) => pgdb.uow.run(() => pgEvents.recordMany(Array.from({ length: CONCURRENT }, (_, i) => ({ createdMs: Date.now(), events: slice(n * CONCURRENT + i) }))))
+  const writeRates: number[][] = [[], []]
+  await pgBatch(0) // today's partition, the connections
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const i of round % 2 ? [1, 0] : [0, 1]) {
+      let n = 0
+      const t0 = performance.now()
+      while (performance.now() - t0 < seconds * 1000) {
+        if (i === 0) liteTx(n)
+        else await pgBatch(n)
+        n++
+      }
+      writeRates[i].push((n * CONCURRENT * 3) / ((performance.now() - t0) / 1000))
+    }
+  }
+  // Four writers at once on PostgreSQL (a server's concurrent check-ins each in its own unit): the feed lock serializes them.
+  const parallel: number[] = []
+  for (let round = 0; round < ROUNDS; round++) {
+    let n = 0
+    const t0 = performance.now()
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (performance.now() - t0 < seconds * 1000) await pgBatch(n++)
+      }),
+    )
+    parallel.push((n * CONCURRENT * 3) / ((performance.now() - t0) / 1000))
+  }
+  lite.close()
+  await pgdb.close()
+  await data.release()
+  if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
+
+  console.log(
+    `\n${total} events (${top} the newest id), the same rows on both backends; ${CONNECTIONS} connections, ${DURATION} s per case, backend and round, ${ROUNDS} rounds (the two backends take turns, the order swapped each round; the median round by p99 shown)${PIN ? '; load generator on CPU 0, the Node servers on CPU 1, PostgreSQL unpinned' : ''}; load average ${loadAtStart} at the start, ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')} at the end (${os.cpus().length} CPUs, shared with other work).\n`,
+  )
+  for (const r of listRows) console.log(r)
+  console.log('')
+  for (const r of RATE_HEADER) console.log(r)
+  console.log(
+    rateRow(`event writes: ${CONCURRENT} check-ins x 3 events a unit of work, the server's recorder and hooks, one writer (${seconds} s per round)`, writeRates, { rate: 20_000 }, 'events/s'),
+  )
+  console.log(
+    `| the same on PostgreSQL, 4 writers at once | | ${(parallel.sort((a, b) => a - b)[Math.floor(parallel.length / 2)] ?? 0).toFixed(0)} events/s | | ${parallel.map((x) => x.toFixed(0)).join(', ')} | >= 20,000/s | ${(parallel.sort((a, b) => a - b)[Math.floor(parallel.length / 2)] ?? 0) >= 20_000 ? 'within' : '**OVER BOUND**'} |`,
+  )
+  if (compareNotes.length) {
+    console.log('\nNotes:')
+    for (const n of compareNotes) console.log(`- ${n}`)
+  }
+}
+
+if (comparesBackends()) {
+  await compareBackends()
+  process.exit(0)
 }
 
 /** A part run alone (BENCH_LARGE_PAGE=only, BENCH_EXPORT=only): its rows and notes, then exit. */

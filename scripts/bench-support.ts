@@ -7,6 +7,7 @@ import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import autocannon from 'autocannon'
 import type { DB } from '../db/index.js'
 import type { EventQueriesRepo } from '../db/event-queries.js'
 import { eventFilter } from '../lib/events/filter.js'
@@ -426,3 +427,250 @@ export function benchTerms(db: DB): { hosts: string[]; sites: string[]; vendors:
   const devices = distinctOf(deviceTexts.map(([, id]) => /VID_[0-9A-F]{4}&PID_[0-9A-F]{4}/i.exec(id)?.[0]))
   return { hosts, sites, vendors, devices }
 }
+
+// ---------------------------------------------------------------------------------------
+// Both backends side by side (`--backend postgres` or BENCH_BACKEND=sqlite,postgres): the
+// same cases against a server on SQLite and one on PostgreSQL over the same data, the two
+// taking turns within each round.
+
+/**
+ * Whether this run compares the backends: `--backend postgres` (or sqlite,postgres) on the
+ * command line, or BENCH_BACKEND naming postgres. SQLite alone otherwise, as before.
+ */
+export function comparesBackends(argv = process.argv, env = process.env): boolean {
+  const at = argv.indexOf('--backend')
+  const given = (at >= 0 ? argv[at + 1] : argv.find((a) => a.startsWith('--backend='))?.slice(10)) ?? env.BENCH_BACKEND ?? 'sqlite'
+  const names = given.split(',').map((s) => s.trim().toLowerCase())
+  for (const n of names) if (n !== 'sqlite' && n !== 'postgres') throw new Error(`--backend: sqlite or postgres, got "${n}"`)
+  return names.includes('postgres')
+}
+
+/**
+ * The PostgreSQL server for a comparison: BENCH_PG_URL, else PRIME_TEST_DATABASE_URL, else
+ * the local one; the database (of loaded data, kept between runs) is BENCH_PG_DB or `fallback`.
+ */
+export function benchPgUrl(fallback: string): string {
+  const server = process.env.BENCH_PG_URL ?? process.env.PRIME_TEST_DATABASE_URL ?? 'postgres://prime@127.0.0.1:5432/prime'
+  const u = new URL(server)
+  u.pathname = `/${process.env.BENCH_PG_DB ?? fallback}`
+  return u.toString()
+}
+
+/** Signs in as admin on a server; its bearer header. */
+export async function benchLogin(base: string, password: string): Promise<Record<string, string>> {
+  const res = await fetch(`${base}/Auth/LocalLogin`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password }) })
+  if (res.status !== 200) throw new Error(`login at ${base}: ${res.status} ${await res.text()}`)
+  const { token } = (await res.json()) as { token: string }
+  return { authorization: `Bearer ${token}` }
+}
+
+export type Backend = 'SQLite' | 'PostgreSQL'
+export interface BackendServer {
+  backend: Backend
+  base: string
+  auth: Record<string, string>
+  child: ChildProcess
+}
+
+/** A bound of the issue on a case: PostgreSQL's p99 at most `ratio` × SQLite's, or under `p99Ms`; a rate at least `rateRatio` × SQLite's, or `rate`. */
+export interface Bound {
+  ratio?: number
+  p99Ms?: number
+  rateRatio?: number
+  rate?: number
+}
+export const boundText = (b: Bound) =>
+  [
+    b.ratio !== undefined ? `p99 <= ${b.ratio} x SQLite` : '',
+    b.p99Ms !== undefined ? `p99 < ${b.p99Ms} ms` : '',
+    b.rateRatio !== undefined ? `rate >= ${b.rateRatio} x SQLite` : '',
+    b.rate !== undefined ? `>= ${b.rate.toLocaleString('en-US')}/s` : '',
+  ]
+    .filter(Boolean)
+    .join(', ')
+
+export interface SideCase {
+  name: string
+  /** The request's path below the API base (called per request when it varies). */
+  path: string | (() => string)
+  bound: Bound
+  /** The key of a row's id in the answer's `data` (to compare the two answers' rows). */
+  idKey?: string
+}
+export interface SideFigures {
+  rps: number
+  p50: number
+  p99: number
+  errors: number
+}
+const ratioText = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : 'n/a')
+
+/**
+ * One case's first answer on each server, compared: the counts and the page's rows (their
+ * ids in order, then the rows themselves). A difference goes to `notes`.
+ */
+export async function sameAnswers(servers: BackendServer[], c: SideCase, notes: string[]): Promise<string> {
+  const p = typeof c.path === 'string' ? c.path : c.path()
+  const bodies = await Promise.all(
+    servers.map(async (s) => {
+      const res = await fetch(s.base + p, { headers: s.auth })
+      return { status: res.status, body: (await res.json().catch(() => null)) as { recordsTotal?: number; recordsFiltered?: number; data?: Record<string, unknown>[] } | null }
+    }),
+  )
+  const [a, b] = bodies
+  if (a.status !== b.status) {
+    notes.push(`${c.name}: ${a.status} on SQLite, ${b.status} on PostgreSQL (${p})`)
+    return `status ${a.status} / ${b.status}`
+  }
+  if (!a.body?.data || !b.body?.data) return `${a.status}`
+  const key = c.idKey
+  const ids = (d: Record<string, unknown>[]) => d.map((r) => String(key ? r[key] : JSON.stringify(r)))
+  const counts = `${a.body.recordsFiltered ?? a.body.data.length}`
+  if (a.body.recordsFiltered !== b.body.recordsFiltered || a.body.recordsTotal !== b.body.recordsTotal) {
+    notes.push(`${c.name}: counts ${a.body.recordsTotal}/${a.body.recordsFiltered} on SQLite, ${b.body.recordsTotal}/${b.body.recordsFiltered} on PostgreSQL (${p})`)
+    return `counts differ (${counts} / ${b.body.recordsFiltered})`
+  }
+  if (ids(a.body.data).join('\n') !== ids(b.body.data).join('\n')) {
+    notes.push(`${c.name}: the page's rows differ (${p})`)
+    return `${counts}; rows differ`
+  }
+  const differing = a.body.data.filter((r, i) => JSON.stringify(r) !== JSON.stringify(b.body!.data![i])).length
+  if (differing) {
+    const i = a.body.data.findIndex((r, i) => JSON.stringify(r) !== JSON.stringify(b.body!.data![i]))
+    const x = a.body.data[i]
+    const y = b.body.data[i]
+    const fields = Object.keys({ ...x, ...y }).filter((k) => JSON.stringify(x[k]) !== JSON.stringify(y[k]))
+    notes.push(
+      `${c.name}: ${differing} of ${a.body.data.length} rows have the same id but other fields (${p}); the first: ${fields
+        .map((k) => `${k} ${JSON.stringify(x[k])} / ${JSON.stringify(y[k])}`)
+        .join(', ')
+        .slice(0, 300)}`,
+    )
+  }
+  return `${counts}; ${a.body.data.length} rows ${differing ? `same ids, ${differing} differ in fields` : 'equal'}`
+}
+
+/**
+ * The cases against each server in turn, `rounds` times (the order of the two swapped every
+ * round): the median round of each backend by p99, the ratio PostgreSQL/SQLite and the
+ * bound's verdict. Table rows (with their header) to print.
+ */
+export async function sideBySide(servers: BackendServer[], cases: SideCase[], opts: { rounds: number; seconds: number; connections: number; notes: string[] }): Promise<string[]> {
+  const rows = [
+    '| case | SQLite p50 / p99 ms | PostgreSQL p50 / p99 ms | p99 ratio PG/SQLite | req/s SQLite / PG | p99 each round, SQLite; PG | bound | verdict | first answers compared |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ]
+  const answers = new Map<SideCase, string>()
+  for (const c of cases) {
+    answers.set(c, await sameAnswers(servers, c, opts.notes))
+    // Warm-up: the first requests of a case (plans, caches, pages read) are not measured.
+    for (const s of servers) await sideLoad(s, c, { connections: opts.connections, seconds: 1 })
+  }
+  const figures = new Map<SideCase, SideFigures[][]>(cases.map((c) => [c, servers.map(() => [])]))
+  for (let round = 0; round < opts.rounds; round++) {
+    for (const c of cases) {
+      const order = round % 2 ? [1, 0] : [0, 1]
+      for (const i of order) figures.get(c)![i].push(await sideLoad(servers[i], c, opts))
+    }
+  }
+  for (const c of cases) {
+    const [lite, pgs] = figures.get(c)!
+    const a = medianRound(lite)
+    const b = medianRound(pgs)
+    const ratio = b.p99 / a.p99
+    const over = (c.bound.ratio !== undefined && ratio > c.bound.ratio) || (c.bound.p99Ms !== undefined && b.p99 >= c.bound.p99Ms)
+    for (const [i, f] of [lite, pgs].entries()) {
+      const errs = f.reduce((n, x) => n + x.errors, 0)
+      if (errs) opts.notes.push(`${c.name}: ${errs} non-2xx answers or errors on ${servers[i].backend}`)
+    }
+    rows.push(
+      `| ${c.name} | ${a.p50} / ${a.p99} | ${b.p50} / ${b.p99} | ${ratioText(ratio)} | ${a.rps.toFixed(0)} / ${b.rps.toFixed(0)} | ${lite.map((x) => x.p99).join(', ')}; ${pgs.map((x) => x.p99).join(', ')} | ${boundText(c.bound)} | ${over ? '**OVER BOUND**' : 'within'} | ${answers.get(c)} |`,
+    )
+  }
+  return rows
+}
+
+/** One case against one server for `seconds`. */
+async function sideLoad(s: BackendServer, c: SideCase, opts: { seconds: number; connections: number }): Promise<SideFigures> {
+  const url = s.base + (typeof c.path === 'string' ? c.path : c.path())
+  const path = c.path
+  const fullPath = (p: string) => {
+    const u = new URL(s.base + p)
+    return u.pathname + u.search
+  }
+  const r = await autocannon({
+    url,
+    connections: opts.connections,
+    duration: opts.seconds,
+    headers: s.auth,
+    requests: typeof path === 'string' ? undefined : [{ setupRequest: (req) => ({ ...req, path: fullPath(path()) }) }],
+  })
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.non2xx + r.errors }
+}
+
+/**
+ * The data of a comparison, ready for two servers: a copy of the SQLite file in a data dir
+ * of its own, and a copy of the loaded PostgreSQL database (`kept`, loaded from the file by
+ * scripts/pg-load.ts when missing or when BENCH_PG_RELOAD=1), so that what a run writes
+ * (sign-ins, enrollments) leaves the kept data as loaded. `release()` removes both copies.
+ */
+export async function comparisonData(db: DB, kept: string, password: string, log: (l: string) => void) {
+  const { loadIntoPostgres, withDatabase, sqliteFileOf } = await import('./pg-load.js')
+  const pg = (await import('pg')).default
+  const name = decodeURIComponent(new URL(kept).pathname.slice(1))
+  const admin = new pg.Client({ connectionString: withDatabase(kept, 'postgres') })
+  await admin.connect()
+  const exists = ((await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rowCount ?? 0) > 0
+  const liteDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-lite-'))
+  await db.backup(path.join(liteDir, 'prime.sqlite'))
+  let loaded: string | null = null
+  if (!exists || process.env.BENCH_PG_RELOAD === '1') {
+    log(`Loading the SQLite data into PostgreSQL (${name}) ...`)
+    const r = await loadIntoPostgres(sqliteFileOf(liteDir), kept, { replace: true, log })
+    if (r.mismatches.length) throw new Error(`the loaded data differs: ${r.mismatches.slice(0, 5).join('; ')}`)
+    loaded = `loaded ${r.tables.reduce((n, t) => n + t.rows, 0)} rows into PostgreSQL in ${(r.totalMs / 1000).toFixed(0)} s (${r.tables
+      .filter((t) => t.rows > 1000)
+      .map((t) => `${t.name} ${t.rows} in ${(t.ms / 1000).toFixed(0)} s`)
+      .join(', ')}; indexes ${(r.indexesMs / 1000).toFixed(0)} s); counts and a sample of rows checked equal`
+  }
+  const run = `${name}_run`
+  await admin.query(`DROP DATABASE IF EXISTS ${run} WITH (FORCE)`)
+  await admin.query(`CREATE DATABASE ${run} TEMPLATE ${name} STRATEGY FILE_COPY`)
+  const pgDir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-pg-'))
+  return {
+    liteDir,
+    pgDir,
+    pgUrl: withDatabase(kept, run),
+    loaded,
+    password,
+    async release() {
+      await admin.query(`DROP DATABASE IF EXISTS ${run} WITH (FORCE)`)
+      await admin.end()
+      for (const d of [liteDir, pgDir]) fs.rmSync(d, { recursive: true, force: true })
+    },
+  }
+}
+
+/** A server on each backend over the comparison's data, on `port` and `port + 1`; signed in. */
+export async function startBackends(data: { liteDir: string; pgDir: string; pgUrl: string; password: string }, env: NodeJS.ProcessEnv, port: number): Promise<BackendServer[]> {
+  const out: BackendServer[] = []
+  for (const [i, backend] of (['SQLite', 'PostgreSQL'] as const).entries()) {
+    const dir = i ? data.pgDir : data.liteDir
+    // Both: the load generator's connections share one account, and PostgreSQL counts every list as an expensive read (one per account by default).
+    const e = { PRIME_EXPENSIVE_PER_CREDENTIAL: '16', ...env, PRIME_DATA_DIR: dir, PORT: String(port + i), PRIME_ADMIN_PASSWORD: data.password, ...(i ? { PRIME_DATABASE_URL: data.pgUrl } : {}) }
+    if (!i) delete (e as Record<string, unknown>).PRIME_DATABASE_URL
+    const child = await start(e, path.join(dir, `server-${backend}.log`))
+    const base = `http://127.0.0.1:${port + i}/prime/webui`
+    out.push({ backend, child, base, auth: await benchLogin(base, data.password) })
+  }
+  return out
+}
+
+/** Medians and ratio of rates measured per backend over rounds: a table row. */
+export function rateRow(name: string, rates: number[][], bound: Bound, unit = '/s'): string {
+  const [a, b] = rates.map((r) => median(r))
+  const ratio = b / a
+  const over = (bound.rateRatio !== undefined && ratio < bound.rateRatio) || (bound.rate !== undefined && b < bound.rate)
+  return `| ${name} | ${a.toFixed(0)} ${unit} | ${b.toFixed(0)} ${unit} | ${ratioText(ratio)} | ${rates.map((r) => r.map((x) => x.toFixed(0)).join(', ')).join('; ')} | ${boundText(bound)} | ${over ? '**OVER BOUND**' : 'within'} |`
+}
+export const RATE_HEADER = ['| case | SQLite | PostgreSQL | ratio PG/SQLite | each round, SQLite; PG | bound | verdict |', '|---|---|---|---|---|---|---|']
