@@ -202,7 +202,7 @@ export const SETTINGS: readonly SettingDescription[] = [
     name: 'PRIME_READER_THREADS',
     default: '`2`',
     meaning:
-      'reader threads for expensive reads (asset discovery, streamed agent and peripheral pages, event and audit exports in a computed order), each with a read-only connection of its own, off the event loop; `0` reads them on the event loop (no budget can stop them there). On PostgreSQL: the connections kept for expensive reads (at least 1)',
+      'reader threads for expensive reads (asset discovery, streamed agent and peripheral pages, event and audit exports in a computed order), each with a read-only connection of its own, off the event loop; `0` reads them on the event loop (no budget can stop them there). (SQLite)',
   },
   {
     name: 'PRIME_READ_DEADLINE_SECONDS',
@@ -213,7 +213,7 @@ export const SETTINGS: readonly SettingDescription[] = [
   {
     name: 'PRIME_EXPENSIVE_PER_CREDENTIAL',
     default: '`1`',
-    meaning: 'expensive reads one account, token or address may have running or waiting; beyond, 429 (`expensive-in-flight`) with `Retry-After`, so that one client cannot take every thread',
+    meaning: 'expensive reads one account, token or address may have running or waiting; beyond, 429 (`expensive-in-flight`) with `Retry-After`, so that one client cannot take every thread (SQLite; on PostgreSQL the expensive reads have a pool of their own, half of `PRIME_DATABASE_POOL`)',
   },
   { name: 'PRIME_NEW_ASSET_HOURS', default: '`24`', meaning: 'asset discovery: an asset first seen within this many hours counts as new (`transformerDataApi/assetsOverview`)' },
   {

@@ -49,12 +49,6 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
     if (op.expensive) {
       const given = route.preHandler
       route.preHandler = [...(given === undefined ? [] : Array.isArray(given) ? given : [given]), expensiveHook]
-      if (app.storage.budgeted) {
-        const onResponse = route.onResponse
-        route.onResponse = [...(onResponse === undefined ? [] : Array.isArray(onResponse) ? onResponse : [onResponse]), releaseExpensive]
-        const onAbort = route.onRequestAbort
-        route.onRequestAbort = [...(onAbort === undefined ? [] : Array.isArray(onAbort) ? onAbort : [onAbort]), releaseAborted]
-      }
     }
     if ((route.schema as { querystring?: unknown }).querystring || op.requestTypes.length > 0 || op.deprecatedInputs) {
       const given = route.preValidation
@@ -91,33 +85,16 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
 
 /**
  * An expensive operation's handler runs with its caller (the user or token, else the
- * address) known to the reader threads' shares. Where the backend budgets expensive reads
- * itself (PostgreSQL), the request claims the caller's share for its whole length and its
- * handler runs budgeted.
+ * address) known to the reader threads' shares (SQLite: only its reads that go to a thread
+ * count). Where the backend budgets expensive reads itself (PostgreSQL), the handler runs
+ * budgeted: its statements go to the expensive reads' own pool, under the read budget.
  */
-function expensiveHook(this: FastifyInstance, req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void {
+function expensiveHook(this: FastifyInstance, req: FastifyRequest, _reply: FastifyReply, done: () => void): void {
   const p = req.principal
   const key = p ? `${p.kind}:${p.id}` : `address:${req.ip}`
   const { budgeted } = this.storage
-  if (!budgeted) {
-    readerScope.run(key, done)
-    return
-  }
-  try {
-    expensiveClaims.set(req, this.readers.claim(key))
-  } catch (err) {
-    done(err as Error)
-    return
-  }
-  budgeted(() => readerScope.run(key, done))
-}
-const expensiveClaims = new WeakMap<FastifyRequest, () => void>()
-function releaseExpensive(req: FastifyRequest, _reply: FastifyReply, done: () => void): void {
-  releaseAborted(req, done)
-}
-function releaseAborted(req: FastifyRequest, done: () => void): void {
-  expensiveClaims.get(req)?.()
-  done()
+  if (budgeted) budgeted(() => readerScope.run(key, done))
+  else readerScope.run(key, done)
 }
 
 /** What `work` throws, as the error a callback hook passes on; undefined when it returns. */

@@ -130,8 +130,15 @@ async function shareSecrets(pg: Postgres, config: Config): Promise<void> {
   if (wanted.includes('agentless')) config.agentlessKey = Buffer.from((await sharedSecret(pg, 'agentless-key', () => crypto.randomBytes(32).toString('base64'))).value, 'base64')
 }
 
+/**
+ * Connections for expensive reads on PostgreSQL: half the request pool's, so that a burst of
+ * them leaves every cheap request its own pool, and enough that a console's concurrent
+ * lists (every event list is an expensive operation) do not queue behind one another.
+ */
+const expensiveClients = (config: Config) => Math.max(1, Math.ceil(config.databasePool / 2))
+
 async function openPostgresStorage(url: string, config: Config): Promise<OpenedStorage> {
-  const pg = await openPostgres(url, { max: config.databasePool, budget: { clients: Math.max(1, config.readers.threads), budgetMs: config.readers.deadlineMs } })
+  const pg = await openPostgres(url, { max: config.databasePool, budget: { clients: expensiveClients(config), budgetMs: config.readers.deadlineMs } })
   await shareSecrets(pg, config)
   const made = await createPostgresPorts(pg, config)
   await made.sessions.purge(Date.now())
