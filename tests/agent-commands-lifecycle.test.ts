@@ -1,4 +1,4 @@
-// backend: postgres-pending — the gateway sweeper on PostgreSQL (db/postgres/gateway.ts, lib/platform/loops.ts) is being built
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // Pins a command's life through the gateway: Pending, Delivered at a check-in, then
 // Succeeded or Failed on the agent's report (or for lack of one), with its effects; and
 // the sweeper that disconnects quiet agents.

@@ -1,4 +1,4 @@
-// backend: postgres-pending — the agentless loops on PostgreSQL (lib/agentless, the poller gateway's sweep) are being built
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // The asset producer: ReplayAll queues a snapshot of every asset, SendMonitorOldLocation
 // only what moved since it was last published, and neither queues (nor records) anything
 // while no alarm destination receives the asset feed.

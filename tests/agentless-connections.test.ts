@@ -1,4 +1,4 @@
-// backend: postgres-pending — the agentless loops on PostgreSQL (lib/agentless, the poller gateway's sweep) are being built
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // Agentless connections as users manage them: the rules of creation and change, per-item
 // answers of bulk operations, credentials sealed at rest and never answered or audited,
 // and the status list's filters, order and paging.

@@ -1,4 +1,4 @@
-// backend: postgres-pending — the agentless loops on PostgreSQL (lib/agentless, the poller gateway's sweep) are being built
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // The poller gateway: registration with the enrollment secret, the poller's own
 // credential, heartbeats and instructions, assignments with credentials only for the
 // poller they belong to, run reports answered per run, events on reachability changes,

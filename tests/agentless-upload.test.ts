@@ -1,4 +1,4 @@
-// backend: postgres-pending — the agentless loops on PostgreSQL (lib/agentless, the poller gateway's sweep) are being built
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // The CSV import of agentless connections: the file's format, per-row answers with their
 // lines, updates by name, limits, and the exports that write the same format.
 import { execFileSync } from 'node:child_process'

@@ -1,3 +1,4 @@
+// backend: none — reads the documentation pages, no app or database
 // Every relative link of README.md, ARCHITECTURE.md and docs/*.md points to a file that
 // exists and, when it names one, to a heading of that page (as GitHub makes its anchors),
 // so that moving a section cannot leave a dead link behind.

@@ -1,3 +1,4 @@
+// backend: none — compares the settings list with the documentation and the sources, no app or database
 // The settings table of docs/operating.md against the one list that describes the settings
 // (SETTINGS, lib/config.ts) and against what the code reads: a setting added to the code
 // without a line in the list, a list changed without `npm run docs:settings`, a line left for

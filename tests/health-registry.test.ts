@@ -1,4 +1,4 @@
-// backend: postgres-pending — PostgreSQL registers no DiskSpace and WorkerPoller health checks yet (the agentless loops are being built)
+// backend: postgres-pending — PostgreSQL registers no DiskSpace health check (its WorkerPoller check is tested in tests/pg-background-loops.test.ts)
 // Pins the registry of health checks (lib/platform/health.ts): the platform's checks come
 // first, the features add theirs as they are wired, and lib/health.ts knows no feature.
 import fs from 'node:fs'

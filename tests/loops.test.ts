@@ -1,4 +1,4 @@
-// backend: postgres-pending — the loop registry's loops on PostgreSQL are being completed (sweeper, retention, agentless)
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // Pins the registry of background loops (lib/platform/loops.ts): every loop of the server
 // is registered there with whether one process at a time may run it, all run once the app
 // is ready, and closing stops them all, in reverse order, awaiting each.

@@ -1,11 +1,10 @@
 // GET /metrics (lib/platform/metrics.ts): this node's metrics in Prometheus' text format, for
 // an Administrator's credential only; requests counted by operation and status, the
 // latency histogram, the process, the expensive reads, the loops, the alarm outbox per
-// destination, and on PostgreSQL the pools. On both backends.
+// destination, and on PostgreSQL the pools. On the test pass's backend (both passes).
 import t from 'tap'
 import { build, call, login, userWithProfile } from './helpers.js'
 import { ALARM_PATH, alarmEnv } from './fixtures/receivers.js'
-import { noPostgres, pgTestDatabaseUrl } from './pg.js'
 
 /** The value of one sample line (its name with labels as written), or undefined. */
 const sample = (text: string, series: string): number | undefined => {
@@ -13,10 +12,10 @@ const sample = (text: string, series: string): number | undefined => {
   return line === undefined ? undefined : Number(line.slice(series.length + 1))
 }
 
-for (const backend of ['sqlite', 'postgres'] as const) {
-  t.test(`the metrics on ${backend}`, { skip: backend === 'postgres' && noPostgres }, async (t) => {
-    const env = backend === 'postgres' ? { ...alarmEnv, PRIME_DATABASE_URL: await pgTestDatabaseUrl(t) } : alarmEnv
-    const app = await build(t, env)
+{
+  t.test('the metrics', async (t) => {
+    const app = await build(t, alarmEnv)
+    const backend = app.storage.backend
     const admin = await login(app)
 
     const anonymous = await app.inject({ method: 'GET', url: '/metrics' })

@@ -1,4 +1,4 @@
-// backend: postgres-pending — the retention job on PostgreSQL is being built (retention loop, partitions dropped)
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // Pins the retention job (lib/retention/job.ts): old events and audit records are archived and
 // then deleted, with the query index's counts exactly those of a rebuild; nothing an alarm
 // destination still waits for is deleted; only the job can delete audit records, and each

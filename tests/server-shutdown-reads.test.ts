@@ -1,3 +1,4 @@
+// backend: sqlite-only — a real server process whose reader threads (SQLite's) are interrupted at shutdown; PostgreSQL's read budget: tests/pg-expensive-reads.test.ts
 // A real server process (lib/server.ts) that gets SIGTERM while an expensive read runs in a
 // reader thread: it stops at once, not at the end of the read's budget (30 s here), answers
 // that read 503 (another node can take it), and exits 0. The read is a GraphQL asset query

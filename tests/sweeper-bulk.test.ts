@@ -1,4 +1,4 @@
-// backend: postgres-pending — the gateway sweeper on PostgreSQL (db/postgres/gateway.ts, lib/platform/loops.ts) is being built
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // A mass disconnect: the sweeper disconnects quiet agents in bulk (one update and one
 // recordMany per call) and leaves exactly what disconnecting them one at a time leaves (a
 // disconnect, a status refresh and the event with the agent's texts): the same agents'

@@ -1,4 +1,4 @@
-// backend: postgres-pending — the gateway sweeper on PostgreSQL (db/postgres/gateway.ts, lib/platform/loops.ts) is being built
+// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // How much a sweeper call disconnects for its budget: an idle server's slice (the slice
 // policy's long one) disconnects in bulk (BULK_SLICE_MS of measured pace), so that a burst
 // pays fewer commits. Alone in its file: the pace
