@@ -22,7 +22,7 @@ try {
 } catch (err) {
   refused(err)
 }
-const logStream = stdoutLines()
+const logStream = stdoutLines(config.logFormat)
 const app = await buildApp({ config, logStream }).catch(refused)
 const drainMs = config.shutdownDrainSeconds * 1000
 
@@ -75,4 +75,5 @@ for (const signal of signals) process.on(signal, () => void shutdown({ signal })
 process.on('uncaughtException', (err) => void shutdown({ err }))
 process.on('unhandledRejection', (err) => void shutdown({ err }))
 
-await app.listen({ host: config.host, port: config.port })
+// The start line names where to go: the API's address and its documentation page.
+await app.listen({ host: config.host, port: config.port, listenTextResolver: (address) => `Server listening at ${address}; documentation page ${address}/prime/webui/docs` })
