@@ -20,7 +20,10 @@ async function run(t: Parameters<Parameters<typeof t.test>[1]>[0], env: Record<s
   const root = tempDir(t)
   const port = await freePort()
   const proc = start(t, [serverJs], { PRIME_DATA_DIR: path.join(root, 'data'), PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', PRIME_ADMIN_PASSWORD: '', ...env }, path.join(root, 'out'))
-  await until(() => /Server listening/.test(proc.output()), 'the server to listen', 60_000)
+  let code: number | null | undefined
+  void proc.exited.then((c) => (code = c))
+  await until(() => /Server listening/.test(proc.output()) || code !== undefined, 'the server to listen', 60_000)
+  if (code !== undefined) throw new Error(`the server exited with ${code}: ${proc.output()}`)
   await (await fetch(`http://127.0.0.1:${port}/prime/webui/agents`)).arrayBuffer()
   proc.child.kill('SIGTERM')
   t.equal(await proc.exited, 0, 'stopped with status 0')
@@ -74,7 +77,10 @@ t.test('on a terminal: pretty by default, and Ctrl-C typed there stops it with s
   let out = ''
   child.stdout.on('data', (d) => (out += d))
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-  await until(() => /Server listening/.test(out), 'the server to listen', 60_000)
+  let code: number | null | undefined
+  void exited.then((c) => (code = c))
+  await until(() => /Server listening/.test(out) || code !== undefined, 'the server to listen', 60_000)
+  if (code !== undefined) throw new Error(`the server exited with ${code}: ${out}`)
   child.stdin.write('\x03')
   t.equal(await exited, 0, 'status 0')
   const lines = out
