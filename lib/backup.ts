@@ -8,15 +8,18 @@ import fs from 'node:fs'
 import path from 'node:path'
 import Database from 'better-sqlite3'
 import { latestSchemaVersion } from '../db/index.js'
+import { DataDirInUse, DataDirLock, HOLDER_FILE, LOCK_FILE } from './data-dir.js'
 
 export const MANIFEST = 'manifest.json'
 export const DB_FILE = 'prime.sqlite'
-/** Written by the server while it runs on a data directory (lib/server.ts). */
-export const PID_FILE = 'server.pid'
+/** Says who holds the data directory's lock (lib/data-dir.ts). */
+export const PID_FILE = HOLDER_FILE
 const FORMAT = 1
 
-/** The database's own files and the running server's marker are never copied as files. */
-const SKIPPED = new Set([DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, `${DB_FILE}-journal`, PID_FILE])
+/** The database's own files and the data directory's lock and holder are never copied as files. */
+const SKIPPED = new Set([DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, `${DB_FILE}-journal`, PID_FILE, LOCK_FILE, `${LOCK_FILE}-journal`])
+/** Left in place when a restore moves a directory's contents aside: the restore holds that lock. */
+const KEPT_IN_PLACE = new Set([LOCK_FILE, `${LOCK_FILE}-journal`, PID_FILE])
 
 export interface ManifestFile {
   path: string
@@ -160,23 +163,6 @@ export function verifyBackup(fromDir: string): Manifest {
   return manifest
 }
 
-/** The pid of a live server process on `dataDir`, or null. */
-export function runningServer(dataDir: string): number | null {
-  let pid: number
-  try {
-    pid = Number(fs.readFileSync(path.join(dataDir, PID_FILE), 'utf8').trim())
-  } catch {
-    return null
-  }
-  if (!Number.isInteger(pid) || pid <= 0) return null
-  try {
-    process.kill(pid, 0)
-    return pid
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM' ? pid : null
-  }
-}
-
 export interface RestoreResult {
   manifest: Manifest
   ms: number
@@ -185,27 +171,40 @@ export interface RestoreResult {
 
 /**
  * Restores the backup in `fromDir` into `dataDir`, after checking it whole (verifyBackup).
- * Refuses a data directory a server runs on, and a non-empty one unless `force`: then its
- * contents are moved aside into `<dataDir>.replaced-<time>` (nothing is deleted). The
- * database is written last, under a temporary name renamed into place.
+ * Refuses a data directory a server runs on (its lock is held; `force` changes nothing to
+ * that), and a non-empty one unless `force`: then its contents are moved aside into
+ * `<dataDir>.replaced-<time>` (nothing is deleted). The restore holds the lock meanwhile, so
+ * that no server starts on a half-written directory. The database is written last, under a
+ * temporary name renamed into place.
  */
 export function restore(fromDir: string, dataDir: string, opts: { force?: boolean } = {}): RestoreResult {
   const started = performance.now()
   const manifest = verifyBackup(fromDir)
-  const pid = runningServer(dataDir)
-  if (pid !== null) throw new BackupError(`a server (pid ${pid}) runs on ${dataDir}: stop it first`)
-  let movedAside: string | null = null
-  if (!isEmptyDir(dataDir)) {
-    if (!opts.force) throw new BackupError(`${dataDir} is not empty: restore into an empty directory, or give --force to move its contents aside`)
-    movedAside = `${path.resolve(dataDir)}.replaced-${new Date().toISOString().replace(/[:.]/g, '')}`
-    fs.mkdirSync(movedAside, { mode: 0o700 })
-    for (const entry of fs.readdirSync(dataDir)) fs.renameSync(path.join(dataDir, entry), path.join(movedAside, entry))
+  const holdsContents = (dir: string) => fs.existsSync(dir) && fs.readdirSync(dir).some((entry) => !KEPT_IN_PLACE.has(entry))
+  // Checked before the lock is taken, which creates the directory.
+  const nonEmpty = holdsContents(dataDir)
+  let lock: DataDirLock
+  try {
+    lock = DataDirLock.take(dataDir, 'restore')
+  } catch (err) {
+    if (err instanceof DataDirInUse) throw new BackupError(`${err.message}: stop it first (--force does not override this)`)
+    throw err
   }
-  fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 })
-  fs.chmodSync(dataDir, 0o700)
-  for (const f of manifest.files) copyPrivate(path.join(fromDir, 'files', ...f.path.split('/')), path.join(dataDir, ...f.path.split('/')))
-  const temp = path.join(dataDir, `${DB_FILE}.restoring`)
-  copyPrivate(path.join(fromDir, DB_FILE), temp)
-  fs.renameSync(temp, path.join(dataDir, DB_FILE))
-  return { manifest, ms: performance.now() - started, movedAside }
+  try {
+    let movedAside: string | null = null
+    if (nonEmpty) {
+      if (!opts.force) throw new BackupError(`${dataDir} is not empty: restore into an empty directory, or give --force to move its contents aside`)
+      movedAside = `${path.resolve(dataDir)}.replaced-${new Date().toISOString().replace(/[:.]/g, '')}`
+      fs.mkdirSync(movedAside, { mode: 0o700 })
+      for (const entry of fs.readdirSync(dataDir)) if (!KEPT_IN_PLACE.has(entry)) fs.renameSync(path.join(dataDir, entry), path.join(movedAside, entry))
+    }
+    fs.chmodSync(dataDir, 0o700)
+    for (const f of manifest.files) copyPrivate(path.join(fromDir, 'files', ...f.path.split('/')), path.join(dataDir, ...f.path.split('/')))
+    const temp = path.join(dataDir, `${DB_FILE}.restoring`)
+    copyPrivate(path.join(fromDir, DB_FILE), temp)
+    fs.renameSync(temp, path.join(dataDir, DB_FILE))
+    return { manifest, ms: performance.now() - started, movedAside }
+  } finally {
+    lock.release()
+  }
 }

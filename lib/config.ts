@@ -33,6 +33,8 @@ export interface Config {
   lockoutMs: number
   bodyLimit: number
   logLevel: string
+  /** How the server's log is written: `pretty` lines for people, `json` lines with ISO times, or `auto` (pretty on a terminal). */
+  logFormat: 'auto' | 'pretty' | 'json'
   /** Routine agent check-ins are summarised in one log line per this many seconds (0: a line each). */
   logRoutineSeconds: number
   trustProxy: boolean
@@ -335,6 +337,12 @@ function bool(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean 
   throw new Error(`${name} must be true or false (on or off), got "${raw}"`)
 }
 
+function logFormat(env: NodeJS.ProcessEnv): Config['logFormat'] {
+  const raw = env.PRIME_LOG_FORMAT || 'auto'
+  if (raw === 'auto' || raw === 'pretty' || raw === 'json') return raw
+  throw new Error(`PRIME_LOG_FORMAT must be auto, pretty or json, got "${raw}"`)
+}
+
 // The JWT secret is generated once and kept in the data dir, so tokens survive restarts
 // without the operator having to invent a secret.
 function jwtSecret(env: NodeJS.ProcessEnv, dataDir: string): string {
@@ -421,6 +429,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     lockoutMs: int(env, 'PRIME_LOCKOUT_SECONDS', 900, 1, 86400) * 1000,
     bodyLimit: int(env, 'PRIME_BODY_LIMIT', 1024 * 1024, 1024, 100 * 1024 * 1024),
     logLevel: env.LOG_LEVEL || 'info',
+    logFormat: logFormat(env),
     logRoutineSeconds: int(env, 'PRIME_LOG_ROUTINE_SECONDS', 60, 0, 3600),
     trustProxy: bool(env, 'PRIME_TRUST_PROXY', false),
     build: env.PRIME_BUILD || 'dev',

@@ -7,7 +7,11 @@
  * are written out below, one function each, and pinned by pairs of contracts in
  * tests/contract-gate.test.ts.
  *
- *   node dist/scripts/contract-gate.js   (npm run contract:gate)
+ * Every breaking change must also be named in the changelog's `### Breaking` section of the
+ * new major version: its operation and field, or its component schema's property.
+ *
+ *   node dist/scripts/contract-gate.js             (npm run contract:gate)
+ *   node dist/scripts/contract-gate.js --release   (npm run contract:release)
  */
 import fs from 'node:fs'
 import path from 'node:path'
@@ -21,7 +25,14 @@ export interface Change {
   rule: string
   where: string
   message: string
+  /** What the change is to, as a changelog names it: a parameter, property, status or media type (none: the operation itself). */
+  field?: string
+  /** The component schema the changed property belongs to (`AgentViewResource` of `AgentViewResource.hostIdentifier`). */
+  schema?: string
 }
+
+/** What a change is to, as add() records it (Change.field, Change.schema). */
+type Named = { field?: string; schema?: string }
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace']
 const PROFILE_RANK: Record<string, number> = { Public: 0, Agent: 0, Poller: 0, User: 10, Manager: 20, Administrator: 30 }
@@ -64,14 +75,27 @@ type Direction = 'request' | 'response'
 class Differ {
   readonly changes: Change[] = []
   private readonly compared = new Set<string>()
+  /** The field and component schema being compared: what a change found there is to. */
+  private named: Named = {}
 
   constructor(
     private readonly a: Json,
     private readonly b: Json,
   ) {}
 
-  add(severity: Severity, rule: string, where: string, message: string) {
-    this.changes.push({ severity, rule, where, message })
+  add(severity: Severity, rule: string, where: string, message: string, named: Named = this.named) {
+    this.changes.push({ severity, rule, where, message, ...(named.field === undefined ? {} : { field: named.field }), ...(named.schema === undefined ? {} : { schema: named.schema }) })
+  }
+
+  /** Runs `fn` with `named` as what its changes are to. */
+  private within<T>(named: Named, fn: () => T): T {
+    const before = this.named
+    this.named = named
+    try {
+      return fn()
+    } finally {
+      this.named = before
+    }
   }
 
   run(): Change[] {
@@ -107,16 +131,18 @@ class Differ {
       const q = newParams.get(id)
       const where = `${key} parameter ${p.name} (${p.in})`
       if (!q) {
-        this.add('breaking', 'parameter-removed', where, 'the parameter was removed')
+        this.add('breaking', 'parameter-removed', where, 'the parameter was removed', { field: p.name })
         continue
       }
-      if (!p.required && q.required) this.add('breaking', 'parameter-now-required', where, 'the parameter became required')
-      this.schema(p.schema, q.schema, 'request', where)
+      if (!p.required && q.required) this.add('breaking', 'parameter-now-required', where, 'the parameter became required', { field: p.name })
+      this.within({ field: p.name }, () => this.schema(p.schema, q.schema, 'request', where))
     }
     for (const [id, q] of newParams) {
       if (oldParams.has(id)) continue
       const where = `${key} parameter ${q.name} (${q.in})`
-      this.add(q.required ? 'breaking' : 'compatible', q.required ? 'required-parameter-added' : 'parameter-added', where, q.required ? 'a new required parameter' : 'a new optional parameter')
+      this.add(q.required ? 'breaking' : 'compatible', q.required ? 'required-parameter-added' : 'parameter-added', where, q.required ? 'a new required parameter' : 'a new optional parameter', {
+        field: q.name,
+      })
     }
 
     // Request body
@@ -129,7 +155,7 @@ class Differ {
       for (const [type, media] of Object.entries<Json>(oldBody.content ?? {})) {
         const next = newBody.content?.[type]
         const where = `${key} request body ${type}`
-        if (!next) this.add('breaking', 'request-media-type-removed', where, 'the media type is no longer accepted')
+        if (!next) this.add('breaking', 'request-media-type-removed', where, 'the media type is no longer accepted', { field: type })
         else this.schema(media.schema, next.schema, 'request', where)
       }
     }
@@ -143,20 +169,20 @@ class Differ {
       if (!newResponses[status]) {
         // 501 goes when the operation is built; a server error is never a client's to expect
         if (/^5/.test(status)) this.add('compatible', status === '501' ? 'operation-implemented' : 'server-error-removed', where, status === '501' ? 'the operation is built' : 'no longer declared')
-        else this.add('breaking', 'status-removed', where, 'the status is no longer answered')
+        else this.add('breaking', 'status-removed', where, 'the status is no longer answered', { field: status })
         continue
       }
       const before = deref(this.a, oldResponses[status])
       const after = deref(this.b, newResponses[status])
       for (const [type, media] of Object.entries<Json>(before.content ?? {})) {
         const next = after.content?.[type]
-        if (!next) this.add('breaking', 'response-media-type-removed', `${where} ${type}`, 'the media type is no longer answered')
+        if (!next) this.add('breaking', 'response-media-type-removed', `${where} ${type}`, 'the media type is no longer answered', { field: type })
         else this.schema(media.schema, next.schema, 'response', `${where} ${type}`)
       }
     }
     const oldOk = successes(oldResponses)
     for (const status of successes(newResponses)) {
-      if (!oldOk.includes(status)) this.add('breaking', 'status-added', `${key} response ${status}`, 'a new success status a client does not expect')
+      if (!oldOk.includes(status)) this.add('breaking', 'status-added', `${key} response ${status}`, 'a new success status a client does not expect', { field: status })
     }
   }
 
@@ -165,10 +191,19 @@ class Differ {
    * before (narrowed types, limits, enums; new required properties), a response may not
    * promise less (removed or optional properties, changed types, values it did not send).
    */
-  schema(rawA: any, rawB: any, dir: Direction, where: string) {
+  schema(rawA: any, rawB: any, dir: Direction, where: string): void {
     if (!rawA || !rawB) {
       if (rawA && !rawB) this.add('breaking', 'schema-removed', where, 'the schema was removed')
       return
+    }
+    // A component schema's changes are to it, whichever operation reached it first (each is compared once).
+    const ref: unknown = rawA.$ref ?? rawB.$ref
+    if (typeof ref === 'string' && ref.startsWith('#/components/schemas/')) {
+      const owner = ref.slice('#/components/schemas/'.length)
+      if (owner !== this.named.schema) {
+        this.within({ ...this.named, schema: owner }, () => this.schema(rawA, rawB, dir, where))
+        return
+      }
     }
     const memoKey = `${dir}|${rawA.$ref ?? ''}|${rawB.$ref ?? ''}|${rawA.$ref || rawB.$ref ? '' : where}`
     if (rawA.$ref || rawB.$ref) {
@@ -202,24 +237,27 @@ class Differ {
     const propsB: Json = b.properties ?? {}
     const reqA = new Set<string>(a.required ?? [])
     const reqB = new Set<string>(b.required ?? [])
+    const owner = this.named.schema
     for (const [name, schema] of Object.entries(propsA)) {
       const at = `${where}.${name}`
+      const named = { field: name, schema: owner }
       if (!(name in propsB)) {
         // A response that no longer sends a property breaks readers; a request that no
         // longer takes one breaks writers when unknown properties are refused (they are).
-        this.add('breaking', 'property-removed', at, 'the property was removed')
+        this.add('breaking', 'property-removed', at, 'the property was removed', named)
         continue
       }
-      if (dir === 'response' && reqA.has(name) && !reqB.has(name)) this.add('breaking', 'property-now-optional', at, 'the property is no longer always answered')
-      if (dir === 'request' && !reqA.has(name) && reqB.has(name)) this.add('breaking', 'property-now-required', at, 'the property became required')
-      if (!schema?.deprecated && propsB[name]?.deprecated) this.add('compatible', 'property-deprecated', at, 'the property is deprecated')
-      this.schema(schema, propsB[name], dir, at)
+      if (dir === 'response' && reqA.has(name) && !reqB.has(name)) this.add('breaking', 'property-now-optional', at, 'the property is no longer always answered', named)
+      if (dir === 'request' && !reqA.has(name) && reqB.has(name)) this.add('breaking', 'property-now-required', at, 'the property became required', named)
+      if (!schema?.deprecated && propsB[name]?.deprecated) this.add('compatible', 'property-deprecated', at, 'the property is deprecated', named)
+      this.within(named, () => this.schema(schema, propsB[name], dir, at))
     }
     for (const name of Object.keys(propsB)) {
       if (name in propsA) continue
       const at = `${where}.${name}`
-      if (dir === 'request' && reqB.has(name)) this.add('breaking', 'required-property-added', at, 'a new required property')
-      else this.add('compatible', 'property-added', at, 'a new property')
+      const named = { field: name, schema: owner }
+      if (dir === 'request' && reqB.has(name)) this.add('breaking', 'required-property-added', at, 'a new required property', named)
+      else this.add('compatible', 'property-added', at, 'a new property', named)
     }
     if (dir === 'request' && a.additionalProperties !== false && b.additionalProperties === false && !a.properties) {
       this.add('breaking', 'additional-properties-refused', where, 'free-form properties are no longer accepted')
@@ -298,6 +336,50 @@ export function changelogSection(changelog: string, version: string): string | n
     .trim()
 }
 
+/** The `### Breaking` parts of the changelog's sections of the versions after `from` up to `to`, as their list items. */
+export function breakingItems(changelog: string, from: SemVer, to: SemVer): string[] {
+  const items: string[] = []
+  const lines = changelog.split('\n')
+  for (let i = 0; i < lines.length; i++) {
+    const v = parseVersion(/^## \[?(\d+\.\d+\.\d+)/.exec(lines[i])?.[1])
+    if (!v || compareVersions(v, from) <= 0 || compareVersions(v, to) > 0) continue
+    let inBreaking = false
+    for (let j = i + 1; j < lines.length && !/^## /.test(lines[j]); j++) {
+      if (/^### /.test(lines[j])) inBreaking = /^### Breaking/.test(lines[j])
+      else if (inBreaking && /^[-*] /.test(lines[j])) items.push(lines[j].slice(2))
+      else if (inBreaking && items.length && lines[j].trim()) items[items.length - 1] += ` ${lines[j].trim()}`
+    }
+  }
+  return items
+}
+
+/** An operation's path as the changelog writes it: no server prefix, no leading slash, any case. */
+const changelogPath = (p: string) => p.replace(/^\/(prime\/webui\/)?/i, '').toLowerCase()
+
+/**
+ * Whether a changelog item names the change: its component schema's property
+ * (`AgentViewResource.hostIdentifier`), or its operation (`GET agents/...`, the path alone or
+ * the operationId, in backquotes) together with its field (`hostIdentifier`, `PageSize`, a
+ * status code, a media type) when it is to one.
+ */
+export function namesChange(item: string, change: Change, operationIds: Map<string, string>): boolean {
+  const tokens = [...item.matchAll(/`([^`]+)`/g)].map((m) => m[1].trim())
+  if (change.schema && change.field && tokens.some((tk) => tk === `${change.schema}.${change.field}` || tk.startsWith(`${change.schema}.${change.field}.`))) return true
+  const [method, opPath] = change.where.split(' ')
+  const wanted = changelogPath(opPath ?? '')
+  const id = operationIds.get(`${method} ${opPath}`)
+  const operation = tokens.some((tk) => {
+    const m = /^(GET|PUT|POST|DELETE|PATCH|HEAD|OPTIONS|TRACE)\s+(\S+)$/i.exec(tk)
+    if (m) return m[1].toUpperCase() === method && changelogPath(m[2]) === wanted
+    return changelogPath(tk) === wanted || (id !== undefined && tk === id)
+  })
+  if (!operation) return false
+  if (change.field === undefined) return true
+  const field = change.field
+  // A status code is written as a number; a field in backquotes, alone or in a dotted path.
+  return /^\d{3}$/.test(field) ? new RegExp(`\\b${field}\\b`).test(item) : tokens.some((tk) => tk === field || tk.split('.').includes(field))
+}
+
 export interface GateInput {
   released: Json
   working: Json
@@ -337,6 +419,18 @@ export function gate({ released, working, changelog }: GateInput): GateResult {
     if (section === null) problems.push(`the changelog has no section "## ${working.info.version}"`)
     else if (breaking.length && !/^### Breaking/m.test(section))
       problems.push(`the changelog's section for ${working.info.version} has no "### Breaking" heading for its ${breaking.length} breaking change(s)`)
+    else if (breaking.length && to.major > from.major) {
+      // A consumer reads the changelog to learn what to change: every break is named there.
+      const items = breakingItems(changelog, from, to)
+      const ids = new Map([...operationsOf(working).entries(), ...operationsOf(released).entries()].map(([key, o]) => [key, o.op.operationId as string]))
+      const unnamed = breaking.filter((c) => !items.some((item) => namesChange(item, c, ids)))
+      if (unnamed.length) {
+        problems.push(
+          `${unnamed.length} breaking change(s) not named under "### Breaking" in the changelog's section for ${working.info.version} (the operation and the field in backquotes, or \`Schema.property\`):`,
+        )
+        for (const c of unnamed) problems.push(`  ${c.rule}: ${c.where}${c.schema && c.field ? ` (${c.schema}.${c.field})` : ''}: ${c.message}`)
+      }
+    }
   }
   return { ok: problems.length === 0, problems, changes }
 }
@@ -370,7 +464,44 @@ export function gateRepository(root = repoRoot): GateResult & { releasedFile: st
   }
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+export interface Released {
+  version: string
+  file: string
+  /** The changelog heading that was marked with the release's date, if one said "unreleased". */
+  dated: string | null
+}
+
+/**
+ * Releases the working contract: after the gate passes, stores it as
+ * spec/released/<version>.yaml (the next comparison starts there) and dates its changelog
+ * heading (`## 3.0.0 - unreleased` becomes `## 3.0.0 - <date>`). A version already
+ * released is refused: a release is never rewritten.
+ */
+export function releaseContract(root = repoRoot, date = new Date().toISOString().slice(0, 10)): Released {
+  const r = gateRepository(root)
+  if (!r.ok) throw new Error(`not released: the gate fails:\n${r.problems.join('\n')}`)
+  const source = path.join(root, 'spec', 'openapi.yaml')
+  const version = String(YAML.parse(fs.readFileSync(source, 'utf8'), { maxAliasCount: -1 }).info.version)
+  const file = path.join(root, 'spec', 'released', `${version}.yaml`)
+  if (fs.existsSync(file)) throw new Error(`not released: ${path.relative(root, file)} exists (raise info.version for a new release)`)
+  const changelogFile = path.join(root, 'spec', 'CHANGELOG.md')
+  const changelog = fs.readFileSync(changelogFile, 'utf8')
+  const heading = new RegExp(`^## \\[?${version.replace(/\./g, '\\.')}\\]? - unreleased$`, 'm')
+  const dated = heading.exec(changelog)?.[0] ?? null
+  fs.copyFileSync(source, file)
+  if (dated) fs.writeFileSync(changelogFile, changelog.replace(heading, `## ${version} - ${date}`))
+  return { version, file, dated }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1]) && process.argv.includes('--release')) {
+  try {
+    const r = releaseContract()
+    console.log(`released ${r.version}: ${path.relative(repoRoot, r.file)}${r.dated ? `; the changelog's "${r.dated}" is dated` : ''}`)
+  } catch (err) {
+    console.error((err as Error).message)
+    process.exit(1)
+  }
+} else if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
   const r = gateRepository()
   const released = path.relative(repoRoot, r.releasedFile)
   const breaking = r.changes.filter((c) => c.severity === 'breaking').length

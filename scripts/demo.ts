@@ -49,20 +49,36 @@ const env = {
   PRIME_AGENT_CHECKIN_SECONDS: process.env.PRIME_AGENT_CHECKIN_SECONDS ?? '10',
 }
 const children: ChildProcess[] = []
+const running = () => children.filter((c) => c.exitCode === null && c.signalCode === null)
 const stop = (code: number) => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM')
-  process.exitCode = code
+  for (const c of running()) c.kill('SIGTERM')
+  process.exitCode ||= code
 }
-process.on('SIGINT', () => stop(0))
-process.on('SIGTERM', () => stop(0))
+// Ctrl-C reaches the children as well (one process group): a signal of ours on top would be
+// a second one. A SIGINT sent to the demo alone still stops them, a moment later.
+let interrupted = false
+process.on('SIGINT', () => {
+  interrupted = true
+  setTimeout(() => stop(0), 2000).unref()
+})
+for (const signal of ['SIGTERM', 'SIGHUP'] as const) {
+  process.on(signal, () => {
+    interrupted = true
+    stop(0)
+  })
+}
 
-const log = fs.openSync(logFile, 'a')
+// Private, as everything in the data directory: the server makes the directory private at
+// start and warns of what it had to change.
+const log = fs.openSync(logFile, 'a', 0o600)
+fs.fchmodSync(log, 0o600)
 const server = spawn(process.execPath, [path.join(projectRoot, 'dist', 'lib', 'server.js')], { env, stdio: ['ignore', log, log] })
 fs.closeSync(log)
 children.push(server)
-server.on('exit', (code) => {
-  if (code) console.error(`The server exited with status ${code}; its log: ${logFile}`)
-  stop(code ?? 0)
+server.on('exit', (code, signal) => {
+  if (code || signal) console.error(`The server exited with ${code ? `status ${code}` : signal}; its log: ${logFile}`)
+  else console.log('The server stopped.')
+  stop(code ?? 1)
 })
 
 async function listening(): Promise<void> {
@@ -83,6 +99,11 @@ async function listening(): Promise<void> {
 try {
   await listening()
 } catch (err) {
+  // Stopped while starting: the server stops as it would once started.
+  if (interrupted) {
+    await new Promise((r) => (server.exitCode !== null || server.signalCode !== null ? r(null) : server.once('exit', r)))
+    process.exit()
+  }
   console.error(`Demo not started: ${(err as Error).message}`)
   stop(1)
   process.exit(1)

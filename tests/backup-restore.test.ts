@@ -10,6 +10,7 @@ import type { FastifyInstance } from 'fastify'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 import { backup, PID_FILE, restore, verifyBackup } from '../lib/backup.js'
+import { DataDirLock } from '../lib/data-dir.js'
 import { build, call, login, userWithProfile, USER_PASSWORD } from './helpers.js'
 import { createReport, download, runNow } from './reports-support.js'
 
@@ -112,10 +113,13 @@ t.test('a restore checks the copy, and refuses to overwrite', async (t) => {
 
   const running = path.join(root, 'running')
   fs.mkdirSync(running)
-  fs.writeFileSync(path.join(running, PID_FILE), `${process.pid}\n`)
-  t.throws(() => restore(out, running, { force: true }), /a server \(pid \d+\) runs on/, 'never under a running server')
-  fs.writeFileSync(path.join(running, PID_FILE), '999999999\n')
-  t.doesNotThrow(() => restore(out, running, { force: true }), 'a pid file left by a server that is gone does not block')
+  const held = DataDirLock.take(running, 'server')
+  t.throws(() => restore(out, running, { force: true }), /in use by a server \(pid \d+, since .*\): stop it first \(--force does not override this\)/, 'never under a running server')
+  t.same(fs.readdirSync(running).sort(), ['server.lock', 'server.pid'], 'nothing was moved or written')
+  held.release()
+  fs.writeFileSync(path.join(running, PID_FILE), `${JSON.stringify({ pid: 999999999, since: new Date().toISOString(), by: 'server' })}\n`)
+  t.doesNotThrow(() => restore(out, running, { force: true }), 'a holder file left by a server that is gone does not block: only the lock counts')
+  t.notOk(fs.existsSync(path.join(running, PID_FILE)), 'the restore leaves no holder file')
 
   const damaged = path.join(root, 'damaged')
   fs.cpSync(out, damaged, { recursive: true })

@@ -1,6 +1,10 @@
 // backend: none — reads the source tree, no app or database
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
 import t, { type Test } from 'tap'
-import { changelogSection, diffContracts, gate, gateRepository } from '../scripts/contract-gate.js'
+import YAML from 'yaml'
+import { changelogSection, diffContracts, gate, gateRepository, releaseContract, repoRoot } from '../scripts/contract-gate.js'
 
 type Json = Record<string, any>
 
@@ -73,8 +77,12 @@ function breakingRule(t: Test, name: string, mutate: (s: Json) => void, rule: st
     t.notOk(gate({ released: base(), working: after, changelog: changeLog('1.3.0') }).ok, 'refused without a new major version')
     after.info.version = '2.0.0'
     t.notOk(gate({ released: base(), working: after, changelog: changeLog('2.0.0') }).ok, 'refused when the changelog does not say so')
-    const said = gate({ released: base(), working: after, changelog: `## 2.0.0\n\n### Breaking\n- ${rule}\n` })
-    t.ok(said.ok, `taken in 2.0.0 with a Breaking section: ${said.problems.join('; ')}`)
+    const vague = gate({ released: base(), working: after, changelog: `## 2.0.0\n\n### Breaking\n- ${rule}\n` })
+    t.match(vague.problems.join('\n'), /not named under "### Breaking"/, 'refused when its Breaking section does not name the change')
+    // Each change named as a consumer would look for it: the operation, and the field it is to.
+    const items = changes.filter((c) => c.severity === 'breaking').map((c) => `- \`${c.where.split(' ').slice(0, 2).join(' ')}\`${c.field === undefined ? '' : `: \`${c.field}\``} changed.`)
+    const said = gate({ released: base(), working: after, changelog: `## 2.0.0\n\n### Breaking\n${items.join('\n')}\n` })
+    t.ok(said.ok, `taken in 2.0.0 with a Breaking section naming it: ${said.problems.join('; ')}`)
   })
 }
 
@@ -207,4 +215,84 @@ t.test('recursive schemas are compared once', async (t) => {
 t.test("the repository's contract passes the gate against its last release", async (t) => {
   const r = gateRepository()
   t.ok(r.ok, r.problems.join('\n'))
+})
+
+/** A copy of the repository's contract, its releases and its changelog, to change. */
+function repoCopy(t: Test): string {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-gate-'))
+  t.teardown(() => fs.rmSync(root, { recursive: true, force: true }))
+  fs.cpSync(path.join(repoRoot, 'spec'), path.join(root, 'spec'), { recursive: true })
+  return root
+}
+const editFile = (file: string, edit: (text: string) => string) => fs.writeFileSync(file, edit(fs.readFileSync(file, 'utf8')))
+/** Removes AgentViewResource.hostIdentifier from the working contract (and from its required list). */
+function removeHostIdentifier(root: string) {
+  const file = path.join(root, 'spec', 'openapi.yaml')
+  const spec = YAML.parse(fs.readFileSync(file, 'utf8'), { maxAliasCount: -1 })
+  const schema = spec.components.schemas.AgentViewResource
+  if (!schema.properties.hostIdentifier) throw new Error('AgentViewResource.hostIdentifier is not in the contract')
+  delete schema.properties.hostIdentifier
+  if (Array.isArray(schema.required)) schema.required = schema.required.filter((n: string) => n !== 'hostIdentifier')
+  fs.writeFileSync(file, YAML.stringify(spec, { aliasDuplicateObjects: false }))
+}
+const changelogOf = (root: string) => path.join(root, 'spec', 'CHANGELOG.md')
+
+t.test('the repository: every break of the new major version is named in its changelog section', async (t) => {
+  t.test('no break beyond those listed: passes', async (t) => {
+    const r = gateRepository(repoCopy(t))
+    t.ok(r.ok, r.problems.join('\n'))
+  })
+  t.test('an unlisted break (AgentViewResource.hostIdentifier removed): fails, naming it', async (t) => {
+    const root = repoCopy(t)
+    removeHostIdentifier(root)
+    const r = gateRepository(root)
+    t.notOk(r.ok)
+    t.match(
+      r.problems.join('\n'),
+      /1 breaking change\(s\) not named under "### Breaking"[^\n]*\n {2}property-removed: GET \S+ response 200 application\/json\S*\.hostIdentifier \(AgentViewResource\.hostIdentifier\)/,
+    )
+  })
+  t.test('the same break listed by its schema and property: passes', async (t) => {
+    const root = repoCopy(t)
+    removeHostIdentifier(root)
+    editFile(changelogOf(root), (s) => s.replace(/^### Breaking\n/m, '### Breaking\n- `AgentViewResource.hostIdentifier` is no longer answered: read `computerName`.\n'))
+    const r = gateRepository(root)
+    t.ok(r.ok, r.problems.join('\n'))
+  })
+  t.test('listed by its operation and field: passes; by the field alone, or under another version: fails', async (t) => {
+    const root = repoCopy(t)
+    removeHostIdentifier(root)
+    const broken = gateRepository(root).changes.find((c) => c.field === 'hostIdentifier' && c.severity === 'breaking')!
+    const [method, route] = broken.where.split(' ')
+    const short = route.replace(/^\/prime\/webui\//, '')
+    const original = fs.readFileSync(changelogOf(root), 'utf8')
+    fs.writeFileSync(changelogOf(root), original.replace(/^### Breaking\n/m, `### Breaking\n- \`${method} ${short}\`: \`hostIdentifier\` is gone.\n`))
+    t.ok(gateRepository(root).ok, 'operation and field')
+    fs.writeFileSync(changelogOf(root), original.replace(/^### Breaking\n/m, '### Breaking\n- `hostIdentifier` is gone.\n'))
+    t.notOk(gateRepository(root).ok, 'the field without its operation or schema')
+    fs.writeFileSync(
+      changelogOf(root),
+      original.replace(/^## 2\.0\.0 - .*\n/m, (h) => `${h}\n### Breaking\n- \`AgentViewResource.hostIdentifier\` is gone.\n`),
+    )
+    t.notOk(gateRepository(root).ok, "in an earlier release's section")
+  })
+})
+
+t.test('contract:release stores the release, so that the next comparison starts there', async (t) => {
+  const root = repoCopy(t)
+  const version = YAML.parse(fs.readFileSync(path.join(root, 'spec', 'openapi.yaml'), 'utf8'), { maxAliasCount: -1 }).info.version
+  const r = releaseContract(root, '2027-01-15')
+  t.equal(r.version, version)
+  t.equal(fs.readFileSync(r.file, 'utf8'), fs.readFileSync(path.join(root, 'spec', 'openapi.yaml'), 'utf8'), 'the working contract, as it is')
+  t.match(fs.readFileSync(changelogOf(root), 'utf8'), new RegExp(`^## ${version.replace(/\./g, '\\.')} - 2027-01-15$`, 'm'), 'its changelog heading dated')
+  const next = gateRepository(root)
+  t.equal(path.basename(next.releasedFile), `${version}.yaml`, 'the gate now compares with it')
+  t.ok(next.ok)
+  t.same(next.changes, [], 'nothing changed since')
+  t.throws(() => releaseContract(root), /exists \(raise info\.version for a new release\)/, 'a release is never rewritten')
+
+  const failing = repoCopy(t)
+  removeHostIdentifier(failing)
+  t.throws(() => releaseContract(failing), /not released: the gate fails/)
+  t.same(fs.readdirSync(path.join(failing, 'spec', 'released')).sort(), ['1.0.0.yaml', '2.0.0.yaml'], 'nothing stored when the gate fails')
 })

@@ -4,7 +4,7 @@ import crypto from 'node:crypto'
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { Config } from '../config.js'
 import { problem, type ProblemCode } from '../errors.js'
-import { lazyChildLogger, stdoutLines, type LineBatcher } from '../log.js'
+import { lazyChildLogger, logTimestamp, stdoutLines, type LineBatcher } from '../log.js'
 import { capConnections, refuseExpectations, serverOptions } from '../connections.js'
 import { warmValidators } from '../validation.js'
 import { sendProblem } from './errors-handler.js'
@@ -30,6 +30,7 @@ export function createInstance(config: Config, opts: InstanceOptions): { app: Fa
     logger: opts.logger ?? {
       level: config.logLevel,
       stream: logStream,
+      timestamp: logTimestamp,
       // Warnings and errors are written at once; request lines within a second.
       hooks: {
         logMethod(args, method, level) {
