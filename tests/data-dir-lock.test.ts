@@ -1,3 +1,4 @@
+// backend: postgres-pending — starts its server processes on the data dir's SQLite file itself; not yet given a test database
 // One server per data directory (lib/data-dir.ts DataDirLock, taken by lib/server.ts): a
 // second server on the directory is refused at start naming the holder; a restore refuses
 // while it is held, --force included; backup and retention still run beside the server; and

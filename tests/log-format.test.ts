@@ -1,3 +1,4 @@
+// backend: postgres-pending — starts its server processes on the data dir's SQLite file itself; not yet given a test database
 // The server's log as people and tools read it (lib/log.ts, lib/server.ts): JSON lines with
 // ISO times when standard output is not a terminal, readable lines on a terminal (or with
 // PRIME_LOG_FORMAT=pretty); the start line names the URL and the documentation page; a

@@ -1,3 +1,4 @@
+// backend: postgres-pending — starts its server processes on the data dir's SQLite file itself; not yet given a test database
 // Ctrl-C on `npm start` and on `npm run demo`: the terminal signals the whole process group;
 // the service stops once, cleanly: status 0, a last "stopped" line, no holder (pid) file
 // left, the WAL checkpointed into the database (no -wal file with anything in it).
