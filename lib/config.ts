@@ -307,6 +307,12 @@ export const SETTINGS: readonly SettingDescription[] = [
     meaning:
       'on PostgreSQL, how long the lease of a loop that one process at a time runs (the sweeper, retention, the agentless sweep, health checks) lasts without renewal: another process takes the loop over at most this long after its holder dies (1-300)',
   },
+  {
+    name: 'PRIME_LOG_FORMAT',
+    default: '`auto`',
+    meaning: '`auto`: readable lines (`10:04:05.123 INFO  message  key=value`) when standard output is a terminal, JSON lines otherwise; `pretty` or `json` to choose. In JSON, `time` is ISO 8601 UTC',
+  },
+  { name: 'NO_COLOR', default: 'unset', meaning: 'set (to anything): readable log lines on a terminal carry no colours (the no-color.org convention)' },
   { name: 'LOG_LEVEL', default: '`info`', meaning: '`fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent`' },
 ]
 
