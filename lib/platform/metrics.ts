@@ -131,7 +131,7 @@ export function registerMetrics(app: FastifyInstance): void {
     labelNames: ['loop', 'singleton'],
     registers: [registry],
     collect() {
-      for (const l of app.loops.list()) loops.set({ loop: l.name, singleton: String(l.singleton) }, l.running ? 1 : 0)
+      for (const l of app.loops.list()) loops.set({ loop: l.name, singleton: String(l.singleton) }, l.running && l.leaseHeld !== false ? 1 : 0)
     },
   })
 
