@@ -209,13 +209,15 @@ export const SETTINGS: readonly SettingDescription[] = [
   {
     name: 'PRIME_READ_DEADLINE_SECONDS',
     default: '`30`',
-    meaning: "an expensive read's time budget: past it the read is stopped inside SQLite (on PostgreSQL: by the `statement_timeout` of the expensive reads' connections) and answered 422 (`query-too-costly`); also the longest it waits for a thread or connection (then 503)",
+    meaning:
+      "an expensive read's time budget: past it the read is stopped inside SQLite (on PostgreSQL: by the `statement_timeout` of the expensive reads' connections) and answered 422 (`query-too-costly`); also the longest it waits for a thread or connection (then 503)",
   },
   { name: 'PRIME_READER_QUEUE', default: '`32`', meaning: 'expensive reads that may wait for a thread; beyond, 503 (`readers-busy`) with `Retry-After`' },
   {
     name: 'PRIME_EXPENSIVE_PER_CREDENTIAL',
     default: '`1`',
-    meaning: 'expensive reads one account, token or address may have running or waiting; beyond, 429 (`expensive-in-flight`) with `Retry-After`, so that one client cannot take every thread (SQLite; on PostgreSQL the expensive reads have a pool of their own, half of `PRIME_DATABASE_POOL`)',
+    meaning:
+      'expensive reads one account, token or address may have running or waiting; beyond, 429 (`expensive-in-flight`) with `Retry-After`, so that one client cannot take every thread (SQLite; on PostgreSQL the expensive reads have a pool of their own, half of `PRIME_DATABASE_POOL`)',
   },
   { name: 'PRIME_NEW_ASSET_HOURS', default: '`24`', meaning: 'asset discovery: an asset first seen within this many hours counts as new (`transformerDataApi/assetsOverview`)' },
   {
