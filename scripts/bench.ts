@@ -60,6 +60,11 @@ if (process.argv[2] === 'notifications') {
   await import('./bench-notifications.js')
   process.exit(0)
 }
+// npm run bench -- request-cost: one small request's CPU in our hooks and handlers, in process, against another tree (BENCH_OTHER_TREE).
+if (process.argv[2] === 'request-cost') {
+  await import('./bench-request-cost.js')
+  process.exit(0)
+}
 // npm run bench -- terms: a new text term's first search, in process (BENCH_EVENTS_DIR).
 if (process.argv[2] === 'terms') {
   await import('./bench-terms.js')
