@@ -122,6 +122,10 @@ interface Subject {
   wall: number[]
   /** Every block's figures: the least disturbed blocks say what a request costs on a quiet machine. */
   blocks: Measured[]
+  /** Per round: this tree's CPU and wall over this subject's, and the bare route's CPU over this subject's. */
+  ratios: number[]
+  wallRatios: number[]
+  refRatios: number[]
 }
 
 /** A subject's process, once its app answers. */
@@ -133,7 +137,7 @@ async function start(name: string, role: string, answer?: Ready): Promise<Subjec
     child.once('exit', (code) => reject(new Error(`${name} exited ${code}`)))
   })
   child.removeAllListeners('exit')
-  return { name, child, ready, cpu: [], wall: [], blocks: [] }
+  return { name, child, ready, cpu: [], wall: [], blocks: [], ratios: [], wallRatios: [], refRatios: [] }
 }
 
 const ask = (s: Subject, what: Ask) =>
@@ -146,19 +150,22 @@ const spread = (xs: number[]) => `${Math.min(...xs).toFixed(1)}–${Math.max(...
 const ratioCell = (xs: number[]) => `${median(xs).toFixed(3)} (${Math.min(...xs).toFixed(3)}–${Math.max(...xs).toFixed(3)})`
 
 async function drive(): Promise<void> {
-  const other = process.env.BENCH_OTHER_TREE ? path.resolve(process.env.BENCH_OTHER_TREE) : undefined
+  // Several other trees may be given, separated by ':' (the first is compared with in profiles).
+  const others = (process.env.BENCH_OTHER_TREE ?? '')
+    .split(':')
+    .filter(Boolean)
+    .map((t) => path.resolve(t))
   const b = await start(`this tree (${path.basename(projectRoot)})`, projectRoot)
-  const a = other ? await start(`other tree (${path.basename(other)})`, other) : undefined
+  const rest: Subject[] = []
+  for (const t of others) rest.push(await start(`other tree (${path.basename(t)})`, t))
+  const a = rest[0] as Subject | undefined
   const ref = await start('bare route, same headers and request log', 'reference', b.ready)
-  const subjects = [...(a ? [a] : []), b, ref]
+  const subjects = [...rest, b, ref]
 
   // Warm-up: the JIT, the validators compiled on first use, the statements prepared.
   for (const s of subjects) await ask(s, { run: Math.min(N, 2000) })
-  const ratios: number[] = [],
-    wallRatios: number[] = [],
-    refRatios: number[] = [],
-    refWallRatios: number[] = [],
-    otherRefRatios: number[] = []
+  const refRatios: number[] = [],
+    refWallRatios: number[] = []
   for (let r = 0; r < ROUNDS; r++) {
     // A round is N requests of each subject in blocks of BLOCK, the subjects taking turns block
     // by block (the order turning each time): other work on the machine comes and goes within
@@ -176,10 +183,10 @@ async function drive(): Promise<void> {
       s.cpu.push(sums.get(s)!.cpu)
       s.wall.push(sums.get(s)!.wall)
     }
-    if (a) {
-      ratios.push(b.cpu[r] / a.cpu[r])
-      wallRatios.push(b.wall[r] / a.wall[r])
-      otherRefRatios.push(ref.cpu[r] / a.cpu[r])
+    for (const o of rest) {
+      o.ratios.push(b.cpu[r] / o.cpu[r])
+      o.wallRatios.push(b.wall[r] / o.wall[r])
+      o.refRatios.push(ref.cpu[r] / o.cpu[r])
     }
     refRatios.push(ref.cpu[r] / b.cpu[r])
     refWallRatios.push(ref.wall[r] / b.wall[r])
@@ -201,9 +208,9 @@ async function drive(): Promise<void> {
   console.log('|---|---|---|---|')
   for (const s of subjects) console.log(`| ${s.name} | ${low(s, 'cpu').toFixed(1)} | ${low(s, 'wall').toFixed(1)} | ${(low(s, 'cpu') / low(b, 'cpu')).toFixed(3)} |`)
   console.log('\nRatios per round, median (min–max):\n')
-  if (a) {
-    console.log(`- this tree / other tree: CPU ${ratioCell(ratios)}, wall ${ratioCell(wallRatios)}`)
-    console.log(`- bare route / other tree: CPU ${ratioCell(otherRefRatios)}`)
+  for (const o of rest) {
+    console.log(`- this tree / ${o.name}: CPU ${ratioCell(o.ratios)}, wall ${ratioCell(o.wallRatios)}`)
+    console.log(`- bare route / ${o.name}: CPU ${ratioCell(o.refRatios)}`)
   }
   console.log(`- bare route / this tree: CPU ${ratioCell(refRatios)}, wall ${ratioCell(refWallRatios)}`)
 
