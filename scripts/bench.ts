@@ -222,7 +222,9 @@ console.log(
 console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|')
 for (const r of rows) console.log(r)
 console.log('\nServer CPU time per request (user and system, from /proc), µs; medians of the same rounds:\n')
-console.log("| case | API | bare | ratio bare/API | bare with the API's headers | ratio that/API | bare with those headers and request logs | ratio that/API: median (rounds' spread), target >= 0.85 | same data work, bare |")
+console.log(
+  "| case | API | bare | ratio bare/API | bare with the API's headers | ratio that/API | bare with those headers and request logs | ratio that/API: median (rounds' spread), target >= 0.85 | same data work, bare |",
+)
 console.log('|---|---|---|---|---|---|---|---|---|')
 for (const r of cpuRows) console.log(r)
 console.log(`\nStart to listening with the full contract: median ${median(startTimes).toFixed(0)} ms over ${startTimes.length} starts (target < 1000 ms).`)
