@@ -1,4 +1,4 @@
-// The one in-memory cache of the server: bounded (the least recently used out first, as a second-chance approximation), entries
+// The one in-memory cache of the server: bounded (least recently used out first), entries
 // that may expire, explicit invalidation, and whole-cache invalidation when the version of
 // what it was read from moves on. One instance per owner (an app's repository, service or
 // token check): never a module global. It imports nothing, so any layer may use it; it is
@@ -14,7 +14,7 @@ export interface CacheOptions {
 }
 
 export class Cache<K, V> {
-  private readonly entries = new Map<K, { value: V; expiresMs: number; used: boolean }>()
+  private readonly entries = new Map<K, { value: V; expiresMs: number }>()
   private version: unknown = undefined
   private readonly max: number
   private readonly ttlMs: number
@@ -30,39 +30,22 @@ export class Cache<K, V> {
     return this.entries.size
   }
 
-  /** The entry, marked as used since the last eviction pass; undefined when absent or expired (at `now`). */
+  /** The entry, made the most recently used; undefined when absent or expired (at `now`). */
   get(key: K, now?: number): V | undefined {
     const e = this.entries.get(key)
     if (!e) return undefined
-    if (e.expiresMs !== Infinity && (now ?? this.now()) >= e.expiresMs) {
-      this.entries.delete(key)
-      return undefined
-    }
-    // Marked, not moved: deleting and setting the key again on every hit (every request's
-    // token check) churned the map's table. Eviction gives marked entries a second chance.
-    e.used = true
+    this.entries.delete(key)
+    if (e.expiresMs !== Infinity && (now ?? this.now()) >= e.expiresMs) return undefined
+    this.entries.set(key, e)
     return e.value
   }
 
-  /** Keeps `value` (until `expiresMs` when given), making room by dropping an entry not used lately. */
+  /** Keeps `value` (until `expiresMs` when given), making room by dropping the least recently used. */
   set(key: K, value: V, expiresMs?: number): void {
     if (this.max <= 0) return
     this.entries.delete(key)
-    if (this.entries.size >= this.max) this.evictOne()
-    this.entries.set(key, { value, expiresMs: expiresMs ?? (this.ttlMs === Infinity ? Infinity : this.now() + this.ttlMs), used: false })
-  }
-
-  /**
-   * Drops the oldest entry not used since it was last passed over (second chance, an LRU
-   * approximation): a used one goes to the newest end unmarked. Ends within one pass.
-   */
-  private evictOne(): void {
-    for (const [key, e] of this.entries) {
-      this.entries.delete(key)
-      if (!e.used) return
-      e.used = false
-      this.entries.set(key, e)
-    }
+    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value as K)
+    this.entries.set(key, { value, expiresMs: expiresMs ?? (this.ttlMs === Infinity ? Infinity : this.now() + this.ttlMs) })
   }
 
   /** The kept value of `key`, or `compute()`'s, then kept. */

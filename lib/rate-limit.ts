@@ -32,38 +32,19 @@ export function fixedWindowLimiter(max: number, windowMs: number, maxKeys = 100_
     }
   }
 
-  /** The open window of `key` at `now` (a new one when none is), with this request counted. */
-  function counted(key: string, now: number): { count: number; endMs: number } {
-    let w = windows.get(key)
-    if (w === undefined || w.endMs <= now) {
-      if (w !== undefined) windows.delete(key)
-      // Closed windows are first in the map: dropping them here costs nothing per request.
-      makeRoom(now)
-      w = { count: 0, endMs: now + windowMs }
-      windows.set(key, w)
-    }
-    w.count++
-    return w
-  }
-  const figures = (w: { count: number; endMs: number }, now: number): LimitCount => ({
-    max,
-    remaining: Math.max(0, max - w.count),
-    resetSeconds: Math.max(1, Math.ceil((w.endMs - now) / 1000)),
-    exceeded: w.count > max,
-  })
-
   return {
     /** Counts one request of `key` at `now`. */
     hit(key: string, now: number): LimitCount {
-      return figures(counted(key, now), now)
-    },
-    /**
-     * Counts one request of `key` at `now`; its figures only when it exceeds the limit (a
-     * budget that reports nothing in the answer makes nothing for the requests it lets through).
-     */
-    exceeded(key: string, now: number): LimitCount | undefined {
-      const w = counted(key, now)
-      return w.count > max ? figures(w, now) : undefined
+      let w = windows.get(key)
+      if (w === undefined || w.endMs <= now) {
+        if (w !== undefined) windows.delete(key)
+        // Closed windows are first in the map: dropping them here costs nothing per request.
+        makeRoom(now)
+        w = { count: 0, endMs: now + windowMs }
+        windows.set(key, w)
+      }
+      w.count++
+      return { max, remaining: Math.max(0, max - w.count), resetSeconds: Math.max(1, Math.ceil((w.endMs - now) / 1000)), exceeded: w.count > max }
     },
     /** Takes back one request of `key` counted in the window still open (it turned out not to count). */
     refund(key: string, now: number): void {

@@ -64,17 +64,3 @@ t.test('kept notification answers follow the change number', async (t) => {
   t.equal(await kept.answer(7, 'q', async () => ++reads), 3, 'one answer at most: q went out for r')
   t.equal(await kept.answer(8, 'q', async () => ++reads), 4, 'a new change number reads again')
 })
-
-t.test('eviction: a used entry gets a second chance, and a full pass ends even when every entry was used', async (t) => {
-  const c = new Cache<string, number>({ max: 3 })
-  c.set('a', 1)
-  c.set('b', 2)
-  c.set('c', 3)
-  for (const k of ['a', 'b', 'c']) c.get(k)
-  c.set('d', 4)
-  t.equal(c.size, 3)
-  t.equal(c.get('a'), undefined, 'with all used, the oldest goes after one pass')
-  c.get('b')
-  c.set('e', 5)
-  t.same([c.get('b'), c.get('c'), c.get('d'), c.get('e')], [2, undefined, 4, 5], 'b was used since the pass: c, unused since, goes')
-})

@@ -15,15 +15,6 @@ t.test('a window per key opens with its first request and closes after windowMs'
   t.equal(limiter.hit('b', 14_999).remaining, 1, 'b keeps its own window')
 })
 
-t.test('exceeded counts like hit and gives figures only for a request over the limit', async (t) => {
-  const limiter = fixedWindowLimiter(2, 10_000)
-  t.equal(limiter.exceeded('a', 1_000), undefined)
-  t.equal(limiter.exceeded('a', 1_500), undefined, 'the last request allowed')
-  t.same(limiter.exceeded('a', 2_000), { max: 2, remaining: 0, resetSeconds: 9, exceeded: true })
-  t.same(limiter.hit('a', 2_000), { max: 2, remaining: 0, resetSeconds: 9, exceeded: true }, 'both count in the same window')
-  t.equal(limiter.exceeded('a', 11_000), undefined, 'a new window at its end')
-})
-
 t.test('a refund takes back one request of the open window, never below none', async (t) => {
   const limiter = fixedWindowLimiter(2, 10_000)
   limiter.hit('a', 0)

@@ -73,8 +73,8 @@ export function createAdmission(app: FastifyInstance): Admission {
     const limiter = p ? (p.kind === 'session' ? budgets.session : budgets.integration) : req.poller ? budgets.poller : undefined
     if (!limiter) return
     const what = p ? (p.kind === 'session' ? 'account' : 'integration token') : 'worker poller'
-    const r = limiter.exceeded(p ? String(p.id) : req.poller!.id, Date.now())
-    if (r) {
+    const r = limiter.hit(p ? String(p.id) : req.poller!.id, Date.now())
+    if (r.exceeded) {
       throw problem('rate-limited', `Too many requests from this ${what} (${r.max} per window); retry in ${r.resetSeconds} seconds.`, { headers: { 'retry-after': String(r.resetSeconds) } })
     }
   }

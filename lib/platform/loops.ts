@@ -3,7 +3,6 @@
 // puts a lease in front of these), and the app starts them all when it is ready and stops
 // them in reverse order when it closes. It also knows whether requests are in flight, which
 // sets how long a slice of background work may be (lib/platform/slices.ts).
-import type { ServerResponse } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { LoopStats } from '../log.js'
 import { requestActivity, type RequestActivity } from './slices.js'
@@ -139,7 +138,7 @@ function leased(loop: Loop, leases: LoopLeases, ms: number, log: { error(details
   } as Loop & { held: boolean }
 }
 
-/** Set on a request's raw response while the request counts as in flight. */
+/** Set on a request while it counts as in flight. */
 const kInFlight = Symbol('in flight')
 
 /**
@@ -184,22 +183,19 @@ export function registerLoops(app: FastifyInstance, activity: RequestActivity = 
   // In flight from its arrival until its answer is handed over (a stream's, such as the
   // notification stream's, included: a long-lived stream waits for no slice), or until its
   // connection closes first; registered before the pipeline, so refused requests count too.
-  // The mark is on the raw response and one listener serves every request: a closure and a
-  // `once` wrapper per request cost more than the counting itself.
-  function ended(this: Flagged): void {
-    if (!this[kInFlight]) return
-    this[kInFlight] = false
+  const ended = (req: FastifyRequest) => {
+    if (!(req as Flagged)[kInFlight]) return
+    ;(req as Flagged)[kInFlight] = false
     activity.end()
   }
-  app.addHook('onRequest', (_req: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    const res = reply.raw as Flagged
-    res[kInFlight] = true
+  app.addHook('onRequest', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    ;(req as Flagged)[kInFlight] = true
     activity.begin()
-    res.on('close', ended)
+    reply.raw.once('close', () => ended(req))
     done()
   })
-  app.addHook('onSend', (_req: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void) => {
-    ended.call(reply.raw as Flagged)
+  app.addHook('onSend', (req: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void) => {
+    ended(req)
     done(null, payload)
   })
   // The event loop's delay and the loops' slices, logged when asked for (lib/log.ts).
@@ -220,7 +216,7 @@ export function registerLoops(app: FastifyInstance, activity: RequestActivity = 
   return registry
 }
 
-type Flagged = ServerResponse & { [kInFlight]?: boolean }
+type Flagged = FastifyRequest & { [kInFlight]?: boolean }
 
 declare module 'fastify' {
   interface FastifyInstance {
