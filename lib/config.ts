@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import crypto from 'node:crypto'
 import { agentlessSettings, type AgentlessSettings } from './agentless/settings.js'
+import { eventCodes } from './event-codes.js'
 import { loadKey } from './vault.js'
 
 export interface Config {
@@ -191,7 +192,7 @@ export const SETTINGS: readonly SettingDescription[] = [
   { name: 'PRIME_AGENT_ENROLL_PER_MINUTE_PER_ADDRESS', default: '`300`', meaning: 'agent enrollments per minute from one source address (IPv6: per /64 network), accepted or not' },
   { name: 'PRIME_AGENT_ENROLL_PER_MINUTE', default: '`1200`', meaning: 'agent enrollments per minute to the server' },
   { name: 'PRIME_AGENT_RESULT_BYTES_PER_DAY', default: '`33554432`', meaning: 'bytes of command results (`gateway/commandresults` bodies) one agent may send per UTC day' },
-  { name: 'PRIME_AGENT_DISCONNECT_SECONDS', default: '`180`', meaning: 'an agent without a check-in for this long becomes `Disconnected` (event `0x310002`)' },
+  { name: 'PRIME_AGENT_DISCONNECT_SECONDS', default: '`180`', meaning: `an agent without a check-in for this long becomes \`Disconnected\` (event \`${eventCodes.disconnected.code}\`)` },
   {
     name: 'PRIME_GROUP_COMMIT',
     default: '`true`',
@@ -272,7 +273,7 @@ export const SETTINGS: readonly SettingDescription[] = [
   { name: 'PRIME_ALARM_TIMEOUT_SECONDS', default: '`10`', meaning: 'how long an alarm receiver has to answer (1 to 60); an unreachable receiver is reported only after this time, whatever the cause' },
   { name: 'PRIME_HEALTH_CHECK_SECONDS', default: '`60`', meaning: 'interval of the health checks that open and resolve system-health notifications (5 to 86400)' },
   { name: 'PRIME_POLLER_ENROLLMENT_SECRET', default: 'none (registration disabled)', meaning: 'the secret worker pollers present to register, 16 to 256 characters' },
-  { name: 'PRIME_POLLER_HEARTBEAT_SECONDS', default: '`60`', meaning: 'heartbeat interval given to pollers; a poller missing three is offline (event `0x410002`)' },
+  { name: 'PRIME_POLLER_HEARTBEAT_SECONDS', default: '`60`', meaning: `heartbeat interval given to pollers; a poller missing three is offline (event \`${eventCodes.pollerOffline.code}\`)` },
   { name: 'PRIME_AGENTLESS_INTERVAL_SECONDS', default: '`300`', meaning: 'default check interval of agentless connections (60 to 86400)' },
   { name: 'PRIME_AGENTLESS_TIMEOUT_SECONDS', default: '`10`', meaning: 'default check timeout (1 to 300, below the interval)' },
   {
