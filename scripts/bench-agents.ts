@@ -45,6 +45,7 @@ import {
   sideBySide,
   rateRow,
   RATE_HEADER,
+  backendsRunLine,
   type BackendServer,
   type SideCase,
 } from './bench-support.js'
@@ -459,12 +460,7 @@ async function compareBackends() {
   db.close()
   if (!givenDir) fs.rmSync(dataDir, { recursive: true, force: true })
 
-  console.log(
-    `\n${AGENTS} agents, ${seeded.peripherals} peripherals, the same rows on both backends; ${CONNECTIONS} connections, ${DURATION} s per case, backend and round, ${ROUNDS} rounds (the two backends take turns, the order swapped each round; the median round by p99 shown)${PIN ? '; load generator on CPU 0, the Node servers on CPU 1, PostgreSQL unpinned' : ''}; load average ${loadAtStart} at the start, ${os
-      .loadavg()
-      .map((x) => x.toFixed(1))
-      .join(' ')} at the end (${os.cpus().length} CPUs, shared with other work).\n`,
-  )
+  console.log(backendsRunLine(`${AGENTS} agents, ${seeded.peripherals} peripherals`, { connections: CONNECTIONS, seconds: DURATION, rounds: ROUNDS, loadAtStart }))
   for (const r of rows) console.log(r)
   console.log('')
   for (const r of RATE_HEADER) console.log(r)

@@ -83,6 +83,7 @@ import {
   sideBySide,
   rateRow,
   RATE_HEADER,
+  backendsRunLine,
   type SideCase,
 } from './bench-support.js'
 import { connectPostgres } from '../db/postgres/index.js'
@@ -600,12 +601,7 @@ async function compareBackends() {
   await data.release()
   if (!given) fs.rmSync(dataDir, { recursive: true, force: true })
 
-  console.log(
-    `\n${total} events (${top} the newest id), the same rows on both backends; ${CONNECTIONS} connections, ${DURATION} s per case, backend and round, ${ROUNDS} rounds (the two backends take turns, the order swapped each round; the median round by p99 shown)${PIN ? '; load generator on CPU 0, the Node servers on CPU 1, PostgreSQL unpinned' : ''}; load average ${loadAtStart} at the start, ${os
-      .loadavg()
-      .map((x) => x.toFixed(1))
-      .join(' ')} at the end (${os.cpus().length} CPUs, shared with other work).\n`,
-  )
+  console.log(backendsRunLine(`${total} events (${top} the newest id)`, { connections: CONNECTIONS, seconds: DURATION, rounds: ROUNDS, loadAtStart }))
   for (const r of listRows) console.log(r)
   console.log('')
   for (const r of RATE_HEADER) console.log(r)

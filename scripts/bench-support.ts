@@ -674,3 +674,12 @@ export function rateRow(name: string, rates: number[][], bound: Bound, unit = '/
   return `| ${name} | ${a.toFixed(0)} ${unit} | ${b.toFixed(0)} ${unit} | ${ratioText(ratio)} | ${rates.map((r) => r.map((x) => x.toFixed(0)).join(', ')).join('; ')} | ${boundText(bound)} | ${over ? '**OVER BOUND**' : 'within'} |`
 }
 export const RATE_HEADER = ['| case | SQLite | PostgreSQL | ratio PG/SQLite | each round, SQLite; PG | bound | verdict |', '|---|---|---|---|---|---|---|']
+
+/** The first line of a side-by-side run's tables: what was measured, how, and how busy the machine was. */
+export function backendsRunLine(what: string, run: { connections: number; seconds: number; rounds: number; loadAtStart: string }): string {
+  const loadNow = os
+    .loadavg()
+    .map((x) => x.toFixed(1))
+    .join(' ')
+  return `\n${what}, the same rows on both backends; ${run.connections} connections, ${run.seconds} s per case, backend and round, ${run.rounds} rounds (the two backends take turns, the order swapped each round; the median round by p99 shown)${PIN ? '; load generator on CPU 0, the Node servers on CPU 1, PostgreSQL unpinned' : ''}; load average ${run.loadAtStart} at the start, ${loadNow} at the end (${os.cpus().length} CPUs, shared with other work).\n`
+}
