@@ -3,64 +3,31 @@
 // reader thread: it stops at once, not at the end of the read's budget (30 s here), answers
 // that read 503 (another node can take it), and exits 0. The read is a GraphQL asset query
 // with 20 "NotContains" filters of 50 values over 10,000 seeded agents.
-import { spawn, type ChildProcess } from 'node:child_process'
 import crypto from 'node:crypto'
-import fs from 'node:fs'
-import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { openDatabase } from '../db/index.js'
-import { projectRoot } from '../lib/paths.js'
 import { seedFleet } from '../scripts/seed.js'
-import { freePort } from './fixtures/receivers.js'
+import { startServer, tempDir, until } from './fixtures/processes.js'
 import { ADMIN_PASSWORD } from './helpers.js'
 
 t.setTimeout(240_000)
-const server = path.join(projectRoot, 'lib', 'server.ts')
-const loader = process.execArgv.filter((a) => a.includes('@tapjs/typescript'))
-
-const until = async (ok: () => boolean, what: string, ms = 60_000) => {
-  const end = Date.now() + ms
-  while (!ok() && Date.now() < end) await new Promise((r) => setTimeout(r, 10))
-  if (!ok()) throw new Error(`timed out waiting for ${what}`)
-}
 
 t.test('SIGTERM while an expensive read runs: the read is stopped and answered 503, the server exits 0 at once', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-shutdown-reads-'))
-  let child: ChildProcess | undefined
-  t.teardown(() => {
-    child?.kill('SIGKILL')
-    fs.rmSync(dir, { recursive: true, force: true })
-  })
+  const dir = tempDir(t, 'prime-shutdown-reads-')
   const db = openDatabase(path.join(dir, 'prime.sqlite'))
   await seedFleet(db, { agents: 10_000, peripheralsPerAgent: 2, seed: 7 })
   db.close()
 
-  const port = await freePort()
-  const logFile = path.join(dir, 'server.log')
-  const log = fs.openSync(logFile, 'w')
-  child = spawn(process.execPath, [...loader, server], {
-    env: {
-      ...process.env,
-      PRIME_DATA_DIR: dir,
-      PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'info',
-      PRIME_SHUTDOWN_DRAIN_SECONDS: '0',
-      PRIME_READ_DEADLINE_SECONDS: '30',
-      PRIME_READER_THREADS: '1',
-    },
-    stdio: ['ignore', log, log],
+  const server = await startServer(t, dir, path.join(dir, 'server.log'), {
+    PRIME_SHUTDOWN_DRAIN_SECONDS: '0',
+    PRIME_READ_DEADLINE_SECONDS: '30',
+    PRIME_READER_THREADS: '1',
   })
-  fs.closeSync(log)
   let exited: number | null | undefined
-  child.once('exit', (code) => (exited = code))
-  const text = () => fs.readFileSync(logFile, 'utf8')
-  await until(() => /Server listening/.test(text()) || exited !== undefined, 'the server to listen')
+  void server.exited.then((code) => (exited = code))
   t.equal(exited, undefined, 'listening')
-
-  const base = `http://127.0.0.1:${port}`
+  const base = server.base
   const login = await fetch(`${base}/prime/webui/Auth/LocalLogin`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -95,9 +62,9 @@ t.test('SIGTERM while an expensive read runs: the read is stopped and answered 5
   const health = await fetch(`${base}/healthz`)
   t.equal(health.status, 200, '/healthz answers while the read runs')
   const signalled = performance.now()
-  child.kill('SIGTERM')
+  server.child.kill('SIGTERM')
   const answer = await pending
-  await until(() => exited !== undefined, 'the server to exit', 30_000)
+  await until(() => exited !== undefined, 'the server to exit')
   const stopMs = performance.now() - signalled
   t.equal(answer.status, 503, `the read in flight is answered 503 (${answer.body.slice(0, 120)})`)
   t.match(answer.body, /shutting down/, 'saying the server is shutting down')
