@@ -99,7 +99,9 @@ async function main() {
   const built = spawnSync(process.execPath, [path.join(root, 'scripts/build-if-stale.mjs')], { stdio: 'inherit' })
   if (built.status !== 0) return built.status ?? 1
 
-  const runs = [await tap(argv, {})]
+  // The coverage table is the whole suite's report; for named files it is only noise.
+  const named = argv.some((a) => !a.startsWith('-'))
+  const runs = [await tap(named ? [...argv, '--disable-coverage'] : argv, {})]
   if (process.env.PRIME_TEST_DATABASE_URL && process.env.PRIME_TEST_BACKEND !== 'postgres' && !argv.some((a) => !a.startsWith('-'))) {
     const listed = files.filter((f) => f.postgres).map((f) => f.file)
     const left = files.length - listed.length
