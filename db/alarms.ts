@@ -88,11 +88,15 @@ export interface SettingsSealer {
   isPlain(stored: string): boolean
 }
 
+/** A destination's pending deliveries are counted up to this many: a scrape's cost stays bounded through an outage's backlog. */
+export const BACKLOG_COUNT_MAX = 100_000
+
 /** A destination's deliveries waiting (the metrics' outbox backlog and lag). */
 export type DestinationBacklog = {
   destination: string
   name: string
   type: string
+  /** At most BACKLOG_COUNT_MAX. */
   pending: number
   /** When its oldest pending delivery was queued (ms), null when none waits. */
   oldest: number | null
@@ -201,7 +205,7 @@ export function alarmsRepo(db: DB, sealer?: SettingsSealer) {
 
   const backlog = db.prepare<[], DestinationBacklog>(
     `SELECT d.id AS destination, d.name, d.type,
-       (SELECT count(*) FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending') AS pending,
+       (SELECT count(*) FROM (SELECT 1 FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending' LIMIT ${BACKLOG_COUNT_MAX}) w) AS pending,
        (SELECT queued_ms FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending' ORDER BY id LIMIT 1) AS oldest
      FROM alarm_destinations d ORDER BY d.name`,
   )

@@ -10,6 +10,7 @@
 // by a process that lost its lease before writing the outcome is sent again, with the same
 // delivery id).
 import { randomUUID } from 'node:crypto'
+import { BACKLOG_COUNT_MAX } from '../alarms.js'
 import type { AlarmsRepo, AttemptRecord, DestinationBacklog, DeliveryCounts, DestinationInput, DestinationRow, OutboxItem, SettingsSealer } from '../alarms.js'
 import type { AuditTrailRow, EventRow } from '../event-queries.js'
 import { EVENT_FIELDS } from '../event-rows.js'
@@ -311,7 +312,7 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
     backlog: () =>
       db.query<DestinationBacklog>(
         `SELECT d.id AS destination, d.name, d.type,
-       (SELECT count(*) FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending') AS pending,
+       (SELECT count(*) FROM (SELECT 1 FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending' LIMIT ${BACKLOG_COUNT_MAX}) w) AS pending,
        (SELECT queued_ms FROM alarm_outbox WHERE destination_id = d.id AND status = 'pending' ORDER BY id LIMIT 1) AS oldest
      FROM alarm_destinations d ORDER BY d.name`,
       ),

@@ -103,7 +103,7 @@ export function registerMetrics(app: FastifyInstance): void {
   const labelsOf = (d: DestinationBacklog) => ({ destination: d.destination, name: d.name, type: d.type })
   const pending = new client.Gauge({
     name: 'prime_alarm_outbox_pending',
-    help: 'Alarm deliveries waiting, by destination.',
+    help: 'Alarm deliveries waiting, by destination (counted up to 100000).',
     labelNames: ['destination', 'name', 'type'],
     registers: [registry],
     async collect() {
