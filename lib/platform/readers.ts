@@ -49,12 +49,6 @@ type Tasks = Record<string, (...args: any[]) => unknown>
 
 export interface Readers<T extends Tasks = Tasks> {
   run<K extends keyof T & string>(name: K, args: Parameters<T[K]>): Promise<ReturnType<T[K]>>
-  /**
-   * Counts an expensive read of `key` (a credential) until the returned release is called, or
-   * refuses it (429) past the credential's share. `run` claims by itself; a backend whose
-   * reads do not go through `run` (PostgreSQL's budgeted pool) claims per request.
-   */
-  claim(key: string): () => void
   stats(): ReaderStats
   close(): Promise<void>
 }
@@ -207,6 +201,7 @@ export function readerPool<T extends Tasks>(opts: {
     }
   }
 
+  /** Counts an expensive read of `key` (a credential) until the returned release is called, or refuses it (429) past the credential's share. */
   function claim(key: string): () => void {
     const mine = perKey.get(key) ?? 0
     if (mine >= settings.perCredential) {
@@ -231,7 +226,6 @@ export function readerPool<T extends Tasks>(opts: {
   }
 
   return {
-    claim,
     async run(name, args) {
       if (closing) throw problem('not-ready', 'the server is shutting down')
       // Reads asked outside a request (a report's run) have no share: the queue bounds them.
