@@ -74,7 +74,6 @@ export function registerMetrics(app: FastifyInstance): void {
       readerTotals.set({ outcome: 'refused_share' }, s.refusedCredential)
     },
   })
-  void readerTotals
 
   const pool = app.storage.poolStats
   if (pool) {
