@@ -69,15 +69,21 @@ function tap(args, env) {
   return new Promise((resolve) => {
     const child = spawn('npx', ['tap', ...args], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, FORCE_COLOR: '0', ...env } })
     let tail = ''
+    let partial = ''
+    const failures = []
     child.stdout.on('data', (chunk) => {
       process.stdout.write(chunk)
       tail = (tail + chunk.toString()).slice(-20000)
+      // The failures are named again at the end: in a long run's log they are far above it.
+      const lines = (partial + chunk.toString()).split('\n')
+      partial = lines.pop() ?? ''
+      for (const line of lines) if (/^\s*not ok \d+ - /.test(line) && failures.length < 200) failures.push(line.replace(/ # time=.*$/, ''))
     })
     child.on('close', (code, signal) => {
       const m = /# \{ total: (\d+), pass: (\d+)(?:, fail: (\d+))?(?:, skip: (\d+))?(?:, todo: (\d+))?/.exec(tail)
       const exit = code ?? (signal ? 1 : 0)
-      if (!m) resolve({ exit: exit || 1, pass: 0, fail: 1, skip: 0 })
-      else resolve({ exit, pass: Number(m[2]), fail: Number(m[3] ?? 0), skip: Number(m[4] ?? 0) })
+      if (!m) resolve({ exit: exit || 1, pass: 0, fail: 1, skip: 0, failures })
+      else resolve({ exit, pass: Number(m[2]), fail: Number(m[3] ?? 0), skip: Number(m[4] ?? 0), failures })
     })
   })
 }
@@ -111,6 +117,9 @@ async function main() {
   }
   const sum = (k) => runs.reduce((n, r) => n + r[k], 0)
   const skip = sum('skip')
+  runs.forEach((r, i) => {
+    if (r.failures.length) console.log(`\n# Failed${runs.length > 1 ? (i === 0 ? ' (SQLite)' : ' (PostgreSQL)') : ''}, innermost first:\n${r.failures.join('\n')}`)
+  })
   console.log(`${sum('pass')} passed, ${sum('fail')} failed${skip ? `, ${skip} skipped` : ''}`)
   return runs.find((r) => r.exit !== 0)?.exit ?? 0
 }
