@@ -19,7 +19,8 @@ export interface Oversize {
 }
 
 function sourceFiles(dir: string): string[] {
-  return fs.readdirSync(path.join(projectRoot, dir), { withFileTypes: true, recursive: true })
+  return fs
+    .readdirSync(path.join(projectRoot, dir), { withFileTypes: true, recursive: true })
     .filter((e) => e.isFile() && /\.ts$/.test(e.name) && !e.name.endsWith('.d.ts'))
     .map((e) => path.relative(projectRoot, path.join(e.parentPath ?? e.path, e.name)))
     .sort()
