@@ -25,7 +25,6 @@ const KNOWN: Record<string, number> = {
   'lib/gateway/service.ts': 687,
   'lib/gateway/service.ts agentGateway': 587,
   'lib/notifications/stream.ts notificationHub': 366,
-  'lib/reports/content.ts': 804,
   'lib/reports/service.ts reportService': 329,
 }
 
