@@ -25,7 +25,6 @@ const KNOWN: Record<string, number> = {
   'lib/gateway/service.ts': 687,
   'lib/gateway/service.ts agentGateway': 587,
   'lib/notifications/stream.ts notificationHub': 366,
-  'lib/reports/service.ts reportService': 329,
 }
 
 t.test('no function over 300 lines and no file over 600, beyond the known ones, which only shrink', async (t) => {
