@@ -21,8 +21,6 @@ const KNOWN: Record<string, number> = {
   'db/postgres/reports.ts': 601,
   'db/postgres/reports.ts pgReportsRepo': 364,
   'db/reports.ts reportsRepo': 322,
-  'lib/gateway/service.ts': 687,
-  'lib/gateway/service.ts agentGateway': 587,
   'lib/notifications/stream.ts notificationHub': 366,
 }
 
