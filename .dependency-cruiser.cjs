@@ -42,6 +42,35 @@ module.exports = {
       from: { path: '^lib/(?!platform/)[^/]+/', pathNot: '^lib/[^/]+/index\\.ts$' },
       to: { path: '(^|/)node_modules/fastify/' },
     },
+    {
+      name: 'platform-imports-no-feature',
+      severity: 'error',
+      comment:
+        "The platform (lib/platform/ and the shared lib/*.ts) imports no feature (lib/<feature>/): a feature registers with it or takes it as a dependency. The composition roots (lib/app.ts, lib/services.ts, lib/repos.ts, lib/repos-postgres.ts, lib/server.ts, and lib/reader-thread.ts, a reader thread's) wire the features and may; the platform's part of the wiring (lib/platform/storage.ts, say) may name a feature's port types only (next rule).",
+      from: { path: '^lib/(platform/|[^/]+\\.ts$)', pathNot: '^lib/(app|services|repos|repos-postgres|server|reader-thread)\\.ts$' },
+      to: { path: '^lib/(?!platform/)[^/]+/', pathNot: '^lib/[^/]+/ports\\.ts$' },
+    },
+    {
+      name: 'platform-names-feature-ports-as-types-only',
+      severity: 'error',
+      comment: "The platform may name a feature's ports (lib/<feature>/ports.ts) as types, to say what the storage it opens provides; it imports no value from them.",
+      from: { path: '^lib/(platform/|[^/]+\\.ts$)', pathNot: '^lib/(app|services|repos|repos-postgres|server|reader-thread)\\.ts$' },
+      to: { path: '^lib/(?!platform/)[^/]+/ports\\.ts$', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'handlers-import-no-wiring',
+      severity: 'error',
+      comment: "A handler imports services, views and rules, never a feature's wiring (lib/<feature>/index.ts: its decorators, loops and Fastify plugins).",
+      from: { path: '^handlers/' },
+      to: { path: '^lib/(?!platform/)[^/]+/index\\.ts$' },
+    },
+    {
+      name: 'features-import-no-other-service',
+      severity: 'error',
+      comment: "A feature imports another feature's views and rules, never its service: services meet in the wiring (lib/services.ts), which gives one to another as a dependency.",
+      from: { path: '^lib/((?!platform/)[^/]+)/' },
+      to: { path: '^lib/[^/]+/service\\.ts$', pathNot: '^lib/$1/' },
+    },
   ],
   options: {
     doNotFollow: { path: 'node_modules' },

@@ -1,6 +1,6 @@
 // Asset discovery: the NAC connector's GraphQL endpoint and REST list, and the automation
 // client's overview and distribution.
-import { runAssetGraph } from '../lib/assets/index.js'
+import { runAssetGraph } from '../lib/assets/graph.js'
 import type { AssetField, Condition } from '../lib/assets/ports.js'
 import { AssetQueryError, condition, searchPattern } from '../lib/assets/query.js'
 import { invalidField } from '../lib/errors.js'
@@ -21,7 +21,9 @@ function anyOf(field: AssetField, name: string, value: string | undefined): Cond
 export const assetsHandlers: Handlers<'querySepioData' | 'getAssets' | 'getAssetsOverview' | 'getAssetsDistribution'> = {
   async querySepioData(req, reply) {
     const { query, variables, operationName } = req.body
-    const answer = await runAssetGraph(reply, req.server.services.assets, query, variables, operationName, { suggestions: req.server.config.graphqlIntrospection })
+    const answer = await runAssetGraph((source, context, vars, name) => reply.graphql(source, context, vars, name), req.server.services.assets, query, variables, operationName, {
+      suggestions: req.server.config.graphqlIntrospection,
+    })
     if (answer.ok) return answer.body as never
     // GraphQL clients read errors from the body in the GraphQL format; the status says it failed.
     return reply.code(400).type('application/json; charset=utf-8').send({ data: null, errors: answer.errors })

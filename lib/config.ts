@@ -1,7 +1,6 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import crypto from 'node:crypto'
-import { agentlessSettings, type AgentlessSettings } from './agentless/settings.js'
 import { eventCodes } from './event-codes.js'
 import { loadKey } from './vault.js'
 
@@ -327,6 +326,28 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number
     throw new Error(`${name} must be an integer from ${min} to ${max}, got "${raw}"`)
   }
   return n
+}
+
+/** Settings of agentless checking (each with a safe default); the platform reads them, lib/agentless/ uses them. */
+export interface AgentlessSettings {
+  /** What pollers present to register; null: registration is disabled. */
+  enrollmentSecret: string | null
+  heartbeatSeconds: number
+  /** A poller without a heartbeat for this long is Offline (three heartbeats). */
+  offlineAfterSeconds: number
+  /** Polling options of connections that do not override them. */
+  defaultIntervalSeconds: number
+  defaultTimeoutSeconds: number
+}
+
+export function agentlessSettings(env: NodeJS.ProcessEnv = process.env): AgentlessSettings {
+  const secret = env.PRIME_POLLER_ENROLLMENT_SECRET || null
+  if (secret !== null && (secret.length < 16 || secret.length > 256)) throw new Error('PRIME_POLLER_ENROLLMENT_SECRET must have 16 to 256 characters')
+  const heartbeatSeconds = int(env, 'PRIME_POLLER_HEARTBEAT_SECONDS', 60, 1, 3600)
+  const defaultIntervalSeconds = int(env, 'PRIME_AGENTLESS_INTERVAL_SECONDS', 300, 60, 86400)
+  const defaultTimeoutSeconds = int(env, 'PRIME_AGENTLESS_TIMEOUT_SECONDS', 10, 1, 300)
+  if (defaultTimeoutSeconds >= defaultIntervalSeconds) throw new Error('PRIME_AGENTLESS_TIMEOUT_SECONDS must be below PRIME_AGENTLESS_INTERVAL_SECONDS')
+  return { enrollmentSecret: secret, heartbeatSeconds, offlineAfterSeconds: heartbeatSeconds * 3, defaultIntervalSeconds, defaultTimeoutSeconds }
 }
 
 /**

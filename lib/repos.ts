@@ -19,7 +19,9 @@ import { insightsRepo } from '../db/insights.js'
 import { exportsRepo } from '../db/exports.js'
 import { eventQueriesRepo } from '../db/event-queries.js'
 import { retentionRepo } from '../db/retention.js'
-import { alarmsRepo, type SettingsSealer } from '../db/alarms.js'
+import { alarmsRepo } from '../db/alarms.js'
+import { settingsSealer } from './alarms/sealed-settings.js'
+import { vault } from './vault.js'
 import { reportsRepo } from '../db/reports.js'
 import { notificationsRepo } from '../db/notifications.js'
 import { agentlessRepo } from '../db/agentless.js'
@@ -30,10 +32,12 @@ import { eventCodes } from './event-codes.js'
 import { agentListView } from './agents/views.js'
 
 /**
- * `keptAnswers`: list answers kept while the database is unchanged (0: none). `sealer`:
- * seals alarm destinations' secrets at rest (the server always gives one).
+ * `keptAnswers`: list answers kept while the database is unchanged (0: none). `sealingKey`:
+ * the key that seals alarm destinations' secrets at rest (the server always gives one);
+ * the sealer is chosen here, in the wiring, so that the platform's storage names no feature.
  */
-export function createRepos(db: DB, keptAnswers = 64, sealer?: SettingsSealer) {
+export function createRepos(db: DB, keptAnswers = 64, sealingKey?: Buffer) {
+  const sealer = sealingKey !== undefined ? settingsSealer(vault(sealingKey)) : undefined
   const uow = sqliteUnitOfWork(db)
   const authVersion = new AuthVersion(otherConnectionsCommits(db), uow.afterCommit)
   const checkInTimes = new CheckInTimeWrites()

@@ -49,4 +49,16 @@ t.test('each rule catches its violation', async (t) => {
   const fastify = [...found].filter((f) => f.startsWith('services-take-plain-inputs:'))
   t.equal(fastify.length, 1, 'one: the wiring may import fastify')
   t.match(fastify, [/^services-take-plain-inputs: lib\/things\/service\.ts -> .*node_modules\/fastify\//], "a feature's service importing fastify, and not its wiring")
+  t.ok(found.has('platform-imports-no-feature: lib/config.ts -> lib/things/settings.ts'), "the platform importing a feature's module")
+  t.ok(found.has('platform-names-feature-ports-as-types-only: lib/platform/loops.ts -> lib/things/ports.ts'), "the platform importing a value from a feature's ports")
+  t.notOk(
+    [...found].some((f) => f.includes('lib/platform/storage.ts ->')),
+    "the platform naming a feature's port as a type only is allowed",
+  )
+  t.ok(found.has('handlers-import-no-wiring: handlers/wired.ts -> lib/things/index.ts'), "a handler importing a feature's wiring")
+  t.ok(found.has('features-import-no-other-service: lib/others/service.ts -> lib/things/service.ts'), "a feature importing another feature's service")
+  t.notOk(
+    [...found].some((f) => f.endsWith('-> lib/things/views.ts') || f.startsWith('features-import-no-other-service: lib/things/')),
+    "another feature's views, and a feature's own service, are allowed",
+  )
 })

@@ -1,9 +1,10 @@
 // The GraphQL endpoint of asset discovery (`POST /sepio-data`), served by mercurius without
 // routes of its own: the contract's operation routes the request (credential, limits,
-// media types, body validation, audit of refusals) and its handler runs the query here.
+// media types, body validation, audit of refusals) and its handler runs the query
+// (lib/assets/graph.ts, `runAssetGraph`).
 import fs from 'node:fs'
 import path from 'node:path'
-import type { FastifyInstance, FastifyReply } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import mercurius from 'mercurius'
 import {
   GraphQLError,
@@ -11,10 +12,7 @@ import {
   Kind,
   NoSchemaIntrospectionCustomRule,
   getNamedType,
-  parse,
   valueFromASTUntyped,
-  type ASTNode,
-  type DocumentNode,
   type FieldNode,
   type SelectionSetNode,
   type ValidationContext,
@@ -22,13 +20,11 @@ import {
   type ASTVisitor,
 } from 'graphql'
 import { projectRoot } from '../paths.js'
+import { LIMITS } from './graph.js'
 import type { AssetService } from './service.js'
 import { AssetQueryError, assetSort, conditionGroups, filterValueCount, searchPattern, DEFAULT_GRAPH_PAGE_SIZE, MAX_FILTERS, MAX_PAGE_SIZE, type FilterInput } from './query.js'
 
 export const schemaPath = path.join(projectRoot, 'spec', 'sepio-data.graphql')
-
-/** Bounds of one request: tokens parsed, nesting, fields selected (fragments expanded), tables read. */
-export const LIMITS = { tokens: 5000, depth: 16, fields: 300, tables: 1 } as const
 
 /**
  * The most a query may cost, computed before it runs (`costRule`): every field selected
@@ -40,17 +36,6 @@ export const LIMITS = { tokens: 5000, depth: 16, fields: 300, tables: 1 } as con
 export const MAX_COST = 250_000
 /** Each value of a filter is matched against every asset, whatever the page's size. */
 export const FILTER_VALUE_COST = 10
-
-/** An error of the query itself, as the GraphQL error format answers it. */
-export interface GraphError {
-  message: string
-  locations?: { line: number; column: number }[]
-  path?: (string | number)[]
-  extensions: { code: string }
-}
-
-/** What the handler answers: a result, or errors (400). */
-export type GraphAnswer = { ok: true; body: { data: unknown } } | { ok: false; errors: GraphError[] }
 
 interface Counts {
   fields: number
@@ -159,9 +144,6 @@ function costRule(variables: Variables) {
   }
 }
 
-/** GraphQL's "Did you mean ...?" hints, which spell out the schema to whoever guesses at it. */
-const SUGGESTION = / ?Did you mean [^?]*\?/g
-
 interface Context {
   assets: AssetService
 }
@@ -209,69 +191,4 @@ export async function registerAssetGraph(app: FastifyInstance, { introspection }
     // wrong request from a fault: they are passed on as they are.
     errorFormatter: (execution) => ({ statusCode: 200, response: execution }),
   })
-}
-
-const located = (e: GraphQLError, code: string): GraphError => {
-  const out: GraphError = { message: e.message.slice(0, 1000), extensions: { code } }
-  if (e.locations?.length) out.locations = e.locations.slice(0, 10).map((l) => ({ line: l.line, column: l.column }))
-  if (e.path?.length) out.path = [...e.path]
-  return out
-}
-
-/**
- * Runs one GraphQL request. The query is parsed here first: mercurius reads a source that is
- * no GraphQL but is JSON as a document tree, which is not a query language a client speaks.
- * Errors of the request (syntax, validation, limits, variables, filter values) answer as
- * GraphQL errors; anything else is thrown (a bug: a 500 that is logged).
- */
-export async function runAssetGraph(
-  reply: FastifyReply,
-  assets: AssetService,
-  source: string,
-  variables: Record<string, unknown> | null | undefined,
-  operationName: string | null | undefined,
-  { suggestions }: { suggestions: boolean },
-): Promise<GraphAnswer> {
-  const answer = await run(reply, assets, source, variables, operationName)
-  // Removed from every error here: validation and the variables' coercion both write them.
-  if (!answer.ok && !suggestions) for (const e of answer.errors) e.message = e.message.replace(SUGGESTION, '')
-  return answer
-}
-
-async function run(reply: FastifyReply, assets: AssetService, source: string, variables: Record<string, unknown> | null | undefined, operationName: string | null | undefined): Promise<GraphAnswer> {
-  let document: DocumentNode
-  try {
-    document = parse(source, { maxTokens: LIMITS.tokens })
-  } catch (err) {
-    if (err instanceof GraphQLError) return { ok: false, errors: [located(err, 'GRAPHQL_PARSE_FAILED')] }
-    throw err
-  }
-  if (!document.definitions.some((d: ASTNode) => d.kind === Kind.OPERATION_DEFINITION)) {
-    return { ok: false, errors: [{ message: 'The document holds no operation.', extensions: { code: 'GRAPHQL_VALIDATION_FAILED' } }] }
-  }
-  let result: { data?: unknown; errors?: readonly GraphQLError[] }
-  try {
-    result = await reply.graphql(source, { assets } as never, variables ?? undefined, operationName ?? undefined)
-  } catch (err) {
-    const errors = (err as { errors?: unknown[] }).errors
-    if (Array.isArray(errors) && errors.every((e) => e instanceof GraphQLError || e instanceof Error)) {
-      return {
-        ok: false,
-        errors: errors
-          .slice(0, 20)
-          .map((e) =>
-            e instanceof GraphQLError ? located(e, 'GRAPHQL_VALIDATION_FAILED') : { message: String((e as Error).message).slice(0, 1000), extensions: { code: 'GRAPHQL_VALIDATION_FAILED' } },
-          ),
-      }
-    }
-    throw err
-  }
-  if (result.errors?.length) {
-    const own = result.errors.filter((e) => e.originalError instanceof AssetQueryError)
-    const other = result.errors.find((e) => !(e.originalError instanceof AssetQueryError) && e.originalError)
-    if (other) throw other.originalError
-    const rest = result.errors.filter((e) => !e.originalError)
-    return { ok: false, errors: [...own.map((e) => located(e, 'BAD_USER_INPUT')), ...rest.map((e) => located(e, 'GRAPHQL_VALIDATION_FAILED'))].slice(0, 20) }
-  }
-  return { ok: true, body: { data: result.data ?? null } }
 }

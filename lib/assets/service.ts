@@ -3,7 +3,7 @@
 // ports and settings, so it runs without Fastify.
 import type { components } from '../../generated/openapi.js'
 import { ASSET_TYPES } from '../../db/assets.js'
-import { uncommonInsightName } from '../insights/service.js'
+import { uncommonInsightName } from '../insights/rules.js'
 import { uncommonView } from '../insights/views.js'
 import { iso } from '../time.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'

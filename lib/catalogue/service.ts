@@ -5,7 +5,7 @@
 import type { components } from '../../generated/openapi.js'
 import { problem } from '../errors.js'
 import type { Context } from '../platform/context.js'
-import { VULNERABLE_INSIGHT } from '../insights/service.js'
+import { VULNERABLE_INSIGHT } from '../insights/rules.js'
 import type { AuditTrail, UnitOfWork } from '../platform/ports.js'
 import type { CatalogueFollowers, CatalogueRow, CatalogueStore } from './ports.js'
 import { entryAsset, entryView } from './views.js'

@@ -8,7 +8,7 @@ import { BULK_SLICE_MS, LONG_SLICE_MS } from '../platform/slices.js'
 import { iso } from '../time.js'
 import { agentEvents, hostEvent } from './events.js'
 import type { AgentStatus, EventRecorder, GatewayStore, SweptAgent } from './ports.js'
-import { NO_RESULT } from './service.js'
+import { NO_RESULT } from './state.js'
 
 export const DELIVERY_TIMEOUT_MS = 15 * 60_000
 const SWEEP_INTERVAL_MS = 5000

@@ -5,7 +5,10 @@ import { date } from '../listing.js'
 import type { UnitOfWork } from '../platform/ports.js'
 import { iso } from '../time.js'
 import type { InsightStore } from './ports.js'
+import { uncommonInsightName, VULNERABLE_INSIGHT } from './rules.js'
 import { classificationView, errorTotalsView, loggedAgentView, policyTestView, uncommonView, violationsView, vulnerableView } from './views.js'
+
+export { uncommonInsightName, VULNERABLE_INSIGHT } from './rules.js'
 
 const DAY_MS = 86_400_000
 /** A kept insight is answered for an hour. */
@@ -14,11 +17,6 @@ const CACHE_MS = 3_600_000
 const RELOAD_MS = 10_000
 const ERROR_RANGE_DAYS = 366
 const VIOLATION_DAYS = 30
-
-/** The name an insight is kept under (the vulnerable-peripherals one is dropped on a catalogue change). */
-export const VULNERABLE_INSIGHT = 'vulnerablePeripherals'
-/** The name the uncommon-peripherals insight is kept under for a host threshold (shared by the insight and asset discovery). */
-export const uncommonInsightName = (maxHosts: number) => `uncommonPeripherals:${maxHosts}`
 
 export interface InsightDeps {
   insights: InsightStore

@@ -4,8 +4,6 @@ import type { FastifyInstance } from 'fastify'
 import type { Config } from '../config.js'
 import { latestSchemaVersion, openDatabase, type DB } from '../../db/index.js'
 import { createRepos, type Repos } from '../repos.js'
-import { vault } from '../vault.js'
-import { settingsSealer } from '../alarms/sealed-settings.js'
 import { secureDataDir } from '../data-dir.js'
 import { sqliteCredentials } from '../../db/credentials.js'
 import { asyncPort } from '../../db/unit-of-work.js'
@@ -77,7 +75,7 @@ export async function openStorage(app: FastifyInstance, config: Config): Promise
   }
   if (config.databaseUrl) return openPostgresStorage(config.databaseUrl, config)
   const db = openDatabase(config.dbFile, { cacheMb: config.dbCacheMb })
-  const repos = createRepos(db, config.keptListAnswers, settingsSealer(vault(config.agentlessKey)))
+  const repos = createRepos(db, config.keptListAnswers, config.agentlessKey)
   // Webhook secrets stored in the clear by an earlier version are sealed now.
   const sealed = repos.alarms.sealStored()
   // Revoked sessions, and those whose refresh tokens have all expired, can never be used again.

@@ -3,23 +3,22 @@
 // context and the parsed body), so it runs without Fastify.
 import crypto from 'node:crypto'
 import type { Readable } from 'node:stream'
-import yazl from 'yazl'
 import type { components } from '../../generated/openapi.js'
-import { problem, type FieldError } from '../errors.js'
-import { visibleName } from '../file-names.js'
+import { problem } from '../errors.js'
 import type { Context } from '../platform/context.js'
 import type { AuditTrail, UnitOfWork } from '../platform/ports.js'
-import { iso } from '../time.js'
-import { activation, MAX_FIELD_ERRORS, MAX_REPORTS, type NewReport, readNewReport, readReportEdit, reportAsset, type ReportUpdate, snapshot } from './definitions.js'
-import { applyRetention, fileStamp, filesOf, type OpenedContent, type RunFiles } from './files.js'
+import { activation, MAX_REPORTS, type NewReport, readNewReport, readReportEdit, reportAsset, type ReportUpdate, snapshot } from './definitions.js'
+import { type DownloadState, downloadArchive, downloadFile, type FileDownload, type FileItem, NOT_FOUND } from './downloads.js'
+import { applyRetention, filesOf, type RunFiles } from './files.js'
 import { type ReportMailDeps, sendTestMessage, type TestMailResult } from './mail.js'
 import type { ReportRow, ReportStore, RunRow } from './ports.js'
 import { MAX_RUNS_LISTED } from './runner.js'
 import { nextDue } from './schedule.js'
-import { formats } from './types.js'
 import { type ReportView, reportView, withWarnings } from './views.js'
 
 type ItemResult = components['schemas']['ItemResult']
+
+export type { FileDownload, FileItem, OpenedFile } from './downloads.js'
 
 /** sendtestreport sends real mail: at most this many a minute per caller. */
 export const TEST_MAILS_PER_MINUTE = 10
@@ -38,44 +37,14 @@ export interface ReportServiceDeps {
   runs: { kick(): unknown; abortRunsOf(reportId: string): void }
 }
 
-/** A file to download: a report's newest stored file, or the one of a run. */
-export interface FileItem {
-  reportId: string
-  fileId?: string | null
-}
-
-/** A stored file, opened: in the data directory it reads to its end even if it is removed meanwhile. */
-export interface OpenedFile {
-  report: ReportRow
-  run: RunRow
-  content: OpenedContent
-  size: number
-  fileName: string
-  mediaType: string
-}
-
-/** What a download answers: one file with its name and media type, or an archive. */
-export interface FileDownload {
-  fileName: string
-  mediaType: string
-  size: number
-  rowCount: number
-  truncated: boolean
-  stream: Readable
-}
-
-type Resolution = { ok: OpenedFile } | { status: 404 | 409; field: 'reportId' | 'fileId'; reason: string }
 type Outcome = Omit<ItemResult, 'id'> & { runId?: string | null }
 
-const NOT_FOUND = (id: string) => `No report with id ${id}.`
 const notFound: Outcome = { status: 'failed', reason: 'No report with this id.', code: 'not-found' }
 const done: Outcome = { status: 'done', reason: null, code: null }
 const counts = (results: ItemResult[]) => ({ succeeded: results.filter((r) => r.status === 'done').length, failed: results.filter((r) => r.status === 'failed').length })
 const names = (rows: ReportRow[]) => rows.map((r) => `"${r.name}"`).join(', ')
 const nameClash = (other: ReportRow) =>
   problem('conflict', `A report named "${other.name}" already exists (names are compared ignoring case).`, { errors: [{ location: 'body', name: 'name', reason: 'is already used' }] })
-const fileDetails = (f: OpenedFile) => ({ reportId: f.report.id, reportName: f.report.name, fileId: f.run.id, fileName: f.fileName, sizeBytes: f.size })
-const closeAll = (files: OpenedFile[]) => files.forEach((f) => f.content.close())
 
 export function reportService(deps: ReportServiceDeps) {
   const { reports, uow, audit } = deps
@@ -114,29 +83,7 @@ export function reportService(deps: ReportServiceDeps) {
     })
   }
 
-  async function resolve(item: FileItem): Promise<Resolution> {
-    const report = await reports.byId(item.reportId.toLowerCase())
-    if (!report) return { status: 404, field: 'reportId', reason: NOT_FOUND(item.reportId) }
-    let run: RunRow | undefined
-    if (item.fileId) {
-      run = await reports.runById(item.fileId.toLowerCase())
-      if (!run || run.report_id !== report.id) return { status: 404, field: 'fileId', reason: `Report "${report.name}" has no run or file ${item.fileId}.` }
-    } else {
-      run = await reports.newestFile(report.id)
-      if (!run) {
-        const open = await reports.openRunOf(report.id)
-        if (open) return { status: 409, field: 'fileId', reason: `Report "${report.name}" has no stored file yet: run ${open.id} is ${open.status}.` }
-        return { status: 404, field: 'fileId', reason: `Report "${report.name}" has no stored file.` }
-      }
-    }
-    if (run.status === 'queued' || run.status === 'running') return { status: 409, field: 'fileId', reason: `Run ${run.id} of "${report.name}" is still ${run.status}: its file is not ready yet.` }
-    if (run.status === 'failed') return { status: 409, field: 'fileId', reason: `Run ${run.id} of "${report.name}" failed and has no file: ${run.reason ?? 'no reason recorded'}` }
-    if (run.file_deleted_ms !== null) return { status: 404, field: 'fileId', reason: `The file of run ${run.id} of "${report.name}" was removed by the retention rule on ${iso(run.file_deleted_ms)}.` }
-    const content = await files.open(run)
-    if (!content) return { status: 404, field: 'fileId', reason: `The file of run ${run.id} of "${report.name}" is missing from ${files.where}.` }
-    // Names stored by an earlier version may hold invisible characters (bidi controls).
-    return { ok: { report, run, content, size: content.size, fileName: visibleName(run.file_name!), mediaType: formats[run.format].mediaType } }
-  }
+  const downloads: DownloadState = { reports, audit, files }
 
   return {
     /** Every definition (by name) with its newest run. */
@@ -295,82 +242,14 @@ export function reportService(deps: ReportServiceDeps) {
      * One stored file, opened, and its download recorded. `accepts` says whether the caller
      * takes the file's media type (asked before anything is recorded).
      */
-    async file(ctx: Context, item: FileItem, accepts: (mediaType: string) => boolean): Promise<FileDownload> {
-      const r = await resolve(item)
-      if (!('ok' in r)) throw problem(r.status === 404 ? 'not-found' : 'conflict', r.reason, { errors: [{ location: 'body', name: r.field, reason: r.reason }] })
-      const f = r.ok
-      if (!accepts(f.mediaType)) {
-        f.content.close()
-        throw problem('not-acceptable', `This file is ${f.mediaType}, which Accept does not allow.`)
-      }
-      try {
-        await audit.record(ctx, { description: `Downloaded report file ${f.fileName} of "${f.report.name}"`, details: fileDetails(f), asset: reportAsset(f.report) })
-      } catch (err) {
-        f.content.close()
-        throw err
-      }
-      return { fileName: f.fileName, mediaType: f.mediaType, size: f.size, rowCount: f.run.row_count ?? 0, truncated: f.run.truncated === 1, stream: f.content.stream() }
-    },
+    file: (ctx: Context, item: FileItem, accepts: (mediaType: string) => boolean): Promise<FileDownload> => downloadFile(downloads, ctx, item, accepts),
 
     /**
      * Several files as one ZIP archive, each once, names made unique. Every item is resolved
      * and its file opened before the archive starts: it is complete, or a problem names
      * every item that cannot be archived.
      */
-    async archive(ctx: Context, items: FileItem[]): Promise<{ fileName: string; stream: Readable }> {
-      const opened: OpenedFile[] = []
-      const errors: FieldError[] = []
-      let status: 404 | 409 = 409
-      const seen = new Set<string>()
-      for (const [i, item] of items.entries()) {
-        const r = await resolve(item)
-        if (!('ok' in r)) {
-          errors.push({ location: 'body', name: `items/${i}/${r.field}`, reason: r.reason })
-          if (r.status === 404) status = 404
-          continue
-        }
-        if (seen.has(r.ok.run.id)) {
-          r.ok.content.close()
-          continue
-        }
-        seen.add(r.ok.run.id)
-        opened.push(r.ok)
-      }
-      if (errors.length) {
-        closeAll(opened)
-        const detail = `${errors.length} of ${items.length} item(s) cannot be archived: ${errors
-          .slice(0, 5)
-          .map((e) => `${e.name}: ${e.reason}`)
-          .join(' ')}`
-        throw problem(status === 404 ? 'not-found' : 'conflict', detail.slice(0, 2000), { errors: errors.slice(0, MAX_FIELD_ERRORS) })
-      }
-      const used = new Set<string>()
-      const inArchive = opened.map((f) => {
-        const dot = f.fileName.lastIndexOf('.')
-        const [stem, ext] = dot > 0 ? [f.fileName.slice(0, dot), f.fileName.slice(dot)] : [f.fileName, '']
-        let name = f.fileName
-        for (let k = 2; used.has(name.toLowerCase()); k++) name = `${stem} (${k})${ext}`
-        used.add(name.toLowerCase())
-        return name
-      })
-      const fileName = `reports-${fileStamp(Date.now())}.zip`
-      try {
-        await audit.record(ctx, {
-          description: `Downloaded ${opened.length} report file(s) as ${fileName}`,
-          details: { archive: fileName, files: opened.map((f, i) => ({ ...fileDetails(f), nameInArchive: inArchive[i] })) },
-          asset: opened.length === 1 ? reportAsset(opened[0].report) : { type: 'Report', detail: 'ReportDefinition' },
-        })
-      } catch (err) {
-        closeAll(opened)
-        throw err
-      }
-      const zip = new yazl.ZipFile()
-      for (const [i, f] of opened.entries()) {
-        zip.addReadStream(f.content.stream(), inArchive[i], { size: f.size, mtime: new Date(f.run.finished_ms ?? Date.now()), compress: f.run.format === 'CSV' })
-      }
-      zip.end()
-      return { fileName, stream: zip.outputStream as Readable }
-    },
+    archive: (ctx: Context, items: FileItem[]): Promise<{ fileName: string; stream: Readable }> => downloadArchive(downloads, ctx, items),
 
     /**
      * Sends the test message from `sender` (else the configured one) to `recipient` as
