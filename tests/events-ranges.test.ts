@@ -1,7 +1,7 @@
 // backend: sqlite-only — SQLite's event counts through its time index and block counts (db/event-counts.ts)
 // Pins the event lists' range, filter and sort questions that read no row beyond the page:
 // a time range's cut blocks counted and paged through the time index and the kinds' ids
-// (db/event-counts.ts timeIndexWhere) or, once the texts are read, through the time index and
+// (db/event-counts-cut.ts timeIndexWhere) or, once the texts are read, through the time index and
 // the events' documents (kindMatchIds), a page deep in a block found through the kinds' ids
 // or as a range of ids (db/event-pages.ts idPage), a deep page in time order from a moment of
 // the blocks' times (timeSeek), against the brute-force model, over events
@@ -68,7 +68,7 @@ const FILTERS: Record<string, string>[] = [
 ]
 /**
  * Text terms (a vendor, a device, a host, a site, GlobalSearch over several columns): counted
- * per level 0 block once and kept (db/event-counts.ts blockCounts), a range then walking the
+ * per level 0 block once and kept (db/event-counts-docs.ts blockCounts), a range then walking the
  * blocks it cuts only, deep pages passing over whole blocks by their counts.
  */
 const TEXT_FILTERS: Record<string, string>[] = [
