@@ -62,9 +62,37 @@ export class ExpensiveReadsBusy extends Error {
   }
 }
 
+/**
+ * The connection to PostgreSQL was lost (the server restarted, or ended this connection) or
+ * cannot be made: answered 503 not-ready; the node connects again at its next statement.
+ */
+export class DatabaseUnavailable extends Error {
+  readonly code = 'database-unavailable'
+  constructor(cause: unknown) {
+    super(`the database connection was lost: ${(cause as Error).message}`, { cause })
+  }
+}
+
+/** SQLSTATEs of a connection ended by the server (admin_shutdown, crash_shutdown, cannot_connect_now) and class 08. */
+const CONNECTION_LOST = /^(57P0[123]|08...)$/
+/** node-postgres' and the socket's words for a connection gone or refused. */
+const CONNECTION_LOST_MESSAGE = /^(Connection terminated|Client has encountered a connection error|Client was closed)/
+/** node-postgres' refusal of a statement it did not send: the connection was known to be gone. */
+const NOT_SENT = /is not queryable$/
+const SOCKET_LOST = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND'])
+
+/** Whether `err` says that the connection is gone (rather than that a statement failed). */
+export function connectionLost(err: unknown): boolean {
+  if (err instanceof DatabaseUnavailable) return true
+  const { code, message } = (err ?? {}) as { code?: string; message?: string }
+  return (code !== undefined && (CONNECTION_LOST.test(code) || SOCKET_LOST.has(code))) || CONNECTION_LOST_MESSAGE.test(message ?? '')
+}
+
 function statementError(err: unknown, budgetMs?: number): unknown {
   const code = (err as { code?: string }).code
   if (NUL_REFUSED.has(code ?? '')) return new UnstorableText(err)
+  if (err instanceof DatabaseUnavailable) return err
+  if (connectionLost(err)) return new DatabaseUnavailable(err)
   if (budgetMs !== undefined) {
     if (code === '57014') return new StatementPastBudget(budgetMs)
     // node-postgres' pool gives up waiting for a client with this message (connectionTimeoutMillis).
@@ -141,6 +169,10 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
   // without a listener the error would end the process.
   pool.on('error', () => {})
   budgetPool?.on('error', () => {})
+  // A checked-out client (in a unit of work between its statements, a cursor between its
+  // fetches) has no listener of the pool's: its connection breaking would end the process.
+  // Its statements fail by themselves, and the pool drops it when it is released.
+  for (const p of [pool, budgetPool]) p?.on('connect', (client) => client.on('error', () => {}))
   const context = new AsyncLocalStorage<Unit>()
   const expensive = new AsyncLocalStorage<true>()
   /** The pool of the caller: the budgeted one inside an expensive read. */
@@ -157,11 +189,13 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
       })
     const unit: Unit = { client, committed: [] }
     let broken: Error | undefined
+    let committing = false
     try {
       await client.query('BEGIN')
       const result = await context.run(unit, work)
       // A statement that failed inside the work (its error caught there) has aborted the
       // transaction: COMMIT then answers ROLLBACK, and nothing of the unit was written.
+      committing = true
       const end = await client.query('COMMIT')
       if (end.command === 'ROLLBACK') throw new Error('the unit of work was rolled back: a statement in it failed')
       for (const fn of unit.committed) fn()
@@ -172,6 +206,13 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
       } catch (rollbackErr) {
         // The connection is gone: it must not go back to the pool.
         broken = rollbackErr as Error
+      }
+      // Lost before COMMIT was sent (node-postgres refuses a statement on a connection it
+      // knows is gone), nothing of the unit was written: it may run again on another
+      // connection. Lost during COMMIT, whether it was written is unknown: not again.
+      if (connectionLost(err)) {
+        const unsent = !committing || NOT_SENT.test((err as Error).message) || NOT_SENT.test(((err as Error).cause as Error | undefined)?.message ?? '')
+        throw Object.assign(err instanceof DatabaseUnavailable ? err : new DatabaseUnavailable(err), { rerun: unsent })
       }
       throw err
     } finally {
@@ -186,7 +227,8 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
         try {
           return await attempt(work)
         } catch (err) {
-          if (i >= ATTEMPTS || !RETRYABLE.has((err as { code?: string }).code ?? '')) throw err
+          const again = RETRYABLE.has((err as { code?: string }).code ?? '') || (err as { rerun?: boolean }).rerun === true
+          if (i >= ATTEMPTS || !again) throw err
         }
       }
     },

@@ -38,6 +38,12 @@ const SYSLOG_BYTES = 64 * 1024
 const PRUNE_EVERY_MS = 3600_000
 /** How long a tick queues the deliveries of events stored since, a slice at a time. */
 const QUEUE_MS = 50
+/**
+ * Where destinations are leased (PostgreSQL), how often the heads are read again with nothing
+ * new queued: a destination another process held is not among them, and its lease may run out
+ * (that process died) while nothing new is queued for it.
+ */
+const LEASED_LOOK_MS = 5000
 /** How long closing the app waits for deliveries in flight. */
 export const STOP_BOUND_MS = 5000
 
@@ -172,7 +178,7 @@ export class DeliveryWorker {
       if (!this.recheck && seq === this.seenSeq && now < this.nextDue) return 0
       this.seenSeq = seq
       this.recheck = false
-      this.nextDue = Infinity
+      this.nextDue = alarms.release ? now + LEASED_LOOK_MS : Infinity
       let started = 0
       for (const head of await alarms.heads()) {
         const id = head.destination_id

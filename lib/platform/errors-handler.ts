@@ -51,6 +51,8 @@ export function errorHandler(this: FastifyInstance, error: unknown, req: Fastify
   // An expensive read on PostgreSQL past its budget, or waiting a whole budget for a connection (db/postgres/connection.ts).
   if (err.code === 'statement-past-budget') return sendProblem(req, reply, problem('query-too-costly', err.message))
   if (err.code === 'expensive-reads-busy') return sendProblem(req, reply, problem('readers-busy', `${err.message}: try again in a moment`, { headers: { 'retry-after': '1' } }))
+  // PostgreSQL's connection lost (restarted, or the connection ended): the node connects again by itself.
+  if (err.code === 'database-unavailable') return sendProblem(req, reply, problem('not-ready', 'The database cannot be reached just now: try again in a moment.', { headers: { 'retry-after': '1' } }))
   const mapped = err.code ? fastifyCodes[err.code] : undefined
   if (mapped) return sendProblem(req, reply, problem(mapped, err.message))
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
