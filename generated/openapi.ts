@@ -7330,7 +7330,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description Every reader thread is busy and the queue of expensive reads is full, or no thread freed within the read budget; try again after `Retry-After` seconds. */
+        /** @description Every reader thread is busy and the queue of expensive reads is full, or no thread freed within the read budget (`readers-busy`), or the server cannot answer just now (`not-ready`, see NotReady); try again after `Retry-After` seconds. */
         ReadersBusy: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];
@@ -7345,6 +7345,27 @@ export interface components {
                  *       "detail": "every reader thread is busy and 32 expensive reads wait: try again in a moment",
                  *       "instance": "/prime/webui/transformerDataApi/assets",
                  *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11"
+                 *     }
+                 */
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description Not ready to answer just now, try again after `Retry-After` seconds (when given) or on another node; `detail` says why (the server is shutting down, or the database cannot be reached). */
+        NotReady: {
+            headers: {
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "type": "urn:prime:problem:not-ready",
+                 *       "title": "Not ready",
+                 *       "status": 503,
+                 *       "detail": "The database cannot be reached just now: try again in a moment.",
+                 *       "instance": "/prime/webui/agents",
+                 *       "requestId": "6f1c1f5e-3c1b-4c55-9a0e-2b8f6a1d9e11",
+                 *       "code": "not-ready"
                  *     }
                  */
                 "application/problem+json": components["schemas"]["Problem"];
@@ -7991,6 +8012,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     decideAgentReEnrollment: {
@@ -8081,6 +8103,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getAgentDebugLogs: {
@@ -8125,6 +8148,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getLoggedAgents: {
@@ -8178,6 +8202,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getPolicyTest: {
@@ -8248,6 +8273,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getAgentsErrorTotal: {
@@ -8322,6 +8348,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getUncommonPeripherals: {
@@ -8385,6 +8412,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     reloadUncommonPeripherals: {
@@ -8448,6 +8476,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getVulnerablePeripherals: {
@@ -8512,6 +8541,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     reloadVulnerablePeripherals: {
@@ -8576,6 +8606,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getUniqueWhitelistViolation: {
@@ -8643,6 +8674,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getAgentsClassificationSummary: {
@@ -8804,6 +8836,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     setAgentsConfiguration: {
@@ -8928,6 +8961,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     deleteAgents: {
@@ -8996,6 +9030,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     deleteAgentsCommands: {
@@ -9069,6 +9104,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     updateAgents: {
@@ -9134,6 +9170,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     fetchAgentsDebugLogs: {
@@ -9199,6 +9236,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     exportAgentCsv: {
@@ -9252,6 +9290,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getAgentExportFile: {
@@ -9374,6 +9413,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     exportAgentPdf: {
@@ -9424,6 +9464,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     exportPeripheralsAgg: {
@@ -9476,6 +9517,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     exportPeripheralsAggPdf: {
@@ -9525,6 +9567,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getCatalogue: {
@@ -9590,6 +9633,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     addCatalogueEntry: {
@@ -9659,6 +9703,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     deleteCatalogueEntry: {
@@ -9716,6 +9761,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getPeripherals: {
@@ -9953,6 +9999,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     enrollAgent: {
@@ -10035,6 +10082,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     agentCheckIn: {
@@ -10190,6 +10238,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     reportCommandResults: {
@@ -10305,6 +10354,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getAgentlessConnectionDetailsStatus: {
@@ -10410,6 +10460,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     updateAgentlessConnection: {
@@ -10483,6 +10534,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     createAgentlessConnection: {
@@ -10562,6 +10614,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     deleteAgentlessConnections: {
@@ -10637,6 +10690,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     registerAgentlessConnections: {
@@ -10709,6 +10763,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     unregisterAgentlessConnections: {
@@ -10781,6 +10836,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     uploadAgentlessConnectionsFile: {
@@ -10868,6 +10924,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     exportAgentlessStatusCsv: {
@@ -10921,6 +10978,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     exportAgentlessStatusPdf: {
@@ -10970,6 +11028,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     exportAgentlessConnectionsCsv: {
@@ -11023,6 +11082,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getWorkerPollerDetails: {
@@ -11084,6 +11144,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     deleteWorkerPoller: {
@@ -11121,6 +11182,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     setWorkerPollerActivatedStatus: {
@@ -11170,6 +11232,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     pollerRegister: {
@@ -11230,6 +11293,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     pollerHeartbeat: {
@@ -11290,6 +11354,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     pollerGetConnections: {
@@ -11351,6 +11416,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     pollerReportRuns: {
@@ -11422,6 +11488,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     replayAllAssets: {
@@ -11466,6 +11533,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     sendMonitorOldLocation: {
@@ -11510,6 +11578,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     querySepioData: {
@@ -11821,6 +11890,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getAssetsDistribution: {
@@ -11907,6 +11977,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getEvents: {
@@ -12699,6 +12770,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     addOrUpdateAlarmDest: {
@@ -12835,6 +12907,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     removeAlarmDest: {
@@ -12897,6 +12970,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     testAlarmDests: {
@@ -12978,6 +13052,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getAllReports: {
@@ -13056,6 +13131,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getReport: {
@@ -13161,6 +13237,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getReportsArguments: {
@@ -13382,6 +13459,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     sendTestReport: {
@@ -13528,6 +13606,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     deactivateReports: {
@@ -13590,6 +13669,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     deleteReports: {
@@ -13652,6 +13732,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     requestReportRun: {
@@ -13719,6 +13800,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     createReport: {
@@ -13817,6 +13899,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     updateReport: {
@@ -13915,6 +13998,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getReportFile: {
@@ -13973,6 +14057,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getReportFileList: {
@@ -14027,6 +14112,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getNotificationGroups: {
@@ -14102,6 +14188,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getNotificationCounts: {
@@ -14147,6 +14234,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getRiskNotifications: {
@@ -14224,6 +14312,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getOperationalStatus: {
@@ -14280,6 +14369,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     dismissRiskNotification: {
@@ -14329,6 +14419,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     dismissHealthNotification: {
@@ -14374,6 +14465,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     pinRiskNotification: {
@@ -14425,6 +14517,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     pinHealthNotification: {
@@ -14471,6 +14564,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     readAllRiskNotifications: {
@@ -14505,6 +14599,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     readAllHealthNotifications: {
@@ -14539,6 +14634,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     updateNotificationGroup: {
@@ -14645,6 +14741,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     streamNotifications: {
@@ -14691,6 +14788,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     localLogin: {
@@ -14779,6 +14877,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     signIn: {
@@ -14867,6 +14966,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     refreshToken: {
@@ -14908,6 +15008,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     logout: {
@@ -14941,6 +15042,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     listIntegrationTokens: {
@@ -14974,6 +15076,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     createIntegrationToken: {
@@ -15030,6 +15133,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     revokeIntegrationToken: {
@@ -15068,6 +15172,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getAllUsers: {
@@ -15101,6 +15206,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getSubsystemHealth: {
@@ -15134,6 +15240,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getLiveness: {
@@ -15166,6 +15273,7 @@ export interface operations {
             406: components["responses"]["NotAcceptable"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getReadiness: {
@@ -15254,6 +15362,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getSystemStatus: {
@@ -15287,6 +15396,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getUserDetails: {
@@ -15321,6 +15431,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getProfile: {
@@ -15354,6 +15465,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     getPrimeVersion: {
@@ -15395,6 +15507,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     addUser: {
@@ -15438,6 +15551,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     deleteUsers: {
@@ -15500,6 +15614,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     updateUser: {
@@ -15544,6 +15659,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
     updateUserDetails: {
@@ -15588,6 +15704,7 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
         };
     };
 }
