@@ -14,8 +14,6 @@ const KNOWN: Record<string, number> = {
   'db/event-index.ts recordIndexer': 601,
   'db/event-pages.ts': 602,
   'db/event-pages.ts eventPages': 565,
-  'db/gateway.ts': 844,
-  'db/gateway.ts gatewayRepo': 391,
   'db/insights.ts insightsRepo': 405,
   'db/postgres/gateway.ts pgGatewayRepo': 307,
   'db/postgres/reports.ts': 601,
