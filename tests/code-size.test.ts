@@ -13,7 +13,6 @@ const KNOWN: Record<string, number> = {
   'db/event-index.ts recordIndexer': 601,
   'db/event-pages.ts': 602,
   'db/event-pages.ts eventPages': 565,
-  'db/insights.ts insightsRepo': 405,
   'db/postgres/gateway.ts pgGatewayRepo': 307,
   'db/postgres/reports.ts': 601,
   'db/postgres/reports.ts pgReportsRepo': 364,
