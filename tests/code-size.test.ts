@@ -16,7 +16,6 @@ const KNOWN: Record<string, number> = {
   'db/postgres/gateway.ts pgGatewayRepo': 307,
   'db/postgres/reports.ts': 601,
   'db/postgres/reports.ts pgReportsRepo': 364,
-  'db/reports.ts reportsRepo': 322,
   'lib/agents/service.ts agentService': 334,
   'lib/gateway/service.ts': 687,
   'lib/gateway/service.ts agentGateway': 587,
