@@ -1,5 +1,5 @@
 // backend: sqlite-only — SQLite's bulk statements of the gateway (db/gateway.ts, db/agent-state.ts)
-// A group's writes of many agents at once (db/gateway.ts updateStates, applyPeripheralsMany,
+// A group's writes of many agents at once (db/gateway-check-ins.ts updateStates; db/gateway-peripherals.ts applyPeripheralsMany,
 // knownPeripheralsOf; db/agent-state.ts refreshAgents) run as a few statements of bound rows
 // (64 states, 128 peripherals a statement): across those statements' boundaries they leave
 // what the same writes one agent at a time leave, and a failed call leaves nothing.
