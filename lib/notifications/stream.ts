@@ -5,13 +5,15 @@
 // Its reads answer through Promises (on both backends): its looks, the streams' openings and
 // the read-alls run one at a time, in the order asked for, so that each stream gets its
 // events in order.
-import { isPromise, type Maybe } from '../platform/maybe.js'
+import { isPromise } from '../platform/maybe.js'
+import type { HealthRow, RiskRow } from './ports.js'
+import { healthView, riskView } from './views.js'
 import { PassThrough } from 'node:stream'
-import type { GroupRow, HealthRow, NotificationFeed, RiskRow } from './ports.js'
 import type { Principal } from '../auth.js'
 import { problem } from '../errors.js'
-import type { Log } from '../platform/ports.js'
-import { countsView, groupView, healthView, riskView } from './views.js'
+import { type Caller, countsJson, frame, groupEvent, type HubDeps, type HubEvent, healthEvent, readChanges, riskEvent, type Subscriber } from './stream-frames.js'
+
+export type { HubDeps } from './stream-frames.js'
 
 export const STREAM_LIMITS = {
   /** Events kept for resumption with Last-Event-ID. */
@@ -31,53 +33,8 @@ export const STREAM_LIMITS = {
   readItems: 100,
 }
 
-/** The read state and open streams of one caller (an account or an integration token). */
-interface Caller {
-  key: string
-  riskMark: number
-  healthMark: number
-  streams: Set<Subscriber>
-  /** The counts last sent, as JSON. */
-  counts?: string
-}
-
-interface Subscriber {
-  caller: Caller
-  out: PassThrough
-  token: string
-  expiry?: NodeJS.Timeout
-  closed: boolean
-}
-
-interface HubEvent {
-  id: number
-  at: number
-  /** The event as this caller sees it (isRead, unread counts are the caller's). */
-  frame(c: Caller): Maybe<string>
-}
-
 /** The key of a caller's read state and stream limit. */
 export const callerKey = (p: Principal) => `${p.kind === 'session' ? 'user' : 'token'}:${p.id}`
-
-const frame = (name: string, data: unknown, id?: number) => `${id === undefined ? '' : `id: ${id}\n`}event: ${name}\ndata: ${JSON.stringify(data)}\n\n`
-
-export interface HubDeps {
-  /**
-   * The notifications as the hub reads them, as a streaming reader (one read of the change
-   * number a few times a second, a few rows when something changed); each process runs its
-   * own hub over the shared tables.
-   */
-  feed: NotificationFeed
-  /** Runs `read` (reads of `feed`) as one snapshot (the rows and the change number agree while another process writes). */
-  snapshot<T>(read: () => Promise<T>): Promise<T>
-  /** The credential-change counter: a bump ends the streams whose credential no longer works. */
-  authVersion: { readonly value: number; onBump(fn: () => void): void }
-  /** Throws when the credential no longer works (revoked, expired, its account disabled). */
-  authenticate(token: string, now: number): Maybe<unknown>
-  /** When a session's access token ends, in ms (0: unknown). */
-  tokenExpiry(token: string): number
-  log: Log
-}
 
 /** Who opens a stream, and how its connection tells the hub it ended. */
 export interface StreamOpening {
@@ -132,53 +89,6 @@ export function notificationHub(deps: HubDeps) {
     s.out.end()
   }
 
-  function riskEvent(r: RiskRow, related: number[], id: number): HubEvent {
-    const data = riskView(r, false, related)
-    let read: string | undefined, unread: string | undefined
-    return {
-      id,
-      at: Date.now(),
-      frame: (c) => (r.occurred_seq <= c.riskMark ? (read ??= frame('riskNotification', { ...data, isRead: true }, id)) : (unread ??= frame('riskNotification', data, id))),
-    }
-  }
-
-  function healthEvent(h: HealthRow, id: number): HubEvent {
-    const data = healthView(h, false)
-    let read: string | undefined, unread: string | undefined
-    return {
-      id,
-      at: Date.now(),
-      frame: (c) => (h.occurred_seq <= c.healthMark ? (read ??= frame('healthNotification', { ...data, isRead: true }, id)) : (unread ??= frame('healthNotification', data, id))),
-    }
-  }
-
-  function groupEvent(g: GroupRow, id: number): HubEvent {
-    // The counts' `unread` is the caller's: one rendering per distinct read mark.
-    const byMark = new Map<number, string>()
-    return {
-      id,
-      at: Date.now(),
-      frame(c) {
-        const mark = c.healthMark
-        return (
-          byMark.get(mark) ??
-          repo.groupCounts(mark).then((counts) => {
-            const text = frame(
-              'group',
-              groupView(
-                g,
-                counts.find((n) => n.group_name === g.name),
-              ),
-              id,
-            )
-            byMark.set(mark, text)
-            return text
-          })
-        )
-      },
-    }
-  }
-
   function keep(e: HubEvent) {
     events.push(e)
     const old = e.at - STREAM_LIMITS.replayMs
@@ -187,24 +97,11 @@ export function notificationHub(deps: HubDeps) {
     if (drop) floorId = events.splice(0, drop)[drop - 1].id
   }
 
-  /** A caller's counts as JSON; `memo` shares the counting among callers with the same read marks. */
-  function countsJson(c: Caller, memo = new Map<string, Promise<string>>()): Promise<string> {
-    const key = `${c.riskMark}:${c.healthMark}`
-    let json = memo.get(key)
-    if (!json) {
-      json = Promise.all([repo.riskUnread(c.riskMark), repo.riskPinned(), repo.counter(), repo.healthCounts(c.healthMark)]).then(([unread, pinned, counter, health]) =>
-        JSON.stringify(countsView({ unread, pinned, total: counter.risk_open }, health)),
-      )
-      memo.set(key, json)
-    }
-    return json
-  }
-
   /** Every caller's counts (or one caller's), sent where they changed. */
   async function sendCounts(only?: Caller) {
     const memo = new Map<string, Promise<string>>()
     for (const c of only ? [only] : [...callers.values()]) {
-      const counts = await countsJson(c, memo)
+      const counts = await countsJson(repo, c, memo)
       if (counts === c.counts) continue
       c.counts = counts
       const text = `event: counts\ndata: ${counts}\n\n`
@@ -228,21 +125,7 @@ export function notificationHub(deps: HubDeps) {
     // The first look: what changed before it is not this hub's to send.
     seenSeq ??= seq
     if (seq === seenSeq) return
-    const since = seenSeq
-    const max = STREAM_LIMITS.replayEvents
-    // One snapshot: the rows and the change number agree even if another process writes meanwhile.
-    const changed = await deps.snapshot(async () => {
-      const upTo = await repo.changeSeq()
-      const risks = (await repo.riskChangedSince(since, max + 1)).filter((r) => r.change_seq <= upTo)
-      const healths = (await repo.healthChangedSince(since, max + 1)).filter((h) => h.change_seq <= upTo)
-      const groups = (await repo.groupsChangedSince(since)).filter((g) => g.change_seq <= upTo)
-      const muted = new Set((await repo.groups()).filter((g) => g.muted).map((g) => g.name))
-      const reset = risks.length + healths.length + groups.length > max
-      // Each risk notification's latest events, as of the same snapshot (none for a reset).
-      const related: number[][] = []
-      if (!reset) for (const r of risks) related.push(await repo.relatedEvents(r.id))
-      return { upTo, risks, related, healths, groups, muted, reset }
-    })
+    const changed = await readChanges(deps, seenSeq, STREAM_LIMITS.replayEvents)
     seenSeq = changed.upTo
     const { risks, related, healths, groups, muted } = changed
     if (changed.reset) {
@@ -259,7 +142,7 @@ export function notificationHub(deps: HubDeps) {
       ...risks.map((r, i) => ({ seq: r.change_seq, make: (id: number) => riskEvent(r, related[i], id) })),
       // Muted groups' notifications are recorded, not streamed.
       ...healths.map((h) => ({ seq: h.change_seq, make: (id: number) => (muted.has(h.group_name) ? undefined : healthEvent(h, id)) })),
-      ...groups.map((g) => ({ seq: g.change_seq, make: (id: number) => groupEvent(g, id) })),
+      ...groups.map((g) => ({ seq: g.change_seq, make: (id: number) => groupEvent(repo, g, id) })),
     ].sort((a, b) => a.seq - b.seq)
     for (const change of all) {
       const e = change.make(lastId + 1)
@@ -363,7 +246,7 @@ export function notificationHub(deps: HubDeps) {
           }
         }
         // The caller's counts are current after the look; a caller new to the hub has none yet.
-        const counts = c.counts ?? (await countsJson(c))
+        const counts = c.counts ?? (await countsJson(repo, c))
         const out = new PassThrough()
         if (gone || stopped) {
           out.end()
