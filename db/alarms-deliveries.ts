@@ -1,7 +1,7 @@
 // Alarm deliveries: the outbox as the worker reads it (heads, pending items, the records
 // they carry) and the attempts it records, one by one or many at once.
 import type { DB } from './index.js'
-import { EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-queries.js'
+import { EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-rows.js'
 import type { AlarmFeed } from './alarms-destinations.js'
 
 export interface OutboxItem {

@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto'
 import { BACKLOG_COUNT_MAX } from '../alarms.js'
 import type { AlarmsRepo, AttemptRecord, DestinationBacklog, DeliveryCounts, DestinationInput, DestinationRow, OutboxItem, SettingsSealer } from '../alarms.js'
-import type { AuditTrailRow, EventRow } from '../event-queries.js'
+import type { AuditTrailRow, EventRow } from '../event-rows.js'
 import { EVENT_FIELDS } from '../event-rows.js'
 import type { Async } from '../unit-of-work.js'
 import { PG_LAST_EVENT, pgEventQueue } from './alarm-queue.js'

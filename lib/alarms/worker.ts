@@ -11,7 +11,7 @@
 // before the receiver acknowledged it.
 import crypto from 'node:crypto'
 import type { AttemptRecord, DestinationRow, OutboxItem } from '../../db/alarms.js'
-import type { AuditTrailRow } from '../../db/event-queries.js'
+import type { AuditTrailRow } from '../../db/event-rows.js'
 import type { Log, UnitOfWork } from '../platform/ports.js'
 import { eventCodes, eventOf } from '../event-codes.js'
 import { allowList, keptResolver } from './address.js'

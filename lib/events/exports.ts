@@ -1,7 +1,7 @@
 // The export files of events and audit records (CSV and PDF), written from the rows as they
 // stream from the database.
 import { Readable } from 'node:stream'
-import { AUDIT_FIELDS, EVENT_FIELDS } from '../../db/event-queries.js'
+import { AUDIT_FIELDS, EVENT_FIELDS } from '../../db/event-rows.js'
 import { CSV_TYPE, csvCell } from '../csv.js'
 import { severityNames } from '../listing.js'
 import { PDF_TYPE, utcText, type PdfColumn } from '../pdf.js'

@@ -1,7 +1,7 @@
 // Event and audit rows as the contract's answers (PrimeEventView, AuditTrailView): each
 // shape is mapped here, once, for the lists, streamed pages, exports, feeds and alarms.
 import type { components } from '../../generated/openapi.js'
-import { AUDIT_FIELDS } from '../../db/event-queries.js'
+import { AUDIT_FIELDS } from '../../db/event-rows.js'
 import { rowOf } from '../../db/sql.js'
 import type { Readable } from 'node:stream'
 import { listAnswerOf, listAnswerStream, severityNames, STREAM_CHUNK_CHARS } from '../listing.js'

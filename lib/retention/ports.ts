@@ -2,7 +2,7 @@
 // implement it on SQLite (made Promise-returning by asyncPort in lib/retention/index.ts).
 import type { AuditRecord } from '../../db/audit.js'
 import type { PruneDelta, RecordTable } from '../../db/event-index.js'
-import type { AuditTrailRow, EventRow } from '../../db/event-queries.js'
+import type { AuditTrailRow, EventRow } from '../../db/event-rows.js'
 import type { UnitOfWork } from '../platform/ports.js'
 
 export type { RecordTable } from '../../db/event-index.js'
