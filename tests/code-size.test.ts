@@ -10,8 +10,6 @@ const KNOWN: Record<string, number> = {
   'db/assets.ts': 697,
   'db/event-counts.ts': 1378,
   'db/event-counts.ts eventCounts': 1235,
-  'db/event-index.ts': 810,
-  'db/event-index.ts recordIndexer': 601,
   'db/event-pages.ts': 602,
   'db/event-pages.ts eventPages': 565,
   'db/gateway.ts': 844,
