@@ -10,8 +10,6 @@ const KNOWN: Record<string, number> = {
   'db/assets.ts': 697,
   'db/event-counts.ts': 1378,
   'db/event-counts.ts eventCounts': 1235,
-  'db/event-pages.ts': 602,
-  'db/event-pages.ts eventPages': 565,
   'db/gateway.ts': 844,
   'db/gateway.ts gatewayRepo': 391,
   'db/insights.ts insightsRepo': 405,
