@@ -6,10 +6,6 @@ import t from 'tap'
 import { describe, oversized } from '../scripts/code-size.js'
 
 const KNOWN: Record<string, number> = {
-  'db/event-index.ts': 810,
-  'db/event-index.ts recordIndexer': 601,
-  'db/event-pages.ts': 602,
-  'db/event-pages.ts eventPages': 565,
   'db/postgres/gateway.ts pgGatewayRepo': 307,
   'db/postgres/reports.ts': 601,
   'db/postgres/reports.ts pgReportsRepo': 364,
