@@ -3,7 +3,7 @@
 // a time range's cut blocks counted and paged through the time index and the kinds' ids
 // (db/event-counts-cut.ts timeIndexWhere) or, once the texts are read, through the time index and
 // the events' documents (kindMatchIds), a page deep in a block found through the kinds' ids
-// or as a range of ids (db/event-pages.ts idPage), a deep page in time order from a moment of
+// or as a range of ids (db/event-pages-ids.ts idPage), a deep page in time order from a moment of
 // the blocks' times (timeSeek), against the brute-force model, over events
 // whose times mix within blocks (stored late), with gaps in the ids, partly indexed, and
 // pruned by time.
