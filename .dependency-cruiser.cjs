@@ -21,6 +21,13 @@ module.exports = {
       to: { path: '^(lib|handlers|generated)/', pathNot: ['^lib/ports\\.ts$', '^lib/[^/]+/ports\\.ts$'] },
     },
     {
+      name: 'event-engine-one-entry',
+      severity: 'error',
+      comment: 'The event engine (db/event-engine/) is entered through its index.ts only: its parts are free to change behind it.',
+      from: { path: '^(db|lib|handlers)/', pathNot: '^db/event-engine/' },
+      to: { path: '^db/event-engine/', pathNot: '^db/event-engine/index\\.ts$' },
+    },
+    {
       name: 'only-app-wiring-imports-handlers',
       severity: 'error',
       comment: 'Only the app wiring (lib/app.ts, which registers the handlers with fastify-openapi-glue) imports handlers/.',

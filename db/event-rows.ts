@@ -1,4 +1,4 @@
-// The rows of events and audit records as every read returns them (db/event-queries.ts,
+// The rows of events and audit records as every read returns them (db/event-engine/event-queries.ts,
 // db/retention.ts, db/alarms.ts), and their columns in order (rows read as arrays follow it).
 import type { EventCategory } from './events.js'
 import type { auditCategories } from './filters.js'

@@ -93,7 +93,7 @@ export function registerMatchFunctions(db: Database.Database): void {
   registerEventContains(db)
 }
 
-/** `event_contains(text, term)`: Unicode case folding for the events' "contains" terms beyond ASCII (db/event-plans.ts textMatch). */
+/** `event_contains(text, term)`: Unicode case folding for the events' "contains" terms beyond ASCII (db/event-engine/event-plans.ts textMatch). */
 export function registerEventContains(db: Database.Database): void {
   db.function('event_contains', { deterministic: true }, (text: unknown, term: unknown) => (typeof text === 'string' && typeof term === 'string' && text.toLowerCase().includes(term) ? 1 : 0))
 }

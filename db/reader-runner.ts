@@ -26,7 +26,7 @@ export type ReadOutcome = { ok: true; value: unknown; ms: number } | { ok: false
 export function readerRunner(setup: ReaderSetup, makeTasks: (db: Database.Database) => object): (task: ReadTask) => ReadOutcome {
   const db = new Database(setup.file, { readonly: true, fileMustExist: true })
   db.pragma(`cache_size = ${-Math.round(setup.cacheMb * 1024)}`)
-  // The SQL functions the server's connection has (openDatabase, db/event-queries.ts), which its statements use.
+  // The SQL functions the server's connection has (openDatabase, db/event-engine/event-queries.ts), which its statements use.
   registerMatchFunctions(db)
   let arm: ((ms: number) => void) | null = null
   if (setup.extension) {

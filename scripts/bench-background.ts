@@ -7,7 +7,7 @@
 //    (db/checkpoints.ts). What a request waits for is the longest commit. Floor: the same
 //    writes with no checkpoint at all.
 // 2. The index catching up with those events: in slices of 20 ms of steps of 2,048 records
-//    (the way before) and in the server's slices (db/event-catch-up.ts): 4 ms while requests
+//    (the way before) and in the server's slices (db/event-engine/event-catch-up.ts): 4 ms while requests
 //    are in flight, 20 ms when idle (lib/platform/slices.ts), one turn of the event loop
 //    between slices. Floor: catchUp() in one go.
 // 3. The server connection's read settings (cache_size, mmap_size) on event lists, each in
@@ -23,7 +23,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises'
 import { openDatabase, type DB } from '../db/index.js'
 import { checkpointerLoop } from '../lib/platform/checkpointer.js'
 import { LONG_SLICE_MS, SHORT_SLICE_MS } from '../lib/platform/slices.js'
-import { eventQueriesRepo } from '../db/event-queries.js'
+import { eventQueriesRepo } from '../db/event-engine/event-queries.js'
 import { eventsRepo, type EventInput } from '../db/events.js'
 import { eventFilter } from '../lib/events/filter.js'
 import { seedEvents } from './seed-events.js'

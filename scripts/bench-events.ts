@@ -34,7 +34,7 @@ import os from 'node:os'
 import path from 'node:path'
 import autocannon from 'autocannon'
 import { openDatabase } from '../db/index.js'
-import { EVENT_ROW_SORTS, eventQueriesRepo } from '../db/event-queries.js'
+import { EVENT_ROW_SORTS, eventQueriesRepo } from '../db/event-engine/event-queries.js'
 import { eventsRepo, type EventBatch, type EventInput } from '../db/events.js'
 import { asyncPort } from '../db/unit-of-work.js'
 import { alarmsRepo } from '../db/alarms.js'
@@ -966,7 +966,7 @@ async function writePath() {
     const t0 = performance.now()
     const n = wrepo.catchUp()
     const secs = (performance.now() - t0) / 1000
-    writes.push(`| indexing them afterwards (db/event-index.ts, off the write path) | ${(n / secs).toFixed(0)} events/s (${n} events) | | |`)
+    writes.push(`| indexing them afterwards (db/event-engine/event-index.ts, off the write path) | ${(n / secs).toFixed(0)} events/s (${n} events) | | |`)
   }
 
   // A fleet in the copy: the agents that check in and then go quiet.

@@ -9,7 +9,7 @@ import path from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import autocannon from 'autocannon'
 import type { DB } from '../db/index.js'
-import type { EventQueriesRepo } from '../db/event-queries.js'
+import type { EventQueriesRepo } from '../db/event-engine/event-queries.js'
 import { eventFilter } from '../lib/events/filter.js'
 import { projectRoot } from '../lib/paths.js'
 

@@ -1,4 +1,4 @@
-// A new term's first search (db/term-search.ts) against the trigram index's phrase query it
+// A new term's first search (db/event-engine/term-search.ts) against the trigram index's phrase query it
 // replaces, in process, on an existing data dir: BENCH_EVENTS_DIR=<dir> npm run bench -- terms.
 // The terms are the events bench's (scripts/bench-events.ts): vendors in Details, devices in
 // PeripheralAssetId, hosts and sites in the details as GlobalSearch asks them. Each search
@@ -7,9 +7,9 @@
 import os from 'node:os'
 import path from 'node:path'
 import { openDatabase } from '../db/index.js'
-import { eventQueriesRepo } from '../db/event-queries.js'
-import { textMatch } from '../db/event-plans.js'
-import { termSearch, type DocColumn } from '../db/term-search.js'
+import { eventQueriesRepo } from '../db/event-engine/event-queries.js'
+import { textMatch } from '../db/event-engine/event-plans.js'
+import { termSearch, type DocColumn } from '../db/event-engine/term-search.js'
 import { benchTerms } from './bench-support.js'
 
 const dir = process.env.BENCH_EVENTS_DIR

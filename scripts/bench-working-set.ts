@@ -9,8 +9,8 @@
 // (6,000) questions each.
 import path from 'node:path'
 import { openDatabase } from '../db/index.js'
-import { KEPT_DOCS_MAX } from '../db/event-counts.js'
-import { eventQueriesRepo, type EventQueriesRepo } from '../db/event-queries.js'
+import { KEPT_DOCS_MAX } from '../db/event-engine/event-counts.js'
+import { eventQueriesRepo, type EventQueriesRepo } from '../db/event-engine/event-queries.js'
 import { eventFilter } from '../lib/events/filter.js'
 import { benchTerms, ms, pct, textsReadAsServer } from './bench-support.js'
 

@@ -14,7 +14,7 @@ import { build, login, call } from './helpers.js'
 import { parseCsv } from './fixtures/documents.js'
 import { writeEvents, asRow } from './fixtures/events.js'
 import type { EventInput } from '../db/events.js'
-import type { EventRow } from '../db/event-queries.js'
+import type { EventRow } from '../db/event-engine/event-queries.js'
 
 const URL = '/prime/webui/Events/ExportGetEvents'
 const GOLDEN = path.join(import.meta.dirname, 'fixtures', 'events-export.csv')

@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify'
 import { build, login, call, userWithProfile } from './helpers.js'
 import { writeEvents, expectedEvents, sortEvents, DAY } from './fixtures/events.js'
 import { parseCsv } from './fixtures/documents.js'
-import type { EventRow } from '../db/event-queries.js'
+import type { EventRow } from '../db/event-engine/event-queries.js'
 
 const URL = '/prime/webui/Events/GetEvents'
 const NOW = Date.UTC(2025, 0, 10, 12, 0, 0)

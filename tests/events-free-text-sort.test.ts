@@ -7,7 +7,7 @@
 import t from 'tap'
 import { build, login, call } from './helpers.js'
 import { asRow, eventMaker, expectedEvents, sortEvents, DAY } from './fixtures/events.js'
-import type { EventRow } from '../db/event-queries.js'
+import type { EventRow } from '../db/event-engine/event-queries.js'
 
 const URL = '/prime/webui/Events/GetEvents'
 const NOW = Date.UTC(2025, 0, 10, 12, 0, 0)

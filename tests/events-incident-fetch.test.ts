@@ -8,7 +8,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call } from './helpers.js'
 import { writeEvents, expectedEvents, sortEvents, eventMaker, DAY } from './fixtures/events.js'
-import type { EventRow } from '../db/event-queries.js'
+import type { EventRow } from '../db/event-engine/event-queries.js'
 
 interface Page {
   recordsTotal: number

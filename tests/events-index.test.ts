@@ -1,5 +1,5 @@
-// backend: sqlite-only — SQLite's query index of events and audit records (db/event-index.ts)
-// Pins the query index of events and audit records (db/event-index.ts): it is kept off
+// backend: sqlite-only — SQLite's query index of events and audit records (db/event-engine/event-index.ts)
+// Pins the query index of events and audit records (db/event-engine/event-index.ts): it is kept off
 // the write path and never changes an answer. Answers stay exact while it is behind,
 // after a restart (the counts are read back from their tables), when another process
 // indexes the same database at the same time, and when an indexed event is deleted
@@ -14,8 +14,8 @@ import { writeEvents, expectedEvents, sortEvents } from './fixtures/events.js'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 import { openDatabase } from '../db/index.js'
-import { recordIndexer } from '../db/event-index.js'
-import type { EventRow } from '../db/event-queries.js'
+import { recordIndexer } from '../db/event-engine/event-index.js'
+import type { EventRow } from '../db/event-engine/event-queries.js'
 import { eventFilter } from '../lib/events/filter.js'
 
 const URL = '/prime/webui/Events/GetEvents'

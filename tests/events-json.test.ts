@@ -8,7 +8,7 @@
 import t from 'tap'
 import { openDatabase } from '../db/index.js'
 import { eventsRepo, type EventInput } from '../db/events.js'
-import { EVENT_FIELDS } from '../db/event-queries.js'
+import { EVENT_FIELDS } from '../db/event-engine/event-queries.js'
 import { EVENT_COLUMNS } from '../db/event-rows.js'
 import { rowOf } from '../db/sql.js'
 import { eventView, eventViewOf, eventsAnswer } from '../lib/events/views.js'

@@ -1,9 +1,9 @@
-// backend: sqlite-only — SQLite's event counts through its time index and block counts (db/event-counts.ts)
+// backend: sqlite-only — SQLite's event counts through its time index and block counts (db/event-engine/event-counts.ts)
 // Pins the event lists' range, filter and sort questions that read no row beyond the page:
 // a time range's cut blocks counted and paged through the time index and the kinds' ids
-// (db/event-counts-cut.ts timeIndexWhere) or, once the texts are read, through the time index and
+// (db/event-engine/event-counts-cut.ts timeIndexWhere) or, once the texts are read, through the time index and
 // the events' documents (kindMatchIds), a page deep in a block found through the kinds' ids
-// or as a range of ids (db/event-pages-ids.ts idPage), a deep page in time order from a moment of
+// or as a range of ids (db/event-engine/event-pages-ids.ts idPage), a deep page in time order from a moment of
 // the blocks' times (timeSeek), against the brute-force model, over events
 // whose times mix within blocks (stored late), with gaps in the ids, partly indexed, and
 // pruned by time.
@@ -12,7 +12,7 @@ import type { FastifyInstance } from 'fastify'
 import { build } from './helpers.js'
 import { eventMaker, expectedEvents, sortEvents, asRow, DAY } from './fixtures/events.js'
 import { eventFilter } from '../lib/events/filter.js'
-import type { EventRow } from '../db/event-queries.js'
+import type { EventRow } from '../db/event-engine/event-queries.js'
 
 const NOW = Date.UTC(2025, 0, 10, 12, 0, 0)
 const iso = (ms: number) => new Date(ms).toISOString()
@@ -68,7 +68,7 @@ const FILTERS: Record<string, string>[] = [
 ]
 /**
  * Text terms (a vendor, a device, a host, a site, GlobalSearch over several columns): counted
- * per level 0 block once and kept (db/event-counts-docs.ts blockCounts), a range then walking the
+ * per level 0 block once and kept (db/event-engine/event-counts-docs.ts blockCounts), a range then walking the
  * blocks it cuts only, deep pages passing over whole blocks by their counts.
  */
 const TEXT_FILTERS: Record<string, string>[] = [

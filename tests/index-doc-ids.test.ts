@@ -1,5 +1,5 @@
-// backend: sqlite-only — SQLite's event documents by id (db/event-doc-ids.ts, migration 030)
-// Pins the events' documents by id (event_doc_ids, migration 030; db/event-doc-ids.ts): text
+// backend: sqlite-only — SQLite's event documents by id (db/event-engine/event-doc-ids.ts, migration 030)
+// Pins the events' documents by id (event_doc_ids, migration 030; db/event-engine/event-doc-ids.ts): text
 // filters over a time or id range are counted and paged from them, with the same counts and
 // pages as a plain SQL count with LIKE over the rows: ranges that cut blocks of ids, events
 // stored late (their times mix within a block), events not indexed yet, events the retention
@@ -9,8 +9,8 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build } from './helpers.js'
 import { DAY, eventMaker, expectedEvents, writeEvents } from './fixtures/events.js'
-import type { EventRow } from '../db/event-queries.js'
-import { idsOf } from '../db/event-doc-ids.js'
+import type { EventRow } from '../db/event-engine/event-queries.js'
+import { idsOf } from '../db/event-engine/event-doc-ids.js'
 import { eventFilter } from '../lib/events/filter.js'
 
 const NOW = Date.UTC(2026, 5, 30, 12)
@@ -22,7 +22,7 @@ const terms: Record<string, string>[] = [
   { Details: 'kingston' },
   { Details: 'Armed', Category: 'Host' },
   { PeripheralAssetId: 'VID_0951' },
-  // Rare trigrams (their AND, the device parts: db/term-search.ts), a repeated one.
+  // Rare trigrams (their AND, the device parts: db/event-engine/term-search.ts), a repeated one.
   { PeripheralAssetId: 'VID_0951&PID_1666' },
   { PeripheralAssetId: '0000000' },
   { Details: 'DataTraveler 3.0' },

@@ -1,5 +1,5 @@
-// backend: sqlite-only — the slices of SQLite's event index catch-up (db/event-catch-up.ts)
-// Pins the slices of the event index's catch-up (db/event-catch-up.ts, lib/events/indexing.ts):
+// backend: sqlite-only — the slices of SQLite's event index catch-up (db/event-engine/event-catch-up.ts)
+// Pins the slices of the event index's catch-up (db/event-engine/event-catch-up.ts, lib/events/indexing.ts):
 // every request that arrives during a slice waits for it, so a slice sizes its steps to the
 // time it has left at the pace of the last ones, instead of steps of 2,048 records that alone
 // took longer than the slice should; and its budget is short while requests are in flight,
@@ -12,7 +12,7 @@ import t, { type Test } from 'tap'
 import { build, call, login } from './helpers.js'
 import { eventMaker } from './fixtures/events.js'
 import { eventIndexLoop, SLICE_MS } from '../lib/events/indexing.js'
-import { WHOLE_STEPS_MS } from '../db/event-catch-up.js'
+import { WHOLE_STEPS_MS } from '../db/event-engine/event-catch-up.js'
 import { registerLoops } from '../lib/platform/loops.js'
 import { LONG_SLICE_MS, QUIET_MS, requestActivity, SHORT_SLICE_MS } from '../lib/platform/slices.js'
 

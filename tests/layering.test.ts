@@ -46,6 +46,11 @@ t.test('each rule catches its violation', async (t) => {
   )
   t.ok(found.has('only-app-wiring-imports-handlers: lib/service.ts -> handlers/things.ts'), 'lib importing a handler')
   t.ok(found.has('handlers-go-through-services: handlers/things.ts -> db/store.ts'), 'a handler importing db')
+  t.ok(found.has('event-engine-one-entry: db/alarms.ts -> db/event-engine/counts.ts'), 'a repository importing a part of the event engine')
+  t.notOk(
+    [...found].some((f) => f.endsWith('-> db/event-engine/index.ts') || f.startsWith('event-engine-one-entry: db/event-engine/')),
+    "the engine's entry, and the engine's parts among themselves, are allowed",
+  )
   const fastify = [...found].filter((f) => f.startsWith('services-take-plain-inputs:'))
   t.equal(fastify.length, 1, 'one: the wiring may import fastify')
   t.match(fastify, [/^services-take-plain-inputs: lib\/things\/service\.ts -> .*node_modules\/fastify\//], "a feature's service importing fastify, and not its wiring")

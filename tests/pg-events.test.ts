@@ -5,7 +5,7 @@
 // PostgreSQL has: concurrent writers while a reader follows the feed, and day partitions.
 import t from 'tap'
 import { auditRepo, type AuditRecord } from '../db/audit.js'
-import { eventQueriesRepo } from '../db/event-queries.js'
+import { eventQueriesRepo } from '../db/event-engine/event-queries.js'
 import { eventsRepo, type EventBatch, type EventInput } from '../db/events.js'
 import { openDatabase } from '../db/index.js'
 import { pgAuditRepo } from '../db/postgres/audit.js'

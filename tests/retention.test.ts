@@ -10,9 +10,9 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login } from './helpers.js'
 import { writeEvents, expectedEvents, sortEvents } from './fixtures/events.js'
-import type { EventRow } from '../db/event-queries.js'
+import type { EventRow } from '../db/event-engine/event-queries.js'
 import { eventView } from '../lib/events/views.js'
-import { idsOf } from '../db/event-doc-ids.js'
+import { idsOf } from '../db/event-engine/event-doc-ids.js'
 import { dirBytes, runHealthChecks } from '../lib/health.js'
 
 const DAY = 86_400_000

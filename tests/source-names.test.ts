@@ -1,13 +1,13 @@
-// backend: sqlite-only — the sources' names kept in memory for SQLite's event engine (db/source-names.ts)
-// Pins the sources' names in memory (db/source-names.ts): the chunks a term's trigrams pass
+// backend: sqlite-only — the sources' names kept in memory for SQLite's event engine (db/event-engine/source-names.ts)
+// Pins the sources' names in memory (db/event-engine/source-names.ts): the chunks a term's trigrams pass
 // over never hold a match, so a search finds exactly the sources a scan of every name finds
 // (the term's own test deciding): hosts that share most trigrams, names across chunk
 // boundaries, Unicode that lower-cases to more code units, empty and missing names, short
 // terms, several columns, sources added after a search, and names read a slice at a time.
 import t from 'tap'
 import { migrate, openDatabase } from '../db/index.js'
-import { textMatch } from '../db/event-plans.js'
-import { sourceNames, type SourceColumn } from '../db/source-names.js'
+import { textMatch } from '../db/event-engine/event-plans.js'
+import { sourceNames, type SourceColumn } from '../db/event-engine/source-names.js'
 
 const db = openDatabase(':memory:')
 migrate(db)

@@ -1,5 +1,5 @@
-// backend: sqlite-only — SQLite's trigram term search over event documents (db/term-search.ts)
-// Pins a text term's documents (db/term-search.ts): the rarest trigrams' AND with each
+// backend: sqlite-only — SQLite's trigram term search over event documents (db/event-engine/term-search.ts)
+// Pins a text term's documents (db/event-engine/term-search.ts): the rarest trigrams' AND with each
 // candidate tested, the device parts that prove a peripheral id's documents, and the phrase
 // query where the term's trigrams are all common give the same documents as SQL's LIKE
 // (event_contains for Unicode terms) over event_doc_texts: rare and common trigrams,
@@ -7,8 +7,8 @@
 // after a search and after the parts were read.
 import t from 'tap'
 import { migrate, openDatabase } from '../db/index.js'
-import { textMatch } from '../db/event-plans.js'
-import { devicePart, termSearch, type DocColumn } from '../db/term-search.js'
+import { textMatch } from '../db/event-engine/event-plans.js'
+import { devicePart, termSearch, type DocColumn } from '../db/event-engine/term-search.js'
 
 const db = openDatabase(':memory:')
 migrate(db)

@@ -1,6 +1,6 @@
-// backend: sqlite-only — SQLite's term thread (db/term-thread.ts)
-// Pins the phrase queries of terms' first searches run in a thread (db/term-thread.ts,
-// awaited by `ready` in db/event-queries.ts): after `ready`, the term's documents are
+// backend: sqlite-only — SQLite's term thread (db/event-engine/term-thread.ts)
+// Pins the phrase queries of terms' first searches run in a thread (db/event-engine/term-thread.ts,
+// awaited by `ready` in db/event-engine/event-queries.ts): after `ready`, the term's documents are
 // remembered, so the search on the request's turn runs no phrase query; the pages are those
 // SQL and the reference model give, for documents added after the thread's answer too; a
 // thread that cannot answer leaves the search to run the query itself, with the same
@@ -8,7 +8,7 @@
 import t from 'tap'
 import { build } from './helpers.js'
 import { DAY, expectedEvents, writeEvents } from './fixtures/events.js'
-import { eventQueriesRepo, type EventRow } from '../db/event-queries.js'
+import { eventQueriesRepo, type EventRow } from '../db/event-engine/event-queries.js'
 import { eventFilter } from '../lib/events/filter.js'
 
 const NOW = Date.UTC(2026, 5, 30, 12)

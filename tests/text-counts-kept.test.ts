@@ -1,12 +1,12 @@
-// backend: sqlite-only — SQLite's kept text counts (db/event-counts.ts)
-// Pins the bound of the text counts kept (keptDocsMax, db/event-counts.ts): a repository
+// backend: sqlite-only — SQLite's kept text counts (db/event-engine/event-counts.ts)
+// Pins the bound of the text counts kept (keptDocsMax, db/event-engine/event-counts.ts): a repository
 // that keeps almost none makes every count again, in turn, and its pages are the ones SQL and
 // the reference model give, as those of a repository that keeps them all, over random pages
 // and days and after more events are indexed.
 import t from 'tap'
 import { build } from './helpers.js'
 import { DAY, expectedEvents, writeEvents } from './fixtures/events.js'
-import { eventQueriesRepo, type EventRow } from '../db/event-queries.js'
+import { eventQueriesRepo, type EventRow } from '../db/event-engine/event-queries.js'
 import { eventFilter } from '../lib/events/filter.js'
 
 const NOW = Date.UTC(2026, 5, 30, 12)

@@ -1,7 +1,7 @@
 // The event and audit-trail lists on PostgreSQL: every filter of lib/events/filter.ts as one
 // WHERE clause, every sort as one ORDER BY (its indexes: migration 004), counts by count(*)
 // over the same WHERE, streamed pages and exports through a cursor. Rows are arrays of
-// EVENT_FIELDS / AUDIT_FIELDS (or objects of them), as SQLite's db/event-queries.ts answers.
+// EVENT_FIELDS / AUDIT_FIELDS (or objects of them), as SQLite's db/event-engine/event-queries.ts answers.
 //
 // SQLite's semantics kept: "contains" folds ASCII letters only (the columns are COLLATE "C",
 // under which ILIKE folds as SQLite's LIKE does) except for terms of 3 characters or more
@@ -12,7 +12,7 @@
 import pg from 'pg'
 import Cursor from 'pg-cursor'
 import type { AuditRecordStore, EventStore, ListAnswer, PageChunks } from '../../lib/events/ports.js'
-import { auditSorts, eventSorts, sortsEveryMatch, type SortField } from '../event-plans.js'
+import { auditSorts, eventSorts, sortsEveryMatch, type SortField } from '../event-engine/index.js'
 import { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from '../event-rows.js'
 import { MAX_ID, type AuditFilter, type Bounds, type EventFilter, eventCategories } from '../filters.js'
 import { contains, severityNames, type Sort } from '../sql.js'

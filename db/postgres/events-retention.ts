@@ -1,7 +1,7 @@
 // Retention of events and audit records on PostgreSQL: whole days go by dropping their
 // partition (after the caller has archived them); the records of days only partly past
 // go row by row, as lib/retention/job.ts asks (due, then prune inside the open gate).
-import type { PruneDelta } from '../event-index.js'
+import type { PruneDelta } from '../event-engine/index.js'
 import type { AuditTrailRow, EventRow } from '../event-rows.js'
 import { AUDIT_FIELDS, EVENT_FIELDS } from '../event-rows.js'
 import type { Postgres } from './connection.js'

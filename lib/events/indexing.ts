@@ -1,6 +1,6 @@
-// Catches the event and audit indexes up (db/event-index.ts) in the background: slices one
+// Catches the event and audit indexes up (db/event-engine/event-index.ts) in the background: slices one
 // after another while behind, then every half second. It starts working once a list wants
-// it (db/event-queries.ts) and pauses while the texts are read. A slice holds up every
+// it (db/event-engine/event-queries.ts) and pauses while the texts are read. A slice holds up every
 // request that arrives meanwhile, so its budget is asked for before each one
 // (lib/platform/slices.ts): about 4 ms while requests are in flight, 20 ms when idle.
 import type { Loop } from '../platform/loops.js'

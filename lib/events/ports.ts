@@ -1,10 +1,10 @@
-// The storage the event and audit-trail queries need; db/event-queries.ts implements it on
+// The storage the event and audit-trail queries need; db/event-engine/event-queries.ts implements it on
 // SQLite (made Promise-returning by asyncPort in lib/services.ts).
-import type { AuditTrailRow, EventRow, ListAnswer } from '../../db/event-queries.js'
+import type { AuditTrailRow, EventRow, ListAnswer } from '../../db/event-engine/index.js'
 import type { Sort } from '../listing.js'
 import type { AuditFilter, EventFilter } from './filter.js'
 
-export type { AuditTrailRow, EventRow, ListAnswer } from '../../db/event-queries.js'
+export type { AuditTrailRow, EventRow, ListAnswer } from '../../db/event-engine/index.js'
 
 /** A page too large to build whole: the counts, and the rows as arrays of the fields, a chunk at a time. */
 export type PageChunks = ListAnswer<never> & { chunks: AsyncIterable<unknown[]> }

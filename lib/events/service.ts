@@ -3,7 +3,7 @@
 // context, the parsed filters, sort and page), so it runs without Fastify.
 import type { Readable } from 'node:stream'
 import { Cache } from '../../db/cache.js'
-import { EVENT_ROW_SORTS } from '../../db/event-queries.js'
+import { EVENT_ROW_SORTS } from '../../db/event-engine/index.js'
 import { invalidField } from '../errors.js'
 import { AnswerParts, listAnswerOfBytes, streamedPages, type Page, type Sort } from '../listing.js'
 import { pdfStream, type PdfColumn } from '../pdf.js'

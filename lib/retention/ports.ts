@@ -1,11 +1,11 @@
-// The storage the retention job needs; db/retention.ts, db/event-index.ts and db/audit.ts
+// The storage the retention job needs; db/retention.ts, db/event-engine/event-index.ts and db/audit.ts
 // implement it on SQLite (made Promise-returning by asyncPort in lib/retention/index.ts).
 import type { AuditRecord } from '../../db/audit.js'
-import type { PruneDelta, RecordTable } from '../../db/event-index.js'
+import type { PruneDelta, RecordTable } from '../../db/event-engine/index.js'
 import type { AuditTrailRow, EventRow } from '../../db/event-rows.js'
 import type { UnitOfWork } from '../platform/ports.js'
 
-export type { RecordTable } from '../../db/event-index.js'
+export type { RecordTable } from '../../db/event-engine/index.js'
 
 export interface RetentionStore {
   /** Up to `limit` records created before `beforeMs`, oldest first, after the position `after` ([created_ms, id]) and with ids up to `maxId`. */

@@ -1,4 +1,4 @@
-// How the pages of the lists and feeds (db/event-pages.ts) read their rows: raw, with the
+// How the pages of the lists and feeds (db/event-engine/event-pages.ts) read their rows: raw, with the
 // access chosen here.
 import { cond, type Cond, type Plan } from './event-plans.js'
 import type { QueryState } from './event-query-state.js'

@@ -1,6 +1,6 @@
 // The sources and documents a text term matches: a scan of the sources' names in memory,
 // the trigram indexes narrowing and the texts deciding, remembered per term; and the
-// phrase queries a thread of its own may run ahead (db/term-thread.ts).
+// phrase queries a thread of its own may run ahead (db/event-engine/term-thread.ts).
 import { any, type Plan, type TextMatch } from './event-plans.js'
 import type { SourceColumn } from './source-names.js'
 import type { DocColumn } from './term-search.js'
@@ -68,7 +68,7 @@ export function matchDocs(s: CountsState, m: TextMatch, column: string): number[
 /**
  * The phrase queries the plan's document terms would run over more than `minDocs`
  * documents not remembered yet (a term's first search, or many documents added since):
- * for another connection to run (db/term-thread.ts), their answers given to
+ * for another connection to run (db/event-engine/term-thread.ts), their answers given to
  * `rememberPhrase`. The rest is read by the search itself.
  */
 export function phraseTerms(s: CountsState, p: Plan, minDocs: number): { key: string; query: string; after: number; upTo: number }[] {

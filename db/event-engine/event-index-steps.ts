@@ -1,4 +1,4 @@
-// The event index's catch-up (db/event-index.ts): a step indexes the next batch of records
+// The event index's catch-up (db/event-engine/event-index.ts): a step indexes the next batch of records
 // in one transaction (kinds, block counts, time spans, the events' ids by source and by
 // kind, their sources' and documents' counts, their documents by id) and moves the
 // high-water mark; the documents of events indexed before event_doc_ids are filled in.

@@ -1,13 +1,13 @@
 // The indexer of events and audit records (migration 008): brings kinds, block counts,
 // sources and documents up to date after the rows are written, a batch at a time, so
-// that writing an event stays a single row insert. Queries (db/event-queries.ts) read
+// that writing an event stays a single row insert. Queries (db/event-engine/event-queries.ts) read
 // these up to the high-water mark and the rows above it.
 //
 // Its parts take the state they share (IndexerState) explicitly: the structures and block
 // sizes (event-index-structures.ts), the dictionaries of kinds, sources and documents
 // (event-index-dictionaries.ts), the counts kept in memory (event-index-summary.ts), the
 // catch-up (event-index-steps.ts) and the prunes (event-index-prune.ts).
-import type { DB } from './index.js'
+import type { DB } from '../index.js'
 import { eventDocIds } from './event-doc-ids.js'
 import type { IndexerOptions, IndexerState } from './event-index-structures.js'
 import { indexDictionaries } from './event-index-dictionaries.js'

@@ -1,7 +1,7 @@
-// The event index's dictionaries (db/event-index.ts): the kinds of events and audit records,
+// The event index's dictionaries (db/event-engine/event-index.ts): the kinds of events and audit records,
 // and the events' sources and documents, each given an id on first sight.
 import { LRUCache } from 'lru-cache'
-import type { DB } from './index.js'
+import type { DB } from '../index.js'
 import { kindColumns, kindsTable, type AuditKind, type EventKind, type IndexerOptions, type RecordTable } from './event-index-structures.js'
 
 /** 53-bit string hash (cyrb53): finds a document by its whole key in one index probe. */

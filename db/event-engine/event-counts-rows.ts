@@ -1,7 +1,7 @@
 // Counts and ids among indexed records read from the rows, kept for the summary they were
 // read with (those rows do not change while it stands): a stretch counted by its rows, or
 // through the time index and the kinds' ids where a time range cuts a block
-// (db/event-counts-cut.ts); the ids of a page of such a stretch.
+// (db/event-engine/event-counts-cut.ts); the ids of a page of such a stretch.
 import { LEVEL_SHIFT, type Summary } from './event-index.js'
 import { all, type Plan } from './event-plans.js'
 import { pred, rangeCond } from './event-query-state.js'

@@ -1,7 +1,7 @@
 // Events and audit records: the lists with every filter and sort, the integration feeds
 // and the streamed exports, at millions of rows.
 //
-// How a question is answered (the index is db/event-index.ts, maintained off the write path):
+// How a question is answered (the index is db/event-engine/event-index.ts, maintained off the write path):
 // - Filters on the low-cardinality fields (severity, category, icon, description; for
 //   audit records also outcome, operation and asset type) select kinds; time and id
 //   ranges select blocks of ids. Counts add up whole blocks and read rows only at the
@@ -12,26 +12,26 @@
 //   they are many (whichever reads fewer rows, from the exact count).
 // - Records above the index's high-water mark are read directly, so every answer is exact.
 //
-// The parts: what they share (db/event-query-state.ts), counting (db/event-counts.ts), the
-// pages (db/event-pages.ts) and the streamed reads and exports (db/event-stream.ts); plans
-// (db/event-plans.ts), rows (db/event-rows.ts) and the index's catch-up (db/event-catch-up.ts).
+// The parts: what they share (db/event-engine/event-query-state.ts), counting (db/event-engine/event-counts.ts), the
+// pages (db/event-engine/event-pages.ts) and the streamed reads and exports (db/event-engine/event-stream.ts); plans
+// (db/event-engine/event-plans.ts), rows (db/event-rows.ts) and the index's catch-up (db/event-engine/event-catch-up.ts).
 import { setImmediate as pause } from 'node:timers/promises'
-import type { DB } from './index.js'
-import { statementCache, type Sort } from './sql.js'
+import type { DB } from '../index.js'
+import { statementCache, type Sort } from '../sql.js'
 import { indexCatchUp } from './event-catch-up.js'
 import { recordIndexer, type RecordTable, type IndexerOptions } from './event-index.js'
-import type { AuditFilter, EventFilter } from './filters.js'
-import type { AuditTrailRow, EventRow } from './event-rows.js'
+import type { AuditFilter, EventFilter } from '../filters.js'
+import type { AuditTrailRow, EventRow } from '../event-rows.js'
 import { auditPlan, eventPlan, eventSorts, sortedByRows, type Plan } from './event-plans.js'
 import { recordTables, type ListAnswer, type QueryState } from './event-query-state.js'
 import { eventCounts } from './event-counts.js'
 import { eventPages, type Raw } from './event-pages.js'
 import { eventStream, type StreamOffload } from './event-stream.js'
-import { registerEventContains } from './match.js'
+import { registerEventContains } from '../match.js'
 import { termThread } from './term-thread.js'
 import { GLOBAL_SOURCE_COLUMNS, type SourceColumn } from './source-names.js'
 
-export { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-rows.js'
+export { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from '../event-rows.js'
 export { textMatch } from './event-plans.js'
 /** The events list's sort fields that sort every match (free texts). */
 export const EVENT_ROW_SORTS: readonly string[] = sortedByRows(eventSorts)
@@ -39,14 +39,14 @@ export type { ListAnswer } from './event-query-state.js'
 
 /**
  * A text term's first search over at least this many documents runs its phrase query in a
- * thread (db/term-thread.ts); fewer are read on the request's own turn (a few ms at most).
+ * thread (db/event-engine/term-thread.ts); fewer are read on the request's own turn (a few ms at most).
  */
 const PHRASE_THREAD_DOCS = 65_536
 
 export interface EventQueriesOptions extends IndexerOptions {
   /** Phrase queries over more documents than this run in a thread (default PHRASE_THREAD_DOCS; none for a database in memory). */
   phraseThreadDocs?: number
-  /** The listed documents of the text counts kept (default KEPT_DOCS_MAX, db/event-counts.ts). */
+  /** The listed documents of the text counts kept (default KEPT_DOCS_MAX, db/event-engine/event-counts.ts). */
   keptDocsMax?: number
 }
 
@@ -75,7 +75,7 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
     audit_trail: hasIndex('audit_trail_created') ? 'INDEXED BY audit_trail_created' : '',
   }
 
-  // ---- background indexing (db/event-catch-up.ts) ----
+  // ---- background indexing (db/event-engine/event-catch-up.ts) ----
   const catchUp = indexCatchUp(db, indexer)
   const { startIndexing, textsReady } = catchUp
 
@@ -112,7 +112,7 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
     const a = feed({ ...p, columns: 'e.id' }, s, limit, offset)
     return { ...a, rows: a.rows.map((r) => r[0] as number) }
   }
-  // The peripheral ids' device parts that term searches use (db/term-search.ts): read a
+  // The peripheral ids' device parts that term searches use (db/event-engine/term-search.ts): read a
   // slice at a time after the first text filter, between other requests; searches read the
   // texts of the documents not covered yet meanwhile.
   // Again after each text filter: the documents indexed since are read the same way.
@@ -126,7 +126,7 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
       .finally(() => {
         readingParts = null
       }))
-  // The sources' names the plan's source terms search (db/source-names.ts), read a slice at
+  // The sources' names the plan's source terms search (db/event-engine/source-names.ts), read a slice at
   // a time before the first such search (then a search reads only the few names added since):
   // reading 100,000 sources' names takes a few hundred ms.
   let readingNames: Promise<void> | null = null

@@ -1,4 +1,4 @@
-// The pages in id order of plans without a text condition (db/event-pages.ts): from the
+// The pages in id order of plans without a text condition (db/event-engine/event-pages.ts): from the
 // counted segments, or through the kinds' index entries when the matches are few.
 import { LEVEL_SHIFT } from './event-index.js'
 import { all, cond, type Cond, type Plan } from './event-plans.js'

@@ -1,9 +1,9 @@
-// The event and audit indexes' catch-up (db/event-index.ts) as the queries want it: off
+// The event and audit indexes' catch-up (db/event-engine/event-index.ts) as the queries want it: off
 // until the first list, then a slice at a time from the app's loop (lib/events/indexing.ts),
 // paused while the texts that text filters need are read.
 import { setImmediate as pause } from 'node:timers/promises'
 import type { RecordIndexer } from './event-index.js'
-import type { DB } from './index.js'
+import type { DB } from '../index.js'
 
 /** Records a step (one transaction, one commit) indexes at most and at least. */
 const MAX_BATCH = 2048

@@ -1,9 +1,9 @@
 // What the event counts keep from question to question, in one object made once per
 // repository (createCountsState) and handed to the functions of each part: the counts among
-// indexed records and their ids (db/event-counts-rows.ts, db/event-counts-cut.ts), the
-// segments of plans without text (db/event-counts-blocks.ts), the terms' matches
-// (db/event-counts-terms.ts), the text counts (db/event-counts-text.ts) and their match
-// bits (db/event-counts-docs.ts). Each kept structure is described where it is declared.
+// indexed records and their ids (db/event-engine/event-counts-rows.ts, db/event-engine/event-counts-cut.ts), the
+// segments of plans without text (db/event-engine/event-counts-blocks.ts), the terms' matches
+// (db/event-engine/event-counts-terms.ts), the text counts (db/event-engine/event-counts-text.ts) and their match
+// bits (db/event-engine/event-counts-docs.ts). Each kept structure is described where it is declared.
 import type { Statement } from 'better-sqlite3'
 import { LRUCache } from 'lru-cache'
 import { FINE_SHIFT, LEVEL_SHIFT, type Summary } from './event-index.js'
@@ -105,7 +105,7 @@ export interface CountsState extends Pick<QueryState, 'db' | 'indexer' | 'cached
   /** The listed documents and sources of the text counts kept (KEPT_DOCS_MAX; a benchmark compares). */
   keptDocsMax: number
 
-  // ---- counts among indexed records (db/event-counts-rows.ts, db/event-counts-cut.ts) ----
+  // ---- counts among indexed records (db/event-engine/event-counts-rows.ts, db/event-engine/event-counts-cut.ts) ----
   /** Counts read from the rows, by statement and parameters, for the summary rowCountsFor (keptCount). */
   keptRowCounts: Map<string, number>
   rowCountsFor: Summary | null
@@ -119,7 +119,7 @@ export interface CountsState extends Pick<QueryState, 'db' | 'indexer' | 'cached
   kindIdsBetween: Statement<unknown[], unknown>
   stretchInTimes: Statement<[number, number, number, number], number>
 
-  // ---- terms (db/event-counts-terms.ts) ----
+  // ---- terms (db/event-engine/event-counts-terms.ts) ----
   termDocs: TermSearch
   names: SourceNames
   /** Trigram results by term (remembered), least recently used first; termIds: the ids they hold. */
@@ -130,7 +130,7 @@ export interface CountsState extends Pick<QueryState, 'db' | 'indexer' | 'cached
   lastDoc: Statement<unknown[], unknown>
   sourceTexts: Statement<[string], SourceText>
 
-  // ---- text counts (db/event-counts-text.ts) ----
+  // ---- text counts (db/event-engine/event-counts-text.ts) ----
   /** The marks textCount sets. */
   marks: { docSeen: Marks; docIn: Marks; docInGlobal: Marks; sourceSeen: Marks; sourceIn: Marks; sourceInGlobal: Marks }
   /** Text counts of recent questions (keptTextCount), for the summary keptFor; keptDocs: their weight. */
@@ -140,7 +140,7 @@ export interface CountsState extends Pick<QueryState, 'db' | 'indexer' | 'cached
   /** The key of each term's newest text count kept (for one summary): the next count of the term, once more is indexed, starts from its block counts. */
   newestOf: Map<string, string>
 
-  // ---- walks over the events' documents (db/event-counts-docs.ts) ----
+  // ---- walks over the events' documents (db/event-engine/event-counts-docs.ts) ----
   /** The match bits of the text counts walked last (bitsOf). */
   keptBits: Map<TextCount, Uint8Array>
   inTimes: Statement<[string, number, number], number>

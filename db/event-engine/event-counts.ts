@@ -2,13 +2,13 @@
 // memory; where a block straddles an end of a time range, the time index and the kinds' ids
 // (no row) when the question has no text, else the rows; the rows above the mark;
 // "contains" filters through the counts of the matching sources and documents. The pages
-// (db/event-pages.ts) and the streams (db/event-stream.ts) read where these counts say the
+// (db/event-engine/event-pages.ts) and the streams (db/event-engine/event-stream.ts) read where these counts say the
 // matches are.
-// The parts take the state made here (db/event-counts-state.ts): the block counts
-// (db/event-counts-blocks.ts), the counts read from the rows (db/event-counts-rows.ts) and
-// the blocks a time range cuts (db/event-counts-cut.ts), the terms' matches
-// (db/event-counts-terms.ts), the text counts (db/event-counts-text.ts) and the walks over
-// the events' documents (db/event-counts-docs.ts). This module evaluates a plan with them.
+// The parts take the state made here (db/event-engine/event-counts-state.ts): the block counts
+// (db/event-engine/event-counts-blocks.ts), the counts read from the rows (db/event-engine/event-counts-rows.ts) and
+// the blocks a time range cuts (db/event-engine/event-counts-cut.ts), the terms' matches
+// (db/event-engine/event-counts-terms.ts), the text counts (db/event-engine/event-counts-text.ts) and the walks over
+// the events' documents (db/event-engine/event-counts-docs.ts). This module evaluates a plan with them.
 import type { RecordTable, Summary } from './event-index.js'
 import { all, type Plan, type Range } from './event-plans.js'
 import { pred, rangeCond, seekFrom, type QueryState } from './event-query-state.js'

@@ -3,7 +3,7 @@
 // existed, newest first), the retention job clears the events it deletes, and text filters
 // over a range of ids read them to tell the matches from the documents that match.
 import { LRUCache } from 'lru-cache'
-import type { DB } from './index.js'
+import type { DB } from '../index.js'
 
 /** A stretch shorter than this is extended by the next batch rather than followed by another (a busy server indexes 64 events at a time). */
 const MIN_STRETCH = 1024

@@ -20,7 +20,7 @@
 // A term whose rarest trigram is still common (a vendor's name: every trigram in hundreds
 // of thousands of documents) has as many candidates as the phrase query reads entries: it
 // runs the phrase query, as before.
-import type { DB } from './index.js'
+import type { DB } from '../index.js'
 import { hasNonAscii, type TextMatch } from './event-plans.js'
 
 export type DocColumn = 'details' | 'peripheral_asset_id'

@@ -10,7 +10,7 @@
 // name (the term holds no NUL), so every trigram of it is one of that name's: no chunk
 // holding a match is passed over. Sources are only added, never changed: names above the
 // last read are appended.
-import type { DB } from './index.js'
+import type { DB } from '../index.js'
 
 /** Names per chunk. */
 const CHUNK = 64

@@ -1,11 +1,11 @@
-// What the event and audit-trail queries share (db/event-queries.ts builds it once and hands
+// What the event and audit-trail queries share (db/event-engine/event-queries.ts builds it once and hands
 // it to the counts, the pages and the streams): the database, the tables' description, the
 // statement cache, the newest ids, the time indexes and the index's catch-up; and the
 // conditions every one of them reads rows with.
-import type { DB } from './index.js'
-import { rowOf, type statementCache } from './sql.js'
+import type { DB } from '../index.js'
+import { rowOf, type statementCache } from '../sql.js'
 import { SOURCE_BLOCK_SHIFT, type RecordIndexer, type RecordTable } from './event-index.js'
-import { AUDIT_COLUMNS, AUDIT_FIELDS, EVENT_COLUMNS, EVENT_FIELDS } from './event-rows.js'
+import { AUDIT_COLUMNS, AUDIT_FIELDS, EVENT_COLUMNS, EVENT_FIELDS } from '../event-rows.js'
 import { all, auditSorts, cond, eventSorts, type Cond, type Plan } from './event-plans.js'
 
 /** Up to this many matches a page is read by finding them all and sorting them. */
@@ -37,7 +37,7 @@ export interface QueryState {
   topId: (table: RecordTable) => number
   /** How a table's time order walks its time index (empty without the index). */
   byTime: Record<RecordTable, string>
-  /** Wants indexing in the background (db/event-catch-up.ts). */
+  /** Wants indexing in the background (db/event-engine/event-catch-up.ts). */
   startIndexing: () => void
 }
 

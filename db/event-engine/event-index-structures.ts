@@ -1,8 +1,8 @@
-// The structures of the event index (db/event-index.ts): its block sizes, the counts it
+// The structures of the event index (db/event-engine/event-index.ts): its block sizes, the counts it
 // keeps in memory (the summary), what a step or a prune changed in them, and the state the
-// indexer's parts share (db/event-index-summary.ts, -dictionaries.ts, -steps.ts, -prune.ts).
+// indexer's parts share (db/event-engine/event-index-summary.ts, -dictionaries.ts, -steps.ts, -prune.ts).
 import type { Statement } from 'better-sqlite3'
-import type { DB } from './index.js'
+import type { DB } from '../index.js'
 import type { EventDocIds } from './event-doc-ids.js'
 
 /** Ids per block: level 0 blocks hold 2^12 ids, level 1 blocks 2^16. */
@@ -210,6 +210,6 @@ export interface IndexerState {
   summaries: Partial<Record<RecordTable, Summary>>
   docIds: EventDocIds
   // Times this indexer started over (a record changed or deleted outside a prune): part of
-  // the version list answers are kept under (db/event-queries.ts).
+  // the version list answers are kept under (db/event-engine/event-queries.ts).
   restarts: number
 }

@@ -1,4 +1,4 @@
-// The pages of text plans (db/event-pages.ts): where their matches are read from (a seek
+// The pages of text plans (db/event-engine/event-pages.ts): where their matches are read from (a seek
 // through their sources, or the stretches that can hold them walked row by row), and the
 // pages in id order, from the events' documents where they tell the matches.
 import { LEVEL_SHIFT, type Cell, type Summary } from './event-index.js'

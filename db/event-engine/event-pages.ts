@@ -1,13 +1,13 @@
 // The pages of the lists and feeds: in id order from the counted segments (or through the
 // kinds' and sources' index entries when the matches are few), in the order of a kind field
-// a value at a time, in time order along the time index. Reads where db/event-counts.ts
+// a value at a time, in time order along the time index. Reads where db/event-engine/event-counts.ts
 // says the matches are.
 //
 // The pages share what eventPages is given (the queries' state and counts) explicitly:
 // the readers of rows (event-pages-rows.ts), the pages in id order (event-pages-ids.ts),
 // those of text plans (event-pages-text.ts); the other orders and the feeds are here.
 import { LEVEL_SHIFT } from './event-index.js'
-import type { Sort } from './sql.js'
+import type { Sort } from '../sql.js'
 import { all, cond, inList, isIdSort, isTimeSort, orderSql, sortsEveryMatch, type Plan, type Range, type SortField } from './event-plans.js'
 import type { Counted, EventCounts } from './event-counts.js'
 import { SEEK_MAX, pred, rangeCond, type ListAnswer, type QueryState } from './event-query-state.js'

@@ -1,8 +1,8 @@
 // Every match in order, a chunk at a time: the exports, the iterations and the pages too
-// large to build whole. Reads where db/event-counts.ts and db/event-pages.ts say the
+// large to build whole. Reads where db/event-engine/event-counts.ts and db/event-engine/event-pages.ts say the
 // matches are.
 import { setImmediate as pause } from 'node:timers/promises'
-import type { Sort } from './sql.js'
+import type { Sort } from '../sql.js'
 import { all, isIdSort, isTimeSort, orderSql, type Cond, type Plan } from './event-plans.js'
 import type { EventCounts } from './event-counts.js'
 import type { EventPages } from './event-pages.js'

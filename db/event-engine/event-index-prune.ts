@@ -1,9 +1,9 @@
-// The event index's side of a prune (db/event-index.ts): the records deleted by the
+// The event index's side of a prune (db/event-engine/event-index.ts): the records deleted by the
 // retention job are taken out of every count in the same transaction.
 import { LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, addRollup, kindColumns, type IndexerState, type PruneDelta, type RecordTable } from './event-index-structures.js'
 import type { IndexDictionaries } from './event-index-dictionaries.js'
 
-/** The prunes of an indexer (the summary follows a committed one: applyPrune, db/event-index-summary.ts). */
+/** The prunes of an indexer (the summary follows a committed one: applyPrune, db/event-engine/event-index-summary.ts). */
 export function indexPrunes(ix: IndexerState, dicts: IndexDictionaries) {
   const { db, state, docIds } = ix
   const { kindId, sourceId, docId } = dicts

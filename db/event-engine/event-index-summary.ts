@@ -1,4 +1,4 @@
-// The counts of the event index kept in memory (db/event-index.ts): read from their tables
+// The counts of the event index kept in memory (db/event-engine/event-index.ts): read from their tables
 // on first use, brought along with each committed step and prune of this process, read
 // again when another process indexed or pruned; the events' documents and sources read
 // only when a text filter needs them.
