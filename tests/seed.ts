@@ -82,6 +82,9 @@ export async function queryValue<T = any>(app: App, sql: string, ...params: unkn
 /** The latest `n` audit records, newest first. */
 export const latestAudit = (app: App, n = 1) => query<AuditRow>(app, 'SELECT * FROM audit_trail ORDER BY id DESC LIMIT ?', n)
 
+/** The audit records after id `after`, oldest first. */
+export const auditSince = (app: App, after: number) => query<AuditRow>(app, 'SELECT * FROM audit_trail WHERE id > ? ORDER BY id', after)
+
 /** The id of the latest audit record, 0 when there is none. */
 export const lastAuditId = async (app: App) => (await latestAudit(app, 1))[0]?.id ?? 0
 
