@@ -73,6 +73,11 @@ export async function queryOne<T = Record<string, any>>(app: App, sql: string, .
   return (await query<T>(app, sql, ...params))[0]
 }
 
+/** The first column of every row. */
+export async function queryColumn<T = any>(app: App, sql: string, ...params: unknown[]): Promise<T[]> {
+  return (await query(app, sql, ...params)).map((row) => Object.values(row)[0] as T)
+}
+
 /** The first column of the first row (a count, a max). */
 export async function queryValue<T = any>(app: App, sql: string, ...params: unknown[]): Promise<T> {
   const row = await queryOne(app, sql, ...params)
