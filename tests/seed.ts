@@ -73,6 +73,17 @@ export async function queryOne<T = Record<string, any>>(app: App, sql: string, .
   return (await query<T>(app, sql, ...params))[0]
 }
 
+/** Rows written with multi-row INSERTs (a few hundred a statement), on either backend. */
+export async function insertRows(app: App, table: string, rows: Record<string, unknown>[]): Promise<void> {
+  if (!rows.length) return
+  const columns = Object.keys(rows[0])
+  for (let i = 0; i < rows.length; i += 500) {
+    const slice = rows.slice(i, i + 500)
+    const tuples = slice.map(() => `(${columns.map(() => '?').join(', ')})`).join(', ')
+    await query(app, `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${tuples}`, ...slice.flatMap((r) => columns.map((c) => r[c])))
+  }
+}
+
 /** The first column of every row. */
 export async function queryColumn<T = any>(app: App, sql: string, ...params: unknown[]): Promise<T[]> {
   return (await query(app, sql, ...params)).map((row) => Object.values(row)[0] as T)
