@@ -8,7 +8,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { MAIL_BACKOFF_MS, MAX_MAIL_ATTEMPTS } from '../lib/reports/mail.js'
 import { build, call, login, userWithProfile } from './helpers.js'
-import { auditSince, lastAuditId, query } from './seed.js'
+import { auditSince, lastAuditId } from './seed.js'
 import { addAgent } from './fixtures/fleet.js'
 import { createReport, download, REPORTS, runNow, smtp } from './reports-support.js'
 
