@@ -4,9 +4,8 @@
 // filters, header and "Page n of m" on every page), the row caps with
 // x-records-filtered / x-export-truncated, and one audit record per export.
 import t from 'tap'
-import type { FastifyInstance } from 'fastify'
 import { build, login, call, userWithProfile } from './helpers.js'
-import { auditSince, lastAuditId, query, queryColumn, recordEvents } from './seed.js'
+import { auditSince, lastAuditId, queryColumn, recordEvents } from './seed.js'
 import { parseCsv, pdfPages } from './fixtures/documents.js'
 import { addEvents, expectedEvents, sortEvents } from './fixtures/events.js'
 import { exportLimits } from '../handlers/events.js'
