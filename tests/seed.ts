@@ -115,6 +115,11 @@ export function indexEvents(app: App): void {
   if (app.storage.backend === 'sqlite') app.repos.eventQueries.catchUp()
 }
 
+/** SQLite's event index moved on by up to `n` records of `table` (a part indexed); nothing on PostgreSQL. */
+export function stepIndex(app: App, table: 'events' | 'audit_trail', n: number): void {
+  if (app.storage.backend === 'sqlite') app.repos.eventQueries.indexer.step(table, n)
+}
+
 /** SQLite's background indexing held (or let go), so that a test reads the unindexed path; nothing on PostgreSQL. */
 export function holdIndexing(app: App, hold: boolean): void {
   if (app.storage.backend === 'sqlite') app.repos.eventQueries.holdIndexing(hold)
