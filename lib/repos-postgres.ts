@@ -65,7 +65,12 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
   })
   const alarms = pgAlarmsRepo(pg, settingsSealer(vault(config.agentlessKey)))
   const audit = records.audit
-  const gateway = pgGatewayRepo(pg, { seats: config.license.seats })
+  // The seats read at each activation, as the sweeper reads them (a license's terms may change while the app runs).
+  const gateway = pgGatewayRepo(pg, {
+    get seats() {
+      return config.license.seats
+    },
+  })
   const agentState = pgAgentStateRepo(pg)
   const agentless = pgAgentlessRepo(pg)
   const assets = pgAssetsRepo(pg)

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Account and session security: revocation reaches refresh tokens, state checked before an
 // await is checked again after it, the lockout holds under parallel guesses, integration
 // tokens never outlive what their creator may do, and the audit trail takes no forged text.
@@ -6,6 +5,9 @@ import t from 'tap'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { FastifyInstance } from 'fastify'
 import { build, login, userWithProfile, call, USER_PASSWORD } from './helpers.js'
+import { latestAudit, queryOne } from './seed.js'
+
+const userNamed = (app: FastifyInstance, name: string) => queryOne<{ id: number }>(app, 'SELECT * FROM users WHERE user_name = ?', name)
 
 const LOGIN = '/prime/webui/Auth/LocalLogin'
 const REFRESH = '/prime/webui/auth/refresh'
@@ -53,7 +55,7 @@ t.test('F2a a login racing the deletion of its account does not answer 500', asy
   const res = await pending
   // Whichever finished first, the answer is a clean one: 400 if the deletion won the race.
   t.ok([200, 400].includes(res.statusCode), `a clean answer, got ${res.statusCode} ${res.body}`)
-  t.equal(app.repos.audit.latest(5).filter((r) => r.operation_id === 'localLogin').length >= 1, true, 'the login is audited')
+  t.equal((await latestAudit(app, 5)).filter((r) => r.operation_id === 'localLogin').length >= 1, true, 'the login is audited')
 })
 
 t.test('F2b an own-account change racing the deletion of the account does not answer 500', async (t) => {
@@ -126,13 +128,13 @@ t.test('F5 deleteUsers with a user name made of digits deletes that account, not
   await userWithProfile(app, admin, 'bob', 10)
   await userWithProfile(app, admin, 'carl', 20)
   await userWithProfile(app, admin, '2', 10)
-  const bob = app.repos.users.byName('bob')!
-  const named2 = app.repos.users.byName('2')!
+  const bob = (await userNamed(app, 'bob'))!
+  const named2 = (await userNamed(app, '2'))!
   t.equal(bob.id, 2, 'bob has id 2')
   t.not(named2.id, 2, 'the account named "2" has another id')
   await call(app, admin, { method: 'POST', url: DELETE, payload: ['2'] })
-  t.ok(app.repos.users.byName('bob'), 'bob must not be deleted')
-  t.equal(app.repos.users.byName('2'), undefined, 'the account named "2" is the one deleted (or the request is refused as ambiguous)')
+  t.ok(await userNamed(app, 'bob'), 'bob must not be deleted')
+  t.equal(await userNamed(app, '2'), undefined, 'the account named "2" is the one deleted (or the request is refused as ambiguous)')
 })
 
 t.test('F6 an access token issued in the same millisecond before a password reset is revoked', async (t) => {
@@ -157,7 +159,7 @@ t.test('F8 a failed login cannot write control characters or a forged actor into
   const app = await build(t)
   const res = await signIn(app, 'nobody\r\nSucceeded: Login of "admin"', 'whatever-x1')
   t.equal(res.statusCode, 400)
-  const row = app.repos.audit.latest(1)[0]
+  const row = (await latestAudit(app))[0]
   t.notMatch(row.description, /[\r\n]/, 'no CR/LF in the description')
   t.notMatch(String(row.user_name), /[\r\n]/, 'no CR/LF in the user column')
 })
@@ -171,7 +173,7 @@ t.test('F9 a refused refresh is audited as refused and answers a proper 401', as
   const r = await refresh(app, s.refreshToken)
   t.equal(r.statusCode, 401)
   t.match(String(r.headers['www-authenticate']), /^Bearer/, 'WWW-Authenticate: Bearer')
-  const row = app.repos.audit.latest(1)[0]
+  const row = (await latestAudit(app))[0]
   t.not(row.outcome, 'Succeeded', `audited as ${row.outcome}: ${row.description}`)
 })
 

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the agent and peripheral exports: the same filters and order as the lists, the
 // CSV rules (header, CRLF, true/false, empty nulls, formula injection), the file names,
 // PDF reports (page count, header and "Page n of m" on every page, the row cap), that
@@ -8,25 +7,23 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call, userWithProfile } from './helpers.js'
 import { parseCsv, pdfPages } from './fixtures/documents.js'
-import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
+import { addAgent, addPeripheral } from './fixtures/fleet.js'
+import { auditSince, lastAuditId, portsOf, query } from './seed.js'
 import { csvStream } from '../lib/csv.js'
 import { pdfStream } from '../lib/pdf.js'
-import type { AuditRow } from '../db/audit.js'
 
 const BASE = '/prime/webui/agents'
 const FILE_STAMP = /^attachment; filename="(agents|peripherals-aggregated)-\d{8}T\d{6}Z\.(csv|pdf)"$/
 
 const pageObjects = (pdf: Buffer) => (pdf.toString('latin1').match(/\/Type \/Page\b/g) ?? []).length
-const auditSince = (app: FastifyInstance, after: number) => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
-const lastAuditId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
 
 async function fleet(app: FastifyInstance) {
-  const a = insertAgent(app, { host_identifier: 'alpha', local_ip_address: '10.0.0.1', os_version: null, hashtags: '#kiosk' })
-  const b = insertAgent(app, { host_identifier: "=cmd|' /C calc'!A0", local_ip_address: '10.0.0.2' })
-  const c = insertAgent(app, { host_identifier: 'charlie, "the third"', local_ip_address: '-10.0.0.3', operational_status: 'Armed' })
-  insertPeripheral(app, b.id, { vid: '0951', pid: '1666', class_code: '08', subclass_code: '06', protocol_code: '50' })
-  insertPeripheral(app, c.id, { vid: '0951', pid: '1666', class_code: '08', subclass_code: '06', protocol_code: '50' })
-  insertPeripheral(app, c.id, { vid: '046D', pid: 'C077' })
+  const a = await addAgent(app, { host_identifier: 'alpha', local_ip_address: '10.0.0.1', os_version: null, hashtags: '#kiosk' })
+  const b = await addAgent(app, { host_identifier: "=cmd|' /C calc'!A0", local_ip_address: '10.0.0.2' })
+  const c = await addAgent(app, { host_identifier: 'charlie, "the third"', local_ip_address: '-10.0.0.3', operational_status: 'Armed' })
+  await addPeripheral(app, b.id, { vid: '0951', pid: '1666', class_code: '08', subclass_code: '06', protocol_code: '50' })
+  await addPeripheral(app, c.id, { vid: '0951', pid: '1666', class_code: '08', subclass_code: '06', protocol_code: '50' })
+  await addPeripheral(app, c.id, { vid: '046D', pid: 'C077' })
   return { a, b, c }
 }
 
@@ -35,7 +32,7 @@ t.test('CSV export: every agent field in order, CRLF, true/false, empty nulls, f
   const admin = await login(app)
   const user = await userWithProfile(app, admin, 'reader', 10)
   const { a, b, c } = await fleet(app)
-  const before = lastAuditId(app)
+  const before = await lastAuditId(app)
   const res = await call(app, user, { method: 'POST', url: `${BASE}/exportagentcsv`, payload: { sortBy: 'hostIdentifier_desc', pageSize: 1, pageNumber: 3 } })
   t.equal(res.statusCode, 200, res.body)
   t.equal(res.headers['content-type'], 'text/csv; charset=utf-8')
@@ -64,7 +61,7 @@ t.test('CSV export: every agent field in order, CRLF, true/false, empty nulls, f
   t.equal(charlie[col('notApproved')], '2')
   t.ok(res.body.endsWith('\r\n'))
 
-  const records = auditSince(app, before)
+  const records = await auditSince(app, before)
   t.equal(records.length, 1, 'one audit record')
   t.match(records[0], { category: 'Agents', operation_id: 'exportAgentCsv', outcome: 'Succeeded', user_name: 'reader' })
   t.match(JSON.parse(records[0].details), { format: 'csv', records: 3, sortBy: 'hostIdentifier_desc', filters: {} })
@@ -74,13 +71,13 @@ t.test('CSV export: the filters of GET agents, in the body, case-insensitive nam
   const app = await build(t)
   const admin = await login(app)
   const { b, c } = await fleet(app)
-  const before = lastAuditId(app)
+  const before = await lastAuditId(app)
   const filtered = await call(app, admin, { method: 'POST', url: `${BASE}/exportagentcsv`, payload: { HasUnapprovedPeripherals: 'True', status: 'Armed' } })
   t.equal(filtered.statusCode, 200, filtered.body)
   const rows = parseCsv(filtered.body)
   t.equal(rows.length, 2)
   t.equal(rows[1][0], c.uuid)
-  t.match(JSON.parse(auditSince(app, before)[0].details), { records: 1, filters: { hasUnapprovedPeripherals: 'True', status: 'Armed' } })
+  t.match(JSON.parse((await auditSince(app, before))[0].details), { records: 1, filters: { hasUnapprovedPeripherals: 'True', status: 'Armed' } })
 
   const booleans = await call(app, admin, { method: 'POST', url: `${BASE}/exportagentcsv`, payload: { hasUnapprovedPeripherals: true, sortBy: 'hostIdentifier_asc' } })
   t.same(
@@ -144,9 +141,7 @@ t.test('AgentExportFile: query filters, Format csv (default) or pdf in any case,
 t.test('PDF export: a readable report, the header and "Page n of m" on every page', async (t) => {
   const app = await build(t)
   const admin = await login(app)
-  app.db.transaction(() => {
-    for (let i = 0; i < 300; i++) insertAgent(app, { host_identifier: `WS-${String(i).padStart(4, '0')}`, operational_status: i % 3 ? 'Free' : 'Armed' })
-  })()
+  for (let i = 0; i < 300; i++) await addAgent(app, { host_identifier: `WS-${String(i).padStart(4, '0')}`, operational_status: i % 3 ? 'Free' : 'Armed' })
   const res = await call(app, admin, { method: 'POST', url: `${BASE}/exportagentpdf/exportpdf`, payload: { status: 'Free', sortBy: 'hostIdentifier_asc' } })
   t.equal(res.statusCode, 200, res.body)
   t.equal(res.headers['content-type'], 'application/pdf')
@@ -290,11 +285,11 @@ t.test('peripherals aggregated by model: CSV and PDF, with the filters of GET pe
   const app = await build(t)
   const admin = await login(app)
   const { a, b, c } = await fleet(app)
-  insertPeripheral(app, a.id, { vid: '0951', pid: '1666', class_code: '08', subclass_code: '06', protocol_code: '50', present: 0 })
-  insertPeripheral(app, a.id, { vid: '16C0', pid: '0486', class_code: '03', subclass_code: '00', protocol_code: '00' })
-  app.db.prepare("INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, '0951', '1666', 'Approved', 0, 'test')").run(b.id)
-  app.db.transaction(() => app.repos.agentState.refreshAgent(b.id))()
-  const before = lastAuditId(app)
+  await addPeripheral(app, a.id, { vid: '0951', pid: '1666', class_code: '08', subclass_code: '06', protocol_code: '50', present: 0 })
+  await addPeripheral(app, a.id, { vid: '16C0', pid: '0486', class_code: '03', subclass_code: '00', protocol_code: '00' })
+  await query(app, "INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, '0951', '1666', 'Approved', 0, 'test')", b.id)
+  await portsOf(app).agentState.refreshAgent(b.id)
+  const before = await lastAuditId(app)
 
   const res = await call(app, admin, { method: 'POST', url: `${BASE}/peripheralsAggExport`, payload: { sortBy: 'whatever', pageSize: 5 } })
   t.equal(res.statusCode, 200, res.body)
@@ -325,8 +320,8 @@ t.test('peripherals aggregated by model: CSV and PDF, with the filters of GET pe
   )
   t.same(rows[1], ['0951', '1666', 'Kingston Technology', 'DataTraveler 100 G3/G4/SE9 G2/50', '3', 'Mass Storage', '3', '2', '1', '1', 'false', 'false', '', '4'])
   t.match(rows[3], ['16C0', '0486', String, String, '14', 'HID', '1', '1', '0', '1', 'true', 'false', /keyboard/, '2'])
-  t.match(JSON.parse(auditSince(app, before)[0].details), { format: 'csv', records: 3 })
-  t.equal(auditSince(app, before)[0].category, 'Peripherals')
+  t.match(JSON.parse((await auditSince(app, before))[0].details), { format: 'csv', records: 3 })
+  t.equal((await auditSince(app, before))[0].category, 'Peripherals')
 
   const filtered = await call(app, admin, { method: 'POST', url: `${BASE}/peripheralsAggExport`, payload: { Vendor: 'kingston', isUnapprovedPeripheral: 'true' } })
   const f = parseCsv(filtered.body)

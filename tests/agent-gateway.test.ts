@@ -1,10 +1,10 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the agent gateway: enrollment and its credential, what a check-in stores and which
 // events it raises, and who may call the gateway (agents only, and only agents).
 import crypto from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call } from './helpers.js'
+import { lastAuditId, latestAudit, query, queryOne } from './seed.js'
 import { ENROLLMENT_SECRET, attackTool, checkIn, enroll, gatewayEnv, hostState, mouse, stick } from './fixtures/gateway.js'
 
 const SECRET = ENROLLMENT_SECRET
@@ -25,16 +25,16 @@ const unknownGadget = {
 
 const enrollReq = (app: FastifyInstance, body: Record<string, unknown>, remoteAddress = '127.0.0.1') => app.inject({ method: 'POST', url: ENROLL, payload: body, remoteAddress })
 
-const row = <T = Record<string, any>>(app: FastifyInstance, sql: string, ...args: unknown[]) => app.db.prepare(sql).get(...args) as T
-const rows = <T = Record<string, any>>(app: FastifyInstance, sql: string, ...args: unknown[]) => app.db.prepare(sql).all(...args) as T[]
-const codes = (app: FastifyInstance, uuid: string, after = 0) =>
-  rows<{ event_code: string }>(app, 'SELECT event_code FROM events WHERE asset_key = ? AND id > ? ORDER BY id', uuid, after).map((e) => e.event_code)
-const lastEvent = (app: FastifyInstance) => row<{ id: number }>(app, 'SELECT coalesce(max(id), 0) AS id FROM events').id
-const lastAudit = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
+const row = async <T = Record<string, any>>(app: FastifyInstance, sql: string, ...args: unknown[]) => (await queryOne(app, sql, ...args)) as T
+const rows = async <T = Record<string, any>>(app: FastifyInstance, sql: string, ...args: unknown[]) => (await query(app, sql, ...args)) as T[]
+const codes = async (app: FastifyInstance, uuid: string, after = 0) =>
+  (await rows<{ event_code: string }>(app, 'SELECT event_code FROM events WHERE asset_key = ? AND id > ? ORDER BY id', uuid, after)).map((e) => e.event_code)
+const lastEvent = async (app: FastifyInstance) => (await row<{ id: number }>(app, 'SELECT coalesce(max(id), 0) AS id FROM events')).id
+const lastAudit = lastAuditId
 
 t.test('enrollment issues a credential kept only as a hash, and records the agent', async (t) => {
   const app = await build(t, env)
-  const before = lastAudit(app)
+  const before = await lastAudit(app)
   const res = await enrollReq(app, { enrollmentSecret: SECRET, machineId: '4C4C4544-0042-3510-8052-B4C04F4E3732', hostIdentifier: 'DESKTOP-9LR722S' })
   t.equal(res.statusCode, 200, res.body)
   const body = res.json()
@@ -43,16 +43,16 @@ t.test('enrollment issues a credential kept only as a hash, and records the agen
   t.equal(body.reEnrolled, false)
   t.equal(body.checkInIntervalSeconds, 60)
 
-  const agent = row(app, 'SELECT * FROM agents WHERE uuid = ?', body.uuid)
+  const agent = await row(app, 'SELECT * FROM agents WHERE uuid = ?', body.uuid)
   t.equal(agent.credential_hash, crypto.createHash('sha256').update(body.credential).digest('base64url'), 'only the hash is stored')
   t.equal(agent.operational_status, 'Free')
   t.equal(agent.connection_status, 'Disconnected', 'disconnected until the first check-in')
   t.equal(agent.license_status, 'Activated', 'a seat was free')
   t.equal(agent.license_account_name, 'Prime')
   t.equal(agent.latest_event_text, 'Agent enrolled')
-  t.same(codes(app, body.uuid), ['0x310004'])
+  t.same(await codes(app, body.uuid), ['0x310004'])
 
-  const audits = app.db.prepare('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(before) as Record<string, any>[]
+  const audits = (await query(app, 'SELECT * FROM audit_trail WHERE id > ? ORDER BY id', before)) as Record<string, any>[]
   t.equal(audits.length, 1, 'one audit record')
   t.equal(audits[0].category, 'Agents')
   t.equal(audits[0].outcome, 'Succeeded')
@@ -65,23 +65,23 @@ t.test('enrollment issues a credential kept only as a hash, and records the agen
 
 t.test('a wrong secret answers 401 and is audited; the license seats run out into Pending', async (t) => {
   const app = await build(t, { ...env, PRIME_LICENSE_SEATS: '1' })
-  const before = lastAudit(app)
+  const before = await lastAudit(app)
   const res = await enrollReq(app, { enrollmentSecret: 'pes_not-the-right-secret', machineId: 'machine-0001', hostIdentifier: 'INTRUDER' })
   t.equal(res.statusCode, 401, res.body)
   t.match(res.headers['www-authenticate'], /^Bearer/)
   t.equal(res.json().type, 'urn:prime:problem:unauthenticated')
-  const audits = app.db.prepare('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(before) as Record<string, any>[]
+  const audits = (await query(app, 'SELECT * FROM audit_trail WHERE id > ? ORDER BY id', before)) as Record<string, any>[]
   t.equal(audits.length, 1, 'one audit record')
   t.equal(audits[0].outcome, 'Refused')
   t.equal(audits[0].operation_id, 'enrollAgent')
   t.match(audits[0].description, 'INTRUDER')
   t.notMatch(audits[0].details, 'pes_not-the-right-secret', 'the secret tried is not recorded')
-  t.equal(row(app, 'SELECT count(*) AS n FROM agents').n, 0, 'no agent')
+  t.equal((await row(app, 'SELECT count(*) AS n FROM agents')).n, 0, 'no agent')
 
   const first = await enroll(app)
   const second = await enroll(app)
-  t.equal(row(app, 'SELECT license_status FROM agents WHERE uuid = ?', first.uuid).license_status, 'Activated')
-  t.equal(row(app, 'SELECT license_status FROM agents WHERE uuid = ?', second.uuid).license_status, 'Pending', 'no seat left')
+  t.equal((await row(app, 'SELECT license_status FROM agents WHERE uuid = ?', first.uuid)).license_status, 'Activated')
+  t.equal((await row(app, 'SELECT license_status FROM agents WHERE uuid = ?', second.uuid)).license_status, 'Pending', 'no seat left')
 })
 
 t.test('enrolling a machine again with its current credential keeps the agent and rotates its credential', async (t) => {
@@ -97,9 +97,9 @@ t.test('enrolling a machine again with its current credential keeps the agent an
   t.equal(old.statusCode, 401, 'the old credential stops working at once')
   t.match(old.headers['www-authenticate'], /^Bearer/)
   t.equal((await checkIn(app, again.credential, state([mouse]))).statusCode, 200, 'the new one works')
-  t.equal(row(app, 'SELECT count(*) AS n FROM peripherals WHERE agent_uuid = ?', first.uuid).n, 1, 'its peripherals are kept')
+  t.equal((await row(app, 'SELECT count(*) AS n FROM peripherals WHERE agent_uuid = ?', first.uuid)).n, 1, 'its peripherals are kept')
   t.same(
-    codes(app, first.uuid).filter((c) => c === '0x310004'),
+    (await codes(app, first.uuid)).filter((c) => c === '0x310004'),
     ['0x310004', '0x310004'],
     'each enrollment is an event',
   )
@@ -108,7 +108,7 @@ t.test('enrolling a machine again with its current credential keeps the agent an
 t.test('failed enrollments are limited per address; accepted ones only by the enrollment budgets', async (t) => {
   const app = await build(t, { ...env, PRIME_RATE_LIMIT_MAX: '10' })
   for (let i = 0; i < 30; i++) await enroll(app, `site-machine-${i}`, `HOST-${i}`)
-  t.equal(row(app, 'SELECT count(*) AS n FROM agents').n, 30, '30 accepted enrollments from one address, beyond the per-address limit')
+  t.equal((await row(app, 'SELECT count(*) AS n FROM agents')).n, 30, '30 accepted enrollments from one address, beyond the per-address limit')
 
   const wrong = { enrollmentSecret: 'pes_guessing-the-secret-0', machineId: 'machine-x', hostIdentifier: 'X' }
   const answers: number[] = []
@@ -135,7 +135,7 @@ t.test('failed enrollments are limited per address; accepted ones only by the en
 t.test('the first check-in stores the state and the peripherals with what the server derives', async (t) => {
   const app = await build(t, env)
   const agent = await enroll(app)
-  const before = lastAudit(app)
+  const before = await lastAudit(app)
   const res = await checkIn(app, agent.credential, state([mouse, stick]))
   t.equal(res.statusCode, 200, res.body)
   const body = res.json()
@@ -144,7 +144,7 @@ t.test('the first check-in stores the state and the peripherals with what the se
   t.equal(body.moreCommands, false)
   t.same(body.commands, [])
 
-  const a = row(app, 'SELECT * FROM agents WHERE uuid = ?', agent.uuid)
+  const a = await row(app, 'SELECT * FROM agents WHERE uuid = ?', agent.uuid)
   t.equal(a.connection_status, 'Connected')
   t.ok(a.last_updated_ms > 0)
   t.equal(a.nics_text, 'Ethernet||00-1A-2B-3C-4D-5E||192.168.100.128||Up**Wi-Fi||00-1A-2B-3C-4D-5F||||Down')
@@ -161,7 +161,7 @@ t.test('the first check-in stores the state and the peripherals with what the se
   t.equal(a.has_unapproved, 1)
   t.equal(a.severity, 5, 'unapproved on a free agent: Notice')
 
-  const m = row(
+  const m = await row(
     app,
     'SELECT p.*, v.text AS vendor_text, d.text AS product_text FROM peripherals p LEFT JOIN peripheral_texts v ON v.id = p.vendor_text_id LEFT JOIN peripheral_texts d ON d.id = p.product_text_id WHERE p.device_id = ?',
     mouse.deviceID,
@@ -176,11 +176,11 @@ t.test('the first check-in stores the state and the peripherals with what the se
   t.equal(m.vendor_text, 'logitech, inc. | logitech')
   t.equal(m.product_text, 'm105 optical mouse | usb input device | usb optical mouse')
   t.equal(m.agent_uuid, agent.uuid)
-  const s = row(app, 'SELECT gui_serial, dev_icon FROM peripherals WHERE device_id = ?', stick.deviceID)
+  const s = await row(app, 'SELECT gui_serial, dev_icon FROM peripherals WHERE device_id = ?', stick.deviceID)
   t.equal(s.gui_serial, '60A44C413A8EF1A0B9A1BE27')
   t.equal(s.dev_icon, 3, 'mass storage')
 
-  const events = rows(app, `SELECT * FROM events WHERE asset_key = ? AND event_code = '0x110001' ORDER BY id`, agent.uuid)
+  const events = await rows(app, `SELECT * FROM events WHERE asset_key = ? AND event_code = '0x110001' ORDER BY id`, agent.uuid)
   t.equal(events.length, 2, 'every present peripheral is new')
   t.equal(events[0].category, 'USB')
   t.equal(events[0].severity, 6)
@@ -194,7 +194,7 @@ t.test('the first check-in stores the state and the peripherals with what the se
   t.equal(a.latest_minus1_event_text, 'New USB peripheral detected')
   t.equal(a.latest_minus2_event_text, 'Agent enrolled')
 
-  const audits = app.db.prepare('SELECT * FROM audit_trail WHERE id > ?').all(before) as Record<string, any>[]
+  const audits = (await query(app, 'SELECT * FROM audit_trail WHERE id > ?', before)) as Record<string, any>[]
   t.equal(audits.length, 1, 'the first check-in is audited (versions and peripherals changed)')
   t.equal(audits[0].user_name, `agent:${agent.uuid}`)
   t.equal(audits[0].operation_id, 'agentCheckIn')
@@ -206,93 +206,93 @@ t.test('an unchanged check-in changes nothing but the time', async (t) => {
   const app = await build(t, env)
   const agent = await enroll(app)
   t.equal((await checkIn(app, agent.credential, state([mouse, stick]))).statusCode, 200)
-  const events = lastEvent(app)
-  const audits = lastAudit(app)
-  const peripherals = rows(app, 'SELECT * FROM peripherals ORDER BY id')
-  app.db.prepare('UPDATE agents SET last_updated_ms = last_updated_ms - 60000').run()
+  const events = await lastEvent(app)
+  const audits = await lastAudit(app)
+  const peripherals = await rows(app, 'SELECT * FROM peripherals ORDER BY id')
+  await query(app, 'UPDATE agents SET last_updated_ms = last_updated_ms - 60000')
   const t0 = Date.now()
 
   // Only the agent's clock differs.
   const res = await checkIn(app, agent.credential, state([mouse, stick], { agentTime: '2030-01-01T00:00:00.000Z' }))
   t.equal(res.statusCode, 200, res.body)
-  t.equal(lastEvent(app), events, 'no event')
-  t.equal(lastAudit(app), audits, 'no audit record')
-  t.same(rows(app, 'SELECT * FROM peripherals ORDER BY id'), peripherals, 'peripherals untouched')
+  t.equal(await lastEvent(app), events, 'no event')
+  t.equal(await lastAudit(app), audits, 'no audit record')
+  t.same(await rows(app, 'SELECT * FROM peripherals ORDER BY id'), peripherals, 'peripherals untouched')
   await app.services.gateway.flushHeartbeats()
-  t.ok(row(app, 'SELECT last_updated_ms FROM agents').last_updated_ms >= t0, 'the check-in time is recorded')
+  t.ok((await row(app, 'SELECT last_updated_ms FROM agents')).last_updated_ms >= t0, 'the check-in time is recorded')
 
   // The same state with its keys in another order is compared in full, and is no news either.
   const reordered = Object.fromEntries(Object.entries(state([stick, mouse].map((p) => Object.fromEntries(Object.entries(p).reverse())))).reverse())
   t.equal((await checkIn(app, agent.credential, reordered)).statusCode, 200)
-  t.equal(lastEvent(app), events, 'no event')
-  t.equal(lastAudit(app), audits, 'no audit record')
+  t.equal(await lastEvent(app), events, 'no event')
+  t.equal(await lastAudit(app), audits, 'no audit record')
 })
 
 t.test('unplugging and plugging back a peripheral', async (t) => {
   const app = await build(t, env)
   const agent = await enroll(app)
   await checkIn(app, agent.credential, state([mouse, stick]))
-  app.db.prepare('UPDATE peripherals SET last_seen_ms = last_seen_ms - 60000').run()
+  await query(app, 'UPDATE peripherals SET last_seen_ms = last_seen_ms - 60000')
   const t0 = Date.now()
   await checkIn(app, agent.credential, state([mouse, stick])) // unchanged: the quick path
-  let mark = lastEvent(app)
+  let mark = await lastEvent(app)
 
   t.equal((await checkIn(app, agent.credential, state([mouse]))).statusCode, 200)
-  t.same(codes(app, agent.uuid, mark), ['0x110003'], 'left out of the list: disconnected')
-  const unplugged = row(app, 'SELECT present, last_seen_ms FROM peripherals WHERE device_id = ?', stick.deviceID)
+  t.same(await codes(app, agent.uuid, mark), ['0x110003'], 'left out of the list: disconnected')
+  const unplugged = await row(app, 'SELECT present, last_seen_ms FROM peripherals WHERE device_id = ?', stick.deviceID)
   t.equal(unplugged.present, 0)
   t.ok(unplugged.last_seen_ms >= t0, 'last seen at the check-in before, even an unchanged one')
-  const gone = row(app, 'SELECT * FROM events WHERE id > ?', mark)
+  const gone = await row(app, 'SELECT * FROM events WHERE id > ?', mark)
   t.equal(gone.peripheral_asset_id, stick.deviceID)
   t.equal(gone.peripheral_icon, 3)
-  t.equal(row(app, 'SELECT approved_and_disconnected, not_approved FROM agents').not_approved, 1)
+  t.equal((await row(app, 'SELECT approved_and_disconnected, not_approved FROM agents')).not_approved, 1)
 
-  mark = lastEvent(app)
+  mark = await lastEvent(app)
   t.equal((await checkIn(app, agent.credential, state([mouse, stick]))).statusCode, 200)
-  t.same(codes(app, agent.uuid, mark), ['0x110002'], 'seen before on this agent: reconnected')
-  t.equal(row(app, 'SELECT present FROM peripherals WHERE device_id = ?', stick.deviceID).present, 1)
+  t.same(await codes(app, agent.uuid, mark), ['0x110002'], 'seen before on this agent: reconnected')
+  t.equal((await row(app, 'SELECT present FROM peripherals WHERE device_id = ?', stick.deviceID)).present, 1)
 
-  mark = lastEvent(app)
+  mark = await lastEvent(app)
   t.equal((await checkIn(app, agent.credential, state([mouse, { ...stick, present: false }]))).statusCode, 200)
-  t.same(codes(app, agent.uuid, mark), ['0x110003'], 'reported not present: disconnected')
+  t.same(await codes(app, agent.uuid, mark), ['0x110003'], 'reported not present: disconnected')
 })
 
 t.test('a known attack tool raises a critical event and the agent flags', async (t) => {
   const app = await build(t, env)
   const agent = await enroll(app)
   await checkIn(app, agent.credential, state([mouse]))
-  const mark = lastEvent(app)
+  const mark = await lastEvent(app)
   t.equal((await checkIn(app, agent.credential, state([mouse, attackTool]))).statusCode, 200)
-  t.same(codes(app, agent.uuid, mark), ['0x110001', '0x110005'])
-  const e = row(app, `SELECT * FROM events WHERE event_code = '0x110005'`)
+  t.same(await codes(app, agent.uuid, mark), ['0x110001', '0x110005'])
+  const e = await row(app, `SELECT * FROM events WHERE event_code = '0x110005'`)
   t.equal(e.severity, 2)
   t.equal(e.hashtags, '#attack-tool #free')
   t.equal(e.peripheral_vid, '0483')
   t.match(e.details, 'keystroke injection')
-  const a = row(app, 'SELECT has_attack_tool, severity, latest_event_text FROM agents')
+  const a = await row(app, 'SELECT has_attack_tool, severity, latest_event_text FROM agents')
   t.equal(a.has_attack_tool, 1)
   t.equal(a.severity, 2)
   t.equal(a.latest_event_text, 'Known attack tool detected')
-  t.equal(row(app, 'SELECT is_attack_tool FROM peripherals WHERE vid = ?', '0483').is_attack_tool, 1)
+  t.equal((await row(app, 'SELECT is_attack_tool FROM peripherals WHERE vid = ?', '0483')).is_attack_tool, 1)
 })
 
 t.test('unapproved peripherals on an armed agent', async (t) => {
   const app = await build(t, env)
   const agent = await enroll(app)
   await checkIn(app, agent.credential, state([mouse]))
-  let mark = lastEvent(app)
+  let mark = await lastEvent(app)
   t.equal((await checkIn(app, agent.credential, state([mouse], { operationalStatus: 'Armed' }))).statusCode, 200)
-  t.same(codes(app, agent.uuid, mark), ['0x310001', '0x110004'], 'arming with an unapproved peripheral present')
-  const mode = row(app, `SELECT * FROM events WHERE event_code = '0x310001'`)
+  t.same(await codes(app, agent.uuid, mark), ['0x310001', '0x110004'], 'arming with an unapproved peripheral present')
+  const mode = await row(app, `SELECT * FROM events WHERE event_code = '0x310001'`)
   t.equal(mode.category, 'Host')
   t.equal(mode.severity, 5)
   t.match(mode.details, /Armed \(was Free\); changed on the host/)
-  t.equal(row(app, 'SELECT vulnerable_or_wlv, severity FROM agents').severity, 4)
+  t.equal((await row(app, 'SELECT vulnerable_or_wlv, severity FROM agents')).severity, 4)
 
-  mark = lastEvent(app)
+  mark = await lastEvent(app)
   t.equal((await checkIn(app, agent.credential, state([mouse, unknownGadget], { operationalStatus: 'Armed' }))).statusCode, 200)
-  t.same(codes(app, agent.uuid, mark), ['0x110001', '0x110007'], 'a new unapproved peripheral while armed: a whitelist violation')
-  const wlv = row(app, `SELECT * FROM events WHERE id > ? AND event_code = '0x110007'`, mark)
+  t.same(await codes(app, agent.uuid, mark), ['0x110001', '0x110007'], 'a new unapproved peripheral while armed: a whitelist violation')
+  const wlv = await row(app, `SELECT * FROM events WHERE id > ? AND event_code = '0x110007'`, mark)
   t.equal(wlv.severity, 4)
   t.equal(wlv.description, 'Whitelist violation')
   t.equal(wlv.hashtags, '#whitelist-violation #armed')
@@ -304,33 +304,33 @@ t.test('network location, versions, errors and the license account', async (t) =
   const app = await build(t, { ...env, PRIME_LICENSE_ACCOUNT_ID: 'ACME-0001' })
   const agent = await enroll(app)
   await checkIn(app, agent.credential, state([mouse]))
-  let mark = lastEvent(app)
-  let audits = lastAudit(app)
+  let mark = await lastEvent(app)
+  let audits = await lastAudit(app)
   const moved = state([mouse], { localIpAddress: '10.0.0.7', connectedSwitch: { ip: '10.0.0.1', name: 'lab-sw', portId: 'Gi1/0/2', portName: null } })
   t.equal((await checkIn(app, agent.credential, moved)).statusCode, 200)
-  t.same(codes(app, agent.uuid, mark), ['0x210002'])
-  const e = row(app, 'SELECT * FROM events WHERE id > ?', mark)
+  t.same(await codes(app, agent.uuid, mark), ['0x210002'])
+  const e = await row(app, 'SELECT * FROM events WHERE id > ?', mark)
   t.equal(e.category, 'Network')
   t.equal(e.entity_id, 'DESKTOP-9LR722S (10.0.0.7)')
   t.match(e.details, 'address 192.168.100.128 -> 10.0.0.7')
-  t.equal(row(app, 'SELECT ip_addresses FROM agents').ip_addresses, '10.0.0.7 192.168.100.128', 'every address, local first')
-  t.equal(lastAudit(app), audits, 'a move alone is not audited')
+  t.equal((await row(app, 'SELECT ip_addresses FROM agents')).ip_addresses, '10.0.0.7 192.168.100.128', 'every address, local first')
+  t.equal(await lastAudit(app), audits, 'a move alone is not audited')
 
-  mark = lastEvent(app)
+  mark = await lastEvent(app)
   const errors = [{ time: '2025-01-01T12:00:00.000Z', code: 'E42', message: 'Filter driver restarted.' }]
   t.equal((await checkIn(app, agent.credential, { ...moved, serviceVersion: '4.3.0.1', errors })).statusCode, 200)
-  t.same(codes(app, agent.uuid, mark), [], 'errors are counted, not events')
-  t.same(rows(app, 'SELECT time_ms, code, message FROM agent_errors'), [{ time_ms: Date.parse('2025-01-01T12:00:00.000Z'), code: 'E42', message: 'Filter driver restarted.' }])
-  const audit = app.repos.audit.latest(1)[0]
+  t.same(await codes(app, agent.uuid, mark), [], 'errors are counted, not events')
+  t.same(await rows(app, 'SELECT time_ms, code, message FROM agent_errors'), [{ time_ms: Date.parse('2025-01-01T12:00:00.000Z'), code: 'E42', message: 'Filter driver restarted.' }])
+  const audit = (await latestAudit(app))[0]
   t.ok(audit.id > audits, 'a version change is audited')
   t.same(JSON.parse(audit.details).serviceVersion, { from: '4.2.1.118', to: '4.3.0.1' })
 
-  audits = lastAudit(app)
+  audits = await lastAudit(app)
   t.equal((await checkIn(app, agent.credential, { ...moved, serviceVersion: '4.3.0.1', licenseAccountId: 'OTHER-9' })).statusCode, 200)
-  t.equal(row(app, 'SELECT license_status FROM agents').license_status, 'Invalid', "another account than the server's")
-  t.ok(lastAudit(app) > audits, 'a license change is audited')
+  t.equal((await row(app, 'SELECT license_status FROM agents')).license_status, 'Invalid', "another account than the server's")
+  t.ok((await lastAudit(app)) > audits, 'a license change is audited')
   t.equal((await checkIn(app, agent.credential, { ...moved, serviceVersion: '4.3.0.1' })).statusCode, 200)
-  t.equal(row(app, 'SELECT license_status FROM agents').license_status, 'Activated', 'back to the right account')
+  t.equal((await row(app, 'SELECT license_status FROM agents')).license_status, 'Activated', 'back to the right account')
 })
 
 t.test('a peripheral listed twice answers 400', async (t) => {
@@ -369,7 +369,7 @@ t.test('only agents call the gateway, and agents call nothing else', async (t) =
     t.equal(res.statusCode, 401, `${url} refuses an agent credential`)
   }
 
-  app.db.prepare('DELETE FROM agents WHERE uuid = ?').run(agent.uuid)
+  await query(app, 'DELETE FROM agents WHERE uuid = ?', agent.uuid)
   t.equal((await checkIn(app, agent.credential, state([]))).statusCode, 401, 'a deleted agent must enroll again')
 })
 
@@ -400,20 +400,20 @@ t.test('reported errors are stored up to 1000 per agent per day', async (t) => {
   const other = await enroll(app, 'other-machine-0001')
   const errors = Array.from({ length: 50 }, (_, i) => ({ time: '2025-01-01T12:00:00.000Z', code: `E${i}`, message: 'Filter driver restarted.' }))
   for (let i = 0; i < 21; i++) t.equal((await checkIn(app, agent.credential, state([mouse], { errors }))).statusCode, 200)
-  const stored = (id: string) => row(app, 'SELECT count(*) AS n FROM agent_errors e JOIN agents a ON a.id = e.agent_id WHERE a.uuid = ?', id).n
-  t.equal(stored(agent.uuid), 1000, '1050 reported, 1000 stored')
+  const stored = async (id: string) => (await row(app, 'SELECT count(*) AS n FROM agent_errors e JOIN agents a ON a.id = e.agent_id WHERE a.uuid = ?', id)).n
+  t.equal(await stored(agent.uuid), 1000, '1050 reported, 1000 stored')
   t.equal((await checkIn(app, other.credential, state([mouse], { errors }))).statusCode, 200)
-  t.equal(stored(other.uuid), 50, 'another agent has its own allowance')
+  t.equal(await stored(other.uuid), 50, 'another agent has its own allowance')
 })
 
 t.test("the enrollment event names its source as the host's later events do: one source per host", async (t) => {
   const app = await build(t, env)
-  const sources = (uuid: string) => rows<{ entity_id: string }>(app, 'SELECT DISTINCT entity_id FROM events WHERE asset_key = ? ORDER BY entity_id', uuid).map((r) => r.entity_id)
+  const sources = async (uuid: string) => (await rows<{ entity_id: string }>(app, 'SELECT DISTINCT entity_id FROM events WHERE asset_key = ? ORDER BY entity_id', uuid)).map((r) => r.entity_id)
   // The address sent at enrollment, then the same one reported by the check-ins.
   const sent = (await enrollReq(app, { enrollmentSecret: SECRET, machineId: 'machine-sent-address', hostIdentifier: 'HOST-A', localIpAddress: '10.20.30.40' }, '10.9.9.9')).json()
   t.equal((await checkIn(app, sent.credential, state([stick], { hostIdentifier: 'HOST-A', localIpAddress: '10.20.30.40' }))).statusCode, 200)
-  t.ok(codes(app, sent.uuid).length > 1 && codes(app, sent.uuid)[0] === '0x310004', `enrolled, then the check-in's events: ${codes(app, sent.uuid)}`)
-  t.same(sources(sent.uuid), ['HOST-A (10.20.30.40)'], 'one form for every kind')
+  t.ok((await codes(app, sent.uuid)).length > 1 && (await codes(app, sent.uuid))[0] === '0x310004', `enrolled, then the check-in's events: ${await codes(app, sent.uuid)}`)
+  t.same(await sources(sent.uuid), ['HOST-A (10.20.30.40)'], 'one form for every kind')
   // No address sent: the request's, as a check-in without one uses.
   const bare = (await enrollReq(app, { enrollmentSecret: SECRET, machineId: 'machine-request-address', hostIdentifier: 'HOST-B' }, '10.1.2.3')).json()
   t.equal(
@@ -428,7 +428,7 @@ t.test("the enrollment event names its source as the host's later events do: one
     ).statusCode,
     200,
   )
-  t.same(sources(bare.uuid), ['HOST-B (10.1.2.3)'])
+  t.same(await sources(bare.uuid), ['HOST-B (10.1.2.3)'])
   // A host's digest of sources counts it once.
   const token = await login(app)
   const feed = await call(app, token, { url: '/prime/webui/Events/GetEventsIntegration?FromEventId=1&PageSize=100' })

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // The asset producer: ReplayAll queues a snapshot of every asset, SendMonitorOldLocation
 // only what moved since it was last published, and neither queues (nor records) anything
 // while no alarm destination receives the asset feed.
@@ -6,6 +5,7 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { build, call, login, userWithProfile } from './helpers.js'
+import { queryColumn, queryValue } from './seed.js'
 import { checkIn, enroll, gatewayEnv, hostState, mouse, stick } from './fixtures/gateway.js'
 
 t.test('ReplayAll and SendMonitorOldLocation', async (t) => {
@@ -17,10 +17,10 @@ t.test('ReplayAll and SendMonitorOldLocation', async (t) => {
   const admin = await login(app)
   const user = await userWithProfile(app, admin, 'reader', 10)
   const post = (what: string, token = admin) => call(app, token, { method: 'POST', url: `/prime/webui/assetproducer/${what}` })
-  const queued = () => (app.db.prepare('SELECT body FROM asset_messages ORDER BY id').pluck().all() as string[]).map((b) => JSON.parse(b))
+  const queued = async () => ((await queryColumn(app, 'SELECT body FROM asset_messages ORDER BY id')) as string[]).map((b) => JSON.parse(b))
   let seen = 0
-  const fresh = () => {
-    const all = queued()
+  const fresh = async () => {
+    const all = await queued()
     const out = all.slice(seen)
     seen = all.length
     return out
@@ -39,8 +39,8 @@ t.test('ReplayAll and SendMonitorOldLocation', async (t) => {
   t.equal((await post('ReplayAll', user)).statusCode, 403, 'a User may not publish')
   let res = await post('SendMonitorOldLocation')
   t.match(res.json(), { assetsQueued: 0, destinations: 0, messagesQueued: 0 }, 'nobody subscribed: nothing queued')
-  t.equal(queued().length, 0)
-  t.equal(app.db.prepare('SELECT count(*) FROM asset_locations').pluck().get(), 0, 'and no location recorded')
+  t.equal((await queued()).length, 0)
+  t.equal(await queryValue(app, 'SELECT count(*) FROM asset_locations'), 0, 'and no location recorded')
 
   const dest = await call(app, admin, {
     method: 'POST',
@@ -52,7 +52,7 @@ t.test('ReplayAll and SendMonitorOldLocation', async (t) => {
   // First publication of locations: every asset, with no previous location.
   res = await post('SendMonitorOldLocation')
   t.match(res.json(), { assetsQueued: 3, agents: 2, peripherals: 2, agentlessHosts: 1, destinations: 1, messagesQueued: 3 })
-  let messages = fresh()
+  let messages = await fresh()
   t.ok(messages.every((m) => m.kind === 'locationChanged' && m.trigger === 'SendMonitorOldLocation' && m.previousLocation === null))
   const one = messages.find((m) => m.name === 'HOST-ONE')
   t.match(one, {
@@ -83,7 +83,7 @@ t.test('ReplayAll and SendMonitorOldLocation', async (t) => {
   await call(app, admin, { method: 'PUT', url: '/prime/webui/agents/agentless/connectiondetails', payload: { id: host.json().id, address: '10.7.0.9' } })
   res = await post('SendMonitorOldLocation')
   t.match(res.json(), { assetsQueued: 3, agents: 1, peripherals: 3, agentlessHosts: 1 })
-  messages = fresh()
+  messages = await fresh()
   t.match(
     messages.find((m) => m.assetType === 'Agent'),
     { name: 'HOST-ONE', location: { switchPortId: 'Gi1/0/20' }, previousLocation: { switchPortId: 'Gi1/0/14' } },
@@ -106,13 +106,13 @@ t.test('ReplayAll and SendMonitorOldLocation', async (t) => {
   // ReplayAll: a snapshot of everything, whatever moved.
   res = await post('ReplayAll')
   t.match(res.json(), { assetsQueued: 3, agents: 2, peripherals: 3, agentlessHosts: 1, destinations: 1, messagesQueued: 3 }, 'peripherals no longer present are in the snapshot too')
-  messages = fresh()
+  messages = await fresh()
   t.match(messages.find((m) => m.name === 'HOST-ONE').peripherals, [
     { deviceID: mouse.deviceID, present: true },
     { deviceID: stick.deviceID, present: false },
   ])
   t.ok(messages.every((m) => m.kind === 'snapshot' && m.trigger === 'ReplayAll' && m.previousLocation === null))
   t.equal(new Set(messages.map((m) => m.messageId)).size, 3)
-  const audit = app.db.prepare("SELECT description FROM audit_trail WHERE operation_id IN ('replayAllAssets', 'sendMonitorOldLocation') ORDER BY id").pluck().all()
+  const audit = await queryColumn(app, "SELECT description FROM audit_trail WHERE operation_id IN ('replayAllAssets', 'sendMonitorOldLocation') ORDER BY id")
   t.equal(audit.length, 6, 'every call is audited, the refused one too')
 })

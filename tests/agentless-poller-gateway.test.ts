@@ -1,10 +1,10 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // The poller gateway: registration with the enrollment secret, the poller's own
 // credential, heartbeats and instructions, assignments with credentials only for the
 // poller they belong to, run reports answered per run, events on reachability changes,
 // and the upkeep of quiet pollers and abandoned runs.
 import t from 'tap'
 import { build, call, login } from './helpers.js'
+import { query, queryOne, queryValue } from './seed.js'
 import { sweepAgentless, RUN_GIVE_UP_MS, workerPollerHealth } from '../lib/agentless/index.js'
 
 const SECRET = 'pes_gateway-test-poller-secret'
@@ -40,14 +40,14 @@ t.test('registration: wrong secret, duplicate name, and the credential it issues
   const { app, register, as } = await setup(t)
   const wrong = await register('poller-a', 'pes_not-the-right-secret')
   t.equal(wrong.statusCode, 401)
-  const refused = app.db.prepare("SELECT outcome, details FROM audit_trail WHERE description LIKE 'Registration of worker poller%'").get() as { outcome: string; details: string }
+  const refused = (await queryOne(app, "SELECT outcome, details FROM audit_trail WHERE description LIKE 'Registration of worker poller%'")) as { outcome: string; details: string }
   t.match(refused, { outcome: 'Refused' }, 'a refused registration is audited')
   t.notOk(refused.details.includes('pes_not-the-right-secret'), 'without the secret')
   const ok = await register('poller-a')
   t.equal(ok.statusCode, 200, ok.body)
   t.match(ok.json(), { name: 'poller-a', credential: /^ppl_/, isActivated: false, heartbeatIntervalSeconds: 60 })
   t.equal((await register('POLLER-A')).statusCode, 409, 'names are unique whatever their case')
-  const stored = app.db.prepare('SELECT credential_hash FROM worker_pollers').pluck().get() as string
+  const stored = (await queryValue(app, 'SELECT credential_hash FROM worker_pollers')) as string
   t.not(stored, ok.json().credential, 'the server keeps a hash, not the credential')
 
   // The credential works only on the poller gateway, and only a poller credential works there.
@@ -77,7 +77,7 @@ t.test('heartbeats, instructions and assignments', async (t) => {
   t.equal(assigned.json().connections.length, 1, 'only its own connections')
   t.match(assigned.json().connections[0], { id: mine.id, password: PASSWORD, privateKey: null, pollingIntervalSeconds: 300, timeoutSeconds: 10, lastStartTime: null })
   t.equal(assigned.json().assignmentsRevision, revision)
-  const fetchAudit = app.db.prepare("SELECT user_name, details FROM audit_trail WHERE description LIKE '%fetched its 1 connection%'").get() as { user_name: string; details: string }
+  const fetchAudit = (await queryOne(app, "SELECT user_name, details FROM audit_trail WHERE description LIKE '%fetched its 1 connection%'")) as { user_name: string; details: string }
   t.match(fetchAudit, { user_name: 'poller:poller-a' }, 'every fetch is audited')
   t.notOk(fetchAudit.details.includes(PASSWORD), 'without the secrets')
   await call(app, await login(app), { method: 'PUT', url: `${API}/connectiondetails`, payload: { id: mine.id, port: 2222 } })
@@ -140,7 +140,7 @@ t.test('run reports: per run, the latest wins, errors kept, events on change', a
   t.match((await pa.runs([unreachable(r1, 0)])).json(), { failed: 1, results: [{ code: 'conflict' }] }, 'another result for a finished run conflicts')
 
   // Twelve failures: the last one is the latest, the ten before it its previous errors.
-  const events = () => app.db.prepare("SELECT event_code, description FROM events WHERE event_code IN ('0x210003', '0x210004') ORDER BY id").all() as { event_code: string }[]
+  const events = async () => (await query(app, "SELECT event_code, description FROM events WHERE event_code IN ('0x210003', '0x210004') ORDER BY id")) as { event_code: string }[]
   res = await pa.runs(Array.from({ length: 12 }, (_, i) => unreachable(runId(), 100 + i * 10, `error ${i}`)))
   t.match(res.json(), { succeeded: 12 })
   let s = await status()
@@ -150,7 +150,7 @@ t.test('run reports: per run, the latest wins, errors kept, events on change', a
     ['error 10', 'error 9', 'error 8', 'error 7', 'error 6', 'error 5', 'error 4', 'error 3', 'error 2', 'error 1'],
   )
   t.same(
-    events().map((e) => e.event_code),
+    (await events()).map((e) => e.event_code),
     ['0x210003'],
     'reachable to unreachable: one event',
   )
@@ -162,11 +162,11 @@ t.test('run reports: per run, the latest wins, errors kept, events on change', a
   t.match(s, { statusString: 'Reachable', lastReachableTime: at(501) })
   t.equal(s.prevRunningErrors[0].errorDescription, 'error 11')
   t.same(
-    events().map((e) => e.event_code),
+    (await events()).map((e) => e.event_code),
     ['0x210003', '0x210004'],
     'and back: one event',
   )
-  const kept = app.db.prepare('SELECT count(*) FROM agentless_runs WHERE connection_id = ?').pluck().get(c.id) as number
+  const kept = (await queryValue(app, 'SELECT count(*) FROM agentless_runs WHERE connection_id = ?', c.id)) as number
   t.ok(kept <= 22, `the run history is bounded (${kept} kept)`)
 
   // Deactivated: the reports are refused and nothing is recorded.
@@ -188,25 +188,25 @@ t.test('run reports: per run, the latest wins, errors kept, events on change', a
 
 t.test('upkeep: quiet pollers go offline, abandoned runs fail, health says so', async (t) => {
   const { app, register, as, activate, connection } = await setup(t)
-  t.match(workerPollerHealth(app), { status: 'Healthy', detail: /No worker pollers/ })
+  t.match(await workerPollerHealth(app), { status: 'Healthy', detail: /No worker pollers/ })
   const a = (await register('poller-a')).json()
   await activate(a.pollerId)
   const c = await connection('host-1', a.pollerId)
   const pa = as(a.credential)
   await pa.heartbeat()
-  t.match(workerPollerHealth(app), { status: 'Healthy' })
+  t.match(await workerPollerHealth(app), { status: 'Healthy' })
   const started = Date.now() - 60_000
   await pa.runs([{ runId: runId(), connectionId: c.id, statusString: 'Running', startTime: new Date(started).toISOString() }])
 
   const later = Date.now() + 181_000
   t.match(await sweepAgentless(app, later), { offline: 1, abandoned: 0 })
   t.match(await sweepAgentless(app, later), { offline: 0 }, 'offline once')
-  const offline = app.db.prepare("SELECT description FROM events WHERE event_code = '0x410002'").all()
+  const offline = await query(app, "SELECT description FROM events WHERE event_code = '0x410002'")
   t.equal(offline.length, 1, 'one event when heartbeats stop')
-  app.db.prepare('UPDATE worker_pollers SET last_heartbeat_ms = ?').run(Date.now() - 200_000)
-  t.match(workerPollerHealth(app), { status: 'Failed', detail: /poller-a/ })
+  await query(app, 'UPDATE worker_pollers SET last_heartbeat_ms = ?', Date.now() - 200_000)
+  t.match(await workerPollerHealth(app), { status: 'Failed', detail: /poller-a/ })
   await pa.heartbeat()
-  t.equal(app.db.prepare("SELECT count(*) FROM events WHERE event_code = '0x410003'").pluck().get(), 1, 'one event when they come back')
+  t.equal(await queryValue(app, "SELECT count(*) FROM events WHERE event_code = '0x410003'"), 1, 'one event when they come back')
 
   t.match(await sweepAgentless(app, started + RUN_GIVE_UP_MS + 1), { abandoned: 1 })
   const s = (await call(app, await login(app), { method: 'GET', url: `${API}/connectiondetailsstatus` })).json().data[0]

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // The CSV import of agentless connections: the file's format, per-row answers with their
 // lines, updates by name, limits, and the exports that write the same format.
 import { execFileSync } from 'node:child_process'
@@ -7,6 +6,7 @@ import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { build, call, login } from './helpers.js'
+import { latestAudit, query, queryOne, queryValue } from './seed.js'
 
 const API = '/prime/webui/agents/agentless'
 const KEY = '-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----'
@@ -26,7 +26,7 @@ async function setup(t: Parameters<typeof build>[0]) {
   const app = await build(t, { PRIME_POLLER_ENROLLMENT_SECRET: 'pes_upload-test-poller-secret' })
   const admin = await login(app)
   const upload = (csv: string | Buffer, opts?: Parameters<typeof multipart>[1]) => call(app, admin, { method: 'POST', url: `${API}/uploadconnectiondetailsfile`, ...multipart(csv, opts) })
-  const count = () => app.db.prepare('SELECT count(*) FROM agentless_connections').pluck().get() as number
+  const count = async () => (await queryValue(app, 'SELECT count(*) FROM agentless_connections')) as number
   return { app, admin, upload, count }
 }
 
@@ -49,7 +49,7 @@ t.test('the format: BOM, any column order and case, quoted fields over lines, bl
     [2, 6],
     'a row is reported at the line it starts on; blank lines count as lines',
   )
-  const row = app.db.prepare("SELECT * FROM agentless_connections WHERE name = 'db-02'").get() as any
+  const row = (await queryOne(app, "SELECT * FROM agentless_connections WHERE name = 'db-02'")) as any
   t.equal(row.user_name, 'CORP\\svc, the "service"', 'quotes and commas inside a quoted field')
   t.equal(app.agentless.vault.open(row.credentials, row.id).privateKey, KEY, 'line breaks inside the key are kept')
 })
@@ -81,7 +81,7 @@ t.test('per row: every reason, the line, names repeated in the file', async (t) 
   t.match(byLine.get(7), { errors: [{ column: 'pollerId', reason: /no worker poller/ }] })
   t.match(byLine.get(8), { errors: [{ column: null, reason: /3 cell/ }] })
   t.match(byLine.get(9), { result: 'imported' })
-  t.equal(count(), 2)
+  t.equal(await count(), 2)
 })
 
 t.test('the uploaded file name is answered and audited without control, format or bidi characters', async (t) => {
@@ -89,7 +89,7 @@ t.test('the uploaded file name is answered and audited without control, format o
   const res = await upload('name,address,protocol,userName,password\nok,10.0.0.1,SSH,svc,pw-one-secret\n', { name: 'hosts\u202evsc.exe\u200b\u2066.csv' })
   t.equal(res.statusCode, 200, res.body)
   t.equal(res.json().fileName, 'hostsvsc.exe.csv')
-  const audited = app.repos.audit.latest(1)[0]
+  const audited = (await latestAudit(app))[0]
   t.match(audited.description, 'from "hostsvsc.exe.csv"')
   t.notMatch(audited.details, /\\u202e|\u202e/i)
   const hidden = await upload('name,address,protocol,userName,password\n', { name: '\u202e\u200f' })
@@ -104,9 +104,9 @@ t.test('updates by name: updated, unchanged, credentials kept when empty', async
   t.match(res.json(), { imported: 1, updated: 2, unchanged: 0 }, 'a name in another case renames, another address updates')
   const again = await upload(`${header}\nWEB-1,10.0.0.1,SSH,svc,\nweb-2,10.0.0.22,SSH,svc,second-secret-2\n`)
   t.match(again.json(), { updated: 0, unchanged: 2 }, 'the same credential again changes nothing')
-  const row = app.db.prepare("SELECT * FROM agentless_connections WHERE name = 'WEB-1'").get() as any
+  const row = (await queryOne(app, "SELECT * FROM agentless_connections WHERE name = 'WEB-1'")) as any
   t.equal(app.agentless.vault.open(row.credentials, row.id).password, 'first-secret-1', 'an empty cell keeps the stored credential')
-  const audit = app.db.prepare("SELECT details FROM audit_trail WHERE description LIKE 'Imported agentless%'").all() as { details: string }[]
+  const audit = (await query(app, "SELECT details FROM audit_trail WHERE description LIKE 'Imported agentless%'")) as { details: string }[]
   t.equal(audit.length, 3)
   for (const a of audit) t.notOk(/first-secret|second-secret|third-secret/.test(a.details), 'no credential in the audit record')
 })
@@ -152,7 +152,7 @@ t.test('the whole file is refused: header, encoding, syntax, limits, media types
   }
   const json = await call(app, admin, { method: 'POST', url: `${API}/uploadconnectiondetailsfile`, payload: { file: 'x' } })
   t.equal(json.statusCode, 415, 'JSON is not accepted here')
-  t.equal(count(), 0, 'nothing was imported')
+  t.equal(await count(), 0, 'nothing was imported')
 })
 
 t.test('exports: the status as CSV and PDF, the connections in the import format', async (t) => {

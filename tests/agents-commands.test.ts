@@ -1,11 +1,11 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins what operators do to agents: agent mode and approve-all (agents/configuration, in
 // the shape existing clients send and read), deleting agents, and queueing, reusing and
 // cancelling commands - per item, in one transaction, audited, by profile.
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login, userWithProfile } from './helpers.js'
-import { insertAgent, insertCommand, insertPeripheral } from './fixtures/fleet.js'
+import { addAgent, addCommand, addPeripheral } from './fixtures/fleet.js'
+import { backendOf, latestAudit, query, queryOne, queryValue } from './seed.js'
 
 const CONFIGURE = '/prime/webui/agents/configuration'
 
@@ -20,17 +20,18 @@ async function setup(t: Test) {
 const post = (app: FastifyInstance, token: string, url: string, payload: unknown) => call(app, token, { method: 'POST', url, payload: payload as any, headers: { 'content-type': 'application/json' } })
 
 const commandsOf = (app: FastifyInstance, agentId: number) =>
-  app.db
-    .prepare<[number], { id: number; type: string; status: string; parameters: string; created_by: string; result_message: string | null }>(
-      'SELECT id, type, status, parameters, created_by, result_message FROM agent_commands WHERE agent_id = ? ORDER BY id',
-    )
-    .all(agentId)
+  query<{ id: number; type: string; status: string; parameters: string; created_by: string; result_message: string | null }>(
+    app,
+    'SELECT id, type, status, parameters, created_by, result_message FROM agent_commands WHERE agent_id = ? ORDER BY id',
+    agentId,
+  )
 
-const agentRow = (app: FastifyInstance, id: number) => app.repos.agents.byId(id)!
+const agentRowOrNone = (app: FastifyInstance, id: number) => queryOne(app, 'SELECT * FROM agents WHERE id = ?', id)
+const agentRow = async (app: FastifyInstance, id: number) => (await agentRowOrNone(app, id))!
 
 t.test('agents/configuration: the body existing clients send arms the agent and answers [0].uuid', async (t) => {
   const { app, manager } = await setup(t)
-  const pc = insertAgent(app, { host_identifier: 'DESKTOP-9LR722S', local_ip_address: '192.168.100.128', is_system_locked: 1 })
+  const pc = await addAgent(app, { host_identifier: 'DESKTOP-9LR722S', local_ip_address: '192.168.100.128', is_system_locked: 1 })
   const res = await post(app, manager, CONFIGURE, [{ uuid: null, hostIdentifier: 'desktop-9lr722s', ipAddress: null, agentConfigViewResource: { isSystemArmed: 'ARM' } }])
   t.equal(res.statusCode, 200, res.body)
   const body = res.json()
@@ -42,15 +43,15 @@ t.test('agents/configuration: the body existing clients send arms the agent and 
   t.equal(res.headers['x-items-succeeded'], '1')
   t.equal(res.headers['x-items-failed'], '0')
   t.notOk(res.headers['x-item-failures'], 'no failures header when nothing failed')
-  const commands = commandsOf(app, pc.id)
+  const commands = await commandsOf(app, pc.id)
   t.equal(commands.length, 1)
   t.same(body[0].commandIds, [commands[0].id])
   t.match(commands[0], { type: 'SetMode', status: 'Pending', created_by: 'mona' })
   t.same(JSON.parse(commands[0].parameters), { mode: 'Armed' })
-  t.equal(agentRow(app, pc.id).display_status, 'Arming')
-  t.equal(agentRow(app, pc.id).in_action, 1)
+  t.equal((await agentRow(app, pc.id)).display_status, 'Arming')
+  t.equal((await agentRow(app, pc.id)).in_action, 1)
 
-  const record = app.repos.audit.latest(1)[0]
+  const record = (await latestAudit(app))[0]
   t.equal(record.operation_id, 'setAgentsConfiguration')
   t.equal(record.category, 'Agents')
   t.equal(record.user_name, 'mona')
@@ -66,9 +67,9 @@ t.test('agents/configuration: the body existing clients send arms the agent and 
 
 t.test('agents/configuration: matching is exact on every identifier given, case-insensitive', async (t) => {
   const { app, manager } = await setup(t)
-  const a = insertAgent(app, { host_identifier: 'PC-1', local_ip_address: '10.1.1.1' })
-  const b = insertAgent(app, { host_identifier: 'pc-1', local_ip_address: '10.1.1.2' })
-  const c = insertAgent(app, { host_identifier: 'PC-10', local_ip_address: '10.1.1.3' })
+  const a = await addAgent(app, { host_identifier: 'PC-1', local_ip_address: '10.1.1.1' })
+  const b = await addAgent(app, { host_identifier: 'pc-1', local_ip_address: '10.1.1.2' })
+  const c = await addAgent(app, { host_identifier: 'PC-10', local_ip_address: '10.1.1.3' })
   const res = await post(app, manager, CONFIGURE, [
     { hostIdentifier: 'PC-1', agentConfigViewResource: { isSystemArmed: 'arm' } },
     { hostIdentifier: 'PC-1', ipAddress: '10.1.1.2', agentConfigViewResource: { isSystemArmed: 'Armed' } },
@@ -99,15 +100,15 @@ t.test('agents/configuration: matching is exact on every identifier given, case-
   t.match(failures[1].reason, /No agent matches uuid=.*hostIdentifier=PC-1/)
   t.notMatch(res.headers['x-item-failures'] as string, /[^\x20-\x7e]/, 'the header is ASCII')
   t.match(res.headers['x-item-failures'] as string, /PC-\\u00e9/, 'non-ASCII escaped as \\uXXXX')
-  t.equal(commandsOf(app, a.id).length, 1, 'an ambiguous item changes none of the agents it matched')
-  const failed = app.repos.audit.latest(1)[0]
+  t.equal((await commandsOf(app, a.id)).length, 1, 'an ambiguous item changes none of the agents it matched')
+  const failed = (await latestAudit(app))[0]
   t.equal(failed.outcome, 'Failed', 'the failed items are audited too')
   t.equal(JSON.parse(failed.details).failed.length, 4)
 })
 
 t.test('agents/configuration: when no item applies, 400 no-agent-matched names each item, and nothing changes', async (t) => {
   const { app, manager } = await setup(t)
-  const pc = insertAgent(app, { host_identifier: 'PC-1' })
+  const pc = await addAgent(app, { host_identifier: 'PC-1' })
   const res = await post(app, manager, CONFIGURE, [
     { uuid: null, hostIdentifier: 'PC-7', ipAddress: null, agentConfigViewResource: { isSystemArmed: 'ARM' } },
     { hostIdentifier: 'PC-8', agentConfigViewResource: { isSystemArmed: 'free', approveAll: true } },
@@ -125,15 +126,15 @@ t.test('agents/configuration: when no item applies, 400 no-agent-matched names e
     ],
   )
   t.match(body.errors[0].reason, /^not-found: No agent matches hostIdentifier=PC-7/)
-  t.equal(commandsOf(app, pc.id).length, 0)
-  const record = app.repos.audit.latest(1)[0]
+  t.equal((await commandsOf(app, pc.id)).length, 0)
+  const record = (await latestAudit(app))[0]
   t.equal(record.outcome, 'Failed')
   t.equal(record.operation_id, 'setAgentsConfiguration')
 })
 
 t.test('agents/configuration: bad bodies answer 400', async (t) => {
   const { app, manager } = await setup(t)
-  insertAgent(app, { host_identifier: 'PC-1' })
+  await addAgent(app, { host_identifier: 'PC-1' })
   const nothing = await post(app, manager, CONFIGURE, [{ hostIdentifier: 'PC-1', agentConfigViewResource: { isSystemArmed: null, approveAll: false } }])
   t.equal(nothing.statusCode, 400, 'an item that asks for nothing')
   t.equal(nothing.json().errors[0].name, '0/agentConfigViewResource')
@@ -144,7 +145,7 @@ t.test('agents/configuration: bad bodies answer 400', async (t) => {
 
 t.test('agents/configuration: SetMode commands supersede, reuse or are not needed', async (t) => {
   const { app, manager } = await setup(t)
-  const pc = insertAgent(app, { host_identifier: 'PC-1', operational_status: 'Free' })
+  const pc = await addAgent(app, { host_identifier: 'PC-1', operational_status: 'Free' })
   const configure = async (isSystemArmed: string | null, approveAll?: boolean) => {
     const res = await post(app, manager, CONFIGURE, [{ hostIdentifier: 'PC-1', agentConfigViewResource: { isSystemArmed, approveAll } }])
     t.equal(res.statusCode, 200, res.body)
@@ -159,19 +160,19 @@ t.test('agents/configuration: SetMode commands supersede, reuse or are not neede
   const back = await configure('free')
   t.same(back.commandIds, [], 'freeing a free agent whose arming was still pending: the arming is cancelled, nothing queued')
   t.same(
-    commandsOf(app, pc.id).map((c) => c.status),
+    (await commandsOf(app, pc.id)).map((c) => c.status),
     ['Cancelled'],
   )
-  t.match(commandsOf(app, pc.id)[0].result_message, /Superseded/)
-  t.equal(agentRow(app, pc.id).display_status, 'Free')
-  t.equal(agentRow(app, pc.id).in_action, 0)
+  t.match((await commandsOf(app, pc.id))[0].result_message, /Superseded/)
+  t.equal((await agentRow(app, pc.id)).display_status, 'Free')
+  t.equal((await agentRow(app, pc.id)).in_action, 0)
 
   const armAgain = await configure('ARM')
-  app.db.prepare("UPDATE agent_commands SET status = 'Delivered', delivered_ms = ? WHERE id = ?").run(Date.now(), armAgain.commandIds[0])
+  await query(app, "UPDATE agent_commands SET status = 'Delivered', delivered_ms = ? WHERE id = ?", Date.now(), armAgain.commandIds[0])
   const freeAfterDelivery = await configure('free')
   t.equal(freeAfterDelivery.commandIds.length, 1, "an arming in the agent's hands is followed by a new SetMode")
-  t.same(JSON.parse(commandsOf(app, pc.id).at(-1)!.parameters), { mode: 'Free' })
-  t.equal(agentRow(app, pc.id).display_status, 'Freeing')
+  t.same(JSON.parse((await commandsOf(app, pc.id)).at(-1)!.parameters), { mode: 'Free' })
+  t.equal((await agentRow(app, pc.id)).display_status, 'Freeing')
 
   const keep = await post(app, manager, CONFIGURE, [{ hostIdentifier: 'PC-1', agentConfigViewResource: { approveAll: true } }])
   t.equal(keep.json()[0].agentConfigViewResource.isSystemArmed, 'free', "null mode echoes the agent's current mode")
@@ -179,14 +180,14 @@ t.test('agents/configuration: SetMode commands supersede, reuse or are not neede
 
 t.test('agents/configuration: a later item for the same agent supersedes an earlier one', async (t) => {
   const { app, manager } = await setup(t)
-  const pc = insertAgent(app, { host_identifier: 'PC-1', operational_status: 'Free' })
+  const pc = await addAgent(app, { host_identifier: 'PC-1', operational_status: 'Free' })
   const res = await post(app, manager, CONFIGURE, [
     { hostIdentifier: 'PC-1', agentConfigViewResource: { isSystemArmed: 'ARM' } },
     { uuid: pc.uuid, agentConfigViewResource: { isSystemArmed: 'free' } },
     { uuid: pc.uuid, agentConfigViewResource: { isSystemArmed: 'ARM' } },
   ])
   t.equal(res.statusCode, 200)
-  const commands = commandsOf(app, pc.id)
+  const commands = await commandsOf(app, pc.id)
   t.same(
     commands.map((c) => c.status),
     ['Cancelled', 'Pending'],
@@ -196,20 +197,20 @@ t.test('agents/configuration: a later item for the same agent supersedes an earl
 
 t.test('agents/configuration: approveAll approves the present peripherals and sends the whole whitelist', async (t) => {
   const { app, admin, manager } = await setup(t)
-  const pc = insertAgent(app, { host_identifier: 'PC-1', operational_status: 'Armed' })
-  insertPeripheral(app, pc.id, { vid: '0951', pid: '1666' })
-  insertPeripheral(app, pc.id, { vid: '046D', pid: 'C077' })
-  insertPeripheral(app, pc.id, { vid: '046D', pid: 'C077' })
-  insertPeripheral(app, pc.id, { vid: '0781', pid: '5581', present: 0 })
-  app.db.prepare("INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, '1050', '0407', 'Approved', 1, 'earlier')").run(pc.id)
-  t.equal(agentRow(app, pc.id).not_approved, 3)
+  const pc = await addAgent(app, { host_identifier: 'PC-1', operational_status: 'Armed' })
+  await addPeripheral(app, pc.id, { vid: '0951', pid: '1666' })
+  await addPeripheral(app, pc.id, { vid: '046D', pid: 'C077' })
+  await addPeripheral(app, pc.id, { vid: '046D', pid: 'C077' })
+  await addPeripheral(app, pc.id, { vid: '0781', pid: '5581', present: 0 })
+  await query(app, "INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, '1050', '0407', 'Approved', 1, 'earlier')", pc.id)
+  t.equal((await agentRow(app, pc.id)).not_approved, 3)
 
   const res = await post(app, manager, CONFIGURE, [{ uuid: pc.uuid, agentConfigViewResource: { approveAll: true } }])
   t.equal(res.statusCode, 200, res.body)
   const item = res.json()[0]
   t.equal(item.agentConfigViewResource.approveAll, true)
   t.equal(item.agentConfigViewResource.isSystemArmed, 'ARM')
-  const approvals = app.db.prepare<[number], any>('SELECT vid, pid, status, changed_by FROM approvals WHERE agent_id = ? ORDER BY vid, pid').all(pc.id)
+  const approvals = await query(app, 'SELECT vid, pid, status, changed_by FROM approvals WHERE agent_id = ? ORDER BY vid, pid', pc.id)
   t.same(
     approvals,
     [
@@ -219,7 +220,7 @@ t.test('agents/configuration: approveAll approves the present peripherals and se
     ],
     'present models approved by the caller; the absent one is not',
   )
-  const [policy] = commandsOf(app, pc.id)
+  const [policy] = await commandsOf(app, pc.id)
   t.equal(policy.type, 'UpdatePolicy')
   t.same(item.commandIds, [policy.id])
   t.same(
@@ -233,7 +234,7 @@ t.test('agents/configuration: approveAll approves the present peripherals and se
     },
     'the whole whitelist',
   )
-  const row = agentRow(app, pc.id)
+  const row = await agentRow(app, pc.id)
   t.equal(row.not_approved, 0)
   t.equal(row.approved_and_present, 3)
   t.equal(row.has_unapproved, 0)
@@ -247,15 +248,15 @@ t.test('agents/configuration: approveAll approves the present peripherals and se
   const again = await post(app, manager, CONFIGURE, [{ uuid: pc.uuid, agentConfigViewResource: { approveAll: true, isSystemArmed: 'ARM' } }])
   t.same(again.json()[0].commandIds, [], 'nothing new to approve and already armed: nothing queued')
 
-  insertPeripheral(app, pc.id, { vid: '16C0', pid: '0486' })
+  await addPeripheral(app, pc.id, { vid: '16C0', pid: '0486' })
   const tool = await post(app, manager, CONFIGURE, [{ uuid: pc.uuid, agentConfigViewResource: { approveAll: true } }])
   t.equal(tool.statusCode, 400, 'a Manager cannot approve a known attack tool, so the only item fails')
   t.match(tool.json().errors[0].reason, /^not-allowed: .*16C0:0486.*Administrator/)
   const byAdmin = await post(app, admin, CONFIGURE, [{ uuid: pc.uuid, agentConfigViewResource: { approveAll: true } }])
   t.equal(byAdmin.statusCode, 200, 'an Administrator can')
-  t.equal(app.db.prepare("SELECT status FROM approvals WHERE agent_id = ? AND vid = '16C0'").pluck().get(pc.id), 'Approved')
+  t.equal(await queryValue(app, "SELECT status FROM approvals WHERE agent_id = ? AND vid = '16C0'", pc.id), 'Approved')
   t.same(
-    commandsOf(app, pc.id).map((c) => c.status),
+    (await commandsOf(app, pc.id)).map((c) => c.status),
     ['Cancelled', 'Pending'],
     'the newer whitelist replaces the pending one',
   )
@@ -263,31 +264,31 @@ t.test('agents/configuration: approveAll approves the present peripherals and se
 
 t.test('profiles: User cannot configure or queue; Manager cannot delete agents', async (t) => {
   const { app, user, manager } = await setup(t)
-  const pc = insertAgent(app, { host_identifier: 'PC-1' })
+  const pc = await addAgent(app, { host_identifier: 'PC-1' })
   const configure = await post(app, user, CONFIGURE, [{ hostIdentifier: 'PC-1', agentConfigViewResource: { isSystemArmed: 'ARM' } }])
   t.equal(configure.statusCode, 403)
   t.equal(configure.json().type, 'urn:prime:problem:forbidden')
-  t.equal(app.repos.audit.latest(1)[0].outcome, 'Refused', 'the refusal is audited')
+  t.equal((await latestAudit(app))[0].outcome, 'Refused', 'the refusal is audited')
   for (const op of ['updateAgents', 'fetchagentsdebuglogs', 'deleteAgentsCommands']) {
     t.equal((await post(app, user, `/prime/webui/agents/${op}`, [pc.uuid])).statusCode, 403, op)
   }
   t.equal((await post(app, manager, '/prime/webui/agents/deleteAgents', [pc.uuid])).statusCode, 403, 'deleting agents needs an Administrator')
-  t.equal(commandsOf(app, pc.id).length, 0)
-  t.ok(app.repos.agents.byId(pc.id))
+  t.equal((await commandsOf(app, pc.id)).length, 0)
+  t.ok(await agentRowOrNone(app, pc.id))
 })
 
 t.test('deleteAgents: per item; peripherals, approvals and commands go, events stay', async (t) => {
   const { app, admin } = await setup(t)
-  const pc = insertAgent(app, { host_identifier: 'PC-1' })
-  const other = insertAgent(app, { host_identifier: 'PC-2' })
-  insertPeripheral(app, pc.id)
-  insertCommand(app, pc.id, { type: 'UpdateAgent' })
-  app.db.prepare("INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, '046D', 'C077', 'Approved', 1, 'x')").run(pc.id)
-  app.db
-    .prepare(
-      "INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, asset_key) VALUES (1, '0x110001', 6, 'USB', 'PC-1', 'New USB peripheral detected', '{}', ?)",
-    )
-    .run(pc.uuid)
+  const pc = await addAgent(app, { host_identifier: 'PC-1' })
+  const other = await addAgent(app, { host_identifier: 'PC-2' })
+  await addPeripheral(app, pc.id)
+  await addCommand(app, pc.id, { type: 'UpdateAgent' })
+  await query(app, "INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, '046D', 'C077', 'Approved', 1, 'x')", pc.id)
+  await query(
+    app,
+    "INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, asset_key) VALUES (1, '0x110001', 6, 'USB', 'PC-1', 'New USB peripheral detected', '{}', ?)",
+    pc.uuid,
+  )
 
   const res = await post(app, admin, '/prime/webui/agents/deleteAgents', [pc.uuid.toUpperCase(), '00000000-0000-0000-0000-000000000000'])
   t.equal(res.statusCode, 200, res.body)
@@ -299,14 +300,15 @@ t.test('deleteAgents: per item; peripherals, approvals and commands go, events s
       { id: '00000000-0000-0000-0000-000000000000', status: 'failed', reason: 'No agent with this uuid.', code: 'not-found' },
     ],
   })
-  t.notOk(app.repos.agents.byId(pc.id))
-  t.ok(app.repos.agents.byId(other.id), 'the other agent stays')
+  t.notOk(await agentRowOrNone(app, pc.id))
+  t.ok(await agentRowOrNone(app, other.id), 'the other agent stays')
   for (const table of ['peripherals', 'approvals', 'agent_commands']) {
-    t.equal(app.db.prepare(`SELECT count(*) FROM ${table} WHERE agent_id = ?`).pluck().get(pc.id), 0, `${table} removed`)
+    t.equal(await queryValue(app, `SELECT count(*) FROM ${table} WHERE agent_id = ?`, pc.id), 0, `${table} removed`)
   }
-  t.equal(app.db.prepare('SELECT count(*) FROM events WHERE asset_key = ?').pluck().get(pc.uuid), 1, 'its events are kept')
-  t.equal(app.db.prepare("SELECT n FROM row_counts WHERE name = 'agents'").pluck().get(), 1)
-  const records = app.repos.audit.latest(2)
+  t.equal(await queryValue(app, 'SELECT count(*) FROM events WHERE asset_key = ?', pc.uuid), 1, 'its events are kept')
+  // SQLite keeps the count of agents (row_counts); PostgreSQL counts them.
+  if (backendOf(app) === 'sqlite') t.equal(await queryValue(app, "SELECT n FROM row_counts WHERE name = 'agents'"), 1)
+  const records = await latestAudit(app, 2)
   const deleted = records.find((r) => r.outcome === 'Succeeded')!
   t.equal(deleted.asset_key, pc.uuid)
   t.match(deleted.description, /Deleted agent PC-1/)
@@ -318,13 +320,13 @@ t.test('deleteAgents: per item; peripherals, approvals and commands go, events s
 
 t.test('deleteAgentsCommands: cancels Pending commands, leaves Delivered ones', async (t) => {
   const { app, manager } = await setup(t)
-  const pc = insertAgent(app, { host_identifier: 'PC-1', operational_status: 'Armed' })
-  const idle = insertAgent(app, { host_identifier: 'PC-2' })
-  insertPeripheral(app, pc.id, { vid: '0951', pid: '1666' })
+  const pc = await addAgent(app, { host_identifier: 'PC-1', operational_status: 'Armed' })
+  const idle = await addAgent(app, { host_identifier: 'PC-2' })
+  await addPeripheral(app, pc.id, { vid: '0951', pid: '1666' })
   const configured = await post(app, manager, CONFIGURE, [{ uuid: pc.uuid, agentConfigViewResource: { approveAll: true, isSystemArmed: 'free' } }])
   const [policyId, setModeId] = configured.json()[0].commandIds
-  const delivered = insertCommand(app, pc.id, { type: 'UpdateAgent', status: 'Delivered', delivered_ms: Date.now() })
-  t.equal(agentRow(app, pc.id).in_action, 1)
+  const delivered = await addCommand(app, pc.id, { type: 'UpdateAgent', status: 'Delivered', delivered_ms: Date.now() })
+  t.equal((await agentRow(app, pc.id)).in_action, 1)
 
   const res = await post(app, manager, '/prime/webui/agents/deleteAgentsCommands', [pc.uuid, idle.uuid, 'nope'])
   t.equal(res.statusCode, 200, res.body)
@@ -338,25 +340,25 @@ t.test('deleteAgentsCommands: cancels Pending commands, leaves Delivered ones', 
     ],
   })
   t.same(
-    commandsOf(app, pc.id).map((c) => [c.id, c.status]),
+    (await commandsOf(app, pc.id)).map((c) => [c.id, c.status]),
     [
       [policyId, 'Cancelled'],
       [setModeId, 'Cancelled'],
       [delivered.id, 'Delivered'],
     ],
   )
-  t.match(commandsOf(app, pc.id)[0].result_message, /Cancelled by mona/)
-  const row = agentRow(app, pc.id)
+  t.match((await commandsOf(app, pc.id))[0].result_message, /Cancelled by mona/)
+  const row = await agentRow(app, pc.id)
   t.equal(row.display_status, 'Updating', 'the delivered update is still in progress')
-  t.equal(app.db.prepare('SELECT in_action FROM peripherals WHERE agent_id = ?').pluck().get(pc.id), 0, 'no policy is pending for the approval any more')
-  const record = app.repos.audit.latest(2).find((r) => r.outcome === 'Succeeded')!
+  t.equal(await queryValue(app, 'SELECT in_action FROM peripherals WHERE agent_id = ?', pc.id), 0, 'no policy is pending for the approval any more')
+  const record = (await latestAudit(app, 2)).find((r) => r.outcome === 'Succeeded')!
   t.equal(record.asset_key, pc.uuid)
   t.same(JSON.parse(record.details).commandIds, [policyId, setModeId])
 })
 
 t.test('updateAgents and fetchagentsdebuglogs: one command per agent, an open one reused', async (t) => {
   const { app, manager } = await setup(t)
-  const pc = insertAgent(app, { host_identifier: 'PC-1' })
+  const pc = await addAgent(app, { host_identifier: 'PC-1' })
   for (const [url, type] of [
     ['/prime/webui/agents/updateAgents', 'UpdateAgent'],
     ['/prime/webui/agents/fetchagentsdebuglogs', 'FetchDebugLogs'],
@@ -368,19 +370,19 @@ t.test('updateAgents and fetchagentsdebuglogs: one command per agent, an open on
     t.equal(body.failed, 1)
     t.equal(body.results[1].code, 'not-found')
     const [id] = body.results[0].commandIds
-    const command = commandsOf(app, pc.id).find((c) => c.id === id)!
+    const command = (await commandsOf(app, pc.id)).find((c) => c.id === id)!
     t.match(command, { type, status: 'Pending', created_by: 'mona' })
     const second = await post(app, manager, url, [pc.uuid.toUpperCase()])
     t.same(second.json().results[0].commandIds, [id], `${type}: the pending command is reused`)
-    app.db.prepare("UPDATE agent_commands SET status = 'Delivered' WHERE id = ?").run(id)
+    await query(app, "UPDATE agent_commands SET status = 'Delivered' WHERE id = ?", id)
     const third = await post(app, manager, url, [pc.uuid])
     const [next] = third.json().results[0].commandIds
     t.not(next, id, `${type}: a delivered one is in the agent's hands, so a new one is queued`)
     t.same((await post(app, manager, url, [pc.uuid])).json().results[0].commandIds, [next], `${type}: which the next request reuses`)
-    const record = app.repos.audit.latest(1)[0]
+    const record = (await latestAudit(app))[0]
     t.equal(record.asset_key, pc.uuid)
     t.match(JSON.parse(record.details), { type, reused: true })
   }
-  t.equal(agentRow(app, pc.id).display_status, 'Updating')
+  t.equal((await agentRow(app, pc.id)).display_status, 'Updating')
   t.equal((await post(app, manager, '/prime/webui/agents/updateAgents', [])).statusCode, 400)
 })

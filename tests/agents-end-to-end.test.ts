@@ -1,10 +1,10 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // The agents story end to end, as a security team and an agent live it: the agent enrolls
 // and checks in, an operator lists it the way integrations do, arms it, watches the command
 // go Pending -> Delivered -> Succeeded, sees an attack tool raise an event and the agent's
 // flags, approves a peripheral and exports the fleet.
 import t from 'tap'
 import { build, login, call, userWithProfile } from './helpers.js'
+import { query } from './seed.js'
 import { attackTool, checkIn, enroll, gatewayEnv, hostState, mouse, reportResults, stick } from './fixtures/gateway.js'
 
 const env = gatewayEnv
@@ -72,7 +72,7 @@ t.test('enroll, check in, list, arm, command lifecycle, attack tool, approval, e
   t.equal(d.hasKnownAttackTools, true)
   t.equal(d.severity, 2)
   t.match(d.latestEventText, /attack tool/i)
-  const events = app.db.prepare<[string], { event_code: string; severity: number }>('SELECT event_code, severity FROM events WHERE asset_key = ? ORDER BY id').all(agent.uuid)
+  const events = await query(app, 'SELECT event_code, severity FROM events WHERE asset_key = ? ORDER BY id', agent.uuid)
   t.ok(
     events.some((e) => e.event_code === '0x110005' && e.severity === 2),
     'a critical attack-tool event',

@@ -1,18 +1,17 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins GET agents and GET agents/agent/{agentId}: every filter, sort order and paging rule,
 // and the bad inputs each answered 400 naming the field.
 import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { build, call, login, userWithProfile } from './helpers.js'
-import { insertAgent, insertCommand, insertDebugLogs, insertPeripheral } from './fixtures/fleet.js'
-import { seedFleet } from '../scripts/seed.js'
+import { addAgent, addCommand, addDebugLogs, addFleet, addPeripheral } from './fixtures/fleet.js'
+import { latestAudit, portsOf, query, queryValue } from './seed.js'
 
 const DAY = 86_400_000
 const T0 = Date.UTC(2024, 4, 1, 12, 0, 0) // 2024-05-01 12:00:00 UTC
 
 /** A small fleet whose every filtered field differs from agent to agent. */
-function fleet(app: FastifyInstance) {
-  const pc1 = insertAgent(app, {
+async function fleet(app: FastifyInstance) {
+  const pc1 = await addAgent(app, {
     host_identifier: 'DESKTOP-9LR722S',
     local_ip_address: '192.168.100.128',
     ip_addresses: '192.168.100.128 10.8.0.4',
@@ -29,7 +28,7 @@ function fleet(app: FastifyInstance) {
     pc_model: 'OptiPlex 7090',
     latest_event_text: 'New USB peripheral detected: Kingston DataTraveler',
   })
-  const pc2 = insertAgent(app, {
+  const pc2 = await addAgent(app, {
     host_identifier: 'laptop-hr-07',
     local_ip_address: '192.168.100.140',
     ip_addresses: '192.168.100.140',
@@ -45,7 +44,7 @@ function fleet(app: FastifyInstance) {
     expiration_ms: T0 - DAY,
     pc_model: 'Latitude 5440',
   })
-  const srv = insertAgent(app, {
+  const srv = await addAgent(app, {
     host_identifier: 'SRV-FILES-01',
     local_ip_address: '10.0.0.5',
     ip_addresses: '10.0.0.5',
@@ -62,11 +61,11 @@ function fleet(app: FastifyInstance) {
     pc_model: 'PowerEdge R650',
   })
   // pc1: an unapproved mass storage device (armed: Warning), pc2: a known attack tool (Critical), srv: a vulnerable receiver (Error).
-  insertPeripheral(app, pc1.id, { vid: '0951', pid: '1666', class_code: '08', subclass_code: '06', protocol_code: '50' })
-  insertPeripheral(app, pc2.id, { vid: '16C0', pid: '0486' })
-  insertPeripheral(app, srv.id, { vid: '046D', pid: 'C52B' })
-  app.db.prepare("INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, '046D', 'C52B', 'Approved', 0, 'test')").run(srv.id)
-  app.db.transaction(() => app.repos.agentState.refreshAgent(srv.id))()
+  await addPeripheral(app, pc1.id, { vid: '0951', pid: '1666', class_code: '08', subclass_code: '06', protocol_code: '50' })
+  await addPeripheral(app, pc2.id, { vid: '16C0', pid: '0486' })
+  await addPeripheral(app, srv.id, { vid: '046D', pid: 'C52B' })
+  await query(app, "INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, '046D', 'C52B', 'Approved', 0, 'test')", srv.id)
+  await portsOf(app).agentState.refreshAgent(srv.id)
   return { pc1, pc2, srv }
 }
 
@@ -85,7 +84,7 @@ function invalid(t: Test, res: LightMyRequestResponse, name: string, location = 
 t.test('GET agents', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const { pc1, pc2, srv } = fleet(app)
+  const { pc1, pc2, srv } = await fleet(app)
   const get = (query: string) => call(app, token, { method: 'GET', url: `/prime/webui/agents?${query}` })
   /** The hostIdentifiers a query answers, in order. */
   const hosts = async (query: string) => {
@@ -185,12 +184,12 @@ t.test('GET agents', async (t) => {
   })
 
   t.test('Status matches the combined display status for pending work', async (t) => {
-    const command = insertCommand(app, pc2.id, { type: 'UpdateAgent' })
+    const command = await addCommand(app, pc2.id, { type: 'UpdateAgent' })
     t.same(await hosts('Status=Updating'), [PC2])
     t.same(await hosts('Status=Updating,Arming'), [PC2])
     t.same(await hosts('Status=Updating,Armed'), [], 'pc2 is free')
-    app.db.prepare("UPDATE agent_commands SET status = 'Cancelled' WHERE id = ?").run(command.id)
-    app.db.transaction(() => app.repos.agentState.refreshStatus(pc2.id))()
+    await query(app, "UPDATE agent_commands SET status = 'Cancelled' WHERE id = ?", command.id)
+    await portsOf(app).agentState.refreshStatus(pc2.id)
     t.same(await hosts('Status=Updating'), [])
   })
 
@@ -243,7 +242,8 @@ t.test('GET agents', async (t) => {
   })
 
   t.test('ties are broken by uuid, in the sort direction', async (t) => {
-    const twins = [1, 2, 3, 4].map(() => insertAgent(app, { host_identifier: 'TWIN', os_version: 'Twin OS' }))
+    const twins = []
+    for (let i = 0; i < 4; i++) twins.push(await addAgent(app, { host_identifier: 'TWIN', os_version: 'Twin OS' }))
     const uuids = twins.map((a) => a.uuid).sort()
     const order = async (query: string) => ((await get(query)).json().data as any[]).map((a) => a.uuid)
     t.same(await order('HostIdentifier=TWIN&SortBy=hostIdentifier_asc'), uuids)
@@ -251,7 +251,7 @@ t.test('GET agents', async (t) => {
     t.same(await order('HostIdentifier=TWIN&SortBy=osVersion_asc'), uuids)
     const paged = [...(await order('HostIdentifier=TWIN&PageSize=3')), ...(await order('HostIdentifier=TWIN&PageSize=3&PageNumber=2'))]
     t.same(paged, uuids, 'pages do not overlap or skip')
-    for (const a of twins) app.repos.agents.remove(a.id)
+    for (const a of twins) await portsOf(app).agents.remove(a.id)
   })
 
   t.test('paging: 1-based, PageSize at most 1000000', async (t) => {
@@ -272,7 +272,9 @@ t.test('GET agents', async (t) => {
     invalid(t, await get('PageNumber=0'), 'PageNumber')
     const filtered = (await get('Status=Connected&PageSize=1')).json()
     t.equal(filtered.recordsTotal, 3, 'recordsTotal counts every agent')
-    t.equal(filtered.recordsFiltered, 2, 'recordsFiltered those matching')
+    // The sweeper disconnects these agents (checked in long ago) once its turn comes, a few seconds in.
+    const connected = await queryValue(app, "SELECT count(*) FROM agents WHERE connection_status = 'Connected'")
+    t.equal(filtered.recordsFiltered, connected, 'recordsFiltered those matching')
   })
 
   t.test('whichever way a page is read (filter index or sort index), the answer is the same; exports iterate the same order', async (t) => {
@@ -281,15 +283,14 @@ t.test('GET agents', async (t) => {
       const onePerPage = [await hosts(`${query}&PageSize=1&PageNumber=1`), await hosts(`${query}&PageSize=1&PageNumber=2`), await hosts(`${query}&PageSize=1&PageNumber=3`)].flat()
       t.same(onePerPage, all.slice(0, 3), `${query || '(no filter)'}: pages of one`)
     }
-    const sortBy = { field: 'lastConfiguration', direction: 'desc' as const }
-    t.same(
-      [...app.repos.agents.iterate({ globalSearch: 'acme' }, sortBy)].map((a) => a.host_identifier),
-      [PC2, PC1, SRV],
-    )
-    t.same(
-      [...app.repos.agents.iterate({ hasUnapprovedPeripherals: true }, { field: 'hostIdentifier', direction: 'asc' })].map((a) => a.host_identifier),
-      [PC1, PC2],
-    )
+    const exported = async (...args: Parameters<ReturnType<typeof portsOf>['exports']['agentIds']>) => {
+      const exports = portsOf(app).exports
+      const names: string[] = []
+      for await (const a of await exports.agents(await exports.agentIds(...args))) names.push(a.host_identifier)
+      return names
+    }
+    t.same(await exported({ globalSearch: 'acme' }, { field: 'lastConfiguration', direction: 'desc' }), [PC2, PC1, SRV])
+    t.same(await exported({ hasUnapprovedPeripherals: true }, { field: 'hostIdentifier', direction: 'asc' }), [PC1, PC2])
   })
 
   t.test('a parameter without a value is left out', async (t) => {
@@ -300,12 +301,13 @@ t.test('GET agents', async (t) => {
 t.test('GET agents/agent/{agentId}', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const { pc1 } = fleet(app)
-  const older = insertPeripheral(app, pc1.id, { vid: '046D', pid: 'C077', present: 0, last_seen_ms: T0 - DAY })
-  const newer = insertPeripheral(app, pc1.id, { vid: '045E', pid: '07F8', last_seen_ms: T0 + DAY })
-  const done = [...Array(25)].map((_, i) => insertCommand(app, pc1.id, { type: 'UpdateAgent', status: 'Succeeded', created_ms: T0 + i, completed_ms: T0 + i + 1 }))
-  const delivered = insertCommand(app, pc1.id, { type: 'SetMode', parameters: '{"mode":"Free"}', status: 'Delivered', created_ms: T0 + 100, delivered_ms: T0 + 101 })
-  const pending = insertCommand(app, pc1.id, { type: 'FetchDebugLogs', created_ms: T0 + 200 })
+  const { pc1 } = await fleet(app)
+  const older = await addPeripheral(app, pc1.id, { vid: '046D', pid: 'C077', present: 0, last_seen_ms: T0 - DAY })
+  const newer = await addPeripheral(app, pc1.id, { vid: '045E', pid: '07F8', last_seen_ms: T0 + DAY })
+  const done = []
+  for (let i = 0; i < 25; i++) done.push(await addCommand(app, pc1.id, { type: 'UpdateAgent', status: 'Succeeded', created_ms: T0 + i, completed_ms: T0 + i + 1 }))
+  const delivered = await addCommand(app, pc1.id, { type: 'SetMode', parameters: '{"mode":"Free"}', status: 'Delivered', created_ms: T0 + 100, delivered_ms: T0 + 101 })
+  const pending = await addCommand(app, pc1.id, { type: 'FetchDebugLogs', created_ms: T0 + 200 })
 
   const res = await call(app, token, { method: 'GET', url: `/prime/webui/agents/agent/${pc1.uuid.toUpperCase()}` })
   t.equal(res.statusCode, 200, res.body.slice(0, 300))
@@ -363,21 +365,21 @@ t.test('GET agents/agent/{agentId}/debuglogs', async (t) => {
   const admin = await login(app)
   const manager = await userWithProfile(app, admin, 'mona', 20)
   const user = await userWithProfile(app, admin, 'ulf', 10)
-  const { pc1 } = fleet(app)
+  const { pc1 } = await fleet(app)
   const url = `/prime/webui/agents/agent/${pc1.uuid}/debuglogs`
 
   const none = await call(app, manager, { method: 'GET', url })
   t.equal(none.statusCode, 404, 'no logs collected yet')
   t.match(none.json().detail, /fetchagentsdebuglogs/)
 
-  insertDebugLogs(app, pc1.id, 'old logs', T0)
-  insertDebugLogs(app, pc1.id, '2024-05-01 12:00:01.112 INFO  service started\n', T0 + 60_000)
+  await addDebugLogs(app, pc1.id, 'old logs', T0)
+  await addDebugLogs(app, pc1.id, '2024-05-01 12:00:01.112 INFO  service started\n', T0 + 60_000)
   const res = await call(app, manager, { method: 'GET', url })
   t.equal(res.statusCode, 200, res.body.slice(0, 200))
   t.match(res.headers['content-type'], /^text\/plain; charset=utf-8/)
   t.equal(res.headers['content-disposition'], 'attachment; filename="DESKTOP-9LR722S-debuglogs-20240501T120100Z.log"')
   t.equal(res.body, '2024-05-01 12:00:01.112 INFO  service started\n', 'the latest logs')
-  const record = app.repos.audit.latest(1)[0]
+  const [record] = await latestAudit(app)
   t.equal(record.operation_id, 'getAgentDebugLogs', 'the download is audited')
   t.equal(record.user_name, 'mona')
   t.equal(record.asset_key, pc1.uuid)
@@ -390,7 +392,7 @@ t.test('GET agents/agent/{agentId}/debuglogs', async (t) => {
 t.test("a flag filter alone is counted from the flag's total, which every change keeps right", async (t) => {
   const app = await build(t)
   const token = await login(app)
-  await seedFleet(app.db, { agents: 60, peripheralsPerAgent: 6, seed: 23 })
+  await addFleet(app, { agents: 60, seed: 23 })
   const flags = [
     ['HasUnapprovedPeripherals', 'has_unapproved'],
     ['HasVulnerablePeripherals', 'has_vulnerable'],
@@ -401,24 +403,21 @@ t.test("a flag filter alone is counted from the flag's total, which every change
     for (const [param, column] of flags) {
       for (const value of [true, false]) {
         const res = await call(app, token, { method: 'GET', url: `/prime/webui/agents?${param}=${value}&PageSize=1` })
-        const actual = app.db
-          .prepare(`SELECT count(*) FROM agents WHERE ${column} = ?`)
-          .pluck()
-          .get(value ? 1 : 0)
+        const actual = await queryValue(app, `SELECT count(*) FROM agents WHERE ${column} = ?`, value ? 1 : 0)
         t.equal(res.json().recordsFiltered, actual, `${stage}: ${param}=${value} counts ${actual}`)
       }
     }
   }
-  await check('after a bulk load')
-  t.ok((app.db.prepare('SELECT count(*) FROM agents WHERE has_unapproved = 1').pluck().get() as number) > 0, 'some agents are flagged')
+  await check('after the fleet was written')
+  for (const [, column] of flags) t.ok((await queryValue<number>(app, `SELECT count(*) FROM agents WHERE ${column} = 1`)) > 0, `some agents have ${column}`)
   // Pages in host order come from the flag's own index: the same agents, in the same order.
   for (const [param, column] of flags) {
     for (const value of [true, false]) {
       for (const dir of ['asc', 'desc']) {
-        const want = app.db
-          .prepare(`SELECT uuid FROM agents WHERE ${column} = ? ORDER BY host_identifier COLLATE NOCASE ${dir}, uuid ${dir}`)
-          .pluck()
-          .all(value ? 1 : 0)
+        // Host names case-insensitively, then uuids (ASCII: both backends fold it alike).
+        const rows = await query<{ uuid: string; host: string }>(app, `SELECT uuid, lower(host_identifier) AS host FROM agents WHERE ${column} = ?`, value ? 1 : 0)
+        const byHost = (a: { uuid: string; host: string }, b: { uuid: string; host: string }) => (a.host < b.host ? -1 : a.host > b.host ? 1 : a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0)
+        const want = rows.sort((a, b) => (dir === 'asc' ? byHost(a, b) : byHost(b, a))).map((r) => r.uuid)
         const got: unknown[] = []
         for (let page = 1; page <= Math.ceil(want.length / 7) + 1; page++) {
           const res = await call(app, token, { method: 'GET', url: `/prime/webui/agents?${param}=${value}&SortBy=hostIdentifier_${dir}&PageSize=7&PageNumber=${page}` })
@@ -430,10 +429,11 @@ t.test("a flag filter alone is counted from the flag's total, which every change
   }
 
   // Approving every model of the flagged agents clears their flag (through db/agent-state.ts).
-  const flagged = app.db
-    .prepare(`SELECT a.host_identifier, p.vid, p.pid FROM agents a JOIN peripherals p ON p.agent_id = a.id
-    WHERE a.has_unapproved = 1 AND p.is_unapproved = 1 ORDER BY a.id LIMIT 20`)
-    .all() as { host_identifier: string; vid: string; pid: string }[]
+  const flagged = await query<{ host_identifier: string; vid: string; pid: string }>(
+    app,
+    `SELECT a.host_identifier, p.vid, p.pid FROM agents a JOIN peripherals p ON p.agent_id = a.id
+    WHERE a.has_unapproved = 1 AND p.is_unapproved = 1 ORDER BY a.id LIMIT 20`,
+  )
   const res = await call(app, token, {
     method: 'POST',
     url: '/prime/webui/peripherals/command',
@@ -442,9 +442,9 @@ t.test("a flag filter alone is counted from the flag's total, which every change
   t.equal(res.statusCode, 200, res.body.slice(0, 300))
   await check('after approvals')
 
-  app.db.prepare('UPDATE agents SET has_vulnerable = 1, vulnerable_or_wlv = 1, has_attack_tool = id % 2 WHERE id % 7 = 0').run()
+  await query(app, 'UPDATE agents SET has_vulnerable = 1, vulnerable_or_wlv = 1, has_attack_tool = id % 2 WHERE id % 7 = 0')
   await check('after flags were set')
-  const uuids = app.db.prepare('SELECT uuid FROM agents ORDER BY has_unapproved + has_vulnerable + has_attack_tool DESC, id LIMIT 6').pluck().all()
+  const uuids = (await query<{ uuid: string }>(app, 'SELECT uuid FROM agents ORDER BY has_unapproved + has_vulnerable + has_attack_tool DESC, id LIMIT 6')).map((r) => r.uuid)
   const deleted = await call(app, token, { method: 'POST', url: '/prime/webui/agents/deleteAgents', payload: uuids })
   t.equal(deleted.statusCode, 200, deleted.body.slice(0, 300))
   await check('after deletes')

@@ -1,9 +1,9 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Managing alarm destinations: create, list, update, remove; defaults, validation, masked
 // secrets, unique names, the limit, per-item results, profiles and audit records.
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login, userWithProfile } from './helpers.js'
+import { latestAudit, portsOf, query, queryOne, recordEvents } from './seed.js'
 import { ALARM_PATH, alarmEnv, httpReceiver } from './fixtures/receivers.js'
 import { alarmWorker } from '../lib/alarms/index.js'
 
@@ -32,7 +32,7 @@ const webhook = (name: string, extra: Record<string, unknown> = {}) => ({
   webhook: { url: 'http://127.0.0.1:9/hooks/prime', secret: SECRET, headers: { Authorization: HEADER_VALUE } },
   ...extra,
 })
-const storedSettings = (app: FastifyInstance, id: string) => JSON.parse(app.repos.alarms.byId(id)!.settings)
+const storedSettings = async (app: FastifyInstance, id: string) => JSON.parse((await portsOf(app).alarmDestinations.byId(id))!.settings)
 
 t.test('create each type: defaults filled, secrets never answered', async (t) => {
   const { app, token } = await setup(t)
@@ -55,7 +55,7 @@ t.test('create each type: defaults filled, secrets never answered', async (t) =>
   t.notOk('secret' in h.webhook)
   t.notMatch(hook.body, SECRET)
   t.notMatch(hook.body, HEADER_VALUE)
-  t.same(storedSettings(app, h.id), { url: 'http://127.0.0.1:9/hooks/prime', secret: SECRET, headers: { Authorization: HEADER_VALUE } }, 'stored as sent')
+  t.same(await storedSettings(app, h.id), { url: 'http://127.0.0.1:9/hooks/prime', secret: SECRET, headers: { Authorization: HEADER_VALUE } }, 'stored as sent')
 
   // Property names in any case, as clients send them.
   const sys = await add(app, token, { Name: 'SIEM syslog', Type: 'syslog', Syslog: { Host: '127.0.0.1' }, Filters: { MinimumSeverity: 'Informational', Feeds: ['audit', 'events'] } })
@@ -103,7 +103,7 @@ t.test('update: replaces settings, keeps the stored secret and masked header val
   t.equal(again.statusCode, 200, again.body)
   t.equal(again.json().enabled, false)
   t.equal(again.json().createdTime, created.createdTime)
-  t.same(storedSettings(app, created.id), { url: 'http://127.0.0.1:9/a', secret: SECRET, headers: { Authorization: HEADER_VALUE, 'X-Tenant': 'acme' } })
+  t.same(await storedSettings(app, created.id), { url: 'http://127.0.0.1:9/a', secret: SECRET, headers: { Authorization: HEADER_VALUE, 'X-Tenant': 'acme' } })
 
   // A new secret replaces the old; headers replace the set; `***` keeps one value.
   const changed = await add(app, token, {
@@ -114,11 +114,11 @@ t.test('update: replaces settings, keeps the stored secret and masked header val
   })
   t.equal(changed.statusCode, 200, changed.body)
   t.same(changed.json().webhook, { url: 'http://127.0.0.1:9/b', hasSecret: true, headers: { authorization: '***', 'X-Other': '***' }, batch: { maxEvents: 1, maxBytes: 1048576 } })
-  t.same(storedSettings(app, created.id), { url: 'http://127.0.0.1:9/b', secret: 'another-secret-0123456789', headers: { authorization: HEADER_VALUE, 'X-Other': 'v' } })
+  t.same(await storedSettings(app, created.id), { url: 'http://127.0.0.1:9/b', secret: 'another-secret-0123456789', headers: { authorization: HEADER_VALUE, 'X-Other': 'v' } })
   t.equal(changed.json().enabled, true, 'enabled defaults to true when left out')
 
   // The audit records say what changed, secrets masked.
-  const records = app.repos.audit.latest(50).filter((r) => r.operation_id === 'addOrUpdateAlarmDest')
+  const records = (await latestAudit(app, 50)).filter((r) => r.operation_id === 'addOrUpdateAlarmDest')
   t.equal(records[0].description, 'Alarm destination "hook" updated')
   t.same(JSON.parse(records[0].details), { enabled: true, webhook: { url: 'http://127.0.0.1:9/b', secret: '***', headers: { authorization: '***', 'X-Other': '***' } } })
   t.match(records[0], { category: 'AlarmDestinations', asset_type: 'AlarmDestination', asset_detail: 'WebhookDestination', asset_key: created.id, asset_name: 'hook', outcome: 'Succeeded' })
@@ -276,7 +276,7 @@ t.test('remove: per-item results; pending deliveries cancelled, attempts kept', 
   const b = (await add(app, token, { name: 'b', type: 'email', enabled: false, email: { recipients: ['b@example.com'] } })).json()
   const worker = alarmWorker(app)
   worker.pause()
-  app.repos.events.record(Date.now(), [
+  await recordEvents(app, Date.now(), [
     { code: '0x110005', severity: 2, category: 'USB', entityId: 'H (10.0.0.1)', description: 'Known attack tool detected', details: 'one' },
     { code: '0x110005', severity: 2, category: 'USB', entityId: 'H (10.0.0.1)', description: 'Known attack tool detected', details: 'two' },
   ])
@@ -298,16 +298,16 @@ t.test('remove: per-item results; pending deliveries cancelled, attempts kept', 
     ],
   })
   t.equal((await list(app, token)).json().recordsTotal, 0)
-  const rows = app.db.prepare('SELECT status, attempts FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(a.id) as any[]
+  const rows = (await query(app, 'SELECT status, attempts FROM alarm_outbox WHERE destination_id = ? ORDER BY id', a.id)) as any[]
   t.same(
     rows.map((r) => r.status),
     ['cancelled', 'cancelled'],
   )
-  t.equal((app.db.prepare('SELECT count(*) AS n FROM alarm_attempts WHERE destination_id = ?').get(a.id) as any).n, 1, 'the attempt is kept')
+  t.equal(((await queryOne(app, 'SELECT count(*) AS n FROM alarm_attempts WHERE destination_id = ?', a.id)) as any).n, 1, 'the attempt is kept')
   await worker.turn()
   t.equal(rx.deliveries.length, 1, 'nothing more is delivered')
 
-  const record = app.repos.audit.latest(5).find((r) => r.operation_id === 'removeAlarmDest')!
+  const record = (await latestAudit(app, 5)).find((r) => r.operation_id === 'removeAlarmDest')!
   t.match(record, { description: 'Alarm destinations removed: "a", "b"', outcome: 'Succeeded' })
   t.match(JSON.parse(record.details), {
     removed: [

@@ -1,9 +1,9 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // TestAlarmDests: a real test message to each destination, in parallel, reported per
 // destination (delivered or the error, and how long it took), never stored or queued.
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login, userWithProfile } from './helpers.js'
+import { latestAudit, query, queryValue } from './seed.js'
 import { ALARM_PATH, alarmEnv, closedPort, httpReceiver, smtpReceiver, tcpReceiver, udpReceiver, waitFor } from './fixtures/receivers.js'
 import { SYSLOG_HOSTNAME, VERSION } from '../lib/alarms/format.js'
 
@@ -32,8 +32,8 @@ t.test('each type receives its test message; failures and unknown ids are report
   const port = await closedPort()
   const down = await addDest(app, token, { name: 'down', type: 'syslog', syslog: { host: '127.0.0.1', port, transport: 'tcp' } })
   const downHook = await addDest(app, token, { name: 'down-hook', type: 'webhook', webhook: { url: `http://127.0.0.1:${port}/x`, secret: SECRET } })
-  const eventsBefore = app.db.prepare('SELECT count(*) FROM events').pluck().get()
-  const outboxBefore = app.db.prepare('SELECT count(*) FROM alarm_outbox').pluck().get()
+  const eventsBefore = await queryValue(app, 'SELECT count(*) FROM events')
+  const outboxBefore = await queryValue(app, 'SELECT count(*) FROM alarm_outbox')
 
   const unknown = '11111111-2222-3333-4444-555555555555'
   const res = await test(app, token, [hook.id.toUpperCase(), udp5424.id, tcpCef.id, mail.id, down.id, downHook.id, unknown])
@@ -104,9 +104,9 @@ t.test('each type receives its test message; failures and unknown ids are report
   t.match(rDownHook, { status: 'failed', code: 'unreachable', error: unreachable })
   t.same(rUnknown, { id: unknown, name: null, type: null, status: 'failed', error: 'No alarm destination with this id.', code: 'not-found', durationMs: 0, testedTime: rUnknown.testedTime })
 
-  t.equal(app.db.prepare('SELECT count(*) FROM events').pluck().get(), eventsBefore, 'no event stored')
-  t.equal(app.db.prepare('SELECT count(*) FROM alarm_outbox').pluck().get(), outboxBefore, 'nothing queued')
-  const record = app.repos.audit.latest(3).find((r) => r.operation_id === 'testAlarmDests')!
+  t.equal(await queryValue(app, 'SELECT count(*) FROM events'), eventsBefore, 'no event stored')
+  t.equal(await queryValue(app, 'SELECT count(*) FROM alarm_outbox'), outboxBefore, 'nothing queued')
+  const record = (await latestAudit(app, 3)).find((r) => r.operation_id === 'testAlarmDests')!
   t.match(record, { category: 'AlarmDestinations', description: 'Alarm destinations tested: 4 of 7 delivered', outcome: 'Succeeded' })
   t.notMatch(record.details, SECRET)
 })
@@ -137,13 +137,13 @@ t.test('the address rule applies; invalid bodies; profiles', async (t) => {
   const app = await build(t, alarmEnv)
   const token = await login(app)
   const dest = await addDest(app, token, { name: 'moved', type: 'webhook', webhook: { url: 'http://127.0.0.1:9/', secret: SECRET } })
-  app.db.prepare('UPDATE alarm_destinations SET settings = ? WHERE id = ?').run(JSON.stringify({ url: 'http://[fe80::1]:80/', secret: SECRET, headers: {} }), dest.id)
+  await query(app, 'UPDATE alarm_destinations SET settings = ? WHERE id = ?', JSON.stringify({ url: 'http://[fe80::1]:80/', secret: SECRET, headers: {} }), dest.id)
   const res = await test(app, token, [dest.id])
   t.equal(res.statusCode, 200)
   t.match(res.json().results[0], { status: 'failed', code: 'address-refused', error: 'Address refused: fe80::1: link-local or cloud metadata address.' })
 
   // Settings the request cannot carry (written directly, past the checks): a failure, not a 500.
-  app.db.prepare('UPDATE alarm_destinations SET settings = ? WHERE id = ?').run(JSON.stringify({ url: 'http://127.0.0.1:9/', secret: SECRET, headers: { 'X-A': 'caf\u2192' } }), dest.id)
+  await query(app, 'UPDATE alarm_destinations SET settings = ? WHERE id = ?', JSON.stringify({ url: 'http://127.0.0.1:9/', secret: SECRET, headers: { 'X-A': 'caf\u2192' } }), dest.id)
   const unsendable = await test(app, token, [dest.id])
   t.equal(unsendable.statusCode, 200)
   t.match(unsendable.json().results[0], { status: 'failed', code: 'delivery-failed', error: /X-A/ })

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins GetAuditTrails and GetAuditsIntegration: every filter (the AssetReference ones
 // included) and sort against a brute-force model of the stored records, before and after
 // indexing; the audit feed's polling rule with records written by real operations while
@@ -7,6 +6,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call, ADMIN_PASSWORD } from './helpers.js'
 import { sortedBy, DAY } from './fixtures/events.js'
+import { holdIndexing, indexEvents, query, stepIndex } from './seed.js'
 import type { AuditTrailRow } from '../db/event-engine/event-queries.js'
 
 const URL = '/prime/webui/Events/GetAuditTrails'
@@ -14,7 +14,7 @@ const FEED = '/prime/webui/Events/GetAuditsIntegration'
 const severityNames = ['Emergency', 'Alert', 'Critical', 'Error', 'Warning', 'Notice', 'Informational', 'Debug']
 
 /** Varied records through the audit repository (as every operation writes them). */
-function writeAudit(app: FastifyInstance, count: number, now: number) {
+async function writeAudit(app: FastifyInstance, count: number, now: number) {
   const users = ['alice', 'bob', 'token:siem', 'agent:3f2b6c1e-8a4d-4f0e-9b7a-2c1d5e6f7a8b', null]
   const cats = ['Authentication', 'Users', 'Agents', 'Peripherals', 'Reports', 'AlarmDestinations', 'System']
   const assets = [
@@ -32,7 +32,7 @@ function writeAudit(app: FastifyInstance, count: number, now: number) {
     undefined,
   ]
   for (let i = 0; i < count; i++) {
-    app.repos.audit.insert({
+    await app.storage.audit.insert({
       createdMs: now - 2 * DAY + Math.floor((i / count) * 2 * DAY),
       severity: [5, 4, 6, 3, 2][i % 5],
       category: cats[i % cats.length],
@@ -47,7 +47,7 @@ function writeAudit(app: FastifyInstance, count: number, now: number) {
   }
 }
 
-const rowsOf = (app: FastifyInstance) => app.db.prepare('SELECT * FROM audit_trail ORDER BY id').all() as AuditTrailRow[]
+const rowsOf = async (app: FastifyInstance) => (await query(app, 'SELECT * FROM audit_trail ORDER BY id')) as AuditTrailRow[]
 const asciiLower = (s: string) => s.replace(/[A-Z]/g, (c) => c.toLowerCase())
 const has = (v: string | null, term: string) =>
   v !== null && ([...term].length >= 3 && /[^\u0000-\u007f]/.test(term) ? v.toLowerCase().includes(term.toLowerCase()) : asciiLower(v).includes(asciiLower(term)))
@@ -111,11 +111,11 @@ async function get(app: FastifyInstance, token: string, url: string, q: Record<s
 
 t.test('every audit filter and sort matches the model, before and after indexing', async (t) => {
   const app = await build(t)
-  app.repos.eventQueries.holdIndexing(true)
+  holdIndexing(app, true)
   const token = await login(app)
   const now = Date.now()
-  writeAudit(app, 300, now)
-  const rows = rowsOf(app)
+  await writeAudit(app, 300, now)
+  const rows = await rowsOf(app)
   const mid = rows[Math.floor(rows.length / 2)].id
   const iso = (ms: number) => new Date(ms).toISOString()
   const queries: Record<string, string>[] = [
@@ -152,7 +152,7 @@ t.test('every audit filter and sort matches the model, before and after indexing
     { User: 'alice', Severity: '5', GlobalSearch: 'thing' },
   ]
   for (const stage of ['nothing indexed', 'all indexed']) {
-    if (stage === 'all indexed') app.repos.eventQueries.catchUp()
+    if (stage === 'all indexed') indexEvents(app)
     for (const q of queries) {
       const want = sortedBy(expected(rows, q), 'auditTrailID_desc', keys)
       const body = await get(app, token, URL, { ...q, PageSize: '1000' })
@@ -179,7 +179,7 @@ t.test('every audit filter and sort matches the model, before and after indexing
 t.test('an audit record carries its asset reference', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  writeAudit(app, 3, Date.now())
+  await writeAudit(app, 3, Date.now())
   const body = await get(app, token, URL, { 'AssetReference.Type': 'Peripheral' })
   t.match(body.data[0], {
     assetReference: {
@@ -197,9 +197,9 @@ t.test('an audit record carries its asset reference', async (t) => {
 
 t.test('an audit poller receives every record exactly once while operations keep writing them', async (t) => {
   const app = await build(t, { PRIME_LOGIN_RATE_LIMIT_MAX: '10000' })
-  app.repos.eventQueries.holdIndexing(true)
+  holdIndexing(app, true)
   const token = await login(app)
-  writeAudit(app, 420, Date.now())
+  await writeAudit(app, 420, Date.now())
   for (const filter of [{}, { MinimumSeverity: 'Warning' }] as Record<string, string>[]) {
     const received: number[] = []
     let next = 1
@@ -227,9 +227,9 @@ t.test('an audit poller receives every record exactly once while operations keep
         await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'admin', password: ADMIN_PASSWORD + 'x' } })
         await app.inject({ method: 'GET', url: URL })
       }
-      if (polls % 4 === 0) app.repos.eventQueries.indexer.step('audit_trail', 90)
+      if (polls % 4 === 0) stepIndex(app, 'audit_trail', 90)
     }
-    const want = expected(rowsOf(app), filter).map((r) => r.id)
+    const want = expected(await rowsOf(app), filter).map((r) => r.id)
     t.equal(new Set(received).size, received.length, `${JSON.stringify(filter)}: no record twice`)
     t.same(
       [...received].sort((a, b) => a - b),

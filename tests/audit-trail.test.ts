@@ -1,28 +1,26 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the audit trail: every change, every refused request and every login leaves an
 // immutable record, with secrets masked.
 import t from 'tap'
-import type { FastifyInstance } from 'fastify'
-import { build, login, call, userWithProfile, ADMIN_PASSWORD } from './helpers.js'
+import { build, login, call, sqliteOnly, userWithProfile, ADMIN_PASSWORD } from './helpers.js'
+import { auditSince, backendOf, indexEvents, lastAuditId, latestAudit, query, queryOne } from './seed.js'
 import { maskSecrets } from '../lib/audit.js'
-import type { AuditRow } from '../db/audit.js'
 
 const env = { PRIME_LOGIN_RATE_LIMIT_MAX: '10000' }
 const NEW_PASSWORD = 'Secret-Sauce-4711'
 const newUser = (userName: string) => ({ userName, email: `${userName}@example.com`, userProfile: 20, password: NEW_PASSWORD, firstName: 'Bob' })
 
-const lastId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
+const lastId = lastAuditId
 /** The records written since `after`, oldest first. */
-const since = (app: FastifyInstance, after: number): AuditRow[] => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
+const since = auditSince
 
 t.test('a successful change is audited', async (t) => {
   const app = await build(t, env)
   const token = await login(app)
-  const before = lastId(app)
+  const before = await lastId(app)
   const t0 = Date.now()
   const res = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('bob') })
   t.equal(res.statusCode, 200, res.body)
-  const rows = since(app, before)
+  const rows = await since(app, before)
   t.equal(rows.length, 1, 'exactly one record')
   const [row] = rows
   t.equal(row.category, 'Users')
@@ -49,21 +47,21 @@ t.test('a successful change is audited', async (t) => {
 t.test("a record names its request: the id the answer and the log line carry, a trusted proxy's own when valid", async (t) => {
   const app = await build(t, { ...env, PRIME_TRUST_PROXY: 'true' })
   const token = await login(app)
-  let before = lastId(app)
+  let before = await lastId(app)
   const given = 'soc-ticket-4711.retry-2'
   const res = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('carol'), headers: { 'x-request-id': given } })
   t.equal(res.headers['x-request-id'], given)
-  t.equal(since(app, before)[0].request_id, given, "a valid id of the trusted proxy's is kept")
-  before = lastId(app)
+  t.equal((await since(app, before))[0].request_id, given, "a valid id of the trusted proxy's is kept")
+  before = await lastId(app)
   const invalid = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('dave'), headers: { 'x-request-id': 'not valid!' } })
   t.match(invalid.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'an invalid one is replaced')
-  t.equal(since(app, before)[0].request_id, invalid.headers['x-request-id'])
-  before = lastId(app)
+  t.equal((await since(app, before))[0].request_id, invalid.headers['x-request-id'])
+  before = await lastId(app)
   const refused = await app.inject({ method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('mallory') })
   t.equal(refused.statusCode, 401)
-  t.equal(since(app, before)[0].request_id, refused.headers['x-request-id'], 'refused requests too')
+  t.equal((await since(app, before))[0].request_id, refused.headers['x-request-id'], 'refused requests too')
   // The queries answer it (and the service's own records have none).
-  app.repos.eventQueries.catchUp()
+  indexEvents(app)
   const list = await call(app, token, { method: 'GET', url: '/prime/webui/Events/GetAuditTrails?SortBy=auditTrailID_asc&PageSize=1000' })
   const views = list.json().data as { auditTrailID: number; requestId: string | null; description: string }[]
   t.equal(views[0].requestId, null, 'the first start: written by the service itself')
@@ -76,7 +74,7 @@ t.test("a record names its request: the id the answer and the log line carry, a 
 t.test('every change of an account is audited, without its secrets', async (t) => {
   const app = await build(t, env)
   const token = await login(app)
-  const before = lastId(app)
+  const before = await lastId(app)
   const created = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('bob') })
   const id = created.json().id
   const changed = await call(app, token, { method: 'POST', url: '/prime/webui/admin/updateuser', payload: { id, password: 'Another-Secret-99', phone: '+41 1' } })
@@ -89,7 +87,7 @@ t.test('every change of an account is audited, without its secrets', async (t) =
   const logout = await call(app, token2, { method: 'POST', url: '/prime/webui/auth/logout' })
   t.equal(logout.statusCode, 200)
 
-  const rows = since(app, before)
+  const rows = await since(app, before)
   const ops = rows.map((r) => r.operation_id)
   t.same(ops, ['addUser', 'updateUser', 'updateUserDetails', 'localLogin', 'deleteUsers', 'logout'], 'one record per change, in order')
   t.ok(rows.every((r) => r.outcome === 'Succeeded'))
@@ -113,10 +111,10 @@ t.test('refused requests are audited', async (t) => {
   const admin = await login(app)
   const user = await userWithProfile(app, admin, 'ursula', 10)
 
-  let before = lastId(app)
+  let before = await lastId(app)
   const noToken = await app.inject({ method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('mallory') })
   t.equal(noToken.statusCode, 401)
-  let rows = since(app, before)
+  let rows = await since(app, before)
   t.equal(rows.length, 1)
   t.equal(rows[0].outcome, 'Refused', 'no token: Refused')
   t.equal(rows[0].operation_id, 'addUser')
@@ -125,37 +123,37 @@ t.test('refused requests are audited', async (t) => {
   t.equal(rows[0].source_ip, '127.0.0.1')
   t.match(rows[0].description, /A bearer token is required/)
 
-  before = lastId(app)
+  before = await lastId(app)
   const lowProfile = await call(app, user, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('mallory') })
   t.equal(lowProfile.statusCode, 403)
-  rows = since(app, before)
+  rows = await since(app, before)
   t.equal(rows.length, 1)
   t.equal(rows[0].outcome, 'Refused', 'profile too low: Refused')
   t.equal(rows[0].operation_id, 'addUser')
   t.equal(rows[0].user_name, 'ursula', 'who tried')
   t.match(rows[0].description, /Administrator/)
 
-  before = lastId(app)
+  before = await lastId(app)
   const read = await app.inject({ url: '/prime/webui/admin/all' })
   t.equal(read.statusCode, 401)
-  rows = since(app, before)
+  rows = await since(app, before)
   t.equal(rows.length, 1, 'a refused read is audited too')
   t.equal(rows[0].outcome, 'Refused')
   t.equal(rows[0].operation_id, 'getAllUsers')
   t.equal(rows[0].category, 'System', 'a read has no category of its own')
 
-  before = lastId(app)
+  before = await lastId(app)
   t.equal((await call(app, user, { url: '/prime/webui/admin/all' })).statusCode, 403)
-  t.equal(since(app, before)[0]?.user_name, 'ursula')
+  t.equal((await since(app, before))[0]?.user_name, 'ursula')
 
-  before = lastId(app)
+  before = await lastId(app)
   t.equal((await call(app, 'forged.jwt.token', { url: '/prime/webui/admin/profile' })).statusCode, 401)
-  t.equal(since(app, before)[0]?.outcome, 'Refused', 'an invalid token is audited')
+  t.equal((await since(app, before))[0]?.outcome, 'Refused', 'an invalid token is audited')
 
-  before = lastId(app)
+  before = await lastId(app)
   t.equal((await call(app, admin, { url: '/prime/webui/admin/all' })).statusCode, 200)
   t.equal((await app.inject({ url: '/prime/webui/nothing' })).statusCode, 404)
-  t.equal(since(app, before).length, 0, 'successful reads and unknown paths write nothing')
+  t.equal((await since(app, before)).length, 0, 'successful reads and unknown paths write nothing')
 })
 
 t.test('failed changes are audited', async (t) => {
@@ -163,10 +161,10 @@ t.test('failed changes are audited', async (t) => {
   const token = await login(app)
   t.equal((await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('bob') })).statusCode, 200)
 
-  let before = lastId(app)
+  let before = await lastId(app)
   const dup = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('BOB') })
   t.equal(dup.statusCode, 409, 'a duplicate name, in any case')
-  let rows = since(app, before)
+  let rows = await since(app, before)
   t.equal(rows.length, 1)
   t.equal(rows[0].outcome, 'Failed')
   t.equal(rows[0].operation_id, 'addUser')
@@ -176,26 +174,26 @@ t.test('failed changes are audited', async (t) => {
   t.notMatch(rows[0].details, NEW_PASSWORD, 'the password of the refused body is masked')
   t.match(JSON.parse(rows[0].details), { status: 409, body: { userName: 'BOB', password: '***' } })
 
-  before = lastId(app)
+  before = await lastId(app)
   const invalid = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { ...newUser('carol'), userProfile: 99 } })
   t.equal(invalid.statusCode, 400)
-  rows = since(app, before)
+  rows = await since(app, before)
   t.equal(rows.length, 1, 'an invalid body is audited')
   t.equal(rows[0].outcome, 'Failed')
   t.match(rows[0].description, /userProfile/)
   t.equal(JSON.parse(rows[0].details).body.password, '***')
 
-  before = lastId(app)
+  before = await lastId(app)
   const weak = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { ...newUser('carol'), password: 'short' } })
   t.equal(weak.statusCode, 400)
-  rows = since(app, before)
+  rows = await since(app, before)
   t.equal(rows[0]?.outcome, 'Failed', 'a refused password is audited')
   t.notMatch(rows[0]?.details, '"short"', 'and masked')
 
-  before = lastId(app)
+  before = await lastId(app)
   const self = await call(app, token, { method: 'POST', url: '/prime/webui/admin/deleteUsers', payload: ['admin', 'ghost'] })
   t.equal(self.statusCode, 200)
-  rows = since(app, before)
+  rows = await since(app, before)
   t.equal(rows.length, 1)
   t.equal(rows[0].outcome, 'Failed', 'a bulk change where nothing was done')
   t.equal(JSON.parse(rows[0].details).failed.length, 2)
@@ -203,40 +201,40 @@ t.test('failed changes are audited', async (t) => {
 
 t.test('logins are audited', async (t) => {
   const app = await build(t, env)
-  let before = lastId(app)
+  let before = await lastId(app)
   await login(app)
-  let rows = since(app, before)
+  let rows = await since(app, before)
   t.equal(rows.length, 1)
   t.match(rows[0], { category: 'Authentication', operation_id: 'localLogin', outcome: 'Succeeded', user_name: 'admin', source_ip: '127.0.0.1' })
 
-  before = lastId(app)
+  before = await lastId(app)
   const wrong = await app.inject({ method: 'POST', url: '/prime/webui/auth/signin', payload: { username: 'Admin', password: 'not-the-password-1' } })
   t.equal(wrong.statusCode, 400)
-  rows = since(app, before)
+  rows = await since(app, before)
   t.equal(rows.length, 1)
   t.match(rows[0], { category: 'Authentication', operation_id: 'signIn', outcome: 'Failed', user_name: 'admin', source_ip: '127.0.0.1' })
   t.same(JSON.parse(rows[0].details), { userName: 'Admin', reason: 'wrong password' })
   t.notMatch(rows[0].details, 'not-the-password-1', 'the tried password is not recorded')
 
-  before = lastId(app)
+  before = await lastId(app)
   await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'nobody', password: 'whatever-it-is-1' } })
-  rows = since(app, before)
+  rows = await since(app, before)
   t.equal(rows.length, 1)
   t.match(rows[0], { outcome: 'Failed', user_name: null }, 'an unknown name is not recorded as an actor')
   t.match(JSON.parse(rows[0].details), { reason: 'unknown user', userName: 'nobody' })
 
-  before = lastId(app)
+  before = await lastId(app)
   const malformed = await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'admin', password: 'whatever-it-is-2', extra: 1 } })
   t.equal(malformed.statusCode, 400)
-  rows = since(app, before)
+  rows = await since(app, before)
   t.equal(rows.length, 1, 'an invalid login request is audited')
   t.equal(rows[0].outcome, 'Failed')
   t.notMatch(rows[0].details, 'whatever-it-is-2', 'with its password masked')
 
-  before = lastId(app)
+  before = await lastId(app)
   const refresh = await app.inject({ method: 'POST', url: '/prime/webui/auth/refresh', payload: { refreshToken: 'prt_unknown' } })
   t.equal(refresh.statusCode, 401)
-  rows = since(app, before)
+  rows = await since(app, before)
   t.equal(rows.length, 1, 'a refused refresh is audited')
   t.equal(rows[0].outcome, 'Refused')
   t.notMatch(rows[0].details, 'prt_unknown', 'the refresh token is masked')
@@ -245,48 +243,50 @@ t.test('logins are audited', async (t) => {
 t.test('audit records are immutable', async (t) => {
   const app = await build(t, env)
   await login(app)
-  const row = app.repos.audit.latest(1)[0]
-  t.throws(() => app.db.prepare('UPDATE audit_trail SET description = ? WHERE id = ?').run('edited', row.id), /audit records are immutable/, 'UPDATE raises')
-  t.throws(() => app.db.prepare('DELETE FROM audit_trail WHERE id = ?').run(row.id), /audit records are immutable/, 'DELETE raises')
-  t.throws(() => app.db.prepare('DELETE FROM audit_trail').run(), /audit records are immutable/, 'deleting all raises')
-  t.throws(
-    () =>
-      app.db
-        .prepare(
-          "INSERT INTO audit_trail (id, created_ms, severity, category, description, details, outcome) VALUES (?, 0, 5, 'System', 'x', '{}', 'Succeeded') ON CONFLICT (id) DO UPDATE SET description = 'upserted'",
-        )
-        .run(row.id),
+  const [row] = await latestAudit(app)
+  await t.rejects(query(app, 'UPDATE audit_trail SET description = ? WHERE id = ?', 'edited', row.id), /audit records are immutable/, 'UPDATE raises')
+  await t.rejects(query(app, 'DELETE FROM audit_trail WHERE id = ?', row.id), /audit records are immutable/, 'DELETE raises')
+  await t.rejects(query(app, 'DELETE FROM audit_trail'), /audit records are immutable/, 'deleting all raises')
+  // PostgreSQL's key is (id, created_ms): the table is partitioned by time.
+  const key = backendOf(app) === 'postgres' ? 'id, created_ms' : 'id'
+  await t.rejects(
+    query(
+      app,
+      `INSERT INTO audit_trail (id, created_ms, severity, category, description, details, outcome) VALUES (?, ?, 5, 'System', 'x', '{}', 'Succeeded') ON CONFLICT (${key}) DO UPDATE SET description = 'upserted'`,
+      row.id,
+      row.created_ms,
+    ),
     /audit records are immutable/,
     'an upsert raises',
   )
-  t.same(app.repos.audit.latest(1)[0], row, 'the record is unchanged')
+  t.same((await latestAudit(app))[0], row, 'the record is unchanged')
 })
 
-t.test('INSERT OR REPLACE cannot overwrite an audit record', async (t) => {
+t.test('INSERT OR REPLACE cannot overwrite an audit record', sqliteOnly("INSERT OR REPLACE is SQLite's"), async (t) => {
   const app = await build(t, env)
   await login(app)
-  const row = app.repos.audit.latest(1)[0]
+  const [row] = await latestAudit(app)
   t.throws(
     () => app.db.prepare("INSERT OR REPLACE INTO audit_trail (id, created_ms, severity, category, description, details, outcome) VALUES (?, 0, 7, 'System', 'forged', '{}', 'Succeeded')").run(row.id),
     /immutable|constraint/,
   )
-  t.equal(app.repos.audit.latest(1)[0].description, row.description, 'the record is unchanged')
+  t.equal((await latestAudit(app))[0].description, row.description, 'the record is unchanged')
 })
 
-t.test('audit ids strictly increase', async (t) => {
+t.test('audit ids strictly increase', sqliteOnly("compares ids with rowid, SQLite's insertion order"), async (t) => {
   const app = await build(t, env)
   const token = await login(app)
   await app.inject({ url: '/prime/webui/admin/all' })
   await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('bob') })
   await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('bob') })
   await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'bob', password: 'wrong-password-1' } })
-  const rows = app.db.prepare<[], AuditRow>('SELECT * FROM audit_trail ORDER BY rowid').all()
+  const rows = await query(app, 'SELECT * FROM audit_trail ORDER BY rowid')
   t.ok(rows.length >= 6)
   for (let i = 1; i < rows.length; i++) {
     t.ok(rows[i].id > rows[i - 1].id, `id ${rows[i].id} > ${rows[i - 1].id}`)
     t.ok(rows[i].created_ms >= rows[i - 1].created_ms, 'in time order')
   }
-  const latest = app.repos.audit.latest(3)
+  const latest = await latestAudit(app, 3)
   t.same(
     latest.map((r) => r.id),
     rows
@@ -295,13 +295,13 @@ t.test('audit ids strictly increase', async (t) => {
       .map((r) => r.id),
     'latest(n) answers the newest first',
   )
-  const seq = app.db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'audit_trail'").get() as { seq: number }
+  const seq = (await queryOne(app, "SELECT seq FROM sqlite_sequence WHERE name = 'audit_trail'")) as { seq: number }
   t.equal(seq.seq, rows.at(-1)!.id, 'AUTOINCREMENT: ids are never reused')
 })
 
 t.test('the first start is audited', async (t) => {
   const app = await build(t, env)
-  const first = app.db.prepare<[], AuditRow>('SELECT * FROM audit_trail ORDER BY id LIMIT 1').get()!
+  const first = (await queryOne(app, 'SELECT * FROM audit_trail ORDER BY id LIMIT 1'))!
   t.match(first, { category: 'Users', outcome: 'Succeeded', asset_name: 'admin', asset_type: 'User' })
   t.match(first.description, /first Administrator/)
   t.equal(first.request_id, null, 'written by the service itself, not a request')
@@ -355,10 +355,10 @@ t.test('maskSecrets', async (t) => {
 t.test("a caller's id is not a record's request id without a trusted proxy", async (t) => {
   const app = await build(t, env)
   const token = await login(app)
-  const before = lastId(app)
+  const before = await lastId(app)
   const given = 'soc-ticket-4711.retry-2'
   const res = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newUser('erin'), headers: { 'x-request-id': given } })
   t.equal(res.statusCode, 200, res.body)
   t.match(res.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'replaced')
-  t.equal(since(app, before)[0].request_id, res.headers['x-request-id'], "the record names the server's id")
+  t.equal((await since(app, before))[0].request_id, res.headers['x-request-id'], "the record names the server's id")
 })

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the catalogue of known attack tools and vulnerable devices: its order, the rules of
 // adding (upper-case ids, default severities, 409s) and removing, that the flags of the
 // matching peripherals and agents follow at once, and that every change is audited.
@@ -6,33 +5,42 @@ import crypto from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call, userWithProfile } from './helpers.js'
-import type { AuditRow } from '../db/audit.js'
+import { auditSince, insertRows, lastAuditId, portsOf, query, queryOne } from './seed.js'
 
 const URL = '/prime/webui/agents/catalogue'
 
 /** An agent with one present, unapproved peripheral of the model, flags computed. */
-function agentWithModel(app: FastifyInstance, vid: string, pid: string) {
+async function agentWithModel(app: FastifyInstance, vid: string, pid: string) {
   const uuid = crypto.randomUUID()
   const now = Date.now()
-  const id = Number(
-    app.db
-      .prepare(`INSERT INTO agents (uuid, machine_id, enrolled_ms, host_identifier, connection_status, last_updated_ms) VALUES (?, ?, ?, ?, 'Connected', ?)`)
-      .run(uuid, crypto.randomUUID(), now, `HOST-${uuid.slice(0, 6)}`, now).lastInsertRowid,
+  const [{ id }] = await query<{ id: number }>(
+    app,
+    `INSERT INTO agents (uuid, machine_id, enrolled_ms, host_identifier, connection_status, last_updated_ms) VALUES (?, ?, ?, ?, 'Connected', ?) RETURNING id`,
+    uuid,
+    crypto.randomUUID(),
+    now,
+    `HOST-${uuid.slice(0, 6)}`,
+    now,
   )
-  app.db
-    .prepare(`INSERT INTO peripherals (agent_id, agent_uuid, device_id, vid, pid, dev_icon, first_seen_ms, last_seen_ms) VALUES (?, ?, ?, ?, ?, 1, ?, ?)`)
-    .run(id, uuid, `USB\\VID_${vid}&PID_${pid}\\1`, vid, pid, now, now)
-  app.repos.agentState.refreshAgent(id)
+  await query(
+    app,
+    `INSERT INTO peripherals (agent_id, agent_uuid, device_id, vid, pid, dev_icon, first_seen_ms, last_seen_ms) VALUES (?, ?, ?, ?, ?, 1, ?, ?)`,
+    id,
+    uuid,
+    `USB\\VID_${vid}&PID_${pid}\\1`,
+    vid,
+    pid,
+    now,
+    now,
+  )
+  await portsOf(app).agentState.refreshAgent(id)
   return id
 }
 
-const flags = (app: FastifyInstance, agentId: number) => ({
-  peripheral: app.db.prepare('SELECT is_attack_tool, is_vulnerable, severity, vulnerability FROM peripherals WHERE agent_id = ?').get(agentId) as Record<string, unknown>,
-  agent: app.db.prepare('SELECT has_attack_tool, has_vulnerable, severity FROM agents WHERE id = ?').get(agentId) as Record<string, unknown>,
+const flags = async (app: FastifyInstance, agentId: number) => ({
+  peripheral: (await queryOne(app, 'SELECT is_attack_tool, is_vulnerable, severity, vulnerability FROM peripherals WHERE agent_id = ?', agentId)) as Record<string, unknown>,
+  agent: (await queryOne(app, 'SELECT has_attack_tool, has_vulnerable, severity FROM agents WHERE id = ?', agentId)) as Record<string, unknown>,
 })
-
-const auditSince = (app: FastifyInstance, after: number) => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
-const lastAuditId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
 
 t.test('the catalogue lists the built-in entries ordered by kind, vid, pid, to a plain User', async (t) => {
   const app = await build(t)
@@ -52,9 +60,9 @@ t.test('the catalogue lists the built-in entries ordered by kind, vid, pid, to a
 t.test('adding an entry: upper-case ids, default severity, flags follow at once, audited', async (t) => {
   const app = await build(t)
   const admin = await login(app)
-  const agent = agentWithModel(app, '0951', '1666')
-  t.same(flags(app, agent).peripheral, { is_attack_tool: 0, is_vulnerable: 0, severity: 5, vulnerability: null }, 'not risky before')
-  const before = lastAuditId(app)
+  const agent = await agentWithModel(app, '0951', '1666')
+  t.same((await flags(app, agent)).peripheral, { is_attack_tool: 0, is_vulnerable: 0, severity: 5, vulnerability: null }, 'not risky before')
+  const before = await lastAuditId(app)
 
   const res = await call(app, admin, {
     method: 'POST',
@@ -65,8 +73,8 @@ t.test('adding an entry: upper-case ids, default severity, flags follow at once,
   const entry = res.json()
   t.match(entry, { kind: 'VulnerableDevice', vid: '0951', pid: '1666', severity: 3, builtIn: false, createdBy: 'admin', reference: null })
   t.match(entry.id, /^[0-9a-f-]{36}$/)
-  t.same(flags(app, agent).peripheral, { is_attack_tool: 0, is_vulnerable: 1, severity: 3, vulnerability: 'BadUSB-capable firmware.' })
-  t.match(flags(app, agent).agent, { has_vulnerable: 1, severity: 3 })
+  t.same((await flags(app, agent)).peripheral, { is_attack_tool: 0, is_vulnerable: 1, severity: 3, vulnerability: 'BadUSB-capable firmware.' })
+  t.match((await flags(app, agent)).agent, { has_vulnerable: 1, severity: 3 })
 
   const lower = await call(app, admin, { method: 'POST', url: URL, payload: { kind: 'KnownAttackTool', vid: 'abcd', pid: 'ef01', name: 'Implant' } })
   t.equal(lower.statusCode, 200, lower.body)
@@ -74,7 +82,7 @@ t.test('adding an entry: upper-case ids, default severity, flags follow at once,
   const explicit = await call(app, admin, { method: 'POST', url: URL, payload: { kind: 'KnownAttackTool', vid: 'ABCE', pid: 'EF01', name: 'Other', severity: 0 } })
   t.equal(explicit.json().severity, 0, 'a given severity is kept')
 
-  const rows = auditSince(app, before)
+  const rows = await auditSince(app, before)
   t.equal(rows.length, 3, 'one record per change')
   t.match(rows[0], { category: 'Peripherals', operation_id: 'addCatalogueEntry', outcome: 'Succeeded', user_name: 'admin', asset_key: entry.id })
   t.match(rows[0].description, /0951:1666/)
@@ -97,7 +105,7 @@ t.test('a duplicate kind/vid/pid answers 409; the same model as the other kind i
   t.equal(dupLower.statusCode, 409, 'case does not make it another entry')
   const other = await call(app, admin, { method: 'POST', url: URL, payload: { kind: 'VulnerableDevice', vid: '0483', pid: '5740', name: 'Also vulnerable' } })
   t.equal(other.statusCode, 200, other.body)
-  const failed = app.db.prepare("SELECT outcome FROM audit_trail WHERE operation_id = 'addCatalogueEntry' ORDER BY id").all() as { outcome: string }[]
+  const failed = (await query(app, "SELECT outcome FROM audit_trail WHERE operation_id = 'addCatalogueEntry' ORDER BY id")) as { outcome: string }[]
   t.same(
     failed.map((r) => r.outcome),
     ['Failed', 'Failed', 'Succeeded'],
@@ -108,11 +116,18 @@ t.test('a duplicate kind/vid/pid answers 409; the same model as the other kind i
 t.test('a full catalogue (10000 entries) answers 409', async (t) => {
   const app = await build(t)
   const admin = await login(app)
-  const existing = (app.db.prepare('SELECT count(*) AS n FROM catalogue').get() as { n: number }).n
-  const insert = app.db.prepare("INSERT INTO catalogue (id, kind, vid, pid, name, severity, created_ms, created_by) VALUES (?, 'VulnerableDevice', ?, ?, 'bulk', 3, 0, 'test')")
-  app.db.transaction(() => {
-    for (let i = 0; i < 10_000 - existing; i++) insert.run(crypto.randomUUID(), 'F' + i.toString(16).toUpperCase().padStart(3, '0').slice(-3), i.toString(16).toUpperCase().padStart(4, '0'))
-  })()
+  const existing = ((await queryOne(app, 'SELECT count(*) AS n FROM catalogue')) as { n: number }).n
+  const rows = Array.from({ length: 10_000 - existing }, (_, i) => ({
+    id: crypto.randomUUID(),
+    kind: 'VulnerableDevice',
+    vid: 'F' + i.toString(16).toUpperCase().padStart(3, '0').slice(-3),
+    pid: i.toString(16).toUpperCase().padStart(4, '0'),
+    name: 'bulk',
+    severity: 3,
+    created_ms: 0,
+    created_by: 'test',
+  }))
+  await insertRows(app, 'catalogue', rows)
   const res = await call(app, admin, { method: 'POST', url: URL, payload: { kind: 'KnownAttackTool', vid: '1234', pid: '5678', name: 'One too many' } })
   t.equal(res.statusCode, 409, res.body)
   t.match(res.json().detail, /full/)
@@ -124,14 +139,14 @@ t.test('a full catalogue (10000 entries) answers 409', async (t) => {
 t.test('removing an entry answers it, clears the flags it caused and is audited; unknown ids answer 404', async (t) => {
   const app = await build(t)
   const admin = await login(app)
-  const agent = agentWithModel(app, '16C0', '0486')
-  t.match(flags(app, agent), { peripheral: { is_attack_tool: 1, severity: 2 }, agent: { has_attack_tool: 1, severity: 2 } }, 'a built-in entry flags it')
-  const before = lastAuditId(app)
+  const agent = await agentWithModel(app, '16C0', '0486')
+  t.match(await flags(app, agent), { peripheral: { is_attack_tool: 1, severity: 2 }, agent: { has_attack_tool: 1, severity: 2 } }, 'a built-in entry flags it')
+  const before = await lastAuditId(app)
   const res = await call(app, admin, { method: 'DELETE', url: `${URL}/c2a9e4d7-5f3b-4a18-8e6c-9d1b7f2a0c54` })
   t.equal(res.statusCode, 200, res.body)
   t.match(res.json(), { id: 'c2a9e4d7-5f3b-4a18-8e6c-9d1b7f2a0c54', vid: '16C0', pid: '0486', builtIn: true })
-  t.match(flags(app, agent), { peripheral: { is_attack_tool: 0, severity: 5, vulnerability: null }, agent: { has_attack_tool: 0, severity: 5 } })
-  const rows = auditSince(app, before)
+  t.match(await flags(app, agent), { peripheral: { is_attack_tool: 0, severity: 5, vulnerability: null }, agent: { has_attack_tool: 0, severity: 5 } })
+  const rows = await auditSince(app, before)
   t.equal(rows.length, 1)
   t.match(rows[0], { operation_id: 'deleteCatalogueEntry', outcome: 'Succeeded', category: 'Peripherals' })
 
@@ -169,7 +184,7 @@ t.test('only an Administrator changes the catalogue; invalid entries answer 400'
 t.test('a catalogue change drops the cached vulnerable-peripherals insight', async (t) => {
   const app = await build(t)
   const admin = await login(app)
-  agentWithModel(app, '0951', '1666')
+  await agentWithModel(app, '0951', '1666')
   const first = await call(app, admin, { method: 'GET', url: '/prime/webui/agents/RiskInsights/VulnerablePeripherals' })
   t.equal(first.statusCode, 200, first.body)
   t.notOk(first.json().data.some((m: any) => m.vid === '0951'))

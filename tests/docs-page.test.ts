@@ -1,4 +1,4 @@
-// backend: postgres-pending — not yet converted: seeds its fleet through tests/fixtures/fleet.ts (SQLite's connection)
+// backend: postgres-pending — not yet converted: seeds with insertAgent (SQLite's connection; addAgent of tests/fixtures/fleet.ts writes on both)
 // The documentation page as a person uses it, in a real headless Chromium (the system's:
 // CI installs it before the tests, see .ci/run; nothing is downloaded here): it loads
 // without a console error (no CSP violation), "Try it out" leaves every parameter empty

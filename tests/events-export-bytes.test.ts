@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the bytes of the events CSV export: a seeded export is compared with a line-by-line
 // reference writer of the format (byte-order mark, the header, CRLF, times as ISO 8601
 // with milliseconds, numbers as they are, nulls empty, quotes where a comma, quote, CR or
@@ -12,7 +11,8 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call } from './helpers.js'
 import { parseCsv } from './fixtures/documents.js'
-import { writeEvents, asRow } from './fixtures/events.js'
+import { addEvents, asRow } from './fixtures/events.js'
+import { recordEvents } from './seed.js'
 import type { EventInput } from '../db/events.js'
 import type { EventRow } from '../db/event-engine/event-queries.js'
 
@@ -102,10 +102,10 @@ async function seeded(t: Parameters<typeof build>[0]): Promise<{ app: FastifyIns
   const app = await build(t)
   const token = await login(app)
   // Id jumps put the events into several blocks of the index.
-  const rows = writeEvents(app, 2600, { now: NOW - 2000, days: 2, seed: 5, jumps: [900, 1800] })
+  const rows = await addEvents(app, 2600, { now: NOW - 2000, days: 2, seed: 5, jumps: [900, 1800] })
   let firstOdd = 0
   for (const { createdMs, input } of oddEvents()) {
-    const [id] = app.db.transaction(() => app.repos.events.record(createdMs, [input]))()
+    const [id] = (await recordEvents(app, createdMs, [input])) as number[]
     firstOdd ||= id
     rows.push(asRow(id, createdMs, input))
   }

@@ -1,29 +1,25 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the event and audit-trail exports: the filters of the lists in the body (names in
 // any case), their order, the CSV rules (byte-order mark, header in schema order, CRLF,
 // quoting, empty nulls, formula cells defused, numbers left alone), PDF reports (title,
 // filters, header and "Page n of m" on every page), the row caps with
 // x-records-filtered / x-export-truncated, and one audit record per export.
 import t from 'tap'
-import type { FastifyInstance } from 'fastify'
 import { build, login, call, userWithProfile } from './helpers.js'
+import { auditSince, lastAuditId, queryColumn, recordEvents } from './seed.js'
 import { parseCsv, pdfPages } from './fixtures/documents.js'
-import { writeEvents, expectedEvents, sortEvents } from './fixtures/events.js'
+import { addEvents, expectedEvents, sortEvents } from './fixtures/events.js'
 import { exportLimits } from '../handlers/events.js'
-import type { AuditRow } from '../db/audit.js'
 
 const BASE = '/prime/webui/Events'
 
-const lastAuditId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
-const auditSince = (app: FastifyInstance, after: number) => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
 const FILE = (prefix: string, ext: string) => new RegExp(`^attachment; filename="${prefix}-\\d{8}T\\d{6}Z\\.${ext}"$`)
 
 t.test("CSV of events: the list's filters and order, every field in schema order, safe to open, audited", async (t) => {
   const app = await build(t)
   const admin = await login(app)
   const user = await userWithProfile(app, admin, 'reader', 10)
-  const rows = writeEvents(app, 200, { now: Date.now(), days: 2 })
-  const before = lastAuditId(app)
+  const rows = await addEvents(app, 200, { now: Date.now(), days: 2 })
+  const before = await lastAuditId(app)
   const res = await call(app, user, {
     method: 'POST',
     url: `${BASE}/ExportGetEvents`,
@@ -66,7 +62,7 @@ t.test("CSV of events: the list's filters and order, every field in schema order
   )
   t.match(res.body, /,"'=HYPERLINK\(""http:\/\/x""/, 'a defused formula is quoted, its quotes doubled')
   t.match(res.body, /,"'-[^"]*",/, 'so is a defused cell without quotes or commas')
-  const [record] = auditSince(app, before)
+  const [record] = await auditSince(app, before)
   t.match(record, { category: 'System', operation_id: 'exportGetEvents', outcome: 'Succeeded', user_name: 'reader' })
   t.match(JSON.parse(record.details), {
     format: 'csv',
@@ -81,7 +77,7 @@ t.test("CSV of events: the list's filters and order, every field in schema order
 t.test('an empty or null body exports every event, newest first; bad filters answer 400 naming them', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const rows = writeEvents(app, 30, { now: Date.now(), days: 1 })
+  const rows = await addEvents(app, 30, { now: Date.now(), days: 1 })
   for (const payload of [undefined, 'null', '{}']) {
     const res = await call(app, token, { method: 'POST', url: `${BASE}/ExportGetEvents`, ...(payload ? { payload, headers: { 'content-type': 'application/json' } } : {}) })
     t.equal(res.statusCode, 200, `${payload}: ${res.body.slice(0, 200)}`)
@@ -114,7 +110,7 @@ t.test('an empty or null body exports every event, newest first; bad filters ans
 t.test('row caps: the first rows in the requested order, the count of all, and the truncation flag', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const rows = writeEvents(app, 40, { now: Date.now(), days: 1 })
+  const rows = await addEvents(app, 40, { now: Date.now(), days: 1 })
   const saved = { ...exportLimits }
   t.teardown(() => Object.assign(exportLimits, saved))
   exportLimits.csv = 10
@@ -140,7 +136,7 @@ t.test('row caps: the first rows in the requested order, the count of all, and t
 t.test('PDF of events: title and exporter, filters, the table with its header and "Page n of m" on every page', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  writeEvents(app, 160, { now: Date.now(), days: 2 })
+  await addEvents(app, 160, { now: Date.now(), days: 2 })
   const res = await call(app, token, { method: 'POST', url: `${BASE}/ExportGetEventsPDF/exportpdf`, payload: { Category: 'USB', SortBy: 'severity_asc' } })
   t.equal(res.statusCode, 200)
   t.equal(res.headers['content-type'], 'application/pdf')
@@ -215,9 +211,9 @@ t.test('audit trail exports: CSV with the asset flattened and secrets masked, PD
   const everything = await call(app, token, { method: 'POST', url: `${BASE}/ExportGetAudit` })
   const lines = parseCsv(everything.body.slice(1)).slice(1)
   t.equal(String(lines.length), everything.headers['x-records-filtered'], "the count is the file's")
-  const own = lastAuditId(app)
+  const own = await lastAuditId(app)
   t.ok(Math.max(...lines.map((r) => Number(r[0]))) < own, 'an export holds the records written before it started, not its own record')
-  const exports = app.db.prepare("SELECT operation_id FROM audit_trail WHERE operation_id LIKE 'exportGetAudit%' AND outcome = 'Succeeded'").pluck().all()
+  const exports = await queryColumn(app, "SELECT operation_id FROM audit_trail WHERE operation_id LIKE 'exportGetAudit%' AND outcome = 'Succeeded'")
   t.same(exports, ['exportGetAudit', 'exportGetAuditPdf', 'exportGetAudit'], 'each export is audited')
 })
 
@@ -226,7 +222,8 @@ t.test('PDF cells wrap: long sources and details are printed whole, rows grow, p
   const token = await login(app)
   const now = Date.now()
   const details = (i: number) => `Kingston DataTraveler 3.0 (VID 0951, PID 1666, serial 60A44C413A8EF1A0B9A1BE27) was connected while armed and blocked; row ${i} ends here.`
-  app.repos.events.record(
+  await recordEvents(
+    app,
     now,
     Array.from({ length: 80 }, (_, i) => ({
       code: '0x110002',

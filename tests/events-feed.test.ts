@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the polling rule of GetEventsIntegration: a page is the oldest PageSize matching
 // events at or after FromEventId, newest first; a SIEM poller that asks again from
 // data[0].eventID + 1 receives every event exactly once, through a backlog of many pages
@@ -7,7 +6,8 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call } from './helpers.js'
-import { writeEvents, expectedEvents, sortEvents, eventMaker } from './fixtures/events.js'
+import { addEvents, expectedEvents, sortEvents, eventMaker } from './fixtures/events.js'
+import { backendOf, holdIndexing, query, recordEvents } from './seed.js'
 
 const URL = '/prime/webui/Events/GetEventsIntegration'
 
@@ -24,15 +24,15 @@ async function poll(app: FastifyInstance, token: string, q: Record<string, strin
 }
 
 /** New events through the gateway's write path: a few check-ins' worth. */
-function live(app: FastifyInstance, make: ReturnType<typeof eventMaker>, n: number) {
-  for (let i = 0; i < n; i += 3) app.db.transaction(() => app.repos.events.record(Date.now(), [make(), make(), make()].slice(0, n - i)))()
+async function live(app: FastifyInstance, make: ReturnType<typeof eventMaker>, n: number) {
+  for (let i = 0; i < n; i += 3) await recordEvents(app, Date.now(), [make(), make(), make()].slice(0, n - i))
 }
 
 t.test('a poller following the rule receives every event exactly once, backlog and live traffic, either reading order', async (t) => {
   const app = await build(t)
-  app.repos.eventQueries.holdIndexing(true)
+  holdIndexing(app, true)
   const token = await login(app)
-  writeEvents(app, 2600, { now: Date.now() - 60_000, days: 2, jumps: [1200] })
+  await addEvents(app, 2600, { now: Date.now() - 60_000, days: 2, jumps: [1200] })
   const make = eventMaker(99)
   for (const reading of ['as given', 'in reverse']) {
     for (const filter of [{}, { MinimumSeverity: 'Warning' }, { Category: 'USB', GlobalSearch: 'desktop' }] as Record<string, string>[]) {
@@ -50,7 +50,7 @@ t.test('a poller following the rule receives every event exactly once, backlog a
           [...ids].sort((a, b) => b - a),
           'a page is newest first',
         )
-        const rows = app.db.prepare('SELECT * FROM events WHERE id >= ? ORDER BY id').all(next) as Parameters<typeof expectedEvents>[0]
+        const rows = (await query(app, 'SELECT * FROM events WHERE id >= ? ORDER BY id', next)) as Parameters<typeof expectedEvents>[0]
         const oldest = expectedEvents(rows, filter)
           .slice(0, 500)
           .map((e) => e.id)
@@ -63,10 +63,11 @@ t.test('a poller following the rule receives every event exactly once, backlog a
           emptyPolls = 0
         } else emptyPolls++
         // Meanwhile: new events, and the index moving on now and then.
-        if (polls < 12) live(app, make, 37)
-        if (polls % 3 === 0) app.repos.eventQueries.indexer.step('events', 700)
+        if (polls < 12) await live(app, make, 37)
+        // SQLite's index moves on (PostgreSQL reads its own indexes).
+        if (polls % 3 === 0 && backendOf(app) === 'sqlite') app.repos.eventQueries.indexer.step('events', 700)
       }
-      const all = app.db.prepare('SELECT * FROM events ORDER BY id').all() as Parameters<typeof expectedEvents>[0]
+      const all = (await query(app, 'SELECT * FROM events ORDER BY id')) as Parameters<typeof expectedEvents>[0]
       const want = expectedEvents(all, filter).map((e) => e.id)
       const sorted = [...received].sort((a, b) => a - b)
       t.equal(new Set(received).size, received.length, `${reading} ${JSON.stringify(filter)}: no event twice`)
@@ -80,7 +81,7 @@ t.test('a poller following the rule receives every event exactly once, backlog a
 t.test('PageNumber takes the next slices from the oldest; SortBy reorders inside the page only', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const rows = writeEvents(app, 90, { now: Date.now(), days: 1 })
+  const rows = await addEvents(app, 90, { now: Date.now(), days: 1 })
   const from = rows[10].id
   const after = rows.filter((e) => e.id >= from)
   const second = await poll(app, token, { FromEventId: String(from), PageSize: '20', PageNumber: '2' })
@@ -110,7 +111,7 @@ t.test('FromDate and FromCreationTimeEpoch narrow the feed too; the default page
   const app = await build(t)
   const token = await login(app)
   const now = Date.now()
-  const rows = writeEvents(app, 120, { now, days: 2 })
+  const rows = await addEvents(app, 120, { now, days: 2 })
   const from = now - 86_400_000
   const want = rows.filter((e) => e.created_ms >= from)
   const page = await poll(app, token, { FromDate: new Date(from).toISOString() })

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins GetEvents: every filter alone and combined, every sort order in both directions,
 // paging, recordsTotal and recordsFiltered, against a brute-force model of the written
 // events; the same answers whether the query index has indexed nothing, part or all of
@@ -6,7 +5,8 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call, userWithProfile } from './helpers.js'
-import { writeEvents, expectedEvents, sortEvents, DAY } from './fixtures/events.js'
+import { addEvents, expectedEvents, sortEvents, DAY } from './fixtures/events.js'
+import { holdIndexing, indexEvents, query, recordEvents, stepIndex } from './seed.js'
 import { parseCsv } from './fixtures/documents.js'
 import type { EventRow } from '../db/event-engine/event-queries.js'
 
@@ -130,14 +130,14 @@ async function get(app: FastifyInstance, token: string, q: Record<string, string
 
 t.test('every filter and sort matches the model, whatever part of the events the index holds', async (t) => {
   const app = await build(t)
-  app.repos.eventQueries.holdIndexing(true)
+  holdIndexing(app, true)
   const token = await login(app)
-  const rows = writeEvents(app, 420, { now: NOW, days: 3, jumps: [150, 300] })
+  const rows = await addEvents(app, 420, { now: NOW, days: 3, jumps: [150, 300] })
   t.ok(rows[rows.length - 1].id > 140_000, 'the events span several index blocks')
   const queries = cases(rows)
   for (const stage of ['nothing indexed', 'part indexed', 'all indexed']) {
-    if (stage === 'part indexed') app.repos.eventQueries.indexer.step('events', 230)
-    if (stage === 'all indexed') app.repos.eventQueries.catchUp()
+    if (stage === 'part indexed') stepIndex(app, 'events', 230)
+    if (stage === 'all indexed') indexEvents(app)
     let mismatches = 0
     for (const q of queries) {
       const want = sortEvents(expectedEvents(rows, q))
@@ -171,11 +171,11 @@ t.test('every filter and sort matches the model, whatever part of the events the
 
 t.test("a rare kind's pages pass over the index blocks by their counts, from any event id, in both directions", async (t) => {
   const app = await build(t)
-  app.repos.eventQueries.holdIndexing(true)
+  holdIndexing(app, true)
   const token = await login(app)
   // Three level 1 blocks of the kinds' ids (65,536 ids each): a page of a rare kind reads
   // the ids of the blocks it reaches and passes over the others by their counts.
-  const rows = writeEvents(app, 420, { now: NOW, days: 3, jumps: [150, 300] })
+  const rows = await addEvents(app, 420, { now: NOW, days: 3, jumps: [150, 300] })
   const mid = rows[210].id
   const queries = [
     { Severity: 'Critical' },
@@ -186,8 +186,8 @@ t.test("a rare kind's pages pass over the index blocks by their counts, from any
     { MinimumSeverity: 'Critical', FromEventId: String(mid) },
   ]
   for (const stage of ['part indexed', 'all indexed']) {
-    if (stage === 'part indexed') app.repos.eventQueries.indexer.step('events', 260)
-    else app.repos.eventQueries.catchUp()
+    if (stage === 'part indexed') stepIndex(app, 'events', 260)
+    else indexEvents(app)
     let pages = 0
     for (const q of queries) {
       for (const sortBy of ['eventID_asc', 'eventID_desc', 'eventCode_asc', 'eventCode_desc']) {
@@ -208,7 +208,7 @@ t.test('the answer carries every field of an event as stored', async (t) => {
   const app = await build(t)
   const token = await login(app)
   const now = Date.now()
-  const [id] = app.repos.events.record(now, [
+  const [id] = (await recordEvents(app, now, [
     {
       code: '0x110005',
       severity: 2,
@@ -222,7 +222,7 @@ t.test('the answer carries every field of an event as stored', async (t) => {
       assetName: 'DESKTOP-9LR722S',
       peripheralAssetId: 'USB\\VID_03EB&PID_2401\\000000000001',
     },
-  ])
+  ])) as number[]
   const body = await get(app, token, {})
   t.same(body.data[0], {
     eventID: id,
@@ -241,7 +241,7 @@ t.test('the answer carries every field of an event as stored', async (t) => {
     assetName: 'DESKTOP-9LR722S',
     peripheralAssetId: 'USB\\VID_03EB&PID_2401\\000000000001',
   })
-  const server = app.repos.events.record(now, [{ code: '0x410001', severity: 3, category: 'System', entityId: 'Prime server', description: 'Alarm delivery failure', details: 'x' }])[0]
+  const [server] = (await recordEvents(app, now, [{ code: '0x410001', severity: 3, category: 'System', entityId: 'Prime server', description: 'Alarm delivery failure', details: 'x' }])) as number[]
   const s = await get(app, token, { FromEventId: String(server) })
   t.match(s.data[0], { eventID: server, hashtags: null, peripheralIcon: '-1', assetKey: null, assetName: null, peripheralAssetId: null }, 'absent fields are null, no peripheral is -1')
 })
@@ -250,7 +250,7 @@ t.test('parameter names in any case, empty ones ignored, a User may read', async
   const app = await build(t)
   const admin = await login(app)
   const user = await userWithProfile(app, admin, 'reader', 10)
-  const rows = writeEvents(app, 60, { now: Date.now(), days: 1 })
+  const rows = await addEvents(app, 60, { now: Date.now(), days: 1 })
   const want = sortEvents(expectedEvents(rows, { MinimumSeverity: 'Warning', Category: 'USB' }), 'severity_asc')
   const res = await call(app, user, { method: 'GET', url: `${URL.toLowerCase()}?minimumseverity=Warning&category=usb&sortBy=severity_asc&pageSize=100&source=&globalSearch=` })
   t.equal(res.statusCode, 200, res.body)
@@ -309,9 +309,9 @@ t.test('unauthenticated callers are refused', async (t) => {
 
 t.test('a broad text search passes over the blocks that hold no kind with a match, and pages and exports the same', async (t) => {
   const app = await build(t)
-  app.repos.eventQueries.holdIndexing(true)
+  holdIndexing(app, true)
   const token = await login(app)
-  writeEvents(app, 200, { now: NOW - DAY, days: 2, jumps: [100] })
+  await addEvents(app, 200, { now: NOW - DAY, days: 2, jumps: [100] })
   // A mass disconnect: whole blocks of one kind whose texts hold none of the terms below,
   // then ordinary traffic again.
   const disconnects = Array.from({ length: 9000 }, (_, i) => ({
@@ -322,11 +322,9 @@ t.test('a broad text search passes over the blocks that hold no kind with a matc
     entityId: `HOST-${i % 500}`,
     details: 'The agent stopped checking in.',
   }))
-  app.db.transaction(() => {
-    for (let i = 0; i < disconnects.length; i += 500) app.repos.events.record(NOW - DAY / 2, disconnects.slice(i, i + 500))
-  })()
-  writeEvents(app, 150, { now: NOW, days: 0.5, seed: 3 })
-  const rows = app.db.prepare('SELECT * FROM events ORDER BY id').all() as EventRow[]
+  for (let i = 0; i < disconnects.length; i += 500) await recordEvents(app, NOW - DAY / 2, disconnects.slice(i, i + 500))
+  await addEvents(app, 150, { now: NOW, days: 0.5, seed: 3 })
+  const rows = (await query(app, 'SELECT * FROM events ORDER BY id')) as EventRow[]
   const queries = [
     { GlobalSearch: 'kingston' },
     { GlobalSearch: 'usb' },
@@ -339,8 +337,8 @@ t.test('a broad text search passes over the blocks that hold no kind with a matc
   ]
   for (const stage of ['part indexed', 'all indexed']) {
     // The mark first falls among the disconnects: the rows above it are read directly.
-    if (stage === 'part indexed') app.repos.eventQueries.indexer.step('events', 6000)
-    else app.repos.eventQueries.catchUp()
+    if (stage === 'part indexed') stepIndex(app, 'events', 6000)
+    else indexEvents(app)
     for (const q of queries) {
       for (const sortBy of ['eventID_desc', 'eventID_asc']) {
         const want = sortEvents(expectedEvents(rows, q), sortBy).map((e) => e.id)

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins GetEvents sorted by a free-text field (eventEntityID, details, assetKey, assetName,
 // peripheralAssetId): every match must be read and sorted, so above 20000 matches the list
 // answers 400 naming SortBy and how to narrow it, as the contract says; a narrowed query
@@ -6,6 +5,7 @@
 // not limited.
 import t from 'tap'
 import { build, login, call } from './helpers.js'
+import { recordEvents } from './seed.js'
 import { asRow, eventMaker, expectedEvents, sortEvents, DAY } from './fixtures/events.js'
 import type { EventRow } from '../db/event-engine/event-queries.js'
 
@@ -24,7 +24,7 @@ t.test('a free-text sort of more than 20000 matches is refused with a 400 that s
     [NOW - DAY / 2, LIMIT / 2 + 1],
   ] as const) {
     const batch = Array.from({ length: n }, make)
-    const ids = app.db.transaction(() => app.repos.events.record(at, batch))()
+    const ids = (await recordEvents(app, at, batch)) as number[]
     ids.forEach((id, i) => rows.push(asRow(id, at, batch[i])))
   }
   const get = (q: Record<string, string>) => call(app, token, { method: 'GET', url: `${URL}?${new URLSearchParams(q)}` })

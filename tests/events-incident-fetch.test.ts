@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the incident fetch of the SOAR integration: GetEvents sorted date_asc with a lower
 // bound answers as the integration feed does (the oldest matching events, newest first), so
 // that the client, which keeps items[0].eventID + 1 as its next FromEventId from its first
@@ -7,7 +6,8 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call } from './helpers.js'
-import { writeEvents, expectedEvents, sortEvents, eventMaker, DAY } from './fixtures/events.js'
+import { addEvents, expectedEvents, sortEvents, eventMaker, DAY } from './fixtures/events.js'
+import { backendOf, holdIndexing, query, recordEvents } from './seed.js'
 import type { EventRow } from '../db/event-engine/event-queries.js'
 
 interface Page {
@@ -22,14 +22,14 @@ async function getEvents(app: FastifyInstance, token: string, query: string): Pr
   return res.json()
 }
 
-const allRows = (app: FastifyInstance) => app.db.prepare('SELECT * FROM events ORDER BY id').all() as EventRow[]
+const allRows = async (app: FastifyInstance) => (await query(app, 'SELECT * FROM events ORDER BY id')) as EventRow[]
 
 t.test('the SOAR fetch loop receives every matching event once, from its first call by date, backlog and live events', async (t) => {
   const app = await build(t)
-  app.repos.eventQueries.holdIndexing(true)
+  holdIndexing(app, true)
   const token = await login(app)
   const now = Date.now()
-  writeEvents(app, 2400, { now: now - 60_000, days: 3, jumps: [900, 1700] })
+  await addEvents(app, 2400, { now: now - 60_000, days: 3, jumps: [900, 1700] })
   const make = eventMaker(42)
   // The integration's first fetch looks back from its configured start (here two days).
   const fromDate = new Date(now - 2 * DAY).toISOString()
@@ -50,7 +50,7 @@ t.test('the SOAR fetch loop receives every matching event once, from its first c
       `fetch ${fetches}: newest first`,
     )
     if (next !== null) {
-      const oldest = expectedEvents(allRows(app), { ...filter, FromEventId: String(next) })
+      const oldest = expectedEvents(await allRows(app), { ...filter, FromEventId: String(next) })
         .slice(0, 50)
         .map((e) => e.id)
       if (JSON.stringify([...ids].reverse()) !== JSON.stringify(oldest)) t.fail(`fetch ${fetches}: not the oldest ${oldest.length} matches from ${next}`)
@@ -62,10 +62,11 @@ t.test('the SOAR fetch loop receives every matching event once, from its first c
       empty = 0
     } else empty++
     // Meanwhile new events arrive (some match), and the index moves on now and then.
-    if (fetches < 10) for (let i = 0; i < 4; i++) app.db.transaction(() => app.repos.events.record(Date.now(), [make(), make(), make()]))()
-    if (fetches % 3 === 0) app.repos.eventQueries.indexer.step('events', 600)
+    if (fetches < 10) for (let i = 0; i < 4; i++) await recordEvents(app, Date.now(), [make(), make(), make()])
+    // SQLite's index moves on (PostgreSQL reads its own indexes).
+    if (fetches % 3 === 0 && backendOf(app) === 'sqlite') app.repos.eventQueries.indexer.step('events', 600)
   }
-  const want = expectedEvents(allRows(app), { ...filter, FromDate: fromDate }).map((e) => e.id)
+  const want = expectedEvents(await allRows(app), { ...filter, FromDate: fromDate }).map((e) => e.id)
   t.equal(new Set(received).size, received.length, 'no event twice (no duplicate incident)')
   t.same(
     [...received].sort((a, b) => a - b),
@@ -79,7 +80,7 @@ t.test('the first call by date answers the oldest events of its window, newest f
   const app = await build(t)
   const token = await login(app)
   const now = Date.now()
-  const rows = writeEvents(app, 400, { now, days: 4 })
+  const rows = await addEvents(app, 400, { now, days: 4 })
   const from = new Date(now - 3 * DAY).toISOString()
   const to = new Date(now - DAY).toISOString()
   const window = expectedEvents(rows, { Category: 'USB', MinimumSeverity: 'Warning', FromDate: from, ToDate: to })
@@ -109,7 +110,7 @@ t.test('consoles keep the order they ask for', async (t) => {
   const app = await build(t)
   const token = await login(app)
   const now = Date.now()
-  const rows = writeEvents(app, 200, { now, days: 2 })
+  const rows = await addEvents(app, 200, { now, days: 2 })
   const from = new Date(now - DAY).toISOString()
   const since = rows[50].id
   const cases: [string, Record<string, string>, string][] = [

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins "tokens cannot make accounts or tokens": an integration token, whatever its profile,
 // is refused (403) on every operation the contract marks `x-no-integration-token` (those
 // that create, change or delete accounts, their passwords and profiles, or integration
@@ -7,6 +6,7 @@
 import t from 'tap'
 import { loadSpec, operations } from '../lib/contract.js'
 import { build, call, login } from './helpers.js'
+import { query, queryValue } from './seed.js'
 
 const TOKENS = '/prime/webui/admin/integrationTokens'
 const newAdmin = { userName: 'mallory', email: 'mallory@example.com', userProfile: 30, password: 'Escalate-to-admin-42', isActive: true }
@@ -33,7 +33,7 @@ t.test('an Administrator-profile integration token cannot add an account, log in
   const add = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: newAdmin })
   t.equal(add.statusCode, 403, add.body)
   t.match(add.json(), { code: 'forbidden', detail: /addUser manages accounts or tokens: it needs an account's session, never an integration token/ })
-  t.equal(app.db.prepare(`SELECT count(*) FROM users WHERE user_name = 'mallory'`).pluck().get(), 0, 'no account was made')
+  t.equal(await queryValue(app, `SELECT count(*) FROM users WHERE user_name = 'mallory'`), 0, 'no account was made')
   const asMallory = await app.inject({ method: 'POST', url: '/prime/webui/Auth/LocalLogin', payload: { username: 'mallory', password: newAdmin.password } })
   t.equal(asMallory.statusCode, 400, 'nobody to log in as')
 
@@ -47,9 +47,9 @@ t.test('an Administrator-profile integration token cannot add an account, log in
   } as const
   for (const [name, req] of Object.entries(tries)) refused[name] = (await call(app, token, req)).statusCode
   t.same(refused, { createIntegrationToken: 403, revokeIntegrationToken: 403, updateUser: 403, deleteUsers: 403, updateUserDetails: 403 })
-  t.equal(app.db.prepare('SELECT count(*) FROM integration_tokens').pluck().get(), 1, 'no token minted, none revoked')
-  t.equal(app.db.prepare(`SELECT profile FROM users WHERE user_name = 'admin'`).pluck().get(), 30, 'the Administrator is unchanged')
-  const records = app.db.prepare(`SELECT operation_id, outcome, user_name FROM audit_trail WHERE user_name = 'token:soar' AND outcome = 'Refused'`).all()
+  t.equal(await queryValue(app, 'SELECT count(*) FROM integration_tokens'), 1, 'no token minted, none revoked')
+  t.equal(await queryValue(app, `SELECT profile FROM users WHERE user_name = 'admin'`), 30, 'the Administrator is unchanged')
+  const records = await query(app, `SELECT operation_id, outcome, user_name FROM audit_trail WHERE user_name = 'token:soar' AND outcome = 'Refused'`)
   t.equal(records.length, 6, 'each refusal is audited with the token as actor')
 
   // What it may do is unchanged: it reads accounts and tokens, and its profile answer says so.

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the large pages: every list answers PageSize up to 1,000,000 (the SOAR integration
 // asks that much), a page of more than 10,000 rows is streamed as JSON with the same rows,
 // order and counts as the same query in smaller pages and valid against the contract, and
@@ -8,7 +7,8 @@
 import http from 'node:http'
 import t from 'tap'
 import { build, login, call } from './helpers.js'
-import { writeEvents, expectedEvents, eventMaker } from './fixtures/events.js'
+import { addEvents, expectedEvents, eventMaker } from './fixtures/events.js'
+import { recordEvents } from './seed.js'
 import { STREAM_CHUNK_CHARS } from '../lib/listing.js'
 import { get, paged, streamAbove, validator, type List } from './fixtures/pages.js'
 
@@ -19,7 +19,7 @@ t.test('events, the feeds and audit records: a streamed page holds what smaller 
   const token = await login(app)
   streamAbove(t, 100)
   const now = Date.now()
-  const rows = writeEvents(app, 700, { now, days: 5, jumps: [300] })
+  const rows = await addEvents(app, 700, { now, days: 5, jumps: [300] })
   const valid = validator(app, 'PrimeEventViewWrapper')
   const E = '/prime/webui/Events/GetEvents'
   const since = new Date(now - 4 * 86_400_000).toISOString()
@@ -71,23 +71,19 @@ t.test('events, the feeds and audit records: a streamed page holds what smaller 
     ids(small, 'eventID'),
     'in the same order as a built page',
   )
-
-  // Audit records: the same rule.
-  app.db.transaction(() => {
-    for (let i = 0; i < 150; i++) {
-      app.repos.audit.insert({
-        createdMs: Date.now(),
-        severity: 5 + (i % 2),
-        category: 'Users',
-        user: 'admin',
-        sourceIp: '127.0.0.1',
-        description: `Change ${i}`,
-        details: '{}',
-        operationId: 'updateUser',
-        outcome: 'Succeeded',
-      })
-    }
-  })()
+  for (let i = 0; i < 150; i++) {
+    await app.storage.audit.insert({
+      createdMs: Date.now(),
+      severity: 5 + (i % 2),
+      category: 'Users',
+      user: 'admin',
+      sourceIp: '127.0.0.1',
+      description: `Change ${i}`,
+      details: '{}',
+      operationId: 'updateUser',
+      outcome: 'Succeeded',
+    })
+  }
   const A = '/prime/webui/Events/GetAuditTrails?SortBy=auditTrailID_asc'
   const audits = await paged(app, token, A, 50)
   t.ok(audits.recordsFiltered > 100, `audit records: ${audits.recordsFiltered}`)
@@ -124,7 +120,7 @@ t.test('a large page is written as it is read: chunks on the wire, JSON once who
   const app = await build(t)
   const token = await login(app)
   const make = eventMaker(5)
-  app.db.transaction(() => app.repos.events.record(Date.now(), Array.from({ length: 10_200 }, make)))()
+  await recordEvents(app, Date.now(), Array.from({ length: 10_200 }, make))
   await app.listen({ host: '127.0.0.1', port: 0 })
   const { port } = app.server.address() as { port: number }
   const chunks: string[] = []
@@ -155,7 +151,7 @@ t.test('a client that stops reading holds the page up: the server waits for it a
   const make = eventMaker(7)
   // Far more than loopback's socket buffers take in (some MB), so that the client's pause reaches the server.
   const n = 40_000
-  app.db.transaction(() => app.repos.events.record(Date.now(), Array.from({ length: n }, make)))()
+  await recordEvents(app, Date.now(), Array.from({ length: n }, make))
   await app.listen({ host: '127.0.0.1', port: 0 })
   const { port } = app.server.address() as { port: number }
   let served: http.ServerResponse | undefined

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // System-health notifications from the health checks: a check that turns bad opens its
 // group's notification, further bad checks add occurrences (a worse state makes it unread
 // again), a good check resolves it. Groups are muted and listed; pins and dismissals are
@@ -6,6 +5,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call, userWithProfile } from './helpers.js'
+import { latestAudit, portsOf, queryOne } from './seed.js'
 import { enroll, gatewayEnv } from './fixtures/gateway.js'
 import { checks } from '../lib/health.js'
 import { licenseHealth } from '../lib/notifications/index.js'
@@ -36,20 +36,20 @@ async function setup(t: Parameters<typeof build>[0]) {
 t.test('the License check: seats and expiry', async (t) => {
   const { app } = await setup(t)
   // Read at each call: the test changes the license's terms in between.
-  const license = () => licenseHealth({ license: app.config.license, use: () => app.repos.notifications.licenseUse() })
-  t.match(license(), { status: 'Healthy', detail: /^0 of 1 seats used \(0 %\); no expiry date\.$/ })
+  const license = () => licenseHealth({ license: app.config.license, use: () => portsOf(app).notifications.licenseUse() })
+  t.match(await license(), { status: 'Healthy', detail: /^0 of 1 seats used \(0 %\); no expiry date\.$/ })
   await enroll(app, 'machine-1', 'HOST-1')
-  t.match(license(), { status: 'Warning', detail: /1 of 1 seats used \(100 %\).*90 % of the seats or more are in use/ })
+  t.match(await license(), { status: 'Warning', detail: /1 of 1 seats used \(100 %\).*90 % of the seats or more are in use/ })
   await enroll(app, 'machine-2', 'HOST-2')
-  t.match(license(), { status: 'Warning', detail: /1 agent waits for a free seat/ })
+  t.match(await license(), { status: 'Warning', detail: /1 agent waits for a free seat/ })
   app.config.license.seats = 10
   await sweep(sweeperDeps(app))
   app.config.license.expirationDate = new Date(Date.now() + 10 * DAY).toISOString()
-  t.match(license(), { status: 'Warning', detail: /2 of 10 seats used \(20 %\); expires .* \(in 10 days\); expires within 30 days/ })
+  t.match(await license(), { status: 'Warning', detail: /2 of 10 seats used \(20 %\); expires .* \(in 10 days\); expires within 30 days/ })
   app.config.license.expirationDate = new Date(Date.now() + 100 * DAY).toISOString()
-  t.match(license(), { status: 'Healthy', detail: /in 100 days/ })
+  t.match(await license(), { status: 'Healthy', detail: /in 100 days/ })
   app.config.license.expirationDate = new Date(Date.now() - DAY).toISOString()
-  t.match(license(), { status: 'Failed', detail: /^License expired on / })
+  t.match(await license(), { status: 'Failed', detail: /^License expired on / })
 })
 
 t.test('a check that turns bad opens a notification, repeats add occurrences, recovery resolves it', async (t) => {
@@ -164,21 +164,18 @@ t.test('an injected failure of the Database check, dismissed while it lasts', as
   // Still failing: it stays dismissed, no new notification.
   await app.notifications.checkHealth()
   t.same((await group(app, viewer, 'Database')).notifications, [])
-  t.equal(app.repos.notifications.health(n.id)!.occurrences, 2)
+  t.equal((await queryOne(app, 'SELECT * FROM health_notifications WHERE id = ?', n.id))!.occurrences, 2)
   // Recovers and fails again: a new one.
   checks.Database = real
   await app.notifications.checkHealth()
-  t.equal(app.repos.notifications.health(n.id)!.resolved_ms !== null, true)
+  t.equal((await queryOne(app, 'SELECT * FROM health_notifications WHERE id = ?', n.id))!.resolved_ms !== null, true)
   checks.Database = () => ({ status: 'Warning', detail: 'Slow' })
   await app.notifications.checkHealth()
   g = await group(app, viewer, 'Database')
   t.equal(g.notifications.length, 1)
   t.not(g.notifications[0].id, n.id)
 
-  const audit = app.repos.audit
-    .latest(6)
-    .filter((a) => a.category === 'Notifications')
-    .map((a) => [a.outcome, a.description])
+  const audit = (await latestAudit(app, 6)).filter((a) => a.category === 'Notifications').map((a) => [a.outcome, a.description])
   t.match(audit, [
     ['Failed', /cannot be pinned/],
     ['Succeeded', /already dismissed/],
@@ -230,7 +227,7 @@ t.test('muting a group: still recorded and listed, not unread; shared and audite
   t.match(await counts(app, manager), { healthUnread: 1 })
   t.match(await counts(app, viewer), { healthUnread: 0 })
 
-  const audit = app.repos.audit.latest(4).filter((a) => a.category === 'Notifications')
+  const audit = (await latestAudit(app, 4)).filter((a) => a.category === 'Notifications')
   t.match(
     audit.map((a) => a.description),
     [/Unmuted notification group License/, /Marked 1 system-health/, /Muted notification group License/],

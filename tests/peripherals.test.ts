@@ -1,11 +1,11 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins GET peripherals (every filter, sort order, paging rule and bad input) and
 // peripherals/command (approve or disapprove a model on the matched agents), in the shapes
 // the SOAR integration sends and reads.
 import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
-import { build, call, login, userWithProfile } from './helpers.js'
-import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
+import { build, call, login, sqliteOnly, userWithProfile } from './helpers.js'
+import { addAgent, addPeripheral, insertAgent, insertPeripheral } from './fixtures/fleet.js'
+import { latestAudit, query, queryOne, queryValue } from './seed.js'
 import { seedFleet } from '../scripts/seed.js'
 
 const COMMAND = '/prime/webui/peripherals/command'
@@ -19,8 +19,8 @@ function invalid(t: Test, res: LightMyRequestResponse, name: string) {
 }
 
 /** Two agents: a desk PC with a mouse, a USB stick and an old receiver; a laptop with a keystroke injector. */
-function fleet(app: FastifyInstance) {
-  const desk = insertAgent(app, {
+async function fleet(app: FastifyInstance) {
+  const desk = await addAgent(app, {
     uuid: '11111111-1111-4111-8111-111111111111',
     host_identifier: 'DESKTOP-9LR722S',
     local_ip_address: '192.168.100.128',
@@ -28,14 +28,14 @@ function fleet(app: FastifyInstance) {
     hashtags: '#finance',
     operational_status: 'Armed',
   })
-  const laptop = insertAgent(app, {
+  const laptop = await addAgent(app, {
     uuid: '22222222-2222-4222-8222-222222222222',
     host_identifier: 'LAPTOP-HR-07',
     local_ip_address: '192.168.100.140',
     ip_addresses: '192.168.100.140',
     hashtags: null,
   })
-  const mouse = insertPeripheral(app, desk.id, {
+  const mouse = await addPeripheral(app, desk.id, {
     vid: '046D',
     pid: 'C077',
     serial_number: '5&20DBD6CE&0&4',
@@ -43,7 +43,7 @@ function fleet(app: FastifyInstance) {
     description: 'USB Input Device',
     caption: 'USB Optical Mouse',
   })
-  const stick = insertPeripheral(app, desk.id, {
+  const stick = await addPeripheral(app, desk.id, {
     vid: '0951',
     pid: '1666',
     serial_number: '60A44C413A8EF1A0B9A1BE27',
@@ -54,15 +54,22 @@ function fleet(app: FastifyInstance) {
     subclass_code: '06',
     protocol_code: '50',
   })
-  const receiver = insertPeripheral(app, desk.id, { vid: '046D', pid: 'C52B', serial_number: 'AB12', device_id: 'USB\\VID_046D&PID_C52B\\AB12', present: 0 })
-  const tool = insertPeripheral(app, laptop.id, { vid: '16C0', pid: '0486', serial_number: 'TEENSY-1', device_id: 'USB\\VID_16C0&PID_0486\\TEENSY-1', manufacturer: 'Teensyduino', caption: 'RawHID' })
+  const receiver = await addPeripheral(app, desk.id, { vid: '046D', pid: 'C52B', serial_number: 'AB12', device_id: 'USB\\VID_046D&PID_C52B\\AB12', present: 0 })
+  const tool = await addPeripheral(app, laptop.id, {
+    vid: '16C0',
+    pid: '0486',
+    serial_number: 'TEENSY-1',
+    device_id: 'USB\\VID_16C0&PID_0486\\TEENSY-1',
+    manufacturer: 'Teensyduino',
+    caption: 'RawHID',
+  })
   return { desk, laptop, mouse, stick, receiver, tool }
 }
 
 t.test('GET peripherals', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const f = fleet(app)
+  const f = await fleet(app)
   const get = (query: string) => call(app, token, { method: 'GET', url: `/prime/webui/peripherals?${query}` })
   /** `<vid>:<pid>` of each record a query answers, in order. */
   const models = async (query: string) => {
@@ -201,30 +208,30 @@ async function setup(t: Test) {
   const admin = await login(app)
   const manager = await userWithProfile(app, admin, 'mona', 20)
   const user = await userWithProfile(app, admin, 'ulf', 10)
-  return { app, admin, manager, user, ...fleet(app) }
+  return { app, admin, manager, user, ...(await fleet(app)) }
 }
 
 const post = (app: FastifyInstance, token: string, payload: unknown) => call(app, token, { method: 'POST', url: COMMAND, payload: payload as any })
 
-const statusOf = (app: FastifyInstance, id: number) =>
-  app.db.prepare<[number], { admin_status: string; approved: number; in_action: number }>('SELECT admin_status, approved, in_action FROM peripherals WHERE id = ?').get(id)!
+const statusOf = async (app: FastifyInstance, id: number) =>
+  (await queryOne<{ admin_status: string; approved: number; in_action: number }>(app, 'SELECT admin_status, approved, in_action FROM peripherals WHERE id = ?', id))!
 
 t.test('peripherals/command: APPROVE a model on the matched agent', async (t) => {
   const { app, manager, desk, stick } = await setup(t)
-  const second = insertPeripheral(app, desk.id, { vid: '0951', pid: '1666' })
+  const second = await addPeripheral(app, desk.id, { vid: '0951', pid: '1666' })
   const res = await post(app, manager, { opCode: 'APPROVE', peripheralsIds: [{ uuid: desk.uuid, hostIdentifier: null, ipAddress: null, vid: '0951', pid: '1666' }] })
   t.equal(res.statusCode, 200, res.body)
   t.same(res.json(), [desk.uuid], 'the uuids of the agents affected')
   t.equal(res.headers['x-items-succeeded'], '1')
   t.equal(res.headers['x-items-failed'], '0')
-  for (const id of [stick.id, second.id]) t.match(statusOf(app, id), { admin_status: 'Approved', approved: 1, in_action: 1 }, 'every peripheral of that model')
-  const approval = app.db.prepare('SELECT status, changed_by FROM approvals WHERE agent_id = ? AND vid = ? AND pid = ?').get(desk.id, '0951', '1666')
+  for (const id of [stick.id, second.id]) t.match(await statusOf(app, id), { admin_status: 'Approved', approved: 1, in_action: 1 }, 'every peripheral of that model')
+  const approval = await queryOne(app, 'SELECT status, changed_by FROM approvals WHERE agent_id = ? AND vid = ? AND pid = ?', desk.id, '0951', '1666')
   t.same(approval, { status: 'Approved', changed_by: 'mona' })
-  const commands = app.db.prepare<[number], any>('SELECT type, status, parameters FROM agent_commands WHERE agent_id = ?').all(desk.id)
+  const commands = await query(app, 'SELECT type, status, parameters FROM agent_commands WHERE agent_id = ?', desk.id)
   t.equal(commands.length, 1)
   t.match(commands[0], { type: 'UpdatePolicy', status: 'Pending' })
   t.same(JSON.parse(commands[0].parameters), { approvedPeripherals: [{ vid: '0951', pid: '1666' }] })
-  const record = app.repos.audit.latest(1)[0]
+  const [record] = await latestAudit(app)
   t.equal(record.category, 'Peripherals')
   t.equal(record.asset_key, desk.uuid)
   t.match(record.description, /Approved 0951:1666 on agent DESKTOP-9LR722S/)
@@ -232,7 +239,7 @@ t.test('peripherals/command: APPROVE a model on the matched agent', async (t) =>
   const again = await post(app, manager, { opCode: 'approve', peripheralsIds: [{ hostIdentifier: 'desktop-9lr722s', vid: '0951', pid: '1666' }] })
   t.equal(again.statusCode, 200, 'approving what is approved is done (any case of opCode)')
   t.same(again.json(), [desk.uuid])
-  t.equal(app.db.prepare('SELECT count(*) FROM agent_commands WHERE agent_id = ?').pluck().get(desk.id), 1, 'no new policy when nothing changed')
+  t.equal(await queryValue(app, 'SELECT count(*) FROM agent_commands WHERE agent_id = ?', desk.id), 1, 'no new policy when nothing changed')
 })
 
 t.test('peripherals/command: DISAPPROVE, several agents, per-item failures', async (t) => {
@@ -269,10 +276,10 @@ t.test('peripherals/command: DISAPPROVE, several agents, per-item failures', asy
     ],
   )
   t.match(failures[1].reason, /has no peripheral FFFF:0001/)
-  t.match(statusOf(app, stick.id), { admin_status: 'Disapproved', approved: 0 })
-  t.match(statusOf(app, mouse.id), { admin_status: 'Approved', approved: 1 })
-  t.match(statusOf(app, tool.id), { admin_status: 'Disapproved' })
-  const policies = app.db.prepare<[number], any>("SELECT status, parameters FROM agent_commands WHERE agent_id = ? AND type = 'UpdatePolicy' ORDER BY id").all(desk.id)
+  t.match(await statusOf(app, stick.id), { admin_status: 'Disapproved', approved: 0 })
+  t.match(await statusOf(app, mouse.id), { admin_status: 'Approved', approved: 1 })
+  t.match(await statusOf(app, tool.id), { admin_status: 'Disapproved' })
+  const policies = await query(app, "SELECT status, parameters FROM agent_commands WHERE agent_id = ? AND type = 'UpdatePolicy' ORDER BY id", desk.id)
   t.same(
     policies.map((p: any) => p.status),
     ['Cancelled', 'Pending'],
@@ -284,7 +291,7 @@ t.test('peripherals/command: DISAPPROVE, several agents, per-item failures', asy
   t.equal(none.statusCode, 400)
   t.equal(none.json().type, 'urn:prime:problem:no-agent-matched')
   t.same(none.json().errors, [{ location: 'body', name: 'peripheralsIds/0', reason: 'not-found: Agent DESKTOP-9LR722S has no peripheral 0951:9999.' }])
-  t.equal(app.repos.audit.latest(1)[0].outcome, 'Failed')
+  t.equal((await latestAudit(app))[0].outcome, 'Failed')
 
   t.equal((await post(app, admin, { opCode: 'DELETE', peripheralsIds: [{ uuid: desk.uuid, vid: '0951', pid: '1666' }] })).statusCode, 400, 'an unknown opCode')
   t.equal((await post(app, admin, { opCode: 'APPROVE', peripheralsIds: [] })).statusCode, 400, 'no items')
@@ -304,7 +311,7 @@ t.test('peripherals/command: approving a known attack tool needs an Administrato
   const failures = JSON.parse(byManager.headers['x-item-failures'] as string)
   t.equal(failures[0].code, 'not-allowed')
   t.match(failures[0].reason, /known attack tool.*Administrator/)
-  t.match(statusOf(app, tool.id), { admin_status: 'NotReviewed' })
+  t.match(await statusOf(app, tool.id), { admin_status: 'NotReviewed' })
   const onlyTool = await post(app, manager, { opCode: 'APPROVE', peripheralsIds: [{ uuid: laptop.uuid, vid: '16C0', pid: '0486' }] })
   t.equal(onlyTool.statusCode, 400)
   t.match(onlyTool.json().errors[0].reason, /^not-allowed: /)
@@ -312,57 +319,61 @@ t.test('peripherals/command: approving a known attack tool needs an Administrato
   t.equal(disapprove.statusCode, 200, 'a Manager may disapprove one')
   const byAdmin = await post(app, admin, { opCode: 'APPROVE', peripheralsIds: [{ uuid: laptop.uuid, vid: '16C0', pid: '0486' }] })
   t.equal(byAdmin.statusCode, 200)
-  t.match(statusOf(app, tool.id), { admin_status: 'Approved' })
+  t.match(await statusOf(app, tool.id), { admin_status: 'Approved' })
   t.equal((await post(app, user, { opCode: 'APPROVE', peripheralsIds: [{ uuid: desk.uuid, vid: '046D', pid: 'C077' }] })).statusCode, 403)
   const list = await call(app, user, { method: 'GET', url: '/prime/webui/peripherals?isKnownAttackTool=True' })
   t.equal(list.statusCode, 200, 'a User may list')
   t.equal(list.json().data[0].severity, 2, 'approved or not, an attack tool stays critical')
 })
 
-t.test('a vendor or product "contains" alone is counted from the texts\' own counts, which every change keeps right', async (t) => {
-  const app = await build(t)
-  const token = await login(app)
-  await seedFleet(app.db, { agents: 40, peripheralsPerAgent: 5, seed: 21 })
-  /** Texts whose count differs from the peripherals that name them. */
-  const wrong = () =>
-    app.db
-      .prepare(`SELECT * FROM (SELECT t.id, t.kind, t.text, t.n, (SELECT count(*) FROM peripherals WHERE vendor_text_id = t.id)
+t.test(
+  'a vendor or product "contains" alone is counted from the texts\' own counts, which every change keeps right',
+  sqliteOnly("peripheral_texts' kept counts (n) and scripts/seed.ts's bulk load are SQLite's"),
+  async (t) => {
+    const app = await build(t)
+    const token = await login(app)
+    await seedFleet(app.db, { agents: 40, peripheralsPerAgent: 5, seed: 21 })
+    /** Texts whose count differs from the peripherals that name them. */
+    const wrong = () =>
+      app.db
+        .prepare(`SELECT * FROM (SELECT t.id, t.kind, t.text, t.n, (SELECT count(*) FROM peripherals WHERE vendor_text_id = t.id)
     + (SELECT count(*) FROM peripherals WHERE product_text_id = t.id) AS actual FROM peripheral_texts t) WHERE n <> actual`)
-      .all()
-  /** recordsFiltered of the list, and the count of the rows themselves. */
-  const counts = async (kind: 'vendor' | 'productInfo', term: string) => {
-    const res = await call(app, token, { method: 'GET', url: `/prime/webui/peripherals?${kind}=${encodeURIComponent(term)}&PageSize=1` })
-    const column = kind === 'vendor' ? 'vendor_text_id' : 'product_text_id'
-    const actual = app.db.prepare(`SELECT count(*) FROM peripherals p JOIN peripheral_texts x ON x.id = p.${column} WHERE x.text LIKE ?`).pluck().get(`%${term.toLowerCase()}%`)
-    return { listed: res.json().recordsFiltered, actual }
-  }
-  const terms: ['vendor' | 'productInfo', string][] = [
-    ['vendor', 'logitech'],
-    ['vendor', 'o'],
-    ['productInfo', 'receiver'],
-    ['productInfo', 'usb'],
-    ['vendor', 'no-such-vendor'],
-  ]
-  const check = async (stage: string) => {
-    t.same(wrong(), [], `${stage}: every text counts its peripherals`)
-    for (const [kind, term] of terms) {
-      const c = await counts(kind, term)
-      t.equal(c.listed, c.actual, `${stage}: ${kind}=${term} counts ${c.actual}`)
+        .all()
+    /** recordsFiltered of the list, and the count of the rows themselves. */
+    const counts = async (kind: 'vendor' | 'productInfo', term: string) => {
+      const res = await call(app, token, { method: 'GET', url: `/prime/webui/peripherals?${kind}=${encodeURIComponent(term)}&PageSize=1` })
+      const column = kind === 'vendor' ? 'vendor_text_id' : 'product_text_id'
+      const actual = app.db.prepare(`SELECT count(*) FROM peripherals p JOIN peripheral_texts x ON x.id = p.${column} WHERE x.text LIKE ?`).pluck().get(`%${term.toLowerCase()}%`)
+      return { listed: res.json().recordsFiltered, actual }
     }
-  }
-  await check('after a bulk load')
-  t.ok((await counts('vendor', 'o')).actual > 0, 'the terms match peripherals')
+    const terms: ['vendor' | 'productInfo', string][] = [
+      ['vendor', 'logitech'],
+      ['vendor', 'o'],
+      ['productInfo', 'receiver'],
+      ['productInfo', 'usb'],
+      ['vendor', 'no-such-vendor'],
+    ]
+    const check = async (stage: string) => {
+      t.same(wrong(), [], `${stage}: every text counts its peripherals`)
+      for (const [kind, term] of terms) {
+        const c = await counts(kind, term)
+        t.equal(c.listed, c.actual, `${stage}: ${kind}=${term} counts ${c.actual}`)
+      }
+    }
+    await check('after a bulk load')
+    t.ok((await counts('vendor', 'o')).actual > 0, 'the terms match peripherals')
 
-  const agent = insertAgent(app, { host_identifier: 'NEW-HOST' })
-  for (let i = 0; i < 3; i++) insertPeripheral(app, agent.id, { vid: '046D', pid: 'C52B' })
-  await check('after inserts')
+    const agent = insertAgent(app, { host_identifier: 'NEW-HOST' })
+    for (let i = 0; i < 3; i++) insertPeripheral(app, agent.id, { vid: '046D', pid: 'C52B' })
+    await check('after inserts')
 
-  const [first, second] = app.db.prepare("SELECT id FROM peripheral_texts WHERE kind = 'vendor' ORDER BY id LIMIT 2").pluck().all() as number[]
-  app.db.prepare('UPDATE peripherals SET vendor_text_id = ? WHERE vendor_text_id = ? AND id % 2 = 0').run(second, first)
-  await check('after a vendor text changed')
+    const [first, second] = app.db.prepare("SELECT id FROM peripheral_texts WHERE kind = 'vendor' ORDER BY id LIMIT 2").pluck().all() as number[]
+    app.db.prepare('UPDATE peripherals SET vendor_text_id = ? WHERE vendor_text_id = ? AND id % 2 = 0').run(second, first)
+    await check('after a vendor text changed')
 
-  const uuids = app.db.prepare('SELECT uuid FROM agents ORDER BY id LIMIT 5').pluck().all()
-  const res = await call(app, token, { method: 'POST', url: '/prime/webui/agents/deleteAgents', payload: uuids })
-  t.equal(res.statusCode, 200, res.body.slice(0, 200))
-  await check('after agents were deleted (their peripherals with them)')
-})
+    const uuids = app.db.prepare('SELECT uuid FROM agents ORDER BY id LIMIT 5').pluck().all()
+    const res = await call(app, token, { method: 'POST', url: '/prime/webui/agents/deleteAgents', payload: uuids })
+    t.equal(res.statusCode, 200, res.body.slice(0, 200))
+    await check('after agents were deleted (their peripherals with them)')
+  },
+)

@@ -1,10 +1,10 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the limits of the contract's "Limits" section: the per-caller request limit, the
 // failed-login limit per source address, and the lock of a user name from a source address
 // after consecutive failed logins.
 import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { build, login, call, userWithProfile, ADMIN_PASSWORD } from './helpers.js'
+import { latestAudit, query, queryOne, queryValue } from './seed.js'
 
 const LOGIN = '/prime/webui/Auth/LocalLogin'
 
@@ -98,7 +98,7 @@ t.test('failed logins are limited per source address', async (t) => {
   const lower = await attempt(app, ADMIN_PASSWORD, 'admin', '/prime/webui/auth/locallogin')
   t.equal(lower.statusCode, 429, 'another spelling of the path is the same route')
 
-  const audited = app.repos.audit.latest(1)[0]
+  const audited = (await latestAudit(app))[0]
   t.match(audited.description, /^Login failed/, 'rate-limited attempts are not audited one by one: the last record is the 3rd failure')
 
   const token = await login(app).catch(() => undefined)
@@ -121,14 +121,14 @@ t.test('Auth/LocalLogin and auth/signin share one login limit', async (t) => {
 
 t.test('lockout of a user name from a source address', async (t) => {
   const app = await build(t, { PRIME_LOCKOUT_THRESHOLD: '3', PRIME_LOGIN_RATE_LIMIT_MAX: '1000' })
-  const state = () =>
-    app.db.prepare('SELECT failures, locked_until_ms FROM login_failures WHERE user_name = ? AND source = ?').get('admin', '127.0.0.1') as { failures: number; locked_until_ms: number } | undefined
+  const state = async () =>
+    (await queryOne(app, 'SELECT failures, locked_until_ms FROM login_failures WHERE user_name = ? AND source = ?', 'admin', '127.0.0.1')) as { failures: number; locked_until_ms: number } | undefined
 
   t.equal((await attempt(app, 'wrong-password-1')).statusCode, 400)
   t.equal((await attempt(app, 'wrong-password-2')).statusCode, 400)
-  t.equal(state()?.failures, 2)
+  t.equal((await state())?.failures, 2)
   t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, 'a success below the threshold')
-  t.equal(state(), undefined, 'resets the count')
+  t.equal(await state(), undefined, 'resets the count')
 
   t.equal((await attempt(app, 'wrong-password-3')).statusCode, 400)
   t.equal((await attempt(app, 'wrong-password-4')).statusCode, 400)
@@ -136,7 +136,7 @@ t.test('lockout of a user name from a source address', async (t) => {
   const third = await attempt(app, 'wrong-password-5')
   t.equal(third.statusCode, 400, 'the failure that reaches the threshold is still a plain failed login')
   t.equal(third.json().type, 'urn:prime:problem:invalid-credentials')
-  const lockedUntil = state()!.locked_until_ms
+  const lockedUntil = (await state())!.locked_until_ms
   t.ok(lockedUntil >= before + 900_000 && lockedUntil <= Date.now() + 900_000, 'locked for PRIME_LOCKOUT_SECONDS (default 15 minutes)')
 
   const right = await attempt(app, ADMIN_PASSWORD)
@@ -146,9 +146,9 @@ t.test('lockout of a user name from a source address', async (t) => {
   t.ok(retry > 890 && retry <= 900, `Retry-After is the time left: ${retry}`)
   t.equal((await attempt(app, ADMIN_PASSWORD, 'ADMIN')).statusCode, 429, 'whatever the spelling of the user name')
   t.equal((await attempt(app, 'wrong-password-6')).statusCode, 429, 'a wrong password while locked is refused the same way')
-  t.equal(state()!.locked_until_ms, lockedUntil, 'attempts while locked do not extend the lock')
+  t.equal((await state())!.locked_until_ms, lockedUntil, 'attempts while locked do not extend the lock')
 
-  const locked = app.repos.audit.latest(1)[0]
+  const locked = (await latestAudit(app))[0]
   t.equal(locked.outcome, 'Failed', 'the refused login is audited (Refused is kept for 401 and 403)')
   t.equal(locked.user_name, 'admin')
   t.match(locked.description, /locked/)
@@ -157,9 +157,9 @@ t.test('lockout of a user name from a source address', async (t) => {
   t.equal(other.statusCode, 401, 'sanity: other routes unaffected')
 
   // The lock expires (moved into the past rather than waited for).
-  app.db.prepare('UPDATE login_failures SET locked_until_ms = ?, last_ms = ?').run(Date.now() - 1, Date.now() - 900_001)
+  await query(app, 'UPDATE login_failures SET locked_until_ms = ?, last_ms = ?', Date.now() - 1, Date.now() - 900_001)
   t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, 'after the lock, the right password works')
-  t.equal(state(), undefined)
+  t.equal(await state(), undefined)
 })
 
 t.test('lockout is per user name', async (t) => {
@@ -174,7 +174,7 @@ t.test('lockout is per user name', async (t) => {
 t.test('after a lock expires, counting starts again', async (t) => {
   const app = await build(t, { PRIME_LOCKOUT_THRESHOLD: '3', PRIME_LOGIN_RATE_LIMIT_MAX: '1000' })
   for (let i = 0; i < 3; i++) await attempt(app, 'wrong-password-1')
-  app.db.prepare('UPDATE login_failures SET locked_until_ms = ?, last_ms = ?').run(Date.now() - 1, Date.now() - 900_001)
+  await query(app, 'UPDATE login_failures SET locked_until_ms = ?, last_ms = ?', Date.now() - 1, Date.now() - 900_001)
   t.equal((await attempt(app, 'wrong-password-2')).statusCode, 400)
   t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, 'one failure after the lock does not lock again')
 })
@@ -182,9 +182,9 @@ t.test('after a lock expires, counting starts again', async (t) => {
 t.test('failures a lock period apart do not add up', async (t) => {
   const app = await build(t, { PRIME_LOCKOUT_THRESHOLD: '2', PRIME_LOGIN_RATE_LIMIT_MAX: '1000' })
   t.equal((await attempt(app, 'wrong-password-1')).statusCode, 400)
-  app.db.prepare('UPDATE login_failures SET last_ms = ?').run(Date.now() - 900_000)
+  await query(app, 'UPDATE login_failures SET last_ms = ?', Date.now() - 900_000)
   t.equal((await attempt(app, 'wrong-password-2')).statusCode, 400)
   t.equal((await attempt(app, ADMIN_PASSWORD)).statusCode, 200, 'the first failure had run out: no lock')
-  const rows = app.db.prepare('SELECT count(*) FROM login_failures').pluck().get()
+  const rows = await queryValue(app, 'SELECT count(*) FROM login_failures')
   t.equal(rows, 0, 'counts that ran out are dropped, not kept')
 })

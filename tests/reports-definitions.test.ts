@@ -1,24 +1,21 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the rules of report definitions: defaults, the filters each type takes, schedule
 // and address validation (every problem named, nothing half-saved), unique names, the
 // partial update, per-item answers of the array operations, profiles, the audit record
 // of every change, and ReportsArguments describing exactly what is enforced.
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import type { AuditRow } from '../db/audit.js'
 import { build, call, login, userWithProfile } from './helpers.js'
+import { auditSince, insertRows, lastAuditId, query, queryOne } from './seed.js'
 import { createReport, REPORTS } from './reports-support.js'
 
 const UNKNOWN = '0e8f7d6c-5b4a-4392-8170-6f5e4d3c2b1a'
-const lastAuditId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
-const auditSince = (app: FastifyInstance, after: number) => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
-const count = (app: FastifyInstance) => app.db.prepare('SELECT count(*) AS n FROM reports').get() as { n: number }
+const count = async (app: FastifyInstance) => (await queryOne(app, 'SELECT count(*) AS n FROM reports')) as { n: number }
 const names = (errors: { name: string }[]) => errors.map((e) => e.name).sort()
 
 t.test('create: defaults, owner, audit', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const before = lastAuditId(app)
+  const before = await lastAuditId(app)
   const r = await createReport(app, token, { name: '  Fleet overview  ', type: 'agentsInventory', format: 'PDF' })
   t.match(r, {
     name: 'Fleet overview',
@@ -37,7 +34,7 @@ t.test('create: defaults, owner, audit', async (t) => {
   })
   t.match(r.id, /^[0-9a-f-]{36}$/)
   t.equal(r.creationTimeEpoch, Date.parse(r.createdTime))
-  const [rec] = auditSince(app, before)
+  const [rec] = await auditSince(app, before)
   t.match(rec, {
     category: 'Reports',
     outcome: 'Succeeded',
@@ -115,7 +112,7 @@ t.test('create: every invalid field is named, nothing is saved', async (t) => {
   const missing = await call(app, token, { method: 'POST', url: `${REPORTS}/create`, payload: { name: 'X' } })
   t.equal(missing.statusCode, 400)
   t.same(names(missing.json().errors), ['format', 'type'], 'type and format are required')
-  t.equal(count(app).n, 0, 'nothing was saved')
+  t.equal((await count(app)).n, 0, 'nothing was saved')
 })
 
 t.test('names are unique ignoring case; at most 1000 definitions', async (t) => {
@@ -129,16 +126,23 @@ t.test('names are unique ignoring case; at most 1000 definitions', async (t) => 
   const dupUnicode = await call(app, token, { method: 'POST', url: `${REPORTS}/create`, payload: { name: 'ÜBERSICHT', type: 'agentsInventory', format: 'PDF' } })
   t.equal(dupUnicode.statusCode, 409, 'case-insensitive beyond ASCII')
   t.ok(unicode.id)
-  t.equal(count(app).n, 2)
+  t.equal((await count(app)).n, 2)
 
-  const insert = app.db.prepare("INSERT INTO reports (id, name, name_key, type, format, owner, created_ms, updated_ms) VALUES (?, ?, ?, 'agentsInventory', 'CSV', 'admin', 0, 0)")
-  app.db.transaction(() => {
-    for (let i = 0; i < 998; i++) insert.run(`00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, `r${i}`, `r${i}`)
-  })()
+  const rows = Array.from({ length: 998 }, (_, i) => ({
+    id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+    name: `r${i}`,
+    name_key: `r${i}`,
+    type: 'agentsInventory',
+    format: 'CSV',
+    owner: 'admin',
+    created_ms: 0,
+    updated_ms: 0,
+  }))
+  await insertRows(app, 'reports', rows)
   const over = await call(app, token, { method: 'POST', url: `${REPORTS}/create`, payload: { name: 'One too many', type: 'agentsInventory', format: 'PDF' } })
   t.equal(over.statusCode, 409)
   t.match(over.json().detail, /1000/)
-  t.equal(count(app).n, 1000)
+  t.equal((await count(app)).n, 1000)
 })
 
 t.test('update: only what is sent changes', async (t) => {
@@ -210,9 +214,9 @@ t.test('update: only what is sent changes', async (t) => {
   res = await call(app, token, { method: 'POST', url: `${REPORTS}/update`, payload: { name: 'x' } })
   t.equal(res.statusCode, 400, 'id is required')
 
-  const before = lastAuditId(app)
+  const before = await lastAuditId(app)
   res = await update({ description: 'Changed', recipients: [] })
-  const [rec] = auditSince(app, before)
+  const [rec] = await auditSince(app, before)
   t.match(rec, { category: 'Reports', operation_id: 'updateReport', asset_key: r.id, description: /description, recipients/ })
   t.same(JSON.parse(rec.details), { description: { from: null, to: 'Changed' }, recipients: { from: ['a@example.com'], to: [] } }, 'what changed, from and to')
 })
@@ -257,10 +261,8 @@ t.test('get, array operations, profiles', async (t) => {
 
   // A run already open (here: one a server left running) makes RequestForRun conflict for that report.
   const open = '1c2d3e4f-5a6b-4c7d-8e9f-0a1b2c3d4e5f'
-  app.db
-    .prepare("INSERT INTO report_runs (id, report_id, trigger, due_ms, queued_ms, started_ms, status, definition, format) VALUES (?, ?, 'request', 1, 1, 1, 'running', '{}', 'PDF')")
-    .run(open, a.id)
-  const before = lastAuditId(app)
+  await query(app, "INSERT INTO report_runs (id, report_id, trigger, due_ms, queued_ms, started_ms, status, definition, format) VALUES (?, ?, 'request', 1, 1, 1, 'running', '{}', 'PDF')", open, a.id)
+  const before = await lastAuditId(app)
   res = await call(app, manager, { method: 'POST', url: `${REPORTS}/RequestForRun`, payload: [a.id, b.id, UNKNOWN, b.id] })
   t.equal(res.statusCode, 200)
   const body = res.json()
@@ -277,7 +279,7 @@ t.test('get, array operations, profiles', async (t) => {
   t.equal(body.runIds.length, 1, 'the same id twice is run once')
   t.equal(body.results[1].runId, body.runIds[0])
   t.equal(body.results[3].runId, body.runIds[0])
-  const [rec] = auditSince(app, before)
+  const [rec] = await auditSince(app, before)
   t.match(rec, { category: 'Reports', operation_id: 'requestReportRun', asset_key: b.id })
   t.match(JSON.parse(rec.details), { runs: [{ reportId: b.id, runId: body.runIds[0] }], failed: [{ id: a.id }, { id: UNKNOWN }] })
   await app.reportScheduler.idle()
@@ -294,8 +296,8 @@ t.test('get, array operations, profiles', async (t) => {
     ],
   })
   t.equal((await call(app, admin, { method: 'GET', url: `${REPORTS}/get/${b.id}` })).statusCode, 404)
-  t.equal(app.db.prepare('SELECT count(*) AS n FROM report_runs WHERE report_id = ?').get(b.id)!.n, 0, 'its runs went with it')
-  const deleted = auditSince(app, before).find((x) => x.operation_id === 'deleteReports')!
+  t.equal((await queryOne(app, 'SELECT count(*) AS n FROM report_runs WHERE report_id = ?', b.id))!.n, 0, 'its runs went with it')
+  const deleted = (await auditSince(app, before)).find((x) => x.operation_id === 'deleteReports')!
   t.match(deleted, { asset_key: b.id, asset_name: 'B', description: 'Deleted report(s) "B"' }, 'the audit record names it (and stays)')
 })
 

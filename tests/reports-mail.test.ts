@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins report e-mail against a real SMTP server on 127.0.0.1 (messages parsed with
 // postal-mime): the test message and what sendtestreport says the server answered
 // (accepted, refused, unreachable, not configured), its limits; each run's file sent to
@@ -7,15 +6,13 @@
 // Reports health check.
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import type { AuditRow } from '../db/audit.js'
 import { MAIL_BACKOFF_MS, MAX_MAIL_ATTEMPTS } from '../lib/reports/mail.js'
 import { build, call, login, userWithProfile } from './helpers.js'
-import { insertAgent } from './fixtures/fleet.js'
+import { auditSince, lastAuditId } from './seed.js'
+import { addAgent } from './fixtures/fleet.js'
 import { createReport, download, REPORTS, runNow, smtp } from './reports-support.js'
 
 const SENDER = 'prime-reports@example.com'
-const lastAuditId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
-const auditSince = (app: FastifyInstance, after: number) => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
 const health = async (app: FastifyInstance, token: string) =>
   (await call(app, token, { method: 'GET', url: '/prime/webui/admin/SubsystemHealth' })).json().subsystems.find((s: { name: string }) => s.name === 'Reports')
 const testMail = (app: FastifyInstance, token: string, query: string) => call(app, token, { method: 'GET', url: `${REPORTS}/sendtestreport?${query}` })
@@ -24,7 +21,7 @@ t.test('sendtestreport says what the SMTP server answered', async (t) => {
   const server = await smtp(t)
   const app = await build(t, { PRIME_SMTP_URL: server.url, PRIME_SMTP_FROM: SENDER })
   const token = await login(app)
-  const before = lastAuditId(app)
+  const before = await lastAuditId(app)
   let res = await testMail(app, token, 'Recipient=secops@example.com')
   t.equal(res.statusCode, 200)
   t.match(res.json(), { accepted: true, sender: SENDER, recipient: 'secops@example.com', smtpServer: `127.0.0.1:${server.port}`, smtpCode: 250, smtpResponse: /^250 .*queued as TEST1/, error: null })
@@ -32,7 +29,7 @@ t.test('sendtestreport says what the SMTP server answered', async (t) => {
   t.equal(server.messages.length, 1)
   t.match(server.messages[0], { envelopeFrom: SENDER, envelopeTo: ['secops@example.com'], subject: /test message/, text: /sent by admin/ })
   t.equal(server.messages[0].messageId, res.json().messageId)
-  t.match(auditSince(app, before)[0], { category: 'Reports', operation_id: 'sendTestReport', outcome: 'Succeeded', description: /secops@example\.com: accepted/ })
+  t.match((await auditSince(app, before))[0], { category: 'Reports', operation_id: 'sendTestReport', outcome: 'Succeeded', description: /secops@example\.com: accepted/ })
 
   res = await testMail(app, token, 'Sender=soc%40example.com&recipient=lead@example.com')
   t.match(res.json(), { accepted: true, sender: 'soc@example.com' }, 'another sender; parameter names in any case')
@@ -42,7 +39,7 @@ t.test('sendtestreport says what the SMTP server answered', async (t) => {
   res = await testMail(app, token, 'Recipient=nobody@example.org')
   t.equal(res.statusCode, 503, 'a refusal is an error answer a script can tell')
   t.match(res.json(), { code: 'mail-not-sent', detail: /nobody@example\.org .*127\.0\.0\.1:\d+: The SMTP server refused the recipient.*550 5\.7\.1 Relaying denied/ })
-  t.match(auditSince(app, before).at(-1), { outcome: 'Failed', details: /"smtpCode":550/ })
+  t.match((await auditSince(app, before)).at(-1), { outcome: 'Failed', details: /"smtpCode":550/ })
 
   for (const q of ['Recipient=not-an-address', '', 'Recipient=a@example.com&Sender=bad%20sender']) t.equal((await testMail(app, token, q)).statusCode, 400, `400 for "${q}"`)
   const user = await userWithProfile(app, token, 'viewer', 10)
@@ -78,7 +75,7 @@ t.test('a run e-mails its file to the recipients', async (t) => {
   const server = await smtp(t)
   const app = await build(t, { PRIME_SMTP_URL: server.url, PRIME_SMTP_FROM: SENDER, PRIME_PUBLIC_URL: 'https://prime.example.com' })
   const token = await login(app)
-  insertAgent(app, { host_identifier: 'FIN-LT-001' })
+  await addAgent(app, { host_identifier: 'FIN-LT-001' })
   const r = await createReport(app, token, {
     name: 'Weekly agents',
     type: 'agentsInventory',
@@ -119,7 +116,7 @@ t.test('failed deliveries are retried with backoff, then given up, and show in h
   const server = await smtp(t, false)
   const app = await build(t, { PRIME_SMTP_URL: server.url, PRIME_SMTP_FROM: SENDER })
   const token = await login(app)
-  insertAgent(app)
+  await addAgent(app)
   const r = await createReport(app, token, { name: 'Retried', type: 'agentsInventory', format: 'CSV', recipients: ['secops@example.com'] })
   const run = await runNow(app, token, r.id)
   t.match(run, { status: 'succeeded', emailStatus: 'pending', emailDetail: new RegExp(`Attempt 1 of ${MAX_MAIL_ATTEMPTS} failed`) }, 'the run succeeded; its e-mail waits')

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins when reports run: due times in their time zone (daylight-saving gaps and repeats,
 // short months), and the scheduler driven through tick(now): each due time queued
 // exactly once, one catch-up run after downtime, inactive reports skipped, and a restart
@@ -11,8 +10,9 @@ import { IANAZone } from 'luxon'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 import { latestDue, localInstant, nextDue, type Schedule } from '../lib/reports/schedule.js'
-import { ADMIN_PASSWORD, build, call, login } from './helpers.js'
-import { insertAgent } from './fixtures/fleet.js'
+import { ADMIN_PASSWORD, build, call, login, testBackend, testDatabaseEnv } from './helpers.js'
+import { query } from './seed.js'
+import { addAgent } from './fixtures/fleet.js'
 import { createReport, REPORTS } from './reports-support.js'
 
 const at = (s: string) => Date.parse(s)
@@ -67,8 +67,8 @@ t.test('the latest due time after downtime', async (t) => {
 })
 
 /** An app on a given data directory (to stop it and start another on the same data). */
-async function appOn(dir: string) {
-  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent', PRIME_RATE_LIMIT_MAX: '100000' })
+async function appOn(dir: string, database: Record<string, string>) {
+  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent', PRIME_RATE_LIMIT_MAX: '100000', ...database })
   return buildApp({ config, logger: false, validateResponses: true })
 }
 
@@ -77,10 +77,11 @@ const runsOf = async (app: Awaited<ReturnType<typeof appOn>>, token: string, id:
 t.test('the scheduler: exactly once per due time, catch-up, inactive, restart', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-reports-sched-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  let app = await appOn(dir)
+  const database = await testDatabaseEnv(t)
+  let app = await appOn(dir, database)
   t.teardown(() => app.close())
   let token = await login(app)
-  insertAgent(app)
+  await addAgent(app)
   const weekly = await createReport(app, token, {
     name: 'Weekly',
     type: 'agentsInventory',
@@ -134,7 +135,7 @@ t.test('the scheduler: exactly once per due time, catch-up, inactive, restart', 
   const dailyRuns = (await runsOf(app, token, daily.id)).runs.length
   const dailyNext = Date.parse((await runsOf(app, token, daily.id)).nextRunTime)
   await app.close()
-  app = await appOn(dir)
+  app = await appOn(dir, database)
   token = await login(app)
   t.same(await scheduler().tick(dailyNext - 1), [], 'after a restart, nothing already run runs again')
   await scheduler().idle()
@@ -155,20 +156,22 @@ t.test('the scheduler: exactly once per due time, catch-up, inactive, restart', 
 t.test('a run the server stopped in the middle of', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-reports-sched-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  let app = await appOn(dir)
+  const database = await testDatabaseEnv(t)
+  let app = await appOn(dir, database)
   let token = await login(app)
   const r = await createReport(app, token, { name: 'Interrupted', type: 'agentsInventory', format: 'CSV' })
   // What a crash leaves behind: a run marked running, and one still queued.
   const now = Date.now()
-  const insert = app.db.prepare("INSERT INTO report_runs (id, report_id, trigger, due_ms, queued_ms, started_ms, status, definition, format) VALUES (?, ?, 'request', ?, ?, ?, ?, ?, 'CSV')")
+  const insert = (...values: unknown[]) =>
+    query(app, "INSERT INTO report_runs (id, report_id, trigger, due_ms, queued_ms, started_ms, status, definition, format) VALUES (?, ?, 'request', ?, ?, ?, ?, ?, 'CSV')", ...values)
   const definition = JSON.stringify({ id: r.id, name: r.name, description: null, type: r.type, format: r.format, filters: {}, schedule: null, recipients: [], sender: null })
-  insert.run('0f3c2b1a-0000-4000-8000-000000000001', r.id, now - 2000, now - 2000, now - 1900, 'running', definition)
-  insert.run('0f3c2b1a-0000-4000-8000-000000000002', r.id, now - 1000, now - 1000, null, 'queued', definition)
+  await insert('0f3c2b1a-0000-4000-8000-000000000001', r.id, now - 2000, now - 2000, now - 1900, 'running', definition)
+  await insert('0f3c2b1a-0000-4000-8000-000000000002', r.id, now - 1000, now - 1000, null, 'queued', definition)
   const part = path.join(dir, 'reports', r.id, '0f3c2b1a-0000-4000-8000-000000000001.csv.part')
   fs.mkdirSync(path.dirname(part), { recursive: true })
   fs.writeFileSync(part, 'hostIdentifier\r\nhalf a fi')
   await app.close()
-  app = await appOn(dir)
+  app = await appOn(dir, database)
   t.teardown(() => app.close())
   token = await login(app)
   await app.reportScheduler.idle()
@@ -183,7 +186,8 @@ t.test('a run the server stopped in the middle of', async (t) => {
     { status: 'succeeded' },
     'the one queued runs after the restart',
   )
-  t.notOk(fs.existsSync(part), 'the half-written file is gone')
+  // PostgreSQL keeps report files in the database (report_files): no file in the data dir to clean.
+  if (testBackend === 'sqlite') t.notOk(fs.existsSync(part), 'the half-written file is gone')
 })
 
 t.test('a once schedule runs once and then has no next time', async (t) => {
@@ -200,7 +204,7 @@ t.test('a once schedule runs once and then has no next time', async (t) => {
   t.equal(after.isActive, true, 'still active (activation was not asked to change)')
   t.same(await app.reportScheduler.tick(due + 7 * DAY), [], 'never again')
   // Once its moment has passed (here: the stored date moved back), activating it fails for that item.
-  app.db.prepare('UPDATE reports SET schedule = ? WHERE id = ?').run(JSON.stringify({ ...after.schedule, date: '2020-01-01' }), r.id)
+  await query(app, 'UPDATE reports SET schedule = ? WHERE id = ?', JSON.stringify({ ...after.schedule, date: '2020-01-01' }), r.id)
   await call(app, token, { method: 'POST', url: `${REPORTS}/deactivateReport`, payload: [r.id] })
   const on = await call(app, token, { method: 'POST', url: `${REPORTS}/activateReport`, payload: [r.id, '7a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d'] })
   t.match(on.json(), {
@@ -221,7 +225,7 @@ t.test('a schedule that cannot be computed is taken off the schedule, not retrie
   const token = await login(app)
   const r = await createReport(app, token, { name: 'Odd zone', type: 'agentsInventory', format: 'CSV', schedule: { frequency: 'daily', timeOfDay: '06:00' } })
   // What a time zone database without this zone would leave.
-  app.db.prepare('UPDATE reports SET schedule = ?, next_run_ms = ? WHERE id = ?').run(JSON.stringify({ ...r.schedule, timeZone: 'Atlantis/Poseidonia' }), Date.now() - 1000, r.id)
+  await query(app, 'UPDATE reports SET schedule = ?, next_run_ms = ? WHERE id = ?', JSON.stringify({ ...r.schedule, timeZone: 'Atlantis/Poseidonia' }), Date.now() - 1000, r.id)
   t.same(await app.reportScheduler.tick(), [])
   const after = (await call(app, token, { method: 'GET', url: `${REPORTS}/get/${r.id}` })).json()
   t.equal(after.nextRunTime, null)

@@ -1,11 +1,11 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // The reports story end to end, as a new Manager lives it: a weekly PDF agents report is
 // created, run now, downloaded (and reads as a report), received by e-mail at a local
 // SMTP server, two runs are downloaded as one archive, and once deactivated the
 // scheduler skips it.
 import t from 'tap'
 import { build, call, login, userWithProfile } from './helpers.js'
-import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
+import { queryColumn } from './seed.js'
+import { addAgent, addPeripheral } from './fixtures/fleet.js'
 import { download, REPORTS, smtp, unzip } from './reports-support.js'
 import { pdfPages } from './fixtures/documents.js'
 
@@ -15,8 +15,8 @@ t.test('a weekly PDF agents report, from creation to the scheduler skipping it',
   const admin = await login(app)
   const alice = await userWithProfile(app, admin, 'alice', 20)
   for (let i = 0; i < 40; i++) {
-    const a = insertAgent(app, { host_identifier: `FIN-LT-${String(i).padStart(3, '0')}`, operational_status: i % 4 ? 'Armed' : 'Free' })
-    insertPeripheral(app, a.id, { vid: '046D', pid: 'C077' })
+    const a = await addAgent(app, { host_identifier: `FIN-LT-${String(i).padStart(3, '0')}`, operational_status: i % 4 ? 'Armed' : 'Free' })
+    await addPeripheral(app, a.id, { vid: '046D', pid: 'C077' })
   }
 
   // The form comes from ReportsArguments.
@@ -111,6 +111,6 @@ t.test('a weekly PDF agents report, from creation to the scheduler skipping it',
   t.equal(server.messages.length, 2, 'and nothing was mailed')
 
   // Every change left its audit record.
-  const ops = app.db.prepare("SELECT operation_id FROM audit_trail WHERE category = 'Reports' AND user_name = 'alice' ORDER BY id").pluck().all()
+  const ops = await queryColumn(app, "SELECT operation_id FROM audit_trail WHERE category = 'Reports' AND user_name = 'alice' ORDER BY id")
   t.same(ops, ['createReport', 'requestReportRun', 'getReportFile', 'getReportFileList', 'deactivateReports'])
 })

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the per-credential request budgets: every credential kind (an account's sessions,
 // an integration token, an agent, a worker poller) has its own budget per window, whatever
 // address it calls from, answered 429 with Retry-After; and agent enrollments are limited
@@ -6,6 +5,7 @@
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login, userWithProfile } from './helpers.js'
+import { latestAudit, queryValue } from './seed.js'
 import { ENROLLMENT_SECRET, checkIn, enroll, gatewayEnv, hostState } from './fixtures/gateway.js'
 
 const VERSION = '/prime/webui/admin/PrimeVersion'
@@ -35,9 +35,9 @@ t.test('an account has one budget for all its sessions and addresses', async (t)
   // adduser counted for admin too: this is its 5th request.
   tooMany(t, await from(app, second), /this account/)
   t.equal((await from(app, ursula)).statusCode, 200, 'another account has its own budget')
-  const before = app.repos.audit.latest(1)[0].id
+  const before = (await latestAudit(app))[0].id
   tooMany(t, await from(app, admin), /this account/)
-  t.equal(app.repos.audit.latest(1)[0].id, before, 'a budget refusal writes no audit record')
+  t.equal((await latestAudit(app))[0].id, before, 'a budget refusal writes no audit record')
 })
 
 t.test('an integration token has a budget of its own', async (t) => {
@@ -105,7 +105,7 @@ t.test('enrollments are limited per address and overall, accepted ones too', asy
   t.equal((await enrollFrom('10.6.0.2', 6)).statusCode, 200)
   const overall = await enrollFrom('10.7.0.1', 7)
   tooMany(t, overall, /enrollments a minute to this server/)
-  t.equal(app.db.prepare('SELECT count(*) FROM agents').pluck().get(), 5, 'no agent beyond the budgets')
+  t.equal(await queryValue(app, 'SELECT count(*) FROM agents'), 5, 'no agent beyond the budgets')
 })
 
 t.test('PRIME_RATE_LIMIT_MAX set higher lifts the per-credential defaults', async (t) => {

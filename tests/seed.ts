@@ -73,6 +73,22 @@ export async function queryOne<T = Record<string, any>>(app: App, sql: string, .
   return (await query<T>(app, sql, ...params))[0]
 }
 
+/** Rows written with multi-row INSERTs (a few hundred a statement), on either backend. */
+export async function insertRows(app: App, table: string, rows: Record<string, unknown>[]): Promise<void> {
+  if (!rows.length) return
+  const columns = Object.keys(rows[0])
+  for (let i = 0; i < rows.length; i += 500) {
+    const slice = rows.slice(i, i + 500)
+    const tuples = slice.map(() => `(${columns.map(() => '?').join(', ')})`).join(', ')
+    await query(app, `INSERT INTO ${table} (${columns.join(', ')}) VALUES ${tuples}`, ...slice.flatMap((r) => columns.map((c) => r[c])))
+  }
+}
+
+/** The first column of every row. */
+export async function queryColumn<T = any>(app: App, sql: string, ...params: unknown[]): Promise<T[]> {
+  return (await query(app, sql, ...params)).map((row) => Object.values(row)[0] as T)
+}
+
 /** The first column of the first row (a count, a max). */
 export async function queryValue<T = any>(app: App, sql: string, ...params: unknown[]): Promise<T> {
   const row = await queryOne(app, sql, ...params)
@@ -81,6 +97,9 @@ export async function queryValue<T = any>(app: App, sql: string, ...params: unkn
 
 /** The latest `n` audit records, newest first. */
 export const latestAudit = (app: App, n = 1) => query<AuditRow>(app, 'SELECT * FROM audit_trail ORDER BY id DESC LIMIT ?', n)
+
+/** The audit records after id `after`, oldest first. */
+export const auditSince = (app: App, after: number) => query<AuditRow>(app, 'SELECT * FROM audit_trail WHERE id > ? ORDER BY id', after)
 
 /** The id of the latest audit record, 0 when there is none. */
 export const lastAuditId = async (app: App) => (await latestAudit(app, 1))[0]?.id ?? 0
@@ -94,6 +113,11 @@ export const recordEvents = (app: App, createdMs: number, events: EventInput[], 
  */
 export function indexEvents(app: App): void {
   if (app.storage.backend === 'sqlite') app.repos.eventQueries.catchUp()
+}
+
+/** SQLite's event index moved on by up to `n` records of `table` (a part indexed); nothing on PostgreSQL. */
+export function stepIndex(app: App, table: 'events' | 'audit_trail', n: number): void {
+  if (app.storage.backend === 'sqlite') app.repos.eventQueries.indexer.step(table, n)
 }
 
 /** SQLite's background indexing held (or let go), so that a test reads the unindexed path; nothing on PostgreSQL. */

@@ -216,6 +216,14 @@ export function pgInternPeripheralTexts(db: Postgres) {
   }
 }
 
+/** A machine id is one machine whatever its letters' case, as on SQLite (migration 010). */
+const BY_MACHINE_ID = 'SELECT id, uuid, credential_hash FROM agents WHERE lower(machine_id) = lower($1)'
+/**
+ * An agent's held re-enrollment; inside a unit of work (a decision) its row stays locked until
+ * the unit ends: of two decisions at once, the second reads it after the first committed (gone).
+ */
+const HELD = (locked: boolean) => `SELECT * FROM agent_reenrollments WHERE agent_id = $1${locked ? ' FOR UPDATE' : ''}`
+
 /** Rows of several agents, by agent, in the order read. */
 function byAgent<T extends { agent_id: number }>(rows: T[], strip = false): Map<number, T[]> {
   const out = new Map<number, T[]>()
@@ -343,7 +351,7 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
   const port = {
     byCredential: (hash: string) =>
       db.one<GatewayAgent & Record<string, unknown>>('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = $1', [hash]),
-    byMachineId: (machineId: string) => db.one<{ id: number; uuid: string; credential_hash: string | null }>('SELECT id, uuid, credential_hash FROM agents WHERE machine_id = $1', [machineId]),
+    byMachineId: (machineId: string) => db.one<{ id: number; uuid: string; credential_hash: string | null }>(BY_MACHINE_ID, [machineId]),
     agentByUuid: (uuid: string) => db.one<AgentRow & Record<string, unknown>>('SELECT * FROM agents WHERE uuid = $1', [uuid.toLowerCase()]),
     /** Keeps a re-enrollment aside for an Administrator (the latest per agent). */
     async holdReEnrollment(h: { agentId: number; id: string; credentialHash: string; hostIdentifier: string; sourceIp: string | null; requestedMs: number }) {
@@ -356,7 +364,7 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
         ),
       )
     },
-    heldReEnrollment: (agentId: number) => db.one<HeldReEnrollment & Record<string, unknown>>('SELECT * FROM agent_reenrollments WHERE agent_id = $1', [agentId]),
+    heldReEnrollment: (agentId: number) => db.one<HeldReEnrollment & Record<string, unknown>>(HELD(db.uow.inUnit()), [agentId]),
     heldReEnrollmentByCredential: (hash: string) => db.one<HeldReEnrollment & Record<string, unknown>>('SELECT * FROM agent_reenrollments WHERE credential_hash = $1', [hash]),
     dropReEnrollment: async (agentId: number) => changed(await db.run('DELETE FROM agent_reenrollments WHERE agent_id = $1', [agentId])),
     /** The seats in use (Activated agents); inside a unit of work, the seats stay locked until it ends. */
