@@ -5,9 +5,7 @@
 import t from 'tap'
 import { describe, oversized } from '../scripts/code-size.js'
 
-const KNOWN: Record<string, number> = {
-  'db/postgres/gateway.ts pgGatewayRepo': 307,
-}
+const KNOWN: Record<string, number> = {}
 
 t.test('no function over 300 lines and no file over 600, beyond the known ones, which only shrink', async (t) => {
   const over = oversized()

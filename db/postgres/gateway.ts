@@ -224,6 +224,84 @@ const BY_MACHINE_ID = 'SELECT id, uuid, credential_hash FROM agents WHERE lower(
  */
 const HELD = (locked: boolean) => `SELECT * FROM agent_reenrollments WHERE agent_id = $1${locked ? ' FOR UPDATE' : ''}`
 
+/**
+ * Writes a group's reported peripherals in one statement (inserts, rewrites, presence moves),
+ * interns their texts, and trims each agent that grew past `max`: the absent ones seen
+ * longest ago go first.
+ */
+async function applyPeripheralsMany(db: Postgres, writes: PeripheralWrite[], max: number): Promise<PeripheralsWritten> {
+  const arrays: unknown[][] = WRITE_ARRAYS.map(() => [])
+  const seenIds: number[] = []
+  const seenMs: number[] = []
+  const movedIds: number[] = []
+  const movedPresent: number[] = []
+  const movedMs: number[] = []
+  const agents: number[] = []
+  const grown: number[] = []
+  let written = 0
+  const push = (v: ReportedPeripheral, id: number | null, w: PeripheralWrite) => {
+    const t = peripheralTexts(v)
+    const extra = [id, w.agentId, w.agentUuid, w.now, w.previousMs, t.vendor, t.product]
+    for (let i = 0; i < extra.length; i++) arrays[i].push(extra[i])
+    for (let i = 0; i < REPORTED.length; i++) arrays[extra.length + i].push(v[REPORTED[i][0]])
+    written++
+  }
+  for (const w of writes) {
+    let inserted = false
+    const before = written + movedIds.length
+    for (const { id, values, stored } of w.changes.reported) {
+      if (id === null) {
+        push(values, null, w)
+        inserted = true
+      } else if (stored === undefined || !unchanged(stored, values)) push(values, id, w)
+      else if (values.present) {
+        if (stored.present) {
+          seenIds.push(id)
+          seenMs.push(w.now)
+        } else {
+          movedIds.push(id)
+          movedPresent.push(1)
+          movedMs.push(w.now)
+        }
+      } else if (stored.present) {
+        movedIds.push(id)
+        movedPresent.push(0)
+        movedMs.push(w.previousMs)
+      }
+    }
+    for (const id of w.changes.absent) {
+      movedIds.push(id)
+      movedPresent.push(0)
+      movedMs.push(w.previousMs)
+    }
+    if (inserted) grown.push(w.agentId)
+    if (written + movedIds.length > before) agents.push(w.agentId)
+  }
+  if (written + seenIds.length + movedIds.length === 0) return { written: [], moved: [], agents }
+  type Written = { id: number; ord: number; missing: boolean; vendor_text: string | null; product_text: string | null }
+  const rows = await db.query<Written>(WRITE_PERIPHERALS, [...arrays, seenIds, seenMs, movedIds, movedPresent, movedMs])
+  const ids = rows.sort((a, b) => a.ord - b.ord).map((r) => r.id)
+  // Each round's statement sees what the concurrent writers it waited for committed.
+  let missing: Omit<Written, 'ord' | 'missing'>[] = rows.filter((r) => r.missing)
+  for (let round = 0; missing.length > 0; round++) {
+    if (round === 3) throw new Error(`peripheral texts could not be interned for peripherals ${missing.map((r) => r.id).join(', ')}`)
+    missing = await db.query(FIX_TEXTS, [missing.map((r) => r.id), missing.map((r) => r.vendor_text), missing.map((r) => r.product_text)])
+  }
+  // Only an insert can take an agent over `max`: the absent ones seen longest ago go first.
+  if (grown.length) {
+    await db.run(
+      `DELETE FROM peripherals WHERE id IN (
+         SELECT id FROM (
+           SELECT p.id, row_number() OVER (PARTITION BY p.agent_id ORDER BY p.last_seen_ms, p.id) AS n,
+             (SELECT count(*) FROM peripherals a WHERE a.agent_id = p.agent_id) AS total
+           FROM peripherals p WHERE p.agent_id = ANY($1::bigint[]) AND p.present = 0
+         ) x WHERE x.n <= x.total - $2)`,
+      [grown, max],
+    )
+  }
+  return { written: ids, moved: movedIds, agents }
+}
+
 /** Rows of several agents, by agent, in the order read. */
 function byAgent<T extends { agent_id: number }>(rows: T[], strip = false): Map<number, T[]> {
   const out = new Map<number, T[]>()
@@ -273,79 +351,6 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
        RETURNING ${SWEPT}`,
       [ids, before, latestText],
     )
-  }
-
-  async function applyPeripheralsMany(writes: PeripheralWrite[], max: number): Promise<PeripheralsWritten> {
-    const arrays: unknown[][] = WRITE_ARRAYS.map(() => [])
-    const seenIds: number[] = []
-    const seenMs: number[] = []
-    const movedIds: number[] = []
-    const movedPresent: number[] = []
-    const movedMs: number[] = []
-    const agents: number[] = []
-    const grown: number[] = []
-    let written = 0
-    const push = (v: ReportedPeripheral, id: number | null, w: PeripheralWrite) => {
-      const t = peripheralTexts(v)
-      const extra = [id, w.agentId, w.agentUuid, w.now, w.previousMs, t.vendor, t.product]
-      for (let i = 0; i < extra.length; i++) arrays[i].push(extra[i])
-      for (let i = 0; i < REPORTED.length; i++) arrays[extra.length + i].push(v[REPORTED[i][0]])
-      written++
-    }
-    for (const w of writes) {
-      let inserted = false
-      const before = written + movedIds.length
-      for (const { id, values, stored } of w.changes.reported) {
-        if (id === null) {
-          push(values, null, w)
-          inserted = true
-        } else if (stored === undefined || !unchanged(stored, values)) push(values, id, w)
-        else if (values.present) {
-          if (stored.present) {
-            seenIds.push(id)
-            seenMs.push(w.now)
-          } else {
-            movedIds.push(id)
-            movedPresent.push(1)
-            movedMs.push(w.now)
-          }
-        } else if (stored.present) {
-          movedIds.push(id)
-          movedPresent.push(0)
-          movedMs.push(w.previousMs)
-        }
-      }
-      for (const id of w.changes.absent) {
-        movedIds.push(id)
-        movedPresent.push(0)
-        movedMs.push(w.previousMs)
-      }
-      if (inserted) grown.push(w.agentId)
-      if (written + movedIds.length > before) agents.push(w.agentId)
-    }
-    if (written + seenIds.length + movedIds.length === 0) return { written: [], moved: [], agents }
-    type Written = { id: number; ord: number; missing: boolean; vendor_text: string | null; product_text: string | null }
-    const rows = await db.query<Written>(WRITE_PERIPHERALS, [...arrays, seenIds, seenMs, movedIds, movedPresent, movedMs])
-    const ids = rows.sort((a, b) => a.ord - b.ord).map((r) => r.id)
-    // Each round's statement sees what the concurrent writers it waited for committed.
-    let missing: Omit<Written, 'ord' | 'missing'>[] = rows.filter((r) => r.missing)
-    for (let round = 0; missing.length > 0; round++) {
-      if (round === 3) throw new Error(`peripheral texts could not be interned for peripherals ${missing.map((r) => r.id).join(', ')}`)
-      missing = await db.query(FIX_TEXTS, [missing.map((r) => r.id), missing.map((r) => r.vendor_text), missing.map((r) => r.product_text)])
-    }
-    // Only an insert can take an agent over `max`: the absent ones seen longest ago go first.
-    if (grown.length) {
-      await db.run(
-        `DELETE FROM peripherals WHERE id IN (
-           SELECT id FROM (
-             SELECT p.id, row_number() OVER (PARTITION BY p.agent_id ORDER BY p.last_seen_ms, p.id) AS n,
-               (SELECT count(*) FROM peripherals a WHERE a.agent_id = p.agent_id) AS total
-             FROM peripherals p WHERE p.agent_id = ANY($1::bigint[]) AND p.present = 0
-           ) x WHERE x.n <= x.total - $2)`,
-        [grown, max],
-      )
-    }
-    return { written: ids, moved: movedIds, agents }
   }
 
   const port = {
@@ -430,7 +435,7 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
      * at most `max` per agent by forgetting the absent ones seen longest ago. `previousMs`:
      * an agent's check-in before this one (a peripheral present then and gone now was last seen then).
      */
-    applyPeripheralsMany: (writes: PeripheralWrite[], max: number) => db.uow.run(() => applyPeripheralsMany(writes, max)),
+    applyPeripheralsMany: (writes: PeripheralWrite[], max: number) => db.uow.run(() => applyPeripheralsMany(db, writes, max)),
     presentPeripherals: (agentId: number) =>
       db.query<PresentPeripheral & Record<string, unknown>>(`SELECT ${PRESENT_COLUMNS} FROM peripherals p WHERE p.agent_id = $1 AND p.present <> 0 ORDER BY p.device_id COLLATE "C"`, [agentId]),
     /** presentPeripherals of several agents, by agent (those without any left out). */
