@@ -8,7 +8,7 @@
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
 import type { EventRow } from '../db/event-engine/event-queries.js'
-import { DAY, eventMaker, expectedEvents, sortEvents } from './fixtures/events.js'
+import { DAY, EVENT_SORT_FIELDS as SORT_FIELDS, eventMaker, expectedEvents, rand, sortEvents } from './fixtures/events.js'
 import { build, call, login } from './helpers.js'
 import { backendOf, holdIndexing, indexEvents, query, recordEvents } from './seed.js'
 
@@ -17,37 +17,6 @@ const NOW = Date.UTC(2025, 0, 20, 12, 0, 0)
 const QUESTIONS = 2_000
 const KEEP_DAYS = 36_500
 const iso = (ms: number) => new Date(ms).toISOString()
-
-const SORT_FIELDS = [
-  'eventID',
-  'date',
-  'creationTime',
-  'creationTimeEpoch',
-  'eventCode',
-  'severity',
-  'severityString',
-  'category',
-  'eventEntityID',
-  'description',
-  'details',
-  'hashtags',
-  'peripheralIcon',
-  'assetKey',
-  'assetName',
-  'peripheralAssetId',
-]
-
-/** mulberry32: the same run every time (PRIME_DIFF_SEED picks another). */
-function rand(seed: number) {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let x = a
-    x = Math.imul(x ^ (x >>> 15), x | 1)
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61)
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /** Each filter's values: present ones, absent ones, case and non-ASCII variants, edges. */
 function filterValues(rows: EventRow[], r: () => number): Record<string, () => string> {
