@@ -1,4 +1,4 @@
-// The sizes the code keeps (ARCHITECTURE.md, "Sizes"): no function over 300 lines, factories
+// The sizes the code keeps (docs/development.md, lint:sizes): no function over 300 lines, factories
 // and the closures inside them included, and no source file over 600 lines in db/, lib/ and
 // handlers/. `npm run lint:sizes` lists what is over; tests/code-size.test.ts holds the line.
 import fs from 'node:fs'
