@@ -69,8 +69,10 @@ t.test('on a terminal: pretty by default, and Ctrl-C typed there stops it with s
   const root = tempDir(t)
   const port = await freePort()
   // script(1) (util-linux) runs the server on a pseudo-terminal; a ^C written to it is the terminal's Ctrl-C.
+  // It runs the command through $SHELL -c, and the shell is in the terminal's process group too: `exec`
+  // leaves the server alone there, or a dash (SHELL unset, as under CI) would itself end 130 on the ^C.
   const { NO_COLOR: _, ...env } = process.env
-  const child = spawn('script', ['-qefc', `${process.execPath} ${serverJs}`, '/dev/null'], {
+  const child = spawn('script', ['-qefc', `exec ${process.execPath} ${serverJs}`, '/dev/null'], {
     env: { ...env, PRIME_DATA_DIR: path.join(root, 'data'), PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', PRIME_ADMIN_PASSWORD: '', PRIME_LOG_FORMAT: '' },
     stdio: ['pipe', 'pipe', 'inherit'],
   })
