@@ -55,8 +55,23 @@ export class LineBatcher {
   }
 }
 
-/** A line's `time`: ISO 8601 in UTC, which people and log tools read without converting. */
-export const logTimestamp = pino.stdTimeFunctions.isoTime
+/**
+ * A line's `time`: ISO 8601 in UTC, which people and log tools read without converting.
+ * Made once per millisecond: a busy server writes tens of lines in each, and formatting the
+ * date cost more than the rest of a request line.
+ */
+export const logTimestamp = (() => {
+  let ms = Number.NaN
+  let text = ''
+  return (): string => {
+    const now = Date.now()
+    if (now !== ms) {
+      ms = now
+      text = `,"time":"${new Date(now).toISOString()}"`
+    }
+    return text
+  }
+})()
 
 export type LogFormat = 'auto' | 'pretty' | 'json'
 

@@ -6,7 +6,6 @@
 // background loops this node runs.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import client from 'prom-client'
-import type { Histogram, Counter } from 'prom-client'
 import type { DestinationBacklog } from '../../db/alarms.js'
 
 declare module 'fastify' {
@@ -22,31 +21,9 @@ const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 export function registerMetrics(app: FastifyInstance): void {
   const registry = new client.Registry()
   client.collectDefaultMetrics({ register: registry, prefix: 'prime_' })
-  const requests: Counter<'operation' | 'status'> = new client.Counter({
-    name: 'prime_http_requests_total',
-    help: 'Requests answered, by operation (the contract operationId; "none" for paths outside the contract) and status.',
-    labelNames: ['operation', 'status'],
-    registers: [registry],
-  })
-  const latency: Histogram<'operation'> = new client.Histogram({
-    name: 'prime_http_request_duration_seconds',
-    help: 'Time from a request received to its answer sent, by operation.',
-    labelNames: ['operation'],
-    buckets: BUCKETS,
-    registers: [registry],
-  })
-  // One child per operation and status, made once: labels() hashes its labels at every call.
-  const counted = new Map<string, { inc(): void }>()
-  const timed = new Map<string, { observe(v: number): void }>()
+  const tally = requestTally(registry)
   app.addHook('onResponse', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    const op = req.op?.operationId ?? 'none'
-    const key = `${op} ${reply.statusCode}`
-    let c = counted.get(key)
-    if (!c) counted.set(key, (c = requests.labels(op, String(reply.statusCode))))
-    c.inc()
-    let h = timed.get(op)
-    if (!h) timed.set(op, (h = latency.labels(op)))
-    h.observe(reply.elapsedTime / 1000)
+    tally(req.op?.operationId ?? 'none', reply.statusCode, reply.elapsedTime / 1000)
     done()
   })
 
@@ -135,4 +112,66 @@ export function registerMetrics(app: FastifyInstance): void {
   })
 
   app.decorate('metrics', { text: () => registry.metrics(), contentType: registry.contentType })
+}
+
+interface Tally {
+  statuses: Map<number, number>
+  /** Answers per bucket (not cumulative), the last for those over every bound. */
+  buckets: Float64Array
+  count: number
+  sum: number
+}
+
+/**
+ * Requests by operation and status, and their latency by operation, as two metrics of the
+ * registry. Every request is counted with plain arithmetic on its operation's tally and the
+ * samples are made when scraped: prom-client's labelled counters validate and hash their
+ * labels at every call, which was most of what the metrics cost a small request.
+ */
+function requestTally(registry: client.Registry): (operation: string, status: number, seconds: number) => void {
+  const byOp = new Map<string, Tally>()
+  const counter = {
+    name: 'prime_http_requests_total',
+    help: 'Requests answered, by operation (the contract operationId; "none" for paths outside the contract) and status.',
+    type: 'counter',
+    aggregator: 'sum',
+    async get() {
+      const values = []
+      for (const [operation, t] of byOp) for (const [status, value] of t.statuses) values.push({ labels: { operation, status: String(status) }, value })
+      return { name: counter.name, help: counter.help, type: counter.type, aggregator: counter.aggregator, values }
+    },
+    reset: () => byOp.clear(),
+  }
+  const name = 'prime_http_request_duration_seconds'
+  const histogram = {
+    name,
+    help: 'Time from a request received to its answer sent, by operation.',
+    type: 'histogram',
+    aggregator: 'sum',
+    async get() {
+      const values = []
+      for (const [operation, t] of byOp) {
+        let below = 0
+        for (let i = 0; i <= BUCKETS.length; i++) {
+          below += t.buckets[i]
+          values.push({ metricName: `${name}_bucket`, labels: { le: i < BUCKETS.length ? BUCKETS[i] : '+Inf', operation }, value: below })
+        }
+        values.push({ metricName: `${name}_sum`, labels: { operation }, value: t.sum }, { metricName: `${name}_count`, labels: { operation }, value: t.count })
+      }
+      return { name, help: histogram.help, type: histogram.type, aggregator: histogram.aggregator, values }
+    },
+    reset: () => byOp.clear(),
+  }
+  registry.registerMetric(counter as unknown as client.Metric)
+  registry.registerMetric(histogram as unknown as client.Metric)
+  return (operation, status, seconds) => {
+    let t = byOp.get(operation)
+    if (!t) byOp.set(operation, (t = { statuses: new Map(), buckets: new Float64Array(BUCKETS.length + 1), count: 0, sum: 0 }))
+    t.statuses.set(status, (t.statuses.get(status) ?? 0) + 1)
+    let i = 0
+    while (i < BUCKETS.length && seconds > BUCKETS[i]) i++
+    t.buckets[i]++
+    t.count++
+    t.sum += seconds
+  }
 }
