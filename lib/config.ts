@@ -49,6 +49,8 @@ export interface Config {
   loopStatsSeconds: number
   /** How long a singleton loop's lease lasts without renewal where processes share a database (PostgreSQL), in seconds. */
   loopLeaseSeconds: number
+  /** Fault injection for tests: each PostgreSQL unit of work waits a random time up to this many ms before its COMMIT (0: none). */
+  faultCommitDelayMs: number
   /** `accountId`: agents reporting another license account are `Invalid` (null: any is accepted). */
   license: { accountName: string; accountId: string | null; seats: number; expirationDate: string | null }
   agents: {
@@ -314,6 +316,12 @@ export const SETTINGS: readonly SettingDescription[] = [
     default: '`auto`',
     meaning: '`auto`: readable lines (`10:04:05.123 INFO  message  key=value`) when standard output is a terminal, JSON lines otherwise; `pretty` or `json` to choose. In JSON, `time` is ISO 8601 UTC',
   },
+  {
+    name: 'PRIME_FAULT_COMMIT_DELAY_MS',
+    default: '`0`',
+    meaning:
+      'for tests only: on PostgreSQL, each unit of work waits a random time up to this many ms (0-10000) before its COMMIT, holding its locks, so that transactions of several nodes commit in a shuffled order; `0`: no wait. Never set it in production',
+  },
   { name: 'NO_COLOR', default: 'unset', meaning: 'set (to anything): readable log lines on a terminal carry no colours (the no-color.org convention)' },
   { name: 'LOG_LEVEL', default: '`info`', meaning: '`fatal`, `error`, `warn`, `info`, `debug`, `trace`, `silent`' },
 ]
@@ -472,6 +480,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     loopStatsSeconds: int(env, 'PRIME_LOOP_STATS_SECONDS', 0, 0, 86_400),
     loopLeaseSeconds: int(env, 'PRIME_LOOP_LEASE_SECONDS', 15, 1, 300),
+    faultCommitDelayMs: int(env, 'PRIME_FAULT_COMMIT_DELAY_MS', 0, 0, 10_000),
     license: {
       accountName: env.PRIME_LICENSE_ACCOUNT || 'Prime',
       accountId: env.PRIME_LICENSE_ACCOUNT_ID || null,

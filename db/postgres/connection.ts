@@ -146,9 +146,15 @@ export interface PostgresOptions {
   max?: number
   /** Name the server shows in pg_stat_activity. */
   applicationName?: string
+  /**
+   * Fault injection for tests (PRIME_FAULT_COMMIT_DELAY_MS): each unit of work waits a random
+   * time up to this many ms before its COMMIT, its locks held, so that the transactions of
+   * several nodes commit in a shuffled order. 0: none.
+   */
+  commitDelayMs?: number
 }
 
-export function connectPostgres(url: string, { max = 10, applicationName = 'prime-webui', budget }: PostgresOptions = {}): Postgres {
+export function connectPostgres(url: string, { max = 10, applicationName = 'prime-webui', budget, commitDelayMs = 0 }: PostgresOptions = {}): Postgres {
   // JIT compilation off: it pays for itself on long analytical queries, and added hundreds
   // of ms to counts and pages that run in tens.
   const pool = new pg.Pool({ connectionString: url, max, application_name: applicationName, types, options: '-c jit=off' })
@@ -193,6 +199,7 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
     try {
       await client.query('BEGIN')
       const result = await context.run(unit, work)
+      if (commitDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, Math.random() * commitDelayMs))
       // A statement that failed inside the work (its error caught there) has aborted the
       // transaction: COMMIT then answers ROLLBACK, and nothing of the unit was written.
       committing = true

@@ -9,7 +9,9 @@ export function registerRequestLog(app: FastifyInstance): void {
   const routine = config.logRoutineSeconds > 0 ? new RoutineSummary(app.log, config.logRoutineSeconds * 1000) : null
   app.addHook('onClose', async () => routine?.close())
   app.addHook('onResponse', (req, reply, done) => {
-    if (req.op?.gatewayLimit === 'enrollment' && reply.statusCode >= 400 && reply.statusCode !== 429) {
+    // The caller's failures only: a 5xx (the database unreachable while PostgreSQL restarts)
+    // is the server's, and counted it would keep every agent behind that address out a minute.
+    if (req.op?.gatewayLimit === 'enrollment' && reply.statusCode >= 400 && reply.statusCode < 500 && reply.statusCode !== 429) {
       app.services.gateway.enrollmentFailed(req.ip, Date.now())
     }
     // A probe that passes is not worth a line every few seconds; one that fails is. A request

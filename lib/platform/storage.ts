@@ -136,7 +136,11 @@ async function shareSecrets(pg: Postgres, config: Config): Promise<void> {
 const expensiveClients = (config: Config) => Math.max(1, Math.ceil(config.databasePool / 2))
 
 async function openPostgresStorage(url: string, config: Config): Promise<OpenedStorage> {
-  const pg = await openPostgres(url, { max: config.databasePool, budget: { clients: expensiveClients(config), budgetMs: config.readers.deadlineMs } })
+  const pg = await openPostgres(url, {
+    max: config.databasePool,
+    budget: { clients: expensiveClients(config), budgetMs: config.readers.deadlineMs },
+    commitDelayMs: config.faultCommitDelayMs,
+  })
   await shareSecrets(pg, config)
   const made = await createPostgresPorts(pg, config)
   await made.sessions.purge(Date.now())

@@ -287,9 +287,16 @@ export function retentionJob(deps: RetentionDeps, firstDelayMs = 60_000): { run(
   let closed = false
   const run = (now = Date.now()) => {
     const p = runRetention(deps, now, () => closed)
-    running = p.finally(() => {
-      running = null
-    })
+    // Only says when the run is over: a failure is the caller's to report (tick logs it), and
+    // must not also reach the process as an unhandled rejection, which stops the server.
+    running = p
+      .then(
+        () => {},
+        () => {},
+      )
+      .finally(() => {
+        running = null
+      })
     return p
   }
   const tick = () => {
