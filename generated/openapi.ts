@@ -1736,7 +1736,8 @@ export interface paths {
          *     An empty `data` means there is nothing newer yet; poll again with the same
          *     `FromEventId`. Walking `data` in reverse gives the events oldest first.
          *
-         *     - `eventID`s are assigned in commit order by the database's single writer, so an
+         *     - `eventID`s become visible in id order (SQLite's single writer; on PostgreSQL a
+         *       lock every writer holds from taking ids to its commit, on every node), so an
          *       event never appears later with an id lower than one already served.
          *     - `PageNumber` n (default 1) selects the n-th slice of `PageSize` events counted
          *       from the oldest matching one.
@@ -1807,8 +1808,9 @@ export interface paths {
          *     yet; poll again with the same `FromAuditTrailId`. Walking `data` in reverse gives
          *     the records oldest first.
          *
-         *     - `auditTrailID`s are assigned in commit order by the database's single writer,
-         *       so a record never appears later with an id lower than one already served.
+         *     - `auditTrailID`s become visible in id order (SQLite's single writer; on
+         *       PostgreSQL a lock every writer holds from taking ids to its commit, on every
+         *       node), so a record never appears later with an id lower than one already served.
          *     - `PageNumber` n (default 1) selects the n-th slice of `PageSize` records counted
          *       from the oldest matching one.
          *     - `recordsFiltered` counts every matching record (the backlog, this page
