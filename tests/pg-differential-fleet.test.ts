@@ -221,6 +221,17 @@ function comparable(body: string, ownRecords: number): string {
   )
 }
 
+/** The first place two answers differ: the status, the counts, or the first row that differs (both rows). */
+function whereTheyDiffer(sa: number, a: string, sb: number, b: string): string {
+  const both = (x: unknown, y: unknown) => `  SQLite     ${JSON.stringify(x)?.slice(0, 900)}\n  PostgreSQL ${JSON.stringify(y)?.slice(0, 900)}`
+  if (sa !== sb || sa !== 200) return both(`${sa} ${a.slice(0, 300)}`, `${sb} ${b.slice(0, 300)}`)
+  const [x, y] = [JSON.parse(a), JSON.parse(b)]
+  const rows = (v: any): unknown[] => v.data ?? []
+  const i = rows(x).findIndex((row, k) => JSON.stringify(row) !== JSON.stringify(rows(y)[k]))
+  if (i < 0) return both({ ...x, data: undefined }, { ...y, data: undefined })
+  return `  row ${i} of ${rows(x).length} and ${rows(y).length}\n${both(rows(x)[i], rows(y)[i])}`
+}
+
 interface Question {
   url: string
 }
@@ -310,7 +321,7 @@ t.test('agents, peripherals and audit lists: the same answers from SQLite and Po
     const [a, b] = await Promise.all(apps.map((app, i) => call(app, tokens[i], { method: 'GET', url: q.url })))
     if (a.statusCode === 200 && (a.json().data?.length ?? a.json().auditTrails?.length ?? 0) > 0) nonEmpty++
     if (a.statusCode !== b.statusCode || comparable(a.body, ownRecords) !== comparable(b.body, ownRecords)) {
-      if (mismatches.length < 10) mismatches.push(`${q.url}\n  SQLite ${a.statusCode} ${a.body.slice(0, 600)}\n  PostgreSQL ${b.statusCode} ${b.body.slice(0, 600)}`)
+      if (mismatches.length < 10) mismatches.push(`${q.url}\n${whereTheyDiffer(a.statusCode, a.body, b.statusCode, b.body)}`)
       else mismatches.push(q.url)
     }
   }
