@@ -85,6 +85,8 @@ defaults
     timeout server 65s
     timeout tunnel 1h
     timeout http-keep-alive 10s
+    retries 2
+    option redispatch
 
 frontend prime
     bind ${host}:${port}

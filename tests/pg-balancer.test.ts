@@ -34,16 +34,23 @@ t.test('npm run nodes: three nodes behind HAProxy serve, lose one, and stop on C
   t.equal(login.status, 200, 'logged in through the balancer')
   const { token } = (await login.json()) as { token: string }
   const me = async () => (await fetch(`${base}/admin/getuserdetails`, { headers: { authorization: `Bearer ${token}` } })).status
-  const statuses: number[] = []
-  for (let i = 0; i < 6; i++) statuses.push(await me())
-  t.same(statuses, [200, 200, 200, 200, 200, 200], 'a session of one node is good on every node')
   // Each node counts what it answered (its own /metrics, asked directly).
-  const served = await Promise.all(
-    [1, 2, 3].map(async (i) => {
-      const text = await (await fetch(`http://127.0.0.1:${port + i}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text()
-      return Number(/prime_http_requests_total\{operation="getUserDetails",status="200"\} (\d+)/.exec(text)?.[1] ?? 0)
-    }),
-  )
+  const servedByNode = () =>
+    Promise.all(
+      [1, 2, 3].map(async (i) => {
+        const text = await (await fetch(`http://127.0.0.1:${port + i}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text()
+        return Number(/prime_http_requests_total\{operation="getUserDetails",status="200"\} (\d+)/.exec(text)?.[1] ?? 0)
+      }),
+    )
+  // Round robin over the nodes HAProxy's checks have found up: on a busy machine a node may
+  // pass its checks a few seconds after it said it was ready, so the requests go on (each
+  // answered 200) until every node has answered some, for a minute at most.
+  const statuses: number[] = []
+  let served = [0, 0, 0]
+  for (const end = Date.now() + 60_000; Date.now() < end && !served.every((n) => n > 0); served = await servedByNode()) {
+    for (let i = 0; i < 6; i++) statuses.push(await me())
+  }
+  t.ok(statuses.length >= 6 && statuses.every((s) => s === 200), `a session of one node is good on every node (${statuses.length} requests: ${[...new Set(statuses)].join(', ')})`)
   t.ok(
     served.every((n) => n > 0),
     `every node served some (${served.join(', ')})`,
