@@ -64,7 +64,7 @@ export interface CacheOptions<K = unknown, V = unknown> {
 
 /** What `caches.create` takes: a cache's options, and its name and invalidating signal for operators. */
 export interface RegisteredCacheOptions<K, V> extends CacheOptions<K, V> {
-  /** Unique in the registry: the `cache` label of the metrics. */
+  /** Unique in the registry, lower-case letters, digits and dashes: the `cache` label of the metrics. */
   name: string
   /** What invalidates it (a sentence for the Administrators' view). */
   signal: string
@@ -256,6 +256,7 @@ export class CacheRegistry {
 
   /** A new cache of this registry; its name must be new. */
   create<K, V>(opts: RegisteredCacheOptions<K, V>): Cache<K, V> {
+    if (!/^[a-z0-9-]+$/.test(opts.name)) throw new Error(`a cache's name is lower-case letters, digits and dashes: ${opts.name}`)
     if (this.caches.has(opts.name)) throw new Error(`a cache named ${opts.name} exists already`)
     const cache = new Cache<K, V>(opts, this, opts.name, opts.signal)
     this.caches.set(opts.name, cache)

@@ -7038,6 +7038,7 @@ export interface components {
             caches: components["schemas"]["CacheView"][];
         };
         CacheView: {
+            /** @description Unique on the node: the `cache` label of the metrics. */
             name: string;
             /** @description What invalidates its entries. */
             signal: string;
