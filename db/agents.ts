@@ -156,7 +156,7 @@ export interface AgentListView {
  * anywhere else (events, other agents) leave an agent's JSON as it is kept, and so do
  * check-ins that change nothing but the time: it is kept in two parts, either side of
  * lastUpdated, which is put in from the page's own read. At most `max` are kept (about
- * 1.3 KB each), the oldest written first out.
+ * 1.3 KB each), the least recently used first out, in `caches` when given.
  */
 export function agentViews(db: DB, list: AgentListView, max = 5000, caches?: CacheRegistry) {
   const byIds = db.prepare(`SELECT ${viewColumns('a')}, a.rev FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)

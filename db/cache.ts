@@ -150,6 +150,16 @@ export class Cache<K, V> {
     return e.value
   }
 
+  /**
+   * The entry when `valid` accepts it (a hit), else undefined (a miss; a kept entry it
+   * refuses is dropped): for entries that carry the version they were read at.
+   */
+  getValid(key: K, valid: (value: V) => boolean): V | undefined {
+    const e = this.entries.peek(key as K & {})
+    if (e !== undefined && !valid(e.value)) this.entries.delete(key as K & {})
+    return this.get(key)
+  }
+
   /** Whether `key` is kept (not counted, not made more recent). */
   has(key: K): boolean {
     return this.entries.has(key as K & {})

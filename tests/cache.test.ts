@@ -150,3 +150,19 @@ t.test('estimates: strings two bytes a character, buffers their bytes, structure
   t.equal(estimateBytes(new Int32Array(10)), 64 + 40)
   t.ok(estimateBytes({ a: 'x'.repeat(1000), b: [1, 2, 3] }) > 2000)
 })
+
+t.test('getValid: an entry its check refuses is a miss, and goes', async (t) => {
+  const caches = new CacheRegistry()
+  const c = caches.create<string, { version: number }>({ name: 'versioned', signal: 'tests' })
+  c.set('q', { version: 1 })
+  t.same(
+    c.getValid('q', (v) => v.version === 1),
+    { version: 1 },
+  )
+  t.equal(
+    c.getValid('q', (v) => v.version === 2),
+    undefined,
+  )
+  t.notOk(c.has('q'))
+  t.same([c.hits, c.misses], [1, 1])
+})

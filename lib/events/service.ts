@@ -117,10 +117,12 @@ export function eventService(deps: EventServiceDeps) {
   async function answered<F, R>(store: RecordStore<F, R>, key: string, build: () => Promise<string | Readable>): Promise<string | Readable> {
     // Read before the rows: an answer is never older than the version it is kept under.
     const version = await store.version()
-    const hit = kept.get(key)
-    if (hit && hit.version === version) return typeof hit.text === 'string' ? hit.text : hit.text.again()
+    // An answer kept at another version is a miss (and dropped), not a hit; its question was asked before.
+    const askedBefore = kept.has(key)
+    const hit = kept.getValid(key, (h) => h.version === version)
+    if (hit) return typeof hit.text === 'string' ? hit.text : hit.text.again()
     const answer = await build()
-    if (!hit && !asked.get(key)) {
+    if (!askedBefore && !asked.get(key)) {
       asked.set(key, true)
       return answer
     }
