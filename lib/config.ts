@@ -242,9 +242,9 @@ export const SETTINGS: readonly SettingDescription[] = [
   },
   {
     name: 'PRIME_CACHE_MB',
-    default: '`200`',
+    default: '`208`',
     meaning:
-      'MiB all in-memory caches together may hold (estimated); past it the least recently used entries of any cache go first. Each cache has its own bound too; the default is the sum of theirs on SQLite (197 MiB) rounded up, so it acts only when set lower',
+      'MiB all in-memory caches together may hold (estimated); past it the least recently used entries of any cache go first. Each cache has its own bound too; the default is the sum of theirs on SQLite (201 MiB) rounded up, so it acts only when set lower',
   },
   {
     name: 'PRIME_DB_CACHE_MB',
@@ -479,7 +479,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     build: env.PRIME_BUILD || 'dev',
     keptListAnswers: int(env, 'PRIME_KEPT_LIST_ANSWERS', 64, 0, 10_000),
     dbCacheMb: int(env, 'PRIME_DB_CACHE_MB', 16, 1, 4096),
-    caches: { on: bool(env, 'PRIME_CACHES', true), maxMb: int(env, 'PRIME_CACHE_MB', 200, 1, 65_536) },
+    caches: { on: bool(env, 'PRIME_CACHES', true), maxMb: int(env, 'PRIME_CACHE_MB', 208, 1, 65_536) },
     wal: {
       checkpointThread: bool(env, 'PRIME_WAL_CHECKPOINT_THREAD', true),
       checkpointMs: int(env, 'PRIME_WAL_CHECKPOINT_MS', 500, 10, 60_000),

@@ -45,7 +45,7 @@ export function createRepos(db: DB, keptAnswers = 64, sealingKey?: Buffer, cache
   const checkInTimes = new CheckInTimeWrites()
   const search = agentSearch(db, agentTexts(db))
   return {
-    users: usersRepo(db, authVersion),
+    users: usersRepo(db, authVersion, caches),
     sessions: sessionsRepo(db, authVersion),
     integrationTokens: integrationTokensRepo(db, authVersion),
     audit: auditRepo(db),
