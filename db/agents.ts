@@ -1,6 +1,7 @@
 // Agents: the list with its filters and sort orders, lookups by identifiers, deletion.
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
+import { cacheIn, type CacheRegistry } from './cache.js'
 import { agentConditions, renderConditions, soleField, type AgentFilter, type AgentSearch, type Conditions } from './filters.js'
 import { STREAM_CHUNK_CHARS, choosePlan, firstColumn, objectRows, orderBy, plannedRead, statementCache, type Plan, type PlannedRead, type RowReader, type Sort } from './sql.js'
 import type { AgentSet } from './agent-texts.js'
@@ -155,11 +156,17 @@ export interface AgentListView {
  * anywhere else (events, other agents) leave an agent's JSON as it is kept, and so do
  * check-ins that change nothing but the time: it is kept in two parts, either side of
  * lastUpdated, which is put in from the page's own read. At most `max` are kept (about
- * 1.3 KB each), the oldest written first out.
+ * 1.3 KB each), the least recently used first out, in `caches` when given.
  */
-export function agentViews(db: DB, list: AgentListView, max = 5000) {
+export function agentViews(db: DB, list: AgentListView, max = 5000, caches?: CacheRegistry) {
   const byIds = db.prepare(`SELECT ${viewColumns('a')}, a.rev FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
-  const kept = new Map<number, { rev: number; head: string; tail: string }>()
+  const kept = cacheIn<number, { rev: number; head: string; tail: string }>(caches, {
+    name: 'agent-views',
+    signal: 'a write of a listed column of the agent (its rev, moved by a trigger)',
+    max,
+    maxBytes: 16 * 1024 * 1024,
+    sizeOf: (v) => 2 * (v.head.length + v.tail.length) + 48,
+  })
   const time = list.lastUpdated
   return (refs: readonly AgentRef[]): string => {
     const json: (string | undefined)[] = new Array(refs.length)
@@ -177,8 +184,6 @@ export function agentViews(db: DB, list: AgentListView, max = 5000) {
         // A quote inside a JSON string is escaped, so only the key itself reads ,"lastUpdated":null
         const at = whole.indexOf(`${LAST_UPDATED}null,`) + LAST_UPDATED.length
         const entry = { rev: row.rev, head: whole.slice(0, at), tail: whole.slice(at + 4) }
-        kept.delete(row.id)
-        if (kept.size >= max) kept.delete(kept.keys().next().value!)
         kept.set(row.id, entry)
         read.set(row.id, entry.head + time(row.last_updated_ms) + entry.tail)
       }
@@ -246,11 +251,11 @@ export interface AgentIdentifiers {
 }
 
 /** `shown`: how a list shows an agent (lib/agents/views.ts), kept as JSON per row here. */
-export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, shown: AgentListView, keptAnswers = 64) {
+export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, shown: AgentListView, keptAnswers = 64, caches?: CacheRegistry) {
   const cached = statementCache(db)
-  const answers = answerCache<AgentRef>(db, checkInTimes, keptAnswers)
+  const answers = answerCache<AgentRef>(db, checkInTimes, keptAnswers, caches, 'agent-list-answers')
   const refsByIds = db.prepare<[string], AgentRef>(`SELECT ${AGENT_REF_COLUMNS} FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
-  const views = agentViews(db, shown)
+  const views = agentViews(db, shown, 5000, caches)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
 
   // The flags' totals (migration 018), by filter field.

@@ -5,7 +5,7 @@
 // read again by id, so that they show the current times; while nothing at all has changed,
 // its rows are answered as kept. Lists filtered or sorted by the check-in time are never kept.
 import type { DB } from './index.js'
-import { Cache } from './cache.js'
+import { cacheIn, estimateBytes, type CacheRegistry } from './cache.js'
 
 /** Rows whose only change was a check-in time (counted by the gateway as it writes them). */
 export class CheckInTimeWrites {
@@ -21,11 +21,20 @@ export interface KeptAnswer<T> {
   checkInRows: number
 }
 
-/** `maxEntries` 0 keeps nothing: every question is answered from the database. */
-export function answerCache<T extends { id: number }>(db: DB, checkInTimes: CheckInTimeWrites, maxEntries = 64) {
+/**
+ * `maxEntries` 0 keeps nothing: every question is answered from the database. `name`: the
+ * cache's name in `caches` (a page of 200 rows is about 200 KB: 64 pages, 16 MB at most).
+ */
+export function answerCache<T extends { id: number }>(db: DB, checkInTimes: CheckInTimeWrites, maxEntries = 64, caches?: CacheRegistry, name = 'list-answers') {
   const changes = db.prepare('SELECT total_changes()').pluck()
   const version = db.prepare('PRAGMA data_version').pluck()
-  const entries = new Cache<string, KeptAnswer<T>>({ max: maxEntries })
+  const entries = cacheIn<string, KeptAnswer<T>>(caches, {
+    name,
+    signal: 'any write to the database (total_changes, data_version), check-in times aside',
+    max: maxEntries,
+    maxBytes: 16 * 1024 * 1024,
+    sizeOf: (a, key) => 2 * key.length + 8 * a.ids.length + (a.rows.length > 0 ? a.rows.length * estimateBytes(a.rows[0]) : 0),
+  })
   const current = () => entries.validFor(`${(changes.get() as number) - checkInTimes.rows}:${version.get()}`)
   type Answer = { total: number; filtered: number; rows: T[] }
   function kept(key: string, readRows: (ids: number[]) => T[]): Answer | undefined {
@@ -44,7 +53,7 @@ export function answerCache<T extends { id: number }>(db: DB, checkInTimes: Chec
      * rows again by id when check-in times were written since.
      */
     answer(key: string, read: () => Answer, readRows: (ids: number[]) => T[]): Answer {
-      if (maxEntries === 0) return read()
+      if (!entries.keeps) return read()
       current()
       const found = kept(key, readRows)
       if (found) return found

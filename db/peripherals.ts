@@ -2,6 +2,7 @@
 // peripherals, and the approvals (the administrators' decision per agent and model).
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
+import type { CacheRegistry } from './cache.js'
 import { agentContains, agentConditions, renderConditions, soleField, type AgentSearch, type Conditions, type PeripheralFilter } from './filters.js'
 import {
   STREAM_CHUNK_CHARS,
@@ -218,9 +219,9 @@ const peripheralSortIndexed = (s: Sort) => s.field === 'uuid' || s.field === 'ho
 export const peripheralOrderBy = (s: Sort, plan: Plan = 'walk') =>
   orderBy(s, plan === 'seek' ? peripheralSortHinted : peripheralSortColumns, plan === 'seek' ? ['+p.device_id', '+p.id'] : ['p.device_id', 'p.id'], nullableSorts)
 
-export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, keptAnswers = 64) {
+export function peripheralsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, keptAnswers = 64, caches?: CacheRegistry) {
   const cached = statementCache(db)
-  const answers = answerCache<PeripheralListRow>(db, checkInTimes, keptAnswers)
+  const answers = answerCache<PeripheralListRow>(db, checkInTimes, keptAnswers, caches, 'peripheral-list-answers')
   const byIds = db.prepare<[string], PeripheralListRow>(`SELECT ${COLUMNS} FROM ${FROM} WHERE p.id IN (SELECT value FROM json_each(?))`)
   const total = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'peripherals'").pluck()
 

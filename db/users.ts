@@ -1,5 +1,6 @@
 import type { DB } from './index.js'
 import { otherConnectionsCommits, type AuthVersion } from './auth-version.js'
+import { cacheIn, type CacheRegistry } from './cache.js'
 
 export interface UserRow {
   id: number
@@ -29,7 +30,7 @@ export type UserChanges = Partial<Pick<UserRow, 'user_name' | 'email' | 'first_n
 
 const changeable = new Set(['user_name', 'email', 'first_name', 'last_name', 'phone', 'image', 'profile', 'password_hash', 'is_active'])
 
-export function usersRepo(db: DB, version: AuthVersion) {
+export function usersRepo(db: DB, version: AuthVersion, caches?: CacheRegistry) {
   const byId = db.prepare<[number], UserRow>('SELECT * FROM users WHERE id = ?')
   const byName = db.prepare<[string], UserRow>('SELECT * FROM users WHERE user_name = ?')
   const all = db.prepare<[], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM users ORDER BY user_name COLLATE NOCASE, id`)
@@ -63,8 +64,13 @@ export function usersRepo(db: DB, version: AuthVersion) {
   // changes: every console page reads them, and accounts change rarely. A change by this
   // connection clears them at once; one committed by another connection within a millisecond.
   const othersCommits = otherConnectionsCommits(db)
-  const derived = new Map<string, unknown>()
-  let derivedAt: number | undefined
+  // At most 1,000 answers, least recently used first out.
+  const derived = cacheIn<string, unknown>(caches, {
+    name: 'account-answers',
+    signal: 'a change to the accounts by this connection, or a commit of another one',
+    max: 1000,
+    maxBytes: 4 * 1024 * 1024,
+  })
   const changed = () => derived.clear()
 
   /**
@@ -73,16 +79,8 @@ export function usersRepo(db: DB, version: AuthVersion) {
    */
   function memo<T>(key: string, compute: () => T): T {
     if (db.inTransaction) return compute()
-    const at = othersCommits()
-    if (at !== derivedAt) {
-      derived.clear()
-      derivedAt = at
-    }
-    if (derived.has(key)) return derived.get(key) as T
-    const value = compute()
-    if (derived.size >= 1000) derived.clear()
-    derived.set(key, value)
-    return value
+    derived.validFor(othersCommits())
+    return derived.getOrSet(key, compute) as T
   }
 
   return {

@@ -3079,8 +3079,9 @@ export interface paths {
          *     event loop's delay and the process' memory and CPU (`prime_nodejs_*`, `prime_process_*`),
          *     the expensive reads (`prime_expensive_reads*`), the database pool on PostgreSQL
          *     (`prime_db_pool_clients`), the alarm outbox's backlog and lag per destination
-         *     (`prime_alarm_outbox_pending`, `prime_alarm_outbox_lag_seconds`) and the background
-         *     loops this node runs (`prime_loop_running`).
+         *     (`prime_alarm_outbox_pending`, `prime_alarm_outbox_lag_seconds`), the background
+         *     loops this node runs (`prime_loop_running`) and its in-memory caches' hits, misses,
+         *     evictions, entries and bytes by cache (`prime_cache_*`, as `GET system/caches` lists them).
          */
         get: operations["getMetrics"];
         put?: never;
@@ -3103,6 +3104,30 @@ export interface paths {
          * @description Uptime, counts of agents by state, license use, accounts and the database size.
          */
         get: operations["getSystemStatus"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/prime/webui/system/caches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The server's in-memory caches
+         * @description The in-memory caches of the node that answers (each node has its own), for operators:
+         *     whether they are on (`PRIME_CACHES`), the bytes all of them hold against their total
+         *     bound (`PRIME_CACHE_MB`, estimated), and per cache its name, what invalidates it, its
+         *     entries and bytes, its own bound, and its hits, misses and evictions since start. The
+         *     same counts are in `GET /metrics` (`prime_cache_*`).
+         */
+        get: operations["getCaches"];
         put?: never;
         post?: never;
         delete?: never;
@@ -6998,6 +7023,48 @@ export interface components {
                 /** Format: int32 */
                 schemaVersion: number;
             };
+        };
+        CachesResource: {
+            /** @description False when `PRIME_CACHES=off`: no cache keeps anything. */
+            on: boolean;
+            /**
+             * Format: int64
+             * @description What all caches hold together (estimated).
+             */
+            bytes: number;
+            /**
+             * Format: int64
+             * @description Their total bound (`PRIME_CACHE_MB`).
+             */
+            maxBytes: number | null;
+            caches: components["schemas"]["CacheView"][];
+        };
+        CacheView: {
+            /** @description Unique on the node: the `cache` label of the metrics. */
+            name: string;
+            /** @description What invalidates its entries. */
+            signal: string;
+            /** Format: int64 */
+            entries: number;
+            /**
+             * Format: int64
+             * @description What its entries hold (estimated).
+             */
+            bytes: number;
+            /**
+             * Format: int64
+             * @description Its own bound (null when only the total bounds it).
+             */
+            maxBytes: number | null;
+            /** Format: int64 */
+            hits: number;
+            /** Format: int64 */
+            misses: number;
+            /**
+             * Format: int64
+             * @description Entries pushed out by a bound (its own or the total).
+             */
+            evictions: number;
         };
         ProfileResource: {
             /** @description The account, or the integration token's name. */
@@ -15388,6 +15455,40 @@ export interface operations {
                     "application/json": components["schemas"]["SystemStatusResource"];
                     "text/json": components["schemas"]["SystemStatusResource"];
                     "text/plain": components["schemas"]["SystemStatusResource"];
+                };
+            };
+            400: components["responses"]["MalformedRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            406: components["responses"]["NotAcceptable"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["HeadersTooLarge"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["NotReady"];
+        };
+    };
+    getCaches: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The caches. */
+            200: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "X-RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "X-RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CachesResource"];
+                    "text/json": components["schemas"]["CachesResource"];
+                    "text/plain": components["schemas"]["CachesResource"];
                 };
             };
             400: components["responses"]["MalformedRequest"];

@@ -12,7 +12,7 @@ const version: string = JSON.parse(fs.readFileSync(path.join(projectRoot, 'packa
 const profileNames = { 10: 'User', 20: 'Manager', 30: 'Administrator' } as const
 
 export const adminHandlers: Handlers<
-  'getAllUsers' | 'getSubsystemHealth' | 'getSystemStatus' | 'getUserDetails' | 'getProfile' | 'getPrimeVersion' | 'addUser' | 'deleteUsers' | 'updateUser' | 'updateUserDetails'
+  'getAllUsers' | 'getSubsystemHealth' | 'getSystemStatus' | 'getCaches' | 'getUserDetails' | 'getProfile' | 'getPrimeVersion' | 'addUser' | 'deleteUsers' | 'updateUser' | 'updateUserDetails'
 > = {
   // The account answers are kept as JSON text until an account changes (users.memo): every
   // console page reads them, and writing 100 accounts out again each time was most of the work.
@@ -26,6 +26,12 @@ export const adminHandlers: Handlers<
 
   async getSystemStatus(req) {
     return req.server.services.system.status()
+  },
+
+  /** This node's caches (db/cache.ts) and their counts. */
+  async getCaches(req) {
+    const { caches } = req.server
+    return { on: caches.on, bytes: caches.bytes, maxBytes: Number.isFinite(caches.maxBytes) ? caches.maxBytes : null, caches: caches.stats() }
   },
 
   async getUserDetails(req, reply) {

@@ -8,6 +8,7 @@ import multipart from '@fastify/multipart'
 import type { Config } from './config.js'
 import { loadSpec, operations, routingView, takesMultipart, type Operation } from './contract.js'
 import type { DB } from '../db/index.js'
+import { CacheRegistry } from '../db/cache.js'
 import type { Repos } from './repos.js'
 import type { Principal, TokenService } from './auth.js'
 import { refusalFlushLoop } from './audit.js'
@@ -58,6 +59,8 @@ declare module 'fastify' {
     readers: Readers<ThreadTasks>
     /** The features' services (lib/services.ts). */
     services: Services
+    /** This app's caches (db/cache.ts): every cache of the storage and the services is made here. */
+    caches: CacheRegistry
   }
   interface FastifyRequest {
     principal?: Principal
@@ -93,6 +96,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   const ops = operations(spec)
 
   const { app, logStream } = createInstance(config, opts)
+  // Before the storage: its repositories make their caches in it.
+  app.decorate('caches', new CacheRegistry({ on: config.caches.on, maxBytes: config.caches.maxMb * 1024 * 1024 }))
   const opened = await openStorage(app, config)
   const { sealed } = opened
   decorateApp(app, { config, opened, spec, ops })

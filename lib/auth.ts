@@ -6,7 +6,7 @@ import type { PollerRow } from '../db/agentless.js'
 import type { CredentialStore } from './platform/ports.js'
 import { type Maybe, then } from './platform/maybe.js'
 import { problem } from './errors.js'
-import { Cache } from '../db/cache.js'
+import { cacheIn } from '../db/cache.js'
 import { newSecret, sha256 } from './passwords.js'
 
 export interface Principal {
@@ -109,7 +109,14 @@ export function tokenService(app: FastifyInstance, config: Config, credentials: 
   // same token for 15 minutes, and checking its signature each time was most of the cost
   // of authenticating. Only verified tokens enter; revocation is checked per request anyway.
   // At most 10,000, the least recently used out first.
-  const verified = new Cache<string, AccessClaims>({ max: 10_000 })
+  const verified = cacheIn<string, AccessClaims>(app.caches, {
+    name: 'verified-access-tokens',
+    signal: "the token's expiry (revocation is checked per request, not kept)",
+    max: 10_000,
+    maxBytes: 16 * 1024 * 1024,
+    // The token (its characters) and the claims (a few short strings and numbers).
+    sizeOf: (_, token) => 2 * token.length + 256,
+  })
   function verifyAccess(token: string, now: number): AccessClaims {
     const hit = verified.get(token, now)
     if (hit) return hit

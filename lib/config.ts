@@ -43,6 +43,8 @@ export interface Config {
   keptListAnswers: number
   /** SQLite's page cache of the server's connection, in MiB (PRIME_DB_CACHE_MB). */
   dbCacheMb: number
+  /** The in-memory caches (db/cache.ts): on or off (PRIME_CACHES), and the MiB all of them may hold together (PRIME_CACHE_MB). */
+  caches: { on: boolean; maxMb: number }
   /** WAL checkpoints (lib/platform/checkpointer.ts): in a worker thread, how often, and the WAL size that restarts it. */
   wal: { checkpointThread: boolean; checkpointMs: number; restartMb: number }
   /** Seconds between the lines of event-loop delay and background slices (0: none; lib/log.ts LoopStats). */
@@ -233,6 +235,18 @@ export const SETTINGS: readonly SettingDescription[] = [
     default: '`64`',
     meaning:
       "agent and peripheral list pages (up to 200 rows) whose ids and counts are kept while the data is unchanged (check-in times aside; rows are read again, so they are current), so that a repeated query skips its count; and as many pages of events and audit records (answers up to 256 KiB) kept as text until a record is added or pruned, so that a repeated question (a console's default page, a quiet feed) reads no row; `0` keeps none",
+  },
+  {
+    name: 'PRIME_CACHES',
+    default: '`on`',
+    meaning:
+      "the server's in-memory caches (kept list answers, verified tokens, the event engine's kept stretches and ids...; `GET /prime/webui/system/caches` lists them); `off`: none keeps anything and every answer is computed from the database, which must give the same answers, only slower",
+  },
+  {
+    name: 'PRIME_CACHE_MB',
+    default: '`208`',
+    meaning:
+      'MiB all in-memory caches together may hold (estimated); past it the least recently used entries of any cache go first. Each cache has its own bound too; the default is the sum of theirs on SQLite (201 MiB) rounded up, so it acts only when set lower',
   },
   {
     name: 'PRIME_DB_CACHE_MB',
@@ -473,6 +487,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     build: env.PRIME_BUILD || 'dev',
     keptListAnswers: int(env, 'PRIME_KEPT_LIST_ANSWERS', 64, 0, 10_000),
     dbCacheMb: int(env, 'PRIME_DB_CACHE_MB', 16, 1, 4096),
+    caches: { on: bool(env, 'PRIME_CACHES', true), maxMb: int(env, 'PRIME_CACHE_MB', 208, 1, 65_536) },
     wal: {
       checkpointThread: bool(env, 'PRIME_WAL_CHECKPOINT_THREAD', true),
       checkpointMs: int(env, 'PRIME_WAL_CHECKPOINT_MS', 500, 10, 60_000),

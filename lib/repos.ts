@@ -6,6 +6,7 @@ import { auditRepo } from '../db/audit.js'
 import { systemRepo } from '../db/system.js'
 import { AuthVersion, otherConnectionsCommits } from '../db/auth-version.js'
 import { CheckInTimeWrites } from '../db/answer-cache.js'
+import type { CacheRegistry } from '../db/cache.js'
 import { agentStateRepo } from '../db/agent-state.js'
 import { gatewayRepo } from '../db/gateway.js'
 import { eventsRepo } from '../db/events.js'
@@ -35,15 +36,16 @@ import { agentListView } from './agents/views.js'
  * `keptAnswers`: list answers kept while the database is unchanged (0: none). `sealingKey`:
  * the key that seals alarm destinations' secrets at rest (the server always gives one);
  * the sealer is chosen here, in the wiring, so that the platform's storage names no feature.
+ * `caches`: the app's cache registry (db/cache.ts), where the repositories make their caches.
  */
-export function createRepos(db: DB, keptAnswers = 64, sealingKey?: Buffer) {
+export function createRepos(db: DB, keptAnswers = 64, sealingKey?: Buffer, caches?: CacheRegistry) {
   const sealer = sealingKey !== undefined ? settingsSealer(vault(sealingKey)) : undefined
   const uow = sqliteUnitOfWork(db)
   const authVersion = new AuthVersion(otherConnectionsCommits(db), uow.afterCommit)
   const checkInTimes = new CheckInTimeWrites()
   const search = agentSearch(db, agentTexts(db))
   return {
-    users: usersRepo(db, authVersion),
+    users: usersRepo(db, authVersion, caches),
     sessions: sessionsRepo(db, authVersion),
     integrationTokens: integrationTokensRepo(db, authVersion),
     audit: auditRepo(db),
@@ -51,13 +53,13 @@ export function createRepos(db: DB, keptAnswers = 64, sealingKey?: Buffer) {
     agentState: agentStateRepo(db),
     gateway: gatewayRepo(db, checkInTimes),
     events: eventsRepo(db),
-    agents: agentsRepo(db, checkInTimes, search, agentListView, keptAnswers),
-    peripherals: peripheralsRepo(db, checkInTimes, search, keptAnswers),
+    agents: agentsRepo(db, checkInTimes, search, agentListView, keptAnswers, caches),
+    peripherals: peripheralsRepo(db, checkInTimes, search, keptAnswers, caches),
     commands: commandsRepo(db),
     catalogue: catalogueRepo(db),
     insights: insightsRepo(db, [eventCodes.whitelistViolation.code, eventCodes.unapprovedOnArmed.code]),
     exports: exportsRepo(db, search),
-    eventQueries: eventQueriesRepo(db),
+    eventQueries: eventQueriesRepo(db, { caches }),
     alarms: alarmsRepo(db, sealer),
     reports: reportsRepo(db, search),
     agentTexts: search.texts,

@@ -209,6 +209,7 @@ export function createServices(app: FastifyInstance, ports: ServicePorts) {
       audit,
       groupNames: groupNames(app.contract.spec),
       keptAnswers: config.keptListAnswers,
+      caches: app.caches,
       // The health checks' runner and the streams' hub are made with the app's loops (lib/notifications/index.ts).
       ensureChecked: async () => {
         if (app.notifications.checkedMs === 0) await app.notifications.checkHealth()
@@ -239,6 +240,7 @@ export function createServices(app: FastifyInstance, ports: ServicePorts) {
       audit,
       csvColumns: exportColumns(app.contract.spec.components.schemas),
       keptAnswers: config.keptListAnswers,
+      caches: app.caches,
     }),
     retention: retentionJob({
       retention: ports.retention,

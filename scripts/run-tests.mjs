@@ -6,7 +6,8 @@
 // on SQLite, then EVERY test file runs again with the app on PostgreSQL
 // (PRIME_TEST_BACKEND=postgres: tests/helpers.ts gives each app a database of its own from a
 // template, tests/pg.ts), except the files that say they are about one backend. The line sums
-// both runs.
+// both runs. A full run then runs the events, agents and assets files once more on SQLite
+// with every cache off (PRIME_CACHES=off, `cachesOffFiles`): a cache must only ever be a cache.
 //
 // A file says so in its leading comment lines, with a reason (tests/backends.md):
 //   // backend: sqlite-only — <what it tests that PostgreSQL does not have>
@@ -64,6 +65,18 @@ export function suiteFiles() {
     })
 }
 
+/**
+ * The files the caches-off pass runs: the events', agents' and assets' files that build an
+ * app with tests/helpers.ts `build` (it passes PRIME_CACHES to the app), on SQLite. Those
+ * that make a service or repository alone test it with its caches, as made there.
+ */
+export function cachesOffFiles(files = suiteFiles()) {
+  return files
+    .filter((f) => /^tests\/(events|agents|assets?-)[^/]*\.test\.ts$/.test(f.file) && f.kind !== 'none' && f.kind !== 'postgres-only')
+    .filter((f) => /\bbuild\(/.test(fs.readFileSync(path.join(root, f.file), 'utf8')))
+    .map((f) => f.file)
+}
+
 /** Runs tap with `args`; answers its exit code and totals. */
 function tap(args, env) {
   return new Promise((resolve) => {
@@ -107,18 +120,23 @@ async function main() {
 
   // The coverage table is the whole suite's report; for named files it is only noise.
   const named = argv.some((a) => !a.startsWith('-'))
-  const runs = [await tap(named ? [...argv, '--disable-coverage'] : argv, {})]
+  const runs = [{ label: 'SQLite', ...(await tap(named ? [...argv, '--disable-coverage'] : argv, {})) }]
   if (process.env.PRIME_TEST_DATABASE_URL && process.env.PRIME_TEST_BACKEND !== 'postgres' && !argv.some((a) => !a.startsWith('-'))) {
     const listed = files.filter((f) => f.postgres).map((f) => f.file)
     const left = files.length - listed.length
     console.log(`\n# The app on PostgreSQL: ${listed.length} files (${left} about one backend or none: node scripts/run-tests.mjs --backends)\n`)
     const jobs = process.env.PRIME_TEST_PG_JOBS ? [`--jobs=${Number(process.env.PRIME_TEST_PG_JOBS)}`] : []
-    runs.push(await tap([...argv, ...jobs, '--disable-coverage', ...listed], { PRIME_TEST_BACKEND: 'postgres' }))
+    runs.push({ label: 'PostgreSQL', ...(await tap([...argv, ...jobs, '--disable-coverage', ...listed], { PRIME_TEST_BACKEND: 'postgres' })) })
+  }
+  if (!named && process.env.PRIME_TEST_BACKEND !== 'postgres') {
+    const off = cachesOffFiles(files)
+    console.log(`\n# Every cache off (PRIME_CACHES=off), on SQLite: ${off.length} files\n`)
+    runs.push({ label: 'SQLite, caches off', ...(await tap([...argv, '--disable-coverage', ...off], { PRIME_CACHES: 'off' })) })
   }
   const sum = (k) => runs.reduce((n, r) => n + r[k], 0)
   const skip = sum('skip')
-  runs.forEach((r, i) => {
-    if (r.failures.length) console.log(`\n# Failed${runs.length > 1 ? (i === 0 ? ' (SQLite)' : ' (PostgreSQL)') : ''}, innermost first:\n${r.failures.join('\n')}`)
+  runs.forEach((r) => {
+    if (r.failures.length) console.log(`\n# Failed${runs.length > 1 ? ` (${r.label})` : ''}, innermost first:\n${r.failures.join('\n')}`)
   })
   console.log(`${sum('pass')} passed, ${sum('fail')} failed${skip ? `, ${skip} skipped` : ''}`)
   return runs.find((r) => r.exit !== 0)?.exit ?? 0

@@ -30,7 +30,9 @@ export async function testDatabaseEnv(t: { teardown: (fn: () => unknown) => void
 export async function build(t: { teardown: (fn: () => unknown) => void }, env: Record<string, string> = {}, spec?: Record<string, any>): Promise<FastifyInstance & { testConfig: Config }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-test-'))
   const database = env.PRIME_DATABASE_URL === undefined ? await testDatabaseEnv(t) : {}
-  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent', PRIME_RATE_LIMIT_MAX: '100000', ...database, ...env })
+  // PRIME_CACHES=off from the runner's caches-off pass (scripts/run-tests.mjs): the apps keep nothing.
+  const caches = process.env.PRIME_CACHES ? { PRIME_CACHES: process.env.PRIME_CACHES } : {}
+  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent', PRIME_RATE_LIMIT_MAX: '100000', ...caches, ...database, ...env })
   const app = await buildApp({ config, logger: false, validateResponses: true, spec })
   t.teardown(async () => {
     await closeQueries(app)

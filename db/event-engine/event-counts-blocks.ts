@@ -133,7 +133,6 @@ export function keptSegments(s: CountsState, p: Plan, sum: Summary, kinds: numbe
   let segs = keptSegs.get(key)
   if (!segs) {
     segs = segments(s, p, sum, kinds, LEVEL_SHIFT.length - 1)
-    if (keptSegs.size >= 256) keptSegs.delete(keptSegs.keys().next().value!)
     keptSegs.set(key, segs)
   }
   return segs

@@ -229,7 +229,6 @@ export function kindMatchCount(s: CountsState, p: Plan, lo: number, hi: number, 
     out += ids.length
   }
   n = all - out
-  if (keptRowCounts.size >= 4096) keptRowCounts.delete(keptRowCounts.keys().next().value!)
   keptRowCounts.set(key, n)
   return n
 }

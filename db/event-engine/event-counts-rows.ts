@@ -47,7 +47,6 @@ export function keptCount(s: CountsState, sql: string, params: unknown[], hi: nu
     n = cached(sql)
       .pluck()
       .get(...params) as number
-    if (keptRowCounts.size >= 4096) keptRowCounts.delete(keptRowCounts.keys().next().value!)
     keptRowCounts.set(key, n)
   }
   return n

@@ -5,7 +5,7 @@
 // (db/event-engine/event-counts-terms.ts), the text counts (db/event-engine/event-counts-text.ts) and their match
 // bits (db/event-engine/event-counts-docs.ts). Each kept structure is described where it is declared.
 import type { Statement } from 'better-sqlite3'
-import { LRUCache } from 'lru-cache'
+import { cacheIn, type Cache, type CacheRegistry } from '../cache.js'
 import { FINE_SHIFT, LEVEL_SHIFT, type Summary } from './event-index.js'
 import type { GlobalCols, Range } from './event-plans.js'
 import type { QueryState } from './event-query-state.js'
@@ -107,12 +107,12 @@ export interface CountsState extends Pick<QueryState, 'db' | 'indexer' | 'cached
 
   // ---- counts among indexed records (db/event-engine/event-counts-rows.ts, db/event-engine/event-counts-cut.ts) ----
   /** Counts read from the rows, by statement and parameters, for the summary rowCountsFor (keptCount). */
-  keptRowCounts: Map<string, number>
+  keptRowCounts: Cache<string, number>
   rowCountsFor: Summary | null
   /** The ids of the matches in stretches of indexed ids (matchIds, stretchKindIds, kindMatchIds). */
-  keptIds: LRUCache<string, number[]>
+  keptIds: Cache<string, number[]>
   /** The top-level segments of plans without text conditions (keptSegments). */
-  keptSegs: Map<string, Segment[]>
+  keptSegs: Cache<string, Segment[]>
   /** A block's documents by id, reused from call to call. */
   docScratch: { at: Int32Array; of(size: number): Int32Array }
   kindIdsIn: Statement<[number, string, number, number], number>
@@ -147,7 +147,7 @@ export interface CountsState extends Pick<QueryState, 'db' | 'indexer' | 'cached
 }
 
 /** The counts' state, empty, for the queries' shared state. */
-export function createCountsState(state: QueryState, keptDocsMax: number): CountsState {
+export function createCountsState(state: QueryState, keptDocsMax: number, caches?: CacheRegistry): CountsState {
   const { db, indexer, cached, tables, topId, byTime } = state
   return {
     db,
@@ -158,11 +158,30 @@ export function createCountsState(state: QueryState, keptDocsMax: number): Count
     byTime,
     keptDocsMax,
 
-    keptRowCounts: new Map<string, number>(),
+    // At most 4,096 counts, least recently used first out.
+    keptRowCounts: cacheIn<string, number>(caches, {
+      name: 'event-row-counts',
+      signal: 'a new summary (a prune, a rebuild, a reload); counts reaching above the mark are never kept',
+      max: 4096,
+      maxBytes: 4 * 1024 * 1024,
+      sizeOf: (_, key) => 24 + 2 * key.length,
+    }),
     rowCountsFor: null,
-    // At most a million ids (about 8 MB), least recently used first out.
-    keptIds: new LRUCache<string, number[]>({ maxSize: 1_000_000, sizeCalculation: (ids) => ids.length + 1 }),
-    keptSegs: new Map<string, Segment[]>(),
+    // At most about a million ids (8 MB), least recently used first out.
+    keptIds: cacheIn<string, number[]>(caches, {
+      name: 'event-match-ids',
+      signal: 'a new summary (a prune, a rebuild, a reload)',
+      maxBytes: 8 * 1024 * 1024,
+      sizeOf: (ids, key) => 8 * (ids.length + 1) + 2 * key.length,
+    }),
+    // At most 256 plans' segments.
+    keptSegs: cacheIn<string, Segment[]>(caches, {
+      name: 'event-segments',
+      signal: 'a new summary, or its mark moving (part of the key)',
+      max: 256,
+      maxBytes: 8 * 1024 * 1024,
+      sizeOf: (segs, key) => 2 * key.length + segs.reduce((n, g) => n + 64 + 8 * (g.ids?.length ?? 0), 16),
+    }),
     docScratch: {
       at: new Int32Array(2 ** LEVEL_SHIFT[0]),
       of(size: number): Int32Array {

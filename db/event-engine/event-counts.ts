@@ -18,6 +18,7 @@ import { blockKindIds, kindSet } from './event-counts-cut.js'
 import { countsOf, docMatchIds, docSegments, docWalk, walkable } from './event-counts-docs.js'
 import { countRows, keptCount, matchIds, pageIds } from './event-counts-rows.js'
 import { phraseTerms, rememberPhrase } from './event-counts-terms.js'
+import type { CacheRegistry } from '../cache.js'
 import { KEPT_DOCS_MAX, keptTextCount } from './event-counts-text.js'
 
 export type { Counted, Segment, TextCount } from './event-counts-state.js'
@@ -96,8 +97,8 @@ function countIn(s: CountsState, p: Plan, t: TextCount, lo: number, hi: number, 
 }
 
 /** `keptDocsMax`: the listed documents and sources of the text counts kept (KEPT_DOCS_MAX; a benchmark compares). */
-export function eventCounts(state: QueryState, { keptDocsMax = KEPT_DOCS_MAX }: { keptDocsMax?: number } = {}) {
-  const s = createCountsState(state, keptDocsMax)
+export function eventCounts(state: QueryState, { keptDocsMax = KEPT_DOCS_MAX, caches }: { keptDocsMax?: number; caches?: CacheRegistry } = {}) {
+  const s = createCountsState(state, keptDocsMax, caches)
   return {
     count: (p: Plan): Counted => count(s, p),
     countAll: (table: RecordTable, sum: Summary): number => countAll(s, table, sum),

@@ -2,7 +2,7 @@
 // indexer appends a stretch with each batch (and fills in those indexed before the table
 // existed, newest first), the retention job clears the events it deletes, and text filters
 // over a range of ids read them to tell the matches from the documents that match.
-import { LRUCache } from 'lru-cache'
+import { cacheIn, type CacheRegistry } from '../cache.js'
 import type { DB } from '../index.js'
 
 /** A stretch shorter than this is extended by the next batch rather than followed by another (a busy server indexes 64 events at a time). */
@@ -11,12 +11,12 @@ const MIN_STRETCH = 1024
 const MAX_GAP = 64
 
 /**
- * Ids of stretches kept in memory (4 bytes each: 32 MB), least recently used first out: text
+ * Bytes of stretches' ids kept in memory (4 bytes an id: 8M ids), least recently used first out: text
  * questions over random days walk stretches all over the table, and reading one again (a
  * bulk-indexed stretch holds 65,536 ids) cost ten times the walk of the block it was read
  * for, and its garbage a collection every half second.
  */
-const KEPT_IDS = 8_388_608
+const KEPT_BYTES = 32 * 1024 * 1024
 
 /** The ids of a stretch as a view (no copy when the blob is aligned, as it nearly always is). */
 export function idsOf(blob: Buffer): Int32Array {
@@ -30,7 +30,7 @@ const blobOf = (docs: Int32Array) => Buffer.from(docs.buffer, docs.byteOffset, d
 /** Little-endian (the machines SQLite databases of this server are written on). */
 if (new Uint8Array(new Int32Array([1]).buffer)[0] !== 1) throw new Error('event_doc_ids are stored little-endian')
 
-export function eventDocIds(db: DB) {
+export function eventDocIds(db: DB, caches?: CacheRegistry) {
   const state = db.prepare<[], { indexed: number; stale: number; docs_from: number }>("SELECT indexed, stale, docs_from FROM record_index_state WHERE name = 'events'")
   const setFrom = db.prepare<[number]>("UPDATE record_index_state SET docs_from = ? WHERE name = 'events'")
   const last = db.prepare<[], { hi: number; lo: number; docs: Buffer }>('SELECT hi, lo, docs FROM event_doc_ids ORDER BY hi DESC LIMIT 1')
@@ -50,7 +50,12 @@ export function eventDocIds(db: DB) {
   const fromSpans = db.prepare<[number], { hi: number; lo: number }>('SELECT hi, lo FROM event_doc_ids WHERE hi >= ? ORDER BY hi')
   const fromDownSpans = db.prepare<[number], { hi: number; lo: number }>('SELECT hi, lo FROM event_doc_ids WHERE hi <= ? ORDER BY hi DESC')
   const docsAt = db.prepare<[number], Buffer>('SELECT docs FROM event_doc_ids WHERE hi = ?').pluck()
-  const kept = new LRUCache<number, { lo: number; docs: Int32Array }>({ maxSize: KEPT_IDS, sizeCalculation: (k) => Math.max(1, k.docs.length) })
+  const kept = cacheIn<number, { lo: number; docs: Int32Array }>(caches, {
+    name: 'event-doc-stretches',
+    signal: 'a stretch rewritten or cleared (retention), the index starting over, the summary read again (another process)',
+    maxBytes: KEPT_BYTES,
+    sizeOf: (k) => k.docs.byteLength + 32,
+  })
   const docsOf = (s: { hi: number; lo: number }): Int32Array => {
     const k = kept.get(s.hi)
     if (k && k.lo === s.lo) return k.docs

@@ -1,6 +1,6 @@
 // The event index's dictionaries (db/event-engine/event-index.ts): the kinds of events and audit records,
 // and the events' sources and documents, each given an id on first sight.
-import { LRUCache } from 'lru-cache'
+import { cacheIn } from '../cache.js'
 import type { DB } from '../index.js'
 import { kindColumns, kindsTable, type AuditKind, type EventKind, type IndexerOptions, type RecordTable } from './event-index-structures.js'
 
@@ -60,8 +60,21 @@ export function indexDictionaries(db: DB, opts: IndexerOptions) {
   }
 
   // ---- sources and documents (events only) ----
-  const sourceCache = new LRUCache<string, number>({ max: opts.sourceCache ?? 50_000 })
-  const docCache = new LRUCache<string, number>({ max: opts.docCache ?? 20_000 })
+  // A miss is one index probe; another connection rewriting them calls forget().
+  const sourceCache = cacheIn<string, number>(opts.caches, {
+    name: 'event-index-sources',
+    signal: 'another connection rewriting the sources (forget)',
+    max: opts.sourceCache ?? 50_000,
+    maxBytes: 16 * 1024 * 1024,
+    sizeOf: (_, key) => 24 + 2 * key.length,
+  })
+  const docCache = cacheIn<string, number>(opts.caches, {
+    name: 'event-index-documents',
+    signal: 'another connection rewriting the documents (forget)',
+    max: opts.docCache ?? 20_000,
+    maxBytes: 16 * 1024 * 1024,
+    sizeOf: (_, key) => 24 + 2 * key.length,
+  })
   const findSource = db.prepare<[string, string | null, string | null], number>('SELECT id FROM event_sources WHERE entity_id = ? AND asset_key IS ? AND asset_name IS ?').pluck()
   const insertSource = db.prepare<[string, string | null, string | null]>('INSERT INTO event_sources (entity_id, asset_key, asset_name) VALUES (?, ?, ?)')
   const insertSourceFts = db.prepare<[number, string, string | null, string | null]>('INSERT INTO event_sources_fts (rowid, entity_id, asset_key, asset_name) VALUES (?, ?, ?, ?)')

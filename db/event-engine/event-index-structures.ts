@@ -4,6 +4,7 @@
 import type { Statement } from 'better-sqlite3'
 import type { DB } from '../index.js'
 import type { EventDocIds } from './event-doc-ids.js'
+import type { CacheRegistry } from '../cache.js'
 
 /** Ids per block: level 0 blocks hold 2^12 ids, level 1 blocks 2^16. */
 export const LEVEL_SHIFT = [12, 16] as const
@@ -159,6 +160,8 @@ export interface IndexerOptions {
   /** Sources and documents remembered between batches (bounded memory; a miss is one index probe). */
   sourceCache?: number
   docCache?: number
+  /** The app's caches, where the engine's are made (db/cache.ts; absent: caches of its own). */
+  caches?: CacheRegistry
   /**
    * Each step's commit synced on its own (synchronous = FULL), as before: by default a step
    * commits with synchronous = NORMAL. The index is derived from the rows, and its counts

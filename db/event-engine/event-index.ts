@@ -40,7 +40,7 @@ export function recordIndexer(db: DB, opts: IndexerOptions = {}) {
     opts,
     state: db.prepare<[string], { indexed: number; stale: number; prunes: number }>('SELECT indexed, stale, prunes FROM record_index_state WHERE name = ?'),
     summaries: {},
-    docIds: eventDocIds(db),
+    docIds: eventDocIds(db, opts.caches),
     restarts: 0,
   }
   const dicts = indexDictionaries(db, opts)

@@ -80,7 +80,7 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
   const { startIndexing, textsReady } = catchUp
 
   const state: QueryState = { db, indexer, cached, tables, topId, byTime, startIndexing }
-  const counts = eventCounts(state, { keptDocsMax: opts.keptDocsMax })
+  const counts = eventCounts(state, { keptDocsMax: opts.keptDocsMax, caches: opts.caches })
   const { count } = counts
   const pages = eventPages(state, counts)
   const { list, feed } = pages

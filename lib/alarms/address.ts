@@ -4,6 +4,7 @@
 import dns from 'node:dns/promises'
 import net from 'node:net'
 import { cidr, inRanges, parseIp, PRIVATE, reachedAddresses, reachedRange, type Addr, type Range } from '../ip-address.js'
+import { cacheIn, type CacheRegistry } from '../../db/cache.js'
 
 /** Link-local and cloud metadata: never reachable, whatever the allow-list says. */
 const METADATA = ['169.254.0.0/16', 'fe80::/10', 'fd00:ec2::254/128', '100.100.100.200/32', '168.63.129.16/32'].map(cidr)
@@ -123,15 +124,21 @@ const RESOLVED_MAX = 256
  * kept: resolveChecked applies the address rule to the kept addresses on every use, and a
  * DNS change is seen within the time kept. Failed lookups are not kept.
  */
-export function keptResolver(ttlMs = RESOLVED_TTL_MS, resolve: Resolver = systemResolver, now: () => number = () => performance.now()): Resolver {
-  const kept = new Map<string, { at: number; found: { address: string; family: number }[] }>()
+export function keptResolver(ttlMs = RESOLVED_TTL_MS, resolve: Resolver = systemResolver, now: () => number = () => performance.now(), caches?: CacheRegistry): Resolver {
+  // Destinations are few (at most 100): past RESOLVED_MAX names, the least recently used go.
+  const kept = cacheIn<string, { address: string; family: number }[]>(caches, {
+    name: 'alarm-host-lookups',
+    signal: `${ttlMs / 1000} s passing (a DNS change is seen within them)`,
+    max: RESOLVED_MAX,
+    maxBytes: 256 * 1024,
+    ttlMs,
+    now,
+  })
   return async (host) => {
     const hit = kept.get(host)
-    if (hit && now() - hit.at < ttlMs) return hit.found
+    if (hit) return hit
     const found = await resolve(host)
-    // Destinations are few (at most 100): a full map is only ever stale names.
-    if (kept.size >= RESOLVED_MAX) kept.clear()
-    if (found.length) kept.set(host, { at: now(), found })
+    if (found.length) kept.set(host, found)
     return found
   }
 }

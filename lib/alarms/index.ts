@@ -30,6 +30,7 @@ export function alarmDeliveryLoop(app: FastifyInstance): Loop {
     log: app.log,
     mail: { mailer: app.mailer, publicUrl: config.publicUrl },
     settings: { ...config.alarms, deliveryDays: config.retention.deliveryDays },
+    caches: app.caches,
   })
   app.decorate('alarmWorker', worker)
   registerHealthCheck(app, { name: 'AlarmDelivery', check: alarmDeliveryHealth })

@@ -21,6 +21,7 @@ import { auditView, eventViewOf } from '../events/views.js'
 import { BATCH_ENVELOPE_BYTES, syslogLine, webhookPayload, type AlarmRecord, type DeliveryContext } from './format.js'
 import type { AlarmOutbox, FailureEvents } from './ports.js'
 import { SyslogConnections, webhookAgents, type SendOutcome, type SyslogSettings, type WebhookSettings } from './transport.js'
+import type { CacheRegistry } from '../../db/cache.js'
 
 export const RETRY_BASE_MS = 10_000
 export const RETRY_MAX_MS = 3600_000
@@ -97,6 +98,8 @@ export interface DeliveryDeps {
   log: Log
   mail: MailOut
   settings: { allowedHosts: string[]; denyPrivate: boolean; timeoutMs: number; deliveryDays: number }
+  /** The app's caches, where the host lookups are kept (absent: a cache of its own). */
+  caches?: CacheRegistry
 }
 
 export class DeliveryWorker {
@@ -121,7 +124,13 @@ export class DeliveryWorker {
 
   constructor(private readonly deps: DeliveryDeps) {
     const { allowedHosts, denyPrivate, timeoutMs } = deps.settings
-    this.transports = { allow: allowList(allowedHosts, denyPrivate), syslog: new SyslogConnections(), agents: webhookAgents(), timeoutMs, resolve: keptResolver() }
+    this.transports = {
+      allow: allowList(allowedHosts, denyPrivate),
+      syslog: new SyslogConnections(),
+      agents: webhookAgents(),
+      timeoutMs,
+      resolve: keptResolver(undefined, undefined, undefined, deps.caches),
+    }
   }
 
   start(intervalMs = POLL_MS): void {

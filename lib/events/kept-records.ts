@@ -14,7 +14,11 @@ export class KeptRecords {
   private readonly ids: Float64Array
   private readonly bytes: (Buffer | undefined)[]
   private readonly asked: Float64Array
-  constructor(readonly size: number) {
+  /** `keeps` false (the app's caches off): nothing is kept, every record is read. */
+  constructor(
+    readonly size: number,
+    private readonly keeps = true,
+  ) {
     this.ids = new Float64Array(size)
     this.bytes = new Array(size)
     this.asked = new Float64Array(size)
@@ -27,6 +31,7 @@ export class KeptRecords {
 
   /** A record just read and written as JSON: kept if it was read before. */
   read(id: number, json: Buffer): void {
+    if (!this.keeps) return
     const at = id % this.size
     if (this.asked[at] !== id) {
       this.asked[at] = id

@@ -2,7 +2,7 @@
 // fetch, which gets the feed's page) and their exports. Takes plain inputs (the caller's
 // context, the parsed filters, sort and page), so it runs without Fastify.
 import type { Readable } from 'node:stream'
-import { Cache } from '../../db/cache.js'
+import { cacheIn, type CacheRegistry } from '../../db/cache.js'
 import { EVENT_ROW_SORTS } from '../../db/event-engine/index.js'
 import { invalidField } from '../errors.js'
 import { AnswerParts, listAnswerOfBytes, streamedPages, type Page, type Sort } from '../listing.js'
@@ -26,6 +26,8 @@ export interface EventServiceDeps {
   sortRowsMax?: number
   /** List answers kept for repeated questions (default 64; 0 keeps none). */
   keptAnswers?: number
+  /** The app's caches, where the kept answers are made (absent: caches of its own). */
+  caches?: CacheRegistry
 }
 
 /**
@@ -93,20 +95,34 @@ export function eventService(deps: EventServiceDeps) {
   // (consoles on their default page, integrations polling a quiet feed) is answered
   // without reading or writing a row.
   const keep = deps.keptAnswers ?? 64
-  const kept = new Cache<string, { version: string; text: string | AnswerParts }>({ max: keep })
+  const kept = cacheIn<string, { version: string; text: string | AnswerParts }>(deps.caches, {
+    name: 'event-list-answers',
+    signal: "the records' version: a record added or pruned, the index starting over, another process's commit",
+    max: keep,
+    maxBytes: 32 * 1024 * 1024,
+    sizeOf: (v, key) => 2 * key.length + 2 * v.version.length + (typeof v.text === 'string' ? 2 * v.text.length : v.text.bytes),
+  })
   // An answer is kept the second time its question is asked: answers asked once (a feed
   // from a random id) would otherwise all live long enough to be copied into the old
   // generation, and every young collection then copies them (measured: 2 MB promoted per
   // collection instead of 45 kB, collections of 14 ms instead of 1.6 ms).
-  const asked = new Cache<string, true>({ max: 4 * keep })
+  const asked = cacheIn<string, true>(deps.caches, {
+    name: 'event-list-asked',
+    signal: 'none: a question asked once, remembered until pushed out',
+    max: 4 * keep,
+    maxBytes: 1024 * 1024,
+    sizeOf: (_, key) => 2 * key.length,
+  })
 
   async function answered<F, R>(store: RecordStore<F, R>, key: string, build: () => Promise<string | Readable>): Promise<string | Readable> {
     // Read before the rows: an answer is never older than the version it is kept under.
     const version = await store.version()
-    const hit = kept.get(key)
-    if (hit && hit.version === version) return typeof hit.text === 'string' ? hit.text : hit.text.again()
+    // An answer kept at another version is a miss (and dropped), not a hit; its question was asked before.
+    const askedBefore = kept.has(key)
+    const hit = kept.getValid(key, (h) => h.version === version)
+    if (hit) return typeof hit.text === 'string' ? hit.text : hit.text.again()
     const answer = await build()
-    if (!hit && !asked.get(key)) {
+    if (!askedBefore && !asked.get(key)) {
       asked.set(key, true)
       return answer
     }
@@ -118,7 +134,7 @@ export function eventService(deps: EventServiceDeps) {
   // Each record's JSON, kept by id for large feed pages (KeptRecords). Records never change
   // once written (a change outside a prune marks the index stale, which moves the version),
   // so a record's JSON stands while the version, the newest id aside, does.
-  const textsOf = (view: (r: unknown[]) => unknown) => ({ view, kept: new KeptRecords(KEEP_RECORD_TEXTS), valid: '' })
+  const textsOf = (view: (r: unknown[]) => unknown) => ({ view, kept: new KeptRecords(KEEP_RECORD_TEXTS, deps.caches?.on ?? true), valid: '' })
   const texts = { events: textsOf(eventViewOf), audit: textsOf(auditViewOf) }
 
   /**

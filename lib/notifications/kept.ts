@@ -2,15 +2,15 @@
 // a pin takes the next change number (notification_counter), so an answer read at one
 // change number is the answer for as long as the number stays: the question is exact,
 // not an estimate. Read marks are part of the questions that depend on them.
-import { Cache } from '../../db/cache.js'
+import { cacheIn, type Cache, type CacheRegistry } from '../../db/cache.js'
 
 export class KeptAnswers {
   private readonly cache: Cache<string, unknown>
   private seq: number | undefined
 
-  /** `max` answers at most (0: none is kept); least recently used first out. */
-  constructor(max: number) {
-    this.cache = new Cache({ max })
+  /** `max` answers at most (0: none is kept); least recently used first out; made in `caches` when given. */
+  constructor(max: number, caches?: CacheRegistry) {
+    this.cache = cacheIn(caches, { name: 'notification-answers', signal: 'any change to a notification, a group or a pin (the change number)', max, maxBytes: 16 * 1024 * 1024 })
   }
 
   /**

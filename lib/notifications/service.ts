@@ -11,6 +11,7 @@ import { KeptAnswers } from './kept.js'
 import type { HealthRow, NotificationStore, RiskRow } from './ports.js'
 import type { RiskQuery } from './query.js'
 import { countsView, groupView, healthView, riskView, type CountsView, type GroupName, type GroupView, type RiskView } from './views.js'
+import type { CacheRegistry } from '../../db/cache.js'
 
 /** Notifications a group or the operational status shows. */
 const LISTED = 100
@@ -29,6 +30,8 @@ export interface NotificationDeps {
   groupNames: readonly GroupName[]
   /** List and count answers kept while no notification changes (PRIME_KEPT_LIST_ANSWERS; 0: none). */
   keptAnswers: number
+  /** The app's caches, where the kept answers are made (absent: a cache of its own). */
+  caches?: CacheRegistry
   /** Runs the health checks now if this process has not run them yet: a reader's first look gets a check of its own. */
   ensureChecked(): Promise<void>
   /** Tells the reader's open streams which notifications a read-all marked read (change numbers in (from, to]). */
@@ -49,7 +52,7 @@ const healthAsset = (h: HealthRow): AuditAsset => ({ key: String(h.id), name: h.
 export function notificationService(deps: NotificationDeps) {
   const { notifications: store, uow, audit } = deps
   const now = deps.now ?? Date.now
-  const kept = new KeptAnswers(deps.keptAnswers)
+  const kept = new KeptAnswers(deps.keptAnswers, deps.caches)
 
   async function riskOf(id: number): Promise<RiskRow> {
     const r = await store.risk(id)

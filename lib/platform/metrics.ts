@@ -2,11 +2,12 @@
 // credential), through prom-client. Per node by design: a scraper asks every node. Counted
 // as requests are answered: requests by operation and status with a latency histogram.
 // Read when scraped: the process (event loop delay, memory, CPU), the expensive reads, the
-// database pool on PostgreSQL, the alarm outbox's backlog and lag per destination, and the
-// background loops this node runs.
+// database pool on PostgreSQL, the alarm outbox's backlog and lag per destination, the
+// background loops this node runs, and its caches' counts (db/cache.ts).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import client from 'prom-client'
 import type { DestinationBacklog } from '../../db/alarms.js'
+import { registerCacheMetrics } from './cache-metrics.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -110,6 +111,8 @@ export function registerMetrics(app: FastifyInstance): void {
       for (const l of app.loops.list()) loops.set({ loop: l.name, singleton: String(l.singleton) }, l.running && l.leaseHeld !== false ? 1 : 0)
     },
   })
+
+  registerCacheMetrics(app, registry)
 
   app.decorate('metrics', { text: () => registry.metrics(), contentType: registry.contentType })
 }

@@ -75,7 +75,7 @@ export async function openStorage(app: FastifyInstance, config: Config): Promise
   }
   if (config.databaseUrl) return openPostgresStorage(config.databaseUrl, config)
   const db = openDatabase(config.dbFile, { cacheMb: config.dbCacheMb })
-  const repos = createRepos(db, config.keptListAnswers, config.agentlessKey)
+  const repos = createRepos(db, config.keptListAnswers, config.agentlessKey, app.caches)
   // Webhook secrets stored in the clear by an earlier version are sealed now.
   const sealed = repos.alarms.sealStored()
   // Revoked sessions, and those whose refresh tokens have all expired, can never be used again.
