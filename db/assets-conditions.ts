@@ -2,7 +2,23 @@
 // folded away), the global search with the conditions indexes serve, the named values, and
 // the parts a source is read in for an indexed order.
 import { patternList } from './match.js'
-import { AGENT_RISK, type AssetField, type AssetQuery, type Condition, FIELDS, INDICATOR_RISK, PERIPHERAL_RISK, RARE, RARE_BY_MODEL, SEARCHED, type Source, TEXT_FIELDS } from './assets-fields.js'
+import {
+  AGENT_RISK,
+  type AssetField,
+  type AssetQuery,
+  type Condition,
+  FIELDS,
+  INDICATOR_RISK,
+  PERIPHERAL_RISK,
+  RARE,
+  RARE_BY_MODEL,
+  ROWID,
+  SEARCHED,
+  type Source,
+  SOURCES,
+  TEXT_FIELDS,
+} from './assets-fields.js'
+import { shortTerm } from './asset-grams.js'
 
 const R = INDICATOR_RISK
 
@@ -142,7 +158,10 @@ function renderGroups(groups: Condition[][], src: Source): Rendered {
   return { sql: `(${ors.join(' OR ')})`, params }
 }
 
-export function renderWhere(q: AssetQuery, src: Source): Rendered {
+/** A source's part of a query; `gramRows`: its rows are those asset_gram_rows lists for the search's gram (db/asset-grams.ts). */
+export type SourceQuery = AssetQuery & { gramRows?: boolean }
+
+export function renderWhere(q: SourceQuery, src: Source): Rendered {
   const f = renderGroups(q.filters, src)
   const s = renderGroups(q.system, src)
   const parts = [f.sql, s.sql]
@@ -153,6 +172,8 @@ export function renderWhere(q: AssetQuery, src: Source): Rendered {
     parts.push(`coalesce(${fields.join(' OR ')}, 0)`)
   }
   const served = indexed(q, src)
+  // The rare gram's few rows, listed: the search's LIKE above still decides each.
+  if (q.gramRows) served.push({ sql: `${ROWID[src]} IN (SELECT id FROM asset_gram_rows WHERE src = ${SOURCES.indexOf(src)} AND gram = @gram)`, params: [] })
   parts.push(...served.map((r) => r.sql))
   for (const r of served) params.push(...r.params)
   const sql = parts.filter((p) => p !== '1').join(' AND ')
@@ -214,7 +235,7 @@ function indexed(q: AssetQuery, src: Source): Rendered[] {
 export function named(sql: string, q: AssetQuery, more: Record<string, unknown> = {}): [Record<string, unknown>] | [] {
   const term = indexedTerm(q.search) ?? ''
   const phrase = `"${term.replace(/"/g, '""')}"`
-  const all: Record<string, unknown> = { rare: JSON.stringify(q.rare), search: q.search ?? '', fts: phrase, ftsUuid: `uuid : ${phrase}`, ...more }
+  const all: Record<string, unknown> = { rare: JSON.stringify(q.rare), search: q.search ?? '', fts: phrase, ftsUuid: `uuid : ${phrase}`, gram: shortTerm(q.search) ?? '', ...more }
   const used = Object.fromEntries(Object.entries(all).filter(([k]) => new RegExp(`@${k}\\b`).test(sql)))
   return Object.keys(used).length > 0 ? [used] : []
 }
