@@ -166,13 +166,15 @@ export function renderWhere(q: SourceQuery, src: Source): Rendered {
   const s = renderGroups(q.system, src)
   const parts = [f.sql, s.sql]
   const params = [...f.params, ...s.params]
-  if (q.search !== undefined) {
+  // A rare gram's listed rows are exactly those holding it (the triggers of migration 039
+  // keep them so): no text is matched again, and a peripheral's agent is not joined.
+  if (q.search !== undefined && !q.gramRows) {
     const fields = SEARCHED.map((name) => `(${FIELDS[name][src]}) LIKE @search ESCAPE '\\'`)
     if (src === 'agent') fields.push("a.nics_text LIKE @search ESCAPE '\\'")
     parts.push(`coalesce(${fields.join(' OR ')}, 0)`)
   }
   const served = indexed(q, src)
-  // The rare gram's few rows, listed: the search's LIKE above still decides each.
+  // The rare gram's few rows, listed.
   if (q.gramRows) served.push({ sql: `${ROWID[src]} IN (SELECT id FROM asset_gram_rows WHERE src = ${SOURCES.indexOf(src)} AND gram = @gram)`, params: [] })
   parts.push(...served.map((r) => r.sql))
   for (const r of served) params.push(...r.params)
