@@ -48,26 +48,44 @@ export function shortTerm(search: string | undefined): string | undefined {
   return n >= 1 && n <= 2 ? lowerAscii(term) : undefined
 }
 
-// A trigger computes a row's grams once per statement that reads them (counts, then rows):
-// the last answer is kept for the same texts.
-let lastKey: string | undefined
-let lastValue = '[]'
-function gramsJson(...texts: unknown[]): string {
-  const key = JSON.stringify(texts)
-  if (key !== lastKey) {
-    lastValue = JSON.stringify([...gramsOf(texts)])
-    lastKey = key
+// A trigger reads a row's grams in several statements (counts, then lists; an agent's
+// address change, each of its peripherals' in each): the last answers are kept by their
+// texts, so each is computed once.
+const KEPT_ANSWERS = 64
+function remembered(compute: (...args: unknown[]) => string): (...args: unknown[]) => string {
+  const kept = new Map<string, string>()
+  return (...args) => {
+    const key = JSON.stringify(args)
+    let value = kept.get(key)
+    if (value === undefined) {
+      value = compute(...args)
+      if (kept.size >= KEPT_ANSWERS) kept.delete(kept.keys().next().value!)
+      kept.set(key, value)
+    }
+    return value
   }
-  return lastValue
 }
 
+const gramsJson = remembered((...texts) => JSON.stringify([...gramsOf(texts)]))
+
+const gramDiffJson = remembered((oldId, newId, n, ...texts) => {
+  const was = gramsOf(texts.slice(0, Number(n)))
+  const is = gramsOf(texts.slice(Number(n)))
+  // A row whose id changes is a delete and an insert.
+  const moved = oldId !== newId
+  return JSON.stringify({ del: [...was].filter((g) => moved || !is.has(g)), add: [...is].filter((g) => moved || !was.has(g)) })
+})
+
 /**
- * `asset_grams(text, ...)`: the texts' grams as a JSON array. `asset_gram_index(cap, id,
+ * `asset_grams(text, ...)`: the texts' grams as a JSON array. `asset_gram_diff(old id, new
+ * id, n, n old texts, n new texts)`: `{del, add}`, the grams the update takes away and
+ * adds (all of them when the id changes). `asset_gram_index(cap, id,
  * text, ...)` (aggregate, for building): `{gram: [rows, ids or null]}`, the ids while the
  * gram is held by at most `cap` rows.
  */
 export function registerGramFunctions(db: Database.Database): void {
   db.function('asset_grams', { deterministic: true, varargs: true }, gramsJson)
+  db.function('asset_gram_diff', { deterministic: true, varargs: true }, gramDiffJson)
   type Tally = Map<string, [number, number[] | null]>
   db.aggregate('asset_gram_index', {
     varargs: true,
