@@ -2,11 +2,14 @@
 // A global search of one or two characters, counted from the grams' counts and read from
 // their lists of rows (or by walking an index), answers exactly what LIKE over every row
 // answers: the same assets in the same order, the same count, through writes of every kind.
+import fs from 'node:fs'
+import path from 'node:path'
 import t from 'tap'
 import { build } from './helpers.js'
 import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
 import { assetsRepo, type AssetQuery, type AssetSort } from '../db/assets.js'
-import { BUILD_ASSET_GRAMS } from '../db/asset-grams.js'
+import { BUILD_ASSET_GRAMS, GRAM_CAPS } from '../db/asset-grams.js'
+import { migrationsDir } from '../db/migrations-dir.js'
 import { contains } from '../db/sql.js'
 
 /** A deterministic generator (mulberry32). */
@@ -147,4 +150,13 @@ t.test('a gram held by more rows than the cap stops being listed', async (t) => 
   insertPeripheral(app, a.id, { gui_pid: 'Qq Device 2' })
   t.same(g(), { n: 10001, posted: 0 }, 'counted, no longer listed')
   t.equal(listed(), 0, 'its list is dropped')
+})
+
+t.test('migration 039 builds as BUILD_ASSET_GRAMS does, with the caps GRAM_CAPS says', async (t) => {
+  const norm = (x: string) => x.replace(/\s+/g, ' ').trim()
+  const migration = norm(fs.readFileSync(path.join(migrationsDir, '039_asset_grams.sql'), 'utf8'))
+  for (const statement of BUILD_ASSET_GRAMS.split(';').map(norm)) {
+    if (statement && !statement.startsWith('DELETE')) t.ok(migration.includes(statement), statement.slice(0, 60))
+  }
+  t.ok(migration.includes(`CASE src WHEN 0 THEN ${GRAM_CAPS.agent} ELSE ${GRAM_CAPS.peripheral} END`), 'the triggers unlist at the caps')
 })
