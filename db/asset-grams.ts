@@ -1,21 +1,22 @@
 // Asset discovery's global searches of one or two characters. A term that short has no
-// trigram to read from the full-text indexes, and its matches were counted row by row over
-// a million peripherals (1.4 to 4 s). Instead, for the agents and the peripherals (the
-// agentless hosts are few and still counted row by row), migration 039 keeps:
+// trigram to read from the full-text indexes, and counting its matches row by row over a
+// million peripherals takes seconds. So, for the agents and the peripherals (the agentless
+// hosts are few and still counted row by row), migration 039 keeps:
 //
 // - asset_grams: for every gram of one or two characters of the searched texts (FIELDS'
 //   name, key, ipAddress, model, vendor, and an agent's adapters), how many rows hold it.
 //   Grams are folded as LIKE folds (ASCII letters only) and taken within each text, so a
 //   row holds a gram exactly when `%gram%` matches one of its texts: an unfiltered search's
 //   count is a lookup.
-// - asset_gram_rows: the rows of the rare grams (`posted`: at most CAPS rows when it was
-//   last counted over the cap), so that a page of a rare term reads its few rows instead of
+// - asset_gram_rows: the rows of the rare grams (`posted`: held by at most GRAM_CAPS rows
+//   since it was last built), so that a page of a rare term reads its few rows instead of
 //   walking an index for matches that are not there. A common term's page is found by
 //   walking the order's index: its matches are dense.
 //
 // Triggers keep both exact with every write of agents and peripherals; they call
 // asset_grams(), an app-defined function: a connection that writes the searched columns of
-// agents or peripherals needs it registered (registerMatchFunctions, and migrate()).
+// agents or peripherals needs it registered (registerGramFunctions: openDatabase and
+// migrate() do). Searches with filters still match row by row.
 import type Database from 'better-sqlite3'
 import { lowerAscii } from './match.js'
 
