@@ -2,7 +2,23 @@
 // folded away), the global search with the conditions indexes serve, the named values, and
 // the parts a source is read in for an indexed order.
 import { patternList } from './match.js'
-import { AGENT_RISK, type AssetField, type AssetQuery, type Condition, FIELDS, INDICATOR_RISK, PERIPHERAL_RISK, RARE, RARE_BY_MODEL, SEARCHED, type Source, TEXT_FIELDS } from './assets-fields.js'
+import {
+  AGENT_RISK,
+  type AssetField,
+  type AssetQuery,
+  type Condition,
+  FIELDS,
+  INDICATOR_RISK,
+  PERIPHERAL_RISK,
+  RARE,
+  RARE_BY_MODEL,
+  ROWID,
+  SEARCHED,
+  type Source,
+  SOURCES,
+  TEXT_FIELDS,
+} from './assets-fields.js'
+import { shortTerm } from './asset-grams.js'
 
 const R = INDICATOR_RISK
 
@@ -142,17 +158,24 @@ function renderGroups(groups: Condition[][], src: Source): Rendered {
   return { sql: `(${ors.join(' OR ')})`, params }
 }
 
-export function renderWhere(q: AssetQuery, src: Source): Rendered {
+/** A source's part of a query; `gramRows`: its rows are those asset_gram_rows lists for the search's gram (db/asset-grams.ts). */
+export type SourceQuery = AssetQuery & { gramRows?: boolean }
+
+export function renderWhere(q: SourceQuery, src: Source): Rendered {
   const f = renderGroups(q.filters, src)
   const s = renderGroups(q.system, src)
   const parts = [f.sql, s.sql]
   const params = [...f.params, ...s.params]
-  if (q.search !== undefined) {
+  // A rare gram's listed rows are exactly those holding it (the triggers of migration 039
+  // keep them so): no text is matched again, and a peripheral's agent is not joined.
+  if (q.search !== undefined && !q.gramRows) {
     const fields = SEARCHED.map((name) => `(${FIELDS[name][src]}) LIKE @search ESCAPE '\\'`)
     if (src === 'agent') fields.push("a.nics_text LIKE @search ESCAPE '\\'")
     parts.push(`coalesce(${fields.join(' OR ')}, 0)`)
   }
   const served = indexed(q, src)
+  // The rare gram's few rows, listed.
+  if (q.gramRows) served.push({ sql: `${ROWID[src]} IN (SELECT id FROM asset_gram_rows WHERE src = ${SOURCES.indexOf(src)} AND gram = @gram)`, params: [] })
   parts.push(...served.map((r) => r.sql))
   for (const r of served) params.push(...r.params)
   const sql = parts.filter((p) => p !== '1').join(' AND ')
@@ -214,7 +237,7 @@ function indexed(q: AssetQuery, src: Source): Rendered[] {
 export function named(sql: string, q: AssetQuery, more: Record<string, unknown> = {}): [Record<string, unknown>] | [] {
   const term = indexedTerm(q.search) ?? ''
   const phrase = `"${term.replace(/"/g, '""')}"`
-  const all: Record<string, unknown> = { rare: JSON.stringify(q.rare), search: q.search ?? '', fts: phrase, ftsUuid: `uuid : ${phrase}`, ...more }
+  const all: Record<string, unknown> = { rare: JSON.stringify(q.rare), search: q.search ?? '', fts: phrase, ftsUuid: `uuid : ${phrase}`, gram: shortTerm(q.search) ?? '', ...more }
   const used = Object.fromEntries(Object.entries(all).filter(([k]) => new RegExp(`@${k}\\b`).test(sql)))
   return Object.keys(used).length > 0 ? [used] : []
 }

@@ -139,6 +139,7 @@ export const FROM: Record<Source, string> = {
  */
 export const from = (src: Source, sql: string) => (src === 'peripheral' && !/\ba\./.test(sql) ? 'peripherals p' : FROM[src])
 export const ROWID: Record<Source, string> = { agent: 'a.id', host: 'c.id', peripheral: 'p.id' }
+/** The fields a global search matches (and an agent's adapters); the gram triggers of migration 039 read the same texts (db/asset-grams.ts). */
 export const SEARCHED: AssetField[] = ['name', 'key', 'ipAddress', 'model', 'vendor']
 
 export interface AssetRow {

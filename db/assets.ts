@@ -10,7 +10,8 @@ import type { DB } from './index.js'
 import { statementCache } from './sql.js'
 import { CheckInTimeWrites } from './answer-cache.js'
 import { type AssetQuery, type AssetRow, type AssetSort, FIELDS, FROM, from, NULLABLE_SORTS, ROWID, rowSql, type Source, SOURCES, TEXT_FIELDS } from './assets-fields.js'
-import { foldQuery, INDEXED_SORTS, named, orderedParts, type Rendered, renderWhere } from './assets-conditions.js'
+import { foldQuery, INDEXED_SORTS, named, orderedParts, type Rendered, renderWhere, type SourceQuery } from './assets-conditions.js'
+import { type GramInfo, gramLookup, shortTerm } from './asset-grams.js'
 
 export { ASSET_TYPES, HOST_ICONS, HIERARCHY, INDICATOR_RISK, SEVERITY_RISK, SOURCES, TEXT_FIELDS } from './assets-fields.js'
 export type { Source, AssetField, Condition, AssetQuery, AssetSort, AssetRow } from './assets-fields.js'
@@ -72,12 +73,34 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
        GROUP BY lower(coalesce(switch_ip, '')), lower(coalesce(switch_name, '')))`,
   )
 
+  const gram = gramLookup(db)
+
+  /**
+   * A search of one or two characters without filters, over the agents and the peripherals:
+   * each source's count of rows holding the gram, and whether its rows are listed.
+   */
+  function shortSearch(parts: Partial<Record<Source, SourceQuery>>): Partial<Record<Source, GramInfo>> {
+    const term = shortTerm(parts.agent?.search ?? parts.peripheral?.search)
+    const out: Partial<Record<Source, GramInfo>> = {}
+    if (term === undefined) return out
+    for (const src of ['agent', 'peripheral'] as const) {
+      const q = parts[src]
+      if (q && q.filters.length === 0 && q.system.length === 0) out[src] = gram(src, term)
+    }
+    return out
+  }
+
   /** The matching count of each source (0 for a source the query rules out). */
-  function counts(parts: Partial<Record<Source, AssetQuery>>): Record<Source, number> {
+  function counts(parts: Partial<Record<Source, AssetQuery>>, known: Partial<Record<Source, GramInfo>> = {}): Record<Source, number> {
     const out = { agent: 0, host: 0, peripheral: 0 } as Record<Source, number>
     for (const src of SOURCES) {
       const q = parts[src]
       if (!q) continue
+      const k = known[src]
+      if (k) {
+        out[src] = k.n
+        continue
+      }
       const w = renderWhere(q, src)
       // Without a WHERE, SQLite counts a table from its b-tree's pages, not row by row.
       const sql = `SELECT count(*) FROM ${from(src, w.sql)}${w.sql === '1' ? '' : ` WHERE ${w.sql}`}`
@@ -211,13 +234,15 @@ export function assetsRepo(db: DB, checkInTimes: CheckInTimeWrites = new CheckIn
 
     /** The matching count, and a page of the matching assets' rows in order; `at`: where the data stands (default: here). */
     page(q: AssetQuery, sort: AssetSort, limit: number, offset: number, at: DataAt = dataAt()): { filtered: number; rows: AssetRow[] } {
-      const parts: Partial<Record<Source, AssetQuery>> = {}
+      const parts: Partial<Record<Source, SourceQuery>> = {}
       for (const src of SOURCES) {
         const folded = foldQuery(q, src)
         if (folded) parts[src] = folded
       }
+      const short = shortSearch(parts)
+      for (const src of SOURCES) if (short[src]?.posted) parts[src] = { ...parts[src]!, gramRows: true }
       const readsCheckIns = sort.field === 'lastSeen' || JSON.stringify([q.filters, q.system]).includes('"lastSeen"')
-      const entry = pagingOf(JSON.stringify([q, sort]), readsCheckIns, () => counts(parts), at)
+      const entry = pagingOf(JSON.stringify([q, sort]), readsCheckIns, () => counts(parts, short), at)
       const per = entry.per
       const filtered = per.agent + per.host + per.peripheral
       if (offset >= filtered) return { filtered, rows: [] }

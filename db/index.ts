@@ -3,6 +3,7 @@ import path from 'node:path'
 import Database from 'better-sqlite3'
 import { migrationsDir } from './migrations-dir.js'
 import { registerMatchFunctions } from './match.js'
+import { registerGramFunctions } from './asset-grams.js'
 
 export type DB = Database.Database
 
@@ -44,6 +45,8 @@ export function openDatabase(file: string, { cacheMb = 16, mmapMb = 0 }: { cache
   db.pragma(`cache_size = ${-Math.round(cacheMb * 1024)}`)
   if (mmapMb > 0) db.pragma(`mmap_size = ${mmapMb * 1024 * 1024}`)
   registerMatchFunctions(db)
+  // Called by the triggers of agents and peripherals (db/asset-grams.ts).
+  registerGramFunctions(db)
   migrate(db)
   return db
 }
@@ -63,6 +66,8 @@ export function latestSchemaVersion(dir = migrationsDir): number {
  */
 export function migrate(db: DB, dir = migrationsDir): number {
   const current = db.pragma('user_version', { simple: true }) as number
+  // Migration 039 and the triggers it creates call it, whoever opened the connection.
+  registerGramFunctions(db)
   const files = fs
     .readdirSync(dir)
     .filter((f) => /^\d{3}_[\w-]+\.sql$/.test(f))

@@ -8,7 +8,7 @@ import type Database from 'better-sqlite3'
 type Matcher = (text: string) => boolean
 
 /** Lower-case ASCII letters only, as SQLite's LIKE compares (other letters match exactly). */
-const lowerAscii = (s: string): string => (/[^\x00-\x7f]/.test(s) ? s.replace(/[A-Z]+/g, (m) => m.toLowerCase()) : s.toLowerCase())
+export const lowerAscii = (s: string): string => (/[^\x00-\x7f]/.test(s) ? s.replace(/[A-Z]+/g, (m) => m.toLowerCase()) : s.toLowerCase())
 
 const ANY = Symbol('%')
 const ONE = Symbol('_')

@@ -18,6 +18,7 @@ import { Worker, isMainThread, parentPort, workerData } from 'node:worker_thread
 import cliProgress from 'cli-progress'
 import Database from 'better-sqlite3'
 import { openDatabase, type DB } from '../db/index.js'
+import { buildAssetGrams } from '../db/asset-grams.js'
 import { agentStateRepo } from '../db/agent-state.js'
 import { peripheralTexts } from '../db/gateway.js'
 import { raiseRisks } from '../db/events.js'
@@ -580,6 +581,8 @@ function beginBulkLoad(db: DB, firstAgentId: number, firstPeripheralId: number, 
     .filter((t): t is typeof t & { counter: string } => t.counter !== undefined)
   // The interned texts' peripheral counts (migration 017), likewise counted once at the end.
   const textCounters = triggers.filter((t) => /AFTER INSERT ON peripherals\s+BEGIN\s+UPDATE peripheral_texts SET n = n \+ 1\b/i.test(t.sql))
+  // The short searches' grams (migration 039), built once from every row at the end.
+  const gramKeepers = triggers.filter((t) => /^(agents|peripherals)_(peripheral_)?grams_/.test(t.name))
   // Full-text indexes fed by `INSERT INTO <index> (...) VALUES (<expressions of new.*>)`
   // on peripherals, still empty: that insert becomes a SELECT over the new rows aliased
   // `new`. A trigger of another shape stays and fires per row.
@@ -623,7 +626,7 @@ function beginBulkLoad(db: DB, firstAgentId: number, firstPeripheralId: number, 
   }
   // Deferred: IMMEDIATE would also lock the attached scratch database the worker writes.
   db.exec('BEGIN')
-  const dropped = [...counters.map((t) => t.name), ...textCounters.map((t) => t.name), ...deferred.map((x) => x.trigger), ...agentFts.map((x) => x.trigger)]
+  const dropped = [...counters.map((t) => t.name), ...textCounters.map((t) => t.name), ...gramKeepers.map((t) => t.name), ...deferred.map((x) => x.trigger), ...agentFts.map((x) => x.trigger)]
   for (const ix of indexes) db.exec(`DROP INDEX "${ix.name}"`)
   for (const name of dropped) db.exec(`DROP TRIGGER "${name}"`)
 
@@ -641,6 +644,11 @@ function beginBulkLoad(db: DB, firstAgentId: number, firstPeripheralId: number, 
           WHERE c.id = peripheral_texts.id`)
       }
       phase('build indexes', t)
+      if (gramKeepers.length) {
+        t = performance.now()
+        buildAssetGrams(db)
+        phase('count search grams', t)
+      }
       t = performance.now()
       if (ftsBuilt) {
         // The worker's indexes, table by table: the same definitions, so the same format.

@@ -11,6 +11,7 @@ import { agentListView, agentView } from '../lib/agents/views.js'
 import { createRepos } from '../lib/repos.js'
 import { seedFleet } from '../scripts/seed.js'
 import { tempDb } from './helpers.js'
+import { registerGramFunctions } from '../db/asset-grams.js'
 
 const BY_HOST = { field: 'hostIdentifier', direction: 'asc' } as const
 
@@ -150,6 +151,8 @@ t.test('a page is right whatever is kept: few kept, rows deleted under it', asyn
   const { rows } = repos.agents.list({}, BY_HOST, 20, 0)
   const other = new Database(file)
   t.teardown(() => other.close())
+  // A connection that deletes agents needs the functions their triggers call (db/asset-grams.ts).
+  registerGramFunctions(other)
   other.prepare('DELETE FROM agents WHERE id IN (?, ?)').run(rows[1].id, rows[5].id)
   const data = JSON.parse(agentViews(db, agentListView)(rows)) as { uuid: string }[]
   t.equal(data.length, 18, 'agents deleted since the page was read are left out')

@@ -7,6 +7,7 @@ import Database from 'better-sqlite3'
 import { build, login, call } from './helpers.js'
 import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
 import { checkIn, enroll, gatewayEnv, hostState, mouse } from './fixtures/gateway.js'
+import { registerGramFunctions } from '../db/asset-grams.js'
 
 t.test('a kept answer never outlives a change', async (t) => {
   const app = await build(t)
@@ -34,6 +35,8 @@ t.test('a kept answer never outlives a change', async (t) => {
   // Another process writing the same database file (a seed run, say).
   const other = new Database(app.testConfig.dbFile)
   t.teardown(() => other.close())
+  // A connection that deletes peripherals needs the functions their triggers call (db/asset-grams.ts), as a seed run's has.
+  registerGramFunctions(other)
   other.prepare('DELETE FROM peripherals').run()
   t.equal((await list('/prime/webui/peripherals?hostIdentifier=lobby')).recordsFiltered, 0, 'a change by another connection is seen at once')
 })
