@@ -47,12 +47,16 @@ const OSES = ['Windows 11 Pro 23H2 (10.0.22631)', 'Windows 10 Pro 22H2 (10.0.190
 const VERSIONS = ['4.2.1.118', '4.2.0.90', '4.1.9.3', null]
 const MODELS = ['0951:1666', '046D:C077', '413C:2113', '8087:0A2B', '16C0:0486', '046D:C52B', '1A86:7523', '05AC:12A8']
 
-/** The values of one agent, all of them chosen here: nothing from the clock or crypto. */
+/** The values of one agent, all chosen here (the times around the test's start): the same in both apps. */
 function agentPartial(r: () => number, i: number) {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]
   const ip = r() < 0.1 ? null : `10.${Math.floor(r() * 3)}.${Math.floor(r() * 250)}.${1 + Math.floor(r() * 250)}`
+  // A licence past its expiry is Expired, as the sweeper leaves it (it expires them, and
+  // gives waiting agents free seats, on its rounds, at another moment in each app: the
+  // test's data is never in between, and no agent waits for a seat).
+  const expiration = NOW + Math.floor(r() * 400 - 30) * DAY
   const mac = `00-1A-2B-00-${(i >> 8).toString(16).padStart(2, '0')}-${(i & 255).toString(16).padStart(2, '0')}`.toUpperCase()
-  return {
+  const partial = {
     nics_json: JSON.stringify([{ name: 'Ethernet', macAddress: mac, ipAddresses: ip ? [ip] : [], status: 'Up', isEthernet: true }]),
     nics_text: `Ethernet||${mac}||${ip ?? ''}||Up`,
     uuid: uuidOf(r),
@@ -70,13 +74,15 @@ function agentPartial(r: () => number, i: number) {
     license_status: pick(['Activated', 'Expired', 'Activated']),
     license_account_name: pick(['Acme Corp', 'acme corp', 'Zürich AG']),
     enrolled_ms: NOW - Math.floor(r() * 90) * DAY,
-    expiration_ms: NOW + Math.floor(r() * 400 - 30) * DAY,
+    expiration_ms: expiration,
     last_updated_ms: NOW - Math.floor(r() * 12 * HOUR),
     last_configured_ms: NOW - Math.floor(r() * 40 * DAY),
     hashtags: pick([null, '#kiosk', '#finance #vip', '#łódź', '#Kiosk']),
     running_mode: pick(['Standard', 'Server', 'VDI']),
     ethernets_count: Math.floor(r() * 3),
   }
+  if (expiration <= NOW && partial.license_status !== 'Expired') partial.license_status = 'Expired'
+  return partial
 }
 
 function peripheralPartial(r: () => number, i: number) {
