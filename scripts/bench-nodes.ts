@@ -22,7 +22,7 @@ import http from 'node:http'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { spawnSync, type ChildProcess } from 'node:child_process'
+import { spawn, type ChildProcess } from 'node:child_process'
 import pg from 'pg'
 import type { components } from '../generated/openapi.js'
 import { fleetHost } from './fleet-data.js'
@@ -147,33 +147,74 @@ function walDumper(): { dump: string; walDir: string } | null {
 }
 const waldump = walDumper()
 const walFailures = new Set<string>()
+const lsnValue = (lsn: string) => {
+  const [hi, lo] = lsn.split('/')
+  return (BigInt(`0x${hi}`) << 32n) | BigInt(`0x${lo}`)
+}
+/** This database's WAL by record type: count and bytes (full-page images included). */
+type WalTypes = Map<string, { n: number; bytes: number }>
 
 /**
- * WAL bytes between two positions written for this database: the records of its relations
- * (full-page images included) and the commit records of their transactions. Others on the
- * same server write WAL too; the position alone would count theirs.
+ * Follows the WAL from `from` as the server writes it (pg_waldump --follow, so that a
+ * checkpoint recycling files in the middle of a phase loses nothing) and counts what this
+ * database writes: the records of its relations (full-page images included) and the commit
+ * records of their transactions. Others on the same server write WAL too; the position
+ * alone would count theirs. `end(to)` waits until the follower has passed `to`.
  */
-function walOfDatabase(from: string, to: string, dbOid: number): number {
-  if (!waldump) return Number.NaN
-  if (from === to) return 0
-  const r = spawnSync(waldump.dump, ['-p', waldump.walDir, '-s', from, '-e', to], { encoding: 'utf8', maxBuffer: 1 << 30 })
-  // A file the server has recycled meanwhile (a checkpoint in the phase): no figure for that phase, rather than a part.
-  if (r.status !== 0) {
-    walFailures.add(`pg_waldump ${from} to ${to}: ${(r.stderr || String(r.error)).trim().split('\n')[0]}`)
-    return Number.NaN
-  }
+function followWal(from: string, flushed: string, dbOid: number) {
+  if (!waldump) return { end: async (_to: string) => ({ bytes: Number.NaN, types: new Map() as WalTypes }) }
+  // Line-buffered: the last records of a phase must not wait in stdio's buffer for more.
+  // From a little before what is on disk: pg_waldump must find a record where it starts (past
+  // the end of the WAL written it finds none and stops), and skips to the next one from there.
+  const back = lsnValue(flushed) - 0x10000n
+  const start = `${(back >> 32n).toString(16).toUpperCase()}/${(back & 0xffffffffn).toString(16).toUpperCase()}`
+  const first = lsnValue(from)
+  const child = spawn('stdbuf', ['-oL', waldump.dump, '-p', waldump.walDir, '-s', start, '--follow'], { stdio: ['ignore', 'pipe', 'pipe'] })
   const mine = new RegExp(`rel \\d+/${dbOid}/`)
   const xids = new Set<string>()
+  const types: WalTypes = new Map()
+  let until = 1n << 64n
+  let last = 0n
   let bytes = 0
-  for (const line of r.stdout.split('\n')) {
-    const m = /len \(rec\/tot\):\s*\d+\/\s*(\d+), tx:\s*(\d+)/.exec(line)
-    if (!m) continue
-    if (mine.test(line)) {
-      bytes += Number(m[1])
-      if (m[2] !== '0') xids.add(m[2])
-    } else if (line.startsWith('rmgr: Transaction') && xids.has(m[2])) bytes += Number(m[1])
+  let rest = ''
+  let stderr = ''
+  const add = (type: string, n: number) => {
+    const t = types.get(type) ?? { n: 0, bytes: 0 }
+    t.n++
+    t.bytes += n
+    types.set(type, t)
+    bytes += n
   }
-  return bytes
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()))
+  child.stdout.on('data', (chunk: Buffer) => {
+    const lines = (rest + chunk.toString()).split('\n')
+    rest = lines.pop()!
+    for (const line of lines) {
+      const m = /^rmgr: (\S+)\s+len \(rec\/tot\):\s*\d+\/\s*(\d+), tx:\s*(\d+), lsn: ([0-9A-F]+\/[0-9A-F]+), prev \S+ desc: (\S+)/.exec(line)
+      if (!m) continue
+      last = lsnValue(m[4])
+      if (last >= until || last < first) continue
+      const type = `${m[1]}/${m[5]}`
+      if (mine.test(line)) {
+        add(type, Number(m[2]))
+        if (m[3] !== '0') xids.add(m[3])
+      } else if (m[1] === 'Transaction' && xids.has(m[3])) add(type, Number(m[2]))
+    }
+  })
+  return {
+    async end(to: string): Promise<{ bytes: number; types: WalTypes }> {
+      until = lsnValue(to)
+      const deadline = Date.now() + 10_000
+      while (last < until && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+      const behind = last < until
+      child.kill()
+      if (behind) {
+        walFailures.add(`pg_waldump from ${from} did not reach ${to}${stderr ? `: ${stderr.trim().split('\n')[0]}` : ''}`)
+        return { bytes: Number.NaN, types }
+      }
+      return { bytes, types }
+    },
+  }
 }
 
 /** The application_name of each backend of the bench's database. */
@@ -183,23 +224,11 @@ async function backendNames(): Promise<Map<number, string>> {
 }
 
 /** Events and audit records stored so far (their kept totals), and the WAL's position. */
-async function counters(): Promise<{ events: number; audit: number; lsn: string }> {
+async function counters(): Promise<{ events: number; audit: number; lsn: string; flushed: string }> {
   const r = await probe!.query(
-    `SELECT (SELECT n FROM record_counts WHERE name = 'events')::float8 AS events, (SELECT n FROM record_counts WHERE name = 'audit_trail')::float8 AS audit, pg_current_wal_insert_lsn()::text AS lsn`,
+    `SELECT (SELECT n FROM record_counts WHERE name = 'events')::float8 AS events, (SELECT n FROM record_counts WHERE name = 'audit_trail')::float8 AS audit, pg_current_wal_insert_lsn()::text AS lsn, pg_current_wal_flush_lsn()::text AS flushed`,
   )
   return r.rows[0]
-}
-
-/** The WAL between two positions by record type (pg_waldump --stats=record), the largest first: the whole server's. */
-function walByRecord(from: string, to: string): { type: string; n: number; bytes: number; fpi: number }[] {
-  if (!waldump) return []
-  const r = spawnSync(waldump.dump, ['-p', waldump.walDir, '-s', from, '-e', to, '--stats=record'], { encoding: 'utf8', maxBuffer: 1 << 26 })
-  const rows: { type: string; n: number; bytes: number; fpi: number }[] = []
-  for (const line of r.stdout.split('\n')) {
-    const m = /^(\S+\/\S+)\s+(\d+) \(\s*[\d.]+\)\s+\d+ \(\s*[\d.]+\)\s+(\d+) \(\s*[\d.]+\)\s+(\d+)/.exec(line)
-    if (m) rows.push({ type: m[1], n: Number(m[2]), fpi: Number(m[3]), bytes: Number(m[4]) })
-  }
-  return rows.sort((a, b) => b.bytes - a.bytes)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -345,7 +374,10 @@ interface Figures {
   audit: number
   walOwn: number
   walAll: number
-  lsn: [string, string]
+  walTypes: WalTypes
+  /** After a check-in phase: VACUUM of the database (autovacuum's work), its backend's CPU seconds and WAL bytes. */
+  vacuumCpu: number
+  vacuumWal: number
   non2xx: Record<string, number>
   errors: number
 }
@@ -355,6 +387,7 @@ async function measure(cfg: Node[], phase: Phase, auth: Record<string, string>):
   const own = new Set(cfg.map((n) => `bench-${n.name}`))
   const names0 = await backendNames()
   const c0 = await counters()
+  const wal = followWal(c0.lsn, c0.flushed, dbOid)
   const pg0 = pgProcesses()
   const n0 = cfg.map((n) => cpuSeconds(n.child.pid!))
   let d: Driven
@@ -386,12 +419,9 @@ async function measure(cfg: Node[], phase: Phase, auth: Record<string, string>):
     else pgOther += delta
   }
   const pgEnded = [...names0].filter(([pid, name]) => own.has(name) && !pg1.has(pid)).length
-  const wal = await probe!.query('SELECT pg_wal_lsn_diff($1, $2)::float8 AS b', [c1.lsn, c0.lsn])
-  // pg_waldump reads the files: until the phase's last record is flushed to them.
-  for (let i = 0; i < 50; i++) {
-    if ((await probe!.query('SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn AS ok', [c1.lsn])).rows[0].ok) break
-    await new Promise((r) => setTimeout(r, 100))
-  }
+  const walAll = (await probe!.query('SELECT pg_wal_lsn_diff($1, $2)::float8 AS b', [c1.lsn, c0.lsn])).rows[0].b as number
+  const ownWal = await wal.end(c1.lsn)
+  const vacuum = phase.startsWith('check-in') ? await vacuumed() : { cpu: 0, wal: 0 }
   const non2xx = Object.fromEntries(Object.entries(d.codes).filter(([c]) => !c.startsWith('2')))
   return {
     requests: d.ok,
@@ -404,12 +434,29 @@ async function measure(cfg: Node[], phase: Phase, auth: Record<string, string>):
     pgEnded,
     events: c1.events - c0.events,
     audit: c1.audit - c0.audit,
-    walOwn: walOfDatabase(c0.lsn, c1.lsn, dbOid),
-    walAll: wal.rows[0].b,
-    lsn: [c0.lsn, c1.lsn],
+    walOwn: ownWal.bytes,
+    walAll,
+    walTypes: ownWal.types,
+    vacuumCpu: vacuum.cpu,
+    vacuumWal: vacuum.wal,
     non2xx,
     errors: d.errors,
   }
+}
+
+/**
+ * VACUUM of the bench's database, as autovacuum would do it (this server may run without
+ * autovacuum; without it the agents' old row versions pile up and slow the next phases):
+ * the CPU of the probe's backend and the WAL it wrote.
+ */
+async function vacuumed(): Promise<{ cpu: number; wal: number }> {
+  const pid = (await probe!.query('SELECT pg_backend_pid() AS pid')).rows[0].pid as number
+  const lsn0 = (await probe!.query('SELECT pg_current_wal_insert_lsn()::text AS l')).rows[0].l
+  const cpu0 = cpuSeconds(pid)
+  await probe!.query('VACUUM')
+  const cpu = cpuSeconds(pid) - cpu0
+  const wal = (await probe!.query('SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1)::float8 AS b', [lsn0])).rows[0].b as number
+  return { cpu, wal }
 }
 
 async function run() {
@@ -474,7 +521,7 @@ function cell(xs: number[], digits = 0): string {
 }
 
 const ratioText = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : 'n/a')
-type Cost = 'nodeCpu' | 'pgOwn' | 'pgBackground' | 'walOwn' | 'walAll' | 'events' | 'audit'
+type Cost = 'nodeCpu' | 'pgOwn' | 'pgBackground' | 'walOwn' | 'walAll' | 'events' | 'audit' | 'vacuumCpu' | 'vacuumWal'
 /** A figure per request answered, each round; µs for CPU seconds. */
 const perReq = (xs: Figures[], k: Cost, scale = 1e6) => xs.map((f) => (f[k] * scale) / Math.max(1, f.requests))
 /**
@@ -548,19 +595,34 @@ function report(configs: { label: string; nodes: Node[] }[], results: Map<Phase,
     console.log(`| ${cfg.label} | ${rate('nodeCpu', cfg.nodes.length)} | ${rate('pgOwn')} | ${rate('pgBackground')} | ${rate('pgOther')} |`)
   }
   for (const phase of ['check-in, mix', 'check-in, unchanged'] as const) {
-    const last = results[1].get(phase)!.at(-1)!
-    const rows = walByRecord(...last.lsn)
-    if (!rows.length) continue
-    const total = rows.reduce((n, r) => n + r.bytes, 0)
-    console.log(`\nWAL of the last three-node "${phase}" phase by record type (the whole server's, ${(total / 1e6).toFixed(1)} MB for ${last.requests} check-ins; the largest):\n`)
-    console.log('| record | count | per check-in | bytes per check-in | of which full-page images | share |')
-    console.log('|---|---|---|---|---|---|')
-    for (const r of rows.slice(0, 8))
-      console.log(
-        `| ${r.type} | ${r.n} | ${(r.n / last.requests).toFixed(2)} | ${(r.bytes / last.requests).toFixed(0)} | ${(r.fpi / last.requests).toFixed(0)} | ${((100 * r.bytes) / total).toFixed(0)}% |`,
-      )
+    // Every round's, both configurations: this database's WAL by record type.
+    const xs = results.flatMap((r) => r.get(phase)!).filter((f) => Number.isFinite(f.walOwn))
+    const requests = xs.reduce((n, f) => n + f.requests, 0)
+    const types: WalTypes = new Map()
+    for (const f of xs)
+      for (const [k, v] of f.walTypes) {
+        const t = types.get(k) ?? { n: 0, bytes: 0 }
+        t.n += v.n
+        t.bytes += v.bytes
+        types.set(k, t)
+      }
+    const total = [...types.values()].reduce((n, t) => n + t.bytes, 0)
+    if (!total) continue
+    console.log(`\nThis database's WAL in the "${phase}" phases by record type (${(total / 1e6).toFixed(0)} MB for ${requests} check-ins; the largest):\n`)
+    console.log('| record | per check-in | bytes per check-in | share |')
+    console.log('|---|---|---|---|')
+    for (const [type, t] of [...types].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 8))
+      console.log(`| ${type} | ${(t.n / requests).toFixed(2)} | ${(t.bytes / requests).toFixed(0)} | ${((100 * t.bytes) / total).toFixed(0)}% |`)
   }
-  if (walFailures.size) console.log(`\npg_waldump could not read these ranges (a checkpoint recycled their files; their WAL figure is left out):`)
+  console.log("\nVACUUM after each check-in phase (autovacuum's work, outside the phase), per check-in of the phase:\n")
+  console.log('| phase | configuration | PostgreSQL CPU µs | WAL bytes |')
+  console.log('|---|---|---|---|')
+  for (const phase of ['check-in, mix', 'check-in, unchanged'] as const)
+    for (const [i, cfg] of configs.entries()) {
+      const xs = results[i].get(phase)!
+      console.log(`| ${phase} | ${cfg.label} | ${cell(perReq(xs, 'vacuumCpu'))} | ${cell(perReq(xs, 'vacuumWal', 1))} |`)
+    }
+  if (walFailures.size) console.log(`\nWAL not followed to the end of these phases (their figure is left out):`)
   for (const f of walFailures) console.log(`- ${f}`)
   const all = results.flatMap((r) => [...r.values()].flat())
   const ended = all.reduce((n, f) => n + f.pgEnded, 0)
