@@ -2,8 +2,10 @@
 // read, with one node and with three on one database, in one run. On a 2-core machine three
 // nodes cannot serve more than one, so the figures are CPU time (user + system, from
 // /proc/<pid>/stat) divided by the requests answered: of each node process, of the PostgreSQL
-// backends of the nodes under load (told apart by their application_name), and of every
-// PostgreSQL process (walwriter, checkpointer and the rest of the server's work included).
+// backends of the nodes under load (told apart by their application_name), and of the
+// server's own processes (checkpointer, walwriter, ...; they work for every database on it).
+// This database's WAL is followed with pg_waldump (we run as root, next to the server), and
+// the database is vacuumed after each check-in phase (autovacuum's work, measured apart).
 //
 // A fresh database (BENCH_DATABASE_URL, default postgres://prime@127.0.0.1:5432/
 // prime_bench_nodes_<pid>; it must not exist: made, then dropped at the end). Four server
@@ -11,10 +13,11 @@
 // the one-node configuration, nodes b1, b2, b3 for the three-node one. BENCH_AGENTS agents
 // (2000) are enrolled through the gateway, with their first check-in (ten peripherals each).
 // Then BENCH_ROUNDS rounds (3); in each, the two configurations in turn (the order swapped
-// every round), each with four phases of a load driver in this process (keep-alive HTTP,
+// every round), each with five phases of a load driver in this process (keep-alive HTTP,
 // BENCH_CONNECTIONS connections, 12, spread evenly over the configuration's nodes):
-// idle (5 s), check-ins, GET admin/getuserdetails, GET agents?PageSize=10 (BENCH_SECONDS
-// each, 15). Check-ins go to the agents in turn; BENCH_CHANGED of them (0.05) flip one
+// idle (5 s), check-ins of the mix, unchanged check-ins, GET admin/getuserdetails,
+// GET agents?PageSize=10 (BENCH_SECONDS each, 15). Check-ins go to the agents in turn; in
+// the mix BENCH_CHANGED of them (0.05) flip one
 // peripheral's `present` (removed, or plugged in again: events), 1% more report one agent
 // error; the rest are unchanged. Prints medians with the rounds' spread, and the capacity
 // model that follows from them (docs/operating.md "Capacity").
@@ -631,11 +634,12 @@ function report(configs: { label: string; nodes: Node[] }[], results: Map<Phase,
   const seconds = all.reduce((n, f) => n + f.seconds, 0)
   console.log(`\nOther work on the PostgreSQL server over the measured phases (backends of other databases): ${other.toFixed(1)} CPU s in ${seconds.toFixed(0)} s, not counted above.`)
 
-  // The model: the three-node figures (what a deployment of several nodes pays), check-ins only, nothing subtracted.
+  // The model: the three-node figures (the dearer ones), check-ins only, nothing subtracted, VACUUM added.
   const three = results[1].get('check-in, mix')!
   const still = results[1].get('check-in, unchanged')!
   const nodeUs = med(perReq(three, 'nodeCpu'))
-  const pgUs = med(perReq(three, 'pgOwn')) + med(perReq(three, 'pgBackground'))
+  const pgInPhase = med(perReq(three, 'pgOwn')) + med(perReq(three, 'pgBackground'))
+  const pgUs = pgInPhase + med(perReq(three, 'vacuumCpu'))
   const events = med(perReq(three, 'events', 1))
   const wal = med(perReq(three, 'walOwn', 1))
   const target = 0.5
@@ -645,10 +649,10 @@ function report(configs: { label: string; nodes: Node[] }[], results: Map<Phase,
   const stillNode = med(perReq(still, 'nodeCpu'))
   const stillPg = med(perReq(still, 'pgOwn')) + med(perReq(still, 'pgBackground'))
   console.log(
-    `\nThree nodes: an unchanged check-in ${stillNode.toFixed(0)} µs of node CPU and ${stillPg.toFixed(0)} µs of PostgreSQL; so a changed one (${(p * 100).toFixed(1)}% of the mix) about ${changed(nodeUs, stillNode)} µs and ${changed(pgUs, stillPg)} µs.`,
+    `\nThree nodes: an unchanged check-in ${stillNode.toFixed(0)} µs of node CPU and ${stillPg.toFixed(0)} µs of PostgreSQL; so a changed one (${(p * 100).toFixed(1)}% of the mix) about ${changed(nodeUs, stillNode)} µs and ${changed(pgInPhase, stillPg)} µs (VACUUM apart).`,
   )
   console.log(
-    `\nCapacity model from the three-node check-in medians, nothing subtracted (node ${nodeUs.toFixed(0)} µs, PostgreSQL ${pgUs.toFixed(0)} µs of the nodes' backends and the server processes, ${events.toFixed(3)} events and ${wal.toFixed(0)} WAL bytes per check-in), cores at ${target * 100}% utilization:\n`,
+    `\nCapacity model from the three-node check-in medians, nothing subtracted (node ${nodeUs.toFixed(0)} µs, PostgreSQL ${pgUs.toFixed(0)} µs of the nodes' backends, the server processes and VACUUM, ${events.toFixed(3)} events and ${wal.toFixed(0)} WAL bytes per check-in), cores at ${target * 100}% utilization:\n`,
   )
   console.log('| agents, check-in every 60 s | check-ins /s | node cores | PostgreSQL cores | events /s | WAL MB/s |')
   console.log('|---|---|---|---|---|---|')
