@@ -18,6 +18,11 @@ if (process.argv[2] === 'agents') {
   await import('./bench-agents.js')
   process.exit(0)
 }
+// npm run bench -- nodes: CPU per check-in and per small read of one node and of three on one PostgreSQL, and PostgreSQL's.
+if (process.argv[2] === 'nodes') {
+  await import('./bench-nodes.js')
+  process.exit(0)
+}
 // npm run bench -- events | delivery | reports | assets | retention: the events, alarm delivery, reports, asset discovery and retention cases.
 if (process.argv[2] === 'events') {
   await import('./bench-events.js')
