@@ -6,9 +6,11 @@
 import type { FastifyInstance } from 'fastify'
 import Database from 'better-sqlite3'
 import pg from 'pg'
+import type { AlarmsRepo } from '../db/alarms.js'
 import type { AuditRow } from '../db/audit.js'
 import type { EventInput } from '../db/events.js'
 import type { ServicePorts } from '../lib/services.js'
+import type { Async } from '../db/unit-of-work.js'
 
 type App = FastifyInstance
 
@@ -94,6 +96,13 @@ export async function queryValue<T = any>(app: App, sql: string, ...params: unkn
   const row = await queryOne(app, sql, ...params)
   return (row ? Object.values(row)[0] : undefined) as T
 }
+
+/**
+ * The alarm repository whole (queueAllEvents, publishAssets, ...), Promise-returning on both
+ * backends: the delivery loop's outbox is the repository itself on PostgreSQL, and SQLite's
+ * made asynchronous method by method.
+ */
+export const alarmsOf = (app: App) => app.storage.alarmDelivery.outbox as unknown as Async<AlarmsRepo>
 
 /** The latest `n` audit records, newest first. */
 export const latestAudit = (app: App, n = 1) => query<AuditRow>(app, 'SELECT * FROM audit_trail ORDER BY id DESC LIMIT ?', n)
