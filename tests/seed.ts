@@ -116,6 +116,9 @@ export const lastAuditId = async (app: App) => (await latestAudit(app, 1))[0]?.i
 /** Events written as the gateway writes them (with their outbox rows, counters and notifications). */
 export const recordEvents = (app: App, createdMs: number, events: EventInput[], agentId?: number) => portsOf(app).eventRecorder.record(createdMs, events, agentId)
 
+/** recordEvents, answering the new events' ids (both backends' recorders answer them). */
+export const recordEventIds = async (app: App, createdMs: number, events: EventInput[], agentId?: number) => (await recordEvents(app, createdMs, events, agentId)) as number[]
+
 /**
  * SQLite's event index brought up to date (answers are exact either way; some tests pin the
  * indexed path). PostgreSQL reads its own indexes: nothing to do.
