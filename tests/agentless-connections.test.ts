@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // Agentless connections as users manage them: the rules of creation and change, per-item
 // answers of bulk operations, credentials sealed at rest and never answered or audited,
 // and the status list's filters, order and paging.
@@ -6,6 +5,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import { build, call, login, userWithProfile } from './helpers.js'
+import { query, queryOne, queryValue } from './seed.js'
 
 const POLLER_SECRET = 'pes_connections-test-secret'
 const API = '/prime/webui/agents/agentless'
@@ -86,15 +86,20 @@ t.test('credentials are sealed at rest, never answered, masked in the audit trai
   const res = await create({ name: 'db-02', address: 'db-02.corp.example', protocol: 'SSH', userName: 'svc', password: PASSWORD })
   t.notOk(res.body.includes(PASSWORD), 'the answer holds no password')
   const id = res.json().id
-  const keyFile = path.join(app.testConfig.dataDir, 'agentless-key')
-  t.equal(fs.statSync(keyFile).mode & 0o777, 0o600, 'the key file is readable by the server only')
-  const row = app.db.prepare('SELECT credentials FROM agentless_connections WHERE id = ?').get(id) as { credentials: Buffer }
+  if (app.config.secretsFromDatabase.includes('agentless')) {
+    // Several nodes share PostgreSQL's key (db/postgres/secrets.ts): no file of its own.
+    t.equal(await queryValue(app, "SELECT count(*) FROM secrets WHERE name = 'agentless-key'"), 1, 'the key is kept in the database, shared by the nodes')
+  } else {
+    const keyFile = path.join(app.testConfig.dataDir, 'agentless-key')
+    t.equal(fs.statSync(keyFile).mode & 0o777, 0o600, 'the key file is readable by the server only')
+  }
+  const row = (await queryOne<{ credentials: Buffer }>(app, 'SELECT credentials FROM agentless_connections WHERE id = ?', id))!
   t.notOk(row.credentials.toString('latin1').includes(PASSWORD), 'the stored value is not the password')
   t.same(app.agentless.vault.open(row.credentials, id).password, PASSWORD, 'it opens with the key')
   t.throws(() => app.agentless.vault.open(row.credentials, id + 1), 'a sealed value moved to another connection does not open')
   await update({ id, password: 'Another-secret-99' })
   await create({ name: 'db-04', address: '0.0.0.0', protocol: 'SSH', userName: 'svc', password: PASSWORD })
-  const audits = app.db.prepare("SELECT description, details FROM audit_trail WHERE category = 'Agentless'").all() as { description: string; details: string }[]
+  const audits = await query<{ description: string; details: string }>(app, "SELECT description, details FROM audit_trail WHERE category = 'Agentless'")
   t.ok(audits.length >= 3, 'creation, change and refusal are audited')
   for (const a of audits) t.notOk(a.details.includes(PASSWORD) || a.details.includes('Another-secret-99'), `no secret in "${a.description}"`)
   t.ok(
@@ -105,11 +110,14 @@ t.test('credentials are sealed at rest, never answered, masked in the audit trai
     audits.some((a) => a.description.endsWith('": password') && a.details.includes('"password":"***"')),
     'a changed secret is named, its value masked',
   )
-  app.db.pragma('wal_checkpoint(TRUNCATE)')
-  const files = fs.readdirSync(app.testConfig.dataDir).filter((f) => f.startsWith('prime.sqlite'))
-  for (const f of files) {
-    const bytes = fs.readFileSync(path.join(app.testConfig.dataDir, f))
-    t.notOk(bytes.includes(PASSWORD) || bytes.includes('Another-secret-99'), `${f} holds no plain password`)
+  // SQLite's file and its write-ahead log hold no plain password either.
+  if (app.storage.backend === 'sqlite') {
+    app.db.pragma('wal_checkpoint(TRUNCATE)')
+    const files = fs.readdirSync(app.testConfig.dataDir).filter((f) => f.startsWith('prime.sqlite'))
+    for (const f of files) {
+      const bytes = fs.readFileSync(path.join(app.testConfig.dataDir, f))
+      t.notOk(bytes.includes(PASSWORD) || bytes.includes('Another-secret-99'), `${f} holds no plain password`)
+    }
   }
 })
 
@@ -130,7 +138,7 @@ t.test('changes: only what is sent, with null back to the default', async (t) =>
   t.match(res.json(), { protocol: 'SSH', port: 22, useTls: false }, 'a default port follows the protocol')
   res = await update({ id: made.id, privateKey: KEY })
   t.match(res.json(), { credentialType: 'PrivateKey' }, 'a new key replaces the password')
-  t.equal(app.agentless.vault.open((app.db.prepare('SELECT credentials FROM agentless_connections WHERE id = ?').get(made.id) as any).credentials, made.id).password, null)
+  t.equal(app.agentless.vault.open((await queryOne(app, 'SELECT credentials FROM agentless_connections WHERE id = ?', made.id))!.credentials, made.id).password, null)
   res = await update({ id: made.id, protocol: 'WinRM' })
   t.equal(res.statusCode, 400, 'WinRM cannot keep a private key')
   res = await update({ id: made.id, name: 'web-01-renamed' })

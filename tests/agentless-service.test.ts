@@ -1,75 +1,71 @@
-// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
-// The agentless service without Fastify: an in-memory database, the SQLite ports, a plain
-// context. Connections and their credentials, the CSV import, the poller gateway, the
+// The agentless service without Fastify's routes: the ports of a test app's database
+// (SQLite or PostgreSQL), a plain context. Connections and their credentials, the CSV import, the poller gateway, the
 // sweep, the exports, and the unit of work rolling a change back with its audit record.
 import crypto from 'node:crypto'
 import t from 'tap'
-import { agentlessRepo } from '../db/agentless.js'
-import { alarmsRepo } from '../db/alarms.js'
-import { auditRepo } from '../db/audit.js'
-import { eventsRepo } from '../db/events.js'
-import { openDatabase } from '../db/index.js'
-import { asyncPort, sqliteUnitOfWork } from '../db/unit-of-work.js'
 import { agentlessService, RUN_GIVE_UP_MS } from '../lib/agentless/service.js'
 import { agentlessSettings } from '../lib/agentless/settings.js'
 import { recordAudit, type AuditEntry } from '../lib/audit.js'
 import { systemContext, type Context } from '../lib/platform/context.js'
 import { vault } from '../lib/vault.js'
+import { build } from './helpers.js'
+import { portsOf, query, queryOne, queryValue } from './seed.js'
 
 const SECRET = 'enrollment-secret-0123456789'
 
-function setup() {
-  const db = openDatabase(':memory:')
-  const uow = sqliteUnitOfWork(db)
-  const repo = agentlessRepo(db)
-  const auditStore = auditRepo(db)
+async function setup(t: Parameters<typeof build>[0]) {
+  const app = await build(t)
+  const ports = portsOf(app)
+  const { uow } = app.storage
   const keys = vault(crypto.randomBytes(32))
   let failAudit = false
-  const record = (ctx: Context, entry: AuditEntry) => {
+  const record = async (ctx: Context, entry: AuditEntry) => {
     if (failAudit) throw new Error('the audit trail is full')
-    recordAudit({ repo: auditStore, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, entry)
+    await recordAudit({ repo: app.storage.audit, refusalWindowMs: 60_000, flushRefusal: async () => {} }, ctx, entry)
   }
   const warnings: object[] = []
   const service = agentlessService({
-    store: { ...asyncPort(repo, uow), connectionsInPages: repo.connectionsInPages },
-    events: asyncPort(eventsRepo(db), uow),
-    assets: asyncPort(alarmsRepo(db), uow),
+    store: ports.agentless,
+    events: ports.eventRecorder,
+    assets: ports.agentlessAssets,
     uow,
-    audit: asyncPort({ record }, uow),
+    audit: { record },
     log: { warn: (details) => void warnings.push(details) },
     vault: keys,
     settings: agentlessSettings({ PRIME_POLLER_ENROLLMENT_SECRET: SECRET }),
   })
-  const auditRows = () => db.prepare('SELECT user_name, source_ip, description, outcome FROM audit_trail ORDER BY id').all() as Record<string, unknown>[]
-  const count = (table: string) => db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number
-  return { db, service, keys, warnings, auditRows, count, failAudit: (on: boolean) => (failAudit = on) }
+  // Only what the service wrote from here on.
+  const mark = (await queryValue<number>(app, 'SELECT coalesce(max(id), 0) FROM audit_trail')) ?? 0
+  const auditRows = () => query(app, 'SELECT user_name, source_ip, description, outcome FROM audit_trail WHERE id > ? ORDER BY id', mark)
+  const count = (table: string) => queryValue<number>(app, `SELECT count(*) FROM ${table}`)
+  return { app, service, keys, warnings, auditRows, count, failAudit: (on: boolean) => (failAudit = on) }
 }
 
 const ctx = (over: Partial<Context> = {}) => systemContext({ actor: 'alice', profile: 30, sourceAddress: '192.0.2.7', requestId: 'req-1', ...over })
 const host = (name: string, over: object = {}) => ({ name, address: '192.0.2.10', protocol: 'SSH' as const, userName: 'checker', password: 'pw-0123456789', ...over })
 
 t.test('a connection is stored with its credentials sealed and an audit record named after the context', async (t) => {
-  const { db, service, keys, auditRows } = setup()
+  const { app, service, keys, auditRows } = await setup(t)
   const made = await service.create(ctx(), host('web-1'))
   t.match(made, { name: 'web-1', address: '192.0.2.10', protocol: 'SSH', port: 22, credentialType: 'Password', statusString: 'Pending', pollerId: null })
   t.equal(made.pollingIntervalSeconds, 300, 'the default interval when the connection does not override it')
-  const row = db.prepare('SELECT credentials FROM agentless_connections WHERE id = ?').get(made.id) as { credentials: Buffer }
+  const row = (await queryOne<{ credentials: Buffer }>(app, 'SELECT credentials FROM agentless_connections WHERE id = ?', made.id))!
   t.notOk(row.credentials.toString('latin1').includes('pw-0123456789'), 'the password is not stored in the clear')
   t.equal(keys.open(row.credentials, made.id).password, 'pw-0123456789')
-  t.match(auditRows(), [{ user_name: 'alice', source_ip: '192.0.2.7', description: /Created agentless connection "web-1" \(SSH 192\.0\.2\.10:22\)/, outcome: 'Succeeded' }])
+  t.match(await auditRows(), [{ user_name: 'alice', source_ip: '192.0.2.7', description: /Created agentless connection "web-1" \(SSH 192\.0\.2\.10:22\)/, outcome: 'Succeeded' }])
 })
 
 t.test('a name already used is refused, whatever its case, and nothing is written', async (t) => {
-  const { service, auditRows, count } = setup()
+  const { service, auditRows, count } = await setup(t)
   await service.create(ctx(), host('web-1'))
   await t.rejects(service.create(ctx(), host('WEB-1')), { code: 'conflict', errors: [{ name: 'name' }] })
   await t.rejects(service.create(ctx(), host('web-2', { pollerId: crypto.randomUUID() })), { code: 'not-found', errors: [{ name: 'pollerId' }] })
-  t.equal(count('agentless_connections'), 1)
-  t.equal(auditRows().length, 1)
+  t.equal(await count('agentless_connections'), 1)
+  t.equal((await auditRows()).length, 1)
 })
 
 t.test('when the audit record cannot be written, the change is rolled back', async (t) => {
-  const { service, count, failAudit } = setup()
+  const { service, count, failAudit } = await setup(t)
   const made = await service.create(ctx(), host('web-1'))
   failAudit(true)
   await t.rejects(service.create(ctx(), host('web-2')), /audit trail is full/)
@@ -77,23 +73,23 @@ t.test('when the audit record cannot be written, the change is rolled back', asy
   await t.rejects(service.remove(ctx(), [made.id]), /audit trail is full/)
   await t.rejects(service.importCsv(ctx(), 'hosts.csv', Buffer.from('name,address,protocol,userName,password\nweb-3,192.0.2.3,SSH,u,pw-0123456789\n')), /audit trail is full/)
   failAudit(false)
-  t.equal(count('agentless_connections'), 1, 'no connection was added or removed')
+  t.equal(await count('agentless_connections'), 1, 'no connection was added or removed')
   const [kept] = (await service.statusPage({}, { field: 'computerName', direction: 'asc' }, 10, 0, 1000).then((p) => ('rows' in p ? p.rows : []))) as { address: string }[]
   t.equal(kept.address, '192.0.2.10', 'the update was rolled back')
 })
 
 t.test('an update says what changed; the same values change nothing', async (t) => {
-  const { service, auditRows } = setup()
+  const { service, auditRows } = await setup(t)
   const made = await service.create(ctx(), host('web-1'))
   const changed = await service.update(ctx(), { id: made.id, address: 'web-1.example.net', password: 'pw-new-0123456789' })
   t.equal(changed.address, 'web-1.example.net')
   await service.update(ctx(), { id: made.id, address: 'web-1.example.net' })
-  t.match(auditRows().slice(1), [{ description: 'Changed agentless connection "web-1": address, password' }, { description: /unchanged/ }])
+  t.match((await auditRows()).slice(1), [{ description: 'Changed agentless connection "web-1": address, password' }, { description: /unchanged/ }])
   await t.rejects(service.update(ctx(), { id: made.id + 100, name: 'x' }), { code: 'not-found' })
 })
 
 t.test('the CSV import applies the valid rows in one unit of work and reports each row', async (t) => {
-  const { service, auditRows, count } = setup()
+  const { service, auditRows, count } = await setup(t)
   await service.create(ctx(), host('web-1'))
   const csv = [
     'name,address,protocol,userName,password',
@@ -110,19 +106,19 @@ t.test('the CSV import applies the valid rows in one unit of work and reports ea
     { line: 4, result: 'rejected', errors: [{ column: 'address' }] },
     { line: 5, result: 'rejected', errors: [{ column: 'name', reason: 'repeats the name of line 3' }] },
   ])
-  t.equal(count('agentless_connections'), 2)
-  t.match(auditRows().at(-1), { description: 'Imported agentless connections from "hosts.csv": 1 imported, 1 updated, 0 unchanged, 2 rejected' })
+  t.equal(await count('agentless_connections'), 2)
+  t.match((await auditRows()).at(-1), { description: 'Imported agentless connections from "hosts.csv": 1 imported, 1 updated, 0 unchanged, 2 rejected' })
   await t.rejects(service.importCsv(ctx(), null, Buffer.from('name,address\n')), { code: 'validation' }, 'a header without the required columns')
 })
 
 t.test('an import matches stored names as the database does (A-Z folded), moves connections between pollers and tells each poller once per change', async (t) => {
-  const { db, service } = setup()
+  const { app, service } = await setup(t)
   const p1 = await service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET })
   const p2 = await service.registerPoller(ctx({ actor: null }), { name: 'p2', version: '1.0', enrollmentSecret: SECRET })
   await service.create(ctx(), host('Web-Ä', { pollerId: p1.pollerId }))
   await service.create(ctx(), host('web-b', { pollerId: p1.pollerId }))
-  const revision = (id: string) => db.prepare('SELECT assignments_revision FROM worker_pollers WHERE id = ?').pluck().get(id) as number
-  const [r1, r2] = [revision(p1.pollerId), revision(p2.pollerId)]
+  const revision = (id: string) => queryValue<number>(app, 'SELECT assignments_revision FROM worker_pollers WHERE id = ?', id)
+  const [r1, r2] = [await revision(p1.pollerId), await revision(p2.pollerId)]
   const csv = [
     'name,address,protocol,userName,password,pollerId',
     `web-ä,192.0.2.10,SSH,checker,pw-0123456789,${p2.pollerId}`, // not the stored Web-Ä: the database folds A-Z only
@@ -137,19 +133,19 @@ t.test('an import matches stored names as the database does (A-Z folded), moves 
     { name: 'web-c', result: 'imported' },
     { name: 'Web-C', result: 'rejected', errors: [{ column: 'name', reason: 'repeats the name of line 4' }] },
   ])
-  t.same(db.prepare('SELECT name, poller_id FROM agentless_connections ORDER BY id').all(), [
+  t.same(await query(app, 'SELECT name, poller_id FROM agentless_connections ORDER BY id'), [
     { name: 'Web-Ä', poller_id: p1.pollerId },
     { name: 'WEB-B', poller_id: p2.pollerId },
     { name: 'web-ä', poller_id: p2.pollerId },
     { name: 'web-c', poller_id: p2.pollerId },
   ])
-  t.same([revision(p1.pollerId) - r1, revision(p2.pollerId) - r2], [1, 3], 'one bump for each connection gained or lost')
+  t.same([(await revision(p1.pollerId)) - r1, (await revision(p2.pollerId)) - r2], [1, 3], 'one bump for each connection gained or lost')
 })
 
 t.test('the poller gateway: registration, activation, heartbeats, assignments with credentials, runs and events', async (t) => {
-  const { db, service, auditRows } = setup()
+  const { app, service, auditRows } = await setup(t)
   await t.rejects(service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: 'wrong-secret-0123456789' }), { code: 'unauthenticated' })
-  t.match(auditRows().at(-1), { outcome: 'Refused', description: /refused: wrong enrollment secret/ })
+  t.match((await auditRows()).at(-1), { outcome: 'Refused', description: /refused: wrong enrollment secret/ })
   const reg = await service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET })
   t.match(reg, { name: 'p1', isActivated: false, heartbeatIntervalSeconds: 60 })
   t.ok(reg.credential.startsWith('ppl_'))
@@ -177,7 +173,7 @@ t.test('the poller gateway: registration, activation, heartbeats, assignments wi
   t.match(await service.reportRuns(poller, reg.pollerId, { runs: [run('Reachable')] }), { succeeded: 1, failed: 0 })
   const down = await service.reportRuns(poller, reg.pollerId, { runs: [run('Unreachable', 'connection refused'), { ...run('Reachable'), connectionId: c.id + 100 }] })
   t.match(down, { succeeded: 1, failed: 1, results: [{ status: 'done' }, { status: 'failed', code: 'not-found' }] })
-  t.match(db.prepare("SELECT details FROM events WHERE event_code = '0x210003'").all(), [{ details: /web-1 .* is Unreachable: connection refused/ }], 'one event when a reachable host stops answering')
+  t.match(await query(app, "SELECT details FROM events WHERE event_code = '0x210003'"), [{ details: /web-1 .* is Unreachable: connection refused/ }], 'one event when a reachable host stops answering')
 
   await t.rejects(service.heartbeat(poller, crypto.randomUUID(), { version: '1.0' }), { code: 'unauthenticated' }, 'a deleted or unknown poller')
   t.match(await service.deletePoller(ctx(), reg.pollerId), { connectionsUnregistered: 1, poller: { name: 'p1' } })
@@ -185,7 +181,7 @@ t.test('the poller gateway: registration, activation, heartbeats, assignments wi
 })
 
 t.test('in one report, each run sees the ones before it: a run started and ended, a late older run, a repeat, a host going down and up', async (t) => {
-  const { db, service } = setup()
+  const { app, service } = await setup(t)
   const reg = await service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET })
   await service.setPollerActivated(ctx(), 'alice', { pollerId: reg.pollerId, isActivated: true })
   const a = await service.create(ctx(), host('web-a', { pollerId: reg.pollerId }))
@@ -219,27 +215,24 @@ t.test('in one report, each run sees the ones before it: a run started and ended
     failed: 2,
     results: [{ status: 'done' }, { status: 'done' }, { status: 'failed', code: 'conflict' }, { status: 'done' }, { status: 'done' }, { status: 'done' }, { status: 'failed', code: 'conflict' }],
   })
-  const latest = db.prepare('SELECT id, run_id, status, last_result FROM agentless_connections ORDER BY id').all()
+  const latest = await query(app, 'SELECT id, run_id, status, last_result FROM agentless_connections ORDER BY id')
   t.same(latest, [
     { id: a.id, run_id: r3, status: 'Reachable', last_result: 'Reachable' },
     { id: b.id, run_id: r4, status: 'Reachable', last_result: 'Reachable' },
   ])
-  t.same(db.prepare('SELECT run_id, status FROM agentless_runs WHERE connection_id = ? ORDER BY start_ms').all(b.id), [
+  t.same(await query(app, 'SELECT run_id, status FROM agentless_runs WHERE connection_id = ? ORDER BY start_ms', b.id), [
     { run_id: r5, status: 'Unreachable' },
     { run_id: r4, status: 'Reachable' },
   ])
   t.same(
-    db
-      .prepare("SELECT event_code, details FROM events WHERE event_code IN ('0x210003', '0x210004') ORDER BY id")
-      .all()
-      .map((e: any) => e.details.replace(/ \(.*?\)/, '')),
+    (await query(app, "SELECT event_code, details FROM events WHERE event_code IN ('0x210003', '0x210004') ORDER BY id")).map((e: any) => e.details.replace(/ \(.*?\)/, '')),
     ['web-a is Unreachable: refused ' + r2.slice(0, 4), 'web-a is reachable again.'],
     'a down, then up, in the order told; nothing for the late run of b',
   )
 })
 
 t.test('the sweep marks silent pollers offline once and fails runs that never ended', async (t) => {
-  const { db, service } = setup()
+  const { app, service } = await setup(t)
   const reg = await service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET })
   await service.setPollerActivated(ctx(), 'alice', { pollerId: reg.pollerId, isActivated: true })
   const c = await service.create(ctx(), host('web-1', { pollerId: reg.pollerId }))
@@ -251,13 +244,13 @@ t.test('the sweep marks silent pollers offline once and fails runs that never en
   const later = started + RUN_GIVE_UP_MS + 181_000
   t.same(await service.sweep(later), { offline: 1, abandoned: 1 })
   t.same(await service.sweep(later), { offline: 0, abandoned: 0 }, 'once')
-  t.equal(db.prepare("SELECT count(*) FROM events WHERE event_code = '0x410002'").pluck().get(), 1, 'one poller offline event')
+  t.equal(await queryValue(app, "SELECT count(*) FROM events WHERE event_code = '0x410002'"), 1, 'one poller offline event')
   const page = await service.statusPage({}, { field: 'computerName', direction: 'asc' }, 10, 0, 1000)
   t.match('rows' in page && page.rows[0], { status: 'Failed', status_error: /no end of this run/ })
 })
 
 t.test('a very large page and the exports stream the connections in the order asked', async (t) => {
-  const { service, auditRows } = setup()
+  const { service, auditRows } = await setup(t)
   for (const name of ['c-host', 'a-host', 'b-host']) await service.create(ctx(), host(name))
   const order = { field: 'computerName', direction: 'desc' as const }
   const page = await service.statusPage({}, order, 5000, 0, 1000)
@@ -273,5 +266,5 @@ t.test('a very large page and the exports stream the connections in the order as
   for await (const chunk of file.body) text += chunk.toString()
   t.match(text, /b-host,192\.0\.2\.10,SSH,22/)
   t.notMatch(text, /pw-0123456789/, 'no credentials in the file')
-  t.match(auditRows().at(-1), { description: /Exported 1 agentless connection\(s\) in the import format/ })
+  t.match((await auditRows()).at(-1), { description: /Exported 1 agentless connection\(s\) in the import format/ })
 })

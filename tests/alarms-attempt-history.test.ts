@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // The attempt history of deliveries: a delivered attempt is kept on its outbox row, not as a
 // row of alarm_attempts (migration 031), and alarm_attempt_history (and the repository's
 // attempts()) give every attempt as alarm_attempts alone gave them before: after a TCP
@@ -7,6 +6,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { call } from './helpers.js'
+import { alarmsOf, query, recordEvents } from './seed.js'
 import { ALARM_PATH, alarmApp, closedPort, tcpReceiver, waitFor } from './fixtures/receivers.js'
 import { iso } from '../lib/time.js'
 import type { AttemptRecord } from '../db/alarms.js'
@@ -25,23 +25,22 @@ const events = (n: number): EventInput[] =>
   Array.from({ length: n }, (_, i) => ({ code: '0x110005', severity: 2, category: 'USB', entityId: 'PC-1 (10.0.0.1)', description: 'Known attack tool detected', details: `event ${i}` }))
 
 // The events' deliveries are queued behind their writes (by the worker): queued here first.
-function outbox(app: FastifyInstance, destinationId: string): any[] {
-  app.repos.alarms.queueAllEvents()
-  return app.db.prepare('SELECT * FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId)
+async function outbox(app: FastifyInstance, destinationId: string): Promise<any[]> {
+  await alarmsOf(app).queueAllEvents()
+  return query(app, 'SELECT * FROM alarm_outbox WHERE destination_id = ? ORDER BY id', destinationId)
 }
-const history = (app: FastifyInstance, outboxId: number) => app.db.prepare('SELECT * FROM alarm_attempt_history WHERE outbox_id = ? ORDER BY attempt').all(outboxId) as any[]
-const attemptRows = (app: FastifyInstance, destinationId: string) =>
-  app.db.prepare('SELECT outbox_id, attempt, outcome FROM alarm_attempts WHERE destination_id = ? ORDER BY id').all(destinationId) as any[]
+const history = (app: FastifyInstance, outboxId: number) => query(app, 'SELECT * FROM alarm_attempt_history WHERE outbox_id = ? ORDER BY attempt', outboxId)
+const attemptRows = (app: FastifyInstance, destinationId: string) => query(app, 'SELECT outbox_id, attempt, outcome FROM alarm_attempts WHERE destination_id = ? ORDER BY id', destinationId)
 
 t.test('a TCP syslog write of several lines: each delivery shows its one attempt, kept on its outbox row', async (t) => {
   const { app, token, worker, clock } = await setup(t)
   const rx = await tcpReceiver()
   t.teardown(() => rx.close())
   const dest = await syslogDest(app, token, rx.port)
-  app.repos.events.record(Date.now(), events(5))
+  await recordEvents(app, Date.now(), events(5))
   const started = clock.get()
   await worker.drain()
-  const rows = outbox(app, dest.id)
+  const rows = await outbox(app, dest.id)
   t.equal(rows.length, 5)
   t.ok(
     rows.every((r) => r.status === 'delivered' && r.attempts === 1 && r.last_error === null),
@@ -52,10 +51,10 @@ t.test('a TCP syslog write of several lines: each delivery shows its one attempt
   t.equal(done, started + Math.round(duration), 'done when the write ended')
   for (const r of rows) {
     const expected = { outbox_id: r.id, destination_id: dest.id, attempt: 1, started_ms: started, duration_ms: duration, outcome: 'delivered', error: null }
-    t.same(history(app, r.id), [expected], 'one attempt: the write that delivered it, with the time and duration of that write')
-    t.same(app.repos.alarms.attempts(r.id), [{ attempt: 1, started_ms: started, duration_ms: duration, outcome: 'delivered', error: null }], 'the repository reads the same')
+    t.same(await history(app, r.id), [expected], 'one attempt: the write that delivered it, with the time and duration of that write')
+    t.same(await alarmsOf(app).attempts(r.id), [{ attempt: 1, started_ms: started, duration_ms: duration, outcome: 'delivered', error: null }], 'the repository reads the same')
   }
-  t.same(attemptRows(app, dest.id), [], 'no row of alarm_attempts for a delivered attempt')
+  t.same(await attemptRows(app, dest.id), [], 'no row of alarm_attempts for a delivered attempt')
   const listed = (await call(app, token, { method: 'GET', url: `${ALARM_PATH}/GetAlarmDests` })).json().data[0]
   t.same(listed.delivery, { pending: 0, lastAttemptTime: iso(started), lastStatus: 'delivered', lastError: null, lastDeliveredTime: iso(done), failedLast24h: 0 })
 })
@@ -63,10 +62,10 @@ t.test('a TCP syslog write of several lines: each delivery shows its one attempt
 t.test('a failed write and its retry: the retry stays a row, the delivered attempt follows it', async (t) => {
   const { app, token, worker, clock } = await setup(t)
   const dest = await syslogDest(app, token, await closedPort())
-  app.repos.events.record(Date.now(), events(3))
+  await recordEvents(app, Date.now(), events(3))
   const first = clock.get()
   await worker.turn()
-  let rows = outbox(app, dest.id)
+  let rows = await outbox(app, dest.id)
   t.ok(
     rows.every((r) => r.status === 'pending' && r.attempts === 1 && r.started_ms === null),
     'all waiting for a retry',
@@ -82,10 +81,10 @@ t.test('a failed write and its retry: the retry stays a row, the delivered attem
   await worker.drain()
   await waitFor(() => rx.messages.length >= 3, 5000, 'the lines')
   t.equal(rx.messages.length, 3, 'sent again, once each')
-  rows = outbox(app, dest.id)
+  rows = await outbox(app, dest.id)
   for (const r of rows) {
     t.match(r, { status: 'delivered', attempts: 2, last_error: null, started_ms: second })
-    const tried = history(app, r.id)
+    const tried = await history(app, r.id)
     t.same(
       tried.map((a) => [a.attempt, a.outcome, a.started_ms]),
       [
@@ -98,7 +97,7 @@ t.test('a failed write and its retry: the retry stays a row, the delivered attem
     t.ok(tried[1].duration_ms > 0)
   }
   t.same(
-    attemptRows(app, dest.id),
+    await attemptRows(app, dest.id),
     rows.map((r) => ({ outbox_id: r.id, attempt: 1, outcome: 'retry' })),
     'only the failed attempts are rows of alarm_attempts',
   )
@@ -107,26 +106,26 @@ t.test('a failed write and its retry: the retry stays a row, the delivered attem
 t.test('a delivered attempt of a delivery cancelled meanwhile keeps a row of its own', async (t) => {
   const { app, token } = await setup(t)
   const dest = await syslogDest(app, token, await closedPort())
-  app.repos.events.record(Date.now(), events(2))
-  const [kept, cancelled] = outbox(app, dest.id)
-  app.db.prepare(`UPDATE alarm_outbox SET status = 'cancelled', done_ms = 5 WHERE id = ?`).run(cancelled.id)
+  await recordEvents(app, Date.now(), events(2))
+  const [kept, cancelled] = await outbox(app, dest.id)
+  await query(app, `UPDATE alarm_outbox SET status = 'cancelled', done_ms = 5 WHERE id = ?`, cancelled.id)
   const attempt = (outboxId: number, startedMs: number): AttemptRecord => ({ outboxId, destinationId: dest.id, attempt: 1, startedMs, durationMs: 2.5, outcome: 'delivered', error: null })
-  const failed = app.db.transaction(() => app.repos.alarms.recordAttempts([attempt(kept.id, 1000), attempt(cancelled.id, 1000)]))()
+  const failed = await alarmsOf(app).recordAttempts([attempt(kept.id, 1000), attempt(cancelled.id, 1000)])
   t.same([...failed], [])
-  const [a, b] = outbox(app, dest.id)
+  const [a, b] = await outbox(app, dest.id)
   t.match(a, { status: 'delivered', attempts: 1, started_ms: 1000, duration_ms: 2.5, done_ms: 1003 })
   t.match(b, { status: 'cancelled', attempts: 0, started_ms: null, duration_ms: null, done_ms: 5 }, 'a cancelled delivery stays cancelled')
-  t.same(attemptRows(app, dest.id), [{ outbox_id: cancelled.id, attempt: 1, outcome: 'delivered' }], 'its attempt is a row of alarm_attempts, as before')
+  t.same(await attemptRows(app, dest.id), [{ outbox_id: cancelled.id, attempt: 1, outcome: 'delivered' }], 'its attempt is a row of alarm_attempts, as before')
   for (const id of [kept.id, cancelled.id]) {
-    t.same(history(app, id), [{ outbox_id: id, destination_id: dest.id, attempt: 1, started_ms: 1000, duration_ms: 2.5, outcome: 'delivered', error: null }])
+    t.same(await history(app, id), [{ outbox_id: id, destination_id: dest.id, attempt: 1, started_ms: 1000, duration_ms: 2.5, outcome: 'delivered', error: null }])
   }
 })
 
 t.test('pruning drops a delivered attempt when it started before the mark, as its row was', async (t) => {
   const { app, token } = await setup(t)
   const dest = await syslogDest(app, token, await closedPort())
-  app.repos.events.record(Date.now(), events(4))
-  const [gone, straddling, recent, retried] = outbox(app, dest.id)
+  await recordEvents(app, Date.now(), events(4))
+  const [gone, straddling, recent, retried] = await outbox(app, dest.id)
   const mark = 1_000_000
   const at = (outboxId: number, startedMs: number, durationMs: number, outcome: AttemptRecord['outcome'] = 'delivered'): AttemptRecord => ({
     outboxId,
@@ -138,19 +137,19 @@ t.test('pruning drops a delivered attempt when it started before the mark, as it
     error: outcome === 'delivered' ? null : 'x',
     nextAttemptMs: outcome === 'retry' ? mark + 60_000 : undefined,
   })
-  app.db.transaction(() => app.repos.alarms.recordAttempts([at(gone.id, mark - 100, 50), at(straddling.id, mark - 10, 30), at(recent.id, mark + 5, 1), at(retried.id, mark - 5, 1, 'retry')]))()
-  t.same(history(app, straddling.id).length, 1)
-  app.repos.alarms.prune(mark)
-  const rows = new Map(outbox(app, dest.id).map((r) => [r.id, r]))
+  await alarmsOf(app).recordAttempts([at(gone.id, mark - 100, 50), at(straddling.id, mark - 10, 30), at(recent.id, mark + 5, 1), at(retried.id, mark - 5, 1, 'retry')])
+  t.same((await history(app, straddling.id)).length, 1)
+  await alarmsOf(app).prune(mark)
+  const rows = new Map((await outbox(app, dest.id)).map((r) => [r.id, r]))
   t.notOk(rows.has(gone.id), 'a delivery done before the mark is dropped')
-  t.same(history(app, gone.id), [])
+  t.same(await history(app, gone.id), [])
   t.match(rows.get(straddling.id), { status: 'delivered', done_ms: mark + 20 }, 'one done after the mark stays')
-  t.same(history(app, straddling.id), [], 'but its attempt started before the mark: dropped')
+  t.same(await history(app, straddling.id), [], 'but its attempt started before the mark: dropped')
   t.same(
-    history(app, recent.id).map((a) => [a.attempt, a.outcome, a.started_ms]),
+    (await history(app, recent.id)).map((a) => [a.attempt, a.outcome, a.started_ms]),
     [[1, 'delivered', mark + 5]],
     'an attempt after the mark stays',
   )
-  t.same(history(app, retried.id), [], 'a retry that started before the mark is dropped')
+  t.same(await history(app, retried.id), [], 'a retry that started before the mark is dropped')
   t.match(rows.get(retried.id), { status: 'pending', attempts: 1 }, 'its delivery still waits')
 })

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Delivery in bulk: webhook batch mode (opt in per destination; off, each record still goes
 // alone and unchanged), batches re-formed from the same head on retry, one failure event
 // per failed batch, the test message as a batch of one; syslog lines written together over
@@ -9,6 +8,7 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { call } from './helpers.js'
+import { query, queryValue, recordEventIds } from './seed.js'
 import { ALARM_PATH, alarmApp, httpReceiver, tcpReceiver } from './fixtures/receivers.js'
 import { allowList, keptResolver, resolveChecked, type Resolver } from '../lib/alarms/address.js'
 import type { EventInput } from '../db/events.js'
@@ -35,9 +35,9 @@ const event = (details: string): EventInput => ({
 })
 const events = (n: number, from = 0) => Array.from({ length: n }, (_, i) => event(`event ${from + i}`))
 
-const outbox = (app: FastifyInstance, destinationId: string) =>
-  app.db.prepare('SELECT id, record_id, delivery_id, status, attempts, next_attempt_ms FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId) as any[]
-const stored = (app: FastifyInstance, id: string) => JSON.parse((app.db.prepare('SELECT settings FROM alarm_destinations WHERE id = ?').pluck().get(id) as string) ?? 'null')
+const outbox = async (app: FastifyInstance, destinationId: string) =>
+  (await query(app, 'SELECT id, record_id, delivery_id, status, attempts, next_attempt_ms FROM alarm_outbox WHERE destination_id = ? ORDER BY id', destinationId)) as any[]
+const stored = async (app: FastifyInstance, id: string) => JSON.parse(((await queryValue(app, 'SELECT settings FROM alarm_destinations WHERE id = ?', id)) as string) ?? 'null')
 
 t.test('batch mode is off unless asked for: answered as off, nothing stored, one record per request', async (t) => {
   const { app, token, worker } = await setup(t)
@@ -45,13 +45,13 @@ t.test('batch mode is off unless asked for: answered as off, nothing stored, one
   t.teardown(() => rx.close())
   const dest = await addDest(app, token, hook('single', rx.url))
   t.same(dest.webhook.batch, { maxEvents: 1, maxBytes: 1048576 }, 'answered with its defaults')
-  t.notOk('batch' in stored(app, dest.id), 'the stored settings are those of before')
+  t.notOk('batch' in (await stored(app, dest.id)), 'the stored settings are those of before')
   // Sent back as GetAlarmDests answers it (batch off included): still nothing stored.
   const again = await addDest(app, token, { ...hook('single', rx.url), id: dest.id, webhook: { url: rx.url, batch: dest.webhook.batch } })
   t.same(again.webhook.batch, { maxEvents: 1, maxBytes: 1048576 })
-  t.notOk('batch' in stored(app, dest.id))
+  t.notOk('batch' in (await stored(app, dest.id)))
 
-  app.repos.events.record(Date.now(), events(3))
+  await recordEventIds(app, Date.now(), events(3))
   await worker.drain()
   t.equal(rx.deliveries.length, 3, 'one request per record')
   for (const d of rx.deliveries) {
@@ -67,8 +67,8 @@ t.test('batch mode: single payloads in order, signed as a whole, any 2xx acknowl
   t.teardown(() => rx.close())
   const dest = await addDest(app, token, hook('batched', rx.url, { maxEvents: 3 }))
   t.same(dest.webhook.batch, { maxEvents: 3, maxBytes: 1048576 })
-  t.same(stored(app, dest.id).batch, { maxEvents: 3, maxBytes: 1048576 })
-  const ids = app.repos.events.record(Date.now(), events(7))
+  t.same((await stored(app, dest.id)).batch, { maxEvents: 3, maxBytes: 1048576 })
+  const ids = await recordEventIds(app, Date.now(), events(7))
   await worker.drain()
 
   t.same(
@@ -76,7 +76,7 @@ t.test('batch mode: single payloads in order, signed as a whole, any 2xx acknowl
     [3, 3, 1],
     'up to maxEvents per request',
   )
-  const rows = outbox(app, dest.id)
+  const rows = await outbox(app, dest.id)
   const elements = rx.deliveries.flatMap((d) => d.body.deliveries)
   t.same(
     elements.map((e: any) => e.event.eventID),
@@ -105,7 +105,7 @@ t.test('batch mode: single payloads in order, signed as a whole, any 2xx acknowl
     rows.every((r) => r.status === 'delivered' && r.attempts === 1),
     'all delivered',
   )
-  const attempts = app.db.prepare('SELECT outbox_id, attempt, outcome FROM alarm_attempt_history WHERE destination_id = ? ORDER BY outbox_id, attempt').all(dest.id) as any[]
+  const attempts = (await query(app, 'SELECT outbox_id, attempt, outcome FROM alarm_attempt_history WHERE destination_id = ? ORDER BY outbox_id, attempt', dest.id)) as any[]
   t.same(
     attempts.map((a) => [a.outbox_id, a.attempt, a.outcome]),
     rows.map((r) => [r.id, 1, 'delivered']),
@@ -122,7 +122,7 @@ t.test('batch mode: maxBytes bounds a batch; a payload larger than it goes alone
   t.teardown(() => rx.close())
   await addDest(app, token, hook('sized', rx.url, { maxEvents: 100, maxBytes: 65536 }))
   const big = 'x'.repeat(25_000)
-  app.repos.events.record(Date.now(), [event(big), event(big), event(big), event('y'.repeat(65_000)), event('small')])
+  await recordEventIds(app, Date.now(), [event(big), event(big), event(big), event('y'.repeat(65_000)), event('small')])
   await worker.drain()
   t.same(
     rx.deliveries.map((d) => d.body.count),
@@ -139,17 +139,17 @@ t.test('batch mode: a retry re-forms the batch from the same head; one failure e
   t.teardown(() => rx.close())
   rx.respond = (_body, n) => (n === 1 ? { status: 503 } : { status: 200 })
   const dest = await addDest(app, token, hook('retried', rx.url, { maxEvents: 10 }))
-  const first = app.repos.events.record(Date.now(), events(3))
+  const first = await recordEventIds(app, Date.now(), events(3))
   await worker.turn()
   t.equal(rx.deliveries.length, 1)
-  let rows = outbox(app, dest.id)
+  let rows = await outbox(app, dest.id)
   t.ok(
     rows.every((r) => r.status === 'pending' && r.attempts === 1),
     'each element waits for a retry',
   )
   t.equal(new Set(rows.map((r) => r.next_attempt_ms)).size, 1, 'all at the same time')
 
-  const more = app.repos.events.record(Date.now(), events(2, 3))
+  const more = await recordEventIds(app, Date.now(), events(2, 3))
   clock.set(rows[0].next_attempt_ms)
   await worker.drain()
   t.equal(rx.deliveries.length, 2)
@@ -169,7 +169,7 @@ t.test('batch mode: a retry re-forms the batch from the same head; one failure e
     rx.deliveries[0].body.deliveries.map((e: any) => e.deliveryId),
     'the same delivery ids: receivers de-duplicate on them',
   )
-  rows = outbox(app, dest.id)
+  rows = await outbox(app, dest.id)
   t.same(
     rows.map((r) => [r.status, r.attempts]),
     [
@@ -183,14 +183,14 @@ t.test('batch mode: a retry re-forms the batch from the same head; one failure e
 
   // Refused for good: every element failed, one event for the batch.
   rx.respond = () => ({ status: 400 })
-  const failing = app.repos.events.record(Date.now(), events(4, 10))
+  const failing = await recordEventIds(app, Date.now(), events(4, 10))
   await worker.drain()
-  rows = outbox(app, dest.id).filter((r) => failing.includes(r.record_id))
+  rows = (await outbox(app, dest.id)).filter((r) => failing.includes(r.record_id))
   t.ok(
     rows.every((r) => r.status === 'failed' && r.attempts === 1),
     'every element failed',
   )
-  const failures = app.db.prepare(`SELECT details, alarm_destination_id FROM events WHERE event_code = '0x410001'`).all() as any[]
+  const failures = (await query(app, `SELECT details, alarm_destination_id FROM events WHERE event_code = '0x410001'`)) as any[]
   t.equal(failures.length, 1, 'one failure event, not one per delivery')
   t.equal(failures[0].alarm_destination_id, dest.id)
   t.match(
@@ -224,11 +224,11 @@ t.test('batch settings: limits refused with 400, turned off by leaving them out,
     t.equal(res.statusCode, 400, JSON.stringify(batch))
   }
   const dest = await addDest(app, token, hook('toggled', 'http://127.0.0.1:9/h', { maxEvents: 20, maxBytes: 2097152 }))
-  t.same(stored(app, dest.id).batch, { maxEvents: 20, maxBytes: 2097152 })
+  t.same((await stored(app, dest.id)).batch, { maxEvents: 20, maxBytes: 2097152 })
   const off = await addDest(app, token, { ...hook('toggled', 'http://127.0.0.1:9/h'), id: dest.id })
   t.same(off.webhook.batch, { maxEvents: 1, maxBytes: 1048576 })
-  t.notOk('batch' in stored(app, dest.id))
-  const audit = app.db.prepare(`SELECT details FROM audit_trail WHERE description LIKE 'Alarm destination "toggled" updated%' ORDER BY id DESC LIMIT 1`).pluck().get() as string
+  t.notOk('batch' in (await stored(app, dest.id)))
+  const audit = (await queryValue(app, `SELECT details FROM audit_trail WHERE description LIKE 'Alarm destination "toggled" updated%' ORDER BY id DESC LIMIT 1`)) as string
   t.match(JSON.parse(audit), { webhook: { batch: null } }, 'turning it off is audited')
 })
 
@@ -237,7 +237,7 @@ t.test('syslog over TCP: many lines in order on one connection, framed one by on
   const rx = await tcpReceiver()
   t.teardown(() => rx.close())
   const dest = await addDest(app, token, { name: 'siem', type: 'syslog', filters: { minimumSeverity: 'Debug' }, syslog: { host: '127.0.0.1', port: rx.port, transport: 'tcp' } })
-  const ids = app.repos.events.record(Date.now(), events(1200))
+  const ids = await recordEventIds(app, Date.now(), events(1200))
   await worker.drain()
   // Written is not yet read: the receiver gets the last lines a moment later, later still
   // on a loaded machine.
@@ -251,7 +251,7 @@ t.test('syslog over TCP: many lines in order on one connection, framed one by on
     'every line once, in order',
   )
   t.ok(
-    outbox(app, dest.id).every((r) => r.status === 'delivered'),
+    (await outbox(app, dest.id)).every((r) => r.status === 'delivered'),
     'all delivered',
   )
 })
@@ -264,7 +264,7 @@ t.test('syslog over UDP: one socket for every datagram', async (t) => {
   await new Promise<void>((r) => socket.bind(0, '127.0.0.1', r))
   t.teardown(() => new Promise<void>((r) => socket.close(() => r())))
   await addDest(app, token, { name: 'udp', type: 'syslog', filters: { minimumSeverity: 'Debug' }, syslog: { host: '127.0.0.1', port: (socket.address() as AddressInfo).port, transport: 'udp' } })
-  app.repos.events.record(Date.now(), events(20))
+  await recordEventIds(app, Date.now(), events(20))
   await worker.drain()
   const end = Date.now() + 2000
   while (got.length < 20 && Date.now() < end) await new Promise((r) => setTimeout(r, 5))

@@ -1,10 +1,10 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // What each kind of destination receives, checked at real receivers on 127.0.0.1: the
 // signed webhook POST, RFC 5424 and CEF syslog lines over UDP and TCP (octet counting),
 // and the e-mail.
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login } from './helpers.js'
+import { alarmsOf, latestAudit, query, queryOne, recordEventIds } from './seed.js'
 import { ALARM_PATH, alarmEnv, httpReceiver, smtpReceiver, tcpReceiver, udpReceiver, verifySignature, waitFor } from './fixtures/receivers.js'
 import { gatewayEnv, enroll, checkIn, hostState, attackTool } from './fixtures/gateway.js'
 import { alarmWorker } from '../lib/alarms/index.js'
@@ -42,8 +42,8 @@ const attackEvent = (extra: Partial<EventInput> = {}): EventInput => ({
   ...extra,
 })
 
-const deliveryIds = (app: FastifyInstance, destinationId: string) =>
-  app.db.prepare('SELECT delivery_id, feed, record_id, status, attempts FROM alarm_outbox WHERE destination_id = ? ORDER BY id').all(destinationId) as any[]
+const deliveryIds = async (app: FastifyInstance, destinationId: string) =>
+  (await query(app, 'SELECT delivery_id, feed, record_id, status, attempts FROM alarm_outbox WHERE destination_id = ? ORDER BY id', destinationId)) as any[]
 
 t.test('webhook: one signed JSON POST per record, headers as the contract says', async (t) => {
   const { app, token, worker } = await setup(t)
@@ -55,11 +55,11 @@ t.test('webhook: one signed JSON POST per record, headers as the contract says',
     filters: { minimumSeverity: 'Warning', feeds: ['events', 'audit', 'assets'], auditCategories: ['Users'] },
     webhook: { url: rx.url + '?tenant=acme', secret: SECRET, headers: { Authorization: 'Bearer soar-token', 'X-Tenant': 'acme' } },
   })
-  const [eventId] = app.repos.events.record(Date.now(), [attackEvent()])
+  const [eventId] = await recordEventIds(app, Date.now(), [attackEvent()])
   // A refused request leaves a Warning audit record of category Users.
   const refused = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { userName: 'x' } })
   t.equal(refused.statusCode, 400)
-  const published = app.repos.alarms.publishAssets(Date.now(), [
+  const published = await alarmsOf(app).publishAssets(Date.now(), [
     { messageId: '2b7e4c1a-9f3d-4e8b-a6c5-1d2e3f4a5b6c', kind: 'snapshot', trigger: 'ReplayAll', assetType: 'Agent', assetId: 'a-1', name: 'PC-1', peripherals: [] },
   ])
   t.equal(published, 1)
@@ -78,7 +78,7 @@ t.test('webhook: one signed JSON POST per record, headers as the contract says',
     t.match(d.body, { attempt: 1, destination: { id: dest.id, name: 'soc-webhook' } })
     t.ok(Math.abs(d.body.sentTime - Date.now() / 1000) < 60)
   }
-  const ids = deliveryIds(app, dest.id)
+  const ids = await deliveryIds(app, dest.id)
   t.same(
     rx.deliveries.map((d) => d.body.deliveryId),
     ids.map((r) => r.delivery_id),
@@ -91,7 +91,7 @@ t.test('webhook: one signed JSON POST per record, headers as the contract says',
 
   t.same(Object.keys(ev.body).sort(), ['attempt', 'deliveryId', 'destination', 'event', 'feed', 'sentTime'])
   t.equal(ev.body.feed, 'events')
-  const row = app.db.prepare('SELECT created_ms FROM events WHERE id = ?').get(eventId) as { created_ms: number }
+  const row = (await queryOne(app, 'SELECT created_ms FROM events WHERE id = ?', eventId)) as { created_ms: number }
   t.same(ev.body.event, {
     eventID: eventId,
     creationTime: new Date(row.created_ms).toISOString(),
@@ -143,22 +143,22 @@ t.test('syslog over UDP, RFC 5424: header, structured data escaping, one datagra
   const rx = await udpReceiver()
   t.teardown(() => rx.close())
   const dest = await addDest(app, token, { name: 'udp', type: 'syslog', syslog: { host: '127.0.0.1', port: rx.port, facility: 'local4' } })
-  const [id1, id2, id3] = app.repos.events.record(Date.now(), [
+  const [id1, id2, id3] = await recordEventIds(app, Date.now(), [
     attackEvent(),
     attackEvent({ entityId: 'PC "quoted" \\ ] (10.0.0.7)', assetName: 'a]b"c\\d', details: 'first line\nsecond "line" ]' }),
     attackEvent({ details: 'é'.repeat(3000), assetName: null, assetKey: null }),
   ])
   await worker.drain()
   await waitFor(() => rx.messages.length === 3, 2000, 'three datagrams')
-  const [d1, d2, d3] = deliveryIds(app, dest.id).map((r) => r.delivery_id)
-  const time = (id: number) => new Date((app.db.prepare('SELECT created_ms FROM events WHERE id = ?').get(id) as any).created_ms).toISOString()
+  const [d1, d2, d3] = (await deliveryIds(app, dest.id)).map((r) => r.delivery_id)
+  const time = async (id: number) => new Date(((await queryOne(app, 'SELECT created_ms FROM events WHERE id = ?', id)) as any).created_ms).toISOString()
   t.equal(
     rx.messages[0],
-    `<162>1 ${time(id1)} ${SYSLOG_HOSTNAME} prime - 0x110005 [prime@32473 deliveryId="${d1}" eventID="${id1}" category="USB" severity="2" source="DESKTOP-9LR722S (192.168.100.128)" asset="DESKTOP-9LR722S"] Known attack tool detected: Hak5 USB Rubber Ducky (VID 03EB, PID 2401) on DESKTOP-9LR722S; agent is Armed, device blocked.`,
+    `<162>1 ${await time(id1)} ${SYSLOG_HOSTNAME} prime - 0x110005 [prime@32473 deliveryId="${d1}" eventID="${id1}" category="USB" severity="2" source="DESKTOP-9LR722S (192.168.100.128)" asset="DESKTOP-9LR722S"] Known attack tool detected: Hak5 USB Rubber Ducky (VID 03EB, PID 2401) on DESKTOP-9LR722S; agent is Armed, device blocked.`,
   )
   t.equal(
     rx.messages[1],
-    `<162>1 ${time(id2)} ${SYSLOG_HOSTNAME} prime - 0x110005 [prime@32473 deliveryId="${d2}" eventID="${id2}" category="USB" severity="2" source="PC \\"quoted\\" \\\\ \\] (10.0.0.7)" asset="a\\]b\\"c\\\\d"] Known attack tool detected: first line\nsecond "line" ]`,
+    `<162>1 ${await time(id2)} ${SYSLOG_HOSTNAME} prime - 0x110005 [prime@32473 deliveryId="${d2}" eventID="${id2}" category="USB" severity="2" source="PC \\"quoted\\" \\\\ \\] (10.0.0.7)" asset="a\\]b\\"c\\\\d"] Known attack tool detected: first line\nsecond "line" ]`,
     'param values escape " \\ and ] (the message part is not structured data)',
   )
   t.ok(Buffer.byteLength(rx.messages[2]) <= 2048 && Buffer.byteLength(rx.messages[2]) > 2000, `cut to fit: ${Buffer.byteLength(rx.messages[2])} bytes`)
@@ -177,7 +177,7 @@ t.test('syslog over TCP, CEF: octet-counting frames on one connection, CEF escap
     filters: { minimumSeverity: 'Debug', feeds: ['events', 'audit'], categories: ['USB', 'System'], auditCategories: ['Users'] },
     syslog: { host: '127.0.0.1', port: rx.port, transport: 'tcp', format: 'cef', facility: 'auth' },
   })
-  const [e1, e2] = app.repos.events.record(Date.now(), [
+  const [e1, e2] = await recordEventIds(app, Date.now(), [
     attackEvent(),
     attackEvent({ code: '0x110006', severity: 4, description: 'Vulnerable | peripheral \\ detected', details: 'a=b \\ c\r\nnext line\nthird', entityId: 'Prime server', assetName: null }),
   ])
@@ -187,18 +187,18 @@ t.test('syslog over TCP, CEF: octet-counting frames on one connection, CEF escap
   await waitFor(() => rx.messages.length === 3, 2000, 'three frames')
   t.equal(rx.framingErrors, 0, 'every frame is a valid octet count and message')
   t.equal(rx.connections, 1, 'one connection carries them all')
-  const [d1, d2, d3] = deliveryIds(app, dest.id).map((r) => r.delivery_id)
-  const created = (id: number) => (app.db.prepare('SELECT created_ms FROM events WHERE id = ?').get(id) as any).created_ms as number
+  const [d1, d2, d3] = (await deliveryIds(app, dest.id)).map((r) => r.delivery_id)
+  const created = async (id: number) => ((await queryOne(app, 'SELECT created_ms FROM events WHERE id = ?', id)) as any).created_ms as number
   t.equal(
     rx.messages[0],
-    `<34>1 ${new Date(created(e1)).toISOString()} ${SYSLOG_HOSTNAME} prime - 0x110005 - CEF:0|Prime|Prime Device Security|${VERSION}|0x110005|Known attack tool detected|8|rt=${created(e1)} externalId=${e1} cat=USB dvchost=DESKTOP-9LR722S src=192.168.100.128 msg=Hak5 USB Rubber Ducky (VID 03EB, PID 2401) on DESKTOP-9LR722S; agent is Armed, device blocked. cs1Label=deliveryId cs1=${d1}`,
+    `<34>1 ${new Date(await created(e1)).toISOString()} ${SYSLOG_HOSTNAME} prime - 0x110005 - CEF:0|Prime|Prime Device Security|${VERSION}|0x110005|Known attack tool detected|8|rt=${await created(e1)} externalId=${e1} cat=USB dvchost=DESKTOP-9LR722S src=192.168.100.128 msg=Hak5 USB Rubber Ducky (VID 03EB, PID 2401) on DESKTOP-9LR722S; agent is Armed, device blocked. cs1Label=deliveryId cs1=${d1}`,
   )
   t.equal(
     rx.messages[1],
-    `<36>1 ${new Date(created(e2)).toISOString()} ${SYSLOG_HOSTNAME} prime - 0x110006 - CEF:0|Prime|Prime Device Security|${VERSION}|0x110006|Vulnerable \\| peripheral \\\\ detected|5|rt=${created(e2)} externalId=${e2} cat=USB msg=a\\=b \\\\ c\\nnext line\\nthird cs1Label=deliveryId cs1=${d2}`,
+    `<36>1 ${new Date(await created(e2)).toISOString()} ${SYSLOG_HOSTNAME} prime - 0x110006 - CEF:0|Prime|Prime Device Security|${VERSION}|0x110006|Vulnerable \\| peripheral \\\\ detected|5|rt=${await created(e2)} externalId=${e2} cat=USB msg=a\\=b \\\\ c\\nnext line\\nthird cs1Label=deliveryId cs1=${d2}`,
     'header fields escape | and \\; extension values escape = and \\ and line breaks',
   )
-  const audit = app.repos.audit.latest(10).find((r) => r.operation_id === 'addUser')!
+  const audit = (await latestAudit(app, 10)).find((r) => r.operation_id === 'addUser')!
   t.equal(
     rx.messages[2],
     `<36>1 ${new Date(audit.created_ms).toISOString()} ${SYSLOG_HOSTNAME} prime - audit - CEF:0|Prime|Prime Device Security|${VERSION}|audit|${audit.description.replace(/[\\|]/g, (c) => '\\' + c)}|5|rt=${audit.created_ms} externalId=${audit.id} cat=Users src=127.0.0.1 suser=admin msg=${audit.details.replace(/[\\=]/g, (c) => '\\' + c)} cs1Label=deliveryId cs1=${d3}`,
@@ -225,11 +225,11 @@ t.test('syslog RFC 5424 of an audit record and an asset message', async (t) => {
     name: 'PC-1',
     location: { ipAddress: '10.0.0.9' },
   }
-  app.repos.alarms.publishAssets(Date.now(), [message])
+  await alarmsOf(app).publishAssets(Date.now(), [message])
   await worker.drain()
   await waitFor(() => rx.messages.length === 2, 2000, 'two frames')
-  const [d1, d2] = deliveryIds(app, dest.id).map((r) => r.delivery_id)
-  const audit = app.repos.audit.latest(5).find((r) => r.operation_id === 'addOrUpdateAlarmDest')!
+  const [d1, d2] = (await deliveryIds(app, dest.id)).map((r) => r.delivery_id)
+  const audit = (await latestAudit(app, 5)).find((r) => r.operation_id === 'addOrUpdateAlarmDest')!
   t.equal(
     rx.messages[0],
     `<133>1 ${new Date(audit.created_ms).toISOString()} ${SYSLOG_HOSTNAME} prime - audit [prime@32473 deliveryId="${d1}" auditTrailID="${audit.id}" category="AlarmDestinations" severity="5" source="admin (127.0.0.1)" asset="tcp-5424"] Alarm destination "tcp-5424" created: ${audit.details}`,
@@ -251,12 +251,12 @@ t.test('e-mail: subject, body fields, delivery id header, console link', async (
     filters: { feeds: ['audit'], minimumSeverity: 'Debug', auditCategories: ['Users'] },
     email: { recipients: ['audit@example.com'], subjectPrefix: '' },
   })
-  const [eventId] = app.repos.events.record(Date.now(), [attackEvent()])
+  const [eventId] = await recordEventIds(app, Date.now(), [attackEvent()])
   await worker.drain()
   t.equal(smtp.mails.length, 1)
   const mail = smtp.mails[0]
-  const [d1] = deliveryIds(app, dest.id).map((r) => r.delivery_id)
-  const created = (app.db.prepare('SELECT created_ms FROM events WHERE id = ?').get(eventId) as any).created_ms
+  const [d1] = (await deliveryIds(app, dest.id)).map((r) => r.delivery_id)
+  const created = ((await queryOne(app, 'SELECT created_ms FROM events WHERE id = ?', eventId)) as any).created_ms
   t.equal(mail.subject, '[Prime] [Critical] Known attack tool detected - DESKTOP-9LR722S')
   t.equal(mail.from, 'alarms@prime.example')
   t.same(mail.envelopeTo, ['soc@example.com', 'oncall@example.org'])

@@ -1,10 +1,10 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Which records reach which destination: minimum severity, event and audit categories,
 // feeds (events, audit, assets), the enabled flag; queued in the transaction that stores
 // the record (an audit record or asset message), or behind it by the worker (an event).
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login } from './helpers.js'
+import { alarmsOf, query, queryColumn, queryValue, recordEvents } from './seed.js'
 import { ALARM_PATH, alarmEnv, httpReceiver } from './fixtures/receivers.js'
 import { alarmWorker } from '../lib/alarms/index.js'
 import type { EventCategory } from '../db/events.js'
@@ -30,35 +30,36 @@ async function setup(t: Parameters<typeof build>[0]) {
 }
 
 // The events' deliveries are queued behind their writes (by the worker): queued here first.
-function queued(app: FastifyInstance, destinationId: string, feed: string): number[] {
-  app.repos.alarms.queueAllEvents()
-  return app.db.prepare('SELECT record_id FROM alarm_outbox WHERE destination_id = ? AND feed = ? ORDER BY id').pluck().all(destinationId, feed) as number[]
+async function queued(app: FastifyInstance, destinationId: string, feed: string): Promise<number[]> {
+  await alarmsOf(app).queueAllEvents()
+  return queryColumn<number>(app, 'SELECT record_id FROM alarm_outbox WHERE destination_id = ? AND feed = ? ORDER BY id', destinationId, feed)
 }
 
-const record = (app: FastifyInstance, severity: number, category: EventCategory = 'USB') =>
-  app.repos.events.record(Date.now(), [{ code: '0x110001', severity, category, entityId: 'PC (10.0.0.1)', description: 'd', details: `severity ${severity}` }])[0]
+const record = async (app: FastifyInstance, severity: number, category: EventCategory = 'USB') =>
+  ((await recordEvents(app, Date.now(), [{ code: '0x110001', severity, category, entityId: 'PC (10.0.0.1)', description: 'd', details: `severity ${severity}` }])) as number[])[0]
 
 t.test('minimum severity: that severity or worse', async (t) => {
   const { app, add } = await setup(t)
   const warning = await add('warning', {})
   const debug = await add('debug', { minimumSeverity: 'Debug' })
   const critical = await add('critical', { minimumSeverity: 'Critical' })
-  const ids = [0, 1, 2, 3, 4, 5, 6, 7].map((s) => record(app, s))
-  t.same(queued(app, warning.id, 'events'), ids.slice(0, 5), 'Warning (default): 0 to 4')
-  t.same(queued(app, debug.id, 'events'), ids)
-  t.same(queued(app, critical.id, 'events'), ids.slice(0, 3))
+  const ids: number[] = []
+  for (const s of [0, 1, 2, 3, 4, 5, 6, 7]) ids.push(await record(app, s))
+  t.same(await queued(app, warning.id, 'events'), ids.slice(0, 5), 'Warning (default): 0 to 4')
+  t.same(await queued(app, debug.id, 'events'), ids)
+  t.same(await queued(app, critical.id, 'events'), ids.slice(0, 3))
 })
 
 t.test('event categories: empty means all', async (t) => {
   const { app, add } = await setup(t)
   const usbNetwork = await add('usb-network', { categories: ['USB', 'Network'] })
   const all = await add('all', {})
-  const usb = record(app, 2, 'USB')
-  const network = record(app, 2, 'Network')
-  const host = record(app, 2, 'Host')
-  const system = record(app, 2, 'System')
-  t.same(queued(app, usbNetwork.id, 'events'), [usb, network])
-  t.same(queued(app, all.id, 'events'), [usb, network, host, system])
+  const usb = await record(app, 2, 'USB')
+  const network = await record(app, 2, 'Network')
+  const host = await record(app, 2, 'Host')
+  const system = await record(app, 2, 'System')
+  t.same(await queued(app, usbNetwork.id, 'events'), [usb, network])
+  t.same(await queued(app, all.id, 'events'), [usb, network, host, system])
 })
 
 t.test('feeds and audit categories', async (t) => {
@@ -69,7 +70,7 @@ t.test('feeds and audit categories', async (t) => {
   const assets = await add('assets', { feeds: ['assets'] })
   const everything = await add('everything', { minimumSeverity: 'Debug', feeds: ['events', 'audit', 'assets'] })
 
-  const event = record(app, 6)
+  const event = await record(app, 6)
   const created = await call(app, token, {
     method: 'POST',
     url: '/prime/webui/admin/adduser',
@@ -78,7 +79,7 @@ t.test('feeds and audit categories', async (t) => {
   t.equal(created.statusCode, 200, created.body)
   const refused = await call(app, token, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { userName: 'x' } })
   t.equal(refused.statusCode, 400)
-  const audits = app.db.prepare(`SELECT id, category, severity FROM audit_trail WHERE operation_id = 'addUser' ORDER BY id`).all() as any[]
+  const audits = await query(app, `SELECT id, category, severity FROM audit_trail WHERE operation_id = 'addUser' ORDER BY id`)
   t.same(
     audits.map((a) => [a.category, a.severity]),
     [
@@ -86,25 +87,25 @@ t.test('feeds and audit categories', async (t) => {
       ['Users', 4],
     ],
   )
-  const published = app.repos.alarms.publishAssets(Date.now(), [
+  const published = await alarmsOf(app).publishAssets(Date.now(), [
     { kind: 'snapshot', assetId: 'a1' },
     { kind: 'snapshot', assetId: 'a2' },
   ])
   t.equal(published, 4, 'two messages for each of the two destinations subscribed to assets')
 
-  t.same(queued(app, eventsOnly.id, 'events'), [event])
-  t.same(queued(app, eventsOnly.id, 'audit'), [])
-  t.same(queued(app, eventsOnly.id, 'assets'), [])
+  t.same(await queued(app, eventsOnly.id, 'events'), [event])
+  t.same(await queued(app, eventsOnly.id, 'audit'), [])
+  t.same(await queued(app, eventsOnly.id, 'assets'), [])
   t.same(
-    queued(app, auditUsers.id, 'audit'),
+    await queued(app, auditUsers.id, 'audit'),
     audits.map((a) => a.id),
   )
-  t.same(queued(app, auditUsers.id, 'events'), [])
-  t.same(queued(app, auditWarnings.id, 'audit'), [audits[1].id], 'Warning and worse only: the refused request')
-  t.same(queued(app, assets.id, 'assets').length, 2)
-  t.same(queued(app, assets.id, 'events'), [])
-  t.same(queued(app, assets.id, 'audit'), [])
-  const all = app.db.prepare('SELECT feed FROM alarm_outbox WHERE destination_id = ? ORDER BY id').pluck().all(everything.id)
+  t.same(await queued(app, auditUsers.id, 'events'), [])
+  t.same(await queued(app, auditWarnings.id, 'audit'), [audits[1].id], 'Warning and worse only: the refused request')
+  t.same((await queued(app, assets.id, 'assets')).length, 2)
+  t.same(await queued(app, assets.id, 'events'), [])
+  t.same(await queued(app, assets.id, 'audit'), [])
+  const all = await queryColumn<string>(app, 'SELECT feed FROM alarm_outbox WHERE destination_id = ? ORDER BY id', everything.id)
   // Every audit record after its creation (other destinations created, the login, the two addUser calls) and the rest in record order.
   t.ok(all.includes('events') && all.includes('audit') && all.includes('assets'))
   t.same(all.slice(-3), ['audit', 'assets', 'assets'], 'in the order the records were stored')
@@ -131,34 +132,34 @@ t.test('feeds and audit categories', async (t) => {
 t.test('the enabled flag: a disabled destination matches nothing new', async (t) => {
   const { app, token, add } = await setup(t)
   const off = await add('off', {}, false)
-  record(app, 0)
-  t.same(queued(app, off.id, 'events'), [])
-  t.equal(app.repos.alarms.publishAssets(Date.now(), [{ kind: 'snapshot' }]), 0)
-  t.equal(app.db.prepare('SELECT count(*) FROM asset_messages').pluck().get(), 0, 'with no subscriber nothing is stored')
+  await record(app, 0)
+  t.same(await queued(app, off.id, 'events'), [])
+  t.equal(await alarmsOf(app).publishAssets(Date.now(), [{ kind: 'snapshot' }]), 0)
+  t.equal(await queryValue(app, 'SELECT count(*) FROM asset_messages'), 0, 'with no subscriber nothing is stored')
   const on = await call(app, token, {
     method: 'POST',
     url: `${ALARM_PATH}/AddOrUpdateAlarmDest`,
     payload: { id: off.id, name: 'off', type: 'webhook', enabled: true, webhook: { url: 'http://127.0.0.1:9/' } },
   })
   t.equal(on.statusCode, 200, on.body)
-  const later = record(app, 0)
-  t.same(queued(app, off.id, 'events'), [later])
+  const later = await record(app, 0)
+  t.same(await queued(app, off.id, 'events'), [later])
 })
 
 t.test('a record and its deliveries are stored together or not at all', async (t) => {
   const { app, add } = await setup(t)
   const dest = await add('hook', {})
-  t.throws(() =>
-    app.db.transaction(() => {
-      record(app, 1)
+  await t.rejects(
+    app.storage.uow.run(async () => {
+      await record(app, 1)
       throw new Error('rolled back')
-    })(),
+    }),
   )
-  t.equal(app.db.prepare('SELECT count(*) FROM events').pluck().get(), 0)
-  t.same(queued(app, dest.id, 'events'), [])
-  const id = record(app, 1)
-  t.same(queued(app, dest.id, 'events'), [id])
-  const ids = app.db.prepare('SELECT delivery_id FROM alarm_outbox').pluck().all() as string[]
+  t.equal(await queryValue(app, 'SELECT count(*) FROM events'), 0)
+  t.same(await queued(app, dest.id, 'events'), [])
+  const id = await record(app, 1)
+  t.same(await queued(app, dest.id, 'events'), [id])
+  const ids = await queryColumn<string>(app, 'SELECT delivery_id FROM alarm_outbox')
   t.ok(
     ids.every((d) => /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(d)),
     'delivery ids are version 4 uuids',

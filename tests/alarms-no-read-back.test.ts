@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Alarm destinations cannot read an internal service back nor map its ports: whatever a
 // target answers (status line, headers, body, network error), callers and stored records
 // see only a coarse outcome, and a closed port, a silent port and a name that does not
@@ -13,6 +12,7 @@ import t, { type Test } from 'tap'
 import Database from 'better-sqlite3'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login, userWithProfile } from './helpers.js'
+import { latestAudit, query, queryValue, recordEventIds } from './seed.js'
 import { ALARM_PATH, alarmEnv, closedPort } from './fixtures/receivers.js'
 import { alarmWorker } from '../lib/alarms/index.js'
 import { migrate } from '../db/index.js'
@@ -95,7 +95,7 @@ t.test("TestAlarmDests answers the status class only, never the target's answer"
   t.equal(res.statusCode, 200, res.body)
   t.notMatch(res.body, 'INTERNAL-ANSWER', 'nothing of any answer comes back')
   res.json().results.forEach((r: any, i: number) => t.match(r, { status: 'failed', code: cases[i][2], error: cases[i][1] }, `HTTP ${cases[i][0]}`))
-  const record = app.repos.audit.latest(3).find((r) => r.operation_id === 'testAlarmDests')!
+  const record = (await latestAudit(app, 3)).find((r) => r.operation_id === 'testAlarmDests')!
   t.notMatch(record.details, 'INTERNAL-ANSWER', 'nor is it in the audit record')
 })
 
@@ -116,7 +116,7 @@ t.test('a closed port, a silent port, a reset and a name that does not resolve a
   for (const [, payload] of targets) ids.push((await addDest(app, token, payload)).id)
   // A name that resolved when saved and no longer does (written directly: saving checks it).
   const gone = await addDest(app, token, hook('gone', `http://127.0.0.1:${closed}/`))
-  app.db.prepare('UPDATE alarm_destinations SET settings = ? WHERE id = ?').run(JSON.stringify({ url: 'http://no-such-host.invalid/', secret: SECRET, headers: {} }), gone.id)
+  await query(app, 'UPDATE alarm_destinations SET settings = ? WHERE id = ?', JSON.stringify({ url: 'http://no-such-host.invalid/', secret: SECRET, headers: {} }), gone.id)
   targets.push(['a name that no longer resolves', {}])
   ids.push(gone.id)
 
@@ -141,7 +141,7 @@ t.test('the worker keeps only the coarse outcome: lastError (read by a User), at
   const forbidden = await addDest(app, token, hook('forbidden', await internalService(t, 403)))
   const failing = await addDest(app, token, hook('failing', await internalService(t, 503)))
   const closed = await addDest(app, token, hook('closed', `http://127.0.0.1:${await closedPort()}/`))
-  app.repos.events.record(Date.now(), [{ code: '0x110005', severity: 2, category: 'USB', entityId: 'PC-1 (10.0.0.1)', description: 'Known attack tool detected', details: 'x' }])
+  await recordEventIds(app, Date.now(), [{ code: '0x110005', severity: 2, category: 'USB', entityId: 'PC-1 (10.0.0.1)', description: 'Known attack tool detected', details: 'x' }])
   const started = performance.now()
   await worker.turn()
   t.ok(performance.now() - started >= TIMEOUT_S * 1000, "an unreachable receiver's attempt ends after the timeout, so its recorded time tells nothing either")
@@ -156,14 +156,14 @@ t.test('the worker keeps only the coarse outcome: lastError (read by a User), at
   t.equal(byId.get(closed.id), UNREACHABLE)
 
   const stored = JSON.stringify([
-    app.db.prepare('SELECT * FROM alarm_attempts').all(),
-    app.db.prepare('SELECT * FROM alarm_outbox').all(),
-    app.db.prepare('SELECT * FROM alarm_destinations').all(),
-    app.db.prepare('SELECT * FROM events').all(),
+    await query(app, 'SELECT * FROM alarm_attempts'),
+    await query(app, 'SELECT * FROM alarm_outbox'),
+    await query(app, 'SELECT * FROM alarm_destinations'),
+    await query(app, 'SELECT * FROM events'),
   ])
   t.notMatch(stored, 'INTERNAL-ANSWER', 'stored nowhere')
   t.notMatch(stored, 'ECONNREFUSED')
-  const failure = app.db.prepare(`SELECT details FROM events WHERE event_code = '0x410001'`).pluck().get() as string
+  const failure = (await queryValue(app, `SELECT details FROM events WHERE event_code = '0x410001'`)) as string
   t.match(failure, /to alarm destination "forbidden" \(webhook\) failed for good after 1 attempt: The receiver refused it: HTTP 4xx\.$/)
   const events = await call(app, reader, { method: 'GET', url: '/prime/webui/Events/GetEvents?category=System' })
   t.notMatch(events.body, 'INTERNAL-ANSWER')

@@ -1,4 +1,3 @@
-// backend: postgres-pending — builds its app or server on the data dir's SQLite file itself; not yet given a test database
 // The outbox survives a crash: the real server runs as a child process, is killed
 // (SIGKILL) while delivering, and started again; every queued event then reaches the
 // receiver at least once, each with one delivery id, none missing; the same for a
@@ -9,13 +8,16 @@ import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { openDatabase } from '../db/index.js'
-import { eventsRepo } from '../db/events.js'
+import { eventsRepo, type EventInput } from '../db/events.js'
+import { connectPostgres } from '../db/postgres/index.js'
+import { pgEventsRepo } from '../db/postgres/events-write.js'
+import { LEASE_MS } from '../db/postgres/alarms.js'
 import { projectRoot } from '../lib/paths.js'
 import { freePort, httpReceiver, waitFor } from './fixtures/receivers.js'
-import { ADMIN_PASSWORD } from './helpers.js'
+import { ADMIN_PASSWORD, testDatabaseEnv } from './helpers.js'
 
 // Compiling the server and two starts take a while on a busy machine.
-t.setTimeout(300_000)
+t.setTimeout(420_000)
 
 const SECRET = 'whsec-restart-0123456789'
 const EVENTS = 300
@@ -45,6 +47,8 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
   // whole tsc here would rewrite dist/ under the other files' server processes.
   const built = spawnSync(process.execPath, [path.join(projectRoot, 'scripts', 'build-if-stale.mjs')], { encoding: 'utf8' })
   t.ok(fs.existsSync(server) && fs.existsSync(path.join(projectRoot, 'dist', 'lib', 'alarms', 'worker.js')), `compiled (${built.status}: ${built.stdout.slice(0, 300)})`)
+  // Teardowns run last-registered first: the server is killed before its database is dropped.
+  const database = await testDatabaseEnv(t)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-restart-'))
   const rx = await httpReceiver(SECRET)
   const batches = await httpReceiver(SECRET)
@@ -67,6 +71,7 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
     LOG_LEVEL: 'info',
     PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1',
     PRIME_RATE_LIMIT_MAX: '100000',
+    ...database,
   }
   const logFile = path.join(dir, 'server.log')
   child = await start(env, logFile)
@@ -87,28 +92,28 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
   })
   t.equal(batched.status, 200)
 
-  // Events written by another process on the same database: the triggers queue them all the same.
-  const db = openDatabase(path.join(dir, 'prime.sqlite'))
-  const events = eventsRepo(db)
+  // Events written by another process on the same database: they are queued all the same.
+  const batch = (from: number): EventInput[] =>
+    Array.from({ length: 50 }, (_, k) => ({
+      code: '0x110001',
+      severity: 6,
+      category: 'USB' as const,
+      entityId: 'PC (10.0.0.1)',
+      description: 'New USB peripheral detected',
+      details: `event ${from + k}`,
+    }))
   const ids: number[] = []
-  for (let i = 0; i < EVENTS; i += 50) {
-    db.transaction(() => {
-      ids.push(
-        ...events.record(
-          Date.now(),
-          Array.from({ length: 50 }, (_, k) => ({
-            code: '0x110001',
-            severity: 6,
-            category: 'USB' as const,
-            entityId: 'PC (10.0.0.1)',
-            description: 'New USB peripheral detected',
-            details: `event ${i + k}`,
-          })),
-        ),
-      )
-    })()
+  if (database.PRIME_DATABASE_URL) {
+    const pg = connectPostgres(database.PRIME_DATABASE_URL, { max: 1 })
+    const events = pgEventsRepo(pg)
+    for (let i = 0; i < EVENTS; i += 50) ids.push(...(await events.record(Date.now(), batch(i))))
+    await pg.close()
+  } else {
+    const db = openDatabase(path.join(dir, 'prime.sqlite'))
+    const events = eventsRepo(db)
+    for (let i = 0; i < EVENTS; i += 50) db.transaction(() => ids.push(...events.record(Date.now(), batch(i))))()
+    db.close()
   }
-  db.close()
 
   await waitFor(() => rx.deliveries.length >= 40, 20_000, 'deliveries to start')
   child.kill('SIGKILL')
@@ -119,7 +124,9 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
   const t1 = Date.now()
   child = await start(env, logFile)
   const received = () => new Set(rx.deliveries.map((d) => d.body.event.eventID))
-  await waitFor(() => ids.every((id) => received().has(id)), 60_000, 'every event after the restart')
+  // On PostgreSQL the killed server's leases on its destinations run out first (LEASE_MS).
+  const takeOver = database.PRIME_DATABASE_URL ? LEASE_MS : 0
+  await waitFor(() => ids.every((id) => received().has(id)), takeOver + 60_000, 'every event after the restart')
 
   t.comment(`restarted and drained in ${Date.now() - t1} ms`)
   const byDelivery = new Map<string, number>()

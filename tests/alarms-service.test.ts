@@ -1,34 +1,33 @@
-// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
-// The alarm destination service and the unit of work it runs in, without Fastify: plain
-// context, SQLite ports, a delivery function of the test's own.
+// The alarm destination service and the unit of work it runs in, without Fastify's routes:
+// plain context, the ports of a test app's database (SQLite or PostgreSQL), a delivery
+// function of the test's own; and SQLite's unit of work itself.
 import t from 'tap'
 import { openDatabase, type DB } from '../db/index.js'
-import { alarmsRepo } from '../db/alarms.js'
-import { auditRepo } from '../db/audit.js'
 import { asyncPort, sqliteUnitOfWork } from '../db/unit-of-work.js'
 import { allowList } from '../lib/alarms/address.js'
 import type { Sent } from '../lib/alarms/deliver.js'
 import { alarmDestinationService, type AlarmDestinationDeps } from '../lib/alarms/service.js'
 import { recordAudit, type AuditEntry } from '../lib/audit.js'
 import { systemContext, type Context } from '../lib/platform/context.js'
+import { build, sqliteOnly } from './helpers.js'
+import { portsOf, query, queryValue } from './seed.js'
 
 const webhook = (name: string) => ({ name, type: 'webhook' as const, webhook: { url: 'http://127.0.0.1:9/hooks', secret: 'whsec-0123456789abcdef' } })
 
-function setup(over: Partial<AlarmDestinationDeps> = {}) {
-  const db = openDatabase(':memory:')
-  const uow = sqliteUnitOfWork(db)
-  const auditStore = auditRepo(db)
+async function setup(t: Parameters<typeof build>[0], over: Partial<AlarmDestinationDeps> = {}) {
+  const app = await build(t)
+  const { uow } = app.storage
   const warnings: object[] = []
   const sent: string[] = []
   let failAudit = false
-  const record = (ctx: Context, entry: AuditEntry) => {
+  const record = async (ctx: Context, entry: AuditEntry) => {
     if (failAudit) throw new Error('the audit trail is full')
-    recordAudit({ repo: auditStore, refusalWindowMs: 60_000, flushRefusal: () => {} }, ctx, entry)
+    await recordAudit({ repo: app.storage.audit, refusalWindowMs: 60_000, flushRefusal: async () => {} }, ctx, entry)
   }
   const service = alarmDestinationService({
-    destinations: asyncPort(alarmsRepo(db), uow),
+    destinations: portsOf(app).alarmDestinations,
     uow,
-    audit: asyncPort({ record }, uow),
+    audit: { record },
     log: { warn: (details) => void warnings.push(details) },
     allow: allowList(['127.0.0.1']),
     mailConfigured: () => false,
@@ -41,8 +40,10 @@ function setup(over: Partial<AlarmDestinationDeps> = {}) {
     timeoutMs: 1000,
     ...over,
   })
-  const auditRows = () => db.prepare('SELECT user_name, source_ip, request_id, operation_id, description, outcome FROM audit_trail ORDER BY id').all() as Record<string, unknown>[]
-  return { db, uow, service, warnings, sent, auditRows, failAudit: (on: boolean) => (failAudit = on) }
+  // Only what the service wrote from here on.
+  const mark = (await queryValue<number>(app, 'SELECT coalesce(max(id), 0) FROM audit_trail')) ?? 0
+  const auditRows = () => query(app, 'SELECT user_name, source_ip, request_id, operation_id, description, outcome FROM audit_trail WHERE id > ? ORDER BY id', mark)
+  return { service, warnings, sent, auditRows, failAudit: (on: boolean) => (failAudit = on) }
 }
 
 const ctx = (over: Partial<Context> = {}) =>
@@ -56,36 +57,36 @@ const ctx = (over: Partial<Context> = {}) =>
   })
 
 t.test('a destination is saved with its audit record, named after the context', async (t) => {
-  const { service, auditRows } = setup()
+  const { service, auditRows } = await setup(t)
   const saved = await service.save(ctx(), webhook('soc'))
   t.equal(saved.row.name, 'soc')
   t.equal(saved.row.created_by, 'alice')
   t.same(saved.counts, { pending: 0, failedLast24h: 0 })
-  t.match(auditRows(), [
+  t.match(await auditRows(), [
     { user_name: 'alice', source_ip: '192.0.2.7', request_id: 'req-1', operation_id: 'addOrUpdateAlarmDest', description: 'Alarm destination "soc" created', outcome: 'Succeeded' },
   ])
   t.equal((await service.list()).length, 1)
 })
 
 t.test('a clashing name is refused and nothing is written', async (t) => {
-  const { service, auditRows } = setup()
+  const { service, auditRows } = await setup(t)
   await service.save(ctx(), webhook('soc'))
   await t.rejects(service.save(ctx(), webhook('SOC')), { code: 'conflict' })
   t.equal((await service.list()).length, 1)
-  t.equal(auditRows().length, 1)
+  t.equal((await auditRows()).length, 1)
 })
 
 t.test('when the audit record cannot be written, the change is rolled back', async (t) => {
-  const { service, auditRows, failAudit } = setup()
+  const { service, auditRows, failAudit } = await setup(t)
   failAudit(true)
   await t.rejects(service.save(ctx(), webhook('soc')), /audit trail is full/)
   failAudit(false)
   t.same(await service.list(), [])
-  t.same(auditRows(), [])
+  t.same(await auditRows(), [])
 })
 
 t.test('removing: one result per id, unknown ids fail, one audit record', async (t) => {
-  const { service, auditRows } = setup()
+  const { service, auditRows } = await setup(t)
   const { row } = await service.save(ctx(), webhook('soc'))
   const out = await service.remove(ctx(), [row.id.toUpperCase(), 'nope', row.id])
   t.same(out, {
@@ -97,11 +98,11 @@ t.test('removing: one result per id, unknown ids fail, one audit record', async 
       { id: row.id, status: 'done', reason: null, code: null },
     ],
   })
-  t.equal(auditRows().at(-1)!.description, 'Alarm destinations removed: "soc"')
+  t.equal((await auditRows()).at(-1)!.description, 'Alarm destinations removed: "soc"')
 })
 
 t.test('testing: coarse outcomes to the caller, the detail to the log with the request id', async (t) => {
-  const { service, warnings, sent } = setup()
+  const { service, warnings, sent } = await setup(t)
   const up = (await service.save(ctx(), webhook('up'))).row
   const down = (await service.save(ctx(), webhook('down'))).row
   const out = await service.test(ctx({ requestId: 'req-9' }), [up.id, down.id, up.id])
@@ -118,7 +119,7 @@ t.test('testing: coarse outcomes to the caller, the detail to the log with the r
   t.match(warnings, [{ reqId: 'req-9', destinationId: down.id, detail: 'ECONNREFUSED 127.0.0.1:9' }])
 })
 
-t.test('unit of work: commits, rolls back, joins, and keeps other contexts out while open', async (t) => {
+t.test('unit of work: commits, rolls back, joins, and keeps other contexts out while open', sqliteOnly("SQLite's unit of work over one connection (db/unit-of-work.ts)"), async (t) => {
   const db: DB = openDatabase(':memory:')
   db.exec('CREATE TABLE t (v TEXT)')
   const uow = sqliteUnitOfWork(db)

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // The GraphQL endpoint of asset discovery: its filter expressions, AND/OR, paging and
 // sorting; its bounds; and every wrong request answered 400 (GraphQL errors in the GraphQL
 // format, malformed bodies as problems), never 500.
@@ -6,7 +5,8 @@ import t, { type Test } from 'tap'
 import { getIntrospectionQuery } from 'graphql'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { build, call, login } from './helpers.js'
-import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
+import { queryValue } from './seed.js'
+import { addAgent, addPeripheral } from './fixtures/fleet.js'
 
 const DAY = 86_400_000
 const FIELDS = 'key name mac type riskLevel isOnline lastSeen model'
@@ -35,11 +35,11 @@ t.test('filters, AND/OR, paging and sorting', async (t) => {
   const app = await build(t, { PRIME_AGENT_DISCONNECT_SECONDS: '86400' })
   const token = await login(app)
   const now = Date.now()
-  const alpha = insertAgent(app, { host_identifier: 'ALPHA-01', pc_model: 'Latitude 5440', enrolled_ms: now - 10 * DAY, last_updated_ms: now - 3 * DAY, connection_status: 'Disconnected' })
-  const beta = insertAgent(app, { host_identifier: 'BETA-02', pc_model: 'OptiPlex 7090', running_mode: 'Server', enrolled_ms: now - 5 * DAY, last_updated_ms: now })
-  const gamma = insertAgent(app, { host_identifier: 'GAMMA-03', pc_model: null, running_mode: 'VDI', enrolled_ms: now - DAY, last_updated_ms: now - 2 * 3_600_000 })
-  insertPeripheral(app, beta.id, { vid: '0483', pid: '5740' })
-  const mac = JSON.parse(app.db.prepare<[number], string>('SELECT nics_json FROM agents WHERE id = ?').pluck().get(alpha.id)!)[0].macAddress as string
+  const alpha = await addAgent(app, { host_identifier: 'ALPHA-01', pc_model: 'Latitude 5440', enrolled_ms: now - 10 * DAY, last_updated_ms: now - 3 * DAY, connection_status: 'Disconnected' })
+  const beta = await addAgent(app, { host_identifier: 'BETA-02', pc_model: 'OptiPlex 7090', running_mode: 'Server', enrolled_ms: now - 5 * DAY, last_updated_ms: now })
+  const gamma = await addAgent(app, { host_identifier: 'GAMMA-03', pc_model: null, running_mode: 'VDI', enrolled_ms: now - DAY, last_updated_ms: now - 2 * 3_600_000 })
+  await addPeripheral(app, beta.id, { vid: '0483', pid: '5740' })
+  const mac = JSON.parse(await queryValue<string>(app, 'SELECT nics_json FROM agents WHERE id = ?', alpha.id))[0].macAddress as string
   const hosts = [f('type', 'Exact', '2,3,8')]
   const keys = async (variables: Record<string, unknown>) => {
     const res = await gql(app, token, { system: hosts, ...variables })
@@ -97,7 +97,7 @@ t.test('filters, AND/OR, paging and sorting', async (t) => {
 t.test('wrong requests answer 400 in the GraphQL format, never 500', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  insertAgent(app)
+  await addAgent(app)
   const send = (payload: unknown, headers: Record<string, string> = {}) => call(app, token, { method: 'POST', url: '/sepio-data', payload: payload as object, headers })
 
   errors(t, await send({ query: '{ conditionalTable { data { id } }' }), 'GRAPHQL_PARSE_FAILED', /Syntax Error/)
@@ -159,12 +159,12 @@ t.test('wrong requests answer 400 in the GraphQL format, never 500', async (t) =
 t.test('a query is not audited; a refused one is', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const count = () => app.db.prepare<[], number>("SELECT count(*) FROM audit_trail WHERE operation_id = 'querySepioData'").pluck().get()
+  const count = async () => queryValue<number>(app, "SELECT count(*) FROM audit_trail WHERE operation_id = 'querySepioData'")
   t.equal((await gql(app, token, {})).statusCode, 200)
   errors(t, await gql(app, token, { sort: 'x' }), 'BAD_USER_INPUT')
-  t.equal(count(), 0)
+  t.equal(await count(), 0)
   t.equal((await call(app, undefined, { method: 'POST', url: '/sepio-data', payload: { query: table() } })).statusCode, 401)
-  t.equal(count(), 1)
+  t.equal(await count(), 1)
 })
 
 t.test('introspection and suggestions: off unless PRIME_GRAPHQL_INTROSPECTION is on', async (t) => {
@@ -209,7 +209,7 @@ t.test('introspection and suggestions: off unless PRIME_GRAPHQL_INTROSPECTION is
 t.test('a query costs what it selects times the page, and filter values; over 250000 it is refused before it runs', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  insertAgent(app)
+  await addAgent(app)
   const send = (query: string, variables: Record<string, unknown> = {}) => call(app, token, { method: 'POST', url: '/sepio-data', payload: { query, variables } })
   const ok = (res: LightMyRequestResponse, what: string) => t.equal(res.statusCode, 200, `${what}: ${res.body.slice(0, 300)}`)
   const refused = (res: LightMyRequestResponse) => errors(t, res, 'GRAPHQL_VALIDATION_FAILED', /costs more than 250000/)
@@ -255,7 +255,7 @@ t.test('many filter values match as few do', async (t) => {
   const token = await login(app)
   const names = ['Alpha-1', 'BRAVO-2', 'charlie-3', 'Delta_4', 'echo%5', 'FOXTROT-6']
   const models = ['Latitude 5440', 'OptiPlex 7090', null, 'ThinkPad X1', 'Latitude 7420', 'Precision 3660']
-  names.forEach((host_identifier, i) => insertAgent(app, { host_identifier, pc_model: models[i] }))
+  for (const [i, host_identifier] of names.entries()) await addAgent(app, { host_identifier, pc_model: models[i] })
   const hosts = [f('type', 'Exact', '2,3,8')]
   const keys = async (filters: unknown[]) => {
     const res = await gql(app, token, { system: hosts, filters, sort: 'name_asc' })

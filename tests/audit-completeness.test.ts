@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Driven by the contract: every operation that changes something, and every refused
 // request, leaves its audit record (operation, actor, source address, description, what
 // changed, outcome consistent with the answer), and no record ever holds a secret that a
@@ -8,8 +7,9 @@ import crypto from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance, InjectOptions } from 'fastify'
 import { build, login, userWithProfile, bearer } from './helpers.js'
+import { auditSince, indexEvents, lastAuditId, portsOf, query, queryColumn } from './seed.js'
 import { gatewayEnv, enroll } from './fixtures/gateway.js'
-import { insertAgent, insertDebugLogs } from './fixtures/fleet.js'
+import { addAgent, addDebugLogs } from './fixtures/fleet.js'
 import { audit, detailsText, maskSecrets } from '../lib/audit.js'
 import { problem } from '../lib/errors.js'
 import type { AuditRow } from '../db/audit.js'
@@ -274,16 +274,39 @@ function requestFor(spec: Json, op: Operation, secrets: Secrets, ids = new Ids()
 
 // ---- the audit trail, read from the database ----------------------------------------
 
-const lastId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
-const since = (app: FastifyInstance, after: number): AuditRow[] => app.db.prepare<[number], AuditRow>('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after)
+const lastId = async (app: FastifyInstance) => lastAuditId(app)
+const since = async (app: FastifyInstance, after: number): Promise<AuditRow[]> => auditSince(app, after)
+
+/**
+ * The tables of the schema but the audit trail: SQLite's (not its virtual tables), or
+ * PostgreSQL's (a partitioned table once, not its partitions; not the leases on loops and deliveries, which
+ * their holders renew on their own time).
+ */
+const stateTables = async (app: FastifyInstance): Promise<string[]> =>
+  app.storage.backend === 'sqlite'
+    ? ((await queryColumn(app, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('audit_trail') AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name")) as string[])
+    : (
+        await query<{ name: string }>(
+          app,
+          `SELECT c.relname AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname NOT IN ('audit_trail', 'leases') ORDER BY 1`,
+        )
+      ).map((r) => r.name)
+
+/** A table's rows as values, in an order of their own (PostgreSQL answers them in none). */
+async function tableRows(app: FastifyInstance, name: string): Promise<unknown[]> {
+  if (app.storage.backend === 'sqlite') {
+    const where = name === 'sqlite_sequence' ? " WHERE name <> 'audit_trail'" : ''
+    return app.db.prepare(`SELECT * FROM "${name}"${where}`).raw().all()
+  }
+  return (await query(app, `SELECT * FROM "${name}"`)).map((r) => JSON.stringify(Object.values(r))).sort()
+}
 
 /** Everything the database holds except the audit trail: equal before and after means nothing else changed. */
-function fingerprint(app: FastifyInstance): Map<string, string> {
-  const tables = app.db.prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT IN ('audit_trail') AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name").all()
+async function fingerprint(app: FastifyInstance): Promise<Map<string, string>> {
   const out = new Map<string, string>()
-  for (const { name } of tables) {
-    const where = name === 'sqlite_sequence' ? " WHERE name <> 'audit_trail'" : ''
-    const rows = app.db.prepare(`SELECT * FROM "${name}"${where}`).raw().all()
+  for (const name of await stateTables(app)) {
+    const rows = await tableRows(app, name)
     out.set(
       name,
       crypto
@@ -300,9 +323,9 @@ const changedTables = (a: Map<string, string>, b: Map<string, string>) => [...ne
  * The tables that storing an audit record changes by itself (kept counts, outboxes filled by
  * triggers), learnt by storing one: they say nothing about what else a request changed.
  */
-function auditSideTables(app: FastifyInstance): Set<string> {
-  const before = fingerprint(app)
-  app.repos.audit.insert({
+async function auditSideTables(app: FastifyInstance): Promise<Set<string>> {
+  const before = await fingerprint(app)
+  await app.storage.audit.insert({
     createdMs: Date.now(),
     severity: 6,
     category: 'System',
@@ -313,7 +336,7 @@ function auditSideTables(app: FastifyInstance): Set<string> {
     operationId: null,
     outcome: 'Succeeded',
   })
-  return new Set(changedTables(before, fingerprint(app)))
+  return new Set(changedTables(before, await fingerprint(app)))
 }
 
 const rowText = (r: AuditRow) => Object.values(r).map(String).join('\u0001')
@@ -433,7 +456,7 @@ t.test('refused requests and reads, on one app', async (t) => {
     const { spec, operations } = app.contract
     const secrets = new Secrets()
     secrets.values.push(admin, agent.credential)
-    const side = auditSideTables(app)
+    const side = await auditSideTables(app)
     let n = 0,
       checked = 0
     for (const op of operations.values()) {
@@ -445,22 +468,22 @@ t.test('refused requests and reads, on one app', async (t) => {
       if (op.access.kind === 'agent' || op.access.kind === 'poller') attempts.push(['with a user token', `Bearer ${admin}`])
       if (op.access.kind !== 'agent') attempts.push(['with an agent credential', `Bearer ${agent.credential}`])
       for (const [how, authorization] of attempts) {
-        const before = lastId(app)
-        const state = fingerprint(app)
+        const before = await lastId(app)
+        const state = await fingerprint(app)
         const tag = `audit-refused-request-${++n}`
         const res = await send(app, req, authorization, tag)
         const problems: string[] = []
         if (res.headers['x-request-id'] !== tag) problems.push('the answer does not name the request')
         if (res.statusCode !== 401) problems.push(`answered ${res.statusCode}, not 401`)
-        problems.push(...checkRecords(op, since(app, before), res.statusCode, { outcome: 'Refused', actor: null, exactlyOne: true, url: req.url, requestId: res.headers['x-request-id'] }))
-        const changed = changedTables(state, fingerprint(app)).filter((table) => !side.has(table))
+        problems.push(...checkRecords(op, await since(app, before), res.statusCode, { outcome: 'Refused', actor: null, exactlyOne: true, url: req.url, requestId: res.headers['x-request-id'] }))
+        const changed = changedTables(state, await fingerprint(app)).filter((table) => !side.has(table))
         if (changed.length) problems.push(`changed ${changed.join(', ')}`)
         t.same(problems, [], `${op.operationId} ${how}: 401, audited once as Refused, nothing else changed`)
         checked++
       }
     }
     t.ok(checked > 50, `${checked} refusals checked`)
-    t.same(leaks(since(app, 0), secrets.values), [], 'no record holds a secret a refused request carried')
+    t.same(leaks(await since(app, 0), secrets.values), [], 'no record holds a secret a refused request carried')
   })
 
   await t.test("every request refused for a profile below the operation's minimum is audited with its actor", async (t) => {
@@ -486,9 +509,9 @@ t.test('refused requests and reads, on one app', async (t) => {
       t.equal(created.statusCode, 200, created.body)
       const { token, id } = created.json() as { token: string; id: string }
       await app.inject({ url: '/prime/webui/admin/profile', headers: bearer(token) })
-      const before = lastId(app)
+      const before = await lastId(app)
       t.equal((await app.inject({ url: '/prime/webui/admin/all', headers: bearer(token) })).statusCode, 403)
-      const user = since(app, before)[0]?.user_name
+      const user = (await since(app, before))[0]?.user_name
       t.ok(user === `token:${name}` || user === `token:${id}`, `the long-named token is named (${user})`)
       t.ok(String(user).length <= 100, "within the record's 100 characters")
     }
@@ -499,7 +522,7 @@ t.test('refused requests and reads, on one app', async (t) => {
         .flat()
         .map((a) => a.token),
     )
-    const side = auditSideTables(app)
+    const side = await auditSideTables(app)
     let checked = 0,
       n = 0
     for (const op of operations.values()) {
@@ -508,16 +531,16 @@ t.test('refused requests and reads, on one app', async (t) => {
       for (const profile of [10, 20]) {
         if (profile >= op.access.minProfile) continue
         for (const actor of tokens[profile]) {
-          const before = lastId(app)
-          const state = fingerprint(app)
+          const before = await lastId(app)
+          const state = await fingerprint(app)
           const res = await send(app, req, `Bearer ${actor.token}`, `audit-forbidden-${++n}`)
           const problems: string[] = []
           if (res.statusCode !== 403) problems.push(`answered ${res.statusCode}, not 403`)
-          const rows = since(app, before)
+          const rows = await since(app, before)
           problems.push(...checkRecords(op, rows, res.statusCode, { outcome: 'Refused', actor: actor.name, exactlyOne: true, url: req.url, requestId: res.headers['x-request-id'] }))
           const row = rows.find((r) => r.operation_id === op.operationId)
           if (row && !row.description.includes(PROFILE_NAMES[op.access.minProfile])) problems.push(`description "${row.description}" does not name the profile needed`)
-          const changed = changedTables(state, fingerprint(app)).filter((table) => !side.has(table))
+          const changed = changedTables(state, await fingerprint(app)).filter((table) => !side.has(table))
           if (changed.length) problems.push(`changed ${changed.join(', ')}`)
           t.same(problems, [], `${op.operationId} as ${actor.name} (${PROFILE_NAMES[profile]}): 403, audited once with the actor, nothing else changed`)
           checked++
@@ -525,7 +548,7 @@ t.test('refused requests and reads, on one app', async (t) => {
       }
     }
     t.ok(checked > 50, `${checked} refusals checked`)
-    t.same(leaks(since(app, 0), secrets.values), [], 'no record holds a secret a refused request carried')
+    t.same(leaks(await since(app, 0), secrets.values), [], 'no record holds a secret a refused request carried')
   })
 
   await t.test('a request with a body of the wrong media type is refused or failed with its actor known', async (t) => {
@@ -539,11 +562,11 @@ t.test('refused requests and reads, on one app', async (t) => {
         ['without a credential', undefined, 401, { outcome: 'Refused', actor: null }],
         ['as an Administrator', `Bearer ${admin}`, 415, { outcome: 'Failed', actor: 'admin' }],
       ] as const) {
-        const before = lastId(app)
+        const before = await lastId(app)
         const res = await send(app, req, authorization, `audit-media-${op.operationId}`)
         const problems: string[] = []
         if (res.statusCode !== status) problems.push(`answered ${res.statusCode}, not ${status}`)
-        problems.push(...checkRecords(op, since(app, before), res.statusCode, { ...expect, exactlyOne: true, url: req.url, requestId: res.headers['x-request-id'] }))
+        problems.push(...checkRecords(op, await since(app, before), res.statusCode, { ...expect, exactlyOne: true, url: req.url, requestId: res.headers['x-request-id'] }))
         t.same(problems, [], `${op.operationId} with an XML body ${who}: ${status}, audited with ${expect.actor ?? 'nobody known'}`)
       }
       checked++
@@ -556,7 +579,7 @@ t.test('refused requests and reads, on one app', async (t) => {
     const secrets = new Secrets()
     let n = 0
     // Caches are derived, not state: a recomputed insight may be kept.
-    const side = auditSideTables(app)
+    const side = await auditSideTables(app)
     const derived = (table: string) => /cache/.test(table) || side.has(table)
     const reads = [...operations.values()].filter((op) => !isMutating(op) && !isStream(op) && op.access.kind === 'user')
     // A first read may do work that is due anyway (a health check never run yet, a cache
@@ -565,15 +588,15 @@ t.test('refused requests and reads, on one app', async (t) => {
     for (const op of reads) {
       // Records written before are indexed now: a read that awaits (the GraphQL query) would
       // otherwise let the background indexer step in its middle.
-      app.repos.eventQueries.catchUp()
-      const before = lastId(app)
-      const state = fingerprint(app)
+      indexEvents(app)
+      const before = await lastId(app)
+      const state = await fingerprint(app)
       const res = await send(app, requestFor(spec, op, secrets), `Bearer ${admin}`, `audit-read-${++n}`)
       const problems: string[] = []
       if (res.statusCode >= 500 && res.statusCode !== 501) problems.push(`answered ${res.statusCode}`)
-      const changed = changedTables(state, fingerprint(app)).filter((table) => !derived(table))
+      const changed = changedTables(state, await fingerprint(app)).filter((table) => !derived(table))
       if (changed.length) problems.push(`changed ${changed.join(', ')}: it is not a read, and needs x-audit-category`)
-      const written = since(app, before).filter((r) => r.operation_id === op.operationId && res.statusCode < 400)
+      const written = (await since(app, before)).filter((r) => r.operation_id === op.operationId && res.statusCode < 400)
       if (written.length) problems.push(`wrote ${written.length} record(s) although it is a read`)
       t.same(problems, [], `${op.operationId}: reading again changes nothing`)
     }
@@ -607,10 +630,10 @@ t.test('every mutating operation, called with enough rights, is audited with wha
     .flatMap((o) => o?.parameters ?? [])
     .map((p: any) => resolve(spec, p))
     .find((p: Json) => p.in === 'path' && p.name === 'agentId' && p.example)?.example as string | undefined
-  const ensureExampleAgent = () => {
-    if (!exampleAgent || app.repos.agents.byUuid(exampleAgent)) return
-    const { id } = insertAgent(app, { uuid: exampleAgent })
-    insertDebugLogs(app, id, 'audit completeness: debug log line')
+  const ensureExampleAgent = async () => {
+    if (!exampleAgent || (await portsOf(app).agents.byUuid(exampleAgent))) return
+    const { id } = await addAgent(app, { uuid: exampleAgent })
+    await addDebugLogs(app, id, 'audit completeness: debug log line')
   }
   const ids = new Ids()
   const answerExample = (op: Operation) => {
@@ -637,7 +660,7 @@ t.test('every mutating operation, called with enough rights, is audited with wha
   const rank = (op: Operation) => (/^(create|add|enroll|upload)/i.test(op.operationId) ? 0 : /^(delete|remove|revoke|unregister|logout)/i.test(op.operationId) ? 2 : 1)
   const mutating = [...operations.values()].filter((op) => isMutating(op) && !isStream(op)).sort((a, b) => rank(a) - rank(b))
   for (const op of mutating) {
-    ensureExampleAgent()
+    await ensureExampleAgent()
     let authorization: string | undefined
     let actor: string | null | undefined
     if (op.access.kind === 'user') {
@@ -654,7 +677,7 @@ t.test('every mutating operation, called with enough rights, is audited with wha
       if (poller) actor = 'poller:audit-poller'
     }
     const req = requestFor(spec, op, secrets, ids)
-    const before = lastId(app)
+    const before = await lastId(app)
     const tag = `audit-admin-request-${++n}`
     const res = await send(app, req, authorization, tag)
     answered.push(`${op.operationId} ${res.statusCode}`)
@@ -666,7 +689,7 @@ t.test('every mutating operation, called with enough rights, is audited with wha
     if (res.headers['x-request-id'] !== tag) problems.push('the answer does not name the request')
     const declared501 = res.statusCode === 501 && spec.paths[op.path][op.method.toLowerCase()].responses['501']
     if (res.statusCode >= 500 && !declared501) problems.push(`answered ${res.statusCode}: ${res.body.slice(0, 300)}`)
-    const rows = since(app, before)
+    const rows = await since(app, before)
     // A refused gateway call has no actor; otherwise the record names the caller.
     problems.push(...checkRecords(op, rows, res.statusCode, { actor: res.statusCode === 401 ? null : actor, url: req.url, requestId: res.headers['x-request-id'] }))
     problems.push(...leaks(rows, secrets.values))
@@ -676,7 +699,7 @@ t.test('every mutating operation, called with enough rights, is audited with wha
     }
   }
   t.same(silentSuccesses, [], 'every success says what changed, not only its status')
-  t.same(leaks(since(app, 0), secrets.values), [], 'after everything: no record holds any secret sent or issued')
+  t.same(leaks(await since(app, 0), secrets.values), [], 'after everything: no record holds any secret sent or issued')
   t.ok(secrets.values.length > 10, `${secrets.values.length} secrets sent or issued`)
   t.comment(answered.join(', '))
 })
@@ -703,10 +726,10 @@ t.test('a request with a large body is audited with details that are still JSON,
     const many = Array.from({ length: 4000 }, (_, i) => `item-${i}-${'p'.repeat(40)}`)
     const body = JSON.parse(String(req.payload))
     const large = Array.isArray(body) ? [...body, ...many] : { ...body, zzPadding: many, password: secrets.make('large') }
-    const before = lastId(app)
+    const before = await lastId(app)
     const res = await send(app, { ...req, payload: JSON.stringify(large) }, `Bearer ${admin}`, `audit-large-${op.operationId}`)
     const problems: string[] = []
-    for (const r of since(app, before).filter((r) => r.operation_id === op.operationId)) {
+    for (const r of (await since(app, before)).filter((r) => r.operation_id === op.operationId)) {
       if (r.details.length > 65536) problems.push(`record ${r.id}: details of ${r.details.length} characters`)
       try {
         JSON.parse(r.details)
@@ -715,12 +738,12 @@ t.test('a request with a large body is audited with details that are still JSON,
       }
       if (r.description.length > 1000) problems.push(`record ${r.id}: description of ${r.description.length} characters`)
     }
-    if (!since(app, before).some((r) => r.operation_id === op.operationId)) problems.push(`answered ${res.statusCode} and left no record`)
+    if (!(await since(app, before)).some((r) => r.operation_id === op.operationId)) problems.push(`answered ${res.statusCode} and left no record`)
     t.same(problems, [], `${op.operationId} (${res.statusCode}): details within the limit, still JSON`)
     checked++
   }
   t.ok(checked > 20, `${checked} operations checked`)
-  t.same(leaks(since(app, 0), secrets.values), [], 'no record holds a secret')
+  t.same(leaks(await since(app, 0), secrets.values), [], 'no record holds a secret')
 })
 
 t.test('a record written in a transaction that rolled back does not count: the request is audited all the same', async (t) => {
@@ -734,17 +757,17 @@ t.test('a record written in a transaction that rolled back does not count: the r
     schema: {},
     config: { op },
     handler: async (req) => {
-      req.server.db.transaction(() => {
-        audit(req, { description: 'Added an account that is about to be rolled back', details: { vid: '1234' } })
+      await req.server.storage.uow.run(async () => {
+        await audit(req, { description: 'Added an account that is about to be rolled back', details: { vid: '1234' } })
         throw problem('conflict', 'A conflict found after the change was recorded.')
-      })()
+      })
     },
   })
   const admin = await login(app)
-  const before = lastId(app)
+  const before = await lastId(app)
   const res = await app.inject({ method: 'POST', url: '/prime/webui/test/audit-rollback', headers: bearer(admin), payload: {}, remoteAddress: SOURCE_IP })
   t.equal(res.statusCode, 409)
-  const rows = since(app, before)
+  const rows = await since(app, before)
   t.equal(rows.length, 1, 'one record')
   t.match(rows[0], { operation_id: 'addUser', outcome: 'Failed', user_name: 'admin', source_ip: SOURCE_IP })
   t.match(rows[0]?.description, /conflict found after the change/, 'the failure, not the change that never happened')

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the bound on audit growth: repeated identical refusals (same actor, operation,
 // outcome, status and reason) within a window are one record written at once plus one
 // record with their count when the window closes; reasons a caller can vary at will open
@@ -7,34 +6,35 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, call, login } from './helpers.js'
+import { auditSince, lastAuditId, query, queryOne, queryValue } from './seed.js'
 import { enroll, gatewayEnv, reportResults } from './fixtures/gateway.js'
 import { flushRefusals, MAX_REFUSAL_REASONS } from '../lib/audit.js'
 
 const WINDOW_MS = 300_000
-const records = (app: FastifyInstance, after: number) => app.db.prepare('SELECT * FROM audit_trail WHERE id > ? ORDER BY id').all(after) as Record<string, any>[]
-const lastId = (app: FastifyInstance) => app.repos.audit.latest(1)[0]?.id ?? 0
+const records = async (app: FastifyInstance, after: number) => auditSince(app, after) as Promise<Record<string, any>[]>
+const lastId = async (app: FastifyInstance) => lastAuditId(app)
 const results = (app: FastifyInstance, credential: string, payload: unknown) =>
   app.inject({ method: 'POST', url: '/prime/webui/gateway/commandresults', headers: { authorization: `Bearer ${credential}`, 'content-type': 'application/json' }, payload: JSON.stringify(payload) })
 
 t.test('an agent flooding invalid command results writes one record per window, with the count', async (t) => {
   const app = await build(t, gatewayEnv)
   const agent = await enroll(app)
-  const before = lastId(app)
+  const before = await lastId(app)
   // A large invalid body (an unknown property), 40 times.
   const invalid = { results: [{ commandId: 1, status: 'Succeeded', junk: 'x'.repeat(200_000) }] }
   for (let i = 0; i < 40; i++) t.equal((await results(app, agent.credential, invalid)).statusCode, 400)
-  let written = records(app, before)
+  let written = await records(app, before)
   t.equal(written.length, 1, 'one record for 40 identical refusals so far')
   t.equal(written[0].user_name, `agent:${agent.uuid}`)
   t.equal(written[0].outcome, 'Failed')
   t.ok(written[0].details.length <= 4096, `a refusal keeps at most 4096 characters of details (${written[0].details.length})`)
-  const counter = app.db.prepare('SELECT * FROM audit_refusal_counts').get() as Record<string, any>
+  const counter = (await queryOne(app, 'SELECT * FROM audit_refusal_counts'))!
   t.equal(counter.repeats, 39, 'the repeats are counted in the database as they come')
   t.equal(counter.first_id, written[0].id)
 
   t.equal(await flushRefusals(app, Date.now()), 0, 'nothing is written before the window closes')
   t.equal(await flushRefusals(app, Date.now() + WINDOW_MS), 1)
-  written = records(app, before)
+  written = await records(app, before)
   t.equal(written.length, 2, 'the count becomes one more record when the window closes')
   const summary = written[1]
   t.match(summary.description, `Repeated 39 more times within 300 s of record ${written[0].id}`)
@@ -42,50 +42,50 @@ t.test('an agent flooding invalid command results writes one record per window, 
   t.equal(summary.outcome, 'Failed')
   t.equal(summary.operation_id, 'reportCommandResults')
   t.equal(summary.user_name, `agent:${agent.uuid}`)
-  t.equal(app.db.prepare('SELECT count(*) FROM audit_refusal_counts').pluck().get(), 0, 'the counter is gone')
+  t.equal(await queryValue(app, 'SELECT count(*) FROM audit_refusal_counts'), 0, 'the counter is gone')
 })
 
 t.test('results only for commands given to the agent and awaiting one; others are a 4xx, coalesced', async (t) => {
   const app = await build(t, gatewayEnv)
   const agent = await enroll(app)
-  const before = lastId(app)
+  const before = await lastId(app)
   for (let i = 0; i < 25; i++) {
     const res = await reportResults(app, agent.credential, [{ commandId: 424242, status: 'Succeeded', message: 'made up' }])
     t.equal(res.statusCode, 404, 'a result for a command never given: not found')
     if (i === 0) t.same(res.json().errors, [{ location: 'body', name: 'results/0/commandId', reason: 'not-found: Command 424242 is unknown to this agent.' }])
   }
-  t.equal(records(app, before).length, 1, 'one record for 25 refusals')
-  t.equal(app.db.prepare('SELECT count(*) FROM agent_commands').pluck().get(), 0, 'nothing written')
+  t.equal((await records(app, before)).length, 1, 'one record for 25 refusals')
+  t.equal(await queryValue(app, 'SELECT count(*) FROM agent_commands'), 0, 'nothing written')
 })
 
 t.test('refusals of different kinds are written apart; reasons varied at will open few windows', async (t) => {
   const app = await build(t, gatewayEnv)
   const admin = await login(app)
-  const before = lastId(app)
+  const before = await lastId(app)
   const anon = (remoteAddress: string) => app.inject({ url: '/prime/webui/admin/all', remoteAddress })
   for (let i = 0; i < 10; i++) await anon('198.51.100.7')
   for (let i = 0; i < 10; i++) await anon('198.51.100.8')
-  t.equal(records(app, before).length, 2, 'without a credential, each source address is an actor')
+  t.equal((await records(app, before)).length, 2, 'without a credential, each source address is an actor')
 
-  const mark = lastId(app)
+  const mark = await lastId(app)
   // An unknown property of another name each time: the reason differs each time.
   for (let i = 0; i < 30; i++) {
     const res = await call(app, admin, { method: 'POST', url: '/prime/webui/admin/adduser', payload: { userName: 'u', [`unknown${i}`]: 1 } })
     t.equal(res.statusCode, 400)
   }
-  const written = records(app, mark)
+  const written = await records(app, mark)
   t.equal(written.length, MAX_REFUSAL_REASONS + 1, `${MAX_REFUSAL_REASONS} reasons, then the others counted as one`)
   await flushRefusals(app, Date.now() + WINDOW_MS)
-  const summary = records(app, mark).at(-1)!
+  const summary = (await records(app, mark)).at(-1)!
   t.match(JSON.parse(summary.details), { count: 30 - MAX_REFUSAL_REASONS, firstRecordId: written.at(-1)!.id })
 
   // After its window, a refusal is written again.
-  const [first] = records(app, before)
-  app.db.exec('DROP TRIGGER audit_trail_no_update')
-  app.db.prepare('UPDATE audit_trail SET created_ms = created_ms - ? WHERE refusal_key IS NOT NULL').run(WINDOW_MS)
-  const again = lastId(app)
+  const [first] = await records(app, before)
+  await query(app, app.storage.backend === 'sqlite' ? 'DROP TRIGGER audit_trail_no_update' : 'DROP TRIGGER audit_trail_no_update ON audit_trail')
+  await query(app, 'UPDATE audit_trail SET created_ms = created_ms - ? WHERE refusal_key IS NOT NULL', WINDOW_MS)
+  const again = await lastId(app)
   await anon('198.51.100.7')
-  const next = records(app, again)
+  const next = await records(app, again)
   t.ok(
     next.some((r) => r.description === first.description && r.request_id !== null),
     'the next window opens with a record of its own',

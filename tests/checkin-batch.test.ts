@@ -1,4 +1,4 @@
-// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
+// backend: postgres-pending — not yet converted: seeds through SQLite's repositories (storedAgent, refreshAgents) and counts SQLite's revisions (row_counts 'agents.rev'; PostgreSQL draws them from its agents_rev sequence); PostgreSQL's batched check-ins are compared with SQLite's by tests/pg-gateway.test.ts
 // Check-ins that arrive together are compared and written together (batchCheckIns, the
 // server's default with PRIME_GROUP_COMMIT): one statement per step for all of them. The
 // rows, events, audit records and answers are those of the same check-ins one at a time,

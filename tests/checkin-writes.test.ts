@@ -1,4 +1,4 @@
-// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
+// backend: sqlite-only — the writes SQLite's gateway and agent-state repositories make (counted by a TEMP trigger on its connection) and their query plans (db/gateway.ts, db/agent-state.ts)
 // A check-in writes what changed and nothing else: a peripheral reported as stored keeps
 // its row (bar its last sight while present), and the agent's derived counters and status
 // are rewritten only when they change (each rewrite of the agent row bumps its revision).

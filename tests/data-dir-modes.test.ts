@@ -1,4 +1,4 @@
-// backend: postgres-pending — not yet converted: seeds its fleet through tests/fixtures/fleet.ts (SQLite's connection)
+// backend: postgres-pending — not yet converted: pins the files of SQLite's data dir (prime.sqlite, its WAL and shared memory, the secrets and report files kept there); on PostgreSQL the secrets and report files are in the database, and the list of what its data dir holds is not written yet
 // The data directory is its user's alone: the database, its WAL and shared memory, the
 // secrets and report files are created 0600 in 0700 folders whatever the umask; a
 // directory others can read is made private at start (with a warning), one others can

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds with insertAgent (SQLite's connection; addAgent of tests/fixtures/fleet.ts writes on both)
 // The documentation page as a person uses it, in a real headless Chromium (the system's:
 // CI installs it before the tests, see .ci/run; nothing is downloaded here): it loads
 // without a console error (no CSP violation), "Try it out" leaves every parameter empty
@@ -9,7 +8,7 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { chromium, type Browser } from 'playwright-core'
 import { build, login } from './helpers.js'
-import { insertAgent } from './fixtures/fleet.js'
+import { addAgent } from './fixtures/fleet.js'
 
 t.setTimeout(180_000)
 
@@ -46,7 +45,7 @@ t.test('the docs page: no console error, nothing prefilled, user login, GET agen
   }
   const app = await build(t)
   const hosts = ['DOCS-HOST-1', 'DOCS-HOST-2', 'DOCS-HOST-3']
-  for (const h of hosts) insertAgent(app, { host_identifier: h })
+  for (const h of hosts) await addAgent(app, { host_identifier: h })
   await app.listen({ host: '127.0.0.1', port: 0 })
   const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
   const token = await login(app)

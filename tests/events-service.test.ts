@@ -1,4 +1,4 @@
-// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
+// backend: postgres-pending — not yet converted: the service reads SQLite's event queries with its index held (eventQueriesRepo, holdIndexing, the indexer's prune) and the retention job runs over SQLite's retention repository; not yet over a test app's ports
 // The event service and the retention job without Fastify: an in-memory database, the
 // SQLite ports, plain contexts. Lists and feeds answer what the rows hold, exports are
 // audited in the caller's name and hold the records of the moment they started, and the

@@ -1,12 +1,12 @@
-// backend: postgres-pending — PostgreSQL registers no DiskSpace health check (its WorkerPoller check is tested in tests/pg-background-loops.test.ts)
 // Pins the registry of health checks (lib/platform/health.ts): the platform's checks come
 // first, the features add theirs as they are wired, and lib/health.ts knows no feature.
 import fs from 'node:fs'
 import t from 'tap'
-import { build, call, login } from './helpers.js'
+import { build, call, login, testBackend } from './helpers.js'
 import { registerHealthCheck } from '../lib/platform/health.js'
 
-const ORDER = ['Database', 'DiskSpace', 'Authentication', 'AlarmDelivery', 'Reports', 'WorkerPoller', 'License']
+// DiskSpace watches the file system of SQLite's file (lib/health.ts): PostgreSQL has none of it.
+const ORDER = ['Database', ...(testBackend === 'sqlite' ? ['DiskSpace'] : []), 'Authentication', 'AlarmDelivery', 'Reports', 'WorkerPoller', 'License']
 
 t.test('features register their checks; SubsystemHealth answers them in registration order', async (t) => {
   const app = await build(t)

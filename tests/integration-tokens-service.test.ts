@@ -1,33 +1,34 @@
-// backend: postgres-pending — the service is built over SQLite's ports (an in-memory database) only; not yet over PostgreSQL's
-// The integration token service without Fastify: profile rules, unique names, and the
-// revocation told to listeners (open notification streams) only once it has committed.
+// The integration token service without Fastify's routes, over the ports of a test app's
+// database (SQLite or PostgreSQL): profile rules, unique names, and the revocation told to
+// listeners (open notification streams) only once it has committed.
 import t from 'tap'
-import { openDatabase } from '../db/index.js'
-import { createRepos } from '../lib/repos.js'
-import { asyncPort } from '../db/unit-of-work.js'
 import { auditTrail } from '../lib/audit.js'
 import { integrationTokenService } from '../lib/integration-tokens/service.js'
 import { systemContext } from '../lib/platform/context.js'
+import { build } from './helpers.js'
+import { portsOf } from './seed.js'
 
-function setup() {
-  const db = openDatabase(':memory:')
-  const repos = createRepos(db)
-  const uow = repos.uow
+async function setup(t: Parameters<typeof build>[0]) {
+  const app = await build(t)
+  const { uow } = app.storage
+  const tokens = portsOf(app).integrationTokens
   let n = 0
   const service = integrationTokenService({
-    tokens: asyncPort(repos.integrationTokens, uow),
+    tokens,
     uow,
-    audit: auditTrail({ repo: repos.audit, refusalWindowMs: 60_000, flushRefusal: () => {} }, uow),
+    audit: auditTrail({ repo: app.storage.audit, refusalWindowMs: 60_000, flushRefusal: async () => {} }),
     newSecret: () => ({ token: `pit_secret${++n}`, hash: `hash${n}` }),
   })
-  return { db, repos, uow, service }
+  // What tells the open notification streams of a revocation (either backend's).
+  const authVersion = app.storage.notificationLoops.authVersion
+  return { tokens, authVersion, uow, service }
 }
 
 const ctx = systemContext({ actor: 'admin', profile: 30, requestId: 'r1' })
 const admin = { kind: 'session' as const, id: 1, name: 'admin', profile: 30 }
 
 t.test('created by a session, at most its profile, names unique', async (t) => {
-  const { service } = setup()
+  const { service } = await setup(t)
   const { row, token } = await service.create(ctx, admin, { name: 'siem', userProfile: 10 })
   t.equal(token, 'pit_secret1')
   t.equal(row.token_hash, 'hash1')
@@ -39,9 +40,9 @@ t.test('created by a session, at most its profile, names unique', async (t) => {
 })
 
 t.test('a revocation is told once committed, and not when its unit rolls back', async (t) => {
-  const { service, repos, uow } = setup()
+  const { service, tokens, authVersion, uow } = await setup(t)
   const told: boolean[] = []
-  repos.authVersion.onBump(() => told.push(true))
+  authVersion.onBump(() => told.push(true))
   const a = (await service.create(ctx, admin, { name: 'a', userProfile: 10 })).row
   const b = (await service.create(ctx, admin, { name: 'b', userProfile: 10 })).row
 
@@ -59,6 +60,6 @@ t.test('a revocation is told once committed, and not when its unit rolls back', 
   )
   await new Promise((r) => setImmediate(r))
   t.same(told, [true], 'a rolled-back revocation is not told')
-  t.equal(repos.integrationTokens.byId(b.id)!.revoked_ms, null)
+  t.equal((await tokens.byId(b.id))!.revoked_ms, null)
   await t.rejects(service.revoke(ctx, a.id), { code: 'not-found' }, 'an inactive token cannot be revoked again')
 })

@@ -1,4 +1,3 @@
-// backend: postgres-pending — starts its server processes on the data dir's SQLite file itself; not yet given a test database
 // The server's log as people and tools read it (lib/log.ts, lib/server.ts): JSON lines with
 // ISO times when standard output is not a terminal, readable lines on a terminal (or with
 // PRIME_LOG_FORMAT=pretty); the start line names the URL and the documentation page; a
@@ -9,6 +8,7 @@ import t from 'tap'
 import { loadConfig } from '../lib/config.js'
 import { PrettyLines, prettyLine, resolveLogFormat } from '../lib/log.js'
 import { freePort } from './fixtures/receivers.js'
+import { testDatabaseEnv } from './helpers.js'
 import { jsonLines, serverJs, start, tempDir, until } from './fixtures/processes.js'
 
 t.setTimeout(180_000)
@@ -18,9 +18,16 @@ const PRETTY = /^\d\d:\d\d:\d\d\.\d{3} (TRACE|DEBUG|INFO |WARN |ERROR|FATAL) /
 
 /** The server with a generated admin password, until it listens; then SIGTERM, and its whole output. */
 async function run(t: Parameters<Parameters<typeof t.test>[1]>[0], env: Record<string, string>) {
+  // Teardowns run last-registered first: the server is stopped before its database is dropped.
+  const database = await testDatabaseEnv(t)
   const root = tempDir(t)
   const port = await freePort()
-  const proc = start(t, [serverJs], { PRIME_DATA_DIR: path.join(root, 'data'), PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', PRIME_ADMIN_PASSWORD: '', ...env }, path.join(root, 'out'))
+  const proc = start(
+    t,
+    [serverJs],
+    { PRIME_DATA_DIR: path.join(root, 'data'), PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', PRIME_ADMIN_PASSWORD: '', ...database, ...env },
+    path.join(root, 'out'),
+  )
   let code: number | null | undefined
   void proc.exited.then((c) => (code = c))
   await until(() => /Server listening/.test(proc.output()) || code !== undefined, 'the server to listen', 60_000)
@@ -66,6 +73,7 @@ t.test('PRIME_LOG_FORMAT=pretty: lines for people', async (t) => {
 })
 
 t.test('on a terminal: pretty by default, and Ctrl-C typed there stops it with status 0', async (t) => {
+  const database = await testDatabaseEnv(t)
   const root = tempDir(t)
   const port = await freePort()
   // script(1) (util-linux) runs the server on a pseudo-terminal; a ^C written to it is the terminal's Ctrl-C.
@@ -73,7 +81,7 @@ t.test('on a terminal: pretty by default, and Ctrl-C typed there stops it with s
   // leaves the server alone there, or a dash (SHELL unset, as under CI) would itself end 130 on the ^C.
   const { NO_COLOR: _, ...env } = process.env
   const child = spawn('script', ['-qefc', `exec ${process.execPath} ${serverJs}`, '/dev/null'], {
-    env: { ...env, PRIME_DATA_DIR: path.join(root, 'data'), PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', PRIME_ADMIN_PASSWORD: '', PRIME_LOG_FORMAT: '' },
+    env: { ...env, PRIME_DATA_DIR: path.join(root, 'data'), PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', PRIME_ADMIN_PASSWORD: '', PRIME_LOG_FORMAT: '', ...database },
     stdio: ['pipe', 'pipe', 'inherit'],
   })
   t.teardown(() => child.kill('SIGKILL'))

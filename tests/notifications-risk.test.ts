@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Risk notifications as the agent gateway raises them: an attack tool, a vulnerable
 // peripheral and an unapproved peripheral on an armed agent each open one notification per
 // agent, device and kind; repeats add occurrences; read state is per user; pins and
@@ -6,6 +5,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, login, call, userWithProfile } from './helpers.js'
+import { latestAudit, queryValue, recordEventIds } from './seed.js'
 import { attackTool, checkIn, enroll, gatewayEnv, hostState, mouse, stick } from './fixtures/gateway.js'
 
 const vulnerableReceiver = {
@@ -188,7 +188,7 @@ t.test('each kind, agent and device is its own notification', async (t) => {
   t.equal(res.json(), false)
   t.equal((await list(app, viewer, 'isPinned=true')).total, 0)
 
-  const audit = app.repos.audit.latest(10).filter((a) => a.category === 'Notifications')
+  const audit = (await latestAudit(app, 10)).filter((a) => a.category === 'Notifications')
   t.match(
     audit.map((a) => a.description),
     [/Unpinned risk notification/, /already pinned/, /Pinned risk notification/],
@@ -216,7 +216,7 @@ t.test('dismissal is shared, audited, idempotent, and a later occurrence opens a
   t.match(await counts(app, viewer), { riskUnread: 0, riskTotal: 0, riskPinned: 0 })
   res = await call(app, manager, { method: 'POST', url: `${RISK}/pin`, payload: { id: n.id, pinned: true } })
   t.equal(res.statusCode, 409, 'a dismissed notification cannot be pinned')
-  const audit = app.repos.audit.latest(3).filter((a) => a.category === 'Notifications')
+  const audit = (await latestAudit(app, 3)).filter((a) => a.category === 'Notifications')
   t.match(
     audit.map((a) => [a.outcome, a.description]),
     [
@@ -273,8 +273,8 @@ t.test('events written in one batch: one change per notification, all of their e
   const { app, viewer, agent } = await setup(t)
   t.equal((await checkIn(app, agent.credential, hostState([mouse, attackTool]))).statusCode, 200)
   const before = (await list(app, viewer)).items[0]
-  const seq = () => app.db.prepare('SELECT seq FROM notification_counter').pluck().get() as number
-  const events = () => app.db.prepare('SELECT count(*) FROM events').pluck().get() as number
+  const seq = async () => (await queryValue(app, 'SELECT seq FROM notification_counter')) as number
+  const events = async () => (await queryValue(app, 'SELECT count(*) FROM events')) as number
   const tool = {
     code: '0x110005',
     severity: 2,
@@ -288,15 +288,15 @@ t.test('events written in one batch: one change per notification, all of their e
   const stickEvent = { ...tool, code: '0x110006', description: 'Vulnerable peripheral detected', peripheralAssetId: stick.deviceID, peripheralVid: stick.vid, peripheralPid: stick.pid }
   const quiet = { ...tool, code: '0x110002', severity: 6, description: 'USB peripheral removed' }
 
-  let seq0 = seq()
+  let seq0 = await seq()
   const now = Date.parse(before.lastSeen) + 1000
-  app.repos.events.record(now, [
+  await recordEventIds(app, now, [
     { ...tool, details: 'first of the batch' },
     { ...quiet, details: 'removed' },
     { ...stickEvent, details: 'a stick' },
     { ...tool, details: 'last of the batch' },
   ])
-  t.equal(seq() - seq0, 2, 'one change for each notification the batch touches')
+  t.equal((await seq()) - seq0, 2, 'one change for each notification the batch touches')
   const page = await list(app, viewer, 'sortBy=severity_asc')
   t.equal(page.total, 2)
   const [attack, vulnerable] = page.items
@@ -310,15 +310,15 @@ t.test('events written in one batch: one change per notification, all of their e
   t.equal(vulnerable.relatedEventIds.length, 1)
 
   // A bad event anywhere in a batch: no event of it is kept, and no notification changes.
-  seq0 = seq()
-  const n0 = events()
-  t.throws(() =>
-    app.repos.events.record(now + 1000, [
+  seq0 = await seq()
+  const n0 = await events()
+  await t.rejects(
+    recordEventIds(app, now + 1000, [
       { ...tool, details: 'kept?' },
       { ...quiet, details: 'bad', severity: 9 },
     ]),
   )
-  t.equal(events(), n0, 'no event written')
-  t.equal(seq(), seq0, 'no notification changed')
+  t.equal(await events(), n0, 'no event written')
+  t.equal(await seq(), seq0, 'no notification changed')
   t.equal((await list(app, viewer, 'sortBy=severity_asc')).items[0].occurrences, 3)
 })

@@ -1,4 +1,3 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -6,13 +5,14 @@ import t from 'tap'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 import { LineBatcher } from '../lib/log.js'
-import { ADMIN_PASSWORD, build } from './helpers.js'
+import { ADMIN_PASSWORD, build, testDatabaseEnv } from './helpers.js'
+import { query, queryValue } from './seed.js'
 
-const auditCount = (app: Awaited<ReturnType<typeof build>>) => app.db.prepare('SELECT count(*) FROM audit_trail').pluck().get() as number
+const auditCount = (app: Awaited<ReturnType<typeof build>>) => queryValue<number>(app, 'SELECT count(*) FROM audit_trail')
 
 t.test('liveness and readiness answer without a credential, audit nothing and are not rate limited', async (t) => {
   const app = await build(t, { PRIME_RATE_LIMIT_MAX: '3' })
-  const before = auditCount(app)
+  const before = await auditCount(app)
   for (let i = 0; i < 10; i++) {
     const live = await app.inject({ url: '/healthz' })
     t.equal(live.statusCode, 200)
@@ -22,7 +22,7 @@ t.test('liveness and readiness answer without a credential, audit nothing and ar
     t.equal(ready.statusCode, 200)
     t.same(ready.json(), { status: 'ready' })
   }
-  t.equal(auditCount(app), before, 'no audit record')
+  t.equal(await auditCount(app), before, 'no audit record')
   const other = await app.inject({ url: '/prime/webui/admin/PrimeVersion' })
   t.equal(other.headers['x-ratelimit-remaining'], '2', 'probes did not count toward the address limit')
   t.equal((await app.inject({ url: '/HEALTHZ' })).statusCode, 200, 'matched case-insensitively like every path')
@@ -39,19 +39,25 @@ t.test('readiness answers 503 naming why: shutting down, schema, database', asyn
   t.equal((await app.inject({ url: '/healthz' })).statusCode, 200, 'alive while draining')
   app.lifecycle.shuttingDown = false
 
-  const version = app.db.pragma('user_version', { simple: true }) as number
-  app.db.pragma(`user_version = ${version - 1}`)
+  // The schema's version as each backend keeps it: SQLite's user_version, PostgreSQL's migrations table.
+  const sqlite = app.storage.backend === 'sqlite'
+  const version = sqlite ? (app.db.pragma('user_version', { simple: true }) as number) : await queryValue<number>(app, 'SELECT max(version) FROM schema_migrations')
+  if (sqlite) app.db.pragma(`user_version = ${version - 1}`)
+  else await query(app, 'UPDATE schema_migrations SET version = ? WHERE version = ?', -version, version)
   t.match((await app.inject({ url: '/readyz' })).json(), { status: 503, detail: /schema is not at the version/ })
-  app.db.pragma(`user_version = ${version}`)
+  if (sqlite) app.db.pragma(`user_version = ${version}`)
+  else await query(app, 'UPDATE schema_migrations SET version = ? WHERE version = ?', version, -version)
 
-  const probe = app.repos.system.probe
-  app.repos.system.probe = () => {
+  // The readiness check's write probe (the same object on both backends).
+  const system = app.storage.health.system
+  const probe = system.probe
+  system.probe = () => {
     throw new Error('SQLITE_READONLY: attempt to write a readonly database')
   }
   const ro = await app.inject({ url: '/readyz' })
   t.equal(ro.statusCode, 503)
   t.equal(ro.json().detail, 'The database does not take writes.', 'says what, not the internals')
-  app.repos.system.probe = probe
+  system.probe = probe
   t.equal((await app.inject({ url: '/readyz' })).statusCode, 200)
 })
 
@@ -70,7 +76,7 @@ t.test('probes that pass write no request line; a failing one does', async (t) =
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-test-'))
   const blocks: string[] = []
   const lines = new LineBatcher({ write: (s: string) => blocks.push(s), flushSync() {} }, 1 << 20, 60_000)
-  const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'info' }), logStream: lines })
+  const app = await buildApp({ config: loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'info', ...(await testDatabaseEnv(t)) }), logStream: lines })
   t.teardown(async () => {
     await app.close()
     lines.close()

@@ -1,11 +1,11 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the risk insights: what each one counts, its order and limits, the date rules of
 // the error totals, and the cache rules of the reloadable ones (an hour; a reload within
 // 10 s answers the last result).
 import crypto from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { build, login, call } from './helpers.js'
+import { build, login, call, sqliteOnly } from './helpers.js'
+import { holdIndexing, indexEvents, insertRows, portsOf, query, queryValue, recordEvents, stepIndex } from './seed.js'
 import { violationsView } from '../lib/insights/views.js'
 
 const BASE = '/prime/webui/agents'
@@ -13,15 +13,19 @@ const DAY = 86_400_000
 
 type Row = Record<string, string | number | null>
 
-function insertAgent(app: FastifyInstance, partial: Row = {}): { id: number; uuid: string } {
-  const uuid = crypto.randomUUID()
-  const row: Row = { uuid, machine_id: crypto.randomUUID(), enrolled_ms: Date.now(), host_identifier: `HOST-${uuid.slice(0, 8)}`, ...partial }
+/** A row of the table, on either backend: its id. */
+async function insertRow(app: FastifyInstance, table: string, row: Row): Promise<number> {
   const cols = Object.keys(row)
-  const id = Number(app.db.prepare(`INSERT INTO agents (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(row).lastInsertRowid)
-  return { id, uuid: String(row.uuid) }
+  return queryValue<number>(app, `INSERT INTO ${table} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')}) RETURNING id`, ...Object.values(row))
 }
 
-function insertPeripheral(app: FastifyInstance, agent: { id: number; uuid: string }, partial: Row = {}): number {
+async function insertAgent(app: FastifyInstance, partial: Row = {}): Promise<{ id: number; uuid: string }> {
+  const uuid = crypto.randomUUID()
+  const row: Row = { uuid, machine_id: crypto.randomUUID(), enrolled_ms: Date.now(), host_identifier: `HOST-${uuid.slice(0, 8)}`, ...partial }
+  return { id: await insertRow(app, 'agents', row), uuid: String(row.uuid) }
+}
+
+async function insertPeripheral(app: FastifyInstance, agent: { id: number; uuid: string }, partial: Row = {}): Promise<number> {
   const now = Date.now()
   const vid = String(partial.vid ?? '0951')
   const pid = String(partial.pid ?? '1666')
@@ -36,15 +40,14 @@ function insertPeripheral(app: FastifyInstance, agent: { id: number; uuid: strin
     last_seen_ms: now,
     ...partial,
   }
-  const cols = Object.keys(row)
-  const id = Number(app.db.prepare(`INSERT INTO peripherals (${cols.join(', ')}) VALUES (${cols.map((c) => '@' + c).join(', ')})`).run(row).lastInsertRowid)
-  app.repos.agentState.refreshAgent(agent.id)
+  const id = await insertRow(app, 'peripherals', row)
+  await portsOf(app).agentState.refreshAgent(agent.id)
   return id
 }
 
-function approve(app: FastifyInstance, agent: { id: number }, vid: string, pid: string) {
-  app.db.prepare("INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, ?, ?, 'Approved', ?, 'test')").run(agent.id, vid, pid, Date.now())
-  app.repos.agentState.refreshAgent(agent.id)
+async function approve(app: FastifyInstance, agent: { id: number }, vid: string, pid: string) {
+  await query(app, "INSERT INTO approvals (agent_id, vid, pid, status, changed_ms, changed_by) VALUES (?, ?, ?, 'Approved', ?, 'test')", agent.id, vid, pid, Date.now())
+  await portsOf(app).agentState.refreshAgent(agent.id)
 }
 
 const get = async (app: FastifyInstance, token: string, path: string) => {
@@ -56,7 +59,7 @@ t.test('logged agents: the connected ones, newest check-in first, with their log
   const app = await build(t)
   const token = await login(app)
   const now = Date.now()
-  const older = insertAgent(app, {
+  const older = await insertAgent(app, {
     host_identifier: 'OLDER',
     connection_status: 'Connected',
     last_updated_ms: now - 60_000,
@@ -65,8 +68,8 @@ t.test('logged agents: the connected ones, newest check-in first, with their log
     display_status: 'Armed',
     local_ip_address: '10.0.0.1',
   })
-  const newer = insertAgent(app, { host_identifier: 'NEWER', connection_status: 'Connected', last_updated_ms: now - 1000, logged_on_users: 'not json', display_status: 'Free' })
-  insertAgent(app, { host_identifier: 'GONE', connection_status: 'Disconnected', last_updated_ms: now - 3_600_000 })
+  const newer = await insertAgent(app, { host_identifier: 'NEWER', connection_status: 'Connected', last_updated_ms: now - 1000, logged_on_users: 'not json', display_status: 'Free' })
+  await insertAgent(app, { host_identifier: 'GONE', connection_status: 'Disconnected', last_updated_ms: now - 3_600_000 })
   const { status, body } = await get(app, token, '/getloggedagents')
   t.equal(status, 200, JSON.stringify(body))
   t.match(body, { recordsTotal: 2, recordsFiltered: 2, disconnectAfterSeconds: 180 })
@@ -89,16 +92,16 @@ t.test('logged agents: the connected ones, newest check-in first, with their log
 t.test('policy test: what arming would block, and approved peripherals that are still risky', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const free = insertAgent(app, { host_identifier: 'b-free', operational_status: 'Free', connection_status: 'Connected' })
-  const armed = insertAgent(app, { host_identifier: 'A-armed', operational_status: 'Armed' })
-  const clean = insertAgent(app, { host_identifier: 'C-clean' })
-  insertPeripheral(app, free, { vid: '0951', pid: '1666', gui_vid: 'Kingston Technology' })
-  insertPeripheral(app, free, { vid: '0781', pid: '5581', present: 0 })
-  insertPeripheral(app, armed, { vid: '0951', pid: '1666' })
-  insertPeripheral(app, armed, { vid: '0483', pid: '5740', dev_icon: 12 })
-  approve(app, armed, '0483', '5740')
-  insertPeripheral(app, clean, { vid: '046D', pid: 'C077', dev_icon: 2 })
-  approve(app, clean, '046D', 'C077')
+  const free = await insertAgent(app, { host_identifier: 'b-free', operational_status: 'Free', connection_status: 'Connected' })
+  const armed = await insertAgent(app, { host_identifier: 'A-armed', operational_status: 'Armed' })
+  const clean = await insertAgent(app, { host_identifier: 'C-clean' })
+  await insertPeripheral(app, free, { vid: '0951', pid: '1666', gui_vid: 'Kingston Technology' })
+  await insertPeripheral(app, free, { vid: '0781', pid: '5581', present: 0 })
+  await insertPeripheral(app, armed, { vid: '0951', pid: '1666' })
+  await insertPeripheral(app, armed, { vid: '0483', pid: '5740', dev_icon: 12 })
+  await approve(app, armed, '0483', '5740')
+  await insertPeripheral(app, clean, { vid: '046D', pid: 'C077', dev_icon: 2 })
+  await approve(app, clean, '046D', 'C077')
 
   const { status, body } = await get(app, token, '/getPolicyTest')
   t.equal(status, 200, JSON.stringify(body))
@@ -121,17 +124,18 @@ t.test('policy test: what arming would block, and approved peripherals that are 
 t.test('error totals: reported errors and failed commands per day and per agent, in the date range', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const a = insertAgent(app, { host_identifier: 'alpha', local_ip_address: '10.0.0.5' })
-  const b = insertAgent(app, { host_identifier: 'beta' })
+  const a = await insertAgent(app, { host_identifier: 'alpha', local_ip_address: '10.0.0.5' })
+  const b = await insertAgent(app, { host_identifier: 'beta' })
   const at = (s: string) => Date.parse(s)
-  const err = app.db.prepare('INSERT INTO agent_errors (agent_id, time_ms, code, message) VALUES (?, ?, ?, ?)')
-  err.run(a.id, at('2024-12-30T09:00:00Z'), 'DRV', 'driver fault')
-  err.run(a.id, at('2024-12-30T23:59:59.999Z'), 'DRV', 'driver fault again')
-  err.run(b.id, at('2024-12-31T00:00:00Z'), 'SVC', 'service crashed')
-  err.run(b.id, at('2024-12-20T00:00:00Z'), 'SVC', 'too early')
-  const cmd = app.db.prepare("INSERT INTO agent_commands (agent_id, type, status, created_ms, created_by, completed_ms, result_message) VALUES (?, ?, ?, ?, 'admin', ?, ?)")
-  cmd.run(a.id, 'UpdateAgent', 'Failed', at('2024-12-29T00:00:00Z'), at('2024-12-31T10:00:00Z'), 'package download timed out')
-  cmd.run(a.id, 'SetMode', 'Succeeded', at('2024-12-29T00:00:00Z'), at('2024-12-31T11:00:00Z'), null)
+  const err = (...values: unknown[]) => query(app, 'INSERT INTO agent_errors (agent_id, time_ms, code, message) VALUES (?, ?, ?, ?)', ...values)
+  await err(a.id, at('2024-12-30T09:00:00Z'), 'DRV', 'driver fault')
+  await err(a.id, at('2024-12-30T23:59:59.999Z'), 'DRV', 'driver fault again')
+  await err(b.id, at('2024-12-31T00:00:00Z'), 'SVC', 'service crashed')
+  await err(b.id, at('2024-12-20T00:00:00Z'), 'SVC', 'too early')
+  const cmd = (...values: unknown[]) =>
+    query(app, "INSERT INTO agent_commands (agent_id, type, status, created_ms, created_by, completed_ms, result_message) VALUES (?, ?, ?, ?, 'admin', ?, ?)", ...values)
+  await cmd(a.id, 'UpdateAgent', 'Failed', at('2024-12-29T00:00:00Z'), at('2024-12-31T10:00:00Z'), 'package download timed out')
+  await cmd(a.id, 'SetMode', 'Succeeded', at('2024-12-29T00:00:00Z'), at('2024-12-31T11:00:00Z'), null)
 
   const { status, body } = await get(app, token, '/errorTotal?FromDate=2024-12-25&ToDate=2024-12-31')
   t.equal(status, 200, JSON.stringify(body))
@@ -180,16 +184,17 @@ t.test('error totals: reported errors and failed commands per day and per agent,
 t.test('uncommon peripherals: models present on few hosts, cached for an hour, reload answers the last result within 10 s', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const agents = [0, 1, 2, 3].map((i) => insertAgent(app, { host_identifier: `host-${i}` }))
+  const agents: { id: number; uuid: string }[] = []
+  for (const i of [0, 1, 2, 3]) agents.push(await insertAgent(app, { host_identifier: `host-${i}` }))
   const now = Date.now()
-  insertPeripheral(app, agents[0], { vid: '1D6B', pid: '0104', dev_icon: 14, first_seen_ms: now - 5000, last_seen_ms: now - 1000 })
-  insertPeripheral(app, agents[1], { vid: '1D6B', pid: '0104', dev_icon: 14, present: 0, first_seen_ms: now - 9000, last_seen_ms: now - 8000 })
-  for (const a of agents.slice(0, 3)) insertPeripheral(app, a, { vid: '046D', pid: 'C077', dev_icon: 2 })
-  insertPeripheral(app, agents[2], { vid: '0781', pid: '5581', last_seen_ms: now - 2000 })
-  insertPeripheral(app, agents[3], { vid: '0781', pid: '5581', last_seen_ms: now - 3000 })
-  insertPeripheral(app, agents[3], { vid: '05E3', pid: '0610', dev_icon: 4 })
-  insertPeripheral(app, agents[3], { vid: '0000', pid: '0000', dev_icon: 13 })
-  insertPeripheral(app, agents[3], { vid: 'AAAA', pid: 'BBBB', present: 0 })
+  await insertPeripheral(app, agents[0], { vid: '1D6B', pid: '0104', dev_icon: 14, first_seen_ms: now - 5000, last_seen_ms: now - 1000 })
+  await insertPeripheral(app, agents[1], { vid: '1D6B', pid: '0104', dev_icon: 14, present: 0, first_seen_ms: now - 9000, last_seen_ms: now - 8000 })
+  for (const a of agents.slice(0, 3)) await insertPeripheral(app, a, { vid: '046D', pid: 'C077', dev_icon: 2 })
+  await insertPeripheral(app, agents[2], { vid: '0781', pid: '5581', last_seen_ms: now - 2000 })
+  await insertPeripheral(app, agents[3], { vid: '0781', pid: '5581', last_seen_ms: now - 3000 })
+  await insertPeripheral(app, agents[3], { vid: '05E3', pid: '0610', dev_icon: 4 })
+  await insertPeripheral(app, agents[3], { vid: '0000', pid: '0000', dev_icon: 13 })
+  await insertPeripheral(app, agents[3], { vid: 'AAAA', pid: 'BBBB', present: 0 })
 
   const first = await get(app, token, '/RiskInsights/UncommonPeripherals')
   t.equal(first.status, 200, JSON.stringify(first.body))
@@ -214,21 +219,21 @@ t.test('uncommon peripherals: models present on few hosts, cached for an hour, r
   t.match(first.body.data[1], { hostsCount: 2, presentCount: 2, hosts: [{ hostIdentifier: 'host-2' }, { hostIdentifier: 'host-3' }] })
 
   // New data: the cached answer stays until it is an hour old, and a reload within 10 s answers it too.
-  const late = insertAgent(app, { host_identifier: 'late' })
-  insertPeripheral(app, late, { vid: '16C0', pid: '0486', dev_icon: 14 })
+  const late = await insertAgent(app, { host_identifier: 'late' })
+  await insertPeripheral(app, late, { vid: '16C0', pid: '0486', dev_icon: 14 })
   const cached = await get(app, token, '/RiskInsights/UncommonPeripherals')
   t.same(cached.body, first.body, 'cached')
   const burst = await get(app, token, '/RiskInsights/UncommonPeripherals/Reload')
   t.same(burst.body, first.body, 'a reload within 10 s of the last computation answers it')
 
-  app.db.prepare('UPDATE insight_cache SET computed_ms = computed_ms - 11000').run()
+  await query(app, 'UPDATE insight_cache SET computed_ms = computed_ms - 11000')
   const reloaded = await get(app, token, '/riskinsights/uncommonperipherals/reload')
   t.equal(reloaded.status, 200)
   t.not(reloaded.body.computedTime, first.body.computedTime)
   t.match(reloaded.body, { agentsConsidered: 5, recordsTotal: 3 })
   t.same(await get(app, token, '/RiskInsights/UncommonPeripherals').then((r) => r.body), reloaded.body, 'the reload replaced the cache')
 
-  app.db.prepare('UPDATE insight_cache SET computed_ms = computed_ms - 3600000').run()
+  await query(app, 'UPDATE insight_cache SET computed_ms = computed_ms - 3600000')
   const stale = await get(app, token, '/RiskInsights/UncommonPeripherals')
   t.not(stale.body.computedTime, reloaded.body.computedTime, 'an hour-old result is computed again')
 
@@ -239,7 +244,7 @@ t.test('uncommon peripherals: models present on few hosts, cached for an hour, r
 t.test('uncommon peripherals: nothing is uncommon in a fleet no larger than the threshold', async (t) => {
   const app = await build(t, { PRIME_UNCOMMON_PERIPHERAL_MAX_HOSTS: '3' })
   const token = await login(app)
-  for (let i = 0; i < 3; i++) insertPeripheral(app, insertAgent(app), { vid: '1D6B', pid: '0104' })
+  for (let i = 0; i < 3; i++) await insertPeripheral(app, await insertAgent(app), { vid: '1D6B', pid: '0104' })
   const res = await get(app, token, '/RiskInsights/UncommonPeripherals')
   t.match(res.body, { maxHosts: 3, agentsConsidered: 3, recordsTotal: 0, data: [] })
 })
@@ -247,14 +252,14 @@ t.test('uncommon peripherals: nothing is uncommon in a fleet no larger than the 
 t.test('vulnerable peripherals: models in the catalogue that agents reported, most severe first', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const a = insertAgent(app, { host_identifier: 'a' })
-  const b = insertAgent(app, { host_identifier: 'b' })
-  const c = insertAgent(app, { host_identifier: 'c' })
-  for (const x of [a, b, c]) insertPeripheral(app, x, { vid: '046D', pid: 'C52B', dev_icon: 1 })
-  approve(app, a, '046D', 'C52B')
-  insertPeripheral(app, c, { vid: '046D', pid: 'C52B', dev_icon: 1, present: 0 })
-  insertPeripheral(app, b, { vid: '1D6B', pid: '0104', dev_icon: 14, present: 0 })
-  insertPeripheral(app, c, { vid: '0951', pid: '1666' })
+  const a = await insertAgent(app, { host_identifier: 'a' })
+  const b = await insertAgent(app, { host_identifier: 'b' })
+  const c = await insertAgent(app, { host_identifier: 'c' })
+  for (const x of [a, b, c]) await insertPeripheral(app, x, { vid: '046D', pid: 'C52B', dev_icon: 1 })
+  await approve(app, a, '046D', 'C52B')
+  await insertPeripheral(app, c, { vid: '046D', pid: 'C52B', dev_icon: 1, present: 0 })
+  await insertPeripheral(app, b, { vid: '1D6B', pid: '0104', dev_icon: 14, present: 0 })
+  await insertPeripheral(app, c, { vid: '0951', pid: '1666' })
 
   const res = await get(app, token, '/RiskInsights/VulnerablePeripherals')
   t.equal(res.status, 200, JSON.stringify(res.body))
@@ -291,73 +296,75 @@ t.test('vulnerable peripherals: models in the catalogue that agents reported, mo
   t.same(reload.body, res.body, 'within 10 s of the last computation')
 })
 
-t.test('whitelist violations are read a slice at a time (a block of 4,096 ids of the event index, or above its mark), the same either way', async (t) => {
-  const app = await build(t)
-  app.repos.eventQueries.holdIndexing(true)
-  const now = Date.now()
-  const ev = app.db.prepare(
-    `INSERT INTO events (id, created_ms, event_code, severity, category, entity_id, description, details, peripheral_icon, asset_key, asset_name, peripheral_vid, peripheral_pid)
+t.test(
+  'whitelist violations are read a slice at a time (a block of 4,096 ids of the event index, or above its mark), the same either way',
+  sqliteOnly("the slices of SQLite's event index (its blocks of ids and its mark)"),
+  async (t) => {
+    const app = await build(t)
+    app.repos.eventQueries.holdIndexing(true)
+    const now = Date.now()
+    const ev = app.db.prepare(
+      `INSERT INTO events (id, created_ms, event_code, severity, category, entity_id, description, details, peripheral_icon, asset_key, asset_name, peripheral_vid, peripheral_pid)
      VALUES (?, ?, '0x110007', 4, 'USB', 'src', 'd', '', 3, ?, ?, '0951', '1666')`,
-  )
-  // Ids far apart: two blocks of the index, 49 slices of ids above its mark.
-  const hosts = Array.from({ length: 25 }, (_, i) => crypto.randomUUID().replace(/^./, String.fromCharCode(97 + i)))
-  hosts.forEach((h, i) => ev.run(1 + i, now - DAY, h, `HOST-${i}`))
-  ev.run(200_000, now - DAY / 2, hosts[0], 'HOST-0-RENAMED')
-  const answer = async () => {
-    let pauses = 0
-    const rows = await app.repos.insights.whitelistViolations(
-      now - 30 * DAY,
-      now,
-      async () => {
-        pauses++
-      },
-      0,
     )
-    const w = violationsView(now - 30 * DAY, now, rows)
-    return { pauses, w }
-  }
-  const unindexed = await answer()
-  t.equal(unindexed.pauses, 49, 'ids 1 to 200,000 above the mark: 49 slices')
-  app.repos.eventQueries.catchUp()
-  const indexed = await answer()
-  t.equal(indexed.pauses, 2, 'indexed: the two blocks that hold violations')
-  t.same(indexed.w, unindexed.w)
-  const [m] = indexed.w.data
-  t.match(m, { violationsCount: 26, hostsCount: 25 })
-  t.equal(m.hosts.length, 20, 'up to 20 hosts listed')
-  t.same(m.hosts.map((h) => h.uuid).sort(), [...hosts].sort().slice(0, 20), 'the first 20 by asset key')
-  t.ok(
-    m.hosts.some((h) => h.hostIdentifier === 'HOST-0-RENAMED'),
-    'a host is named by the greatest name its events gave',
-  )
-})
+    // Ids far apart: two blocks of the index, 49 slices of ids above its mark.
+    const hosts = Array.from({ length: 25 }, (_, i) => crypto.randomUUID().replace(/^./, String.fromCharCode(97 + i)))
+    hosts.forEach((h, i) => ev.run(1 + i, now - DAY, h, `HOST-${i}`))
+    ev.run(200_000, now - DAY / 2, hosts[0], 'HOST-0-RENAMED')
+    const answer = async () => {
+      let pauses = 0
+      const rows = await app.repos.insights.whitelistViolations(
+        now - 30 * DAY,
+        now,
+        async () => {
+          pauses++
+        },
+        0,
+      )
+      const w = violationsView(now - 30 * DAY, now, rows)
+      return { pauses, w }
+    }
+    const unindexed = await answer()
+    t.equal(unindexed.pauses, 49, 'ids 1 to 200,000 above the mark: 49 slices')
+    app.repos.eventQueries.catchUp()
+    const indexed = await answer()
+    t.equal(indexed.pauses, 2, 'indexed: the two blocks that hold violations')
+    t.same(indexed.w, unindexed.w)
+    const [m] = indexed.w.data
+    t.match(m, { violationsCount: 26, hostsCount: 25 })
+    t.equal(m.hosts.length, 20, 'up to 20 hosts listed')
+    t.same(m.hosts.map((h) => h.uuid).sort(), [...hosts].sort().slice(0, 20), 'the first 20 by asset key')
+    t.ok(
+      m.hosts.some((h) => h.hostIdentifier === 'HOST-0-RENAMED'),
+      'a host is named by the greatest name its events gave',
+    )
+  },
+)
 
 t.test('unique whitelist violations of the last 30 days, by model', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const a = insertAgent(app, { host_identifier: 'alpha', local_ip_address: '10.1.1.1' })
-  const b = insertAgent(app, { host_identifier: 'Beta' })
+  const a = await insertAgent(app, { host_identifier: 'alpha', local_ip_address: '10.1.1.1' })
+  const b = await insertAgent(app, { host_identifier: 'Beta' })
   const now = Date.now()
-  const ev = app.db.prepare(
-    `INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, peripheral_icon, asset_key, asset_name, peripheral_vid, peripheral_pid)
-     VALUES (?, ?, 4, 'USB', 'src', 'd', '', ?, ?, ?, ?, ?)`,
-  )
-  ev.run(now - 2 * DAY, '0x110004', 3, a.uuid, 'alpha', '0951', '1666')
-  ev.run(now - 1 * DAY, '0x110004', 3, a.uuid, 'alpha', '0951', '1666')
-  ev.run(now - 3 * DAY, '0x110004', 3, b.uuid, 'Beta', '0951', '1666')
+  const ev = (createdMs: number, code: string, peripheralIcon: number, assetKey: string, assetName: string, peripheralVid: string, peripheralPid: string) =>
+    recordEvents(app, createdMs, [{ code, severity: 4, category: 'USB', entityId: 'src', description: 'd', details: '', peripheralIcon, assetKey, assetName, peripheralVid, peripheralPid }])
+  await ev(now - 2 * DAY, '0x110004', 3, a.uuid, 'alpha', '0951', '1666')
+  await ev(now - 1 * DAY, '0x110004', 3, a.uuid, 'alpha', '0951', '1666')
+  await ev(now - 3 * DAY, '0x110004', 3, b.uuid, 'Beta', '0951', '1666')
   const gone = crypto.randomUUID()
-  ev.run(now - 4 * DAY, '0x110004', 3, gone, 'DELETED-HOST', '0951', '1666')
-  ev.run(now - 5 * DAY, '0x110004', 14, b.uuid, 'Beta', '16c0', '0486')
-  ev.run(now - 31 * DAY, '0x110004', 3, a.uuid, 'alpha', 'AAAA', 'BBBB')
-  ev.run(now - 1 * DAY, '0x110001', 3, a.uuid, 'alpha', 'CCCC', 'DDDD')
+  await ev(now - 4 * DAY, '0x110004', 3, gone, 'DELETED-HOST', '0951', '1666')
+  await ev(now - 5 * DAY, '0x110004', 14, b.uuid, 'Beta', '16c0', '0486')
+  await ev(now - 31 * DAY, '0x110004', 3, a.uuid, 'alpha', 'AAAA', 'BBBB')
+  await ev(now - 1 * DAY, '0x110001', 3, a.uuid, 'alpha', 'CCCC', 'DDDD')
   // The same answer whatever part of the events the event index holds (it finds the
   // indexed ones; the rest are read from the table).
-  app.repos.eventQueries.holdIndexing(true)
+  holdIndexing(app, true)
   const unindexed = (await get(app, token, '/UniqueWhitelistViolation')).body
-  app.repos.eventQueries.indexer.step('events', 3)
+  stepIndex(app, 'events', 3)
   const part = (await get(app, token, '/UniqueWhitelistViolation')).body
-  app.repos.eventQueries.catchUp()
-  t.equal(app.repos.eventQueries.indexer.indexed('events'), app.db.prepare('SELECT max(id) FROM events').pluck().get())
+  indexEvents(app)
+  if (app.storage.backend === 'sqlite') t.equal(app.repos.eventQueries.indexer.indexed('events'), app.db.prepare('SELECT max(id) FROM events').pluck().get())
 
   const res = await get(app, token, '/UniqueWhitelistViolation')
   for (const other of [unindexed, part]) t.same([other.recordsTotal, other.data], [res.body.recordsTotal, res.body.data])
@@ -391,7 +398,7 @@ t.test('unique whitelist violations of the last 30 days, by model', async (t) =>
 t.test('classification summary: agents by class, risk flags, present peripherals by device class', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const a = insertAgent(app, {
+  const a = await insertAgent(app, {
     connection_status: 'Connected',
     operational_status: 'Armed',
     display_status: 'Armed',
@@ -400,7 +407,7 @@ t.test('classification summary: agents by class, risk flags, present peripherals
     os_version: 'Windows 11',
     service_version: '4.2',
   })
-  const b = insertAgent(app, {
+  const b = await insertAgent(app, {
     connection_status: 'Connected',
     operational_status: 'Armed',
     display_status: 'Armed',
@@ -409,12 +416,12 @@ t.test('classification summary: agents by class, risk flags, present peripherals
     os_version: 'Windows 11',
     service_version: '4.2',
   })
-  insertAgent(app, { license_status: 'Pending' })
-  insertPeripheral(app, a, { vid: '0951', pid: '1666', dev_icon: 3 })
-  insertPeripheral(app, a, { vid: '046D', pid: 'C077', dev_icon: 2 })
-  approve(app, a, '046D', 'C077')
-  insertPeripheral(app, b, { vid: '16C0', pid: '0486', dev_icon: 14 })
-  insertPeripheral(app, b, { vid: '046D', pid: 'C077', dev_icon: 2, present: 0 })
+  await insertAgent(app, { license_status: 'Pending' })
+  await insertPeripheral(app, a, { vid: '0951', pid: '1666', dev_icon: 3 })
+  await insertPeripheral(app, a, { vid: '046D', pid: 'C077', dev_icon: 2 })
+  await approve(app, a, '046D', 'C077')
+  await insertPeripheral(app, b, { vid: '16C0', pid: '0486', dev_icon: 14 })
+  await insertPeripheral(app, b, { vid: '046D', pid: 'C077', dev_icon: 2, present: 0 })
 
   const res = await get(app, token, '/AgentsClassificationSummary')
   t.equal(res.status, 200, JSON.stringify(res.body))
@@ -462,38 +469,44 @@ t.test('classification summary: the connection and display statuses as the agent
   const app = await build(t)
   const token = await login(app)
   const modes = ['Armed', 'Free'] as const
-  const agents = Array.from({ length: 12 }, (_, i) => insertAgent(app, { connection_status: 'Connected', operational_status: modes[i % 2], display_status: modes[i % 2], last_updated_ms: 1000 + i }))
+  const agents: { id: number; uuid: string }[] = []
+  for (let i = 0; i < 12; i++) agents.push(await insertAgent(app, { connection_status: 'Connected', operational_status: modes[i % 2], display_status: modes[i % 2], last_updated_ms: 1000 + i }))
   // Every third one is being armed or updated: its display status says so (db/agent-state.ts).
-  const command = app.db.prepare("INSERT INTO agent_commands (agent_id, type, parameters, created_ms, created_by) VALUES (?, ?, ?, 0, 'test')")
+  const command = (...values: unknown[]) => query(app, "INSERT INTO agent_commands (agent_id, type, parameters, created_ms, created_by) VALUES (?, ?, ?, 0, 'test')", ...values)
   for (const [i, a] of agents.entries()) {
-    if (i % 3 === 0) command.run(a.id, i % 2 ? 'UpdateAgent' : 'SetMode', i % 2 ? '{}' : '{"mode":"Armed"}')
-    app.repos.agentState.refreshAgent(a.id)
+    if (i % 3 === 0) await command(a.id, i % 2 ? 'UpdateAgent' : 'SetMode', i % 2 ? '{}' : '{"mode":"Armed"}')
+    await portsOf(app).agentState.refreshAgent(a.id)
   }
-  insertAgent(app, { license_status: 'Pending' })
-  const asStored = (column: string) =>
-    (app.db.prepare(`SELECT ${column} AS name, count(*) AS count FROM agents GROUP BY 1 ORDER BY 2 DESC, 1`).all() as { name: string; count: number }[]).map((r) => ({ name: r.name, count: r.count }))
+  await insertAgent(app, { license_status: 'Pending' })
+  const asStored = async (column: string) =>
+    (await query<{ name: string; count: number }>(app, `SELECT ${column} AS name, count(*) AS count FROM agents GROUP BY 1 ORDER BY 2 DESC, 1`)).map((r) => ({ name: r.name, count: r.count }))
   const check = async (when: string) => {
     const s = (await get(app, token, '/AgentsClassificationSummary')).body
-    t.same(s.byConnectionStatus, asStored('connection_status'), `connection, ${when}`)
-    t.same(s.byDisplayStatus, asStored('display_status'), `display, ${when}`)
+    t.same(s.byConnectionStatus, await asStored('connection_status'), `connection, ${when}`)
+    t.same(s.byDisplayStatus, await asStored('display_status'), `display, ${when}`)
   }
   await check('all but one connected')
-  t.ok(asStored('display_status').some((r) => r.name === 'Arming') && asStored('display_status').some((r) => r.name === 'Updating'), 'display statuses of their own among them')
+  const display = await asStored('display_status')
+  t.ok(display.some((r) => r.name === 'Arming') && display.some((r) => r.name === 'Updating'), 'display statuses of their own among them')
   // The sweeper's disconnect: seven of them, quiet since before 2000.
   t.equal(
-    app.repos.gateway.disconnectMany(
-      agents.slice(0, 7).map((a) => a.id),
-      2000,
-      'Agent disconnected',
+    (
+      await portsOf(app).gatewayStore.disconnectMany(
+        agents.slice(0, 7).map((a) => a.id),
+        2000,
+        'Agent disconnected',
+      )
     ).length,
     7,
   )
   await check('seven disconnected')
   t.equal(
-    app.repos.gateway.disconnectMany(
-      agents.map((a) => a.id),
-      2000,
-      'Agent disconnected',
+    (
+      await portsOf(app).gatewayStore.disconnectMany(
+        agents.map((a) => a.id),
+        2000,
+        'Agent disconnected',
+      )
     ).length,
     5,
   )
@@ -503,11 +516,8 @@ t.test('classification summary: the connection and display statuses as the agent
 t.test('classification summary: the 50 most common values, the rest under Other', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const insert = app.db.prepare('INSERT INTO agents (uuid, machine_id, enrolled_ms, host_identifier, os_version) VALUES (?, ?, 0, ?, ?)')
-  app.db.transaction(() => {
-    for (let i = 0; i < 60; i++) insert.run(crypto.randomUUID(), crypto.randomUUID(), `h${i}`, `OS ${String(i).padStart(2, '0')}`)
-    for (let i = 0; i < 5; i++) insert.run(crypto.randomUUID(), crypto.randomUUID(), `x${i}`, 'OS common')
-  })()
+  const row = (host: string, os: string) => ({ uuid: crypto.randomUUID(), machine_id: crypto.randomUUID(), enrolled_ms: 0, host_identifier: host, os_version: os })
+  await insertRows(app, 'agents', [...Array.from({ length: 60 }, (_, i) => row(`h${i}`, `OS ${String(i).padStart(2, '0')}`)), ...Array.from({ length: 5 }, (_, i) => row(`x${i}`, 'OS common'))])
   const res = await get(app, token, '/AgentsClassificationSummary')
   const os = res.body.byOsVersion
   t.equal(os.length, 51)

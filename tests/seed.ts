@@ -6,9 +6,11 @@
 import type { FastifyInstance } from 'fastify'
 import Database from 'better-sqlite3'
 import pg from 'pg'
-import type { AuditRow } from '../db/audit.js'
+import type { AlarmsRepo } from '../db/alarms.js'
+import { auditColumns, type AuditRecord, type AuditRow } from '../db/audit.js'
 import type { EventInput } from '../db/events.js'
 import type { ServicePorts } from '../lib/services.js'
+import type { Async } from '../db/unit-of-work.js'
 
 type App = FastifyInstance
 
@@ -95,6 +97,57 @@ export async function queryValue<T = any>(app: App, sql: string, ...params: unkn
   return (row ? Object.values(row)[0] : undefined) as T
 }
 
+/**
+ * The alarm repository whole (queueAllEvents, publishAssets, ...), Promise-returning on both
+ * backends: the delivery loop's outbox is the repository itself on PostgreSQL, and SQLite's
+ * made asynchronous method by method.
+ */
+export const alarmsOf = (app: App) => app.storage.alarmDelivery.outbox as unknown as Async<AlarmsRepo>
+
+const AUDIT_COLUMNS = [
+  'created_ms',
+  'severity',
+  'category',
+  'user_name',
+  'source_ip',
+  'description',
+  'details',
+  'operation_id',
+  'outcome',
+  'asset_key',
+  'asset_name',
+  'asset_parent_id',
+  'asset_ip',
+  'asset_type',
+  'asset_sub_type',
+  'asset_detail',
+  'asset_icon',
+  'request_id',
+  'refusal_key',
+]
+
+/**
+ * Many audit records at once, with the columns the audit store writes (auditColumns), as
+ * multi-row INSERTs: thousands in a moment on either backend. PostgreSQL's days' partitions
+ * are made first, as its audit store makes them.
+ */
+export async function addAuditRecords(app: App, records: AuditRecord[]): Promise<void> {
+  if (!records.length) return
+  if (app.storage.backend === 'postgres') {
+    const from = records.reduce((m, r) => Math.min(m, r.createdMs), Infinity)
+    const to = records.reduce((m, r) => Math.max(m, r.createdMs), -Infinity)
+    await query(app, "SELECT ensure_partitions('audit_trail', ?::bigint, ?::bigint)", from, to)
+  }
+  await insertRows(
+    app,
+    'audit_trail',
+    records.map((r) => {
+      const values = auditColumns(r)
+      return Object.fromEntries(AUDIT_COLUMNS.map((c, i) => [c, values[i]]))
+    }),
+  )
+}
+
 /** The latest `n` audit records, newest first. */
 export const latestAudit = (app: App, n = 1) => query<AuditRow>(app, 'SELECT * FROM audit_trail ORDER BY id DESC LIMIT ?', n)
 
@@ -106,6 +159,9 @@ export const lastAuditId = async (app: App) => (await latestAudit(app, 1))[0]?.i
 
 /** Events written as the gateway writes them (with their outbox rows, counters and notifications). */
 export const recordEvents = (app: App, createdMs: number, events: EventInput[], agentId?: number) => portsOf(app).eventRecorder.record(createdMs, events, agentId)
+
+/** recordEvents, answering the new events' ids (both backends' recorders answer them). */
+export const recordEventIds = async (app: App, createdMs: number, events: EventInput[], agentId?: number) => (await recordEvents(app, createdMs, events, agentId)) as number[]
 
 /**
  * SQLite's event index brought up to date (answers are exact either way; some tests pin the

@@ -1,4 +1,3 @@
-// backend: postgres-pending — builds its app or server on the data dir's SQLite file itself; not yet given a test database
 // The server's signals (lib/server.ts): with loop statistics on, SIGUSR2 writes them
 // and the server keeps serving; SIGTERM still shuts it down gracefully.
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -8,7 +7,7 @@ import path from 'node:path'
 import t from 'tap'
 import { projectRoot } from '../lib/paths.js'
 import { freePort } from './fixtures/receivers.js'
-import { ADMIN_PASSWORD } from './helpers.js'
+import { ADMIN_PASSWORD, testDatabaseEnv } from './helpers.js'
 
 t.setTimeout(120_000)
 // From the sources, with the TypeScript loader this test runs under (no build needed).
@@ -21,6 +20,8 @@ const until = async (ok: () => boolean, what: string) => {
 }
 
 t.test('with loop statistics on, SIGUSR2 logs them and the server keeps serving; SIGTERM stops it', async (t) => {
+  // Teardowns run last-registered first: the server is killed before its database is dropped.
+  const database = await testDatabaseEnv(t)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-signals-'))
   const logFile = path.join(dir, 'server.log')
   let child: ChildProcess | undefined
@@ -31,7 +32,7 @@ t.test('with loop statistics on, SIGUSR2 logs them and the server keeps serving;
   const port = await freePort()
   const log = fs.openSync(logFile, 'w')
   child = spawn(process.execPath, [...loader, server], {
-    env: { ...process.env, PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', PRIME_LOOP_STATS_SECONDS: '3600' },
+    env: { ...process.env, PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', PRIME_LOOP_STATS_SECONDS: '3600', ...database },
     stdio: ['ignore', log, log],
   })
   fs.closeSync(log)

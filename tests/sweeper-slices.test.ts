@@ -1,30 +1,39 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db); the loop itself runs on PostgreSQL and is tested there by tests/pg-background-loops.test.ts
 // How much a sweeper call disconnects for its budget: an idle server's slice (the slice
 // policy's long one) disconnects in bulk (BULK_SLICE_MS of measured pace), so that a burst
 // pays fewer commits. Alone in its file: the pace
 // is measured per process, and this pins the first call's, made before any measure.
+import crypto from 'node:crypto'
 import t from 'tap'
-import { asyncPort } from '../db/unit-of-work.js'
 import { sweepAgents } from '../lib/gateway/sweeper.js'
 import { BULK_SLICE_MS, LONG_SLICE_MS } from '../lib/platform/slices.js'
-import { createRepos } from '../lib/repos.js'
-import { seedFleet } from '../scripts/seed.js'
-import { tempDb } from './helpers.js'
+import { build } from './helpers.js'
+import { insertRows, portsOf } from './seed.js'
 
 // The pace a first call assumes (sweeper.ts FIRST_MS_PER_AGENT).
 const FIRST_MS_PER_AGENT = 0.05
 
 t.test("an idle slice disconnects a bulk slice's worth of agents", async (t) => {
-  const { db } = tempDb(t)
+  const app = await build(t)
   const now = Date.now()
-  await seedFleet(db, { agents: 1300, peripheralsPerAgent: 1, seed: 5, now: now - 60_000 })
-  db.prepare(`UPDATE agents SET connection_status = 'Connected', last_updated_ms = ?`).run(now - 86_400_000)
-  const repos = createRepos(db)
+  // Connected agents, quiet for a day: every one is due for a disconnect.
+  await insertRows(
+    app,
+    'agents',
+    Array.from({ length: 1300 }, (_, i) => ({
+      uuid: crypto.randomUUID(),
+      machine_id: crypto.randomUUID(),
+      enrolled_ms: now - 60_000,
+      host_identifier: `HOST-${i}`,
+      connection_status: 'Connected',
+      last_updated_ms: now - 86_400_000,
+    })),
+  )
+  const ports = portsOf(app)
   const deps = {
-    store: asyncPort(repos.gateway, repos.uow),
-    events: asyncPort(repos.events, repos.uow),
-    agentState: asyncPort(repos.agentState, repos.uow),
-    uow: repos.uow,
+    store: ports.gatewayStore,
+    events: ports.eventRecorder,
+    agentState: ports.agentState,
+    uow: app.storage.uow,
     log: { warn: () => {}, error: () => {} },
     gateway: { flushHeartbeats: async () => {}, prune: () => {} },
     disconnectSeconds: 180,

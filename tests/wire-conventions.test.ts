@@ -1,9 +1,9 @@
-// backend: postgres-pending — not yet converted: seeds or checks through SQLite's repositories (app.repos, app.db)
 // Pins the wire conventions of spec/openapi.yaml (info.description) and compatibility.md,
 // through app.inject() only.
 import t, { type Test } from 'tap'
 import type { LightMyRequestResponse } from 'fastify'
 import { build, login, bearer, call, userWithProfile, ADMIN_PASSWORD } from './helpers.js'
+import { lastAuditId, latestAudit, queryOne, queryValue } from './seed.js'
 import { canonicalizeQuery, canonicalize } from '../lib/names.js'
 import { validatorCompiler } from '../lib/validation.js'
 
@@ -210,11 +210,11 @@ t.test('malformed and unexpected bodies answer 400, never 500', async (t) => {
 
 t.test('a deeply nested body answers a problem and is audited', async (t) => {
   const app = await build(t, env)
-  const before = app.repos.audit.latest(1)[0].id
+  const before = await lastAuditId(app)
   const depth = 5000
   const res = await app.inject({ method: 'POST', url: LOGIN, headers: { 'content-type': 'application/json' }, payload: '['.repeat(depth) + ']'.repeat(depth) })
   isProblem(t, res, 400)
-  t.ok(app.repos.audit.latest(1)[0].id > before, 'the failed login is audited')
+  t.ok((await lastAuditId(app)) > before, 'the failed login is audited')
 })
 
 t.test('bodies are validated strictly', async (t) => {
@@ -458,7 +458,7 @@ t.test('a trailing slash names the same operation', async (t) => {
   const id = issued.json().id
   const revoked = await call(app, token, { method: 'DELETE', url: `/prime/webui/admin/integrationTokens/${id}/` })
   t.equal(revoked.statusCode, 200, `a path parameter before the slash: ${revoked.body}`)
-  t.equal(app.repos.audit.latest(1)[0].operation_id, 'revokeIntegrationToken', 'audited as the operation')
+  t.equal((await latestAudit(app, 1))[0].operation_id, 'revokeIntegrationToken', 'audited as the operation')
   const upload = await call(app, token, { method: 'POST', url: '/prime/webui/agents/agentless/uploadconnectiondetailsfile/', headers: { 'content-type': 'application/json' }, payload: '{}' })
   isProblem(t, upload, 415, 'unsupported-media-type')
   const wrong = isProblem(t, await app.inject({ method: 'GET', url: `${LOGIN}/` }), 405, 'method-not-allowed')
@@ -475,7 +475,7 @@ t.test('bodies are UTF-8 and sent uncompressed', async (t) => {
   const latin1 = Buffer.from(JSON.stringify(user('J\u00fcrgen')), 'latin1')
   const bad = isProblem(t, await post(latin1), 400, 'bad-json')
   t.match(bad.detail, 'not valid UTF-8')
-  t.notOk(app.db.prepare("SELECT 1 FROM users WHERE user_name = 'juergen'").get(), 'nothing was written with U+FFFD in it')
+  t.notOk(await queryOne(app, "SELECT 1 FROM users WHERE user_name = 'juergen'"), 'nothing was written with U+FFFD in it')
   const coded = isProblem(t, await post(JSON.stringify(user('gzipped')), { 'content-encoding': 'gzip' }), 415, 'unsupported-media-type')
   t.match(coded.detail, 'Content-Encoding gzip')
   const both = await post(Buffer.from([0x1f, 0x8b, 0x08, 0x00]), { 'content-encoding': 'deflate, gzip' })
@@ -483,5 +483,5 @@ t.test('bodies are UTF-8 and sent uncompressed', async (t) => {
   t.equal(both.headers['accept-encoding'], 'identity')
   const plain = await post(Buffer.from(JSON.stringify(user('J\u00fcrgen')), 'utf8'), { 'content-encoding': 'identity' })
   t.equal(plain.statusCode, 200, `UTF-8, and the identity coding: ${plain.body}`)
-  t.equal(app.db.prepare("SELECT first_name FROM users WHERE user_name = 'juergen'").pluck().get(), 'J\u00fcrgen')
+  t.equal(await queryValue(app, "SELECT first_name FROM users WHERE user_name = 'juergen'"), 'J\u00fcrgen')
 })

@@ -144,6 +144,8 @@ async function openPostgresStorage(url: string, config: Config): Promise<OpenedS
   await shareSecrets(pg, config)
   const made = await createPostgresPorts(pg, config)
   await made.sessions.purge(Date.now())
+  // Webhook secrets stored in the clear by an earlier version are sealed now, as on SQLite.
+  const sealed = await made.alarms.sealStored()
   const expected = pgMigrationFiles().length
   const storage: Storage = {
     backend: 'postgres',
@@ -169,5 +171,5 @@ async function openPostgresStorage(url: string, config: Config): Promise<OpenedS
     },
     close: () => pg.close(),
   }
-  return { backend: 'postgres', pg, storage, sealed: 0 }
+  return { backend: 'postgres', pg, storage, sealed }
 }
