@@ -48,8 +48,8 @@ class TimeoutError extends Error {}
 
 /** Waits until `at` (performance.now() time): unreachable outcomes are answered at one time, whatever their cause. */
 async function notBefore(at: number): Promise<void> {
-  const wait = at - performance.now()
-  if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+  // A timer may fire up to a millisecond early (its delay is rounded): wait again until it is time.
+  for (let wait = at - performance.now(); wait > 0; wait = at - performance.now()) await new Promise((r) => setTimeout(r, Math.ceil(wait)))
 }
 
 /**
