@@ -92,8 +92,16 @@ export function pgUsersRepo(db: Postgres, version: AuthVersion): PgUsersRepo {
       version.bump()
       return removed
     },
-    loginLockedUntil: (name: string, source: string, now: number) =>
-      db.value<number>('SELECT locked_until_ms FROM login_failures WHERE lower(user_name) = lower($1 COLLATE "C") AND source = $2 AND locked_until_ms > $3', [name, source, now]),
+    /**
+     * The pair's lock in force, if any. In a unit of work, the attempts of one name from one
+     * source then go one at a time until it commits (a transaction lock on the pair, on every
+     * node): the login's check and its count (recordFailedLogin) are one step, so parallel
+     * guesses cannot all read "not locked" before any of them counts.
+     */
+    async loginLockedUntil(name: string, source: string, now: number): Promise<number | undefined> {
+      await db.query(`SELECT pg_advisory_xact_lock(hashtextextended(lower($1 COLLATE "C") || E'\\n' || $2, 0))`, [name, source])
+      return db.value<number>('SELECT locked_until_ms FROM login_failures WHERE lower(user_name) = lower($1 COLLATE "C") AND source = $2 AND locked_until_ms > $3', [name, source, now])
+    },
     /**
      * Counts a failed login with this user name from this source, and locks the pair once
      * `threshold` failures follow each other within `lockMs`; counts that have run out go.
