@@ -9,6 +9,7 @@ import pg from 'pg'
 import type { AlarmsRepo } from '../db/alarms.js'
 import { auditColumns, type AuditRecord, type AuditRow } from '../db/audit.js'
 import type { EventInput } from '../db/events.js'
+import { AUDIT_FIELDS } from '../db/event-rows.js'
 import type { ServicePorts } from '../lib/services.js'
 import type { Async } from '../db/unit-of-work.js'
 
@@ -104,27 +105,8 @@ export async function queryValue<T = any>(app: App, sql: string, ...params: unkn
  */
 export const alarmsOf = (app: App) => app.storage.alarmDelivery.outbox as unknown as Async<AlarmsRepo>
 
-const AUDIT_COLUMNS = [
-  'created_ms',
-  'severity',
-  'category',
-  'user_name',
-  'source_ip',
-  'description',
-  'details',
-  'operation_id',
-  'outcome',
-  'asset_key',
-  'asset_name',
-  'asset_parent_id',
-  'asset_ip',
-  'asset_type',
-  'asset_sub_type',
-  'asset_detail',
-  'asset_icon',
-  'request_id',
-  'refusal_key',
-]
+// The columns auditColumns() gives values for, in its order: the record's fields but its id, then the refusal key.
+const AUDIT_COLUMNS = [...AUDIT_FIELDS.slice(1), 'refusal_key']
 
 /**
  * Many audit records at once, with the columns the audit store writes (auditColumns), as
