@@ -1,8 +1,9 @@
-// backend: postgres-pending — not yet converted: pins the files of SQLite's data dir (prime.sqlite, its WAL and shared memory, the secrets and report files kept there); on PostgreSQL the secrets and report files are in the database, and the list of what its data dir holds is not written yet
 // The data directory is its user's alone: the database, its WAL and shared memory, the
 // secrets and report files are created 0600 in 0700 folders whatever the umask; a
 // directory others can read is made private at start (with a warning), one others can
-// write is refused (with a message saying how to fix it).
+// write is refused (with a message saying how to fix it). On PostgreSQL the secrets and
+// the report files are in the database (tables secrets, report_files): the data directory
+// holds neither, and what it holds is private all the same.
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -12,8 +13,9 @@ import t from 'tap'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 import { projectRoot } from '../lib/paths.js'
-import { ADMIN_PASSWORD, build, login } from './helpers.js'
-import { insertAgent } from './fixtures/fleet.js'
+import { ADMIN_PASSWORD, build, login, testBackend, testDatabaseEnv } from './helpers.js'
+import { addAgent } from './fixtures/fleet.js'
+import { queryColumn, queryValue } from './seed.js'
 import { createReport, runNow } from './reports-support.js'
 
 const mode = (p: string) => (fs.statSync(p).mode & 0o777).toString(8)
@@ -33,7 +35,7 @@ async function start(t: { teardown: (fn: () => unknown) => void }, dir: string) 
       done()
     },
   })
-  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent' })
+  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent', ...(await testDatabaseEnv(t)) })
   try {
     const app = await buildApp({ config, logger: { level: 'warn', stream } })
     t.teardown(() => app.close())
@@ -49,13 +51,27 @@ t.test('a new data directory: every file 0600, every folder 0700, whatever the u
   const app = await build(t)
   const dir = app.testConfig.dataDir
   const token = await login(app)
-  insertAgent(app)
+  await addAgent(app)
   const report = await createReport(app, token, { name: 'Modes', type: 'agentsInventory', format: 'CSV' })
   const run = await runNow(app, token, report.id)
   t.equal(run.status, 'succeeded')
   const pdf = await runNow(app, token, (await createReport(app, token, { name: 'Modes PDF', type: 'agentsInventory', format: 'PDF' })).id)
   t.equal(pdf.status, 'succeeded')
   t.equal(mode(dir), '700')
+  if (testBackend === 'postgres') {
+    // Nothing of the database, no secret and no report file in the data directory: each
+    // node reads the secrets and the runs' files from the database.
+    const held = fs.readdirSync(dir, { recursive: true, withFileTypes: true })
+    for (const entry of held) {
+      const p = path.join(entry.parentPath, entry.name)
+      t.equal(mode(p), entry.isDirectory() ? '700' : '600', path.relative(dir, p))
+    }
+    const names = held.map((e) => e.name)
+    for (const file of ['prime.sqlite', 'prime.sqlite-wal', 'jwt-secret', 'agent-enrollment-secret', 'agentless-key', 'reports']) t.notOk(names.includes(file), `no ${file}`)
+    t.same(await queryColumn(app, 'SELECT name FROM secrets ORDER BY name'), ['agent-enrollment', 'agentless-key', 'jwt'], 'the secrets are in the database')
+    t.equal(await queryValue(app, 'SELECT count(*) FROM report_files WHERE run_id IN (?, ?)', run.runId, pdf.runId), 2, "the runs' files are in the database")
+    return
+  }
   for (const file of ['prime.sqlite', 'prime.sqlite-wal', 'prime.sqlite-shm', 'jwt-secret', 'agent-enrollment-secret', 'agentless-key']) {
     t.equal(mode(path.join(dir, file)), '600', file)
   }
@@ -89,7 +105,8 @@ t.test('a data directory others can read is made private at start, with a warnin
   t.equal(mode(path.join(dir, 'reports', 'old')), '700')
   t.equal(mode(path.join(dir, 'reports', 'old', 'run.csv')), '600')
   t.equal(mode(path.join(dir, 'prime.sqlite')), '600')
-  t.equal(mode(path.join(dir, 'prime.sqlite-wal')), '600', 'the WAL follows the database')
+  // On PostgreSQL the planted file is only a file like any other: no WAL is made beside it.
+  if (testBackend === 'sqlite') t.equal(mode(path.join(dir, 'prime.sqlite-wal')), '600', 'the WAL follows the database')
   t.equal(mode(outside), '644', 'a link is not followed')
   const warning = warnings.find((w) => /made private/.test(w.msg))
   t.ok(warning, 'one warning says so')
@@ -123,7 +140,7 @@ t.test('a data directory others can write is refused, saying how to fix it', asy
   // The server itself: one line on standard error, exit status 1, no stack.
   const loader = process.execArgv.filter((a) => /typescript/.test(a))
   const run = spawnSync(process.execPath, [...loader, path.join(projectRoot, 'lib', 'server.ts')], {
-    env: { ...process.env, PRIME_DATA_DIR: open, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, PORT: '0', LOG_LEVEL: 'silent' },
+    env: { ...process.env, PRIME_DATA_DIR: open, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, PORT: '0', LOG_LEVEL: 'silent', ...(await testDatabaseEnv(t)) },
     encoding: 'utf8',
     timeout: 120_000,
   })
