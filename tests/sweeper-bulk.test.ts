@@ -1,9 +1,9 @@
 // A mass disconnect: the sweeper disconnects quiet agents in bulk (one update and one
 // recordMany per call) and leaves exactly what disconnecting them one at a time leaves (a
 // disconnect, a status refresh and the event with the agent's texts): the same agents'
-// rows, the same events. Once more than a batch waits, it takes them in id order. On either
-// backend: the fleet is written with plain SQL both schemas share, the sweeper runs over a
-// test app's ports.
+// rows, the same events. Once more than a batch waits, it takes them in id order. The
+// fleet is written with plain SQL both schemas share, and the sweeper runs over a test
+// app's ports, on either storage.
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { hostEvent } from '../lib/gateway/events.js'
