@@ -3,12 +3,12 @@ import { Readable } from 'node:stream'
 import type { Operation } from './contract.js'
 import { invalidField, type FieldError } from './errors.js'
 
-import { STREAM_CHUNK_CHARS, severityNames, type Sort } from '../db/sql.js'
-import type { DateRange } from '../db/filters.js'
+import { type DateRange, severityNames, type Sort, STREAM_CHUNK_CHARS } from './ports.js'
 
 // The SQL side of listing lives in db/sql.ts; callers of lib/ keep importing it from here.
-export { STREAM_CHUNK_CHARS, contains, orderBy, severityNames, type Sort } from '../db/sql.js'
-export type { DateRange } from '../db/filters.js'
+export { contains, orderBy } from '../db/sql.js'
+export { STREAM_CHUNK_CHARS, severityNames, type Sort } from './ports.js'
+export type { DateRange } from './ports.js'
 
 /** Where a filter value came from: list queries, or export bodies that mirror them. */
 export type Where = Extract<FieldError['location'], 'query' | 'body'>
