@@ -2,7 +2,6 @@ import fs from 'node:fs'
 import type { FastifyInstance } from 'fastify'
 import { iso } from './time.js'
 import { quickCheck } from '../db/integrity.js'
-import type { RetentionRepo } from '../db/retention.js'
 import { registerHealthCheck, type HealthStatus, type HealthVerdict } from './platform/health.js'
 import { isPromise, then, type Maybe } from './platform/maybe.js'
 
@@ -34,7 +33,22 @@ const rank: Record<HealthStatus, number> = { Healthy: 0, Warning: 1, Failed: 2 }
 export interface CoreHealthStore {
   system: { probe(): Maybe<void>; sizeBytes(): Maybe<number>; schemaVersion(): Maybe<number> }
   users: { counts(): Maybe<{ total: number; active: number }>; activeAdministrators(): Maybe<number> }
-  samples?: Pick<RetentionRepo, 'samples' | 'addSample'>
+  samples?: SizeSamples
+}
+
+/** A sample of the data directory's size and the free space beside it. */
+export interface SizeSample {
+  sampled_ms: number
+  bytes: number
+  free_bytes: number
+}
+
+/** The data directory's growth samples (db/retention.ts keeps them in the SQLite file). */
+export interface SizeSamples {
+  /** The oldest and the latest sample. */
+  samples(): SizeSample[]
+  /** Samples of the data directory's size (for its growth); older ones are dropped. */
+  addSample(ms: number, bytes: number, free: number, keepAfterMs: number): void
 }
 
 /**

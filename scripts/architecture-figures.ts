@@ -48,7 +48,10 @@ export function figures(): { row: string; now: string }[] {
     (r: Room) =>
       rooms.includes(r)
   return [
-    { row: '`db` -> `lib` (but the ports it implements and the cache registry), `generated`', now: String(edges(is('db'), (r, f) => r === 'generated' || (f.startsWith('lib/') && !f.endsWith('/ports.ts') && f !== 'lib/platform/cache.ts'))) },
+    {
+      row: '`db` -> `lib` (but the ports it implements and the cache registry), `generated`',
+      now: String(edges(is('db'), (r, f) => r === 'generated' || (f.startsWith('lib/') && !f.endsWith('/ports.ts') && f !== 'lib/platform/cache.ts'))),
+    },
     { row: '`handlers` -> `db`', now: String(edges(is('handlers'), is('db'))) },
     { row: 'features -> `fastify` (files)', now: String(mods.filter((m) => roomOf(m.source) === 'feature' && fastify(m)).length) },
     { row: '`lib` files importing `fastify`', now: `${lib.filter(fastify).length} of ${lib.length} (the wiring and the platform)` },

@@ -5,34 +5,86 @@ import type { HeldReEnrollment, PeripheralRow } from '../agents/ports.js'
 
 export type { EventBatch, EventInput } from '../events/ports.js'
 
-export interface SweptAgent {
+// ---- enrollment ----
+/** What an agent's credential resolves to on every gateway call (one indexed lookup). */
+export interface GatewayAgent {
   id: number
   uuid: string
   host_identifier: string
   local_ip_address: string | null
-  last_updated_ms: number
+  connection_status: 'Connected' | 'Disconnected'
+  state_digest: string | null
 }
 
-export interface OverdueCommand {
-  id: number
-  type: CommandRow['type']
-  agent_id: number
+export interface AgentRow extends GatewayAgent {
+  machine_id: string
+  os_version: string | null
+  manufacturer: string | null
+  pc_model: string | null
+  operational_status: 'Armed' | 'Free'
+  service_version: string | null
+  kb_driver_version: string | null
+  last_updated_ms: number | null
+  license_status: 'Activated' | 'Pending' | 'Expired' | 'Invalid'
+  license_account_id: string | null
+  running_mode: string | null
+  switch_ip: string | null
+  switch_name: string | null
+  port_id: string | null
+  port_name: string | null
+}
+
+export interface NewAgent {
   uuid: string
-  host_identifier: string
-  local_ip_address: string | null
+  machineId: string
+  credentialHash: string
+  enrolledMs: number
+  hostIdentifier: string
+  licenseStatus: AgentRow['license_status']
+  expirationMs: number | null
+  licenseAccountName: string
+  checkInSeconds: number
 }
 
-export interface CommandRow {
+// ---- check-ins ----
+/** Everything a check-in sets on the agent row. */
+export interface AgentState {
+  hostIdentifier: string
+  localIpAddress: string | null
+  osVersion: string | null
+  manufacturer: string | null
+  pcModel: string | null
+  nicsJson: string
+  nicsText: string | null
+  ipAddresses: string | null
+  operationalStatus: 'Armed' | 'Free'
+  isSystemLocked: number
+  serviceVersion: string | null
+  kbDriverVersion: string | null
+  licenseStatus: AgentRow['license_status']
+  licenseAccountId: string | null
+  modelTooltip: string | null
+  runningMode: string | null
+  switchIp: string | null
+  switchName: string | null
+  portId: string | null
+  portName: string | null
+  ethernetsCount: number
+  hashtags: string | null
+  loggedOnUsers: string
+  checkInSeconds: number
+  lastUpdatedMs: number
+  stateDigest: string
+}
+
+/** A check-in's state for its agent, and the agent's row as read before it (every column). */
+export interface StateWrite {
   id: number
-  agent_id: number
-  type: 'SetMode' | 'UpdatePolicy' | 'UpdateAgent' | 'FetchDebugLogs'
-  parameters: string
-  status: 'Pending' | 'Delivered' | 'Succeeded' | 'Failed' | 'Cancelled'
-  created_ms: number
-  created_by: string
-  result_message: string | null
+  before: AgentRow
+  state: AgentState
 }
 
+// ---- peripherals ----
 /** A stored peripheral of an agent, enough to compare it and to describe it in an event. */
 export interface KnownPeripheral {
   id: number
@@ -117,85 +169,88 @@ export interface PeripheralWrite {
   previousMs: number
 }
 
-/** Everything a check-in sets on the agent row. */
-export interface AgentState {
-  hostIdentifier: string
-  localIpAddress: string | null
-  osVersion: string | null
-  manufacturer: string | null
-  pcModel: string | null
-  nicsJson: string
-  nicsText: string | null
-  ipAddresses: string | null
-  operationalStatus: 'Armed' | 'Free'
-  isSystemLocked: number
-  serviceVersion: string | null
-  kbDriverVersion: string | null
-  licenseStatus: AgentRow['license_status']
-  licenseAccountId: string | null
-  modelTooltip: string | null
-  runningMode: string | null
-  switchIp: string | null
-  switchName: string | null
-  portId: string | null
-  portName: string | null
-  ethernetsCount: number
-  hashtags: string | null
-  loggedOnUsers: string
-  checkInSeconds: number
-  lastUpdatedMs: number
-  stateDigest: string
-}
-
-/** A check-in's state for its agent, and the agent's row as read before it (every column). */
-export interface StateWrite {
+// ---- commands ----
+export interface CommandRow {
   id: number
-  before: AgentRow
-  state: AgentState
+  agent_id: number
+  type: 'SetMode' | 'UpdatePolicy' | 'UpdateAgent' | 'FetchDebugLogs'
+  parameters: string
+  status: 'Pending' | 'Delivered' | 'Succeeded' | 'Failed' | 'Cancelled'
+  created_ms: number
+  created_by: string
+  result_message: string | null
 }
 
-/** What an agent's credential resolves to on every gateway call (one indexed lookup). */
-export interface GatewayAgent {
+// ---- the sweeper ----
+export interface SweptAgent {
   id: number
   uuid: string
   host_identifier: string
   local_ip_address: string | null
-  connection_status: 'Connected' | 'Disconnected'
-  state_digest: string | null
+  last_updated_ms: number
 }
 
-export interface AgentRow extends GatewayAgent {
-  machine_id: string
-  os_version: string | null
-  manufacturer: string | null
-  pc_model: string | null
-  operational_status: 'Armed' | 'Free'
-  service_version: string | null
-  kb_driver_version: string | null
-  last_updated_ms: number | null
-  license_status: 'Activated' | 'Pending' | 'Expired' | 'Invalid'
-  license_account_id: string | null
-  running_mode: string | null
-  switch_ip: string | null
-  switch_name: string | null
-  port_id: string | null
-  port_name: string | null
-}
-
-export interface NewAgent {
+export interface OverdueCommand {
+  id: number
+  type: CommandRow['type']
+  agent_id: number
   uuid: string
-  machineId: string
-  credentialHash: string
-  enrolledMs: number
-  hostIdentifier: string
-  licenseStatus: AgentRow['license_status']
-  expirationMs: number | null
-  licenseAccountName: string
-  checkInSeconds: number
+  host_identifier: string
+  local_ip_address: string | null
 }
 
 /** Agents, their peripherals, commands, errors, held re-enrollments and license seats. */
 export interface GatewayStore {
+  // ---- enrollment ----
+  byMachineId(machineId: string): Promise<{ id: number; uuid: string; credential_hash: string | null } | undefined>
+  agentByUuid(uuid: string): Promise<AgentRow | undefined>
+  /** Keeps a re-enrollment aside for an Administrator (the latest per agent). */
+  holdReEnrollment(h: { agentId: number; id: string; credentialHash: string; hostIdentifier: string; sourceIp: string | null; requestedMs: number }): Promise<unknown>
+  heldReEnrollment(agentId: number): Promise<HeldReEnrollment | undefined>
+  heldReEnrollmentByCredential(hash: string): Promise<HeldReEnrollment | undefined>
+  dropReEnrollment(agentId: number): Promise<unknown>
+  activatedCount(): Promise<number>
+  insertAgent(a: NewAgent): Promise<number>
+  rotateCredential(id: number, hash: string, hostIdentifier: string): Promise<unknown>
+
+  // ---- check-ins ----
+  agent(id: number): Promise<AgentRow | undefined>
+  /** Each check-in's state on its agent (one each), one statement per set of changed columns. */
+  updateStates(writes: StateWrite[]): Promise<void>
+  /** These agents' rows (every column), in no order. */
+  agents(ids: number[]): Promise<AgentRow[]>
+  /** Check-in times noted in memory, written in one go. */
+  heartbeats(times: Iterable<[number, number]>): Promise<void>
+  addErrors(agentId: number, errors: { time: number; code: string | null; message: string }[]): Promise<void>
+
+  // ---- peripherals ----
+  /** knownPeripherals of several agents, by agent (those without any left out). */
+  knownPeripheralsOf(agentIds: number[]): Promise<Map<number, StoredPeripheral[]>>
+  /**
+   * Writes the peripherals of several check-ins (one per agent; texts interned; the writes of
+   * a presence alone in one statement each), then keeps at most `max` per agent by forgetting
+   * the absent ones seen longest ago. `previousMs`: an agent's check-in before this one (a
+   * peripheral present then and gone now was last seen then).
+   */
+  applyPeripheralsMany(writes: PeripheralWrite[], max: number): Promise<PeripheralsWritten>
+  presentPeripherals(agentId: number): Promise<PresentPeripheral[]>
+  /** presentPeripherals of several agents, by agent (those without any left out). */
+  presentPeripheralsOf(agentIds: number[]): Promise<Map<number, PresentPeripheral[]>>
+
+  // ---- commands ----
+  hasPendingCommands(agentId: number): Promise<boolean>
+  /** Those of these agents with a pending command. */
+  withPendingCommands(agentIds: number[]): Promise<number[]>
+  /** Hands the oldest `limit` pending commands over; `more`: others wait after them. */
+  deliverPending(agentId: number, limit: number, now: number): Promise<{ commands: CommandRow[]; more: boolean }>
+  command(id: number): Promise<CommandRow | undefined>
+  completeCommand(c: { id: number; status: 'Succeeded' | 'Failed'; now: number; message: string | null; hasOutput: number }): Promise<unknown>
+  /** Who asked for the mode an agent now reports, when a SetMode command did. */
+  modeRequestedBy(agentId: number, mode: string): Promise<string | undefined>
+  setMode(agentId: number, mode: string, now: number): Promise<unknown>
+  setConfigured(agentId: number, now: number): Promise<unknown>
+  addDebugLog(agentId: number, commandId: number, now: number, content: string, keep: number): Promise<void>
+
   // ---- the sweeper: quiet agents, overdue commands, seats and licenses ----
   staleAgents(before: number, limit: number): Promise<SweptAgent[]>
   /**
@@ -220,56 +275,6 @@ export interface GatewayStore {
   activate(id: number): Promise<{ changes: number }>
   /** Licenses whose expiration date has passed become Expired; answers how many. */
   expireLicenses(now: number): Promise<number>
-
-  // ---- commands ----
-  hasPendingCommands(agentId: number): Promise<boolean>
-  /** Those of these agents with a pending command. */
-  withPendingCommands(agentIds: number[]): Promise<number[]>
-  /** Hands the oldest `limit` pending commands over; `more`: others wait after them. */
-  deliverPending(agentId: number, limit: number, now: number): Promise<{ commands: CommandRow[]; more: boolean }>
-  command(id: number): Promise<CommandRow | undefined>
-  completeCommand(c: { id: number; status: 'Succeeded' | 'Failed'; now: number; message: string | null; hasOutput: number }): Promise<unknown>
-  /** Who asked for the mode an agent now reports, when a SetMode command did. */
-  modeRequestedBy(agentId: number, mode: string): Promise<string | undefined>
-  setMode(agentId: number, mode: string, now: number): Promise<unknown>
-  setConfigured(agentId: number, now: number): Promise<unknown>
-  addDebugLog(agentId: number, commandId: number, now: number, content: string, keep: number): Promise<void>
-
-  // ---- peripherals ----
-  /** knownPeripherals of several agents, by agent (those without any left out). */
-  knownPeripheralsOf(agentIds: number[]): Promise<Map<number, StoredPeripheral[]>>
-  /**
-   * Writes the peripherals of several check-ins (one per agent; texts interned; the writes of
-   * a presence alone in one statement each), then keeps at most `max` per agent by forgetting
-   * the absent ones seen longest ago. `previousMs`: an agent's check-in before this one (a
-   * peripheral present then and gone now was last seen then).
-   */
-  applyPeripheralsMany(writes: PeripheralWrite[], max: number): Promise<PeripheralsWritten>
-  presentPeripherals(agentId: number): Promise<PresentPeripheral[]>
-  /** presentPeripherals of several agents, by agent (those without any left out). */
-  presentPeripheralsOf(agentIds: number[]): Promise<Map<number, PresentPeripheral[]>>
-
-  // ---- check-ins ----
-  agent(id: number): Promise<AgentRow | undefined>
-  /** Each check-in's state on its agent (one each), one statement per set of changed columns. */
-  updateStates(writes: StateWrite[]): Promise<void>
-  /** These agents' rows (every column), in no order. */
-  agents(ids: number[]): Promise<AgentRow[]>
-  /** Check-in times noted in memory, written in one go. */
-  heartbeats(times: Iterable<[number, number]>): Promise<void>
-  addErrors(agentId: number, errors: { time: number; code: string | null; message: string }[]): Promise<void>
-
-  // ---- enrollment ----
-  byMachineId(machineId: string): Promise<{ id: number; uuid: string; credential_hash: string | null } | undefined>
-  agentByUuid(uuid: string): Promise<AgentRow | undefined>
-  /** Keeps a re-enrollment aside for an Administrator (the latest per agent). */
-  holdReEnrollment(h: { agentId: number; id: string; credentialHash: string; hostIdentifier: string; sourceIp: string | null; requestedMs: number }): Promise<unknown>
-  heldReEnrollment(agentId: number): Promise<HeldReEnrollment | undefined>
-  heldReEnrollmentByCredential(hash: string): Promise<HeldReEnrollment | undefined>
-  dropReEnrollment(agentId: number): Promise<unknown>
-  activatedCount(): Promise<number>
-  insertAgent(a: NewAgent): Promise<number>
-  rotateCredential(id: number, hash: string, hostIdentifier: string): Promise<unknown>
 }
 
 /** Where the gateway records the events it raises (with their outbox, counters and notifications). */
