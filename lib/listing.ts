@@ -5,8 +5,9 @@ import { invalidField, type FieldError } from './errors.js'
 
 import { type DateRange, severityNames, type Sort, STREAM_CHUNK_CHARS } from './ports.js'
 
-// The SQL side of listing lives in db/sql.ts; callers of lib/ keep importing it from here.
-export { contains, orderBy } from '../db/sql.js'
+// The LIKE pattern of a "contains", which lib/assets/query.ts puts into the asset conditions
+// db/ renders (the SQL side of listing lives in db/sql.ts).
+export { contains } from '../db/sql.js'
 export { STREAM_CHUNK_CHARS, severityNames, type Sort } from './ports.js'
 export type { DateRange } from './ports.js'
 
