@@ -16,9 +16,18 @@ module.exports = {
     {
       name: 'db-returns-rows',
       severity: 'error',
-      comment: 'db/ imports nothing from lib/, handlers/ or generated/ but the ports it implements (lib/**/ports.ts): it returns rows; mapping them into answers is lib/\'s.',
+      comment:
+        "db/ imports nothing from lib/, handlers/ or generated/ but the ports it implements (lib/ports.ts, lib/*/ports.ts: the types and constants they speak in) and the cache registry (lib/platform/cache.ts: not storage, it imports nothing of the project, and the storage's caches are made in it): db/ returns rows; mapping them into answers is lib/'s.",
       from: { path: '^db/' },
-      to: { path: '^(lib|handlers|generated)/', pathNot: ['^lib/ports\\.ts$', '^lib/[^/]+/ports\\.ts$'] },
+      to: { path: '^(lib|handlers|generated)/', pathNot: ['^lib/ports\\.ts$', '^lib/[^/]+/ports\\.ts$', '^lib/platform/cache\\.ts$'] },
+    },
+    {
+      name: 'features-import-no-storage',
+      severity: 'error',
+      comment:
+        "A feature (lib/<feature>/, its wiring included) imports nothing from db/: it speaks through its ports (lib/<feature>/ports.ts), which declare the rows, filters and constants db/ implements them with. The composition roots (lib/services.ts, lib/repos.ts, lib/repos-postgres.ts, lib/platform/storage.ts) give it the implementations.",
+      from: { path: '^lib/(?!platform/)[^/]+/' },
+      to: { path: '^db/' },
     },
     {
       name: 'event-engine-one-entry',

@@ -1,7 +1,7 @@
 // The one place that recomputes the stored flags, counters and severities of peripherals
 // and agents (see migration 003 for why they are stored). Call it inside the transaction
 // that changed peripherals, approvals, commands, the catalogue or an agent's mode.
-import type { PeripheralsWritten } from './gateway.js'
+import type { PeripheralsWritten } from '../lib/gateway/ports.js'
 import type { DB } from './index.js'
 
 const OPEN = `('Pending', 'Delivered')`

@@ -1,130 +1,20 @@
 // Agents: the list with its filters and sort orders, lookups by identifiers, deletion.
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
-import { cacheIn, type CacheRegistry } from './cache.js'
-import { agentConditions, renderConditions, soleField, type AgentFilter, type AgentSearch, type Conditions } from './filters.js'
-import { STREAM_CHUNK_CHARS, choosePlan, firstColumn, objectRows, orderBy, plannedRead, statementCache, type Plan, type PlannedRead, type RowReader, type Sort } from './sql.js'
+import { cacheIn, type CacheRegistry } from '../lib/platform/cache.js'
+import { agentConditions, renderConditions, type AgentSearch, type Conditions } from './filters.js'
+import { type AgentFilter, type AgentIdentifiers, type AgentListRow, type AgentListView, type AgentRef, type AgentRow, soleField, VIEW_COLUMNS } from '../lib/agents/ports.js'
+import { choosePlan, firstColumn, objectRows, orderBy, plannedRead, statementCache, type Plan, type PlannedRead, type RowReader } from './sql.js'
+import { STREAM_CHUNK_CHARS, type Sort } from '../lib/ports.js'
 import type { AgentSet } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
-
-// As the CHECK constraints of the agents table allow.
-export type AgentDisplayStatus = 'Armed' | 'Free' | 'Arming' | 'Freeing' | 'Updating' | 'Pending' | 'Disconnected'
-export type AgentLicenseStatus = 'Activated' | 'Pending' | 'Expired' | 'Invalid'
-export type AgentRunningMode = 'Standard' | 'VDI' | 'Server' | null
 
 /** Conditions of a WHERE clause being built, with their parameters. */
 export interface Where {
   sql: string[]
   params: unknown[]
 }
-
-export interface AgentRow {
-  id: number
-  uuid: string
-  machine_id: string
-  credential_hash: string | null
-  enrolled_ms: number
-  host_identifier: string
-  local_ip_address: string | null
-  os_version: string | null
-  manufacturer: string | null
-  pc_model: string | null
-  nics_json: string
-  nics_text: string | null
-  ip_addresses: string | null
-  operational_status: 'Armed' | 'Free'
-  is_system_locked: number
-  connection_status: 'Connected' | 'Disconnected'
-  display_status: AgentDisplayStatus
-  approved_and_present: number
-  approved_and_disconnected: number
-  not_approved: number
-  latest_event_text: string | null
-  latest_minus1_event_text: string | null
-  latest_minus2_event_text: string | null
-  service_version: string | null
-  kb_driver_version: string | null
-  last_updated_ms: number | null
-  last_configured_ms: number | null
-  license_status: AgentLicenseStatus
-  expiration_ms: number | null
-  license_account_id: string | null
-  license_account_name: string | null
-  severity: number
-  has_unapproved: number
-  has_vulnerable: number
-  has_attack_tool: number
-  vulnerable_or_wlv: number
-  in_action: number
-  model_tooltip: string | null
-  running_mode: AgentRunningMode
-  switch_ip: string | null
-  switch_name: string | null
-  port_id: string | null
-  port_name: string | null
-  ethernets_count: number
-  hashtags: string | null
-  logged_on_users: string
-  check_in_interval_s: number
-  state_digest: string | null
-  /** Changes with every write of the columns a list shows, the check-in time aside (migrations 020, 021). */
-  rev: number
-}
-
-/** The columns an agent of a list needs (those lib/agents/views.ts agentView reads, and the id). */
-export const VIEW_COLUMNS = [
-  'id',
-  'uuid',
-  'host_identifier',
-  'local_ip_address',
-  'os_version',
-  'pc_model',
-  'nics_text',
-  'operational_status',
-  'connection_status',
-  'display_status',
-  'approved_and_present',
-  'approved_and_disconnected',
-  'not_approved',
-  'latest_event_text',
-  'latest_minus1_event_text',
-  'latest_minus2_event_text',
-  'service_version',
-  'kb_driver_version',
-  'last_updated_ms',
-  'last_configured_ms',
-  'license_status',
-  'expiration_ms',
-  'license_account_id',
-  'license_account_name',
-  'severity',
-  'has_unapproved',
-  'has_vulnerable',
-  'has_attack_tool',
-  'vulnerable_or_wlv',
-  'in_action',
-  'model_tooltip',
-  'running_mode',
-  'switch_ip',
-  'switch_name',
-  'port_id',
-  'port_name',
-  'ethernets_count',
-  'hashtags',
-] as const satisfies readonly (keyof AgentRow)[]
-/** An agent as a list reads it. */
-export type AgentListRow = Pick<AgentRow, (typeof VIEW_COLUMNS)[number]>
 const viewColumns = (alias: string) => VIEW_COLUMNS.map((c) => `${alias}.${c}`).join(', ')
-
-/**
- * An agent of a list page: its id, the rev of its row as the page read it (migrations 020, 021),
- * and its check-in time, which writes leave out of the rev.
- */
-export interface AgentRef {
-  id: number
-  rev: number
-  last_updated_ms: number | null
-}
 const AGENT_REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
 
 /** The columns whose writes move an agent's rev: every one agentView reads but the id and the check-in time. */
@@ -138,15 +28,6 @@ const LAST_UPDATED = ',"lastUpdated":'
  * took their text.
  */
 export const VIEW_CHUNK_ROWS = 100
-
-/**
- * How a list shows an agent (lib/agents/views.ts): its AgentViewResource object, and the
- * JSON value of its check-in time alone (`lastUpdated`, put into kept JSON per page).
- */
-export interface AgentListView {
-  view(row: AgentListRow): { lastUpdated: string | null }
-  lastUpdated(ms: number | null): string
-}
 
 /**
  * The agents of a page as a JSON array of AgentViewResource. Each agent's JSON is kept
@@ -242,13 +123,6 @@ const agentSortIndexed = (s: Sort) => ['uuid', 'hostIdentifier', 'severity'].inc
 // plan: query-plans "agents list" (tests/query-plans.test.ts)
 /** ORDER BY of the agent list; for `seek`, hinted so that no index is walked for it. */
 export const agentOrderBy = (s: Sort, plan: Plan = 'walk') => orderBy(s, plan === 'seek' ? agentSortHinted : agentSortColumns, plan === 'seek' ? '+a.uuid' : 'a.uuid', nullableSorts)
-
-/** The identifiers an item of agents/configuration or peripherals/command names an agent by. */
-export interface AgentIdentifiers {
-  uuid?: string | null
-  hostIdentifier?: string | null
-  ipAddress?: string | null
-}
 
 /** `shown`: how a list shows an agent (lib/agents/views.ts), kept as JSON per row here. */
 export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: AgentSearch, shown: AgentListView, keptAnswers = 64, caches?: CacheRegistry) {

@@ -1,32 +1,8 @@
 // Alarm deliveries: the outbox as the worker reads it (heads, pending items, the records
 // they carry) and the attempts it records, one by one or many at once.
 import type { DB } from './index.js'
-import { EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-rows.js'
-import type { AlarmFeed } from './alarms-destinations.js'
-
-export interface OutboxItem {
-  id: number
-  destination_id: string
-  feed: AlarmFeed
-  record_id: number
-  delivery_id: string
-  queued_ms: number
-  attempts: number
-  next_attempt_ms: number
-}
-
-export interface AttemptRecord {
-  outboxId: number
-  destinationId: string
-  /** 1 for the first attempt. */
-  attempt: number
-  startedMs: number
-  durationMs: number
-  outcome: 'delivered' | 'retry' | 'failed'
-  error: string | null
-  /** For `retry`: when to try again. */
-  nextAttemptMs?: number
-}
+import { EVENT_FIELDS, type AuditTrailRow, type EventRow } from '../lib/events/ports.js'
+import type { AttemptRecord, OutboxItem } from '../lib/alarms/ports.js'
 
 export function deliveryStore(db: DB) {
   // The oldest pending delivery of each destination (the one it must receive next).

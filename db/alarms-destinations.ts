@@ -2,65 +2,10 @@
 // deliveries each has waiting or failed.
 import type { DB } from './index.js'
 import { type eventQueue, LAST_EVENT } from './alarm-queue.js'
-
-export type AlarmType = 'syslog' | 'webhook' | 'email'
-export type AlarmFeed = 'events' | 'audit' | 'assets'
-
-export interface DestinationRow {
-  id: string
-  name: string
-  name_key: string
-  type: AlarmType
-  enabled: number
-  min_severity: number
-  categories: string
-  audit_categories: string
-  feed_events: number
-  feed_audit: number
-  feed_assets: number
-  settings: string
-  created_ms: number
-  created_by: string | null
-  updated_ms: number
-  updated_by: string | null
-  last_attempt_ms: number | null
-  last_status: 'delivered' | 'failed' | null
-  last_error: string | null
-  last_delivered_ms: number | null
-  /** It takes the events after this id (db/alarm-queue.ts). */
-  events_from: number
-}
-
-export interface DestinationInput {
-  id: string
-  name: string
-  type: AlarmType
-  enabled: boolean
-  minSeverity: number
-  categories: string[]
-  auditCategories: string[]
-  feeds: AlarmFeed[]
-  /** The type's settings, secrets included. */
-  settings: object
-}
-
-export interface DeliveryCounts {
-  pending: number
-  failedLast24h: number
-}
+import type { DeliveryCounts, DestinationInput, DestinationRow, SettingsSealer } from '../lib/alarms/ports.js'
 
 /** A category list as the triggers match it: `,USB,Host,`, or '' for all. */
 const list = (names: string[]) => (names.length ? `,${names.join(',')},` : '')
-export const parseList = (stored: string) => stored.split(',').filter(Boolean)
-
-/** Seals the secrets of stored settings and opens them again (lib/alarms/sealed-settings.ts). */
-export interface SettingsSealer {
-  seal(settings: object, id: string): string
-  /** The settings as JSON with their secrets open (stored ones not sealed pass as they are). */
-  open(stored: string, id: string): string
-  /** Whether stored settings hold secrets in the clear. */
-  isPlain(stored: string): boolean
-}
 
 /** `queue`: the alarms' event queue (alarm-queue.ts), the one the repository drives. */
 export function destinationStore(db: DB, queue: ReturnType<typeof eventQueue>, sealer?: SettingsSealer) {

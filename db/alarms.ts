@@ -2,29 +2,15 @@
 // (alarms-deliveries.ts), and here the asset feed, the event queue's passes, health and pruning.
 import type { DB } from './index.js'
 import { eventQueue } from './alarm-queue.js'
-import { destinationStore, type SettingsSealer } from './alarms-destinations.js'
+import { destinationStore } from './alarms-destinations.js'
+import type { DestinationBacklog, SettingsSealer } from '../lib/alarms/ports.js'
 import { deliveryStore } from './alarms-deliveries.js'
-
-export type { AlarmType, AlarmFeed, DestinationRow, DestinationInput, DeliveryCounts, SettingsSealer } from './alarms-destinations.js'
-export { parseList } from './alarms-destinations.js'
-export type { OutboxItem, AttemptRecord } from './alarms-deliveries.js'
 
 /** Longer than any attempt can take (PRIME_ALARM_TIMEOUT_SECONDS is at most 60). */
 const PRUNE_DELIVERED_WINDOW_MS = 10 * 60_000
 
 /** A destination's pending deliveries are counted up to this many: a scrape's cost stays bounded through an outage's backlog. */
 export const BACKLOG_COUNT_MAX = 100_000
-
-/** A destination's deliveries waiting (the metrics' outbox backlog and lag). */
-export type DestinationBacklog = {
-  destination: string
-  name: string
-  type: string
-  /** At most BACKLOG_COUNT_MAX. */
-  pending: number
-  /** When its oldest pending delivery was queued (ms), null when none waits. */
-  oldest: number | null
-}
 
 /** Without a sealer (scripts, tests of other things) settings are stored and read as they are. */
 export function alarmsRepo(db: DB, sealer?: SettingsSealer) {

@@ -5,7 +5,7 @@
 // read again by id, so that they show the current times; while nothing at all has changed,
 // its rows are answered as kept. Lists filtered or sorted by the check-in time are never kept.
 import type { DB } from './index.js'
-import { cacheIn, estimateBytes, type CacheRegistry } from './cache.js'
+import { cacheIn, estimateBytes, type CacheRegistry } from '../lib/platform/cache.js'
 
 /** Rows whose only change was a check-in time (counted by the gateway as it writes them). */
 export class CheckInTimeWrites {

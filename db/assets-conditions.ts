@@ -2,22 +2,8 @@
 // folded away), the global search with the conditions indexes serve, the named values, and
 // the parts a source is read in for an indexed order.
 import { patternList } from './match.js'
-import {
-  AGENT_RISK,
-  type AssetField,
-  type AssetQuery,
-  type Condition,
-  FIELDS,
-  INDICATOR_RISK,
-  PERIPHERAL_RISK,
-  RARE,
-  RARE_BY_MODEL,
-  ROWID,
-  SEARCHED,
-  type Source,
-  SOURCES,
-  TEXT_FIELDS,
-} from './assets-fields.js'
+import { AGENT_RISK, FIELDS, PERIPHERAL_RISK, RARE, RARE_BY_MODEL, ROWID, SEARCHED, SOURCES } from './assets-fields.js'
+import { type AssetField, type AssetQuery, type Condition, INDICATOR_RISK, type Source, TEXT_FIELDS } from '../lib/assets/ports.js'
 import { shortTerm } from './asset-grams.js'
 
 const R = INDICATOR_RISK

@@ -1,69 +1,9 @@
-// An asset's fields as SQL over each of its source tables (agents, agentless connections,
-// peripherals), the codes and risks they are computed with, and the full row of a source.
-/** Asset type codes (`type`). */
-export const ASSET_TYPES = { Peripheral: 1, Workstation: 2, Server: 3, VirtualDesktop: 8, AgentlessHost: 10 } as const
-/** Icon codes of hosts (`icon`); a peripheral's icon is its `devIcon` (0-14). */
-export const HOST_ICONS = { Workstation: 100, Server: 101, VirtualDesktop: 102, AgentlessHost: 103 } as const
-/** Hierarchy codes: a host, a hub between a host and its devices, a device plugged in. */
-export const HIERARCHY = { Host: 0, Hub: 1, Device: 2 } as const
-const HUB_ICON = 4
+import { ASSET_TYPES, type AssetField, HIERARCHY, HOST_ICONS, INDICATOR_RISK, type Source } from '../lib/assets/ports.js'
 
-/** The risk (0-10) each indicator carries; an asset's risk level is the highest of these and its severity's. */
-export const INDICATOR_RISK = {
-  activeThreat: 9,
-  inactiveThreat: 6,
-  cve: 7,
-  rare: 5,
-  unapproved: 4,
-  unsupervised: 4,
-} as const
+const HUB_ICON = 4
 /** Risk level (0-10) of a syslog severity (0 Emergency ... 7 Debug). */
 export const SEVERITY_RISK = [10, 9, 8, 7, 5, 3, 1, 0] as const
-
-export type Source = 'agent' | 'host' | 'peripheral'
 export const SOURCES: readonly Source[] = ['agent', 'host', 'peripheral']
-
-export type AssetField =
-  | 'key'
-  | 'name'
-  | 'mac'
-  | 'ipAddress'
-  | 'model'
-  | 'vendor'
-  | 'statusDescription'
-  | 'switchIp'
-  | 'switchName'
-  | 'portName'
-  | 'type'
-  | 'icon'
-  | 'hierarchy'
-  | 'riskLevel'
-  | 'isOnline'
-  | 'isRiskAccepted'
-  | 'firstSeen'
-  | 'lastSeen'
-
-/** A condition on one field, as SQL operators: `like` patterns are escaped with `\`, dates are epoch ms. */
-export type Condition =
-  | { field: AssetField; op: 'in' | 'notIn'; values: (string | number)[] }
-  | { field: AssetField; op: 'like' | 'notLike'; values: string[] }
-  | { field: AssetField; op: 'gt' | 'ge' | 'lt' | 'le'; values: [number] }
-  | { field: AssetField; op: 'range' | 'notRange'; values: [from: number, to: number] }
-
-/** What a query asks: `filters` and `system` each an OR of AND-groups (empty: everything), both must hold. */
-export interface AssetQuery {
-  filters: Condition[][]
-  system: Condition[][]
-  /** A LIKE pattern matched against the asset's names, addresses and model. */
-  search?: string
-  /** `VID:PID` of the models that count as rare. */
-  rare: string[]
-}
-
-export interface AssetSort {
-  field: AssetField
-  direction: 'asc' | 'desc'
-}
 
 const sevRisk = (s: string) => `CASE ${s} ${SEVERITY_RISK.map((r, i) => `WHEN ${i} THEN ${r}`).join(' ')} ELSE 0 END`
 const R = INDICATOR_RISK
@@ -123,9 +63,6 @@ export const FIELDS: Record<AssetField, Record<Source, string>> = {
   firstSeen: { agent: 'a.enrolled_ms', host: 'c.created_ms', peripheral: 'p.first_seen_ms' },
   lastSeen: { agent: 'a.last_updated_ms', host: 'c.last_reachable_ms', peripheral: 'p.last_seen_ms' },
 }
-
-/** Fields compared as text (case-insensitively); the others are numbers (booleans 1/0). */
-export const TEXT_FIELDS: ReadonlySet<AssetField> = new Set(['key', 'name', 'mac', 'ipAddress', 'model', 'vendor', 'statusDescription', 'switchIp', 'switchName', 'portName'])
 export const NULLABLE_SORTS: ReadonlySet<AssetField> = new Set(['ipAddress', 'model', 'vendor', 'switchIp', 'switchName', 'portName', 'lastSeen'])
 
 export const FROM: Record<Source, string> = {
@@ -141,43 +78,6 @@ export const from = (src: Source, sql: string) => (src === 'peripheral' && !/\ba
 export const ROWID: Record<Source, string> = { agent: 'a.id', host: 'c.id', peripheral: 'p.id' }
 /** The fields a global search matches (and an agent's adapters); the gram triggers of migration 039 read the same texts (db/asset-grams.ts). */
 export const SEARCHED: AssetField[] = ['name', 'key', 'ipAddress', 'model', 'vendor']
-
-export interface AssetRow {
-  source: Source
-  rowid: number
-  key: string
-  name: string
-  ip_address: string | null
-  model: string | null
-  vendor: string | null
-  status: string
-  type: number
-  icon: number
-  hierarchy: number
-  risk_level: number
-  is_online: number
-  is_risk_accepted: number
-  first_seen: number
-  last_seen: number | null
-  switch_ip: string | null
-  switch_name: string | null
-  port_id: string | null
-  port_name: string | null
-  host_identifier: string | null
-  agent_uuid: string | null
-  /** Agents: the adapters (JSON AgentNic[]); others null. */
-  nics_json: string | null
-  has_attack_tool: number
-  attack_tool_present: number
-  has_vulnerable: number
-  vulnerability: string | null
-  is_rare: number
-  has_unapproved: number
-  is_unsupervised: number
-  vid: string | null
-  pid: string | null
-  host_status: string | null
-}
 
 /** The full row of each source, by its rowids (a JSON array). */
 export function rowSql(src: Source): string {

@@ -9,26 +9,12 @@
 import type { DB } from './index.js'
 import { statementCache } from './sql.js'
 import { CheckInTimeWrites } from './answer-cache.js'
-import { type AssetQuery, type AssetRow, type AssetSort, FIELDS, FROM, from, NULLABLE_SORTS, ROWID, rowSql, type Source, SOURCES, TEXT_FIELDS } from './assets-fields.js'
+import { FIELDS, FROM, from, NULLABLE_SORTS, ROWID, rowSql, SOURCES } from './assets-fields.js'
+import { type AssetCounts, type AssetQuery, type AssetRow, type AssetSort, type DataAt, type Source, TEXT_FIELDS } from '../lib/assets/ports.js'
 import { foldQuery, INDEXED_SORTS, named, orderedParts, type Rendered, renderWhere, type SourceQuery } from './assets-conditions.js'
 import { type GramInfo, gramLookup, shortTerm } from './asset-grams.js'
 
-export { ASSET_TYPES, HOST_ICONS, HIERARCHY, INDICATOR_RISK, SEVERITY_RISK, SOURCES, TEXT_FIELDS } from './assets-fields.js'
-export type { Source, AssetField, Condition, AssetQuery, AssetSort, AssetRow } from './assets-fields.js'
-
-export interface AssetCounts {
-  type: number
-  risk_level: number
-  is_online: number
-  is_new: number
-  n: number
-}
-
-/** Where the data stands, for the paging state kept (see `dataAt`). */
-export interface DataAt {
-  writes: number
-  generation: string
-}
+export { SEVERITY_RISK, SOURCES } from './assets-fields.js'
 
 /** Where a page ended: the sort value, source index and rowid of its last asset. */
 interface Position {

@@ -1,49 +1,6 @@
-import type { AuditTrailRow } from './event-rows.js'
 import type { DB } from './index.js'
 import { eventQueue } from './alarm-queue.js'
-
-export interface AuditRecord {
-  createdMs: number
-  severity: number
-  category: string
-  user: string | null
-  sourceIp: string | null
-  description: string
-  details: string
-  operationId: string | null
-  outcome: 'Succeeded' | 'Failed' | 'Refused'
-  asset?: AuditAsset
-  /** The request that wrote it (null: the service itself). */
-  requestId?: string | null
-  /** A refusal's kind (actor, operation, outcome, status, reason): its repeats are counted, not written. */
-  refusalKey?: string | null
-}
-
-export interface AuditAsset {
-  key?: string | null
-  name?: string | null
-  parentId?: string | null
-  ipAddress?: string | null
-  type?: string
-  subType?: string
-  detail?: string
-  icon?: number
-}
-
-/** A stored audit record with every column: the trail's row plus the refusal kind it counts. */
-export interface AuditRow extends AuditTrailRow {
-  refusal_key: string | null
-}
-
-/** The repeats of a refusal within its window, not yet written as their summary record. */
-export interface RefusalCount {
-  refusal_key: string
-  first_id: number
-  window_end_ms: number
-  repeats: number
-  last_ms: number
-  source_ips: string
-}
+import type { AuditRecord, AuditRow, RefusalCount } from '../lib/platform/ports.js'
 
 /**
  * A record's column values, in the order of both backends' INSERT (created_ms ... refusal_key),

@@ -1,24 +1,7 @@
 // The catalogue of known attack tools and vulnerable devices (by VID/PID).
 import crypto from 'node:crypto'
 import type { DB } from './index.js'
-
-export type CatalogueKind = 'KnownAttackTool' | 'VulnerableDevice'
-
-export interface CatalogueRow {
-  id: string
-  kind: CatalogueKind
-  vid: string
-  pid: string
-  name: string
-  vulnerability: string | null
-  severity: number
-  reference: string | null
-  built_in: number
-  created_ms: number
-  created_by: string
-}
-
-export type NewCatalogueEntry = Pick<CatalogueRow, 'kind' | 'vid' | 'pid' | 'name' | 'vulnerability' | 'severity' | 'reference' | 'created_by'>
+import type { CatalogueKind, CatalogueRow, NewCatalogueEntry } from '../lib/catalogue/ports.js'
 
 export function catalogueRepo(db: DB) {
   const all = db.prepare<[], CatalogueRow>('SELECT * FROM catalogue ORDER BY kind, vid, pid')

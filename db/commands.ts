@@ -1,25 +1,6 @@
 // Commands queued for agents (delivered and completed by the agent gateway).
 import type { DB } from './index.js'
-
-// As the CHECK constraints of agent_commands (migration 003) allow.
-export type CommandType = 'SetMode' | 'UpdatePolicy' | 'UpdateAgent' | 'FetchDebugLogs'
-export type CommandStatus = 'Pending' | 'Delivered' | 'Succeeded' | 'Failed' | 'Cancelled'
-/** The parameters as stored (JSON of the contract's AgentCommandParameters). */
-export type CommandParameters = Record<string, unknown>
-
-export interface CommandRow {
-  id: number
-  agent_id: number
-  type: CommandType
-  parameters: string
-  status: CommandStatus
-  created_ms: number
-  created_by: string
-  delivered_ms: number | null
-  completed_ms: number | null
-  result_message: string | null
-  has_output: number
-}
+import type { CommandParameters, CommandRow, CommandType } from '../lib/agents/ports.js'
 
 // Open commands of one agent stay few (newer ones supersede or reuse older ones), but an
 // agent that never answers could pile up Delivered ones until they time out.

@@ -1,26 +1,6 @@
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
-
-export type EventCategory = 'USB' | 'Network' | 'System' | 'Host' | 'General'
-
-export interface EventInput {
-  code: string
-  severity: number
-  category: EventCategory
-  /** The source as clients filter it: `<host> (<ip>)`. */
-  entityId: string
-  description: string
-  details: string
-  hashtags?: string | null
-  peripheralIcon?: number
-  assetKey?: string | null
-  assetName?: string | null
-  peripheralAssetId?: string | null
-  peripheralVid?: string | null
-  peripheralPid?: string | null
-  /** For alarm-delivery failures: the destination the event is about (it is not delivered there). */
-  alarmDestinationId?: string | null
-}
+import type { EventBatch, EventCategory, EventInput } from '../lib/events/ports.js'
 
 /** A risky event (migration 010's kinds) with what its notification is made of. */
 interface RiskyEvent {
@@ -161,13 +141,6 @@ function checkEvent(e: EventInput) {
   if (!Number.isInteger(e.severity) || e.severity < 0 || e.severity > 7) bad(`severity ${e.severity} is not 0-7`)
   if (!CATEGORIES.has(e.category)) bad(`category ${JSON.stringify(e.category)} is not one of ${[...CATEGORIES].join(', ')}`)
   for (const k of ['code', 'entityId', 'description', 'details'] as const) if (typeof e[k] !== 'string') bad(`${k} is not text`)
-}
-
-/** One caller's events in a batch: its time, its events in order, the agent whose texts follow them. */
-export interface EventBatch {
-  createdMs: number
-  events: EventInput[]
-  agentId?: number
 }
 
 const COLUMNS = 15

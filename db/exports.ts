@@ -3,9 +3,10 @@
 // order is read once as a list of ids (8 bytes a row), then the rows in pages of 1000,
 // and other requests run between pages.
 import type { DB } from './index.js'
-import type { AgentFilter, AgentSearch, PeripheralFilter } from './filters.js'
-import type { Sort } from './sql.js'
-import { agentOrderBy, type AgentRow } from './agents.js'
+import type { AgentSearch } from './filters.js'
+import type { AgentFilter, AgentRow, PeripheralFilter, PeripheralModelRow } from '../lib/agents/ports.js'
+import type { Sort } from '../lib/ports.js'
+import { agentOrderBy } from './agents.js'
 import { statementCache } from './sql.js'
 import { peripheralWhere } from './peripherals.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
@@ -13,23 +14,6 @@ import { setImmediate as nextTurn } from 'node:timers/promises'
 const PAGE_ROWS = 1000
 // Agents per step of the aggregated peripheral export (about 20,000 peripherals).
 const AGGREGATE_AGENTS = 2000
-
-/** One peripheral model in the aggregated export. */
-export interface PeripheralModelRow {
-  vid: string
-  pid: string
-  gui_vid: string | null
-  gui_pid: string | null
-  dev_icon: number
-  hosts: number
-  present: number
-  approved: number
-  not_approved: number
-  is_attack_tool: number
-  is_vulnerable: number
-  vulnerability: string | null
-  severity: number
-}
 
 /** The rows of `ids` in their order, fetched a page at a time; rows deleted meanwhile are left out. */
 export async function* inPages<T extends { id: number }>(ids: readonly number[], fetch: (ids: number[]) => T[]): AsyncGenerator<T> {

@@ -3,37 +3,7 @@
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
 import type { CheckInTimeWrites } from './answer-cache.js'
-import type { AgentRow } from './gateway-enrolment.js'
-
-/** Everything a check-in sets on the agent row. */
-export interface AgentState {
-  hostIdentifier: string
-  localIpAddress: string | null
-  osVersion: string | null
-  manufacturer: string | null
-  pcModel: string | null
-  nicsJson: string
-  nicsText: string | null
-  ipAddresses: string | null
-  operationalStatus: 'Armed' | 'Free'
-  isSystemLocked: number
-  serviceVersion: string | null
-  kbDriverVersion: string | null
-  licenseStatus: AgentRow['license_status']
-  licenseAccountId: string | null
-  modelTooltip: string | null
-  runningMode: string | null
-  switchIp: string | null
-  switchName: string | null
-  portId: string | null
-  portName: string | null
-  ethernetsCount: number
-  hashtags: string | null
-  loggedOnUsers: string
-  checkInSeconds: number
-  lastUpdatedMs: number
-  stateDigest: string
-}
+import type { AgentRow, AgentState, StateWrite } from '../lib/gateway/ports.js'
 
 /** The agent columns a check-in sets (AgentState's), bar its time and digest, which every one sets. */
 const STATE_COLUMNS: [Exclude<keyof AgentState, 'lastUpdatedMs' | 'stateDigest'>, string][] = [
@@ -62,13 +32,6 @@ const STATE_COLUMNS: [Exclude<keyof AgentState, 'lastUpdatedMs' | 'stateDigest'>
   ['loggedOnUsers', 'logged_on_users'],
   ['checkInSeconds', 'check_in_interval_s'],
 ]
-
-/** A check-in's state for its agent, and the agent's row as read before it (every column). */
-export interface StateWrite {
-  id: number
-  before: AgentRow
-  state: AgentState
-}
 
 /** Check-ins' states per UPDATE statement (3 parameters and one per changed column each). */
 const STATES_PER_UPDATE = 64

@@ -1,17 +1,7 @@
 // The agent gateway's commands: their delivery to an agent, their results, the mode and
 // configuration they set, and the debug logs they fetch.
 import type { DB } from './index.js'
-
-export interface CommandRow {
-  id: number
-  agent_id: number
-  type: 'SetMode' | 'UpdatePolicy' | 'UpdateAgent' | 'FetchDebugLogs'
-  parameters: string
-  status: 'Pending' | 'Delivered' | 'Succeeded' | 'Failed' | 'Cancelled'
-  created_ms: number
-  created_by: string
-  result_message: string | null
-}
+import type { CommandRow } from '../lib/gateway/ports.js'
 
 export function commandStore(db: DB) {
   const pending = db.prepare<[number, number], CommandRow>(`SELECT * FROM agent_commands WHERE agent_id = ? AND status = 'Pending' ORDER BY id LIMIT ?`)

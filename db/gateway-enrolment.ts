@@ -1,57 +1,8 @@
 // The agent gateway's enrollment: what a credential resolves to, new agents, rotated
 // credentials, re-enrollments held for an Administrator, and the seats taken.
 import type { DB } from './index.js'
-
-/** What an agent's credential resolves to on every gateway call (one indexed lookup). */
-export interface GatewayAgent {
-  id: number
-  uuid: string
-  host_identifier: string
-  local_ip_address: string | null
-  connection_status: 'Connected' | 'Disconnected'
-  state_digest: string | null
-}
-
-export interface AgentRow extends GatewayAgent {
-  machine_id: string
-  os_version: string | null
-  manufacturer: string | null
-  pc_model: string | null
-  operational_status: 'Armed' | 'Free'
-  service_version: string | null
-  kb_driver_version: string | null
-  last_updated_ms: number | null
-  license_status: 'Activated' | 'Pending' | 'Expired' | 'Invalid'
-  license_account_id: string | null
-  running_mode: string | null
-  switch_ip: string | null
-  switch_name: string | null
-  port_id: string | null
-  port_name: string | null
-}
-
-export interface NewAgent {
-  uuid: string
-  machineId: string
-  credentialHash: string
-  enrolledMs: number
-  hostIdentifier: string
-  licenseStatus: AgentRow['license_status']
-  expirationMs: number | null
-  licenseAccountName: string
-  checkInSeconds: number
-}
-
-/** A re-enrollment awaiting an Administrator's approval. */
-export interface HeldReEnrollment {
-  agent_id: number
-  /** A random UUID, new with each enrollment held (a replacement gets its own). */
-  id: string
-  credential_hash: string
-  host_identifier: string
-  source_ip: string | null
-  requested_ms: number
-}
+import type { AgentRow, GatewayAgent, NewAgent } from '../lib/gateway/ports.js'
+import type { HeldReEnrollment } from '../lib/agents/ports.js'
 
 export function enrolmentStore(db: DB) {
   const byCredential = db.prepare<[string], GatewayAgent>('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = ?')

@@ -2,29 +2,7 @@
 // texts they are searched by, and the writes of a group of check-ins (one statement per kind).
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
-import type { PeripheralRow } from './peripherals.js'
-
-/** A stored peripheral of an agent, enough to compare it and to describe it in an event. */
-export interface KnownPeripheral {
-  id: number
-  device_id: string
-  present: number
-  vid: string
-  pid: string
-  gui_vid: string | null
-  gui_pid: string | null
-  serial_number: string | null
-  gui_serial: string | null
-  dev_icon: number
-}
-
-/** A stored peripheral with every column a report sets (to skip writes that change nothing). */
-export interface StoredPeripheral
-  extends KnownPeripheral,
-    Pick<PeripheralRow, 'description' | 'status' | 'manufacturer' | 'caption' | 'class_code' | 'subclass_code' | 'protocol_code' | 'hierarchy' | 'parent_device_id' | 'is_disabled'> {
-  /** The columns a report sets bar the device id and presence, as SIGNATURE writes them (when read so). */
-  signature?: string
-}
+import type { PeripheralWrite, PeripheralsWritten, PresentPeripheral, ReportedPeripheral, StoredPeripheral } from '../lib/gateway/ports.js'
 
 /**
  * A stored peripheral's reported columns as one JSON array, written by SQLite (json_array)
@@ -121,50 +99,6 @@ class SignedPeripheral implements StoredPeripheral {
   get is_disabled() {
     return this.#at(16) as number
   }
-}
-
-/** A peripheral as stored from a report, with what the server derives from it. */
-export interface PeripheralValues {
-  deviceId: string
-  vid: string
-  pid: string
-  serialNumber: string | null
-  description: string | null
-  status: string | null
-  manufacturer: string | null
-  caption: string | null
-  guiVid: string | null
-  guiPid: string | null
-  guiSerial: string | null
-  devIcon: number
-  classCode: string | null
-  subclassCode: string | null
-  protocolCode: string | null
-  hierarchy: string | null
-  parentDeviceId: string | null
-  isDisabled: number
-  present: number
-  vendorTextId: number | null
-  productTextId: number | null
-}
-
-/** A reported peripheral and what the server derives from it, before its texts are interned. */
-export type ReportedPeripheral = Omit<PeripheralValues, 'vendorTextId' | 'productTextId'>
-
-/** The writes that make an agent's stored peripherals what its check-in reported. */
-export interface PeripheralChanges {
-  /** In the report's order: a stored one's id and row, or null for one new to the agent. */
-  reported: { id: number | null; values: ReportedPeripheral; stored?: StoredPeripheral }[]
-  /** Stored ones present before and left out of the report. */
-  absent: number[]
-}
-
-/** A present peripheral with its flags, as events describe it. */
-export interface PresentPeripheral extends Omit<KnownPeripheral, 'id' | 'present'> {
-  approved: number
-  is_attack_tool: number
-  is_vulnerable: number
-  catalogue_name: string | null
 }
 
 /**
@@ -268,24 +202,6 @@ export function unchanged(s: StoredPeripheral, v: ReportedPeripheral): boolean {
     s.parent_device_id === v.parentDeviceId &&
     s.is_disabled === v.isDisabled
   )
-}
-
-/** What applyPeripheralsMany changed beyond seen times: peripheral ids, and the agents they belong to. */
-export interface PeripheralsWritten {
-  /** Inserted, or rewritten with what the agent reported. */
-  written: number[]
-  /** Present again, or no longer present; nothing else changed. */
-  moved: number[]
-  agents: number[]
-}
-
-/** A check-in's peripheral writes for its agent (applyPeripheralsMany's items). */
-export interface PeripheralWrite {
-  agentId: number
-  agentUuid: string
-  changes: PeripheralChanges
-  now: number
-  previousMs: number
 }
 
 /** Peripherals' presence or last sight (2 or 3 parameters each) per UPDATE statement. */

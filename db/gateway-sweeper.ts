@@ -2,24 +2,7 @@
 // passes over id ranges), delivered commands timed out, and license seats given and expired.
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
-import type { CommandRow } from './gateway-commands.js'
-
-export interface SweptAgent {
-  id: number
-  uuid: string
-  host_identifier: string
-  local_ip_address: string | null
-  last_updated_ms: number
-}
-
-export interface OverdueCommand {
-  id: number
-  type: CommandRow['type']
-  agent_id: number
-  uuid: string
-  host_identifier: string
-  local_ip_address: string | null
-}
+import type { OverdueCommand, SweptAgent } from '../lib/gateway/ports.js'
 
 /** `nextRev`: the agents' revision counter, one new rev per statement's rows (gateway.ts). */
 export function sweeperStore(db: DB, nextRev: Statement<[], number>) {

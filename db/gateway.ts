@@ -9,21 +9,7 @@ import { peripheralStore } from './gateway-peripherals.js'
 import { commandStore } from './gateway-commands.js'
 import { sweeperStore } from './gateway-sweeper.js'
 
-export type { GatewayAgent, AgentRow, NewAgent, HeldReEnrollment } from './gateway-enrolment.js'
-export type { AgentState, StateWrite } from './gateway-check-ins.js'
-export type {
-  KnownPeripheral,
-  StoredPeripheral,
-  PeripheralValues,
-  ReportedPeripheral,
-  PeripheralChanges,
-  PresentPeripheral,
-  PeripheralsWritten,
-  PeripheralWrite,
-} from './gateway-peripherals.js'
 export { signatureOf, peripheralTexts, internPeripheralTexts, unchanged } from './gateway-peripherals.js'
-export type { CommandRow } from './gateway-commands.js'
-export type { SweptAgent, OverdueCommand } from './gateway-sweeper.js'
 
 export function gatewayRepo(db: DB, checkInTimes: CheckInTimeWrites) {
   // The agents' revision counter: a check-in's state update and a disconnect take one new rev

@@ -1,6 +1,7 @@
 // Risk insights: the agents classified by their columns' values, severity and risk, and the
 // present peripherals by class.
 import type { DB } from './index.js'
+import type { ClassificationList, ClassificationRows, RiskCount } from '../lib/insights/ports.js'
 
 export const classColumns = {
   byConnectionStatus: 'connection_status',
@@ -10,22 +11,14 @@ export const classColumns = {
   byRunningMode: 'running_mode',
   byOsVersion: 'os_version',
   byServiceVersion: 'service_version',
-} as const
+} as const satisfies Record<ClassificationList, string>
 export const riskColumns = {
   withUnapprovedPeripherals: 'has_unapproved',
   withVulnerablePeripherals: 'has_vulnerable',
   withKnownAttackTools: 'has_attack_tool',
   withVulnerablePeripheralOrWLV: 'vulnerable_or_wlv',
   inAction: 'in_action',
-} as const
-export interface ClassificationRows {
-  totalAgents: number
-  /** Per list, each value (null included) with its count. */
-  counts: Record<keyof typeof classColumns, Map<string | null, number>>
-  severities: Map<number, number>
-  risk: Record<keyof typeof riskColumns, number>
-  peripheralsByClass: { dev_icon: number; present: number; approved: number }[]
-}
+} as const satisfies Record<RiskCount, string>
 
 export function classificationStore(db: DB) {
   // ---- classification ----

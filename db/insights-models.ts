@@ -3,6 +3,7 @@
 import type { Statement } from 'better-sqlite3'
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { DB } from './index.js'
+import type { HostRow, UncommonModel, UncommonRows, VulnerableModel, VulnerableRows } from '../lib/insights/ports.js'
 
 /** Models (and agents with errors) answered at most. */
 export const MAX_MODELS = 1000
@@ -11,50 +12,6 @@ const VULNERABLE_HOSTS = 100
 
 // Hubs are infrastructure, not devices someone plugged in: never "uncommon".
 const HUB = 4
-
-export interface HostRow {
-  uuid: string
-  host_identifier: string
-  local_ip_address: string | null
-}
-export interface UncommonModel {
-  vid: string
-  pid: string
-  gui_vid: string | null
-  gui_pid: string | null
-  dev_icon: number
-  hosts: number
-  peripherals: number
-  present: number
-  first_seen: number
-  last_seen: number
-}
-export interface UncommonRows {
-  maxHosts: number
-  agentsConsidered: number
-  /** Rare models in all; `models` holds the first MAX_MODELS. */
-  total: number
-  models: { model: UncommonModel; hosts: HostRow[] }[]
-}
-export interface VulnerableModel {
-  id: string
-  kind: 'KnownAttackTool' | 'VulnerableDevice'
-  vid: string
-  pid: string
-  name: string
-  vulnerability: string | null
-  severity: number
-  gui_vid: string | null
-  gui_pid: string | null
-  dev_icon: number
-  hosts: number
-  present: number
-  approved: number
-}
-export interface VulnerableRows {
-  total: number
-  models: { model: VulnerableModel; hosts: HostRow[] }[]
-}
 
 /** `agentsTotal`: the agents counted (row_counts), which the insights share. */
 export function modelStore(db: DB, agentsTotal: Statement<[], { n: number }>) {

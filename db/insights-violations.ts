@@ -2,29 +2,12 @@
 // the event index, with other work let in between.
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { DB } from './index.js'
-import { type HostRow, MAX_MODELS } from './insights-models.js'
+import { MAX_MODELS } from './insights-models.js'
+import type { HostRow, ViolationRows } from '../lib/insights/ports.js'
 
 const VIOLATION_HOSTS = 20
 /** Ids of events above the index's mark read at a time (a level 0 block of the index). */
 const RANGE_SLICE = 4096
-
-export interface ViolationModel {
-  vid: string
-  pid: string
-  /** What a peripheral of the model says of it, when one is known. */
-  known: { gui_vid: string | null; gui_pid: string | null; dev_icon: number } | undefined
-  icon: number
-  n: number
-  first: number
-  last: number
-  hostsCount: number
-  /** Up to 20, by asset key; a host whose agent is gone is named as its events named it. */
-  hosts: HostRow[]
-}
-export interface ViolationRows {
-  total: number
-  models: ViolationModel[]
-}
 
 /** `whitelistViolationCodes`: checked by insightsRepo (insights.ts). */
 export function violationStore(db: DB, whitelistViolationCodes: readonly string[]) {

@@ -7,47 +7,19 @@
 // of their own; the kept answers, logged agents, policy test and error totals are here.
 import { setImmediate as nextTurn } from 'node:timers/promises'
 import type { DB } from './index.js'
-import { type HostRow, MAX_MODELS, modelStore } from './insights-models.js'
+import { MAX_MODELS, modelStore } from './insights-models.js'
 import { violationStore } from './insights-violations.js'
 import { classificationStore } from './insights-classification.js'
+import type { ErrorAgentRow, ErrorTotalsRows, FindingRow, LoggedAgentRow, PolicyAgentRow, PolicyTestRows } from '../lib/insights/ports.js'
 
 export { MAX_MODELS } from './insights-models.js'
-export type { HostRow, UncommonModel, UncommonRows, VulnerableModel, VulnerableRows } from './insights-models.js'
-export type { ViolationModel, ViolationRows } from './insights-violations.js'
+
 export { classColumns, riskColumns } from './insights-classification.js'
-export type { ClassificationRows } from './insights-classification.js'
 
 const DAY_MS = 86_400_000
 const MAX_AGENTS = 10_000
 const MAX_FINDINGS = 512
 const POLICY_STEP = 500
-
-export type LoggedAgentRow = HostRow & { operational_status: string; display_status: string; checked_in_ms: number; logged_on_users: string }
-export type PolicyAgentRow = HostRow & { id: number; operational_status: 'Armed' | 'Free'; connection_status: 'Connected' | 'Disconnected' }
-export interface FindingRow {
-  device_id: string
-  vid: string
-  pid: string
-  gui_vid: string | null
-  gui_pid: string | null
-  dev_icon: number
-  approved: number
-  is_attack_tool: number
-  is_vulnerable: number
-  vulnerability: string | null
-}
-export interface PolicyTestRows {
-  counts: { would_block: number; attack: number; vulnerable: number; agents: number }
-  /** Agents counted in all. */
-  total: number
-  /** The agents listed that still have findings, in host order. */
-  agents: { agent: PolicyAgentRow; findings: FindingRow[] }[]
-}
-export type ErrorAgentRow = HostRow & { id: number; total: number; reported: number; last: number; agents: number; text: string }
-export interface ErrorTotalsRows {
-  byDay: { day: number; reported: number; total: number }[]
-  agents: ErrorAgentRow[]
-}
 
 /**
  * `whitelistViolationCodes`: the event codes of whitelist violations (plugged in while

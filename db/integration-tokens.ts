@@ -1,24 +1,6 @@
 import type { DB } from './index.js'
 import type { AuthVersion } from './auth-version.js'
-
-export interface IntegrationTokenRow {
-  id: string
-  name: string
-  token_hash: string
-  profile: number
-  created_by: string
-  created_ms: number
-  expires_ms: number | null
-  last_used_ms: number | null
-  revoked_ms: number | null
-  created_by_user_id: number | null
-}
-
-/** A token with what its creator may do now: the token works with at most that. */
-export interface IntegrationPrincipalRow extends IntegrationTokenRow {
-  creator_profile: number | null
-  creator_active: number | null
-}
+import type { IntegrationPrincipalRow, IntegrationTokenRow } from '../lib/integration-tokens/ports.js'
 
 export function integrationTokensRepo(db: DB, version: AuthVersion) {
   const insert = db.prepare(

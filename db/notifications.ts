@@ -4,94 +4,9 @@
 // change here takes the next number of notification_counter.
 import type { Statement } from 'better-sqlite3'
 import type { DB } from './index.js'
-import { contains, orderBy, trigramTerm, type Sort } from './sql.js'
-
-export type HealthState = 'Healthy' | 'Warning' | 'Failed'
-
-export interface RiskRow {
-  id: number
-  kind: string
-  severity: number
-  agent_uuid: string
-  host_identifier: string
-  host_ip: string | null
-  vid: string | null
-  pid: string | null
-  serial_number: string | null
-  device_id: string | null
-  device_name: string | null
-  vendor_name: string | null
-  title: string
-  description: string
-  occurrences: number
-  first_ms: number
-  last_ms: number
-  occurred_seq: number
-  change_seq: number
-  pinned_by: string | null
-  pinned_ms: number | null
-  dismissed_by: string | null
-  dismissed_ms: number | null
-}
-
-export interface HealthRow {
-  id: number
-  group_name: string
-  severity: number
-  title: string
-  description: string
-  first_ms: number
-  last_ms: number
-  resolved_ms: number | null
-  occurrences: number
-  occurred_seq: number
-  change_seq: number
-  pinned_by: string | null
-  pinned_ms: number | null
-  dismissed_by: string | null
-  dismissed_ms: number | null
-}
-
-export interface GroupRow {
-  name: string
-  muted: number
-  muted_by: string | null
-  muted_ms: number | null
-  state: HealthState
-  detail: string
-  since_ms: number | null
-  checked_ms: number | null
-  change_seq: number
-}
-
-export interface GroupCounts {
-  group_name: string
-  total: number
-  open: number
-  unread: number
-  pinned: number
-}
-
-export interface RiskFilter {
-  kinds?: string[]
-  severity?: number
-  minimumSeverity?: number
-  /** Case-insensitive "contains". */
-  agentUuid?: string
-  hostIdentifier?: string
-  globalSearch?: string
-  /** Exact, upper-case hex. */
-  vid?: string
-  pid?: string
-  isRead?: boolean
-  isPinned?: boolean
-  /** Undefined: not dismissed. */
-  isDismissed?: boolean
-  /** Last seen at or after. */
-  from?: number
-  /** First seen before (exclusive). */
-  toExclusive?: number
-}
+import { contains, orderBy, trigramTerm } from './sql.js'
+import type { Sort } from '../lib/ports.js'
+import type { GroupCounts, GroupRow, HealthRow, HealthState, RiskFilter, RiskRow } from '../lib/notifications/ports.js'
 
 /** Sort fields of the risk list (the contract's x-sort-fields) and their columns. */
 const riskSortColumns: Record<string, string> = {

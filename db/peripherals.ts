@@ -2,71 +2,14 @@
 // peripherals, and the approvals (the administrators' decision per agent and model).
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
-import type { CacheRegistry } from './cache.js'
-import { agentContains, agentConditions, renderConditions, soleField, type AgentSearch, type Conditions, type PeripheralFilter } from './filters.js'
-import {
-  STREAM_CHUNK_CHARS,
-  choosePlan,
-  contains,
-  firstColumn,
-  objectRows,
-  orderBy,
-  plannedRead,
-  statementCache,
-  trigramTerm,
-  type Condition,
-  type Plan,
-  type PlannedRead,
-  type RowReader,
-  type Sort,
-} from './sql.js'
+import type { CacheRegistry } from '../lib/platform/cache.js'
+import { agentContains, agentConditions, renderConditions, type AgentSearch, type Conditions } from './filters.js'
+import { type PeripheralFilter, type PeripheralListRow, soleField } from '../lib/agents/ports.js'
+import { choosePlan, contains, firstColumn, objectRows, orderBy, plannedRead, statementCache, trigramTerm, type Condition, type Plan, type PlannedRead, type RowReader } from './sql.js'
+import { STREAM_CHUNK_CHARS, type Sort } from '../lib/ports.js'
 import { VIEW_CHUNK_ROWS } from './agents.js'
 import { idsOf } from './agent-texts.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
-
-export interface PeripheralRow {
-  id: number
-  agent_id: number
-  agent_uuid: string
-  device_id: string
-  vid: string
-  pid: string
-  serial_number: string | null
-  description: string | null
-  status: string | null
-  manufacturer: string | null
-  caption: string | null
-  gui_vid: string | null
-  gui_pid: string | null
-  gui_serial: string | null
-  dev_icon: number
-  class_code: string | null
-  subclass_code: string | null
-  protocol_code: string | null
-  hierarchy: string | null
-  parent_device_id: string | null
-  is_disabled: number
-  present: number
-  approved: number
-  admin_status: 'NotReviewed' | 'Approved' | 'Disapproved'
-  is_unapproved: number
-  is_vulnerable: number
-  is_attack_tool: number
-  vulnerability: string | null
-  severity: number
-  in_action: number
-  vendor_text_id: number | null
-  product_text_id: number | null
-  first_seen_ms: number
-  last_seen_ms: number
-}
-
-/** A peripheral row with the fields of its agent that the view shows. */
-export interface PeripheralListRow extends PeripheralRow {
-  host_identifier: string
-  host_ip: string | null
-  agent_hashtags: string | null
-}
 
 const FROM = 'peripherals p JOIN agents a ON a.id = p.agent_id'
 const COLUMNS = 'p.*, a.host_identifier, a.local_ip_address AS host_ip, a.hashtags AS agent_hashtags'

@@ -3,7 +3,8 @@
 // asset, a sort by a computed risk), so that they never hold up the event loop. Each task is
 // a repository method; its arguments and answer cross the thread boundary by structured clone.
 import type { DB } from './index.js'
-import { assetsRepo, type AssetQuery, type AssetSort, type DataAt } from './assets.js'
+import { assetsRepo } from './assets.js'
+import type { AssetQuery, AssetSort, DataAt } from '../lib/assets/ports.js'
 import { statementCache } from './sql.js'
 
 /** `made`: repositories the connection already has (the server's own, when reads stay on the event loop). */

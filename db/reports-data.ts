@@ -1,13 +1,14 @@
 // The reads a report makes that no other repository offers: aggregates over agents and
 // peripherals, and the events and audit records of a period, each in steps (id ranges,
 // days, keyset pages) with other work let in between.
-import type { EventRow } from './event-rows.js'
+import type { EventRow } from '../lib/events/ports.js'
 import type { DB } from './index.js'
-import type { AgentFilter, AgentSearch, PeripheralFilter } from './filters.js'
+import type { AgentSearch } from './filters.js'
+import { type AgentFilter, type AgentRow, type PeripheralFilter, type PeripheralListRow, VIEW_COLUMNS } from '../lib/agents/ports.js'
 import { contains, type statementCache } from './sql.js'
-import { VIEW_COLUMNS, type AgentRow } from './agents.js'
-import { peripheralWhere, type PeripheralListRow } from './peripherals.js'
+import { peripheralWhere } from './peripherals.js'
 import { setImmediate as pause } from 'node:timers/promises'
+import type { AgentTotals, AuditDigestRow, AuditFilter, DigestTotals, EventFilter, PeripheralExtra, PeripheralTotals } from '../lib/reports/ports.js'
 
 /** Agents per step of an aggregate over agents or peripherals. */
 const AGENT_STEP = 5000
@@ -32,84 +33,6 @@ const agentFromRaw = (() => {
   if (!AGENT_VIEW_COLUMNS.every((c) => /^[a-z][a-z0-9_]*$/.test(c))) throw new Error(`unexpected agent column among ${AGENT_VIEW_COLUMNS.join(', ')}`)
   return new Function('r', `return { ${AGENT_VIEW_COLUMNS.map((c, i) => `${c}: r[${i}]`).join(', ')} }`) as (raw: unknown[]) => AgentRow
 })()
-
-// ---- data of the reports ----
-
-/** Counters of the agents a report covers. */
-export interface AgentTotals {
-  agents: number
-  connected: number
-  armed: number
-  withUnapproved: number
-  withVulnerable: number
-  withAttackTools: number
-  licenseActivated: number
-  unapprovedPeripherals: number
-}
-
-/** Counters of the peripherals a report covers. */
-export interface PeripheralTotals {
-  peripherals: number
-  hosts: number
-  present: number
-  approved: number
-  unapproved: number
-  vulnerable: number
-  attackTools: number
-}
-
-/** Extra peripheral conditions of the reports (the lists have no such filters). */
-export interface PeripheralExtra {
-  approved?: boolean
-  icons?: number[]
-}
-
-export interface EventFilter {
-  from: number
-  to: number
-  /** Severity number at or below this (Warning: 0-4). */
-  maxSeverity?: number
-  categories?: string[]
-  source?: string
-  globalSearch?: string
-}
-
-export interface AuditFilter {
-  from: number
-  to: number
-  maxSeverity?: number
-  categories?: string[]
-  user?: string
-  outcomes?: string[]
-}
-
-/** Events as the report reads them: the rows every event read returns. */
-export type { EventRow }
-
-export interface AuditDigestRow {
-  id: number
-  created_ms: number
-  severity: number
-  category: string
-  user_name: string | null
-  source_ip: string | null
-  description: string
-  details: string
-  operation_id: string | null
-  outcome: string
-  asset_key: string | null
-  asset_name: string | null
-  asset_type: string
-}
-
-/** Counts of a digest: by severity, by a category and by a third key (source, user). */
-export interface DigestTotals {
-  total: number
-  bySeverity: Map<number, number>
-  byCategory: Map<string, number>
-  byOutcome: Map<string, number>
-  byKey: Map<string, number>
-}
 
 function where(parts: string[]) {
   return parts.length ? parts.join(' AND ') : '1'

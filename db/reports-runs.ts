@@ -1,35 +1,6 @@
 // Report runs: the queue, the files they stored, their e-mail, and the reports' health.
 import type { DB } from './index.js'
-
-export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed'
-export type RunTrigger = 'schedule' | 'request' | 'catchUp'
-export type EmailStatus = 'none' | 'pending' | 'sent' | 'partial' | 'failed'
-
-export interface RunRow {
-  seq: number
-  id: string
-  report_id: string
-  trigger: RunTrigger
-  requested_by: string | null
-  due_ms: number
-  queued_ms: number
-  started_ms: number | null
-  finished_ms: number | null
-  status: RunStatus
-  reason: string | null
-  definition: string
-  format: 'PDF' | 'CSV'
-  file_name: string | null
-  file_path: string | null
-  size_bytes: number | null
-  row_count: number | null
-  truncated: number
-  file_deleted_ms: number | null
-  email_status: EmailStatus
-  email_detail: string | null
-  email_attempts: number
-  email_next_ms: number | null
-}
+import type { RunRow } from '../lib/reports/ports.js'
 
 export function runStore(db: DB) {
   // ---- runs ----

@@ -10,32 +10,7 @@ import type { AgentSearch } from './filters.js'
 import { statementCache } from './sql.js'
 import { runStore } from './reports-runs.js'
 import { dataStore } from './reports-data.js'
-
-export type { RunStatus, RunTrigger, EmailStatus, RunRow } from './reports-runs.js'
-export type { AgentTotals, PeripheralTotals, PeripheralExtra, EventFilter, AuditFilter, EventRow, AuditDigestRow, DigestTotals } from './reports-data.js'
-
-export interface ReportRow {
-  id: string
-  name: string
-  name_key: string
-  description: string | null
-  type: string
-  format: 'PDF' | 'CSV'
-  filters: string
-  schedule: string | null
-  recipients: string
-  sender: string | null
-  is_active: number
-  owner: string
-  created_ms: number
-  updated_ms: number
-  next_run_ms: number | null
-  retention_files: number
-  retention_bytes: number
-}
-
-export type ReportInsert = Omit<ReportRow, 'name_key'>
-export type ReportChanges = Partial<Omit<ReportRow, 'id' | 'name_key' | 'owner' | 'created_ms'>>
+import type { ReportChanges, ReportInsert, ReportRow } from '../lib/reports/ports.js'
 
 export const nameKey = (name: string) => name.trim().toLowerCase()
 

@@ -1,8 +1,7 @@
 // What the retention job (lib/retention/job.ts) reads and deletes. Events and audit records go
 // through the query index's prune (db/event-engine/event-index.ts), which keeps its counts exact.
 import type { DB } from './index.js'
-import { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from './event-rows.js'
-import type { RecordTable } from './event-engine/index.js'
+import { AUDIT_FIELDS, type AuditTrailRow, EVENT_FIELDS, type EventRow, type RecordTable } from '../lib/events/ports.js'
 import { eventQueue } from './alarm-queue.js'
 
 export function retentionRepo(db: DB) {

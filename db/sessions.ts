@@ -1,25 +1,6 @@
 import type { DB } from './index.js'
 import type { AuthVersion } from './auth-version.js'
-
-export interface SessionPrincipal {
-  session_id: string
-  revoked_ms: number | null
-  user_id: number
-  user_name: string
-  profile: number
-  is_active: number
-  tokens_valid_after_ms: number
-}
-
-export interface RefreshRow {
-  token_hash: string
-  session_id: string
-  expires_ms: number
-  used_ms: number | null
-  revoked_ms: number | null
-  user_id: number
-  is_active: number
-}
+import type { RefreshRow, SessionPrincipal } from '../lib/platform/ports.js'
 
 export function sessionsRepo(db: DB, version: AuthVersion) {
   const principals = new Map<string, { version: number; row: SessionPrincipal | undefined }>()

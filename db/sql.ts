@@ -1,18 +1,13 @@
 // The SQL helpers every repository shares: LIKE patterns, ORDER BY for a sort, a cache
-// of prepared statements, rows built from raw arrays. Kept in db/ so that db/ imports
-// nothing from lib/ (lib/listing.ts re-exports what its callers use).
+// of prepared statements, rows built from raw arrays (the sort they take, and the severity
+// names, are lib/ports.ts's; lib/listing.ts re-exports the LIKE pattern its callers use).
 import type Database from 'better-sqlite3'
 import type { DB } from './index.js'
-
-export interface Sort {
-  field: string
-  direction: 'asc' | 'desc'
-}
+import type { Sort } from '../lib/ports.js'
+import { rowOf } from '../lib/events/ports.js'
 
 /** A LIKE pattern for a case-insensitive "contains" (use with ESCAPE '\'). */
 export const contains = (text: string) => `%${text.replace(/[\\%_]/g, (c) => '\\' + c)}%`
-
-export const severityNames = ['Emergency', 'Alert', 'Critical', 'Error', 'Warning', 'Notice', 'Informational', 'Debug'] as const
 
 /**
  * ORDER BY for a sort, with the id (or several tie-breakers, in order) so that paging is
@@ -47,18 +42,6 @@ export function statementCache(db: DB, cap = 256) {
     statements.set(sql, s)
     return s
   }
-}
-
-/**
- * A row read as an array, as an object of these fields. Rows are read raw: better-sqlite3
- * builds an object row through the engine's API, about 2.5 µs for an event's 13 columns
- * and 6 µs for an agent's 46, most of the cost of reading a page; this costs a tenth of it.
- * The object is one literal of the fields (generated once per column list; the names are
- * our columns, quoted as JSON): adding 38 fields one by one through a computed key cost
- * 1.4 µs a row, the literal a tenth of that.
- */
-export function rowOf<F extends readonly string[]>(fields: F): (r: unknown[]) => Record<string, unknown> {
-  return new Function('r', `return { ${fields.map((f, i) => `${JSON.stringify(f)}: r[${i}]`).join(', ')} }`) as (r: unknown[]) => Record<string, unknown>
 }
 
 const rowBuilders = new WeakMap<Database.Statement, (r: unknown[]) => Record<string, unknown>>()
@@ -112,14 +95,6 @@ export function plannedRead(): { rows: RowReader<never>; read: () => PlannedRead
     read: () => planned,
   }
 }
-
-/**
- * Characters of JSON text in a chunk of a streamed page (a row more at most). V8 puts a
- * string of more than 128 KB straight into the old generation, where it stays until a full
- * collection: chunks of a thousand agents (1.3 MB each) piled up there, about 100 MB of
- * them during a page of 100,000 agents. Chunks this size die young, within milliseconds.
- */
-export const STREAM_CHUNK_CHARS = 64 * 1024
 
 /**
  * One condition of a list filter. `plus` is '+' where the query must not drive from an

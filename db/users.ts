@@ -1,32 +1,8 @@
 import type { DB } from './index.js'
 import { otherConnectionsCommits, type AuthVersion } from './auth-version.js'
-import { cacheIn, type CacheRegistry } from './cache.js'
-
-export interface UserRow {
-  id: number
-  user_name: string
-  email: string
-  first_name: string | null
-  last_name: string | null
-  phone: string | null
-  image: string | null
-  profile: number
-  password_hash: string
-  is_active: number
-  created_ms: number
-  updated_ms: number
-  last_login_ms: number | null
-  tokens_valid_after_ms: number
-}
-
-/** An account as shown: every column but the password hash and the token cut-off. */
-export type AccountRow = Pick<UserRow, 'id' | 'user_name' | 'email' | 'first_name' | 'last_name' | 'phone' | 'image' | 'profile' | 'is_active' | 'created_ms' | 'updated_ms' | 'last_login_ms'>
+import { cacheIn, type CacheRegistry } from '../lib/platform/cache.js'
+import type { AccountRow, NewUser, UserChanges, UserRow } from '../lib/accounts/ports.js'
 const ACCOUNT_COLUMNS = 'id, user_name, email, first_name, last_name, phone, image, profile, is_active, created_ms, updated_ms, last_login_ms'
-
-export type NewUser = Pick<UserRow, 'user_name' | 'email' | 'first_name' | 'last_name' | 'phone' | 'image' | 'profile' | 'password_hash'> & { is_active: number }
-
-/** Columns an account update may change. */
-export type UserChanges = Partial<Pick<UserRow, 'user_name' | 'email' | 'first_name' | 'last_name' | 'phone' | 'image' | 'profile' | 'password_hash' | 'is_active'>>
 
 const changeable = new Set(['user_name', 'email', 'first_name', 'last_name', 'phone', 'image', 'profile', 'password_hash', 'is_active'])
 

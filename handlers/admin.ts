@@ -28,7 +28,7 @@ export const adminHandlers: Handlers<
     return req.server.services.system.status()
   },
 
-  /** This node's caches (db/cache.ts) and their counts. */
+  /** This node's caches (lib/platform/cache.ts) and their counts. */
   async getCaches(req) {
     const { caches } = req.server
     return { on: caches.on, bytes: caches.bytes, maxBytes: Number.isFinite(caches.maxBytes) ? caches.maxBytes : null, caches: caches.stats() }

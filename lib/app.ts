@@ -8,7 +8,7 @@ import multipart from '@fastify/multipart'
 import type { Config } from './config.js'
 import { loadSpec, operations, routingView, takesMultipart, type Operation } from './contract.js'
 import type { DB } from '../db/index.js'
-import { CacheRegistry } from '../db/cache.js'
+import { CacheRegistry } from './platform/cache.js'
 import type { Repos } from './repos.js'
 import type { Principal, TokenService } from './auth.js'
 import { refusalFlushLoop } from './audit.js'
@@ -34,8 +34,8 @@ import { registerCoreHealthChecks } from './health.js'
 import type { Services } from './services.js'
 import type { Readers } from './platform/readers.js'
 import type { ThreadTasks } from './reader-thread.js'
-import type { GatewayAgent } from '../db/gateway.js'
-import type { PollerRow } from '../db/agentless.js'
+import type { GatewayAgent } from './gateway/ports.js'
+import type { PollerRow } from './agentless/ports.js'
 import { createInstance, registerOnListen } from './platform/instance.js'
 import { openStorage, type Storage } from './platform/storage.js'
 import { closeWithApp, decorateApp, registerTokens } from './platform/decorators.js'
@@ -59,7 +59,7 @@ declare module 'fastify' {
     readers: Readers<ThreadTasks>
     /** The features' services (lib/services.ts). */
     services: Services
-    /** This app's caches (db/cache.ts): every cache of the storage and the services is made here. */
+    /** This app's caches (lib/platform/cache.ts): every cache of the storage and the services is made here. */
     caches: CacheRegistry
   }
   interface FastifyRequest {

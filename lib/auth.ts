@@ -1,12 +1,12 @@
 import crypto from 'node:crypto'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Config } from './config.js'
-import type { GatewayAgent } from '../db/gateway.js'
-import type { PollerRow } from '../db/agentless.js'
+import type { GatewayAgent } from './gateway/ports.js'
+import type { PollerRow } from './agentless/ports.js'
 import type { CredentialStore } from './platform/ports.js'
 import { type Maybe, then } from './platform/maybe.js'
 import { problem } from './errors.js'
-import { cacheIn } from '../db/cache.js'
+import { cacheIn } from './platform/cache.js'
 import { newSecret, sha256 } from './passwords.js'
 
 export interface Principal {

@@ -43,7 +43,7 @@ export interface Config {
   keptListAnswers: number
   /** SQLite's page cache of the server's connection, in MiB (PRIME_DB_CACHE_MB). */
   dbCacheMb: number
-  /** The in-memory caches (db/cache.ts): on or off (PRIME_CACHES), and the MiB all of them may hold together (PRIME_CACHE_MB). */
+  /** The in-memory caches (lib/platform/cache.ts): on or off (PRIME_CACHES), and the MiB all of them may hold together (PRIME_CACHE_MB). */
   caches: { on: boolean; maxMb: number }
   /** WAL checkpoints (lib/platform/checkpointer.ts): in a worker thread, how often, and the WAL size that restarts it. */
   wal: { checkpointThread: boolean; checkpointMs: number; restartMb: number }

@@ -3,7 +3,7 @@
 // contract (tests/event-codes.test.ts holds them equal): `0xCCNNNN`, CC the category
 // (11 USB, 21 Network, 31 Host, 41 System, 51 General). Severities are the syslog scale.
 // `risk`: the risk notification kind the event raises (table risk_notification_kinds).
-import type { EventInput } from '../db/events.js'
+import type { EventInput } from './events/ports.js'
 
 type Category = EventInput['category']
 

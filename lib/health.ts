@@ -1,8 +1,6 @@
 import fs from 'node:fs'
 import type { FastifyInstance } from 'fastify'
 import { iso } from './time.js'
-import { quickCheck } from '../db/integrity.js'
-import type { RetentionRepo } from '../db/retention.js'
 import { registerHealthCheck, type HealthStatus, type HealthVerdict } from './platform/health.js'
 import { isPromise, then, type Maybe } from './platform/maybe.js'
 
@@ -34,7 +32,24 @@ const rank: Record<HealthStatus, number> = { Healthy: 0, Warning: 1, Failed: 2 }
 export interface CoreHealthStore {
   system: { probe(): Maybe<void>; sizeBytes(): Maybe<number>; schemaVersion(): Maybe<number> }
   users: { counts(): Maybe<{ total: number; active: number }>; activeAdministrators(): Maybe<number> }
-  samples?: Pick<RetentionRepo, 'samples' | 'addSample'>
+  samples?: SizeSamples
+  /** The database file's integrity check (SQLite's quick check, in a worker thread): 'ok' or what it found. */
+  quickCheck?(file: string, signal: AbortSignal): Promise<string>
+}
+
+/** A sample of the data directory's size and the free space beside it. */
+export interface SizeSample {
+  sampled_ms: number
+  bytes: number
+  free_bytes: number
+}
+
+/** The data directory's growth samples (db/retention.ts keeps them in the SQLite file). */
+export interface SizeSamples {
+  /** The oldest and the latest sample. */
+  samples(): SizeSample[]
+  /** Samples of the data directory's size (for its growth); older ones are dropped. */
+  addSample(ms: number, bytes: number, free: number, keepAfterMs: number): void
 }
 
 /**
@@ -51,7 +66,7 @@ export interface CoreHealthDeps extends CoreHealthStore {
 type Check = (deps: CoreHealthDeps) => Maybe<HealthVerdict>
 
 // SQLite's quick check reads the whole file (tens of seconds on a large database): it runs in
-// a worker thread (db/integrity.ts), at most hourly while it passes and again at the next
+// a worker thread (db/integrity.ts, given as the store's quickCheck), at most hourly while it passes and again at the next
 // check after a failure, and each check reports the latest finished result.
 const INTEGRITY_EVERY_MS = 3600_000
 interface Integrity {
@@ -69,7 +84,7 @@ function integrityOf(deps: CoreHealthDeps, dbFile: string): Integrity {
   if (due && !state.running) {
     state.running = true
     const stop = new AbortController()
-    const done = quickCheck(dbFile, stop.signal).then((result) => {
+    const done = deps.quickCheck!(dbFile, stop.signal).then((result) => {
       state.inHand = undefined
       if (!stop.signal.aborted) Object.assign(state, { running: false, result, finishedMs: Date.now() })
     })

@@ -3,12 +3,13 @@ import { Readable } from 'node:stream'
 import type { Operation } from './contract.js'
 import { invalidField, type FieldError } from './errors.js'
 
-import { STREAM_CHUNK_CHARS, severityNames, type Sort } from '../db/sql.js'
-import type { DateRange } from '../db/filters.js'
+import { type DateRange, severityNames, type Sort, STREAM_CHUNK_CHARS } from './ports.js'
 
-// The SQL side of listing lives in db/sql.ts; callers of lib/ keep importing it from here.
-export { STREAM_CHUNK_CHARS, contains, orderBy, severityNames, type Sort } from '../db/sql.js'
-export type { DateRange } from '../db/filters.js'
+// The LIKE pattern of a "contains", which lib/assets/query.ts puts into the asset conditions
+// db/ renders (the SQL side of listing lives in db/sql.ts).
+export { contains } from '../db/sql.js'
+export { STREAM_CHUNK_CHARS, severityNames, type Sort } from './ports.js'
+export type { DateRange } from './ports.js'
 
 /** Where a filter value came from: list queries, or export bodies that mirror them. */
 export type Where = Extract<FieldError['location'], 'query' | 'body'>

@@ -5,7 +5,7 @@
 // as objects as long again; text crosses as one copy).
 import { workerData } from 'node:worker_threads'
 import type { DB } from '../db/index.js'
-import type { AssetQuery, AssetSort, DataAt } from '../db/assets.js'
+import type { AssetQuery, AssetSort, DataAt } from './assets/ports.js'
 import { readTasks } from '../db/read-tasks.js'
 import { readerRunner, type ReaderSetup } from '../db/reader-runner.js'
 import { assetView } from './assets/views.js'

@@ -6,7 +6,7 @@ import { auditRepo } from '../db/audit.js'
 import { systemRepo } from '../db/system.js'
 import { AuthVersion, otherConnectionsCommits } from '../db/auth-version.js'
 import { CheckInTimeWrites } from '../db/answer-cache.js'
-import type { CacheRegistry } from '../db/cache.js'
+import type { CacheRegistry } from './platform/cache.js'
 import { agentStateRepo } from '../db/agent-state.js'
 import { gatewayRepo } from '../db/gateway.js'
 import { eventsRepo } from '../db/events.js'
@@ -36,7 +36,7 @@ import { agentListView } from './agents/views.js'
  * `keptAnswers`: list answers kept while the database is unchanged (0: none). `sealingKey`:
  * the key that seals alarm destinations' secrets at rest (the server always gives one);
  * the sealer is chosen here, in the wiring, so that the platform's storage names no feature.
- * `caches`: the app's cache registry (db/cache.ts), where the repositories make their caches.
+ * `caches`: the app's cache registry (lib/platform/cache.ts), where the repositories make their caches.
  */
 export function createRepos(db: DB, keptAnswers = 64, sealingKey?: Buffer, caches?: CacheRegistry) {
   const sealer = sealingKey !== undefined ? settingsSealer(vault(sealingKey)) : undefined

@@ -28,6 +28,7 @@ import { runFiles } from './reports/files.js'
 import { systemService } from './system/service.js'
 import fs from 'node:fs'
 import type { PlannedRead } from '../db/sql.js'
+import type { PruneDelta } from '../db/event-engine/index.js'
 
 type DepsOf<F extends (deps: any) => unknown> = Parameters<F>[0]
 
@@ -115,7 +116,8 @@ export function sqliteServicePorts(app: FastifyInstance): ServicePorts {
     auditRecords: asyncPort(repos.eventQueries.audit, uow),
     retention: asyncPort(repos.retention, uow),
     retentionIndex: asyncPort(repos.eventQueries.indexer, uow),
-    applyPrune: (table, delta) => repos.eventQueries.indexer.applyPrune(table, delta),
+    // The delta is the one this indexer's prune answered: the port names only its id range.
+    applyPrune: (table, delta) => repos.eventQueries.indexer.applyPrune(table, delta as PruneDelta),
     systemAudit: asyncPort(repos.audit, uow),
   }
 }

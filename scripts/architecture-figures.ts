@@ -48,23 +48,26 @@ export function figures(): { row: string; now: string }[] {
     (r: Room) =>
       rooms.includes(r)
   return [
-    { row: '`db` -> `lib` (but the ports it implements), `generated`', now: String(edges(is('db'), (r, f) => r === 'generated' || (f.startsWith('lib/') && !f.endsWith('/ports.ts')))) },
+    {
+      row: '`db` -> `lib` (but the ports it implements and the cache registry), `generated`',
+      now: String(edges(is('db'), (r, f) => r === 'generated' || (f.startsWith('lib/') && !f.endsWith('/ports.ts') && f !== 'lib/platform/cache.ts'))),
+    },
     { row: '`handlers` -> `db`', now: String(edges(is('handlers'), is('db'))) },
     { row: 'features -> `fastify` (files)', now: String(mods.filter((m) => roomOf(m.source) === 'feature' && fastify(m)).length) },
     { row: '`lib` files importing `fastify`', now: `${lib.filter(fastify).length} of ${lib.length} (the wiring and the platform)` },
     { row: '`handlers` -> features / platform', now: `${edges(is('handlers'), is('feature'))} / ${edges(is('handlers'), is('platform'))}` },
-    { row: 'features -> `db` (types, and shared constants)', now: String(edges(is('feature'), is('db'))) },
+    { row: 'features -> `db`', now: String(edges(is('feature'), is('db'))) },
     { row: 'wiring -> features / `db`', now: `${edges(is('wiring'), is('feature'))} / ${edges(is('wiring'), is('db'))}` },
   ]
 }
 
 const BEFORE: Record<string, string> = {
-  '`db` -> `lib` (but the ports it implements), `generated`': '26',
+  '`db` -> `lib` (but the ports it implements and the cache registry), `generated`': '26',
   '`handlers` -> `db`': '15',
   'features -> `fastify` (files)': '17',
   '`lib` files importing `fastify`': '38 of 81',
   '`handlers` -> features / platform': '25 / 54',
-  'features -> `db` (types, and shared constants)': '32',
+  'features -> `db`': '32',
   'wiring -> features / `db`': '13 / 30',
 }
 

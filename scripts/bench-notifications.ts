@@ -19,7 +19,7 @@ import { openDatabase } from '../db/index.js'
 import { createRepos } from '../lib/repos.js'
 import { hashPassword, sha256 } from '../lib/passwords.js'
 import { eventOf } from '../lib/event-codes.js'
-import type { RiskFilter } from '../db/notifications.js'
+import type { RiskFilter } from '../lib/notifications/ports.js'
 import type { Sort } from '../lib/listing.js'
 import { PIN, pct, ms, start } from './bench-support.js'
 

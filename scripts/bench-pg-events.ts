@@ -10,7 +10,7 @@
 //
 // BENCH_SYNC=off runs with synchronous_commit off. Runs in a scratch database of its own (made, migrated and dropped), about 40 s.
 import pg from 'pg'
-import type { EventBatch, EventInput } from '../db/events.js'
+import type { EventBatch, EventInput } from '../lib/events/ports.js'
 import { connectPostgres, migratePostgres } from '../db/postgres/index.js'
 import { pgEventsRepo } from '../db/postgres/events-write.js'
 import { eventCodes } from '../lib/event-codes.js'

@@ -5,9 +5,9 @@
 // whatever the slices, the destinations' changes and the audit records between them.
 import t from 'tap'
 import { openDatabase } from '../db/index.js'
-import type { DestinationInput } from '../db/alarms.js'
+import type { DestinationInput } from '../lib/alarms/ports.js'
 import { QUEUE_ROWS } from '../db/alarm-queue.js'
-import type { EventCategory, EventInput } from '../db/events.js'
+import type { EventCategory, EventInput } from '../lib/events/ports.js'
 import { createRepos } from '../lib/repos.js'
 
 const CATEGORIES: EventCategory[] = ['USB', 'Network', 'System', 'Host', 'General']

@@ -9,8 +9,8 @@ import { call } from './helpers.js'
 import { alarmsOf, query, recordEvents } from './seed.js'
 import { ALARM_PATH, alarmApp, closedPort, tcpReceiver, waitFor } from './fixtures/receivers.js'
 import { iso } from '../lib/time.js'
-import type { AttemptRecord } from '../db/alarms.js'
-import type { EventInput } from '../db/events.js'
+import type { AttemptRecord } from '../lib/alarms/ports.js'
+import type { EventInput } from '../lib/events/ports.js'
 
 const setup = alarmApp
 

@@ -11,7 +11,7 @@ import { call } from './helpers.js'
 import { query, queryValue, recordEventIds } from './seed.js'
 import { ALARM_PATH, alarmApp, httpReceiver, tcpReceiver } from './fixtures/receivers.js'
 import { allowList, keptResolver, resolveChecked, type Resolver } from '../lib/alarms/address.js'
-import type { EventInput } from '../db/events.js'
+import type { EventInput } from '../lib/events/ports.js'
 
 const SECRET = 'whsec-batches-0123456789'
 

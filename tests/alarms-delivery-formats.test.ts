@@ -9,7 +9,7 @@ import { ALARM_PATH, alarmEnv, httpReceiver, smtpReceiver, tcpReceiver, udpRecei
 import { gatewayEnv, enroll, checkIn, hostState, attackTool } from './fixtures/gateway.js'
 import { alarmWorker } from '../lib/alarms/index.js'
 import { SYSLOG_HOSTNAME, VERSION } from '../lib/alarms/format.js'
-import type { EventInput } from '../db/events.js'
+import type { EventInput } from '../lib/events/ports.js'
 
 const SECRET = 'whsec-formats-0123456789'
 

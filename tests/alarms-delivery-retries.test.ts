@@ -15,7 +15,7 @@ import { alarmDeliveryHealth, alarmWorker } from '../lib/alarms/index.js'
 import { backoff, GIVE_UP_MS } from '../lib/alarms/worker.js'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
-import type { EventInput } from '../db/events.js'
+import type { EventInput } from '../lib/events/ports.js'
 
 const SECRET = 'whsec-retries-0123456789'
 

@@ -7,7 +7,7 @@ import { build, call, login } from './helpers.js'
 import { alarmsOf, query, queryColumn, queryValue, recordEvents } from './seed.js'
 import { ALARM_PATH, alarmEnv, httpReceiver } from './fixtures/receivers.js'
 import { alarmWorker } from '../lib/alarms/index.js'
-import type { EventCategory } from '../db/events.js'
+import type { EventCategory } from '../lib/events/ports.js'
 
 const SECRET = 'whsec-filters-0123456789'
 

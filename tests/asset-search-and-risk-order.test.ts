@@ -5,7 +5,8 @@
 import t from 'tap'
 import { build } from './helpers.js'
 import { insertAgent, insertPeripheral } from './fixtures/fleet.js'
-import { assetsRepo, SOURCES, type AssetQuery, type AssetRow } from '../db/assets.js'
+import { assetsRepo, SOURCES } from '../db/assets.js'
+import type { AssetQuery, AssetRow } from '../lib/assets/ports.js'
 import { contains } from '../db/sql.js'
 
 /** LIKE's case folding: ASCII letters only. */

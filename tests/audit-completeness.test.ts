@@ -12,7 +12,7 @@ import { gatewayEnv, enroll } from './fixtures/gateway.js'
 import { addAgent, addDebugLogs } from './fixtures/fleet.js'
 import { audit, detailsText, maskSecrets } from '../lib/audit.js'
 import { problem } from '../lib/errors.js'
-import type { AuditRow } from '../db/audit.js'
+import type { AuditRow } from '../lib/platform/ports.js'
 import { loadSpec, type Operation } from '../lib/contract.js'
 
 type Json = Record<string, any>

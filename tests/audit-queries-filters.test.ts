@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import { build, login, call, ADMIN_PASSWORD } from './helpers.js'
 import { sortedBy, DAY } from './fixtures/events.js'
 import { holdIndexing, indexEvents, query, stepIndex } from './seed.js'
-import type { AuditTrailRow } from '../db/event-engine/event-queries.js'
+import type { AuditTrailRow } from '../lib/events/ports.js'
 
 const URL = '/prime/webui/Events/GetAuditTrails'
 const FEED = '/prime/webui/Events/GetAuditsIntegration'

@@ -1,8 +1,8 @@
-// backend: none — the in-memory cache alone (db/cache.ts), no database
-// Pins the in-memory cache (db/cache.ts) every kept structure is made with, and its registry:
+// backend: none — the in-memory cache alone (lib/platform/cache.ts), no database
+// Pins the in-memory cache (lib/platform/cache.ts) every kept structure is made with, and its registry:
 // byte bounds, the total bound across caches, the counts, and turning every cache off.
 import t from 'tap'
-import { Cache, CacheRegistry, estimateBytes } from '../db/cache.js'
+import { Cache, CacheRegistry, estimateBytes } from '../lib/platform/cache.js'
 import { KeptAnswers } from '../lib/notifications/kept.js'
 
 t.test('bounded: the least recently used goes first', async (t) => {

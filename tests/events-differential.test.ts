@@ -7,7 +7,7 @@
 // so the two agree with each other through the model. Zero mismatches.
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
-import type { EventRow } from '../db/event-engine/event-queries.js'
+import type { EventRow } from '../lib/events/ports.js'
 import { DAY, EVENT_SORT_FIELDS as SORT_FIELDS, eventMaker, expectedEvents, rand, sortEvents } from './fixtures/events.js'
 import { build, call, login } from './helpers.js'
 import { backendOf, holdIndexing, indexEvents, query, recordEvents } from './seed.js'

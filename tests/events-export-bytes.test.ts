@@ -13,8 +13,7 @@ import { build, login, call } from './helpers.js'
 import { parseCsv } from './fixtures/documents.js'
 import { addEvents, asRow } from './fixtures/events.js'
 import { recordEvents } from './seed.js'
-import type { EventInput } from '../db/events.js'
-import type { EventRow } from '../db/event-engine/event-queries.js'
+import type { EventInput, EventRow } from '../lib/events/ports.js'
 
 const URL = '/prime/webui/Events/ExportGetEvents'
 const GOLDEN = path.join(import.meta.dirname, 'fixtures', 'events-export.csv')

@@ -8,7 +8,7 @@ import { build, login, call, userWithProfile } from './helpers.js'
 import { addEvents, expectedEvents, sortEvents, DAY } from './fixtures/events.js'
 import { holdIndexing, indexEvents, query, recordEvents, stepIndex } from './seed.js'
 import { parseCsv } from './fixtures/documents.js'
-import type { EventRow } from '../db/event-engine/event-queries.js'
+import type { EventRow } from '../lib/events/ports.js'
 
 const URL = '/prime/webui/Events/GetEvents'
 const NOW = Date.UTC(2025, 0, 10, 12, 0, 0)

@@ -7,11 +7,16 @@ import t from 'tap'
 import { build, login, call } from './helpers.js'
 import { recordEvents } from './seed.js'
 import { asRow, eventMaker, expectedEvents, sortEvents, DAY } from './fixtures/events.js'
-import type { EventRow } from '../db/event-engine/event-queries.js'
+import { EVENT_ROW_SORTS, type EventRow } from '../lib/events/ports.js'
+import { eventSorts, sortedByRows } from '../db/event-engine/event-plans.js'
 
 const URL = '/prime/webui/Events/GetEvents'
 const NOW = Date.UTC(2025, 0, 10, 12, 0, 0)
 const LIMIT = 20_000
+
+t.test("the event engine's sorts that read every match are the contract's free-text fields", async (t) => {
+  t.same(sortedByRows(eventSorts), EVENT_ROW_SORTS)
+})
 
 t.test('a free-text sort of more than 20000 matches is refused with a 400 that says how to narrow it', async (t) => {
   const app = await build(t)

@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify'
 import { build, login, call } from './helpers.js'
 import { addEvents, expectedEvents, sortEvents, eventMaker, DAY } from './fixtures/events.js'
 import { backendOf, holdIndexing, query, recordEvents } from './seed.js'
-import type { EventRow } from '../db/event-engine/event-queries.js'
+import type { EventRow } from '../lib/events/ports.js'
 
 interface Page {
   recordsTotal: number

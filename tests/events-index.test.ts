@@ -15,7 +15,7 @@ import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 import { openDatabase } from '../db/index.js'
 import { recordIndexer } from '../db/event-engine/event-index.js'
-import type { EventRow } from '../db/event-engine/event-queries.js'
+import type { EventRow } from '../lib/events/ports.js'
 import { eventFilter } from '../lib/events/filter.js'
 
 const URL = '/prime/webui/Events/GetEvents'

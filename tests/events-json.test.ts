@@ -7,13 +7,11 @@
 // equals the answer's object stringified.
 import t from 'tap'
 import { openDatabase } from '../db/index.js'
-import { eventsRepo, type EventInput } from '../db/events.js'
-import { EVENT_FIELDS } from '../db/event-engine/event-queries.js'
+import { eventsRepo } from '../db/events.js'
+import { EVENT_FIELDS, type EventInput, type EventRow, rowOf } from '../lib/events/ports.js'
 import { EVENT_COLUMNS } from '../db/event-rows.js'
-import { rowOf } from '../db/sql.js'
 import { eventView, eventViewOf, eventsAnswer } from '../lib/events/views.js'
 import { AnswerParts, listAnswer } from '../lib/listing.js'
-import type { EventRow } from '../lib/events/ports.js'
 import { eventMaker } from './fixtures/events.js'
 
 const eventOf = rowOf(EVENT_FIELDS) as unknown as (r: unknown[]) => EventRow

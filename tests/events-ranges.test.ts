@@ -12,7 +12,7 @@ import type { FastifyInstance } from 'fastify'
 import { build } from './helpers.js'
 import { eventMaker, expectedEvents, sortEvents, asRow, DAY } from './fixtures/events.js'
 import { eventFilter } from '../lib/events/filter.js'
-import type { EventRow } from '../db/event-engine/event-queries.js'
+import type { EventRow } from '../lib/events/ports.js'
 
 const NOW = Date.UTC(2025, 0, 10, 12, 0, 0)
 const iso = (ms: number) => new Date(ms).toISOString()

@@ -4,7 +4,8 @@
 // (64 states, 128 peripherals a statement): across those statements' boundaries they leave
 // what the same writes one agent at a time leave, and a failed call leaves nothing.
 import t from 'tap'
-import { type AgentRow, type AgentState, type PeripheralWrite, type StateWrite, type StoredPeripheral, signatureOf } from '../db/gateway.js'
+import { signatureOf } from '../db/gateway.js'
+import type { AgentRow, AgentState, PeripheralWrite, StateWrite, StoredPeripheral } from '../lib/gateway/ports.js'
 import type { DB } from '../db/index.js'
 import { createRepos } from '../lib/repos.js'
 import { seedFleet } from '../scripts/seed.js'

@@ -9,7 +9,7 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build } from './helpers.js'
 import { DAY, eventMaker, expectedEvents, writeEvents } from './fixtures/events.js'
-import type { EventRow } from '../db/event-engine/event-queries.js'
+import type { EventRow } from '../lib/events/ports.js'
 import { idsOf } from '../db/event-engine/event-doc-ids.js'
 import { eventFilter } from '../lib/events/filter.js'
 

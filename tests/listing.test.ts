@@ -1,7 +1,8 @@
 // backend: none — pure functions: no app is built and no database opened
 // Pins lib/listing.ts: the one place that reads paging, sorting and filter values of every list.
 import t, { type Test } from 'tap'
-import { page, sort, orderBy, bool, date, severity, contains, listAnswer, listAnswerJson, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE } from '../lib/listing.js'
+import { page, sort, bool, date, severity, contains, listAnswer, listAnswerJson, MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE } from '../lib/listing.js'
+import { orderBy } from '../db/sql.js'
 import { ProblemError } from '../lib/errors.js'
 import type { Operation } from '../lib/contract.js'
 

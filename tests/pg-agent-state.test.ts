@@ -7,7 +7,7 @@ import { agentStateRepo } from '../db/agent-state.js'
 import type { DB } from '../db/index.js'
 import { pgAgentStateRepo } from '../db/postgres/agent-state.js'
 import type { Postgres } from '../db/postgres/index.js'
-import type { PeripheralsWritten } from '../db/gateway.js'
+import type { PeripheralsWritten } from '../lib/gateway/ports.js'
 import { tempDb } from './helpers.js'
 import { noPostgres, pgTestDatabase } from './pg.js'
 

@@ -2,9 +2,10 @@
 // same pollers, connections, runs and published locations written through both, every read
 // compared (the status list over every filter and sort, in pages).
 import t from 'tap'
-import { agentlessRepo, type AgentlessFilter, type ConnectionValues, type RunWrite } from '../db/agentless.js'
+import { agentlessRepo, type RunWrite } from '../db/agentless.js'
+import type { AgentlessFilter, ConnectionValues } from '../lib/agentless/ports.js'
 import { pgAgentlessRepo } from '../db/postgres/agentless.js'
-import type { Sort } from '../db/sql.js'
+import type { Sort } from '../lib/ports.js'
 import { tempDb } from './helpers.js'
 import { noPostgres, pgTestDatabase } from './pg.js'
 

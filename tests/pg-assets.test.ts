@@ -2,7 +2,8 @@
 // peripherals and agentless hosts written into both databases, then hundreds of random
 // queries over every filter, sort, global search and page compared row for row.
 import t from 'tap'
-import { assetsRepo, type AssetQuery, type AssetSort } from '../db/assets.js'
+import { assetsRepo } from '../db/assets.js'
+import type { AssetQuery, AssetSort } from '../lib/assets/ports.js'
 import { internPeripheralTexts } from '../db/gateway.js'
 import type { DB } from '../db/index.js'
 import { pgAssetsRepo } from '../db/postgres/assets.js'

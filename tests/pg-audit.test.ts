@@ -3,7 +3,8 @@
 // closing). And the trail is immutable there too: no update, no delete but through
 // retention's gate, which lasts its own transaction only.
 import t from 'tap'
-import { auditRepo, type AuditRecord } from '../db/audit.js'
+import { auditRepo } from '../db/audit.js'
+import type { AuditRecord } from '../lib/platform/ports.js'
 import { openDatabase } from '../db/index.js'
 import { pgAuditRepo } from '../db/postgres/audit.js'
 import { pgRecordRetention } from '../db/postgres/events-retention.js'

@@ -44,7 +44,7 @@ type Row = Record<string, unknown>
 
 interface Side {
   name: string
-  store: GatewayStore & { byCredential(hash: string): Promise<import('../db/gateway.js').GatewayAgent | undefined> }
+  store: GatewayStore & { byCredential(hash: string): Promise<import('../lib/gateway/ports.js').GatewayAgent | undefined> }
   commands: { queue(agentId: number, type: 'SetMode' | 'UpdatePolicy' | 'UpdateAgent' | 'FetchDebugLogs', parameters: Record<string, unknown>, now: number, by: string): Promise<number> }
   agentState: ReturnType<typeof asyncPort<ReturnType<typeof agentStateRepo>>>
   uow: UnitOfWork

@@ -3,13 +3,12 @@
 // lists, counts, read marks, pins, dismissals, health notifications and change numbers.
 import t, { type Test } from 'tap'
 import { riskRaiser } from '../db/events.js'
-import { notificationsRepo, type RiskFilter } from '../db/notifications.js'
+import { notificationsRepo } from '../db/notifications.js'
+import type { HealthRecords, NotificationStore, RiskFilter } from '../lib/notifications/ports.js'
 import { connectPostgres, type Postgres } from '../db/postgres/index.js'
 import { pgNotificationsRepo } from '../db/postgres/notifications.js'
 import { pgRiskRaiser } from '../db/postgres/risk.js'
-import type { Sort } from '../db/sql.js'
-import type { HealthRecords } from '../lib/notifications/health.js'
-import type { NotificationStore } from '../lib/notifications/ports.js'
+import type { Sort } from '../lib/ports.js'
 import { tempDb } from './helpers.js'
 import { noPostgres, pgTestDatabase } from './pg.js'
 

@@ -4,7 +4,7 @@
 // agents' latest texts and risk notifications each caller would have had alone.
 import t from 'tap'
 import { openDatabase } from '../db/index.js'
-import type { EventInput } from '../db/events.js'
+import type { EventInput } from '../lib/events/ports.js'
 import { createRepos } from '../lib/repos.js'
 import { eventCodes } from '../lib/event-codes.js'
 import { storedAgent } from './fixtures/gateway.js'

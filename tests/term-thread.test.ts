@@ -8,7 +8,8 @@
 import t from 'tap'
 import { build } from './helpers.js'
 import { DAY, expectedEvents, writeEvents } from './fixtures/events.js'
-import { eventQueriesRepo, type EventRow } from '../db/event-engine/event-queries.js'
+import { eventQueriesRepo } from '../db/event-engine/event-queries.js'
+import type { EventRow } from '../lib/events/ports.js'
 import { eventFilter } from '../lib/events/filter.js'
 
 const NOW = Date.UTC(2026, 5, 30, 12)

@@ -2,7 +2,8 @@
 // of ids with their exact counts, from the counts in memory, reading rows (or the kinds'
 // ids) only where a block straddles an end of a range; the ids a time range can reach; a
 // table's whole count.
-import { LEVEL_SHIFT, type RecordTable, type Summary } from './event-index.js'
+import { LEVEL_SHIFT, type Summary } from './event-index.js'
+import type { RecordTable } from '../../lib/events/ports.js'
 import type { Plan, Range } from './event-plans.js'
 import type { CountsState, Segment } from './event-counts-state.js'
 import { countRows, keep } from './event-counts-rows.js'

@@ -5,7 +5,7 @@
 // (db/event-engine/event-counts-terms.ts), the text counts (db/event-engine/event-counts-text.ts) and their match
 // bits (db/event-engine/event-counts-docs.ts). Each kept structure is described where it is declared.
 import type { Statement } from 'better-sqlite3'
-import { cacheIn, type Cache, type CacheRegistry } from '../cache.js'
+import { cacheIn, type Cache, type CacheRegistry } from '../../lib/platform/cache.js'
 import { FINE_SHIFT, LEVEL_SHIFT, type Summary } from './event-index.js'
 import type { GlobalCols, Range } from './event-plans.js'
 import type { QueryState } from './event-query-state.js'

@@ -2,8 +2,8 @@
 // in memory (one pass over the matching documents or sources), and the counts of recent
 // questions kept while the index has not moved, their memory bounded (KEPT_DOCS_MAX).
 import { LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, type Summary } from './event-index.js'
-import { MAX_ID } from '../filters.js'
-import { severityNames } from '../sql.js'
+import { MAX_ID } from '../../lib/events/ports.js'
+import { severityNames } from '../../lib/ports.js'
 import type { GlobalCols, Plan } from './event-plans.js'
 import { SEEK_MAX } from './event-query-state.js'
 import { GLOBAL_SOURCE_COLUMNS } from './source-names.js'

@@ -9,7 +9,8 @@
 // the blocks a time range cuts (db/event-engine/event-counts-cut.ts), the terms' matches
 // (db/event-engine/event-counts-terms.ts), the text counts (db/event-engine/event-counts-text.ts) and the walks over
 // the events' documents (db/event-engine/event-counts-docs.ts). This module evaluates a plan with them.
-import type { RecordTable, Summary } from './event-index.js'
+import type { Summary } from './event-index.js'
+import type { RecordTable } from '../../lib/events/ports.js'
 import { all, type Plan, type Range } from './event-plans.js'
 import { pred, rangeCond, seekFrom, type QueryState } from './event-query-state.js'
 import { createCountsState, type Counted, type CountsState, type Segment, type TextCount } from './event-counts-state.js'
@@ -18,7 +19,7 @@ import { blockKindIds, kindSet } from './event-counts-cut.js'
 import { countsOf, docMatchIds, docSegments, docWalk, walkable } from './event-counts-docs.js'
 import { countRows, keptCount, matchIds, pageIds } from './event-counts-rows.js'
 import { phraseTerms, rememberPhrase } from './event-counts-terms.js'
-import type { CacheRegistry } from '../cache.js'
+import type { CacheRegistry } from '../../lib/platform/cache.js'
 import { KEPT_DOCS_MAX, keptTextCount } from './event-counts-text.js'
 
 export type { Counted, Segment, TextCount } from './event-counts-state.js'

@@ -2,7 +2,7 @@
 // indexer appends a stretch with each batch (and fills in those indexed before the table
 // existed, newest first), the retention job clears the events it deletes, and text filters
 // over a range of ids read them to tell the matches from the documents that match.
-import { cacheIn, type CacheRegistry } from '../cache.js'
+import { cacheIn, type CacheRegistry } from '../../lib/platform/cache.js'
 import type { DB } from '../index.js'
 
 /** A stretch shorter than this is extended by the next batch rather than followed by another (a busy server indexes 64 events at a time). */

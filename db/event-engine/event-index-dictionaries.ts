@@ -1,8 +1,9 @@
 // The event index's dictionaries (db/event-engine/event-index.ts): the kinds of events and audit records,
 // and the events' sources and documents, each given an id on first sight.
-import { cacheIn } from '../cache.js'
+import { cacheIn } from '../../lib/platform/cache.js'
 import type { DB } from '../index.js'
-import { kindColumns, kindsTable, type AuditKind, type EventKind, type IndexerOptions, type RecordTable } from './event-index-structures.js'
+import { kindColumns, kindsTable, type AuditKind, type EventKind, type IndexerOptions } from './event-index-structures.js'
+import type { RecordTable } from '../../lib/events/ports.js'
 
 /** 53-bit string hash (cyrb53): finds a document by its whole key in one index probe. */
 export function hash53(text: string): number {

@@ -1,6 +1,7 @@
 // The event index's side of a prune (db/event-engine/event-index.ts): the records deleted by the
 // retention job are taken out of every count in the same transaction.
-import { LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, addRollup, kindColumns, type IndexerState, type PruneDelta, type RecordTable } from './event-index-structures.js'
+import { LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, addRollup, kindColumns, type IndexerState, type PruneDelta } from './event-index-structures.js'
+import type { RecordTable } from '../../lib/events/ports.js'
 import type { IndexDictionaries } from './event-index-dictionaries.js'
 
 /** The prunes of an indexer (the summary follows a committed one: applyPrune, db/event-engine/event-index-summary.ts). */

@@ -2,7 +2,8 @@
 // in one transaction (kinds, block counts, time spans, the events' ids by source and by
 // kind, their sources' and documents' counts, their documents by id) and moves the
 // high-water mark; the documents of events indexed before event_doc_ids are filled in.
-import { FINE_SHIFT, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, SYNCHRONOUS_FULL, addRollup, kindColumns, rollupTable, type Delta, type IndexerState, type RecordTable } from './event-index-structures.js'
+import { FINE_SHIFT, LEVEL_SHIFT, SOURCE_BLOCK_SHIFT, SYNCHRONOUS_FULL, addRollup, kindColumns, rollupTable, type Delta, type IndexerState } from './event-index-structures.js'
+import type { RecordTable } from '../../lib/events/ports.js'
 import type { IndexDictionaries } from './event-index-dictionaries.js'
 
 /** The steps of an indexer; `apply` brings its summary along with each committed one. */

@@ -4,7 +4,8 @@
 import type { Statement } from 'better-sqlite3'
 import type { DB } from '../index.js'
 import type { EventDocIds } from './event-doc-ids.js'
-import type { CacheRegistry } from '../cache.js'
+import type { CacheRegistry } from '../../lib/platform/cache.js'
+import type { RecordTable } from '../../lib/events/ports.js'
 
 /** Ids per block: level 0 blocks hold 2^12 ids, level 1 blocks 2^16. */
 export const LEVEL_SHIFT = [12, 16] as const
@@ -46,8 +47,6 @@ export class FineSpans {
 
 /** Ids per block of the events-by-source index (event_source_ids, migration 012). */
 export const SOURCE_BLOCK_SHIFT = 18
-
-export type RecordTable = 'events' | 'audit_trail'
 
 export interface EventKind {
   id: number
@@ -160,7 +159,7 @@ export interface IndexerOptions {
   /** Sources and documents remembered between batches (bounded memory; a miss is one index probe). */
   sourceCache?: number
   docCache?: number
-  /** The app's caches, where the engine's are made (db/cache.ts; absent: caches of its own). */
+  /** The app's caches, where the engine's are made (lib/platform/cache.ts; absent: caches of its own). */
   caches?: CacheRegistry
   /**
    * Each step's commit synced on its own (synchronous = FULL), as before: by default a step

@@ -2,7 +2,8 @@
 // on first use, brought along with each committed step and prune of this process, read
 // again when another process indexed or pruned; the events' documents and sources read
 // only when a text filter needs them.
-import { BySource, Column, FineSpans, LEVEL_SHIFT, TEXT_SLICE, rollupTable, type Delta, type IndexerState, type PruneDelta, type RecordTable, type Summary } from './event-index-structures.js'
+import { BySource, Column, FineSpans, LEVEL_SHIFT, TEXT_SLICE, rollupTable, type Delta, type IndexerState, type PruneDelta, type Summary } from './event-index-structures.js'
+import type { RecordTable } from '../../lib/events/ports.js'
 
 const emptySummary = (indexed: number, pruned = 0): Summary => ({
   indexed,

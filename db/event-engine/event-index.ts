@@ -29,9 +29,9 @@ export {
   type EventKind,
   type IndexerOptions,
   type PruneDelta,
-  type RecordTable,
   type Summary,
 } from './event-index-structures.js'
+
 export { hash53 } from './event-index-dictionaries.js'
 
 export function recordIndexer(db: DB, opts: IndexerOptions = {}) {

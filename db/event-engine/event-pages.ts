@@ -7,10 +7,11 @@
 // the readers of rows (event-pages-rows.ts), the pages in id order (event-pages-ids.ts),
 // those of text plans (event-pages-text.ts); the other orders and the feeds are here.
 import { LEVEL_SHIFT } from './event-index.js'
-import type { Sort } from '../sql.js'
+import type { Sort } from '../../lib/ports.js'
 import { all, cond, inList, isIdSort, isTimeSort, orderSql, sortsEveryMatch, type Plan, type Range, type SortField } from './event-plans.js'
 import type { Counted, EventCounts } from './event-counts.js'
-import { SEEK_MAX, pred, rangeCond, type ListAnswer, type QueryState } from './event-query-state.js'
+import { SEEK_MAX, pred, rangeCond, type QueryState } from './event-query-state.js'
+import type { ListAnswer } from '../../lib/events/ports.js'
 import { pageRows, type Raw } from './event-pages-rows.js'
 import { idPages } from './event-pages-ids.js'
 import { textPages } from './event-pages-text.js'

@@ -1,10 +1,10 @@
 // How a filter and a sort of the event and audit-trail lists become a question in the
 // query engine's terms (db/event-engine/event-queries.ts): the conditions over a row's columns, what the
 // kinds and the texts must hold, and the order of each sort field.
-import type { AuditKind, EventKind, RecordTable } from './event-index.js'
-import { AUDIT_FIELDS, EVENT_FIELDS } from '../event-rows.js'
-import type { AuditFilter, Bounds, EventFilter } from '../filters.js'
-import { contains as likePattern, severityNames } from '../sql.js'
+import type { AuditKind, EventKind } from './event-index.js'
+import { AUDIT_FIELDS, type AuditFilter, type Bounds, EVENT_FIELDS, type EventFilter, type RecordTable } from '../../lib/events/ports.js'
+import { contains as likePattern } from '../sql.js'
+import { severityNames } from '../../lib/ports.js'
 
 // ---------------------------------------------------------------------------------------
 // Conditions

@@ -17,13 +17,13 @@
 // (db/event-engine/event-plans.ts), rows (db/event-rows.ts) and the index's catch-up (db/event-engine/event-catch-up.ts).
 import { setImmediate as pause } from 'node:timers/promises'
 import type { DB } from '../index.js'
-import { statementCache, type Sort } from '../sql.js'
+import { statementCache } from '../sql.js'
+import type { Sort } from '../../lib/ports.js'
 import { indexCatchUp } from './event-catch-up.js'
-import { recordIndexer, type RecordTable, type IndexerOptions } from './event-index.js'
-import type { AuditFilter, EventFilter } from '../filters.js'
-import type { AuditTrailRow, EventRow } from '../event-rows.js'
-import { auditPlan, eventPlan, eventSorts, sortedByRows, type Plan } from './event-plans.js'
-import { recordTables, type ListAnswer, type QueryState } from './event-query-state.js'
+import { recordIndexer, type IndexerOptions } from './event-index.js'
+import type { AuditFilter, AuditTrailRow, EventFilter, EventRow, ListAnswer, RecordTable } from '../../lib/events/ports.js'
+import { auditPlan, eventPlan, type Plan } from './event-plans.js'
+import { recordTables, type QueryState } from './event-query-state.js'
 import { eventCounts } from './event-counts.js'
 import { eventPages, type Raw } from './event-pages.js'
 import { eventStream, type StreamOffload } from './event-stream.js'
@@ -31,11 +31,7 @@ import { registerEventContains } from '../match.js'
 import { termThread } from './term-thread.js'
 import { GLOBAL_SOURCE_COLUMNS, type SourceColumn } from './source-names.js'
 
-export { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from '../event-rows.js'
 export { textMatch } from './event-plans.js'
-/** The events list's sort fields that sort every match (free texts). */
-export const EVENT_ROW_SORTS: readonly string[] = sortedByRows(eventSorts)
-export type { ListAnswer } from './event-query-state.js'
 
 /**
  * A text term's first search over at least this many documents runs its phrase query in a

@@ -3,21 +3,14 @@
 // statement cache, the newest ids, the time indexes and the index's catch-up; and the
 // conditions every one of them reads rows with.
 import type { DB } from '../index.js'
-import { rowOf, type statementCache } from '../sql.js'
-import { SOURCE_BLOCK_SHIFT, type RecordIndexer, type RecordTable } from './event-index.js'
-import { AUDIT_COLUMNS, AUDIT_FIELDS, EVENT_COLUMNS, EVENT_FIELDS } from '../event-rows.js'
+import type { statementCache } from '../sql.js'
+import { AUDIT_FIELDS, EVENT_FIELDS, type RecordTable, rowOf } from '../../lib/events/ports.js'
+import { SOURCE_BLOCK_SHIFT, type RecordIndexer } from './event-index.js'
+import { AUDIT_COLUMNS, EVENT_COLUMNS } from '../event-rows.js'
 import { all, auditSorts, cond, eventSorts, type Cond, type Plan } from './event-plans.js'
 
 /** Up to this many matches a page is read by finding them all and sorting them. */
 export const SEEK_MAX = 50_000
-
-export interface ListAnswer<R> {
-  total: number
-  filtered: number
-  rows: R[]
-  /** The sort orders every match (a free text) and the matches were more than the page's sortMax: no rows read. */
-  tooManyToSort?: boolean
-}
 
 /** The two tables the queries read: their columns, how a row is built, their sorts. */
 export function recordTables() {

@@ -2,11 +2,12 @@
 // large to build whole. Reads where db/event-engine/event-counts.ts and db/event-engine/event-pages.ts say the
 // matches are.
 import { setImmediate as pause } from 'node:timers/promises'
-import type { Sort } from '../sql.js'
+import type { Sort } from '../../lib/ports.js'
 import { all, isIdSort, isTimeSort, orderSql, type Cond, type Plan } from './event-plans.js'
 import type { EventCounts } from './event-counts.js'
 import type { EventPages } from './event-pages.js'
-import { pred, rangeCond, type ListAnswer, type QueryState } from './event-query-state.js'
+import { pred, rangeCond, type QueryState } from './event-query-state.js'
+import type { ListAnswer } from '../../lib/events/ports.js'
 
 const EXPORT_CHUNK = 1000
 

@@ -4,5 +4,6 @@
 // delta). Nothing outside this folder imports anything else of it (the layering check's
 // `event-engine-one-entry`); tests and benchmarks of its parts may.
 export * from './event-queries.js'
-export type { PruneDelta, RecordTable } from './event-index.js'
+export type { PruneDelta } from './event-index.js'
+
 export { auditSorts, eventSorts, sortsEveryMatch, type SortField } from './event-plans.js'

@@ -1,13 +1,14 @@
 // Accounts, sessions and integration tokens on PostgreSQL: the same methods and answers as
 // db/users.ts, db/sessions.ts and db/integration-tokens.ts. Nothing is kept between calls:
 // another node may change an account or end a session at any time, and every read must see it.
-import type { AccountStore } from '../../lib/accounts/ports.js'
-import type { IntegrationTokenStore } from '../../lib/integration-tokens/ports.js'
+import type { AccountRow, AccountStore, NewUser, UserChanges, UserRow } from '../../lib/accounts/ports.js'
+import type { IntegrationPrincipalRow, IntegrationTokenRow, IntegrationTokenStore } from '../../lib/integration-tokens/ports.js'
 import type { AuthVersion } from '../auth-version.js'
-import type { IntegrationPrincipalRow, IntegrationTokenRow, IntegrationTokensRepo } from '../integration-tokens.js'
-import type { RefreshRow, SessionPrincipal, SessionsRepo } from '../sessions.js'
+import type { IntegrationTokensRepo } from '../integration-tokens.js'
+import type { SessionsRepo } from '../sessions.js'
+import type { RefreshRow, SessionPrincipal } from '../../lib/platform/ports.js'
 import type { Async } from '../unit-of-work.js'
-import type { AccountRow, NewUser, UserChanges, UserRow, UsersRepo } from '../users.js'
+import type { UsersRepo } from '../users.js'
 import type { Postgres, Row } from './connection.js'
 
 /**

@@ -11,8 +11,9 @@
 // only). Case-insensitive sorts are lower(col COLLATE "C"): ASCII folded, bytes compared,
 // exactly SQLite's NOCASE, whatever the database's locale; every other text sort and
 // tie-breaker is COLLATE "C" for SQLite's BINARY.
-import type { AgentFilter, DateRange, PeripheralFilter } from '../filters.js'
-import { contains, trigramTerm, type Sort } from '../sql.js'
+import type { AgentFilter, PeripheralFilter } from '../../lib/agents/ports.js'
+import type { DateRange, Sort } from '../../lib/ports.js'
+import { contains, trigramTerm } from '../sql.js'
 
 /** Parameters of a statement being built: each value once, referenced as $n wherever used. */
 export class Params {

@@ -5,7 +5,7 @@
 // rewritten agent row takes a new rev (agents_rev_update). Call inside the unit of work
 // that changed peripherals, approvals, commands, the catalogue or an agent's mode.
 import type { AgentStateRepo } from '../agent-state.js'
-import type { PeripheralsWritten } from '../gateway.js'
+import type { PeripheralsWritten } from '../../lib/gateway/ports.js'
 import type { Async } from '../unit-of-work.js'
 import type { Postgres } from './connection.js'
 

@@ -3,24 +3,24 @@
 //
 // Names compare as SQLite's NOCASE does (ASCII letters folded: lower() under the "C"
 // collation), the index of each name's uniqueness (migration 008) written the same way.
-import type { AgentlessStore } from '../../lib/agentless/ports.js'
-import {
-  MAX_PREVIOUS_ERRORS,
-  type AgentAssetRow,
-  type AgentlessFilter,
-  type AssetType,
-  type ConnectionAssetRow,
-  type ConnectionRow,
-  type ConnectionValues,
-  type PeripheralAssetRow,
-  type PollerRow,
-  type PollerWithCounts,
-  type PollingDefaults,
-  type PreviousError,
-  type RunRow,
-  type RunWrite,
-} from '../agentless.js'
-import { contains, type Sort } from '../sql.js'
+import type {
+  AgentAssetRow,
+  AgentlessFilter,
+  AgentlessStore,
+  AssetType,
+  ConnectionAssetRow,
+  ConnectionRow,
+  ConnectionValues,
+  PeripheralAssetRow,
+  PollerRow,
+  PollerWithCounts,
+  PollingDefaults,
+  PreviousError,
+  RunRow,
+} from '../../lib/agentless/ports.js'
+import { MAX_PREVIOUS_ERRORS, type RunWrite } from '../agentless.js'
+import { contains } from '../sql.js'
+import type { Sort } from '../../lib/ports.js'
 import type { Postgres, Row } from './connection.js'
 
 // Runs kept per connection beyond the previous errors: enough to answer a retried report.

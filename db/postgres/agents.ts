@@ -2,11 +2,8 @@
 // deletion. The answers are SQLite's (db/agents.ts); what SQLite keeps to answer quickly
 // (list answers per rev, each agent's JSON, row counts, in-memory search dictionaries) is
 // not kept here: every answer is read from the tables, so any number of nodes may share them.
-import type { AgentIdentifiers, AgentListRow, AgentListView, AgentRef, AgentRow } from '../agents.js'
-import { VIEW_COLUMNS } from '../agents.js'
-import type { AgentFilter } from '../filters.js'
-import { STREAM_CHUNK_CHARS, type Sort } from '../sql.js'
-import type { AgentStore } from '../../lib/agents/ports.js'
+import { type AgentFilter, type AgentIdentifiers, type AgentListRow, type AgentListView, type AgentRef, type AgentRow, type AgentStore, VIEW_COLUMNS } from '../../lib/agents/ports.js'
+import { STREAM_CHUNK_CHARS, type Sort } from '../../lib/ports.js'
 import type { Postgres } from './connection.js'
 import { Params, agentOrderBy, agentWhere, pageIds, pageRows, pageStatement, type PageSource } from './agent-filters.js'
 

@@ -10,10 +10,9 @@
 // by a process that lost its lease before writing the outcome is sent again, with the same
 // delivery id).
 import { randomUUID } from 'node:crypto'
-import { BACKLOG_COUNT_MAX } from '../alarms.js'
-import type { AlarmsRepo, AttemptRecord, DestinationBacklog, DeliveryCounts, DestinationInput, DestinationRow, OutboxItem, SettingsSealer } from '../alarms.js'
-import type { AuditTrailRow, EventRow } from '../event-rows.js'
-import { EVENT_FIELDS } from '../event-rows.js'
+import { type AlarmsRepo, BACKLOG_COUNT_MAX } from '../alarms.js'
+import type { AttemptRecord, DeliveryCounts, DestinationBacklog, DestinationInput, DestinationRow, OutboxItem, SettingsSealer } from '../../lib/alarms/ports.js'
+import { type AuditTrailRow, EVENT_FIELDS, type EventRow } from '../../lib/events/ports.js'
 import type { Async } from '../unit-of-work.js'
 import { PG_LAST_EVENT, pgEventQueue } from './alarm-queue.js'
 import type { Postgres } from './connection.js'

@@ -7,23 +7,22 @@
 // letters only, as SQLite's lower() and LIKE fold) and ordered by code point. Nothing is
 // kept between calls (SQLite's repository keeps where each page ended, per process): a page
 // further on is read by OFFSET, its cost growing with the offset.
-import type { AssetStore } from '../../lib/assets/ports.js'
 import {
   ASSET_TYPES,
-  HIERARCHY,
-  HOST_ICONS,
-  INDICATOR_RISK,
-  SEVERITY_RISK,
-  SOURCES,
-  TEXT_FIELDS,
   type AssetCounts,
   type AssetField,
   type AssetQuery,
   type AssetRow,
   type AssetSort,
+  type AssetStore,
   type Condition,
+  HIERARCHY,
+  HOST_ICONS,
+  INDICATOR_RISK,
   type Source,
-} from '../assets.js'
+  TEXT_FIELDS,
+} from '../../lib/assets/ports.js'
+import { SEVERITY_RISK, SOURCES } from '../assets.js'
 import type { Postgres, Row } from './connection.js'
 
 const R = INDICATOR_RISK

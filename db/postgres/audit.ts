@@ -1,6 +1,7 @@
 // The audit trail's writes and reads on PostgreSQL (db/audit.ts): records taken under the
 // audit feed's lock, the refusals' repeat counts.
-import { auditColumns, type AuditRecord, type AuditRepo, type AuditRow, type RefusalCount } from '../audit.js'
+import { auditColumns, type AuditRepo } from '../audit.js'
+import type { AuditRecord, AuditRow, RefusalCount } from '../../lib/platform/ports.js'
 import type { Async } from '../unit-of-work.js'
 import type { Postgres } from './connection.js'
 import { FEED_LOCKS, recordPartitions, type RecordPartitions } from './events-write.js'

@@ -1,7 +1,8 @@
 // The catalogue of known attack tools and vulnerable devices on PostgreSQL: the same methods
 // and answers as db/catalogue.ts (built-in entries come with migration 003).
 import crypto from 'node:crypto'
-import type { CatalogueKind, CatalogueRepo, CatalogueRow, NewCatalogueEntry } from '../catalogue.js'
+import type { CatalogueRepo } from '../catalogue.js'
+import type { CatalogueKind, CatalogueRow, NewCatalogueEntry } from '../../lib/catalogue/ports.js'
 import type { Async } from '../unit-of-work.js'
 import type { Postgres } from './connection.js'
 

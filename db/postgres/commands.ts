@@ -1,6 +1,7 @@
 // Commands queued for agents on PostgreSQL (delivered and completed by the agent gateway):
 // the same methods and answers as db/commands.ts.
-import type { CommandParameters, CommandRow, CommandsRepo, CommandType } from '../commands.js'
+import type { CommandsRepo } from '../commands.js'
+import type { CommandParameters, CommandRow, CommandType } from '../../lib/agents/ports.js'
 import type { Async } from '../unit-of-work.js'
 import type { Postgres } from './connection.js'
 

@@ -11,11 +11,24 @@
 // ties in the sort's direction.
 import pg from 'pg'
 import Cursor from 'pg-cursor'
-import type { AuditRecordStore, EventStore, ListAnswer, PageChunks } from '../../lib/events/ports.js'
+import {
+  AUDIT_FIELDS,
+  type AuditFilter,
+  type AuditRecordStore,
+  type AuditTrailRow,
+  type Bounds,
+  EVENT_FIELDS,
+  eventCategories,
+  type EventFilter,
+  type EventRow,
+  type EventStore,
+  type ListAnswer,
+  MAX_ID,
+  type PageChunks,
+} from '../../lib/events/ports.js'
 import { auditSorts, eventSorts, sortsEveryMatch, type SortField } from '../event-engine/index.js'
-import { AUDIT_FIELDS, EVENT_FIELDS, type AuditTrailRow, type EventRow } from '../event-rows.js'
-import { MAX_ID, type AuditFilter, type Bounds, type EventFilter, eventCategories } from '../filters.js'
-import { contains, severityNames, type Sort } from '../sql.js'
+import { contains } from '../sql.js'
+import { severityNames, type Sort } from '../../lib/ports.js'
 import type { Postgres, Row } from './connection.js'
 
 export type RecordTable = 'events' | 'audit_trail'

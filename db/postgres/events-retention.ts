@@ -2,8 +2,7 @@
 // partition (after the caller has archived them); the records of days only partly past
 // go row by row, as lib/retention/job.ts asks (due, then prune inside the open gate).
 import type { PruneDelta } from '../event-engine/index.js'
-import type { AuditTrailRow, EventRow } from '../event-rows.js'
-import { AUDIT_FIELDS, EVENT_FIELDS } from '../event-rows.js'
+import { AUDIT_FIELDS, type AuditTrailRow, EVENT_FIELDS, type EventRow } from '../../lib/events/ports.js'
 import type { Postgres } from './connection.js'
 import type { RecordTable } from './events-query.js'
 import { recordPartitions, type RecordPartitions } from './events-write.js'

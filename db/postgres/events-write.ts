@@ -1,6 +1,6 @@
 // Writing events on PostgreSQL: the day partitions a batch needs, the feed lock that makes
 // ids visible in id order, one INSERT per batch.
-import type { EventBatch, EventCategory, EventInput } from '../events.js'
+import type { EventBatch, EventCategory, EventInput } from '../../lib/events/ports.js'
 import type { Postgres } from './connection.js'
 import type { RecordTable } from './events-query.js'
 

@@ -4,11 +4,8 @@
 // time, as SQLite does to let other requests run: the server runs them meanwhile).
 import { createRequire } from 'node:module'
 import type pg from 'pg'
-import type { AgentRow } from '../agents.js'
-import type { PeripheralModelRow } from '../exports.js'
-import type { AgentFilter, PeripheralFilter } from '../filters.js'
-import type { Sort } from '../sql.js'
-import type { ExportStore } from '../../lib/agents/ports.js'
+import type { AgentFilter, AgentRow, ExportStore, PeripheralFilter, PeripheralModelRow } from '../../lib/agents/ports.js'
+import type { Sort } from '../../lib/ports.js'
 import type { Postgres } from './connection.js'
 import { Params, agentOrderBy, agentWhere, peripheralWhere } from './agent-filters.js'
 

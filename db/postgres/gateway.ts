@@ -4,12 +4,11 @@
 //
 // Check-in times are written as they come (heartbeats): SQLite's CheckInTimeWrites counts
 // them only for its own kept list answers, which PostgreSQL has none of.
+import { type GatewayRepo, peripheralTexts, unchanged } from '../gateway.js'
 import type {
   AgentRow,
   CommandRow,
   GatewayAgent,
-  GatewayRepo,
-  HeldReEnrollment,
   NewAgent,
   OverdueCommand,
   PeripheralWrite,
@@ -19,8 +18,8 @@ import type {
   StateWrite,
   StoredPeripheral,
   SweptAgent,
-} from '../gateway.js'
-import { peripheralTexts, unchanged } from '../gateway.js'
+} from '../../lib/gateway/ports.js'
+import type { HeldReEnrollment } from '../../lib/agents/ports.js'
 import type { Async } from '../unit-of-work.js'
 import type { Postgres } from './connection.js'
 

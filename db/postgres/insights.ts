@@ -6,12 +6,12 @@
 // The kept answers stay in insight_cache (migration 007), shared by every node: a node
 // that computes an insight keeps it for all, and `invalidate` deletes the row, which every
 // node sees at once. Nothing is kept in a process's memory.
-import type { InsightStore } from '../../lib/insights/ports.js'
 import type {
   ClassificationRows,
   ErrorTotalsRows,
   FindingRow,
   HostRow,
+  InsightStore,
   LoggedAgentRow,
   PolicyAgentRow,
   PolicyTestRows,
@@ -19,7 +19,7 @@ import type {
   UncommonRows,
   ViolationRows,
   VulnerableRows,
-} from '../insights.js'
+} from '../../lib/insights/ports.js'
 import { classColumns, MAX_MODELS, riskColumns } from '../insights.js'
 import type { Postgres } from './connection.js'
 

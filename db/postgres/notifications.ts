@@ -7,8 +7,10 @@
 // feed takes its ids, so that a change never becomes visible with a lower number than one
 // already seen; the last number is written to notification_counter in the same transaction.
 // A change that finds nothing to change still takes a number, as on SQLite.
-import type { GroupCounts, GroupRow, HealthRow, HealthState, NotificationsRepo, RiskFilter, RiskRow } from '../notifications.js'
-import { contains, orderBy, trigramTerm, type Sort } from '../sql.js'
+import type { NotificationsRepo } from '../notifications.js'
+import type { GroupCounts, GroupRow, HealthRow, HealthState, RiskFilter, RiskRow } from '../../lib/notifications/ports.js'
+import { contains, orderBy, trigramTerm } from '../sql.js'
+import type { Sort } from '../../lib/ports.js'
 import type { Async } from '../unit-of-work.js'
 import type { Postgres } from './connection.js'
 

@@ -2,10 +2,8 @@
 // agent's peripherals, and the approvals. The answers are SQLite's (db/peripherals.ts); its
 // kept answers and kept counts (row_counts, peripheral_texts.n) are not used here: counts
 // are read from the tables.
-import type { PeripheralFilter } from '../filters.js'
-import type { PeripheralListRow } from '../peripherals.js'
-import { STREAM_CHUNK_CHARS, type Sort } from '../sql.js'
-import type { PeripheralStore } from '../../lib/agents/ports.js'
+import type { PeripheralFilter, PeripheralListRow, PeripheralStore } from '../../lib/agents/ports.js'
+import { STREAM_CHUNK_CHARS, type Sort } from '../../lib/ports.js'
 import type { Postgres } from './connection.js'
 import { Params, pageIds, pageRows, pageStatement, peripheralOrderBy, peripheralWhere, type PageSource } from './agent-filters.js'
 import { VIEW_READ_ROWS } from './agents.js'

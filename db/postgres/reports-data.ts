@@ -1,13 +1,11 @@
 // The reads a report makes on PostgreSQL (db/postgres/reports.ts composes them): aggregates
 // over agents and peripherals, one statement each, and the events, audit records and agents
 // of a period as keyset pages.
-import type { AgentRow } from '../agents.js'
-import { VIEW_COLUMNS } from '../agents.js'
-import type { EventRow } from '../event-rows.js'
-import type { AgentFilter, PeripheralFilter } from '../filters.js'
-import type { PeripheralListRow } from '../peripherals.js'
-import type { AgentTotals, AuditDigestRow, AuditFilter, DigestTotals, EventFilter, PeripheralExtra, PeripheralTotals } from '../reports.js'
-import { contains, severityNames } from '../sql.js'
+import { type AgentFilter, type AgentRow, type PeripheralFilter, type PeripheralListRow, VIEW_COLUMNS } from '../../lib/agents/ports.js'
+import type { EventRow } from '../../lib/events/ports.js'
+import type { AgentTotals, AuditDigestRow, AuditFilter, DigestTotals, EventFilter, PeripheralExtra, PeripheralTotals } from '../../lib/reports/ports.js'
+import { contains } from '../sql.js'
+import { severityNames } from '../../lib/ports.js'
 import type { Postgres } from './connection.js'
 
 /** Rows per page of a streamed read. */

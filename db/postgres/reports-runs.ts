@@ -1,7 +1,7 @@
 // Report runs on PostgreSQL (db/postgres/reports.ts composes them): the queue, the leases
 // on running runs, their e-mail, and their files kept in the database in parts, so that any
 // node serves them.
-import type { RunRow } from '../reports.js'
+import type { RunRow } from '../../lib/reports/ports.js'
 import type { Postgres } from './connection.js'
 
 /** A stored file's parts are at most this long. */

@@ -7,8 +7,7 @@
 // update), which holds a lease on it (table `leases`, name `report-run:<id>`) while it runs;
 // a run whose lease lapsed is one whose process is gone, and any process fails it.
 import crypto from 'node:crypto'
-import type { ReportFileStore, ReportSources, ReportStore, RunLeases } from '../../lib/reports/ports.js'
-import type { ReportChanges, ReportInsert, ReportRow } from '../reports.js'
+import type { ReportChanges, ReportFileStore, ReportInsert, ReportRow, ReportSources, ReportStore, RunLeases } from '../../lib/reports/ports.js'
 import { nameKey } from '../reports.js'
 import type { Postgres } from './connection.js'
 import { Params, type PgFilterSql, pgReportData, plainFilterSql } from './reports-data.js'

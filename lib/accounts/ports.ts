@@ -1,5 +1,29 @@
 // The storage accounts need; db/users.ts implements it on SQLite.
-import type { AccountRow, NewUser, UserChanges, UserRow } from '../../db/users.js'
+
+export interface UserRow {
+  id: number
+  user_name: string
+  email: string
+  first_name: string | null
+  last_name: string | null
+  phone: string | null
+  image: string | null
+  profile: number
+  password_hash: string
+  is_active: number
+  created_ms: number
+  updated_ms: number
+  last_login_ms: number | null
+  tokens_valid_after_ms: number
+}
+
+/** An account as shown: every column but the password hash and the token cut-off. */
+export type AccountRow = Pick<UserRow, 'id' | 'user_name' | 'email' | 'first_name' | 'last_name' | 'phone' | 'image' | 'profile' | 'is_active' | 'created_ms' | 'updated_ms' | 'last_login_ms'>
+
+export type NewUser = Pick<UserRow, 'user_name' | 'email' | 'first_name' | 'last_name' | 'phone' | 'image' | 'profile' | 'password_hash'> & { is_active: number }
+
+/** Columns an account update may change. */
+export type UserChanges = Partial<Pick<UserRow, 'user_name' | 'email' | 'first_name' | 'last_name' | 'phone' | 'image' | 'profile' | 'password_hash' | 'is_active'>>
 
 export interface AccountStore {
   /** Every account as `view` maps it, written as JSON: kept until an account changes (every console page reads them). */

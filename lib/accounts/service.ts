@@ -1,13 +1,12 @@
 // Accounts: logging in, creating, changing and deleting them. Takes the request's context
 // and the parsed body, so it runs without Fastify.
-import type { UserChanges, UserRow } from '../../db/users.js'
+import type { AccountStore, UserChanges, UserRow } from './ports.js'
 import type { components } from '../../generated/openapi.js'
 import { invalidField, problem } from '../errors.js'
 import { passwordProblem } from '../passwords.js'
 import type { Context } from '../platform/context.js'
 import type { AuditTrail, UnitOfWork } from '../platform/ports.js'
 import { limitKey } from '../rate-limit.js'
-import type { AccountStore } from './ports.js'
 import { accountView, userAsset, type AccountView } from './views.js'
 
 type ItemResult = components['schemas']['ItemResult']

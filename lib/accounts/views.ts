@@ -1,5 +1,5 @@
 // Accounts as the contract shows them (never a password or its hash), and as audit records name them.
-import type { AccountRow, UserRow } from '../../db/users.js'
+import type { AccountRow, UserRow } from './ports.js'
 import type { components } from '../../generated/openapi.js'
 import { iso } from '../time.js'
 

@@ -1,7 +1,7 @@
 // The events agentless checking raises, and how audit records name its assets.
-import type { AuditAsset } from '../../db/audit.js'
-import type { EventInput } from '../../db/events.js'
-import type { ConnectionRow, PollerRow } from '../../db/agentless.js'
+import type { AuditAsset } from '../platform/ports.js'
+import type { EventInput } from '../events/ports.js'
+import type { ConnectionRow, PollerRow } from './ports.js'
 import { isIp } from './address.js'
 import { eventOf } from '../event-codes.js'
 

@@ -1,6 +1,6 @@
 // The filters of the agentless status list, read from its query or from an export body
 // that mirrors it (same names, matched case-insensitively).
-import type { AgentlessFilter } from '../../db/agentless.js'
+import type { AgentlessFilter } from './ports.js'
 import { invalidField } from '../errors.js'
 import { bool, date, type Where } from '../listing.js'
 

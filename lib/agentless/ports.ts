@@ -1,37 +1,163 @@
 // The storage agentless checking needs; db/agentless.ts implements it on SQLite. Handlers
 // that name a row take its type from here.
-import type {
-  AgentAssetRow,
-  AgentlessFilter,
-  AssetType,
-  ConnectionAssetRow,
-  ConnectionRow,
-  ConnectionValues,
-  PeripheralAssetRow,
-  PollerRow,
-  PollerWithCounts,
-  PollingDefaults,
-  RunRow,
-} from '../../db/agentless.js'
-import type { EventInput } from '../../db/events.js'
-import type { Sort } from '../../db/sql.js'
+import type { EventInput } from '../events/ports.js'
+import type { Sort } from '../ports.js'
 
-export type {
-  AgentAssetRow,
-  AgentlessFilter,
-  AssetType,
-  ConnectionAssetRow,
-  ConnectionRow,
-  ConnectionValues,
-  PeripheralAssetRow,
-  PollerRow,
-  PollerWithCounts,
-  PollingDefaults,
-  PreviousError,
-  RunRow,
-} from '../../db/agentless.js'
-export type { EventInput } from '../../db/events.js'
-export type { Sort } from '../../db/sql.js'
+export type { EventInput } from '../events/ports.js'
+export type { Sort } from '../ports.js'
+
+export type AgentlessStatus = 'Pending' | 'Running' | 'Reachable' | 'Unreachable' | 'Failed'
+
+export type Protocol = 'SSH' | 'WinRM'
+
+export interface PollerRow {
+  id: string
+  name: string
+  credential_hash: string
+  host_name: string | null
+  ip_address: string | null
+  version: string | null
+  is_activated: number
+  activation_changed_ms: number | null
+  activation_changed_by: string | null
+  last_heartbeat_ms: number | null
+  started_ms: number | null
+  active_checks: number | null
+  offline_since_ms: number | null
+  created_ms: number
+  assignments_revision: number
+}
+
+export interface PollerWithCounts extends PollerRow {
+  assigned: number
+  reachable: number
+  failing: number
+  pending: number
+}
+
+export interface ConnectionRow {
+  id: number
+  name: string
+  address: string
+  protocol: Protocol
+  port: number
+  use_tls: number
+  user_name: string
+  credential_type: 'Password' | 'PrivateKey'
+  credentials: Buffer
+  credentials_updated_ms: number
+  is_override_defaults: number
+  polling_interval_s: number | null
+  timeout_s: number | null
+  poller_id: string | null
+  created_ms: number
+  updated_ms: number
+  status: AgentlessStatus
+  status_description: string | null
+  status_error: string | null
+  run_id: string | null
+  start_ms: number | null
+  end_ms: number | null
+  last_reachable_ms: number | null
+  last_result: AgentlessStatus | null
+  prev_errors: string
+  poller_name: string | null
+}
+
+/** A connection's settings as written (credentials apart). */
+export interface ConnectionValues {
+  name: string
+  address: string
+  protocol: Protocol
+  port: number
+  useTls: boolean
+  userName: string
+  isOverrideDefaults: boolean
+  pollingIntervalSeconds: number | null
+  timeoutSeconds: number | null
+}
+
+export interface RunRow {
+  run_id: string
+  connection_id: number
+  poller_id: string | null
+  status: Exclude<AgentlessStatus, 'Pending'>
+  start_ms: number
+  end_ms: number | null
+  description: string | null
+  error: string | null
+  recorded_ms: number
+}
+
+export interface PreviousError {
+  startTime: string
+  endTime: string
+  statusString: 'Unreachable' | 'Failed'
+  errorDescription: string
+}
+
+/** The filters of the status list (and its exports); every one given must hold. */
+export interface AgentlessFilter {
+  computerName?: string
+  statusString?: string
+  statusDescription?: string
+  statusErrorDescription?: string
+  prevRunningErrors?: string
+  globalSearch?: string
+  /** UTC day (start, end exclusive) of the latest run's start or end. */
+  startDay?: [number, number]
+  endDay?: [number, number]
+  fromStart?: number
+  toStart?: number
+  fromEnd?: number
+  toEnd?: number
+  isOverrideDefaults?: boolean
+}
+
+/** The system's polling options, which apply to connections that do not override them. */
+export interface PollingDefaults {
+  intervalSeconds: number
+  timeoutSeconds: number
+}
+
+export type AssetType = 'Agent' | 'Peripheral' | 'AgentlessHost'
+
+export interface AgentAssetRow {
+  id: number
+  uuid: string
+  host_identifier: string
+  local_ip_address: string | null
+  switch_ip: string | null
+  switch_name: string | null
+  port_id: string | null
+  port_name: string | null
+  operational_status: 'Armed' | 'Free'
+  connection_status: string
+}
+
+export interface PeripheralAssetRow {
+  agent_id: number
+  agent_uuid: string
+  device_id: string
+  vid: string
+  pid: string
+  serial_number: string | null
+  gui_vid: string | null
+  gui_pid: string | null
+  caption: string | null
+  dev_icon: number
+  approved: number
+  present: number
+  is_attack_tool: number
+  is_vulnerable: number
+}
+
+export interface ConnectionAssetRow {
+  id: number
+  name: string
+  address: string
+  status: AgentlessStatus
+}
 
 export interface RunValues {
   runId: string

@@ -1,6 +1,6 @@
 // The rules every agentless connection obeys, whichever way it arrives (POST, PUT, a CSV
 // row): each field on its own, then the fields together, then the credentials to store.
-import type { ConnectionRow, ConnectionValues, Protocol } from '../../db/agentless.js'
+import type { ConnectionRow, ConnectionValues, Protocol } from './ports.js'
 import type { Credentials } from '../vault.js'
 import { addressProblem } from './address.js'
 

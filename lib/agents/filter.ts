@@ -2,11 +2,10 @@
 // GET peripherals) or from an export body that mirrors it, into one normalized shape.
 import { bool, dateRange, oneOrMore, severity, filterText as text, filterTerm as term, type Where } from '../listing.js'
 import { invalidField } from '../errors.js'
-import { connectionStatuses, licenseStatuses, operationalStatuses, runningModes, workStatuses } from '../../db/filters.js'
+import { type AgentFilter, connectionStatuses, licenseStatuses, operationalStatuses, type PeripheralFilter, runningModes, workStatuses } from './ports.js'
 
-// The shapes live in db/filters.ts (the repositories take them); re-exported for lib/ and handlers/.
-export { connectionStatuses, licenseStatuses, operationalStatuses, runningModes, soleField, workStatuses, type AgentFilter, type PeripheralFilter } from '../../db/filters.js'
-import type { AgentFilter, PeripheralFilter } from '../../db/filters.js'
+// The shapes are the ports' (lib/agents/ports.ts: the repositories take them); here with the reading of them.
+export { connectionStatuses, licenseStatuses, operationalStatuses, runningModes, soleField, workStatuses, type AgentFilter, type PeripheralFilter } from './ports.js'
 
 const statusValues = [...connectionStatuses, ...operationalStatuses, ...workStatuses] as const
 

@@ -1,11 +1,7 @@
 // Agent rows as the contract's answers: each shape is mapped here, once, for every path.
 import type { components } from '../../generated/openapi.js'
-import type { AuditAsset } from '../../db/audit.js'
-import type { AgentListRow, AgentListView, AgentRow } from '../../db/agents.js'
-import type { CommandRow } from '../../db/commands.js'
-import type { HeldReEnrollment } from '../../db/gateway.js'
-import type { PeripheralModelRow } from '../../db/exports.js'
-import type { PeripheralListRow } from '../../db/peripherals.js'
+import type { AuditAsset } from '../platform/ports.js'
+import type { AgentListRow, AgentListView, AgentRow, CommandRow, HeldReEnrollment, PeripheralListRow, PeripheralModelRow } from './ports.js'
 import { severityNames } from '../listing.js'
 import { utcText, type PdfColumn } from '../pdf.js'
 import { peripheralView } from '../peripherals/views.js'

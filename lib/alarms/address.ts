@@ -4,7 +4,7 @@
 import dns from 'node:dns/promises'
 import net from 'node:net'
 import { cidr, inRanges, parseIp, PRIVATE, reachedAddresses, reachedRange, type Addr, type Range } from '../ip-address.js'
-import { cacheIn, type CacheRegistry } from '../../db/cache.js'
+import { cacheIn, type CacheRegistry } from '../platform/cache.js'
 
 /** Link-local and cloud metadata: never reachable, whatever the allow-list says. */
 const METADATA = ['169.254.0.0/16', 'fe80::/10', 'fd00:ec2::254/128', '100.100.100.200/32', '168.63.129.16/32'].map(cidr)

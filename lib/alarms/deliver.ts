@@ -2,7 +2,7 @@
 // worker and by TestAlarmDests. And the worker's bulk sends: a webhook batch, syslog lines
 // in one write.
 import crypto from 'node:crypto'
-import type { DestinationRow } from '../../db/alarms.js'
+import type { DestinationRow } from './ports.js'
 import type { Mailer } from '../mail.js'
 import type { AllowList, Resolver } from './address.js'
 import { settingsOf } from './destinations.js'

@@ -3,7 +3,7 @@
 // the masked view of GetAlarmDests.
 import crypto from 'node:crypto'
 import type { components } from '../../generated/openapi.js'
-import { parseList, type AlarmFeed, type AlarmType, type DeliveryCounts, type DestinationInput, type DestinationRow } from '../../db/alarms.js'
+import { parseList, type AlarmFeed, type AlarmType, type DeliveryCounts, type DestinationInput, type DestinationRow } from './ports.js'
 import { problem, type FieldError } from '../errors.js'
 import { iso } from '../time.js'
 import { AddressRefusedError, isHostSyntax, resolveChecked, type AllowList } from './address.js'

@@ -1,8 +1,99 @@
 // The storage the alarm destination service needs; db/alarms.ts implements it on SQLite.
-import type { AlarmsRepo, DeliveryCounts, DestinationBacklog, DestinationInput, DestinationRow } from '../../db/alarms.js'
-import type { EventInput } from '../../db/events.js'
-import type { Async } from '../../db/unit-of-work.js'
+import type { AuditTrailRow, EventInput } from '../events/ports.js'
 import type { Maybe } from '../platform/maybe.js'
+
+/** A destination's deliveries waiting (the metrics' outbox backlog and lag). */
+export type DestinationBacklog = {
+  destination: string
+  name: string
+  type: string
+  /** At most BACKLOG_COUNT_MAX (db/alarms.ts). */
+  pending: number
+  /** When its oldest pending delivery was queued (ms), null when none waits. */
+  oldest: number | null
+}
+
+export interface OutboxItem {
+  id: number
+  destination_id: string
+  feed: AlarmFeed
+  record_id: number
+  delivery_id: string
+  queued_ms: number
+  attempts: number
+  next_attempt_ms: number
+}
+
+export interface AttemptRecord {
+  outboxId: number
+  destinationId: string
+  /** 1 for the first attempt. */
+  attempt: number
+  startedMs: number
+  durationMs: number
+  outcome: 'delivered' | 'retry' | 'failed'
+  error: string | null
+  /** For `retry`: when to try again. */
+  nextAttemptMs?: number
+}
+
+export type AlarmType = 'syslog' | 'webhook' | 'email'
+
+export type AlarmFeed = 'events' | 'audit' | 'assets'
+
+export interface DestinationRow {
+  id: string
+  name: string
+  name_key: string
+  type: AlarmType
+  enabled: number
+  min_severity: number
+  categories: string
+  audit_categories: string
+  feed_events: number
+  feed_audit: number
+  feed_assets: number
+  settings: string
+  created_ms: number
+  created_by: string | null
+  updated_ms: number
+  updated_by: string | null
+  last_attempt_ms: number | null
+  last_status: 'delivered' | 'failed' | null
+  last_error: string | null
+  last_delivered_ms: number | null
+  /** It takes the events after this id (db/alarm-queue.ts). */
+  events_from: number
+}
+
+export interface DestinationInput {
+  id: string
+  name: string
+  type: AlarmType
+  enabled: boolean
+  minSeverity: number
+  categories: string[]
+  auditCategories: string[]
+  feeds: AlarmFeed[]
+  /** The type's settings, secrets included. */
+  settings: object
+}
+
+export interface DeliveryCounts {
+  pending: number
+  failedLast24h: number
+}
+
+export const parseList = (stored: string) => stored.split(',').filter(Boolean)
+
+/** Seals the secrets of stored settings and opens them again (lib/alarms/sealed-settings.ts). */
+export interface SettingsSealer {
+  seal(settings: object, id: string): string
+  /** The settings as JSON with their secrets open (stored ones not sealed pass as they are). */
+  open(stored: string, id: string): string
+  /** Whether stored settings hold secrets in the clear. */
+  isPlain(stored: string): boolean
+}
 
 export interface AlarmDestinationStore {
   all(): Promise<DestinationRow[]>
@@ -21,9 +112,30 @@ export interface AlarmDestinationStore {
  * The alarm outbox the delivery worker drains: one lane per destination, in outbox order. The
  * worker also queues the deliveries of the events stored since (queueEvents), behind the writes.
  */
-export type AlarmOutbox = Async<
-  Pick<AlarmsRepo, 'prune' | 'outboxSeq' | 'heads' | 'byId' | 'pendingAfter' | 'events' | 'auditRecords' | 'assetMessages' | 'recordAttempts' | 'queueEvents' | 'eventsWaiting'>
-> & {
+export interface AlarmOutbox {
+  /** Drops finished deliveries, attempts and delivered asset messages older than `before`. */
+  prune(before: number): Promise<{ outbox: number; attempts: number; deliveredAttempts: number; assets: number }>
+  /** The highest outbox id ever given: unchanged means nothing was queued since. */
+  outboxSeq(): Promise<number>
+  heads(): Promise<{ destination_id: string; id: number; next_attempt_ms: number }[]>
+  byId(id: string): Promise<DestinationRow | undefined>
+  pendingAfter(destinationId: string, afterId: number, limit: number): Promise<OutboxItem[]>
+  /** The events of these ids that still exist (any order), as arrays of EVENT_FIELDS. */
+  events(ids: number[]): Promise<unknown[][]>
+  auditRecords(ids: number[]): Promise<AuditTrailRow[]>
+  assetMessages(ids: number[]): Promise<{ id: number; created_ms: number; kind: string; body: string }[]>
+  /**
+   * Records attempts and their outcomes in order, with one statement per kind of outcome
+   * and one update per destination (its state after the last of them); call it inside a
+   * transaction. A delivered attempt is kept on its outbox row (no row of alarm_attempts)
+   * unless the delivery was no longer pending. Answers the outbox ids that failed for good
+   * and were still pending (a delivery cancelled meanwhile stays cancelled and raises nothing).
+   */
+  recordAttempts(list: AttemptRecord[]): Promise<Set<number>>
+  /** Queues the deliveries of events stored since the last call, a slice: answers the rows queued. */
+  queueEvents(): Promise<number>
+  /** Whether events are stored that are not queued for delivery yet. */
+  eventsWaiting(): Promise<boolean>
   /**
    * Lets go of this process's claim on a destination's deliveries, so that another process
    * takes them over at once (PostgreSQL's leases); absent where one process drains the outbox.

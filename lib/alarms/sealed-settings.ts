@@ -3,7 +3,7 @@
 // a copied database file alone reveals none of them. The rest of the settings stays
 // readable JSON. Settings stored before sealing (plain `secret` and `headers`) still read,
 // and are sealed at the next start (the alarms repo's sealStored).
-import type { SettingsSealer } from '../../db/alarms.js'
+import type { SettingsSealer } from './ports.js'
 import type { Vault } from '../vault.js'
 
 const SECRET_KEYS = ['secret', 'headers'] as const

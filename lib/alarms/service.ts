@@ -1,18 +1,16 @@
 // Alarm destinations: listing, adding or updating, removing and testing them. Takes plain
 // inputs (the request's context and the parsed body), so it runs without Fastify.
 import crypto from 'node:crypto'
-import type { AuditAsset } from '../../db/audit.js'
-import type { DeliveryCounts, DestinationRow } from '../../db/alarms.js'
+import type { AuditAsset, AuditTrail, Log, UnitOfWork } from '../platform/ports.js'
+import type { AlarmDestinationStore, DeliveryCounts, DestinationRow } from './ports.js'
 import type { components } from '../../generated/openapi.js'
 import { problem } from '../errors.js'
 import type { Context } from '../platform/context.js'
-import type { AuditTrail, Log, UnitOfWork } from '../platform/ports.js'
 import { iso } from '../time.js'
 import type { AllowList } from './address.js'
 import type { Sent, Transports } from './deliver.js'
 import { auditForm, changes, destinationInput, inputOf, MAX_DESTINATIONS } from './destinations.js'
 import { testRecord, type AlarmRecord, type DeliveryContext } from './format.js'
-import type { AlarmDestinationStore } from './ports.js'
 import { SyslogConnections } from './transport.js'
 
 type Body = components['schemas']['AlarmDestinationView']

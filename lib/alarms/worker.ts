@@ -10,8 +10,8 @@
 // deliveries are made again, which at-least-once allows. Nothing is written as delivered
 // before the receiver acknowledged it.
 import crypto from 'node:crypto'
-import type { AttemptRecord, DestinationRow, OutboxItem } from '../../db/alarms.js'
-import type { AuditTrailRow } from '../../db/event-rows.js'
+import type { AlarmOutbox, AttemptRecord, DestinationRow, FailureEvents, OutboxItem } from './ports.js'
+import type { AuditTrailRow } from '../events/ports.js'
 import type { Log, UnitOfWork } from '../platform/ports.js'
 import { eventCodes, eventOf } from '../event-codes.js'
 import { allowList, keptResolver } from './address.js'
@@ -19,9 +19,8 @@ import { batchMode, sendRecord, sendSyslogBatch, sendWebhookBatch, unsealable, t
 import { settingsOf, type StoredSettings } from './destinations.js'
 import { auditView, eventViewOf } from '../events/views.js'
 import { BATCH_ENVELOPE_BYTES, syslogLine, webhookPayload, type AlarmRecord, type DeliveryContext } from './format.js'
-import type { AlarmOutbox, FailureEvents } from './ports.js'
 import { SyslogConnections, webhookAgents, type SendOutcome, type SyslogSettings, type WebhookSettings } from './transport.js'
-import type { CacheRegistry } from '../../db/cache.js'
+import type { CacheRegistry } from '../platform/cache.js'
 
 export const RETRY_BASE_MS = 10_000
 export const RETRY_MAX_MS = 3600_000

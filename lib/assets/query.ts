@@ -2,7 +2,7 @@
 // filters, global search, paging and sorting), read into the conditions db/assets.ts renders.
 // Errors are AssetQueryErrors naming the input at fault: GraphQL answers them as GraphQL
 // errors, the REST list as 400 problems.
-import { TEXT_FIELDS, type AssetField, type AssetSort, type Condition } from '../../db/assets.js'
+import { TEXT_FIELDS, type AssetField, type AssetSort, type Condition } from './ports.js'
 import { contains, date } from '../listing.js'
 
 export class AssetQueryError extends Error {

@@ -2,12 +2,11 @@
 // and the distribution. Shared by the REST operations and the GraphQL endpoint; takes its
 // ports and settings, so it runs without Fastify.
 import type { components } from '../../generated/openapi.js'
-import { ASSET_TYPES } from '../../db/assets.js'
+import { ASSET_TYPES, type AssetCounts, type AssetQuery, type AssetSort, type AssetStore, type InsightCache } from './ports.js'
 import { uncommonInsightName } from '../insights/rules.js'
 import { uncommonView } from '../insights/views.js'
 import { iso } from '../time.js'
 import { setImmediate as nextTurn } from 'node:timers/promises'
-import type { AssetCounts, AssetQuery, AssetSort, AssetStore, InsightCache } from './ports.js'
 import { riskWords, TYPE_NAMES, type AssetView } from './views.js'
 
 type Schemas = components['schemas']

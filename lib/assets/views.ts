@@ -1,10 +1,9 @@
 // The one mapping of an asset row to what both APIs answer (REST and GraphQL), and the
 // names of its types and risk levels.
 import type { components } from '../../generated/openapi.js'
-import { ASSET_TYPES, HOST_ICONS, INDICATOR_RISK } from '../../db/assets.js'
+import { ASSET_TYPES, type AssetRow, HOST_ICONS, INDICATOR_RISK } from './ports.js'
 import { iconName } from '../usb.js'
 import { iso } from '../time.js'
-import type { AssetRow } from './ports.js'
 
 type Schemas = components['schemas']
 export type AssetView = Schemas['AssetView']

@@ -1,7 +1,22 @@
 // The storage the catalogue service needs; db/catalogue.ts implements it on SQLite.
-import type { CatalogueKind, CatalogueRow, NewCatalogueEntry } from '../../db/catalogue.js'
 
-export type { CatalogueKind, CatalogueRow, NewCatalogueEntry } from '../../db/catalogue.js'
+export type CatalogueKind = 'KnownAttackTool' | 'VulnerableDevice'
+
+export interface CatalogueRow {
+  id: string
+  kind: CatalogueKind
+  vid: string
+  pid: string
+  name: string
+  vulnerability: string | null
+  severity: number
+  reference: string | null
+  built_in: number
+  created_ms: number
+  created_by: string
+}
+
+export type NewCatalogueEntry = Pick<CatalogueRow, 'kind' | 'vid' | 'pid' | 'name' | 'vulnerability' | 'severity' | 'reference' | 'created_by'>
 
 export interface CatalogueStore {
   all(): Promise<CatalogueRow[]>

@@ -1,6 +1,6 @@
 // Catalogue entries as the contract shows them.
 import type { components } from '../../generated/openapi.js'
-import type { AuditAsset } from '../../db/audit.js'
+import type { AuditAsset } from '../platform/ports.js'
 import { iso } from '../time.js'
 import type { CatalogueRow } from './ports.js'
 

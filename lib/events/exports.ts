@@ -1,13 +1,12 @@
 // The export files of events and audit records (CSV and PDF), written from the rows as they
 // stream from the database.
 import { Readable } from 'node:stream'
-import { AUDIT_FIELDS, EVENT_FIELDS } from '../../db/event-rows.js'
+import { AUDIT_FIELDS, type AuditTrailRow, EVENT_FIELDS, type EventRow } from './ports.js'
 import { CSV_TYPE, csvCell } from '../csv.js'
 import { severityNames } from '../listing.js'
 import { PDF_TYPE, utcText, type PdfColumn } from '../pdf.js'
 import { fileStamp } from '../reports/files.js'
 import { iso } from '../time.js'
-import type { AuditTrailRow, EventRow } from './ports.js'
 
 /** Rows an export holds at most (the contract's x-max-export-rows); tests lower them. */
 export const exportLimits = { csv: 1_000_000, pdf: 100_000 }

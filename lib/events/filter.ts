@@ -3,10 +3,10 @@
 // mirrors it, into one normalized shape. Bad values answer 400 naming the filter.
 import { date, oneOrMore, severity, filterText as text, filterTerm as term, type Where } from '../listing.js'
 import { invalidField } from '../errors.js'
-import { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds, type EventFilter } from '../../db/filters.js'
+import { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds, type EventFilter } from './ports.js'
 
-// The shapes live in db/filters.ts (the repositories take them); re-exported for lib/ and handlers/.
-export { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds, type EventFilter } from '../../db/filters.js'
+// The shapes are the ports' (lib/events/ports.ts: the repositories take them); here with the reading of them.
+export { auditCategories, eventCategories, MAX_ID, type AuditFilter, type Bounds, type EventFilter } from './ports.js'
 
 const DAY_MS = 86_400_000
 

@@ -2,8 +2,7 @@
 // fetch, which gets the feed's page) and their exports. Takes plain inputs (the caller's
 // context, the parsed filters, sort and page), so it runs without Fastify.
 import type { Readable } from 'node:stream'
-import { cacheIn, type CacheRegistry } from '../../db/cache.js'
-import { EVENT_ROW_SORTS } from '../../db/event-engine/index.js'
+import { cacheIn, type CacheRegistry } from '../platform/cache.js'
 import { invalidField } from '../errors.js'
 import { AnswerParts, listAnswerOfBytes, streamedPages, type Page, type Sort } from '../listing.js'
 import { pdfStream, type PdfColumn } from '../pdf.js'
@@ -13,7 +12,7 @@ import { auditCells, auditPdfColumns, csvFile, eventCells, eventPdfColumns, expo
 import type { AuditFilter, EventFilter } from './filter.js'
 import { KeptRecords } from './kept-records.js'
 import { auditAnswer, auditViewOf, eventViewOf, eventsAnswer } from './views.js'
-import type { AuditRecordStore, AuditTrailRow, EventRow, EventStore, ListAnswer, PageChunks, RecordStore } from './ports.js'
+import { EVENT_ROW_SORTS, type AuditRecordStore, type AuditTrailRow, type EventRow, type EventStore, type ListAnswer, type PageChunks, type RecordStore } from './ports.js'
 
 export interface EventServiceDeps {
   events: EventStore

@@ -1,11 +1,9 @@
 // Event and audit rows as the contract's answers (PrimeEventView, AuditTrailView): each
 // shape is mapped here, once, for the lists, streamed pages, exports, feeds and alarms.
 import type { components } from '../../generated/openapi.js'
-import { AUDIT_FIELDS } from '../../db/event-rows.js'
-import { rowOf } from '../../db/sql.js'
+import { AUDIT_FIELDS, type AuditTrailRow, type EventRow, rowOf } from './ports.js'
 import type { Readable } from 'node:stream'
 import { listAnswerOf, listAnswerStream, severityNames, STREAM_CHUNK_CHARS } from '../listing.js'
-import type { AuditTrailRow, EventRow } from './ports.js'
 import { iso } from '../time.js'
 
 type EventView = components['schemas']['PrimeEventView']

@@ -1,6 +1,6 @@
 // The events the gateway raises about an agent and its peripherals, and how they read.
-import type { EventInput } from '../../db/events.js'
-import type { GatewayAgent, PresentPeripheral } from '../../db/gateway.js'
+import type { EventInput } from '../events/ports.js'
+import type { GatewayAgent, PresentPeripheral } from './ports.js'
 import { eventOf } from '../event-codes.js'
 
 /** The events the gateway raises (lib/event-codes.ts, the table of `getEvents` in the contract). */

@@ -1,7 +1,7 @@
 // What the server stores and derives from a check-in's report: peripherals, adapters, the
 // model line; and which peripherals appeared, went away or are new since the last one.
 import type { components } from '../../generated/openapi.js'
-import type { KnownPeripheral, PeripheralChanges, ReportedPeripheral, StoredPeripheral } from '../../db/gateway.js'
+import type { KnownPeripheral, PeripheralChanges, ReportedPeripheral, StoredPeripheral } from './ports.js'
 import { deviceIcon, displaySerial, productName, vendorName } from '../usb.js'
 
 type Schemas = components['schemas']

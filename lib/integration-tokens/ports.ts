@@ -1,5 +1,23 @@
 // The storage integration tokens need; db/integration-tokens.ts implements it on SQLite.
-import type { IntegrationTokenRow } from '../../db/integration-tokens.js'
+
+export interface IntegrationTokenRow {
+  id: string
+  name: string
+  token_hash: string
+  profile: number
+  created_by: string
+  created_ms: number
+  expires_ms: number | null
+  last_used_ms: number | null
+  revoked_ms: number | null
+  created_by_user_id: number | null
+}
+
+/** A token with what its creator may do now: the token works with at most that. */
+export interface IntegrationPrincipalRow extends IntegrationTokenRow {
+  creator_profile: number | null
+  creator_active: number | null
+}
 
 export interface IntegrationTokenStore {
   all(): Promise<IntegrationTokenRow[]>

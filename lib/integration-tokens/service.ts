@@ -1,12 +1,11 @@
 // Integration tokens: long-lived credentials for SIEMs and automation, created by an
 // Administrator's session with at most its own profile, revoked at once.
 import crypto from 'node:crypto'
-import type { IntegrationTokenRow } from '../../db/integration-tokens.js'
+import type { IntegrationTokenRow, IntegrationTokenStore } from './ports.js'
 import type { components } from '../../generated/openapi.js'
 import { problem } from '../errors.js'
 import type { Context } from '../platform/context.js'
 import type { AuditTrail, UnitOfWork } from '../platform/ports.js'
-import type { IntegrationTokenStore } from './ports.js'
 import { tokenView } from './views.js'
 
 type Create = components['schemas']['IntegrationTokenCreate']

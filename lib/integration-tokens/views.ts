@@ -1,5 +1,5 @@
 // Integration tokens as the contract shows them (never their secret or its hash).
-import type { IntegrationTokenRow } from '../../db/integration-tokens.js'
+import type { IntegrationTokenRow } from './ports.js'
 import type { components } from '../../generated/openapi.js'
 import { iso } from '../time.js'
 

@@ -1,20 +1,12 @@
 // System-health notifications from the periodic health checks: a check that turns bad
 // opens its group's notification, each further bad check adds an occurrence, and the
 // first good check resolves it.
-import type { NotificationsRepo } from '../../db/notifications.js'
-import type { Async } from '../../db/unit-of-work.js'
 import type { UnitOfWork } from '../platform/ports.js'
 import type { HealthResult, HealthStatus } from '../health.js'
+import type { HealthRecords } from './ports.js'
 import { healthGroups, healthSeverity } from './views.js'
 
 export type { HealthResult } from '../health.js'
-
-/** Where the checks' results are recorded: each group's state and its notifications. */
-export type HealthRecords = Async<Pick<NotificationsRepo, 'recordCheck' | 'openHealth' | 'openHealthNotification'>> & {
-  /** Another bad check of an open notification; `worse` makes it unread again (what the write answers is not read). */
-  repeatHealthNotification(id: number, severity: number, title: string, description: string, now: number, worse: boolean): Promise<unknown>
-  resolveHealthNotification(id: number, now: number): Promise<unknown>
-}
 
 export interface HealthRecorderDeps {
   records: HealthRecords

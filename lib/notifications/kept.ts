@@ -2,7 +2,7 @@
 // a pin takes the next change number (notification_counter), so an answer read at one
 // change number is the answer for as long as the number stays: the question is exact,
 // not an estimate. Read marks are part of the questions that depend on them.
-import { cacheIn, type Cache, type CacheRegistry } from '../../db/cache.js'
+import { cacheIn, type Cache, type CacheRegistry } from '../platform/cache.js'
 
 export class KeptAnswers {
   private readonly cache: Cache<string, unknown>

@@ -4,7 +4,7 @@
 import type { Operation } from '../contract.js'
 import { invalidField } from '../errors.js'
 import { bool, date, MAX_NOTIFICATION_PAGE_SIZE, DEFAULT_PAGE_SIZE, oneOrMore, severity, sort, type Sort } from '../listing.js'
-import type { RiskFilter } from '../../db/notifications.js'
+import type { RiskFilter } from './ports.js'
 import { riskKinds } from './views.js'
 
 const DAY_MS = 86_400_000

@@ -2,16 +2,15 @@
 // by all users; read state is the reader's. Every change is audited in its unit of work.
 // Takes plain inputs (the request's context, the reader and the parsed input), so it runs
 // without Fastify.
-import type { AuditAsset } from '../../db/audit.js'
+import type { AuditAsset, AuditTrail, UnitOfWork } from '../platform/ports.js'
 import { problem } from '../errors.js'
 import type { Context } from '../platform/context.js'
-import type { AuditTrail, UnitOfWork } from '../platform/ports.js'
 import { iso } from '../time.js'
 import { KeptAnswers } from './kept.js'
 import type { HealthRow, NotificationStore, RiskRow } from './ports.js'
 import type { RiskQuery } from './query.js'
 import { countsView, groupView, healthView, riskView, type CountsView, type GroupName, type GroupView, type RiskView } from './views.js'
-import type { CacheRegistry } from '../../db/cache.js'
+import type { CacheRegistry } from '../platform/cache.js'
 
 /** Notifications a group or the operational status shows. */
 const LISTED = 100

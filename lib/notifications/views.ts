@@ -1,6 +1,6 @@
 // Notifications and groups as the contract shows them.
 import type { components } from '../../generated/openapi.js'
-import type { GroupCounts, GroupRow, HealthRow, RiskRow } from '../../db/notifications.js'
+import type { GroupCounts, GroupRow, HealthRow, RiskRow } from './ports.js'
 import { severityNames } from '../listing.js'
 import { iso } from '../time.js'
 

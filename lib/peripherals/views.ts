@@ -1,7 +1,7 @@
 // Peripheral rows as the contract's answer (PeripheralViewResource): mapped here, once,
 // for the lists, streamed pages, an agent's details and report content.
 import type { components } from '../../generated/openapi.js'
-import type { PeripheralListRow } from '../../db/peripherals.js'
+import type { PeripheralListRow } from '../agents/ports.js'
 import { iconName } from '../usb.js'
 
 type PeripheralView = components['schemas']['PeripheralViewResource']

@@ -1,9 +1,9 @@
-// The caches' counts as metrics (app.caches, db/cache.ts): hits, misses and evictions as
+// The caches' counts as metrics (app.caches, lib/platform/cache.ts): hits, misses and evictions as
 // counters, entries and bytes as gauges, by cache, read from the registry when scraped.
 import type { FastifyInstance } from 'fastify'
 import client from 'prom-client'
 import type { Counter } from 'prom-client'
-import type { CacheStats } from '../../db/cache.js'
+import type { CacheStats } from './cache.js'
 
 /** Each cache's counts (`app.caches`), read from the registry when scraped (a few dozen numbers). */
 export function registerCacheMetrics(app: FastifyInstance, registry: client.Registry): void {

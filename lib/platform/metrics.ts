@@ -3,10 +3,10 @@
 // as requests are answered: requests by operation and status with a latency histogram.
 // Read when scraped: the process (event loop delay, memory, CPU), the expensive reads, the
 // database pool on PostgreSQL, the alarm outbox's backlog and lag per destination, the
-// background loops this node runs, and its caches' counts (db/cache.ts).
+// background loops this node runs, and its caches' counts (lib/platform/cache.ts).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import client from 'prom-client'
-import type { DestinationBacklog } from '../../db/alarms.js'
+import type { DestinationBacklog } from '../alarms/ports.js'
 import { registerCacheMetrics } from './cache-metrics.js'
 
 declare module 'fastify' {

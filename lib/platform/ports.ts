@@ -1,12 +1,74 @@
 // The ports every feature's services share. Each feature declares its own storage port
 // beside its service (lib/<feature>/ports.ts); the SQLite implementations are in db/.
-import type { AuditAsset, AuditRecord, AuditRow, RefusalCount } from '../../db/audit.js'
-import type { GatewayAgent } from '../../db/gateway.js'
-import type { PollerRow } from '../../db/agentless.js'
-import type { IntegrationPrincipalRow } from '../../db/integration-tokens.js'
-import type { RefreshRow, SessionPrincipal } from '../../db/sessions.js'
+import type { GatewayAgent } from '../gateway/ports.js'
+import type { PollerRow } from '../agentless/ports.js'
+import type { IntegrationPrincipalRow } from '../integration-tokens/ports.js'
 import type { Context } from './context.js'
 import type { Maybe } from './maybe.js'
+import type { AuditTrailRow } from '../events/ports.js'
+
+export interface SessionPrincipal {
+  session_id: string
+  revoked_ms: number | null
+  user_id: number
+  user_name: string
+  profile: number
+  is_active: number
+  tokens_valid_after_ms: number
+}
+
+export interface RefreshRow {
+  token_hash: string
+  session_id: string
+  expires_ms: number
+  used_ms: number | null
+  revoked_ms: number | null
+  user_id: number
+  is_active: number
+}
+
+export interface AuditRecord {
+  createdMs: number
+  severity: number
+  category: string
+  user: string | null
+  sourceIp: string | null
+  description: string
+  details: string
+  operationId: string | null
+  outcome: 'Succeeded' | 'Failed' | 'Refused'
+  asset?: AuditAsset
+  /** The request that wrote it (null: the service itself). */
+  requestId?: string | null
+  /** A refusal's kind (actor, operation, outcome, status, reason): its repeats are counted, not written. */
+  refusalKey?: string | null
+}
+
+export interface AuditAsset {
+  key?: string | null
+  name?: string | null
+  parentId?: string | null
+  ipAddress?: string | null
+  type?: string
+  subType?: string
+  detail?: string
+  icon?: number
+}
+
+/** A stored audit record with every column: the trail's row plus the refusal kind it counts. */
+export interface AuditRow extends AuditTrailRow {
+  refusal_key: string | null
+}
+
+/** The repeats of a refusal within its window, not yet written as their summary record. */
+export interface RefusalCount {
+  refusal_key: string
+  first_id: number
+  window_end_ms: number
+  repeats: number
+  last_ms: number
+  source_ips: string
+}
 
 /** What a change or refusal leaves in the audit trail (lib/audit.ts writes it). */
 export interface AuditEntry {

@@ -6,6 +6,7 @@ import { latestSchemaVersion, openDatabase, type DB } from '../../db/index.js'
 import { createRepos, type Repos } from '../repos.js'
 import { secureDataDir } from '../data-dir.js'
 import { sqliteCredentials } from '../../db/credentials.js'
+import { quickCheck } from '../../db/integrity.js'
 import { asyncPort } from '../../db/unit-of-work.js'
 import { openPostgres, pgMigrationFiles, type Postgres } from '../../db/postgres/index.js'
 import { createPostgresPorts } from '../repos-postgres.js'
@@ -95,7 +96,7 @@ export async function openStorage(app: FastifyInstance, config: Config): Promise
       licenseUse: repos.notifications.licenseUse,
       authVersion: repos.authVersion,
     },
-    health: { system: repos.system, users: repos.users, samples: repos.retention },
+    health: { system: repos.system, users: repos.users, samples: repos.retention, quickCheck },
     // The files in the data directory.
     reportRuns: { reads: repos.reports, health: repos.reports },
     // The health figures at once, as SQLite's health checks read.

@@ -1,6 +1,6 @@
 // The agents and peripherals inventories: their figures and tables (PDF) or rows (CSV).
 import { agentView } from '../agents/views.js'
-import type { PeripheralListRow } from '../../db/peripherals.js'
+import type { PeripheralListRow } from '../agents/ports.js'
 import { peripheralView } from '../peripherals/views.js'
 import type { AgentFilter, PeripheralFilter } from '../agents/filter.js'
 import { iso } from '../time.js'
@@ -59,7 +59,7 @@ function agentColumns(zone: string): PdfColumn<AgentView>[] {
   ]
 }
 
-async function* agentViews(rows: AsyncIterable<import('../../db/agents.js').AgentRow>) {
+async function* agentViews(rows: AsyncIterable<import('../agents/ports.js').AgentRow>) {
   for await (const row of rows) yield agentView(row)
 }
 

@@ -1,6 +1,6 @@
 // Report definitions: the rules of what a definition may hold, read from a create or update
 // body. Everything is checked before anything is written (lib/reports/service.ts writes).
-import type { AuditAsset } from '../../db/audit.js'
+import type { AuditAsset } from '../platform/ports.js'
 import type { components } from '../../generated/openapi.js'
 import { problem, type FieldError } from '../errors.js'
 import type { Definition } from './content.js'

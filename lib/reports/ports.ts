@@ -1,14 +1,191 @@
 // The storage the report services need; db/reports.ts implements it on SQLite.
-import type { ExportStore } from '../agents/ports.js'
+import type { AgentFilter, AgentRow, ExportStore, PeripheralFilter, PeripheralListRow } from '../agents/ports.js'
 import type { InsightStore } from '../insights/ports.js'
 import type { Maybe } from '../platform/maybe.js'
-import type { AuditDigestRow, DigestTotals, EmailStatus, EventRow, ReportChanges, ReportInsert, ReportRow, ReportsRepo, RunRow } from '../../db/reports.js'
+import type { EventRow } from '../events/ports.js'
 
-export type { AuditDigestRow, DigestTotals, EmailStatus, EventRow, ReportChanges, ReportInsert, ReportRow, RunRow }
+export interface ReportRow {
+  id: string
+  name: string
+  name_key: string
+  description: string | null
+  type: string
+  format: 'PDF' | 'CSV'
+  filters: string
+  schedule: string | null
+  recipients: string
+  sender: string | null
+  is_active: number
+  owner: string
+  created_ms: number
+  updated_ms: number
+  next_run_ms: number | null
+  retention_files: number
+  retention_bytes: number
+}
+
+export type ReportInsert = Omit<ReportRow, 'name_key'>
+
+export type ReportChanges = Partial<Omit<ReportRow, 'id' | 'name_key' | 'owner' | 'created_ms'>>
+
+// ---- data of the reports ----
+
+/** Counters of the agents a report covers. */
+export interface AgentTotals {
+  agents: number
+  connected: number
+  armed: number
+  withUnapproved: number
+  withVulnerable: number
+  withAttackTools: number
+  licenseActivated: number
+  unapprovedPeripherals: number
+}
+
+/** Counters of the peripherals a report covers. */
+export interface PeripheralTotals {
+  peripherals: number
+  hosts: number
+  present: number
+  approved: number
+  unapproved: number
+  vulnerable: number
+  attackTools: number
+}
+
+/** Extra peripheral conditions of the reports (the lists have no such filters). */
+export interface PeripheralExtra {
+  approved?: boolean
+  icons?: number[]
+}
+
+export interface EventFilter {
+  from: number
+  to: number
+  /** Severity number at or below this (Warning: 0-4). */
+  maxSeverity?: number
+  categories?: string[]
+  source?: string
+  globalSearch?: string
+}
+
+export interface AuditFilter {
+  from: number
+  to: number
+  maxSeverity?: number
+  categories?: string[]
+  user?: string
+  outcomes?: string[]
+}
+
+export interface AuditDigestRow {
+  id: number
+  created_ms: number
+  severity: number
+  category: string
+  user_name: string | null
+  source_ip: string | null
+  description: string
+  details: string
+  operation_id: string | null
+  outcome: string
+  asset_key: string | null
+  asset_name: string | null
+  asset_type: string
+}
+
+/** Counts of a digest: by severity, by a category and by a third key (source, user). */
+export interface DigestTotals {
+  total: number
+  bySeverity: Map<number, number>
+  byCategory: Map<string, number>
+  byOutcome: Map<string, number>
+  byKey: Map<string, number>
+}
+
+export type RunStatus = 'queued' | 'running' | 'succeeded' | 'failed'
+
+export type RunTrigger = 'schedule' | 'request' | 'catchUp'
+
+export type EmailStatus = 'none' | 'pending' | 'sent' | 'partial' | 'failed'
+
+export interface RunRow {
+  seq: number
+  id: string
+  report_id: string
+  trigger: RunTrigger
+  requested_by: string | null
+  due_ms: number
+  queued_ms: number
+  started_ms: number | null
+  finished_ms: number | null
+  status: RunStatus
+  reason: string | null
+  definition: string
+  format: 'PDF' | 'CSV'
+  file_name: string | null
+  file_path: string | null
+  size_bytes: number | null
+  row_count: number | null
+  truncated: number
+  file_deleted_ms: number | null
+  email_status: EmailStatus
+  email_detail: string | null
+  email_attempts: number
+  email_next_ms: number | null
+}
+
+export type { EventRow }
 
 type RunInsert = Pick<RunRow, 'id' | 'report_id' | 'trigger' | 'requested_by' | 'due_ms' | 'queued_ms' | 'definition' | 'format'>
 type RunSuccess = Pick<RunRow, 'id' | 'finished_ms' | 'file_name' | 'file_path' | 'size_bytes' | 'row_count' | 'truncated' | 'email_status' | 'email_next_ms' | 'email_detail'>
 type RunMail = Pick<RunRow, 'id' | 'email_status' | 'email_detail' | 'email_attempts' | 'email_next_ms'>
+
+/** The reports' figures the health check reads. */
+export interface ReportHealth {
+  reports: number
+  active: number
+  runs_failed: number
+  mail_failed: number
+  mail_partial: number
+  mail_retrying: number
+  overdue_before: number | null
+}
+
+/** A latest failure of a report (its run or its e-mail), with the report's name. */
+export interface ReportFailure {
+  name: string
+  reason: string | null
+  email_detail: string | null
+  email_status: string
+  status: string
+}
+
+/**
+ * The reads of a run's content: the long ones stream (a page at a time inside the
+ * implementation, `signal` stopping them), the totals answer at once.
+ */
+export interface ReportReads {
+  /** The agents of `ids` in that order, with the columns the list's view reads, a page at a time (rows deleted meanwhile are left out). */
+  agents(ids: readonly number[], signal?: AbortSignal): AsyncGenerator<AgentRow>
+  /** Counters of the agents matching the filter. */
+  agentTotals(f: AgentFilter, signal?: AbortSignal): Promise<AgentTotals>
+  /**
+   * The peripherals matching the filter, agent by agent in the order of `agentIds`
+   * (each agent's by deviceID), read for a few hundred agents at a time.
+   */
+  peripherals(agentIds: readonly number[], f: PeripheralFilter, extra: PeripheralExtra, signal?: AbortSignal): AsyncGenerator<PeripheralListRow>
+  /** Counters of the peripherals matching the filter. */
+  peripheralTotals(f: PeripheralFilter, extra: PeripheralExtra, signal?: AbortSignal): Promise<PeripheralTotals>
+  /** The events of the filter, newest first, a page at a time. */
+  events(f: EventFilter, signal?: AbortSignal): AsyncGenerator<EventRow>
+  /** Counts of the events of the filter: by severity, category and source. */
+  eventTotals(f: EventFilter, signal?: AbortSignal): Promise<DigestTotals>
+  /** The audit records of the filter, newest first, a page at a time. */
+  auditRecords(f: AuditFilter, signal?: AbortSignal): AsyncGenerator<AuditDigestRow>
+  /** Counts of the audit records of the filter: by severity, category, outcome and user. */
+  auditTotals(f: AuditFilter, signal?: AbortSignal): Promise<DigestTotals>
+}
 
 /** Report definitions and their runs. */
 export interface ReportStore {
@@ -60,9 +237,9 @@ export interface ReportStore {
   /** Runs whose e-mail is due by `now`. */
   pendingMail(now: number, limit: number): Promise<RunRow[]>
   setMail(r: RunMail): Promise<unknown>
-  health(): Promise<ReturnType<ReportsRepo['health']>>
+  health(): Promise<ReportHealth>
   /** The latest failures (run or e-mail) of at most three reports, with the report's name. */
-  failures(): Promise<ReturnType<ReportsRepo['failures']>>
+  failures(): Promise<ReportFailure[]>
 }
 
 /**
@@ -71,7 +248,7 @@ export interface ReportStore {
  * pages), not a Promise per row.
  */
 export interface ReportSources {
-  reports: Pick<ReportsRepo, 'agents' | 'agentTotals' | 'peripherals' | 'peripheralTotals' | 'events' | 'eventTotals' | 'auditRecords' | 'auditTotals'>
+  reports: ReportReads
   exports: Pick<ExportStore, 'agentIds'>
   insights: Pick<InsightStore, 'classification' | 'vulnerablePeripherals' | 'uncommonPeripherals' | 'whitelistViolations' | 'errorTotals'>
   /** The columns of an agents CSV: the properties of the contract's AgentViewResource. */
@@ -126,7 +303,7 @@ export interface ReportRunStorage {
 
 /** What the reports' health check reads: at once on SQLite, through Promises on PostgreSQL. */
 export interface ReportHealthSource {
-  health(): Maybe<ReturnType<ReportsRepo['health']>>
-  failures(): Maybe<ReturnType<ReportsRepo['failures']>>
+  health(): Maybe<ReportHealth>
+  failures(): Maybe<ReportFailure[]>
   all(): Maybe<ReportRow[]>
 }

@@ -7,13 +7,12 @@ import fs from 'node:fs'
 import path from 'node:path'
 import zlib from 'node:zlib'
 import { setImmediate as nextTurn } from 'node:timers/promises'
-import type { PruneDelta } from '../../db/event-engine/index.js'
 import type { Config } from '../config.js'
 import { auditView, eventView } from '../events/views.js'
 import type { AuditTrailRow, EventRow } from '../events/ports.js'
 import type { Loop } from '../platform/loops.js'
 import { iso } from '../time.js'
-import type { CommittingUnitOfWork, RecordDays, RecordIndexStore, RecordTable, RetentionStore, SystemAuditStore } from './ports.js'
+import type { CommittingUnitOfWork, PruneDelta, RecordDays, RecordIndexStore, RecordTable, RetentionStore, SystemAuditStore } from './ports.js'
 
 export interface RetentionDeps {
   retention: RetentionStore

@@ -1,11 +1,18 @@
 // The storage the retention job needs; db/retention.ts, db/event-engine/event-index.ts and db/audit.ts
 // implement it on SQLite (made Promise-returning by asyncPort in lib/retention/index.ts).
-import type { AuditRecord } from '../../db/audit.js'
-import type { PruneDelta, RecordTable } from '../../db/event-engine/index.js'
-import type { AuditTrailRow, EventRow } from '../../db/event-rows.js'
-import type { UnitOfWork } from '../platform/ports.js'
+import type { AuditRecord, UnitOfWork } from '../platform/ports.js'
+import type { AuditTrailRow, EventRow, RecordTable } from '../events/ports.js'
 
-export type { RecordTable } from '../../db/event-engine/index.js'
+export type { RecordTable } from '../events/ports.js'
+
+/**
+ * What a prune took out of the query index's stored counts, applied to the index's summary
+ * once the prune commits. The records' ids it spans; the rest is the index's own.
+ */
+export interface PruneDelta {
+  from: number
+  to: number
+}
 
 export interface RetentionStore {
   /** Up to `limit` records created before `beforeMs`, oldest first, after the position `after` ([created_ms, id]) and with ids up to `maxId`. */

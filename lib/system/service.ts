@@ -1,11 +1,10 @@
 // The server's own status: uptime, agents and seats, accounts and the database's size.
-import type { SystemRepo } from '../../db/system.js'
-import type { Async } from '../../db/unit-of-work.js'
 import type { Config } from '../config.js'
 import { iso } from '../time.js'
+import type { SystemStore } from './ports.js'
 
 export interface SystemDeps {
-  system: Async<Pick<SystemRepo, 'agentCounts' | 'sizeBytes' | 'schemaVersion'>>
+  system: SystemStore
   accounts: { counts(): Promise<{ total: number; active: number }> }
   license: Config['license']
   /** When this process started serving. */

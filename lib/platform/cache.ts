@@ -5,8 +5,8 @@
 // first) and can turn them all off (`PRIME_CACHES=off`: every get is a miss, nothing is
 // kept, so every answer comes from the base structures). One registry per app, never a
 // module global. The file imports nothing of the project (lru-cache alone), so any layer may
-// use it; it is kept in db/ because the storage layer's caches use it, and db/ imports
-// nothing above it.
+// use it: the platform's, the features' and the storage's caches (db/ may import it, the
+// layering check's db-returns-rows says so).
 
 import { LRUCache } from 'lru-cache'
 
