@@ -503,9 +503,14 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
       )
     },
 
+    // Walks the connected agents' check-in times (agent_checkins, migration 011: equal to the
+    // agents' own, which no index holds) from the oldest; NULLS FIRST, which `<` leaves out,
+    // lets that index's backward scan give the order.
     staleAgents: (before: number, limit: number) =>
       db.query<SweptAgent & Record<string, unknown>>(
-        `SELECT ${SWEPT} FROM agents WHERE connection_status = 'Connected' AND last_updated_ms < $1 ORDER BY last_updated_ms, display_status COLLATE "C", id LIMIT $2`,
+        `SELECT ${SWEPT_OF('a')} FROM agent_checkins c JOIN agents a ON a.id = c.agent_id
+         WHERE c.connected AND c.last_updated_ms < $1 AND a.connection_status = 'Connected' AND a.last_updated_ms < $1
+         ORDER BY c.last_updated_ms NULLS FIRST, a.display_status COLLATE "C", a.id LIMIT $2`,
         [before, limit],
       ),
     /**
