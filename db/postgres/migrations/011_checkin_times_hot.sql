@@ -10,8 +10,8 @@
 -- quiet since", the connected agents latest first) walk agent_checkins instead: one narrow
 -- row per agent, its time and whether it is connected, kept equal to the agent's by the
 -- triggers below in the same statement, so a reader of either sees the same values. The
--- agents list sorted or filtered by lastUpdated reads the agents' rows without an index on
--- the time, as it already does for the counts (docs/operating.md "Capacity").
+-- agents list sorted or filtered by lastUpdated scans the agents instead (docs/operating.md
+-- "Capacity": what those reads cost).
 
 DROP INDEX agents_connected;
 DROP INDEX agents_last_updated;
