@@ -21,6 +21,10 @@
 // peripheral's `present` (removed, or plugged in again: events), 1% more report one agent
 // error; the rest are unchanged. Prints medians with the rounds' spread, and the capacity
 // model that follows from them (docs/operating.md "Capacity").
+//
+// A shorter run: BENCH_CONFIGS=one (or three) measures that configuration alone (no ratios;
+// the model then takes the one measured), BENCH_PHASES=mix,unchanged (of mix, unchanged,
+// account, agents) only those phases besides the idle one.
 import http from 'node:http'
 import fs from 'node:fs'
 import os from 'node:os'
@@ -360,8 +364,13 @@ async function enroll(all: Node[]): Promise<number> {
 // ---------------------------------------------------------------------------------------
 // Phases and rounds
 
-const PHASES = ['idle', 'check-in, mix', 'check-in, unchanged', 'GET admin/getuserdetails', 'GET agents?PageSize=10'] as const
-type Phase = (typeof PHASES)[number]
+const ALL_PHASES = ['idle', 'check-in, mix', 'check-in, unchanged', 'GET admin/getuserdetails', 'GET agents?PageSize=10'] as const
+type Phase = (typeof ALL_PHASES)[number]
+const PHASE_NAMES: Record<string, Phase> = { mix: 'check-in, mix', unchanged: 'check-in, unchanged', account: 'GET admin/getuserdetails', agents: 'GET agents?PageSize=10' }
+const PHASES: Phase[] = process.env.BENCH_PHASES ? ['idle', ...process.env.BENCH_PHASES.split(',').map((n) => PHASE_NAMES[n.trim()] ?? (undefined as never))] : [...ALL_PHASES]
+if (PHASES.includes(undefined as never)) throw new Error(`BENCH_PHASES: a comma-separated list of ${Object.keys(PHASE_NAMES).join(', ')}`)
+const CONFIGS = process.env.BENCH_CONFIGS ?? 'both'
+if (!['one', 'three', 'both'].includes(CONFIGS)) throw new Error('BENCH_CONFIGS: one, three or both')
 interface Figures {
   requests: number
   seconds: number
@@ -486,7 +495,7 @@ async function run() {
   const configs = [
     { label: 'one node', nodes: [nodes[0]] },
     { label: 'three nodes', nodes: bs },
-  ]
+  ].filter((_, i) => CONFIGS === 'both' || CONFIGS === (i ? 'three' : 'one'))
   // Warm-up of each configuration (JIT, plans, kept answers), not measured.
   for (const cfg of configs) {
     const bases = cfg.nodes.map((n) => n.base)
@@ -497,7 +506,7 @@ async function run() {
   Object.assign(mix, { unchanged: 0, changed: 0, withError: 0 })
   const results = configs.map(() => new Map<Phase, Figures[]>(PHASES.map((p) => [p, []])))
   for (let round = 0; round < ROUNDS; round++) {
-    for (const i of round % 2 ? [1, 0] : [0, 1]) {
+    for (const i of configs.length === 1 ? [0] : round % 2 ? [1, 0] : [0, 1]) {
       for (const phase of PHASES) {
         const f = await measure(configs[i].nodes, phase, auth)
         results[i].get(phase)!.push(f)
@@ -537,7 +546,7 @@ const aboveIdle = (xs: Figures[], idle: Figures[], k: 'nodeCpu' | 'pgOwn') => xs
 function report(configs: { label: string; nodes: Node[] }[], results: Map<Phase, Figures[]>[]) {
   const loadAtEnd = os.loadavg().map((x) => x.toFixed(1))
   console.log(
-    `\n${AGENTS} agents on PostgreSQL ${dbName} (made and dropped by the run); ${ROUNDS} rounds, the two configurations in turn (order swapped each round), ${SECONDS} s per phase (idle ${IDLE_SECONDS} s), ${CONNECTIONS} keep-alive connections spread evenly over the configuration's nodes; nothing pinned; ` +
+    `\n${AGENTS} agents on PostgreSQL ${dbName} (made and dropped by the run); ${ROUNDS} rounds, ${configs.length === 2 ? 'the two configurations in turn (order swapped each round)' : configs[0].label}, ${SECONDS} s per phase (idle ${IDLE_SECONDS} s), ${CONNECTIONS} keep-alive connections spread evenly over the configuration's nodes; nothing pinned; ` +
       `load average ${loadAtStart.join(' ')} at the start, ${loadAtEnd.join(' ')} at the end (${os.cpus().length} CPUs, shared with other work). Check-in mix measured: ${mix.unchanged} unchanged, ${mix.changed} flipping one peripheral's presence, ${mix.withError} reporting one agent error.`,
   )
   console.log(
@@ -575,10 +584,10 @@ function report(configs: { label: string; nodes: Node[] }[], results: Map<Phase,
       console.log(`| ${phase} | ${cfg.label} | ${cells.join(' | ')} |`)
     }
   }
-  console.log('\nRatio three nodes / one node of the medians per request (1.00: a request costs the same however many nodes share the load):\n')
-  console.log('| phase | node CPU | node, above idle | PostgreSQL backends | backends, above idle | PostgreSQL server processes |')
-  console.log('|---|---|---|---|---|---|')
-  for (const phase of PHASES.slice(1)) {
+  if (configs.length === 2) console.log('\nRatio three nodes / one node of the medians per request (1.00: a request costs the same however many nodes share the load):\n')
+  if (configs.length === 2) console.log('| phase | node CPU | node, above idle | PostgreSQL backends | backends, above idle | PostgreSQL server processes |')
+  if (configs.length === 2) console.log('|---|---|---|---|---|---|')
+  for (const phase of configs.length === 2 ? PHASES.slice(1) : []) {
     const [one, three] = results.map((r) => r.get(phase)!)
     const [idle1, idle3] = results.map((r) => r.get('idle')!)
     const ratio = (k: 'nodeCpu' | 'pgOwn' | 'pgBackground') => ratioText(med(perReq(three, k)) / med(perReq(one, k)))
@@ -597,7 +606,7 @@ function report(configs: { label: string; nodes: Node[] }[], results: Map<Phase,
       )
     console.log(`| ${cfg.label} | ${rate('nodeCpu', cfg.nodes.length)} | ${rate('pgOwn')} | ${rate('pgBackground')} | ${rate('pgOther')} |`)
   }
-  for (const phase of ['check-in, mix', 'check-in, unchanged'] as const) {
+  for (const phase of (['check-in, mix', 'check-in, unchanged'] as const).filter((p) => PHASES.includes(p))) {
     // Every round's, both configurations: this database's WAL by record type.
     const xs = results.flatMap((r) => r.get(phase)!).filter((f) => Number.isFinite(f.walOwn))
     const requests = xs.reduce((n, f) => n + f.requests, 0)
@@ -620,7 +629,7 @@ function report(configs: { label: string; nodes: Node[] }[], results: Map<Phase,
   console.log("\nVACUUM after each check-in phase (autovacuum's work, outside the phase), per check-in of the phase:\n")
   console.log('| phase | configuration | PostgreSQL CPU µs | WAL bytes |')
   console.log('|---|---|---|---|')
-  for (const phase of ['check-in, mix', 'check-in, unchanged'] as const)
+  for (const phase of (['check-in, mix', 'check-in, unchanged'] as const).filter((p) => PHASES.includes(p)))
     for (const [i, cfg] of configs.entries()) {
       const xs = results[i].get(phase)!
       console.log(`| ${phase} | ${cfg.label} | ${cell(perReq(xs, 'vacuumCpu'))} | ${cell(perReq(xs, 'vacuumWal', 1))} |`)
@@ -635,8 +644,10 @@ function report(configs: { label: string; nodes: Node[] }[], results: Map<Phase,
   console.log(`\nOther work on the PostgreSQL server over the measured phases (backends of other databases): ${other.toFixed(1)} CPU s in ${seconds.toFixed(0)} s, not counted above.`)
 
   // The model: the three-node figures (the dearer ones), check-ins only, nothing subtracted, VACUUM added.
-  const three = results[1].get('check-in, mix')!
-  const still = results[1].get('check-in, unchanged')!
+  if (!PHASES.includes('check-in, mix') || !PHASES.includes('check-in, unchanged')) return
+  const modelled = configs.at(-1)!.label
+  const three = results.at(-1)!.get('check-in, mix')!
+  const still = results.at(-1)!.get('check-in, unchanged')!
   const nodeUs = med(perReq(three, 'nodeCpu'))
   const pgInPhase = med(perReq(three, 'pgOwn')) + med(perReq(three, 'pgBackground'))
   const pgUs = pgInPhase + med(perReq(three, 'vacuumCpu'))
@@ -649,10 +660,10 @@ function report(configs: { label: string; nodes: Node[] }[], results: Map<Phase,
   const stillNode = med(perReq(still, 'nodeCpu'))
   const stillPg = med(perReq(still, 'pgOwn')) + med(perReq(still, 'pgBackground'))
   console.log(
-    `\nThree nodes: an unchanged check-in ${stillNode.toFixed(0)} µs of node CPU and ${stillPg.toFixed(0)} µs of PostgreSQL; so a changed one (${(p * 100).toFixed(1)}% of the mix) about ${changed(nodeUs, stillNode)} µs and ${changed(pgInPhase, stillPg)} µs (VACUUM apart).`,
+    `\n${modelled}: an unchanged check-in ${stillNode.toFixed(0)} µs of node CPU and ${stillPg.toFixed(0)} µs of PostgreSQL; so a changed one (${(p * 100).toFixed(1)}% of the mix) about ${changed(nodeUs, stillNode)} µs and ${changed(pgInPhase, stillPg)} µs (VACUUM apart).`,
   )
   console.log(
-    `\nCapacity model from the three-node check-in medians, nothing subtracted (node ${nodeUs.toFixed(0)} µs, PostgreSQL ${pgUs.toFixed(0)} µs of the nodes' backends, the server processes and VACUUM, ${events.toFixed(3)} events and ${wal.toFixed(0)} WAL bytes per check-in), cores at ${target * 100}% utilization:\n`,
+    `\nCapacity model from the ${modelled} check-in medians, nothing subtracted (node ${nodeUs.toFixed(0)} µs, PostgreSQL ${pgUs.toFixed(0)} µs of the nodes' backends, the server processes and VACUUM, ${events.toFixed(3)} events and ${wal.toFixed(0)} WAL bytes per check-in), cores at ${target * 100}% utilization:\n`,
   )
   console.log('| agents, check-in every 60 s | check-ins /s | node cores | PostgreSQL cores | events /s | WAL MB/s |')
   console.log('|---|---|---|---|---|---|')

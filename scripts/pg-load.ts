@@ -258,6 +258,9 @@ export async function loadIntoPostgres(from: string, url: string, opts: LoadOpti
     // The counts those triggers keep, counted.
     await client.query(`UPDATE record_counts r SET n = CASE r.name WHEN 'events' THEN (SELECT count(*) FROM events) ELSE (SELECT count(*) FROM audit_trail) END, prunes = 0`)
     await client.query(`UPDATE license_seats SET activated = (SELECT count(*) FROM agents WHERE license_status = 'Activated')`)
+    // The agents' check-in times that their triggers copy (migration 011).
+    await client.query(`INSERT INTO agent_checkins (agent_id, last_updated_ms, connected) SELECT id, last_updated_ms, connection_status = 'Connected' FROM agents
+      ON CONFLICT (agent_id) DO UPDATE SET last_updated_ms = excluded.last_updated_ms, connected = excluded.connected`)
 
     // The indexes, two at a time (the machine's two cores).
     const t2 = performance.now()

@@ -502,9 +502,16 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
       )
     },
 
+    // Walks the connected agents' check-in times (agent_checkins, migration 011: equal to the
+    // agents' own, which no index holds) from the oldest; NULLS FIRST, which `<` leaves out,
+    // lets that index's backward scan give the order. Each agent is read by its id (OFFSET 0
+    // keeps that a nested loop): joined, the planner may scan every agent to hash them.
     staleAgents: (before: number, limit: number) =>
       db.query<SweptAgent & Record<string, unknown>>(
-        `SELECT ${SWEPT} FROM agents WHERE connection_status = 'Connected' AND last_updated_ms < $1 ORDER BY last_updated_ms, display_status COLLATE "C", id LIMIT $2`,
+        `SELECT ${SWEPT_OF('a')} FROM agent_checkins c
+         CROSS JOIN LATERAL (SELECT ${SWEPT}, display_status, connection_status FROM agents WHERE id = c.agent_id OFFSET 0) a
+         WHERE c.connected AND c.last_updated_ms < $1 AND a.connection_status = 'Connected' AND a.last_updated_ms < $1
+         ORDER BY c.last_updated_ms NULLS FIRST, a.display_status COLLATE "C", a.id LIMIT $2`,
         [before, limit],
       ),
     /**

@@ -118,10 +118,11 @@ export function pgInsightsRepo(db: Postgres, whitelistViolationCodes: readonly s
     /** Up to 10,000 connected agents, the latest checked in first. */
     loggedAgents: () =>
       all<LoggedAgentRow>(
-        `SELECT uuid, host_identifier, local_ip_address, operational_status, display_status,
-           coalesce(last_updated_ms, enrolled_ms) AS checked_in_ms, logged_on_users
-         FROM agents WHERE connection_status = 'Connected'
-         ORDER BY last_updated_ms DESC NULLS LAST, uuid COLLATE "C" LIMIT $1`,
+        // Through the connected agents' check-in times (agent_checkins, migration 011), latest first.
+        `SELECT a.uuid, a.host_identifier, a.local_ip_address, a.operational_status, a.display_status,
+           coalesce(a.last_updated_ms, a.enrolled_ms) AS checked_in_ms, a.logged_on_users
+         FROM agent_checkins c JOIN agents a ON a.id = c.agent_id WHERE c.connected AND a.connection_status = 'Connected'
+         ORDER BY c.last_updated_ms DESC NULLS LAST, a.uuid COLLATE "C" LIMIT $1`,
         [MAX_AGENTS],
       ),
     connectedCount: async () => (await db.value<number>("SELECT count(*) FROM agents WHERE connection_status = 'Connected'")) ?? 0,
