@@ -30,36 +30,51 @@ export function otherConnectionsCommits(db: DB): () => number {
 export class AuthVersion {
   private count = 0
   private othersSeen: number | undefined
-  private readonly listeners: (() => void)[] = []
-  private told = false
+  private readonly listeners: (() => unknown)[] = []
+  /** The telling queued for this turn's writes outside a unit of work, until it has run. */
+  private pending: Promise<void> | undefined
 
   constructor(
     private readonly others?: () => number,
-    /** Defers the telling to the commit of the caller's unit of work, when it is in one (db/unit-of-work.ts). */
-    private readonly afterCommit: (fn: () => void) => boolean = () => false,
+    /**
+     * Defers the telling to the commit of the caller's unit of work, when it is in one
+     * (db/unit-of-work.ts); a unit that awaits what its callbacks answer (PostgreSQL's) is
+     * answered once the listeners have acted.
+     */
+    private readonly afterCommit: (fn: () => Promise<void>) => boolean = () => false,
   ) {}
 
-  bump(): void {
+  /**
+   * Resolves once the listeners have acted on this write (their Promises settled), so that
+   * an asynchronous backend can answer a revoking request only after the streams it ends
+   * are closed; at once inside a unit of work, whose commit tells instead.
+   */
+  bump(): Promise<void> {
     this.count++
-    if (this.listeners.length === 0) return
+    if (this.listeners.length === 0) return DONE
     // A unit of work tells when it commits, and never if it rolls back.
-    if (this.afterCommit(() => this.tell())) return
-    if (this.told) return
-    this.told = true
+    if (this.afterCommit(() => this.tell())) return DONE
     // Once the writing code has run to its end: a synchronous transaction has committed (or
     // rolled back) by then, and several writes of one request tell once.
-    queueMicrotask(() => {
-      this.told = false
-      this.tell()
-    })
+    this.pending ??= new Promise<void>((resolve) =>
+      queueMicrotask(() => {
+        this.pending = undefined
+        resolve(this.tell())
+      }),
+    )
+    return this.pending
   }
 
-  private tell(): void {
-    for (const listener of this.listeners) listener()
+  private async tell(): Promise<void> {
+    const acting = this.listeners.map((listener) => listener())
+    if (acting.some(isPromise)) await Promise.allSettled(acting)
   }
 
-  /** Calls `listener` after writes by this connection that bump the version (it must not throw). */
-  onBump(listener: () => void): void {
+  /**
+   * Calls `listener` after writes by this connection that bump the version (it must not
+   * throw; a Promise it answers is waited for by `bump`'s, and must not reject).
+   */
+  onBump(listener: () => unknown): void {
     this.listeners.push(listener)
   }
 
@@ -74,3 +89,6 @@ export class AuthVersion {
     return this.count
   }
 }
+
+const DONE = Promise.resolve()
+const isPromise = (v: unknown): v is Promise<unknown> => typeof (v as Promise<unknown> | undefined)?.then === 'function'

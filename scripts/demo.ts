@@ -34,6 +34,20 @@ if (!password) {
   }
 }
 
+// On PostgreSQL the server keeps a secret it generates in the database, where the simulator
+// (which reads the data dir's file on SQLite) cannot find it: the demo makes the enrollment
+// secret itself, kept in its data dir like the password, and gives it to both.
+let enrollmentSecret = process.env.PRIME_AGENT_ENROLLMENT_SECRET
+if (!enrollmentSecret && process.env.PRIME_DATABASE_URL) {
+  const secretFile = path.join(dataDir, 'demo-enrollment-secret')
+  try {
+    enrollmentSecret = fs.readFileSync(secretFile, 'utf8').trim()
+  } catch {
+    enrollmentSecret = `pes_${crypto.randomBytes(24).toString('base64url')}`
+    fs.writeFileSync(secretFile, `${enrollmentSecret}\n`, { mode: 0o600 })
+  }
+}
+
 const host = '127.0.0.1'
 const url = `http://${host}:${port}`
 const logFile = path.join(dataDir, 'server.log')
@@ -43,6 +57,7 @@ const env = {
   PORT: String(port),
   PRIME_DATA_DIR: dataDir,
   PRIME_ADMIN_PASSWORD: password,
+  ...(enrollmentSecret ? { PRIME_AGENT_ENROLLMENT_SECRET: enrollmentSecret } : {}),
   // The README's local alarm receiver (npm run receiver) listens on loopback.
   PRIME_ALARM_ALLOWED_HOSTS: process.env.PRIME_ALARM_ALLOWED_HOSTS ?? '127.0.0.1',
   // Commands reach the simulated agents within seconds.

@@ -1,17 +1,49 @@
-// backend: postgres-pending — starts its server processes on the data dir's SQLite file itself; not yet given a test database
 // Ctrl-C on `npm start` and on `npm run demo`: the terminal signals the whole process group;
 // the service stops once, cleanly: status 0, a last "stopped" line, no holder (pid) file
-// left, the WAL checkpointed into the database (no -wal file with anything in it).
+// left, and nothing it answered lost: on SQLite the WAL checkpointed into the database (no
+// -wal file with anything in it); on PostgreSQL (the servers on a test database of their
+// own) the writes it answered stored and its connections closed.
 import fs from 'node:fs'
 import path from 'node:path'
-import t from 'tap'
-import { ADMIN_PASSWORD } from './helpers.js'
+import t, { type Test } from 'tap'
+import { connectPostgres } from '../db/postgres/index.js'
+import { ADMIN_PASSWORD, testBackend } from './helpers.js'
+import { pgTestDatabaseUrl } from './pg.js'
 import { freePort } from './fixtures/receivers.js'
 import { demoJs, jsonLines, start, startServer, tempDir, until } from './fixtures/processes.js'
 
 t.setTimeout(180_000)
 
 const walBytes = (dir: string) => fs.statSync(path.join(dir, 'prime.sqlite-wal'), { throwIfNoEntry: false })?.size ?? 0
+
+/**
+ * The backend the servers run on: the settings that put them there, what shows they have
+ * written, and (after the stop) what shows nothing they answered was lost: on PostgreSQL,
+ * `table` holds what they answered.
+ */
+async function backend(t: Test, table: string) {
+  if (testBackend !== 'postgres') {
+    return {
+      env: {} as Record<string, string>,
+      wrote: async (dataDir: string) => t.ok(walBytes(dataDir) > 0, 'it has written to its WAL'),
+      stopped: async (dataDir: string) => t.equal(walBytes(dataDir), 0, 'the WAL checkpointed and removed'),
+    }
+  }
+  const url = await pgTestDatabaseUrl(t)
+  const db = connectPostgres(url, { max: 1, applicationName: 'server-stop test' })
+  t.teardown(() => db.close())
+  const count = async (sql: string) => Number(await db.value(sql))
+  return {
+    env: { PRIME_DATABASE_URL: url } as Record<string, string>,
+    wrote: async () => t.ok((await count(`SELECT count(*) FROM ${table}`)) > 0, `it has written to the database (${table})`),
+    stopped: async () => {
+      t.ok((await count(`SELECT count(*) FROM ${table}`)) > 0, `what it answered is stored (${table})`)
+      // The servers' own connections: the application name a server gives its pools.
+      const open = await count("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'prime-webui%'")
+      t.equal(open, 0, 'its connections to the database closed')
+    },
+  }
+}
 
 async function login(base: string) {
   const res = await fetch(`${base}/prime/webui/Auth/LocalLogin`, {
@@ -27,9 +59,10 @@ t.test('npm start: Ctrl-C, and Ctrl-C again during the shutdown, stop it once, s
   const root = tempDir(t)
   const dataDir = path.join(root, 'data')
   // A drain delay: the second Ctrl-C arrives while the first one's shutdown waits.
-  const server = await startServer(t, dataDir, path.join(root, 'server.log'), { PRIME_SHUTDOWN_DRAIN_SECONDS: '1' })
+  const on = await backend(t, 'sessions')
+  const server = await startServer(t, dataDir, path.join(root, 'server.log'), { PRIME_SHUTDOWN_DRAIN_SECONDS: '1', ...on.env })
   t.equal(await login(server.base), 200, 'it serves')
-  t.ok(walBytes(dataDir) > 0, 'and has written to its WAL')
+  await on.wrote(dataDir)
 
   process.kill(-server.child.pid!, 'SIGINT')
   await until(() => /"msg":"shutting down"/.test(server.output()), 'the shutdown')
@@ -44,7 +77,7 @@ t.test('npm start: Ctrl-C, and Ctrl-C again during the shutdown, stop it once, s
   )
   t.match(lines.at(-1), { level: 30, msg: 'stopped' }, 'the last line says it stopped')
   t.notOk(fs.existsSync(path.join(dataDir, 'server.pid')), 'no pid file left')
-  t.equal(walBytes(dataDir), 0, 'the WAL checkpointed and removed')
+  await on.stopped(dataDir)
 })
 
 t.test('npm run demo: Ctrl-C stops the demo, its server and its simulator, status 0', async (t) => {
@@ -54,7 +87,8 @@ t.test('npm run demo: Ctrl-C stops the demo, its server and its simulator, statu
   // As from a shell with the usual umask: the demo's own files must not make the server warn.
   const previous = process.umask(0o022)
   t.teardown(() => process.umask(previous))
-  const demo = start(t, [demoJs, '--port', String(port), '--agents', '3', '--data-dir', dataDir], {}, path.join(root, 'demo.out'))
+  const on = await backend(t, 'agents')
+  const demo = start(t, [demoJs, '--port', String(port), '--agents', '3', '--data-dir', dataDir], on.env, path.join(root, 'demo.out'))
   let code: number | null | undefined
   void demo.exited.then((c) => (code = c))
   await until(() => /Simulating 3 agents/.test(demo.output()) || code !== undefined, 'the demo to start', 120_000)
@@ -75,5 +109,5 @@ t.test('npm run demo: Ctrl-C stops the demo, its server and its simulator, statu
   )
   t.equal((fs.statSync(serverLog).mode & 0o777).toString(8), '600', 'the log is private')
   t.notOk(fs.existsSync(path.join(dataDir, 'server.pid')), 'no pid file left')
-  t.equal(walBytes(dataDir), 0, 'the WAL checkpointed and removed')
+  await on.stopped(dataDir)
 })

@@ -85,12 +85,12 @@ export function pgUsersRepo(db: Postgres, version: AuthVersion): PgUsersRepo {
       const values = cols.map((c) => changes[c as keyof UserChanges])
       const sets = cols.map((c, i) => `${c} = $${i + 3}`).concat('updated_ms = $2')
       await unique('users_user_name', 'account', changes.user_name, () => db.run(`UPDATE users SET ${sets.join(', ')} WHERE id = $1`, [id, now, ...values]))
-      version.bump()
+      await version.bump()
     },
     async remove(id: number): Promise<boolean> {
       // Its sessions and their refresh tokens go with it (ON DELETE CASCADE).
       const removed = (await db.run('DELETE FROM users WHERE id = $1', [id])) > 0
-      version.bump()
+      await version.bump()
       return removed
     },
     /**
@@ -142,7 +142,7 @@ export function pgUsersRepo(db: Postgres, version: AuthVersion): PgUsersRepo {
          UPDATE users SET tokens_valid_after_ms = $1 WHERE id = $2`,
         [now, id],
       )
-      version.bump()
+      await version.bump()
     },
   }
   return repo satisfies AccountStore
@@ -188,7 +188,7 @@ export function pgSessionsRepo(db: Postgres, version: AuthVersion): PgSessionsRe
          SELECT count(*) FROM refresh_tokens WHERE session_id = $3 AND used_ms IS NULL`,
         [now, reason, sessionId],
       )
-      version.bump()
+      await version.bump()
       return n!
     },
     /** Drops sessions revoked or expired before the cut-off. */
@@ -198,7 +198,7 @@ export function pgSessionsRepo(db: Postgres, version: AuthVersion): PgSessionsRe
            OR id IN (SELECT session_id FROM refresh_tokens GROUP BY session_id HAVING max(expires_ms) < $1)`,
         [cutoff],
       )
-      version.bump()
+      await version.bump()
       return n
     },
   }
@@ -234,7 +234,7 @@ export function pgIntegrationTokensRepo(db: Postgres, version: AuthVersion): PgI
     async revoke(id: string, now: number): Promise<boolean> {
       const revoked = (await db.run('UPDATE integration_tokens SET revoked_ms = $1 WHERE id = $2 AND revoked_ms IS NULL', [now, id])) === 1
       // Tokens are looked up on every request; what follows a revocation is the open notification streams.
-      if (revoked) version.bump()
+      if (revoked) await version.bump()
       return revoked
     },
     async touch(id: string, now: number): Promise<void> {

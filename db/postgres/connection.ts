@@ -24,7 +24,7 @@ const types = {
 
 interface Unit {
   client: pg.PoolClient
-  committed: (() => void)[]
+  committed: (() => unknown)[]
 }
 
 /**
@@ -108,8 +108,11 @@ const ATTEMPTS = 3
 export interface PgUnitOfWork extends UnitOfWork {
   /** The same as `run`: PostgreSQL commits concurrent transactions itself (no group commit to make). */
   runGrouped<T>(work: () => Promise<T>): Promise<T>
-  /** Runs `fn` once the caller's unit of work has committed; false when the caller is in none. */
-  afterCommit(fn: () => void): boolean
+  /**
+   * Runs `fn` once the caller's unit of work has committed; false when the caller is in none.
+   * A Promise `fn` answers is waited for (settled) before the unit's `run` resolves.
+   */
+  afterCommit(fn: () => unknown): boolean
   /** Always undefined: a pool has no turn to wait for (kept for the ports' common shape). */
   turn(): undefined
   /** Whether the caller is inside a unit of work. */
@@ -187,7 +190,8 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
   const executor = (): pg.Pool | pg.PoolClient => context.getStore()?.client ?? poolNow()
   const budgetNow = () => (budgetPool && expensive.getStore() ? budget!.budgetMs : undefined)
 
-  async function attempt<T>(work: () => Promise<T>): Promise<T> {
+  /** One try of a unit of work: its result and what is to run once it committed (the client is back in the pool by then). */
+  async function attempt<T>(work: () => Promise<T>): Promise<{ result: T; committed: Unit['committed'] }> {
     const client = await poolNow()
       .connect()
       .catch((err) => {
@@ -205,8 +209,7 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
       committing = true
       const end = await client.query('COMMIT')
       if (end.command === 'ROLLBACK') throw new Error('the unit of work was rolled back: a statement in it failed')
-      for (const fn of unit.committed) fn()
-      return result
+      return { result, committed: unit.committed }
     } catch (err) {
       try {
         await client.query('ROLLBACK')
@@ -231,12 +234,19 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
     async run<T>(work: () => Promise<T>): Promise<T> {
       if (context.getStore() !== undefined) return work()
       for (let i = 1; ; i++) {
+        let done: Awaited<ReturnType<typeof attempt<T>>>
         try {
-          return await attempt(work)
+          done = await attempt(work)
         } catch (err) {
           const again = RETRYABLE.has((err as { code?: string }).code ?? '') || (err as { rerun?: boolean }).rerun === true
           if (i >= ATTEMPTS || !again) throw err
+          continue
         }
+        // Run after the unit's client went back to the pool: a callback that reads (a
+        // stream's revalidation) must not wait for a client held by the unit waiting for it.
+        const acting = done.committed.map((fn) => fn()).filter((v): v is Promise<unknown> => typeof (v as Promise<unknown> | undefined)?.then === 'function')
+        if (acting.length) await Promise.allSettled(acting)
+        return done.result
       }
     },
     runGrouped(work) {

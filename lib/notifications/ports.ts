@@ -178,5 +178,5 @@ export interface NotificationLoopStore {
   /** Agents by license status (the License check): at once on SQLite, whose checks answer at once. */
   licenseUse(): Maybe<{ activated: number; pending: number; invalid: number }>
   /** The credential-change counter: a bump ends the streams whose credential no longer works. */
-  authVersion: { readonly value: number; onBump(fn: () => void): void }
+  authVersion: { readonly value: number; onBump(fn: () => unknown): void }
 }

@@ -18,7 +18,7 @@ export interface HubDeps {
   /** Runs `read` (reads of `feed`) as one snapshot (the rows and the change number agree while another process writes). */
   snapshot<T>(read: () => Promise<T>): Promise<T>
   /** The credential-change counter: a bump ends the streams whose credential no longer works. */
-  authVersion: { readonly value: number; onBump(fn: () => void): void }
+  authVersion: { readonly value: number; onBump(fn: () => unknown): void }
   /** Throws when the credential no longer works (revoked, expired, its account disabled). */
   authenticate(token: string, now: number): Maybe<unknown>
   /** When a session's access token ends, in ms (0: unknown). */

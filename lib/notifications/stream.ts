@@ -163,8 +163,13 @@ export function notificationHub(deps: HubDeps) {
       return look()
     }))
 
-  /** Ends the stream with `reauthenticate` when the caller's credential no longer works. */
-  function revalidate(now = Date.now()) {
+  /**
+   * Ends the stream with `reauthenticate` when the caller's credential no longer works.
+   * Where the checks answer through Promises (PostgreSQL), answers one that resolves once
+   * every stream refused is closed (it never rejects).
+   */
+  function revalidate(now = Date.now()): Promise<void> | undefined {
+    const checks: Promise<unknown>[] = []
     for (const c of [...callers.values()]) {
       for (const s of [...c.streams]) {
         const refused = (err: unknown) => {
@@ -173,28 +178,37 @@ export function notificationHub(deps: HubDeps) {
         }
         try {
           const checked = deps.authenticate(s.token, now)
-          if (isPromise(checked)) checked.catch(refused)
+          if (isPromise(checked)) checks.push(checked.catch(refused))
         } catch (err) {
           refused(err)
         }
       }
     }
+    return checks.length ? Promise.allSettled(checks).then(() => undefined) : undefined
   }
 
   /**
    * Ends the streams whose credential a write has ended: one by this process right after
-   * it (onBump), one by another process on the same database at the next look.
+   * it (onBump), one by another process on the same database at the next look where the
+   * counter sees other connections' commits (SQLite's data_version); on PostgreSQL, where
+   * it does not, at the periodic revalidation (revalidateMs).
    */
-  function checkRevocations() {
+  function checkRevocations(): Promise<void> | undefined {
     if (subscribers === 0) return
     const version = authVersion.value
     if (version === authSeen) return
     authSeen = version
-    revalidate()
+    return revalidate()
   }
+  // The revoking write waits for what this answers (db/auth-version.ts), so that its request
+  // is answered after the streams it ends are closed, on either backend. Always a check of
+  // its own: one the poll timer began between the write and its commit read the credential
+  // before the commit (on PostgreSQL, another connection) and may have found it still valid.
   authVersion.onBump(() => {
     try {
-      checkRevocations()
+      if (subscribers === 0) return
+      authSeen = authVersion.value
+      return revalidate()
     } catch (err) {
       deps.log.error({ err }, 'notification stream revalidation failed')
     }
