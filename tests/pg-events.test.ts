@@ -515,7 +515,11 @@ t.test('day partitions: made as records come, records of a day without one moved
   // The kept totals followed every insert, move, drop and delete.
   for (const table of ['events', 'audit_trail']) {
     t.equal(await pg.value('SELECT n FROM record_counts WHERE name = $1', [table]), await pg.value(`SELECT count(*) FROM ${table}`), `${table}: the kept total is the count`)
+    // The newest id written, kept beside it, is what max(id) visits every partition for; it
+    // never goes down, as ids are not given again.
+    t.equal(await pg.value('SELECT top FROM record_counts WHERE name = $1', [table]), await pg.value(`SELECT last_value FROM ${table}_id_seq`), `${table}: the kept top is the newest id given`)
   }
+  t.equal(await stores.events.lastId(), await pg.value('SELECT max(id) FROM events'), "the feed's horizon is the newest event")
   t.equal((await stores.events.pageRows(eventFilter({}), { field: 'eventID', direction: 'desc' }, 1, 0)).total, 11)
 })
 

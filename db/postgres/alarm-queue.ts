@@ -9,7 +9,8 @@
 import type { Postgres } from './connection.js'
 
 /** The last event id committed: a new destination takes the events after it. */
-export const PG_LAST_EVENT = '(SELECT coalesce(max(id), 0) FROM events)'
+/** The newest event id written (kept by the insert trigger, migration 012: max(id) visits every partition). */
+export const PG_LAST_EVENT = "(SELECT top FROM record_counts WHERE name = 'events')"
 
 /** Outbox rows a slice writes at most (as db/alarm-queue.ts QUEUE_ROWS). */
 export const PG_QUEUE_ROWS = 1000
