@@ -1635,8 +1635,10 @@ export interface paths {
          *     filters are case-insensitive "contains"). Default order: newest first
          *     (`eventID_desc`); `sortBy` may name any field of `x-sort-fields` (`date` is
          *     `creationTime`); ties are broken by `eventID` so that paging is stable.
-         *     `recordsTotal` counts all stored events, `recordsFiltered` those matching.
-         *     `GlobalSearch` looks in `description`, `details`, `eventEntityID`, `eventCode`,
+         *     `recordsTotal` counts all stored events, `recordsFiltered` those matching;
+         *     `recordsFilteredExact` says whether that count is exact (on PostgreSQL a text
+         *     condition over very many events may be counted by an estimate:
+         *     `RecordsFilteredExact`). `GlobalSearch` looks in `description`, `details`, `eventEntityID`, `eventCode`,
          *     `category`, `severityString`, `hashtags` and `assetName`.
          *
          *     ## Sorting by a free-text field
@@ -1744,7 +1746,9 @@ export interface paths {
          *     - `SortBy`, when given, only reorders the events inside the page; which events
          *       form the page is always decided oldest first.
          *     - `recordsFiltered` counts every matching event (the backlog, this page included);
-         *       `recordsTotal` counts all stored events.
+         *       `recordsTotal` counts all stored events. With a text filter on PostgreSQL it may
+         *       be an estimate, said by `recordsFilteredExact: false` (`RecordsFilteredExact`); the
+         *       page itself, and so the polling rule, is exact.
          *     - `PageSize` is at most 1000000, as for every list; pages of more than 10000
          *       events are streamed.
          */
@@ -1770,7 +1774,9 @@ export interface paths {
          *     text filters are case-insensitive "contains"). Default order: newest first
          *     (`auditTrailID_desc`); `sortBy` may name any field of `x-sort-fields` (`date` is
          *     `creationTime`); ties are broken by `auditTrailID`. `recordsTotal` counts all
-         *     audit records, `recordsFiltered` those matching. `GlobalSearch` looks in
+         *     audit records, `recordsFiltered` those matching (`recordsFilteredExact` false: an
+         *     estimate, on PostgreSQL only, for a text condition whose count ran past its budget;
+         *     see `RecordsFilteredExact`). `GlobalSearch` looks in
          *     `description`, `details`, `user`, `sourceIp`, `category`, `operationId` and the
          *     asset's key, name and address. Audit records are immutable: no operation edits or
          *     deletes them. Its text filters read the records (there is no trigram index for
@@ -1814,7 +1820,8 @@ export interface paths {
          *     - `PageNumber` n (default 1) selects the n-th slice of `PageSize` records counted
          *       from the oldest matching one.
          *     - `recordsFiltered` counts every matching record (the backlog, this page
-         *       included); `recordsTotal` counts all audit records.
+         *       included); `recordsTotal` counts all audit records. `recordsFilteredExact` is
+         *       always `true` here: this feed has no text filter.
          */
         get: operations["getAuditsIntegration"];
         put?: never;
@@ -5400,6 +5407,17 @@ export interface components {
             /** @description The `deviceID` of the peripheral the event is about (e.g. `USB\VID_046D&PID_C077\5&20DBD6CE&0&4`); null when none. */
             peripheralAssetId: string | null;
         };
+        /**
+         * @description Whether `recordsFiltered` is an exact count; always `true` on the embedded SQLite
+         *     database. `false` only on PostgreSQL, for a query with a text condition (a text
+         *     filter such as `description` or `source`, or `GlobalSearch`) whose exact count did not
+         *     finish within the count budget (`PRIME_PG_COUNT_BUDGET_MS`, default 50 ms): a common
+         *     term over millions of records. `recordsFiltered` is then the query planner's estimate
+         *     of the matches, at most `recordsTotal` and at least the records before and on the
+         *     page (exact again when the page is not full); the rows, their order and paging are
+         *     exact all the same. Filters without a text condition are always counted exactly.
+         */
+        RecordsFilteredExact: boolean;
         /** @description A page of events. */
         PrimeEventViewWrapper: {
             /**
@@ -5412,6 +5430,7 @@ export interface components {
              * @description Events matching the filters.
              */
             recordsFiltered: number;
+            recordsFilteredExact: components["schemas"]["RecordsFilteredExact"];
             data: components["schemas"]["PrimeEventView"][];
         };
         /** @description A page of the event feed; `data` holds the oldest matching events, newest first. */
@@ -5426,6 +5445,7 @@ export interface components {
              * @description Events matching the filters (the backlog at or after `FromEventId`).
              */
             recordsFiltered: number;
+            recordsFilteredExact: components["schemas"]["RecordsFilteredExact"];
             data: components["schemas"]["PrimeEventView"][];
         };
         /** @description A page of audit records. */
@@ -5440,6 +5460,7 @@ export interface components {
              * @description Records matching the filters.
              */
             recordsFiltered: number;
+            recordsFilteredExact: components["schemas"]["RecordsFilteredExact"];
             data: components["schemas"]["AuditTrailView"][];
         };
         /** @description A page of the audit feed; `data` holds the oldest matching records, newest first. */
@@ -5454,6 +5475,7 @@ export interface components {
              * @description Records matching the filters (the backlog at or after `FromAuditTrailId`).
              */
             recordsFiltered: number;
+            recordsFilteredExact: components["schemas"]["RecordsFilteredExact"];
             data: components["schemas"]["AuditTrailView"][];
         };
         /**
@@ -12120,6 +12142,7 @@ export interface operations {
                      * @example {
                      *       "recordsTotal": 5120,
                      *       "recordsFiltered": 2,
+                     *       "recordsFilteredExact": true,
                      *       "data": [
                      *         {
                      *           "eventID": 5120,
@@ -12280,6 +12303,7 @@ export interface operations {
                      * @example {
                      *       "recordsTotal": 5120,
                      *       "recordsFiltered": 2,
+                     *       "recordsFilteredExact": true,
                      *       "data": [
                      *         {
                      *           "eventID": 5002,
@@ -12409,6 +12433,7 @@ export interface operations {
                      * @example {
                      *       "recordsTotal": 812,
                      *       "recordsFiltered": 1,
+                     *       "recordsFilteredExact": true,
                      *       "data": [
                      *         {
                      *           "auditTrailID": 812,
@@ -12488,6 +12513,7 @@ export interface operations {
                      * @example {
                      *       "recordsTotal": 812,
                      *       "recordsFiltered": 1,
+                     *       "recordsFilteredExact": true,
                      *       "data": [
                      *         {
                      *           "auditTrailID": 640,

@@ -13,6 +13,8 @@ export interface Config {
   databaseUrl: string | undefined
   /** Connections at most to PostgreSQL (PRIME_DATABASE_POOL). */
   databasePool: number
+  /** PRIME_PG_COUNT_BUDGET_MS: how long an exact count of a text filter may run on PostgreSQL before an estimate is answered. */
+  pgCountBudgetMs: number
   /**
    * With PostgreSQL, the secrets the settings do not give are shared through the database
    * (lib/platform/storage.ts fills them in when it opens it), never generated per node.
@@ -148,6 +150,12 @@ export const SETTINGS: readonly SettingDescription[] = [
   },
   { name: 'PRIME_DATABASE_URL', default: 'unset (SQLite)', meaning: 'a `postgres://` URL: run on that PostgreSQL database instead of the embedded SQLite file (see [PostgreSQL](#postgresql))' },
   { name: 'PRIME_DATABASE_POOL', default: '`10`', meaning: 'connections at most to PostgreSQL (1-1000)' },
+  {
+    name: 'PRIME_PG_COUNT_BUDGET_MS',
+    default: '`50`',
+    meaning:
+      "on PostgreSQL, how long the exact count of an event or audit list filtered by text (a text filter or `GlobalSearch`) may run (0 to 600000); past it `recordsFiltered` is the planner's estimate and `recordsFilteredExact` is `false` (the rows are exact); `0`: always the estimate. Filters without text are always counted exactly, as every count on SQLite is",
+  },
   {
     name: 'PRIME_ADMIN_PASSWORD',
     default: 'generated, logged once',
@@ -462,6 +470,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dbFile: path.join(dataDir, 'prime.sqlite'),
     databaseUrl: url,
     databasePool: int(env, 'PRIME_DATABASE_POOL', 10, 1, 1000),
+    pgCountBudgetMs: int(env, 'PRIME_PG_COUNT_BUDGET_MS', 50, 0, 600_000),
     secretsFromDatabase: fromDatabase,
     adminPassword: env.PRIME_ADMIN_PASSWORD || undefined,
     jwtSecret: fromDatabase.includes('jwt') ? '' : jwtSecret(env, dataDir),

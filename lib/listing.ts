@@ -136,8 +136,16 @@ export function severity(value: string | undefined, name: string, where: Where =
   throw invalidField(where, name, `must be 0-7 or one of ${severityNames.join(', ')}`)
 }
 
-/** The list answer of every list operation. */
-export const listAnswer = <T>(recordsTotal: number, recordsFiltered: number, data: T[]) => ({ recordsTotal, recordsFiltered, data })
+/**
+ * The list answer of every list operation. `exact`: the events' and audit trail's answers
+ * say whether recordsFiltered is exact (`recordsFilteredExact`); the other lists leave it out.
+ */
+export const listAnswer = <T>(recordsTotal: number, recordsFiltered: number, data: T[], exact?: boolean) =>
+  exact === undefined ? { recordsTotal, recordsFiltered, data } : { recordsTotal, recordsFiltered, recordsFilteredExact: exact, data }
+
+/** The list answer's text up to its rows (`listAnswer`'s keys in its order). */
+const answerHead = (recordsTotal: number, recordsFiltered: number, exact: boolean | undefined) =>
+  `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},${exact === undefined ? '' : `"recordsFilteredExact":${exact},`}"data":[`
 /** The list answer as JSON text, for rows that are JSON text already (an array). */
 export const listAnswerJson = (recordsTotal: number, recordsFiltered: number, data: string) => `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":${data}}`
 
@@ -176,9 +184,9 @@ const PART_ROWS = 64
  * The list answer of a page built whole: one string for a small page, parts for a large
  * one (AnswerParts). Byte for byte `JSON.stringify(listAnswer(total, filtered, rows.map(view)))`.
  */
-export function listAnswerOf<R>(recordsTotal: number, recordsFiltered: number, rows: R[], view: (row: R) => unknown): string | AnswerParts {
-  if (rows.length <= 2 * PART_ROWS) return JSON.stringify(listAnswer(recordsTotal, recordsFiltered, rows.map(view)))
-  const parts = [`{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":[`]
+export function listAnswerOf<R>(recordsTotal: number, recordsFiltered: number, rows: R[], view: (row: R) => unknown, exact?: boolean): string | AnswerParts {
+  if (rows.length <= 2 * PART_ROWS) return JSON.stringify(listAnswer(recordsTotal, recordsFiltered, rows.map(view), exact))
+  const parts = [answerHead(recordsTotal, recordsFiltered, exact)]
   for (let i = 0; i < rows.length; i += PART_ROWS) {
     // The views of a part as one array: V8's JSON.stringify of fixed-shape objects is the fastest writer (lib/events/views.ts).
     const text = JSON.stringify(rows.slice(i, i + PART_ROWS).map(view))
@@ -192,8 +200,8 @@ export function listAnswerOf<R>(recordsTotal: number, recordsFiltered: number, r
  * The same answer from each row's JSON as bytes, each with a comma before it (the first
  * row's is skipped): parts of about 64 KiB, each copied once, no text built.
  */
-export function listAnswerOfBytes(recordsTotal: number, recordsFiltered: number, rows: Buffer[]): AnswerParts {
-  const parts: Buffer[] = [Buffer.from(`{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":[`)]
+export function listAnswerOfBytes(recordsTotal: number, recordsFiltered: number, rows: Buffer[], exact?: boolean): AnswerParts {
+  const parts: Buffer[] = [Buffer.from(answerHead(recordsTotal, recordsFiltered, exact))]
   let group: Buffer[] = []
   let bytes = 0
   for (let i = 0; i < rows.length; i++) {
@@ -212,8 +220,8 @@ export function listAnswerOfBytes(recordsTotal: number, recordsFiltered: number,
 }
 
 /** The list answer as JSON text, streamed: the counts at once, then the rows as they are read. */
-async function* listAnswerText(recordsTotal: number, recordsFiltered: number, rows: AsyncIterable<string>): AsyncGenerator<string> {
-  yield `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":[`
+async function* listAnswerText(recordsTotal: number, recordsFiltered: number, rows: AsyncIterable<string>, exact: boolean | undefined): AsyncGenerator<string> {
+  yield answerHead(recordsTotal, recordsFiltered, exact)
   let first = true
   for await (const part of rows) {
     if (!part) continue
@@ -242,5 +250,5 @@ export async function* jsonChunks<T>(rows: AsyncIterable<T>, view: (row: T) => u
  * socket, which takes no more while the client is slow (it waits for 'drain'); then the
  * reader waits too: one chunk is read ahead, not the default sixteen.
  */
-export const listAnswerStream = (recordsTotal: number, recordsFiltered: number, rows: AsyncIterable<string>): Readable =>
-  Readable.from(listAnswerText(recordsTotal, recordsFiltered, rows), { objectMode: true, highWaterMark: 1 })
+export const listAnswerStream = (recordsTotal: number, recordsFiltered: number, rows: AsyncIterable<string>, exact?: boolean): Readable =>
+  Readable.from(listAnswerText(recordsTotal, recordsFiltered, rows, exact), { objectMode: true, highWaterMark: 1 })

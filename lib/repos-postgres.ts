@@ -54,15 +54,19 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
   const risk = pgRiskRaiser(pg)
   // The kinds come with the migrations: read once.
   const riskCodes = await risk.codes()
-  const records = pgEventParts(pg, {
-    agentTexts: pgLatestEventTexts(pg),
-    // Only risky events of an asset raise notifications (as on SQLite): a batch without any
-    // takes no notification lock.
-    recorded: async (ids, rows) => {
-      const risky = ids.filter((_, i) => rows[i].event.assetKey && riskCodes.has(rows[i].event.code))
-      if (risky.length) await risk.raise(risky)
+  const records = pgEventParts(
+    pg,
+    {
+      agentTexts: pgLatestEventTexts(pg),
+      // Only risky events of an asset raise notifications (as on SQLite): a batch without any
+      // takes no notification lock.
+      recorded: async (ids, rows) => {
+        const risky = ids.filter((_, i) => rows[i].event.assetKey && riskCodes.has(rows[i].event.code))
+        if (risky.length) await risk.raise(risky)
+      },
     },
-  })
+    { countBudgetMs: config.pgCountBudgetMs },
+  )
   const alarms = pgAlarmsRepo(pg, settingsSealer(vault(config.agentlessKey)))
   const audit = records.audit
   // The seats read at each activation, as the sweeper reads them (a license's terms may change while the app runs).

@@ -1,6 +1,7 @@
 // The event and audit-trail lists on PostgreSQL: every filter of lib/events/filter.ts as one
 // WHERE clause, every sort as one ORDER BY (its indexes: migration 004), counts by count(*)
-// over the same WHERE, streamed pages and exports through a cursor. Rows are arrays of
+// over the same WHERE (a text condition's under a time budget, else the planner's estimate),
+// streamed pages and exports through a cursor. Rows are arrays of
 // EVENT_FIELDS / AUDIT_FIELDS (or objects of them), as SQLite's db/event-engine/event-queries.ts answers.
 //
 // SQLite's semantics kept: "contains" folds ASCII letters only (the columns are COLLATE "C",
@@ -47,6 +48,8 @@ const types = {
 /** Parameters of one statement, numbered as they are added. */
 class Params {
   readonly values: unknown[] = []
+  /** Whether a "contains" condition was added (its count may be an estimate). */
+  text = false
   add(v: unknown): string {
     this.values.push(v)
     return `$${this.values.length}`
@@ -68,6 +71,7 @@ function containsTest(term: string): (value: string) => boolean {
 
 /** "Contains" on any of the columns. An ASCII term (or a short one) is an ILIKE, which the trigram index answers. */
 function containsAny(q: Params, term: string, columns: string[], extra: string[] = []): string {
+  q.text = true
   let conds: string[]
   if (unicodeTerm(term)) {
     const p = q.add(term.toLowerCase())
@@ -212,8 +216,35 @@ function orderBy(orders: Record<string, Order>, s: Sort): string {
   return `${o.nullable ? `${o.key} IS NULL, ` : ''}${o.key} ${dir}, e.id ${dir}`
 }
 
+/** A statement cancelled by statement_timeout (SQLSTATE 57014; on the expensive reads' pool named StatementPastBudget). */
+const cancelled = (err: unknown) => ['57014', 'statement-past-budget'].includes((err as { code?: string }).code ?? '')
+
+/** The counts of a list answer; `filteredExact` false: `filtered` is an estimate. */
+type Counts = { total: number; filtered: number; filteredExact?: false }
+
+/**
+ * An estimate's bounds from the page read with it: at least the matches before and on the
+ * page; exact when the page is not full and holds a row (or is the first), as the matches
+ * then end on it.
+ */
+function pageBounded(c: Counts, offset: number, limit: number, read: number): Counts {
+  if (c.filteredExact !== false) return c
+  if (read < limit && (read > 0 || offset === 0)) return { total: Math.max(c.total, offset + read), filtered: offset + read }
+  if (read === 0) return { ...c, filtered: Math.min(c.filtered, offset) }
+  return { ...c, filtered: Math.max(c.filtered, offset + read) }
+}
+
+export interface RecordStoreOptions {
+  /**
+   * How long the exact count of a filter with a text condition may run, in ms
+   * (PRIME_PG_COUNT_BUDGET_MS); past it the count is the planner's estimate. 0: always the
+   * estimate. Filters without a text condition are always counted exactly.
+   */
+  countBudgetMs?: number
+}
+
 /** The lists of one table. */
-function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>) {
+function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { countBudgetMs = 50 }: RecordStoreOptions = {}) {
   const { table, fields } = spec
   const columns = fields.map((c) => `e.${c}`).join(', ')
   const asArray = (r: Row): unknown[] => fields.map((k) => r[k])
@@ -226,15 +257,45 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>) {
 
   /**
    * Every record of the table (kept in record_counts, migration 004), and the filter's
-   * matches (up to the id `top` when given): count(*) over the same WHERE, exact, or the
-   * kept count when nothing is filtered.
+   * matches (up to the id `top` when given): count(*) over the same WHERE, or the kept count
+   * when nothing is filtered. A filter with a text condition (a common term over millions of
+   * records is read at every match) is counted within countBudgetMs, in a transaction of its
+   * own whose SET LOCAL ends with it (the pooled connection keeps its own timeout); past it,
+   * the count is the planner's estimate of the same WHERE (EXPLAIN, no row read: a sample
+   * would read a share of the table again, for a budget already spent), at most the total.
+   * `exact`: no budget (exports, whose count is the file's).
    */
-  async function counts(f: F, top: number | null = null): Promise<{ total: number; filtered: number }> {
+  async function counts(f: F, top: number | null = null, exact = false): Promise<Counts> {
     const q = new Params()
     const total = `(SELECT n FROM record_counts WHERE name = '${table}')`
     const where = filtered(f, q, top === null ? [] : [`e.id <= ${q.add(top)}`])
     const matches = where === 'true' ? total : `(SELECT count(*) FROM ${table} e WHERE ${where})`
-    return (await db.one<{ total: number; filtered: number }>(`SELECT ${total} AS total, ${matches} AS filtered`, q.values))!
+    const sql = `SELECT ${total} AS total, ${matches} AS filtered`
+    // Inside a caller's unit of work a cancelled statement would abort its transaction: counted exactly there.
+    if (exact || !q.text || db.uow.inUnit()) return (await db.one<Counts>(sql, q.values))!
+    if (countBudgetMs > 0) {
+      try {
+        return await db.uow.run(async () => {
+          await db.run(`SET LOCAL statement_timeout = ${Math.ceil(countBudgetMs)}`)
+          return (await db.one<Counts>(sql, q.values))!
+        })
+      } catch (err) {
+        if (!cancelled(err)) throw err
+      }
+    }
+    const [n, plan] = await Promise.all([
+      db.value<number>(`SELECT n FROM record_counts WHERE name = $1`, [table]),
+      db.value<{ Plan: { 'Plan Rows': number } }[]>(`EXPLAIN (FORMAT JSON) SELECT 1 FROM ${table} e WHERE ${where}`, q.values),
+    ])
+    const t = n ?? 0
+    return { total: t, filtered: Math.max(0, Math.min(t, Math.round(plan?.[0]?.Plan['Plan Rows'] ?? t))), filteredExact: false }
+  }
+
+  /** Whether more than `max` records match, counted exactly up to max + 1 (an estimate cannot refuse a sort). */
+  async function moreThan(f: F, max: number): Promise<number> {
+    const q = new Params()
+    const where = filtered(f, q)
+    return (await db.value<number>(`SELECT count(*) FROM (SELECT 1 FROM ${table} e WHERE ${where} LIMIT ${q.add(max + 1)}) m`, q.values)) ?? 0
   }
 
   /**
@@ -282,13 +343,18 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>) {
     async pageRows(f: F, s: Sort, limit: number, offset: number, feed = false, sortMax = Number.POSITIVE_INFINITY): Promise<ListAnswer<unknown[]>> {
       const { sql, params } = pageSql(f, s, limit, offset, feed)
       if (!feed && Number.isFinite(sortMax) && sortsEveryMatch(spec.sorts[s.field])) {
-        // A free text sorts every match: counted first, and too many are not read.
-        const c = await counts(f)
+        // A free text sorts every match: counted first, and too many are not read. An
+        // estimate decides nothing: the matches are counted exactly up to one past the limit.
+        let c = await counts(f)
+        if (c.filteredExact === false) {
+          const upTo = await moreThan(f, sortMax)
+          c = upTo > sortMax ? { ...c, filtered: Math.max(c.filtered, upTo) } : { total: Math.max(c.total, upTo), filtered: upTo }
+        }
         if (c.filtered > sortMax) return { ...c, rows: [], tooManyToSort: true }
         return { ...c, rows: (await db.query(sql, params)).map(asArray) }
       }
       const [c, rows] = await Promise.all([counts(f), db.query(sql, params)])
-      return { ...c, rows: rows.map(asArray) }
+      return { ...pageBounded(c, offset, limit, rows.length), rows: rows.map(asArray) }
     },
 
     /** The records of the moment it is asked: those written meanwhile are left out, of the counts as of the rows. */
@@ -300,7 +366,7 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>) {
       return { ...c, rows: [], chunks: cursorChunks(sql, params, true) }
     },
 
-    count: async (f: F): Promise<number> => (await counts(f)).filtered,
+    count: async (f: F): Promise<number> => (await counts(f, null, true)).filtered,
 
     async iterate(f: F, s: Sort, cap: number): Promise<AsyncIterable<R>> {
       const { sql, params } = pageSql(f, s, Math.max(0, cap), 0, false)
@@ -324,7 +390,7 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>) {
       const [c, rows] = await Promise.all([counts(f), db.query<{ id: number }>(sql, params)])
       const ids = rows.map((r) => r.id)
       if (s.direction === 'desc') ids.reverse()
-      return { ...c, rows: ids }
+      return { ...pageBounded(c, offset, limit, ids.length), rows: ids }
     },
 
     rowsByIds: async (ids: number[]): Promise<unknown[][]> => (ids.length ? (await db.query(`SELECT ${columns} FROM ${table} e WHERE e.id = ANY($1::bigint[])`, [ids])).map(asArray) : []),
@@ -337,9 +403,9 @@ export interface PgRecordStores {
 }
 
 /** The event and audit-trail lists (lib/events/ports.ts) on PostgreSQL. */
-export function pgRecordStores(db: Postgres): PgRecordStores {
-  const events = recordStore<EventFilter, EventRow>(db, { table: 'events', fields: EVENT_FIELDS, where: eventWhere, orders: eventOrders, sorts: eventSorts })
-  const audit = recordStore<AuditFilter, AuditTrailRow>(db, { table: 'audit_trail', fields: AUDIT_FIELDS, where: auditWhere, orders: auditOrders, sorts: auditSorts })
+export function pgRecordStores(db: Postgres, options: RecordStoreOptions = {}): PgRecordStores {
+  const events = recordStore<EventFilter, EventRow>(db, { table: 'events', fields: EVENT_FIELDS, where: eventWhere, orders: eventOrders, sorts: eventSorts }, options)
+  const audit = recordStore<AuditFilter, AuditTrailRow>(db, { table: 'audit_trail', fields: AUDIT_FIELDS, where: auditWhere, orders: auditOrders, sorts: auditSorts }, options)
   return {
     // Nothing is read into memory before a text filter: PostgreSQL's indexes answer it.
     events: { ...events, ready: async () => {} } satisfies EventStore,

@@ -29,6 +29,8 @@ export interface ListAnswer<R> {
   rows: R[]
   /** The sort orders every match (a free text) and the matches were more than the page's sortMax: no rows read. */
   tooManyToSort?: boolean
+  /** False: `filtered` is an estimate (PostgreSQL, a text filter whose count ran past its budget); absent: exact. */
+  filteredExact?: boolean
 }
 
 export interface EventRow {

@@ -168,7 +168,7 @@ export function eventService(deps: EventServiceDeps) {
         t.kept.read(id, json)
       }
     }
-    return listAnswerOfBytes(a.total, a.filtered, out)
+    return listAnswerOfBytes(a.total, a.filtered, out, a.filteredExact !== false)
   }
 
   /** A feed's answer: a large page sorted by id from the records' kept texts, any other whole. */

@@ -111,6 +111,8 @@ async function* jsonRows(chunks: AsyncIterable<unknown[]>, view: (r: unknown[]) 
 interface RecordPage {
   total: number
   filtered: number
+  /** False: `filtered` is an estimate (PostgreSQL only); absent: exact. */
+  filteredExact?: boolean
   /** The rows as arrays of the fields. */
   rows: unknown[][]
   /** A page too large to build whole: its rows, a chunk at a time. */
@@ -121,8 +123,10 @@ interface RecordPage {
  * A page as the list's answer, as JSON text (sent as it is, so that the server does not
  * serialize it again): one string, or a stream of it for a large page.
  */
-const answerOf = (p: RecordPage, view: (r: unknown[]) => unknown): string | Readable =>
-  p.chunks ? listAnswerStream(p.total, p.filtered, jsonRows(p.chunks, view)) : listAnswerOf(p.total, p.filtered, p.rows, view)
+const answerOf = (p: RecordPage, view: (r: unknown[]) => unknown): string | Readable => {
+  const exact = p.filteredExact !== false
+  return p.chunks ? listAnswerStream(p.total, p.filtered, jsonRows(p.chunks, view), exact) : listAnswerOf(p.total, p.filtered, p.rows, view, exact)
+}
 
 /** A page of events as the list's answer (JSON text, or the stream of it). */
 export const eventsAnswer = (p: RecordPage) => answerOf(p, eventViewOf)
