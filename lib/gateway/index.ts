@@ -7,8 +7,10 @@ import { agentSweeperLoop, type SweeperDeps } from './sweeper.js'
 export function announceEnrollmentSecret(app: FastifyInstance): void {
   const { config } = app
   if (!config.agents.enrollmentSecretGenerated) return
-  // Printed once, on the start that generated it; it is kept in the data dir.
-  app.log.warn(`Generated the agent enrollment secret: ${config.agents.enrollmentSecret}  (kept in ${config.dataDir}/agent-enrollment-secret; PRIME_AGENT_ENROLLMENT_SECRET overrides it)`)
+  // Printed once, on the start that generated it: kept in the data dir, or on PostgreSQL in
+  // the database, where every node reads the same one.
+  const kept = config.databaseUrl ? "in the database's secrets, shared by every node" : `in ${config.dataDir}/agent-enrollment-secret`
+  app.log.warn(`Generated the agent enrollment secret: ${config.agents.enrollmentSecret}  (kept ${kept}; PRIME_AGENT_ENROLLMENT_SECRET overrides it)`)
 }
 
 /**
