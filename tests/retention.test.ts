@@ -317,7 +317,6 @@ t.test(
 
 t.test(
   'a bulk-loaded year in mixed id and time order: pruned by time to its rule; what the outbox waits for stays',
-  postgresPending('a year of day partitions written event by event through the recorder takes minutes on PostgreSQL (each write and queue slice reads max(id) over 365 partitions): needs a bulk seed'),
   async (t) => {
     const app = await build(t, { PRIME_RETENTION_EVENTS_DAYS: '90', PRIME_RETENTION_AUDIT_DAYS: '90' })
     const token = await login(app)
