@@ -34,7 +34,16 @@ export async function build(t: { teardown: (fn: () => unknown) => void }, env: R
   const caches = process.env.PRIME_CACHES ? { PRIME_CACHES: process.env.PRIME_CACHES } : {}
   // Text filters' counts on PostgreSQL are exact however busy the machine: the tests compare
   // them with models; the budget's estimates are pinned by tests/events-count-estimate.test.ts.
-  const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, LOG_LEVEL: 'silent', PRIME_RATE_LIMIT_MAX: '100000', PRIME_PG_COUNT_BUDGET_MS: '600000', ...caches, ...database, ...env })
+  const config = loadConfig({
+    PRIME_DATA_DIR: dir,
+    PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD,
+    LOG_LEVEL: 'silent',
+    PRIME_RATE_LIMIT_MAX: '100000',
+    PRIME_PG_COUNT_BUDGET_MS: '600000',
+    ...caches,
+    ...database,
+    ...env,
+  })
   const app = await buildApp({ config, logger: false, validateResponses: true, spec })
   t.teardown(async () => {
     await closeQueries(app)
