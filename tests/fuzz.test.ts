@@ -1,4 +1,4 @@
-// backend: both — on PostgreSQL its database's commits skip the fsync (synchronous_commit off, as tests/fixtures/pg-records.ts): its ~10,700 requests each commit at least once, and at ~17 ms a durable commit on a busy machine the file ran into tap's 600 s
+// On PostgreSQL its database's commits skip the fsync (synchronous_commit off, as in tests/fixtures/pg-records.ts): each of its ~10,700 requests commits at least once, and at ~17 ms a durable commit on a busy machine the file ran into tap's 600 s.
 // Generated from the contract: valid and invalid requests to every operation. Fails on any
 // 5xx (other than an operation's declared 501) and, since the test app checks every
 // answer against the contract, on any answer the contract does not describe.
