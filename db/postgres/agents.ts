@@ -5,11 +5,10 @@
 import { type AgentFilter, type AgentIdentifiers, type AgentListRow, type AgentListView, type AgentRef, type AgentRow, type AgentStore, VIEW_COLUMNS } from '../../lib/agents/ports.js'
 import { STREAM_CHUNK_CHARS, type Sort } from '../../lib/ports.js'
 import type { Postgres } from './connection.js'
-import { Params, agentOrderBy, agentWhere, pageIds, pageRows, pageStatement, type PageSource } from './agent-filters.js'
+import { Params, agentOrderBy, agentSource, agentWhere, pageIds, pageRows, pageStatement } from './agent-filters.js'
 
 const viewColumns = VIEW_COLUMNS.map((c) => `a.${c}`).join(', ')
 const REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
-const AGENTS: PageSource = { table: 'agents', alias: 'a', from: 'agents a', id: 'a.id' }
 
 /**
  * Agents read at a time for a streamed page: a round trip each, so more than SQLite's 100
@@ -27,7 +26,7 @@ export function pgAgentsRepo(db: Postgres, shown: AgentListView) {
   /** A page as rows of `columns` (over `agents a`), with the counts. */
   async function readPage<R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string) {
     const p = new Params()
-    const sql = pageStatement(AGENTS, agentWhere(f, p), agentOrderBy(sort), p, limit, offset, columns)
+    const sql = pageStatement(agentSource(sort), agentWhere(f, p), agentOrderBy(sort), p, limit, offset, columns)
     return pageRows<R>(await db.query(sql, p.values))
   }
 
@@ -56,7 +55,7 @@ export function pgAgentsRepo(db: Postgres, shown: AgentListView) {
     /** A large page as the ids of its agents in order, with the counts. */
     async pageIds(f: AgentFilter, sort: Sort, limit: number, offset: number): Promise<{ total: number; filtered: number; ids: number[] }> {
       const p = new Params()
-      const sql = pageStatement(AGENTS, agentWhere(f, p), agentOrderBy(sort), p, limit, offset)
+      const sql = pageStatement(agentSource(sort), agentWhere(f, p), agentOrderBy(sort), p, limit, offset)
       return pageIds(await db.query(sql, p.values))
     },
 

@@ -7,7 +7,7 @@ import type pg from 'pg'
 import type { AgentFilter, AgentRow, ExportStore, PeripheralFilter, PeripheralModelRow } from '../../lib/agents/ports.js'
 import type { Sort } from '../../lib/ports.js'
 import type { Postgres } from './connection.js'
-import { Params, agentOrderBy, agentWhere, peripheralWhere } from './agent-filters.js'
+import { Params, agentOrderBy, agentSource, agentWhere, peripheralWhere } from './agent-filters.js'
 
 /** Rows a cursor reads at a time. */
 export const CURSOR_ROWS = 1000
@@ -52,7 +52,7 @@ export function pgExportsRepo(db: Postgres) {
     /** The ids of the agents matching the filter, in the export's order. */
     async agentIds(f: AgentFilter, sort: Sort): Promise<number[]> {
       const p = new Params()
-      const ids = await db.value<string[]>(`SELECT ARRAY(SELECT a.id FROM agents a WHERE ${agentWhere(f, p)} ORDER BY ${agentOrderBy(sort)})`, p.values)
+      const ids = await db.value<string[]>(`SELECT ARRAY(SELECT a.id FROM ${agentSource(sort).from} WHERE ${agentWhere(f, p)} ORDER BY ${agentOrderBy(sort)})`, p.values)
       return (ids ?? []).map(Number)
     },
 
