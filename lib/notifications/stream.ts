@@ -47,6 +47,21 @@ export interface StreamOpening {
   endAtOnce: boolean
 }
 
+/**
+ * Checks a stream's credential, calling `refused` with the reason when it no longer works;
+ * a Promise that never rejects where the check answers through one (PostgreSQL).
+ */
+function checkCredential(deps: HubDeps, token: string, now: number, refused: (reason: 'token-expired' | 'token-revoked') => void): Promise<unknown> | undefined {
+  const refuse = (err: unknown) => refused(/expired/i.test((err as Error).message) ? 'token-expired' : 'token-revoked')
+  try {
+    const checked = deps.authenticate(token, now)
+    return isPromise(checked) ? checked.catch(refuse) : undefined
+  } catch (err) {
+    refuse(err)
+    return undefined
+  }
+}
+
 export function notificationHub(deps: HubDeps) {
   const repo = deps.feed
   const callers = new Map<string, Caller>()
@@ -172,16 +187,8 @@ export function notificationHub(deps: HubDeps) {
     const checks: Promise<unknown>[] = []
     for (const c of [...callers.values()]) {
       for (const s of [...c.streams]) {
-        const refused = (err: unknown) => {
-          const reason = /expired/i.test((err as Error).message) ? 'token-expired' : 'token-revoked'
-          close(s, frame('reauthenticate', { reason }))
-        }
-        try {
-          const checked = deps.authenticate(s.token, now)
-          if (isPromise(checked)) checks.push(checked.catch(refused))
-        } catch (err) {
-          refused(err)
-        }
+        const checked = checkCredential(deps, s.token, now, (reason) => close(s, frame('reauthenticate', { reason })))
+        if (checked) checks.push(checked)
       }
     }
     return checks.length ? Promise.allSettled(checks).then(() => undefined) : undefined
