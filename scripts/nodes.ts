@@ -129,13 +129,18 @@ function spawnLogged(name: string, command: string, args: string[], env: NodeJS.
   const child = spawn(command, args, { env, stdio: ['ignore', log, log] })
   fs.closeSync(log)
   children.push(child)
-  child.on('exit', (code, signal) => {
-    if (stopping) return
-    if (code || signal) console.error(`${name} exited with ${code ? `status ${code}` : signal}; its log: ${logFile}`)
-    const nodesLeft = nodeProcs.filter((c) => c.exitCode === null && c.signalCode === null).length
-    if (!started || kind === 'balancer' || (kind === 'node' && nodesLeft === 0)) stop(code || 1)
-    else if (kind === 'node') console.error(`${nodesLeft} of ${nodes} nodes left; the balancer sends nothing to ${name}.`)
-  })
+  // Decided a moment later: Ctrl-C reaches the children and this process together, and a
+  // child's end (HAProxy's is at once) may be seen before this process's own SIGINT has set
+  // `stopping`, which made a Ctrl-C end with status 1.
+  child.on('exit', (code, signal) =>
+    setTimeout(() => {
+      if (stopping) return
+      if (code || signal) console.error(`${name} exited with ${code ? `status ${code}` : signal}; its log: ${logFile}`)
+      const nodesLeft = nodeProcs.filter((c) => c.exitCode === null && c.signalCode === null).length
+      if (!started || kind === 'balancer' || (kind === 'node' && nodesLeft === 0)) stop(code || 1)
+      else if (kind === 'node') console.error(`${nodesLeft} of ${nodes} nodes left; the balancer sends nothing to ${name}.`)
+    }, 250),
+  )
   return child
 }
 const nodeProcs: ChildProcess[] = []
