@@ -73,6 +73,8 @@ export function usersRepo(db: DB, version: AuthVersion, caches?: CacheRegistry) 
       })
     },
     byId: (id: number) => byId.get(id),
+    /** As byId: SQLite's write transactions run one at a time, so nothing changes the row until this one ends. */
+    byIdForChange: (id: number) => byId.get(id),
     byName: (name: string) => byName.get(name),
     all: () => all.all(),
     account: (id: number) => accountById.get(id),

@@ -319,7 +319,11 @@ export const SETTINGS: readonly SettingDescription[] = [
   { name: 'PRIME_RETENTION_COMMANDS_DAYS', default: '`90`', meaning: 'finished agent commands, fetched debug logs and agent-reported errors are kept this long' },
   { name: 'PRIME_RETENTION_AGENTLESS_RUNS_DAYS', default: '`30`', meaning: 'agentless check runs are kept this long (beyond the per-connection limit they already have)' },
   { name: 'PRIME_RETENTION_ARCHIVE_DAYS', default: '`0`', meaning: 'archive files whose day is older than this are deleted (`0`: archives are kept; move them off the machine yourself)' },
-  { name: 'PRIME_RETENTION_INTERVAL_SECONDS', default: '`3600`', meaning: 'how often the retention job runs (the first run a minute after the start)' },
+  {
+    name: 'PRIME_RETENTION_INTERVAL_SECONDS',
+    default: '`3600`',
+    meaning: 'how often the retention job runs (the first run a minute after the start); `0`: never on its own (run `npm run retention` from a scheduler)',
+  },
   { name: 'PRIME_LOG_ROUTINE_SECONDS', default: '`60`', meaning: 'unchanged agent check-ins are counted into one log line per this many seconds; `0` writes a line for each' },
   {
     name: 'PRIME_LOOP_STATS_SECONDS',
@@ -355,6 +359,13 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number
   if (!Number.isInteger(n) || n < min || n > max) {
     throw new Error(`${name} must be an integer from ${min} to ${max}, got "${raw}"`)
   }
+  return n
+}
+
+/** Seconds between retention runs: 10 to 86400, or 0 for none on a timer (runs come from `npm run retention` under a scheduler of the operator's). */
+function retentionInterval(env: NodeJS.ProcessEnv): number {
+  const n = int(env, 'PRIME_RETENTION_INTERVAL_SECONDS', 3600, 0, 86_400)
+  if (n > 0 && n < 10) throw new Error(`PRIME_RETENTION_INTERVAL_SECONDS must be 0 (no runs on a timer) or from 10 to 86400, got "${n}"`)
   return n
 }
 
@@ -545,7 +556,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       commandsDays: int(env, 'PRIME_RETENTION_COMMANDS_DAYS', 90, 0, 36_500),
       agentlessRunsDays: int(env, 'PRIME_RETENTION_AGENTLESS_RUNS_DAYS', 30, 0, 36_500),
       archiveDays: int(env, 'PRIME_RETENTION_ARCHIVE_DAYS', 0, 0, 36_500),
-      intervalSeconds: int(env, 'PRIME_RETENTION_INTERVAL_SECONDS', 3600, 10, 86_400),
+      intervalSeconds: retentionInterval(env),
     },
     shutdownDrainSeconds: int(env, 'PRIME_SHUTDOWN_DRAIN_SECONDS', 0, 0, 300),
     alarms: {

@@ -61,6 +61,8 @@ export function pgUsersRepo(db: Postgres, version: AuthVersion): PgUsersRepo {
       return user && JSON.stringify(view(user))
     },
     byId: (id: number) => db.one<UserRow & Row>('SELECT * FROM users WHERE id = $1', [id]),
+    /** The row lock: a change committed first is read (READ COMMITTED reads the newest version after the wait); a later one waits for this transaction. */
+    byIdForChange: (id: number) => db.one<UserRow & Row>('SELECT * FROM users WHERE id = $1 FOR UPDATE', [id]),
     // The name is folded as the column is (its "C" collation: ASCII letters only, as SQLite's
     // NOCASE), not by the database's default collation.
     byName: (name: string) => db.one<UserRow & Row>('SELECT * FROM users WHERE lower(user_name) = lower($1 COLLATE "C")', [name]),

@@ -58,7 +58,13 @@ export function pgRecordRetention(db: Postgres, partitions: RecordPartitions = r
     async dayHeld(table: RecordTable, fromMs: number): Promise<{ n: number; top: number | null }> {
       const name = await db.value<string>('SELECT record_partition_name($1, $2)', [table, fromMs])
       if ((await db.value(`SELECT to_regclass($1)`, [name])) === null) return { n: 0, top: null }
-      return (await db.one<{ n: number; top: number | null }>(`SELECT count(*) AS n, max(id) AS top FROM "${name}"`))!
+      try {
+        return (await db.one<{ n: number; top: number | null }>(`SELECT count(*) AS n, max(id) AS top FROM "${name}"`))!
+      } catch (err) {
+        // Dropped since the look above (another node's run past its lease): nothing is held.
+        if ((err as { code?: string }).code === '42P01') return { n: 0, top: null }
+        throw err
+      }
     },
     /**
      * Detaches and drops the partition of the day starting at `fromMs`, records and all

@@ -31,6 +31,12 @@ export interface AccountStore {
   accountJson(id: number, view: (u: AccountRow) => unknown): Promise<string | undefined>
   counts(): Promise<{ total: number; active: number }>
   byId(id: number): Promise<UserRow | undefined>
+  /**
+   * The account, held against changes to the end of the unit of work: a login reads it so,
+   * so that a password reset or a disabling committing meanwhile either comes first (and is
+   * seen) or waits (and then ends the session the login made).
+   */
+  byIdForChange(id: number): Promise<UserRow | undefined>
   /** By user name, case-insensitively. */
   byName(name: string): Promise<UserRow | undefined>
   activeAdministrators(): Promise<number>

@@ -115,8 +115,9 @@ export function accountService(deps: AccountDeps) {
       const ok = await passwords.verify(password, checked?.password_hash ?? (await passwords.dummy()))
       const outcome = await uow.run(async () => {
         const now = Date.now()
-        // The account may have changed while the password was being checked.
-        const user = checked ? await accounts.byId(checked.id) : undefined
+        // The account may have changed while the password was being checked; held from here
+        // on, so that a change committing meanwhile also ends the session made below.
+        const user = checked ? await accounts.byIdForChange(checked.id) : undefined
         const reason = !user
           ? checked
             ? 'account deleted'

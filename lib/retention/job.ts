@@ -278,24 +278,29 @@ export async function runRetention(deps: RetentionDeps, now = Date.now(), stop: 
 
 /**
  * Runs the job a minute after the start, then every PRIME_RETENTION_INTERVAL_SECONDS (one
- * process at a time: it deletes shared history); closing waits for the slice in hand.
+ * process at a time: it deletes shared history; never on its own when that is 0); closing
+ * waits for the slice in hand.
  */
 export function retentionJob(deps: RetentionDeps, firstDelayMs = 60_000): { run(now?: number): Promise<RetentionRun>; loop: Loop } {
   let timer: NodeJS.Timeout | undefined
   let running: Promise<unknown> | null = null
   let closed = false
+  // Runs of this process go one after another (a direct run waits for the loop's): two at
+  // once would archive the same records twice and read days the other has dropped. The
+  // lease keeps other nodes' runs apart.
+  let queue: Promise<unknown> = Promise.resolve()
   const run = (now = Date.now()) => {
-    const p = runRetention(deps, now, () => closed)
+    const p = queue.then(() => runRetention(deps, now, () => closed))
     // Only says when the run is over: a failure is the caller's to report (tick logs it), and
     // must not also reach the process as an unhandled rejection, which stops the server.
-    running = p
-      .then(
-        () => {},
-        () => {},
-      )
-      .finally(() => {
-        running = null
-      })
+    const settled = p.then(
+      () => {},
+      () => {},
+    )
+    queue = settled
+    running = settled.finally(() => {
+      if (queue === settled) running = null
+    })
     return p
   }
   const tick = () => {
@@ -313,6 +318,8 @@ export function retentionJob(deps: RetentionDeps, firstDelayMs = 60_000): { run(
     stopsFirst: true,
     start() {
       closed = false
+      // 0: no runs on a timer (the operator's scheduler runs scripts/retention.ts).
+      if (deps.settings.intervalSeconds === 0) return
       timer = setTimeout(function again() {
         tick()
         timer = setTimeout(again, deps.settings.intervalSeconds * 1000).unref()
