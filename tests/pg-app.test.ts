@@ -1,7 +1,10 @@
 // The server on PostgreSQL (PRIME_DATABASE_URL), end to end through its routes: readiness,
 // logins, accounts, sessions and integration tokens, the audit trail they write; and an
-// operation whose storage is not built on PostgreSQL answers 501, naming what is missing.
+// operation whose storage is not built on PostgreSQL answers 501, naming what is missing; a
+// login racing another connection's password reset makes no session.
+import pg from 'pg'
 import t from 'tap'
+import { hashPassword } from '../lib/passwords.js'
 import { ADMIN_PASSWORD, build, call, login } from './helpers.js'
 import { noPostgres, pgTestDatabaseUrl } from './pg.js'
 
@@ -69,4 +72,30 @@ t.test('the server on PostgreSQL', { skip: noPostgres }, async (t) => {
   else t.equal(agents.statusCode, 200, agents.body)
 
   t.ok(ADMIN_PASSWORD)
+})
+
+t.test('a login whose account is reset meanwhile on another connection makes no session', { skip: noPostgres }, async (t) => {
+  const url = await pgTestDatabaseUrl(t)
+  const app = await build(t, { PRIME_DATABASE_URL: url })
+  const admin = await login(app)
+  const added = await call(app, admin, { method: 'POST', url: `${API}/admin/adduser`, payload: { userName: 'wanda', email: 'w@example.com', userProfile: 10, password: 'Battery-staple-97' } })
+  t.equal(added.statusCode, 200, added.body)
+  // Another node's reset, held open: its new hash is written, its sessions ended, not committed.
+  const other = new pg.Client({ connectionString: url })
+  await other.connect()
+  t.teardown(() => other.end())
+  await other.query('BEGIN')
+  await other.query("UPDATE users SET password_hash = $1, tokens_valid_after_ms = $2 WHERE user_name = 'wanda'", [await hashPassword('Other-pass-12345'), Date.now()])
+  await other.query("UPDATE sessions SET revoked_ms = $1 WHERE user_id = (SELECT id FROM users WHERE user_name = 'wanda') AND revoked_ms IS NULL", [Date.now()])
+  // The login checks the old password against the committed hash, then holds the account: it waits for the reset.
+  const pending = app.inject({ method: 'POST', url: `${API}/Auth/LocalLogin`, payload: { username: 'wanda', password: 'Battery-staple-97' } })
+  await new Promise((r) => setTimeout(r, 500))
+  await other.query('COMMIT')
+  const res = await pending
+  t.equal(res.statusCode, 400, 'the login sees the reset and fails')
+  t.equal(
+    (await other.query("SELECT count(*)::int AS n FROM sessions WHERE user_id = (SELECT id FROM users WHERE user_name = 'wanda') AND revoked_ms IS NULL")).rows[0].n,
+    0,
+    'no live session of the old password',
+  )
 })
