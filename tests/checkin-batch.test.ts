@@ -9,26 +9,12 @@ import { auditDeps, auditTrail } from '../lib/audit.js'
 import { agentGateway } from '../lib/gateway/service.js'
 import { systemContext } from '../lib/platform/context.js'
 import { build, testBackend } from './helpers.js'
-import { attackTool, hostState, mouse, stick } from './fixtures/gateway.js'
+import { attackTool, hostState, mouse, stick, storedAgent } from './fixtures/gateway.js'
 import { portsOf, query, queryColumn, queryValue } from './seed.js'
 
 const AGENTS = 4
 
 type App = FastifyInstance
-
-/** Agent n (HOST-n, activated, checking in every minute) stored through the gateway's port, without an enrollment request. */
-const storedAgent = (app: App, n: number) =>
-  portsOf(app).gatewayStore.insertAgent({
-    uuid: `00000000-0000-4000-8000-00000000000${n}`,
-    machineId: `m-${n}`,
-    credentialHash: `h-${n}`,
-    enrolledMs: 1,
-    hostIdentifier: `HOST-${n}`,
-    licenseStatus: 'Activated',
-    expirationMs: null,
-    licenseAccountName: 'Acme',
-    checkInSeconds: 60,
-  })
 
 async function gatewayOver(app: App, batch: boolean, seats = 100) {
   const ports = portsOf(app)
@@ -57,7 +43,7 @@ async function gatewayOver(app: App, batch: boolean, seats = 100) {
     },
   } as Parameters<typeof agentGateway>[0])
   const ids: number[] = []
-  for (let i = 0; i < AGENTS; i++) ids.push(await storedAgent(app, i + 1))
+  for (let i = 0; i < AGENTS; i++) ids.push(await storedAgent(portsOf(app).gatewayStore, i + 1))
   const agent = async (id: number) => (await query(app, 'SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE id = ?', id))[0] as never
   const checkInAs = (row: never, body: object) => gateway.checkIn(systemContext({ sourceAddress: '10.0.0.9' }), row, body as never)
   const checkIn = async (id: number, body: object) => checkInAs(await agent(id), body)
@@ -205,7 +191,7 @@ t.test('a refresh of many agents gives those it changes one new rev, and draws n
   const app = await build(t)
   const state = portsOf(app).agentState
   const ids: number[] = []
-  for (const n of [1, 2, 3]) ids.push(await storedAgent(app, n))
+  for (const n of [1, 2, 3]) ids.push(await storedAgent(portsOf(app).gatewayStore, n))
   await query(app, `UPDATE agents SET connection_status = 'Connected'`)
   await state.refreshAgents(ids)
   // SQLite counts its revs in row_counts; PostgreSQL draws them from the agents_rev sequence.

@@ -32,7 +32,7 @@ function gatewayOver(db: DB) {
       agentRequests: 1e9,
     },
   })
-  const id = storedAgent(repos, 1)
+  const id = storedAgent(repos.gateway, 1)
   const agent = () => db.prepare('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE id = ?').get(id) as never
   const checkIn = (body: object) => gateway.checkIn(systemContext({ sourceAddress: '10.0.0.9' }), agent(), body as never)
   return { repos, id, checkIn }
@@ -89,7 +89,7 @@ t.test('a changed report still rewrites the peripheral', async (t) => {
 t.test('a status refresh that changes nothing writes nothing', async (t) => {
   const { db } = tempDb(t)
   const repos = createRepos(db)
-  const id = storedAgent(repos, 1)
+  const id = storedAgent(repos.gateway, 1)
   db.prepare(`UPDATE agents SET connection_status = 'Connected' WHERE id = ?`).run(id)
   repos.agentState.refreshAgent(id)
   const rev = () => db.prepare('SELECT rev FROM agents WHERE id = ?').pluck().get(id) as number

@@ -12,7 +12,7 @@ import { storedAgent } from './fixtures/gateway.js'
 function setup() {
   const db = openDatabase(':memory:')
   const repos = createRepos(db)
-  const agent = (n: number) => storedAgent(repos, n)
+  const agent = (n: number) => storedAgent(repos.gateway, n)
   // Two destinations: every event of severity <= 6 is queued for each.
   for (const id of ['d1', 'd2'])
     db.prepare(`INSERT INTO alarm_destinations (id, name, name_key, type, min_severity, settings, created_ms, updated_ms) VALUES (?, ?, ?, 'syslog', 6, '{}', 1, 1)`).run(id, id, id)

@@ -11,6 +11,7 @@ import { agentSweeperLoop, sweepAgents, type SweepSlice } from '../lib/gateway/s
 import { iso } from '../lib/time.js'
 import { build } from './helpers.js'
 import { insertRows, portsOf, query, queryColumn, queryValue } from './seed.js'
+import { storedAgent } from './fixtures/gateway.js'
 
 const AGENTS = 1500
 const DAY = 86_400_000
@@ -87,19 +88,6 @@ const agentIdOf = async (app: App) => {
 const r = (app: App, sql: string) => queryValue<number>(app, sql)
 const newest = (app: App) => queryValue<number>(app, 'SELECT coalesce(max(id), 0) FROM events')
 const connectedCount = (app: App) => queryValue<number>(app, "SELECT count(*) FROM agents WHERE connection_status = 'Connected'")
-/** Agent n stored through the gateway's port (HOST-n, activated), without an enrollment request. */
-const storedAgent = (app: App, n: number) =>
-  portsOf(app).gatewayStore.insertAgent({
-    uuid: `00000000-0000-4000-8000-00000000000${n}`,
-    machineId: `m-${n}`,
-    credentialHash: `h-${n}`,
-    enrolledMs: 1,
-    hostIdentifier: `HOST-${n}`,
-    licenseStatus: 'Activated',
-    expirationMs: null,
-    licenseAccountName: 'Acme',
-    checkInSeconds: 60,
-  })
 
 t.test('a sweep of many quiet agents: slices until done, and the same result as one agent at a time', async (t) => {
   const seededAt = Date.now() - 60_000
@@ -160,7 +148,7 @@ t.test('an agent that checked in meanwhile is left connected', async (t) => {
   const app = await build(t)
   const store = portsOf(app).gatewayStore
   const ids: number[] = []
-  for (const n of [1, 2, 3]) ids.push(await storedAgent(app, n))
+  for (const n of [1, 2, 3]) ids.push(await storedAgent(portsOf(app).gatewayStore, n))
   await query(app, `UPDATE agents SET connection_status = 'Connected', last_updated_ms = 1000`)
   await query(app, 'UPDATE agents SET last_updated_ms = 5000 WHERE id = ?', ids[1])
   t.same(
@@ -226,7 +214,7 @@ t.test("the loop asks the slice policy for each call's budget", async (t) => {
 
 t.test('a batch whose events cannot be written leaves its agents untouched', async (t) => {
   const app = await build(t)
-  for (const n of [1, 2, 3]) await storedAgent(app, n)
+  for (const n of [1, 2, 3]) await storedAgent(portsOf(app).gatewayStore, n)
   await query(app, `UPDATE agents SET connection_status = 'Connected', display_status = 'Free', last_updated_ms = 1000`)
   const before = await agentRows(app)
   const from = await newest(app)
