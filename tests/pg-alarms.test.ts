@@ -300,6 +300,24 @@ t.test('the outbox: events queued behind the writes by the filters, audit record
   await queues('passed over by a bulk loader')
 })
 
+t.test('a slice queues no event past the last id it read: events committed meanwhile wait for the next, each queued once', { skip: noPostgres }, async (t) => {
+  const { pg, pgr, addEvents } = await setup(t)
+  const pq = pgEventQueue(pg)
+  await pgr.insert(dest(ids[0], 'all'), 1000, 'admin')
+  const written = await addEvents(Array.from({ length: 6 }, () => ({ severity: 2, category: 'USB' })))
+  // As a slice sees it when the last three commit after it read the newest id.
+  await pg.run("UPDATE record_counts SET top = $1 WHERE name = 'events'", [written[2]])
+  t.equal(await pq.slice(), 3, 'the first slice queues the three before its bound')
+  t.equal(await pg.value('SELECT up_to FROM alarm_events_queued'), written[2], 'and moves the mark to it')
+  await pg.run("UPDATE record_counts SET top = $1 WHERE name = 'events'", [written[5]])
+  t.equal(await pq.slice(), 3, 'the next slice queues the other three')
+  t.same(
+    (await pg.query<{ record_id: number }>('SELECT record_id FROM alarm_outbox ORDER BY id')).map((r) => r.record_id),
+    written,
+    'each event once, in order',
+  )
+})
+
 t.test('attempts, retries and failures, and pruning', { skip: noPostgres }, async (t) => {
   const { lite, pgr, addEvents, outbox, now } = await setup(t)
   const same = async (what: string, a: unknown, b: Promise<unknown>) => t.same(await b, a, what)
