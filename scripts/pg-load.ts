@@ -255,8 +255,12 @@ export async function loadIntoPostgres(from: string, url: string, opts: LoadOpti
     }
 
     for (const t of order) await client.query(`ALTER TABLE ${ident(t.name)} ENABLE TRIGGER USER`)
-    // The counts those triggers keep, counted.
-    await client.query(`UPDATE record_counts r SET n = CASE r.name WHEN 'events' THEN (SELECT count(*) FROM events) ELSE (SELECT count(*) FROM audit_trail) END, prunes = 0`)
+    // The counts and newest ids those triggers keep (migrations 004 and 012), counted.
+    await client.query(
+      `UPDATE record_counts r SET prunes = 0,
+         n = CASE r.name WHEN 'events' THEN (SELECT count(*) FROM events) ELSE (SELECT count(*) FROM audit_trail) END,
+         top = CASE r.name WHEN 'events' THEN (SELECT coalesce(max(id), 0) FROM events) ELSE (SELECT coalesce(max(id), 0) FROM audit_trail) END`,
+    )
     await client.query(`UPDATE license_seats SET activated = (SELECT count(*) FROM agents WHERE license_status = 'Activated')`)
     // The agents' check-in times that their triggers copy (migration 011).
     await client.query(`INSERT INTO agent_checkins (agent_id, last_updated_ms, connected) SELECT id, last_updated_ms, connection_status = 'Connected' FROM agents

@@ -1,0 +1,46 @@
+// npm run pg-load copies a SQLite data dir into PostgreSQL with the tables' triggers off: what
+// those triggers keep is set afterwards, the newest id of events and of the audit trail
+// included (the feeds' horizon and the alarm queue's bound, migration 012), not only the totals.
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import t from 'tap'
+import { openDatabase } from '../db/index.js'
+import { eventsRepo } from '../db/events.js'
+import { connectPostgres } from '../db/postgres/index.js'
+import { loadIntoPostgres } from '../scripts/pg-load.js'
+import { noPostgres, pgEmptyDatabaseUrl } from './pg.js'
+
+t.test('the kept totals and newest ids of a loaded database are those of its rows', { skip: noPostgres }, async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-pg-load-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const db = openDatabase(path.join(dir, 'prime.sqlite'))
+  const events = eventsRepo(db)
+  const now = Date.now()
+  db.transaction(() =>
+    events.record(
+      now,
+      Array.from({ length: 25 }, (_, i) => ({ code: '0x110001', severity: 6, category: 'USB' as const, entityId: 'PC (10.0.0.1)', description: 'New USB peripheral detected', details: `e${i}` })),
+    ),
+  )()
+  db.prepare("INSERT INTO audit_trail (created_ms, severity, category, user_name, description, details, outcome) VALUES (?, 5, 'Users', 'admin', 'changed', '{}', 'Succeeded')").run(now)
+  const lite = db
+    .prepare('SELECT (SELECT count(*) FROM events) AS events, (SELECT max(id) FROM events) AS top, (SELECT count(*) FROM audit_trail) AS audits, (SELECT max(id) FROM audit_trail) AS auditTop')
+    .get() as Record<string, number>
+  db.close()
+
+  const url = await pgEmptyDatabaseUrl(t)
+  const report = await loadIntoPostgres(dir, url, { replace: true, sample: 5, log: () => {} })
+  t.same(report.mismatches, [], 'the copy is equal')
+  const pg = connectPostgres(url, { max: 1 })
+  t.teardown(() => pg.close())
+  const kept = await pg.query<{ name: string; n: number; top: number }>('SELECT name, n, top FROM record_counts ORDER BY name')
+  t.same(
+    kept.map((r) => [r.name, Number(r.n), Number(r.top)]),
+    [
+      ['audit_trail', lite.audits, lite.auditTop],
+      ['events', lite.events, lite.top],
+    ],
+    'totals and newest ids counted from the rows copied',
+  )
+})
