@@ -57,7 +57,10 @@ function accessTokenRefusal(err: { code?: string; message?: string }): string {
 export const unauthenticated = (detail: string) =>
   problem('unauthenticated', detail, { headers: { 'www-authenticate': `Bearer realm="prime", error="invalid_token", error_description="${detail.replace(/"/g, "'")}"` } })
 
-const TOKEN_CHARS = /^[\x21-\x7e]{1,4096}$/
+// Printable ASCII, no blanks; at most 4,096 characters, checked apart: a counted repetition
+// took twice as long as this one over a 260-character token.
+const TOKEN_CHARS = /^[\x21-\x7e]+$/
+const MAX_TOKEN = 4096
 const isBlank = (code: number) => code === 32 || code === 9
 
 /** The token of an `Authorization: Bearer <token>` header (scheme in any case), if it is one. */
@@ -66,13 +69,13 @@ export function bearerToken(req: FastifyRequest): string | undefined {
   // Taken apart by hand: every request is authenticated, and a regular expression over the
   // whole header cost twice as much.
   if (!header || header.length < 8) return undefined
-  const scheme = header.slice(0, 6)
-  if (scheme !== 'Bearer' && scheme.toLowerCase() !== 'bearer') return undefined
+  if (!header.startsWith('Bearer') && header.slice(0, 6).toLowerCase() !== 'bearer') return undefined
   let start = 6
   while (start < header.length && isBlank(header.charCodeAt(start))) start++
   if (start === 6) return undefined
   let end = header.length
   while (end > start && isBlank(header.charCodeAt(end - 1))) end--
+  if (end - start > MAX_TOKEN) return undefined
   const token = header.slice(start, end)
   return TOKEN_CHARS.test(token) ? token : undefined
 }

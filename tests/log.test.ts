@@ -176,7 +176,8 @@ t.test('the server writes one line per request, with its id and no credentials',
 })
 
 t.test("a caller's x-request-id is the request's id only from a trusted proxy, and only in the form of one", async (t) => {
-  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+  // The server's own ids: UUIDs of version 8, a random part per process and a count.
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
   const serve = async (env: Record<string, string>) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-log-'))
     const out = sink()
@@ -210,6 +211,9 @@ t.test("a caller's x-request-id is the request's id only from a trusted proxy, a
   t.not(again.problemId, untrusted.problemId, 'a repeated id names two requests apart')
 
   const proxied = await serve({ PRIME_TRUST_PROXY: 'true' })
+  const other = (await proxied('short')).problemId
+  t.match(other, UUID)
+  t.not(other.slice(0, 23), untrusted.problemId.slice(0, 23), "another server's ids do not share its random part")
   const kept = await proxied(wellFormed)
   t.equal(kept.problemId, wellFormed, "a trusted proxy's well-formed id is the request's id")
   t.equal(kept.line.reqId, wellFormed)
