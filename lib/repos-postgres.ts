@@ -124,7 +124,10 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
     assets: {
       total: () => assets.total(),
       summary: (rare, since) => assets.summary(rare, since),
-      switches: (since) => assets.switches(since),
+      // biome-ignore lint/correctness/useYield: one statement, the server's work: nothing to yield between, a generator only as the port's shape
+      async *switches(since) {
+        return await assets.switches(since)
+      },
       // One statement reads the page; its views are made here (no reader thread on PostgreSQL).
       async pageJson(q, sort, limit, offset, maxHosts) {
         const p = await assets.page(q, sort, limit, offset)

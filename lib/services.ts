@@ -94,6 +94,7 @@ export function sqliteServicePorts(app: FastifyInstance): ServicePorts {
       // A page is read in a reader thread, under the read budget (lib/platform/readers.ts).
       ...assetsPort,
       summary: repos.assets.summary,
+      switches: repos.assets.switches,
       // The thread keeps its paging state by where the server's connection says the data
       // stands (asked through the port: never inside another context's open unit of work).
       pageJson: async (q, sort, limit, offset, maxHosts) => app.readers.run('assetsPageJson', [q, sort, limit, offset, maxHosts, await assetsPort.dataAt()]),

@@ -175,6 +175,46 @@ t.test('the overview counts, a row at a time, are those of one reading', async (
   )
 })
 
+t.test('the switches, a range of agents at a time, are those of one statement over every agent', async (t) => {
+  const app = await build(t, { PRIME_AGENT_DISCONNECT_SECONDS: '86400' })
+  fleet(app)
+  const now = Date.now()
+  // Switches named alike but for case, each behind agents in ranges far apart, one of them
+  // enrolled long ago; agents without a switch; a switch known by its name only.
+  const ids = app.db.prepare('SELECT id FROM agents ORDER BY id').pluck().all() as number[]
+  const at = app.db.prepare('UPDATE agents SET switch_ip = ?, switch_name = ?, enrolled_ms = ? WHERE id = ?')
+  const plan: [string | null, string | null, number][] = [
+    ['10.0.0.1', 'Floor3-SW1', now],
+    [null, null, now],
+    ['10.0.0.1', 'floor3-sw1', now - 10 * DAY],
+    [null, 'core-sw2', now],
+    ['10.0.0.2', null, now],
+    ['10.0.0.2', 'other', now],
+    [null, 'CORE-SW2', now],
+  ]
+  ids.forEach((id, i) => at.run(...plan[i % plan.length], id))
+  const run = (gen: Generator<void, { n: number; fresh: number }>) => {
+    let steps = 0
+    for (;;) {
+      const r = gen.next()
+      if (r.done) return { value: r.value, steps }
+      steps++
+    }
+  }
+  const oneStatement = app.db.prepare(
+    `SELECT count(*) AS n, coalesce(sum(first >= ?), 0) AS fresh FROM (
+       SELECT min(enrolled_ms) AS first FROM agents WHERE coalesce(switch_ip, switch_name) IS NOT NULL
+       GROUP BY lower(coalesce(switch_ip, '')), lower(coalesce(switch_name, '')))`,
+  )
+  for (const since of [0, now - DAY, now + DAY]) {
+    const sliced = run(app.repos.assets.switches(since, 0, { first: 1, min: 1, max: 1 }))
+    t.ok(sliced.steps >= ids.length, `read in ${sliced.steps} ranges`)
+    t.same(sliced.value, oneStatement.get(since), `since ${since - now} ms from now`)
+    t.same(run(app.repos.assets.switches(since)).value, sliced.value)
+  }
+  t.same(run(app.repos.assets.switches(now - DAY)).value, { n: 4, fresh: 3 }, 'floor3-sw1 is not new: one of its agents enrolled ten days ago')
+})
+
 t.test('counts older than 30 s: the last ones answered at once, counted again in the background, exact after changes', async (t) => {
   const app = await build(t, { PRIME_AGENT_DISCONNECT_SECONDS: '86400' })
   const token = await login(app)

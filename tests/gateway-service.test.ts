@@ -142,6 +142,28 @@ t.test('the sweeper disconnects a silent agent and gives the free seat to the on
   t.equal(await queryValue(app, 'SELECT license_status AS s FROM agents WHERE uuid = ?', b.uuid), 'Activated')
 })
 
+t.test('seats are given out within the budget: a call over it stops after one agent and asks for more', async (t) => {
+  const { gateway, deps, app } = await setup(t)
+  // One seat in use; three agents wait for the seats made free.
+  for (let i = 1; i <= 4; i++) await gateway.enroll(agentCtx(), enrollBody(`m-${i}`, `HOST-${i}`))
+  const pending = async () => Number(await queryValue(app, "SELECT count(*) AS n FROM agents WHERE license_status = 'Pending'"))
+  t.equal(await pending(), 3)
+  const sweeper = { ...deps, gateway, disconnectSeconds: 180, seats: 4 }
+  // A budget of 0 ms: each call is over it after its first activation.
+  const calls = []
+  for (let i = 0; i < 5 && (await pending()) > 0; i++) calls.push(await sweepAgents(sweeper, Date.now(), 0))
+  t.same(
+    calls.map((c) => [c.activated, c.more]),
+    [
+      [1, true],
+      [1, true],
+      [1, false],
+    ],
+    'one agent a call, and more asked for while any waits',
+  )
+  t.equal(await pending(), 0, 'every seat is given out')
+})
+
 t.test(
   'with group commit, check-ins arriving together share one commit, and one that fails is undone alone',
   sqliteOnly("SQLite's group commit (the COMMITs of its one connection counted)"),

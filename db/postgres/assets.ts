@@ -20,6 +20,7 @@ import {
   HOST_ICONS,
   INDICATOR_RISK,
   type Source,
+  type SwitchCounts,
   TEXT_FIELDS,
 } from '../../lib/assets/ports.js'
 import { SEVERITY_RISK, SOURCES } from '../assets.js'
@@ -292,7 +293,7 @@ function rowSql(f: Record<AssetField, Record<Source, string>>, src: Source, rare
   }
 }
 
-export interface PgAssetsRepo extends Omit<AssetStore, 'pageJson' | 'summary'> {
+export interface PgAssetsRepo extends Omit<AssetStore, 'pageJson' | 'summary' | 'switches'> {
   /**
    * The matching count and a page of the matching assets' rows in order, in one statement
    * (SQLite's `page`, read there in a reader thread); the caller makes the views
@@ -305,6 +306,8 @@ export interface PgAssetsRepo extends Omit<AssetStore, 'pageJson' | 'summary'> {
    * caller that awaits each `next()` reads both.
    */
   summary(rare: string[], since: number): AsyncGenerator<void, AssetCounts[]>
+  /** Switches the agents report, and those first reported since `since`: one statement (the server's work, not the event loop's). */
+  switches(since: number): Promise<SwitchCounts>
 }
 
 export function pgAssetsRepo(db: Postgres): PgAssetsRepo {
@@ -378,7 +381,7 @@ export function pgAssetsRepo(db: Postgres): PgAssetsRepo {
       return out
     },
 
-    async switches(since) {
+    async switches(since: number) {
       // Switches agents report being plugged into: a switch is new when every agent behind it enrolled since.
       return (await db.one<{ n: number; fresh: number }>(
         `SELECT count(*) AS n, coalesce(sum((first >= $1::bigint)::int), 0) AS fresh FROM (

@@ -18,13 +18,21 @@ export interface AssetStore {
    * a database server's answers each range through a Promise.
    */
   summary(rare: string[], since: number): Generator<void, AssetCounts[]> | AsyncGenerator<void, AssetCounts[]>
-  /** Switches the agents report, and those first reported since `since`. */
-  switches(since: number): Promise<{ n: number; fresh: number }>
+  /**
+   * Switches the agents report, and those first reported since `since`: a walk over every
+   * agent, a generator as `summary` is.
+   */
+  switches(since: number): Generator<void, SwitchCounts> | AsyncGenerator<void, SwitchCounts>
 }
 
 /** The insight cache, and the rare peripheral models computed in slices. */
 export type { UncommonRows } from '../insights/ports.js'
 import type { UncommonRows } from '../insights/ports.js'
+
+export interface SwitchCounts {
+  n: number
+  fresh: number
+}
 
 export interface AssetCounts {
   type: number

@@ -64,6 +64,16 @@ function underWay<T>() {
   }
 }
 
+/** What a walk in steps (a generator that yields between ranges of rows) answers, each step in a turn of its own. */
+async function inTurns<T>(steps: Generator<void, T> | AsyncGenerator<void, T>): Promise<T> {
+  let r = await steps.next()
+  while (!r.done) {
+    await nextTurn()
+    r = await steps.next()
+  }
+  return r.value
+}
+
 export function assetService(deps: AssetDeps) {
   const { assets, insights, uncommonMaxHosts } = deps
   const rareRun = underWay<string[]>()
@@ -99,13 +109,9 @@ export function assetService(deps: AssetDeps) {
     const run = summaryRun(name, async () => {
       const rare = await rareModels()
       const since = now - deps.newHours * 3_600_000
-      const steps = assets.summary(rare, since)
-      let r = await steps.next()
-      while (!r.done) {
-        await nextTurn()
-        r = await steps.next()
-      }
-      return (await insights.store(name, now, { since, counts: r.value, switches: await assets.switches(since) })) as Summary & { computedTime: string }
+      const counts = await inTurns(assets.summary(rare, since))
+      const switches = await inTurns(assets.switches(since))
+      return (await insights.store(name, now, { since, counts, switches })) as Summary & { computedTime: string }
     })
     if (hit) {
       run.catch(() => {})
