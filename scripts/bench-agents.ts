@@ -29,8 +29,9 @@ import {
   PIN,
   pct,
   ms,
-  start,
-  stop,
+  start as startServer,
+  stop as stopServer,
+  loopDelay,
   memory,
   readLines,
   integrityChecked,
@@ -76,6 +77,27 @@ const baseEnv = {
   PRIME_AGENT_DISCONNECT_SECONDS: '86400',
 }
 const notes: string[] = []
+
+// Each server's event loop from its start (first requests included) to its stop, from its
+// loop statistics: the longest any task held it, the target being under 50 ms.
+const loopHeld: string[] = []
+const watched = new Map<ChildProcess, { name: string; delay: ReturnType<typeof loopDelay> }>()
+async function start(env: NodeJS.ProcessEnv, logFile: string): Promise<ChildProcess> {
+  const child = await startServer({ ...env, PRIME_LOOP_STATS_SECONDS: '3600' }, logFile)
+  const delay = loopDelay(child, logFile)
+  delay.begin()
+  watched.set(child, { name: path.basename(logFile, '.log'), delay })
+  return child
+}
+async function stop(child: ChildProcess): Promise<void> {
+  const w = watched.get(child)
+  if (w) {
+    watched.delete(child)
+    const d = await w.delay.end()
+    loopHeld.push(d ? `${w.name}: held at most ${ms(d.max)} ms (p99 ${ms(d.p99)} ms, ${d.samples} samples of 10 ms)${d.max > 50 ? ' MISSED' : ''}` : `${w.name}: no loop statistics`)
+  }
+  await stopServer(child)
+}
 const loadAtStart = os
   .loadavg()
   .map((x) => x.toFixed(1))
@@ -187,6 +209,7 @@ if (process.env.BENCH_LARGE_PAGE === 'only') {
       .join(' ')} at the end (${os.cpus().length} CPUs).`,
   )
   for (const r of rows) console.log(r)
+  for (const l of loopHeld) console.log(`- event loop, ${l}`)
   for (const n of notes) console.log(`- ${n}`)
   process.exit(0)
 }
@@ -373,6 +396,8 @@ console.log(
 )
 console.log('"ms per request" is 1000 / req/s at 10 connections: the server\'s time per request, to compare with the floor (the repository call alone).\n')
 for (const r of rows) console.log(r)
+console.log('\nEvent loop, each server from its start to its stop (loop statistics; target: no task over 50 ms):')
+for (const l of loopHeld) console.log(`- ${l}`)
 if (notes.length) {
   console.log('\nNotes:')
   for (const n of notes) console.log(`- ${n}`)
