@@ -29,6 +29,7 @@ import { systemService } from './system/service.js'
 import fs from 'node:fs'
 import type { PlannedRead } from '../db/sql.js'
 import type { PruneDelta } from '../db/event-engine/index.js'
+import { LONG_SLICE_MS } from './platform/slices.js'
 
 type DepsOf<F extends (deps: any) => unknown> = Parameters<F>[0]
 
@@ -163,6 +164,8 @@ export function createServices(app: FastifyInstance, ports: ServicePorts) {
       uow,
       checkIns: config.agents.groupCommit ? { run: uow.runGrouped } : uow,
       batchCheckIns: config.agents.groupCommit,
+      // A batch's statements hold the event loop on SQLite: at most an idle slice's worth.
+      batchBudgetMs: app.storage.backend === 'sqlite' ? LONG_SLICE_MS : undefined,
       audit,
       log: app.log,
       settings: { agents: config.agents, license: config.license, rateLimitWindowMs: config.rateLimitWindowMs, agentRequests: config.credentialRateLimits.agent },

@@ -16,7 +16,7 @@ const AGENTS = 4
 
 type App = FastifyInstance
 
-async function gatewayOver(app: App, batch: boolean, seats = 100) {
+async function gatewayOver(app: App, batch: boolean, seats = 100, batchBudgetMs?: number) {
   const ports = portsOf(app)
   const uow = app.storage.uow
   const calls = { updateStates: [] as number[] }
@@ -33,6 +33,7 @@ async function gatewayOver(app: App, batch: boolean, seats = 100) {
     uow,
     checkIns: batch ? { run: uow.runGrouped } : uow,
     batchCheckIns: batch,
+    batchBudgetMs,
     audit: auditTrail(auditDeps(app)),
     log: { warn: () => {}, error: () => {} },
     settings: {
@@ -112,6 +113,19 @@ t.test('check-ins written together leave what the same check-ins one at a time l
   const b = await snapshot(apps[1])
   t.ok(a.events.length > 10 && a.audit.length >= AGENTS && a.errors.length === 1, 'the rounds raise events, audit records and an error')
   t.same(a, b)
+})
+
+t.test("a batch holds as many check-ins as its budget allows at the last batches' pace", async (t) => {
+  // A budget no check-in fits in: one check-in a batch, then the pace says how many fit.
+  const tight = await gatewayOver(await build(t), true, 100, 0)
+  await Promise.all(await tight.arriving(tight.ids, (i) => rounds[0](i + 1)))
+  t.same(tight.calls.updateStates, [1, 1, 1, 1], 'a budget of 0 ms: each check-in in a batch of its own')
+  const wide = await gatewayOver(await build(t), true, 100, 60_000)
+  await Promise.all(await wide.arriving(wide.ids, (i) => rounds[1](i + 1)))
+  t.same(wide.calls.updateStates, [AGENTS], 'a budget every check-in fits in: one batch')
+  const unbounded = await gatewayOver(await build(t), true)
+  await Promise.all(await unbounded.arriving(unbounded.ids, (i) => rounds[2](i + 1)))
+  t.same(unbounded.calls.updateStates, [AGENTS], 'no budget (a database server): one batch')
 })
 
 t.test('a check-in that fails in a batch fails alone: the others are written and answered', async (t) => {

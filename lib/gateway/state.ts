@@ -36,6 +36,11 @@ export interface GatewayDeps {
    * in one transaction of `uow` with a few statements for all of them (PRIME_GROUP_COMMIT).
    */
   batchCheckIns?: boolean
+  /**
+   * How long one batch may hold the event loop (ms), where the backend's statements run on it
+   * (SQLite); undefined: batches of BATCH_CHECK_INS whatever they cost (a database server).
+   */
+  batchBudgetMs?: number
   audit: AuditTrail
   log: Log
   settings: Pick<Config, 'license' | 'rateLimitWindowMs'> & {
@@ -69,6 +74,8 @@ export const ALONE = Symbol('alone')
 
 /** Check-ins compared and written together at most (batchCheckIns). */
 export const BATCH_CHECK_INS = 64
+/** The pace a first batch assumes (ms per check-in): an unchanged check-in's, about. */
+const FIRST_MS_PER_CHECK_IN = 0.3
 
 export interface GatewayState {
   store: GatewayStore
@@ -79,6 +86,9 @@ export interface GatewayState {
   checkIns: UnitOfWork
   /** Check-ins of the same turn compared and written together (GatewayDeps.batchCheckIns). */
   batchCheckIns: boolean
+  batchBudgetMs: number | undefined
+  /** What a batched check-in took lately (ms, a moving average): the next batch's size is the budget at this pace. */
+  batchPace: { msPerCheckIn: number }
   audit: AuditTrail
   log: Log
   config: GatewayDeps['settings']['agents']
@@ -114,6 +124,8 @@ export function gatewayState(deps: GatewayDeps): GatewayState {
     uow,
     checkIns: deps.checkIns ?? uow,
     batchCheckIns: deps.batchCheckIns ?? false,
+    batchBudgetMs: deps.batchBudgetMs,
+    batchPace: { msPerCheckIn: FIRST_MS_PER_CHECK_IN },
     audit,
     log,
     config,
