@@ -68,3 +68,19 @@ if (built === 0 || newestSource() > built) {
   fs.writeFileSync(stamp, `${new Date().toISOString()}\n`)
   console.error(`compiled to dist/ in ${((Date.now() - started) / 1000).toFixed(1)} s`)
 }
+
+// The request validators as code (scripts/validators.ts), after every build and whenever the
+// contract changed since. Without them the server still runs: it compiles each validator on
+// first use, holding the event loop up to tens of ms per schema.
+const mtimeOf = (p) => {
+  try {
+    return fs.statSync(p).mtimeMs
+  } catch {
+    return 0
+  }
+}
+const validators = path.join(root, 'dist', 'validators.cjs')
+if (mtimeOf(validators) < Math.max(mtimeOf(stamp), mtimeOf(path.join(root, 'spec', 'openapi.yaml')))) {
+  const res = spawnSync(process.execPath, [path.join(root, 'dist', 'scripts', 'validators.js')], { stdio: 'inherit' })
+  if (res.status !== 0) console.error('warning: the request validators were not precompiled: each compiles on its first request')
+}
