@@ -127,10 +127,26 @@ t.test('the texts text filters need are read a slice at a time, with indexing pa
   const whole = recordIndexer(app.db).summary('events', true)
   const sliced = recordIndexer(app.db)
   let pauses = 0
-  await sliced.loadTextsGradually(async () => {
-    pauses++
-  }, 16)
+  await sliced.loadTextsGradually(
+    async () => {
+      pauses++
+    },
+    16,
+    0,
+  )
   t.ok(pauses > 5, `${pauses} pauses between slices of 16 rows`)
+  // A pause comes once a slice's time is spent, not after every chunk.
+  const unhurried = recordIndexer(app.db)
+  let none = 0
+  await unhurried.loadTextsGradually(
+    async () => {
+      none++
+    },
+    16,
+    60_000,
+  )
+  t.equal(none, 0, 'no pause within the time of a slice')
+  t.ok(unhurried.hasTexts())
   t.ok(sliced.hasTexts())
   const got = sliced.summary('events', true)
   const column = (c: { data: Int32Array }, size: number) => Array.from(c.data.subarray(0, size))

@@ -49,9 +49,11 @@ t.test('a slice sizes its steps to its budget at the pace of the last ones', asy
 
 t.test('the loop reports its slices and the longest in the loop statistics, and then starts counting again', async (t) => {
   let calls = 0
-  const loop = eventIndexLoop({ indexSlice: () => ++calls < 3, onIndexWanted: () => {} })
+  let warmed = 0
+  const loop = eventIndexLoop({ indexSlice: () => ++calls < 3, onIndexWanted: () => {}, warm: () => void warmed++ })
   t.equal(loop.stats?.(), undefined, 'nothing before it ran')
   loop.start()
+  t.equal(warmed, 1, "the index's counts are read when the loop starts, before the server listens")
   await new Promise((resolve) => setTimeout(resolve, 600))
   loop.stop()
   const stats = loop.stats?.()
@@ -117,6 +119,7 @@ t.test('the event index loop asks for the budget before each slice and indexes w
         return asked.length < budgets.length
       },
       onIndexWanted: (fn) => void (wake = fn ?? (() => {})),
+      warm: () => {},
     },
     () => budgets[i++],
   )

@@ -56,6 +56,12 @@ export function indexCatchUp(db: DB, indexer: RecordIndexer) {
       }
       return more
     },
+    /** Reads the index's counts into memory (a start: the first count read them on the event loop, 260 ms at 5,000,000 events). */
+    warm(): void {
+      if (!db.open) return
+      indexer.summary('events')
+      indexer.summary('audit_trail')
+    },
     /** Wants indexing in the background (the first list does it). */
     startIndexing() {
       if (wanted) return

@@ -5,6 +5,9 @@
 import { BySource, Column, FineSpans, LEVEL_SHIFT, TEXT_SLICE, rollupTable, type Delta, type IndexerState, type PruneDelta, type Summary } from './event-index-structures.js'
 import type { RecordTable } from '../../lib/events/ports.js'
 
+/** How long the gradual read of the texts holds the event loop between pauses (ms). */
+const TEXT_PAUSE_MS = 10
+
 const emptySummary = (indexed: number, pruned = 0): Summary => ({
   indexed,
   pruned,
@@ -169,7 +172,7 @@ export function indexSummaries(ix: IndexerState) {
    * from running meanwhile; a summary that had to be read again since (another process
    * indexed) is left as it is, and reads its texts when first needed.
    */
-  async function loadTextsGradually(pause: () => Promise<unknown>, slice = TEXT_SLICE): Promise<void> {
+  async function loadTextsGradually(pause: () => Promise<unknown>, slice = TEXT_SLICE / 8, pauseMs = TEXT_PAUSE_MS): Promise<void> {
     const sum = summary('events')
     if (sum.texts) return
     if (sum.indexed === 0) {
@@ -177,8 +180,13 @@ export function indexSummaries(ix: IndexerState) {
       return
     }
     const scratch = emptySummary(sum.indexed, sum.pruned)
+    // Small chunks, and a pause once a slice's time is spent: a chunk of TEXT_SLICE rows held
+    // the event loop 40-170 ms on a shared core.
+    let since = performance.now()
     for (const _ of readTexts(scratch, slice)) {
+      if (performance.now() - since < pauseMs) continue
       await pause()
+      since = performance.now()
       if (summaries.events !== sum || sum.texts) return
     }
     // Another process may have indexed meanwhile (this one's indexer waits): the tables

@@ -190,6 +190,7 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
     /** Wants indexing in the background (the first list does it too). */
     startIndexing,
     indexSlice: catchUp.indexSlice,
+    warm: catchUp.warm,
     /** `fn` is called when indexing becomes wanted (the loop that runs the slices). */
     onIndexWanted: catchUp.onIndexWanted,
     /** Stops (true) or allows (false) indexing in the background: tests drive it with `catchUp` and `indexer.step`. */

@@ -49,6 +49,7 @@ export function eventIndexLoop(queries: IndexCatchUp, sliceMs: () => number = ()
     singleton: false,
     start() {
       stopped = false
+      queries.warm()
       // Wanted while waiting for the next turn: the turn comes now.
       queries.onIndexWanted(() => {
         if (!timer) return
