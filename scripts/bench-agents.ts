@@ -64,6 +64,9 @@ const givenDir = process.env.BENCH_AGENTS_DIR ? path.resolve(process.env.BENCH_A
 const dataDir = givenDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'prime-bench-agents-'))
 if (givenDir) fs.mkdirSync(givenDir, { recursive: true })
 const dbFile = path.join(dataDir, 'prime.sqlite')
+// The gateway cases enroll their fleet from one address: the enrollment limits (300 a minute
+// per address) would stop them at 300 agents.
+const ENROLL_LIFTED = { PRIME_AGENT_ENROLL_PER_MINUTE_PER_ADDRESS: '100000', PRIME_AGENT_ENROLL_PER_MINUTE: '100000' }
 const baseEnv = {
   PRIME_DATA_DIR: dataDir,
   PRIME_ADMIN_PASSWORD: PASSWORD,
@@ -308,7 +311,7 @@ await largePageCase()
 // limit is left at its default: gateway calls must not count against it.
 
 type Schemas = components['schemas']
-server = await start({ ...baseEnv, PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }, path.join(dataDir, 'server-gateway.log'))
+server = await start({ ...baseEnv, ...ENROLL_LIFTED, PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }, path.join(dataDir, 'server-gateway.log'))
 await integrityChecked(base, await login())
 {
   interface Enrolled {
@@ -442,7 +445,7 @@ async function compareBackends() {
   if (data.loaded) notes.push(data.loaded)
   if (PIN) spawnSync('taskset', ['-p', '-c', '0', String(process.pid)])
   const uuids = db.prepare('SELECT uuid FROM agents ORDER BY id').pluck().all() as string[]
-  const env = { ...baseEnv, PRIME_RATE_LIMIT_MAX: '100000000', PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }
+  const env = { ...baseEnv, ...ENROLL_LIFTED, PRIME_RATE_LIMIT_MAX: '100000000', PRIME_AGENT_MIN_CHECKIN_SECONDS: '0' }
   const servers = await startBackends(data, env, PORT)
   const small = 1.5
   const cases: SideCase[] = [
