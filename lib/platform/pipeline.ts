@@ -3,9 +3,11 @@
 //                 query parameters or a body get the canonicalize step in preValidation
 //                 (lib/platform/canonical.ts), before Fastify's schema validation
 //   404/405 and body parsers (lib/platform/errors-handler.ts, lib/platform/media-types.ts)
-//   onRequest     admit: limits, the caller, media types (lib/platform/admission.ts)
+//   onRequest     the request counts as in flight (lib/platform/loops.ts), then admit: limits,
+//                 the caller, media types (lib/platform/admission.ts)
 //   onResponse    the enrollment failure count and the request log (lib/platform/request-log.ts)
-//   onSend        the answer's media type, audit fallback, contract check (lib/platform/answer.ts)
+//   onSend        the request is no longer in flight; the answer's media type, audit
+//                 fallback, contract check (lib/platform/answer.ts)
 // The error handler (lib/platform/errors-handler.ts) is set by buildApp, before these.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Operation } from '../contract.js'
@@ -60,8 +62,12 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
   registerBodyParsers(app)
 
   // The hooks take callbacks rather than being async: a request went through four of them,
-  // and their promises cost more than the work most of them do.
+  // and their promises cost more than the work most of them do. The count of requests in
+  // flight rides on them rather than on hooks of its own: each hook costs a request its call.
+  const flights = app.loops.requests
   app.addHook('onRequest', (req, reply, done) => {
+    // Before admission: refused requests count too.
+    flights.begin(req)
     let later: Promise<void> | undefined
     const failed = thrown(() => {
       const r = admit(req, reply)
@@ -73,6 +79,8 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
   registerRequestLog(app)
   const finish = createFinish(spec, validateResponses, loginLimit)
   app.addHook('onSend', (req, reply, payload, done) => {
+    // Handed over: a stream's answer too (the notification stream), which nobody waits for.
+    flights.end(req)
     let answer: unknown = payload
     const failed = thrown(() => {
       answer = finish(req, reply, payload)
