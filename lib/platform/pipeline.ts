@@ -5,7 +5,8 @@
 //   404/405 and body parsers (lib/platform/errors-handler.ts, lib/platform/media-types.ts)
 //   onRequest     the request counts as in flight (lib/platform/loops.ts), then admit: limits,
 //                 the caller, media types (lib/platform/admission.ts)
-//   onResponse    the enrollment failure count and the request log (lib/platform/request-log.ts)
+//   onResponse    the enrollment failure count and the request log (lib/platform/request-log.ts),
+//                 then the metrics (lib/platform/metrics.ts)
 //   onSend        the request is no longer in flight; the answer's media type, audit
 //                 fallback, contract check (lib/platform/answer.ts)
 // The error handler (lib/platform/errors-handler.ts) is set by buildApp, before these.
@@ -18,7 +19,7 @@ import { createFinish } from './answer.js'
 import { canonicalRequest } from './canonical.js'
 import { registerNotFound } from './errors-handler.js'
 import { registerBodyParsers } from './media-types.js'
-import { registerRequestLog } from './request-log.js'
+import { requestLog } from './request-log.js'
 import { readerScope } from './readers.js'
 
 /** The contract's validators for requests; answers are plain JSON.stringify. */
@@ -34,9 +35,11 @@ export interface PipelineOptions {
   ops: Map<string, Operation>
   /** Check every answer against the contract and turn a violation into a 500 (tests). */
   validateResponses?: boolean
+  /** Counts a request once it is answered, after its log line (the metrics: registerMetrics). */
+  counted: (req: FastifyRequest, reply: FastifyReply) => void
 }
 
-export function registerPipeline(app: FastifyInstance, { spec, ops, validateResponses }: PipelineOptions): void {
+export function registerPipeline(app: FastifyInstance, { spec, ops, validateResponses, counted }: PipelineOptions): void {
   const canonicalHook = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => done(thrown(() => canonicalRequest(req, reply)))
   // Each route carries its operation's metadata from the contract, for the hooks below.
   app.addHook('onRoute', (route) => {
@@ -76,7 +79,12 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
     if (later) later.then(() => done(), done)
     else done(failed)
   })
-  registerRequestLog(app)
+  const logged = requestLog(app)
+  app.addHook('onResponse', (req, reply, done) => {
+    logged(req, reply)
+    counted(req, reply)
+    done()
+  })
   const finish = createFinish(spec, validateResponses, loginLimit)
   app.addHook('onSend', (req, reply, payload, done) => {
     // Handed over: a stream's answer too (the notification stream), which nobody waits for.
