@@ -108,8 +108,8 @@ export async function buildApp(opts: BuildOptions): Promise<FastifyInstance> {
   await registerTokens(app)
   announceEnrollmentSecret(app)
   registerBackground(app)
-  registerPipeline(app, { spec, ops, validateResponses: opts.validateResponses })
-  registerMetrics(app)
+  const counted = registerMetrics(app)
+  registerPipeline(app, { spec, ops, validateResponses: opts.validateResponses, counted })
   // The GraphQL executor of POST /sepio-data, without routes of its own.
   await registerAssetGraph(app, { introspection: config.graphqlIntrospection })
   await registerRoutes(app, spec)

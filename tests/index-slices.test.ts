@@ -131,7 +131,7 @@ t.test('the event index loop asks for the budget before each slice and indexes w
   t.same(asked.slice(0, 3), budgets, 'each slice with the budget answered just before it')
 })
 
-/** A bare app with the loop registry and a route that answers when told to (`release`). */
+/** A bare app with the loop registry, counted as the pipeline counts, and a route that answers when told to (`release`). */
 async function held(t: Test) {
   let now = 0
   const app = Fastify()
@@ -140,6 +140,14 @@ async function held(t: Test) {
     app,
     requestActivity(() => now),
   )
+  app.addHook('onRequest', (req, _reply, done) => {
+    loops.requests.begin(req)
+    done()
+  })
+  app.addHook('onSend', (req, _reply, payload, done) => {
+    loops.requests.end(req)
+    done(null, payload)
+  })
   let release = () => {}
   const seen: number[] = []
   app.get('/held', async () => {
@@ -198,6 +206,63 @@ t.test('a request given up by its client, and a stream handed over, are no longe
   h.tick(QUIET_MS)
   t.equal(h.loops.sliceMs(), LONG_SLICE_MS, 'idle while a stream stays open (the notification stream): nobody waits for it')
   stream.destroy()
+})
+
+t.test('several requests on one keep-alive connection, one given up with the connection', async (t) => {
+  const h = await held(t)
+  const address = await h.app.listen({ host: '127.0.0.1', port: 0 })
+  const { port } = new URL(address)
+  const socket = net.connect(Number(port), '127.0.0.1')
+  let got = ''
+  socket.on('data', (d) => (got += d))
+  // Two answered on the connection, then a third left in flight.
+  for (let i = 1; i <= 2; i++) {
+    socket.write('GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n')
+    for (let k = 0; k < 400 && got.split('HTTP/1.1 404').length - 1 < i; k++) await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+  t.equal(h.loops.requests.inFlight(), 0, 'the answered ones are no longer in flight')
+  socket.write('GET /held HTTP/1.1\r\nHost: x\r\n\r\n')
+  for (let i = 0; i < 400 && h.seen.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 5))
+  t.equal(h.loops.requests.inFlight(), 1, 'the held one is')
+  socket.destroy()
+  for (let i = 0; i < 400 && h.loops.requests.inFlight() > 0; i++) await new Promise((resolve) => setTimeout(resolve, 5))
+  t.equal(h.loops.requests.inFlight(), 0, 'none once the connection closed')
+  h.release()
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  t.equal(h.loops.requests.inFlight(), 0, 'its late answer ends nothing twice')
+})
+
+t.test('in the app: a request whose client closes its connection before the answer is no longer in flight', async (t) => {
+  const app = await build(t)
+  let release = () => {}
+  let arrived = false
+  app.get('/held', async () => {
+    arrived = true
+    await new Promise<void>((resolve) => (release = resolve))
+    return { ok: true }
+  })
+  const address = await app.listen({ host: '127.0.0.1', port: 0 })
+  const { port } = new URL(address)
+  const flights = app.loops.requests
+  // A refusal counts while it is being answered, and ends with its answer.
+  const socket = net.connect(Number(port), '127.0.0.1')
+  let got = ''
+  socket.on('data', (d) => (got += d))
+  socket.write('GET /prime/webui/admin/getuserdetails HTTP/1.1\r\nHost: x\r\n\r\n')
+  for (let i = 0; i < 400 && !got.includes('\r\n\r\n'); i++) await new Promise((resolve) => setTimeout(resolve, 5))
+  t.match(got, /^HTTP\/1.1 401/, 'refused')
+  t.equal(flights.inFlight(), 0, 'a refusal answered is no longer in flight')
+  socket.write('GET /held HTTP/1.1\r\nHost: x\r\n\r\n')
+  for (let i = 0; i < 400 && !arrived; i++) await new Promise((resolve) => setTimeout(resolve, 5))
+  t.equal(flights.inFlight(), 1, 'in flight while its handler works')
+  t.equal(app.loops.sliceMs(), SHORT_SLICE_MS)
+  socket.destroy()
+  for (let i = 0; i < 400 && flights.inFlight() > 0; i++) await new Promise((resolve) => setTimeout(resolve, 5))
+  t.equal(flights.inFlight(), 0, 'no longer in flight once its client closed the connection, though it was never answered')
+  release()
+  await new Promise((resolve) => setTimeout(resolve, QUIET_MS + 20))
+  t.equal(flights.inFlight(), 0, 'its late answer ends nothing twice')
+  t.equal(app.loops.sliceMs(), LONG_SLICE_MS, 'long once the server is idle')
 })
 
 t.test('in the app: short slices while a request is in flight', async (t) => {

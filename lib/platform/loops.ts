@@ -3,7 +3,8 @@
 // puts a lease in front of these), and the app starts them all when it is ready and stops
 // them in reverse order when it closes. It also knows whether requests are in flight, which
 // sets how long a slice of background work may be (lib/platform/slices.ts).
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Socket } from 'node:net'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { LoopStats } from '../log.js'
 import { requestActivity, type RequestActivity } from './slices.js'
 
@@ -41,6 +42,22 @@ export interface Loops {
   list(): LoopState[]
   /** The budget of a loop's next slice on the event loop (ms): short while requests are in flight, long when idle. */
   sliceMs(): number
+  /** The requests in flight, counted by the pipeline's hooks (lib/platform/pipeline.ts). */
+  requests: RequestFlights
+}
+
+/**
+ * A request is in flight from its arrival until its answer is handed over (a stream's, such
+ * as the notification stream's, included: a long-lived stream waits for no slice), or until
+ * its connection closes first.
+ */
+export interface RequestFlights {
+  /** It arrived: called first thing on every request, before admission, so refused requests count too. */
+  begin(req: FastifyRequest): void
+  /** Its answer is handed over (onSend); a request not begun, or already ended, is left alone. */
+  end(req: FastifyRequest): void
+  /** Requests begun and not ended. */
+  inFlight(): number
 }
 
 /**
@@ -138,13 +155,66 @@ function leased(loop: Loop, leases: LoopLeases, ms: number, log: { error(details
   } as Loop & { held: boolean }
 }
 
-/** Set on a request while it counts as in flight. */
-const kInFlight = Symbol('in flight')
+/** On a request while it counts as in flight: its connection's count. */
+const kFlight = Symbol('in flight')
+/** On a socket that carried a request: its requests in flight. */
+const kSocketFlights = Symbol('requests in flight')
+
+/** A connection's requests in flight; once it closed they no longer count, and their own end is a no-op. */
+interface SocketFlights {
+  open: number
+  closed: boolean
+}
+
+type Flagged = FastifyRequest & { [kFlight]: SocketFlights | null }
+type Counted = Socket & { [kSocketFlights]?: SocketFlights }
+
+const CLOSED: SocketFlights = { open: 0, closed: true }
+
+/**
+ * Counts requests in flight. A connection closing ends what it still carried: one listener
+ * per connection (a keep-alive connection carries many requests) rather than one per request.
+ */
+function requestFlights(activity: RequestActivity): RequestFlights {
+  return {
+    begin(req) {
+      const socket = req.raw.socket as Counted | null
+      let flights = socket?.[kSocketFlights]
+      if (flights === undefined) {
+        // A request on a connection already gone has nobody waiting for it.
+        if (!socket || socket.destroyed) {
+          ;(req as Flagged)[kFlight] = CLOSED
+          return
+        }
+        const own: SocketFlights = (flights = { open: 0, closed: false })
+        socket[kSocketFlights] = own
+        socket.on('close', () => {
+          own.closed = true
+          for (; own.open > 0; own.open--) activity.end()
+        })
+      }
+      ;(req as Flagged)[kFlight] = flights
+      if (flights.closed) return
+      flights.open++
+      activity.begin()
+    },
+    end(req) {
+      const flights = (req as Flagged)[kFlight]
+      if (!flights) return
+      ;(req as Flagged)[kFlight] = null
+      if (flights.closed) return
+      flights.open--
+      activity.end()
+    },
+    inFlight: activity.inFlight,
+  }
+}
 
 /**
  * The app's loop registry (decorated as `app.loops`): starts every loop on ready, in
  * registration order, and stops them in reverse order on close, awaiting each. `activity`
- * counts the requests in flight (tests pass one with their own clock).
+ * counts the requests in flight (tests pass one with their own clock), which the pipeline
+ * reports through `requests` (lib/platform/pipeline.ts).
  */
 export function registerLoops(app: FastifyInstance, activity: RequestActivity = requestActivity(), leases?: { store: LoopLeases; ms: number }): Loops {
   const loops: { loop: Loop; running: boolean }[] = []
@@ -178,26 +248,11 @@ export function registerLoops(app: FastifyInstance, activity: RequestActivity = 
         return { name: loop.name, singleton: loop.singleton, running, ...(held === undefined ? {} : { leaseHeld: held }) }
       }),
     sliceMs: activity.sliceMs,
+    requests: requestFlights(activity),
   }
   app.decorate('loops', registry)
-  // In flight from its arrival until its answer is handed over (a stream's, such as the
-  // notification stream's, included: a long-lived stream waits for no slice), or until its
-  // connection closes first; registered before the pipeline, so refused requests count too.
-  const ended = (req: FastifyRequest) => {
-    if (!(req as Flagged)[kInFlight]) return
-    ;(req as Flagged)[kInFlight] = false
-    activity.end()
-  }
-  app.addHook('onRequest', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    ;(req as Flagged)[kInFlight] = true
-    activity.begin()
-    reply.raw.once('close', () => ended(req))
-    done()
-  })
-  app.addHook('onSend', (req: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void) => {
-    ended(req)
-    done(null, payload)
-  })
+  // Declared, so that every request has the same shape from its making.
+  app.decorateRequest(kFlight, null)
   // The event loop's delay and the loops' slices, logged when asked for (lib/log.ts).
   let loopStats: LoopStats | undefined
   app.addHook('onReady', async () => {
@@ -215,8 +270,6 @@ export function registerLoops(app: FastifyInstance, activity: RequestActivity = 
   app.addHook('onClose', async () => stop(false))
   return registry
 }
-
-type Flagged = FastifyRequest & { [kInFlight]?: boolean }
 
 declare module 'fastify' {
   interface FastifyInstance {

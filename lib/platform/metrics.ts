@@ -19,14 +19,12 @@ declare module 'fastify' {
 /** Seconds: from a cheap read (a millisecond) to the read budget (30 s). */
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
 
-export function registerMetrics(app: FastifyInstance): void {
+/** Decorates `app.metrics`; answers what counts a request once it is answered, for the pipeline's onResponse hook (lib/platform/pipeline.ts). */
+export function registerMetrics(app: FastifyInstance): (req: FastifyRequest, reply: FastifyReply) => void {
   const registry = new client.Registry()
   client.collectDefaultMetrics({ register: registry, prefix: 'prime_' })
   const tally = requestTally(registry)
-  app.addHook('onResponse', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    tally(req.op?.operationId ?? 'none', reply.statusCode, reply.elapsedTime / 1000)
-    done()
-  })
+  const answered = (req: FastifyRequest, reply: FastifyReply) => tally(req.op?.operationId ?? 'none', reply.statusCode, reply.elapsedTime / 1000)
 
   const readers = new client.Gauge({
     name: 'prime_expensive_reads',
@@ -115,6 +113,7 @@ export function registerMetrics(app: FastifyInstance): void {
   registerCacheMetrics(app, registry)
 
   app.decorate('metrics', { text: () => registry.metrics(), contentType: registry.contentType })
+  return answered
 }
 
 interface Tally {

@@ -3,9 +3,12 @@
 //                 query parameters or a body get the canonicalize step in preValidation
 //                 (lib/platform/canonical.ts), before Fastify's schema validation
 //   404/405 and body parsers (lib/platform/errors-handler.ts, lib/platform/media-types.ts)
-//   onRequest     admit: limits, the caller, media types (lib/platform/admission.ts)
-//   onResponse    the enrollment failure count and the request log (lib/platform/request-log.ts)
-//   onSend        the answer's media type, audit fallback, contract check (lib/platform/answer.ts)
+//   onRequest     the request counts as in flight (lib/platform/loops.ts), then admit: limits,
+//                 the caller, media types (lib/platform/admission.ts)
+//   onResponse    the enrollment failure count and the request log (lib/platform/request-log.ts),
+//                 then the metrics (lib/platform/metrics.ts)
+//   onSend        the request is no longer in flight; the answer's media type, audit
+//                 fallback, contract check (lib/platform/answer.ts)
 // The error handler (lib/platform/errors-handler.ts) is set by buildApp, before these.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Operation } from '../contract.js'
@@ -16,7 +19,7 @@ import { createFinish } from './answer.js'
 import { canonicalRequest } from './canonical.js'
 import { registerNotFound } from './errors-handler.js'
 import { registerBodyParsers } from './media-types.js'
-import { registerRequestLog } from './request-log.js'
+import { requestLog } from './request-log.js'
 import { readerScope } from './readers.js'
 
 /** The contract's validators for requests; answers are plain JSON.stringify. */
@@ -32,9 +35,11 @@ export interface PipelineOptions {
   ops: Map<string, Operation>
   /** Check every answer against the contract and turn a violation into a 500 (tests). */
   validateResponses?: boolean
+  /** Counts a request once it is answered, after its log line (the metrics: registerMetrics). */
+  counted: (req: FastifyRequest, reply: FastifyReply) => void
 }
 
-export function registerPipeline(app: FastifyInstance, { spec, ops, validateResponses }: PipelineOptions): void {
+export function registerPipeline(app: FastifyInstance, { spec, ops, validateResponses, counted }: PipelineOptions): void {
   const canonicalHook = (req: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => done(thrown(() => canonicalRequest(req, reply)))
   // Each route carries its operation's metadata from the contract, for the hooks below.
   app.addHook('onRoute', (route) => {
@@ -60,8 +65,12 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
   registerBodyParsers(app)
 
   // The hooks take callbacks rather than being async: a request went through four of them,
-  // and their promises cost more than the work most of them do.
+  // and their promises cost more than the work most of them do. The count of requests in
+  // flight rides on them rather than on hooks of its own: each hook costs a request its call.
+  const flights = app.loops.requests
   app.addHook('onRequest', (req, reply, done) => {
+    // Before admission: refused requests count too.
+    flights.begin(req)
     let later: Promise<void> | undefined
     const failed = thrown(() => {
       const r = admit(req, reply)
@@ -70,9 +79,16 @@ export function registerPipeline(app: FastifyInstance, { spec, ops, validateResp
     if (later) later.then(() => done(), done)
     else done(failed)
   })
-  registerRequestLog(app)
+  const logged = requestLog(app)
+  app.addHook('onResponse', (req, reply, done) => {
+    logged(req, reply)
+    counted(req, reply)
+    done()
+  })
   const finish = createFinish(spec, validateResponses, loginLimit)
   app.addHook('onSend', (req, reply, payload, done) => {
+    // Handed over: a stream's answer too (the notification stream), which nobody waits for.
+    flights.end(req)
     let answer: unknown = payload
     const failed = thrown(() => {
       answer = finish(req, reply, payload)
