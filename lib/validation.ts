@@ -35,8 +35,17 @@ let coercingAjv: Ajv.default | undefined
 type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null }
 const compiled = new Map<string, Validate>()
 const pending: (() => void)[] = []
-/** Every schema handed to the compiler: what the build precompiles (keyed only then: a start would pay for it). */
+/**
+ * Every schema handed to the compiler while recording (the build, tests): what the build
+ * precompiles. Keyed only when asked: a start would pay for it.
+ */
 const seen: { schema: object; strict: boolean }[] = []
+let recording = false
+
+/** Records the schemas handed to the compiler from now on (`recordedSchemas`). */
+export function recordSchemas(): void {
+  recording = true
+}
 let runtimeCompiles = 0
 
 /**
@@ -87,7 +96,7 @@ function compileOnce(schema: object, strict: boolean): Validate {
   return v
 }
 
-/** The distinct schemas handed to the compiler so far, each with whether it validates a body. */
+/** The distinct schemas handed to the compiler since `recordSchemas()`, each with whether it validates a body. */
 export function recordedSchemas(): { key: string; hash: string; schema: object; strict: boolean }[] {
   const out = new Map<string, { key: string; hash: string; schema: object; strict: boolean }>()
   for (const { schema, strict } of seen) {
@@ -108,8 +117,7 @@ export function validatorsCompiledAtRunTime(): number {
 }
 
 /**
- * The module of every schema handed to the compiler so far (an app's routes, once it is
- * ready): a map from each schema's hash to a function that makes its validator, each
+ * The module of every schema recorded (an app's routes, once it is ready): a map from each schema's hash to a function that makes its validator, each
  * validator's code in its own function so that a start runs none of it until first use.
  */
 export function precompiledModule(): { code: string; count: number } {
@@ -132,7 +140,7 @@ export function precompiledModule(): { code: string; count: number } {
 export const validatorCompiler: FastifySchemaCompiler<any> = ({ schema, httpPart }) => {
   let real: Validate | undefined
   const strict = httpPart === 'body'
-  seen.push({ schema: schema as object, strict })
+  if (recording) seen.push({ schema: schema as object, strict })
   const get = () => (real ??= compileOnce(schema as object, strict))
   const lazy = ((data: unknown) => {
     const v = get()

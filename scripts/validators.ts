@@ -7,9 +7,10 @@ import os from 'node:os'
 import path from 'node:path'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
-import { precompiledModule, validatorsModule } from '../lib/validation.js'
+import { precompiledModule, recordSchemas, validatorsModule } from '../lib/validation.js'
 
 const started = Date.now()
+recordSchemas()
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-validators-'))
 try {
   const config = loadConfig({ PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: 'Validators-build-1', LOG_LEVEL: 'silent' })

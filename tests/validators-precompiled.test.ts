@@ -2,8 +2,10 @@
 // validators.ts) rather than being compiled on the event loop: every schema of the app's
 // routes is in it, and each precompiled validator answers as Ajv's compiled one does.
 import t from 'tap'
-import { makeAjv, precompiledValidator, recordedSchemas, validatorsCompiledAtRunTime, warmValidators } from '../lib/validation.js'
+import { makeAjv, precompiledValidator, recordSchemas, recordedSchemas, validatorsCompiledAtRunTime, warmValidators } from '../lib/validation.js'
 import { build } from './helpers.js'
+
+recordSchemas()
 
 t.test("every route's schemas are precompiled: none is compiled at run time", async (t) => {
   const app = await build(t)
