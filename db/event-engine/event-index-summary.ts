@@ -1,5 +1,5 @@
 // The counts of the event index kept in memory (db/event-engine/event-index.ts): read from their tables
-// on first use, brought along with each committed step and prune of this process, read
+// when the index loop starts (before the server listens; else on first use), brought along with each committed step and prune of this process, read
 // again when another process indexed or pruned; the events' documents and sources read
 // only when a text filter needs them.
 import { BySource, Column, FineSpans, LEVEL_SHIFT, TEXT_SLICE, rollupTable, type Delta, type IndexerState, type PruneDelta, type Summary } from './event-index-structures.js'
