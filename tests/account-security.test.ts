@@ -83,6 +83,32 @@ t.test('F2c an in-flight own password change cannot undo an Administrator reset'
   t.equal((await signIn(app, 'vic', 'Attacker-chosen-55')).statusCode, 400, "the revoked session's password is not")
 })
 
+t.test('F2e an Administrator reset wins over an own password change at every interleaving', async (t) => {
+  // The reset may commit while the own change is hashing, reading the account or writing
+  // it: whichever way they interleave, the reset's password is the one in force after both.
+  const app = await build(t, { PRIME_LOGIN_RATE_LIMIT_MAX: '1000' }) // each round signs in once with a refused password
+  const admin = await login(app)
+  // The own change hashes twice (the current password checked, the new one hashed), the reset
+  // once: the reset's write overlaps the own change's when it starts about one hash later.
+  const timer = await userWithProfile(app, admin, 'clock', 10)
+  const started = Date.now()
+  const timed = await call(app, timer, { method: 'POST', url: UPDATE_OWN, payload: { currentPassword: USER_PASSWORD, newPassword: 'Timer-pass-4242' } })
+  t.equal(timed.statusCode, 200, timed.body)
+  const hashMs = (Date.now() - started) / 2
+  const delays = Array.from({ length: 40 }, (_, k) => Math.round((hashMs * k) / 20))
+  for (const [i, delay] of delays.entries()) {
+    const name = `wes${i}`
+    const own = await userWithProfile(app, admin, name, 10)
+    const pending = call(app, own, { method: 'POST', url: UPDATE_OWN, payload: { currentPassword: USER_PASSWORD, newPassword: `Own-choice-${i}-55` } })
+    await sleep(delay)
+    const reset = await call(app, admin, { method: 'POST', url: UPDATE, payload: { userName: name, password: `Admin-reset-${i}-66` } })
+    t.equal(reset.statusCode, 200)
+    await pending
+    t.equal((await signIn(app, name, `Admin-reset-${i}-66`)).statusCode, 200, `after ${delay} ms: the reset's password is in force`)
+    t.equal((await signIn(app, name, `Own-choice-${i}-55`)).statusCode, 400, `after ${delay} ms: the own change's password is not`)
+  }
+})
+
 t.test('F2d a login with the old password in flight during a reset yields no usable session', async (t) => {
   const app = await build(t)
   const admin = await login(app)
@@ -106,6 +132,25 @@ t.test('F3 concurrent wrong passwords get no more verified answers than the lock
   const answered = res.filter((r) => r.statusCode === 400).length
   t.ok(answered <= 3, `at most 3 guesses answered 400 before the lock, got ${answered}`)
   t.ok(res.filter((r) => r.statusCode === 429).length >= 7, 'the rest answered 429 (account locked)')
+})
+
+t.test('F3b two Administrators demoting or deleting each other at once leave one active Administrator', async (t) => {
+  const app = await build(t)
+  const tokens = new Map([['admin', await login(app)]])
+  let survivor = 'admin'
+  for (const [i, kind] of ['demote', 'disable', 'delete', 'demote', 'delete', 'disable'].entries()) {
+    const other = `ada${i}`
+    tokens.set(other, await userWithProfile(app, tokens.get(survivor)!, other, 30))
+    const against = (token: string, name: string) =>
+      kind === 'delete'
+        ? call(app, token, { method: 'POST', url: DELETE, payload: [name] })
+        : call(app, token, { method: 'POST', url: UPDATE, payload: kind === 'demote' ? { userName: name, userProfile: 10 } : { userName: name, isActive: false } })
+    await Promise.all([against(tokens.get(survivor)!, other), against(tokens.get(other)!, survivor)])
+    const left = await queryOne<{ n: number; name: string }>(app, 'SELECT count(*) AS n, min(user_name) AS name FROM users WHERE profile = 30 AND is_active = 1')
+    t.ok(Number(left!.n) >= 1, `round ${i} (${kind}): an active Administrator is left, ${left!.n}`)
+    if (!left!.name) break
+    survivor = left!.name
+  }
 })
 
 t.test('F4 an Administrator demoted or deleted keeps no Administrator access through tokens it minted', async (t) => {

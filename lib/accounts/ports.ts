@@ -39,7 +39,11 @@ export interface AccountStore {
   byIdForChange(id: number): Promise<UserRow | undefined>
   /** By user name, case-insensitively. */
   byName(name: string): Promise<UserRow | undefined>
-  activeAdministrators(): Promise<number>
+  /**
+   * How many active Administrators there are; with `hold`, their accounts are held against
+   * changes to the end of the unit of work (a change that could remove the last one counts so).
+   */
+  activeAdministrators(hold?: boolean): Promise<number>
   insert(user: NewUser, now: number): Promise<number>
   update(id: number, changes: UserChanges, now: number): Promise<void>
   remove(id: number): Promise<boolean>

@@ -73,7 +73,7 @@ export function accountService(deps: AccountDeps) {
   /** The last active Administrator may not be demoted, disabled or deleted. */
   async function wouldLoseLastAdmin(target: UserRow, next: { profile: number; active: boolean }) {
     const losesAdmin = target.profile === ADMINISTRATOR && target.is_active === 1 && (next.profile !== ADMINISTRATOR || !next.active)
-    return losesAdmin && (await accounts.activeAdministrators()) <= 1
+    return losesAdmin && (await accounts.activeAdministrators(true)) <= 1
   }
 
   return {
@@ -188,7 +188,7 @@ export function accountService(deps: AccountDeps) {
       const hash = body.password ? await passwords.hash(body.password) : undefined
       return sameName(
         uow.run(async () => {
-          const current = await accounts.byId(target.id)
+          const current = await accounts.byIdForChange(target.id)
           if (!current) throw problem('not-found', `No account with id ${target.id}.`)
           const changes = contactChanges(body)
           if (body.userName !== undefined && body.userName !== current.user_name) {
@@ -241,8 +241,10 @@ export function accountService(deps: AccountDeps) {
         const now = Date.now()
         // While the password was hashed the session may have been revoked, the account
         // deleted or its password reset by an Administrator: none of that may be undone here.
+        // The row is held first, so that a reset committing meanwhile is either seen below
+        // or waits for this change and then overrides it.
+        const current = await accounts.byIdForChange(me.id)
         await stillValid(now)
-        const current = await accounts.byId(me.id)
         if (!current) throw problem('not-found', 'Your account no longer exists.')
         if (hash && current.password_hash !== me.password_hash) throw problem('conflict', 'The password was changed meanwhile; log in again.')
         const changes = contactChanges(body)
