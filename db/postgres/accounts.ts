@@ -71,8 +71,7 @@ export function pgUsersRepo(db: Postgres, version: AuthVersion): PgUsersRepo {
     counts: async () => (await db.one<{ total: number; active: number }>('SELECT count(*) AS total, coalesce(sum(is_active), 0) AS active FROM users'))!,
     // Held, the Administrators' rows stay locked to the end of the unit of work: two of them
     // demoting each other at once then count one after the other, the second seeing the first's change.
-    activeAdministrators: async (hold?: boolean) =>
-      (await db.value<number>(`SELECT count(*) FROM (SELECT 1 FROM users WHERE profile = 30 AND is_active = 1${hold ? ' FOR UPDATE' : ''}) a`))!,
+    activeAdministrators: async (hold?: boolean) => (await db.value<number>(`SELECT count(*) FROM (SELECT 1 FROM users WHERE profile = 30 AND is_active = 1${hold ? ' FOR UPDATE' : ''}) a`))!,
     async insert(user: NewUser, now: number): Promise<number> {
       const id = await unique('users_user_name', 'account', user.user_name, () =>
         db.value<number>(
