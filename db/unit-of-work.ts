@@ -74,6 +74,21 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
     }
   }
   const pause = () => new Promise((resolve) => setTimeout(resolve, 5))
+  // Units waiting for the connection. Were they all woken when it frees, each would begin
+  // in the microtask that ended the one before it, and a burst of them (enrollments arriving
+  // together) would hold the loop for all of them in one turn. One is woken at a time, in a
+  // turn of the loop of its own (an immediate scheduled while immediates run waits for the
+  // next turn), and the unit it begins wakes the next when it ends.
+  const waiting: (() => void)[] = []
+  let waking = false
+  function wakeNext(): void {
+    if (waking || waiting.length === 0) return
+    waking = true
+    setImmediate(() => {
+      waking = false
+      waiting.shift()?.()
+    })
+  }
 
   /**
    * Runs `work` as the open unit in the transaction the caller began, then `end` (COMMIT,
@@ -105,6 +120,7 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
       // it is on only while a unit is open (the next unit turns it on again).
       context.disable()
       finish()
+      if (group === null) wakeNext()
     }
   }
 
@@ -157,6 +173,7 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
       }
       group = null
       finish()
+      wakeNext()
     }
     for (const [i, u] of units.entries()) {
       const o = outcomes[i]
@@ -195,9 +212,13 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
       if (open !== null && context.getStore() === open) return work()
       // Checked and taken with no await in between: two units started in the same turn
       // would otherwise both find none open and both begin.
+      let first = true
       for (;;) {
-        if (open !== null) await open.done
-        else if (group !== null) await group.done
+        if (open !== null || group !== null) {
+          // In line (the one that waited longest first): woken one at a time, see wakeNext.
+          await new Promise<void>((resolve) => (first ? waiting.push(resolve) : waiting.unshift(resolve)))
+          first = false
+        }
         // A transaction not of a unit (a bulk load holding the connection) is waited out:
         // beginning inside it fails, and even the attempt reads every attached file's
         // schema inside it, locking files another connection is writing.

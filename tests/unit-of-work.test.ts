@@ -77,6 +77,39 @@ t.test('two units started in the same turn run one after the other', async (t) =
   t.same(await things.names(), ['x', 'y'])
 })
 
+t.test('units queued behind one another each begin in a turn of the loop of their own, in the order they came', async (t) => {
+  // A burst of units (enrollments arriving together) must not hold the loop for all of them
+  // in one turn: timers due meanwhile run between them.
+  const { uow, things } = setup()
+  const log: string[] = []
+  const busy = (ms: number) => {
+    const end = Date.now() + ms
+    while (Date.now() < end);
+  }
+  const ticker = setInterval(() => log.push('timer'), 1)
+  await Promise.all(
+    Array.from({ length: 6 }, (_, i) =>
+      uow.run(async () => {
+        log.push(`unit ${i}`)
+        await things.add(`u${i}`)
+        busy(3)
+      }),
+    ),
+  )
+  clearInterval(ticker)
+  const units = log.flatMap((l, i) => (l === 'timer' ? [] : [i]))
+  t.ok(
+    units.every((at, k) => k === 0 || at > units[k - 1] + 1),
+    `a timer (every millisecond) ran between each two units: ${log.join(', ')}`,
+  )
+  t.same(
+    log.filter((l) => l !== 'timer'),
+    Array.from({ length: 6 }, (_, i) => `unit ${i}`),
+    'in the order they came',
+  )
+  t.same(await things.names(), ['u0', 'u1', 'u2', 'u3', 'u4', 'u5'])
+})
+
 t.test('a unit that waits for I/O while open is refused and rolled back', async (t) => {
   const { uow, things } = setup()
   await t.rejects(
