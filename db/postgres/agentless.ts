@@ -224,7 +224,7 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
     goneQuiet: (before) => db.query<PollerRow & Row>('SELECT * FROM worker_pollers WHERE offline_since_ms IS NULL AND coalesce(last_heartbeat_ms, created_ms) < $1', [before]),
     setOffline: (id, since) => db.run('UPDATE worker_pollers SET offline_since_ms = $1 WHERE id = $2 AND offline_since_ms IS NULL', [since, id]),
 
-    connection: (id) => db.one<ConnectionRow & Row>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.id = $1`, [id]),
+    connection: (id, hold) => db.one<ConnectionRow & Row>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.id = $1${hold ? ' FOR UPDATE OF c' : ''}`, [id]),
     connectionByName: (name) => db.one<ConnectionRow & Row>(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${nocase('c.name')} = ${nocase('$1::text')}`, [name]),
     connectionsByNames: (names) => db.query<ConnectionRow & Row>(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${nocase('c.name')} = ANY($1::text[])`, [names.map(lowerAscii)]),
     connectionsByIds,

@@ -191,7 +191,9 @@ export async function updateConnection(deps: AgentlessDeps, ctx: Context, body: 
   const { store, uow, audit } = deps
   const now = Date.now()
   return uow.run(async () => {
-    const row = await store.connection(body.id)
+    // Held: the whole row is written back below from this read, so a change committing
+    // meanwhile must be read first (else its fields would be put back).
+    const row = await store.connection(body.id, true)
     if (!row) throw problem('not-found', `No agentless connection with id ${body.id}.`)
     const stored = { row, credentials: openCredentials(deps, row) }
     const draft = draftOf(row)

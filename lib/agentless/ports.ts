@@ -188,7 +188,8 @@ export interface AgentlessStore {
   goneQuiet(before: number): Promise<PollerRow[]>
   setOffline(id: string, since: number): Promise<number>
 
-  connection(id: number): Promise<ConnectionRow | undefined>
+  /** With `hold`, the connection is held against other changes to the end of the unit of work. */
+  connection(id: number, hold?: boolean): Promise<ConnectionRow | undefined>
   /** By name, whatever its case. */
   connectionByName(name: string): Promise<ConnectionRow | undefined>
   /** The connections of these names, whatever their case (as SQLite's NOCASE folds it: A-Z only). */
