@@ -344,3 +344,22 @@ t.test('ReportsArguments describes what is enforced', async (t) => {
   const withSmtp = (await call(smtp, await login(smtp), { method: 'GET', url: `${REPORTS}/ReportsArguments` })).json()
   t.match(withSmtp, { smtpConfigured: true, defaults: { sender: 'reports@example.com' } })
 })
+
+t.test('RequestForRun: two requests at once for one report queue one run', async (t) => {
+  // One open run per report: the second of two requests at once sees the first's run and
+  // answers conflict for it, whichever way they interleave.
+  const app = await build(t)
+  const token = await login(app)
+  for (let round = 0; round < 10; round++) {
+    const r = await createReport(app, token, { name: `Race ${round}`, type: 'agentsInventory', format: 'CSV' })
+    const ask = () => call(app, token, { method: 'POST', url: `${REPORTS}/RequestForRun`, payload: [r.id] })
+    const answers = await Promise.all([ask(), ask()])
+    t.same(
+      answers.map((a) => a.statusCode),
+      [200, 200],
+    )
+    t.same(answers.map((a) => a.json().succeeded).sort(), [0, 1], `round ${round}: one request queued a run, the other conflicted`)
+    t.equal(Number((await queryOne<{ n: number }>(app, 'SELECT count(*) AS n FROM report_runs WHERE report_id = ?', r.id))!.n), 1, `round ${round}: one run`)
+    await app.reportScheduler.idle()
+  }
+})

@@ -71,7 +71,7 @@ export function pgReportsRepo(db: Postgres, filters: PgFilterSql = plainFilterSq
       )
       return { changes }
     },
-    byId: (id: string) => get<ReportRow>('SELECT * FROM reports WHERE id = $1', [id]),
+    byId: (id: string, hold?: boolean) => get<ReportRow>(`SELECT * FROM reports WHERE id = $1${hold ? ' FOR UPDATE' : ''}`, [id]),
     byName: (name: string) => get<ReportRow>('SELECT * FROM reports WHERE name_key = $1', [nameKey(name)]),
     all: () => all<ReportRow>('SELECT * FROM reports ORDER BY name_key COLLATE "C", id COLLATE "C"'),
     count: async () => (await db.value<number>('SELECT count(*) FROM reports')) ?? 0,

@@ -191,7 +191,8 @@ export interface ReportReads {
 export interface ReportStore {
   // ---- definitions ----
   insert(r: ReportInsert): Promise<unknown>
-  byId(id: string): Promise<ReportRow | undefined>
+  /** With `hold`, the definition is held against other changes (and run requests) to the end of the unit of work. */
+  byId(id: string, hold?: boolean): Promise<ReportRow | undefined>
   /** By name, case-insensitively. */
   byName(name: string): Promise<ReportRow | undefined>
   /** Every definition, by name. */

@@ -56,16 +56,17 @@ export function reportService(deps: ReportServiceDeps) {
   /**
    * Applies `act` to each distinct id (ids are uuids; case does not matter) in one unit of
    * work, and answers per item in the order given: an id given twice gets the answer of its
-   * first occurrence. `record` writes the audit record in the same unit.
+   * first occurrence. `record` writes the audit record in the same unit. With `hold`, each
+   * definition is held before `act` decides on it.
    */
-  function perItem(ids: string[], act: (row: ReportRow | undefined) => Promise<Outcome>, record: (results: (ItemResult & { runId?: string | null })[]) => Promise<void>) {
+  function perItem(ids: string[], act: (row: ReportRow | undefined) => Promise<Outcome>, record: (results: (ItemResult & { runId?: string | null })[]) => Promise<void>, hold = false) {
     return uow.run(async () => {
       const outcomes = new Map<string, Outcome>()
       const results: (ItemResult & { runId?: string | null })[] = []
       for (const given of ids) {
         const id = given.toLowerCase()
         let o = outcomes.get(id)
-        if (!o) outcomes.set(id, (o = await act(await reports.byId(id))))
+        if (!o) outcomes.set(id, (o = await act(await reports.byId(id, hold))))
         results.push({ id: given, ...o })
       }
       await record(results)
@@ -233,6 +234,8 @@ export function reportService(deps: ReportServiceDeps) {
             asset: queued.length === 1 ? reportAsset(queued[0]) : { type: 'Report', detail: 'ReportDefinition' },
           })
         },
+        // Held: of two requests at once, the second reads the first's open run and conflicts.
+        true,
       )
       deps.runs.kick()
       return { ...counts(results), runIds, results: results.map((r) => ({ ...r, runId: r.runId ?? null })) }
