@@ -373,3 +373,16 @@ t.test('RequestForRun: two requests at once for one report queue one run', async
   await scheduler.kick()
   await scheduler.idle()
 })
+
+t.test('the same name given twice at once: one report, the other answers 409', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const other = await createReport(app, token, { name: 'Renamed from', type: 'agentsInventory', format: 'CSV' })
+  const create = (name: string) => call(app, token, { method: 'POST', url: `${REPORTS}/create`, payload: { name, type: 'agentsInventory', format: 'CSV' } })
+  for (let round = 0; round < 6; round++) {
+    const name = `Same ${round}`
+    const rename = call(app, token, { method: 'POST', url: `${REPORTS}/update`, payload: { id: other.id, name: name.toUpperCase() } })
+    const answers = await Promise.all([create(name), create(name.toLowerCase()), rename])
+    t.same(answers.map((a) => a.statusCode).sort(), [200, 409, 409], `round ${round}: one took the name, the others were refused: ${answers.map((a) => a.body.slice(0, 100)).join(' | ')}`)
+  }
+})

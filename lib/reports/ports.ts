@@ -190,6 +190,7 @@ export interface ReportReads {
 /** Report definitions and their runs. */
 export interface ReportStore {
   // ---- definitions ----
+  /** Rejects with an error of code `duplicate-key` when another definition took the name meanwhile (another unit of work); `update` too. */
   insert(r: ReportInsert): Promise<unknown>
   /** With `hold`, the definition is held against other changes (and run requests) to the end of the unit of work. */
   byId(id: string, hold?: boolean): Promise<ReportRow | undefined>

@@ -43,8 +43,13 @@ const notFound: Outcome = { status: 'failed', reason: 'No report with this id.',
 const done: Outcome = { status: 'done', reason: null, code: null }
 const counts = (results: ItemResult[]) => ({ succeeded: results.filter((r) => r.status === 'done').length, failed: results.filter((r) => r.status === 'failed').length })
 const names = (rows: ReportRow[]) => rows.map((r) => `"${r.name}"`).join(', ')
-const nameClash = (other: ReportRow) =>
+const nameClash = (other: Pick<ReportRow, 'name'>) =>
   problem('conflict', `A report named "${other.name}" already exists (names are compared ignoring case).`, { errors: [{ location: 'body', name: 'name', reason: 'is already used' }] })
+
+/** Taken by another request between the look-up and the write (PostgreSQL's unique index refused this one): the conflict the look-up would have found. */
+const takenMeanwhile = (name: string | undefined) => (err: unknown) => {
+  throw (err as { code?: string }).code === 'duplicate-key' && name !== undefined ? nameClash({ name }) : err
+}
 
 export function reportService(deps: ReportServiceDeps) {
   const { reports, uow, audit } = deps
@@ -107,16 +112,18 @@ export function reportService(deps: ReportServiceDeps) {
     async create(ctx: Context, owner: string, body: NewReport): Promise<ReportView> {
       const now = Date.now()
       const fields = readNewReport(body, owner, now)
-      return uow.run(async () => {
-        if ((await reports.count()) >= MAX_REPORTS) throw problem('conflict', `There are already ${MAX_REPORTS} report definitions, the most this server keeps; delete one first.`)
-        const other = await reports.byName(fields.name)
-        if (other) throw nameClash(other)
-        const id = crypto.randomUUID()
-        await reports.insert({ id, ...fields })
-        const view = reportView((await reports.byId(id))!, undefined)
-        await audit.record(ctx, { description: `Created report "${fields.name}" (${body.type}, ${body.format})`, details: view, asset: reportAsset({ id, name: fields.name }) })
-        return withWarnings(view, mailConfigured())
-      })
+      return uow
+        .run(async () => {
+          if ((await reports.count()) >= MAX_REPORTS) throw problem('conflict', `There are already ${MAX_REPORTS} report definitions, the most this server keeps; delete one first.`)
+          const other = await reports.byName(fields.name)
+          if (other) throw nameClash(other)
+          const id = crypto.randomUUID()
+          await reports.insert({ id, ...fields })
+          const view = reportView((await reports.byId(id))!, undefined)
+          await audit.record(ctx, { description: `Created report "${fields.name}" (${body.type}, ${body.format})`, details: view, asset: reportAsset({ id, name: fields.name }) })
+          return withWarnings(view, mailConfigured())
+        })
+        .catch(takenMeanwhile(fields.name))
     },
 
     /** Changes what the body sends, with an audit record of what differed; a lower retention applies at once. */
@@ -126,31 +133,33 @@ export function reportService(deps: ReportServiceDeps) {
       const current = await reports.byId(id)
       if (!current) throw problem('not-found', NOT_FOUND(body.id))
       const { changes, schedule, rescheduled } = readReportEdit(body, current, now)
-      const view = await uow.run(async () => {
-        const row = await reports.byId(id)
-        if (!row) throw problem('not-found', NOT_FOUND(body.id))
-        if (changes.name !== undefined) {
-          const other = await reports.byName(changes.name)
-          if (other && other.id !== id) throw nameClash(other)
-        }
-        const active = (changes.is_active ?? row.is_active) === 1
-        if (rescheduled) changes.next_run_ms = active && schedule ? nextDue(schedule, now) : null
-        changes.updated_ms = now
-        const before = reportView(row, undefined)
-        await reports.update(id, changes)
-        const after = reportView((await reports.byId(id))!, await reports.lastRunOf(id))
-        const changed = Object.fromEntries(
-          Object.keys(after)
-            .filter((k) => !['updatedTime', 'lastRun'].includes(k) && JSON.stringify((before as any)[k]) !== JSON.stringify((after as any)[k]))
-            .map((k) => [k, { from: (before as any)[k], to: (after as any)[k] }]),
-        )
-        await audit.record(ctx, {
-          description: `Changed report "${after.name}"${Object.keys(changed).length ? `: ${Object.keys(changed).join(', ')}` : ' (nothing differed)'}`,
-          details: changed,
-          asset: reportAsset(row),
+      const view = await uow
+        .run(async () => {
+          const row = await reports.byId(id)
+          if (!row) throw problem('not-found', NOT_FOUND(body.id))
+          if (changes.name !== undefined) {
+            const other = await reports.byName(changes.name)
+            if (other && other.id !== id) throw nameClash(other)
+          }
+          const active = (changes.is_active ?? row.is_active) === 1
+          if (rescheduled) changes.next_run_ms = active && schedule ? nextDue(schedule, now) : null
+          changes.updated_ms = now
+          const before = reportView(row, undefined)
+          await reports.update(id, changes)
+          const after = reportView((await reports.byId(id))!, await reports.lastRunOf(id))
+          const changed = Object.fromEntries(
+            Object.keys(after)
+              .filter((k) => !['updatedTime', 'lastRun'].includes(k) && JSON.stringify((before as any)[k]) !== JSON.stringify((after as any)[k]))
+              .map((k) => [k, { from: (before as any)[k], to: (after as any)[k] }]),
+          )
+          await audit.record(ctx, {
+            description: `Changed report "${after.name}"${Object.keys(changed).length ? `: ${Object.keys(changed).join(', ')}` : ' (nothing differed)'}`,
+            details: changed,
+            asset: reportAsset(row),
+          })
+          return after
         })
-        return after
-      })
+        .catch(takenMeanwhile(changes.name))
       // A lower retention applies at once (the newest file is always kept).
       if (changes.retention_files !== undefined && (changes.retention_files < current.retention_files || changes.retention_bytes! < current.retention_bytes)) {
         await applyRetention(deps, id, changes.retention_files, changes.retention_bytes!, now)
