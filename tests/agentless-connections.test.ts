@@ -267,3 +267,16 @@ t.test('two changes of one connection at once each keep the other (no lost updat
     t.same({ address: row.address, port: Number(row.port) }, { address: `10.0.2.${round + 1}`, port: 2200 + round }, `round ${round}: both changes kept`)
   }
 })
+
+t.test('the same name given twice at once: one connection, the other answers 409', async (t) => {
+  const { create } = await setup(t)
+  for (let round = 0; round < 6; round++) {
+    const body = { name: `twin-${round}`, address: '10.0.3.1', protocol: 'SSH', userName: 'svc', password: PASSWORD }
+    const answers = await Promise.all([create(body), create({ ...body, name: body.name.toUpperCase() }), create(body)])
+    t.same(answers.map((a) => a.statusCode).sort(), [200, 409, 409], `round ${round}: ${answers.map((a) => a.body.slice(0, 100)).join(' | ')}`)
+    t.ok(
+      answers.filter((a) => a.statusCode === 409).every((a) => a.json().errors?.[0]?.name === 'name'),
+      'the refusals name the field',
+    )
+  }
+})

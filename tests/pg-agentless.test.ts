@@ -131,7 +131,7 @@ t.test('pollers, connections, runs and locations: PostgreSQL answers as SQLite',
     }
   }
   t.throws(() => lite.insertConnection(values(1, { name: 'WEB-1' }), 'Password', null, BASE), 'SQLite: a connection name taken')
-  await t.rejects(repo.insertConnection(values(1, { name: 'WEB-1' }), 'Password', null, BASE), { code: '23505' }, 'PostgreSQL: a connection name taken')
+  await t.rejects(repo.insertConnection(values(1, { name: 'WEB-1' }), 'Password', null, BASE), { code: 'duplicate-key' }, 'PostgreSQL: a connection name taken')
   await write(
     'update',
     () => lite.updateConnection(ids[4], values(5, { port: 2222, useTls: true }), pollers[2].id, BASE + 40 * MIN),

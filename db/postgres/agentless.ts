@@ -22,12 +22,15 @@ import { MAX_PREVIOUS_ERRORS, type RunWrite } from '../agentless.js'
 import { contains } from '../sql.js'
 import type { Sort } from '../../lib/ports.js'
 import type { Postgres, Row } from './connection.js'
+import { refusedAsDuplicate } from './duplicates.js'
 
 // Runs kept per connection beyond the previous errors: enough to answer a retried report.
 const KEPT_OTHER_RUNS = 10
 // Rows read per statement by connectionsInPages (as db/exports.ts's pages).
 const PAGE_ROWS = 1000
 
+/** Connection names are unique whatever their ASCII case (migration 008): one taken meanwhile by another unit of work. */
+const NAME_TAKEN = 'agentless_connections_name'
 const FROM = 'agentless_connections c LEFT JOIN worker_pollers p ON p.id = c.poller_id'
 const COLUMNS = 'c.*, p.name AS poller_name'
 /** SQLite's NOCASE: ASCII letters folded, code point order. */
@@ -240,18 +243,22 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
       }
     },
     async insertConnection(v, credentialType, pollerId, now) {
-      return (await db.value<number>(
-        `INSERT INTO agentless_connections (name, address, protocol, port, use_tls, user_name, is_override_defaults, polling_interval_s, timeout_s,
+      return (await refusedAsDuplicate(NAME_TAKEN, () =>
+        db.value<number>(
+          `INSERT INTO agentless_connections (name, address, protocol, port, use_tls, user_name, is_override_defaults, polling_interval_s, timeout_s,
            credential_type, credentials, credentials_updated_ms, poller_id, created_ms, updated_ms)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ''::bytea, $11, $12, $11, $11) RETURNING id`,
-        [...bind(v), credentialType, now, pollerId],
+          [...bind(v), credentialType, now, pollerId],
+        ),
       ))!
     },
     async updateConnection(id, v, pollerId, now) {
-      await db.run(
-        `UPDATE agentless_connections SET name = $1, address = $2, protocol = $3, port = $4, use_tls = $5, user_name = $6, is_override_defaults = $7,
+      await refusedAsDuplicate(NAME_TAKEN, () =>
+        db.run(
+          `UPDATE agentless_connections SET name = $1, address = $2, protocol = $3, port = $4, use_tls = $5, user_name = $6, is_override_defaults = $7,
            polling_interval_s = $8, timeout_s = $9, poller_id = $10, updated_ms = $11 WHERE id = $12`,
-        [...bind(v), pollerId, now, id],
+          [...bind(v), pollerId, now, id],
+        ),
       )
     },
     setCredentials: (id, type, sealed, now) => db.run('UPDATE agentless_connections SET credential_type = $1, credentials = $2, credentials_updated_ms = $3 WHERE id = $4', [type, sealed, now, id]),

@@ -202,6 +202,7 @@ export interface AgentlessStore {
    */
   connectionsInPages(ids: readonly number[]): AsyncIterable<ConnectionRow>
   /** Inserts a connection; its credentials are set next (they are sealed with its id). */
+  /** Both reject with an error of code `duplicate-key` when another connection took the name meanwhile (another unit of work). */
   insertConnection(v: ConnectionValues, credentialType: 'Password' | 'PrivateKey', pollerId: string | null, now: number): Promise<number>
   updateConnection(id: number, v: ConnectionValues, pollerId: string | null, now: number): Promise<void>
   setCredentials(id: number, type: 'Password' | 'PrivateKey', sealed: Buffer, now: number): Promise<unknown>
