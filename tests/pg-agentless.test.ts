@@ -73,7 +73,7 @@ t.test('pollers, connections, runs and locations: PostgreSQL answers as SQLite',
       () => repo.insertPoller(p),
     )
   t.throws(() => lite.insertPoller({ ...pollers[0], id: 'x1', hash: 'hx', name: 'POLLER-EAST' }), 'SQLite: a name taken in another case')
-  await t.rejects(repo.insertPoller({ ...pollers[0], id: 'x1', hash: 'hx', name: 'POLLER-EAST' }), { code: '23505' }, 'PostgreSQL: a name taken in another case')
+  await t.rejects(repo.insertPoller({ ...pollers[0], id: 'x1', hash: 'hx', name: 'POLLER-EAST' }), { code: 'duplicate-key' }, 'PostgreSQL: a name taken in another case')
   await same('poller by name, other case', lite.pollerByName('POLLER-west'), repo.pollerByName('POLLER-west'))
   await same('poller by name, non-ASCII folded by neither', lite.pollerByName('édge'), repo.pollerByName('édge'))
   await same('poller by upper-case id', lite.poller(pollers[0].id.toUpperCase()), repo.poller(pollers[0].id.toUpperCase()))

@@ -188,15 +188,18 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
     pollers: () => db.query<PollerWithCounts & Row>(`${POLLER_COUNTS} GROUP BY p.id ORDER BY ${nocase('p.name')}, p.id`),
     pollerWithCounts: (id) => db.one<PollerWithCounts & Row>(`${POLLER_COUNTS} WHERE p.id = $1 GROUP BY p.id`, [id.toLowerCase()]),
     async insertPoller(p) {
-      await db.run(`INSERT INTO worker_pollers (id, name, credential_hash, host_name, ip_address, version, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
-        p.id,
-        p.name,
-        p.hash,
-        p.hostName,
-        p.ip,
-        p.version,
-        p.now,
-      ])
+      // A name taken meanwhile by another unit of work: refused by the unique index (migration 008).
+      await refusedAsDuplicate('worker_pollers_name', () =>
+        db.run(`INSERT INTO worker_pollers (id, name, credential_hash, host_name, ip_address, version, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
+          p.id,
+          p.name,
+          p.hash,
+          p.hostName,
+          p.ip,
+          p.version,
+          p.now,
+        ]),
+      )
     },
     setActivated: (id, on, now, by) =>
       db.run(

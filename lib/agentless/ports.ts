@@ -174,6 +174,7 @@ export interface AgentlessStore {
   /** Every poller with its connection counts, by name. */
   pollers(): Promise<PollerWithCounts[]>
   pollerWithCounts(id: string): Promise<PollerWithCounts | undefined>
+  /** Rejects with an error of code `duplicate-key` when another poller took the name meanwhile (another unit of work). */
   insertPoller(p: { id: string; name: string; hash: string; hostName: string | null; ip: string | null; version: string; now: number }): Promise<void>
   setActivated(id: string, on: boolean, now: number, by: string | null): Promise<number>
   heartbeat(p: { id: string; now: number; version: string; hostName: string | null; ip: string | null; startedMs: number | null; activeChecks: number | null }): Promise<void>
