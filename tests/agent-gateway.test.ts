@@ -440,3 +440,17 @@ t.test("the enrollment event names its source as the host's later events do: one
   )
   t.same([...hosts].sort(), ['HOST-A (10.20.30.40)', 'HOST-B (10.1.2.3)'])
 })
+
+t.test('one machine enrolling twice at once: one agent enrolled, the other enrollment held for approval', async (t) => {
+  // As when the enrollments come one after the other: the second finds the machine enrolled
+  // and, without its current credential, is held for an Administrator.
+  const app = await build(t, env)
+  for (let round = 0; round < 6; round++) {
+    const machineId = `race-machine-${round}`
+    const body = { enrollmentSecret: ENROLLMENT_SECRET, machineId, hostIdentifier: `RACE-${round}` }
+    const answers = await Promise.all([enrollReq(app, body), enrollReq(app, { ...body, machineId: machineId.toUpperCase() })])
+    // 202: the held one (what a later enrollment without the current credential answers).
+    t.same(answers.map((a) => a.statusCode).sort(), [200, 202], `round ${round}: one enrolled, one held: ${answers.map((a) => a.body.slice(0, 100)).join(' | ')}`)
+    t.equal(Number((await row(app, 'SELECT count(*) AS n FROM agents WHERE lower(machine_id) = ?', machineId)).n), 1, `round ${round}: one agent`)
+  }
+})

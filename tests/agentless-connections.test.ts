@@ -253,3 +253,30 @@ t.test('status list: filters, order and paging', async (t) => {
     t.equal(res.statusCode, 400, `${bad} answers 400`)
   }
 })
+
+t.test('two changes of one connection at once each keep the other (no lost update)', async (t) => {
+  // A change rewrites the whole row from what it read: the second of two at once must read
+  // the first's outcome, else the first's field goes back to what it was.
+  const { app, create, update } = await setup(t)
+  for (let round = 0; round < 10; round++) {
+    const made = (await create({ name: `race-${round}`, address: '10.0.1.1', protocol: 'SSH', userName: 'svc', password: PASSWORD })).json()
+    const [a, b] = await Promise.all([update({ id: made.id, address: `10.0.2.${round + 1}` }), update({ id: made.id, port: 2200 + round })])
+    t.equal(a.statusCode, 200, a.body)
+    t.equal(b.statusCode, 200, b.body)
+    const row = (await queryOne<{ address: string; port: number }>(app, 'SELECT address, port FROM agentless_connections WHERE id = ?', made.id))!
+    t.same({ address: row.address, port: Number(row.port) }, { address: `10.0.2.${round + 1}`, port: 2200 + round }, `round ${round}: both changes kept`)
+  }
+})
+
+t.test('the same name given twice at once: one connection, the other answers 409', async (t) => {
+  const { create } = await setup(t)
+  for (let round = 0; round < 6; round++) {
+    const body = { name: `twin-${round}`, address: '10.0.3.1', protocol: 'SSH', userName: 'svc', password: PASSWORD }
+    const answers = await Promise.all([create(body), create({ ...body, name: body.name.toUpperCase() }), create(body)])
+    t.same(answers.map((a) => a.statusCode).sort(), [200, 409, 409], `round ${round}: ${answers.map((a) => a.body.slice(0, 100)).join(' | ')}`)
+    t.ok(
+      answers.filter((a) => a.statusCode === 409).every((a) => a.json().errors?.[0]?.name === 'name'),
+      'the refusals name the field',
+    )
+  }
+})

@@ -212,3 +212,13 @@ t.test('upkeep: quiet pollers go offline, abandoned runs fail, health says so', 
   const s = (await call(app, await login(app), { method: 'GET', url: `${API}/connectiondetailsstatus` })).json().data[0]
   t.match(s, { statusString: 'Failed', statusErrorDescription: /no end of this run/ })
 })
+
+t.test('one poller name registered twice at once: one poller, the other answers 409', async (t) => {
+  const { app, register } = await setup(t)
+  for (let round = 0; round < 6; round++) {
+    const name = `twin-poller-${round}`
+    const answers = await Promise.all([register(name), register(name.toUpperCase()), register(name)])
+    t.same(answers.map((a) => a.statusCode).sort(), [200, 409, 409], `round ${round}: ${answers.map((a) => a.body.slice(0, 100)).join(' | ')}`)
+    t.equal(Number(await queryValue(app, 'SELECT count(*) FROM worker_pollers WHERE lower(name) = ?', name)), 1)
+  }
+})

@@ -386,3 +386,28 @@ t.test('updateAgents and fetchagentsdebuglogs: one command per agent, an open on
   t.equal((await agentRow(app, pc.id)).display_status, 'Updating')
   t.equal((await post(app, manager, '/prime/webui/agents/updateAgents', [])).statusCode, 400)
 })
+
+t.test('peripherals/command: two approvals on one agent at once leave a whitelist with both models last', async (t) => {
+  // The agent applies its UpdatePolicy commands in id order, the last one's whitelist in
+  // force: whichever way two approvals of different models interleave, that last one lists both.
+  const { app, manager } = await setup(t)
+  const approve = (uuid: string, vid: string, pid: string) => post(app, manager, '/prime/webui/peripherals/command', { opCode: 'APPROVE', peripheralsIds: [{ uuid, vid, pid }] })
+  for (let round = 0; round < 12; round++) {
+    const pc = await addAgent(app, { host_identifier: `RACE-${round}` })
+    await addPeripheral(app, pc.id, { vid: '0951', pid: '1666' })
+    await addPeripheral(app, pc.id, { vid: '046D', pid: 'C077' })
+    const [a, b] = await Promise.all([approve(pc.uuid, '0951', '1666'), approve(pc.uuid, '046D', 'C077')])
+    t.equal(a.statusCode, 200, a.body)
+    t.equal(b.statusCode, 200, b.body)
+    const policies = (await commandsOf(app, pc.id)).filter((c) => c.type === 'UpdatePolicy' && c.status !== 'Cancelled')
+    t.equal(policies.length, 1, `round ${round}: one UpdatePolicy left to deliver`)
+    t.same(
+      JSON.parse(policies.at(-1)!.parameters).approvedPeripherals,
+      [
+        { vid: '046D', pid: 'C077' },
+        { vid: '0951', pid: '1666' },
+      ],
+      `round ${round}: the last whitelist lists both models`,
+    )
+  }
+})

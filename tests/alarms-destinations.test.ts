@@ -322,3 +322,18 @@ t.test('remove: per-item results; pending deliveries cancelled, attempts kept', 
     t.equal(bad.statusCode, 400, `body ${JSON.stringify(body)}`)
   }
 })
+
+t.test('the same name given twice at once: one destination, the other answers 409', async (t) => {
+  const { app, token } = await setup(t)
+  const other = (await add(app, token, webhook('renamed-from'))).json()
+  for (let round = 0; round < 6; round++) {
+    const name = `race-${round}`
+    // Two creations, and a rename of another destination onto the same name.
+    const answers = await Promise.all([add(app, token, webhook(name)), add(app, token, webhook(name.toUpperCase())), add(app, token, { ...webhook(name), id: other.id })])
+    t.same(answers.map((a) => a.statusCode).sort(), [200, 409, 409], `round ${round}: one took the name, the others were refused: ${answers.map((a) => a.body.slice(0, 120)).join(' | ')}`)
+    if (answers[2].statusCode === 200) {
+      // The rename took it: the next round renames it back first.
+      t.equal((await add(app, token, { ...webhook(`renamed-${round}`), id: other.id })).statusCode, 200)
+    }
+  }
+})

@@ -195,3 +195,15 @@ t.test('a catalogue change drops the cached vulnerable-peripherals insight', asy
     { pid: '1666', kind: 'VulnerableDevice', hostsCount: 1, presentCount: 1 },
   )
 })
+
+t.test('the same entry added twice at once: one is added, the other answers 409', async (t) => {
+  const app = await build(t)
+  const admin = await login(app)
+  for (let round = 0; round < 6; round++) {
+    const pid = `9A0${round}`
+    const add = () => call(app, admin, { method: 'POST', url: URL, payload: { kind: 'VulnerableDevice', vid: '1D6B', pid, name: `Race ${round}` } })
+    const answers = await Promise.all([add(), add(), add()])
+    t.same(answers.map((a) => a.statusCode).sort(), [200, 409, 409], `round ${round}: one added, the others refused as duplicates`)
+    t.equal(Number((await queryOne<{ n: number }>(app, "SELECT count(*) AS n FROM catalogue WHERE vid = '1D6B' AND pid = ?", pid))!.n), 1)
+  }
+})

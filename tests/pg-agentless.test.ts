@@ -73,7 +73,7 @@ t.test('pollers, connections, runs and locations: PostgreSQL answers as SQLite',
       () => repo.insertPoller(p),
     )
   t.throws(() => lite.insertPoller({ ...pollers[0], id: 'x1', hash: 'hx', name: 'POLLER-EAST' }), 'SQLite: a name taken in another case')
-  await t.rejects(repo.insertPoller({ ...pollers[0], id: 'x1', hash: 'hx', name: 'POLLER-EAST' }), { code: '23505' }, 'PostgreSQL: a name taken in another case')
+  await t.rejects(repo.insertPoller({ ...pollers[0], id: 'x1', hash: 'hx', name: 'POLLER-EAST' }), { code: 'duplicate-key' }, 'PostgreSQL: a name taken in another case')
   await same('poller by name, other case', lite.pollerByName('POLLER-west'), repo.pollerByName('POLLER-west'))
   await same('poller by name, non-ASCII folded by neither', lite.pollerByName('édge'), repo.pollerByName('édge'))
   await same('poller by upper-case id', lite.poller(pollers[0].id.toUpperCase()), repo.poller(pollers[0].id.toUpperCase()))
@@ -131,7 +131,7 @@ t.test('pollers, connections, runs and locations: PostgreSQL answers as SQLite',
     }
   }
   t.throws(() => lite.insertConnection(values(1, { name: 'WEB-1' }), 'Password', null, BASE), 'SQLite: a connection name taken')
-  await t.rejects(repo.insertConnection(values(1, { name: 'WEB-1' }), 'Password', null, BASE), { code: '23505' }, 'PostgreSQL: a connection name taken')
+  await t.rejects(repo.insertConnection(values(1, { name: 'WEB-1' }), 'Password', null, BASE), { code: 'duplicate-key' }, 'PostgreSQL: a connection name taken')
   await write(
     'update',
     () => lite.updateConnection(ids[4], values(5, { port: 2222, useTls: true }), pollers[2].id, BASE + 40 * MIN),

@@ -103,7 +103,7 @@ t.test('reports: the same answers on PostgreSQL as on SQLite', { skip: noPostgre
 
   await t.test('a duplicate name (whatever its case) is refused by both', async (t) => {
     t.throws(() => sqlite.insert(report('dup', 'ALPHA')))
-    await t.rejects(postgres.insert(report('dup', 'ALPHA')), { code: '23505' })
+    await t.rejects(postgres.insert(report('dup', 'ALPHA')), { code: 'duplicate-key' })
   })
 
   await t.test('schedules: due reports (ties by id), advancing a due time once, the earliest', async (t) => {

@@ -344,3 +344,45 @@ t.test('ReportsArguments describes what is enforced', async (t) => {
   const withSmtp = (await call(smtp, await login(smtp), { method: 'GET', url: `${REPORTS}/ReportsArguments` })).json()
   t.match(withSmtp, { smtpConfigured: true, defaults: { sender: 'reports@example.com' } })
 })
+
+t.test('RequestForRun: two requests at once for one report queue one run', async (t) => {
+  // One open run per report: the second of two requests at once sees the first's run and
+  // answers conflict for it, whichever way they interleave.
+  const app = await build(t)
+  const token = await login(app)
+  // Runs are not started meanwhile: a run finished before the second request looks would
+  // rightly let it queue another.
+  const scheduler = app.reportScheduler
+  const kick = scheduler.kick
+  scheduler.kick = async () => {}
+  t.teardown(() => {
+    scheduler.kick = kick
+  })
+  for (let round = 0; round < 10; round++) {
+    const r = await createReport(app, token, { name: `Race ${round}`, type: 'agentsInventory', format: 'CSV' })
+    const ask = () => call(app, token, { method: 'POST', url: `${REPORTS}/RequestForRun`, payload: [r.id] })
+    const answers = await Promise.all([ask(), ask()])
+    t.same(
+      answers.map((a) => a.statusCode),
+      [200, 200],
+    )
+    t.same(answers.map((a) => a.json().succeeded).sort(), [0, 1], `round ${round}: one request queued a run, the other conflicted`)
+    t.equal(Number((await queryOne<{ n: number }>(app, 'SELECT count(*) AS n FROM report_runs WHERE report_id = ?', r.id))!.n), 1, `round ${round}: one run`)
+  }
+  scheduler.kick = kick
+  await scheduler.kick()
+  await scheduler.idle()
+})
+
+t.test('the same name given twice at once: one report, the other answers 409', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const other = await createReport(app, token, { name: 'Renamed from', type: 'agentsInventory', format: 'CSV' })
+  const create = (name: string) => call(app, token, { method: 'POST', url: `${REPORTS}/create`, payload: { name, type: 'agentsInventory', format: 'CSV' } })
+  for (let round = 0; round < 6; round++) {
+    const name = `Same ${round}`
+    const rename = call(app, token, { method: 'POST', url: `${REPORTS}/update`, payload: { id: other.id, name: name.toUpperCase() } })
+    const answers = await Promise.all([create(name), create(name.toLowerCase()), rename])
+    t.same(answers.map((a) => a.statusCode).sort(), [200, 409, 409], `round ${round}: one took the name, the others were refused: ${answers.map((a) => a.body.slice(0, 100)).join(' | ')}`)
+  }
+})

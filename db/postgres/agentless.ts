@@ -22,12 +22,15 @@ import { MAX_PREVIOUS_ERRORS, type RunWrite } from '../agentless.js'
 import { contains } from '../sql.js'
 import type { Sort } from '../../lib/ports.js'
 import type { Postgres, Row } from './connection.js'
+import { refusedAsDuplicate } from './duplicates.js'
 
 // Runs kept per connection beyond the previous errors: enough to answer a retried report.
 const KEPT_OTHER_RUNS = 10
 // Rows read per statement by connectionsInPages (as db/exports.ts's pages).
 const PAGE_ROWS = 1000
 
+/** Connection names are unique whatever their ASCII case (migration 008): one taken meanwhile by another unit of work. */
+const NAME_TAKEN = 'agentless_connections_name'
 const FROM = 'agentless_connections c LEFT JOIN worker_pollers p ON p.id = c.poller_id'
 const COLUMNS = 'c.*, p.name AS poller_name'
 /** SQLite's NOCASE: ASCII letters folded, code point order. */
@@ -185,15 +188,18 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
     pollers: () => db.query<PollerWithCounts & Row>(`${POLLER_COUNTS} GROUP BY p.id ORDER BY ${nocase('p.name')}, p.id`),
     pollerWithCounts: (id) => db.one<PollerWithCounts & Row>(`${POLLER_COUNTS} WHERE p.id = $1 GROUP BY p.id`, [id.toLowerCase()]),
     async insertPoller(p) {
-      await db.run(`INSERT INTO worker_pollers (id, name, credential_hash, host_name, ip_address, version, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
-        p.id,
-        p.name,
-        p.hash,
-        p.hostName,
-        p.ip,
-        p.version,
-        p.now,
-      ])
+      // A name taken meanwhile by another unit of work: refused by the unique index (migration 008).
+      await refusedAsDuplicate('worker_pollers_name', () =>
+        db.run(`INSERT INTO worker_pollers (id, name, credential_hash, host_name, ip_address, version, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7)`, [
+          p.id,
+          p.name,
+          p.hash,
+          p.hostName,
+          p.ip,
+          p.version,
+          p.now,
+        ]),
+      )
     },
     setActivated: (id, on, now, by) =>
       db.run(
@@ -224,7 +230,7 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
     goneQuiet: (before) => db.query<PollerRow & Row>('SELECT * FROM worker_pollers WHERE offline_since_ms IS NULL AND coalesce(last_heartbeat_ms, created_ms) < $1', [before]),
     setOffline: (id, since) => db.run('UPDATE worker_pollers SET offline_since_ms = $1 WHERE id = $2 AND offline_since_ms IS NULL', [since, id]),
 
-    connection: (id) => db.one<ConnectionRow & Row>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.id = $1`, [id]),
+    connection: (id, hold) => db.one<ConnectionRow & Row>(`SELECT ${COLUMNS} FROM ${FROM} WHERE c.id = $1${hold ? ' FOR UPDATE OF c' : ''}`, [id]),
     connectionByName: (name) => db.one<ConnectionRow & Row>(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${nocase('c.name')} = ${nocase('$1::text')}`, [name]),
     connectionsByNames: (names) => db.query<ConnectionRow & Row>(`SELECT ${COLUMNS} FROM ${FROM} WHERE ${nocase('c.name')} = ANY($1::text[])`, [names.map(lowerAscii)]),
     connectionsByIds,
@@ -240,18 +246,22 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
       }
     },
     async insertConnection(v, credentialType, pollerId, now) {
-      return (await db.value<number>(
-        `INSERT INTO agentless_connections (name, address, protocol, port, use_tls, user_name, is_override_defaults, polling_interval_s, timeout_s,
+      return (await refusedAsDuplicate(NAME_TAKEN, () =>
+        db.value<number>(
+          `INSERT INTO agentless_connections (name, address, protocol, port, use_tls, user_name, is_override_defaults, polling_interval_s, timeout_s,
            credential_type, credentials, credentials_updated_ms, poller_id, created_ms, updated_ms)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, ''::bytea, $11, $12, $11, $11) RETURNING id`,
-        [...bind(v), credentialType, now, pollerId],
+          [...bind(v), credentialType, now, pollerId],
+        ),
       ))!
     },
     async updateConnection(id, v, pollerId, now) {
-      await db.run(
-        `UPDATE agentless_connections SET name = $1, address = $2, protocol = $3, port = $4, use_tls = $5, user_name = $6, is_override_defaults = $7,
+      await refusedAsDuplicate(NAME_TAKEN, () =>
+        db.run(
+          `UPDATE agentless_connections SET name = $1, address = $2, protocol = $3, port = $4, use_tls = $5, user_name = $6, is_override_defaults = $7,
            polling_interval_s = $8, timeout_s = $9, poller_id = $10, updated_ms = $11 WHERE id = $12`,
-        [...bind(v), pollerId, now, id],
+          [...bind(v), pollerId, now, id],
+        ),
       )
     },
     setCredentials: (id, type, sealed, now) => db.run('UPDATE agentless_connections SET credential_type = $1, credentials = $2, credentials_updated_ms = $3 WHERE id = $4', [type, sealed, now, id]),

@@ -85,7 +85,7 @@ export function pgAgentsRepo(db: Postgres, shown: AgentListView) {
      * The agents (at most two: enough to tell "ambiguous") whose uuid, hostIdentifier and
      * localIpAddress equal every identifier given, case-insensitively (ASCII, as SQLite's NOCASE).
      */
-    async matching(ids: AgentIdentifiers): Promise<AgentRow[]> {
+    async matching(ids: AgentIdentifiers, hold?: boolean): Promise<AgentRow[]> {
       const p = new Params()
       const where: string[] = []
       if (ids.uuid != null) where.push(`uuid = lower(${p.add(ids.uuid)})`)
@@ -93,7 +93,7 @@ export function pgAgentsRepo(db: Postgres, shown: AgentListView) {
       // Addresses are ASCII: the index of migration 003 on lower(local_ip_address) serves.
       if (ids.ipAddress != null) where.push(`lower(local_ip_address) = lower(${p.add(ids.ipAddress)})`)
       if (!where.length) return []
-      return (await db.query(`SELECT * FROM agents WHERE ${where.join(' AND ')} LIMIT 2`, p.values)) as unknown as AgentRow[]
+      return (await db.query(`SELECT * FROM agents WHERE ${where.join(' AND ')} LIMIT 2${hold ? ' FOR UPDATE' : ''}`, p.values)) as unknown as AgentRow[]
     },
 
     /** Deletes the agent; its peripherals, approvals, commands and logs go with it (foreign keys). */

@@ -16,6 +16,10 @@ import { type AuditTrailRow, EVENT_FIELDS, type EventRow } from '../../lib/event
 import type { Async } from '../unit-of-work.js'
 import { PG_LAST_EVENT, pgEventQueue } from './alarm-queue.js'
 import type { Postgres } from './connection.js'
+import { refusedAsDuplicate } from './duplicates.js'
+
+/** Names are unique case-insensitively (migration 005): a name taken meanwhile by another unit of work. */
+const NAME_TAKEN = 'alarm_destinations_name_key_key'
 
 /** Longer than any attempt can take (PRIME_ALARM_TIMEOUT_SECONDS is at most 60), renewed with every page and every batch of outcomes. */
 export const LEASE_MS = 120_000
@@ -152,11 +156,13 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
     insert: (d: DestinationInput, ms: number, user: string | null) =>
       db.uow.run(async () => {
         await outboxLock()
-        const changes = await db.run(
-          `INSERT INTO alarm_destinations (id, name, name_key, type, enabled, min_severity, categories, audit_categories,
+        const changes = await refusedAsDuplicate(NAME_TAKEN, () =>
+          db.run(
+            `INSERT INTO alarm_destinations (id, name, name_key, type, enabled, min_severity, categories, audit_categories,
              feed_events, feed_audit, feed_assets, settings, created_ms, created_by, updated_ms, updated_by, events_from)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $13, $14, ${PG_LAST_EVENT})`,
-          params(d, ms, user),
+            params(d, ms, user),
+          ),
         )
         return { changes }
       }),
@@ -167,12 +173,14 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
     update: (d: DestinationInput, ms: number, user: string | null) =>
       db.uow.run(async () => {
         await queue.all()
-        return db.run(
-          `UPDATE alarm_destinations SET name = $2, name_key = $3, type = $4, enabled = $5::int, min_severity = $6, categories = $7,
+        return refusedAsDuplicate(NAME_TAKEN, () =>
+          db.run(
+            `UPDATE alarm_destinations SET name = $2, name_key = $3, type = $4, enabled = $5::int, min_severity = $6, categories = $7,
              audit_categories = $8, feed_events = $9::int, feed_audit = $10, feed_assets = $11, settings = $12, updated_ms = $13, updated_by = $14,
              events_from = CASE WHEN (enabled = 0 OR feed_events = 0) AND $5::int = 1 AND $9::int = 1 THEN ${PG_LAST_EVENT} ELSE events_from END
            WHERE id = $1`,
-          params(d, ms, user),
+            params(d, ms, user),
+          ),
         )
       }),
     /** Deletes a destination and cancels its pending deliveries (their attempts stay). Answers how many were cancelled (-1: none was there). */

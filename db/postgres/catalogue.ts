@@ -5,6 +5,7 @@ import type { CatalogueRepo } from '../catalogue.js'
 import type { CatalogueKind, CatalogueRow, NewCatalogueEntry } from '../../lib/catalogue/ports.js'
 import type { Async } from '../unit-of-work.js'
 import type { Postgres } from './connection.js'
+import { refusedAsDuplicate } from './duplicates.js'
 
 type Row = CatalogueRow & Record<string, unknown>
 
@@ -17,10 +18,13 @@ export function pgCatalogueRepo(db: Postgres) {
     count: async () => (await db.value<number>('SELECT count(*) FROM catalogue')) ?? 0,
     async insert(entry: NewCatalogueEntry, now: number): Promise<CatalogueRow> {
       const row: CatalogueRow = { ...entry, id: crypto.randomUUID(), built_in: 0, created_ms: now }
-      await db.run(
-        `INSERT INTO catalogue (id, kind, vid, pid, name, vulnerability, severity, reference, built_in, created_ms, created_by)
+      // The same kind and model added at once by another unit of work: refused by UNIQUE (kind, vid, pid).
+      await refusedAsDuplicate('catalogue_kind_vid_pid_key', () =>
+        db.run(
+          `INSERT INTO catalogue (id, kind, vid, pid, name, vulnerability, severity, reference, built_in, created_ms, created_by)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10)`,
-        [row.id, row.kind, row.vid, row.pid, row.name, row.vulnerability, row.severity, row.reference, row.created_ms, row.created_by],
+          [row.id, row.kind, row.vid, row.pid, row.name, row.vulnerability, row.severity, row.reference, row.created_ms, row.created_by],
+        ),
       )
       return row
     },

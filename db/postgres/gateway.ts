@@ -355,7 +355,11 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
   const port = {
     byCredential: (hash: string) =>
       db.one<GatewayAgent & Record<string, unknown>>('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = $1', [hash]),
-    byMachineId: (machineId: string) => db.one<{ id: number; uuid: string; credential_hash: string | null }>(BY_MACHINE_ID, [machineId]),
+    async byMachineId(machineId: string, hold?: boolean) {
+      // A lock on the id itself, as there may be no row to lock yet (a first enrollment).
+      if (hold) await db.query(`SELECT pg_advisory_xact_lock(hashtextextended('prime enrollment ' || lower($1), 0))`, [machineId])
+      return db.one<{ id: number; uuid: string; credential_hash: string | null }>(`${BY_MACHINE_ID}${hold ? ' FOR UPDATE' : ''}`, [machineId])
+    },
     agentByUuid: (uuid: string) => db.one<AgentRow & Record<string, unknown>>('SELECT * FROM agents WHERE uuid = $1', [uuid.toLowerCase()]),
     /** Keeps a re-enrollment aside for an Administrator (the latest per agent). */
     async holdReEnrollment(h: { agentId: number; id: string; credentialHash: string; hostIdentifier: string; sourceIp: string | null; requestedMs: number }) {

@@ -10,6 +10,7 @@ import crypto from 'node:crypto'
 import type { ReportChanges, ReportFileStore, ReportInsert, ReportRow, ReportSources, ReportStore, RunLeases } from '../../lib/reports/ports.js'
 import { nameKey } from '../reports.js'
 import type { Postgres } from './connection.js'
+import { refusedAsDuplicate } from './duplicates.js'
 import { Params, type PgFilterSql, pgReportData, plainFilterSql } from './reports-data.js'
 import { pgReportRuns } from './reports-runs.js'
 
@@ -37,6 +38,9 @@ const CHANGEABLE = new Set<string>([
  * `filters`: the agent and peripheral filters as SQL (the agents' part may give its own);
  * `holder`: who holds this process's leases on runs (a fresh id by default).
  */
+/** Names are unique ignoring case (migration 007). */
+const NAME_TAKEN = 'reports_name_key_key'
+
 export function pgReportsRepo(db: Postgres, filters: PgFilterSql = plainFilterSql, holder: string = crypto.randomUUID()) {
   // Rows typed as the SQLite repository's (the same columns): the definitions here, the runs
   // and files in reports-runs.ts, the reads in reports-data.ts.
@@ -45,33 +49,36 @@ export function pgReportsRepo(db: Postgres, filters: PgFilterSql = plainFilterSq
   const repo = {
     // ---- definitions ----
     async insert(r: ReportInsert) {
-      const changes = await db.run(
-        `INSERT INTO reports (id, name, name_key, description, type, format, filters, schedule, recipients, sender, is_active, owner,
+      // A name taken meanwhile by another unit of work: refused by the unique name_key.
+      const changes = await refusedAsDuplicate(NAME_TAKEN, () =>
+        db.run(
+          `INSERT INTO reports (id, name, name_key, description, type, format, filters, schedule, recipients, sender, is_active, owner,
            created_ms, updated_ms, next_run_ms, retention_files, retention_bytes)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-        [
-          r.id,
-          r.name,
-          nameKey(r.name),
-          r.description,
-          r.type,
-          r.format,
-          r.filters,
-          r.schedule,
-          r.recipients,
-          r.sender,
-          r.is_active,
-          r.owner,
-          r.created_ms,
-          r.updated_ms,
-          r.next_run_ms,
-          r.retention_files,
-          r.retention_bytes,
-        ],
+          [
+            r.id,
+            r.name,
+            nameKey(r.name),
+            r.description,
+            r.type,
+            r.format,
+            r.filters,
+            r.schedule,
+            r.recipients,
+            r.sender,
+            r.is_active,
+            r.owner,
+            r.created_ms,
+            r.updated_ms,
+            r.next_run_ms,
+            r.retention_files,
+            r.retention_bytes,
+          ],
+        ),
       )
       return { changes }
     },
-    byId: (id: string) => get<ReportRow>('SELECT * FROM reports WHERE id = $1', [id]),
+    byId: (id: string, hold?: boolean) => get<ReportRow>(`SELECT * FROM reports WHERE id = $1${hold ? ' FOR UPDATE' : ''}`, [id]),
     byName: (name: string) => get<ReportRow>('SELECT * FROM reports WHERE name_key = $1', [nameKey(name)]),
     all: () => all<ReportRow>('SELECT * FROM reports ORDER BY name_key COLLATE "C", id COLLATE "C"'),
     count: async () => (await db.value<number>('SELECT count(*) FROM reports')) ?? 0,
@@ -87,7 +94,7 @@ export function pgReportsRepo(db: Postgres, filters: PgFilterSql = plainFilterSq
         })
       if (changes.name !== undefined) assignments.push(`name_key = ${p.add(nameKey(changes.name))}`)
       if (!assignments.length) return
-      await db.run(`UPDATE reports SET ${assignments.join(', ')} WHERE id = $1`, p.values)
+      await refusedAsDuplicate(NAME_TAKEN, () => db.run(`UPDATE reports SET ${assignments.join(', ')} WHERE id = $1`, p.values))
     },
     /** Deletes the definition; its runs and their files go with it (foreign keys). */
     remove: async (id: string) => (await db.run('DELETE FROM reports WHERE id = $1', [id])) > 0,

@@ -148,6 +148,16 @@ function auditValues(c: Checked) {
   return { ...c.values, pollerId: c.pollerId, credentialType: c.credentialType, ...secrets }
 }
 
+/**
+ * The name taken by another request between the look-up and the write (PostgreSQL's unique
+ * index refused this one): the conflict storeProblem would have found.
+ */
+function nameTakenMeanwhile(err: unknown): never {
+  if ((err as { code?: string }).code !== 'duplicate-key') throw err
+  const reason = 'is already used by another connection (names are unique, whatever their case)'
+  throw problem('conflict', `name ${reason}.`, { errors: [{ location: 'body', name: 'name', reason }] })
+}
+
 async function failStore(deps: AgentlessDeps, c: Checked, current: ConnectionRow | undefined) {
   const p = await storeProblem(deps, c, current)
   if (!p) return
@@ -174,66 +184,72 @@ export async function createConnection(deps: AgentlessDeps, ctx: Context, body: 
   const { errors, checked } = checkDraft(draft)
   if (!checked) throw rulesProblem(errors)
   const now = Date.now()
-  return uow.run(async () => {
-    await failStore(deps, checked, undefined)
-    const id = await storeConnection(deps, checked, undefined, now)
-    const row = (await store.connection(id))!
-    await audit.record(ctx, {
-      description: `Created agentless connection "${row.name}" (${row.protocol} ${row.address}:${row.port})${row.poller_name ? `, registered to poller ${row.poller_name}` : ''}`,
-      details: { id, ...auditValues(checked) },
-      asset: connectionAsset(row),
+  return uow
+    .run(async () => {
+      await failStore(deps, checked, undefined)
+      const id = await storeConnection(deps, checked, undefined, now)
+      const row = (await store.connection(id))!
+      await audit.record(ctx, {
+        description: `Created agentless connection "${row.name}" (${row.protocol} ${row.address}:${row.port})${row.poller_name ? `, registered to poller ${row.poller_name}` : ''}`,
+        details: { id, ...auditValues(checked) },
+        asset: connectionAsset(row),
+      })
+      return connectionView(row, defaultsOf(deps.settings))
     })
-    return connectionView(row, defaultsOf(deps.settings))
-  })
+    .catch(nameTakenMeanwhile)
 }
 
 export async function updateConnection(deps: AgentlessDeps, ctx: Context, body: Schemas['AgentlessRsConnectionDetailsUpdateRequest']) {
   const { store, uow, audit } = deps
   const now = Date.now()
-  return uow.run(async () => {
-    const row = await store.connection(body.id)
-    if (!row) throw problem('not-found', `No agentless connection with id ${body.id}.`)
-    const stored = { row, credentials: openCredentials(deps, row) }
-    const draft = draftOf(row)
-    const given = body as Record<string, unknown>
-    const has = (k: string) => Object.hasOwn(given, k)
-    if (has('name')) draft.name = body.name!
-    if (has('address')) draft.address = body.address!
-    if (has('protocol')) draft.protocol = body.protocol!
-    if (has('port')) draft.port = body.port ?? null
-    if (has('useTls')) draft.useTls = body.useTls ?? null
-    if (has('userName')) draft.userName = body.userName!
-    if (has('password')) draft.password = body.password
-    if (has('privateKey')) draft.privateKey = body.privateKey
-    if (has('privateKeyPassphrase')) draft.privateKeyPassphrase = body.privateKeyPassphrase ?? null
-    if (has('isOverrideDefaults')) {
-      draft.isOverrideDefaults = body.isOverrideDefaults!
-      // Turning the override off drops the connection's own options.
-      if (!body.isOverrideDefaults) {
-        draft.pollingIntervalSeconds = null
-        draft.timeoutSeconds = null
+  return uow
+    .run(async () => {
+      // Held: the whole row is written back below from this read, so a change committing
+      // meanwhile must be read first (else its fields would be put back).
+      const row = await store.connection(body.id, true)
+      if (!row) throw problem('not-found', `No agentless connection with id ${body.id}.`)
+      const stored = { row, credentials: openCredentials(deps, row) }
+      const draft = draftOf(row)
+      const given = body as Record<string, unknown>
+      const has = (k: string) => Object.hasOwn(given, k)
+      if (has('name')) draft.name = body.name!
+      if (has('address')) draft.address = body.address!
+      if (has('protocol')) draft.protocol = body.protocol!
+      if (has('port')) draft.port = body.port ?? null
+      if (has('useTls')) draft.useTls = body.useTls ?? null
+      if (has('userName')) draft.userName = body.userName!
+      if (has('password')) draft.password = body.password
+      if (has('privateKey')) draft.privateKey = body.privateKey
+      if (has('privateKeyPassphrase')) draft.privateKeyPassphrase = body.privateKeyPassphrase ?? null
+      if (has('isOverrideDefaults')) {
+        draft.isOverrideDefaults = body.isOverrideDefaults!
+        // Turning the override off drops the connection's own options.
+        if (!body.isOverrideDefaults) {
+          draft.pollingIntervalSeconds = null
+          draft.timeoutSeconds = null
+        }
       }
-    }
-    if (has('pollingIntervalSeconds')) draft.pollingIntervalSeconds = body.pollingIntervalSeconds ?? null
-    if (has('timeoutSeconds')) draft.timeoutSeconds = body.timeoutSeconds ?? null
-    if (has('pollerId')) draft.pollerId = body.pollerId ?? null
-    const { errors, checked } = checkDraft(draft, stored)
-    if (!checked) throw rulesProblem(errors)
-    await failStore(deps, checked, row)
-    const changed = changedFields(row, checked, stored.credentials)
-    if (changed.length > 0) await storeConnection(deps, checked, row, now)
-    const after = (await store.connection(row.id))!
-    const secret = new Set(['password', 'privateKey', 'privateKeyPassphrase'])
-    await audit.record(ctx, {
-      description: changed.length ? `Changed agentless connection "${after.name}": ${changed.join(', ')}` : `Agentless connection "${after.name}" unchanged (the values sent are the stored ones)`,
-      details: {
-        id: row.id,
-        changes: Object.fromEntries(changed.map((f) => [f, secret.has(f) ? 'changed' : { from: beforeValue(row, f), to: afterValue(after, f) }])),
-      },
-      asset: connectionAsset(after),
+      if (has('pollingIntervalSeconds')) draft.pollingIntervalSeconds = body.pollingIntervalSeconds ?? null
+      if (has('timeoutSeconds')) draft.timeoutSeconds = body.timeoutSeconds ?? null
+      if (has('pollerId')) draft.pollerId = body.pollerId ?? null
+      const { errors, checked } = checkDraft(draft, stored)
+      if (!checked) throw rulesProblem(errors)
+      await failStore(deps, checked, row)
+      const changed = changedFields(row, checked, stored.credentials)
+      if (changed.length > 0) await storeConnection(deps, checked, row, now)
+      const after = (await store.connection(row.id))!
+      const secret = new Set(['password', 'privateKey', 'privateKeyPassphrase'])
+      await audit.record(ctx, {
+        description: changed.length ? `Changed agentless connection "${after.name}": ${changed.join(', ')}` : `Agentless connection "${after.name}" unchanged (the values sent are the stored ones)`,
+        details: {
+          id: row.id,
+          changes: Object.fromEntries(changed.map((f) => [f, secret.has(f) ? 'changed' : { from: beforeValue(row, f), to: afterValue(after, f) }])),
+        },
+        asset: connectionAsset(after),
+      })
+      return connectionView(after, defaultsOf(deps.settings))
     })
-    return connectionView(after, defaultsOf(deps.settings))
-  })
+    .catch(nameTakenMeanwhile)
 }
 
 const columnOf: Record<string, keyof ConnectionRow> = {

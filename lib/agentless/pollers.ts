@@ -44,20 +44,27 @@ export async function registerPoller(deps: AgentlessDeps, ctx: Context, body: Sc
   if (settings.enrollmentSecret === null) throw await refuse('registration is disabled', 'Worker poller registration is disabled on this server (PRIME_POLLER_ENROLLMENT_SECRET is not set).')
   if (!secretMatches(body.enrollmentSecret, settings.enrollmentSecret)) throw await refuse('wrong enrollment secret', 'The enrollment secret is wrong.')
   const now = Date.now()
-  return uow.run(async () => {
-    const known = await store.pollerByName(body.name)
-    if (known) throw problem('conflict', `A worker poller named "${known.name}" is already registered (id ${known.id}); delete it first to register it again.`)
-    const id = crypto.randomUUID()
-    const credential = newSecret(POLLER_PREFIX)
-    await store.insertPoller({ id, name: body.name, hash: sha256(credential), hostName: body.hostName ?? null, ip, version: body.version, now })
-    await audit.record(ctx, {
-      description: `Worker poller "${body.name}" registered (not activated)`,
-      details: { id, name: body.name, hostName: body.hostName ?? null, version: body.version },
-      user: pollerUser(body),
-      asset: pollerAsset({ id, name: body.name, ip_address: ip }),
+  return uow
+    .run(async () => {
+      const known = await store.pollerByName(body.name)
+      if (known) throw problem('conflict', `A worker poller named "${known.name}" is already registered (id ${known.id}); delete it first to register it again.`)
+      const id = crypto.randomUUID()
+      const credential = newSecret(POLLER_PREFIX)
+      await store.insertPoller({ id, name: body.name, hash: sha256(credential), hostName: body.hostName ?? null, ip, version: body.version, now })
+      await audit.record(ctx, {
+        description: `Worker poller "${body.name}" registered (not activated)`,
+        details: { id, name: body.name, hostName: body.hostName ?? null, version: body.version },
+        user: pollerUser(body),
+        asset: pollerAsset({ id, name: body.name, ip_address: ip }),
+      })
+      return { pollerId: id, name: body.name, credential, isActivated: false, heartbeatIntervalSeconds: settings.heartbeatSeconds, serverTime: iso(now) }
     })
-    return { pollerId: id, name: body.name, credential, isActivated: false, heartbeatIntervalSeconds: settings.heartbeatSeconds, serverTime: iso(now) }
-  })
+    .catch((err) => {
+      // Registered by another request between the look-up and the insert (PostgreSQL's unique
+      // index refused this one): the conflict the look-up would have found.
+      if ((err as { code?: string }).code === 'duplicate-key') throw problem('conflict', `A worker poller named "${body.name}" is already registered; delete it first to register it again.`)
+      throw err
+    })
 }
 
 const instruction = (p: PollerRow) => (p.is_activated ? 'Check' : 'StopChecking') as 'Check' | 'StopChecking'

@@ -174,6 +174,7 @@ export interface AgentlessStore {
   /** Every poller with its connection counts, by name. */
   pollers(): Promise<PollerWithCounts[]>
   pollerWithCounts(id: string): Promise<PollerWithCounts | undefined>
+  /** Rejects with an error of code `duplicate-key` when another poller took the name meanwhile (another unit of work). */
   insertPoller(p: { id: string; name: string; hash: string; hostName: string | null; ip: string | null; version: string; now: number }): Promise<void>
   setActivated(id: string, on: boolean, now: number, by: string | null): Promise<number>
   heartbeat(p: { id: string; now: number; version: string; hostName: string | null; ip: string | null; startedMs: number | null; activeChecks: number | null }): Promise<void>
@@ -188,7 +189,8 @@ export interface AgentlessStore {
   goneQuiet(before: number): Promise<PollerRow[]>
   setOffline(id: string, since: number): Promise<number>
 
-  connection(id: number): Promise<ConnectionRow | undefined>
+  /** With `hold`, the connection is held against other changes to the end of the unit of work. */
+  connection(id: number, hold?: boolean): Promise<ConnectionRow | undefined>
   /** By name, whatever its case. */
   connectionByName(name: string): Promise<ConnectionRow | undefined>
   /** The connections of these names, whatever their case (as SQLite's NOCASE folds it: A-Z only). */
@@ -201,6 +203,7 @@ export interface AgentlessStore {
    */
   connectionsInPages(ids: readonly number[]): AsyncIterable<ConnectionRow>
   /** Inserts a connection; its credentials are set next (they are sealed with its id). */
+  /** Both reject with an error of code `duplicate-key` when another connection took the name meanwhile (another unit of work). */
   insertConnection(v: ConnectionValues, credentialType: 'Password' | 'PrivateKey', pollerId: string | null, now: number): Promise<number>
   updateConnection(id: number, v: ConnectionValues, pollerId: string | null, now: number): Promise<void>
   setCredentials(id: number, type: 'Password' | 'PrivateKey', sealed: Buffer, now: number): Promise<unknown>

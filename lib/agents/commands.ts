@@ -26,7 +26,9 @@ export async function matchAgent(agents: Pick<AgentStore, 'matching'>, ids: Agen
   if (ids.uuid == null && ids.hostIdentifier == null && ids.ipAddress == null) {
     return { code: 'invalid', reason: 'Names no agent: give uuid, hostIdentifier or ipAddress.' }
   }
-  const found = await agents.matching(ids)
+  // Held: two requests changing one agent's approvals or mode at once run one after the
+  // other, so that the later one's whitelist and pending commands see the earlier's.
+  const found = await agents.matching(ids, true)
   if (found.length === 0) return { code: 'not-found', reason: `No agent matches ${describe(ids)}.` }
   if (found.length > 1) return { code: 'ambiguous', reason: `Several agents match ${describe(ids)}; add another identifier.` }
   return { agent: found[0] }

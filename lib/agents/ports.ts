@@ -311,8 +311,11 @@ export interface AgentStore {
   pageIds(f: AgentFilter, sort: Sort, limit: number, offset: number): Promise<Counts & { ids: number[] }>
   /** These agents as JSON objects joined by commas, in chunks (a streamed page: read synchronously in db/, a chunk at a time). */
   viewChunks(ids: readonly number[]): Promise<AsyncIterable<string>>
-  /** At most two agents whose identifiers equal every one given (case-insensitively). */
-  matching(ids: AgentIdentifiers): Promise<AgentRow[]>
+  /**
+   * At most two agents whose identifiers equal every one given (case-insensitively); with
+   * `hold`, they are held against other changes to the end of the unit of work.
+   */
+  matching(ids: AgentIdentifiers, hold?: boolean): Promise<AgentRow[]>
   /** Deletes the agent with its peripherals, approvals and commands; answers whether it was there. */
   remove(id: number): Promise<boolean>
 }

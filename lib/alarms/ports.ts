@@ -101,6 +101,7 @@ export interface AlarmDestinationStore {
   /** By name, case-insensitively. */
   byName(name: string): Promise<DestinationRow | undefined>
   count(): Promise<number>
+  /** Both reject with an error of code `duplicate-key` when another destination took the name meanwhile (another unit of work). */
   insert(d: DestinationInput, ms: number, user: string | null): Promise<unknown>
   update(d: DestinationInput, ms: number, user: string | null): Promise<number>
   /** Deletes a destination and cancels its pending deliveries; answers how many were cancelled (-1: none was there). */

@@ -67,21 +67,28 @@ export function alarmDestinationService(deps: AlarmDestinationDeps) {
       // Resolving host names takes time: done before the unit of work, which checks the rest again.
       const input = await destinationInput(body, existing, deps.allow, deps.mailConfigured())
       const now = Date.now()
-      return uow.run(async () => {
-        const current = id ? await destinations.byId(id) : undefined
-        if (id && !current) throw problem('not-found', `${NOT_FOUND} (${body.id})`)
-        const clash = await destinations.byName(input.name)
-        if (clash && clash.id !== input.id) throw problem('conflict', `An alarm destination named "${clash.name}" already exists (names are case-insensitive).`)
-        if (!current && (await destinations.count()) >= MAX_DESTINATIONS) throw problem('conflict', `There are already ${MAX_DESTINATIONS} alarm destinations, the most allowed; remove one first.`)
-        if (current) {
-          await destinations.update(input, now, ctx.actor)
-          await audit.record(ctx, { description: `Alarm destination "${input.name}" updated`, details: changes(inputOf(current), input), asset: destinationAsset(input) })
-        } else {
-          await destinations.insert(input, now, ctx.actor)
-          await audit.record(ctx, { description: `Alarm destination "${input.name}" created`, details: auditForm(input), asset: destinationAsset(input) })
-        }
-        return state((await destinations.byId(input.id))!, now)
-      })
+      return uow
+        .run(async () => {
+          const current = id ? await destinations.byId(id) : undefined
+          if (id && !current) throw problem('not-found', `${NOT_FOUND} (${body.id})`)
+          const clash = await destinations.byName(input.name)
+          if (clash && clash.id !== input.id) throw problem('conflict', `An alarm destination named "${clash.name}" already exists (names are case-insensitive).`)
+          if (!current && (await destinations.count()) >= MAX_DESTINATIONS) throw problem('conflict', `There are already ${MAX_DESTINATIONS} alarm destinations, the most allowed; remove one first.`)
+          if (current) {
+            await destinations.update(input, now, ctx.actor)
+            await audit.record(ctx, { description: `Alarm destination "${input.name}" updated`, details: changes(inputOf(current), input), asset: destinationAsset(input) })
+          } else {
+            await destinations.insert(input, now, ctx.actor)
+            await audit.record(ctx, { description: `Alarm destination "${input.name}" created`, details: auditForm(input), asset: destinationAsset(input) })
+          }
+          return state((await destinations.byId(input.id))!, now)
+        })
+        .catch((err) => {
+          // Named so by another request between the look-up and the write (PostgreSQL's
+          // unique index refused this one): the conflict the look-up would have found.
+          if ((err as { code?: string }).code === 'duplicate-key') throw problem('conflict', `An alarm destination named "${input.name}" already exists (names are case-insensitive).`)
+          throw err
+        })
     },
 
     /** Removes destinations by id (their pending deliveries are cancelled); one result per id given. */

@@ -23,6 +23,7 @@ export interface CatalogueStore {
   byId(id: string): Promise<CatalogueRow | undefined>
   byKey(kind: CatalogueKind, vid: string, pid: string): Promise<CatalogueRow | undefined>
   count(): Promise<number>
+  /** Rejects with an error of code `duplicate-key` when the kind and model are stored already (written meanwhile by another unit of work). */
   insert(entry: NewCatalogueEntry, now: number): Promise<CatalogueRow>
   /** Answers whether an entry was removed. */
   remove(id: string): Promise<boolean>

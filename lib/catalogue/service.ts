@@ -40,31 +40,38 @@ export function catalogueService(deps: CatalogueDeps) {
     async add(ctx: Context, by: string, body: NewEntry): Promise<CatalogueRow> {
       const vid = body.vid.toUpperCase()
       const pid = body.pid.toUpperCase()
-      return uow.run(async () => {
-        if (await catalogue.byKey(body.kind, vid, pid)) throw problem('conflict', `The catalogue already has a ${body.kind} entry for ${vid}:${pid}.`)
-        if ((await catalogue.count()) >= MAX_CATALOGUE_ENTRIES) throw problem('conflict', `The catalogue is full (${MAX_CATALOGUE_ENTRIES} entries); remove one first.`)
-        const created = await catalogue.insert(
-          {
-            kind: body.kind,
-            vid,
-            pid,
-            name: body.name,
-            vulnerability: body.vulnerability ?? null,
-            severity: body.severity ?? defaultSeverity[body.kind],
-            reference: body.reference ?? null,
-            // Integration tokens act as `token:<name>`, which may be longer than the field.
-            created_by: by.slice(0, 100),
-          },
-          now(),
-        )
-        const agents = await modelChanged(created)
-        await audit.record(ctx, {
-          description: `Catalogue entry added: ${created.kind} ${vid}:${pid} "${created.name}" (${agents} agent(s) reported this model)`,
-          details: { ...entryView(created), agentsRecomputed: agents },
-          asset: entryAsset(created),
+      const taken = () => problem('conflict', `The catalogue already has a ${body.kind} entry for ${vid}:${pid}.`)
+      return uow
+        .run(async () => {
+          if (await catalogue.byKey(body.kind, vid, pid)) throw taken()
+          if ((await catalogue.count()) >= MAX_CATALOGUE_ENTRIES) throw problem('conflict', `The catalogue is full (${MAX_CATALOGUE_ENTRIES} entries); remove one first.`)
+          const created = await catalogue.insert(
+            {
+              kind: body.kind,
+              vid,
+              pid,
+              name: body.name,
+              vulnerability: body.vulnerability ?? null,
+              severity: body.severity ?? defaultSeverity[body.kind],
+              reference: body.reference ?? null,
+              // Integration tokens act as `token:<name>`, which may be longer than the field.
+              created_by: by.slice(0, 100),
+            },
+            now(),
+          )
+          const agents = await modelChanged(created)
+          await audit.record(ctx, {
+            description: `Catalogue entry added: ${created.kind} ${vid}:${pid} "${created.name}" (${agents} agent(s) reported this model)`,
+            details: { ...entryView(created), agentsRecomputed: agents },
+            asset: entryAsset(created),
+          })
+          return created
         })
-        return created
-      })
+        .catch((err) => {
+          // Added by another request between the look-up and the insert (PostgreSQL's unique
+          // index refused this one): the conflict the look-up would have found.
+          throw (err as { code?: string }).code === 'duplicate-key' ? taken() : err
+        })
     },
 
     /** Removes an entry by id; answers it as it was. */

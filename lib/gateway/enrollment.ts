@@ -36,7 +36,9 @@ export async function enroll(s: GatewayState, ctx: Context, body: Schemas['Gatew
   const credential = newSecret(AGENT_PREFIX)
   const hash = sha256(credential)
   return s.uow.run(async () => {
-    const known = await s.store.byMachineId(body.machineId)
+    // Held: of two enrollments of one machine at once, the second finds the first's agent
+    // (and its credential) as if it came later, instead of inserting the machine again.
+    const known = await s.store.byMachineId(body.machineId, true)
     let id: number, uuid: string
     if (known) {
       // The shared secret alone never moves an enrolled identity: the agent proves its

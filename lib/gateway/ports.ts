@@ -202,7 +202,12 @@ export interface OverdueCommand {
 /** Agents, their peripherals, commands, errors, held re-enrollments and license seats. */
 export interface GatewayStore {
   // ---- enrollment ----
-  byMachineId(machineId: string): Promise<{ id: number; uuid: string; credential_hash: string | null } | undefined>
+  /**
+   * The agent enrolled with this machine id, whatever its case. With `hold`, the machine id
+   * (enrolled or not yet) is held to the end of the unit of work: another enrollment of it
+   * waits, then finds what this one wrote.
+   */
+  byMachineId(machineId: string, hold?: boolean): Promise<{ id: number; uuid: string; credential_hash: string | null } | undefined>
   agentByUuid(uuid: string): Promise<AgentRow | undefined>
   /** Keeps a re-enrollment aside for an Administrator (the latest per agent). */
   holdReEnrollment(h: { agentId: number; id: string; credentialHash: string; hostIdentifier: string; sourceIp: string | null; requestedMs: number }): Promise<unknown>

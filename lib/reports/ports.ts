@@ -190,8 +190,10 @@ export interface ReportReads {
 /** Report definitions and their runs. */
 export interface ReportStore {
   // ---- definitions ----
+  /** Rejects with an error of code `duplicate-key` when another definition took the name meanwhile (another unit of work); `update` too. */
   insert(r: ReportInsert): Promise<unknown>
-  byId(id: string): Promise<ReportRow | undefined>
+  /** With `hold`, the definition is held against other changes (and run requests) to the end of the unit of work. */
+  byId(id: string, hold?: boolean): Promise<ReportRow | undefined>
   /** By name, case-insensitively. */
   byName(name: string): Promise<ReportRow | undefined>
   /** Every definition, by name. */

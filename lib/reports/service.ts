@@ -43,8 +43,13 @@ const notFound: Outcome = { status: 'failed', reason: 'No report with this id.',
 const done: Outcome = { status: 'done', reason: null, code: null }
 const counts = (results: ItemResult[]) => ({ succeeded: results.filter((r) => r.status === 'done').length, failed: results.filter((r) => r.status === 'failed').length })
 const names = (rows: ReportRow[]) => rows.map((r) => `"${r.name}"`).join(', ')
-const nameClash = (other: ReportRow) =>
+const nameClash = (other: Pick<ReportRow, 'name'>) =>
   problem('conflict', `A report named "${other.name}" already exists (names are compared ignoring case).`, { errors: [{ location: 'body', name: 'name', reason: 'is already used' }] })
+
+/** Taken by another request between the look-up and the write (PostgreSQL's unique index refused this one): the conflict the look-up would have found. */
+const takenMeanwhile = (name: string | undefined) => (err: unknown) => {
+  throw (err as { code?: string }).code === 'duplicate-key' && name !== undefined ? nameClash({ name }) : err
+}
 
 export function reportService(deps: ReportServiceDeps) {
   const { reports, uow, audit } = deps
@@ -56,16 +61,17 @@ export function reportService(deps: ReportServiceDeps) {
   /**
    * Applies `act` to each distinct id (ids are uuids; case does not matter) in one unit of
    * work, and answers per item in the order given: an id given twice gets the answer of its
-   * first occurrence. `record` writes the audit record in the same unit.
+   * first occurrence. `record` writes the audit record in the same unit. With `hold`, each
+   * definition is held before `act` decides on it.
    */
-  function perItem(ids: string[], act: (row: ReportRow | undefined) => Promise<Outcome>, record: (results: (ItemResult & { runId?: string | null })[]) => Promise<void>) {
+  function perItem(ids: string[], act: (row: ReportRow | undefined) => Promise<Outcome>, record: (results: (ItemResult & { runId?: string | null })[]) => Promise<void>, hold = false) {
     return uow.run(async () => {
       const outcomes = new Map<string, Outcome>()
       const results: (ItemResult & { runId?: string | null })[] = []
       for (const given of ids) {
         const id = given.toLowerCase()
         let o = outcomes.get(id)
-        if (!o) outcomes.set(id, (o = await act(await reports.byId(id))))
+        if (!o) outcomes.set(id, (o = await act(await reports.byId(id, hold))))
         results.push({ id: given, ...o })
       }
       await record(results)
@@ -106,16 +112,18 @@ export function reportService(deps: ReportServiceDeps) {
     async create(ctx: Context, owner: string, body: NewReport): Promise<ReportView> {
       const now = Date.now()
       const fields = readNewReport(body, owner, now)
-      return uow.run(async () => {
-        if ((await reports.count()) >= MAX_REPORTS) throw problem('conflict', `There are already ${MAX_REPORTS} report definitions, the most this server keeps; delete one first.`)
-        const other = await reports.byName(fields.name)
-        if (other) throw nameClash(other)
-        const id = crypto.randomUUID()
-        await reports.insert({ id, ...fields })
-        const view = reportView((await reports.byId(id))!, undefined)
-        await audit.record(ctx, { description: `Created report "${fields.name}" (${body.type}, ${body.format})`, details: view, asset: reportAsset({ id, name: fields.name }) })
-        return withWarnings(view, mailConfigured())
-      })
+      return uow
+        .run(async () => {
+          if ((await reports.count()) >= MAX_REPORTS) throw problem('conflict', `There are already ${MAX_REPORTS} report definitions, the most this server keeps; delete one first.`)
+          const other = await reports.byName(fields.name)
+          if (other) throw nameClash(other)
+          const id = crypto.randomUUID()
+          await reports.insert({ id, ...fields })
+          const view = reportView((await reports.byId(id))!, undefined)
+          await audit.record(ctx, { description: `Created report "${fields.name}" (${body.type}, ${body.format})`, details: view, asset: reportAsset({ id, name: fields.name }) })
+          return withWarnings(view, mailConfigured())
+        })
+        .catch(takenMeanwhile(fields.name))
     },
 
     /** Changes what the body sends, with an audit record of what differed; a lower retention applies at once. */
@@ -125,31 +133,33 @@ export function reportService(deps: ReportServiceDeps) {
       const current = await reports.byId(id)
       if (!current) throw problem('not-found', NOT_FOUND(body.id))
       const { changes, schedule, rescheduled } = readReportEdit(body, current, now)
-      const view = await uow.run(async () => {
-        const row = await reports.byId(id)
-        if (!row) throw problem('not-found', NOT_FOUND(body.id))
-        if (changes.name !== undefined) {
-          const other = await reports.byName(changes.name)
-          if (other && other.id !== id) throw nameClash(other)
-        }
-        const active = (changes.is_active ?? row.is_active) === 1
-        if (rescheduled) changes.next_run_ms = active && schedule ? nextDue(schedule, now) : null
-        changes.updated_ms = now
-        const before = reportView(row, undefined)
-        await reports.update(id, changes)
-        const after = reportView((await reports.byId(id))!, await reports.lastRunOf(id))
-        const changed = Object.fromEntries(
-          Object.keys(after)
-            .filter((k) => !['updatedTime', 'lastRun'].includes(k) && JSON.stringify((before as any)[k]) !== JSON.stringify((after as any)[k]))
-            .map((k) => [k, { from: (before as any)[k], to: (after as any)[k] }]),
-        )
-        await audit.record(ctx, {
-          description: `Changed report "${after.name}"${Object.keys(changed).length ? `: ${Object.keys(changed).join(', ')}` : ' (nothing differed)'}`,
-          details: changed,
-          asset: reportAsset(row),
+      const view = await uow
+        .run(async () => {
+          const row = await reports.byId(id)
+          if (!row) throw problem('not-found', NOT_FOUND(body.id))
+          if (changes.name !== undefined) {
+            const other = await reports.byName(changes.name)
+            if (other && other.id !== id) throw nameClash(other)
+          }
+          const active = (changes.is_active ?? row.is_active) === 1
+          if (rescheduled) changes.next_run_ms = active && schedule ? nextDue(schedule, now) : null
+          changes.updated_ms = now
+          const before = reportView(row, undefined)
+          await reports.update(id, changes)
+          const after = reportView((await reports.byId(id))!, await reports.lastRunOf(id))
+          const changed = Object.fromEntries(
+            Object.keys(after)
+              .filter((k) => !['updatedTime', 'lastRun'].includes(k) && JSON.stringify((before as any)[k]) !== JSON.stringify((after as any)[k]))
+              .map((k) => [k, { from: (before as any)[k], to: (after as any)[k] }]),
+          )
+          await audit.record(ctx, {
+            description: `Changed report "${after.name}"${Object.keys(changed).length ? `: ${Object.keys(changed).join(', ')}` : ' (nothing differed)'}`,
+            details: changed,
+            asset: reportAsset(row),
+          })
+          return after
         })
-        return after
-      })
+        .catch(takenMeanwhile(changes.name))
       // A lower retention applies at once (the newest file is always kept).
       if (changes.retention_files !== undefined && (changes.retention_files < current.retention_files || changes.retention_bytes! < current.retention_bytes)) {
         await applyRetention(deps, id, changes.retention_files, changes.retention_bytes!, now)
@@ -233,6 +243,8 @@ export function reportService(deps: ReportServiceDeps) {
             asset: queued.length === 1 ? reportAsset(queued[0]) : { type: 'Report', detail: 'ReportDefinition' },
           })
         },
+        // Held: of two requests at once, the second reads the first's open run and conflicts.
+        true,
       )
       deps.runs.kick()
       return { ...counts(results), runIds, results: results.map((r) => ({ ...r, runId: r.runId ?? null })) }
