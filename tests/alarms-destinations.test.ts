@@ -337,3 +337,17 @@ t.test('the same name given twice at once: one destination, the other answers 40
     }
   }
 })
+
+t.test('a change racing the removal of its destination answers 200 or 404, never 500', async (t) => {
+  const { app, token } = await setup(t)
+  for (let round = 0; round < 8; round++) {
+    const created = (await add(app, token, webhook(`gone-${round}`))).json()
+    const [changed, removed] = await Promise.all([add(app, token, { ...webhook(`gone-${round}-renamed`), id: created.id }), remove(app, token, [created.id])])
+    t.equal(removed.statusCode, 200, removed.body)
+    t.ok([200, 404].includes(changed.statusCode), `round ${round}: the change answered ${changed.statusCode} ${changed.body.slice(0, 160)}`)
+    t.notOk(
+      (await list(app, token)).json().data.some((d: { id: string }) => d.id === created.id),
+      'and the destination is gone',
+    )
+  }
+})

@@ -75,7 +75,8 @@ export function alarmDestinationService(deps: AlarmDestinationDeps) {
           if (clash && clash.id !== input.id) throw problem('conflict', `An alarm destination named "${clash.name}" already exists (names are case-insensitive).`)
           if (!current && (await destinations.count()) >= MAX_DESTINATIONS) throw problem('conflict', `There are already ${MAX_DESTINATIONS} alarm destinations, the most allowed; remove one first.`)
           if (current) {
-            await destinations.update(input, now, ctx.actor)
+            // Deleted by another request since it was read (PostgreSQL: between the statements).
+            if ((await destinations.update(input, now, ctx.actor)) === 0) throw problem('not-found', `${NOT_FOUND} (${body.id})`)
             await audit.record(ctx, { description: `Alarm destination "${input.name}" updated`, details: changes(inputOf(current), input), asset: destinationAsset(input) })
           } else {
             await destinations.insert(input, now, ctx.actor)
