@@ -197,6 +197,10 @@ export function agentlessRepo(db: DB) {
       `UPDATE agentless_runs SET status = @status, start_ms = @startMs, end_ms = @endMs, description = @description, error = @error,
          recorded_ms = @now WHERE run_id = @runId`,
     ),
+    abandonRun: db.prepare(
+      `UPDATE agentless_runs SET status = @status, start_ms = @startMs, end_ms = @endMs, description = @description, error = @error,
+         recorded_ms = @now WHERE run_id = @runId AND status = 'Running'`,
+    ),
     setLatest: db.prepare(
       `UPDATE agentless_connections SET status = @status, status_description = @description, status_error = @error, run_id = @runId,
          start_ms = @startMs, end_ms = @endMs,
@@ -342,8 +346,8 @@ export function agentlessRepo(db: DB) {
     },
 
     runsByIds: (runIds: readonly string[]) => q.runs.all(JSON.stringify(runIds)),
-    finishRun(r: { runId: string; status: string; startMs: number; endMs: number | null; description: string | null; error: string | null; now: number }) {
-      q.finishRun.run(r)
+    abandonRun(r: { runId: string; status: string; startMs: number; endMs: number | null; description: string | null; error: string | null; now: number }): boolean {
+      return q.abandonRun.run(r).changes > 0
     },
     setLatest,
     /** Writes a reported run, new or the end of one Running, and when `latest` makes it the connection's latest. */

@@ -249,6 +249,42 @@ t.test('the sweep marks silent pollers offline once and fails runs that never en
   t.match('rows' in page && page.rows[0], { status: 'Failed', status_error: /no end of this run/ })
 })
 
+t.test("a run's end reported after the sweep found it stale is kept: the sweep does not fail it", async (t) => {
+  const { app, service } = await setup(t)
+  const reg = await service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET })
+  await service.setPollerActivated(ctx(), 'alice', { pollerId: reg.pollerId, isActivated: true })
+  const c = await service.create(ctx(), host('web-1', { pollerId: reg.pollerId }))
+  const poller = ctx({ actor: 'poller:p1' })
+  const runId = crypto.randomUUID()
+  const started = Date.now() - RUN_GIVE_UP_MS - 1000
+  await service.reportRuns(poller, reg.pollerId, { runs: [{ runId, connectionId: c.id, statusString: 'Running', startTime: new Date(started).toISOString() }] })
+  // The poller's report of the end lands between the sweep's look for stale runs and its write.
+  const ports = portsOf(app)
+  const store = Object.create(ports.agentless)
+  store.staleRuns = async (before: number) => {
+    const stale = await ports.agentless.staleRuns(before)
+    await service.heartbeat(poller, reg.pollerId, { version: '1.0' })
+    await service.reportRuns(poller, reg.pollerId, {
+      runs: [{ runId, connectionId: c.id, statusString: 'Reachable', startTime: new Date(started).toISOString(), endTime: new Date().toISOString() }],
+    })
+    return stale
+  }
+  const sweeper = agentlessService({
+    store,
+    events: ports.eventRecorder,
+    assets: ports.agentlessAssets,
+    uow: app.storage.uow,
+    audit: { record: async () => {} },
+    log: { warn: () => {} },
+    vault: vault(crypto.randomBytes(32)),
+    settings: agentlessSettings({ PRIME_POLLER_ENROLLMENT_SECRET: SECRET }),
+  })
+  t.match(await sweeper.sweep(Date.now()), { abandoned: 0 })
+  t.same(await query(app, 'SELECT status FROM agentless_runs WHERE run_id = ?', runId), [{ status: 'Reachable' }], 'the reported end stands')
+  t.equal(await queryValue(app, 'SELECT status FROM agentless_connections WHERE id = ?', c.id), 'Reachable')
+  t.equal(await queryValue(app, "SELECT count(*) FROM events WHERE event_code = '0x210003'"), 0, 'no unreachable event')
+})
+
 t.test('a very large page and the exports stream the connections in the order asked', async (t) => {
   const { service, auditRows } = await setup(t)
   for (const name of ['c-host', 'a-host', 'b-host']) await service.create(ctx(), host(name))

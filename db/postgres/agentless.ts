@@ -288,7 +288,18 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
     },
 
     runsByIds: (runIds) => db.query<RunRow & Row>('SELECT * FROM agentless_runs WHERE run_id = ANY($1::text[])', [runIds]),
-    finishRun,
+    async abandonRun(r) {
+      const changed = await db.run(`UPDATE agentless_runs SET status = $2, start_ms = $3, end_ms = $4, description = $5, error = $6, recorded_ms = $7 WHERE run_id = $1 AND status = 'Running'`, [
+        r.runId,
+        r.status,
+        r.startMs,
+        r.endMs,
+        r.description,
+        r.error,
+        r.now,
+      ])
+      return changed > 0
+    },
     setLatest,
     async storeRun(r: RunWrite, isNew: boolean, latest: boolean) {
       await db.uow.run(async () => {

@@ -221,7 +221,11 @@ export interface AgentlessStore {
   runsByIds(runIds: readonly string[]): Promise<RunRow[]>
   /** Writes a reported run, new or the end of one Running, and when `latest` makes it the connection's latest (see setLatest). */
   storeRun(r: RunValues & { connectionId: number; pollerId: string; now: number }, isNew: boolean, latest: boolean): Promise<void>
-  finishRun(r: RunValues & { now: number }): Promise<void>
+  /**
+   * Ends a run the poller never reported the end of, if it is still Running; answers whether
+   * it was (the poller's report, committed meanwhile, wins over the sweeper's give-up).
+   */
+  abandonRun(r: RunValues & { now: number }): Promise<boolean>
   /** Makes the run the connection's latest, with the failed runs before it. */
   setLatest(r: RunValues & { connectionId: number }): Promise<void>
   /** Connections whose latest run has been Running since before `before`. */

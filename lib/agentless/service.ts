@@ -85,7 +85,8 @@ export function agentlessService(deps: AgentlessDeps) {
         }
         for (const c of await store.staleRuns(now - RUN_GIVE_UP_MS)) {
           const error = `The worker poller reported no end of this run within ${RUN_GIVE_UP_MS / 60_000} minutes of its start.`
-          await store.finishRun({ runId: c.run_id!, status: 'Failed', startMs: c.start_ms!, endMs: now, description: null, error, now })
+          // Skipped when the poller's report of the run's end committed since it was found stale.
+          if (!(await store.abandonRun({ runId: c.run_id!, status: 'Failed', startMs: c.start_ms!, endMs: now, description: null, error, now }))) continue
           await store.setLatest({ connectionId: c.id, runId: c.run_id!, status: 'Failed', startMs: c.start_ms!, endMs: now, description: null, error })
           if (c.last_result === 'Reachable') await events.record(now, [connectionEvent('hostUnreachable', c, `${c.name} (${c.address}) is no longer reachable: ${error}`)])
           abandoned++
