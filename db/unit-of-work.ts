@@ -50,6 +50,8 @@ interface Queued {
 
 /** Units per group at most. */
 const GROUP_UNITS = 64
+/** A group commits once its units have run this long (at least one runs): the rest make the next group. */
+const GROUP_SLICE_MS = 20
 
 export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
   const context = new AsyncLocalStorage<Open>()
@@ -149,7 +151,12 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
     let lost: unknown
     try {
       db.exec('BEGIN IMMEDIATE')
+      const began = performance.now()
       for (const u of units) {
+        // A group of heavy units (first check-ins, each with new peripherals and events)
+        // would hold the loop for all of them: it commits what ran once its time is spent,
+        // and the rest make the next group (a turn of the loop later).
+        if (outcomes.length > 0 && performance.now() - began > GROUP_SLICE_MS) break
         db.exec('SAVEPOINT grouped_unit')
         try {
           outcomes.push({ ok: true, ...(await runUnit(u.work, 'RELEASE grouped_unit', undoUnit)) })
@@ -175,12 +182,13 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
       finish()
       wakeNext()
     }
+    const notRun: Queued[] = []
     for (const [i, u] of units.entries()) {
       const o = outcomes[i]
       if (o === undefined && outcomes.length > 0) {
-        // Never ran (the group failed after others had run): it goes with the next group.
-        queue.push(u)
-        schedule()
+        // Never ran (the group's time was spent, or it failed after others had run): it
+        // goes with the next group, ahead of those that came after it.
+        notRun.push(u)
       } else if (o === undefined) u.reject(lost)
       else if (!o.ok) u.reject(o.err)
       else if (lost !== undefined) u.reject(lost)
@@ -192,6 +200,10 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
           u.reject(err)
         }
       }
+    }
+    if (notRun.length) {
+      queue.unshift(...notRun)
+      schedule()
     }
   }
   function schedule(): void {

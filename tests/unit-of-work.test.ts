@@ -180,6 +180,34 @@ t.test('grouped units started together share one transaction, and every caller i
   t.same(await things.names(), ['a', 'b', 'c', 'd'])
 })
 
+t.test('a group whose units take long commits once its time is spent; the rest make the next group, in order, a turn of the loop later', async (t) => {
+  const { db, uow, things } = setup()
+  const log = watchExec(db)
+  const busy = (ms: number) => {
+    const end = Date.now() + ms
+    while (Date.now() < end);
+  }
+  const ticker = setInterval(() => log.push('timer'), 1)
+  const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']
+  const answers = names.map((name) =>
+    uow.runGrouped(async () => {
+      await things.add(name)
+      busy(8)
+      return name
+    }),
+  )
+  t.same(await Promise.all(answers), names)
+  clearInterval(ticker)
+  const commits = log.filter((s) => s === 'COMMIT').length
+  t.ok(commits >= 3, `several groups (each about 20 ms of work), got ${commits}`)
+  const begins = log.flatMap((s, i) => (s === 'BEGIN IMMEDIATE' ? [i] : []))
+  t.ok(
+    begins.every((at, k) => k === 0 || log.slice(begins[k - 1], at).includes('timer')),
+    'a timer ran between each two groups',
+  )
+  t.same(await things.names(), names, 'every unit committed, in the order they came')
+})
+
 t.test('a grouped unit that throws, or waits for I/O, is rolled back alone', async (t) => {
   const { uow, things } = setup()
   const results = await Promise.allSettled([
