@@ -208,8 +208,10 @@ t.test('pollers, connections, runs and locations: PostgreSQL answers as SQLite',
   const stuck = await store(ids[8], 'Running', BASE + 310 * MIN, null, true, true)
   await same('stale runs', lite.staleRuns(BASE + 400 * MIN), repo.staleRuns(BASE + 400 * MIN))
   const given = { runId: stuck, status: 'Failed', startMs: BASE + 310 * MIN, endMs: BASE + 420 * MIN, description: null, error: 'gave up', now: BASE + 420 * MIN }
-  lite.finishRun(given)
-  await repo.finishRun(given)
+  t.equal(lite.abandonRun(given), true, 'SQLite: the run was still Running')
+  t.equal(await repo.abandonRun(given), true, 'PostgreSQL: the run was still Running')
+  t.equal(lite.abandonRun(given), false, 'SQLite: a run no longer Running is left')
+  t.equal(await repo.abandonRun(given), false, 'PostgreSQL: a run no longer Running is left')
   lite.setLatest({ ...given, connectionId: ids[8] })
   await repo.setLatest({ ...given, connectionId: ids[8] })
   const runIds = Array.from({ length: run + 2 }, (_, i) => `run-${i}`)
