@@ -166,17 +166,12 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
     })
   }
 
-  const finishRun = async (r: { runId: string; status: string; startMs: number; endMs: number | null; description: string | null; error: string | null; now: number }) => {
-    await db.run(`UPDATE agentless_runs SET status = $2, start_ms = $3, end_ms = $4, description = $5, error = $6, recorded_ms = $7 WHERE run_id = $1`, [
-      r.runId,
-      r.status,
-      r.startMs,
-      r.endMs,
-      r.description,
-      r.error,
-      r.now,
-    ])
-  }
+  /** Writes a run's end; `whileRunning`: only if it is still Running. Answers whether a run was written. */
+  const finishRun = async (r: { runId: string; status: string; startMs: number; endMs: number | null; description: string | null; error: string | null; now: number }, whileRunning = false) =>
+    (await db.run(
+      `UPDATE agentless_runs SET status = $2, start_ms = $3, end_ms = $4, description = $5, error = $6, recorded_ms = $7 WHERE run_id = $1${whileRunning ? " AND status = 'Running'" : ''}`,
+      [r.runId, r.status, r.startMs, r.endMs, r.description, r.error, r.now],
+    )) > 0
 
   const countAll = async () => (await db.value<number>('SELECT count(*) FROM agentless_connections'))!
   const filteredCount = async (w: { sql: string; params: unknown[] }, total: number) => (w.sql === 'true' ? total : (await db.value<number>(`SELECT count(*) FROM ${FROM} WHERE ${w.sql}`, w.params))!)
@@ -288,18 +283,7 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
     },
 
     runsByIds: (runIds) => db.query<RunRow & Row>('SELECT * FROM agentless_runs WHERE run_id = ANY($1::text[])', [runIds]),
-    async abandonRun(r) {
-      const changed = await db.run(`UPDATE agentless_runs SET status = $2, start_ms = $3, end_ms = $4, description = $5, error = $6, recorded_ms = $7 WHERE run_id = $1 AND status = 'Running'`, [
-        r.runId,
-        r.status,
-        r.startMs,
-        r.endMs,
-        r.description,
-        r.error,
-        r.now,
-      ])
-      return changed > 0
-    },
+    abandonRun: (r) => finishRun(r, true),
     setLatest,
     async storeRun(r: RunWrite, isNew: boolean, latest: boolean) {
       await db.uow.run(async () => {
