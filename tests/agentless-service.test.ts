@@ -24,21 +24,22 @@ async function setup(t: Parameters<typeof build>[0]) {
     await recordAudit({ repo: app.storage.audit, refusalWindowMs: 60_000, flushRefusal: async () => {} }, ctx, entry)
   }
   const warnings: object[] = []
-  const service = agentlessService({
+  const deps = {
     store: ports.agentless,
     events: ports.eventRecorder,
     assets: ports.agentlessAssets,
     uow,
     audit: { record },
-    log: { warn: (details) => void warnings.push(details) },
+    log: { warn: (details: object) => void warnings.push(details) },
     vault: keys,
     settings: agentlessSettings({ PRIME_POLLER_ENROLLMENT_SECRET: SECRET }),
-  })
+  }
+  const service = agentlessService(deps)
   // Only what the service wrote from here on.
   const mark = (await queryValue<number>(app, 'SELECT coalesce(max(id), 0) FROM audit_trail')) ?? 0
   const auditRows = () => query(app, 'SELECT user_name, source_ip, description, outcome FROM audit_trail WHERE id > ? ORDER BY id', mark)
   const count = (table: string) => queryValue<number>(app, `SELECT count(*) FROM ${table}`)
-  return { app, service, keys, warnings, auditRows, count, failAudit: (on: boolean) => (failAudit = on) }
+  return { app, service, deps, keys, warnings, auditRows, count, failAudit: (on: boolean) => (failAudit = on) }
 }
 
 const ctx = (over: Partial<Context> = {}) => systemContext({ actor: 'alice', profile: 30, sourceAddress: '192.0.2.7', requestId: 'req-1', ...over })
@@ -250,7 +251,7 @@ t.test('the sweep marks silent pollers offline once and fails runs that never en
 })
 
 t.test("a run's end reported after the sweep found it stale is kept: the sweep does not fail it", async (t) => {
-  const { app, service } = await setup(t)
+  const { app, service, deps } = await setup(t)
   const reg = await service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET })
   await service.setPollerActivated(ctx(), 'alice', { pollerId: reg.pollerId, isActivated: true })
   const c = await service.create(ctx(), host('web-1', { pollerId: reg.pollerId }))
@@ -259,26 +260,16 @@ t.test("a run's end reported after the sweep found it stale is kept: the sweep d
   const started = Date.now() - RUN_GIVE_UP_MS - 1000
   await service.reportRuns(poller, reg.pollerId, { runs: [{ runId, connectionId: c.id, statusString: 'Running', startTime: new Date(started).toISOString() }] })
   // The poller's report of the end lands between the sweep's look for stale runs and its write.
-  const ports = portsOf(app)
-  const store = Object.create(ports.agentless)
+  const store = Object.create(deps.store)
   store.staleRuns = async (before: number) => {
-    const stale = await ports.agentless.staleRuns(before)
+    const stale = await deps.store.staleRuns(before)
     await service.heartbeat(poller, reg.pollerId, { version: '1.0' })
     await service.reportRuns(poller, reg.pollerId, {
       runs: [{ runId, connectionId: c.id, statusString: 'Reachable', startTime: new Date(started).toISOString(), endTime: new Date().toISOString() }],
     })
     return stale
   }
-  const sweeper = agentlessService({
-    store,
-    events: ports.eventRecorder,
-    assets: ports.agentlessAssets,
-    uow: app.storage.uow,
-    audit: { record: async () => {} },
-    log: { warn: () => {} },
-    vault: vault(crypto.randomBytes(32)),
-    settings: agentlessSettings({ PRIME_POLLER_ENROLLMENT_SECRET: SECRET }),
-  })
+  const sweeper = agentlessService({ ...deps, store })
   t.match(await sweeper.sweep(Date.now()), { abandoned: 0 })
   t.same(await query(app, 'SELECT status FROM agentless_runs WHERE run_id = ?', runId), [{ status: 'Reachable' }], 'the reported end stands')
   t.equal(await queryValue(app, 'SELECT status FROM agentless_connections WHERE id = ?', c.id), 'Reachable')
