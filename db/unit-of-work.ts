@@ -50,8 +50,14 @@ interface Queued {
 
 /** Units per group at most. */
 const GROUP_UNITS = 64
-/** A group commits once its units have run this long (at least one runs): the rest make the next group. */
-const GROUP_SLICE_MS = 20
+/**
+ * Units (and groups) of one turn of the event loop run this long at most, counted from BEGIN
+ * to COMMIT (at least one runs, however long). Units that find the connection free each
+ * begin at once, so requests read in one poll phase (ten enrollments, say) would otherwise
+ * run all their units in that turn: the next unit waits until the loop has run its timers.
+ * A group commits once its units have used what is left, and the rest make the next group.
+ */
+const TURN_BUDGET_MS = 20
 
 export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
   const context = new AsyncLocalStorage<Open>()
@@ -83,12 +89,30 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
   // next turn), and the unit it begins wakes the next when it ends.
   const waiting: (() => void)[] = []
   let waking = false
+  // Unit work (ms) in this turn of the loop; set back to 0 by a timer, so the loop's timers
+  // phase comes between the turn that spent its budget and the next unit.
+  let spent = 0
+  let resetting = false
+  function count(ms: number): void {
+    spent += ms
+    if (resetting) return
+    resetting = true
+    setTimeout(() => {
+      resetting = false
+      spent = 0
+      wakeNext()
+    }, 0)
+  }
+  const overBudget = () => spent >= TURN_BUDGET_MS
+  /** Resolves once the loop has run its timers since the turn spent its budget. */
+  const nextTurn = () => new Promise<void>((resolve) => waiting.unshift(resolve))
   function wakeNext(): void {
-    if (waking || waiting.length === 0) return
+    if (waking || waiting.length === 0 || overBudget()) return
     waking = true
     setImmediate(() => {
       waking = false
-      waiting.shift()?.()
+      // The turn may have spent its budget since: then the timer that starts the next wakes it.
+      if (!overBudget()) waiting.shift()?.()
     })
   }
 
@@ -138,6 +162,7 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
       if (open !== null) await open.done
       else if (group !== null) await group.done
       else if (db.inTransaction) await pause()
+      else if (overBudget()) await nextTurn()
       else break
     }
     // Taken with no await since the connection was found free (see run).
@@ -149,14 +174,15 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
     group = { done: new Promise<void>((resolve) => (finish = resolve)) }
     const outcomes: ({ ok: true; result: unknown; unit: Open } | { ok: false; err: unknown })[] = []
     let lost: unknown
+    let began = performance.now()
     try {
+      began = performance.now()
       db.exec('BEGIN IMMEDIATE')
-      const began = performance.now()
       for (const u of units) {
         // A group of heavy units (first check-ins, each with new peripherals and events)
-        // would hold the loop for all of them: it commits what ran once its time is spent,
-        // and the rest make the next group (a turn of the loop later).
-        if (outcomes.length > 0 && performance.now() - began > GROUP_SLICE_MS) break
+        // would hold the loop for all of them: it commits what ran once the turn's time is
+        // spent, and the rest make the next group (a turn of the loop later).
+        if (outcomes.length > 0 && spent + performance.now() - began >= TURN_BUDGET_MS) break
         db.exec('SAVEPOINT grouped_unit')
         try {
           outcomes.push({ ok: true, ...(await runUnit(u.work, 'RELEASE grouped_unit', undoUnit)) })
@@ -178,6 +204,7 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
       } catch {
         // Nothing left to undo: the callers are told of the first error.
       }
+      count(performance.now() - began)
       group = null
       finish()
       wakeNext()
@@ -226,7 +253,7 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
       // would otherwise both find none open and both begin.
       let first = true
       for (;;) {
-        if (open !== null || group !== null) {
+        if (open !== null || group !== null || overBudget()) {
           // In line (the one that waited longest first): woken one at a time, see wakeNext.
           await new Promise<void>((resolve) => (first ? waiting.push(resolve) : waiting.unshift(resolve)))
           first = false
@@ -237,12 +264,18 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
         else if (db.inTransaction) await pause()
         else break
       }
+      const began = performance.now()
       db.exec('BEGIN IMMEDIATE')
-      const { result, unit } = await runUnit(work, 'COMMIT', () => {
-        if (db.inTransaction) db.exec('ROLLBACK')
-      })
-      for (const fn of unit.committed) fn()
-      return result
+      let ran: { result: T; unit: Open }
+      try {
+        ran = await runUnit(work, 'COMMIT', () => {
+          if (db.inTransaction) db.exec('ROLLBACK')
+        })
+      } finally {
+        count(performance.now() - began)
+      }
+      for (const fn of ran.unit.committed) fn()
+      return ran.result
     },
     runGrouped<T>(work: () => Promise<T>): Promise<T> {
       if (open !== null && context.getStore() === open) return work()

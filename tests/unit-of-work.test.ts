@@ -110,6 +110,46 @@ t.test('units queued behind one another each begin in a turn of the loop of thei
   t.same(await things.names(), ['u0', 'u1', 'u2', 'u3', 'u4', 'u5'])
 })
 
+t.test('units that each find the connection free stop for the loop once a turn has run 20 ms of them', async (t) => {
+  // Requests read in one poll phase each begin their unit at once (the one before has
+  // committed): without a budget per turn, ten of them held the loop for all ten.
+  const { uow, things } = setup()
+  const log: string[] = []
+  const busy = (ms: number) => {
+    const end = Date.now() + ms
+    while (Date.now() < end);
+  }
+  const ticker = setInterval(() => log.push('timer'), 1)
+  // Immediates queued together run in one check phase, each after the last one's microtasks.
+  const done = await new Promise<Promise<void>[]>((resolve) => {
+    const started: Promise<void>[] = []
+    for (let i = 0; i < 8; i++)
+      setImmediate(() => {
+        started.push(
+          uow.run(async () => {
+            log.push(`unit ${i}`)
+            await things.add(`u${i}`)
+            busy(8)
+          }),
+        )
+        if (started.length === 8) resolve(started)
+      })
+  })
+  await Promise.all(done)
+  clearInterval(ticker)
+  const runs = log
+    .join(',')
+    .split('timer')
+    .map((between) => between.split(',').filter(Boolean).length)
+  t.ok(Math.max(...runs) <= 3, `at most three 8 ms units between two timers: ${log.join(', ')}`)
+  t.same(
+    log.filter((l) => l !== 'timer'),
+    Array.from({ length: 8 }, (_, i) => `unit ${i}`),
+    'in the order they came',
+  )
+  t.same(await things.names(), ['u0', 'u1', 'u2', 'u3', 'u4', 'u5', 'u6', 'u7'])
+})
+
 t.test('a unit that waits for I/O while open is refused and rolled back', async (t) => {
   const { uow, things } = setup()
   await t.rejects(
