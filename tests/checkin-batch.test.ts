@@ -16,21 +16,32 @@ const AGENTS = 4
 
 type App = FastifyInstance
 
-async function gatewayOver(app: App, batch: boolean, seats = 100, batchBudgetMs?: number) {
+/** `slow.ms`: each check-in's state write takes that long more (0: as it is), to make check-ins heavy. */
+async function gatewayOver(app: App, batch: boolean, seats = 100, batchBudgetMs?: number, slow = { ms: 0 }) {
   const ports = portsOf(app)
   const uow = app.storage.uow
-  const calls = { updateStates: [] as number[] }
-  // The app's port wrapped, not changed: updateStates counted.
+  const calls = { updateStates: [] as number[], units: [] as number[] }
+  // The app's port wrapped, not changed: updateStates counted (and by unit of work).
   const store = { ...ports.gatewayStore }
   store.updateStates = (writes) => {
     calls.updateStates.push(writes.length)
+    calls.units[calls.units.length - 1] += writes.length
+    const end = Date.now() + slow.ms * writes.length
+    while (Date.now() < end);
     return ports.gatewayStore.updateStates(writes)
+  }
+  const counted = {
+    run: <T>(work: () => Promise<T>) =>
+      uow.run(() => {
+        calls.units.push(0)
+        return work()
+      }),
   }
   const gateway = agentGateway({
     store,
     events: ports.eventRecorder,
     agentState: ports.agentState,
-    uow,
+    uow: counted,
     checkIns: batch ? { run: uow.runGrouped } : uow,
     batchCheckIns: batch,
     batchBudgetMs,
@@ -115,17 +126,38 @@ t.test('check-ins written together leave what the same check-ins one at a time l
   t.same(a, b)
 })
 
-t.test("a batch holds as many check-ins as its budget allows at the last batches' pace", async (t) => {
+t.test('a batch holds as many check-ins as its budget allows, compared one first, then twice as many while they fit', async (t) => {
   // A budget no check-in fits in: one check-in a batch, then the pace says how many fit.
   const tight = await gatewayOver(await build(t), true, 100, 0)
   await Promise.all(await tight.arriving(tight.ids, (i) => rounds[0](i + 1)))
-  t.same(tight.calls.updateStates, [1, 1, 1, 1], 'a budget of 0 ms: each check-in in a batch of its own')
+  t.same(tight.calls.units, [1, 1, 1, 1], 'a budget of 0 ms: each check-in in a batch of its own')
   const wide = await gatewayOver(await build(t), true, 100, 60_000)
   await Promise.all(await wide.arriving(wide.ids, (i) => rounds[1](i + 1)))
-  t.same(wide.calls.updateStates, [AGENTS], 'a budget every check-in fits in: one batch')
+  t.same(wide.calls.units, [AGENTS], 'a budget every check-in fits in: one batch')
+  t.same(wide.calls.updateStates, [1, 2, 1], 'compared one first, then twice as many')
   const unbounded = await gatewayOver(await build(t), true)
   await Promise.all(await unbounded.arriving(unbounded.ids, (i) => rounds[2](i + 1)))
   t.same(unbounded.calls.updateStates, [AGENTS], 'no budget (a database server): one batch')
+})
+
+t.test("a batch whose check-ins turn heavy stops once its budget is spent, whatever the last batches' pace", async (t) => {
+  // Light check-ins first: the pace they leave would let every heavy one into one batch.
+  const slow = { ms: 0 }
+  const g = await gatewayOver(await build(t), true, 100, 30, slow)
+  await Promise.all(await g.arriving(g.ids, (i) => rounds[0](i + 1)))
+  g.calls.units.length = 0
+  slow.ms = 12
+  const answers = await Promise.all(await g.arriving(g.ids, (i) => rounds[1](i + 1)))
+  t.equal(answers.length, AGENTS, 'every check-in answered')
+  t.same(
+    g.calls.units.reduce((a, b) => a + b, 0),
+    AGENTS,
+    'each compared once',
+  )
+  t.ok(
+    g.calls.units.every((n) => n <= 2),
+    `no unit of work took more check-ins than its 30 ms hold at 12 ms each: ${g.calls.units.join(', ')}`,
+  )
 })
 
 t.test('a check-in that fails in a batch fails alone: the others are written and answered', async (t) => {

@@ -81,43 +81,84 @@ async function alone(s: GatewayState, item: Comparison): Promise<Answer> {
  * agent: an agent's later one waits for the next batch, as it would for the commit of its
  * first). Each is answered only after the batch's COMMIT. If the batch fails, each of its
  * check-ins runs again alone, so that a bad one fails by itself.
+ *
+ * Where the statements run on the event loop (a budget), the batch is compared in chunks,
+ * one check-in first, then twice as many as the last while the pace of the chunks before says
+ * they fit in what is left; the check-ins left over wait for the next batch, ahead of the
+ * others. A pace carried over from earlier batches would lag: after light check-ins (a
+ * changed address) it let 20 heavy ones (ten new peripherals each) into one batch.
  */
 async function runBatch(s: GatewayState): Promise<void> {
   s.batchScheduled = false
   const taken: GatewayState['waiting'] = []
   const agents = new Set<number>()
-  // Where the statements run on the event loop, as many as the budget holds at the last
-  // batches' pace: ten first check-ins of ten new peripherals each held it 70-90 ms.
-  const most = s.batchBudgetMs === undefined ? BATCH_CHECK_INS : Math.max(1, Math.min(BATCH_CHECK_INS, Math.floor(s.batchBudgetMs / s.batchPace.msPerCheckIn)))
-  for (let i = 0; i < s.waiting.length && taken.length < most; ) {
-    if (agents.has(s.waiting[i].item.agentId)) i++
+  for (let i = 0; i < s.waiting.length && taken.length < BATCH_CHECK_INS; ) {
+    const agentId = s.waiting[i].item.agentId
+    if (agents.has(agentId) || s.inBatch.has(agentId)) i++
     else {
-      agents.add(s.waiting[i].item.agentId)
+      agents.add(agentId)
       taken.push(...s.waiting.splice(i, 1))
     }
   }
+  if (taken.length === 0) return
+  for (const id of agents) s.inBatch.add(id)
   if (s.waiting.length && !s.batchScheduled) {
     s.batchScheduled = true
     setImmediate(() => void runBatch(s))
   }
+  let ran = taken.length
   let outcomes: Outcome[]
   try {
-    // From the unit's start to its commit: not the wait for the units queued before it.
-    let t0 = 0
     outcomes = stored(
       s,
-      await s.uow.run(() => {
-        t0 = performance.now()
-        return compareAll(
-          s,
-          taken.map((w) => w.item),
-        )
+      await s.uow.run(async () => {
+        const budget = s.batchBudgetMs
+        if (budget === undefined)
+          return compareAll(
+            s,
+            taken.map((w) => w.item),
+          )
+        // From the unit's start: not the wait for the units queued before it.
+        const t0 = performance.now()
+        const all: Outcome[] = []
+        const counted: [number, { day: number; count: number }][] = []
+        let chunk = 1
+        // The dearer of the last chunk's pace and the batches' before: the batches' lags.
+        let pace = s.batchPace.msPerCheckIn
+        ran = 0
+        while (ran < taken.length) {
+          const left = budget - (performance.now() - t0)
+          if (ran > 0 && left < chunk * pace) chunk = Math.floor(left / pace)
+          if (ran > 0 && chunk < 1) break
+          const part = taken.slice(ran, ran + chunk)
+          const c0 = performance.now()
+          const r = await compareAll(
+            s,
+            part.map((w) => w.item),
+          )
+          const last = (performance.now() - c0) / part.length
+          s.batchPace.msPerCheckIn = 0.5 * s.batchPace.msPerCheckIn + 0.5 * last
+          pace = Math.max(last, s.batchPace.msPerCheckIn)
+          all.push(...r.outcomes)
+          counted.push(...r.counted)
+          ran += part.length
+          chunk *= 2
+        }
+        return { outcomes: all, counted }
       }),
     )
-    s.batchPace.msPerCheckIn = 0.5 * s.batchPace.msPerCheckIn + (0.5 * (performance.now() - t0)) / taken.length
   } catch {
+    ran = taken.length
     for (const w of taken) alone(s, w.item).then(w.resolve, w.reject)
     return
+  } finally {
+    for (const id of agents) s.inBatch.delete(id)
+    // Not compared (the budget was spent): first in the next batch.
+    s.waiting.unshift(...taken.splice(ran))
+    if (s.waiting.length && !s.batchScheduled) {
+      s.batchScheduled = true
+      setImmediate(() => void runBatch(s))
+    }
   }
   for (const [i, w] of taken.entries()) {
     const o = outcomes[i]

@@ -104,6 +104,8 @@ export interface GatewayState {
   /** Check-ins waiting for the next batch (batchCheckIns), in arrival order. */
   waiting: { item: Comparison; resolve: (a: Answer) => void; reject: (err: unknown) => void }[]
   batchScheduled: boolean
+  /** Agents with a check-in in a batch not yet answered: their next one waits, so check-ins of an agent commit in order. */
+  inBatch: Set<number>
 }
 
 export function gatewayState(deps: GatewayDeps): GatewayState {
@@ -137,6 +139,7 @@ export function gatewayState(deps: GatewayDeps): GatewayState {
     digestSalt: JSON.stringify([license.accountId, config.checkInSeconds]),
     waiting: [],
     batchScheduled: false,
+    inBatch: new Set(),
   }
 }
 
