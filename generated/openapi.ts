@@ -1137,7 +1137,10 @@ export interface paths {
          *     first. The valid rows are applied together in one transaction. Line numbers count
          *     physical lines of the file, the header being line 1; a quoted field spanning lines
          *     is reported at the line where its row starts. Credentials are encrypted at rest as
-         *     on creation and never appear in the answer or the audit record.
+         *     on creation and never appear in the answer or the audit record. A name that another
+         *     request stores while the file is imported is then read as stored (its row updates
+         *     that connection); only if that keeps happening (three tries) is the answer 409,
+         *     naming `name`, with nothing imported.
          */
         post: operations["uploadAgentlessConnectionsFile"];
         delete?: never;

@@ -143,6 +143,56 @@ t.test('an import matches stored names as the database does (A-Z folded), moves 
   t.same([(await revision(p1.pollerId)) - r1, (await revision(p2.pollerId)) - r2], [1, 3], 'one bump for each connection gained or lost')
 })
 
+t.test("a name stored by another request between the import's look-up and its write: that row updates it, as a name stored before, never a 500", async (t) => {
+  const { app, service, deps } = await setup(t)
+  // The other request starts from the test's own context (not the import's unit of work),
+  // and runs once the import has read the stored names.
+  let openGate!: () => void
+  const gate = new Promise<void>((resolve) => (openGate = resolve))
+  const other = gate.then(() => service.create(ctx(), host('web-2')))
+  other.catch(() => {})
+  const store = Object.create(deps.store)
+  let raced = false
+  store.connectionsByNames = async (names: readonly string[]) => {
+    const rows = await deps.store.connectionsByNames(names)
+    if (!raced) {
+      raced = true
+      openGate()
+      // PostgreSQL: the create commits here. SQLite: it waits for the import's unit to end
+      // (which must not wait for anything but its statements).
+      if (app.storage.backend === 'postgres') await other.catch(() => {})
+    }
+    return rows
+  }
+  const importer = agentlessService({ ...deps, store })
+  const csv = ['name,address,protocol,userName,password', 'web-2,192.0.2.12,SSH,checker,pw-0123456789', 'web-3,192.0.2.13,SSH,checker,pw-0123456789'].join('\n')
+  const answer = await importer.importCsv(ctx(), 'hosts.csv', Buffer.from(csv))
+  const created = await other.then(
+    (made) => made.id,
+    (err) => {
+      t.match(err, { code: 'conflict', errors: [{ name: 'name' }] }, 'the create, after the import, is refused naming the name')
+      return undefined
+    },
+  )
+  if (created !== undefined) {
+    // As for a name stored before the file came: its row updates that connection.
+    t.match(answer, { totalRows: 2, imported: 1, updated: 1, rejected: 0 })
+    t.match(answer.rows, [
+      { line: 2, name: 'web-2', result: 'updated', connectionId: created, errors: [] },
+      { line: 3, name: 'web-3', result: 'imported' },
+    ])
+  } else t.match(answer, { totalRows: 2, imported: 2, rejected: 0 })
+  t.same(
+    await query(app, "SELECT name, address FROM agentless_connections WHERE name IN ('web-2', 'web-3') ORDER BY name"),
+    [
+      { name: 'web-2', address: '192.0.2.12' },
+      { name: 'web-3', address: '192.0.2.13' },
+    ],
+    'one web-2, with the values of the file, and the other row imported',
+  )
+  t.equal(await queryValue(app, "SELECT count(*) FROM audit_trail WHERE description LIKE 'Imported agentless connections%'"), 1, 'one audit record of the import')
+})
+
 t.test('the poller gateway: registration, activation, heartbeats, assignments with credentials, runs and events', async (t) => {
   const { app, service, auditRows } = await setup(t)
   await t.rejects(service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: 'wrong-secret-0123456789' }), { code: 'unauthenticated' })

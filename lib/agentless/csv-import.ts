@@ -198,7 +198,6 @@ function rowDraft(cells: Cells, storedPollerId: string | null | undefined): { dr
 }
 
 export async function importConnections(deps: AgentlessDeps, ctx: Context, fileName: string | null, data: Buffer): Promise<Schemas['AgentlessUploadResult']> {
-  const { uow, audit } = deps
   const text = decodeUtf8(data)
   let records: CsvRecord[]
   try {
@@ -214,6 +213,38 @@ export async function importConnections(deps: AgentlessDeps, ctx: Context, fileN
   const now = Date.now()
 
   const nameOf = (row: CsvRecord) => (row.cells[columns.get('name')!] ?? '').trim()
+  // A name another request stored between the look-up and the insert (PostgreSQL's unique
+  // index refused the row, and the whole unit with it): the import runs again and reads that
+  // name as stored, so that its row updates that connection as it would have had the name
+  // been stored before the file came. Bounded, for a file whose names keep being taken.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await importRows(deps, ctx, fileName, data, header, rows, columns, nameOf, now)
+    } catch (err) {
+      if ((err as { code?: string }).code !== 'duplicate-key') throw err
+      if (attempt < NAME_RACE_ATTEMPTS) continue
+      const reason = 'is already used by a connection another request stored while the file was imported; nothing was imported, import it again'
+      throw problem('conflict', `name ${reason}.`, { errors: [{ location: 'body', name: 'name', reason }] })
+    }
+  }
+}
+
+/** Tries of an import whose names other requests take meanwhile. */
+const NAME_RACE_ATTEMPTS = 3
+
+/** The rows applied in one unit of work (see importConnections). */
+async function importRows(
+  deps: AgentlessDeps,
+  ctx: Context,
+  fileName: string | null,
+  data: Buffer,
+  header: CsvRecord,
+  rows: CsvRecord[],
+  columns: Map<Column, number>,
+  nameOf: (row: CsvRecord) => string,
+  now: number,
+): Promise<Schemas['AgentlessUploadResult']> {
+  const { uow, audit } = deps
   return uow.run(async () => {
     const out: UploadRow[] = []
     const seen = new Map<string, number>()
