@@ -193,6 +193,52 @@ t.test("a name stored by another request between the import's look-up and its wr
   t.equal(await queryValue(app, "SELECT count(*) FROM audit_trail WHERE description LIKE 'Imported agentless connections%'"), 1, 'one audit record of the import')
 })
 
+t.test('a poller deleted while a connection is set to it: 404 naming pollerId, or set and then unregistered, never a 500', async (t) => {
+  const { app, service, deps } = await setup(t)
+  for (const how of ['create', 'update', 'register', 'import'] as const) {
+    const reg = await service.registerPoller(ctx({ actor: null }), { name: `p-${how}`, version: '1.0', enrollmentSecret: SECRET })
+    const existing = await service.create(ctx(), host(`stored-${how}`))
+    // The deletion starts from the test's own context and runs once the poller was read.
+    let openGate!: () => void
+    const gate = new Promise<void>((resolve) => (openGate = resolve))
+    const deleted = gate.then(() => service.deletePoller(ctx(), reg.pollerId))
+    deleted.catch(() => {})
+    const store = Object.create(deps.store)
+    let raced = false
+    store.poller = async (id: string, hold?: boolean) => {
+      const row = await deps.store.poller(id, hold)
+      if (!raced) {
+        raced = true
+        openGate()
+        // PostgreSQL: the deletion commits here, unless the read holds the poller (then it
+        // waits for this unit, which goes on after a while). SQLite: it waits for the unit.
+        if (app.storage.backend === 'postgres') await Promise.race([deleted.catch(() => {}), new Promise((resolve) => setTimeout(resolve, 300))])
+      }
+      return row
+    }
+    const racing = agentlessService({ ...deps, store })
+    const attempt =
+      how === 'create'
+        ? racing.create(ctx(), host(`new-${how}`, { pollerId: reg.pollerId }))
+        : how === 'update'
+          ? racing.update(ctx(), { id: existing.id, pollerId: reg.pollerId })
+          : how === 'register'
+            ? racing.register(ctx(), reg.pollerId, [existing.id])
+            : racing.importCsv(ctx(), 'hosts.csv', Buffer.from(`name,address,protocol,userName,password,pollerId\nnew-${how},192.0.2.10,SSH,checker,pw-0123456789,${reg.pollerId}\n`))
+    const outcome = await attempt.then(
+      (answer) => ({ answer }),
+      (err) => ({ err }),
+    )
+    if ('err' in outcome) t.match(outcome.err, { code: 'not-found', errors: [{ name: 'pollerId' }] }, `${how}: refused naming the poller`)
+    else if (how === 'import') {
+      const row = (outcome.answer as { rows: { result: string; errors: { column: string }[] }[] }).rows[0]
+      t.ok(row.result === 'imported' || row.errors[0]?.column === 'pollerId', `${how}: the row imported or rejected naming pollerId (${JSON.stringify(row)})`)
+    } else t.pass(`${how}: set before the deletion`)
+    t.match(await deleted, { poller: { id: reg.pollerId } }, `${how}: the poller is deleted`)
+    t.equal(await queryValue(app, 'SELECT count(*) FROM agentless_connections WHERE poller_id IS NOT NULL'), 0, `${how}: no connection is left on the deleted poller`)
+  }
+})
+
 t.test('the poller gateway: registration, activation, heartbeats, assignments with credentials, runs and events', async (t) => {
   const { app, service, auditRows } = await setup(t)
   await t.rejects(service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: 'wrong-secret-0123456789' }), { code: 'unauthenticated' })

@@ -178,7 +178,8 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
 
   return {
     pollerByCredential: (hash) => db.one<PollerRow & Row>('SELECT * FROM worker_pollers WHERE credential_hash = $1', [hash]),
-    poller: (id) => db.one<PollerRow & Row>('SELECT * FROM worker_pollers WHERE id = $1', [id.toLowerCase()]),
+    // Held as the foreign key of a connection holds it: its deletion waits, its heartbeats do not.
+    poller: (id, hold) => db.one<PollerRow & Row>(`SELECT * FROM worker_pollers WHERE id = $1${hold ? ' FOR KEY SHARE' : ''}`, [id.toLowerCase()]),
     pollerByName: (name) => db.one<PollerRow & Row>(`SELECT * FROM worker_pollers WHERE ${nocase('name')} = ${nocase('$1::text')}`, [name]),
     pollers: () => db.query<PollerWithCounts & Row>(`${POLLER_COUNTS} GROUP BY p.id ORDER BY ${nocase('p.name')}, p.id`),
     pollerWithCounts: (id) => db.one<PollerWithCounts & Row>(`${POLLER_COUNTS} WHERE p.id = $1 GROUP BY p.id`, [id.toLowerCase()]),

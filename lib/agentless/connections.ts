@@ -77,9 +77,10 @@ async function connectionNamed(deps: AgentlessDeps, name: string, batch: StoreBa
   return known !== undefined ? (known ?? undefined) : await deps.store.connectionByName(name)
 }
 
+/** The poller a connection is to be set to, held against its deletion (the unit sets it next). */
 async function pollerOf(deps: AgentlessDeps, id: string, batch: StoreBatch | undefined) {
-  if (!batch) return deps.store.poller(id)
-  if (!batch.pollers.has(id)) batch.pollers.set(id, await deps.store.poller(id))
+  if (!batch) return deps.store.poller(id, true)
+  if (!batch.pollers.has(id)) batch.pollers.set(id, await deps.store.poller(id, true))
   return batch.pollers.get(id)
 }
 
@@ -305,8 +306,9 @@ export async function registerConnections(deps: AgentlessDeps, ctx: Context, pol
   const { store, uow, audit } = deps
   const now = Date.now()
   return uow.run(async () => {
-    const poller = await store.poller(pollerId)
-    if (!poller) throw problem('not-found', `No worker poller with id ${pollerId}.`)
+    // Held: the connections are set to it below, so it must not be deleted meanwhile.
+    const poller = await store.poller(pollerId, true)
+    if (!poller) throw problem('not-found', `No worker poller with id ${pollerId}.`, { errors: [{ location: 'body', name: 'pollerId', reason: `names no worker poller (${pollerId})` }] })
     let load = await store.pollerLoad(poller.id)
     const results: ItemResult[] = []
     const moved: { id: number; from: string | null }[] = []

@@ -169,7 +169,12 @@ export interface RunValues {
 }
 
 export interface AgentlessStore {
-  poller(id: string): Promise<PollerRow | undefined>
+  /**
+   * With `hold`, the poller is held against its deletion to the end of the unit of work (on
+   * PostgreSQL; SQLite's units run one at a time), so that a connection set to it next
+   * cannot point to a poller deleted meanwhile.
+   */
+  poller(id: string, hold?: boolean): Promise<PollerRow | undefined>
   pollerByName(name: string): Promise<PollerRow | undefined>
   /** Every poller with its connection counts, by name. */
   pollers(): Promise<PollerWithCounts[]>
