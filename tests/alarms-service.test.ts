@@ -24,7 +24,7 @@ async function setup(t: Parameters<typeof build>[0], over: Partial<AlarmDestinat
     if (failAudit) throw new Error('the audit trail is full')
     await recordAudit({ repo: app.storage.audit, refusalWindowMs: 60_000, flushRefusal: async () => {} }, ctx, entry)
   }
-  const service = alarmDestinationService({
+  const deps: AlarmDestinationDeps = {
     destinations: portsOf(app).alarmDestinations,
     uow,
     audit: { record },
@@ -39,11 +39,12 @@ async function setup(t: Parameters<typeof build>[0], over: Partial<AlarmDestinat
     },
     timeoutMs: 1000,
     ...over,
-  })
+  }
+  const service = alarmDestinationService(deps)
   // Only what the service wrote from here on.
   const mark = (await queryValue<number>(app, 'SELECT coalesce(max(id), 0) FROM audit_trail')) ?? 0
   const auditRows = () => query(app, 'SELECT user_name, source_ip, request_id, operation_id, description, outcome FROM audit_trail WHERE id > ? ORDER BY id', mark)
-  return { service, warnings, sent, auditRows, failAudit: (on: boolean) => (failAudit = on) }
+  return { app, deps, service, warnings, sent, auditRows, failAudit: (on: boolean) => (failAudit = on) }
 }
 
 const ctx = (over: Partial<Context> = {}) =>
@@ -83,6 +84,36 @@ t.test('when the audit record cannot be written, the change is rolled back', asy
   failAudit(false)
   t.same(await service.list(), [])
   t.same(await auditRows(), [])
+})
+
+t.test('a save whose host names resolve slowly keeps the secrets another save stored meanwhile, and answers 404 if it was removed', async (t) => {
+  const { app, deps, service } = await setup(t)
+  const URL = 'http://127.0.0.1:9/hooks'
+  const made = await service.save(ctx(), { name: 'hook', type: 'webhook', webhook: { url: URL, secret: 'whsec-old-0123456789', headers: { Authorization: 'Bearer old' } } })
+  const stored = async () => JSON.parse((await deps.destinations.byId(made.row.id))!.settings)
+  // The other request lands where the save resolves host names: after its first read of the
+  // destination, before its unit of work (SQLite too: that read is outside the unit).
+  const racing = (meanwhile: () => Promise<unknown>) => {
+    let first = true
+    const destinations = Object.create(deps.destinations)
+    destinations.byId = async (id: string, hold?: boolean) => {
+      const row = await deps.destinations.byId(id, hold)
+      if (first) {
+        first = false
+        await meanwhile()
+      }
+      return row
+    }
+    return alarmDestinationService({ ...deps, destinations })
+  }
+  const newSecret = () => service.save(ctx(), { id: made.row.id, name: 'hook', type: 'webhook', webhook: { url: URL, secret: 'whsec-new-0123456789', headers: { Authorization: 'Bearer new' } } })
+  // Sends neither the secret nor the header value: both are kept as stored.
+  const kept = { id: made.row.id, name: 'hook', type: 'webhook' as const, enabled: false, webhook: { url: URL, headers: { Authorization: '***' } } }
+  const saved = await racing(newSecret).save(ctx(), kept)
+  t.equal(saved.row.enabled, 0, 'the slow save applied')
+  t.same(await stored(), { url: URL, secret: 'whsec-new-0123456789', headers: { Authorization: 'Bearer new' } }, 'the secret and header value stored meanwhile are kept, not put back')
+  await t.rejects(racing(() => service.remove(ctx(), [made.row.id])).save(ctx(), kept), { code: 'not-found' }, 'removed meanwhile: 404, nothing written')
+  t.equal(await queryValue(app, 'SELECT count(*) FROM alarm_destinations'), 0)
 })
 
 t.test('removing: one result per id, unknown ids fail, one audit record', async (t) => {

@@ -135,7 +135,12 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
 
   return {
     all: async () => (await select<DestinationRow>('SELECT * FROM alarm_destinations ORDER BY name_key, id')).map(opened),
-    byId: async (id: string) => opened(await first<DestinationRow>('SELECT * FROM alarm_destinations WHERE id = $1', [id])),
+    async byId(id: string, hold?: boolean) {
+      // The outbox lock first, as the change (queue.all) and the removal take it before the
+      // row: held in the other order, a removal waiting for the row would deadlock with it.
+      if (hold) await outboxLock()
+      return opened(await first<DestinationRow>(`SELECT * FROM alarm_destinations WHERE id = $1${hold ? ' FOR UPDATE' : ''}`, [id]))
+    },
     byName: async (name: string) => opened(await first<DestinationRow>('SELECT * FROM alarm_destinations WHERE name_key = $1', [name.toLowerCase()])),
     /** Seals the settings stored in the clear (before sealing existed); answers how many. */
     async sealStored(): Promise<number> {

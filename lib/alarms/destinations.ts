@@ -211,6 +211,20 @@ async function webhookSettings(w: NonNullable<View['webhook']>, previous: Webhoo
     else if (url.username || url.password) errors.push(field('webhook/url', 'must not carry a user name or password'))
     else if (!url.hostname) errors.push(field('webhook/url', 'has no host'))
   }
+  const { secret, headers } = webhookSecrets(w, previous, errors)
+  if (errors.length) invalid(errors)
+  await checkHost('webhook/url', url!.hostname, allow)
+  // Stored only when on, so that a destination without it keeps exactly its settings of before.
+  const batch = { ...BATCH_DEFAULTS, ...w.batch }
+  return batch.maxEvents > 1 ? { url: w.url, secret, headers, batch } : { url: w.url, secret, headers }
+}
+
+/**
+ * The webhook's secret and headers: those the body gives, and the stored ones it keeps (no
+ * secret, a header value of `***`) taken from `previous`, the stored webhook settings. What
+ * cannot be kept is added to `errors`.
+ */
+function webhookSecrets(w: NonNullable<View['webhook']>, previous: WebhookSettings | undefined, errors: FieldError[]): { secret: string | null; headers: Record<string, string> } {
   const secret = w.secret ?? previous?.secret ?? null
   if (!secret) errors.push(field('webhook/secret', 'is required: this destination has no stored secret to keep'))
   const headers: Record<string, string> = {}
@@ -230,11 +244,22 @@ async function webhookSettings(w: NonNullable<View['webhook']>, previous: Webhoo
     else headers[name] = value
     seen.add(lower)
   }
+  return { secret, headers }
+}
+
+/**
+ * `input` (made by destinationInput from a read before the host names were resolved) with
+ * the secrets it keeps taken again from `current`, the destination as the unit of work that
+ * writes it reads it: a change committed in between (a new secret) is kept, not put back.
+ * Refuses with 400 as destinationInput does when a value to keep is no longer stored.
+ */
+export function keepingStoredSecrets(body: View, input: DestinationInput, current: DestinationRow | undefined): DestinationInput {
+  if (input.type !== 'webhook') return input
+  const previous = current && current.type === 'webhook' ? (settingsOf(current) as WebhookSettings) : undefined
+  const errors: FieldError[] = []
+  const { secret, headers } = webhookSecrets(body.webhook!, previous, errors)
   if (errors.length) invalid(errors)
-  await checkHost('webhook/url', url!.hostname, allow)
-  // Stored only when on, so that a destination without it keeps exactly its settings of before.
-  const batch = { ...BATCH_DEFAULTS, ...w.batch }
-  return batch.maxEvents > 1 ? { url: w.url, secret, headers, batch } : { url: w.url, secret, headers }
+  return { ...input, settings: { ...(input.settings as WebhookSettings), secret: secret!, headers } }
 }
 
 function emailSettings(e: NonNullable<View['email']>): EmailSettings {

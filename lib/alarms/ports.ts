@@ -97,7 +97,11 @@ export interface SettingsSealer {
 
 export interface AlarmDestinationStore {
   all(): Promise<DestinationRow[]>
-  byId(id: string): Promise<DestinationRow | undefined>
+  /**
+   * With `hold`, the destination is held against other changes and its removal to the end of
+   * the unit of work (PostgreSQL; SQLite's units run one at a time).
+   */
+  byId(id: string, hold?: boolean): Promise<DestinationRow | undefined>
   /** By name, case-insensitively. */
   byName(name: string): Promise<DestinationRow | undefined>
   count(): Promise<number>

@@ -9,7 +9,7 @@ import type { Context } from '../platform/context.js'
 import { iso } from '../time.js'
 import type { AllowList } from './address.js'
 import type { Sent, Transports } from './deliver.js'
-import { auditForm, changes, destinationInput, inputOf, MAX_DESTINATIONS } from './destinations.js'
+import { auditForm, changes, destinationInput, inputOf, keepingStoredSecrets, MAX_DESTINATIONS } from './destinations.js'
 import { testRecord, type AlarmRecord, type DeliveryContext } from './format.js'
 import { SyslogConnections } from './transport.js'
 
@@ -65,12 +65,16 @@ export function alarmDestinationService(deps: AlarmDestinationDeps) {
       const existing = id ? await destinations.byId(id) : undefined
       if (id && !existing) throw problem('not-found', `${NOT_FOUND} (${body.id})`)
       // Resolving host names takes time: done before the unit of work, which checks the rest again.
-      const input = await destinationInput(body, existing, deps.allow, deps.mailConfigured())
+      const resolved = await destinationInput(body, existing, deps.allow, deps.mailConfigured())
       const now = Date.now()
       return uow
         .run(async () => {
-          const current = id ? await destinations.byId(id) : undefined
+          // Held (PostgreSQL): the stored secrets the body keeps are written back from this
+          // read, so a change committed since the read above (a new secret) must be read here,
+          // and none may commit before this unit does.
+          const current = id ? await destinations.byId(id, true) : undefined
           if (id && !current) throw problem('not-found', `${NOT_FOUND} (${body.id})`)
+          const input = keepingStoredSecrets(body, resolved, current)
           const clash = await destinations.byName(input.name)
           if (clash && clash.id !== input.id) throw problem('conflict', `An alarm destination named "${clash.name}" already exists (names are case-insensitive).`)
           if (!current && (await destinations.count()) >= MAX_DESTINATIONS) throw problem('conflict', `There are already ${MAX_DESTINATIONS} alarm destinations, the most allowed; remove one first.`)
@@ -87,7 +91,7 @@ export function alarmDestinationService(deps: AlarmDestinationDeps) {
         .catch((err) => {
           // Named so by another request between the look-up and the write (PostgreSQL's
           // unique index refused this one): the conflict the look-up would have found.
-          if ((err as { code?: string }).code === 'duplicate-key') throw problem('conflict', `An alarm destination named "${input.name}" already exists (names are case-insensitive).`)
+          if ((err as { code?: string }).code === 'duplicate-key') throw problem('conflict', `An alarm destination named "${resolved.name}" already exists (names are case-insensitive).`)
           throw err
         })
     },
