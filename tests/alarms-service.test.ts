@@ -116,6 +116,21 @@ t.test('a save whose host names resolve slowly keeps the secrets another save st
   t.equal(await queryValue(app, 'SELECT count(*) FROM alarm_destinations'), 0)
 })
 
+t.test('saves at once near the limit of 100 destinations: never more than 100, the others 409', async (t) => {
+  const { app, service } = await setup(t)
+  for (let i = 0; i < 97; i++) await service.save(ctx(), webhook(`hook-${i}`))
+  for (let round = 0; round < 3; round++) {
+    const outcomes = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => service.save(ctx(), webhook(`race-${round}-${i}`))))
+    const refused = outcomes.filter((o) => o.status === 'rejected')
+    t.ok(
+      refused.every((o) => (o.reason as { code?: string }).code === 'conflict'),
+      `round ${round}: every refusal is the limit's 409 (${refused.map((o) => (o.reason as Error).message).join(' | ')})`,
+    )
+    t.equal(await queryValue<number>(app, 'SELECT count(*) FROM alarm_destinations'), 100, `round ${round}: exactly 100 destinations`)
+    t.equal(outcomes.length - refused.length, round === 0 ? 3 : 0, `round ${round}: only the saves the limit left room for`)
+  }
+})
+
 t.test('removing: one result per id, unknown ids fail, one audit record', async (t) => {
   const { service, auditRows } = await setup(t)
   const { row } = await service.save(ctx(), webhook('soc'))

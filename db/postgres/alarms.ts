@@ -17,6 +17,7 @@ import type { Async } from '../unit-of-work.js'
 import { PG_LAST_EVENT, pgEventQueue } from './alarm-queue.js'
 import type { Postgres } from './connection.js'
 import { refusedAsDuplicate } from './duplicates.js'
+import { holdLimit } from './limits.js'
 
 /** Names are unique case-insensitively (migration 005): a name taken meanwhile by another unit of work. */
 const NAME_TAKEN = 'alarm_destinations_name_key_key'
@@ -156,7 +157,10 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
         return plain.length
       })
     },
-    count: async () => (await db.value<number>('SELECT count(*) FROM alarm_destinations'))!,
+    async count(hold?: boolean) {
+      if (hold) await holdLimit(db, 'alarm destinations')
+      return (await db.value<number>('SELECT count(*) FROM alarm_destinations'))!
+    },
     /** Under the outbox lock: a slice of the event queue queueing meanwhile sees the new destination or ends before it is written. */
     insert: (d: DestinationInput, ms: number, user: string | null) =>
       db.uow.run(async () => {

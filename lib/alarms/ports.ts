@@ -104,7 +104,8 @@ export interface AlarmDestinationStore {
   byId(id: string, hold?: boolean): Promise<DestinationRow | undefined>
   /** By name, case-insensitively. */
   byName(name: string): Promise<DestinationRow | undefined>
-  count(): Promise<number>
+  /** With `hold`, inside a unit of work: counted to add one, other units counting with `hold` wait for this one to end (PostgreSQL; SQLite's units run one at a time). */
+  count(hold?: boolean): Promise<number>
   /** Both reject with an error of code `duplicate-key` when another destination took the name meanwhile (another unit of work). */
   insert(d: DestinationInput, ms: number, user: string | null): Promise<unknown>
   update(d: DestinationInput, ms: number, user: string | null): Promise<number>

@@ -77,7 +77,8 @@ export function alarmDestinationService(deps: AlarmDestinationDeps) {
           const input = keepingStoredSecrets(body, resolved, current)
           const clash = await destinations.byName(input.name)
           if (clash && clash.id !== input.id) throw problem('conflict', `An alarm destination named "${clash.name}" already exists (names are case-insensitive).`)
-          if (!current && (await destinations.count()) >= MAX_DESTINATIONS) throw problem('conflict', `There are already ${MAX_DESTINATIONS} alarm destinations, the most allowed; remove one first.`)
+          if (!current && (await destinations.count(true)) >= MAX_DESTINATIONS)
+            throw problem('conflict', `There are already ${MAX_DESTINATIONS} alarm destinations, the most allowed; remove one first.`)
           if (current) {
             // Deleted by another request since it was read (PostgreSQL: between the statements).
             if ((await destinations.update(input, now, ctx.actor)) === 0) throw problem('not-found', `${NOT_FOUND} (${body.id})`)
