@@ -79,6 +79,25 @@ t.test('a full catalogue refuses another entry', async (t) => {
   await t.rejects(service.add(ctx('addCatalogueEntry'), 'admin', entry), { code: 'conflict', message: /full/ })
 })
 
+t.test('adds at once near the limit: never more than the limit, the others 409', async (t) => {
+  const { app, service } = await setup(t)
+  const have = (await queryValue<number>(app, 'SELECT count(*) FROM catalogue')) ?? 0
+  const row = (i: number) => ({ id: `bulk-${i}`, kind: 'VulnerableDevice', vid: 'FFFF', pid: i.toString(16).padStart(4, '0'), name: 'bulk', severity: 3, created_ms: 0, created_by: 'test' })
+  await insertRows(
+    app,
+    'catalogue',
+    Array.from({ length: MAX_CATALOGUE_ENTRIES - 3 - have }, (_, k) => row(have + k)),
+  )
+  const outcomes = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => service.add(ctx('addCatalogueEntry'), 'admin', { ...entry, vid: 'EEEE', pid: `000${i}` })))
+  const refused = outcomes.filter((o) => o.status === 'rejected')
+  t.ok(
+    refused.every((o) => (o.reason as { code?: string; message?: string }).code === 'conflict' && /full/.test((o.reason as Error).message)),
+    `every refusal is the full catalogue's 409 (${refused.map((o) => (o.reason as Error).message).join(' | ')})`,
+  )
+  t.equal(Number(await queryValue<number>(app, 'SELECT count(*) FROM catalogue')), MAX_CATALOGUE_ENTRIES, 'exactly the limit')
+  t.equal(outcomes.length - refused.length, 3, 'only the adds the limit left room for')
+})
+
 t.test('when the audit record cannot be written, the entry and the insight stay as they were', async (t) => {
   const { service, keepInsight, insightKept, auditRows, failAudit } = await setup(t)
   const before = (await service.list()).length

@@ -6,6 +6,7 @@ import type { CatalogueKind, CatalogueRow, NewCatalogueEntry } from '../../lib/c
 import type { Async } from '../unit-of-work.js'
 import type { Postgres } from './connection.js'
 import { refusedAsDuplicate } from './duplicates.js'
+import { holdLimit } from './limits.js'
 
 type Row = CatalogueRow & Record<string, unknown>
 
@@ -15,7 +16,10 @@ export function pgCatalogueRepo(db: Postgres) {
     all: () => db.query<Row>('SELECT * FROM catalogue ORDER BY kind COLLATE "C", vid COLLATE "C", pid COLLATE "C"'),
     byId: (id: string) => db.one<Row>('SELECT * FROM catalogue WHERE id = $1', [id]),
     byKey: (kind: CatalogueKind, vid: string, pid: string) => db.one<Row>('SELECT * FROM catalogue WHERE kind = $1 AND vid = $2 AND pid = $3', [kind, vid, pid]),
-    count: async () => (await db.value<number>('SELECT count(*) FROM catalogue')) ?? 0,
+    async count(hold?: boolean) {
+      if (hold) await holdLimit(db, 'catalogue')
+      return (await db.value<number>('SELECT count(*) FROM catalogue')) ?? 0
+    },
     async insert(entry: NewCatalogueEntry, now: number): Promise<CatalogueRow> {
       const row: CatalogueRow = { ...entry, id: crypto.randomUUID(), built_in: 0, created_ms: now }
       // The same kind and model added at once by another unit of work: refused by UNIQUE (kind, vid, pid).

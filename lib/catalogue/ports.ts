@@ -22,7 +22,8 @@ export interface CatalogueStore {
   all(): Promise<CatalogueRow[]>
   byId(id: string): Promise<CatalogueRow | undefined>
   byKey(kind: CatalogueKind, vid: string, pid: string): Promise<CatalogueRow | undefined>
-  count(): Promise<number>
+  /** With `hold`, inside a unit of work: counted to add one, other units counting with `hold` wait for this one to end (PostgreSQL; SQLite's units run one at a time). */
+  count(hold?: boolean): Promise<number>
   /** Rejects with an error of code `duplicate-key` when the kind and model are stored already (written meanwhile by another unit of work). */
   insert(entry: NewCatalogueEntry, now: number): Promise<CatalogueRow>
   /** Answers whether an entry was removed. */

@@ -44,7 +44,7 @@ export function catalogueService(deps: CatalogueDeps) {
       return uow
         .run(async () => {
           if (await catalogue.byKey(body.kind, vid, pid)) throw taken()
-          if ((await catalogue.count()) >= MAX_CATALOGUE_ENTRIES) throw problem('conflict', `The catalogue is full (${MAX_CATALOGUE_ENTRIES} entries); remove one first.`)
+          if ((await catalogue.count(true)) >= MAX_CATALOGUE_ENTRIES) throw problem('conflict', `The catalogue is full (${MAX_CATALOGUE_ENTRIES} entries); remove one first.`)
           const created = await catalogue.insert(
             {
               kind: body.kind,
