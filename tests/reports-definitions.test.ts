@@ -386,3 +386,28 @@ t.test('the same name given twice at once: one report, the other answers 409', a
     t.same(answers.map((a) => a.statusCode).sort(), [200, 409, 409], `round ${round}: one took the name, the others were refused: ${answers.map((a) => a.body.slice(0, 100)).join(' | ')}`)
   }
 })
+
+t.test('creates at once near the limit: never more than 1000 definitions, the others 409', async (t) => {
+  const app = await build(t)
+  const token = await login(app)
+  const rows = Array.from({ length: 997 }, (_, i) => ({
+    id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+    name: `r${i}`,
+    name_key: `r${i}`,
+    type: 'agentsInventory',
+    format: 'CSV',
+    owner: 'admin',
+    created_ms: 0,
+    updated_ms: 0,
+  }))
+  await insertRows(app, 'reports', rows)
+  const answers = await Promise.all(
+    Array.from({ length: 8 }, (_, i) => call(app, token, { method: 'POST', url: `${REPORTS}/create`, payload: { name: `Race ${i}`, type: 'agentsInventory', format: 'CSV' } })),
+  )
+  t.same(answers.map((a) => a.statusCode).sort(), [200, 200, 200, 409, 409, 409, 409, 409], `only the creates the limit left room for: ${answers.map((a) => a.body.slice(0, 100)).join(' | ')}`)
+  t.ok(
+    answers.filter((a) => a.statusCode === 409).every((a) => /1000/.test(a.json().detail)),
+    'the refusals name the limit',
+  )
+  t.equal(Number((await count(app)).n), 1000)
+})

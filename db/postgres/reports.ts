@@ -11,6 +11,7 @@ import type { ReportChanges, ReportFileStore, ReportInsert, ReportRow, ReportSou
 import { nameKey } from '../reports.js'
 import type { Postgres } from './connection.js'
 import { refusedAsDuplicate } from './duplicates.js'
+import { holdLimit } from './limits.js'
 import { Params, type PgFilterSql, pgReportData, plainFilterSql } from './reports-data.js'
 import { pgReportRuns } from './reports-runs.js'
 
@@ -81,7 +82,10 @@ export function pgReportsRepo(db: Postgres, filters: PgFilterSql = plainFilterSq
     byId: (id: string, hold?: boolean) => get<ReportRow>(`SELECT * FROM reports WHERE id = $1${hold ? ' FOR UPDATE' : ''}`, [id]),
     byName: (name: string) => get<ReportRow>('SELECT * FROM reports WHERE name_key = $1', [nameKey(name)]),
     all: () => all<ReportRow>('SELECT * FROM reports ORDER BY name_key COLLATE "C", id COLLATE "C"'),
-    count: async () => (await db.value<number>('SELECT count(*) FROM reports')) ?? 0,
+    async count(hold?: boolean) {
+      if (hold) await holdLimit(db, 'reports')
+      return (await db.value<number>('SELECT count(*) FROM reports')) ?? 0
+    },
     /** Changes the given columns (a name keeps its key in step). */
     async update(id: string, changes: ReportChanges): Promise<void> {
       const set = { ...changes } as Record<string, unknown>

@@ -198,7 +198,8 @@ export interface ReportStore {
   byName(name: string): Promise<ReportRow | undefined>
   /** Every definition, by name. */
   all(): Promise<ReportRow[]>
-  count(): Promise<number>
+  /** With `hold`, inside a unit of work: counted to add one, other units counting with `hold` wait for this one to end (PostgreSQL; SQLite's units run one at a time). */
+  count(hold?: boolean): Promise<number>
   /** Changes the given columns. */
   update(id: string, changes: ReportChanges): Promise<void>
   /** Deletes the definition with its runs; answers whether it was there. */

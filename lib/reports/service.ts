@@ -114,7 +114,7 @@ export function reportService(deps: ReportServiceDeps) {
       const fields = readNewReport(body, owner, now)
       return uow
         .run(async () => {
-          if ((await reports.count()) >= MAX_REPORTS) throw problem('conflict', `There are already ${MAX_REPORTS} report definitions, the most this server keeps; delete one first.`)
+          if ((await reports.count(true)) >= MAX_REPORTS) throw problem('conflict', `There are already ${MAX_REPORTS} report definitions, the most this server keeps; delete one first.`)
           const other = await reports.byName(fields.name)
           if (other) throw nameClash(other)
           const id = crypto.randomUUID()
