@@ -5,6 +5,7 @@ import crypto from 'node:crypto'
 import t from 'tap'
 import { agentlessService, RUN_GIVE_UP_MS } from '../lib/agentless/service.js'
 import { agentlessSettings } from '../lib/agentless/settings.js'
+import { LIMITS } from '../lib/agentless/rules.js'
 import { recordAudit, type AuditEntry } from '../lib/audit.js'
 import { systemContext, type Context } from '../lib/platform/context.js'
 import { vault } from '../lib/vault.js'
@@ -237,6 +238,32 @@ t.test('a poller deleted while a connection is set to it: 404 naming pollerId, o
     t.match(await deleted, { poller: { id: reg.pollerId } }, `${how}: the poller is deleted`)
     t.equal(await queryValue(app, 'SELECT count(*) FROM agentless_connections WHERE poller_id IS NOT NULL'), 0, `${how}: no connection is left on the deleted poller`)
   }
+})
+
+t.test('connections set to one poller at once near its limit: never more than the limit, the others 409 naming pollerId', async (t) => {
+  const { app, service } = await setup(t)
+  const limits = LIMITS as { connectionsPerPoller: number }
+  const saved = limits.connectionsPerPoller
+  limits.connectionsPerPoller = 5
+  t.teardown(() => {
+    limits.connectionsPerPoller = saved
+  })
+  const reg = await service.registerPoller(ctx({ actor: null }), { name: 'p1', version: '1.0', enrollmentSecret: SECRET })
+  for (let i = 0; i < 3; i++) await service.create(ctx(), host(`on-${i}`, { pollerId: reg.pollerId }))
+  const loose = [await service.create(ctx(), host('loose-1')), await service.create(ctx(), host('loose-2'))]
+  const outcomes = await Promise.allSettled([
+    ...Array.from({ length: 4 }, (_, i) => service.create(ctx(), host(`race-${i}`, { pollerId: reg.pollerId }))),
+    service.update(ctx(), { id: loose[0].id, pollerId: reg.pollerId }),
+    service.register(ctx(), reg.pollerId, [loose[1].id]),
+  ])
+  const refused = outcomes.filter((o) => o.status === 'rejected').map((o) => o.reason as { code?: string; errors?: { name: string }[]; message: string })
+  t.ok(
+    refused.every((e) => e.code === 'conflict' && e.errors?.[0]?.name === 'pollerId'),
+    `every refusal is the limit's 409 naming pollerId (${refused.map((e) => e.message).join(' | ')})`,
+  )
+  const registered = outcomes.filter((o) => o.status === 'fulfilled' && (o.value as { failed?: number }).failed !== 1).length
+  t.equal(registered, 2, 'only the two the limit left room for')
+  t.equal(Number(await queryValue(app, 'SELECT count(*) FROM agentless_connections WHERE poller_id = ?', reg.pollerId)), 5, 'exactly the limit')
 })
 
 t.test('the poller gateway: registration, activation, heartbeats, assignments with credentials, runs and events', async (t) => {

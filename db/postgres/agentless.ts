@@ -23,6 +23,7 @@ import { contains } from '../sql.js'
 import type { Sort } from '../../lib/ports.js'
 import type { Postgres, Row } from './connection.js'
 import { refusedAsDuplicate } from './duplicates.js'
+import { holdLimit } from './limits.js'
 
 // Runs kept per connection beyond the previous errors: enough to answer a retried report.
 const KEPT_OTHER_RUNS = 10
@@ -222,7 +223,10 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
     async bumpRevision(pollerId, by = 1) {
       if (pollerId) await db.run('UPDATE worker_pollers SET assignments_revision = assignments_revision + $1 WHERE id = $2', [by, pollerId])
     },
-    pollerLoad: async (pollerId) => (await db.value<number>('SELECT count(*) FROM agentless_connections WHERE poller_id = $1', [pollerId]))!,
+    async pollerLoad(pollerId, hold) {
+      if (hold) await holdLimit(db, `poller load ${pollerId}`)
+      return (await db.value<number>('SELECT count(*) FROM agentless_connections WHERE poller_id = $1', [pollerId]))!
+    },
     goneQuiet: (before) => db.query<PollerRow & Row>('SELECT * FROM worker_pollers WHERE offline_since_ms IS NULL AND coalesce(last_heartbeat_ms, created_ms) < $1', [before]),
     setOffline: (id, since) => db.run('UPDATE worker_pollers SET offline_since_ms = $1 WHERE id = $2 AND offline_since_ms IS NULL', [since, id]),
 

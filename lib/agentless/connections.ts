@@ -101,7 +101,8 @@ export async function storeProblem(
     if (!poller) return { code: 'not-found', field: 'pollerId', reason: `names no worker poller (${c.pollerId})` }
     if (current?.poller_id !== c.pollerId) {
       const loads = batch?.loads
-      const load = loads?.get(c.pollerId) ?? (await deps.store.pollerLoad(c.pollerId))
+      // Held: the connection is stored next; concurrent ones to this poller count after it.
+      const load = loads?.get(c.pollerId) ?? (await deps.store.pollerLoad(c.pollerId, true))
       if (load >= LIMITS.connectionsPerPoller) return { code: 'conflict', field: 'pollerId', reason: `poller ${poller.name} already holds ${LIMITS.connectionsPerPoller} connections` }
       // The caller stores it next: one more for this poller, one fewer for the one it leaves.
       if (loads) {
@@ -309,7 +310,7 @@ export async function registerConnections(deps: AgentlessDeps, ctx: Context, pol
     // Held: the connections are set to it below, so it must not be deleted meanwhile.
     const poller = await store.poller(pollerId, true)
     if (!poller) throw problem('not-found', `No worker poller with id ${pollerId}.`, { errors: [{ location: 'body', name: 'pollerId', reason: `names no worker poller (${pollerId})` }] })
-    let load = await store.pollerLoad(poller.id)
+    let load = await store.pollerLoad(poller.id, true)
     const results: ItemResult[] = []
     const moved: { id: number; from: string | null }[] = []
     for (const id of ids) {

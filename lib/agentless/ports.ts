@@ -189,7 +189,8 @@ export interface AgentlessStore {
   deletePoller(id: string, now: number): Promise<number>
   /** Tells the poller its assignments changed, `by` times (a null poller: nothing to tell). */
   bumpRevision(pollerId: string | null, by?: number): Promise<void>
-  pollerLoad(pollerId: string): Promise<number>
+  /** How many connections the poller holds. With `hold`, inside a unit of work: counted to add some, other units counting this poller's with `hold` wait for this one to end (PostgreSQL; SQLite's units run one at a time). */
+  pollerLoad(pollerId: string, hold?: boolean): Promise<number>
   /** Pollers whose last sign of life is older than `before` and that are not marked offline yet. */
   goneQuiet(before: number): Promise<PollerRow[]>
   setOffline(id: string, since: number): Promise<number>
