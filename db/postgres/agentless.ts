@@ -212,14 +212,19 @@ export function pgAgentlessRepo(db: Postgres): PgAgentlessRepo {
       )
     },
     touch: (id, ip) => db.run('UPDATE worker_pollers SET ip_address = $1 WHERE id = $2', [ip, id]),
-    deletePoller: (id, now) =>
+    async deletePoller(id, now) {
+      // The poller locked first, in a statement of its own: a unit setting a connection to it
+      // holds it (poller(id, hold)) to its commit, and the statement below must see that
+      // connection (its snapshot is taken when it starts, before any wait for the row).
+      await db.query('SELECT 1 FROM worker_pollers WHERE id = $1 FOR UPDATE', [id])
       // One statement: the poller deleted and its connections unregistered (counted); the
       // foreign key's SET NULL, run after it, then finds none left.
-      db.run(
+      return db.run(
         `WITH gone AS (DELETE FROM worker_pollers WHERE id = $1)
          UPDATE agentless_connections SET poller_id = NULL, updated_ms = $2 WHERE poller_id = $1`,
         [id, now],
-      ),
+      )
+    },
     async bumpRevision(pollerId, by = 1) {
       if (pollerId) await db.run('UPDATE worker_pollers SET assignments_revision = assignments_revision + $1 WHERE id = $2', [by, pollerId])
     },
