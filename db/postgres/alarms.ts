@@ -85,54 +85,7 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
     await db.run(`UPDATE leases SET expires_at = '-infinity' WHERE name = $1 AND holder = $2`, [LEASE + destinationId, holder])
   }
 
-  /** One statement for a batch of outcomes (see recordAttempts); answers the failed ids and how many deliveries changed. */
-  async function record(attempts: AttemptRecord[]): Promise<{ failed: number[]; changed: number }> {
-    const rows = attempts.map((a, k) => ({
-      k,
-      o: a.outboxId,
-      d: a.destinationId,
-      a: a.attempt,
-      s: a.startedMs,
-      u: a.durationMs,
-      c: a.outcome,
-      e: a.error,
-      t: a.startedMs + Math.round(a.durationMs),
-      n: a.nextAttemptMs ?? null,
-    }))
-    const r = await first<{ failed: string[]; changed: number }>(
-      `WITH a AS (
-         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(k int, o bigint, d text, a int, s bigint, u float8, c text, e text, t bigint, n bigint)
-       ), ok AS (
-         UPDATE alarm_outbox ob SET status = 'delivered', attempts = a.a, last_error = NULL, done_ms = a.t, started_ms = a.s, duration_ms = a.u
-         FROM a WHERE a.c = 'delivered' AND ob.id = a.o AND ob.status = 'pending' RETURNING ob.id
-       ), re AS (
-         UPDATE alarm_outbox ob SET attempts = a.a, last_error = a.e, next_attempt_ms = a.n
-         FROM a WHERE a.c = 'retry' AND ob.id = a.o AND ob.status = 'pending' RETURNING ob.id
-       ), fa AS (
-         UPDATE alarm_outbox ob SET status = 'failed', attempts = a.a, last_error = a.e, done_ms = a.t
-         FROM a WHERE a.c = 'failed' AND ob.id = a.o AND ob.status = 'pending' RETURNING ob.id
-       ), ins AS (
-         -- A delivered attempt is kept on its outbox row; a row of its own when the delivery was no longer pending.
-         INSERT INTO alarm_attempts (outbox_id, destination_id, attempt, started_ms, duration_ms, outcome, error)
-         SELECT a.o, a.d, a.a, a.s, a.u, a.c, a.e FROM a WHERE a.c <> 'delivered' OR a.o NOT IN (SELECT id FROM ok) ORDER BY a.k
-       ), st AS (
-         -- Each destination's state after the last of its attempts.
-         UPDATE alarm_destinations dd SET last_attempt_ms = l.s, last_status = CASE WHEN l.c = 'delivered' THEN 'delivered' ELSE 'failed' END,
-           last_error = CASE WHEN l.c = 'delivered' THEN NULL ELSE l.e END, last_delivered_ms = coalesce(l.done, dd.last_delivered_ms)
-         FROM (SELECT DISTINCT ON (a.d) a.d, a.s, a.c, a.e,
-                 (SELECT a2.t FROM a a2 WHERE a2.d = a.d AND a2.c = 'delivered' ORDER BY a2.k DESC LIMIT 1) AS done
-               FROM a ORDER BY a.d, a.k DESC) l
-         WHERE dd.id = l.d
-       ), renewed AS (
-         UPDATE leases SET expires_at = now() + $3 * interval '1 millisecond'
-         WHERE holder = $2 AND name IN (SELECT $4 || a.d FROM a)
-       )
-       SELECT coalesce((SELECT array_agg(id) FROM fa), '{}') AS failed,
-         (SELECT count(*) FROM ok) + (SELECT count(*) FROM re) + (SELECT count(*) FROM fa) AS changed`,
-      [JSON.stringify(rows), holder, leaseMs, LEASE],
-    )
-    return { failed: r!.failed.map(Number), changed: r!.changed }
-  }
+  const record = (attempts: AttemptRecord[]) => recordOutcomes(db, attempts, holder, leaseMs)
 
   return {
     all: async () => (await select<DestinationRow>('SELECT * FROM alarm_destinations ORDER BY name_key, id')).map(opened),
@@ -356,4 +309,53 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
       return r!
     },
   }
+}
+
+/** One statement for a batch of outcomes (see recordAttempts); answers the failed ids and how many deliveries changed. */
+async function recordOutcomes(db: Postgres, attempts: AttemptRecord[], holder: string, leaseMs: number): Promise<{ failed: number[]; changed: number }> {
+  const rows = attempts.map((a, k) => ({
+    k,
+    o: a.outboxId,
+    d: a.destinationId,
+    a: a.attempt,
+    s: a.startedMs,
+    u: a.durationMs,
+    c: a.outcome,
+    e: a.error,
+    t: a.startedMs + Math.round(a.durationMs),
+    n: a.nextAttemptMs ?? null,
+  }))
+  const r = (await db.one(
+    `WITH a AS (
+       SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(k int, o bigint, d text, a int, s bigint, u float8, c text, e text, t bigint, n bigint)
+     ), ok AS (
+       UPDATE alarm_outbox ob SET status = 'delivered', attempts = a.a, last_error = NULL, done_ms = a.t, started_ms = a.s, duration_ms = a.u
+       FROM a WHERE a.c = 'delivered' AND ob.id = a.o AND ob.status = 'pending' RETURNING ob.id
+     ), re AS (
+       UPDATE alarm_outbox ob SET attempts = a.a, last_error = a.e, next_attempt_ms = a.n
+       FROM a WHERE a.c = 'retry' AND ob.id = a.o AND ob.status = 'pending' RETURNING ob.id
+     ), fa AS (
+       UPDATE alarm_outbox ob SET status = 'failed', attempts = a.a, last_error = a.e, done_ms = a.t
+       FROM a WHERE a.c = 'failed' AND ob.id = a.o AND ob.status = 'pending' RETURNING ob.id
+     ), ins AS (
+       -- A delivered attempt is kept on its outbox row; a row of its own when the delivery was no longer pending.
+       INSERT INTO alarm_attempts (outbox_id, destination_id, attempt, started_ms, duration_ms, outcome, error)
+       SELECT a.o, a.d, a.a, a.s, a.u, a.c, a.e FROM a WHERE a.c <> 'delivered' OR a.o NOT IN (SELECT id FROM ok) ORDER BY a.k
+     ), st AS (
+       -- Each destination's state after the last of its attempts.
+       UPDATE alarm_destinations dd SET last_attempt_ms = l.s, last_status = CASE WHEN l.c = 'delivered' THEN 'delivered' ELSE 'failed' END,
+         last_error = CASE WHEN l.c = 'delivered' THEN NULL ELSE l.e END, last_delivered_ms = coalesce(l.done, dd.last_delivered_ms)
+       FROM (SELECT DISTINCT ON (a.d) a.d, a.s, a.c, a.e,
+               (SELECT a2.t FROM a a2 WHERE a2.d = a.d AND a2.c = 'delivered' ORDER BY a2.k DESC LIMIT 1) AS done
+             FROM a ORDER BY a.d, a.k DESC) l
+       WHERE dd.id = l.d
+     ), renewed AS (
+       UPDATE leases SET expires_at = now() + $3 * interval '1 millisecond'
+       WHERE holder = $2 AND name IN (SELECT $4 || a.d FROM a)
+     )
+     SELECT coalesce((SELECT array_agg(id) FROM fa), '{}') AS failed,
+       (SELECT count(*) FROM ok) + (SELECT count(*) FROM re) + (SELECT count(*) FROM fa) AS changed`,
+    [JSON.stringify(rows), holder, leaseMs, LEASE],
+  )) as { failed: string[]; changed: number } | undefined
+  return { failed: r!.failed.map(Number), changed: r!.changed }
 }
