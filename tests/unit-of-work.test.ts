@@ -17,6 +17,12 @@ function setup() {
   return { db, uow, things: asyncPort(repo, uow) }
 }
 
+/** Holds the event loop for `ms`, as a unit's statements do. */
+function busy(ms: number) {
+  const end = Date.now() + ms
+  while (Date.now() < end);
+}
+
 t.test('a unit commits when its work resolves and rolls back when it throws', async (t) => {
   const { uow, things } = setup()
   await uow.run(async () => {
@@ -82,10 +88,6 @@ t.test('units queued behind one another each begin in a turn of the loop of thei
   // in one turn: timers due meanwhile run between them.
   const { uow, things } = setup()
   const log: string[] = []
-  const busy = (ms: number) => {
-    const end = Date.now() + ms
-    while (Date.now() < end);
-  }
   const ticker = setInterval(() => log.push('timer'), 1)
   await Promise.all(
     Array.from({ length: 6 }, (_, i) =>
@@ -115,10 +117,6 @@ t.test('units that each find the connection free stop for the loop once a turn h
   // committed): without a budget per turn, ten of them held the loop for all ten.
   const { uow, things } = setup()
   const log: string[] = []
-  const busy = (ms: number) => {
-    const end = Date.now() + ms
-    while (Date.now() < end);
-  }
   const ticker = setInterval(() => log.push('timer'), 1)
   // Immediates queued together run in one check phase, each after the last one's microtasks.
   const done = await new Promise<Promise<void>[]>((resolve) => {
@@ -223,10 +221,6 @@ t.test('grouped units started together share one transaction, and every caller i
 t.test('a group whose units take long commits once its time is spent; the rest make the next group, in order, a turn of the loop later', async (t) => {
   const { db, uow, things } = setup()
   const log = watchExec(db)
-  const busy = (ms: number) => {
-    const end = Date.now() + ms
-    while (Date.now() < end);
-  }
   const ticker = setInterval(() => log.push('timer'), 1)
   const names = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h']
   const answers = names.map((name) =>
