@@ -174,9 +174,8 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
     group = { done: new Promise<void>((resolve) => (finish = resolve)) }
     const outcomes: ({ ok: true; result: unknown; unit: Open } | { ok: false; err: unknown })[] = []
     let lost: unknown
-    let began = performance.now()
+    const began = performance.now()
     try {
-      began = performance.now()
       db.exec('BEGIN IMMEDIATE')
       for (const u of units) {
         // A group of heavy units (first check-ins, each with new peripherals and events)
