@@ -45,6 +45,17 @@ const ctx = (operationId: string) =>
   systemContext({ actor: 'admin', profile: 30, requestId: 'req-1', operation: { operationId, method: 'POST', path: '/x', auditCategory: 'Peripherals', readOnly: false } })
 const entry = { kind: 'VulnerableDevice' as const, vid: '0951', pid: '16a6', name: 'Flash drive' }
 
+/** Fills the catalogue up to `free` entries below its limit. */
+async function fillCatalogue(app: Parameters<typeof insertRows>[0], free: number) {
+  const have = (await queryValue<number>(app, 'SELECT count(*) FROM catalogue')) ?? 0
+  const row = (i: number) => ({ id: `bulk-${i}`, kind: 'VulnerableDevice', vid: 'FFFF', pid: i.toString(16).padStart(4, '0'), name: 'bulk', severity: 3, created_ms: 0, created_by: 'test' })
+  await insertRows(
+    app,
+    'catalogue',
+    Array.from({ length: MAX_CATALOGUE_ENTRIES - free - have }, (_, k) => row(have + k)),
+  )
+}
+
 t.test('an entry is added with its audit record; the model is reassessed and the insight dropped', async (t) => {
   const { service, refreshed, keepInsight, insightKept, auditRows } = await setup(t)
   await keepInsight()
@@ -69,25 +80,13 @@ t.test('the same kind and model again is a conflict, and nothing is written', as
 
 t.test('a full catalogue refuses another entry', async (t) => {
   const { app, service } = await setup(t)
-  const have = (await queryValue<number>(app, 'SELECT count(*) FROM catalogue')) ?? 0
-  const row = (i: number) => ({ id: `bulk-${i}`, kind: 'VulnerableDevice', vid: 'FFFF', pid: i.toString(16).padStart(4, '0'), name: 'bulk', severity: 3, created_ms: 0, created_by: 'test' })
-  await insertRows(
-    app,
-    'catalogue',
-    Array.from({ length: MAX_CATALOGUE_ENTRIES - have }, (_, k) => row(have + k)),
-  )
+  await fillCatalogue(app, 0)
   await t.rejects(service.add(ctx('addCatalogueEntry'), 'admin', entry), { code: 'conflict', message: /full/ })
 })
 
 t.test('adds at once near the limit: never more than the limit, the others 409', async (t) => {
   const { app, service } = await setup(t)
-  const have = (await queryValue<number>(app, 'SELECT count(*) FROM catalogue')) ?? 0
-  const row = (i: number) => ({ id: `bulk-${i}`, kind: 'VulnerableDevice', vid: 'FFFF', pid: i.toString(16).padStart(4, '0'), name: 'bulk', severity: 3, created_ms: 0, created_by: 'test' })
-  await insertRows(
-    app,
-    'catalogue',
-    Array.from({ length: MAX_CATALOGUE_ENTRIES - 3 - have }, (_, k) => row(have + k)),
-  )
+  await fillCatalogue(app, 3)
   const outcomes = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => service.add(ctx('addCatalogueEntry'), 'admin', { ...entry, vid: 'EEEE', pid: `000${i}` })))
   const refused = outcomes.filter((o) => o.status === 'rejected')
   t.ok(

@@ -12,6 +12,20 @@ const UNKNOWN = '0e8f7d6c-5b4a-4392-8170-6f5e4d3c2b1a'
 const count = async (app: FastifyInstance) => (await queryOne(app, 'SELECT count(*) AS n FROM reports')) as { n: number }
 const names = (errors: { name: string }[]) => errors.map((e) => e.name).sort()
 
+/** `n` report definitions as rows, for filling the table up to near its limit. */
+function storedReports(n: number) {
+  return Array.from({ length: n }, (_, i) => ({
+    id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+    name: `r${i}`,
+    name_key: `r${i}`,
+    type: 'agentsInventory',
+    format: 'CSV',
+    owner: 'admin',
+    created_ms: 0,
+    updated_ms: 0,
+  }))
+}
+
 t.test('create: defaults, owner, audit', async (t) => {
   const app = await build(t)
   const token = await login(app)
@@ -128,16 +142,7 @@ t.test('names are unique ignoring case; at most 1000 definitions', async (t) => 
   t.ok(unicode.id)
   t.equal((await count(app)).n, 2)
 
-  const rows = Array.from({ length: 998 }, (_, i) => ({
-    id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
-    name: `r${i}`,
-    name_key: `r${i}`,
-    type: 'agentsInventory',
-    format: 'CSV',
-    owner: 'admin',
-    created_ms: 0,
-    updated_ms: 0,
-  }))
+  const rows = storedReports(998)
   await insertRows(app, 'reports', rows)
   const over = await call(app, token, { method: 'POST', url: `${REPORTS}/create`, payload: { name: 'One too many', type: 'agentsInventory', format: 'PDF' } })
   t.equal(over.statusCode, 409)
@@ -390,16 +395,7 @@ t.test('the same name given twice at once: one report, the other answers 409', a
 t.test('creates at once near the limit: never more than 1000 definitions, the others 409', async (t) => {
   const app = await build(t)
   const token = await login(app)
-  const rows = Array.from({ length: 997 }, (_, i) => ({
-    id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
-    name: `r${i}`,
-    name_key: `r${i}`,
-    type: 'agentsInventory',
-    format: 'CSV',
-    owner: 'admin',
-    created_ms: 0,
-    updated_ms: 0,
-  }))
+  const rows = storedReports(997)
   await insertRows(app, 'reports', rows)
   const answers = await Promise.all(
     Array.from({ length: 8 }, (_, i) => call(app, token, { method: 'POST', url: `${REPORTS}/create`, payload: { name: `Race ${i}`, type: 'agentsInventory', format: 'CSV' } })),
