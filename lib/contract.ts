@@ -106,19 +106,72 @@ export function loadSpec(file = specPath): Json {
 /**
  * fastify-openapi-glue checks each document it routes with a new Validator, and each one
  * compiled the OpenAPI meta-schema again: about 100 ms a time, and two documents are routed
- * (the multipart operation has a scope of its own). Compiled once per OpenAPI version here;
- * the compiled validator depends on the meta-schema alone.
+ * (the multipart operation has a scope of its own). Compiled once per OpenAPI version here,
+ * and only when a document has to be checked: a document that passed before (the same
+ * text, the same OpenAPI version, the same validator release) passes again without it, which
+ * took about 150 ms off every start after the first. The hashes of the documents that passed
+ * are kept in dist/, beside the parsed contract.
  */
-const metaValidators = new Map<string, unknown>()
+type MetaCheck = ((doc: unknown) => boolean) & { errors?: unknown }
+const passedFile = path.join(projectRoot, 'dist', 'openapi-passed.json')
+const validatorRelease: string = (() => {
+  const entry = createRequire(import.meta.url).resolve('@seriousme/openapi-schema-validator')
+  return JSON.parse(fs.readFileSync(path.join(path.dirname(entry), 'package.json'), 'utf8')).version
+})()
+/** The documents' hashes that passed, the newest last (a few: one contract routes as two documents). */
+let passed: string[] | undefined
+const passedHashes = (): string[] => {
+  if (!passed) {
+    try {
+      const read = JSON.parse(fs.readFileSync(passedFile, 'utf8'))
+      passed = Array.isArray(read) ? read.filter((h) => typeof h === 'string') : []
+    } catch {
+      passed = []
+    }
+  }
+  return passed
+}
+function notePassed(hash: string): void {
+  const hashes = [...passedHashes().filter((h) => h !== hash), hash].slice(-8)
+  passed = hashes
+  try {
+    const tmp = `${passedFile}.${process.pid}.tmp`
+    fs.writeFileSync(tmp, JSON.stringify(hashes))
+    fs.renameSync(tmp, passedFile)
+  } catch {
+    // a read-only install checks the document at every start
+  }
+}
+/** How many times the meta-schema was compiled and a document checked against it in this process (tests). */
+export const metaSchemaWork = { compiled: 0, checked: 0 }
+const metaChecks = new Map<string, MetaCheck>()
 const validatorProto = Validator.prototype as unknown as { getAjvValidator(version: string): unknown }
 const ownMetaValidator = validatorProto.getAjvValidator
 validatorProto.getAjvValidator = function (version: string) {
-  let compiled = metaValidators.get(version)
-  if (compiled === undefined) {
-    compiled = ownMetaValidator.call(this, version)
-    metaValidators.set(version, compiled)
+  let check = metaChecks.get(version)
+  if (check) return check
+  let compiled: MetaCheck | undefined
+  check = (doc: unknown) => {
+    const hash = crypto
+      .createHash('sha256')
+      .update(`${validatorRelease}\n${version}\n${JSON.stringify(doc)}`)
+      .digest('hex')
+    if (passedHashes().includes(hash)) {
+      check!.errors = null
+      return true
+    }
+    if (!compiled) {
+      compiled = ownMetaValidator.call(this, version) as MetaCheck
+      metaSchemaWork.compiled++
+    }
+    metaSchemaWork.checked++
+    const valid = compiled(doc)
+    check!.errors = compiled.errors
+    if (valid) notePassed(hash)
+    return valid
   }
-  return compiled
+  metaChecks.set(version, check)
+  return check
 }
 
 /** Whether an operation of the contract takes a multipart body. */

@@ -1,10 +1,11 @@
+import crypto from 'node:crypto'
 import { spawnSync } from 'node:child_process'
 import { createRequire } from 'node:module'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import t from 'tap'
-import { loadSpec, operations } from '../lib/contract.js'
+import { loadSpec, metaSchemaWork, operations } from '../lib/contract.js'
 import { projectRoot } from '../lib/paths.js'
 import { handlers } from '../handlers/index.js'
 
@@ -70,4 +71,24 @@ t.test('the router compiles the OpenAPI meta-schema once per start', async (t) =
   const a = new Validator() as unknown as { getAjvValidator(version: string): unknown }
   const b = new Validator() as unknown as { getAjvValidator(version: string): unknown }
   t.equal(a.getAjvValidator('3.0'), b.getAjvValidator('3.0'), 'two validators share the compiled meta-schema')
+})
+
+t.test('a document that passed the meta-schema passes again unchecked; a changed or failing one is checked', async (t) => {
+  // A title of its own: no earlier run has passed this document.
+  const doc = { openapi: '3.0.3', info: { title: `passed-${crypto.randomUUID()}`, version: '1' }, paths: {} }
+  const checked = metaSchemaWork.checked
+  t.same((await new Validator().validate(structuredClone(doc))).valid, true)
+  t.equal(metaSchemaWork.checked, checked + 1, 'a new document is checked')
+  t.same((await new Validator().validate(structuredClone(doc))).valid, true)
+  t.equal(metaSchemaWork.checked, checked + 1, 'the same document again is not')
+  const changed = { ...doc, info: { ...doc.info, version: '2' } }
+  t.same((await new Validator().validate(structuredClone(changed))).valid, true)
+  t.equal(metaSchemaWork.checked, checked + 2, 'a changed document is checked')
+  const failing = { ...doc, paths: { 'no-slash': {} } }
+  for (const time of ['first', 'second']) {
+    const res = await new Validator().validate(structuredClone(failing))
+    t.equal(res.valid, false, `a failing document fails the ${time} time`)
+    t.ok(res.errors, 'and says why')
+  }
+  t.equal(metaSchemaWork.checked, checked + 4, 'a failing document is checked every time')
 })
