@@ -54,7 +54,8 @@ const GROUP_UNITS = 64
  * Units (and groups) of one turn of the event loop run this long at most, counted from BEGIN
  * to COMMIT (at least one runs, however long). Units that find the connection free each
  * begin at once, so requests read in one poll phase (ten enrollments, say) would otherwise
- * run all their units in that turn: the next unit waits until the loop has run its timers.
+ * run all their units in that turn: the next unit waits for a later turn (its timers and
+ * poll phases run first).
  * A group commits once its units have used what is left, and the rest make the next group.
  */
 const TURN_BUDGET_MS = 20
@@ -89,29 +90,31 @@ export function sqliteUnitOfWork(db: DB): SqliteUnitOfWork {
   // next turn), and the unit it begins wakes the next when it ends.
   const waiting: (() => void)[] = []
   let waking = false
-  // Unit work (ms) in this turn of the loop; set back to 0 by a timer, so the loop's timers
-  // phase comes between the turn that spent its budget and the next unit.
+  // Unit work (ms) in this turn of the loop; set back to 0 by an immediate. A unit woken
+  // then begins in an immediate of its own, in the next turn, so the loop's timers and
+  // poll phases still come between the turn that spent its budget and the next unit. (A
+  // timer here cost each waiting unit at least 1 ms: 11-17% of the gateway's writes.)
   let spent = 0
   let resetting = false
   function count(ms: number): void {
     spent += ms
     if (resetting) return
     resetting = true
-    setTimeout(() => {
+    setImmediate(() => {
       resetting = false
       spent = 0
       wakeNext()
-    }, 0)
+    })
   }
   const overBudget = () => spent >= TURN_BUDGET_MS
-  /** Resolves once the loop has run its timers since the turn spent its budget. */
+  /** Resolves in a later turn of the loop than the one that spent its budget. */
   const nextTurn = () => new Promise<void>((resolve) => waiting.unshift(resolve))
   function wakeNext(): void {
     if (waking || waiting.length === 0 || overBudget()) return
     waking = true
     setImmediate(() => {
       waking = false
-      // The turn may have spent its budget since: then the timer that starts the next wakes it.
+      // The turn may have spent its budget since: then the reset that starts the next wakes it.
       if (!overBudget()) waiting.shift()?.()
     })
   }
