@@ -23,7 +23,7 @@ import { pgAgentStateRepo } from '../db/postgres/agent-state.js'
 import { pgCommandsRepo } from '../db/postgres/commands.js'
 import { pgCatalogueRepo } from '../db/postgres/catalogue.js'
 import { pgNotificationsRepo } from '../db/postgres/notifications.js'
-import { pgRiskRaiser } from '../db/postgres/risk.js'
+import { pgRiskRaiser, raiseRecorded } from '../db/postgres/risk.js'
 import { pgRetentionRepo } from '../db/postgres/retention.js'
 import { pgEventQueue } from '../db/postgres/alarm-queue.js'
 import type { Config } from './config.js'
@@ -58,12 +58,7 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
     pg,
     {
       agentTexts: pgLatestEventTexts(pg),
-      // Only risky events of an asset raise notifications (as on SQLite): a batch without any
-      // takes no notification lock.
-      recorded: async (ids, rows) => {
-        const risky = ids.filter((_, i) => rows[i].event.assetKey && riskCodes.has(rows[i].event.code))
-        if (risky.length) await risk.raise(risky)
-      },
+      recorded: raiseRecorded(risk, riskCodes),
     },
     { countBudgetMs: config.pgCountBudgetMs },
   )

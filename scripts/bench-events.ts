@@ -90,7 +90,7 @@ import {
 import { connectPostgres } from '../db/postgres/index.js'
 import { pgEventParts } from '../db/postgres/events.js'
 import { pgLatestEventTexts } from '../db/postgres/agent-texts.js'
-import { pgRiskRaiser } from '../db/postgres/risk.js'
+import { pgRiskRaiser, raiseRecorded } from '../db/postgres/risk.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5_000_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -565,10 +565,7 @@ async function compareBackends() {
   const riskCodes = await risk.codes()
   const pgEvents = pgEventParts(pgdb, {
     agentTexts: pgLatestEventTexts(pgdb),
-    recorded: async (ids, recorded) => {
-      const risky = ids.filter((_, i) => recorded[i].event.assetKey && riskCodes.has(recorded[i].event.code))
-      if (risky.length) await risk.raise(risky)
-    },
+    recorded: raiseRecorded(risk, riskCodes),
   }).events
   const pgBatch = (n: number) => pgdb.uow.run(() => pgEvents.recordMany(Array.from({ length: CONCURRENT }, (_, i) => ({ createdMs: Date.now(), events: slice(n * CONCURRENT + i) }))))
   const writeRates: number[][] = [[], []]

@@ -7,7 +7,8 @@ import { notificationsRepo } from '../db/notifications.js'
 import type { HealthRecords, NotificationStore, RiskFilter } from '../lib/notifications/ports.js'
 import { connectPostgres, type Postgres } from '../db/postgres/index.js'
 import { pgNotificationsRepo } from '../db/postgres/notifications.js'
-import { pgRiskRaiser } from '../db/postgres/risk.js'
+import { pgRiskRaiser, raiseRecorded } from '../db/postgres/risk.js'
+import type { RecordedEvent } from '../db/postgres/events-write.js'
 import type { Sort } from '../lib/ports.js'
 import { tempDb } from './helpers.js'
 import { noPostgres, pgTestDatabase } from './pg.js'
@@ -74,24 +75,44 @@ async function setup(t: Test) {
     }
   }
   let clock = 1_700_000_000_000
+  // Each event as the recorder hands it to its hooks (raiseEvents), by id.
+  const recorded = new Map<number, RecordedEvent>()
   const addEvents = async (specs: EventSpec[]) => {
     const ids: number[] = []
     for (const e of specs) {
       clock += 1000
+      const event = {
+        code: e.code,
+        severity: 2,
+        category: 'USB' as const,
+        entityId: 'HOST (10.0.0.1)',
+        description: 'desc',
+        details: e.details ?? `details at ${clock}`,
+        assetKey: e.asset ?? null,
+        assetName: e.assetName ?? null,
+        peripheralAssetId: e.device ?? null,
+        peripheralVid: e.vid ?? null,
+        peripheralPid: e.pid ?? null,
+      }
       ids.push(
         await both(
           `INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, asset_key, asset_name,
              peripheral_asset_id, peripheral_vid, peripheral_pid) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-          [clock, e.code, 2, 'USB', 'HOST (10.0.0.1)', 'desc', e.details ?? `details at ${clock}`, e.asset ?? null, e.assetName ?? null, e.device ?? null, e.vid ?? null, e.pid ?? null],
+          [clock, event.code, 2, 'USB', event.entityId, event.description, event.details, event.assetKey, event.assetName, event.peripheralAssetId, event.peripheralVid, event.peripheralPid],
         ),
       )
+      recorded.set(ids[ids.length - 1], { createdMs: clock, event: event as RecordedEvent['event'] })
     }
     return ids
   }
   /** The same answer from both (a SQLite value against a PostgreSQL promise). */
   const same = async (what: string, a: unknown, b: Promise<unknown>) => t.same(await b, a, what)
   const changes = (r: { changes: number }) => r.changes
-  return { db, pg, lite, pgn, liteRisk, pgRisk, addEvents, same, changes, now: () => clock }
+  /** These events as the recorder hands them to its hooks. */
+  const given = (ids: number[]) => ids.map((id) => recorded.get(id) as RecordedEvent)
+  /** PostgreSQL's raise of these events as the recorder's hook makes it: from the events given, not read back. */
+  const raiseGiven = async (ids: number[]) => raiseRecorded(pgRisk, await pgRisk.codes())(ids, given(ids))
+  return { db, pg, lite, pgn, liteRisk, pgRisk, addEvents, given, raiseGiven, same, changes, now: () => clock }
 }
 
 t.test('risk notifications: raised from events as on SQLite, listed, filtered, sorted, counted, pinned and dismissed', { skip: noPostgres }, async (t) => {
@@ -195,6 +216,33 @@ t.test('risk notifications: raised from events as on SQLite, listed, filtered, s
     }
     await same(`list ${JSON.stringify(f)}`, lite.riskList(f, sorts[0], 3, 10, 0), pgn.riskList(f, sorts[0], 3, 10, 0))
   }
+})
+
+t.test('risk notifications raised from the events given (the recorder hook) are those raised from the events table', { skip: noPostgres }, async (t) => {
+  const { lite, pgn, liteRisk, pgRisk, addEvents, given, raiseGiven, same } = await setup(t)
+  const batch1 = await addEvents([
+    { code: '0x110005', asset: A1, device: DEV },
+    { code: '0x110005', asset: A1, device: DEV, details: 'the latest' },
+    { code: '0x110007', asset: A2, device: 'X1', vid: 'ABCD', pid: '1234' },
+    { code: '0x510001', asset: A1 },
+    { code: '0x110006', device: DEV },
+    { code: '0x110004', asset: 'dddddddd-0000-4000-8000-00000000000d', assetName: 'ghost' },
+  ])
+  liteRisk.raiseIds(batch1)
+  await raiseGiven(batch1)
+  const batch2 = await addEvents([
+    { code: '0x110005', asset: A1, device: DEV },
+    { code: '0x310006', asset: A2 },
+    { code: '0x110006', asset: A3, device: 'Y', vid: '1111', pid: '2222' },
+  ])
+  await same('how many changed', liteRisk.raiseIds(batch2), pgRisk.raiseEvents(batch2, given(batch2)))
+  await same('nothing risky', liteRisk.raiseIds([batch1[3]]), pgRisk.raiseEvents([batch1[3]], given([batch1[3]])))
+  await same('no events', 0, pgRisk.raiseEvents([], []))
+  await same('counter', lite.counter(), pgn.counter())
+  const all = lite.riskChangedSince(0, 100)
+  t.equal(all.length, 5)
+  await same('the notifications', all, pgn.riskChangedSince(0, 100))
+  for (const r of all) await same(`related events of ${r.id}`, lite.relatedEvents(r.id), pgn.relatedEvents(r.id))
 })
 
 t.test('health notifications, groups, read marks and licence use answer as on SQLite', { skip: noPostgres }, async (t) => {

@@ -4,11 +4,28 @@
 // runs; every query made in its async context goes to that client, and every other query
 // to the pool. Nothing here is held by one process only: several nodes share the database.
 import { AsyncLocalStorage } from 'node:async_hooks'
+import { createHash } from 'node:crypto'
 import pg from 'pg'
 import type { UnitOfWork } from '../../lib/platform/ports.js'
 
 /** A row as node-postgres answers it. */
 export type Row = Record<string, unknown>
+
+/**
+ * A statement each connection prepares once (a named statement): the server keeps its parse
+ * and, after a few runs, its plan. For hot statements whose planning costs as much as their
+ * work (the risk raise of every event batch: 3.4 ms planned, 2.8 ms run).
+ */
+export interface Prepared {
+  readonly name: string
+  readonly text: string
+}
+/** `text` as a prepared statement, named by its hash (a name stands for one text only). */
+export function prepared(text: string): Prepared {
+  return { name: `prime_${createHash('sha1').update(text).digest('hex').slice(0, 24)}`, text }
+}
+/** A statement's text, or a prepared statement. */
+export type Sql = string | Prepared
 
 /**
  * int8 (counts, ids, millisecond times) and numeric (sums of int8) as numbers, not
@@ -132,13 +149,13 @@ export interface Postgres {
   /** The pools' clients now (the metrics). */
   poolStats(): { pool: string; total: number; idle: number; waiting: number }[]
   /** The rows of `sql`, on the caller's unit of work's client when in one, else on the pool. */
-  query<T extends Row = Row>(sql: string, params?: unknown[]): Promise<T[]>
+  query<T extends Row = Row>(sql: Sql, params?: unknown[]): Promise<T[]>
   /** The first row, or undefined. */
-  one<T extends Row = Row>(sql: string, params?: unknown[]): Promise<T | undefined>
+  one<T extends Row = Row>(sql: Sql, params?: unknown[]): Promise<T | undefined>
   /** The first column of the first row, or undefined. */
-  value<T = unknown>(sql: string, params?: unknown[]): Promise<T | undefined>
+  value<T = unknown>(sql: Sql, params?: unknown[]): Promise<T | undefined>
   /** The number of rows the statement changed. */
-  run(sql: string, params?: unknown[]): Promise<number>
+  run(sql: Sql, params?: unknown[]): Promise<number>
   close(): Promise<void>
 }
 
@@ -262,14 +279,14 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
     inUnit: () => context.getStore() !== undefined,
   }
 
-  const send = async <T extends Row>(sql: string, params: unknown[]): Promise<pg.QueryResult<T>> => {
+  const send = async <T extends Row>(sql: Sql, params: unknown[]): Promise<pg.QueryResult<T>> => {
     try {
-      return await executor().query<T>(sql, params)
+      return await (typeof sql === 'string' ? executor().query<T>(sql, params) : executor().query<T>({ name: sql.name, text: sql.text, values: params }))
     } catch (err) {
       throw statementError(err, budgetNow())
     }
   }
-  const query = async <T extends Row>(sql: string, params: unknown[] = []): Promise<T[]> => (await send<T>(sql, params)).rows
+  const query = async <T extends Row>(sql: Sql, params: unknown[] = []): Promise<T[]> => (await send<T>(sql, params)).rows
   return {
     pool,
     uow,
@@ -282,18 +299,18 @@ export function connectPostgres(url: string, { max = 10, applicationName = 'prim
         .filter((p): p is [string, pg.Pool] => p[1] !== undefined)
         .map(([name, p]) => ({ pool: name, total: p.totalCount, idle: p.idleCount, waiting: p.waitingCount })),
     query,
-    async one<T extends Row>(sql: string, params: unknown[] = []): Promise<T | undefined> {
+    async one<T extends Row>(sql: Sql, params: unknown[] = []): Promise<T | undefined> {
       return (await query<T>(sql, params))[0]
     },
-    async value<T>(sql: string, params: unknown[] = []) {
+    async value<T>(sql: Sql, params: unknown[] = []) {
       try {
-        const r = await executor().query({ text: sql, values: params, rowMode: 'array' })
+        const r = await executor().query(typeof sql === 'string' ? { text: sql, values: params, rowMode: 'array' } : { name: sql.name, text: sql.text, values: params, rowMode: 'array' })
         return r.rows[0]?.[0] as T | undefined
       } catch (err) {
         throw statementError(err, budgetNow())
       }
     },
-    async run(sql: string, params: unknown[] = []) {
+    async run(sql: Sql, params: unknown[] = []) {
       return (await send(sql, params)).rowCount ?? 0
     },
     close: async () => {

@@ -1,7 +1,7 @@
 // Writing events on PostgreSQL: the day partitions a batch needs, the feed lock that makes
 // ids visible in id order, one INSERT per batch.
 import type { EventBatch, EventCategory, EventInput } from '../../lib/events/ports.js'
-import type { Postgres } from './connection.js'
+import { type Postgres, prepared } from './connection.js'
 import type { RecordTable } from './events-query.js'
 
 const DAY_MS = 86_400_000
@@ -104,7 +104,8 @@ export function latestTexts(items: EventBatch[]): Map<number, string[]> {
   return texts
 }
 
-const INSERT_EVENTS = `WITH feed AS (SELECT pg_advisory_xact_lock($1::bigint))
+// Prepared: every event batch of every check-in runs it.
+const INSERT_EVENTS = prepared(`WITH feed AS (SELECT pg_advisory_xact_lock($1::bigint))
   INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, hashtags,
     peripheral_icon, asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid, alarm_destination_id)
   SELECT u.created_ms, u.event_code, u.severity, u.category, u.entity_id, u.description, u.details, u.hashtags,
@@ -114,7 +115,7 @@ const INSERT_EVENTS = `WITH feed AS (SELECT pg_advisory_xact_lock($1::bigint))
     WITH ORDINALITY AS u(created_ms, event_code, severity, category, entity_id, description, details, hashtags,
       peripheral_icon, asset_key, asset_name, peripheral_asset_id, peripheral_vid, peripheral_pid, alarm_destination_id, n)
   ORDER BY u.n
-  RETURNING id`
+  RETURNING id`)
 
 /**
  * The events repository (db/events.ts) on PostgreSQL: `record` and `recordMany`. The risk

@@ -5,27 +5,35 @@
 // with their count, first and last time and the latest one's details; the notifications
 // take their change numbers in the order of their latest events. Run it in the unit of work
 // that wrote the events (the events recorder's hook).
-import type { Postgres } from './connection.js'
+import { type Postgres, type Sql, prepared } from './connection.js'
+import type { RecordedEvent } from './events-write.js'
 
 /** Migration 006's notification lock: every change of a notification is made under it. */
 export const NOTIFICATION_LOCK = 7022100601
 
-/** The risky events selected by `where` (over `events e`), with what their notifications are made of. */
-const risky = (where: string) => `
+/**
+ * The risky events of `from` (rows named `e`, with the events' columns) selected by `where`,
+ * with what their notifications are made of.
+ */
+const risky = (from: string, where: string) => `
   SELECT e.id, e.created_ms, substr(e.details, 1, 2000) AS details, e.asset_key, k.kind, k.severity, k.title,
     coalesce(a.host_identifier, e.asset_name, e.entity_id) AS host, a.local_ip_address AS ip,
     coalesce(p.vid, e.peripheral_vid) AS vid, coalesce(p.pid, e.peripheral_pid) AS pid, p.serial_number AS serial,
     coalesce(p.device_id, e.peripheral_asset_id) AS device_id, p.gui_pid AS device_name, p.gui_vid AS vendor_name,
     concat_ws(':', coalesce(p.vid, e.peripheral_vid, ''), coalesce(p.pid, e.peripheral_pid, ''),
       coalesce(p.serial_number, e.peripheral_asset_id, '')) AS device_key
-  FROM events e
+  FROM ${from}
   JOIN risk_notification_kinds k ON k.event_code = e.event_code
   LEFT JOIN agents a ON a.uuid = e.asset_key
   LEFT JOIN peripherals p ON p.agent_id = a.id AND p.device_id = e.peripheral_asset_id
   WHERE ${where} AND e.asset_key IS NOT NULL`
 
-const raiseSql = (where: string) => `
-  WITH ev AS (${risky(where)}),
+/** Events given as arrays ($1 to $10) in the shape of the events table's columns that `risky` reads. */
+const EVENTS_GIVEN = `unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
+    AS e (id, created_ms, details, asset_key, event_code, asset_name, entity_id, peripheral_vid, peripheral_pid, peripheral_asset_id)`
+
+const raiseSql = (where: string, from = 'events e') => `
+  WITH ev AS (${risky(from, where)}),
   g AS (
     SELECT asset_key, device_key, kind, count(*) AS n, min(created_ms) AS first_ms, max(created_ms) AS last_ms, max(id) AS last_id
     FROM ev GROUP BY asset_key, device_key, kind
@@ -73,8 +81,11 @@ const raiseSql = (where: string) => `
   )
   SELECT count(*) FROM up`
 
+/** The raise of every event batch: prepared (its plan cost more than its run). */
+const RAISE_GIVEN = prepared(raiseSql('true', EVENTS_GIVEN))
+
 export function pgRiskRaiser(db: Postgres) {
-  const raise = (sql: string, params: unknown[]) =>
+  const raise = (sql: Sql, params: unknown[]) =>
     db.uow.run(async () => {
       await db.query('SELECT pg_advisory_xact_lock($1)', [NOTIFICATION_LOCK])
       return (await db.value<number>(sql, params)) ?? 0
@@ -82,10 +93,52 @@ export function pgRiskRaiser(db: Postgres) {
   return {
     /** The event codes that raise notifications (callers skip a batch without any). */
     codes: async (): Promise<Set<string>> => new Set((await db.query<{ event_code: string }>('SELECT event_code FROM risk_notification_kinds')).map((r) => r.event_code)),
-    /** Raises the notifications of these events (those of them that are risky); answers how many changed. */
+    /**
+     * Raises the notifications of these events (those of them that are risky), read from the
+     * events table; answers how many changed. An id alone names no day, so every day's
+     * partition is probed: with a year of them, about 0.2 s a call. The recorder's hook
+     * passes the events themselves (`raiseEvents`).
+     */
     raise: (eventIds: number[]): Promise<number> => (eventIds.length === 0 ? Promise.resolve(0) : raise(raiseSql('e.id = ANY($1::bigint[])'), [eventIds])),
+    /**
+     * `raise` for events just written in this unit of work, given with their ids as written:
+     * nothing is read back from the events table (no partition is planned or probed).
+     */
+    raiseEvents: (ids: number[], rows: RecordedEvent[]): Promise<number> => {
+      if (ids.length === 0) return Promise.resolve(0)
+      const col = <T>(fn: (r: RecordedEvent) => T) => rows.map(fn)
+      return raise(RAISE_GIVEN, [
+        ids,
+        col((r) => r.createdMs),
+        col((r) => r.event.details),
+        col((r) => r.event.assetKey ?? null),
+        col((r) => r.event.code),
+        col((r) => r.event.assetName ?? null),
+        col((r) => r.event.entityId),
+        col((r) => r.event.peripheralVid ?? null),
+        col((r) => r.event.peripheralPid ?? null),
+        col((r) => r.event.peripheralAssetId ?? null),
+      ])
+    },
     /** Raises the notifications of the events with ids in [from, to] (bulk loads); answers how many changed. */
     raiseRange: (from: number, to: number): Promise<number> => raise(raiseSql('e.id BETWEEN $1 AND $2'), [from, to]),
   }
 }
 export type PgRiskRaiser = ReturnType<typeof pgRiskRaiser>
+
+/**
+ * The events recorder's `recorded` hook: only the risky events of an asset raise
+ * notifications (as on SQLite), so a batch without any takes no notification lock.
+ */
+export function raiseRecorded(risk: PgRiskRaiser, codes: ReadonlySet<string>) {
+  return async (ids: number[], rows: RecordedEvent[]): Promise<void> => {
+    const riskyIds: number[] = []
+    const riskyRows: RecordedEvent[] = []
+    ids.forEach((id, i) => {
+      if (!rows[i].event.assetKey || !codes.has(rows[i].event.code)) return
+      riskyIds.push(id)
+      riskyRows.push(rows[i])
+    })
+    if (riskyIds.length) await risk.raiseEvents(riskyIds, riskyRows)
+  }
+}
