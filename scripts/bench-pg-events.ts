@@ -8,11 +8,14 @@
 //
 //   npx tsc -p . && PRIME_DATABASE_URL=postgres://prime@127.0.0.1:5432/prime node dist/scripts/bench-pg-events.js
 //
-// BENCH_SYNC=off runs with synchronous_commit off. Runs in a scratch database of its own (made, migrated and dropped), about 40 s.
+// BENCH_SYNC=off runs with synchronous_commit off. Then the server's recorder with its risk
+// hook over a year of day partitions (below). Runs in a scratch database of its own (made,
+// migrated and dropped), about a minute.
 import pg from 'pg'
 import type { EventBatch, EventInput } from '../lib/events/ports.js'
 import { connectPostgres, migratePostgres } from '../db/postgres/index.js'
 import { pgEventsRepo } from '../db/postgres/events-write.js'
+import { pgRiskRaiser, raiseRecorded } from '../db/postgres/risk.js'
 import { eventCodes } from '../lib/event-codes.js'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 2)
@@ -115,6 +118,61 @@ async function main() {
       rows.push({ size, writers: '4, 2 ms held', 'no lock ev/s': '', 'feed lock ev/s': held.eventsPerS, 'feed lock tx/s': held.txPerS })
     }
     console.table(rows)
+
+    // The server's recorder with its risk hook over a year of day partitions (retention's
+    // default keeps a year): BENCH_DAYS days (365) of BENCH_YEAR_EVENTS events (100,000), then
+    // 32 check-ins x 3 events a unit of work, one writer, a seventh of them risky. The hook as
+    // it was (the risky events read back by id, every day's partition probed) against the
+    // hook as the server has it (raiseRecorded: the events given, prepared statements).
+    const days = Number(process.env.BENCH_DAYS ?? 365)
+    const now = Date.now()
+    await db.query('TRUNCATE events')
+    await db.query('SELECT ensure_partitions($1, $2::bigint, $3::bigint)', ['events', now - days * 86_400_000, now + 86_400_000])
+    await db.query(
+      `INSERT INTO events (created_ms, event_code, severity, category, entity_id, description, details, peripheral_icon, asset_key, asset_name, peripheral_asset_id)
+       SELECT $1::bigint - i * $2::bigint / $3::bigint, $4, 6, 'USB', 'DESKTOP-' || (i % 500), 'New USB peripheral detected',
+         'Kingston DataTraveler 3.0 (VID 0951, PID 1666, serial ' || i || ')', 3, 'agent-' || (i % 500), 'DESKTOP-' || (i % 500), 'USB\\VID_0951&PID_1666\\' || i
+       FROM generate_series(1, $3::bigint) i`,
+      [now, days * 86_400_000, Number(process.env.BENCH_YEAR_EVENTS ?? 100_000), eventCodes.peripheralNew.code],
+    )
+    await db.query('ANALYZE events')
+    const risk = pgRiskRaiser(db)
+    const codes = await risk.codes()
+    const riskyCode = eventCodes.unapprovedOnArmed.code
+    const byId = pgEventsRepo(db, {
+      recorded: async (ids, recorded) => {
+        const risky = ids.filter((_, i) => codes.has(recorded[i].event.code))
+        if (risky.length) await risk.raise(risky)
+      },
+    })
+    const given = pgEventsRepo(db, { recorded: raiseRecorded(risk, codes) })
+    const checkIns = (): EventBatch[] =>
+      Array.from({ length: 32 }, () => ({
+        createdMs: Date.now(),
+        events: Array.from({ length: 3 }, () => {
+          const e = event(n++)
+          return n % 7 === 0 ? { ...e, code: riskyCode } : e
+        }),
+      }))
+    const year: Record<string, unknown>[] = []
+    for (const [name, recorder] of [
+      ['risky events read back by id', byId],
+      ['risky events given (the server)', given],
+      ['risky events read back by id', byId],
+      ['risky events given (the server)', given],
+    ] as const) {
+      await db.uow.run(() => recorder.recordMany(checkIns()))
+      const end = performance.now() + SECONDS * 1000
+      let units = 0
+      const started = performance.now()
+      while (performance.now() < end) {
+        await db.uow.run(() => recorder.recordMany(checkIns()))
+        units++
+      }
+      const ms = performance.now() - started
+      year.push({ [`${days} day partitions, 32 x 3 events a unit`]: name, 'ev/s': Math.round((units * 96) / (ms / 1000)), 'ms a unit': +(ms / units).toFixed(2) })
+    }
+    console.table(year)
   } finally {
     await db.close()
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
