@@ -94,15 +94,24 @@ async function setup(t: Test) {
     t.equal(b, a, 'the same audit record id')
     return a
   }
-  // Outbox rows without what is random or the clock's (delivery ids, queue times).
+  // Outbox rows without what is random or the clock's (delivery ids, queue times), nor
+  // PostgreSQL's record times (checked against the records themselves).
   const outbox = async () => {
     const norm = (r: Record<string, unknown>) => {
-      const { delivery_id, queued_ms: _q, ...rest } = r
+      const { delivery_id, queued_ms: _q, record_ms: _r, ...rest } = r
       return { ...rest, uuid: /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(String(delivery_id)) }
     }
+    const pgRows = await pg.query('SELECT * FROM alarm_outbox ORDER BY id')
+    const wrongTimes = await pg.query(
+      `SELECT o.id FROM alarm_outbox o
+         LEFT JOIN events e ON o.feed = 'events' AND e.id = o.record_id
+         LEFT JOIN audit_trail a ON o.feed = 'audit' AND a.id = o.record_id
+       WHERE o.record_ms IS DISTINCT FROM CASE o.feed WHEN 'events' THEN e.created_ms WHEN 'audit' THEN a.created_ms END`,
+    )
+    t.same(wrongTimes, [], 'each queued event and audit record carries its creation time (asset messages none)')
     return {
       lite: (db.prepare('SELECT * FROM alarm_outbox ORDER BY id').all() as Record<string, unknown>[]).map(norm),
-      pg: (await pg.query('SELECT * FROM alarm_outbox ORDER BY id')).map(norm),
+      pg: pgRows.map(norm),
     }
   }
   return { db, pg, lite, pgr, addEvents, addAudit, outbox, now: () => clock }
@@ -126,8 +135,8 @@ const ids = ['00000000-0000-4000-8000-00000000000a', '00000000-0000-4000-8000-00
 /** Health without the oldest pending delivery's queue time (the wall clock's): whether there is one. */
 const health = (h: { oldest: number | null }) => ({ ...h, oldest: h.oldest !== null })
 
-const stripItem = <T extends { delivery_id?: unknown; queued_ms?: unknown }>(r: T) => {
-  const { delivery_id: _d, queued_ms: _q, ...rest } = r
+const stripItem = <T extends { delivery_id?: unknown; queued_ms?: unknown; record_ms?: unknown }>(r: T) => {
+  const { delivery_id: _d, queued_ms: _q, record_ms: _r, ...rest } = r
   return rest
 }
 

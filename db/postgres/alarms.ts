@@ -11,7 +11,7 @@
 // delivery id).
 import { randomUUID } from 'node:crypto'
 import { type AlarmsRepo, BACKLOG_COUNT_MAX } from '../alarms.js'
-import type { AttemptRecord, DeliveryCounts, DestinationBacklog, DestinationInput, DestinationRow, OutboxItem, SettingsSealer } from '../../lib/alarms/ports.js'
+import type { AttemptRecord, DeliveryCounts, DestinationBacklog, DestinationInput, DestinationRow, OutboxItem, SettingsSealer, TimeRange } from '../../lib/alarms/ports.js'
 import { type AuditTrailRow, EVENT_FIELDS, type EventRow } from '../../lib/events/ports.js'
 import type { Async } from '../unit-of-work.js'
 import { PG_LAST_EVENT, pgEventQueue } from './alarm-queue.js'
@@ -29,6 +29,10 @@ const LEASE = 'alarm-destination:'
 export const OUTBOX_LOCK = 7022100501
 /** As db/alarms.ts: longer than any attempt can take. */
 const PRUNE_DELIVERED_WINDOW_MS = 10 * 60_000
+
+/** Records by id ($1), within their creation times ($2, $3) when known: the partitions of those days only. */
+const byIds = (created?: TimeRange) => (created ? 'id = ANY($1::bigint[]) AND created_ms BETWEEN $2 AND $3' : 'id = ANY($1::bigint[])')
+const withRange = (params: unknown[], created?: TimeRange) => (created ? [...params, created.fromMs, created.toMs] : params)
 
 const list = (names: string[]) => (names.length ? `,${names.join(',')},` : '')
 
@@ -203,7 +207,7 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
       )
       if (held === 0) return []
       const rows = await select<OutboxItem>(
-        `SELECT id, destination_id, feed, record_id, delivery_id, queued_ms, attempts, next_attempt_ms FROM alarm_outbox
+        `SELECT id, destination_id, feed, record_id, record_ms, delivery_id, queued_ms, attempts, next_attempt_ms FROM alarm_outbox
          WHERE destination_id = $1 AND status = 'pending' AND id > $2 ORDER BY id LIMIT $3`,
         [destinationId, afterId, limit],
       )
@@ -221,10 +225,14 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
     event: (id: number) => first<EventRow & Record<string, unknown>>('SELECT * FROM events WHERE id = $1', [id]) as Promise<EventRow | undefined>,
     auditRecord: (id: number) => first<AuditTrailRow & Record<string, unknown>>('SELECT * FROM audit_trail WHERE id = $1', [id]) as Promise<AuditTrailRow | undefined>,
     assetMessage: (id: number) => first<AssetMessage>('SELECT id, created_ms, kind, body FROM asset_messages WHERE id = $1', [id]),
-    /** The events of these ids that still exist (any order), as arrays of EVENT_FIELDS. */
-    events: async (ids: number[]): Promise<unknown[][]> =>
-      ids.length ? (await select<{ r: unknown[] }>(`SELECT json_build_array(${EVENT_FIELDS.join(', ')}) AS r FROM events WHERE id = ANY($1::bigint[])`, [ids])).map((x) => x.r) : [],
-    auditRecords: async (ids: number[]) => (ids.length ? ((await db.query('SELECT * FROM audit_trail WHERE id = ANY($1::bigint[])', [ids])) as unknown as AuditTrailRow[]) : []),
+    /**
+     * The events of these ids that still exist (any order), as arrays of EVENT_FIELDS. With
+     * their creation times only those days' partitions are read; an id alone names no day.
+     */
+    events: async (ids: number[], created?: TimeRange): Promise<unknown[][]> =>
+      ids.length ? (await select<{ r: unknown[] }>(`SELECT json_build_array(${EVENT_FIELDS.join(', ')}) AS r FROM events WHERE ${byIds(created)}`, withRange([ids], created))).map((x) => x.r) : [],
+    auditRecords: async (ids: number[], created?: TimeRange) =>
+      ids.length ? ((await db.query(`SELECT * FROM audit_trail WHERE ${byIds(created)}`, withRange([ids], created))) as unknown as AuditTrailRow[]) : [],
     assetMessages: async (ids: number[]) => (ids.length ? select<AssetMessage>('SELECT id, created_ms, kind, body FROM asset_messages WHERE id = ANY($1::bigint[])', [ids]) : []),
 
     /**

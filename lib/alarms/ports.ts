@@ -13,11 +13,22 @@ export type DestinationBacklog = {
   oldest: number | null
 }
 
+/** Times from `fromMs` to `toMs`, both included. */
+export interface TimeRange {
+  fromMs: number
+  toMs: number
+}
+
 export interface OutboxItem {
   id: number
   destination_id: string
   feed: AlarmFeed
   record_id: number
+  /**
+   * An event's or audit record's creation time, where the storage keeps it (PostgreSQL, whose
+   * records are partitioned by day: the read of a page is bounded to its days).
+   */
+  record_ms?: number | null
   delivery_id: string
   queued_ms: number
   attempts: number
@@ -126,9 +137,12 @@ export interface AlarmOutbox {
   heads(): Promise<{ destination_id: string; id: number; next_attempt_ms: number }[]>
   byId(id: string): Promise<DestinationRow | undefined>
   pendingAfter(destinationId: string, afterId: number, limit: number): Promise<OutboxItem[]>
-  /** The events of these ids that still exist (any order), as arrays of EVENT_FIELDS. */
-  events(ids: number[]): Promise<unknown[][]>
-  auditRecords(ids: number[]): Promise<AuditTrailRow[]>
+  /**
+   * The events of these ids that still exist (any order), as arrays of EVENT_FIELDS.
+   * `created`, when given, holds every one's creation time (it narrows the read).
+   */
+  events(ids: number[], created?: TimeRange): Promise<unknown[][]>
+  auditRecords(ids: number[], created?: TimeRange): Promise<AuditTrailRow[]>
   assetMessages(ids: number[]): Promise<{ id: number; created_ms: number; kind: string; body: string }[]>
   /**
    * Records attempts and their outcomes in order, with one statement per kind of outcome

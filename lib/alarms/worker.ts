@@ -10,7 +10,7 @@
 // deliveries are made again, which at-least-once allows. Nothing is written as delivered
 // before the receiver acknowledged it.
 import crypto from 'node:crypto'
-import type { AlarmOutbox, AttemptRecord, DestinationRow, FailureEvents, OutboxItem } from './ports.js'
+import type { AlarmOutbox, AttemptRecord, DestinationRow, FailureEvents, OutboxItem, TimeRange } from './ports.js'
 import type { AuditTrailRow } from '../events/ports.js'
 import type { Log, UnitOfWork } from '../platform/ports.js'
 import { eventCodes, eventOf } from '../event-codes.js'
@@ -323,7 +323,11 @@ export class DeliveryWorker {
     const ids = { events: [] as number[], audit: [] as number[], assets: [] as number[] }
     for (const item of items) ids[item.feed].push(item.record_id)
     const alarms = this.deps.outbox
-    const [events, audit, assets] = await Promise.all([alarms.events(ids.events), alarms.auditRecords(ids.audit), alarms.assetMessages(ids.assets)])
+    const [events, audit, assets] = await Promise.all([
+      alarms.events(ids.events, createdRange(items, 'events')),
+      alarms.auditRecords(ids.audit, createdRange(items, 'audit')),
+      alarms.assetMessages(ids.assets),
+    ])
     return {
       events: new Map(events.map((r) => [r[0] as number, r])),
       audit: new Map(audit.map((r) => [r.id, r])),
@@ -524,4 +528,17 @@ function failureText(f: Failure, items: OutboxItem[]): string {
       ? `delivery ${first.delivery_id}`
       : `deliveries ${first.delivery_id} (${feedNames[first.feed]} ${first.record_id}) to ${last.delivery_id} (${feedNames[last.feed]} ${last.record_id})`
   return `Batch ${f.batchId} of ${items.length} deliver${items.length === 1 ? 'y' : 'ies'}, ${which}, ${to}`
+}
+
+/** The creation times of a page's records of `feed`, when the storage gave every one's. */
+function createdRange(items: OutboxItem[], feed: 'events' | 'audit'): TimeRange | undefined {
+  let fromMs = Number.POSITIVE_INFINITY
+  let toMs = Number.NEGATIVE_INFINITY
+  for (const item of items) {
+    if (item.feed !== feed) continue
+    if (item.record_ms == null) return undefined
+    fromMs = Math.min(fromMs, item.record_ms)
+    toMs = Math.max(toMs, item.record_ms)
+  }
+  return fromMs <= toMs ? { fromMs, toMs } : undefined
 }
