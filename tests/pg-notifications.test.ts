@@ -115,25 +115,30 @@ async function setup(t: Test) {
   return { db, pg, lite, pgn, liteRisk, pgRisk, addEvents, given, raiseGiven, same, changes, now: () => clock }
 }
 
+/** Risky events of several kinds, agents and devices, one event of no risk, one without an agent, one of an unknown agent. */
+const FIRST_BATCH: EventSpec[] = [
+  { code: '0x110005', asset: A1, device: DEV },
+  { code: '0x110005', asset: A1, device: DEV, details: 'the latest' },
+  { code: '0x110007', asset: A2, device: 'X1', vid: 'ABCD', pid: '1234' },
+  { code: '0x510001', asset: A1 },
+  { code: '0x110006', device: DEV },
+  { code: '0x110004', asset: 'dddddddd-0000-4000-8000-00000000000d', assetName: 'ghost' },
+]
+/** One repeat of a notification of the first batch, and two new ones. */
+const SECOND_BATCH: EventSpec[] = [
+  { code: '0x110005', asset: A1, device: DEV },
+  { code: '0x310006', asset: A2 },
+  { code: '0x110006', asset: A3, device: 'Y', vid: '1111', pid: '2222' },
+]
+
 t.test('risk notifications: raised from events as on SQLite, listed, filtered, sorted, counted, pinned and dismissed', { skip: noPostgres }, async (t) => {
   const { lite, pgn, liteRisk, pgRisk, addEvents, same, now } = await setup(t)
   await same('risky codes', liteRisk.codes(), pgRisk.codes())
 
-  const batch1 = await addEvents([
-    { code: '0x110005', asset: A1, device: DEV },
-    { code: '0x110005', asset: A1, device: DEV, details: 'the latest' },
-    { code: '0x110007', asset: A2, device: 'X1', vid: 'ABCD', pid: '1234' },
-    { code: '0x510001', asset: A1 },
-    { code: '0x110006', device: DEV },
-    { code: '0x110004', asset: 'dddddddd-0000-4000-8000-00000000000d', assetName: 'ghost' },
-  ])
+  const batch1 = await addEvents(FIRST_BATCH)
   await same('raised', liteRisk.raiseIds(batch1), pgRisk.raise(batch1))
   await same('counter after the first batch', lite.counter(), pgn.counter())
-  const batch2 = await addEvents([
-    { code: '0x110005', asset: A1, device: DEV },
-    { code: '0x310006', asset: A2 },
-    { code: '0x110006', asset: A3, device: 'Y', vid: '1111', pid: '2222' },
-  ])
+  const batch2 = await addEvents(SECOND_BATCH)
   await same('raised again', liteRisk.raiseIds(batch2), pgRisk.raise(batch2))
   await same('nothing risky', liteRisk.raiseIds([batch1[3]]), pgRisk.raise([batch1[3]]))
   await same('no events', 0, pgRisk.raise([]))
@@ -220,21 +225,10 @@ t.test('risk notifications: raised from events as on SQLite, listed, filtered, s
 
 t.test('risk notifications raised from the events given (the recorder hook) are those raised from the events table', { skip: noPostgres }, async (t) => {
   const { lite, pgn, liteRisk, pgRisk, addEvents, given, raiseGiven, same } = await setup(t)
-  const batch1 = await addEvents([
-    { code: '0x110005', asset: A1, device: DEV },
-    { code: '0x110005', asset: A1, device: DEV, details: 'the latest' },
-    { code: '0x110007', asset: A2, device: 'X1', vid: 'ABCD', pid: '1234' },
-    { code: '0x510001', asset: A1 },
-    { code: '0x110006', device: DEV },
-    { code: '0x110004', asset: 'dddddddd-0000-4000-8000-00000000000d', assetName: 'ghost' },
-  ])
+  const batch1 = await addEvents(FIRST_BATCH)
   liteRisk.raiseIds(batch1)
   await raiseGiven(batch1)
-  const batch2 = await addEvents([
-    { code: '0x110005', asset: A1, device: DEV },
-    { code: '0x310006', asset: A2 },
-    { code: '0x110006', asset: A3, device: 'Y', vid: '1111', pid: '2222' },
-  ])
+  const batch2 = await addEvents(SECOND_BATCH)
   await same('how many changed', liteRisk.raiseIds(batch2), pgRisk.raiseEvents(batch2, given(batch2)))
   await same('nothing risky', liteRisk.raiseIds([batch1[3]]), pgRisk.raiseEvents([batch1[3]], given([batch1[3]])))
   await same('no events', 0, pgRisk.raiseEvents([], []))
