@@ -17,6 +17,9 @@ import { connectPostgres, migratePostgres } from '../db/postgres/index.js'
 import { pgEventsRepo } from '../db/postgres/events-write.js'
 import { pgRiskRaiser, raiseRecorded } from '../db/postgres/risk.js'
 import { eventCodes } from '../lib/event-codes.js'
+import { EVENT_FIELDS } from '../lib/events/ports.js'
+import { eventFilter } from '../lib/events/filter.js'
+import { pgRecordStores } from '../db/postgres/events-query.js'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 2)
 const base = process.env.PRIME_DATABASE_URL ?? process.env.PRIME_TEST_DATABASE_URL
@@ -173,6 +176,55 @@ async function main() {
       year.push({ [`${days} day partitions, 32 x 3 events a unit`]: name, 'ev/s': Math.round((units * 96) / (ms / 1000)), 'ms a unit': +(ms / units).toFixed(2) })
     }
     console.table(year)
+
+    // Reads by id over the same year: a feed page of 100 after an id near the newest (a SIEM
+    // poller keeping up) and after an id half a year back (one catching up), with its count,
+    // and the alarm queue's slice of 1,000 after its mark. As they were (every day's partition
+    // planned and probed) against the stores now (the days whose ids meet the range, migration 016).
+    const stores = pgRecordStores(db, { countBudgetMs: 600_000 })
+    const newest = await stores.events.lastId()
+    const oldest = (await db.value<number>('SELECT min(id) FROM events'))!
+    const cols = EVENT_FIELDS.map((c) => `e.${c}`).join(', ')
+    const feedBefore = (from: number) =>
+      Promise.all([
+        db.query(`SELECT * FROM (SELECT ${cols} FROM events e WHERE e.id BETWEEN $1 AND $2 ORDER BY e.id ASC LIMIT 100 OFFSET 0) e ORDER BY e.id ASC`, [from, Number.MAX_SAFE_INTEGER]),
+        db.query(`SELECT (SELECT n FROM record_counts WHERE name = 'events') AS total, (SELECT count(*) FROM events e WHERE e.id BETWEEN $1 AND $2) AS filtered`, [from, Number.MAX_SAFE_INTEGER]),
+      ])
+    const feedNow = (from: number) => stores.events.pageRows(eventFilter({ FromEventId: String(from) }), { field: 'eventID', direction: 'asc' }, 100, 0, true)
+    const sliceBefore = (mark: number) => db.query('SELECT id, severity, category, alarm_destination_id FROM events ev WHERE ev.id > $1 AND ev.id <= $2 ORDER BY ev.id LIMIT 1000', [mark, newest])
+    // As alarm_queue_events (migration 016) reads: the days first, then the events in them.
+    const sliceNow = async (mark: number) => {
+      const d = await db.one<{ from_ms: number; to_ms: number }>(`SELECT min(day_ms) AS from_ms, max(day_ms) + 86400000 AS to_ms FROM record_days WHERE name = 'events' AND high > $1 AND low <= $2`, [
+        mark,
+        newest,
+      ])
+      return db.query('SELECT id, severity, category, alarm_destination_id FROM events ev WHERE ev.id > $1 AND ev.id <= $2 AND ev.created_ms >= $3 AND ev.created_ms < $4 ORDER BY ev.id LIMIT 1000', [
+        mark,
+        newest,
+        d?.from_ms,
+        d?.to_ms,
+      ])
+    }
+    const median = async (run: () => Promise<unknown>) => {
+      const times: number[] = []
+      for (let i = 0; i < 15; i++) {
+        const t0 = performance.now()
+        await run()
+        times.push(performance.now() - t0)
+      }
+      return +times.sort((a, b) => a - b)[7].toFixed(2)
+    }
+    const head = newest - 150
+    const middle = oldest + Math.floor((newest - oldest) / 2)
+    const reads: Record<string, unknown>[] = []
+    for (const [what, before, now] of [
+      ['feed page of 100 (and its count) near the newest id', () => feedBefore(head), () => feedNow(head)],
+      ['feed page of 100 (and its count) half a year back', () => feedBefore(middle), () => feedNow(middle)],
+      ['alarm queue slice of 1,000 near the newest id', () => sliceBefore(newest - 1500), () => sliceNow(newest - 1500)],
+    ] as const) {
+      reads.push({ [`${days} day partitions, median of 15`]: what, 'every day (ms)': await median(before), 'days meeting the ids (ms)': await median(now) })
+    }
+    console.table(reads)
   } finally {
     await db.close()
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)

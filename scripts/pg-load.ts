@@ -255,7 +255,8 @@ export async function loadIntoPostgres(from: string, url: string, opts: LoadOpti
     }
 
     for (const t of order) await client.query(`ALTER TABLE ${ident(t.name)} ENABLE TRIGGER USER`)
-    // The counts and newest ids those triggers keep (migrations 004 and 012), counted.
+    // The counts, newest ids and day spans those triggers keep (migrations 004, 012 and 016), counted.
+    await client.query(`SELECT record_days_recount('events'), record_days_recount('audit_trail')`)
     await client.query(
       `UPDATE record_counts r SET prunes = 0,
          n = CASE r.name WHEN 'events' THEN (SELECT count(*) FROM events) ELSE (SELECT count(*) FROM audit_trail) END,

@@ -43,4 +43,13 @@ t.test('the kept totals and newest ids of a loaded database are those of its row
     ],
     'totals and newest ids counted from the rows copied',
   )
+  const spans = await pg.query<{ name: string; n: number; low: number; high: number }>('SELECT name, sum(n) AS n, min(low) AS low, max(high) AS high FROM record_days GROUP BY name ORDER BY name')
+  t.same(
+    spans.map((r) => [r.name, Number(r.n), Number(r.high)]),
+    [
+      ['audit_trail', lite.audits, lite.auditTop],
+      ['events', lite.events, lite.top],
+    ],
+    "the days' spans of ids counted from the rows copied",
+  )
 })

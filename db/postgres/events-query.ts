@@ -37,6 +37,48 @@ export type RecordTable = 'events' | 'audit_trail'
 /** Rows a streamed read fetches at a time (SQLite's exports read 1,000 a statement too). */
 const CHUNK = 1000
 
+const DAY_MS = 86_400_000
+/** Day ranges one read names at most; past it, one range from the first day to the last. */
+const MAX_RANGES = 32
+
+/** The ids written into one UTC day of creation (migration 016's record_days). */
+interface DaySpan {
+  day: number
+  low: number
+  high: number
+  /** Records written into the day (deletes aside). */
+  n: number
+}
+
+/** The days whose ids meet an id range, by lowest id, and the newest id written when they were read. */
+interface Days {
+  top: number
+  spans: DaySpan[]
+}
+
+/**
+ * The conditions that bound a read to the days of `spans` (their partitions alone are planned
+ * and probed) and to the ids up to `top`: a record written after the spans were read may lie
+ * in a day outside them, and is left to the next read.
+ */
+function inDays(d: Days, spans: DaySpan[] = d.spans): (q: Params) => string[] {
+  return (q) => {
+    if (!spans.length) return ['false']
+    const ranges: [number, number][] = []
+    for (const day of spans.map((s) => s.day).sort((a, b) => a - b)) {
+      const last = ranges.at(-1)
+      if (last && last[1] === day) last[1] = day + DAY_MS
+      else ranges.push([day, day + DAY_MS])
+    }
+    const named = ranges.length > MAX_RANGES ? [[ranges[0][0], ranges.at(-1)![1]]] : ranges
+    const conds = named.map(([from, to]) => `(e.created_ms >= ${q.add(from)} AND e.created_ms < ${q.add(to)})`)
+    return [`e.id <= ${q.add(d.top)}`, conds.length === 1 ? conds[0] : `(${conds.join(' OR ')})`]
+  }
+}
+
+/** No more conditions. */
+const unbounded = (_q: Params): string[] => []
+
 /** int8 and numeric as numbers, as the pool answers them (a cursor takes its parsers itself). */
 const types = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
@@ -265,10 +307,10 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { co
    * would read a share of the table again, for a budget already spent), at most the total.
    * `exact`: no budget (exports, whose count is the file's).
    */
-  async function counts(f: F, top: number | null = null, exact = false): Promise<Counts> {
+  async function counts(f: F, more: (q: Params) => string[] = unbounded, exact = false): Promise<Counts> {
     const q = new Params()
     const total = `(SELECT n FROM record_counts WHERE name = '${table}')`
-    const where = filtered(f, q, top === null ? [] : [`e.id <= ${q.add(top)}`])
+    const where = filtered(f, q, more(q))
     const matches = where === 'true' ? total : `(SELECT count(*) FROM ${table} e WHERE ${where})`
     const sql = `SELECT ${total} AS total, ${matches} AS filtered`
     // Inside a caller's unit of work a cancelled statement would abort its transaction: counted exactly there.
@@ -292,9 +334,9 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { co
   }
 
   /** Whether more than `max` records match, counted exactly up to max + 1 (an estimate cannot refuse a sort). */
-  async function moreThan(f: F, max: number): Promise<number> {
+  async function moreThan(f: F, max: number, more: (q: Params) => string[] = unbounded): Promise<number> {
     const q = new Params()
-    const where = filtered(f, q)
+    const where = filtered(f, q, more(q))
     return (await db.value<number>(`SELECT count(*) FROM (SELECT 1 FROM ${table} e WHERE ${where} LIMIT ${q.add(max + 1)}) m`, q.values)) ?? 0
   }
 
@@ -302,7 +344,7 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { co
    * A page's statement: the list's (the matches in the sort's order, after `offset`), or the
    * feed's (the oldest `limit` matches after `offset`, then in the sort's order).
    */
-  function pageSql(f: F, s: Sort, limit: number, offset: number, feed: boolean, select = columns, more: (q: Params) => string[] = () => []) {
+  function pageSql(f: F, s: Sort, limit: number, offset: number, feed: boolean, select = columns, more: (q: Params) => string[] = unbounded) {
     const q = new Params()
     const where = filtered(f, q, more(q))
     const order = orderBy(spec.orders, s)
@@ -339,44 +381,94 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { co
   // The newest id written, kept beside the total (migration 012): max(id) visits every day's partition.
   const lastId = async (): Promise<number> => (await db.value<number>('SELECT top FROM record_counts WHERE name = $1', [table])) ?? 0
 
+  /**
+   * The days whose ids meet `from`..`to` (migration 016), read in one statement with the
+   * newest id written: every record up to it lies in one of them.
+   */
+  async function daysMeeting(from: number, to: number): Promise<Days> {
+    const r = await db.one<{ top: number | null; spans: [number, number, number, number][] }>(
+      `SELECT (SELECT top FROM record_counts WHERE name = $1) AS top,
+         (SELECT coalesce(json_agg(json_build_array(day_ms, low, high, n) ORDER BY low, day_ms), '[]') FROM record_days
+           WHERE name = $1 AND high >= $2 AND low <= $3) AS spans`,
+      [table, from, to],
+    )
+    return { top: r?.top ?? 0, spans: (r?.spans ?? []).map(([day, low, high, n]) => ({ day, low, high, n })) }
+  }
+
+  /** A filter's days, when it bounds the ids (a feed after an id, an export up to the newest): reading every day's partition costs more than asking which. */
+  const daysOf = (f: F): Promise<Days> | null => (!f.empty && (f.idFrom > 1 || f.idTo < MAX_ID) ? daysMeeting(f.idFrom, f.idTo) : null)
+
+  /**
+   * A feed's rows (the oldest `offset + limit` matches from the filter's first id): read first
+   * over the fewest days, by lowest id, whose records can fill it; kept when the page is full
+   * and its highest id is below the lowest of the days left out (none of theirs comes before
+   * it), else read again over every day.
+   */
+  async function feedOverDays<T>(d: Days | null, f: F, limit: number, offset: number, read: (more: (q: Params) => string[]) => Promise<T[]>, idOf: (row: T) => number): Promise<T[]> {
+    if (d === null) return read(unbounded)
+    let k = 0
+    for (let have = 0; k < d.spans.length && have < offset + limit; k++) {
+      const s = d.spans[k]
+      if (s.low >= f.idFrom && s.high <= f.idTo) have += s.n
+    }
+    if (k >= d.spans.length) return read(inDays(d))
+    const rows = await read(inDays(d, d.spans.slice(0, k)))
+    let highest = 0
+    for (const r of rows) highest = Math.max(highest, idOf(r))
+    if (rows.length === limit && highest < d.spans[k].low) return rows
+    return read(inDays(d))
+  }
+
   return {
     async pageRows(f: F, s: Sort, limit: number, offset: number, feed = false, sortMax = Number.POSITIVE_INFINITY): Promise<ListAnswer<unknown[]>> {
-      const { sql, params } = pageSql(f, s, limit, offset, feed)
+      const d = await daysOf(f)
+      const days = d ? inDays(d) : unbounded
       if (!feed && Number.isFinite(sortMax) && sortsEveryMatch(spec.sorts[s.field])) {
         // A free text sorts every match: counted first, and too many are not read. An
         // estimate decides nothing: the matches are counted exactly up to one past the limit.
-        let c = await counts(f)
+        let c = await counts(f, days)
         if (c.filteredExact === false) {
-          const upTo = await moreThan(f, sortMax)
+          const upTo = await moreThan(f, sortMax, days)
           c = upTo > sortMax ? { ...c, filtered: Math.max(c.filtered, upTo) } : { total: Math.max(c.total, upTo), filtered: upTo }
         }
         if (c.filtered > sortMax) return { ...c, rows: [], tooManyToSort: true }
+        const { sql, params } = pageSql(f, s, limit, offset, feed, columns, days)
         return { ...c, rows: (await db.query(sql, params)).map(asArray) }
       }
-      const [c, rows] = await Promise.all([counts(f), db.query(sql, params)])
-      return { ...pageBounded(c, offset, limit, rows.length), rows: rows.map(asArray) }
+      const read = async (more: (q: Params) => string[]) => {
+        const { sql, params } = pageSql(f, s, limit, offset, feed, columns, more)
+        return (await db.query(sql, params)).map(asArray)
+      }
+      const [c, rows] = await Promise.all([counts(f, days), feed ? feedOverDays(d, f, limit, offset, read, (r) => r[0] as number) : read(days)])
+      return { ...pageBounded(c, offset, limit, rows.length), rows }
     },
 
     /** The records of the moment it is asked: those written meanwhile are left out, of the counts as of the rows. */
     async pageChunks(f: F, s: Sort, limit: number, offset: number, feed = false): Promise<PageChunks> {
-      const top = await lastId()
-      const upTo = (q: Params) => [`e.id <= ${q.add(top)}`]
-      const c = await counts(f, top)
+      const d = await daysOf(f)
+      const top = d ? d.top : await lastId()
+      const upTo = d ? inDays(d) : (q: Params) => [`e.id <= ${q.add(top)}`]
+      const c = await counts(f, upTo)
       const { sql, params } = pageSql(f, s, limit, offset, feed, columns, upTo)
       return { ...c, rows: [], chunks: cursorChunks(sql, params, true) }
     },
 
-    count: async (f: F): Promise<number> => (await counts(f, null, true)).filtered,
+    async count(f: F): Promise<number> {
+      const d = await daysOf(f)
+      return (await counts(f, d ? inDays(d) : unbounded, true)).filtered
+    },
 
     async iterate(f: F, s: Sort, cap: number): Promise<AsyncIterable<R>> {
-      const { sql, params } = pageSql(f, s, Math.max(0, cap), 0, false)
+      const d = await daysOf(f)
+      const { sql, params } = pageSql(f, s, Math.max(0, cap), 0, false, columns, d ? inDays(d) : unbounded)
       return (async function* () {
         for await (const rows of cursorChunks(sql, params, false)) yield* rows as R[]
       })()
     },
 
     async rawChunks(f: F, s: Sort, cap: number): Promise<AsyncIterable<unknown[]>> {
-      const { sql, params } = pageSql(f, s, Math.max(0, cap), 0, false)
+      const d = await daysOf(f)
+      const { sql, params } = pageSql(f, s, Math.max(0, cap), 0, false, columns, d ? inDays(d) : unbounded)
       return cursorChunks(sql, params, true)
     },
 
@@ -386,14 +478,24 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { co
     version: async (): Promise<string> => (await db.value<string>(`SELECT top || ':' || prunes FROM record_counts WHERE name = $1`, [table])) ?? '',
 
     async feedIds(f: F, s: Sort, limit: number, offset: number): Promise<ListAnswer<number>> {
-      const { sql, params } = pageSql(f, { field: s.field, direction: 'asc' }, limit, offset, true, 'e.id')
-      const [c, rows] = await Promise.all([counts(f), db.query<{ id: number }>(sql, params)])
-      const ids = rows.map((r) => r.id)
+      const d = await daysOf(f)
+      const read = async (more: (q: Params) => string[]) => {
+        const { sql, params } = pageSql(f, { field: s.field, direction: 'asc' }, limit, offset, true, 'e.id', more)
+        return (await db.query<{ id: number }>(sql, params)).map((r) => r.id)
+      }
+      const [c, ids] = await Promise.all([counts(f, d ? inDays(d) : unbounded), feedOverDays(d, f, limit, offset, read, (id) => id)])
       if (s.direction === 'desc') ids.reverse()
       return { ...pageBounded(c, offset, limit, ids.length), rows: ids }
     },
 
-    rowsByIds: async (ids: number[]): Promise<unknown[][]> => (ids.length ? (await db.query(`SELECT ${columns} FROM ${table} e WHERE e.id = ANY($1::bigint[])`, [ids])).map(asArray) : []),
+    /** Records by id, from the days that hold those ids only. */
+    async rowsByIds(ids: number[]): Promise<unknown[][]> {
+      if (!ids.length) return []
+      const q = new Params()
+      const list = q.add(ids)
+      const where = inDays(await daysMeeting(Math.min(...ids), Math.max(...ids)))(q)
+      return (await db.query(`SELECT ${columns} FROM ${table} e WHERE e.id = ANY(${list}::bigint[]) AND ${where.join(' AND ')}`, q.values)).map(asArray)
+    },
   }
 }
 

@@ -85,6 +85,8 @@ export function pgRecordRetention(db: Postgres, partitions: RecordPartitions = r
         if (expected !== undefined && held.n !== expected) return null
         await db.query(`ALTER TABLE ${table} DETACH PARTITION "${name}"`)
         await db.query(`DROP TABLE "${name}"`)
+        // The day's span of ids (migration 016) goes with its records.
+        await db.run('DELETE FROM record_days WHERE name = $1 AND day_ms = floor($2 / 86400000.0)::bigint * 86400000', [table, fromMs])
         if (held.n) await db.run('UPDATE record_counts SET n = n - $2, prunes = prunes + 1 WHERE name = $1', [table, held.n])
         return held.n
       })
