@@ -11,7 +11,7 @@ import { connectPostgres } from '../db/postgres/index.js'
 import { loadIntoPostgres } from '../scripts/pg-load.js'
 import { noPostgres, pgEmptyDatabaseUrl } from './pg.js'
 
-t.test('the kept totals and newest ids of a loaded database are those of its rows', { skip: noPostgres }, async (t) => {
+t.test('the kept totals, newest ids and day spans of a loaded database are those of its rows, its indexes built on every partition', { skip: noPostgres }, async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-pg-load-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const db = openDatabase(path.join(dir, 'prime.sqlite'))
@@ -51,5 +51,17 @@ t.test('the kept totals and newest ids of a loaded database are those of its row
       ['events', lite.events, lite.top],
     ],
     "the days' spans of ids counted from the rows copied",
+  )
+  t.same(
+    await pg.query(`SELECT c.relname AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE NOT i.indisvalid ORDER BY 1`),
+    [],
+    'every index rebuilt after the copy is valid (a partitioned one on every partition)',
+  )
+  t.equal(
+    await pg.value(
+      `SELECT count(*) FROM pg_indexes WHERE tablename = (SELECT c.relname FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid WHERE h.inhparent = 'events'::regclass ORDER BY 1 DESC LIMIT 1)`,
+    ),
+    await pg.value(`SELECT count(*) FROM pg_indexes WHERE tablename = 'events'`),
+    "a day's partition of events has every index of the table",
   )
 })
