@@ -32,6 +32,29 @@ export async function pgPassOverEvents(db: Postgres, first: number, last: number
   await db.run('UPDATE alarm_events_queued SET up_to = $1 WHERE id = 1 AND up_to = $2', [last, first - 1])
 }
 
+/** The days holding event ids after `after` (migration 016), as [from, to) ms, with the newest id written when they were read (null: no day holds one). */
+export async function pgEventDaysAfter(db: Postgres, after: number): Promise<{ fromMs: number; toMs: number; top: number } | null> {
+  const r = await db.one<{ from_ms: number | null; to_ms: number; top: number }>(
+    `SELECT min(day_ms) AS from_ms, max(day_ms) + 86400000 AS to_ms, (SELECT top FROM record_counts WHERE name = 'events') AS top
+     FROM record_days WHERE name = 'events' AND high > $1`,
+    [after],
+  )
+  return r && r.from_ms !== null ? { fromMs: r.from_ms, toMs: r.to_ms, top: r.top } : null
+}
+
+/**
+ * The events destination `$id` takes and that are not queued yet, at most COUNT_AT_MOST read
+ * after its start (the mark, or its own first event when later), as SQL over the days
+ * [`$from`, `$to`) that pgEventDaysAfter found for a start no later than this statement's
+ * (the mark only moves up), up to their newest id `$top` (events written since are left to
+ * the next count).
+ */
+export const pgEventsOwed = (id: string, top: string, from: string, to: string) => `(SELECT count(*) FROM alarm_destinations d, alarm_events_queued q,
+    LATERAL (SELECT severity, category, alarm_destination_id FROM events
+      WHERE id > greatest(q.up_to, d.events_from) AND id <= ${top} AND created_ms >= ${from} AND created_ms < ${to} ORDER BY id LIMIT ${COUNT_AT_MOST}) e
+  WHERE d.id = ${id} AND d.enabled = 1 AND d.feed_events = 1 AND q.id = 1 AND e.severity <= d.min_severity
+    AND (d.categories = '' OR position(',' || e.category || ',' IN d.categories) > 0) AND e.alarm_destination_id IS DISTINCT FROM d.id)`
+
 export function pgEventQueue(db: Postgres) {
   const waiting = async (): Promise<boolean> => (await db.value<boolean>(`SELECT ${PG_LAST_EVENT} > up_to FROM alarm_events_queued WHERE id = 1`)) ?? false
   return {
@@ -58,13 +81,19 @@ export function pgEventQueue(db: Postgres) {
     /** Events stored and not queued yet: the ids after the mark (only retention leaves gaps, in old ones). */
     unqueued: async (): Promise<number> => (await db.value<number>(`SELECT greatest(0, ${PG_LAST_EVENT} - up_to) FROM alarm_events_queued WHERE id = 1`)) ?? 0,
     /** Of those, the ones destination `d` takes (at most COUNT_AT_MOST read: more may wait). */
-    unqueuedFor: async (d: EventDestination): Promise<number> =>
-      (await db.value<number>(
-        `SELECT count(*) FROM alarm_events_queued q, LATERAL (
-           SELECT severity, category, alarm_destination_id FROM events WHERE id > greatest(q.up_to, $1) ORDER BY id LIMIT ${COUNT_AT_MOST}) e
-         WHERE q.id = 1 AND e.severity <= $2 AND ($3::text = '' OR position(',' || e.category || ',' IN $3::text) > 0) AND e.alarm_destination_id IS DISTINCT FROM $4::text`,
-        [d.events_from, d.min_severity, d.categories, d.id],
-      )) ?? 0,
+    async unqueuedFor(d: EventDestination): Promise<number> {
+      const days = await pgEventDaysAfter(db, Math.max((await db.value<number>('SELECT up_to FROM alarm_events_queued WHERE id = 1')) ?? 0, d.events_from))
+      if (!days) return 0
+      return (
+        (await db.value<number>(
+          `SELECT count(*) FROM alarm_events_queued q, LATERAL (
+             SELECT severity, category, alarm_destination_id FROM events
+             WHERE id > greatest(q.up_to, $1) AND id <= $5 AND created_ms >= $6 AND created_ms < $7 ORDER BY id LIMIT ${COUNT_AT_MOST}) e
+           WHERE q.id = 1 AND e.severity <= $2 AND ($3::text = '' OR position(',' || e.category || ',' IN $3::text) > 0) AND e.alarm_destination_id IS DISTINCT FROM $4::text`,
+          [d.events_from, d.min_severity, d.categories, d.id, days.top, days.fromMs, days.toMs],
+        )) ?? 0
+      )
+    },
   }
 }
 export type PgEventQueue = ReturnType<typeof pgEventQueue>
