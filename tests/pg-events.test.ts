@@ -533,6 +533,11 @@ t.test('day partitions: made as records come, records of a day without one moved
       [table],
     )
     t.equal(outside, 0, `${table}: every record within its day's span`)
+    t.same(
+      await pg.query(`SELECT day_ms, n FROM record_days WHERE name = $1 AND n > 0 ORDER BY 1`, [table]),
+      await pg.query(`SELECT floor(created_ms / 86400000.0)::bigint * 86400000 AS day_ms, count(*) AS n FROM ${table} GROUP BY 1 ORDER BY 1`),
+      `${table}: each day's count is its records, after the deletes`,
+    )
   }
   t.same(
     await pg.query(`SELECT low, high, n FROM record_days WHERE name = 'events' AND day_ms = $1`, [day(0)]),

@@ -46,7 +46,7 @@ interface DaySpan {
   day: number
   low: number
   high: number
-  /** Records written into the day (deletes aside). */
+  /** Records the day holds. */
   n: number
 }
 
@@ -333,6 +333,32 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { co
     return { total: t, filtered: Math.max(0, Math.min(t, Math.round(plan?.[0]?.Plan['Plan Rows'] ?? t))), filteredExact: false }
   }
 
+  /** Whether a filter bounds nothing but ids (a feed page after an id, say). */
+  const onlyIds = (f: F) => spec.where({ ...f, idFrom: 1, idTo: MAX_ID }, new Params()).length === 0
+
+  /**
+   * The counts of a filter of ids alone over its days `d`: the records of each day wholly
+   * inside the range are the day's n, those of a day only partly in it (the first one's, a
+   * day written into late) are counted; every other day was never read. Exact, as
+   * count(*): the spans' counts follow every insert and delete (migration 016).
+   */
+  async function spanCounts(f: F, d: Days): Promise<Counts> {
+    const to = Math.min(f.idTo, d.top)
+    let whole = 0
+    const partial: DaySpan[] = []
+    for (const s of d.spans) {
+      if (s.low >= f.idFrom && s.high <= to) whole += s.n
+      else partial.push(s)
+    }
+    const q = new Params()
+    const counted = partial.length ? `(SELECT count(*) FROM ${table} e WHERE ${filtered(f, q, inDays(d, partial)(q))})` : '0'
+    const r = (await db.one<{ total: number; counted: number }>(`SELECT (SELECT n FROM record_counts WHERE name = '${table}') AS total, ${counted} AS counted`, q.values))!
+    return { total: r.total, filtered: whole + r.counted }
+  }
+
+  /** The counts of a filter over its days (null: every day). */
+  const countsIn = (f: F, d: Days | null, exact = false): Promise<Counts> => (d && onlyIds(f) ? spanCounts(f, d) : counts(f, d ? inDays(d) : unbounded, exact))
+
   /** Whether more than `max` records match, counted exactly up to max + 1 (an estimate cannot refuse a sort). */
   async function moreThan(f: F, max: number, more: (q: Params) => string[] = unbounded): Promise<number> {
     const q = new Params()
@@ -426,7 +452,7 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { co
       if (!feed && Number.isFinite(sortMax) && sortsEveryMatch(spec.sorts[s.field])) {
         // A free text sorts every match: counted first, and too many are not read. An
         // estimate decides nothing: the matches are counted exactly up to one past the limit.
-        let c = await counts(f, days)
+        let c = await countsIn(f, d)
         if (c.filteredExact === false) {
           const upTo = await moreThan(f, sortMax, days)
           c = upTo > sortMax ? { ...c, filtered: Math.max(c.filtered, upTo) } : { total: Math.max(c.total, upTo), filtered: upTo }
@@ -439,7 +465,7 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { co
         const { sql, params } = pageSql(f, s, limit, offset, feed, columns, more)
         return (await db.query(sql, params)).map(asArray)
       }
-      const [c, rows] = await Promise.all([counts(f, days), feed ? feedOverDays(d, f, limit, offset, read, (r) => r[0] as number) : read(days)])
+      const [c, rows] = await Promise.all([countsIn(f, d), feed ? feedOverDays(d, f, limit, offset, read, (r) => r[0] as number) : read(days)])
       return { ...pageBounded(c, offset, limit, rows.length), rows }
     },
 
@@ -448,14 +474,14 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { co
       const d = await daysOf(f)
       const top = d ? d.top : await lastId()
       const upTo = d ? inDays(d) : (q: Params) => [`e.id <= ${q.add(top)}`]
-      const c = await counts(f, upTo)
+      const c = d ? await countsIn(f, d) : await counts(f, upTo)
       const { sql, params } = pageSql(f, s, limit, offset, feed, columns, upTo)
       return { ...c, rows: [], chunks: cursorChunks(sql, params, true) }
     },
 
     async count(f: F): Promise<number> {
       const d = await daysOf(f)
-      return (await counts(f, d ? inDays(d) : unbounded, true)).filtered
+      return (await countsIn(f, d, true)).filtered
     },
 
     async iterate(f: F, s: Sort, cap: number): Promise<AsyncIterable<R>> {
@@ -483,7 +509,7 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { co
         const { sql, params } = pageSql(f, { field: s.field, direction: 'asc' }, limit, offset, true, 'e.id', more)
         return (await db.query<{ id: number }>(sql, params)).map((r) => r.id)
       }
-      const [c, ids] = await Promise.all([counts(f, d ? inDays(d) : unbounded), feedOverDays(d, f, limit, offset, read, (id) => id)])
+      const [c, ids] = await Promise.all([countsIn(f, d), feedOverDays(d, f, limit, offset, read, (id) => id)])
       if (s.direction === 'desc') ids.reverse()
       return { ...pageBounded(c, offset, limit, ids.length), rows: ids }
     },

@@ -12,13 +12,14 @@
 -- the writers: a reader that reads the spans and record_counts.top in one statement finds every
 -- record up to top inside a span. Spans only widen (records deleted row by row leave them: a
 -- span wider than its records costs a probe, never a record); a day whose partition is dropped
--- loses its row with it (db/postgres/events-retention.ts), TRUNCATE all of the table's.
+-- loses its row with it (db/postgres/events-retention.ts), TRUNCATE all of the table's. A
+-- day's n is the records it holds: a read counts the whole days of an id range from it.
 CREATE TABLE record_days (
   name text NOT NULL CHECK (name IN ('events', 'audit_trail')),
   day_ms bigint NOT NULL,
   low bigint NOT NULL,
   high bigint NOT NULL,
-  -- Records written into the day, deletes aside: how many days a feed page reads first.
+  -- The records the day holds.
   n bigint NOT NULL,
   PRIMARY KEY (name, day_ms)
 );
@@ -35,6 +36,22 @@ BEGIN
   INSERT INTO record_days AS d (name, day_ms, low, high, n)
   SELECT TG_TABLE_NAME, floor(created_ms / 86400000.0)::bigint * 86400000, min(id), max(id), count(*) FROM added GROUP BY 2
   ON CONFLICT (name, day_ms) DO UPDATE SET low = least(d.low, excluded.low), high = greatest(d.high, excluded.high), n = d.n + excluded.n;
+  RETURN NULL;
+END $$;
+
+-- Records deleted row by row (retention's part of a day) leave their day's span and are
+-- subtracted from its count: a day's n is the records it holds, so that the matches of an id
+-- range are counted from the whole days in it without reading them.
+CREATE OR REPLACE FUNCTION record_counts_pruned() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  gone bigint := (SELECT count(*) FROM pruned);
+BEGIN
+  IF gone > 0 THEN
+    UPDATE record_counts SET n = n - gone, prunes = prunes + 1 WHERE name = TG_TABLE_NAME;
+    UPDATE record_days d SET n = d.n - p.n
+      FROM (SELECT floor(created_ms / 86400000.0)::bigint * 86400000 AS day_ms, count(*) AS n FROM pruned GROUP BY 1) p
+     WHERE d.name = TG_TABLE_NAME AND d.day_ms = p.day_ms;
+  END IF;
   RETURN NULL;
 END $$;
 
