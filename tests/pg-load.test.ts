@@ -7,7 +7,7 @@ import path from 'node:path'
 import t from 'tap'
 import { openDatabase } from '../db/index.js'
 import { eventsRepo } from '../db/events.js'
-import { connectPostgres } from '../db/postgres/index.js'
+import { connectPostgres, migratePostgres, pgMigrationsDir } from '../db/postgres/index.js'
 import { loadIntoPostgres } from '../scripts/pg-load.js'
 import { noPostgres, pgEmptyDatabaseUrl } from './pg.js'
 
@@ -64,4 +64,32 @@ t.test('the kept totals, newest ids and day spans of a loaded database are those
     await pg.value(`SELECT count(*) FROM pg_indexes WHERE tablename = 'events'`),
     "a day's partition of events has every index of the table",
   )
+})
+
+t.test('migration 017 builds on every partition the indexes that an earlier copy left on the parent alone', { skip: noPostgres }, async (t) => {
+  // The schema as before 017, then an index broken as the copy broke it.
+  const before = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-pg-017-'))
+  t.teardown(() => fs.rmSync(before, { recursive: true, force: true }))
+  for (const f of fs.readdirSync(pgMigrationsDir).filter((f) => f < '017')) fs.copyFileSync(path.join(pgMigrationsDir, f), path.join(before, f))
+  const pg = connectPostgres(await pgEmptyDatabaseUrl(t), { max: 1 })
+  t.teardown(() => pg.close())
+  const client = await pg.pool.connect()
+  try {
+    await migratePostgres(client, before)
+    const def = (await client.query<{ def: string }>(`SELECT pg_get_indexdef('events_text'::regclass) AS def`)).rows[0].def
+    t.match(def, / ON ONLY /, 'a partitioned index reads back ON ONLY')
+    await client.query('DROP INDEX events_text')
+    await client.query(def)
+    const invalid = `SELECT count(*)::int AS n FROM pg_index WHERE indrelid = 'events'::regclass AND NOT indisvalid`
+    t.equal((await client.query(invalid)).rows[0].n, 1, 'made again from it: invalid, on no partition')
+    t.same((await migratePostgres(client)).applied, [17])
+    t.equal((await client.query(invalid)).rows[0].n, 0, 'valid after 017')
+    const onPartition = await client.query(
+      `SELECT count(*)::int AS n FROM pg_inherits h JOIN pg_index i ON i.indrelid = h.inhrelid JOIN pg_class c ON c.oid = i.indexrelid
+       WHERE h.inhparent = 'events'::regclass AND pg_get_indexdef(i.indexrelid) LIKE '%gin_trgm_ops%'`,
+    )
+    t.equal(onPartition.rows[0].n, Number((await client.query(`SELECT count(*) AS n FROM pg_inherits WHERE inhparent = 'events'::regclass`)).rows[0].n), 'on every partition')
+  } finally {
+    client.release()
+  }
 })
