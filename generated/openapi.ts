@@ -7444,7 +7444,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description Not ready to answer just now, try again after `Retry-After` seconds (when given) or on another node; `detail` says why (the server is shutting down, or the database cannot be reached). */
+        /** @description Not ready to answer just now, try again after `Retry-After` seconds (when given) or on another node; `detail` says why (the server is shutting down, the database cannot be reached, or the disk under it is full, and nothing of the request was kept). */
         NotReady: {
             headers: {
                 "Retry-After": components["headers"]["RetryAfter"];

@@ -32,6 +32,9 @@ const fastifyCodes: Record<string, ProblemCode> = {
   FST_ERR_VALIDATION: 'validation',
 }
 
+/** Error codes of a full disk: SQLite's, the file system's, PostgreSQL's SQLSTATE disk_full. */
+const DISK_FULL = new Set(['SQLITE_FULL', 'ENOSPC', '53100'])
+
 export function errorHandler(this: FastifyInstance, error: unknown, req: FastifyRequest, reply: FastifyReply) {
   const err = error as Error & { code?: string; statusCode?: number; validation?: any[]; validationContext?: string }
   if (err instanceof ProblemError) return sendProblem(req, reply, err)
@@ -53,6 +56,16 @@ export function errorHandler(this: FastifyInstance, error: unknown, req: Fastify
   if (err.code === 'expensive-reads-busy') return sendProblem(req, reply, problem('readers-busy', `${err.message}: try again in a moment`, { headers: { 'retry-after': '1' } }))
   // PostgreSQL's connection lost (restarted, or the connection ended): the node connects again by itself.
   if (err.code === 'database-unavailable') return sendProblem(req, reply, problem('not-ready', 'The database cannot be reached just now: try again in a moment.', { headers: { 'retry-after': '1' } }))
+  // The disk under the database is full (SQLite, a file, PostgreSQL's disk_full): nothing of the
+  // request was kept. The client may try again once an operator has made room, who must hear of it.
+  if (err.code !== undefined && DISK_FULL.has(err.code)) {
+    req.log.error({ err }, 'the disk is full: a write was refused')
+    return sendProblem(
+      req,
+      reply,
+      problem('not-ready', 'The server cannot store anything just now (its disk is full): nothing of this request was kept; try again later.', { headers: { 'retry-after': '60' } }),
+    )
+  }
   const mapped = err.code ? fastifyCodes[err.code] : undefined
   if (mapped) return sendProblem(req, reply, problem(mapped, err.message))
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
