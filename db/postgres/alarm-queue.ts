@@ -17,13 +17,6 @@ export const PG_QUEUE_ROWS = 1000
 /** Events read at most to count a destination's deliveries not queued yet. */
 const COUNT_AT_MOST = 10_000
 
-interface EventDestination {
-  id: string
-  min_severity: number
-  categories: string
-  events_from: number
-}
-
 /**
  * Events written by a bulk loader (from `first` to `last`) queue no deliveries: the mark
  * passes over them, when nothing before them was waiting.
@@ -80,20 +73,6 @@ export function pgEventQueue(db: Postgres) {
     },
     /** Events stored and not queued yet: the ids after the mark (only retention leaves gaps, in old ones). */
     unqueued: async (): Promise<number> => (await db.value<number>(`SELECT greatest(0, ${PG_LAST_EVENT} - up_to) FROM alarm_events_queued WHERE id = 1`)) ?? 0,
-    /** Of those, the ones destination `d` takes (at most COUNT_AT_MOST read: more may wait). */
-    async unqueuedFor(d: EventDestination): Promise<number> {
-      const days = await pgEventDaysAfter(db, Math.max((await db.value<number>('SELECT up_to FROM alarm_events_queued WHERE id = 1')) ?? 0, d.events_from))
-      if (!days) return 0
-      return (
-        (await db.value<number>(
-          `SELECT count(*) FROM alarm_events_queued q, LATERAL (
-             SELECT severity, category, alarm_destination_id FROM events
-             WHERE id > greatest(q.up_to, $1) AND id <= $5 AND created_ms >= $6 AND created_ms < $7 ORDER BY id LIMIT ${COUNT_AT_MOST}) e
-           WHERE q.id = 1 AND e.severity <= $2 AND ($3::text = '' OR position(',' || e.category || ',' IN $3::text) > 0) AND e.alarm_destination_id IS DISTINCT FROM $4::text`,
-          [d.events_from, d.min_severity, d.categories, d.id, days.top, days.fromMs, days.toMs],
-        )) ?? 0
-      )
-    },
   }
 }
 export type PgEventQueue = ReturnType<typeof pgEventQueue>
