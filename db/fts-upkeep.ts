@@ -17,6 +17,8 @@ const MIN_PAGES = 64
 export function ftsUpkeep(db: DB) {
   const segments = new Map(UPKEPT_INDEXES.map((name) => [name, db.prepare<[], number>(`SELECT count(*) FROM "${name}_idx" GROUP BY segid`).pluck()]))
   const merges = new Map(UPKEPT_INDEXES.map((name) => [name, db.prepare<[number]>(`INSERT INTO "${name}" ("${name}", rank) VALUES ('merge', ?)`)]))
+  // A literal: FTS5 takes the setting only as an INTEGER, and a bound number is a REAL.
+  const twoWay = new Map(UPKEPT_INDEXES.map((name) => [name, db.prepare(`INSERT INTO "${name}" ("${name}", rank) VALUES ('usermerge', 2)`)]))
   const totalChanges = db.prepare<[], number>('SELECT total_changes()').pluck()
 
   return {
@@ -33,13 +35,24 @@ export function ftsUpkeep(db: DB) {
     },
 
     /**
-     * One step of merging every segment into one, writing about `pages` pages (FTS5's
-     * 'merge' with a negative budget: segments of any level are merged). False once there
-     * was nothing left to merge (FTS5 then changes fewer than two rows).
+     * One step of merging every segment into one, writing about `pages` pages. False once
+     * there was nothing left to merge (FTS5 then changes fewer than two rows).
+     *
+     * The first step (`begin`) is FTS5's 'merge' with a negative budget: every segment,
+     * of any level, becomes an input of one merge. The steps after it are positive merges,
+     * which carry that merge on. A negative merge must not be repeated while writes go on:
+     * each one that finds a segment written since the last starts the merge again, on a
+     * new level, with every segment as its input; under steady writes it never finishes,
+     * every write leaves one more segment behind, and at 2,000 segments (FTS5_MAX_SEGMENT)
+     * every write to the table fails with SQLITE_FULL. A positive merge works on the level
+     * whose merge is under way, or on a level of at least 'usermerge' segments (set to 2,
+     * its least, so that the segments written meanwhile are merged as well and the big
+     * merge is not held back by them).
      */
-    mergeStep(name: UpkeptIndex, pages: number): boolean {
+    mergeStep(name: UpkeptIndex, pages: number, begin: boolean): boolean {
+      if (begin) twoWay.get(name)!.run()
       const before = totalChanges.get() as number
-      merges.get(name)!.run(-pages)
+      merges.get(name)!.run(begin ? -pages : pages)
       return (totalChanges.get() as number) - before >= 2
     },
   }

@@ -12,8 +12,11 @@ import type { Loop } from './platform/loops.js'
  */
 export interface SearchIndexUpkeep {
   measure(name: UpkeptIndex): { segments: number; pages: number; due: boolean }
-  /** Merges about `pages` pages of the index's segments; false once they are one. */
-  mergeStep(name: UpkeptIndex, pages: number): boolean
+  /**
+   * Merges about `pages` pages of the index's segments; false once they are one. `begin`:
+   * the first step of a merge, which gathers every segment into it.
+   */
+  mergeStep(name: UpkeptIndex, pages: number, begin: boolean): boolean
 }
 
 /** The in-memory agent search (db/agent-texts.ts); synchronous like the upkeep above. */
@@ -65,7 +68,7 @@ export function searchUpkeep({ upkeep, log }: { upkeep: SearchIndexUpkeep; log: 
       try {
         do {
           m.steps++
-          if (!upkeep.mergeStep(m.name, STEP_PAGES)) {
+          if (!upkeep.mergeStep(m.name, STEP_PAGES, m.steps === 1)) {
             log.info({ index: m.name, steps: m.steps, ms: Date.now() - m.started, ...upkeep.measure(m.name) }, 'merged a search index')
             merging = null
             return false

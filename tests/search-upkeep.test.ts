@@ -68,3 +68,33 @@ t.test('small indexes are left alone, however many segments they have', async (t
   t.notOk(m.due, `${m.pages} pages: not worth a merge`)
   t.equal(searchUpkeep({ upkeep: app.repos.ftsUpkeep, log: app.log }).check(), null)
 })
+
+t.test('a merge under steady writes finishes, and the segments written meanwhile do not pile up', async (t) => {
+  // Repeating FTS5's negative 'merge' while writes go on restarts the merge each time a
+  // segment was written since: it never finishes, and every write leaves one more segment
+  // until FTS5's limit of 2,000 fails every write with SQLITE_FULL.
+  const app = await build(t)
+  await seedFleet(app.db, { agents: 1200, peripheralsPerAgent: 1, seed: 13 })
+  const { ftsUpkeep } = app.repos
+  const rewrite = app.db.prepare('UPDATE agents SET nics_text = ? WHERE id = ?')
+  for (let id = 1; id <= 1200; id++) rewrite.run(`adapter ${id} rewritten`, id)
+  const before = ftsUpkeep.measure('agents_fts')
+  t.ok(before.due && before.segments > 1, `due: ${before.segments} segments, ${before.pages} pages`)
+
+  // One agent rewritten (a segment of its own) after every step of 2 pages.
+  let steps = 0
+  let written = 0
+  while (ftsUpkeep.mergeStep('agents_fts', 2, steps === 0)) {
+    steps++
+    rewrite.run(`adapter ${steps} again`, 1 + (written++ % 1200))
+    if (steps > 2000) break
+  }
+  const after = ftsUpkeep.measure('agents_fts')
+  t.ok(steps <= 2000, `finished in ${steps} steps, ${written} writes meanwhile`)
+  t.ok(written >= 20, 'writes went on during the merge')
+  t.ok(after.segments <= 8, `${after.segments} segments left (${after.pages} pages)`)
+  t.notOk(after.due, 'nothing due after it')
+  t.doesNotThrow(() => app.db.exec("INSERT INTO agents_fts (agents_fts) VALUES ('integrity-check')"), 'FTS5 finds the index consistent')
+  const found = app.db.prepare('SELECT count(*) FROM agents_fts WHERE agents_fts MATCH \'"again"\'').pluck().get() as number
+  t.equal(found, Math.min(written, 1200), 'every agent written during the merge is found')
+})
