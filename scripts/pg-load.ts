@@ -257,13 +257,14 @@ export async function loadIntoPostgres(from: string, url: string, opts: LoadOpti
     }
 
     for (const t of order) await client.query(`ALTER TABLE ${ident(t.name)} ENABLE TRIGGER USER`)
-    // The counts, newest ids and day spans those triggers keep (migrations 004, 012 and 016), counted.
+    // The counts, newest ids and day spans those triggers keep (migrations 004, 012, 016 and 018), counted.
     await client.query(`SELECT record_days_recount('events'), record_days_recount('audit_trail')`)
     await client.query(
       `UPDATE record_counts r SET prunes = 0,
          n = CASE r.name WHEN 'events' THEN (SELECT count(*) FROM events) ELSE (SELECT count(*) FROM audit_trail) END,
          top = CASE r.name WHEN 'events' THEN (SELECT coalesce(max(id), 0) FROM events) ELSE (SELECT coalesce(max(id), 0) FROM audit_trail) END`,
     )
+    await client.query(`UPDATE table_rows SET n = CASE name WHEN 'agents' THEN (SELECT count(*) FROM agents) ELSE (SELECT count(*) FROM peripherals) END`)
     await client.query(`UPDATE license_seats SET activated = (SELECT count(*) FROM agents WHERE license_status = 'Activated')`)
     // The agents' check-in times that their triggers copy (migration 011).
     await client.query(`INSERT INTO agent_checkins (agent_id, last_updated_ms, connected) SELECT id, last_updated_ms, connection_status = 'Connected' FROM agents

@@ -166,4 +166,34 @@ t.test('agents lists: PostgreSQL answers as SQLite', { skip: noPostgres }, async
     const [a, b] = [lite.list({}, sort, 1000, 0), await pgAgents.list({}, sort, 1000, 0)]
     t.same([b.total, b.filtered, b.rows.map((x) => x.id)], [a.total, a.filtered, a.rows.map((x) => x.id)], 'the lists agree after it')
   })
+
+  t.test('every agent and peripheral counted: kept by inserts, deletes (cascaded too) and TRUNCATE', async (t) => {
+    const kept = async () => pg.query<{ name: string; n: number }>('SELECT name, n::int AS n FROM table_rows ORDER BY name')
+    const counted = async () => [
+      { name: 'agents', n: await pg.value<number>('SELECT count(*)::int FROM agents') },
+      { name: 'peripherals', n: await pg.value<number>('SELECT count(*)::int FROM peripherals') },
+    ]
+    t.same(await kept(), await counted(), 'as counted after the seed and a removal')
+    const before = await kept()
+    // An upsert that inserts nothing leaves the counts (and their row lock) alone.
+    const p = (await pg.one<{ id: number }>('SELECT id FROM peripherals LIMIT 1'))!
+    await pg.run('INSERT INTO peripherals SELECT * FROM peripherals WHERE id = $1 ON CONFLICT DO NOTHING', [p.id])
+    t.same(await kept(), before, 'an insert of nothing changes nothing')
+    // A whole agent removed takes its peripherals' count with it (ON DELETE CASCADE).
+    const victim = (await pg.one<{ id: number }>('SELECT agent_id AS id FROM peripherals GROUP BY agent_id ORDER BY count(*) DESC LIMIT 1'))!
+    await pg.run('DELETE FROM agents WHERE id = $1', [victim.id])
+    t.same(await kept(), await counted(), 'as counted after a cascaded delete')
+    t.ok((await kept())[1].n < before[1].n)
+    const [a] = [await pgAgents.list({}, { field: 'uuid', direction: 'asc' }, 5, 0)]
+    t.equal(a.total, (await counted())[0].n, 'the list answers the kept count')
+    await pg.run('TRUNCATE agents CASCADE')
+    t.same(
+      await kept(),
+      [
+        { name: 'agents', n: 0 },
+        { name: 'peripherals', n: 0 },
+      ],
+      'TRUNCATE empties both',
+    )
+  })
 })

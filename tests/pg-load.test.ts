@@ -82,7 +82,7 @@ t.test('migration 017 builds on every partition the indexes that an earlier copy
     await client.query(def)
     const invalid = `SELECT count(*)::int AS n FROM pg_index WHERE indrelid = 'events'::regclass AND NOT indisvalid`
     t.equal((await client.query(invalid)).rows[0].n, 1, 'made again from it: invalid, on no partition')
-    t.same((await migratePostgres(client)).applied, [17])
+    t.same((await migratePostgres(client)).applied.slice(0, 1), [17], '017 runs first of those after')
     t.equal((await client.query(invalid)).rows[0].n, 0, 'valid after 017')
     const onPartition = await client.query(
       `SELECT count(*)::int AS n FROM pg_inherits h JOIN pg_index i ON i.indrelid = h.inhrelid JOIN pg_class c ON c.oid = i.indexrelid

@@ -248,10 +248,13 @@ export const peripheralOrderBy = (s: Sort) => orderBy(s, peripheralSortColumns, 
 
 // ---- pages ----
 
+/** Every row of agents or peripherals: the count their triggers keep (migration 018). */
+export const rowCount = (table: 'agents' | 'peripherals') => `(SELECT n FROM table_rows WHERE name = '${table}')`
+
 /** What a page statement reads: the table counted, the rows' FROM, their id, the page's rows. */
 export interface PageSource {
   /** The table counted and its alias (the filter's conditions name only it). */
-  table: string
+  table: 'agents' | 'peripherals'
   alias: string
   /** The page's FROM (the counted table, joined with what the sort and rows read). */
   from: string
@@ -263,12 +266,12 @@ export interface PageSource {
  * One statement for a page: every row's count, the matching count, and the page's ids in
  * order (`ids`), or its rows in order (`rows`, over `source.from`; none when the page is
  * empty: a row of nulls then carries the counts). One round trip, one snapshot: the counts
- * and the page agree, and each subquery is planned on its own (the count from an index or
- * the table, the page by walking the sort's index or sorting the matches).
+ * and the page agree, and each subquery is planned on its own (the filter's count from an
+ * index or the table, the page by walking the sort's index or sorting the matches).
  */
 export function pageStatement(source: PageSource, where: string, order: string, p: Params, limit: number, offset: number, rows?: string): string {
   const { table, alias } = source
-  const counts = where === 'true' ? `(SELECT count(*) FROM ${table}) AS total` : `(SELECT count(*) FROM ${table}) AS total, (SELECT count(*) FROM ${table} ${alias} WHERE ${where}) AS filtered`
+  const counts = where === 'true' ? `${rowCount(table)} AS total` : `${rowCount(table)} AS total, (SELECT count(*) FROM ${table} ${alias} WHERE ${where}) AS filtered`
   const page = `SELECT ${counts}, ARRAY(SELECT ${source.id} FROM ${source.from} WHERE ${where} ORDER BY ${order} LIMIT ${p.add(limit)} OFFSET ${p.add(offset)}) AS ids`
   const filtered = where === 'true' ? 'c.total' : 'c.filtered'
   // Materialized: c.total named twice would otherwise count twice.

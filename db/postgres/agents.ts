@@ -1,7 +1,8 @@
 // Agents on PostgreSQL: the list with its filters and sort orders, lookups by identifiers,
 // deletion. The answers are SQLite's (db/agents.ts); what SQLite keeps to answer quickly
-// (list answers per rev, each agent's JSON, row counts, in-memory search dictionaries) is
-// not kept here: every answer is read from the tables, so any number of nodes may share them.
+// (list answers per rev, each agent's JSON, counts of values, in-memory search dictionaries)
+// is not kept here: every answer is read from the tables, so any number of nodes may share
+// them; only the count of every agent is kept, by triggers in the database (migration 018).
 import { type AgentFilter, type AgentIdentifiers, type AgentListRow, type AgentListView, type AgentRef, type AgentRow, type AgentStore, VIEW_COLUMNS } from '../../lib/agents/ports.js'
 import { STREAM_CHUNK_CHARS, type Sort } from '../../lib/ports.js'
 import type { Postgres } from './connection.js'

@@ -25,6 +25,7 @@ import {
 } from '../../lib/assets/ports.js'
 import { SEVERITY_RISK, SOURCES } from '../assets.js'
 import type { Postgres, Row } from './connection.js'
+import { rowCount } from './agent-filters.js'
 
 const R = INDICATOR_RISK
 const HUB_ICON = 4
@@ -313,7 +314,7 @@ export interface PgAssetsRepo extends Omit<AssetStore, 'pageJson' | 'summary' | 
 export function pgAssetsRepo(db: Postgres): PgAssetsRepo {
   return {
     async total() {
-      return (await db.value<number>('SELECT (SELECT count(*) FROM agents) + (SELECT count(*) FROM peripherals) + (SELECT count(*) FROM agentless_connections)')) as number
+      return (await db.value<number>(`SELECT ${rowCount('agents')} + ${rowCount('peripherals')} + (SELECT count(*) FROM agentless_connections)`)) as number
     },
 
     async page(q, sort, limit, offset) {

@@ -1,7 +1,7 @@
 // Peripherals across agents on PostgreSQL: the list with its filters and sort orders, one
 // agent's peripherals, and the approvals. The answers are SQLite's (db/peripherals.ts); its
-// kept answers and kept counts (row_counts, peripheral_texts.n) are not used here: counts
-// are read from the tables.
+// kept answers and kept counts of values (row_counts, peripheral_texts.n) are not used here:
+// a filter's count is read from the tables; every peripheral's, from table_rows (migration 018).
 import type { PeripheralFilter, PeripheralListRow, PeripheralStore } from '../../lib/agents/ports.js'
 import { STREAM_CHUNK_CHARS, type Sort } from '../../lib/ports.js'
 import type { Postgres } from './connection.js'
