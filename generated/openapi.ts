@@ -3454,6 +3454,16 @@ export interface components {
              * @description Agents matching the filters.
              */
             recordsFiltered: number;
+            /**
+             * @description Present, and `false`, only when `recordsFiltered` is an estimate: on PostgreSQL, a
+             *     query with a text filter or `GlobalSearch` whose exact count did not finish within
+             *     the count budget (`PRIME_PG_COUNT_BUDGET_MS`, default 50 ms), such as a common
+             *     term over a large fleet. The estimate is bounded as the events' is
+             *     (`RecordsFilteredExact`); the rows, their order and paging are exact all the
+             *     same. Absent, the count is exact (always on the embedded SQLite database).
+             * @enum {boolean}
+             */
+            recordsFilteredExact?: false;
             data: components["schemas"]["AgentViewResource"][];
         };
         /** @description A network adapter of the host. */
@@ -4135,6 +4145,16 @@ export interface components {
              * @description Peripherals matching the filters.
              */
             recordsFiltered: number;
+            /**
+             * @description Present, and `false`, only when `recordsFiltered` is an estimate: on PostgreSQL, a
+             *     query with a text filter or `GlobalSearch` whose exact count did not finish within
+             *     the count budget (`PRIME_PG_COUNT_BUDGET_MS`, default 50 ms), such as a common
+             *     term over a large fleet. The estimate is bounded as the events' is
+             *     (`RecordsFilteredExact`); the rows, their order and paging are exact all the
+             *     same. Absent, the count is exact (always on the embedded SQLite database).
+             * @enum {boolean}
+             */
+            recordsFilteredExact?: false;
             data: components["schemas"]["PeripheralViewResource"][];
         };
         /** @description A peripheral model on one agent: the agent by its identifiers (null or absent ones ignored, at least one given), the model by VID/PID. */

@@ -12,7 +12,7 @@ export const agentsHandlers: Handlers<'getAgents' | 'getAgent' | 'getAgentDebugL
     const { pageSize, offset } = page(req.query, req.routeOptions.config.op!)
     const p = await req.server.services.agents.list(filter, order, pageSize, offset)
     // The agents' JSON is kept per row (db/agents.ts agentViews): the page is sent as written.
-    return reply.type('application/json').send('stream' in p ? listAnswerStream(p.total, p.filtered, p.stream) : listAnswerJson(p.total, p.filtered, p.data))
+    return reply.type('application/json').send('stream' in p ? listAnswerStream(p.total, p.filtered, p.stream, p.filteredExact) : listAnswerJson(p.total, p.filtered, p.data, p.filteredExact))
   },
 
   async getAgent(req) {

@@ -11,8 +11,8 @@ export const peripheralsHandlers: Handlers<'getPeripherals' | 'peripheralsComman
     const order = sort(req.routeOptions.config.op!, req.query.sortBy, 'sortBy')
     const { pageSize, offset } = page(req.query, req.routeOptions.config.op!)
     const p = await req.server.services.agents.peripherals(filter, order, pageSize, offset)
-    if ('stream' in p) return reply.type('application/json').send(listAnswerStream(p.total, p.filtered, p.stream))
-    return listAnswer(p.total, p.filtered, p.data.map(peripheralView))
+    if ('stream' in p) return reply.type('application/json').send(listAnswerStream(p.total, p.filtered, p.stream, p.filteredExact))
+    return listAnswer(p.total, p.filtered, p.data.map(peripheralView), p.filteredExact)
   },
 
   async peripheralsCommand(req, reply) {

@@ -138,16 +138,17 @@ export function severity(value: string | undefined, name: string, where: Where =
 
 /**
  * The list answer of every list operation. `exact`: the events' and audit trail's answers
- * say whether recordsFiltered is exact (`recordsFilteredExact`); the other lists leave it out.
+ * say whether recordsFiltered is exact (`recordsFilteredExact`); the agents' and peripherals'
+ * say it only when it is not (false, on PostgreSQL); the other lists leave it out.
  */
-export const listAnswer = <T>(recordsTotal: number, recordsFiltered: number, data: T[], exact?: boolean) =>
+export const listAnswer = <T, E extends boolean = boolean>(recordsTotal: number, recordsFiltered: number, data: T[], exact?: E) =>
   exact === undefined ? { recordsTotal, recordsFiltered, data } : { recordsTotal, recordsFiltered, recordsFilteredExact: exact, data }
 
 /** The list answer's text up to its rows (`listAnswer`'s keys in its order). */
 const answerHead = (recordsTotal: number, recordsFiltered: number, exact: boolean | undefined) =>
   `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},${exact === undefined ? '' : `"recordsFilteredExact":${exact},`}"data":[`
 /** The list answer as JSON text, for rows that are JSON text already (an array). */
-export const listAnswerJson = (recordsTotal: number, recordsFiltered: number, data: string) => `{"recordsTotal":${recordsTotal},"recordsFiltered":${recordsFiltered},"data":${data}}`
+export const listAnswerJson = (recordsTotal: number, recordsFiltered: number, data: string, exact?: boolean) => `${answerHead(recordsTotal, recordsFiltered, exact).slice(0, -1)}${data}}`
 
 /**
  * A whole answer held as parts of at most about STREAM_CHUNK_CHARS characters, with its

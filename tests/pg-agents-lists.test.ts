@@ -39,7 +39,7 @@ t.test('agents lists: PostgreSQL answers as SQLite', { skip: noPostgres }, async
   const search = agentSearch(sqlite, agentTexts(sqlite))
   const lite = agentsRepo(sqlite, new CheckInTimeWrites(), search, agentListView, 0)
   const liteExports = exportsRepo(sqlite, search)
-  const pgAgents = pgAgentsRepo(pg, agentListView)
+  const pgAgents = pgAgentsRepo(pg, agentListView, { countBudgetMs: 600_000 })
   const pgExports = pgExportsRepo(pg)
 
   const agents = sqlite.prepare('SELECT * FROM agents').all() as AgentRow[]

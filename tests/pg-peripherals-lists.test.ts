@@ -38,7 +38,7 @@ t.test('peripherals lists: PostgreSQL answers as SQLite', { skip: noPostgres }, 
   const search = agentSearch(sqlite, agentTexts(sqlite))
   const lite = peripheralsRepo(sqlite, new CheckInTimeWrites(), search, 0)
   const liteExports = exportsRepo(sqlite, search)
-  const pgPeripherals = pgPeripheralsRepo(pg)
+  const pgPeripherals = pgPeripheralsRepo(pg, { countBudgetMs: 600_000 })
   const pgExports = pgExportsRepo(pg)
 
   const rows = sqlite

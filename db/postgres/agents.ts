@@ -6,7 +6,8 @@
 import { type AgentFilter, type AgentIdentifiers, type AgentListRow, type AgentListView, type AgentRef, type AgentRow, type AgentStore, VIEW_COLUMNS } from '../../lib/agents/ports.js'
 import { STREAM_CHUNK_CHARS, type Sort } from '../../lib/ports.js'
 import type { Postgres } from './connection.js'
-import { Params, agentOrderBy, agentSource, agentWhere, pageIds, pageRows, pageStatement } from './agent-filters.js'
+import type { Counts } from './counts.js'
+import { Params, agentOrderBy, agentSource, agentWhere, countedPage, pageIds, pageRows, type PageQuery } from './agent-filters.js'
 
 const viewColumns = VIEW_COLUMNS.map((c) => `a.${c}`).join(', ')
 const REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
@@ -20,16 +21,20 @@ export const VIEW_READ_ROWS = 500
 /** These agents' rows of `columns`, in the order of `ids` (agents deleted meanwhile are left out). */
 const byIdsInOrder = (columns: string) => `SELECT ${columns} FROM unnest($1::bigint[]) WITH ORDINALITY u (id, n) JOIN agents a ON a.id = u.id ORDER BY u.n`
 
-/** `shown`: how a list shows an agent (lib/agents/views.ts agentListView), as SQLite's repository is given it. */
-export function pgAgentsRepo(db: Postgres, shown: AgentListView) {
+/**
+ * `shown`: how a list shows an agent (lib/agents/views.ts agentListView), as SQLite's
+ * repository is given it. `countBudgetMs`: how long a text filter's count may run
+ * (PRIME_PG_COUNT_BUDGET_MS; see countedPage).
+ */
+export function pgAgentsRepo(db: Postgres, shown: AgentListView, { countBudgetMs = 50 }: { countBudgetMs?: number } = {}) {
   const json = (rows: AgentListRow[]) => rows.map((r) => JSON.stringify(shown.view(r)))
+  const query = (f: AgentFilter, sort: Sort, limit: number, offset: number): PageQuery => {
+    const p = new Params()
+    return { source: agentSource(sort), where: agentWhere(f, p), p, order: agentOrderBy(sort), limit, offset, budgetMs: countBudgetMs }
+  }
 
   /** A page as rows of `columns` (over `agents a`), with the counts. */
-  async function readPage<R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string) {
-    const p = new Params()
-    const sql = pageStatement(agentSource(sort), agentWhere(f, p), agentOrderBy(sort), p, limit, offset, columns)
-    return pageRows<R>(await db.query(sql, p.values))
-  }
+  const readPage = <R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string) => countedPage(db, query(f, sort, limit, offset), pageRows<R>, (x) => x.rows.length, columns)
 
   async function views(refs: readonly AgentRef[]): Promise<string> {
     if (!refs.length) return '[]'
@@ -48,17 +53,13 @@ export function pgAgentsRepo(db: Postgres, shown: AgentListView) {
     views,
 
     /** A page of the list with its agents as that JSON array: one statement. */
-    async page(f: AgentFilter, sort: Sort, limit: number, offset: number): Promise<{ total: number; filtered: number; json: string }> {
-      const { total, filtered, rows } = await readPage<AgentListRow>(f, sort, limit, offset, viewColumns)
-      return { total, filtered, json: `[${json(rows).join(',')}]` }
+    async page(f: AgentFilter, sort: Sort, limit: number, offset: number): Promise<Counts & { json: string }> {
+      const { rows, ...counts } = await readPage<AgentListRow>(f, sort, limit, offset, viewColumns)
+      return { ...counts, json: `[${json(rows).join(',')}]` }
     },
 
     /** A large page as the ids of its agents in order, with the counts. */
-    async pageIds(f: AgentFilter, sort: Sort, limit: number, offset: number): Promise<{ total: number; filtered: number; ids: number[] }> {
-      const p = new Params()
-      const sql = pageStatement(agentSource(sort), agentWhere(f, p), agentOrderBy(sort), p, limit, offset)
-      return pageIds(await db.query(sql, p.values))
-    },
+    pageIds: (f: AgentFilter, sort: Sort, limit: number, offset: number): Promise<Counts & { ids: number[] }> => countedPage(db, query(f, sort, limit, offset), pageIds, (x) => x.ids.length),
 
     /**
      * These agents as AgentViewResource JSON objects joined by commas, VIEW_READ_ROWS read

@@ -31,6 +31,7 @@ import { auditSorts, eventSorts, sortsEveryMatch, type SortField } from '../even
 import { contains } from '../sql.js'
 import { severityNames, type Sort } from '../../lib/ports.js'
 import type { Postgres, Row } from './connection.js'
+import { cancelled, pageBounded, plannedRows, type Counts } from './counts.js'
 
 export type RecordTable = 'events' | 'audit_trail'
 
@@ -258,24 +259,6 @@ function orderBy(orders: Record<string, Order>, s: Sort): string {
   return `${o.nullable ? `${o.key} IS NULL, ` : ''}${o.key} ${dir}, e.id ${dir}`
 }
 
-/** A statement cancelled by statement_timeout (SQLSTATE 57014; on the expensive reads' pool named StatementPastBudget). */
-const cancelled = (err: unknown) => ['57014', 'statement-past-budget'].includes((err as { code?: string }).code ?? '')
-
-/** The counts of a list answer; `filteredExact` false: `filtered` is an estimate. */
-type Counts = { total: number; filtered: number; filteredExact?: false }
-
-/**
- * An estimate's bounds from the page read with it: at least the matches before and on the
- * page; exact when the page is not full and holds a row (or is the first), as the matches
- * then end on it.
- */
-function pageBounded(c: Counts, offset: number, limit: number, read: number): Counts {
-  if (c.filteredExact !== false) return c
-  if (read < limit && (read > 0 || offset === 0)) return { total: Math.max(c.total, offset + read), filtered: offset + read }
-  if (read === 0) return { ...c, filtered: Math.min(c.filtered, offset) }
-  return { ...c, filtered: Math.max(c.filtered, offset + read) }
-}
-
 export interface RecordStoreOptions {
   /**
    * How long the exact count of a filter with a text condition may run, in ms
@@ -325,12 +308,9 @@ function recordStore<F extends Bounds, R>(db: Postgres, spec: TableSpec<F>, { co
         if (!cancelled(err)) throw err
       }
     }
-    const [n, plan] = await Promise.all([
-      db.value<number>(`SELECT n FROM record_counts WHERE name = $1`, [table]),
-      db.value<{ Plan: { 'Plan Rows': number } }[]>(`EXPLAIN (FORMAT JSON) SELECT 1 FROM ${table} e WHERE ${where}`, q.values),
-    ])
+    const [n, planned] = await Promise.all([db.value<number>(`SELECT n FROM record_counts WHERE name = $1`, [table]), plannedRows(db, `${table} e WHERE ${where}`, q.values)])
     const t = n ?? 0
-    return { total: t, filtered: Math.max(0, Math.min(t, Math.round(plan?.[0]?.Plan['Plan Rows'] ?? t))), filteredExact: false }
+    return { total: t, filtered: Math.min(t, planned), filteredExact: false }
   }
 
   /** Whether a filter bounds nothing but ids (a feed page after an id, say). */

@@ -5,7 +5,8 @@
 import type { PeripheralFilter, PeripheralListRow, PeripheralStore } from '../../lib/agents/ports.js'
 import { STREAM_CHUNK_CHARS, type Sort } from '../../lib/ports.js'
 import type { Postgres } from './connection.js'
-import { Params, pageIds, pageRows, pageStatement, peripheralOrderBy, peripheralWhere, type PageSource } from './agent-filters.js'
+import { Params, countedPage, pageIds, pageRows, peripheralOrderBy, peripheralWhere, type PageQuery, type PageSource } from './agent-filters.js'
+import type { Counts } from './counts.js'
 import { VIEW_READ_ROWS } from './agents.js'
 
 const FROM = 'peripherals p JOIN agents a ON a.id = p.agent_id'
@@ -14,21 +15,19 @@ const PERIPHERALS: PageSource = { table: 'peripherals', alias: 'p', from: FROM, 
 
 const rowsOf = (rows: Record<string, unknown>[]) => rows as unknown as PeripheralListRow[]
 
-export function pgPeripheralsRepo(db: Postgres) {
+/** `countBudgetMs`: how long a text filter's count may run (PRIME_PG_COUNT_BUDGET_MS; see countedPage). */
+export function pgPeripheralsRepo(db: Postgres, { countBudgetMs = 50 }: { countBudgetMs?: number } = {}) {
+  const query = (f: PeripheralFilter, sort: Sort, limit: number, offset: number): PageQuery => {
+    const p = new Params()
+    return { source: PERIPHERALS, where: peripheralWhere(f, p), p, order: peripheralOrderBy(sort), limit, offset, budgetMs: countBudgetMs }
+  }
   return {
     /** A page of the list: every peripheral count, the matching count, and the page's rows. */
-    async list(f: PeripheralFilter, sort: Sort, limit: number, offset: number): Promise<{ total: number; filtered: number; rows: PeripheralListRow[] }> {
-      const p = new Params()
-      const sql = pageStatement(PERIPHERALS, peripheralWhere(f, p), peripheralOrderBy(sort), p, limit, offset, COLUMNS)
-      return pageRows<PeripheralListRow>(await db.query(sql, p.values))
-    },
+    list: (f: PeripheralFilter, sort: Sort, limit: number, offset: number): Promise<Counts & { rows: PeripheralListRow[] }> =>
+      countedPage(db, query(f, sort, limit, offset), pageRows<PeripheralListRow>, (x) => x.rows.length, COLUMNS),
 
     /** A large page as the ids of its peripherals in order, with the counts. */
-    async pageIds(f: PeripheralFilter, sort: Sort, limit: number, offset: number): Promise<{ total: number; filtered: number; ids: number[] }> {
-      const p = new Params()
-      const sql = pageStatement(PERIPHERALS, peripheralWhere(f, p), peripheralOrderBy(sort), p, limit, offset)
-      return pageIds(await db.query(sql, p.values))
-    },
+    pageIds: (f: PeripheralFilter, sort: Sort, limit: number, offset: number): Promise<Counts & { ids: number[] }> => countedPage(db, query(f, sort, limit, offset), pageIds, (x) => x.ids.length),
 
     /**
      * These peripherals as JSON objects of `view` (lib/peripherals/views.ts) joined by commas,

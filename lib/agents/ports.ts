@@ -293,10 +293,14 @@ export interface PeripheralModelRow {
   severity: number
 }
 
-/** A page's counts: every row, the matching ones. */
+/**
+ * A page's counts: every row, the matching ones. `filteredExact` false: `filtered` is an
+ * estimate (PostgreSQL, a text filter whose count ran past its budget); SQLite's are exact.
+ */
 export interface Counts {
   total: number
   filtered: number
+  filteredExact?: false
 }
 
 export interface AgentStore {

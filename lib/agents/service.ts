@@ -13,7 +13,7 @@ import { fileStamp } from '../reports/files.js'
 import type { FailureCode } from './commands.js'
 import { auditFailures, commandPeripherals, type ConfigurationState, configure, type PerItem } from './configuration.js'
 import type { AgentFilter, PeripheralFilter } from './filter.js'
-import type { AgentRow, AgentStateStore, AgentStore, CommandStore, CommandType, ExportStore, PeripheralListRow, PeripheralModelRow, PeripheralStore, ReEnrollmentStore, Sort } from './ports.js'
+import type { AgentRow, AgentStateStore, Counts, AgentStore, CommandStore, CommandType, ExportStore, PeripheralListRow, PeripheralModelRow, PeripheralStore, ReEnrollmentStore, Sort } from './ports.js'
 import { type AgentDetails, agentAsset, maskMachineId } from './views.js'
 
 type Schemas = components['schemas']
@@ -38,7 +38,7 @@ export interface AgentServiceDeps {
 }
 
 /** A page of a list: small pages as a whole, larger ones streamed (lib/listing.ts streamedPages). */
-export type Page<T> = { total: number; filtered: number } & ({ data: T } | { stream: AsyncIterable<string> })
+export type Page<T> = Counts & ({ data: T } | { stream: AsyncIterable<string> })
 
 export type { PerItem } from './configuration.js'
 
@@ -98,11 +98,11 @@ export function agentService(deps: AgentServiceDeps) {
     /** A page of GET agents: the agents' JSON as kept per row, or streamed for a very large page. */
     async list(filter: AgentFilter, order: Sort, pageSize: number, offset: number): Promise<Page<string>> {
       if (pageSize > streamedPages.above) {
-        const { total, filtered, ids } = await agents.pageIds(filter, order, pageSize, offset)
-        return { total, filtered, stream: await agents.viewChunks(ids) }
+        const { ids, ...counts } = await agents.pageIds(filter, order, pageSize, offset)
+        return { ...counts, stream: await agents.viewChunks(ids) }
       }
-      const { total, filtered, json } = await agents.page(filter, order, pageSize, offset)
-      return { total, filtered, data: json }
+      const { json, ...counts } = await agents.page(filter, order, pageSize, offset)
+      return { ...counts, data: json }
     },
 
     /** The agent with its held re-enrollment, peripherals and commands. */
@@ -211,11 +211,11 @@ export function agentService(deps: AgentServiceDeps) {
     /** A page of GET peripherals: rows, or the views streamed for a very large page. */
     async peripherals(filter: PeripheralFilter, order: Sort, pageSize: number, offset: number): Promise<Page<PeripheralListRow[]>> {
       if (pageSize > streamedPages.above) {
-        const { total, filtered, ids } = await peripherals.pageIds(filter, order, pageSize, offset)
-        return { total, filtered, stream: await peripherals.viewChunks(ids, peripheralView) }
+        const { ids, ...counts } = await peripherals.pageIds(filter, order, pageSize, offset)
+        return { ...counts, stream: await peripherals.viewChunks(ids, peripheralView) }
       }
-      const { total, filtered, rows } = await peripherals.list(filter, order, pageSize, offset)
-      return { total, filtered, data: rows }
+      const { rows, ...counts } = await peripherals.list(filter, order, pageSize, offset)
+      return { ...counts, data: rows }
     },
 
     /**
