@@ -307,11 +307,14 @@ export async function countedPage<T extends Counts>(db: Postgres, q: PageQuery, 
   const filterValues = [...p.values]
   const page = read(await db.query(pageStatement(source, where, q.order, p, q.limit, q.offset, rows, apart), p.values))
   if (!apart) return page
+  // A page that ends the matches counts them itself, in its own snapshot: nothing to count apart.
+  const n0 = size(page)
+  if (n0 < q.limit && (n0 > 0 || q.offset === 0)) return { ...page, filtered: q.offset + n0 }
   const fromWhere = `${source.table} ${source.alias} WHERE ${where}`
   const n = await countWithin(db, `SELECT count(*) FROM ${fromWhere}`, filterValues, q.budgetMs)
   if (n !== null) return { ...page, filtered: n }
   const estimate: Counts = { total: page.total, filtered: Math.min(page.total, await plannedRows(db, fromWhere, filterValues)), filteredExact: false }
-  return { ...page, ...pageBounded(estimate, q.offset, q.limit, size(page)) }
+  return { ...page, ...pageBounded(estimate, q.offset, q.limit, n0) }
 }
 
 /** A page asked of countedPage: its rows' source, the filter (`where` over `p`), the order, the page, the count's budget. */
