@@ -1,7 +1,8 @@
 // Agents: the list with its filters and sort orders, lookups by identifiers, deletion.
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
-import { cacheIn, type CacheRegistry } from '../lib/platform/cache.js'
+import type { CacheRegistry } from '../lib/platform/cache.js'
+import { keptAgentViews } from './agent-views-kept.js'
 import { agentConditions, renderConditions, type AgentSearch, type Conditions } from './filters.js'
 import { type AgentFilter, type AgentIdentifiers, type AgentListRow, type AgentListView, type AgentRef, type AgentRow, soleField, VIEW_COLUMNS } from '../lib/agents/ports.js'
 import { choosePlan, firstColumn, objectRows, orderBy, plannedRead, statementCache, type Plan, type PlannedRead, type RowReader } from './sql.js'
@@ -20,8 +21,6 @@ const AGENT_REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
 /** The columns whose writes move an agent's rev: every one agentView reads but the id and the check-in time. */
 export const REV_COLUMNS = VIEW_COLUMNS.filter((c) => c !== 'id' && c !== 'last_updated_ms')
 
-const LAST_UPDATED = ',"lastUpdated":'
-
 /**
  * Rows read at a time for a streamed page: a hundred agents are about 130 KB of JSON, and
  * their row objects die young; a thousand lived on in the old generation while the client
@@ -30,48 +29,16 @@ const LAST_UPDATED = ',"lastUpdated":'
 export const VIEW_CHUNK_ROWS = 100
 
 /**
- * The agents of a page as a JSON array of AgentViewResource. Each agent's JSON is kept
- * under its id and rev, and serves again while its row has that rev: reading the 38
- * columns of 50 rows and serializing them cost most of a page (0.2 and 0.1 ms at 100,000
- * agents); a page's ids and revs come from its index walk at a fraction of that. Writes
- * anywhere else (events, other agents) leave an agent's JSON as it is kept, and so do
- * check-ins that change nothing but the time: it is kept in two parts, either side of
- * lastUpdated, which is put in from the page's own read. At most `max` are kept (about
- * 1.3 KB each), the least recently used first out, in `caches` when given.
+ * The agents of a page as a JSON array of AgentViewResource, each kept as JSON under its id
+ * and rev (db/agent-views-kept.ts): only the agents not kept at the rev the page read are read.
  */
 export function agentViews(db: DB, list: AgentListView, max = 5000, caches?: CacheRegistry) {
   const byIds = db.prepare(`SELECT ${viewColumns('a')}, a.rev FROM agents a WHERE a.id IN (SELECT value FROM json_each(?))`)
-  const kept = cacheIn<number, { rev: number; head: string; tail: string }>(caches, {
-    name: 'agent-views',
-    signal: 'a write of a listed column of the agent (its rev, moved by a trigger)',
-    max,
-    maxBytes: 16 * 1024 * 1024,
-    sizeOf: (v) => 2 * (v.head.length + v.tail.length) + 48,
-  })
-  const time = list.lastUpdated
+  const kept = keptAgentViews(list, max, caches)
   return (refs: readonly AgentRef[]): string => {
-    const json: (string | undefined)[] = new Array(refs.length)
-    let missing: number[] | null = null
-    for (let i = 0; i < refs.length; i++) {
-      const r = refs[i]
-      const k = kept.get(r.id)
-      if (k && k.rev === r.rev) json[i] = k.head + time(r.last_updated_ms) + k.tail
-      else (missing ??= []).push(r.id)
-    }
-    if (missing) {
-      const read = new Map<number, string>()
-      for (const row of objectRows<AgentListRow & { rev: number }>(byIds, JSON.stringify(missing))) {
-        const whole = JSON.stringify({ ...list.view(row), lastUpdated: null })
-        // A quote inside a JSON string is escaped, so only the key itself reads ,"lastUpdated":null
-        const at = whole.indexOf(`${LAST_UPDATED}null,`) + LAST_UPDATED.length
-        const entry = { rev: row.rev, head: whole.slice(0, at), tail: whole.slice(at + 4) }
-        kept.set(row.id, entry)
-        read.set(row.id, entry.head + time(row.last_updated_ms) + entry.tail)
-      }
-      // A row deleted since the page was read (by another connection) is left out.
-      for (let i = 0; i < refs.length; i++) json[i] ??= read.get(refs[i].id)
-    }
-    return `[${json.filter((j) => j !== undefined).join(',')}]`
+    const { json, missing } = kept.lookup(refs)
+    // A row deleted since the page was read (by another connection) is left out.
+    return kept.fill(refs, json, missing ? objectRows<AgentListRow & { rev: number }>(byIds, JSON.stringify(missing)) : [])
   }
 }
 

@@ -26,6 +26,7 @@ import { pgNotificationsRepo } from '../db/postgres/notifications.js'
 import { pgRiskRaiser, raiseRecorded } from '../db/postgres/risk.js'
 import { pgRetentionRepo } from '../db/postgres/retention.js'
 import { pgEventQueue } from '../db/postgres/alarm-queue.js'
+import type { CacheRegistry } from './platform/cache.js'
 import type { Config } from './config.js'
 import { settingsSealer } from './alarms/sealed-settings.js'
 import { vault } from './vault.js'
@@ -45,7 +46,8 @@ export function notBuilt<T extends object>(part: string): T {
   })
 }
 
-export async function createPostgresPorts(pg: Postgres, config: Config) {
+/** `caches`: the app's cache registry (lib/platform/cache.ts), where the repositories make their caches. */
+export async function createPostgresPorts(pg: Postgres, config: Config, caches?: CacheRegistry) {
   const authVersion = new AuthVersion(undefined, pg.uow.afterCommit)
   const users = pgUsersRepo(pg, authVersion)
   const sessions = pgSessionsRepo(pg, authVersion)
@@ -134,7 +136,7 @@ export async function createPostgresPorts(pg: Postgres, config: Config) {
     catalogue: pgCatalogueRepo(pg),
     catalogueFollowers: { refreshModel: (vid, pid) => agentState.refreshModel(vid, pid), invalidateInsight: (name) => insights.invalidate(name) },
     notifications: pgNotificationsRepo(pg),
-    agents: pgAgentsRepo(pg, agentListView, { countBudgetMs: config.pgCountBudgetMs }),
+    agents: pgAgentsRepo(pg, agentListView, { countBudgetMs: config.pgCountBudgetMs, caches }),
     peripherals: pgPeripheralsRepo(pg, { countBudgetMs: config.pgCountBudgetMs }),
     commands: pgCommandsRepo(pg),
     reEnrollments: gateway,

@@ -1,10 +1,13 @@
 // Agents on PostgreSQL: the list with its filters and sort orders, lookups by identifiers,
-// deletion. The answers are SQLite's (db/agents.ts); what SQLite keeps to answer quickly
-// (list answers per rev, each agent's JSON, counts of values, in-memory search dictionaries)
-// is not kept here: every answer is read from the tables, so any number of nodes may share
-// them; only the count of every agent is kept, by triggers in the database (migration 018).
+// deletion. The answers are SQLite's (db/agents.ts). Of what SQLite keeps to answer quickly,
+// only each agent's JSON is kept here (per node, under the row's rev, which every page reads
+// in its own statement: db/agent-views-kept.ts); list answers, counts of values and search
+// dictionaries are not: every answer is read from the tables, so any number of nodes may
+// share them. The count of every agent is kept by triggers in the database (migration 018).
 import { type AgentFilter, type AgentIdentifiers, type AgentListRow, type AgentListView, type AgentRef, type AgentRow, type AgentStore, VIEW_COLUMNS } from '../../lib/agents/ports.js'
 import { STREAM_CHUNK_CHARS, type Sort } from '../../lib/ports.js'
+import type { CacheRegistry } from '../../lib/platform/cache.js'
+import { keptAgentViews } from '../agent-views-kept.js'
 import type { Postgres } from './connection.js'
 import type { Counts } from './counts.js'
 import { Params, agentOrderBy, agentSource, agentWhere, countedPage, pageIds, pageRows, type PageQuery } from './agent-filters.js'
@@ -24,10 +27,11 @@ const byIdsInOrder = (columns: string) => `SELECT ${columns} FROM unnest($1::big
 /**
  * `shown`: how a list shows an agent (lib/agents/views.ts agentListView), as SQLite's
  * repository is given it. `countBudgetMs`: how long a text filter's count may run
- * (PRIME_PG_COUNT_BUDGET_MS; see countedPage).
+ * (PRIME_PG_COUNT_BUDGET_MS; see countedPage). `caches`: where the agents' JSON is kept.
  */
-export function pgAgentsRepo(db: Postgres, shown: AgentListView, { countBudgetMs = 50 }: { countBudgetMs?: number } = {}) {
+export function pgAgentsRepo(db: Postgres, shown: AgentListView, { countBudgetMs = 50, caches }: { countBudgetMs?: number; caches?: CacheRegistry } = {}) {
   const json = (rows: AgentListRow[]) => rows.map((r) => JSON.stringify(shown.view(r)))
+  const kept = keptAgentViews(shown, 5000, caches)
   const query = (f: AgentFilter, sort: Sort, limit: number, offset: number): PageQuery => {
     const p = new Params()
     return { source: agentSource(sort), where: agentWhere(f, p), p, order: agentOrderBy(sort), limit, offset, budgetMs: countBudgetMs }
@@ -36,10 +40,11 @@ export function pgAgentsRepo(db: Postgres, shown: AgentListView, { countBudgetMs
   /** A page as rows of `columns` (over `agents a`), with the counts. */
   const readPage = <R>(f: AgentFilter, sort: Sort, limit: number, offset: number, columns: string) => countedPage(db, query(f, sort, limit, offset), pageRows<R>, (x) => x.rows.length, columns)
 
+  /** The agents of a page as a JSON array of AgentViewResource: those not kept at the rev the page read are read. */
   async function views(refs: readonly AgentRef[]): Promise<string> {
-    if (!refs.length) return '[]'
-    const rows = await db.query<AgentListRow>(byIdsInOrder(viewColumns), [refs.map((r) => r.id)])
-    return `[${json(rows).join(',')}]`
+    const { json, missing } = kept.lookup(refs)
+    const rows = missing ? await db.query<AgentListRow & { rev: number }>(`SELECT ${viewColumns}, a.rev FROM agents a WHERE a.id = ANY($1::bigint[])`, [missing]) : []
+    return kept.fill(refs, json, rows)
   }
 
   return {
@@ -52,10 +57,13 @@ export function pgAgentsRepo(db: Postgres, shown: AgentListView, { countBudgetMs
     /** A page's agents as the JSON array of AgentViewResource the list answers. */
     views,
 
-    /** A page of the list with its agents as that JSON array: one statement. */
+    /**
+     * A page of the list with its agents as that JSON array: one statement for the page (its
+     * agents' ids, revs and check-in times), a second one only for agents not kept at those revs.
+     */
     async page(f: AgentFilter, sort: Sort, limit: number, offset: number): Promise<Counts & { json: string }> {
-      const { rows, ...counts } = await readPage<AgentListRow>(f, sort, limit, offset, viewColumns)
-      return { ...counts, json: `[${json(rows).join(',')}]` }
+      const { rows, ...counts } = await readPage<AgentRef>(f, sort, limit, offset, REF_COLUMNS)
+      return { ...counts, json: await views(rows) }
     },
 
     /** A large page as the ids of its agents in order, with the counts. */

@@ -18,6 +18,7 @@ import type { CoreHealthStore } from '../health.js'
 import type { ReportRunStorage } from '../reports/ports.js'
 import type { AlarmDeliveryStore } from '../alarms/ports.js'
 import type { LoopLeases } from './loops.js'
+import type { CacheRegistry } from './cache.js'
 import { pgLoopLeases } from '../../db/postgres/loop-leases.js'
 
 /** The unit of work every backend gives: transactions, group commits, work after a commit. */
@@ -74,7 +75,7 @@ export async function openStorage(app: FastifyInstance, config: Config): Promise
   if (tightened.length > 0) {
     app.log.warn({ dataDir: config.dataDir, tightened: tightened.slice(0, 20), count: tightened.length }, 'the data directory was readable by other users: made private (files 0600, folders 0700)')
   }
-  if (config.databaseUrl) return openPostgresStorage(config.databaseUrl, config)
+  if (config.databaseUrl) return openPostgresStorage(config.databaseUrl, config, app.caches)
   const db = openDatabase(config.dbFile, { cacheMb: config.dbCacheMb })
   const repos = createRepos(db, config.keptListAnswers, config.agentlessKey, app.caches)
   // Webhook secrets stored in the clear by an earlier version are sealed now.
@@ -136,14 +137,14 @@ async function shareSecrets(pg: Postgres, config: Config): Promise<void> {
  */
 const expensiveClients = (config: Config) => Math.max(1, Math.ceil(config.databasePool / 2))
 
-async function openPostgresStorage(url: string, config: Config): Promise<OpenedStorage> {
+async function openPostgresStorage(url: string, config: Config, caches: CacheRegistry): Promise<OpenedStorage> {
   const pg = await openPostgres(url, {
     max: config.databasePool,
     budget: { clients: expensiveClients(config), budgetMs: config.readers.deadlineMs },
     commitDelayMs: config.faultCommitDelayMs,
   })
   await shareSecrets(pg, config)
-  const made = await createPostgresPorts(pg, config)
+  const made = await createPostgresPorts(pg, config, caches)
   await made.sessions.purge(Date.now())
   // Webhook secrets stored in the clear by an earlier version are sealed now, as on SQLite.
   const sealed = await made.alarms.sealStored()
