@@ -8,8 +8,9 @@
 // counterpart and are left out). Rows go in as multi-row INSERTs of one array per column
 // (unnest), a batch in flight while the next is read. For speed the tables' secondary
 // indexes are dropped first and built again at the end, and their user triggers are off
-// meanwhile; what those triggers keep (record_counts, license_seats) is recounted. Then the
-// sequences are moved past the ids copied, every day's partition exists, and ANALYZE runs.
+// meanwhile; what those triggers keep (record_counts, table_rows, license_seats) is
+// recounted. Then the sequences are moved past the ids copied, every day's partition exists,
+// and ANALYZE runs.
 //
 // It ends with a check: the row count of every table copied is the same on both sides, and
 // `--sample` rows per table, picked at random, are equal column by column.
@@ -264,7 +265,12 @@ export async function loadIntoPostgres(from: string, url: string, opts: LoadOpti
          n = CASE r.name WHEN 'events' THEN (SELECT count(*) FROM events) ELSE (SELECT count(*) FROM audit_trail) END,
          top = CASE r.name WHEN 'events' THEN (SELECT coalesce(max(id), 0) FROM events) ELSE (SELECT coalesce(max(id), 0) FROM audit_trail) END`,
     )
-    await client.query(`UPDATE table_rows SET n = CASE name WHEN 'agents' THEN (SELECT count(*) FROM agents) ELSE (SELECT count(*) FROM peripherals) END`)
+    await client.query(`UPDATE table_rows SET n = CASE name
+         WHEN 'agents' THEN (SELECT count(*) FROM agents) WHEN 'peripherals' THEN (SELECT count(*) FROM peripherals)
+         WHEN 'agents.has_unapproved' THEN (SELECT count(*) FROM agents WHERE has_unapproved = 1)
+         WHEN 'agents.has_vulnerable' THEN (SELECT count(*) FROM agents WHERE has_vulnerable = 1)
+         WHEN 'agents.has_attack_tool' THEN (SELECT count(*) FROM agents WHERE has_attack_tool = 1)
+         WHEN 'agents.vulnerable_or_wlv' THEN (SELECT count(*) FROM agents WHERE vulnerable_or_wlv = 1) END`)
     await client.query(`UPDATE license_seats SET activated = (SELECT count(*) FROM agents WHERE license_status = 'Activated')`)
     // The agents' check-in times that their triggers copy (migration 011).
     await client.query(`INSERT INTO agent_checkins (agent_id, last_updated_ms, connected) SELECT id, last_updated_ms, connection_status = 'Connected' FROM agents

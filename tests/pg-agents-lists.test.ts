@@ -167,13 +167,39 @@ t.test('agents lists: PostgreSQL answers as SQLite', { skip: noPostgres }, async
     t.same([b.total, b.filtered, b.rows.map((x) => x.id)], [a.total, a.filtered, a.rows.map((x) => x.id)], 'the lists agree after it')
   })
 
-  t.test('every agent and peripheral counted: kept by inserts, deletes (cascaded too) and TRUNCATE', async (t) => {
-    const kept = async () => pg.query<{ name: string; n: number }>('SELECT name, n::int AS n FROM table_rows ORDER BY name')
+  t.test('every agent and peripheral counted, and the agents of each flag: kept by inserts, updates, deletes (cascaded too) and TRUNCATE', async (t) => {
+    const kept = async () => pg.query<{ name: string; n: number }>('SELECT name, n::int AS n FROM table_rows ORDER BY name COLLATE "C"')
+    const flags = ['has_attack_tool', 'has_unapproved', 'has_vulnerable', 'vulnerable_or_wlv']
     const counted = async () => [
       { name: 'agents', n: await pg.value<number>('SELECT count(*)::int FROM agents') },
+      ...(await Promise.all(flags.map(async (f) => ({ name: `agents.${f}`, n: await pg.value<number>(`SELECT count(*)::int FROM agents WHERE ${f} = 1`) })))),
       { name: 'peripherals', n: await pg.value<number>('SELECT count(*)::int FROM peripherals') },
     ]
     t.same(await kept(), await counted(), 'as counted after the seed and a removal')
+    t.ok(
+      (await kept()).slice(1, 5).every((r) => r.n > 0),
+      'the seed flagged agents of every flag',
+    )
+    // Flags set and cleared by one statement, and by statements of one transaction.
+    await pg.run('UPDATE agents SET has_unapproved = 1 - has_unapproved, has_vulnerable = 1 WHERE id % 3 = 0')
+    t.same(await kept(), await counted(), 'as counted after a bulk update of flags')
+    await pg.uow.run(async () => {
+      await pg.run('UPDATE agents SET has_attack_tool = 1 WHERE id % 5 = 1')
+      await pg.run('UPDATE agents SET has_attack_tool = 0, vulnerable_or_wlv = 1 - vulnerable_or_wlv WHERE id % 7 = 1')
+    })
+    t.same(await kept(), await counted(), 'and after a transaction of several')
+    const unchanged = await kept()
+    await pg.run('UPDATE agents SET last_updated_ms = coalesce(last_updated_ms, 0) + 1')
+    t.same(await kept(), unchanged, 'an update that changes no flag changes nothing')
+    for (const [filter, column] of [
+      [{ hasUnapprovedPeripherals: true }, 'has_unapproved = 1'],
+      [{ hasVulnerablePeripherals: false }, 'has_vulnerable = 0'],
+      [{ hasKnownAttackTools: true }, 'has_attack_tool = 1'],
+      [{ containsVulnerablePeripheralOrWLV: false }, 'vulnerable_or_wlv = 0'],
+    ] as const) {
+      const page = await pgAgents.list(filter, { field: 'hostIdentifier', direction: 'asc' }, 5, 0)
+      t.equal(page.filtered, await pg.value<number>(`SELECT count(*)::int FROM agents WHERE ${column}`), `${JSON.stringify(filter)} answers the kept count`)
+    }
     const before = await kept()
     // An upsert that inserts nothing leaves the counts (and their row lock) alone.
     const p = (await pg.one<{ id: number }>('SELECT id FROM peripherals LIMIT 1'))!
@@ -183,17 +209,11 @@ t.test('agents lists: PostgreSQL answers as SQLite', { skip: noPostgres }, async
     const victim = (await pg.one<{ id: number }>('SELECT agent_id AS id FROM peripherals GROUP BY agent_id ORDER BY count(*) DESC LIMIT 1'))!
     await pg.run('DELETE FROM agents WHERE id = $1', [victim.id])
     t.same(await kept(), await counted(), 'as counted after a cascaded delete')
-    t.ok((await kept())[1].n < before[1].n)
+    const peripherals = (rows: { name: string; n: number }[]) => rows.find((r) => r.name === 'peripherals')!.n
+    t.ok(peripherals(await kept()) < peripherals(before), "the agent's peripherals are counted out")
     const [a] = [await pgAgents.list({}, { field: 'uuid', direction: 'asc' }, 5, 0)]
     t.equal(a.total, (await counted())[0].n, 'the list answers the kept count')
     await pg.run('TRUNCATE agents CASCADE')
-    t.same(
-      await kept(),
-      [
-        { name: 'agents', n: 0 },
-        { name: 'peripherals', n: 0 },
-      ],
-      'TRUNCATE empties both',
-    )
+    t.same(await kept(), [{ name: 'agents', n: 0 }, ...flags.map((f) => ({ name: `agents.${f}`, n: 0 })), { name: 'peripherals', n: 0 }], 'TRUNCATE empties them all')
   })
 })

@@ -11,7 +11,7 @@
 // only). Case-insensitive sorts are lower(col COLLATE "C"): ASCII folded, bytes compared,
 // exactly SQLite's NOCASE, whatever the database's locale; every other text sort and
 // tie-breaker is COLLATE "C" for SQLite's BINARY.
-import type { AgentFilter, PeripheralFilter } from '../../lib/agents/ports.js'
+import { type AgentFilter, type PeripheralFilter, soleField } from '../../lib/agents/ports.js'
 import type { DateRange, Sort } from '../../lib/ports.js'
 import { contains, trigramTerm } from '../sql.js'
 import type { Postgres } from './connection.js'
@@ -260,6 +260,23 @@ export const peripheralOrderBy = (s: Sort) => orderBy(s, peripheralSortColumns, 
 /** Every row of agents or peripherals: the count their triggers keep (migration 018). */
 export const rowCount = (table: 'agents' | 'peripherals') => `(SELECT n FROM table_rows WHERE name = '${table}')`
 
+/** The agent filters whose matches the triggers count (migration 019), and their columns. */
+const FLAG_COLUMNS: Record<string, string> = {
+  hasUnapprovedPeripherals: 'has_unapproved',
+  hasVulnerablePeripherals: 'has_vulnerable',
+  hasKnownAttackTools: 'has_attack_tool',
+  containsVulnerablePeripheralOrWLV: 'vulnerable_or_wlv',
+}
+
+/** The count of the agents a flag filter alone matches, as kept (migration 019); undefined for any other filter. */
+export function keptAgentCount(f: AgentFilter): string | undefined {
+  const sole = soleField(f)
+  const column = sole && FLAG_COLUMNS[sole[0]]
+  if (!column) return undefined
+  const flagged = `(SELECT n FROM table_rows WHERE name = 'agents.${column}')`
+  return sole[1] ? flagged : `(${rowCount('agents')} - ${flagged})`
+}
+
 /** What a page statement reads: the table counted, the rows' FROM, their id, the page's rows. */
 export interface PageSource {
   /** The table counted and its alias (the filter's conditions name only it). */
@@ -277,16 +294,17 @@ export interface PageSource {
  * empty: a row of nulls then carries the counts). One round trip, one snapshot: the counts
  * and the page agree, and each subquery is planned on its own (the filter's count from an
  * index or the table, the page by walking the sort's index or sorting the matches).
- * `uncounted`: the matching count is left out (null), to be counted apart (countedPage).
+ * `filtered`: the matching count's expression (NULL::bigint: left out, to be counted apart;
+ * see countedPage).
  */
-export function pageStatement(source: PageSource, where: string, order: string, p: Params, limit: number, offset: number, rows?: string, uncounted = false): string {
-  const { table, alias } = source
-  const counts = where === 'true' ? `${rowCount(table)} AS total` : `${rowCount(table)} AS total, ${uncounted ? 'NULL::bigint' : `(SELECT count(*) FROM ${table} ${alias} WHERE ${where})`} AS filtered`
+export function pageStatement(source: PageSource, where: string, order: string, p: Params, limit: number, offset: number, rows: string | undefined, filtered: string): string {
+  const { table } = source
+  const counts = where === 'true' ? `${rowCount(table)} AS total` : `${rowCount(table)} AS total, ${filtered} AS filtered`
   const page = `SELECT ${counts}, ARRAY(SELECT ${source.id} FROM ${source.from} WHERE ${where} ORDER BY ${order} LIMIT ${p.add(limit)} OFFSET ${p.add(offset)}) AS ids`
-  const filtered = where === 'true' ? 'c.total' : 'c.filtered'
+  const matched = where === 'true' ? 'c.total' : 'c.filtered'
   // Materialized: c.total named twice would otherwise count twice.
-  if (rows === undefined) return `WITH c AS MATERIALIZED (${page}) SELECT c.total, ${filtered} AS filtered, c.ids FROM c`
-  return `WITH c AS MATERIALIZED (${page}) SELECT c.total, ${filtered} AS filtered, r.* FROM c
+  if (rows === undefined) return `WITH c AS MATERIALIZED (${page}) SELECT c.total, ${matched} AS filtered, c.ids FROM c`
+  return `WITH c AS MATERIALIZED (${page}) SELECT c.total, ${matched} AS filtered, r.* FROM c
     LEFT JOIN LATERAL (SELECT ${rows}, u.n AS page_n FROM unnest(c.ids) WITH ORDINALITY u (id, n) JOIN ${source.from} ON ${source.id} = u.id) r ON true
     ORDER BY r.page_n`
 }
@@ -298,14 +316,15 @@ export function pageStatement(source: PageSource, where: string, order: string, 
  * 0.35 s, the page itself 10 ms). It is counted apart within `budgetMs`
  * (PRIME_PG_COUNT_BUDGET_MS, as the event lists are); past it the count is the planner's
  * estimate, bounded by the page, and `filteredExact` is false. Other filters are counted
- * exactly, in the page's statement.
+ * exactly, in the page's statement, or read from what the database keeps (`q.kept`).
  */
 export async function countedPage<T extends Counts>(db: Postgres, q: PageQuery, read: (answer: Record<string, unknown>[]) => T, size: (page: T) => number, rows?: string): Promise<T> {
   const { source, where, p } = q
   const apart = p.text && where !== 'true'
   // The filter's parameters, before the page's limit and offset are added to them.
   const filterValues = [...p.values]
-  const page = read(await db.query(pageStatement(source, where, q.order, p, q.limit, q.offset, rows, apart), p.values))
+  const filtered = apart ? 'NULL::bigint' : (q.kept ?? `(SELECT count(*) FROM ${source.table} ${source.alias} WHERE ${where})`)
+  const page = read(await db.query(pageStatement(source, where, q.order, p, q.limit, q.offset, rows, filtered), p.values))
   if (!apart) return page
   // A page that ends the matches counts them itself, in its own snapshot: nothing to count apart.
   const n0 = size(page)
@@ -326,6 +345,8 @@ export interface PageQuery {
   limit: number
   offset: number
   budgetMs: number
+  /** The matching count as the database keeps it (an expression), where it does. */
+  kept?: string
 }
 
 /** A page statement's answer as its counts and its rows (the counting columns taken off). */

@@ -10,7 +10,7 @@ import type { CacheRegistry } from '../../lib/platform/cache.js'
 import { keptAgentViews } from '../agent-views-kept.js'
 import type { Postgres } from './connection.js'
 import type { Counts } from './counts.js'
-import { Params, agentOrderBy, agentSource, agentWhere, countedPage, pageIds, pageRows, type PageQuery } from './agent-filters.js'
+import { Params, agentOrderBy, agentSource, agentWhere, countedPage, keptAgentCount, pageIds, pageRows, type PageQuery } from './agent-filters.js'
 
 const viewColumns = VIEW_COLUMNS.map((c) => `a.${c}`).join(', ')
 const REF_COLUMNS = 'a.id, a.rev, a.last_updated_ms'
@@ -34,7 +34,7 @@ export function pgAgentsRepo(db: Postgres, shown: AgentListView, { countBudgetMs
   const kept = keptAgentViews(shown, 5000, caches)
   const query = (f: AgentFilter, sort: Sort, limit: number, offset: number): PageQuery => {
     const p = new Params()
-    return { source: agentSource(sort), where: agentWhere(f, p), p, order: agentOrderBy(sort), limit, offset, budgetMs: countBudgetMs }
+    return { source: agentSource(sort), where: agentWhere(f, p), p, order: agentOrderBy(sort), limit, offset, budgetMs: countBudgetMs, kept: keptAgentCount(f) }
   }
 
   /** A page as rows of `columns` (over `agents a`), with the counts. */
