@@ -154,7 +154,7 @@ export const SETTINGS: readonly SettingDescription[] = [
     name: 'PRIME_PG_COUNT_BUDGET_MS',
     default: '`50`',
     meaning:
-      "on PostgreSQL, how long the exact count of an event, audit, agent or peripheral list filtered by text (a text filter or `GlobalSearch`) may run (0 to 600000); past it `recordsFiltered` is the planner's estimate and `recordsFilteredExact` is `false` (the rows are exact); `0`: always the estimate. Filters without text are always counted exactly, as every count on SQLite is",
+      "on PostgreSQL, how long the exact count of an event, audit, agent or peripheral list filtered by text (a text filter or `GlobalSearch`) may run (0 to 600000); past it `recordsFiltered` is the planner's estimate and `recordsFilteredExact` is `false` (the rows are exact); `0`: always the estimate. An agent or peripheral count past it is not tried again on that node for a minute (the same filter is answered with the estimate at once). Filters without text are always counted exactly, as every count on SQLite is",
   },
   {
     name: 'PRIME_ADMIN_PASSWORD',

@@ -137,7 +137,7 @@ export async function createPostgresPorts(pg: Postgres, config: Config, caches?:
     catalogueFollowers: { refreshModel: (vid, pid) => agentState.refreshModel(vid, pid), invalidateInsight: (name) => insights.invalidate(name) },
     notifications: pgNotificationsRepo(pg),
     agents: pgAgentsRepo(pg, agentListView, { countBudgetMs: config.pgCountBudgetMs, caches }),
-    peripherals: pgPeripheralsRepo(pg, { countBudgetMs: config.pgCountBudgetMs }),
+    peripherals: pgPeripheralsRepo(pg, { countBudgetMs: config.pgCountBudgetMs, caches }),
     commands: pgCommandsRepo(pg),
     reEnrollments: gateway,
     exports: pgExportsRepo(pg),

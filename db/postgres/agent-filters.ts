@@ -15,6 +15,7 @@ import { type AgentFilter, type PeripheralFilter, soleField } from '../../lib/ag
 import type { DateRange, Sort } from '../../lib/ports.js'
 import { contains, trigramTerm } from '../sql.js'
 import type { Postgres } from './connection.js'
+import type { Cache } from '../../lib/platform/cache.js'
 import { countWithin, pageBounded, plannedRows, type Counts } from './counts.js'
 
 /** Parameters of a statement being built: each value once, referenced as $n wherever used. */
@@ -330,8 +331,11 @@ export async function countedPage<T extends Counts>(db: Postgres, q: PageQuery, 
   const n0 = size(page)
   if (n0 < q.limit && (n0 > 0 || q.offset === 0)) return { ...page, filtered: q.offset + n0 }
   const fromWhere = `${source.table} ${source.alias} WHERE ${where}`
-  const n = await countWithin(db, `SELECT count(*) FROM ${fromWhere}`, filterValues, q.budgetMs)
+  const counting = `SELECT count(*) FROM ${fromWhere}`
+  const key = `${counting}\u0000${JSON.stringify(filterValues)}`
+  const n = q.refused?.get(key) ? null : await countWithin(db, counting, filterValues, q.budgetMs)
   if (n !== null) return { ...page, filtered: n }
+  q.refused?.set(key, true)
   const estimate: Counts = { total: page.total, filtered: Math.min(page.total, await plannedRows(db, fromWhere, filterValues)), filteredExact: false }
   return { ...page, ...pageBounded(estimate, q.offset, q.limit, n0) }
 }
@@ -347,6 +351,8 @@ export interface PageQuery {
   budgetMs: number
   /** The matching count as the database keeps it (an expression), where it does. */
   kept?: string
+  /** The counts refused by their budget lately (refusedCounts): not tried again meanwhile. */
+  refused?: Cache<string, true>
 }
 
 /** A page statement's answer as its counts and its rows (the counting columns taken off). */

@@ -9,7 +9,7 @@ import { STREAM_CHUNK_CHARS, type Sort } from '../../lib/ports.js'
 import type { CacheRegistry } from '../../lib/platform/cache.js'
 import { keptAgentViews } from '../agent-views-kept.js'
 import type { Postgres } from './connection.js'
-import type { Counts } from './counts.js'
+import { refusedCounts, type Counts } from './counts.js'
 import { Params, agentOrderBy, agentSource, agentWhere, countedPage, keptAgentCount, pageIds, pageRows, type PageQuery } from './agent-filters.js'
 
 const viewColumns = VIEW_COLUMNS.map((c) => `a.${c}`).join(', ')
@@ -32,9 +32,10 @@ const byIdsInOrder = (columns: string) => `SELECT ${columns} FROM unnest($1::big
 export function pgAgentsRepo(db: Postgres, shown: AgentListView, { countBudgetMs = 50, caches }: { countBudgetMs?: number; caches?: CacheRegistry } = {}) {
   const json = (rows: AgentListRow[]) => rows.map((r) => JSON.stringify(shown.view(r)))
   const kept = keptAgentViews(shown, 5000, caches)
+  const refused = refusedCounts('agent-count-refusals', caches)
   const query = (f: AgentFilter, sort: Sort, limit: number, offset: number): PageQuery => {
     const p = new Params()
-    return { source: agentSource(sort), where: agentWhere(f, p), p, order: agentOrderBy(sort), limit, offset, budgetMs: countBudgetMs, kept: keptAgentCount(f) }
+    return { source: agentSource(sort), where: agentWhere(f, p), p, order: agentOrderBy(sort), limit, offset, budgetMs: countBudgetMs, kept: keptAgentCount(f), refused }
   }
 
   /** A page as rows of `columns` (over `agents a`), with the counts. */

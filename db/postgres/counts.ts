@@ -2,6 +2,7 @@
 // GlobalSearch): exact within a time budget, else the planner's estimate, said so. The rows of
 // a page are always exact; only `recordsFiltered` may be estimated (recordsFilteredExact:
 // false). Used by the event and audit lists and by the agents and peripherals lists.
+import { cacheIn, type Cache, type CacheRegistry } from '../../lib/platform/cache.js'
 import type { Postgres } from './connection.js'
 
 /** The counts of a list answer; `filteredExact` false: `filtered` is an estimate. */
@@ -50,3 +51,15 @@ export async function plannedRows(db: Postgres, fromWhere: string, values: unkno
   const plan = await db.value<{ Plan: { 'Plan Rows': number } }[]>(`EXPLAIN (FORMAT JSON) SELECT 1 FROM ${fromWhere}`, values)
   return Math.max(0, Math.round(plan?.[0]?.Plan['Plan Rows'] ?? 0))
 }
+
+/** How long a count refused by its budget is not tried again. */
+export const REFUSED_COUNT_MS = 60_000
+
+/**
+ * The counts their budget refused lately, by statement and values: the same filter asked again
+ * within REFUSED_COUNT_MS (a console paging through a search, another operator asking it)
+ * goes straight to the planner's estimate instead of spending the budget again on the
+ * database's CPU for a count that was over it a moment ago. Per node, of `name`.
+ */
+export const refusedCounts = (name: string, caches?: CacheRegistry): Cache<string, true> =>
+  cacheIn<string, true>(caches, { name, signal: `time: a refusal is kept ${REFUSED_COUNT_MS / 1000} s`, max: 1024, ttlMs: REFUSED_COUNT_MS })

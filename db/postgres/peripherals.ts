@@ -4,9 +4,10 @@
 // a filter's count is read from the tables; every peripheral's, from table_rows (migration 018).
 import type { PeripheralFilter, PeripheralListRow, PeripheralStore } from '../../lib/agents/ports.js'
 import { STREAM_CHUNK_CHARS, type Sort } from '../../lib/ports.js'
+import type { CacheRegistry } from '../../lib/platform/cache.js'
 import type { Postgres } from './connection.js'
 import { Params, countedPage, pageIds, pageRows, peripheralOrderBy, peripheralWhere, type PageQuery, type PageSource } from './agent-filters.js'
-import type { Counts } from './counts.js'
+import { refusedCounts, type Counts } from './counts.js'
 import { VIEW_READ_ROWS } from './agents.js'
 
 const FROM = 'peripherals p JOIN agents a ON a.id = p.agent_id'
@@ -15,11 +16,12 @@ const PERIPHERALS: PageSource = { table: 'peripherals', alias: 'p', from: FROM, 
 
 const rowsOf = (rows: Record<string, unknown>[]) => rows as unknown as PeripheralListRow[]
 
-/** `countBudgetMs`: how long a text filter's count may run (PRIME_PG_COUNT_BUDGET_MS; see countedPage). */
-export function pgPeripheralsRepo(db: Postgres, { countBudgetMs = 50 }: { countBudgetMs?: number } = {}) {
+/** `countBudgetMs`: how long a text filter's count may run (PRIME_PG_COUNT_BUDGET_MS; see countedPage). `caches`: where the refused counts are kept. */
+export function pgPeripheralsRepo(db: Postgres, { countBudgetMs = 50, caches }: { countBudgetMs?: number; caches?: CacheRegistry } = {}) {
+  const refused = refusedCounts('peripheral-count-refusals', caches)
   const query = (f: PeripheralFilter, sort: Sort, limit: number, offset: number): PageQuery => {
     const p = new Params()
-    return { source: PERIPHERALS, where: peripheralWhere(f, p), p, order: peripheralOrderBy(sort), limit, offset, budgetMs: countBudgetMs }
+    return { source: PERIPHERALS, where: peripheralWhere(f, p), p, order: peripheralOrderBy(sort), limit, offset, budgetMs: countBudgetMs, refused }
   }
   return {
     /** A page of the list: every peripheral count, the matching count, and the page's rows. */
