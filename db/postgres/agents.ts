@@ -27,7 +27,8 @@ const byIdsInOrder = (columns: string) => `SELECT ${columns} FROM unnest($1::big
 /**
  * `shown`: how a list shows an agent (lib/agents/views.ts agentListView), as SQLite's
  * repository is given it. `countBudgetMs`: how long a text filter's count may run
- * (PRIME_PG_COUNT_BUDGET_MS; see countedPage). `caches`: where the agents' JSON is kept.
+ * (PRIME_PG_COUNT_BUDGET_MS; see countedPage). `caches`: where the agents' JSON and the
+ * counts refused by their budget are kept.
  */
 export function pgAgentsRepo(db: Postgres, shown: AgentListView, { countBudgetMs = 50, caches }: { countBudgetMs?: number; caches?: CacheRegistry } = {}) {
   const json = (rows: AgentListRow[]) => rows.map((r) => JSON.stringify(shown.view(r)))
@@ -43,9 +44,9 @@ export function pgAgentsRepo(db: Postgres, shown: AgentListView, { countBudgetMs
 
   /** The agents of a page as a JSON array of AgentViewResource: those not kept at the rev the page read are read. */
   async function views(refs: readonly AgentRef[]): Promise<string> {
-    const { json, missing } = kept.lookup(refs)
+    const { json: known, missing } = kept.lookup(refs)
     const rows = missing ? await db.query<AgentListRow & { rev: number }>(`SELECT ${viewColumns}, a.rev FROM agents a WHERE a.id = ANY($1::bigint[])`, [missing]) : []
-    return kept.fill(refs, json, rows)
+    return kept.fill(refs, known, rows)
   }
 
   return {
