@@ -11,7 +11,10 @@
 // note every agent inserted, deleted or whose fields here changed, whoever wrote it. Before
 // each search the notes since the last one are applied (the agents' rows are read again);
 // applied notes are pruned (prune()). A reader that finds notes pruned before it read them,
-// or too many to apply one by one, builds again from the table.
+// or too many to apply one by one, builds again from the table. In the server, catchUp()
+// applies the notes between requests (lib/search-upkeep.ts), so that a search seldom has
+// many to apply, and builds worn dictionaries again there, a chunk of rows at a time, while
+// the worn ones still serve.
 import type { DB } from './index.js'
 
 /** The fields searched here; host names first (they are read apart from the others). */
@@ -71,6 +74,9 @@ export function idsOf(set: AgentSet): number[] {
  * to allocate.
  */
 const trigramKey = (s: string, i: number) => ((s.charCodeAt(i) & 0x3ff) << 20) | ((s.charCodeAt(i + 1) & 0x3ff) << 10) | (s.charCodeAt(i + 2) & 0x3ff)
+
+/** Values a step of indexing() goes through (a few milliseconds of host names). */
+const STEP_VALUES = 8192
 
 /** Distinct values above which a field's values get trigram lists (below, testing each is as quick). */
 const TRIGRAMS_FROM = 1024
@@ -159,6 +165,11 @@ class Field {
 
   /** Makes the trigram lists of every value now, if there are enough values to want them. */
   index() {
+    for (const _ of this.indexing());
+  }
+
+  /** index() in steps: it yields every `every` values (a rebuild between requests). */
+  *indexing(every = STEP_VALUES): Generator<void, void> {
     this.bulk = false
     const { values } = this
     if (values.length <= TRIGRAMS_FROM) return
@@ -180,25 +191,29 @@ class Field {
     }
     // A key twice in one value counts once: `last` is the last value each slot counted.
     let last: number[] = []
-    for (let v = 0; v < values.length; v++)
+    for (let v = 0; v < values.length; v++) {
       eachKey(v, (slot) => {
         if (last[slot] !== v + 1) {
           last[slot] = v + 1
           counts[slot]++
         }
       })
+      if (v % every === every - 1) yield
+    }
     const starts = new Int32Array(counts.length + 1)
     for (let slot = 0; slot < counts.length; slot++) starts[slot + 1] = starts[slot] + counts[slot]
     const indexed = new Int32Array(starts[counts.length])
     const fill = starts.slice(0, counts.length)
     last = []
-    for (let v = 0; v < values.length; v++)
+    for (let v = 0; v < values.length; v++) {
       eachKey(v, (slot) => {
         if (last[slot] !== v + 1) {
           last[slot] = v + 1
           indexed[fill[slot]++] = v
         }
       })
+      if (v % every === every - 1) yield
+    }
     this.trigrams = slots
     this.starts = starts
     this.indexed = indexed
@@ -282,7 +297,13 @@ class Field {
   }
 }
 
-export function agentTexts(db: DB) {
+/** Notes applied in one step of catchUp (about 4 ms at 100,000 agents). */
+const CATCH_UP_NOTES = 256
+/** Rows read in one step of a rebuild in steps. */
+const BUILD_ROWS = 2000
+
+/** `steps`: the rows and values of a rebuild's step (smaller in tests, to see the steps). */
+export function agentTexts(db: DB, steps: { rows: number; values: number } = { rows: BUILD_ROWS, values: STEP_VALUES }) {
   const columns = TEXT_FIELDS.join(', ')
   const lastNote = db.prepare<[], number>("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'agent_text_changes'), 0)").pluck()
   const notesAfter = db.prepare<[number, number], [number, number]>('SELECT seq, agent_id FROM agent_text_changes WHERE seq > ? ORDER BY seq LIMIT ?').raw()
@@ -294,13 +315,21 @@ export function agentTexts(db: DB) {
   const someAgents = db.prepare<[string]>(`SELECT id, ${columns} FROM agents WHERE id IN (SELECT value FROM json_each(?))`).raw()
   const agentCount = db.prepare<[], number>("SELECT n FROM row_counts WHERE name = 'agents'").pluck()
   const prune = db.prepare<[number]>('DELETE FROM agent_text_changes WHERE seq <= ?')
+  // A rebuild between requests reads the rows a chunk at a time, in id order.
+  const hostsAfter = db.prepare<[number, number]>('SELECT id, host_identifier FROM agents WHERE id > ? ORDER BY id LIMIT ?').raw()
+  const othersAfter = db.prepare<[number, number]>(`SELECT id, ${TEXT_FIELDS.slice(1).join(', ')} FROM agents WHERE id > ? ORDER BY id LIMIT ?`).raw()
 
   let fields: Field[] | null = null
   /** The last note applied. */
   let applied = 0
   let size = 0
+  /** Whether catchUp runs between requests: worn dictionaries are then built again there, in steps. */
+  let stepping = false
+  /** A rebuild in steps under way (catchUp advances it), and the last note before its first read. */
+  let rebuilding: { steps: Generator<void, void>; from: number } | null = null
 
   function build(): Field[] {
+    rebuilding = null
     const all = TEXT_FIELDS.map(() => new Field())
     for (const f of all) f.bulk = true
     // One read: the rows and the last note agree.
@@ -321,18 +350,65 @@ export function agentTexts(db: DB) {
     return all
   }
 
-  /** The dictionaries, with every note applied. */
-  function current(): Field[] {
-    // Inside a transaction the notes may yet be rolled back: what was applied before serves.
-    if (fields && db.inTransaction) return fields
-    if (!fields) return build()
+  /**
+   * build() in steps of `steps.rows` rows (a few milliseconds each), for catchUp to run between
+   * requests while the dictionaries it replaces still serve. The rows are read over many
+   * turns, each chunk as it is then; every agent changed since the first read has a note
+   * after `from`, which the new dictionaries apply once they serve.
+   */
+  function* buildInSteps(from: number): Generator<void, void> {
+    const all = TEXT_FIELDS.map(() => new Field())
+    for (const f of all) f.bulk = true
+    let largest = 0
+    for (let after = 0; ; yield) {
+      const rows = hostsAfter.all(after, steps.rows) as [number, string][]
+      for (const [id, host] of rows) all[0].set(id, host)
+      if (rows.length < steps.rows) break
+      after = rows[rows.length - 1][0]
+    }
+    const others = all.slice(1)
+    for (let after = 0; ; yield) {
+      const rows = othersAfter.all(after, steps.rows) as unknown[][]
+      for (const row of rows) {
+        const id = row[0] as number
+        if (id > largest) largest = id
+        for (let f = 0; f < others.length; f++) others[f].set(id, row[f + 1] as string | null)
+      }
+      if (rows.length < steps.rows) break
+      after = rows[rows.length - 1][0] as number
+    }
+    for (const f of all) yield* f.indexing(steps.values)
+    fields = all
+    applied = from
+    size = largest + 1
+  }
+
+  /**
+   * Applies up to `limit` notes (all of them without a limit); answers whether none is left.
+   * Builds again instead when notes were pruned before they were read here, when the table
+   * was emptied, when the dictionaries are worn, or (with no limit) when there are more
+   * notes than reading every row costs.
+   */
+  function apply(limit = Number.POSITIVE_INFINITY): boolean {
+    if (!fields) {
+      build()
+      return true
+    }
     const last = lastNote.get() as number
-    if (last === applied) return fields
-    // Many notes (a bulk load, the whole fleet disconnected): reading every row is quicker.
-    if (last < applied || last - applied > Math.max(1000, (agentCount.get() as number) / 8)) return build()
-    const notes = notesAfter.all(applied, last - applied) as [number, number][]
+    if (last === applied) return true
+    // Many notes (a bulk load, the whole fleet disconnected): reading every row is quicker
+    // (a note costs about 15 us, reading every row about 9 us an agent).
+    if (last < applied || (limit === Number.POSITIVE_INFINITY && last - applied > Math.max(1000, (agentCount.get() as number) / 2))) {
+      build()
+      return true
+    }
+    const take = Math.min(last - applied, limit)
+    const notes = notesAfter.all(applied, take) as [number, number][]
     // Numbers are never used twice, so a missing one was pruned before it was read here.
-    if (notes.length !== last - applied || notes[0][0] !== applied + 1) return build()
+    if (notes.length !== take || notes[0][0] !== applied + 1) {
+      build()
+      return true
+    }
     const ids = [...new Set(notes.map((n) => n[1]))]
     const seen = new Set<number>()
     for (const row of someAgents.all(JSON.stringify(ids)) as unknown[][]) {
@@ -343,9 +419,24 @@ export function agentTexts(db: DB) {
     }
     // Gone: deleted.
     for (const id of ids) if (!seen.has(id)) for (const f of fields) if (id < f.valueIndex.length) f.set(id, null)
-    applied = last
-    if (fields.some((f) => f.worn)) return build()
-    return fields
+    applied = notes[notes.length - 1][0]
+    if (fields.some((f) => f.worn)) {
+      if (!stepping) {
+        build()
+        return true
+      }
+      // Between requests, in catchUp's steps; meanwhile these serve, worn but whole.
+      rebuilding ??= { steps: buildInSteps(last), from: last }
+    }
+    return applied === last
+  }
+
+  /** The dictionaries, with every note applied. */
+  function current(): Field[] {
+    // Inside a transaction the notes may yet be rolled back: what was applied before serves.
+    if (fields && db.inTransaction) return fields
+    apply()
+    return fields!
   }
 
   const texts = {
@@ -364,10 +455,40 @@ export function agentTexts(db: DB) {
     /** Deletes the notes applied here (the server calls it now and then); answers how many. */
     prune(): number {
       if (db.inTransaction) return 0
-      // Not built yet: the first search reads the table, so no note is of use here.
-      if (!fields) return prune.run(lastNote.get() as number).changes
-      current()
-      return prune.run(applied).changes
+      // Not built yet: the first search reads the table, so no note is of use here. A rebuild
+      // under way applies the notes after its first read once it serves.
+      const upTo = !fields ? (lastNote.get() as number) : rebuilding ? Math.min(applied, rebuilding.from) : applied
+      return prune.run(upTo).changes
+    },
+
+    /**
+     * Applies the notes written since the last search, CATCH_UP_NOTES at a time, for about
+     * `budgetMs` (at least one step); answers whether notes are left. Run between requests
+     * (agentSearchLoop), it keeps what a search must apply first small: a minute of check-ins
+     * that each changed an agent's latest event text is tens of thousands of notes, and a
+     * search that found them all would apply them, or build again, in one go (0.8 s at
+     * 100,000 agents).
+     */
+    catchUp(budgetMs: number): boolean {
+      if (!fields || db.inTransaction) return false
+      stepping = true
+      const until = performance.now() + budgetMs
+      // Worn dictionaries are built again here, a step at a time (a whole rebuild in one go
+      // is 0.8 s at 100,000 agents); a build() meanwhile (notes pruned unread) ends it.
+      if (rebuilding) {
+        do if (rebuilding.steps.next().done) rebuilding = null
+        while (rebuilding && performance.now() < until)
+        if (rebuilding) return true
+      }
+      let done: boolean
+      do done = apply(CATCH_UP_NOTES)
+      while (!done && performance.now() < until)
+      return !done || rebuilding !== null
+    },
+
+    /** Whether worn dictionaries are being built again in catchUp's steps. */
+    get rebuilding(): boolean {
+      return rebuilding !== null
     },
 
     /** Builds the dictionaries now if they are not (half a second at 100,000 agents): the server does it before it listens. */

@@ -1,7 +1,9 @@
-// Keeps the trigram indexes of changing rows compact (see db/fts-upkeep.ts), and prunes the
-// notes the in-memory agent search has applied (db/agent-texts.ts): once a minute each index is measured, and one whose leftovers are due is merged into one segment a few pages
-// at a time. A merge of the agents' index at 100,000 agents is about 3 s of work in a
+// Keeps the trigram indexes of changing rows compact (see db/fts-upkeep.ts): once a minute
+// each index is measured, and one whose leftovers are due is merged into one segment a few
+// pages at a time. A merge of the agents' index at 100,000 agents is about 3 s of work in a
 // thousand steps of a few milliseconds; requests are served between slices of it (4 ms each).
+// And keeps the in-memory agent search (db/agent-texts.ts) following the agents' changes
+// between requests, in slices of the same length.
 import { UPKEPT_INDEXES, type UpkeptIndex } from '../db/fts-upkeep.js'
 import type { Loop } from './platform/loops.js'
 
@@ -25,6 +27,8 @@ export interface AgentSearchUpkeep {
   warm(): number
   /** Drops the change notes every search has applied. */
   prune(): unknown
+  /** Applies change notes for about `budgetMs`; answers whether some are left. */
+  catchUp(budgetMs: number): boolean
 }
 
 interface UpkeepLog {
@@ -134,28 +138,73 @@ export function searchUpkeepLoop(deps: { upkeep: SearchIndexUpkeep; log: UpkeepL
   }
 }
 
+/** How often the agent search looks for change notes to apply between requests. */
+const CATCH_UP_MS = 250
+
 /**
  * The in-memory agent search of this process (db/agent-texts.ts): built before the first
- * request rather than in it, and the notes it has applied pruned every minute.
+ * request rather than in it; the notes of changed agents applied between requests, in
+ * slices of SLICE_MS, so that a search seldom finds many to apply first; the notes it has
+ * applied pruned every minute.
  */
-export function agentSearchLoop({ texts, log }: { texts: AgentSearchUpkeep; log: UpkeepLog }, checkMs = CHECK_MS): Loop {
-  let timer: NodeJS.Timeout | undefined
+export function agentSearchLoop({ texts, log }: { texts: AgentSearchUpkeep; log: UpkeepLog }, checkMs = CHECK_MS, catchUpMs = CATCH_UP_MS): Loop {
+  let timers: NodeJS.Timeout[] = []
+  let closed = false
+  let catchingUp = false
+  // Since the last report (stats): the slices, their time and the longest.
+  let slices = 0
+  let busyMs = 0
+  let maxMs = 0
+  const slice = () => {
+    if (closed) {
+      catchingUp = false
+      return
+    }
+    const t0 = performance.now()
+    let more = false
+    try {
+      more = texts.catchUp(SLICE_MS)
+    } catch (err) {
+      log.warn({ err }, 'applying the agent search notes failed')
+    }
+    const took = performance.now() - t0
+    slices++
+    busyMs += took
+    if (took > maxMs) maxMs = took
+    if (more) setTimeout(slice, PAUSE_MS).unref()
+    else catchingUp = false
+  }
   return {
     name: 'agent-search',
     singleton: false,
+    stats() {
+      if (slices === 0) return undefined
+      const r = { slices, busyMs: Math.round(busyMs), maxSliceMs: Math.round(maxMs * 10) / 10 }
+      slices = busyMs = maxMs = 0
+      return r
+    },
     start() {
+      closed = false
       const ms = texts.warm()
       if (ms > 100) log.info({ ms: Math.round(ms) }, 'agent search built')
-      timer = setInterval(() => {
-        try {
-          texts.prune()
-        } catch (err) {
-          log.warn({ err }, 'pruning the agent search notes failed')
-        }
-      }, checkMs).unref()
+      timers = [
+        setInterval(() => {
+          if (catchingUp) return
+          catchingUp = true
+          slice()
+        }, catchUpMs).unref(),
+        setInterval(() => {
+          try {
+            texts.prune()
+          } catch (err) {
+            log.warn({ err }, 'pruning the agent search notes failed')
+          }
+        }, checkMs).unref(),
+      ]
     },
     stop() {
-      clearInterval(timer)
+      closed = true
+      for (const t of timers) clearInterval(t)
     },
   }
 }

@@ -70,6 +70,11 @@ if (process.argv[2] === 'request-cost') {
   await import('./bench-request-cost.js')
   process.exit(0)
 }
+// npm run bench -- agent-search: the in-memory agent search under changes, in process (BENCH_AGENTS_DIR).
+if (process.argv[2] === 'agent-search') {
+  await import('./bench-agent-search.js')
+  process.exit(0)
+}
 // npm run bench -- terms: a new text term's first search, in process (BENCH_EVENTS_DIR).
 if (process.argv[2] === 'terms') {
   await import('./bench-terms.js')

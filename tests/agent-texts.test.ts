@@ -9,6 +9,7 @@ import t, { type Test } from 'tap'
 import { openDatabase, type DB } from '../db/index.js'
 import { agentTexts, idsOf, TEXT_FIELDS, type TextField } from '../db/agent-texts.js'
 import { createRepos } from '../lib/repos.js'
+import { agentSearchLoop } from '../lib/search-upkeep.js'
 import { seedFleet } from '../scripts/seed.js'
 import { tempDb } from './helpers.js'
 
@@ -144,6 +145,92 @@ t.test('a reader whose notes were pruned before it read them builds again', asyn
   const fresh = agentTexts(db)
   t.ok(fresh.prune() > 0)
   agrees(t, db, fresh, 'built after the prune')
+})
+
+t.test('between requests the notes are applied in steps, and worn dictionaries built again in steps', async (t) => {
+  const { db } = tempDb(t)
+  await seedFleet(db, { agents: 1100, peripheralsPerAgent: 1, seed: 7 })
+  // Steps of 100 rows and 256 values: a rebuild here takes a few dozen of them.
+  const texts = agentTexts(db, { rows: 100, values: 256 })
+  texts.search('host_identifier', 'x')
+  const change = db.prepare('UPDATE agents SET latest_event_text = ?, host_identifier = ? WHERE id = ?')
+  const ids = db.prepare('SELECT id FROM agents ORDER BY id').pluck().all() as number[]
+  let rounds = 0
+  let stepsWhileRebuilding = 0
+  let prunedWhileRebuilding = false
+  let checkedAfterRebuild = false
+  // Every agent gets new texts each round: the lists of moved agents grow until the
+  // dictionaries are worn (twice the agents and 4,096 more).
+  while (rounds < 12) {
+    rounds++
+    db.transaction(() => {
+      // The first 40 are left alone: they are changed once, during a rebuild (below).
+      for (const id of ids.slice(40)) change.run(`event ${rounds} of ${id}`, `HOST-${rounds}-${id}`, id)
+    })()
+    if (rounds === 7) db.prepare('DELETE FROM agents WHERE id = ?').run(ids[5])
+    // One step a call (no time to spend): applied 256 notes at a time, or a rebuild's step.
+    for (let steps = 0; texts.catchUp(0); steps++) {
+      if (texts.rebuilding) {
+        stepsWhileRebuilding++
+        if (stepsWhileRebuilding === 3) {
+          // A search meanwhile applies what is left to the worn dictionaries, which serve.
+          agrees(t, db, texts, `round ${rounds}, mid-rebuild`)
+          t.equal(texts.search('latest_event_text', `event ${rounds} of`).n, truth(db, 'latest_event_text', `event ${rounds} of`).length)
+          texts.prune()
+          prunedWhileRebuilding = true
+          // Written while the rows are being read, to rows read already (the first chunks):
+          // found once the new dictionaries serve.
+          for (const id of ids.slice(0, 40)) db.prepare("UPDATE agents SET host_identifier = 'MID-REBUILD-' || id WHERE id = ?").run(id)
+          addAgent(db, { host_identifier: 'ADDED-MID-REBUILD', latest_event_text: 'added' })
+        }
+      }
+      if (steps > 10_000) throw new Error('catchUp does not end')
+    }
+    if (prunedWhileRebuilding && !checkedAfterRebuild) {
+      checkedAfterRebuild = true
+      t.same(idsOf(texts.search('host_identifier', 'mid-rebuild-')), truth(db, 'host_identifier', 'mid-rebuild-'), 'right after the rebuild, what was written during it is found')
+    }
+  }
+  t.ok(stepsWhileRebuilding > 3, `worn dictionaries were built again in steps (${stepsWhileRebuilding} steps)`)
+  t.ok(prunedWhileRebuilding, 'notes were pruned while a rebuild was under way')
+  // The 40 written mid-rebuild, less the one deleted in round 7.
+  t.equal(truth(db, 'host_identifier', 'mid-rebuild-').length, 39)
+  t.notOk(texts.rebuilding, 'no rebuild is left under way')
+  agrees(t, db, texts, 'after the rounds')
+  for (const [field, term] of [
+    ['latest_event_text', 'event 12 of'],
+    ['latest_event_text', 'event 11 of'],
+    ['host_identifier', 'host-12-'],
+    ['host_identifier', 'added-mid'],
+    ['latest_event_text', 'added'],
+    ['host_identifier', 'mid-rebuild-'],
+  ] as [TextField, string][]) {
+    t.same(idsOf(texts.search(field, term)), truth(db, field, term), `${field} "${term}"`)
+  }
+  texts.prune()
+  t.equal(db.prepare('SELECT count(*) FROM agent_text_changes').pluck().get(), 0, 'every note applied is pruned at the end')
+})
+
+t.test("the server's loop applies the notes between requests, with no search asking", async (t) => {
+  const { db } = tempDb(t)
+  await seedFleet(db, { agents: 300, peripheralsPerAgent: 1, seed: 8 })
+  const texts = agentTexts(db)
+  const logged: string[] = []
+  const loop = agentSearchLoop({ texts, log: { info: () => {}, warn: (_d, m) => logged.push(m) } }, 60_000, 10)
+  loop.start()
+  t.teardown(() => loop.stop())
+  db.prepare("UPDATE agents SET latest_event_text = 'Applied by the loop ' || id").run()
+  const notes = () => db.prepare('SELECT count(*) FROM agent_text_changes').pluck().get() as number
+  t.ok(notes() >= 300, 'the change left a note per agent')
+  // prune() drops only the notes applied: all of them, once the loop has caught up.
+  for (let waited = 0; waited < 5000 && notes() > 0; waited += 20) {
+    await new Promise((r) => setTimeout(r, 20))
+    texts.prune()
+  }
+  t.equal(notes(), 0, 'every note was applied by the loop')
+  t.ok(((loop.stats?.() as { slices: number } | undefined)?.slices ?? 0) > 0, 'its slices are counted')
+  t.same(logged, [])
+  t.same(idsOf(texts.search('latest_event_text', 'applied by the loop')), truth(db, 'latest_event_text', 'applied by the loop'))
 })
 
 t.test('the agent list pages through the matches, walked or sought, in order', async (t) => {
