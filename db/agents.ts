@@ -1,4 +1,5 @@
 // Agents: the list with its filters and sort orders, lookups by identifiers, deletion.
+import { FLAG_COLUMNS } from './agent-flags.js'
 import type { DB } from './index.js'
 import { answerCache, type CheckInTimeWrites } from './answer-cache.js'
 import type { CacheRegistry } from '../lib/platform/cache.js'
@@ -101,12 +102,6 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
 
   // The flags' totals (migration 018), by filter field.
   const flagTotal = db.prepare<[string], number>('SELECT n FROM row_counts WHERE name = ?').pluck()
-  const FLAG_TOTALS: Record<string, string> = {
-    hasUnapprovedPeripherals: 'agents.has_unapproved',
-    hasVulnerablePeripherals: 'agents.has_vulnerable',
-    hasKnownAttackTools: 'agents.has_attack_tool',
-    containsVulnerablePeripheralOrWLV: 'agents.vulnerable_or_wlv',
-  }
   // A flag filter alone in host order reads its page from the flag's index (flag, host,
   // uuid; migration 003), at any offset: walking the host order and testing each agent
   // took 77 ms for a page 5,000 flagged agents in (13,000 flagged of 100,000).
@@ -145,8 +140,8 @@ export function agentsRepo(db: DB, checkInTimes: CheckInTimeWrites, search: Agen
   function count(f: AgentFilter, c: Conditions, all: number): { filtered: number; set: AgentSet | null } {
     if (!c.match.length && !c.texts.length && !c.rest.length) return { filtered: all, set: null }
     const sole = soleField(f)
-    if (sole && FLAG_TOTALS[sole[0]]) {
-      const flagged = flagTotal.get(FLAG_TOTALS[sole[0]]) as number
+    if (sole && FLAG_COLUMNS[sole[0]]) {
+      const flagged = flagTotal.get(`agents.${FLAG_COLUMNS[sole[0]]}`) as number
       return { filtered: sole[1] ? flagged : all - flagged, set: null }
     }
     const set = search.resolve(c)

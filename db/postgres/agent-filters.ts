@@ -14,6 +14,7 @@
 import { type AgentFilter, type PeripheralFilter, soleField } from '../../lib/agents/ports.js'
 import type { DateRange, Sort } from '../../lib/ports.js'
 import { contains, trigramTerm } from '../sql.js'
+import { FLAG_COLUMNS } from '../agent-flags.js'
 import type { Postgres } from './connection.js'
 import type { Cache } from '../../lib/platform/cache.js'
 import { countWithin, pageBounded, plannedRows, type Counts } from './counts.js'
@@ -260,14 +261,6 @@ export const peripheralOrderBy = (s: Sort) => orderBy(s, peripheralSortColumns, 
 
 /** Every row of agents or peripherals: the count their triggers keep (migration 018). */
 export const rowCount = (table: 'agents' | 'peripherals') => `(SELECT n FROM table_rows WHERE name = '${table}')`
-
-/** The agent filters whose matches the triggers count (migration 019), and their columns. */
-const FLAG_COLUMNS: Record<string, string> = {
-  hasUnapprovedPeripherals: 'has_unapproved',
-  hasVulnerablePeripherals: 'has_vulnerable',
-  hasKnownAttackTools: 'has_attack_tool',
-  containsVulnerablePeripheralOrWLV: 'vulnerable_or_wlv',
-}
 
 /** The count of the agents a flag filter alone matches, as kept (migration 019); undefined for any other filter. */
 export function keptAgentCount(f: AgentFilter): string | undefined {
