@@ -16,8 +16,12 @@ const AGENTS = 4
 
 type App = FastifyInstance
 
-/** `slow.ms`: each check-in's state write takes that long more (0: as it is), to make check-ins heavy. */
-async function gatewayOver(app: App, batch: boolean, seats = 100, batchBudgetMs?: number, slow = { ms: 0 }) {
+/**
+ * `slow.ms`: each check-in's state write takes that long more (0: as it is), to make check-ins
+ * heavy; `slowCommit.ms`: each unit's end takes that long more a check-in it wrote (as its
+ * COMMIT would, writing the search indexes' pending terms).
+ */
+async function gatewayOver(app: App, batch: boolean, seats = 100, batchBudgetMs?: number, slow = { ms: 0 }, slowCommit = { ms: 0 }) {
   const ports = portsOf(app)
   const uow = app.storage.uow
   const calls = { updateStates: [] as number[], units: [] as number[] }
@@ -32,9 +36,12 @@ async function gatewayOver(app: App, batch: boolean, seats = 100, batchBudgetMs?
   }
   const counted = {
     run: <T>(work: () => Promise<T>) =>
-      uow.run(() => {
+      uow.run(async () => {
         calls.units.push(0)
-        return work()
+        const result = await work()
+        const end = Date.now() + slowCommit.ms * calls.units[calls.units.length - 1]
+        while (Date.now() < end);
+        return result
       }),
   }
   const gateway = agentGateway({
@@ -157,6 +164,27 @@ t.test("a batch whose check-ins turn heavy stops once its budget is spent, whate
   t.ok(
     g.calls.units.every((n) => n <= 2),
     `no unit of work took more check-ins than its 30 ms hold at 12 ms each: ${g.calls.units.join(', ')}`,
+  )
+})
+
+t.test('a batch leaves room in its budget for its commit, at the pace of the last commits', async (t) => {
+  const slowCommit = { ms: 0 }
+  const g = await gatewayOver(await build(t), true, 100, 30, { ms: 0 }, slowCommit)
+  await Promise.all(await g.arriving(g.ids, (i) => rounds[0](i + 1)))
+  // Light to compare, dear to commit: a round to learn it, then one that must heed it.
+  slowCommit.ms = 12
+  await Promise.all(await g.arriving(g.ids, (i) => rounds[1](i + 1)))
+  g.calls.units.length = 0
+  const answers = await Promise.all(await g.arriving(g.ids, (i) => rounds[2](i + 1)))
+  t.equal(answers.length, AGENTS, 'every check-in answered')
+  t.same(
+    g.calls.units.reduce((a, b) => a + b, 0),
+    AGENTS,
+    'each compared once',
+  )
+  t.ok(
+    g.calls.units.every((n) => n <= 2),
+    `no unit of work took more check-ins than its 30 ms hold at 12 ms of commit each: ${g.calls.units.join(', ')}`,
   )
 })
 

@@ -108,45 +108,54 @@ async function runBatch(s: GatewayState): Promise<void> {
   }
   let ran = taken.length
   let outcomes: Outcome[]
+  // When the batch's work ended: from there to its unit's answer is its COMMIT (and what runs
+  // once committed), which holds the loop as the work does.
+  let workEnded = 0
   try {
-    outcomes = stored(
-      s,
-      await s.uow.run(async () => {
-        const budget = s.batchBudgetMs
-        if (budget === undefined)
-          return compareAll(
-            s,
-            taken.map((w) => w.item),
-          )
-        // From the unit's start: not the wait for the units queued before it.
-        const t0 = performance.now()
-        const all: Outcome[] = []
-        const counted: [number, { day: number; count: number }][] = []
-        let chunk = 1
-        // The dearer of the last chunk's pace and the batches' before: the batches' lags.
-        let pace = s.batchPace.msPerCheckIn
-        ran = 0
-        while (ran < taken.length) {
-          const left = budget - (performance.now() - t0)
-          if (ran > 0 && left < chunk * pace) chunk = Math.floor(left / pace)
-          if (ran > 0 && chunk < 1) break
-          const part = taken.slice(ran, ran + chunk)
-          const c0 = performance.now()
-          const r = await compareAll(
-            s,
-            part.map((w) => w.item),
-          )
-          const last = (performance.now() - c0) / part.length
-          s.batchPace.msPerCheckIn = 0.5 * s.batchPace.msPerCheckIn + 0.5 * last
-          pace = Math.max(last, s.batchPace.msPerCheckIn)
-          all.push(...r.outcomes)
-          counted.push(...r.counted)
-          ran += part.length
-          chunk *= 2
-        }
-        return { outcomes: all, counted }
-      }),
-    )
+    const done = await s.uow.run(async () => {
+      const budget = s.batchBudgetMs
+      if (budget === undefined)
+        return compareAll(
+          s,
+          taken.map((w) => w.item),
+        )
+      // From the unit's start: not the wait for the units queued before it.
+      const t0 = performance.now()
+      const all: Outcome[] = []
+      const counted: [number, { day: number; count: number }][] = []
+      let chunk = 1
+      // The dearer of the last chunk's pace and the batches' before: the batches' lags.
+      let pace = s.batchPace.msPerCheckIn
+      ran = 0
+      const commitPace = s.batchPace.commitMsPerCheckIn
+      while (ran < taken.length) {
+        // What is left once the commit's share of the check-ins run so far is set aside.
+        const left = budget - (performance.now() - t0) - ran * commitPace
+        if (ran > 0 && left < chunk * (pace + commitPace)) chunk = Math.floor(left / (pace + commitPace))
+        if (ran > 0 && chunk < 1) break
+        const part = taken.slice(ran, ran + chunk)
+        const c0 = performance.now()
+        const r = await compareAll(
+          s,
+          part.map((w) => w.item),
+        )
+        const last = (performance.now() - c0) / part.length
+        s.batchPace.msPerCheckIn = 0.5 * s.batchPace.msPerCheckIn + 0.5 * last
+        pace = Math.max(last, s.batchPace.msPerCheckIn)
+        all.push(...r.outcomes)
+        counted.push(...r.counted)
+        ran += part.length
+        chunk *= 2
+      }
+      workEnded = performance.now()
+      return { outcomes: all, counted }
+    })
+    if (workEnded > 0 && ran > 0) {
+      // Up at once, down by halves: a commit dearer than the last ones is the next one's pace.
+      const last = (performance.now() - workEnded) / ran
+      s.batchPace.commitMsPerCheckIn = Math.max(last, 0.5 * s.batchPace.commitMsPerCheckIn + 0.5 * last)
+    }
+    outcomes = stored(s, done)
   } catch {
     ran = taken.length
     for (const w of taken) alone(s, w.item).then(w.resolve, w.reject)
