@@ -3,7 +3,7 @@
 // rows, events, audit records and answers are those of the same check-ins one at a time,
 // and a check-in that fails fails alone. On either backend: the gateway over a test app's
 // ports, its agents stored through them, the rows read with plain SQL.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { auditDeps, auditTrail } from '../lib/audit.js'
 import { agentGateway } from '../lib/gateway/service.js'
@@ -147,6 +147,20 @@ t.test('a batch holds as many check-ins as its budget allows, compared one first
   t.same(unbounded.calls.updateStates, [AGENTS], 'no budget (a database server): one batch')
 })
 
+/** Every check-in answered and compared once, in units of work of at most two (a 30 ms budget at 12 ms a check-in). */
+function unitsOfAtMostTwo(t: Test, answers: unknown[], units: number[], cost: string) {
+  t.equal(answers.length, AGENTS, 'every check-in answered')
+  t.same(
+    units.reduce((a, b) => a + b, 0),
+    AGENTS,
+    'each compared once',
+  )
+  t.ok(
+    units.every((n) => n <= 2),
+    `no unit of work took more check-ins than its 30 ms hold ${cost}: ${units.join(', ')}`,
+  )
+}
+
 t.test("a batch whose check-ins turn heavy stops once its budget is spent, whatever the last batches' pace", async (t) => {
   // Light check-ins first: the pace they leave would let every heavy one into one batch.
   const slow = { ms: 0 }
@@ -155,16 +169,7 @@ t.test("a batch whose check-ins turn heavy stops once its budget is spent, whate
   g.calls.units.length = 0
   slow.ms = 12
   const answers = await Promise.all(await g.arriving(g.ids, (i) => rounds[1](i + 1)))
-  t.equal(answers.length, AGENTS, 'every check-in answered')
-  t.same(
-    g.calls.units.reduce((a, b) => a + b, 0),
-    AGENTS,
-    'each compared once',
-  )
-  t.ok(
-    g.calls.units.every((n) => n <= 2),
-    `no unit of work took more check-ins than its 30 ms hold at 12 ms each: ${g.calls.units.join(', ')}`,
-  )
+  unitsOfAtMostTwo(t, answers, g.calls.units, 'at 12 ms each')
 })
 
 t.test('a batch leaves room in its budget for its commit, at the pace of the last commits', async (t) => {
@@ -176,16 +181,7 @@ t.test('a batch leaves room in its budget for its commit, at the pace of the las
   await Promise.all(await g.arriving(g.ids, (i) => rounds[1](i + 1)))
   g.calls.units.length = 0
   const answers = await Promise.all(await g.arriving(g.ids, (i) => rounds[2](i + 1)))
-  t.equal(answers.length, AGENTS, 'every check-in answered')
-  t.same(
-    g.calls.units.reduce((a, b) => a + b, 0),
-    AGENTS,
-    'each compared once',
-  )
-  t.ok(
-    g.calls.units.every((n) => n <= 2),
-    `no unit of work took more check-ins than its 30 ms hold at 12 ms of commit each: ${g.calls.units.join(', ')}`,
-  )
+  unitsOfAtMostTwo(t, answers, g.calls.units, 'at 12 ms of commit each')
 })
 
 t.test('a check-in that fails in a batch fails alone: the others are written and answered', async (t) => {
