@@ -6,6 +6,7 @@
 // between requests, in slices of the same length.
 import { UPKEPT_INDEXES, type UpkeptIndex } from '../db/fts-upkeep.js'
 import type { Loop } from './platform/loops.js'
+import { SliceStats } from './platform/slices.js'
 
 /**
  * The trigram indexes' upkeep (db/fts-upkeep.ts). Synchronous: a merge runs as steps of a
@@ -97,29 +98,18 @@ export function searchUpkeepLoop(deps: { upkeep: SearchIndexUpkeep; log: UpkeepL
   const upkeep = searchUpkeep(deps)
   let timer: NodeJS.Timeout | undefined
   let closed = false
-  // Since the last report (stats): the slices, their time and the longest.
-  let slices = 0
-  let busyMs = 0
-  let maxMs = 0
+  const slices = new SliceStats()
   const run = () => {
     if (closed) return
     const t0 = performance.now()
     const more = upkeep.slice()
-    const took = performance.now() - t0
-    slices++
-    busyMs += took
-    if (took > maxMs) maxMs = took
+    slices.add(performance.now() - t0)
     if (more) setTimeout(run, PAUSE_MS).unref()
   }
   return {
     name: 'search-upkeep',
     singleton: true,
-    stats() {
-      if (slices === 0) return undefined
-      const r = { slices, busyMs: Math.round(busyMs), maxSliceMs: Math.round(maxMs * 10) / 10 }
-      slices = busyMs = maxMs = 0
-      return r
-    },
+    stats: () => slices.take(),
     start() {
       closed = false
       timer = setInterval(() => {
@@ -151,10 +141,7 @@ export function agentSearchLoop({ texts, log }: { texts: AgentSearchUpkeep; log:
   let timers: NodeJS.Timeout[] = []
   let closed = false
   let catchingUp = false
-  // Since the last report (stats): the slices, their time and the longest.
-  let slices = 0
-  let busyMs = 0
-  let maxMs = 0
+  const slices = new SliceStats()
   const slice = () => {
     if (closed) {
       catchingUp = false
@@ -167,22 +154,14 @@ export function agentSearchLoop({ texts, log }: { texts: AgentSearchUpkeep; log:
     } catch (err) {
       log.warn({ err }, 'applying the agent search notes failed')
     }
-    const took = performance.now() - t0
-    slices++
-    busyMs += took
-    if (took > maxMs) maxMs = took
+    slices.add(performance.now() - t0)
     if (more) setTimeout(slice, PAUSE_MS).unref()
     else catchingUp = false
   }
   return {
     name: 'agent-search',
     singleton: false,
-    stats() {
-      if (slices === 0) return undefined
-      const r = { slices, busyMs: Math.round(busyMs), maxSliceMs: Math.round(maxMs * 10) / 10 }
-      slices = busyMs = maxMs = 0
-      return r
-    },
+    stats: () => slices.take(),
     start() {
       closed = false
       const ms = texts.warm()

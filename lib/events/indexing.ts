@@ -4,7 +4,7 @@
 // request that arrives meanwhile, so its budget is asked for before each one
 // (lib/platform/slices.ts): about 4 ms while requests are in flight, 20 ms when idle.
 import type { Loop } from '../platform/loops.js'
-import { LONG_SLICE_MS, SHORT_SLICE_MS } from '../platform/slices.js'
+import { LONG_SLICE_MS, SHORT_SLICE_MS, SliceStats } from '../platform/slices.js'
 import type { IndexCatchUp } from './ports.js'
 
 const IDLE_MS = 500
@@ -21,9 +21,7 @@ export function eventIndexLoop(queries: IndexCatchUp, sliceMs: () => number = ()
   let stopped = true
   // Since the last report (stats): the slices that found work, their time, the longest, and
   // the longest of those given a short budget (requests were in flight).
-  let slices = 0
-  let busyMs = 0
-  let maxMs = 0
+  const slices = new SliceStats()
   let maxShortMs = 0
   const schedule = (more: boolean) => {
     if (stopped) return
@@ -37,9 +35,7 @@ export function eventIndexLoop(queries: IndexCatchUp, sliceMs: () => number = ()
     const more = queries.indexSlice(budget)
     const took = performance.now() - t0
     if (more || took > 1) {
-      slices++
-      busyMs += took
-      if (took > maxMs) maxMs = took
+      slices.add(took)
       if (budget < LONG_SLICE_MS && took > maxShortMs) maxShortMs = took
     }
     schedule(more)
@@ -67,10 +63,11 @@ export function eventIndexLoop(queries: IndexCatchUp, sliceMs: () => number = ()
       timer = immediate = undefined
     },
     stats() {
-      if (slices === 0) return undefined
-      const r = { slices, busyMs: Math.round(busyMs), maxSliceMs: Math.round(maxMs * 10) / 10, maxShortSliceMs: Math.round(maxShortMs * 10) / 10 }
-      slices = busyMs = maxMs = maxShortMs = 0
-      return r
+      const r = slices.take()
+      if (!r) return undefined
+      const stats = { ...r, maxShortSliceMs: Math.round(maxShortMs * 10) / 10 }
+      maxShortMs = 0
+      return stats
     },
   }
 }

@@ -4,7 +4,7 @@
 // enrolled while none was free.
 import type { Log, UnitOfWork } from '../platform/ports.js'
 import type { Loop } from '../platform/loops.js'
-import { BULK_SLICE_MS, LONG_SLICE_MS } from '../platform/slices.js'
+import { BULK_SLICE_MS, LONG_SLICE_MS, SliceStats } from '../platform/slices.js'
 import { iso } from '../time.js'
 import { agentEvents, hostEvent } from './events.js'
 import type { AgentStatus, EventRecorder, GatewayStore, SweptAgent } from './ports.js'
@@ -191,10 +191,8 @@ export function agentSweeperLoop(deps: SweeperDeps, intervalMs = SWEEP_INTERVAL_
   let running = false
   let closed = false
   // Since the last report (stats): the calls that disconnected agents, how many, their time and the longest.
-  let slices = 0
+  const slices = new SliceStats()
   let disconnected = 0
-  let busyMs = 0
-  let maxMs = 0
   // While batches come back full, the next one follows at once, after pending I/O.
   const run = async () => {
     if (closed) return
@@ -207,10 +205,8 @@ export function agentSweeperLoop(deps: SweeperDeps, intervalMs = SWEEP_INTERVAL_
       const ms = performance.now() - t0
       more = result.more
       if (result.disconnected > 0) {
-        slices++
+        slices.add(ms)
         disconnected += result.disconnected
-        busyMs += ms
-        if (ms > maxMs) maxMs = ms
       }
       if (more || result.disconnected > 0) onSlice?.({ ms, budgetMs, result })
     } catch (err) {
@@ -235,10 +231,11 @@ export function agentSweeperLoop(deps: SweeperDeps, intervalMs = SWEEP_INTERVAL_
       await deps.gateway.flushHeartbeats()
     },
     stats() {
-      if (slices === 0) return undefined
-      const r = { slices, disconnected, busyMs: Math.round(busyMs), maxSliceMs: Math.round(maxMs * 10) / 10 }
-      slices = disconnected = busyMs = maxMs = 0
-      return r
+      const r = slices.take()
+      if (!r) return undefined
+      const stats = { slices: r.slices, disconnected, busyMs: r.busyMs, maxSliceMs: r.maxSliceMs }
+      disconnected = 0
+      return stats
     },
   }
 }

@@ -51,3 +51,25 @@ export function requestActivity(now: () => number = () => performance.now()): Re
     sliceMs: () => (inFlight > 0 || now() - lastEnd < QUIET_MS ? SHORT_SLICE_MS : LONG_SLICE_MS),
   }
 }
+
+/** A loop's slices since its last report (its `stats()` in the loop statistics). */
+export class SliceStats {
+  private slices = 0
+  private busyMs = 0
+  private maxMs = 0
+
+  /** One slice that took `ms`. */
+  add(ms: number): void {
+    this.slices++
+    this.busyMs += ms
+    if (ms > this.maxMs) this.maxMs = ms
+  }
+
+  /** The slices, their time and the longest since the last take (undefined: none); counted afresh after. */
+  take(): { slices: number; busyMs: number; maxSliceMs: number } | undefined {
+    if (this.slices === 0) return undefined
+    const r = { slices: this.slices, busyMs: Math.round(this.busyMs), maxSliceMs: Math.round(this.maxMs * 10) / 10 }
+    this.slices = this.busyMs = this.maxMs = 0
+    return r
+  }
+}
