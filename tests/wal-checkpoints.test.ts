@@ -103,3 +103,16 @@ t.test('a server that hardly writes starts no thread, and its connection gets it
   await loop.stop()
   t.equal(db.pragma('wal_autocheckpoint', { simple: true }), 10_000, 'its own checkpoints back once stopped')
 })
+
+t.test("a database of a fleet's size has its thread at once, before any write", async (t) => {
+  const { db, file } = tempDb(t)
+  db.exec('CREATE TABLE few (x)')
+  const messages: string[] = []
+  const log = { info: (_: object, m: string) => void messages.push(m), warn: (_: object, m: string) => void messages.push(m), error: (_: object, m: string) => void messages.push(m) }
+  // The file is a few KB here: the threshold (64 MB by default) is lowered to it.
+  const loop = checkpointerLoop({ db, file, settings: { thread: true, intervalMs: 10_000, restartBytes: MB, startAtOnceBytes: fs.statSync(file).size }, log })
+  loop.start()
+  t.same(messages, ['WAL checkpoints: started the checkpointing thread'], 'started when the loop starts, not at the first look at the WAL')
+  await loop.stop()
+  t.equal(db.pragma('wal_autocheckpoint', { simple: true }), 10_000, 'stopped, the connection has its own checkpoints back')
+})
