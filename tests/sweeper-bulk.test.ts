@@ -269,3 +269,36 @@ t.test("during a pass, the sweep's other work runs once a sweep interval, and a 
   t.equal(await connectedCount(app), 0, 'the pass ends with every agent disconnected')
   t.ok(asked.length >= 9, 'the call that ends the pass does the rest of the sweep')
 })
+
+t.test("license seats handed out: a unit's activations fit the budget at the pace of the last units, their commits included", async (t) => {
+  const now = Date.now()
+  const app = await build(t)
+  // Disconnected, so that the sweep has no one to disconnect: only seats to hand out.
+  await insertRows(
+    app,
+    'agents',
+    Array.from({ length: AGENTS }, (_, i) => ({ ...agentOf(i + 1, now), connection_status: 'Disconnected', license_status: 'Pending' })),
+  )
+  const deps = sweeperDeps(app)
+  // A disk on which each commit takes 60 ms: here, the unit's end holds the event loop that long.
+  const uow = {
+    run: async <T>(work: () => Promise<T>): Promise<T> => {
+      const r = await deps.uow.run(work)
+      const until = performance.now() + 60
+      while (performance.now() < until);
+      return r
+    },
+  }
+  const slow = { ...deps, uow, seats: AGENTS }
+  const BUDGET = 20
+  const first = await sweepAgents(slow, now, BUDGET)
+  t.ok(first.activated >= 1 && first.more, `the first call activated ${first.activated} agents, and more wait`)
+  // That unit took 60 ms and more: the pace it leaves allows at most a third of that.
+  const most = Math.floor(BUDGET / (60 / first.activated))
+  const second = await sweepAgents(slow, now, BUDGET)
+  t.ok(second.activated >= 1 && second.activated <= most, `the second activated ${second.activated} (at most ${most})`)
+  t.ok(second.more, 'and more are due at once')
+  const third = await sweepAgents(slow, now, BUDGET)
+  t.ok(third.activated >= 1 && third.activated <= most, `the third ${third.activated}`)
+  t.equal(await r(app, "SELECT count(*) FROM agents WHERE license_status = 'Activated'"), first.activated + second.activated + third.activated, 'each one counted is activated')
+})

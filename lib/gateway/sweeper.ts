@@ -45,8 +45,14 @@ export interface SweeperDeps {
 /** When the sweep's work other than disconnects last ran, per database (its unit of work). */
 const sideWork = new WeakMap<object, number>()
 
-/** What one disconnect has been taking in this process (ms, the commit aside): sizes the next call's batch. */
-const pace = { msPerAgent: FIRST_MS_PER_AGENT }
+// The first call's guess of the time a license activation takes, its share of the commit included.
+const FIRST_MS_PER_ACTIVATION = 0.1
+
+/**
+ * What one disconnect has been taking in this process (ms, the commit aside), and one
+ * activation with its share of its commit: size the next call's batches.
+ */
+const pace = { msPerAgent: FIRST_MS_PER_AGENT, msPerActivation: FIRST_MS_PER_ACTIVATION }
 
 /**
  * A mass disconnect under way, per database (its unit of work): the batches go through the
@@ -155,17 +161,27 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
   if (waiting.length) {
     // Under the budget as the other batches (after one agent at least): 500 activations in
     // one transaction held the event loop 50 to 100 ms at 100,000 agents. Half of it for the
-    // updates, half for their commit, which took about as long (500 agents: 27 ms, then 23).
-    const activateUntil = performance.now() + budgetMs / 2
+    // updates; and no more of them than the budget holds at the pace of the last units,
+    // commits included: on a slow disk the commit of 10 ms of updates took 40 to 100 ms.
+    const most = Math.max(1, Math.floor(budgetMs / pace.msPerActivation))
+    const batch = waiting.slice(0, Math.min(seats, most))
+    if (batch.length < Math.min(seats, waiting.length)) cut = true
+    const t0 = performance.now()
+    const activateUntil = t0 + budgetMs / 2
+    let tried = 0
     await uow.run(async () => {
-      for (const [i, id] of waiting.slice(0, seats).entries()) {
-        if (i > 0 && performance.now() > activateUntil) {
+      for (const id of batch) {
+        if (tried > 0 && performance.now() > activateUntil) {
           cut = true
           break
         }
+        tried++
         activated += (await store.activate(id)).changes
       }
     })
+    // Up at once, down by halves: one slow commit is reason enough to expect another.
+    const last = (performance.now() - t0) / tried
+    pace.msPerActivation = Math.max(last, 0.5 * pace.msPerActivation + 0.5 * last)
   }
 
   deps.gateway.prune(now)
