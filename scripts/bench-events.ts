@@ -970,7 +970,10 @@ async function writePath() {
   // A fleet in the copy: the agents that check in and then go quiet.
   const agentCount = Math.max(1000, Number(process.env.BENCH_AGENTS ?? Math.round((100_000 * EVENTS) / 5_000_000)))
   console.error(`  seeding ${agentCount} agents ...`)
+  // The seed's bulk load takes the file for itself: the checkpointing thread's connection closed meanwhile.
+  await checkpoints.stop()
   await seedFleet(wdb, { agents: agentCount })
+  checkpoints.start()
   wdb.exec(`UPDATE agents SET connection_status = 'Connected' WHERE connection_status <> 'Connected'`)
   const repos = createRepos(wdb, 0)
   const uow = repos.uow
