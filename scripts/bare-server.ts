@@ -10,7 +10,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import Fastify, { LogController } from 'fastify'
 import pino from 'pino'
-import { LineBatcher, lazyChildLogger, requestLineWriter } from '../lib/log.js'
+import { LineBatcher, lazyChildLogger, logTimestamp, requestLineWriter } from '../lib/log.js'
 import { openDatabase } from '../db/index.js'
 import { createRepos } from '../lib/repos.js'
 import { accountView } from '../lib/accounts/views.js'
@@ -18,7 +18,8 @@ import { accountView } from '../lib/accounts/views.js'
 const [, , port, dbFile, ...files] = process.argv
 const app = Fastify({ logger: false })
 const lines = new LineBatcher(pino.destination({ dest: path.join(path.dirname(dbFile), 'bare-requests.log'), sync: true }))
-const logged = Fastify({ logger: { level: 'info', stream: lines }, logController: new LogController({ disableRequestLogging: true }), childLoggerFactory: lazyChildLogger })
+// The API's time format too (ISO 8601, made once a millisecond), not pino's epoch milliseconds.
+const logged = Fastify({ logger: { level: 'info', stream: lines, timestamp: logTimestamp }, logController: new LogController({ disableRequestLogging: true }), childLoggerFactory: lazyChildLogger })
 const requestLine = requestLineWriter(logged.log)
 logged.addHook('onResponse', (req, reply, done) => {
   requestLine(req, reply)
