@@ -265,7 +265,7 @@ export const SETTINGS: readonly SettingDescription[] = [
     name: 'PRIME_WAL_CHECKPOINT_THREAD',
     default: '`true`',
     meaning:
-      "WAL checkpoints (copying the write-ahead log back into the database file) are made by a thread of their own, started once the WAL passes 4 MB, instead of inside the commit of whichever request crosses SQLite's automatic checkpoint (which held that request and every other one up for tens to hundreds of ms); `false`: SQLite's own, every 10,000 pages",
+      "WAL checkpoints (copying the write-ahead log back into the database file) are made by a thread of their own, started at once on a database file of 64 MB or more and otherwise once the WAL passes 4 MB, instead of inside the commit of whichever request crosses SQLite's automatic checkpoint (which held that request and every other one up for tens to hundreds of ms); `false`: SQLite's own, every 10,000 pages",
   },
   { name: 'PRIME_WAL_CHECKPOINT_MS', default: '`500`', meaning: 'how often that thread checkpoints (10 to 60000 ms)' },
   {
