@@ -92,6 +92,26 @@ t.test('with the sample and the device parts: the same documents, rare terms wit
   t.ok(search.bytes() > 0)
 })
 
+t.test("a term's query asked ahead (on another connection): its answer decided gives the same documents, by either way", async (t) => {
+  while (search.prepare());
+  const fts = db.prepare('SELECT rowid FROM event_docs_fts WHERE event_docs_fts MATCH ? AND rowid > ? AND rowid <= ? ORDER BY rowid').pluck()
+  const ways = new Set<boolean>()
+  for (const [term, column] of terms) {
+    const m = textMatch(term)
+    if (!m.trigram) continue
+    const ahead = search.aheadQuery(m, column, last)
+    ways.add(ahead.and)
+    const answer = fts.all(ahead.query, 0, last) as number[]
+    const found = ahead.and ? search.holding(m, column, last, answer) : answer
+    t.same(found, expected(term, column), `${term} in ${column} (${ahead.and ? 'AND' : 'phrase'})`)
+    // From where an earlier answer ended, as a search after documents were added asks.
+    const half = Math.floor(last / 2)
+    const rest = fts.all(ahead.query, half, last) as number[]
+    t.same(ahead.and ? search.holding(m, column, last, rest) : rest, expected(term, column, half), `${term} in ${column}, after ${half}`)
+  }
+  t.same([...ways].sort(), [false, true], 'both ways were asked ahead')
+})
+
 t.test('a trigram no document holds in the column but the other column holds everywhere is not asked for', async (t) => {
   // The index keeps one list per trigram for both columns: "id_" is in no details but in
   // every peripheral id, so asking for it in details reads every device's entry to find none.

@@ -114,7 +114,7 @@ export function eventCounts(state: QueryState, { keptDocsMax = KEPT_DOCS_MAX, ca
     termDocs: s.termDocs,
     names: s.names,
     phraseTerms: (p: Plan, minDocs: number) => phraseTerms(s, p, minDocs),
-    rememberPhrase: (key: string, after: number, upTo: number, ids: ArrayLike<number>): void => rememberPhrase(s, key, after, upTo, ids),
+    rememberPhrase: (key: string, after: number, upTo: number, read: () => number[]): void => rememberPhrase(s, key, after, upTo, read),
     countsOf,
     /** The text counts kept now, and the documents and sources they list (tests, benchmarks). */
     keptTexts: () => ({ counts: s.keptCounts.size, docs: s.keptDocs }),

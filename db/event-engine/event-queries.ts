@@ -34,8 +34,9 @@ import { GLOBAL_SOURCE_COLUMNS, type SourceColumn } from './source-names.js'
 export { textMatch } from './event-plans.js'
 
 /**
- * A text term's first search over at least this many documents runs its phrase query in a
- * thread (db/event-engine/term-thread.ts); fewer are read on the request's own turn (a few ms at most).
+ * A text term's first search over at least this many documents runs its index query (the
+ * phrase, or the AND of its rarest trigrams) in a thread (db/event-engine/term-thread.ts);
+ * fewer are read on the request's own turn (a few ms at most).
  */
 const PHRASE_THREAD_DOCS = 65_536
 
@@ -148,13 +149,13 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
     const asked = thread ? counts.phraseTerms(p, phraseThreadDocs) : []
     if (!asked.length) return undefined
     return Promise.all(
-      asked.map(({ key, query, after, upTo }) => {
+      asked.map(({ key, query, after, upTo, decide }) => {
         let answer = asking.get(key)
         if (!answer) {
           answer = thread!
             .phrase(query, after, upTo)
             .then(
-              (ids) => counts.rememberPhrase(key, after, upTo, ids),
+              (ids) => counts.rememberPhrase(key, after, upTo, () => decide(ids)),
               // The thread could not answer: the search runs the query itself.
               () => {},
             )

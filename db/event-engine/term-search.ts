@@ -231,15 +231,24 @@ export function termSearch(db: DB) {
     return cost > grams.length * (PHRASE_TERM_US + docsOf(shortest) * PHRASE_STEP_US) ? null : chosen
   }
 
+  /** Separate terms, not a phrase: the index does not read their positions. */
+  const andQuery = (chosen: string[], column: DocColumn) => chosen.map((g) => `{${column}} : "${g.replace(/"/g, '""')}"`).join(' AND ')
+
   /** The documents in (after, upTo] whose `column` holds the term, ascending. */
   function docs(m: TextMatch, column: DocColumn, after: number, upTo: number): number[] {
     const chosen = andGrams(m, column, upTo)
     if (!chosen) return phrase(m, column, after, upTo)
     way = 'and'
     anded = chosen
-    // Separate terms, not a phrase: the index does not read their positions.
-    const query = chosen.map((g) => `{${column}} : "${g.replace(/"/g, '""')}"`).join(' AND ')
-    const candidates = fts.all(query, after, upTo)
+    return holding(m, column, upTo, fts.all(andQuery(chosen, column), after, upTo))
+  }
+
+  /**
+   * Those of the candidates (ascending; documents up to `upTo` holding some of the term's
+   * trigrams, from an AND of them) whose `column` holds the term: each decided by the term's
+   * own test, on its device part where that proves it, else on its text.
+   */
+  function holding(m: TextMatch, column: DocColumn, upTo: number, candidates: number[]): number[] {
     if (!candidates.length) return candidates
     // A device part that holds the term proves its documents (ASCII terms: their test
     // folds letter by letter, so what a part holds, the whole id holds).
@@ -270,7 +279,16 @@ export function termSearch(db: DB) {
   return {
     docs,
     /** The phrase query `docs` would run for the term over documents up to `upTo`, or null when it takes the AND of rare trigrams. */
-    phraseQuery: (m: TextMatch, column: DocColumn, upTo: number): string | null => (andGrams(m, column, upTo) ? null : m.phrase([column])),
+    /**
+     * The query `docs` would run for the term over documents up to `upTo`, for another
+     * connection to run ahead: its phrase query (the answer is the documents), or the AND of
+     * rare trigrams (the answer is candidates, for `holding`).
+     */
+    aheadQuery(m: TextMatch, column: DocColumn, upTo: number): { query: string; and: boolean } {
+      const chosen = andGrams(m, column, upTo)
+      return chosen ? { query: andQuery(chosen, column), and: true } : { query: m.phrase([column]), and: false }
+    },
+    holding,
     lastWay: () => way,
     /** The trigrams the last AND asked for (tests). */
     lastGrams: () => anded,
