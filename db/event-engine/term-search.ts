@@ -278,7 +278,6 @@ export function termSearch(db: DB) {
 
   return {
     docs,
-    /** The phrase query `docs` would run for the term over documents up to `upTo`, or null when it takes the AND of rare trigrams. */
     /**
      * The query `docs` would run for the term over documents up to `upTo`, for another
      * connection to run ahead: its phrase query (the answer is the documents), or the AND of
