@@ -3,6 +3,7 @@
 import { invalidField } from '../errors.js'
 import { sha256 } from '../passwords.js'
 import type { Context } from '../platform/context.js'
+import { paceAfter } from '../platform/slices.js'
 import type { GatewayAgent } from './ports.js'
 import { ALONE, type Answer, answer, BATCH_CHECK_INS, type CheckIn, type CheckInAnswer, type Comparison, deliver, type GatewayState, HEARTBEAT_FLUSH_MS, type Outcome } from './state.js'
 import { compareAll } from './compare.js'
@@ -153,7 +154,7 @@ async function runBatch(s: GatewayState): Promise<void> {
     if (workEnded > 0 && ran > 0) {
       // Up at once, down by halves: a commit dearer than the last ones is the next one's pace.
       const last = (performance.now() - workEnded) / ran
-      s.batchPace.commitMsPerCheckIn = Math.max(last, 0.5 * s.batchPace.commitMsPerCheckIn + 0.5 * last)
+      s.batchPace.commitMsPerCheckIn = paceAfter(s.batchPace.commitMsPerCheckIn, last)
     }
     outcomes = stored(s, done)
   } catch {

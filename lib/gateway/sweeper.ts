@@ -4,7 +4,7 @@
 // enrolled while none was free.
 import type { Log, UnitOfWork } from '../platform/ports.js'
 import type { Loop } from '../platform/loops.js'
-import { BULK_SLICE_MS, LONG_SLICE_MS, SliceStats } from '../platform/slices.js'
+import { BULK_SLICE_MS, LONG_SLICE_MS, paceAfter, SliceStats } from '../platform/slices.js'
 import { iso } from '../time.js'
 import { agentEvents, hostEvent } from './events.js'
 import type { AgentStatus, EventRecorder, GatewayStore, SweptAgent } from './ports.js'
@@ -179,9 +179,7 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
         activated += (await store.activate(id)).changes
       }
     })
-    // Up at once, down by halves: one slow commit is reason enough to expect another.
-    const last = (performance.now() - t0) / tried
-    pace.msPerActivation = Math.max(last, 0.5 * pace.msPerActivation + 0.5 * last)
+    pace.msPerActivation = paceAfter(pace.msPerActivation, (performance.now() - t0) / tried)
   }
 
   deps.gateway.prune(now)

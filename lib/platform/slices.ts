@@ -53,6 +53,12 @@ export function requestActivity(now: () => number = () => performance.now()): Re
 }
 
 /** A loop's slices since its last report (its `stats()` in the loop statistics). */
+/**
+ * A work's pace (ms per item) after one more measurement: up at once, down by halves. One
+ * slow commit is reason enough to expect another, and the next batch is sized for it.
+ */
+export const paceAfter = (pace: number, last: number): number => Math.max(last, 0.5 * pace + 0.5 * last)
+
 export class SliceStats {
   private slices = 0
   private busyMs = 0
