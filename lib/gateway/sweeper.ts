@@ -49,10 +49,13 @@ const sideWork = new WeakMap<object, number>()
 const FIRST_MS_PER_ACTIVATION = 0.1
 
 /**
- * What one disconnect has been taking in this process (ms, the commit aside), and one
- * activation with its share of its commit: size the next call's batches.
+ * What one disconnect has been taking in this process (ms, the commit aside), a disconnect
+ * batch's commit, and one activation with its share of its commit: size the next call's batches.
  */
-const pace = { msPerAgent: FIRST_MS_PER_AGENT, msPerActivation: FIRST_MS_PER_ACTIVATION }
+const pace = { msPerAgent: FIRST_MS_PER_AGENT, msPerActivation: FIRST_MS_PER_ACTIVATION, msPerDisconnectCommit: 0 }
+
+/** The paces measured so far in this process (tests). */
+export const sweeperPace = (): Readonly<typeof pace> => ({ ...pace })
 
 /**
  * A mass disconnect under way, per database (its unit of work): the batches go through the
@@ -65,8 +68,11 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
   const { store, events, agentState, uow } = deps
   await deps.gateway.flushHeartbeats()
   const quietSince = now - deps.disconnectSeconds * 1000
-  // An idle server's slice (the policy's long one) disconnects in bulk: fewer commits per burst.
-  const disconnectMs = budgetMs >= LONG_SLICE_MS ? Math.max(budgetMs, BULK_SLICE_MS) : budgetMs
+  // An idle server's slice (the policy's long one) disconnects in bulk: fewer commits per
+  // burst. The bulk slice holds the batch's commit too (it is paid on the event loop): the
+  // work gets what the last commits left of it, a quarter of it at least (a disk whose commit
+  // takes the whole slice would otherwise disconnect a handful of agents per fsync).
+  const disconnectMs = budgetMs >= LONG_SLICE_MS ? Math.max(BULK_SLICE_MS / 4, BULK_SLICE_MS - pace.msPerDisconnectCommit) : budgetMs
   const size = Math.max(1, Math.min(MAX_DISCONNECTS, Math.floor(disconnectMs / pace.msPerAgent)))
   // The longest quiet first; once more than a batch waits (an outage), in id order instead:
   // then the rows of a batch share pages, and its commit writes far fewer of them.
@@ -88,6 +94,7 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
   let disconnected = 0
   if (range || taken.length) {
     let workMs = 0
+    let workEnd = 0
     let gone: SweptAgent[] = []
     await uow.run(async () => {
       const t0 = performance.now()
@@ -104,8 +111,11 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
       if (!gone.length) return
       await events.recordMany(gone.map((a) => ({ createdMs: now, events: [hostEvent('disconnected', a, `${a.host_identifier} has not checked in since ${iso(a.last_updated_ms)}.`)] })))
       disconnected = gone.length
-      workMs = performance.now() - t0
+      workEnd = performance.now()
+      workMs = workEnd - t0
     })
+    // The commit (and what the unit of work does after it): up at once, down by halves.
+    if (disconnected > 0) pace.msPerDisconnectCommit = paceAfter(pace.msPerDisconnectCommit, performance.now() - workEnd)
     if (pass !== undefined && range) {
       // Past the batch once it is written (a batch that failed is read again by the next call).
       pass.after = gone.length === size ? gone[size - 1].id : range.upTo
@@ -115,7 +125,7 @@ export async function sweepAgents(deps: SweeperDeps, now = Date.now(), budgetMs 
     // Full batches only: a short one's fixed costs would make the pace look slower than it is.
     // The work alone, not the commit: its fsync is paid once per call whatever the batch,
     // and counted per agent it would shrink the batches until every call is one fsync for
-    // a handful of agents.
+    // a handful of agents (the bulk slice takes it off its budget instead, above).
     if ((range ? gone.length : taken.length) === size && disconnected > 0) pace.msPerAgent = Math.min(1, Math.max(0.001, 0.5 * pace.msPerAgent + (0.5 * workMs) / size))
   }
   // A pass that ended with this batch: more only if any agent is still quiet.
