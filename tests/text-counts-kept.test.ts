@@ -62,3 +62,35 @@ t.test('text counts evicted and made again give the pages of counts kept', async
   writeEvents(app, 600, { now: NOW + DAY / 2, days: 1, seed: 9 })
   await check('more indexed')
 })
+
+t.test("a new term's text count is made by ready, in a turn of the loop before the question's", async (t) => {
+  const app = await build(t)
+  app.repos.eventQueries.holdIndexing(true)
+  writeEvents(app, 3000, { now: NOW, days: 3 })
+  const repo = eventQueriesRepo(app.db)
+  t.teardown(() => repo.close())
+  repo.holdIndexing(true)
+  repo.catchUp()
+  const f = eventFilter({ Details: 'kingston', FromDate: iso(NOW - DAY), ToDate: iso(NOW) })
+  const before = repo.keptTexts().counts
+  // What each turn of the loop sees (an immediate a turn), and when the caller goes on.
+  const seen: string[] = []
+  let ticking = true
+  const tick = () => {
+    seen.push(`turn: ${repo.keptTexts().counts - before} made`)
+    if (ticking) setImmediate(tick)
+  }
+  setImmediate(tick)
+  const ready = repo.events.ready(f)
+  t.equal(repo.keptTexts().counts, before, 'not made in the caller’s turn')
+  t.ok(ready, 'something to wait for: the count')
+  await ready
+  seen.push('ready')
+  ticking = false
+  t.equal(repo.keptTexts().counts, before + 1, 'made once ready')
+  t.ok(seen.indexOf('turn: 1 made') !== -1 && seen.indexOf('turn: 1 made') < seen.indexOf('ready'), `a turn passed between the count and the question: ${seen.join(', ')}`)
+  const page = repo.events.pageRows(f, { field: 'eventID', direction: 'desc' }, 20, 0)
+  t.equal(repo.keptTexts().counts, before + 1, 'the question uses the count made')
+  t.ok(page.filtered > 0, `${page.filtered} matches`)
+  t.equal(repo.events.ready(f), undefined, 'asked again: nothing to wait for')
+})

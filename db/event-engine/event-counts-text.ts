@@ -32,6 +32,11 @@ const KEPT_COUNTS = 4096
  */
 export const KEPT_DOCS_MAX = 8_000_000
 
+/** Whether the text count of this plan's text (and kind) conditions is kept for this summary. */
+export function textCountKept(s: CountsState, p: Plan, sum: Summary): boolean {
+  return sum === s.keptFor && s.keptCounts.has(JSON.stringify([sum.indexed, JSON.stringify([p.kindSql, p.textSql])]))
+}
+
 // Text counts of recent questions, kept while the index has not moved: a dashboard asking
 // again (or paging) gets the count without the pass over the documents. Exact: the
 // count is of indexed events only, and the key holds the index's mark.

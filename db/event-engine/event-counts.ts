@@ -20,7 +20,7 @@ import { countsOf, docMatchIds, docSegments, docWalk, walkable } from './event-c
 import { countRows, keptCount, matchIds, pageIds } from './event-counts-rows.js'
 import { phraseTerms, rememberPhrase } from './event-counts-terms.js'
 import type { CacheRegistry } from '../../lib/platform/cache.js'
-import { KEPT_DOCS_MAX, keptTextCount } from './event-counts-text.js'
+import { KEPT_DOCS_MAX, keptTextCount, textCountKept } from './event-counts-text.js'
 
 export type { Counted, Segment, TextCount } from './event-counts-state.js'
 export { KEPT_DOCS_MAX } from './event-counts-text.js'
@@ -74,6 +74,19 @@ function count(s: CountsState, p: Plan): Counted {
   return { filtered: countIn(s, p, t, ids.lo, hi, sum), sum, kinds, ids, text: t, tail }
 }
 
+/**
+ * The plan's text count made (and kept) now, unless it is kept already or the plan has none
+ * to make: true when there was one to make. A new term's count over millions of events
+ * takes tens of ms: made in a turn of its own, before the turn that counts and pages.
+ */
+function prepareText(s: CountsState, p: Plan, make = true): boolean {
+  if (p.empty || !p.textSql || !p.text) return false
+  const sum = s.indexer.summary(p.table, true)
+  if (sum.indexed === 0 || textCountKept(s, p, sum)) return false
+  if (make) keptTextCount(s, p, sum, kindSet(s, p))
+  return true
+}
+
 /** About how many rows counting in [lo, hi] reads: the ids, or the seek's share of them. */
 function rowsToRead(t: TextCount, lo: number, hi: number, top: number): number {
   if (lo > hi) return 0
@@ -102,6 +115,9 @@ export function eventCounts(state: QueryState, { keptDocsMax = KEPT_DOCS_MAX, ca
   const s = createCountsState(state, keptDocsMax, caches)
   return {
     count: (p: Plan): Counted => count(s, p),
+    prepareText: (p: Plan): boolean => prepareText(s, p),
+    /** Whether the plan has a text count to make (prepareText would make it). */
+    textPending: (p: Plan): boolean => prepareText(s, p, false),
     countAll: (table: RecordTable, sum: Summary): number => countAll(s, table, sum),
     segments: (p: Plan, sum: Summary, kinds: number[] | null, floor?: number, ids?: Range, rough?: boolean): Segment[] => segments(s, p, sum, kinds, floor, ids, rough),
     kindIdCount: (blk: number, kinds: number[], lo: number, hi: number): number => kindIdCount(s, blk, kinds, lo, hi),

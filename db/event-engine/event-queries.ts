@@ -213,7 +213,17 @@ export function eventQueriesRepo(db: DB, opts: EventQueriesOptions = {}) {
         void readParts()
         const columns = [...new Set([...text.source.flatMap((s) => s.columns), ...(text.global ? GLOBAL_SOURCE_COLUMNS : [])])]
         const waits = [textsReady(), columns.length ? namesReady(columns) : undefined, phrasesReady(plan)].filter((w) => w !== undefined)
-        return waits.length ? Promise.all(waits).then(() => {}) : undefined
+        // A new term's text count (tens of ms at millions of events) in a turn of its own, once
+        // the rest is ready, and the question itself in the turn after it.
+        const counted = () =>
+          new Promise<void>((resolve) =>
+            setImmediate(() => {
+              if (db.open && counts.prepareText(plan)) setImmediate(resolve)
+              else resolve()
+            }),
+          )
+        if (waits.length) return Promise.all(waits).then(counted)
+        return counts.textPending(plan) ? counted() : undefined
       },
       /** Reads the peripheral ids' device parts that are not read yet, as after a text filter (scripts: a benchmark's floors). */
       partsRead: (): Promise<void> => readParts(),
