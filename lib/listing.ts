@@ -151,11 +151,12 @@ const answerHead = (recordsTotal: number, recordsFiltered: number, exact: boolea
 export const listAnswerJson = (recordsTotal: number, recordsFiltered: number, data: string, exact?: boolean) => `${answerHead(recordsTotal, recordsFiltered, exact).slice(0, -1)}${data}}`
 
 /**
- * A whole answer held as parts of at most about STREAM_CHUNK_CHARS characters, with its
- * length in bytes (sent as Content-Length). One string of megabytes (a poller's page of
- * 10,000 rows) lands in V8's large-object space: each answer then costs fresh pages of
- * memory to build, to flatten for its length and to encode for the socket, and a full
- * collection to free. Parts of tens of kilobytes stay in the young generation.
+ * A whole answer held as parts (groups of rows, or each row's text), with its length in bytes
+ * (sent as Content-Length), sent in chunks of about PART_BYTES, at most TURN_BYTES a turn. One
+ * string of megabytes (a poller's page of 10,000 rows) lands in V8's large-object space: each
+ * answer then costs fresh pages of memory to build, to flatten for its length and to encode
+ * for the socket, and a full collection to free. Parts of tens of kilobytes stay in the young
+ * generation.
  */
 export class AnswerParts extends Readable {
   readonly bytes: number
