@@ -18,6 +18,7 @@ import { registerDocs } from './docs.js'
 import type { LineBatcher } from './log.js'
 import { announceEnrollmentSecret, gatewaySweeperLoop } from './gateway/index.js'
 import { agentSearchLoop, searchUpkeepLoop } from './search-upkeep.js'
+import { textIndexLoop } from './events/text-index.js'
 import { eventIndexLoop } from './events/indexing.js'
 import type { Mailer } from './mail.js'
 import { alarmDeliveryLoop } from './alarms/index.js'
@@ -148,6 +149,7 @@ function registerBackground(app: FastifyInstance): void {
     for (const loop of notificationLoops(app)) loops.add(loop)
     loops.add(retentionLoop(app))
     loops.add(refusalFlushLoop(app))
+    if (app.storage.textIndexUpkeep) loops.add(textIndexLoop({ upkeep: app.storage.textIndexUpkeep, log: app.log }))
     return
   }
   registerCoreHealthChecks(app)

@@ -21,7 +21,8 @@ import fs from 'node:fs'
 import Database from 'better-sqlite3'
 import pg from 'pg'
 import crypto from 'node:crypto'
-import { migratePostgres, pgMigrationFiles } from '../db/postgres/index.js'
+import { connectPostgres, migratePostgres, pgMigrationFiles } from '../db/postgres/index.js'
+import { pgEventTextDays } from '../db/postgres/events-text-days.js'
 
 export interface LoadOptions {
   /** Drop the database first when it exists (otherwise an existing one is an error). */
@@ -290,6 +291,21 @@ export async function loadIntoPostgres(from: string, url: string, opts: LoadOpti
       )
     } finally {
       await second.end()
+    }
+    // Each ended day's text index of events (migration 020), as the server's loop would build them after it starts.
+    const textPg = connectPostgres(url, { max: 2 })
+    try {
+      const textDays = pgEventTextDays(textPg)
+      const days = await textDays.unindexed(Date.now())
+      const queue = [...days]
+      await Promise.all(
+        [0, 1].map(async () => {
+          for (let d = queue.shift(); d; d = queue.shift()) await textDays.build(d)
+        }),
+      )
+      log(`${days.length} days' text indexes of events built`)
+    } finally {
+      await textPg.close()
     }
     report.indexesMs = performance.now() - t2
     log(`${indexes.length} indexes built in ${(report.indexesMs / 1000).toFixed(1)} s`)

@@ -19,7 +19,7 @@ const SQLITE = [
   { name: 'audit-refusal-flush', singleton: false },
 ]
 // PostgreSQL has none of SQLite's upkeep (checkpoints, its search structures, its event
-// index); alarm deliveries and report runs are leased one by one, so any node runs them.
+// index) but its own (each ended day's text index of events); alarm deliveries and report runs are leased one by one, so any node runs them.
 const POSTGRES = [
   { name: 'agent-sweeper', singleton: true },
   { name: 'alarm-delivery', singleton: false },
@@ -29,6 +29,7 @@ const POSTGRES = [
   { name: 'health-checks', singleton: true },
   { name: 'retention', singleton: true },
   { name: 'audit-refusal-flush', singleton: false },
+  { name: 'text-index', singleton: true },
 ]
 const EXPECTED = testBackend === 'sqlite' ? SQLITE : POSTGRES
 

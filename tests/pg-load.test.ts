@@ -82,7 +82,11 @@ t.test('migration 017 builds on every partition the indexes that an earlier copy
     await client.query(def)
     const invalid = `SELECT count(*)::int AS n FROM pg_index WHERE indrelid = 'events'::regclass AND NOT indisvalid`
     t.equal((await client.query(invalid)).rows[0].n, 1, 'made again from it: invalid, on no partition')
-    t.same((await migratePostgres(client)).applied.slice(0, 1), [17], '017 runs first of those after')
+    // Up to 017 (020 builds the text index per ended day instead).
+    const through = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-pg-017-'))
+    t.teardown(() => fs.rmSync(through, { recursive: true, force: true }))
+    for (const f of fs.readdirSync(pgMigrationsDir).filter((f) => f < '018')) fs.copyFileSync(path.join(pgMigrationsDir, f), path.join(through, f))
+    t.same((await migratePostgres(client, through)).applied, [17], '017 runs')
     t.equal((await client.query(invalid)).rows[0].n, 0, 'valid after 017')
     const onPartition = await client.query(
       `SELECT count(*)::int AS n FROM pg_inherits h JOIN pg_index i ON i.indrelid = h.inhrelid JOIN pg_class c ON c.oid = i.indexrelid

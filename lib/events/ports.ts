@@ -252,3 +252,15 @@ export interface IndexCatchUp {
    */
   warm(): void
 }
+
+/**
+ * A text index that a backend builds behind the writes rather than in them (PostgreSQL: the
+ * trigram index of each day of events, once the day has ended), driven by a background loop
+ * (lib/events/text-index.ts). Until it is built, the records it would serve are read without it.
+ */
+export interface TextIndexUpkeep {
+  /** Builds the next index wanted (the newest day first); what it built and how long it took, or null when none is wanted. */
+  buildNext(now: number): Promise<{ partition: string; ms: number } | null>
+  /** Stops a build under way (closing): it is made again, from the start, by a later one. */
+  cancel(): Promise<void>
+}

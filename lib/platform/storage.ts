@@ -17,9 +17,11 @@ import type { NotificationLoopStore } from '../notifications/ports.js'
 import type { CoreHealthStore } from '../health.js'
 import type { ReportRunStorage } from '../reports/ports.js'
 import type { AlarmDeliveryStore } from '../alarms/ports.js'
+import type { TextIndexUpkeep } from '../events/ports.js'
 import type { LoopLeases } from './loops.js'
 import type { CacheRegistry } from './cache.js'
 import { pgLoopLeases } from '../../db/postgres/loop-leases.js'
+import { pgEventTextDays } from '../../db/postgres/events-text-days.js'
 
 /** The unit of work every backend gives: transactions, group commits, work after a commit. */
 export interface StorageUnitOfWork extends UnitOfWork {
@@ -56,6 +58,8 @@ export interface Storage {
   readonly poolStats?: () => { pool: string; total: number; idle: number; waiting: number }[]
   /** Leases on the singleton loops, where several processes may share the database (lib/platform/loops.ts). */
   readonly loopLeases?: LoopLeases
+  /** Text indexes built behind the writes, where the backend keeps some (PostgreSQL: each ended day's of events): a background loop builds them. */
+  readonly textIndexUpkeep?: TextIndexUpkeep
   /** Resolves when the database takes a write and its schema is this server's; rejects saying why not. */
   ready(): Promise<void>
   /** Closes the database (after the loops and requests are done with it). */
@@ -163,6 +167,7 @@ async function openPostgresStorage(url: string, config: Config, caches: CacheReg
     reportRuns: { reads: made.reports, files: made.reports, leases: made.reports, health: made.reports },
     alarmDelivery: { outbox: made.alarms, events: made.records.events, health: (now) => made.alarms.health(now), backlog: () => made.alarms.backlog() },
     loopLeases: pgLoopLeases(pg),
+    textIndexUpkeep: pgEventTextDays(pg),
     async ready() {
       try {
         await made.system.probe()

@@ -1,0 +1,15 @@
+-- The events' trigram index (the "contains" filters and GlobalSearch) is built for a day once
+-- the day has ended, instead of kept up by every write. Kept by the writes, its GIN entries
+-- (about 200 a record, over eight columns) were most of a write's cost: 6,800-11,000 events/s
+-- with it, 27,000 without. Built in one pass over a finished day it costs about a third of
+-- that, off the write path (db/postgres/events-text-days.ts, a background loop under a lease).
+--
+-- So the index is no longer the table's (which would put it on every partition, today's
+-- too) but each past day's partition's own, named <partition>_text. Today's records, and a
+-- day's until its index is built, are read without it: the planner scans that partition for
+-- the condition instead, which costs in proportion to the day's records.
+--
+-- Dropping the table's index drops every partition's: the loop builds them again, newest day
+-- first, in the minutes after the upgrade (a text filter over a day not yet indexed is slow
+-- meanwhile, not wrong).
+DROP INDEX events_text;
