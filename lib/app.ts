@@ -23,7 +23,7 @@ import { eventIndexLoop } from './events/indexing.js'
 import type { Mailer } from './mail.js'
 import { alarmDeliveryLoop } from './alarms/index.js'
 import { reportSchedulerLoop } from './reports/index.js'
-import { notificationLoops } from './notifications/index.js'
+import { notificationLoops, riskFeedLoop } from './notifications/index.js'
 import { agentlessLoop } from './agentless/index.js'
 import { registerAssetGraph } from './assets/index.js'
 import { registerLifecycle } from './probes.js'
@@ -150,6 +150,8 @@ function registerBackground(app: FastifyInstance): void {
     loops.add(retentionLoop(app))
     loops.add(refusalFlushLoop(app))
     if (app.storage.textIndexUpkeep) loops.add(textIndexLoop({ upkeep: app.storage.textIndexUpkeep, log: app.log }))
+    const riskFeed = riskFeedLoop(app)
+    if (riskFeed) loops.add(riskFeed)
     return
   }
   registerCoreHealthChecks(app)

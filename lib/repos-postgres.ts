@@ -22,8 +22,9 @@ import { pgGatewayRepo } from '../db/postgres/gateway.js'
 import { pgAgentStateRepo } from '../db/postgres/agent-state.js'
 import { pgCommandsRepo } from '../db/postgres/commands.js'
 import { pgCatalogueRepo } from '../db/postgres/catalogue.js'
-import { pgNotificationsRepo } from '../db/postgres/notifications.js'
-import { pgRiskRaiser, raiseRecorded } from '../db/postgres/risk.js'
+import { pgNotificationsRepo, type PgNotificationsRepo } from '../db/postgres/notifications.js'
+import { pgRiskRaiser } from '../db/postgres/risk.js'
+import { pgRiskFeed, type PgRiskFeed } from '../db/postgres/risk-feed.js'
 import { pgRetentionRepo } from '../db/postgres/retention.js'
 import { pgEventQueue } from '../db/postgres/alarm-queue.js'
 import type { CacheRegistry } from './platform/cache.js'
@@ -54,16 +55,9 @@ export async function createPostgresPorts(pg: Postgres, config: Config, caches?:
   const integrationTokens = pgIntegrationTokensRepo(pg, authVersion)
   const system = pgSystemRepo(pg)
   const risk = pgRiskRaiser(pg)
-  // The kinds come with the migrations: read once.
-  const riskCodes = await risk.codes()
-  const records = pgEventParts(
-    pg,
-    {
-      agentTexts: pgLatestEventTexts(pg),
-      recorded: raiseRecorded(risk, riskCodes),
-    },
-    { countBudgetMs: config.pgCountBudgetMs },
-  )
+  // The risk notifications are raised behind the writes (db/postgres/risk-feed.ts), not by the recorder.
+  const records = pgEventParts(pg, { agentTexts: pgLatestEventTexts(pg) }, { countBudgetMs: config.pgCountBudgetMs })
+  const riskFeed = pgRiskFeed(pg, risk)
   const alarms = pgAlarmsRepo(pg, settingsSealer(vault(config.agentlessKey)))
   const audit = records.audit
   // The seats read at each activation, as the sweeper reads them (a license's terms may change while the app runs).
@@ -78,17 +72,18 @@ export async function createPostgresPorts(pg: Postgres, config: Config, caches?:
   const reports = pgReportsRepo(pg)
   const insights = pgInsightsRepo(pg, [eventCodes.whitelistViolation.code, eventCodes.unapprovedOnArmed.code])
   // The notifications' loops (lib/notifications/index.ts): the stream's feed and the health checks' records.
-  const notifications = pgNotificationsRepo(pg)
+  const notifications = raisedFirst(pg, riskFeed, pgNotificationsRepo(pg))
   const notificationLoops: NotificationLoopStore = {
     feed: notifications,
-    // A REPEATABLE READ read-only transaction: every read in it sees one snapshot.
-    snapshot: (read) =>
-      pg.uow.inUnit()
-        ? read()
-        : pg.uow.run(async () => {
-            await pg.run('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY')
-            return read()
-          }),
+    // A REPEATABLE READ read-only transaction: every read in it sees one snapshot (the risk notifications raised first).
+    snapshot: async (read) => {
+      if (pg.uow.inUnit()) return read()
+      await riskFeed.catchUp()
+      return pg.uow.run(async () => {
+        await pg.run('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY')
+        return read()
+      })
+    },
     records: notifications,
     licenseUse: () => notifications.licenseUse(),
     authVersion,
@@ -135,7 +130,7 @@ export async function createPostgresPorts(pg: Postgres, config: Config, caches?:
     reports,
     catalogue: pgCatalogueRepo(pg),
     catalogueFollowers: { refreshModel: (vid, pid) => agentState.refreshModel(vid, pid), invalidateInsight: (name) => insights.invalidate(name) },
-    notifications: pgNotificationsRepo(pg),
+    notifications,
     agents: pgAgentsRepo(pg, agentListView, { countBudgetMs: config.pgCountBudgetMs, caches }),
     peripherals: pgPeripheralsRepo(pg, { countBudgetMs: config.pgCountBudgetMs, caches }),
     commands: pgCommandsRepo(pg),
@@ -149,5 +144,34 @@ export async function createPostgresPorts(pg: Postgres, config: Config, caches?:
     applyPrune: () => {},
     systemAudit: audit,
   }
-  return { ports, credentials, audit, system, users, sessions, agentless, records, alarms, gateway, agentState, authVersion, notificationLoops, reports }
+  return { ports, credentials, audit, system, users, sessions, agentless, records, alarms, gateway, agentState, authVersion, notificationLoops, reports, riskFeed }
+}
+
+/**
+ * The notifications repository whose reads of risk notifications first raise those of every
+ * event written before them (they are raised behind the writes, db/postgres/risk-feed.ts), as
+ * SQLite raises them in the writing transaction. Inside a unit of work nothing is raised (the
+ * unit's own snapshot could not see them): the caller caught up before it began.
+ */
+function raisedFirst(pg: Postgres, feed: PgRiskFeed, repo: PgNotificationsRepo): PgNotificationsRepo {
+  const first =
+    <A extends unknown[], R>(fn: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      if (!pg.uow.inUnit()) await feed.catchUp()
+      return fn(...args)
+    }
+  return {
+    ...repo,
+    counter: first(repo.counter),
+    changeSeq: first(repo.changeSeq),
+    risk: first(repo.risk),
+    relatedEvents: first(repo.relatedEvents),
+    riskList: first(repo.riskList),
+    pinRisk: first(repo.pinRisk),
+    dismissRisk: first(repo.dismissRisk),
+    riskChangedSince: first(repo.riskChangedSince),
+    riskPinned: first(repo.riskPinned),
+    riskBetween: first(repo.riskBetween),
+    marks: first(repo.marks),
+  }
 }

@@ -90,7 +90,8 @@ import {
 import { connectPostgres } from '../db/postgres/index.js'
 import { pgEventParts } from '../db/postgres/events.js'
 import { pgLatestEventTexts } from '../db/postgres/agent-texts.js'
-import { pgRiskRaiser, raiseRecorded } from '../db/postgres/risk.js'
+import { pgRiskRaiser } from '../db/postgres/risk.js'
+import { pgRiskFeed } from '../db/postgres/risk-feed.js'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 5_000_000)
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10)
@@ -552,8 +553,10 @@ async function compareBackends() {
   const listRows = await sideBySide(servers, cases, { rounds: ROUNDS, seconds: DURATION, connections: CONNECTIONS, notes: compareNotes })
   for (const s of servers) await stop(s.child)
 
-  // The events' write as the servers make it: the recorder with its hooks (risk notifications,
-  // the agents' latest texts), CONCURRENT check-ins of 3 events in one unit of work.
+  // The events' write as the servers make it: the recorder with its hooks (on SQLite the risk
+  // notifications and the agents' latest texts; on PostgreSQL the texts, the notifications
+  // being raised behind the writes by the risk feed, measured after), CONCURRENT check-ins of
+  // 3 events in one unit of work.
   const CONCURRENT = 32
   const seconds = Math.max(3, Math.min(DURATION, 5))
   const slice = (n: number) => Array.from({ length: 3 }, (_, i) => inputs[(n * 3 + i) % inputs.length])
@@ -561,12 +564,10 @@ async function compareBackends() {
   const liteEvents = createRepos(lite, 0).events
   const liteTx = lite.transaction((n: number) => liteEvents.recordMany(Array.from({ length: CONCURRENT }, (_, i) => ({ createdMs: Date.now(), events: slice(n * CONCURRENT + i) }))))
   const pgdb = connectPostgres(data.pgUrl, { max: 4 })
-  const risk = pgRiskRaiser(pgdb)
-  const riskCodes = await risk.codes()
-  const pgEvents = pgEventParts(pgdb, {
-    agentTexts: pgLatestEventTexts(pgdb),
-    recorded: raiseRecorded(risk, riskCodes),
-  }).events
+  const riskFeed = pgRiskFeed(pgdb, pgRiskRaiser(pgdb))
+  // What an earlier run left unraised is not this run's.
+  await riskFeed.catchUp()
+  const pgEvents = pgEventParts(pgdb, { agentTexts: pgLatestEventTexts(pgdb) }).events
   const pgBatch = (n: number) => pgdb.uow.run(() => pgEvents.recordMany(Array.from({ length: CONCURRENT }, (_, i) => ({ createdMs: Date.now(), events: slice(n * CONCURRENT + i) }))))
   const writeRates: number[][] = [[], []]
   await pgBatch(0) // today's partition, the connections
@@ -594,6 +595,12 @@ async function compareBackends() {
     )
     parallel.push((n * CONCURRENT * 3) / ((performance.now() - t0) / 1000))
   }
+  // The risk feed raising the notifications of everything written above (the server's loop does it every 100 ms, one node at a time).
+  const unraised = (await riskFeed.waiting()) ?? { upTo: 0, top: 0 }
+  const feedT0 = performance.now()
+  const feedSlices = await riskFeed.catchUp()
+  const feedSecs = (performance.now() - feedT0) / 1000
+  const feedRate = (unraised.top - unraised.upTo) / feedSecs
   lite.close()
   await pgdb.close()
   await data.release()
@@ -608,6 +615,9 @@ async function compareBackends() {
   )
   console.log(
     `| the same on PostgreSQL, 4 writers at once | | ${(parallel.sort((a, b) => a - b)[Math.floor(parallel.length / 2)] ?? 0).toFixed(0)} events/s | | ${parallel.map((x) => x.toFixed(0)).join(', ')} | >= 20,000/s | ${(parallel.sort((a, b) => a - b)[Math.floor(parallel.length / 2)] ?? 0) >= 20_000 ? 'within' : '**OVER BOUND**'} |`,
+  )
+  console.log(
+    `| raising their risk notifications on PostgreSQL behind the writes (the risk feed: ${unraised.top - unraised.upTo} events in ${feedSlices} slices) | | ${feedRate.toFixed(0)} events/s | | ${feedRate.toFixed(0)} | keeps up with the writes above | ${feedRate >= 20_000 ? 'within' : '**OVER BOUND**'} |`,
   )
   if (compareNotes.length) {
     console.log('\nNotes:')

@@ -266,6 +266,8 @@ export async function loadIntoPostgres(from: string, url: string, opts: LoadOpti
          n = CASE r.name WHEN 'events' THEN (SELECT count(*) FROM events) ELSE (SELECT count(*) FROM audit_trail) END,
          top = CASE r.name WHEN 'events' THEN (SELECT coalesce(max(id), 0) FROM events) ELSE (SELECT coalesce(max(id), 0) FROM audit_trail) END`,
     )
+    // The copied risk notifications are those of every copied event (raised by SQLite as they were written): the risk feed starts after them (migration 021).
+    await client.query(`UPDATE risk_raised SET up_to = (SELECT top FROM record_counts WHERE name = 'events') WHERE id = 1`)
     await client.query(`UPDATE table_rows SET n = CASE name
          WHEN 'agents' THEN (SELECT count(*) FROM agents) WHEN 'peripherals' THEN (SELECT count(*) FROM peripherals)
          WHEN 'agents.has_unapproved' THEN (SELECT count(*) FROM agents WHERE has_unapproved = 1)

@@ -30,6 +30,7 @@ const POSTGRES = [
   { name: 'retention', singleton: true },
   { name: 'audit-refusal-flush', singleton: false },
   { name: 'text-index', singleton: true },
+  { name: 'risk-feed', singleton: true },
 ]
 const EXPECTED = testBackend === 'sqlite' ? SQLITE : POSTGRES
 

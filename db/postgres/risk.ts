@@ -120,6 +120,12 @@ export function pgRiskRaiser(db: Postgres) {
         col((r) => r.event.peripheralAssetId ?? null),
       ])
     },
+    /**
+     * Raises the notifications of the events with ids after `after` up to `to`, read from the
+     * days [fromMs, toMs) that hold them (the risk feed, db/postgres/risk-feed.ts); answers how many changed.
+     */
+    raiseAfter: (after: number, to: number, fromMs: number, toMs: number): Promise<number> =>
+      raise(raiseSql('e.id > $1 AND e.id <= $2 AND e.created_ms >= $3 AND e.created_ms < $4'), [after, to, fromMs, toMs]),
     /** Raises the notifications of the events with ids in [from, to] (bulk loads); answers how many changed. */
     raiseRange: (from: number, to: number): Promise<number> => raise(raiseSql('e.id BETWEEN $1 AND $2'), [from, to]),
   }

@@ -112,3 +112,17 @@ function licenseVerdict({ seats, expirationDate }: LicenseHealthDeps['license'],
   const detail = [parts.join('; '), ...warnings].join('; ')
   return { status, detail: detail + '.' }
 }
+
+/** How often the risk feed looks for events whose notifications are not raised yet (PostgreSQL). */
+const RISK_FEED_MS = 100
+
+/**
+ * Raises the risk notifications of new events where the backend raises them behind the
+ * writes (PostgreSQL), every RISK_FEED_MS: the stream and the console see them within about
+ * that (a read of the notifications raises what is left first). One process at a time.
+ */
+export function riskFeedLoop(app: FastifyInstance): Loop | undefined {
+  const feed = app.storage.riskFeed
+  if (!feed) return undefined
+  return everyInterval(app.log, { name: 'risk-feed', singleton: true, intervalMs: RISK_FEED_MS, what: 'raising risk notifications' }, () => feed.catchUp())
+}

@@ -180,3 +180,12 @@ export interface NotificationLoopStore {
   /** The credential-change counter: a bump ends the streams whose credential no longer works. */
   authVersion: { readonly value: number; onBump(fn: () => unknown): void }
 }
+
+/**
+ * Risk notifications raised behind the writes of events, where a backend raises them so
+ * (PostgreSQL: db/postgres/risk-feed.ts): a background loop keeps them caught up.
+ */
+export interface RiskFeed {
+  /** Raises the notifications of every event written before the call; answers how many slices it took. */
+  catchUp(): Promise<number>
+}

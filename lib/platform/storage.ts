@@ -13,7 +13,7 @@ import { createPostgresPorts } from '../repos-postgres.js'
 import { sharedSecret } from '../../db/postgres/secrets.js'
 import type { ServicePorts } from '../services.js'
 import type { AuditStore, CredentialStore, UnitOfWork } from './ports.js'
-import type { NotificationLoopStore } from '../notifications/ports.js'
+import type { NotificationLoopStore, RiskFeed } from '../notifications/ports.js'
 import type { CoreHealthStore } from '../health.js'
 import type { ReportRunStorage } from '../reports/ports.js'
 import type { AlarmDeliveryStore } from '../alarms/ports.js'
@@ -60,6 +60,8 @@ export interface Storage {
   readonly loopLeases?: LoopLeases
   /** Text indexes built behind the writes, where the backend keeps some (PostgreSQL: each ended day's of events): a background loop builds them. */
   readonly textIndexUpkeep?: TextIndexUpkeep
+  /** Risk notifications raised behind the writes of events, where the backend raises them so (PostgreSQL): a background loop keeps them caught up. */
+  readonly riskFeed?: RiskFeed
   /** Resolves when the database takes a write and its schema is this server's; rejects saying why not. */
   ready(): Promise<void>
   /** Closes the database (after the loops and requests are done with it). */
@@ -168,6 +170,7 @@ async function openPostgresStorage(url: string, config: Config, caches: CacheReg
     alarmDelivery: { outbox: made.alarms, events: made.records.events, health: (now) => made.alarms.health(now), backlog: () => made.alarms.backlog() },
     loopLeases: pgLoopLeases(pg),
     textIndexUpkeep: pgEventTextDays(pg),
+    riskFeed: made.riskFeed,
     async ready() {
       try {
         await made.system.probe()
