@@ -207,7 +207,8 @@ t.test('the gateway on both backends: same answers, events and rows', { skip: no
   )
 
   await both('byCredential, byMachineId, agentByUuid, unknown ones', async (s) => [
-    await agentOf(s, 'm-1'),
+    // Without whether commands wait, which PostgreSQL reads with the agent (SQLite asks apart).
+    (({ has_pending: _, ...a }) => a)(await agentOf(s, 'm-1')),
     await s.store.byCredential('nope'),
     await s.store.byMachineId('m-2'),
     await s.store.byMachineId('m-9'),
@@ -269,11 +270,13 @@ t.test('the gateway on both backends: same answers, events and rows', { skip: no
   // Commands: a SetMode queued, delivered at the next check-in, its result reported.
   clock += 60_000
   await both('a SetMode queued and delivered', async (s) => {
+    const before = await agentOf(s, 'm-1')
+    const id = await s.commands.queue(before.id, 'SetMode', { mode: 'Armed' }, clock, 'alice')
+    const log = await s.commands.queue(before.id, 'FetchDebugLogs', {}, clock, 'alice')
+    await s.uow.run(() => s.agentState.refreshStatus(before.id))
+    const pending = [await s.store.hasPendingCommands(before.id), await s.store.withPendingCommands([before.id, 999])]
+    // Read again as the check-in's own request reads it (with whether commands wait, on PostgreSQL).
     const a1 = await agentOf(s, 'm-1')
-    const id = await s.commands.queue(a1.id, 'SetMode', { mode: 'Armed' }, clock, 'alice')
-    const log = await s.commands.queue(a1.id, 'FetchDebugLogs', {}, clock, 'alice')
-    await s.uow.run(() => s.agentState.refreshStatus(a1.id))
-    const pending = [await s.store.hasPendingCommands(a1.id), await s.store.withPendingCommands([a1.id, 999])]
     const answer = await s.gateway.checkIn(ctx(), a1, hostState([changedStick, keyboard, mouse], { localIpAddress: '192.168.100.129' }) as never)
     return { id, log, pending, answer, command: await s.store.command(id), missing: await s.store.command(999) }
   })
@@ -298,10 +301,11 @@ t.test('the gateway on both backends: same answers, events and rows', { skip: no
 
   // An UpdatePolicy delivered and never answered times out in the sweep; the quiet ones disconnect.
   await both('an UpdatePolicy delivered', async (s) => {
-    const a2 = await agentOf(s, 'm-2')
-    await s.commands.queue(a2.id, 'UpdatePolicy', {}, clock, 'bob')
-    await s.uow.run(() => s.agentState.refreshStatus(a2.id))
-    return s.gateway.checkIn(ctx(), a2, hostState([attackTool], { hostIdentifier: 'HOST-2', operationalStatus: 'Armed' }) as never)
+    const before = await agentOf(s, 'm-2')
+    await s.commands.queue(before.id, 'UpdatePolicy', {}, clock, 'bob')
+    await s.uow.run(() => s.agentState.refreshStatus(before.id))
+    // The agent as the check-in's own request reads it, after the command.
+    return s.gateway.checkIn(ctx(), await agentOf(s, 'm-2'), hostState([attackTool], { hostIdentifier: 'HOST-2', operationalStatus: 'Armed' }) as never)
   })
   clock += 16 * 60_000
   await both('sweeper reads', async (s) => [await s.store.staleAgents(clock - 300_000, 10), await s.store.overdueCommands(clock - 15 * 60_000, 10), await s.store.lastAgentId()])

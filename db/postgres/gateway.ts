@@ -21,7 +21,7 @@ import type {
 } from '../../lib/gateway/ports.js'
 import type { HeldReEnrollment } from '../../lib/agents/ports.js'
 import type { Async } from '../unit-of-work.js'
-import type { Postgres } from './connection.js'
+import { type Postgres, prepared } from './connection.js'
 
 /** What SQLite's statements answer where the callers read `changes` (PostgreSQL has no rowid). */
 const changed = (changes: number) => ({ changes, lastInsertRowid: 0 })
@@ -331,6 +331,15 @@ export interface PgGatewayOptions {
   seats?: number
 }
 
+/**
+ * The agent a check-in's credential names, with whether commands wait for it: an unchanged
+ * check-in (most of them) is then answered after this one statement. Prepared: every
+ * check-in runs it.
+ */
+const BY_CREDENTIAL = prepared(`SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest,
+    EXISTS (SELECT 1 FROM agent_commands c WHERE c.agent_id = agents.id AND c.status = 'Pending') AS has_pending
+  FROM agents WHERE credential_hash = $1`)
+
 export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
   /**
    * The seats in use. Inside a unit of work the seats' row stays locked until that unit
@@ -353,8 +362,7 @@ export function pgGatewayRepo(db: Postgres, options: PgGatewayOptions = {}) {
   }
 
   const port = {
-    byCredential: (hash: string) =>
-      db.one<GatewayAgent & Record<string, unknown>>('SELECT id, uuid, host_identifier, local_ip_address, connection_status, state_digest FROM agents WHERE credential_hash = $1', [hash]),
+    byCredential: (hash: string) => db.one<GatewayAgent & Record<string, unknown>>(BY_CREDENTIAL, [hash]),
     async byMachineId(machineId: string, hold?: boolean) {
       // A lock on the id itself, as there may be no row to lock yet (a first enrollment).
       if (hold) await db.query(`SELECT pg_advisory_xact_lock(hashtextextended('prime enrollment ' || lower($1), 0))`, [machineId])

@@ -46,7 +46,7 @@ export async function checkIn(s: GatewayState, ctx: Context, agent: GatewayAgent
     // Nothing changed: no comparison, no audit record (the contract audits changes only).
     ctx.audit.audited = true
     heartbeat(s, agent.id, now)
-    if (!(await s.store.hasPendingCommands(agent.id))) return { answer: answer(s, agent.uuid, now, { commands: [], more: false }), routine: true }
+    if (!(agent.has_pending ?? (await s.store.hasPendingCommands(agent.id)))) return { answer: answer(s, agent.uuid, now, { commands: [], more: false }), routine: true }
     const d = await s.checkIns.run(async () => {
       const d = await deliver(s, agent.id, now)
       await s.agentState.refreshStatus(agent.id)

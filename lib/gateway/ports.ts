@@ -14,6 +14,11 @@ export interface GatewayAgent {
   local_ip_address: string | null
   connection_status: 'Connected' | 'Disconnected'
   state_digest: string | null
+  /**
+   * Whether commands waited for it when it was read, where the backend reads that with the
+   * agent (PostgreSQL: one statement, in the check-in's own request); absent: asked apart.
+   */
+  has_pending?: boolean
 }
 
 export interface AgentRow extends GatewayAgent {
