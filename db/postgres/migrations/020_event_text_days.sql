@@ -1,7 +1,7 @@
 -- The events' trigram index (the "contains" filters and GlobalSearch) is built for a day once
 -- the day has ended, instead of kept up by every write. Kept by the writes, its GIN entries
 -- (about 200 a record, over eight columns) were most of a write's cost: 6,800-11,000 events/s
--- with it, 27,000 without. Built in one pass over a finished day it costs about a third of
+-- with it, 27,000 without. Built in one pass over a finished day it costs less than half of
 -- that, off the write path (db/postgres/events-text-days.ts, a background loop under a lease).
 --
 -- So the index is no longer the table's (which would put it on every partition, today's
