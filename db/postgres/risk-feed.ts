@@ -23,16 +23,16 @@ export function pgRiskFeed(db: Postgres, risk: PgRiskRaiser, sliceIds = RISK_SLI
     return r && r.top > r.up_to ? { upTo: r.up_to, top: r.top } : null
   }
 
-  /** One slice after the mark, under its lock; answers whether events still wait after it. */
-  const slice = (): Promise<boolean> =>
+  /** One slice after the mark, under its lock; answers where the mark is now and whether events still wait after it. */
+  const slice = (): Promise<{ upTo: number; more: boolean }> =>
     db.uow.run(async () => {
       const upTo = (await db.value<number>('SELECT up_to FROM risk_raised WHERE id = 1 FOR UPDATE')) ?? 0
       const days = await pgEventDaysAfter(db, upTo)
-      if (!days || days.top <= upTo) return false
+      if (!days || days.top <= upTo) return { upTo, more: false }
       const to = Math.min(days.top, upTo + sliceIds)
       await risk.raiseAfter(upTo, to, days.fromMs, days.toMs)
       await db.run('UPDATE risk_raised SET up_to = $1 WHERE id = 1', [to])
-      return to < days.top
+      return { upTo: to, more: to < days.top }
     })
 
   return {
@@ -45,11 +45,8 @@ export function pgRiskFeed(db: Postgres, risk: PgRiskRaiser, sliceIds = RISK_SLI
       const w = await waiting()
       if (!w) return 0
       let slices = 0
-      for (let more = true; more; slices++) {
-        more = await slice()
-        // Stops at the newest event of when it was asked: a writer faster than the slices does not hold the asker forever.
-        if (more && (await db.value<number>('SELECT up_to FROM risk_raised WHERE id = 1'))! >= w.top) break
-      }
+      // Up to the newest event of when it was asked: a writer faster than the slices does not hold the asker forever.
+      for (let s = { upTo: w.upTo, more: true }; s.more && s.upTo < w.top; slices++) s = await slice()
       return slices
     },
   }
