@@ -87,4 +87,3 @@ export function pgEventTextDays(
     },
   }
 }
-export type PgEventTextDays = ReturnType<typeof pgEventTextDays>

@@ -14,7 +14,7 @@ import { pgEventDaysAfter } from './alarm-queue.js'
 import type { PgRiskRaiser } from './risk.js'
 
 /** Event ids read at most in one slice (a transaction). */
-export const RISK_SLICE_IDS = 5000
+const RISK_SLICE_IDS = 5000
 
 export function pgRiskFeed(db: Postgres, risk: PgRiskRaiser, sliceIds = RISK_SLICE_IDS) {
   /** The newest event id written, and the mark, when events wait to be raised (null: none waits). */
