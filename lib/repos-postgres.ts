@@ -17,7 +17,7 @@ import { assetView } from './assets/views.js'
 import { eventCodes } from './event-codes.js'
 import { pgEventParts } from '../db/postgres/events.js'
 import { pgLatestEventTexts } from '../db/postgres/agent-texts.js'
-import { pgAlarmsRepo } from '../db/postgres/alarms.js'
+import { alarmLeaseMs, pgAlarmsRepo } from '../db/postgres/alarms.js'
 import { pgGatewayRepo } from '../db/postgres/gateway.js'
 import { pgAgentStateRepo } from '../db/postgres/agent-state.js'
 import { pgCommandsRepo } from '../db/postgres/commands.js'
@@ -58,7 +58,7 @@ export async function createPostgresPorts(pg: Postgres, config: Config, caches?:
   // The risk notifications are raised behind the writes (db/postgres/risk-feed.ts), not by the recorder.
   const records = pgEventParts(pg, { agentTexts: pgLatestEventTexts(pg) }, { countBudgetMs: config.pgCountBudgetMs })
   const riskFeed = pgRiskFeed(pg, risk)
-  const alarms = pgAlarmsRepo(pg, settingsSealer(vault(config.agentlessKey)))
+  const alarms = pgAlarmsRepo(pg, settingsSealer(vault(config.agentlessKey)), { leaseMs: alarmLeaseMs(config.alarms.timeoutMs) })
   const audit = records.audit
   // The seats read at each activation, as the sweeper reads them (a license's terms may change while the app runs).
   const gateway = pgGatewayRepo(pg, {

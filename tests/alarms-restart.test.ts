@@ -12,7 +12,7 @@ import { eventsRepo } from '../db/events.js'
 import type { EventInput } from '../lib/events/ports.js'
 import { connectPostgres } from '../db/postgres/index.js'
 import { pgEventsRepo } from '../db/postgres/events-write.js'
-import { LEASE_MS } from '../db/postgres/alarms.js'
+import { alarmLeaseMs } from '../db/postgres/alarms.js'
 import { projectRoot } from '../lib/paths.js'
 import { freePort, httpReceiver, waitFor } from './fixtures/receivers.js'
 import { ADMIN_PASSWORD, testDatabaseEnv } from './helpers.js'
@@ -22,6 +22,8 @@ t.setTimeout(420_000)
 
 const SECRET = 'whsec-restart-0123456789'
 const EVENTS = 300
+/** The servers' send timeout (s): short, so that on PostgreSQL the killed server's leases, made from it, run out sooner. */
+const TIMEOUT_S = 3
 const server = path.join(projectRoot, 'dist', 'lib', 'server.js')
 
 function start(env: NodeJS.ProcessEnv, logFile: string): Promise<ChildProcess> {
@@ -93,6 +95,7 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
     LOG_LEVEL: 'info',
     PRIME_ALARM_ALLOWED_HOSTS: '127.0.0.1',
     PRIME_RATE_LIMIT_MAX: '100000',
+    PRIME_ALARM_TIMEOUT_SECONDS: String(TIMEOUT_S),
     ...database,
   }
   const logFile = path.join(dir, 'server.log')
@@ -146,8 +149,8 @@ t.test('killed mid-delivery and started again: every event arrives, none missing
   const t1 = Date.now()
   child = await start(env, logFile)
   const received = () => new Set(rx.deliveries.map((d) => d.body.event.eventID))
-  // On PostgreSQL the killed server's leases on its destinations run out first (LEASE_MS).
-  const takeOver = database.PRIME_DATABASE_URL ? LEASE_MS : 0
+  // On PostgreSQL the killed server's leases on its destinations run out first.
+  const takeOver = database.PRIME_DATABASE_URL ? alarmLeaseMs(TIMEOUT_S * 1000) : 0
   await waitFor(() => ids.every((id) => received().has(id)), takeOver + 60_000, 'every event after the restart')
 
   t.comment(`restarted and drained in ${Date.now() - t1} ms`)

@@ -1,11 +1,11 @@
 // Two server processes deliver one destination's alarms to one webhook receiver; the node
 // delivering it is killed with SIGKILL mid-run. The other node takes the destination over
-// once the dead node's lease on it expires (db/postgres/alarms.ts LEASE_MS: longer than any
-// attempt may take), from its oldest delivery still pending: every delivery arrives, in
+// once the dead node's lease on it expires (db/postgres/alarms.ts alarmLeaseMs: longer than any
+// attempt may take, made from the send timeout), from its oldest delivery still pending: every delivery arrives, in
 // outbox order, with stable delivery ids (a delivery the dead node sent but had not recorded
 // is sent again with its id: at least once).
 import t from 'tap'
-import { LEASE_MS } from '../db/postgres/alarms.js'
+import { alarmLeaseMs } from '../db/postgres/alarms.js'
 import { connectPostgres } from '../db/postgres/index.js'
 import { allReady, killNode, loginAt, request, startNode, type Node } from './fixtures/nodes.js'
 import { ALARM_PATH, alarmEnv, httpReceiver } from './fixtures/receivers.js'
@@ -14,7 +14,10 @@ import { noPostgres, pgTestDatabaseUrl } from './pg.js'
 
 const SECRET = 'whsec-pg-nodes-0123456789'
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
-const env = { ...alarmEnv, PRIME_RATE_LIMIT_MAX: '1000000', PRIME_LOGIN_RATE_LIMIT_MAX: '100000', PRIME_LOCKOUT_THRESHOLD: '1000' }
+// A send timeout of 3 s (the receiver answers in 0.15): the lease, made from it, lasts 19 s.
+const TIMEOUT_S = 3
+const LEASE_MS = alarmLeaseMs(TIMEOUT_S * 1000)
+const env = { ...alarmEnv, PRIME_ALARM_TIMEOUT_SECONDS: String(TIMEOUT_S), PRIME_RATE_LIMIT_MAX: '1000000', PRIME_LOGIN_RATE_LIMIT_MAX: '100000', PRIME_LOCKOUT_THRESHOLD: '1000' }
 
 t.test('the delivering node killed mid-run: the other takes over, order kept, nothing lost', { skip: noPostgres, timeout: LEASE_MS + 120_000 }, async (t) => {
   const url = await pgTestDatabaseUrl(t)
@@ -23,7 +26,7 @@ t.test('the delivering node killed mid-run: the other takes over, order kept, no
   const rx = await httpReceiver(SECRET)
   t.teardown(() => rx.close())
   // A receiver that takes a while: the run is still going when the node is killed.
-  rx.respond = () => ({ status: 200, delayMs: 300 })
+  rx.respond = () => ({ status: 200, delayMs: 150 })
   const seen = rx.deliveries
   const a = await startNode(t, url, 'a', env)
   await allReady([a])

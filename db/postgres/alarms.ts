@@ -4,7 +4,8 @@
 // process at a time, under a lease on the destination (table `leases`, name
 // `alarm-destination:<id>`). `pendingAfter` takes or renews the lease before it answers a
 // page (nothing when another process holds it), `recordAttempts` renews it, and a lane that
-// finds nothing left lets it go; a process that stops renewing loses it after LEASE_MS and
+// finds nothing left lets it go; a process that stops renewing loses it after its lease
+// (alarmLeaseMs: longer than one delivery may take, so set by PRIME_ALARM_TIMEOUT_SECONDS) and
 // another takes the destination over from its oldest pending delivery. So the deliveries of
 // a destination go out in outbox order while nodes compete, at least once (a delivery sent
 // by a process that lost its lease before writing the outcome is sent again, with the same
@@ -22,8 +23,14 @@ import { holdLimit } from './limits.js'
 /** Names are unique case-insensitively (migration 005): a name taken meanwhile by another unit of work. */
 const NAME_TAKEN = 'alarm_destinations_name_key_key'
 
-/** Longer than any attempt can take (PRIME_ALARM_TIMEOUT_SECONDS is at most 60), renewed with every page and every batch of outcomes. */
-export const LEASE_MS = 120_000
+/**
+ * How long a process's lease on a destination lasts, renewed with every page and every batch
+ * of outcomes: longer than the longest stretch between two renewals, one delivery (the
+ * address resolved, a connection made, the message written or answered: each within the
+ * send timeout, PRIME_ALARM_TIMEOUT_SECONDS, so three of them at most) and the outcomes'
+ * flush, with room. A node that dies holding it delays its destinations by that much.
+ */
+export const alarmLeaseMs = (timeoutMs: number) => 3 * timeoutMs + 10_000
 const LEASE = 'alarm-destination:'
 /** Migration 005's outbox lock: outbox ids are drawn, and the destinations the event queue reads are changed, under it. */
 export const OUTBOX_LOCK = 7022100501
@@ -41,6 +48,7 @@ type AssetMessage = { id: number; created_ms: number; kind: string; body: string
 export interface PgAlarmsOptions {
   /** Who holds this process's leases on destinations (a fresh id by default). */
   holder?: string
+  /** alarmLeaseMs of the send timeout (of its default, 10 s, when not given). */
   leaseMs?: number
 }
 
@@ -59,7 +67,7 @@ export function pgAlarmsRepo(db: Postgres, sealer?: SettingsSealer, options: PgA
   const select = <T>(sql: string, params?: unknown[]) => db.query(sql, params) as Promise<T[]>
   const first = <T>(sql: string, params?: unknown[]) => db.one(sql, params) as Promise<T | undefined>
   const holder = options.holder ?? randomUUID()
-  const leaseMs = options.leaseMs ?? LEASE_MS
+  const leaseMs = options.leaseMs ?? alarmLeaseMs(10_000)
   const queue = pgEventQueue(db)
 
   const opened = <R extends DestinationRow | undefined>(row: R): R => (row && sealer ? { ...row, settings: sealer.open(row.settings, row.id) } : row)
