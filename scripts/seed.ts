@@ -808,7 +808,7 @@ export async function seedFleet(db: DB, opts: SeedOptions): Promise<SeedResult> 
 
   const load = beginBulkLoad(db, ctx.firstId, ctx.firstPeripheralId, phase)
   // A larger young generation: the generator allocates many short-lived strings.
-  const worker = new Worker(new URL(import.meta.url), {
+  const worker = new Worker(generatorModule(), {
     workerData: { seedWorker: true, ctx, total: opts.agents, chunk: chunkSize, fts: load.fts },
     resourceLimits: { maxYoungGenerationSizeMb: 64 },
   })
@@ -1064,4 +1064,15 @@ if (isMainThread && process.argv[1] && import.meta.url === pathToFileURL(path.re
     console.error(err instanceof Error ? err.message : err)
     process.exit(1)
   })
+}
+
+/**
+ * The module the generator thread runs: this one, or from its TypeScript source (as the tests
+ * import it) the compiled one when built (run-tests builds first): Node 20 gives a worker
+ * thread none of the process's TypeScript loader (tsx).
+ */
+function generatorModule(): URL {
+  if (!import.meta.url.endsWith('.ts')) return new URL(import.meta.url)
+  const compiled = new URL('../dist/scripts/seed.js', import.meta.url)
+  return fs.existsSync(compiled) ? compiled : new URL(import.meta.url)
 }

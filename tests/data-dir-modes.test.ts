@@ -13,7 +13,7 @@ import t from 'tap'
 import { buildApp } from '../lib/app.js'
 import { loadConfig } from '../lib/config.js'
 import { projectRoot } from '../lib/paths.js'
-import { ADMIN_PASSWORD, build, login, testBackend, testDatabaseEnv } from './helpers.js'
+import { ADMIN_PASSWORD, TS_LOADER, build, login, testBackend, testDatabaseEnv } from './helpers.js'
 import { addAgent } from './fixtures/fleet.js'
 import { queryColumn, queryValue } from './seed.js'
 import { createReport, runNow } from './reports-support.js'
@@ -138,8 +138,7 @@ t.test('a data directory others can write is refused, saying how to fix it', asy
   t.match(refusedFile.error?.message, `${path.join(planted, 'jwt-secret')} (mode 0666)`, 'a file others can write is named')
 
   // The server itself: one line on standard error, exit status 1, no stack.
-  const loader = process.execArgv.filter((a) => /typescript/.test(a))
-  const run = spawnSync(process.execPath, [...loader, path.join(projectRoot, 'lib', 'server.ts')], {
+  const run = spawnSync(process.execPath, [...TS_LOADER, path.join(projectRoot, 'lib', 'server.ts')], {
     env: { ...process.env, PRIME_DATA_DIR: open, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, PORT: '0', LOG_LEVEL: 'silent', ...(await testDatabaseEnv(t)) },
     encoding: 'utf8',
     timeout: 120_000,

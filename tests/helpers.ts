@@ -26,6 +26,9 @@ export async function testDatabaseEnv(t: { teardown: (fn: () => unknown) => void
   return testBackend === 'postgres' ? { PRIME_DATABASE_URL: await pgTestDatabaseUrl(t) } : {}
 }
 
+/** Node's arguments that run the TypeScript sources in a child process: tsx, as the tests themselves run (.taprc). */
+export const TS_LOADER = ['--import=tsx']
+
 /** A fresh app on its own data dir (and database), answering-checked against the contract. */
 export async function build(t: { teardown: (fn: () => unknown) => void }, env: Record<string, string> = {}, spec?: Record<string, any>): Promise<FastifyInstance & { testConfig: Config }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-test-'))

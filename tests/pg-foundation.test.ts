@@ -6,9 +6,8 @@ import pg from 'pg'
 import t from 'tap'
 import { connectPostgres, pgMigrationFiles } from '../db/postgres/index.js'
 import { projectRoot } from '../lib/paths.js'
+import { TS_LOADER } from './helpers.js'
 import { noPostgres, pgTestDatabase, testDatabaseUrl } from './pg.js'
-
-const loader = process.execArgv.filter((a) => a.includes('@tapjs/typescript'))
 
 t.test('four processes started together on an empty database: each migration runs once', { skip: noPostgres }, async (t) => {
   // An empty database of the test's own (not the template: nothing migrated yet).
@@ -28,7 +27,7 @@ t.test('four processes started together on an empty database: each migration run
     [1, 2, 3, 4].map(
       () =>
         new Promise<{ version: number; applied: number[] }>((resolve, reject) => {
-          const child = spawn(process.execPath, [...loader, script, url.toString()], { stdio: ['ignore', 'pipe', 'pipe'] })
+          const child = spawn(process.execPath, [...TS_LOADER, script, url.toString()], { stdio: ['ignore', 'pipe', 'pipe'] })
           let out = ''
           let err = ''
           child.stdout.on('data', (c) => (out += c))

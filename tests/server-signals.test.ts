@@ -7,12 +7,11 @@ import path from 'node:path'
 import t from 'tap'
 import { projectRoot } from '../lib/paths.js'
 import { freePort } from './fixtures/receivers.js'
-import { ADMIN_PASSWORD, testDatabaseEnv } from './helpers.js'
+import { ADMIN_PASSWORD, TS_LOADER, testDatabaseEnv } from './helpers.js'
 
 t.setTimeout(120_000)
 // From the sources, with the TypeScript loader this test runs under (no build needed).
 const server = path.join(projectRoot, 'lib', 'server.ts')
-const loader = process.execArgv.filter((a) => a.includes('@tapjs/typescript'))
 
 const until = async (ok: () => boolean, what: string) => {
   for (let i = 0; i < 3000 && !ok(); i++) await new Promise((r) => setTimeout(r, 10))
@@ -31,7 +30,7 @@ t.test('with loop statistics on, SIGUSR2 logs them and the server keeps serving;
   })
   const port = await freePort()
   const log = fs.openSync(logFile, 'w')
-  child = spawn(process.execPath, [...loader, server], {
+  child = spawn(process.execPath, [...TS_LOADER, server], {
     env: { ...process.env, PRIME_DATA_DIR: dir, PRIME_ADMIN_PASSWORD: ADMIN_PASSWORD, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'info', PRIME_LOOP_STATS_SECONDS: '3600', ...database },
     stdio: ['ignore', log, log],
   })
