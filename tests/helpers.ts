@@ -29,6 +29,23 @@ export async function testDatabaseEnv(t: { teardown: (fn: () => unknown) => void
 /** Node's arguments that run the TypeScript sources in a child process: tsx, as the tests themselves run (.taprc). */
 export const TS_LOADER = ['--import=tsx']
 
+let migrated: string | undefined
+/**
+ * A migrated SQLite database, made once per test process: each app's data dir starts with a
+ * copy of it (3 ms) instead of running every migration again (60 ms), as each PostgreSQL test
+ * database is made from a migrated template (tests/pg.ts). The app migrates it as it would
+ * an existing file: nothing to do. tests/database.test.ts and the migration tests start from
+ * empty files.
+ */
+function migratedSqlite(): string {
+  if (migrated) return migrated
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-migrated-'))
+  openDatabase(path.join(dir, 'prime.sqlite')).close()
+  process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }))
+  migrated = path.join(dir, 'prime.sqlite')
+  return migrated
+}
+
 /** A fresh app on its own data dir (and database), answering-checked against the contract. */
 export async function build(t: { teardown: (fn: () => unknown) => void }, env: Record<string, string> = {}, spec?: Record<string, any>): Promise<FastifyInstance & { testConfig: Config }> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'prime-test-'))
@@ -47,6 +64,7 @@ export async function build(t: { teardown: (fn: () => unknown) => void }, env: R
     ...database,
     ...env,
   })
+  if (config.databaseUrl === undefined && config.dbFile === path.join(dir, 'prime.sqlite')) fs.copyFileSync(migratedSqlite(), config.dbFile)
   const app = await buildApp({ config, logger: false, validateResponses: true, spec })
   t.teardown(async () => {
     await closeQueries(app)
