@@ -10,7 +10,7 @@ import { agentTexts } from '../db/agent-texts.js'
 import { exportsRepo } from '../db/exports.js'
 import { agentSearch } from '../db/filters.js'
 import { pgAgentsRepo } from '../db/postgres/agents.js'
-import { agentSortColumns } from '../db/postgres/agent-filters.js'
+import { agentOrderBy, agentSortColumns } from '../db/postgres/agent-filters.js'
 import { pgExportsRepo } from '../db/postgres/exports.js'
 import type { Sort } from '../lib/ports.js'
 import { agentListView } from '../lib/agents/views.js'
@@ -216,4 +216,36 @@ t.test('agents lists: PostgreSQL answers as SQLite', { skip: noPostgres }, async
     await pg.run('TRUNCATE agents CASCADE')
     t.same(await kept(), [{ name: 'agents', n: 0 }, ...flags.map((f) => ({ name: `agents.${f}`, n: 0 })), { name: 'peripherals', n: 0 }], 'TRUNCATE empties them all')
   })
+})
+
+t.test('a page deep in the host, uuid or severity order is found in the sort index alone (migration 022)', { skip: noPostgres }, async (t) => {
+  const { db: sqlite } = tempDb(t)
+  const pg = await pgTestDatabase(t)
+  await seedFleet(sqlite, pg, new Rand(22), { agents: 300, peripherals: 0 })
+  // VACUUM sets the visibility map: an index-only scan then reads no table block.
+  await pg.run('VACUUM ANALYZE agents')
+  for (const [field, index] of [
+    ['hostIdentifier', 'agents_host_order'],
+    ['uuid', 'agents_uuid_order'],
+    ['severity', 'agents_severity_order'],
+  ] as const) {
+    for (const direction of ['asc', 'desc'] as const) {
+      // As the page statement walks it (db/postgres/agent-filters.ts pageStatement). Over 300
+      // agents the planner would rather sort them all: what is pinned is that the index answers
+      // alone when walked, as it is over a large fleet.
+      const ids = `SELECT a.id FROM agents a WHERE true ORDER BY ${agentOrderBy({ field, direction })} LIMIT 50 OFFSET 200`
+      const plan = await pg.uow.run(async () => {
+        await pg.run('SET LOCAL enable_seqscan = off')
+        await pg.run('SET LOCAL enable_sort = off')
+        return (await pg.query<{ 'QUERY PLAN': string }>(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ${ids}`)).map((r) => r['QUERY PLAN']).join('\n')
+      })
+      t.match(plan, new RegExp(`Index Only Scan( Backward)? using ${index} `), `${field} ${direction}: an index-only scan of ${index}`)
+      t.match(plan, /Heap Fetches: 0\b/, `${field} ${direction}: no row read from the table`)
+      t.same(
+        (await pg.query<{ id: string }>(ids)).map((r) => Number(r.id)),
+        (await pg.query<{ id: string }>(`SELECT id FROM agents a ORDER BY ${agentOrderBy({ field, direction })}`)).slice(200, 250).map((r) => Number(r.id)),
+        `${field} ${direction}: the page's ids as the whole order has them`,
+      )
+    }
+  }
 })
