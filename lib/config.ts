@@ -293,12 +293,7 @@ export const SETTINGS: readonly SettingDescription[] = [
     default: '`false`',
     meaning: '`true`: alarm destinations may reach private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) only when listed in `PRIME_ALARM_ALLOWED_HOSTS`',
   },
-  {
-    name: 'PRIME_ALARM_TIMEOUT_SECONDS',
-    default: '`10`',
-    meaning:
-      "how long an alarm receiver has to answer (1 to 60); an unreachable receiver is reported only after this time, whatever the cause; on PostgreSQL a node's lease on a destination lasts three times this and 10 s",
-  },
+  { name: 'PRIME_ALARM_TIMEOUT_SECONDS', default: '`10`', meaning: 'how long an alarm receiver has to answer (1 to 60); an unreachable receiver is reported only after this time, whatever the cause' },
   { name: 'PRIME_HEALTH_CHECK_SECONDS', default: '`60`', meaning: 'interval of the health checks that open and resolve system-health notifications (5 to 86400)' },
   { name: 'PRIME_POLLER_ENROLLMENT_SECRET', default: 'none (registration disabled)', meaning: 'the secret worker pollers present to register, 16 to 256 characters' },
   { name: 'PRIME_POLLER_HEARTBEAT_SECONDS', default: '`60`', meaning: `heartbeat interval given to pollers; a poller missing three is offline (event \`${eventCodes.pollerOffline.code}\`)` },
