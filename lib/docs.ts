@@ -17,6 +17,10 @@ export const DOCS_CSP =
  * with its example, so a list would be filtered by eleven sample values until they are
  * cleared; the examples move into the parameters' descriptions instead. The contract
  * served at docs/json stays as it is.
+ *
+ * No function inside it (nor in docsAuthorizePlugin) takes its name from a variable or a
+ * property: a transpiler that keeps names (esbuild's keepNames, as tsx runs the sources)
+ * wraps such a function in a helper the page does not have.
  */
 export function docsResponseInterceptor(res: { url?: string; text?: string; obj?: unknown; body?: unknown }) {
   if (!res || typeof res.text !== 'string' || !/\/docs\/json(?:\?|$)/.test(res.url || '')) return res
@@ -27,9 +31,14 @@ export function docsResponseInterceptor(res: { url?: string; text?: string; obj?
     return res
   }
   const schemas = spec.components?.schemas || {}
-  const shown = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v))
-  const unfill = (p: any) => {
-    if (!p || typeof p !== 'object' || p.$ref) return
+  // Every parameter: the shared ones, each path's and each operation's.
+  const parameters: any[] = Object.values(spec.components?.parameters || {})
+  for (const item of Object.values<any>(spec.paths || {})) {
+    parameters.push(...(item.parameters || []))
+    for (const op of Object.values<any>(item)) if (op && Array.isArray(op.parameters)) parameters.push(...op.parameters)
+  }
+  for (const p of parameters) {
+    if (!p || typeof p !== 'object' || p.$ref) continue
     let example: unknown
     if (p.example !== undefined) example = p.example
     else if (p.examples && typeof p.examples === 'object') {
@@ -48,13 +57,8 @@ export function docsResponseInterceptor(res: { url?: string; text?: string; obj?
       p.schema = { ...p.schema }
       delete p.schema.example
     }
-    if (example !== undefined) p.description = `${p.description ? `${p.description}\n\n` : ''}Example: \`${shown(example)}\``
-  }
-  const components = spec.components?.parameters
-  if (components) for (const name of Object.keys(components)) unfill(components[name])
-  for (const item of Object.values<any>(spec.paths || {})) {
-    for (const p of item.parameters || []) unfill(p)
-    for (const op of Object.values<any>(item)) if (op && Array.isArray(op.parameters)) for (const p of op.parameters) unfill(p)
+    const shown = typeof example === 'string' ? example : JSON.stringify(example)
+    if (example !== undefined) p.description = `${p.description ? `${p.description}\n\n` : ''}Example: \`${shown}\``
   }
   res.text = JSON.stringify(spec)
   res.obj = spec
@@ -65,22 +69,25 @@ export function docsResponseInterceptor(res: { url?: string; text?: string; obj?
 /**
  * Runs in the browser: the Authorize dialog offers the user scheme only (people log in
  * with Auth/LocalLogin); agents and worker pollers hold credentials of their own and do not
- * use this page.
+ * use this page. The wrapper is set as an entry, not as a property's value: see
+ * docsResponseInterceptor.
  */
 export function docsAuthorizePlugin() {
   return {
     statePlugins: {
       auth: {
-        wrapSelectors: {
-          definitionsToAuthorize:
+        wrapSelectors: Object.fromEntries([
+          [
+            'definitionsToAuthorize',
             (original: any) =>
-            (...args: any[]) => {
-              const all = original(...args)
-              if (!all || typeof all.filter !== 'function') return all
-              const users = all.filter((entry: any) => entry && typeof entry.has === 'function' && entry.has('bearerAuth'))
-              return users.size > 0 ? users : all
-            },
-        },
+              (...args: any[]) => {
+                const all = original(...args)
+                if (!all || typeof all.filter !== 'function') return all
+                const users = all.filter((entry: any) => entry && typeof entry.has === 'function' && entry.has('bearerAuth'))
+                return users.size > 0 ? users : all
+              },
+          ],
+        ]),
       },
     },
   }

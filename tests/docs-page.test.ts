@@ -7,6 +7,7 @@ import fs from 'node:fs'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { chromium, type Browser } from 'playwright-core'
+import { docsAuthorizePlugin, docsResponseInterceptor } from '../lib/docs.js'
 import { build, login } from './helpers.js'
 import { addAgent } from './fixtures/fleet.js'
 
@@ -34,6 +35,12 @@ t.test('a missing browser fails the test, saying what to install', async (t) => 
     missingBrowser('/usr/bin/chromium', () => true),
     null,
   )
+})
+
+t.test("the page's own functions stand alone, as serialized into it: no transpiler helper in their text", async (t) => {
+  // Under tsx (esbuild's keepNames) a function named by a variable or a property is wrapped in
+  // __name(), which the page does not have: the page then fails to start.
+  for (const fn of [docsResponseInterceptor, docsAuthorizePlugin]) t.notMatch(fn.toString(), /\b__\w+\(/, `${fn.name}: no helper called`)
 })
 
 t.test('the docs page: no console error, nothing prefilled, user login, GET agents through Try it out', async (t) => {
