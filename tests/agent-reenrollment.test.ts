@@ -51,6 +51,8 @@ t.test('the secret and a known machine id alone do not take an enrolled agent ov
   t.match(event, { asset_key: real.uuid, category: 'Host', severity: 3, description: 'Agent re-enrollment held for approval' })
   t.match(event.details, /did not present the agent's current credential/)
   t.match(event.details, '203.0.113.9')
+  // From the table itself: on PostgreSQL risk notifications are raised behind the writes, caught up first as every read of them does.
+  await app.storage.riskFeed?.catchUp()
   const [risk] = await rows(app, `SELECT * FROM risk_notifications WHERE kind = 'AgentReEnrollmentHeld'`)
   t.match(risk, { agent_uuid: real.uuid, severity: 3 }, 'a risk notification')
   const listed = await call(app, admin, { url: '/prime/webui/systemNotification/riskNotifications?kind=AgentReEnrollmentHeld' })
